@@ -1,0 +1,113 @@
+"""Static facts about functions that several layers need: footprints and buffer sizes.
+
+The *footprint* of an InCore function on a memref parameter is the bounding box, in elements, of
+all TLOAD/TSTORE accesses to it: with offsets counted in whole tiles, an access of an R x C tile
+at tile offset (i, j) covers rows ``[i*R, i*R+R)`` and columns ``[j*C, j*C+C)``. Offsets are
+literals or loop variables of constant-bounded loops (the verifier requires constant bounds in
+InCore functions), so the box is known statically. CALL offsets count whole footprints (see
+:mod:`pto_core.builder`).
+
+>>> from pto_core import PTOModule, PTOFunctionBuilder, ElementType, MemorySpace
+>>> m = PTOModule("m")
+>>> f = (PTOFunctionBuilder("f", module=m).in_core()
+...      .memref("a", MemorySpace.GLOBAL, ElementType.F32).memref("o", MemorySpace.GLOBAL, ElementType.F32)
+...      .tile("x", 8, 16, ElementType.F32).tile("r", 8, 1, ElementType.F32)
+...      .load("x", "a").rowmax("r", "x").store("o", "r").build())
+>>> footprint(f, "a"), footprint(f, "o"), buffer_bytes(f)
+((8, 16), (8, 1), 544)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .errors import PTOError
+from .ir import Call, Category, For, Function, If, Instr, MemRefType, Module, TileType
+
+
+@dataclass(frozen=True)
+class Access:
+    """One TLOAD/TSTORE of a memref: element box and direction."""
+
+    memref: str
+    row0: int
+    row1: int
+    col0: int
+    col1: int
+    write: bool
+
+
+def _range_of(v, loops: dict[str, tuple[int, int]], fn: Function, stmt) -> tuple[int, int]:
+    """Smallest and largest value an offset can take."""
+    if isinstance(v, int):
+        return v, v
+    if v in loops:
+        return loops[v]
+    raise PTOError(f"offset '{v}' is not a constant or a loop variable of a constant-bounded "
+                   f"loop, so the footprint of the access cannot be computed",
+                   function=fn.name, instruction=str(stmt))
+
+
+def accesses(fn: Function, module: Module | None = None) -> list[Access]:
+    """All memref accesses of an InCore function (inlining InCore calls when ``module`` is
+    given), as element boxes covering every loop iteration."""
+    out: list[Access] = []
+
+    def visit(body, loops, rename: dict[str, str], f: Function) -> None:
+        for s in body:
+            if isinstance(s, Instr) and s.opdef.is_memory_op:
+                load = s.opdef.category is Category.LOAD
+                tile = f.type_of(s.operands[0] if load else s.operands[1])
+                mem = s.operands[1] if load else s.operands[0]
+                r_lo, r_hi = _range_of(s.operands[2], loops, f, s)
+                c_lo, c_hi = _range_of(s.operands[3], loops, f, s)
+                out.append(Access(rename.get(mem, mem), r_lo * tile.rows, (r_hi + 1) * tile.rows,
+                                  c_lo * tile.cols, (c_hi + 1) * tile.cols, not load))
+            elif isinstance(s, For):
+                if all(isinstance(x, int) for x in (s.start, s.end, s.step)) and s.end > s.start:
+                    last = s.start + (s.end - 1 - s.start) // s.step * s.step
+                    visit(s.body, {**loops, s.var: (s.start, last)}, rename, f)
+            elif isinstance(s, If):
+                visit(s.then_body, loops, rename, f)
+                visit(s.else_body, loops, rename, f)
+            elif isinstance(s, Call) and module is not None and s.callee in module.functions:
+                callee = module.functions[s.callee]
+                sub = {a.param: rename.get(a.value, a.value) for a in s.args if isinstance(a.value, str)}
+                visit(callee.body, loops, sub, callee)
+
+    visit(fn.body, {}, {}, fn)
+    return out
+
+
+def footprint(fn: Function, param: str, module: Module | None = None) -> tuple[int, int]:
+    """Rows x cols of the box an InCore function touches on ``param`` (its CALL offset unit).
+    A parameter that is never accessed has footprint (0, 0)."""
+    rows = cols = 0
+    for a in accesses(fn, module):
+        if a.memref == param:
+            rows, cols = max(rows, a.row1), max(cols, a.col1)
+    return rows, cols
+
+
+def param_modes(fn: Function, module: Module | None = None) -> dict[str, str]:
+    """For each memref parameter: ``"in"``, ``"out"``, ``"inout"`` or ``"none"``."""
+    read: set[str] = set()
+    written: set[str] = set()
+    for a in accesses(fn, module):
+        (written if a.write else read).add(a.memref)
+    modes = {}
+    for p in fn.params:
+        if isinstance(p.type, MemRefType):
+            r, w = p.name in read, p.name in written
+            modes[p.name] = "inout" if r and w else "out" if w else "in" if r else "none"
+    return modes
+
+
+def buffer_bytes(fn: Function) -> int:
+    """On-chip bytes of all tiles a function declares (before buffer reuse)."""
+    return sum(t.nbytes for t in fn.tiles.values())
+
+
+def tile_sizes(fn: Function) -> list[tuple[str, TileType]]:
+    """Tiles by decreasing size: what an over-capacity error names."""
+    return sorted(fn.tiles.items(), key=lambda kv: -kv[1].nbytes)

@@ -1,0 +1,255 @@
+"""The fluent Function Builder: the Python way to write PTO programs.
+
+>>> from pto_core import PTOModule, PTOFunctionBuilder, MemorySpace, ElementType
+>>> module = PTOModule("demo")
+>>> fn = (PTOFunctionBuilder("exp_tile", module=module)
+...       .in_core()
+...       .memref("input", MemorySpace.GLOBAL, ElementType.F32)
+...       .memref("output", MemorySpace.GLOBAL, ElementType.F32)
+...       .tile("x", 8, 8, ElementType.F32)
+...       .tile("y", 8, 8, ElementType.F32)
+...       .load("x", "input")
+...       .exp("y", "x")
+...       .store("output", "y")
+...       .build())
+>>> fn.name, len(fn.body)
+('exp_tile', 3)
+
+There is one method per instruction of the table (``.add``, ``.exp``, ``.rowmax``,
+``.rowexpandsub``, ``.matmul``, ``.matmul_acc``, ``.scalar_add`` ...), with the operands in table
+order, destination first. ``.load(tile, memref, row=0, col=0)`` and
+``.store(memref, tile, row=0, col=0)`` take offsets in whole tiles.
+
+CALL arguments
+--------------
+``.call(name, {param: value})`` binds each callee parameter. ``value`` is a tensor (memref) name,
+a scalar name or literal, or, in orchestration functions, ``(tensor, row_offset, col_offset)``.
+Offsets are counted in **tiles of the callee's footprint on that parameter**: if the callee
+touches an R x C block of ``param`` (the bounding box of all its TLOAD/TSTORE on it, computed by
+:func:`pto_core.analysis.footprint`), then ``(t, i, j)`` binds ``param`` to the R x C window of
+``t`` whose top-left element is ``t[i*R, j*C]``. An offset is an int, a loop variable or an
+integer scalar. At run time the orchestration code passes that window to the runtime as the
+element region ``(row_off=i*R, col_off=j*C, rows=R, cols=C)``; the kernel receives a pointer to
+``t[i*R, j*C]`` and the row stride of ``t``. The reference interpreter applies the same rule.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+from .errors import PTOError
+from .ir import (OPS, Call, CallArg, ElementType, For, Function, FunctionKind, If, Instr, Local,
+                 MemorySpace, MemRefType, Module, Param, Return, ScalarType, TileType)
+from .ir.ops import OpDef
+from .verify import verify_function
+
+
+class PTOModule(Module):
+    """A module: a named set of functions with an entry function.
+
+    ``PTOModule(name, entry=None)``; builders add their functions on ``build()``.
+    """
+
+
+class _Block:
+    """An open FOR or IF while it is being built."""
+
+    def __init__(self, kind: str, header: Any) -> None:
+        self.kind = kind            # "for" | "if"
+        self.header = header
+        self.stmts: list = []
+        self.else_stmts: list | None = None
+
+    @property
+    def current(self) -> list:
+        return self.else_stmts if self.else_stmts is not None else self.stmts
+
+
+class PTOFunctionBuilder:
+    """Builds one function; ``build()`` verifies it and adds it to the module."""
+
+    def __init__(self, name: str, module: Module | None = None) -> None:
+        self.name = name
+        self.module = module
+        self._kind = FunctionKind.INCORE
+        self._params: list[Param] = []
+        self._locals: list[Local] = []
+        self._scalar_param: dict[str, bool | None] = {}
+        self._root: list = []
+        self._stack: list[_Block] = []
+        self._assigned: set[str] = set()
+        self._built = False
+
+    # -- errors -------------------------------------------------------------------------
+    def _fail(self, msg: str, instruction: str | None = None) -> PTOError:
+        return PTOError(msg, function=self.name, instruction=instruction)
+
+    def _emit(self, stmt) -> "PTOFunctionBuilder":
+        if self._built:
+            raise self._fail("the function was already built", str(stmt))
+        (self._stack[-1].current if self._stack else self._root).append(stmt)
+        return self
+
+    # -- kind ---------------------------------------------------------------------------
+    def in_core(self) -> "PTOFunctionBuilder":
+        """Mark the function InCore: tile code that runs on one core."""
+        self._kind = FunctionKind.INCORE
+        return self
+
+    def not_in_core(self) -> "PTOFunctionBuilder":
+        """Mark the function as orchestration: host control flow that submits tasks."""
+        self._kind = FunctionKind.ORCHESTRATION
+        return self
+
+    orchestration = not_in_core
+
+    # -- declarations -------------------------------------------------------------------
+    def memref(self, name: str, space: MemorySpace = MemorySpace.GLOBAL,
+               dtype: ElementType = ElementType.F32,
+               shape: tuple[int, int] | None = None) -> "PTOFunctionBuilder":
+        """Declare a tensor parameter (2-D, row-major). ``shape`` is optional."""
+        self._params.append(Param(name, MemRefType(space, dtype, tuple(shape) if shape else None)))
+        return self
+
+    def tile(self, name: str, rows: int, cols: int,
+             dtype: ElementType = ElementType.F32) -> "PTOFunctionBuilder":
+        """Declare an on-chip tile of ``rows x cols`` elements."""
+        if not all(isinstance(x, int) and not isinstance(x, bool) for x in (rows, cols)):
+            raise self._fail(f"tile '{name}' needs integer rows and cols, got {rows!r}x{cols!r}")
+        self._locals.append(Local(name, TileType(rows, cols, dtype)))
+        return self
+
+    def scalar(self, name: str, dtype: ElementType = ElementType.I32,
+               param: bool | None = None) -> "PTOFunctionBuilder":
+        """Declare a scalar. It is a function parameter when ``param=True``, a local when
+        ``False``; by default a scalar that no instruction assigns is a parameter (like the
+        ``num_tiles`` of a dynamic loop)."""
+        self._scalar_param[name] = param
+        self._locals.append(Local(name, ScalarType(dtype)))
+        return self
+
+    # -- instructions -------------------------------------------------------------------
+    def _op(self, opdef: OpDef, *operands, **attrs) -> "PTOFunctionBuilder":
+        if len(operands) != len(opdef.operands):
+            raise self._fail(f"{opdef.method}() takes {len(opdef.operands)} operands "
+                             f"({', '.join(o.name for o in opdef.operands)}), got {len(operands)}",
+                             opdef.name)
+        for spec, v in zip(opdef.operands, operands):
+            if spec.role == "scalar_out" and isinstance(v, str):
+                self._assigned.add(v)
+        attr_items = tuple(attrs.items())
+        return self._emit(Instr(opdef.name, tuple(operands), attr_items))
+
+    def load(self, dst: str, src: str, row: Any = 0, col: Any = 0) -> "PTOFunctionBuilder":
+        """TLOAD: ``dst = src[row*R:(row+1)*R, col*C:(col+1)*C]`` for an R x C tile."""
+        return self._op(OPS["TLOAD"], dst, src, row, col)
+
+    def store(self, dst: str, src: str, row: Any = 0, col: Any = 0) -> "PTOFunctionBuilder":
+        """TSTORE: ``dst[row*R:(row+1)*R, col*C:(col+1)*C] = src`` for an R x C tile."""
+        return self._op(OPS["TSTORE"], dst, src, row, col)
+
+    def scalar_cmp(self, dst: str, a: Any, b: Any, cmp: str = "lt") -> "PTOFunctionBuilder":
+        """SCMP: ``dst = 1 if a <cmp> b else 0`` with cmp in eq ne lt le gt ge."""
+        return self._op(OPS["SCMP"], dst, a, b, cmp=cmp)
+
+    # -- control flow -------------------------------------------------------------------
+    def for_loop(self, var: str, start: Any, end: Any, step: Any = 1, *,
+                 max_range: int | None = None, min_range: int | None = None,
+                 tile_levels: Mapping[int, int] | None = None) -> "PTOFunctionBuilder":
+        """Open ``for var in range(start, end, step)``; close it with ``end_for()``."""
+        levels = None
+        if tile_levels is not None:
+            levels = tuple(sorted(((int(k), int(v)) for k, v in dict(tile_levels).items()),
+                                  key=lambda kv: (kv[0] == 0, -kv[0])))
+        self._stack.append(_Block("for", dict(var=var, start=start, end=end, step=step,
+                                              max_range=max_range, min_range=min_range,
+                                              tile_levels=levels)))
+        return self
+
+    def end_for(self) -> "PTOFunctionBuilder":
+        if not self._stack or self._stack[-1].kind != "for":
+            raise self._fail("end_for() without an open for_loop()", "ENDFOR")
+        blk = self._stack.pop()
+        return self._emit(For(body=tuple(blk.stmts), **blk.header))
+
+    def if_then(self, cond: str) -> "PTOFunctionBuilder":
+        """Open ``if cond != 0``; optional ``else_()``; close with ``end_if()``."""
+        self._stack.append(_Block("if", cond))
+        return self
+
+    def else_(self) -> "PTOFunctionBuilder":
+        if not self._stack or self._stack[-1].kind != "if":
+            raise self._fail("else_() without an open if_then()", "ELSE")
+        if self._stack[-1].else_stmts is not None:
+            raise self._fail("else_() given twice for one if_then()", "ELSE")
+        self._stack[-1].else_stmts = []
+        return self
+
+    def end_if(self) -> "PTOFunctionBuilder":
+        if not self._stack or self._stack[-1].kind != "if":
+            raise self._fail("end_if() without an open if_then()", "ENDIF")
+        blk = self._stack.pop()
+        return self._emit(If(blk.header, tuple(blk.stmts), tuple(blk.else_stmts or ())))
+
+    def call(self, callee: str, args: Mapping[str, Any] | None = None) -> "PTOFunctionBuilder":
+        """CALL ``callee`` binding each of its parameters (see the module doc for offsets)."""
+        bound = []
+        for param, value in dict(args or {}).items():
+            if isinstance(value, tuple):
+                if len(value) == 2:
+                    value = (*value, 0)
+                if len(value) != 3:
+                    raise self._fail(f"argument '{param}' must be a name or (tensor, row, col), "
+                                     f"got {value!r}", f"CALL @{callee}")
+                bound.append(CallArg(param, value[0], value[1], value[2]))
+            else:
+                bound.append(CallArg(param, value))
+        return self._emit(Call(callee, tuple(bound)))
+
+    def ret(self) -> "PTOFunctionBuilder":
+        return self._emit(Return())
+
+    # -- build ---------------------------------------------------------------------------
+    def build(self) -> Function:
+        """Verify the function, add it to the module, and return it."""
+        if self._stack:
+            open_kinds = ", ".join("FOR" if b.kind == "for" else "IF" for b in self._stack)
+            raise self._fail(f"unbalanced control flow: {open_kinds} not closed "
+                             f"(missing end_for()/end_if())")
+        params = list(self._params)
+        locals_ = []
+        for loc in self._locals:
+            if isinstance(loc.type, ScalarType):
+                is_param = self._scalar_param.get(loc.name)
+                if is_param is None:
+                    is_param = loc.name not in self._assigned
+                if is_param:
+                    params.append(Param(loc.name, loc.type))
+                    continue
+            locals_.append(loc)
+        fn = Function(self.name, self._kind, tuple(params), tuple(locals_), tuple(self._root))
+        verify_function(fn, self.module)
+        if self.module is not None:
+            if self.name in self.module.functions:
+                raise self._fail(f"module '{self.module.name}' already has a function named "
+                                 f"'{self.name}'")
+            self.module.add_function(fn)
+        self._built = True
+        return fn
+
+
+def _make_method(opdef: OpDef):
+    names = [o.name for o in opdef.operands]
+
+    def method(self: PTOFunctionBuilder, *operands, **attrs) -> PTOFunctionBuilder:
+        return self._op(opdef, *operands, **attrs)
+
+    method.__name__ = opdef.method
+    method.__qualname__ = f"PTOFunctionBuilder.{opdef.method}"
+    method.__doc__ = f"{opdef.name} {', '.join(names)}" + (f": {opdef.doc}" if opdef.doc else "")
+    return method
+
+
+for _opdef in OPS.values():
+    if not hasattr(PTOFunctionBuilder, _opdef.method):
+        setattr(PTOFunctionBuilder, _opdef.method, _make_method(_opdef))

@@ -1,0 +1,274 @@
+"""Statements, functions and modules of the PTO IR.
+
+The IR is structured: a FOR or IF statement holds its body, so passes and emitters walk trees,
+not label soup. All nodes are frozen dataclasses and compare by value, which is what the `.pto`
+round-trip tests rely on.
+
+Operands are names (``str``, without the ``%`` of the text form) or literals (``int``/``float``).
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from typing import Iterator, Union
+
+from .ops import OPS, OpDef
+from .types import MemRefType, ScalarType, TileType, Type
+
+Value = Union[str, int, float]      # a name or a literal
+Index = Union[str, int]             # a name (loop variable / integer scalar) or an int literal
+
+
+class FunctionKind(enum.Enum):
+    INCORE = "InCore"
+    ORCHESTRATION = "Orchestration"
+
+
+@dataclass(frozen=True)
+class Instr:
+    """One table-driven instruction: ``op`` is a key of :data:`pto_core.ir.ops.OPS` and
+    ``operands`` follow that row's operand list. ``attrs`` holds e.g. ``(("cmp", "lt"),)``."""
+
+    op: str
+    operands: tuple[Value, ...]
+    attrs: tuple[tuple[str, object], ...] = ()
+
+    @property
+    def opdef(self) -> OpDef:
+        return OPS[self.op]
+
+    def operand(self, name: str) -> Value:
+        for spec, val in zip(self.opdef.operands, self.operands):
+            if spec.name == name:
+                return val
+        raise KeyError(name)
+
+    def attr(self, name: str, default=None):
+        return dict(self.attrs).get(name, default)
+
+    def __str__(self) -> str:
+        parts = [_fmt(v) for v in self.operands]
+        text = f"{self.op} {', '.join(parts)}"
+        for k, v in self.attrs:
+            text += f" {k}={v}"
+        return text
+
+
+@dataclass(frozen=True)
+class CallArg:
+    """Binds a callee parameter to a caller value. For a memref parameter, ``value`` names a
+    caller tensor and ``row``/``col`` (orchestration calls only) are offsets counted in whole
+    tiles of the callee's footprint on that parameter (see :mod:`pto_core.analysis`).
+    For a scalar parameter, ``value`` is a scalar name or a literal."""
+
+    param: str
+    value: Value
+    row: Index | None = None
+    col: Index | None = None
+
+    @property
+    def has_offset(self) -> bool:
+        return self.row is not None or self.col is not None
+
+    def __str__(self) -> str:
+        s = f"%{self.param} -> {_fmt(self.value)}"
+        if self.has_offset:
+            s += f"[{_fmt(self.row if self.row is not None else 0)}, {_fmt(self.col if self.col is not None else 0)}]"
+        return s
+
+
+@dataclass(frozen=True)
+class Call:
+    callee: str
+    args: tuple[CallArg, ...]
+
+    def arg(self, param: str) -> CallArg | None:
+        for a in self.args:
+            if a.param == param:
+                return a
+        return None
+
+    def __str__(self) -> str:
+        return f"CALL @{self.callee}({', '.join(str(a) for a in self.args)})"
+
+
+@dataclass(frozen=True)
+class For:
+    """``for var in range(start, end, step)``. ``max_range``/``min_range`` request binary
+    expansion of a dynamic bound; ``tile_levels`` maps block sizes (0 = residual) to tile rows."""
+
+    var: str
+    start: Index
+    end: Index
+    step: Index
+    body: tuple["Stmt", ...]
+    max_range: int | None = None
+    min_range: int | None = None
+    tile_levels: tuple[tuple[int, int], ...] | None = None
+
+    def header(self) -> str:
+        s = (f"FOR %{self.var}:idx, {_fmt(self.start)}:idx, {_fmt(self.end)}:idx, "
+             f"{_fmt(self.step)}:idx")
+        if self.max_range is not None:
+            s += f" max_range={self.max_range}"
+        if self.min_range is not None:
+            s += f" min_range={self.min_range}"
+        if self.tile_levels is not None:
+            s += " tile_levels={" + ",".join(f"{k}:{v}" for k, v in self.tile_levels) + "}"
+        return s
+
+    def __str__(self) -> str:
+        return self.header()
+
+
+@dataclass(frozen=True)
+class If:
+    """``if cond != 0``; ``cond`` is a scalar name."""
+
+    cond: str
+    then_body: tuple["Stmt", ...]
+    else_body: tuple["Stmt", ...] = ()
+
+    def __str__(self) -> str:
+        return f"IF %{self.cond}"
+
+
+@dataclass(frozen=True)
+class Return:
+    def __str__(self) -> str:
+        return "return"
+
+
+Stmt = Union[Instr, Call, For, If, Return]
+
+
+@dataclass(frozen=True)
+class Param:
+    name: str
+    type: MemRefType | ScalarType
+
+
+@dataclass(frozen=True)
+class Local:
+    name: str
+    type: TileType | ScalarType
+
+
+@dataclass(frozen=True)
+class Function:
+    """An InCore function (tile code for one core) or an Orchestration function (host control
+    flow that submits InCore calls as tasks)."""
+
+    name: str
+    kind: FunctionKind
+    params: tuple[Param, ...]
+    locals: tuple[Local, ...]
+    body: tuple[Stmt, ...]
+
+    @property
+    def is_incore(self) -> bool:
+        return self.kind is FunctionKind.INCORE
+
+    def param(self, name: str) -> Param | None:
+        for p in self.params:
+            if p.name == name:
+                return p
+        return None
+
+    def type_of(self, name: str) -> Type | None:
+        """The declared type of a parameter or local (loop variables are not declared)."""
+        for p in self.params:
+            if p.name == name:
+                return p.type
+        for loc in self.locals:
+            if loc.name == name:
+                return loc.type
+        return None
+
+    @property
+    def tiles(self) -> dict[str, TileType]:
+        return {l.name: l.type for l in self.locals if isinstance(l.type, TileType)}
+
+    @property
+    def memrefs(self) -> dict[str, MemRefType]:
+        return {p.name: p.type for p in self.params if isinstance(p.type, MemRefType)}
+
+    def walk(self) -> Iterator[Stmt]:
+        """Every statement, depth first, bodies included."""
+        yield from walk(self.body)
+
+
+def walk(body: tuple[Stmt, ...]) -> Iterator[Stmt]:
+    for s in body:
+        yield s
+        if isinstance(s, For):
+            yield from walk(s.body)
+        elif isinstance(s, If):
+            yield from walk(s.then_body)
+            yield from walk(s.else_body)
+
+
+class Module:
+    """A set of functions with one entry. Functions are kept in insertion order.
+
+    >>> m = Module("demo"); m.entry is None
+    True
+    """
+
+    def __init__(self, name: str, functions: list[Function] | None = None,
+                 entry: str | None = None) -> None:
+        self.name = name
+        self.functions: dict[str, Function] = {}
+        self._entry = entry
+        for f in functions or []:
+            self.add_function(f)
+
+    @property
+    def entry(self) -> str | None:
+        """The entry function: set explicitly, else the last orchestration function, else the
+        last function."""
+        if self._entry is not None:
+            return self._entry
+        orch = [f.name for f in self.functions.values() if not f.is_incore]
+        if orch:
+            return orch[-1]
+        return next(reversed(self.functions), None) if self.functions else None
+
+    @property
+    def explicit_entry(self) -> str | None:
+        return self._entry
+
+    def set_entry(self, name: str) -> "Module":
+        self._entry = name
+        return self
+
+    def add_function(self, fn: Function) -> Function:
+        self.functions[fn.name] = fn
+        return fn
+
+    def get_function(self, name: str) -> Function:
+        return self.functions[name]
+
+    def __contains__(self, name: str) -> bool:
+        return name in self.functions
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Module):
+            return NotImplemented
+        return (self.name == other.name and self.entry == other.entry
+                and list(self.functions.values()) == list(other.functions.values()))
+
+    def __repr__(self) -> str:
+        return f"Module({self.name!r}, functions={list(self.functions)}, entry={self.entry!r})"
+
+
+def _fmt(v: Value) -> str:
+    if isinstance(v, str):
+        return f"%{v}"
+    if isinstance(v, bool):
+        return str(int(v))
+    if isinstance(v, float):
+        r = repr(v)
+        return r if ("e" in r or "." in r or "n" in r) else r + ".0"
+    return str(v)

@@ -1,0 +1,332 @@
+"""The instruction table: one entry per PTO op.
+
+Each :class:`OpDef` gives an op's operands (their roles), the builder method that emits it, its
+category, its shape and dtype rule and, for element-wise ops, its meaning as a small expression
+tree (:class:`Expr`). The verifier, the `.pto` printer and parser, the numpy reference interpreter
+and every backend's emitter read this table; adding an op means adding a row here and one
+template per backend.
+
+Operand roles (``Operand.role``):
+
+=============  =============================================================================
+``tile_out``   a tile written by the op
+``tile``       a tile read by the op
+``memref``     a global tensor (TLOAD source, TSTORE destination)
+``index``      an integer tile offset: an int literal, a loop variable or an integer scalar
+``scalar_out`` a scalar written by the op
+``scalar``     a scalar read by the op: a scalar name or a numeric literal
+=============  =============================================================================
+
+Offsets of TLOAD/TSTORE count whole tiles of the moved tile's shape: ``TLOAD %x, %m[%i, %j]``
+with an R x C tile reads the elements ``m[i*R : i*R+R, j*C : j*C+C]``.
+
+>>> OPS["TADD"].method, [o.role for o in OPS["TADD"].operands]
+('add', ['tile_out', 'tile', 'tile'])
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from typing import Callable
+
+from .types import ElementType, TileType
+
+
+# --------------------------------------------------------------------------------------------
+# Element-wise semantics as expression trees
+# --------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Expr:
+    """A node of an element-wise expression.
+
+    ``kind`` is one of: ``var`` (``value`` names an input: ``a``, ``b`` or ``s``), ``const``
+    (``value`` is a float), unary ``neg abs exp log sqrt recip tanh``, binary
+    ``add sub mul div max min``. Renderers (numpy, C, CUDA, NEON, PTO-ISA) map each kind.
+    """
+
+    kind: str
+    args: tuple["Expr", ...] = ()
+    value: object = None
+
+    # operator sugar so the table below reads like math
+    def __add__(self, o): return Expr("add", (self, _e(o)))
+    def __radd__(self, o): return Expr("add", (_e(o), self))
+    def __sub__(self, o): return Expr("sub", (self, _e(o)))
+    def __rsub__(self, o): return Expr("sub", (_e(o), self))
+    def __mul__(self, o): return Expr("mul", (self, _e(o)))
+    def __rmul__(self, o): return Expr("mul", (_e(o), self))
+    def __truediv__(self, o): return Expr("div", (self, _e(o)))
+    def __rtruediv__(self, o): return Expr("div", (_e(o), self))
+    def __neg__(self): return Expr("neg", (self,))
+
+    def vars(self) -> set[str]:
+        if self.kind == "var":
+            return {str(self.value)}
+        out: set[str] = set()
+        for a in self.args:
+            out |= a.vars()
+        return out
+
+
+UNARY_KINDS = ("neg", "abs", "exp", "log", "sqrt", "recip", "tanh")
+BINARY_KINDS = ("add", "sub", "mul", "div", "max", "min")
+
+
+def _e(x) -> Expr:
+    return x if isinstance(x, Expr) else Expr("const", value=float(x))
+
+
+def _u(kind: str) -> Callable[[Expr], Expr]:
+    return lambda x: Expr(kind, (_e(x),))
+
+
+def _b(kind: str) -> Callable[[Expr, Expr], Expr]:
+    return lambda x, y: Expr(kind, (_e(x), _e(y)))
+
+
+exp, log, sqrt, recip, tanh, absolute = (_u(k) for k in ("exp", "log", "sqrt", "recip", "tanh", "abs"))
+maximum, minimum = _b("max"), _b("min")
+A, B, S = Expr("var", value="a"), Expr("var", value="b"), Expr("var", value="s")
+
+_GELU_C = 0.7978845608028654  # sqrt(2/pi): tanh form of GELU
+
+
+# --------------------------------------------------------------------------------------------
+# Operands, categories and op definitions
+# --------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Operand:
+    name: str
+    role: str
+
+    @property
+    def is_output(self) -> bool:
+        return self.role in ("tile_out", "scalar_out")
+
+
+class Category(enum.Enum):
+    LOAD = "load"
+    STORE = "store"
+    ELEMENTWISE = "elementwise"          # dst = f(a[, b]) same shape
+    TILE_SCALAR = "tile_scalar"          # dst = f(a, s)
+    ROW_REDUCE = "row_reduce"            # dst[r, 0] = reduce(a[r, :])
+    COL_REDUCE = "col_reduce"            # dst[0, c] = reduce(a[:, c])
+    ROW_EXPAND = "row_expand"            # dst[r, c] = f(a[r, c], b[r, 0])  (b only: a := b)
+    COL_EXPAND = "col_expand"            # dst[r, c] = f(a[r, c], b[0, c])
+    MATMUL = "matmul"
+    TRANSPOSE = "transpose"
+    CONVERT = "convert"
+    SCALAR = "scalar"
+
+
+@dataclass(frozen=True)
+class OpDef:
+    """One row of the instruction table."""
+
+    name: str                      # upper-case mnemonic, e.g. "TADD"
+    method: str                    # builder method, e.g. "add"
+    category: Category
+    operands: tuple[Operand, ...]
+    expr: Expr | None = None       # element-wise meaning (ELEMENTWISE/TILE_SCALAR/*_EXPAND)
+    reduce: str | None = None      # "sum" | "max" | "min" for reductions
+    attrs: tuple[str, ...] = ()    # names of attributes (e.g. "cmp" for SCMP)
+    doc: str = ""
+
+    @property
+    def mnemonic(self) -> str:
+        """The lower-case spelling used in `.pto` text."""
+        return self.name.lower()
+
+    @property
+    def outputs(self) -> tuple[Operand, ...]:
+        return tuple(o for o in self.operands if o.is_output)
+
+    @property
+    def inputs(self) -> tuple[Operand, ...]:
+        return tuple(o for o in self.operands if not o.is_output)
+
+    @property
+    def is_tile_op(self) -> bool:
+        return self.category is not Category.SCALAR
+
+    @property
+    def is_memory_op(self) -> bool:
+        return self.category in (Category.LOAD, Category.STORE)
+
+
+def _ops(*roles: str) -> tuple[Operand, ...]:
+    out = []
+    for spec in roles:
+        name, role = spec.split(":")
+        out.append(Operand(name, role))
+    return tuple(out)
+
+
+_TABLE: list[OpDef] = []
+
+
+def _def(name, method, category, operands, **kw) -> None:
+    _TABLE.append(OpDef(name, method, category, _ops(*operands.split()), **kw))
+
+
+# data movement
+_def("TLOAD", "load", Category.LOAD, "dst:tile_out src:memref row:index col:index",
+     doc="dst = src[row*R:(row+1)*R, col*C:(col+1)*C] for an R x C tile dst")
+_def("TSTORE", "store", Category.STORE, "dst:memref src:tile row:index col:index",
+     doc="dst[row*R:(row+1)*R, col*C:(col+1)*C] = src for an R x C tile src")
+
+# element-wise binary
+for _n, _m, _x in [("TADD", "add", A + B), ("TSUB", "sub", A - B), ("TMUL", "mul", A * B),
+                   ("TDIV", "div", A / B), ("TMAX", "max", maximum(A, B)),
+                   ("TMIN", "min", minimum(A, B))]:
+    _def(_n, _m, Category.ELEMENTWISE, "dst:tile_out a:tile b:tile", expr=_x)
+
+# tile-scalar
+for _n, _m, _x in [("TADDS", "adds", A + S), ("TSUBS", "subs", A - S), ("TMULS", "muls", A * S),
+                   ("TDIVS", "divs", A / S), ("TMAXS", "maxs", maximum(A, S))]:
+    _def(_n, _m, Category.TILE_SCALAR, "dst:tile_out a:tile s:scalar", expr=_x)
+
+# element-wise unary
+for _n, _m, _x in [("TEXP", "exp", exp(A)), ("TLOG", "log", log(A)), ("TSQRT", "sqrt", sqrt(A)),
+                   ("TRSQRT", "rsqrt", recip(sqrt(A))), ("TRECIP", "recip", recip(A)),
+                   ("TABS", "abs", absolute(A)), ("TNEG", "neg", -A),
+                   ("TRELU", "relu", maximum(A, 0.0)),
+                   ("TSILU", "silu", A / (1.0 + exp(-A))),
+                   ("TGELU", "gelu", 0.5 * A * (1.0 + tanh(_GELU_C * (A + 0.044715 * (A * A * A)))))]:
+    _def(_n, _m, Category.ELEMENTWISE, "dst:tile_out a:tile", expr=_x)
+
+# reductions
+for _n, _m, _cat, _r in [("TROWSUM", "rowsum", Category.ROW_REDUCE, "sum"),
+                         ("TROWMAX", "rowmax", Category.ROW_REDUCE, "max"),
+                         ("TROWMIN", "rowmin", Category.ROW_REDUCE, "min"),
+                         ("TCOLSUM", "colsum", Category.COL_REDUCE, "sum"),
+                         ("TCOLMAX", "colmax", Category.COL_REDUCE, "max")]:
+    _def(_n, _m, _cat, "dst:tile_out a:tile", reduce=_r)
+
+# broadcasts
+_def("TROWEXPAND", "rowexpand", Category.ROW_EXPAND, "dst:tile_out b:tile", expr=B,
+     doc="dst[r, c] = b[r, 0]")
+for _n, _m, _x in [("ADD", "add", A + B), ("SUB", "sub", A - B), ("MUL", "mul", A * B),
+                   ("DIV", "div", A / B)]:
+    _def(f"TROWEXPAND{_n}", f"rowexpand{_m}", Category.ROW_EXPAND, "dst:tile_out a:tile b:tile",
+         expr=_x, doc=f"dst[r, c] = a[r, c] {_m} b[r, 0]")
+    _def(f"TCOLEXPAND{_n}", f"colexpand{_m}", Category.COL_EXPAND, "dst:tile_out a:tile b:tile",
+         expr=_x, doc=f"dst[r, c] = a[r, c] {_m} b[0, c]")
+
+# matrix
+_def("TMATMUL", "matmul", Category.MATMUL, "dst:tile_out a:tile b:tile", doc="dst = a @ b")
+_def("TMATMUL_ACC", "matmul_acc", Category.MATMUL, "dst:tile_out acc:tile a:tile b:tile",
+     doc="dst = acc + a @ b")
+_def("TTRANS", "trans", Category.TRANSPOSE, "dst:tile_out a:tile", doc="dst = a.T")
+_def("TCVT", "cvt", Category.CONVERT, "dst:tile_out a:tile",
+     doc="dst = a converted to dst's element type (round to nearest even; ints saturate)")
+
+# scalar
+_def("SADD", "scalar_add", Category.SCALAR, "dst:scalar_out a:scalar b:scalar", expr=A + B)
+_def("SSUB", "scalar_sub", Category.SCALAR, "dst:scalar_out a:scalar b:scalar", expr=A - B)
+_def("SMUL", "scalar_mul", Category.SCALAR, "dst:scalar_out a:scalar b:scalar", expr=A * B)
+_def("SDIV", "scalar_div", Category.SCALAR, "dst:scalar_out a:scalar b:scalar", expr=A / B,
+     doc="integer division truncates toward zero (C semantics); division by zero is an error")
+_def("SLI", "scalar_li", Category.SCALAR, "dst:scalar_out a:scalar", expr=A,
+     doc="load immediate")
+_def("SMOV", "scalar_mov", Category.SCALAR, "dst:scalar_out a:scalar", expr=A)
+_def("SCMP", "scalar_cmp", Category.SCALAR, "dst:scalar_out a:scalar b:scalar", attrs=("cmp",),
+     doc="dst = 1 if (a cmp b) else 0; cmp is one of eq ne lt le gt ge")
+
+OPS: dict[str, OpDef] = {d.name: d for d in _TABLE}
+OPS_BY_METHOD: dict[str, OpDef] = {d.method: d for d in _TABLE}
+OPS_BY_MNEMONIC: dict[str, OpDef] = {d.mnemonic: d for d in _TABLE}
+
+CMP_OPS = ("eq", "ne", "lt", "le", "gt", "ge")
+
+#: Control-flow statements are not table rows: they have bodies. Their `.pto` keywords:
+CONTROL_KEYWORDS = ("FOR", "ENDFOR", "IF", "ELSE", "ENDIF", "CALL", "return")
+
+
+# --------------------------------------------------------------------------------------------
+# Shape and dtype rules
+# --------------------------------------------------------------------------------------------
+
+class RuleError(ValueError):
+    """A shape or dtype rule was broken; the verifier adds function and instruction."""
+
+
+def check_tile_rule(op: OpDef, tiles: dict[str, TileType]) -> None:
+    """Check the shape/dtype rule of a tile op, given the types of its tile operands by operand
+    name (``dst``, ``a``, ``b``, ``acc``). Raises :class:`RuleError`."""
+    cat = op.category
+    d = tiles.get("dst")
+    a, b = tiles.get("a"), tiles.get("b")
+
+    def same(x: TileType, y: TileType, what: str) -> None:
+        if x.shape != y.shape:
+            raise RuleError(f"shape mismatch: {what} ({x.rows}x{x.cols} vs {y.rows}x{y.cols})")
+        if x.dtype != y.dtype:
+            raise RuleError(f"dtype mismatch: {what} ({x.dtype.value} vs {y.dtype.value})")
+
+    if cat in (Category.ELEMENTWISE, Category.TILE_SCALAR):
+        same(d, a, "dst and a")
+        if b is not None:
+            same(a, b, "a and b")
+        if op.name in ("TEXP", "TLOG", "TSQRT", "TRSQRT", "TRECIP", "TSILU", "TGELU") and not a.dtype.is_float:
+            raise RuleError(f"{op.name} needs a float tile, got {a.dtype.value}")
+    elif cat is Category.ROW_REDUCE:
+        if d.dtype != a.dtype:
+            raise RuleError(f"dtype mismatch: dst and a ({d.dtype.value} vs {a.dtype.value})")
+        if d.shape != (a.rows, 1):
+            raise RuleError(f"shape mismatch: a row reduction of {a.rows}x{a.cols} gives "
+                            f"{a.rows}x1, dst is {d.rows}x{d.cols}")
+    elif cat is Category.COL_REDUCE:
+        if d.dtype != a.dtype:
+            raise RuleError(f"dtype mismatch: dst and a ({d.dtype.value} vs {a.dtype.value})")
+        if d.shape != (1, a.cols):
+            raise RuleError(f"shape mismatch: a column reduction of {a.rows}x{a.cols} gives "
+                            f"1x{a.cols}, dst is {d.rows}x{d.cols}")
+    elif cat in (Category.ROW_EXPAND, Category.COL_EXPAND):
+        row = cat is Category.ROW_EXPAND
+        if a is not None:
+            same(d, a, "dst and a")
+        if b.dtype != d.dtype:
+            raise RuleError(f"dtype mismatch: dst and b ({d.dtype.value} vs {b.dtype.value})")
+        want = (d.rows, 1) if row else (1, d.cols)
+        if b.shape != want:
+            raise RuleError(f"shape mismatch: b must be {want[0]}x{want[1]} to broadcast over "
+                            f"{d.rows}x{d.cols}, got {b.rows}x{b.cols}")
+    elif cat is Category.MATMUL:
+        if a.cols != b.rows:
+            raise RuleError(f"shape mismatch: a is {a.rows}x{a.cols}, b is {b.rows}x{b.cols} "
+                            f"(inner dimensions differ)")
+        if d.shape != (a.rows, b.cols):
+            raise RuleError(f"shape mismatch: a @ b is {a.rows}x{b.cols}, dst is {d.rows}x{d.cols}")
+        if a.dtype != b.dtype:
+            raise RuleError(f"dtype mismatch: a and b ({a.dtype.value} vs {b.dtype.value})")
+        allowed = MATMUL_ACC_TYPES.get(a.dtype)
+        if allowed is None:
+            raise RuleError(f"matmul inputs of type {a.dtype.value} are not supported")
+        if d.dtype not in allowed:
+            raise RuleError(f"matmul of {a.dtype.value} accumulates into "
+                            f"{'/'.join(t.value for t in allowed)}, dst is {d.dtype.value}")
+        acc = tiles.get("acc")
+        if acc is not None:
+            same(d, acc, "dst and acc")
+    elif cat is Category.TRANSPOSE:
+        if d.dtype != a.dtype:
+            raise RuleError(f"dtype mismatch: dst and a ({d.dtype.value} vs {a.dtype.value})")
+        if d.shape != (a.cols, a.rows):
+            raise RuleError(f"shape mismatch: the transpose of {a.rows}x{a.cols} is "
+                            f"{a.cols}x{a.rows}, dst is {d.rows}x{d.cols}")
+    elif cat is Category.CONVERT:
+        if d.shape != a.shape:
+            raise RuleError(f"shape mismatch: dst and a ({d.rows}x{d.cols} vs {a.rows}x{a.cols})")
+
+
+#: matmul input type -> allowed accumulator/destination types
+MATMUL_ACC_TYPES: dict[ElementType, tuple[ElementType, ...]] = {
+    ElementType.F32: (ElementType.F32,),
+    ElementType.F16: (ElementType.F32, ElementType.F16),
+    ElementType.BF16: (ElementType.F32, ElementType.BF16),
+    ElementType.I8: (ElementType.I32,),
+}

@@ -1,0 +1,197 @@
+/*
+ * pto_runtime.h - backend-independent PTO task-graph runtime (C11).
+ *
+ * An orchestration function (plain C, usually generated) builds a task graph at run time:
+ *
+ *     int32_t t = pto_task_alloc(rt, "rowmax", rowmax_kernel, 0, PTO_WORKER_VECTOR);
+ *     pto_task_add_input (rt, t, &x,   row0, 0, 32, 128);
+ *     pto_task_add_output(rt, t, &max, row0, 0, 32, 1);
+ *     pto_task_submit(rt, t);
+ *
+ * Dependencies are discovered automatically from the tensor regions a task touches
+ * (see "Dependency rule" below); the runtime executes ready tasks on worker threads,
+ * or through a backend-supplied executor (pto_runtime_set_executor).
+ *
+ * Dependency rule (overlap): two accesses conflict when they name the SAME tensor data
+ * pointer and their rectangles [row_off,row_off+rows) x [col_off,col_off+cols) (in
+ * elements) INTERSECT, and at least one of them writes. Adjacent, non-intersecting
+ * rectangles never create an edge. A reader waits for the earlier writers of overlapping
+ * regions (RAW); a writer waits for earlier readers since the last covering write (WAR)
+ * and for earlier writers (WAW); inout is both. Order is submission order. All tensors
+ * that share a data pointer must use the same row stride (ld).
+ *
+ * Threading: the orchestration calls (alloc/add/submit) must come from ONE thread.
+ * Workers run concurrently with it in pipelined mode.
+ */
+#ifndef PTO_RUNTIME_H
+#define PTO_RUNTIME_H
+
+#include <stdint.h>
+#include <string.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---------------------------------------------------------------- limits */
+#define PTO_MAX_ARGS        32       /* int64 argument slots per task (a tensor takes 2) */
+#define PTO_MAX_TENSOR_ARGS (PTO_MAX_ARGS / 2)
+#define PTO_MAX_WORKERS     64
+#define PTO_DEFAULT_WINDOW  16384    /* task descriptors in the ring (power of two) */
+#define PTO_NUM_QUEUES      5        /* CUBE, VECTOR, AI_CPU, ACCELERATOR, ANY */
+
+/* ---------------------------------------------------------------- errors */
+enum {
+    PTO_OK             = 0,
+    PTO_EINVAL         = -1,   /* bad argument (NULL runtime/tensor/data, bad config, negative size) */
+    PTO_ENOMEM         = -2,   /* allocation failed */
+    PTO_ETOOMANYARGS   = -3,   /* more than PTO_MAX_ARGS argument slots */
+    PTO_ESTATE         = -4,   /* wrong task/runtime state: submitted twice, arg after submit, run twice */
+    PTO_ESHUTDOWN      = -5,   /* runtime was shut down */
+    PTO_EBOUNDS        = -6,   /* region outside [0,rows) x [0,cols) of the tensor */
+    PTO_ETASKFAILED    = -7,   /* a kernel returned non-zero; see stats.failed_task */
+    PTO_ETASKID        = -8,   /* task id never allocated or already retired */
+    PTO_EWORKERTYPE    = -9,   /* worker type out of range, or no worker can run it */
+    PTO_EWINDOW        = -10,  /* window full of tasks that were allocated but never submitted */
+    PTO_EIO            = -11   /* dump could not open/write the file */
+};
+const char* pto_strerror(int code);
+
+/* ---------------------------------------------------------------- tensors */
+typedef struct PTOTensor {      /* a 2-D row-major global tensor */
+    void*       data;           /* base address; the tensor map keys on this pointer */
+    int64_t     rows, cols;     /* logical shape in elements */
+    int64_t     ld;             /* row stride in elements (>= cols) */
+    int32_t     elem_size;      /* bytes per element */
+    const char* name;           /* for dumps; may be NULL */
+} PTOTensor;
+
+/* ---------------------------------------------------------------- kernel ABI
+ * Every task function has the signature below. args[] holds the task's arguments in the
+ * order they were added:
+ *   tensor argument -> TWO slots: args[k]   = (int64_t)(intptr_t)(data + (row_off*ld + col_off)*elem_size)
+ *                                 args[k+1] = ld (row stride in elements)
+ *   scalar argument -> ONE slot:  the int64 value; a float scalar is the bit pattern of a
+ *                                 double (pto_f64_arg to encode, pto_arg_f64 to decode).
+ * Return 0 on success; anything else fails the task and stops the run. */
+typedef int32_t (*PTOKernelFunc)(const int64_t* args);
+
+static inline int64_t pto_f64_arg(double v) { int64_t r; memcpy(&r, &v, sizeof r); return r; }
+static inline double  pto_arg_f64(int64_t a) { double r; memcpy(&r, &a, sizeof r); return r; }
+static inline void*   pto_arg_ptr(int64_t a) { return (void*)(intptr_t)a; }
+
+typedef struct PTORuntime PTORuntime;                      /* opaque */
+typedef void (*PTOOrchFunc)(PTORuntime* rt, void* user_data);
+
+enum PTOWorkerType {
+    PTO_WORKER_CUBE = 0, PTO_WORKER_VECTOR = 1, PTO_WORKER_AI_CPU = 2,
+    PTO_WORKER_ACCELERATOR = 3, PTO_WORKER_ANY = -1
+};
+
+/* Task life cycle. BUILDING: allocated, arguments being added. PENDING: submitted, waiting
+ * for producers. READY: in a ready queue. RUNNING: on a worker. COMPLETED: kernel returned,
+ * consumers being released. CONSUMED: nothing refers to it any more; its window slot can be
+ * reused (buffers belong to the caller, so this follows completion directly). */
+typedef enum {
+    PTO_TASK_BUILDING = 0, PTO_TASK_PENDING, PTO_TASK_READY, PTO_TASK_RUNNING,
+    PTO_TASK_COMPLETED, PTO_TASK_CONSUMED
+} PTOTaskState;
+const char* pto_task_state_name(int state);
+
+/* ---------------------------------------------------------------- executor hook
+ * How ONE task runs on a backend. Called on worker `worker_index` (-1: the orchestrating
+ * thread, when num_workers == 0). Return 0 for success, non-zero for failure, or
+ * PTO_EXEC_ASYNC when the backend will report the result later with pto_task_complete().
+ * Default executor: fn(args). */
+#define PTO_EXEC_ASYNC 0x7fffffff
+typedef int32_t (*PTOExecuteFn)(void* ctx, int32_t task_id, const char* func_name,
+                                PTOKernelFunc fn, const int64_t* args, int32_t num_args,
+                                int32_t worker_index);
+
+/* ---------------------------------------------------------------- configuration
+ * A zero-initialised config is valid: 0 workers (tasks run on the orchestrating thread in
+ * submission order), safe mode, default window. */
+typedef struct PTORuntimeConfig {
+    int32_t num_workers;              /* worker threads; 0 = run inline on the calling thread */
+    int32_t execution_task_threshold; /* 0 = safe mode; >0 = start when submitted > threshold */
+    int32_t task_window;              /* ring size, power of two; 0 = PTO_DEFAULT_WINDOW */
+    int32_t record_graph;             /* keep a compact record of every task+edge for dumps */
+    int32_t dry_run;                  /* build and retire tasks without calling kernels */
+    int32_t bind_worker_types;        /* 0: every worker serves every queue; 1: use worker_types */
+    int32_t worker_types[PTO_MAX_WORKERS]; /* PTO_WORKER_* per worker (ANY = serves all) */
+} PTORuntimeConfig;
+
+/* ---------------------------------------------------------------- statistics */
+typedef struct PTORuntimeStats {
+    int64_t tasks_submitted;
+    int64_t tasks_completed;          /* kernels that returned (success or failure) */
+    int64_t edges;                    /* dependency edges created (duplicates removed) */
+    int64_t peak_live_tasks;          /* max tasks alive in the window at once */
+    int64_t window_full_waits;        /* times pto_task_alloc had to wait for a free slot */
+    int64_t runtime_bytes;            /* bytes currently held by runtime structures */
+    int64_t peak_runtime_bytes;
+    int64_t tensormap_entries;        /* live tensor-map entries now */
+    int64_t peak_tensormap_entries;
+    int32_t task_window;
+    int32_t num_workers;
+    int32_t safe_mode_degraded;       /* 1: safe mode had to start workers early (window full) */
+    int32_t failed_task;              /* first failing task id, -1 if none */
+    int32_t failed_code;              /* its kernel's return value */
+    int32_t reserved;
+    int64_t worker_tasks[PTO_MAX_WORKERS]; /* tasks executed per worker */
+} PTORuntimeStats;
+
+/* ---------------------------------------------------------------- lifecycle */
+void        pto_runtime_config_default(PTORuntimeConfig* cfg);   /* fills worker_types=ANY etc. */
+PTORuntime* pto_runtime_create(const PTORuntimeConfig* cfg);     /* NULL cfg = defaults; NULL on error */
+int         pto_runtime_init(PTORuntime** out, const PTORuntimeConfig* cfg); /* same, with a code */
+/* Stop: waits for running kernels, joins workers; later calls return PTO_ESHUTDOWN.
+ * Dump and stats keep working until destroy. Idempotent. */
+int         pto_runtime_shutdown(PTORuntime* rt);
+void        pto_runtime_destroy(PTORuntime* rt);                 /* shutdown + free */
+void        pto_runtime_set_executor(PTORuntime* rt, PTOExecuteFn fn, void* ctx);
+
+/* ---------------------------------------------------------------- building */
+/* Returns a task id >= 0 or a negative error. Blocks while the window is full (flow
+ * control); returns PTO_ETASKFAILED at once after a failure. */
+int32_t pto_task_alloc(PTORuntime* rt, const char* func_name, PTOKernelFunc func_ptr,
+                       int32_t buffer_bytes, int32_t worker_type);
+int pto_task_add_input (PTORuntime* rt, int32_t task, const PTOTensor* tensor,
+                        int64_t row_off, int64_t col_off, int64_t rows, int64_t cols);
+int pto_task_add_output(PTORuntime* rt, int32_t task, const PTOTensor* tensor,
+                        int64_t row_off, int64_t col_off, int64_t rows, int64_t cols);
+int pto_task_add_inout (PTORuntime* rt, int32_t task, const PTOTensor* tensor,
+                        int64_t row_off, int64_t col_off, int64_t rows, int64_t cols);
+int pto_task_add_scalar(PTORuntime* rt, int32_t task, int64_t value);
+int pto_task_submit(PTORuntime* rt, int32_t task);
+/* Report the result of a task whose executor returned PTO_EXEC_ASYNC (thread-safe). */
+int pto_task_complete(PTORuntime* rt, int32_t task, int32_t status);
+
+/* ---------------------------------------------------------------- running */
+/* Start workers if needed, wait until every submitted task finished (or a failure drained
+ * the running ones), stop the workers. PTO_OK or PTO_ETASKFAILED. A runtime runs once:
+ * building after run returns PTO_ESTATE. */
+int pto_runtime_run(PTORuntime* rt);
+/* Create, call orch(rt, user_data), run, copy stats to *stats (may be NULL), destroy. */
+int pto_runtime_run_orch(const PTORuntimeConfig* cfg, PTOOrchFunc orch, void* user_data,
+                         PTORuntimeStats* stats);
+/* The seed's entry point: unbound workers, default window. */
+int runtime_entry_arm64(PTOOrchFunc orch, void* user_data, int num_workers,
+                        int execution_task_threshold);
+
+int pto_runtime_get_stats(PTORuntime* rt, PTORuntimeStats* out);
+int pto_task_state(PTORuntime* rt, int32_t task);   /* PTOTaskState, or negative error */
+
+/* ---------------------------------------------------------------- dumps
+ * Text dump: header "PTO RUNTIME DUMP", SUMMARY, TASK TABLE, DEPENDENCY GRAPH. With
+ * record_graph every task ever submitted is listed; otherwise only tasks still in the
+ * window. Call it when no run is in progress (before run, or after). */
+int pto_runtime_dump(PTORuntime* rt, const char* path);
+int pto_runtime_dump_stdout(PTORuntime* rt);
+/* Dump into buf (NUL-terminated, truncated to cap); returns bytes needed excluding NUL. */
+int64_t pto_runtime_dump_buffer(PTORuntime* rt, char* buf, int64_t cap);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* PTO_RUNTIME_H */
