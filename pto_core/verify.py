@@ -251,8 +251,11 @@ class _Checker:
                 check_tile_rule(op, tiles)
             except RuleError as e:
                 self.fail(s, str(e))
-        if op.name == "SDIV" and s.operands[2] == 0:
+        if op.name in ("SDIV", "SMOD") and s.operands[2] == 0:
             self.fail(s, "division by the constant zero")
+        if op.name in ("SMOD", "SAND", "SOR", "SSHL", "SSHR"):
+            for v in s.operands:
+                self.scalar(s, v, loop_vars, integer=True)
 
     def call(self, s: Call, loop_vars) -> None:
         fn, module = self.fn, self.module

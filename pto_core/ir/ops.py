@@ -43,7 +43,7 @@ class Expr:
 
     ``kind`` is one of: ``var`` (``value`` names an input: ``a``, ``b`` or ``s``), ``const``
     (``value`` is a float), unary ``neg abs exp log sqrt recip tanh``, binary
-    ``add sub mul div max min``. Renderers (numpy, C, CUDA, NEON, PTO-ISA) map each kind.
+    ``add sub mul div max min``, integer-only binary ``mod and or shl shr``. Renderers (numpy, C, CUDA, NEON, PTO-ISA) map each kind.
     """
 
     kind: str
@@ -72,6 +72,7 @@ class Expr:
 
 UNARY_KINDS = ("neg", "abs", "exp", "log", "sqrt", "recip", "tanh")
 BINARY_KINDS = ("add", "sub", "mul", "div", "max", "min")
+INT_BINARY_KINDS = ("mod", "and", "or", "shl", "shr")   # scalar integer ops only
 
 
 def _e(x) -> Expr:
@@ -233,6 +234,13 @@ _def("SDIV", "scalar_div", Category.SCALAR, "dst:scalar_out a:scalar b:scalar", 
 _def("SLI", "scalar_li", Category.SCALAR, "dst:scalar_out a:scalar", expr=A,
      doc="load immediate")
 _def("SMOV", "scalar_mov", Category.SCALAR, "dst:scalar_out a:scalar", expr=A)
+_def("SMOD", "scalar_mod", Category.SCALAR, "dst:scalar_out a:scalar b:scalar",
+     expr=Expr("mod", (A, B)), doc="integer remainder, sign of a (C semantics)")
+_def("SAND", "scalar_and", Category.SCALAR, "dst:scalar_out a:scalar b:scalar", expr=Expr("and", (A, B)))
+_def("SOR", "scalar_or", Category.SCALAR, "dst:scalar_out a:scalar b:scalar", expr=Expr("or", (A, B)))
+_def("SSHL", "scalar_shl", Category.SCALAR, "dst:scalar_out a:scalar b:scalar", expr=Expr("shl", (A, B)))
+_def("SSHR", "scalar_shr", Category.SCALAR, "dst:scalar_out a:scalar b:scalar", expr=Expr("shr", (A, B)),
+     doc="arithmetic shift right")
 _def("SCMP", "scalar_cmp", Category.SCALAR, "dst:scalar_out a:scalar b:scalar", attrs=("cmp",),
      doc="dst = 1 if (a cmp b) else 0; cmp is one of eq ne lt le gt ge")
 

@@ -1,0 +1,1 @@
+"""Subcommands of the `pto` CLI, one module each."""
