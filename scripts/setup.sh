@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Install what PTO and its tests need on a fresh Debian machine (idempotent, quiet when done).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+need_apt=()
+command -v aarch64-linux-gnu-gcc >/dev/null || need_apt+=(gcc-aarch64-linux-gnu g++-aarch64-linux-gnu)
+command -v qemu-aarch64 >/dev/null || need_apt+=(qemu-user)
+command -v dot >/dev/null || need_apt+=(graphviz)
+dpkg -s libstarpu-dev >/dev/null 2>&1 || need_apt+=(libstarpu-dev)
+if [ ${#need_apt[@]} -gt 0 ]; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+    echo "setup: apt-get install ${need_apt[*]}"
+    apt-get update -qq >/dev/null
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need_apt[@]}" >/dev/null
+  else
+    echo "setup: cannot install ${need_apt[*]} (not root or no apt-get); tests needing them will say so" >&2
+  fi
+fi
+
+pip_q() { python3 -m pip install -q --disable-pip-version-check "$@" 2>&1 | grep -v -E '^(WARNING|DEPRECATION)' || true; }
+pip_q -e ".[test,graph]"
+for plugin in plugins/*/ examples/third_party_backend/; do
+  [ -f "$plugin/pyproject.toml" ] || continue
+  case "$plugin" in examples/*) continue;; esac   # third-party backend: installed by its own test
+  pip_q -e "$plugin"
+done

@@ -1,0 +1,6 @@
+#!/usr/bin/env bash
+# The whole test suite: installs what it needs, then runs every test (core, runtime, plugins).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/setup.sh
+exec python3 -m pytest -q -p no:cacheprovider "$@"
