@@ -10,7 +10,9 @@ from .verify import verify_function, verify_module
 
 __version__ = "0.1.0"
 
-__all__ = [
+from .hookspecs import hookimpl
+
+__all__ = ["hookimpl", 
     "ElementType", "FunctionKind", "MemorySpace", "Module", "PTOBackendError", "PTOError",
     "PTOFunctionBuilder", "PTOModule", "PTOSyntaxError", "PTOVerifyError", "verify_function",
     "verify_module", "__version__",
