@@ -1,0 +1,477 @@
+/* runtime.c - lifecycle, the orchestration API (alloc/add/submit), flow control, run. */
+#include "rt_internal.h"
+
+#include <stdlib.h>
+#include <time.h>
+
+const char* pto_strerror(int code) {
+    switch (code) {
+    case PTO_OK:           return "ok";
+    case PTO_EINVAL:       return "invalid argument";
+    case PTO_ENOMEM:       return "out of memory";
+    case PTO_ETOOMANYARGS: return "too many task arguments (PTO_MAX_ARGS slots)";
+    case PTO_ESTATE:       return "wrong state (task already submitted, or runtime already run)";
+    case PTO_ESHUTDOWN:    return "runtime is shut down";
+    case PTO_EBOUNDS:      return "region outside the tensor";
+    case PTO_ETASKFAILED:  return "a task failed";
+    case PTO_ETASKID:      return "invalid or retired task id";
+    case PTO_EWORKERTYPE:  return "bad worker type, or no worker serves it";
+    case PTO_EWINDOW:      return "task window full of unsubmitted tasks";
+    case PTO_EIO:          return "i/o error";
+    default:               return "unknown error";
+    }
+}
+
+const char* pto_task_state_name(int s) {
+    static const char* names[] = {"BUILDING", "PENDING", "READY", "RUNNING", "COMPLETED", "CONSUMED", "FAILED"};
+    return (s >= 0 && s <= PTO_STATE_FAILED) ? names[s] : "?";
+}
+
+void pto_runtime_config_default(PTORuntimeConfig* cfg) {
+    memset(cfg, 0, sizeof *cfg);
+    cfg->task_window = PTO_DEFAULT_WINDOW;
+    for (int i = 0; i < PTO_MAX_WORKERS; i++) cfg->worker_types[i] = PTO_WORKER_ANY;
+}
+
+/* ---------------------------------------------------------------- lifecycle */
+
+int pto_runtime_init(PTORuntime** out, const PTORuntimeConfig* cfg) {
+    if (!out) return PTO_EINVAL;
+    *out = NULL;
+    PTORuntimeConfig c;
+    if (cfg) c = *cfg; else pto_runtime_config_default(&c);
+    if (c.task_window == 0) c.task_window = PTO_DEFAULT_WINDOW;
+    if (c.num_workers < 0 || c.num_workers > PTO_MAX_WORKERS || c.execution_task_threshold < 0 ||
+        c.task_window < 2 || (c.task_window & (c.task_window - 1)) || c.task_window > (1 << 26))
+        return PTO_EINVAL;
+    if (c.bind_worker_types)
+        for (int i = 0; i < c.num_workers; i++)
+            if (c.worker_types[i] < PTO_WORKER_ANY || c.worker_types[i] > PTO_WORKER_ACCELERATOR)
+                return PTO_EWORKERTYPE;
+
+    PTORuntime* rt = calloc(1, sizeof *rt);
+    if (!rt) return PTO_ENOMEM;
+    rt->cfg = c;
+    rt->window = c.task_window;
+    rt->mask = c.task_window - 1;
+    atomic_init(&rt->failed_task, -1);
+    rt->tasks = calloc((size_t)rt->window, sizeof(PTOTask));
+    int rc = rt->tasks ? PTO_OK : PTO_ENOMEM;
+    if (rc == PTO_OK) rc = tm_init(&rt->tm);
+    if (rc == PTO_OK) rc = sched_init(rt);
+    if (rc == PTO_OK && c.record_graph) {
+        rt->rec_chunks = calloc(REC_MAX_CHUNKS, sizeof(PTORecord*));
+        if (!rt->rec_chunks) rc = PTO_ENOMEM;
+    }
+    rt->dep_free = -1;
+    if (rc != PTO_OK) { pto_runtime_destroy(rt); return rc; }
+    *out = rt;
+    return PTO_OK;
+}
+
+PTORuntime* pto_runtime_create(const PTORuntimeConfig* cfg) {
+    PTORuntime* rt = NULL;
+    return pto_runtime_init(&rt, cfg) == PTO_OK ? rt : NULL;
+}
+
+int pto_runtime_shutdown(PTORuntime* rt) {
+    if (!rt) return PTO_EINVAL;
+    if (rt->shut) return PTO_OK;
+    atomic_store(&rt->halt, 1);
+    sched_stop(rt);
+    while (atomic_load(&rt->async_pending) > 0) rt_cpu_relax();
+    rt->shut = true;
+    return PTO_OK;
+}
+
+void pto_runtime_destroy(PTORuntime* rt) {
+    if (!rt) return;
+    pto_runtime_shutdown(rt);
+    sched_free(rt);
+    tm_free(&rt->tm);
+    for (int32_t i = 0; i < rt->dep_nchunks; i++) free(rt->dep_chunks[i]);
+    free(rt->stages); free(rt->stage_free);
+    if (rt->rec_chunks) {
+        for (int i = 0; i < REC_MAX_CHUNKS && rt->rec_chunks[i]; i++) free(rt->rec_chunks[i]);
+        free(rt->rec_chunks);
+    }
+    free(rt->rec_edges);
+    free(rt->tasks);
+    free(rt);
+}
+
+void pto_runtime_set_executor(PTORuntime* rt, PTOExecuteFn fn, void* ctx) {
+    if (!rt) return;
+    rt->exec_fn = fn;
+    rt->exec_ctx = ctx;
+}
+
+/* ---------------------------------------------------------------- pools */
+
+static int32_t dep_alloc(PTORuntime* rt) {
+    if (rt->dep_free < 0) {
+        if (rt->dep_nchunks == DEP_MAX_CHUNKS) return PTO_ENOMEM;
+        PTODep* c = malloc(sizeof(PTODep) * DEP_CHUNK);
+        if (!c) return PTO_ENOMEM;
+        int32_t base = rt->dep_nchunks << DEP_CHUNK_SHIFT;
+        rt->dep_chunks[rt->dep_nchunks++] = c;
+        for (int32_t i = DEP_CHUNK - 1; i >= 0; i--) { c[i].next = rt->dep_free; rt->dep_free = base + i; }
+    }
+    int32_t i = rt->dep_free;
+    rt->dep_free = rt_dep(rt, i)->next;
+    rt->dep_live++;
+    return i;
+}
+
+static void dep_free_list(PTORuntime* rt, int32_t head) {
+    while (head >= 0) {
+        PTODep* d = rt_dep(rt, head);
+        int32_t next = d->next;
+        d->next = rt->dep_free;
+        rt->dep_free = head;
+        rt->dep_live--;
+        head = next;
+    }
+}
+
+static int record_edge(PTORuntime* rt, int32_t p, int32_t c) {
+    if (rt->nrec_edges + 2 > rt->cap_rec_edges) {
+        int64_t nc = rt->cap_rec_edges ? rt->cap_rec_edges * 2 : 4096;
+        int32_t* n = realloc(rt->rec_edges, (size_t)nc * sizeof(int32_t));
+        if (!n) return PTO_ENOMEM;
+        rt->rec_edges = n; rt->cap_rec_edges = nc;
+    }
+    rt->rec_edges[rt->nrec_edges++] = p;
+    rt->rec_edges[rt->nrec_edges++] = c;
+    return PTO_OK;
+}
+
+/* Producer `p` -> consumer `c` (c is BUILDING). Skipped when p already completed. */
+int rt_add_edge(PTORuntime* rt, int32_t p, int32_t c) {
+    if (p < rt->last_alive || p == c) return PTO_OK;
+    PTOTask* pt = rt_task(rt, p);
+    if (pt->last_consumer == c) return PTO_OK;
+    pt->last_consumer = c;
+    if (atomic_load_explicit(&pt->state, memory_order_acquire) >= PTO_TASK_COMPLETED) return PTO_OK;
+    int32_t d = dep_alloc(rt);
+    if (d < 0) return d;
+    PTOTask* ct = rt_task(rt, c);
+    rt_lock(&pt->lock);
+    if (atomic_load_explicit(&pt->state, memory_order_relaxed) >= PTO_TASK_COMPLETED) {
+        rt_unlock(&pt->lock);
+        PTODep* e = rt_dep(rt, d);
+        e->next = rt->dep_free; rt->dep_free = d; rt->dep_live--;
+        return PTO_OK;
+    }
+    PTODep* e = rt_dep(rt, d);
+    e->task = c;
+    e->next = pt->fanout_head;
+    pt->fanout_head = d;
+    pt->fanout_count++;
+    atomic_fetch_add_explicit(&ct->fanin_left, 1, memory_order_relaxed);
+    rt_unlock(&pt->lock);
+    ct->fanin_count++;
+    rt->edges++;
+    return rt->rec_chunks ? record_edge(rt, p, c) : PTO_OK;
+}
+
+/* ---------------------------------------------------------------- window / flow control */
+
+/* Move last_alive over consumed tasks, returning their fanout entries to the pool. */
+static void advance(PTORuntime* rt) {
+    while (rt->last_alive < rt->next_id) {
+        PTOTask* t = rt_task(rt, rt->last_alive);
+        if (atomic_load_explicit(&t->state, memory_order_acquire) != PTO_TASK_CONSUMED) break;
+        dep_free_list(rt, t->fanout_head);
+        t->fanout_head = -1;
+        rt->last_alive++;
+    }
+}
+
+static int wait_for_slot(PTORuntime* rt) {
+    rt->full_waits++;
+    if (rt->nworkers == 0) {                 /* inline: run the oldest task ourselves */
+        while (rt->next_id - rt->last_alive >= rt->window) {
+            PTOTask* t = rt_task(rt, rt->last_alive);
+            int s = atomic_load(&t->state);
+            if (s == PTO_TASK_BUILDING) return PTO_EWINDOW;
+            if (atomic_load(&rt->halt)) return rt->shut ? PTO_ESHUTDOWN : PTO_ETASKFAILED;
+            int rc = sched_run_inline(rt, rt->last_alive);
+            advance(rt);
+            if (rc < 0) return rc;
+        }
+        return PTO_OK;
+    }
+    if (!rt->started) {                      /* safe mode (or a high threshold) cannot wait */
+        rt->degraded = true;
+        int rc = sched_start(rt);
+        if (rc < 0) return rc;
+    }
+    for (int spin = 0;; spin++) {
+        advance(rt);
+        if (rt->next_id - rt->last_alive < rt->window) return PTO_OK;
+        if (atomic_load(&rt->halt)) return rt->shut ? PTO_ESHUTDOWN : PTO_ETASKFAILED;
+        if (atomic_load(&rt_task(rt, rt->last_alive)->state) == PTO_TASK_BUILDING) return PTO_EWINDOW;
+        if (spin < 200) { rt_cpu_relax(); continue; }
+        atomic_fetch_add(&rt->waiters, 1);
+        pthread_mutex_lock(&rt->done_mu);
+        if (atomic_load(&rt_task(rt, rt->last_alive)->state) != PTO_TASK_CONSUMED && !atomic_load(&rt->halt)) {
+            struct timespec ts;
+            clock_gettime(CLOCK_REALTIME, &ts);
+            ts.tv_nsec += 10 * 1000 * 1000;
+            if (ts.tv_nsec >= 1000000000L) { ts.tv_sec++; ts.tv_nsec -= 1000000000L; }
+            pthread_cond_timedwait(&rt->done_cv, &rt->done_mu, &ts);
+        }
+        pthread_mutex_unlock(&rt->done_mu);
+        atomic_fetch_sub(&rt->waiters, 1);
+    }
+}
+
+static int check_building(PTORuntime* rt) {
+    if (!rt) return PTO_EINVAL;
+    if (rt->shut) return PTO_ESHUTDOWN;
+    if (atomic_load_explicit(&rt->halt, memory_order_relaxed)) return PTO_ETASKFAILED;
+    if (rt->ran) return PTO_ESTATE;
+    return PTO_OK;
+}
+
+int32_t pto_task_alloc(PTORuntime* rt, const char* func_name, PTOKernelFunc func_ptr,
+                       int32_t buffer_bytes, int32_t worker_type) {
+    int rc = check_building(rt);
+    if (rc < 0) return rc;
+    if (worker_type < PTO_WORKER_ANY || worker_type > PTO_WORKER_ACCELERATOR) return PTO_EWORKERTYPE;
+    if (!rt->servable[worker_type < 0 ? PTO_QUEUE_ANY : worker_type]) return PTO_EWORKERTYPE;
+    if (buffer_bytes < 0) return PTO_EINVAL;
+    if (rt->next_id == INT32_MAX) return PTO_ENOMEM;
+    advance(rt);
+    if (rt->next_id - rt->last_alive >= rt->window) {
+        rc = wait_for_slot(rt);
+        if (rc < 0) return rc;
+    }
+    int32_t s;
+    if (rt->nstage_free > 0) s = rt->stage_free[--rt->nstage_free];
+    else {
+        PTOStage* ns = realloc(rt->stages, (size_t)(rt->nstages + 1) * sizeof *ns);
+        if (!ns) return PTO_ENOMEM;
+        rt->stages = ns;
+        int32_t* nf = realloc(rt->stage_free, (size_t)(rt->nstages + 1) * sizeof *nf);
+        if (!nf) return PTO_ENOMEM;
+        rt->stage_free = nf;
+        s = rt->nstages++;
+    }
+    rt->stages[s].n = 0;
+    int32_t id = rt->next_id++;
+    PTOTask* t = rt_task(rt, id);
+    atomic_store_explicit(&t->state, PTO_TASK_BUILDING, memory_order_relaxed);
+    atomic_store_explicit(&t->fanin_left, 1, memory_order_relaxed);
+    t->id = id;
+    t->fanout_head = -1;
+    t->fanout_count = 0;
+    t->fanin_count = 0;
+    t->last_consumer = -1;
+    t->stage = s;
+    t->num_args = 0;
+    t->buffer_bytes = buffer_bytes;
+    t->worker_type = worker_type;
+    t->name = func_name ? func_name : "task";
+    t->fn = func_ptr;
+    rt->open_tasks++;
+    int64_t live = rt->next_id - rt->last_alive;
+    if (live > rt->peak_live) rt->peak_live = live;
+    return id;
+}
+
+static PTOTask* building_task(PTORuntime* rt, int32_t task, int* err) {
+    if ((*err = check_building(rt)) < 0) return NULL;
+    if (task < rt->last_alive || task >= rt->next_id) { *err = PTO_ETASKID; return NULL; }
+    PTOTask* t = rt_task(rt, task);
+    if (atomic_load_explicit(&t->state, memory_order_relaxed) != PTO_TASK_BUILDING) { *err = PTO_ESTATE; return NULL; }
+    return t;
+}
+
+static int add_tensor(PTORuntime* rt, int32_t task, const PTOTensor* x, int64_t r0, int64_t c0,
+                      int64_t rows, int64_t cols, int mode) {
+    int err;
+    PTOTask* t = building_task(rt, task, &err);
+    if (!t) return err;
+    if (!x || !x->data || x->elem_size <= 0 || x->rows < 0 || x->cols < 0 || x->ld < x->cols)
+        return PTO_EINVAL;
+    if (rows <= 0 || cols <= 0) return PTO_EINVAL;
+    if (r0 < 0 || c0 < 0 || r0 > x->rows - rows || c0 > x->cols - cols) return PTO_EBOUNDS;
+    if (t->num_args + 2 > PTO_MAX_ARGS) return PTO_ETOOMANYARGS;
+    char* p = (char*)x->data + (r0 * x->ld + c0) * (int64_t)x->elem_size;
+    t->args[t->num_args++] = (int64_t)(intptr_t)p;
+    t->args[t->num_args++] = x->ld;
+    PTOStage* st = &rt->stages[t->stage];
+    PTOAccess* a = &st->acc[st->n++];
+    a->base = x->data; a->r0 = r0; a->c0 = c0; a->r1 = r0 + rows; a->c1 = c0 + cols; a->mode = mode;
+    return PTO_OK;
+}
+
+int pto_task_add_input(PTORuntime* rt, int32_t task, const PTOTensor* x, int64_t r0, int64_t c0, int64_t rows, int64_t cols) {
+    return add_tensor(rt, task, x, r0, c0, rows, cols, ACC_READ);
+}
+int pto_task_add_output(PTORuntime* rt, int32_t task, const PTOTensor* x, int64_t r0, int64_t c0, int64_t rows, int64_t cols) {
+    return add_tensor(rt, task, x, r0, c0, rows, cols, ACC_WRITE);
+}
+int pto_task_add_inout(PTORuntime* rt, int32_t task, const PTOTensor* x, int64_t r0, int64_t c0, int64_t rows, int64_t cols) {
+    return add_tensor(rt, task, x, r0, c0, rows, cols, ACC_READ | ACC_WRITE);
+}
+
+int pto_task_add_scalar(PTORuntime* rt, int32_t task, int64_t value) {
+    int err;
+    PTOTask* t = building_task(rt, task, &err);
+    if (!t) return err;
+    if (t->num_args + 1 > PTO_MAX_ARGS) return PTO_ETOOMANYARGS;
+    t->args[t->num_args++] = value;
+    return PTO_OK;
+}
+
+static int record_task(PTORuntime* rt, PTOTask* t) {
+    int32_t ch = t->id >> REC_CHUNK_SHIFT;
+    if (ch >= REC_MAX_CHUNKS) return PTO_ENOMEM;
+    if (!rt->rec_chunks[ch]) {
+        rt->rec_chunks[ch] = calloc((size_t)1 << REC_CHUNK_SHIFT, sizeof(PTORecord));
+        if (!rt->rec_chunks[ch]) return PTO_ENOMEM;
+    }
+    PTORecord* r = rt_record(rt, t->id);
+    r->name = t->name;
+    r->buffer_bytes = t->buffer_bytes;
+    r->fanin = t->fanin_count;
+    r->worker_type = (int8_t)t->worker_type;
+    atomic_store_explicit(&r->state, PTO_TASK_PENDING, memory_order_relaxed);
+    return PTO_OK;
+}
+
+int pto_task_submit(PTORuntime* rt, int32_t task) {
+    int err;
+    PTOTask* t = building_task(rt, task, &err);
+    if (!t) return err;
+    PTOStage* st = &rt->stages[t->stage];
+    int rc = PTO_OK;
+    for (int32_t i = 0; i < st->n && rc == PTO_OK; i++) rc = tm_lookup(rt, task, &st->acc[i]);
+    for (int32_t i = 0; i < st->n && rc == PTO_OK; i++) rc = tm_insert(rt, task, &st->acc[i]);
+    if (rc == PTO_OK && rt->rec_chunks) rc = record_task(rt, t);
+    if (rc < 0) return rc;   /* only ENOMEM gets here; the task stays BUILDING */
+    rt->stage_free[rt->nstage_free++] = t->stage;
+    t->stage = -1;
+    rt->open_tasks--;
+    atomic_store_explicit(&t->state, PTO_TASK_PENDING, memory_order_release);
+    int64_t n = atomic_load_explicit(&rt->submitted, memory_order_relaxed) + 1;
+    atomic_store_explicit(&rt->submitted, n, memory_order_release);
+    if (atomic_fetch_sub_explicit(&t->fanin_left, 1, memory_order_acq_rel) == 1)
+        sched_make_ready(rt, t, NULL);
+    if (!rt->started && rt->cfg.execution_task_threshold > 0 && n > rt->cfg.execution_task_threshold)
+        return sched_start(rt);
+    return PTO_OK;
+}
+
+int pto_task_complete(PTORuntime* rt, int32_t task, int32_t status) {
+    if (!rt) return PTO_EINVAL;
+    PTOTask* t = rt_task(rt, task);
+    if (t->id != task || atomic_load(&t->state) != PTO_TASK_RUNNING) return PTO_ESTATE;
+    sched_finish(rt, task, status, NULL);
+    atomic_fetch_sub(&rt->async_pending, 1);
+    return PTO_OK;
+}
+
+int pto_task_state(PTORuntime* rt, int32_t task) {
+    if (!rt) return PTO_EINVAL;
+    if (task < 0 || task >= rt->next_id) return PTO_ETASKID;
+    if (task < rt->last_alive) return PTO_TASK_CONSUMED;
+    return atomic_load(&rt_task(rt, task)->state);
+}
+
+/* ---------------------------------------------------------------- run */
+
+int pto_runtime_run(PTORuntime* rt) {
+    if (!rt) return PTO_EINVAL;
+    if (rt->shut) return PTO_ESHUTDOWN;
+    if (rt->ran) return PTO_ESTATE;
+    if (rt->open_tasks > 0 && !atomic_load(&rt->halt)) return PTO_ESTATE;
+    rt->ran = true;
+    if (rt->nworkers == 0) {
+        while (rt->last_alive < rt->next_id && !atomic_load(&rt->halt)) {
+            sched_run_inline(rt, rt->last_alive);
+            advance(rt);
+        }
+    } else {
+        int rc = sched_start(rt);
+        if (rc < 0) return rc;
+        int64_t total = atomic_load(&rt->submitted);
+        for (int spin = 0;; spin++) {
+            if (atomic_load(&rt->retired) >= total || atomic_load(&rt->halt)) break;
+            if (spin < 1000) { rt_cpu_relax(); continue; }
+            atomic_fetch_add(&rt->waiters, 1);
+            pthread_mutex_lock(&rt->done_mu);
+            if (atomic_load(&rt->retired) < total && !atomic_load(&rt->halt)) {
+                struct timespec ts;
+                clock_gettime(CLOCK_REALTIME, &ts);
+                ts.tv_nsec += 10 * 1000 * 1000;
+                if (ts.tv_nsec >= 1000000000L) { ts.tv_sec++; ts.tv_nsec -= 1000000000L; }
+                pthread_cond_timedwait(&rt->done_cv, &rt->done_mu, &ts);
+            }
+            pthread_mutex_unlock(&rt->done_mu);
+            atomic_fetch_sub(&rt->waiters, 1);
+        }
+        sched_stop(rt);                     /* running kernels finish; queued ones are dropped */
+        while (atomic_load(&rt->async_pending) > 0) rt_cpu_relax();
+        advance(rt);
+    }
+    return atomic_load(&rt->failed_task) >= 0 ? PTO_ETASKFAILED : PTO_OK;
+}
+
+int pto_runtime_get_stats(PTORuntime* rt, PTORuntimeStats* s) {
+    if (!rt || !s) return PTO_EINVAL;
+    memset(s, 0, sizeof *s);
+    s->tasks_submitted = atomic_load(&rt->submitted);
+    s->edges = rt->edges;
+    s->peak_live_tasks = rt->peak_live;
+    s->window_full_waits = rt->full_waits;
+    int64_t bytes = (int64_t)sizeof *rt + (int64_t)rt->window * (int64_t)sizeof(PTOTask) +
+                    tm_bytes(&rt->tm) + (int64_t)rt->dep_nchunks * DEP_CHUNK * (int64_t)sizeof(PTODep) +
+                    (int64_t)rt->nstages * (int64_t)(sizeof(PTOStage) + 4) +
+                    (int64_t)rt->nworkers * (int64_t)(sizeof(PTOWorker) + PTO_NUM_QUEUES * 0);
+    if (rt->nworkers > 0) bytes += (int64_t)PTO_NUM_QUEUES * rt->window * 4;
+    if (rt->rec_chunks) {
+        bytes += (int64_t)REC_MAX_CHUNKS * (int64_t)sizeof(void*) + rt->cap_rec_edges * 4;
+        for (int i = 0; i < REC_MAX_CHUNKS && rt->rec_chunks[i]; i++)
+            bytes += ((int64_t)1 << REC_CHUNK_SHIFT) * (int64_t)sizeof(PTORecord);
+    }
+    s->runtime_bytes = bytes;
+    s->peak_runtime_bytes = bytes;   /* pools never shrink, so current == peak */
+    s->tensormap_entries = rt->tm.live;
+    s->peak_tensormap_entries = rt->tm.peak;
+    s->task_window = rt->window;
+    s->num_workers = rt->nworkers;
+    s->safe_mode_degraded = rt->degraded;
+    s->failed_task = atomic_load(&rt->failed_task);
+    s->failed_code = atomic_load(&rt->failed_code);
+    int64_t done = rt->inline_executed;
+    for (int i = 0; i < rt->nworkers && i < PTO_MAX_WORKERS; i++) {
+        s->worker_tasks[i] = rt->workers[i].executed;
+        done += rt->workers[i].executed;
+    }
+    s->tasks_completed = done;
+    return PTO_OK;
+}
+
+int pto_runtime_run_orch(const PTORuntimeConfig* cfg, PTOOrchFunc orch, void* user_data, PTORuntimeStats* stats) {
+    if (!orch) return PTO_EINVAL;
+    PTORuntime* rt;
+    int rc = pto_runtime_init(&rt, cfg);
+    if (rc < 0) return rc;
+    orch(rt, user_data);
+    rc = pto_runtime_run(rt);
+    if (stats) pto_runtime_get_stats(rt, stats);
+    pto_runtime_destroy(rt);
+    return rc;
+}
+
+int runtime_entry_arm64(PTOOrchFunc orch, void* user_data, int num_workers, int execution_task_threshold) {
+    PTORuntimeConfig cfg;
+    pto_runtime_config_default(&cfg);
+    cfg.num_workers = num_workers;
+    cfg.execution_task_threshold = execution_task_threshold;
+    return pto_runtime_run_orch(&cfg, orch, user_data, NULL);
+}

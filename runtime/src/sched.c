@@ -1,0 +1,241 @@
+/* sched.c - ready queues, worker threads, task completion.
+ *
+ * One mutex-protected ring per worker type (+ one for PTO_WORKER_ANY tasks); a worker
+ * pops a small batch at a time, and keeps one successor it made ready to run next
+ * without touching a queue (chains run back to back on one worker). Idle workers spin
+ * briefly, then sleep on a condition variable that pushers signal only when someone sleeps. */
+#include "rt_internal.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <time.h>
+
+static inline int queue_of(const PTOTask* t) {
+    return t->worker_type >= 0 ? t->worker_type : PTO_QUEUE_ANY;
+}
+
+int sched_init(PTORuntime* rt) {
+    for (int q = 0; q < PTO_NUM_QUEUES; q++) {
+        PTOQueue* Q = &rt->queues[q];
+        pthread_mutex_init(&Q->mu, NULL);
+        Q->ring = NULL;
+        Q->head = Q->tail = 0;
+        atomic_init(&Q->count, 0);
+    }
+    pthread_mutex_init(&rt->idle_mu, NULL); pthread_cond_init(&rt->idle_cv, NULL);
+    pthread_mutex_init(&rt->done_mu, NULL); pthread_cond_init(&rt->done_cv, NULL);
+    rt->nworkers = rt->cfg.num_workers;
+    if (rt->nworkers > 0) {
+        rt->workers = calloc((size_t)rt->nworkers, sizeof(PTOWorker));
+        if (!rt->workers) return PTO_ENOMEM;
+        for (int q = 0; q < PTO_NUM_QUEUES; q++) {
+            rt->queues[q].ring = malloc((size_t)rt->window * sizeof(int32_t));
+            if (!rt->queues[q].ring) return PTO_ENOMEM;
+        }
+    }
+    for (int i = 0; i < rt->nworkers; i++) {
+        PTOWorker* w = &rt->workers[i];
+        w->rt = rt; w->index = i; w->next_local = -1;
+        int type = rt->cfg.bind_worker_types ? rt->cfg.worker_types[i] : PTO_WORKER_ANY;
+        if (type == PTO_WORKER_ANY) {
+            for (int q = 0; q < PTO_NUM_QUEUES; q++) w->served[w->nserved++] = (q + i) % PTO_NUM_QUEUES;
+            for (int q = 0; q < PTO_NUM_QUEUES; q++) rt->servable[q] = true;
+        } else {
+            w->served[w->nserved++] = type;
+            w->served[w->nserved++] = PTO_QUEUE_ANY;
+            rt->servable[type] = rt->servable[PTO_QUEUE_ANY] = true;
+        }
+    }
+    if (rt->nworkers == 0)
+        for (int q = 0; q < PTO_NUM_QUEUES; q++) rt->servable[q] = true;
+    return PTO_OK;
+}
+
+void sched_free(PTORuntime* rt) {
+    for (int q = 0; q < PTO_NUM_QUEUES; q++) {
+        free(rt->queues[q].ring);
+        pthread_mutex_destroy(&rt->queues[q].mu);
+    }
+    pthread_mutex_destroy(&rt->idle_mu); pthread_cond_destroy(&rt->idle_cv);
+    pthread_mutex_destroy(&rt->done_mu); pthread_cond_destroy(&rt->done_cv);
+    free(rt->workers);
+    rt->workers = NULL;
+}
+
+int64_t sched_ready_count(PTORuntime* rt) {
+    int64_t n = 0;
+    for (int q = 0; q < PTO_NUM_QUEUES; q++) n += atomic_load(&rt->queues[q].count);
+    return n;
+}
+
+static void push(PTORuntime* rt, int q, int32_t id) {
+    PTOQueue* Q = &rt->queues[q];
+    pthread_mutex_lock(&Q->mu);
+    Q->ring[Q->tail++ & (uint32_t)rt->mask] = id;
+    atomic_fetch_add_explicit(&Q->count, 1, memory_order_seq_cst);
+    pthread_mutex_unlock(&Q->mu);
+    if (atomic_load_explicit(&rt->sleepers, memory_order_seq_cst) > 0) {
+        pthread_mutex_lock(&rt->idle_mu);
+        pthread_cond_signal(&rt->idle_cv);
+        pthread_mutex_unlock(&rt->idle_mu);
+    }
+}
+
+void sched_make_ready(PTORuntime* rt, PTOTask* t, PTOWorker* w) {
+    atomic_store_explicit(&t->state, PTO_TASK_READY, memory_order_relaxed);
+    if (rt->nworkers == 0) return;             /* inline mode runs tasks in id order */
+    int q = queue_of(t);
+    if (w && w->next_local < 0) {
+        for (int k = 0; k < w->nserved; k++)
+            if (w->served[k] == q) { w->next_local = t->id; return; }
+    }
+    push(rt, q, t->id);
+}
+
+void sched_notify_waiters(PTORuntime* rt) {
+    if (atomic_load_explicit(&rt->waiters, memory_order_seq_cst) > 0) {
+        pthread_mutex_lock(&rt->done_mu);
+        pthread_cond_broadcast(&rt->done_cv);
+        pthread_mutex_unlock(&rt->done_mu);
+    }
+}
+
+/* Kernel `id` returned `status`: release its consumers and retire it. Any thread. */
+void sched_finish(PTORuntime* rt, int32_t id, int32_t status, PTOWorker* w) {
+    PTOTask* t = rt_task(rt, id);
+    if (status != 0) {
+        int32_t none = -1;
+        if (atomic_compare_exchange_strong(&rt->failed_task, &none, id))
+            atomic_store(&rt->failed_code, status);
+        atomic_store(&rt->halt, 1);
+    }
+    rt_lock(&t->lock);
+    atomic_store_explicit(&t->state, PTO_TASK_COMPLETED, memory_order_relaxed);
+    int32_t d = t->fanout_head;
+    rt_unlock(&t->lock);
+    /* No consumer can be added any more: the list is frozen. */
+    while (d >= 0) {
+        PTODep* e = rt_dep(rt, d);
+        PTOTask* c = rt_task(rt, e->task);
+        if (atomic_fetch_sub_explicit(&c->fanin_left, 1, memory_order_acq_rel) == 1)
+            sched_make_ready(rt, c, w);
+        d = e->next;
+    }
+    if (rt->rec_chunks)
+        atomic_store_explicit(&rt_record(rt, id)->state,
+                              (int8_t)(status ? PTO_STATE_FAILED : PTO_TASK_CONSUMED), memory_order_relaxed);
+    atomic_store_explicit(&t->state, PTO_TASK_CONSUMED, memory_order_release);
+    atomic_fetch_add_explicit(&rt->retired, 1, memory_order_acq_rel);
+    sched_notify_waiters(rt);
+}
+
+static int32_t execute(PTORuntime* rt, PTOTask* t, int32_t worker_index) {
+    atomic_store_explicit(&t->state, PTO_TASK_RUNNING, memory_order_relaxed);
+    if (rt->exec_fn)
+        return rt->exec_fn(rt->exec_ctx, t->id, t->name, t->fn, t->args, t->num_args, worker_index);
+    if (rt->cfg.dry_run || !t->fn) return 0;
+    return t->fn(t->args);
+}
+
+/* Inline mode (no workers): run the oldest task on the calling thread. */
+int sched_run_inline(PTORuntime* rt, int32_t id) {
+    PTOTask* t = rt_task(rt, id);
+    int32_t rc = execute(rt, t, -1);
+    rt->inline_executed++;
+    if (rc == PTO_EXEC_ASYNC) {          /* wait for the backend's pto_task_complete */
+        atomic_fetch_add(&rt->async_pending, 1);
+        while (atomic_load_explicit(&t->state, memory_order_acquire) != PTO_TASK_CONSUMED) rt_cpu_relax();
+        return PTO_OK;
+    }
+    sched_finish(rt, id, rc, NULL);
+    return rc ? PTO_ETASKFAILED : PTO_OK;
+}
+
+static int32_t pop(PTORuntime* rt, PTOWorker* w) {
+    if (w->next_local >= 0) { int32_t id = w->next_local; w->next_local = -1; return id; }
+    if (w->pos < w->nbuf) return w->buf[w->pos++];
+    for (int k = 0; k < w->nserved; k++) {
+        PTOQueue* Q = &rt->queues[w->served[k]];
+        if (atomic_load_explicit(&Q->count, memory_order_relaxed) == 0) continue;
+        pthread_mutex_lock(&Q->mu);
+        int32_t n = atomic_load_explicit(&Q->count, memory_order_relaxed);
+        if (n > 1) { n = (n + rt->nworkers - 1) / rt->nworkers; if (n > PTO_BATCH) n = PTO_BATCH; }
+        for (int32_t i = 0; i < n; i++) w->buf[i] = Q->ring[Q->head++ & (uint32_t)rt->mask];
+        atomic_fetch_sub_explicit(&Q->count, n, memory_order_relaxed);
+        pthread_mutex_unlock(&Q->mu);
+        if (n > 0) { w->nbuf = n; w->pos = 1; return w->buf[0]; }
+    }
+    return -1;
+}
+
+static bool has_work(PTORuntime* rt, PTOWorker* w) {
+    for (int k = 0; k < w->nserved; k++)
+        if (atomic_load_explicit(&rt->queues[w->served[k]].count, memory_order_seq_cst) > 0) return true;
+    return false;
+}
+
+static void idle(PTORuntime* rt, PTOWorker* w) {
+    for (int spin = 0; spin < 2000; spin++) {
+        if (has_work(rt, w) || atomic_load_explicit(&rt->stop, memory_order_relaxed)) return;
+        rt_cpu_relax();
+    }
+    atomic_fetch_add_explicit(&rt->sleepers, 1, memory_order_seq_cst);
+    pthread_mutex_lock(&rt->idle_mu);
+    if (!has_work(rt, w) && !atomic_load(&rt->stop)) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_nsec += 20 * 1000 * 1000;      /* belt and braces; wakeups are signalled */
+        if (ts.tv_nsec >= 1000000000L) { ts.tv_sec++; ts.tv_nsec -= 1000000000L; }
+        pthread_cond_timedwait(&rt->idle_cv, &rt->idle_mu, &ts);
+    }
+    pthread_mutex_unlock(&rt->idle_mu);
+    atomic_fetch_sub_explicit(&rt->sleepers, 1, memory_order_seq_cst);
+}
+
+static void* worker_main(void* arg) {
+    PTOWorker* w = arg;
+    PTORuntime* rt = w->rt;
+    for (;;) {
+        int32_t id = pop(rt, w);
+        if (id < 0) {
+            if (atomic_load_explicit(&rt->stop, memory_order_acquire)) break;
+            idle(rt, w);
+            continue;
+        }
+        if (atomic_load_explicit(&rt->halt, memory_order_acquire)) {  /* failure: drop */
+            w->nbuf = w->pos = 0; w->next_local = -1;
+            continue;
+        }
+        PTOTask* t = rt_task(rt, id);
+        int32_t rc = execute(rt, t, w->index);
+        w->executed++;
+        if (rc == PTO_EXEC_ASYNC) { atomic_fetch_add(&rt->async_pending, 1); continue; }
+        sched_finish(rt, id, rc, w);
+    }
+    return NULL;
+}
+
+int sched_start(PTORuntime* rt) {
+    if (rt->started || rt->nworkers == 0) return PTO_OK;
+    atomic_store(&rt->stop, 0);
+    for (int i = 0; i < rt->nworkers; i++) {
+        if (pthread_create(&rt->workers[i].th, NULL, worker_main, &rt->workers[i]) != 0) {
+            atomic_store(&rt->stop, 1);
+            atomic_store(&rt->halt, 1);
+            for (int j = 0; j < i; j++) pthread_join(rt->workers[j].th, NULL);
+            return PTO_ENOMEM;
+        }
+    }
+    rt->started = true;
+    return PTO_OK;
+}
+
+void sched_stop(PTORuntime* rt) {
+    if (!rt->started) return;
+    atomic_store(&rt->stop, 1);
+    pthread_mutex_lock(&rt->idle_mu);
+    pthread_cond_broadcast(&rt->idle_cv);
+    pthread_mutex_unlock(&rt->idle_mu);
+    for (int i = 0; i < rt->nworkers; i++) pthread_join(rt->workers[i].th, NULL);
+    rt->started = false;
+}

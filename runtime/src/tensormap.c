@@ -1,0 +1,202 @@
+/* tensormap.c - finds the producers/readers a new access conflicts with.
+ *
+ * Keyed by (data pointer, rectangle). Per data pointer the rows are cut into blocks of
+ * 2^shift rows (shift fixed by the first access seen: its row count rounded down to a
+ * power of two), so tile-sized accesses land in their own bucket and a lookup touches
+ * only the few entries that can overlap. Entries of retired tasks (id < last_alive) are
+ * dropped lazily while walking, and by a sweep when the entry pool would grow, which
+ * keeps the pool proportional to the live entries. Only the orchestrator touches it. */
+#include "rt_internal.h"
+
+#include <stdlib.h>
+
+int tm_init(TMap* tm) {
+    memset(tm, 0, sizeof *tm);
+    tm->index_cap = 64;
+    tm->index = calloc(tm->index_cap, sizeof(int32_t));
+    tm->free_head = -1;
+    tm->last_tensor = -1;
+    return tm->index ? PTO_OK : PTO_ENOMEM;
+}
+
+void tm_free(TMap* tm) {
+    for (int32_t i = 0; i < tm->ntensors; i++) { free(tm->tensors[i].wh); free(tm->tensors[i].rh); }
+    free(tm->tensors); free(tm->index); free(tm->e);
+    memset(tm, 0, sizeof *tm);
+}
+
+int64_t tm_bytes(const TMap* tm) {
+    return (int64_t)tm->cap_tensors * (int64_t)sizeof(TMTensor) + (int64_t)tm->index_cap * 4 +
+           (int64_t)tm->cap * (int64_t)sizeof(TMEntry) + tm->bucket_bytes;
+}
+
+static inline uint32_t hash_ptr(const void* p) {
+    uint64_t x = (uint64_t)(uintptr_t)p;
+    x ^= x >> 33; x *= 0xff51afd7ed558ccdULL; x ^= x >> 33;
+    return (uint32_t)x;
+}
+
+static int index_put(TMap* tm, void* base, int32_t idx) {
+    uint32_t m = tm->index_cap - 1, h = hash_ptr(base) & m;
+    while (tm->index[h]) h = (h + 1) & m;
+    tm->index[h] = idx + 1;
+    return PTO_OK;
+}
+
+/* Find or create the record of a data pointer; returns its index or a negative error. */
+static int32_t tensor_of(TMap* tm, void* base, int64_t rows_of_first_access) {
+    if (tm->last_tensor >= 0 && tm->tensors[tm->last_tensor].base == base) return tm->last_tensor;
+    uint32_t m = tm->index_cap - 1, h = hash_ptr(base) & m;
+    for (int32_t v; (v = tm->index[h]) != 0; h = (h + 1) & m)
+        if (tm->tensors[v - 1].base == base) return tm->last_tensor = v - 1;
+    if (tm->ntensors == tm->cap_tensors) {
+        int32_t nc = tm->cap_tensors ? tm->cap_tensors * 2 : 16;
+        TMTensor* n = realloc(tm->tensors, (size_t)nc * sizeof *n);
+        if (!n) return PTO_ENOMEM;
+        tm->tensors = n; tm->cap_tensors = nc;
+    }
+    if ((uint32_t)(tm->ntensors + 1) * 2 > tm->index_cap) {     /* keep load <= 1/2 */
+        uint32_t nc = tm->index_cap * 2;
+        int32_t* ni = calloc(nc, sizeof(int32_t));
+        if (!ni) return PTO_ENOMEM;
+        free(tm->index); tm->index = ni; tm->index_cap = nc;
+        for (int32_t i = 0; i < tm->ntensors; i++) index_put(tm, tm->tensors[i].base, i);
+    }
+    int32_t shift = 0;
+    while (shift < 24 && ((int64_t)2 << shift) <= rows_of_first_access) shift++;
+    TMTensor* t = &tm->tensors[tm->ntensors];
+    memset(t, 0, sizeof *t);
+    t->base = base; t->shift = shift;
+    index_put(tm, base, tm->ntensors);
+    return tm->last_tensor = tm->ntensors++;
+}
+
+static int grow_buckets(TMap* tm, TMTensor* t, int64_t need) {
+    if (need <= t->nb) return PTO_OK;
+    int64_t nb = t->nb ? t->nb : 4;
+    while (nb < need) nb *= 2;
+    if (nb > INT32_MAX) return PTO_ENOMEM;
+    int32_t* w = realloc(t->wh, (size_t)nb * sizeof(int32_t));
+    if (!w) return PTO_ENOMEM;
+    t->wh = w;
+    int32_t* r = realloc(t->rh, (size_t)nb * sizeof(int32_t));
+    if (!r) return PTO_ENOMEM;
+    t->rh = r;
+    for (int64_t i = t->nb; i < nb; i++) { w[i] = -1; r[i] = -1; }
+    tm->bucket_bytes += (nb - t->nb) * 8;
+    t->nb = (int32_t)nb;
+    return PTO_OK;
+}
+
+static inline void entry_free(TMap* tm, int32_t i) {
+    tm->e[i].next = tm->free_head;
+    tm->free_head = i;
+    tm->live--;
+}
+
+static int32_t sweep_chain(TMap* tm, int32_t head, int32_t last_alive) {
+    int32_t* link = &head;
+    while (*link >= 0) {
+        int32_t i = *link;
+        if (tm->e[i].task < last_alive) { *link = tm->e[i].next; entry_free(tm, i); }
+        else link = &tm->e[i].next;
+    }
+    return head;
+}
+
+static void sweep(TMap* tm, int32_t last_alive) {
+    for (int32_t k = 0; k < tm->ntensors; k++) {
+        TMTensor* t = &tm->tensors[k];
+        for (int32_t b = 0; b < t->nb; b++) {
+            t->wh[b] = sweep_chain(tm, t->wh[b], last_alive);
+            t->rh[b] = sweep_chain(tm, t->rh[b], last_alive);
+        }
+    }
+    tm->since_sweep = 0;
+}
+
+static int32_t entry_alloc(PTORuntime* rt) {
+    TMap* tm = &rt->tm;
+    if (tm->free_head < 0 && tm->cap >= 1024 && tm->since_sweep >= tm->cap / 2) {
+        sweep(tm, rt->last_alive);
+    }
+    if (tm->free_head < 0) {
+        int32_t nc = tm->cap ? tm->cap * 2 : 1024;
+        TMEntry* n = realloc(tm->e, (size_t)nc * sizeof *n);
+        if (!n) return PTO_ENOMEM;
+        tm->e = n;
+        for (int32_t i = nc - 1; i >= tm->cap; i--) { n[i].next = tm->free_head; tm->free_head = i; }
+        tm->cap = nc;
+    }
+    int32_t i = tm->free_head;
+    tm->free_head = tm->e[i].next;
+    if (++tm->live > tm->peak) tm->peak = tm->live;
+    tm->since_sweep++;
+    return i;
+}
+
+static inline bool overlaps(const TMEntry* e, const PTOAccess* a) {
+    return e->r0 < a->r1 && a->r0 < e->r1 && e->c0 < a->c1 && a->c0 < e->c1;
+}
+static inline bool covers(const PTOAccess* a, const TMEntry* e) {
+    return a->r0 <= e->r0 && e->r1 <= a->r1 && a->c0 <= e->c0 && e->c1 <= a->c1;
+}
+
+/* Walk one chain: drop retired entries, add edges for overlapping ones, and (for a write)
+ * drop entries the new write covers entirely - later accesses reach them through it. */
+static int walk(PTORuntime* rt, int32_t* link, int32_t consumer, const PTOAccess* a) {
+    TMap* tm = &rt->tm;
+    const int32_t last_alive = rt->last_alive;
+    const bool writes = (a->mode & ACC_WRITE) != 0;
+    while (*link >= 0) {
+        int32_t i = *link;
+        TMEntry* e = &tm->e[i];
+        if (e->task < last_alive) { *link = e->next; entry_free(tm, i); continue; }
+        if (overlaps(e, a)) {
+            int rc = rt_add_edge(rt, e->task, consumer);
+            if (rc < 0) return rc;
+            if (writes && covers(a, e)) { *link = e->next; entry_free(tm, i); continue; }
+        }
+        link = &e->next;
+    }
+    return PTO_OK;
+}
+
+int tm_lookup(PTORuntime* rt, int32_t consumer, const PTOAccess* a) {
+    TMap* tm = &rt->tm;
+    int32_t k = tensor_of(tm, a->base, a->r1 - a->r0);
+    if (k < 0) return k;
+    TMTensor* t = &tm->tensors[k];
+    int64_t b0 = (a->r0 >> t->shift) - t->span, b1 = (a->r1 - 1) >> t->shift;
+    if (b0 < 0) b0 = 0;
+    if (b1 >= t->nb) b1 = (int64_t)t->nb - 1;
+    for (int64_t b = b0; b <= b1; b++) {
+        int rc = walk(rt, &t->wh[b], consumer, a);
+        if (rc < 0) return rc;
+        if (a->mode & ACC_WRITE) {
+            rc = walk(rt, &t->rh[b], consumer, a);
+            if (rc < 0) return rc;
+        }
+    }
+    return PTO_OK;
+}
+
+int tm_insert(PTORuntime* rt, int32_t task, const PTOAccess* a) {
+    TMap* tm = &rt->tm;
+    int32_t k = tensor_of(tm, a->base, a->r1 - a->r0);
+    if (k < 0) return k;
+    int32_t i = entry_alloc(rt);
+    if (i < 0) return i;
+    TMTensor* t = &tm->tensors[k];
+    int64_t b = a->r0 >> t->shift;
+    int rc = grow_buckets(tm, t, b + 1);
+    if (rc < 0) { entry_free(tm, i); return rc; }
+    int64_t extra = ((a->r1 - 1) >> t->shift) - b;
+    if (extra > t->span) t->span = (int32_t)extra;
+    TMEntry* e = &tm->e[i];
+    e->r0 = a->r0; e->c0 = a->c0; e->r1 = a->r1; e->c1 = a->c1; e->task = task;
+    int32_t* head = (a->mode & ACC_WRITE) ? &t->wh[b] : &t->rh[b];
+    e->next = *head;
+    *head = i;
+    return PTO_OK;
+}

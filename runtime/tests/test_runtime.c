@@ -1,0 +1,540 @@
+/* test_runtime.c - ordering, counts, windows, faults and misuse of the PTO runtime.
+ *
+ * Build:  gcc -std=c11 -O2 -pthread -Iruntime/include runtime/src/{dump,runtime,sched,tensormap}.c \
+ *             runtime/tests/test_runtime.c
+ * Run:    ./a.out [scale]     (scale < 1 shrinks the big random graphs, e.g. under sanitizers)
+ *
+ * The random-DAG oracle: tasks touch random (often overlapping) rectangles of a few tensors.
+ * A sequential pass computes, per cell, the last writer and the readers since, which gives
+ * every task the set of earlier tasks it must follow. Each kernel checks those finished
+ * first, then reads (checksum) and writes (hash mixing its id in) its regions; the final
+ * cells and every read checksum must equal a sequential run's. */
+#define _GNU_SOURCE 1
+#include "pto_runtime.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int g_pass, g_fail;
+#define CHECK(cond) do { if (cond) g_pass++; else { g_fail++; \
+    fprintf(stderr, "FAIL %s:%d: %s\n", __FILE__, __LINE__, #cond); } } while (0)
+#define CHECK_EQ(a, b) do { long long _a = (long long)(a), _b = (long long)(b); if (_a == _b) g_pass++; \
+    else { g_fail++; fprintf(stderr, "FAIL %s:%d: %s == %s (%lld vs %lld)\n", __FILE__, __LINE__, #a, #b, _a, _b); } } while (0)
+
+static double g_scale = 1.0;
+static int64_t scaled(int64_t n) { int64_t m = (int64_t)(n * g_scale); return m < 200 ? 200 : m; }
+
+/* ================================================================ random DAG oracle */
+
+#define NT 4             /* tensors */
+#define TR 24            /* rows per tensor */
+#define TC 20            /* cols per tensor */
+#define MAXACC 3
+
+typedef struct { int8_t tensor, mode; int8_t r0, c0, h, w; } Acc;    /* mode 1 r, 2 w, 3 rw */
+
+typedef struct {
+    int64_t n;
+    Acc* acc; int8_t* nacc;
+    int64_t* dep_start; int32_t* deps;               /* CSR of must-follow tasks */
+    _Atomic uint8_t* done;
+    _Atomic int32_t* runs;
+    uint64_t* sum_seq; uint64_t* sum_par;            /* read checksums */
+    uint64_t cells_seq[NT][TR * TC];
+    uint64_t cells_par[NT][TR * TC];
+    _Atomic int32_t order_errors;
+    int32_t fail_at;                                 /* task index that returns 99, or -1 */
+} Dag;
+
+static Dag* g_dag;
+
+static uint64_t mix(uint64_t h, uint64_t v) {
+    h ^= v + 0x9e3779b97f4a7c15ULL + (h << 6) + (h >> 2);
+    h *= 0xbf58476d1ce4e5b9ULL;
+    return h ^ (h >> 31);
+}
+
+static uint64_t rng_state = 88172645463325252ULL;
+static uint64_t rnd(void) { rng_state ^= rng_state << 13; rng_state ^= rng_state >> 7; rng_state ^= rng_state << 17; return rng_state; }
+
+/* Apply task i's accesses to `cells` (ld = TC) and return its read checksum. */
+static uint64_t apply(const Acc* acc, int nacc, int64_t i, uint64_t* const* base_of, int64_t ld) {
+    uint64_t s = 0;
+    for (int a = 0; a < nacc; a++) {
+        const Acc* x = &acc[a];
+        uint64_t* p = base_of[a];
+        if (x->mode & 1)
+            for (int r = 0; r < x->h; r++) for (int c = 0; c < x->w; c++) s = mix(s, p[r * ld + c]);
+    }
+    for (int a = 0; a < nacc; a++) {
+        const Acc* x = &acc[a];
+        uint64_t* p = base_of[a];
+        if (x->mode & 2)
+            for (int r = 0; r < x->h; r++) for (int c = 0; c < x->w; c++) p[r * ld + c] = mix(p[r * ld + c], (uint64_t)i + 1);
+    }
+    return s;
+}
+
+static int32_t dag_kernel(const int64_t* args) {
+    Dag* d = g_dag;
+    int64_t i = args[0];
+    atomic_fetch_add(&d->runs[i], 1);
+    for (int64_t k = d->dep_start[i]; k < d->dep_start[i + 1]; k++)
+        if (!atomic_load_explicit(&d->done[d->deps[k]], memory_order_acquire)) atomic_fetch_add(&d->order_errors, 1);
+    uint64_t* base_of[MAXACC];
+    for (int a = 0; a < d->nacc[i]; a++) {
+        base_of[a] = pto_arg_ptr(args[1 + 2 * a]);
+        if (args[2 + 2 * a] != TC) atomic_fetch_add(&d->order_errors, 1000);
+    }
+    d->sum_par[i] = apply(&d->acc[i * MAXACC], d->nacc[i], i, base_of, TC);
+    atomic_store_explicit(&d->done[i], 1, memory_order_release);
+    return (i == d->fail_at) ? 99 : 0;
+}
+
+static Dag* dag_make(int64_t n, int max_tile) {
+    Dag* d = calloc(1, sizeof *d);
+    d->n = n;
+    d->fail_at = -1;
+    d->acc = calloc((size_t)n * MAXACC, sizeof(Acc));
+    d->nacc = calloc((size_t)n, 1);
+    d->dep_start = calloc((size_t)n + 1, sizeof(int64_t));
+    d->done = calloc((size_t)n, 1);
+    d->runs = calloc((size_t)n, sizeof(int32_t));
+    d->sum_seq = calloc((size_t)n, 8);
+    d->sum_par = calloc((size_t)n, 8);
+    for (int t = 0; t < NT; t++)
+        for (int k = 0; k < TR * TC; k++) d->cells_seq[t][k] = d->cells_par[t][k] = (uint64_t)(t * 100000 + k);
+    /* per-cell shadow for the dependency oracle */
+    int32_t* last_w = malloc(sizeof(int32_t) * NT * TR * TC);
+    int32_t** readers = calloc(NT * TR * TC, sizeof(int32_t*));
+    int32_t* nread = calloc(NT * TR * TC, sizeof(int32_t));
+    int32_t* capr = calloc(NT * TR * TC, sizeof(int32_t));
+    for (int k = 0; k < NT * TR * TC; k++) last_w[k] = -1;
+    int64_t cap = n * 4 + 16, nd = 0;
+    d->deps = malloc(sizeof(int32_t) * (size_t)cap);
+    int32_t* mark = malloc(sizeof(int32_t) * (size_t)n);
+    memset(mark, 0xff, sizeof(int32_t) * (size_t)n);
+    for (int64_t i = 0; i < n; i++) {
+        int na = 1 + (int)(rnd() % MAXACC);
+        d->nacc[i] = (int8_t)na;
+        for (int a = 0; a < na; a++) {
+            Acc* x = &d->acc[i * MAXACC + a];
+            x->tensor = (int8_t)(rnd() % NT);
+            uint64_t m = rnd() % 10;
+            x->mode = m < 5 ? 1 : (m < 8 ? 2 : 3);
+            if (rnd() % 2) {    /* aligned tile: exact repeats and adjacency */
+                int th = max_tile, tw = max_tile;
+                x->h = (int8_t)th; x->w = (int8_t)tw;
+                x->r0 = (int8_t)((rnd() % (TR / th)) * th); x->c0 = (int8_t)((rnd() % (TC / tw)) * tw);
+            } else {            /* arbitrary rectangle: partial overlaps */
+                x->h = (int8_t)(1 + rnd() % max_tile); x->w = (int8_t)(1 + rnd() % max_tile);
+                x->r0 = (int8_t)(rnd() % (TR - x->h + 1)); x->c0 = (int8_t)(rnd() % (TC - x->w + 1));
+            }
+            /* the same task may not write one cell twice through two accesses (order inside
+             * a task is the kernel's business); keep a task's written regions disjoint by
+             * turning a colliding access into a read */
+            for (int b = 0; b < a; b++) {
+                Acc* y = &d->acc[i * MAXACC + b];
+                if (y->tensor == x->tensor && y->r0 < x->r0 + x->h && x->r0 < y->r0 + y->h &&
+                    y->c0 < x->c0 + x->w && x->c0 < y->c0 + y->w && ((x->mode | y->mode) & 2)) {
+                    x->mode = 1; y->mode = 1;
+                }
+            }
+        }
+        d->dep_start[i] = nd;
+        for (int a = 0; a < na; a++) {
+            Acc* x = &d->acc[i * MAXACC + a];
+            for (int r = x->r0; r < x->r0 + x->h; r++)
+                for (int c = x->c0; c < x->c0 + x->w; c++) {
+                    int k = (x->tensor * TR + r) * TC + c;
+                    int32_t cand[1];
+                    (void)cand;
+                    #define ADD_DEP(j) do { int32_t _j = (j); if (_j >= 0 && mark[_j] != (int32_t)i) { mark[_j] = (int32_t)i; \
+                        if (nd == cap) { cap *= 2; d->deps = realloc(d->deps, sizeof(int32_t) * (size_t)cap); } d->deps[nd++] = _j; } } while (0)
+                    ADD_DEP(last_w[k]);
+                    if (x->mode & 2) for (int q = 0; q < nread[k]; q++) ADD_DEP(readers[k][q]);
+                }
+        }
+        for (int a = 0; a < na; a++) {   /* update shadow: reads first, then writes */
+            Acc* x = &d->acc[i * MAXACC + a];
+            for (int r = x->r0; r < x->r0 + x->h; r++)
+                for (int c = x->c0; c < x->c0 + x->w; c++) {
+                    int k = (x->tensor * TR + r) * TC + c;
+                    if (x->mode == 1) {
+                        if (nread[k] && readers[k][nread[k] - 1] == (int32_t)i) continue;
+                        if (nread[k] == capr[k]) { capr[k] = capr[k] ? capr[k] * 2 : 4; readers[k] = realloc(readers[k], sizeof(int32_t) * (size_t)capr[k]); }
+                        readers[k][nread[k]++] = (int32_t)i;
+                    }
+                }
+        }
+        for (int a = 0; a < na; a++) {
+            Acc* x = &d->acc[i * MAXACC + a];
+            if (!(x->mode & 2)) continue;
+            for (int r = x->r0; r < x->r0 + x->h; r++)
+                for (int c = x->c0; c < x->c0 + x->w; c++) {
+                    int k = (x->tensor * TR + r) * TC + c;
+                    last_w[k] = (int32_t)i; nread[k] = 0;
+                }
+        }
+        /* sequential execution */
+        uint64_t* base_of[MAXACC];
+        for (int a = 0; a < na; a++) {
+            Acc* x = &d->acc[i * MAXACC + a];
+            base_of[a] = &d->cells_seq[x->tensor][x->r0 * TC + x->c0];
+        }
+        d->sum_seq[i] = apply(&d->acc[i * MAXACC], na, i, base_of, TC);
+    }
+    d->dep_start[n] = nd;
+    for (int k = 0; k < NT * TR * TC; k++) free(readers[k]);
+    free(readers); free(nread); free(capr); free(last_w); free(mark);
+    return d;
+}
+
+static void dag_free(Dag* d) {
+    free(d->acc); free(d->nacc); free(d->dep_start); free(d->deps); free((void*)d->done);
+    free((void*)d->runs); free(d->sum_seq); free(d->sum_par); free(d);
+}
+
+static PTOTensor g_tens[NT];
+
+static void dag_orch(PTORuntime* rt, void* ud) {
+    Dag* d = ud;
+    for (int64_t i = 0; i < d->n; i++) {
+        int32_t t = pto_task_alloc(rt, "dag", dag_kernel, 1024, PTO_WORKER_ANY);
+        if (t < 0) return;                       /* failure: stop building */
+        pto_task_add_scalar(rt, t, i);
+        for (int a = 0; a < d->nacc[i]; a++) {
+            Acc* x = &d->acc[i * MAXACC + a];
+            int (*add)(PTORuntime*, int32_t, const PTOTensor*, int64_t, int64_t, int64_t, int64_t) =
+                x->mode == 1 ? pto_task_add_input : x->mode == 2 ? pto_task_add_output : pto_task_add_inout;
+            add(rt, t, &g_tens[x->tensor], x->r0, x->c0, x->h, x->w);
+        }
+        if (pto_task_submit(rt, t) < 0) return;
+    }
+}
+
+static void run_dag(const char* label, int64_t n, int max_tile, int workers, int threshold, int window, int expect_degraded) {
+    Dag* d = dag_make(n, max_tile);
+    g_dag = d;
+    for (int t = 0; t < NT; t++)
+        g_tens[t] = (PTOTensor){d->cells_par[t], TR, TC, TC, 8, "cells"};
+    PTORuntimeConfig cfg;
+    pto_runtime_config_default(&cfg);
+    cfg.num_workers = workers;
+    cfg.execution_task_threshold = threshold;
+    cfg.task_window = window;
+    PTORuntimeStats st;
+    int rc = pto_runtime_run_orch(&cfg, dag_orch, d, &st);
+    CHECK_EQ(rc, PTO_OK);
+    CHECK_EQ(st.tasks_submitted, n);
+    CHECK_EQ(st.tasks_completed, n);
+    CHECK_EQ(atomic_load(&d->order_errors), 0);
+    int64_t bad_runs = 0, bad_sums = 0;
+    for (int64_t i = 0; i < n; i++) {
+        bad_runs += atomic_load(&d->runs[i]) != 1;
+        bad_sums += d->sum_seq[i] != d->sum_par[i];
+    }
+    CHECK_EQ(bad_runs, 0);
+    CHECK_EQ(bad_sums, 0);
+    CHECK(memcmp(d->cells_seq, d->cells_par, sizeof d->cells_seq) == 0);
+    CHECK(st.peak_live_tasks <= window);
+    if (expect_degraded >= 0) CHECK_EQ(st.safe_mode_degraded, expect_degraded);
+    int64_t sum = 0;
+    for (int w = 0; w < workers; w++) sum += st.worker_tasks[w];
+    if (workers) CHECK_EQ(sum, n);
+    printf("  %-34s n=%-8lld workers=%d thr=%-4d win=%-6d edges=%lld peak_live=%lld tm_peak=%lld bytes=%lld\n",
+           label, (long long)n, workers, threshold, window, (long long)st.edges, (long long)st.peak_live_tasks,
+           (long long)st.peak_tensormap_entries, (long long)st.runtime_bytes);
+    dag_free(d);
+}
+
+/* ================================================================ small explicit graphs */
+
+static int32_t k_nop(const int64_t* a) { (void)a; return 0; }
+
+static float g_buf[64 * 64];
+static PTOTensor T64 = {g_buf, 64, 64, 64, 4, "T"};
+
+static PTORuntime* mk(int workers, int window, int record) {
+    PTORuntimeConfig cfg;
+    pto_runtime_config_default(&cfg);
+    cfg.num_workers = workers; cfg.task_window = window; cfg.record_graph = record;
+    return pto_runtime_create(&cfg);
+}
+
+static int32_t task1(PTORuntime* rt, int mode, int64_t r0, int64_t c0, int64_t h, int64_t w) {
+    int32_t t = pto_task_alloc(rt, "k", k_nop, 0, PTO_WORKER_ANY);
+    if (mode & 1 && mode & 2) pto_task_add_inout(rt, t, &T64, r0, c0, h, w);
+    else if (mode & 2) pto_task_add_output(rt, t, &T64, r0, c0, h, w);
+    else pto_task_add_input(rt, t, &T64, r0, c0, h, w);
+    pto_task_submit(rt, t);
+    return t;
+}
+
+static int64_t edges_of(PTORuntime* rt) { PTORuntimeStats s; pto_runtime_get_stats(rt, &s); return s.edges; }
+
+static void test_edges(void) {
+    PTORuntime* rt = mk(0, 1024, 1);
+    task1(rt, 2, 0, 0, 16, 16);                 /* 0: W A        */
+    task1(rt, 2, 0, 16, 16, 16);                /* 1: W adjacent -> no edge */
+    CHECK_EQ(edges_of(rt), 0);
+    task1(rt, 2, 16, 0, 16, 16);                /* 2: W below (adjacent) -> no edge */
+    CHECK_EQ(edges_of(rt), 0);
+    task1(rt, 1, 8, 8, 16, 16);                 /* 3: R partial overlap of 0,1,2 -> 3 RAW edges */
+    CHECK_EQ(edges_of(rt), 3);
+    task1(rt, 1, 0, 0, 4, 4);                   /* 4: R inside 0 -> RAW 0->4 */
+    CHECK_EQ(edges_of(rt), 4);
+    task1(rt, 2, 0, 0, 2, 2);                   /* 5: W inside 0: WAW 0, WAR 3? no (3 starts at 8,8), WAR 4 */
+    CHECK_EQ(edges_of(rt), 6);
+    task1(rt, 3, 20, 10, 4, 4);                 /* 6: RW: RAW/WAW on 2, WAR on 3 */
+    CHECK_EQ(edges_of(rt), 8);
+    char* buf = malloc(1 << 16);
+    int64_t n = pto_runtime_dump_buffer(rt, buf, 1 << 16);
+    CHECK(n > 0);
+    CHECK(strstr(buf, "PTO RUNTIME DUMP") != NULL);
+    CHECK(strstr(buf, "Task 0 -> Task 3") != NULL);
+    CHECK(strstr(buf, "Task 4 -> Task 5") != NULL);
+    CHECK(strstr(buf, "Task 3 -> Task 6") != NULL);
+    CHECK(strstr(buf, "Task 2 -> Task 6") != NULL);
+    CHECK(strstr(buf, "Task 1 -> Task 2") == NULL);
+    CHECK(strstr(buf, "Task 3: k") != NULL && strstr(buf, "[PENDING] fanin=3") != NULL);
+    CHECK(strstr(buf, "fanout=[3,4,5]") != NULL);
+    CHECK_EQ(pto_runtime_run(rt), PTO_OK);
+    n = pto_runtime_dump_buffer(rt, buf, 1 << 16);           /* dump after run */
+    CHECK(strstr(buf, "[CONSUMED]") != NULL && strstr(buf, "Task 0 -> Task 3") != NULL);
+    CHECK(strstr(buf, "Total tasks scheduled:  7") != NULL);
+    CHECK_EQ(pto_runtime_dump(rt, "/nonexistent-dir/x.txt"), PTO_EIO);
+    free(buf);
+    pto_runtime_destroy(rt);
+
+    /* WAR then WAW chain on one region; readers do not depend on each other */
+    rt = mk(0, 1024, 0);
+    task1(rt, 2, 0, 0, 8, 8);                   /* 0 W */
+    task1(rt, 1, 0, 0, 8, 8);                   /* 1 R <- 0 */
+    task1(rt, 1, 0, 0, 8, 8);                   /* 2 R <- 0 */
+    CHECK_EQ(edges_of(rt), 2);
+    task1(rt, 2, 0, 0, 8, 8);                   /* 3 W <- 0 (WAW), 1, 2 (WAR) */
+    CHECK_EQ(edges_of(rt), 5);
+    task1(rt, 1, 4, 4, 2, 2);                   /* 4 R <- 3 only (0 superseded) */
+    CHECK_EQ(edges_of(rt), 6);
+    /* window dump without record_graph */
+    char small[4096];
+    pto_runtime_dump_buffer(rt, small, sizeof small);
+    CHECK(strstr(small, "Task 3 -> Task 4") != NULL);
+    CHECK_EQ(pto_runtime_run(rt), PTO_OK);
+    pto_runtime_destroy(rt);
+}
+
+/* ================================================================ faults */
+
+static _Atomic int64_t g_ran_after;
+static int32_t k_fail(const int64_t* a) { return (int32_t)a[0]; }
+static int32_t k_count(const int64_t* a) { (void)a; atomic_fetch_add(&g_ran_after, 1); return 0; }
+
+static void test_failure(int workers, int threshold, int window) {
+    PTORuntimeConfig cfg;
+    pto_runtime_config_default(&cfg);
+    cfg.num_workers = workers; cfg.execution_task_threshold = threshold; cfg.task_window = window;
+    PTORuntime* rt = pto_runtime_create(&cfg);
+    atomic_store(&g_ran_after, 0);
+    int32_t failing = -1, last_rc = 0;
+    int64_t i;
+    for (i = 0; i < 200000; i++) {
+        int fail = (i == 500);
+        int32_t t = pto_task_alloc(rt, fail ? "bad" : "ok", fail ? k_fail : k_count, 0, PTO_WORKER_ANY);
+        if (t < 0) { last_rc = t; break; }
+        if (fail) { failing = t; pto_task_add_scalar(rt, t, 42); }
+        pto_task_add_inout(rt, t, &T64, (i % 8) * 8, 0, 8, 8);   /* 8 independent chains */
+        int rc = pto_task_submit(rt, t);
+        if (rc < 0) { last_rc = rc; break; }
+    }
+    int rc = pto_runtime_run(rt);
+    CHECK_EQ(rc, PTO_ETASKFAILED);
+    PTORuntimeStats st;
+    pto_runtime_get_stats(rt, &st);
+    CHECK_EQ(st.failed_task, failing);
+    CHECK_EQ(st.failed_code, 42);
+    /* tasks behind the failing one in its chain never ran */
+    CHECK(atomic_load(&g_ran_after) < 200000 - 1);
+    if (window < 200000) CHECK_EQ(last_rc, PTO_ETASKFAILED);   /* orchestrator was stopped, not blocked */
+    CHECK_EQ(pto_task_alloc(rt, "x", k_nop, 0, PTO_WORKER_ANY), PTO_ETASKFAILED);
+    char buf[256];
+    CHECK(pto_runtime_dump_buffer(rt, buf, sizeof buf) > 0);
+    pto_runtime_destroy(rt);
+    CHECK_EQ(runtime_entry_arm64(NULL, NULL, 1, 0), PTO_EINVAL);
+}
+
+/* ================================================================ misuse */
+
+static void test_misuse(void) {
+    PTORuntime* rt = mk(1, 64, 0);
+    CHECK(rt != NULL);
+    CHECK_EQ(pto_task_alloc(NULL, "x", k_nop, 0, 0), PTO_EINVAL);
+    CHECK_EQ(pto_task_alloc(rt, "x", k_nop, 0, 7), PTO_EWORKERTYPE);
+    CHECK_EQ(pto_task_alloc(rt, "x", k_nop, 0, -2), PTO_EWORKERTYPE);
+    CHECK_EQ(pto_task_alloc(rt, "x", k_nop, -1, 0), PTO_EINVAL);
+    int32_t t = pto_task_alloc(rt, "x", k_nop, 0, PTO_WORKER_CUBE);
+    CHECK_EQ(t, 0);
+    CHECK_EQ(pto_task_add_input(rt, t, NULL, 0, 0, 1, 1), PTO_EINVAL);
+    PTOTensor nul = {NULL, 4, 4, 4, 4, "n"};
+    CHECK_EQ(pto_task_add_input(rt, t, &nul, 0, 0, 1, 1), PTO_EINVAL);
+    PTOTensor badld = {g_buf, 4, 8, 4, 4, "b"};
+    CHECK_EQ(pto_task_add_input(rt, t, &badld, 0, 0, 1, 1), PTO_EINVAL);
+    CHECK_EQ(pto_task_add_input(rt, t, &T64, 60, 0, 5, 1), PTO_EBOUNDS);
+    CHECK_EQ(pto_task_add_input(rt, t, &T64, 0, 63, 1, 2), PTO_EBOUNDS);
+    CHECK_EQ(pto_task_add_input(rt, t, &T64, -1, 0, 1, 1), PTO_EBOUNDS);
+    CHECK_EQ(pto_task_add_output(rt, t, &T64, 0, 0, 0, 1), PTO_EINVAL);
+    CHECK_EQ(pto_task_add_input(rt, t, &T64, 63, 63, 1, 1), PTO_OK);
+    CHECK_EQ(pto_task_add_input(rt, 99, &T64, 0, 0, 1, 1), PTO_ETASKID);
+    CHECK_EQ(pto_task_add_scalar(rt, -1, 0), PTO_ETASKID);
+    for (int i = 0; i < PTO_MAX_ARGS - 2; i++) CHECK_EQ(pto_task_add_scalar(rt, t, i), PTO_OK);
+    CHECK_EQ(pto_task_add_scalar(rt, t, 0), PTO_ETOOMANYARGS);
+    CHECK_EQ(pto_task_add_input(rt, t, &T64, 0, 0, 1, 1), PTO_ETOOMANYARGS);
+    CHECK_EQ(pto_runtime_run(rt), PTO_ESTATE);                 /* open task */
+    CHECK_EQ(pto_task_submit(rt, t), PTO_OK);
+    CHECK_EQ(pto_task_submit(rt, t), PTO_ESTATE);              /* twice */
+    CHECK_EQ(pto_task_add_scalar(rt, t, 1), PTO_ESTATE);       /* after submit */
+    CHECK_EQ(pto_task_add_input(rt, t, &T64, 0, 0, 1, 1), PTO_ESTATE);
+    CHECK_EQ(pto_task_state(rt, t), PTO_TASK_READY);
+    CHECK_EQ(pto_runtime_run(rt), PTO_OK);
+    CHECK_EQ(pto_task_state(rt, t), PTO_TASK_CONSUMED);
+    CHECK_EQ(pto_runtime_run(rt), PTO_ESTATE);                 /* run twice */
+    CHECK_EQ(pto_task_alloc(rt, "x", k_nop, 0, 0), PTO_ESTATE);
+    CHECK_EQ(pto_runtime_shutdown(rt), PTO_OK);
+    CHECK_EQ(pto_runtime_shutdown(rt), PTO_OK);
+    CHECK_EQ(pto_task_alloc(rt, "x", k_nop, 0, 0), PTO_ESHUTDOWN);
+    CHECK_EQ(pto_task_submit(rt, t), PTO_ESHUTDOWN);
+    CHECK_EQ(pto_runtime_run(rt), PTO_ESHUTDOWN);
+    char buf[512];
+    CHECK(pto_runtime_dump_buffer(rt, buf, sizeof buf) > 0);   /* dump still works */
+    pto_runtime_destroy(rt);
+
+    /* window full of unsubmitted tasks */
+    rt = mk(1, 4, 0);
+    for (int i = 0; i < 4; i++) CHECK_EQ(pto_task_alloc(rt, "x", k_nop, 0, PTO_WORKER_ANY), i);
+    CHECK_EQ(pto_task_alloc(rt, "x", k_nop, 0, PTO_WORKER_ANY), PTO_EWINDOW);
+    pto_runtime_destroy(rt);
+    rt = mk(0, 4, 0);
+    for (int i = 0; i < 4; i++) CHECK_EQ(pto_task_alloc(rt, "x", k_nop, 0, PTO_WORKER_ANY), i);
+    CHECK_EQ(pto_task_alloc(rt, "x", k_nop, 0, PTO_WORKER_ANY), PTO_EWINDOW);
+    pto_runtime_destroy(rt);
+
+    /* bad configs */
+    PTORuntimeConfig cfg;
+    pto_runtime_config_default(&cfg);
+    PTORuntime* out = (PTORuntime*)1;
+    cfg.task_window = 100;
+    CHECK_EQ(pto_runtime_init(&out, &cfg), PTO_EINVAL);
+    CHECK(out == NULL);
+    cfg.task_window = 64; cfg.num_workers = -1;
+    CHECK_EQ(pto_runtime_init(&out, &cfg), PTO_EINVAL);
+    cfg.num_workers = 2; cfg.bind_worker_types = 1; cfg.worker_types[0] = 9;
+    CHECK_EQ(pto_runtime_init(&out, &cfg), PTO_EWORKERTYPE);
+    CHECK_EQ(pto_runtime_init(NULL, &cfg), PTO_EINVAL);
+    CHECK(strcmp(pto_strerror(PTO_EBOUNDS), "region outside the tensor") == 0);
+    CHECK(pto_strerror(-999) != NULL);
+    /* a type no bound worker serves */
+    cfg.worker_types[0] = PTO_WORKER_CUBE; cfg.worker_types[1] = PTO_WORKER_VECTOR;
+    rt = pto_runtime_create(&cfg);
+    CHECK(rt != NULL);
+    CHECK_EQ(pto_task_alloc(rt, "x", k_nop, 0, PTO_WORKER_ACCELERATOR), PTO_EWORKERTYPE);
+    pto_runtime_destroy(rt);
+    pto_runtime_destroy(NULL);
+}
+
+/* ================================================================ executor + worker types */
+
+typedef struct { _Atomic int32_t calls, wrong_worker; } ExecCtx;
+static int32_t exec_check(void* ctx, int32_t id, const char* name, PTOKernelFunc fn, const int64_t* args,
+                          int32_t nargs, int32_t worker) {
+    ExecCtx* c = ctx;
+    (void)id; (void)nargs;
+    atomic_fetch_add(&c->calls, 1);
+    int want = strcmp(name, "cube") == 0 ? 0 : strcmp(name, "vec") == 0 ? 1 : -1;
+    if (want >= 0 && want != worker) atomic_fetch_add(&c->wrong_worker, 1);
+    return fn(args);
+}
+
+static void test_worker_types(void) {
+    PTORuntimeConfig cfg;
+    pto_runtime_config_default(&cfg);
+    cfg.num_workers = 2; cfg.bind_worker_types = 1;
+    cfg.worker_types[0] = PTO_WORKER_CUBE; cfg.worker_types[1] = PTO_WORKER_VECTOR;
+    cfg.execution_task_threshold = 10;
+    PTORuntime* rt = pto_runtime_create(&cfg);
+    ExecCtx ctx = {0};
+    pto_runtime_set_executor(rt, exec_check, &ctx);
+    for (int i = 0; i < 3000; i++) {
+        int type = i % 3 == 0 ? PTO_WORKER_CUBE : i % 3 == 1 ? PTO_WORKER_VECTOR : PTO_WORKER_ANY;
+        int32_t t = pto_task_alloc(rt, type == 0 ? "cube" : type == 1 ? "vec" : "any", k_nop, 0, type);
+        pto_task_add_inout(rt, t, &T64, (i % 16) * 4, 0, 4, 4);
+        pto_task_submit(rt, t);
+    }
+    CHECK_EQ(pto_runtime_run(rt), PTO_OK);
+    CHECK_EQ(atomic_load(&ctx.calls), 3000);
+    CHECK_EQ(atomic_load(&ctx.wrong_worker), 0);
+    pto_runtime_destroy(rt);
+}
+
+/* async executor: completion reported from another thread via pto_task_complete */
+typedef struct { PTORuntime* rt; int32_t id; } Pending;
+static void* completer(void* p) { Pending* q = p; pto_task_complete(q->rt, q->id, 0); free(q); return NULL; }
+static PTORuntime* g_async_rt;
+static int32_t exec_async(void* ctx, int32_t id, const char* name, PTOKernelFunc fn, const int64_t* args,
+                          int32_t nargs, int32_t worker) {
+    (void)ctx; (void)name; (void)nargs; (void)worker;
+    fn(args);
+    Pending* q = malloc(sizeof *q);
+    q->rt = g_async_rt; q->id = id;
+    pthread_t th;
+    pthread_create(&th, NULL, completer, q);
+    pthread_detach(th);
+    return PTO_EXEC_ASYNC;
+}
+
+static void test_async(void) {
+    PTORuntime* rt = mk(2, 64, 1);
+    g_async_rt = rt;
+    pto_runtime_set_executor(rt, exec_async, NULL);
+    atomic_store(&g_ran_after, 0);
+    for (int i = 0; i < 200; i++) {
+        int32_t t = pto_task_alloc(rt, "a", k_count, 0, PTO_WORKER_ANY);
+        pto_task_add_inout(rt, t, &T64, (i % 4) * 4, 0, 4, 4);
+        CHECK_EQ(pto_task_submit(rt, t), PTO_OK);
+    }
+    CHECK_EQ(pto_runtime_run(rt), PTO_OK);
+    CHECK_EQ(atomic_load(&g_ran_after), 200);
+    CHECK_EQ(pto_task_complete(rt, 5, 0), PTO_ESTATE);
+    pto_runtime_destroy(rt);
+}
+
+int main(int argc, char** argv) {
+    if (argc > 1) g_scale = atof(argv[1]);
+    setvbuf(stdout, NULL, _IONBF, 0);
+    printf("edges / overlap rule\n");   test_edges();
+    printf("misuse codes\n");           test_misuse();
+    printf("worker types + executor\n"); test_worker_types();
+    printf("async completion\n");       test_async();
+    printf("failures\n");
+    test_failure(0, 0, 64);
+    test_failure(2, 0, 64);
+    test_failure(2, 16, 1024);
+    test_failure(2, 0, 1 << 18);
+    test_failure(1, 1, 64);
+    printf("random DAGs\n");
+    run_dag("inline, big window", scaled(20000), 4, 0, 0, 1 << 15, 0);
+    run_dag("safe, 1 worker", scaled(20000), 4, 1, 0, 1 << 15, 0);
+    run_dag("safe, 2 workers", scaled(50000), 6, 2, 0, 1 << 16, 0);
+    run_dag("pipelined thr=1", scaled(50000), 4, 2, 1, 1 << 16, -1);
+    run_dag("pipelined thr=100", scaled(50000), 8, 2, 100, 4096, -1);
+    run_dag("window 64 safe (degrades)", scaled(100000), 4, 2, 0, 64, 1);
+    run_dag("window 64 pipelined", scaled(100000), 4, 2, 16, 64, -1);
+    run_dag("window 64 inline", scaled(100000), 4, 0, 0, 64, 0);
+    run_dag("3 workers, window 256", scaled(50000), 3, 3, 8, 256, -1);
+    run_dag("1M tasks, pipelined", scaled(1000000), 4, 2, 64, 1 << 14, -1);
+    printf("%d passed, %d failed\n", g_pass, g_fail);
+    return g_fail ? 1 : 0;
+}
