@@ -1,0 +1,212 @@
+"""The Python binding (pto_core.runtime): graphs of Python callables over numpy regions."""
+from __future__ import annotations
+
+import ctypes
+import threading
+
+import numpy as np
+import pytest
+
+from pto_core.runtime import (WORKER_ANY, WORKER_CUBE, WORKER_VECTOR, KernelArgs, PTORuntimeError,
+                              Runtime, library_path)
+
+
+def test_library_builds_once_and_is_reused() -> None:
+    first = library_path()
+    mtime = first.stat().st_mtime
+    assert library_path() == first and first.stat().st_mtime == mtime
+
+
+@pytest.mark.parametrize("workers,threshold", [(0, 0), (2, 0), (2, 1)])
+def test_tasks_run_in_dependency_order(workers: int, threshold: int) -> None:
+    log: list[str] = []
+    lock = threading.Lock()
+    x = np.zeros((4, 8), np.float32)
+
+    def step(tag: str):
+        def k(args: KernelArgs) -> int:
+            with lock:
+                log.append(tag)
+            return 0
+        return k
+
+    with Runtime(num_workers=workers, threshold=threshold, record_graph=True) as rt:
+        a = rt.task("produce", step("a")); rt.add_output(a, x, 0, 0, 2, 8); rt.submit(a)
+        b = rt.task("consume", step("b")); rt.add_input(b, x, 1, 0, 1, 8); rt.submit(b)
+        c = rt.task("other_rows", step("c")); rt.add_output(c, x, 2, 0, 2, 8); rt.submit(c)
+        d = rt.task("overwrite", step("d")); rt.add_output(d, x, 0, 0, 4, 8); rt.submit(d)
+        rt.run()
+        st = rt.stats()
+    assert sorted(log) == ["a", "b", "c", "d"]
+    assert log.index("a") < log.index("b") < log.index("d")      # RAW then WAR
+    assert log.index("c") < log.index("d")                         # WAW
+    assert st.tasks_submitted == 4 and st.tasks_completed == 4
+    assert st.edges == 4                                           # a->b, b->d, a->d, c->d
+
+
+def test_kernel_sees_region_pointer_ld_and_scalars() -> None:
+    x = np.arange(6 * 10, dtype=np.float32).reshape(6, 10)
+    y = np.zeros((6, 10), np.float32)
+
+    def scale(args: KernelArgs) -> int:
+        src = args.array(0, 2, 3, np.float32)
+        dst = args.array(2, 2, 3, np.float32)
+        assert args[1] == 10 and args[3] == 10                   # ld slots
+        dst[:] = src * args.f64(4) + args[5]
+        return 0
+
+    with Runtime(num_workers=1) as rt:
+        t = rt.task("scale", scale)
+        rt.add_input(t, x, 1, 2, 2, 3)
+        rt.add_output(t, y, 3, 4, 2, 3)
+        rt.add_scalar(t, 0.5)
+        rt.add_scalar(t, 7)
+        rt.submit(t)
+        rt.run()
+    expect = np.zeros_like(y)
+    expect[3:5, 4:7] = x[1:3, 2:5] * 0.5 + 7
+    np.testing.assert_array_equal(y, expect)
+
+
+def test_views_of_one_buffer_share_dependencies() -> None:
+    base = np.zeros((8, 8), np.int64)
+    top, cols = base[:4], base[:, 4:]
+    order: list[int] = []
+
+    def mark(i: int):
+        return lambda args: order.append(i) or 0
+
+    with Runtime(num_workers=2, threshold=0, record_graph=True) as rt:
+        t0 = rt.task("w_top", mark(0)); rt.add_output(t0, top, 0, 4, 4, 4); rt.submit(t0)
+        t1 = rt.task("r_cols", mark(1)); rt.add_input(t1, cols, 0, 0, 2, 2); rt.submit(t1)
+        t2 = rt.task("r_bottom", mark(2)); rt.add_input(t2, cols, 4, 0, 4, 4); rt.submit(t2)
+        assert rt.stats().edges == 1                              # only w_top -> r_cols
+        text = rt.dump()
+        rt.run()
+    assert "Task 0 -> Task 1" in text and "Task 0 -> Task 2" not in text
+    assert order.index(0) < order.index(1)
+
+
+def test_many_tasks_pipelined_small_window_accumulate() -> None:
+    acc = np.zeros((16, 4), np.int64)
+
+    def add_one(args: KernelArgs) -> int:
+        args.array(0, 1, 4, np.int64)[:] += 1
+        return 0
+
+    with Runtime(num_workers=2, threshold=8, window=32) as rt:
+        for i in range(2000):
+            t = rt.task("inc", add_one)
+            rt.add_inout(t, acc, i % 16, 0, 1, 4)
+            rt.submit(t)
+        rt.run()
+        st = rt.stats()
+    assert (acc == 2000 // 16).all()
+    assert st.peak_live_tasks <= 32 and st.tasks_completed == 2000
+    assert sum(st.worker_tasks) == 2000
+
+
+def test_dump_text_and_file(tmp_path) -> None:
+    x = np.zeros((4, 4), np.float32)
+    with Runtime(record_graph=True) as rt:
+        t0 = rt.task("rowmax", None, buffer_bytes=288 * 1024); rt.add_output(t0, x, 0, 0, 2, 4); rt.submit(t0)
+        t1 = rt.task("rowsum", None, buffer_bytes=512); rt.add_input(t1, x, 0, 0, 2, 4); rt.submit(t1)
+        before = rt.dump()
+        rt.run()
+        after = rt.dump(tmp_path / "graph.txt")
+    assert before.startswith("=" * 80 + "\nPTO RUNTIME DUMP")
+    for part in ("SUMMARY", "TASK TABLE", "DEPENDENCY GRAPH", "Total tasks scheduled:  2"):
+        assert part in before
+    assert "Task 0: rowmax" in before and "[READY] fanin=0 buf=288.0KB fanout=[1]" in before
+    assert "[PENDING] fanin=1 buf=0.5KB fanout=[]" in before
+    assert "  Task 0 -> Task 1" in before
+    assert after.count("[CONSUMED]") == 2
+    assert (tmp_path / "graph.txt").read_text() == after
+
+
+def test_python_exception_fails_the_run_with_task_id() -> None:
+    x = np.zeros((4, 4), np.float32)
+    ran: list[int] = []
+
+    def boom(args: KernelArgs) -> int:
+        raise ValueError("kernel exploded")
+
+    with Runtime(num_workers=2) as rt:
+        t0 = rt.task("ok", lambda a: ran.append(0) or 0); rt.add_output(t0, x, 0, 0, 1, 4); rt.submit(t0)
+        t1 = rt.task("boom", boom); rt.add_inout(t1, x, 0, 0, 1, 4); rt.submit(t1)
+        t2 = rt.task("after", lambda a: ran.append(2) or 0); rt.add_input(t2, x, 0, 0, 1, 4); rt.submit(t2)
+        with pytest.raises(PTORuntimeError) as ei:
+            rt.run()
+        assert ei.value.code == -7 and ei.value.name == "PTO_ETASKFAILED"
+        assert ei.value.failed_task == t1
+        assert isinstance(ei.value.__cause__, ValueError)
+        assert 2 not in ran and rt.stats().failed_task == t1
+
+
+def test_nonzero_return_code_is_reported() -> None:
+    with Runtime(num_workers=0) as rt:
+        t = rt.task("bad", lambda a: 5); rt.submit(t)
+        with pytest.raises(PTORuntimeError) as ei:
+            rt.run()
+    assert ei.value.failed_code == 5
+
+
+def test_misuse_raises_with_codes() -> None:
+    x = np.zeros((4, 4), np.float32)
+    with Runtime(num_workers=1) as rt:
+        t = rt.task("k", None)
+        with pytest.raises(PTORuntimeError) as ei:
+            rt.add_input(t, x, 3, 0, 2, 4)
+        assert ei.value.code == -6                                 # PTO_EBOUNDS
+        with pytest.raises(PTORuntimeError) as ei:
+            rt.add_input(t, x.T, 0, 0, 1, 1)                        # not row-contiguous
+        assert ei.value.code == -1
+        for i in range(32):
+            rt.add_scalar(t, i)
+        with pytest.raises(PTORuntimeError) as ei:
+            rt.add_scalar(t, 1)
+        assert ei.value.name == "PTO_ETOOMANYARGS"
+        rt.submit(t)
+        with pytest.raises(PTORuntimeError) as ei:
+            rt.submit(t)
+        assert ei.value.name == "PTO_ESTATE"
+        with pytest.raises(PTORuntimeError) as ei:
+            rt.task("k", None, worker_type=9)
+        assert ei.value.name == "PTO_EWORKERTYPE"
+        with pytest.raises(PTORuntimeError) as ei:
+            rt.add_scalar(1234, 0)
+        assert ei.value.name == "PTO_ETASKID"
+        rt.run()
+        assert rt.state(t) == "CONSUMED"
+    with pytest.raises(PTORuntimeError) as ei:
+        Runtime(window=100)
+    assert ei.value.code == -1
+    with pytest.raises(PTORuntimeError):
+        rt.task("after_close", None)
+
+
+def test_bound_worker_types_and_c_function_pointer() -> None:
+    # A C function address as kernel: libc strlen(args) is 0 when slot 0 holds the scalar 0.
+    strlen = ctypes.cast(ctypes.CDLL(None).strlen, ctypes.c_void_p).value
+    assert strlen
+    with Runtime(num_workers=2, worker_types=[WORKER_CUBE, WORKER_VECTOR], threshold=0) as rt:
+        for wt in (WORKER_CUBE, WORKER_VECTOR, WORKER_ANY):
+            t = rt.task("c_kernel", strlen, worker_type=wt)
+            rt.add_scalar(t, 0)
+            rt.submit(t)
+        rt.run()
+        st = rt.stats()
+    assert st.tasks_completed == 3 and st.worker_tasks[0] >= 1 and st.worker_tasks[1] >= 1
+
+
+def test_dry_run_builds_without_calling_kernels() -> None:
+    x = np.zeros((64, 8), np.float32)
+    called: list[int] = []
+    with Runtime(num_workers=0, window=16, dry_run=True) as rt:
+        for i in range(1000):
+            t = rt.task("never", lambda a: called.append(1) or 0)
+            rt.add_inout(t, x, i % 64, 0, 1, 8)
+            rt.submit(t)
+        rt.run()
+        st = rt.stats()
+    assert called == [] and st.tasks_submitted == 1000 and st.peak_live_tasks <= 16

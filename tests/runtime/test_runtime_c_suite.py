@@ -1,0 +1,60 @@
+"""Compiles runtime/tests/test_runtime.c with gcc and runs it: plain -O2 (full size: 1M-task
+random DAG), under ThreadSanitizer and under AddressSanitizer+UBSan (smaller graphs).
+Each build must exit 0, print "N passed, 0 failed" and produce no sanitizer report."""
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+RT = REPO / "runtime"
+SOURCES = sorted(str(p) for p in (RT / "src").glob("*.c")) + [str(RT / "tests" / "test_runtime.c")]
+
+VARIANTS = {
+    # name: (extra flags, scale argument, env)
+    "O2": (["-O2"], "1", {}),
+    "tsan": (["-O1", "-g", "-fsanitize=thread"], "0.05",
+             {"TSAN_OPTIONS": "halt_on_error=1:exitcode=66"}),
+    "asan_ubsan": (["-O1", "-g", "-fsanitize=address,undefined", "-fno-omit-frame-pointer",
+                    "-fno-sanitize-recover=undefined"], "0.1",
+                   {"ASAN_OPTIONS": "halt_on_error=1:detect_leaks=1:exitcode=66",
+                    "UBSAN_OPTIONS": "halt_on_error=1:print_stacktrace=1"}),
+}
+
+pytestmark = pytest.mark.skipif(shutil.which("gcc") is None, reason="gcc not installed")
+
+
+@pytest.mark.parametrize("variant", list(VARIANTS))
+def test_c_runtime_suite(variant: str, tmp_path: Path) -> None:
+    flags, scale, env_extra = VARIANTS[variant]
+    exe = tmp_path / f"test_runtime_{variant}"
+    cmd = ["gcc", "-std=c11", "-pthread", "-Wall", "-Wextra", "-Werror", *flags,
+           f"-I{RT / 'include'}", *SOURCES, "-o", str(exe)]
+    build = subprocess.run(cmd, capture_output=True, text=True)
+    assert build.returncode == 0, build.stderr
+    env = dict(os.environ, **env_extra)
+    run = subprocess.run([str(exe), scale], capture_output=True, text=True, env=env, timeout=240)
+    out = run.stdout + run.stderr
+    assert "ThreadSanitizer" not in out, out[-6000:]
+    assert "AddressSanitizer" not in out and "LeakSanitizer" not in out, out[-6000:]
+    assert "runtime error:" not in out, out[-6000:]        # UBSan report
+    assert run.returncode == 0, out[-6000:]
+    m = re.search(r"(\d+) passed, (\d+) failed", run.stdout)
+    assert m and int(m.group(1)) > 400 and m.group(2) == "0", run.stdout[-3000:]
+
+
+def test_c_header_compiles_as_cxx_and_c11(tmp_path: Path) -> None:
+    src = tmp_path / "h.c"
+    src.write_text('#include "pto_runtime.h"\nint main(void){PTOTensor t={0};(void)t;'
+                   'return pto_arg_f64(pto_f64_arg(2.5)) == 2.5 ? 0 : 1;}\n')
+    for compiler, std in (("gcc", "-std=c11"), ("g++", "-std=c++17")):
+        if shutil.which(compiler) is None:
+            continue
+        r = subprocess.run([compiler, std, "-Wall", "-Werror", "-x", "c" if compiler == "gcc" else "c++",
+                            f"-I{RT / 'include'}", "-fsyntax-only", str(src)], capture_output=True, text=True)
+        assert r.returncode == 0, r.stderr
