@@ -23,13 +23,17 @@ typedef struct PTOAccess {
     void*   base;
     int64_t r0, c0, r1, c1;        /* half-open rectangle in elements */
     int32_t mode;                  /* ACC_READ | ACC_WRITE */
-    int32_t pad;
+    int32_t tensor;                /* tensor-map record, resolved by the lookup */
 } PTOAccess;
 
 typedef struct PTOStage {
     int32_t   n;
     PTOAccess acc[PTO_MAX_TENSOR_ARGS];
 } PTOStage;
+
+/* Argument slots stored in the descriptor; a task with more uses a per-slot overflow
+ * buffer (allocated once per slot, on demand), which keeps descriptors small. */
+#define PTO_INLINE_ARGS 8
 
 /* A slot of the task window. Written by the orchestrator while BUILDING; afterwards
  * state/fanin_left/lock are shared with workers. */
@@ -48,7 +52,8 @@ typedef struct PTOTask {
     int32_t         worker_type;
     const char*     name;
     PTOKernelFunc   fn;
-    int64_t         args[PTO_MAX_ARGS];
+    int64_t*        args;          /* inline_args, or this slot's overflow buffer */
+    int64_t         inline_args[PTO_INLINE_ARGS];
 } PTOTask;
 
 /* Pooled fanout entry. The pool is chunked so workers can read entries while the
@@ -114,6 +119,8 @@ struct PTORuntime {
     PTORuntimeConfig cfg;
     int32_t   window, mask;
     PTOTask*  tasks;
+    int64_t** overflow;            /* per slot, PTO_MAX_ARGS int64 each, lazily */
+    int64_t   overflow_bytes;
 
     /* orchestrator-owned */
     int32_t   next_id;             /* next task id */
@@ -138,6 +145,7 @@ struct PTORuntime {
     PTOWorker* workers;
     int32_t    nworkers;
     bool       started, ran, shut, degraded;
+    _Atomic int32_t threaded;      /* 1 once worker threads were started (never reset) */
     _Atomic int32_t halt;          /* failure or shutdown: dispatch stops */
     _Atomic int32_t stop;          /* workers exit when idle */
     _Atomic int32_t failed_task;   /* -1 if none */
@@ -177,7 +185,7 @@ static inline void rt_unlock(_Atomic int32_t* l) { atomic_store_explicit(l, 0, m
 /* tensormap.c */
 int  tm_init(TMap* tm);
 void tm_free(TMap* tm);
-int  tm_lookup(PTORuntime* rt, int32_t consumer, const PTOAccess* a);
+int  tm_lookup(PTORuntime* rt, int32_t consumer, PTOAccess* a);   /* sets a->tensor */
 int  tm_insert(PTORuntime* rt, int32_t task, const PTOAccess* a);
 int64_t tm_bytes(const TMap* tm);
 

@@ -55,8 +55,19 @@ int pto_runtime_init(PTORuntime** out, const PTORuntimeConfig* cfg) {
     rt->window = c.task_window;
     rt->mask = c.task_window - 1;
     atomic_init(&rt->failed_task, -1);
-    rt->tasks = calloc((size_t)rt->window, sizeof(PTOTask));
-    int rc = rt->tasks ? PTO_OK : PTO_ENOMEM;
+    rt->tasks = malloc((size_t)rt->window * sizeof(PTOTask));
+    rt->overflow = calloc((size_t)rt->window, sizeof(int64_t*));
+    int rc = rt->tasks && rt->overflow ? PTO_OK : PTO_ENOMEM;
+    /* Touch the whole window now, so the build does not pay the page faults. */
+    for (int32_t i = 0; rc == PTO_OK && i < rt->window; i++) {
+        PTOTask* t = &rt->tasks[i];
+        memset(t, 0, sizeof *t);
+        atomic_init(&t->state, PTO_TASK_CONSUMED);
+        t->id = -1;
+        t->fanout_head = -1;
+        t->stage = -1;
+        t->args = t->inline_args;
+    }
     if (rc == PTO_OK) rc = tm_init(&rt->tm);
     if (rc == PTO_OK) rc = sched_init(rt);
     if (rc == PTO_OK && c.record_graph) {
@@ -96,6 +107,9 @@ void pto_runtime_destroy(PTORuntime* rt) {
         free(rt->rec_chunks);
     }
     free(rt->rec_edges);
+    if (rt->overflow)
+        for (int32_t i = 0; i < rt->window; i++) free(rt->overflow[i]);
+    free(rt->overflow);
     free(rt->tasks);
     free(rt);
 }
@@ -156,20 +170,30 @@ int rt_add_edge(PTORuntime* rt, int32_t p, int32_t c) {
     int32_t d = dep_alloc(rt);
     if (d < 0) return d;
     PTOTask* ct = rt_task(rt, c);
-    rt_lock(&pt->lock);
-    if (atomic_load_explicit(&pt->state, memory_order_relaxed) >= PTO_TASK_COMPLETED) {
-        rt_unlock(&pt->lock);
-        PTODep* e = rt_dep(rt, d);
-        e->next = rt->dep_free; rt->dep_free = d; rt->dep_live--;
-        return PTO_OK;
-    }
     PTODep* e = rt_dep(rt, d);
     e->task = c;
-    e->next = pt->fanout_head;
-    pt->fanout_head = d;
-    pt->fanout_count++;
-    atomic_fetch_add_explicit(&ct->fanin_left, 1, memory_order_relaxed);
-    rt_unlock(&pt->lock);
+    if (!rt->started) {
+        /* No worker thread exists (safe mode before run, or inline mode): nothing can
+         * complete concurrently, so the lock and atomic RMWs are unnecessary. */
+        e->next = pt->fanout_head;
+        pt->fanout_head = d;
+        pt->fanout_count++;
+        atomic_store_explicit(&ct->fanin_left,
+                              atomic_load_explicit(&ct->fanin_left, memory_order_relaxed) + 1,
+                              memory_order_relaxed);
+    } else {
+        rt_lock(&pt->lock);
+        if (atomic_load_explicit(&pt->state, memory_order_relaxed) >= PTO_TASK_COMPLETED) {
+            rt_unlock(&pt->lock);
+            e->next = rt->dep_free; rt->dep_free = d; rt->dep_live--;
+            return PTO_OK;
+        }
+        e->next = pt->fanout_head;
+        pt->fanout_head = d;
+        pt->fanout_count++;
+        atomic_fetch_add_explicit(&ct->fanin_left, 1, memory_order_relaxed);
+        rt_unlock(&pt->lock);
+    }
     ct->fanin_count++;
     rt->edges++;
     return rt->rec_chunks ? record_edge(rt, p, c) : PTO_OK;
@@ -271,6 +295,7 @@ int32_t pto_task_alloc(PTORuntime* rt, const char* func_name, PTOKernelFunc func
     t->last_consumer = -1;
     t->stage = s;
     t->num_args = 0;
+    t->args = t->inline_args;
     t->buffer_bytes = buffer_bytes;
     t->worker_type = worker_type;
     t->name = func_name ? func_name : "task";
@@ -289,6 +314,22 @@ static PTOTask* building_task(PTORuntime* rt, int32_t task, int* err) {
     return t;
 }
 
+/* Make room for `k` more argument slots (PTO_ETOOMANYARGS past PTO_MAX_ARGS). */
+static int reserve_args(PTORuntime* rt, PTOTask* t, int32_t k) {
+    if (t->num_args + k > PTO_MAX_ARGS) return PTO_ETOOMANYARGS;
+    if (t->num_args + k > PTO_INLINE_ARGS && t->args == t->inline_args) {
+        int64_t** o = &rt->overflow[t->id & rt->mask];
+        if (!*o) {
+            *o = malloc(sizeof(int64_t) * PTO_MAX_ARGS);
+            if (!*o) return PTO_ENOMEM;
+            rt->overflow_bytes += (int64_t)sizeof(int64_t) * PTO_MAX_ARGS;
+        }
+        memcpy(*o, t->inline_args, sizeof(int64_t) * (size_t)t->num_args);
+        t->args = *o;
+    }
+    return PTO_OK;
+}
+
 static int add_tensor(PTORuntime* rt, int32_t task, const PTOTensor* x, int64_t r0, int64_t c0,
                       int64_t rows, int64_t cols, int mode) {
     int err;
@@ -298,7 +339,8 @@ static int add_tensor(PTORuntime* rt, int32_t task, const PTOTensor* x, int64_t 
         return PTO_EINVAL;
     if (rows <= 0 || cols <= 0) return PTO_EINVAL;
     if (r0 < 0 || c0 < 0 || r0 > x->rows - rows || c0 > x->cols - cols) return PTO_EBOUNDS;
-    if (t->num_args + 2 > PTO_MAX_ARGS) return PTO_ETOOMANYARGS;
+    int rc = reserve_args(rt, t, 2);
+    if (rc < 0) return rc;
     char* p = (char*)x->data + (r0 * x->ld + c0) * (int64_t)x->elem_size;
     t->args[t->num_args++] = (int64_t)(intptr_t)p;
     t->args[t->num_args++] = x->ld;
@@ -322,7 +364,8 @@ int pto_task_add_scalar(PTORuntime* rt, int32_t task, int64_t value) {
     int err;
     PTOTask* t = building_task(rt, task, &err);
     if (!t) return err;
-    if (t->num_args + 1 > PTO_MAX_ARGS) return PTO_ETOOMANYARGS;
+    int rc = reserve_args(rt, t, 1);
+    if (rc < 0) return rc;
     t->args[t->num_args++] = value;
     return PTO_OK;
 }
@@ -359,8 +402,13 @@ int pto_task_submit(PTORuntime* rt, int32_t task) {
     atomic_store_explicit(&t->state, PTO_TASK_PENDING, memory_order_release);
     int64_t n = atomic_load_explicit(&rt->submitted, memory_order_relaxed) + 1;
     atomic_store_explicit(&rt->submitted, n, memory_order_release);
-    if (atomic_fetch_sub_explicit(&t->fanin_left, 1, memory_order_acq_rel) == 1)
+    if (!rt->started) {                       /* no concurrent producer: plain decrement */
+        int32_t left = atomic_load_explicit(&t->fanin_left, memory_order_relaxed) - 1;
+        atomic_store_explicit(&t->fanin_left, left, memory_order_relaxed);
+        if (left == 0) sched_make_ready(rt, t, NULL);
+    } else if (atomic_fetch_sub_explicit(&t->fanin_left, 1, memory_order_acq_rel) == 1) {
         sched_make_ready(rt, t, NULL);
+    }
     if (!rt->started && rt->cfg.execution_task_threshold > 0 && n > rt->cfg.execution_task_threshold)
         return sched_start(rt);
     return PTO_OK;
@@ -428,7 +476,8 @@ int pto_runtime_get_stats(PTORuntime* rt, PTORuntimeStats* s) {
     s->edges = rt->edges;
     s->peak_live_tasks = rt->peak_live;
     s->window_full_waits = rt->full_waits;
-    int64_t bytes = (int64_t)sizeof *rt + (int64_t)rt->window * (int64_t)sizeof(PTOTask) +
+    int64_t bytes = (int64_t)sizeof *rt + (int64_t)rt->window * (int64_t)(sizeof(PTOTask) + sizeof(void*)) +
+                    rt->overflow_bytes +
                     tm_bytes(&rt->tm) + (int64_t)rt->dep_nchunks * DEP_CHUNK * (int64_t)sizeof(PTODep) +
                     (int64_t)rt->nstages * (int64_t)(sizeof(PTOStage) + 4) +
                     (int64_t)rt->nworkers * (int64_t)(sizeof(PTOWorker) + PTO_NUM_QUEUES * 0);

@@ -109,16 +109,29 @@ void sched_finish(PTORuntime* rt, int32_t id, int32_t status, PTOWorker* w) {
             atomic_store(&rt->failed_code, status);
         atomic_store(&rt->halt, 1);
     }
-    rt_lock(&t->lock);
-    atomic_store_explicit(&t->state, PTO_TASK_COMPLETED, memory_order_relaxed);
-    int32_t d = t->fanout_head;
-    rt_unlock(&t->lock);
+    const bool threaded = atomic_load_explicit(&rt->threaded, memory_order_relaxed) != 0;
+    int32_t d;
+    if (threaded) {
+        rt_lock(&t->lock);
+        atomic_store_explicit(&t->state, PTO_TASK_COMPLETED, memory_order_relaxed);
+        d = t->fanout_head;
+        rt_unlock(&t->lock);
+    } else {             /* inline mode: the orchestrator is not building concurrently */
+        atomic_store_explicit(&t->state, PTO_TASK_COMPLETED, memory_order_relaxed);
+        d = t->fanout_head;
+    }
     /* No consumer can be added any more: the list is frozen. */
     while (d >= 0) {
         PTODep* e = rt_dep(rt, d);
         PTOTask* c = rt_task(rt, e->task);
-        if (atomic_fetch_sub_explicit(&c->fanin_left, 1, memory_order_acq_rel) == 1)
-            sched_make_ready(rt, c, w);
+        if (threaded) {
+            if (atomic_fetch_sub_explicit(&c->fanin_left, 1, memory_order_acq_rel) == 1)
+                sched_make_ready(rt, c, w);
+        } else {
+            int32_t left = atomic_load_explicit(&c->fanin_left, memory_order_relaxed) - 1;
+            atomic_store_explicit(&c->fanin_left, left, memory_order_relaxed);
+            if (left == 0) sched_make_ready(rt, c, w);
+        }
         d = e->next;
     }
     if (rt->rec_chunks)
@@ -218,6 +231,7 @@ static void* worker_main(void* arg) {
 int sched_start(PTORuntime* rt) {
     if (rt->started || rt->nworkers == 0) return PTO_OK;
     atomic_store(&rt->stop, 0);
+    atomic_store(&rt->threaded, 1);
     for (int i = 0; i < rt->nworkers; i++) {
         if (pthread_create(&rt->workers[i].th, NULL, worker_main, &rt->workers[i]) != 0) {
             atomic_store(&rt->stop, 1);

@@ -162,10 +162,11 @@ static int walk(PTORuntime* rt, int32_t* link, int32_t consumer, const PTOAccess
     return PTO_OK;
 }
 
-int tm_lookup(PTORuntime* rt, int32_t consumer, const PTOAccess* a) {
+int tm_lookup(PTORuntime* rt, int32_t consumer, PTOAccess* a) {
     TMap* tm = &rt->tm;
     int32_t k = tensor_of(tm, a->base, a->r1 - a->r0);
     if (k < 0) return k;
+    a->tensor = k;
     TMTensor* t = &tm->tensors[k];
     int64_t b0 = (a->r0 >> t->shift) - t->span, b1 = (a->r1 - 1) >> t->shift;
     if (b0 < 0) b0 = 0;
@@ -183,8 +184,7 @@ int tm_lookup(PTORuntime* rt, int32_t consumer, const PTOAccess* a) {
 
 int tm_insert(PTORuntime* rt, int32_t task, const PTOAccess* a) {
     TMap* tm = &rt->tm;
-    int32_t k = tensor_of(tm, a->base, a->r1 - a->r0);
-    if (k < 0) return k;
+    int32_t k = a->tensor;            /* set by tm_lookup, which always runs first */
     int32_t i = entry_alloc(rt);
     if (i < 0) return i;
     TMTensor* t = &tm->tensors[k];

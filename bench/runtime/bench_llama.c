@@ -1,0 +1,291 @@
+/* bench_llama.c - the LLaMA-7B-layer-shaped task graph through the PTO runtime, libgomp
+ * (#pragma omp task depend) and StarPU, all with empty kernels.
+ *
+ *   M tiles; phase 1: 9 tasks per tile, phase 2: 3 tasks per (q, kv) tile pair,
+ *   phase 3: 7 tasks per tile  ->  16*M + 3*M^2 tasks.
+ *
+ * usage: bench_llama M [pto|omp|starpu|all] [workers]
+ * Prints one "key=value" line per measurement (the driver run.sh turns them into a table). */
+#define _GNU_SOURCE 1
+#include "pto_runtime.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <time.h>
+
+#ifdef HAVE_OMP
+#include <omp.h>
+#endif
+#ifdef HAVE_STARPU
+#include <starpu.h>
+#endif
+
+#define TILE_ROWS 32
+#define COLS      128
+
+static double now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+static long peak_rss_kb(void) { struct rusage u; getrusage(RUSAGE_SELF, &u); return u.ru_maxrss; }
+
+static int64_t task_count(int64_t M) { return 16 * M + 3 * M * M; }
+
+/* ------------------------------------------------------------------ the graph, generic */
+
+enum { X, R, N, Q, K, V, ST, O, S, A, R2, N2, G, NTENS };
+typedef struct { int tensor; int64_t tile; int mode; } Use;        /* mode 1 in, 2 out, 3 inout */
+typedef void (*EmitFn)(void* ctx, const char* name, const Use* u, int n);
+
+#define EMIT(...) do { Use _u[] = {__VA_ARGS__}; emit(ctx, name, _u, (int)(sizeof _u / sizeof _u[0])); } while (0)
+#define IN(t, i)    {t, i, 1}
+#define OUT(t, i)   {t, i, 2}
+#define INOUT(t, i) {t, i, 3}
+
+static void llama_graph(int64_t M, EmitFn emit, void* ctx) {
+    const char* name;
+    for (int64_t i = 0; i < M; i++) {                 /* phase 1: per-tile chains */
+        name = "rms_sq";   EMIT(IN(X, i), OUT(R, i));
+        name = "rms_norm"; EMIT(IN(X, i), IN(R, i), OUT(N, i));
+        name = "q_proj";   EMIT(IN(N, i), OUT(Q, i));
+        name = "k_proj";   EMIT(IN(N, i), OUT(K, i));
+        name = "v_proj";   EMIT(IN(N, i), OUT(V, i));
+        name = "rope_q";   EMIT(INOUT(Q, i));
+        name = "rope_k";   EMIT(INOUT(K, i));
+        name = "init_st";  EMIT(OUT(ST, i));
+        name = "init_o";   EMIT(OUT(O, i));
+    }
+    for (int64_t q = 0; q < M; q++)                   /* phase 2: flash attention blocks */
+        for (int64_t kv = 0; kv < M; kv++) {
+            name = "score";   EMIT(IN(Q, q), IN(K, kv), OUT(S, q));
+            name = "softmax"; EMIT(INOUT(S, q), INOUT(ST, q));
+            name = "pv";      EMIT(IN(S, q), IN(V, kv), INOUT(O, q));
+        }
+    for (int64_t i = 0; i < M; i++) {                 /* phase 3: per-tile chains */
+        name = "finalize"; EMIT(INOUT(O, i), IN(ST, i));
+        name = "o_proj";   EMIT(IN(O, i), OUT(A, i));
+        name = "residual"; EMIT(IN(X, i), INOUT(A, i));
+        name = "rms2_sq";  EMIT(IN(A, i), OUT(R2, i));
+        name = "rms2";     EMIT(IN(A, i), IN(R2, i), OUT(N2, i));
+        name = "mlp_up";   EMIT(IN(N2, i), OUT(G, i));
+        name = "mlp_down"; EMIT(IN(G, i), INOUT(A, i));
+    }
+}
+
+/* ------------------------------------------------------------------ PTO */
+
+static PTOTensor g_t[NTENS];
+static int32_t k_empty(const int64_t* args) { (void)args; return 0; }
+
+static void pto_emit(void* ctx, const char* name, const Use* u, int n) {
+    PTORuntime* rt = ctx;
+    int32_t t = pto_task_alloc(rt, name, k_empty, 16384, PTO_WORKER_ANY);
+    if (t < 0) { fprintf(stderr, "alloc: %s\n", pto_strerror(t)); exit(1); }
+    for (int k = 0; k < n; k++) {
+        const PTOTensor* x = &g_t[u[k].tensor];
+        int64_t r0 = u[k].tile * TILE_ROWS;
+        int rc = u[k].mode == 1 ? pto_task_add_input(rt, t, x, r0, 0, TILE_ROWS, COLS)
+               : u[k].mode == 2 ? pto_task_add_output(rt, t, x, r0, 0, TILE_ROWS, COLS)
+                                : pto_task_add_inout(rt, t, x, r0, 0, TILE_ROWS, COLS);
+        if (rc < 0) { fprintf(stderr, "add: %s\n", pto_strerror(rc)); exit(1); }
+    }
+    int rc = pto_task_submit(rt, t);
+    if (rc < 0) { fprintf(stderr, "submit: %s\n", pto_strerror(rc)); exit(1); }
+}
+
+static void pto_orch(PTORuntime* rt, void* ud) { llama_graph(*(int64_t*)ud, pto_emit, rt); }
+
+static int32_t pow2_at_least(int64_t n) {
+    int64_t w = 2;
+    while (w < n) w *= 2;
+    return (int32_t)w;
+}
+
+static void bench_pto(int64_t M, int workers) {
+    int64_t n = task_count(M);
+    for (int i = 0; i < NTENS; i++)   /* kernels are empty: distinct fake bases suffice */
+        g_t[i] = (PTOTensor){(void*)(uintptr_t)(0x100000 * (i + 1)), M * TILE_ROWS, COLS, COLS, 4, "t"};
+    const int fits = n <= (1 << 20);
+
+    /* 1. build only: dry run, no workers; window >= tasks when it fits (pure build),
+     *    otherwise window 65536 and the orchestrator retires the oldest task in order. */
+    double best = 1e30; PTORuntimeStats st;
+    for (int rep = 0; rep < (fits ? 5 : 1); rep++) {
+        PTORuntimeConfig cfg; pto_runtime_config_default(&cfg);
+        cfg.dry_run = 1; cfg.num_workers = 0;
+        cfg.task_window = fits ? pow2_at_least(n) : 65536;
+        PTORuntime* rt = pto_runtime_create(&cfg);
+        double t0 = now();
+        pto_orch(rt, &M);
+        double dt = now() - t0;
+        if (dt < best) best = dt;
+        pto_runtime_get_stats(rt, &st);
+        pto_runtime_destroy(rt);
+    }
+    printf("pto_build M=%lld tasks=%lld build_s=%.6f tasks_per_us=%.2f edges=%lld window=%d pure_build=%d bytes_per_live_task=%.1f\n",
+           (long long)M, (long long)n, best, n / best / 1e6, (long long)st.edges, st.task_window, fits,
+           (double)st.runtime_bytes / (double)st.peak_live_tasks);
+
+    /* 2. empty-task execution with `workers` threads: build (safe mode), then time run() */
+    if (fits) {
+        best = 1e30;
+        for (int rep = 0; rep < 3; rep++) {
+            PTORuntimeConfig cfg; pto_runtime_config_default(&cfg);
+            cfg.num_workers = workers; cfg.task_window = pow2_at_least(n);
+            PTORuntime* rt = pto_runtime_create(&cfg);
+            pto_orch(rt, &M);
+            double t0 = now();
+            int rc = pto_runtime_run(rt);
+            double dt = now() - t0;
+            if (rc) { fprintf(stderr, "run: %s\n", pto_strerror(rc)); exit(1); }
+            if (dt < best) best = dt;
+            pto_runtime_destroy(rt);
+        }
+        printf("pto_exec M=%lld workers=%d exec_s=%.6f mtasks_per_s=%.2f\n", (long long)M, workers, best, n / best / 1e6);
+    }
+
+    /* 3. pipelined end to end: create + build + execute + destroy, window 16384 */
+    best = 1e30;
+    for (int rep = 0; rep < (n > 5000000 ? 1 : 3); rep++) {
+        PTORuntimeConfig cfg; pto_runtime_config_default(&cfg);
+        cfg.num_workers = workers; cfg.execution_task_threshold = 64; cfg.task_window = 16384;
+        double t0 = now();
+        int rc = pto_runtime_run_orch(&cfg, pto_orch, &M, &st);
+        double dt = now() - t0;
+        if (rc) { fprintf(stderr, "run: %s\n", pto_strerror(rc)); exit(1); }
+        if (dt < best) best = dt;
+    }
+    printf("pto_e2e M=%lld workers=%d e2e_s=%.6f mtasks_per_s=%.2f peak_live=%lld runtime_bytes=%lld peak_rss_kb=%ld\n",
+           (long long)M, workers, best, n / best / 1e6, (long long)st.peak_live_tasks,
+           (long long)st.runtime_bytes, peak_rss_kb());
+}
+
+/* ------------------------------------------------------------------ OpenMP (libgomp) */
+#ifdef HAVE_OMP
+static char* g_tok[NTENS];
+static void omp_emit(void* ctx, const char* name, const Use* u, int n) {
+    (void)ctx; (void)name;
+    /* depend clauses are static: dispatch on the shape of the use list */
+    char* a = &g_tok[u[0].tensor][u[0].tile];
+    (void)a;
+    char* b = n > 1 ? &g_tok[u[1].tensor][u[1].tile] : NULL;
+    char* c = n > 2 ? &g_tok[u[2].tensor][u[2].tile] : NULL;
+    int m0 = u[0].mode, m1 = n > 1 ? u[1].mode : 0, m2 = n > 2 ? u[2].mode : 0;
+    if (n == 1 && m0 == 2) {
+        #pragma omp task depend(out: a[0])
+        { }
+    } else if (n == 1) {
+        #pragma omp task depend(inout: a[0])
+        { }
+    } else if (n == 2 && m0 == 1 && m1 == 2) {
+        #pragma omp task depend(in: a[0]) depend(out: b[0])
+        { }
+    } else if (n == 2 && m0 == 1 && m1 == 3) {
+        #pragma omp task depend(in: a[0]) depend(inout: b[0])
+        { }
+    } else if (n == 2 && m0 == 3 && m1 == 3) {
+        #pragma omp task depend(inout: a[0], b[0])
+        { }
+    } else if (n == 2 && m0 == 3 && m1 == 1) {
+        #pragma omp task depend(inout: a[0]) depend(in: b[0])
+        { }
+    } else if (n == 3 && m2 == 2) {
+        #pragma omp task depend(in: a[0], b[0]) depend(out: c[0])
+        { }
+    } else if (n == 3 && m2 == 3) {
+        #pragma omp task depend(in: a[0], b[0]) depend(inout: c[0])
+        { }
+    } else { fprintf(stderr, "omp: unhandled use pattern\n"); exit(1); }
+    (void)m1; (void)b; (void)c;
+}
+
+static void bench_omp(int64_t M, int workers) {
+    for (int i = 0; i < NTENS; i++) g_tok[i] = calloc((size_t)M, 1);
+    double best = 1e30;
+    int64_t n = task_count(M);
+    for (int rep = 0; rep < (n > 1000000 ? 1 : 3); rep++) {
+        double t0 = now();
+        #pragma omp parallel num_threads(workers)
+        #pragma omp single
+        llama_graph(M, omp_emit, NULL);
+        double dt = now() - t0;
+        if (dt < best) best = dt;
+    }
+    printf("omp_e2e M=%lld workers=%d e2e_s=%.6f mtasks_per_s=%.2f\n", (long long)M, workers, best, n / best / 1e6);
+    for (int i = 0; i < NTENS; i++) free(g_tok[i]);
+}
+#endif
+
+/* ------------------------------------------------------------------ StarPU */
+#ifdef HAVE_STARPU
+static starpu_data_handle_t* g_h[NTENS];
+static float* g_hbuf[NTENS];
+static void sp_empty(void* buffers[], void* arg) { (void)buffers; (void)arg; }
+static struct starpu_codelet g_cl[4];
+
+static void sp_emit(void* ctx, const char* name, const Use* u, int n) {
+    (void)ctx; (void)name;
+    struct starpu_task* t = starpu_task_create();
+    t->cl = &g_cl[n];
+    for (int k = 0; k < n; k++) {
+        t->handles[k] = g_h[u[k].tensor][u[k].tile];
+        t->modes[k] = u[k].mode == 1 ? STARPU_R : u[k].mode == 2 ? STARPU_W : STARPU_RW;
+    }
+    t->nbuffers = n;
+    if (starpu_task_submit(t) != 0) { fprintf(stderr, "starpu submit failed\n"); exit(1); }
+}
+
+static void bench_starpu(int64_t M, int workers) {
+    struct starpu_conf conf;
+    starpu_conf_init(&conf);
+    conf.ncpus = workers; conf.ncuda = 0; conf.nopencl = 0;
+    if (starpu_init(&conf) != 0) { printf("starpu_e2e M=%lld skipped=init_failed\n", (long long)M); return; }
+    for (int k = 1; k <= 3; k++) {
+        starpu_codelet_init(&g_cl[k]);
+        g_cl[k].cpu_funcs[0] = sp_empty;
+        g_cl[k].nbuffers = STARPU_VARIABLE_NBUFFERS;
+        g_cl[k].name = "empty";
+    }
+    for (int i = 0; i < NTENS; i++) {
+        g_h[i] = malloc(sizeof(starpu_data_handle_t) * (size_t)M);
+        g_hbuf[i] = calloc((size_t)M, sizeof(float));
+        for (int64_t j = 0; j < M; j++)      /* one handle per tile region */
+            starpu_variable_data_register(&g_h[i][j], STARPU_MAIN_RAM, (uintptr_t)&g_hbuf[i][j], sizeof(float));
+    }
+    int64_t n = task_count(M);
+    double best = 1e30;
+    for (int rep = 0; rep < (n > 100000 ? 1 : 3); rep++) {
+        double t0 = now();
+        llama_graph(M, sp_emit, NULL);
+        starpu_task_wait_for_all();
+        double dt = now() - t0;
+        if (dt < best) best = dt;
+    }
+    printf("starpu_e2e M=%lld workers=%d e2e_s=%.6f mtasks_per_s=%.3f\n", (long long)M, workers, best, n / best / 1e6);
+    for (int i = 0; i < NTENS; i++) {
+        for (int64_t j = 0; j < M; j++) starpu_data_unregister(g_h[i][j]);
+        free(g_h[i]); free(g_hbuf[i]);
+    }
+    starpu_shutdown();
+}
+#endif
+
+int main(int argc, char** argv) {
+    if (argc < 2) { fprintf(stderr, "usage: %s M [pto|omp|starpu|all] [workers]\n", argv[0]); return 2; }
+    int64_t M = atoll(argv[1]);
+    const char* what = argc > 2 ? argv[2] : "all";
+    int workers = argc > 3 ? atoi(argv[3]) : 2;
+    int all = strcmp(what, "all") == 0;
+    if (all || !strcmp(what, "pto")) bench_pto(M, workers);
+#ifdef HAVE_OMP
+    if (all || !strcmp(what, "omp")) bench_omp(M, workers);
+#endif
+#ifdef HAVE_STARPU
+    if (all || !strcmp(what, "starpu")) bench_starpu(M, workers);
+#endif
+    printf("peak_rss_kb=%ld\n", peak_rss_kb());
+    return 0;
+}
