@@ -1,0 +1,325 @@
+"""``pto run FILE``: run a program on random inputs, optionally checking it.
+
+    pto run examples/fused_softmax.py --set num_tiles=8 --check
+    pto run prog.pto --set n=4 --shape x=32x128 --target arm64 --check --workers 4
+
+Scalars are the program's ``DEFAULTS`` updated by ``--set``; tensor shapes come from
+:func:`pto_core.shapes.derive_shapes` (``--shape`` fills in what the program cannot tell).
+Inputs are seeded random numbers (standard normal for floats, integers in [-8, 8] for integer
+types): the program's ``INPUTS`` when it names them, the other tensors starting zeroed; every
+tensor when it does not.
+
+``--target reference`` (the default) runs the numpy interpreter; ``--check`` then compares with
+the program's ``numpy_reference`` (plain numpy, independent of PTO). Any other target is launched
+through :func:`pto_core.codegen.driver.launch`; ``--check`` then compares every tensor the
+program writes with the reference interpreter. Default tolerances (``|out - ref| <= atol +
+rtol * |ref|``): f32 rtol 1e-5 / atol 1e-6, loosened to 1e-4 / 1e-4 when the program
+multiplies matrices (the accumulation order over K differs between BLAS, backends and the
+tiled program); f64 1e-12 / 1e-12; f16 1e-2 / 1e-2; bf16 5e-2 / 5e-2 (8-bit mantissa); integers
+exact. ``--rtol``/``--atol`` override them for every tensor.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import importlib
+import inspect
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any, Mapping
+
+import numpy as np
+
+from ..errors import PTOError
+from ..ir import Category, ElementType, Function, Instr, MemRefType, Module, ScalarType
+from ..options import CompileOptions
+from ..program import Program, load_program
+from ..reference import numpy_dtype, run_module, trace_calls
+from ..shapes import derive_shapes
+from .common import add_compile_arguments, options_from_args, parse_assignments
+
+REFERENCE = "reference"
+
+#: default (rtol, atol) by element type
+TOLERANCES: dict[ElementType, tuple[float, float]] = {
+    ElementType.F32: (1e-5, 1e-6),
+    ElementType.F64: (1e-12, 1e-12),
+    ElementType.F16: (1e-2, 1e-2),
+    ElementType.BF16: (5e-2, 5e-2),
+}
+MATMUL_F32_TOLERANCE = (1e-4, 1e-4)
+
+
+def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
+    p = sub.add_parser("run", help="run a program on random inputs (and check it)",
+                       description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("file", type=Path, help="a .pto file or a Python file defining build_module()")
+    p.add_argument("--target", default=REFERENCE,
+                   help="'reference' (numpy interpreter, default) or an installed backend")
+    p.add_argument("--entry", default=None, help="function to run (default: the module's entry)")
+    p.add_argument("--set", dest="sets", action="append", default=[], metavar="NAME=VALUE",
+                   help="a scalar parameter (repeatable)")
+    p.add_argument("--shape", dest="shapes", action="append", default=[], metavar="NAME=RxC",
+                   help="the shape of a tensor the program cannot derive (repeatable)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the random inputs (default 0)")
+    p.add_argument("--check", action="store_true",
+                   help="compare with numpy_reference (reference target) or with the reference "
+                        "interpreter (other targets); non-zero exit on mismatch")
+    p.add_argument("--rtol", type=float, default=None, help="relative tolerance of --check")
+    p.add_argument("--atol", type=float, default=None, help="absolute tolerance of --check")
+    p.add_argument("--workers", type=int, default=None, help="runtime worker threads")
+    p.add_argument("--save", type=Path, default=None, metavar="DIR",
+                   help="write every tensor after the run to DIR/<name>.npy")
+    p.add_argument("--stats", action="store_true", help="print runtime statistics")
+    p.add_argument("--trace", type=Path, default=None, metavar="OUT.json",
+                   help="write a Chrome trace of the run (targets that support it)")
+    add_compile_arguments(p)
+    return p
+
+
+# --------------------------------------------------------------------------------------------
+# Inputs
+# --------------------------------------------------------------------------------------------
+
+def parse_shapes(items: list[str]) -> dict[str, tuple[int, int]]:
+    """``["x=32x128"]`` -> ``{"x": (32, 128)}``."""
+    out = {}
+    for item in items:
+        name, sep, value = item.partition("=")
+        dims = value.lower().split("x")
+        if not sep or not name or len(dims) != 2 or not all(d.strip().isdigit() for d in dims):
+            raise PTOError(f"--shape expects NAME=RxC (e.g. x=32x128), got '{item}'")
+        r, c = int(dims[0]), int(dims[1])
+        if r <= 0 or c <= 0:
+            raise PTOError(f"--shape {name}: rows and cols must be positive, got {value}")
+        out[name] = (r, c)
+    return out
+
+
+def resolve_scalars(fn: Function, defaults: Mapping[str, Any],
+                    sets: Mapping[str, Any]) -> dict[str, Any]:
+    """The entry function's scalar parameters: DEFAULTS updated by --set; all must be known."""
+    params = [p.name for p in fn.params if isinstance(p.type, ScalarType)]
+    unknown = [n for n in sets if n not in params]
+    if unknown:
+        raise PTOError(f"--set {unknown[0]}: '{fn.name}' has no scalar parameter named "
+                       f"{', '.join(unknown)} (its scalars: {', '.join(params) or 'none'})")
+    values = {k: v for k, v in defaults.items() if k in params}
+    values.update(sets)
+    missing = [n for n in params if n not in values]
+    if missing:
+        raise PTOError(f"no value for scalar parameter(s) {', '.join(missing)} of '{fn.name}'; "
+                       f"add " + " ".join(f"--set {n}=VALUE" for n in missing))
+    return values
+
+
+def random_inputs(fn: Function, shapes: Mapping[str, tuple[int, int]],
+                  inputs: tuple[str, ...] | None, seed: int) -> dict[str, np.ndarray]:
+    """Seeded random values for the inputs, zeros for the other tensors."""
+    memrefs = fn.memrefs
+    if inputs is not None:
+        bad = [n for n in inputs if n not in memrefs]
+        if bad:
+            raise PTOError(f"INPUTS names {', '.join(bad)}, which '{fn.name}' does not have")
+    rng = np.random.default_rng(seed)
+    out = {}
+    for name, t in memrefs.items():
+        dt = numpy_dtype(t.dtype)
+        shape = shapes[name]
+        if inputs is not None and name not in inputs:
+            out[name] = np.zeros(shape, dt)
+        elif t.dtype.is_float:
+            out[name] = rng.standard_normal(shape, dtype=np.float32).astype(dt)
+        else:
+            out[name] = rng.integers(-8, 9, size=shape).astype(dt)
+    return out
+
+
+def tensor_modes(module: Module, scalars: Mapping[str, Any], entry: str) -> dict[str, str]:
+    """How the run uses each tensor: ``in``, ``out``, ``inout`` (read and written) or ``unused``."""
+    read: set[str] = set()
+    written: set[str] = set()
+    for tc in trace_calls(module, scalars, entry):
+        for r in tc.regions:
+            if r.mode != "out":
+                read.add(r.tensor)
+            if r.mode != "in":
+                written.add(r.tensor)
+    fn = module.functions[entry]
+    return {n: ("inout" if n in read and n in written else "out" if n in written
+                else "in" if n in read else "unused") for n in fn.memrefs}
+
+
+# --------------------------------------------------------------------------------------------
+# Comparison
+# --------------------------------------------------------------------------------------------
+
+@dataclasses.dataclass(frozen=True)
+class Comparison:
+    """How far one tensor is from its expected value."""
+
+    name: str
+    max_abs_err: float
+    max_rel_err: float
+    rtol: float
+    atol: float
+    ok: bool
+    note: str = ""
+
+    def line(self) -> str:
+        verdict = "ok" if self.ok else "MISMATCH"
+        extra = f" {self.note}" if self.note else ""
+        return (f"  {self.name:<16} max_abs_err={self.max_abs_err:.3g} "
+                f"max_rel_err={self.max_rel_err:.3g}  {verdict} "
+                f"(rtol {self.rtol:g}, atol {self.atol:g}){extra}")
+
+
+def default_tolerance(dtype: ElementType, module: Module) -> tuple[float, float]:
+    if dtype.is_int:
+        return (0.0, 0.0)
+    if dtype is ElementType.F32 and _has_matmul(module):
+        return MATMUL_F32_TOLERANCE
+    return TOLERANCES[dtype]
+
+
+def _has_matmul(module: Module) -> bool:
+    return any(isinstance(s, Instr) and s.opdef.category is Category.MATMUL
+               for f in module.functions.values() for s in f.walk())
+
+
+def compare(name: str, got: np.ndarray, want: np.ndarray, rtol: float, atol: float) -> Comparison:
+    """Element-wise ``|got - want| <= atol + rtol * |want|`` (NaN matches NaN)."""
+    got = np.asarray(got)
+    want = np.asarray(want)
+    if got.shape != want.shape:
+        return Comparison(name, float("inf"), float("inf"), rtol, atol, False,
+                          f"shape {got.shape} != expected {want.shape}")
+    g, w = got.astype(np.float64), want.astype(np.float64)
+    both_nan = np.isnan(g) & np.isnan(w)
+    err = np.where(both_nan, 0.0, np.abs(g - w))
+    err = np.where(np.isnan(err), np.inf, err)
+    ok = bool(np.all(err <= atol + rtol * np.abs(np.nan_to_num(w))))
+    max_abs = float(err.max()) if err.size else 0.0
+    nz = np.abs(w) > 0
+    max_rel = float((err[nz] / np.abs(w[nz])).max()) if np.any(nz) else 0.0
+    return Comparison(name, max_abs, max_rel, rtol, atol, ok)
+
+
+# --------------------------------------------------------------------------------------------
+# Running
+# --------------------------------------------------------------------------------------------
+
+def launch(target: str, module: Module, tensors: dict[str, np.ndarray], scalars: dict[str, Any],
+           options: CompileOptions, workers: int | None, entry: str) -> dict[str, np.ndarray]:
+    """Run on ``target``: the interpreter, or a backend through the codegen driver."""
+    if target == REFERENCE:
+        return run_module(module, tensors, scalars, entry=entry)
+    try:
+        driver = importlib.import_module("pto_core.codegen.driver")
+    except ImportError as e:
+        raise PTOError(f"target '{target}' needs pto_core.codegen.driver, which cannot be "
+                       f"imported here ({e})") from None
+    arrays = {n: a.copy() for n, a in tensors.items()}
+    result = driver.launch(target, module, arrays, scalars, options=options, workers=workers)
+    return dict(result) if result is not None else arrays
+
+
+def _call_numpy_reference(program: Program, inputs: dict[str, np.ndarray],
+                          scalars: dict[str, Any]) -> dict[str, np.ndarray]:
+    ref = program.numpy_reference
+    values = {**{n: a.copy() for n, a in inputs.items()}, **scalars}
+    sig = inspect.signature(ref)
+    if not any(p.kind is p.VAR_KEYWORD for p in sig.parameters.values()):
+        values = {k: v for k, v in values.items() if k in sig.parameters}
+    out = ref(**values)
+    if not isinstance(out, Mapping):
+        raise PTOError(f"{program.path}: numpy_reference must return a dict of tensors by name, "
+                       f"got {type(out).__name__}")
+    return dict(out)
+
+
+def run(args: argparse.Namespace) -> int:
+    program = load_program(args.file)
+    module = program.module
+    entry = args.entry or module.entry
+    if entry not in module.functions:
+        raise PTOError(f"{args.file}: no function '{entry}' to run")
+    fn = module.functions[entry]
+    options = options_from_args(args)
+    extra = dict(options.extra)
+    if args.stats:
+        extra["stats"] = True
+    if args.trace is not None:
+        extra["trace"] = str(args.trace)
+    options = dataclasses.replace(options, extra=tuple(extra.items()))
+
+    scalars = resolve_scalars(fn, program.defaults, parse_assignments(args.sets))
+    shapes = derive_shapes(module, scalars, parse_shapes(args.shapes), entry=entry)
+    inputs = random_inputs(fn, shapes, program.inputs, args.seed)
+    modes = tensor_modes(module, scalars, entry)
+
+    print(f"pto run {args.file}: entry '{entry}', target {args.target}")
+    if scalars:
+        print("  scalars: " + " ".join(f"{k}={v}" for k, v in scalars.items()))
+    for name, t in fn.memrefs.items():
+        fill = "zeros" if program.inputs is not None and name not in program.inputs else "random"
+        shape = "x".join(map(str, shapes[name]))
+        print(f"  {name:<16} {shape:<10} {t.dtype.value:<5} {modes[name]:<6} ({fill})")
+
+    start = time.perf_counter()
+    outputs = launch(args.target, module, inputs, scalars, options, args.workers, entry)
+    elapsed = time.perf_counter() - start
+    print(f"  ran in {elapsed * 1e3:.2f} ms")
+
+    if args.target == REFERENCE:
+        if args.stats:
+            counts = Counter(tc.callee for tc in trace_calls(module, scalars, entry))
+            print(f"  tasks: {sum(counts.values())} ("
+                  + ", ".join(f"{k} {v}" for k, v in counts.items()) + ")")
+        if args.trace is not None:
+            print("  --trace is not supported by the reference target")
+
+    if args.save is not None:
+        args.save.mkdir(parents=True, exist_ok=True)
+        for name, a in outputs.items():
+            np.save(args.save / f"{name}.npy", a)
+        print(f"  saved {len(outputs)} tensors to {args.save}/")
+
+    if not args.check:
+        return 0
+    if args.target == REFERENCE:
+        if program.numpy_reference is None:
+            print("check: the program has no numpy_reference to compare the reference with")
+            return 0
+        expected = _call_numpy_reference(program, inputs, scalars)
+        print("check against numpy_reference:")
+    else:
+        expected = run_module(module, inputs, scalars, entry=entry)
+        expected = {n: a for n, a in expected.items() if modes[n] in ("out", "inout")}
+        print("check against the reference interpreter:")
+    return _report(module, fn, outputs, expected, args.rtol, args.atol)
+
+
+def _report(module: Module, fn: Function, outputs: Mapping[str, np.ndarray],
+            expected: Mapping[str, np.ndarray], rtol: float | None, atol: float | None) -> int:
+    memrefs = fn.memrefs
+    unknown = [n for n in expected if n not in outputs]
+    if unknown:
+        raise PTOError(f"expected values name {', '.join(unknown)}, which the run did not produce "
+                       f"(tensors: {', '.join(outputs)})")
+    results = []
+    for name, want in expected.items():
+        t: MemRefType | None = memrefs.get(name)
+        d_rtol, d_atol = default_tolerance(t.dtype if t else ElementType.F32, module)
+        results.append(compare(name, outputs[name], want,
+                               d_rtol if rtol is None else rtol, d_atol if atol is None else atol))
+    for c in results:
+        print(c.line())
+    ok = all(c.ok for c in results)
+    max_abs = max((c.max_abs_err for c in results), default=0.0)
+    max_rel = max((c.max_rel_err for c in results), default=0.0)
+    print(f"overall: max_abs_err={max_abs:.3g} max_rel_err={max_rel:.3g}  "
+          f"{'OK' if ok else 'MISMATCH'} ({len(results)} tensors)")
+    return 0 if ok else 1

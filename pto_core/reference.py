@@ -1,0 +1,684 @@
+"""The numpy reference interpreter: the oracle every backend is tested against.
+
+``run_module`` runs a module's entry function on copies of numpy arrays and returns every tensor
+after the run; ``trace_calls`` walks only the orchestration control flow and yields each InCore
+call (a task) with the element regions it reads and writes.
+
+>>> import numpy as np
+>>> from pto_core import PTOModule, PTOFunctionBuilder, ElementType as T, MemorySpace as M
+>>> m = PTOModule("m")
+>>> _ = (PTOFunctionBuilder("twice", module=m).in_core()
+...      .memref("x", M.GLOBAL, T.F32).memref("y", M.GLOBAL, T.F32)
+...      .tile("t", 2, 4, T.F32).load("t", "x").adds("t", "t", "t").store("y", "t").build())
+>>> out = run_module(m, {"x": np.ones((2, 4), np.float32), "y": np.zeros((2, 4), np.float32)})
+>>> out["y"].tolist()[0]
+[2.0, 2.0, 2.0, 2.0]
+
+How it works: each function of a module is translated once into Python source (cached per
+module) -- InCore functions into straight-line numpy code, orchestration functions into
+generators that yield a :class:`TaskCall` per InCore CALL -- so there is no per-instruction
+dispatch at run time. Element-wise ops are rendered from the instruction table's ``expr`` trees
+by :func:`render_expr`; nothing here lists ops one by one except the few categories whose
+meaning is not an expression (load/store, reductions, matmul, transpose, convert, compare).
+
+Numerics (what a backend is compared against):
+
+* f32/f64 tiles compute in their own type with numpy's arithmetic (constants and scalar operands
+  are cast to the tile type first, so nothing is promoted to f64).
+* f16 and bf16 (``ml_dtypes.bfloat16``) tiles compute each instruction in f32 and round its
+  result to the tile type (round to nearest even). Reductions accumulate in f32 and round once.
+* TMATMUL/TMATMUL_ACC: f32 inputs use numpy's f32 matmul; f16/bf16 inputs are widened to f32,
+  multiplied and accumulated in f32 (``acc + a @ b`` is added in f32), and the result rounded
+  once to the destination type; i8 inputs accumulate in i32.
+* TCVT to an integer type rounds to nearest even, saturates at the type's limits and maps NaN
+  to 0; integer-to-integer conversion saturates too; conversion to a float type rounds to nearest
+  even.
+* Integer tile and scalar arithmetic follows C: division truncates toward zero, remainder has
+  the sign of the dividend, ``shr`` is arithmetic, results wrap to the destination's width;
+  integer division by zero is a :class:`~pto_core.errors.PTOError`.
+* max/min follow numpy (a NaN operand gives NaN).
+* FOR loops with ``max_range`` run as written (binary expansion is an optimisation that must
+  not change results); a trip count above ``max_range`` is an error, because the expanded loop
+  could not run it.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+from typing import Any, Iterator, Mapping, NamedTuple
+
+import ml_dtypes
+import numpy as np
+
+from .analysis import accesses
+from .errors import PTOError
+from .ir import (Call, Category, ElementType, Expr, For, Function, If, Instr, MemRefType, Module,
+                 Return, ScalarType, TileType)
+
+# --------------------------------------------------------------------------------------------
+# Public records
+# --------------------------------------------------------------------------------------------
+
+
+class Region(NamedTuple):
+    """The element box one InCore call touches in one tensor of the entry function."""
+
+    param: str        # the callee's parameter
+    tensor: str       # the entry function's tensor
+    row_off: int
+    col_off: int
+    rows: int
+    cols: int
+    mode: str         # "in" | "out" | "inout"
+
+
+class TaskCall(NamedTuple):
+    """One InCore call reached by the orchestration (one task of the runtime)."""
+
+    callee: str
+    regions: tuple[Region, ...]
+    scalars: tuple[tuple[str, Any], ...]
+    caller: str       # the orchestration function holding the CALL
+    call: Call        # the CALL statement itself (for error messages)
+
+
+# --------------------------------------------------------------------------------------------
+# Types
+# --------------------------------------------------------------------------------------------
+
+def numpy_dtype(t: ElementType) -> np.dtype:
+    """The numpy dtype of an element type (bf16 is ``ml_dtypes.bfloat16``).
+
+    >>> numpy_dtype(ElementType.BF16).name
+    'bfloat16'
+    """
+    if t is ElementType.BF16:
+        return np.dtype(ml_dtypes.bfloat16)
+    return np.dtype(t.numpy_name)
+
+
+def compute_type(t: ElementType) -> ElementType:
+    """The type an element-wise op computes in: f32 for the 16-bit floats, else the type itself."""
+    return ElementType.F32 if t in (ElementType.F16, ElementType.BF16) else t
+
+
+_INT_BITS = {ElementType.I64: 64, ElementType.I32: 32, ElementType.I16: 16, ElementType.I8: 8}
+_CMP = {"eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">="}
+
+# --------------------------------------------------------------------------------------------
+# Expression rendering: one renderer, three sets of spellings
+# --------------------------------------------------------------------------------------------
+
+#: numpy arrays (and numpy float scalars): float semantics of the compute type
+ARRAY_FORMS: dict[str, str] = {
+    "add": "_np.add({0}, {1})", "sub": "_np.subtract({0}, {1})",
+    "mul": "_np.multiply({0}, {1})", "div": "_np.divide({0}, {1})",
+    "max": "_np.maximum({0}, {1})", "min": "_np.minimum({0}, {1})",
+    "neg": "_np.negative({0})", "abs": "_np.abs({0})", "exp": "_np.exp({0})",
+    "log": "_np.log({0})", "sqrt": "_np.sqrt({0})", "recip": "_np.divide({one}, {0})",
+    "tanh": "_np.tanh({0})", "mod": "_np.fmod({0}, {1})", "and": "_np.bitwise_and({0}, {1})",
+    "or": "_np.bitwise_or({0}, {1})", "shl": "_np.left_shift({0}, {1})",
+    "shr": "_np.right_shift({0}, {1})",
+}
+#: integer numpy arrays: C division
+INT_ARRAY_FORMS: dict[str, str] = {**ARRAY_FORMS, "div": "_tdiv({0}, {1})", "mod": "_tmod({0}, {1})"}
+#: Python ints (integer scalars): C division, remainder and shifts
+INT_SCALAR_FORMS: dict[str, str] = {
+    "add": "({0} + {1})", "sub": "({0} - {1})", "mul": "({0} * {1})", "div": "_sdiv({0}, {1})",
+    "mod": "_smod({0}, {1})", "max": "max({0}, {1})", "min": "min({0}, {1})", "neg": "(-{0})",
+    "abs": "abs({0})", "and": "({0} & {1})", "or": "({0} | {1})", "shl": "_sshl({0}, {1})",
+    "shr": "_sshr({0}, {1})",
+}
+
+
+def render_expr(expr: Expr, forms: Mapping[str, str], var: Mapping[str, str],
+                const: Any) -> str:
+    """Python source for ``expr``: ``forms`` spells each node kind, ``var`` each input,
+    ``const(value)`` each constant.
+
+    >>> from pto_core.ir.ops import OPS
+    >>> render_expr(OPS["TSUB"].expr, INT_SCALAR_FORMS, {"a": "x", "b": "y"}, repr)
+    '(x - y)'
+    """
+    if expr.kind == "var":
+        return var[str(expr.value)]
+    if expr.kind == "const":
+        return const(expr.value)
+    if expr.kind not in forms:
+        raise PTOError(f"the reference interpreter has no meaning for expression node '{expr.kind}'")
+    args = [render_expr(a, forms, var, const) for a in expr.args]
+    form = forms[expr.kind]
+    return form.format(*args, one=const(1.0) if "{one}" in form else "")
+
+
+# --------------------------------------------------------------------------------------------
+# Helpers the generated code calls
+# --------------------------------------------------------------------------------------------
+
+def _zero_division() -> PTOError:
+    return PTOError("integer division by zero")
+
+
+def _tdiv(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Integer array division truncating toward zero (C)."""
+    if np.any(b == 0):
+        raise _zero_division()
+    q = np.floor_divide(a, b)
+    fix = (np.remainder(a, b) != 0) & ((a < 0) != (b < 0))
+    return (q + fix.astype(q.dtype)).astype(np.result_type(a, b))
+
+
+def _tmod(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    if np.any(b == 0):
+        raise _zero_division()
+    return np.fmod(a, b)
+
+
+def _sdiv(a: int, b: int) -> int:
+    if b == 0:
+        raise _zero_division()
+    q = abs(a) // abs(b)
+    return q if (a < 0) == (b < 0) else -q
+
+
+def _smod(a: int, b: int) -> int:
+    return a - _sdiv(a, b) * b
+
+
+def _sshl(a: int, b: int) -> int:
+    if b < 0:
+        raise PTOError(f"shift by a negative amount ({b})")
+    return a << b
+
+
+def _sshr(a: int, b: int) -> int:
+    if b < 0:
+        raise PTOError(f"shift by a negative amount ({b})")
+    return a >> b
+
+
+def _wrap(bits: int):
+    half, full = 1 << (bits - 1), 1 << bits
+
+    def wrap(x: int) -> int:
+        x = int(x)
+        return x if -half <= x < half else (x + half) % full - half
+    return wrap
+
+
+def _to_int(x: Any) -> int:
+    """A scalar converted to an integer the way C converts (truncation)."""
+    return int(x)
+
+
+def _reduce(kind: str, axis: int, a: np.ndarray) -> np.ndarray:
+    dt = a.dtype
+    if dt in (np.dtype(np.float16), np.dtype(ml_dtypes.bfloat16)):
+        x = a.astype(np.float32)
+    else:
+        x = a
+    if kind == "sum":
+        r = np.sum(x, axis=axis, keepdims=True, dtype=x.dtype)
+    elif kind == "max":
+        r = np.max(x, axis=axis, keepdims=True)
+    elif kind == "min":
+        r = np.min(x, axis=axis, keepdims=True)
+    else:
+        raise PTOError(f"unknown reduction '{kind}'")
+    return r.astype(dt, copy=False)
+
+
+def _matmul(a: np.ndarray, b: np.ndarray, acc: np.ndarray | None, out: np.dtype) -> np.ndarray:
+    if a.dtype == np.float32 or a.dtype == np.float64:
+        r = np.matmul(a, b)
+    elif a.dtype.kind in "iu":
+        r = np.matmul(a.astype(np.int32), b.astype(np.int32))
+    else:   # f16 / bf16: widen, accumulate in f32
+        r = np.matmul(a.astype(np.float32), b.astype(np.float32))
+    if acc is not None:
+        r = np.add(acc.astype(r.dtype, copy=False), r)
+    return r.astype(out, copy=False)
+
+
+def _convert(a: np.ndarray, out: np.dtype) -> np.ndarray:
+    if out.kind in "iu":
+        info = np.iinfo(out)
+        if a.dtype.kind in "iu":
+            return np.clip(a.astype(np.int64), info.min, info.max).astype(out)
+        x = np.rint(a.astype(np.float64))
+        x = np.where(np.isnan(x), 0.0, x)
+        return np.clip(x, info.min, info.max).astype(out)
+    return a.astype(out)
+
+
+# --------------------------------------------------------------------------------------------
+# Translation of a module into Python source
+# --------------------------------------------------------------------------------------------
+
+def _v(name: str) -> str:
+    """Python name of a PTO name (the prefix keeps Python keywords such as ``pass`` usable)."""
+    return "v_" + name
+
+
+@dataclass
+class _Plan:
+    """The translated module: kernels by name and orchestration generators by name."""
+
+    functions: tuple[Function, ...]       # what the plan was built from (cache check)
+    code: dict[str, Any]                  # k_<name> / o_<name> -> callable
+    unused: dict[str, tuple[tuple[str, np.ndarray], ...]]   # params an InCore fn never touches
+    source: str
+
+
+class _Translator:
+    def __init__(self, module: Module) -> None:
+        self.module = module
+        self.ns: dict[str, Any] = {
+            "_np": np, "_tdiv": _tdiv, "_tmod": _tmod, "_sdiv": _sdiv, "_smod": _smod,
+            "_sshl": _sshl, "_sshr": _sshr, "_int": _to_int, "_reduce": _reduce,
+            "_matmul": _matmul, "_convert": _convert, "_tn": tuple.__new__,
+            "_TC": TaskCall, "_RG": Region, "PTOError": PTOError, "_errloop": _loop_error,
+        }
+        for t in ElementType:
+            self.ns[f"_t_{t.value}"] = numpy_dtype(t).type
+            self.ns[f"_d_{t.value}"] = numpy_dtype(t)
+            if t in _INT_BITS:
+                self.ns[f"_w_{t.value}"] = _wrap(_INT_BITS[t])
+        self._consts = itertools.count()
+        self._footprints: dict[str, tuple[dict[str, tuple[int, int]], dict[str, str]]] = {}
+        self.unused: dict[str, tuple[tuple[str, np.ndarray], ...]] = {}
+
+    # -- helpers ---------------------------------------------------------------------------
+    def const(self, value: Any) -> str:
+        name = f"_c{next(self._consts)}"
+        self.ns[name] = value
+        return name
+
+    def footprint(self, callee: Function) -> tuple[dict[str, tuple[int, int]], dict[str, str]]:
+        """Footprint and mode of every memref parameter of an InCore function (cached)."""
+        if callee.name not in self._footprints:
+            box: dict[str, tuple[int, int]] = {}
+            read: set[str] = set()
+            written: set[str] = set()
+            for a in accesses(callee, self.module):
+                r, c = box.get(a.memref, (0, 0))
+                box[a.memref] = (max(r, a.row1), max(c, a.col1))
+                (written if a.write else read).add(a.memref)
+            modes = {p: ("inout" if p in read and p in written else "out" if p in written else "in")
+                     for p in box}
+            self._footprints[callee.name] = (box, modes)
+        return self._footprints[callee.name]
+
+    @staticmethod
+    def scalar_type(fn: Function, name: Any) -> ElementType | None:
+        """Element type of a scalar operand (None for loop variables and int literals: ints)."""
+        if isinstance(name, str):
+            t = fn.type_of(name)
+            return t.dtype if isinstance(t, ScalarType) else None
+        return ElementType.F64 if isinstance(name, float) else None
+
+    def operand(self, v: Any) -> str:
+        if isinstance(v, str):
+            return _v(v)
+        if isinstance(v, bool):
+            return str(int(v))
+        if isinstance(v, int):
+            return repr(v)
+        return self.const(float(v))
+
+    def cast_scalar(self, fn: Function, v: Any, to: ElementType) -> str:
+        """Source of operand ``v`` converted to a scalar of type ``to``."""
+        src = self.operand(v)
+        have = self.scalar_type(fn, v)
+        if to.is_int:
+            if have is None or have.is_int:
+                return src
+            return f"_int({src})"
+        return f"_t_{to.value}({src})"
+
+    def index(self, v: Any, unit: int) -> str:
+        """Source of ``v * unit`` for an offset counted in whole tiles."""
+        if isinstance(v, int):
+            return repr(v * unit)
+        return f"{_v(v)} * {unit}" if unit != 1 else _v(v)
+
+    # -- whole module ----------------------------------------------------------------------
+    def translate(self) -> _Plan:
+        lines: list[str] = []
+        for fn in self.module.functions.values():
+            if fn.is_incore:
+                self.incore(fn, lines)
+            else:
+                self.orchestration(fn, lines)
+        source = "\n".join(lines) + "\n"
+        code = compile(source, f"<pto reference: {self.module.name}>", "exec")
+        exec(code, self.ns)
+        fns = {k: v for k, v in self.ns.items() if k.startswith(("k_", "o_"))}
+        return _Plan(tuple(self.module.functions.values()), fns, self.unused, source)
+
+    def prologue(self, fn: Function, lines: list[str]) -> None:
+        for p in fn.params:
+            if isinstance(p.type, ScalarType) and p.type.dtype.is_int:
+                lines.append(f"    {_v(p.name)} = _a[{p.name!r}]")
+            elif isinstance(p.type, ScalarType):
+                lines.append(f"    {_v(p.name)} = _t_{p.type.dtype.value}(_a[{p.name!r}])")
+            else:
+                lines.append(f"    {_v(p.name)} = _a[{p.name!r}]")
+        for loc in fn.locals:
+            if isinstance(loc.type, ScalarType):
+                zero = "0" if loc.type.dtype.is_int else f"_t_{loc.type.dtype.value}(0)"
+                lines.append(f"    {_v(loc.name)} = {zero}")
+            elif isinstance(loc.type, TileType):
+                # tiles are never modified in place, so one shared zero array is enough
+                z = self.const(np.zeros(loc.type.shape, numpy_dtype(loc.type.dtype)))
+                lines.append(f"    {_v(loc.name)} = {z}")
+
+    # -- InCore ----------------------------------------------------------------------------
+    def incore(self, fn: Function, lines: list[str]) -> None:
+        lines.append(f"def k_{fn.name}(_a):")
+        self.prologue(fn, lines)
+        self.incore_body(fn, fn.body, lines, 1)
+        lines.append("    return")
+        box, _ = self.footprint(fn)
+        self.unused[fn.name] = tuple(
+            (p.name, np.zeros((0, 0), numpy_dtype(p.type.dtype))) for p in fn.params
+            if isinstance(p.type, MemRefType) and p.name not in box)
+
+    def incore_body(self, fn: Function, body, lines: list[str], depth: int) -> None:
+        ind = "    " * depth
+        if not body:
+            lines.append(f"{ind}pass")
+        for s in body:
+            if isinstance(s, Instr):
+                lines.append(ind + self.instr(fn, s))
+            elif isinstance(s, For):
+                lines.append(f"{ind}for {_v(s.var)} in range({s.start}, {s.end}, {s.step}):")
+                self.incore_body(fn, s.body, lines, depth + 1)
+            elif isinstance(s, If):
+                self.if_(fn, s, lines, depth, self.incore_body)
+            elif isinstance(s, Call):
+                callee = self.module.functions[s.callee]
+                args = ", ".join(f"{a.param!r}: {self.call_value(fn, callee, a)}" for a in s.args)
+                lines.append(f"{ind}k_{s.callee}({{{args}}})")
+            elif isinstance(s, Return):
+                lines.append(f"{ind}return")
+
+    def if_(self, fn, s: If, lines, depth, body_fn) -> None:
+        ind = "    " * depth
+        lines.append(f"{ind}if {_v(s.cond)}:")
+        body_fn(fn, s.then_body, lines, depth + 1)
+        if s.else_body:
+            lines.append(f"{ind}else:")
+            body_fn(fn, s.else_body, lines, depth + 1)
+
+    def call_value(self, fn: Function, callee: Function, a) -> str:
+        p = callee.param(a.param)
+        if isinstance(p.type, ScalarType):
+            return self.cast_scalar(fn, a.value, p.type.dtype)
+        return _v(a.value)
+
+    def instr(self, fn: Function, s: Instr) -> str:
+        op = s.opdef
+        cat = op.category
+        ops = dict(zip((o.name for o in op.operands), s.operands))
+        if cat is Category.SCALAR:
+            return self.scalar_instr(fn, s, ops)
+        tiles = fn.tiles
+        if cat in (Category.LOAD, Category.STORE):
+            load = cat is Category.LOAD
+            tile = tiles[ops["dst"] if load else ops["src"]]
+            mem = _v(ops["src"] if load else ops["dst"])
+            r, c = self.index(ops["row"], tile.rows), self.index(ops["col"], tile.cols)
+            window = f"{mem}[{r}:{r} + {tile.rows}, {c}:{c} + {tile.cols}]"
+            if load:
+                return f"{_v(ops['dst'])} = {window}.copy()"
+            return f"{window} = {_v(ops['src'])}"
+        dst = tiles[ops["dst"]]
+        out = _v(ops["dst"])
+        if cat in (Category.ELEMENTWISE, Category.TILE_SCALAR, Category.ROW_EXPAND,
+                   Category.COL_EXPAND):
+            return f"{out} = {self.tile_expr(fn, op.expr, ops, dst)}"
+        if cat in (Category.ROW_REDUCE, Category.COL_REDUCE):
+            axis = 1 if cat is Category.ROW_REDUCE else 0
+            return f"{out} = _reduce({op.reduce!r}, {axis}, {_v(ops['a'])})"
+        if cat is Category.MATMUL:
+            acc = _v(ops["acc"]) if "acc" in ops else "None"
+            return f"{out} = _matmul({_v(ops['a'])}, {_v(ops['b'])}, {acc}, _d_{dst.dtype.value})"
+        if cat is Category.TRANSPOSE:
+            return f"{out} = {_v(ops['a'])}.T.copy()"
+        if cat is Category.CONVERT:
+            return f"{out} = _convert({_v(ops['a'])}, _d_{dst.dtype.value})"
+        raise PTOError(f"the reference interpreter cannot run {op.name}", function=fn.name,
+                       instruction=str(s))
+
+    def tile_expr(self, fn: Function, expr: Expr, ops: dict, dst: TileType) -> str:
+        ct = compute_type(dst.dtype)
+        widen = ct != dst.dtype
+        tct = f"_t_{ct.value}"
+        var = {}
+        for name in ("a", "b"):
+            if name in ops:
+                var[name] = _v(ops[name]) + (f".astype(_d_{ct.value})" if widen else "")
+        if "s" in ops:
+            s = ops["s"]
+            if isinstance(s, str):
+                var["s"] = f"{tct}({_v(s)})"
+            else:
+                var["s"] = self.const(numpy_dtype(ct).type(s))
+        forms = INT_ARRAY_FORMS if ct.is_int else ARRAY_FORMS
+        src = render_expr(expr, forms, var, lambda x: self.const(numpy_dtype(ct).type(x)))
+        if "a" not in expr.vars():          # a pure broadcast (TROWEXPAND): give it dst's shape
+            src = f"_np.broadcast_to({src}, {dst.shape!r}).copy()"
+        if widen:
+            src = f"({src}).astype(_d_{dst.dtype.value})"
+        return src
+
+    def scalar_instr(self, fn: Function, s: Instr, ops: dict) -> str:
+        op = s.opdef
+        dst_t = fn.type_of(ops["dst"])
+        dt = dst_t.dtype
+        out = _v(ops["dst"])
+        if op.name == "SCMP":
+            return (f"{out} = 1 if {self.operand(ops['a'])} {_CMP[s.attr('cmp')]} "
+                    f"{self.operand(ops['b'])} else 0")
+        if dt.is_int:
+            var = {k: self.cast_scalar(fn, ops[k], dt) for k in ("a", "b") if k in ops}
+            src = render_expr(op.expr, INT_SCALAR_FORMS, var, lambda x: repr(int(x)))
+            if dt in _INT_BITS:
+                return f"{out} = _w_{dt.value}({src})"
+            return f"{out} = {src}"
+        ct = compute_type(dt)
+        var = {k: self.cast_scalar(fn, ops[k], ct) for k in ("a", "b") if k in ops}
+        src = render_expr(op.expr, ARRAY_FORMS, var, lambda x: self.const(numpy_dtype(ct).type(x)))
+        return f"{out} = _t_{dt.value}({src})"
+
+    # -- orchestration ----------------------------------------------------------------------
+    def orchestration(self, fn: Function, lines: list[str]) -> None:
+        lines.append(f"def o_{fn.name}(_a):")
+        self.prologue(fn, lines)
+        lines.append("    if False:")
+        lines.append("        yield None")
+        self.orch_body(fn, fn.body, lines, 1)
+
+    def orch_body(self, fn: Function, body, lines: list[str], depth: int) -> None:
+        ind = "    " * depth
+        if not body:
+            lines.append(f"{ind}pass")
+        for s in body:
+            if isinstance(s, Instr):
+                lines.append(ind + self.instr(fn, s))
+            elif isinstance(s, For):
+                start, end, step = (self.operand(x) for x in (s.start, s.end, s.step))
+                if isinstance(s.step, str):
+                    lines.append(f"{ind}if {step} <= 0: _errloop({fn.name!r}, {self.const(s)}, "
+                                 f"'step must be positive, got %d' % {step})")
+                if s.max_range is not None:
+                    n = f"len(range({start}, {end}, {step}))"
+                    lines.append(f"{ind}if {n} > {s.max_range}: _errloop({fn.name!r}, "
+                                 f"{self.const(s)}, 'the loop runs %d times, more than its "
+                                 f"max_range {s.max_range}' % {n})")
+                lines.append(f"{ind}for {_v(s.var)} in range({start}, {end}, {step}):")
+                self.orch_body(fn, s.body, lines, depth + 1)
+            elif isinstance(s, If):
+                self.if_(fn, s, lines, depth, self.orch_body)
+            elif isinstance(s, Call):
+                lines.append(ind + self.orch_call(fn, s))
+            elif isinstance(s, Return):
+                lines.append(f"{ind}return")
+
+    def orch_call(self, fn: Function, s: Call) -> str:
+        callee = self.module.functions[s.callee]
+        if not callee.is_incore:
+            args = ", ".join(f"{a.param!r}: {self.call_value(fn, callee, a)}" for a in s.args)
+            return f"yield from o_{s.callee}({{{args}}})"
+        box, modes = self.footprint(callee)
+        regions, scalars = [], []
+        for p in callee.params:
+            a = s.arg(p.name)
+            if isinstance(p.type, ScalarType):
+                scalars.append(f"({p.name!r}, {self.cast_scalar(fn, a.value, p.type.dtype)})")
+            elif p.name in box:
+                rows, cols = box[p.name]
+                r = self.index(a.row if a.row is not None else 0, rows)
+                c = self.index(a.col if a.col is not None else 0, cols)
+                regions.append(f"_tn(_RG, ({p.name!r}, {_v(a.value)}, {r}, {c}, {rows}, {cols}, "
+                               f"{modes[p.name]!r}))")
+        reg = "(" + "".join(x + ", " for x in regions) + ")"
+        sca = "(" + "".join(x + ", " for x in scalars) + ")"
+        return f"yield _tn(_TC, ({s.callee!r}, {reg}, {sca}, {fn.name!r}, {self.const(s)}))"
+
+
+def _loop_error(function: str, loop: For, msg: str) -> None:
+    raise PTOError(msg, function=function, instruction=loop.header())
+
+
+_PLANS: dict[tuple[int, ...], _Plan] = {}
+
+
+def _plan(module: Module) -> _Plan:
+    """The translated module, cached while its functions stay the same objects."""
+    fns = tuple(module.functions.values())
+    key = tuple(id(f) for f in fns)
+    plan = _PLANS.get(key)
+    if plan is None or any(a is not b for a, b in zip(plan.functions, fns)):
+        plan = _Translator(module).translate()
+        if len(_PLANS) >= 64:
+            _PLANS.pop(next(iter(_PLANS)))
+        _PLANS[key] = plan
+    return plan
+
+
+# --------------------------------------------------------------------------------------------
+# Entry points
+# --------------------------------------------------------------------------------------------
+
+def _entry(module: Module, entry: str | None) -> Function:
+    name = entry or module.entry
+    if name is None or name not in module.functions:
+        raise PTOError(f"module '{module.name}' has no function '{name}' to run")
+    return module.functions[name]
+
+
+def _scalar_args(fn: Function, scalars: Mapping[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    missing = [p.name for p in fn.params if isinstance(p.type, ScalarType) and p.name not in scalars]
+    if missing:
+        raise PTOError(f"missing value for scalar parameter(s) {', '.join(missing)} "
+                       f"(give them, e.g. --set {missing[0]}=N)", function=fn.name)
+    for p in fn.params:
+        if not isinstance(p.type, ScalarType):
+            continue
+        v = scalars[p.name]
+        if p.type.dtype.is_int:
+            if isinstance(v, (float, np.floating)) and not float(v).is_integer():
+                raise PTOError(f"scalar '{p.name}' is {p.type.dtype.value}, got {v!r}",
+                               function=fn.name)
+            v = int(v)
+        out[p.name] = v
+    return out
+
+
+def trace_calls(module: Module, scalars: Mapping[str, Any] | None = None,
+                entry: str | None = None) -> Iterator[TaskCall]:
+    """Walk the orchestration control flow of the entry function and yield each InCore call,
+    with the element region of every tensor parameter it touches (offsets applied, footprint
+    extent). No tile code runs and no arrays are needed.
+
+    >>> import examples.fused_softmax as fs                                  # doctest: +SKIP
+    >>> sum(1 for _ in trace_calls(fs.build_module(), {"num_tiles": 4}))     # doctest: +SKIP
+    20
+    """
+    fn = _entry(module, entry)
+    plan = _plan(module)
+    args: dict[str, Any] = _scalar_args(fn, scalars or {})
+    for p in fn.params:
+        if isinstance(p.type, MemRefType):
+            args[p.name] = p.name
+    if fn.is_incore:
+        return iter([_incore_entry_call(module, fn, args)])
+    return plan.code[f"o_{fn.name}"](args)
+
+
+def _incore_entry_call(module: Module, fn: Function, args: dict[str, Any]) -> TaskCall:
+    box, modes = _Translator(module).footprint(fn)
+    regions = tuple(Region(p.name, p.name, 0, 0, *box[p.name], modes[p.name])
+                    for p in fn.params if p.name in box)
+    scalars = tuple((p.name, args[p.name]) for p in fn.params if isinstance(p.type, ScalarType))
+    return TaskCall(fn.name, regions, scalars, fn.name, Call(fn.name, ()))
+
+
+def run_module(module: Module, tensors: Mapping[str, np.ndarray],
+               scalars: Mapping[str, Any] | None = None,
+               entry: str | None = None) -> dict[str, np.ndarray]:
+    """Run the entry function on copies of ``tensors`` (by parameter name, 2-D, cast to the
+    declared dtype) and return every tensor of the entry function after the run. Tensors that
+    are not given start zero-filled with the shapes :func:`pto_core.shapes.derive_shapes`
+    finds."""
+    fn = _entry(module, entry)
+    memrefs = fn.memrefs
+    unknown = [n for n in tensors if n not in memrefs]
+    if unknown:
+        raise PTOError(f"'{fn.name}' has no tensor parameter named {', '.join(unknown)} "
+                       f"(it has {', '.join(memrefs) or 'none'})", function=fn.name)
+    arrays: dict[str, np.ndarray] = {}
+    for name, t in memrefs.items():
+        if name not in tensors:
+            continue
+        a = np.array(tensors[name], dtype=numpy_dtype(t.dtype), copy=True, order="C")
+        if a.ndim != 2:
+            raise PTOError(f"tensor '{name}' must be 2-D, got shape {a.shape}", function=fn.name)
+        arrays[name] = a
+    missing = [n for n in memrefs if n not in arrays]
+    if missing:
+        from .shapes import derive_shapes
+        given = {n: a.shape for n, a in arrays.items()}
+        shapes = derive_shapes(module, scalars or {}, given, entry=fn.name, only=missing)
+        for n in missing:
+            arrays[n] = np.zeros(shapes[n], numpy_dtype(memrefs[n].dtype))
+    plan = _plan(module)
+    with np.errstate(all="ignore"):
+        for tc in trace_calls(module, scalars, fn.name):
+            _execute(plan, tc, arrays)
+    return arrays
+
+
+def _execute(plan: _Plan, tc: TaskCall, arrays: dict[str, np.ndarray]) -> None:
+    args = dict(tc.scalars)
+    for r in tc.regions:
+        a = arrays[r.tensor]
+        r1, c1 = r.row_off + r.rows, r.col_off + r.cols
+        if r.row_off < 0 or r.col_off < 0 or r1 > a.shape[0] or c1 > a.shape[1]:
+            raise PTOError(f"call of '{tc.callee}': parameter '{r.param}' needs rows "
+                           f"[{r.row_off}, {r1}) x cols [{r.col_off}, {c1}) of tensor "
+                           f"'{r.tensor}', which is {a.shape[0]}x{a.shape[1]} (out of bounds)",
+                           function=tc.caller, instruction=str(tc.call))
+        args[r.param] = a[r.row_off:r1, r.col_off:c1]
+    for name, empty in plan.unused[tc.callee]:
+        args[name] = empty
+    plan.code[f"k_{tc.callee}"](args)
+
+
+def generated_source(module: Module) -> str:
+    """The Python the interpreter runs for ``module`` (for debugging the interpreter)."""
+    return _plan(module).source
