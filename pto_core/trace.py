@@ -1,0 +1,293 @@
+"""Execution traces: Chrome Trace Event JSON (opens in Perfetto and chrome://tracing), checks,
+and statistics.
+
+A trace is a list of :class:`TraceEvent` - one per executed task: task id, function, worker,
+start and end in nanoseconds of one monotonic clock. The runtime records them (``PTO_TRACE`` /
+``pto_runtime_enable_trace``); this module writes and reads the JSON, checks a trace against the
+task graph, and computes statistics.
+
+>>> from pto_core.dump import TaskGraph
+>>> g = TaskGraph.build([("a", 0), ("b", 0), ("c", 0)], [(0, 2), (1, 2)])
+>>> ev = [TraceEvent(0, "a", 0, 0, 10), TraceEvent(1, "b", 1, 0, 20), TraceEvent(2, "c", 0, 20, 25)]
+>>> check_trace(ev, g)
+>>> s = trace_stats(ev, g)
+>>> s.total_work_ns, s.makespan_ns, s.critical_path_ns, round(s.parallelism, 2)
+(35, 25, 25, 1.4)
+"""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable
+
+from .dump import TaskGraph
+from .errors import PTOError
+
+__all__ = ["TraceEvent", "FuncStats", "TraceStats", "PTOTraceError", "to_chrome_trace",
+           "write_chrome_trace", "load_chrome_trace", "validate_trace", "check_trace",
+           "trace_stats", "format_stats"]
+
+PID = 1
+
+
+class PTOTraceError(PTOError):
+    """A trace that is malformed or contradicts its task graph."""
+
+
+@dataclass(frozen=True)
+class TraceEvent:
+    """One task execution: ``[start_ns, end_ns)`` on ``worker`` (-1: the orchestrating thread)."""
+
+    task: int
+    func: str
+    worker: int
+    start_ns: int
+    end_ns: int
+
+    @property
+    def duration_ns(self) -> int:
+        return self.end_ns - self.start_ns
+
+
+# ---------------------------------------------------------------------- JSON
+def _us(ns: int) -> float:
+    return round(ns / 1000.0, 3)    # Chrome's unit is the microsecond; keep ns resolution
+
+
+def to_chrome_trace(events: Iterable[TraceEvent], graph: TaskGraph | None = None, *,
+                    flows: bool = True, process_name: str = "pto runtime") -> dict[str, Any]:
+    """The Chrome Trace Event object: ``ph:"X"`` slices (one ``tid`` per worker, named by
+    ``thread_name`` metadata), timestamps relative to the first start, and with ``graph`` and
+    ``flows`` an arrow (``ph:"s"``/``"f"``) from each producer's end to its consumer's start."""
+    events = sorted(events, key=lambda e: (e.start_ns, e.worker, e.task))
+    t0 = min((e.start_ns for e in events), default=0)
+    workers = sorted({e.worker for e in events})
+    out: list[dict[str, Any]] = [
+        {"ph": "M", "name": "process_name", "pid": PID, "tid": 0, "args": {"name": process_name}}]
+    for w in workers:
+        name = "orchestrator (inline)" if w < 0 else f"worker {w}"
+        out.append({"ph": "M", "name": "thread_name", "pid": PID, "tid": _tid(w),
+                    "args": {"name": name}})
+        out.append({"ph": "M", "name": "thread_sort_index", "pid": PID, "tid": _tid(w),
+                    "args": {"sort_index": _tid(w)}})
+    for e in events:
+        out.append({"name": e.func, "cat": "task", "ph": "X", "pid": PID, "tid": _tid(e.worker),
+                    "ts": _us(e.start_ns - t0), "dur": _us(e.duration_ns),
+                    "args": {"task": e.task}})
+    if graph is not None and flows:
+        by_task = {e.task: e for e in events}
+        for k, (a, b) in enumerate(graph.edges):
+            pa, pb = by_task.get(a), by_task.get(b)
+            if pa is None or pb is None:
+                continue
+            # the start must fall inside the producer's slice for Perfetto to bind it
+            s_ts = max(pa.start_ns, pa.end_ns - 1) - t0
+            out.append({"ph": "s", "id": k, "name": "dep", "cat": "dep", "pid": PID,
+                        "tid": _tid(pa.worker), "ts": _us(s_ts)})
+            out.append({"ph": "f", "bp": "e", "id": k, "name": "dep", "cat": "dep", "pid": PID,
+                        "tid": _tid(pb.worker), "ts": _us(pb.start_ns - t0)})
+    return {"traceEvents": out, "displayTimeUnit": "ns",
+            "otherData": {"producer": "pto", "t0_ns": t0}}
+
+
+def _tid(worker: int) -> int:
+    return worker + 1    # tid 0 is the orchestrating thread (worker -1)
+
+
+def write_chrome_trace(path: str | Path, events: Iterable[TraceEvent],
+                       graph: TaskGraph | None = None, *, flows: bool = True) -> Path:
+    """Write :func:`to_chrome_trace` as JSON to ``path``."""
+    path = Path(path)
+    path.write_text(json.dumps(to_chrome_trace(events, graph, flows=flows), separators=(",", ":")))
+    return path
+
+
+def load_chrome_trace(source: str | Path | dict) -> list[TraceEvent]:
+    """Task events of a Chrome trace (a path or the parsed object), in file order. Only
+    ``ph:"X"`` events with an ``args.task`` id are tasks; times come back in ns relative to the
+    trace's start (``otherData.t0_ns`` is added back when present)."""
+    if isinstance(source, dict):
+        obj = source
+    else:
+        try:
+            obj = json.loads(Path(source).read_text())
+        except (OSError, ValueError) as e:
+            raise PTOTraceError(f"cannot read trace: {e}", file=str(source)) from None
+    raw = obj.get("traceEvents") if isinstance(obj, dict) else obj
+    if not isinstance(raw, list):
+        raise PTOTraceError("no traceEvents list in the trace")
+    t0 = int(obj.get("otherData", {}).get("t0_ns", 0)) if isinstance(obj, dict) else 0
+    out = []
+    for i, e in enumerate(raw):
+        if e.get("ph") != "X" or "task" not in e.get("args", {}):
+            continue
+        try:
+            start = round(float(e["ts"]) * 1000) + t0
+            out.append(TraceEvent(int(e["args"]["task"]), str(e["name"]), int(e["tid"]) - 1,
+                                  start, start + round(float(e["dur"]) * 1000)))
+        except (KeyError, TypeError, ValueError) as err:
+            raise PTOTraceError(f"traceEvents[{i}] is not a valid task slice ({err!r})") from None
+    return out
+
+
+# ---------------------------------------------------------------------- checks
+def validate_trace(events: list[TraceEvent], graph: TaskGraph | None = None) -> list[str]:
+    """Every problem found, as sentences (empty: the trace is consistent). Checks: each task at
+    most once (with ``graph``: exactly the graph's tasks, once each); ``start <= end``; per
+    worker, events recorded in start order and never overlapping; with ``graph``, each task
+    starting no earlier than every producer ended."""
+    problems: list[str] = []
+    seen: dict[int, TraceEvent] = {}
+    for e in events:
+        if e.end_ns < e.start_ns:
+            problems.append(f"task {e.task} ends before it starts ({e.start_ns} > {e.end_ns})")
+        if e.task in seen:
+            problems.append(f"task {e.task} appears more than once")
+        seen[e.task] = e
+    per_worker: dict[int, list[TraceEvent]] = defaultdict(list)
+    for e in events:
+        per_worker[e.worker].append(e)
+    for w, evs in sorted(per_worker.items()):
+        for a, b in zip(evs, evs[1:]):
+            if b.start_ns < a.start_ns:
+                problems.append(f"worker {w}: task {b.task} is recorded after task {a.task} but "
+                                f"starts earlier (timestamps not monotonic)")
+        ordered = sorted(evs, key=lambda e: e.start_ns)
+        for a, b in zip(ordered, ordered[1:]):
+            if b.start_ns < a.end_ns:
+                problems.append(f"worker {w}: task {b.task} starts at {b.start_ns} before task "
+                                f"{a.task} ends at {a.end_ns} (overlap)")
+    if graph is not None:
+        ids = {t.id for t in graph.tasks}
+        missing = sorted(ids - seen.keys())
+        extra = sorted(seen.keys() - ids)
+        if missing:
+            problems.append(f"{len(missing)} task(s) of the graph never ran, e.g. {missing[:5]}")
+        if extra:
+            problems.append(f"{len(extra)} traced task(s) are not in the graph, e.g. {extra[:5]}")
+        funcs = {t.id: t.func for t in graph.tasks}
+        for e in events:
+            if e.task in funcs and funcs[e.task] != e.func:
+                problems.append(f"task {e.task} is '{funcs[e.task]}' in the graph but "
+                                f"'{e.func}' in the trace")
+        for a, b in graph.edges:
+            if a in seen and b in seen and seen[b].start_ns < seen[a].end_ns:
+                problems.append(f"task {b} starts at {seen[b].start_ns} before its producer "
+                                f"task {a} ends at {seen[a].end_ns}")
+    return problems
+
+
+def check_trace(events: list[TraceEvent], graph: TaskGraph | None = None) -> None:
+    """:func:`validate_trace`, raising :class:`PTOTraceError` listing the first problems."""
+    problems = validate_trace(events, graph)
+    if problems:
+        more = f" (and {len(problems) - 5} more)" if len(problems) > 5 else ""
+        raise PTOTraceError("; ".join(problems[:5]) + more)
+
+
+# ---------------------------------------------------------------------- statistics
+@dataclass(frozen=True)
+class FuncStats:
+    """Executions of one function."""
+
+    count: int
+    total_ns: int
+    min_ns: int
+    max_ns: int
+
+    @property
+    def mean_ns(self) -> float:
+        return self.total_ns / self.count if self.count else 0.0
+
+
+@dataclass(frozen=True)
+class TraceStats:
+    """What a run did. ``parallelism`` = total work / makespan (average busy workers);
+    ``critical_path_ns`` is the longest chain of dependent task durations (needs the graph;
+    without it, the longest single task); idle = makespan - busy, per worker."""
+
+    tasks: int
+    edges: int
+    total_work_ns: int
+    makespan_ns: int
+    critical_path_ns: int
+    critical_path: tuple[int, ...]
+    per_function: dict[str, FuncStats] = field(default_factory=dict)
+    worker_busy_ns: dict[int, int] = field(default_factory=dict)
+    worker_tasks: dict[int, int] = field(default_factory=dict)
+
+    @property
+    def parallelism(self) -> float:
+        return self.total_work_ns / self.makespan_ns if self.makespan_ns else 0.0
+
+    @property
+    def worker_idle_ns(self) -> dict[int, int]:
+        return {w: self.makespan_ns - b for w, b in self.worker_busy_ns.items()}
+
+
+def trace_stats(events: list[TraceEvent], graph: TaskGraph | None = None) -> TraceStats:
+    """Statistics of a trace (see :class:`TraceStats`)."""
+    per: dict[str, list[int]] = defaultdict(list)
+    busy: dict[int, int] = defaultdict(int)
+    ntask: dict[int, int] = defaultdict(int)
+    for e in events:
+        per[e.func].append(e.duration_ns)
+        busy[e.worker] += e.duration_ns
+        ntask[e.worker] += 1
+    work = sum(busy.values())
+    span = (max(e.end_ns for e in events) - min(e.start_ns for e in events)) if events else 0
+    dur = {e.task: e.duration_ns for e in events}
+    if graph is not None:
+        pred = graph.predecessors()
+        finish: dict[int, int] = {}
+        via: dict[int, int | None] = {}
+        for t in graph.topological_order():
+            best = max(pred[t], key=lambda p: finish[p], default=None)
+            finish[t] = (finish[best] if best is not None else 0) + dur.get(t, 0)
+            via[t] = best
+        end = max(finish, key=finish.get, default=None)
+        path: list[int] = []
+        while end is not None:
+            path.append(end)
+            end = via[end]
+        crit, path = (finish[path[0]] if path else 0), path[::-1]
+        nedges = len(graph.edges)
+    else:
+        longest = max(events, key=lambda e: e.duration_ns, default=None)
+        crit = longest.duration_ns if longest else 0
+        path = [longest.task] if longest else []
+        nedges = 0
+    funcs = {f: FuncStats(len(d), sum(d), min(d), max(d)) for f, d in per.items()}
+    return TraceStats(len(events), nedges, work, span, crit, tuple(path), funcs,
+                      dict(sorted(busy.items())), dict(sorted(ntask.items())))
+
+
+def _t(ns: float) -> str:
+    for unit, scale in (("s", 1e9), ("ms", 1e6), ("us", 1e3)):
+        if abs(ns) >= scale:
+            return f"{ns / scale:.2f} {unit}"
+    return f"{ns:.0f} ns"
+
+
+def format_stats(s: TraceStats) -> str:
+    """A human-readable table of :class:`TraceStats` (what ``pto run --stats`` prints)."""
+    lines = [f"tasks {s.tasks}, dependencies {s.edges}, workers {len(s.worker_busy_ns)}",
+             f"total work        {_t(s.total_work_ns)}",
+             f"makespan          {_t(s.makespan_ns)}",
+             f"critical path     {_t(s.critical_path_ns)} ({len(s.critical_path)} tasks)",
+             f"parallelism       {s.parallelism:.2f} (work / makespan)",
+             "",
+             f"{'function':<24}{'count':>8}{'total':>12}{'mean':>12}{'max':>12}{'share':>8}"]
+    for f, fs in sorted(s.per_function.items(), key=lambda kv: -kv[1].total_ns):
+        share = 100.0 * fs.total_ns / s.total_work_ns if s.total_work_ns else 0.0
+        lines.append(f"{f:<24}{fs.count:>8}{_t(fs.total_ns):>12}{_t(fs.mean_ns):>12}"
+                     f"{_t(fs.max_ns):>12}{share:>7.1f}%")
+    lines += ["", f"{'worker':<24}{'tasks':>8}{'busy':>12}{'idle':>12}"]
+    idle = s.worker_idle_ns
+    for w, b in s.worker_busy_ns.items():
+        name = "inline" if w < 0 else str(w)
+        lines.append(f"{name:<24}{s.worker_tasks[w]:>8}{_t(b):>12}{_t(idle[w]):>12}")
+    return "\n".join(lines) + "\n"

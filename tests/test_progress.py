@@ -1,0 +1,53 @@
+"""Progress lines: drawn on a terminal, silent in CI and pipes."""
+
+import io
+
+import pytest
+
+from pto_core.progress import Progress, progress_enabled, scons_progress_callback
+
+
+class FakeTTY(io.StringIO):
+    def isatty(self):
+        return True
+
+
+@pytest.fixture(autouse=True)
+def plain_env(monkeypatch):
+    for var in ("CI", "PTO_PROGRESS", "TERM"):
+        monkeypatch.delenv(var, raising=False)
+
+
+def test_terminal_gets_a_self_overwriting_line_that_is_cleared():
+    out = FakeTTY()
+    with Progress(3, "compile", stream=out, interval=0) as p:
+        for name in ("rowmax", "rowsum", "exp"):
+            p.advance(item=name)
+    text = out.getvalue()
+    assert "[1/3] compile: rowmax" in text and "[3/3] compile: exp" in text
+    assert "\n" not in text and text.endswith("\r")
+
+
+def test_pipe_and_ci_stay_silent(monkeypatch):
+    pipe = io.StringIO()
+    with Progress(2, "x", stream=pipe, interval=0) as p:
+        p.advance(2)
+    assert pipe.getvalue() == "" and p.done == 2
+    monkeypatch.setenv("CI", "true")
+    assert not progress_enabled(FakeTTY())
+    assert scons_progress_callback(FakeTTY()) is None
+
+
+def test_environment_can_force_progress_on_or_off(monkeypatch):
+    monkeypatch.setenv("PTO_PROGRESS", "1")
+    assert progress_enabled(io.StringIO())
+    monkeypatch.setenv("PTO_PROGRESS", "0")
+    assert not progress_enabled(FakeTTY())
+
+
+def test_scons_callback_shows_the_node_on_a_terminal():
+    out = FakeTTY()
+    cb = scons_progress_callback(out)
+    cb.progress.interval = 0
+    cb("build/arm64/softmax.o")
+    assert "scons: build/arm64/softmax.o" in out.getvalue()
