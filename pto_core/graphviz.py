@@ -38,7 +38,8 @@ _PALETTE = ("#cfe2f3", "#d9ead3", "#fff2cc", "#f4cccc", "#d9d2e9", "#fce5cd", "#
 
 @dataclass(frozen=True)
 class Group:
-    """Tasks drawn as one node: same function, dependency levels ``lo..hi``."""
+    """Tasks drawn as one node: same function, dependency levels ``lo..hi``; ``iterations`` > 1
+    when the band is a run of repeating levels (a loop whose iterations depend on each other)."""
 
     key: str
     func: str
@@ -46,6 +47,7 @@ class Group:
     hi: int
     tasks: tuple[int, ...]
     buffer_bytes: int          # sum over the tasks
+    iterations: int = 1
 
 
 def _kb(nbytes: float) -> str:
@@ -59,11 +61,40 @@ def _q(s: str) -> str:
     return '"' + s.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
 
 
+def level_bands(signatures: list[tuple[str, ...]], max_period: int = 8,
+                min_repeats: int = 3) -> list[tuple[int, int, int]]:
+    """Split levels into bands ``(lo, hi, iterations)``. A run where the same sequence of
+    per-level function sets repeats at least ``min_repeats`` times (a loop carried from one
+    iteration to the next, e.g. score -> softmax -> pv per key block) becomes one band; any
+    other level is a band of its own.
+
+    >>> level_bands([("a",), ("s",), ("p",), ("s",), ("p",), ("s",), ("p",), ("z",)])
+    [(0, 0, 1), (1, 6, 3), (7, 7, 1)]
+    """
+    bands, lvl, n = [], 0, len(signatures)
+    while lvl < n:
+        best = (1, 1)                                   # (period, repeats)
+        for p in range(1, max_period + 1):
+            reps = 1
+            while (lvl + (reps + 1) * p <= n and
+                   signatures[lvl + reps * p: lvl + (reps + 1) * p] == signatures[lvl: lvl + p]):
+                reps += 1
+            if reps >= min_repeats and p * reps > best[0] * best[1]:
+                best = (p, reps)
+        p, reps = best
+        if reps < min_repeats:
+            p, reps = 1, 1
+        bands.append((lvl, lvl + p * reps - 1, reps))
+        lvl += p * reps
+    return bands
+
+
 def group_tasks(graph: TaskGraph, mode: str = "level",
                 max_nodes: int = DEFAULT_GROUP_THRESHOLD) -> list[Group]:
-    """Partition tasks into groups: ``"level"`` by (function, level band), ``"function"`` by
-    function alone. Level bands widen (1, 2, 3, ... levels) until at most ``max_nodes`` groups
-    remain or bands span the whole graph.
+    """Partition tasks into groups. ``"function"``: by function alone. ``"level"``: by
+    function and band of dependency levels, where a band is one level or a recognised loop
+    (see :func:`level_bands`); while there are more than ``max_nodes`` groups, neighbouring
+    bands are merged (2, 3, ... at a time).
 
     >>> g = TaskGraph.build([("a", 0), ("a", 0), ("b", 0)], [(0, 2), (1, 2)])
     >>> [(x.func, len(x.tasks)) for x in group_tasks(g)]
@@ -72,23 +103,30 @@ def group_tasks(graph: TaskGraph, mode: str = "level",
     levels = graph.levels()
     depth = max(levels, default=0) + 1
     if mode == "function":
-        bands = [depth]
+        bands = [(0, depth - 1, 1)]
     elif mode == "level":
-        bands = list(range(1, depth + 1))
+        funcs_at: list[set[str]] = [set() for _ in range(depth)]
+        for t, lvl in zip(graph.tasks, levels):
+            funcs_at[lvl].add(t.func)
+        bands = level_bands([tuple(sorted(f)) for f in funcs_at])
     else:
         raise PTOError(f"unknown grouping '{mode}' (use level or function)")
-    for width in bands:
+    for width in range(1, len(bands) + 1):
+        merged = [(bands[i][0], bands[min(i + width, len(bands)) - 1][1],
+                   sum(b[2] for b in bands[i:i + width]) if width == 1 else 1)
+                  for i in range(0, len(bands), width)]
+        band_of = [0] * depth
+        for k, (lo, hi, _) in enumerate(merged):
+            band_of[lo:hi + 1] = [k] * (hi - lo + 1)
         members: dict[tuple[str, int], list[int]] = defaultdict(list)
         for t, lvl in zip(graph.tasks, levels):
-            members[(t.func, lvl // width)].append(t.id)
-        if len(members) <= max_nodes or width == bands[-1]:
+            members[(t.func, band_of[lvl])].append(t.id)
+        if len(members) <= max_nodes:
             break
     buf = {t.id: t.buffer_bytes for t in graph.tasks}
-    out = []
-    for k, ((func, band), ids) in enumerate(members.items()):
-        lo, hi = band * width, min(band * width + width, depth) - 1
-        out.append(Group(f"g{k}", func, lo, hi, tuple(ids), sum(buf[i] for i in ids)))
-    return out
+    return [Group(f"g{k}", func, merged[band][0], merged[band][1], tuple(ids),
+                  sum(buf[i] for i in ids), merged[band][2])
+            for k, ((func, band), ids) in enumerate(members.items())]
 
 
 def to_dot(graph: TaskGraph, *, group: str = "auto",
@@ -123,6 +161,8 @@ def to_dot(graph: TaskGraph, *, group: str = "auto",
         for g in groups:
             n = len(g.tasks)
             lv = f"level {g.lo}" if g.lo == g.hi else f"levels {g.lo}-{g.hi}"
+            if g.iterations > 1:
+                lv += f", {g.iterations} iterations"
             size = _kb(g.buffer_bytes / n) + (" each" if n > 1 else "")
             label = f"{g.func}  \u00d7{n}\n{lv}\n{size}"
             lines.append(f"  {g.key} [label={_q(label)}, fillcolor={_q(colour[g.func])}, "

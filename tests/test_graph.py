@@ -135,3 +135,22 @@ def test_fused_softmax_program_graph_matches_its_structure(tmp_path):
     assert len(g.edges) == 40 and all(a // 5 == b // 5 for a, b in g.edges)
     assert max(g.levels()) == 4
     assert parse_dump(format_dump(g)) == g
+
+
+def test_loop_carried_levels_collapse_into_one_band_per_function():
+    # per block: a -> then a chain s0 -> p0 -> s1 -> p1 ... (like score/pv over key blocks)
+    tasks, edges = [("a", 0)], []
+    prev = 0
+    for i in range(20):
+        for f in ("s", "p"):
+            tasks.append((f, 0))
+            edges.append((prev, len(tasks) - 1))
+            prev = len(tasks) - 1
+    tasks.append(("z", 0))
+    edges.append((prev, len(tasks) - 1))
+    g = TaskGraph.build(tasks, edges)
+    groups = group_tasks(g, "level")
+    assert [(x.func, len(x.tasks), x.iterations) for x in groups] == \
+           [("a", 1, 1), ("s", 20, 20), ("p", 20, 20), ("z", 1, 1)]
+    dot = to_dot(g, group="level")
+    assert "20 iterations" in dot

@@ -59,89 +59,31 @@ def run(args: argparse.Namespace) -> int:
 
 
 # ---------------------------------------------------------------------- programs
-def program_calls(module: Any, scalars: dict[str, Any]) -> list[tuple[str, int, list[tuple]]]:
-    """The InCore calls the entry orchestration function makes, in order, as
-    ``(callee, buffer_bytes, [(tensor, row0, col0, rows, cols, mode)])`` with element regions
-    (CALL offsets count whole footprints). Handles FOR, IF and nested orchestration calls with
-    literal or scalar-parameter operands; scalar arithmetic is beyond this walker."""
-    from ..analysis import buffer_bytes, footprint, param_modes
-    from ..ir import Call, For, If, Instr, MemRefType, Return
-
-    fns = module.functions
-    out: list[tuple[str, int, list[tuple]]] = []
-
-    def val(v: Any, env: dict[str, Any], fn: str) -> int:
-        if isinstance(v, (int, float)):
-            return int(v)
-        if v in env:
-            return int(env[v])
-        raise PTOError(f"'{v}' has no value: pass it with --set {v}=N", function=fn)
-
-    def walk(body: Any, env: dict[str, Any], names: dict[str, str], fn: str) -> None:
-        for s in body:
-            if isinstance(s, For):
-                for i in range(val(s.start, env, fn), val(s.end, env, fn), val(s.step, env, fn)):
-                    walk(s.body, {**env, s.var: i}, names, fn)
-            elif isinstance(s, If):
-                walk(s.then_body if val(s.cond, env, fn) else s.else_body, env, names, fn)
-            elif isinstance(s, Call):
-                callee = fns[s.callee]
-                if not callee.is_incore:
-                    sub_env, sub_names = {}, {}
-                    for a in s.args:
-                        p = callee.param(a.param)
-                        if p is not None and isinstance(p.type, MemRefType):
-                            sub_names[a.param] = names.get(a.value, a.value)
-                        else:
-                            sub_env[a.param] = val(a.value, env, fn)
-                    walk(callee.body, sub_env, sub_names, callee.name)
-                    continue
-                modes = param_modes(callee, module)
-                regions = []
-                for a in s.args:
-                    if modes.get(a.param, "none") == "none":
-                        continue
-                    rows, cols = footprint(callee, a.param, module)
-                    r = val(a.row, env, fn) if a.row is not None else 0
-                    c = val(a.col, env, fn) if a.col is not None else 0
-                    regions.append((names.get(a.value, a.value), r * rows, c * cols, rows, cols,
-                                    modes[a.param]))
-                out.append((callee.name, buffer_bytes(callee), regions))
-            elif isinstance(s, Return):
-                return
-            elif isinstance(s, Instr):
-                raise PTOError("scalar instructions in orchestration are not supported when "
-                               "drawing a program; draw a runtime dump instead",
-                               function=fn, instruction=str(s))
-
-    entry = module.entry
-    if entry is None:
-        raise PTOError(f"module '{module.name}' has no entry function")
-    walk(fns[entry].body, dict(scalars), {}, entry)
-    return out
-
-
 def program_dump(module: Any, scalars: dict[str, Any]) -> str:
-    """Runtime dump of the task graph ``module``'s entry function builds with ``scalars``:
-    the calls are submitted to the C runtime in dry-run mode (no kernel runs)."""
+    """Runtime dump of the task graph ``module``'s entry function builds with ``scalars``: the
+    calls the reference's :func:`~pto_core.reference.trace_calls` finds are submitted to the C
+    runtime in dry-run mode (no kernel runs), so dependencies follow the runtime's own rule."""
     import numpy as np
 
+    from ..analysis import buffer_bytes
+    from ..reference import trace_calls
     from ..runtime import Runtime
 
-    calls = program_calls(module, scalars)
+    calls = list(trace_calls(module, scalars))
     extent: dict[str, tuple[int, int]] = {}
-    for _, _, regions in calls:
-        for name, r0, c0, rows, cols, _ in regions:
-            er, ec = extent.get(name, (0, 0))
-            extent[name] = (max(er, r0 + rows), max(ec, c0 + cols))
+    for tc in calls:
+        for r in tc.regions:
+            er, ec = extent.get(r.tensor, (0, 0))
+            extent[r.tensor] = (max(er, r.row_off + r.rows), max(ec, r.col_off + r.cols))
     # one byte per element is enough: dependencies depend only on element regions
     arrays = {n: np.zeros(shape, np.uint8) for n, shape in extent.items()}
     add = {"in": "add_input", "out": "add_output", "inout": "add_inout"}
+    nbytes = {name: buffer_bytes(fn) for name, fn in module.functions.items()}
     with Runtime(num_workers=0, record_graph=True, dry_run=True) as rt:
-        for callee, nbytes, regions in calls:
-            t = rt.task(callee, None, buffer_bytes=nbytes)
-            for name, r0, c0, rows, cols, mode in regions:
-                getattr(rt, add[mode])(t, arrays[name], r0, c0, rows, cols)
+        for tc in calls:
+            t = rt.task(tc.callee, None, buffer_bytes=nbytes[tc.callee])
+            for r in tc.regions:
+                getattr(rt, add[r.mode])(t, arrays[r.tensor], r.row_off, r.col_off, r.rows, r.cols)
             rt.submit(t)
         rt.run()
         return rt.dump()
