@@ -9,7 +9,7 @@ call (a task) with the element regions it reads and writes.
 >>> m = PTOModule("m")
 >>> _ = (PTOFunctionBuilder("twice", module=m).in_core()
 ...      .memref("x", M.GLOBAL, T.F32).memref("y", M.GLOBAL, T.F32)
-...      .tile("t", 2, 4, T.F32).load("t", "x").adds("t", "t", "t").store("y", "t").build())
+...      .tile("t", 2, 4, T.F32).load("t", "x").add("t", "t", "t").store("y", "t").build())
 >>> out = run_module(m, {"x": np.ones((2, 4), np.float32), "y": np.zeros((2, 4), np.float32)})
 >>> out["y"].tolist()[0]
 [2.0, 2.0, 2.0, 2.0]

@@ -226,7 +226,7 @@ def launch(target: str, module: Module, tensors: dict[str, np.ndarray], scalars:
     return dict(result) if result is not None else arrays
 
 
-def _call_numpy_reference(program: Program, inputs: dict[str, np.ndarray],
+def call_numpy_reference(program: Program, inputs: dict[str, np.ndarray],
                           scalars: dict[str, Any]) -> dict[str, np.ndarray]:
     ref = program.numpy_reference
     values = {**{n: a.copy() for n, a in inputs.items()}, **scalars}
@@ -293,7 +293,7 @@ def run(args: argparse.Namespace) -> int:
         if program.numpy_reference is None:
             print("check: the program has no numpy_reference to compare the reference with")
             return 0
-        expected = _call_numpy_reference(program, inputs, scalars)
+        expected = call_numpy_reference(program, inputs, scalars)
         print("check against numpy_reference:")
     else:
         expected = run_module(module, inputs, scalars, entry=entry)

@@ -1,0 +1,156 @@
+"""`pto run`: examples checked against numpy, --set/--shape/--save, clear errors."""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from pto_core.cli import main
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+
+
+def pto_run(capsys, *argv) -> tuple[int, str, str]:
+    rc = main(["run", *map(str, argv)])
+    out = capsys.readouterr()
+    return rc, out.out, out.err
+
+
+@pytest.mark.parametrize("example,sets", [
+    ("fused_softmax.py", ["num_tiles=8"]),
+    ("fused_softmax.py", ["num_tiles=1"]),
+    ("rowmax.py", ["num_tiles=5"]),
+    ("bgemm.py", ["batch=2", "k_tiles=2"]),
+])
+def test_examples_pass_check_against_numpy(capsys, example, sets):
+    args = [EXAMPLES / example, "--check"]
+    for s in sets:
+        args += ["--set", s]
+    rc, out, err = pto_run(capsys, *args)
+    assert rc == 0, out + err
+    assert "check against numpy_reference" in out
+    assert re.search(r"overall: max_abs_err=\S+ max_rel_err=\S+\s+OK", out)
+
+
+def test_set_changes_the_shapes(capsys):
+    rc, out, _ = pto_run(capsys, EXAMPLES / "rowmax.py", "--set", "num_tiles=3")
+    assert rc == 0
+    assert re.search(r"input\s+24x128", out) and re.search(r"output\s+24x1\b", out)
+
+
+def test_stats_counts_tasks_on_the_reference_target(capsys):
+    rc, out, _ = pto_run(capsys, EXAMPLES / "fused_softmax.py", "--set", "num_tiles=3", "--stats")
+    assert rc == 0 and "tasks: 15" in out
+
+
+def test_unknown_scalar_is_rejected(capsys):
+    rc, _, err = pto_run(capsys, EXAMPLES / "rowmax.py", "--set", "tiles=3")
+    assert rc == 1 and "no scalar parameter named tiles" in err and "num_tiles" in err
+
+
+def write(tmp_path: Path, name: str, text: str) -> Path:
+    p = tmp_path / name
+    p.write_text(textwrap.dedent(text))
+    return p
+
+
+PROGRAM = """
+from pto_core import ElementType as T, MemorySpace as M, PTOFunctionBuilder, PTOModule
+
+def build_module():
+    m = PTOModule("p")
+    (PTOFunctionBuilder("twice", module=m).in_core()
+     .memref("x", M.GLOBAL, T.F32).memref("y", M.GLOBAL, T.F32).tile("t", 4, 8, T.F32)
+     .load("t", "x").add("t", "t", "t").store("y", "t").build())
+    (PTOFunctionBuilder("orch", module=m).not_in_core()
+     .memref("x", M.GLOBAL, T.F32).memref("y", M.GLOBAL, T.F32).scalar("n", T.I32)
+     .for_loop("i", 0, "n", 1).call("twice", {"x": ("x", "i", COL), "y": ("y", "i", COL)})
+     .end_for().build())
+    return m
+
+INPUTS = ("x",)
+
+def numpy_reference(x):
+    return {"y": x * FACTOR}
+"""
+
+
+def program(tmp_path, col=0, factor=2, defaults="") -> Path:
+    text = PROGRAM.replace("COL", str(col)).replace("FACTOR", str(factor)) + defaults
+    return write(tmp_path, "prog.py", text)
+
+
+def test_missing_scalar_lists_what_to_set(tmp_path, capsys):
+    rc, _, err = pto_run(capsys, program(tmp_path))
+    assert rc == 1 and "no value for scalar parameter(s) n" in err and "--set n=VALUE" in err
+
+
+def test_defaults_supply_scalars(tmp_path, capsys):
+    rc, out, _ = pto_run(capsys, program(tmp_path, defaults="DEFAULTS = {'n': 3}\n"), "--check")
+    assert rc == 0 and "n=3" in out and re.search(r"x\s+12x8", out)
+
+
+def test_wrong_numpy_reference_is_a_mismatch_with_nonzero_exit(tmp_path, capsys):
+    rc, out, _ = pto_run(capsys, program(tmp_path, factor=3), "--set", "n=2", "--check")
+    assert rc == 1 and "MISMATCH" in out
+
+
+def test_ambiguous_width_error_names_the_shape_to_add(tmp_path, capsys):
+    prog = program(tmp_path, col=1)
+    rc, _, err = pto_run(capsys, prog, "--set", "n=2")
+    assert rc == 1 and "width of tensor" in err and "--shape x=8x16" in err
+    rc, out, err = pto_run(capsys, prog, "--set", "n=2", "--shape", "x=8x16", "--shape", "y=8x24")
+    assert rc == 0, err
+    assert re.search(r"x\s+8x16", out) and re.search(r"y\s+8x24", out)
+
+
+def test_bad_shape_syntax(tmp_path, capsys):
+    rc, _, err = pto_run(capsys, program(tmp_path), "--set", "n=1", "--shape", "x=8by8")
+    assert rc == 1 and "NAME=RxC" in err
+
+
+def test_save_writes_every_tensor(tmp_path, capsys):
+    out_dir = tmp_path / "out"
+    rc, _, _ = pto_run(capsys, program(tmp_path), "--set", "n=2", "--seed", "7",
+                       "--save", out_dir)
+    assert rc == 0
+    x, y = np.load(out_dir / "x.npy"), np.load(out_dir / "y.npy")
+    assert x.shape == (8, 8) and np.array_equal(y, x + x)
+
+
+def test_seed_changes_the_inputs(tmp_path, capsys):
+    prog = program(tmp_path)
+    for seed in (1, 2):
+        assert pto_run(capsys, prog, "--set", "n=1", "--seed", seed, "--save",
+                       tmp_path / str(seed))[0] == 0
+    assert not np.array_equal(np.load(tmp_path / "1" / "x.npy"), np.load(tmp_path / "2" / "x.npy"))
+
+
+def test_other_target_without_a_driver_is_a_clear_error(tmp_path, capsys, monkeypatch):
+    import importlib
+    real_im = importlib.import_module
+    monkeypatch.setattr(importlib, "import_module",
+                        lambda n, *a: (_ for _ in ()).throw(ImportError("simulated: no driver"))
+                        if n == "pto_core.codegen.driver" else real_im(n, *a))
+    rc, _, err = pto_run(capsys, program(tmp_path), "--set", "n=1", "--target", "somecpu")
+    assert rc == 1 and "target 'somecpu'" in err and "simulated: no driver" in err
+
+
+@pytest.mark.skipif(importlib.util.find_spec("pto_core.asm") is None,
+                    reason="pto_core.asm (the .pto parser) is not available")
+def test_a_pto_file_runs_and_derives_its_shapes(tmp_path, capsys):
+    from pto_core.asm import print_module
+    from pto_core.program import load_program
+    text = print_module(load_program(EXAMPLES / "fused_softmax.py").module)
+    pto = write(tmp_path, "softmax.pto", text)
+    rc, out, err = pto_run(capsys, pto, "--set", "num_tiles=2", "--check", "--save", tmp_path / "o")
+    assert rc == 0, err
+    assert "no numpy_reference" in out and re.search(r"input\s+16x128", out)
+    x, y = np.load(tmp_path / "o" / "input.npy"), np.load(tmp_path / "o" / "output.npy")
+    e = np.exp(x - x.max(axis=1, keepdims=True))
+    np.testing.assert_allclose(y, e / e.sum(axis=1, keepdims=True), rtol=1e-5, atol=1e-6)

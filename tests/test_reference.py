@@ -1,0 +1,471 @@
+"""The numpy reference interpreter: every op against a direct numpy computation (exact for f32),
+f16/bf16 rounding, orchestration control flow, scalars, CALL offsets and trace_calls."""
+
+from __future__ import annotations
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+from pto_core import ElementType, MemorySpace, PTOError, PTOFunctionBuilder, PTOModule
+from pto_core.ir import OPS, Category
+from pto_core.reference import Region, numpy_dtype, run_module, trace_calls
+
+T = ElementType
+GM = MemorySpace.GLOBAL
+F32, F16, BF16, I32 = T.F32, T.F16, T.BF16, T.I32
+BF = ml_dtypes.bfloat16
+R, C = 4, 16
+GELU_C = np.float32(0.7978845608028654)
+
+
+def rng_tile(seed: int, shape=(R, C), dtype=np.float32, positive=False) -> np.ndarray:
+    x = np.random.default_rng(seed).standard_normal(shape).astype(np.float32)
+    if positive:
+        x = np.abs(x) + np.float32(0.25)
+    return x.astype(dtype)
+
+
+def kernel(op: str, a_shape, b_shape=None, dst_shape=None, dtype=F32, dst_dtype=None,
+           extra=None, scalar=None, acc=False) -> PTOModule:
+    """A module whose entry is one InCore function: load a (and b), apply ``op``, store."""
+    dst_dtype = dst_dtype or dtype
+    dst_shape = dst_shape or a_shape
+    m = PTOModule("t")
+    b = (PTOFunctionBuilder("k", module=m).in_core()
+         .memref("a", GM, dtype).memref("out", GM, dst_dtype)
+         .tile("ta", *a_shape, dtype).tile("td", *dst_shape, dst_dtype))
+    args = ["td", "ta"]
+    if b_shape is not None:
+        b.memref("b", GM, dtype).tile("tb", *b_shape, dtype)
+        args.append("tb")
+    if acc:
+        b.memref("acc", GM, dst_dtype).tile("tacc", *dst_shape, dst_dtype).load("tacc", "acc")
+        args.insert(1, "tacc")
+    if scalar is not None:
+        if isinstance(scalar, str):
+            b.scalar(scalar, F32, param=True)
+        args.append(scalar)
+    b.load("ta", "a")
+    if b_shape is not None:
+        b.load("tb", "b")
+    getattr(b, OPS[op].method)(*args, **(extra or {}))
+    b.store("out", "td").build()
+    return m
+
+
+def run_op(m: PTOModule, out_shape, out_dtype=np.float32, scalars=None, **inputs) -> np.ndarray:
+    tensors = dict(inputs, out=np.zeros(out_shape, out_dtype))
+    return run_module(m, tensors, scalars or {})["out"]
+
+
+# ---------------------------------------------------------------------------------------------
+# element-wise ops, f32, exact
+# ---------------------------------------------------------------------------------------------
+
+ONE = np.float32(1)
+EXPECT_UNARY = {
+    "TEXP": np.exp, "TLOG": np.log, "TSQRT": np.sqrt, "TRSQRT": lambda a: ONE / np.sqrt(a),
+    "TRECIP": lambda a: ONE / a, "TABS": np.abs, "TNEG": np.negative,
+    "TRELU": lambda a: np.maximum(a, np.float32(0)),
+    "TSILU": lambda a: a / (ONE + np.exp(-a)),
+    "TGELU": lambda a: np.float32(0.5) * a * (ONE + np.tanh(GELU_C * (a + np.float32(0.044715) * (a * a * a)))),
+}
+EXPECT_BINARY = {"TADD": np.add, "TSUB": np.subtract, "TMUL": np.multiply, "TDIV": np.divide,
+                 "TMAX": np.maximum, "TMIN": np.minimum}
+EXPECT_SCALAR = {"TADDS": np.add, "TSUBS": np.subtract, "TMULS": np.multiply,
+                 "TDIVS": np.divide, "TMAXS": np.maximum}
+EXPECT_EXPAND = {"ADD": np.add, "SUB": np.subtract, "MUL": np.multiply, "DIV": np.divide}
+EXPECT_REDUCE = {"TROWSUM": lambda a: np.sum(a, axis=1, keepdims=True),
+                 "TROWMAX": lambda a: np.max(a, axis=1, keepdims=True),
+                 "TROWMIN": lambda a: np.min(a, axis=1, keepdims=True),
+                 "TCOLSUM": lambda a: np.sum(a, axis=0, keepdims=True),
+                 "TCOLMAX": lambda a: np.max(a, axis=0, keepdims=True)}
+
+
+def test_every_table_op_has_a_numpy_expectation_here():
+    covered = (set(EXPECT_UNARY) | set(EXPECT_BINARY) | set(EXPECT_SCALAR) | set(EXPECT_REDUCE)
+               | {f"T{d}EXPAND{k}" for d in ("ROW", "COL") for k in EXPECT_EXPAND}
+               | {"TROWEXPAND", "TLOAD", "TSTORE", "TMATMUL", "TMATMUL_ACC", "TTRANS", "TCVT"})
+    tile_ops = {n for n, d in OPS.items() if d.category is not Category.SCALAR}
+    assert tile_ops - covered == set()
+
+
+@pytest.mark.parametrize("op", sorted(EXPECT_UNARY))
+def test_unary_op_equals_numpy_f32_exactly(op):
+    a = rng_tile(1, positive=op in ("TLOG", "TSQRT", "TRSQRT"))
+    got = run_op(kernel(op, (R, C)), (R, C), a=a)
+    want = EXPECT_UNARY[op](a)
+    assert got.dtype == np.float32 and want.dtype == np.float32
+    np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("op", sorted(EXPECT_BINARY))
+def test_binary_op_equals_numpy_f32_exactly(op):
+    a, b = rng_tile(2), rng_tile(3)
+    got = run_op(kernel(op, (R, C), (R, C)), (R, C), a=a, b=b)
+    np.testing.assert_array_equal(got, EXPECT_BINARY[op](a, b))
+
+
+@pytest.mark.parametrize("op", sorted(EXPECT_SCALAR))
+@pytest.mark.parametrize("how", ["literal", "scalar_param"])
+def test_tile_scalar_op_casts_the_scalar_to_f32(op, how):
+    a = rng_tile(4)
+    s = 0.1    # not exact in f32: computing in f64 would give a different result
+    if how == "literal":
+        got = run_op(kernel(op, (R, C), scalar=s), (R, C), a=a)
+    else:
+        got = run_op(kernel(op, (R, C), scalar="s"), (R, C), scalars={"s": s}, a=a)
+    np.testing.assert_array_equal(got, EXPECT_SCALAR[op](a, np.float32(s)))
+
+
+@pytest.mark.parametrize("kind", sorted(EXPECT_EXPAND))
+def test_row_expand_broadcasts_b_over_columns(kind):
+    a, b = rng_tile(5), rng_tile(6, (R, 1), positive=True)
+    got = run_op(kernel(f"TROWEXPAND{kind}", (R, C), (R, 1)), (R, C), a=a, b=b)
+    np.testing.assert_array_equal(got, EXPECT_EXPAND[kind](a, b))
+
+
+@pytest.mark.parametrize("kind", sorted(EXPECT_EXPAND))
+def test_col_expand_broadcasts_b_over_rows(kind):
+    a, b = rng_tile(7), rng_tile(8, (1, C), positive=True)
+    got = run_op(kernel(f"TCOLEXPAND{kind}", (R, C), (1, C)), (R, C), a=a, b=b)
+    np.testing.assert_array_equal(got, EXPECT_EXPAND[kind](a, b))
+
+
+def test_rowexpand_copies_the_column_into_every_column():
+    m = PTOModule("t")
+    (PTOFunctionBuilder("k", module=m).in_core()
+     .memref("a", GM, F32).memref("out", GM, F32)
+     .tile("ta", R, 1, F32).tile("td", R, C, F32)
+     .load("ta", "a").rowexpand("td", "ta").store("out", "td").build())
+    a = rng_tile(9, (R, 1))
+    got = run_op(m, (R, C), a=a)
+    np.testing.assert_array_equal(got, np.repeat(a, C, axis=1))
+
+
+@pytest.mark.parametrize("op", sorted(EXPECT_REDUCE))
+def test_reduction_equals_numpy_f32_exactly(op):
+    a = rng_tile(10, (8, 64))
+    shape = (8, 1) if "ROW" in op else (1, 64)
+    got = run_op(kernel(op, (8, 64), dst_shape=shape), shape, a=a)
+    np.testing.assert_array_equal(got, EXPECT_REDUCE[op](a))
+
+
+def test_matmul_f32_equals_numpy_matmul():
+    a, b = rng_tile(11, (8, 16)), rng_tile(12, (16, 4))
+    got = run_op(kernel("TMATMUL", (8, 16), (16, 4), dst_shape=(8, 4)), (8, 4), a=a, b=b)
+    np.testing.assert_array_equal(got, a @ b)
+
+
+def test_matmul_acc_adds_the_product_to_acc():
+    a, b, acc = rng_tile(13, (8, 16)), rng_tile(14, (16, 4)), rng_tile(15, (8, 4))
+    m = kernel("TMATMUL_ACC", (8, 16), (16, 4), dst_shape=(8, 4), acc=True)
+    got = run_op(m, (8, 4), a=a, b=b, acc=acc)
+    np.testing.assert_array_equal(got, acc + a @ b)
+
+
+@pytest.mark.parametrize("dt", [F16, BF16])
+def test_matmul_of_16_bit_inputs_accumulates_in_f32(dt):
+    nd = numpy_dtype(dt)
+    a, b = rng_tile(16, (8, 64), nd), rng_tile(17, (64, 8), nd)
+    want = a.astype(np.float32) @ b.astype(np.float32)
+    got = run_op(kernel("TMATMUL", (8, 64), (64, 8), dst_shape=(8, 8), dtype=dt, dst_dtype=F32),
+                 (8, 8), a=a, b=b)
+    np.testing.assert_array_equal(got, want)
+    # a 16-bit destination gets the f32 result rounded once
+    got16 = run_op(kernel("TMATMUL", (8, 64), (64, 8), dst_shape=(8, 8), dtype=dt),
+                   (8, 8), nd, a=a, b=b)
+    assert got16.dtype == nd
+    np.testing.assert_array_equal(got16, want.astype(nd))
+
+
+def test_transpose():
+    a = rng_tile(18, (4, 8))
+    got = run_op(kernel("TTRANS", (4, 8), dst_shape=(8, 4)), (8, 4), a=a)
+    np.testing.assert_array_equal(got, a.T)
+
+
+def test_convert_float_to_int_rounds_half_to_even_and_saturates():
+    a = np.array([[0.5, 1.5, 2.5, -0.5, -1.5, 2.7, -2.7, 1e10, -1e10, np.nan, np.inf, 3.0]],
+                 np.float32)
+    got = run_op(kernel("TCVT", (1, 12), dtype=F32, dst_dtype=I32), (1, 12), np.int32, a=a)
+    imax, imin = np.iinfo(np.int32).max, np.iinfo(np.int32).min
+    assert got.tolist() == [[0, 2, 2, 0, -2, 3, -3, imax, imin, 0, imax, 3]]
+
+
+def test_convert_int_to_narrower_int_saturates():
+    a = np.array([[300, -300, 5, -5]], np.int32)
+    got = run_op(kernel("TCVT", (1, 4), dtype=I32, dst_dtype=T.I8), (1, 4), np.int8, a=a)
+    assert got.tolist() == [[127, -128, 5, -5]]
+
+
+@pytest.mark.parametrize("dt", [F16, BF16])
+def test_convert_f32_to_16_bit_rounds_to_nearest(dt):
+    a = rng_tile(19)
+    nd = numpy_dtype(dt)
+    got = run_op(kernel("TCVT", (R, C), dtype=F32, dst_dtype=dt), (R, C), nd, a=a)
+    np.testing.assert_array_equal(got, a.astype(nd))
+
+
+# ---------------------------------------------------------------------------------------------
+# f16 / bf16: each instruction computes in f32 and rounds its result once
+# ---------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("dt", [F16, BF16])
+@pytest.mark.parametrize("op", ["TADD", "TMUL", "TDIV"])
+def test_16_bit_binary_op_rounds_the_f32_result(dt, op):
+    nd = numpy_dtype(dt)
+    a, b = rng_tile(20, dtype=nd), rng_tile(21, dtype=nd)
+    got = run_op(kernel(op, (R, C), (R, C), dtype=dt), (R, C), nd, a=a, b=b)
+    assert got.dtype == nd
+    want = EXPECT_BINARY[op](a.astype(np.float32), b.astype(np.float32)).astype(nd)
+    np.testing.assert_array_equal(got, want)
+
+
+def test_bf16_silu_rounds_once_per_instruction_not_per_subexpression():
+    a = rng_tile(22, (8, 64), BF)
+    got = run_op(kernel("TSILU", (8, 64), dtype=BF16), (8, 64), BF, a=a)
+    af = a.astype(np.float32)
+    once = (af / (ONE + np.exp(-af))).astype(BF)
+    np.testing.assert_array_equal(got, once)
+    # rounding every sub-expression to bf16 gives different numbers: the rule matters
+    e = np.exp((-a).astype(np.float32)).astype(BF)
+    each = (af / (ONE + e.astype(np.float32)).astype(BF).astype(np.float32)).astype(BF)
+    assert np.any(each != once)
+
+
+@pytest.mark.parametrize("dt", [F16, BF16])
+def test_16_bit_rowsum_accumulates_in_f32_and_rounds_once(dt):
+    nd = numpy_dtype(dt)
+    a = rng_tile(23, (4, 128), nd)
+    got = run_op(kernel("TROWSUM", (4, 128), dst_shape=(4, 1), dtype=dt), (4, 1), nd, a=a)
+    np.testing.assert_array_equal(got, a.astype(np.float32).sum(axis=1, keepdims=True).astype(nd))
+
+
+def test_integer_tiles_divide_like_c():
+    a = np.array([[-7, 7, -7, 7]], np.int32)
+    b = np.array([[2, 2, -2, -2]], np.int32)
+    got = run_op(kernel("TDIV", (1, 4), (1, 4), dtype=I32), (1, 4), np.int32, a=a, b=b)
+    assert got.tolist() == [[-3, 3, 3, -3]]
+
+
+def test_integer_tile_division_by_zero_is_an_error():
+    a = np.ones((1, 4), np.int32)
+    with pytest.raises(PTOError, match="division by zero"):
+        run_op(kernel("TDIV", (1, 4), (1, 4), dtype=I32), (1, 4), np.int32, a=a,
+               b=np.zeros((1, 4), np.int32))
+
+
+# ---------------------------------------------------------------------------------------------
+# InCore control flow, tile offsets and inlined calls
+# ---------------------------------------------------------------------------------------------
+
+def test_incore_loop_with_tile_offsets_and_an_inlined_call():
+    m = PTOModule("t")
+    (PTOFunctionBuilder("double_tile", module=m).in_core()
+     .memref("src", GM, F32).memref("dst", GM, F32).tile("x", 2, 4, F32)
+     .load("x", "src", 0, 1).add("x", "x", "x").store("dst", "x", 1, 0).build())
+    (PTOFunctionBuilder("k", module=m).in_core()
+     .memref("a", GM, F32).memref("out", GM, F32).memref("side", GM, F32)
+     .tile("x", 2, 4, F32)
+     .for_loop("j", 0, 3, 1)
+        .load("x", "a", 0, "j").muls("x", "x", 3.0).store("out", "x", 0, "j")
+     .end_for()
+     .call("double_tile", {"src": "a", "dst": "side"})
+     .build())
+    m.set_entry("k")
+    a = rng_tile(24, (2, 12))
+    out = run_module(m, {"a": a, "out": np.zeros((2, 12), np.float32),
+                         "side": np.zeros((4, 4), np.float32)})
+    np.testing.assert_array_equal(out["out"], a * np.float32(3))
+    np.testing.assert_array_equal(out["side"][2:4], a[:, 4:8] + a[:, 4:8])
+    assert not out["side"][0:2].any()
+
+
+# ---------------------------------------------------------------------------------------------
+# Orchestration: loops, IF, scalars, offsets, nested calls
+# ---------------------------------------------------------------------------------------------
+
+def emit_module(body, scalar_decls=(("x", I32),), params=()) -> PTOModule:
+    """Orchestration ``orch(out)`` that runs ``body(builder)`` and may call ``put(out, v)``,
+    which writes ``v`` (as f32) into the 1x1 tile of ``out`` at tile row ``idx``."""
+    m = PTOModule("t")
+    (PTOFunctionBuilder("put", module=m).in_core()
+     .memref("out", GM, F32).scalar("v", F32, param=True)
+     .tile("t", 1, 1, F32).adds("t", "t", "v").store("out", "t").build())
+    b = PTOFunctionBuilder("orch", module=m).not_in_core().memref("out", GM, F32)
+    for name, dt in params:
+        b.scalar(name, dt, param=True)
+    for name, dt in scalar_decls:
+        b.scalar(name, dt, param=False)
+    body(b)
+    b.build()
+    m.set_entry("orch")
+    return m
+
+
+def put(b, v, row):
+    return b.call("put", {"out": ("out", row, 0), "v": v})
+
+
+SCALAR_CASES = [
+    ("scalar_add", 7, -3, 4), ("scalar_sub", 7, -3, 10), ("scalar_mul", -6, 7, -42),
+    ("scalar_div", -7, 2, -3), ("scalar_div", 7, -2, -3), ("scalar_mod", -7, 2, -1),
+    ("scalar_mod", 7, -2, 1), ("scalar_and", 12, 10, 8), ("scalar_or", 12, 10, 14),
+    ("scalar_shl", 3, 4, 48), ("scalar_shr", -8, 1, -4), ("scalar_mul", 65536, 65536, 0),
+]
+
+
+@pytest.mark.parametrize("method,a,b,want", SCALAR_CASES)
+def test_integer_scalar_ops_follow_c(method, a, b, want):
+    m = emit_module(lambda bld: put(getattr(bld.scalar_li("y", b), method)("x", "a", "y"), "x", 0),
+                    (("x", I32), ("y", I32)), params=(("a", I32),))
+    out = run_module(m, {"out": np.zeros((1, 1), np.float32)}, {"a": a})["out"]
+    assert out[0, 0] == want
+
+
+@pytest.mark.parametrize("cmp,want", [("eq", 0), ("ne", 1), ("lt", 1), ("le", 1), ("gt", 0),
+                                      ("ge", 0)])
+def test_scalar_cmp(cmp, want):
+    m = emit_module(lambda b: put(b.scalar_cmp("x", 2, 5, cmp=cmp), "x", 0))
+    assert run_module(m, {"out": np.zeros((1, 1), np.float32)})["out"][0, 0] == want
+
+
+def test_scalar_li_and_mov():
+    m = emit_module(lambda b: put(put(b.scalar_li("x", 5).scalar_mov("y", "x"), "y", 0), "x", 1),
+                    (("x", I32), ("y", I32)))
+    assert run_module(m, {"out": np.zeros((2, 1), np.float32)})["out"].tolist() == [[5.0], [5.0]]
+
+
+def test_scalar_division_by_zero_at_run_time_is_an_error():
+    m = emit_module(lambda b: b.scalar_div("x", 1, "z"), params=(("z", I32),))
+    with pytest.raises(PTOError, match="division by zero"):
+        run_module(m, {"out": np.zeros((1, 1), np.float32)}, {"z": 0})
+
+
+def test_dynamic_loop_with_step_and_if_else():
+    # rows i = 1, 3, 5 < n: odd rows get i, and when i >= 4 the ELSE branch writes -i
+    def body(b):
+        (b.for_loop("i", 1, "n", 2)
+           .scalar_cmp("c", "i", 4, cmp="lt")
+           .if_then("c").call("put", {"out": ("out", "i", 0), "v": "i"})
+           .else_().scalar_sub("x", 0, "i").call("put", {"out": ("out", "i", 0), "v": "x"})
+           .end_if()
+         .end_for())
+    m = emit_module(body, (("x", I32), ("c", I32)), params=(("n", I32),))
+    out = run_module(m, {"out": np.zeros((7, 1), np.float32)}, {"n": 7})["out"]
+    assert out[:, 0].tolist() == [0, 1, 0, 3, 0, -5, 0]
+
+
+def test_call_offsets_count_whole_footprints_in_rows_and_columns():
+    m = PTOModule("t")
+    (PTOFunctionBuilder("neg", module=m).in_core()
+     .memref("a", GM, F32).memref("o", GM, F32).tile("x", 2, 3, F32)
+     .load("x", "a").neg("x", "x").store("o", "x").build())
+    (PTOFunctionBuilder("orch", module=m).not_in_core()
+     .memref("a", GM, F32).memref("o", GM, F32)
+     .call("neg", {"a": ("a", 1, 2), "o": ("o", 0, 1)}).build())
+    a = rng_tile(25, (4, 9))
+    out = run_module(m, {"a": a, "o": np.zeros((2, 6), np.float32)})
+    np.testing.assert_array_equal(out["o"][:, 3:6], -a[2:4, 6:9])
+    assert not out["o"][:, 0:3].any()
+
+
+def test_out_of_bounds_window_names_function_call_and_tensor():
+    m = PTOModule("t")
+    (PTOFunctionBuilder("neg", module=m).in_core()
+     .memref("a", GM, F32).memref("o", GM, F32).tile("x", 2, 3, F32)
+     .load("x", "a").neg("x", "x").store("o", "x").build())
+    (PTOFunctionBuilder("orch", module=m).not_in_core()
+     .memref("a", GM, F32).memref("o", GM, F32).scalar("n", I32)
+     .for_loop("i", 0, "n", 1).call("neg", {"a": ("a", "i", 0), "o": ("o", "i", 0)}).end_for()
+     .build())
+    with pytest.raises(PTOError) as e:
+        run_module(m, {"a": np.zeros((4, 3), np.float32), "o": np.zeros((6, 3), np.float32)},
+                   {"n": 3})
+    msg = str(e.value)
+    assert "'orch'" in msg and "CALL @neg" in msg and "tensor 'a'" in msg and "rows [4, 6)" in msg
+
+
+def test_nested_orchestration_call_passes_whole_tensors_and_scalars():
+    m = PTOModule("t")
+    (PTOFunctionBuilder("put", module=m).in_core()
+     .memref("out", GM, F32).scalar("v", F32, param=True)
+     .tile("t", 1, 1, F32).adds("t", "t", "v").store("out", "t").build())
+    (PTOFunctionBuilder("inner", module=m).not_in_core()
+     .memref("dst", GM, F32).scalar("k", I32)
+     .for_loop("i", 0, "k", 1).call("put", {"out": ("dst", "i", 0), "v": "k"}).end_for().build())
+    (PTOFunctionBuilder("outer", module=m).not_in_core()
+     .memref("buf", GM, F32).call("inner", {"dst": "buf", "k": 3}).build())
+    out = run_module(m, {"buf": np.zeros((4, 1), np.float32)}, entry="outer")["buf"]
+    assert out[:, 0].tolist() == [3, 3, 3, 0]
+    calls = list(trace_calls(m, {}, entry="outer"))
+    assert [c.regions[0].tensor for c in calls] == ["buf"] * 3
+    assert [c.scalars for c in calls] == [(("v", 3.0),)] * 3
+
+
+def test_loop_running_past_max_range_is_an_error():
+    m = emit_module(lambda b: b.for_loop("i", 0, "n", 1, max_range=4)
+                    .call("put", {"out": ("out", "i", 0), "v": 1.0}).end_for(),
+                    params=(("n", I32),))
+    run_module(m, {"out": np.zeros((4, 1), np.float32)}, {"n": 4})
+    with pytest.raises(PTOError, match="max_range 4"):
+        run_module(m, {"out": np.zeros((5, 1), np.float32)}, {"n": 5})
+
+
+def test_missing_scalar_is_an_error_naming_it():
+    m = emit_module(lambda b: b, params=(("n", I32),))
+    with pytest.raises(PTOError, match="missing value for scalar parameter.*n"):
+        run_module(m, {"out": np.zeros((1, 1), np.float32)})
+
+
+def test_inputs_are_not_modified_and_missing_tensors_are_allocated():
+    m = emit_module(lambda b: put(b, 2.0, 1))
+    given = np.zeros((3, 1), np.float32)
+    out = run_module(m, {"out": given})
+    assert out["out"][1, 0] == 2.0 and not given.any()
+    out = run_module(m, {})      # shape derived: 2 rows reached by the call
+    assert out["out"].shape == (2, 1)
+
+
+# ---------------------------------------------------------------------------------------------
+# trace_calls
+# ---------------------------------------------------------------------------------------------
+
+def softmax_like(num_kernels=2) -> PTOModule:
+    m = PTOModule("t")
+    (PTOFunctionBuilder("rmax", module=m).in_core()
+     .memref("a", GM, F32).memref("o", GM, F32).tile("x", 8, 32, F32).tile("r", 8, 1, F32)
+     .load("x", "a").rowmax("r", "x").store("o", "r").build())
+    (PTOFunctionBuilder("sub", module=m).in_core()
+     .memref("a", GM, F32).memref("r", GM, F32).tile("x", 8, 32, F32).tile("y", 8, 1, F32)
+     .load("x", "a").load("y", "r").rowexpandsub("x", "x", "y").store("a", "x").build())
+    (PTOFunctionBuilder("orch", module=m).not_in_core()
+     .memref("a", GM, F32).memref("m", GM, F32).scalar("n", I32)
+     .for_loop("i", 0, "n", 1)
+        .call("rmax", {"a": ("a", "i", 0), "o": ("m", "i", 0)})
+        .call("sub", {"a": ("a", "i", 0), "r": ("m", "i", 0)})
+     .end_for().build())
+    return m
+
+
+def test_trace_calls_yields_each_call_with_element_regions_and_modes():
+    calls = list(trace_calls(softmax_like(), {"n": 3}))
+    assert [c.callee for c in calls] == ["rmax", "sub"] * 3
+    assert calls[5].regions == (Region("a", "a", 16, 0, 8, 32, "inout"),
+                                Region("r", "m", 16, 0, 8, 1, "in"))
+    assert calls[0].regions[1] == Region("o", "m", 0, 0, 8, 1, "out")
+
+
+@pytest.mark.parametrize("n", [0, 1, 7, 1000])
+def test_trace_calls_counts(n):
+    assert sum(1 for _ in trace_calls(softmax_like(), {"n": n})) == 2 * n
+
+
+def test_trace_calls_of_an_incore_entry_is_one_call_over_the_footprint():
+    m = kernel("TEXP", (R, C))
+    (call,) = trace_calls(m, {})
+    assert call.callee == "k"
+    assert set(call.regions) == {Region("a", "a", 0, 0, R, C, "in"),
+                                 Region("out", "out", 0, 0, R, C, "out")}
