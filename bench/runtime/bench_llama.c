@@ -4,7 +4,7 @@
  *   M tiles; phase 1: 9 tasks per tile, phase 2: 3 tasks per (q, kv) tile pair,
  *   phase 3: 7 tasks per tile  ->  16*M + 3*M^2 tasks.
  *
- * usage: bench_llama M [pto|omp|starpu|all] [workers]
+ * usage: bench_llama M [pto|build|omp|starpu|all] [workers]   (build: PTO graph build only)
  * Prints one "key=value" line per measurement (the driver run.sh turns them into a table). */
 #define _GNU_SOURCE 1
 #include "pto_runtime.h"
@@ -104,7 +104,7 @@ static int32_t pow2_at_least(int64_t n) {
     return (int32_t)w;
 }
 
-static void bench_pto(int64_t M, int workers) {
+static void bench_pto(int64_t M, int workers, int build_only) {
     int64_t n = task_count(M);
     for (int i = 0; i < NTENS; i++)   /* kernels are empty: distinct fake bases suffice */
         g_t[i] = (PTOTensor){(void*)(uintptr_t)(0x100000 * (i + 1)), M * TILE_ROWS, COLS, COLS, 4, "t"};
@@ -129,6 +129,7 @@ static void bench_pto(int64_t M, int workers) {
            (long long)M, (long long)n, best, n / best / 1e6, (long long)st.edges, st.task_window, fits,
            (double)st.runtime_bytes / (double)st.peak_live_tasks);
 
+    if (build_only) return;
     /* 2. empty-task execution with `workers` threads: build (safe mode), then time run() */
     if (fits) {
         best = 1e30;
@@ -274,12 +275,13 @@ static void bench_starpu(int64_t M, int workers) {
 #endif
 
 int main(int argc, char** argv) {
-    if (argc < 2) { fprintf(stderr, "usage: %s M [pto|omp|starpu|all] [workers]\n", argv[0]); return 2; }
+    if (argc < 2) { fprintf(stderr, "usage: %s M [pto|build|omp|starpu|all] [workers]\n", argv[0]); return 2; }
     int64_t M = atoll(argv[1]);
     const char* what = argc > 2 ? argv[2] : "all";
     int workers = argc > 3 ? atoi(argv[3]) : 2;
     int all = strcmp(what, "all") == 0;
-    if (all || !strcmp(what, "pto")) bench_pto(M, workers);
+    if (all || !strcmp(what, "pto")) bench_pto(M, workers, 0);
+    if (!strcmp(what, "build")) bench_pto(M, workers, 1);
 #ifdef HAVE_OMP
     if (all || !strcmp(what, "omp")) bench_omp(M, workers);
 #endif

@@ -68,11 +68,14 @@ typedef struct PTODep { int32_t task; int32_t next; } PTODep;
  * `span` is the largest number of extra buckets any entry reaches, so a lookup scans
  * [first-span, last] buckets. */
 typedef struct TMEntry { int64_t r0, c0, r1, c1; int32_t task; int32_t next; } TMEntry;
+/* Chains run oldest -> newest (append at the tail), so retired entries - whose ids are the
+ * smallest - form a prefix that an insert pops in O(1) amortised. */
+typedef struct TMChain { int32_t head, tail; } TMChain;
+typedef struct TMBucket { TMChain w, r; } TMBucket;   /* writers, readers */
 typedef struct TMTensor {
-    void*    base;
-    int32_t  shift, span, nb, pad;
-    int32_t* wh;                   /* writer chain heads per bucket */
-    int32_t* rh;                   /* reader chain heads per bucket */
+    void*     base;
+    int32_t   shift, span, nb, pad;
+    TMBucket* b;
 } TMTensor;
 typedef struct TMap {
     TMTensor* tensors;  int32_t ntensors, cap_tensors;
@@ -155,6 +158,7 @@ struct PTORuntime {
     _Atomic int32_t async_pending;
     _Atomic int32_t sleepers;
     _Atomic int32_t waiters;
+    _Atomic int32_t wait_id;       /* task the orchestrator waits for; INT32_MAX = all done */
     int64_t         inline_executed;
     pthread_mutex_t idle_mu;  pthread_cond_t idle_cv;
     pthread_mutex_t done_mu;  pthread_cond_t done_cv;
@@ -200,7 +204,7 @@ void sched_stop(PTORuntime* rt);
 void sched_make_ready(PTORuntime* rt, PTOTask* t, PTOWorker* w);
 void sched_finish(PTORuntime* rt, int32_t id, int32_t status, PTOWorker* w);
 int  sched_run_inline(PTORuntime* rt, int32_t id);
-void sched_notify_waiters(PTORuntime* rt);
+void sched_notify_waiters(PTORuntime* rt, int32_t retired_id, int64_t retired_count);
 int64_t sched_ready_count(PTORuntime* rt);
 
 /* dump.c */

@@ -237,6 +237,7 @@ static int wait_for_slot(PTORuntime* rt) {
         if (atomic_load(&rt->halt)) return rt->shut ? PTO_ESHUTDOWN : PTO_ETASKFAILED;
         if (atomic_load(&rt_task(rt, rt->last_alive)->state) == PTO_TASK_BUILDING) return PTO_EWINDOW;
         if (spin < 200) { rt_cpu_relax(); continue; }
+        atomic_store(&rt->wait_id, rt->last_alive);
         atomic_fetch_add(&rt->waiters, 1);
         pthread_mutex_lock(&rt->done_mu);
         if (atomic_load(&rt_task(rt, rt->last_alive)->state) != PTO_TASK_CONSUMED && !atomic_load(&rt->halt)) {
@@ -450,6 +451,7 @@ int pto_runtime_run(PTORuntime* rt) {
         for (int spin = 0;; spin++) {
             if (atomic_load(&rt->retired) >= total || atomic_load(&rt->halt)) break;
             if (spin < 1000) { rt_cpu_relax(); continue; }
+            atomic_store(&rt->wait_id, INT32_MAX);
             atomic_fetch_add(&rt->waiters, 1);
             pthread_mutex_lock(&rt->done_mu);
             if (atomic_load(&rt->retired) < total && !atomic_load(&rt->halt)) {

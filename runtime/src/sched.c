@@ -7,6 +7,7 @@
 #include "rt_internal.h"
 
 #include <errno.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <time.h>
 
@@ -92,8 +93,13 @@ void sched_make_ready(PTORuntime* rt, PTOTask* t, PTOWorker* w) {
     push(rt, q, t->id);
 }
 
-void sched_notify_waiters(PTORuntime* rt) {
+/* Wake the orchestrator only for what it waits for: the oldest task of a full window,
+ * or the last task of the run (or any failure), not for every retirement. */
+void sched_notify_waiters(PTORuntime* rt, int32_t id, int64_t count) {
     if (atomic_load_explicit(&rt->waiters, memory_order_seq_cst) > 0) {
+        int32_t want = atomic_load(&rt->wait_id);
+        if (want == INT32_MAX ? count < atomic_load(&rt->submitted) : want != id)
+            if (!atomic_load(&rt->halt)) return;
         pthread_mutex_lock(&rt->done_mu);
         pthread_cond_broadcast(&rt->done_cv);
         pthread_mutex_unlock(&rt->done_mu);
@@ -138,8 +144,8 @@ void sched_finish(PTORuntime* rt, int32_t id, int32_t status, PTOWorker* w) {
         atomic_store_explicit(&rt_record(rt, id)->state,
                               (int8_t)(status ? PTO_STATE_FAILED : PTO_TASK_CONSUMED), memory_order_relaxed);
     atomic_store_explicit(&t->state, PTO_TASK_CONSUMED, memory_order_release);
-    atomic_fetch_add_explicit(&rt->retired, 1, memory_order_acq_rel);
-    sched_notify_waiters(rt);
+    int64_t count = atomic_fetch_add_explicit(&rt->retired, 1, memory_order_acq_rel) + 1;
+    sched_notify_waiters(rt, id, count);
 }
 
 static int32_t execute(PTORuntime* rt, PTOTask* t, int32_t worker_index) {
@@ -188,9 +194,10 @@ static bool has_work(PTORuntime* rt, PTOWorker* w) {
 }
 
 static void idle(PTORuntime* rt, PTOWorker* w) {
-    for (int spin = 0; spin < 2000; spin++) {
+    /* Spin a little, then yield (the orchestrator may share our core), then sleep. */
+    for (int spin = 0; spin < 256; spin++) {
         if (has_work(rt, w) || atomic_load_explicit(&rt->stop, memory_order_relaxed)) return;
-        rt_cpu_relax();
+        if (spin < 64) rt_cpu_relax(); else sched_yield();
     }
     atomic_fetch_add_explicit(&rt->sleepers, 1, memory_order_seq_cst);
     pthread_mutex_lock(&rt->idle_mu);

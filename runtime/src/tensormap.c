@@ -20,7 +20,7 @@ int tm_init(TMap* tm) {
 }
 
 void tm_free(TMap* tm) {
-    for (int32_t i = 0; i < tm->ntensors; i++) { free(tm->tensors[i].wh); free(tm->tensors[i].rh); }
+    for (int32_t i = 0; i < tm->ntensors; i++) free(tm->tensors[i].b);
     free(tm->tensors); free(tm->index); free(tm->e);
     memset(tm, 0, sizeof *tm);
 }
@@ -76,14 +76,11 @@ static int grow_buckets(TMap* tm, TMTensor* t, int64_t need) {
     int64_t nb = t->nb ? t->nb : 4;
     while (nb < need) nb *= 2;
     if (nb > INT32_MAX) return PTO_ENOMEM;
-    int32_t* w = realloc(t->wh, (size_t)nb * sizeof(int32_t));
-    if (!w) return PTO_ENOMEM;
-    t->wh = w;
-    int32_t* r = realloc(t->rh, (size_t)nb * sizeof(int32_t));
-    if (!r) return PTO_ENOMEM;
-    t->rh = r;
-    for (int64_t i = t->nb; i < nb; i++) { w[i] = -1; r[i] = -1; }
-    tm->bucket_bytes += (nb - t->nb) * 8;
+    TMBucket* b = realloc(t->b, (size_t)nb * sizeof *b);
+    if (!b) return PTO_ENOMEM;
+    t->b = b;
+    for (int64_t i = t->nb; i < nb; i++) b[i] = (TMBucket){{-1, -1}, {-1, -1}};
+    tm->bucket_bytes += (nb - t->nb) * (int64_t)sizeof *b;
     t->nb = (int32_t)nb;
     return PTO_OK;
 }
@@ -94,30 +91,48 @@ static inline void entry_free(TMap* tm, int32_t i) {
     tm->live--;
 }
 
-static int32_t sweep_chain(TMap* tm, int32_t head, int32_t last_alive) {
-    int32_t* link = &head;
-    while (*link >= 0) {
-        int32_t i = *link;
-        if (tm->e[i].task < last_alive) { *link = tm->e[i].next; entry_free(tm, i); }
-        else link = &tm->e[i].next;
+/* Drop every retired entry of a chain (used by the occasional full sweep). */
+static void sweep_chain(TMap* tm, TMChain* ch, int32_t last_alive) {
+    int32_t prev = -1;
+    for (int32_t i = ch->head; i >= 0;) {
+        int32_t next = tm->e[i].next;
+        if (tm->e[i].task < last_alive) {
+            if (prev < 0) ch->head = next; else tm->e[prev].next = next;
+            if (ch->tail == i) ch->tail = prev;
+            entry_free(tm, i);
+        } else {
+            prev = i;
+        }
+        i = next;
     }
-    return head;
 }
 
 static void sweep(TMap* tm, int32_t last_alive) {
     for (int32_t k = 0; k < tm->ntensors; k++) {
         TMTensor* t = &tm->tensors[k];
         for (int32_t b = 0; b < t->nb; b++) {
-            t->wh[b] = sweep_chain(tm, t->wh[b], last_alive);
-            t->rh[b] = sweep_chain(tm, t->rh[b], last_alive);
+            sweep_chain(tm, &t->b[b].w, last_alive);
+            sweep_chain(tm, &t->b[b].r, last_alive);
         }
     }
     tm->since_sweep = 0;
 }
 
+/* Pop the retired prefix of a chain. */
+static inline void pop_retired(TMap* tm, TMChain* ch, int32_t last_alive) {
+    while (ch->head >= 0 && tm->e[ch->head].task < last_alive) {
+        int32_t i = ch->head;
+        ch->head = tm->e[i].next;
+        if (ch->tail == i) ch->tail = -1;
+        entry_free(tm, i);
+    }
+}
+
 static int32_t entry_alloc(PTORuntime* rt) {
     TMap* tm = &rt->tm;
-    if (tm->free_head < 0 && tm->cap >= 1024 && tm->since_sweep >= tm->cap / 2) {
+    /* Inserts pop retired prefixes, so a full sweep is only for buckets nobody touches
+     * any more; do it at most once per `cap` inserts. */
+    if (tm->free_head < 0 && tm->cap >= 1024 && tm->since_sweep >= tm->cap) {
         sweep(tm, rt->last_alive);
     }
     if (tm->free_head < 0) {
@@ -144,20 +159,28 @@ static inline bool covers(const PTOAccess* a, const TMEntry* e) {
 
 /* Walk one chain: drop retired entries, add edges for overlapping ones, and (for a write)
  * drop entries the new write covers entirely - later accesses reach them through it. */
-static int walk(PTORuntime* rt, int32_t* link, int32_t consumer, const PTOAccess* a) {
+static int walk(PTORuntime* rt, TMChain* ch, int32_t consumer, const PTOAccess* a) {
     TMap* tm = &rt->tm;
     const int32_t last_alive = rt->last_alive;
     const bool writes = (a->mode & ACC_WRITE) != 0;
-    while (*link >= 0) {
-        int32_t i = *link;
+    pop_retired(tm, ch, last_alive);
+    int32_t prev = -1;
+    for (int32_t i = ch->head; i >= 0;) {
         TMEntry* e = &tm->e[i];
-        if (e->task < last_alive) { *link = e->next; entry_free(tm, i); continue; }
+        int32_t next = e->next;
         if (overlaps(e, a)) {
             int rc = rt_add_edge(rt, e->task, consumer);
             if (rc < 0) return rc;
-            if (writes && covers(a, e)) { *link = e->next; entry_free(tm, i); continue; }
+            if (writes && covers(a, e)) {
+                if (prev < 0) ch->head = next; else tm->e[prev].next = next;
+                if (ch->tail == i) ch->tail = prev;
+                entry_free(tm, i);
+                i = next;
+                continue;
+            }
         }
-        link = &e->next;
+        prev = i;
+        i = next;
     }
     return PTO_OK;
 }
@@ -172,10 +195,10 @@ int tm_lookup(PTORuntime* rt, int32_t consumer, PTOAccess* a) {
     if (b0 < 0) b0 = 0;
     if (b1 >= t->nb) b1 = (int64_t)t->nb - 1;
     for (int64_t b = b0; b <= b1; b++) {
-        int rc = walk(rt, &t->wh[b], consumer, a);
+        int rc = walk(rt, &t->b[b].w, consumer, a);
         if (rc < 0) return rc;
         if (a->mode & ACC_WRITE) {
-            rc = walk(rt, &t->rh[b], consumer, a);
+            rc = walk(rt, &t->b[b].r, consumer, a);
             if (rc < 0) return rc;
         }
     }
@@ -195,8 +218,10 @@ int tm_insert(PTORuntime* rt, int32_t task, const PTOAccess* a) {
     if (extra > t->span) t->span = (int32_t)extra;
     TMEntry* e = &tm->e[i];
     e->r0 = a->r0; e->c0 = a->c0; e->r1 = a->r1; e->c1 = a->c1; e->task = task;
-    int32_t* head = (a->mode & ACC_WRITE) ? &t->wh[b] : &t->rh[b];
-    e->next = *head;
-    *head = i;
+    TMChain* ch = (a->mode & ACC_WRITE) ? &t->b[b].w : &t->b[b].r;
+    pop_retired(tm, ch, rt->last_alive);
+    e->next = -1;
+    if (ch->tail >= 0) tm->e[ch->tail].next = i; else ch->head = i;
+    ch->tail = i;
     return PTO_OK;
 }

@@ -41,7 +41,8 @@ def test_tasks_run_in_dependency_order(workers: int, threshold: int) -> None:
     assert log.index("a") < log.index("b") < log.index("d")      # RAW then WAR
     assert log.index("c") < log.index("d")                         # WAW
     assert st.tasks_submitted == 4 and st.tasks_completed == 4
-    assert st.edges == 4                                           # a->b, b->d, a->d, c->d
+    # a->b, b->d, a->d, c->d; pipelined runs skip edges to producers already finished
+    assert st.edges == 4 if threshold == 0 else st.edges <= 4
 
 
 def test_kernel_sees_region_pointer_ld_and_scalars() -> None:

@@ -1,0 +1,42 @@
+"""Turn bench_llama's key=value lines into a table with PTO/peer ratios."""
+from __future__ import annotations
+
+import sys
+from collections import defaultdict
+
+
+def parse(path: str) -> dict[int, dict[str, dict[str, float]]]:
+    rows: dict[int, dict[str, dict[str, float]]] = defaultdict(dict)
+    for line in open(path):
+        kind, *kv = line.split()
+        if "=" in kind:
+            continue
+        vals = dict(x.split("=", 1) for x in kv)
+        rows[int(vals["M"])][kind] = {k: float(v) for k, v in vals.items() if v.replace(".", "", 1).isdigit()}
+    return rows
+
+
+def main(path: str) -> None:
+    rows = parse(path)
+    hdr = ("M", "tasks", "build t/us", "B/live task", "exec Mt/s", "e2e ms", "peak RSS MB",
+           "omp e2e ms", "PTO/omp", "starpu e2e ms", "PTO/StarPU")
+    print(" | ".join(hdr))
+    print(" | ".join("---" for _ in hdr))
+    for m in sorted(rows):
+        r = rows[m]
+        b, x, e = r.get("pto_build", {}), r.get("pto_exec", {}), r.get("pto_e2e", {})
+        o, s = r.get("omp_e2e", {}), r.get("starpu_e2e", {})
+        e2e = e.get("e2e_s")
+        fmt = lambda v, f="{:.2f}": f.format(v) if v is not None else "-"
+        cells = [str(m), fmt(b.get("tasks"), "{:.0f}"), fmt(b.get("tasks_per_us")),
+                 fmt(b.get("bytes_per_live_task"), "{:.0f}"), fmt(x.get("mtasks_per_s")),
+                 fmt(e2e and e2e * 1e3), fmt(e.get("peak_rss_kb") and e["peak_rss_kb"] / 1024, "{:.1f}"),
+                 fmt(o.get("e2e_s") and o["e2e_s"] * 1e3),
+                 fmt(o.get("e2e_s") and e2e and o["e2e_s"] / e2e, "{:.1f}x"),
+                 fmt(s.get("e2e_s") and s["e2e_s"] * 1e3),
+                 fmt(s.get("e2e_s") and e2e and s["e2e_s"] / e2e, "{:.1f}x")]
+        print(" | ".join(cells))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1] if len(sys.argv) > 1 else "build/bench/runtime/results.txt")

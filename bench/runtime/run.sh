@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Build and run the LLaMA-layer DAG benchmark: PTO runtime vs libgomp vs StarPU.
+# usage: bench/runtime/run.sh [M ...]       (default: 16 32 64 128 256 2048)
+# Peers are skipped at M=2048 (12.6M tasks: minutes for libgomp, far more for StarPU).
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+OUT=${PTO_BUILD_DIR:-build}/bench/runtime
+mkdir -p "$OUT"
+FLAGS=(-std=c11 -O2 -pthread -Iruntime/include)
+PEERS=()
+if echo 'int main(void){return 0;}' | gcc -fopenmp -x c - -o "$OUT/omp_probe" 2>/dev/null; then
+  FLAGS+=(-fopenmp -DHAVE_OMP); PEERS+=(omp)
+else echo "libgomp not available: OpenMP column skipped"; fi
+LIBS=()
+if pkg-config --exists starpu-1.3 2>/dev/null; then
+  FLAGS+=(-DHAVE_STARPU $(pkg-config --cflags starpu-1.3)); LIBS+=($(pkg-config --libs starpu-1.3)); PEERS+=(starpu)
+else echo "StarPU (libstarpu-dev) not available: StarPU column skipped"; fi
+gcc "${FLAGS[@]}" runtime/src/*.c bench/runtime/bench_llama.c -o "$OUT/bench_llama" "${LIBS[@]}"
+export STARPU_SILENT=1
+SIZES=("$@"); [ ${#SIZES[@]} -eq 0 ] && SIZES=(16 32 64 128 256 2048)
+LOG="$OUT/results.txt"; : > "$LOG"
+for M in "${SIZES[@]}"; do
+  "$OUT/bench_llama" "$M" pto 2 | tee -a "$LOG"          # one process per row: honest peak RSS
+  if [ "$M" -le 256 ]; then
+    for p in "${PEERS[@]}"; do "$OUT/bench_llama" "$M" "$p" 2 | grep -v '^peak_rss' | tee -a "$LOG"; done
+  fi
+done
+python3 bench/runtime/report.py "$LOG"
