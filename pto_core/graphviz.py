@@ -150,7 +150,9 @@ def to_dot(graph: TaskGraph, *, group: str = "auto",
              "  edge [color=\"#555555\", arrowsize=0.6];"]
     rank: dict[int, list[str]] = defaultdict(list)
     if group == "none":
-        for t, lvl in zip(graph.tasks, levels):
+        # declared last-first: with rankdir=LR, dot stacks the first-declared node lowest,
+        # and readers expect task 0 (the first loop iteration) at the top
+        for t, lvl in reversed(list(zip(graph.tasks, levels))):
             node, label = f"t{t.id}", f"{t.func}\n#{t.id} {_kb(t.buffer_bytes)}"
             lines.append(f"  {node} [label={_q(label)}, fillcolor={_q(colour[t.func])}];")
             rank[lvl].append(node)
