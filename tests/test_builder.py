@@ -1,0 +1,177 @@
+"""The fluent builder: one method per table row, scalar parameter inference, control-flow
+balance, building twice, and the forms of CALL arguments."""
+
+from __future__ import annotations
+
+import pytest
+
+from pto_core import ElementType, MemorySpace, PTOError, PTOFunctionBuilder, PTOModule
+from pto_core.ir import OPS, Call, CallArg, Category, For, If, Instr, ScalarType
+
+F32, F16, I32, GM = ElementType.F32, ElementType.F16, ElementType.I32, MemorySpace.GLOBAL
+
+# tile shapes (dst, a, b, acc) that satisfy each category's rule
+SHAPES = {
+    Category.ELEMENTWISE: dict(dst=(4, 8), a=(4, 8), b=(4, 8)),
+    Category.TILE_SCALAR: dict(dst=(4, 8), a=(4, 8)),
+    Category.ROW_REDUCE: dict(dst=(4, 1), a=(4, 8)),
+    Category.COL_REDUCE: dict(dst=(1, 8), a=(4, 8)),
+    Category.ROW_EXPAND: dict(dst=(4, 8), a=(4, 8), b=(4, 1)),
+    Category.COL_EXPAND: dict(dst=(4, 8), a=(4, 8), b=(1, 8)),
+    Category.MATMUL: dict(dst=(4, 2), acc=(4, 2), a=(4, 8), b=(8, 2)),
+    Category.TRANSPOSE: dict(dst=(8, 4), a=(4, 8)),
+    Category.CONVERT: dict(dst=(4, 8), a=(4, 8)),
+    Category.LOAD: dict(dst=(4, 8)),
+    Category.STORE: dict(src=(4, 8)),
+}
+
+
+def build_one(op_name: str):
+    """Build a function that uses ``op_name`` once through its builder method."""
+    op = OPS[op_name]
+    b = PTOFunctionBuilder("f").in_core()
+    args = []
+    for spec in op.operands:
+        if spec.role in ("tile_out", "tile"):
+            # a conversion changes the type: give its destination another one
+            dt = F16 if op.category is Category.CONVERT and spec.name == "dst" else F32
+            b.tile(f"t_{spec.name}", *SHAPES[op.category][spec.name], dt)
+            args.append(f"t_{spec.name}")
+        elif spec.role == "memref":
+            b.memref("m", GM, F32)
+            args.append("m")
+        elif spec.role == "index":
+            args.append(0)
+        elif spec.role == "scalar_out":
+            b.scalar("d", I32, param=False)
+            args.append("d")
+        else:
+            args.append(3)
+    return getattr(b, op.method)(*args).build()
+
+
+@pytest.mark.parametrize("op_name", sorted(OPS))
+def test_every_table_row_has_a_builder_method_that_emits_it(op_name):
+    method = getattr(PTOFunctionBuilder, OPS[op_name].method)
+    assert op_name in method.__doc__ or OPS[op_name].method in ("load", "store", "scalar_cmp")
+    fn = build_one(op_name)
+    (instr,) = [s for s in fn.body if isinstance(s, Instr)]
+    assert instr.op == op_name and len(instr.operands) == len(OPS[op_name].operands)
+
+
+def test_wrong_operand_count_names_the_operands():
+    with pytest.raises(PTOError, match=r"add\(\) takes 3 operands \(dst, a, b\), got 2"):
+        PTOFunctionBuilder("f").in_core().add("x", "y")
+
+
+def test_scalar_cmp_records_its_comparison():
+    fn = (PTOFunctionBuilder("f").not_in_core().scalar("c", I32, param=False)
+          .scalar_cmp("c", 1, 2, cmp="ge").build())
+    assert fn.body[0].attr("cmp") == "ge"
+
+
+def test_load_and_store_default_to_tile_offset_zero():
+    fn = (PTOFunctionBuilder("f").in_core().memref("m", GM, F32).tile("x", 2, 2, F32)
+          .load("x", "m").store("m", "x", 1, 2).build())
+    assert fn.body[0].operands == ("x", "m", 0, 0) and fn.body[1].operands == ("m", "x", 1, 2)
+
+
+def test_unassigned_scalars_become_parameters_and_assigned_ones_locals():
+    fn = (PTOFunctionBuilder("f").not_in_core()
+          .scalar("n", I32).scalar("acc", I32).scalar("forced", I32, param=True)
+          .scalar("tmp", I32, param=False)
+          .scalar_add("acc", "n", 1).scalar_li("forced", 2).build())
+    assert [p.name for p in fn.params] == ["n", "forced"]
+    assert [l.name for l in fn.locals] == ["acc", "tmp"]
+    assert all(isinstance(p.type, ScalarType) for p in fn.params)
+
+
+def test_params_keep_memref_order_then_scalars():
+    fn = (PTOFunctionBuilder("f").not_in_core().memref("a", GM, F32).scalar("n", I32)
+          .memref("b", GM, F16, shape=(4, 8)).build())
+    assert [p.name for p in fn.params] == ["a", "b", "n"]
+    assert fn.param("b").type.shape == (4, 8) and fn.param("b").type.dtype is F16
+
+
+def test_loops_and_ifs_nest():
+    fn = (PTOFunctionBuilder("f").not_in_core().scalar("n", I32).scalar("c", I32, param=False)
+          .for_loop("i", 0, "n", 2, max_range=64, min_range=8, tile_levels={0: 16, 64: 32, 8: 32})
+            .scalar_cmp("c", "i", 4)
+            .if_then("c").scalar_li("c", 1).else_().scalar_li("c", 2).end_if()
+          .end_for().build())
+    (loop,) = fn.body
+    assert isinstance(loop, For) and (loop.start, loop.end, loop.step) == (0, "n", 2)
+    assert loop.tile_levels == ((64, 32), (8, 32), (0, 16))   # largest block first, residual last
+    branch = loop.body[1]
+    assert isinstance(branch, If) and len(branch.then_body) == 1 and len(branch.else_body) == 1
+
+
+@pytest.mark.parametrize("steps,message", [
+    (lambda b: b.end_for(), "end_for\\(\\) without an open for_loop"),
+    (lambda b: b.end_if(), "end_if\\(\\) without an open if_then"),
+    (lambda b: b.else_(), "else_\\(\\) without an open if_then"),
+    (lambda b: b.if_then("c").else_().else_(), "else_\\(\\) given twice"),
+    (lambda b: b.for_loop("i", 0, 4).end_if(), "end_if\\(\\) without an open if_then"),
+    (lambda b: b.if_then("c").end_for(), "end_for\\(\\) without an open for_loop"),
+    (lambda b: b.for_loop("i", 0, 4).build(), "unbalanced control flow: FOR not closed"),
+    (lambda b: b.for_loop("i", 0, 4).if_then("c").build(), "FOR, IF not closed"),
+])
+def test_unbalanced_control_flow_is_an_error(steps, message):
+    b = PTOFunctionBuilder("f").not_in_core().scalar("c", I32)
+    with pytest.raises(PTOError, match=message) as e:
+        steps(b)
+    assert e.value.function == "f"
+
+
+def test_building_twice_into_a_module_is_an_error():
+    m = PTOModule("m")
+    b = PTOFunctionBuilder("f", module=m).not_in_core()
+    b.build()
+    with pytest.raises(PTOError, match="already has a function named 'f'"):
+        b.build()
+    with pytest.raises(PTOError, match="already built"):
+        b.scalar_li("x", 1)
+
+
+def test_a_second_builder_with_the_same_name_is_rejected():
+    m = PTOModule("m")
+    PTOFunctionBuilder("f", module=m).not_in_core().build()
+    with pytest.raises(PTOError, match="already has a function named 'f'"):
+        PTOFunctionBuilder("f", module=m).not_in_core().build()
+
+
+def callee_module() -> PTOModule:
+    m = PTOModule("m")
+    (PTOFunctionBuilder("k", module=m).in_core()
+     .memref("x", GM, F32).memref("y", GM, F32).scalar("s", F32, param=True)
+     .tile("t", 2, 2, F32).load("t", "x").store("y", "t").build())
+    return m
+
+
+def test_call_forms_name_tuple_of_two_and_three():
+    m = callee_module()
+    fn = (PTOFunctionBuilder("o", module=m).not_in_core()
+          .memref("a", GM, F32).memref("b", GM, F32).scalar("i", I32)
+          .call("k", {"x": "a", "y": ("b", "i"), "s": 1.5})
+          .call("k", {"x": ("a", 1, "i"), "y": "b", "s": "i"})
+          .build())
+    c1, c2 = fn.body
+    assert isinstance(c1, Call) and c1.callee == "k"
+    assert c1.args == (CallArg("x", "a"), CallArg("y", "b", "i", 0), CallArg("s", 1.5))
+    assert c2.arg("x") == CallArg("x", "a", 1, "i") and not c2.arg("y").has_offset
+
+
+def test_call_with_a_malformed_tuple_is_an_error():
+    m = callee_module()
+    b = PTOFunctionBuilder("o", module=m).not_in_core().memref("a", GM, F32)
+    with pytest.raises(PTOError, match="must be a name or \\(tensor, row, col\\)"):
+        b.call("k", {"x": ("a", 1, 2, 3)})
+
+
+def test_builder_without_module_builds_a_standalone_function():
+    fn = PTOFunctionBuilder("solo").in_core().tile("x", 1, 1, F32).build()
+    assert fn.is_incore and fn.name == "solo"
+
+
+def test_orchestration_alias():
+    assert PTOFunctionBuilder.orchestration is PTOFunctionBuilder.not_in_core
