@@ -40,21 +40,20 @@ typedef struct PTOStage {
 typedef struct PTOTask {
     _Atomic int32_t state;
     _Atomic int32_t fanin_left;    /* 1 (submit guard) + producers not yet completed */
-    _Atomic int32_t lock;          /* guards fanout_head/fanout_count vs. completion */
+    _Atomic int32_t lock;          /* guards fanout_head vs. completion */
     int32_t         id;
     int32_t         fanout_head;   /* dependency-pool index, -1 = empty */
-    int32_t         fanout_count;
     int32_t         fanin_count;
     int32_t         last_consumer; /* edge de-duplication (orchestrator only) */
     int32_t         stage;         /* staging index while BUILDING, -1 otherwise */
-    int32_t         num_args;
     int32_t         buffer_bytes;
-    int32_t         worker_type;
+    int16_t         num_args;
+    int16_t         worker_type;
     const char*     name;
     PTOKernelFunc   fn;
     int64_t*        args;          /* inline_args, or this slot's overflow buffer */
     int64_t         inline_args[PTO_INLINE_ARGS];
-} PTOTask;
+} PTOTask;                         /* 128 bytes: two cache lines */
 
 /* Pooled fanout entry. The pool is chunked so workers can read entries while the
  * orchestrator grows it; only the orchestrator allocates and frees. */
@@ -77,7 +76,11 @@ typedef struct TMTensor {
     int32_t   shift, span, nb, pad;
     TMBucket* b;
 } TMTensor;
+#define TM_CACHE 16
 typedef struct TMap {
+    void*     cache_base[TM_CACHE];            /* direct-mapped pointer -> tensor cache */
+    int32_t   cache_idx[TM_CACHE];
+    int32_t   swept_alive;                     /* last_alive at the last full sweep */
     TMTensor* tensors;  int32_t ntensors, cap_tensors;
     int32_t*  index;    uint32_t index_cap;        /* open addressing: tensor idx + 1 */
     TMEntry*  e;        int32_t cap, free_head;
@@ -187,7 +190,7 @@ static inline void rt_lock(_Atomic int32_t* l) {
 static inline void rt_unlock(_Atomic int32_t* l) { atomic_store_explicit(l, 0, memory_order_release); }
 
 /* tensormap.c */
-int  tm_init(TMap* tm);
+int  tm_init(TMap* tm, int32_t initial_entries);
 void tm_free(TMap* tm);
 int  tm_lookup(PTORuntime* rt, int32_t consumer, PTOAccess* a);   /* sets a->tensor */
 int  tm_insert(PTORuntime* rt, int32_t task, const PTOAccess* a);

@@ -33,6 +33,8 @@ void pto_runtime_config_default(PTORuntimeConfig* cfg) {
     for (int i = 0; i < PTO_MAX_WORKERS; i++) cfg->worker_types[i] = PTO_WORKER_ANY;
 }
 
+static int dep_add_chunk(PTORuntime* rt);
+
 /* ---------------------------------------------------------------- lifecycle */
 
 int pto_runtime_init(PTORuntime** out, const PTORuntimeConfig* cfg) {
@@ -55,7 +57,8 @@ int pto_runtime_init(PTORuntime** out, const PTORuntimeConfig* cfg) {
     rt->window = c.task_window;
     rt->mask = c.task_window - 1;
     atomic_init(&rt->failed_task, -1);
-    rt->tasks = malloc((size_t)rt->window * sizeof(PTOTask));
+    _Static_assert(sizeof(PTOTask) == 128, "task descriptor should stay two cache lines");
+    rt->tasks = aligned_alloc(64, (size_t)rt->window * sizeof(PTOTask));
     rt->overflow = calloc((size_t)rt->window, sizeof(int64_t*));
     int rc = rt->tasks && rt->overflow ? PTO_OK : PTO_ENOMEM;
     /* Touch the whole window now, so the build does not pay the page faults. */
@@ -68,13 +71,17 @@ int pto_runtime_init(PTORuntime** out, const PTORuntimeConfig* cfg) {
         t->stage = -1;
         t->args = t->inline_args;
     }
-    if (rc == PTO_OK) rc = tm_init(&rt->tm);
+    if (rc == PTO_OK) rc = tm_init(&rt->tm, 2 * rt->window);
+    rt->dep_free = -1;
+    /* Pre-fault dependency entries for ~2 edges per window slot; the pool grows past that
+     * on demand. */
+    while (rc == PTO_OK && ((int64_t)rt->dep_nchunks << DEP_CHUNK_SHIFT) < 2 * (int64_t)rt->window)
+        rc = dep_add_chunk(rt);
     if (rc == PTO_OK) rc = sched_init(rt);
     if (rc == PTO_OK && c.record_graph) {
         rt->rec_chunks = calloc(REC_MAX_CHUNKS, sizeof(PTORecord*));
         if (!rt->rec_chunks) rc = PTO_ENOMEM;
     }
-    rt->dep_free = -1;
     if (rc != PTO_OK) { pto_runtime_destroy(rt); return rc; }
     *out = rt;
     return PTO_OK;
@@ -122,14 +129,20 @@ void pto_runtime_set_executor(PTORuntime* rt, PTOExecuteFn fn, void* ctx) {
 
 /* ---------------------------------------------------------------- pools */
 
+static int dep_add_chunk(PTORuntime* rt) {
+    if (rt->dep_nchunks == DEP_MAX_CHUNKS) return PTO_ENOMEM;
+    PTODep* c = malloc(sizeof(PTODep) * DEP_CHUNK);
+    if (!c) return PTO_ENOMEM;
+    int32_t base = rt->dep_nchunks << DEP_CHUNK_SHIFT;
+    rt->dep_chunks[rt->dep_nchunks++] = c;
+    for (int32_t i = DEP_CHUNK - 1; i >= 0; i--) { c[i].next = rt->dep_free; rt->dep_free = base + i; }
+    return PTO_OK;
+}
+
 static int32_t dep_alloc(PTORuntime* rt) {
     if (rt->dep_free < 0) {
-        if (rt->dep_nchunks == DEP_MAX_CHUNKS) return PTO_ENOMEM;
-        PTODep* c = malloc(sizeof(PTODep) * DEP_CHUNK);
-        if (!c) return PTO_ENOMEM;
-        int32_t base = rt->dep_nchunks << DEP_CHUNK_SHIFT;
-        rt->dep_chunks[rt->dep_nchunks++] = c;
-        for (int32_t i = DEP_CHUNK - 1; i >= 0; i--) { c[i].next = rt->dep_free; rt->dep_free = base + i; }
+        int rc = dep_add_chunk(rt);
+        if (rc < 0) return rc;
     }
     int32_t i = rt->dep_free;
     rt->dep_free = rt_dep(rt, i)->next;
@@ -177,7 +190,6 @@ int rt_add_edge(PTORuntime* rt, int32_t p, int32_t c) {
          * complete concurrently, so the lock and atomic RMWs are unnecessary. */
         e->next = pt->fanout_head;
         pt->fanout_head = d;
-        pt->fanout_count++;
         atomic_store_explicit(&ct->fanin_left,
                               atomic_load_explicit(&ct->fanin_left, memory_order_relaxed) + 1,
                               memory_order_relaxed);
@@ -190,7 +202,6 @@ int rt_add_edge(PTORuntime* rt, int32_t p, int32_t c) {
         }
         e->next = pt->fanout_head;
         pt->fanout_head = d;
-        pt->fanout_count++;
         atomic_fetch_add_explicit(&ct->fanin_left, 1, memory_order_relaxed);
         rt_unlock(&pt->lock);
     }
@@ -291,14 +302,13 @@ int32_t pto_task_alloc(PTORuntime* rt, const char* func_name, PTOKernelFunc func
     atomic_store_explicit(&t->fanin_left, 1, memory_order_relaxed);
     t->id = id;
     t->fanout_head = -1;
-    t->fanout_count = 0;
     t->fanin_count = 0;
     t->last_consumer = -1;
     t->stage = s;
     t->num_args = 0;
     t->args = t->inline_args;
     t->buffer_bytes = buffer_bytes;
-    t->worker_type = worker_type;
+    t->worker_type = (int16_t)worker_type;
     t->name = func_name ? func_name : "task";
     t->fn = func_ptr;
     rt->open_tasks++;
@@ -317,7 +327,7 @@ static PTOTask* building_task(PTORuntime* rt, int32_t task, int* err) {
 
 /* Make room for `k` more argument slots (PTO_ETOOMANYARGS past PTO_MAX_ARGS). */
 static int reserve_args(PTORuntime* rt, PTOTask* t, int32_t k) {
-    if (t->num_args + k > PTO_MAX_ARGS) return PTO_ETOOMANYARGS;
+    if (t->num_args + k > PTO_MAX_ARGS) return PTO_ETOOMANYARGS;   /* num_args <= 32 fits int16 */
     if (t->num_args + k > PTO_INLINE_ARGS && t->args == t->inline_args) {
         int64_t** o = &rt->overflow[t->id & rt->mask];
         if (!*o) {

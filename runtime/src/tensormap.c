@@ -10,13 +10,20 @@
 
 #include <stdlib.h>
 
-int tm_init(TMap* tm) {
+int tm_init(TMap* tm, int32_t initial_entries) {
     memset(tm, 0, sizeof *tm);
     tm->index_cap = 64;
     tm->index = calloc(tm->index_cap, sizeof(int32_t));
     tm->free_head = -1;
     tm->last_tensor = -1;
-    return tm->index ? PTO_OK : PTO_ENOMEM;
+    for (int i = 0; i < TM_CACHE; i++) tm->cache_idx[i] = -1;
+    if (!tm->index) return PTO_ENOMEM;
+    /* Pre-fault a pool sized to the window so steady-state inserts never grow it. */
+    tm->e = malloc((size_t)initial_entries * sizeof(TMEntry));
+    if (!tm->e) return PTO_ENOMEM;
+    for (int32_t i = initial_entries - 1; i >= 0; i--) { tm->e[i].next = tm->free_head; tm->free_head = i; }
+    tm->cap = initial_entries;
+    return PTO_OK;
 }
 
 void tm_free(TMap* tm) {
@@ -45,10 +52,14 @@ static int index_put(TMap* tm, void* base, int32_t idx) {
 
 /* Find or create the record of a data pointer; returns its index or a negative error. */
 static int32_t tensor_of(TMap* tm, void* base, int64_t rows_of_first_access) {
-    if (tm->last_tensor >= 0 && tm->tensors[tm->last_tensor].base == base) return tm->last_tensor;
+    uint32_t slot = (uint32_t)(((uintptr_t)base >> 6) ^ ((uintptr_t)base >> 20)) & (TM_CACHE - 1);
+    if (tm->cache_base[slot] == base) return tm->cache_idx[slot];
     uint32_t m = tm->index_cap - 1, h = hash_ptr(base) & m;
     for (int32_t v; (v = tm->index[h]) != 0; h = (h + 1) & m)
-        if (tm->tensors[v - 1].base == base) return tm->last_tensor = v - 1;
+        if (tm->tensors[v - 1].base == base) {
+            tm->cache_base[slot] = base; tm->cache_idx[slot] = v - 1;
+            return v - 1;
+        }
     if (tm->ntensors == tm->cap_tensors) {
         int32_t nc = tm->cap_tensors ? tm->cap_tensors * 2 : 16;
         TMTensor* n = realloc(tm->tensors, (size_t)nc * sizeof *n);
@@ -68,7 +79,8 @@ static int32_t tensor_of(TMap* tm, void* base, int64_t rows_of_first_access) {
     memset(t, 0, sizeof *t);
     t->base = base; t->shift = shift;
     index_put(tm, base, tm->ntensors);
-    return tm->last_tensor = tm->ntensors++;
+    tm->cache_base[slot] = base; tm->cache_idx[slot] = tm->ntensors;
+    return tm->ntensors++;
 }
 
 static int grow_buckets(TMap* tm, TMTensor* t, int64_t need) {
@@ -132,8 +144,9 @@ static int32_t entry_alloc(PTORuntime* rt) {
     TMap* tm = &rt->tm;
     /* Inserts pop retired prefixes, so a full sweep is only for buckets nobody touches
      * any more; do it at most once per `cap` inserts. */
-    if (tm->free_head < 0 && tm->cap >= 1024 && tm->since_sweep >= tm->cap) {
+    if (tm->free_head < 0 && tm->since_sweep >= tm->cap && rt->last_alive - tm->swept_alive >= tm->cap / 4) {
         sweep(tm, rt->last_alive);
+        tm->swept_alive = rt->last_alive;
     }
     if (tm->free_head < 0) {
         int32_t nc = tm->cap ? tm->cap * 2 : 1024;
