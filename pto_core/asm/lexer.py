@@ -1,0 +1,163 @@
+"""Tokens of `.pto` text, each with its line and column (both from 1).
+
+Comments run from ``//`` to the end of the line and are dropped, except the three header
+comments ``// PTO Module: NAME``, ``// Entry: @NAME`` and ``// Function Type: KIND``, which are
+returned separately as :class:`Header` records. Types (``!pto.tile<8x8xf32>``,
+``!pto.memref<gm,f32>``) are single tokens whose value is the parsed type.
+
+>>> [(t.kind, t.text) for t in tokenize("%x = tadd %a, 1.5")[0]]
+[('name', '%x'), ('=', '='), ('word', 'tadd'), ('name', '%a'), (',', ','), ('num', '1.5'), ('eof', '')]
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from ..errors import PTOSyntaxError
+from ..ir.types import ElementType, MemorySpace, MemRefType, TileType
+
+_TOKEN = re.compile(r"""
+ (?P<nl>\n)
+|(?P<ws>[ \t\r\f\v]+)
+|(?P<comment>//[^\n]*)
+|(?P<name>%[A-Za-z_][A-Za-z0-9_]*)
+|(?P<sym>@[A-Za-z_][A-Za-z0-9_]*)
+|(?P<type>!pto\.[A-Za-z_]+<[^<>\n]*>)
+|(?P<num>-?(?:\d+\.\d*|\.\d+|\d+)(?:[eE][+-]?\d+)?|-inf\b)
+|(?P<arrow>->)
+|(?P<word>[A-Za-z_][A-Za-z0-9_]*)
+|(?P<punct>[()\[\]{},:=])
+""", re.X)
+
+_HEADER = re.compile(r"//\s*(PTO Module|Entry|Function Type)\s*:\s*(.*?)\s*\Z")
+_TILE = re.compile(r"\s*(\d+)\s*x\s*(\d+)\s*x\s*([A-Za-z0-9_]+)\s*\Z")
+_MEMREF = re.compile(r"\s*([A-Za-z0-9_]+)\s*,\s*(?:(\d+)\s*x\s*(\d+)\s*x\s*|\.\.\.\s*,\s*)?"
+                     r"([A-Za-z0-9_]+)\s*\Z")
+
+
+class Token:
+    """``kind`` is ``name`` (``%x``), ``sym`` (``@f``), ``type``, ``num``, ``word``, ``nl``,
+    ``eof`` or the punctuation itself (``(``, ``->`` ...). ``value`` holds the parsed type of a
+    ``type`` token."""
+
+    __slots__ = ("kind", "text", "line", "col", "value")
+
+    def __init__(self, kind: str, text: str, line: int, col: int, value: object = None) -> None:
+        self.kind = kind
+        self.text = text
+        self.line = line
+        self.col = col
+        self.value = value
+
+    def describe(self) -> str:
+        """How an error message names this token."""
+        if self.kind == "nl":
+            return "end of line"
+        if self.kind == "eof":
+            return "end of file"
+        return f"'{self.text}'"
+
+    def __repr__(self) -> str:
+        return f"Token({self.kind!r}, {self.text!r}, {self.line}:{self.col})"
+
+
+@dataclass(frozen=True)
+class Header:
+    """A header comment: ``key`` is ``PTO Module``, ``Entry`` or ``Function Type``."""
+
+    key: str
+    value: str
+    line: int
+    col: int          # column of the value
+
+
+def tokenize(text: str, filename: str = "<string>") -> tuple[list[Token], list[Header]]:
+    """Split ``text`` into tokens (ending with an ``eof`` token) and header comments."""
+    tokens: list[Token] = []
+    headers: list[Header] = []
+    append = tokens.append
+    match = _TOKEN.match
+    pos, line, line_start, n = 0, 1, 0, len(text)
+    while pos < n:
+        m = match(text, pos)
+        if m is None:
+            _bad_char(text, pos, line, pos - line_start + 1, filename)
+        kind = m.lastgroup
+        end = m.end()
+        if kind == "nl":
+            append(Token("nl", "\n", line, pos - line_start + 1))
+            line += 1
+            line_start = end
+        elif kind == "ws":
+            pass
+        elif kind == "comment":
+            h = _HEADER.match(m.group())
+            if h is not None:
+                headers.append(Header(h.group(1), h.group(2), line,
+                                      pos - line_start + 1 + h.start(2)))
+        else:
+            s = m.group()
+            col = pos - line_start + 1
+            if kind == "punct":
+                append(Token(s, s, line, col))
+            elif kind == "arrow":
+                append(Token("->", s, line, col))
+            elif kind == "type":
+                append(Token("type", s, line, col, _parse_type(s, line, col, filename)))
+            else:
+                append(Token(kind, s, line, col))
+        pos = end
+    tokens.append(Token("eof", "", line, pos - line_start + 1))
+    return tokens, headers
+
+
+def _bad_char(text: str, pos: int, line: int, col: int, filename: str) -> None:
+    c = text[pos]
+    if c == "%":
+        msg = "expected a name after '%' (a letter or '_' first)"
+    elif c == "@":
+        msg = "expected a function name after '@' (a letter or '_' first)"
+    elif c == "!":
+        msg = "expected a type such as !pto.tile<8x8xf32> or !pto.memref<gm,f32>"
+    elif c == "-":
+        msg = "expected '->' or a negative number after '-'"
+    else:
+        msg = f"unexpected character {c!r}"
+    raise PTOSyntaxError(msg, file=filename, line=line, column=col)
+
+
+def _parse_type(s: str, line: int, col: int, filename: str) -> TileType | MemRefType:
+    kind, _, inner = s[len("!pto."):-1].partition("<")
+
+    def fail(msg: str) -> None:
+        raise PTOSyntaxError(msg, file=filename, line=line, column=col)
+
+    if kind == "tile":
+        m = _TILE.match(inner)
+        if m is None:
+            fail(f"malformed tile type '{s}': expected !pto.tile<ROWSxCOLSxDTYPE>, "
+                 f"e.g. !pto.tile<8x8xf32>")
+        rows, cols = int(m.group(1)), int(m.group(2))
+        return TileType(rows, cols, _dtype(m.group(3), fail))
+    if kind == "memref":
+        m = _MEMREF.match(inner)
+        if m is None:
+            fail(f"malformed memref type '{s}': expected !pto.memref<SPACE,DTYPE> or "
+                 f"!pto.memref<SPACE,ROWSxCOLSxDTYPE>, e.g. !pto.memref<gm,f32>")
+        try:
+            space = MemorySpace.parse(m.group(1))
+        except ValueError as e:
+            fail(f"{e} in '{s}' (expected one of {', '.join(x.value for x in MemorySpace)})")
+        shape = (int(m.group(2)), int(m.group(3))) if m.group(2) is not None else None
+        return MemRefType(space, _dtype(m.group(4), fail), shape)
+    fail(f"unknown type '!pto.{kind}' (expected !pto.tile or !pto.memref)")
+    raise AssertionError  # unreachable: fail() raises
+
+
+def _dtype(text: str, fail) -> ElementType:
+    try:
+        return ElementType.parse(text)
+    except ValueError as e:
+        fail(str(e))
+        raise AssertionError from None

@@ -1,0 +1,135 @@
+"""Module -> `.pto` text.
+
+>>> from pto_core import PTOModule, PTOFunctionBuilder, ElementType, MemorySpace
+>>> m = PTOModule("demo")
+>>> _ = (PTOFunctionBuilder("neg", module=m).in_core()
+...      .memref("a", MemorySpace.GLOBAL, ElementType.F32).tile("x", 8, 8, ElementType.F32)
+...      .load("x", "a").neg("x", "x").store("a", "x").build())
+>>> print(print_module(m), end="")
+// PTO Module: demo
+// Entry: @neg
+<BLANKLINE>
+// Function Type: InCore
+func @neg(%a: !pto.memref<gm,f32>) {
+  %x = alloc_tile : !pto.tile<8x8xf32>
+<BLANKLINE>
+  %x = tload %a[0, 0] : !pto.memref<gm,f32> -> !pto.tile<8x8xf32>
+  %x = tneg %x : !pto.tile<8x8xf32> -> !pto.tile<8x8xf32>
+  tstore %x, %a[0, 0] : !pto.tile<8x8xf32> -> !pto.memref<gm,f32>
+}
+"""
+
+from __future__ import annotations
+
+from typing import Mapping
+
+from ..ir import Call, For, Function, If, Instr, Module, Return, Stmt, TileType, Type
+from .syntax import annotation_parts, format_annotation, format_attr, format_value, layout
+
+INDENT = "  "
+
+
+def print_module(module: Module) -> str:
+    """The `.pto` text of ``module`` (parse it back with :func:`pto_core.asm.parse`)."""
+    out = [f"// PTO Module: {module.name}"]
+    if module.entry is not None:
+        out.append(f"// Entry: @{module.entry}")
+    for fn in module.functions.values():
+        out.append("")
+        _function(fn, out)
+    return "\n".join(out) + "\n"
+
+
+def print_function(fn: Function) -> str:
+    """The `.pto` text of one function, with its ``// Function Type`` line."""
+    out: list[str] = []
+    _function(fn, out)
+    return "\n".join(out) + "\n"
+
+
+def format_instr(instr: Instr, types: Mapping[str, Type] | None = None) -> str:
+    """One instruction; with ``types`` (declared names -> types) its annotation too."""
+    op = instr.opdef
+    lay = layout(op)
+    ops = instr.operands
+    text = ""
+    if lay.outputs:
+        text = ", ".join(format_value(ops[i]) for i in lay.outputs) + " = "
+    text += op.mnemonic
+    args = []
+    for i in lay.args:
+        s = format_value(ops[i])
+        if i == lay.memref and lay.brackets:
+            s += "[" + ", ".join(format_value(ops[j]) for j in lay.brackets) + "]"
+        args.append(s)
+    if args:
+        text += " " + ", ".join(args)
+    for k, v in instr.attrs:
+        text += f" {k}={format_attr(v)}"
+    if types is not None and len(ops) == len(op.operands):
+        parts = annotation_parts(op, ops, types)
+        if parts is not None:
+            text += " : " + format_annotation(parts)
+    return text
+
+
+def _function(fn: Function, out: list[str]) -> None:
+    out.append(f"// Function Type: {fn.kind.value}")
+    params = ", ".join(f"%{p.name}: {p.type}" for p in fn.params)
+    out.append(f"func @{fn.name}({params}) {{")
+    for loc in fn.locals:
+        alloc = "alloc_tile" if isinstance(loc.type, TileType) else "alloc_scalar"
+        out.append(f"{INDENT}%{loc.name} = {alloc} : {loc.type}")
+    if fn.locals and fn.body:
+        out.append("")
+    types: dict[str, Type] = {p.name: p.type for p in fn.params}
+    types.update((loc.name, loc.type) for loc in fn.locals)
+    _body(fn.body, 1, types, out)
+    out.append("}")
+
+
+def _body(body: tuple[Stmt, ...], depth: int, types: Mapping[str, Type], out: list[str]) -> None:
+    pad = INDENT * depth
+    for s in body:
+        if isinstance(s, Instr):
+            out.append(pad + format_instr(s, types))
+        elif isinstance(s, For):
+            out.append(pad + _for_header(s))
+            _body(s.body, depth + 1, types, out)
+            out.append(pad + "ENDFOR")
+        elif isinstance(s, If):
+            out.append(f"{pad}IF {format_value(s.cond)}")
+            _body(s.then_body, depth + 1, types, out)
+            if s.else_body:
+                out.append(pad + "ELSE")
+                _body(s.else_body, depth + 1, types, out)
+            out.append(pad + "ENDIF")
+        elif isinstance(s, Call):
+            out.append(pad + _call(s))
+        elif isinstance(s, Return):
+            out.append(pad + "return")
+        else:   # not an IR statement: keep the text readable rather than fail
+            out.append(f"{pad}// unknown statement {s!r}")
+
+
+def _for_header(s: For) -> str:
+    text = (f"FOR {format_value(s.var)}:idx, {format_value(s.start)}:idx, "
+            f"{format_value(s.end)}:idx, {format_value(s.step)}:idx")
+    if s.max_range is not None:
+        text += f" max_range={s.max_range}"
+    if s.min_range is not None:
+        text += f" min_range={s.min_range}"
+    if s.tile_levels is not None:
+        text += " tile_levels={" + ",".join(f"{k}:{v}" for k, v in s.tile_levels) + "}"
+    return text
+
+
+def _call(c: Call) -> str:
+    args = []
+    for a in c.args:
+        s = f"%{a.param} -> {format_value(a.value)}"
+        if a.has_offset:
+            s += (f"[{format_value(a.row if a.row is not None else 0)}, "
+                  f"{format_value(a.col if a.col is not None else 0)}]")
+        args.append(s)
+    return f"CALL @{c.callee}({', '.join(args)})"

@@ -1,0 +1,78 @@
+"""``pto compile FILE [--emit pto] [--target NAME] -o DIR [-O0|1|2 --pass/--no-pass ...]``.
+
+Loads a program (`.pto`, or `.py` defining ``build_module()``), runs the pass pipeline and
+writes ``DIR/<module>.pto`` (``--emit pto``) and/or the sources of a backend (``--target``).
+``--print-after PASS`` prints the module as `.pto` after that pass (``all``: after each).
+
+    $ pto compile examples/fused_softmax.py --emit pto -o build/ -O0
+    wrote build/softmax_module.pto
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+from pathlib import Path
+
+from ..errors import PTOError
+from ..ir import Module
+from ..options import CompileOptions
+from .common import add_compile_arguments, options_from_args
+
+
+def add_parser(sub) -> argparse.ArgumentParser:
+    p = sub.add_parser("compile", help="compile a program: print .pto, or generate a backend's code",
+                       description="Compile a .pto or builder .py program.")
+    p.add_argument("file", type=Path, metavar="FILE", help="a .pto file or a .py with build_module()")
+    p.add_argument("--emit", action="append", choices=("pto",), default=[],
+                   help="what to write: 'pto' writes DIR/<module>.pto (the default without --target)")
+    p.add_argument("--target", default=None, metavar="NAME", help="an installed backend (see pto backends)")
+    p.add_argument("-o", "--output", type=Path, default=Path("build"), metavar="DIR",
+                   help="output directory (default: build)")
+    add_compile_arguments(p)
+    return p
+
+
+def run_passes(module: Module, options: CompileOptions) -> Module:
+    """The pass pipeline when it is installed (``pto_core.passes``), printing the module after
+    the passes named by ``options.print_after``."""
+    try:
+        passes = importlib.import_module("pto_core.passes")
+    except ModuleNotFoundError as e:
+        if e.name not in ("pto_core.passes",):
+            raise
+        return module       # no pass pipeline yet: the module as built
+    from ..asm import print_module
+
+    def on_after(name: str, mod: Module) -> None:
+        if "all" in options.print_after or name in options.print_after:
+            print(f"// ----- after pass {name} -----")
+            print(print_module(mod), end="")
+
+    return passes.run_pipeline(module, options, on_after=on_after)
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..asm import print_module
+    from ..program import load_program
+
+    options = options_from_args(args)
+    module = run_passes(load_program(args.file).module, options)
+    emit = set(args.emit) or ({"pto"} if args.target is None else set())
+    args.output.mkdir(parents=True, exist_ok=True)
+    if "pto" in emit:
+        out = args.output / f"{module.name}.pto"
+        out.write_text(print_module(module), encoding="utf-8")
+        print(f"wrote {out}")
+    if args.target is not None:
+        try:
+            driver = importlib.import_module("pto_core.codegen.driver")
+        except ModuleNotFoundError as e:
+            if e.name not in ("pto_core.codegen", "pto_core.codegen.driver"):
+                raise
+            raise PTOError(f"--target {args.target}: code generation (pto_core.codegen.driver) "
+                           f"is not available in this installation") from None
+        written = driver.compile_module(args.target, module, args.output, options)
+        for path in written or ():
+            print(f"wrote {path}")
+    return 0
