@@ -154,3 +154,27 @@ def test_a_pto_file_runs_and_derives_its_shapes(tmp_path, capsys):
     x, y = np.load(tmp_path / "o" / "input.npy"), np.load(tmp_path / "o" / "output.npy")
     e = np.exp(x - x.max(axis=1, keepdims=True))
     np.testing.assert_allclose(y, e / e.sum(axis=1, keepdims=True), rtol=1e-5, atol=1e-6)
+
+
+def test_program_tolerance_loosens_the_check(tmp_path, capsys):
+    # numpy_reference is 0.1% off: a mismatch at the default f32 tolerance ...
+    assert pto_run(capsys, program(tmp_path, factor=2.002), "--set", "n=1", "--check")[0] == 1
+    # ... accepted with the program's own TOLERANCE, or with --rtol
+    loose = program(tmp_path, factor=2.002, defaults="TOLERANCE = {'rtol': 1e-2, 'atol': 0}\n")
+    rc, out, _ = pto_run(capsys, loose, "--set", "n=1", "--check")
+    assert rc == 0 and "rtol 0.01" in out
+    assert pto_run(capsys, program(tmp_path, factor=2.002), "--set", "n=1", "--check",
+                   "--rtol", "1e-2")[0] == 0
+
+
+def test_matmul_programs_get_a_magnitude_scaled_f32_tolerance():
+    from pto_core import ElementType
+    from pto_core.commands.run import default_tolerance
+    from pto_core.program import load_program
+    gemm = load_program(EXAMPLES / "bgemm.py").module
+    softmax = load_program(EXAMPLES / "fused_softmax.py").module
+    big = np.full((2, 2), 500.0, np.float32)
+    assert default_tolerance(ElementType.F32, softmax, big) == (1e-5, 1e-6)
+    assert default_tolerance(ElementType.F32, gemm, big) == pytest.approx((1e-4, 5e-2))
+    assert default_tolerance(ElementType.F32, gemm, big / 1000) == pytest.approx((1e-4, 1e-4))
+    assert default_tolerance(ElementType.I32, gemm, big) == (0.0, 0.0)

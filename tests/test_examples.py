@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from pto_core import ElementType
-from pto_core.commands.run import call_numpy_reference, default_tolerance, random_inputs
+from pto_core.commands.run import call_numpy_reference, random_inputs, tolerance
 from pto_core.program import load_program
 from pto_core.reference import run_module, trace_calls
 from pto_core.shapes import derive_shapes
@@ -26,7 +26,7 @@ def check_against_numpy(program, scalars, seed=0):
     ref = call_numpy_reference(program, inputs, scalars)
     assert ref, "numpy_reference returned nothing to compare"
     for name, want in ref.items():
-        rtol, atol = default_tolerance(fn.memrefs[name].dtype, module)
+        rtol, atol = tolerance(program, name, fn.memrefs[name].dtype, module, want)
         np.testing.assert_allclose(out[name].astype(np.float64), np.asarray(want, np.float64),
                                    rtol=rtol, atol=atol, err_msg=name)
     return out
