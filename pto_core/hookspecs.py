@@ -61,7 +61,9 @@ class BackendInfo:
 
 @dataclass(frozen=True)
 class KernelSource:
-    """Generated source of one InCore function."""
+    """Generated source of one InCore function. The driver writes ``text`` to
+    ``<function><kernel_suffix>`` (so build tools know the names before generating);
+    ``filename`` is informational."""
 
     function: str
     filename: str          # e.g. "rowmax.c"
@@ -72,8 +74,14 @@ class KernelSource:
 
 @dataclass(frozen=True)
 class BindingSource:
-    """Host-side C the backend adds to the orchestration: how a task runs on its workers, and the
-    entry point a host program or ctypes calls."""
+    """Host-side C the backend adds to the orchestration: how a task runs on its workers. It
+    must define what the orchestration C declares (see :mod:`pto_core.orchestration`):
+    ``const PTOKernelFunc pto_kernels_<module>[]`` (kernel table in module order of the InCore
+    functions; NULL entries are resolved by name in the binding's executor) and
+    ``void pto_binding_setup_<module>(PTORuntime* rt)`` (e.g. installs an executor with
+    ``pto_runtime_set_executor``). :func:`pto_core.codegen.cpu.cpu_binding_source` writes the
+    binding of a backend whose kernels are host functions. The driver writes ``text`` to
+    ``<module>_binding<host_suffix>``."""
 
     filename: str
     text: str
@@ -101,11 +109,23 @@ def pto_runtime_binding(backend: str, module: Any, kernels: list[KernelSource],
 @hookspec(firstresult=True)
 def pto_configure_scons(backend: str, env: Any, options: Any) -> bool | None:
     """Configure an SCons ``Environment`` for ``backend``: the kernel compiler, its flags, tools
-    and builders (e.g. an nvcc tool). Return True when handled."""
+    and builders (e.g. an nvcc tool). Return True when handled.
+
+    ``env`` already has the C compiler (the cross compiler when ``options.cross`` is set), the
+    runtime include path and ``-pthread``; ``options`` is a :class:`pto_core.scons.BuildSettings`
+    (``target``, ``cross`` = "" or "aarch64", ``opt`` = "release" | "debug" | "native",
+    ``compile`` = the :class:`~pto_core.options.CompileOptions`). Every generated ``.c`` file of
+    a module (kernels, orchestration, binding, host program) is compiled with ``env``; a backend
+    whose kernels need another compiler adds a builder for its ``kernel_suffix``."""
 
 
 @hookspec(firstresult=True)
 def pto_launch(backend: str, module: Any, build_dir: Path, tensors: Mapping[str, Any],
-               scalars: Mapping[str, int], options: Any) -> Mapping[str, Any] | None:
-    """Run the entry function of ``module`` as built in ``build_dir`` on the device with numpy
-    arrays in and out; return the tensors after the run (by parameter name)."""
+               scalars: Mapping[str, int], options: Any, workers: int,
+               threshold: int) -> Mapping[str, Any] | None:
+    """Run the entry function of ``module`` as built in ``build_dir`` (which holds
+    ``lib<module>.so`` and ``<module>_host``, see :mod:`pto_core.codegen.driver`) on the device
+    with numpy arrays in and out, with ``workers`` runtime worker threads and the pipelining
+    ``threshold`` (0 = build the whole graph first); return every tensor of the entry function
+    after the run (by parameter name). CPU-hosted backends can simply return
+    ``pto_core.codegen.host.run_library(build_dir / f"lib{name}.so", ...)``."""

@@ -1,0 +1,115 @@
+"""The ARM64 kernel emitter: the shared C renderer plus NEON templates.
+
+Vector code is compiled under ``#if defined(__aarch64__)`` (NEON is mandatory on AArch64);
+elsewhere the portable loops of :class:`~pto_core.codegen.cstyle.CStyleRenderer` remain, which
+compilers auto-vectorise, so one source runs on the x86 host and under ``qemu-aarch64``.
+f32 and f16 tiles get NEON code (f16 is widened to f32 for the math and rounded once per op,
+exactly like the reference); other types use the portable loops.
+
+>>> "vaddq_f32" in Arm64Renderer().VEC_BINARY["add"]
+True
+"""
+
+from __future__ import annotations
+
+from pto_core.codegen.cstyle import CStyleRenderer
+from pto_core.ir import ElementType
+
+NEON_HELPERS = r"""
+#if defined(__aarch64__)
+#include <arm_neon.h>
+/* Vector twins of _pto_expf/_pto_logf/_pto_tanhf: same reductions and polynomials. */
+static inline float32x4_t _pto_vexpq_f32(float32x4_t x) {
+    x = vmaxq_f32(x, vdupq_n_f32(-104.0f));
+    x = vminq_f32(x, vdupq_n_f32(89.0f));
+    float32x4_t fn = vrndnq_f32(vmulq_n_f32(x, 1.44269504088896341f));
+    int32x4_t n = vcvtq_s32_f32(fn);
+    float32x4_t r = vfmsq_f32(x, fn, vdupq_n_f32(0.693359375f));
+    r = vfmsq_f32(r, fn, vdupq_n_f32(-2.12194440e-4f));
+    float32x4_t p = vdupq_n_f32(1.9875691500e-4f);
+    p = vfmaq_f32(vdupq_n_f32(1.3981999507e-3f), p, r);
+    p = vfmaq_f32(vdupq_n_f32(8.3334519073e-3f), p, r);
+    p = vfmaq_f32(vdupq_n_f32(4.1665795894e-2f), p, r);
+    p = vfmaq_f32(vdupq_n_f32(1.6666665459e-1f), p, r);
+    p = vfmaq_f32(vdupq_n_f32(5.0000001201e-1f), p, r);
+    p = vfmaq_f32(vaddq_f32(r, vdupq_n_f32(1.0f)), p, vmulq_f32(r, r));
+    int32x4_t h = vshrq_n_s32(n, 1), l = vsubq_s32(n, h);
+    float32x4_t s1 = vreinterpretq_f32_s32(vshlq_n_s32(vaddq_s32(h, vdupq_n_s32(127)), 23));
+    float32x4_t s2 = vreinterpretq_f32_s32(vshlq_n_s32(vaddq_s32(l, vdupq_n_s32(127)), 23));
+    return vmulq_f32(vmulq_f32(p, s1), s2);
+}
+static inline float32x4_t _pto_vlogq_f32(float32x4_t x) {
+    int32x4_t ix = vreinterpretq_s32_f32(x);
+    int32x4_t e = vsubq_s32(vandq_s32(vshrq_n_s32(ix, 23), vdupq_n_s32(0xff)), vdupq_n_s32(126));
+    float32x4_t m = vreinterpretq_f32_s32(vorrq_s32(vandq_s32(ix, vdupq_n_s32(0x007fffff)),
+                                                    vdupq_n_s32(0x3f000000)));
+    uint32x4_t small = vcltq_f32(m, vdupq_n_f32(0.707106781186547524f));
+    e = vaddq_s32(e, vreinterpretq_s32_u32(small));            /* all-ones lanes are -1 */
+    m = vaddq_f32(m, vreinterpretq_f32_u32(vandq_u32(small, vreinterpretq_u32_f32(m))));
+    m = vsubq_f32(m, vdupq_n_f32(1.0f));
+    float32x4_t z = vmulq_f32(m, m);
+    float32x4_t y = vdupq_n_f32(7.0376836292e-2f);
+    y = vfmaq_f32(vdupq_n_f32(-1.1514610310e-1f), y, m);
+    y = vfmaq_f32(vdupq_n_f32(1.1676998740e-1f), y, m);
+    y = vfmaq_f32(vdupq_n_f32(-1.2420140846e-1f), y, m);
+    y = vfmaq_f32(vdupq_n_f32(1.4249322787e-1f), y, m);
+    y = vfmaq_f32(vdupq_n_f32(-1.6668057665e-1f), y, m);
+    y = vfmaq_f32(vdupq_n_f32(2.0000714765e-1f), y, m);
+    y = vfmaq_f32(vdupq_n_f32(-2.4999993993e-1f), y, m);
+    y = vfmaq_f32(vdupq_n_f32(3.3333331174e-1f), y, m);
+    y = vmulq_f32(vmulq_f32(y, m), z);
+    float32x4_t fe = vcvtq_f32_s32(e);
+    y = vfmaq_f32(y, fe, vdupq_n_f32(-2.12194440e-4f));
+    y = vfmaq_f32(y, z, vdupq_n_f32(-0.5f));
+    float32x4_t r = vfmaq_f32(vaddq_f32(m, y), fe, vdupq_n_f32(0.693359375f));
+    r = vbslq_f32(vceqq_f32(x, vdupq_n_f32(0.0f)), vdupq_n_f32(-INFINITY), r);
+    r = vbslq_f32(vcltq_f32(x, vdupq_n_f32(0.0f)), vdupq_n_f32(NAN), r);
+    r = vbslq_f32(vceqq_f32(x, vdupq_n_f32(INFINITY)), vdupq_n_f32(INFINITY), r);
+    return vbslq_f32(vceqq_f32(x, x), r, x);                   /* NaN in, NaN out */
+}
+static inline float32x4_t _pto_vtanhq_f32(float32x4_t x) {
+    float32x4_t t = _pto_vexpq_f32(vmulq_n_f32(vabsq_f32(x), -2.0f));
+    float32x4_t r = vdivq_f32(vsubq_f32(vdupq_n_f32(1.0f), t), vaddq_f32(vdupq_n_f32(1.0f), t));
+    return vbslq_f32(vcltq_f32(x, vdupq_n_f32(0.0f)), vnegq_f32(r), r);
+}
+#endif
+"""
+
+
+class Arm64Renderer(CStyleRenderer):
+    """C with NEON intrinsics under ``__aarch64__``."""
+
+    name = "arm64"
+    vector_guard = "defined(__aarch64__)"
+    vec_width = 4
+
+    VEC_UNARY = {"neg": "vnegq_f32({0})", "abs": "vabsq_f32({0})", "exp": "_pto_vexpq_f32({0})",
+                 "log": "_pto_vlogq_f32({0})", "sqrt": "vsqrtq_f32({0})",
+                 "recip": "vdivq_f32(vdupq_n_f32(1.0f), {0})", "tanh": "_pto_vtanhq_f32({0})"}
+    VEC_BINARY = {"add": "vaddq_f32({0}, {1})", "sub": "vsubq_f32({0}, {1})",
+                  "mul": "vmulq_f32({0}, {1})", "div": "vdivq_f32({0}, {1})",
+                  "max": "vmaxq_f32({0}, {1})", "min": "vminq_f32({0}, {1})"}
+    VEC_HREDUCE = {"sum": "vaddvq_f32({0})", "max": "vmaxvq_f32({0})", "min": "vminvq_f32({0})"}
+
+    def prelude(self) -> str:
+        return super().prelude() + NEON_HELPERS
+
+    def vec_type(self) -> str:
+        return "float32x4_t"
+
+    def vec_dup(self, text: str) -> str:
+        return f"vdupq_n_f32({text})"
+
+    def vec_load(self, dtype: ElementType, ptr: str) -> str | None:
+        if dtype is ElementType.F32:
+            return f"vld1q_f32({ptr})"
+        if dtype is ElementType.F16:
+            return f"vcvt_f32_f16(vld1_f16((const float16_t*)({ptr})))"
+        return None
+
+    def vec_store(self, dtype: ElementType, ptr: str, value: str) -> str | None:
+        if dtype is ElementType.F32:
+            return f"vst1q_f32({ptr}, {value})"
+        if dtype is ElementType.F16:
+            return f"vst1_f16((float16_t*)({ptr}), vcvt_f16_f32({value}))"
+        return None

@@ -1,0 +1,882 @@
+"""The shared C-family kernel renderer.
+
+One class turns an InCore function into C-like source; a backend subclasses it and overrides
+the few templates that differ (types, qualifiers, intrinsics, vector code, the function
+signature), the way tinygrad's ``renderer/cstyle.py`` serves C, CUDA, OpenCL and Metal.
+
+Everything is driven by the instruction table: element-wise ops print their ``Expr`` tree through
+:meth:`CStyleRenderer.expr` (scalar) or :meth:`CStyleRenderer.vexpr` (vector templates), and
+reductions use the row's ``reduce`` kind.
+
+Kernel ABI (see ``runtime/include/pto_runtime.h``)::
+
+    int32_t <symbol>(const int64_t* args)
+
+each memref parameter takes two slots (pointer to the window's first element, row stride in
+elements), each scalar one slot (int64; floats are the bits of a double). The body lives in a
+``static`` function taking typed parameters, so InCore calls that were not inlined become plain C
+calls. Distinct memref parameters are assumed not to overlap (like ``restrict``) unless they name
+the same window.
+
+Loop fusion: with ``options.enabled("fuse_loops")`` consecutive TLOAD/TSTORE, element-wise,
+tile-scalar and row/column-expand instructions over the same tile shape are emitted as ONE loop
+nest; each op still stores its own destination tile element before the next op reads it, so the
+result is identical to the unfused code (and f16/bf16 rounding happens per op as in the
+reference).
+
+>>> from pto_core import PTOModule, PTOFunctionBuilder, ElementType as T, MemorySpace as M
+>>> m = PTOModule("m")
+>>> f = (PTOFunctionBuilder("k", module=m).in_core().memref("a", M.GLOBAL, T.F32)
+...      .memref("o", M.GLOBAL, T.F32).tile("x", 4, 8, T.F32).load("x", "a").exp("x", "x")
+...      .store("o", "x").build())
+>>> src = CStyleRenderer().render_kernel(f, m)
+>>> "int32_t pto_kernel_k(const int64_t* args)" in src, src.count("for (int _pto_r")
+(True, 1)
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Iterable, Sequence
+
+from ..errors import PTOBackendError
+from ..ir import (Call, Category, ElementType, For, Function, If, Instr, MemRefType, Module,
+                  Return, ScalarType, TileType)
+from ..ir.ops import Expr
+from ..options import CompileOptions
+
+E = ElementType
+
+#: categories that run one element at a time over the destination's shape (fusable)
+ELEMENT_CATEGORIES = (Category.LOAD, Category.STORE, Category.ELEMENTWISE, Category.TILE_SCALAR,
+                      Category.ROW_EXPAND, Category.COL_EXPAND)
+
+
+def kernel_symbol(function_name: str) -> str:
+    """The exported C symbol of an InCore function's kernel.
+
+    >>> kernel_symbol("rowmax")
+    'pto_kernel_rowmax'
+    """
+    return f"pto_kernel_{function_name}"
+
+
+@dataclass
+class _Out:
+    """Lines with indentation."""
+
+    lines: list[str] = field(default_factory=list)
+    depth: int = 0
+
+    def __call__(self, text: str = "") -> None:
+        # preprocessor lines stay in column 0 so they read as such
+        self.lines.append(text if text.startswith("#") or not text else "    " * self.depth + text)
+
+    def block(self, head: str) -> "_Block":
+        return _Block(self, head)
+
+
+class _Block:
+    def __init__(self, out: _Out, head: str) -> None:
+        self.out, self.head = out, head
+
+    def __enter__(self) -> None:
+        self.out(self.head + " {")
+        self.out.depth += 1
+
+    def __exit__(self, *exc) -> None:
+        self.out.depth -= 1
+        self.out("}")
+
+
+# --------------------------------------------------------------------------------------------
+# Portable helper functions every C-family kernel may use (element-wise exp/log/tanh written
+# as polynomials so loops over them auto-vectorise; libm calls per element would not).
+# --------------------------------------------------------------------------------------------
+
+PORTABLE_HELPERS = r"""
+static inline float _pto_bits_f32(int32_t i) { float f; memcpy(&f, &i, 4); return f; }
+static inline int32_t _pto_f32_bits(float f) { int32_t i; memcpy(&i, &f, 4); return i; }
+static inline double _pto_arg_f64(int64_t a) { double d; memcpy(&d, &a, 8); return d; }
+
+/* exp: n = round(x / ln 2), r = x - n ln 2 (two-part constant), degree-6 polynomial
+ * (Cephes expf coefficients), scaled by 2^n as two factors so n in [-150, 128] never leaves
+ * the normal exponent range (denormal results and overflow to inf come out right). */
+static inline float _pto_expf(float x) {
+    x = x < -104.0f ? -104.0f : x;
+    x = x > 89.0f ? 89.0f : x;
+    float t = x * 1.44269504088896341f + 12582912.0f;   /* 1.5 * 2^23: round to nearest */
+    float n = t - 12582912.0f;
+    int32_t ni = _pto_f32_bits(t) - 0x4B400000;
+    float r = x - n * 0.693359375f;
+    r = r - n * -2.12194440e-4f;
+    float p = 1.9875691500e-4f;
+    p = p * r + 1.3981999507e-3f;
+    p = p * r + 8.3334519073e-3f;
+    p = p * r + 4.1665795894e-2f;
+    p = p * r + 1.6666665459e-1f;
+    p = p * r + 5.0000001201e-1f;
+    p = p * (r * r) + r + 1.0f;
+    int32_t h = ni >> 1, l = ni - h;
+    return p * _pto_bits_f32((h + 127) << 23) * _pto_bits_f32((l + 127) << 23);
+}
+
+/* log: x = m * 2^e with m in [sqrt(1/2), sqrt(2)), degree-8 polynomial in m - 1 (Cephes logf
+ * coefficients). Zero gives -inf, negatives NaN, inf stays inf; denormal inputs are not
+ * treated specially. */
+static inline float _pto_logf(float x) {
+    int32_t ix = _pto_f32_bits(x);
+    int32_t e = ((ix >> 23) & 0xff) - 126;
+    float m = _pto_bits_f32((ix & 0x007fffff) | 0x3f000000);
+    int32_t small = m < 0.707106781186547524f;
+    e -= small;
+    m = small ? m + m - 1.0f : m - 1.0f;
+    float z = m * m;
+    float y = 7.0376836292e-2f;
+    y = y * m - 1.1514610310e-1f;
+    y = y * m + 1.1676998740e-1f;
+    y = y * m - 1.2420140846e-1f;
+    y = y * m + 1.4249322787e-1f;
+    y = y * m - 1.6668057665e-1f;
+    y = y * m + 2.0000714765e-1f;
+    y = y * m - 2.4999993993e-1f;
+    y = y * m + 3.3333331174e-1f;
+    y = y * m * z;
+    float fe = (float)e;
+    y += -2.12194440e-4f * fe;
+    y += -0.5f * z;
+    float r = m + y + 0.693359375f * fe;
+    r = x == 0.0f ? -INFINITY : r;
+    r = x < 0.0f ? NAN : r;
+    r = x == INFINITY ? INFINITY : r;
+    return x != x ? x : r;
+}
+
+/* tanh(x) = sign(x) (1 - t) / (1 + t) with t = exp(-2|x|). */
+static inline float _pto_tanhf(float x) {
+    float t = _pto_expf(-2.0f * (x < 0.0f ? -x : x));
+    float r = (1.0f - t) / (1.0f + t);
+    return x < 0.0f ? -r : r;
+}
+
+/* max/min that propagate NaN like numpy.maximum/minimum */
+static inline float _pto_maxf(float a, float b) { return (a > b || a != a) ? a : b; }
+static inline float _pto_minf(float a, float b) { return (a < b || a != a) ? a : b; }
+
+/* bf16 <-> f32 (round to nearest even; NaN stays NaN) */
+static inline float _pto_bf16_to_f32(uint16_t v) { return _pto_bits_f32((int32_t)((uint32_t)v << 16)); }
+static inline uint16_t _pto_f32_to_bf16(float f) {
+    uint32_t u = (uint32_t)_pto_f32_bits(f);
+    if (f != f) return (uint16_t)((u >> 16) | 0x40);
+    u += 0x7fff + ((u >> 16) & 1);
+    return (uint16_t)(u >> 16);
+}
+"""
+
+
+class CStyleRenderer:
+    """Renders InCore functions as C. Subclass and override the class attributes and template
+    methods marked *template*; everything else is shared.
+
+    Vector code: set :attr:`vec_width` (lanes per vector, 0 = none) and fill the ``vec_*``
+    templates; element loops and row reductions then get a vector variant inside
+    ``#if <vector_guard>`` with the portable loop in ``#else``.
+    """
+
+    #: backend name used in comments
+    name: str = "c"
+    #: kernel source suffix
+    suffix: str = ".c"
+    #: preprocessor condition under which the vector variant is compiled ("" = always)
+    vector_guard: str = ""
+    #: vector lanes (f32) per register; 0 disables vector variants
+    vec_width: int = 0
+    #: tile alignment in bytes
+    tile_align: int = 16
+
+    # ---------------------------------------------------------------- templates: types
+    def ctype(self, dtype: ElementType) -> str:
+        """*template* Storage type of one element."""
+        return {E.F32: "float", E.F64: "double", E.F16: "_Float16", E.BF16: "uint16_t",
+                E.I64: "int64_t", E.I32: "int32_t", E.I16: "int16_t", E.I8: "int8_t",
+                E.U8: "uint8_t"}[dtype]
+
+    def compute_type(self, dtype: ElementType) -> str:
+        """*template* Type element-wise math is done in (f16/bf16 compute in f32)."""
+        if dtype in (E.F16, E.BF16, E.F32):
+            return "float"
+        return self.ctype(dtype)
+
+    def to_compute(self, dtype: ElementType, text: str) -> str:
+        """*template* Convert a stored element to the compute type."""
+        if dtype is E.BF16:
+            return f"_pto_bf16_to_f32({text})"
+        if dtype is E.F16:
+            return f"(float){text}"
+        return text
+
+    def from_compute(self, dtype: ElementType, text: str) -> str:
+        """*template* Round a computed value to the storage type."""
+        if dtype is E.BF16:
+            return f"_pto_f32_to_bf16({text})"
+        if dtype is E.F16:
+            return f"(_Float16)({text})"
+        return text
+
+    def scalar_ctype(self, dtype: ElementType) -> str:
+        """*template* C type of a scalar variable (ints are 64-bit: one argument slot)."""
+        return "double" if dtype.is_float else "int64_t"
+
+    # ---------------------------------------------------------------- templates: text
+    def prelude(self) -> str:
+        """*template* File header: includes and helper functions."""
+        return ("#include <stdint.h>\n#include <string.h>\n#include <math.h>\n"
+                + PORTABLE_HELPERS)
+
+    def signature(self, symbol: str) -> str:
+        """*template* The exported kernel function's declaration (kernel ABI)."""
+        return f"int32_t {symbol}(const int64_t* args)"
+
+    def body_qualifiers(self) -> str:
+        """*template* Qualifiers of the static body function."""
+        return "static inline"
+
+    def restrict(self) -> str:
+        """*template* Pointer qualifier for memref parameters."""
+        return "restrict"
+
+    def tile_decl(self, name: str, t: TileType) -> str:
+        """*template* Declaration of an on-chip tile."""
+        return (f"{self.ctype(t.dtype)} {name}[{t.rows}][{t.cols}] "
+                f"__attribute__((aligned({self.tile_align})));")
+
+    # expression templates for the compute type "float"; "{0}", "{1}" are the operands
+    UNARY_F32 = {"neg": "(-{0})", "abs": "fabsf({0})", "exp": "_pto_expf({0})",
+                 "log": "_pto_logf({0})", "sqrt": "sqrtf({0})", "recip": "(1.0f / {0})",
+                 "tanh": "_pto_tanhf({0})"}
+    BINARY_F32 = {"add": "({0} + {1})", "sub": "({0} - {1})", "mul": "({0} * {1})",
+                  "div": "({0} / {1})", "max": "_pto_maxf({0}, {1})",
+                  "min": "_pto_minf({0}, {1})"}
+    UNARY_F64 = {"neg": "(-{0})", "abs": "fabs({0})", "exp": "exp({0})", "log": "log({0})",
+                 "sqrt": "sqrt({0})", "recip": "(1.0 / {0})", "tanh": "tanh({0})"}
+    BINARY_F64 = {**BINARY_F32, "max": "fmax({0}, {1})", "min": "fmin({0}, {1})"}
+    UNARY_INT = {"neg": "(-{0})", "abs": "({0} < 0 ? -{0} : {0})"}
+    BINARY_INT = {"add": "({0} + {1})", "sub": "({0} - {1})", "mul": "({0} * {1})",
+                  "div": "({0} / {1})", "max": "({0} > {1} ? {0} : {1})",
+                  "min": "({0} < {1} ? {0} : {1})", "mod": "({0} % {1})", "and": "({0} & {1})",
+                  "or": "({0} | {1})", "shl": "({0} << {1})", "shr": "({0} >> {1})"}
+
+    # vector templates (only used when vec_width > 0)
+    VEC_UNARY: dict[str, str] = {}
+    VEC_BINARY: dict[str, str] = {}
+    #: horizontal reductions of a vector: "sum" | "max" | "min" -> template
+    VEC_HREDUCE: dict[str, str] = {}
+
+    def vec_type(self) -> str:
+        """*template* The f32 vector type."""
+        raise NotImplementedError
+
+    def vec_dup(self, text: str) -> str:
+        """*template* Broadcast a float to every lane."""
+        raise NotImplementedError
+
+    def vec_load(self, dtype: ElementType, ptr: str) -> str | None:
+        """*template* Load ``vec_width`` elements at ``ptr`` as an f32 vector (None: unsupported
+        dtype, so the portable loop is used)."""
+        return None
+
+    def vec_store(self, dtype: ElementType, ptr: str, value: str) -> str | None:
+        """*template* Store an f32 vector to ``vec_width`` elements at ``ptr``."""
+        return None
+
+    # ---------------------------------------------------------------- expressions
+    def literal(self, value: float | int, ctype: str) -> str:
+        """A numeric literal in ``ctype``."""
+        if ctype in ("float", "double"):
+            v = float(value)
+            if math.isinf(v):
+                return ("-" if v < 0 else "") + "INFINITY"
+            if math.isnan(v):
+                return "NAN"
+            text = repr(v)
+            if "e" not in text and "." not in text:
+                text += ".0"
+            return text + ("f" if ctype == "float" else "")
+        if float(value) != int(value):
+            raise PTOBackendError(f"non-integer literal {value!r} in integer code")
+        return f"INT64_C({int(value)})" if ctype == "int64_t" else str(int(value))
+
+    def expr(self, e: Expr, env: dict[str, str], ctype: str) -> str:
+        """Print an element-wise ``Expr`` tree with ``env`` giving each variable's C text."""
+        if e.kind == "var":
+            return env[str(e.value)]
+        if e.kind == "const":
+            return self.literal(e.value, ctype)
+        args = [self.expr(a, env, ctype) for a in e.args]
+        if ctype == "float":
+            table = self.UNARY_F32 if len(args) == 1 else self.BINARY_F32
+        elif ctype == "double":
+            table = self.UNARY_F64 if len(args) == 1 else self.BINARY_F64
+        else:
+            table = self.UNARY_INT if len(args) == 1 else self.BINARY_INT
+        if e.kind not in table:
+            if ctype == "double" and e.kind in self.BINARY_INT and e.kind == "mod":
+                return f"fmod({args[0]}, {args[1]})"
+            raise PTOBackendError(f"'{e.kind}' is not supported for {ctype} in the {self.name} "
+                                  f"backend")
+        return table[e.kind].format(*args)
+
+    def vexpr(self, e: Expr, env: dict[str, str]) -> str:
+        """Print an ``Expr`` with the vector templates (compute type f32)."""
+        if e.kind == "var":
+            return env[str(e.value)]
+        if e.kind == "const":
+            return self.vec_dup(self.literal(e.value, "float"))
+        args = [self.vexpr(a, env) for a in e.args]
+        table = self.VEC_UNARY if len(args) == 1 else self.VEC_BINARY
+        return table[e.kind].format(*args)
+
+    def vexpr_supported(self, e: Expr) -> bool:
+        if e.kind in ("var", "const"):
+            return True
+        table = self.VEC_UNARY if len(e.args) == 1 else self.VEC_BINARY
+        return e.kind in table and all(self.vexpr_supported(a) for a in e.args)
+
+    # ---------------------------------------------------------------- whole kernels
+    def render_kernel(self, fn: Function, module: Module | None = None,
+                      options: CompileOptions | None = None, symbol: str | None = None) -> str:
+        """The complete source file of one InCore function's kernel."""
+        options = options or CompileOptions()
+        symbol = symbol or kernel_symbol(fn.name)
+        out = _Out()
+        out(f"/* Generated by PTO ({self.name} backend) from InCore function '{fn.name}'. "
+            f"Do not edit. */")
+        for line in self.prelude().rstrip("\n").split("\n"):
+            out(line)
+        out()
+        # callees that were not inlined become static functions, each rendered once
+        for callee in self._callees(fn, module):
+            self._render_body_function(out, callee, options)
+            out()
+        self._render_body_function(out, fn, options)
+        out()
+        self._render_entry(out, fn, symbol)
+        return "\n".join(out.lines) + "\n"
+
+    def _callees(self, fn: Function, module: Module | None) -> list[Function]:
+        order: list[Function] = []
+
+        def visit(f: Function) -> None:
+            for s in f.walk():
+                if isinstance(s, Call):
+                    if module is None or s.callee not in module.functions:
+                        raise PTOBackendError(f"call of '{s.callee}' cannot be resolved without "
+                                              f"its module", function=f.name)
+                    callee = module.functions[s.callee]
+                    if callee not in order:
+                        visit(callee)
+                        order.append(callee)
+
+        visit(fn)
+        return order
+
+    def _param_decls(self, fn: Function) -> list[str]:
+        decls = []
+        for p in fn.params:
+            if isinstance(p.type, MemRefType):
+                decls.append(f"{self.ctype(p.type.dtype)}* {self.restrict()} {p.name}".replace("  ", " "))
+                decls.append(f"int64_t _pto_ld_{p.name}")
+            else:
+                decls.append(f"{self.scalar_ctype(p.type.dtype)} {p.name}")
+        return decls
+
+    def _render_body_function(self, out: _Out, fn: Function, options: CompileOptions) -> None:
+        params = ", ".join(self._param_decls(fn)) or "void"
+        with out.block(f"{self.body_qualifiers()} int32_t _pto_body_{fn.name}({params})"):
+            for loc in fn.locals:
+                if isinstance(loc.type, TileType):
+                    out(self.tile_decl(loc.name, loc.type))
+                else:
+                    ct = self.scalar_ctype(loc.type.dtype)
+                    out(f"{ct} {loc.name} = {self.literal(0, ct)};")
+            for p in fn.params:                      # silence unused-parameter warnings
+                if isinstance(p.type, MemRefType):
+                    out(f"(void)_pto_ld_{p.name};")
+            self.render_body(out, fn, fn.body, options)
+            out("return 0;")
+
+    def _render_entry(self, out: _Out, fn: Function, symbol: str) -> None:
+        with out.block(self.signature(symbol)):
+            args, k = [], 0
+            for p in fn.params:
+                if isinstance(p.type, MemRefType):
+                    args.append(f"({self.ctype(p.type.dtype)}*)(intptr_t)args[{k}]")
+                    args.append(f"args[{k + 1}]")
+                    k += 2
+                elif p.type.dtype.is_float:
+                    args.append(f"_pto_arg_f64(args[{k}])")
+                    k += 1
+                else:
+                    args.append(f"args[{k}]")
+                    k += 1
+            if not fn.params:
+                out("(void)args;")
+            out(f"return _pto_body_{fn.name}({', '.join(args)});")
+
+    # ---------------------------------------------------------------- statements
+    def render_body(self, out: _Out, fn: Function, body: Sequence, options: CompileOptions) -> None:
+        """Render statements, grouping element-wise runs into fused loop nests."""
+        fuse = options.enabled("fuse_loops")
+        group: list[Instr] = []
+        for s in body:
+            if isinstance(s, Instr) and s.opdef.category in ELEMENT_CATEGORIES:
+                if group and fuse and self.can_hoist(fn, group, s):
+                    # an independent load of another shape goes before the open nest,
+                    # which stays open for what follows
+                    self.render_group(out, fn, [s])
+                    continue
+                if group and not (fuse and self.can_join(fn, group, s)):
+                    self.render_group(out, fn, group)
+                    group = []
+                group.append(s)
+                continue
+            if group:
+                self.render_group(out, fn, group)
+                group = []
+            self.render_stmt(out, fn, s, options)
+        if group:
+            self.render_group(out, fn, group)
+
+    def render_stmt(self, out: _Out, fn: Function, s, options: CompileOptions) -> None:
+        if isinstance(s, For):
+            head = (f"for (int64_t {s.var} = {self.index(s.start)}; {s.var} < {self.index(s.end)}; "
+                    f"{s.var} += {self.index(s.step)})")
+            with out.block(head):
+                self.render_body(out, fn, s.body, options)
+        elif isinstance(s, If):
+            with out.block(f"if ({s.cond} != 0)"):
+                self.render_body(out, fn, s.then_body, options)
+            if s.else_body:
+                with out.block("else"):
+                    self.render_body(out, fn, s.else_body, options)
+        elif isinstance(s, Return):
+            out("return 0;")
+        elif isinstance(s, Call):
+            out(f"if (_pto_body_{s.callee}({', '.join(self._call_args(fn, s))}) != 0) return -1;")
+        else:
+            cat = s.opdef.category
+            if cat is Category.SCALAR:
+                self.render_scalar(out, fn, s)
+            elif cat in (Category.ROW_REDUCE, Category.COL_REDUCE):
+                self.render_reduce(out, fn, s)
+            elif cat is Category.MATMUL:
+                self.render_matmul(out, fn, s)
+            elif cat is Category.TRANSPOSE:
+                self.render_transpose(out, fn, s)
+            elif cat is Category.CONVERT:
+                self.render_convert(out, fn, s)
+            else:  # pragma: no cover - every category is handled above
+                raise PTOBackendError(f"no template for {s.op}", function=fn.name,
+                                      instruction=str(s))
+
+    def _call_args(self, fn: Function, call: Call) -> list[str]:
+        # InCore-to-InCore calls carry no offsets: a memref is passed on whole
+        out = []
+        for a in call.args:
+            if isinstance(a.value, str) and isinstance(fn.type_of(a.value), MemRefType):
+                out += [a.value, f"_pto_ld_{a.value}"]
+            else:
+                out.append(self.scalar_value(fn, a.value))
+        return out
+
+    def index(self, v) -> str:
+        """An index operand (int literal, loop variable or integer scalar)."""
+        return str(v) if isinstance(v, str) else str(int(v))
+
+    def scalar_value(self, fn: Function, v) -> str:
+        if isinstance(v, str):
+            return v
+        if isinstance(v, float):
+            return self.literal(v, "double")
+        return self.literal(v, "int64_t")
+
+    # ---------------------------------------------------------------- scalar ops
+    def render_scalar(self, out: _Out, fn: Function, s: Instr) -> None:
+        dst = s.operands[0]
+        t = fn.type_of(dst)
+        ct = self.scalar_ctype(t.dtype)
+        names = [o.name for o in s.opdef.inputs]
+        env = {n: self.scalar_value(fn, v) for n, v in zip(("a", "b"), s.operands[1:])}
+        if s.op == "SCMP":
+            sym = {"eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">="}[s.attr("cmp")]
+            out(f"{dst} = ({env['a']} {sym} {env['b']}) ? 1 : 0;")
+            return
+        del names
+        out(f"{dst} = ({ct})({self.expr(s.opdef.expr, env, ct)});")
+
+    # ---------------------------------------------------------------- element loops
+    def can_join(self, fn: Function, group: list[Instr], s: Instr) -> bool:
+        """May ``s`` join the fused loop nest ``group``? Same shape, and no memory hazard: a
+        memref both loaded and stored in one nest must use the same window."""
+        if self.group_shape(fn, group[0]) != self.group_shape(fn, s):
+            return False
+        cat = s.opdef.category
+        if cat in (Category.LOAD, Category.STORE):
+            mem = s.operands[1] if cat is Category.LOAD else s.operands[0]
+            other = Category.STORE if cat is Category.LOAD else Category.LOAD
+            for g in group:
+                if g.opdef.category is other:
+                    gm = g.operands[1] if other is Category.LOAD else g.operands[0]
+                    if gm == mem and tuple(g.operands[2:]) != tuple(s.operands[2:]):
+                        return False
+        return True
+
+    def can_hoist(self, fn: Function, group: list[Instr], s: Instr) -> bool:
+        """May the TLOAD ``s`` (of another shape) be emitted before the open nest ``group``?
+        Yes when the nest neither touches its tile nor stores to its memref."""
+        if s.opdef.category is not Category.LOAD:
+            return False
+        if self.group_shape(fn, group[0]) == self.group_shape(fn, s):
+            return False
+        tile, mem = s.operands[0], s.operands[1]
+        for g in group:
+            if tile in g.operands:
+                return False
+            if g.opdef.category is Category.STORE and g.operands[0] == mem:
+                return False
+        return True
+
+    def group_shape(self, fn: Function, s: Instr) -> tuple[int, int]:
+        t = fn.type_of(s.operands[1] if s.opdef.category is Category.STORE else s.operands[0])
+        return t.shape
+
+    def _group_plan(self, fn: Function, group: list[Instr]) -> dict:
+        """Per-row pointers for loads/stores: {id(instr): (var, memref, row_expr, col_expr)}."""
+        rows, cols = self.group_shape(fn, group[0])
+        ptrs = {}
+        for k, s in enumerate(group):
+            cat = s.opdef.category
+            if cat in (Category.LOAD, Category.STORE):
+                mem = s.operands[1] if cat is Category.LOAD else s.operands[0]
+                ptrs[id(s)] = (f"_pto_p{k}", mem,
+                               f"({self.index(s.operands[2])}) * {rows} + _pto_r",
+                               f"({self.index(s.operands[3])}) * {cols}")
+        return ptrs
+
+    def _row_pointers(self, out: _Out, fn: Function, group: list[Instr], ptrs: dict) -> None:
+        for s in group:
+            if id(s) in ptrs:
+                var, mem, r, c = ptrs[id(s)]
+                const = "const " if s.opdef.category is Category.LOAD else ""
+                ct = self.ctype(fn.type_of(mem).dtype)
+                out(f"{const}{ct}* {var} = {mem} + (int64_t)({r}) * _pto_ld_{mem} + {c};")
+
+    def element_ref(self, fn: Function, s: Instr, operand: str, r: str, c: str) -> str:
+        """C text of the element an operand contributes at (r, c) of the destination."""
+        v = s.operand(operand)
+        cat = s.opdef.category
+        if operand == "s":
+            return v if isinstance(v, str) else None
+        if operand == "b" and cat is Category.ROW_EXPAND:
+            return f"{v}[{r}][0]"
+        if operand == "b" and cat is Category.COL_EXPAND:
+            return f"{v}[0][{c}]"
+        return f"{v}[{r}][{c}]"
+
+    def element_stmt(self, fn: Function, s: Instr, ptrs: dict, r: str, c: str) -> str:
+        """One op of a fused loop body, for element (r, c), in portable C."""
+        cat = s.opdef.category
+        if cat is Category.LOAD:
+            return f"{s.operands[0]}[{r}][{c}] = {ptrs[id(s)][0]}[{c}];"
+        if cat is Category.STORE:
+            return f"{ptrs[id(s)][0]}[{c}] = {s.operands[1]}[{r}][{c}];"
+        dst = s.operands[0]
+        dt = fn.type_of(dst).dtype
+        ct = self.compute_type(dt)
+        env = {}
+        for spec in s.opdef.inputs:
+            if spec.role == "scalar":
+                v = s.operand(spec.name)
+                env[spec.name] = (f"({ct})({v})" if isinstance(v, str)
+                                  else self.literal(v, ct))
+            else:
+                ref = self.element_ref(fn, s, spec.name, r, c)
+                env[spec.name] = self.to_compute(dt, ref)
+        if cat is Category.ROW_EXPAND and "a" not in env:
+            env["a"] = env["b"]
+        return f"{dst}[{r}][{c}] = {self.from_compute(dt, self.expr(s.opdef.expr, env, ct))};"
+
+    def render_group(self, out: _Out, fn: Function, group: list[Instr]) -> None:
+        """One loop nest for a run of element-wise instructions (one instruction unfused)."""
+        out("/* " + "; ".join(str(s) for s in group) + " */")
+        vec = self.vector_group(fn, group)
+        if vec is not None:
+            if self.vector_guard:
+                out(f"#if {self.vector_guard}")
+                out.lines += vec
+                out("#else")
+            else:
+                out.lines += vec
+                return
+        self._portable_group(out, fn, group)
+        if vec is not None:
+            out("#endif")
+
+    def _portable_group(self, out: _Out, fn: Function, group: list[Instr]) -> None:
+        rows, cols = self.group_shape(fn, group[0])
+        ptrs = self._group_plan(fn, group)
+        with out.block(f"for (int _pto_r = 0; _pto_r < {rows}; _pto_r++)"):
+            self._row_pointers(out, fn, group, ptrs)
+            with out.block(f"for (int _pto_c = 0; _pto_c < {cols}; _pto_c++)"):
+                for s in group:
+                    out(self.element_stmt(fn, s, ptrs, "_pto_r", "_pto_c"))
+
+    def _vector_ok(self, fn: Function, group: list[Instr]) -> bool:
+        if not self.vec_width:
+            return False
+        rows, cols = self.group_shape(fn, group[0])
+        if cols < self.vec_width:
+            return False
+        for s in group:
+            dt = fn.type_of(s.operands[0] if s.opdef.category is not Category.STORE
+                            else s.operands[1]).dtype
+            if self.vec_load(dt, "p") is None:
+                return False
+            if s.opdef.expr is not None and not self.vexpr_supported(s.opdef.expr):
+                return False
+        return True
+
+    def vector_group(self, fn: Function, group: list[Instr]) -> list[str] | None:
+        """Vector variant of a fused loop nest built from the ``vec_*`` templates, or None."""
+        if not self._vector_ok(fn, group):
+            return None
+        w = self.vec_width
+        rows, cols = self.group_shape(fn, group[0])
+        ptrs = self._group_plan(fn, group)
+        vt = self.vec_type()
+        out = _Out()
+        out.depth = 1
+        # scalars are loop-invariant: broadcast once
+        hoisted: dict[tuple[int, str], str] = {}
+        for k, s in enumerate(group):
+            if s.opdef.category is Category.TILE_SCALAR:
+                v = s.operand("s")
+                text = f"(float)({v})" if isinstance(v, str) else self.literal(v, "float")
+                hoisted[(id(s), "s")] = f"_pto_s{k}"
+                out(f"const {vt} _pto_s{k} = {self.vec_dup(text)};")
+        with out.block(f"for (int _pto_r = 0; _pto_r < {rows}; _pto_r++)"):
+            self._row_pointers(out, fn, group, ptrs)
+            for k, s in enumerate(group):
+                if s.opdef.category is Category.ROW_EXPAND:
+                    b = s.operand("b")
+                    dt = fn.type_of(b).dtype
+                    out(f"const {vt} _pto_b{k} = "
+                        f"{self.vec_dup(self.to_compute(dt, f'{b}[_pto_r][0]'))};")
+                    hoisted[(id(s), "b")] = f"_pto_b{k}"
+            out("int _pto_c = 0;")
+            with out.block(f"for (; _pto_c + {w} <= {cols}; _pto_c += {w})"):
+                live: dict[str, str] = {}      # tile -> vector holding its current elements
+                for k, s in enumerate(group):
+                    self._vector_stmt(out, fn, s, k, ptrs, hoisted, live)
+            if cols % w:
+                with out.block(f"for (; _pto_c < {cols}; _pto_c++)"):
+                    for s in group:
+                        out(self.element_stmt(fn, s, ptrs, "_pto_r", "_pto_c"))
+        return out.lines
+
+    def _vector_stmt(self, out: _Out, fn: Function, s: Instr, k: int, ptrs: dict,
+                     hoisted: dict, live: dict[str, str]) -> None:
+        vt = self.vec_type()
+        cat = s.opdef.category
+
+        def operand(name: str) -> str:
+            if (id(s), name) in hoisted:
+                return hoisted[(id(s), name)]
+            tile = s.operand(name)
+            if cat is Category.COL_EXPAND and name == "b":
+                return self.vec_load(fn.type_of(tile).dtype, f"&{tile}[0][_pto_c]")
+            if tile in live:
+                return live[tile]
+            return self.vec_load(fn.type_of(tile).dtype, f"&{tile}[_pto_r][_pto_c]")
+
+        if cat is Category.LOAD:
+            x = s.operands[0]
+            dt = fn.type_of(x).dtype
+            out(f"{vt} _pto_v{k} = {self.vec_load(dt, f'{ptrs[id(s)][0]} + _pto_c')};")
+            out(self.vec_store(dt, f"&{x}[_pto_r][_pto_c]", f"_pto_v{k}") + ";")
+            live[x] = f"_pto_v{k}"
+            return
+        if cat is Category.STORE:
+            src = s.operands[1]
+            dt = fn.type_of(src).dtype
+            val = live.get(src) or self.vec_load(dt, f"&{src}[_pto_r][_pto_c]")
+            out(self.vec_store(dt, f"{ptrs[id(s)][0]} + _pto_c", val) + ";")
+            return
+        env = {spec.name: operand(spec.name) for spec in s.opdef.inputs}
+        if cat is Category.ROW_EXPAND and "a" not in env:
+            env["a"] = env["b"]
+        dst = s.operands[0]
+        dt = fn.type_of(dst).dtype
+        out(f"{vt} _pto_v{k} = {self.vexpr(s.opdef.expr, env)};")
+        out(self.vec_store(dt, f"&{dst}[_pto_r][_pto_c]", f"_pto_v{k}") + ";")
+        if dt is E.F32:
+            live[dst] = f"_pto_v{k}"
+        else:
+            live.pop(dst, None)          # re-read the rounded value
+
+    # ---------------------------------------------------------------- reductions
+    REDUCE_INIT = {"sum": "0.0f", "max": "-INFINITY", "min": "INFINITY"}
+
+    def reduce_step(self, kind: str, acc: str, x: str, ctype: str) -> str:
+        if kind == "sum":
+            return f"{acc} + {x}"
+        table = self.BINARY_F32 if ctype == "float" else self.BINARY_F64 if ctype == "double" \
+            else self.BINARY_INT
+        return table[kind].format(acc, x)
+
+    def _reduce_init(self, kind: str, ctype: str) -> str:
+        if ctype == "float":
+            return self.REDUCE_INIT[kind]
+        if ctype == "double":
+            return {"sum": "0.0", "max": "-INFINITY", "min": "INFINITY"}[kind]
+        lim = {"int64_t": "INT64", "int32_t": "INT32", "int16_t": "INT16", "int8_t": "INT8",
+               "uint8_t": "UINT8"}[ctype]
+        return {"sum": "0", "max": f"{lim}_MIN" if lim != "UINT8" else "0",
+                "min": f"{lim}_MAX"}[kind]
+
+    def render_reduce(self, out: _Out, fn: Function, s: Instr) -> None:
+        """Row/column reductions accumulate in f32 (f64 for f64, int64 for ints) and round
+        once."""
+        dst, a = s.operands
+        ta = fn.type_of(a)
+        kind = s.opdef.reduce
+        ct = self.compute_type(ta.dtype)
+        acc_t = "int64_t" if ta.dtype.is_int and kind == "sum" else ct
+        out(f"/* {s} */")
+        if s.opdef.category is Category.ROW_REDUCE:
+            vec = self.vector_row_reduce(fn, s)
+            if vec is not None:
+                out(f"#if {self.vector_guard}" if self.vector_guard else "#if 1")
+                out.lines += vec
+                out("#else")
+            with out.block(f"for (int _pto_r = 0; _pto_r < {ta.rows}; _pto_r++)"):
+                out(f"{acc_t} _pto_acc = {self._reduce_init(kind, acc_t)};")
+                with out.block(f"for (int _pto_c = 0; _pto_c < {ta.cols}; _pto_c++)"):
+                    x = self.to_compute(ta.dtype, f"{a}[_pto_r][_pto_c]")
+                    out(f"_pto_acc = {self.reduce_step(kind, '_pto_acc', x, acc_t)};")
+                out(f"{dst}[_pto_r][0] = {self.from_compute(ta.dtype, '_pto_acc')};")
+            if vec is not None:
+                out("#endif")
+        else:
+            with out.block(""):
+                out(f"{acc_t} _pto_acc[{ta.cols}];")
+                with out.block(f"for (int _pto_c = 0; _pto_c < {ta.cols}; _pto_c++)"):
+                    out(f"_pto_acc[_pto_c] = {self.to_compute(ta.dtype, f'{a}[0][_pto_c]')};")
+                with out.block(f"for (int _pto_r = 1; _pto_r < {ta.rows}; _pto_r++)"):
+                    with out.block(f"for (int _pto_c = 0; _pto_c < {ta.cols}; _pto_c++)"):
+                        x = self.to_compute(ta.dtype, f"{a}[_pto_r][_pto_c]")
+                        out(f"_pto_acc[_pto_c] = "
+                            f"{self.reduce_step(kind, '_pto_acc[_pto_c]', x, acc_t)};")
+                with out.block(f"for (int _pto_c = 0; _pto_c < {ta.cols}; _pto_c++)"):
+                    out(f"{dst}[0][_pto_c] = {self.from_compute(ta.dtype, '_pto_acc[_pto_c]')};")
+
+    def vector_row_reduce(self, fn: Function, s: Instr) -> list[str] | None:
+        """Vector variant of a row reduction: lane-wise accumulation, then a horizontal
+        reduction template."""
+        dst, a = s.operands
+        ta = fn.type_of(a)
+        kind = s.opdef.reduce
+        w = self.vec_width
+        if (not w or ta.cols < w or kind not in self.VEC_HREDUCE
+                or self.vec_load(ta.dtype, "p") is None):
+            return None
+        vt = self.vec_type()
+        op = {"sum": self.VEC_BINARY["add"], "max": self.VEC_BINARY["max"],
+              "min": self.VEC_BINARY["min"]}[kind]
+        out = _Out()
+        out.depth = 1
+        with out.block(f"for (int _pto_r = 0; _pto_r < {ta.rows}; _pto_r++)"):
+            out(f"{vt} _pto_vacc = {self.vec_dup(self.REDUCE_INIT[kind])};")
+            out("int _pto_c = 0;")
+            with out.block(f"for (; _pto_c + {w} <= {ta.cols}; _pto_c += {w})"):
+                x = self.vec_load(ta.dtype, f"&{a}[_pto_r][_pto_c]")
+                out(f"_pto_vacc = {op.format('_pto_vacc', x)};")
+            out(f"float _pto_acc = {self.VEC_HREDUCE[kind].format('_pto_vacc')};")
+            if ta.cols % w:
+                with out.block(f"for (; _pto_c < {ta.cols}; _pto_c++)"):
+                    x = self.to_compute(ta.dtype, f"{a}[_pto_r][_pto_c]")
+                    out(f"_pto_acc = {self.reduce_step(kind, '_pto_acc', x, 'float')};")
+            out(f"{dst}[_pto_r][0] = {self.from_compute(ta.dtype, '_pto_acc')};")
+        return out.lines
+
+    # ---------------------------------------------------------------- matmul etc.
+    def render_matmul(self, out: _Out, fn: Function, s: Instr) -> None:
+        """dst = [acc +] a @ b, accumulated in f32 (int32/64 for integer inputs), i-k-j order so
+        the inner loop is contiguous and vectorises."""
+        if s.op == "TMATMUL_ACC":
+            dst, acc, a, b = s.operands
+        else:
+            (dst, a, b), acc = s.operands, None
+        td, ta, tb = fn.type_of(dst), fn.type_of(a), fn.type_of(b)
+        at = "int64_t" if ta.dtype.is_int else ("double" if ta.dtype is E.F64 else "float")
+        out(f"/* {s} */")
+        with out.block(""):
+            out(f"{at} _pto_mm[{td.rows}][{td.cols}];")
+            with out.block(f"for (int _pto_r = 0; _pto_r < {td.rows}; _pto_r++)"):
+                with out.block(f"for (int _pto_c = 0; _pto_c < {td.cols}; _pto_c++)"):
+                    init = (self.to_compute(td.dtype, f"{acc}[_pto_r][_pto_c]") if acc
+                            else "0")
+                    out(f"_pto_mm[_pto_r][_pto_c] = {init};")
+                with out.block(f"for (int _pto_k = 0; _pto_k < {ta.cols}; _pto_k++)"):
+                    out(f"const {at} _pto_x = {self.to_compute(ta.dtype, f'{a}[_pto_r][_pto_k]')};")
+                    with out.block(f"for (int _pto_c = 0; _pto_c < {td.cols}; _pto_c++)"):
+                        y = self.to_compute(tb.dtype, f"{b}[_pto_k][_pto_c]")
+                        out(f"_pto_mm[_pto_r][_pto_c] += _pto_x * {y};")
+            with out.block(f"for (int _pto_r = 0; _pto_r < {td.rows}; _pto_r++)"):
+                with out.block(f"for (int _pto_c = 0; _pto_c < {td.cols}; _pto_c++)"):
+                    out(f"{dst}[_pto_r][_pto_c] = "
+                        f"{self.from_compute(td.dtype, self._cast(td.dtype, '_pto_mm[_pto_r][_pto_c]'))};")
+
+    def _cast(self, dtype: ElementType, text: str) -> str:
+        return f"({self.compute_type(dtype)})({text})"
+
+    def render_transpose(self, out: _Out, fn: Function, s: Instr) -> None:
+        dst, a = s.operands
+        ta = fn.type_of(a)
+        out(f"/* {s} */")
+        with out.block(f"for (int _pto_r = 0; _pto_r < {ta.rows}; _pto_r++)"):
+            with out.block(f"for (int _pto_c = 0; _pto_c < {ta.cols}; _pto_c++)"):
+                out(f"{dst}[_pto_c][_pto_r] = {a}[_pto_r][_pto_c];")
+
+    INT_LIMITS = {E.I64: ("INT64_MIN", "INT64_MAX"), E.I32: ("INT32_MIN", "INT32_MAX"),
+                  E.I16: ("INT16_MIN", "INT16_MAX"), E.I8: ("INT8_MIN", "INT8_MAX"),
+                  E.U8: ("0", "UINT8_MAX")}
+
+    def convert_expr(self, src: ElementType, dst: ElementType, x: str) -> str:
+        """Element conversion: floats round to nearest even, integers saturate."""
+        if dst.is_float:
+            if src.is_float:
+                return self.from_compute(dst, self._cast(dst, self.to_compute(src, x)))
+            return self.from_compute(dst, f"({self.compute_type(dst)})({x})")
+        lo, hi = self.INT_LIMITS[dst]
+        if src.is_float:
+            v = f"(double){self.to_compute(src, x)}"
+            return (f"(({v}) != ({v}) ? 0 : ({v}) <= (double){lo} ? {lo} : ({v}) >= (double){hi} "
+                    f"? {hi} : ({self.ctype(dst)})nearbyint({v}))")
+        return (f"((int64_t){x} < (int64_t){lo} ? {lo} : (int64_t){x} > (int64_t){hi} ? {hi} : "
+                f"({self.ctype(dst)}){x})")
+
+    def render_convert(self, out: _Out, fn: Function, s: Instr) -> None:
+        dst, a = s.operands
+        td, ta = fn.type_of(dst), fn.type_of(a)
+        out(f"/* {s} */")
+        with out.block(f"for (int _pto_r = 0; _pto_r < {ta.rows}; _pto_r++)"):
+            with out.block(f"for (int _pto_c = 0; _pto_c < {ta.cols}; _pto_c++)"):
+                out(f"{dst}[_pto_r][_pto_c] = "
+                    f"{self.convert_expr(ta.dtype, td.dtype, f'{a}[_pto_r][_pto_c]')};")
+
+
+def count_loop_nests(source: str) -> int:
+    """Top-level element loop nests in portable code (tests compare fused and unfused)."""
+    return source.count("for (int _pto_r")

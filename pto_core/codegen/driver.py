@@ -1,0 +1,212 @@
+"""From a module to files, from files to a run.
+
+:func:`compile_module` writes, for one backend, every source of a module: one kernel per InCore
+function (through the backend's ``pto_generate_kernel`` hook), the platform-independent
+orchestration C, the backend's runtime binding (``pto_runtime_binding``) and the `.npy` host
+program. Files are rewritten only when their content changes, so SCons (which decides by
+content) rebuilds nothing after an edit that leaves the generated code unchanged.
+
+:func:`launch` builds a module with SCons into ``build/<target>/launch/<module>/`` and runs it
+through the backend's ``pto_launch`` hook with numpy arrays in and out.
+
+File names are fixed by the driver (so a build tool can know them before generating):
+kernels ``<function><kernel_suffix>``, ``<module>_orch.c``, ``<module>_binding<host_suffix>``,
+``<module>_host.c``.
+
+>>> planned_files("arm64", _demo_module())                      # doctest: +SKIP
+GeneratedFiles(kernels=('k.c',), orchestration='demo_orch.c', binding='demo_binding.c', host='demo_host.c')
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import os
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Mapping
+
+import numpy as np
+
+from .. import plugins
+from ..analysis import buffer_bytes as _declared_bytes
+from ..errors import PTOBackendError, PTOError
+from ..hookspecs import KernelSource
+from ..ir import Function, Module
+from ..options import CompileOptions
+from ..orchestration import c_module_name, emit_orchestration
+from .host import emit_host_main
+
+#: the repository (or installation) root that holds runtime/ and SConstruct
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@dataclass(frozen=True)
+class GeneratedFiles:
+    """Names (relative to the output directory) of what :func:`compile_module` writes."""
+
+    kernels: tuple[str, ...]
+    orchestration: str
+    binding: str
+    host: str
+
+    @property
+    def all(self) -> tuple[str, ...]:
+        return (*self.kernels, self.orchestration, self.binding, self.host)
+
+
+def optimise(module: Module, options: CompileOptions) -> tuple[Module, Callable[[Function], int]]:
+    """Run the pass pipeline when it is available; return the module and the per-function
+    on-chip byte count (after buffer planning when the passes provide it)."""
+    try:
+        from .. import passes
+    except ImportError:
+        return module, _declared_bytes
+    run = getattr(passes, "run_pipeline", None)
+    if run is not None:
+        module = run(module, options)
+    bb = getattr(passes, "function_buffer_bytes", None)
+    if bb is None:
+        return module, _declared_bytes
+    return module, lambda fn: bb(fn, options)
+
+
+def planned_files(target: str, module: Module,
+                  options: CompileOptions | None = None, *, optimised: bool = False) -> GeneratedFiles:
+    """The files :func:`compile_module` will write for ``module`` (after the passes unless
+    ``optimised`` says the module already went through them)."""
+    info = plugins.get_backend(target)
+    if not optimised:
+        module, _ = optimise(module, options or CompileOptions())
+    m = c_module_name(module)
+    kernels = tuple(f"{f.name}{info.kernel_suffix}" for f in module.functions.values()
+                    if f.is_incore)
+    files = GeneratedFiles(kernels, f"{m}_orch.c", f"{m}_binding{info.host_suffix}",
+                           f"{m}_host.c")
+    if len(set(files.all)) != len(files.all):
+        raise PTOBackendError(f"generated file names of module '{module.name}' collide: "
+                              f"{', '.join(files.all)} (rename a function)")
+    return files
+
+
+def write_if_changed(path: Path, text: str) -> bool:
+    """Write ``text`` to ``path`` unless it already holds exactly that; True when written."""
+    path = Path(path)
+    if path.exists() and path.read_text() == text:
+        return False
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+    return True
+
+
+def generate(target: str, module: Module, options: CompileOptions) -> dict[str, str]:
+    """All generated sources of ``module`` for ``target`` by file name (nothing written)."""
+    module, bb = optimise(module, options)
+    files = planned_files(target, module, options, optimised=True)
+    h = plugins.hook()
+    kernels: list[KernelSource] = []
+    texts: dict[str, str] = {}
+    incore = [f for f in module.functions.values() if f.is_incore]
+    for fn, name in zip(incore, files.kernels):
+        ks = h.pto_generate_kernel(backend=target, function=fn, module=module, options=options)
+        if ks is None:
+            raise PTOBackendError(f"backend '{target}' generated no kernel for '{fn.name}'",
+                                  function=fn.name)
+        ks = dataclasses.replace(ks, buffer_bytes=ks.buffer_bytes or int(bb(fn)))
+        kernels.append(ks)
+        texts[name] = ks.text
+    texts[files.orchestration] = emit_orchestration(module, bb)
+    binding = h.pto_runtime_binding(backend=target, module=module, kernels=kernels,
+                                    options=options)
+    if binding is None:
+        raise PTOBackendError(f"backend '{target}' provides no runtime binding")
+    texts[files.binding] = binding.text
+    texts[files.host] = emit_host_main(module)
+    return texts
+
+
+def compile_module(target: str, module: Module, out_dir: Path,
+                   options: CompileOptions | None = None) -> list[Path]:
+    """Write every generated source of ``module`` for ``target`` into ``out_dir`` (only files
+    whose content changed are rewritten) and return their paths: kernels, orchestration,
+    binding, host program."""
+    options = options or CompileOptions()
+    out_dir = Path(out_dir)
+    texts = generate(target, module, options)
+    paths = []
+    for name, text in texts.items():
+        write_if_changed(out_dir / name, text)
+        paths.append(out_dir / name)
+    return paths
+
+
+# --------------------------------------------------------------------------------------------
+# Building and launching
+# --------------------------------------------------------------------------------------------
+
+_LAUNCH_SCONSTRUCT = """\
+# Generated by pto_core.codegen.driver.launch: builds one generated module.
+import pto_core.scons
+pto_core.scons.build_generated_module(ARGUMENTS)
+"""
+
+
+def build_root() -> Path:
+    """Where builds go: ``$PTO_BUILD_DIR`` or ``<repo>/build``."""
+    return Path(os.environ.get("PTO_BUILD_DIR", ROOT / "build"))
+
+
+def build_module(target: str, module: Module, options: CompileOptions | None = None, *,
+                 build_dir: Path | None = None, cross: str = "", jobs: int = 2) -> Path:
+    """Generate and build ``module`` for ``target`` with SCons; return the build directory
+    (holding ``lib<module>.so`` and ``<module>_host``)."""
+    options = options or CompileOptions()
+    m = c_module_name(module)
+    suffix = f"-{cross}" if cross else ""
+    bdir = Path(build_dir) if build_dir else build_root() / f"{target}{suffix}" / "launch" / m
+    bdir.mkdir(parents=True, exist_ok=True)
+    compile_module(target, module, bdir / "gen", options)
+    write_if_changed(bdir / "SConstruct", _LAUNCH_SCONSTRUCT)
+    args = [sys.executable, "-c", "import SCons.Script; SCons.Script.main()", "-Q", f"-j{jobs}",
+            "-C", str(bdir), "-f", "SConstruct", f"target={target}", f"name={m}",
+            f"opt={dict(options.extra).get('build_opt', 'release')}"]
+    if cross:
+        args.append(f"cross={cross}")
+    r = subprocess.run(args, capture_output=True, text=True)
+    if r.returncode != 0:
+        raise PTOBackendError(f"building module '{module.name}' for {target} failed:\n"
+                              f"{r.stdout[-4000:]}{r.stderr[-4000:]}")
+    return bdir
+
+
+def launch(target: str, module: Module, tensors: Mapping[str, np.ndarray],
+           scalars: Mapping[str, Any], *, options: CompileOptions | None = None,
+           workers: int | None = 2, threshold: int = 0, **kw: Any) -> dict[str, np.ndarray]:
+    """Build ``module`` for ``target`` and run its entry function with numpy arrays in and out;
+    returns every tensor of the entry function after the run.
+
+    >>> out = launch("arm64", module, {"input": x, "output": y}, {"num_tiles": 8})  # doctest: +SKIP
+    """
+    options = options or CompileOptions()
+    plugins.get_backend(target)
+    bdir = build_module(target, module, options, build_dir=kw.get("build_dir"))
+    optimised, _ = optimise(module, options)
+    result = plugins.hook().pto_launch(backend=target, module=optimised, build_dir=bdir,
+                                       tensors=dict(tensors), scalars=dict(scalars),
+                                       options=options, workers=2 if workers is None else workers,
+                                       threshold=threshold)
+    if result is None:
+        raise PTOBackendError(f"backend '{target}' cannot launch programs (no pto_launch)")
+    return dict(result)
+
+
+def module_digest(texts: Mapping[str, str]) -> str:
+    """A short content hash of generated sources (for cache keys)."""
+    h = hashlib.sha256()
+    for k in sorted(texts):
+        h.update(k.encode() + b"\0" + texts[k].encode() + b"\0")
+    return h.hexdigest()[:16]

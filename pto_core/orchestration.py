@@ -1,0 +1,283 @@
+"""The orchestration emitter: platform-independent C that builds the task graph at run time.
+
+One source per module serves every backend. It calls only the runtime API of
+``runtime/include/pto_runtime.h``:
+
+* each orchestration function becomes ``void name(PTORuntime* rt, PTOTensor* <memrefs>...,
+  int64_t <int scalars>..., double <float scalars>...)`` with FOR (dynamic bounds), IF and scalar
+  ops as plain C;
+* a CALL of an InCore function becomes ``pto_task_alloc`` + one ``pto_task_add_input/output/
+  inout`` per memref parameter IN PARAMETER ORDER, with the element region of the footprint rule
+  (``row_off = row * R``, ``col_off = col * C``, ``rows = R``, ``cols = C``) +
+  ``pto_task_add_scalar`` per scalar parameter + ``pto_task_submit``;
+* a CALL of another orchestration function is a C call.
+
+Kernel pointers stay out of this file so it stays platform-independent: the backend's runtime
+binding defines the table ``const PTOKernelFunc pto_kernels_<module>[]`` in the order of
+:func:`kernel_order` (an entry may be NULL when the binding's executor resolves the kernel by
+its name, e.g. a GPU launch stub) and ``void pto_binding_setup_<module>(PTORuntime*)``, called
+once per run before the graph is built (to install an executor; may do nothing).
+
+The host entry point (for executables and ctypes)::
+
+    int pto_module_run_<module>(PTOTensor* tensors, int num_tensors, const int64_t* scalars,
+                                int num_scalars, int num_workers, int threshold);
+
+takes the entry function's tensors and scalars in parameter order (float scalars as the bits of
+a double), builds and runs the graph and returns 0 or a negative runtime error code.
+
+>>> import sys; sys.path.insert(0, "examples")
+>>> import fused_softmax
+>>> c = emit_orchestration(fused_softmax.build_module())
+>>> "pto_task_add_output(rt, _pto_t, temp_max, (tile_idx) * 8, (0) * 1, 8, 1);" in c
+True
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Callable
+
+from .analysis import buffer_bytes as _declared_bytes
+from .analysis import footprint, param_modes
+from .codegen.cstyle import CStyleRenderer
+from .errors import PTOError
+from .ir import (Call, Category, For, Function, If, Instr, MemRefType, Module, Return,
+                 ScalarType)
+
+_ADD = {"in": "pto_task_add_input", "out": "pto_task_add_output",
+        "inout": "pto_task_add_inout", "none": "pto_task_add_input"}
+
+
+def c_module_name(module: Module) -> str:
+    """The module name as a C identifier suffix (``softmax-v2`` -> ``softmax_v2``)."""
+    name = re.sub(r"\W", "_", module.name) or "module"
+    return name if not name[0].isdigit() else "_" + name
+
+
+def kernel_order(module: Module) -> list[str]:
+    """InCore functions in module order: the index of each in the binding's kernel table."""
+    return [f.name for f in module.functions.values() if f.is_incore]
+
+
+def worker_type(fn: Function) -> str:
+    """Runtime worker type of a kernel: CUBE when it multiplies matrices, else VECTOR."""
+    mm = any(isinstance(s, Instr) and s.opdef.category is Category.MATMUL for s in fn.walk())
+    return "PTO_WORKER_CUBE" if mm else "PTO_WORKER_VECTOR"
+
+
+class _Emitter:
+    def __init__(self, module: Module, buffer_bytes: Callable[[Function], int]) -> None:
+        self.module = module
+        self.mod = c_module_name(module)
+        self.kernels = {n: i for i, n in enumerate(kernel_order(module))}
+        self.buffer_bytes = buffer_bytes
+        self.c = CStyleRenderer()      # scalar expression printing
+        self.lines: list[str] = []
+        self.depth = 0
+        self.ntask = 0
+
+    def out(self, text: str) -> None:
+        self.lines.append("    " * self.depth + text)
+
+    # ------------------------------------------------------------------ declarations
+    def params(self, fn: Function) -> str:
+        ps = ["PTORuntime* rt"]
+        for p in fn.params:
+            if isinstance(p.type, MemRefType):
+                ps.append(f"PTOTensor* {p.name}")
+            else:
+                ps.append(f"{self.c.scalar_ctype(p.type.dtype)} {p.name}")
+        return ", ".join(ps)
+
+    def function(self, fn: Function) -> None:
+        self.out(f"void {fn.name}({self.params(fn)}) {{")
+        self.depth += 1
+        for loc in fn.locals:
+            if isinstance(loc.type, ScalarType):
+                ct = self.c.scalar_ctype(loc.type.dtype)
+                self.out(f"{ct} {loc.name} = {self.c.literal(0, ct)};")
+        for p in fn.params:
+            self.out(f"(void){p.name};")
+        self.body(fn, fn.body)
+        self.depth -= 1
+        self.out("}")
+
+    # ------------------------------------------------------------------ statements
+    def body(self, fn: Function, body) -> None:
+        for s in body:
+            if isinstance(s, For):
+                i = self.c.index
+                self.out(f"for (int64_t {s.var} = {i(s.start)}; {s.var} < {i(s.end)}; "
+                         f"{s.var} += {i(s.step)}) {{")
+                self.depth += 1
+                self.body(fn, s.body)
+                self.depth -= 1
+                self.out("}")
+            elif isinstance(s, If):
+                self.out(f"if ({s.cond} != 0) {{")
+                self.depth += 1
+                self.body(fn, s.then_body)
+                self.depth -= 1
+                if s.else_body:
+                    self.out("} else {")
+                    self.depth += 1
+                    self.body(fn, s.else_body)
+                    self.depth -= 1
+                self.out("}")
+            elif isinstance(s, Return):
+                self.out("return;")
+            elif isinstance(s, Call):
+                self.call(fn, s)
+            elif isinstance(s, Instr) and s.opdef.category is Category.SCALAR:
+                from .codegen.cstyle import _Out
+                o = _Out(depth=self.depth)
+                self.c.render_scalar(o, fn, s)
+                self.lines += o.lines
+            else:
+                raise PTOError("only control flow, scalar ops and CALLs belong in an "
+                               "orchestration function", function=fn.name, instruction=str(s))
+
+    def scalar(self, fn: Function, v) -> str:
+        return self.c.scalar_value(fn, v)
+
+    def call(self, fn: Function, s: Call) -> None:
+        callee = self.module.functions.get(s.callee)
+        if callee is None:
+            raise PTOError(f"calls '{s.callee}', which is not in module '{self.module.name}'",
+                           function=fn.name, instruction=str(s))
+        if not callee.is_incore:
+            args = ["rt"]
+            for p in callee.params:
+                a = s.arg(p.name)
+                args.append(a.value if isinstance(p.type, MemRefType) else self.scalar(fn, a.value))
+            self.out(f"{callee.name}({', '.join(args)});")
+            return
+        self.task(callee, lambda p: s.arg(p), fn)
+
+    def task(self, callee: Function, arg_of, fn: Function | None) -> None:
+        """alloc / add per parameter in order / submit for one InCore call."""
+        modes = param_modes(callee, self.module)
+        self.out(f"/* CALL @{callee.name} */")
+        self.out("{")
+        self.depth += 1
+        self.out(f"int32_t _pto_t = pto_task_alloc(rt, \"{callee.name}\", "
+                 f"pto_kernels_{self.mod}[{self.kernels[callee.name]}], "
+                 f"{int(self.buffer_bytes(callee))}, {worker_type(callee)});")
+        self.out("if (_pto_t < 0) return;")
+        for p in callee.params:
+            a = arg_of(p.name)
+            if isinstance(p.type, MemRefType):
+                rows, cols = footprint(callee, p.name, self.module)
+                mode = modes[p.name]
+                if mode == "none":
+                    rows, cols = 1, 1    # never accessed: still two argument slots
+                i = self.c.index
+                r = i(a.row) if a is not None and a.row is not None else "0"
+                c = i(a.col) if a is not None and a.col is not None else "0"
+                tensor = a.value if a is not None else p.name
+                self.out(f"{_ADD[mode]}(rt, _pto_t, {tensor}, ({r}) * {rows}, ({c}) * {cols}, "
+                         f"{rows}, {cols});")
+            else:
+                v = self.scalar(fn, a.value) if (a is not None and fn is not None) else p.name
+                if p.type.dtype.is_float:
+                    v = f"pto_f64_arg((double)({v}))"
+                else:
+                    v = f"(int64_t)({v})"
+                self.out(f"pto_task_add_scalar(rt, _pto_t, {v});")
+        self.out("pto_task_submit(rt, _pto_t);")
+        self.depth -= 1
+        self.out("}")
+
+    # ------------------------------------------------------------------ host entry
+    def entry(self) -> None:
+        name = self.module.entry
+        if name is None:
+            raise PTOError(f"module '{self.module.name}' has no functions")
+        fn = self.module.functions[name]
+        tensors = [p for p in fn.params if isinstance(p.type, MemRefType)]
+        scalars = [p for p in fn.params if isinstance(p.type, ScalarType)]
+        target = name
+        if fn.is_incore:
+            # an InCore entry runs as one task over its footprint at (0, 0)
+            target = f"_pto_entry_{name}"
+            self.out(f"static void {target}({self.params(fn)}) {{")
+            self.depth += 1
+            self.task(fn, lambda p: None, None)
+            self.depth -= 1
+            self.out("}")
+            self.out("")
+        m = self.mod
+        self.out(f"typedef struct {{ PTOTensor* tensors; const int64_t* scalars; }} "
+                 f"_pto_args_{m};")
+        self.out(f"static void _pto_orch_{m}(PTORuntime* rt, void* user) {{")
+        self.depth += 1
+        self.out(f"_pto_args_{m}* a = (_pto_args_{m}*)user;")
+        args = ["rt"]
+        ti = si = 0
+        for p in fn.params:
+            if isinstance(p.type, MemRefType):
+                args.append(f"&a->tensors[{ti}]")
+                ti += 1
+            else:
+                args.append(f"pto_arg_f64(a->scalars[{si}])" if p.type.dtype.is_float
+                            else f"a->scalars[{si}]")
+                si += 1
+        if not scalars:
+            self.out("(void)a->scalars;")
+        self.out(f"{target}({', '.join(args)});")
+        self.depth -= 1
+        self.out("}")
+        self.out("")
+        self.out(f"/* tensors: {', '.join(p.name for p in tensors) or '-'}; "
+                 f"scalars: {', '.join(p.name for p in scalars) or '-'} */")
+        self.out(f"int pto_module_run_{m}(PTOTensor* tensors, int num_tensors, "
+                 f"const int64_t* scalars, int num_scalars, int num_workers, int threshold) {{")
+        self.depth += 1
+        self.out(f"if (num_tensors != {len(tensors)} || num_scalars != {len(scalars)}) "
+                 f"return PTO_EINVAL;")
+        self.out("PTORuntimeConfig cfg;")
+        self.out("pto_runtime_config_default(&cfg);")
+        self.out("cfg.num_workers = num_workers;")
+        self.out("cfg.execution_task_threshold = threshold;")
+        self.out("PTORuntime* rt = pto_runtime_create(&cfg);")
+        self.out("if (!rt) return PTO_ENOMEM;")
+        self.out(f"pto_binding_setup_{m}(rt);")
+        self.out(f"_pto_args_{m} a = {{ tensors, scalars }};")
+        self.out(f"_pto_orch_{m}(rt, &a);")
+        self.out("int rc = pto_runtime_run(rt);")
+        self.out("pto_runtime_destroy(rt);")
+        self.out("return rc;")
+        self.depth -= 1
+        self.out("}")
+
+
+def emit_orchestration(module: Module,
+                       buffer_bytes: Callable[[Function], int] | None = None) -> str:
+    """The orchestration C of ``module`` (all its orchestration functions + the host entry).
+
+    ``buffer_bytes(fn)`` gives each kernel's on-chip bytes (after buffer planning); by default
+    the sum of its declared tiles.
+    """
+    e = _Emitter(module, buffer_bytes or _declared_bytes)
+    m = e.mod
+    e.out(f"/* Generated by PTO: orchestration of module '{module.name}'. Do not edit.")
+    e.out(" * Platform-independent: calls only the runtime API (pto_runtime.h). */")
+    e.out("#include <stdint.h>")
+    e.out('#include "pto_runtime.h"')
+    e.out("")
+    e.out("/* Provided by the backend's runtime binding. Kernel table order: "
+          + (", ".join(kernel_order(module)) or "(none)") + ". */")
+    e.out(f"extern const PTOKernelFunc pto_kernels_{m}[];")
+    e.out(f"void pto_binding_setup_{m}(PTORuntime* rt);")
+    e.out("")
+    orch = [f for f in module.functions.values() if not f.is_incore]
+    for f in orch:                                   # prototypes: calls may go either way
+        e.out(f"void {f.name}({e.params(f)});")
+    if orch:
+        e.out("")
+    for f in orch:
+        e.function(f)
+        e.out("")
+    e.entry()
+    return "\n".join(e.lines) + "\n"

@@ -1,0 +1,267 @@
+"""SCons glue: per-target environments, the source-generation builder, module builds.
+
+Used by the root ``SConstruct`` (``scons target=<backend>``) and by the one-module builds of
+:func:`pto_core.codegen.driver.launch`. Only importable inside an SCons run.
+
+Per program ``P`` (an ``examples/*.py`` with ``build_module()`` or a ``.pto`` file) and target
+``T`` everything goes to ``build/T/P/`` (``build/T-aarch64/P/`` when cross-compiling):
+
+* ``gen/`` — sources written by the ``PTOGenerate`` builder: a Python action that loads the
+  program and calls :func:`pto_core.codegen.driver.compile_module`. Its emitter names the files
+  before they exist; the generator code (every ``pto_core`` module and the backend's package)
+  is a dependency, so editing the compiler regenerates. Files are rewritten only when their
+  content changes and are ``Precious``; with SCons' content signatures an edit that leaves the
+  generated text unchanged rebuilds nothing after it;
+* one object per kernel, the orchestration and binding objects, ``lib<module>.so`` (for ctypes)
+  and ``<module>_host`` (reads/writes ``.npy``), both linked with the runtime built from
+  ``runtime/SConscript`` into ``build/T/runtime``.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from dataclasses import dataclass
+from glob import glob
+from pathlib import Path
+from typing import Any
+
+from SCons.Script import (ARGUMENTS, COMMAND_LINE_TARGETS, Action, Alias, Builder, CacheDir,
+                          Default, Depends, Dir, EnumVariable, Environment, Exit, File, Help,
+                          NoCache, PathVariable, Precious, SConscript, Variables)
+
+from . import plugins
+from .codegen import host
+from .codegen.driver import ROOT, compile_module, planned_files
+from .options import CompileOptions
+from .orchestration import c_module_name
+
+RUNTIME_DIR = ROOT / "runtime"
+CROSS_PREFIX = {"aarch64": "aarch64-linux-gnu-"}
+
+
+@dataclass(frozen=True)
+class BuildSettings:
+    """What ``pto_configure_scons`` receives as ``options``: the target, the cross-compilation
+    triple family ("" = native, "aarch64"), the flavour ("release" | "debug" | "native") and
+    the compile options of the pass pipeline."""
+
+    target: str
+    cross: str = ""
+    opt: str = "release"
+    compile: CompileOptions = CompileOptions()
+
+
+def make_env(target: str, *, cross: str = "", opt: str = "release",
+             compile_options: CompileOptions | None = None) -> Any:
+    """An SCons environment for ``target``: C flags, runtime include path, the cross compiler,
+    then whatever the backend's ``pto_configure_scons`` adds."""
+    env = Environment(ENV={"PATH": os.environ.get("PATH", "")})
+    env["PTO_TARGET"] = target
+    env["PTO_CROSS"] = cross
+    env["PTO_COMPILE_OPTIONS"] = compile_options or CompileOptions()
+    env.Append(CPPPATH=[str(RUNTIME_DIR / "include"), str(host.TEMPLATES)],
+               CFLAGS=["-std=gnu11"], CCFLAGS=["-Wall"], LINKFLAGS=["-pthread"],
+               LIBS=["m", "pthread"])
+    env.Append(CCFLAGS=["-O0", "-g"] if opt == "debug" else ["-O2"])
+    if cross:
+        if cross not in CROSS_PREFIX:
+            raise ValueError(f"unknown cross target '{cross}' (known: {', '.join(CROSS_PREFIX)})")
+        pre = CROSS_PREFIX[cross]
+        env.Replace(CC=pre + "gcc", CXX=pre + "g++", AR=pre + "ar", RANLIB=pre + "ranlib",
+                    LINK=pre + "gcc", SHLINK=pre + "gcc")
+        env.Append(LINKFLAGS=["-static"])
+    handled = plugins.hook().pto_configure_scons(
+        backend=target, env=env,
+        options=BuildSettings(target, cross, opt, env["PTO_COMPILE_OPTIONS"]))
+    if not handled:
+        raise ValueError(f"backend '{target}' does not configure SCons builds")
+    return env
+
+
+# --------------------------------------------------------------------------------------------
+# Source generation
+# --------------------------------------------------------------------------------------------
+
+_programs: dict[str, Any] = {}
+
+
+def _load(path: str):
+    from .program import load_program
+    if path not in _programs:
+        _programs[path] = load_program(path)
+    return _programs[path]
+
+
+def generator_files(target: str) -> list[str]:
+    """The Python files whose change must regenerate sources: all of ``pto_core`` and the
+    package of the plugin that provides ``target``."""
+    files = sorted(glob(str(ROOT / "pto_core" / "**" / "*.py"), recursive=True))
+    core_dir = Path(__file__).resolve().parent
+    if not files:       # installed, not a checkout
+        files = sorted(glob(str(core_dir / "**" / "*.py"), recursive=True))
+    for rec in plugins.plugin_records():
+        if rec.ok and any(b.name == target for b in rec.backends):
+            mod_file = getattr(rec.module, "__file__", None)
+            if mod_file:
+                pkg = Path(mod_file).resolve().parent
+                files += sorted(glob(str(pkg / "**" / "*.py"), recursive=True))
+    return files
+
+
+def _gen_emitter(target, source, env):
+    gen_dir = Path(str(target[0])).parent
+    prog = _load(source[0].abspath)
+    files = planned_files(env["PTO_TARGET"], prog.module, env["PTO_COMPILE_OPTIONS"])
+    return [File(str(gen_dir / f)) for f in files.all], source
+
+
+def _gen_action(target, source, env):
+    # a fresh load: the program file may have changed since the emitter ran
+    from .program import load_program
+    prog = load_program(source[0].abspath)
+    compile_module(env["PTO_TARGET"], prog.module, Path(str(target[0])).parent,
+                   env["PTO_COMPILE_OPTIONS"])
+    return 0
+
+
+def _gen_str(target, source, env):
+    return f"pto generate {source[0]} -> {Path(str(target[0])).parent}/ ({env['PTO_TARGET']})"
+
+
+def add_builders(env) -> None:
+    env.Append(BUILDERS={"PTOGenerate": Builder(action=Action(_gen_action, _gen_str),
+                                                emitter=_gen_emitter)})
+
+
+# --------------------------------------------------------------------------------------------
+# Module builds
+# --------------------------------------------------------------------------------------------
+
+def runtime_libs(env, variant_dir: str) -> list:
+    """``[static, shared]`` runtime libraries built into ``variant_dir``."""
+    return SConscript(str(RUNTIME_DIR / "SConscript"), variant_dir=variant_dir, duplicate=0,
+                      exports={"env": env})
+
+
+def link_module(env, out_dir: str, name: str, gen_files: list, rt_static, npy_obj) -> dict:
+    """Objects of the generated sources, ``lib<name>.so`` and ``<name>_host``."""
+    host_c = [f for f in gen_files if str(f).endswith("_host.c")]
+    others = [f for f in gen_files if f not in host_c]
+    objs = [env.SharedObject(f) for f in others]
+    # the runtime is linked statically (its objects are PIC), so each result stands alone
+    libs = [rt_static] + list(env.get("LIBS", []))
+    lib = env.SharedLibrary(f"{out_dir}/{name}", objs, LIBS=libs)
+    host_obj = env.Object(host_c[0])
+    exe = env.Program(f"{out_dir}/{name}_host", [host_obj] + objs + [npy_obj], LIBS=libs)
+    return {"objects": objs, "lib": lib, "host": exe}
+
+
+def build_program(env, program: str, build_dir: str, rt_static, npy_obj) -> dict:
+    """Everything for one program file into ``build_dir/<stem>/``."""
+    stem = Path(program).stem
+    out = f"{build_dir}/{stem}"
+    prog = _load(str(Path(program).resolve()))
+    name = c_module_name(prog.module)
+    gen = env.PTOGenerate(f"{out}/gen/.pto", program)
+    Precious(gen)
+    Depends(gen, generator_files(env["PTO_TARGET"]))
+    res = link_module(env, out, name, gen, rt_static, npy_obj)
+    res.update(gen=gen, name=name, stem=stem, out=out)
+    Alias(stem, [res["lib"], res["host"]])
+    return res
+
+
+def build_generated_module(arguments: dict) -> None:
+    """Entry of the SConstruct that :func:`pto_core.codegen.driver.build_module` writes: link
+    the sources already in ``./gen`` into ``lib<name>.so`` and ``<name>_host``."""
+    target, name = arguments["target"], arguments["name"]
+    env = make_env(target, cross=arguments.get("cross", ""), opt=arguments.get("opt", "release"))
+    rt_static = runtime_libs(env, "runtime")[0]
+    npy_obj = env.Object("common/pto_npy", str(host.TEMPLATES / "pto_npy.c"))
+    files = sorted(p for p in glob("gen/*") if not p.endswith(".tmp"))
+    Default(link_module(env, ".", name, [File(f) for f in files], rt_static, npy_obj).values())
+
+
+def find_programs(spec: str) -> list[str]:
+    """Program files named by ``spec`` (comma-separated paths or globs): ``.pto`` files and
+    Python files that define ``build_module``."""
+    out = []
+    for part in [p.strip() for p in spec.split(",") if p.strip()]:
+        for path in sorted(glob(part)) or [part]:
+            p = Path(path)
+            if p.suffix == ".pto" or (p.suffix == ".py" and p.exists()
+                                      and "def build_module" in p.read_text()):
+                out.append(path)
+    return out
+
+
+def sconstruct() -> None:
+    """The root SConstruct: ``scons target=<backend> [examples=...] [cross=aarch64] ...``."""
+    backends = sorted(b.name for b in plugins.list_backends())
+    default_target = os.environ.get("PTO_TARGET") or (backends[0] if backends else "")
+    vars = Variables(None, ARGUMENTS)
+    vars.Add("target", f"backend to build for (installed: {', '.join(backends) or 'none'})",
+             default_target)
+    vars.Add("examples", "programs to build: comma-separated files or globs", "examples/*.py")
+    vars.Add(EnumVariable("cross", "cross-compile the host side for another CPU", "",
+                          allowed_values=("", *CROSS_PREFIX)))
+    vars.Add(PathVariable("cache", "shared build cache directory (CacheDir); empty = none", "",
+                          PathVariable.PathAccept))
+    vars.Add(EnumVariable("opt", "build flavour", "release",
+                          allowed_values=("release", "debug", "native")))
+    vars.Add(EnumVariable("O", "PTO pass pipeline level", "2", allowed_values=("0", "1", "2")))
+    vars.Add("build_dir", "output root (per target: <build_dir>/<target>[-<cross>]/)", "build")
+    vars.Add("workers", "runtime worker threads for the 'check' alias", "2")
+    probe = Environment(variables=vars)
+    Help("PTO build: scons target=<backend> [options] [alias...]\n"
+         "aliases: <program stem> (one program), runtime, check (run every program and compare "
+         "with the reference interpreter)\n\n" + vars.GenerateHelpText(probe))
+    target = probe["target"]
+    if target not in backends:
+        if "-h" in os.sys.argv or "--help" in os.sys.argv:
+            return
+        broken = [f"{r.name}: {r.error}" for r in plugins.plugin_records() if not r.ok]
+        print(f"scons: no backend named '{target}' (installed: {', '.join(backends) or 'none'})"
+              + (f"; broken plugins: {'; '.join(broken)}" if broken else ""))
+        Exit(2)
+    cross = probe["cross"]
+    copts = CompileOptions(opt_level=int(probe["O"]))
+    env = make_env(target, cross=cross, opt=probe["opt"], compile_options=copts)
+    add_builders(env)
+    if probe["cache"]:
+        CacheDir(probe["cache"])
+    root = probe["build_dir"]
+    tdir = f"{root}/{target}" + (f"-{cross}" if cross else "")
+    rt_static = runtime_libs(env, f"{tdir}/runtime")[0]
+    # the target-independent runtime, for tools that link it directly
+    plain = Environment(ENV={"PATH": os.environ.get("PATH", "")})
+    Alias("runtime", runtime_libs(plain, f"{root}/runtime"))
+    npy_obj = env.Object(f"{tdir}/common/pto_npy", str(host.TEMPLATES / "pto_npy.c"))
+    built = [build_program(env, p, tdir, rt_static, npy_obj)
+             for p in find_programs(probe["examples"])]
+    Default([r["lib"] for r in built] + [r["host"] for r in built])
+    if "check" in COMMAND_LINE_TARGETS:
+        _add_check(env, built, cross, int(probe["workers"]))
+
+
+def _add_check(env, built: list[dict], cross: str, workers: int) -> None:
+    """``scons check``: run each host program on random inputs and compare with the reference
+    interpreter (under qemu-aarch64 when cross-compiled)."""
+    for res in built:
+        act = Action(lambda target, source, env, res=res: _check_one(res, cross, workers),
+                     f"pto check {res['stem']}")
+        node = env.Command(f"{res['out']}/check.stamp", res["host"], act)
+        env.AlwaysBuild(node)
+        NoCache(node)
+        Alias("check", node)
+
+
+def _check_one(res: dict, cross: str, workers: int) -> int:
+    from .codegen.checking import run_host_and_compare
+    prog = _load(str(Path(res["gen"][0].sources[0].abspath)))
+    exe = str(res["host"][0].abspath)
+    ok, report = run_host_and_compare(prog, exe, cross=cross, workers=workers,
+                                      work_dir=Path(res["out"]) / "check")
+    print(report)
+    return 0 if ok else 1
