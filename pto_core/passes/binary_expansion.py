@@ -15,9 +15,9 @@ count ``n = end - start`` becomes (``min_range`` defaults to 1)::
         for i in [base, end): BODY           # the residual: n & (m - 1) iterations
 
 Testing the bits of ``n`` is the seed's ``quantized & block`` (``quantized = n - (n & (m-1))``
-has the same bits from ``m`` up). Where the seed drops iterations beyond ``M`` (its blocks
-only cover ``n <= M``... its top test is one bit), the first loop runs as many whole ``M``
-blocks as ``n`` holds, so every trip count runs every iteration, in the original order.
+has the same bits from ``m`` up). The seed tests the ``M`` bit once and so drops the bits of
+``n`` above ``M``; the first loop here runs as many whole ``M`` blocks as ``n`` holds, so every
+trip count runs every iteration, in the original order (one block when ``n <= M``).
 
 Adaptive tiles (``tile_levels={block: rows, 0: residual_rows}``): the *base rows* of a loop are
 the footprint extent of its callees along every (parameter, axis) the loop variable indexes
