@@ -196,8 +196,9 @@ int  tm_lookup(PTORuntime* rt, int32_t consumer, PTOAccess* a);   /* sets a->ten
 int  tm_insert(PTORuntime* rt, int32_t task, const PTOAccess* a);
 int64_t tm_bytes(const TMap* tm);
 
-/* runtime.c */
-int  rt_add_edge(PTORuntime* rt, int32_t producer, int32_t consumer);
+/* tensormap.c: dependency-entry pool */
+int  dep_add_chunk(PTORuntime* rt);
+void dep_free_list(PTORuntime* rt, int32_t head);
 
 /* sched.c */
 int  sched_init(PTORuntime* rt);

@@ -33,8 +33,6 @@ void pto_runtime_config_default(PTORuntimeConfig* cfg) {
     for (int i = 0; i < PTO_MAX_WORKERS; i++) cfg->worker_types[i] = PTO_WORKER_ANY;
 }
 
-static int dep_add_chunk(PTORuntime* rt);
-
 /* ---------------------------------------------------------------- lifecycle */
 
 int pto_runtime_init(PTORuntime** out, const PTORuntimeConfig* cfg) {
@@ -127,89 +125,6 @@ void pto_runtime_set_executor(PTORuntime* rt, PTOExecuteFn fn, void* ctx) {
     rt->exec_ctx = ctx;
 }
 
-/* ---------------------------------------------------------------- pools */
-
-static int dep_add_chunk(PTORuntime* rt) {
-    if (rt->dep_nchunks == DEP_MAX_CHUNKS) return PTO_ENOMEM;
-    PTODep* c = malloc(sizeof(PTODep) * DEP_CHUNK);
-    if (!c) return PTO_ENOMEM;
-    int32_t base = rt->dep_nchunks << DEP_CHUNK_SHIFT;
-    rt->dep_chunks[rt->dep_nchunks++] = c;
-    for (int32_t i = DEP_CHUNK - 1; i >= 0; i--) { c[i].next = rt->dep_free; rt->dep_free = base + i; }
-    return PTO_OK;
-}
-
-static int32_t dep_alloc(PTORuntime* rt) {
-    if (rt->dep_free < 0) {
-        int rc = dep_add_chunk(rt);
-        if (rc < 0) return rc;
-    }
-    int32_t i = rt->dep_free;
-    rt->dep_free = rt_dep(rt, i)->next;
-    rt->dep_live++;
-    return i;
-}
-
-static void dep_free_list(PTORuntime* rt, int32_t head) {
-    while (head >= 0) {
-        PTODep* d = rt_dep(rt, head);
-        int32_t next = d->next;
-        d->next = rt->dep_free;
-        rt->dep_free = head;
-        rt->dep_live--;
-        head = next;
-    }
-}
-
-static int record_edge(PTORuntime* rt, int32_t p, int32_t c) {
-    if (rt->nrec_edges + 2 > rt->cap_rec_edges) {
-        int64_t nc = rt->cap_rec_edges ? rt->cap_rec_edges * 2 : 4096;
-        int32_t* n = realloc(rt->rec_edges, (size_t)nc * sizeof(int32_t));
-        if (!n) return PTO_ENOMEM;
-        rt->rec_edges = n; rt->cap_rec_edges = nc;
-    }
-    rt->rec_edges[rt->nrec_edges++] = p;
-    rt->rec_edges[rt->nrec_edges++] = c;
-    return PTO_OK;
-}
-
-/* Producer `p` -> consumer `c` (c is BUILDING). Skipped when p already completed. */
-int rt_add_edge(PTORuntime* rt, int32_t p, int32_t c) {
-    if (p < rt->last_alive || p == c) return PTO_OK;
-    PTOTask* pt = rt_task(rt, p);
-    if (pt->last_consumer == c) return PTO_OK;
-    pt->last_consumer = c;
-    if (atomic_load_explicit(&pt->state, memory_order_acquire) >= PTO_TASK_COMPLETED) return PTO_OK;
-    int32_t d = dep_alloc(rt);
-    if (d < 0) return d;
-    PTOTask* ct = rt_task(rt, c);
-    PTODep* e = rt_dep(rt, d);
-    e->task = c;
-    if (!rt->started) {
-        /* No worker thread exists (safe mode before run, or inline mode): nothing can
-         * complete concurrently, so the lock and atomic RMWs are unnecessary. */
-        e->next = pt->fanout_head;
-        pt->fanout_head = d;
-        atomic_store_explicit(&ct->fanin_left,
-                              atomic_load_explicit(&ct->fanin_left, memory_order_relaxed) + 1,
-                              memory_order_relaxed);
-    } else {
-        rt_lock(&pt->lock);
-        if (atomic_load_explicit(&pt->state, memory_order_relaxed) >= PTO_TASK_COMPLETED) {
-            rt_unlock(&pt->lock);
-            e->next = rt->dep_free; rt->dep_free = d; rt->dep_live--;
-            return PTO_OK;
-        }
-        e->next = pt->fanout_head;
-        pt->fanout_head = d;
-        atomic_fetch_add_explicit(&ct->fanin_left, 1, memory_order_relaxed);
-        rt_unlock(&pt->lock);
-    }
-    ct->fanin_count++;
-    rt->edges++;
-    return rt->rec_chunks ? record_edge(rt, p, c) : PTO_OK;
-}
-
 /* ---------------------------------------------------------------- window / flow control */
 
 /* Move last_alive over consumed tasks, returning their fanout entries to the pool. */
@@ -263,7 +178,7 @@ static int wait_for_slot(PTORuntime* rt) {
     }
 }
 
-static int check_building(PTORuntime* rt) {
+static inline int check_building(PTORuntime* rt) {
     if (!rt) return PTO_EINVAL;
     if (rt->shut) return PTO_ESHUTDOWN;
     if (atomic_load_explicit(&rt->halt, memory_order_relaxed)) return PTO_ETASKFAILED;
@@ -317,7 +232,7 @@ int32_t pto_task_alloc(PTORuntime* rt, const char* func_name, PTOKernelFunc func
     return id;
 }
 
-static PTOTask* building_task(PTORuntime* rt, int32_t task, int* err) {
+static inline __attribute__((always_inline)) PTOTask* building_task(PTORuntime* rt, int32_t task, int* err) {
     if ((*err = check_building(rt)) < 0) return NULL;
     if (task < rt->last_alive || task >= rt->next_id) { *err = PTO_ETASKID; return NULL; }
     PTOTask* t = rt_task(rt, task);

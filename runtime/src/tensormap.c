@@ -163,6 +163,91 @@ static int32_t entry_alloc(PTORuntime* rt) {
     return i;
 }
 
+/* ---------------------------------------------------------------- dependency edges
+ * The fanout pool and edge creation live next to the tensor map so the lookup inlines them. */
+
+int dep_add_chunk(PTORuntime* rt) {
+    if (rt->dep_nchunks == DEP_MAX_CHUNKS) return PTO_ENOMEM;
+    PTODep* c = malloc(sizeof(PTODep) * DEP_CHUNK);
+    if (!c) return PTO_ENOMEM;
+    int32_t base = rt->dep_nchunks << DEP_CHUNK_SHIFT;
+    rt->dep_chunks[rt->dep_nchunks++] = c;
+    for (int32_t i = DEP_CHUNK - 1; i >= 0; i--) { c[i].next = rt->dep_free; rt->dep_free = base + i; }
+    return PTO_OK;
+}
+
+static inline int32_t dep_alloc(PTORuntime* rt) {
+    if (rt->dep_free < 0) {
+        int rc = dep_add_chunk(rt);
+        if (rc < 0) return rc;
+    }
+    int32_t i = rt->dep_free;
+    rt->dep_free = rt_dep(rt, i)->next;
+    rt->dep_live++;
+    return i;
+}
+
+void dep_free_list(PTORuntime* rt, int32_t head) {
+    while (head >= 0) {
+        PTODep* d = rt_dep(rt, head);
+        int32_t next = d->next;
+        d->next = rt->dep_free;
+        rt->dep_free = head;
+        rt->dep_live--;
+        head = next;
+    }
+}
+
+static int record_edge(PTORuntime* rt, int32_t p, int32_t c) {
+    if (rt->nrec_edges + 2 > rt->cap_rec_edges) {
+        int64_t nc = rt->cap_rec_edges ? rt->cap_rec_edges * 2 : 4096;
+        int32_t* n = realloc(rt->rec_edges, (size_t)nc * sizeof(int32_t));
+        if (!n) return PTO_ENOMEM;
+        rt->rec_edges = n; rt->cap_rec_edges = nc;
+    }
+    rt->rec_edges[rt->nrec_edges++] = p;
+    rt->rec_edges[rt->nrec_edges++] = c;
+    return PTO_OK;
+}
+
+/* Producer `p` -> consumer `c` (c is BUILDING). Skipped when p already completed. */
+static inline __attribute__((always_inline)) int add_edge(PTORuntime* rt, int32_t p, int32_t c) {
+    if (p < rt->last_alive || p == c) return PTO_OK;
+    PTOTask* pt = rt_task(rt, p);
+    if (pt->last_consumer == c) return PTO_OK;
+    pt->last_consumer = c;
+    if (atomic_load_explicit(&pt->state, memory_order_acquire) >= PTO_TASK_COMPLETED) return PTO_OK;
+    int32_t d = dep_alloc(rt);
+    if (d < 0) return d;
+    PTOTask* ct = rt_task(rt, c);
+    PTODep* e = rt_dep(rt, d);
+    e->task = c;
+    if (!rt->started) {
+        /* No worker thread exists (safe mode before run, or inline mode): nothing can
+         * complete concurrently, so the lock and atomic RMWs are unnecessary. */
+        e->next = pt->fanout_head;
+        pt->fanout_head = d;
+        atomic_store_explicit(&ct->fanin_left,
+                              atomic_load_explicit(&ct->fanin_left, memory_order_relaxed) + 1,
+                              memory_order_relaxed);
+    } else {
+        rt_lock(&pt->lock);
+        if (atomic_load_explicit(&pt->state, memory_order_relaxed) >= PTO_TASK_COMPLETED) {
+            rt_unlock(&pt->lock);
+            e->next = rt->dep_free; rt->dep_free = d; rt->dep_live--;
+            return PTO_OK;
+        }
+        e->next = pt->fanout_head;
+        pt->fanout_head = d;
+        atomic_fetch_add_explicit(&ct->fanin_left, 1, memory_order_relaxed);
+        rt_unlock(&pt->lock);
+    }
+    ct->fanin_count++;
+    rt->edges++;
+    return rt->rec_chunks ? record_edge(rt, p, c) : PTO_OK;
+}
+
+
 static inline bool overlaps(const TMEntry* e, const PTOAccess* a) {
     return e->r0 < a->r1 && a->r0 < e->r1 && e->c0 < a->c1 && a->c0 < e->c1;
 }
@@ -172,7 +257,7 @@ static inline bool covers(const PTOAccess* a, const TMEntry* e) {
 
 /* Walk one chain: drop retired entries, add edges for overlapping ones, and (for a write)
  * drop entries the new write covers entirely - later accesses reach them through it. */
-static int walk(PTORuntime* rt, TMChain* ch, int32_t consumer, const PTOAccess* a) {
+static inline __attribute__((always_inline)) int walk(PTORuntime* rt, TMChain* ch, int32_t consumer, const PTOAccess* a) {
     TMap* tm = &rt->tm;
     const int32_t last_alive = rt->last_alive;
     const bool writes = (a->mode & ACC_WRITE) != 0;
@@ -182,7 +267,7 @@ static int walk(PTORuntime* rt, TMChain* ch, int32_t consumer, const PTOAccess* 
         TMEntry* e = &tm->e[i];
         int32_t next = e->next;
         if (overlaps(e, a)) {
-            int rc = rt_add_edge(rt, e->task, consumer);
+            int rc = add_edge(rt, e->task, consumer);
             if (rc < 0) return rc;
             if (writes && covers(a, e)) {
                 if (prev < 0) ch->head = next; else tm->e[prev].next = next;
