@@ -22,6 +22,7 @@
 typedef struct PTOAccess {
     void*   base;
     int64_t r0, c0, r1, c1;        /* half-open rectangle in elements */
+    int64_t rows;                  /* the tensor's row count (sizes the bucket index) */
     int32_t mode;                  /* ACC_READ | ACC_WRITE */
     int32_t tensor;                /* tensor-map record, resolved by the lookup */
 } PTOAccess;

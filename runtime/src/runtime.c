@@ -273,6 +273,7 @@ static int add_tensor(PTORuntime* rt, int32_t task, const PTOTensor* x, int64_t 
     PTOStage* st = &rt->stages[t->stage];
     PTOAccess* a = &st->acc[st->n++];
     a->base = x->data; a->r0 = r0; a->c0 = c0; a->r1 = r0 + rows; a->c1 = c0 + cols; a->mode = mode;
+    a->rows = x->rows;
     return PTO_OK;
 }
 

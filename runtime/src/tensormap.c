@@ -51,7 +51,9 @@ static int index_put(TMap* tm, void* base, int32_t idx) {
 }
 
 /* Find or create the record of a data pointer; returns its index or a negative error. */
-static int32_t tensor_of(TMap* tm, void* base, int64_t rows_of_first_access) {
+#define TM_MAX_BUCKETS_LOG2 20    /* at most 2^20 row blocks per tensor */
+
+static int32_t tensor_of(TMap* tm, void* base, int64_t rows_of_first_access, int64_t tensor_rows) {
     uint32_t slot = (uint32_t)(((uintptr_t)base >> 6) ^ ((uintptr_t)base >> 20)) & (TM_CACHE - 1);
     if (tm->cache_base[slot] == base) return tm->cache_idx[slot];
     uint32_t m = tm->index_cap - 1, h = hash_ptr(base) & m;
@@ -74,7 +76,8 @@ static int32_t tensor_of(TMap* tm, void* base, int64_t rows_of_first_access) {
         for (int32_t i = 0; i < tm->ntensors; i++) index_put(tm, tm->tensors[i].base, i);
     }
     int32_t shift = 0;
-    while (shift < 24 && ((int64_t)2 << shift) <= rows_of_first_access) shift++;
+    while (shift < 40 && ((int64_t)2 << shift) <= rows_of_first_access) shift++;
+    while (shift < 62 && (tensor_rows >> shift) > ((int64_t)1 << TM_MAX_BUCKETS_LOG2)) shift++;
     TMTensor* t = &tm->tensors[tm->ntensors];
     memset(t, 0, sizeof *t);
     t->base = base; t->shift = shift;
@@ -285,7 +288,7 @@ static inline __attribute__((always_inline)) int walk(PTORuntime* rt, TMChain* c
 
 int tm_lookup(PTORuntime* rt, int32_t consumer, PTOAccess* a) {
     TMap* tm = &rt->tm;
-    int32_t k = tensor_of(tm, a->base, a->r1 - a->r0);
+    int32_t k = tensor_of(tm, a->base, a->r1 - a->r0, a->rows);
     if (k < 0) return k;
     a->tensor = k;
     TMTensor* t = &tm->tensors[k];

@@ -320,8 +320,21 @@ static void test_edges(void) {
     CHECK_EQ(edges_of(rt), 5);
     task1(rt, 1, 4, 4, 2, 2);                   /* 4 R <- 3 only (0 superseded) */
     CHECK_EQ(edges_of(rt), 6);
+    /* a huge tensor touched in 1-row pieces far apart: the bucket index stays bounded */
+    PTOTensor huge = {(void*)(uintptr_t)0x7000000, (int64_t)1 << 40, 8, 8, 4, "huge"};
+    int32_t h0 = pto_task_alloc(rt, "h", k_nop, 0, PTO_WORKER_ANY);
+    CHECK_EQ(pto_task_add_output(rt, h0, &huge, (int64_t)1 << 39, 0, 1, 8), PTO_OK);
+    CHECK_EQ(pto_task_submit(rt, h0), PTO_OK);
+    int32_t h1 = pto_task_alloc(rt, "h", k_nop, 0, PTO_WORKER_ANY);
+    CHECK_EQ(pto_task_add_input(rt, h1, &huge, ((int64_t)1 << 39), 4, 1, 1), PTO_OK);
+    CHECK_EQ(pto_task_add_input(rt, h1, &huge, ((int64_t)1 << 39) + 1, 0, 1, 8), PTO_OK);
+    CHECK_EQ(pto_task_submit(rt, h1), PTO_OK);
+    CHECK_EQ(edges_of(rt), 7);
+    PTORuntimeStats hs;
+    pto_runtime_get_stats(rt, &hs);
+    CHECK(hs.runtime_bytes < 64 * 1024 * 1024);
     /* window dump without record_graph */
-    char small[4096];
+    char small[8192];
     pto_runtime_dump_buffer(rt, small, sizeof small);
     CHECK(strstr(small, "Task 3 -> Task 4") != NULL);
     CHECK_EQ(pto_runtime_run(rt), PTO_OK);
