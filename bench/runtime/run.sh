@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Build and run the LLaMA-layer DAG benchmark: PTO runtime vs libgomp vs StarPU.
-# usage: bench/runtime/run.sh [M ...]       (default: 16 32 64 128 256 2048)
+# usage: [REPEAT=n] bench/runtime/run.sh [M ...]    (default sizes: 16 32 64 128 256 2048)
+# REPEAT sweeps run one after the other; the table keeps each figure's best sweep.
 # Peers are skipped at M=2048 (12.6M tasks: minutes for libgomp, far more for StarPU).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -18,11 +19,15 @@ else echo "StarPU (libstarpu-dev) not available: StarPU column skipped"; fi
 gcc "${FLAGS[@]}" runtime/src/*.c bench/runtime/bench_llama.c -o "$OUT/bench_llama" "${LIBS[@]}"
 export STARPU_SILENT=1
 SIZES=("$@"); [ ${#SIZES[@]} -eq 0 ] && SIZES=(16 32 64 128 256 2048)
-LOG="$OUT/results.txt"; : > "$LOG"
-for M in "${SIZES[@]}"; do
-  "$OUT/bench_llama" "$M" pto 2 | tee -a "$LOG"          # one process per row: honest peak RSS
-  if [ "$M" -le 256 ]; then
-    for p in "${PEERS[@]}"; do "$OUT/bench_llama" "$M" "$p" 2 | grep -v '^peak_rss' | tee -a "$LOG"; done
-  fi
+LOGS=()
+for rep in $(seq 1 "${REPEAT:-1}"); do
+  LOG="$OUT/results_$rep.txt"; : > "$LOG"; LOGS+=("$LOG")
+  for M in "${SIZES[@]}"; do
+    "$OUT/bench_llama" "$M" pto 2 | tee -a "$LOG"          # one process per row: honest peak RSS
+    if [ "$M" -le 256 ]; then
+      for p in "${PEERS[@]}"; do "$OUT/bench_llama" "$M" "$p" 2 | grep -v '^peak_rss' | tee -a "$LOG"; done
+    fi
+  done
 done
-python3 bench/runtime/report.py "$LOG"
+echo "load average: $(cat /proc/loadavg 2>/dev/null)"
+python3 bench/runtime/report.py "${LOGS[@]}"
