@@ -243,7 +243,8 @@ def launch(target: str, module: Module, tensors: dict[str, np.ndarray], scalars:
         raise PTOError(f"target '{target}' needs pto_core.codegen.driver, which cannot be "
                        f"imported here ({e})") from None
     arrays = {n: a.copy() for n, a in tensors.items()}
-    result = driver.launch(target, module, arrays, scalars, options=options, workers=workers)
+    kwargs: dict[str, Any] = {} if workers is None else {"workers": workers}
+    result = driver.launch(target, module, arrays, scalars, options=options, **kwargs)
     return dict(result) if result is not None else arrays
 
 
