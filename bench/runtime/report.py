@@ -31,7 +31,7 @@ def parse(paths: list[str]) -> dict[int, dict[str, dict[str, float]]]:
 
 def main(paths: list[str]) -> None:
     rows = parse(paths)
-    hdr = ("M", "tasks", "build t/us", "B/live task", "exec Mt/s", "e2e ms", "peak RSS MB",
+    hdr = ("M", "tasks", "build t/us (wall)", "build t/us (cpu)", "B/live task", "exec Mt/s", "e2e ms", "peak RSS MB",
            "omp e2e ms", "PTO/omp", "starpu e2e ms", "PTO/StarPU")
     print(" | ".join(hdr))
     print(" | ".join("---" for _ in hdr))
@@ -42,6 +42,7 @@ def main(paths: list[str]) -> None:
         e2e = e.get("e2e_s")
         fmt = lambda v, f="{:.2f}": f.format(v) if v is not None else "-"
         cells = [str(m), fmt(b.get("tasks"), "{:.0f}"), fmt(b.get("tasks_per_us")),
+                 fmt(b.get("tasks_per_cpu_us")),
                  fmt(b.get("bytes_per_live_task"), "{:.0f}"), fmt(x.get("mtasks_per_s")),
                  fmt(e2e and e2e * 1e3), fmt(e.get("peak_rss_kb") and e["peak_rss_kb"] / 1024, "{:.1f}"),
                  fmt(o.get("e2e_s") and o["e2e_s"] * 1e3),

@@ -24,7 +24,7 @@ typedef struct PTOAccess {
     int64_t r0, c0, r1, c1;        /* half-open rectangle in elements */
     int64_t rows;                  /* the tensor's row count (sizes the bucket index) */
     int32_t mode;                  /* ACC_READ | ACC_WRITE */
-    int32_t tensor;                /* tensor-map record, resolved by the lookup */
+    int32_t pad;
 } PTOAccess;
 
 typedef struct PTOStage {
@@ -193,8 +193,7 @@ static inline void rt_unlock(_Atomic int32_t* l) { atomic_store_explicit(l, 0, m
 /* tensormap.c */
 int  tm_init(TMap* tm, int32_t initial_entries);
 void tm_free(TMap* tm);
-int  tm_lookup(PTORuntime* rt, int32_t consumer, PTOAccess* a);   /* sets a->tensor */
-int  tm_insert(PTORuntime* rt, int32_t task, const PTOAccess* a);
+int  tm_access(PTORuntime* rt, int32_t task, const PTOAccess* a);
 int64_t tm_bytes(const TMap* tm);
 
 /* tensormap.c: dependency-entry pool */

@@ -319,8 +319,7 @@ int pto_task_submit(PTORuntime* rt, int32_t task) {
     if (!t) return err;
     PTOStage* st = &rt->stages[t->stage];
     int rc = PTO_OK;
-    for (int32_t i = 0; i < st->n && rc == PTO_OK; i++) rc = tm_lookup(rt, task, &st->acc[i]);
-    for (int32_t i = 0; i < st->n && rc == PTO_OK; i++) rc = tm_insert(rt, task, &st->acc[i]);
+    for (int32_t i = 0; i < st->n && rc == PTO_OK; i++) rc = tm_access(rt, task, &st->acc[i]);
     if (rc == PTO_OK && rt->rec_chunks) rc = record_task(rt, t);
     if (rc < 0) return rc;   /* only ENOMEM gets here; the task stays BUILDING */
     rt->stage_free[rt->nstage_free++] = t->stage;

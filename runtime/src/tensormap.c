@@ -286,42 +286,35 @@ static inline __attribute__((always_inline)) int walk(PTORuntime* rt, TMChain* c
     return PTO_OK;
 }
 
-int tm_lookup(PTORuntime* rt, int32_t consumer, PTOAccess* a) {
+/* One access of task `task`: add edges to the live conflicting entries, then record the
+ * access. Doing both in one pass is safe for a task with several accesses: edges to itself
+ * are skipped, and when its own later write covers its earlier entry, the later entry
+ * stands for both. */
+int tm_access(PTORuntime* rt, int32_t task, const PTOAccess* a) {
     TMap* tm = &rt->tm;
     int32_t k = tensor_of(tm, a->base, a->r1 - a->r0, a->rows);
     if (k < 0) return k;
-    a->tensor = k;
     TMTensor* t = &tm->tensors[k];
-    int64_t b0 = (a->r0 >> t->shift) - t->span, b1 = (a->r1 - 1) >> t->shift;
+    const int64_t first = a->r0 >> t->shift, last = (a->r1 - 1) >> t->shift;
+    int rc = grow_buckets(tm, t, first + 1);
+    if (rc < 0) return rc;
+    int64_t b0 = first - t->span, b1 = last < t->nb ? last : (int64_t)t->nb - 1;
     if (b0 < 0) b0 = 0;
-    if (b1 >= t->nb) b1 = (int64_t)t->nb - 1;
     for (int64_t b = b0; b <= b1; b++) {
-        int rc = walk(rt, &t->b[b].w, consumer, a);
+        rc = walk(rt, &t->b[b].w, task, a);
         if (rc < 0) return rc;
         if (a->mode & ACC_WRITE) {
-            rc = walk(rt, &t->b[b].r, consumer, a);
+            rc = walk(rt, &t->b[b].r, task, a);
             if (rc < 0) return rc;
         }
     }
-    return PTO_OK;
-}
-
-int tm_insert(PTORuntime* rt, int32_t task, const PTOAccess* a) {
-    TMap* tm = &rt->tm;
-    int32_t k = a->tensor;            /* set by tm_lookup, which always runs first */
     int32_t i = entry_alloc(rt);
     if (i < 0) return i;
-    TMTensor* t = &tm->tensors[k];
-    int64_t b = a->r0 >> t->shift;
-    int rc = grow_buckets(tm, t, b + 1);
-    if (rc < 0) { entry_free(tm, i); return rc; }
-    int64_t extra = ((a->r1 - 1) >> t->shift) - b;
-    if (extra > t->span) t->span = (int32_t)extra;
+    if (last - first > t->span) t->span = (int32_t)(last - first);
     TMEntry* e = &tm->e[i];
-    e->r0 = a->r0; e->c0 = a->c0; e->r1 = a->r1; e->c1 = a->c1; e->task = task;
-    TMChain* ch = (a->mode & ACC_WRITE) ? &t->b[b].w : &t->b[b].r;
+    e->r0 = a->r0; e->c0 = a->c0; e->r1 = a->r1; e->c1 = a->c1; e->task = task; e->next = -1;
+    TMChain* ch = (a->mode & ACC_WRITE) ? &t->b[first].w : &t->b[first].r;
     pop_retired(tm, ch, rt->last_alive);
-    e->next = -1;
     if (ch->tail >= 0) tm->e[ch->tail].next = i; else ch->head = i;
     ch->tail = i;
     return PTO_OK;
