@@ -27,8 +27,8 @@ from pathlib import Path
 from typing import Any
 
 from SCons.Script import (ARGUMENTS, COMMAND_LINE_TARGETS, Action, Alias, Builder, CacheDir,
-                          Default, Depends, Dir, EnumVariable, Environment, Exit, File, Help,
-                          NoCache, PathVariable, Precious, SConscript, Variables)
+                          Default, Depends, EnumVariable, Environment, Exit, File, Help, NoCache,
+                          PathVariable, Precious, SConscript, SConsignFile, Variables)
 
 from . import plugins
 from .codegen import host
@@ -232,6 +232,9 @@ def sconstruct() -> None:
     if probe["cache"]:
         CacheDir(probe["cache"])
     root = probe["build_dir"]
+    # signatures live with the build, so separate build dirs never share (or race on) them
+    Path(root).mkdir(parents=True, exist_ok=True)
+    SConsignFile(str(Path(root).resolve() / ".sconsign"))
     tdir = f"{root}/{target}" + (f"-{cross}" if cross else "")
     rt_static = runtime_libs(env, f"{tdir}/runtime")[0]
     # the target-independent runtime, for tools that link it directly
@@ -240,7 +243,8 @@ def sconstruct() -> None:
     npy_obj = env.Object(f"{tdir}/common/pto_npy", str(host.TEMPLATES / "pto_npy.c"))
     built = [build_program(env, p, tdir, rt_static, npy_obj)
              for p in find_programs(probe["examples"])]
-    Default([r["lib"] for r in built] + [r["host"] for r in built])
+    # a cross build is for running elsewhere: only the (static) host programs
+    Default(([] if cross else [r["lib"] for r in built]) + [r["host"] for r in built])
     if "check" in COMMAND_LINE_TARGETS:
         _add_check(env, built, cross, int(probe["workers"]))
 

@@ -82,3 +82,21 @@ def run_host_and_compare(program: Program, exe: str | Path, *, cross: str = "",
     outputs = run_host(exe, inputs, scalars, work_dir, cross=cross, workers=workers)
     ok, report = compare_with_reference(program, inputs, scalars, outputs)
     return ok, f"{program.path}: {'OK' if ok else 'MISMATCH'}\n{report}"
+
+
+def example_programs(directory: str | Path | None = None) -> list[Path]:
+    """Program files of ``directory`` (default ``<repo>/examples``): ``.pto`` files and Python
+    files defining ``build_module``."""
+    from .driver import ROOT
+    d = Path(directory) if directory is not None else ROOT / "examples"
+    return [p for p in sorted(d.glob("*"))
+            if p.suffix == ".pto" or (p.suffix == ".py" and "def build_module" in p.read_text())]
+
+
+def run_scons(*args: str, timeout: float = 900) -> subprocess.CompletedProcess:
+    """Run SCons on the repository's SConstruct with this interpreter (``-Q -j2`` added)."""
+    import sys
+    from .driver import ROOT
+    cmd = [sys.executable, "-c", "import SCons.Script; SCons.Script.main()", "-C", str(ROOT),
+           "-Q", "-j2", *args]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
