@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from pto_core import ElementType, PTOFunctionBuilder, PTOModule
+from pto_core import ElementType, PTOFunctionBuilder, PTOModule, PTOSyntaxError
 from pto_core.asm import generate_builder, parse, print_module
 from pto_core.ir import OPS, For, Instr
 
@@ -197,3 +197,23 @@ def test_long_functions_generate_bounded_chains() -> None:
         b.adds("x", "x", 1.0)
     b.build()
     assert rebuild(m) == m
+
+
+def test_store_annotation_may_leave_out_the_memref() -> None:
+    text = """// Function Type: InCore
+func @k(%o: !pto.memref<gm,f32>) {
+  %r = alloc_tile : !pto.tile<8x1xf32>
+  tstore %r, %o[0, 0] : !pto.tile<8x1xf32>
+}
+"""
+    assert parse(text).functions["k"].body[0].op == "TSTORE"
+    with pytest.raises(PTOSyntaxError) as info:
+        parse(text.replace(": !pto.tile<8x1xf32>\n}", ": !pto.tile<8x8xf32>\n}"))
+    assert (info.value.line, info.value.column) == (4, 25)
+
+
+def test_the_example_in_the_docs_round_trips() -> None:
+    doc = (Path(__file__).resolve().parents[1] / "docs" / "pto-assembly.md").read_text()
+    example = doc.split("```")[1].lstrip("\n")
+    assert example.startswith("// PTO Module: softmax_module")
+    assert print_module(parse(example)) == example

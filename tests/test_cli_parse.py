@@ -77,3 +77,20 @@ def test_compile_accepts_pto_input(tmp_path: Path, pto_tree: Path) -> None:
     assert main(["compile", str(pto_tree / "nested" / "control.pto"), "-o", str(tmp_path),
                  "-O0"]) == 0
     assert parse_file(tmp_path / "control.pto").name == "control"
+
+
+def test_compile_prints_the_module_after_a_pass(tmp_path: Path, capsys) -> None:
+    pytest.importorskip("pto_core.passes", reason="the pass pipeline (pto_core.passes) is not installed")
+    assert main(["compile", str(ROOT / "examples" / "fused_softmax.py"), "-O1",
+                 "--print-after", "inline", "-o", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "// ----- after pass inline -----\n// PTO Module: softmax_module\n" in out
+    assert "after pass dce" not in out
+
+
+def test_compile_for_an_unknown_target_is_a_clean_error(tmp_path: Path, capsys) -> None:
+    rc = main(["compile", str(ROOT / "examples" / "fused_softmax.py"), "--target",
+               "no_such_backend", "-o", str(tmp_path)])
+    assert rc == 1
+    err = capsys.readouterr().err
+    assert err.startswith("pto compile: error: ") and ("no_such_backend" in err or "not available" in err)

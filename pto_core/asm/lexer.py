@@ -17,9 +17,8 @@ from dataclasses import dataclass
 from ..errors import PTOSyntaxError
 from ..ir.types import ElementType, MemorySpace, MemRefType, TileType
 
-_TOKEN = re.compile(r"""
+_TOKEN = re.compile(r"""[ \t\r\f\v]*(?:
  (?P<nl>\n)
-|(?P<ws>[ \t\r\f\v]+)
 |(?P<comment>//[^\n]*)
 |(?P<name>%[A-Za-z_][A-Za-z0-9_]*)
 |(?P<sym>@[A-Za-z_][A-Za-z0-9_]*)
@@ -28,12 +27,16 @@ _TOKEN = re.compile(r"""
 |(?P<arrow>->)
 |(?P<word>[A-Za-z_][A-Za-z0-9_]*)
 |(?P<punct>[()\[\]{},:=])
-""", re.X)
+|(?P<end>\Z))""", re.X)
 
 _HEADER = re.compile(r"//\s*(PTO Module|Entry|Function Type)\s*:\s*(.*?)\s*\Z")
 _TILE = re.compile(r"\s*(\d+)\s*x\s*(\d+)\s*x\s*([A-Za-z0-9_]+)\s*\Z")
 _MEMREF = re.compile(r"\s*([A-Za-z0-9_]+)\s*,\s*(?:(\d+)\s*x\s*(\d+)\s*x\s*|\.\.\.\s*,\s*)?"
                      r"([A-Za-z0-9_]+)\s*\Z")
+
+
+#: parsed types by spelling (types repeat on almost every line)
+_TYPE_CACHE: dict[str, TileType | MemRefType] = {}
 
 
 class Token:
@@ -79,32 +82,41 @@ def tokenize(text: str, filename: str = "<string>") -> tuple[list[Token], list[H
     append = tokens.append
     match = _TOKEN.match
     pos, line, line_start, n = 0, 1, 0, len(text)
+    types = _TYPE_CACHE
     while pos < n:
         m = match(text, pos)
-        if m is None:
-            _bad_char(text, pos, line, pos - line_start + 1, filename)
+        if m is None:   # only leading blanks matched: the next character starts no token
+            at = pos + len(text[pos:]) - len(text[pos:].lstrip(" \t\r\f\v"))
+            _bad_char(text, at, line, at - line_start + 1, filename)
         kind = m.lastgroup
+        start = m.start(kind)
         end = m.end()
         if kind == "nl":
-            append(Token("nl", "\n", line, pos - line_start + 1))
+            append(Token("nl", "\n", line, start - line_start + 1))
             line += 1
             line_start = end
-        elif kind == "ws":
-            pass
         elif kind == "comment":
-            h = _HEADER.match(m.group())
+            h = _HEADER.match(m.group(kind))
             if h is not None:
                 headers.append(Header(h.group(1), h.group(2), line,
-                                      pos - line_start + 1 + h.start(2)))
+                                      start - line_start + 1 + h.start(2)))
+        elif kind == "end":
+            pos = end
+            break
         else:
-            s = m.group()
-            col = pos - line_start + 1
+            s = m.group(kind)
+            col = start - line_start + 1
             if kind == "punct":
                 append(Token(s, s, line, col))
             elif kind == "arrow":
                 append(Token("->", s, line, col))
             elif kind == "type":
-                append(Token("type", s, line, col, _parse_type(s, line, col, filename)))
+                t = types.get(s)
+                if t is None:
+                    t = _parse_type(s, line, col, filename)
+                    if len(types) < 4096:
+                        types[s] = t
+                append(Token("type", s, line, col, t))
             else:
                 append(Token(kind, s, line, col))
         pos = end

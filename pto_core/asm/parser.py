@@ -307,8 +307,8 @@ class _Parser:
             raise self.error(f"expected '%name = {w} : TYPE'")
         op = self._op(t)
         self.advance()
-        if op.outputs:
-            n = len(op.outputs)
+        n = len(layout(op).outputs)
+        if n:
             raise self.error(f"{op.mnemonic} writes {n} value{'s' if n > 1 else ''}: expected "
                              f"'%dst = {op.mnemonic} ...'", t)
         return self.instruction(st, op, [])
@@ -332,8 +332,8 @@ class _Parser:
             self.declaration(st, names[0], t)
             return None
         op = self._op(t)
-        if len(names) != len(op.outputs):
-            n = len(op.outputs)
+        n = len(layout(op).outputs)
+        if len(names) != n:
             raise self.error(f"{op.mnemonic} writes {n} value{'' if n == 1 else 's'}, "
                              f"got {len(names)} before '='", names[0])
         return self.instruction(st, op, names)
@@ -454,15 +454,17 @@ class _Parser:
             if want is None:
                 continue        # an undeclared operand: the verifier reports it
             wl, wr = want
-            expected = format_annotation(want)
+            if right is None and wr is not None and not layout(instr.opdef).outputs:
+                wr = None       # an op without results (a store) may leave out '-> memref'
             if (right is None) != (wr is None) or len(left) != len(wl) or \
                     (right is not None and len(right) != len(wr)):
                 raise self.error(f"type annotation does not match the operands: expected "
-                                 f"': {expected}'", colon)
+                                 f"': {format_annotation(want)}'", colon)
             for (tok, got), (name, declared) in zip(left + (right or []), wl + (wr or [])):
                 if got != declared:
                     raise self.error(f"type annotation {got} does not match %{name}, declared "
-                                     f"as {declared} (expected ': {expected}')", tok)
+                                     f"as {declared} (expected ': {format_annotation(want)}')",
+                                     tok)
 
     def index(self, what: str) -> object:
         t = self.tok
