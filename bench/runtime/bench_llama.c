@@ -118,12 +118,12 @@ static void bench_pto(int64_t M, int workers, int build_only) {
     const int fits = n <= (1 << 20);
 
     /* 1. build only: dry run, no workers; window >= tasks when it fits (pure build),
-     *    otherwise window 65536 and the orchestrator retires the oldest task in order. */
+     *    otherwise window 16384 and the orchestrator retires the oldest task in order. */
     double best = 1e30, best_cpu = 1e30; PTORuntimeStats st;
     for (int rep = 0; rep < (fits ? 5 : 1); rep++) {
         PTORuntimeConfig cfg; pto_runtime_config_default(&cfg);
         cfg.dry_run = 1; cfg.num_workers = 0;
-        cfg.task_window = fits ? pow2_at_least(n) : 65536;
+        cfg.task_window = fits ? pow2_at_least(n) : 16384;
         PTORuntime* rt = pto_runtime_create(&cfg);
         double t0 = now(), c0 = thread_cpu();
         pto_orch(rt, &M);
