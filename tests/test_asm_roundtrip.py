@@ -217,3 +217,15 @@ def test_the_example_in_the_docs_round_trips() -> None:
     example = doc.split("```")[1].lstrip("\n")
     assert example.startswith("// PTO Module: softmax_module")
     assert print_module(parse(example)) == example
+
+
+def test_interleaved_parameters_are_rebuilt_memrefs_first() -> None:
+    text = """// Function Type: Orchestration
+func @o(%n: i32, %t: !pto.memref<gm,f32>) {
+}
+"""
+    m = parse(text)
+    assert [p.name for p in m.functions["o"].params] == ["n", "t"]     # the text's order
+    src = generate_builder(m)
+    assert "memref parameters come before scalar ones" in src
+    assert [p.name for p in rebuild(m).functions["o"].params] == ["t", "n"]
