@@ -1,0 +1,104 @@
+/*
+ * pto_cuda_kernel.h - how a generated kernel object presents itself to the host.
+ *
+ * Each generated kernel file defines a device function  `void NAME_block(const int64_t* args)`
+ * (one tile task on one thread block, args in the runtime's kernel ABI) and then says
+ *
+ *     PTO_CUDA_KERNEL(NAME, NARGS, THREADS, SMEM_BYTES)
+ *
+ * which produces:
+ *   - `__global__ NAME_grid(batch)`: block b runs task b of a batch whose argument rows are
+ *     passed BY VALUE as the kernel parameter (no host->device copy, nothing to free, and CUDA
+ *     Graph capture keeps them in the node);
+ *   - `int NAME_launch(rows, n, stream)`: launches n tasks, in chunks of the batch capacity;
+ *   - `extern "C" int32_t NAME(const int64_t* args)`: the runtime's kernel ABI; runs ONE task
+ *     synchronously (so the plain CPU runtime workers can drive CUDA kernels too);
+ *   - a static registration so the CUDA executor (pto_cuda_exec.cu) maps the ABI function
+ *     pointer the orchestration passes to pto_task_alloc onto the batch launcher.
+ */
+#ifndef PTO_CUDA_KERNEL_H
+#define PTO_CUDA_KERNEL_H
+
+#include <cuda_runtime.h>
+#include <stdint.h>
+
+/* Kernel parameter space: 32,764 bytes on Volta+ with CUDA >= 12.1 (4,096 before). */
+#ifndef PTO_CUDA_PARAM_BYTES
+#define PTO_CUDA_PARAM_BYTES 32000
+#endif
+
+typedef int (*PTOCudaLaunchFn)(const int64_t* rows, int32_t n, cudaStream_t stream);
+typedef int32_t (*PTOCudaAbiFn)(const int64_t* args);
+
+typedef struct PTOCudaKernelDesc {
+    const char*     name;
+    PTOCudaAbiFn    abi;          /* the pointer the orchestration hands the runtime */
+    PTOCudaLaunchFn launch;       /* batched launcher */
+    int32_t         nargs;        /* int64 slots per task */
+    int32_t         threads;      /* block size */
+    int32_t         smem_bytes;   /* dynamic shared memory per block */
+    int32_t         capacity;     /* tasks per launch */
+} PTOCudaKernelDesc;
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+/* Registry (pto_cuda_exec.cu). Safe to call from static initialisers. */
+int pto_cuda_register(const PTOCudaKernelDesc* desc);
+const PTOCudaKernelDesc* pto_cuda_lookup(PTOCudaAbiFn abi);
+#ifdef __cplusplus
+}
+#endif
+
+#ifdef __CUDACC__
+template <int NARGS, int CAP>
+struct PTOCudaBatch {
+    int64_t rows[CAP][NARGS];
+    int32_t n;
+};
+
+#define PTO_CUDA_CAPACITY(NARGS) \
+    ((PTO_CUDA_PARAM_BYTES - 16) / (8 * ((NARGS) > 0 ? (NARGS) : 1)) > 65535 \
+         ? 65535 : (PTO_CUDA_PARAM_BYTES - 16) / (8 * ((NARGS) > 0 ? (NARGS) : 1)))
+
+#define PTO_CUDA_KERNEL(NAME, NARGS, THREADS, SMEM)                                            \
+    typedef PTOCudaBatch<((NARGS) > 0 ? (NARGS) : 1), PTO_CUDA_CAPACITY(NARGS)> NAME##_batch_t; \
+    __global__ void __launch_bounds__(THREADS) NAME##_grid(const __grid_constant__ NAME##_batch_t b) { \
+        NAME##_block(b.rows[blockIdx.x]);                                                      \
+    }                                                                                          \
+    static int NAME##_launch(const int64_t* rows, int32_t n, cudaStream_t stream) {            \
+        static bool configured = false;                                                        \
+        if (!configured) {                                                                     \
+            if ((SMEM) > 48 * 1024) {                                                          \
+                cudaError_t e = cudaFuncSetAttribute(NAME##_grid,                              \
+                    cudaFuncAttributeMaxDynamicSharedMemorySize, (SMEM));                      \
+                if (e != cudaSuccess) return (int)e;                                           \
+            }                                                                                  \
+            configured = true;                                                                 \
+        }                                                                                      \
+        const int32_t cap = PTO_CUDA_CAPACITY(NARGS);                                          \
+        static thread_local NAME##_batch_t b; /* staging per thread; a launch copies it */        \
+        static_assert(sizeof(NAME##_batch_t) <= PTO_CUDA_PARAM_BYTES + 64, "batch too big");   \
+        for (int32_t done = 0; done < n; done += cap) {                                        \
+            const int32_t k = n - done < cap ? n - done : cap;                                 \
+            for (int32_t t = 0; t < k; ++t)                                                    \
+                for (int32_t j = 0; j < (NARGS); ++j)                                          \
+                    b.rows[t][j] = rows[(int64_t)(done + t) * (NARGS) + j];                    \
+            b.n = k;                                                                           \
+            NAME##_grid<<<k, (THREADS), (SMEM), stream>>>(b);                                  \
+            cudaError_t e = cudaGetLastError();                                                \
+            if (e != cudaSuccess) return (int)e;                                               \
+        }                                                                                      \
+        return 0;                                                                              \
+    }                                                                                          \
+    extern "C" int32_t NAME(const int64_t* args) {                                             \
+        int rc = NAME##_launch(args, 1, cudaStreamPerThread);                                  \
+        if (rc) return rc;                                                                     \
+        return (int32_t)cudaStreamSynchronize(cudaStreamPerThread);                            \
+    }                                                                                          \
+    static const PTOCudaKernelDesc NAME##_desc = {#NAME, NAME, NAME##_launch, (NARGS),         \
+                                                  (THREADS), (SMEM), PTO_CUDA_CAPACITY(NARGS)}; \
+    static const int NAME##_registered = pto_cuda_register(&NAME##_desc);
+#endif /* __CUDACC__ */
+
+#endif /* PTO_CUDA_KERNEL_H */

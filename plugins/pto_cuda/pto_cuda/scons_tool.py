@@ -1,0 +1,144 @@
+"""An SCons tool for nvcc: ``.cu`` -> ``.o`` with one ``-gencode`` per requested architecture.
+
+Includes are tracked with SCons' own C scanner (it follows ``#include "..."`` through
+``CPPPATH``), so editing ``pto_cuda_tile.cuh`` rebuilds every kernel that includes it. Warnings
+are errors (``-Werror all-warnings`` for nvcc and ``-Werror`` for the host compiler it drives),
+so the build itself is the review of nvcc's warnings.
+
+>>> gencode_flags("sm_80,sm_90")
+['-gencode', 'arch=compute_80,code=sm_80', '-gencode', 'arch=compute_90,code=sm_90', '-gencode', 'arch=compute_90,code=compute_90']
+
+In an SConstruct::
+
+    env = Environment()
+    from pto_cuda import scons_tool
+    scons_tool.generate(env, arch="sm_90")
+    obj = env.CUDAObject("build/k.o", "k.cu")
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+from pathlib import Path
+from typing import Any
+
+PACKAGE_DIR = Path(__file__).resolve().parent
+INCLUDE_DIR = PACKAGE_DIR / "include"
+SOURCE_DIR = PACKAGE_DIR / "src"
+DEFAULT_ARCH = "sm_90"          # H100 / H200
+
+_ARCH_RE = re.compile(r"^sm_(\d{2,3})([af]?)$")
+
+
+def parse_arch(arch: str) -> list[str]:
+    """``"sm_90"`` or ``"sm_80,sm_90"`` -> the list of architectures, validated.
+
+    >>> parse_arch(" sm_80, sm_90a ")
+    ['sm_80', 'sm_90a']
+    """
+    archs = [a.strip() for a in str(arch).split(",") if a.strip()]
+    if not archs:
+        raise ValueError("arch: expected sm_XY or a comma-separated list, got nothing")
+    for a in archs:
+        if not _ARCH_RE.match(a):
+            raise ValueError(f"arch: '{a}' is not of the form sm_XY (e.g. sm_90, sm_80,sm_90)")
+    return archs
+
+
+def gencode_flags(arch: str) -> list[str]:
+    """One ``-gencode`` per architecture (SASS), plus PTX of the newest so newer GPUs can JIT."""
+    archs = parse_arch(arch)
+    flags: list[str] = []
+    for a in archs:
+        m = _ARCH_RE.match(a)
+        assert m is not None
+        flags += ["-gencode", f"arch=compute_{m.group(1)}{m.group(2)},code={a}"]
+    newest = max(archs, key=lambda a: int(_ARCH_RE.match(a).group(1)))   # type: ignore[union-attr]
+    m = _ARCH_RE.match(newest)
+    assert m is not None
+    flags += ["-gencode", f"arch=compute_{m.group(1)}{m.group(2)},code=compute_{m.group(1)}{m.group(2)}"]
+    return flags
+
+
+def find_nvcc() -> str | None:
+    """nvcc on PATH, else under CUDA_HOME or /usr/local/cuda."""
+    found = shutil.which("nvcc")
+    if found:
+        return found
+    for root in (os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH"), "/usr/local/cuda"):
+        if root and (Path(root) / "bin" / "nvcc").exists():
+            return str(Path(root) / "bin" / "nvcc")
+    return None
+
+
+def cuda_home(nvcc: str | None = None) -> Path | None:
+    """The toolkit root (the folder holding ``include/cuda_runtime.h`` and ``lib64``)."""
+    nvcc = nvcc or find_nvcc()
+    candidates = [os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH")]
+    if nvcc:
+        candidates.append(str(Path(os.path.realpath(nvcc)).parent.parent))
+    candidates += ["/usr/local/cuda"]
+    for c in candidates:
+        if c and (Path(c) / "include" / "cuda_runtime.h").exists():
+            return Path(c)
+    return None
+
+
+def cuda_lib_dir(home: Path | None = None) -> Path | None:
+    home = home or cuda_home()
+    if home is None:
+        return None
+    for sub in ("lib64", "lib", "targets/x86_64-linux/lib"):
+        if (home / sub / "libcudart.so").exists():
+            return home / sub
+    return None
+
+
+def nvcc_base_flags(arch: str, debug: bool = False) -> list[str]:
+    """Flags every PTO .cu file is compiled with (also used by tests that call nvcc directly)."""
+    return (["-std=c++17", "-O3" if not debug else "-G", "-lineinfo",
+             "-Werror", "all-warnings", "-Xcompiler", "-fPIC,-Wall,-Werror"]
+            + gencode_flags(arch))
+
+
+def exists(env: Any) -> bool:
+    return find_nvcc() is not None
+
+
+def generate(env: Any, arch: str = DEFAULT_ARCH, debug: bool = False) -> None:
+    """Add ``NVCC``/``NVCCFLAGS`` and the ``CUDAObject`` builder (``.cu`` -> ``.o``, position
+    independent so the same object goes into shared libraries and executables); link with
+    ``libcudart`` through g++."""
+    import SCons.Action
+    import SCons.Builder
+    import SCons.Scanner.C
+
+    nvcc = find_nvcc()
+    if nvcc is None:
+        raise RuntimeError("nvcc not found (PATH, CUDA_HOME, /usr/local/cuda)")
+    env["NVCC"] = nvcc
+    env["CUDA_ARCH"] = arch
+    env["NVCCFLAGS"] = nvcc_base_flags(arch, debug)
+    env.AppendUnique(CPPPATH=[str(INCLUDE_DIR)])
+    env["NVCCCOM"] = "$NVCC -o $TARGET -c $NVCCFLAGS $_CPPDEFFLAGS $_CPPINCFLAGS $SOURCES"
+    env["NVCCCOMSTR"] = env.get("NVCCCOMSTR") or None
+    builder = SCons.Builder.Builder(
+        action=SCons.Action.Action("$NVCCCOM", "$NVCCCOMSTR"),
+        suffix=".o", src_suffix=".cu",
+        source_scanner=SCons.Scanner.C.CScanner(),
+        single_source=True)
+    env["BUILDERS"]["CUDAObject"] = builder
+    lib = cuda_lib_dir(cuda_home(nvcc))
+    if lib is not None:
+        env.AppendUnique(LIBPATH=[str(lib)], RPATH=[str(lib)])
+    env.AppendUnique(LIBS=["cudart", "pthread", "dl", "rt"])
+    # C++ runtime for the executor (std::thread), so link with g++.
+    env["LINK"] = env.get("CXX") or "g++"
+    env["SHLINK"] = env["LINK"]
+
+
+def executor_source() -> Path:
+    """The static executor source every CUDA program links (``pto_cuda_exec.cu``)."""
+    return SOURCE_DIR / "pto_cuda_exec.cu"
