@@ -179,7 +179,7 @@ def build_generated_module(arguments: dict) -> None:
     env = make_env(target, cross=arguments.get("cross", ""), opt=arguments.get("opt", "release"))
     rt_static = runtime_libs(env, "runtime")[0]
     npy_obj = env.Object("common/pto_npy", str(host.TEMPLATES / "pto_npy.c"))
-    files = sorted(p for p in glob("gen/*") if not p.endswith(".tmp"))
+    files = Path("sources.txt").read_text().split()
     Default(link_module(env, ".", name, [File(f) for f in files], rt_static, npy_obj).values())
 
 

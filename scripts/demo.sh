@@ -3,4 +3,4 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
-exec pto run examples/fused_softmax.py --target "${PTO_DEMO_TARGET:-reference}" --set num_tiles=8 --check "$@"
+exec pto run examples/fused_softmax.py --target "${PTO_DEMO_TARGET:-arm64}" --set num_tiles=8 --check "$@"

@@ -169,7 +169,9 @@ def build_module(target: str, module: Module, options: CompileOptions | None = N
     suffix = f"-{cross}" if cross else ""
     bdir = Path(build_dir) if build_dir else build_root() / f"{target}{suffix}" / "launch" / m
     bdir.mkdir(parents=True, exist_ok=True)
-    compile_module(target, module, bdir / "gen", options)
+    paths = compile_module(target, module, bdir / "gen", options)
+    # what the build links: exactly the generated sources (gen/ also holds objects)
+    write_if_changed(bdir / "sources.txt", "".join(f"gen/{p.name}\n" for p in paths))
     write_if_changed(bdir / "SConstruct", _LAUNCH_SCONSTRUCT)
     args = [sys.executable, "-c", "import SCons.Script; SCons.Script.main()", "-Q", f"-j{jobs}",
             "-C", str(bdir), "-f", "SConstruct", f"target={target}", f"name={m}",
