@@ -20,6 +20,8 @@ fi
 
 pip_q() { python3 -m pip install -q --disable-pip-version-check "$@" 2>&1 | grep -v -E '^(WARNING|DEPRECATION)' || true; }
 pip_q -e ".[test,graph]"
+# shared by the Ascend plugins, which depend on it by name: install it before them
+[ -f plugins/pto_ascend_common/pyproject.toml ] && pip_q -e plugins/pto_ascend_common
 for plugin in plugins/*/ examples/third_party_backend/; do
   [ -f "$plugin/pyproject.toml" ] || continue
   case "$plugin" in examples/*) continue;; esac   # third-party backend: installed by its own test

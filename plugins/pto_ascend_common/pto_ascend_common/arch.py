@@ -1,0 +1,67 @@
+"""What distinguishes one Ascend generation from another, as far as PTO's kernels care.
+
+Each backend plugin (``pto_ascend_a2a3``, ``pto_ascend_a5``) holds one :class:`AscendArch`; the
+shared emitter reads only this record, so every hardware difference is written down here once.
+
+>>> A2A3.capacities["UB"], A5.capacities["UB"]
+(196608, 262144)
+>>> A2A3.cce_arch, A5.cce_arch
+('dav-c220', 'dav-c310')
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Mapping
+
+from pto_core.ir import ElementType
+
+KB = 1024
+E = ElementType
+
+
+@dataclass(frozen=True)
+class AscendArch:
+    """One Ascend NPU generation.
+
+    ``capacities`` are on-chip buffer sizes in bytes (the buffer planner's limits).
+    ``matmul_inputs`` maps a TMATMUL input type to the accumulator types the cube unit offers.
+    ``acc_to_vec``: the cube result (L0C) can move straight to the vector buffer with TMOV
+    (A5); without it cube and vector cores only meet through global memory (A2/A3).
+    ``left_col_major``: Left (L0A) tiles use column-major fractal boxes (A5 ``nZ``) rather
+    than row-major ones (A2/A3 ``zZ``).
+    ``row_reduce_scratch_full``: TROWSUM/TROWMAX/TROWMIN use their scratch tile as a full
+    copy of the source (A2/A3); on A5 the register-based reduction ignores it, so a minimal
+    one-block scratch is passed.
+    """
+
+    name: str
+    macro: str                       # PTO_NPU_ARCH_* selecting the library's implementation
+    cce_arch: str                    # --cce-aicore-arch value for CANN's ccec
+    chips: str
+    capacities: Mapping[str, int]
+    matmul_inputs: Mapping[ElementType, tuple[ElementType, ...]]
+    acc_to_vec: bool
+    left_col_major: bool
+    row_reduce_scratch_full: bool
+    vector_types: tuple[ElementType, ...] = field(
+        default=(E.F32, E.F16, E.BF16, E.I32, E.I16, E.I8, E.U8))
+
+    @property
+    def ub_bytes(self) -> int:
+        return self.capacities["UB"]
+
+
+A2A3 = AscendArch(
+    name="ascend_a2a3", macro="PTO_NPU_ARCH_A2A3", cce_arch="dav-c220",
+    chips="Ascend 910B / 910C (A2/A3)",
+    capacities={"UB": 192 * KB, "L1": 512 * KB, "L0A": 64 * KB, "L0B": 64 * KB, "L0C": 128 * KB},
+    matmul_inputs={E.F32: (E.F32,), E.F16: (E.F32,), E.BF16: (E.F32,), E.I8: (E.I32,)},
+    acc_to_vec=False, left_col_major=False, row_reduce_scratch_full=True)
+
+A5 = AscendArch(
+    name="ascend_a5", macro="PTO_NPU_ARCH_A5", cce_arch="dav-c310",
+    chips="Ascend 950 (A5)",
+    capacities={"UB": 256 * KB, "L1": 512 * KB, "L0A": 64 * KB, "L0B": 64 * KB, "L0C": 256 * KB},
+    matmul_inputs={E.F32: (E.F32,), E.F16: (E.F32,), E.BF16: (E.F32,)},
+    acc_to_vec=True, left_col_major=True, row_reduce_scratch_full=False)

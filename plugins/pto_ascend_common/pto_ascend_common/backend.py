@@ -1,0 +1,152 @@
+"""The hook implementations both Ascend plugins share, parameterised by an :class:`AscendArch`.
+
+A plugin module (``pto_ascend_a2a3.plugin``) builds one :class:`AscendBackend` and forwards the
+pluggy hooks to it, so each plugin holds only its architecture record.
+
+Two ways to build and run, chosen by the environment:
+
+* ``ASCEND_HOME_PATH`` set (CANN installed): kernels are compiled for the NPU with CANN's
+  ``ccec`` (``-xcce --cce-aicore-arch=dav-c220|dav-c310``) against the official PTO-ISA headers
+  (``$PTO_ISA_ROOT/include``), and the runtime binding launches each task's kernel on an ACL
+  stream (``kernel<<<1, nullptr, stream>>>(...)``). This path cannot be exercised on a machine
+  without CANN and an NPU.
+* otherwise: the *CPU check* — the same kernel files compiled by g++ against
+  ``pto_ascend_common/include/pto/pto-inst.hpp`` and run on the runtime's CPU workers.
+
+>>> from pto_ascend_common.arch import A5
+>>> AscendBackend(A5).info().capacities["L0C"]
+262144
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Mapping
+
+from pto_core.codegen.cstyle import kernel_symbol
+from pto_core.hookspecs import BackendInfo, BindingSource, KernelSource
+from pto_core.ir import Category, Function, MemRefType, Module
+from pto_core.options import CompileOptions
+
+from . import cpu_check
+from .arch import AscendArch
+from .emitter import AscendRenderer
+
+
+def cann_home() -> Path | None:
+    """The CANN toolkit (``$ASCEND_HOME_PATH``), or None when it is not installed."""
+    home = os.environ.get("ASCEND_HOME_PATH")
+    return Path(home) if home else None
+
+
+class AscendBackend:
+    """Everything an Ascend plugin does, for one architecture."""
+
+    def __init__(self, arch: AscendArch) -> None:
+        self.arch = arch
+
+    # ------------------------------------------------------------------ describe
+    def info(self) -> BackendInfo:
+        npu = cann_home() is not None
+        return BackendInfo(
+            name=self.arch.name,
+            description=(f"PTO-ISA C++ kernels for {self.arch.chips} "
+                         f"(--cce-aicore-arch={self.arch.cce_arch}); "
+                         + ("built with CANN, launched through ACL" if npu else
+                            "checked on the CPU against the plugin's tile-library header")),
+            kernel_suffix=".cpp", host_suffix=".cpp",
+            capacities=dict(self.arch.capacities), kernel_buffer="UB",
+            worker_types=("VECTOR", "CUBE"), targets=(self.arch.cce_arch,),
+            can_run=True,
+            cannot_run_reason="" if npu else "no CANN (ASCEND_HOME_PATH unset): runs the CPU check")
+
+    # ------------------------------------------------------------------ codegen
+    def generate_kernel(self, function: Function, module: Module,
+                        options: CompileOptions | None) -> KernelSource:
+        r = AscendRenderer(self.arch)
+        text = r.render_kernel(function, module, options)
+        ub = max((t.offset + t.nbytes for t in r.plan(function).values() if t.buffer == "UB"),
+                 default=0)
+        return KernelSource(function.name, f"{function.name}{r.suffix}", text,
+                            kernel_symbol(function.name), ub)
+
+    def runtime_binding(self, module: Module, kernels: list[KernelSource],
+                        options: CompileOptions | None) -> BindingSource:
+        """ABI wrappers: CPU-check calls without CANN, ACL launches with it."""
+        if cann_home() is None:
+            return BindingSource("pto_abi_wrappers.cpp", cpu_check.abi_wrapper_source(self.arch, module))
+        return BindingSource("pto_acl_binding.cpp", acl_binding_source(self.arch, module))
+
+    def configure_scons(self, env: Any, options: CompileOptions | None) -> bool:
+        home = cann_home()
+        if home is None:
+            env.Append(CXXFLAGS=["-std=c++17", "-O1", "-fPIC"], CPPDEFINES=[self.arch.macro],
+                       CPPPATH=[str(cpu_check.include_dir())])
+            return True
+        isa = os.environ.get("PTO_ISA_ROOT", "")
+        env.Replace(CXX=str(home / "compiler" / "ccec_compiler" / "bin" / "ccec"))
+        env.Append(CXXFLAGS=["-xcce", f"--cce-aicore-arch={self.arch.cce_arch}", "-O2",
+                             "-std=c++17"],
+                   CPPDEFINES=[self.arch.macro],
+                   CPPPATH=[str(Path(isa) / "include"), str(home / "include")],
+                   LIBPATH=[str(home / "lib64")], LIBS=["ascendcl", "runtime"])
+        return True
+
+    def launch(self, module: Module, build_dir: Path, tensors: Mapping[str, Any],
+               scalars: Mapping[str, int], options: CompileOptions | None,
+               workers: int = 2) -> Mapping[str, Any]:
+        """Run the entry function with numpy arrays in and out (the CPU check; running on an
+        NPU needs device memory management this hook does not do)."""
+        return cpu_check.run(self.arch, module, Path(build_dir) / "cpu_check", tensors,
+                             scalars, options, num_workers=workers)
+
+
+def acl_binding_source(arch: AscendArch, module: Module) -> str:
+    """Host C++ (compiled by CANN's ccec with ``-xcce``) whose ABI wrappers launch each kernel
+    on the calling worker's ACL stream and wait for it. Tensor pointers the orchestration
+    passes must be device memory (``aclrtMalloc``)."""
+    r = AscendRenderer(arch)
+    out = [f"/* Generated by PTO ({arch.name}, ACL launch). Do not edit. */",
+           '#include "acl/acl.h"', "#include <stdint.h>", "#include <string.h>",
+           "#include <pto/pto-inst.hpp>", "",
+           "static aclrtStream pto_acl_stream(void) {",
+           "    static thread_local aclrtStream s = nullptr;   /* one stream per worker */",
+           "    if (s == nullptr && aclrtCreateStream(&s) != ACL_SUCCESS) s = nullptr;",
+           "    return s;", "}",
+           "static void* pto_acl_workspace(size_t bytes) {   /* per worker, grown on demand */",
+           "    static thread_local void* p = nullptr;",
+           "    static thread_local size_t have = 0;",
+           "    if (have < bytes) {",
+           "        if (p) aclrtFree(p);",
+           "        if (aclrtMalloc(&p, bytes, ACL_MEM_MALLOC_HUGE_FIRST) != ACL_SUCCESS) { p = nullptr; have = 0; }",
+           "        else have = bytes;",
+           "    }",
+           "    return p;", "}",
+           "static inline double _pto_f64(int64_t a) { double d; memcpy(&d, &a, 8); return d; }", ""]
+    for fn in module.functions.values():
+        if not fn.is_incore:
+            continue
+        params = r.kernel_params(fn)
+        out.append(f'extern "C" __global__ AICORE void {fn.name}('
+                   f'{", ".join(f"{t} {n}" for t, n in params) or "void"});')
+        args, k = [], 0
+        for p in fn.params:
+            if isinstance(p.type, MemRefType):
+                args += [f"(__gm__ {r.ctype(p.type.dtype)}*)(intptr_t)args[{k}]", f"args[{k + 1}]"]
+                k += 2
+            else:
+                args.append(f"_pto_f64(args[{k}])" if p.type.dtype.is_float else f"args[{k}]")
+                k += 1
+        ws = r.workspace_bytes(fn)
+        if ws:
+            args.append(f"(__gm__ uint8_t*)pto_acl_workspace({ws})")
+        cube = any(getattr(s, "opdef", None) is not None and s.opdef.category is Category.MATMUL
+                   for s in fn.walk())
+        out += [f'extern "C" int32_t {kernel_symbol(fn.name)}(const int64_t* args) {{',
+                "    aclrtStream s = pto_acl_stream();",
+                "    if (s == nullptr) return -1;",
+                f"    /* one block on one {'cube' if cube else 'vector'} core */",
+                f"    {fn.name}<<<1, nullptr, s>>>({', '.join(args)});",
+                "    return aclrtSynchronizeStream(s) == ACL_SUCCESS ? 0 : -1;", "}", ""]
+    return "\n".join(out)

@@ -1,0 +1,686 @@
+"""PTO-ISA C++ kernels for Ascend NPUs: a specialisation of the core's C-style renderer.
+
+The shared :class:`pto_core.codegen.cstyle.CStyleRenderer` keeps what every C-family backend
+shares (statement structure, loops, IF, scalar instructions, literals, parameter naming). This
+subclass overrides the templates that differ on Ascend:
+
+* types and qualifiers: ``__gm__`` pointers, ``AICORE`` functions, an
+  ``extern "C" __global__ AICORE void name(...)`` entry (the file CANN's ccec compiles);
+* tiles: each IR tile becomes one or more ``pto::Tile<TileType::..., T, R, C, ...>`` objects
+  placed with ``TASSIGN`` at offsets from the buffer plan (UB for vector tiles; L1, L0A, L0B and
+  L0C for the cube path), checked against the architecture's capacities;
+* instructions: one PTO-ISA call per IR instruction (TLOAD/TSTORE through ``GlobalTensor``
+  views, TADD ..., TROWSUM with its scratch tile, TMATMUL through Mat->Left/Right TMOVs into an
+  Acc tile); element-wise ops the library lacks (TSILU, TGELU) are lowered from the instruction
+  table's expression trees onto library instructions;
+* synchronisation: ``set_flag/wait_flag`` pairs wherever data crosses pipes (MTE2 -> V -> MTE3,
+  MTE2 -> MTE1 -> M -> FIX), found by tracking which pipe last touched each byte range;
+  ``pipe_barrier(PIPE_ALL)`` around loops and branches and at the end.
+
+Everything an architecture decides comes from :class:`pto_ascend_common.arch.AscendArch`.
+
+>>> from pto_core import PTOModule, PTOFunctionBuilder, ElementType as T, MemorySpace as M
+>>> from pto_ascend_common.arch import A5
+>>> m = PTOModule("m")
+>>> f = (PTOFunctionBuilder("k", module=m).in_core().memref("a", M.GLOBAL, T.F32)
+...      .memref("o", M.GLOBAL, T.F32).tile("x", 8, 16, T.F32).load("x", "a").exp("x", "x")
+...      .store("o", "x").build())
+>>> src = AscendRenderer(A5).render_kernel(f, m)
+>>> 'extern "C" __global__ AICORE void k(__gm__ float* a' in src, "TEXP(x, x);" in src
+(True, True)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import Sequence
+
+from pto_core.codegen.cstyle import CStyleRenderer, _Out
+from pto_core.errors import PTOBackendError
+from pto_core.ir import (Call, Category, ElementType, For, Function, If, Instr, Local,
+                         MemRefType, Module, Return, TileType)
+from pto_core.ir.ops import Expr
+from pto_core.options import CompileOptions
+
+from .arch import AscendArch
+
+try:        # the core's liveness-based planner; a plain sequential plan without it
+    from pto_core.passes.buffer_reuse import plan_buffers
+except ImportError:  # pragma: no cover
+    plan_buffers = None
+
+E = ElementType
+
+#: table ops the PTO-ISA library implements as one instruction of the same name and operands
+NATIVE_OPS = frozenset({
+    "TADD", "TSUB", "TMUL", "TDIV", "TMAX", "TMIN", "TADDS", "TSUBS", "TMULS", "TDIVS", "TMAXS",
+    "TEXP", "TLOG", "TSQRT", "TRSQRT", "TRECIP", "TABS", "TNEG", "TRELU",
+    "TROWEXPAND", "TROWEXPANDADD", "TROWEXPANDSUB", "TROWEXPANDMUL", "TROWEXPANDDIV",
+    "TCOLEXPANDADD", "TCOLEXPANDSUB", "TCOLEXPANDMUL", "TCOLEXPANDDIV"})
+
+#: expression kinds -> library instructions (tile-tile, tile-scalar, unary)
+_BINARY_TILE = {"add": "TADD", "sub": "TSUB", "mul": "TMUL", "div": "TDIV", "max": "TMAX",
+                "min": "TMIN"}
+_BINARY_SCALAR = {"add": "TADDS", "sub": "TSUBS", "mul": "TMULS", "div": "TDIVS", "max": "TMAXS",
+                  "min": "TMINS"}
+_UNARY = {"neg": "TNEG", "abs": "TABS", "exp": "TEXP", "log": "TLOG", "sqrt": "TSQRT",
+          "recip": "TRECIP"}
+
+#: on-chip buffer of each tile kind, and the placement alignment used there
+BUFFER_OF = {"Vec": "UB", "Mat": "L1", "Left": "L0A", "Right": "L0B", "Acc": "L0C"}
+ALIGN = {"UB": 64, "L1": 512, "L0A": 512, "L0B": 512, "L0C": 1024}
+
+
+@dataclass
+class PhysTile:
+    """One ``pto::Tile`` object of the generated kernel."""
+
+    name: str
+    kind: str                  # Vec | Mat | Left | Right | Acc
+    dtype: ElementType
+    rows: int                  # storage shape (padded to the layout's alignment)
+    cols: int
+    valid_rows: int            # the IR tile's shape
+    valid_cols: int
+    cpp: str                   # the C++ type
+    offset: int = 0
+
+    @property
+    def buffer(self) -> str:
+        return BUFFER_OF[self.kind]
+
+    @property
+    def nbytes(self) -> int:
+        return self.rows * self.cols * self.dtype.itemsize
+
+
+@dataclass
+class _Step:
+    """One emitted instruction: its text, its pipe and the tiles it reads and writes."""
+
+    text: str
+    pipe: str
+    reads: tuple[str, ...] = ()
+    writes: tuple[str, ...] = ()
+    barrier: bool = False          # the text starts with pipe_barrier(PIPE_ALL)
+
+
+@dataclass
+class _Sync:
+    """Which pipe last touched which byte range, and which pipe pairs are ordered since."""
+
+    log: list = field(default_factory=list)        # (buffer, lo, hi, pipe, write, seq)
+    synced: dict = field(default_factory=dict)     # (src, dst) -> seq
+    seq: int = 1
+
+
+class AscendRenderer(CStyleRenderer):
+    """Renders one InCore function as a PTO-ISA C++ kernel for ``arch``."""
+
+    suffix = ".cpp"
+
+    def __init__(self, arch: AscendArch) -> None:
+        self.arch = arch
+        self.name = arch.name
+        self._tiles: dict[str, PhysTile] = {}
+        self._roles: dict[str, set[str]] = {}
+        self._pending_acc: dict[str, tuple] = {}
+        self._sync = _Sync()
+        self._fn: Function | None = None
+        self._options = CompileOptions()
+        self._ws: dict[str, int] = {}         # tile -> byte offset in the GM workspace
+        self._ws_size = 0
+        self._vec_written: set[str] = set()
+        self._cube_pad = 16
+
+    # ---------------------------------------------------------------- templates: types
+    def ctype(self, dtype: ElementType) -> str:
+        return {E.F32: "float", E.F16: "half", E.BF16: "bfloat16_t", E.I64: "int64_t",
+                E.I32: "int32_t", E.I16: "int16_t", E.I8: "int8_t", E.U8: "uint8_t",
+                E.F64: "double"}[dtype]
+
+    def prelude(self) -> str:
+        return ("#include <stdint.h>\n#include <pto/pto-inst.hpp>\n\nusing namespace pto;\n")
+
+    def body_qualifiers(self) -> str:
+        return "static AICORE inline"
+
+    def restrict(self) -> str:
+        return ""
+
+    def _param_decls(self, fn: Function) -> list[str]:
+        if self._fn is not fn:
+            self._begin(fn)
+        decls = []
+        for p in fn.params:
+            if isinstance(p.type, MemRefType):
+                decls += [f"__gm__ {self.ctype(p.type.dtype)}* {p.name}", f"int64_t _pto_ld_{p.name}"]
+            else:
+                decls.append(f"{self.scalar_ctype(p.type.dtype)} {p.name}")
+        if self._ws_size:
+            # global-memory workspace through which cube results reach the vector core (A2/A3)
+            decls.append("__gm__ uint8_t* _pto_ws")
+        return decls
+
+    def workspace_bytes(self, fn: Function) -> int:
+        """Bytes of GM workspace the kernel's last parameter must point to (0: none)."""
+        if self._fn is not fn:
+            self._begin(fn)
+        return self._ws_size
+
+    def kernel_params(self, fn: Function) -> list[tuple[str, str]]:
+        """(C type, name) of every parameter of the ``__global__`` kernel, in order."""
+        out = []
+        for decl in self._param_decls(fn):
+            ctype, name = decl.rsplit(" ", 1)
+            out.append((ctype, name))
+        return out
+
+    # ---------------------------------------------------------------- whole kernels
+    def render_kernel(self, fn: Function, module: Module | None = None,
+                      options: CompileOptions | None = None, symbol: str | None = None) -> str:
+        """The kernel source: static AICORE body functions and the ``__global__`` entry."""
+        options = options or CompileOptions()
+        self._options = options
+        out = _Out()
+        out(f"/* Generated by PTO ({self.name} backend, {self.arch.chips}, "
+            f"--cce-aicore-arch={self.arch.cce_arch}) from InCore function '{fn.name}'. "
+            f"Do not edit. */")
+        for line in self.prelude().rstrip("\n").split("\n"):
+            out(line)
+        out()
+        for st in fn.walk():
+            if isinstance(st, Call):
+                raise PTOBackendError(f"InCore call of '{st.callee}' was not inlined; the Ascend "
+                                      f"backends need the inline pass (-O1 or higher)",
+                                      function=fn.name, instruction=str(st))
+        self._render_body_function(out, fn, options)
+        out()
+        params = ", ".join(f"{t} {n}" for t, n in self.kernel_params(fn)) or "void"
+        with out.block(f'extern "C" __global__ AICORE void {fn.name}({params})'):
+            args = ", ".join(n for _, n in self.kernel_params(fn))
+            out(f"(void)_pto_body_{fn.name}({args});")
+        return "\n".join(out.lines) + "\n"
+
+    def _render_body_function(self, out: _Out, fn: Function, options: CompileOptions) -> None:
+        self._begin(fn)
+        params = ", ".join(self._param_decls(fn)) or "void"
+        with out.block(f"{self.body_qualifiers()} int32_t _pto_body_{fn.name}({params})"):
+            for t in self._tiles.values():
+                out(f"{t.cpp} {t.name};")
+                out(f"TASSIGN({t.name}, 0x{t.offset:x});")
+            for loc in fn.locals:
+                if not isinstance(loc.type, TileType):
+                    ct = self.scalar_ctype(loc.type.dtype)
+                    out(f"{ct} {loc.name} = {self.literal(0, ct)};")
+            for p in fn.params:
+                if isinstance(p.type, MemRefType):
+                    out(f"(void)_pto_ld_{p.name};")
+            self.render_body(out, fn, fn.body, options)
+            self._barrier(out)
+            out("return 0;")
+
+    # ---------------------------------------------------------------- buffer plan
+    def plan(self, fn: Function) -> dict[str, PhysTile]:
+        """Physical tiles of ``fn`` with their TASSIGN offsets; raises PTOBackendError naming
+        the function and its largest tiles when a buffer overflows."""
+        self._begin(fn)
+        return dict(self._tiles)
+
+    def buffer_bytes(self, fn: Function) -> int:
+        """UB bytes the kernel's vector tiles occupy (what the runtime records per task)."""
+        tiles = self.plan(fn)
+        return max((t.offset + t.nbytes for t in tiles.values() if t.buffer == "UB"), default=0)
+
+    def _begin(self, fn: Function) -> None:
+        """Roles, physical tiles (scratch included, found by a dry run of the lowering) and
+        their offsets: a sequential plan per buffer, checked against the capacities."""
+        self._fn = fn
+        self._roles = self._analyse_roles(fn)
+        self._cube_pad = max([16] + [32 // tt.dtype.itemsize for n, tt in fn.tiles.items()
+                                     if self._roles.get(n, set()) & {"Left", "Right", "Acc"}])
+        self._tiles = {}
+        self._pending_acc = {}
+        self._ws, self._ws_size = {}, 0
+        for name, tt in fn.tiles.items():
+            for kind in sorted(self._roles.get(name, {"Vec"})):
+                self._phys(name, kind, tt)
+        for s in fn.walk():
+            if isinstance(s, Instr) and s.opdef.is_tile_op:
+                self._lower(fn, s)
+        self._pending_acc = {}
+        self._sync = _Sync()
+        used: dict[str, int] = {}
+        placed: set[str] = set()
+        # the IR's vector tiles go where the core's buffer planner puts them (with reuse of
+        # tiles whose lifetimes do not overlap); scratch and cube tiles follow sequentially
+        vec = {n: self._tiles[n] for n in fn.tiles if n in self._tiles}
+        if plan_buffers is not None and vec:
+            padded = replace(fn, locals=tuple(
+                Local(l.name, TileType(vec[l.name].rows, vec[l.name].cols, l.type.dtype))
+                for l in fn.locals if l.name in vec))
+            bp = plan_buffers(padded, reuse=self._options.enabled("buffer_reuse"),
+                              align=ALIGN["UB"])
+            for n, t in vec.items():
+                t.offset = bp.offset(n)
+            placed.update(vec)
+            used["UB"] = bp.total_bytes
+        for t in self._tiles.values():
+            if t.name in placed:
+                continue
+            a = ALIGN[t.buffer]
+            off = -(-used.get(t.buffer, 0) // a) * a
+            t.offset = off
+            used[t.buffer] = off + t.nbytes
+        for buf, n in used.items():
+            cap = self.arch.capacities[buf]
+            if n > cap:
+                big = sorted((t for t in self._tiles.values() if t.buffer == buf),
+                             key=lambda t: -t.nbytes)[:3]
+                names = ", ".join(f"{t.name} ({t.valid_rows}x{t.valid_cols} {t.dtype.value}, "
+                                  f"{t.nbytes} B)" for t in big)
+                raise PTOBackendError(
+                    f"tiles need {n} bytes of {buf} but {self.arch.name} has {cap}; "
+                    f"largest: {names}", function=fn.name)
+
+    def _analyse_roles(self, fn: Function) -> dict[str, set[str]]:
+        self._vec_written = set()
+        roles: dict[str, set[str]] = {}
+        cube_only: set[str] = set()
+        for s in fn.walk():
+            if not isinstance(s, Instr) or not s.opdef.is_tile_op:
+                continue
+            cat = s.opdef.category
+            if cat is Category.MATMUL:
+                ops = dict(zip([o.name for o in s.opdef.operands], s.operands))
+                roles.setdefault(ops["a"], set()).add("Left")
+                roles.setdefault(ops["b"], set()).add("Right")
+                roles.setdefault(ops["dst"], set()).add("Acc")
+                if "acc" in ops:
+                    roles.setdefault(ops["acc"], set()).add("Acc")
+                cube_only.update(v for v in s.operands if isinstance(v, str))
+        for s in fn.walk():
+            if not isinstance(s, Instr) or not s.opdef.is_tile_op:
+                continue
+            cat = s.opdef.category
+            if cat is Category.MATMUL:
+                continue
+            tiles = [v for v, spec in zip(s.operands, s.opdef.operands)
+                     if spec.role in ("tile", "tile_out")]
+            for t in tiles:
+                if cat in (Category.LOAD, Category.STORE) and t in cube_only:
+                    continue
+                roles.setdefault(t, set()).add("Vec")
+            if cat not in (Category.STORE, Category.LOAD):
+                self._vec_written.add(s.operands[0])
+        for name, r in roles.items():
+            if "Left" in r or "Right" in r:
+                r.add("Mat")
+        return roles
+
+    def _phys(self, name: str, kind: str, tt: TileType) -> PhysTile:
+        suffix = {"Vec": "", "Mat": "_l1", "Left": "_l0a", "Right": "_l0b", "Acc": "_l0c"}[kind]
+        pname = name + suffix
+        if pname in self._tiles:
+            return self._tiles[pname]
+        T = self.ctype(tt.dtype)
+        size = tt.dtype.itemsize
+        R, C = tt.rows, tt.cols
+        cube = self._roles.get(name, set()) & {"Left", "Right", "Acc", "Mat"}
+        if kind == "Vec" and not cube:
+            if (C * size) % 32 == 0:
+                cpp = f"Tile<TileType::Vec, {T}, {R}, {C}, BLayout::RowMajor, {R}, {C}>"
+                rows, cols = R, C
+            elif C == 1 and (R * size) % 32 == 0:
+                cpp = f"Tile<TileType::Vec, {T}, {R}, 1, BLayout::ColMajor, {R}, 1>"
+                rows, cols = R, 1
+            else:
+                cols = -(-C * size // 32) * 32 // size       # pad rows to 32 bytes
+                rows = R
+                cpp = f"Tile<TileType::Vec, {T}, {R}, {cols}, BLayout::RowMajor, {R}, {C}>"
+        else:
+            # cube tiles are fractal: pad every dimension to the 16 x (32 B) boxes of the
+            # narrowest cube element type, so Left/Right/Acc shapes agree
+            p = self._cube_pad
+            rows, cols = -(-R // p) * p, -(-C // p) * p
+            if kind == "Vec":
+                cpp = f"Tile<TileType::Vec, {T}, {rows}, {cols}, BLayout::RowMajor, {R}, {C}>"
+            elif kind == "Mat":
+                cpp = (f"Tile<TileType::Mat, {T}, {rows}, {cols}, BLayout::ColMajor, {R}, {C}, "
+                       f"SLayout::RowMajor, 512>")
+            elif kind == "Left":
+                outer = "ColMajor" if self.arch.left_col_major else "RowMajor"
+                cpp = (f"Tile<TileType::Left, {T}, {rows}, {cols}, BLayout::{outer}, {R}, {C}, "
+                       f"SLayout::RowMajor, 512>")
+            elif kind == "Right":
+                cpp = (f"Tile<TileType::Right, {T}, {rows}, {cols}, BLayout::RowMajor, {R}, {C}, "
+                       f"SLayout::ColMajor, 512>")
+            else:
+                cpp = (f"Tile<TileType::Acc, {T}, {rows}, {cols}, BLayout::ColMajor, {R}, {C}, "
+                       f"SLayout::RowMajor, 1024>")
+        t = PhysTile(pname, kind, tt.dtype, rows, cols, R, C, cpp)
+        self._tiles[pname] = t
+        return t
+
+    def _scratch(self, like: TileType, index: int, rows: int | None = None,
+                 cols: int | None = None) -> str:
+        """A vector scratch tile (shape of ``like`` unless given), shared by instructions."""
+        R, C = rows or like.rows, cols or like.cols
+        name = f"_pto_tmp{index}_{R}x{C}_{like.dtype.value}"
+        if name not in self._tiles:
+            self._phys(name, "Vec", TileType(R, C, like.dtype))
+        return name
+
+    # ---------------------------------------------------------------- statements
+    def render_stmt(self, out: _Out, fn: Function, s, options: CompileOptions) -> None:
+        if isinstance(s, (For, If, Call)):
+            # control flow: every pipe drains before and after, so bodies start clean
+            self._barrier(out)
+            super().render_stmt(out, fn, s, options)
+            self._barrier(out)
+            return
+        if isinstance(s, Return):
+            self._barrier(out, force=True)
+            out("return 0;")
+            return
+        if s.opdef.category is Category.SCALAR:
+            super().render_stmt(out, fn, s, options)
+            return
+        self._emit(out, fn, s)
+
+    def render_body(self, out: _Out, fn: Function, body: Sequence, options: CompileOptions) -> None:
+        # one library instruction per IR instruction, in program order (no loop fusion: the
+        # tile instructions are the loops)
+        for s in body:
+            self.render_stmt(out, fn, s, options)
+        self._barrier(out)
+
+    def render_group(self, out: _Out, fn: Function, group: list[Instr]) -> None:
+        for s in group:
+            self._emit(out, fn, s)
+
+    def render_reduce(self, out: _Out, fn: Function, s: Instr) -> None:
+        self._emit(out, fn, s)
+
+    render_matmul = render_transpose = render_convert = render_reduce
+
+    # ---------------------------------------------------------------- synchronisation
+    def _barrier(self, out: _Out, force: bool = False) -> None:
+        if self._sync.log or force:
+            out("pipe_barrier(PIPE_ALL);")
+        self._sync.log.clear()
+
+    def _emit(self, out: _Out, fn: Function, s: Instr) -> None:
+        out(f"// {s}")
+        for step in self._lower(fn, s):
+            self._order(out, step)
+            out(step.text)
+
+    def _order(self, out: _Out, step: _Step) -> None:
+        """Insert set_flag/wait_flag for every earlier access of another pipe this step
+        depends on (read after write, write after read or write)."""
+        st = self._sync
+        if step.barrier:
+            st.log.clear()
+        ranges = [(self._tiles[t], False) for t in step.reads] + \
+                 [(self._tiles[t], True) for t in step.writes]
+        need: list[str] = []
+        for t, write in ranges:
+            lo, hi = t.offset, t.offset + t.nbytes
+            for buf, alo, ahi, pipe, awrite, seq in st.log:
+                if buf != t.buffer or ahi <= lo or hi <= alo or pipe == step.pipe:
+                    continue
+                if not (write or awrite):
+                    continue
+                if st.synced.get((pipe, step.pipe), 0) <= seq and pipe not in need:
+                    need.append(pipe)
+        for src in need:
+            out(f"set_flag(PIPE_{src}, PIPE_{step.pipe}, EVENT_ID0);")
+            out(f"wait_flag(PIPE_{src}, PIPE_{step.pipe}, EVENT_ID0);")
+            st.synced[(src, step.pipe)] = st.seq
+            st.seq += 1
+        for t, write in ranges:
+            st.log.append((t.buffer, t.offset, t.offset + t.nbytes, step.pipe, write, st.seq))
+        st.seq += 1
+
+    # ---------------------------------------------------------------- lowering
+    def _err(self, fn: Function, s: Instr, msg: str) -> PTOBackendError:
+        return PTOBackendError(f"{msg} on {self.arch.name}", function=fn.name, instruction=str(s))
+
+    def _gm_view(self, fn: Function, mem: str, tile: PhysTile, row, col) -> str:
+        """A GlobalTensor over the R x C window of ``mem`` at tile offset (row, col)."""
+        T = self.ctype(fn.type_of(mem).dtype)
+        R, C = tile.valid_rows, tile.valid_cols
+        dn = tile.kind == "Vec" and "ColMajor" in tile.cpp
+        layout = ", Layout::DN" if dn else ""
+        shape, stride = f"Shape<1, 1, 1, {R}, {C}>", "Stride<1, 1, 1, DYNAMIC, 1>"
+        off = f"({self.index(row)}) * {R} * _pto_ld_{mem} + ({self.index(col)}) * {C}"
+        return (f"GlobalTensor<{T}, {shape}, {stride}{layout}> _pto_gm({mem} + {off}, {shape}(), "
+                f"{stride}(_pto_ld_{mem}));")
+
+    def _lower(self, fn: Function, s: Instr) -> list[_Step]:
+        cat = s.opdef.category
+        ops = dict(zip([o.name for o in s.opdef.operands], s.operands))
+        tt = fn.type_of(s.operands[0]) if cat is not Category.STORE else fn.type_of(s.operands[1])
+        roles = self._roles
+        if cat is Category.LOAD:
+            x, mem = ops["dst"], ops["src"]
+            steps = []
+            r = roles.get(x, {"Vec"})
+            if "Acc" in r and "Vec" not in r:
+                # C += A @ B against global memory: the load folds into an atomic-add store
+                self._pending_acc[x] = (mem, ops["row"], ops["col"])
+                return []
+            for kind in ("Mat", "Vec"):
+                if kind in r:
+                    t = self._phys(x, kind, tt)
+                    steps.append(_Step("{ " + self._gm_view(fn, mem, t, ops["row"], ops["col"])
+                                       + f" TLOAD({t.name}, _pto_gm); }}", "MTE2", (), (t.name,)))
+            return steps
+        if cat is Category.STORE:
+            x, mem = ops["src"], ops["dst"]
+            r = roles.get(x, {"Vec"})
+            if "Acc" in r and "Vec" not in r:
+                t = self._phys(x, "Acc", tt)
+                pend = self._pending_acc.pop(x, None)
+                view = self._gm_view(fn, mem, t, ops["row"], ops["col"])
+                if pend is not None:
+                    if pend != (mem, ops["row"], ops["col"]):
+                        raise self._err(fn, s, f"accumulator '{x}' was loaded from {pend[0]} "
+                                                f"but is stored to another window")
+                    return [_Step("{ " + view + f" TSTORE<decltype({t.name}), decltype(_pto_gm), "
+                                  f"AtomicType::AtomicAdd>(_pto_gm, {t.name}); }}", "FIX",
+                                  (t.name,))]
+                return [_Step("{ " + view + f" TSTORE(_pto_gm, {t.name}); }}", "FIX", (t.name,))]
+            t = self._phys(x, "Vec", tt)
+            return [_Step("{ " + self._gm_view(fn, mem, t, ops["row"], ops["col"])
+                          + f" TSTORE(_pto_gm, {t.name}); }}", "MTE3", (t.name,))]
+        if cat is Category.MATMUL:
+            return self._lower_matmul(fn, s, ops)
+        # vector instructions from here on
+        dst = ops["dst"]
+        d = self._phys(dst, "Vec", tt).name
+        vec = lambda n: self._phys(n, "Vec", fn.type_of(n)).name  # noqa: E731
+        if cat in (Category.ROW_REDUCE, Category.COL_REDUCE):
+            a = vec(ops["a"])
+            ta = fn.type_of(ops["a"])
+            if ta.dtype not in (E.F32, E.F16, E.I32, E.I16):
+                raise self._err(fn, s, f"{s.op} supports f32, f16, i32 and i16 tiles, not "
+                                        f"{ta.dtype.value}")
+            if cat is Category.ROW_REDUCE:
+                if self.arch.row_reduce_scratch_full:
+                    tmp = self._scratch(ta, 0)
+                else:
+                    tmp = self._scratch(ta, 0, rows=1, cols=32 // ta.dtype.itemsize)
+                return [_Step(f"{s.op}({d}, {a}, {tmp});", "V", (a,), (d, tmp))]
+            return [_Step(f"{s.op}({d}, {a});", "V", (a,), (d,))]
+        if cat is Category.TRANSPOSE:
+            a = vec(ops["a"])
+            tmp = self._scratch(tt, 0)
+            return [_Step(f"TTRANS({d}, {a}, {tmp});", "V", (a,), (d, tmp))]
+        if cat is Category.CONVERT:
+            a = vec(ops["a"])
+            return [_Step(f"TCVT({d}, {a}, RoundMode::CAST_RINT);", "V", (a,), (d,))]
+        ct = self.ctype(tt.dtype)
+        if s.op in NATIVE_OPS:
+            args, reads = [d], []
+            for spec in s.opdef.inputs:
+                v = ops[spec.name]
+                if spec.role == "scalar":
+                    args.append(f"static_cast<{ct}>({self.scalar_value(fn, v)})")
+                else:
+                    args.append(vec(v))
+                    reads.append(vec(v))
+            return [_Step(f"{s.op}({', '.join(args)});", "V", tuple(reads), (d,))]
+        if cat in (Category.ELEMENTWISE, Category.TILE_SCALAR):
+            return self._lower_expr(fn, s, ops, tt)
+        raise self._err(fn, s, f"{s.op} has no PTO-ISA lowering")
+
+    def _lower_expr(self, fn: Function, s: Instr, ops: dict, tt: TileType) -> list[_Step]:
+        """Lower an element-wise op the library lacks from its table expression, one library
+        instruction per node, with scratch tiles for intermediate values."""
+        ct = self.ctype(tt.dtype)
+        env: dict[str, tuple[str, str]] = {}
+        for spec in s.opdef.inputs:
+            v = ops[spec.name]
+            if spec.role == "scalar":
+                env[spec.name] = ("s", f"static_cast<{ct}>({self.scalar_value(fn, v)})")
+            else:
+                env[spec.name] = ("t", self._phys(v, "Vec", fn.type_of(v)).name)
+        dst = self._phys(ops["dst"], "Vec", tt).name
+        inputs = {v for k, v in env.values() if k == "t"}
+        steps: list[_Step] = []
+
+        def emit(text: str, reads: Sequence[str], writes: Sequence[str]) -> None:
+            steps.append(_Step(text, "V", tuple(reads), tuple(writes)))
+
+        def lit(x: float) -> str:
+            return f"static_cast<{ct}>({self.literal(x, 'float')})"
+
+        def gen(e: Expr, target: str, depth: int) -> tuple[str, str]:
+            if e.kind == "var":
+                return env[str(e.value)]
+            if e.kind == "const":
+                return ("s", lit(float(e.value)))
+            if len(e.args) == 1:
+                k, x = gen(e.args[0], target, depth)
+                if k == "s":
+                    raise self._err(fn, s, "constant sub-expression")
+                if e.kind == "tanh":        # tanh(x) = 2 / (1 + exp(-2x)) - 1
+                    t = self._scratch(tt, depth)
+                    emit(f"TMULS({t}, {x}, {lit(-2.0)});", [x], [t])
+                    emit(f"TEXP({t}, {t});", [t], [t])
+                    emit(f"TADDS({t}, {t}, {lit(1.0)});", [t], [t])
+                    emit(f"TDIVS({t}, {lit(2.0)}, {t});", [t], [t])
+                    emit(f"TADDS({target}, {t}, {lit(-1.0)});", [t], [target])
+                else:
+                    emit(f"{_UNARY[e.kind]}({target}, {x});", [x], [target])
+                return ("t", target)
+            kx, x = gen(e.args[0], target, depth)
+            ky, y = gen(e.args[1], self._scratch(tt, depth), depth + 1)
+            if kx == "t" and ky == "t":
+                emit(f"{_BINARY_TILE[e.kind]}({target}, {x}, {y});", [x, y], [target])
+            elif kx == "t":
+                emit(f"{_BINARY_SCALAR[e.kind]}({target}, {x}, {y});", [x], [target])
+            elif ky == "t":
+                if e.kind in ("add", "mul", "max", "min"):
+                    emit(f"{_BINARY_SCALAR[e.kind]}({target}, {y}, {x});", [y], [target])
+                elif e.kind == "sub":
+                    emit(f"TMULS({target}, {y}, {lit(-1.0)});", [y], [target])
+                    emit(f"TADDS({target}, {target}, {x});", [target], [target])
+                else:
+                    emit(f"TDIVS({target}, {x}, {y});", [y], [target])
+            else:
+                raise self._err(fn, s, "constant sub-expression")
+            return ("t", target)
+
+        # never compute into dst while an input that aliases it is still needed
+        target = dst if dst not in inputs else self._scratch(tt, 99)
+        k, res = gen(s.opdef.expr, target, 0)
+        if res != dst:
+            emit(f"TMOV({dst}, {res});", [res], [dst])
+        return steps
+
+    def _lower_matmul(self, fn: Function, s: Instr, ops: dict) -> list[_Step]:
+        ta, tb, td = fn.type_of(ops["a"]), fn.type_of(ops["b"]), fn.type_of(ops["dst"])
+        allowed = self.arch.matmul_inputs.get(ta.dtype, ())
+        if td.dtype not in allowed:
+            have = ", ".join(f"{k.value}->{'/'.join(x.value for x in v)}"
+                             for k, v in self.arch.matmul_inputs.items())
+            raise self._err(fn, s, f"TMATMUL of {ta.dtype.value} into {td.dtype.value} is not "
+                                    f"available (the cube unit offers {have})")
+        a_mat, b_mat = self._phys(ops["a"], "Mat", ta), self._phys(ops["b"], "Mat", tb)
+        left, right = self._phys(ops["a"], "Left", ta), self._phys(ops["b"], "Right", tb)
+        out = self._phys(ops["dst"], "Acc", td)
+        steps: list[_Step] = []
+        for name, mat, t in ((ops["a"], a_mat, ta), (ops["b"], b_mat, tb)):
+            if name in self._vec_written:
+                # a vector-computed operand (e.g. a transposed tile) moves UB -> L1 first
+                v = self._phys(name, "Vec", t)
+                if self.arch.acc_to_vec:
+                    steps.append(_Step(f"TMOV({mat.name}, {v.name});", "MTE3", (v.name,), (mat.name,)))
+                else:
+                    steps += self._via_workspace(name, v, mat, "MTE3")
+        steps += [_Step(f"TMOV({left.name}, {a_mat.name});", "MTE1", (a_mat.name,), (left.name,)),
+                 _Step(f"TMOV({right.name}, {b_mat.name});", "MTE1", (b_mat.name,), (right.name,))]
+        acc = ops.get("acc")
+        if acc is not None and "Vec" in self._roles.get(acc, ()):
+            # the accumulator lives on the vector side (loaded or computed there): the cube
+            # computes a @ b, the product moves to UB and the vector unit adds it
+            steps.append(_Step(f"TMATMUL({out.name}, {left.name}, {right.name});", "M",
+                               (left.name, right.name), (out.name,)))
+            prod = self._tiles.get(f"_pto_prod_{ops['dst']}")
+            if prod is None:
+                T = self.ctype(td.dtype)
+                prod = self._tiles[f"_pto_prod_{ops['dst']}"] = PhysTile(
+                    f"_pto_prod_{ops['dst']}", "Vec", td.dtype, out.rows, out.cols,
+                    out.valid_rows, out.valid_cols,
+                    f"Tile<TileType::Vec, {T}, {out.rows}, {out.cols}, BLayout::RowMajor, "
+                    f"{out.valid_rows}, {out.valid_cols}>")
+            if self.arch.acc_to_vec:
+                steps.append(_Step(f"TMOV({prod.name}, {out.name});", "FIX", (out.name,),
+                                   (prod.name,)))
+            else:
+                steps += self._via_workspace(ops["dst"], out, prod, "FIX")
+            cin = self._phys(acc, "Vec", fn.type_of(acc))
+            d = self._phys(ops["dst"], "Vec", td)
+            steps.append(_Step(f"TADD({d.name}, {cin.name}, {prod.name});", "V",
+                               (cin.name, prod.name), (d.name,)))
+            return steps
+        if acc is not None and acc not in self._pending_acc:
+            cin = self._phys(acc, "Acc", fn.type_of(acc))
+            steps.append(_Step(f"TMATMUL_ACC({out.name}, {cin.name}, {left.name}, {right.name});",
+                               "M", (cin.name, left.name, right.name), (out.name,)))
+        else:
+            if acc is not None and acc != ops["dst"]:
+                self._pending_acc[ops["dst"]] = self._pending_acc.pop(acc)
+            elif acc is None:
+                self._pending_acc.pop(ops["dst"], None)
+            steps.append(_Step(f"TMATMUL({out.name}, {left.name}, {right.name});", "M",
+                               (left.name, right.name), (out.name,)))
+        if "Vec" in self._roles.get(ops["dst"], set()):
+            if ops["dst"] in self._pending_acc:
+                raise self._err(fn, s, "an accumulator loaded from global memory cannot also "
+                                        "feed vector instructions")
+            v = self._phys(ops["dst"], "Vec", td)
+            if self.arch.acc_to_vec:
+                steps.append(_Step(f"TMOV({v.name}, {out.name});", "FIX", (out.name,), (v.name,)))
+            else:
+                # A2/A3: L0C -> GM workspace (fixpipe) -> UB (MTE2), ordered by a full barrier
+                steps += self._via_workspace(ops["dst"], out, v, "FIX")
+        return steps
+
+    def _via_workspace(self, tile: str, src: PhysTile, dst: PhysTile, src_pipe: str) -> list[_Step]:
+        """Move ``src`` to ``dst`` through the kernel's GM workspace (A2/A3, where cube and
+        vector buffers have no direct path): a store, a full barrier, a load."""
+        off = self._ws.get(tile)
+        if off is None:
+            off = self._ws[tile] = self._ws_size
+            self._ws_size += -(-src.valid_rows * src.valid_cols * src.dtype.itemsize // 512) * 512
+        T = self.ctype(src.dtype)
+        R, C = src.valid_rows, src.valid_cols
+        view = (f"GlobalTensor<{T}, Shape<1, 1, 1, {R}, {C}>, Stride<1, 1, 1, {C}, 1>> "
+                f"_pto_gm((__gm__ {T}*)(_pto_ws + {off}));")
+        return [_Step("{ " + view + f" TSTORE(_pto_gm, {src.name}); }}", src_pipe, (src.name,)),
+                _Step("pipe_barrier(PIPE_ALL);\n{ " + view + f" TLOAD({dst.name}, _pto_gm); }}",
+                      "MTE2", (), (dst.name,), barrier=True)]

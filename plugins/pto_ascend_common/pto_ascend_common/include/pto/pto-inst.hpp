@@ -1,0 +1,866 @@
+// pto/pto-inst.hpp -- the PTO-ISA tile API subset PTO's Ascend kernels use, for the host CPU.
+//
+// This is the "CPU check" header of PTO's Ascend backends: the generated kernel that would be
+// compiled by CANN's ccec against the official PTO-ISA library is compiled here by g++ (C++17)
+// against this file instead. Names, template parameters and semantics follow the library's
+// documentation (hw-native-sys/pto-isa: docs/isa/*.md, include/pto/common/pto_tile.hpp):
+//
+//   Tile<TileType::Vec, T, Rows, Cols, BLayout::RowMajor, ValidRows, ValidCols, SLayout, ...>
+//   GlobalTensor<T, Shape<...5 dims>, Stride<...5 dims>, Layout>
+//   TASSIGN(tile, byte_offset)   TLOAD(tile, gt)   TSTORE(gt, tile)   TADD(dst, a, b) ...
+//   set_flag / wait_flag / pipe_barrier
+//
+// What is simulated: one set of on-chip buffers per host thread (= per AI core), sized for the
+// architecture chosen with -DPTO_NPU_ARCH_A2A3 (UB 192 KB, L0C 128 KB) or -DPTO_NPU_ARCH_A5
+// (UB 256 KB, L0C 256 KB); L1 512 KB and L0A/L0B 64 KB on both. Tiles live at the byte offset
+// TASSIGN gives them, so two tiles assigned to overlapping ranges really alias; a TASSIGN past
+// the end of its buffer, or an instruction the architecture lacks, is a checked error. Element
+// storage follows the tile's layout (row/column major, fractal boxes), so a TMOV from a Mat
+// tile to a Left tile really re-lays the data out. Pipe synchronisation calls type-check and
+// are recorded: an instruction that reads a tile another pipe wrote without an intervening
+// set_flag/wait_flag pair between those pipes is reported (a missing-sync error).
+//
+// Errors do not abort: they are recorded per thread (pto_sim::error()) so the ABI wrapper can
+// turn them into a failing task, and printed to stderr once.
+#ifndef PTO_ASCEND_CPU_CHECK_PTO_INST_HPP
+#define PTO_ASCEND_CPU_CHECK_PTO_INST_HPP
+
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <limits>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#if !defined(PTO_NPU_ARCH_A2A3) && !defined(PTO_NPU_ARCH_A5)
+#error "define PTO_NPU_ARCH_A2A3 (dav-c220) or PTO_NPU_ARCH_A5 (dav-c310)"
+#endif
+
+// Kernel qualifiers are meaningless on the host.
+#ifndef __global__
+#define __global__
+#endif
+#ifndef AICORE
+#define AICORE
+#endif
+#ifndef __gm__
+#define __gm__
+#endif
+#ifndef __aicore__
+#define __aicore__
+#endif
+
+// ------------------------------------------------------------------------------------------
+// half and bfloat16_t: storage types; arithmetic happens in float, rounded to nearest even.
+// ------------------------------------------------------------------------------------------
+namespace pto_sim {
+inline uint32_t f2u(float f) { uint32_t u; std::memcpy(&u, &f, 4); return u; }
+inline float u2f(uint32_t u) { float f; std::memcpy(&f, &u, 4); return f; }
+
+inline uint16_t float_to_half_bits(float f) {
+    uint32_t x = f2u(f), sign = (x >> 16) & 0x8000u;
+    uint32_t mag = x & 0x7fffffffu;
+    if (mag >= 0x7f800000u) return uint16_t(sign | 0x7c00u | (mag > 0x7f800000u ? 0x200u : 0u));
+    if (mag >= 0x477ff000u) return uint16_t(sign | 0x7c00u);            // overflow -> inf
+    if (mag < 0x38800000u) {                                              // subnormal / zero
+        float a = u2f(mag) * 16777216.0f;                                 // * 2^24
+        uint32_t r = uint32_t(std::nearbyint(a));                         // ties to even
+        return uint16_t(sign | r);
+    }
+    uint32_t e = (mag >> 23) - 112, m = mag & 0x7fffffu;
+    uint32_t h = (e << 10) | (m >> 13), rest = m & 0x1fffu;
+    if (rest > 0x1000u || (rest == 0x1000u && (h & 1u))) ++h;
+    return uint16_t(sign | h);
+}
+inline float half_bits_to_float(uint16_t h) {
+    uint32_t sign = uint32_t(h & 0x8000u) << 16, e = (h >> 10) & 0x1fu, m = h & 0x3ffu;
+    if (e == 0) return u2f(sign) + (sign ? -1.0f : 1.0f) * float(m) * 5.9604644775390625e-08f;
+    if (e == 31) return u2f(sign | 0x7f800000u | (m << 13));
+    return u2f(sign | ((e + 112) << 23) | (m << 13));
+}
+inline uint16_t float_to_bf16_bits(float f) {
+    uint32_t x = f2u(f);
+    if ((x & 0x7fffffffu) > 0x7f800000u) return uint16_t((x >> 16) | 0x40u);
+    x += 0x7fffu + ((x >> 16) & 1u);
+    return uint16_t(x >> 16);
+}
+}  // namespace pto_sim
+
+struct half {
+    uint16_t bits = 0;
+    half() = default;
+    half(float f) : bits(pto_sim::float_to_half_bits(f)) {}
+    operator float() const { return pto_sim::half_bits_to_float(bits); }
+};
+struct bfloat16_t {
+    uint16_t bits = 0;
+    bfloat16_t() = default;
+    bfloat16_t(float f) : bits(pto_sim::float_to_bf16_bits(f)) {}
+    operator float() const { return pto_sim::u2f(uint32_t(bits) << 16); }
+};
+
+// ------------------------------------------------------------------------------------------
+// Pipes and events (CCE names, global namespace as in CCE).
+// ------------------------------------------------------------------------------------------
+enum pipe_t { PIPE_S = 0, PIPE_V, PIPE_M, PIPE_MTE1, PIPE_MTE2, PIPE_MTE3, PIPE_FIX, PIPE_ALL,
+              PIPE_NUM_ = PIPE_ALL };
+enum event_t { EVENT_ID0 = 0, EVENT_ID1, EVENT_ID2, EVENT_ID3, EVENT_ID4, EVENT_ID5, EVENT_ID6,
+               EVENT_ID7 };
+
+namespace pto {
+
+constexpr int DYNAMIC = -1;
+
+enum class TileType { Vec, Mat, Left, Right, Acc, Bias, Scaling };
+enum class BLayout { RowMajor, ColMajor };
+enum class SLayout { NoneBox, RowMajor, ColMajor };
+enum class PadValue { Null, Zero, Max, Min };
+enum class CompactMode { Null, Normal };
+enum class Layout { ND, DN, NZ };
+enum class AtomicType { AtomicNone, AtomicAdd };
+enum class RoundMode { CAST_NONE = 0, CAST_RINT, CAST_FLOOR, CAST_CEIL, CAST_ROUND, CAST_TRUNC,
+                       CAST_ODD };
+
+namespace TileConfig {
+static constexpr int alignedSize = 32;
+static constexpr int fixedRowSize = 16;
+static constexpr int fixedColSize = 16;
+static constexpr int fractalABSize = 512;
+static constexpr int fractalCSize = 1024;
+}  // namespace TileConfig
+
+struct RecordEvent {};
+
+}  // namespace pto
+
+// ------------------------------------------------------------------------------------------
+// The simulated core: buffers, capacities, error state, pipe bookkeeping.
+// ------------------------------------------------------------------------------------------
+namespace pto_sim {
+
+#if defined(PTO_NPU_ARCH_A2A3)
+constexpr const char* kArch = "a2a3 (dav-c220)";
+constexpr std::size_t kUB = 192 * 1024, kL0C = 128 * 1024;
+#else
+constexpr const char* kArch = "a5 (dav-c310)";
+constexpr std::size_t kUB = 256 * 1024, kL0C = 256 * 1024;
+#endif
+constexpr std::size_t kL1 = 512 * 1024, kL0A = 64 * 1024, kL0B = 64 * 1024;
+
+constexpr int buffer_index(pto::TileType t) {
+    return t == pto::TileType::Vec ? 0 : t == pto::TileType::Mat ? 1 : t == pto::TileType::Left ? 2
+         : t == pto::TileType::Right ? 3 : t == pto::TileType::Acc ? 4 : 5;
+}
+constexpr std::size_t capacity(pto::TileType t) {
+    return t == pto::TileType::Vec ? kUB : t == pto::TileType::Mat ? kL1
+         : t == pto::TileType::Left ? kL0A : t == pto::TileType::Right ? kL0B
+         : t == pto::TileType::Acc ? kL0C : 4096;
+}
+constexpr const char* buffer_name(pto::TileType t) {
+    return t == pto::TileType::Vec ? "UB" : t == pto::TileType::Mat ? "L1"
+         : t == pto::TileType::Left ? "L0A" : t == pto::TileType::Right ? "L0B"
+         : t == pto::TileType::Acc ? "L0C" : "BT";
+}
+
+struct Access { int buf; std::size_t lo, hi; int pipe; uint64_t seq; bool write; };
+
+struct Core {
+    std::vector<unsigned char> mem[6];
+    std::string error;
+    uint64_t seq = 1;
+    uint64_t set_seq[8][8][8] = {};     // [src][dst][event]: seq at the last set_flag
+    uint64_t synced[8][8] = {};         // [src][dst]: accesses of src before this are visible to dst
+    std::vector<Access> log;            // last access per (buffer, range)
+    Core() {
+        for (int i = 0; i < 6; ++i)
+            mem[i].assign(capacity(i == 0 ? pto::TileType::Vec : i == 1 ? pto::TileType::Mat
+                                   : i == 2 ? pto::TileType::Left : i == 3 ? pto::TileType::Right
+                                   : i == 4 ? pto::TileType::Acc : pto::TileType::Bias), 0);
+    }
+};
+inline Core& core() { static thread_local Core c; return c; }
+
+inline void fail(const std::string& msg) {
+    Core& c = core();
+    if (c.error.empty()) {
+        c.error = msg;
+        std::fprintf(stderr, "pto cpu-check [%s]: %s\n", kArch, msg.c_str());
+    }
+}
+/// The first error of this thread's kernels since the last reset ("" when none).
+inline const std::string& error() { return core().error; }
+inline void reset_error() { core().error.clear(); core().log.clear(); }
+
+/// Global-memory workspace of this thread's kernels (the host side of a kernel's workspace
+/// argument), at least `bytes` long.
+inline unsigned char* workspace(std::size_t bytes) {
+    static thread_local std::vector<unsigned char> ws;
+    if (ws.size() < bytes) ws.resize(bytes);
+    return ws.data();
+}
+
+inline const char* pipe_name(int p) {
+    static const char* n[] = {"S", "V", "M", "MTE1", "MTE2", "MTE3", "FIX", "ALL"};
+    return n[p];
+}
+
+// An instruction on `pipe` touches [lo, hi) of buffer `buf`. A read of data another pipe wrote
+// (or a write over data another pipe read or wrote) must be ordered by a flag pair or barrier.
+inline void touch(int buf, std::size_t lo, std::size_t hi, int pipe, bool write, const char* what) {
+    Core& c = core();
+    for (auto& a : c.log) {
+        if (a.buf != buf || a.hi <= lo || hi <= a.lo || a.pipe == pipe) continue;
+        if (!write && !a.write) continue;
+        if (c.synced[a.pipe][pipe] <= a.seq && c.error.empty()) {
+            char m[256];
+            std::snprintf(m, sizeof m, "missing sync: %s on PIPE_%s %s a tile that PIPE_%s %s "
+                          "without set_flag/wait_flag(PIPE_%s, PIPE_%s) in between",
+                          what, pipe_name(pipe), write ? "writes" : "reads", pipe_name(a.pipe),
+                          a.write ? "wrote" : "read", pipe_name(a.pipe), pipe_name(pipe));
+            fail(m);
+        }
+    }
+    uint64_t s = c.seq++;
+    for (auto& a : c.log)
+        if (a.buf == buf && a.lo == lo && a.hi == hi && a.pipe == pipe && a.write == write) {
+            a.seq = s;
+            return;
+        }
+    c.log.push_back(Access{buf, lo, hi, pipe, s, write});
+}
+
+template <class T> struct Calc { using type = T; };
+template <> struct Calc<half> { using type = float; };
+template <> struct Calc<bfloat16_t> { using type = float; };
+template <class T> using calc_t = typename Calc<T>::type;
+
+template <class To> To saturate_round(double v) {
+    if constexpr (std::is_integral_v<To>) {
+        if (std::isnan(v)) return To(0);
+        double r = std::nearbyint(v);
+        if (r < double(std::numeric_limits<To>::min())) return std::numeric_limits<To>::min();
+        if (r > double(std::numeric_limits<To>::max())) return std::numeric_limits<To>::max();
+        return To(r);
+    } else {
+        return To(float(v));
+    }
+}
+template <class To, class From> To convert(From v) {
+    if constexpr (std::is_same_v<To, From>) return v;
+    else if constexpr (std::is_integral_v<To> && std::is_integral_v<From>) {
+        return saturate_round<To>(double(v));
+    } else {
+        return saturate_round<To>(double(calc_t<From>(v)));
+    }
+}
+
+}  // namespace pto_sim
+
+// ------------------------------------------------------------------------------------------
+// Shape, Stride, GlobalTensor
+// ------------------------------------------------------------------------------------------
+namespace pto {
+
+namespace detail {
+template <std::size_t N> inline void fill_dynamic(int64_t* out, const int64_t (&stat)[5],
+                                                  const int64_t (&vals)[N]) {
+    std::size_t k = 0;
+    for (int i = 0; i < 5; ++i) out[i] = stat[i] == DYNAMIC ? (k < N ? vals[k++] : 1) : stat[i];
+}
+template <int64_t... N> constexpr int count_dynamic() { return ((N == DYNAMIC ? 1 : 0) + ...); }
+}  // namespace detail
+
+template <int64_t N1 = DYNAMIC, int64_t N2 = DYNAMIC, int64_t N3 = DYNAMIC, int64_t N4 = DYNAMIC,
+          int64_t N5 = DYNAMIC>
+struct Shape {
+    static constexpr int64_t staticShape[5] = {N1, N2, N3, N4, N5};
+    int64_t shape[5];
+    Shape() { const int64_t v[1] = {1}; detail::fill_dynamic(shape, staticShape, v); }
+    template <class... I, std::enable_if_t<(sizeof...(I) > 0), int> = 0>
+    Shape(I... n) {
+        static_assert(sizeof...(I) == detail::count_dynamic<N1, N2, N3, N4, N5>() || sizeof...(I) == 5,
+                      "Shape: give one value per DYNAMIC dimension");
+        const int64_t v[sizeof...(I)] = {int64_t(n)...};
+        if constexpr (sizeof...(I) == 5) { for (int i = 0; i < 5; ++i) shape[i] = staticShape[i] == DYNAMIC ? v[i] : staticShape[i]; }
+        else detail::fill_dynamic(shape, staticShape, v);
+    }
+};
+
+template <int64_t S1 = DYNAMIC, int64_t S2 = DYNAMIC, int64_t S3 = DYNAMIC, int64_t S4 = DYNAMIC,
+          int64_t S5 = DYNAMIC>
+struct Stride {
+    static constexpr int64_t staticStride[5] = {S1, S2, S3, S4, S5};
+    int64_t stride[5];
+    Stride() { const int64_t v[1] = {1}; detail::fill_dynamic(stride, staticStride, v); }
+    template <class... I, std::enable_if_t<(sizeof...(I) > 0), int> = 0>
+    Stride(I... n) {
+        static_assert(sizeof...(I) == detail::count_dynamic<S1, S2, S3, S4, S5>() || sizeof...(I) == 5,
+                      "Stride: give one value per DYNAMIC dimension");
+        const int64_t v[sizeof...(I)] = {int64_t(n)...};
+        if constexpr (sizeof...(I) == 5) { for (int i = 0; i < 5; ++i) stride[i] = staticStride[i] == DYNAMIC ? v[i] : staticStride[i]; }
+        else detail::fill_dynamic(stride, staticStride, v);
+    }
+};
+
+template <typename Element_, typename Shape_, typename Stride_, Layout Layout_ = Layout::ND>
+struct GlobalTensor {
+    using DType = Element_;
+    using RawDType = std::remove_cv_t<Element_>;
+    using ShapeType = Shape_;
+    using StrideType = Stride_;
+    static constexpr Layout layout = Layout_;
+    GlobalTensor(DType* data, const Shape_& s = Shape_(), const Stride_& st = Stride_())
+        : data_(data), shape_(s), stride_(st) {}
+    DType* data() { return data_; }
+    int64_t GetShape(int dim) const { return shape_.shape[dim]; }
+    int64_t GetStride(int dim) const { return stride_.stride[dim]; }
+    // Element (r, c) of the 2-D view formed by the last two dimensions.
+    RawDType& at(int64_t r, int64_t c) { return data_[r * stride_.stride[3] + c * stride_.stride[4]]; }
+
+private:
+    DType* data_;
+    Shape_ shape_;
+    Stride_ stride_;
+};
+
+// ------------------------------------------------------------------------------------------
+// Tile
+// ------------------------------------------------------------------------------------------
+template <TileType Loc_, typename Element_, int Rows_, int Cols_, BLayout BFractal_ = BLayout::RowMajor,
+          int RowValid_ = Rows_, int ColValid_ = Cols_, SLayout SFractal_ = SLayout::NoneBox,
+          int SFractalSize_ = TileConfig::fractalABSize, PadValue PadVal_ = PadValue::Null,
+          CompactMode Compact_ = CompactMode::Null>
+struct Tile {
+    using DType = Element_;
+    static constexpr TileType Loc = Loc_;
+    static constexpr int Rows = Rows_;
+    static constexpr int Cols = Cols_;
+    static constexpr int ValidRow = RowValid_;
+    static constexpr int ValidCol = ColValid_;
+    static constexpr BLayout BFractal = BFractal_;
+    static constexpr SLayout SFractal = SFractal_;
+    static constexpr int SFractalSize = SFractalSize_;
+    static constexpr int Numel = Rows * Cols;
+    static constexpr bool isRowMajor = BFractal_ == BLayout::RowMajor;
+    static constexpr bool isBoxedLayout = SFractal_ != SLayout::NoneBox;
+    static constexpr bool isInnerRowMajor = SFractal_ == SLayout::RowMajor;
+    static constexpr int InnerRows =
+        SFractalSize_ == TileConfig::fractalCSize ? TileConfig::fixedRowSize
+        : !isBoxedLayout ? 1 : isInnerRowMajor ? TileConfig::fixedRowSize : int(TileConfig::alignedSize / sizeof(DType));
+    static constexpr int InnerCols =
+        SFractalSize_ == TileConfig::fractalCSize ? TileConfig::fixedColSize
+        : !isBoxedLayout ? 1 : isInnerRowMajor ? int(TileConfig::alignedSize / sizeof(DType)) : TileConfig::fixedColSize;
+
+    static_assert(Rows > 0 && Cols > 0 && (ValidRow == DYNAMIC || (ValidRow >= 0 && ValidRow <= Rows)) &&
+                  (ValidCol == DYNAMIC || (ValidCol >= 0 && ValidCol <= Cols)), "Invalid Tile Layout.");
+    static_assert(Loc == TileType::Vec || Rows == 1 || Rows % InnerRows == 0,
+                  "Layout rows must be divisible by inner box rows");
+    static_assert(Cols % InnerCols == 0, "Layout cols must be divisible by inner box cols");
+    static_assert((isRowMajor && !isBoxedLayout && (Cols * sizeof(DType)) % TileConfig::alignedSize == 0) ||
+                  (!isRowMajor && !isBoxedLayout && (Rows * sizeof(DType)) % TileConfig::alignedSize == 0) ||
+                  isBoxedLayout,
+                  "RowMajor/NoneBox tiles need 32-byte rows; ColMajor/NoneBox tiles need 32-byte columns");
+    static_assert(SFractalSize_ == TileConfig::fractalABSize || SFractalSize_ == TileConfig::fractalCSize,
+                  "SFractalSize_ illegal");
+
+    Tile() = default;
+    template <int R = ValidRow, int C = ValidCol, std::enable_if_t<R == DYNAMIC && C == DYNAMIC, int> = 0>
+    Tile(unsigned vr, unsigned vc) : rowValid_(vr), colValid_(vc) {}
+
+    unsigned GetValidRow() const { return ValidRow == DYNAMIC ? rowValid_ : unsigned(ValidRow); }
+    unsigned GetValidCol() const { return ValidCol == DYNAMIC ? colValid_ : unsigned(ValidCol); }
+
+    // Element offset of logical (r, c) in the tile's storage layout.
+    static constexpr int64_t offset(int64_t r, int64_t c) {
+        if constexpr (!isBoxedLayout) {
+            return isRowMajor ? r * Cols + c : c * Rows + r;
+        } else {
+            int64_t br = r / InnerRows, bc = c / InnerCols, ir = r % InnerRows, ic = c % InnerCols;
+            int64_t box = isRowMajor ? br * (Cols / InnerCols) + bc : bc * (Rows / InnerRows) + br;
+            int64_t in = isInnerRowMajor ? ir * InnerCols + ic : ic * InnerRows + ir;
+            return box * InnerRows * InnerCols + in;
+        }
+    }
+    DType& at(int64_t r, int64_t c) { return data_[offset(r, c)]; }
+    DType* data() { return data_; }
+    bool assigned() const { return data_ != nullptr; }
+    std::size_t addr() const { return addr_; }
+    static constexpr std::size_t bytes() { return std::size_t(Numel) * sizeof(DType); }
+
+    DType* data_ = nullptr;
+    std::size_t addr_ = 0;
+    unsigned rowValid_ = Rows_, colValid_ = Cols_;
+};
+
+template <class T> struct is_tile : std::false_type {};
+template <TileType L, class E, int R, int C, BLayout B, int VR, int VC, SLayout S, int F, PadValue P, CompactMode M>
+struct is_tile<Tile<L, E, R, C, B, VR, VC, S, F, P, M>> : std::true_type {};
+
+// ------------------------------------------------------------------------------------------
+// TASSIGN: place a tile at a byte offset of its buffer.
+// ------------------------------------------------------------------------------------------
+template <typename T, typename AddrType>
+inline void TASSIGN(T& tile, AddrType addr) {
+    static_assert(is_tile<T>::value, "TASSIGN: only tiles are simulated");
+    std::size_t a = std::size_t(addr), cap = pto_sim::capacity(T::Loc);
+    if (a % 32 != 0 || a + T::bytes() > cap) {
+        char m[256];
+        std::snprintf(m, sizeof m, "TASSIGN at 0x%zx of a %zu-byte tile does not fit %s (%zu bytes) "
+                      "or is not 32-byte aligned", a, T::bytes(), pto_sim::buffer_name(T::Loc), cap);
+        pto_sim::fail(m);
+        a = 0;
+        if (T::bytes() > cap) { tile.data_ = nullptr; return; }
+    }
+    tile.addr_ = a;
+    tile.data_ = reinterpret_cast<typename T::DType*>(pto_sim::core().mem[pto_sim::buffer_index(T::Loc)].data() + a);
+}
+
+template <std::size_t Addr, typename T>
+inline void TASSIGN(T& tile) {
+    static_assert(Addr % 32 == 0 && Addr + T::bytes() <= pto_sim::capacity(T::Loc),
+                  "TASSIGN: tile does not fit its on-chip buffer on this architecture");
+    TASSIGN(tile, Addr);
+}
+
+}  // namespace pto
+
+// ------------------------------------------------------------------------------------------
+// Synchronisation: flags order accesses between pipes.
+// ------------------------------------------------------------------------------------------
+inline void set_flag(pipe_t src, pipe_t dst, event_t ev) {
+    auto& c = pto_sim::core();
+    c.set_seq[src][dst][ev] = c.seq++;
+}
+inline void wait_flag(pipe_t src, pipe_t dst, event_t ev) {
+    auto& c = pto_sim::core();
+    if (c.set_seq[src][dst][ev] == 0) {
+        char m[160];
+        std::snprintf(m, sizeof m, "wait_flag(PIPE_%s, PIPE_%s, EVENT_ID%d) with no set_flag before it",
+                      pto_sim::pipe_name(src), pto_sim::pipe_name(dst), int(ev));
+        pto_sim::fail(m);
+    }
+    if (c.set_seq[src][dst][ev] > c.synced[src][dst]) c.synced[src][dst] = c.set_seq[src][dst][ev];
+    c.set_seq[src][dst][ev] = 0;
+}
+inline void pipe_barrier(pipe_t p) {
+    auto& c = pto_sim::core();
+    uint64_t now = c.seq++;
+    for (int s = 0; s < PIPE_ALL; ++s)
+        for (int d = 0; d < PIPE_ALL; ++d)
+            if (p == PIPE_ALL || s == p || d == p) c.synced[s][d] = now;
+}
+
+namespace pto {
+namespace detail {
+
+template <class T> inline bool ready(T& t, const char* op) {
+    if (!t.assigned()) {
+        pto_sim::fail(std::string(op) + ": tile used before TASSIGN");
+        return false;
+    }
+    return true;
+}
+template <class T> inline void rd(T& t, int pipe, const char* op) {
+    pto_sim::touch(pto_sim::buffer_index(T::Loc), t.addr(), t.addr() + T::bytes(), pipe, false, op);
+}
+template <class T> inline void wr(T& t, int pipe, const char* op) {
+    pto_sim::touch(pto_sim::buffer_index(T::Loc), t.addr(), t.addr() + T::bytes(), pipe, true, op);
+}
+template <class T> inline void need_vec(const char* /*op*/) {
+    static_assert(T::Loc == TileType::Vec, "vector instructions take TileType::Vec tiles");
+}
+
+// dst(r, c) = f(src...) over dst's valid region, computed in calc_t (float for half/bf16).
+template <class D, class F, class... S>
+inline void map(const char* op, F f, D& dst, S&... src) {
+    need_vec<D>(op);
+    (need_vec<S>(op), ...);
+    if (!(ready(dst, op) && (ready(src, op) && ...))) return;
+    (rd(src, PIPE_V, op), ...);
+    using C = pto_sim::calc_t<typename D::DType>;
+    const unsigned R = dst.GetValidRow(), K = dst.GetValidCol();
+    // Read every source element before writing, so dst may alias a source.
+    std::vector<C> out(std::size_t(R) * K);
+    for (unsigned r = 0; r < R; ++r)
+        for (unsigned c = 0; c < K; ++c) out[std::size_t(r) * K + c] = C(f(r, c, src...));
+    for (unsigned r = 0; r < R; ++r)
+        for (unsigned c = 0; c < K; ++c) dst.at(r, c) = typename D::DType(out[std::size_t(r) * K + c]);
+    wr(dst, PIPE_V, op);
+}
+template <class T> inline pto_sim::calc_t<typename T::DType> val(T& t, unsigned r, unsigned c) {
+    return pto_sim::calc_t<typename T::DType>(t.at(r, c));
+}
+template <class T> inline T fmaxv(T a, T b) { return a > b ? a : b; }
+template <class T> inline T fminv(T a, T b) { return a < b ? a : b; }
+
+}  // namespace detail
+
+// ------------------------------------------------------------------------------------------
+// Data movement
+// ------------------------------------------------------------------------------------------
+template <typename TileData, typename GlobalData, typename... WaitEvents>
+inline RecordEvent TLOAD(TileData& dst, GlobalData& src, WaitEvents&...) {
+    static_assert(TileData::Loc == TileType::Vec || TileData::Loc == TileType::Mat,
+                  "TLOAD moves GM into a Vec (UB) or Mat (L1) tile");
+    static_assert(std::is_same_v<typename TileData::DType, std::remove_cv_t<typename GlobalData::DType>>,
+                  "TLOAD keeps the element type");
+    if (!detail::ready(dst, "TLOAD")) return {};
+    const unsigned R = dst.GetValidRow(), C = dst.GetValidCol();
+    if (int64_t(R) > src.GetShape(3) || int64_t(C) > src.GetShape(4))
+        pto_sim::fail("TLOAD: tile valid region larger than the global tensor's shape");
+    for (unsigned r = 0; r < R; ++r)
+        for (unsigned c = 0; c < C; ++c)
+            dst.at(r, c) = pto_sim::convert<typename TileData::DType>(src.at(r, c));
+    detail::wr(dst, PIPE_MTE2, "TLOAD");
+    return {};
+}
+
+template <typename TileData, typename GlobalData, typename... WaitEvents>
+inline RecordEvent TSTORE(GlobalData& dst, TileData& src, WaitEvents&...) {
+    static_assert(TileData::Loc == TileType::Vec || TileData::Loc == TileType::Acc ||
+                  TileData::Loc == TileType::Mat, "TSTORE moves a Vec, Mat or Acc tile to GM");
+    if (!detail::ready(src, "TSTORE")) return {};
+    // UB -> GM runs on MTE3; L0C -> GM goes through the fixpipe.
+    detail::rd(src, TileData::Loc == TileType::Acc ? PIPE_FIX : PIPE_MTE3, "TSTORE");
+    const unsigned R = src.GetValidRow(), C = src.GetValidCol();
+    if (int64_t(R) > dst.GetShape(3) || int64_t(C) > dst.GetShape(4))
+        pto_sim::fail("TSTORE: tile valid region larger than the global tensor's shape");
+    for (unsigned r = 0; r < R; ++r)
+        for (unsigned c = 0; c < C; ++c)
+            dst.at(r, c) = pto_sim::convert<typename GlobalData::RawDType>(src.at(r, c));
+    return {};
+}
+
+// Fixpipe store that accumulates into GM (L0C -> GM with atomic add).
+template <typename TileData, typename GlobalData, AtomicType atomicType, typename... WaitEvents>
+inline RecordEvent TSTORE(GlobalData& dst, TileData& src, WaitEvents&...) {
+    if constexpr (atomicType == AtomicType::AtomicNone) {
+        return TSTORE(dst, src);
+    } else {
+        static_assert(TileData::Loc == TileType::Acc || TileData::Loc == TileType::Vec,
+                      "atomic TSTORE moves a Vec or Acc tile to GM");
+        if (!detail::ready(src, "TSTORE")) return {};
+        detail::rd(src, TileData::Loc == TileType::Acc ? PIPE_FIX : PIPE_MTE3, "TSTORE");
+        using G = typename GlobalData::RawDType;
+        for (unsigned r = 0; r < src.GetValidRow(); ++r)
+            for (unsigned c = 0; c < src.GetValidCol(); ++c) {
+                float sum = float(pto_sim::calc_t<G>(dst.at(r, c))) + float(pto_sim::calc_t<typename TileData::DType>(src.at(r, c)));
+                dst.at(r, c) = pto_sim::convert<G>(sum);
+            }
+        return {};
+    }
+}
+
+// Mat -> Left/Right (MTE1), Acc -> Mat (FIX), Acc -> Vec (FIX, A5 only), Vec -> Vec (V).
+template <typename DstTileData, typename SrcTileData, typename... WaitEvents>
+inline RecordEvent TMOV(DstTileData& dst, SrcTileData& src, WaitEvents&...) {
+    constexpr TileType D = DstTileData::Loc, S = SrcTileData::Loc;
+    static_assert(DstTileData::Rows == SrcTileData::Rows && DstTileData::Cols == SrcTileData::Cols,
+                  "TMOV: source and destination tiles must have the same shape");
+#if defined(PTO_NPU_ARCH_A2A3)
+    static_assert((S == TileType::Mat && (D == TileType::Left || D == TileType::Right || D == TileType::Bias)) ||
+                  (S == TileType::Vec && D == TileType::Vec) || (S == TileType::Acc && D == TileType::Mat),
+                  "TMOV on A2/A3 supports Mat->Left/Right/Bias, Vec->Vec and Acc->Mat only "
+                  "(cube results reach the vector core through GM)");
+#else
+    static_assert((S == TileType::Mat && (D == TileType::Left || D == TileType::Right || D == TileType::Bias)) ||
+                  (S == TileType::Vec && (D == TileType::Vec || D == TileType::Mat)) ||
+                  (S == TileType::Acc && (D == TileType::Vec || D == TileType::Mat)),
+                  "TMOV on A5 supports Mat->Left/Right/Bias, Vec->Vec/Mat and Acc->Vec/Mat");
+#endif
+    if (!(detail::ready(dst, "TMOV") && detail::ready(src, "TMOV"))) return {};
+    // Mat -> L0 on MTE1, L0C out through the fixpipe, UB -> L1 on MTE3, UB -> UB on V
+    const int pipe = S == TileType::Mat ? PIPE_MTE1 : S == TileType::Acc ? PIPE_FIX
+                   : D == TileType::Mat ? PIPE_MTE3 : PIPE_V;
+    detail::rd(src, pipe, "TMOV");
+    const unsigned R = dst.GetValidRow(), C = dst.GetValidCol();
+    std::vector<typename DstTileData::DType> tmp(std::size_t(R) * C);
+    for (unsigned r = 0; r < R; ++r)
+        for (unsigned c = 0; c < C; ++c) tmp[std::size_t(r) * C + c] = pto_sim::convert<typename DstTileData::DType>(src.at(r, c));
+    for (unsigned r = 0; r < R; ++r)
+        for (unsigned c = 0; c < C; ++c) dst.at(r, c) = tmp[std::size_t(r) * C + c];
+    detail::wr(dst, pipe, "TMOV");
+    return {};
+}
+
+// ------------------------------------------------------------------------------------------
+// Element-wise: tile-tile, tile-scalar, unary
+// ------------------------------------------------------------------------------------------
+#define PTO_SIM_BINARY(NAME, EXPR)                                                              \
+    template <typename D, typename S0, typename S1, typename... WaitEvents>                     \
+    inline RecordEvent NAME(D& dst, S0& src0, S1& src1, WaitEvents&...) {                       \
+        detail::map(#NAME, [](unsigned r, unsigned c, S0& a_, S1& b_) {                          \
+            auto a = detail::val(a_, r, c); auto b = detail::val(b_, r, c); return EXPR; },      \
+            dst, src0, src1);                                                                   \
+        return {};                                                                              \
+    }
+PTO_SIM_BINARY(TADD, a + b)
+PTO_SIM_BINARY(TSUB, a - b)
+PTO_SIM_BINARY(TMUL, a * b)
+PTO_SIM_BINARY(TDIV, a / b)
+PTO_SIM_BINARY(TMAX, detail::fmaxv(a, b))
+PTO_SIM_BINARY(TMIN, detail::fminv(a, b))
+#undef PTO_SIM_BINARY
+
+#define PTO_SIM_SCALAR(NAME, EXPR)                                                              \
+    template <typename D, typename S, typename... WaitEvents>                                   \
+    inline RecordEvent NAME(D& dst, S& src, typename S::DType scalar, WaitEvents&...) {         \
+        const auto s = pto_sim::calc_t<typename S::DType>(scalar);                              \
+        detail::map(#NAME, [s](unsigned r, unsigned c, S& a_) {                                  \
+            auto a = detail::val(a_, r, c); return EXPR; }, dst, src);                          \
+        return {};                                                                              \
+    }
+PTO_SIM_SCALAR(TADDS, a + s)
+PTO_SIM_SCALAR(TSUBS, a - s)
+PTO_SIM_SCALAR(TMULS, a * s)
+PTO_SIM_SCALAR(TMAXS, detail::fmaxv(a, s))
+PTO_SIM_SCALAR(TMINS, detail::fminv(a, s))
+#undef PTO_SIM_SCALAR
+
+// TDIVS has two forms: tile / scalar and scalar / tile.
+template <typename D, typename S, typename... WaitEvents, std::enable_if_t<is_tile<S>::value, int> = 0>
+inline RecordEvent TDIVS(D& dst, S& src, typename S::DType scalar, WaitEvents&...) {
+    const auto s = pto_sim::calc_t<typename S::DType>(scalar);
+    detail::map("TDIVS", [s](unsigned r, unsigned c, S& a_) { return detail::val(a_, r, c) / s; }, dst, src);
+    return {};
+}
+template <typename D, typename S, typename... WaitEvents, std::enable_if_t<is_tile<S>::value, int> = 0>
+inline RecordEvent TDIVS(D& dst, typename D::DType scalar, S& src, WaitEvents&...) {
+    const auto s = pto_sim::calc_t<typename D::DType>(scalar);
+    detail::map("TDIVS", [s](unsigned r, unsigned c, S& a_) { return s / detail::val(a_, r, c); }, dst, src);
+    return {};
+}
+
+template <typename D, typename... WaitEvents>
+inline RecordEvent TEXPANDS(D& dst, typename D::DType scalar, WaitEvents&...) {
+    const auto s = pto_sim::calc_t<typename D::DType>(scalar);
+    detail::map("TEXPANDS", [s](unsigned, unsigned) { return s; }, dst);
+    return {};
+}
+
+#define PTO_SIM_UNARY(NAME, EXPR)                                                               \
+    template <typename D, typename S, typename... WaitEvents>                                   \
+    inline RecordEvent NAME(D& dst, S& src, WaitEvents&...) {                                   \
+        detail::map(#NAME, [](unsigned r, unsigned c, S& a_) {                                   \
+            auto a = detail::val(a_, r, c); using C_ = decltype(a); (void)sizeof(C_);           \
+            return EXPR; }, dst, src);                                                          \
+        return {};                                                                              \
+    }
+PTO_SIM_UNARY(TEXP, C_(std::exp(a)))
+PTO_SIM_UNARY(TLOG, C_(std::log(a)))
+PTO_SIM_UNARY(TSQRT, C_(std::sqrt(a)))
+PTO_SIM_UNARY(TRSQRT, C_(C_(1) / C_(std::sqrt(a))))
+PTO_SIM_UNARY(TRECIP, C_(C_(1) / a))
+PTO_SIM_UNARY(TABS, C_(a < C_(0) ? -a : a))
+PTO_SIM_UNARY(TNEG, C_(-a))
+PTO_SIM_UNARY(TRELU, C_(a > C_(0) ? a : C_(0)))
+#undef PTO_SIM_UNARY
+
+// ------------------------------------------------------------------------------------------
+// Reductions. Row reductions take a scratch tile as in the library; dst is R x 1 (DN) or an
+// ND tile whose first valid column receives the result.
+// ------------------------------------------------------------------------------------------
+namespace detail {
+template <class D, class S, class Tmp, class Init, class Step>
+inline void row_reduce(const char* op, D& dst, S& src, Tmp& tmp, Init init, Step step) {
+    need_vec<D>(op); need_vec<S>(op); need_vec<Tmp>(op);
+    static_assert(std::is_same_v<typename D::DType, typename S::DType>, "dst and src must have the same element type");
+    static_assert(S::isRowMajor && !S::isBoxedLayout, "row reductions need an ND (row-major) source");
+    if (!(ready(dst, op) && ready(src, op) && ready(tmp, op))) return;
+    if (dst.GetValidRow() != src.GetValidRow()) { pto_sim::fail(std::string(op) + ": dst and src valid rows differ"); return; }
+    rd(src, PIPE_V, op);
+    for (unsigned r = 0; r < src.GetValidRow(); ++r) {
+        double acc = init(double(val(src, r, 0)));
+        for (unsigned c = 1; c < src.GetValidCol(); ++c) acc = step(acc, double(val(src, r, c)));
+        dst.at(r, 0) = pto_sim::convert<typename D::DType>(float(acc));
+    }
+    wr(tmp, PIPE_V, op);
+    wr(dst, PIPE_V, op);
+}
+template <class D, class S, class Step>
+inline void col_reduce(const char* op, D& dst, S& src, Step step) {
+    need_vec<D>(op); need_vec<S>(op);
+    static_assert(std::is_same_v<typename D::DType, typename S::DType>, "dst and src must have the same element type");
+    if (!(ready(dst, op) && ready(src, op))) return;
+    if (dst.GetValidCol() != src.GetValidCol()) { pto_sim::fail(std::string(op) + ": dst and src valid cols differ"); return; }
+    rd(src, PIPE_V, op);
+    for (unsigned c = 0; c < src.GetValidCol(); ++c) {
+        double acc = double(val(src, 0, c));
+        for (unsigned r = 1; r < src.GetValidRow(); ++r) acc = step(acc, double(val(src, r, c)));
+        dst.at(0, c) = pto_sim::convert<typename D::DType>(float(acc));
+    }
+    wr(dst, PIPE_V, op);
+}
+inline double add_(double a, double b) { return a + b; }
+inline double max_(double a, double b) { return a > b ? a : b; }
+inline double min_(double a, double b) { return a < b ? a : b; }
+inline double id_(double a) { return a; }
+}  // namespace detail
+
+template <typename D, typename S, typename Tmp, typename... WaitEvents>
+inline RecordEvent TROWSUM(D& dst, S& src, Tmp& tmp, WaitEvents&...) {
+    detail::row_reduce("TROWSUM", dst, src, tmp, detail::id_, detail::add_); return {};
+}
+template <typename D, typename S, typename Tmp, typename... WaitEvents>
+inline RecordEvent TROWMAX(D& dst, S& src, Tmp& tmp, WaitEvents&...) {
+    detail::row_reduce("TROWMAX", dst, src, tmp, detail::id_, detail::max_); return {};
+}
+template <typename D, typename S, typename Tmp, typename... WaitEvents>
+inline RecordEvent TROWMIN(D& dst, S& src, Tmp& tmp, WaitEvents&...) {
+    detail::row_reduce("TROWMIN", dst, src, tmp, detail::id_, detail::min_); return {};
+}
+template <typename D, typename S, typename... WaitEvents>
+inline RecordEvent TCOLSUM(D& dst, S& src, WaitEvents&...) {
+    detail::col_reduce("TCOLSUM", dst, src, detail::add_); return {};
+}
+template <typename D, typename S, typename Tmp, typename... WaitEvents, std::enable_if_t<is_tile<Tmp>::value, int> = 0>
+inline RecordEvent TCOLSUM(D& dst, S& src, Tmp& tmp, bool /*isBinary*/, WaitEvents&...) {
+    detail::wr(tmp, PIPE_V, "TCOLSUM");
+    detail::col_reduce("TCOLSUM", dst, src, detail::add_); return {};
+}
+template <typename D, typename S, typename... WaitEvents>
+inline RecordEvent TCOLMAX(D& dst, S& src, WaitEvents&...) {
+    detail::col_reduce("TCOLMAX", dst, src, detail::max_); return {};
+}
+template <typename D, typename S, typename... WaitEvents>
+inline RecordEvent TCOLMIN(D& dst, S& src, WaitEvents&...) {
+    detail::col_reduce("TCOLMIN", dst, src, detail::min_); return {};
+}
+
+// ------------------------------------------------------------------------------------------
+// Broadcasts: src1 is a per-row (R x 1) or per-column (1 x C) tile.
+// ------------------------------------------------------------------------------------------
+template <typename D, typename S, typename... WaitEvents>
+inline RecordEvent TROWEXPAND(D& dst, S& src, WaitEvents&...) {
+    detail::map("TROWEXPAND", [](unsigned r, unsigned, S& b) { return detail::val(b, r, 0); }, dst, src);
+    return {};
+}
+template <typename D, typename S, typename... WaitEvents>
+inline RecordEvent TCOLEXPAND(D& dst, S& src, WaitEvents&...) {
+    detail::map("TCOLEXPAND", [](unsigned, unsigned c, S& b) { return detail::val(b, 0, c); }, dst, src);
+    return {};
+}
+#define PTO_SIM_EXPAND(NAME, ROW, EXPR)                                                         \
+    template <typename D, typename S0, typename S1, typename... WaitEvents>                     \
+    inline RecordEvent NAME(D& dst, S0& src0, S1& src1, WaitEvents&...) {                       \
+        detail::map(#NAME, [](unsigned r, unsigned c, S0& a_, S1& b_) {                          \
+            auto a = detail::val(a_, r, c);                                                     \
+            auto b = ROW ? detail::val(b_, r, 0) : detail::val(b_, 0, c); return EXPR; },       \
+            dst, src0, src1);                                                                   \
+        return {};                                                                              \
+    }
+PTO_SIM_EXPAND(TROWEXPANDADD, true, a + b)
+PTO_SIM_EXPAND(TROWEXPANDSUB, true, a - b)
+PTO_SIM_EXPAND(TROWEXPANDMUL, true, a * b)
+PTO_SIM_EXPAND(TROWEXPANDDIV, true, a / b)
+PTO_SIM_EXPAND(TROWEXPANDMAX, true, detail::fmaxv(a, b))
+PTO_SIM_EXPAND(TROWEXPANDMIN, true, detail::fminv(a, b))
+PTO_SIM_EXPAND(TCOLEXPANDADD, false, a + b)
+PTO_SIM_EXPAND(TCOLEXPANDSUB, false, a - b)
+PTO_SIM_EXPAND(TCOLEXPANDMUL, false, a * b)
+PTO_SIM_EXPAND(TCOLEXPANDDIV, false, a / b)
+PTO_SIM_EXPAND(TCOLEXPANDMAX, false, detail::fmaxv(a, b))
+PTO_SIM_EXPAND(TCOLEXPANDMIN, false, detail::fminv(a, b))
+#undef PTO_SIM_EXPAND
+
+// ------------------------------------------------------------------------------------------
+// Transpose and conversion
+// ------------------------------------------------------------------------------------------
+template <typename D, typename S, typename Tmp, typename... WaitEvents>
+inline RecordEvent TTRANS(D& dst, S& src, Tmp& tmp, WaitEvents&...) {
+    static_assert(sizeof(typename D::DType) == sizeof(typename S::DType), "TTRANS keeps the element size");
+    static_assert(S::isRowMajor, "TTRANS needs a row-major source");
+    detail::wr(tmp, PIPE_V, "TTRANS");
+    detail::map("TTRANS", [](unsigned r, unsigned c, S& a) { return detail::val(a, c, r); }, dst, src);
+    return {};
+}
+
+template <typename D, typename S, typename... WaitEvents>
+inline RecordEvent TCVT(D& dst, S& src, RoundMode mode, WaitEvents&...) {
+    detail::need_vec<D>("TCVT"); detail::need_vec<S>("TCVT");
+    if (!(detail::ready(dst, "TCVT") && detail::ready(src, "TCVT"))) return {};
+    if (mode != RoundMode::CAST_RINT && mode != RoundMode::CAST_NONE)
+        pto_sim::fail("TCVT: the CPU check implements CAST_RINT (round to nearest even) only");
+    detail::rd(src, PIPE_V, "TCVT");
+    for (unsigned r = 0; r < dst.GetValidRow(); ++r)
+        for (unsigned c = 0; c < dst.GetValidCol(); ++c)
+            dst.at(r, c) = pto_sim::convert<typename D::DType>(src.at(r, c));
+    detail::wr(dst, PIPE_V, "TCVT");
+    return {};
+}
+
+// ------------------------------------------------------------------------------------------
+// Cube: C (Acc, L0C) = A (Left, L0A) @ B (Right, L0B) [+ C_in]
+// ------------------------------------------------------------------------------------------
+namespace detail {
+template <class C, class A, class B>
+constexpr void check_matmul() {
+    static_assert(A::Loc == TileType::Left && B::Loc == TileType::Right && C::Loc == TileType::Acc,
+                  "TMATMUL takes Left, Right and Acc tiles");
+    static_assert(A::Rows == C::Rows && A::Cols == B::Rows && B::Cols == C::Cols,
+                  "TMATMUL: TileLeft::Rows == TileRes::Rows, TileLeft::Cols == TileRight::Rows, "
+                  "TileRight::Cols == TileRes::Cols");
+    using TA = typename A::DType; using TB = typename B::DType; using TC = typename C::DType;
+    static_assert(std::is_same_v<TA, TB>, "TMATMUL: left and right element types must match");
+#if defined(PTO_NPU_ARCH_A2A3)
+    static_assert((std::is_same_v<TC, int32_t> && std::is_same_v<TA, int8_t>) ||
+                  (std::is_same_v<TC, float> && (std::is_same_v<TA, half> || std::is_same_v<TA, float> ||
+                                                 std::is_same_v<TA, bfloat16_t>)),
+                  "TMATMUL on A2/A3: (int32, int8, int8), (float, half, half), (float, float, float), "
+                  "(float, bfloat16, bfloat16)");
+#else
+    static_assert(std::is_same_v<TC, float> && (std::is_same_v<TA, half> || std::is_same_v<TA, float> ||
+                                                std::is_same_v<TA, bfloat16_t>),
+                  "TMATMUL on A5 accumulates half/bfloat16/float into float (no int8 GEMM)");
+    // A5 enforces the fractal layouts: Left nZ (col-major boxes of row-major fractals),
+    // Right (row-major boxes of col-major fractals), Acc nZ.
+    static_assert(!A::isRowMajor && A::SFractal == SLayout::RowMajor, "A5 TMATMUL: Left must be ColMajor/SLayout::RowMajor");
+    static_assert(B::isRowMajor && B::SFractal == SLayout::ColMajor, "A5 TMATMUL: Right must be RowMajor/SLayout::ColMajor");
+    static_assert(!C::isRowMajor && C::SFractal == SLayout::RowMajor, "A5 TMATMUL: Acc must be ColMajor/SLayout::RowMajor");
+#endif
+}
+template <class C, class A, class B>
+inline void matmul(const char* op, C& out, A& a, B& b, C* in) {
+    if (!(ready(out, op) && ready(a, op) && ready(b, op))) return;
+    rd(a, PIPE_M, op); rd(b, PIPE_M, op);
+    if (in) rd(*in, PIPE_M, op);
+    const unsigned M = a.GetValidRow(), K = a.GetValidCol(), N = b.GetValidCol();
+    if (M < 1 || K < 1 || N < 1 || M > 4095 || K > 4095 || N > 4095) { pto_sim::fail(std::string(op) + ": m/k/n outside [1, 4095]"); return; }
+    using TC = typename C::DType;
+    std::vector<TC> res(std::size_t(M) * N);
+    for (unsigned i = 0; i < M; ++i)
+        for (unsigned j = 0; j < N; ++j) {
+            if constexpr (std::is_integral_v<TC>) {
+                int64_t acc = in ? int64_t(in->at(i, j)) : 0;
+                for (unsigned k = 0; k < K; ++k) acc += int64_t(a.at(i, k)) * int64_t(b.at(k, j));
+                res[std::size_t(i) * N + j] = TC(acc);
+            } else {
+                float acc = in ? float(in->at(i, j)) : 0.0f;
+                for (unsigned k = 0; k < K; ++k) acc += float(a.at(i, k)) * float(b.at(k, j));
+                res[std::size_t(i) * N + j] = TC(acc);
+            }
+        }
+    for (unsigned i = 0; i < M; ++i)
+        for (unsigned j = 0; j < N; ++j) out.at(i, j) = res[std::size_t(i) * N + j];
+    wr(out, PIPE_M, op);
+}
+}  // namespace detail
+
+template <typename TileRes, typename TileLeft, typename TileRight, typename... WaitEvents>
+inline RecordEvent TMATMUL(TileRes& c, TileLeft& a, TileRight& b, WaitEvents&...) {
+    detail::check_matmul<TileRes, TileLeft, TileRight>();
+    detail::matmul<TileRes, TileLeft, TileRight>("TMATMUL", c, a, b, nullptr);
+    return {};
+}
+template <typename TileRes, typename TileLeft, typename TileRight, typename... WaitEvents>
+inline RecordEvent TMATMUL_ACC(TileRes& cOut, TileRes& cIn, TileLeft& a, TileRight& b, WaitEvents&...) {
+    detail::check_matmul<TileRes, TileLeft, TileRight>();
+    detail::matmul<TileRes, TileLeft, TileRight>("TMATMUL_ACC", cOut, a, b, &cIn);
+    return {};
+}
+
+}  // namespace pto
+
+#endif  // PTO_ASCEND_CPU_CHECK_PTO_INST_HPP

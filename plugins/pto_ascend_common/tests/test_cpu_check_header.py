@@ -1,0 +1,122 @@
+"""The CPU-check tile library header: the documented API subset, per-architecture capacities
+and instruction availability, and the pipe-synchronisation check."""
+
+import subprocess
+import textwrap
+
+import pytest
+
+from pto_ascend_common import A2A3, A5
+from pto_ascend_common.cpu_check import cpu_check_flags, cxx
+
+ROWMAX = textwrap.dedent("""
+    #include <pto/pto-inst.hpp>
+    #include <cstdio>
+    using namespace pto;
+    extern "C" __global__ AICORE void rowmax(__gm__ float* in, int64_t ld, __gm__ float* out) {
+      using GIn = GlobalTensor<float, Shape<1,1,1,8,128>, Stride<1,1,1,DYNAMIC,1>>;
+      using GOut = GlobalTensor<float, Shape<1,1,1,8,1>, Stride<1,1,1,DYNAMIC,1>, Layout::DN>;
+      Tile<TileType::Vec, float, 8, 128> x; TASSIGN(x, 0x0);
+      Tile<TileType::Vec, float, 8, 1, BLayout::ColMajor> m; TASSIGN(m, 0x1000);
+      Tile<TileType::Vec, float, 8, 128> tmp; TASSIGN(tmp, 0x1100);
+      GIn gi(in, Shape<1,1,1,8,128>(), Stride<1,1,1,DYNAMIC,1>(ld));
+      GOut go(out, Shape<1,1,1,8,1>(), Stride<1,1,1,DYNAMIC,1>(1));
+      TLOAD(x, gi);
+      SYNC_IN
+      TROWMAX(m, x, tmp);
+      set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0); wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+      TSTORE(go, m);
+      pipe_barrier(PIPE_ALL);
+    }
+    int main() {
+      float in[8 * 128], out[8];
+      for (int i = 0; i < 8 * 128; i++) in[i] = float((i * 37) % 101) - 50.0f;
+      rowmax(in, 128, out);
+      for (int r = 0; r < 8; r++) std::printf("%g ", out[r]);
+      std::printf("|%s\\n", pto_sim::error().c_str());
+      return 0;
+    }
+""")
+
+
+def _compile_run(tmp_path, arch, source, run=True):
+    src = tmp_path / "k.cpp"
+    src.write_text(source)
+    exe = tmp_path / "k"
+    c = subprocess.run([cxx(), *cpu_check_flags(arch), "-o", str(exe), str(src)],
+                       capture_output=True, text=True)
+    if not run or c.returncode != 0:
+        return c
+    return subprocess.run([str(exe)], capture_output=True, text=True)
+
+
+def _expected_rowmax():
+    vals = [float((i * 37) % 101) - 50.0 for i in range(8 * 128)]
+    return [max(vals[r * 128:(r + 1) * 128]) for r in range(8)]
+
+
+@pytest.mark.parametrize("arch", [A2A3, A5], ids=lambda a: a.name)
+def test_documented_kernel_runs_and_reduces_rows(tmp_path, arch):
+    sync = "set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0); wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);"
+    r = _compile_run(tmp_path, arch, ROWMAX.replace("SYNC_IN", sync))
+    assert r.returncode == 0, r.stderr
+    values, err = r.stdout.split("|")
+    assert [float(v) for v in values.split()] == _expected_rowmax()
+    assert err.strip() == ""
+
+
+def test_read_without_wait_flag_is_reported_as_missing_sync(tmp_path):
+    r = _compile_run(tmp_path, A5, ROWMAX.replace("SYNC_IN", ""))
+    assert r.returncode == 0, r.stderr
+    assert "missing sync" in r.stdout and "PIPE_MTE2, PIPE_V" in r.stdout
+
+
+PLACE = textwrap.dedent("""
+    #include <pto/pto-inst.hpp>
+    using namespace pto;
+    int main() {
+      Tile<TileType::Vec, float, 56, 1024> big;   // 224 KiB
+      TASSIGN<0>(big);
+      return 0;
+    }
+""")
+
+
+def test_compile_time_tassign_checks_the_architectures_ub(tmp_path):
+    # 224 KiB fits the 256 KiB UB of A5 but not the 192 KiB UB of A2/A3
+    assert _compile_run(tmp_path, A5, PLACE, run=False).returncode == 0
+    r = _compile_run(tmp_path, A2A3, PLACE, run=False)
+    assert r.returncode != 0 and "does not fit its on-chip buffer" in r.stderr
+
+
+def test_runtime_tassign_past_l0c_is_an_error(tmp_path):
+    src = textwrap.dedent("""
+        #include <pto/pto-inst.hpp>
+        #include <cstdio>
+        using namespace pto;
+        int main() {
+          Tile<TileType::Acc, float, 128, 128, BLayout::ColMajor, 128, 128, SLayout::RowMajor, 1024> c;
+          TASSIGN(c, 0x18000);     // 64 KiB tile at 96 KiB: fits 256 KiB (A5), not 128 KiB (A2/A3)
+          std::printf("%s\\n", pto_sim::error().c_str());
+        }
+    """)
+    assert _compile_run(tmp_path, A5, src).stdout.strip() == ""
+    assert "does not fit L0C" in _compile_run(tmp_path, A2A3, src).stdout
+
+
+ACC_TO_VEC = textwrap.dedent("""
+    #include <pto/pto-inst.hpp>
+    using namespace pto;
+    int main() {
+      Tile<TileType::Acc, float, 16, 16, BLayout::ColMajor, 16, 16, SLayout::RowMajor, 1024> c;
+      Tile<TileType::Vec, float, 16, 16> v;
+      TASSIGN(c, 0); TASSIGN(v, 0);
+      TMOV(v, c);
+    }
+""")
+
+
+def test_tmov_from_l0c_to_ub_exists_on_a5_only(tmp_path):
+    assert _compile_run(tmp_path, A5, ACC_TO_VEC, run=False).returncode == 0
+    r = _compile_run(tmp_path, A2A3, ACC_TO_VEC, run=False)
+    assert r.returncode != 0 and "through GM" in r.stderr

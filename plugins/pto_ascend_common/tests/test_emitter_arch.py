@@ -1,0 +1,135 @@
+"""The shared PTO-ISA emitter specialised per architecture: buffer plans against each UB,
+pipe synchronisation, the cube path, and the places where A2/A3 and A5 differ."""
+
+import numpy as np
+import pytest
+
+from pto_core import ElementType as T, MemorySpace as M, PTOFunctionBuilder, PTOModule
+from pto_core.errors import PTOBackendError
+from pto_core.reference import run_module
+from pto_ascend_common import A2A3, A5, AscendRenderer, cpu_check
+from pto_ascend_common.testing import repo_root
+
+GM = M.GLOBAL
+
+
+def _copy_kernel(rows, cols):
+    m = PTOModule("m")
+    (PTOFunctionBuilder("big_copy", module=m).in_core()
+     .memref("a", GM, T.F32).memref("o", GM, T.F32).tile("x", rows, cols, T.F32)
+     .load("x", "a").store("o", "x").build())
+    return m
+
+
+def test_over_capacity_is_a_compile_error_naming_function_and_tiles():
+    m = _copy_kernel(56, 1024)                       # 224 KiB of UB
+    with pytest.raises(PTOBackendError) as e:
+        AscendRenderer(A2A3).render_kernel(m.functions["big_copy"], m)
+    msg = str(e.value)
+    assert "big_copy" in msg and "UB" in msg and "196608" in msg and "x (56x1024 f32" in msg
+    # the same kernel fits the 256 KiB UB of A5
+    assert "TASSIGN(x, 0x0);" in AscendRenderer(A5).render_kernel(m.functions["big_copy"], m)
+
+
+def _softmax_kernel(arch, name="rowexpandsub"):
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("fs", repo_root() / "examples" / "fused_softmax.py")
+    fs = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(fs)
+    m = fs.build_module()
+    return AscendRenderer(arch).render_kernel(m.functions[name], m)
+
+
+@pytest.mark.parametrize("arch", [A2A3, A5], ids=lambda a: a.name)
+def test_flags_order_mte2_v_mte3(arch):
+    src = _softmax_kernel(arch)
+    load = src.index("TLOAD(r,")
+    w1 = src.index("wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);")
+    op = src.index("TROWEXPANDSUB(y, x, r);")
+    w2 = src.index("wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);")
+    store = src.index("TSTORE(_pto_gm, y);")
+    assert load < w1 < op < w2 < store
+    assert f"--cce-aicore-arch={arch.cce_arch}" in src
+    assert 'extern "C" __global__ AICORE void rowexpandsub(__gm__ float* input_x' in src
+
+
+def test_row_reduction_scratch_differs_per_architecture():
+    # A2/A3 reduce through a full-size scratch tile; A5's register reduction ignores it
+    a2 = _softmax_kernel(A2A3, "rowsum")
+    a5 = _softmax_kernel(A5, "rowsum")
+    assert "TROWSUM(y, x, _pto_tmp0_8x128_f32);" in a2
+    assert "TROWSUM(y, x, _pto_tmp0_1x8_f32);" in a5
+
+
+def _matmul_module(in_dtype, acc_dtype, then_scale=False, n=16):
+    m = PTOModule("mm")
+    b = (PTOFunctionBuilder("mm", module=m).in_core()
+         .memref("a", GM, in_dtype).memref("b", GM, in_dtype).memref("c", GM, acc_dtype)
+         .tile("ta", n, n, in_dtype).tile("tb", n, n, in_dtype).tile("tc", n, n, acc_dtype)
+         .load("ta", "a").load("tb", "b").matmul("tc", "ta", "tb"))
+    if then_scale:
+        b.muls("tc", "tc", 0.5)
+    b.store("c", "tc").build()
+    return m
+
+
+def test_left_tile_layout_differs_per_architecture():
+    m = _matmul_module(T.F16, T.F32)
+    a2 = AscendRenderer(A2A3).render_kernel(m.functions["mm"], m)
+    a5 = AscendRenderer(A5).render_kernel(m.functions["mm"], m)
+    assert "Tile<TileType::Left, half, 16, 16, BLayout::RowMajor" in a2      # zZ
+    assert "Tile<TileType::Left, half, 16, 16, BLayout::ColMajor" in a5      # nZ
+    for src in (a2, a5):
+        assert src.index("TMOV(ta_l0a, ta_l1);") < src.index("TMATMUL(tc_l0c, ta_l0a, tb_l0b);")
+        assert "wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);" in src
+        assert "wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);" in src
+
+
+def test_int8_matmul_exists_on_a2a3_only(tmp_path):
+    m = _matmul_module(T.I8, T.I32)
+    with pytest.raises(PTOBackendError, match="TMATMUL of i8 into i32 is not available"):
+        AscendRenderer(A5).render_kernel(m.functions["mm"], m)
+    rng = np.random.default_rng(1)
+    ins = {"a": rng.integers(-8, 9, (16, 16)).astype(np.int8),
+           "b": rng.integers(-8, 9, (16, 16)).astype(np.int8)}
+    out = cpu_check.run(A2A3, m, tmp_path, ins)
+    np.testing.assert_array_equal(out["c"], ins["a"].astype(np.int32) @ ins["b"].astype(np.int32))
+
+
+def test_cube_result_reaches_vector_unit_per_architecture(tmp_path):
+    m = _matmul_module(T.F32, T.F32, then_scale=True)
+    a2 = AscendRenderer(A2A3).render_kernel(m.functions["mm"], m)
+    a5 = AscendRenderer(A5).render_kernel(m.functions["mm"], m)
+    assert "TMOV(tc, tc_l0c);" in a5 and "_pto_ws" not in a5          # L0C -> UB directly
+    assert "__gm__ uint8_t* _pto_ws" in a2 and "TMOV(tc, tc_l0c)" not in a2   # through GM
+    rng = np.random.default_rng(2)
+    ins = {"a": rng.standard_normal((16, 16)).astype(np.float32),
+           "b": rng.standard_normal((16, 16)).astype(np.float32)}
+    for arch in (A2A3, A5):
+        out = cpu_check.run(arch, m, tmp_path / arch.name, ins)
+        np.testing.assert_allclose(out["c"], 0.5 * (ins["a"] @ ins["b"]), rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("arch", [A2A3, A5], ids=lambda a: a.name)
+def test_ops_without_a_library_instruction_are_lowered_from_the_table(tmp_path, arch):
+    # TSILU and TGELU have no PTO-ISA instruction: they lower from their expression trees;
+    # f16 tiles round after every instruction like the reference
+    m = PTOModule("act")
+    for dt in (T.F32, T.F16):
+        (PTOFunctionBuilder(f"act_{dt.value}", module=m).in_core()
+         .memref("a", GM, dt).memref("o", GM, dt).memref("g", GM, dt)
+         .tile("x", 16, 32, dt).tile("y", 16, 32, dt)
+         .load("x", "a").silu("y", "x").store("o", "y").gelu("x", "x").store("g", "x").build())
+    src = AscendRenderer(arch).render_kernel(m.functions["act_f32"], m)
+    assert "TEXP(" in src and "TSILU" not in src.replace("// TSILU", "")
+    rng = np.random.default_rng(3)
+    for dt, tol in ((T.F32, 1e-5), (T.F16, 1e-2)):
+        sub = PTOModule("one")
+        sub.add_function(m.functions[f"act_{dt.value}"])
+        npdt = np.float32 if dt is T.F32 else np.float16
+        ins = {"a": (3 * rng.standard_normal((16, 32))).astype(npdt)}
+        ref = run_module(sub, ins)
+        out = cpu_check.run(arch, sub, tmp_path / dt.value, ins)
+        for k in ("o", "g"):
+            np.testing.assert_allclose(out[k].astype(np.float32), ref[k].astype(np.float32),
+                                       rtol=tol, atol=tol)
