@@ -179,10 +179,13 @@ static int wait_for_slot(PTORuntime* rt) {
 }
 
 static inline int check_building(PTORuntime* rt) {
-    if (!rt) return PTO_EINVAL;
-    if (rt->shut) return PTO_ESHUTDOWN;
-    if (atomic_load_explicit(&rt->halt, memory_order_relaxed)) return PTO_ETASKFAILED;
-    if (rt->ran) return PTO_ESTATE;
+    if (__builtin_expect(!rt, 0)) return PTO_EINVAL;
+    /* one test on the fast path: shut, ran and halt are all false while building */
+    if (__builtin_expect((rt->shut | rt->ran | atomic_load_explicit(&rt->halt, memory_order_relaxed)) != 0, 0)) {
+        if (rt->shut) return PTO_ESHUTDOWN;
+        if (atomic_load_explicit(&rt->halt, memory_order_relaxed)) return PTO_ETASKFAILED;
+        return PTO_ESTATE;
+    }
     return PTO_OK;
 }
 
@@ -241,7 +244,12 @@ static inline __attribute__((always_inline)) PTOTask* building_task(PTORuntime* 
 }
 
 /* Make room for `k` more argument slots (PTO_ETOOMANYARGS past PTO_MAX_ARGS). */
-static int reserve_args(PTORuntime* rt, PTOTask* t, int32_t k) {
+static int reserve_args_slow(PTORuntime* rt, PTOTask* t, int32_t k);
+static inline int reserve_args(PTORuntime* rt, PTOTask* t, int32_t k) {
+    if (__builtin_expect(t->num_args + k <= PTO_INLINE_ARGS, 1)) return PTO_OK;
+    return reserve_args_slow(rt, t, k);
+}
+static int reserve_args_slow(PTORuntime* rt, PTOTask* t, int32_t k) {
     if (t->num_args + k > PTO_MAX_ARGS) return PTO_ETOOMANYARGS;   /* num_args <= 32 fits int16 */
     if (t->num_args + k > PTO_INLINE_ARGS && t->args == t->inline_args) {
         int64_t** o = &rt->overflow[t->id & rt->mask];
@@ -261,19 +269,23 @@ static int add_tensor(PTORuntime* rt, int32_t task, const PTOTensor* x, int64_t 
     int err;
     PTOTask* t = building_task(rt, task, &err);
     if (!t) return err;
-    if (!x || !x->data || x->elem_size <= 0 || x->rows < 0 || x->cols < 0 || x->ld < x->cols)
+    if (__builtin_expect(!x || !x->data, 0)) return PTO_EINVAL;
+    const int64_t xr = x->rows, xc = x->cols, ld = x->ld, es = x->elem_size;
+    if (__builtin_expect((es <= 0) | (xr < 0) | (xc < 0) | (ld < xc) | (rows <= 0) | (cols <= 0), 0))
         return PTO_EINVAL;
-    if (rows <= 0 || cols <= 0) return PTO_EINVAL;
-    if (r0 < 0 || c0 < 0 || r0 > x->rows - rows || c0 > x->cols - cols) return PTO_EBOUNDS;
+    if (__builtin_expect((r0 < 0) | (c0 < 0) | (r0 > xr - rows) | (c0 > xc - cols), 0)) return PTO_EBOUNDS;
     int rc = reserve_args(rt, t, 2);
     if (rc < 0) return rc;
-    char* p = (char*)x->data + (r0 * x->ld + c0) * (int64_t)x->elem_size;
-    t->args[t->num_args++] = (int64_t)(intptr_t)p;
-    t->args[t->num_args++] = x->ld;
+    char* p = (char*)x->data + (r0 * ld + c0) * es;
+    int64_t* args = t->args;
+    int n = t->num_args;
+    args[n] = (int64_t)(intptr_t)p;
+    args[n + 1] = ld;
+    t->num_args = (int16_t)(n + 2);
     PTOStage* st = &rt->stages[t->stage];
     PTOAccess* a = &st->acc[st->n++];
-    a->base = x->data; a->r0 = r0; a->c0 = c0; a->r1 = r0 + rows; a->c1 = c0 + cols; a->mode = mode;
-    a->rows = x->rows;
+    *a = (PTOAccess){.base = x->data, .r0 = r0, .c0 = c0, .r1 = r0 + rows, .c1 = c0 + cols,
+                     .rows = xr, .mode = mode};
     return PTO_OK;
 }
 
