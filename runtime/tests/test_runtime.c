@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static int g_pass, g_fail;
 #define CHECK(cond) do { if (cond) g_pass++; else { g_fail++; \
@@ -307,6 +308,20 @@ static void test_edges(void) {
     CHECK(strstr(buf, "[CONSUMED]") != NULL && strstr(buf, "Task 0 -> Task 3") != NULL);
     CHECK(strstr(buf, "Total tasks scheduled:  7") != NULL);
     CHECK_EQ(pto_runtime_dump(rt, "/nonexistent-dir/x.txt"), PTO_EIO);
+    char path[] = "/tmp/pto_rt_dump_XXXXXX";
+    int fd = mkstemp(path);
+    CHECK(fd >= 0);
+    if (fd >= 0) {
+        close(fd);
+        CHECK_EQ(pto_runtime_dump(rt, path), PTO_OK);
+        FILE* f = fopen(path, "r");
+        char head[128] = {0};
+        CHECK(f && fread(head, 1, sizeof head - 1, f) > 0 && strstr(head, "PTO RUNTIME DUMP"));
+        if (f) fclose(f);
+        unlink(path);
+    }
+    CHECK_EQ(pto_runtime_dump_stdout(rt), PTO_OK);
+    CHECK_EQ(pto_runtime_dump_stdout(NULL), PTO_EINVAL);
     free(buf);
     pto_runtime_destroy(rt);
 

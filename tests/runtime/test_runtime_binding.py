@@ -211,3 +211,19 @@ def test_dry_run_builds_without_calling_kernels() -> None:
         rt.run()
         st = rt.stats()
     assert called == [] and st.tasks_submitted == 1000 and st.peak_live_tasks <= 16
+
+
+def test_dump_parses_with_the_core_dump_reader() -> None:
+    dump = pytest.importorskip("pto_core.dump")
+    x = np.zeros((8, 8), np.float32)
+    with Runtime(num_workers=2, record_graph=True) as rt:
+        for i in range(6):
+            t = rt.task(f"step{i % 2}", None, buffer_bytes=1024 * i)
+            rt.add_inout(t, x, (i % 2) * 4, 0, 4, 8)
+            rt.submit(t)
+        before = dump.parse_dump(rt.dump())
+        rt.run()
+        after = dump.parse_dump(rt.dump())
+    assert before.edges == after.edges == ((0, 2), (1, 3), (2, 4), (3, 5))
+    assert [t.state for t in before.tasks[:3]] == ["READY", "READY", "PENDING"]
+    assert {t.state for t in after.tasks} == {"CONSUMED"}
