@@ -99,6 +99,7 @@ typedef struct PTOQueue {
 } PTOQueue;
 
 #define PTO_BATCH 16
+#define PTO_RETIRE_BATCH 64
 typedef struct PTOWorker {
     struct PTORuntime* rt;
     pthread_t th;
@@ -109,6 +110,7 @@ typedef struct PTOWorker {
     int32_t   nbuf, pos;
     int32_t   next_local;          /* a task this worker made ready and will run next */
     int64_t   executed;
+    int64_t   retired_local;       /* retirements not yet added to rt->retired */
     char      pad[64];
 } PTOWorker;
 
@@ -209,6 +211,7 @@ void sched_make_ready(PTORuntime* rt, PTOTask* t, PTOWorker* w);
 void sched_finish(PTORuntime* rt, int32_t id, int32_t status, PTOWorker* w);
 int  sched_run_inline(PTORuntime* rt, int32_t id);
 void sched_notify_waiters(PTORuntime* rt, int32_t retired_id, int64_t retired_count);
+void sched_flush_retired(PTORuntime* rt, PTOWorker* w);
 int64_t sched_ready_count(PTORuntime* rt);
 
 /* dump.c */

@@ -94,7 +94,8 @@ void sched_make_ready(PTORuntime* rt, PTOTask* t, PTOWorker* w) {
 }
 
 /* Wake the orchestrator only for what it waits for: the oldest task of a full window,
- * or the last task of the run (or any failure), not for every retirement. */
+ * or the last task of the run (or any failure), not for every retirement. `id` is the task
+ * just retired (-1: none), `count` the published retirement count (-1: not published). */
 void sched_notify_waiters(PTORuntime* rt, int32_t id, int64_t count) {
     if (atomic_load_explicit(&rt->waiters, memory_order_seq_cst) > 0) {
         int32_t want = atomic_load(&rt->wait_id);
@@ -144,8 +145,24 @@ void sched_finish(PTORuntime* rt, int32_t id, int32_t status, PTOWorker* w) {
         atomic_store_explicit(&rt_record(rt, id)->state,
                               (int8_t)(status ? PTO_STATE_FAILED : PTO_TASK_CONSUMED), memory_order_relaxed);
     atomic_store_explicit(&t->state, PTO_TASK_CONSUMED, memory_order_release);
+    if (w && status == 0) {
+        /* Workers count retirements locally and publish them in batches (and whenever they
+         * run out of work): a shared counter bumped per task would bounce between cores. */
+        if (++w->retired_local >= PTO_RETIRE_BATCH) sched_flush_retired(rt, w);
+        else sched_notify_waiters(rt, id, -1);
+        return;
+    }
+    if (w) sched_flush_retired(rt, w);
     int64_t count = atomic_fetch_add_explicit(&rt->retired, 1, memory_order_acq_rel) + 1;
     sched_notify_waiters(rt, id, count);
+}
+
+void sched_flush_retired(PTORuntime* rt, PTOWorker* w) {
+    if (w->retired_local == 0) return;
+    int64_t n = w->retired_local;
+    w->retired_local = 0;
+    int64_t count = atomic_fetch_add_explicit(&rt->retired, n, memory_order_acq_rel) + n;
+    sched_notify_waiters(rt, -1, count);
 }
 
 static int32_t execute(PTORuntime* rt, PTOTask* t, int32_t worker_index) {
@@ -218,6 +235,7 @@ static void* worker_main(void* arg) {
     for (;;) {
         int32_t id = pop(rt, w);
         if (id < 0) {
+            sched_flush_retired(rt, w);
             if (atomic_load_explicit(&rt->stop, memory_order_acquire)) break;
             idle(rt, w);
             continue;
