@@ -68,14 +68,41 @@ def pto_runtime_binding(backend: str, module: Any, kernels: list, options: Any) 
 def pto_configure_scons(backend: str, env: Any, options: Any) -> bool | None:
     if backend != NAME:
         return None
-    arch = env.get("CUDA_ARCH") or arch_of(options)
+    arch = env.get("CUDA_ARCH") or arch_of(getattr(options, "compile", options))
+    from SCons.Script import ARGUMENTS
+    arch = ARGUMENTS.get("arch", arch)
     scons_tool.generate(env, arch=str(arch))
+    # The core's .npy host program (<module>_host.c) passes host arrays to
+    # pto_module_run_<module>; on this backend it must call the binding's host-tensor entry
+    # instead, which copies them to the device and back.
+    env["PTO_CUDA_HOST_REDIRECT"] = _host_redirect
+    env.Append(CCFLAGS=["$PTO_CUDA_HOST_REDIRECT"])
+    # Every CUDA program links the executor (batched launches on streams); it calls into the
+    # runtime archive, so libraries are linked as a group (order-independent).
+    build_dir = ARGUMENTS.get("build_dir", "build")
+    root = build_dir if Path(build_dir).is_absolute() else f"#{build_dir}"
+    exec_obj = env.SharedObject(f"{root}/cuda/common/pto_cuda_exec",
+                                str(scons_tool.executor_source()))
+    env.Append(LIBS=exec_obj)
+    env["_LIBFLAGS"] = "-Wl,--start-group " + env["_LIBFLAGS"] + " -Wl,--end-group"
+    from SCons.Script import Help
+    Help("\narch: CUDA architectures, sm_XY or a comma list (one -gencode each); "
+         f"default {scons_tool.DEFAULT_ARCH}\n", append=True)
     return True
+
+
+def _host_redirect(target: Any, source: Any, env: Any, for_signature: bool) -> str:
+    name = Path(str(source[0])).name if source else ""
+    if not name.endswith("_host.c"):
+        return ""
+    m = name[: -len("_host.c")]
+    return f"-Dpto_module_run_{m}=pto_cuda_host_run_{m}"
 
 
 @hookimpl
 def pto_launch(backend: str, module: Any, build_dir: Path, tensors: Mapping[str, Any],
-               scalars: Mapping[str, int], options: Any) -> Mapping[str, Any] | None:
+               scalars: Mapping[str, int], options: Any, workers: int,
+               threshold: int) -> Mapping[str, Any] | None:
     if backend != NAME:
         return None
     ok, reason = probe()
@@ -84,6 +111,7 @@ def pto_launch(backend: str, module: Any, build_dir: Path, tensors: Mapping[str,
         raise PTOBackendError(f"cannot run on the cuda backend: {reason}")
     from .launch import run_module
     lib = Path(build_dir) / f"lib{c_module_name(module)}.so"
-    return run_module(lib, module, tensors, scalars,
-                      workers=int(option(options, "workers", 2)),
-                      threshold=int(option(options, "threshold", 64)))
+    # workers hand ready tasks to the executor, which batches them into launches; 0 (inline)
+    # works but launches and waits for one task at a time
+    return run_module(lib, module, tensors, scalars, workers=int(workers),
+                      threshold=int(threshold))

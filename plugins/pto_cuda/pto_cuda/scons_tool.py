@@ -130,6 +130,18 @@ def generate(env: Any, arch: str = DEFAULT_ARCH, debug: bool = False) -> None:
         source_scanner=SCons.Scanner.C.CScanner(),
         single_source=True)
     env["BUILDERS"]["CUDAObject"] = builder
+    # .cu sources also go through the ordinary Object/SharedObject builders (what generic build
+    # code such as pto_core.scons.link_module calls); nvcc objects are always PIC
+    import SCons.Defaults
+    import SCons.Tool
+    for name, emitter in (("Object", SCons.Defaults.StaticObjectEmitter),
+                          ("SharedObject", SCons.Defaults.SharedObjectEmitter)):
+        obj_builder = env["BUILDERS"].get(name)
+        if obj_builder is None:
+            continue
+        obj_builder.add_action(".cu", SCons.Action.Action("$NVCCCOM", "$NVCCCOMSTR"))
+        obj_builder.add_emitter(".cu", emitter)
+    SCons.Tool.SourceFileScanner.add_scanner(".cu", SCons.Scanner.C.CScanner())
     lib = cuda_lib_dir(cuda_home(nvcc))
     if lib is not None:
         env.AppendUnique(LIBPATH=[str(lib)], RPATH=[str(lib)])
