@@ -32,13 +32,13 @@ def parse(paths: list[str]) -> dict[int, dict[str, dict[str, float]]]:
 def main(paths: list[str]) -> None:
     rows = parse(paths)
     hdr = ("M", "tasks", "build t/us (wall)", "build t/us (cpu)", "B/live task", "exec Mt/s", "e2e ms", "peak RSS MB",
-           "omp e2e ms", "PTO/omp", "starpu e2e ms", "PTO/StarPU")
+           "omp e2e ms", "PTO/omp", "omp passive ms", "PTO/omp passive", "starpu e2e ms", "PTO/StarPU")
     print(" | ".join(hdr))
     print(" | ".join("---" for _ in hdr))
     for m in sorted(rows):
         r = rows[m]
         b, x, e = r.get("pto_build", {}), r.get("pto_exec", {}), r.get("pto_e2e", {})
-        o, s = r.get("omp_e2e", {}), r.get("starpu_e2e", {})
+        o, s, op = r.get("omp_e2e", {}), r.get("starpu_e2e", {}), r.get("omp_passive_e2e", {})
         e2e = e.get("e2e_s")
         fmt = lambda v, f="{:.2f}": f.format(v) if v is not None else "-"
         cells = [str(m), fmt(b.get("tasks"), "{:.0f}"), fmt(b.get("tasks_per_us")),
@@ -47,6 +47,8 @@ def main(paths: list[str]) -> None:
                  fmt(e2e and e2e * 1e3), fmt(e.get("peak_rss_kb") and e["peak_rss_kb"] / 1024, "{:.1f}"),
                  fmt(o.get("e2e_s") and o["e2e_s"] * 1e3),
                  fmt(o.get("e2e_s") and e2e and o["e2e_s"] / e2e, "{:.1f}x"),
+                 fmt(op.get("e2e_s") and op["e2e_s"] * 1e3),
+                 fmt(op.get("e2e_s") and e2e and op["e2e_s"] / e2e, "{:.1f}x"),
                  fmt(s.get("e2e_s") and s["e2e_s"] * 1e3),
                  fmt(s.get("e2e_s") and e2e and s["e2e_s"] / e2e, "{:.1f}x")]
         print(" | ".join(cells))

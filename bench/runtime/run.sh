@@ -26,6 +26,9 @@ for rep in $(seq 1 "${REPEAT:-1}"); do
     "$OUT/bench_llama" "$M" pto 2 | tee -a "$LOG"          # one process per row: honest peak RSS
     if [ "$M" -le 256 ]; then
       for p in "${PEERS[@]}"; do "$OUT/bench_llama" "$M" "$p" 2 | grep -v '^peak_rss' | tee -a "$LOG"; done
+      if [[ " ${PEERS[*]} " == *" omp "* ]]; then   # libgomp with sleeping idle threads
+        OMP_WAIT_POLICY=passive "$OUT/bench_llama" "$M" omp 2 | grep -v '^peak_rss' | sed 's/^omp_e2e/omp_passive_e2e/' | tee -a "$LOG"
+      fi
     fi
   done
 done
