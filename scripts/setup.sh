@@ -18,7 +18,14 @@ if [ ${#need_apt[@]} -gt 0 ]; then
   fi
 fi
 
-pip_q() { python3 -m pip install -q --disable-pip-version-check "$@" 2>&1 | grep -v -E '^(WARNING|DEPRECATION)' || true; }
+# quiet pip that still fails the setup (and shows pip's output) when an install fails
+pip_q() {
+  local log; log=$(mktemp)
+  if ! python3 -m pip install -q --disable-pip-version-check "$@" >"$log" 2>&1; then
+    cat "$log" >&2; rm -f "$log"; echo "setup: pip install $* failed" >&2; return 1
+  fi
+  rm -f "$log"
+}
 pip_q -e ".[test,graph]"
 # shared by the Ascend plugins, which depend on it by name: install it before them
 [ -f plugins/pto_ascend_common/pyproject.toml ] && pip_q -e plugins/pto_ascend_common
