@@ -178,3 +178,14 @@ def test_matmul_programs_get_a_magnitude_scaled_f32_tolerance():
     assert default_tolerance(ElementType.F32, gemm, big) == pytest.approx((1e-4, 5e-2))
     assert default_tolerance(ElementType.F32, gemm, big / 1000) == pytest.approx((1e-4, 1e-4))
     assert default_tolerance(ElementType.I32, gemm, big) == (0.0, 0.0)
+
+
+def test_compare_treats_equal_infinities_and_nans_as_matching():
+    import numpy as np
+    from pto_core.commands.run import compare
+    want = np.array([np.inf, -np.inf, np.nan, 1.0], np.float32)
+    assert compare("t", want.copy(), want, 1e-5, 1e-6).ok
+    flipped = np.array([-np.inf, -np.inf, np.nan, 1.0], np.float32)
+    assert not compare("t", flipped, want, 1e-5, 1e-6).ok
+    finite = np.array([1e30, -np.inf, np.nan, 1.0], np.float32)
+    assert not compare("t", finite, want, 1e-5, 1e-6).ok

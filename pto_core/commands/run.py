@@ -211,19 +211,21 @@ def _has_matmul(module: Module) -> bool:
 
 
 def compare(name: str, got: np.ndarray, want: np.ndarray, rtol: float, atol: float) -> Comparison:
-    """Element-wise ``|got - want| <= atol + rtol * |want|`` (NaN matches NaN)."""
+    """Element-wise ``|got - want| <= atol + rtol * |want|``; NaN matches NaN and an infinity
+    matches the same infinity."""
     got = np.asarray(got)
     want = np.asarray(want)
     if got.shape != want.shape:
         return Comparison(name, float("inf"), float("inf"), rtol, atol, False,
                           f"shape {got.shape} != expected {want.shape}")
     g, w = got.astype(np.float64), want.astype(np.float64)
-    both_nan = np.isnan(g) & np.isnan(w)
-    err = np.where(both_nan, 0.0, np.abs(g - w))
+    same_special = (np.isnan(g) & np.isnan(w)) | (np.isinf(g) & (g == w))
+    with np.errstate(invalid="ignore"):
+        err = np.where(same_special, 0.0, np.abs(g - w))
     err = np.where(np.isnan(err), np.inf, err)
-    ok = bool(np.all(err <= atol + rtol * np.abs(np.nan_to_num(w))))
+    ok = bool(np.all(err <= atol + rtol * np.abs(np.where(same_special, 0.0, np.nan_to_num(w)))))
     max_abs = float(err.max()) if err.size else 0.0
-    nz = np.abs(w) > 0
+    nz = (np.abs(w) > 0) & ~same_special
     max_rel = float((err[nz] / np.abs(w[nz])).max()) if np.any(nz) else 0.0
     return Comparison(name, max_abs, max_rel, rtol, atol, ok)
 
