@@ -86,7 +86,6 @@ typedef struct TMap {
     int32_t*  index;    uint32_t index_cap;        /* open addressing: tensor idx + 1 */
     TMEntry*  e;        int32_t cap, free_head;
     int64_t   live, peak, since_sweep;
-    int32_t   last_tensor;
     int64_t   bucket_bytes;
 } TMap;
 

@@ -1,11 +1,14 @@
-/* tensormap.c - finds the producers/readers a new access conflicts with.
+/* tensormap.c - finds the producers/readers a new access conflicts with, and creates the
+ * dependency edges (the fanout pool lives here so the lookup inlines edge creation).
  *
  * Keyed by (data pointer, rectangle). Per data pointer the rows are cut into blocks of
  * 2^shift rows (shift fixed by the first access seen: its row count rounded down to a
- * power of two), so tile-sized accesses land in their own bucket and a lookup touches
- * only the few entries that can overlap. Entries of retired tasks (id < last_alive) are
- * dropped lazily while walking, and by a sweep when the entry pool would grow, which
- * keeps the pool proportional to the live entries. Only the orchestrator touches it. */
+ * power of two, raised so a tensor has at most 2^20 blocks), so tile-sized accesses land
+ * in their own bucket and a lookup touches only the few entries that can overlap. Each
+ * bucket keeps a writer chain and a reader chain, oldest entry first: entries of retired
+ * tasks (id < last_alive) are a prefix, popped on the next walk or insert; a sweep at most
+ * once per pool's worth of inserts clears buckets nobody touches any more. That keeps the
+ * pool proportional to the live entries. Only the orchestrator touches any of it. */
 #include "rt_internal.h"
 
 #include <stdlib.h>
@@ -15,7 +18,6 @@ int tm_init(TMap* tm, int32_t initial_entries) {
     tm->index_cap = 64;
     tm->index = calloc(tm->index_cap, sizeof(int32_t));
     tm->free_head = -1;
-    tm->last_tensor = -1;
     for (int i = 0; i < TM_CACHE; i++) tm->cache_idx[i] = -1;
     if (!tm->index) return PTO_ENOMEM;
     /* Pre-fault a pool sized to the window so steady-state inserts never grow it. */
