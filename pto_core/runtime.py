@@ -24,6 +24,11 @@ Example::
         rt.run()
         print(rt.stats().tasks_completed, rt.dump())
 
+Tracing: ``Runtime(num_workers=2, trace=True)`` (or ``rt.enable_trace()`` before the first task
+runs, or ``PTO_TRACE=path.json`` in the environment) records each task's start and end per
+worker; after ``run()``, ``rt.trace_events()`` gives :class:`pto_core.trace.TraceEvent` s and
+``rt.write_trace(path)`` writes Chrome Trace JSON from C.
+
 The shared library is built with gcc on first use (or when a source is newer than it)
 into ``$PTO_BUILD_DIR/runtime`` or ``<repo>/build/runtime/python``; ``$PTO_RUNTIME_LIB``
 points at a prebuilt one instead.
@@ -41,10 +46,12 @@ from typing import Any, Callable, Optional, Union
 
 import numpy as np
 
+from .trace import TraceEvent
+
 __all__ = [
     "PTORuntimeError", "Runtime", "RuntimeStats", "KernelArgs", "library_path", "load_library",
     "WORKER_CUBE", "WORKER_VECTOR", "WORKER_AI_CPU", "WORKER_ACCELERATOR", "WORKER_ANY",
-    "PTO_MAX_ARGS", "PTO_DEFAULT_WINDOW",
+    "PTO_MAX_ARGS", "PTO_DEFAULT_WINDOW", "TraceEvent",
 ]
 
 WORKER_CUBE, WORKER_VECTOR, WORKER_AI_CPU, WORKER_ACCELERATOR, WORKER_ANY = 0, 1, 2, 3, -1
@@ -95,6 +102,11 @@ class _Stats(C.Structure):
                 ("safe_mode_degraded", C.c_int32), ("failed_task", C.c_int32),
                 ("failed_code", C.c_int32), ("reserved", C.c_int32),
                 ("worker_tasks", C.c_int64 * PTO_MAX_WORKERS)]
+
+
+class _Event(C.Structure):
+    _fields_ = [("task", C.c_int32), ("worker", C.c_int32), ("func", C.c_char_p),
+                ("start_ns", C.c_int64), ("end_ns", C.c_int64)]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -185,6 +197,11 @@ def load_library() -> C.CDLL:
                 "pto_runtime_get_stats": (C.c_int, [P, C.POINTER(_Stats)]),
                 "pto_runtime_dump": (C.c_int, [P, C.c_char_p]),
                 "pto_runtime_dump_buffer": (I64, [P, C.c_char_p, I64]),
+                "pto_runtime_enable_trace": (C.c_int, [P, I64]),
+                "pto_runtime_trace_events": (I64, [P, C.POINTER(_Event), I64]),
+                "pto_runtime_trace_dropped": (I64, [P]),
+                "pto_runtime_write_trace": (C.c_int, [P, C.c_char_p, C.c_int]),
+                "pto_runtime_write_stats": (C.c_int, [P, C.c_char_p]),
             }
             for name, (res, args) in sigs.items():
                 fn = getattr(lib, name)
@@ -246,7 +263,7 @@ class Runtime:
 
     def __init__(self, num_workers: int = 0, threshold: int = 0, window: int = PTO_DEFAULT_WINDOW,
                  record_graph: bool = False, dry_run: bool = False,
-                 worker_types: Optional[list[int]] = None):
+                 worker_types: Optional[list[int]] = None, trace: Union[bool, int] = False):
         lib = _lib()
         cfg = _Config()
         lib.pto_runtime_config_default(C.byref(cfg))
@@ -265,6 +282,8 @@ class Runtime:
         self._callbacks: dict[int, Any] = {}
         self._names: dict[str, bytes] = {}
         self.kernel_errors: list[tuple[int, BaseException]] = []
+        if trace:
+            self.enable_trace(0 if trace is True else int(trace))
 
     # -- lifetime
     def close(self) -> None:
@@ -388,6 +407,37 @@ class Runtime:
                 if self.kernel_errors:
                     raise err from self.kernel_errors[0][1]
             raise err
+
+    # -- tracing
+    def enable_trace(self, capacity: int = 0) -> None:
+        """Record each task's execution (at most ``capacity`` events per worker; 0: the default).
+        Call before the first task runs (PTO_ESTATE otherwise)."""
+        self._check(self._lib.pto_runtime_enable_trace(self._handle(), capacity), "enable_trace")
+
+    def trace_events(self) -> list[TraceEvent]:
+        """Recorded executions (empty when tracing is off), worker by worker in execution order.
+        Read them after :meth:`run`."""
+        h = self._handle()
+        n = self._check(self._lib.pto_runtime_trace_events(h, None, 0), "trace_events")
+        buf = (_Event * max(n, 1))()
+        n = min(n, self._check(self._lib.pto_runtime_trace_events(h, buf, n), "trace_events"))
+        return [TraceEvent(e.task, (e.func or b"task").decode(), e.worker, e.start_ns, e.end_ns)
+                for e in buf[:n]]
+
+    def trace_dropped(self) -> int:
+        """Events that did not fit the trace capacity."""
+        return self._check(self._lib.pto_runtime_trace_dropped(self._handle()), "trace_dropped")
+
+    def write_trace(self, path: Union[str, os.PathLike], flows: bool = True) -> None:
+        """Chrome Trace JSON written by the runtime (flow arrows need ``record_graph``)."""
+        self._check(self._lib.pto_runtime_write_trace(self._handle(), os.fsencode(path), int(flows)),
+                    f"write_trace {path}")
+
+    def write_stats(self, path: Union[str, os.PathLike]) -> None:
+        """Run statistics as JSON (see ``pto_runtime_write_stats``; read with
+        :func:`pto_core.trace.load_runtime_stats`)."""
+        self._check(self._lib.pto_runtime_write_stats(self._handle(), os.fsencode(path)),
+                    f"write_stats {path}")
 
     def state(self, task: int) -> str:
         s = self._check(self._lib.pto_task_state(self._handle(), task), "state")

@@ -27,8 +27,8 @@ from .dump import TaskGraph
 from .errors import PTOError
 
 __all__ = ["TraceEvent", "FuncStats", "TraceStats", "PTOTraceError", "to_chrome_trace",
-           "write_chrome_trace", "load_chrome_trace", "validate_trace", "check_trace",
-           "trace_stats", "format_stats"]
+           "write_chrome_trace", "load_chrome_trace", "chrome_trace_graph", "validate_trace",
+           "check_trace", "trace_stats", "format_stats", "load_runtime_stats"]
 
 PID = 1
 
@@ -131,6 +131,27 @@ def load_chrome_trace(source: str | Path | dict) -> list[TraceEvent]:
         except (KeyError, TypeError, ValueError) as err:
             raise PTOTraceError(f"traceEvents[{i}] is not a valid task slice ({err!r})") from None
     return out
+
+
+def chrome_trace_graph(source: str | Path | dict) -> TaskGraph:
+    """The task graph of a trace written by the C runtime (``pto_runtime_write_trace`` /
+    ``PTO_TRACE``): its tasks, and the edges its flow events name (``args.from``/``args.to``, only
+    present when the runtime recorded the graph). Tasks that did not run are listed as ``?``.
+
+    >>> obj = {"traceEvents": [
+    ...     {"ph": "X", "name": "a", "tid": 1, "ts": 0, "dur": 1, "args": {"task": 0}},
+    ...     {"ph": "X", "name": "b", "tid": 2, "ts": 2, "dur": 1, "args": {"task": 1}},
+    ...     {"ph": "s", "id": 0, "tid": 1, "ts": 0.5, "args": {"from": 0, "to": 1}}]}
+    >>> chrome_trace_graph(obj).edges
+    ((0, 1),)
+    """
+    obj = source if isinstance(source, dict) else json.loads(Path(source).read_text())
+    raw = obj.get("traceEvents", []) if isinstance(obj, dict) else obj
+    funcs = {e.task: e.func for e in load_chrome_trace(obj)}
+    edges = sorted({(int(e["args"]["from"]), int(e["args"]["to"])) for e in raw
+                    if e.get("ph") == "s" and "from" in e.get("args", {})})
+    n = 1 + max([*funcs, *(b for _, b in edges), *(a for a, _ in edges)], default=-1)
+    return TaskGraph.build([(funcs.get(i, "?"), 0) for i in range(n)], edges)
 
 
 # ---------------------------------------------------------------------- checks
@@ -263,6 +284,29 @@ def trace_stats(events: list[TraceEvent], graph: TaskGraph | None = None) -> Tra
     funcs = {f: FuncStats(len(d), sum(d), min(d), max(d)) for f, d in per.items()}
     return TraceStats(len(events), nedges, work, span, crit, tuple(path), funcs,
                       dict(sorted(busy.items())), dict(sorted(ntask.items())))
+
+
+def load_runtime_stats(source: str | Path | dict) -> TraceStats:
+    """:class:`TraceStats` from the JSON the C runtime writes (``pto_runtime_write_stats`` /
+    ``PTO_STATS``). Without tracing only counts are known (times are 0); without the recorded
+    graph there is no critical path.
+
+    >>> s = load_runtime_stats({"tasks": 2, "edges": 1, "functions": {"k": {"count": 2}}})
+    >>> s.tasks, s.per_function["k"].count
+    (2, 2)
+    """
+    obj = source if isinstance(source, dict) else json.loads(Path(source).read_text())
+    funcs = {name: FuncStats(int(f["count"]), int(f.get("total_ns", 0)), int(f.get("min_ns", 0)),
+                             int(f.get("max_ns", 0)))
+             for name, f in obj.get("functions", {}).items()}
+    return TraceStats(
+        tasks=int(obj.get("tasks", 0)), edges=int(obj.get("edges", 0)),
+        total_work_ns=int(obj.get("total_work_ns", 0)), makespan_ns=int(obj.get("makespan_ns", 0)),
+        critical_path_ns=int(obj.get("critical_path_ns", 0)),
+        critical_path=tuple(int(t) for t in obj.get("critical_path", ())),
+        per_function=funcs,
+        worker_busy_ns={int(w): int(v) for w, v in obj.get("worker_busy_ns", {}).items()},
+        worker_tasks={int(w): int(v) for w, v in obj.get("worker_tasks", {}).items()})
 
 
 def _t(ns: float) -> str:

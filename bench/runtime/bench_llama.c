@@ -4,7 +4,8 @@
  *   M tiles; phase 1: 9 tasks per tile, phase 2: 3 tasks per (q, kv) tile pair,
  *   phase 3: 7 tasks per tile  ->  16*M + 3*M^2 tasks.
  *
- * usage: bench_llama M [pto|build|omp|starpu|all] [workers]   (build: PTO graph build only)
+ * usage: bench_llama M [pto|build|omp|starpu|all|trace] [workers] [reps]
+ *        (build: PTO graph build only; trace: empty-task execution with vs without tracing)
  * Prints one "key=value" line per measurement (the driver run.sh turns them into a table). */
 #define _GNU_SOURCE 1
 #include "pto_runtime.h"
@@ -173,6 +174,39 @@ static void bench_pto(int64_t M, int workers, int build_only) {
            (long long)st.runtime_bytes, peak_rss_kb());
 }
 
+/* Tracing overhead: empty-task execution (as in bench_pto's step 2) with and without
+ * pto_runtime_enable_trace, alternating `reps` times in this process so that drift of a shared
+ * machine hits both sides alike; prints the best rate of each. */
+static double exec_once(int64_t M, int workers, int traced) {
+    int64_t n = task_count(M);
+    PTORuntimeConfig cfg; pto_runtime_config_default(&cfg);
+    cfg.num_workers = workers; cfg.task_window = pow2_at_least(n);
+    PTORuntime* rt = pto_runtime_create(&cfg);
+    if (traced && pto_runtime_enable_trace(rt, 0) != PTO_OK) { fprintf(stderr, "enable_trace failed\n"); exit(1); }
+    pto_orch(rt, &M);
+    double t0 = now();
+    int rc = pto_runtime_run(rt);
+    double dt = now() - t0;
+    if (rc) { fprintf(stderr, "run: %s\n", pto_strerror(rc)); exit(1); }
+    if (traced && pto_runtime_trace_events(rt, NULL, 0) != n) { fprintf(stderr, "trace lost events\n"); exit(1); }
+    pto_runtime_destroy(rt);
+    return dt;
+}
+
+static void bench_trace_overhead(int64_t M, int workers, int reps) {
+    int64_t n = task_count(M);
+    for (int i = 0; i < NTENS; i++)
+        g_t[i] = (PTOTensor){(void*)(uintptr_t)(0x100000 * (i + 1)), M * TILE_ROWS, COLS, COLS, 4, "t"};
+    double plain = 1e30, traced = 1e30;
+    for (int r = 0; r < reps; r++) {
+        double a = exec_once(M, workers, 0), b = exec_once(M, workers, 1);
+        if (a < plain) plain = a;
+        if (b < traced) traced = b;
+    }
+    printf("trace_overhead M=%lld workers=%d tasks=%lld plain_mtasks_per_s=%.2f traced_mtasks_per_s=%.2f overhead_pct=%.1f\n",
+           (long long)M, workers, (long long)n, n / plain / 1e6, n / traced / 1e6, 100.0 * (traced / plain - 1.0));
+}
+
 /* ------------------------------------------------------------------ OpenMP (libgomp) */
 #ifdef HAVE_OMP
 static char* g_tok[NTENS];
@@ -284,13 +318,14 @@ static void bench_starpu(int64_t M, int workers) {
 #endif
 
 int main(int argc, char** argv) {
-    if (argc < 2) { fprintf(stderr, "usage: %s M [pto|build|omp|starpu|all] [workers]\n", argv[0]); return 2; }
+    if (argc < 2) { fprintf(stderr, "usage: %s M [pto|build|omp|starpu|all|trace] [workers] [reps]\n", argv[0]); return 2; }
     int64_t M = atoll(argv[1]);
     const char* what = argc > 2 ? argv[2] : "all";
     int workers = argc > 3 ? atoi(argv[3]) : 2;
     int all = strcmp(what, "all") == 0;
     if (all || !strcmp(what, "pto")) bench_pto(M, workers, 0);
     if (!strcmp(what, "build")) bench_pto(M, workers, 1);
+    if (!strcmp(what, "trace")) bench_trace_overhead(M, workers, argc > 4 ? atoi(argv[4]) : 10);
 #ifdef HAVE_OMP
     if (all || !strcmp(what, "omp")) bench_omp(M, workers);
 #endif

@@ -191,6 +191,40 @@ int pto_runtime_dump_stdout(PTORuntime* rt);
 /* Dump into buf (NUL-terminated, truncated to cap); returns bytes needed excluding NUL. */
 int64_t pto_runtime_dump_buffer(PTORuntime* rt, char* buf, int64_t cap);
 
+/* ---------------------------------------------------------------- execution trace
+ * Opt-in record of when each task ran: per worker a preallocated lane that only that worker
+ * appends to (two clock reads and a few stores per task, no locks). Enable it before any task
+ * runs, either with pto_runtime_enable_trace or by setting the environment variable
+ * PTO_TRACE=path.json when the runtime is created: the runtime then also records the graph
+ * (record_graph, for dependency arrows) and writes the Chrome Trace JSON to `path` at
+ * destroy, outside any timed region. PTO_STATS=path.json likewise writes pto_runtime_write_stats
+ * at destroy (it turns tracing and record_graph on). Read events once the run is over.
+ * Timestamps are CLOCK_MONOTONIC nanoseconds. With an asynchronous executor a slice covers
+ * the executor call (the launch), not the device execution. */
+typedef struct PTOTraceEvent {
+    int32_t     task;
+    int32_t     worker;               /* worker index; -1: the orchestrating thread (inline mode) */
+    const char* func;                 /* the func_name given to pto_task_alloc */
+    int64_t     start_ns, end_ns;     /* [start, end) of the kernel (executor) call */
+} PTOTraceEvent;
+/* capacity: most events kept per lane (0: PTO_TRACE_DEFAULT_CAPACITY); later ones are dropped
+ * and counted. PTO_ESTATE once workers started or the runtime ran. */
+#define PTO_TRACE_DEFAULT_CAPACITY (1LL << 26)
+int     pto_runtime_enable_trace(PTORuntime* rt, int64_t capacity);
+/* Copy up to cap events into out (lane by lane, each in execution order); returns how many
+ * were recorded in all (call with cap 0 to size the buffer). 0 when tracing is off. */
+int64_t pto_runtime_trace_events(PTORuntime* rt, PTOTraceEvent* out, int64_t cap);
+int64_t pto_runtime_trace_dropped(PTORuntime* rt);
+/* Chrome Trace Event JSON (opens in Perfetto / chrome://tracing): one "ph":"X" slice per task
+ * (args.task = id, ts/dur in microseconds with ns digits, relative to otherData.t0_ns), one
+ * tid per worker (tid 0: orchestrator inline, tid k: worker k-1) named by thread_name
+ * metadata, and when `flows` is set and the graph was recorded, one "s"/"f" arrow per edge. */
+int     pto_runtime_write_trace(PTORuntime* rt, const char* path, int flows);
+/* Run statistics as JSON: counts (tasks, edges, workers, peak live tasks, bytes), per function
+ * count (from the recorded graph or the trace) and, when traced, total/min/max time, total
+ * work, makespan, per-worker busy time and tasks, and with the graph the critical path. */
+int     pto_runtime_write_stats(PTORuntime* rt, const char* path);
+
 #ifdef __cplusplus
 }
 #endif

@@ -11,6 +11,7 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
+#include <time.h>
 
 #define PTO_QUEUE_ANY   4          /* index of the queue for PTO_WORKER_ANY tasks */
 #define PTO_STATE_FAILED 6         /* only in graph records: the kernel returned non-zero */
@@ -113,6 +114,27 @@ typedef struct PTOWorker {
     char      pad[64];
 } PTOWorker;
 
+/* Execution trace: lane 0 is the orchestrating thread (inline mode), lane k worker k-1. A lane
+ * is a list of chunks that only its own thread appends to; a new chunk is mapped (pre-faulted)
+ * when the current one fills, so recording touches no shared line and takes no lock. */
+#define TRACE_CHUNK_SHIFT 14
+#define TRACE_CHUNK       (1 << TRACE_CHUNK_SHIFT)   /* events per chunk: 512 KB */
+typedef struct PTOTraceLane {
+    PTOTraceEvent*  cur;           /* chunk being filled */
+    int32_t         pos, end;      /* next free event of cur; pos == end: full (or at the limit) */
+    int32_t         nchunks, cap_chunks;
+    PTOTraceEvent** chunks;
+    int64_t         n, limit, dropped;
+    int64_t         settled;       /* events already converted from ticks to ns */
+} __attribute__((aligned(64))) PTOTraceLane;   /* one lane per cache line pair: no false sharing */
+typedef struct PTOTrace {
+    int32_t       nlanes;
+    PTOTraceLane* lanes;
+    char*         path;            /* PTO_TRACE: write the JSON here at destroy */
+    char*         stats_path;      /* PTO_STATS */
+    int64_t       cal_ticks, cal_ns;   /* second calibration point (first: process-wide) */
+} PTOTrace;
+
 typedef struct PTORecord {          /* compact per-task record kept with record_graph */
     const char*    name;
     int32_t        buffer_bytes;
@@ -169,6 +191,7 @@ struct PTORuntime {
     pthread_mutex_t done_mu;  pthread_cond_t done_cv;
 
     PTOExecuteFn exec_fn; void* exec_ctx;
+    PTOTrace*    trace;            /* NULL unless tracing */
 };
 
 static inline PTOTask* rt_task(PTORuntime* rt, int32_t id) { return &rt->tasks[id & rt->mask]; }
@@ -212,6 +235,39 @@ int  sched_run_inline(PTORuntime* rt, int32_t id);
 void sched_notify_waiters(PTORuntime* rt, int32_t retired_id, int64_t retired_count);
 void sched_flush_retired(PTORuntime* rt, PTOWorker* w);
 int64_t sched_ready_count(PTORuntime* rt);
+
+/* trace.c */
+int  trace_init_from_env(PTORuntime* rt);     /* PTO_TRACE / PTO_STATS, at creation */
+void trace_finish(PTORuntime* rt);            /* write PTO_TRACE / PTO_STATS files */
+void trace_free(PTORuntime* rt);
+void trace_settle(PTORuntime* rt);            /* ticks -> ns for events recorded so far */
+int  trace_grow(PTOTraceLane* L);
+
+/* Trace clock: the CPU's tick counter, read WITHOUT a fence (a fenced read - lfence, rdtscp,
+ * or clock_gettime, which fences - waits for the worker's outstanding memory operations and
+ * doubled the cost of an empty task in bench/trace_overhead.py). Ticks become CLOCK_MONOTONIC
+ * nanoseconds when the events are read (trace.c, trace_settle). */
+#if defined(__x86_64__) && !defined(PTO_TRACE_CLOCK_GETTIME)
+#define PTO_TRACE_TICKS 1
+static inline int64_t trace_now(void) { return (int64_t)__builtin_ia32_rdtsc(); }
+#elif defined(__aarch64__) && !defined(PTO_TRACE_CLOCK_GETTIME)
+#define PTO_TRACE_TICKS 1
+static inline int64_t trace_now(void) { int64_t v; __asm__ __volatile__("mrs %0, cntvct_el0" : "=r"(v)); return v; }
+#else
+#define PTO_TRACE_TICKS 0
+static inline int64_t trace_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+#endif
+static inline void trace_record(PTOTraceLane* L, int32_t task, int32_t worker, const char* func,
+                                int64_t start, int64_t end) {
+    if (__builtin_expect(L->pos == L->end, 0) && trace_grow(L) < 0) { L->dropped++; return; }
+    PTOTraceEvent* e = &L->cur[L->pos++];
+    e->task = task; e->worker = worker; e->func = func; e->start_ns = start; e->end_ns = end;
+    L->n++;
+}
 
 /* dump.c */
 int  dump_to_file(PTORuntime* rt, FILE* f);

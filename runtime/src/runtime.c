@@ -76,7 +76,8 @@ int pto_runtime_init(PTORuntime** out, const PTORuntimeConfig* cfg) {
     while (rc == PTO_OK && ((int64_t)rt->dep_nchunks << DEP_CHUNK_SHIFT) < 2 * (int64_t)rt->window)
         rc = dep_add_chunk(rt);
     if (rc == PTO_OK) rc = sched_init(rt);
-    if (rc == PTO_OK && c.record_graph) {
+    if (rc == PTO_OK) rc = trace_init_from_env(rt);     /* may turn record_graph on */
+    if (rc == PTO_OK && rt->cfg.record_graph) {
         rt->rec_chunks = calloc(REC_MAX_CHUNKS, sizeof(PTORecord*));
         if (!rt->rec_chunks) rc = PTO_ENOMEM;
     }
@@ -103,6 +104,8 @@ int pto_runtime_shutdown(PTORuntime* rt) {
 void pto_runtime_destroy(PTORuntime* rt) {
     if (!rt) return;
     pto_runtime_shutdown(rt);
+    trace_finish(rt);                      /* PTO_TRACE / PTO_STATS files: outside timed runs */
+    trace_free(rt);
     sched_free(rt);
     tm_free(&rt->tm);
     for (int32_t i = 0; i < rt->dep_nchunks; i++) free(rt->dep_chunks[i]);

@@ -176,7 +176,15 @@ static int32_t execute(PTORuntime* rt, PTOTask* t, int32_t worker_index) {
 /* Inline mode (no workers): run the oldest task on the calling thread. */
 int sched_run_inline(PTORuntime* rt, int32_t id) {
     PTOTask* t = rt_task(rt, id);
-    int32_t rc = execute(rt, t, -1);
+    int32_t rc;
+    if (rt->trace) {
+        const char* name = t->name;
+        int64_t s = trace_now();
+        rc = execute(rt, t, -1);
+        trace_record(&rt->trace->lanes[0], id, -1, name, s, trace_now());
+    } else {
+        rc = execute(rt, t, -1);
+    }
     rt->inline_executed++;
     if (rc == PTO_EXEC_ASYNC) {          /* wait for the backend's pto_task_complete */
         atomic_fetch_add(&rt->async_pending, 1);
@@ -232,6 +240,8 @@ static void idle(PTORuntime* rt, PTOWorker* w) {
 static void* worker_main(void* arg) {
     PTOWorker* w = arg;
     PTORuntime* rt = w->rt;
+    /* this worker's own trace lane (tracing is fixed before workers start) */
+    PTOTraceLane* lane = rt->trace ? &rt->trace->lanes[w->index + 1] : NULL;
     for (;;) {
         int32_t id = pop(rt, w);
         if (id < 0) {
@@ -245,7 +255,16 @@ static void* worker_main(void* arg) {
             continue;
         }
         PTOTask* t = rt_task(rt, id);
-        int32_t rc = execute(rt, t, w->index);
+        int32_t rc;
+        if (lane) {
+            /* name first: an asynchronous completion may recycle the slot once exec returns */
+            const char* name = t->name;
+            int64_t s = trace_now();
+            rc = execute(rt, t, w->index);
+            trace_record(lane, id, w->index, name, s, trace_now());   /* before consumers start */
+        } else {
+            rc = execute(rt, t, w->index);
+        }
         w->executed++;
         if (rc == PTO_EXEC_ASYNC) { atomic_fetch_add(&rt->async_pending, 1); continue; }
         sched_finish(rt, id, rc, w);

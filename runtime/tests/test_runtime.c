@@ -539,6 +539,127 @@ static void test_async(void) {
     pto_runtime_destroy(rt);
 }
 
+/* ================================================================ execution trace */
+
+/* A random DAG on `workers` threads with tracing: every task traced once, on a lane whose
+ * events are in order and never overlap, each task starting after all the tasks it must follow
+ * ended; then the JSON files, the env-var path, a capacity limit and misuse. */
+static void test_trace_dag(int64_t n, int workers, int threshold, int window, int files) {
+    Dag* d = dag_make(n, 4);
+    g_dag = d;
+    for (int t = 0; t < NT; t++) g_tens[t] = (PTOTensor){d->cells_par[t], TR, TC, TC, 8, "cells"};
+    PTORuntimeConfig cfg;
+    pto_runtime_config_default(&cfg);
+    cfg.num_workers = workers; cfg.execution_task_threshold = threshold; cfg.task_window = window;
+    cfg.record_graph = 1;
+    PTORuntime* rt = pto_runtime_create(&cfg);
+    CHECK_EQ(pto_runtime_enable_trace(rt, -1), PTO_EINVAL);
+    CHECK_EQ(pto_runtime_enable_trace(rt, 0), PTO_OK);
+    CHECK_EQ(pto_runtime_enable_trace(rt, 0), PTO_OK);              /* twice is fine */
+    dag_orch(rt, d);
+    CHECK_EQ(pto_runtime_run(rt), PTO_OK);
+    CHECK_EQ(pto_runtime_enable_trace(rt, 0), PTO_ESTATE);
+    int64_t m = pto_runtime_trace_events(rt, NULL, 0);
+    CHECK_EQ(m, n);
+    CHECK_EQ(pto_runtime_trace_dropped(rt), 0);
+    PTOTraceEvent* ev = calloc((size_t)m, sizeof *ev);
+    CHECK_EQ(pto_runtime_trace_events(rt, ev, m), m);
+    int64_t* start = malloc((size_t)n * sizeof *start), *end = malloc((size_t)n * sizeof *end);
+    int32_t* seen = calloc((size_t)n, sizeof *seen);
+    int64_t bad_order = 0, bad_overlap = 0, bad_dep = 0, bad_name = 0, bad_worker = 0;
+    for (int64_t k = 0; k < m; k++) {
+        const PTOTraceEvent* e = &ev[k];
+        if (e->task < 0 || e->task >= n) { bad_worker++; continue; }
+        seen[e->task]++;
+        start[e->task] = e->start_ns; end[e->task] = e->end_ns;
+        bad_name += strcmp(e->func, "dag") != 0;
+        bad_worker += workers ? (e->worker < 0 || e->worker >= workers) : e->worker != -1;
+        bad_order += e->end_ns < e->start_ns;
+        if (k > 0 && ev[k - 1].worker == e->worker) {            /* lanes come one after another */
+            bad_order += e->start_ns < ev[k - 1].start_ns;
+            bad_overlap += e->start_ns < ev[k - 1].end_ns;
+        }
+    }
+    int64_t not_once = 0;
+    for (int64_t i = 0; i < n; i++) not_once += seen[i] != 1;
+    for (int64_t i = 0; i < n && !not_once; i++)
+        for (int64_t k = d->dep_start[i]; k < d->dep_start[i + 1]; k++)
+            bad_dep += start[i] < end[d->deps[k]];
+    CHECK_EQ(not_once, 0); CHECK_EQ(bad_name, 0); CHECK_EQ(bad_worker, 0);
+    CHECK_EQ(bad_order, 0); CHECK_EQ(bad_overlap, 0); CHECK_EQ(bad_dep, 0);
+    char path[] = "/tmp/pto_trace_XXXXXX";
+    int fd = files ? mkstemp(path) : -1;
+    CHECK(fd >= 0 || !files);
+    if (fd >= 0) {                           /* small graphs only: a flow arrow per edge */
+        close(fd);
+        CHECK_EQ(pto_runtime_write_trace(rt, path, 1), PTO_OK);
+        FILE* f = fopen(path, "r");
+        char* text = calloc(1, 1 << 24);
+        size_t len = f ? fread(text, 1, (1 << 24) - 1, f) : 0;
+        if (f) fclose(f);
+        int64_t slices = 0, flows = 0;
+        for (const char* p = text; (p = strstr(p, "\"ph\":\"X\"")); p++) slices++;
+        for (const char* p = text; (p = strstr(p, "\"ph\":\"s\"")); p++) flows++;
+        CHECK(len > 0 && strstr(text, "\"thread_name\"") != NULL);
+        CHECK_EQ(slices, n);
+        PTORuntimeStats st; pto_runtime_get_stats(rt, &st);
+        CHECK_EQ(flows, st.edges);
+        CHECK_EQ(pto_runtime_write_stats(rt, path), PTO_OK);
+        f = fopen(path, "r");
+        len = f ? fread(text, 1, (1 << 24) - 1, f) : 0;
+        if (f) fclose(f);
+        text[len] = 0;
+        char want[64];
+        snprintf(want, sizeof want, "\"dag\":{\"count\":%lld,", (long long)n);
+        CHECK(strstr(text, want) != NULL);
+        CHECK(strstr(text, "\"critical_path\":[") != NULL);
+        free(text);
+        CHECK_EQ(pto_runtime_write_trace(rt, "/nonexistent-dir/t.json", 1), PTO_EIO);
+        unlink(path);
+    }
+    free(ev); free(start); free(end); free(seen);
+    pto_runtime_destroy(rt);
+    dag_free(d);
+}
+
+static void test_trace_env_and_limits(void) {
+    char path[] = "/tmp/pto_trace_env_XXXXXX";
+    int fd = mkstemp(path);
+    CHECK(fd >= 0);
+    if (fd < 0) return;
+    close(fd);
+    setenv("PTO_TRACE", path, 1);
+    PTORuntime* rt = mk(0, 64, 0);
+    unsetenv("PTO_TRACE");
+    for (int i = 0; i < 200; i++) task1(rt, 3, 0, 0, 8, 8);       /* window 64: runs inline */
+    CHECK_EQ(pto_runtime_run(rt), PTO_OK);
+    CHECK_EQ(pto_runtime_trace_events(rt, NULL, 0), 200);
+    pto_runtime_destroy(rt);                                      /* writes the file */
+    FILE* f = fopen(path, "r");
+    static char text[1 << 16];
+    size_t len = f ? fread(text, 1, sizeof text - 1, f) : 0;
+    if (f) fclose(f);
+    text[len] = 0;
+    CHECK(strstr(text, "orchestrator (inline)") != NULL);
+    CHECK(strstr(text, "\"args\":{\"task\":199}") != NULL);
+    CHECK(strstr(text, "\"ph\":\"s\"") != NULL);               /* PTO_TRACE records the graph */
+    unlink(path);
+    /* a capacity limit drops and counts; tracing off reports nothing */
+    rt = mk(2, 1 << 16, 0);
+    CHECK_EQ(pto_runtime_enable_trace(rt, 10), PTO_OK);
+    for (int i = 0; i < 3000; i++) task1(rt, 1, 0, 0, 8, 8);
+    CHECK_EQ(pto_runtime_run(rt), PTO_OK);
+    CHECK_EQ(pto_runtime_trace_events(rt, NULL, 0) + pto_runtime_trace_dropped(rt), 3000);
+    CHECK(pto_runtime_trace_events(rt, NULL, 0) <= 20);
+    pto_runtime_destroy(rt);
+    rt = mk(1, 64, 0);
+    task1(rt, 1, 0, 0, 8, 8);
+    CHECK_EQ(pto_runtime_run(rt), PTO_OK);
+    CHECK_EQ(pto_runtime_trace_events(rt, NULL, 0), 0);
+    CHECK_EQ(pto_runtime_trace_events(NULL, NULL, 0), PTO_EINVAL);
+    pto_runtime_destroy(rt);
+}
+
 int main(int argc, char** argv) {
     if (argc > 1) g_scale = atof(argv[1]);
     setvbuf(stdout, NULL, _IONBF, 0);
@@ -552,6 +673,12 @@ int main(int argc, char** argv) {
     test_failure(2, 16, 1024);
     test_failure(2, 0, 1 << 18);
     test_failure(1, 1, 64);
+    printf("execution trace\n");
+    test_trace_dag(scaled(40000), 2, 0, 1 << 16, 0);            /* > one 16K-event chunk per lane */
+    test_trace_dag(scaled(20000), 3, 16, 256, 0);
+    test_trace_dag(1000, 2, 0, 1 << 12, 1);
+    test_trace_dag(1000, 0, 0, 1 << 10, 1);
+    test_trace_env_and_limits();
     printf("random DAGs\n");
     run_dag("inline, big window", scaled(20000), 4, 0, 0, 1 << 15, 0);
     run_dag("safe, 1 worker", scaled(20000), 4, 1, 0, 1 << 15, 0);
