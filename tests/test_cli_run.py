@@ -189,3 +189,42 @@ def test_compare_treats_equal_infinities_and_nans_as_matching():
     assert not compare("t", flipped, want, 1e-5, 1e-6).ok
     finite = np.array([1e30, -np.inf, np.nan, 1.0], np.float32)
     assert not compare("t", finite, want, 1e-5, 1e-6).ok
+
+
+def _arm64_available() -> bool:
+    import shutil
+    from pto_core import plugins
+    try:
+        plugins.get_backend("arm64")
+    except Exception:
+        return False
+    return shutil.which("gcc") is not None
+
+
+@pytest.mark.skipif(not _arm64_available(), reason="needs the arm64 backend plugin and gcc")
+def test_trace_and_stats_of_a_compiled_target(capsys, tmp_path, monkeypatch):
+    from collections import Counter
+
+    from pto_core.program import load_program
+    from pto_core.reference import trace_calls
+    from pto_core.trace import chrome_trace_graph, check_trace, load_chrome_trace
+
+    monkeypatch.delenv("PTO_TRACE", raising=False)
+    monkeypatch.delenv("PTO_STATS", raising=False)
+    trace = tmp_path / "t.json"
+    rc, out, err = pto_run(capsys, EXAMPLES / "fused_softmax.py", "--target", "arm64",
+                           "--set", "num_tiles=6", "--workers", "2", "--trace", trace, "--stats",
+                           "--check")
+    assert rc == 0, out + err
+    # the trace the runtime wrote inside the launched library is complete and consistent
+    graph = chrome_trace_graph(trace)
+    check_trace(load_chrome_trace(trace), graph)
+    assert "(consistent)" in out
+    # per-function task counts equal the reference interpreter's calls
+    prog = load_program(EXAMPLES / "fused_softmax.py")
+    want = Counter(c.callee for c in trace_calls(prog.module, {"num_tiles": 6}))
+    assert graph.count_by_func() == dict(want)
+    for func, n in want.items():
+        assert re.search(rf"^{func}\s+{n}\s", out, re.M), out
+    assert f"tasks {sum(want.values())}," in out
+    assert "PTO_TRACE" not in __import__("os").environ      # restored after the launch

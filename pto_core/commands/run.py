@@ -19,18 +19,28 @@ between BLAS, backends and the tiled program, and its error grows with the magni
 sums); f64 1e-12 / 1e-12; f16 1e-2 / 1e-2; bf16 5e-2 / 5e-2 (8-bit mantissa); integers exact.
 A program may set ``TOLERANCE = {"rtol": r, "atol": a}`` (for every tensor) or
 ``{"name": (r, a), ...}`` (per tensor); ``--rtol``/``--atol`` override both.
+
+``--trace OUT.json`` and ``--stats`` on a compiled target set ``PTO_TRACE`` / ``PTO_STATS`` around
+the launch: the C runtime inside the launched library reads them when it is created and writes
+the Chrome trace and the statistics when it is destroyed, so nothing here depends on how the
+backend launches. The trace is then checked against the dependencies it records
+(:func:`pto_core.trace.check_trace`) and ``--stats`` prints :func:`pto_core.trace.format_stats`.
+On the reference target ``--stats`` counts the tasks per function.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import importlib
 import inspect
+import os
+import tempfile
 import time
 from collections import Counter
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Iterator, Mapping
 
 import numpy as np
 
@@ -40,6 +50,8 @@ from ..options import CompileOptions
 from ..program import Program, load_program
 from ..reference import numpy_dtype, run_module, trace_calls
 from ..shapes import derive_shapes
+from ..trace import (chrome_trace_graph, format_stats, load_chrome_trace, load_runtime_stats,
+                     validate_trace)
 from .common import add_compile_arguments, options_from_args, parse_assignments
 
 REFERENCE = "reference"
@@ -250,6 +262,37 @@ def launch(target: str, module: Module, tensors: dict[str, np.ndarray], scalars:
     return dict(result) if result is not None else arrays
 
 
+@contextlib.contextmanager
+def runtime_observation(trace: Path | None, stats: Path | None) -> Iterator[None]:
+    """Set ``PTO_TRACE`` / ``PTO_STATS`` (read by the C runtime when it is created, written when
+    it is destroyed) for the duration of the block, restoring the environment afterwards."""
+    saved = {k: os.environ.get(k) for k in ("PTO_TRACE", "PTO_STATS")}
+    try:
+        for key, path in (("PTO_TRACE", trace), ("PTO_STATS", stats)):
+            if path is not None:
+                os.environ[key] = str(Path(path).resolve())
+        yield
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+
+def report_trace(path: Path) -> bool:
+    """Check a trace the runtime wrote against the dependencies it records; print a summary."""
+    if not path.exists():
+        print(f"  --trace: the target wrote no trace to {path}")
+        return False
+    events = load_chrome_trace(path)
+    problems = validate_trace(events, chrome_trace_graph(path))
+    workers = len({e.worker for e in events})
+    print(f"  trace: {len(events)} tasks on {workers} worker(s) -> {path} "
+          f"({'consistent' if not problems else 'INCONSISTENT: ' + '; '.join(problems[:3])})")
+    return not problems
+
+
 def call_numpy_reference(program: Program, inputs: dict[str, np.ndarray],
                           scalars: dict[str, Any]) -> dict[str, np.ndarray]:
     ref = program.numpy_reference
@@ -272,12 +315,6 @@ def run(args: argparse.Namespace) -> int:
         raise PTOError(f"{args.file}: no function '{entry}' to run")
     fn = module.functions[entry]
     options = options_from_args(args)
-    extra = dict(options.extra)
-    if args.stats:
-        extra["stats"] = True
-    if args.trace is not None:
-        extra["trace"] = str(args.trace)
-    options = dataclasses.replace(options, extra=tuple(extra.items()))
 
     scalars = resolve_scalars(fn, program.defaults, parse_assignments(args.sets))
     shapes = derive_shapes(module, scalars, parse_shapes(args.shapes), entry=entry)
@@ -292,10 +329,22 @@ def run(args: argparse.Namespace) -> int:
         shape = "x".join(map(str, shapes[name]))
         print(f"  {name:<16} {shape:<10} {t.dtype.value:<5} {modes[name]:<6} ({fill})")
 
-    start = time.perf_counter()
-    outputs = launch(args.target, module, inputs, scalars, options, args.workers, entry)
-    elapsed = time.perf_counter() - start
-    print(f"  ran in {elapsed * 1e3:.2f} ms")
+    compiled = args.target != REFERENCE
+    with tempfile.TemporaryDirectory(prefix="pto-run-") as tmp:
+        stats_path = Path(tmp) / "stats.json" if (args.stats and compiled) else None
+        trace_path = args.trace if compiled else None
+        with runtime_observation(trace_path, stats_path):
+            start = time.perf_counter()
+            outputs = launch(args.target, module, inputs, scalars, options, args.workers, entry)
+            elapsed = time.perf_counter() - start
+        print(f"  ran in {elapsed * 1e3:.2f} ms")
+        if trace_path is not None:
+            report_trace(trace_path)
+        if stats_path is not None:
+            if stats_path.exists():
+                print(format_stats(load_runtime_stats(stats_path)), end="")
+            else:
+                print(f"  --stats: target {args.target} wrote no runtime statistics")
 
     if args.target == REFERENCE:
         if args.stats:
