@@ -24,6 +24,7 @@ import os
 from pathlib import Path
 from typing import Any, Mapping
 
+from pto_core.backend import BackendPlugin
 from pto_core.codegen.cstyle import kernel_symbol
 from pto_core.hookspecs import BackendInfo, BindingSource, KernelSource
 from pto_core.ir import Category, Function, MemRefType, Module
@@ -40,11 +41,12 @@ def cann_home() -> Path | None:
     return Path(home) if home else None
 
 
-class AscendBackend:
-    """Everything an Ascend plugin does, for one architecture."""
+class AscendBackend(BackendPlugin):
+    """Everything an Ascend plugin does, for one architecture; an instance is the plugin."""
 
     def __init__(self, arch: AscendArch) -> None:
         self.arch = arch
+        self.name = arch.name
 
     # ------------------------------------------------------------------ describe
     def info(self) -> BackendInfo:
@@ -95,7 +97,7 @@ class AscendBackend:
 
     def launch(self, module: Module, build_dir: Path, tensors: Mapping[str, Any],
                scalars: Mapping[str, int], options: CompileOptions | None,
-               workers: int = 2) -> Mapping[str, Any]:
+               workers: int = 2, threshold: int = 0) -> Mapping[str, Any]:
         """Run the entry function with numpy arrays in and out (the CPU check; running on an
         NPU needs device memory management this hook does not do)."""
         return cpu_check.run(self.arch, module, Path(build_dir) / "cpu_check", tensors,
