@@ -13,6 +13,10 @@
 #include <stdio.h>
 #include <time.h>
 
+/* Everything declared below is internal to the library: hidden, so calls between the runtime's
+ * files in a shared library are direct (no PLT, no interposition) and can be inlined. */
+#pragma GCC visibility push(hidden)
+
 #define PTO_QUEUE_ANY   4          /* index of the queue for PTO_WORKER_ANY tasks */
 #define PTO_STATE_FAILED 6         /* only in graph records: the kernel returned non-zero */
 
@@ -23,7 +27,7 @@
 typedef struct PTOAccess {
     void*   base;
     int64_t r0, c0, r1, c1;        /* half-open rectangle in elements */
-    int64_t rows;                  /* the tensor's row count (sizes the bucket index) */
+    int64_t rows, cols;            /* the tensor's shape (sizes the bucket grid) */
     int32_t mode;                  /* ACC_READ | ACC_WRITE */
     int32_t pad;
 } PTOAccess;
@@ -64,19 +68,26 @@ typedef struct PTODep { int32_t task; int32_t next; } PTODep;
 #define DEP_CHUNK       (1 << DEP_CHUNK_SHIFT)
 #define DEP_MAX_CHUNKS  (1 << 16)
 
-/* Tensor map: per data pointer, buckets of row-blocks; each bucket has a chain of writer
- * entries and a chain of reader entries. An entry sits in the bucket of its first row;
- * `span` is the largest number of extra buckets any entry reaches, so a lookup scans
- * [first-span, last] buckets. */
+/* Tensor map: per data pointer, a grid of buckets of (row block, column block); each bucket
+ * has a chain of writer entries and a chain of reader entries. An entry sits in the bucket of
+ * its first row and first column; `rspan`/`cspan` are the most extra blocks any bucketed entry
+ * reaches, so a lookup scans [first-rspan, last] x [first-cspan, last]. Entries reaching more
+ * than TM_SPAN_MAX extra blocks (or outside the grid) go to the tensor's `wide` chains, which
+ * every lookup of that tensor scans: one huge access does not widen every later lookup. */
 typedef struct TMEntry { int64_t r0, c0, r1, c1; int32_t task; int32_t next; } TMEntry;
 /* Chains run oldest -> newest (append at the tail), so retired entries - whose ids are the
  * smallest - form a prefix that an insert pops in O(1) amortised. */
 typedef struct TMChain { int32_t head, tail; } TMChain;
 typedef struct TMBucket { TMChain w, r; } TMBucket;   /* writers, readers */
+#define TM_SPAN_MAX 8
 typedef struct TMTensor {
     void*     base;
-    int32_t   shift, span, nb, pad;
-    TMBucket* b;
+    int32_t   rshift, cshift;      /* block = 2^rshift rows x 2^cshift columns */
+    int32_t   rspan, cspan;
+    int32_t   nrb, ncb;            /* row blocks allocated so far (grown on demand), column blocks */
+    int32_t   max_rb, pad;         /* row-block limit of the grid */
+    TMBucket  wide;
+    TMBucket* b;                   /* nrb * ncb buckets, row-major */
 } TMTensor;
 #define TM_CACHE 16
 typedef struct TMap {
@@ -271,5 +282,7 @@ static inline void trace_record(PTOTraceLane* L, int32_t task, int32_t worker, c
 
 /* dump.c */
 int  dump_to_file(PTORuntime* rt, FILE* f);
+
+#pragma GCC visibility pop
 
 #endif

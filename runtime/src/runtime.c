@@ -288,7 +288,7 @@ static int add_tensor(PTORuntime* rt, int32_t task, const PTOTensor* x, int64_t 
     PTOStage* st = &rt->stages[t->stage];
     PTOAccess* a = &st->acc[st->n++];
     *a = (PTOAccess){.base = x->data, .r0 = r0, .c0 = c0, .r1 = r0 + rows, .c1 = c0 + cols,
-                     .rows = xr, .mode = mode};
+                     .rows = xr, .cols = xc, .mode = mode};
     return PTO_OK;
 }
 

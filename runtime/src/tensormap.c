@@ -1,14 +1,15 @@
 /* tensormap.c - finds the producers/readers a new access conflicts with, and creates the
  * dependency edges (the fanout pool lives here so the lookup inlines edge creation).
  *
- * Keyed by (data pointer, rectangle). Per data pointer the rows are cut into blocks of
- * 2^shift rows (shift fixed by the first access seen: its row count rounded down to a
- * power of two, raised so a tensor has at most 2^20 blocks), so tile-sized accesses land
- * in their own bucket and a lookup touches only the few entries that can overlap. Each
- * bucket keeps a writer chain and a reader chain, oldest entry first: entries of retired
- * tasks (id < last_alive) are a prefix, popped on the next walk or insert; a sweep at most
- * once per pool's worth of inserts clears buckets nobody touches any more. That keeps the
- * pool proportional to the live entries. Only the orchestrator touches any of it. */
+ * Keyed by (data pointer, rectangle). Per data pointer the tensor is cut into blocks of
+ * 2^rshift rows x 2^cshift columns (fixed by the first access seen: its extent rounded down to
+ * powers of two, raised so a tensor has at most 2^20 blocks), so tile-sized accesses land in
+ * their own bucket and a lookup touches only the few entries that can overlap - in both
+ * dimensions: tiles (i, j) of one row block (attention scores indexed by q and kv tile) do not
+ * share a bucket. Each bucket keeps a writer chain and a reader chain, oldest entry first:
+ * entries of retired tasks (id < last_alive) are a prefix, popped on the next walk or insert;
+ * a sweep at most once per pool's worth of inserts clears buckets nobody touches any more.
+ * That keeps the pool proportional to the live entries. Only the orchestrator touches any of it. */
 #include "rt_internal.h"
 
 #include <stdlib.h>
@@ -53,9 +54,16 @@ static int index_put(TMap* tm, void* base, int32_t idx) {
 }
 
 /* Find or create the record of a data pointer; returns its index or a negative error. */
-#define TM_MAX_BUCKETS_LOG2 20    /* at most 2^20 row blocks per tensor */
+#define TM_MAX_BUCKETS_LOG2 20    /* at most 2^20 blocks per tensor */
 
-static int32_t tensor_of(TMap* tm, void* base, int64_t rows_of_first_access, int64_t tensor_rows) {
+static inline int32_t log2_floor(int64_t v) {
+    int32_t k = 0;
+    while (k < 62 && ((int64_t)2 << k) <= v) k++;
+    return k;
+}
+
+static int32_t tensor_of(TMap* tm, const PTOAccess* a) {
+    void* base = a->base;
     uint32_t slot = (uint32_t)(((uintptr_t)base >> 6) ^ ((uintptr_t)base >> 20)) & (TM_CACHE - 1);
     if (tm->cache_base[slot] == base) return tm->cache_idx[slot];
     uint32_t m = tm->index_cap - 1, h = hash_ptr(base) & m;
@@ -77,28 +85,35 @@ static int32_t tensor_of(TMap* tm, void* base, int64_t rows_of_first_access, int
         free(tm->index); tm->index = ni; tm->index_cap = nc;
         for (int32_t i = 0; i < tm->ntensors; i++) index_put(tm, tm->tensors[i].base, i);
     }
-    int32_t shift = 0;
-    while (shift < 40 && ((int64_t)2 << shift) <= rows_of_first_access) shift++;
-    while (shift < 62 && (tensor_rows >> shift) > ((int64_t)1 << TM_MAX_BUCKETS_LOG2)) shift++;
+    int32_t rs = log2_floor(a->r1 - a->r0), cs = log2_floor(a->c1 - a->c0);
+    int64_t rows = a->rows > 0 ? a->rows : 1, cols = a->cols > 0 ? a->cols : 1;
+    /* coarsen the finer dimension until the grid has at most 2^20 blocks */
+    while ((((rows - 1) >> rs) + 1) * (((cols - 1) >> cs) + 1) > ((int64_t)1 << TM_MAX_BUCKETS_LOG2)) {
+        if (((rows - 1) >> rs) >= ((cols - 1) >> cs)) rs++; else cs++;
+    }
     TMTensor* t = &tm->tensors[tm->ntensors];
     memset(t, 0, sizeof *t);
-    t->base = base; t->shift = shift;
+    t->base = base; t->rshift = rs; t->cshift = cs;
+    t->ncb = (int32_t)(((cols - 1) >> cs) + 1);
+    t->max_rb = (int32_t)(((int64_t)1 << TM_MAX_BUCKETS_LOG2) / t->ncb);
+    t->wide = (TMBucket){{-1, -1}, {-1, -1}};
     index_put(tm, base, tm->ntensors);
     tm->cache_base[slot] = base; tm->cache_idx[slot] = tm->ntensors;
     return tm->ntensors++;
 }
 
-static int grow_buckets(TMap* tm, TMTensor* t, int64_t need) {
-    if (need <= t->nb) return PTO_OK;
-    int64_t nb = t->nb ? t->nb : 4;
+/* Make row blocks [0, need) exist (need <= max_rb). */
+static int grow_rows(TMap* tm, TMTensor* t, int64_t need) {
+    if (need <= t->nrb) return PTO_OK;
+    int64_t nb = t->nrb ? t->nrb : 4;
     while (nb < need) nb *= 2;
-    if (nb > INT32_MAX) return PTO_ENOMEM;
-    TMBucket* b = realloc(t->b, (size_t)nb * sizeof *b);
+    if (nb > t->max_rb) nb = t->max_rb;
+    TMBucket* b = realloc(t->b, (size_t)nb * (size_t)t->ncb * sizeof *b);
     if (!b) return PTO_ENOMEM;
     t->b = b;
-    for (int64_t i = t->nb; i < nb; i++) b[i] = (TMBucket){{-1, -1}, {-1, -1}};
-    tm->bucket_bytes += (nb - t->nb) * (int64_t)sizeof *b;
-    t->nb = (int32_t)nb;
+    for (int64_t i = (int64_t)t->nrb * t->ncb; i < nb * t->ncb; i++) b[i] = (TMBucket){{-1, -1}, {-1, -1}};
+    tm->bucket_bytes += (nb - t->nrb) * t->ncb * (int64_t)sizeof *b;
+    t->nrb = (int32_t)nb;
     return PTO_OK;
 }
 
@@ -127,10 +142,12 @@ static void sweep_chain(TMap* tm, TMChain* ch, int32_t last_alive) {
 static void sweep(TMap* tm, int32_t last_alive) {
     for (int32_t k = 0; k < tm->ntensors; k++) {
         TMTensor* t = &tm->tensors[k];
-        for (int32_t b = 0; b < t->nb; b++) {
+        for (int64_t b = 0; b < (int64_t)t->nrb * t->ncb; b++) {
             sweep_chain(tm, &t->b[b].w, last_alive);
             sweep_chain(tm, &t->b[b].r, last_alive);
         }
+        sweep_chain(tm, &t->wide.w, last_alive);
+        sweep_chain(tm, &t->wide.r, last_alive);
     }
     tm->since_sweep = 0;
 }
@@ -292,30 +309,50 @@ static inline __attribute__((always_inline)) int walk(PTORuntime* rt, TMChain* c
  * access. Doing both in one pass is safe for a task with several accesses: edges to itself
  * are skipped, and when its own later write covers its earlier entry, the later entry
  * stands for both. */
+static inline int walk_bucket(PTORuntime* rt, TMBucket* b, int32_t task, const PTOAccess* a) {
+    int rc = walk(rt, &b->w, task, a);
+    if (rc == PTO_OK && (a->mode & ACC_WRITE)) rc = walk(rt, &b->r, task, a);
+    return rc;
+}
+
 int tm_access(PTORuntime* rt, int32_t task, const PTOAccess* a) {
     TMap* tm = &rt->tm;
-    int32_t k = tensor_of(tm, a->base, a->r1 - a->r0, a->rows);
+    int32_t k = tensor_of(tm, a);
     if (k < 0) return k;
     TMTensor* t = &tm->tensors[k];
-    const int64_t first = a->r0 >> t->shift, last = (a->r1 - 1) >> t->shift;
-    int rc = grow_buckets(tm, t, first + 1);
-    if (rc < 0) return rc;
-    int64_t b0 = first - t->span, b1 = last < t->nb ? last : (int64_t)t->nb - 1;
-    if (b0 < 0) b0 = 0;
-    for (int64_t b = b0; b <= b1; b++) {
-        rc = walk(rt, &t->b[b].w, task, a);
+    const int64_t rf = a->r0 >> t->rshift, rl = (a->r1 - 1) >> t->rshift;
+    const int64_t cf = a->c0 >> t->cshift, cl = (a->c1 - 1) >> t->cshift;
+    /* bucketed when it reaches few blocks and lies in the grid (another view of the pointer may
+     * name a bigger shape than the first one did), else in the wide chains */
+    const bool wide = rl - rf > TM_SPAN_MAX || cl - cf > TM_SPAN_MAX || cf >= t->ncb || rf >= t->max_rb;
+    int rc;
+    if (!wide && (rc = grow_rows(tm, t, rf + 1)) < 0) return rc;
+    if (t->wide.w.head >= 0 || t->wide.r.head >= 0) {
+        rc = walk_bucket(rt, &t->wide, task, a);
         if (rc < 0) return rc;
-        if (a->mode & ACC_WRITE) {
-            rc = walk(rt, &t->b[b].r, task, a);
+    }
+    int64_t r0 = rf - t->rspan, r1 = rl < t->nrb ? rl : (int64_t)t->nrb - 1;
+    int64_t c0 = cf - t->cspan, c1 = cl < t->ncb ? cl : (int64_t)t->ncb - 1;
+    if (r0 < 0) r0 = 0;
+    if (c0 < 0) c0 = 0;
+    for (int64_t r = r0; r <= r1; r++) {
+        TMBucket* row = &t->b[r * t->ncb];
+        for (int64_t c = c0; c <= c1; c++) {
+            rc = walk_bucket(rt, &row[c], task, a);
             if (rc < 0) return rc;
         }
     }
     int32_t i = entry_alloc(rt);
     if (i < 0) return i;
-    if (last - first > t->span) t->span = (int32_t)(last - first);
     TMEntry* e = &tm->e[i];
     e->r0 = a->r0; e->c0 = a->c0; e->r1 = a->r1; e->c1 = a->c1; e->task = task; e->next = -1;
-    TMChain* ch = (a->mode & ACC_WRITE) ? &t->b[first].w : &t->b[first].r;
+    TMBucket* home = &t->wide;
+    if (!wide) {
+        if (rl - rf > t->rspan) t->rspan = (int32_t)(rl - rf);
+        if (cl - cf > t->cspan) t->cspan = (int32_t)(cl - cf);
+        home = &t->b[rf * t->ncb + cf];
+    }
+    TMChain* ch = (a->mode & ACC_WRITE) ? &home->w : &home->r;
     pop_retired(tm, ch, rt->last_alive);
     if (ch->tail >= 0) tm->e[ch->tail].next = i; else ch->head = i;
     ch->tail = i;
