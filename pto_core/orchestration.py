@@ -9,7 +9,9 @@ One source per module serves every backend. It calls only the runtime API of
 * a CALL of an InCore function becomes ``pto_task_alloc`` + one ``pto_task_add_input/output/
   inout`` per memref parameter IN PARAMETER ORDER, with the element region of the footprint rule
   (``row_off = row * R``, ``col_off = col * C``, ``rows = R``, ``cols = C``) +
-  ``pto_task_add_scalar`` per scalar parameter + ``pto_task_submit``;
+  ``pto_task_add_scalar`` per scalar parameter + ``pto_task_submit``; a memref parameter the
+  kernel never touches (mode ``none``) still takes its two slots through ``pto_task_add_arg``
+  (pointer at the call's offsets counted in elements, and ld), which creates no dependency;
 * a CALL of another orchestration function is a C call.
 
 Kernel pointers stay out of this file so it stays platform-independent: the backend's runtime
@@ -46,7 +48,7 @@ from .ir import (Call, Category, For, Function, If, Instr, MemRefType, Module, R
                  ScalarType)
 
 _ADD = {"in": "pto_task_add_input", "out": "pto_task_add_output",
-        "inout": "pto_task_add_inout", "none": "pto_task_add_input"}
+        "inout": "pto_task_add_inout"}
 
 
 def c_module_name(module: Module) -> str:
@@ -168,14 +170,17 @@ class _Emitter:
         for p in callee.params:
             a = arg_of(p.name)
             if isinstance(p.type, MemRefType):
-                rows, cols = footprint(callee, p.name, self.module)
                 mode = modes[p.name]
-                if mode == "none":
-                    rows, cols = 1, 1    # never accessed: still two argument slots
                 i = self.c.index
                 r = i(a.row) if a is not None and a.row is not None else "0"
                 c = i(a.col) if a is not None and a.col is not None else "0"
                 tensor = a.value if a is not None else p.name
+                if mode == "none":
+                    # never accessed: still two argument slots, but no region to depend on
+                    # (no footprint either, so the offsets count single elements)
+                    self.out(f"pto_task_add_arg(rt, _pto_t, {tensor}, {r}, {c});")
+                    continue
+                rows, cols = footprint(callee, p.name, self.module)
                 self.out(f"{_ADD[mode]}(rt, _pto_t, {tensor}, ({r}) * {rows}, ({c}) * {cols}, "
                          f"{rows}, {cols});")
             else:

@@ -191,6 +191,7 @@ def load_library() -> C.CDLL:
                 "pto_task_add_output": (C.c_int, [P, I32, T, I64, I64, I64, I64]),
                 "pto_task_add_inout": (C.c_int, [P, I32, T, I64, I64, I64, I64]),
                 "pto_task_add_scalar": (C.c_int, [P, I32, I64]),
+                "pto_task_add_arg": (C.c_int, [P, I32, T, I64, I64]),
                 "pto_task_submit": (C.c_int, [P, I32]),
                 "pto_task_state": (C.c_int, [P, I32]),
                 "pto_runtime_run": (C.c_int, [P]),
@@ -385,6 +386,21 @@ class Runtime:
     def add_inout(self, task: int, a: np.ndarray, row_off: int = 0, col_off: int = 0,
                   rows: Optional[int] = None, cols: Optional[int] = None) -> None:
         self._add(self._lib.pto_task_add_inout, "add_inout", task, a, row_off, col_off, rows, cols)
+
+    def add_arg(self, task: int, a: np.ndarray, row_off: int = 0, col_off: int = 0) -> None:
+        """Pointer to ``a[row_off, col_off]`` and the row stride, WITHOUT dependency tracking
+        (``pto_task_add_arg``): for an array the kernel never touches."""
+        if not isinstance(a, np.ndarray):
+            raise PTORuntimeError(PTO_EINVAL, "add_arg", "expects a numpy array")
+        if a.ndim == 1:
+            a = a.reshape(1, -1)
+        if a.ndim != 2 or a.strides[1] != a.itemsize or a.strides[0] % a.itemsize or a.strides[0] < 0:
+            raise PTORuntimeError(PTO_EINVAL, "add_arg", "needs a 2-D array with contiguous rows")
+        ld = max(a.strides[0] // a.itemsize, a.shape[1])
+        t = _Tensor(a.__array_interface__["data"][0], a.shape[0], a.shape[1], ld, a.itemsize, None)
+        self._keep.append(a)
+        self._check(self._lib.pto_task_add_arg(self._handle(), task, C.byref(t), row_off, col_off),
+                    "add_arg")
 
     def add_scalar(self, task: int, value: Union[int, float]) -> None:
         """int -> its value; float -> the bit pattern of a double (KernelArgs.f64)."""

@@ -160,3 +160,56 @@ def test_generated_orchestration_submits_what_the_reference_traces(tmp_path, wor
                              else int(v))
         want.append((order.index(tc.callee), len(slots), *slots))
     assert got == sorted(want)
+
+
+def untouched_param_module() -> PTOModule:
+    """``use`` has a memref parameter ``aux`` it never touches; the orchestration passes it the
+    buffer ``fill`` just wrote."""
+    m = PTOModule("untouched")
+    (PTOFunctionBuilder("fill", module=m).in_core()
+     .memref("dst", GM, F32).tile("x", 4, 8, F32)
+     .load("x", "dst").store("dst", "x").build())
+    (PTOFunctionBuilder("use", module=m).in_core()
+     .memref("src", GM, F32).memref("aux", GM, F32).memref("dst", GM, F32)
+     .tile("x", 4, 8, F32).load("x", "src").store("dst", "x").build())
+    (PTOFunctionBuilder("orch", module=m).not_in_core()
+     .memref("buf", GM, F32).memref("inp", GM, F32).memref("out", GM, F32)
+     .call("fill", {"dst": "buf"})
+     .call("use", {"src": "inp", "aux": ("buf", 1, 2), "dst": "out"})
+     .build())
+    m.set_entry("orch")
+    return m
+
+
+def test_untouched_parameter_is_passed_without_a_dependency(tmp_path, monkeypatch):
+    m = untouched_param_module()
+    c = emit_orchestration(m)
+    assert "pto_task_add_arg(rt, _pto_t, buf, 1, 2);" in c
+    use_block = c[c.index("/* CALL @use */"):]
+    use_block = use_block[:use_block.index("pto_task_submit")]
+    assert re.findall(r"pto_task_add_(input|output|inout)\(rt, _pto_t, (\w+)", use_block) == [
+        ("input", "inp"), ("output", "out")]
+    if shutil.which("gcc") is None:
+        pytest.skip("gcc is not installed: the generated C is not run")
+    (tmp_path / "orch.c").write_text(c)
+    (tmp_path / "bind.c").write_text(_recording_binding(m))
+    lib = tmp_path / "liborch.so"
+    srcs = sorted(str(p) for p in (ROOT / "runtime" / "src").glob("*.c"))
+    subprocess.run(["gcc", "-std=gnu11", "-O1", "-shared", "-fPIC", "-pthread", "-Wall",
+                    "-Werror", "-Wno-unused-function", f"-I{ROOT / 'runtime' / 'include'}",
+                    "-o", str(lib), str(tmp_path / "orch.c"), str(tmp_path / "bind.c"), *srcs],
+                   check=True)
+    arrays = {k: np.zeros((4, 8), np.float32) for k in ("buf", "inp", "out")}
+    tens = (PTOTensorC * 3)(*[PTOTensorC(arrays[k].ctypes.data, 4, 8, 8, 4, k.encode())
+                              for k in ("buf", "inp", "out")])
+    monkeypatch.setenv("PTO_STATS", str(tmp_path / "stats.json"))   # read by the runtime
+    so = ctypes.CDLL(str(lib))
+    assert so.pto_module_run_untouched(tens, 3, None, 0, 0, 0) == 0
+    import json
+    stats = json.loads((tmp_path / "stats.json").read_text())
+    assert stats["tasks"] == 2 and stats["edges"] == 0
+    # the kernel still got aux's two slots: pointer to buf[1, 2] and buf's row stride
+    log = np.ctypeslib.as_array((ctypes.c_int64 * (4096 * 34)).in_dll(so, "pto_test_log"))
+    use = log.reshape(4096, 34)[1]
+    assert use[0] == kernel_order(m).index("use") and use[1] == 6
+    assert use[4] == arrays["buf"].ctypes.data + (1 * 8 + 2) * 4 and use[5] == 8

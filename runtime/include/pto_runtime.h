@@ -162,6 +162,12 @@ int pto_task_add_output(PTORuntime* rt, int32_t task, const PTOTensor* tensor,
                         int64_t row_off, int64_t col_off, int64_t rows, int64_t cols);
 int pto_task_add_inout (PTORuntime* rt, int32_t task, const PTOTensor* tensor,
                         int64_t row_off, int64_t col_off, int64_t rows, int64_t cols);
+/* A tensor argument WITHOUT dependency tracking: the same two slots (address of element
+ * (row_off, col_off), then ld) but no region and no tensor-map entry, so it creates no edge.
+ * For a parameter the kernel never touches, or memory the caller orders by other means.
+ * 0 <= row_off <= rows and 0 <= col_off <= cols (PTO_EBOUNDS otherwise). */
+int pto_task_add_arg(PTORuntime* rt, int32_t task, const PTOTensor* tensor,
+                     int64_t row_off, int64_t col_off);
 int pto_task_add_scalar(PTORuntime* rt, int32_t task, int64_t value);
 int pto_task_submit(PTORuntime* rt, int32_t task);
 /* Report the result of a task whose executor returned PTO_EXEC_ASYNC (thread-safe). */

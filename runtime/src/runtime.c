@@ -302,6 +302,20 @@ int pto_task_add_inout(PTORuntime* rt, int32_t task, const PTOTensor* x, int64_t
     return add_tensor(rt, task, x, r0, c0, rows, cols, ACC_READ | ACC_WRITE);
 }
 
+int pto_task_add_arg(PTORuntime* rt, int32_t task, const PTOTensor* x, int64_t r0, int64_t c0) {
+    int err;
+    PTOTask* t = building_task(rt, task, &err);
+    if (!t) return err;
+    if (!x || !x->data || x->elem_size <= 0 || x->rows < 0 || x->cols < 0 || x->ld < x->cols) return PTO_EINVAL;
+    if (r0 < 0 || c0 < 0 || r0 > x->rows || c0 > x->cols) return PTO_EBOUNDS;
+    int rc = reserve_args(rt, t, 2);
+    if (rc < 0) return rc;
+    t->args[t->num_args] = (int64_t)(intptr_t)((char*)x->data + (r0 * x->ld + c0) * x->elem_size);
+    t->args[t->num_args + 1] = x->ld;
+    t->num_args = (int16_t)(t->num_args + 2);
+    return PTO_OK;
+}
+
 int pto_task_add_scalar(PTORuntime* rt, int32_t task, int64_t value) {
     int err;
     PTOTask* t = building_task(rt, task, &err);

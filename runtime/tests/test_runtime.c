@@ -622,6 +622,28 @@ static void test_trace_dag(int64_t n, int workers, int threshold, int window, in
     dag_free(d);
 }
 
+/* pto_task_add_arg: two slots like a tensor argument, but no dependency either way. */
+static int64_t g_seen_ptr, g_seen_ld;
+static int32_t k_grab(const int64_t* a) { g_seen_ptr = a[0]; g_seen_ld = a[1]; return 0; }
+static void test_untracked_arg(void) {
+    PTORuntime* rt = mk(0, 64, 1);
+    int32_t w = task1(rt, 2, 0, 0, 8, 8);                          /* writer of T[0:8, 0:8] */
+    int32_t u = pto_task_alloc(rt, "untracked", k_grab, 0, PTO_WORKER_ANY);
+    CHECK_EQ(pto_task_add_arg(rt, u, &T64, 2, 3), PTO_OK);
+    CHECK_EQ(pto_task_add_arg(rt, u, &T64, 65, 0), PTO_EBOUNDS);
+    CHECK_EQ(pto_task_add_arg(rt, u, NULL, 0, 0), PTO_EINVAL);
+    CHECK_EQ(pto_task_submit(rt, u), PTO_OK);
+    CHECK_EQ(edges_of(rt), 0);                                    /* no RAW on the writer */
+    task1(rt, 2, 0, 0, 8, 8);                                     /* a later writer: WAW only */
+    CHECK_EQ(edges_of(rt), 1);
+    CHECK_EQ(pto_task_state(rt, u), PTO_TASK_READY);
+    CHECK_EQ(pto_runtime_run(rt), PTO_OK);
+    CHECK_EQ(g_seen_ptr, (int64_t)(intptr_t)&g_buf[2 * 64 + 3]);
+    CHECK_EQ(g_seen_ld, 64);
+    CHECK_EQ(pto_task_add_arg(rt, w, &T64, 0, 0), PTO_ESTATE);
+    pto_runtime_destroy(rt);
+}
+
 static void test_trace_env_and_limits(void) {
     char path[] = "/tmp/pto_trace_env_XXXXXX";
     int fd = mkstemp(path);
@@ -673,6 +695,7 @@ int main(int argc, char** argv) {
     test_failure(2, 16, 1024);
     test_failure(2, 0, 1 << 18);
     test_failure(1, 1, 64);
+    printf("untracked arguments\n");   test_untracked_arg();
     printf("execution trace\n");
     test_trace_dag(scaled(40000), 2, 0, 1 << 16, 0);            /* > one 16K-event chunk per lane */
     test_trace_dag(scaled(20000), 3, 16, 256, 0);

@@ -227,3 +227,20 @@ def test_dump_parses_with_the_core_dump_reader() -> None:
     assert before.edges == after.edges == ((0, 2), (1, 3), (2, 4), (3, 5))
     assert [t.state for t in before.tasks[:3]] == ["READY", "READY", "PENDING"]
     assert {t.state for t in after.tasks} == {"CONSUMED"}
+
+
+def test_untracked_argument_gets_two_slots_and_no_edge() -> None:
+    from pto_core.dump import parse_dump
+    buf = np.zeros((8, 8), np.float32)
+    seen = []
+    with Runtime(num_workers=0, record_graph=True) as rt:
+        w = rt.task("write", lambda a: 0)
+        rt.add_output(w, buf)
+        rt.submit(w)
+        u = rt.task("untracked", lambda a: seen.append((a.ptr(0), a[1])))
+        rt.add_arg(u, buf, 2, 3)
+        rt.submit(u)
+        rt.run()
+        graph = parse_dump(rt.dump())
+    assert graph.edges == ()
+    assert seen == [(buf.ctypes.data + (2 * 8 + 3) * 4, 8)]
