@@ -100,24 +100,34 @@ static inline float _pto_bits_f32(int32_t i) { float f; memcpy(&f, &i, 4); retur
 static inline int32_t _pto_f32_bits(float f) { int32_t i; memcpy(&i, &f, 4); return i; }
 static inline double _pto_arg_f64(int64_t a) { double d; memcpy(&d, &a, 8); return d; }
 
+/* Fused multiply-add where the hardware has it (so polynomial loops still vectorise), two
+ * roundings elsewhere. Kernels are compiled with -ffp-contract=off (every op of a program rounds
+ * on its own, as in the reference), so the helpers ask for their FMAs explicitly. */
+#if defined(__FMA__) || defined(__aarch64__)
+#define _PTO_FMA(a, b, c) fmaf((a), (b), (c))
+#else
+#define _PTO_FMA(a, b, c) ((a) * (b) + (c))
+#endif
+
 /* exp: n = round(x / ln 2), r = x - n ln 2 (two-part constant), degree-6 polynomial
  * (Cephes expf coefficients), scaled by 2^n as two factors so n in [-150, 128] never leaves
- * the normal exponent range (denormal results and overflow to inf come out right). */
+ * the normal exponent range (denormal results and overflow to inf come out right). The same
+ * steps and roundings as the NEON twin _pto_vexpq_f32 where _PTO_FMA is fused. */
 static inline float _pto_expf(float x) {
     x = x < -104.0f ? -104.0f : x;
     x = x > 89.0f ? 89.0f : x;
     float t = x * 1.44269504088896341f + 12582912.0f;   /* 1.5 * 2^23: round to nearest */
     float n = t - 12582912.0f;
     int32_t ni = _pto_f32_bits(t) - 0x4B400000;
-    float r = x - n * 0.693359375f;
-    r = r - n * -2.12194440e-4f;
+    float r = _PTO_FMA(-n, 0.693359375f, x);
+    r = _PTO_FMA(-n, -2.12194440e-4f, r);
     float p = 1.9875691500e-4f;
-    p = p * r + 1.3981999507e-3f;
-    p = p * r + 8.3334519073e-3f;
-    p = p * r + 4.1665795894e-2f;
-    p = p * r + 1.6666665459e-1f;
-    p = p * r + 5.0000001201e-1f;
-    p = p * (r * r) + r + 1.0f;
+    p = _PTO_FMA(p, r, 1.3981999507e-3f);
+    p = _PTO_FMA(p, r, 8.3334519073e-3f);
+    p = _PTO_FMA(p, r, 4.1665795894e-2f);
+    p = _PTO_FMA(p, r, 1.6666665459e-1f);
+    p = _PTO_FMA(p, r, 5.0000001201e-1f);
+    p = _PTO_FMA(p, r * r, r + 1.0f);
     int32_t h = ni >> 1, l = ni - h;
     return p * _pto_bits_f32((h + 127) << 23) * _pto_bits_f32((l + 127) << 23);
 }
@@ -289,6 +299,12 @@ class CStyleRenderer:
     def vec_store(self, dtype: ElementType, ptr: str, value: str) -> str | None:
         """*template* Store an f32 vector to ``vec_width`` elements at ``ptr``."""
         return None
+
+    def vec_holds_stored(self, dtype: ElementType) -> bool:
+        """*template* Does a computed vector equal what storing it to a ``dtype`` tile keeps?
+        Then later ops of the loop reuse the register instead of re-reading the (rounded)
+        element. True for f32; a vector type of the storage type (native f16) says so too."""
+        return dtype is E.F32
 
     # ---------------------------------------------------------------- expressions
     def literal(self, value: float | int, ctype: str) -> str:
@@ -720,7 +736,7 @@ class CStyleRenderer:
         dt = fn.type_of(dst).dtype
         out(f"{vt} _pto_v{k} = {self.vexpr(s.opdef.expr, env)};")
         out(self.vec_store(dt, f"&{dst}[_pto_r][_pto_c]", f"_pto_v{k}") + ";")
-        if dt is E.F32:
+        if self.vec_holds_stored(dt):
             live[dst] = f"_pto_v{k}"
         else:
             live.pop(dst, None)          # re-read the rounded value
@@ -760,12 +776,15 @@ class CStyleRenderer:
                 out(f"#if {self.vector_guard}" if self.vector_guard else "#if 1")
                 out.lines += vec
                 out("#else")
-            with out.block(f"for (int _pto_r = 0; _pto_r < {ta.rows}; _pto_r++)"):
-                out(f"{acc_t} _pto_acc = {self._reduce_init(kind, acc_t)};")
-                with out.block(f"for (int _pto_c = 0; _pto_c < {ta.cols}; _pto_c++)"):
-                    x = self.to_compute(ta.dtype, f"{a}[_pto_r][_pto_c]")
-                    out(f"_pto_acc = {self.reduce_step(kind, '_pto_acc', x, acc_t)};")
-                out(f"{dst}[_pto_r][0] = {self.from_compute(ta.dtype, '_pto_acc')};")
+            if acc_t == "float" and ta.cols >= 2 * self.REDUCE_LANES:
+                self._lane_row_reduce(out, dst, a, ta, kind)
+            else:
+                with out.block(f"for (int _pto_r = 0; _pto_r < {ta.rows}; _pto_r++)"):
+                    out(f"{acc_t} _pto_acc = {self._reduce_init(kind, acc_t)};")
+                    with out.block(f"for (int _pto_c = 0; _pto_c < {ta.cols}; _pto_c++)"):
+                        x = self.to_compute(ta.dtype, f"{a}[_pto_r][_pto_c]")
+                        out(f"_pto_acc = {self.reduce_step(kind, '_pto_acc', x, acc_t)};")
+                    out(f"{dst}[_pto_r][0] = {self.from_compute(ta.dtype, '_pto_acc')};")
             if vec is not None:
                 out("#endif")
         else:
@@ -780,6 +799,68 @@ class CStyleRenderer:
                             f"{self.reduce_step(kind, '_pto_acc[_pto_c]', x, acc_t)};")
                 with out.block(f"for (int _pto_c = 0; _pto_c < {ta.cols}; _pto_c++)"):
                     out(f"{dst}[0][_pto_c] = {self.from_compute(ta.dtype, '_pto_acc[_pto_c]')};")
+
+    #: independent partial accumulators of a portable f32 row reduction
+    REDUCE_LANES = 16
+
+    def _lane_row_reduce(self, out: _Out, dst: str, a: str, ta: TileType, kind: str) -> None:
+        """Portable f32 row reduction with :attr:`REDUCE_LANES` partial accumulators.
+
+        A single running sum is one long dependency chain that compilers may not reorder
+        (that would change the rounding), and a NaN-propagating max compiles to a
+        data-dependent branch per element. Here lane ``l`` accumulates columns ``l, l + L,
+        l + 2L, ...`` with a plain add or a plain select (``a > x ? a : x``, which is exactly
+        x86's ``maxps``); NaNs are tracked in separate flags and override the result at the
+        end. The lane loop has no dependency between iterations, so it vectorises without
+        -ffast-math (SSE, AVX and AVX-512 alike); ``unroll 1`` keeps GCC from unrolling it
+        into scalar code before the loop vectoriser sees it. Lanes are combined pairwise, the
+        tail added in order: the order is fixed by the source, not by the compiler.
+        """
+        L = self.REDUCE_LANES
+        main = ta.cols - ta.cols % L
+        nan = kind in ("max", "min")
+        rel = ">" if kind == "max" else "<"
+
+        def step(acc: str, x: str) -> str:
+            return f"{acc} + {x}" if not nan else f"{acc} {rel} {x} ? {acc} : {x}"
+
+        def elem(c: str) -> str:
+            return self.to_compute(ta.dtype, f"{a}[_pto_r][{c}]")
+
+        with out.block(f"for (int _pto_r = 0; _pto_r < {ta.rows}; _pto_r++)"):
+            out(f"float _pto_lane[{L}];")
+            if nan:
+                out(f"int32_t _pto_nan[{L}];")
+            with out.block(f"for (int _pto_l = 0; _pto_l < {L}; _pto_l++)"):
+                out(f"const float _pto_x = {elem('_pto_l')};")
+                out("_pto_lane[_pto_l] = _pto_x;")
+                if nan:
+                    out("_pto_nan[_pto_l] = _pto_x != _pto_x;")
+            with out.block(f"for (int _pto_c = {L}; _pto_c < {main}; _pto_c += {L})"):
+                out("#pragma GCC unroll 1")
+                with out.block(f"for (int _pto_l = 0; _pto_l < {L}; _pto_l++)"):
+                    out(f"const float _pto_x = {elem('_pto_c + _pto_l')};")
+                    out(f"_pto_lane[_pto_l] = {step('_pto_lane[_pto_l]', '_pto_x')};")
+                    if nan:
+                        out("_pto_nan[_pto_l] |= _pto_x != _pto_x;")
+            w = L // 2
+            while w:
+                with out.block(f"for (int _pto_l = 0; _pto_l < {w}; _pto_l++)"):
+                    out(f"_pto_lane[_pto_l] = "
+                        f"{step('_pto_lane[_pto_l]', f'_pto_lane[_pto_l + {w}]')};")
+                    if nan:
+                        out(f"_pto_nan[_pto_l] |= _pto_nan[_pto_l + {w}];")
+                w //= 2
+            out("float _pto_acc = _pto_lane[0];")
+            if main < ta.cols:
+                with out.block(f"for (int _pto_c = {main}; _pto_c < {ta.cols}; _pto_c++)"):
+                    out(f"const float _pto_x = {elem('_pto_c')};")
+                    out(f"_pto_acc = {step('_pto_acc', '_pto_x')};")
+                    if nan:
+                        out("_pto_nan[0] |= _pto_x != _pto_x;")
+            if nan:
+                out("if (_pto_nan[0]) _pto_acc = NAN;")
+            out(f"{dst}[_pto_r][0] = {self.from_compute(ta.dtype, '_pto_acc')};")
 
     def vector_row_reduce(self, fn: Function, s: Instr) -> list[str] | None:
         """Vector variant of a row reduction: lane-wise accumulation, then a horizontal

@@ -6,6 +6,14 @@ compilers auto-vectorise, so one source runs on the x86 host and under ``qemu-aa
 f32 and f16 tiles get NEON code (f16 is widened to f32 for the math and rounded once per op,
 exactly like the reference); other types use the portable loops.
 
+Native FP16 arithmetic: a fused loop over f16 tiles whose every op is a single IEEE operation
+(add, sub, mul, div, sqrt, max, min, neg, abs, 1/x, copies; constants exactly representable in
+f16) also gets a ``float16x8_t`` variant under ``__ARM_FEATURE_FP16_VECTOR_ARITHMETIC`` (e.g.
+``-march=armv8.2-a+fp16``). It gives the same bits as the widening code: an IEEE op on f16
+inputs rounded once to f16 equals the op in f32 rounded to f16, because f32 carries more than
+2 x 11 + 2 significand bits (double rounding is then innocuous). Transcendentals, composite ops
+(silu, rsqrt, ...), runtime scalars and reductions stay on the widening path.
+
 >>> "vaddq_f32" in Arm64Renderer().VEC_BINARY["add"]
 True
 """
@@ -13,7 +21,11 @@ True
 from __future__ import annotations
 
 from pto_core.codegen.cstyle import CStyleRenderer
-from pto_core.ir import ElementType
+from pto_core.ir import Category, ElementType, Function, Instr, MemRefType, TileType
+from pto_core.ir.ops import Expr
+
+#: the preprocessor test of native FP16 vector arithmetic (ARMv8.2-A FP16 extension)
+FP16_GUARD = "defined(__ARM_FEATURE_FP16_VECTOR_ARITHMETIC)"
 
 NEON_HELPERS = r"""
 #if defined(__aarch64__)
@@ -113,3 +125,92 @@ class Arm64Renderer(CStyleRenderer):
         if dtype is ElementType.F16:
             return f"vst1_f16((float16_t*)({ptr}), vcvt_f16_f32({value}))"
         return None
+
+    def vector_group(self, fn: Function, group: list[Instr]) -> list[str] | None:
+        """The widening NEON loop, plus a native ``float16x8_t`` twin under
+        :data:`FP16_GUARD` when every op of the group can be computed in f16 exactly."""
+        base = super().vector_group(fn, group)
+        if base is None or not native_f16_group(fn, group):
+            return base
+        native = _NativeF16Renderer().vector_group(fn, group)
+        if native is None:
+            return base
+        return [f"#if {FP16_GUARD}", *native, "#else", *base, "#endif"]
+
+
+#: expression kinds that are one correctly rounded IEEE operation (or exact) in f16
+NATIVE_F16_KINDS = frozenset({"add", "sub", "mul", "div", "sqrt", "max", "min", "neg", "abs",
+                              "recip"})
+
+
+def _f16_exact(v: float) -> bool:
+    import numpy as np
+    # compare as Python floats: numpy would compare a Python float in float16
+    return float(np.float16(v)) == v or v != v
+
+
+def native_f16_expr(e: Expr) -> bool:
+    """Is ``e`` at most one IEEE operation on variables and f16-exact constants?
+
+    >>> from pto_core.ir.ops import OPS
+    >>> native_f16_expr(OPS["TADD"].expr), native_f16_expr(OPS["TRSQRT"].expr)
+    (True, False)
+    """
+    if e.kind == "var":
+        return True
+    if e.kind == "const":
+        return _f16_exact(float(e.value))
+    if e.kind not in NATIVE_F16_KINDS:
+        return False
+    return all(a.kind == "var" or (a.kind == "const" and _f16_exact(float(a.value)))
+               for a in e.args)
+
+
+def native_f16_group(fn: Function, group: list[Instr]) -> bool:
+    """May a fused loop compute in f16 without changing a bit? Every tile and memref it
+    touches is f16, every op is one IEEE operation, and scalars are f16-exact literals."""
+    for s in group:
+        cat = s.opdef.category
+        for v in s.operands:
+            t = fn.type_of(v) if isinstance(v, str) else None
+            if isinstance(t, (TileType, MemRefType)) and t.dtype is not ElementType.F16:
+                return False
+        if cat in (Category.LOAD, Category.STORE):
+            continue
+        if s.opdef.expr is None or not native_f16_expr(s.opdef.expr):
+            return False
+        if cat is Category.TILE_SCALAR:
+            v = s.operand("s")
+            if isinstance(v, str) or not _f16_exact(float(v)):
+                return False      # a runtime scalar would be rounded to f16 before the op
+    return True
+
+
+class _NativeF16Renderer(Arm64Renderer):
+    """The vector templates of :class:`Arm64Renderer` on eight f16 lanes, for
+    :meth:`Arm64Renderer.vector_group` only (reductions keep accumulating in f32)."""
+
+    vec_width = 8
+    VEC_UNARY = {"neg": "vnegq_f16({0})", "abs": "vabsq_f16({0})", "sqrt": "vsqrtq_f16({0})",
+                 "recip": "vdivq_f16(vdupq_n_f16(1.0f), {0})"}
+    VEC_BINARY = {"add": "vaddq_f16({0}, {1})", "sub": "vsubq_f16({0}, {1})",
+                  "mul": "vmulq_f16({0}, {1})", "div": "vdivq_f16({0}, {1})",
+                  "max": "vmaxq_f16({0}, {1})", "min": "vminq_f16({0}, {1})"}
+
+    def vector_group(self, fn: Function, group: list[Instr]) -> list[str] | None:
+        return CStyleRenderer.vector_group(self, fn, group)
+
+    def vec_type(self) -> str:
+        return "float16x8_t"
+
+    def vec_holds_stored(self, dtype: ElementType) -> bool:
+        return dtype is ElementType.F16
+
+    def vec_dup(self, text: str) -> str:
+        return f"vdupq_n_f16({text})"
+
+    def vec_load(self, dtype: ElementType, ptr: str) -> str | None:
+        return f"vld1q_f16((const float16_t*)({ptr}))" if dtype is ElementType.F16 else None
+
+    def vec_store(self, dtype: ElementType, ptr: str, value: str) -> str | None:
+        return f"vst1q_f16((float16_t*)({ptr}), {value})" if dtype is ElementType.F16 else None

@@ -11,6 +11,9 @@ the same build runs natively on the x86 host and, cross-compiled with
 
 from __future__ import annotations
 
+import functools
+import platform
+import subprocess
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -33,8 +36,69 @@ BACKEND = BackendInfo(
 
 #: compiler flags of every generated file. -fno-trapping-math lets GCC if-convert (and so
 #: vectorise) the clamps and selects in the exp/log polynomials; -fno-math-errno lets sqrtf
-#: vectorise. No -ffast-math: results must match the reference.
-CFLAGS = ["-O3", "-fno-trapping-math", "-fno-math-errno", "-fPIC"]
+#: vectorise. No -ffast-math: results must match the reference. -ffp-contract=off: every op
+#: of a program rounds on its own, as in the reference (a multiply feeding an add in the next
+#: fused op must not become one FMA); the math helpers ask for their FMAs explicitly.
+CFLAGS = ["-O3", "-fno-trapping-math", "-fno-math-errno", "-ffp-contract=off", "-fPIC"]
+
+#: AArch64 -march of cross builds (build variable ``march``); "armv8.2-a+fp16" turns on the
+#: native FP16 vector arithmetic of f16 element loops
+DEFAULT_MARCH = "armv8-a"
+
+#: CPU flags (/proc/cpuinfo) of the x86-64 micro-architecture levels, cumulative
+X86_LEVELS = {
+    "v2": {"cx16", "lahf_lm", "popcnt", "sse4_1", "sse4_2", "ssse3"},
+    "v3": {"avx", "avx2", "bmi1", "bmi2", "f16c", "fma", "abm", "movbe", "xsave"},
+    "v4": {"avx512f", "avx512bw", "avx512cd", "avx512dq", "avx512vl"},
+}
+
+
+def host_x86_level(cpuinfo: str | None = None) -> str:
+    """The highest x86-64 level ("v1" .. "v4") whose features this CPU has; "" off x86-64.
+
+    >>> host_x86_level("flags : sse4_1 sse4_2 ssse3 popcnt cx16 lahf_lm")
+    'v2'
+    """
+    if cpuinfo is None:
+        if platform.machine().lower() not in ("x86_64", "amd64"):
+            return ""
+        try:
+            cpuinfo = Path("/proc/cpuinfo").read_text()
+        except OSError:
+            return "v1"
+    flags: set[str] = set()
+    for line in cpuinfo.splitlines():
+        if line.startswith("flags"):
+            flags = set(line.split(":", 1)[1].split())
+            break
+    level, need = "v1", set()
+    for name, extra in X86_LEVELS.items():
+        need |= extra
+        if not need <= flags:
+            break
+        level = name
+    return level
+
+
+@functools.lru_cache(maxsize=None)
+def _compiler_accepts(cc: str, flag: str) -> bool:
+    try:
+        r = subprocess.run([cc, flag, "-E", "-x", "c", "-"], input="", capture_output=True,
+                           text=True, timeout=30)
+    except (OSError, subprocess.SubprocessError):
+        return False
+    return r.returncode == 0
+
+
+def x86_march(level: str, cc: str = "gcc") -> list[str]:
+    """``-march=x86-64-<level>`` for a native x86-64 build ("auto": the host's level), or
+    nothing for "v1"/"" or when the compiler does not know the level (GCC < 11)."""
+    if level == "auto":
+        level = host_x86_level()
+    if level in ("", "v1"):
+        return []
+    flag = f"-march=x86-64-{level}"
+    return [flag] if _compiler_accepts(cc, flag) else []
 
 _NEON_PROBE = r"""
 /* 1 when the kernels of this build use NEON (compiled for AArch64), else 0. */
@@ -75,10 +139,20 @@ def pto_configure_scons(backend: str, env: Any, options: Any) -> bool | None:
     if backend != NAME:
         return None
     env.Append(CCFLAGS=CFLAGS)
-    if getattr(options, "opt", "") == "native" and not getattr(options, "cross", ""):
+    declare = getattr(options, "variable", None)
+    var = declare if declare is not None else (lambda key, help, default, allowed=(): default)
+    march = var("march", "AArch64 -march of cross builds (cross=aarch64); armv8.2-a+fp16 gives "
+                "f16 element loops native FP16 arithmetic", DEFAULT_MARCH)
+    x86 = var("x86_level", "x86-64 level of native builds on an x86-64 host: auto = the best "
+              "this CPU runs (the build then runs only on such CPUs); opt=native uses "
+              "-march=native instead", "auto", ("auto", "v1", "v2", "v3", "v4"))
+    cross = getattr(options, "cross", "")
+    if cross == "aarch64":
+        env.Append(CCFLAGS=[f"-march={march}"])
+    elif getattr(options, "opt", "") == "native":
         env.Append(CCFLAGS=["-march=native"])
-    if getattr(options, "cross", "") == "aarch64":
-        env.Append(CCFLAGS=["-march=armv8-a"])
+    elif platform.machine().lower() in ("x86_64", "amd64"):
+        env.Append(CCFLAGS=x86_march(x86, str(env.subst("$CC")) or "gcc"))
     return True
 
 
