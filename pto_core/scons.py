@@ -21,17 +21,19 @@ from __future__ import annotations
 
 import os
 import subprocess
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from glob import glob
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping, Sequence
 
 from SCons.Script import (ARGUMENTS, COMMAND_LINE_TARGETS, Action, Alias, Builder, CacheDir,
-                          Default, Depends, EnumVariable, Environment, Exit, File, Help, NoCache,
-                          PathVariable, Precious, SConscript, SConsignFile, Variables)
+                          Default, Depends, EnumVariable, Environment, Exit, File, GetOption,
+                          Help, NoCache, PathVariable, Precious, SConscript, SConsignFile,
+                          Variables)
 
 from . import plugins
 from .codegen import host
+from .progress import install_scons_progress
 from .codegen.driver import ROOT, compile_module, planned_files
 from .options import CompileOptions
 from .orchestration import c_module_name
@@ -43,19 +45,48 @@ CROSS_PREFIX = {"aarch64": "aarch64-linux-gnu-"}
 @dataclass(frozen=True)
 class BuildSettings:
     """What ``pto_configure_scons`` receives as ``options``: the target, the cross-compilation
-    triple family ("" = native, "aarch64"), the flavour ("release" | "debug" | "native") and
-    the compile options of the pass pipeline."""
+    triple family ("" = native, "aarch64"), the flavour ("release" | "debug" | "native"), the
+    compile options of the pass pipeline, and the command line's ``key=value`` arguments.
+
+    A backend declares its own build variables with :meth:`variable` while it configures:
+    ``scons -h`` lists them (it configures every installed backend for its help text), and
+    the value comes from the command line.
+
+    >>> BuildSettings("arm64", arguments={"march": "armv8.2-a+fp16"}).variable(
+    ...     "march", "AArch64 -march of cross builds", "armv8-a")
+    'armv8.2-a+fp16'
+    """
 
     target: str
     cross: str = ""
     opt: str = "release"
     compile: CompileOptions = CompileOptions()
+    #: ``key=value`` arguments of the command line (SCons' ARGUMENTS)
+    arguments: Mapping[str, str] = field(default_factory=dict, compare=False, repr=False)
+    #: SCons ``Variables`` that collect the backend's declarations for ``scons -h``
+    variables: Any = field(default=None, compare=False, repr=False)
+
+    def variable(self, key: str, help: str, default: str, allowed: Sequence[str] = ()) -> str:
+        """Declare the backend build variable ``key`` (shown by ``scons -h`` with ``help`` and
+        ``default``) and return its value: ``key=value`` from the command line, else
+        ``default``. With ``allowed``, other values are refused (ValueError)."""
+        if self.variables is not None:
+            if allowed:
+                self.variables.Add(EnumVariable(key, help, default, allowed_values=tuple(allowed)))
+            else:
+                self.variables.Add(key, help, default)
+        value = str(self.arguments.get(key, default))
+        if allowed and value not in allowed:
+            raise ValueError(f"{key}={value}: expected one of {', '.join(allowed)}")
+        return value
 
 
 def make_env(target: str, *, cross: str = "", opt: str = "release",
-             compile_options: CompileOptions | None = None) -> Any:
+             compile_options: CompileOptions | None = None,
+             arguments: Mapping[str, str] | None = None, variables: Any = None) -> Any:
     """An SCons environment for ``target``: C flags, runtime include path, the cross compiler,
-    then whatever the backend's ``pto_configure_scons`` adds."""
+    then whatever the backend's ``pto_configure_scons`` adds (reading its build variables from
+    ``arguments``, default SCons' ARGUMENTS, and declaring them in ``variables`` if given)."""
     env = Environment(ENV={"PATH": os.environ.get("PATH", "")})
     env["PTO_TARGET"] = target
     env["PTO_CROSS"] = cross
@@ -73,7 +104,9 @@ def make_env(target: str, *, cross: str = "", opt: str = "release",
         env.Append(LINKFLAGS=["-static"])
     handled = plugins.hook().pto_configure_scons(
         backend=target, env=env,
-        options=BuildSettings(target, cross, opt, env["PTO_COMPILE_OPTIONS"]))
+        options=BuildSettings(target, cross, opt, env["PTO_COMPILE_OPTIONS"],
+                              arguments=dict(ARGUMENTS if arguments is None else arguments),
+                              variables=variables))
     if not handled:
         raise ValueError(f"backend '{target}' does not configure SCons builds")
     return env
@@ -175,8 +208,10 @@ def build_program(env, program: str, build_dir: str, rt_static, npy_obj) -> dict
 def build_generated_module(arguments: dict) -> None:
     """Entry of the SConstruct that :func:`pto_core.codegen.driver.build_module` writes: link
     the sources already in ``./gen`` into ``lib<name>.so`` and ``<name>_host``."""
+    install_scons_progress()
     target, name = arguments["target"], arguments["name"]
-    env = make_env(target, cross=arguments.get("cross", ""), opt=arguments.get("opt", "release"))
+    env = make_env(target, cross=arguments.get("cross", ""), opt=arguments.get("opt", "release"),
+                   arguments=arguments)
     rt_static = runtime_libs(env, "runtime")[0]
     npy_obj = env.Object("common/pto_npy", str(host.TEMPLATES / "pto_npy.c"))
     files = Path("sources.txt").read_text().split()
@@ -217,10 +252,15 @@ def sconstruct() -> None:
     Help("PTO build: scons target=<backend> [options] [alias...]\n"
          "aliases: <program stem> (one program), runtime, check (run every program and compare "
          "with the reference interpreter)\n\n" + vars.GenerateHelpText(probe))
+    if GetOption("help"):
+        # every backend's own variables, whatever the target: configure each one for its
+        # declarations only (nothing is built in a help run)
+        for name in backends:
+            Help(backend_help(name, cross=probe["cross"], opt=probe["opt"]), append=True)
+        return
+    install_scons_progress()
     target = probe["target"]
     if target not in backends:
-        if "-h" in os.sys.argv or "--help" in os.sys.argv:
-            return
         broken = [f"{r.name}: {r.error}" for r in plugins.plugin_records() if not r.ok]
         print(f"scons: no backend named '{target}' (installed: {', '.join(backends) or 'none'})"
               + (f"; broken plugins: {'; '.join(broken)}" if broken else ""))
@@ -247,6 +287,20 @@ def sconstruct() -> None:
     Default(([] if cross else [r["lib"] for r in built]) + [r["host"] for r in built])
     if "check" in COMMAND_LINE_TARGETS:
         _add_check(env, built, cross, int(probe["workers"]))
+
+
+def backend_help(target: str, *, cross: str = "", opt: str = "release") -> str:
+    """The help section of one backend's build variables (declared with
+    :meth:`BuildSettings.variable` in its ``pto_configure_scons``); a backend that cannot be
+    configured here says why."""
+    vars = Variables(None, ARGUMENTS)
+    try:
+        env = make_env(target, cross=cross, opt=opt, variables=vars)
+        vars.Update(env)
+    except Exception as e:  # noqa: BLE001 - a broken backend must not break the help
+        return f"\nbackend '{target}': cannot be configured here ({e})\n"
+    text = vars.GenerateHelpText(env).strip("\n")
+    return f"\nVariables of backend '{target}' (scons target={target} ...):\n\n{text}\n" if text else ""
 
 
 def _add_check(env, built: list[dict], cross: str, workers: int) -> None:

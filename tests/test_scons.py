@@ -122,3 +122,39 @@ def test_cache_dir_serves_a_clean_rebuild(tmp_path):
     r = run_scons(*args)
     assert r.returncode == 0
     assert "Retrieved" in r.stdout and "from cache" in r.stdout
+
+
+def test_help_lists_each_backends_own_variables():
+    """Backends declare variables while they configure; ``scons -h`` configures each one."""
+    backends = [b.name for b in plugins.list_backends()]
+    r = run_scons("-h")
+    assert r.returncode == 0, r.stderr
+    assert "Variables of backend 'arm64'" in r.stdout
+    for var in ("march:", "x86_level:"):
+        assert var in r.stdout, var
+    if "cuda" not in backends:
+        pytest.skip("the cuda backend is not installed (pip install -e plugins/pto_cuda)")
+    assert re.search(r"^arch: CUDA architectures", r.stdout, re.M), r.stdout
+
+
+def test_help_shows_the_value_given_on_the_command_line():
+    r = run_scons("-h", "march=armv8.2-a+fp16")
+    assert r.returncode == 0, r.stderr
+    section = r.stdout[r.stdout.index("march:"):]
+    assert "actual: armv8.2-a+fp16" in section.split("\n\n")[0]
+
+
+def test_scons_prints_no_progress_off_a_terminal(softmax_copy, monkeypatch):
+    src, build = softmax_copy
+    (build / "arm64" / "sm" / "softmax_module_host").unlink()     # one thing to relink
+    monkeypatch.delenv("PTO_PROGRESS", raising=False)
+    r = run_scons("target=arm64", f"examples={src}", f"build_dir={build}")
+    assert r.returncode == 0, r.stderr
+    # (text mode turns a carriage return into a newline, so look for the counter itself)
+    assert not re.search(r"\[\d+\] scons", r.stdout + r.stderr)
+    # forced on (as on a terminal), the same build draws its progress line on stderr
+    (build / "arm64" / "sm" / "softmax_module_host").unlink()
+    monkeypatch.setenv("PTO_PROGRESS", "1")
+    r = run_scons("target=arm64", f"examples={src}", f"build_dir={build}")
+    assert r.returncode == 0, r.stderr
+    assert re.search(r"\[\d+\] scons: ", r.stderr), r.stderr
