@@ -7,7 +7,10 @@ program. Files are rewritten only when their content changes, so SCons (which de
 content) rebuilds nothing after an edit that leaves the generated code unchanged.
 
 :func:`launch` builds a module with SCons into ``build/<target>/launch/<module>/`` and runs it
-through the backend's ``pto_launch`` hook with numpy arrays in and out.
+through the backend's ``pto_launch`` hook with numpy arrays in and out. A launch whose inputs
+did not change since the last successful build of that directory (:func:`launch_key`: the
+module's IR, the options, the backend and its version, the generator, runtime and template
+sources) loads the built library directly, without generating sources or starting SCons.
 
 File names are fixed by the driver (so a build tool can know them before generating):
 kernels ``<function><kernel_suffix>``, ``<module>_orch.c``, ``<module>_binding<host_suffix>``,
@@ -103,8 +106,10 @@ def write_if_changed(path: Path, text: str) -> bool:
     return True
 
 
-def generate(target: str, module: Module, options: CompileOptions) -> dict[str, str]:
-    """All generated sources of ``module`` for ``target`` by file name (nothing written)."""
+def generate(target: str, module: Module, options: CompileOptions,
+             progress: Callable[[str], None] | None = None) -> dict[str, str]:
+    """All generated sources of ``module`` for ``target`` by file name (nothing written);
+    ``progress(name)`` is called after each InCore function's kernel."""
     module, bb = optimise(module, options)
     files = planned_files(target, module, options, optimised=True)
     h = plugins.hook()
@@ -119,6 +124,8 @@ def generate(target: str, module: Module, options: CompileOptions) -> dict[str, 
         ks = dataclasses.replace(ks, buffer_bytes=ks.buffer_bytes or int(bb(fn)))
         kernels.append(ks)
         texts[name] = ks.text
+        if progress is not None:
+            progress(fn.name)
     texts[files.orchestration] = emit_orchestration(module, bb)
     binding = h.pto_runtime_binding(backend=target, module=module, kernels=kernels,
                                     options=options)
@@ -130,13 +137,14 @@ def generate(target: str, module: Module, options: CompileOptions) -> dict[str, 
 
 
 def compile_module(target: str, module: Module, out_dir: Path,
-                   options: CompileOptions | None = None) -> list[Path]:
+                   options: CompileOptions | None = None,
+                   progress: Callable[[str], None] | None = None) -> list[Path]:
     """Write every generated source of ``module`` for ``target`` into ``out_dir`` (only files
     whose content changed are rewritten) and return their paths: kernels, orchestration,
-    binding, host program."""
+    binding, host program. ``progress(name)`` is called after each kernel is generated."""
     options = options or CompileOptions()
     out_dir = Path(out_dir)
-    texts = generate(target, module, options)
+    texts = generate(target, module, options, progress)
     paths = []
     for name, text in texts.items():
         write_if_changed(out_dir / name, text)
@@ -160,15 +168,83 @@ def build_root() -> Path:
     return Path(os.environ.get("PTO_BUILD_DIR", ROOT / "build"))
 
 
+def _canonical(x: Any) -> Any:
+    """A value with a deterministic repr (sets sorted; string hashing varies per process)."""
+    if dataclasses.is_dataclass(x) and not isinstance(x, type):
+        return (type(x).__name__, [(f.name, _canonical(getattr(x, f.name)))
+                                   for f in dataclasses.fields(x)])
+    if isinstance(x, (set, frozenset)):
+        return sorted((_canonical(v) for v in x), key=repr)
+    if isinstance(x, dict):
+        return sorted(((repr(k), _canonical(v)) for k, v in x.items()))
+    if isinstance(x, (list, tuple)):
+        return [_canonical(v) for v in x]
+    return x
+
+
+def _source_files(target: str) -> list[Path]:
+    """Files whose change must rebuild a launch: the code generator (all of ``pto_core``), the
+    backend's package, the runtime sources and the host templates."""
+    core = Path(__file__).resolve().parents[1]
+    files = sorted(core.rglob("*.py")) + sorted((core / "codegen" / "templates").glob("*"))
+    rt = ROOT / "runtime"
+    files += sorted(rt.glob("SConscript")) + sorted(rt.glob("include/*")) + sorted(rt.glob("src/*"))
+    for rec in plugins.plugin_records():
+        if rec.ok and any(b.name == target for b in rec.backends):
+            mod_file = getattr(rec.module, "__file__", None)
+            if mod_file:
+                files += sorted(Path(mod_file).resolve().parent.rglob("*.py"))
+    return files
+
+
+def launch_key(target: str, module: Module, options: CompileOptions, *, cross: str = "") -> str:
+    """The content hash a launch build is cached under: the module's IR (its `.pto` text),
+    the options, the target, the cross family, the core's and backend's versions, and the
+    path, size and modification time of every generator, runtime and template source.
+
+    >>> launch_key("arm64", m, CompileOptions()) == launch_key("arm64", m, CompileOptions())  # doctest: +SKIP
+    True
+    """
+    from .. import __version__
+    from ..asm import print_module
+    h = hashlib.sha256()
+    versions = sorted((r.name, str(getattr(r, "version", ""))) for r in plugins.plugin_records()
+                      if r.ok and any(b.name == target for b in r.backends))
+    h.update(repr((target, cross, __version__, versions, _canonical(options))).encode())
+    h.update(print_module(module).encode())
+    for f in _source_files(target):
+        try:
+            st = f.stat()
+        except OSError:
+            continue
+        h.update(f"{f}:{st.st_size}:{st.st_mtime_ns}\n".encode())
+    return h.hexdigest()
+
+
+#: the file, in a launch build directory, that holds the key of its last successful build
+KEY_FILE = "launch.key"
+
+
 def build_module(target: str, module: Module, options: CompileOptions | None = None, *,
                  build_dir: Path | None = None, cross: str = "", jobs: int = 2) -> Path:
     """Generate and build ``module`` for ``target`` with SCons; return the build directory
-    (holding ``lib<module>.so`` and ``<module>_host``)."""
+    (holding ``lib<module>.so`` and ``<module>_host``). When the directory's last successful
+    build had the same :func:`launch_key` and its results are there, nothing is generated and
+    SCons is not started."""
     options = options or CompileOptions()
     m = c_module_name(module)
     suffix = f"-{cross}" if cross else ""
     bdir = Path(build_dir) if build_dir else build_root() / f"{target}{suffix}" / "launch" / m
+    try:
+        key = launch_key(target, module, options, cross=cross)
+    except Exception:   # noqa: BLE001 - no key (e.g. an IR the printer rejects): always build
+        key = ""
+    stamp = bdir / KEY_FILE
+    if (key and stamp.is_file() and stamp.read_text() == key
+            and (bdir / f"lib{m}.so").is_file() and (bdir / f"{m}_host").is_file()):
+        return bdir
     bdir.mkdir(parents=True, exist_ok=True)
+    stamp.unlink(missing_ok=True)          # a failed or interrupted build must not match
     paths = compile_module(target, module, bdir / "gen", options)
     # what the build links: exactly the generated sources (gen/ also holds objects)
     write_if_changed(bdir / "sources.txt", "".join(f"gen/{p.name}\n" for p in paths))
@@ -182,6 +258,8 @@ def build_module(target: str, module: Module, options: CompileOptions | None = N
     if r.returncode != 0:
         raise PTOBackendError(f"building module '{module.name}' for {target} failed:\n"
                               f"{r.stdout[-4000:]}{r.stderr[-4000:]}")
+    if key:
+        write_if_changed(stamp, key)
     return bdir
 
 

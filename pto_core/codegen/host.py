@@ -139,14 +139,27 @@ class PTOTensorC(ctypes.Structure):
 
 
 _LIBS: dict[str, ctypes.CDLL] = {}
+_LOADED_PATHS: set[str] = set()
 
 
 def _load(path: Path) -> ctypes.CDLL:
     # a rebuilt library gets a new file identity; key on it so a stale handle is not reused
+    real = str(path.resolve())
     st = path.stat()
-    key = f"{path.resolve()}:{st.st_mtime_ns}:{st.st_ino}"
+    key = f"{real}:{st.st_mtime_ns}:{st.st_ino}:{st.st_size}"
     if key not in _LIBS:
-        _LIBS[key] = ctypes.CDLL(str(path.resolve()))
+        if real not in _LOADED_PATHS:
+            _LIBS[key] = ctypes.CDLL(real)
+            _LOADED_PATHS.add(real)
+        else:
+            # dlopen returns the handle it already has for a path, even when the file was
+            # rebuilt since: load the new library through a copy of its own name
+            import shutil
+            import tempfile
+            with tempfile.TemporaryDirectory() as d:
+                copy = Path(d) / f"{st.st_mtime_ns}_{path.name}"
+                shutil.copyfile(real, copy)
+                _LIBS[key] = ctypes.CDLL(str(copy))   # the mapping outlives the file
     return _LIBS[key]
 
 

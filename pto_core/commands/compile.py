@@ -3,6 +3,8 @@
 Loads a program (`.pto`, or `.py` defining ``build_module()``), runs the pass pipeline and
 writes ``DIR/<module>.pto`` (``--emit pto``) and/or the sources of a backend (``--target``).
 ``--print-after PASS`` prints the module as `.pto` after that pass (``all``: after each).
+Generating a large module (:data:`PROGRESS_MIN_FUNCTIONS` InCore functions or more) shows a
+progress line per function on a terminal (nothing off a TTY or in CI: ``pto_core.progress``).
 
     $ pto compile examples/fused_softmax.py --emit pto -o build/ -O0
     wrote build/softmax_module.pto
@@ -17,7 +19,11 @@ from pathlib import Path
 from ..errors import PTOError
 from ..ir import Module
 from ..options import CompileOptions
+from ..progress import Progress
 from .common import add_compile_arguments, options_from_args
+
+#: modules with at least this many InCore functions get a progress line while generating
+PROGRESS_MIN_FUNCTIONS = 16
 
 
 def add_parser(sub) -> argparse.ArgumentParser:
@@ -72,7 +78,11 @@ def run(args: argparse.Namespace) -> int:
                 raise
             raise PTOError(f"--target {args.target}: code generation (pto_core.codegen.driver) "
                            f"is not available in this installation") from None
-        written = driver.compile_module(args.target, module, args.output, options)
+        n = sum(1 for f in module.functions.values() if f.is_incore)
+        large = n >= PROGRESS_MIN_FUNCTIONS
+        with Progress(n, f"generate {args.target}", enabled=None if large else False) as bar:
+            written = driver.compile_module(args.target, module, args.output, options,
+                                            progress=lambda name: bar.advance(item=name))
         for path in written or ():
             print(f"wrote {path}")
     return 0

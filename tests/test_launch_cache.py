@@ -1,0 +1,146 @@
+"""Launch builds: a second launch of an unchanged module loads the built library without
+generating sources or starting SCons; any change of IR, options or generator rebuilds. And
+`pto compile`'s per-function progress, which stays silent off a terminal."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from pto_core import ElementType, MemorySpace, PTOFunctionBuilder, PTOModule, plugins
+from pto_core.codegen import driver
+from pto_core.options import CompileOptions
+
+pytestmark = pytest.mark.skipif(
+    "arm64" not in [b.name for b in plugins.list_backends()],
+    reason="the arm64 backend is not installed (pip install -e plugins/pto_arm64)")
+
+F32, GM = ElementType.F32, MemorySpace.GLOBAL
+
+
+def scale_module(factor: float) -> PTOModule:
+    m = PTOModule("scale_mod")
+    (PTOFunctionBuilder("scale", module=m).in_core().memref("x", GM, F32).memref("y", GM, F32)
+     .tile("t", 4, 16, F32).load("t", "x").muls("t", "t", factor).store("y", "t").build())
+    (PTOFunctionBuilder("run_all", module=m).not_in_core().memref("x", GM, F32)
+     .memref("y", GM, F32).call("scale", {"x": ("x", 0, 0), "y": ("y", 0, 0)}).build())
+    m.set_entry("run_all")
+    return m
+
+
+@pytest.fixture()
+def scons_runs(monkeypatch) -> list[list[str]]:
+    """Every subprocess the driver starts (the SCons builds), recorded and then run."""
+    calls: list[list[str]] = []
+    real = subprocess.run
+
+    def run(args, *a, **kw):
+        calls.append(list(args))
+        return real(args, *a, **kw)
+    monkeypatch.setattr(driver.subprocess, "run", run)
+    return calls
+
+
+def test_second_launch_of_an_unchanged_module_starts_no_scons(tmp_path, scons_runs):
+    x = np.arange(64, dtype=np.float32).reshape(4, 16)
+    kw = dict(build_dir=tmp_path / "b")
+    out = driver.launch("arm64", scale_module(2.0), {"x": x, "y": np.zeros_like(x)}, {}, **kw)
+    assert len(scons_runs) == 1
+    np.testing.assert_array_equal(out["y"], 2 * x)
+    gen = tmp_path / "b" / "gen" / "scale.c"
+    before = gen.stat().st_mtime_ns
+    out = driver.launch("arm64", scale_module(2.0), {"x": x + 1, "y": np.zeros_like(x)}, {}, **kw)
+    assert len(scons_runs) == 1, "the second launch started SCons"
+    assert gen.stat().st_mtime_ns == before                  # nor regenerated anything
+    np.testing.assert_array_equal(out["y"], 2 * (x + 1))
+
+
+def test_a_changed_module_or_option_rebuilds(tmp_path, scons_runs):
+    x = np.ones((4, 16), np.float32)
+    kw = dict(build_dir=tmp_path / "b")
+    driver.launch("arm64", scale_module(2.0), {"x": x, "y": x}, {}, **kw)
+    out = driver.launch("arm64", scale_module(3.0), {"x": x, "y": x}, {}, **kw)
+    assert len(scons_runs) == 2
+    np.testing.assert_array_equal(out["y"], 3 * x)
+    driver.launch("arm64", scale_module(3.0), {"x": x, "y": x}, {},
+                  options=CompileOptions(opt_level=1), **kw)
+    assert len(scons_runs) == 3
+
+
+def test_missing_library_or_failed_build_is_not_trusted(tmp_path, scons_runs):
+    x = np.ones((4, 16), np.float32)
+    kw = dict(build_dir=tmp_path / "b")
+    driver.launch("arm64", scale_module(2.0), {"x": x, "y": x}, {}, **kw)
+    (tmp_path / "b" / "libscale_mod.so").unlink()
+    out = driver.launch("arm64", scale_module(2.0), {"x": x, "y": x}, {}, **kw)
+    assert len(scons_runs) == 2
+    np.testing.assert_array_equal(out["y"], 2 * x)
+
+
+def test_launch_key_follows_the_generator_sources(monkeypatch):
+    m = scale_module(2.0)
+    k1 = driver.launch_key("arm64", m, CompileOptions())
+    assert k1 == driver.launch_key("arm64", scale_module(2.0), CompileOptions())
+    assert k1 != driver.launch_key("arm64", m, CompileOptions(), cross="aarch64")
+    files = driver._source_files("arm64")
+    names = {f.name for f in files}
+    assert {"cstyle.py", "emitter.py", "pto_runtime.h", "pto_npy.c"} <= names
+    # a touched generator file (e.g. an edited emitter) changes the key
+    emitter = next(f for f in files if f.name == "emitter.py" and "pto_arm64" in str(f))
+    st = emitter.stat()
+    try:
+        os.utime(emitter, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000_000))
+        assert driver.launch_key("arm64", m, CompileOptions()) != k1
+    finally:
+        os.utime(emitter, ns=(st.st_atime_ns, st.st_mtime_ns))
+
+
+# ------------------------------------------------------------------ pto compile progress
+
+def wide_program(path: Path, functions: int) -> Path:
+    path.write_text(f'''
+from pto_core import ElementType, MemorySpace, PTOFunctionBuilder, PTOModule
+F, G = ElementType.F32, MemorySpace.GLOBAL
+def build_module():
+    m = PTOModule("wide")
+    main = PTOFunctionBuilder("run_all", module=m).not_in_core().memref("x", G, F).memref("y", G, F)
+    for k in range({functions}):
+        (PTOFunctionBuilder(f"k{{k}}", module=m).in_core().memref("x", G, F).memref("y", G, F)
+         .tile("t", 4, 16, F).load("t", "x").adds("t", "t", float(k)).store("y", "t").build())
+        main = main.call(f"k{{k}}", {{"x": ("x", 0, 0), "y": ("y", 0, 0)}})
+    main.build()
+    m.set_entry("run_all")
+    return m
+''')
+    return path
+
+
+def compile_cli(program: Path, out: Path) -> int:
+    from pto_core.cli import main
+    return main(["compile", str(program), "--target", "arm64", "-o", str(out), "-O0"])
+
+
+def test_compile_of_a_large_module_is_silent_off_a_terminal(tmp_path, capsys, monkeypatch):
+    monkeypatch.delenv("PTO_PROGRESS", raising=False)
+    prog = wide_program(tmp_path / "wide.py", 20)
+    assert compile_cli(prog, tmp_path / "out") == 0
+    err = capsys.readouterr().err
+    assert err == ""                                        # captured: not a TTY
+    assert len(list((tmp_path / "out").glob("k*.c"))) == 20
+
+
+def test_compile_of_a_large_module_shows_progress_per_function(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("PTO_PROGRESS", "1")                 # as on a terminal
+    monkeypatch.setattr("pto_core.progress.time.monotonic", iter(range(10, 10**6, 10)).__next__)
+    prog = wide_program(tmp_path / "wide.py", 20)
+    assert compile_cli(prog, tmp_path / "out") == 0
+    err = capsys.readouterr().err
+    assert "\r[ 1/20] generate arm64: k0" in err and "[20/20]" in err
+    # a small module stays quiet even on a terminal
+    small = wide_program(tmp_path / "small.py", 3)
+    assert compile_cli(small, tmp_path / "out2") == 0
+    assert capsys.readouterr().err == ""
