@@ -309,7 +309,7 @@ static inline __attribute__((always_inline)) int walk(PTORuntime* rt, TMChain* c
  * access. Doing both in one pass is safe for a task with several accesses: edges to itself
  * are skipped, and when its own later write covers its earlier entry, the later entry
  * stands for both. */
-static inline int walk_bucket(PTORuntime* rt, TMBucket* b, int32_t task, const PTOAccess* a) {
+static inline __attribute__((always_inline)) int walk_bucket(PTORuntime* rt, TMBucket* b, int32_t task, const PTOAccess* a) {
     int rc = walk(rt, &b->w, task, a);
     if (rc == PTO_OK && (a->mode & ACC_WRITE)) rc = walk(rt, &b->r, task, a);
     return rc;
@@ -326,20 +326,25 @@ int tm_access(PTORuntime* rt, int32_t task, const PTOAccess* a) {
      * name a bigger shape than the first one did), else in the wide chains */
     const bool wide = rl - rf > TM_SPAN_MAX || cl - cf > TM_SPAN_MAX || cf >= t->ncb || rf >= t->max_rb;
     int rc;
-    if (!wide && (rc = grow_rows(tm, t, rf + 1)) < 0) return rc;
-    if (t->wide.w.head >= 0 || t->wide.r.head >= 0) {
+    if (!wide && rf >= t->nrb && (rc = grow_rows(tm, t, rf + 1)) < 0) return rc;
+    if (__builtin_expect(t->wide.w.head >= 0 || t->wide.r.head >= 0, 0)) {
         rc = walk_bucket(rt, &t->wide, task, a);
         if (rc < 0) return rc;
     }
-    int64_t r0 = rf - t->rspan, r1 = rl < t->nrb ? rl : (int64_t)t->nrb - 1;
-    int64_t c0 = cf - t->cspan, c1 = cl < t->ncb ? cl : (int64_t)t->ncb - 1;
-    if (r0 < 0) r0 = 0;
-    if (c0 < 0) c0 = 0;
-    for (int64_t r = r0; r <= r1; r++) {
-        TMBucket* row = &t->b[r * t->ncb];
-        for (int64_t c = c0; c <= c1; c++) {
-            rc = walk_bucket(rt, &row[c], task, a);
-            if (rc < 0) return rc;
+    if ((rl - rf) + (cl - cf) + t->rspan + t->cspan == 0) {
+        /* the common case: a tile-sized access and no entry reaching past its block */
+        if (!wide && (rc = walk_bucket(rt, &t->b[rf * t->ncb + cf], task, a)) < 0) return rc;
+    } else {
+        int64_t r0 = rf - t->rspan, r1 = rl < t->nrb ? rl : (int64_t)t->nrb - 1;
+        int64_t c0 = cf - t->cspan, c1 = cl < t->ncb ? cl : (int64_t)t->ncb - 1;
+        if (r0 < 0) r0 = 0;
+        if (c0 < 0) c0 = 0;
+        for (int64_t r = r0; r <= r1; r++) {
+            TMBucket* row = &t->b[r * t->ncb];
+            for (int64_t c = c0; c <= c1; c++) {
+                rc = walk_bucket(rt, &row[c], task, a);
+                if (rc < 0) return rc;
+            }
         }
     }
     int32_t i = entry_alloc(rt);
