@@ -228,3 +228,8 @@ def test_trace_and_stats_of_a_compiled_target(capsys, tmp_path, monkeypatch):
         assert re.search(rf"^{func}\s+{n}\s", out, re.M), out
     assert f"tasks {sum(want.values())}," in out
     assert "PTO_TRACE" not in __import__("os").environ      # restored after the launch
+    # --check on a compiled target compares with the interpreter and with plain numpy
+    interp = out.index("check against the reference interpreter:")
+    assert out.index("check against numpy_reference:") > interp
+    assert out.count(" OK (") == 2
+
