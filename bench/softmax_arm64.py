@@ -1,21 +1,35 @@
 """Fused softmax f32 on the arm64 backend (portable C on this x86 host) vs numpy, same arrays.
 
-    python bench/softmax_arm64.py [--workers 2] [--repeat 20]
+    python bench/softmax_arm64.py [--workers 2] [--rounds 5] [--repeat 10] [--sizes 8192,65536]
+                                  [--opt native|release]
 
-Two PTO variants per size: the five-kernel example (examples/fused_softmax.py, 8-row tiles)
-and a single fused kernel per 64-row tile (load, row max, subtract, exp, row sum, divide,
-store: one task per tile, the element loops fused by the emitter). Prints the median time of
-each and the ratio numpy / PTO (> 1: PTO is faster). Goal: >= 3x for the fused kernel.
+PTO variants per size: a single fused kernel per 64-row tile (load, row max, subtract, exp,
+row sum, divide, store: one task per tile, the element loops fused by the emitter) and the
+five-kernel example (examples/fused_softmax.py: row max, subtract, exp, row sum, divide as five
+tasks per tile, with 8-row tiles as written and with 64-row tiles).
+
+numpy does the same math in f32 on the same input: ``e = exp(x - max); e / sum(e)``, once as
+written (allocating its temporaries and result on every call, as numpy code usually does) and
+once into preallocated ``out=`` buffers (numpy's best case: no allocation, no page faults).
+PTO writes into preallocated outputs; every contender runs once before timing.
+
+All contenders are timed in the same run, in interleaved rounds (see :func:`time_in_rounds`);
+the table shows the median time of a call, the minor page faults per call (first touches of
+freshly mapped memory) and numpy's time over PTO's (> 1: PTO is faster).
+Goal: >= 3x for the fused kernel with 2 workers, on both sizes.
 """
 
 from __future__ import annotations
 
 import argparse
 import ctypes
+import os
+import resource
 import statistics
 import sys
 import time
 from pathlib import Path
+from typing import Callable
 
 import numpy as np
 
@@ -23,7 +37,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "examples"))
 
 from pto_core import ElementType, MemorySpace, PTOFunctionBuilder, PTOModule  # noqa: E402
-from pto_core.codegen.driver import build_module  # noqa: E402
+from pto_core.codegen.driver import build_module, build_root  # noqa: E402
 from pto_core.codegen.host import PTOTensorC  # noqa: E402
 from pto_core.options import CompileOptions  # noqa: E402
 from pto_core.orchestration import c_module_name  # noqa: E402
@@ -50,17 +64,39 @@ def fused_softmax_module(tile_rows: int = 64) -> PTOModule:
 
 
 def numpy_softmax(x: np.ndarray) -> np.ndarray:
+    """The textbook f32 softmax over rows, allocating as numpy code does."""
     e = np.exp(x - x.max(axis=1, keepdims=True))
     return e / e.sum(axis=1, keepdims=True)
+
+
+class NumpyInto:
+    """The same math into preallocated buffers (``out=``): numpy without allocations."""
+
+    def __init__(self, x: np.ndarray) -> None:
+        self.x = x
+        self.e = np.empty_like(x)
+        self.y = np.empty_like(x)
+        self.m = np.empty((x.shape[0], 1), x.dtype)
+        self.s = np.empty((x.shape[0], 1), x.dtype)
+
+    def __call__(self) -> np.ndarray:
+        np.max(self.x, axis=1, keepdims=True, out=self.m)
+        np.subtract(self.x, self.m, out=self.e)
+        np.exp(self.e, out=self.e)
+        np.sum(self.e, axis=1, keepdims=True, out=self.s)
+        return np.divide(self.e, self.s, out=self.y)
 
 
 class Runner:
     """The built module's entry with preallocated tensors (no copies in the timed call)."""
 
     def __init__(self, module: PTOModule, arrays: dict[str, np.ndarray], scalars: list[int],
-                 workers: int) -> None:
-        opts = CompileOptions(extra=(("build_opt", "native"),))
-        bdir = build_module("arm64", module, opts)
+                 workers: int, build_dir: Path, opt: str = "native") -> None:
+        # opt=native: -march=native; release: the host's x86-64 level (see bench/README.md).
+        # One build dir per variant: two variants of one module name must not share (or
+        # dlopen) one library.
+        opts = CompileOptions(extra=(("build_opt", opt),))
+        bdir = build_module("arm64", module, opts, build_dir=build_dir)
         name = c_module_name(module)
         self.lib = ctypes.CDLL(str(bdir / f"lib{name}.so"))
         self.fn = getattr(self.lib, f"pto_module_run_{name}")
@@ -80,44 +116,76 @@ class Runner:
         assert rc == 0, rc
 
 
-def median_time(f, repeat: int) -> float:
-    f()                                    # warm up (page faults, thread start)
-    ts = []
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        f()
-        ts.append(time.perf_counter() - t0)
-    return statistics.median(ts)
+def time_in_rounds(contenders: dict[str, Callable[[], object]], rounds: int,
+                   repeat: int) -> dict[str, tuple[float, float]]:
+    """Median seconds and minor page faults per call of each contender.
+
+    Each round runs every contender in turn: one untimed call (its own caches, threads and
+    memory come back), then ``repeat`` timed calls. Blocks, not single calls, are interleaved:
+    each contender is measured in its steady state, as when called in a loop, while a change of
+    machine load during the run hits all contenders alike.
+    """
+    times: dict[str, list[float]] = {k: [] for k in contenders}
+    faults: dict[str, int] = {k: 0 for k in contenders}
+    for _ in range(rounds):
+        for k, f in contenders.items():
+            f()
+            f0 = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+            for _ in range(repeat):
+                t0 = time.perf_counter()
+                f()
+                times[k].append(time.perf_counter() - t0)
+            faults[k] += resource.getrusage(resource.RUSAGE_SELF).ru_minflt - f0
+    n = rounds * repeat
+    return {k: (statistics.median(times[k]), faults[k] / n) for k in contenders}
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--workers", type=int, default=2)
-    ap.add_argument("--repeat", type=int, default=20)
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--repeat", type=int, default=10, help="timed calls per round")
     ap.add_argument("--tile-rows", type=int, default=64)
+    ap.add_argument("--sizes", default="8192,65536", help="row counts, comma-separated")
+    ap.add_argument("--opt", default="native", choices=("native", "release"),
+                    help="build flavour of the PTO modules (default native: -march=native)")
     args = ap.parse_args()
     import fused_softmax
     rng = np.random.default_rng(0)
-    print(f"{'rows x 128 f32':<16}{'variant':<26}{'PTO ms':>9}{'numpy ms':>10}{'numpy/PTO':>11}")
-    for rows in (8192, 65536):
+    print(f"# {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f}, "
+          f"{args.workers} workers, opt={args.opt}, median of {args.rounds} x {args.repeat} calls")
+    print(f"{'rows':>7}  {'contender':<30}{'ms':>8}{'faults':>8}{'numpy/':>9}{'np-out/':>9}")
+    for rows in (int(r) for r in args.sizes.split(",")):
         x = rng.standard_normal((rows, COLS), dtype=np.float32)
         want = numpy_softmax(x)
-        t_np = median_time(lambda: numpy_softmax(x), args.repeat)
         z = lambda c: np.zeros((rows, c), np.float32)  # noqa: E731
+        tr = args.tile_rows
         variants = [
-            (f"fused kernel ({args.tile_rows}-row tiles)", fused_softmax_module(args.tile_rows),
-             {"x": x, "y": z(COLS)}, [rows // args.tile_rows], "y"),
-            ("5-kernel example (8-row)", fused_softmax.build_module(),
+            (f"PTO fused kernel ({tr}-row)", fused_softmax_module(tr), {"x": x, "y": z(COLS)},
+             [rows // tr], "y"),
+            ("PTO 5-kernel example (8-row)", fused_softmax.build_module(8),
              {"input": x, "output": z(COLS), "temp_max": z(1), "temp_shifted": z(COLS),
               "temp_exp": z(COLS), "temp_sum": z(1)}, [rows // 8], "output"),
+            (f"PTO 5-kernel example ({tr}-row)", fused_softmax.build_module(tr),
+             {"input": x, "output": z(COLS), "temp_max": z(1), "temp_shifted": z(COLS),
+              "temp_exp": z(COLS), "temp_sum": z(1)}, [rows // tr], "output"),
         ]
-        for label, module, arrays, scalars, out in variants:
-            run = Runner(module, arrays, scalars, args.workers)
-            t = median_time(run, args.repeat)
-            np.testing.assert_allclose(arrays[out], want, rtol=1e-5, atol=1e-6)
-            print(f"{rows:>6} x 128     {label:<26}{t * 1e3:>9.2f}{t_np * 1e3:>10.2f}"
-                  f"{t_np / t:>10.2f}x")
+        contenders: dict[str, Callable[[], object]] = {
+            "numpy (allocating)": lambda: numpy_softmax(x), "numpy (out= buffers)": NumpyInto(x)}
+        outputs = {}
+        for k, (label, module, arrays, scalars, out) in enumerate(variants):
+            bdir = (build_root() / "arm64" / "bench_softmax" / args.opt
+                    / f"{c_module_name(module)}_{k}")
+            contenders[label] = Runner(module, arrays, scalars, args.workers, bdir, args.opt)
+            outputs[label] = arrays[out]
+        res = time_in_rounds(contenders, args.rounds, args.repeat)
+        for label, y in outputs.items():
+            np.testing.assert_allclose(y, want, rtol=1e-5, atol=1e-6, err_msg=label)
+        t_np, t_npo = res["numpy (allocating)"][0], res["numpy (out= buffers)"][0]
+        for label, (t, faults) in res.items():
+            print(f"{rows:>7}  {label:<30}{t * 1e3:>8.2f}{faults:>8.0f}"
+                  f"{t_np / t:>8.2f}x{t_npo / t:>8.2f}x")
     return 0
 
 
