@@ -4,6 +4,7 @@ qemu-aarch64)."""
 
 from __future__ import annotations
 
+import re
 import shutil
 import textwrap
 from pathlib import Path
@@ -159,3 +160,25 @@ def test_transcendentals_match_the_reference_under_qemu(math_programs, tmp_path)
         out = run_host(exe, inputs, scalars, tmp_path / dt, cross="aarch64")
         ok, report = compare_with_reference(prog, inputs, scalars, out)
         assert ok, f"{dt}:\n{report}"
+
+
+def test_portable_row_reductions_vectorise_without_branches(tmp_path):
+    """The lane accumulators of row max/sum are what makes the x86 build fast: GCC must report
+    them vectorised, and the row max must not compile to a compare-and-branch per element."""
+    import subprocess
+    if shutil.which("gcc") is None:
+        pytest.skip("gcc is not installed")
+    from pto_arm64.plugin import CFLAGS
+    m = softmax_kernel(rows=8, cols=128)
+    src = tmp_path / "k.c"
+    src.write_text(Arm64Renderer().render_kernel(m.functions["softmax_tile"], m, FUSED))
+    r = subprocess.run(["gcc", "-std=gnu11", *CFLAGS, "-c", str(src), "-o", str(tmp_path / "k.o"),
+                        "-fopt-info-vec-optimized"], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    lines = src.read_text().split("\n")
+    lane_loops = {k + 2 for k, line in enumerate(lines)          # the loop after the pragma
+                  if line.strip() == "#pragma GCC unroll 1"}
+    assert len(lane_loops) == 2                                  # row max and row sum
+    vectorised = {int(n) for n in re.findall(r"k\.c:(\d+):\d+: optimized: loop vectorized",
+                                             r.stderr)}
+    assert lane_loops <= vectorised, r.stderr
