@@ -23,13 +23,12 @@
 #define ACC_READ  1
 #define ACC_WRITE 2
 
-/* One tensor argument's region, kept only between add_* and submit. */
+/* One tensor argument's region, kept only between add_* and submit. The tensor-map record of
+ * its data pointer is found (or created) when the argument is added. */
 typedef struct PTOAccess {
-    void*   base;
-    int64_t r0, c0, r1, c1;        /* half-open rectangle in elements */
-    int64_t rows, cols;            /* the tensor's shape (sizes the bucket grid) */
+    int32_t tensor;                /* index into TMap.tensors */
     int32_t mode;                  /* ACC_READ | ACC_WRITE */
-    int32_t pad;
+    int64_t r0, c0, r1, c1;        /* half-open rectangle in elements */
 } PTOAccess;
 
 typedef struct PTOStage {
@@ -85,21 +84,29 @@ typedef struct TMTensor {
     int32_t   rshift, cshift;      /* block = 2^rshift rows x 2^cshift columns */
     int32_t   rspan, cspan;
     int32_t   nrb, ncb;            /* row blocks allocated so far (grown on demand), column blocks */
-    int32_t   max_rb, pad;         /* row-block limit of the grid */
+    int32_t   max_rb;              /* row-block limit of the grid */
+    int32_t   general;             /* rspan | cspan | wide chains in use: lookups take the general path */
     TMBucket  wide;
     TMBucket* b;                   /* nrb * ncb buckets, row-major */
+    uint8_t*  listed;              /* per bucket: on the occupied list */
 } TMTensor;
-#define TM_CACHE 16
+/* Occupied-bucket list: every bucket that received an entry since it was last found empty, so
+ * the sweep visits those instead of every bucket of every grid. */
+typedef struct TMRef { int32_t tensor; int32_t bucket; } TMRef;
+typedef struct TMSlot { void* base; int64_t idx; } TMSlot;   /* open addressing, base NULL = empty */
 typedef struct TMap {
-    void*     cache_base[TM_CACHE];            /* direct-mapped pointer -> tensor cache */
-    int32_t   cache_idx[TM_CACHE];
+    TMSlot*   slots;    int32_t slot_shift;        /* 2^(64 - slot_shift) slots, load <= 1/2 */
     int32_t   swept_alive;                     /* last_alive at the last full sweep */
     TMTensor* tensors;  int32_t ntensors, cap_tensors;
-    int32_t*  index;    uint32_t index_cap;        /* open addressing: tensor idx + 1 */
     TMEntry*  e;        int32_t cap, free_head;
     int64_t   live, peak, since_sweep;
     int64_t   bucket_bytes;
+    TMRef*    occ;      int32_t nocc, cap_occ;
 } TMap;
+/* Fibonacci hashing: the top bits of the product depend on every bit of the pointer. */
+static inline uint32_t tm_slot_of(const TMap* tm, const void* base) {
+    return (uint32_t)(((uint64_t)(uintptr_t)base * 0x9E3779B97F4A7C15ULL) >> tm->slot_shift);
+}
 
 typedef struct PTOQueue {
     pthread_mutex_t mu;
@@ -228,7 +235,15 @@ static inline void rt_unlock(_Atomic int32_t* l) { atomic_store_explicit(l, 0, m
 /* tensormap.c */
 int  tm_init(TMap* tm, int32_t initial_entries);
 void tm_free(TMap* tm);
-int  tm_access(PTORuntime* rt, int32_t task, const PTOAccess* a);
+int  tm_submit(PTORuntime* rt, int32_t task, const PTOAccess* acc, int32_t n);
+/* The record of a data pointer, created on first sight from that access's extent and the
+ * tensor's shape; an index >= 0 or PTO_ENOMEM. */
+int32_t tm_tensor_slow(TMap* tm, void* base, int64_t rows, int64_t cols, int64_t trows, int64_t tcols);
+static inline int32_t tm_tensor(TMap* tm, void* base, int64_t rows, int64_t cols, int64_t trows, int64_t tcols) {
+    const TMSlot* s = &tm->slots[tm_slot_of(tm, base)];
+    if (__builtin_expect(s->base == base, 1)) return (int32_t)s->idx;
+    return tm_tensor_slow(tm, base, rows, cols, trows, tcols);
+}
 int64_t tm_bytes(const TMap* tm);
 
 /* tensormap.c: dependency-entry pool */

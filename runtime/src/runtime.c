@@ -267,28 +267,43 @@ static int reserve_args_slow(PTORuntime* rt, PTOTask* t, int32_t k) {
     return PTO_OK;
 }
 
-static int add_tensor(PTORuntime* rt, int32_t task, const PTOTensor* x, int64_t r0, int64_t c0,
-                      int64_t rows, int64_t cols, int mode) {
+/* The precise error of an argument that failed add_tensor's combined check. */
+static __attribute__((noinline)) int tensor_arg_error(const PTOTensor* x, int64_t rows, int64_t cols) {
+    if (!x->data || x->elem_size <= 0 || x->rows < 0 || x->cols < 0 || x->ld < x->cols || rows <= 0 || cols <= 0)
+        return PTO_EINVAL;
+    return PTO_EBOUNDS;   /* r0 < 0, c0 < 0, r0 + rows > x->rows or c0 + cols > x->cols */
+}
+
+static inline __attribute__((always_inline)) int add_tensor(PTORuntime* rt, int32_t task, const PTOTensor* x,
+                                                            int64_t r0, int64_t c0, int64_t rows, int64_t cols, int mode) {
     int err;
     PTOTask* t = building_task(rt, task, &err);
     if (!t) return err;
-    if (__builtin_expect(!x || !x->data, 0)) return PTO_EINVAL;
+    if (__builtin_expect(!x, 0)) return PTO_EINVAL;
+    void* const data = x->data;
     const int64_t xr = x->rows, xc = x->cols, ld = x->ld, es = x->elem_size;
-    if (__builtin_expect((es <= 0) | (xr < 0) | (xc < 0) | (ld < xc) | (rows <= 0) | (cols <= 0), 0))
-        return PTO_EINVAL;
-    if (__builtin_expect((r0 < 0) | (c0 < 0) | (r0 > xr - rows) | (c0 > xc - cols), 0)) return PTO_EBOUNDS;
+    /* One test for the whole validation: every value that must not be negative ORed together
+     * (rows - 1 and cols - 1 wrap to a set sign bit at 0), then the two extents in unsigned
+     * arithmetic (no overflow: both terms are below 2^63 once the signs are clear; rows = 2^63
+     * fails the extent test). tensor_arg_error sorts a failure into EINVAL / EBOUNDS. */
+    const uint64_t signs = (uint64_t)r0 | (uint64_t)c0 | (uint64_t)xr | (uint64_t)xc |
+                           ((uint64_t)rows - 1) | ((uint64_t)cols - 1) | (uint64_t)(es - 1);
+    if (__builtin_expect((data == NULL) | (signs >> 63) | (ld < xc) | ((uint64_t)r0 + (uint64_t)rows > (uint64_t)xr) |
+                         ((uint64_t)c0 + (uint64_t)cols > (uint64_t)xc), 0))
+        return tensor_arg_error(x, rows, cols);
     int rc = reserve_args(rt, t, 2);
     if (rc < 0) return rc;
-    char* p = (char*)x->data + (r0 * ld + c0) * es;
+    const int32_t k = tm_tensor(&rt->tm, data, rows, cols, xr, xc);
+    if (__builtin_expect(k < 0, 0)) return k;
     int64_t* args = t->args;
     int n = t->num_args;
-    args[n] = (int64_t)(intptr_t)p;
+    args[n] = (int64_t)(intptr_t)((char*)data + (r0 * ld + c0) * es);
     args[n + 1] = ld;
     t->num_args = (int16_t)(n + 2);
     PTOStage* st = &rt->stages[t->stage];
     PTOAccess* a = &st->acc[st->n++];
-    *a = (PTOAccess){.base = x->data, .r0 = r0, .c0 = c0, .r1 = r0 + rows, .c1 = c0 + cols,
-                     .rows = xr, .cols = xc, .mode = mode};
+    a->tensor = k; a->mode = mode;
+    a->r0 = r0; a->c0 = c0; a->r1 = r0 + rows; a->c1 = c0 + cols;
     return PTO_OK;
 }
 
@@ -347,8 +362,7 @@ int pto_task_submit(PTORuntime* rt, int32_t task) {
     PTOTask* t = building_task(rt, task, &err);
     if (!t) return err;
     PTOStage* st = &rt->stages[t->stage];
-    int rc = PTO_OK;
-    for (int32_t i = 0; i < st->n && rc == PTO_OK; i++) rc = tm_access(rt, task, &st->acc[i]);
+    int rc = tm_submit(rt, task, st->acc, st->n);
     if (rc == PTO_OK && rt->rec_chunks) rc = record_task(rt, t);
     if (rc < 0) return rc;   /* only ENOMEM gets here; the task stays BUILDING */
     rt->stage_free[rt->nstage_free++] = t->stage;

@@ -16,11 +16,10 @@
 
 int tm_init(TMap* tm, int32_t initial_entries) {
     memset(tm, 0, sizeof *tm);
-    tm->index_cap = 64;
-    tm->index = calloc(tm->index_cap, sizeof(int32_t));
+    tm->slot_shift = 64 - 6;                       /* 64 slots */
+    tm->slots = calloc((size_t)1 << (64 - tm->slot_shift), sizeof(TMSlot));
     tm->free_head = -1;
-    for (int i = 0; i < TM_CACHE; i++) tm->cache_idx[i] = -1;
-    if (!tm->index) return PTO_ENOMEM;
+    if (!tm->slots) return PTO_ENOMEM;
     /* Pre-fault a pool sized to the window so steady-state inserts never grow it. */
     tm->e = malloc((size_t)initial_entries * sizeof(TMEntry));
     if (!tm->e) return PTO_ENOMEM;
@@ -30,30 +29,26 @@ int tm_init(TMap* tm, int32_t initial_entries) {
 }
 
 void tm_free(TMap* tm) {
-    for (int32_t i = 0; i < tm->ntensors; i++) free(tm->tensors[i].b);
-    free(tm->tensors); free(tm->index); free(tm->e);
+    for (int32_t i = 0; i < tm->ntensors; i++) { free(tm->tensors[i].b); free(tm->tensors[i].listed); }
+    free(tm->tensors); free(tm->slots); free(tm->e); free(tm->occ);
     memset(tm, 0, sizeof *tm);
 }
 
 int64_t tm_bytes(const TMap* tm) {
-    return (int64_t)tm->cap_tensors * (int64_t)sizeof(TMTensor) + (int64_t)tm->index_cap * 4 +
-           (int64_t)tm->cap * (int64_t)sizeof(TMEntry) + tm->bucket_bytes;
+    return (int64_t)tm->cap_tensors * (int64_t)sizeof(TMTensor) +
+           ((int64_t)1 << (64 - tm->slot_shift)) * (int64_t)sizeof(TMSlot) +
+           (int64_t)tm->cap * (int64_t)sizeof(TMEntry) + tm->bucket_bytes +
+           (int64_t)tm->cap_occ * (int64_t)sizeof(TMRef);
 }
 
-static inline uint32_t hash_ptr(const void* p) {
-    uint64_t x = (uint64_t)(uintptr_t)p;
-    x ^= x >> 33; x *= 0xff51afd7ed558ccdULL; x ^= x >> 33;
-    return (uint32_t)x;
+static void slot_put(TMap* tm, void* base, int32_t idx) {
+    const uint32_t m = (uint32_t)(((uint64_t)1 << (64 - tm->slot_shift)) - 1);
+    uint32_t h = tm_slot_of(tm, base);
+    while (tm->slots[h].base) h = (h + 1) & m;
+    tm->slots[h].base = base;
+    tm->slots[h].idx = idx;
 }
 
-static int index_put(TMap* tm, void* base, int32_t idx) {
-    uint32_t m = tm->index_cap - 1, h = hash_ptr(base) & m;
-    while (tm->index[h]) h = (h + 1) & m;
-    tm->index[h] = idx + 1;
-    return PTO_OK;
-}
-
-/* Find or create the record of a data pointer; returns its index or a negative error. */
 #define TM_MAX_BUCKETS_LOG2 20    /* at most 2^20 blocks per tensor */
 
 static inline int32_t log2_floor(int64_t v) {
@@ -62,31 +57,28 @@ static inline int32_t log2_floor(int64_t v) {
     return k;
 }
 
-static int32_t tensor_of(TMap* tm, const PTOAccess* a) {
-    void* base = a->base;
-    uint32_t slot = (uint32_t)(((uintptr_t)base >> 6) ^ ((uintptr_t)base >> 20)) & (TM_CACHE - 1);
-    if (tm->cache_base[slot] == base) return tm->cache_idx[slot];
-    uint32_t m = tm->index_cap - 1, h = hash_ptr(base) & m;
-    for (int32_t v; (v = tm->index[h]) != 0; h = (h + 1) & m)
-        if (tm->tensors[v - 1].base == base) {
-            tm->cache_base[slot] = base; tm->cache_idx[slot] = v - 1;
-            return v - 1;
-        }
+/* Slow path of tm_tensor (rt_internal.h): probe past the home slot, or create the record. */
+int32_t tm_tensor_slow(TMap* tm, void* base, int64_t ext_rows, int64_t ext_cols, int64_t trows, int64_t tcols) {
+    const uint32_t m = (uint32_t)(((uint64_t)1 << (64 - tm->slot_shift)) - 1);
+    for (uint32_t h = tm_slot_of(tm, base); tm->slots[h].base; h = (h + 1) & m)
+        if (tm->slots[h].base == base) return (int32_t)tm->slots[h].idx;
     if (tm->ntensors == tm->cap_tensors) {
         int32_t nc = tm->cap_tensors ? tm->cap_tensors * 2 : 16;
         TMTensor* n = realloc(tm->tensors, (size_t)nc * sizeof *n);
         if (!n) return PTO_ENOMEM;
         tm->tensors = n; tm->cap_tensors = nc;
     }
-    if ((uint32_t)(tm->ntensors + 1) * 2 > tm->index_cap) {     /* keep load <= 1/2 */
-        uint32_t nc = tm->index_cap * 2;
-        int32_t* ni = calloc(nc, sizeof(int32_t));
-        if (!ni) return PTO_ENOMEM;
-        free(tm->index); tm->index = ni; tm->index_cap = nc;
-        for (int32_t i = 0; i < tm->ntensors; i++) index_put(tm, tm->tensors[i].base, i);
+    if ((uint64_t)(tm->ntensors + 1) * 2 > m + 1) {     /* keep load <= 1/2 */
+        TMSlot* old = tm->slots;
+        uint32_t ocap = m + 1;
+        TMSlot* ns = calloc((size_t)ocap * 2, sizeof(TMSlot));
+        if (!ns) return PTO_ENOMEM;
+        tm->slots = ns; tm->slot_shift--;
+        for (uint32_t i = 0; i < ocap; i++) if (old[i].base) slot_put(tm, old[i].base, (int32_t)old[i].idx);
+        free(old);
     }
-    int32_t rs = log2_floor(a->r1 - a->r0), cs = log2_floor(a->c1 - a->c0);
-    int64_t rows = a->rows > 0 ? a->rows : 1, cols = a->cols > 0 ? a->cols : 1;
+    int32_t rs = log2_floor(ext_rows), cs = log2_floor(ext_cols);
+    int64_t rows = trows > 0 ? trows : 1, cols = tcols > 0 ? tcols : 1;
     /* coarsen the finer dimension until the grid has at most 2^20 blocks */
     while ((((rows - 1) >> rs) + 1) * (((cols - 1) >> cs) + 1) > ((int64_t)1 << TM_MAX_BUCKETS_LOG2)) {
         if (((rows - 1) >> rs) >= ((cols - 1) >> cs)) rs++; else cs++;
@@ -97,8 +89,7 @@ static int32_t tensor_of(TMap* tm, const PTOAccess* a) {
     t->ncb = (int32_t)(((cols - 1) >> cs) + 1);
     t->max_rb = (int32_t)(((int64_t)1 << TM_MAX_BUCKETS_LOG2) / t->ncb);
     t->wide = (TMBucket){{-1, -1}, {-1, -1}};
-    index_put(tm, base, tm->ntensors);
-    tm->cache_base[slot] = base; tm->cache_idx[slot] = tm->ntensors;
+    slot_put(tm, base, tm->ntensors);
     return tm->ntensors++;
 }
 
@@ -108,11 +99,16 @@ static int grow_rows(TMap* tm, TMTensor* t, int64_t need) {
     int64_t nb = t->nrb ? t->nrb : 4;
     while (nb < need) nb *= 2;
     if (nb > t->max_rb) nb = t->max_rb;
-    TMBucket* b = realloc(t->b, (size_t)nb * (size_t)t->ncb * sizeof *b);
+    const size_t n = (size_t)nb * (size_t)t->ncb, old = (size_t)t->nrb * (size_t)t->ncb;
+    TMBucket* b = realloc(t->b, n * sizeof *b);
     if (!b) return PTO_ENOMEM;
     t->b = b;
-    for (int64_t i = (int64_t)t->nrb * t->ncb; i < nb * t->ncb; i++) b[i] = (TMBucket){{-1, -1}, {-1, -1}};
-    tm->bucket_bytes += (nb - t->nrb) * t->ncb * (int64_t)sizeof *b;
+    uint8_t* l = realloc(t->listed, n);
+    if (!l) return PTO_ENOMEM;
+    t->listed = l;
+    for (size_t i = old; i < n; i++) b[i] = (TMBucket){{-1, -1}, {-1, -1}};
+    memset(l + old, 0, n - old);
+    tm->bucket_bytes += (int64_t)(n - old) * (int64_t)(sizeof *b + 1);
     t->nrb = (int32_t)nb;
     return PTO_OK;
 }
@@ -139,15 +135,22 @@ static void sweep_chain(TMap* tm, TMChain* ch, int32_t last_alive) {
     }
 }
 
+/* Visit the occupied buckets (not the whole grids): sweep each, and forget the ones left empty. */
 static void sweep(TMap* tm, int32_t last_alive) {
+    int32_t keep = 0;
+    for (int32_t k = 0; k < tm->nocc; k++) {
+        TMRef r = tm->occ[k];
+        TMTensor* t = &tm->tensors[r.tensor];
+        TMBucket* b = &t->b[r.bucket];
+        sweep_chain(tm, &b->w, last_alive);
+        sweep_chain(tm, &b->r, last_alive);
+        if (b->w.head >= 0 || b->r.head >= 0) tm->occ[keep++] = r;
+        else t->listed[r.bucket] = 0;
+    }
+    tm->nocc = keep;
     for (int32_t k = 0; k < tm->ntensors; k++) {
-        TMTensor* t = &tm->tensors[k];
-        for (int64_t b = 0; b < (int64_t)t->nrb * t->ncb; b++) {
-            sweep_chain(tm, &t->b[b].w, last_alive);
-            sweep_chain(tm, &t->b[b].r, last_alive);
-        }
-        sweep_chain(tm, &t->wide.w, last_alive);
-        sweep_chain(tm, &t->wide.r, last_alive);
+        sweep_chain(tm, &tm->tensors[k].wide.w, last_alive);
+        sweep_chain(tm, &tm->tensors[k].wide.r, last_alive);
     }
     tm->since_sweep = 0;
 }
@@ -162,11 +165,11 @@ static inline void pop_retired(TMap* tm, TMChain* ch, int32_t last_alive) {
     }
 }
 
-static int32_t entry_alloc(PTORuntime* rt) {
+/* The pool is empty: sweep (at most once per `cap` inserts; inserts pop retired prefixes, so a
+ * sweep is only for buckets nobody touches any more) or grow it. Returns PTO_OK or ENOMEM. */
+static __attribute__((noinline)) int entry_refill(PTORuntime* rt) {
     TMap* tm = &rt->tm;
-    /* Inserts pop retired prefixes, so a full sweep is only for buckets nobody touches
-     * any more; do it at most once per `cap` inserts. */
-    if (tm->free_head < 0 && tm->since_sweep >= tm->cap && rt->last_alive - tm->swept_alive >= tm->cap / 4) {
+    if (tm->since_sweep >= tm->cap && rt->last_alive - tm->swept_alive >= tm->cap / 4) {
         sweep(tm, rt->last_alive);
         tm->swept_alive = rt->last_alive;
     }
@@ -178,11 +181,19 @@ static int32_t entry_alloc(PTORuntime* rt) {
         for (int32_t i = nc - 1; i >= tm->cap; i--) { n[i].next = tm->free_head; tm->free_head = i; }
         tm->cap = nc;
     }
-    int32_t i = tm->free_head;
-    tm->free_head = tm->e[i].next;
-    if (++tm->live > tm->peak) tm->peak = tm->live;
-    tm->since_sweep++;
-    return i;
+    return PTO_OK;
+}
+
+static __attribute__((noinline)) int occ_push(TMap* tm, int32_t tensor, int64_t bucket) {
+    if (tm->nocc == tm->cap_occ) {
+        int32_t nc = tm->cap_occ ? tm->cap_occ * 2 : 256;
+        TMRef* n = realloc(tm->occ, (size_t)nc * sizeof *n);
+        if (!n) return PTO_ENOMEM;
+        tm->occ = n; tm->cap_occ = nc;
+    }
+    tm->occ[tm->nocc++] = (TMRef){tensor, (int32_t)bucket};
+    tm->tensors[tensor].listed[bucket] = 1;
+    return PTO_OK;
 }
 
 /* ---------------------------------------------------------------- dependency edges
@@ -271,10 +282,10 @@ static inline __attribute__((always_inline)) int add_edge(PTORuntime* rt, int32_
 
 
 static inline bool overlaps(const TMEntry* e, const PTOAccess* a) {
-    return e->r0 < a->r1 && a->r0 < e->r1 && e->c0 < a->c1 && a->c0 < e->c1;
+    return (e->r0 < a->r1) & (a->r0 < e->r1) & (e->c0 < a->c1) & (a->c0 < e->c1);
 }
 static inline bool covers(const PTOAccess* a, const TMEntry* e) {
-    return a->r0 <= e->r0 && e->r1 <= a->r1 && a->c0 <= e->c0 && e->c1 <= a->c1;
+    return (a->r0 <= e->r0) & (e->r1 <= a->r1) & (a->c0 <= e->c0) & (e->c1 <= a->c1);
 }
 
 /* Walk one chain: drop retired entries, add edges for overlapping ones, and (for a write)
@@ -315,11 +326,45 @@ static inline __attribute__((always_inline)) int walk_bucket(PTORuntime* rt, TMB
     return rc;
 }
 
-int tm_access(PTORuntime* rt, int32_t task, const PTOAccess* a) {
+/* Record the access in bucket `bucket` of its tensor (-1: the wide chains). A write walked both
+ * chains of its home bucket just before, which popped their retired prefixes already. */
+static inline __attribute__((always_inline)) int insert(PTORuntime* rt, int32_t task, const PTOAccess* a,
+                                                        int64_t bucket) {
     TMap* tm = &rt->tm;
-    int32_t k = tensor_of(tm, a);
-    if (k < 0) return k;
-    TMTensor* t = &tm->tensors[k];
+    if (__builtin_expect(tm->free_head < 0, 0)) {
+        int rc = entry_refill(rt);
+        if (rc < 0) return rc;
+    }
+    const int32_t i = tm->free_head;
+    TMEntry* e = &tm->e[i];
+    tm->free_head = e->next;
+    if (++tm->live > tm->peak) tm->peak = tm->live;
+    tm->since_sweep++;
+    e->r0 = a->r0; e->c0 = a->c0; e->r1 = a->r1; e->c1 = a->c1; e->task = task; e->next = -1;
+    TMTensor* t = &tm->tensors[a->tensor];
+    TMBucket* home = bucket >= 0 ? &t->b[bucket] : &t->wide;
+    TMChain* ch;
+    if (a->mode & ACC_WRITE) ch = &home->w;
+    else { ch = &home->r; pop_retired(tm, ch, rt->last_alive); }
+    if (ch->tail >= 0) {
+        tm->e[ch->tail].next = i;
+    } else {
+        ch->head = i;
+        /* a bucket with a non-empty chain is always listed, so only an empty chain can need it */
+        if (bucket >= 0 && !t->listed[bucket]) {
+            int rc = occ_push(tm, a->tensor, bucket);
+            if (rc < 0) { ch->head = -1; entry_free(tm, i); return rc; }
+        }
+    }
+    ch->tail = i;
+    return PTO_OK;
+}
+
+/* General case: an access reaching several blocks, a tensor with entries reaching past their
+ * block or wide entries, a row block not allocated yet, or a region outside the first grid. */
+static __attribute__((noinline)) int access_general(PTORuntime* rt, int32_t task, const PTOAccess* a) {
+    TMap* tm = &rt->tm;
+    TMTensor* t = &tm->tensors[a->tensor];
     const int64_t rf = a->r0 >> t->rshift, rl = (a->r1 - 1) >> t->rshift;
     const int64_t cf = a->c0 >> t->cshift, cl = (a->c1 - 1) >> t->cshift;
     /* bucketed when it reaches few blocks and lies in the grid (another view of the pointer may
@@ -327,39 +372,50 @@ int tm_access(PTORuntime* rt, int32_t task, const PTOAccess* a) {
     const bool wide = rl - rf > TM_SPAN_MAX || cl - cf > TM_SPAN_MAX || cf >= t->ncb || rf >= t->max_rb;
     int rc;
     if (!wide && rf >= t->nrb && (rc = grow_rows(tm, t, rf + 1)) < 0) return rc;
-    if (__builtin_expect(t->wide.w.head >= 0 || t->wide.r.head >= 0, 0)) {
+    if (t->wide.w.head >= 0 || t->wide.r.head >= 0) {
         rc = walk_bucket(rt, &t->wide, task, a);
         if (rc < 0) return rc;
     }
-    if ((rl - rf) + (cl - cf) + t->rspan + t->cspan == 0) {
-        /* the common case: a tile-sized access and no entry reaching past its block */
-        if (!wide && (rc = walk_bucket(rt, &t->b[rf * t->ncb + cf], task, a)) < 0) return rc;
-    } else {
-        int64_t r0 = rf - t->rspan, r1 = rl < t->nrb ? rl : (int64_t)t->nrb - 1;
-        int64_t c0 = cf - t->cspan, c1 = cl < t->ncb ? cl : (int64_t)t->ncb - 1;
-        if (r0 < 0) r0 = 0;
-        if (c0 < 0) c0 = 0;
-        for (int64_t r = r0; r <= r1; r++) {
-            TMBucket* row = &t->b[r * t->ncb];
-            for (int64_t c = c0; c <= c1; c++) {
-                rc = walk_bucket(rt, &row[c], task, a);
-                if (rc < 0) return rc;
-            }
+    int64_t r0 = rf - t->rspan, r1 = rl < t->nrb ? rl : (int64_t)t->nrb - 1;
+    int64_t c0 = cf - t->cspan, c1 = cl < t->ncb ? cl : (int64_t)t->ncb - 1;
+    if (r0 < 0) r0 = 0;
+    if (c0 < 0) c0 = 0;
+    for (int64_t r = r0; r <= r1; r++) {
+        TMBucket* row = &t->b[r * t->ncb];
+        for (int64_t c = c0; c <= c1; c++) {
+            rc = walk_bucket(rt, &row[c], task, a);
+            if (rc < 0) return rc;
         }
     }
-    int32_t i = entry_alloc(rt);
-    if (i < 0) return i;
-    TMEntry* e = &tm->e[i];
-    e->r0 = a->r0; e->c0 = a->c0; e->r1 = a->r1; e->c1 = a->c1; e->task = task; e->next = -1;
-    TMBucket* home = &t->wide;
+    rc = insert(rt, task, a, wide ? -1 : rf * t->ncb + cf);
+    if (rc < 0) return rc;
     if (!wide) {
         if (rl - rf > t->rspan) t->rspan = (int32_t)(rl - rf);
         if (cl - cf > t->cspan) t->cspan = (int32_t)(cl - cf);
-        home = &t->b[rf * t->ncb + cf];
     }
-    TMChain* ch = (a->mode & ACC_WRITE) ? &home->w : &home->r;
-    pop_retired(tm, ch, rt->last_alive);
-    if (ch->tail >= 0) tm->e[ch->tail].next = i; else ch->head = i;
-    ch->tail = i;
+    t->general = (t->rspan | t->cspan) != 0 || t->wide.w.head >= 0 || t->wide.r.head >= 0;
+    return PTO_OK;
+}
+
+/* The accesses of task `task`, at its submission. */
+int tm_submit(PTORuntime* rt, int32_t task, const PTOAccess* acc, int32_t n) {
+    TMap* tm = &rt->tm;
+    for (int32_t k = 0; k < n; k++) {
+        const PTOAccess* a = &acc[k];
+        TMTensor* t = &tm->tensors[a->tensor];
+        const int64_t rf = a->r0 >> t->rshift, cf = a->c0 >> t->cshift;
+        const int64_t dr = ((a->r1 - 1) >> t->rshift) - rf, dc = ((a->c1 - 1) >> t->cshift) - cf;
+        int rc;
+        /* the common case: a tile inside one allocated block, no entry of the tensor reaching
+         * past its block, no wide entries: one bucket to walk */
+        if (__builtin_expect((dr | dc | t->general) == 0 && rf < t->nrb && cf < t->ncb, 1)) {
+            const int64_t bucket = rf * t->ncb + cf;
+            rc = walk_bucket(rt, &t->b[bucket], task, a);
+            if (rc == PTO_OK) rc = insert(rt, task, a, bucket);
+        } else {
+            rc = access_general(rt, task, a);
+        }
+        if (rc < 0) return rc;
+    }
     return PTO_OK;
 }
