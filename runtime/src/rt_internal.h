@@ -193,6 +193,7 @@ struct PTORuntime {
     PTOWorker* workers;
     int32_t    nworkers;
     bool       started, ran, shut, degraded;
+    bool       pooled;             /* this run's workers are threads of the process-wide pool */
     _Atomic int32_t threaded;      /* 1 once worker threads were started (never reset) */
     _Atomic int32_t halt;          /* failure or shutdown: dispatch stops */
     _Atomic int32_t stop;          /* workers exit when idle */

@@ -291,10 +291,108 @@ static void* worker_main(void* arg) {
     return NULL;
 }
 
+/* ---------------------------------------------------------------- process-wide worker pool
+ * Creating threads costs more than a small graph takes to run, so worker threads outlive the
+ * run that created them: between runs they are parked, each on its own condition variable. One
+ * runtime at a time runs on the pool (it grows to the largest worker count asked for); a runtime
+ * that starts while another holds it creates and joins its own threads, as does everything
+ * after the library's destructor ran. The destructor (at exit or dlclose) joins the parked
+ * threads; a child process after fork starts with an empty pool. */
+static struct {
+    pthread_mutex_t mu;
+    pthread_cond_t  cv[PTO_MAX_WORKERS];   /* slot i: work assigned, or quit */
+    pthread_cond_t  done_cv;               /* active reached 0 */
+    pthread_t       th[PTO_MAX_WORKERS];
+    PTOWorker*      work[PTO_MAX_WORKERS]; /* slot i's worker of the current run, NULL: parked */
+    int32_t         nthreads, active;
+    bool            busy, quit;
+} g_pool;
+static pthread_once_t g_pool_once = PTHREAD_ONCE_INIT;
+static bool g_pool_ready;
+
+static void pool_reset(void) {
+    pthread_mutex_init(&g_pool.mu, NULL);
+    for (int i = 0; i < PTO_MAX_WORKERS; i++) { pthread_cond_init(&g_pool.cv[i], NULL); g_pool.work[i] = NULL; }
+    pthread_cond_init(&g_pool.done_cv, NULL);
+    g_pool.nthreads = g_pool.active = 0;
+    g_pool.busy = g_pool.quit = false;
+}
+static void pool_init(void) {
+    pool_reset();
+    pthread_atfork(NULL, NULL, pool_reset);    /* the child has none of the parent's threads */
+    g_pool_ready = true;
+}
+
+static void* pool_main(void* arg) {
+    const int i = (int)(intptr_t)arg;
+    pthread_mutex_lock(&g_pool.mu);
+    for (;;) {
+        while (!g_pool.work[i] && !g_pool.quit) pthread_cond_wait(&g_pool.cv[i], &g_pool.mu);
+        PTOWorker* w = g_pool.work[i];
+        if (!w) break;                         /* quit */
+        pthread_mutex_unlock(&g_pool.mu);
+        worker_main(w);
+        pthread_mutex_lock(&g_pool.mu);
+        g_pool.work[i] = NULL;
+        if (--g_pool.active == 0) pthread_cond_signal(&g_pool.done_cv);
+    }
+    pthread_mutex_unlock(&g_pool.mu);
+    return NULL;
+}
+
+/* Run rt's workers on the pool; false: the pool is taken (or gone), create threads instead. */
+static bool pool_acquire(PTORuntime* rt) {
+    pthread_once(&g_pool_once, pool_init);
+    pthread_mutex_lock(&g_pool.mu);
+    bool ok = !g_pool.busy && !g_pool.quit;
+    while (ok && g_pool.nthreads < rt->nworkers) {
+        int i = g_pool.nthreads;
+        if (pthread_create(&g_pool.th[i], NULL, pool_main, (void*)(intptr_t)i) != 0) ok = false;
+        else g_pool.nthreads++;
+    }
+    if (ok) {
+        g_pool.busy = true;
+        g_pool.active = rt->nworkers;
+        for (int i = 0; i < rt->nworkers; i++) {
+            g_pool.work[i] = &rt->workers[i];
+            pthread_cond_signal(&g_pool.cv[i]);
+        }
+    }
+    pthread_mutex_unlock(&g_pool.mu);
+    return ok;
+}
+
+/* Wait until every worker of the run returned to the pool, then hand the pool back. */
+static void pool_release(void) {
+    pthread_mutex_lock(&g_pool.mu);
+    while (g_pool.active > 0) pthread_cond_wait(&g_pool.done_cv, &g_pool.mu);
+    g_pool.busy = false;
+    pthread_mutex_unlock(&g_pool.mu);
+}
+
+__attribute__((destructor)) static void pool_fini(void) {
+    if (!g_pool_ready) return;
+    pthread_mutex_lock(&g_pool.mu);
+    if (g_pool.busy) { pthread_mutex_unlock(&g_pool.mu); return; }   /* exit() during a run */
+    g_pool.quit = true;
+    for (int i = 0; i < g_pool.nthreads; i++) pthread_cond_signal(&g_pool.cv[i]);
+    int n = g_pool.nthreads;
+    pthread_mutex_unlock(&g_pool.mu);
+    for (int i = 0; i < n; i++) pthread_join(g_pool.th[i], NULL);
+    pthread_mutex_lock(&g_pool.mu);
+    g_pool.nthreads = 0;
+    pthread_mutex_unlock(&g_pool.mu);
+}
+
 int sched_start(PTORuntime* rt) {
     if (rt->started || rt->nworkers == 0) return PTO_OK;
     atomic_store(&rt->stop, 0);
     atomic_store(&rt->threaded, 1);
+    if (pool_acquire(rt)) {
+        rt->pooled = true;
+        rt->started = true;
+        return PTO_OK;
+    }
     for (int i = 0; i < rt->nworkers; i++) {
         if (pthread_create(&rt->workers[i].th, NULL, worker_main, &rt->workers[i]) != 0) {
             atomic_store(&rt->stop, 1);
@@ -313,6 +411,8 @@ void sched_stop(PTORuntime* rt) {
     pthread_mutex_lock(&rt->idle_mu);
     pthread_cond_broadcast(&rt->idle_cv);
     pthread_mutex_unlock(&rt->idle_mu);
-    for (int i = 0; i < rt->nworkers; i++) pthread_join(rt->workers[i].th, NULL);
+    if (rt->pooled) pool_release();
+    else for (int i = 0; i < rt->nworkers; i++) pthread_join(rt->workers[i].th, NULL);
+    rt->pooled = false;
     rt->started = false;
 }

@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 static int g_pass, g_fail;
@@ -682,6 +683,59 @@ static void test_trace_env_and_limits(void) {
     pto_runtime_destroy(rt);
 }
 
+/* ================================================================ worker pool
+ * Worker threads are parked in a process-wide pool between runs. Many short runs in a row, two
+ * threads running runtimes at once (one of them falls back to its own threads), and (outside
+ * TSan, which does not support threads after fork) a forked child whose pool starts empty. */
+
+static int32_t k_bump(const int64_t* a) { int64_t* p = pto_arg_ptr(a[0]); p[0] += 1; return 0; }
+
+static int pool_round(int workers, int tasks) {
+    int64_t cell[4] = {0, 0, 0, 0};
+    PTOTensor c = {cell, 1, 4, 4, 8, "cell"};
+    PTORuntimeConfig cfg;
+    pto_runtime_config_default(&cfg);
+    cfg.num_workers = workers;
+    cfg.task_window = 64;
+    cfg.execution_task_threshold = tasks % 2 ? 8 : 0;
+    PTORuntime* rt = pto_runtime_create(&cfg);
+    if (!rt) return -1;
+    for (int i = 0; i < tasks; i++) {        /* four independent chains of inout tasks */
+        int32_t t = pto_task_alloc(rt, "bump", k_bump, 0, PTO_WORKER_ANY);
+        pto_task_add_inout(rt, t, &c, 0, i % 4, 1, 1);
+        pto_task_submit(rt, t);
+    }
+    int rc = pto_runtime_run(rt);
+    PTORuntimeStats st;
+    pto_runtime_get_stats(rt, &st);
+    pto_runtime_destroy(rt);
+    int64_t sum = cell[0] + cell[1] + cell[2] + cell[3];
+    return rc == PTO_OK && sum == tasks && st.tasks_completed == tasks && cell[0] == (tasks + 3) / 4 ? 0 : -1;
+}
+
+static void* pool_thread(void* arg) {
+    intptr_t bad = 0;
+    for (int r = 0; r < 25; r++) bad += pool_round(1 + (r + (int)(intptr_t)arg) % 3, 37 + r) != 0;
+    return (void*)bad;
+}
+
+static void test_pool(void) {
+    int bad = 0;
+    for (int r = 0; r < 40; r++) bad += pool_round(r % 4 + 1, 20 + r) != 0;   /* grows to 4 threads */
+    CHECK_EQ(bad, 0);
+    pthread_t th[2];
+    for (intptr_t i = 0; i < 2; i++) CHECK_EQ(pthread_create(&th[i], NULL, pool_thread, (void*)i), 0);
+    for (int i = 0; i < 2; i++) { void* r; pthread_join(th[i], &r); CHECK_EQ((intptr_t)r, 0); }
+#if !defined(__SANITIZE_THREAD__)
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid == 0) _exit(pool_round(2, 100) == 0 && pool_round(3, 50) == 0 ? 0 : 3);
+    int status = -1;
+    CHECK(pid > 0 && waitpid(pid, &status, 0) == pid);
+    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+#endif
+}
+
 int main(int argc, char** argv) {
     if (argc > 1) g_scale = atof(argv[1]);
     setvbuf(stdout, NULL, _IONBF, 0);
@@ -696,6 +750,7 @@ int main(int argc, char** argv) {
     test_failure(2, 0, 1 << 18);
     test_failure(1, 1, 64);
     printf("untracked arguments\n");   test_untracked_arg();
+    printf("worker pool\n");           test_pool();
     printf("execution trace\n");
     test_trace_dag(scaled(40000), 2, 0, 1 << 16, 0);            /* > one 16K-event chunk per lane */
     test_trace_dag(scaled(20000), 3, 16, 256, 0);
