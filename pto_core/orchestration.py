@@ -6,12 +6,14 @@ One source per module serves every backend. It calls only the runtime API of
 * each orchestration function becomes ``void name(PTORuntime* rt, PTOTensor* <memrefs>...,
   int64_t <int scalars>..., double <float scalars>...)`` with FOR (dynamic bounds), IF and scalar
   ops as plain C;
-* a CALL of an InCore function becomes ``pto_task_alloc`` + one ``pto_task_add_input/output/
-  inout`` per memref parameter IN PARAMETER ORDER, with the element region of the footprint rule
-  (``row_off = row * R``, ``col_off = col * C``, ``rows = R``, ``cols = C``) +
-  ``pto_task_add_scalar`` per scalar parameter + ``pto_task_submit``; a memref parameter the
-  kernel never touches (mode ``none``) still takes its two slots through ``pto_task_add_arg``
-  (pointer at the call's offsets counted in elements, and ld), which creates no dependency;
+* a CALL of an InCore function becomes one ``pto_task_submit_v`` whose argument array (on the
+  stack, filled with the call's dynamic offsets) holds one ``PTOTaskArg`` per parameter IN
+  PARAMETER ORDER: ``PTO_ARG_INPUT/OUTPUT/INOUT`` with the element region of the footprint rule
+  (``row_off = row * R``, ``col_off = col * C``, ``rows = R``, ``cols = C``), ``PTO_ARG_SCALAR``
+  per scalar parameter; a memref parameter the kernel never touches (mode ``none``) still takes
+  its two slots as ``PTO_ARG_UNTRACKED`` (pointer at the call's offsets counted in elements, and
+  ld), which creates no dependency. One call instead of alloc + add per argument + submit saves
+  the per-call checks and overhead; a failed submission stops the orchestration function;
 * a CALL of another orchestration function is a C call.
 
 Kernel pointers stay out of this file so it stays platform-independent: the backend's runtime
@@ -31,7 +33,7 @@ a double), builds and runs the graph and returns 0 or a negative runtime error c
 >>> import sys; sys.path.insert(0, "examples")
 >>> import fused_softmax
 >>> c = emit_orchestration(fused_softmax.build_module())
->>> "pto_task_add_output(rt, _pto_t, temp_max, (tile_idx) * 8, (0) * 1, 8, 1);" in c
+>>> "{PTO_ARG_OUTPUT, temp_max, (tile_idx) * 8, (0) * 1, 8, 1, 0}" in c
 True
 """
 
@@ -47,8 +49,7 @@ from .errors import PTOError
 from .ir import (Call, Category, For, Function, If, Instr, MemRefType, Module, Return,
                  ScalarType)
 
-_ADD = {"in": "pto_task_add_input", "out": "pto_task_add_output",
-        "inout": "pto_task_add_inout"}
+_KIND = {"in": "PTO_ARG_INPUT", "out": "PTO_ARG_OUTPUT", "inout": "PTO_ARG_INOUT"}
 
 
 def c_module_name(module: Module) -> str:
@@ -158,15 +159,9 @@ class _Emitter:
         self.task(callee, lambda p: s.arg(p), fn)
 
     def task(self, callee: Function, arg_of, fn: Function | None) -> None:
-        """alloc / add per parameter in order / submit for one InCore call."""
+        """One InCore call: its arguments in parameter order on the stack, one submission."""
         modes = param_modes(callee, self.module)
-        self.out(f"/* CALL @{callee.name} */")
-        self.out("{")
-        self.depth += 1
-        self.out(f"int32_t _pto_t = pto_task_alloc(rt, \"{callee.name}\", "
-                 f"pto_kernels_{self.mod}[{self.kernels[callee.name]}], "
-                 f"{int(self.buffer_bytes(callee))}, {worker_type(callee)});")
-        self.out("if (_pto_t < 0) return;")
+        args = []
         for p in callee.params:
             a = arg_of(p.name)
             if isinstance(p.type, MemRefType):
@@ -178,19 +173,30 @@ class _Emitter:
                 if mode == "none":
                     # never accessed: still two argument slots, but no region to depend on
                     # (no footprint either, so the offsets count single elements)
-                    self.out(f"pto_task_add_arg(rt, _pto_t, {tensor}, {r}, {c});")
+                    args.append(f"{{PTO_ARG_UNTRACKED, {tensor}, {r}, {c}, 0, 0, 0}}")
                     continue
                 rows, cols = footprint(callee, p.name, self.module)
-                self.out(f"{_ADD[mode]}(rt, _pto_t, {tensor}, ({r}) * {rows}, ({c}) * {cols}, "
-                         f"{rows}, {cols});")
+                args.append(f"{{{_KIND[mode]}, {tensor}, ({r}) * {rows}, ({c}) * {cols}, "
+                            f"{rows}, {cols}, 0}}")
             else:
                 v = self.scalar(fn, a.value) if (a is not None and fn is not None) else p.name
                 if p.type.dtype.is_float:
                     v = f"pto_f64_arg((double)({v}))"
                 else:
                     v = f"(int64_t)({v})"
-                self.out(f"pto_task_add_scalar(rt, _pto_t, {v});")
-        self.out("pto_task_submit(rt, _pto_t);")
+                args.append(f"{{PTO_ARG_SCALAR, 0, 0, 0, 0, 0, {v}}}")
+        self.out(f"/* CALL @{callee.name} */")
+        self.out("{")
+        self.depth += 1
+        if args:
+            self.out(f"const PTOTaskArg _pto_a[{len(args)}] = {{")
+            for k, text in enumerate(args):
+                self.out("    " + text + ("," if k + 1 < len(args) else ""))
+            self.out("};")
+        self.out(f"if (pto_task_submit_v(rt, \"{callee.name}\", "
+                 f"pto_kernels_{self.mod}[{self.kernels[callee.name]}], "
+                 f"{int(self.buffer_bytes(callee))}, {worker_type(callee)}, "
+                 f"{'_pto_a' if args else '0'}, {len(args)}) < 0) return;")
         self.depth -= 1
         self.out("}")
 

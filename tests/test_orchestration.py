@@ -71,16 +71,16 @@ def test_softmax_orchestration_uses_only_the_runtime_api():
                                  (ROOT / "runtime/include/pto_runtime.h").read_text()))
     own = {"pto_binding_setup_softmax_module", "pto_module_run_softmax_module"}
     assert calls - own <= runtime_api, calls - own - runtime_api
-    # one task per CALL: parameters in order, footprint-scaled offsets, declared modes
-    assert ('pto_task_alloc(rt, "rowexpandsub", pto_kernels_softmax_module[1], '
-            in c)
-    seq = re.findall(r"(pto_task_add_\w+)\(rt, _pto_t, (\w+), \(tile_idx\) \* 8, \(0\) \* (\d+)",
-                     c)
-    assert seq[:5] == [("pto_task_add_input", "input", "128"),
-                       ("pto_task_add_output", "temp_max", "1"),
-                       ("pto_task_add_input", "input", "128"),
-                       ("pto_task_add_input", "temp_max", "1"),
-                       ("pto_task_add_output", "temp_shifted", "128")]
+    # one submission per CALL: parameters in order, footprint-scaled offsets, declared modes
+    assert len(re.findall(r"pto_task_submit_v\(", c)) == 5
+    assert ('pto_task_submit_v(rt, "rowexpandsub", pto_kernels_softmax_module[1], ' in c)
+    seq = re.findall(r"\{(PTO_ARG_\w+), (\w+), \(tile_idx\) \* 8, \(0\) \* (\d+)", c)
+    assert seq[:5] == [("PTO_ARG_INPUT", "input", "128"),
+                       ("PTO_ARG_OUTPUT", "temp_max", "1"),
+                       ("PTO_ARG_INPUT", "input", "128"),
+                       ("PTO_ARG_INPUT", "temp_max", "1"),
+                       ("PTO_ARG_OUTPUT", "temp_shifted", "128")]
+    assert "_pto_a, 2) < 0) return;" in c       # the array's length is the argument count
     assert "void dynamic_softmax(PTORuntime* rt, PTOTensor* input" in c
     assert "int64_t num_tiles)" in c
 
@@ -93,7 +93,7 @@ def test_kernel_table_follows_module_order_and_names_are_c_identifiers():
     assert "extern const PTOKernelFunc pto_kernels_ctl_demo[];" in c
     assert "void tail(PTORuntime* rt, PTOTensor* t, PTOTensor* u)" in c
     assert "tail(rt, inp, out);" in c
-    assert "pto_task_add_scalar(rt, _pto_t, pto_f64_arg((double)(0.5)));" in c
+    assert "{PTO_ARG_SCALAR, 0, 0, 0, 0, 0, pto_f64_arg((double)(0.5))}" in c
 
 
 def _recording_binding(module: PTOModule) -> str:
@@ -184,11 +184,11 @@ def untouched_param_module() -> PTOModule:
 def test_untouched_parameter_is_passed_without_a_dependency(tmp_path, monkeypatch):
     m = untouched_param_module()
     c = emit_orchestration(m)
-    assert "pto_task_add_arg(rt, _pto_t, buf, 1, 2);" in c
+    assert "{PTO_ARG_UNTRACKED, buf, 1, 2, 0, 0, 0}" in c
     use_block = c[c.index("/* CALL @use */"):]
-    use_block = use_block[:use_block.index("pto_task_submit")]
-    assert re.findall(r"pto_task_add_(input|output|inout)\(rt, _pto_t, (\w+)", use_block) == [
-        ("input", "inp"), ("output", "out")]
+    use_block = use_block[:use_block.index("pto_task_submit_v")]
+    assert re.findall(r"\{PTO_ARG_(\w+), (\w+)", use_block) == [
+        ("INPUT", "inp"), ("UNTRACKED", "buf"), ("OUTPUT", "out")]
     if shutil.which("gcc") is None:
         pytest.skip("gcc is not installed: the generated C is not run")
     (tmp_path / "orch.c").write_text(c)

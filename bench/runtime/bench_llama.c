@@ -5,7 +5,9 @@
  *   phase 3: 7 tasks per tile  ->  16*M + 3*M^2 tasks.
  *
  * usage: bench_llama M [pto|build|omp|starpu|all|trace] [workers] [reps]
- *        (build: PTO graph build only; trace: empty-task execution with vs without tracing)
+ *        (build: PTO graph build only, through both APIs (pto_build: alloc + add_* + submit,
+ *        pto_build_v: pto_task_submit_v); trace: empty-task execution with vs without tracing;
+ *        -DBENCH_NO_SUBMIT_V builds against a runtime without the one-call API)
  * Prints one "key=value" line per measurement (the driver run.sh turns them into a table). */
 #define _GNU_SOURCE 1
 #include "pto_runtime.h"
@@ -104,7 +106,24 @@ static void pto_emit(void* ctx, const char* name, const Use* u, int n) {
     if (rc < 0) { fprintf(stderr, "submit: %s\n", pto_strerror(rc)); exit(1); }
 }
 
-static void pto_orch(PTORuntime* rt, void* ud) { llama_graph(*(int64_t*)ud, pto_emit, rt); }
+#ifndef BENCH_NO_SUBMIT_V
+/* The same task through the one-call API (what the generated orchestration uses). */
+static void pto_emit_v(void* ctx, const char* name, const Use* u, int n) {
+    PTOTaskArg a[4];
+    for (int k = 0; k < n; k++)
+        a[k] = (PTOTaskArg){u[k].mode, &g_t[u[k].tensor], u[k].tile * TILE_ROWS, 0, TILE_ROWS, COLS, 0};
+    int32_t t = pto_task_submit_v((PTORuntime*)ctx, name, k_empty, 16384, PTO_WORKER_ANY, a, n);
+    if (t < 0) { fprintf(stderr, "submit_v: %s\n", pto_strerror(t)); exit(1); }
+}
+#endif
+
+static int g_one_call;     /* build through pto_task_submit_v instead of alloc + add + submit */
+static void pto_orch(PTORuntime* rt, void* ud) {
+#ifndef BENCH_NO_SUBMIT_V
+    if (g_one_call) { llama_graph(*(int64_t*)ud, pto_emit_v, rt); return; }
+#endif
+    llama_graph(*(int64_t*)ud, pto_emit, rt);
+}
 
 static int32_t pow2_at_least(int64_t n) {
     int64_t w = 2;
@@ -119,25 +138,35 @@ static void bench_pto(int64_t M, int workers, int build_only) {
     const int fits = n <= (1 << 20);
 
     /* 1. build only: dry run, no workers; window >= tasks when it fits (pure build),
-     *    otherwise window 16384 and the orchestrator retires the oldest task in order. */
-    double best = 1e30, best_cpu = 1e30; PTORuntimeStats st;
-    for (int rep = 0; rep < (fits ? 5 : 1); rep++) {
-        PTORuntimeConfig cfg; pto_runtime_config_default(&cfg);
-        cfg.dry_run = 1; cfg.num_workers = 0;
-        cfg.task_window = fits ? pow2_at_least(n) : 16384;
-        PTORuntime* rt = pto_runtime_create(&cfg);
-        double t0 = now(), c0 = thread_cpu();
-        pto_orch(rt, &M);
-        double dt = now() - t0, dc = thread_cpu() - c0;
-        if (dt < best) best = dt;
-        if (dc < best_cpu) best_cpu = dc;
-        pto_runtime_get_stats(rt, &st);
-        pto_runtime_destroy(rt);
-    }
-    printf("pto_build M=%lld tasks=%lld build_s=%.6f tasks_per_us=%.2f build_cpu_s=%.6f tasks_per_cpu_us=%.2f "
-           "edges=%lld window=%d pure_build=%d bytes_per_live_task=%.1f\n",
-           (long long)M, (long long)n, best, n / best / 1e6, best_cpu, n / best_cpu / 1e6, (long long)st.edges,
-           st.task_window, fits, (double)st.runtime_bytes / (double)st.peak_live_tasks);
+     *    otherwise window 16384 and the orchestrator retires the oldest task in order.
+     *    Both APIs, alternating: alloc + add_* + submit (pto_build), pto_task_submit_v (pto_build_v). */
+    double bb[2] = {1e30, 1e30}, bc[2] = {1e30, 1e30}, best; PTORuntimeStats st;
+#ifdef BENCH_NO_SUBMIT_V
+    const int apis = 1;
+#else
+    const int apis = 2;
+#endif
+    for (int rep = 0; rep < (fits ? 5 : 1); rep++)
+        for (int api = 0; api < apis; api++) {
+            g_one_call = api;
+            PTORuntimeConfig cfg; pto_runtime_config_default(&cfg);
+            cfg.dry_run = 1; cfg.num_workers = 0;
+            cfg.task_window = fits ? pow2_at_least(n) : 16384;
+            PTORuntime* rt = pto_runtime_create(&cfg);
+            double t0 = now(), c0 = thread_cpu();
+            pto_orch(rt, &M);
+            double dt = now() - t0, dc = thread_cpu() - c0;
+            if (dt < bb[api]) bb[api] = dt;
+            if (dc < bc[api]) bc[api] = dc;
+            pto_runtime_get_stats(rt, &st);
+            pto_runtime_destroy(rt);
+        }
+    g_one_call = 0;
+    for (int api = 0; api < apis; api++)
+        printf("%s M=%lld tasks=%lld build_s=%.6f tasks_per_us=%.2f build_cpu_s=%.6f tasks_per_cpu_us=%.2f "
+               "edges=%lld window=%d pure_build=%d bytes_per_live_task=%.1f\n", api ? "pto_build_v" : "pto_build",
+               (long long)M, (long long)n, bb[api], n / bb[api] / 1e6, bc[api], n / bc[api] / 1e6,
+               (long long)st.edges, st.task_window, fits, (double)st.runtime_bytes / (double)st.peak_live_tasks);
 
     if (build_only) return;
     /* 2. empty-task execution with `workers` threads: build (safe mode), then time run() */

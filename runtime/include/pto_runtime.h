@@ -170,6 +170,27 @@ int pto_task_add_arg(PTORuntime* rt, int32_t task, const PTOTensor* tensor,
                      int64_t row_off, int64_t col_off);
 int pto_task_add_scalar(PTORuntime* rt, int32_t task, int64_t value);
 int pto_task_submit(PTORuntime* rt, int32_t task);
+
+/* One call per task: alloc + one add per argument, in order + submit. `kind` says which add:
+ * INPUT/OUTPUT/INOUT take tensor, row_off, col_off, rows, cols (as pto_task_add_input/...);
+ * UNTRACKED takes tensor, row_off, col_off (as pto_task_add_arg); SCALAR takes value (as
+ * pto_task_add_scalar). Fields a kind does not use are ignored. Returns the task id (>= 0) or
+ * the first error the separate calls would have returned (same codes; alloc's first, then the
+ * arguments' in order, then submit's). Unlike the separate calls, a failed call leaves nothing
+ * behind: no task stays BUILDING. Positional initialisers keep generated code short:
+ *     PTOTaskArg a[2] = {{PTO_ARG_INPUT, &x, r0, 0, 32, 128, 0}, {PTO_ARG_SCALAR, 0, 0, 0, 0, 0, 7}}; */
+enum PTOArgKind {
+    PTO_ARG_SCALAR = 0, PTO_ARG_INPUT = 1, PTO_ARG_OUTPUT = 2, PTO_ARG_INOUT = 3, PTO_ARG_UNTRACKED = 4
+};
+typedef struct PTOTaskArg {
+    int32_t          kind;            /* PTOArgKind */
+    const PTOTensor* tensor;
+    int64_t          row_off, col_off, rows, cols;
+    int64_t          value;           /* SCALAR only */
+} PTOTaskArg;
+int32_t pto_task_submit_v(PTORuntime* rt, const char* func_name, PTOKernelFunc func_ptr,
+                          int32_t buffer_bytes, int32_t worker_type,
+                          const PTOTaskArg* args, int32_t num_args);
 /* Report the result of a task whose executor returned PTO_EXEC_ASYNC (thread-safe). */
 int pto_task_complete(PTORuntime* rt, int32_t task, int32_t status);
 

@@ -143,11 +143,14 @@ static void advance(PTORuntime* rt) {
 
 static int wait_for_slot(PTORuntime* rt) {
     rt->full_waits++;
-    if (rt->nworkers == 0) {                 /* inline: run the oldest task ourselves */
-        while (rt->next_id - rt->last_alive >= rt->window) {
+    if (rt->nworkers == 0) {
+        /* inline: run the oldest tasks ourselves, in order; a sixteenth of the window at a
+         * time, so the next allocations do not come back here one by one */
+        const int32_t target = rt->window - (rt->window >= 64 ? rt->window / 16 : 1);
+        while (rt->next_id - rt->last_alive > target) {
             PTOTask* t = rt_task(rt, rt->last_alive);
-            int s = atomic_load(&t->state);
-            if (s == PTO_TASK_BUILDING) return PTO_EWINDOW;
+            if (atomic_load(&t->state) == PTO_TASK_BUILDING)   /* not submitted yet: stop here */
+                return rt->next_id - rt->last_alive < rt->window ? PTO_OK : PTO_EWINDOW;
             if (atomic_load(&rt->halt)) return rt->shut ? PTO_ESHUTDOWN : PTO_ETASKFAILED;
             int rc = sched_run_inline(rt, rt->last_alive);
             advance(rt);
@@ -192,31 +195,26 @@ static inline int check_building(PTORuntime* rt) {
     return PTO_OK;
 }
 
-int32_t pto_task_alloc(PTORuntime* rt, const char* func_name, PTOKernelFunc func_ptr,
-                       int32_t buffer_bytes, int32_t worker_type) {
+/* The orchestration API. pto_task_alloc / add_* / submit and the one-call pto_task_submit_v
+ * share the internals below: alloc_task (a window slot), put_tensor / put_arg / put_scalar (one
+ * argument: validation, slots, staged access), commit_task (tensor-map lookups, edges, state). */
+
+/* A window slot for a new task (no staging area; the caller adds one if it needs it). */
+static inline __attribute__((always_inline)) int32_t alloc_task(PTORuntime* rt, const char* func_name,
+                                                                PTOKernelFunc func_ptr, int32_t buffer_bytes,
+                                                                int32_t worker_type) {
     int rc = check_building(rt);
     if (rc < 0) return rc;
-    if (worker_type < PTO_WORKER_ANY || worker_type > PTO_WORKER_ACCELERATOR) return PTO_EWORKERTYPE;
+    /* worker_type + 1 in [0, 4] <=> worker_type in [ANY, ACCELERATOR]; ANY maps to queue 4 */
+    if ((uint32_t)(worker_type + 1) > (uint32_t)PTO_WORKER_ACCELERATOR + 1) return PTO_EWORKERTYPE;
     if (!rt->servable[worker_type < 0 ? PTO_QUEUE_ANY : worker_type]) return PTO_EWORKERTYPE;
     if (buffer_bytes < 0) return PTO_EINVAL;
-    if (rt->next_id == INT32_MAX) return PTO_ENOMEM;
-    advance(rt);
+    if (__builtin_expect(rt->next_id == INT32_MAX, 0)) return PTO_ENOMEM;
+    if (rt->started) advance(rt);   /* without workers, only wait_for_slot and run retire tasks */
     if (rt->next_id - rt->last_alive >= rt->window) {
         rc = wait_for_slot(rt);
         if (rc < 0) return rc;
     }
-    int32_t s;
-    if (rt->nstage_free > 0) s = rt->stage_free[--rt->nstage_free];
-    else {
-        PTOStage* ns = realloc(rt->stages, (size_t)(rt->nstages + 1) * sizeof *ns);
-        if (!ns) return PTO_ENOMEM;
-        rt->stages = ns;
-        int32_t* nf = realloc(rt->stage_free, (size_t)(rt->nstages + 1) * sizeof *nf);
-        if (!nf) return PTO_ENOMEM;
-        rt->stage_free = nf;
-        s = rt->nstages++;
-    }
-    rt->stages[s].n = 0;
     int32_t id = rt->next_id++;
     PTOTask* t = rt_task(rt, id);
     atomic_store_explicit(&t->state, PTO_TASK_BUILDING, memory_order_relaxed);
@@ -225,7 +223,7 @@ int32_t pto_task_alloc(PTORuntime* rt, const char* func_name, PTOKernelFunc func
     t->fanout_head = -1;
     t->fanin_count = 0;
     t->last_consumer = -1;
-    t->stage = s;
+    t->stage = -1;
     t->num_args = 0;
     t->args = t->inline_args;
     t->buffer_bytes = buffer_bytes;
@@ -238,11 +236,42 @@ int32_t pto_task_alloc(PTORuntime* rt, const char* func_name, PTOKernelFunc func
     return id;
 }
 
+/* Undo alloc_task of the newest task (pto_task_submit_v after a bad argument): nothing refers
+ * to it yet - its accesses were only staged - so the slot simply becomes free again. */
+static void unalloc_task(PTORuntime* rt, PTOTask* t) {
+    atomic_store_explicit(&t->state, PTO_TASK_CONSUMED, memory_order_relaxed);
+    t->id = -1;
+    rt->next_id--;
+    rt->open_tasks--;
+}
+
+int32_t pto_task_alloc(PTORuntime* rt, const char* func_name, PTOKernelFunc func_ptr,
+                       int32_t buffer_bytes, int32_t worker_type) {
+    int32_t id = alloc_task(rt, func_name, func_ptr, buffer_bytes, worker_type);
+    if (id < 0) return id;
+    int32_t s;
+    if (rt->nstage_free > 0) s = rt->stage_free[--rt->nstage_free];
+    else {
+        PTOStage* ns = realloc(rt->stages, (size_t)(rt->nstages + 1) * sizeof *ns);
+        if (ns) rt->stages = ns;
+        int32_t* nf = ns ? realloc(rt->stage_free, (size_t)(rt->nstages + 1) * sizeof *nf) : NULL;
+        if (nf) rt->stage_free = nf;
+        if (!ns || !nf) { unalloc_task(rt, rt_task(rt, id)); return PTO_ENOMEM; }
+        s = rt->nstages++;
+    }
+    rt->stages[s].n = 0;
+    rt_task(rt, id)->stage = s;
+    return id;
+}
+
 static inline __attribute__((always_inline)) PTOTask* building_task(PTORuntime* rt, int32_t task, int* err) {
     if ((*err = check_building(rt)) < 0) return NULL;
     if (task < rt->last_alive || task >= rt->next_id) { *err = PTO_ETASKID; return NULL; }
     PTOTask* t = rt_task(rt, task);
-    if (atomic_load_explicit(&t->state, memory_order_relaxed) != PTO_TASK_BUILDING) { *err = PTO_ESTATE; return NULL; }
+    /* a task of pto_task_submit_v has no staging area: add_* and submit cannot reach it */
+    if (__builtin_expect((atomic_load_explicit(&t->state, memory_order_relaxed) != PTO_TASK_BUILDING) | (t->stage < 0), 0)) {
+        *err = PTO_ESTATE; return NULL;
+    }
     return t;
 }
 
@@ -250,6 +279,7 @@ static inline __attribute__((always_inline)) PTOTask* building_task(PTORuntime* 
 static int reserve_args_slow(PTORuntime* rt, PTOTask* t, int32_t k);
 static inline int reserve_args(PTORuntime* rt, PTOTask* t, int32_t k) {
     if (__builtin_expect(t->num_args + k <= PTO_INLINE_ARGS, 1)) return PTO_OK;
+    if (t->args != t->inline_args && t->num_args + k <= PTO_MAX_ARGS) return PTO_OK;   /* overflow buffer */
     return reserve_args_slow(rt, t, k);
 }
 static int reserve_args_slow(PTORuntime* rt, PTOTask* t, int32_t k) {
@@ -267,18 +297,17 @@ static int reserve_args_slow(PTORuntime* rt, PTOTask* t, int32_t k) {
     return PTO_OK;
 }
 
-/* The precise error of an argument that failed add_tensor's combined check. */
+/* The precise error of an argument that failed put_tensor's combined check. */
 static __attribute__((noinline)) int tensor_arg_error(const PTOTensor* x, int64_t rows, int64_t cols) {
     if (!x->data || x->elem_size <= 0 || x->rows < 0 || x->cols < 0 || x->ld < x->cols || rows <= 0 || cols <= 0)
         return PTO_EINVAL;
     return PTO_EBOUNDS;   /* r0 < 0, c0 < 0, r0 + rows > x->rows or c0 + cols > x->cols */
 }
 
-static inline __attribute__((always_inline)) int add_tensor(PTORuntime* rt, int32_t task, const PTOTensor* x,
-                                                            int64_t r0, int64_t c0, int64_t rows, int64_t cols, int mode) {
-    int err;
-    PTOTask* t = building_task(rt, task, &err);
-    if (!t) return err;
+/* A tracked tensor argument of building task t: its two slots, and its access staged in *a. */
+static inline __attribute__((always_inline)) int put_tensor(PTORuntime* rt, PTOTask* t, const PTOTensor* x,
+                                                            int64_t r0, int64_t c0, int64_t rows, int64_t cols,
+                                                            int mode, PTOAccess* a) {
     if (__builtin_expect(!x, 0)) return PTO_EINVAL;
     void* const data = x->data;
     const int64_t xr = x->rows, xc = x->cols, ld = x->ld, es = x->elem_size;
@@ -300,11 +329,39 @@ static inline __attribute__((always_inline)) int add_tensor(PTORuntime* rt, int3
     args[n] = (int64_t)(intptr_t)((char*)data + (r0 * ld + c0) * es);
     args[n + 1] = ld;
     t->num_args = (int16_t)(n + 2);
-    PTOStage* st = &rt->stages[t->stage];
-    PTOAccess* a = &st->acc[st->n++];
     a->tensor = k; a->mode = mode;
     a->r0 = r0; a->c0 = c0; a->r1 = r0 + rows; a->c1 = c0 + cols;
     return PTO_OK;
+}
+
+/* An untracked tensor argument (two slots, no access). */
+static inline int put_arg(PTORuntime* rt, PTOTask* t, const PTOTensor* x, int64_t r0, int64_t c0) {
+    if (!x || !x->data || x->elem_size <= 0 || x->rows < 0 || x->cols < 0 || x->ld < x->cols) return PTO_EINVAL;
+    if (r0 < 0 || c0 < 0 || r0 > x->rows || c0 > x->cols) return PTO_EBOUNDS;
+    int rc = reserve_args(rt, t, 2);
+    if (rc < 0) return rc;
+    t->args[t->num_args] = (int64_t)(intptr_t)((char*)x->data + (r0 * x->ld + c0) * x->elem_size);
+    t->args[t->num_args + 1] = x->ld;
+    t->num_args = (int16_t)(t->num_args + 2);
+    return PTO_OK;
+}
+
+static inline int put_scalar(PTORuntime* rt, PTOTask* t, int64_t value) {
+    int rc = reserve_args(rt, t, 1);
+    if (rc < 0) return rc;
+    t->args[t->num_args++] = value;
+    return PTO_OK;
+}
+
+static inline __attribute__((always_inline)) int add_tensor(PTORuntime* rt, int32_t task, const PTOTensor* x,
+                                                            int64_t r0, int64_t c0, int64_t rows, int64_t cols, int mode) {
+    int err;
+    PTOTask* t = building_task(rt, task, &err);
+    if (!t) return err;
+    PTOStage* st = &rt->stages[t->stage];
+    int rc = put_tensor(rt, t, x, r0, c0, rows, cols, mode, &st->acc[st->n]);
+    if (rc == PTO_OK) st->n++;
+    return rc;
 }
 
 int pto_task_add_input(PTORuntime* rt, int32_t task, const PTOTensor* x, int64_t r0, int64_t c0, int64_t rows, int64_t cols) {
@@ -321,24 +378,14 @@ int pto_task_add_arg(PTORuntime* rt, int32_t task, const PTOTensor* x, int64_t r
     int err;
     PTOTask* t = building_task(rt, task, &err);
     if (!t) return err;
-    if (!x || !x->data || x->elem_size <= 0 || x->rows < 0 || x->cols < 0 || x->ld < x->cols) return PTO_EINVAL;
-    if (r0 < 0 || c0 < 0 || r0 > x->rows || c0 > x->cols) return PTO_EBOUNDS;
-    int rc = reserve_args(rt, t, 2);
-    if (rc < 0) return rc;
-    t->args[t->num_args] = (int64_t)(intptr_t)((char*)x->data + (r0 * x->ld + c0) * x->elem_size);
-    t->args[t->num_args + 1] = x->ld;
-    t->num_args = (int16_t)(t->num_args + 2);
-    return PTO_OK;
+    return put_arg(rt, t, x, r0, c0);
 }
 
 int pto_task_add_scalar(PTORuntime* rt, int32_t task, int64_t value) {
     int err;
     PTOTask* t = building_task(rt, task, &err);
     if (!t) return err;
-    int rc = reserve_args(rt, t, 1);
-    if (rc < 0) return rc;
-    t->args[t->num_args++] = value;
-    return PTO_OK;
+    return put_scalar(rt, t, value);
 }
 
 static int record_task(PTORuntime* rt, PTOTask* t) {
@@ -357,20 +404,22 @@ static int record_task(PTORuntime* rt, PTOTask* t) {
     return PTO_OK;
 }
 
-int pto_task_submit(PTORuntime* rt, int32_t task) {
-    int err;
-    PTOTask* t = building_task(rt, task, &err);
-    if (!t) return err;
-    PTOStage* st = &rt->stages[t->stage];
-    int rc = tm_submit(rt, task, st->acc, st->n);
+/* Submission, first half: lookups and edges for the accesses (and the graph record). On an
+ * error (only ENOMEM) the task stays BUILDING. */
+static inline __attribute__((always_inline)) int commit_lookups(PTORuntime* rt, PTOTask* t, const PTOAccess* acc,
+                                                                int32_t n) {
+    int rc = tm_submit(rt, t->id, acc, n);
     if (rc == PTO_OK && rt->rec_chunks) rc = record_task(rt, t);
-    if (rc < 0) return rc;   /* only ENOMEM gets here; the task stays BUILDING */
-    rt->stage_free[rt->nstage_free++] = t->stage;
-    t->stage = -1;
+    return rc;
+}
+
+/* Second half: PENDING, the submit guard released (READY when no producer is left), and the
+ * pipelined start. From here on a worker may run the task. */
+static inline __attribute__((always_inline)) int commit_publish(PTORuntime* rt, PTOTask* t) {
     rt->open_tasks--;
     atomic_store_explicit(&t->state, PTO_TASK_PENDING, memory_order_release);
-    int64_t n = atomic_load_explicit(&rt->submitted, memory_order_relaxed) + 1;
-    atomic_store_explicit(&rt->submitted, n, memory_order_release);
+    int64_t sub = atomic_load_explicit(&rt->submitted, memory_order_relaxed) + 1;
+    atomic_store_explicit(&rt->submitted, sub, memory_order_release);
     if (!rt->started) {                       /* no concurrent producer: plain decrement */
         int32_t left = atomic_load_explicit(&t->fanin_left, memory_order_relaxed) - 1;
         atomic_store_explicit(&t->fanin_left, left, memory_order_relaxed);
@@ -378,9 +427,63 @@ int pto_task_submit(PTORuntime* rt, int32_t task) {
     } else if (atomic_fetch_sub_explicit(&t->fanin_left, 1, memory_order_acq_rel) == 1) {
         sched_make_ready(rt, t, NULL);
     }
-    if (!rt->started && rt->cfg.execution_task_threshold > 0 && n > rt->cfg.execution_task_threshold)
+    if (!rt->started && rt->cfg.execution_task_threshold > 0 && sub > rt->cfg.execution_task_threshold)
         return sched_start(rt);
     return PTO_OK;
+}
+
+int pto_task_submit(PTORuntime* rt, int32_t task) {
+    int err;
+    PTOTask* t = building_task(rt, task, &err);
+    if (!t) return err;
+    const int32_t s = t->stage;
+    int rc = commit_lookups(rt, t, rt->stages[s].acc, rt->stages[s].n);
+    if (rc < 0) return rc;
+    rt->stage_free[rt->nstage_free++] = s;
+    t->stage = -1;
+    return commit_publish(rt, t);
+}
+
+int32_t pto_task_submit_v(PTORuntime* rt, const char* func_name, PTOKernelFunc func_ptr, int32_t buffer_bytes,
+                          int32_t worker_type, const PTOTaskArg* args, int32_t num_args) {
+    const int32_t id = alloc_task(rt, func_name, func_ptr, buffer_bytes, worker_type);
+    if (id < 0) return id;
+    PTOTask* t = rt_task(rt, id);
+    PTOAccess acc[PTO_MAX_TENSOR_ARGS];      /* staged on the stack: no staging area needed */
+    int32_t n = 0;
+    int rc = num_args < 0 || (num_args > 0 && !args) ? PTO_EINVAL : PTO_OK;
+    if (num_args > PTO_INLINE_ARGS / 2 && rc == PTO_OK) {
+        /* more than the inline slots, perhaps: take the overflow buffer before the first
+         * argument rather than copying the inline ones into it halfway (a count beyond
+         * PTO_MAX_ARGS is left to the argument that overflows, for the separate calls' order) */
+        int32_t slots = 0;
+        for (int32_t i = 0; i < num_args; i++) slots += args[i].kind == PTO_ARG_SCALAR ? 1 : 2;
+        if (slots > PTO_INLINE_ARGS && slots <= PTO_MAX_ARGS) rc = reserve_args_slow(rt, t, slots);
+    }
+    for (int32_t i = 0; i < num_args && rc == PTO_OK; i++) {
+        const PTOTaskArg* a = &args[i];
+        switch (a->kind) {
+        case PTO_ARG_INPUT: case PTO_ARG_OUTPUT: case PTO_ARG_INOUT:
+            /* ACC_READ == PTO_ARG_INPUT, ACC_WRITE == PTO_ARG_OUTPUT, their OR == PTO_ARG_INOUT;
+             * at most PTO_MAX_TENSOR_ARGS get here: each takes two of the PTO_MAX_ARGS slots */
+            rc = put_tensor(rt, t, a->tensor, a->row_off, a->col_off, a->rows, a->cols, a->kind, &acc[n]);
+            n += rc == PTO_OK;
+            break;
+        case PTO_ARG_UNTRACKED: rc = put_arg(rt, t, a->tensor, a->row_off, a->col_off); break;
+        case PTO_ARG_SCALAR:    rc = put_scalar(rt, t, a->value); break;
+        default:                rc = PTO_EINVAL; break;
+        }
+    }
+    if (__builtin_expect(rc < 0, 0)) {        /* a bad argument: the task never existed */
+        unalloc_task(rt, t);
+        return rc;
+    }
+    /* ENOMEM in the lookups leaves it BUILDING without a staging area (no add_* can reach it),
+     * as pto_task_submit leaves its task BUILDING: the run then reports PTO_ESTATE. */
+    rc = commit_lookups(rt, t, acc, n);
+    if (rc < 0) return rc;
+    rc = commit_publish(rt, t);
+    return rc < 0 ? rc : id;
 }
 
 int pto_task_complete(PTORuntime* rt, int32_t task, int32_t status) {

@@ -202,8 +202,23 @@ static void dag_free(Dag* d) {
 
 static PTOTensor g_tens[NT];
 
+static int g_use_v;          /* 1: orchestrate through pto_task_submit_v instead of alloc/add/submit */
+
+static void dag_orch_v(PTORuntime* rt, Dag* d) {
+    for (int64_t i = 0; i < d->n; i++) {
+        PTOTaskArg a[1 + MAXACC];
+        a[0] = (PTOTaskArg){PTO_ARG_SCALAR, NULL, 0, 0, 0, 0, i};
+        for (int k = 0; k < d->nacc[i]; k++) {
+            Acc* x = &d->acc[i * MAXACC + k];
+            a[1 + k] = (PTOTaskArg){x->mode, &g_tens[x->tensor], x->r0, x->c0, x->h, x->w, 0};
+        }
+        if (pto_task_submit_v(rt, "dag", dag_kernel, 1024, PTO_WORKER_ANY, a, 1 + d->nacc[i]) < 0) return;
+    }
+}
+
 static void dag_orch(PTORuntime* rt, void* ud) {
     Dag* d = ud;
+    if (g_use_v) { dag_orch_v(rt, d); return; }
     for (int64_t i = 0; i < d->n; i++) {
         int32_t t = pto_task_alloc(rt, "dag", dag_kernel, 1024, PTO_WORKER_ANY);
         if (t < 0) return;                       /* failure: stop building */
@@ -268,6 +283,10 @@ static PTORuntime* mk(int workers, int window, int record) {
 }
 
 static int32_t task1(PTORuntime* rt, int mode, int64_t r0, int64_t c0, int64_t h, int64_t w) {
+    if (g_use_v) {
+        PTOTaskArg a = {mode, &T64, r0, c0, h, w, 0};
+        return pto_task_submit_v(rt, "k", k_nop, 0, PTO_WORKER_ANY, &a, 1);
+    }
     int32_t t = pto_task_alloc(rt, "k", k_nop, 0, PTO_WORKER_ANY);
     if (mode & 1 && mode & 2) pto_task_add_inout(rt, t, &T64, r0, c0, h, w);
     else if (mode & 2) pto_task_add_output(rt, t, &T64, r0, c0, h, w);
@@ -645,6 +664,79 @@ static void test_untracked_arg(void) {
     pto_runtime_destroy(rt);
 }
 
+/* pto_task_submit_v: the arguments reach the kernel as the separate calls would place them,
+ * and every error returns the separate calls' code while leaving no task behind. */
+static int64_t g_slots[PTO_MAX_ARGS + 1];
+static int32_t k_copy(const int64_t* a) { for (int i = 0; i < 7; i++) g_slots[i] = a[i]; return 0; }
+static void test_submit_v(void) {
+    PTORuntime* rt = mk(0, 64, 1);
+    PTOTaskArg args[4] = {
+        {PTO_ARG_OUTPUT, &T64, 8, 4, 8, 8, 0},
+        {PTO_ARG_SCALAR, NULL, 0, 0, 0, 0, pto_f64_arg(1.5)},
+        {PTO_ARG_UNTRACKED, &T64, 2, 3, 0, 0, 0},
+        {PTO_ARG_INPUT, &T64, 0, 0, 4, 4, 0},
+    };
+    int32_t w = pto_task_submit_v(rt, "w", k_copy, 128, PTO_WORKER_ANY, args, 4);
+    CHECK_EQ(w, 0);
+    CHECK_EQ(pto_task_state(rt, w), PTO_TASK_READY);
+    args[0].kind = PTO_ARG_INOUT;                                  /* same region: RAW + WAW */
+    int32_t r = pto_task_submit_v(rt, "r", k_nop, 0, PTO_WORKER_ANY, args, 1);
+    CHECK_EQ(r, 1);
+    CHECK_EQ(edges_of(rt), 1);
+    CHECK_EQ(pto_task_add_scalar(rt, r, 1), PTO_ESTATE);          /* already submitted */
+    CHECK_EQ(pto_task_submit(rt, r), PTO_ESTATE);
+    /* errors: the separate calls' codes, and no task left behind (the next id is reused) */
+    PTOTaskArg bad = {PTO_ARG_INPUT, &T64, 60, 0, 5, 1, 0};
+    CHECK_EQ(pto_task_submit_v(rt, "b", k_nop, 0, PTO_WORKER_ANY, &bad, 1), PTO_EBOUNDS);
+    bad = (PTOTaskArg){PTO_ARG_OUTPUT, &T64, 0, 0, 0, 1, 0};
+    CHECK_EQ(pto_task_submit_v(rt, "b", k_nop, 0, PTO_WORKER_ANY, &bad, 1), PTO_EINVAL);
+    bad = (PTOTaskArg){PTO_ARG_INPUT, NULL, 0, 0, 1, 1, 0};
+    CHECK_EQ(pto_task_submit_v(rt, "b", k_nop, 0, PTO_WORKER_ANY, &bad, 1), PTO_EINVAL);
+    bad = (PTOTaskArg){PTO_ARG_UNTRACKED, &T64, 65, 0, 0, 0, 0};
+    CHECK_EQ(pto_task_submit_v(rt, "b", k_nop, 0, PTO_WORKER_ANY, &bad, 1), PTO_EBOUNDS);
+    bad = (PTOTaskArg){7, &T64, 0, 0, 1, 1, 0};
+    CHECK_EQ(pto_task_submit_v(rt, "b", k_nop, 0, PTO_WORKER_ANY, &bad, 1), PTO_EINVAL);
+    CHECK_EQ(pto_task_submit_v(rt, "b", k_nop, 0, PTO_WORKER_ANY, NULL, 1), PTO_EINVAL);
+    CHECK_EQ(pto_task_submit_v(rt, "b", k_nop, 0, PTO_WORKER_ANY, args, -1), PTO_EINVAL);
+    CHECK_EQ(pto_task_submit_v(rt, "b", k_nop, 0, 9, args, 1), PTO_EWORKERTYPE);
+    CHECK_EQ(pto_task_submit_v(rt, "b", k_nop, -1, PTO_WORKER_ANY, args, 1), PTO_EINVAL);
+    CHECK_EQ(pto_task_submit_v(NULL, "b", k_nop, 0, PTO_WORKER_ANY, args, 1), PTO_EINVAL);
+    PTOTaskArg many[PTO_MAX_ARGS + 1];
+    for (int i = 0; i <= PTO_MAX_ARGS; i++) many[i] = (PTOTaskArg){PTO_ARG_SCALAR, NULL, 0, 0, 0, 0, i};
+    many[0] = (PTOTaskArg){PTO_ARG_INPUT, &T64, 8, 4, 1, 1, 0};   /* tracked: staged, then dropped */
+    CHECK_EQ(pto_task_submit_v(rt, "b", k_nop, 0, PTO_WORKER_ANY, many, PTO_MAX_ARGS), PTO_ETOOMANYARGS);
+    CHECK_EQ(pto_task_state(rt, 2), PTO_ETASKID);
+    CHECK_EQ(edges_of(rt), 1);
+    /* 30 scalars after a tensor: exactly PTO_MAX_ARGS slots (overflow buffer) */
+    int32_t big = pto_task_submit_v(rt, "big", k_nop, 0, PTO_WORKER_ANY, many, PTO_MAX_ARGS - 1);
+    CHECK_EQ(big, 2);
+    CHECK_EQ(edges_of(rt), 2);                                     /* RAW on r (r's write covered w's) */
+    CHECK_EQ(pto_task_submit_v(rt, "none", k_nop, 0, PTO_WORKER_ANY, NULL, 0), 3);
+    CHECK_EQ(pto_runtime_run(rt), PTO_OK);                          /* no task was left open */
+    CHECK_EQ(g_slots[0], (int64_t)(intptr_t)&g_buf[8 * 64 + 4]);
+    CHECK_EQ(g_slots[1], 64);
+    CHECK(pto_arg_f64(g_slots[2]) == 1.5);
+    CHECK_EQ(g_slots[3], (int64_t)(intptr_t)&g_buf[2 * 64 + 3]);
+    CHECK_EQ(g_slots[5], (int64_t)(intptr_t)&g_buf[0]);
+    CHECK_EQ(g_slots[6], 64);
+    PTORuntimeStats st;
+    pto_runtime_get_stats(rt, &st);
+    CHECK_EQ(st.tasks_submitted, 4);
+    CHECK_EQ(st.tasks_completed, 4);
+    CHECK_EQ(pto_task_submit_v(rt, "late", k_nop, 0, PTO_WORKER_ANY, args, 1), PTO_ESTATE);
+    pto_runtime_shutdown(rt);
+    CHECK_EQ(pto_task_submit_v(rt, "late", k_nop, 0, PTO_WORKER_ANY, args, 1), PTO_ESHUTDOWN);
+    pto_runtime_destroy(rt);
+    /* after a failure: PTO_ETASKFAILED at once */
+    rt = mk(0, 4, 0);
+    PTOTaskArg f[2] = {{PTO_ARG_SCALAR, NULL, 0, 0, 0, 0, 5}, {PTO_ARG_INOUT, &T64, 0, 0, 1, 1, 0}};
+    int32_t rc = 0;
+    for (int i = 0; i < 10 && rc >= 0; i++) rc = pto_task_submit_v(rt, "f", k_fail, 0, PTO_WORKER_ANY, f, 2);
+    CHECK_EQ(rc, PTO_ETASKFAILED);                                 /* window 4 inline: ran the first */
+    CHECK_EQ(pto_runtime_run(rt), PTO_ETASKFAILED);
+    pto_runtime_destroy(rt);
+}
+
 static void test_trace_env_and_limits(void) {
     char path[] = "/tmp/pto_trace_env_XXXXXX";
     int fd = mkstemp(path);
@@ -750,6 +842,10 @@ int main(int argc, char** argv) {
     test_failure(2, 0, 1 << 18);
     test_failure(1, 1, 64);
     printf("untracked arguments\n");   test_untracked_arg();
+    printf("one-call submission\n");  test_submit_v();
+    g_use_v = 1;
+    printf("edges / overlap rule, one-call submission\n"); test_edges();
+    g_use_v = 0;
     printf("worker pool\n");           test_pool();
     printf("execution trace\n");
     test_trace_dag(scaled(40000), 2, 0, 1 << 16, 0);            /* > one 16K-event chunk per lane */
@@ -768,6 +864,12 @@ int main(int argc, char** argv) {
     run_dag("window 64 inline", scaled(100000), 4, 0, 0, 64, 0);
     run_dag("3 workers, window 256", scaled(50000), 3, 3, 8, 256, -1);
     run_dag("1M tasks, pipelined", scaled(1000000), 4, 2, 64, 1 << 14, -1);
+    g_use_v = 1;                            /* the same graphs through pto_task_submit_v */
+    run_dag("one-call: inline, window 64", scaled(100000), 4, 0, 0, 64, 0);
+    run_dag("one-call: safe, 2 workers", scaled(50000), 6, 2, 0, 1 << 16, 0);
+    run_dag("one-call: pipelined thr=100", scaled(50000), 8, 2, 100, 4096, -1);
+    run_dag("one-call: 3 workers, window 256", scaled(50000), 3, 3, 8, 256, -1);
+    g_use_v = 0;
     printf("%d passed, %d failed\n", g_pass, g_fail);
     return g_fail ? 1 : 0;
 }
