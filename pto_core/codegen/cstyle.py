@@ -206,11 +206,20 @@ class CStyleRenderer:
     tile_align: int = 16
 
     # ---------------------------------------------------------------- templates: types
+    #: *template* storage type of one element, per element type
+    CTYPES: dict[ElementType, str] = {
+        E.F32: "float", E.F64: "double", E.F16: "_Float16", E.BF16: "uint16_t", E.I64: "int64_t",
+        E.I32: "int32_t", E.I16: "int16_t", E.I8: "int8_t", E.U8: "uint8_t"}
+    #: *template* a stored element converted to the compute type ("{0}": the element); element
+    #: types not listed are computed in their storage type
+    TO_COMPUTE: dict[ElementType, str] = {E.BF16: "_pto_bf16_to_f32({0})", E.F16: "(float){0}"}
+    #: *template* a computed value rounded to the storage type ("{0}": the value)
+    FROM_COMPUTE: dict[ElementType, str] = {E.BF16: "_pto_f32_to_bf16({0})",
+                                            E.F16: "(_Float16)({0})"}
+
     def ctype(self, dtype: ElementType) -> str:
-        """*template* Storage type of one element."""
-        return {E.F32: "float", E.F64: "double", E.F16: "_Float16", E.BF16: "uint16_t",
-                E.I64: "int64_t", E.I32: "int32_t", E.I16: "int16_t", E.I8: "int8_t",
-                E.U8: "uint8_t"}[dtype]
+        """Storage type of one element (from :attr:`CTYPES`)."""
+        return self.CTYPES[dtype]
 
     def compute_type(self, dtype: ElementType) -> str:
         """*template* Type element-wise math is done in (f16/bf16 compute in f32)."""
@@ -219,20 +228,14 @@ class CStyleRenderer:
         return self.ctype(dtype)
 
     def to_compute(self, dtype: ElementType, text: str) -> str:
-        """*template* Convert a stored element to the compute type."""
-        if dtype is E.BF16:
-            return f"_pto_bf16_to_f32({text})"
-        if dtype is E.F16:
-            return f"(float){text}"
-        return text
+        """Convert a stored element to the compute type (from :attr:`TO_COMPUTE`)."""
+        template = self.TO_COMPUTE.get(dtype)
+        return template.format(text) if template else text
 
     def from_compute(self, dtype: ElementType, text: str) -> str:
-        """*template* Round a computed value to the storage type."""
-        if dtype is E.BF16:
-            return f"_pto_f32_to_bf16({text})"
-        if dtype is E.F16:
-            return f"(_Float16)({text})"
-        return text
+        """Round a computed value to the storage type (from :attr:`FROM_COMPUTE`)."""
+        template = self.FROM_COMPUTE.get(dtype)
+        return template.format(text) if template else text
 
     def scalar_ctype(self, dtype: ElementType) -> str:
         """*template* C type of a scalar variable (ints are 64-bit: one argument slot)."""

@@ -134,10 +134,7 @@ class AscendRenderer(CStyleRenderer):
         self._cube_pad = 16
 
     # ---------------------------------------------------------------- templates: types
-    def ctype(self, dtype: ElementType) -> str:
-        return {E.F32: "float", E.F16: "half", E.BF16: "bfloat16_t", E.I64: "int64_t",
-                E.I32: "int32_t", E.I16: "int16_t", E.I8: "int8_t", E.U8: "uint8_t",
-                E.F64: "double"}[dtype]
+    CTYPES = {**CStyleRenderer.CTYPES, E.F16: "half", E.BF16: "bfloat16_t"}
 
     def prelude(self) -> str:
         return ("#include <stdint.h>\n#include <pto/pto-inst.hpp>\n\nusing namespace pto;\n")

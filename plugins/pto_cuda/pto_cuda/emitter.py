@@ -75,33 +75,15 @@ class CudaRenderer(CStyleRenderer):
         self.last_smem_bytes = 0
 
     # ---------------------------------------------------------------- types
-    def ctype(self, dtype: ElementType) -> str:
-        if dtype is E.F16:
-            return "__half"
-        if dtype is E.BF16:
-            return "__nv_bfloat16"
-        return super().ctype(dtype)
-
-    def to_compute(self, dtype: ElementType, text: str) -> str:
-        if dtype is E.F16:
-            return f"__half2float({text})"
-        if dtype is E.BF16:
-            return f"__bfloat162float({text})"
-        return text
-
-    def from_compute(self, dtype: ElementType, text: str) -> str:
-        if dtype is E.F16:
-            return f"__float2half_rn({text})"
-        if dtype is E.BF16:
-            return f"__float2bfloat16_rn({text})"
-        return text
+    CTYPES = {**CStyleRenderer.CTYPES, E.F16: "__half", E.BF16: "__nv_bfloat16"}
+    TO_COMPUTE = {E.F16: "__half2float({0})", E.BF16: "__bfloat162float({0})"}
+    FROM_COMPUTE = {E.F16: "__float2half_rn({0})", E.BF16: "__float2bfloat16_rn({0})"}
 
     # math through overloads in pto_cuda_tile.cuh (one spelling for float and double)
-    UNARY_F32 = {"neg": "(-{0})", "abs": "pto::abs_({0})", "exp": "pto::exp_({0})",
+    UNARY_F32 = {**CStyleRenderer.UNARY_F32, "abs": "pto::abs_({0})", "exp": "pto::exp_({0})",
                  "log": "pto::log_({0})", "sqrt": "pto::sqrt_({0})", "recip": "pto::recip_({0})",
                  "tanh": "pto::tanh_({0})"}
-    BINARY_F32 = {"add": "({0} + {1})", "sub": "({0} - {1})", "mul": "({0} * {1})",
-                  "div": "({0} / {1})", "max": "pto::max_({0}, {1})",
+    BINARY_F32 = {**CStyleRenderer.BINARY_F32, "max": "pto::max_({0}, {1})",
                   "min": "pto::min_({0}, {1})"}
     UNARY_F64 = UNARY_F32
     BINARY_F64 = BINARY_F32
@@ -263,15 +245,21 @@ class CudaRenderer(CStyleRenderer):
     def _at(name: str) -> str:
         return f"&{name}[0][0]"
 
+    @staticmethod
+    def _block_step(out: _Out, s: Instr, call: str) -> None:
+        """``s`` as one call every thread of the block makes; other threads read its result,
+        hence the barrier."""
+        out(f"/* {s} */")
+        out(call)
+        out("__syncthreads();")
+
     def render_reduce(self, out: _Out, fn: Function, s: Instr) -> None:
         dst, a = s.operands
         ta = fn.type_of(a)
         op = {"sum": "pto::SumOp()", "max": "pto::MaxOp()", "min": "pto::MinOp()"}[s.opdef.reduce]
         kind = "row_reduce" if s.opdef.category is Category.ROW_REDUCE else "col_reduce"
-        out(f"/* {s} */")
-        out(f"pto::{kind}<{self.ctype(ta.dtype)}, {ta.rows}, {ta.cols}>"
-            f"({self._at(dst)}, {self._at(a)}, {op});")
-        out("__syncthreads();")
+        self._block_step(out, s, f"pto::{kind}<{self.ctype(ta.dtype)}, {ta.rows}, {ta.cols}>"
+                                 f"({self._at(dst)}, {self._at(a)}, {op});")
 
     def uses_tensor_cores(self, fn: Function, s: Instr) -> bool:
         """f16/bf16 inputs, sides multiple of 16, accumulator f32 (or f16 for f16)."""
@@ -293,24 +281,19 @@ class CudaRenderer(CStyleRenderer):
                                   function=fn.name, instruction=str(s))
         td, ta = fn.type_of(dst), fn.type_of(a)
         impl = "matmul_wmma" if self.uses_tensor_cores(fn, s) else "matmul_simt"
-        out(f"/* {s} */")
-        out(f"pto::{impl}<{self.ctype(ta.dtype)}, {self.ctype(td.dtype)}, {td.rows}, {ta.cols}, "
-            f"{td.cols}, {'true' if acc else 'false'}>({self._at(dst)}, "
-            f"{self._at(acc) if acc else 'nullptr'}, {self._at(a)}, {self._at(b)});")
-        out("__syncthreads();")
+        self._block_step(out, s, f"pto::{impl}<{self.ctype(ta.dtype)}, {self.ctype(td.dtype)}, "
+                                 f"{td.rows}, {ta.cols}, {td.cols}, {'true' if acc else 'false'}>("
+                                 f"{self._at(dst)}, {self._at(acc) if acc else 'nullptr'}, "
+                                 f"{self._at(a)}, {self._at(b)});")
 
     def render_transpose(self, out: _Out, fn: Function, s: Instr) -> None:
         dst, a = s.operands
         ta = fn.type_of(a)
-        out(f"/* {s} */")
-        out(f"pto::transpose<{self.ctype(ta.dtype)}, {ta.rows}, {ta.cols}>"
-            f"({self._at(dst)}, {self._at(a)});")
-        out("__syncthreads();")
+        self._block_step(out, s, f"pto::transpose<{self.ctype(ta.dtype)}, {ta.rows}, {ta.cols}>"
+                                 f"({self._at(dst)}, {self._at(a)});")
 
     def render_convert(self, out: _Out, fn: Function, s: Instr) -> None:
         dst, a = s.operands
         td, ta = fn.type_of(dst), fn.type_of(a)
-        out(f"/* {s} */")
-        out(f"pto::convert<{self.ctype(td.dtype)}, {self.ctype(ta.dtype)}, {ta.rows * ta.cols}>"
-            f"({self._at(dst)}, {self._at(a)});")
-        out("__syncthreads();")
+        self._block_step(out, s, f"pto::convert<{self.ctype(td.dtype)}, {self.ctype(ta.dtype)}, "
+                                 f"{ta.rows * ta.cols}>({self._at(dst)}, {self._at(a)});")
