@@ -421,7 +421,7 @@ class _Translator:
     def instr(self, fn: Function, s: Instr) -> str:
         op = s.opdef
         cat = op.category
-        ops = dict(zip((o.name for o in op.operands), s.operands))
+        ops = s.named_operands()
         if cat is Category.SCALAR:
             return self.scalar_instr(fn, s, ops)
         tiles = fn.tiles

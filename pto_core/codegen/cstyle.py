@@ -898,10 +898,8 @@ class CStyleRenderer:
     def render_matmul(self, out: _Out, fn: Function, s: Instr) -> None:
         """dst = [acc +] a @ b, accumulated in f32 (int32/64 for integer inputs), i-k-j order so
         the inner loop is contiguous and vectorises."""
-        if s.op == "TMATMUL_ACC":
-            dst, acc, a, b = s.operands
-        else:
-            (dst, a, b), acc = s.operands, None
+        ops = s.named_operands()
+        dst, acc, a, b = ops["dst"], ops.get("acc"), ops["a"], ops["b"]
         td, ta, tb = fn.type_of(dst), fn.type_of(a), fn.type_of(b)
         at = "int64_t" if ta.dtype.is_int else ("double" if ta.dtype is E.F64 else "float")
         out(f"/* {s} */")

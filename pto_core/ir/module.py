@@ -44,6 +44,14 @@ class Instr:
                 return val
         raise KeyError(name)
 
+    def named_operands(self) -> dict[str, Value]:
+        """The operands keyed by their names in the instruction table.
+
+        >>> Instr("TMATMUL", ("d", "x", "y")).named_operands()
+        {'dst': 'd', 'a': 'x', 'b': 'y'}
+        """
+        return dict(zip((spec.name for spec in self.opdef.operands), self.operands))
+
     def attr(self, name: str, default=None):
         return dict(self.attrs).get(name, default)
 

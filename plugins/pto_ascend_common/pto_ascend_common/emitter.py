@@ -289,7 +289,7 @@ class AscendRenderer(CStyleRenderer):
                 continue
             cat = s.opdef.category
             if cat is Category.MATMUL:
-                ops = dict(zip([o.name for o in s.opdef.operands], s.operands))
+                ops = s.named_operands()
                 roles.setdefault(ops["a"], set()).add("Left")
                 roles.setdefault(ops["b"], set()).add("Right")
                 roles.setdefault(ops["dst"], set()).add("Acc")
@@ -457,7 +457,7 @@ class AscendRenderer(CStyleRenderer):
 
     def _lower(self, fn: Function, s: Instr) -> list[_Step]:
         cat = s.opdef.category
-        ops = dict(zip([o.name for o in s.opdef.operands], s.operands))
+        ops = s.named_operands()
         tt = fn.type_of(s.operands[0]) if cat is not Category.STORE else fn.type_of(s.operands[1])
         roles = self._roles
         if cat is Category.LOAD:

@@ -272,10 +272,8 @@ class CudaRenderer(CStyleRenderer):
         return td.rows % 16 == 0 and td.cols % 16 == 0 and ta.cols % 16 == 0
 
     def render_matmul(self, out: _Out, fn: Function, s: Instr) -> None:
-        if s.op == "TMATMUL_ACC":
-            dst, acc, a, b = s.operands
-        else:
-            (dst, a, b), acc = s.operands, None
+        ops = s.named_operands()
+        dst, acc, a, b = ops["dst"], ops.get("acc"), ops["a"], ops["b"]
         if dst in (a, b):
             raise PTOBackendError("the destination of a matmul must not be one of its inputs",
                                   function=fn.name, instruction=str(s))
