@@ -3,9 +3,10 @@
 One source per module serves every backend. It calls only the runtime API of
 ``runtime/include/pto_runtime.h``:
 
-* each orchestration function becomes ``void name(PTORuntime* rt, PTOTensor* <memrefs>...,
+* each orchestration function becomes ``int name(PTORuntime* rt, PTOTensor* <memrefs>...,
   int64_t <int scalars>..., double <float scalars>...)`` with FOR (dynamic bounds), IF and scalar
-  ops as plain C;
+  ops as plain C; it returns ``PTO_OK``, or the first error of a submission (or of an
+  orchestration function it calls), at which point it stops;
 * a CALL of an InCore function becomes one ``pto_task_submit_v`` whose argument array (on the
   stack, filled with the call's dynamic offsets) holds one ``PTOTaskArg`` per parameter IN
   PARAMETER ORDER: ``PTO_ARG_INPUT/OUTPUT/INOUT`` with the element region of the footprint rule
@@ -13,7 +14,7 @@ One source per module serves every backend. It calls only the runtime API of
   per scalar parameter; a memref parameter the kernel never touches (mode ``none``) still takes
   its two slots as ``PTO_ARG_UNTRACKED`` (pointer at the call's offsets counted in elements, and
   ld), which creates no dependency. One call instead of alloc + add per argument + submit saves
-  the per-call checks and overhead; a failed submission stops the orchestration function;
+  the per-call checks and overhead;
 * a CALL of another orchestration function is a C call.
 
 Kernel pointers stay out of this file so it stays platform-independent: the backend's runtime
@@ -94,7 +95,7 @@ class _Emitter:
         return ", ".join(ps)
 
     def function(self, fn: Function) -> None:
-        self.out(f"void {fn.name}({self.params(fn)}) {{")
+        self.out(f"int {fn.name}({self.params(fn)}) {{")
         self.depth += 1
         for loc in fn.locals:
             if isinstance(loc.type, ScalarType):
@@ -103,6 +104,7 @@ class _Emitter:
         for p in fn.params:
             self.out(f"(void){p.name};")
         self.body(fn, fn.body)
+        self.out("return PTO_OK;")
         self.depth -= 1
         self.out("}")
 
@@ -129,7 +131,7 @@ class _Emitter:
                     self.depth -= 1
                 self.out("}")
             elif isinstance(s, Return):
-                self.out("return;")
+                self.out("return PTO_OK;")
             elif isinstance(s, Call):
                 self.call(fn, s)
             elif isinstance(s, Instr) and s.opdef.category is Category.SCALAR:
@@ -154,7 +156,8 @@ class _Emitter:
             for p in callee.params:
                 a = s.arg(p.name)
                 args.append(a.value if isinstance(p.type, MemRefType) else self.scalar(fn, a.value))
-            self.out(f"{callee.name}({', '.join(args)});")
+            self.out(f"{{ int _pto_rc = {callee.name}({', '.join(args)}); "
+                     f"if (_pto_rc < 0) return _pto_rc; }}")
             return
         self.task(callee, lambda p: s.arg(p), fn)
 
@@ -193,10 +196,11 @@ class _Emitter:
             for k, text in enumerate(args):
                 self.out("    " + text + ("," if k + 1 < len(args) else ""))
             self.out("};")
-        self.out(f"if (pto_task_submit_v(rt, \"{callee.name}\", "
+        self.out(f"int32_t _pto_rc = pto_task_submit_v(rt, \"{callee.name}\", "
                  f"pto_kernels_{self.mod}[{self.kernels[callee.name]}], "
                  f"{int(self.buffer_bytes(callee))}, {worker_type(callee)}, "
-                 f"{'_pto_a' if args else '0'}, {len(args)}) < 0) return;")
+                 f"{'_pto_a' if args else '0'}, {len(args)});")
+        self.out("if (_pto_rc < 0) return _pto_rc;")
         self.depth -= 1
         self.out("}")
 
@@ -212,14 +216,15 @@ class _Emitter:
         if fn.is_incore:
             # an InCore entry runs as one task over its footprint at (0, 0)
             target = f"_pto_entry_{name}"
-            self.out(f"static void {target}({self.params(fn)}) {{")
+            self.out(f"static int {target}({self.params(fn)}) {{")
             self.depth += 1
             self.task(fn, lambda p: None, None)
+            self.out("return PTO_OK;")
             self.depth -= 1
             self.out("}")
             self.out("")
         m = self.mod
-        self.out(f"typedef struct {{ PTOTensor* tensors; const int64_t* scalars; }} "
+        self.out(f"typedef struct {{ PTOTensor* tensors; const int64_t* scalars; int rc; }} "
                  f"_pto_args_{m};")
         self.out(f"static void _pto_orch_{m}(PTORuntime* rt, void* user) {{")
         self.depth += 1
@@ -236,7 +241,7 @@ class _Emitter:
                 si += 1
         if not scalars:
             self.out("(void)a->scalars;")
-        self.out(f"{target}({', '.join(args)});")
+        self.out(f"a->rc = {target}({', '.join(args)});")
         self.depth -= 1
         self.out("}")
         self.out("")
@@ -254,9 +259,12 @@ class _Emitter:
         self.out("PTORuntime* rt = pto_runtime_create(&cfg);")
         self.out("if (!rt) return PTO_ENOMEM;")
         self.out(f"pto_binding_setup_{m}(rt);")
-        self.out(f"_pto_args_{m} a = {{ tensors, scalars }};")
+        self.out(f"_pto_args_{m} a = {{ tensors, scalars, PTO_OK }};")
         self.out(f"_pto_orch_{m}(rt, &a);")
+        self.out("/* run what was submitted even after an orchestration error: nothing is left")
+        self.out("   half-built, and the error is what the caller gets */")
         self.out("int rc = pto_runtime_run(rt);")
+        self.out("if (rc == PTO_OK && a.rc < 0) rc = a.rc;")
         self.out("pto_runtime_destroy(rt);")
         self.out("return rc;")
         self.depth -= 1
@@ -284,7 +292,7 @@ def emit_orchestration(module: Module,
     e.out("")
     orch = [f for f in module.functions.values() if not f.is_incore]
     for f in orch:                                   # prototypes: calls may go either way
-        e.out(f"void {f.name}({e.params(f)});")
+        e.out(f"int {f.name}({e.params(f)});")
     if orch:
         e.out("")
     for f in orch:

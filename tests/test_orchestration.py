@@ -80,8 +80,8 @@ def test_softmax_orchestration_uses_only_the_runtime_api():
                        ("PTO_ARG_INPUT", "input", "128"),
                        ("PTO_ARG_INPUT", "temp_max", "1"),
                        ("PTO_ARG_OUTPUT", "temp_shifted", "128")]
-    assert "_pto_a, 2) < 0) return;" in c       # the array's length is the argument count
-    assert "void dynamic_softmax(PTORuntime* rt, PTOTensor* input" in c
+    assert "_pto_a, 2);" in c       # the array's length is the argument count
+    assert "int dynamic_softmax(PTORuntime* rt, PTOTensor* input" in c
     assert "int64_t num_tiles)" in c
 
 
@@ -91,8 +91,8 @@ def test_kernel_table_follows_module_order_and_names_are_c_identifiers():
     assert c_module_name(m) == "ctl_demo"
     c = emit_orchestration(m)
     assert "extern const PTOKernelFunc pto_kernels_ctl_demo[];" in c
-    assert "void tail(PTORuntime* rt, PTOTensor* t, PTOTensor* u)" in c
-    assert "tail(rt, inp, out);" in c
+    assert "int tail(PTORuntime* rt, PTOTensor* t, PTOTensor* u)" in c
+    assert "int _pto_rc = tail(rt, inp, out); if (_pto_rc < 0) return _pto_rc;" in c
     assert "{PTO_ARG_SCALAR, 0, 0, 0, 0, 0, pto_f64_arg((double)(0.5))}" in c
 
 
@@ -114,11 +114,10 @@ def _recording_binding(module: PTOModule) -> str:
     return "\n".join(lines) + "\n"
 
 
-@pytest.mark.skipif(shutil.which("gcc") is None, reason="gcc is not installed")
-@pytest.mark.parametrize("workers", [0, 2])
-def test_generated_orchestration_submits_what_the_reference_traces(tmp_path, workers):
-    m = control_module()
-    (tmp_path / "orch.c").write_text(emit_orchestration(m))
+def _build_with_recording_binding(tmp_path, m: PTOModule, orch_c: str):
+    """A shared library of the generated orchestration, the runtime and a binding whose
+    kernels only record their arguments."""
+    (tmp_path / "orch.c").write_text(orch_c)
     (tmp_path / "bind.c").write_text(_recording_binding(m))
     lib = tmp_path / "liborch.so"
     srcs = sorted(str(p) for p in (ROOT / "runtime" / "src").glob("*.c"))
@@ -126,6 +125,14 @@ def test_generated_orchestration_submits_what_the_reference_traces(tmp_path, wor
                     "-Werror", "-Wno-unused-function", f"-I{ROOT / 'runtime' / 'include'}",
                     "-o", str(lib), str(tmp_path / "orch.c"), str(tmp_path / "bind.c"), *srcs],
                    check=True)
+    return lib
+
+
+@pytest.mark.skipif(shutil.which("gcc") is None, reason="gcc is not installed")
+@pytest.mark.parametrize("workers", [0, 2])
+def test_generated_orchestration_submits_what_the_reference_traces(tmp_path, workers):
+    m = control_module()
+    lib = _build_with_recording_binding(tmp_path, m, emit_orchestration(m))
     n = 5
     shapes = derive_shapes(m, {"n": n}, {}, entry="main_orch")
     arrays = {k: np.zeros(s, np.float32) for k, s in shapes.items()}
@@ -191,14 +198,7 @@ def test_untouched_parameter_is_passed_without_a_dependency(tmp_path, monkeypatc
         ("INPUT", "inp"), ("UNTRACKED", "buf"), ("OUTPUT", "out")]
     if shutil.which("gcc") is None:
         pytest.skip("gcc is not installed: the generated C is not run")
-    (tmp_path / "orch.c").write_text(c)
-    (tmp_path / "bind.c").write_text(_recording_binding(m))
-    lib = tmp_path / "liborch.so"
-    srcs = sorted(str(p) for p in (ROOT / "runtime" / "src").glob("*.c"))
-    subprocess.run(["gcc", "-std=gnu11", "-O1", "-shared", "-fPIC", "-pthread", "-Wall",
-                    "-Werror", "-Wno-unused-function", f"-I{ROOT / 'runtime' / 'include'}",
-                    "-o", str(lib), str(tmp_path / "orch.c"), str(tmp_path / "bind.c"), *srcs],
-                   check=True)
+    lib = _build_with_recording_binding(tmp_path, m, c)
     arrays = {k: np.zeros((4, 8), np.float32) for k in ("buf", "inp", "out")}
     tens = (PTOTensorC * 3)(*[PTOTensorC(arrays[k].ctypes.data, 4, 8, 8, 4, k.encode())
                               for k in ("buf", "inp", "out")])
@@ -213,3 +213,26 @@ def test_untouched_parameter_is_passed_without_a_dependency(tmp_path, monkeypatc
     use = log.reshape(4096, 34)[1]
     assert use[0] == kernel_order(m).index("use") and use[1] == 6
     assert use[4] == arrays["buf"].ctypes.data + (1 * 8 + 2) * 4 and use[5] == 8
+
+
+@pytest.mark.skipif(shutil.which("gcc") is None, reason="gcc is not installed")
+@pytest.mark.parametrize("workers", [0, 2])
+def test_an_orchestration_error_stops_the_function_and_is_what_the_caller_gets(tmp_path, workers):
+    """Tensors too small for the loop: the submission that leaves `inp` fails with
+    PTO_EBOUNDS, the orchestration stops there, what was submitted still runs, and the entry
+    point returns the error instead of reporting success with tasks missing."""
+    m = control_module()
+    c = emit_orchestration(m)
+    assert "if (_pto_rc < 0) return _pto_rc;" in c and "int main_orch(" in c
+    lib = _build_with_recording_binding(tmp_path, m, c)
+    n = 5
+    rows, cols = derive_shapes(m, {"n": n}, {}, entry="main_orch")["inp"]
+    short = {k: np.zeros((rows - 4, cols), np.float32) for k in ("inp", "out")}  # one tile short
+    tens = (PTOTensorC * 2)(*[PTOTensorC(short[k].ctypes.data, *short[k].shape,
+                                         short[k].shape[1], 4, k.encode())
+                              for k in ("inp", "out")])
+    so = ctypes.CDLL(str(lib))
+    PTO_EBOUNDS = -6
+    assert so.pto_module_run_ctl_demo(tens, 2, (ctypes.c_int64 * 1)(n), 1, workers, 0) == PTO_EBOUNDS
+    # tiles 0..3 were submitted and ran; tile 4 and the call of `tail` after the loop did not
+    assert ctypes.c_int32.in_dll(so, "pto_test_count").value == n - 1
