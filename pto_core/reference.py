@@ -378,14 +378,16 @@ class _Translator:
     def incore(self, fn: Function, lines: list[str]) -> None:
         lines.append(f"def k_{fn.name}(_a):")
         self.prologue(fn, lines)
-        self.incore_body(fn, fn.body, lines, 1)
+        self.body(fn, fn.body, lines, 1)
         lines.append("    return")
         box, _ = self.footprint(fn)
         self.unused[fn.name] = tuple(
             (p.name, np.zeros((0, 0), numpy_dtype(p.type.dtype))) for p in fn.params
             if isinstance(p.type, MemRefType) and p.name not in box)
 
-    def incore_body(self, fn: Function, body, lines: list[str], depth: int) -> None:
+    def body(self, fn: Function, body, lines: list[str], depth: int) -> None:
+        """Python statements of ``body``; InCore and orchestration functions differ only in
+        the checks before a loop and in what a call does."""
         ind = "    " * depth
         if not body:
             lines.append(f"{ind}pass")
@@ -393,24 +395,43 @@ class _Translator:
             if isinstance(s, Instr):
                 lines.append(ind + self.instr(fn, s))
             elif isinstance(s, For):
-                lines.append(f"{ind}for {_v(s.var)} in range({s.start}, {s.end}, {s.step}):")
-                self.incore_body(fn, s.body, lines, depth + 1)
+                start, end, step = (self.operand(x) for x in (s.start, s.end, s.step))
+                if not fn.is_incore:        # InCore loops have constant bounds (verified)
+                    self.loop_checks(fn, s, step, f"len(range({start}, {end}, {step}))", ind,
+                                     lines)
+                lines.append(f"{ind}for {_v(s.var)} in range({start}, {end}, {step}):")
+                self.body(fn, s.body, lines, depth + 1)
             elif isinstance(s, If):
-                self.if_(fn, s, lines, depth, self.incore_body)
+                lines.append(f"{ind}if {_v(s.cond)}:")
+                self.body(fn, s.then_body, lines, depth + 1)
+                if s.else_body:
+                    lines.append(f"{ind}else:")
+                    self.body(fn, s.else_body, lines, depth + 1)
             elif isinstance(s, Call):
-                callee = self.module.functions[s.callee]
-                args = ", ".join(f"{a.param!r}: {self.call_value(fn, callee, a)}" for a in s.args)
-                lines.append(f"{ind}k_{s.callee}({{{args}}})")
+                lines.append(ind + (self.incore_call(fn, s) if fn.is_incore
+                                    else self.orch_call(fn, s)))
             elif isinstance(s, Return):
                 lines.append(f"{ind}return")
 
-    def if_(self, fn, s: If, lines, depth, body_fn) -> None:
-        ind = "    " * depth
-        lines.append(f"{ind}if {_v(s.cond)}:")
-        body_fn(fn, s.then_body, lines, depth + 1)
-        if s.else_body:
-            lines.append(f"{ind}else:")
-            body_fn(fn, s.else_body, lines, depth + 1)
+    def loop_checks(self, fn: Function, s: For, step: str, trips: str, ind: str,
+                    lines: list[str]) -> None:
+        """Run-time errors of an orchestration loop: a non-positive dynamic step, more trips
+        than ``max_range``."""
+        if isinstance(s.step, str):
+            lines.append(f"{ind}if {step} <= 0: _errloop({fn.name!r}, {self.const(s)}, "
+                         f"'step must be positive, got %d' % {step})")
+        if s.max_range is not None:
+            lines.append(f"{ind}if {trips} > {s.max_range}: _errloop({fn.name!r}, "
+                         f"{self.const(s)}, 'the loop runs %d times, more than its "
+                         f"max_range {s.max_range}' % {trips})")
+
+    def call_args(self, fn: Function, callee: Function, s: Call) -> str:
+        """The argument dict of a call that runs in line (no task): ``{'param': value}``."""
+        return "{" + ", ".join(f"{a.param!r}: {self.call_value(fn, callee, a)}"
+                               for a in s.args) + "}"
+
+    def incore_call(self, fn: Function, s: Call) -> str:
+        return f"k_{s.callee}({self.call_args(fn, self.module.functions[s.callee], s)})"
 
     def call_value(self, fn: Function, callee: Function, a) -> str:
         p = callee.param(a.param)
@@ -499,39 +520,12 @@ class _Translator:
         self.prologue(fn, lines)
         lines.append("    if False:")
         lines.append("        yield None")
-        self.orch_body(fn, fn.body, lines, 1)
-
-    def orch_body(self, fn: Function, body, lines: list[str], depth: int) -> None:
-        ind = "    " * depth
-        if not body:
-            lines.append(f"{ind}pass")
-        for s in body:
-            if isinstance(s, Instr):
-                lines.append(ind + self.instr(fn, s))
-            elif isinstance(s, For):
-                start, end, step = (self.operand(x) for x in (s.start, s.end, s.step))
-                if isinstance(s.step, str):
-                    lines.append(f"{ind}if {step} <= 0: _errloop({fn.name!r}, {self.const(s)}, "
-                                 f"'step must be positive, got %d' % {step})")
-                if s.max_range is not None:
-                    n = f"len(range({start}, {end}, {step}))"
-                    lines.append(f"{ind}if {n} > {s.max_range}: _errloop({fn.name!r}, "
-                                 f"{self.const(s)}, 'the loop runs %d times, more than its "
-                                 f"max_range {s.max_range}' % {n})")
-                lines.append(f"{ind}for {_v(s.var)} in range({start}, {end}, {step}):")
-                self.orch_body(fn, s.body, lines, depth + 1)
-            elif isinstance(s, If):
-                self.if_(fn, s, lines, depth, self.orch_body)
-            elif isinstance(s, Call):
-                lines.append(ind + self.orch_call(fn, s))
-            elif isinstance(s, Return):
-                lines.append(f"{ind}return")
+        self.body(fn, fn.body, lines, 1)
 
     def orch_call(self, fn: Function, s: Call) -> str:
         callee = self.module.functions[s.callee]
         if not callee.is_incore:
-            args = ", ".join(f"{a.param!r}: {self.call_value(fn, callee, a)}" for a in s.args)
-            return f"yield from o_{s.callee}({{{args}}})"
+            return f"yield from o_{s.callee}({self.call_args(fn, callee, s)})"
         box, modes = self.footprint(callee)
         regions, scalars = [], []
         for p in callee.params:
