@@ -94,7 +94,7 @@ def _body(body: tuple[Stmt, ...], depth: int, types: Mapping[str, Type], out: li
         if isinstance(s, Instr):
             out.append(pad + format_instr(s, types))
         elif isinstance(s, For):
-            out.append(pad + _for_header(s))
+            out.append(pad + s.header())
             _body(s.body, depth + 1, types, out)
             out.append(pad + "ENDFOR")
         elif isinstance(s, If):
@@ -105,31 +105,8 @@ def _body(body: tuple[Stmt, ...], depth: int, types: Mapping[str, Type], out: li
                 _body(s.else_body, depth + 1, types, out)
             out.append(pad + "ENDIF")
         elif isinstance(s, Call):
-            out.append(pad + _call(s))
+            out.append(pad + str(s))
         elif isinstance(s, Return):
             out.append(pad + "return")
         else:   # not an IR statement: keep the text readable rather than fail
             out.append(f"{pad}// unknown statement {s!r}")
-
-
-def _for_header(s: For) -> str:
-    text = (f"FOR {format_value(s.var)}:idx, {format_value(s.start)}:idx, "
-            f"{format_value(s.end)}:idx, {format_value(s.step)}:idx")
-    if s.max_range is not None:
-        text += f" max_range={s.max_range}"
-    if s.min_range is not None:
-        text += f" min_range={s.min_range}"
-    if s.tile_levels is not None:
-        text += " tile_levels={" + ",".join(f"{k}:{v}" for k, v in s.tile_levels) + "}"
-    return text
-
-
-def _call(c: Call) -> str:
-    args = []
-    for a in c.args:
-        s = f"%{a.param} -> {format_value(a.value)}"
-        if a.has_offset:
-            s += (f"[{format_value(a.row if a.row is not None else 0)}, "
-                  f"{format_value(a.col if a.col is not None else 0)}]")
-        args.append(s)
-    return f"CALL @{c.callee}({', '.join(args)})"

@@ -18,10 +18,10 @@ Printer and parser both ask this module how an op is written, so a new row of
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Mapping
 
+from ..ir.module import format_value  # noqa: F401 - the one spelling of values, re-exported
 from ..ir.ops import OpDef
 from ..ir.types import Type
 
@@ -98,26 +98,6 @@ def format_annotation(parts: tuple[list, list | None]) -> str:
     if right is not None:
         text += " -> " + ", ".join(str(t) for _, t in right)
     return text
-
-
-def format_value(v: object) -> str:
-    """An operand as text: ``%name``, an int, or a float that reads back exactly.
-
-    >>> format_value("x"), format_value(3), format_value(2.0), format_value(1e-07)
-    ('%x', '3', '2.0', '1e-07')
-    """
-    if isinstance(v, str):
-        return "%" + v
-    if isinstance(v, bool):
-        return str(int(v))
-    if isinstance(v, float):
-        if math.isnan(v):
-            return "nan"
-        if math.isinf(v):
-            return "inf" if v > 0 else "-inf"
-        r = repr(v)
-        return r if ("." in r or "e" in r) else r + ".0"
-    return str(v)
 
 
 def format_attr(v: object) -> str:

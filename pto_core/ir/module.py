@@ -10,6 +10,7 @@ Operands are names (``str``, without the ``%`` of the text form) or literals (``
 from __future__ import annotations
 
 import enum
+import math
 from dataclasses import dataclass, field
 from typing import Iterator, Union
 
@@ -56,7 +57,7 @@ class Instr:
         return dict(self.attrs).get(name, default)
 
     def __str__(self) -> str:
-        parts = [_fmt(v) for v in self.operands]
+        parts = [format_value(v) for v in self.operands]
         text = f"{self.op} {', '.join(parts)}"
         for k, v in self.attrs:
             text += f" {k}={v}"
@@ -80,9 +81,10 @@ class CallArg:
         return self.row is not None or self.col is not None
 
     def __str__(self) -> str:
-        s = f"%{self.param} -> {_fmt(self.value)}"
+        s = f"%{self.param} -> {format_value(self.value)}"
         if self.has_offset:
-            s += f"[{_fmt(self.row if self.row is not None else 0)}, {_fmt(self.col if self.col is not None else 0)}]"
+            s += (f"[{format_value(self.row if self.row is not None else 0)}, "
+                  f"{format_value(self.col if self.col is not None else 0)}]")
         return s
 
 
@@ -116,8 +118,8 @@ class For:
     tile_levels: tuple[tuple[int, int], ...] | None = None
 
     def header(self) -> str:
-        s = (f"FOR %{self.var}:idx, {_fmt(self.start)}:idx, {_fmt(self.end)}:idx, "
-             f"{_fmt(self.step)}:idx")
+        s = (f"FOR %{self.var}:idx, {format_value(self.start)}:idx, "
+             f"{format_value(self.end)}:idx, {format_value(self.step)}:idx")
         if self.max_range is not None:
             s += f" max_range={self.max_range}"
         if self.min_range is not None:
@@ -271,12 +273,21 @@ class Module:
         return f"Module({self.name!r}, functions={list(self.functions)}, entry={self.entry!r})"
 
 
-def _fmt(v: Value) -> str:
+def format_value(v: Value) -> str:
+    """An operand as `.pto` text: ``%name``, an int, or a float that reads back exactly.
+
+    >>> format_value("x"), format_value(3), format_value(2.0), format_value(1e-07)
+    ('%x', '3', '2.0', '1e-07')
+    """
     if isinstance(v, str):
-        return f"%{v}"
+        return "%" + v
     if isinstance(v, bool):
         return str(int(v))
     if isinstance(v, float):
+        if math.isnan(v):
+            return "nan"
+        if math.isinf(v):
+            return "inf" if v > 0 else "-inf"
         r = repr(v)
-        return r if ("e" in r or "." in r or "n" in r) else r + ".0"
+        return r if ("." in r or "e" in r) else r + ".0"
     return str(v)
