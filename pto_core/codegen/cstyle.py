@@ -95,10 +95,15 @@ class _Block:
 # as polynomials so loops over them auto-vectorise; libm calls per element would not).
 # --------------------------------------------------------------------------------------------
 
+#: the C helper that reads a double from a kernel-ABI slot (needs <string.h>); what
+#: :meth:`CStyleRenderer.abi_arguments` calls for float scalars
+ARG_F64_HELPER = ("static inline double _pto_arg_f64(int64_t a) "
+                  "{ double d; memcpy(&d, &a, 8); return d; }")
+
 PORTABLE_HELPERS = r"""
 static inline float _pto_bits_f32(int32_t i) { float f; memcpy(&f, &i, 4); return f; }
 static inline int32_t _pto_f32_bits(float f) { int32_t i; memcpy(&i, &f, 4); return i; }
-static inline double _pto_arg_f64(int64_t a) { double d; memcpy(&d, &a, 8); return d; }
+""" + ARG_F64_HELPER + r"""
 
 /* Fused multiply-add where the hardware has it (so polynomial loops still vectorise), two
  * roundings elsewhere. Kernels are compiled with -ffp-contract=off (every op of a program rounds
@@ -425,20 +430,31 @@ class CStyleRenderer:
             self.render_body(out, fn, fn.body, options)
             out("return 0;")
 
+    def abi_arguments(self, fn: Function, pointer: str = "{0}*") -> list[str]:
+        """C expressions that unpack the kernel ABI's slots ``args[k]`` into ``fn``'s
+        parameters, in order: a memref's pointer (``pointer`` of its element type) and row
+        stride, a scalar's int64 or the double its slot carries (:data:`ARG_F64_HELPER`).
+
+        >>> from pto_core import PTOFunctionBuilder, ElementType as T
+        >>> f = (PTOFunctionBuilder("k").in_core().memref("a", dtype=T.F16)
+        ...      .scalar("s", T.F32).tile("x", 1, 8, T.F16).load("x", "a").build())
+        >>> CStyleRenderer().abi_arguments(f)
+        ['(_Float16*)(intptr_t)args[0]', 'args[1]', '_pto_arg_f64(args[2])']
+        """
+        args, k = [], 0
+        for p in fn.params:
+            if isinstance(p.type, MemRefType):
+                args += [f"({pointer.format(self.ctype(p.type.dtype))})(intptr_t)args[{k}]",
+                         f"args[{k + 1}]"]
+                k += 2
+            else:
+                args.append(f"_pto_arg_f64(args[{k}])" if p.type.dtype.is_float else f"args[{k}]")
+                k += 1
+        return args
+
     def _render_entry(self, out: _Out, fn: Function, symbol: str) -> None:
         with out.block(self.signature(symbol)):
-            args, k = [], 0
-            for p in fn.params:
-                if isinstance(p.type, MemRefType):
-                    args.append(f"({self.ctype(p.type.dtype)}*)(intptr_t)args[{k}]")
-                    args.append(f"args[{k + 1}]")
-                    k += 2
-                elif p.type.dtype.is_float:
-                    args.append(f"_pto_arg_f64(args[{k}])")
-                    k += 1
-                else:
-                    args.append(f"args[{k}]")
-                    k += 1
+            args = self.abi_arguments(fn)
             if not fn.params:
                 out("(void)args;")
             out(f"return _pto_body_{fn.name}({', '.join(args)});")

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from pto_core.backend import BackendPlugin
-from pto_core.codegen.cstyle import kernel_symbol
+from pto_core.codegen.cstyle import ARG_F64_HELPER, kernel_symbol
 from pto_core.hookspecs import BackendInfo, BindingSource, KernelSource
 from pto_core.ir import Category, Function, MemRefType, Module
 from pto_core.options import CompileOptions
@@ -125,21 +125,14 @@ def acl_binding_source(arch: AscendArch, module: Module) -> str:
            "        else have = bytes;",
            "    }",
            "    return p;", "}",
-           "static inline double _pto_f64(int64_t a) { double d; memcpy(&d, &a, 8); return d; }", ""]
+           ARG_F64_HELPER, ""]
     for fn in module.functions.values():
         if not fn.is_incore:
             continue
         params = r.kernel_params(fn)
         out.append(f'extern "C" __global__ AICORE void {fn.name}('
                    f'{", ".join(f"{t} {n}" for t, n in params) or "void"});')
-        args, k = [], 0
-        for p in fn.params:
-            if isinstance(p.type, MemRefType):
-                args += [f"(__gm__ {r.ctype(p.type.dtype)}*)(intptr_t)args[{k}]", f"args[{k + 1}]"]
-                k += 2
-            else:
-                args.append(f"_pto_f64(args[{k}])" if p.type.dtype.is_float else f"args[{k}]")
-                k += 1
+        args = r.abi_arguments(fn, pointer="__gm__ {0}*")
         ws = r.workspace_bytes(fn)
         if ws:
             args.append(f"(__gm__ uint8_t*)pto_acl_workspace({ws})")

@@ -24,7 +24,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from pto_core.codegen.cstyle import kernel_symbol
+from pto_core.codegen.cstyle import ARG_F64_HELPER, kernel_symbol
 from pto_core.errors import PTOBackendError, PTOError
 from pto_core.ir import Category, MemRefType, Module, ScalarType
 from pto_core.options import CompileOptions
@@ -66,17 +66,7 @@ def abi_wrapper_source(arch: AscendArch, module: Module) -> str:
         params = r.kernel_params(fn)
         decl = ", ".join(f"{t} {n}" for t, n in params) or "void"
         lines.append(f'extern "C" void {fn.name}({decl});')
-        args, k = [], 0
-        for p in fn.params:
-            if isinstance(p.type, MemRefType):
-                args += [f"({r.ctype(p.type.dtype)}*)(intptr_t)args[{k}]", f"args[{k + 1}]"]
-                k += 2
-            elif p.type.dtype.is_float:
-                args.append(f"_pto_f64(args[{k}])")
-                k += 1
-            else:
-                args.append(f"args[{k}]")
-                k += 1
+        args = r.abi_arguments(fn)
         ws = r.workspace_bytes(fn)
         if ws:
             args.append(f"(uint8_t*)pto_sim::workspace({ws})")
@@ -85,7 +75,7 @@ def abi_wrapper_source(arch: AscendArch, module: Module) -> str:
                   "    pto_sim::reset_error();",
                   f"    {fn.name}({', '.join(args)});",
                   "    return pto_sim::error().empty() ? 0 : 1;", "}", ""]
-    lines.insert(5, "static inline double _pto_f64(int64_t a) { double d; memcpy(&d, &a, 8); return d; }\n")
+    lines.insert(5, ARG_F64_HELPER + "\n")
     lines += _kernel_table(module)
     return "\n".join(lines)
 
