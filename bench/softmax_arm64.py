@@ -35,32 +35,21 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "examples"))
+sys.path.insert(0, str(ROOT / "bench"))
 
-from pto_core import ElementType, MemorySpace, PTOFunctionBuilder, PTOModule  # noqa: E402
+from pto_core import PTOModule  # noqa: E402
 from pto_core.codegen.driver import build_module, build_root  # noqa: E402
 from pto_core.codegen.host import PTOTensorC  # noqa: E402
 from pto_core.options import CompileOptions  # noqa: E402
 from pto_core.orchestration import c_module_name  # noqa: E402
+from _softmax import fused_softmax_module as shared_fused_softmax  # noqa: E402
 
-F32, GM = ElementType.F32, MemorySpace.GLOBAL
 COLS = 128
 
 
 def fused_softmax_module(tile_rows: int = 64) -> PTOModule:
     """One InCore kernel per tile of ``tile_rows`` rows does the whole softmax."""
-    m = PTOModule("softmax_fused")
-    (PTOFunctionBuilder("softmax_tile", module=m).in_core()
-     .memref("x", GM, F32).memref("y", GM, F32)
-     .tile("t", tile_rows, COLS, F32).tile("mx", tile_rows, 1, F32).tile("s", tile_rows, 1, F32)
-     .load("t", "x").rowmax("mx", "t").rowexpandsub("t", "t", "mx").exp("t", "t")
-     .rowsum("s", "t").rowexpanddiv("t", "t", "s").store("y", "t").build())
-    (PTOFunctionBuilder("softmax_rows", module=m).not_in_core()
-     .memref("x", GM, F32).memref("y", GM, F32).scalar("num_tiles", ElementType.I32)
-     .for_loop("i", 0, "num_tiles", 1)
-        .call("softmax_tile", {"x": ("x", "i", 0), "y": ("y", "i", 0)})
-     .end_for().build())
-    m.set_entry("softmax_rows")
-    return m
+    return shared_fused_softmax(COLS, tile_rows, "softmax_fused", "softmax_rows")
 
 
 def numpy_softmax(x: np.ndarray) -> np.ndarray:

@@ -27,28 +27,18 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "examples"))
+sys.path.insert(0, str(ROOT / "bench"))
 
 from pto_core import ElementType, MemorySpace, PTOFunctionBuilder, PTOModule  # noqa: E402
 from pto_core.options import CompileOptions  # noqa: E402
+from _softmax import fused_softmax_module  # noqa: E402
 
 F32, BF16 = ElementType.F32, ElementType.BF16
 GM = MemorySpace.GLOBAL
 
 
 def softmax_module(rows: int, cols: int, tile_rows: int = 8) -> PTOModule:
-    m = PTOModule("bench_softmax")
-    (PTOFunctionBuilder("softmax_tile", module=m).in_core()
-     .memref("x", GM, F32).memref("y", GM, F32)
-     .tile("t", tile_rows, cols, F32).tile("mx", tile_rows, 1, F32).tile("sm", tile_rows, 1, F32)
-     .load("t", "x").rowmax("mx", "t").rowexpandsub("t", "t", "mx").exp("t", "t")
-     .rowsum("sm", "t").rowexpanddiv("t", "t", "sm").store("y", "t").build())
-    (PTOFunctionBuilder("softmax", module=m).not_in_core()
-     .memref("x", GM, F32).memref("y", GM, F32).scalar("num_tiles", ElementType.I32)
-     .for_loop("i", 0, "num_tiles", 1)
-     .call("softmax_tile", {"x": ("x", "i", 0), "y": ("y", "i", 0)})
-     .end_for().build())
-    m.set_entry("softmax")
-    return m
+    return fused_softmax_module(cols, tile_rows, "bench_softmax", "softmax")
 
 
 def gemm_module(n: int, tm: int = 128, tn: int = 128, tk: int = 64) -> PTOModule:
