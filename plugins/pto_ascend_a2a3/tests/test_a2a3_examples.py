@@ -3,9 +3,8 @@ reference interpreter; the backend is found through its entry point."""
 
 import pytest
 
-from pto_core import plugins
 from pto_ascend_common import A2A3
-from pto_ascend_common.testing import check_program, example_programs
+from pto_ascend_common.testing import check_installed_backend, check_program, example_programs
 
 
 @pytest.mark.parametrize("path", example_programs(), ids=lambda p: p.stem)
@@ -15,8 +14,4 @@ def test_example_matches_reference_on_a2a3_cpu_check(path, tmp_path):
 
 
 def test_backend_is_installed_with_a2a3_capacities():
-    info = plugins.get_backend("ascend_a2a3")
-    assert info.capacities["UB"] == A2A3.capacities["UB"]
-    assert info.capacities["L0C"] == A2A3.capacities["L0C"]
-    assert info.kernel_suffix == ".cpp"
-    assert "dav-c220" in info.targets
+    check_installed_backend(A2A3, target="dav-c220")

@@ -3,9 +3,8 @@ reference interpreter; the backend is found through its entry point."""
 
 import pytest
 
-from pto_core import plugins
 from pto_ascend_common import A5
-from pto_ascend_common.testing import check_program, example_programs
+from pto_ascend_common.testing import check_installed_backend, check_program, example_programs
 
 
 @pytest.mark.parametrize("path", example_programs(), ids=lambda p: p.stem)
@@ -15,8 +14,4 @@ def test_example_matches_reference_on_a5_cpu_check(path, tmp_path):
 
 
 def test_backend_is_installed_with_a5_capacities():
-    info = plugins.get_backend("ascend_a5")
-    assert info.capacities["UB"] == A5.capacities["UB"]
-    assert info.capacities["L0C"] == A5.capacities["L0C"]
-    assert info.kernel_suffix == ".cpp"
-    assert "dav-c310" in info.targets
+    check_installed_backend(A5, target="dav-c310")

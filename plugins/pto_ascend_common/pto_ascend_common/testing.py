@@ -1,5 +1,5 @@
 """Helpers the Ascend plugins' test suites share: run a program through the CPU check and
-through the reference interpreter on the same seeded inputs.
+through the reference interpreter on the same seeded inputs; check an installed backend.
 
 >>> sorted(p.name for p in example_programs())[:1]          # doctest: +SKIP
 ['bgemm.py']
@@ -67,3 +67,14 @@ def check_program(arch: AscendArch, path: Path, build_dir: Path, rtol: float = 1
                                    err_msg=f"{path.name}: tensor '{name}' on {arch.name}")
         errs[name] = float(np.max(np.abs(got - want))) if got.size else 0.0
     return errs
+
+
+def check_installed_backend(arch: AscendArch, target: str) -> None:
+    """Assert that the backend registered for ``arch`` (through its package's entry point)
+    reports ``arch``'s UB and L0C capacities, ``.cpp`` kernels and the ccec ``target``."""
+    from pto_core import plugins
+    info = plugins.get_backend(arch.name)
+    assert info.capacities["UB"] == arch.capacities["UB"], f"{arch.name}: UB capacity"
+    assert info.capacities["L0C"] == arch.capacities["L0C"], f"{arch.name}: L0C capacity"
+    assert info.kernel_suffix == ".cpp", f"{arch.name}: kernel suffix {info.kernel_suffix!r}"
+    assert target in info.targets, f"{arch.name}: {target} not in {info.targets}"
