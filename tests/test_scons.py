@@ -158,3 +158,16 @@ def test_scons_prints_no_progress_off_a_terminal(softmax_copy, monkeypatch):
     r = run_scons("target=arm64", f"examples={src}", f"build_dir={build}")
     assert r.returncode == 0, r.stderr
     assert re.search(r"\[\d+\] scons: ", r.stderr), r.stderr
+
+
+@pytest.mark.parametrize("opt, want, unwanted", [("release", "-O3", {"-O2", "-O0"}),
+                                                 ("debug", "-O0", {"-O2", "-O3"})])
+def test_kernel_objects_get_exactly_one_optimisation_level(tmp_path, opt, want, unwanted):
+    """A dry run shows the kernel compile line: release kernels get -O3 (not -O2 then -O3),
+    and a debug build stays unoptimised (the backend's -O3 must not override -O0)."""
+    r = run_scons("-n", "target=arm64", f"opt={opt}", f"examples={ROOT / 'examples' / 'rowmax.py'}",
+                  f"build_dir={tmp_path}")
+    assert r.returncode == 0, r.stdout + r.stderr
+    line = next(l for l in r.stdout.splitlines() if re.search(r"-o \S*/rowmax\.os? -c", l))
+    flags = set(line.split())
+    assert want in flags and not (flags & unwanted), line

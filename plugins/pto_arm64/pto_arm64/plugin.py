@@ -39,7 +39,9 @@ BACKEND = BackendInfo(
 #: vectorise. No -ffast-math: results must match the reference. -ffp-contract=off: every op
 #: of a program rounds on its own, as in the reference (a multiply feeding an add in the next
 #: fused op must not become one FMA); the math helpers ask for their FMAs explicitly.
-CFLAGS = ["-O3", "-fno-trapping-math", "-fno-math-errno", "-ffp-contract=off", "-fPIC"]
+#: kernel optimisation level of non-debug builds (it replaces the core's -O2)
+KERNEL_OPT = "-O3"
+CFLAGS = ["-fno-trapping-math", "-fno-math-errno", "-ffp-contract=off", "-fPIC"]
 
 #: AArch64 -march of cross builds (build variable ``march``); "armv8.2-a+fp16" turns on the
 #: native FP16 vector arithmetic of f16 element loops
@@ -139,6 +141,10 @@ def pto_configure_scons(backend: str, env: Any, options: Any) -> bool | None:
     if backend != NAME:
         return None
     env.Append(CCFLAGS=CFLAGS)
+    if getattr(options, "opt", "") != "debug":
+        # kernels want -O3 (vectorised polynomials); the core set -O2, and a debug build
+        # (-O0 -g) must stay unoptimised
+        env.Replace(CCFLAGS=[KERNEL_OPT if f == "-O2" else f for f in env["CCFLAGS"]])
     declare = getattr(options, "variable", None)
     var = declare if declare is not None else (lambda key, help, default, allowed=(): default)
     march = var("march", "AArch64 -march of cross builds (cross=aarch64); armv8.2-a+fp16 gives "

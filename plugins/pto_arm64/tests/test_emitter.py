@@ -168,11 +168,11 @@ def test_portable_row_reductions_vectorise_without_branches(tmp_path):
     import subprocess
     if shutil.which("gcc") is None:
         pytest.skip("gcc is not installed")
-    from pto_arm64.plugin import CFLAGS
+    from pto_arm64.plugin import CFLAGS, KERNEL_OPT
     m = softmax_kernel(rows=8, cols=128)
     src = tmp_path / "k.c"
     src.write_text(Arm64Renderer().render_kernel(m.functions["softmax_tile"], m, FUSED))
-    r = subprocess.run(["gcc", "-std=gnu11", *CFLAGS, "-c", str(src), "-o", str(tmp_path / "k.o"),
+    r = subprocess.run(["gcc", "-std=gnu11", KERNEL_OPT, *CFLAGS, "-c", str(src), "-o", str(tmp_path / "k.o"),
                         "-fopt-info-vec-optimized"], capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
     lines = src.read_text().split("\n")
