@@ -141,6 +141,17 @@ static void advance(PTORuntime* rt) {
     }
 }
 
+
+/* Sleep on done_cv (done_mu held) for at most 10 ms: a bounded wait, so a wake-up missed
+ * between the caller's check and the wait costs 10 ms, never a hang. */
+static void wait_done_cv(PTORuntime* rt) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    ts.tv_nsec += 10 * 1000 * 1000;
+    if (ts.tv_nsec >= 1000000000L) { ts.tv_sec++; ts.tv_nsec -= 1000000000L; }
+    pthread_cond_timedwait(&rt->done_cv, &rt->done_mu, &ts);
+}
+
 static int wait_for_slot(PTORuntime* rt) {
     rt->full_waits++;
     if (rt->nworkers == 0) {
@@ -171,11 +182,7 @@ static int wait_for_slot(PTORuntime* rt) {
         atomic_fetch_add(&rt->waiters, 1);
         pthread_mutex_lock(&rt->done_mu);
         if (atomic_load(&rt_task(rt, rt->last_alive)->state) != PTO_TASK_CONSUMED && !atomic_load(&rt->halt)) {
-            struct timespec ts;
-            clock_gettime(CLOCK_REALTIME, &ts);
-            ts.tv_nsec += 10 * 1000 * 1000;
-            if (ts.tv_nsec >= 1000000000L) { ts.tv_sec++; ts.tv_nsec -= 1000000000L; }
-            pthread_cond_timedwait(&rt->done_cv, &rt->done_mu, &ts);
+            wait_done_cv(rt);
         }
         pthread_mutex_unlock(&rt->done_mu);
         atomic_fetch_sub(&rt->waiters, 1);
@@ -524,11 +531,7 @@ int pto_runtime_run(PTORuntime* rt) {
             atomic_fetch_add(&rt->waiters, 1);
             pthread_mutex_lock(&rt->done_mu);
             if (atomic_load(&rt->retired) < total && !atomic_load(&rt->halt)) {
-                struct timespec ts;
-                clock_gettime(CLOCK_REALTIME, &ts);
-                ts.tv_nsec += 10 * 1000 * 1000;
-                if (ts.tv_nsec >= 1000000000L) { ts.tv_sec++; ts.tv_nsec -= 1000000000L; }
-                pthread_cond_timedwait(&rt->done_cv, &rt->done_mu, &ts);
+                wait_done_cv(rt);
             }
             pthread_mutex_unlock(&rt->done_mu);
             atomic_fetch_sub(&rt->waiters, 1);
