@@ -1,11 +1,12 @@
-"""Hook implementations of the ``arm64`` backend (entry point ``pto.backends: arm64``).
+"""The ``arm64`` backend: :class:`Arm64Backend`, registered as :data:`plugin` (entry point
+``pto.backends: arm64 = "pto_arm64.plugin:plugin"``).
 
 Kernels are C: NEON intrinsics under ``__aarch64__``, portable auto-vectorised C elsewhere, so
 the same build runs natively on the x86 host and, cross-compiled with
 ``aarch64-linux-gnu-gcc``, under ``qemu-aarch64``. Tasks run on the runtime's worker threads
 (default executor: call the kernel's function pointer).
 
->>> [b.name for b in pto_backends()]
+>>> [b.name for b in plugin.pto_backends()]
 ['arm64']
 """
 
@@ -17,7 +18,7 @@ import subprocess
 from pathlib import Path
 from typing import Any, Mapping
 
-from pto_core import hookimpl
+from pto_core.backend import BackendPlugin
 from pto_core.codegen.cpu import cpu_binding_source
 from pto_core.codegen.cstyle import kernel_symbol
 from pto_core.hookspecs import BackendInfo, BindingSource, KernelSource
@@ -114,60 +115,55 @@ int pto_arm64_neon_enabled(void) {
 """
 
 
-@hookimpl
-def pto_backends() -> list[BackendInfo]:
-    return [BACKEND]
+class Arm64Backend(BackendPlugin):
+    """The ``arm64`` backend; its instance :data:`plugin` is the registered plugin object."""
 
+    name = NAME
 
-@hookimpl
-def pto_generate_kernel(backend: str, function: Any, module: Any, options: Any) -> KernelSource | None:
-    if backend != NAME:
-        return None
-    text = Arm64Renderer().render_kernel(function, module, options)
-    return KernelSource(function.name, f"{function.name}.c", text, kernel_symbol(function.name))
+    def info(self) -> BackendInfo:
+        return BACKEND
 
+    def generate_kernel(self, function: Any, module: Any, options: Any) -> KernelSource:
+        text = Arm64Renderer().render_kernel(function, module, options)
+        return KernelSource(function.name, f"{function.name}.c", text, kernel_symbol(function.name))
 
-@hookimpl
-def pto_runtime_binding(backend: str, module: Any, kernels: list[KernelSource],
-                        options: Any) -> BindingSource | None:
-    if backend != NAME:
-        return None
-    return BindingSource(f"{c_module_name(module)}_binding.c",
-                         cpu_binding_source(module, NAME, _NEON_PROBE))
+    def runtime_binding(self, module: Any, kernels: list[KernelSource],
+                        options: Any) -> BindingSource:
+        return BindingSource(f"{c_module_name(module)}_binding.c",
+                             cpu_binding_source(module, NAME, _NEON_PROBE))
 
+    def configure_scons(self, env: Any, options: Any) -> bool:
+        env.Append(CCFLAGS=CFLAGS)
+        if getattr(options, "opt", "") != "debug":
+            # kernels want -O3 (vectorised polynomials); the core set -O2, and a debug build
+            # (-O0 -g) must stay unoptimised
+            env.Replace(CCFLAGS=[KERNEL_OPT if f == "-O2" else f for f in env["CCFLAGS"]])
+        declare = getattr(options, "variable", None)
+        var = declare if declare is not None else (lambda key, help, default, allowed=(): default)
+        march = var("march", "AArch64 -march of cross builds (cross=aarch64); armv8.2-a+fp16 gives "
+                    "f16 element loops native FP16 arithmetic", DEFAULT_MARCH)
+        x86 = var("x86_level", "x86-64 level of native builds on an x86-64 host: auto = the best "
+                  "this CPU runs (the build then runs only on such CPUs); opt=native uses "
+                  "-march=native instead", "auto", ("auto", "v1", "v2", "v3", "v4"))
+        cross = getattr(options, "cross", "")
+        if cross == "aarch64":
+            env.Append(CCFLAGS=[f"-march={march}"])
+        elif getattr(options, "opt", "") == "native":
+            env.Append(CCFLAGS=["-march=native"])
+        elif platform.machine().lower() in ("x86_64", "amd64"):
+            env.Append(CCFLAGS=x86_march(x86, str(env.subst("$CC")) or "gcc"))
+        return True
 
-@hookimpl
-def pto_configure_scons(backend: str, env: Any, options: Any) -> bool | None:
-    if backend != NAME:
-        return None
-    env.Append(CCFLAGS=CFLAGS)
-    if getattr(options, "opt", "") != "debug":
-        # kernels want -O3 (vectorised polynomials); the core set -O2, and a debug build
-        # (-O0 -g) must stay unoptimised
-        env.Replace(CCFLAGS=[KERNEL_OPT if f == "-O2" else f for f in env["CCFLAGS"]])
-    declare = getattr(options, "variable", None)
-    var = declare if declare is not None else (lambda key, help, default, allowed=(): default)
-    march = var("march", "AArch64 -march of cross builds (cross=aarch64); armv8.2-a+fp16 gives "
-                "f16 element loops native FP16 arithmetic", DEFAULT_MARCH)
-    x86 = var("x86_level", "x86-64 level of native builds on an x86-64 host: auto = the best "
-              "this CPU runs (the build then runs only on such CPUs); opt=native uses "
-              "-march=native instead", "auto", ("auto", "v1", "v2", "v3", "v4"))
-    cross = getattr(options, "cross", "")
-    if cross == "aarch64":
-        env.Append(CCFLAGS=[f"-march={march}"])
-    elif getattr(options, "opt", "") == "native":
-        env.Append(CCFLAGS=["-march=native"])
-    elif platform.machine().lower() in ("x86_64", "amd64"):
-        env.Append(CCFLAGS=x86_march(x86, str(env.subst("$CC")) or "gcc"))
-    return True
-
-
-@hookimpl
-def pto_launch(backend: str, module: Any, build_dir: Path, tensors: Mapping[str, Any],
+    def launch(self, module: Any, build_dir: Path, tensors: Mapping[str, Any],
                scalars: Mapping[str, int], options: Any, workers: int,
-               threshold: int) -> Mapping[str, Any] | None:
-    if backend != NAME:
-        return None
-    from pto_core.codegen.host import run_library
-    lib = Path(build_dir) / f"lib{c_module_name(module)}.so"
-    return run_library(lib, module, tensors, scalars, workers=workers, threshold=threshold)
+               threshold: int) -> Mapping[str, Any]:
+        from pto_core.codegen.host import run_library
+        lib = Path(build_dir) / f"lib{c_module_name(module)}.so"
+        return run_library(lib, module, tensors, scalars, workers=workers, threshold=threshold)
+
+
+#: the registered plugin object (entry point ``pto_arm64.plugin:plugin``)
+plugin = Arm64Backend()
+# pto_core finds a backend's package, whose edited sources must regenerate and rebuild
+# (scons.generator_files, the driver's launch_key), from the plugin object's ``__file__``
+plugin.__file__ = __file__
