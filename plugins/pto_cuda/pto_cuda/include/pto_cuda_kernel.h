@@ -50,7 +50,7 @@ const PTOCudaKernelDesc* pto_cuda_lookup(PTOCudaAbiFn abi);
 }
 #endif
 
-#ifdef __CUDACC__
+#if defined(__CUDACC__) || defined(PTO_CUDA_SIM)
 template <int NARGS, int CAP>
 struct PTOCudaBatch {
     int64_t rows[CAP][NARGS];
@@ -61,11 +61,27 @@ struct PTOCudaBatch {
     ((PTO_CUDA_PARAM_BYTES - 16) / (8 * ((NARGS) > 0 ? (NARGS) : 1)) > 65535 \
          ? 65535 : (PTO_CUDA_PARAM_BYTES - 16) / (8 * ((NARGS) > 0 ? (NARGS) : 1)))
 
-#define PTO_CUDA_KERNEL(NAME, NARGS, THREADS, SMEM)                                            \
-    typedef PTOCudaBatch<((NARGS) > 0 ? (NARGS) : 1), PTO_CUDA_CAPACITY(NARGS)> NAME##_batch_t; \
+/* The grid function and its launch: a __global__ kernel and <<<...>>> under nvcc; a plain
+ * function run block by block by the CPU simulator (sim/include/pto_cuda_sim.h) otherwise. */
+#ifdef PTO_CUDA_SIM
+#define PTO_CUDA_GRID_(NAME, THREADS)                                                          \
+    static void NAME##_grid(const void* p) {                                                   \
+        NAME##_block(static_cast<const NAME##_batch_t*>(p)->rows[blockIdx.x]);                 \
+    }
+#define PTO_CUDA_LAUNCH_(NAME, K, THREADS, SMEM, STREAM, B)                                    \
+    pto_sim_launch((STREAM), (unsigned)(K), (THREADS), (SMEM), NAME##_grid, &(B), sizeof(B))
+#else
+#define PTO_CUDA_GRID_(NAME, THREADS)                                                          \
     __global__ void __launch_bounds__(THREADS) NAME##_grid(const __grid_constant__ NAME##_batch_t b) { \
         NAME##_block(b.rows[blockIdx.x]);                                                      \
-    }                                                                                          \
+    }
+#define PTO_CUDA_LAUNCH_(NAME, K, THREADS, SMEM, STREAM, B)                                    \
+    (NAME##_grid<<<(K), (THREADS), (SMEM), (STREAM)>>>(B), cudaGetLastError())
+#endif
+
+#define PTO_CUDA_KERNEL(NAME, NARGS, THREADS, SMEM)                                            \
+    typedef PTOCudaBatch<((NARGS) > 0 ? (NARGS) : 1), PTO_CUDA_CAPACITY(NARGS)> NAME##_batch_t; \
+    PTO_CUDA_GRID_(NAME, THREADS)                                                              \
     static int NAME##_launch(const int64_t* rows, int32_t n, cudaStream_t stream) {            \
         static bool configured = false;                                                        \
         if (!configured) {                                                                     \
@@ -85,8 +101,7 @@ struct PTOCudaBatch {
                 for (int32_t j = 0; j < (NARGS); ++j)                                          \
                     b.rows[t][j] = rows[(int64_t)(done + t) * (NARGS) + j];                    \
             b.n = k;                                                                           \
-            NAME##_grid<<<k, (THREADS), (SMEM), stream>>>(b);                                  \
-            cudaError_t e = cudaGetLastError();                                                \
+            cudaError_t e = PTO_CUDA_LAUNCH_(NAME, k, THREADS, SMEM, stream, b);               \
             if (e != cudaSuccess) return (int)e;                                               \
         }                                                                                      \
         return 0;                                                                              \
@@ -99,6 +114,6 @@ struct PTOCudaBatch {
     static const PTOCudaKernelDesc NAME##_desc = {#NAME, NAME, NAME##_launch, (NARGS),         \
                                                   (THREADS), (SMEM), PTO_CUDA_CAPACITY(NARGS)}; \
     static const int NAME##_registered = pto_cuda_register(&NAME##_desc);
-#endif /* __CUDACC__ */
+#endif /* __CUDACC__ || PTO_CUDA_SIM */
 
 #endif /* PTO_CUDA_KERNEL_H */

@@ -1,0 +1,632 @@
+/*
+ * pto_cuda_sim.cpp - the CPU side of the CUDA simulator (see include/pto_cuda_sim.h):
+ * thread blocks as fibers, warp exchanges, and the runtime API (memory, streams, events,
+ * host functions, graphs).
+ */
+#include "pto_cuda_sim.h"
+
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <cstdlib>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#if !defined(__x86_64__)
+#include <ucontext.h>
+#endif
+
+/* The block's dynamic shared memory (extern __shared__ in the kernels; __shared__ is
+ * thread_local in the simulator and one OS thread runs one block at a time). */
+thread_local __attribute__((aligned(128))) unsigned char _pto_smem[PTO_SIM_MAX_SMEM];
+
+namespace pto_sim {
+namespace {
+
+/* ================================================================== fibers */
+constexpr size_t STACK_BYTES = 256 * 1024;   /* per simulated thread; a guard page below */
+
+#if defined(__x86_64__)
+/* switch_to(save, to): push the callee-saved registers, store the stack pointer in *save,
+ * load `to` and pop the registers saved there. */
+extern "C" void pto_sim_switch(void** save, void* to);
+asm(R"(
+    .text
+    .p2align 4
+    .globl pto_sim_switch
+    .hidden pto_sim_switch
+    .type pto_sim_switch,@function
+pto_sim_switch:
+    pushq %rbp
+    pushq %rbx
+    pushq %r12
+    pushq %r13
+    pushq %r14
+    pushq %r15
+    movq %rsp, (%rdi)
+    movq %rsi, %rsp
+    popq %r15
+    popq %r14
+    popq %r13
+    popq %r12
+    popq %rbx
+    popq %rbp
+    ret
+    .size pto_sim_switch, .-pto_sim_switch
+    .section .note.GNU-stack,"",@progbits
+    .text
+)");
+#endif
+
+enum State { RUNNABLE, AT_BARRIER, AT_WARP, DONE };
+
+struct Block;
+
+struct Fiber {
+    uint3 idx{0, 0, 0};
+    State state = RUNNABLE;
+    unsigned warp = 0, lane = 0;
+    Block* block = nullptr;
+#if defined(__x86_64__)
+    void* sp = nullptr;
+#else
+    ucontext_t ctx;
+#endif
+};
+
+struct Block {
+    dim3 dim, grid;
+    uint3 idx{0, 0, 0};
+    unsigned nthreads = 0, live = 0, at_barrier = 0;
+    unsigned warp_live[PTO_SIM_MAX_THREADS / 32] = {};
+    unsigned warp_arrived[PTO_SIM_MAX_THREADS / 32] = {};
+    uint64_t xchg[PTO_SIM_MAX_THREADS / 32][32] = {};
+    void (*body)(const void*) = nullptr;
+    const void* param = nullptr;
+};
+
+/* Per OS thread: the fibers and stacks (kept between blocks), the block being run, the
+ * running fiber and the scheduler's saved context. */
+struct Worker {
+    std::vector<Fiber> fibers;
+    std::vector<unsigned char*> stacks;
+    Block block;
+    Fiber* current = nullptr;
+#if defined(__x86_64__)
+    void* sched_sp = nullptr;
+#else
+    ucontext_t sched;
+#endif
+    ~Worker() {
+        for (unsigned char* s : stacks) munmap(s, STACK_BYTES);
+    }
+};
+thread_local Worker* t_worker;
+
+Worker& worker() {
+    if (!t_worker) t_worker = new Worker();   /* freed with the thread (see below) */
+    return *t_worker;
+}
+struct WorkerReaper {
+    ~WorkerReaper() { delete t_worker; t_worker = nullptr; }
+};
+thread_local WorkerReaper t_reaper;
+
+Fiber& self() {
+    Worker& w = worker();
+    if (!w.current) {
+        fprintf(stderr, "pto_cuda_sim: device code called outside a kernel launch\n");
+        abort();
+    }
+    return *w.current;
+}
+
+void yield_to_scheduler(Fiber& f) {
+    Worker& w = *t_worker;
+#if defined(__x86_64__)
+    pto_sim_switch(&f.sp, w.sched_sp);
+#else
+    swapcontext(&f.ctx, &w.sched);
+#endif
+}
+
+void release_barrier(Block& b, std::vector<Fiber>& fs) {
+    b.at_barrier = 0;
+    for (unsigned i = 0; i < b.nthreads; ++i)
+        if (fs[i].state == AT_BARRIER) fs[i].state = RUNNABLE;
+}
+
+void release_warp(Block& b, std::vector<Fiber>& fs, unsigned warp) {
+    b.warp_arrived[warp] = 0;
+    const unsigned lo = warp * 32, hi = lo + 32 < b.nthreads ? lo + 32 : b.nthreads;
+    for (unsigned i = lo; i < hi; ++i)
+        if (fs[i].state == AT_WARP) fs[i].state = RUNNABLE;
+}
+
+/* Every live lane of the calling fiber's warp arrives here before any leaves. */
+void warp_barrier(Fiber& f) {
+    Block& b = *f.block;
+    std::vector<Fiber>& fs = t_worker->fibers;
+    if (++b.warp_arrived[f.warp] == b.warp_live[f.warp]) {
+        release_warp(b, fs, f.warp);
+        return;
+    }
+    f.state = AT_WARP;
+    yield_to_scheduler(f);
+}
+
+void fiber_main() {
+    Worker& w = *t_worker;
+    Fiber& f = *w.current;
+    Block& b = *f.block;
+    b.body(b.param);
+    /* an exited thread no longer counts at barriers */
+    f.state = DONE;
+    --b.live;
+    --b.warp_live[f.warp];
+    if (b.at_barrier && b.at_barrier == b.live) release_barrier(b, w.fibers);
+    if (b.warp_arrived[f.warp] && b.warp_arrived[f.warp] == b.warp_live[f.warp])
+        release_warp(b, w.fibers, f.warp);
+    yield_to_scheduler(f);
+    abort();   /* a finished fiber is never resumed */
+}
+
+#if !defined(__x86_64__)
+void fiber_trampoline() { fiber_main(); }
+#endif
+
+unsigned char* new_stack() {
+    void* p = mmap(nullptr, STACK_BYTES, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (p == MAP_FAILED) return nullptr;
+    mprotect(p, (size_t)sysconf(_SC_PAGESIZE), PROT_NONE);   /* overflow faults, not corrupts */
+    return static_cast<unsigned char*>(p);
+}
+
+/* Runs one block to completion; false (with `why`) when its threads cannot all finish. */
+bool run_block(Worker& w, char* why, size_t why_len) {
+    Block& b = w.block;
+    const unsigned n = b.nthreads;
+    while (w.stacks.size() < n) {
+        unsigned char* s = new_stack();
+        if (!s) { snprintf(why, why_len, "out of memory for thread stacks"); return false; }
+        w.stacks.push_back(s);
+    }
+    w.fibers.assign(n, Fiber());
+    b.live = n;
+    b.at_barrier = 0;
+    for (unsigned k = 0; k < (n + 31) / 32; ++k) {
+        b.warp_live[k] = (k + 1) * 32 <= n ? 32 : n - k * 32;
+        b.warp_arrived[k] = 0;
+    }
+    for (unsigned i = 0; i < n; ++i) {
+        Fiber& f = w.fibers[i];
+        f.idx = uint3{i % b.dim.x, (i / b.dim.x) % b.dim.y, i / (b.dim.x * b.dim.y)};
+        f.warp = i / 32;
+        f.lane = i % 32;
+        f.block = &b;
+#if defined(__x86_64__)
+        uintptr_t top = (reinterpret_cast<uintptr_t>(w.stacks[i]) + STACK_BYTES) & ~uintptr_t(15);
+        void** sp = reinterpret_cast<void**>(top);
+        *--sp = nullptr;                                  /* keeps the ABI's alignment */
+        *--sp = reinterpret_cast<void*>(&fiber_main);     /* where the first switch returns */
+        for (int r = 0; r < 6; ++r) *--sp = nullptr;      /* rbp rbx r12-r15 */
+        f.sp = sp;
+#else
+        getcontext(&f.ctx);
+        f.ctx.uc_stack.ss_sp = w.stacks[i];
+        f.ctx.uc_stack.ss_size = STACK_BYTES;
+        f.ctx.uc_link = nullptr;
+        makecontext(&f.ctx, fiber_trampoline, 0);
+#endif
+    }
+    for (;;) {
+        bool ran = false;
+        for (unsigned i = 0; i < n; ++i) {
+            Fiber& f = w.fibers[i];
+            if (f.state != RUNNABLE) continue;
+            w.current = &f;
+#if defined(__x86_64__)
+            pto_sim_switch(&w.sched_sp, f.sp);
+#else
+            swapcontext(&w.sched, &f.ctx);
+#endif
+            w.current = nullptr;
+            ran = true;
+        }
+        if (b.live == 0) return true;
+        if (!ran) {
+            unsigned at_bar = 0, at_warp = 0;
+            for (unsigned i = 0; i < n; ++i) {
+                at_bar += w.fibers[i].state == AT_BARRIER;
+                at_warp += w.fibers[i].state == AT_WARP;
+            }
+            snprintf(why, why_len,
+                     "block %u deadlocked: %u of %u threads wait at __syncthreads and %u at a "
+                     "warp-synchronous operation, %u exited (divergent barrier)",
+                     b.idx.x, at_bar, n, at_warp, n - b.live);
+            return false;
+        }
+    }
+}
+
+}  // namespace
+
+/* ================================================================== device-side API */
+const uint3& thread_idx() { return self().idx; }
+const uint3& block_idx() { return worker().block.idx; }
+const dim3& block_dim() { return worker().block.dim; }
+const dim3& grid_dim() { return worker().block.grid; }
+
+uint64_t warp_exchange(unsigned mask, uint64_t bits, int kind, int arg, int width) {
+    Fiber& f = self();
+    Block& b = *f.block;
+    (void)mask;
+    if (width <= 0 || width > 32 || (width & (width - 1))) width = 32;
+    const unsigned lane = f.lane, base = lane & ~unsigned(width - 1), sub = lane - base;
+    b.xchg[f.warp][lane] = bits;
+    warp_barrier(f);
+    int src;
+    switch (kind) {
+        case SHFL_XOR: src = (int)(sub ^ (unsigned)arg); break;
+        case SHFL_DOWN: src = (int)sub + arg; break;
+        case SHFL_UP: src = (int)sub - arg; break;
+        default: src = arg % width; break;
+    }
+    const unsigned warp_size = (f.warp + 1) * 32 <= b.nthreads ? 32 : b.nthreads - f.warp * 32;
+    uint64_t out = bits;
+    if (src >= 0 && src < width && base + (unsigned)src < warp_size)
+        out = b.xchg[f.warp][base + (unsigned)src];
+    warp_barrier(f);            /* nobody overwrites a slot before every lane has read it */
+    return out;
+}
+
+bool warp_collective() {
+    Fiber& f = self();
+    warp_barrier(f);
+    /* the lowest live lane acts */
+    std::vector<Fiber>& fs = t_worker->fibers;
+    for (unsigned i = f.warp * 32; i < f.warp * 32 + 32 && i < fs.size(); ++i)
+        if (fs[i].state != DONE) return i == f.warp * 32 + f.lane;
+    return true;
+}
+
+void warp_collective_end() { warp_barrier(self()); }
+
+}  // namespace pto_sim
+
+void __syncthreads() {
+    using namespace pto_sim;
+    Fiber& f = self();
+    Block& b = *f.block;
+    if (++b.at_barrier == b.live) {
+        release_barrier(b, t_worker->fibers);
+        return;
+    }
+    f.state = AT_BARRIER;
+    yield_to_scheduler(f);
+}
+
+void __syncwarp(unsigned mask) {
+    (void)mask;
+    pto_sim::warp_barrier(pto_sim::self());
+}
+
+/* ================================================================== runtime API */
+namespace {
+
+std::atomic<int> g_sticky{0};            /* a failed kernel poisons the context, as on a GPU */
+thread_local cudaError_t t_last = cudaSuccess;
+
+cudaError_t fail(cudaError_t e) {
+    t_last = e;
+    return e;
+}
+cudaError_t sticky() { return (cudaError_t)g_sticky.load(); }
+
+using Op = std::function<void()>;
+
+/* Runs a grid on the calling thread. */
+void run_grid(unsigned grid, unsigned threads, size_t smem, void (*body)(const void*),
+              const void* param) {
+    if (g_sticky.load()) return;         /* a broken context runs no more kernels */
+    pto_sim::Worker& w = pto_sim::worker();
+    pto_sim::Block& b = w.block;
+    b.dim = dim3(threads);
+    b.grid = dim3(grid);
+    b.nthreads = threads;
+    b.body = body;
+    b.param = param;
+    char why[256];
+    for (unsigned k = 0; k < grid; ++k) {
+        b.idx = uint3{k, 0, 0};
+        memset(_pto_smem, 0xff, smem);
+        if (!pto_sim::run_block(w, why, sizeof why)) {
+            fprintf(stderr, "pto_cuda_sim: kernel launch failed: %s\n", why);
+            int expected = 0;
+            g_sticky.compare_exchange_strong(expected, (int)cudaErrorLaunchFailure);
+            return;
+        }
+    }
+}
+
+}  // namespace
+
+struct pto_sim_graph {
+    std::vector<Op> ops;
+};
+struct pto_sim_graph_exec {
+    std::vector<Op> ops;
+};
+
+struct pto_sim_stream {
+    std::mutex mu;
+    std::condition_variable cv;        /* work arrived / queue drained */
+    std::deque<Op> q;
+    bool busy = false;
+    pto_sim_graph* capture = nullptr;
+    std::thread th;
+
+    void serve() {
+        std::unique_lock<std::mutex> lk(mu);
+        for (;;) {
+            cv.wait(lk, [&] { return !q.empty(); });
+            Op op = std::move(q.front());
+            q.pop_front();
+            busy = true;
+            lk.unlock();
+            op();
+            lk.lock();
+            busy = false;
+            if (q.empty()) cv.notify_all();
+        }
+    }
+};
+
+namespace {
+bool is_inline(cudaStream_t s) {
+    return s == nullptr || s == cudaStreamLegacy || s == cudaStreamPerThread;
+}
+
+/* In stream order: captured, queued, or (implicit streams) done at once. */
+cudaError_t submit(cudaStream_t s, Op op) {
+    if (is_inline(s)) {
+        op();
+        return cudaSuccess;
+    }
+    {
+        std::lock_guard<std::mutex> lk(s->mu);
+        if (s->capture) {
+            s->capture->ops.push_back(std::move(op));
+            return cudaSuccess;
+        }
+        s->q.push_back(std::move(op));
+    }
+    s->cv.notify_all();
+    return cudaSuccess;
+}
+
+void drain(cudaStream_t s) {
+    if (is_inline(s)) return;
+    std::unique_lock<std::mutex> lk(s->mu);
+    s->cv.wait(lk, [&] { return s->q.empty() && !s->busy; });
+}
+
+std::mutex g_streams_mu;
+std::vector<cudaStream_t> g_streams;
+}  // namespace
+
+struct pto_sim_event {
+    std::mutex mu;
+    std::condition_variable cv;
+    bool done = true;
+    std::chrono::steady_clock::time_point t{};
+};
+
+extern "C" {
+
+cudaError_t cudaGetDeviceCount(int* count) {
+    if (!count) return fail(cudaErrorInvalidValue);
+    *count = 1;
+    return cudaSuccess;
+}
+cudaError_t cudaSetDevice(int device) { return device == 0 ? cudaSuccess : fail(cudaErrorInvalidDevice); }
+cudaError_t cudaGetLastError(void) {
+    cudaError_t e = t_last;
+    t_last = cudaSuccess;
+    return e != cudaSuccess ? e : sticky();
+}
+cudaError_t cudaPeekAtLastError(void) { return t_last != cudaSuccess ? t_last : sticky(); }
+
+const char* cudaGetErrorName(cudaError_t e) {
+    switch (e) {
+        case cudaSuccess: return "cudaSuccess";
+        case cudaErrorInvalidValue: return "cudaErrorInvalidValue";
+        case cudaErrorMemoryAllocation: return "cudaErrorMemoryAllocation";
+        case cudaErrorInitializationError: return "cudaErrorInitializationError";
+        case cudaErrorInvalidConfiguration: return "cudaErrorInvalidConfiguration";
+        case cudaErrorInvalidDevice: return "cudaErrorInvalidDevice";
+        case cudaErrorInvalidResourceHandle: return "cudaErrorInvalidResourceHandle";
+        case cudaErrorIllegalState: return "cudaErrorIllegalState";
+        case cudaErrorNotReady: return "cudaErrorNotReady";
+        case cudaErrorLaunchFailure: return "cudaErrorLaunchFailure";
+        case cudaErrorStreamCaptureUnsupported: return "cudaErrorStreamCaptureUnsupported";
+        case cudaErrorStreamCaptureInvalidated: return "cudaErrorStreamCaptureInvalidated";
+    }
+    return "cudaErrorUnknown";
+}
+const char* cudaGetErrorString(cudaError_t e) { return cudaGetErrorName(e); }
+
+cudaError_t cudaDeviceSynchronize(void) {
+    std::vector<cudaStream_t> all;
+    {
+        std::lock_guard<std::mutex> lk(g_streams_mu);
+        all = g_streams;
+    }
+    for (cudaStream_t s : all) drain(s);
+    return sticky();
+}
+
+cudaError_t cudaMalloc(void** p, size_t bytes) {
+    if (!p) return fail(cudaErrorInvalidValue);
+    *p = aligned_alloc(256, (bytes + 255) / 256 * 256 + 256);
+    return *p ? cudaSuccess : fail(cudaErrorMemoryAllocation);
+}
+cudaError_t cudaFree(void* p) {
+    free(p);
+    return cudaSuccess;
+}
+cudaError_t cudaMemcpy(void* dst, const void* src, size_t bytes, enum cudaMemcpyKind) {
+    if (bytes && (!dst || !src)) return fail(cudaErrorInvalidValue);
+    if (bytes) memmove(dst, src, bytes);
+    return sticky();
+}
+cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t bytes, enum cudaMemcpyKind,
+                            cudaStream_t s) {
+    if (bytes && (!dst || !src)) return fail(cudaErrorInvalidValue);
+    return submit(s, [=] { if (bytes) memmove(dst, src, bytes); });
+}
+cudaError_t cudaMemset(void* p, int value, size_t bytes) {
+    if (bytes && !p) return fail(cudaErrorInvalidValue);
+    if (bytes) memset(p, value, bytes);
+    return sticky();
+}
+
+cudaError_t cudaStreamCreateWithFlags(cudaStream_t* out, unsigned flags) {
+    (void)flags;
+    if (!out) return fail(cudaErrorInvalidValue);
+    cudaStream_t s = new pto_sim_stream();
+    s->th = std::thread([s] { s->serve(); });
+    s->th.detach();                      /* streams outlive static destructors, as on a GPU */
+    {
+        std::lock_guard<std::mutex> lk(g_streams_mu);
+        g_streams.push_back(s);
+    }
+    *out = s;
+    return cudaSuccess;
+}
+cudaError_t cudaStreamCreate(cudaStream_t* out) { return cudaStreamCreateWithFlags(out, 0); }
+cudaError_t cudaStreamDestroy(cudaStream_t s) {
+    if (is_inline(s)) return fail(cudaErrorInvalidResourceHandle);
+    drain(s);   /* the serving thread stays parked on its empty queue; the stream is retired */
+    std::lock_guard<std::mutex> lk(g_streams_mu);
+    for (size_t i = 0; i < g_streams.size(); ++i)
+        if (g_streams[i] == s) { g_streams.erase(g_streams.begin() + (long)i); break; }
+    return cudaSuccess;
+}
+cudaError_t cudaStreamSynchronize(cudaStream_t s) {
+    drain(s);
+    return sticky();
+}
+cudaError_t cudaStreamQuery(cudaStream_t s) {
+    if (is_inline(s)) return sticky();
+    std::lock_guard<std::mutex> lk(s->mu);
+    return s->q.empty() && !s->busy ? sticky() : cudaErrorNotReady;
+}
+cudaError_t cudaLaunchHostFunc(cudaStream_t s, cudaHostFn_t fn, void* user_data) {
+    if (!fn) return fail(cudaErrorInvalidValue);
+    return submit(s, [=] { fn(user_data); });
+}
+
+cudaError_t cudaEventCreate(cudaEvent_t* e) {
+    if (!e) return fail(cudaErrorInvalidValue);
+    *e = new pto_sim_event();
+    return cudaSuccess;
+}
+cudaError_t cudaEventDestroy(cudaEvent_t e) {
+    delete e;
+    return cudaSuccess;
+}
+cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s) {
+    if (!e) return fail(cudaErrorInvalidResourceHandle);
+    {
+        std::lock_guard<std::mutex> lk(e->mu);
+        e->done = false;
+    }
+    return submit(s, [e] {
+        std::lock_guard<std::mutex> lk(e->mu);
+        e->t = std::chrono::steady_clock::now();
+        e->done = true;
+        e->cv.notify_all();
+    });
+}
+cudaError_t cudaEventSynchronize(cudaEvent_t e) {
+    if (!e) return fail(cudaErrorInvalidResourceHandle);
+    std::unique_lock<std::mutex> lk(e->mu);
+    e->cv.wait(lk, [&] { return e->done; });
+    return sticky();
+}
+cudaError_t cudaEventQuery(cudaEvent_t e) {
+    if (!e) return fail(cudaErrorInvalidResourceHandle);
+    std::lock_guard<std::mutex> lk(e->mu);
+    return e->done ? sticky() : cudaErrorNotReady;
+}
+cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t a, cudaEvent_t b) {
+    if (!ms || !a || !b) return fail(cudaErrorInvalidValue);
+    std::lock_guard<std::mutex> la(a->mu);
+    std::lock_guard<std::mutex> lb(b->mu);
+    if (!a->done || !b->done) return cudaErrorNotReady;
+    *ms = std::chrono::duration<float, std::milli>(b->t - a->t).count();
+    return cudaSuccess;
+}
+cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned) {
+    if (!e) return fail(cudaErrorInvalidResourceHandle);
+    return submit(s, [e] {
+        std::unique_lock<std::mutex> lk(e->mu);
+        e->cv.wait(lk, [&] { return e->done; });
+    });
+}
+
+cudaError_t cudaStreamBeginCapture(cudaStream_t s, enum cudaStreamCaptureMode) {
+    if (is_inline(s)) return fail(cudaErrorStreamCaptureUnsupported);
+    std::lock_guard<std::mutex> lk(s->mu);
+    if (s->capture) return fail(cudaErrorIllegalState);
+    s->capture = new pto_sim_graph();
+    return cudaSuccess;
+}
+cudaError_t cudaStreamEndCapture(cudaStream_t s, cudaGraph_t* graph) {
+    if (is_inline(s) || !graph) return fail(cudaErrorInvalidValue);
+    std::lock_guard<std::mutex> lk(s->mu);
+    if (!s->capture) return fail(cudaErrorIllegalState);
+    *graph = s->capture;
+    s->capture = nullptr;
+    return cudaSuccess;
+}
+cudaError_t cudaGraphInstantiate(cudaGraphExec_t* exec, cudaGraph_t graph, unsigned long long) {
+    if (!exec || !graph) return fail(cudaErrorInvalidValue);
+    *exec = new pto_sim_graph_exec{graph->ops};
+    return cudaSuccess;
+}
+cudaError_t cudaGraphLaunch(cudaGraphExec_t exec, cudaStream_t s) {
+    if (!exec) return fail(cudaErrorInvalidValue);
+    for (const Op& op : exec->ops) submit(s, op);
+    return sticky();
+}
+cudaError_t cudaGraphExecDestroy(cudaGraphExec_t exec) {
+    delete exec;
+    return cudaSuccess;
+}
+cudaError_t cudaGraphDestroy(cudaGraph_t graph) {
+    delete graph;
+    return cudaSuccess;
+}
+
+cudaError_t pto_sim_launch(cudaStream_t s, unsigned grid, unsigned threads, size_t smem,
+                           void (*block)(const void*), const void* param, size_t param_bytes) {
+    if (grid == 0 || grid > 0x7fffffffu || threads == 0 || threads > PTO_SIM_MAX_THREADS || !block)
+        return fail(cudaErrorInvalidConfiguration);
+    if (smem > PTO_SIM_MAX_SMEM) return fail(cudaErrorInvalidValue);
+    auto copy = std::make_shared<std::vector<unsigned char>>(
+        static_cast<const unsigned char*>(param), static_cast<const unsigned char*>(param) + param_bytes);
+    return submit(s, [=] { run_grid(grid, threads, smem, block, copy->data()); });
+}
+
+}  /* extern "C" */
