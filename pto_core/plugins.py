@@ -12,10 +12,13 @@ True
 
 from __future__ import annotations
 
+import importlib
 import os
+import sys
 import traceback
 from dataclasses import dataclass, field
 from importlib import metadata
+from pathlib import Path
 from types import ModuleType
 from typing import Any
 
@@ -30,15 +33,19 @@ ENTRY_POINT_GROUP = "pto.backends"
 
 @dataclass
 class PluginRecord:
-    """One entry point: what it is and whether it loaded."""
+    """One entry point: what it is and whether it loaded. ``module`` is what the entry point
+    loaded (a module, or an object such as a :class:`~pto_core.backend.BackendPlugin`
+    instance); ``entry_point`` is the entry point's value (``"pkg.mod:attr"``), empty for
+    plugins registered in-process."""
 
     name: str
     distribution: str = ""
     version: str = ""
-    module: ModuleType | None = None
+    module: ModuleType | Any | None = None
     error: str | None = None
     backends: list[BackendInfo] = field(default_factory=list)
     hooks: list[str] = field(default_factory=list)
+    entry_point: str = ""
 
     @property
     def ok(self) -> bool:
@@ -70,7 +77,7 @@ def _load_entry_points(pm: pluggy.PluginManager) -> None:
     for ep in metadata.entry_points(group=ENTRY_POINT_GROUP):
         if allowed is not None and ep.name not in allowed:
             continue
-        rec = PluginRecord(ep.name)
+        rec = PluginRecord(ep.name, entry_point=ep.value)
         if ep.dist is not None:
             rec.distribution, rec.version = ep.dist.metadata["Name"], ep.dist.version
         try:
@@ -123,6 +130,50 @@ def plugin_records() -> list[PluginRecord]:
     """Every entry point seen, loaded or not (for ``pto backends``)."""
     get_plugin_manager()
     return list(_records)
+
+
+def _module_dir(name: str) -> Path | None:
+    """The directory of module ``name``'s file (its package directory), or None for a module
+    without a file, or one of the standard library or of pto_core."""
+    top = name.partition(".")[0]
+    if not name or top in ("pto_core", "builtins") or top in sys.stdlib_module_names:
+        return None
+    mod = sys.modules.get(name)
+    if mod is None:
+        try:
+            mod = importlib.import_module(name)
+        except Exception:   # noqa: BLE001 - an unimportable module has no sources to track
+            return None
+    file = getattr(mod, "__file__", None)
+    return Path(file).resolve().parent if file else None
+
+
+def plugin_source_dirs(rec: PluginRecord) -> list[Path]:
+    """The package directories whose Python sources make up the plugin of ``rec`` (what must
+    regenerate sources and invalidate launch builds when edited): for a module, its package;
+    for an object, the packages of its class and of every base class outside pto_core (a
+    plugin whose class comes from a package shared by several backends: that shared package
+    and its own), plus the module the entry point names. A directory inside another listed one
+    is left out.
+
+    >>> import pto_core.backend as b
+    >>> plugin_source_dirs(PluginRecord("x", module=b))    # pto_core is tracked on its own
+    []
+    """
+    obj = rec.module
+    names: list[str] = []
+    if isinstance(obj, ModuleType):
+        names.append(obj.__name__)
+    elif obj is not None:
+        names += [c.__module__ for c in type(obj).__mro__]
+    if rec.entry_point:
+        names.append(rec.entry_point.partition(":")[0].strip())
+    dirs: list[Path] = []
+    for name in names:
+        d = _module_dir(name)
+        if d is not None and d not in dirs:
+            dirs.append(d)
+    return [d for d in dirs if not any(o != d and o in d.parents for o in dirs)]
 
 
 def list_backends() -> list[BackendInfo]:

@@ -128,16 +128,15 @@ def _load(path: str):
 
 def generator_files(target: str) -> list[str]:
     """The Python files whose change must regenerate sources: all of ``pto_core`` and the
-    package of the plugin that provides ``target``."""
+    packages of the plugin that provides ``target``
+    (:func:`pto_core.plugins.plugin_source_dirs`)."""
     files = sorted(glob(str(ROOT / "pto_core" / "**" / "*.py"), recursive=True))
     core_dir = Path(__file__).resolve().parent
     if not files:       # installed, not a checkout
         files = sorted(glob(str(core_dir / "**" / "*.py"), recursive=True))
     for rec in plugins.plugin_records():
         if rec.ok and any(b.name == target for b in rec.backends):
-            mod_file = getattr(rec.module, "__file__", None)
-            if mod_file:
-                pkg = Path(mod_file).resolve().parent
+            for pkg in plugins.plugin_source_dirs(rec):
                 files += sorted(glob(str(pkg / "**" / "*.py"), recursive=True))
     return files
 

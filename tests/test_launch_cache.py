@@ -6,18 +6,28 @@ from __future__ import annotations
 
 import os
 import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 from pto_core import ElementType, MemorySpace, PTOFunctionBuilder, PTOModule, plugins
+from pto_core import backend as pto_backend
+from pto_core.backend import BackendPlugin
 from pto_core.codegen import driver
 from pto_core.options import CompileOptions
 
-pytestmark = pytest.mark.skipif(
-    "arm64" not in [b.name for b in plugins.list_backends()],
-    reason="the arm64 backend is not installed (pip install -e plugins/pto_arm64)")
+
+
+def needs(backend: str, package: str):
+    """Skip a test when ``backend`` is not installed (``pip install -e plugins/<package>``)."""
+    return pytest.mark.skipif(
+        backend not in [b.name for b in plugins.list_backends()],
+        reason=f"the {backend} backend is not installed (pip install -e plugins/{package})")
+
+
+needs_arm64 = needs("arm64", "pto_arm64")
 
 F32, GM = ElementType.F32, MemorySpace.GLOBAL
 
@@ -45,6 +55,7 @@ def scons_runs(monkeypatch) -> list[list[str]]:
     return calls
 
 
+@needs_arm64
 def test_second_launch_of_an_unchanged_module_starts_no_scons(tmp_path, scons_runs):
     x = np.arange(64, dtype=np.float32).reshape(4, 16)
     kw = dict(build_dir=tmp_path / "b")
@@ -59,6 +70,7 @@ def test_second_launch_of_an_unchanged_module_starts_no_scons(tmp_path, scons_ru
     np.testing.assert_array_equal(out["y"], 2 * (x + 1))
 
 
+@needs_arm64
 def test_a_changed_module_or_option_rebuilds(tmp_path, scons_runs):
     x = np.ones((4, 16), np.float32)
     kw = dict(build_dir=tmp_path / "b")
@@ -71,6 +83,7 @@ def test_a_changed_module_or_option_rebuilds(tmp_path, scons_runs):
     assert len(scons_runs) == 3
 
 
+@needs_arm64
 def test_missing_library_or_failed_build_is_not_trusted(tmp_path, scons_runs):
     x = np.ones((4, 16), np.float32)
     kw = dict(build_dir=tmp_path / "b")
@@ -81,6 +94,7 @@ def test_missing_library_or_failed_build_is_not_trusted(tmp_path, scons_runs):
     np.testing.assert_array_equal(out["y"], 2 * x)
 
 
+@needs_arm64
 def test_launch_key_follows_the_generator_sources(monkeypatch):
     m = scale_module(2.0)
     k1 = driver.launch_key("arm64", m, CompileOptions())
@@ -97,6 +111,64 @@ def test_launch_key_follows_the_generator_sources(monkeypatch):
         assert driver.launch_key("arm64", m, CompileOptions()) != k1
     finally:
         os.utime(emitter, ns=(st.st_atime_ns, st.st_mtime_ns))
+
+
+# ------------------------------------------- generator sources of plugins that are objects
+
+def scons_generator_files(target: str) -> list[Path]:
+    """``pto_core.scons.generator_files(target)``, asked in a fresh interpreter (the module
+    imports SCons.Script, meant for SCons runs)."""
+    code = ("import sys; from pto_core.scons import generator_files; "
+            "print('\\n'.join(generator_files(sys.argv[1])))")
+    r = subprocess.run([sys.executable, "-c", code, target], capture_output=True, text=True,
+                       check=True)
+    return [Path(line) for line in r.stdout.splitlines() if line]
+
+
+def package_files(files: list[Path], package: str) -> set[str]:
+    """Names of the files in ``files`` that lie directly in a directory called ``package``."""
+    return {f.name for f in files if f.parent.name == package}
+
+
+def test_plugin_source_dirs_of_an_object_are_its_classes_packages_outside_pto_core():
+    class Local(BackendPlugin):
+        name = "local"
+    rec = plugins.PluginRecord("local", module=Local())
+    assert plugins.plugin_source_dirs(rec) == [Path(__file__).resolve().parent]
+    # a module plugin: its package; pto_core's own modules are tracked separately
+    assert plugins.plugin_source_dirs(plugins.PluginRecord("m", module=sys.modules[__name__])) \
+        == [Path(__file__).resolve().parent]
+    assert plugins.plugin_source_dirs(plugins.PluginRecord("c", module=pto_backend)) == []
+
+
+@needs("ascend_a5", "pto_ascend_a5")
+def test_an_ascend_plugin_tracks_its_own_and_the_common_package(monkeypatch):
+    rec = next(r for r in plugins.plugin_records() if r.name == "ascend_a5")
+    assert rec.entry_point == "pto_ascend_a5.plugin:plugin"
+    assert not hasattr(rec.module, "__file__")
+    for files in (driver._source_files("ascend_a5"), scons_generator_files("ascend_a5")):
+        assert {"emitter.py", "backend.py"} <= package_files(files, "pto_ascend_common")
+        assert "plugin.py" in package_files(files, "pto_ascend_a5")
+        assert len(files) == len(set(files))
+    # an edited common emitter invalidates the launch builds of the Ascend backend
+    m = scale_module(2.0)
+    k1 = driver.launch_key("ascend_a5", m, CompileOptions())
+    emitter = next(f for f in driver._source_files("ascend_a5")
+                   if f.name == "emitter.py" and f.parent.name == "pto_ascend_common")
+    st = emitter.stat()
+    try:
+        os.utime(emitter, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000_000))
+        assert driver.launch_key("ascend_a5", m, CompileOptions()) != k1
+    finally:
+        os.utime(emitter, ns=(st.st_atime_ns, st.st_mtime_ns))
+
+
+@needs_arm64
+def test_the_arm64_plugin_object_is_tracked_without_a_file_attribute():
+    rec = next(r for r in plugins.plugin_records() if r.name == "arm64")
+    assert not hasattr(rec.module, "__file__")
+    for files in (driver._source_files("arm64"), scons_generator_files("arm64")):
+        assert {"emitter.py", "plugin.py"} <= package_files(files, "pto_arm64")
 
 
 # ------------------------------------------------------------------ pto compile progress
@@ -124,6 +196,7 @@ def compile_cli(program: Path, out: Path) -> int:
     return main(["compile", str(program), "--target", "arm64", "-o", str(out), "-O0"])
 
 
+@needs_arm64
 def test_compile_of_a_large_module_is_silent_off_a_terminal(tmp_path, capsys, monkeypatch):
     monkeypatch.delenv("PTO_PROGRESS", raising=False)
     prog = wide_program(tmp_path / "wide.py", 20)
@@ -133,6 +206,7 @@ def test_compile_of_a_large_module_is_silent_off_a_terminal(tmp_path, capsys, mo
     assert len(list((tmp_path / "out").glob("k*.c"))) == 20
 
 
+@needs_arm64
 def test_compile_of_a_large_module_shows_progress_per_function(tmp_path, capsys, monkeypatch):
     monkeypatch.setenv("PTO_PROGRESS", "1")                 # as on a terminal
     monkeypatch.setattr("pto_core.progress.time.monotonic", iter(range(10, 10**6, 10)).__next__)

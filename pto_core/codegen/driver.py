@@ -184,16 +184,16 @@ def _canonical(x: Any) -> Any:
 
 def _source_files(target: str) -> list[Path]:
     """Files whose change must rebuild a launch: the code generator (all of ``pto_core``), the
-    backend's package, the runtime sources and the host templates."""
+    backend's packages (:func:`pto_core.plugins.plugin_source_dirs`), the runtime sources and
+    the host templates."""
     core = Path(__file__).resolve().parents[1]
     files = sorted(core.rglob("*.py")) + sorted((core / "codegen" / "templates").glob("*"))
     rt = ROOT / "runtime"
     files += sorted(rt.glob("SConscript")) + sorted(rt.glob("include/*")) + sorted(rt.glob("src/*"))
     for rec in plugins.plugin_records():
         if rec.ok and any(b.name == target for b in rec.backends):
-            mod_file = getattr(rec.module, "__file__", None)
-            if mod_file:
-                files += sorted(Path(mod_file).resolve().parent.rglob("*.py"))
+            for pkg in plugins.plugin_source_dirs(rec):
+                files += sorted(pkg.rglob("*.py"))
     return files
 
 

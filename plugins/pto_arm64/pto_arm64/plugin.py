@@ -164,6 +164,3 @@ class Arm64Backend(BackendPlugin):
 
 #: the registered plugin object (entry point ``pto_arm64.plugin:plugin``)
 plugin = Arm64Backend()
-# pto_core finds a backend's package, whose edited sources must regenerate and rebuild
-# (scons.generator_files, the driver's launch_key), from the plugin object's ``__file__``
-plugin.__file__ = __file__
