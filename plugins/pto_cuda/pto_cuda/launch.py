@@ -39,6 +39,7 @@ def load(path: Path) -> C.CDLL:
         lib.pto_cuda_free.argtypes = [C.c_void_p]
         for f in (lib.pto_cuda_h2d, lib.pto_cuda_d2h):
             f.argtypes = [C.c_void_p, C.c_void_p, C.c_int64]
+        lib.pto_cuda_memset.argtypes = [C.c_void_p, C.c_int, C.c_int64]
         lib.pto_cuda_replay_graph.argtypes = [C.c_int32, C.POINTER(C.c_double)]
         lib.pto_cuda_configure.argtypes = [C.c_int32, C.c_int32]
         lib.pto_cuda_record.argtypes = [C.c_int32]

@@ -1,19 +1,31 @@
-"""Hook implementations of the ``cuda`` backend (entry point ``cuda = "pto_cuda.plugin"``).
+"""The CUDA backends: ``cuda`` (nvcc, NVIDIA GPUs) and ``cuda_sim`` (the same generated CUDA
+sources built with the host C++ compiler against the CPU simulator in ``sim/``), registered as
+:data:`plugin` and :data:`sim_plugin` (entry points ``pto_cuda.plugin:plugin`` and
+``pto_cuda.plugin:sim_plugin``).
+
+Both generate identical kernels; ``cuda_sim`` runs them (with the same executor, streams, host
+callbacks and CUDA Graph replay) where there is no GPU, so every example can be checked
+against the reference interpreter on any machine::
+
+    pto run examples/fused_softmax.py --target cuda_sim --check
 
 Options read from ``CompileOptions.extra``: ``arch`` (``"sm_90"`` or a comma list such as
-``"sm_80,sm_90"``; default sm_90 for H100/H200) and ``threads`` (force the block size).
+``"sm_80,sm_90"``; default sm_90 for H100/H200; it sets the shared-memory limit the kernels
+are checked against) and ``threads`` (force the block size).
 
->>> [b.name for b in pto_backends()]
-['cuda']
+>>> [b.name for b in plugin.pto_backends()], [b.name for b in sim_plugin.pto_backends()]
+(['cuda'], ['cuda_sim'])
 """
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 from typing import Any, Mapping
 
-from pto_core import hookimpl
+from pto_core.backend import BackendPlugin
 from pto_core.codegen.cstyle import kernel_symbol
+from pto_core.errors import PTOBackendError
 from pto_core.hookspecs import BackendInfo, BindingSource, KernelSource
 from pto_core.orchestration import c_module_name
 
@@ -23,6 +35,7 @@ from .device import probe
 from .emitter import CudaRenderer, smem_capacity
 
 NAME = "cuda"
+SIM_NAME = "cuda_sim"
 
 
 def option(options: Any, key: str, default: Any = None) -> Any:
@@ -34,61 +47,94 @@ def arch_of(options: Any) -> str:
     return str(option(options, "arch", scons_tool.DEFAULT_ARCH))
 
 
-@hookimpl
-def pto_backends() -> list[BackendInfo]:
-    ok, reason = probe()
-    return [BackendInfo(
-        name=NAME,
-        description="NVIDIA GPUs: CUDA C++ kernels (nvcc), task graphs on CUDA streams",
-        kernel_suffix=".cu", host_suffix=".c",
-        capacities={"SMEM": smem_capacity(scons_tool.DEFAULT_ARCH)}, kernel_buffer="SMEM",
-        worker_types=("VECTOR", "CUBE"), targets=("sm_90", "sm_80", "sm_89", "sm_100"),
-        can_run=ok, cannot_run_reason=reason)]
+class CudaBackend(BackendPlugin):
+    """NVIDIA GPUs: kernels built with nvcc, task graphs on CUDA streams."""
+
+    name = NAME
+    simulated = False
+
+    def info(self) -> BackendInfo:
+        ok, reason = self.can_run()
+        return BackendInfo(
+            name=self.name, description=self.description(),
+            kernel_suffix=".cu", host_suffix=".c",
+            capacities={"SMEM": smem_capacity(scons_tool.DEFAULT_ARCH)}, kernel_buffer="SMEM",
+            worker_types=("VECTOR", "CUBE"), targets=("sm_90", "sm_80", "sm_89", "sm_100"),
+            can_run=ok, cannot_run_reason=reason)
+
+    def description(self) -> str:
+        return "NVIDIA GPUs: CUDA C++ kernels (nvcc), task graphs on CUDA streams"
+
+    def can_run(self) -> tuple[bool, str]:
+        return probe()
+
+    def generate_kernel(self, function: Any, module: Any, options: Any) -> KernelSource:
+        threads = option(options, "threads")
+        r = CudaRenderer(arch_of(options), int(threads) if threads else None)
+        text = r.render_kernel(function, module, options)
+        return KernelSource(function=function.name, filename=f"{function.name}.cu", text=text,
+                            symbol=kernel_symbol(function.name), buffer_bytes=r.last_smem_bytes)
+
+    def runtime_binding(self, module: Any, kernels: list, options: Any) -> BindingSource:
+        return BindingSource(filename=f"{c_module_name(module)}_binding.c",
+                             text=binding_source(module))
+
+    def configure_scons(self, env: Any, options: Any) -> bool:
+        debug = getattr(options, "opt", "release") == "debug"
+        if self.simulated:
+            scons_tool.generate_sim(env, debug=debug)
+        else:
+            default = arch_of(getattr(options, "compile", options))
+            arch = (options.variable("arch", "CUDA architectures, sm_XY or a comma list (one "
+                                     "-gencode each)", default)
+                    if hasattr(options, "variable") else default)
+            scons_tool.generate(env, arch=str(arch), debug=debug)
+        # The core's .npy host program (<module>_host.c) passes host arrays to
+        # pto_module_run_<module>; on this backend it must call the binding's host-tensor
+        # entry instead, which copies them to the device and back.
+        env["PTO_CUDA_HOST_REDIRECT"] = _host_redirect
+        env.Append(CCFLAGS=["$PTO_CUDA_HOST_REDIRECT"])
+        # Every CUDA program links the executor (batched launches on streams); it calls into
+        # the runtime archive, so libraries are linked as a group (order-independent).
+        build_dir = dict(getattr(options, "arguments", {}) or {}).get("build_dir", "build")
+        root = build_dir if Path(build_dir).is_absolute() else f"#{build_dir}"
+        objs = [env.SharedObject(f"{root}/{self.name}/common/pto_cuda_exec",
+                                 str(scons_tool.executor_source()))]
+        if self.simulated:
+            objs.append(scons_tool.simulator_object(env, f"{root}/{self.name}/common/pto_cuda_sim"))
+        env.Append(LIBS=objs)
+        env["_LIBFLAGS"] = "-Wl,--start-group " + env["_LIBFLAGS"] + " -Wl,--end-group"
+        return True
+
+    def launch(self, module: Any, build_dir: Path, tensors: Mapping[str, Any],
+               scalars: Mapping[str, int], options: Any, workers: int,
+               threshold: int) -> Mapping[str, Any]:
+        ok, reason = self.can_run()
+        if not ok:
+            hint = "" if self.simulated else f"; --target {SIM_NAME} runs the same kernels on the CPU"
+            raise PTOBackendError(f"cannot run on the {self.name} backend: {reason}{hint}")
+        from .launch import run_module
+        lib = Path(build_dir) / f"lib{c_module_name(module)}.so"
+        # workers hand ready tasks to the executor, which batches them into launches; 0
+        # (inline) works but launches and waits for one task at a time
+        return run_module(lib, module, tensors, scalars, workers=int(workers),
+                          threshold=int(threshold))
 
 
-@hookimpl
-def pto_generate_kernel(backend: str, function: Any, module: Any, options: Any) -> KernelSource | None:
-    if backend != NAME:
-        return None
-    threads = option(options, "threads")
-    r = CudaRenderer(arch_of(options), int(threads) if threads else None)
-    text = r.render_kernel(function, module, options)
-    return KernelSource(function=function.name, filename=f"{function.name}.cu", text=text,
-                        symbol=kernel_symbol(function.name), buffer_bytes=r.last_smem_bytes)
+class CudaSimBackend(CudaBackend):
+    """The CUDA backend's kernels and executor on the CPU simulator (no GPU, no nvcc)."""
 
+    name = SIM_NAME
+    simulated = True
 
-@hookimpl
-def pto_runtime_binding(backend: str, module: Any, kernels: list, options: Any) -> BindingSource | None:
-    if backend != NAME:
-        return None
-    return BindingSource(filename=f"{c_module_name(module)}_binding.c", text=binding_source(module))
+    def description(self) -> str:
+        return ("CUDA kernels of the cuda backend run on the CPU simulator (threads as fibers, "
+                "warps, WMMA, streams): checks without a GPU")
 
-
-@hookimpl
-def pto_configure_scons(backend: str, env: Any, options: Any) -> bool | None:
-    if backend != NAME:
-        return None
-    arch = env.get("CUDA_ARCH") or arch_of(getattr(options, "compile", options))
-    from SCons.Script import ARGUMENTS
-    arch = ARGUMENTS.get("arch", arch)
-    scons_tool.generate(env, arch=str(arch))
-    # The core's .npy host program (<module>_host.c) passes host arrays to
-    # pto_module_run_<module>; on this backend it must call the binding's host-tensor entry
-    # instead, which copies them to the device and back.
-    env["PTO_CUDA_HOST_REDIRECT"] = _host_redirect
-    env.Append(CCFLAGS=["$PTO_CUDA_HOST_REDIRECT"])
-    # Every CUDA program links the executor (batched launches on streams); it calls into the
-    # runtime archive, so libraries are linked as a group (order-independent).
-    build_dir = ARGUMENTS.get("build_dir", "build")
-    root = build_dir if Path(build_dir).is_absolute() else f"#{build_dir}"
-    exec_obj = env.SharedObject(f"{root}/cuda/common/pto_cuda_exec",
-                                str(scons_tool.executor_source()))
-    env.Append(LIBS=exec_obj)
-    env["_LIBFLAGS"] = "-Wl,--start-group " + env["_LIBFLAGS"] + " -Wl,--end-group"
-    from SCons.Script import Help
-    Help("\narch: CUDA architectures, sm_XY or a comma list (one -gencode each); "
-         f"default {scons_tool.DEFAULT_ARCH}\n", append=True)
-    return True
+    def can_run(self) -> tuple[bool, str]:
+        if shutil.which("g++") is None:
+            return False, "g++ not found (the simulator builds CUDA sources as C++)"
+        return True, ""
 
 
 def _host_redirect(target: Any, source: Any, env: Any, for_signature: bool) -> str:
@@ -99,19 +145,6 @@ def _host_redirect(target: Any, source: Any, env: Any, for_signature: bool) -> s
     return f"-Dpto_module_run_{m}=pto_cuda_host_run_{m}"
 
 
-@hookimpl
-def pto_launch(backend: str, module: Any, build_dir: Path, tensors: Mapping[str, Any],
-               scalars: Mapping[str, int], options: Any, workers: int,
-               threshold: int) -> Mapping[str, Any] | None:
-    if backend != NAME:
-        return None
-    ok, reason = probe()
-    if not ok:
-        from pto_core.errors import PTOBackendError
-        raise PTOBackendError(f"cannot run on the cuda backend: {reason}")
-    from .launch import run_module
-    lib = Path(build_dir) / f"lib{c_module_name(module)}.so"
-    # workers hand ready tasks to the executor, which batches them into launches; 0 (inline)
-    # works but launches and waits for one task at a time
-    return run_module(lib, module, tensors, scalars, workers=int(workers),
-                      threshold=int(threshold))
+#: the registered plugin objects
+plugin = CudaBackend()
+sim_plugin = CudaSimBackend()

@@ -27,6 +27,9 @@ from typing import Any
 PACKAGE_DIR = Path(__file__).resolve().parent
 INCLUDE_DIR = PACKAGE_DIR / "include"
 SOURCE_DIR = PACKAGE_DIR / "src"
+#: the CPU simulator: stand-ins for the CUDA headers (first on the include path) and its source
+SIM_INCLUDE_DIR = PACKAGE_DIR / "sim" / "include"
+SIM_SOURCE = PACKAGE_DIR / "sim" / "src" / "pto_cuda_sim.cpp"
 DEFAULT_ARCH = "sm_90"          # H100 / H200
 
 _ARCH_RE = re.compile(r"^sm_(\d{2,3})([af]?)$")
@@ -103,6 +106,18 @@ def nvcc_base_flags(arch: str, debug: bool = False) -> list[str]:
             + gencode_flags(arch))
 
 
+def sim_flags(debug: bool = False, include: bool = True) -> list[str]:
+    """Host C++ flags of a CUDA source built for the CPU simulator. Strict aliasing is off:
+    CUDA code moves tiles through ``uint4`` casts, which device compilers allow.
+
+    >>> "-DPTO_CUDA_SIM" in sim_flags() and sim_flags()[-2:] == ["-I", str(SIM_INCLUDE_DIR)]
+    True
+    """
+    return (["-x", "c++", "-std=c++17", "-O0" if debug else "-O2", "-g" if debug else "-g0",
+             "-fPIC", "-fno-strict-aliasing", "-Wall", "-Werror", "-Wno-unknown-pragmas",
+             "-DPTO_CUDA_SIM"] + (["-I", str(SIM_INCLUDE_DIR)] if include else []))
+
+
 def exists(env: Any) -> bool:
     return find_nvcc() is not None
 
@@ -111,10 +126,6 @@ def generate(env: Any, arch: str = DEFAULT_ARCH, debug: bool = False) -> None:
     """Add ``NVCC``/``NVCCFLAGS`` and the ``CUDAObject`` builder (``.cu`` -> ``.o``, position
     independent so the same object goes into shared libraries and executables); link with
     ``libcudart`` through g++."""
-    import SCons.Action
-    import SCons.Builder
-    import SCons.Scanner.C
-
     nvcc = find_nvcc()
     if nvcc is None:
         raise RuntimeError("nvcc not found (PATH, CUDA_HOME, /usr/local/cuda)")
@@ -122,18 +133,32 @@ def generate(env: Any, arch: str = DEFAULT_ARCH, debug: bool = False) -> None:
     env["CUDA_ARCH"] = arch
     env["NVCCFLAGS"] = nvcc_base_flags(arch, debug)
     env.AppendUnique(CPPPATH=[str(INCLUDE_DIR)])
-    env["NVCCCOM"] = "$NVCC -o $TARGET -c $NVCCFLAGS $_CPPDEFFLAGS $_CPPINCFLAGS $SOURCES"
-    env["NVCCCOMSTR"] = env.get("NVCCCOMSTR") or None
-    builder = SCons.Builder.Builder(
-        action=SCons.Action.Action("$NVCCCOM", "$NVCCCOMSTR"),
-        suffix=".o", src_suffix=".cu",
-        source_scanner=SCons.Scanner.C.CScanner(),
-        single_source=True)
-    env["BUILDERS"]["CUDAObject"] = builder
-    # .cu sources also go through the ordinary Object/SharedObject builders (what generic build
-    # code such as pto_core.scons.link_module calls); nvcc objects are always PIC
+    _add_cuda_builders(env, "$NVCC -o $TARGET -c $NVCCFLAGS $_CPPDEFFLAGS $_CPPINCFLAGS $SOURCES")
+    lib = cuda_lib_dir(cuda_home(nvcc))
+    if lib is not None:
+        env.AppendUnique(LIBPATH=[str(lib)], RPATH=[str(lib)])
+    env.AppendUnique(LIBS=["cudart", "pthread", "dl", "rt"])
+    # C++ runtime for the executor (std::thread), so link with g++.
+    env["LINK"] = env.get("CXX") or "g++"
+    env["SHLINK"] = env["LINK"]
+
+
+def _add_cuda_builders(env: Any, com: str) -> None:
+    """``CUDAObject`` and the ``.cu`` actions of Object/SharedObject, all running ``com``;
+    #include tracking through SCons' C scanner."""
+    import SCons.Action
+    import SCons.Builder
     import SCons.Defaults
+    import SCons.Scanner.C
     import SCons.Tool
+    env["NVCCCOM"] = com
+    env["NVCCCOMSTR"] = env.get("NVCCCOMSTR") or None
+    env["BUILDERS"]["CUDAObject"] = SCons.Builder.Builder(
+        action=SCons.Action.Action("$NVCCCOM", "$NVCCCOMSTR"),
+        suffix=".o", src_suffix=".cu", source_scanner=SCons.Scanner.C.CScanner(),
+        single_source=True)
+    # .cu sources also go through the ordinary Object/SharedObject builders (what generic build
+    # code such as pto_core.scons.link_module calls); the objects are always PIC
     for name, emitter in (("Object", SCons.Defaults.StaticObjectEmitter),
                           ("SharedObject", SCons.Defaults.SharedObjectEmitter)):
         obj_builder = env["BUILDERS"].get(name)
@@ -142,13 +167,27 @@ def generate(env: Any, arch: str = DEFAULT_ARCH, debug: bool = False) -> None:
         obj_builder.add_action(".cu", SCons.Action.Action("$NVCCCOM", "$NVCCCOMSTR"))
         obj_builder.add_emitter(".cu", emitter)
     SCons.Tool.SourceFileScanner.add_scanner(".cu", SCons.Scanner.C.CScanner())
-    lib = cuda_lib_dir(cuda_home(nvcc))
-    if lib is not None:
-        env.AppendUnique(LIBPATH=[str(lib)], RPATH=[str(lib)])
-    env.AppendUnique(LIBS=["cudart", "pthread", "dl", "rt"])
-    # C++ runtime for the executor (std::thread), so link with g++.
+
+
+def generate_sim(env: Any, debug: bool = False) -> None:
+    """Like :func:`generate`, for the CPU simulator: ``.cu`` files are compiled by the host
+    C++ compiler with the simulator's CUDA headers first on the include path; nothing links
+    ``libcudart``. Link :func:`simulator_object` in."""
+    env["CUDA_SIM_FLAGS"] = sim_flags(debug, include=False)
+    # the stand-in CUDA headers come first (and are tracked like any other include)
+    env.PrependUnique(CPPPATH=[str(SIM_INCLUDE_DIR)])
+    env.AppendUnique(CPPPATH=[str(INCLUDE_DIR)])
+    _add_cuda_builders(env, "$CXX -o $TARGET -c $CUDA_SIM_FLAGS $_CPPDEFFLAGS $_CPPINCFLAGS $SOURCES")
+    env.AppendUnique(LIBS=["pthread", "dl", "rt"])
     env["LINK"] = env.get("CXX") or "g++"
     env["SHLINK"] = env["LINK"]
+
+
+def simulator_object(env: Any, target: str) -> Any:
+    """The simulator's runtime (:data:`SIM_SOURCE`) as a position-independent object."""
+    import SCons.Scanner.C
+    return env.Command(target + env["SHOBJSUFFIX"], str(SIM_SOURCE), "$NVCCCOM",
+                       source_scanner=SCons.Scanner.C.CScanner())
 
 
 def executor_source() -> Path:

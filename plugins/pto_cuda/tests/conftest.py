@@ -1,5 +1,6 @@
 """Shared fixtures of the CUDA backend tests: every example generated and built ONCE per
-session with nvcc (for two architectures) and the host compiler, in parallel."""
+session, in parallel, with nvcc (``built_examples``) and for the CPU simulator with the host
+C++ compiler (``built_sim_examples``: the same generated sources, run here without a GPU)."""
 
 from __future__ import annotations
 
@@ -62,13 +63,19 @@ def nvcc_cmd(src: Path, obj: Path, arch: str = ARCH) -> list[str]:
             "-o", str(obj)]
 
 
+def sim_cmd(src: Path, obj: Path) -> list[str]:
+    """A CUDA source (or the simulator's own) compiled for the CPU simulator."""
+    return ["g++", *scons_tool.sim_flags(), f"-I{scons_tool.INCLUDE_DIR}",
+            f"-I{ROOT / 'runtime' / 'include'}", "-c", str(src), "-o", str(obj)]
+
+
 def cc_cmd(src: Path, obj: Path, gen: Path) -> list[str]:
     return ["gcc", "-std=c11", "-O2", "-fPIC", "-Wall", "-Werror", "-Wno-unused-function",
             f"-I{ROOT / 'runtime' / 'include'}", f"-I{scons_tool.INCLUDE_DIR}",
             f"-I{npy_sources()[0].parent}", f"-I{gen}", "-c", str(src), "-o", str(obj)]
 
 
-def _build_all(tmp: Path) -> dict[str, Built]:
+def _build_all(tmp: Path, sim: bool = False) -> dict[str, Built]:
     jobs: list[tuple[str, list[str], str]] = []      # (example, command, log key)
     built: dict[str, Built] = {}
     common = tmp / "common"
@@ -78,8 +85,14 @@ def _build_all(tmp: Path) -> dict[str, Built]:
         obj = common / (src.stem + ".o")
         jobs.append(("", cc_cmd(src, obj, common) + ["-pthread"], src.name))
         common_objs.append(obj)
+    cu_cmd = sim_cmd if sim else nvcc_cmd
     exec_obj = common / "pto_cuda_exec.o"
-    jobs.append(("", nvcc_cmd(scons_tool.executor_source(), exec_obj), "pto_cuda_exec.cu"))
+    jobs.append(("", cu_cmd(scons_tool.executor_source(), exec_obj), "pto_cuda_exec.cu"))
+    device_objs = [str(exec_obj)]
+    if sim:
+        device_objs.append(str(common / "pto_cuda_sim.o"))
+        jobs.append(("", sim_cmd(scons_tool.SIM_SOURCE, common / "pto_cuda_sim.o"),
+                     "pto_cuda_sim.cpp"))
     for name in ALL_EXAMPLES:
         program = load_program(EXAMPLES / name)
         module = program.module
@@ -98,7 +111,7 @@ def _build_all(tmp: Path) -> dict[str, Built]:
         for p in paths:
             obj = p.with_suffix(".o")
             if p.suffix == ".cu":
-                jobs.append((name, nvcc_cmd(p, obj), p.name))
+                jobs.append((name, cu_cmd(p, obj), p.name))
             elif p.suffix == ".c":
                 jobs.append((name, cc_cmd(p, obj, gen), p.name))
     with ThreadPoolExecutor(max_workers=max(2, os.cpu_count() or 2)) as pool:
@@ -122,14 +135,16 @@ def _build_all(tmp: Path) -> dict[str, Built]:
         gen = b.dir / "gen"
         objs = [str(p) for p in gen.glob("*.o") if p.name != f"{m}_host.o"]
         rt = [str(o) for o in common_objs if o.stem != "pto_npy"]
-        libs = [f"-L{scons_tool.cuda_lib_dir()}", "-lcudart", "-lpthread", "-ldl", "-lrt"]
+        libs = ["-lpthread", "-ldl", "-lrt"]
+        if not sim:
+            libs = [f"-L{scons_tool.cuda_lib_dir()}", "-lcudart", *libs,
+                    f"-Wl,-rpath,{scons_tool.cuda_lib_dir()}"]
         b.library = b.dir / f"lib{m}.so"
         b.host = b.dir / f"{m}_host"
         links.append((b, "library", ["g++", "-shared", "-o", str(b.library), *objs, *rt,
-                                     str(exec_obj), *libs]))
+                                     *device_objs, *libs]))
         links.append((b, "host", ["g++", "-o", str(b.host), str(gen / f"{m}_host.o"), *objs,
-                                  *rt, str(common / "pto_npy.o"), str(exec_obj), *libs,
-                                  f"-Wl,-rpath,{scons_tool.cuda_lib_dir()}"]))
+                                  *rt, str(common / "pto_npy.o"), *device_objs, *libs]))
     with ThreadPoolExecutor(max_workers=2) as pool:
         for (b, what, _), r in zip(links, pool.map(lambda l: run(l[2]), links)):
             b.logs[f"link {what}"] = (r.stdout + r.stderr).strip()
@@ -145,3 +160,11 @@ def built_examples(tmp_path_factory) -> dict[str, Built]:
     if shutil.which("gcc") is None or shutil.which("g++") is None:
         pytest.skip("gcc/g++ not found")
     return _build_all(tmp_path_factory.mktemp("cuda_examples"))
+
+
+@pytest.fixture(scope="session")
+def built_sim_examples(tmp_path_factory) -> dict[str, Built]:
+    """Every example built for the CPU simulator (needs g++ only)."""
+    if shutil.which("gcc") is None or shutil.which("g++") is None:
+        pytest.skip("gcc/g++ not found")
+    return _build_all(tmp_path_factory.mktemp("cuda_sim_examples"), sim=True)

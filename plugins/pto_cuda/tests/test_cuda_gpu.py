@@ -1,7 +1,9 @@
-"""On a GPU: every example runs on the device and matches the reference interpreter.
+"""Every example runs and matches the reference interpreter: on the CPU simulator always
+(``[sim]``: the same generated CUDA sources and executor, built with g++), and on the device
+(``[gpu]``, marked ``gpu``).
 
-Run on a machine with an NVIDIA GPU:  python -m pytest plugins/pto_cuda/tests -m gpu
-Elsewhere these are skipped with the reason "no CUDA device ..."."""
+On a machine with an NVIDIA GPU:  python -m pytest plugins/pto_cuda/tests -m gpu
+Elsewhere the ``[gpu]`` cases are skipped with the reason "no CUDA device ..."."""
 
 from __future__ import annotations
 
@@ -16,8 +18,17 @@ from pto_cuda.device import probe
 EXAMPLES = Path(__file__).resolve().parents[3] / "examples"
 ALL_EXAMPLES = sorted(p.name for p in EXAMPLES.glob("*.py") if not p.name.startswith("_"))
 
-pytestmark = [pytest.mark.gpu,
-              pytest.mark.skipif(not probe()[0], reason=probe()[1] or "no CUDA device")]
+DEVICES = [pytest.param("sim", id="sim"),
+           pytest.param("gpu", id="gpu", marks=[
+               pytest.mark.gpu,
+               pytest.mark.skipif(not probe()[0], reason=probe()[1] or "no CUDA device")])]
+
+
+@pytest.fixture(params=DEVICES)
+def examples_on(request):
+    """The examples built for the simulator or for the GPU."""
+    return request.getfixturevalue("built_sim_examples" if request.param == "sim"
+                                   else "built_examples")
 
 
 def tolerance(module, name):
@@ -29,12 +40,12 @@ def tolerance(module, name):
 
 
 @pytest.mark.parametrize("name", ALL_EXAMPLES)
-def test_example_on_the_gpu_matches_the_reference_interpreter(built_examples, name):
+def test_example_on_the_device_matches_the_reference_interpreter(examples_on, name):
     from pto_core.commands.run import random_inputs
     from pto_core.reference import run_module
     from pto_core.shapes import derive_shapes
     from pto_cuda.launch import run_module as run_on_gpu
-    b = built_examples[name]
+    b = examples_on[name]
     assert not b.errors, "\n".join(b.errors)
     program = load_program(EXAMPLES / name)
     module = program.module
@@ -50,10 +61,10 @@ def test_example_on_the_gpu_matches_the_reference_interpreter(built_examples, na
                                    rtol=rtol, atol=atol, err_msg=pname)
 
 
-def test_the_host_program_reads_and_writes_npy_on_the_gpu(built_examples, tmp_path):
+def test_the_host_program_reads_and_writes_npy_on_the_device(examples_on, tmp_path):
     import subprocess
     from pto_core.reference import run_module
-    b = built_examples["fused_softmax.py"]
+    b = examples_on["fused_softmax.py"]
     program = load_program(EXAMPLES / "fused_softmax.py")
     x = np.random.default_rng(0).standard_normal((64, 128)).astype(np.float32)
     names = [p for p in program.module.functions[program.module.entry].memrefs]
