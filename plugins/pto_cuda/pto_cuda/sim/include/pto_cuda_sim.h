@@ -18,10 +18,13 @@
  *     floats) so a kernel that reads what it never wrote gives a visibly wrong answer;
  *   - warp shuffles exchange values among the live lanes of a warp; WMMA fragments hold the
  *     whole 16x16 matrix, the warp's lane 0 computes, products accumulate in f32;
- *   - __half and __nv_bfloat16 round to nearest even like the device;
+ *   - __half and __nv_bfloat16 round to nearest even like the device (from double in one
+ *     step, as cvt.rn.f16.f64 does, not twice through float);
  *   - streams created by the program are FIFO queues, each served by its own host thread;
  *     cudaStreamPerThread and the legacy stream run work at once on the calling thread. Host
  *     functions, events, stream capture into graphs and graph launches follow the stream order;
+ *     legacy-stream work (stream 0, cudaMemcpy, cudaMemset) first waits for the blocking
+ *     streams (those created without cudaStreamNonBlocking), as on the device;
  *   - device memory is host memory (cudaMemcpy of any kind is memcpy); one device is reported.
  *
  * Not modelled: timing, memory coherence races between blocks, the memory model beyond
@@ -266,31 +269,47 @@ inline uint16_t f32_to_bf16(float f) {
     return (uint16_t)(x >> 16);
 }
 inline float bf16_to_f32(uint16_t b) { return bits_to_f32((uint32_t)b << 16); }
+
+/* double -> float rounding to odd: correct for a second rounding to 16 bits (f16, bf16), so
+ * double -> f16/bf16 rounds once to nearest even, like the device's cvt.rn.f16.f64. */
+inline float f64_to_f32_odd(double x) {
+    const float f = (float)x;
+    const double d = (double)f;
+    if (x != x) return f;
+    uint32_t u = f32_to_bits(f);
+    if ((x > 0.0 && d > x) || (x < 0.0 && d < x)) --u;    /* toward zero */
+    if (d != x) u |= 1u;
+    return bits_to_f32(u);
+}
+inline uint16_t f64_to_f16(double x) { return f32_to_f16(f64_to_f32_odd(x)); }
+inline uint16_t f64_to_bf16(double x) { return f32_to_bf16(f64_to_f32_odd(x)); }
 }  // namespace pto_sim
 
 struct __half {
     uint16_t __x;
     __half() = default;
     __half(float f) : __x(pto_sim::f32_to_f16(f)) {}
-    __half(double d) : __x(pto_sim::f32_to_f16((float)d)) {}
-    __half(int i) : __x(pto_sim::f32_to_f16((float)i)) {}
+    __half(double d) : __x(pto_sim::f64_to_f16(d)) {}
+    __half(int i) : __x(pto_sim::f64_to_f16((double)i)) {}
     operator float() const { return pto_sim::f16_to_f32(__x); }
 };
 struct __nv_bfloat16 {
     uint16_t __x;
     __nv_bfloat16() = default;
     __nv_bfloat16(float f) : __x(pto_sim::f32_to_bf16(f)) {}
-    __nv_bfloat16(double d) : __x(pto_sim::f32_to_bf16((float)d)) {}
-    __nv_bfloat16(int i) : __x(pto_sim::f32_to_bf16((float)i)) {}
+    __nv_bfloat16(double d) : __x(pto_sim::f64_to_bf16(d)) {}
+    __nv_bfloat16(int i) : __x(pto_sim::f64_to_bf16((double)i)) {}
     operator float() const { return pto_sim::bf16_to_f32(__x); }
 };
 typedef __half half;
 inline float __half2float(__half h) { return pto_sim::f16_to_f32(h.__x); }
 inline __half __float2half_rn(float f) { __half h; h.__x = pto_sim::f32_to_f16(f); return h; }
 inline __half __float2half(float f) { return __float2half_rn(f); }
+inline __half __double2half(double d) { __half h; h.__x = pto_sim::f64_to_f16(d); return h; }
 inline float __bfloat162float(__nv_bfloat16 b) { return pto_sim::bf16_to_f32(b.__x); }
 inline __nv_bfloat16 __float2bfloat16_rn(float f) { __nv_bfloat16 b; b.__x = pto_sim::f32_to_bf16(f); return b; }
 inline __nv_bfloat16 __float2bfloat16(float f) { return __float2bfloat16_rn(f); }
+inline __nv_bfloat16 __double2bfloat16(double d) { __nv_bfloat16 b; b.__x = pto_sim::f64_to_bf16(d); return b; }
 
 /* ------------------------------------------------------------------ cuda::std */
 namespace cuda { namespace std = ::std; }

@@ -367,15 +367,21 @@ struct pto_sim_graph_exec {
     std::vector<Op> ops;
 };
 
+namespace {
+thread_local cudaStream_t t_serving = nullptr;   /* the stream this host thread serves */
+}
+
 struct pto_sim_stream {
     std::mutex mu;
     std::condition_variable cv;        /* work arrived / queue drained */
     std::deque<Op> q;
     bool busy = false;
     pto_sim_graph* capture = nullptr;
+    bool nonblocking = false;          /* cudaStreamNonBlocking: no implicit legacy sync */
     std::thread th;
 
     void serve() {
+        t_serving = this;
         std::unique_lock<std::mutex> lk(mu);
         for (;;) {
             cv.wait(lk, [&] { return !q.empty(); });
@@ -396,8 +402,13 @@ bool is_inline(cudaStream_t s) {
     return s == nullptr || s == cudaStreamLegacy || s == cudaStreamPerThread;
 }
 
+void drain(cudaStream_t s);
+void legacy_sync();
+
 /* In stream order: captured, queued, or (implicit streams) done at once. */
 cudaError_t submit(cudaStream_t s, Op op) {
+    if (cudaError_t e = sticky()) return e;   /* a broken context accepts no more work */
+    if (s == nullptr || s == cudaStreamLegacy) legacy_sync();
     if (is_inline(s)) {
         op();
         return cudaSuccess;
@@ -422,6 +433,19 @@ void drain(cudaStream_t s) {
 
 std::mutex g_streams_mu;
 std::vector<cudaStream_t> g_streams;
+
+/* Work on the legacy default stream (stream 0, cudaMemcpy, cudaMemset) waits for the work
+ * already queued on every blocking stream (created without cudaStreamNonBlocking); the
+ * reverse order holds by itself since the legacy stream runs work at once. */
+void legacy_sync() {
+    std::vector<cudaStream_t> blocking;
+    {
+        std::lock_guard<std::mutex> lk(g_streams_mu);
+        for (cudaStream_t s : g_streams)
+            if (!s->nonblocking && s != t_serving) blocking.push_back(s);
+    }
+    for (cudaStream_t s : blocking) drain(s);
+}
 }  // namespace
 
 struct pto_sim_event {
@@ -486,8 +510,10 @@ cudaError_t cudaFree(void* p) {
 }
 cudaError_t cudaMemcpy(void* dst, const void* src, size_t bytes, enum cudaMemcpyKind) {
     if (bytes && (!dst || !src)) return fail(cudaErrorInvalidValue);
+    legacy_sync();
+    if (cudaError_t e = sticky()) return e;
     if (bytes) memmove(dst, src, bytes);
-    return sticky();
+    return cudaSuccess;
 }
 cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t bytes, enum cudaMemcpyKind,
                             cudaStream_t s) {
@@ -496,14 +522,16 @@ cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t bytes, enum cudaM
 }
 cudaError_t cudaMemset(void* p, int value, size_t bytes) {
     if (bytes && !p) return fail(cudaErrorInvalidValue);
+    legacy_sync();
+    if (cudaError_t e = sticky()) return e;
     if (bytes) memset(p, value, bytes);
-    return sticky();
+    return cudaSuccess;
 }
 
 cudaError_t cudaStreamCreateWithFlags(cudaStream_t* out, unsigned flags) {
-    (void)flags;
     if (!out) return fail(cudaErrorInvalidValue);
     cudaStream_t s = new pto_sim_stream();
+    s->nonblocking = (flags & cudaStreamNonBlocking) != 0;
     s->th = std::thread([s] { s->serve(); });
     s->th.detach();                      /* streams outlive static destructors, as on a GPU */
     {
@@ -523,6 +551,7 @@ cudaError_t cudaStreamDestroy(cudaStream_t s) {
     return cudaSuccess;
 }
 cudaError_t cudaStreamSynchronize(cudaStream_t s) {
+    if (s == nullptr || s == cudaStreamLegacy) legacy_sync();
     drain(s);
     return sticky();
 }
@@ -547,6 +576,7 @@ cudaError_t cudaEventDestroy(cudaEvent_t e) {
 }
 cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s) {
     if (!e) return fail(cudaErrorInvalidResourceHandle);
+    if (cudaError_t err = sticky()) return err;   /* (an event never queued must stay done) */
     {
         std::lock_guard<std::mutex> lk(e->mu);
         e->done = false;

@@ -1,0 +1,420 @@
+"""Does the CPU simulator (``pto_cuda/sim``) model CUDA faithfully?
+
+Tests of PTO's generated kernels on the simulator only mean something if the simulator behaves
+like a GPU where those kernels rely on it. ``sim_selftest.cu`` is one hand-written CUDA program
+with a sub-test per behaviour; it is built once per session against the simulator (g++,
+``-DPTO_CUDA_SIM``) and each test runs one sub-test and checks what it prints against numpy /
+ml_dtypes / the CUDA semantics. The same file must also compile with nvcc
+(``test_selftest_is_valid_cuda``), so the simulator cannot be accepting things CUDA rejects.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import shutil
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from pto_cuda import scons_tool
+
+HERE = Path(__file__).resolve().parent
+SELFTEST = HERE / "sim_selftest.cu"
+PKG = scons_tool.PACKAGE_DIR
+SIM_INCLUDE = PKG / "sim" / "include"
+SIM_SOURCE = PKG / "sim" / "src" / "pto_cuda_sim.cpp"
+
+CXXFLAGS = ["-std=c++17", "-O2", "-fPIC", "-fno-strict-aliasing", "-Wall", "-Werror",
+            "-Wno-unknown-pragmas", "-DPTO_CUDA_SIM",
+            f"-I{SIM_INCLUDE}", f"-I{scons_tool.INCLUDE_DIR}"]      # sim/include first
+RUN_TIMEOUT = 20          # seconds; every sub-test takes well under one
+
+
+@pytest.fixture(scope="module")
+def selftest(tmp_path_factory) -> Path:
+    """sim_selftest built against the simulator (compiled once per session)."""
+    if shutil.which("g++") is None:
+        pytest.skip("g++ not found")
+    d = tmp_path_factory.mktemp("sim_selftest")
+    jobs = [["g++", "-x", "c++", *CXXFLAGS, "-c", str(SELFTEST), "-o", str(d / "selftest.o")],
+            ["g++", *CXXFLAGS, "-c", str(SIM_SOURCE), "-o", str(d / "sim.o")]]
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        results = list(pool.map(lambda c: subprocess.run(c, capture_output=True, text=True), jobs))
+    for cmd, r in zip(jobs, results):
+        assert r.returncode == 0 and not (r.stdout + r.stderr).strip(), \
+            f"{' '.join(cmd)}\n{r.stdout}{r.stderr}"
+    exe = d / "sim_selftest"
+    r = subprocess.run(["g++", "-o", str(exe), str(d / "selftest.o"), str(d / "sim.o"), "-pthread"],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stdout + r.stderr
+    return exe
+
+
+def run(exe: Path, name: str) -> subprocess.CompletedProcess:
+    """Run one sub-test; a hang is a failure (TimeoutExpired), not a stuck test run."""
+    r = subprocess.run([str(exe), name], capture_output=True, text=True, timeout=RUN_TIMEOUT)
+    assert r.returncode == 0, f"sub-test {name} exited {r.returncode}\n{r.stdout[-2000:]}{r.stderr}"
+    return r
+
+
+def parse(out: str) -> dict[str, list[str]]:
+    """``key v1 v2 ...`` lines -> {key: [v1, v2, ...]}."""
+    d: dict[str, list[str]] = {}
+    for line in out.splitlines():
+        if line.strip():
+            key, *vals = line.split()
+            d[key] = vals
+    return d
+
+
+def floats(vals: list[str]) -> np.ndarray:
+    """Values printed with %a (exact) or %d."""
+    return np.array([float.fromhex(v) if "x" in v else float(v) for v in vals])
+
+
+# ------------------------------------------------------------------ the program itself
+
+def test_selftest_is_valid_cuda(tmp_path):
+    """The same source compiles with nvcc for sm_90, warnings as errors, silently."""
+    nvcc = scons_tool.find_nvcc()
+    if nvcc is None:
+        pytest.skip("nvcc not found")
+    cmd = [nvcc, *scons_tool.nvcc_base_flags("sm_90"), f"-I{scons_tool.INCLUDE_DIR}",
+           "-c", str(SELFTEST), "-o", str(tmp_path / "sim_selftest.o")]
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    assert r.returncode == 0 and not (r.stdout + r.stderr).strip(), r.stdout + r.stderr
+
+
+def test_unknown_subtest_is_an_error(selftest):
+    r = subprocess.run([str(selftest), "no_such_test"], capture_output=True, text=True,
+                       timeout=RUN_TIMEOUT)
+    assert r.returncode != 0 and "unknown sub-test" in r.stderr
+
+
+# ------------------------------------------------------------------ 1. __syncthreads
+
+def test_syncthreads_orders_shared_memory(selftest):
+    """256 threads per block (3 blocks), 8 phases of: write s[t], barrier, read the value a
+    neighbour wrote, barrier; then a shared-memory tree reduction (8 more barriers)."""
+    d = parse(run(selftest, "sync").stdout)
+    assert d["errors"] == ["0"]
+    n = 256
+    assert [int(v) for v in d["sums"]] == [sum(t + 1 + b for t in range(n)) for b in range(3)]
+
+
+def test_missing_syncthreads_is_visible(selftest):
+    """The same kernel without the barriers reads stale neighbour values: a fiber runs until
+    it synchronises, so a race in a kernel shows up on the simulator instead of passing."""
+    d = parse(run(selftest, "race").stdout)
+    assert int(d["stale"][0]) > 0
+
+
+# ------------------------------------------------------------------ 2. warp shuffles
+
+def _check_shuffles(d: dict[str, list[str]], key: str, exact_sums: bool):
+    v = floats(d[f"{key}.in"])
+    n = v.size
+    lanes = np.arange(n) % 32
+    warps = np.arange(n) // 32
+    w = v.reshape(-1, 32)
+    totals = w.sum(axis=1)
+    if exact_sums:
+        np.testing.assert_array_equal(floats(d[f"{key}.xor"]), np.repeat(totals, 32))
+        np.testing.assert_array_equal(floats(d[f"{key}.down"]), totals)
+        np.testing.assert_array_equal(floats(d[f"{key}.half"]),
+                                      np.repeat(v.reshape(-1, 16).sum(axis=1), 16))
+    else:
+        xor = floats(d[f"{key}.xor"]).reshape(-1, 32)
+        # a butterfly gives every lane the same bits
+        assert (xor == xor[:, :1]).all(), xor
+        np.testing.assert_allclose(xor[:, 0], totals, rtol=1e-12)
+        np.testing.assert_allclose(floats(d[f"{key}.down"]), totals, rtol=1e-12)
+        np.testing.assert_allclose(floats(d[f"{key}.half"]),
+                                   np.repeat(v.reshape(-1, 16).sum(axis=1), 16), rtol=1e-12)
+    # broadcast, shift up and out-of-range shift down move values bit for bit
+    src = (3 + 5 * warps) % 32
+    np.testing.assert_array_equal(floats(d[f"{key}.bcast"]), v[warps * 32 + src])
+    up = np.where(lanes == 0, v, np.roll(v, 1))
+    np.testing.assert_array_equal(floats(d[f"{key}.up"]), up)
+    oob = np.where(lanes + 20 < 32, v[np.minimum(np.arange(n) + 20, n - 1)], v)
+    np.testing.assert_array_equal(floats(d[f"{key}.oob"]), oob)
+
+
+def test_warp_shuffles(selftest):
+    """__shfl_xor_sync butterfly (all lanes get the warp total, also with width 16),
+    __shfl_down_sync tree (lane 0 gets the total), __shfl_sync broadcast from lane k,
+    __shfl_up_sync, and a __shfl_down_sync past the warp's end (own value), on float, double,
+    int; 4 warps."""
+    d = parse(run(selftest, "shfl").stdout)
+    _check_shuffles(d, "f32", exact_sums=True)     # dyadic values: sums exact in any order
+    _check_shuffles(d, "i32", exact_sums=True)
+    _check_shuffles(d, "f64", exact_sums=False)    # t/3: only the broadcasts are exact
+    assert (floats(d["i32.in"]) < 0).any()
+
+
+def test_warp_reduction_with_uneven_warp_loops(selftest):
+    """10 rows reduced one warp per row (`for (r = warp; r < R; r += nwarps)`), with 4, 3, 2,
+    1 and 32 warps: warps loop different numbers of times (or not at all) before a barrier.
+    By hand and with pto::row_reduce (sum and max) from pto_cuda_tile.cuh."""
+    d = parse(run(selftest, "row_reduce").stdout)
+    src = floats(d["src"]).reshape(10, 96)
+    want = np.concatenate([src.sum(axis=1), src.sum(axis=1), src.max(axis=1)])
+    for threads in (128, 96, 64, 32, 1024):
+        np.testing.assert_array_equal(floats(d[f"out{threads}"]), want, err_msg=f"{threads}")
+
+
+# ------------------------------------------------------------------ 3. odd sizes, early exits
+
+def test_odd_block_sizes_and_early_exit(selftest):
+    """Blocks of 48, 33, 1, 100 and 1000 threads (not multiples of 32) run barrier phases;
+    then threads >= exit_from return while the rest pass two more __syncthreads; no deadlock
+    and every neighbour read is right. Also threads < 128 of 256 reach a second barrier the
+    others (which returned) never reach."""
+    r = run(selftest, "odd")
+    assert "deadlock" not in r.stderr
+    lines = [line.split() for line in r.stdout.splitlines() if line.startswith("odd ")]
+    assert len(lines) == 6
+    for f in lines:
+        threads, exit_from, grid = int(f[1]), int(f[2]), int(f[4])
+        errors, ones, twos = int(f[6]), int(f[8]), int(f[10])
+        assert errors == 0, f
+        stay = min(exit_from, threads)
+        assert (ones, twos) == (grid * (threads - stay), grid * stay), f
+    assert parse(r.stdout)["twice"] == ["errors", "0"]
+
+
+# ------------------------------------------------------------------ 4. divergent barriers
+
+@pytest.mark.parametrize("kind", ["deadlock_warp", "deadlock_shfl"])
+def test_divergent_barrier_fails_the_launch(selftest, kind):
+    """Half of each warp waits at __syncthreads, the other half at __syncwarp / a shuffle that
+    needs the first half: the simulator must not hang (subprocess timeout) but fail the launch
+    (cudaErrorLaunchFailure from cudaStreamSynchronize and cudaGetLastError, a message naming
+    the deadlock); the error is sticky: later launches (on the stream and on stream 0), host
+    functions and copies return it and do nothing. Simulator only: on a GPU this is undefined
+    behaviour."""
+    r = run(selftest, kind)
+    d = parse(r.stdout)
+    assert d["launch"] == ["0"]                                # the launch itself is queued
+    assert d["sync"] == ["719", "cudaErrorLaunchFailure"]
+    assert d["last"] == ["719"]
+    assert d["again"] == ["719", "again0", "719", "hostfn", "719", "sync2", "719", "copy", "719"]
+    assert d["copied"] == ["0"] and d["flag"] == ["0"] and d["host_ran"] == ["0"]
+    assert "deadlocked" in r.stderr and "__syncthreads" in r.stderr, r.stderr
+
+
+# ------------------------------------------------------------------ 5. WMMA
+
+def _mat(d, key, shape):
+    return floats(d[key]).reshape(shape)
+
+
+def _check_mma(got: np.ndarray, a: np.ndarray, b: np.ndarray, c: np.ndarray, what: str):
+    """f16/bf16 products are exact in f32; the only error is the f32 rounding of <= 16
+    (+ c) partial sums, bounded by a few ulp of sum(|a||b|) + |c|."""
+    want = a @ b + c
+    bound = 4 * 2.0 ** -24 * (a.shape[1] + 1) * (np.abs(a) @ np.abs(b) + np.abs(c))
+    err = np.abs(got - want)
+    assert (err <= bound).all(), f"{what}: max error {err.max()} (bound {bound[err > bound]})"
+    np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-5, err_msg=what)
+    assert np.isfinite(got).all()
+
+
+@pytest.mark.parametrize("dt", ["f16", "bf16"])
+def test_wmma(selftest, dt):
+    """16x16x16 mma_sync with f32 accumulation: row_major a and b, accumulator loaded with
+    mem_row_major and stored mem_row_major; b loaded col_major, accumulator loaded and stored
+    mem_col_major; and (32x48) @ (48x32) by four warps, three k steps each, with b row major
+    and col major. Compared with numpy on the same rounded inputs."""
+    d = parse(run(selftest, "wmma").stdout)
+    a, b = _mat(d, f"{dt}.tile.a", (16, 16)), _mat(d, f"{dt}.tile.b", (16, 16))
+    c = _mat(d, f"{dt}.tile.c", (16, 16))
+    # inputs really are rounded to the type (not f32 values passed through)
+    import ml_dtypes
+    ty = np.float16 if dt == "f16" else ml_dtypes.bfloat16
+    assert (a.astype(ty).astype(np.float64) == a).all()
+    assert len(np.unique(a)) > 100
+    _check_mma(_mat(d, f"{dt}.tile.d_row", (16, 16)), a, b, c, "row major")
+    _check_mma(_mat(d, f"{dt}.tile.d_col", (16, 16)).T, a, b, c, "col major b / accumulator")
+    a, b = _mat(d, f"{dt}.multi.a", (32, 48)), _mat(d, f"{dt}.multi.b", (48, 32))
+    zero = np.zeros((32, 32))
+    _check_mma(_mat(d, f"{dt}.multi.d", (32, 32)), a, b, zero, "multi-fragment")
+    _check_mma(_mat(d, f"{dt}.multi.d2", (32, 32)), a, b, zero, "multi-fragment, col major b")
+
+
+# ------------------------------------------------------------------ 6. f16 / bf16 conversions
+
+@pytest.fixture(scope="module")
+def conversions(selftest):
+    out = run(selftest, "convert").stdout
+    rows: dict[str, list[list[str]]] = {"f": [], "d": [], "r": []}
+    for line in out.splitlines():
+        k, *v = line.split()
+        rows[k].append(v)
+    return {k: np.array([[int(x, 16) for x in r] for r in v], dtype=np.uint64)
+            for k, v in rows.items()}
+
+
+def _is_nan16(bits: np.ndarray, exp_mask: int, man_mask: int) -> np.ndarray:
+    return ((bits & exp_mask) == exp_mask) & ((bits & man_mask) != 0)
+
+
+def _assert_bits_equal(got: np.ndarray, want: np.ndarray, nan: np.ndarray, inputs: np.ndarray,
+                       what: str):
+    """Bit-exact, except that a NaN only has to be a NaN (payloads differ between CUDA's
+    canonical NaN, numpy and ml_dtypes)."""
+    bad = (got != want) & ~nan
+    assert not bad.any(), (f"{what}: {int(bad.sum())} mismatches, e.g. " +
+                           ", ".join(f"in={int(i):#x} got={int(g):#06x} want={int(w):#06x}"
+                                     for i, g, w in zip(inputs[bad][:8], got[bad][:8],
+                                                        want[bad][:8])))
+
+
+def test_float_to_half_and_bfloat16(conversions):
+    """__float2half_rn / __half(float) and __float2bfloat16_rn / __nv_bfloat16(float) of ~90k
+    float bit patterns (every exponent with mantissas at and around each rounding position:
+    ties to even, subnormals, overflow to inf, NaN, -0) equal numpy's float16 and
+    ml_dtypes.bfloat16 bit for bit."""
+    import ml_dtypes
+    f = conversions["f"]
+    x = f[:, 0].astype(np.uint32)
+    xf = x.view(np.float32)
+    with np.errstate(all="ignore"):
+        want_h = xf.astype(np.float16).view(np.uint16)
+        want_b = xf.astype(ml_dtypes.bfloat16).view(np.uint16)
+    nan_in = np.isnan(xf)
+    for col, want, what, em, mm in ((1, want_h, "__float2half_rn", 0x7c00, 0x3ff),
+                                    (3, want_h, "__half(float)", 0x7c00, 0x3ff),
+                                    (2, want_b, "__float2bfloat16_rn", 0x7f80, 0x7f),
+                                    (4, want_b, "__nv_bfloat16(float)", 0x7f80, 0x7f)):
+        got = f[:, col].astype(np.uint16)
+        assert (_is_nan16(got, em, mm) == nan_in).all(), what     # NaN in <=> NaN out
+        _assert_bits_equal(got, want, nan_in, x, what)
+    # the pattern set does exercise what it claims to
+    assert nan_in.any() and np.isinf(xf).any() and (x == 0x80000000).any()
+    with np.errstate(all="ignore"):
+        h = xf.astype(np.float16)
+    assert (np.isinf(h) & np.isfinite(xf)).sum() > 100                      # overflow
+    assert ((want_h & 0x7c00) == 0).sum() > 1000                            # f16 subnormals
+
+
+def _round_exact(d: np.ndarray, mant_bits: int, bias: int, inf_bits: int) -> np.ndarray:
+    """Round float64 values to a 16-bit binary format, nearest even, in one step."""
+    pats = np.arange(inf_bits + 1)
+    e, m = pats >> mant_bits, pats & ((1 << mant_bits) - 1)
+    vals = np.where(e == 0, np.ldexp(m.astype(np.float64), 1 - bias - mant_bits),
+                    np.ldexp(((1 << mant_bits) | m).astype(np.float64),
+                             (e - bias - mant_bits).astype(np.int64)))
+    # vals[inf_bits] is 2^(emax+1): the value the largest finite one would round up to
+    a = np.abs(d)
+    lo = np.clip(np.searchsorted(vals, a, side="right") - 1, 0, inf_bits)
+    hi = np.minimum(lo + 1, inf_bits)
+    twice = 2 * a
+    mid = vals[lo] + vals[hi]           # exact: neighbours differ in the last bits only
+    up = (twice > mid) | ((twice == mid) & (lo % 2 == 1))
+    out = np.where(up & (lo < inf_bits), hi, lo)
+    out = np.where(a >= vals[inf_bits], inf_bits, out)
+    sign = np.signbit(d).astype(np.int64) << 15
+    return (out | sign).astype(np.uint16)
+
+
+def test_double_to_half_and_bfloat16_round_once(conversions):
+    """__half(double) and __nv_bfloat16(double) round to nearest even in ONE step, like the
+    device's cvt.rn.f16.f64 / cvt.rn.bf16.f64 (a conversion through float rounds the values
+    just beside a midpoint the wrong way)."""
+    dd = conversions["d"]
+    x = dd[:, 0]
+    xd = x.view(np.float64)
+    assert not np.isnan(xd).any()
+    want_h = _round_exact(xd, 10, 15, 0x7c00)
+    want_b = _round_exact(xd, 7, 127, 0x7f80)
+    with np.errstate(all="ignore"):
+        np.testing.assert_array_equal(want_h, xd.astype(np.float16).view(np.uint16))  # oracle
+    none = np.zeros(len(x), dtype=bool)
+    _assert_bits_equal(dd[:, 1].astype(np.uint16), want_h, none, x, "__half(double)")
+    _assert_bits_equal(dd[:, 2].astype(np.uint16), want_b, none, x, "__nv_bfloat16(double)")
+
+
+def test_half_and_bfloat16_to_float(conversions):
+    """__half2float, float(__half) and __bfloat162float of all 65536 patterns are exact."""
+    import ml_dtypes
+    r = conversions["r"]
+    pats = r[:, 0].astype(np.uint16)
+    assert (pats == np.arange(65536)).all()
+    want_h = pats.view(np.float16).astype(np.float32).view(np.uint32)
+    want_b = pats.view(ml_dtypes.bfloat16).astype(np.float32).view(np.uint32)
+    np.testing.assert_array_equal(want_b, pats.astype(np.uint32) << 16)
+    nan_h = _is_nan16(pats, 0x7c00, 0x3ff)
+    nan_b = _is_nan16(pats, 0x7f80, 0x7f)
+    assert nan_h.sum() == 2 * 1023 and nan_b.sum() == 2 * 127
+    for col, want, nan_in, what in ((1, want_h, nan_h, "__half2float"),
+                                    (3, want_h, nan_h, "float(__half)"),
+                                    (2, want_b, nan_b, "__bfloat162float")):
+        got = r[:, col].astype(np.uint32)
+        assert np.isnan(got.view(np.float32))[nan_in].all(), what
+        bad = (got != want) & ~nan_in
+        assert not bad.any(), f"{what}: {pats[bad][:8]} -> {got[bad][:8]} want {want[bad][:8]}"
+
+
+# ------------------------------------------------------------------ 7. streams, events, graphs
+
+def test_streams_events_and_graphs(selftest):
+    """Two created streams: kernels, host functions and async copies run in stream order
+    (callbacks logged in order; the callback after a copy sees the kernels' results); a
+    cross-stream dependency through cudaStreamWaitEvent; event timing (elapsed >= 0, and at
+    least the 30 ms a host function slept); work on the legacy stream (a launch on stream 0,
+    cudaMemcpy) waits for a blocking stream's queued work; stream capture of 3 launches into a graph that runs
+    nothing while capturing, keeps the captured parameters, and launched twice equals the
+    launches run twice directly."""
+    d = parse(run(selftest, "streams").stdout)
+    assert d["order1"] == ["1", "2", "3"]
+    assert d["order2"] == ["10", "11", "12"]
+    assert d["seen"] == ["15", "14"]             # (0 + 5) * 3 and (0 + 2) * 7
+    assert d["values"] == ["15", "14"]
+    assert d["query"] == ["0", "0"]
+    elapsed = float(d["elapsed"][0])
+    assert elapsed >= 0 and elapsed >= 25.0, elapsed
+    assert d["event_query"] == ["0"]
+    assert d["waited"] == ["1015"]               # s2 waited for s1's add of 1000
+    assert d["legacy_waits"] == [str((77 * 2) + 77)]
+    assert d["capture_ran_nothing"] == ["1"]
+    assert d["graph_equals_direct"] == ["1"]
+    x = np.array([int(v) for v in d["init"]])
+    for _ in range(2):
+        x = (x + 3) * -2 + 11
+    np.testing.assert_array_equal(np.array([int(v) for v in d["graph"]]), x)
+
+
+# ------------------------------------------------------------------ 8. dynamic shared memory
+
+def test_dynamic_shared_memory_starts_as_0xff(selftest):
+    """As pto_cuda_sim.h promises: every block of every launch finds its dynamic shared memory
+    filled with 0xFF bytes (a float read before any write is NaN), whatever an earlier block
+    wrote there."""
+    r = run(selftest, "smem_init")
+    lines = [line.split() for line in r.stdout.splitlines()]
+    assert len(lines) == 2
+    for f in lines:
+        count = f[3]
+        assert f[5] == count and f[7] == count, f
+
+
+# ------------------------------------------------------------------ 9. launch configuration
+
+def test_invalid_launch_configurations_are_refused(selftest):
+    """pto_sim_launch with 0 or 1025 threads, a grid of 0 or dynamic shared memory over
+    227 KiB returns CUDA's error (not sticky: the next cudaGetLastError reports it once and
+    cudaDeviceSynchronize is fine) and runs nothing; 1024 threads and exactly 227 KiB run."""
+    d = parse(run(selftest, "launch_config").stdout)
+    refused = {"threads0": "cudaErrorInvalidConfiguration",
+               "threads1025": "cudaErrorInvalidConfiguration",
+               "grid0": "cudaErrorInvalidConfiguration",
+               "smem_over": "cudaErrorInvalidValue"}
+    for name, err in refused.items():
+        f = d[name]                        # code N NAME sync N last N ran N
+        assert f[2] == err and f[1] != "0", (name, f)
+        assert f[4] == "0" and f[6] == f[1] and f[8] == "0", (name, f)
+    assert d["threads1024"] == ["code", "0", "cudaSuccess", "sync", "0", "last", "0", "ran", "2"]
+    assert d["smem_max"] == ["code", "0", "cudaSuccess", "sync", "0", "last", "0", "ran", "1"]
