@@ -12,6 +12,11 @@
  * copying its argument row into the kernel parameter (8 bytes per slot) plus the runtime's own
  * bookkeeping (~0.2-0.5 us). A dependency chain of L levels costs about L x 15 us of latency.
  *
+ * A kernel fault breaks the CUDA context, after which CUDA runs no more host functions: a
+ * watchdog thread then finds the error on a stream (cudaStreamQuery, every 5 ms while launches
+ * are outstanding) and completes every outstanding task with status 1000 + the error, so the
+ * run ends with that error instead of waiting forever.
+ *
  * With recording on, the launches of the first run are recorded in launch order (each launch was
  * issued only after all its producers had completed, so that order is a valid serial schedule),
  * replayed on one stream under stream capture into a CUDA Graph, and the graph is launched

@@ -13,6 +13,7 @@
 #include <mutex>
 #include <thread>
 #include <unordered_map>
+#include <unordered_set>
 #include <utility>
 #include <vector>
 
@@ -85,9 +86,18 @@ struct Exec {
     int64_t launches = 0, tasks = 0;
     int cuda_error = 0;
 
+    /* Launched batches whose host function has not run yet. A kernel fault leaves the
+     * context broken and CUDA then runs no more host functions, so the watchdog completes
+     * these with the error instead of letting the run wait forever. */
+    std::mutex out_mu;
+    std::condition_variable out_cv;
+    std::unordered_set<Completion*> outstanding;
+
     int ensure_streams();
     void launch(PTORuntime* rt, const PTOCudaKernelDesc* d, Batch&& b);
     void launcher_main();
+    void watchdog_main();
+    bool claim(Completion* c);
 };
 
 Exec* g_exec;
@@ -97,14 +107,61 @@ Exec& exec() {
     std::call_once(g_exec_once, [] {
         g_exec = new Exec();
         std::thread([] { g_exec->launcher_main(); }).detach();
+        std::thread([] { g_exec->watchdog_main(); }).detach();
     });
     return *g_exec;
 }
 
-void CUDART_CB on_done(void* p) {
-    Completion* c = static_cast<Completion*>(p);
+void complete(Completion* c) {
     for (int32_t id : c->ids) pto_task_complete(c->rt, id, c->status);
     delete c;
+}
+
+/* The host function behind a launch; the watchdog may have completed it already. */
+void CUDART_CB on_done(void* p) {
+    Completion* c = static_cast<Completion*>(p);
+    if (g_exec->claim(c)) complete(c);
+}
+
+bool Exec::claim(Completion* c) {
+    std::lock_guard<std::mutex> lk(out_mu);
+    return outstanding.erase(c) == 1;
+}
+
+/* Every 5 ms while launches are outstanding: a stream that reports an error (a faulted
+ * kernel poisons the context) fails every outstanding batch with 1000 + the error. */
+void Exec::watchdog_main() {
+    std::unique_lock<std::mutex> lk(out_mu);
+    for (;;) {
+        out_cv.wait(lk, [&] { return !outstanding.empty(); });
+        out_cv.wait_for(lk, std::chrono::milliseconds(5));
+        if (outstanding.empty()) continue;
+        lk.unlock();
+        std::vector<cudaStream_t> ss;
+        {
+            std::lock_guard<std::mutex> g(launch_mu);
+            ss = streams;
+        }
+        cudaError_t bad = cudaSuccess;
+        for (cudaStream_t s : ss) {
+            cudaError_t e = cudaStreamQuery(s);
+            if (e != cudaSuccess && e != cudaErrorNotReady) { bad = e; break; }
+        }
+        lk.lock();
+        if (bad == cudaSuccess) continue;
+        std::unordered_set<Completion*> failed;
+        failed.swap(outstanding);
+        lk.unlock();
+        {
+            std::lock_guard<std::mutex> g(launch_mu);
+            if (cuda_error == 0) cuda_error = (int)bad;
+        }
+        for (Completion* c : failed) {
+            c->status = 1000 + (int32_t)bad;
+            complete(c);
+        }
+        lk.lock();
+    }
 }
 
 int Exec::ensure_streams() {      /* launch_mu held */
@@ -135,10 +192,20 @@ void Exec::launch(PTORuntime* rt, const PTOCudaKernelDesc* d, Batch&& b) {
     tasks += n;
     if (rc != 0 && cuda_error == 0) cuda_error = rc;
     Completion* c = new Completion{rt, std::move(b.ids), rc ? 1000 + rc : 0};
-    if (rc != 0 || cudaLaunchHostFunc(s, on_done, c) != cudaSuccess) {
-        lk.unlock();
-        on_done(c);
+    if (rc == 0) {
+        {
+            std::lock_guard<std::mutex> g(out_mu);
+            outstanding.insert(c);
+        }
+        out_cv.notify_one();
+        cudaError_t e = cudaLaunchHostFunc(s, on_done, c);
+        if (e == cudaSuccess) return;
+        if (!claim(c)) return;           /* the watchdog got there first */
+        c->status = 1000 + (int32_t)e;
+        if (cuda_error == 0) cuda_error = (int)e;
     }
+    lk.unlock();
+    complete(c);
 }
 
 void Exec::launcher_main() {
