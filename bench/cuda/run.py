@@ -1,6 +1,7 @@
 """CUDA backend benchmarks; every figure is a ratio against a peer measured in the same run.
 
     python bench/cuda/run.py [--arch sm_90] [--quick]
+    python bench/cuda/run.py --sim      # tiny sizes on the CPU simulator: checks the script
 
 1. Fused softmax f32, 65,536 x 1,024 (one InCore kernel per 8-row tile: load, row max, subtract,
    exp, row sum, divide, store): achieved bandwidth (bytes read + written / time) as a fraction
@@ -13,7 +14,9 @@
 Times: "graph" is the CUDA Graph replay of the recorded launches (static task graph); "run" is a
 whole run (orchestration builds the task graph, the executor launches batches on streams).
 Without a GPU it prints "no CUDA device" and exits 0; without torch the torch rows say
-"torch not installed".
+"torch not installed". ``--sim`` runs every step (build, correctness checks, graph replay) at
+tiny sizes on the ``cuda_sim`` backend, so the script itself is tested where there is no GPU;
+its times are the simulator's and say nothing about a GPU.
 """
 
 from __future__ import annotations
@@ -60,14 +63,20 @@ def gemm_module(n: int, tm: int = 128, tn: int = 128, tk: int = 64) -> PTOModule
     return m
 
 
+#: the backend the benchmarks build for ("cuda_sim" with --sim)
+TARGET = "cuda"
+
+
 def build(module: PTOModule, arch: str) -> Path:
     from pto_core.codegen.driver import build_module
     from pto_core.orchestration import c_module_name
-    bdir = build_module("cuda", module, CompileOptions(extra=(("arch", arch),)))
+    bdir = build_module(TARGET, module, CompileOptions(extra=(("arch", arch),)))
     return bdir / f"lib{c_module_name(module)}.so"
 
 
 def torch_or_none():
+    if TARGET != "cuda":
+        return None
     try:
         import torch
     except ImportError:
@@ -190,7 +199,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--arch", default="sm_90")
     ap.add_argument("--quick", action="store_true", help="smaller sizes (smoke test)")
     ap.add_argument("--repeat", type=int, default=20)
+    ap.add_argument("--sim", action="store_true",
+                    help="tiny sizes on the CPU simulator (checks the script, not a GPU)")
     args = ap.parse_args(argv)
+    global TARGET
+    if args.sim:
+        TARGET = "cuda_sim"
+        print("CPU simulator: times and ratios below say nothing about a GPU")
+        bench_softmax(args.arch, 256, 1024, args.repeat)
+        bench_gemm(args.arch, 256, args.repeat)
+        bench_llama(args.arch, 4, args.repeat)
+        return 0
     from pto_cuda.device import probe
     ok, reason = probe()
     if not ok:

@@ -25,6 +25,9 @@
  *     functions, events, stream capture into graphs and graph launches follow the stream order;
  *     legacy-stream work (stream 0, cudaMemcpy, cudaMemset) first waits for the blocking
  *     streams (those created without cudaStreamNonBlocking), as on the device;
+ *   - a failed kernel breaks the context, as on a GPU: later calls return the error, no more
+ *     kernels or host functions run. PTO_CUDA_SIM_FAULT=N makes the N-th grid of the process
+ *     fail that way (for tests of error handling);
  *   - device memory is host memory (cudaMemcpy of any kind is memcpy); one device is reported.
  *
  * Not modelled: timing, memory coherence races between blocks, the memory model beyond

@@ -334,10 +334,30 @@ cudaError_t sticky() { return (cudaError_t)g_sticky.load(); }
 
 using Op = std::function<void()>;
 
+void poison(const char* why) {
+    fprintf(stderr, "pto_cuda_sim: kernel launch failed: %s\n", why);
+    int expected = 0;
+    g_sticky.compare_exchange_strong(expected, (int)cudaErrorLaunchFailure);
+}
+
+/* PTO_CUDA_SIM_FAULT=N: the N-th grid of the process faults (tests of error handling). */
+long fault_at() {
+    static const long n = [] {
+        const char* v = getenv("PTO_CUDA_SIM_FAULT");
+        return v ? atol(v) : 0L;
+    }();
+    return n;
+}
+std::atomic<long> g_grids{0};
+
 /* Runs a grid on the calling thread. */
 void run_grid(unsigned grid, unsigned threads, size_t smem, void (*body)(const void*),
               const void* param) {
     if (g_sticky.load()) return;         /* a broken context runs no more kernels */
+    if (++g_grids == fault_at()) {
+        poison("injected fault (PTO_CUDA_SIM_FAULT)");
+        return;
+    }
     pto_sim::Worker& w = pto_sim::worker();
     pto_sim::Block& b = w.block;
     b.dim = dim3(threads);
@@ -350,9 +370,7 @@ void run_grid(unsigned grid, unsigned threads, size_t smem, void (*body)(const v
         b.idx = uint3{k, 0, 0};
         memset(_pto_smem, 0xff, smem);
         if (!pto_sim::run_block(w, why, sizeof why)) {
-            fprintf(stderr, "pto_cuda_sim: kernel launch failed: %s\n", why);
-            int expected = 0;
-            g_sticky.compare_exchange_strong(expected, (int)cudaErrorLaunchFailure);
+            poison(why);
             return;
         }
     }
@@ -562,7 +580,8 @@ cudaError_t cudaStreamQuery(cudaStream_t s) {
 }
 cudaError_t cudaLaunchHostFunc(cudaStream_t s, cudaHostFn_t fn, void* user_data) {
     if (!fn) return fail(cudaErrorInvalidValue);
-    return submit(s, [=] { fn(user_data); });
+    /* as in CUDA, a context broken by a kernel fault runs no more host functions */
+    return submit(s, [=] { if (!g_sticky.load()) fn(user_data); });
 }
 
 cudaError_t cudaEventCreate(cudaEvent_t* e) {
