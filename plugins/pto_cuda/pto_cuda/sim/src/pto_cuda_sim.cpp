@@ -66,6 +66,15 @@ pto_sim_switch:
 )");
 #endif
 
+/* A saved execution context: the stack pointer (x86-64) or a ucontext. */
+#if defined(__x86_64__)
+using Context = void*;
+inline void switch_context(Context& save, Context& to) { pto_sim_switch(&save, to); }
+#else
+using Context = ucontext_t;
+inline void switch_context(Context& save, Context& to) { swapcontext(&save, &to); }
+#endif
+
 enum State { RUNNABLE, AT_BARRIER, AT_WARP, DONE };
 
 struct Block;
@@ -75,11 +84,7 @@ struct Fiber {
     State state = RUNNABLE;
     unsigned warp = 0, lane = 0;
     Block* block = nullptr;
-#if defined(__x86_64__)
-    void* sp = nullptr;
-#else
-    ucontext_t ctx;
-#endif
+    Context ctx{};
 };
 
 struct Block {
@@ -100,11 +105,7 @@ struct Worker {
     std::vector<unsigned char*> stacks;
     Block block;
     Fiber* current = nullptr;
-#if defined(__x86_64__)
-    void* sched_sp = nullptr;
-#else
-    ucontext_t sched;
-#endif
+    Context sched{};
     ~Worker() {
         for (unsigned char* s : stacks) munmap(s, STACK_BYTES);
     }
@@ -130,12 +131,7 @@ Fiber& self() {
 }
 
 void yield_to_scheduler(Fiber& f) {
-    Worker& w = *t_worker;
-#if defined(__x86_64__)
-    pto_sim_switch(&f.sp, w.sched_sp);
-#else
-    swapcontext(&f.ctx, &w.sched);
-#endif
+    switch_context(f.ctx, t_worker->sched);
 }
 
 void release_barrier(Block& b, std::vector<Fiber>& fs) {
@@ -219,7 +215,7 @@ bool run_block(Worker& w, char* why, size_t why_len) {
         *--sp = nullptr;                                  /* keeps the ABI's alignment */
         *--sp = reinterpret_cast<void*>(&fiber_main);     /* where the first switch returns */
         for (int r = 0; r < 6; ++r) *--sp = nullptr;      /* rbp rbx r12-r15 */
-        f.sp = sp;
+        f.ctx = sp;
 #else
         getcontext(&f.ctx);
         f.ctx.uc_stack.ss_sp = w.stacks[i];
@@ -234,11 +230,7 @@ bool run_block(Worker& w, char* why, size_t why_len) {
             Fiber& f = w.fibers[i];
             if (f.state != RUNNABLE) continue;
             w.current = &f;
-#if defined(__x86_64__)
-            pto_sim_switch(&w.sched_sp, f.sp);
-#else
-            swapcontext(&w.sched, &f.ctx);
-#endif
+            switch_context(w.sched, f.ctx);
             w.current = nullptr;
             ran = true;
         }
@@ -367,6 +359,7 @@ void run_grid(unsigned grid, unsigned threads, size_t smem, void (*body)(const v
     b.param = param;
     char why[256];
     for (unsigned k = 0; k < grid; ++k) {
+        if (g_sticky.load()) return;     /* a fault elsewhere ends every kernel, as on a GPU */
         b.idx = uint3{k, 0, 0};
         memset(_pto_smem, 0xff, smem);
         if (!pto_sim::run_block(w, why, sizeof why)) {
@@ -507,13 +500,19 @@ const char* cudaGetErrorName(cudaError_t e) {
 }
 const char* cudaGetErrorString(cudaError_t e) { return cudaGetErrorName(e); }
 
-cudaError_t cudaDeviceSynchronize(void) {
+/* Waits for every stream but the one the calling thread serves (a host function may call). */
+static void drain_all() {
     std::vector<cudaStream_t> all;
     {
         std::lock_guard<std::mutex> lk(g_streams_mu);
         all = g_streams;
     }
-    for (cudaStream_t s : all) drain(s);
+    for (cudaStream_t s : all)
+        if (s != t_serving) drain(s);
+}
+
+cudaError_t cudaDeviceSynchronize(void) {
+    drain_all();
     return sticky();
 }
 
@@ -523,6 +522,8 @@ cudaError_t cudaMalloc(void** p, size_t bytes) {
     return *p ? cudaSuccess : fail(cudaErrorMemoryAllocation);
 }
 cudaError_t cudaFree(void* p) {
+    drain_all();                         /* cudaFree synchronises the device: no kernel still
+                                            running may touch the memory */
     free(p);
     return cudaSuccess;
 }
