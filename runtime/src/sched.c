@@ -118,13 +118,15 @@ void sched_finish(PTORuntime* rt, int32_t id, int32_t status, PTOWorker* w) {
     }
     const bool threaded = atomic_load_explicit(&rt->threaded, memory_order_relaxed) != 0;
     int32_t d;
+    /* Release: the orchestrator skips the edge to a producer it reads as COMPLETED (acquire
+     * load in add_edge), so the kernel's writes must be visible to whoever runs the consumer. */
     if (threaded) {
         rt_lock(&t->lock);
-        atomic_store_explicit(&t->state, PTO_TASK_COMPLETED, memory_order_relaxed);
+        atomic_store_explicit(&t->state, PTO_TASK_COMPLETED, memory_order_release);
         d = t->fanout_head;
         rt_unlock(&t->lock);
     } else {             /* inline mode: the orchestrator is not building concurrently */
-        atomic_store_explicit(&t->state, PTO_TASK_COMPLETED, memory_order_relaxed);
+        atomic_store_explicit(&t->state, PTO_TASK_COMPLETED, memory_order_release);
         d = t->fanout_head;
     }
     /* No consumer can be added any more: the list is frozen. */
