@@ -105,12 +105,18 @@ def test_launch_key_follows_the_generator_sources(monkeypatch):
     assert {"cstyle.py", "emitter.py", "pto_runtime.h", "pto_npy.c"} <= names
     # a touched generator file (e.g. an edited emitter) changes the key
     emitter = next(f for f in files if f.name == "emitter.py" and "pto_arm64" in str(f))
-    st = emitter.stat()
+    assert_touching_changes_the_key("arm64", m, emitter)
+
+
+def assert_touching_changes_the_key(target: str, module, path: Path) -> None:
+    """A newer modification time of ``path`` gives another launch key (the time is restored)."""
+    k1 = driver.launch_key(target, module, CompileOptions())
+    st = path.stat()
     try:
-        os.utime(emitter, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000_000))
-        assert driver.launch_key("arm64", m, CompileOptions()) != k1
+        os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000_000))
+        assert driver.launch_key(target, module, CompileOptions()) != k1
     finally:
-        os.utime(emitter, ns=(st.st_atime_ns, st.st_mtime_ns))
+        os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
 
 
 # ------------------------------------------- generator sources of plugins that are objects
@@ -151,16 +157,9 @@ def test_an_ascend_plugin_tracks_its_own_and_the_common_package(monkeypatch):
         assert "plugin.py" in package_files(files, "pto_ascend_a5")
         assert len(files) == len(set(files))
     # an edited common emitter invalidates the launch builds of the Ascend backend
-    m = scale_module(2.0)
-    k1 = driver.launch_key("ascend_a5", m, CompileOptions())
     emitter = next(f for f in driver._source_files("ascend_a5")
                    if f.name == "emitter.py" and f.parent.name == "pto_ascend_common")
-    st = emitter.stat()
-    try:
-        os.utime(emitter, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000_000))
-        assert driver.launch_key("ascend_a5", m, CompileOptions()) != k1
-    finally:
-        os.utime(emitter, ns=(st.st_atime_ns, st.st_mtime_ns))
+    assert_touching_changes_the_key("ascend_a5", scale_module(2.0), emitter)
 
 
 @needs_arm64
