@@ -48,6 +48,10 @@ class BackendPlugin:
                threshold: int) -> Mapping[str, Any] | None:
         return None
 
+    def perf_report(self, module: Any, options: Any, scalars: Mapping[str, Any],
+                    settings: Mapping[str, str]) -> Any:
+        return None
+
     # -- the hooks, dispatched by name ---------------------------------------------------
     @hookimpl
     def pto_backends(self) -> list[BackendInfo]:
@@ -70,3 +74,9 @@ class BackendPlugin:
         if backend != self.name:
             return None
         return self.launch(module, build_dir, tensors, scalars, options, workers, threshold)
+
+    @hookimpl
+    def pto_perf_report(self, backend, module, options, scalars, settings):
+        if backend != self.name:
+            return None
+        return self.perf_report(module, options, scalars, settings)

@@ -129,3 +129,14 @@ def pto_launch(backend: str, module: Any, build_dir: Path, tensors: Mapping[str,
     ``threshold`` (0 = build the whole graph first); return every tensor of the entry function
     after the run (by parameter name). CPU-hosted backends can simply return
     ``pto_core.codegen.host.run_library(build_dir / f"lib{name}.so", ...)``."""
+
+
+@hookspec(firstresult=True)
+def pto_perf_report(backend: str, module: Any, options: Any, scalars: Mapping[str, Any],
+                    settings: Mapping[str, str]) -> Any:
+    """The performance cards of ``module``'s entry run with ``scalars`` on ``backend``: a
+    :class:`pto_core.perf.PerfReport` (a card per kernel, a summary of the run), or ``None``
+    when ``backend`` is not this plugin's. ``module`` is as built (the backend runs the pass
+    pipeline with ``options`` as it does to generate code); ``settings`` holds the backend's
+    choices from the command line, such as ``{"arch": "sm_90a", "device": "h100"}``. Traffic
+    and arithmetic come from :mod:`pto_core.perf.work`, so backends count them alike."""
