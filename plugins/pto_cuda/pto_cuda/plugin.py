@@ -121,6 +121,13 @@ class CudaBackend(BackendPlugin):
                           threshold=int(threshold))
 
 
+    def perf_report(self, module: Any, options: Any, scalars: Mapping[str, Any],
+                    settings: Mapping[str, str]) -> Any:
+        # cuda_sim generates the same kernels: its card is the GPU's
+        from .perf.report import perf_report
+        return perf_report(module, options, scalars, settings)
+
+
 class CudaSimBackend(CudaBackend):
     """The CUDA backend's kernels and executor on the CPU simulator (no GPU, no nvcc)."""
 
