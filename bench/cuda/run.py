@@ -40,7 +40,11 @@ F32, BF16 = ElementType.F32, ElementType.BF16
 GM = MemorySpace.GLOBAL
 
 
-def softmax_module(rows: int, cols: int, tile_rows: int = 8) -> PTOModule:
+#: the softmax's row length and rows per tile (one task per tile)
+COLS, TILE_ROWS = 1024, 8
+
+
+def softmax_module(rows: int, cols: int = COLS, tile_rows: int = TILE_ROWS) -> PTOModule:
     return fused_softmax_module(cols, tile_rows, "bench_softmax", "softmax")
 
 
