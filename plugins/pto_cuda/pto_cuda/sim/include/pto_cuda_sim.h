@@ -161,6 +161,10 @@ cudaError_t cudaGraphDestroy(cudaGraph_t graph);
 cudaError_t pto_sim_launch(cudaStream_t s, unsigned grid, unsigned threads, size_t smem_bytes,
                            void (*block)(const void* param), const void* param,
                            size_t param_bytes);
+/* Bytes of device memory read and written by kernels built to count them (see the
+ * global-memory counters in pto_cuda_sim.cpp), and their reset. */
+void pto_sim_global_bytes(int64_t* read, int64_t* written);
+void pto_sim_reset_global_bytes(void);
 }
 
 /* C++ overloads with CUDA's default arguments */

@@ -15,6 +15,7 @@
 #include <cstdlib>
 #include <deque>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <thread>
@@ -466,6 +467,54 @@ struct pto_sim_event {
     std::chrono::steady_clock::time_point t{};
 };
 
+/* ------------------------------------------------------------------ global-memory counters
+ * Kernel objects compiled with PTO_SIM_COUNT_FLAGS (scons_tool.SIM_COUNT_FLAGS: GCC's
+ * kernel-address instrumentation with every check outlined) call __asan_{load,store}N_noabort
+ * before each memory access. These hooks count the bytes that fall in device memory (buffers
+ * from cudaMalloc): the global-memory traffic of the kernels. Shared memory, stacks and host
+ * data are not counted; kernels built without the flags call nothing. */
+namespace {
+std::mutex g_alloc_mu;
+std::map<uintptr_t, size_t> g_allocs;          /* device buffers: start -> bytes */
+std::atomic<int64_t> g_read_bytes{0}, g_written_bytes{0};
+
+void count_access(const void* p, size_t n, bool write) {
+    const uintptr_t a = reinterpret_cast<uintptr_t>(p);
+    std::lock_guard<std::mutex> lk(g_alloc_mu);
+    auto it = g_allocs.upper_bound(a);
+    if (it == g_allocs.begin()) return;
+    --it;
+    if (a - it->first >= it->second) return;
+    (write ? g_written_bytes : g_read_bytes) += (int64_t)n;
+}
+}  // namespace
+
+extern "C" {
+#define PTO_SIM_ACCESS_HOOKS(N)                                                              \
+    void __asan_load##N##_noabort(void* p) { count_access(p, N, false); }                    \
+    void __asan_store##N##_noabort(void* p) { count_access(p, N, true); }
+PTO_SIM_ACCESS_HOOKS(1)
+PTO_SIM_ACCESS_HOOKS(2)
+PTO_SIM_ACCESS_HOOKS(4)
+PTO_SIM_ACCESS_HOOKS(8)
+PTO_SIM_ACCESS_HOOKS(16)
+void __asan_loadN_noabort(void* p, size_t n) { count_access(p, n, false); }
+void __asan_storeN_noabort(void* p, size_t n) { count_access(p, n, true); }
+void __asan_handle_no_return(void) {}
+void __asan_before_dynamic_init(const char*) {}
+void __asan_after_dynamic_init(void) {}
+
+/* Bytes of device memory the counting kernels read and wrote since the last reset. */
+void pto_sim_global_bytes(int64_t* read, int64_t* written) {
+    if (read) *read = g_read_bytes.load();
+    if (written) *written = g_written_bytes.load();
+}
+void pto_sim_reset_global_bytes(void) {
+    g_read_bytes = 0;
+    g_written_bytes = 0;
+}
+}  /* extern "C" */
+
 extern "C" {
 
 cudaError_t cudaGetDeviceCount(int* count) {
@@ -519,11 +568,18 @@ cudaError_t cudaDeviceSynchronize(void) {
 cudaError_t cudaMalloc(void** p, size_t bytes) {
     if (!p) return fail(cudaErrorInvalidValue);
     *p = aligned_alloc(256, (bytes + 255) / 256 * 256 + 256);
-    return *p ? cudaSuccess : fail(cudaErrorMemoryAllocation);
+    if (!*p) return fail(cudaErrorMemoryAllocation);
+    std::lock_guard<std::mutex> lk(g_alloc_mu);
+    g_allocs[reinterpret_cast<uintptr_t>(*p)] = bytes;
+    return cudaSuccess;
 }
 cudaError_t cudaFree(void* p) {
     drain_all();                         /* cudaFree synchronises the device: no kernel still
                                             running may touch the memory */
+    {
+        std::lock_guard<std::mutex> lk(g_alloc_mu);
+        g_allocs.erase(reinterpret_cast<uintptr_t>(p));
+    }
     free(p);
     return cudaSuccess;
 }
