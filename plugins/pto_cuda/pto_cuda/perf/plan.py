@@ -13,15 +13,15 @@ one block per task, up to the kernel's parameter capacity (``PTO_CUDA_CAPACITY``
     saw grids of 26 and 174 blocks on an H100, and the whole-run times there fit ~50).
 ``fill``
     launches are held until the orchestration has finished or a whole wave is ready: every
-    level of a kernel goes out in launches as large as the capacity allows.
+    level of a kernel goes out in as few launches as the capacity allows, of even sizes.
 
 :data:`POLICY` names the one the executor implements; the card follows it, ``--set`` style
 overrides are for comparing the two (``settings={"policy": "fill"}``).
 
 >>> [l.blocks for l in plan_launches(["k"] * 100, [0] * 100, {"k": 999}, "greedy")]
 [48, 48, 4]
->>> [l.blocks for l in plan_launches(["k"] * 100, [0] * 100, {"k": 999}, "fill")]
-[100]
+>>> [l.blocks for l in plan_launches(["k"] * 2100, [0] * 2100, {"k": 999}, "fill")]
+[700, 700, 700]
 """
 
 from __future__ import annotations
@@ -68,7 +68,11 @@ def plan_launches(kernels: Sequence[str], levels: Sequence[int], caps: Mapping[s
     out: list[Launch] = []
     for (lvl, k) in sorted(groups, key=lambda g: g[0]):
         n = groups[(lvl, k)]
-        step = caps[k] if policy == "fill" else min(caps[k], GREEDY_BATCH)
-        for done in range(0, n, step):
-            out.append(Launch(k, min(step, n - done), lvl))
+        if policy == "fill":        # as few launches as the capacity allows, even sizes
+            parts = -(-n // caps[k])
+            sizes = [n // parts + (1 if i < n % parts else 0) for i in range(parts)]
+        else:
+            step = min(caps[k], GREEDY_BATCH)
+            sizes = [min(step, n - done) for done in range(0, n, step)]
+        out += [Launch(k, b, lvl) for b in sizes]
     return out

@@ -20,11 +20,11 @@ import math
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 from pto_core.codegen.driver import optimise
 from pto_core.errors import PTOBackendError
-from pto_core.ir import Category, Function, Module
+from pto_core.ir import Category, Function, Module, TileType
 from pto_core.options import CompileOptions
 from pto_core.perf import (Executed, KernelCard, PerfReport, RunCard, Work, executed,
                            minimum_traffic, task_levels, works_by_task)
@@ -57,15 +57,29 @@ class KernelFacts:
     nargs: int
 
 
-def shared_traffic(fn: Function, s: Any, renderer: CudaRenderer) -> int:
-    """Shared-memory bytes one execution of tile instruction ``s`` reads and writes with
-    today's placement: every tile in shared memory, each op reading its operands and writing
-    its result there; a tensor-core matmul reads a 16 x K strip of ``a`` and a K x 16 strip of
-    ``b`` per 16 x 16 output fragment and loads (ACC) and stores its accumulator; a SIMT matmul
-    reads K elements of each operand per output element."""
+def all_shared(fn: Function, tile: str) -> bool:
+    """Today's tile placement: every tile of a CUDA kernel lives in shared memory."""
+    return True
+
+
+#: where the emitter places tiles (fn, tile name -> in shared memory?): the model's view of
+#: the kernels, to be changed together with the emitter's placement
+PLACEMENT: Callable[[Function, str], bool] = all_shared
+
+
+def shared_traffic(fn: Function, s: Any, renderer: CudaRenderer,
+                   placement: Callable[[Function, str], bool] | None = None) -> int:
+    """Shared-memory bytes one execution of tile instruction ``s`` reads and writes: each op
+    reads its operands and writes its result where they live in shared memory
+    (``placement``, default :data:`PLACEMENT`); a tensor-core matmul reads a 16 x K strip of
+    ``a`` and a K x 16 strip of ``b`` per 16 x 16 output fragment and loads (ACC) and stores
+    its accumulator; a SIMT matmul reads K elements of each operand per output element."""
+    shared = placement or PLACEMENT
     ops = s.named_operands()
     cat = s.opdef.category
-    size = lambda name: fn.type_of(name).nbytes      # noqa: E731
+
+    def size(name: str) -> int:
+        return fn.type_of(name).nbytes if shared(fn, name) else 0
     if cat is Category.LOAD:
         return size(ops["dst"])
     if cat is Category.STORE:
@@ -73,14 +87,15 @@ def shared_traffic(fn: Function, s: Any, renderer: CudaRenderer) -> int:
     if cat is Category.MATMUL:
         td, ta, tb = fn.type_of(ops["dst"]), fn.type_of(ops["a"]), fn.type_of(ops["b"])
         k = ta.cols
-        acc = td.nbytes * (2 if "acc" in ops else 1)
+        acc = size(ops["dst"]) + (size(ops["acc"]) if "acc" in ops else 0)
+        a_el = ta.dtype.itemsize * shared(fn, ops["a"])
+        b_el = tb.dtype.itemsize * shared(fn, ops["b"])
         if renderer.uses_tensor_cores(fn, s):
             frags = (td.rows // 16) * (td.cols // 16)
-            return frags * 16 * k * (ta.dtype.itemsize + tb.dtype.itemsize) + acc
-        return td.rows * td.cols * k * (ta.dtype.itemsize + tb.dtype.itemsize) + acc
-    reads = sum(size(v) for o, v in ops.items() if o != "dst" and isinstance(v, str)
-                and hasattr(fn.type_of(v), "nbytes"))
-    return reads + size(ops["dst"])
+            return frags * 16 * k * (a_el + b_el) + acc
+        return td.rows * td.cols * k * (a_el + b_el) + acc
+    tiles = [v for o, v in ops.items() if isinstance(v, str) and isinstance(fn.type_of(v), TileType)]
+    return sum(size(v) for v in tiles)
 
 
 def hardware_units(flops: Mapping[str, int], counts: Mapping[str, int],
@@ -109,9 +124,9 @@ def hardware_units(flops: Mapping[str, int], counts: Mapping[str, int],
     return dict(out)
 
 
-def _kernel_facts(fn: Function, module: Module, res: KernelResources, device: Device,
+def _kernel_facts(fn: Function, res: KernelResources, device: Device,
                   per_task: list[tuple[Work, list[Executed], int]], renderer: CudaRenderer,
-                  nargs: int) -> KernelFacts:
+                  placement: Callable[[Function, str], bool] | None) -> KernelFacts:
     occ = occupancy(device, threads=res.threads, registers=res.registers,
                     smem_bytes=res.smem_bytes)
     counts = sass_counts(res.sass)
@@ -121,7 +136,8 @@ def _kernel_facts(fn: Function, module: Module, res: KernelResources, device: De
     work, smem, trips = Work(), 0, 0
     for w, exe, n in per_task:
         work = work + w.scaled(n)
-        smem += n * sum(shared_traffic(e.function, e.instr, renderer) * e.count for e in exe)
+        smem += n * sum(shared_traffic(e.function, e.instr, renderer, placement) * e.count
+                        for e in exe)
         if asynchronous:
             trips += n * 2          # the pipeline's fill and drain; the rest overlaps
         else:
@@ -136,7 +152,7 @@ def _kernel_facts(fn: Function, module: Module, res: KernelResources, device: De
         threads=res.threads, resident=occ.blocks, bytes_per_task=work.bytes_moved // t,
         read_per_task=work.bytes_read // t,        smem_per_task=smem // t, flops_per_task={u: n // t for u, n in units.items()},
         round_trips=-(-trips // t), inflight_per_block=inflight)
-    return KernelFacts(fn.name, res, occ, profile, tasks, work, units, nargs)
+    return KernelFacts(fn.name, res, occ, profile, tasks, work, units, res.args)
 
 
 def _notes(f: KernelFacts, device: Device, smallest: int, waves: float,
@@ -161,9 +177,14 @@ def _notes(f: KernelFacts, device: Device, smallest: int, waves: float,
 
 
 def kernel_facts(module: Module, scalars: Mapping[str, Any], arch: str, device: Device,
-                 threads: int | None = None) -> tuple[list, dict[str, KernelFacts]]:
+                 threads: int | None = None,
+                 resources: Mapping[str, KernelResources] | None = None,
+                 placement: Callable[[Function, str], bool] | None = None
+                 ) -> tuple[list, dict[str, KernelFacts]]:
     """The tasks of ``module``'s entry run (an optimised module) and the facts of each kernel
-    they call, compiled for ``arch`` (``threads`` forces the block size)."""
+    they call, compiled for ``arch`` (``threads`` forces the block size). ``resources`` gives
+    a kernel's resources instead of compiling it (figures a profiler reported, say);
+    ``placement`` says which tiles live in shared memory (default :data:`PLACEMENT`)."""
     calls = list(trace_calls(module, scalars, module.entry))
     by_kernel: dict[str, dict[tuple, list]] = {}
     for tc, w in works_by_task(module, calls):
@@ -171,16 +192,17 @@ def kernel_facts(module: Module, scalars: Mapping[str, Any], arch: str, device: 
         slot[1] += 1
     names = list(by_kernel)
     renderer = CudaRenderer(arch, threads)
-    sources = {n: renderer.render_kernel(module.functions[n], module) for n in names}
+    given = dict(resources or {})
+    todo = [n for n in names if n not in given]
+    sources = {n: renderer.render_kernel(module.functions[n], module) for n in todo}
     with ThreadPoolExecutor(max_workers=2) as pool:
-        resources = dict(zip(names, pool.map(lambda n: kernel_resources(sources[n], arch),
-                                             names)))
+        given.update(zip(todo, pool.map(lambda n: kernel_resources(sources[n], arch), todo)))
     facts: dict[str, KernelFacts] = {}
     for n in names:
         per_task = [(w, executed(module, n, dict(sc)), count)
                     for sc, (w, count) in by_kernel[n].items()]
-        facts[n] = _kernel_facts(module.functions[n], module, resources[n], device, per_task,
-                                 renderer, resources[n].args)
+        facts[n] = _kernel_facts(module.functions[n], given[n], device, per_task, renderer,
+                                 placement)
     return calls, facts
 
 
