@@ -36,7 +36,7 @@ class Device:
     max_threads_per_block: int = 1024
     regs_per_sm: int = 65536
     reg_alloc_unit: int = 256        # registers are given to a warp in units of this many
-    warp_alloc_granularity: int = 4  # warps per block are rounded up to this for registers
+    warp_alloc_granularity: int = 4  # sub-partitions sharing the register file
     max_regs_per_thread: int = 255
     smem_per_sm: int = 0             # the largest shared-memory carve-out, bytes
     smem_per_block: int = 0          # the most one block may have (opt-in), bytes

@@ -4,14 +4,14 @@ Four limits, as in the CUDA occupancy calculator (and Nsight Compute's "Block Li
 
 * **threads**: ``max_warps_per_sm // warps_per_block``;
 * **registers**: a warp's registers are ``regs x 32`` rounded up to the allocation unit (256);
-  warps per block are rounded up to the warp allocation granularity (4); the SM's register file
-  holds ``regs_per_sm // that`` warps' worth, in whole blocks;
+  each of the SM's four sub-partitions holds ``regs_per_sm / 4 // that`` warps, and the SM
+  holds four times that, in whole blocks;
 * **shared memory**: per block ``static + dynamic + 1 KiB reserved``, rounded up to 128 B,
   against the largest carve-out of the SM;
 * **blocks**: the SM's block cap (32).
 
-The smallest wins; a tie names the first in the order registers, shared memory, threads,
-blocks (Nsight's order).
+The smallest wins. On a tie the block size's own limits (threads, then the block cap) are
+named first: lowering registers or shared memory would not raise occupancy then.
 
 >>> from pto_cuda.perf.devices import H100
 >>> o = occupancy(H100, threads=256, registers=28, smem_bytes=33024)
@@ -56,12 +56,13 @@ def occupancy(device: Device, *, threads: int, registers: int, smem_bytes: int) 
     warps = -(-threads // 32)
     limits = {}
     regs_per_warp = _round_up(max(registers, 1) * 32, device.reg_alloc_unit)
-    warps_by_regs = device.regs_per_sm // regs_per_warp
-    limits["registers"] = warps_by_regs // _round_up(warps, device.warp_alloc_granularity)
-    smem = _round_up(smem_bytes + device.smem_reserved_per_block, device.smem_alloc_unit)
-    limits["shared memory"] = device.smem_per_sm // smem
+    parts = device.warp_alloc_granularity        # the SM's four sub-partitions
+    warps_by_regs = parts * (device.regs_per_sm // parts // regs_per_warp)
     limits["threads"] = device.max_warps_per_sm // warps
     limits["blocks"] = device.max_blocks_per_sm
+    limits["registers"] = warps_by_regs // warps
+    smem = _round_up(smem_bytes + device.smem_reserved_per_block, device.smem_alloc_unit)
+    limits["shared memory"] = device.smem_per_sm // smem
     limiter = min(limits, key=lambda k: limits[k])
     blocks = limits[limiter]
     return Occupancy(blocks, blocks * warps, blocks * warps / device.max_warps_per_sm, limiter,
