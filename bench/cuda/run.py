@@ -11,6 +11,10 @@
 3. The LLaMA layer of examples/llama7b_layer.py (small configuration) against the same layer in
    eager PyTorch. Goal >= 1x.
 
+Beside every measurement the script prints the performance model's prediction for the same
+program (``pto perf``: launches replayed back to back, the device from the table for the
+architecture), so every GPU run checks the model again.
+
 Times: "graph" is the CUDA Graph replay of the recorded launches (static task graph); "run" is a
 whole run (orchestration builds the task graph, the executor launches batches on streams).
 Without a GPU it prints "no CUDA device" and exits 0; without torch the torch rows say
@@ -78,6 +82,20 @@ def build(module: PTOModule, arch: str) -> Path:
     return bdir / f"lib{c_module_name(module)}.so"
 
 
+def model_line(module: PTOModule, scalars: dict, arch: str) -> str:
+    """The performance model's figures for the run just measured (docs/performance-model.md)."""
+    from pto_core.errors import PTOError
+    try:
+        from pto_cuda.perf.report import perf_report
+        rep = perf_report(module, CompileOptions(), scalars, {"arch": arch.split(",")[0]})
+    except PTOError as e:
+        return f"  model: not available ({e})"
+    r = rep.run
+    bounds = ", ".join(f"{k.name} {k.bound}-bound" for k in rep.kernels)
+    return (f"  model ({rep.device}, {r.launches} launches): {r.predicted_us / 1e3:8.3f} ms "
+            f"predicted = {r.fraction_of_roofline:.2f} of the {r.roofline} ({bounds})")
+
+
 def torch_or_none():
     if TARGET != "cuda":
         return None
@@ -120,6 +138,7 @@ def bench_softmax(arch: str, rows: int, cols: int, repeat: int) -> None:
         print(f"softmax f32 {rows}x{cols} [{label}]: {t * 1e3:8.3f} ms  {gbs:7.1f} GB/s  "
               f"d2d copy {copy_gbs:7.1f} GB/s  ratio {gbs / copy_gbs:5.2f} (goal >= 0.80)")
     print(f"  {tasks} tasks in {launches} launches so far (batched ready tasks)")
+    print(model_line(module, {"num_tiles": rows // 8}, arch))
 
 
 def bench_gemm(arch: str, n: int, repeat: int) -> None:
@@ -142,12 +161,14 @@ def bench_gemm(arch: str, n: int, repeat: int) -> None:
     torch = torch_or_none()
     if torch is None:
         print(line + "  torch.matmul: torch not installed (or no CUDA torch)")
+        print(model_line(module, {}, arch))
         return
     ta = torch.randn(n, n, device="cuda", dtype=torch.bfloat16)
     tb = torch.randn(n, n, device="cuda", dtype=torch.bfloat16)
     tt = cuda_time(torch, lambda: torch.matmul(ta, tb), repeat)
     print(line + f"  torch.matmul {flops / tt / 1e12:7.1f} TFLOP/s  ratio {tt / t:5.2f} "
           "(goal >= 0.60)")
+    print(model_line(module, {}, arch))
 
 
 def bench_llama(arch: str, num_tiles: int, repeat: int) -> None:
@@ -172,6 +193,7 @@ def bench_llama(arch: str, num_tiles: int, repeat: int) -> None:
     torch = torch_or_none()
     if torch is None:
         print(line + "  eager PyTorch: torch not installed (or no CUDA torch)")
+        print(model_line(module, scalars, arch))
         return
     T = {k: torch.tensor(np.asarray(tensors[k]), device="cuda") for k in L.INPUTS}
 
@@ -196,6 +218,7 @@ def bench_llama(arch: str, num_tiles: int, repeat: int) -> None:
     tt = cuda_time(torch, layer, repeat)
     print(line + f"  eager PyTorch {tt * 1e3:8.3f} ms  speed-up [run] {tt / t_run:5.2f}x "
           f"[graph] {tt / t_graph:5.2f}x (goal >= 1x)")
+    print(model_line(module, scalars, arch))
 
 
 def main(argv: list[str] | None = None) -> int:

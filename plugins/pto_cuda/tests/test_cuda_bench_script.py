@@ -23,3 +23,5 @@ def test_the_gpu_benchmark_script_runs_end_to_end_on_the_simulator(tmp_path):
     assert "gemm bf16 256^3 TMATMUL_ACC [graph]" in out
     assert "llama layer (small, 4 tiles) [run]" in out
     assert "tasks in" in out
+    # the performance model's prediction beside each of the three benchmarks
+    assert out.count("  model (h100, ") == 3, out
