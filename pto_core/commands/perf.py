@@ -24,7 +24,8 @@ from .. import plugins
 from ..errors import PTOError
 from ..perf import PerfReport, format_report, report_json
 from ..program import load_program
-from .common import add_compile_arguments, options_from_args, parse_assignments
+from .common import (add_compile_arguments, add_run_arguments, options_from_args,
+                     parse_assignments)
 from .run import resolve_scalars
 
 
@@ -36,9 +37,7 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     p.add_argument("--arch", default=None, help="the architecture to compile for (e.g. sm_90a)")
     p.add_argument("--device", default=None,
                    help="the device whose figures the estimate uses (e.g. h100, a100)")
-    p.add_argument("--entry", default=None, help="function to run (default: the module's entry)")
-    p.add_argument("--set", dest="sets", action="append", default=[], metavar="NAME=VALUE",
-                   help="a scalar parameter (repeatable)")
+    add_run_arguments(p)
     p.add_argument("--json", nargs="?", const="-", default=None, metavar="FILE",
                    help="write the cards as JSON (to stdout, or to FILE)")
     add_compile_arguments(p)

@@ -53,7 +53,8 @@ from ..reference import numpy_dtype, run_module, trace_calls
 from ..shapes import derive_shapes
 from ..trace import (chrome_trace_graph, format_stats, load_chrome_trace, load_runtime_stats,
                      validate_trace)
-from .common import add_compile_arguments, options_from_args, parse_assignments
+from .common import (add_compile_arguments, add_run_arguments, options_from_args,
+                     parse_assignments)
 
 REFERENCE = "reference"
 
@@ -73,9 +74,7 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     p.add_argument("file", type=Path, help="a .pto file or a Python file defining build_module()")
     p.add_argument("--target", default=REFERENCE,
                    help="'reference' (numpy interpreter, default) or an installed backend")
-    p.add_argument("--entry", default=None, help="function to run (default: the module's entry)")
-    p.add_argument("--set", dest="sets", action="append", default=[], metavar="NAME=VALUE",
-                   help="a scalar parameter (repeatable)")
+    add_run_arguments(p)
     p.add_argument("--shape", dest="shapes", action="append", default=[], metavar="NAME=RxC",
                    help="the shape of a tensor the program cannot derive (repeatable)")
     p.add_argument("--seed", type=int, default=0, help="seed of the random inputs (default 0)")

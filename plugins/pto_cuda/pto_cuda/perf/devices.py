@@ -67,21 +67,24 @@ class Device:
         return tuple(f"{k}: {v}" for k, v in self.sources.items())
 
 
-def _sfu_tflops(sms: int, clock_ghz: float) -> float:
-    """16 special-function results per clock per SM (sm_80 and sm_90)."""
-    return sms * 16 * clock_ghz / 1e3
+def _peaks(sms: int, clock_ghz: float, *, tensor16: float, mma_sync16: float, fp32: float,
+           fp64: float) -> dict[str, float]:
+    """TFLOP/s by unit from the datasheet's dense tensor and SIMT figures; tf32 runs at half
+    and int8 at twice the 16-bit tensor rate; INT32 lanes do 64 and the SFU 16 results per
+    clock per SM (sm_80 and sm_90)."""
+    lanes = sms * clock_ghz / 1e3
+    return {"tensor.bf16": tensor16, "tensor.f16": tensor16, "tensor.tf32": tensor16 / 2,
+            "tensor.i8": tensor16 * 2, "mma_sync.bf16": mma_sync16, "mma_sync.f16": mma_sync16,
+            "mma_sync.i8": mma_sync16 * 2, "fp32": fp32, "fp64": fp64, "int": 64 * lanes,
+            "sfu": 16 * lanes}
 
 
 H100 = Device(
     name="h100", title="NVIDIA H100 SXM5 80GB HBM3", arch="sm_90", sms=132, clock_ghz=1.98,
     smem_per_sm=228 * 1024, smem_per_block=227 * 1024,
     dram_gbs=3350.0, copy_gbs=2988.0,
-    peaks_tflops={
-        "tensor.bf16": 989.4, "tensor.f16": 989.4, "tensor.tf32": 494.7, "tensor.i8": 1978.9,
-        # mma.sync (HMMA) on Hopper issues at about two thirds of warpgroup MMA (HGMMA)
-        "mma_sync.bf16": 660.0, "mma_sync.f16": 660.0, "mma_sync.i8": 1320.0,
-        "fp32": 66.9, "fp64": 33.5, "int": 33.5, "sfu": _sfu_tflops(132, 1.98),
-    },
+    # mma.sync (HMMA) on Hopper issues at about two thirds of warpgroup MMA (HGMMA)
+    peaks_tflops=_peaks(132, 1.98, tensor16=989.4, mma_sync16=660.0, fp32=66.9, fp64=33.5),
     mem_latency_us=0.9, launch_us=2.0,
     sources={
         "copy_gbs": "2,988 GB/s measured (device-to-device cudaMemcpy, H100 80GB HBM3, "
@@ -98,11 +101,7 @@ A100 = Device(
     name="a100", title="NVIDIA A100 SXM4 80GB", arch="sm_80", sms=108, clock_ghz=1.41,
     smem_per_sm=164 * 1024, smem_per_block=163 * 1024,
     dram_gbs=2039.0, copy_gbs=0.9 * 2039.0,
-    peaks_tflops={
-        "tensor.bf16": 312.0, "tensor.f16": 312.0, "tensor.tf32": 156.0, "tensor.i8": 624.0,
-        "mma_sync.bf16": 312.0, "mma_sync.f16": 312.0, "mma_sync.i8": 624.0,
-        "fp32": 19.5, "fp64": 9.7, "int": 9.7, "sfu": _sfu_tflops(108, 1.41),
-    },
+    peaks_tflops=_peaks(108, 1.41, tensor16=312.0, mma_sync16=312.0, fp32=19.5, fp64=9.7),
     mem_latency_us=0.8, launch_us=2.0,
     sources={
         "copy_gbs": "0.9 x the 2,039 GB/s datasheet bandwidth, an estimate (not measured)",
