@@ -23,7 +23,7 @@ from pto_cuda.perf.devices import A100, DEVICES, H100, device_for
 from pto_cuda.perf.model import estimate_launch
 from pto_cuda.perf.occupancy import occupancy
 from pto_cuda.perf.plan import GREEDY_BATCH, plan_launches
-from pto_cuda.perf.report import all_shared, kernel_facts, perf_report
+from pto_cuda.perf.report import all_shared, hardware_units, kernel_facts, perf_report
 from pto_cuda.perf.resources import (KernelResources, find_cuobjdump, global_load_shape,
                                      kernel_resources, parse_ptxas, sass_counts)
 
@@ -104,6 +104,20 @@ def test_a_kernel_that_does_not_compile_is_reported_with_nvcc_output():
         kernel_resources("int x;", "sm_80")
     with pytest.raises(ValueError, match="not of the form"):
         kernel_resources(src, "volta")
+
+
+@pytest.mark.parametrize("counts,fallback,unit", [
+    ({"HGMMA": 4, "HMMA": 0}, False, "tensor.bf16"),
+    ({"HMMA": 16}, False, "mma_sync.bf16"),
+    ({}, True, "mma_sync.bf16"),            # no SASS: the emitter's own choice
+    ({"FFMA": 8}, True, "fp32"),            # SASS without tensor instructions wins
+])
+def test_matmul_work_goes_to_the_unit_the_sass_uses(counts, fallback, unit):
+    flops = {"mma.bf16": 1000, "mma.f32": 10, "sfu": 5}
+    assert hardware_units(flops, counts, fallback) == \
+        {unit: 1000 + (10 if unit == "fp32" else 0), **({} if unit == "fp32" else {"fp32": 10}),
+         "sfu": 5}
+    assert hardware_units({"mma.i8": 7}, {"IMMA": 1}, False) == {"mma_sync.i8": 7}
 
 
 # --------------------------------------------------------------------------------------------

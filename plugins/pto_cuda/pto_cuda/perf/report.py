@@ -150,8 +150,9 @@ def _kernel_facts(fn: Function, res: KernelResources, device: Device,
     t = max(tasks, 1)
     profile = KernelProfile(
         threads=res.threads, resident=occ.blocks, bytes_per_task=work.bytes_moved // t,
-        read_per_task=work.bytes_read // t,        smem_per_task=smem // t, flops_per_task={u: n // t for u, n in units.items()},
-        round_trips=-(-trips // t), inflight_per_block=inflight)
+        read_per_task=work.bytes_read // t, smem_per_task=smem // t,
+        flops_per_task={u: n // t for u, n in units.items()}, round_trips=-(-trips // t),
+        inflight_per_block=inflight)
     return KernelFacts(fn.name, res, occ, profile, tasks, work, units, res.args)
 
 
@@ -167,9 +168,8 @@ def _notes(f: KernelFacts, device: Device, smallest: int, waves: float,
     if f.resources.spill_bytes:
         out.append(f"register spills: {f.resources.spill_stores} B stored, "
                    f"{f.resources.spill_loads} B loaded per thread")
-    if any(u == "fp32" for u in f.units) and any(c in ("mma.f16", "mma.bf16")
-                                                  for c in f.work.flops) and not any(
-            u.startswith(("tensor.", "mma_sync.")) for u in f.units):
+    half = any(c in ("mma.f16", "mma.bf16") for c in f.work.flops)
+    if half and not any(u.startswith(("tensor.", "mma_sync.")) for u in f.units):
         out.append("a f16/bf16 matmul runs on the FP32 lanes, not on tensor cores")
     if f.resources.sass_note:
         out.append(f"no instruction mix: {f.resources.sass_note}")
