@@ -121,6 +121,12 @@ def test_a_kernel_fault_ends_the_run_with_an_error_instead_of_a_hang(softmax):
                        text=True, timeout=120)
     assert r.returncode == 0, r.stdout + r.stderr
     assert "PTOError" in r.stdout and "injected fault" in r.stderr
+    # the failed kernel is named: task, function, the executor's code (1000 + the CUDA error)
+    from pto_core.orchestration import kernel_order
+    import re
+    kernels = "|".join(kernel_order(softmax[1]))
+    assert re.search(rf"a task failed \(-7\): task \d+ '({kernels})' failed with code 1\d\d\d on "
+                     rf"worker [01]", r.stdout), r.stdout
 
 
 HANG_SCRIPT = """
