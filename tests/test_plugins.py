@@ -166,6 +166,13 @@ def fake_distribution(monkeypatch, tmp_path, dist: str, version: str, entry: str
     return mod
 
 
+def backend_module(backends: str, hooks: str = "") -> str:
+    """Source of a plugin module whose pto_backends() returns the expression ``backends``,
+    followed by ``hooks``."""
+    return (f"from pto_core import hookimpl\nfrom pto_core.hookspecs import BackendInfo\n\n"
+            f"@hookimpl\ndef pto_backends():\n    return {backends}\n{hooks}")
+
+
 BOGUS_KERNEL = '''
 from pto_core import hookimpl
 from pto_core.hookspecs import KernelSource
@@ -207,18 +214,9 @@ def test_sys_exit_while_loading_does_not_end_pto(monkeypatch, tmp_path, capsys):
 
 def test_a_plugin_with_one_bad_hook_is_unregistered_whole(monkeypatch, tmp_path):
     """pluggy adds the hooks it has checked before it meets a bad one: those must go too."""
-    fake_distribution(monkeypatch, tmp_path, "pto-partial", "0.1", "partial", '''
-from pto_core import hookimpl
-from pto_core.hookspecs import BackendInfo
-
-@hookimpl
-def pto_backends():
-    return [BackendInfo(name="partial")]
-
-@hookimpl
-def pto_launch(backend, not_a_parameter):
-    return None
-''')
+    fake_distribution(monkeypatch, tmp_path, "pto-partial", "0.1", "partial", backend_module(
+        '[BackendInfo(name="partial")]',
+        "\n@hookimpl\ndef pto_launch(backend, not_a_parameter):\n    return None\n"))
     rec = {r.name: r for r in plugins.plugin_records()}["partial"]
     assert "not_a_parameter" in rec.error
     pm = plugins.get_plugin_manager()
@@ -235,28 +233,18 @@ def pto_launch(backend, not_a_parameter):
      "pto_backends() describes backend 'twice' twice"),
 ])
 def test_backend_descriptions_are_checked(monkeypatch, tmp_path, infos: str, error: str):
-    fake_distribution(monkeypatch, tmp_path, "pto-odd", "0.1", "odd", BOGUS_KERNEL + f'''
-from pto_core.hookspecs import BackendInfo
-
-@hookimpl
-def pto_backends():
-    return {infos}
-''')
+    fake_distribution(monkeypatch, tmp_path, "pto-odd", "0.1", "odd",
+                      backend_module(infos, BOGUS_KERNEL))
     rec = {r.name: r for r in plugins.plugin_records()}["odd"]
     assert rec.error == f"PTOBackendError: {error}"
     assert plugins.get_plugin_manager().get_plugin("odd") is None
 
 
 def test_a_hook_that_raises_names_the_plugin_and_its_distribution(monkeypatch, tmp_path):
-    fake_distribution(monkeypatch, tmp_path, "pto-flaky", "2.1", "flaky", '''
+    fake_distribution(monkeypatch, tmp_path, "pto-flaky", "2.1", "flaky", backend_module(
+        '[BackendInfo(name="flaky")]', '''
 import sys
-from pto_core import hookimpl
 from pto_core.errors import PTOError
-from pto_core.hookspecs import BackendInfo
-
-@hookimpl
-def pto_backends():
-    return [BackendInfo(name="flaky")]
 
 @hookimpl
 def pto_generate_kernel(backend, function, module, options):
@@ -272,7 +260,7 @@ def pto_runtime_binding(backend, module, kernels, options):
 def pto_configure_scons(backend, env, options):
     if backend == "flaky":
         raise PTOError("tile too large for flaky's buffer")
-''')
+'''))
     h = plugins.hook()
     with pytest.raises(PTOBackendError) as ei:
         h.pto_generate_kernel(backend="flaky", function=None, module=None, options=None)
@@ -288,13 +276,8 @@ def pto_configure_scons(backend, env, options):
     assert h.pto_generate_kernel(backend="nobody", function=None, module=None, options=None) is None
 
 
-ARM64_AGAIN = BOGUS_KERNEL + '''
-from pto_core.hookspecs import BackendInfo
-
-@hookimpl
-def pto_backends():
-    return [BackendInfo(name="arm64", description="an impostor"), BackendInfo(name="extra")]
-'''
+ARM64_AGAIN = backend_module('[BackendInfo(name="arm64", description="an impostor"), '
+                             'BackendInfo(name="extra")]', BOGUS_KERNEL)
 
 
 def test_two_plugins_with_one_backend_name_are_both_named_and_neither_wins(monkeypatch, tmp_path,

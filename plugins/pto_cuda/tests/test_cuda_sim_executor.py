@@ -84,7 +84,8 @@ def test_device_to_device_bandwidth_is_measured(softmax):
         assert d.lib.pto_cuda_device_count() == 1
 
 
-FAULT_SCRIPT = """
+#: a process that runs softmax (library argv[1], program argv[2]) on DeviceRun ``d``, then BODY
+DEVICE_SCRIPT = """
 import sys
 import numpy as np
 from pathlib import Path
@@ -96,14 +97,17 @@ x = np.ones((8 * {n}, 128), np.float32)
 z = np.zeros_like(x)
 t = dict(input=x, output=z, temp_max=z[:, :1], temp_shifted=z, temp_exp=z, temp_sum=z[:, :1])
 with DeviceRun(Path(sys.argv[1]), module, t, dict(num_tiles={n}), workers=2) as d:
+BODY
+"""
+
+FAULT_SCRIPT = DEVICE_SCRIPT.replace("BODY", """
     try:
         d.run()
     except PTOError as e:
         print("PTOError:", e)
         sys.exit(0)
 print("no error")
-sys.exit(1)
-"""
+sys.exit(1)""")
 
 
 def test_a_kernel_fault_ends_the_run_with_an_error_instead_of_a_hang(softmax):
@@ -129,18 +133,7 @@ def test_a_kernel_fault_ends_the_run_with_an_error_instead_of_a_hang(softmax):
                      rf"worker [01]", r.stdout), r.stdout
 
 
-HANG_SCRIPT = """
-import sys
-import numpy as np
-from pathlib import Path
-from pto_core.errors import PTOError
-from pto_core.program import load_program
-from pto_cuda.launch import DeviceRun
-module = load_program(Path(sys.argv[2])).module
-x = np.ones((8 * {n}, 128), np.float32)
-z = np.zeros_like(x)
-t = dict(input=x, output=z, temp_max=z[:, :1], temp_shifted=z, temp_exp=z, temp_sum=z[:, :1])
-with DeviceRun(Path(sys.argv[1]), module, t, dict(num_tiles={n}), workers=2) as d:
+HANG_SCRIPT = DEVICE_SCRIPT.replace("BODY", """
     try:
         d.run()
         print("no error")
@@ -149,8 +142,7 @@ with DeviceRun(Path(sys.argv[1]), module, t, dict(num_tiles={n}), workers=2) as 
     try:
         d.run()
     except PTOError as e:
-        print("again:", e)
-"""
+        print("again:", e)""")
 
 
 def test_a_kernel_that_never_returns_ends_the_run_at_its_deadline(softmax):
