@@ -29,7 +29,9 @@ The host entry point (for executables and ctypes)::
                                 int num_scalars, int num_workers, int threshold);
 
 takes the entry function's tensors and scalars in parameter order (float scalars as the bits of
-a double), builds and runs the graph and returns 0 or a negative runtime error code.
+a double), builds and runs the graph and returns 0 or a negative runtime error code; after a
+failure ``pto_last_error()`` (same thread) says what failed, e.g. which task and kernel. The run's
+deadline is ``PTO_TIMEOUT`` (seconds) in the environment, read when the runtime is created.
 
 >>> import sys; sys.path.insert(0, "examples")
 >>> import fused_softmax
@@ -256,14 +258,16 @@ class _Emitter:
         self.out("pto_runtime_config_default(&cfg);")
         self.out("cfg.num_workers = num_workers;")
         self.out("cfg.execution_task_threshold = threshold;")
-        self.out("PTORuntime* rt = pto_runtime_create(&cfg);")
-        self.out("if (!rt) return PTO_ENOMEM;")
+        self.out("PTORuntime* rt = NULL;")
+        self.out("int rc = pto_runtime_init(&rt, &cfg);   /* PTO_EWORKERS, PTO_EIO, ...: "
+                 "pto_last_error() says why */")
+        self.out("if (rc < 0) return rc;")
         self.out(f"pto_binding_setup_{m}(rt);")
         self.out(f"_pto_args_{m} a = {{ tensors, scalars, PTO_OK }};")
         self.out(f"_pto_orch_{m}(rt, &a);")
         self.out("/* run what was submitted even after an orchestration error: nothing is left")
         self.out("   half-built, and the error is what the caller gets */")
-        self.out("int rc = pto_runtime_run(rt);")
+        self.out("rc = pto_runtime_run(rt);")
         self.out("if (rc == PTO_OK && a.rc < 0) rc = a.rc;")
         self.out("pto_runtime_destroy(rt);")
         self.out("return rc;")

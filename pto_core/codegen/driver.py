@@ -40,7 +40,7 @@ from ..hookspecs import KernelSource
 from ..ir import Function, Module
 from ..options import CompileOptions
 from ..orchestration import c_module_name, emit_orchestration
-from .host import emit_host_main
+from .host import emit_host_main, runtime_environment, timeout_seconds
 
 #: the repository (or installation) root that holds runtime/ and SConstruct
 ROOT = Path(__file__).resolve().parents[2]
@@ -265,20 +265,25 @@ def build_module(target: str, module: Module, options: CompileOptions | None = N
 
 def launch(target: str, module: Module, tensors: Mapping[str, np.ndarray],
            scalars: Mapping[str, Any], *, options: CompileOptions | None = None,
-           workers: int | None = 2, threshold: int = 0, **kw: Any) -> dict[str, np.ndarray]:
+           workers: int | None = 2, threshold: int = 0, timeout: float | None = None,
+           **kw: Any) -> dict[str, np.ndarray]:
     """Build ``module`` for ``target`` and run its entry function with numpy arrays in and out;
-    returns every tensor of the entry function after the run.
+    returns every tensor of the entry function after the run. ``timeout``: seconds the run may
+    take (``PTO_TIMEOUT`` for the launch); a run past it raises PTOError naming the stuck task.
 
     >>> out = launch("arm64", module, {"input": x, "output": y}, {"num_tiles": 8})  # doctest: +SKIP
     """
     options = options or CompileOptions()
     plugins.get_backend(target)
+    deadline = None if timeout is None else timeout_seconds(timeout)
     bdir = build_module(target, module, options, build_dir=kw.get("build_dir"))
     optimised, _ = optimise(module, options)
-    result = plugins.hook().pto_launch(backend=target, module=optimised, build_dir=bdir,
-                                       tensors=dict(tensors), scalars=dict(scalars),
-                                       options=options, workers=2 if workers is None else workers,
-                                       threshold=threshold)
+    with runtime_environment({"PTO_TIMEOUT": deadline}):
+        result = plugins.hook().pto_launch(backend=target, module=optimised, build_dir=bdir,
+                                           tensors=dict(tensors), scalars=dict(scalars),
+                                           options=options,
+                                           workers=2 if workers is None else workers,
+                                           threshold=threshold)
     if result is None:
         raise PTOBackendError(f"backend '{target}' cannot launch programs (no pto_launch)")
     return dict(result)

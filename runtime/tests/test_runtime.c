@@ -1,6 +1,6 @@
 /* test_runtime.c - ordering, counts, windows, faults and misuse of the PTO runtime.
  *
- * Build:  gcc -std=c11 -O2 -pthread -Iruntime/include runtime/src/{dump,runtime,sched,tensormap}.c \
+ * Build:  gcc -std=c11 -O2 -pthread -Iruntime/include runtime/src/{dump,runtime,sched,tensormap,trace}.c \
  *             runtime/tests/test_runtime.c
  * Run:    ./a.out [scale]     (scale < 1 shrinks the big random graphs, e.g. under sanitizers)
  *
@@ -20,11 +20,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-static int g_pass, g_fail;
-#define CHECK(cond) do { if (cond) g_pass++; else { g_fail++; \
-    fprintf(stderr, "FAIL %s:%d: %s\n", __FILE__, __LINE__, #cond); } } while (0)
-#define CHECK_EQ(a, b) do { long long _a = (long long)(a), _b = (long long)(b); if (_a == _b) g_pass++; \
-    else { g_fail++; fprintf(stderr, "FAIL %s:%d: %s == %s (%lld vs %lld)\n", __FILE__, __LINE__, #a, #b, _a, _b); } } while (0)
+#include "pto_check.h"
+
+PTO_CHECK_COUNTERS;
 
 static double g_scale = 1.0;
 static int64_t scaled(int64_t n) { int64_t m = (int64_t)(n * g_scale); return m < 200 ? 200 : m; }
@@ -405,6 +403,13 @@ static void test_failure(int workers, int threshold, int window) {
     pto_runtime_get_stats(rt, &st);
     CHECK_EQ(st.failed_task, failing);
     CHECK_EQ(st.failed_code, 42);
+    CHECK_EQ(st.run_status, PTO_ETASKFAILED);
+    CHECK(st.failed_func && strcmp(st.failed_func, "bad") == 0);
+    CHECK(workers == 0 ? st.failed_worker == -1 : st.failed_worker >= 0 && st.failed_worker < workers);
+    char msg[256];
+    CHECK(pto_runtime_error_message(rt, msg, sizeof msg) > 0);
+    CHECK_HAS(msg, "'bad' failed with code 42 on ");
+    CHECK(strcmp(pto_last_error(), msg) == 0);        /* the run's thread gets the same line */
     /* tasks behind the failing one in its chain never ran */
     CHECK(atomic_load(&g_ran_after) < 200000 - 1);
     if (window < 200000) CHECK_EQ(last_rc, PTO_ETASKFAILED);   /* orchestrator was stopped, not blocked */
@@ -478,7 +483,11 @@ static void test_misuse(void) {
     CHECK_EQ(pto_runtime_init(&out, &cfg), PTO_EINVAL);
     CHECK(out == NULL);
     cfg.task_window = 64; cfg.num_workers = -1;
-    CHECK_EQ(pto_runtime_init(&out, &cfg), PTO_EINVAL);
+    CHECK_EQ(pto_runtime_init(&out, &cfg), PTO_EWORKERS);
+    CHECK(strstr(pto_last_error(), "num_workers = -1") != NULL);
+    cfg.num_workers = PTO_MAX_WORKERS + 1;
+    CHECK_EQ(pto_runtime_init(&out, &cfg), PTO_EWORKERS);
+    CHECK(strcmp(pto_strerror(PTO_EWORKERS), "invalid worker count") == 0);
     cfg.num_workers = 2; cfg.bind_worker_types = 1; cfg.worker_types[0] = 9;
     CHECK_EQ(pto_runtime_init(&out, &cfg), PTO_EWORKERTYPE);
     CHECK_EQ(pto_runtime_init(NULL, &cfg), PTO_EINVAL);

@@ -8,6 +8,11 @@ which is what benchmarks need; :func:`run_module` is the one-shot form behind ``
 Example (on a GPU machine, after a build)::
 
     out = run_module(lib_path, module, {"input": x, ...}, {"num_tiles": 8})
+
+A run past its deadline (``PTO_TIMEOUT``) or cancelled leaves its kernel on the device: the run
+returns, but the device memory that kernel may still use is never freed (``cudaFree`` would wait
+for it) and the :class:`DeviceRun` refuses further runs; start a new process to use the device
+again.
 """
 
 from __future__ import annotations
@@ -19,7 +24,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from pto_core.codegen.host import PTOTensorC
+from pto_core.codegen.host import PTO_ECANCELED, PTO_ETIMEDOUT, PTOTensorC, run_failure, scalar_slots
 from pto_core.errors import PTOError
 from pto_core.ir import MemRefType, Module, ScalarType
 from pto_core.orchestration import c_module_name
@@ -76,6 +81,9 @@ class DeviceRun:
         missing += [p.name for p in sparams if p.name not in scalars]
         if missing:
             raise PTOError(f"launch of '{fn.name}' needs {', '.join(missing)}")
+        self.cscal = scalar_slots(fn, scalars)
+        self.nscal = len(sparams)
+        self.lost: str | None = None   # why the device is held by a kernel that never returned
         self.host: dict[str, np.ndarray] = {}
         self.dev: list[int] = []
         self.ctens = (PTOTensorC * max(1, len(self.tparams)))()
@@ -93,12 +101,6 @@ class DeviceRun:
             self._names.append(p.name.encode())
             self.ctens[k] = PTOTensorC(ptr, a.shape[0], a.shape[1], a.shape[1], a.itemsize,
                                        self._names[-1])
-        self.cscal = (C.c_int64 * max(1, len(sparams)))()
-        for k, p in enumerate(sparams):
-            v = scalars[p.name]
-            self.cscal[k] = (int(np.array(float(v), np.float64).view(np.int64))
-                             if p.type.dtype.is_float else int(v))
-        self.nscal = len(sparams)
 
     def _check(self, rc: int, what: str) -> None:
         if rc != 0:
@@ -106,9 +108,16 @@ class DeviceRun:
 
     def run(self) -> None:
         """One run of the entry (orchestration + execution), synchronous."""
+        if self.lost:
+            raise PTOError(f"run of module '{self.module.name}': {self.lost}")
         rc = self.entry(self.ctens, len(self.tparams), self.cscal, self.nscal, self.workers,
                         self.threshold)
-        self._check(rc, f"run of module '{self.module.name}'")
+        if rc != 0:
+            why = run_failure(self.lib, rc, f"run of module '{self.module.name}'")
+            if rc in (PTO_ETIMEDOUT, PTO_ECANCELED):
+                self.lost = (f"the device is held by a kernel an earlier run gave up on ({why}); "
+                             f"start a new process")
+            raise PTOError(why)
 
     def time_runs(self, repeat: int) -> float:
         """Mean seconds of a whole run (task graph built and executed each time)."""
@@ -146,8 +155,9 @@ class DeviceRun:
         return out
 
     def close(self) -> None:
-        for ptr in self.dev:
-            self.lib.pto_cuda_free(ptr)
+        if not self.lost:            # cudaFree would wait for the kernel that never returned
+            for ptr in self.dev:
+                self.lib.pto_cuda_free(ptr)
         self.dev = []
 
     def __enter__(self) -> "DeviceRun":

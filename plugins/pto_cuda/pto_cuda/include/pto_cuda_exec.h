@@ -17,6 +17,13 @@
  * are outstanding) and completes every outstanding task with status 1000 + the error, so the
  * run ends with that error instead of waiting forever.
  *
+ * A kernel that never returns (no fault, no end) is the runtime's deadline to catch
+ * (PTO_TIMEOUT / timeout_ms): the run returns PTO_ETIMEDOUT naming the task, its kernel and the
+ * worker that launched it. Nothing can stop the kernel itself (on a GPU only the end of the
+ * process does; on the CPU simulator it is a fiber that never yields, on its stream's thread):
+ * its batch stays outstanding, a late completion only releases the runtime's memory, and later
+ * launches on its stream queue behind it. End the process to use the device again.
+ *
  * With recording on, the launches of the first run are recorded in launch order (each launch was
  * issued only after all its producers had completed, so that order is a valid serial schedule),
  * replayed on one stream under stream capture into a CUDA Graph, and the graph is launched
@@ -58,7 +65,9 @@ int32_t pto_cuda_execute(void* ctx, int32_t task_id, const char* func_name, PTOK
                          const int64_t* args, int32_t num_args, int32_t worker_index);
 
 /* Run `run` (a pto_module_run_<module> entry) on HOST tensors: each is copied to a device
- * buffer (rows x ld elements), run gets device tensors, results are copied back. */
+ * buffer (rows x ld elements), run gets device tensors, results are copied back. After
+ * PTO_ETIMEDOUT / PTO_ECANCELED nothing is copied back and the device buffers are not freed:
+ * the kernel the run gave up on may still use them. */
 typedef int (*PTOModuleRunFn)(PTOTensor* tensors, int num_tensors, const int64_t* scalars,
                               int num_scalars, int num_workers, int threshold);
 int pto_cuda_run_host_tensors(PTOModuleRunFn run, PTOTensor* tensors, int num_tensors,

@@ -372,6 +372,9 @@ extern "C" int pto_cuda_run_host_tensors(PTOModuleRunFn run, PTOTensor* tensors,
         if (pto_cuda_h2d(dev[k].data, tensors[k].data, bytes)) rc = PTO_EINVAL;
     }
     if (rc == 0) rc = run(dev.data(), num_tensors, scalars, num_scalars, num_workers, threshold);
+    /* a run that gave up on a kernel (deadline, cancel) leaves it on the device: cudaFree would
+     * wait for it forever, so its buffers stay allocated (the process should end) */
+    if (rc == PTO_ETIMEDOUT || rc == PTO_ECANCELED) return rc;
     for (int k = 0; k < num_tensors; ++k) {
         if (!dev[k].data) continue;
         const int64_t bytes = tensors[k].rows * tensors[k].ld * tensors[k].elem_size;

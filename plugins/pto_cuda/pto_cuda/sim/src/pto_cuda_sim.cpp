@@ -333,12 +333,19 @@ void poison(const char* why) {
     g_sticky.compare_exchange_strong(expected, (int)cudaErrorLaunchFailure);
 }
 
-/* PTO_CUDA_SIM_FAULT=N: the N-th grid of the process faults (tests of error handling). */
+long env_count(const char* name) {
+    const char* v = getenv(name);
+    return v ? atol(v) : 0L;
+}
+/* Tests of error handling: PTO_CUDA_SIM_FAULT=N makes the N-th grid of the process fault;
+ * PTO_CUDA_SIM_HANG=N makes it never return (as a kernel spinning forever would: nothing can
+ * interrupt a fiber that does not yield; this one sleeps rather than burn a core). */
 long fault_at() {
-    static const long n = [] {
-        const char* v = getenv("PTO_CUDA_SIM_FAULT");
-        return v ? atol(v) : 0L;
-    }();
+    static const long n = env_count("PTO_CUDA_SIM_FAULT");
+    return n;
+}
+long hang_at() {
+    static const long n = env_count("PTO_CUDA_SIM_HANG");
     return n;
 }
 std::atomic<long> g_grids{0};
@@ -347,10 +354,13 @@ std::atomic<long> g_grids{0};
 void run_grid(unsigned grid, unsigned threads, size_t smem, void (*body)(const void*),
               const void* param) {
     if (g_sticky.load()) return;         /* a broken context runs no more kernels */
-    if (++g_grids == fault_at()) {
+    const long nth = ++g_grids;
+    if (nth == fault_at()) {
         poison("injected fault (PTO_CUDA_SIM_FAULT)");
         return;
     }
+    if (nth == hang_at())
+        for (;;) std::this_thread::sleep_for(std::chrono::milliseconds(50));
     pto_sim::Worker& w = pto_sim::worker();
     pto_sim::Block& b = w.block;
     b.dim = dim3(threads);
