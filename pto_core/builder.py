@@ -93,6 +93,8 @@ class PTOFunctionBuilder:
     def __init__(self, name: str, module: Module | None = None) -> None:
         self.name = name
         self.module = module
+        if not isinstance(name, str):
+            raise self._fail(f"a function name must be a string, got {name!r}")
         self._sites = Sites()
         self._sites.functions[name] = _call_site()
         self._decl_sites: dict[str, Site] = self._sites.decls.setdefault(name, {})
@@ -126,6 +128,12 @@ class PTOFunctionBuilder:
         self._stmt_sites[id(stmt)] = site or _call_site()
         (self._stack[-1].current if self._stack else self._root).append(stmt)
         return self
+
+    def _declared(self, name: Any) -> None:
+        """A declaration's name is a string (the verifier checks the rest at build())."""
+        self._open(f"declaring {name!r}")
+        if not isinstance(name, str):
+            raise self._fail(f"a name must be a string, got {name!r}")
 
     def _declare(self, decl: Param | Local) -> "PTOFunctionBuilder":
         self._decl_sites[decl.name] = _call_site()
@@ -164,7 +172,7 @@ class PTOFunctionBuilder:
                dtype: ElementType = ElementType.F32,
                shape: tuple[int, int] | None = None) -> "PTOFunctionBuilder":
         """Declare a tensor parameter (2-D, row-major). ``shape`` is optional."""
-        self._open(f"memref('{name}')")
+        self._declared(name)
         if isinstance(space, str):
             try:
                 space = MemorySpace.parse(space)
@@ -185,7 +193,7 @@ class PTOFunctionBuilder:
     def tile(self, name: str, rows: int, cols: int,
              dtype: ElementType = ElementType.F32) -> "PTOFunctionBuilder":
         """Declare an on-chip tile of ``rows x cols`` elements."""
-        self._open(f"tile('{name}')")
+        self._declared(name)
         if not all(isinstance(x, int) and not isinstance(x, bool) for x in (rows, cols)):
             raise self._fail(f"tile '{name}' needs integer rows and cols, got {rows!r}x{cols!r}")
         return self._declare(Local(name, TileType(rows, cols, self._dtype(dtype, name))))
@@ -195,7 +203,7 @@ class PTOFunctionBuilder:
         """Declare a scalar. It is a function parameter when ``param=True``, a local when
         ``False``; by default a scalar that no instruction assigns is a parameter (like the
         ``num_tiles`` of a dynamic loop)."""
-        self._open(f"scalar('{name}')")
+        self._declared(name)
         dtype = self._dtype(dtype, name)
         self._scalar_param[name] = param
         return self._declare(Local(name, ScalarType(dtype)))

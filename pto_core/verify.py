@@ -115,10 +115,11 @@ def _check_declared_type(fn: Function, decl: Any) -> None:
             or not all(isinstance(d, int) and not isinstance(d, bool) for d in shape)):
         raise _err(fn, None, f"{what} '{name}' needs a shape of two integers, got {shape!r}")
     r, c = shape
+    dims = f"{format_value(r)}x{format_value(c)}"
     if r <= 0 or c <= 0:
-        raise _err(fn, None, f"{what} '{name}' has a non-positive shape {r}x{c}")
+        raise _err(fn, None, f"{what} '{name}' has a non-positive shape {dims}")
     if r > MAX_DIM or c > MAX_DIM or (isinstance(t, TileType) and r * c > MAX_DIM):
-        raise _err(fn, None, f"{what} '{name}' is too large: {r}x{c} (at most {MAX_DIM} rows, "
+        raise _err(fn, None, f"{what} '{name}' is too large: {dims} (at most {MAX_DIM} rows, "
                              f"columns{' and elements' if what == 'tile' else ''})")
 
 

@@ -100,3 +100,11 @@ def test_a_bare_memref_annotation_still_has_to_annotate_a_memref() -> None:
     with pytest.raises(PTOSyntaxError, match="does not match %x") as info:
         parse(bad)
     assert (info.value.line, info.value.column) == (13, 46)
+
+
+def test_a_bare_memref_annotation_matches_any_memref() -> None:
+    shaped = completed().replace("%input: !pto.memref<gm,...,f32>",
+                                 "%input: !pto.memref<gm,64x8xf32>")
+    assert parse(shaped).functions["rowmax"].type_of("input").shape == (64, 8)
+    with pytest.raises(PTOSyntaxError, match="does not match %input"):
+        parse(shaped.replace("(!pto.memref)", "(!pto.memref<gm,f32>)"))

@@ -7,6 +7,7 @@ from the builder through the printer, parser, reference interpreter and code gen
 from __future__ import annotations
 
 import dataclasses
+import re
 import subprocess
 
 import numpy as np
@@ -18,7 +19,7 @@ from pto_core.analysis import footprint
 from pto_core.asm import parse, parse_file, print_module
 from pto_core.cli import main
 from pto_core.codegen import driver
-from pto_core.ir import (MAX_DIM, Call, CallArg, For, Function, FunctionKind, If, Instr, Local,
+from pto_core.ir import (MAX_DIM, Call, CallArg, Function, FunctionKind, If, Instr, Local,
                          MemRefType, Module, Param, ScalarType, TileType)
 from pto_core.options import PASS_LEVELS, CompileOptions
 from pto_core.reference import run_module
@@ -330,12 +331,31 @@ def test_types_may_be_given_by_their_pto_spelling() -> None:
     (lambda b: b.memref("a", ElementType.F32), "'a' needs a MemorySpace"),
     (lambda b: b.memref("a", GM, F32, shape=(8, "8")), "needs a shape of two integers"),
     (lambda b: b.tile("x", 8.0, 8), "needs integer rows and cols"),
+    (lambda b: b.tile(["x"], 8, 8), "a name must be a string"),
+    (lambda b: b.scalar({}, I32), "a name must be a string"),
 ])
 def test_bad_types_are_rejected_at_the_call(declare, words: str) -> None:
     b = PTOFunctionBuilder("k").in_core()
     with pytest.raises(PTOError, match=words) as info:
         declare(b)
     assert info.value.function == "k" and info.value.file == __file__
+
+
+def test_a_function_name_must_be_a_string() -> None:
+    with pytest.raises(PTOError, match=r"a function name must be a string, got \['f'\]"):
+        PTOFunctionBuilder(["f"])
+
+
+@pytest.mark.parametrize("rows,cols,words", [
+    (10**5000, 8, "too large: <16610-bit integer>x8"),
+    (65536, 65536, "too large: 65536x65536"),        # each fits, the element count does not
+    (-(10**30), 8, "non-positive shape <100-bit integer>x8"),
+], ids=["5001-digits", "2**32-elements", "negative"])
+def test_tile_dimensions_are_bounded(rows: int, cols: int, words: str) -> None:
+    b = PTOFunctionBuilder("k").in_core().tile("x", rows, cols)
+    with pytest.raises(PTOVerifyError, match=re.escape(words)) as info:
+        b.build()
+    assert info.value.file == __file__
 
 
 def test_hand_built_ir_with_string_types_is_rejected_before_anything_prints_or_runs() -> None:
