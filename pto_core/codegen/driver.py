@@ -40,6 +40,7 @@ from ..hookspecs import KernelSource
 from ..ir import Function, Module
 from ..options import CompileOptions
 from ..orchestration import c_module_name, emit_orchestration
+from ..verify import check_scalar_args, verify_module
 from .host import emit_host_main, runtime_environment, timeout_seconds
 
 #: the repository (or installation) root that holds runtime/ and SConstruct
@@ -61,8 +62,12 @@ class GeneratedFiles:
 
 
 def optimise(module: Module, options: CompileOptions) -> tuple[Module, Callable[[Function], int]]:
-    """Run the pass pipeline when it is available; return the module and the per-function
-    on-chip byte count (after buffer planning when the passes provide it)."""
+    """Verify ``module``, then run the pass pipeline when it is available; return the module and
+    the per-function on-chip byte count (after buffer planning when the passes provide it).
+    The input is verified whatever the pass options: with every pass disabled nothing else
+    would check it before codegen, and with passes on, a bad input would be blamed on the
+    first pass."""
+    verify_module(module)
     try:
         from .. import passes
     except ImportError:
@@ -276,6 +281,9 @@ def launch(target: str, module: Module, tensors: Mapping[str, np.ndarray],
     options = options or CompileOptions()
     plugins.get_backend(target)
     deadline = None if timeout is None else timeout_seconds(timeout)
+    entry = module.functions.get(module.entry or "")
+    if entry is not None:
+        scalars = {**scalars, **check_scalar_args(entry, scalars)}
     bdir = build_module(target, module, options, build_dir=kw.get("build_dir"))
     optimised, _ = optimise(module, options)
     with runtime_environment({"PTO_TIMEOUT": deadline}):
