@@ -210,6 +210,8 @@ struct PTORuntime {
     pthread_mutex_t done_mu;  pthread_cond_t done_cv;
 
     PTOExecuteFn exec_fn; void* exec_ctx;
+    PTOWaitFn    wait_fn; void* wait_ctx;   /* told when the orchestrator waits (pto_runtime.h) */
+    _Atomic int64_t ready_tasks;   /* with wait_fn: ready, executor call not returned yet */
     PTOTrace*    trace;            /* NULL unless tracing */
 };
 
