@@ -19,6 +19,8 @@ are checked against) and ``threads`` (force the block size).
 
 from __future__ import annotations
 
+import json
+import os
 import shutil
 from pathlib import Path
 from typing import Any, Mapping
@@ -117,8 +119,11 @@ class CudaBackend(BackendPlugin):
         lib = Path(build_dir) / f"lib{c_module_name(module)}.so"
         # workers hand ready tasks to the executor, which batches them into launches; 0
         # (inline) works but launches and waits for one task at a time
-        return run_module(lib, module, tensors, scalars, workers=int(workers),
-                          threshold=int(threshold))
+        launches: dict = {}
+        out = run_module(lib, module, tensors, scalars, workers=int(workers),
+                         threshold=int(threshold), launches=launches)
+        _add_launch_stats(os.environ.get("PTO_STATS"), launches)
+        return out
 
 
 class CudaSimBackend(CudaBackend):
@@ -135,6 +140,17 @@ class CudaSimBackend(CudaBackend):
         if shutil.which("g++") is None:
             return False, "g++ not found (the simulator builds CUDA sources as C++)"
         return True, ""
+
+
+def _add_launch_stats(path: str | None, launches: Mapping[str, Any]) -> None:
+    """Add the executor's launch statistics to the runtime's ``PTO_STATS`` file (written when
+    the run's runtime was destroyed), where ``pto run --stats`` reads them: the runtime cannot
+    see how its tasks were grouped into grids."""
+    if not path or not Path(path).is_file():
+        return
+    obj = json.loads(Path(path).read_text())
+    obj["launches"] = {k: v.to_json() for k, v in launches.items()}
+    Path(path).write_text(json.dumps(obj))
 
 
 def _host_redirect(target: Any, source: Any, env: Any, for_signature: bool) -> str:

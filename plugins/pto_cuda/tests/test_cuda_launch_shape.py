@@ -215,3 +215,23 @@ def test_a_negative_policy_field_is_refused(built):
     with pytest.raises(PTOError, match="invalid launch policy"):
         set_policy(lib, LaunchPolicy(max_hold_us=-1))
     assert get_policy(lib) == before
+
+
+def test_pto_run_stats_reports_the_launches_per_kernel(capsys, tmp_path, monkeypatch):
+    """``pto run --stats`` on cuda_sim: the fused softmax's 5 kernels x 6 tiles, each kernel's
+    tiles in one launch (the whole graph is built first, so all of a stage is ready at once)."""
+    from pto_core.cli import main
+    monkeypatch.setenv("PTO_BUILD_DIR", str(tmp_path))
+    monkeypatch.delenv("PTO_STATS", raising=False)
+    rc = main(["run", str(ROOT / "examples" / "fused_softmax.py"), "--target", "cuda_sim",
+               "--set", "num_tiles=6", "--stats", "--check"])
+    out = capsys.readouterr().out
+    assert rc == 0, out
+    table = out[out.index("device launches"):].splitlines()
+    assert table[0].split()[2:] == ["launches", "grids", "tasks", "tasks/launch", "min/med/max",
+                                    "grid", "min/med/max", "fill", "full"]
+    rows = {r.split()[0]: r.split()[1:] for r in table[1:6]}
+    assert sorted(rows) == sorted(f"pto_kernel_{k}" for k in
+                                  ("rowmax", "rowexpandsub", "elem_exp", "rowsum", "rowexpanddiv"))
+    for r in rows.values():
+        assert r[:5] == ["1", "1", "6", "6/6/6", "6/6/6"]
