@@ -31,7 +31,7 @@ from pto_core.errors import PTOBackendError
 from pto_core.hookspecs import BackendInfo, BindingSource, KernelSource
 from pto_core.orchestration import c_module_name
 
-from . import scons_tool
+from . import scons_tool, tune
 from .binding import binding_source
 from .device import probe
 from .emitter import CudaRenderer, smem_capacity
@@ -72,10 +72,20 @@ class CudaBackend(BackendPlugin):
 
     def generate_kernel(self, function: Any, module: Any, options: Any) -> KernelSource:
         threads = option(options, "threads")
-        r = CudaRenderer(arch_of(options), int(threads) if threads else None)
+        if threads:
+            r = CudaRenderer(arch_of(options), int(threads))
+        else:      # the tuned (or fixed, or default) configuration of this kernel
+            config = tune.config_for(function, module, options, arch_of(options))
+            r = CudaRenderer(arch_of(options), **tune.renderer_args(config))
         text = r.render_kernel(function, module, options)
         return KernelSource(function=function.name, filename=f"{function.name}.cu", text=text,
                             symbol=kernel_symbol(function.name), buffer_bytes=r.last_smem_bytes)
+
+    def build_inputs(self, module: Any, options: Any) -> str | None:
+        # kernels are built with the configurations the tuner cached: a new choice rebuilds
+        if option(options, "threads"):
+            return None
+        return tune.build_digest(module, options, arch_of(options))
 
     def runtime_binding(self, module: Any, kernels: list, options: Any) -> BindingSource:
         return BindingSource(filename=f"{c_module_name(module)}_binding.c",
