@@ -120,13 +120,10 @@ enum cudaFuncAttribute {
     cudaFuncAttributePreferredSharedMemoryCarveout = 9
 };
 
-enum cudaDeviceAttr {
-    cudaDevAttrMultiProcessorCount = 16,
-    cudaDevAttrMaxThreadsPerMultiProcessor = 39,
-    cudaDevAttrComputeCapabilityMajor = 75,
-    cudaDevAttrComputeCapabilityMinor = 76,
-    cudaDevAttrMaxSharedMemoryPerMultiprocessor = 81,
-    cudaDevAttrMaxBlocksPerMultiprocessor = 106,
+enum cudaDeviceAttr {    /* the values of CUDA's driver_types.h */
+    cudaDevAttrMultiProcessorCount = 16, cudaDevAttrMaxThreadsPerMultiProcessor = 39,
+    cudaDevAttrComputeCapabilityMajor = 75, cudaDevAttrComputeCapabilityMinor = 76,
+    cudaDevAttrMaxSharedMemoryPerMultiprocessor = 81, cudaDevAttrMaxBlocksPerMultiprocessor = 106,
     cudaDevAttrReservedSharedMemoryPerBlock = 111
 };
 
