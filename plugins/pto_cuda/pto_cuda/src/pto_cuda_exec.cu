@@ -70,6 +70,7 @@ struct Batch {                       /* ready tasks of one kernel, not yet launc
 
 struct RtState {                     /* what the executor knows of one runtime's progress */
     bool waiting = false;            /* the orchestrating thread waits (wait hook) */
+    bool failed = false;             /* a task failed: the run is ending, hold nothing */
     int32_t completing = 0;          /* completions being reported right now */
     Clock::time_point last_event;    /* last arrival, completion or wait-hook call */
 };
@@ -123,7 +124,7 @@ struct Exec {
     void launcher_main();
     void watchdog_main();
     bool claim(Completion* c);
-    void note(PTORuntime* rt, int completing_delta);
+    void note(PTORuntime* rt, int completing_delta, bool failed);
 };
 
 Exec* g_exec;
@@ -139,12 +140,14 @@ Exec& exec() {
 }
 
 /* A completion of rt starts (+1) or ends (-1): while one is being reported, the tasks it
- * releases are still arriving, so held tasks wait for it to end. */
-void Exec::note(PTORuntime* rt, int completing_delta) {
+ * releases are still arriving, so held tasks wait for it to end. After a failure the run
+ * only drains: held tasks go out at once. */
+void Exec::note(PTORuntime* rt, int completing_delta, bool failed) {
     {
         std::lock_guard<std::mutex> lk(mu);
         RtState& st = rts[rt];
         st.completing += completing_delta;
+        st.failed = st.failed || failed;
         st.last_event = Clock::now();
     }
     if (completing_delta < 0) cv.notify_one();
@@ -152,10 +155,11 @@ void Exec::note(PTORuntime* rt, int completing_delta) {
 
 void complete(Completion* c) {
     PTORuntime* rt = c->rt;
-    g_exec->note(rt, +1);
+    const bool failed = c->status != 0;
+    g_exec->note(rt, +1, failed);
     for (int32_t id : c->ids) pto_task_complete(rt, id, c->status);
     delete c;
-    g_exec->note(rt, -1);            /* rt may be gone now: it is only a key here */
+    g_exec->note(rt, -1, failed);    /* rt may be gone now: it is only a key here */
 }
 
 /* The host function behind a launch; the watchdog may have completed it already. */
@@ -248,9 +252,10 @@ int32_t Exec::fill_of(const PTOCudaKernelDesc* d) {
  * runtime has no ready task still on its way to us; else at the end of the longest hold, and
  * while the orchestration waits, at the next look at the runtime (it cannot tell us). */
 Clock::time_point Exec::due(const Key& k, const Batch& b, Clock::time_point now) {
-    if (pol.max_hold_us <= 0 || (int64_t)b.ids.size() >= fill_of(k.desc)) return Clock::time_point::min();
-    Clock::time_point t = b.first + microseconds(pol.max_hold_us);
     const RtState& st = rts[k.rt];
+    if (pol.max_hold_us <= 0 || st.failed || (int64_t)b.ids.size() >= fill_of(k.desc))
+        return Clock::time_point::min();
+    Clock::time_point t = b.first + microseconds(pol.max_hold_us);
     if (st.waiting) {
         /* k.rt is alive: it has tasks here, so its run cannot have returned */
         if (st.completing <= 0 && pto_runtime_ready_tasks(k.rt) == 0) return Clock::time_point::min();
@@ -398,7 +403,7 @@ extern "C" void pto_cuda_attach(PTORuntime* rt) {
         }
         RtState& st = x.rts[rt];     /* `completing` stays: a late completion of an earlier
                                         runtime at this address still ends */
-        st.waiting = false;
+        st.waiting = st.failed = false;
         st.last_event = now;
     }
     pto_runtime_set_executor(rt, pto_cuda_execute, rt);
