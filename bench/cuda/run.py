@@ -90,19 +90,15 @@ def torch_or_reason():
     return torch, ""
 
 
-def triton_softmax_or_reason():
-    """(softmax(x_torch) -> y_torch with a Triton kernel, "") or (None, why not)."""
-    torch, why = torch_or_reason()
-    if torch is None:
-        return None, why
-    try:
-        import triton
-        import triton.language as tl
-    except ImportError:
-        return None, "triton not installed"
+try:            # the Triton peer: one program per row, the whole row in registers
+    import triton
+    import triton.language as tl
+except ImportError:
+    triton = None
 
+if triton is not None:
     @triton.jit
-    def row_softmax(y_ptr, x_ptr, x_stride, y_stride, n_cols, BLOCK: tl.constexpr):
+    def _row_softmax(y_ptr, x_ptr, x_stride, y_stride, n_cols, BLOCK: tl.constexpr):
         row = tl.program_id(0)
         cols = tl.arange(0, BLOCK)
         mask = cols < n_cols
@@ -110,11 +106,20 @@ def triton_softmax_or_reason():
         num = tl.exp(x - tl.max(x, axis=0))
         tl.store(y_ptr + row * y_stride + cols, num / tl.sum(num, axis=0), mask=mask)
 
+
+def triton_softmax_or_reason():
+    """(softmax(x_torch) -> y_torch with the Triton kernel, "") or (None, why not)."""
+    torch, why = torch_or_reason()
+    if torch is None:
+        return None, why
+    if triton is None:
+        return None, "triton not installed"
+
     def softmax(x):
         y = torch.empty_like(x)
         block = triton.next_power_of_2(x.shape[1])
-        row_softmax[(x.shape[0],)](y, x, x.stride(0), y.stride(0), x.shape[1], BLOCK=block,
-                                   num_warps=8 if block >= 2048 else 4)
+        _row_softmax[(x.shape[0],)](y, x, x.stride(0), y.stride(0), x.shape[1], BLOCK=block,
+                                    num_warps=8 if block >= 2048 else 4)
         return y
     return softmax, ""
 
