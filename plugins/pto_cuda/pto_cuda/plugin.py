@@ -11,7 +11,9 @@ against the reference interpreter on any machine::
 
 Options read from ``CompileOptions.extra``: ``arch`` (``"sm_90"`` or a comma list such as
 ``"sm_80,sm_90"``; default sm_90 for H100/H200; it sets the shared-memory limit the kernels
-are checked against) and ``threads`` (force the block size).
+are checked against), ``threads`` (force the block size of every kernel) and ``kernel_configs``
+(per-kernel configurations, :func:`pto_cuda.tune.with_configs`; otherwise each kernel gets the
+tuner's cached choice or the default).
 
 >>> [b.name for b in plugin.pto_backends()], [b.name for b in sim_plugin.pto_backends()]
 (['cuda'], ['cuda_sim'])
