@@ -52,6 +52,9 @@ class BackendPlugin:
                     settings: Mapping[str, str]) -> Any:
         return None
 
+    def build_inputs(self, module: Any, options: Any) -> str | None:
+        return None
+
     # -- the hooks, dispatched by name ---------------------------------------------------
     @hookimpl
     def pto_backends(self) -> list[BackendInfo]:
@@ -68,6 +71,10 @@ class BackendPlugin:
     @hookimpl
     def pto_configure_scons(self, backend, env, options):
         return self.configure_scons(env, options) if backend == self.name else None
+
+    @hookimpl
+    def pto_build_inputs(self, backend, module, options):
+        return self.build_inputs(module, options) if backend == self.name else None
 
     @hookimpl
     def pto_launch(self, backend, module, build_dir, tensors, scalars, options, workers, threshold):

@@ -120,6 +120,14 @@ def pto_configure_scons(backend: str, env: Any, options: Any) -> bool | None:
 
 
 @hookspec(firstresult=True)
+def pto_build_inputs(backend: str, module: Any, options: Any) -> str | None:
+    """A digest of what else ``backend``'s generated code for ``module`` depends on, beyond
+    the module, the options and the generator's sources (e.g. per-kernel configurations a tuner
+    cached on disk). It is part of the launch build's key, so a change rebuilds. ``None``: no
+    such inputs."""
+
+
+@hookspec(firstresult=True)
 def pto_launch(backend: str, module: Any, build_dir: Path, tensors: Mapping[str, Any],
                scalars: Mapping[str, int], options: Any, workers: int,
                threshold: int) -> Mapping[str, Any] | None:

@@ -204,8 +204,9 @@ def _source_files(target: str) -> list[Path]:
 
 def launch_key(target: str, module: Module, options: CompileOptions, *, cross: str = "") -> str:
     """The content hash a launch build is cached under: the module's IR (its `.pto` text),
-    the options, the target, the cross family, the core's and backend's versions, and the
-    path, size and modification time of every generator, runtime and template source.
+    the options, the target, the cross family, the core's and backend's versions, what else
+    the backend says its code depends on (``pto_build_inputs``), and the path, size and
+    modification time of every generator, runtime and template source.
 
     >>> launch_key("arm64", m, CompileOptions()) == launch_key("arm64", m, CompileOptions())  # doctest: +SKIP
     True
@@ -217,6 +218,8 @@ def launch_key(target: str, module: Module, options: CompileOptions, *, cross: s
                       if r.ok and any(b.name == target for b in r.backends))
     h.update(repr((target, cross, __version__, versions, _canonical(options))).encode())
     h.update(print_module(module).encode())
+    inputs = plugins.hook().pto_build_inputs(backend=target, module=module, options=options)
+    h.update(repr(inputs).encode())
     for f in _source_files(target):
         try:
             st = f.stat()

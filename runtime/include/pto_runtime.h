@@ -122,6 +122,16 @@ typedef int32_t (*PTOExecuteFn)(void* ctx, int32_t task_id, const char* func_nam
                                 PTOKernelFunc fn, const int64_t* args, int32_t num_args,
                                 int32_t worker_index);
 
+/* ---------------------------------------------------------------- orchestration progress
+ * An asynchronous executor may hold ready tasks back to launch many of them at once. Holding is
+ * safe while the orchestration can still submit work; once the orchestrating thread stops to
+ * wait for tasks to finish, nothing new becomes ready until some task completes, so a held task
+ * must go out. The runtime says when: fn(ctx, 1) when the orchestrating thread starts waiting
+ * (the window is full, or pto_runtime_run waits for the end: the orchestration is over), and
+ * fn(ctx, 0) when it goes back to submitting (a slot freed). Called on the orchestrating thread;
+ * keep it short. */
+typedef void (*PTOWaitFn)(void* ctx, int32_t waiting);
+
 /* ---------------------------------------------------------------- configuration
  * A zero-initialised config is valid: 0 workers (tasks run on the orchestrating thread in
  * submission order), safe mode, default window, the deadline of PTO_TIMEOUT (none if unset). */
@@ -180,6 +190,12 @@ void        pto_runtime_destroy(PTORuntime* rt);
  * mode (no workers) it takes effect between tasks. */
 int         pto_runtime_cancel(PTORuntime* rt);
 void        pto_runtime_set_executor(PTORuntime* rt, PTOExecuteFn fn, void* ctx);
+void        pto_runtime_set_wait_hook(PTORuntime* rt, PTOWaitFn fn, void* ctx);  /* see PTOWaitFn */
+/* With a wait hook installed: tasks made ready whose executor call has not returned yet (in a
+ * ready queue, in a worker's hands, or being handed over). While the orchestrating thread waits,
+ * 0 here and no completion being reported mean that nothing can become ready until a task the
+ * executor holds or runs completes. Thread-safe; 0 without a wait hook. */
+int64_t     pto_runtime_ready_tasks(PTORuntime* rt);
 
 /* ---------------------------------------------------------------- building */
 /* Returns a task id >= 0 or a negative error. Blocks while the window is full (flow

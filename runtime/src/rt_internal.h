@@ -234,6 +234,8 @@ struct PTORuntime {
     bool            async_detached;
 
     PTOExecuteFn exec_fn; void* exec_ctx;
+    PTOWaitFn    wait_fn; void* wait_ctx;   /* told when the orchestrator waits (pto_runtime.h) */
+    _Atomic int64_t ready_tasks;   /* with wait_fn: ready, executor call not returned yet */
     PTOTrace*    trace;            /* NULL unless tracing */
 };
 

@@ -285,6 +285,20 @@ void pto_runtime_set_executor(PTORuntime* rt, PTOExecuteFn fn, void* ctx) {
     rt->exec_ctx = ctx;
 }
 
+void pto_runtime_set_wait_hook(PTORuntime* rt, PTOWaitFn fn, void* ctx) {
+    if (!rt) return;
+    rt->wait_fn = fn;
+    rt->wait_ctx = ctx;
+}
+
+int64_t pto_runtime_ready_tasks(PTORuntime* rt) {
+    return rt ? atomic_load_explicit(&rt->ready_tasks, memory_order_acquire) : 0;
+}
+
+static inline void tell_waiting(PTORuntime* rt, int32_t waiting) {
+    if (rt->wait_fn) rt->wait_fn(rt->wait_ctx, waiting);
+}
+
 /* ---------------------------------------------------------------- window / flow control */
 
 /* Move last_alive over consumed tasks, returning their fanout entries to the pool. */
@@ -309,8 +323,7 @@ static void wait_done_cv(PTORuntime* rt) {
     pthread_cond_timedwait(&rt->done_cv, &rt->done_mu, &ts);
 }
 
-static int wait_for_slot(PTORuntime* rt) {
-    rt->full_waits++;
+static int free_a_slot(PTORuntime* rt) {
     if (rt->nworkers == 0) {
         /* inline: run the oldest task ourselves. One at a time: retiring a batch (a sixteenth
          * of the window) took fewer instructions but more time - it evicts what the build uses */
@@ -345,6 +358,15 @@ static int wait_for_slot(PTORuntime* rt) {
         pthread_mutex_unlock(&rt->done_mu);
         atomic_fetch_sub(&rt->waiters, 1);
     }
+}
+
+/* The window is full: retire the oldest task (inline) or wait for the workers to. */
+static int wait_for_slot(PTORuntime* rt) {
+    rt->full_waits++;
+    tell_waiting(rt, 1);
+    int rc = free_a_slot(rt);
+    tell_waiting(rt, 0);
+    return rc;
 }
 
 static inline int check_building(PTORuntime* rt) {
@@ -702,6 +724,7 @@ int pto_task_state(PTORuntime* rt, int32_t task) {
 /* ---------------------------------------------------------------- run */
 
 static int run_graph(PTORuntime* rt) {
+    tell_waiting(rt, 1);                    /* the orchestration is over */
     if (rt->nworkers == 0) {
         while (rt->last_alive < rt->next_id && !atomic_load(&rt->halt)) {
             sched_run_inline(rt, rt->last_alive);

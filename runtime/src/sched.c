@@ -86,6 +86,7 @@ static void push(PTORuntime* rt, int q, int32_t id) {
 void sched_make_ready(PTORuntime* rt, PTOTask* t, PTOWorker* w) {
     atomic_store_explicit(&t->state, PTO_TASK_READY, memory_order_relaxed);
     if (rt->nworkers == 0) return;             /* inline mode runs tasks in id order */
+    if (rt->wait_fn) atomic_fetch_add_explicit(&rt->ready_tasks, 1, memory_order_relaxed);
     int q = queue_of(t);
     if (w && w->next_local < 0) {
         for (int k = 0; k < w->nserved; k++)
@@ -289,6 +290,9 @@ static void* worker_main(void* arg) {
             continue;
         }
         if (atomic_load_explicit(&rt->halt, memory_order_acquire)) {  /* failure: drop */
+            if (rt->wait_fn)
+                atomic_fetch_sub_explicit(&rt->ready_tasks, 1 + (w->nbuf - w->pos) + (w->next_local >= 0),
+                                          memory_order_release);
             w->nbuf = w->pos = 0; w->next_local = -1;
             continue;
         }
@@ -307,6 +311,8 @@ static void* worker_main(void* arg) {
         }
         if (lane) trace_record(lane, id, w->index, name, s, trace_now());   /* before consumers start */
         w->executed++;
+        /* after the call: a holding executor has the task in hand before it stops counting */
+        if (rt->wait_fn) atomic_fetch_sub_explicit(&rt->ready_tasks, 1, memory_order_release);
         if (rc == PTO_EXEC_ASYNC) { atomic_fetch_add(&rt->async_pending, 1); continue; }
         sched_finish(rt, id, rc, w);
     }

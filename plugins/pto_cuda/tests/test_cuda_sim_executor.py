@@ -91,12 +91,13 @@ import numpy as np
 from pathlib import Path
 from pto_core.errors import PTOError
 from pto_core.program import load_program
-from pto_cuda.launch import DeviceRun
+from pto_cuda.launch import DeviceRun, LaunchPolicy
 module = load_program(Path(sys.argv[2])).module
 x = np.ones((8 * {n}, 128), np.float32)
 z = np.zeros_like(x)
 t = dict(input=x, output=z, temp_max=z[:, :1], temp_shifted=z, temp_exp=z, temp_sum=z[:, :1])
-with DeviceRun(Path(sys.argv[1]), module, t, dict(num_tiles={n}), workers=2) as d:
+policy = LaunchPolicy(max_hold_us=int(sys.argv[3])) if len(sys.argv) > 3 else LaunchPolicy()
+with DeviceRun(Path(sys.argv[1]), module, t, dict(num_tiles={n}), workers=2, policy=policy) as d:
 BODY
 """
 
@@ -110,19 +111,20 @@ print("no error")
 sys.exit(1)""")
 
 
-def test_a_kernel_fault_ends_the_run_with_an_error_instead_of_a_hang(softmax):
+@pytest.mark.parametrize("hold_us", [1000, 30_000_000], ids=["default-hold", "endless-hold"])
+def test_a_kernel_fault_ends_the_run_with_an_error_instead_of_a_hang(softmax, hold_us):
     """After a fault CUDA runs no more host functions, so nothing would complete the launched
-    tasks; the executor's watchdog finds the error on the stream and fails them. The
-    simulator injects the fault into the third grid; a separate process, because a broken
-    context stays broken."""
+    tasks; the executor's watchdog finds the error on the stream and fails them, and nothing
+    stays held for a fuller launch after a failure. The simulator injects the fault into the
+    third grid; a separate process, because a broken context stays broken."""
     import os
     import subprocess
     import sys
     lib, *_ = softmax
     env = dict(os.environ, PTO_CUDA_SIM_FAULT="3")
     r = subprocess.run([sys.executable, "-c", FAULT_SCRIPT.format(n=NUM_TILES), str(lib),
-                        str(EXAMPLES / "fused_softmax.py")], env=env, capture_output=True,
-                       text=True, timeout=120)
+                        str(EXAMPLES / "fused_softmax.py"), str(hold_us)], env=env,
+                       capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stdout + r.stderr
     assert "PTOError" in r.stdout and "injected fault" in r.stderr
     # the failed kernel is named: task, function, the executor's code (1000 + the CUDA error)

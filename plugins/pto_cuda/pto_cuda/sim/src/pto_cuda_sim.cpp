@@ -532,7 +532,52 @@ cudaError_t cudaGetDeviceCount(int* count) {
     *count = 1;
     return cudaSuccess;
 }
+/* The reported device: an H100 SXM (sm_90); PTO_CUDA_SIM_SM_COUNT=N changes the SM count. */
+namespace {
+constexpr int kThreadsPerSM = 2048, kBlocksPerSM = 32, kSmemPerSM = 228 * 1024, kSmemReserved = 1024;
+int sm_count() {
+    const char* v = getenv("PTO_CUDA_SIM_SM_COUNT");
+    const int n = v ? atoi(v) : 0;
+    return n > 0 ? n : 132;
+}
+}  // namespace
+
+cudaError_t cudaDeviceGetAttribute(int* value, enum cudaDeviceAttr attr, int device) {
+    if (!value) return fail(cudaErrorInvalidValue);
+    if (device != 0) return fail(cudaErrorInvalidDevice);
+    switch (attr) {
+        case cudaDevAttrMultiProcessorCount: *value = sm_count(); break;
+        case cudaDevAttrMaxThreadsPerMultiProcessor: *value = kThreadsPerSM; break;
+        case cudaDevAttrComputeCapabilityMajor: *value = 9; break;
+        case cudaDevAttrComputeCapabilityMinor: *value = 0; break;
+        case cudaDevAttrMaxSharedMemoryPerMultiprocessor: *value = kSmemPerSM; break;
+        case cudaDevAttrMaxBlocksPerMultiprocessor: *value = kBlocksPerSM; break;
+        case cudaDevAttrReservedSharedMemoryPerBlock: *value = kSmemReserved; break;
+        default: return fail(cudaErrorInvalidValue);
+    }
+    return cudaSuccess;
+}
+
+cudaError_t pto_sim_occupancy(int* blocks, int threads, size_t smem) {
+    if (!blocks || threads <= 0 || threads > PTO_SIM_MAX_THREADS) return fail(cudaErrorInvalidValue);
+    if (smem > PTO_SIM_MAX_SMEM) {
+        *blocks = 0;                     /* as CUDA: the kernel cannot be resident at all */
+        return cudaSuccess;
+    }
+    const int warps = (threads + 31) / 32;
+    int n = kThreadsPerSM / (warps * 32);
+    const int by_smem = kSmemPerSM / (int)(smem + kSmemReserved);
+    if (by_smem < n) n = by_smem;
+    *blocks = n < kBlocksPerSM ? n : kBlocksPerSM;
+    return cudaSuccess;
+}
+
 cudaError_t cudaSetDevice(int device) { return device == 0 ? cudaSuccess : fail(cudaErrorInvalidDevice); }
+cudaError_t cudaGetDevice(int* device) {
+    if (!device) return fail(cudaErrorInvalidValue);
+    *device = 0;
+    return cudaSuccess;
+}
 cudaError_t cudaGetLastError(void) {
     cudaError_t e = t_last;
     t_last = cudaSuccess;
