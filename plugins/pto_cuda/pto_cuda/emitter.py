@@ -65,6 +65,7 @@ class CudaRenderer(CStyleRenderer):
     name = "cuda"
     suffix = ".cu"
     tile_align = 128
+    stack_tile_bytes = None         # tiles live in shared memory (checked against its size)
 
     def __init__(self, arch: str = "sm_90", threads: int | None = None) -> None:
         self.arch = arch

@@ -19,7 +19,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from pto_core.codegen.host import PTOTensorC
+from pto_core.codegen.host import PTOTensorC, run_error, scalar_slot
 from pto_core.errors import PTOError
 from pto_core.ir import MemRefType, Module, ScalarType
 from pto_core.orchestration import c_module_name
@@ -95,9 +95,7 @@ class DeviceRun:
                                        self._names[-1])
         self.cscal = (C.c_int64 * max(1, len(sparams)))()
         for k, p in enumerate(sparams):
-            v = scalars[p.name]
-            self.cscal[k] = (int(np.array(float(v), np.float64).view(np.int64))
-                             if p.type.dtype.is_float else int(v))
+            self.cscal[k] = scalar_slot(p, scalars[p.name])
         self.nscal = len(sparams)
 
     def _check(self, rc: int, what: str) -> None:
@@ -108,7 +106,9 @@ class DeviceRun:
         """One run of the entry (orchestration + execution), synchronous."""
         rc = self.entry(self.ctens, len(self.tparams), self.cscal, self.nscal, self.workers,
                         self.threshold)
-        self._check(rc, f"run of module '{self.module.name}'")
+        if rc != 0:
+            raise PTOError(f"run of module '{self.module.name}' failed: "
+                           f"{run_error(self.lib, self.module, rc)}")
 
     def time_runs(self, repeat: int) -> float:
         """Mean seconds of a whole run (task graph built and executed each time)."""
