@@ -166,3 +166,35 @@ def test_tiles_within_the_arm64_stack_capacity_run(tmp_path):
     a = np.arange(256 * 256, dtype=np.float32).reshape(256, 256)
     got = driver.launch("arm64", m, {"a": a, "b": np.zeros_like(a)}, {}, build_dir=tmp_path / "b")
     np.testing.assert_array_equal(got["b"], a.T)
+
+
+def int_div_module() -> PTOModule:
+    m = PTOModule("idiv")
+    (PTOFunctionBuilder("k", module=m).in_core()
+        .memref("a", M.GLOBAL, T.I32).memref("b", M.GLOBAL, T.I32).memref("c", M.GLOBAL, T.I32)
+        .tile("x", R, C, T.I32).tile("y", R, C, T.I32).tile("z", R, C, T.I32)
+        .load("x", "a").load("y", "b").div("z", "x", "y").store("c", "z").build())
+    return m
+
+
+@pytest.mark.parametrize("target", ["arm64", "cuda_sim"])
+def test_integer_tile_division_never_traps(tmp_path, target):
+    """C's integer division traps (SIGFPE) on a zero divisor and on INT_MIN / -1. Tiles
+    divide like the reference: INT_MIN / -1 wraps; a zero divisor fails the task on the CPU
+    backends (the reference raises) and gives 0 on CUDA, where device code cannot stop the
+    grid; the process survives both."""
+    m = int_div_module()
+    a = np.array([[7, -7, -2**31, 5, -3, 0, 9, 1]] * R, np.int32)
+    b = np.array([[2, 2, -1, -1, 5, 3, -4, 1]] * R, np.int32)
+    arrays = {"a": a, "b": b, "c": np.zeros_like(a)}
+    got = driver.launch(target, m, arrays, {}, build_dir=tmp_path / "b")
+    np.testing.assert_array_equal(got["c"], run_module(m, arrays, {})["c"])
+    zero = {**arrays, "b": np.where(np.arange(C) == 2, 0, b).astype(np.int32)}
+    with pytest.raises(PTOError):
+        run_module(m, zero, {})
+    if target == "arm64":
+        with pytest.raises(PTOError):
+            driver.launch(target, m, zero, {}, build_dir=tmp_path / "b")
+    else:
+        out = driver.launch(target, m, zero, {}, build_dir=tmp_path / "b")
+        assert (out["c"][:, 2] == 0).all()

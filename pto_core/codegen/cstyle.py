@@ -172,6 +172,18 @@ static inline float _pto_tanhf(float x) {
     return x < 0.0f ? -r : r;
 }
 
+/* integer division and remainder of tile elements as C truncates them, without the traps of
+ * the hardware instruction: a zero divisor records status 1 (the kernel returns it, which
+ * fails the task, as the reference raises) and gives 0; MIN / -1 wraps as numpy does */
+static inline int64_t _pto_idiv(int64_t a, int64_t b, int32_t* status) {
+    if (b == 0) { *status = 1; return 0; }
+    return b == -1 ? (int64_t)(0 - (uint64_t)a) : a / b;
+}
+static inline int64_t _pto_imod(int64_t a, int64_t b, int32_t* status) {
+    if (b == 0) { *status = 1; return 0; }
+    return b == -1 ? 0 : a % b;
+}
+
 /* max/min that propagate NaN like numpy.maximum/minimum */
 static inline float _pto_maxf(float a, float b) { return (a > b || a != a) ? a : b; }
 static inline float _pto_minf(float a, float b) { return (a < b || a != a) ? a : b; }
@@ -284,8 +296,9 @@ class CStyleRenderer:
     BINARY_F64 = {**BINARY_F32, "max": "fmax({0}, {1})", "min": "fmin({0}, {1})"}
     UNARY_INT = {"neg": "(-{0})", "abs": "({0} < 0 ? -{0} : {0})"}
     BINARY_INT = {"add": "({0} + {1})", "sub": "({0} - {1})", "mul": "({0} * {1})",
-                  "div": "({0} / {1})", "max": "({0} > {1} ? {0} : {1})",
-                  "min": "({0} < {1} ? {0} : {1})", "mod": "({0} % {1})", "and": "({0} & {1})",
+                  "div": "_pto_idiv({0}, {1}, &_pto_status)", "max": "({0} > {1} ? {0} : {1})",
+                  "min": "({0} < {1} ? {0} : {1})", "mod": "_pto_imod({0}, {1}, &_pto_status)",
+                  "and": "({0} & {1})",
                   "or": "({0} | {1})", "shl": "({0} << {1})", "shr": "({0} >> {1})"}
 
     # vector templates (only used when vec_width > 0)
@@ -454,8 +467,9 @@ class CStyleRenderer:
             for p in fn.params:                      # silence unused-parameter warnings
                 if isinstance(p.type, MemRefType):
                     out(f"(void)_pto_ld_{p.name};")
+            out("int32_t _pto_status = 0;   /* non-zero: an integer element op failed */")
             self.render_body(out, fn, fn.body, options)
-            out("return 0;")
+            out("return _pto_status;")
 
     def abi_arguments(self, fn: Function, pointer: str = "{0}*") -> list[str]:
         """C expressions that unpack the kernel ABI's slots ``args[k]`` into ``fn``'s
@@ -523,7 +537,7 @@ class CStyleRenderer:
                 with out.block("else"):
                     self.render_body(out, fn, s.else_body, options)
         elif isinstance(s, Return):
-            out("return 0;")
+            out("return _pto_status;")
         elif isinstance(s, Call):
             out(f"if (_pto_body_{s.callee}({', '.join(self._call_args(fn, s))}) != 0) return -1;")
         else:

@@ -88,6 +88,8 @@ class CudaRenderer(CStyleRenderer):
                   "min": "pto::min_({0}, {1})"}
     UNARY_F64 = UNARY_F32
     BINARY_F64 = BINARY_F32
+    BINARY_INT = {**CStyleRenderer.BINARY_INT, "div": "pto::idiv_({0}, {1}, &_pto_status)",
+                  "mod": "pto::imod_({0}, {1}, &_pto_status)"}
 
     # ---------------------------------------------------------------- text templates
     def prelude(self) -> str:
