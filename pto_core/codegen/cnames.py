@@ -106,7 +106,7 @@ def c_names(module: Module) -> Module:
     return new
 
 
-_PREFIXED = re.compile(r"\b" + re.escape(VALUE_PREFIX))
+_PREFIXED = re.compile(r"(?<![A-Za-z0-9])" + re.escape(VALUE_PREFIX))
 
 
 def user_text(text: str) -> str:
