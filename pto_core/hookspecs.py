@@ -95,7 +95,9 @@ def pto_backends() -> list[BackendInfo]:
 @hookspec(firstresult=True)
 def pto_generate_kernel(backend: str, function: Any, module: Any, options: Any) -> KernelSource | None:
     """Generate the kernel source of one InCore ``function`` (already optimised) for ``backend``.
-    Return ``None`` when ``backend`` is not one of this plugin's."""
+    Return ``None`` when ``backend`` is not one of this plugin's. ``function`` and ``module``
+    carry every value under its C name (``pto_v_<name>``, :mod:`pto_core.codegen.cnames`):
+    print names as they are, and no user name can meet a C or library symbol."""
 
 
 @hookspec(firstresult=True)

@@ -42,6 +42,7 @@ from ..options import CompileOptions
 from ..orchestration import c_module_name, emit_orchestration
 from ..verify import check_scalar_args, verify_module
 from .host import emit_host_main, runtime_environment, timeout_seconds
+from .cnames import c_names, user_names
 
 #: the repository (or installation) root that holds runtime/ and SConstruct
 ROOT = Path(__file__).resolve().parents[2]
@@ -120,20 +121,25 @@ def generate(target: str, module: Module, options: CompileOptions,
     h = plugins.hook()
     kernels: list[KernelSource] = []
     texts: dict[str, str] = {}
-    incore = [f for f in module.functions.values() if f.is_incore]
-    for fn, name in zip(incore, files.kernels):
-        ks = h.pto_generate_kernel(backend=target, function=fn, module=module, options=options)
-        if ks is None:
-            raise PTOBackendError(f"backend '{target}' generated no kernel for '{fn.name}'",
-                                  function=fn.name)
-        ks = dataclasses.replace(ks, buffer_bytes=ks.buffer_bytes or int(bb(fn)))
-        kernels.append(ks)
-        texts[name] = ks.text
-        if progress is not None:
-            progress(fn.name)
-    texts[files.orchestration] = emit_orchestration(module, bb)
-    binding = h.pto_runtime_binding(backend=target, module=module, kernels=kernels,
-                                    options=options)
+    # backends see every value under its C name (no user name reaches generated text as it
+    # is); errors speak of the user's names again
+    cmod = c_names(module)
+    incore = [f for f in cmod.functions.values() if f.is_incore]
+    with user_names():
+        for fn, name in zip(incore, files.kernels):
+            ks = h.pto_generate_kernel(backend=target, function=fn, module=cmod,
+                                       options=options)
+            if ks is None:
+                raise PTOBackendError(f"backend '{target}' generated no kernel for '{fn.name}'",
+                                      function=fn.name)
+            ks = dataclasses.replace(ks, buffer_bytes=ks.buffer_bytes or int(bb(fn)))
+            kernels.append(ks)
+            texts[name] = ks.text
+            if progress is not None:
+                progress(fn.name)
+        texts[files.orchestration] = emit_orchestration(cmod, bb)
+        binding = h.pto_runtime_binding(backend=target, module=cmod, kernels=kernels,
+                                        options=options)
     if binding is None:
         raise PTOBackendError(f"backend '{target}' provides no runtime binding")
     texts[files.binding] = binding.text

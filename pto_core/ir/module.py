@@ -15,6 +15,8 @@ import math
 from dataclasses import dataclass, field
 from typing import Iterator, Union
 
+from ..errors import PTOError
+from ..names import check_module_name
 from .ops import OPS, OpDef
 from .types import MemRefType, ScalarType, TileType, Type
 
@@ -249,6 +251,10 @@ class Module:
 
     def __init__(self, name: str, functions: list[Function] | None = None,
                  entry: str | None = None) -> None:
+        try:
+            check_module_name(name)     # it names files, directories and C symbols
+        except ValueError as e:
+            raise PTOError(str(e)) from None
         self.name = name
         self.functions: dict[str, Function] = {}
         self._entry = entry

@@ -175,7 +175,7 @@ class DeviceRun:
         rc = self.entry(self.ctens, len(self.tparams), self.cscal, self.nscal, self.workers,
                         self.threshold)
         if rc != 0:
-            why = run_failure(self.lib, rc, f"run of module '{self.module.name}'")
+            why = run_failure(self.lib, rc, f"run of module '{self.module.name}'", self.module)
             if rc in (PTO_ETIMEDOUT, PTO_ECANCELED):
                 self.lost = (f"the device is held by a kernel an earlier run gave up on ({why}); "
                              f"start a new process")
