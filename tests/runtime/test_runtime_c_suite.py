@@ -1,5 +1,6 @@
-"""Compiles runtime/tests/test_runtime.c with gcc and runs it: plain -O2 (full size: 1M-task
-random DAG), under ThreadSanitizer and under AddressSanitizer+UBSan (smaller graphs).
+"""Compiles each C test program of runtime/tests (test_runtime.c: the whole runtime;
+test_successor.c: explicit edges) with gcc and runs it: plain -O2 (full size: 1M-task random
+DAG), under ThreadSanitizer and under AddressSanitizer+UBSan (smaller graphs).
 Each build must exit 0, print "N passed, 0 failed" and produce no sanitizer report."""
 from __future__ import annotations
 
@@ -13,7 +14,8 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 RT = REPO / "runtime"
-SOURCES = sorted(str(p) for p in (RT / "src").glob("*.c")) + [str(RT / "tests" / "test_runtime.c")]
+SOURCES = sorted(str(p) for p in (RT / "src").glob("*.c"))
+PROGRAMS = ("test_runtime", "test_successor")
 
 VARIANTS = {
     # name: (extra flags, scale argument, env)
@@ -29,12 +31,13 @@ VARIANTS = {
 pytestmark = pytest.mark.skipif(shutil.which("gcc") is None, reason="gcc not installed")
 
 
+@pytest.mark.parametrize("program", PROGRAMS)
 @pytest.mark.parametrize("variant", list(VARIANTS))
-def test_c_runtime_suite(variant: str, tmp_path: Path) -> None:
+def test_c_runtime_suite(program: str, variant: str, tmp_path: Path) -> None:
     flags, scale, env_extra = VARIANTS[variant]
-    exe = tmp_path / f"test_runtime_{variant}"
+    exe = tmp_path / f"{program}_{variant}"
     cmd = ["gcc", "-std=c11", "-pthread", "-Wall", "-Wextra", "-Werror", *flags,
-           f"-I{RT / 'include'}", *SOURCES, "-o", str(exe)]
+           f"-I{RT / 'include'}", *SOURCES, str(RT / "tests" / f"{program}.c"), "-o", str(exe)]
     build = subprocess.run(cmd, capture_output=True, text=True)
     assert build.returncode == 0, build.stderr
     env = dict(os.environ, **env_extra)
