@@ -122,10 +122,15 @@ def pto_configure_scons(backend: str, env: Any, options: Any) -> bool | None:
 @hookspec(firstresult=True)
 def pto_launch(backend: str, module: Any, build_dir: Path, tensors: Mapping[str, Any],
                scalars: Mapping[str, int], options: Any, workers: int,
-               threshold: int) -> Mapping[str, Any] | None:
+               threshold: int, in_place: bool) -> Mapping[str, Any] | None:
     """Run the entry function of ``module`` as built in ``build_dir`` (which holds
     ``lib<module>.so`` and ``<module>_host``, see :mod:`pto_core.codegen.driver`) on the device
     with numpy arrays in and out, with ``workers`` runtime worker threads and the pipelining
     ``threshold`` (0 = build the whole graph first); return every tensor of the entry function
     after the run (by parameter name). CPU-hosted backends can simply return
-    ``pto_core.codegen.host.run_library(build_dir / f"lib{name}.so", ...)``."""
+    ``pto_core.codegen.host.run_library(build_dir / f"lib{name}.so", ...)``.
+
+    ``in_place`` (an implementation may leave the argument out) allows a backend whose kernels
+    read and write host memory to run on the given arrays themselves and return them (zero-copy
+    calls from :func:`pto_core.compile`); without it, or on another device, the caller's arrays
+    must be left as they were."""

@@ -44,14 +44,15 @@ def scale_module(factor: float) -> PTOModule:
 
 @pytest.fixture()
 def scons_runs(monkeypatch) -> list[list[str]]:
-    """Every subprocess the driver starts (the SCons builds), recorded and then run."""
+    """Every SCons build the driver starts, recorded and then run."""
     calls: list[list[str]] = []
-    real = subprocess.run
+    real = subprocess.Popen
 
-    def run(args, *a, **kw):
-        calls.append(list(args))
+    def popen(args, *a, **kw):
+        if "SCons.Script" in " ".join(map(str, args)):
+            calls.append(list(args))
         return real(args, *a, **kw)
-    monkeypatch.setattr(driver.subprocess, "run", run)
+    monkeypatch.setattr(driver.subprocess, "Popen", popen)
     return calls
 
 
