@@ -60,20 +60,22 @@ class Binary:
 
     def kernel_address(self, func_id: int | str) -> int:
         """The address of a kernel's host function (kernel ABI ``int32_t f(const int64_t*)``),
-        read from the library's kernel table. A backend whose kernels are launched by its own
-        executor (a GPU, an NPU) has no host function there: that is refused with the reason."""
+        read from the library's kernel table. Only a backend whose kernels run on host threads
+        (``BackendInfo.host_kernels``) has such functions; another (a GPU, an NPU: its executor
+        launches the kernels) is refused with the reason."""
+        from . import plugins
         from .codegen.host import _load
         from .orchestration import c_module_name
         index = self.func_id(func_id) if isinstance(func_id, str) else func_id
         self._name(index)
+        if not plugins.get_backend(self.target).host_kernels:
+            raise PTOError(f"the kernels of the {self.target} backend are launched by its "
+                           f"executor, not called on host threads, so a Graph cannot run them; "
+                           f"run the module with pto_core.compile(...)")
         lib = _load(self.library)
-        table = (ctypes.c_void_p * len(self.kernels)).in_dll(lib, f"pto_kernels_{c_module_name(self.module)}")
-        address = table[index]
-        if not address:
-            raise PTOError(f"kernel '{self.kernels[index]}' of the {self.target} backend is launched "
-                           f"by the backend's executor, not called on a host thread; run the module "
-                           f"with pto_core.compile(...) instead of a Graph")
-        return int(address)
+        table = (ctypes.c_void_p * len(self.kernels)).in_dll(
+            lib, f"pto_kernels_{c_module_name(self.module)}")
+        return int(table[index])
 
     def _name(self, func_id: int) -> str:
         if not 0 <= func_id < len(self.kernels):

@@ -57,6 +57,9 @@ class BackendInfo:
     #: whether this machine can run the backend's code, and if not why (e.g. "no CUDA device")
     can_run: bool = True
     cannot_run_reason: str = ""
+    #: the kernel table's functions run on host threads with host pointers (the runtime's
+    #: default executor): :class:`pto_core.runner.DeviceRunner` can call them from a Graph
+    host_kernels: bool = False
 
 
 @dataclass(frozen=True)

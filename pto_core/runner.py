@@ -29,9 +29,9 @@ communication the runtime cannot see)::
 
 The device of a backend whose kernels run on host threads (``arm64``) is the host: device
 memory is host memory, so ``copy_to_device`` and ``copy_from_device`` hand back the same
-memory (as numpy arrays) and exist so that code written for a device reads the same. Kernels a
-backend launches through its own executor (GPU, NPU) are refused by name; such programs run
-with :func:`pto_core.compile`.
+memory (as numpy arrays) and exist so that code written for a device reads the same. A backend
+whose executor launches its kernels (GPU, NPU; ``BackendInfo.host_kernels`` is False) is refused
+by name; such programs run with :func:`pto_core.compile`.
 """
 
 from __future__ import annotations
@@ -169,7 +169,10 @@ class Graph:
                                    f"number, got {type(a).__name__}")
                 out.append(("scalar", a))
                 continue
-            array, row, col = a if isinstance(a, tuple) else (a, 0, 0)
+            array, row, col = a if isinstance(a, tuple) and len(a) == 3 else (a, 0, 0)
+            if not (isinstance(array, np.ndarray) or hasattr(array, "__dlpack__")):
+                raise PTOError(f"kernel '{fn.name}': tensor parameter '{p.name}' needs an array "
+                               f"or (array, row, col), got {type(a).__name__}")
             rows, cols = footprint(fn, p.name, self.binary.module)
             if modes[p.name] == "none":         # never touched: pointer and stride only
                 rows, cols = 0, 0
@@ -192,11 +195,16 @@ class DeviceRunner:
         self._ready = False
 
     def init(self) -> None:
-        """Check that the backend is installed and can run here."""
+        """Check that the backend is installed, can run here and calls its kernels on host
+        threads (``BackendInfo.host_kernels``)."""
         from . import plugins
         info = plugins.get_backend(self.target)
         if not info.can_run:
             raise PTOError(f"cannot run on the {self.target} backend here: {info.cannot_run_reason}")
+        if not info.host_kernels:
+            raise PTOError(f"the {self.target} backend launches its kernels through its own "
+                           f"executor; DeviceRunner runs graphs of backends whose kernels run on "
+                           f"host threads (such as arm64): run the module with pto_core.compile")
         if self.device_id != 0:
             raise PTOError(f"the {self.target} backend runs graphs on the host: device_id 0 only, "
                            f"got {self.device_id}")

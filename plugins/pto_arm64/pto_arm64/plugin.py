@@ -33,7 +33,7 @@ BACKEND = BackendInfo(
     kernel_suffix=".c", host_suffix=".c",
     # a core's L2 share is the working set a task's tiles should fit in
     capacities={"L2": 1 << 20}, kernel_buffer="L2",
-    worker_types=("VECTOR", "CUBE"), targets=("aarch64-linux-gnu", "host"))
+    worker_types=("VECTOR", "CUBE"), targets=("aarch64-linux-gnu", "host"), host_kernels=True)
 
 #: compiler flags of every generated file. -fno-trapping-math lets GCC if-convert (and so
 #: vectorise) the clamps and selects in the exp/log polynomials; -fno-math-errno lets sqrtf
