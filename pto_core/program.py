@@ -51,7 +51,12 @@ def load_python_module(path: Path) -> Any:
         raise PTOError(f"cannot load {path} as Python")
     mod = importlib.util.module_from_spec(spec)
     sys.modules[name] = mod
-    spec.loader.exec_module(mod)
+    # a program is not a library: leave no __pycache__ beside the user's file
+    saved, sys.dont_write_bytecode = sys.dont_write_bytecode, True
+    try:
+        spec.loader.exec_module(mod)
+    finally:
+        sys.dont_write_bytecode = saved
     return mod
 
 
