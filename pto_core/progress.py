@@ -203,7 +203,8 @@ class Phases:
                 grow = {}
                 if limit is not None and done > limit:   # an estimate that was too low
                     limit = grow["total"] = done
-                bars.update(task, advance=1, item=item, **grow)
+                # drawn by rich's refresh thread; the last unit at once, so it is always seen
+                bars.update(task, advance=1, item=item, refresh=done == limit, **grow)
 
         start = time.perf_counter()
         try:
