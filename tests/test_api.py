@@ -11,16 +11,14 @@ import numpy as np
 import pytest
 
 import pto_core
-from pto_core import (BinaryCompiler, DeviceRunner, ElementType, Graph, InOut, Input, MemorySpace,
-                      Output, PTOError, PTOFunctionBuilder, PTOModule, plugins)
+from pto_core import (BinaryCompiler, DeviceRunner, Graph, InOut, Input, Output, PTOError,
+                      plugins)
 from pto_core.codegen import driver
 from pto_core.reference import run_module
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 sys.path.insert(0, str(EXAMPLES))
 import rowmax  # noqa: E402
-
-F32, GM = ElementType.F32, MemorySpace.GLOBAL
 
 pytestmark = pytest.mark.skipif(
     "arm64" not in [b.name for b in plugins.list_backends()],
@@ -108,23 +106,15 @@ def test_torch_tensors_are_used_in_place(kernel):
     assert torch.equal(y, x.amax(dim=1, keepdim=True))
 
 
-def scale_module(factor: float) -> PTOModule:
-    m = PTOModule("scaled")
-    (PTOFunctionBuilder("scale", module=m).in_core().memref("x", GM, F32).memref("y", GM, F32)
-     .tile("t", 4, 16, F32).load("t", "x").muls("t", "t", factor).store("y", "t").build())
-    (PTOFunctionBuilder("run", module=m).not_in_core().memref("x", GM, F32)
-     .memref("y", GM, F32).call("scale", {"x": ("x", 0, 0), "y": ("y", 0, 0)}).build())
-    m.set_entry("run")
-    return m
-
-
 def test_two_modules_of_one_name_stay_two_kernels():
-    twice, thrice = pto_core.compile(scale_module(2.0)), pto_core.compile(scale_module(3.0))
-    assert twice.binary.build_dir != thrice.binary.build_dir
-    x = np.arange(64, dtype=np.float32).reshape(4, 16)
+    # the same module name, two IRs (8- and 16-row tiles): each keeps its own build
+    eight, sixteen = (pto_core.compile(rowmax.build_module(tile_rows=r)) for r in (8, 16))
+    assert eight.binary.module.name == sixteen.binary.module.name
+    assert eight.binary.build_dir != sixteen.binary.build_dir
+    x = random((32, 128), 1)
     for _ in range(2):
-        np.testing.assert_array_equal(twice(x)["y"], 2 * x)
-        np.testing.assert_array_equal(thrice(x)["y"], 3 * x)
+        np.testing.assert_array_equal(eight(x, num_tiles=4)["output"], reference(x, 4))
+        np.testing.assert_array_equal(sixteen(x, num_tiles=2)["output"], reference(x, 4))
 
 
 @pytest.mark.parametrize("call, message", [

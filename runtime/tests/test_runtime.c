@@ -11,6 +11,7 @@
  * cells and every read checksum must equal a sequential run's. */
 #define _GNU_SOURCE 1
 #include "pto_runtime.h"
+#include "check.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -20,11 +21,6 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-static int g_pass, g_fail;
-#define CHECK(cond) do { if (cond) g_pass++; else { g_fail++; \
-    fprintf(stderr, "FAIL %s:%d: %s\n", __FILE__, __LINE__, #cond); } } while (0)
-#define CHECK_EQ(a, b) do { long long _a = (long long)(a), _b = (long long)(b); if (_a == _b) g_pass++; \
-    else { g_fail++; fprintf(stderr, "FAIL %s:%d: %s == %s (%lld vs %lld)\n", __FILE__, __LINE__, #a, #b, _a, _b); } } while (0)
 
 static double g_scale = 1.0;
 static int64_t scaled(int64_t n) { int64_t m = (int64_t)(n * g_scale); return m < 200 ? 200 : m; }
