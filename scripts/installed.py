@@ -12,12 +12,19 @@ from __future__ import annotations
 
 import json
 import sys
+import sysconfig
 import tomllib
 from importlib import metadata
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 EXTRAS = ("test", "graph")
+#: where installed distributions are (not a checkout's own *.egg-info on sys.path)
+SITE = sorted({sysconfig.get_paths()[k] for k in ("purelib", "platlib")})
+
+
+def installed(name: str) -> metadata.Distribution | None:
+    return next(iter(metadata.distributions(name=name, path=SITE)), None)
 
 
 def projects() -> list[Path]:
@@ -36,9 +43,8 @@ def problems() -> list[str]:
         pyproject = project / "pyproject.toml"
         spec = tomllib.loads(pyproject.read_text())["project"]
         name = spec["name"]
-        try:
-            dist = metadata.distribution(name)
-        except metadata.PackageNotFoundError:
+        dist = installed(name)
+        if dist is None:
             found.append(f"{name} (not installed)")
             continue
         where = json.loads(dist.read_text("direct_url.json") or "{}")
@@ -57,11 +63,11 @@ def problems() -> list[str]:
             req = Requirement(text)
             if req.marker is not None and not req.marker.evaluate():
                 continue
-            try:
-                version = metadata.version(req.name)
-            except metadata.PackageNotFoundError:
+            dep = installed(req.name)
+            if dep is None:
                 found.append(f"{req} (for {name}: not installed)")
                 continue
+            version = dep.version
             if req.specifier and not req.specifier.contains(version, prereleases=True):
                 found.append(f"{req} (for {name}: {version} installed)")
     return found
