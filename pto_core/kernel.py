@@ -5,9 +5,8 @@ it returns is called with the entry function's tensors and scalars, by position 
 returns every tensor of the entry function by name::
 
     import numpy as np, pto_core
-    from examples.rowmax import build_module          # any PTOModule
 
-    rowmax = pto_core.compile(build_module(), target="arm64")
+    rowmax = pto_core.compile("examples/rowmax.py", target="arm64")   # or a PTOModule
     x = np.random.rand(64, 128).astype(np.float32)
     out = rowmax(x, num_tiles=8)                     # "output" is allocated: (64, 1) zeros first
     assert np.array_equal(out["output"], x.max(axis=1, keepdims=True))
@@ -41,7 +40,7 @@ __all__ = ["Kernel", "compile", "host_array"]
 DLPACK_CPU = 1
 
 
-def compile(program: Module | str | Path, target: str = "arm64", *,
+def compile(program: Module | str | Path, target: str, *,
             options: CompileOptions | None = None, workers: int = 2,
             threshold: int = 0) -> "Kernel":
     """Build ``program`` (a module, or a ``.py``/``.pto`` program file) for ``target`` and

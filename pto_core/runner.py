@@ -187,7 +187,7 @@ class DeviceRunner:
     runtime's ``num_workers`` worker threads; ``threshold`` > 0 starts them once that many tasks
     were submitted (pipelined), 0 once the whole graph is built."""
 
-    def __init__(self, target: str = "arm64", device_id: int = 0, *, num_workers: int = 2,
+    def __init__(self, target: str, device_id: int = 0, *, num_workers: int = 2,
                  threshold: int = 0) -> None:
         self.target, self.device_id = target, device_id
         self.num_workers, self.threshold = num_workers, threshold

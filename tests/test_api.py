@@ -108,7 +108,7 @@ def test_torch_tensors_are_used_in_place(kernel):
 
 def test_two_modules_of_one_name_stay_two_kernels():
     # the same module name, two IRs (8- and 16-row tiles): each keeps its own build
-    eight, sixteen = (pto_core.compile(rowmax.build_module(tile_rows=r)) for r in (8, 16))
+    eight, sixteen = (pto_core.compile(rowmax.build_module(tile_rows=r), "arm64") for r in (8, 16))
     assert eight.binary.module.name == sixteen.binary.module.name
     assert eight.binary.build_dir != sixteen.binary.build_dir
     x = random((32, 128), 1)
