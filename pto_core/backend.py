@@ -17,6 +17,7 @@ names that are not its own. :class:`BackendPlugin` does that dispatch once: subc
 
 from __future__ import annotations
 
+import inspect
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -45,7 +46,9 @@ class BackendPlugin:
 
     def launch(self, module: Any, build_dir: Path, tensors: Mapping[str, Any],
                scalars: Mapping[str, int], options: Any, workers: int,
-               threshold: int) -> Mapping[str, Any] | None:
+               threshold: int, in_place: bool = False) -> Mapping[str, Any] | None:
+        """Run a built module (see ``pto_launch``); a backend that cannot work on the caller's
+        arrays may leave ``in_place`` out of its signature."""
         return None
 
     def perf_report(self, module: Any, options: Any, scalars: Mapping[str, Any],
@@ -77,10 +80,12 @@ class BackendPlugin:
         return self.build_inputs(module, options) if backend == self.name else None
 
     @hookimpl
-    def pto_launch(self, backend, module, build_dir, tensors, scalars, options, workers, threshold):
+    def pto_launch(self, backend, module, build_dir, tensors, scalars, options, workers, threshold,
+                   in_place):
         if backend != self.name:
             return None
-        return self.launch(module, build_dir, tensors, scalars, options, workers, threshold)
+        extra = {"in_place": in_place} if "in_place" in inspect.signature(self.launch).parameters else {}
+        return self.launch(module, build_dir, tensors, scalars, options, workers, threshold, **extra)
 
     @hookimpl
     def pto_perf_report(self, backend, module, options, scalars, settings):

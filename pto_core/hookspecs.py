@@ -57,6 +57,9 @@ class BackendInfo:
     #: whether this machine can run the backend's code, and if not why (e.g. "no CUDA device")
     can_run: bool = True
     cannot_run_reason: str = ""
+    #: the kernel table's functions run on host threads with host pointers (the runtime's
+    #: default executor): :class:`pto_core.runner.DeviceRunner` can call them from a Graph
+    host_kernels: bool = False
 
 
 @dataclass(frozen=True)
@@ -132,13 +135,18 @@ def pto_build_inputs(backend: str, module: Any, options: Any) -> str | None:
 @hookspec(firstresult=True)
 def pto_launch(backend: str, module: Any, build_dir: Path, tensors: Mapping[str, Any],
                scalars: Mapping[str, int], options: Any, workers: int,
-               threshold: int) -> Mapping[str, Any] | None:
+               threshold: int, in_place: bool) -> Mapping[str, Any] | None:
     """Run the entry function of ``module`` as built in ``build_dir`` (which holds
     ``lib<module>.so`` and ``<module>_host``, see :mod:`pto_core.codegen.driver`) on the device
     with numpy arrays in and out, with ``workers`` runtime worker threads and the pipelining
     ``threshold`` (0 = build the whole graph first); return every tensor of the entry function
     after the run (by parameter name). CPU-hosted backends can simply return
-    ``pto_core.codegen.host.run_library(build_dir / f"lib{name}.so", ...)``."""
+    ``pto_core.codegen.host.run_library(build_dir / f"lib{name}.so", ...)``.
+
+    ``in_place`` (an implementation may leave the argument out) allows a backend whose kernels
+    read and write host memory to run on the given arrays themselves and return them (zero-copy
+    calls from :func:`pto_core.compile`); without it, or on another device, the caller's arrays
+    must be left as they were."""
 
 
 @hookspec(firstresult=True)

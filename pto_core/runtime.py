@@ -41,14 +41,16 @@ array, or the buffer under it), so tasks on different views of one buffer are or
 with a row step (``buf[::2]``) is keyed by the rows it spans. Views whose columns are not
 contiguous, or with negative or overlapping rows, are rejected.
 
-The shared library is built with gcc on first use (or when a source is newer than it)
-into ``$PTO_BUILD_DIR/runtime`` or ``<repo>/build/runtime/python``; ``$PTO_RUNTIME_LIB``
-points at a prebuilt one instead.
+The shared library is built with gcc on first use into the build folder
+(:func:`pto_core.resources.build_root`), under a name that follows the content of the runtime
+sources (so a changed source builds a new library); ``$PTO_RUNTIME_LIB`` points at a prebuilt
+one instead.
 """
 from __future__ import annotations
 
 import ctypes as C
 import dataclasses
+import hashlib
 import math
 import numbers
 import os
@@ -183,31 +185,23 @@ KERNEL = C.CFUNCTYPE(C.c_int32, C.POINTER(C.c_int64))
 
 # ---------------------------------------------------------------- building / loading
 
-_REPO = Path(__file__).resolve().parents[1]
 _LIB: Optional[C.CDLL] = None
 _LIB_LOCK = threading.Lock()
 
 
-def _source_dir() -> Path:
-    for cand in (_REPO / "runtime", Path(__file__).resolve().parent / "runtime_src"):
-        if (cand / "include" / "pto_runtime.h").exists():
-            return cand
-    raise FileNotFoundError("PTO runtime sources not found (runtime/include/pto_runtime.h)")
-
-
 def library_path() -> Path:
-    """Path of libpto_runtime.so, building it with gcc when missing or stale."""
+    """Path of libpto_runtime.so, building it with gcc when missing (one library per content
+    of the runtime sources, in ``<build_root>/runtime/python-<digest>/``)."""
     env = os.environ.get("PTO_RUNTIME_LIB")
     if env:
         return Path(env)
-    src = _source_dir()
-    build = Path(os.environ["PTO_BUILD_DIR"]) / "runtime" if os.environ.get("PTO_BUILD_DIR") \
-        else _REPO / "build" / "runtime" / "python"
+    from .resources import build_root, runtime_dir, runtime_files
+    src = runtime_dir()
+    digest = hashlib.sha256(b"".join(p.read_bytes() for p in runtime_files())).hexdigest()[:16]
+    build = build_root() / "runtime" / f"python-{digest}"
     lib = build / "libpto_runtime.so"
     sources = sorted((src / "src").glob("*.c"))
-    deps = sources + sorted((src / "src").glob("*.h")) + [src / "include" / "pto_runtime.h"]
-    newest = max(p.stat().st_mtime for p in deps)
-    if lib.exists() and lib.stat().st_mtime >= newest:
+    if lib.exists():
         return lib
     build.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(suffix=".so", dir=build)
@@ -246,6 +240,7 @@ def load_library() -> C.CDLL:
                 "pto_task_add_scalar": (C.c_int, [P, I32, I64]),
                 "pto_task_add_arg": (C.c_int, [P, I32, T, I64, I64]),
                 "pto_task_add_access": (C.c_int, [P, I32, T, I64, I64, I64, I64, I32]),
+                "pto_task_add_successor": (C.c_int, [P, I32, I32]),
                 "pto_task_submit": (C.c_int, [P, I32]),
                 "pto_task_state": (C.c_int, [P, I32]),
                 "pto_runtime_run": (C.c_int, [P]),
@@ -635,6 +630,12 @@ class Runtime:
             raise PTORuntimeError(PTO_EINVAL, "add_scalar", f"expects an int or a float, got "
                                   f"{type(value).__name__} {value!r}")
         self._check(self._lib.pto_task_add_scalar(self._handle(), task, v), "add_scalar")
+
+    def add_successor(self, from_task: int, to_task: int) -> None:
+        """An explicit edge: ``to_task`` (not yet submitted) runs after ``from_task`` (allocated
+        before it), besides what its tensor regions give (``pto_task_add_successor``)."""
+        self._check(self._lib.pto_task_add_successor(self._handle(), from_task, to_task),
+                    f"add_successor {from_task} -> {to_task}")
 
     def submit(self, task: int) -> None:
         self._check(self._lib.pto_task_submit(self._handle(), self._task_id(task, "submit")), "submit")

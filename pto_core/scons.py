@@ -33,13 +33,13 @@ from SCons.Script import (ARGUMENTS, COMMAND_LINE_TARGETS, Action, Alias, Builde
 
 from . import plugins
 from .codegen import host
-from .progress import install_scons_progress
-from .codegen.driver import ROOT, compile_module, planned_files
+from .codegen import driver
+from .codegen.driver import compile_module, planned_files
 from .errors import PTOBackendError
 from .options import CompileOptions
 from .orchestration import c_module_name
-
-RUNTIME_DIR = ROOT / "runtime"
+from .progress import install_scons_progress, scons_print_cmd_line
+from .resources import runtime_dir
 CROSS_PREFIX = {"aarch64": "aarch64-linux-gnu-"}
 
 
@@ -82,17 +82,27 @@ class BuildSettings:
         return value
 
 
+def plain_env() -> Any:
+    """An SCons environment with the caller's PATH that echoes commands below the progress line
+    (:func:`pto_core.progress.scons_print_cmd_line`) when one is drawn."""
+    env = Environment(ENV={"PATH": os.environ.get("PATH", "")})
+    echo = scons_print_cmd_line()
+    if echo is not None:
+        env["PRINT_CMD_LINE_FUNC"] = echo
+    return env
+
+
 def make_env(target: str, *, cross: str = "", opt: str = "release",
              compile_options: CompileOptions | None = None,
              arguments: Mapping[str, str] | None = None, variables: Any = None) -> Any:
     """An SCons environment for ``target``: C flags, runtime include path, the cross compiler,
     then whatever the backend's ``pto_configure_scons`` adds (reading its build variables from
     ``arguments``, default SCons' ARGUMENTS, and declaring them in ``variables`` if given)."""
-    env = Environment(ENV={"PATH": os.environ.get("PATH", "")})
+    env = plain_env()
     env["PTO_TARGET"] = target
     env["PTO_CROSS"] = cross
     env["PTO_COMPILE_OPTIONS"] = compile_options or CompileOptions()
-    env.Append(CPPPATH=[str(RUNTIME_DIR / "include"), str(host.TEMPLATES)],
+    env.Append(CPPPATH=[str(runtime_dir() / "include"), str(host.TEMPLATES)],
                CFLAGS=["-std=gnu11"], CCFLAGS=["-Wall"], LINKFLAGS=["-pthread"],
                LIBS=["m", "pthread"])
     env.Append(CCFLAGS=["-O0", "-g"] if opt == "debug" else ["-O2"])
@@ -128,18 +138,10 @@ def _load(path: str):
 
 
 def generator_files(target: str) -> list[str]:
-    """The Python files whose change must regenerate sources: all of ``pto_core`` and the
-    packages of the plugin that provides ``target``
-    (:func:`pto_core.plugins.plugin_source_dirs`)."""
-    files = sorted(glob(str(ROOT / "pto_core" / "**" / "*.py"), recursive=True))
-    core_dir = Path(__file__).resolve().parent
-    if not files:       # installed, not a checkout
-        files = sorted(glob(str(core_dir / "**" / "*.py"), recursive=True))
-    for rec in plugins.plugin_records():
-        if rec.ok and any(b.name == target for b in rec.backends):
-            for pkg in plugins.plugin_source_dirs(rec):
-                files += sorted(glob(str(pkg / "**" / "*.py"), recursive=True))
-    return files
+    """The Python files whose change must regenerate sources
+    (:func:`pto_core.codegen.driver.generator_files`: the installed ``pto_core`` and the
+    packages of the plugin that provides ``target``)."""
+    return [str(f) for f in driver.generator_files(target)]
 
 
 def _gen_emitter(target, source, env):
@@ -173,7 +175,7 @@ def add_builders(env) -> None:
 
 def runtime_libs(env, variant_dir: str) -> list:
     """``[static, shared]`` runtime libraries built into ``variant_dir``."""
-    return SConscript(str(RUNTIME_DIR / "SConscript"), variant_dir=variant_dir, duplicate=0,
+    return SConscript(str(runtime_dir() / "SConscript"), variant_dir=variant_dir, duplicate=0,
                       exports={"env": env})
 
 
@@ -207,9 +209,14 @@ def build_program(env, program: str, build_dir: str, rt_static, npy_obj) -> dict
 
 def build_generated_module(arguments: dict) -> None:
     """Entry of the SConstruct that :func:`pto_core.codegen.driver.build_module` writes: link
-    the sources already in ``./gen`` into ``lib<name>.so`` and ``<name>_host``."""
+    the sources already in ``./gen`` into ``lib<name>.so`` and ``<name>_host`` (``cache=DIR``:
+    an SCons cache shared between launch folders)."""
     install_scons_progress()
     target, name = arguments["target"], arguments["name"]
+    if arguments.get("cache"):
+        # shared by every launch folder: a new variant of a module takes the runtime's objects
+        # from it instead of compiling them again
+        CacheDir(arguments["cache"])
     env = make_env(target, cross=arguments.get("cross", ""), opt=arguments.get("opt", "release"),
                    arguments=arguments)
     rt_static = runtime_libs(env, "runtime")[0]
@@ -279,8 +286,7 @@ def sconstruct() -> None:
     tdir = f"{root}/{target}" + (f"-{cross}" if cross else "")
     rt_static = runtime_libs(env, f"{tdir}/runtime")[0]
     # the target-independent runtime, for tools that link it directly
-    plain = Environment(ENV={"PATH": os.environ.get("PATH", "")})
-    Alias("runtime", runtime_libs(plain, f"{root}/runtime"))
+    Alias("runtime", runtime_libs(plain_env(), f"{root}/runtime"))
     npy_obj = env.Object(f"{tdir}/common/pto_npy", str(host.TEMPLATES / "pto_npy.c"))
     built = [build_program(env, p, tdir, rt_static, npy_obj)
              for p in find_programs(probe["examples"])]

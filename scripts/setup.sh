@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
-# Install what PTO and its tests need on a fresh Debian machine (idempotent, quiet when done).
+# Install what PTO and its tests need on a fresh Debian machine (idempotent, quiet when done;
+# a few seconds when nothing is missing). Run it in a virtual environment: pip installs into
+# the active Python.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -17,6 +19,10 @@ if [ ${#need_apt[@]} -gt 0 ]; then
     echo "setup: cannot install ${need_apt[*]} (not root or no apt-get); tests needing them will say so" >&2
   fi
 fi
+
+# everything already installed (editable from this checkout, requirements satisfied): done,
+# without starting pip
+python3 scripts/installed.py 2>/dev/null && exit 0
 
 # quiet pip that still fails the setup (and shows pip's output) when an install fails
 pip_q() {

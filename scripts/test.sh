@@ -3,4 +3,5 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
-exec python3 -m pytest -q -p no:cacheprovider "$@"
+# two workers (pytest-xdist): the suite's builds and compilers are mostly single-threaded
+exec python3 -m pytest -q -p no:cacheprovider -n 2 "$@"

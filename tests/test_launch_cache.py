@@ -44,14 +44,15 @@ def scale_module(factor: float) -> PTOModule:
 
 @pytest.fixture()
 def scons_runs(monkeypatch) -> list[list[str]]:
-    """Every subprocess the driver starts (the SCons builds), recorded and then run."""
+    """Every SCons build the driver starts, recorded and then run."""
     calls: list[list[str]] = []
-    real = subprocess.run
+    real = subprocess.Popen
 
-    def run(args, *a, **kw):
-        calls.append(list(args))
+    def popen(args, *a, **kw):
+        if "SCons.Script" in " ".join(map(str, args)):
+            calls.append(list(args))
         return real(args, *a, **kw)
-    monkeypatch.setattr(driver.subprocess, "run", run)
+    monkeypatch.setattr(driver.subprocess, "Popen", popen)
     return calls
 
 
@@ -217,3 +218,30 @@ def test_compile_of_a_large_module_shows_progress_per_function(tmp_path, capsys,
     small = wide_program(tmp_path / "small.py", 3)
     assert compile_cli(small, tmp_path / "out2") == 0
     assert capsys.readouterr().err == ""
+
+
+# ------------------------------------------------------- what a launch build tracks and where
+
+@needs("cuda_sim", "pto_cuda")
+def test_headers_a_plugin_ships_and_the_runtime_sources_are_tracked():
+    m = scale_module(2.0)
+    files = driver._source_files("cuda_sim")
+    assert not any("__pycache__" in f.parts or f.suffix == ".pyc" for f in files)
+    header = next(f for f in files if f.name == "pto_cuda_tile.cuh")      # not a Python file
+    assert_touching_changes_the_key("cuda_sim", m, header)
+    runtime_c = next(f for f in files if f.name == "tensormap.c")
+    assert_touching_changes_the_key("cuda_sim", m, runtime_c)
+    # what regenerates sources is Python only
+    assert all(f.suffix == ".py" for f in driver.generator_files("cuda_sim"))
+
+
+@needs_arm64
+def test_each_variant_of_a_module_gets_its_own_launch_folder(monkeypatch, tmp_path):
+    monkeypatch.setenv("PTO_BUILD_DIR", str(tmp_path))
+    a = driver.launch_dir("arm64", scale_module(2.0), CompileOptions())
+    assert a == driver.launch_dir("arm64", scale_module(2.0), CompileOptions())
+    assert a.parent == tmp_path / "arm64" / "launch" and a.name.startswith("scale_mod-")
+    others = {driver.launch_dir("arm64", scale_module(3.0), CompileOptions()),
+              driver.launch_dir("arm64", scale_module(2.0), CompileOptions(opt_level=0)),
+              driver.launch_dir("arm64", scale_module(2.0), CompileOptions(), cross="aarch64")}
+    assert a not in others and len(others) == 3

@@ -18,11 +18,12 @@ import numpy as np
 import pytest
 
 from pto_core import ElementType, MemorySpace, PTOFunctionBuilder, PTOModule
-from pto_core.codegen.driver import ROOT
 from pto_core.codegen.host import PTOTensorC
 from pto_core.orchestration import c_module_name, emit_orchestration, kernel_order
 from pto_core.reference import trace_calls
 from pto_core.shapes import derive_shapes
+
+ROOT = Path(__file__).resolve().parents[1]  # the checkout
 
 F32, I32, GM = ElementType.F32, ElementType.I32, MemorySpace.GLOBAL
 sys.path.insert(0, str(ROOT / "examples"))

@@ -7,15 +7,17 @@ from __future__ import annotations
 import subprocess
 import sys
 from importlib import metadata
+from pathlib import Path
 
 import pluggy
 import pytest
 
 from pto_core import hookimpl, plugins
 from pto_core.cli import main as pto_main
-from pto_core.codegen.driver import ROOT
 from pto_core.errors import PTOBackendError, PTOError
 from pto_core.hookspecs import BackendInfo
+
+ROOT = Path(__file__).resolve().parents[1]  # the checkout
 
 
 @pytest.fixture(autouse=True)

@@ -4,7 +4,7 @@ import io
 
 import pytest
 
-from pto_core.progress import Progress, progress_enabled, scons_progress_callback
+from pto_core.progress import Phases, Progress, progress_enabled, scons_progress_callback
 
 
 class FakeTTY(io.StringIO):
@@ -51,3 +51,41 @@ def test_scons_callback_shows_the_node_on_a_terminal():
     cb.progress.interval = 0
     cb("build/arm64/softmax.o")
     assert "scons: build/arm64/softmax.o" in out.getvalue()
+
+
+def test_scons_clears_its_progress_line_before_echoing_a_command(capsys):
+    out = FakeTTY()
+    cb = scons_progress_callback(out)
+    cb.progress.interval = 0
+    cb("build/arm64/softmax.os")
+    assert out.getvalue().startswith("\r[1] scons: build/arm64/softmax.os")
+    cb.print_cmd_line("gcc -o build/arm64/softmax.os -c softmax.c", None, None, None)
+    # the line is blanked and the cursor returned before the command goes to stdout
+    assert out.getvalue().endswith("\r" + " " * len("[1] scons: build/arm64/softmax.os") + "\r")
+    assert capsys.readouterr().out == "gcc -o build/arm64/softmax.os -c softmax.c\n"
+
+
+def test_phases_keep_their_times_and_notes_and_stay_silent_off_a_terminal():
+    pipe = io.StringIO()
+    with Phases(stream=pipe) as ph:
+        with ph.phase("codegen", total=2) as step:
+            step("a")
+            step("b")
+        with ph.phase("codegen", total=1) as step:        # entered again: the times add up
+            step("c")
+        ph.skip("build", "cached")
+    assert pipe.getvalue() == "" and not ph.enabled
+    assert list(ph.seconds) == ["codegen", "build"] and ph.seconds["build"] == 0.0
+    assert ph.summary().startswith("codegen ") and ph.summary().endswith("build 0 ms (cached)")
+
+
+def test_phases_draw_counted_bars_on_a_terminal():
+    tty = FakeTTY()
+    with Phases(stream=tty) as ph:
+        assert ph.enabled
+        with ph.phase("build", total=2, label="build arm64") as step:
+            step("rowmax.os")
+            step("softmax.os")
+            step("late.os")                               # past the estimate: the total grows
+    text = tty.getvalue()
+    assert "build arm64" in text and "3/3" in text and "late.os" in text

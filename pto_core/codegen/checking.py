@@ -85,18 +85,26 @@ def run_host_and_compare(program: Program, exe: str | Path, *, cross: str = "",
 
 
 def example_programs(directory: str | Path | None = None) -> list[Path]:
-    """Program files of ``directory`` (default ``<repo>/examples``): ``.pto`` files and Python
-    files defining ``build_module``."""
-    from .driver import ROOT
-    d = Path(directory) if directory is not None else ROOT / "examples"
+    """Program files of ``directory`` (default the checkout's ``examples/``): ``.pto`` files and
+    Python files defining ``build_module``."""
+    d = Path(directory) if directory is not None else _checkout() / "examples"
     return [p for p in sorted(d.glob("*"))
             if p.suffix == ".pto" or (p.suffix == ".py" and "def build_module" in p.read_text())]
 
 
 def run_scons(*args: str, timeout: float = 900) -> subprocess.CompletedProcess:
-    """Run SCons on the repository's SConstruct with this interpreter (``-Q -j2`` added)."""
+    """Run SCons on the checkout's SConstruct with this interpreter (``-Q -j2`` added)."""
     import sys
-    from .driver import ROOT
-    cmd = [sys.executable, "-c", "import SCons.Script; SCons.Script.main()", "-C", str(ROOT),
+    cmd = [sys.executable, "-c", "import SCons.Script; SCons.Script.main()", "-C", str(_checkout()),
            "-Q", "-j2", *args]
     return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+
+
+def _checkout() -> Path:
+    from ..errors import PTOError
+    from ..resources import checkout_root
+    root = checkout_root()
+    if root is None:
+        raise PTOError("the examples and the repository's SConstruct are in a source checkout; "
+                       "this pto_core is an installed package")
+    return root

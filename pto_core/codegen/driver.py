@@ -6,11 +6,14 @@ orchestration C, the backend's runtime binding (``pto_runtime_binding``) and the
 program. Files are rewritten only when their content changes, so SCons (which decides by
 content) rebuilds nothing after an edit that leaves the generated code unchanged.
 
-:func:`launch` builds a module with SCons into ``build/<target>/launch/<module>/`` and runs it
-through the backend's ``pto_launch`` hook with numpy arrays in and out. A launch whose inputs
+:func:`launch` builds a module with SCons into ``<build_root>/<target>/launch/<module>-<digest>/``
+(:func:`launch_dir`; the build root is the per-user cache of :mod:`pto_core.resources`) and runs
+it through the backend's ``pto_launch`` hook with numpy arrays in and out. A launch whose inputs
 did not change since the last successful build of that directory (:func:`launch_key`: the
-module's IR, the options, the backend and its version, the generator, runtime and template
-sources) loads the built library directly, without generating sources or starting SCons.
+module's IR, the options, the backend and its version, every file of the installed generator,
+runtime and templates and of the backend's packages) loads the built library directly, without
+generating sources or starting SCons. Builds of one folder by several processes take turns
+(a lock file); objects that many folders share (the runtime's) come from one SCons cache.
 
 File names are fixed by the driver (so a build tool can know them before generating):
 kernels ``<function><kernel_suffix>``, ``<module>_orch.c``, ``<module>_binding<host_suffix>``,
@@ -22,14 +25,16 @@ GeneratedFiles(kernels=('k.c',), orchestration='demo_orch.c', binding='demo_bind
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
 import os
+import re
 import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Iterator, Mapping
 
 import numpy as np
 
@@ -40,12 +45,12 @@ from ..hookspecs import KernelSource
 from ..ir import Function, Module
 from ..options import CompileOptions
 from ..orchestration import c_module_name, emit_orchestration
+from ..progress import Phases
+from ..resources import build_root, package_dir, package_files, runtime_dir, runtime_files
 from ..verify import check_scalar_args, verify_module
-from .host import emit_host_main, runtime_environment, timeout_seconds
 from .cnames import c_names, user_names
+from .host import emit_host_main, runtime_environment, timeout_seconds
 
-#: the repository (or installation) root that holds runtime/ and SConstruct
-ROOT = Path(__file__).resolve().parents[2]
 
 
 @dataclass(frozen=True)
@@ -174,11 +179,6 @@ pto_core.scons.build_generated_module(ARGUMENTS)
 """
 
 
-def build_root() -> Path:
-    """Where builds go: ``$PTO_BUILD_DIR`` or ``<repo>/build``."""
-    return Path(os.environ.get("PTO_BUILD_DIR", ROOT / "build"))
-
-
 def _canonical(x: Any) -> Any:
     """A value with a deterministic repr (sets sorted; string hashing varies per process)."""
     if dataclasses.is_dataclass(x) and not isinstance(x, type):
@@ -193,18 +193,32 @@ def _canonical(x: Any) -> Any:
     return x
 
 
-def _source_files(target: str) -> list[Path]:
-    """Files whose change must rebuild a launch: the code generator (all of ``pto_core``), the
-    backend's packages (:func:`pto_core.plugins.plugin_source_dirs`), the runtime sources and
-    the host templates."""
-    core = Path(__file__).resolve().parents[1]
-    files = sorted(core.rglob("*.py")) + sorted((core / "codegen" / "templates").glob("*"))
-    rt = ROOT / "runtime"
-    files += sorted(rt.glob("SConscript")) + sorted(rt.glob("include/*")) + sorted(rt.glob("src/*"))
+def _plugin_dirs(target: str) -> list[Path]:
+    """The package directories of the plugin that provides ``target``
+    (:func:`pto_core.plugins.plugin_source_dirs`)."""
+    dirs: list[Path] = []
     for rec in plugins.plugin_records():
         if rec.ok and any(b.name == target for b in rec.backends):
-            for pkg in plugins.plugin_source_dirs(rec):
-                files += sorted(pkg.rglob("*.py"))
+            dirs += plugins.plugin_source_dirs(rec)
+    return dirs
+
+
+def generator_files(target: str) -> list[Path]:
+    """The Python files whose change must regenerate sources: all of the installed ``pto_core``
+    and the packages of the plugin that provides ``target``."""
+    return [f for d in [package_dir(), *_plugin_dirs(target)] for f in package_files(d, "*.py")]
+
+
+def _source_files(target: str) -> list[Path]:
+    """Files whose change must rebuild a launch: every file of the installed ``pto_core`` (the
+    code generator, the host templates and, in a wheel, the runtime's copy), the runtime
+    sources of a checkout, and every file of the backend's packages (Python, headers, sources
+    they compile)."""
+    files = package_files(package_dir())
+    if package_dir() not in runtime_dir().parents:
+        files += runtime_files()
+    for pkg in _plugin_dirs(target):
+        files += package_files(pkg)
     return files
 
 
@@ -239,68 +253,158 @@ def launch_key(target: str, module: Module, options: CompileOptions, *, cross: s
 KEY_FILE = "launch.key"
 
 
-def build_module(target: str, module: Module, options: CompileOptions | None = None, *,
-                 build_dir: Path | None = None, cross: str = "", jobs: int = 2) -> Path:
-    """Generate and build ``module`` for ``target`` with SCons; return the build directory
-    (holding ``lib<module>.so`` and ``<module>_host``). When the directory's last successful
-    build had the same :func:`launch_key` and its results are there, nothing is generated and
-    SCons is not started."""
-    options = options or CompileOptions()
-    m = c_module_name(module)
+def variant_name(target: str, module: Module, options: CompileOptions, *, cross: str = "") -> str:
+    """The launch build folder of ``module``: its C name and a digest of what makes this
+    variant of it (IR, options, target, cross family), so two modules of the same name (a
+    program built with two element types, say) never share a folder, while an edit of the
+    compiler rebuilds the same folder incrementally."""
+    from ..asm import print_module
+    h = hashlib.sha256(repr((target, cross, _canonical(options))).encode())
+    try:
+        h.update(print_module(module).encode())
+    except Exception:   # noqa: BLE001 - an IR the printer rejects: name it by its structure
+        h.update(repr(_canonical(module)).encode())
+    return f"{c_module_name(module)}-{h.hexdigest()[:12]}"
+
+
+def launch_dir(target: str, module: Module, options: CompileOptions, *, cross: str = "") -> Path:
+    """``<build_root>/<target>[-<cross>]/launch/<variant_name>``."""
     suffix = f"-{cross}" if cross else ""
-    bdir = Path(build_dir) if build_dir else build_root() / f"{target}{suffix}" / "launch" / m
+    return (build_root() / f"{target}{suffix}" / "launch"
+            / variant_name(target, module, options, cross=cross))
+
+
+@contextlib.contextmanager
+def _exclusive(directory: Path) -> Iterator[None]:
+    """Hold an exclusive lock on ``directory`` (another process building the same folder
+    waits); no lock where the platform has no ``fcntl``."""
+    directory.mkdir(parents=True, exist_ok=True)
+    try:
+        import fcntl
+    except ImportError:
+        yield
+        return
+    with open(directory / ".lock", "w") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
+#: a line of SCons' command echo that writes a file (a compile or a link)
+_WRITES = re.compile(r"\s-o\s*(\S+)")
+
+
+def _run_scons(args: list[str], what: str, step: Callable[[str], None]) -> None:
+    """Run SCons, calling ``step(file)`` for each compile or link it echoes; raise with the
+    end of its output when it fails."""
+    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    tail: list[str] = []
+    assert proc.stdout is not None
+    for line in proc.stdout:
+        tail = (tail + [line])[-200:]
+        m = _WRITES.search(line)
+        if m:
+            step(Path(m.group(1)).name)
+    if proc.wait() != 0:
+        raise PTOBackendError(f"{what} failed:\n{''.join(tail)[-8000:]}")
+
+
+def build_module(target: str, module: Module, options: CompileOptions | None = None, *,
+                 build_dir: Path | None = None, cross: str = "", jobs: int = 2,
+                 phases: Phases | None = None) -> Path:
+    """Generate and build ``module`` for ``target`` with SCons; return the build directory
+    (default :func:`launch_dir`, holding ``lib<module>.so`` and ``<module>_host``). When the
+    directory's last successful build had the same :func:`launch_key` and its results are
+    there, nothing is generated and SCons is not started. ``phases`` times (and on a terminal
+    shows) the ``codegen`` and ``build`` phases.
+
+    >>> lib_dir = build_module("arm64", module)          # doctest: +SKIP
+    """
+    options = options or CompileOptions()
+    phases = phases or Phases(enabled=False)
+    m = c_module_name(module)
+    bdir = Path(build_dir) if build_dir else launch_dir(target, module, options, cross=cross)
     try:
         key = launch_key(target, module, options, cross=cross)
     except Exception:   # noqa: BLE001 - no key (e.g. an IR the printer rejects): always build
         key = ""
     stamp = bdir / KEY_FILE
-    if (key and stamp.is_file() and stamp.read_text() == key
-            and (bdir / f"lib{m}.so").is_file() and (bdir / f"{m}_host").is_file()):
-        return bdir
-    bdir.mkdir(parents=True, exist_ok=True)
-    stamp.unlink(missing_ok=True)          # a failed or interrupted build must not match
-    paths = compile_module(target, module, bdir / "gen", options)
-    # what the build links: exactly the generated sources (gen/ also holds objects)
-    write_if_changed(bdir / "sources.txt", "".join(f"gen/{p.name}\n" for p in paths))
-    write_if_changed(bdir / "SConstruct", _LAUNCH_SCONSTRUCT)
-    args = [sys.executable, "-c", "import SCons.Script; SCons.Script.main()", "-Q", f"-j{jobs}",
-            "-C", str(bdir), "-f", "SConstruct", f"target={target}", f"name={m}",
-            f"opt={dict(options.extra).get('build_opt', 'release')}"]
-    if cross:
-        args.append(f"cross={cross}")
-    r = subprocess.run(args, capture_output=True, text=True)
-    if r.returncode != 0:
-        raise PTOBackendError(f"building module '{module.name}' for {target} failed:\n"
-                              f"{r.stdout[-4000:]}{r.stderr[-4000:]}")
-    if key:
-        write_if_changed(stamp, key)
+    with _exclusive(bdir):
+        if (key and stamp.is_file() and stamp.read_text() == key
+                and (bdir / f"lib{m}.so").is_file() and (bdir / f"{m}_host").is_file()):
+            phases.skip("codegen", "cached")
+            phases.skip("build", "cached")
+            return bdir
+        stamp.unlink(missing_ok=True)          # a failed or interrupted build must not match
+        n = sum(1 for f in module.functions.values() if f.is_incore)
+        with phases.phase("codegen", total=n, label=f"codegen {target}") as step:
+            paths = compile_module(target, module, bdir / "gen", options, progress=step)
+        # what the build links: exactly the generated sources (gen/ also holds objects)
+        write_if_changed(bdir / "sources.txt", "".join(f"gen/{p.name}\n" for p in paths))
+        write_if_changed(bdir / "SConstruct", _LAUNCH_SCONSTRUCT)
+        args = [sys.executable, "-c", "import SCons.Script; SCons.Script.main()", "-Q",
+                f"-j{jobs}", "-C", str(bdir), "-f", "SConstruct", f"target={target}",
+                f"name={m}", f"opt={dict(options.extra).get('build_opt', 'release')}",
+                f"cache={build_root() / 'scons-cache'}"]
+        if cross:
+            args.append(f"cross={cross}")
+        # a full build compiles every generated file, the runtime and the .npy reader, then
+        # links the runtime, the library and the host program (an incremental one does less)
+        files = len(paths) + len(list((runtime_dir() / "src").glob("*.c"))) + 1 + 3
+        with phases.phase("build", total=files, label=f"build {target}") as step:
+            _run_scons(args, f"building module '{module.name}' for {target}", step)
+        if key:
+            write_if_changed(stamp, key)
     return bdir
 
 
 def launch(target: str, module: Module, tensors: Mapping[str, np.ndarray],
            scalars: Mapping[str, Any], *, options: CompileOptions | None = None,
-           workers: int | None = 2, threshold: int = 0, timeout: float | None = None,
-           **kw: Any) -> dict[str, np.ndarray]:
+           workers: int | None = 2, threshold: int = 0, build_dir: Path | None = None,
+           phases: Phases | None = None, in_place: bool = False,
+           timeout: float | None = None) -> dict[str, np.ndarray]:
     """Build ``module`` for ``target`` and run its entry function with numpy arrays in and out;
-    returns every tensor of the entry function after the run. ``timeout``: seconds the run may
-    take (``PTO_TIMEOUT`` for the launch); a run past it raises PTOError naming the stuck task.
+    returns every tensor of the entry function after the run. With ``in_place`` a backend whose
+    kernels work on host memory runs on the given arrays themselves (C-ordered rows, the
+    parameter's dtype) and returns them; otherwise the caller's arrays are left alone.
+    ``phases`` times the ``codegen``, ``build`` and ``run`` phases. ``timeout``: seconds the run
+    may take (``PTO_TIMEOUT`` for the launch); a run past it raises PTOError naming the stuck
+    task.
 
     >>> out = launch("arm64", module, {"input": x, "output": y}, {"num_tiles": 8})  # doctest: +SKIP
     """
     options = options or CompileOptions()
+    phases = phases or Phases(enabled=False)
     plugins.get_backend(target)
-    deadline = None if timeout is None else timeout_seconds(timeout)
     entry = module.functions.get(module.entry or "")
     if entry is not None:
         scalars = {**scalars, **check_scalar_args(entry, scalars)}
-    bdir = build_module(target, module, options, build_dir=kw.get("build_dir"))
-    optimised, _ = optimise(module, options)
-    with runtime_environment({"PTO_TIMEOUT": deadline}):
-        result = plugins.hook().pto_launch(backend=target, module=optimised, build_dir=bdir,
-                                           tensors=dict(tensors), scalars=dict(scalars),
-                                           options=options,
-                                           workers=2 if workers is None else workers,
-                                           threshold=threshold)
+    bdir = build_module(target, module, options, build_dir=build_dir, phases=phases)
+    return run_built(target, module, bdir, tensors, scalars, options=options, workers=workers,
+                     threshold=threshold, phases=phases, in_place=in_place, timeout=timeout)
+
+
+def run_built(target: str, module: Module, build_dir: Path, tensors: Mapping[str, np.ndarray],
+              scalars: Mapping[str, Any], *, options: CompileOptions | None = None,
+              workers: int | None = 2, threshold: int = 0, phases: Phases | None = None,
+              in_place: bool = False, optimised: bool = False,
+              timeout: float | None = None) -> dict[str, np.ndarray]:
+    """Run ``module`` as built by :func:`build_module` in ``build_dir`` through the backend's
+    ``pto_launch`` hook (see :func:`launch` for the arguments; ``optimised``: ``module`` went
+    through the passes already)."""
+    options = options or CompileOptions()
+    phases = phases or Phases(enabled=False)
+    if not optimised:
+        module, _ = optimise(module, options)
+    deadline = None if timeout is None else timeout_seconds(timeout)
+    with phases.phase("run", label=f"run {target}"), \
+            runtime_environment({"PTO_TIMEOUT": deadline}):
+        result = plugins.hook().pto_launch(
+            backend=target, module=module, build_dir=Path(build_dir), tensors=dict(tensors),
+            scalars=dict(scalars), options=options, workers=2 if workers is None else workers,
+            threshold=threshold, in_place=in_place)
     if result is None:
         raise PTOBackendError(f"backend '{target}' cannot launch programs (no pto_launch)")
     return dict(result)

@@ -304,13 +304,23 @@ def scalar_slots(fn: Function, scalars: Mapping[str, Any]) -> ctypes.Array:
     return slots
 
 
+def runs_in_place(a: Any, dtype: np.dtype) -> bool:
+    """Whether kernels can work on ``a`` itself: a writeable 2-D numpy array of ``dtype`` whose
+    rows are contiguous (a row stride of at least one row, in whole elements)."""
+    return (isinstance(a, np.ndarray) and a.dtype == dtype and a.ndim == 2 and a.flags.writeable
+            and a.strides[1] == a.itemsize and a.strides[0] % a.itemsize == 0
+            and (a.shape[0] <= 1 or a.strides[0] >= a.shape[1] * a.itemsize))
+
+
 def run_library(lib_path: Path, module: Module, tensors: Mapping[str, np.ndarray],
                 scalars: Mapping[str, Any], workers: int = 2,
-                threshold: int = 0) -> dict[str, np.ndarray]:
+                threshold: int = 0, in_place: bool = False) -> dict[str, np.ndarray]:
     """Run the entry of ``module`` from the built shared library with numpy arrays in and out.
 
     Arrays are converted to C-contiguous arrays of the parameter's dtype; the returned dict
-    holds them after the run (the caller's arrays are not modified).
+    holds them after the run (the caller's arrays are not modified). With ``in_place``, an
+    array the kernels can work on directly (:func:`runs_in_place`) is used as it is, and
+    returned.
     """
     from ..reference import numpy_dtype
     fn = module.functions[module.entry]
@@ -326,13 +336,15 @@ def run_library(lib_path: Path, module: Module, tensors: Mapping[str, np.ndarray
     ctens = (PTOTensorC * max(1, len(tpar)))()
     names = []
     for k, p in enumerate(tpar):
-        a = np.array(tensors[p.name], dtype=numpy_dtype(p.type.dtype), order="C", copy=True)
+        given, dtype = tensors[p.name], numpy_dtype(p.type.dtype)
+        a = given if in_place and runs_in_place(given, dtype) else \
+            np.array(given, dtype=dtype, order="C", copy=True)
         if a.ndim != 2:
             raise PTOError(f"tensor '{p.name}' must be 2-D, got shape {a.shape}")
         arrays[p.name] = a
         names.append(p.name.encode())
-        ctens[k] = PTOTensorC(a.ctypes.data, a.shape[0], a.shape[1], a.shape[1], a.itemsize,
-                              names[-1])
+        ld = a.strides[0] // a.itemsize if a.shape[0] > 1 else a.shape[1]
+        ctens[k] = PTOTensorC(a.ctypes.data, a.shape[0], a.shape[1], ld, a.itemsize, names[-1])
     cscal = scalar_slots(fn, scalars)
     rc = run(ctens, len(tpar), cscal, len(spar), int(workers), int(threshold))
     if rc != 0:

@@ -7,7 +7,9 @@ import tomllib
 from pathlib import Path
 
 from ..errors import PTOError
+from ..ir import ScalarType
 from ..options import PASS_LEVELS, CompileOptions
+from ..program import Program, load_program, parse_value
 
 
 def add_compile_arguments(p: argparse.ArgumentParser) -> None:
@@ -27,7 +29,8 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
     """``--entry`` and ``--set NAME=VALUE``: which function runs, with which scalars."""
     p.add_argument("--entry", default=None, help="function to run (default: the module's entry)")
     p.add_argument("--set", dest="sets", action="append", default=[], metavar="NAME=VALUE",
-                   help="a scalar parameter (repeatable)")
+                   help="a scalar of the entry function, or a build_module parameter such as "
+                        "in_dtype=bf16 (repeatable)")
 
 
 def options_from_args(args: argparse.Namespace) -> CompileOptions:
@@ -66,18 +69,48 @@ def _check_pass(name: str, where=None) -> None:
         raise PTOError(f"{src}unknown pass '{name}' (known: {', '.join(PASS_LEVELS)})")
 
 
-def parse_assignments(items: list[str], what: str = "--set") -> dict[str, int]:
-    """``["num_tiles=8"]`` -> ``{"num_tiles": 8}``."""
+def parse_assignments(items: list[str], what: str = "--set") -> dict[str, str]:
+    """``["num_tiles=8"]`` -> ``{"num_tiles": "8"}`` (texts: each is converted where it is used,
+    see :func:`load_with_settings`)."""
     out = {}
     for item in items:
         name, sep, value = item.partition("=")
         if not sep or not name:
             raise PTOError(f"{what} expects NAME=VALUE, got '{item}'")
-        try:
-            out[name] = int(value, 0)
-        except ValueError:
-            try:
-                out[name] = float(value)
-            except ValueError:
-                raise PTOError(f"{what} {name}: '{value}' is not a number") from None
+        out[name.strip()] = value.strip()
     return out
+
+
+def load_with_settings(path: Path, items: list[str],
+                       entry: str | None = None) -> tuple[Program, dict[str, int | float]]:
+    """Load a program with ``--set NAME=VALUE`` settings: ``build_module`` gets those it takes
+    (an element type such as ``in_dtype=bf16``, a bool, a number: see
+    :func:`pto_core.program.parse_value`); the entry function's scalar parameters get theirs
+    as numbers (a setting may serve both). Returns the program and the scalar settings; a name
+    neither takes is an error naming what can be set."""
+    settings = parse_assignments(items)
+    program = load_program(path, settings)
+    module = program.module
+    name = entry or module.entry
+    if name not in module.functions:
+        raise PTOError(f"{path}: no function '{name}' to run")
+    fn = module.functions[name]
+    scalar_params = [p.name for p in fn.params if isinstance(p.type, ScalarType)]
+    unknown = [n for n in settings if n not in program.build_params and n not in scalar_params]
+    if unknown:
+        build = program.build_parameter_names()
+        raise PTOError(f"--set {unknown[0]}: '{fn.name}' has no scalar parameter named "
+                       f"{', '.join(unknown)} (its scalars: {', '.join(scalar_params) or 'none'}"
+                       + (f"; build_module parameters: {', '.join(build)}" if build else "") + ")")
+    scalars: dict[str, int | float] = {}
+    for n in scalar_params:
+        if n not in settings:
+            continue
+        value = parse_value(settings[n], name=f"--set {n}")
+        if isinstance(value, bool):
+            value = int(value)
+        if not isinstance(value, (int, float)):
+            raise PTOError(f"--set {n}: '{settings[n]}' is not a number (a scalar parameter "
+                           f"of '{fn.name}')")
+        scalars[n] = value
+    return program, scalars

@@ -18,7 +18,7 @@ from typing import Any
 from ..dump import TaskGraph, parse_dump, read_dump
 from ..errors import PTOError
 from ..graphviz import DEFAULT_GROUP_THRESHOLD, GROUP_MODES, render, to_dot
-from .common import parse_assignments
+from .common import load_with_settings
 
 
 def add_parser(sub: Any) -> argparse.ArgumentParser:
@@ -32,7 +32,8 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     p.add_argument("--group-threshold", type=int, default=DEFAULT_GROUP_THRESHOLD, metavar="N",
                    help=f"tasks drawn one by one up to N (default {DEFAULT_GROUP_THRESHOLD})")
     p.add_argument("--set", dest="assign", action="append", default=[], metavar="NAME=VALUE",
-                   help="scalar argument of a program's entry function (repeatable)")
+                   help="a scalar of the program's entry function or a build_module parameter "
+                        "(repeatable)")
     p.add_argument("--dump", type=Path, default=None, metavar="FILE",
                    help="with a program: also write the runtime's text dump here")
     p.add_argument("--title", default=None, help="title line of the picture")
@@ -41,9 +42,8 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
 
 def run(args: argparse.Namespace) -> int:
     if args.input.suffix in (".py", ".pto"):
-        from ..program import load_program
-        prog = load_program(args.input)
-        scalars = {**prog.defaults, **parse_assignments(args.assign)}
+        prog, sets = load_with_settings(args.input, args.assign)
+        scalars = {**prog.defaults, **sets}
         text = program_dump(prog.module, scalars)
         if args.dump is not None:
             args.dump.write_text(text)

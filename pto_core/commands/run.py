@@ -1,13 +1,23 @@
-"""``pto run FILE``: run a program on random inputs, optionally checking it.
+"""``pto run FILE``: run a program on random inputs or your own, optionally checking it.
 
     pto run examples/fused_softmax.py --set num_tiles=8 --check
     pto run prog.pto --set n=4 --shape x=32x128 --target arm64 --check --workers 4
+    pto run examples/bgemm.py --set in_dtype=bf16 --target arm64 --check
+    pto run examples/rowmax.py --input input=x.npy --output-dir out/ --target arm64
 
-Scalars are the program's ``DEFAULTS`` updated by ``--set``; tensor shapes come from
-:func:`pto_core.shapes.derive_shapes` (``--shape`` fills in what the program cannot tell).
-Inputs are seeded random numbers (standard normal for floats, integers in [-8, 8] for integer
-types): the program's ``INPUTS`` when it names them, the other tensors starting zeroed; every
-tensor when it does not.
+``--set NAME=VALUE`` sets a scalar parameter of the entry function (a number) or a parameter of
+the program's ``build_module`` (an element type such as ``bf16``, ``true``/``false``, a number:
+converted to the type of the parameter's default). Scalars are the program's ``DEFAULTS``
+updated by ``--set``; tensor shapes come from :func:`pto_core.shapes.derive_shapes` (the
+shapes of ``--input`` files and ``--shape`` fill in what the program cannot tell).
+Inputs are ``--input NAME=FILE.npy`` files (2-D, of the parameter's dtype), and seeded random
+numbers for the others (standard normal for floats, integers in [-8, 8] for integer types):
+the program's ``INPUTS`` when it names them, the other tensors starting zeroed; every tensor
+when it does not. ``--output-dir DIR`` writes each tensor the run writes to ``DIR/<name>.npy``.
+
+On a terminal each long step shows a progress bar (code generation per function, compilation
+per file, the run); afterwards one line gives the time of each phase: plugin loading, program
+loading, codegen, build (both ``cached`` when an unchanged program was built before) and run.
 
 ``--target reference`` (the default) runs the numpy interpreter; ``--check`` then compares with
 the program's ``numpy_reference`` (plain numpy, independent of PTO). Any other target is launched
@@ -31,6 +41,9 @@ On the reference target ``--stats`` counts the tasks per function.
 ``--timeout SECONDS`` bounds a compiled target's run (``PTO_TIMEOUT``): a kernel still running then
 is abandoned and the run fails naming its task, kernel and worker; a failed kernel is named the
 same way.
+
+``--check`` with nothing to compare (the reference target and no ``numpy_reference``, or a run
+that writes no tensor) says so and exits 1, unless ``--allow-unchecked`` is given.
 """
 
 from __future__ import annotations
@@ -40,7 +53,6 @@ import dataclasses
 import importlib
 import inspect
 import tempfile
-import time
 from collections import Counter
 from pathlib import Path
 from typing import Any, Mapping
@@ -50,13 +62,14 @@ import numpy as np
 from ..errors import PTOError
 from ..ir import Category, ElementType, Function, Instr, MemRefType, Module, ScalarType
 from ..options import CompileOptions
-from ..program import Program, load_program
+from ..program import Program
+from ..progress import Phases
 from ..reference import numpy_dtype, run_module, trace_calls
 from ..shapes import derive_shapes
 from ..codegen.host import runtime_environment
 from ..trace import (chrome_trace_graph, format_stats, load_chrome_trace, load_runtime_stats,
                      validate_trace)
-from .common import (add_compile_arguments, add_run_arguments, options_from_args,
+from .common import (add_compile_arguments, add_run_arguments, load_with_settings, options_from_args,
                      parse_assignments)
 
 REFERENCE = "reference"
@@ -72,19 +85,25 @@ MATMUL_F32_TOLERANCE = (1e-4, 1e-4)
 
 
 def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
-    p = sub.add_parser("run", help="run a program on random inputs (and check it)",
+    p = sub.add_parser("run", help="run a program on random inputs or .npy files (and check it)",
                        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("file", type=Path, help="a .pto file or a Python file defining build_module()")
     p.add_argument("--target", default=REFERENCE,
                    help="'reference' (numpy interpreter, default) or an installed backend")
     add_run_arguments(p)
+    p.add_argument("--input", dest="inputs", action="append", default=[], metavar="NAME=FILE",
+                   help="take tensor NAME from a .npy file (repeatable)")
+    p.add_argument("--output-dir", type=Path, default=None, metavar="DIR",
+                   help="write each tensor the run writes to DIR/<name>.npy")
     p.add_argument("--shape", dest="shapes", action="append", default=[], metavar="NAME=RxC",
                    help="the shape of a tensor the program cannot derive (repeatable)")
     p.add_argument("--seed", type=int, default=0, help="seed of the random inputs (default 0)")
     p.add_argument("--check", action="store_true",
                    help="compare with numpy_reference (reference target), or with the reference "
                         "interpreter and numpy_reference (other targets); non-zero exit on "
-                        "mismatch")
+                        "mismatch, and when there is nothing to compare")
+    p.add_argument("--allow-unchecked", action="store_true",
+                   help="with --check: exit 0 when there is nothing to compare")
     p.add_argument("--rtol", type=float, default=None, help="relative tolerance of --check")
     p.add_argument("--atol", type=float, default=None, help="absolute tolerance of --check")
     p.add_argument("--workers", type=int, default=None, help="runtime worker threads")
@@ -257,10 +276,13 @@ def compare(name: str, got: np.ndarray, want: np.ndarray, rtol: float, atol: flo
 
 def launch(target: str, module: Module, tensors: dict[str, np.ndarray], scalars: dict[str, Any],
            options: CompileOptions, workers: int | None, entry: str,
-           timeout: float | None = None) -> dict[str, np.ndarray]:
-    """Run on ``target``: the interpreter, or a backend through the codegen driver."""
+           phases: Phases | None = None, timeout: float | None = None) -> dict[str, np.ndarray]:
+    """Run on ``target``: the interpreter, or a backend through the codegen driver (``phases``
+    times codegen, build and run)."""
+    phases = phases or Phases(enabled=False)
     if target == REFERENCE:
-        return run_module(module, tensors, scalars, entry=entry)
+        with phases.phase("run"):
+            return run_module(module, tensors, scalars, entry=entry)
     try:
         driver = importlib.import_module("pto_core.codegen.driver")
     except ImportError as e:
@@ -268,7 +290,8 @@ def launch(target: str, module: Module, tensors: dict[str, np.ndarray], scalars:
                        f"imported here ({e})") from None
     arrays = {n: a.copy() for n, a in tensors.items()}
     kwargs: dict[str, Any] = {} if workers is None else {"workers": workers}
-    result = driver.launch(target, module, arrays, scalars, options=options, timeout=timeout,
+    result = driver.launch(target, module, arrays, scalars, options=options, phases=phases,
+                           timeout=timeout,
                            **kwargs)
     return dict(result) if result is not None else arrays
 
@@ -307,25 +330,72 @@ def call_numpy_reference(program: Program, inputs: dict[str, np.ndarray],
     return dict(out)
 
 
+def load_inputs(items: list[str], fn: Function) -> dict[str, np.ndarray]:
+    """``--input NAME=FILE.npy`` files: 2-D arrays of the parameter's dtype."""
+    out = {}
+    for name, path in parse_assignments(items, "--input").items():
+        t = fn.memrefs.get(name)
+        if t is None:
+            raise PTOError(f"--input {name}: '{fn.name}' has no tensor named {name} "
+                           f"(its tensors: {', '.join(fn.memrefs)})")
+        try:
+            a = np.load(path, allow_pickle=False)
+        except (OSError, ValueError) as e:
+            raise PTOError(f"--input {name}: cannot read {path}: {e}") from None
+        want = numpy_dtype(t.dtype)
+        if a.dtype != want and not (want.name == "bfloat16" and a.dtype == np.dtype("V2")):
+            raise PTOError(f"--input {name}: {path} holds {a.dtype}, tensor '{name}' is "
+                           f"{t.dtype.value} ({want})")
+        if a.ndim != 2:
+            raise PTOError(f"--input {name}: {path} has shape {a.shape}, a tensor is 2-D")
+        out[name] = a.view(want)
+    return out
+
+
+def write_tensors(directory: Path, tensors: Mapping[str, np.ndarray]) -> None:
+    directory.mkdir(parents=True, exist_ok=True)
+    for name, a in tensors.items():
+        np.save(directory / f"{name}.npy", a)
+
+
 def run(args: argparse.Namespace) -> int:
-    program = load_program(args.file)
+    with Phases() as phases:
+        if args.target != REFERENCE:
+            from .. import plugins
+            with phases.phase("plugins", show=False):
+                plugins.get_plugin_manager()     # loads every backend's entry point
+        with phases.phase("load", show=False):
+            program, sets = load_with_settings(args.file, args.sets, args.entry)
+        return _run(args, program, sets, phases)
+
+
+def _run(args: argparse.Namespace, program: Program, sets: dict[str, Any], phases: Phases) -> int:
     module = program.module
     entry = args.entry or module.entry
-    if entry not in module.functions:
-        raise PTOError(f"{args.file}: no function '{entry}' to run")
     fn = module.functions[entry]
     options = options_from_args(args)
 
-    scalars = resolve_scalars(fn, program.defaults, parse_assignments(args.sets))
-    shapes = derive_shapes(module, scalars, parse_shapes(args.shapes), entry=entry)
-    inputs = random_inputs(fn, shapes, program.inputs, args.seed)
+    scalars = resolve_scalars(fn, program.defaults, sets)
+    given = load_inputs(args.inputs, fn)
+    shape_args = parse_shapes(args.shapes)
+    for name, a in given.items():
+        if name in shape_args and shape_args[name] != a.shape:
+            raise PTOError(f"--shape {name}={'x'.join(map(str, shape_args[name]))} contradicts "
+                           f"--input {name} ({'x'.join(map(str, a.shape))})")
+        shape_args[name] = a.shape
+    shapes = derive_shapes(module, scalars, shape_args, entry=entry)
+    inputs = {**random_inputs(fn, shapes, program.inputs, args.seed), **given}
     modes = tensor_modes(module, scalars, entry)
 
     print(f"pto run {args.file}: entry '{entry}', target {args.target}")
+    if program.build_params:
+        print("  build: " + " ".join(f"{k}={getattr(v, 'value', v)}"
+                                     for k, v in program.build_params.items()))
     if scalars:
         print("  scalars: " + " ".join(f"{k}={v}" for k, v in scalars.items()))
     for name, t in fn.memrefs.items():
-        fill = "zeros" if program.inputs is not None and name not in program.inputs else "random"
+        fill = ("file" if name in given else
+                "zeros" if program.inputs is not None and name not in program.inputs else "random")
         shape = "x".join(map(str, shapes[name]))
         print(f"  {name:<16} {shape:<10} {t.dtype.value:<5} {modes[name]:<6} ({fill})")
 
@@ -334,11 +404,11 @@ def run(args: argparse.Namespace) -> int:
         stats_path = Path(tmp) / "stats.json" if (args.stats and compiled) else None
         trace_path = args.trace if compiled else None
         with runtime_observation(trace_path, stats_path):
-            start = time.perf_counter()
             outputs = launch(args.target, module, inputs, scalars, options, args.workers, entry,
-                             args.timeout)
-            elapsed = time.perf_counter() - start
-        print(f"  ran in {elapsed * 1e3:.2f} ms")
+                             phases, args.timeout)
+        phases.close()
+        print(f"  ran in {phases.seconds['run'] * 1e3:.2f} ms")
+        print(f"  time: {phases.summary()}")
         if trace_path is not None:
             report_trace(trace_path)
         if stats_path is not None:
@@ -358,22 +428,27 @@ def run(args: argparse.Namespace) -> int:
             print("  --timeout is not supported by the reference target")
 
     if args.save is not None:
-        args.save.mkdir(parents=True, exist_ok=True)
-        for name, a in outputs.items():
-            np.save(args.save / f"{name}.npy", a)
+        write_tensors(args.save, outputs)
         print(f"  saved {len(outputs)} tensors to {args.save}/")
+    if args.output_dir is not None:
+        written = {n: a for n, a in outputs.items() if modes[n] in ("out", "inout")}
+        write_tensors(args.output_dir, written)
+        print(f"  wrote {', '.join(written) or 'no tensor'} to {args.output_dir}/")
 
     if not args.check:
         return 0
     if args.target == REFERENCE:
         if program.numpy_reference is None:
-            print("check: the program has no numpy_reference to compare the reference with")
-            return 0
+            return _unchecked(args, "the program has no numpy_reference to compare the "
+                                    "reference interpreter with (run a compiled --target to "
+                                    "compare it with the interpreter)")
         expected = call_numpy_reference(program, inputs, scalars)
         print("check against numpy_reference:")
         return _report(program, fn, outputs, expected, args.rtol, args.atol)
     expected = run_module(module, inputs, scalars, entry=entry)
     expected = {n: a for n, a in expected.items() if modes[n] in ("out", "inout")}
+    if not expected:
+        return _unchecked(args, f"the run of '{entry}' writes no tensor")
     print("check against the reference interpreter:")
     status = _report(program, fn, outputs, expected, args.rtol, args.atol)
     if program.numpy_reference is not None:
@@ -382,6 +457,15 @@ def run(args: argparse.Namespace) -> int:
         expected = call_numpy_reference(program, inputs, scalars)
         status |= _report(program, fn, outputs, expected, args.rtol, args.atol)
     return status
+
+
+def _unchecked(args: argparse.Namespace, why: str) -> int:
+    """``--check`` with nothing to compare: a failure unless ``--allow-unchecked``."""
+    if args.allow_unchecked:
+        print(f"check: nothing to compare: {why} (allowed by --allow-unchecked)")
+        return 0
+    print(f"check: nothing to compare: {why}; not checked (--allow-unchecked accepts this)")
+    return 1
 
 
 def _report(program: Program, fn: Function, outputs: Mapping[str, np.ndarray],

@@ -222,6 +222,13 @@ int pto_task_add_scalar(PTORuntime* rt, int32_t task, int64_t value);
  * coordinates of the buffer it belongs to (the Python binding does this for numpy views). */
 int pto_task_add_access(PTORuntime* rt, int32_t task, const PTOTensor* tensor, int64_t row_off,
                         int64_t col_off, int64_t rows, int64_t cols, int32_t mode);
+
+/* An explicit edge: `to_task` (still BUILDING) starts only after `from_task` completed, besides
+ * the dependencies its tensor regions give. `from_task` must be allocated before `to_task`
+ * (from_task < to_task; PTO_EINVAL otherwise, PTO_ETASKID for an id never allocated); it may be
+ * submitted later than `to_task`, but must be submitted before the run. An edge from a task that
+ * already completed (or retired) adds nothing. */
+int pto_task_add_successor(PTORuntime* rt, int32_t from_task, int32_t to_task);
 int pto_task_submit(PTORuntime* rt, int32_t task);
 
 /* One call per task: alloc + one add per argument, in order + submit. `kind` says which add:

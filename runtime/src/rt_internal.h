@@ -276,6 +276,9 @@ int64_t tm_bytes(const TMap* tm);
 /* tensormap.c: dependency-entry pool */
 int  dep_add_chunk(PTORuntime* rt);
 void dep_free_list(PTORuntime* rt, int32_t head);
+/* Edge producer `p` -> consumer `c` (c is BUILDING), as a tensor-map lookup adds it: skipped when
+ * p already completed, de-duplicated against p's previous edge. */
+int  dep_add_edge(PTORuntime* rt, int32_t p, int32_t c);
 
 /* runtime.c: the calling thread's pto_last_error text; returns code */
 int rt_fail(int code, const char* fmt, ...) __attribute__((format(printf, 2, 3)));

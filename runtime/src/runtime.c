@@ -596,6 +596,15 @@ int pto_task_add_scalar(PTORuntime* rt, int32_t task, int64_t value) {
     return put_scalar(rt, t, value);
 }
 
+int pto_task_add_successor(PTORuntime* rt, int32_t from_task, int32_t to_task) {
+    int err;
+    PTOTask* t = building_task(rt, to_task, &err);
+    if (!t) return err;
+    if (from_task < 0 || from_task >= rt->next_id) return PTO_ETASKID;
+    if (from_task >= to_task) return PTO_EINVAL;   /* a predecessor is allocated first */
+    return dep_add_edge(rt, from_task, to_task);
+}
+
 static int record_task(PTORuntime* rt, PTOTask* t) {
     int32_t ch = t->id >> REC_CHUNK_SHIFT;
     if (ch >= REC_MAX_CHUNKS) return PTO_ENOMEM;

@@ -280,6 +280,8 @@ static inline __attribute__((always_inline)) int add_edge(PTORuntime* rt, int32_
     return rt->rec_chunks ? record_edge(rt, p, c) : PTO_OK;
 }
 
+int dep_add_edge(PTORuntime* rt, int32_t p, int32_t c) { return add_edge(rt, p, c); }
+
 
 static inline bool overlaps(const TMEntry* e, const PTOAccess* a) {
     return (e->r0 < a->r1) & (a->r0 < e->r1) & (e->c0 < a->c1) & (a->c0 < e->c1);

@@ -33,7 +33,7 @@ BACKEND = BackendInfo(
     kernel_suffix=".c", host_suffix=".c",
     # a core's L2 share is the working set a task's tiles should fit in
     capacities={"L2": 1 << 20}, kernel_buffer="L2",
-    worker_types=("VECTOR", "CUBE"), targets=("aarch64-linux-gnu", "host"))
+    worker_types=("VECTOR", "CUBE"), targets=("aarch64-linux-gnu", "host"), host_kernels=True)
 
 #: compiler flags of every generated file. -fno-trapping-math lets GCC if-convert (and so
 #: vectorise) the clamps and selects in the exp/log polynomials; -fno-math-errno lets sqrtf
@@ -156,10 +156,11 @@ class Arm64Backend(BackendPlugin):
 
     def launch(self, module: Any, build_dir: Path, tensors: Mapping[str, Any],
                scalars: Mapping[str, int], options: Any, workers: int,
-               threshold: int) -> Mapping[str, Any]:
+               threshold: int, in_place: bool = False) -> Mapping[str, Any]:
         from pto_core.codegen.host import run_library
         lib = Path(build_dir) / f"lib{c_module_name(module)}.so"
-        return run_library(lib, module, tensors, scalars, workers=workers, threshold=threshold)
+        return run_library(lib, module, tensors, scalars, workers=workers, threshold=threshold,
+                           in_place=in_place)
 
 
 #: the registered plugin object (entry point ``pto_arm64.plugin:plugin``)

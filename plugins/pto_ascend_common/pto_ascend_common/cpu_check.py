@@ -51,9 +51,9 @@ def cpu_check_flags(arch: AscendArch) -> list[str]:
 
 
 def runtime_include_dir() -> Path:
-    """``runtime/include`` of the PTO checkout (for ``pto_runtime.h``)."""
-    import pto_core
-    return Path(pto_core.__file__).resolve().parent.parent / "runtime" / "include"
+    """The directory of the installed runtime's ``pto_runtime.h``."""
+    from pto_core.resources import runtime_dir
+    return runtime_dir() / "include"
 
 
 def abi_wrapper_source(arch: AscendArch, module: Module) -> str:

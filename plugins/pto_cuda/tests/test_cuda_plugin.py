@@ -22,7 +22,7 @@ def test_hooks_answer_only_for_their_own_backend():
     for p, other in ((plugin, "cuda_sim"), (sim_plugin, "cuda"), (plugin, "arm64")):
         assert p.pto_generate_kernel(other, None, None, None) is None
         assert p.pto_runtime_binding(other, None, [], None) is None
-        assert p.pto_launch(other, None, None, {}, {}, None, 2, 0) is None
+        assert p.pto_launch(other, None, None, {}, {}, None, 2, 0, False) is None
 
 
 def test_the_simulator_backend_runs_here_and_shares_the_kernels():
@@ -42,9 +42,9 @@ def test_the_simulator_backend_runs_here_and_shares_the_kernels():
 @pytest.mark.skipif(probe()[0], reason="a CUDA device is present")
 def test_launch_without_a_device_says_so(tmp_path):
     with pytest.raises(PTOBackendError, match="no CUDA device"):
-        plugin.pto_launch("cuda", None, tmp_path, {}, {}, None, 2, 0)
+        plugin.pto_launch("cuda", None, tmp_path, {}, {}, None, 2, 0, False)
     with pytest.raises(PTOBackendError, match="--target cuda_sim"):
-        plugin.pto_launch("cuda", None, tmp_path, {}, {}, None, 2, 0)
+        plugin.pto_launch("cuda", None, tmp_path, {}, {}, None, 2, 0, False)
 
 
 def test_disabling_the_device_gives_the_skip_reason(monkeypatch):

@@ -1,0 +1,189 @@
+/* test_successor.c - explicit edges (pto_task_add_successor): order, counts, misuse.
+ *
+ * Build:  gcc -std=c11 -O2 -pthread -Iruntime/include runtime/src/{dump,runtime,sched,tensormap,trace}.c runtime/tests/test_successor.c
+ * Run:    ./a.out [scale]
+ *
+ * The oracle: tasks that touch no tensor at all, ordered only by explicit edges to random
+ * earlier tasks. Each kernel checks that every predecessor it was given had finished. */
+#define _GNU_SOURCE 1
+#include "pto_runtime.h"
+#include "pto_check.h"
+
+PTO_CHECK_COUNTERS;
+
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+
+#define MAXPRED 4
+static _Atomic uint8_t* g_done;
+static int32_t (*g_preds)[MAXPRED];
+static int8_t* g_npred;
+static _Atomic int32_t g_order_errors, g_runs;
+
+/* args[0] = task index in the test's numbering */
+static int32_t checking_kernel(const int64_t* args) {
+    int64_t i = args[0];
+    for (int k = 0; k < g_npred[i]; k++)
+        if (!atomic_load(&g_done[g_preds[i][k]])) atomic_fetch_add(&g_order_errors, 1);
+    for (volatile int spin = 0; spin < (int)(i % 7) * 50; spin++) {}   /* uneven durations */
+    atomic_store(&g_done[i], 1);
+    atomic_fetch_add(&g_runs, 1);
+    return 0;
+}
+
+static int32_t failing_kernel(const int64_t* args) { (void)args; return 5; }
+
+static void setup(int64_t n) {
+    g_done = calloc((size_t)n, 1);
+    g_preds = calloc((size_t)n, sizeof *g_preds);
+    g_npred = calloc((size_t)n, 1);
+    atomic_store(&g_order_errors, 0);
+    atomic_store(&g_runs, 0);
+}
+
+static void teardown(void) { free((void*)g_done); free(g_preds); free(g_npred); }
+
+/* A random DAG of n tasks joined only by explicit edges; every mode of the runtime. */
+static void test_random_dag(int64_t n, int workers, int threshold, int window, unsigned seed) {
+    setup(n);
+    srand(seed);
+    PTORuntimeConfig cfg;
+    pto_runtime_config_default(&cfg);
+    cfg.num_workers = workers; cfg.execution_task_threshold = threshold; cfg.task_window = window;
+    PTORuntime* rt = NULL;
+    CHECK_EQ(pto_runtime_init(&rt, &cfg), PTO_OK);
+    int64_t edges = 0;
+    for (int64_t i = 0; i < n; i++) {
+        int32_t t = pto_task_alloc(rt, "node", checking_kernel, 0, PTO_WORKER_ANY);
+        CHECK_EQ(t, i);
+        CHECK_EQ(pto_task_add_scalar(rt, t, i), PTO_OK);
+        int np = i == 0 ? 0 : rand() % (MAXPRED + 1);
+        for (int k = 0; k < np; k++) {
+            /* mostly recent predecessors (still running in pipelined mode), some far back
+             * (already retired: the call succeeds and adds nothing) */
+            int64_t back = 1 + (rand() % 4 == 0 ? rand() % (i < 1 ? 1 : i) : rand() % (i < 8 ? i : 8));
+            int32_t p = (int32_t)(i - (back > i ? i : back));
+            int dup = 0;
+            for (int q = 0; q < g_npred[i]; q++) dup |= g_preds[i][q] == p;
+            if (dup) continue;
+            g_preds[i][g_npred[i]++] = p;
+            CHECK_EQ(pto_task_add_successor(rt, p, t), PTO_OK);
+            edges++;
+        }
+        CHECK_EQ(pto_task_submit(rt, t), PTO_OK);
+    }
+    CHECK_EQ(pto_runtime_run(rt), PTO_OK);
+    PTORuntimeStats st;
+    CHECK_EQ(pto_runtime_get_stats(rt, &st), PTO_OK);
+    CHECK_EQ(st.tasks_completed, n);
+    CHECK_EQ(atomic_load(&g_runs), n);
+    CHECK_EQ(atomic_load(&g_order_errors), 0);
+    /* safe mode in a window big enough: nothing ran while building, so every edge was added */
+    if (threshold == 0 && !st.safe_mode_degraded) CHECK_EQ(st.edges, edges);
+    else CHECK(st.edges <= edges);
+    CHECK_EQ(st.safe_mode_degraded, threshold == 0 && window < n);
+    pto_runtime_destroy(rt);
+    teardown();
+}
+
+static PTORuntime* make(int workers, int record) {
+    PTORuntimeConfig cfg;
+    pto_runtime_config_default(&cfg);
+    cfg.num_workers = workers;
+    cfg.record_graph = record;
+    PTORuntime* rt = NULL;
+    CHECK_EQ(pto_runtime_init(&rt, &cfg), PTO_OK);
+    return rt;
+}
+
+static void test_misuse(void) {
+    PTORuntime* rt = make(0, 0);
+    int32_t a = pto_task_alloc(rt, "a", NULL, 0, PTO_WORKER_ANY);
+    int32_t b = pto_task_alloc(rt, "b", NULL, 0, PTO_WORKER_ANY);
+    CHECK_EQ(pto_task_add_successor(NULL, a, b), PTO_EINVAL);
+    CHECK_EQ(pto_task_add_successor(rt, b, b), PTO_EINVAL);        /* itself */
+    CHECK_EQ(pto_task_add_successor(rt, b, a), PTO_EINVAL);        /* a later task first */
+    CHECK_EQ(pto_task_add_successor(rt, -1, b), PTO_ETASKID);
+    CHECK_EQ(pto_task_add_successor(rt, 7, b), PTO_ETASKID);       /* never allocated */
+    CHECK_EQ(pto_task_add_successor(rt, a, 9), PTO_ETASKID);
+    CHECK_EQ(pto_task_submit(rt, a), PTO_OK);
+    CHECK_EQ(pto_task_add_successor(rt, b, a), PTO_ESTATE);        /* a was submitted */
+    CHECK_EQ(pto_task_add_successor(rt, a, b), PTO_OK);
+    CHECK_EQ(pto_task_add_successor(rt, a, b), PTO_OK);            /* again: one edge */
+    CHECK_EQ(pto_task_submit(rt, b), PTO_OK);
+    CHECK_EQ(pto_runtime_run(rt), PTO_OK);
+    CHECK_EQ(pto_task_add_successor(rt, a, b), PTO_ESTATE);        /* after the run */
+    PTORuntimeStats st;
+    pto_runtime_get_stats(rt, &st);
+    CHECK_EQ(st.edges, 1);
+    pto_runtime_destroy(rt);
+}
+
+/* An explicit edge the tensor regions give as well is one edge; it shows in the dump. */
+static void test_with_regions_and_dump(void) {
+    PTORuntime* rt = make(2, 1);
+    float x[4 * 4] = {0};
+    PTOTensor tx = {x, 4, 4, 4, sizeof(float), "x"};
+    int32_t w = pto_task_alloc(rt, "writer", NULL, 0, PTO_WORKER_ANY);
+    CHECK_EQ(pto_task_add_output(rt, w, &tx, 0, 0, 4, 4), PTO_OK);
+    CHECK_EQ(pto_task_submit(rt, w), PTO_OK);
+    int32_t other = pto_task_alloc(rt, "other", NULL, 0, PTO_WORKER_ANY);
+    CHECK_EQ(pto_task_submit(rt, other), PTO_OK);
+    int32_t r = pto_task_alloc(rt, "reader", NULL, 0, PTO_WORKER_ANY);
+    CHECK_EQ(pto_task_add_input(rt, r, &tx, 0, 0, 4, 4), PTO_OK);
+    CHECK_EQ(pto_task_add_successor(rt, w, r), PTO_OK);        /* also a RAW edge */
+    CHECK_EQ(pto_task_add_successor(rt, other, r), PTO_OK);    /* only explicit */
+    CHECK_EQ(pto_task_submit(rt, r), PTO_OK);
+    CHECK_EQ(pto_runtime_run(rt), PTO_OK);
+    PTORuntimeStats st;
+    pto_runtime_get_stats(rt, &st);
+    CHECK_EQ(st.edges, 2);
+    char buf[8192];
+    CHECK(pto_runtime_dump_buffer(rt, buf, sizeof buf) > 0);
+    CHECK(strstr(buf, "reader") != NULL);
+    pto_runtime_destroy(rt);
+}
+
+/* The predecessor may be submitted after its successor; a failing predecessor stops the run
+ * before its successor runs. */
+static void test_late_submit_and_failure(void) {
+    setup(2);
+    for (int fail = 0; fail < 2; fail++) {
+        atomic_store(&g_runs, 0);
+        g_done[0] = g_done[1] = 0;
+        g_npred[1] = 1; g_preds[1][0] = 0;
+        PTORuntime* rt = make(2, 0);
+        int32_t a = pto_task_alloc(rt, "a", fail ? failing_kernel : checking_kernel, 0, PTO_WORKER_ANY);
+        int32_t b = pto_task_alloc(rt, "b", checking_kernel, 0, PTO_WORKER_ANY);
+        CHECK_EQ(pto_task_add_scalar(rt, a, 0), PTO_OK);
+        CHECK_EQ(pto_task_add_scalar(rt, b, 1), PTO_OK);
+        CHECK_EQ(pto_task_add_successor(rt, a, b), PTO_OK);
+        CHECK_EQ(pto_task_submit(rt, b), PTO_OK);
+        CHECK_EQ(pto_task_submit(rt, a), PTO_OK);
+        CHECK_EQ(pto_runtime_run(rt), fail ? PTO_ETASKFAILED : PTO_OK);
+        CHECK_EQ(atomic_load(&g_runs), fail ? 0 : 2);
+        CHECK_EQ(pto_task_state(rt, b) == PTO_TASK_CONSUMED || pto_task_state(rt, b) == PTO_TASK_COMPLETED, !fail);
+        pto_runtime_destroy(rt);
+    }
+    CHECK_EQ(atomic_load(&g_order_errors), 0);
+    teardown();
+}
+
+int main(int argc, char** argv) {
+    double scale = argc > 1 ? atof(argv[1]) : 1.0;
+    int64_t n = (int64_t)(20000 * scale);
+    if (n < 500) n = 500;
+    test_misuse();
+    test_with_regions_and_dump();
+    test_late_submit_and_failure();
+    test_random_dag(n, 0, 0, 1 << 16, 1);      /* inline */
+    test_random_dag(n, 4, 0, 1 << 16, 2);      /* safe mode, workers */
+    test_random_dag(n, 2, 0, 256, 5);          /* safe mode degraded: the window fills */
+    test_random_dag(n, 4, 1, 64, 3);           /* pipelined, small window: predecessors retire */
+    test_random_dag(n, 3, 16, 1024, 4);
+    printf("%d passed, %d failed\n", g_pass, g_fail);
+    return g_fail ? 1 : 0;
+}
