@@ -11,7 +11,9 @@ against the reference interpreter on any machine::
 
 Options read from ``CompileOptions.extra``: ``arch`` (``"sm_90"`` or a comma list such as
 ``"sm_80,sm_90"``; default sm_90 for H100/H200; it sets the shared-memory limit the kernels
-are checked against) and ``threads`` (force the block size).
+are checked against), ``threads`` (force the block size) and ``cuda_config`` (a
+:class:`~pto_cuda.config.KernelConfig` such as ``"warps=8,warp_m=2,stages=3"`` for every
+kernel; ``cuda_config.<function>`` for one kernel, which wins).
 
 >>> [b.name for b in plugin.pto_backends()], [b.name for b in sim_plugin.pto_backends()]
 (['cuda'], ['cuda_sim'])
@@ -32,6 +34,7 @@ from pto_core.orchestration import c_module_name
 from . import scons_tool
 from .binding import binding_source
 from .device import probe
+from .config import KernelConfig, default_config
 from .emitter import CudaRenderer, smem_capacity
 
 NAME = "cuda"
@@ -70,7 +73,13 @@ class CudaBackend(BackendPlugin):
 
     def generate_kernel(self, function: Any, module: Any, options: Any) -> KernelSource:
         threads = option(options, "threads")
-        r = CudaRenderer(arch_of(options), int(threads) if threads else None)
+        arch = arch_of(options)
+        text = option(options, f"cuda_config.{function.name}", option(options, "cuda_config"))
+        try:
+            config = KernelConfig.parse(text or "", default_config(arch))
+        except ValueError as e:
+            raise PTOBackendError(f"cuda_config: {e}", function=function.name) from None
+        r = CudaRenderer(arch, int(threads) if threads else None, config)
         text = r.render_kernel(function, module, options)
         return KernelSource(function=function.name, filename=f"{function.name}.cu", text=text,
                             symbol=kernel_symbol(function.name), buffer_bytes=r.last_smem_bytes)
