@@ -307,11 +307,11 @@ class CudaRenderer(CStyleRenderer):
             self._dirty = True
 
     def _row_loops(self, out: _Out, fn: Function, group: list[Instr], lay: RowLayout,
-                   body, after_row=None) -> None:
+                   body, before=None, after=None) -> None:
         """The loops of a row-layout iteration: rows of this warp, then (for more than one
-        column) this lane's runs; ``body`` prints the innermost statements, ``after_row``
-        what follows the runs of one row."""
-        ptrs = self._group_plan(fn, group)
+        column) this lane's runs; ``body`` prints the innermost statements, ``before`` and
+        ``after`` what comes before and after the runs of one row."""
+        ptrs = self._group_plan(fn, group) if group else {}
         with out.block(""):
             for k, s in enumerate(group):
                 if s.opdef.is_memory_op and lay.vec > 1:
@@ -325,6 +325,8 @@ class CudaRenderer(CStyleRenderer):
                 with out.block(f"if ({'_pto_r < ' + str(lay.rows) if lay.row_guard else 'true'})"):
                     self._row_pointers(out, fn, group, ptrs)
                     self._ptrs = ptrs
+                    if before is not None:
+                        before()
                     if lay.cols == 1:
                         body()
                     else:
@@ -333,8 +335,8 @@ class CudaRenderer(CStyleRenderer):
                             out(f"const int _pto_c0 = (_pto_j * 32 + _pto_lane) * {lay.vec}; (void)_pto_c0;")
                             with out.block(f"if ({'_pto_c0 < ' + str(lay.cols) if lay.col_guard else 'true'})"):
                                 body()
-                    if after_row is not None:
-                        after_row()
+                    if after is not None:
+                        after()
 
     def _row_body(self, out: _Out, fn: Function, group: list[Instr], lay: RowLayout) -> None:
         ptrs = self._ptrs
@@ -420,43 +422,31 @@ class CudaRenderer(CStyleRenderer):
             self._barrier(out)
         out(f"/* {s} */")
 
+        def before() -> None:
+            out(f"const {op} _pto_op;")
+            out(f"pto::compute_t<{ct}> _pto_acc = {op}::identity<pto::compute_t<{ct}>>();")
+
         def body() -> None:
+            x = f"pto::up<{ct}>({self._ref(fn, a, lay)})"
+            if lay.cols == 1:           # every lane holds the row's one element: fold it once
+                out(f"if (_pto_lane == 0) _pto_acc = {x};")
+                return
             out("#pragma unroll")
             with out.block(f"for (int _pto_v = 0; _pto_v < {lay.vec}; ++_pto_v)"):
                 out("const int _pto_c = _pto_c0 + _pto_v; (void)_pto_c;")
-                out(f"_pto_acc = _pto_op(_pto_acc, pto::up<{ct}>({self._ref(fn, a, lay)}));")
+                out(f"_pto_acc = _pto_op(_pto_acc, {x});")
 
-        def finish() -> None:
+        def after() -> None:
             out("_pto_acc = pto::warp_allreduce(_pto_acc, _pto_op);")
             ref = self._ref(fn, dst, self._place.layout(fn.type_of(dst).shape))
             stmt = f"{ref} = pto::down<{ct}>(_pto_acc);"
             out(f"if (_pto_lane == 0) {{ {stmt} }}" if self._smem(dst) else stmt)
 
-        self._row_loops_reduce(out, fn, s, lay, op, ct, body, finish)
+        self._row_loops(out, fn, [], lay, body, before, after)
         if self._smem(dst):
             self._barrier(out)
         elif self._smem(a):
             self._dirty = True
-
-    def _row_loops_reduce(self, out: _Out, fn: Function, s: Instr, lay: RowLayout, op: str,
-                          ct: str, body, finish) -> None:
-        with out.block(""):
-            out("#pragma unroll")
-            with out.block(f"for (int _pto_i = 0; _pto_i < {lay.rpw}; ++_pto_i)"):
-                out(f"const int _pto_r = _pto_warp + _pto_i * {lay.warps}; (void)_pto_r;")
-                with out.block(f"if ({'_pto_r < ' + str(lay.rows) if lay.row_guard else 'true'})"):
-                    out(f"const {op} _pto_op;")
-                    out(f"pto::compute_t<{ct}> _pto_acc = {op}::identity<pto::compute_t<{ct}>>();")
-                    if lay.cols == 1:
-                        out("const int _pto_c0 = 0; (void)_pto_c0;")
-                        out(f"if (_pto_lane == 0) _pto_acc = pto::up<{ct}>({self._ref(fn, s.operands[1], lay)});")
-                    else:
-                        out("#pragma unroll")
-                        with out.block(f"for (int _pto_j = 0; _pto_j < {lay.cpl}; ++_pto_j)"):
-                            out(f"const int _pto_c0 = (_pto_j * 32 + _pto_lane) * {lay.vec}; (void)_pto_c0;")
-                            with out.block(f"if ({'_pto_c0 < ' + str(lay.cols) if lay.col_guard else 'true'})"):
-                                body()
-                    finish()
 
     def uses_tensor_cores(self, fn: Function, s: Instr) -> bool:
         """f16/bf16 inputs, sides multiple of 16; f32 accumulation (on sm_80+ any result type

@@ -23,33 +23,20 @@ ROOT = Path(__file__).resolve().parents[3]
 sys.path.insert(0, str(ROOT / "bench"))
 from _softmax import fused_softmax_module  # noqa: E402
 
+
+def _bench_gemm_module():
+    """bench/cuda/run.py's GEMM program: one 128 x 128 f32 output tile per task, its K loop
+    inside the kernel (first step peeled) over 128 x 64 and 64 x 128 bf16 tiles."""
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("cuda_bench_run", ROOT / "bench" / "cuda" / "run.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod.gemm_module
+
+
+gemm_module = _bench_gemm_module()
+
 F32, F16, BF16, GM = T.F32, T.F16, T.BF16, M.GLOBAL
-
-
-def gemm_module(n: int, tm: int = 128, tn: int = 128, tk: int = 64, dtype=BF16,
-                peeled: bool = True) -> PTOModule:
-    """bench/cuda/run.py's GEMM: a K loop per output tile (its first step peeled, or the
-    accumulator loaded from C)."""
-    m = PTOModule("kloop")
-    b = (PTOFunctionBuilder("gemm_tile", module=m).in_core()
-         .memref("a", GM, dtype).memref("b", GM, dtype).memref("c", GM, F32)
-         .tile("ta", tm, tk, dtype).tile("tb", tk, tn, dtype).tile("tc", tm, tn, F32))
-    if peeled:
-        b = b.load("ta", "a", 0, 0).load("tb", "b", 0, 0).matmul("tc", "ta", "tb")
-        first = 1
-    else:
-        b = b.load("tc", "c")
-        first = 0
-    (b.for_loop("k", first, n // tk, 1)
-      .load("ta", "a", 0, "k").load("tb", "b", "k", 0).matmul_acc("tc", "tc", "ta", "tb")
-      .end_for().store("c", "tc").build())
-    (PTOFunctionBuilder("gemm", module=m).not_in_core()
-     .memref("a", GM, dtype).memref("b", GM, dtype).memref("c", GM, F32)
-     .for_loop("i", 0, n // tm, 1).for_loop("j", 0, n // tn, 1)
-     .call("gemm_tile", {"a": ("a", "i", 0), "b": ("b", 0, "j"), "c": ("c", "i", "j")})
-     .end_for().end_for().build())
-    m.set_entry("gemm")
-    return m
 
 
 def kernel(module: PTOModule, name: str, arch: str = "sm_80", **kw) -> tuple[str, CudaRenderer]:
