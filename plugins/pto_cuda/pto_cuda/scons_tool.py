@@ -102,11 +102,13 @@ def cuda_lib_dir(home: Path | None = None) -> Path | None:
 def cute_include_dir() -> Path | None:
     """The CUTLASS/CuTe headers the ``nvidia-cutlass`` wheel ships (device builds of the
     tensor-core primitives use CuTe's MMA and copy atoms), or None when it is not installed."""
-    try:
-        import cutlass_library
-    except ImportError:
+    # found, not imported: importing cutlass_library parses sys.argv (it would answer
+    # `scons -h` with its own help and exit)
+    import importlib.util
+    spec = importlib.util.find_spec("cutlass_library")
+    if spec is None or not spec.submodule_search_locations:
         return None
-    inc = Path(cutlass_library.__file__).resolve().parent / "source" / "include"
+    inc = Path(list(spec.submodule_search_locations)[0]).resolve() / "source" / "include"
     return inc if (inc / "cute" / "arch" / "mma_sm80.hpp").exists() else None
 
 
