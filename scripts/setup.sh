@@ -37,6 +37,7 @@ pip_q -e ".[test,graph]"
 pip_q nvidia-cuda-cuobjdump nvidia-cuda-nvdisasm
 # shared by the Ascend plugins, which depend on it by name: install it before them
 [ -f plugins/pto_ascend_common/pyproject.toml ] && pip_q -e plugins/pto_ascend_common
+# (plugins/pto_cuda pulls nvidia-cutlass: the CUTLASS/CuTe headers its sm_80 kernels build on)
 for plugin in plugins/*/ examples/third_party_backend/; do
   [ -f "$plugin/pyproject.toml" ] || continue
   case "$plugin" in examples/*) continue;; esac   # third-party backend: installed by its own test

@@ -4,16 +4,19 @@ What differs from the portable C of :class:`pto_core.codegen.cstyle.CStyleRender
 
 * one thread block runs one tile task; the body is a ``__device__`` function every thread of the
   block executes (scalar code and loop control redundantly, tile ops split over the threads);
-* tiles live in dynamic shared memory at 128-byte aligned offsets, declared as pointers to rows
-  so the shared statement code (``x[r][c]``) reads unchanged;
-* a fused element-wise group (from the shared emitter's loop fusion) is ONE loop with threads
-  over elements; when the row length, strides and pointers allow, each thread moves 16 bytes of
-  global memory at once (``uint4``: float4 for f32) - the alignment test is uniform, so no warp
-  diverges;
-* row reductions are a warp per row with ``__shfl_xor_sync``; column reductions a thread per
-  column; f16/bf16 TMATMUL(_ACC) use tensor cores (``nvcuda::wmma`` 16x16x16, f32 accumulation)
-  and f32 runs on CUDA cores - all in ``include/pto_cuda_tile.cuh``;
-* ``__syncthreads()`` after every tile step that hands data between threads;
+* every tile has a place decided from its uses (:mod:`pto_cuda.placement`): registers in the
+  row layout (element-wise chains, loads, stores, broadcasts and row reductions: a thread owns
+  its elements across the chain, a row reduction is a warp of shuffles), registers as MMA
+  fragments (f32 accumulators of f16/bf16 matmuls), the buffers of a pipelined K loop, or
+  dynamic shared memory at 128-byte aligned offsets (what threads exchange);
+* a fused element-wise group (from the shared emitter's loop fusion) is one unrolled loop over
+  the thread's own elements; each thread moves runs of 4 elements of global memory at once
+  when the pointer and row stride allow (a uniform test, so no warp diverges);
+* f16/bf16 matmuls on sm_80+ use mma.sync m16n8k16 with ldmatrix (``pto_cuda_gemm.cuh``); the
+  canonical K loop (``TLOAD a(i, k); TLOAD b(k, j); TMATMUL_ACC c, c, a, b``, with or without
+  its peeled first step) becomes ``gemm_mainloop``: cp.async into swizzled multi-stage shared
+  memory overlapping the tensor-core math; f32 matmuls run on CUDA cores;
+* ``__syncthreads()`` only where threads hand data through shared memory;
 * ``PTO_CUDA_KERNEL(...)`` (``include/pto_cuda_kernel.h``) wraps the body into a batched
   ``__global__`` kernel, a launcher and the runtime's kernel-ABI symbol.
 
@@ -23,7 +26,7 @@ What differs from the portable C of :class:`pto_core.codegen.cstyle.CStyleRender
 ...      .memref("o", M.GLOBAL, T.F32).tile("x", 8, 128, T.F32).tile("r", 8, 1, T.F32)
 ...      .load("x", "a").rowmax("r", "x").store("o", "r").build())
 >>> src = CudaRenderer().render_kernel(f, m)
->>> "pto::row_reduce<float, 8, 128>" in src and "PTO_CUDA_KERNEL(pto_kernel_k, 4, " in src
+>>> "pto::warp_allreduce" in src and "__syncthreads" not in src and "PTO_CUDA_KERNEL(pto_kernel_k, 4, " in src
 True
 """
 
@@ -31,8 +34,12 @@ from __future__ import annotations
 
 from pto_core.codegen.cstyle import CStyleRenderer, _Out
 from pto_core.errors import PTOBackendError
-from pto_core.ir import Category, ElementType, Function, Instr, MemRefType, Module, TileType
+from pto_core.ir import (Call, Category, ElementType, For, Function, If, Instr, MemRefType,
+                         Module, TileType)
 from pto_core.options import CompileOptions
+
+from .config import KernelConfig, arch_major, default_config
+from .placement import MainLoop, Place, Placement, RowLayout, place_tiles, placement_summary
 
 E = ElementType
 
@@ -40,9 +47,6 @@ E = ElementType
 SMEM_PER_BLOCK_SM90 = 227 * 1024
 #: the same on sm_80 (164 KiB per SM, 1 KiB reserved), the limit when building for sm_80 too
 SMEM_PER_BLOCK_SM80 = 163 * 1024
-
-_VEC_TYPE = {16: "uint4", 8: "uint2", 4: "unsigned int", 2: "unsigned short"}
-
 
 def smem_capacity(arch: str) -> int:
     """Per-block shared memory of the smallest architecture in ``arch`` (``"sm_80,sm_90"``).
@@ -67,13 +71,24 @@ class CudaRenderer(CStyleRenderer):
     tile_align = 128
     stack_tile_bytes = None         # tiles live in shared memory (checked against its size)
 
-    def __init__(self, arch: str = "sm_90", threads: int | None = None) -> None:
+    def __init__(self, arch: str = "sm_90", threads: int | None = None,
+                 config: KernelConfig | None = None) -> None:
         self.arch = arch
-        self.fixed_threads = threads
+        self.config = config or default_config(arch)
+        if threads:                      # the legacy ``threads`` option: a block of that size
+            self.config = KernelConfig(max(1, threads // 32), self.config.warp_m,
+                                       self.config.stages)
         self.smem_capacity = smem_capacity(arch)
         self._smem_used = 0
+        self._warps = self.config.warps or 8
+        self._place = Placement(self._warps)
+        #: a row-layout or register op read shared memory since the last __syncthreads (a
+        #: later write to shared memory must wait for it)
+        self._dirty = False
         #: shared-memory bytes per task of the last rendered kernel
         self.last_smem_bytes = 0
+        #: where each tile of the last rendered kernel lives (function -> tile -> place)
+        self.last_placement: dict[str, Placement] = {}
 
     # ---------------------------------------------------------------- types
     CTYPES = {**CStyleRenderer.CTYPES, E.F16: "__half", E.BF16: "__nv_bfloat16"}
@@ -93,7 +108,8 @@ class CudaRenderer(CStyleRenderer):
 
     # ---------------------------------------------------------------- text templates
     def prelude(self) -> str:
-        return '#include "pto_cuda_tile.cuh"\n#include "pto_cuda_kernel.h"\n'
+        gemm = '#include "pto_cuda_gemm.cuh"\n' if arch_major(self.arch) >= 80 else ""
+        return f'#include "pto_cuda_tile.cuh"\n{gemm}#include "pto_cuda_kernel.h"\n'
 
     def signature(self, symbol: str) -> str:
         return f"static __device__ __forceinline__ int32_t {symbol}_block(const int64_t* args)"
@@ -104,28 +120,41 @@ class CudaRenderer(CStyleRenderer):
     def restrict(self) -> str:
         return "__restrict__"
 
-    def tile_decl(self, name: str, t: TileType) -> str:
+    def _alloc(self, nbytes: int) -> int:
         off = self._smem_used
-        self._smem_used += -(-t.nbytes // self.tile_align) * self.tile_align
+        self._smem_used += -(-nbytes // self.tile_align) * self.tile_align
+        return off
+
+    def tile_decl(self, name: str, t: TileType) -> str:
         ct = self.ctype(t.dtype)
+        where = self._place.tiles.get(name, Place.SMEM)
+        if where is Place.REG:
+            lay = self._place.layout(t.shape)
+            dims = f"[{lay.rpw}]" if t.cols == 1 else f"[{lay.rpw}][{lay.cpl * lay.vec}]"
+            return f"{ct} {name}{dims}; pto::poison({name});"
+        if where is Place.ACC:
+            g = self._place.grids[name]
+            return f"pto::Acc<{t.rows}, {t.cols}, {g.wm}, {g.wn}> {name};"
+        if where is Place.STAGED:
+            return f"/* {name}: in the pipelined K loop's shared-memory stages */"
+        off = self._alloc(t.nbytes)
         return (f"{ct} (*const {name})[{t.cols}] = "
                 f"reinterpret_cast<{ct} (*)[{t.cols}]>(_pto_smem + {off}); (void){name};")
 
     # ---------------------------------------------------------------- whole kernels
     def threads_for(self, fn: Function, module: Module | None) -> int:
-        """Block size: enough threads that every thread has a few elements of the largest tile;
-        256 for large tiles (8 warps: one per row of an 8-row reduction, 8 WMMA warps)."""
-        if self.fixed_threads:
-            return self.fixed_threads
-        fns = [fn] + (self._callees(fn, module) if module is not None else [])
-        largest = max((t.rows * t.cols for f in fns for t in f.tiles.values()), default=0)
-        return 256 if largest >= 2048 else 128 if largest >= 512 else 64 if largest >= 128 else 32
+        """Block size: the config's warps, else enough that every thread has a few elements of
+        the largest tile (:func:`pto_cuda.config.default_warps`)."""
+        return 32 * self.config.with_defaults(fn, module, self.arch).warps
 
     def render_kernel(self, fn: Function, module: Module | None = None,
                       options: CompileOptions | None = None, symbol: str | None = None) -> str:
         from pto_core.codegen.cstyle import kernel_symbol
         symbol = symbol or kernel_symbol(fn.name)
         self._smem_used = 0
+        self.last_placement = {}
+        threads = self.threads_for(fn, module)
+        self._warps = threads // 32
         text = super().render_kernel(fn, module, options, symbol)
         smem = self.last_smem_bytes = self._smem_used
         if smem > self.smem_capacity:
@@ -133,16 +162,24 @@ class CudaRenderer(CStyleRenderer):
                 f"tiles need {smem} bytes of shared memory, more than the {self.smem_capacity} a "
                 f"thread block can have on {self.arch}", function=fn.name)
         nargs = sum(2 if isinstance(p.type, MemRefType) else 1 for p in fn.params)
-        threads = self.threads_for(fn, module)
         return text + (f"\n/* {nargs} argument slots, {threads} threads, {smem} bytes of shared "
                        f"memory per task */\nPTO_CUDA_KERNEL({symbol}, {nargs}, {threads}, {smem})\n")
 
     def _render_body_function(self, out: _Out, fn: Function, options: CompileOptions) -> None:
         # every body function sees the block's dynamic shared memory; tiles of callees get
         # offsets after their caller's (offsets keep counting across the whole file)
+        import dataclasses
+        cfg = dataclasses.replace(self.config, warps=self._warps)
+        self._place = place_tiles(fn, cfg, self.arch, self.smem_capacity - self._smem_used)
+        self.last_placement[fn.name] = self._place
+        self._dirty = False
         start = len(out.lines)
         super()._render_body_function(out, fn, options)
-        out.lines.insert(start + 1, "    extern __shared__ __align__(128) unsigned char _pto_smem[];")
+        out.lines[start + 1:start + 1] = [
+            "    extern __shared__ __align__(128) unsigned char _pto_smem[];",
+            f"    /* tiles: {placement_summary(self._place, fn)} */",
+            "    const int _pto_lane = threadIdx.x & 31, _pto_warp = threadIdx.x >> 5;",
+            "    (void)_pto_lane; (void)_pto_warp; (void)_pto_smem;"]
         scalars = {loc.name for loc in fn.locals if not isinstance(loc.type, TileType)}
         for i in range(start + 2, len(out.lines)):   # scalars unused on some paths: no warning
             words = out.lines[i].split()
@@ -150,127 +187,279 @@ class CudaRenderer(CStyleRenderer):
                 out.lines[i] += f" (void){words[1]};"
                 scalars.discard(words[1])
 
-    # ---------------------------------------------------------------- element-wise groups
-    def render_group(self, out: _Out, fn: Function, group: list[Instr]) -> None:
-        """Threads over the elements of the group's shape; a 16-byte vector variant when the
-        shapes allow and the pointers turn out aligned."""
-        out("/* " + "; ".join(str(s) for s in group) + " */")
-        rows, cols = self.group_shape(fn, group[0])
-        ptrs = self._group_plan(fn, group)
-        width = self._vector_width(fn, group)
-        if width:
-            cond = self._aligned_condition(fn, group, width)
-            with out.block(f"if ({cond})"):
-                self._vector_loop(out, fn, group, ptrs, rows, cols, width)
-            with out.block("else"):
-                self._scalar_loop(out, fn, group, ptrs, rows, cols)
-        else:
-            self._scalar_loop(out, fn, group, ptrs, rows, cols)
+    # ---------------------------------------------------------------- statements and barriers
+    def _barrier(self, out: _Out) -> None:
         out("__syncthreads();")
+        self._dirty = False
 
-    def _scalar_loop(self, out: _Out, fn: Function, group: list[Instr], ptrs: dict,
-                     rows: int, cols: int) -> None:
-        with out.block(f"for (int _pto_i = threadIdx.x; _pto_i < {rows * cols}; "
-                       f"_pto_i += blockDim.x)"):
-            out(f"const int _pto_r = _pto_i / {cols}, _pto_c = _pto_i % {cols};")
-            self._row_pointers(out, fn, group, ptrs)
-            for s in group:
-                out(self.element_stmt(fn, s, ptrs, "_pto_r", "_pto_c"))
+    def _smem(self, tile) -> bool:
+        return isinstance(tile, str) and self._place.tiles.get(tile) is Place.SMEM
 
-    def _group_dtypes(self, fn: Function, group: list[Instr]) -> set[ElementType]:
-        out: set[ElementType] = set()
+    def render_body(self, out: _Out, fn: Function, body, options: CompileOptions) -> None:
+        skipped = self._place.skipped
+        super().render_body(out, fn, [s for s in body if id(s) not in skipped], options)
+
+    def render_stmt(self, out: _Out, fn: Function, s, options: CompileOptions) -> None:
+        if isinstance(s, For) and id(s) in self._place.mainloops:
+            self._render_mainloop(out, fn, self._place.mainloops[id(s)])
+        elif isinstance(s, For):
+            head = (f"for (int64_t {s.var} = {self.index(s.start)}; {s.var} < {self.index(s.end)}; "
+                    f"{s.var} += {self.index(s.step)})")
+            with out.block(head):
+                self.render_body(out, fn, s.body, options)
+                if self._dirty:          # the next iteration may overwrite what was read
+                    self._barrier(out)
+        elif isinstance(s, If):
+            with out.block(f"if ({s.cond} != 0)"):
+                self.render_body(out, fn, s.then_body, options)
+                if self._dirty:
+                    self._barrier(out)
+            if s.else_body:
+                with out.block("else"):
+                    self.render_body(out, fn, s.else_body, options)
+                    if self._dirty:
+                        self._barrier(out)
+        elif isinstance(s, Call):
+            super().render_stmt(out, fn, s, options)
+            self._barrier(out)
+        else:
+            super().render_stmt(out, fn, s, options)
+
+    # ---------------------------------------------------------------- row-layout groups
+    def render_group(self, out: _Out, fn: Function, group: list[Instr]) -> None:
+        """Element-wise runs in the row layout; loads and stores of accumulator tiles move
+        their MMA fragments."""
+        run: list[Instr] = []
         for s in group:
-            for v in s.operands:
-                t = fn.type_of(v) if isinstance(v, str) else None
-                if isinstance(t, (TileType, MemRefType)):
-                    out.add(t.dtype)
-        return out
-
-    def _vector_width(self, fn: Function, group: list[Instr]) -> int:
-        """Elements per thread step so the widest element moves 16 bytes, if the group touches
-        global memory and the row length is a multiple of it; else 0."""
-        if not any(s.opdef.is_memory_op for s in group):
-            return 0
-        width = 16 // max(d.itemsize for d in self._group_dtypes(fn, group))
-        _, cols = self.group_shape(fn, group[0])
-        return width if width >= 2 and cols % width == 0 else 0
-
-    def _aligned_condition(self, fn: Function, group: list[Instr], width: int) -> str:
-        conds = []
-        for s in group:
-            if s.opdef.is_memory_op:
-                mem = s.operands[1] if s.opdef.category is Category.LOAD else s.operands[0]
-                vb = width * fn.type_of(mem).dtype.itemsize
-                c = (f"(reinterpret_cast<uintptr_t>({mem}) % {vb} == 0 && "
-                     f"_pto_ld_{mem} % {width} == 0)")
-                if c not in conds:
-                    conds.append(c)
-        return " && ".join(conds)
-
-    def _vector_loop(self, out: _Out, fn: Function, group: list[Instr], ptrs: dict,
-                     rows: int, cols: int, width: int) -> None:
-        per_row = cols // width
-        with out.block(f"for (int _pto_i = threadIdx.x; _pto_i < {rows * per_row}; "
-                       f"_pto_i += blockDim.x)"):
-            out(f"const int _pto_r = _pto_i / {per_row}, _pto_c0 = (_pto_i % {per_row}) * {width};")
-            self._row_pointers(out, fn, group, ptrs)
-            run: list[Instr] = []         # consecutive compute ops share one unrolled loop
-
-            def flush() -> None:
+            tile = s.operands[0] if s.opdef.category is Category.LOAD else s.operands[1]
+            if s.opdef.is_memory_op and self._place.tiles.get(tile) is Place.ACC:
                 if run:
-                    out("#pragma unroll")
-                    with out.block(f"for (int _pto_c = _pto_c0; _pto_c < _pto_c0 + {width}; "
-                                   f"++_pto_c)"):
-                        for s in run:
-                            out(self.element_stmt(fn, s, ptrs, "_pto_r", "_pto_c"))
-                    run.clear()
+                    self._row_group(out, fn, run)
+                    run = []
+                self._acc_move(out, fn, s)
+            else:
+                run.append(s)
+        if run:
+            self._row_group(out, fn, run)
 
-            for s in group:
-                cat = s.opdef.category
-                if cat in (Category.LOAD, Category.STORE):
-                    flush()
-                    tile = s.operands[0] if cat is Category.LOAD else s.operands[1]
-                    vt = _VEC_TYPE[width * fn.type_of(tile).dtype.itemsize]
-                    g = f"{ptrs[id(s)][0]} + _pto_c0"
-                    sm = f"&{tile}[_pto_r][_pto_c0]"
-                    if cat is Category.LOAD:
-                        out(f"*reinterpret_cast<{vt}*>({sm}) = "
-                            f"__ldg(reinterpret_cast<const {vt}*>({g}));")
+    def _acc_move(self, out: _Out, fn: Function, s: Instr) -> None:
+        load = s.opdef.category is Category.LOAD
+        tile, mem = (s.operands[0], s.operands[1]) if load else (s.operands[1], s.operands[0])
+        t = fn.type_of(tile)
+        ptr = (f"{mem} + (int64_t)({self.index(s.operands[2])}) * {t.rows} * _pto_ld_{mem} + "
+               f"(int64_t)({self.index(s.operands[3])}) * {t.cols}")
+        out(f"/* {s} */")
+        out(f"pto::acc_load({tile}, {ptr}, _pto_ld_{mem});" if load
+            else f"pto::acc_store({ptr}, _pto_ld_{mem}, {tile});")
+
+    def _ref(self, fn: Function, tile: str, lay: RowLayout, role: str = "") -> str:
+        """This thread's element of ``tile`` at the loop position (``_pto_i``, ``_pto_j``,
+        ``_pto_v``) of a row-layout iteration over ``lay``'s shape; ``role`` "row" or "col"
+        for a broadcast operand."""
+        reg = self._place.tiles.get(tile) is Place.REG
+        if role == "row" or (role == "" and lay.cols == 1):
+            return f"{tile}[_pto_i]" if reg else f"{tile}[_pto_r][0]"
+        if role == "col":
+            return f"{tile}[0][_pto_c]"
+        return f"{tile}[_pto_i][_pto_j * {lay.vec} + _pto_v]" if reg else f"{tile}[_pto_r][_pto_c]"
+
+    def _run_ptr(self, tile: str, lay: RowLayout) -> str:
+        """Address of this thread's run of ``lay.vec`` elements of ``tile``."""
+        if self._place.tiles.get(tile) is Place.REG:
+            return f"&{tile}[_pto_i][_pto_j * {lay.vec}]"
+        return f"&{tile}[_pto_r][_pto_c0]"
+
+    def _row_stmt(self, fn: Function, s: Instr, lay: RowLayout) -> str:
+        """An element-wise op (or conversion) at this thread's element."""
+        dst = s.operands[0]
+        dt = fn.type_of(dst).dtype
+        ct = self.compute_type(dt)
+        cat = s.opdef.category
+        if cat is Category.CONVERT:
+            a = s.operands[1]
+            return (f"{self._ref(fn, dst, lay)} = "
+                    f"{self.convert_expr(fn.type_of(a).dtype, dt, self._ref(fn, a, lay))};")
+        env = {}
+        for spec in s.opdef.inputs:
+            v = s.operand(spec.name)
+            if spec.role == "scalar":
+                env[spec.name] = f"({ct})({v})" if isinstance(v, str) else self.literal(v, ct)
+            else:
+                role = ("row" if cat is Category.ROW_EXPAND and spec.name == "b" else
+                        "col" if cat is Category.COL_EXPAND and spec.name == "b" else "")
+                env[spec.name] = self.to_compute(dt, self._ref(fn, v, lay, role))
+        if cat is Category.ROW_EXPAND and "a" not in env:
+            env["a"] = env["b"]
+        return (f"{self._ref(fn, dst, lay)} = "
+                f"{self.from_compute(dt, self.expr(s.opdef.expr, env, ct))};")
+
+    def _row_group(self, out: _Out, fn: Function, group: list[Instr]) -> None:
+        """One unrolled loop over this thread's elements of the group's shape."""
+        shape = self.group_shape(fn, group[0])
+        lay = self._place.layout(shape)
+        writes = [s.operands[0] for s in group if s.opdef.category is not Category.STORE]
+        reads = [v for s in group for v in s.operands[1:]]
+        writes_smem = any(self._smem(t) for t in writes)
+        if writes_smem and self._dirty:
+            self._barrier(out)
+        out("/* " + "; ".join(str(s) for s in group) + " */")
+        self._row_loops(out, fn, group, lay, lambda: self._row_body(out, fn, group, lay))
+        if writes_smem:
+            self._barrier(out)          # other threads read what this group wrote
+        elif any(self._smem(t) for t in reads):
+            self._dirty = True
+
+    def _row_loops(self, out: _Out, fn: Function, group: list[Instr], lay: RowLayout,
+                   body, before=None, after=None) -> None:
+        """The loops of a row-layout iteration: rows of this warp, then (for more than one
+        column) this lane's runs; ``body`` prints the innermost statements, ``before`` and
+        ``after`` what comes before and after the runs of one row."""
+        ptrs = self._group_plan(fn, group) if group else {}
+        with out.block(""):
+            for k, s in enumerate(group):
+                if s.opdef.is_memory_op and lay.vec > 1:
+                    mem = s.operands[1] if s.opdef.category is Category.LOAD else s.operands[0]
+                    vb = lay.vec * fn.type_of(mem).dtype.itemsize
+                    out(f"const bool _pto_al{k} = reinterpret_cast<uintptr_t>({mem}) % {vb} == 0 "
+                        f"&& _pto_ld_{mem} % {lay.vec} == 0; (void)_pto_al{k};")
+            out("#pragma unroll")
+            with out.block(f"for (int _pto_i = 0; _pto_i < {lay.rpw}; ++_pto_i)"):
+                out(f"const int _pto_r = _pto_warp + _pto_i * {lay.warps}; (void)_pto_r;")
+                with out.block(f"if ({'_pto_r < ' + str(lay.rows) if lay.row_guard else 'true'})"):
+                    self._row_pointers(out, fn, group, ptrs)
+                    self._ptrs = ptrs
+                    if before is not None:
+                        before()
+                    if lay.cols == 1:
+                        body()
                     else:
-                        out(f"*reinterpret_cast<{vt}*>({g}) = "
-                            f"*reinterpret_cast<const {vt}*>({sm});")
-                else:
-                    run.append(s)
+                        out("#pragma unroll")
+                        with out.block(f"for (int _pto_j = 0; _pto_j < {lay.cpl}; ++_pto_j)"):
+                            out(f"const int _pto_c0 = (_pto_j * 32 + _pto_lane) * {lay.vec}; (void)_pto_c0;")
+                            with out.block(f"if ({'_pto_c0 < ' + str(lay.cols) if lay.col_guard else 'true'})"):
+                                body()
+                    if after is not None:
+                        after()
+
+    def _row_body(self, out: _Out, fn: Function, group: list[Instr], lay: RowLayout) -> None:
+        ptrs = self._ptrs
+        compute: list[Instr] = []
+
+        def flush() -> None:
+            if not compute:
+                return
+            if lay.cols == 1:
+                for s in compute:
+                    out(self._guard_lane(s, self._row_stmt(fn, s, lay)))
+            else:
+                out("#pragma unroll")
+                with out.block(f"for (int _pto_v = 0; _pto_v < {lay.vec}; ++_pto_v)"):
+                    out("const int _pto_c = _pto_c0 + _pto_v; (void)_pto_c;")
+                    for s in compute:
+                        out(self._row_stmt(fn, s, lay))
+            compute.clear()
+
+        for k, s in enumerate(group):
+            cat = s.opdef.category
+            if cat not in (Category.LOAD, Category.STORE):
+                compute.append(s)
+                continue
             flush()
+            load = cat is Category.LOAD
+            tile = s.operands[0] if load else s.operands[1]
+            g = ptrs[id(s)][0]
+            ct = self.ctype(fn.type_of(tile).dtype)
+            if lay.cols == 1:
+                ref = self._ref(fn, tile, lay)
+                out(f"{ref} = {g}[0];" if load else
+                    self._guard_lane(s, f"{g}[0] = {ref};"))
+                continue
+            run = self._run_ptr(tile, lay)
+            vec = (f"pto::ld_run<{ct}, {lay.vec}>({run}, {g} + _pto_c0);" if load else
+                   f"pto::st_run<{ct}, {lay.vec}>({g} + _pto_c0, {run});")
+            if lay.vec == 1:
+                out(vec)
+                continue
+            with out.block(f"if (_pto_al{k})"):
+                out(vec)
+            with out.block("else"):
+                out("#pragma unroll")
+                with out.block(f"for (int _pto_v = 0; _pto_v < {lay.vec}; ++_pto_v)"):
+                    out("const int _pto_c = _pto_c0 + _pto_v;")
+                    ref = self._ref(fn, tile, lay)
+                    out(f"{ref} = {g}[_pto_c];" if load else f"{g}[_pto_c] = {ref};")
+        flush()
+
+    def _guard_lane(self, s: Instr, stmt: str) -> str:
+        """Every lane holds an R x 1 element; one lane writes it to memory."""
+        dst = s.operands[0]
+        to_memory = (s.opdef.category is Category.STORE or self._smem(dst))
+        return f"if (_pto_lane == 0) {{ {stmt} }}" if to_memory else stmt
 
     # ---------------------------------------------------------------- block-level tile ops
     @staticmethod
     def _at(name: str) -> str:
         return f"&{name}[0][0]"
 
-    @staticmethod
-    def _block_step(out: _Out, s: Instr, call: str) -> None:
+    def _block_step(self, out: _Out, s: Instr, call: str) -> None:
         """``s`` as one call every thread of the block makes; other threads read its result,
-        hence the barrier."""
+        hence the barrier (and one before it when earlier reads may still be running)."""
+        if self._dirty:
+            self._barrier(out)
         out(f"/* {s} */")
         out(call)
-        out("__syncthreads();")
+        self._barrier(out)
 
     def render_reduce(self, out: _Out, fn: Function, s: Instr) -> None:
         dst, a = s.operands
         ta = fn.type_of(a)
-        op = {"sum": "pto::SumOp()", "max": "pto::MaxOp()", "min": "pto::MinOp()"}[s.opdef.reduce]
-        kind = "row_reduce" if s.opdef.category is Category.ROW_REDUCE else "col_reduce"
-        self._block_step(out, s, f"pto::{kind}<{self.ctype(ta.dtype)}, {ta.rows}, {ta.cols}>"
-                                 f"({self._at(dst)}, {self._at(a)}, {op});")
+        op = {"sum": "pto::SumOp", "max": "pto::MaxOp", "min": "pto::MinOp"}[s.opdef.reduce]
+        if s.opdef.category is Category.COL_REDUCE:
+            self._block_step(out, s, f"pto::col_reduce<{self.ctype(ta.dtype)}, {ta.rows}, {ta.cols}>"
+                                     f"({self._at(dst)}, {self._at(a)}, {op}());")
+            return
+        # a warp per row: each lane folds its own elements, then a butterfly of shuffles
+        lay = self._place.layout(ta.shape)
+        ct = self.ctype(ta.dtype)
+        if self._smem(dst) and self._dirty:
+            self._barrier(out)
+        out(f"/* {s} */")
+
+        def before() -> None:
+            out(f"const {op} _pto_op;")
+            out(f"pto::compute_t<{ct}> _pto_acc = {op}::identity<pto::compute_t<{ct}>>();")
+
+        def body() -> None:
+            x = f"pto::up<{ct}>({self._ref(fn, a, lay)})"
+            if lay.cols == 1:           # every lane holds the row's one element: fold it once
+                out(f"if (_pto_lane == 0) _pto_acc = {x};")
+                return
+            out("#pragma unroll")
+            with out.block(f"for (int _pto_v = 0; _pto_v < {lay.vec}; ++_pto_v)"):
+                out("const int _pto_c = _pto_c0 + _pto_v; (void)_pto_c;")
+                out(f"_pto_acc = _pto_op(_pto_acc, {x});")
+
+        def after() -> None:
+            out("_pto_acc = pto::warp_allreduce(_pto_acc, _pto_op);")
+            ref = self._ref(fn, dst, self._place.layout(fn.type_of(dst).shape))
+            stmt = f"{ref} = pto::down<{ct}>(_pto_acc);"
+            out(f"if (_pto_lane == 0) {{ {stmt} }}" if self._smem(dst) else stmt)
+
+        self._row_loops(out, fn, [], lay, body, before, after)
+        if self._smem(dst):
+            self._barrier(out)
+        elif self._smem(a):
+            self._dirty = True
 
     def uses_tensor_cores(self, fn: Function, s: Instr) -> bool:
-        """f16/bf16 inputs, sides multiple of 16, accumulator f32 (or f16 for f16)."""
+        """f16/bf16 inputs, sides multiple of 16; f32 accumulation (on sm_80+ any result type
+        is rounded from it once; WMMA before sm_80 accumulates f16 results in f16)."""
         dst, a, b = s.operands[0], s.operands[-2], s.operands[-1]
         td, ta, tb = fn.type_of(dst), fn.type_of(a), fn.type_of(b)
         if ta.dtype not in (E.F16, E.BF16):
             return False
-        if td.dtype is not E.F32 and not (ta.dtype is E.F16 and td.dtype is E.F16):
+        if arch_major(self.arch) < 80 and td.dtype is not E.F32 and not (
+                ta.dtype is E.F16 and td.dtype is E.F16):
             return False
         return td.rows % 16 == 0 and td.cols % 16 == 0 and ta.cols % 16 == 0
 
@@ -281,11 +470,40 @@ class CudaRenderer(CStyleRenderer):
             raise PTOBackendError("the destination of a matmul must not be one of its inputs",
                                   function=fn.name, instruction=str(s))
         td, ta = fn.type_of(dst), fn.type_of(a)
-        impl = "matmul_wmma" if self.uses_tensor_cores(fn, s) else "matmul_simt"
+        if self._place.tiles.get(dst) is Place.ACC:
+            out(f"/* {s}: accumulator in registers */")
+            if acc is None:
+                out(f"pto::acc_fill({dst}, 0.0f);")
+            out(f"pto::acc_mma<{self.ctype(ta.dtype)}, {ta.cols}>({dst}, {self._at(a)}, "
+                f"{self._at(b)});")
+            self._dirty = True
+            return
+        impl = ("matmul_simt" if not self.uses_tensor_cores(fn, s) else
+                "matmul_mma" if arch_major(self.arch) >= 80 else "matmul_wmma")
         self._block_step(out, s, f"pto::{impl}<{self.ctype(ta.dtype)}, {self.ctype(td.dtype)}, "
                                  f"{td.rows}, {ta.cols}, {td.cols}, {'true' if acc else 'false'}>("
                                  f"{self._at(dst)}, {self._at(acc) if acc else 'nullptr'}, "
                                  f"{self._at(a)}, {self._at(b)});")
+
+    def _render_mainloop(self, out: _Out, fn: Function, ml: MainLoop) -> None:
+        """The canonical K loop as one pipelined tensor-core mainloop."""
+        tc, ta, tb = fn.type_of(ml.acc), fn.type_of(ml.a), fn.type_of(ml.b)
+        g = self._place.grids[ml.acc]
+        ct = self.ctype(ta.dtype)
+        off = self._alloc(ml.stages * (ta.nbytes + tb.nbytes))
+        loop = ml.loop
+        k0 = str(loop.start - 1) if ml.prologue else self.index(loop.start)
+        out(f"/* pipelined K loop ({ml.stages} stages, cp.async + ldmatrix + mma.sync): "
+            f"{'; '.join(str(s) for s in (*ml.prologue, *loop.body))} for {loop.var} in "
+            f"[{k0}, {self.index(loop.end)}) */")
+        if ml.prologue:
+            out(f"pto::acc_fill({ml.acc}, 0.0f);")
+        out(f"pto::gemm_mainloop<{ct}, {tc.rows}, {tc.cols}, {ta.cols}, {g.wm}, {g.wn}, "
+            f"{ml.stages}>({ml.acc}, reinterpret_cast<{ct}*>(_pto_smem + {off}), "
+            f"{ml.a_mem} + (int64_t)({self.index(ml.a_row)}) * {ta.rows} * _pto_ld_{ml.a_mem}, "
+            f"_pto_ld_{ml.a_mem}, {ml.b_mem} + (int64_t)({self.index(ml.b_col)}) * {tb.cols}, "
+            f"_pto_ld_{ml.b_mem}, {k0}, {self.index(loop.end)});")
+        self._dirty = False             # the mainloop ends with a barrier
 
     def render_transpose(self, out: _Out, fn: Function, s: Instr) -> None:
         dst, a = s.operands
@@ -294,7 +512,5 @@ class CudaRenderer(CStyleRenderer):
                                  f"({self._at(dst)}, {self._at(a)});")
 
     def render_convert(self, out: _Out, fn: Function, s: Instr) -> None:
-        dst, a = s.operands
-        td, ta = fn.type_of(dst), fn.type_of(a)
-        self._block_step(out, s, f"pto::convert<{self.ctype(td.dtype)}, {self.ctype(ta.dtype)}, "
-                                 f"{ta.rows * ta.cols}>({self._at(dst)}, {self._at(a)});")
+        """Element by element in the row layout, like any element-wise op."""
+        self._row_group(out, fn, [s])

@@ -11,9 +11,11 @@ against the reference interpreter on any machine::
 
 Options read from ``CompileOptions.extra``: ``arch`` (``"sm_90"`` or a comma list such as
 ``"sm_80,sm_90"``; default sm_90 for H100/H200; it sets the shared-memory limit the kernels
-are checked against), ``threads`` (force the block size of every kernel) and ``kernel_configs``
-(per-kernel configurations, :func:`pto_cuda.tune.with_configs`; otherwise each kernel gets the
-tuner's cached choice or the default).
+are checked against), ``threads`` (force the block size of every kernel), ``cuda_config`` (a
+:class:`~pto_cuda.config.KernelConfig` such as ``"warps=8,warp_m=2,stages=3"`` for every
+kernel; ``cuda_config.<function>`` for one kernel, which wins) and ``kernel_configs``
+(per-kernel tuner configurations, :func:`pto_cuda.tune.with_configs`). Without them each
+kernel gets the tuner's cached choice or the default.
 
 >>> [b.name for b in plugin.pto_backends()], [b.name for b in sim_plugin.pto_backends()]
 (['cuda'], ['cuda_sim'])
@@ -36,6 +38,7 @@ from pto_core.orchestration import c_module_name
 from . import scons_tool, tune
 from .binding import binding_source
 from .device import probe
+from .config import KernelConfig, default_config
 from .emitter import CudaRenderer, smem_capacity
 
 NAME = "cuda"
@@ -74,11 +77,17 @@ class CudaBackend(BackendPlugin):
 
     def generate_kernel(self, function: Any, module: Any, options: Any) -> KernelSource:
         threads = option(options, "threads")
-        if threads:
-            r = CudaRenderer(arch_of(options), int(threads))
+        arch = arch_of(options)
+        text = option(options, f"cuda_config.{function.name}", option(options, "cuda_config"))
+        try:
+            config = KernelConfig.parse(text or "", default_config(arch))
+        except ValueError as e:
+            raise PTOBackendError(f"cuda_config: {e}", function=function.name) from None
+        if threads or text:
+            r = CudaRenderer(arch, int(threads) if threads else None, config)
         else:      # the tuned (or fixed, or default) configuration of this kernel
-            config = tune.config_for(function, module, options, arch_of(options))
-            r = CudaRenderer(arch_of(options), **tune.renderer_args(config))
+            tuned = tune.config_for(function, module, options, arch)
+            r = CudaRenderer(arch, config=config, **tune.renderer_args(tuned))
         text = r.render_kernel(function, module, options)
         return KernelSource(function=function.name, filename=f"{function.name}.cu", text=text,
                             symbol=kernel_symbol(function.name), buffer_bytes=r.last_smem_bytes)

@@ -99,6 +99,25 @@ def cuda_lib_dir(home: Path | None = None) -> Path | None:
     return None
 
 
+def cute_include_dir() -> Path | None:
+    """The CUTLASS/CuTe headers the ``nvidia-cutlass`` wheel ships (device builds of the
+    tensor-core primitives use CuTe's MMA and copy atoms), or None when it is not installed."""
+    # found, not imported: importing cutlass_library parses sys.argv (it would answer
+    # `scons -h` with its own help and exit)
+    import importlib.util
+    spec = importlib.util.find_spec("cutlass_library")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    inc = Path(list(spec.submodule_search_locations)[0]).resolve() / "source" / "include"
+    return inc if (inc / "cute" / "arch" / "mma_sm80.hpp").exists() else None
+
+
+def include_dirs() -> list[Path]:
+    """Include folders of a device build: PTO's headers, then CuTe's (when installed)."""
+    cute = cute_include_dir()
+    return [INCLUDE_DIR] + ([cute] if cute else [])
+
+
 def nvcc_base_flags(arch: str, debug: bool = False) -> list[str]:
     """Flags every PTO .cu file is compiled with (also used by tests that call nvcc directly)."""
     return (["-std=c++17", "-O3" if not debug else "-G", "-lineinfo",
@@ -139,7 +158,7 @@ def generate(env: Any, arch: str = DEFAULT_ARCH, debug: bool = False) -> None:
     env["NVCC"] = nvcc
     env["CUDA_ARCH"] = arch
     env["NVCCFLAGS"] = nvcc_base_flags(arch, debug)
-    env.AppendUnique(CPPPATH=[str(INCLUDE_DIR)])
+    env.AppendUnique(CPPPATH=[str(d) for d in include_dirs()])
     _add_cuda_builders(env, "$NVCC -o $TARGET -c $NVCCFLAGS $_CPPDEFFLAGS $_CPPINCFLAGS $SOURCES")
     lib = cuda_lib_dir(cuda_home(nvcc))
     if lib is not None:

@@ -58,7 +58,7 @@ class Built:
 
 
 def nvcc_cmd(src: Path, obj: Path, arch: str = ARCH) -> list[str]:
-    inc = [f"-I{scons_tool.INCLUDE_DIR}", f"-I{ROOT / 'runtime' / 'include'}"]
+    inc = [*[f"-I{d}" for d in scons_tool.include_dirs()], f"-I{ROOT / 'runtime' / 'include'}"]
     return [scons_tool.find_nvcc(), *scons_tool.nvcc_base_flags(arch), *inc, "-c", str(src),
             "-o", str(obj)]
 

@@ -30,6 +30,7 @@
 #include <vector>
 
 #include "pto_cuda_tile.cuh"
+#include "pto_cuda_gemm.cuh"
 
 /* ------------------------------------------------------------------ kernel and launch */
 #ifdef PTO_CUDA_SIM
@@ -522,6 +523,161 @@ static int run_wmma() {
     return 0;
 }
 
+/* ================================================================== 5b. sm_80 tensor-core primitives
+ * ldmatrix (x4 and x4.trans), mma.sync m16n8k16 with fragments placed by hand as the PTX ISA
+ * documents them, cp.async commit groups, and the pipelined mainloop built from them. */
+struct LdsmP {
+    uint32_t* out;   /* 32 lanes x (4 registers of x4, 4 of x4.trans) */
+};
+ST_KERNEL(k_ldmatrix, LdsmP) {
+    /* a 16 x 16 matrix of 16-bit values row * 24 + col, rows 48 bytes apart (not dense) */
+    __shared__ __align__(16) uint16_t s[16 * 24];
+    const int lane = (int)threadIdx.x;
+    for (int i = lane; i < 16 * 24; i += 32) s[i] = (uint16_t)i;
+    __syncwarp();
+    uint32_t r[4], t[4];
+    pto::ldmatrix_x4(r, &s[(lane % 16) * 24 + (lane / 16) * 8]);
+    pto::ldmatrix_x4_trans(t, &s[(lane % 16) * 24 + (lane / 16) * 8]);
+    for (int i = 0; i < 4; ++i) {
+        p.out[lane * 8 + i] = r[i];
+        p.out[lane * 8 + 4 + i] = t[i];
+    }
+}
+
+template <class T> struct MmaP {
+    const T* a;      /* 16 x 16, row major */
+    const T* b;      /* 16 x 8 (k x n), row major */
+    const float* c;  /* 16 x 8 */
+    float* d;        /* 16 x 8: a @ b + c */
+};
+template <class T> __device__ uint32_t pack2(T lo, T hi) {
+    uint16_t l, h;
+    memcpy(&l, &lo, 2);
+    memcpy(&h, &hi, 2);
+    return (uint32_t)l | ((uint32_t)h << 16);
+}
+template <class T> __device__ void mma_body(const MmaP<T>& p) {
+    const int lane = (int)threadIdx.x, g = lane / 4, t = lane % 4;
+    auto A = [&](int r, int k) { return p.a[r * 16 + k]; };
+    auto B = [&](int k, int n) { return p.b[k * 8 + n]; };
+    const uint32_t a[4] = {pack2(A(g, 2 * t), A(g, 2 * t + 1)),
+                           pack2(A(g + 8, 2 * t), A(g + 8, 2 * t + 1)),
+                           pack2(A(g, 2 * t + 8), A(g, 2 * t + 9)),
+                           pack2(A(g + 8, 2 * t + 8), A(g + 8, 2 * t + 9))};
+    const uint32_t b0 = pack2(B(2 * t, g), B(2 * t + 1, g)), b1 = pack2(B(2 * t + 8, g), B(2 * t + 9, g));
+    float d[4];
+    for (int i = 0; i < 4; ++i) d[i] = p.c[(g + 8 * (i / 2)) * 8 + 2 * t + i % 2];
+    pto::mma_16816<T>(d, a, b0, b1);
+    for (int i = 0; i < 4; ++i) p.d[(g + 8 * (i / 2)) * 8 + 2 * t + i % 2] = d[i];
+}
+ST_KERNEL(k_mma_f16, MmaP<__half>) { mma_body<__half>(p); }
+ST_KERNEL(k_mma_bf16, MmaP<__nv_bfloat16>) { mma_body<__nv_bfloat16>(p); }
+
+struct CpAsyncP {
+    const float* src;  /* 64 values */
+    float* out;        /* shared memory after wait_group 1, then after wait_group 0 */
+};
+ST_KERNEL(k_cp_async, CpAsyncP) {
+    __shared__ __align__(16) float s[64];
+    const int t = (int)threadIdx.x;          /* 8 threads, 16 bytes per copy */
+    for (int i = t; i < 64; i += 8) s[i] = -1.0f;
+    __syncthreads();
+    pto::cp_async16(&s[t * 4], p.src + t * 4);
+    pto::cp_async_commit();
+    pto::cp_async16(&s[32 + t * 4], p.src + 32 + t * 4);
+    pto::cp_async_commit();
+    pto::cp_async_wait<1>();
+    __syncthreads();
+    for (int i = t; i < 64; i += 8) p.out[i] = s[i];
+    __syncthreads();
+    pto::cp_async_wait<0>();
+    __syncthreads();
+    for (int i = t; i < 64; i += 8) p.out[64 + i] = s[i];
+}
+
+/* The mainloop: (64 x 160) @ (160 x 64), BK 32, 3 stages, 2 x 2 warps; A's rows are 168
+ * elements apart. Launched once with 16-byte aligned operands (cp.async) and once with A one
+ * element off (plain copies). */
+constexpr int GL_M = 64, GL_N = 64, GL_K = 160, GL_BK = 32, GL_LDA = 168, GL_STAGES = 3;
+struct GemmLoopP {
+    const __nv_bfloat16* a;
+    const __nv_bfloat16* b;
+    float* d;
+};
+ST_KERNEL(k_gemm_loop, GemmLoopP) {
+    extern __shared__ __align__(128) unsigned char _pto_smem[];
+    pto::Acc<GL_M, GL_N, 2, 2> c;
+    pto::acc_fill(c, 0.0f);
+    pto::gemm_mainloop<__nv_bfloat16, GL_M, GL_N, GL_BK, 2, 2, GL_STAGES>(
+        c, reinterpret_cast<__nv_bfloat16*>(_pto_smem), p.a, GL_LDA, p.b, GL_N, 0, GL_K / GL_BK);
+    pto::acc_store(p.d, GL_N, c);
+}
+
+template <class T, class K>
+static void mma_case(const char* name, K kernel) {
+    const std::string k(name);
+    std::vector<float> af, bf, cf(128);
+    std::vector<T> a = rand_mat<T>(256, af), b = rand_mat<T>(128, bf);
+    for (float& x : cf) x = (float)((int)(rnd32() % 2001) - 1000) / 256.0f;
+    MmaP<T> p{dev_alloc<T>(256), dev_alloc<T>(128), dev_alloc<float>(128), dev_alloc<float>(128)};
+    to_dev(const_cast<T*>(p.a), a);
+    to_dev(const_cast<T*>(p.b), b);
+    to_dev(const_cast<float*>(p.c), cf);
+    CHECK(ST_LAUNCH(kernel, 1, 32, 0, 0, p));
+    CHECK(cudaDeviceSynchronize());
+    print_vals((k + ".a").c_str(), af);
+    print_vals((k + ".b").c_str(), bf);
+    print_vals((k + ".c").c_str(), cf);
+    print_vals((k + ".d").c_str(), from_dev(p.d, 128));
+}
+
+static int run_mma() {
+    {
+        LdsmP p{dev_alloc<uint32_t>(256)};
+        CHECK(ST_LAUNCH(k_ldmatrix, 1, 32, 0, 0, p));
+        CHECK(cudaDeviceSynchronize());
+        std::vector<uint32_t> out = from_dev(p.out, 256);
+        printf("ldmatrix");
+        for (uint32_t x : out) printf(" %u", x);
+        printf("\n");
+    }
+    mma_case<__half>("mma.f16", k_mma_f16);
+    mma_case<__nv_bfloat16>("mma.bf16", k_mma_bf16);
+    {
+        std::vector<float> src(64);
+        for (int i = 0; i < 64; ++i) src[i] = (float)i + 0.5f;
+        CpAsyncP p{dev_alloc<float>(64), dev_alloc<float>(128)};
+        to_dev(const_cast<float*>(p.src), src);
+        CHECK(ST_LAUNCH(k_cp_async, 1, 8, 0, 0, p));
+        CHECK(cudaDeviceSynchronize());
+        print_vals("cp_async.after_wait1", from_dev(p.out, 64));
+        std::vector<float> all = from_dev(p.out, 128);
+        print_vals("cp_async.after_wait0", std::vector<float>(all.begin() + 64, all.end()));
+    }
+    {
+        std::vector<float> af, bf;
+        std::vector<__nv_bfloat16> a = rand_mat<__nv_bfloat16>(GL_M * GL_LDA + 1, af);
+        std::vector<__nv_bfloat16> b = rand_mat<__nv_bfloat16>(GL_K * GL_N, bf);
+        __nv_bfloat16* da = dev_alloc<__nv_bfloat16>(a.size());
+        __nv_bfloat16* db = dev_alloc<__nv_bfloat16>(b.size());
+        to_dev(da, a);
+        to_dev(db, b);
+        const size_t smem = (size_t)GL_STAGES * (GL_M * GL_BK + GL_BK * GL_N) * 2;
+#ifndef PTO_CUDA_SIM
+        CHECK(cudaFuncSetAttribute(k_gemm_loop, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+#endif
+        print_vals("gemm_loop.a", af);
+        print_vals("gemm_loop.b", bf);
+        for (int off = 0; off < 2; ++off) {
+            GemmLoopP p{da + off, db, dev_alloc<float>(GL_M * GL_N)};
+            CHECK(ST_LAUNCH(k_gemm_loop, 1, 128, smem, 0, p));
+            CHECK(cudaDeviceSynchronize());
+            print_vals(off ? "gemm_loop.d_unaligned" : "gemm_loop.d", from_dev(p.d, GL_M * GL_N));
+        }
+    }
+    return 0;
+}
+
 /* ================================================================== 6. f16 / bf16 conversions */
 struct ConvP {
     const uint32_t* in;   /* float bit patterns */
@@ -936,6 +1092,7 @@ int main(int argc, char** argv) {
     if (t == "deadlock_warp") return run_deadlock(0);
     if (t == "deadlock_shfl") return run_deadlock(1);
     if (t == "wmma") return run_wmma();
+    if (t == "mma") return run_mma();
     if (t == "convert") return run_convert();
     if (t == "streams") return run_streams();
     if (t == "smem_init") return run_smem_init();

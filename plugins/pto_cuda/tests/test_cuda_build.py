@@ -48,7 +48,7 @@ def test_an_arch_list_gives_one_gencode_each(tmp_path):
     paths = driver.compile_module("cuda", module, tmp_path, CompileOptions())
     src = next(p for p in paths if p.suffix == ".cu")
     obj = tmp_path / "k.o"
-    inc = [f"-I{scons_tool.INCLUDE_DIR}"]
+    inc = [f"-I{d}" for d in scons_tool.include_dirs()]
     r = subprocess.run([scons_tool.find_nvcc(), *scons_tool.nvcc_base_flags("sm_80,sm_90"), *inc,
                         "-c", str(src), "-o", str(obj)], capture_output=True, text=True)
     assert r.returncode == 0 and not (r.stdout + r.stderr).strip(), r.stdout + r.stderr

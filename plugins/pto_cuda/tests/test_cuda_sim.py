@@ -81,7 +81,8 @@ def test_selftest_is_valid_cuda(tmp_path):
     nvcc = scons_tool.find_nvcc()
     if nvcc is None:
         pytest.skip("nvcc not found")
-    cmd = [nvcc, *scons_tool.nvcc_base_flags("sm_90"), f"-I{scons_tool.INCLUDE_DIR}",
+    cmd = [nvcc, *scons_tool.nvcc_base_flags("sm_90"),
+           *[f"-I{d}" for d in scons_tool.include_dirs()],
            "-c", str(SELFTEST), "-o", str(tmp_path / "sim_selftest.o")]
     r = subprocess.run(cmd, capture_output=True, text=True)
     assert r.returncode == 0 and not (r.stdout + r.stderr).strip(), r.stdout + r.stderr
@@ -242,6 +243,70 @@ def test_wmma(selftest, dt):
     zero = np.zeros((32, 32))
     _check_mma(_mat(d, f"{dt}.multi.d", (32, 32)), a, b, zero, "multi-fragment")
     _check_mma(_mat(d, f"{dt}.multi.d2", (32, 32)), a, b, zero, "multi-fragment, col major b")
+
+
+# ------------------------------------------------------------------ 5b. sm_80 tensor-core primitives
+
+@pytest.fixture(scope="module")
+def mma_out(selftest):
+    return parse(run(selftest, "mma").stdout)
+
+
+def _ptx_ldmatrix(value, lane: int, trans: bool) -> list[int]:
+    """The four registers lane ``lane`` receives from ldmatrix .x4 (PTX ISA, "Warp-level
+    matrix load instruction: ldmatrix"): matrix i's rows come from lanes 8i..8i+7, each lane
+    holds two consecutive elements of row lane/4 (.trans: of column lane/4)."""
+    out = []
+    for i in range(4):
+        r0, c0 = (i % 2) * 8, (i // 2) * 8        # lanes 16+ point at column 8
+        if trans:
+            lo, hi = value(r0 + 2 * (lane % 4), c0 + lane // 4), value(r0 + 2 * (lane % 4) + 1, c0 + lane // 4)
+        else:
+            lo, hi = value(r0 + lane // 4, c0 + 2 * (lane % 4)), value(r0 + lane // 4, c0 + 2 * (lane % 4) + 1)
+        out.append(lo | hi << 16)
+    return out
+
+
+def test_ldmatrix_gives_each_lane_its_documented_elements(mma_out):
+    """x4 and x4.trans of a 16x16 matrix of 16-bit indices (rows 48 bytes apart), every lane's
+    four registers against the PTX ISA's layout."""
+    got = np.array([int(v) for v in mma_out["ldmatrix"]]).reshape(32, 8)
+    value = lambda r, c: r * 24 + c  # noqa: E731
+    for lane in range(32):
+        assert list(got[lane, :4]) == _ptx_ldmatrix(value, lane, False), lane
+        assert list(got[lane, 4:]) == _ptx_ldmatrix(value, lane, True), lane
+
+
+@pytest.mark.parametrize("dt", ["f16", "bf16"])
+def test_mma_m16n8k16_follows_the_documented_fragments(mma_out, dt):
+    """Fragments placed by hand as the PTX ISA's m16n8k16 figures say; the result is
+    a @ b + c in f32."""
+    d = mma_out
+    a, b = _mat(d, f"mma.{dt}.a", (16, 16)), _mat(d, f"mma.{dt}.b", (16, 8))
+    c = _mat(d, f"mma.{dt}.c", (16, 8))
+    assert len(np.unique(a)) > 100
+    _check_mma(_mat(d, f"mma.{dt}.d", (16, 8)), a, b, c, "m16n8k16")
+
+
+def test_cp_async_lands_when_its_group_is_waited_for(mma_out):
+    """Two commit groups: after wait_group 1 the first has landed and the second not yet (the
+    simulator holds a copy back until it must have completed, so a kernel that forgets to wait
+    reads stale shared memory); after wait_group 0 both have."""
+    src = np.arange(64) + 0.5
+    first, second = floats(mma_out["cp_async.after_wait1"]), floats(mma_out["cp_async.after_wait0"])
+    assert (first[:32] == src[:32]).all() and (first[32:] == -1).all()
+    assert (second == src).all()
+
+
+def test_pipelined_mainloop_multiplies(mma_out):
+    """gemm_mainloop: (64 x 160) @ (160 x 64) in five K tiles through three stages, with
+    cp.async (aligned operands) and with plain copies (A one element off 16 bytes)."""
+    a_all = floats(mma_out["gemm_loop.a"])
+    b = floats(mma_out["gemm_loop.b"]).reshape(160, 64)
+    zero = np.zeros((64, 64))
+    for key, off in (("gemm_loop.d", 0), ("gemm_loop.d_unaligned", 1)):
+        a = a_all[off:off + 64 * 168].reshape(64, 168)[:, :160]
+        _check_mma(_mat(mma_out, key, (64, 64)), a, b, zero, key)
 
 
 # ------------------------------------------------------------------ 6. f16 / bf16 conversions

@@ -1,7 +1,7 @@
 """Every tile instruction of the instruction table, generated as a one-instruction CUDA kernel
 per op and data type, runs on the CPU simulator (target ``cuda_sim``: the same kernels as the
 ``cuda`` target) and matches the reference interpreter. f16/bf16 matmuls take the tensor-core
-(WMMA) path, f32 matmuls the CUDA-core one; shapes are chosen so rows do not divide evenly
+(mma.sync) path, f32 matmuls the CUDA-core one; shapes are chosen so rows do not divide evenly
 among warps and tiles are not square."""
 
 from __future__ import annotations
@@ -129,10 +129,14 @@ def test_every_tile_op_matches_the_reference_on_the_simulator(tmp_path, dt):
 
 
 def test_half_matmuls_take_the_tensor_core_path(tmp_path):
-    """The generated kernels say which matmul they use: WMMA for f16/bf16, SIMT for f32."""
+    """The generated kernels say which matmul they use: for f16/bf16 mma.sync with the result
+    in registers (TMATMUL: ``acc_mma``) or, when the accumulator is another tile, through
+    shared memory (``matmul_mma``); SIMT for f32."""
     from pto_core.options import CompileOptions
-    for dt, impl in ((E.F16, "matmul_wmma"), (E.BF16, "matmul_wmma"), (E.F32, "matmul_simt")):
+    for dt, impl, impl_acc in ((E.F16, "acc_mma", "matmul_mma"), (E.BF16, "acc_mma", "matmul_mma"),
+                               (E.F32, "matmul_simt", "matmul_simt")):
         m = build_coverage_module(dt)
         paths = driver.compile_module("cuda_sim", m, tmp_path / dt.name, CompileOptions())
-        src = next(p for p in paths if p.name == "k_matmul_acc.cu").read_text()
-        assert f"pto::{impl}<" in src, (dt, impl)
+        src = {p.name: p.read_text() for p in paths}
+        assert f"pto::{impl}<" in src["k_matmul.cu"], (dt, impl)
+        assert f"pto::{impl_acc}<" in src["k_matmul_acc.cu"], (dt, impl_acc)

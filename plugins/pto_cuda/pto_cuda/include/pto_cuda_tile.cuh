@@ -136,6 +136,45 @@ __device__ __forceinline__ void col_reduce(T* __restrict__ dst, const T* __restr
     }
 }
 
+/* The butterfly of a warp: every lane ends with op over the 32 lanes' values. */
+template <class A, class Op>
+__device__ __forceinline__ A warp_allreduce(A acc, Op op) {
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) acc = op(acc, __shfl_xor_sync(0xffffffffu, acc, o));
+    return acc;
+}
+
+/* ------------------------------------------------------------------ register tiles
+ * A register tile is a small array every thread indexes with constants (loops unrolled).
+ * ld_run / st_run move a run of V elements between global memory and a thread's registers
+ * as one access (the caller checks the alignment); poison fills a register tile with 0xFF
+ * bytes in the simulator, as shared memory is, so reading an unwritten element shows. */
+template <class T, int V> struct alignas(sizeof(T) * V) Run { T x[V]; };
+
+template <class T, int V>
+__device__ __forceinline__ void ld_run(T* __restrict__ r, const T* __restrict__ g) {
+    const Run<T, V> v = *reinterpret_cast<const Run<T, V>*>(g);
+#pragma unroll
+    for (int i = 0; i < V; ++i) r[i] = v.x[i];
+}
+
+template <class T, int V>
+__device__ __forceinline__ void st_run(T* __restrict__ g, const T* __restrict__ r) {
+    Run<T, V> v;
+#pragma unroll
+    for (int i = 0; i < V; ++i) v.x[i] = r[i];
+    *reinterpret_cast<Run<T, V>*>(g) = v;
+}
+
+template <class A>
+__device__ __forceinline__ void poison(A& a) {
+#ifdef PTO_CUDA_SIM
+    memset(&a, 0xff, sizeof a);
+#else
+    (void)a;
+#endif
+}
+
 /* ------------------------------------------------------------------ data movement
  * Global <-> shared copies of a R x C tile at `g` (row stride ld). Consecutive threads touch
  * consecutive addresses; when the row length, the stride and the pointer allow it, each thread

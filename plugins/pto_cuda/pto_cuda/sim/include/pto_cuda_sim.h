@@ -18,6 +18,9 @@
  *     floats) so a kernel that reads what it never wrote gives a visibly wrong answer;
  *   - warp shuffles exchange values among the live lanes of a warp; WMMA fragments hold the
  *     whole 16x16 matrix, the warp's lane 0 computes, products accumulate in f32;
+ *   - ldmatrix and mma.sync m16n8k16 (include/pto_cuda_mma.cuh) exchange the warp's registers
+ *     and give every lane the elements the PTX ISA's fragment layouts assign it; cp.async
+ *     copies happen when cp.async.wait_group completes their commit group;
  *   - __half and __nv_bfloat16 round to nearest even like the device (from double in one
  *     step, as cvt.rn.f16.f64 does, not twice through float);
  *   - streams created by the program are FIFO queues, each served by its own host thread;
@@ -68,6 +71,8 @@
 /* Largest dynamic shared memory of one block (sm_90: 227 KiB). */
 #define PTO_SIM_MAX_SMEM (227 * 1024)
 #define PTO_SIM_MAX_THREADS 1024
+/* Largest per-lane payload of one warp_gather (an mma.sync's operands and accumulator). */
+#define PTO_SIM_GATHER_BYTES 64
 
 /* ------------------------------------------------------------------ vector types */
 struct uint3 { unsigned x, y, z; };
@@ -79,6 +84,7 @@ struct __align__(8) uint2 { unsigned x, y; };
 struct __align__(16) uint4 { unsigned x, y, z, w; };
 struct __align__(8) float2 { float x, y; };
 struct __align__(16) float4 { float x, y, z, w; };
+inline float2 make_float2(float x, float y) { return float2{x, y}; }
 
 /* ------------------------------------------------------------------ runtime API types */
 typedef enum cudaError {
@@ -212,6 +218,17 @@ uint64_t warp_exchange(unsigned mask, uint64_t bits, int kind, int arg, int widt
 bool warp_collective();
 void warp_collective_end();
 enum { SHFL_IDX = 0, SHFL_XOR = 1, SHFL_DOWN = 2, SHFL_UP = 3 };
+/* Every live lane of the calling warp passes `bytes` (<= PTO_SIM_GATHER_BYTES) and receives
+ * all 32 lanes' in lane order (`all` holds 32 * bytes): the register exchange inside ldmatrix
+ * and mma.sync, which each lane then finishes with the PTX ISA's fragment layout. */
+void warp_gather(const void* mine, size_t bytes, void* all);
+unsigned lane_id();
+/* cp.async: the copy is recorded and performed when a cp.async.wait_group lets its commit
+ * group complete, so reading the destination before waiting shows the old bytes, as it may
+ * on the device. */
+void cp_async(void* dst, const void* src, size_t bytes);
+void cp_async_commit();
+void cp_async_wait(int pending);
 
 template <class T> inline T shfl(unsigned mask, T v, int kind, int arg, int width) {
     static_assert(sizeof(T) <= 8, "shuffle of a type wider than 8 bytes");

@@ -80,12 +80,23 @@ enum State { RUNNABLE, AT_BARRIER, AT_WARP, DONE };
 
 struct Block;
 
+/* One cp.async of a thread: where to, from where, how many bytes, and the commit group it
+ * belongs to (-1 while its group is still open). */
+struct AsyncCopy {
+    void* dst;
+    const void* src;
+    size_t bytes;
+    long group;
+};
+
 struct Fiber {
     uint3 idx{0, 0, 0};
     State state = RUNNABLE;
     unsigned warp = 0, lane = 0;
     Block* block = nullptr;
     Context ctx{};
+    std::vector<AsyncCopy> copies;   /* issued, not yet performed (in issue order) */
+    long groups = 0;                 /* commit groups closed so far */
 };
 
 struct Block {
@@ -95,6 +106,7 @@ struct Block {
     unsigned warp_live[PTO_SIM_MAX_THREADS / 32] = {};
     unsigned warp_arrived[PTO_SIM_MAX_THREADS / 32] = {};
     uint64_t xchg[PTO_SIM_MAX_THREADS / 32][32] = {};
+    unsigned char gather[PTO_SIM_MAX_THREADS / 32][32][PTO_SIM_GATHER_BYTES] = {};
     void (*body)(const void*) = nullptr;
     const void* param = nullptr;
 };
@@ -293,6 +305,51 @@ bool warp_collective() {
 }
 
 void warp_collective_end() { warp_barrier(self()); }
+
+void warp_gather(const void* mine, size_t bytes, void* all) {
+    Fiber& f = self();
+    Block& b = *f.block;
+    if (bytes > PTO_SIM_GATHER_BYTES) {
+        fprintf(stderr, "pto_cuda_sim: warp_gather of %zu bytes per lane (at most %d)\n", bytes,
+                PTO_SIM_GATHER_BYTES);
+        abort();
+    }
+    memcpy(b.gather[f.warp][f.lane], mine, bytes);
+    warp_barrier(f);
+    const unsigned warp_size = (f.warp + 1) * 32 <= b.nthreads ? 32 : b.nthreads - f.warp * 32;
+    unsigned char* out = static_cast<unsigned char*>(all);
+    for (unsigned l = 0; l < 32; ++l) {     /* lanes past the block's end read as zero bytes */
+        if (l < warp_size) memcpy(out + l * bytes, b.gather[f.warp][l], bytes);
+        else memset(out + l * bytes, 0, bytes);
+    }
+    warp_barrier(f);            /* nobody overwrites a slot before every lane has read it */
+}
+
+unsigned lane_id() { return self().lane; }
+
+void cp_async(void* dst, const void* src, size_t bytes) {
+    self().copies.push_back(AsyncCopy{dst, src, bytes, -1});
+}
+
+void cp_async_commit() {
+    Fiber& f = self();
+    for (AsyncCopy& c : f.copies)
+        if (c.group < 0) c.group = f.groups;
+    ++f.groups;
+}
+
+void cp_async_wait(int pending) {
+    /* every committed group but the `pending` most recent completes now, in issue order */
+    Fiber& f = self();
+    const long done_below = f.groups - pending;
+    size_t kept = 0;
+    for (size_t i = 0; i < f.copies.size(); ++i) {
+        AsyncCopy& c = f.copies[i];
+        if (c.group >= 0 && c.group < done_below) memcpy(c.dst, c.src, c.bytes);
+        else f.copies[kept++] = c;
+    }
+    f.copies.resize(kept);
+}
 
 }  // namespace pto_sim
 
