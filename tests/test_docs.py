@@ -76,6 +76,15 @@ NOT_RUN = {
     ("docs/pto-assembly.md", "%y = trowmax %x : !pto.tile<8x8xf32> -> !pto.tile<8x1xf32>"):
         "annotation forms of single instructions",
     ("docs/writing-a-backend.md", "# pyproject.toml"): "a template for the reader's own package",
+    ("docs/cuda.md", "[TLOAD a, A[i, k0-1]; TLOAD b, B[k0-1, j]; TMATMUL c, a, b]      (optional "
+                     "peeled first step)"): "pseudocode of the K loop the emitter recognises",
+    ("docs/cuda.md", "device launches          launches  grids   tasks  tasks/launch min/med/max    "
+                     "grid min/med/max   fill  full"):
+        "sample output of pto run --stats; plugins/pto_cuda/tests/test_cuda_launch_shape.py checks "
+        "the table",
+    ("docs/cuda.md", "from pto_cuda import tune"):
+        "times candidates on a CUDA device; plugins/pto_cuda/tests/test_cuda_tune.py runs the "
+        "search and its cache on the simulator with a test timer",
     ("docs/writing-a-backend.md", "pip install -e .              # then:"):
         "a template for the reader's own backend; examples/third_party_backend is that backend, "
         "installed and run by tests/test_plugins.py",
@@ -174,6 +183,9 @@ def workdir(tmp: Path, b: Block) -> Path:
     for p in sorted((ROOT / "examples").glob("*.py")):
         if not named or p.name in named:
             shutil.copy(p, work / "examples")
+    if "bench/" in b.text:                    # bench programs import the bench's builders
+        shutil.copytree(ROOT / "bench", work / "bench",
+                        ignore=shutil.ignore_patterns("__pycache__", "*.so", "build"))
     return work
 
 

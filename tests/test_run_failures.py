@@ -17,10 +17,11 @@ import numpy as np
 import pytest
 
 from pto_core import ElementType, MemorySpace, PTOFunctionBuilder, PTOModule
-from pto_core.codegen.driver import ROOT
 from pto_core.codegen.host import emit_host_main, npy_sources, run_library, runtime_environment
 from pto_core.errors import PTOError
 from pto_core.orchestration import emit_orchestration
+
+ROOT = Path(__file__).resolve().parents[1]  # the checkout
 
 pytestmark = pytest.mark.skipif(shutil.which("gcc") is None, reason="gcc is not installed")
 

@@ -64,15 +64,19 @@ print("api ok")
 """
 
 
-def base_dependencies(core_wheel: Path) -> list[metadata.Distribution]:
-    """The requirements of the pto-core wheel and theirs, as installed here."""
+def base_dependencies(wheels: list[Path]) -> list[metadata.Distribution]:
+    """The requirements of the given wheels and theirs (PTO's own packages left out), as
+    installed here."""
     from email.parser import Parser
 
     from packaging.requirements import Requirement
-    with zipfile.ZipFile(core_wheel) as z:
-        meta = next(n for n in z.namelist() if n.endswith(".dist-info/METADATA"))
-        requires = Parser().parsestr(z.read(meta).decode()).get_all("Requires-Dist") or []
-    todo = [Requirement(r).name for r in requires if "extra ==" not in r]
+    requires: list[str] = []
+    for wheel in wheels:
+        with zipfile.ZipFile(wheel) as z:
+            meta = next(n for n in z.namelist() if n.endswith(".dist-info/METADATA"))
+            requires += Parser().parsestr(z.read(meta).decode()).get_all("Requires-Dist") or []
+    todo = [Requirement(r).name for r in requires
+            if "extra ==" not in r and not Requirement(r).name.startswith("pto-")]
     seen: dict[str, metadata.Distribution] = {}
     while todo:
         name = todo.pop().lower().replace("_", "-")
@@ -87,10 +91,10 @@ def base_dependencies(core_wheel: Path) -> list[metadata.Distribution]:
     return list(seen.values())
 
 
-def link_dependencies(core_wheel: Path, into: Path) -> Path:
-    """A folder with the top-level entries (packages, dist-info) of the base dependencies."""
+def link_dependencies(wheels: list[Path], into: Path) -> Path:
+    """A folder with the top-level entries (packages, dist-info) of the wheels' dependencies."""
     into.mkdir()
-    for dist in base_dependencies(core_wheel):
+    for dist in base_dependencies(wheels):
         site = Path(dist.locate_file(""))
         for f in dist.files or []:
             top = f.parts[0]
@@ -118,9 +122,8 @@ class FreshEnv:
                         XDG_CACHE_HOME=str(self.cache), PTO_PROGRESS="0")
         purelib = "import sysconfig; print(sysconfig.get_paths()['purelib'])"
         self.site = Path(self.run_python("-c", purelib).stdout.strip())
-        (core,) = wheels.glob("pto_core-*.whl")
         (self.site / "pto_base_dependencies.pth").write_text(
-            f"{link_dependencies(core, base / 'deps')}\n")
+            f"{link_dependencies(sorted(wheels.glob('pto_*.whl')), base / 'deps')}\n")
 
     def run_python(self, *args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
         return self.run(str(self.python), *args, cwd=cwd)

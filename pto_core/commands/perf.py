@@ -23,9 +23,7 @@ from pathlib import Path
 from .. import plugins
 from ..errors import PTOError
 from ..perf import PerfReport, format_report, report_json
-from ..program import load_program
-from .common import (add_compile_arguments, add_run_arguments, options_from_args,
-                     parse_assignments)
+from .common import add_compile_arguments, add_run_arguments, load_with_settings, options_from_args
 from .run import resolve_scalars
 
 
@@ -44,7 +42,7 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     return p
 
 
-def perf_report(target: str, file: Path, *, sets: dict | None = None,
+def perf_report(target: str, file: Path, *, sets: list[str] | None = None,
                 settings: dict[str, str] | None = None, options=None,
                 entry: str | None = None) -> PerfReport:
     """The report of program ``file`` on ``target`` (what ``pto perf`` prints).
@@ -52,14 +50,12 @@ def perf_report(target: str, file: Path, *, sets: dict | None = None,
     >>> perf_report("cuda", Path("bench/cuda/softmax.py"), settings={"arch": "sm_90a"})  # doctest: +SKIP
     """
     from ..options import CompileOptions
-    program = load_program(file)
+    program, given = load_with_settings(file, list(sets or []), entry)
     module = program.module
     if entry is not None:
-        if entry not in module.functions:
-            raise PTOError(f"{file}: no function '{entry}'")
         module.set_entry(entry)
     fn = module.functions[module.entry]
-    scalars = resolve_scalars(fn, program.defaults, sets or {})
+    scalars = resolve_scalars(fn, program.defaults, given)
     plugins.get_backend(target)
     report = plugins.hook().pto_perf_report(
         backend=target, module=module, options=options or CompileOptions(), scalars=scalars,
@@ -70,7 +66,7 @@ def perf_report(target: str, file: Path, *, sets: dict | None = None,
 
 
 def run(args: argparse.Namespace) -> int:
-    report = perf_report(args.target, args.file, sets=parse_assignments(args.sets),
+    report = perf_report(args.target, args.file, sets=args.sets,
                          settings={"arch": args.arch, "device": args.device},
                          options=options_from_args(args), entry=args.entry)
     if args.json is None:

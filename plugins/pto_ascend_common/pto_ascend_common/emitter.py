@@ -35,7 +35,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Sequence
 
-from pto_core.codegen.cnames import user_names
+from pto_core.codegen.cnames import user_names, user_text
 from pto_core.codegen.cstyle import CStyleRenderer, _Out
 from pto_core.errors import PTOBackendError
 from pto_core.ir import (Call, Category, ElementType, For, Function, If, Instr, Local,
@@ -425,7 +425,7 @@ class AscendRenderer(CStyleRenderer):
         self._sync.log.clear()
 
     def _emit(self, out: _Out, fn: Function, s: Instr) -> None:
-        out(f"// {s}")
+        out(f"// {user_text(str(s))}")
         for step in self._lower(fn, s):
             self._order(out, step)
             out(step.text)

@@ -229,7 +229,7 @@ def kernel_resources(source: str, arch: str, symbol: str | None = None) -> Kerne
         src.write_text(source)
         cubin = Path(tmp) / "k.cubin"
         cmd = [nvcc, "-std=c++17", "-O3", "-cubin", f"-arch={arch}", "-Xptxas", "-v",
-               "-I", str(scons_tool.INCLUDE_DIR), "-o", str(cubin), str(src)]
+               *(f"-I{d}" for d in scons_tool.include_dirs()), "-o", str(cubin), str(src)]
         r = subprocess.run(cmd, capture_output=True, text=True)
         if r.returncode != 0:
             raise PTOBackendError(f"nvcc -cubin -arch={arch} failed on kernel {symbol}:\n"
