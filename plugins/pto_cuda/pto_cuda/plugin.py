@@ -30,7 +30,6 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from pto_core.backend import BackendPlugin
-from pto_core.codegen.cstyle import kernel_symbol
 from pto_core.errors import PTOBackendError
 from pto_core.hookspecs import BackendInfo, BindingSource, KernelSource
 from pto_core.orchestration import c_module_name
@@ -88,9 +87,9 @@ class CudaBackend(BackendPlugin):
         else:      # the tuned (or fixed, or default) configuration of this kernel
             tuned = tune.config_for(function, module, options, arch)
             r = CudaRenderer(arch, config=config, **tune.renderer_args(tuned))
-        text = r.render_kernel(function, module, options)
+        text, facts = r.render(function, module, options)
         return KernelSource(function=function.name, filename=f"{function.name}.cu", text=text,
-                            symbol=kernel_symbol(function.name), buffer_bytes=r.last_smem_bytes)
+                            symbol=facts.symbol, buffer_bytes=facts.smem_bytes)
 
     def build_inputs(self, module: Any, options: Any) -> str | None:
         # kernels are built with the configurations the tuner cached: a new choice rebuilds
