@@ -401,7 +401,7 @@ class CudaRenderer(CStyleRenderer):
             ct = self.ctype(fn.type_of(tile).dtype)
             if lay.cols == 1:
                 ref = self._ref(fn, tile, lay)
-                out(f"{ref} = {g}[0];" if load else
+                out(f"{ref} = pto::ld_lane0({g});" if load else
                     self._guard_lane(s, f"{g}[0] = {ref};"))
                 continue
             run = self._run_ptr(tile, lay)
