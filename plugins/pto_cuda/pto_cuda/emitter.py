@@ -94,13 +94,9 @@ class CudaRenderer(CStyleRenderer):
     tile_align = 128
     stack_tile_bytes = None         # tiles live in shared memory (checked against its size)
 
-    def __init__(self, arch: str = "sm_90", threads: int | None = None,
-                 config: KernelConfig | None = None) -> None:
+    def __init__(self, arch: str = "sm_90", config: KernelConfig | None = None) -> None:
         self.arch = arch
         self.config = config or default_config(arch)
-        if threads:                      # the legacy ``threads`` option: a block of that size
-            self.config = KernelConfig(max(1, threads // 32), self.config.warp_m,
-                                       self.config.stages)
         self.smem_capacity = smem_capacity(arch)
         self._smem_used = 0
         self._warps = self.config.warps or 8
@@ -163,11 +159,6 @@ class CudaRenderer(CStyleRenderer):
                 f"reinterpret_cast<{ct} (*)[{t.cols}]>(_pto_smem + {off}); (void){name};")
 
     # ---------------------------------------------------------------- whole kernels
-    def threads_for(self, fn: Function, module: Module | None) -> int:
-        """Block size: the config's warps, else enough that every thread has a few elements of
-        the largest tile (:func:`pto_cuda.config.default_warps`)."""
-        return 32 * self.config.with_defaults(fn, module, self.arch).warps
-
     def render(self, fn: Function, module: Module | None = None,
                options: CompileOptions | None = None,
                symbol: str | None = None) -> tuple[str, RenderFacts]:
