@@ -88,7 +88,8 @@ template <> struct Limits<int64_t> { __device__ static int64_t lo() { return INT
 
 struct SumOp {
     template <class A> __device__ __forceinline__ A operator()(A a, A b) const { return a + b; }
-    template <class A> __device__ __forceinline__ static A identity() { return A(0); }
+    /* -0, the additive identity: a float sum is -0 only when every term is -0 (IEEE) */
+    template <class A> __device__ __forceinline__ static A identity() { return -A(0); }
 };
 struct MaxOp {
     template <class A> __device__ __forceinline__ A operator()(A a, A b) const { return max_(a, b); }
