@@ -492,8 +492,16 @@ inline void map(const char* op, F f, D& dst, S&... src) {
 template <class T> inline pto_sim::calc_t<typename T::DType> val(T& t, unsigned r, unsigned c) {
     return pto_sim::calc_t<typename T::DType>(t.at(r, c));
 }
-template <class T> inline T fmaxv(T a, T b) { return a > b ? a : b; }
-template <class T> inline T fminv(T a, T b) { return a < b ? a : b; }
+// max/min as PTO's reference defines them: a NaN operand gives NaN (a NaN compares false, so
+// the NaN test keeps it whichever side it is on), and of two equal operands (+0 and -0) the
+// second is returned.
+template <class T> inline T fmaxv(T a, T b) { return (a > b || a != a) ? a : b; }
+template <class T> inline T fminv(T a, T b) { return (a < b || a != a) ? a : b; }
+// |a| clears the sign of -0 for floats; integers wrap like the reference (abs(INT_MIN) == INT_MIN)
+template <class T> inline T absv(T a) {
+    if constexpr (std::is_floating_point_v<T>) return std::fabs(a);
+    else return a < T(0) ? T(-a) : a;
+}
 
 }  // namespace detail
 
@@ -653,9 +661,9 @@ PTO_SIM_UNARY(TLOG, C_(std::log(a)))
 PTO_SIM_UNARY(TSQRT, C_(std::sqrt(a)))
 PTO_SIM_UNARY(TRSQRT, C_(C_(1) / C_(std::sqrt(a))))
 PTO_SIM_UNARY(TRECIP, C_(C_(1) / a))
-PTO_SIM_UNARY(TABS, C_(a < C_(0) ? -a : a))
+PTO_SIM_UNARY(TABS, detail::absv(a))
 PTO_SIM_UNARY(TNEG, C_(-a))
-PTO_SIM_UNARY(TRELU, C_(a > C_(0) ? a : C_(0)))
+PTO_SIM_UNARY(TRELU, detail::fmaxv(a, C_(0)))
 #undef PTO_SIM_UNARY
 
 // ------------------------------------------------------------------------------------------
@@ -694,8 +702,8 @@ inline void col_reduce(const char* op, D& dst, S& src, Step step) {
     wr(dst, PIPE_V, op);
 }
 inline double add_(double a, double b) { return a + b; }
-inline double max_(double a, double b) { return a > b ? a : b; }
-inline double min_(double a, double b) { return a < b ? a : b; }
+inline double max_(double a, double b) { return fmaxv(a, b); }
+inline double min_(double a, double b) { return fminv(a, b); }
 inline double id_(double a) { return a; }
 }  // namespace detail
 
