@@ -197,10 +197,12 @@ def _source_files(target: str) -> list[Path]:
     return files
 
 
-def launch_key(target: str, module: Module, options: CompileOptions, *, cross: str = "") -> str:
+def launch_key(target: str, module: Module, options: CompileOptions, *, cross: str = "",
+               variables: Mapping[str, str] | None = None) -> str:
     """The content hash a launch build is cached under: the module's IR (its `.pto` text),
-    the options, the target, the cross family, the core's and backend's versions, and the
-    path, size and modification time of every generator, runtime and template source.
+    the options, the target, the cross family and build variables, the core's and backend's
+    versions, and the path, size and modification time of every generator, runtime and
+    template source.
 
     >>> launch_key("arm64", m, CompileOptions()) == launch_key("arm64", m, CompileOptions())  # doctest: +SKIP
     True
@@ -210,7 +212,8 @@ def launch_key(target: str, module: Module, options: CompileOptions, *, cross: s
     h = hashlib.sha256()
     versions = sorted((r.name, str(getattr(r, "version", ""))) for r in plugins.plugin_records()
                       if r.ok and any(b.name == target for b in r.backends))
-    h.update(repr((target, cross, __version__, versions, _canonical(options))).encode())
+    h.update(repr((target, cross, __version__, versions, _canonical(options),
+                   _canonical(dict(variables or {})))).encode())
     h.update(print_module(module).encode())
     for f in _source_files(target):
         try:
@@ -226,22 +229,25 @@ KEY_FILE = "launch.key"
 
 
 def build_module(target: str, module: Module, options: CompileOptions | None = None, *,
-                 build_dir: Path | None = None, cross: str = "", jobs: int = 2) -> Path:
+                 build_dir: Path | None = None, cross: str = "", jobs: int = 2,
+                 variables: Mapping[str, str] | None = None) -> Path:
     """Generate and build ``module`` for ``target`` with SCons; return the build directory
-    (holding ``lib<module>.so`` and ``<module>_host``). When the directory's last successful
-    build had the same :func:`launch_key` and its results are there, nothing is generated and
-    SCons is not started."""
+    (holding ``lib<module>.so`` and ``<module>_host``; a ``cross`` build holds the static
+    ``<module>_host`` only, to run under an emulator); ``variables`` are the backend's build
+    variables (``key=value`` on the SCons command line, e.g. arm64's ``march``). When the
+    directory's last successful build had the same :func:`launch_key` and its results are
+    there, nothing is generated and SCons is not started."""
     options = options or CompileOptions()
     m = c_module_name(module)
     suffix = f"-{cross}" if cross else ""
     bdir = Path(build_dir) if build_dir else build_root() / f"{target}{suffix}" / "launch" / m
     try:
-        key = launch_key(target, module, options, cross=cross)
+        key = launch_key(target, module, options, cross=cross, variables=variables)
     except Exception:   # noqa: BLE001 - no key (e.g. an IR the printer rejects): always build
         key = ""
     stamp = bdir / KEY_FILE
     if (key and stamp.is_file() and stamp.read_text() == key
-            and (bdir / f"lib{m}.so").is_file() and (bdir / f"{m}_host").is_file()):
+            and (cross or (bdir / f"lib{m}.so").is_file()) and (bdir / f"{m}_host").is_file()):
         return bdir
     bdir.mkdir(parents=True, exist_ok=True)
     stamp.unlink(missing_ok=True)          # a failed or interrupted build must not match
@@ -254,6 +260,7 @@ def build_module(target: str, module: Module, options: CompileOptions | None = N
             f"opt={dict(options.extra).get('build_opt', 'release')}"]
     if cross:
         args.append(f"cross={cross}")
+    args += [f"{k}={v}" for k, v in (variables or {}).items()]
     r = subprocess.run(args, capture_output=True, text=True)
     if r.returncode != 0:
         raise PTOBackendError(f"building module '{module.name}' for {target} failed:\n"
