@@ -285,9 +285,12 @@ class CStyleRenderer:
                  "sqrt": "sqrt({0})", "recip": "(1.0 / {0})", "tanh": "tanh({0})"}
     BINARY_F64 = {**BINARY_F32, "max": "_pto_max({0}, {1})", "min": "_pto_min({0}, {1})"}
     UNARY_INT = {"neg": "(-{0})", "abs": "({0} < 0 ? -{0} : {0})"}
+    #: integer division by -1 is a negation (through unsigned arithmetic, so INT_MIN / -1 wraps
+    #: to INT_MIN like the reference): the division instruction would trap on x86
     BINARY_INT = {"add": "({0} + {1})", "sub": "({0} - {1})", "mul": "({0} * {1})",
-                  "div": "({0} / {1})", "max": "({0} > {1} ? {0} : {1})",
-                  "min": "({0} < {1} ? {0} : {1})", "mod": "({0} % {1})", "and": "({0} & {1})",
+                  "div": "(({1}) == -1 ? (int64_t)(0 - (uint64_t)({0})) : ({0}) / ({1}))",
+                  "max": "({0} > {1} ? {0} : {1})", "min": "({0} < {1} ? {0} : {1})",
+                  "mod": "(({1}) == -1 ? 0 : ({0}) % ({1}))", "and": "({0} & {1})",
                   "or": "({0} | {1})", "shl": "({0} << {1})", "shr": "({0} >> {1})"}
 
     # vector templates (only used when vec_width > 0)
@@ -336,9 +339,12 @@ class CStyleRenderer:
             if "e" not in text and "." not in text:
                 text += ".0"
             return text + ("f" if ctype == "float" else "")
-        if float(value) != int(value):
+        if not float(value).is_integer():
             raise PTOBackendError(f"non-integer literal {value!r} in integer code")
-        return f"INT64_C({int(value)})" if ctype == "int64_t" else str(int(value))
+        v = int(value)                  # exact for ints (float(2**63 - 1) is 2**63)
+        if v == -2 ** 63:               # 9223372036854775808 is no int64 literal
+            return "(-INT64_C(9223372036854775807) - 1)"
+        return f"INT64_C({v})" if ctype == "int64_t" else str(v)
 
     def expr(self, e: Expr, env: dict[str, str], ctype: str) -> str:
         """Print an element-wise ``Expr`` tree with ``env`` giving each variable's C text."""
