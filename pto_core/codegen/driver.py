@@ -184,8 +184,8 @@ def _canonical(x: Any) -> Any:
 
 def _source_files(target: str) -> list[Path]:
     """Files whose change must rebuild a launch: the code generator (all of ``pto_core``), the
-    backend's packages (:func:`pto_core.plugins.plugin_source_dirs`), the runtime sources and
-    the host templates."""
+    backend's packages (:func:`pto_core.plugins.plugin_source_dirs`, every file of them), the
+    runtime sources and the host templates."""
     core = Path(__file__).resolve().parents[1]
     files = sorted(core.rglob("*.py")) + sorted((core / "codegen" / "templates").glob("*"))
     rt = ROOT / "runtime"
@@ -193,7 +193,10 @@ def _source_files(target: str) -> list[Path]:
     for rec in plugins.plugin_records():
         if rec.ok and any(b.name == target for b in rec.backends):
             for pkg in plugins.plugin_source_dirs(rec):
-                files += sorted(pkg.rglob("*.py"))
+                # every file: a backend's headers and templates shape its builds as much as
+                # its Python (bytecode caches aside)
+                files += sorted(p for p in pkg.rglob("*")
+                                if p.is_file() and "__pycache__" not in p.parts)
     return files
 
 
