@@ -8,12 +8,14 @@ with :func:`pto_core.reference.run_module` on the same inputs.
 
 :func:`special_values` lists the IEEE corner cases of a float type (signed zeros, infinities,
 NaN, the smallest and largest subnormals, the smallest normal, the largest finite value, the
-thresholds where ``exp`` overflows, leaves the normal range and underflows to zero);
-:func:`special_inputs` arranges them so that every pair meets in binary ops and every corner
-case of a reduction (a NaN or an infinity in a vector lane or in a loop tail, ``inf - inf``,
-overflowing sums, all negative zeros) has its own row; :func:`mismatches` is the equality rule:
-NaN where the reference has NaN, the same infinity, zeros of the same sign where the reference
-defines the sign, finite values within the op's tolerance.
+thresholds where ``exp`` overflows, leaves the normal range and underflows to zero) and the
+extremes of an integer type; :func:`special_inputs` arranges them so that every pair meets in
+binary ops (integer divisors are never zero: that is an error) and every corner case of a
+reduction (a NaN, an infinity or an extreme in a vector lane or in a loop tail, ``inf - inf``,
+overflowing or wrapping sums, all negative zeros) has its own row; :func:`mismatches` is the
+equality rule: NaN where the reference has NaN, the same infinity, zeros of the same sign where
+the reference defines the sign, finite values within the op's tolerance (exact for integers and
+for ops made of correctly rounded IEEE operations).
 
 >>> from pto_core.ir import ElementType as T
 >>> ks = op_kernels(T.F32, shape=(4, 8))
@@ -27,7 +29,7 @@ defines the sign, finite values within the op's tolerance.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Callable, Mapping, Sequence
 
 import ml_dtypes
@@ -46,8 +48,12 @@ GM = MemorySpace.GLOBAL
 TILE_OPS: tuple[OpDef, ...] = tuple(op for op in OPS.values() if op.category not in (
     Category.LOAD, Category.STORE, Category.SCALAR))
 
-#: element types that have special values
+#: element types with IEEE special values (signed zeros, infinities, NaN, subnormals)
 FLOAT_TYPES = (E.F32, E.F64, E.F16, E.BF16)
+#: integer element types (their special values are the extremes)
+INT_TYPES = (E.I64, E.I32, E.I16, E.I8, E.U8)
+#: every element type, in the order the special-value matrix runs them
+ALL_TYPES = FLOAT_TYPES + INT_TYPES
 
 
 # --------------------------------------------------------------------------------------------
@@ -229,12 +235,20 @@ def exp_thresholds(dt: ElementType) -> tuple[float, ...]:
 
 
 def special_values(dtype: ElementType) -> np.ndarray:
-    """The special values of a float type, as an array of that type (see the module doc).
+    """The special values of a type, as an array of that type (see the module doc); for an
+    integer type its extremes and their neighbours, small values and zero.
 
     >>> v = special_values(ElementType.F16)
     >>> float(v[v > 0].min()), float(np.nanmax(v))
     (5.960464477539063e-08, inf)
+    >>> special_values(ElementType.I8).tolist()[-4:]
+    [127, -128, 126, -127]
     """
+    if dtype.is_int:
+        info = np.iinfo(numpy_dtype(dtype))
+        lo, hi = int(info.min), int(info.max)
+        vals = [0, 1, -1, 2, -2, 3, -7, 100, -100, hi, lo, hi - 1, lo + 1]
+        return np.array([x for x in dict.fromkeys(vals) if lo <= x <= hi], numpy_dtype(dtype))
     fi = _finfo(dtype)
     tiny, big, sub = float(fi.smallest_normal), float(fi.max), float(fi.smallest_subnormal)
     hi, hi_inf, sub_x, zero_x, first_sub = exp_thresholds(dtype)
@@ -248,6 +262,8 @@ def special_values(dtype: ElementType) -> np.ndarray:
 def _reduction_patterns(dt: np.dtype, length: int) -> list[tuple[str, np.ndarray]]:
     """Named rows (or columns) of ``length`` values of type ``dt`` for reductions; the value
     that matters sits in a vector lane and in the loop tail."""
+    if dt.kind in "iu":
+        return _int_reduction_patterns(dt, length)
     f = lambda x: np.asarray(x, np.float64).astype(dt)  # noqa: E731
     fi = ml_dtypes.finfo(dt)
     big, inf, nan = float(fi.max), math.inf, math.nan
@@ -274,6 +290,28 @@ def _reduction_patterns(dt: np.dtype, length: int) -> list[tuple[str, np.ndarray
                ("two largest finite (the sum overflows)", but({0: big, last: big}, zeros)),
                ("subnormals", f(np.arange(length) % 4 * float(fi.smallest_subnormal))),
                ("negative values", -np.abs(ordinary))])
+
+
+def _int_reduction_patterns(dt: np.dtype, length: int) -> list[tuple[str, np.ndarray]]:
+    """Reduction rows of an integer type: the extremes in a vector lane and in the tail, sums
+    that wrap."""
+    info = np.iinfo(dt)
+    ordinary = (np.arange(length) % 7 - (3 if info.min < 0 else 0)).astype(dt)
+    last = length - 1
+
+    def but(at: dict[int, int], base: np.ndarray = ordinary) -> np.ndarray:
+        row = base.copy()
+        for i, x in at.items():
+            row[i] = x
+        return row
+
+    zeros = np.zeros(length, dt)
+    return ([("ordinary values", ordinary)]
+            + [(f"{name} at {p}", but({p: x})) for p in (0, length // 2, last)
+               for name, x in (("largest", info.max), ("smallest", info.min))]
+            + [("two largest (the sum wraps)", but({0: info.max, last: info.max}, zeros)),
+               ("all smallest", np.full(length, info.min, dt)),
+               ("all zero", zeros)])
 
 
 def reduction_input(dtype: ElementType, rows: int, cols: int, *,
@@ -324,6 +362,8 @@ def special_inputs(kernels: Sequence[OpKernel], dtype: ElementType) -> dict[str,
         cat = k.op.category
         for p, r, c, pdt in k.inputs:
             vp = v if pdt == dtype else v.astype(numpy_dtype(pdt))
+            if p == "b" and dtype.is_int and _divides_by(k, "b"):
+                vp = vp[vp != 0]                # integer division by zero is an error
             if cat in (Category.ROW_REDUCE, Category.COL_REDUCE):
                 x, _ = reduction_input(dtype, r, c, along_rows=cat is Category.ROW_REDUCE)
             elif cat is Category.MATMUL and p in ("a", "b"):
@@ -347,14 +387,29 @@ def special_inputs(kernels: Sequence[OpKernel], dtype: ElementType) -> dict[str,
     return out
 
 
+def _divides_by(k: OpKernel, name: str) -> bool:
+    """Is operand ``name`` a divisor in the kernel's expression?"""
+    def walk(e) -> bool:
+        if e.kind == "div" and e.args[1].kind == "var" and e.args[1].value == name:
+            return True
+        return any(walk(a) for a in e.args)
+    return k.op.expr is not None and walk(k.op.expr)
+
+
 def special_kernels(dtype: ElementType, ops: Sequence[OpDef] = TILE_OPS,
                     convert_to: Sequence[ElementType] | None = None) -> list[OpKernel]:
     """The kernels of the special-value check of ``dtype``: one row per special value, 37
     columns (a vector body and a tail for 4-, 8- and 16-lane loops), 32 x 16 x 32 matmuls
-    (WMMA-sized), one call per special value for tile-scalar ops."""
+    (WMMA-sized), one call per special value for tile-scalar ops (an integer divisor is never
+    zero)."""
     v = special_values(dtype)
-    return op_kernels(dtype, ops, shape=(len(v), 37), matmul=(32, 16, 32),
-                      convert_to=convert_to, scalars=[float(x) for x in v.astype(np.float64)])
+    scalars = v.tolist()
+    kernels = op_kernels(dtype, ops, shape=(len(v), 37), matmul=(32, 16, 32),
+                         convert_to=convert_to, scalars=scalars)
+    if dtype.is_int:
+        kernels = [replace(k, scalars=tuple(x for x in k.scalars if x != 0))
+                   if _divides_by(k, "s") else k for k in kernels]
+    return kernels
 
 
 # --------------------------------------------------------------------------------------------
@@ -424,6 +479,8 @@ def mismatches(got: np.ndarray, want: np.ndarray, rtol: float, atol: float,
     >>> mismatches(np.array([np.nan, -0.0, 1.0]), np.array([np.nan, 0.0, 1.0 + 1e-9]), 1e-6, 0.0)
     array([False,  True, False])
     """
+    if np.asarray(want).dtype.kind in "iu":
+        return np.asarray(got).astype(np.int64) != np.asarray(want).astype(np.int64)
     g = np.asarray(got).astype(np.float64)
     w = np.asarray(want).astype(np.float64)
     with np.errstate(invalid="ignore", over="ignore"):
@@ -449,9 +506,12 @@ def operands(k: OpKernel, inputs: Mapping[str, np.ndarray], r: int, c: int) -> d
     def tile(p: str) -> np.ndarray:
         return inputs[k.tensor(p)]
 
+    def scalar(x) -> float | int:
+        return int(x) if k.in_dtype.is_int else float(x)
+
     R = k.output[0]
     if cat is Category.TILE_SCALAR:
-        return {"a": float(tile("a")[r % R, c]), "s": k.scalars[r // R]}
+        return {"a": scalar(tile("a")[r % R, c]), "s": k.scalars[r // R]}
     if cat is Category.ROW_REDUCE:
         return {"a": tile("a")[r, :]}
     if cat is Category.COL_REDUCE:
@@ -459,15 +519,15 @@ def operands(k: OpKernel, inputs: Mapping[str, np.ndarray], r: int, c: int) -> d
     if cat is Category.MATMUL:
         out: dict[str, object] = {"a": tile("a")[r, :], "b": tile("b")[:, c]}
         if "acc" in [p for p, *_ in k.inputs]:
-            out["acc"] = float(tile("acc")[r, c])
+            out["acc"] = tile("acc")[r, c].item()
         return out
     if cat is Category.TRANSPOSE:
-        return {"a": float(tile("a")[c, r])}
+        return {"a": scalar(tile("a")[c, r])}
     out = {}
     for p, *_ in k.inputs:
         i, j = (r, 0) if cat is Category.ROW_EXPAND and p == "b" else \
             (0, c) if cat is Category.COL_EXPAND and p == "b" else (r, c)
-        out[p] = float(tile(p)[i, j])
+        out[p] = scalar(tile(p)[i, j])
     return out
 
 
@@ -481,7 +541,7 @@ def describe(k: OpKernel, inputs: Mapping[str, np.ndarray], r: int, c: int) -> s
         return f"{'row' if row else 'column'} {r if row else c}: {names[r if row else c]}"
     ops = operands(k, inputs, r, c)
     if cat is Category.MATMUL:      # the products that are not 0 * 0: a[i, :2] . b[:2, j]
-        ops = {**ops, "a": list(map(float, ops["a"][:2])), "b": list(map(float, ops["b"][:2]))}
+        ops = {**ops, "a": ops["a"][:2].tolist(), "b": ops["b"][:2].tolist()}
     return ", ".join(f"{n}={v!r}" for n, v in ops.items())
 
 

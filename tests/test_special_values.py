@@ -17,7 +17,7 @@ import pytest
 
 from pto_core.ir import Category, ElementType
 from pto_core.ir.ops import OPS_BY_METHOD
-from pto_core.opcheck import (FLOAT_TYPES, OpKernel, build_op_module, describe, exp_thresholds,
+from pto_core.opcheck import (FLOAT_TYPES, INT_TYPES, OpKernel, build_op_module, describe, exp_thresholds,
                               is_exact, mismatches, op_kernels, operands, signed_zeros_defined,
                               special_inputs, special_kernels, special_values, tolerance)
 from pto_core.reference import compute_type, numpy_dtype, run_module
@@ -57,13 +57,32 @@ def node(kind: str, args: list[float]) -> float:
     return float(r)
 
 
+def wrap(x: int, t: ElementType) -> int:
+    """``x`` wrapped to the width of integer type ``t`` (two's complement)."""
+    info = np.iinfo(numpy_dtype(t))
+    span = int(info.max) - int(info.min) + 1
+    return (x - int(info.min)) % span + int(info.min)
+
+
+def int_node(kind: str, args: list[int]) -> int:
+    """One expression node on integers, C semantics (division truncates toward zero)."""
+    a, b = args[0], (args[1] if len(args) > 1 else None)
+    if kind == "div":
+        q = abs(a) // abs(b)
+        return q if (a < 0) == (b < 0) else -q
+    return {"add": lambda: a + b, "sub": lambda: a - b, "mul": lambda: a * b,
+            "max": lambda: a if a > b else b, "min": lambda: a if a < b else b,
+            "neg": lambda: -a, "abs": lambda: abs(a)}[kind]()
+
+
 def evaluate(e, env: dict[str, float], ct: ElementType) -> float:
-    """The expression tree ``e``, every node rounded to the compute type ``ct``."""
+    """The expression tree ``e``, every node rounded (wrapped) to the compute type ``ct``."""
     if e.kind == "var":
         return env[str(e.value)]
     if e.kind == "const":
-        return rnd(float(e.value), ct)
-    return rnd(node(e.kind, [evaluate(a, env, ct) for a in e.args]), ct)
+        return int(e.value) if ct.is_int else rnd(float(e.value), ct)
+    args = [evaluate(a, env, ct) for a in e.args]
+    return wrap(int_node(e.kind, args), ct) if ct.is_int else rnd(node(e.kind, args), ct)
 
 
 def model_sum(values: list[float], ct: ElementType) -> float:
@@ -81,15 +100,15 @@ def model_sum(values: list[float], ct: ElementType) -> float:
         return math.copysign(math.inf, math.fsum(v / 2 for v in values))
 
 
-def model_convert(x: float, to: ElementType) -> float:
+def model_convert(x: float | int, to: ElementType) -> float | int:
     if to.is_float:
         return rnd(x, to)
     info = np.iinfo(numpy_dtype(to))
     if math.isnan(x):
-        return 0.0
+        return 0
     if math.isinf(x):
-        return float(info.max if x > 0 else info.min)
-    return float(min(max(round(x), int(info.min)), int(info.max)))   # round(): half to even
+        return int(info.max if x > 0 else info.min)
+    return min(max(round(x), int(info.min)), int(info.max))   # round(): half to even
 
 
 def model(k: OpKernel, inputs: dict[str, np.ndarray], r: int, c: int) -> float:
@@ -103,12 +122,19 @@ def model(k: OpKernel, inputs: dict[str, np.ndarray], r: int, c: int) -> float:
     if cat is Category.CONVERT:
         return model_convert(ops["a"], k.out_dtype)
     if cat in (Category.ROW_REDUCE, Category.COL_REDUCE):
+        if dt.is_int:
+            vals = [int(v) for v in ops["a"]]
+            return wrap(sum(vals), dt) if k.op.reduce == "sum" else \
+                (max(vals) if k.op.reduce == "max" else min(vals))
         vals = [float(v) for v in ops["a"]]
         if k.op.reduce == "sum":
             return rnd(model_sum(vals, ct), dt)
         if any(math.isnan(v) for v in vals):
             return math.nan
         return max(vals) if k.op.reduce == "max" else min(vals)
+    if cat is Category.MATMUL and dt.is_int:
+        total = sum(int(a) * int(b) for a, b in zip(ops["a"], ops["b"])) + ops.get("acc", 0)
+        return wrap(total, k.out_dtype)
     if cat is Category.MATMUL:
         at = compute_type(k.out_dtype)
         terms = [rnd(node("mul", [float(a), float(b)]), at) for a, b in zip(ops["a"], ops["b"])]
@@ -116,17 +142,18 @@ def model(k: OpKernel, inputs: dict[str, np.ndarray], r: int, c: int) -> float:
         if "acc" in ops:
             total = model_sum([ops["acc"], total], at)
         return rnd(total, k.out_dtype)
-    env = {n: (rnd(v, ct) if n == "s" else v) for n, v in ops.items()}
+    env = {n: (rnd(v, ct) if n == "s" and ct.is_float else v) for n, v in ops.items()}
     if cat is Category.ROW_EXPAND and "a" not in env:
         env["a"] = env["b"]
-    return rnd(evaluate(k.op.expr, env, ct), dt)
+    r = evaluate(k.op.expr, env, ct)
+    return r if dt.is_int else rnd(r, dt)
 
 
 # --------------------------------------------------------------------------------------------
 # Tests
 # --------------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("dt", FLOAT_TYPES, ids=IDS)
+@pytest.mark.parametrize("dt", FLOAT_TYPES + INT_TYPES, ids=lambda t: t.value)
 def test_reference_matches_the_scalar_model_of_every_op_on_special_values(dt):
     kernels = special_kernels(dt)
     module = build_op_module(f"special_{dt.value}", kernels)
@@ -134,9 +161,10 @@ def test_reference_matches_the_scalar_model_of_every_op_on_special_values(dt):
     out = run_module(module, inputs)
     bad = []
     for k in kernels:
-        got = np.asarray(out[k.out_tensor], np.float64)
+        got = np.asarray(out[k.out_tensor])
         want = np.array([[model(k, inputs, r, c) for c in range(got.shape[1])]
-                         for r in range(got.shape[0])])
+                         for r in range(got.shape[0])], dtype=got.dtype if got.dtype.kind in "iu"
+                        else np.float64)
         rtol, atol = tolerance(k)
         for r, c in np.argwhere(mismatches(got, want, rtol, atol, signed_zeros_defined(k)))[:5]:
             bad.append(f"{k.name} ({describe(k, inputs, r, c)}): model {want[r, c]!r}, "

@@ -1,6 +1,7 @@
 """The special-value matrix (``pto_core.opcheck``) on the arm64 backend: every tile op on
-every float type, with signed zeros, infinities, NaN, subnormals and exp's thresholds as
-operands, matches the reference interpreter in three builds of the same kernels:
+every element type, with signed zeros, infinities, NaN, subnormals and exp's thresholds as
+float operands and the extremes of integer types (INT_MIN / -1 included), matches the reference
+interpreter in three builds of the same kernels:
 
 * native: the portable C loops, compiled for this x86 host and run in-process;
 * NEON: cross-compiled for AArch64 and run under qemu-aarch64 (vector loops and scalar tails);
@@ -20,12 +21,12 @@ import pytest
 from pto_core.codegen import driver
 from pto_core.codegen.checking import run_host
 from pto_core.ir import Category
-from pto_core.opcheck import FLOAT_TYPES, check_special_values
+from pto_core.opcheck import ALL_TYPES, check_special_values
 from pto_core.orchestration import c_module_name
 from pto_arm64.emitter import FP16_GUARD, native_f16_expr
 from pto_core.ir import ElementType as E
 
-IDS = [t.value for t in FLOAT_TYPES]
+IDS = [t.value for t in ALL_TYPES]
 
 
 def needs_cross_tools() -> None:
@@ -44,7 +45,7 @@ def cross_runner(tmp_path, **variables):
     return run
 
 
-@pytest.mark.parametrize("dt", FLOAT_TYPES, ids=IDS)
+@pytest.mark.parametrize("dt", ALL_TYPES, ids=IDS)
 def test_native_build_matches_the_reference_on_special_values(tmp_path, dt):
     lines, refused = check_special_values(
         dt, lambda m, t: driver.launch("arm64", m, t, {}, build_dir=tmp_path), target="arm64")
@@ -53,7 +54,7 @@ def test_native_build_matches_the_reference_on_special_values(tmp_path, dt):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("dt", FLOAT_TYPES, ids=IDS)
+@pytest.mark.parametrize("dt", ALL_TYPES, ids=IDS)
 def test_neon_build_under_qemu_matches_the_reference_on_special_values(tmp_path, dt):
     needs_cross_tools()
     lines, refused = check_special_values(dt, cross_runner(tmp_path), target="arm64")
