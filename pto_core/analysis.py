@@ -19,6 +19,7 @@ InCore functions), so the box is known statically. CALL offsets count whole foot
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
 
 from .errors import PTOError
@@ -50,10 +51,17 @@ def _range_of(v, loops: dict[str, tuple[int, int]], fn: Function, stmt) -> tuple
 
 def accesses(fn: Function, module: Module | None = None) -> list[Access]:
     """All memref accesses of an InCore function (inlining InCore calls when ``module`` is
-    given), as element boxes covering every loop iteration."""
+    given), as element boxes covering every loop iteration. Iterative: neither deep nesting nor
+    a long chain of calls can exhaust Python's stack (a cycle of calls, which the verifier
+    rejects, is not followed)."""
     out: list[Access] = []
-
-    def visit(body, loops, rename: dict[str, str], f: Function) -> None:
+    # one frame per body being walked: its statements, the loop ranges and the renaming of
+    # memref parameters in force there, the function it belongs to, and the callee whose body
+    # it is (None for a loop or IF body); `path` holds the functions being walked
+    stack = [(iter(fn.body), {}, {}, fn, None)]
+    path = {fn.name}
+    while stack:
+        body, loops, rename, f, _ = stack[-1]
         for s in body:
             if isinstance(s, Instr) and s.opdef.is_memory_op:
                 load = s.opdef.category is Category.LOAD
@@ -66,16 +74,21 @@ def accesses(fn: Function, module: Module | None = None) -> list[Access]:
             elif isinstance(s, For):
                 if all(isinstance(x, int) for x in (s.start, s.end, s.step)) and s.end > s.start:
                     last = s.start + (s.end - 1 - s.start) // s.step * s.step
-                    visit(s.body, {**loops, s.var: (s.start, last)}, rename, f)
+                    stack.append((iter(s.body), {**loops, s.var: (s.start, last)}, rename, f,
+                                  None))
+                    break
             elif isinstance(s, If):
-                visit(s.then_body, loops, rename, f)
-                visit(s.else_body, loops, rename, f)
-            elif isinstance(s, Call) and module is not None and s.callee in module.functions:
+                stack.append((itertools.chain(s.then_body, s.else_body), loops, rename, f, None))
+                break
+            elif (isinstance(s, Call) and module is not None and s.callee in module.functions
+                  and s.callee not in path):
                 callee = module.functions[s.callee]
                 sub = {a.param: rename.get(a.value, a.value) for a in s.args if isinstance(a.value, str)}
-                visit(callee.body, loops, sub, callee)
-
-    visit(fn.body, {}, {}, fn)
+                path.add(s.callee)
+                stack.append((iter(callee.body), loops, sub, callee, s.callee))
+                break
+        else:
+            path.discard(stack.pop()[4])
     return out
 
 

@@ -48,6 +48,13 @@ class BackendPlugin:
                threshold: int) -> Mapping[str, Any] | None:
         return None
 
+    def perf_report(self, module: Any, options: Any, scalars: Mapping[str, Any],
+                    settings: Mapping[str, str]) -> Any:
+        return None
+
+    def build_inputs(self, module: Any, options: Any) -> str | None:
+        return None
+
     # -- the hooks, dispatched by name ---------------------------------------------------
     @hookimpl
     def pto_backends(self) -> list[BackendInfo]:
@@ -66,7 +73,17 @@ class BackendPlugin:
         return self.configure_scons(env, options) if backend == self.name else None
 
     @hookimpl
+    def pto_build_inputs(self, backend, module, options):
+        return self.build_inputs(module, options) if backend == self.name else None
+
+    @hookimpl
     def pto_launch(self, backend, module, build_dir, tensors, scalars, options, workers, threshold):
         if backend != self.name:
             return None
         return self.launch(module, build_dir, tensors, scalars, options, workers, threshold)
+
+    @hookimpl
+    def pto_perf_report(self, backend, module, options, scalars, settings):
+        if backend != self.name:
+            return None
+        return self.perf_report(module, options, scalars, settings)

@@ -6,6 +6,7 @@
     pto run FILE [--target NAME] [--set k=v] [--check]
     pto backends                        list installed backends
     pto graph DUMP -o FILE.svg          draw a task-graph dump
+    pto perf FILE --target NAME         a performance card per kernel, without a device
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import sys
 
 from .errors import PTOError
 
-COMMANDS = ("parse", "compile", "run", "backends", "graph")
+COMMANDS = ("parse", "compile", "run", "backends", "graph", "perf")
 
 
 def build_parser() -> argparse.ArgumentParser:

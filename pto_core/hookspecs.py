@@ -95,7 +95,9 @@ def pto_backends() -> list[BackendInfo]:
 @hookspec(firstresult=True)
 def pto_generate_kernel(backend: str, function: Any, module: Any, options: Any) -> KernelSource | None:
     """Generate the kernel source of one InCore ``function`` (already optimised) for ``backend``.
-    Return ``None`` when ``backend`` is not one of this plugin's."""
+    Return ``None`` when ``backend`` is not one of this plugin's. ``function`` and ``module``
+    carry every value under its C name (``pto_v_<name>``, :mod:`pto_core.codegen.cnames`):
+    print names as they are, and no user name can meet a C or library symbol."""
 
 
 @hookspec(firstresult=True)
@@ -120,6 +122,14 @@ def pto_configure_scons(backend: str, env: Any, options: Any) -> bool | None:
 
 
 @hookspec(firstresult=True)
+def pto_build_inputs(backend: str, module: Any, options: Any) -> str | None:
+    """A digest of what else ``backend``'s generated code for ``module`` depends on, beyond
+    the module, the options and the generator's sources (e.g. per-kernel configurations a tuner
+    cached on disk). It is part of the launch build's key, so a change rebuilds. ``None``: no
+    such inputs."""
+
+
+@hookspec(firstresult=True)
 def pto_launch(backend: str, module: Any, build_dir: Path, tensors: Mapping[str, Any],
                scalars: Mapping[str, int], options: Any, workers: int,
                threshold: int) -> Mapping[str, Any] | None:
@@ -129,3 +139,14 @@ def pto_launch(backend: str, module: Any, build_dir: Path, tensors: Mapping[str,
     ``threshold`` (0 = build the whole graph first); return every tensor of the entry function
     after the run (by parameter name). CPU-hosted backends can simply return
     ``pto_core.codegen.host.run_library(build_dir / f"lib{name}.so", ...)``."""
+
+
+@hookspec(firstresult=True)
+def pto_perf_report(backend: str, module: Any, options: Any, scalars: Mapping[str, Any],
+                    settings: Mapping[str, str]) -> Any:
+    """The performance cards of ``module``'s entry run with ``scalars`` on ``backend``: a
+    :class:`pto_core.perf.PerfReport` (a card per kernel, a summary of the run), or ``None``
+    when ``backend`` is not this plugin's. ``module`` is as built (the backend runs the pass
+    pipeline with ``options`` as it does to generate code); ``settings`` holds the backend's
+    choices from the command line, such as ``{"arch": "sm_90a", "device": "h100"}``. Traffic
+    and arithmetic come from :mod:`pto_core.perf.work`, so backends count them alike."""

@@ -1,8 +1,16 @@
 """Identifier rules for every name that can reach generated code.
 
-A name must match ``[A-Za-z_][A-Za-z0-9_]*``, must not be a C, C++ or CUDA keyword (nor a
-common builtin type such as ``int32_t``), and must not start with ``_pto``/``__`` (reserved for
-generated code).
+A name must match ``[A-Za-z_][A-Za-z0-9_]*``, be at most :data:`MAX_NAME_LENGTH` characters,
+must not be a C, C++ or CUDA keyword (nor a common builtin type such as ``int32_t``), and must
+not start with ``pto_``, ``_pto`` or ``__`` (the namespace of generated code).
+
+Keywords are rejected because the `.pto` text and the reference interpreter use names as they
+are; generated C never does: :mod:`pto_core.codegen.cnames` gives every user name a prefix in
+that namespace, so a name such as ``exit``, ``errno`` or ``INFINITY`` cannot meet a C, libc,
+libm, CUDA or runtime symbol.
+
+Module names may also hold ``.`` and ``-`` (``softmax-v2``): they name files and directories, so
+they are checked by :func:`check_module_name`.
 
 >>> check_identifier("tile_i")
 >>> check_identifier("float")
@@ -16,6 +24,13 @@ from __future__ import annotations
 import re
 
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+_MODULE = re.compile(r"[A-Za-z_][A-Za-z0-9_.\-]*\Z")
+
+#: longest name accepted: names become file names (kernel sources, objects) and path parts
+MAX_NAME_LENGTH = 128
+
+#: prefixes of generated names; no user name may start with one
+RESERVED_PREFIXES = ("pto_", "_pto", "__")
 
 C_KEYWORDS = frozenset("""
 auto break case char const continue default do double else enum extern float for goto if inline
@@ -46,16 +61,46 @@ half bfloat16_t float16_t NULL main args rt PTORuntime PTOTensor
 KEYWORDS = C_KEYWORDS | CXX_KEYWORDS | CUDA_KEYWORDS
 
 
+def _describe(name: str) -> str:
+    return repr(name if len(name) <= 40 else name[:37] + "...")
+
+
 def check_identifier(name: object) -> None:
     """Raise ``ValueError`` unless ``name`` may be used as a PTO name."""
     if not isinstance(name, str) or not _IDENT.match(name):
-        raise ValueError(f"{name!r} is not a valid identifier")
+        shown = _describe(name) if isinstance(name, str) else repr(name)
+        raise ValueError(f"{shown} is not a valid identifier (letters, digits and '_', not "
+                         "starting with a digit)")
+    if len(name) > MAX_NAME_LENGTH:
+        raise ValueError(f"{_describe(name)} is {len(name)} characters long; names may have at "
+                         f"most {MAX_NAME_LENGTH}")
     if name in KEYWORDS:
         raise ValueError(f"'{name}' is a C/C++/CUDA keyword and cannot be used as a name")
     if name in RESERVED_NAMES:
         raise ValueError(f"'{name}' is reserved in generated code and cannot be used as a name")
-    if name.startswith("_pto") or name.startswith("__"):
-        raise ValueError(f"'{name}' starts with a prefix reserved for generated code")
+    if name.startswith(RESERVED_PREFIXES):
+        raise ValueError(f"'{name}' starts with a prefix reserved for generated code "
+                         f"({', '.join(RESERVED_PREFIXES)})")
+
+
+def check_module_name(name: object) -> None:
+    """Raise ``ValueError`` unless ``name`` may name a module: letters, digits, ``_``, ``.``
+    and ``-``, starting with a letter or ``_``, at most :data:`MAX_NAME_LENGTH` characters. No
+    path separator, no ``..`` component, nothing a C comment or string could end on.
+
+    >>> check_module_name("softmax-v2.1")
+    >>> check_module_name("../escaped")
+    Traceback (most recent call last):
+    ...
+    ValueError: module name '../escaped' may hold only letters, digits, '_', '.' and '-', starting with a letter or '_'
+    """
+    if not isinstance(name, str) or not _MODULE.match(name):
+        shown = _describe(name) if isinstance(name, str) else repr(name)
+        raise ValueError(f"module name {shown} may hold only letters, digits, '_', '.' and '-', "
+                         "starting with a letter or '_'")
+    if len(name) > MAX_NAME_LENGTH:
+        raise ValueError(f"module name {_describe(name)} is {len(name)} characters long; at most "
+                         f"{MAX_NAME_LENGTH}")
 
 
 def is_identifier(name: object) -> bool:

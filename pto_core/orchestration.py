@@ -3,10 +3,14 @@
 One source per module serves every backend. It calls only the runtime API of
 ``runtime/include/pto_runtime.h``:
 
-* each orchestration function becomes ``int name(PTORuntime* rt, PTOTensor* <memrefs>...,
-  int64_t <int scalars>..., double <float scalars>...)`` with FOR (dynamic bounds), IF and scalar
-  ops as plain C; it returns ``PTO_OK``, or the first error of a submission (or of an
-  orchestration function it calls), at which point it stops;
+* each orchestration function becomes ``static int pto_orch_<name>(PTORuntime* rt, PTOTensor*
+  <memrefs>..., int64_t <int scalars>..., double <float scalars>...)`` (every value under its C
+  name, :mod:`pto_core.codegen.cnames`) with FOR, IF and scalar ops as plain C that behaves as
+  the reference interpreter: loop bounds and step are read once, a dynamic step that is not
+  positive, a loop running more than its ``max_range``, an integer division by zero or a
+  negative shift stops the function with ``PTO_EINVAL`` and a message naming the function and
+  instruction (``const char* pto_module_error_<module>(void)``). It returns ``PTO_OK``, or the
+  first error of a submission, a check, or an orchestration function it calls;
 * a CALL of an InCore function becomes one ``pto_task_submit_v`` whose argument array (on the
   stack, filled with the call's dynamic offsets) holds one ``PTOTaskArg`` per parameter IN
   PARAMETER ORDER: ``PTO_ARG_INPUT/OUTPUT/INOUT`` with the element region of the footprint rule
@@ -29,12 +33,14 @@ The host entry point (for executables and ctypes)::
                                 int num_scalars, int num_workers, int threshold);
 
 takes the entry function's tensors and scalars in parameter order (float scalars as the bits of
-a double), builds and runs the graph and returns 0 or a negative runtime error code.
+a double), builds and runs the graph and returns 0 or a negative runtime error code; after a
+failure ``pto_last_error()`` (same thread) says what failed, e.g. which task and kernel. The run's
+deadline is ``PTO_TIMEOUT`` (seconds) in the environment, read when the runtime is created.
 
 >>> import sys; sys.path.insert(0, "examples")
 >>> import fused_softmax
 >>> c = emit_orchestration(fused_softmax.build_module())
->>> "{PTO_ARG_OUTPUT, temp_max, (tile_idx) * 8, (0) * 1, 8, 1, 0}" in c
+>>> "{PTO_ARG_OUTPUT, pto_v_temp_max, (pto_v_tile_idx) * 8, (0) * 1, 8, 1, 0}" in c
 True
 """
 
@@ -45,7 +51,8 @@ from typing import Callable
 
 from .analysis import buffer_bytes as _declared_bytes
 from .analysis import footprint, param_modes
-from .codegen.cstyle import CStyleRenderer
+from .codegen.cnames import (c_comment, c_names, c_string, orchestration_symbol, user_text)
+from .codegen.cstyle import CStyleRenderer, _Out
 from .errors import PTOError
 from .ir import (Call, Category, For, Function, If, Instr, MemRefType, Module, Return,
                  ScalarType)
@@ -70,13 +77,31 @@ def worker_type(fn: Function) -> str:
     return "PTO_WORKER_CUBE" if mm else "PTO_WORKER_VECTOR"
 
 
+class _OrchestrationC(CStyleRenderer):
+    """Scalar ops of orchestration functions: a failed check records a message (function,
+    instruction, what went wrong) that ``pto_module_error_<module>()`` returns, and the
+    function returns ``PTO_EINVAL``."""
+
+    def __init__(self, mod: str) -> None:
+        self.mod = mod
+
+    def fail(self, fn: Function, stmt: object, message: str, value: str = "0") -> str:
+        where = c_string(user_text(f"in function '{fn.name}', instruction '{stmt}': "))
+        return (f"return pto_orch_fail_{self.mod}({where}, {c_string(message)}, "
+                f"(long long)({value}));")
+
+    def scalar_error(self, fn: Function, s: Instr, message: str, status: int,
+                     value: str) -> str:
+        return self.fail(fn, s, message + " (%lld)", value)
+
+
 class _Emitter:
     def __init__(self, module: Module, buffer_bytes: Callable[[Function], int]) -> None:
         self.module = module
         self.mod = c_module_name(module)
         self.kernels = {n: i for i, n in enumerate(kernel_order(module))}
         self.buffer_bytes = buffer_bytes
-        self.c = CStyleRenderer()      # scalar expression printing
+        self.c = _OrchestrationC(self.mod)      # scalar expression printing and checks
         self.lines: list[str] = []
         self.depth = 0
         self.ntask = 0
@@ -95,7 +120,7 @@ class _Emitter:
         return ", ".join(ps)
 
     def function(self, fn: Function) -> None:
-        self.out(f"int {fn.name}({self.params(fn)}) {{")
+        self.out(f"static int {orchestration_symbol(fn.name)}({self.params(fn)}) {{")
         self.depth += 1
         for loc in fn.locals:
             if isinstance(loc.type, ScalarType):
@@ -112,13 +137,7 @@ class _Emitter:
     def body(self, fn: Function, body) -> None:
         for s in body:
             if isinstance(s, For):
-                i = self.c.index
-                self.out(f"for (int64_t {s.var} = {i(s.start)}; {s.var} < {i(s.end)}; "
-                         f"{s.var} += {i(s.step)}) {{")
-                self.depth += 1
-                self.body(fn, s.body)
-                self.depth -= 1
-                self.out("}")
+                self.loop(fn, s)
             elif isinstance(s, If):
                 self.out(f"if ({s.cond} != 0) {{")
                 self.depth += 1
@@ -135,13 +154,45 @@ class _Emitter:
             elif isinstance(s, Call):
                 self.call(fn, s)
             elif isinstance(s, Instr) and s.opdef.category is Category.SCALAR:
-                from .codegen.cstyle import _Out
                 o = _Out(depth=self.depth)
                 self.c.render_scalar(o, fn, s)
                 self.lines += o.lines
             else:
                 raise PTOError("only control flow, scalar ops and CALLs belong in an "
                                "orchestration function", function=fn.name, instruction=str(s))
+
+    def loop(self, fn: Function, s: For) -> None:
+        """A FOR as the reference runs it: bounds and step read once, a dynamic step that is
+        not positive or more trips than ``max_range`` is an error, the body cannot change the
+        iteration, and no value of the bounds makes the counting overflow."""
+        d = self.depth
+        i = self.c.index
+        self.out("{")
+        self.depth += 1
+        self.out(f"const int64_t _pto_lo{d} = {i(s.start)}, _pto_hi{d} = {i(s.end)}, "
+                 f"_pto_step{d} = {i(s.step)};")
+        if isinstance(s.step, str):
+            self.out(f"if (_pto_step{d} <= 0) "
+                     + self.c.fail(fn, s.header(), "step must be positive, got %lld",
+                                   f"_pto_step{d}"))
+        # trip count in unsigned arithmetic: hi - lo cannot overflow there
+        self.out(f"const uint64_t _pto_n{d} = _pto_hi{d} > _pto_lo{d} ? "
+                 f"((uint64_t)_pto_hi{d} - (uint64_t)_pto_lo{d} - 1) / (uint64_t)_pto_step{d} + 1 "
+                 f": 0;")
+        if s.max_range is not None:
+            self.out(f"if (_pto_n{d} > {int(s.max_range)}u) "
+                     + self.c.fail(fn, s.header(), f"the loop runs %lld times, more than its "
+                                   f"max_range {int(s.max_range)}", f"_pto_n{d}"))
+        self.out(f"for (uint64_t _pto_k{d} = 0; _pto_k{d} < _pto_n{d}; _pto_k{d}++) {{")
+        self.depth += 1
+        self.out(f"int64_t {s.var} = (int64_t)((uint64_t)_pto_lo{d} + _pto_k{d} * "
+                 f"(uint64_t)_pto_step{d});")
+        self.out(f"(void){s.var};")
+        self.body(fn, s.body)
+        self.depth -= 1
+        self.out("}")
+        self.depth -= 1
+        self.out("}")
 
     def scalar(self, fn: Function, v) -> str:
         return self.c.scalar_value(fn, v)
@@ -156,7 +207,7 @@ class _Emitter:
             for p in callee.params:
                 a = s.arg(p.name)
                 args.append(a.value if isinstance(p.type, MemRefType) else self.scalar(fn, a.value))
-            self.out(f"{{ int _pto_rc = {callee.name}({', '.join(args)}); "
+            self.out(f"{{ int _pto_rc = {orchestration_symbol(callee.name)}({', '.join(args)}); "
                      f"if (_pto_rc < 0) return _pto_rc; }}")
             return
         self.task(callee, lambda p: s.arg(p), fn)
@@ -188,7 +239,7 @@ class _Emitter:
                 else:
                     v = f"(int64_t)({v})"
                 args.append(f"{{PTO_ARG_SCALAR, 0, 0, 0, 0, 0, {v}}}")
-        self.out(f"/* CALL @{callee.name} */")
+        self.out(f"/* CALL @{c_comment(callee.name)} */")
         self.out("{")
         self.depth += 1
         if args:
@@ -196,7 +247,7 @@ class _Emitter:
             for k, text in enumerate(args):
                 self.out("    " + text + ("," if k + 1 < len(args) else ""))
             self.out("};")
-        self.out(f"int32_t _pto_rc = pto_task_submit_v(rt, \"{callee.name}\", "
+        self.out(f"int32_t _pto_rc = pto_task_submit_v(rt, {c_string(callee.name)}, "
                  f"pto_kernels_{self.mod}[{self.kernels[callee.name]}], "
                  f"{int(self.buffer_bytes(callee))}, {worker_type(callee)}, "
                  f"{'_pto_a' if args else '0'}, {len(args)});")
@@ -212,7 +263,7 @@ class _Emitter:
         fn = self.module.functions[name]
         tensors = [p for p in fn.params if isinstance(p.type, MemRefType)]
         scalars = [p for p in fn.params if isinstance(p.type, ScalarType)]
-        target = name
+        target = orchestration_symbol(name)
         if fn.is_incore:
             # an InCore entry runs as one task over its footprint at (0, 0)
             target = f"_pto_entry_{name}"
@@ -245,8 +296,8 @@ class _Emitter:
         self.depth -= 1
         self.out("}")
         self.out("")
-        self.out(f"/* tensors: {', '.join(p.name for p in tensors) or '-'}; "
-                 f"scalars: {', '.join(p.name for p in scalars) or '-'} */")
+        self.out(f"/* tensors: {user_text(', '.join(p.name for p in tensors)) or '-'}; "
+                 f"scalars: {user_text(', '.join(p.name for p in scalars)) or '-'} */")
         self.out(f"int pto_module_run_{m}(PTOTensor* tensors, int num_tensors, "
                  f"const int64_t* scalars, int num_scalars, int num_workers, int threshold) {{")
         self.depth += 1
@@ -256,14 +307,17 @@ class _Emitter:
         self.out("pto_runtime_config_default(&cfg);")
         self.out("cfg.num_workers = num_workers;")
         self.out("cfg.execution_task_threshold = threshold;")
-        self.out("PTORuntime* rt = pto_runtime_create(&cfg);")
-        self.out("if (!rt) return PTO_ENOMEM;")
+        self.out("PTORuntime* rt = NULL;")
+        self.out("int rc = pto_runtime_init(&rt, &cfg);   /* PTO_EWORKERS, PTO_EIO, ...: "
+                 "pto_last_error() says why */")
+        self.out(f"pto_orch_msg_{m}[0] = 0;")
+        self.out("if (rc < 0) return rc;")
         self.out(f"pto_binding_setup_{m}(rt);")
         self.out(f"_pto_args_{m} a = {{ tensors, scalars, PTO_OK }};")
         self.out(f"_pto_orch_{m}(rt, &a);")
         self.out("/* run what was submitted even after an orchestration error: nothing is left")
         self.out("   half-built, and the error is what the caller gets */")
-        self.out("int rc = pto_runtime_run(rt);")
+        self.out("rc = pto_runtime_run(rt);")
         self.out("if (rc == PTO_OK && a.rc < 0) rc = a.rc;")
         self.out("pto_runtime_destroy(rt);")
         self.out("return rc;")
@@ -278,13 +332,27 @@ def emit_orchestration(module: Module,
     ``buffer_bytes(fn)`` gives each kernel's on-chip bytes (after buffer planning); by default
     the sum of its declared tiles.
     """
+    module = c_names(module)
     e = _Emitter(module, buffer_bytes or _declared_bytes)
     m = e.mod
-    e.out(f"/* Generated by PTO: orchestration of module '{module.name}'. Do not edit.")
+    e.out(f"/* Generated by PTO: orchestration of module '{c_comment(module.name)}'. Do not edit.")
     e.out(" * Platform-independent: calls only the runtime API (pto_runtime.h). */")
     e.out("#include <math.h>   /* NAN and INFINITY of float literals */")
     e.out("#include <stdint.h>")
+    e.out("#include <stdio.h>")
     e.out('#include "pto_runtime.h"')
+    e.out("")
+    e.out("/* The message of the last orchestration error of this thread's run (a failed check")
+    e.out(" * of a run-time value: loop step, division, shift); empty after a run without one. */")
+    e.out(f"static _Thread_local char pto_orch_msg_{m}[512];")
+    e.out(f"const char* pto_module_error_{m}(void) {{ return pto_orch_msg_{m}; }}")
+    e.out(f"__attribute__((unused)) static int pto_orch_fail_{m}(const char* where, "
+          "const char* what, long long v) {")
+    e.out(f"    int n = snprintf(pto_orch_msg_{m}, sizeof pto_orch_msg_{m}, \"%s\", where);")
+    e.out(f"    if (n >= 0 && (size_t)n < sizeof pto_orch_msg_{m})")
+    e.out(f"        snprintf(pto_orch_msg_{m} + n, sizeof pto_orch_msg_{m} - (size_t)n, what, v);")
+    e.out("    return PTO_EINVAL;")
+    e.out("}")
     e.out("")
     e.out("/* Provided by the backend's runtime binding. Kernel table order: "
           + (", ".join(kernel_order(module)) or "(none)") + ". */")
@@ -293,7 +361,7 @@ def emit_orchestration(module: Module,
     e.out("")
     orch = [f for f in module.functions.values() if not f.is_incore]
     for f in orch:                                   # prototypes: calls may go either way
-        e.out(f"int {f.name}({e.params(f)});")
+        e.out(f"static int {orchestration_symbol(f.name)}({e.params(f)});")
     if orch:
         e.out("")
     for f in orch:

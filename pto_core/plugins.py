@@ -2,8 +2,14 @@
 
 Backends are entry points in the group ``pto.backends``. They are loaded once, lazily, on first
 use. ``PTO_BACKENDS=a,b`` restricts loading to those entry-point names (an allowlist; empty means
-all). A plugin that fails to import, or implements a misspelt hook (caught by
-``check_pending()``), is recorded with its error and skipped; the other backends keep working.
+all). A plugin that fails in any way while loading - its import raises (even ``SystemExit``), a
+misspelt hook (caught by ``check_pending()``), ``pto_backends()`` raising or describing its
+backends wrongly - is recorded with its error and unregistered whole (none of its hooks stays);
+the other backends keep working. A hook that raises later becomes a :class:`PTOBackendError`
+naming the plugin and its distribution (a :class:`PTOError` it raises on purpose passes as it
+is). Two plugins that provide a backend of the same name are both reported, and that name can be
+used by neither until one is removed: ``get_backend`` and every hook call for it raise,
+naming both distributions (an in-process :func:`register` of a taken name is refused).
 
 >>> pm = get_plugin_manager()
 >>> isinstance(list_backends(), list)
@@ -12,8 +18,10 @@ True
 
 from __future__ import annotations
 
+import functools
 import importlib
 import os
+import re
 import sys
 import traceback
 from dataclasses import dataclass, field
@@ -25,7 +33,7 @@ from typing import Any
 import pluggy
 
 from . import hookspecs
-from .errors import PTOBackendError
+from .errors import PTOBackendError, PTOError
 from .hookspecs import BackendInfo
 
 ENTRY_POINT_GROUP = "pto.backends"
@@ -46,14 +54,27 @@ class PluginRecord:
     backends: list[BackendInfo] = field(default_factory=list)
     hooks: list[str] = field(default_factory=list)
     entry_point: str = ""
+    #: backend names another plugin provides too, each with who else does (unusable names)
+    conflicts: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
         return self.error is None
 
+    @property
+    def who(self) -> str:
+        """``plugin 'arm64' (pto-arm64 0.1.0)``: how errors name the plugin."""
+        dist = f"{self.distribution} {self.version}".strip() or "registered in-process"
+        return f"plugin '{self.name}' ({dist})"
+
 
 _pm: pluggy.PluginManager | None = None
 _records: list[PluginRecord] = []
+#: backend name -> the plugins that all provide it (two or more): the name is unusable
+_conflicts: dict[str, list[PluginRecord]] = {}
+
+#: what a backend name may be: it names build directories and appears in generated text
+BACKEND_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}")
 
 
 def _allowlist() -> set[str] | None:
@@ -78,44 +99,126 @@ def _load_entry_points(pm: pluggy.PluginManager) -> None:
         if allowed is not None and ep.name not in allowed:
             continue
         rec = PluginRecord(ep.name, entry_point=ep.value)
-        if ep.dist is not None:
-            rec.distribution, rec.version = ep.dist.metadata["Name"], ep.dist.version
         try:
-            mod = ep.load()
-            pm.register(mod, name=ep.name)
-            try:
-                pm.check_pending()
-            except pluggy.PluginValidationError:
-                pm.unregister(mod)
-                raise
-            rec.module = mod
-            rec.hooks = sorted(h.name for h in pm.get_hookcallers(mod) or [])
-            rec.backends = list(_backends_of(pm, mod))
-        except Exception as e:  # a broken plugin must not take the others down
-            rec.error = f"{type(e).__name__}: {e}"
-            rec.module = None
+            if ep.dist is not None:
+                rec.distribution, rec.version = ep.dist.metadata["Name"], ep.dist.version
+            _add(pm, ep.load(), ep.name, rec)
+        except KeyboardInterrupt:
+            raise           # the user stopping pto, not the plugin failing
+        except BaseException as e:  # noqa: BLE001 - even sys.exit() at import must not end pto
+            rec.error = _failure(e)
             if os.environ.get("PTO_DEBUG"):
                 traceback.print_exc()
         _records.append(rec)
+    _find_conflicts()
 
 
-def _backends_of(pm: pluggy.PluginManager, mod: ModuleType) -> list[BackendInfo]:
-    impl = getattr(mod, "pto_backends", None)
+def _failure(e: BaseException) -> str:
+    if isinstance(e, SystemExit):
+        return f"SystemExit({e.code!r}): the plugin tried to end the program while loading"
+    return f"{type(e).__name__}: {e}"
+
+
+def _add(pm: pluggy.PluginManager, plugin: Any, name: str, rec: PluginRecord) -> None:
+    """Register ``plugin`` as ``name`` and fill ``rec``; on any failure nothing of it stays
+    registered (pluggy may have added some hooks before finding a bad one)."""
+    try:
+        pm.register(plugin, name=name)
+        pm.check_pending()
+        rec.backends = _backends_of(plugin)
+        rec.hooks = sorted(h.name for h in pm.get_hookcallers(plugin) or [])
+        _guard_hooks(pm, plugin, rec)
+        rec.module = plugin
+    except BaseException:
+        if pm.get_plugin(name) is plugin:    # not when the name was another plugin's already
+            pm.unregister(name=name)
+        raise
+
+
+def _backends_of(plugin: Any) -> list[BackendInfo]:
+    """What ``plugin.pto_backends()`` describes, checked: BackendInfo objects with distinct
+    names fit for file paths and generated text."""
+    impl = getattr(plugin, "pto_backends", None)
     if impl is None:
         return []
-    result = impl()
-    return list(result or [])
+    infos = list(impl() or [])
+    names: set[str] = set()
+    for b in infos:
+        if not isinstance(b, BackendInfo):
+            raise PTOBackendError(f"pto_backends() returned a {type(b).__name__}, not a BackendInfo")
+        if not isinstance(b.name, str) or not BACKEND_NAME.fullmatch(b.name):
+            raise PTOBackendError(f"pto_backends(): backend name {b.name!r} is not a name of "
+                                  f"letters, digits and '_' (at most 64, not starting with a digit)")
+        if b.name in names:
+            raise PTOBackendError(f"pto_backends() describes backend '{b.name}' twice")
+        names.add(b.name)
+    return infos
+
+
+def _guard_hooks(pm: pluggy.PluginManager, plugin: Any, rec: PluginRecord) -> None:
+    """Make each of ``plugin``'s hook implementations raise PTOBackendError naming it (a
+    PTOError it raises on purpose passes as it is; so does KeyboardInterrupt)."""
+    for caller in pm.get_hookcallers(plugin) or []:
+        for impl in caller.get_hookimpls():
+            if impl.plugin is plugin and not (impl.hookwrapper or impl.wrapper):
+                impl.function = _guarded(impl.function, caller.name, rec)
+
+
+def _guarded(fn: Any, hook_name: str, rec: PluginRecord) -> Any:
+    @functools.wraps(fn)
+    def call(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except (PTOError, KeyboardInterrupt):
+            raise
+        except BaseException as e:  # noqa: BLE001 - SystemExit in a hook must not end pto either
+            raise PTOBackendError(f"{rec.who} failed in {hook_name}: {_failure(e)}") from e
+    return call
+
+
+def _find_conflicts() -> None:
+    """Record every backend name more than one loaded plugin provides."""
+    by_name: dict[str, list[PluginRecord]] = {}
+    for r in _records:
+        r.conflicts = []
+        if r.ok:
+            for b in r.backends:
+                by_name.setdefault(b.name, []).append(r)
+    _conflicts.clear()
+    for name, recs in by_name.items():
+        if len(recs) > 1:
+            _conflicts[name] = recs
+            for r in recs:
+                r.conflicts.append(f"backend '{name}' is also provided by "
+                                   + ", ".join(o.who for o in recs if o is not r))
+
+
+def _conflict_error(name: str) -> PTOBackendError:
+    who = " and ".join(r.who for r in _conflicts[name])
+    return PTOBackendError(f"backend '{name}' is provided by {who}: neither is used; uninstall "
+                           f"one, or load one with PTO_BACKENDS=<entry point name>")
 
 
 def register(plugin: Any, name: str | None = None) -> PluginRecord:
     """Register an in-process plugin object (tests, notebooks). Returns its record;
-    :func:`unregister` removes it."""
+    :func:`unregister` removes it. A plugin that fails to register, or provides a backend name
+    an installed plugin already has, raises and leaves nothing registered.
+
+    >>> class Tiny:
+    ...     @hookspecs.hookimpl
+    ...     def pto_backends(self):
+    ...         return [BackendInfo(name="tiny")]
+    >>> rec = register(Tiny(), name="tiny-plugin"); unregister(rec.module)
+    """
     pm = get_plugin_manager()
-    pm.register(plugin, name=name)
-    pm.check_pending()
-    rec = PluginRecord(name or getattr(plugin, "__name__", repr(plugin)), module=plugin,
-                       hooks=sorted(h.name for h in pm.get_hookcallers(plugin) or []),
-                       backends=_backends_of(pm, plugin))
+    rec = PluginRecord(name or getattr(plugin, "__name__", repr(plugin)))
+    _add(pm, plugin, rec.name, rec)
+    taken = {b.name: r for r in _records if r.ok for b in r.backends}
+    clash = [b.name for b in rec.backends if b.name in taken]
+    if clash:
+        pm.unregister(name=rec.name)
+        raise PTOBackendError(f"backend '{clash[0]}' of {rec.who} is already provided by "
+                              f"{taken[clash[0]].who}")
     _records.append(rec)
     return rec
 
@@ -124,6 +227,7 @@ def unregister(plugin: Any) -> None:
     pm = get_plugin_manager()
     pm.unregister(plugin)
     _records[:] = [r for r in _records if r.module is not plugin]
+    _find_conflicts()
 
 
 def plugin_records() -> list[PluginRecord]:
@@ -177,12 +281,16 @@ def plugin_source_dirs(rec: PluginRecord) -> list[Path]:
 
 
 def list_backends() -> list[BackendInfo]:
-    """Backends of all plugins that loaded."""
-    return [b for r in plugin_records() if r.ok for b in r.backends]
+    """Backends of all plugins that loaded (a name two plugins provide is left out)."""
+    return [b for r in plugin_records() if r.ok for b in r.backends if b.name not in _conflicts]
 
 
 def get_backend(name: str) -> BackendInfo:
-    """The backend called ``name``; a clear error names the installed ones and broken plugins."""
+    """The backend called ``name``; a clear error names the installed ones, broken plugins,
+    and the plugins that both provide ``name``."""
+    get_plugin_manager()
+    if name in _conflicts:
+        raise _conflict_error(name)
     for b in list_backends():
         if b.name == name:
             return b
@@ -194,9 +302,26 @@ def get_backend(name: str) -> BackendInfo:
     raise PTOBackendError(msg)
 
 
+class _Relay:
+    """``pm.hook`` that refuses a call about a backend name two plugins provide (firstresult
+    would otherwise let one of them win silently)."""
+
+    def __init__(self, relay: Any) -> None:
+        self._relay = relay
+
+    def __getattr__(self, hook_name: str) -> Any:
+        caller = getattr(self._relay, hook_name)
+
+        def call(**kwargs: Any) -> Any:
+            if kwargs.get("backend") in _conflicts:
+                raise _conflict_error(kwargs["backend"])
+            return caller(**kwargs)
+        return call
+
+
 def hook() -> Any:
     """The hook relay: ``hook().pto_generate_kernel(backend=..., ...)``."""
-    return get_plugin_manager().hook
+    return _Relay(get_plugin_manager().hook)
 
 
 def _reset_for_tests() -> None:
@@ -204,3 +329,4 @@ def _reset_for_tests() -> None:
     global _pm
     _pm = None
     _records.clear()
+    _conflicts.clear()

@@ -62,6 +62,7 @@ from .analysis import accesses
 from .errors import PTOError
 from .ir import (Call, Category, ElementType, Expr, For, Function, If, Instr, MemRefType, Module,
                  Return, ScalarType, TileType)
+from .verify import check_scalar_args, verify_module
 
 # --------------------------------------------------------------------------------------------
 # Public records
@@ -107,7 +108,7 @@ def numpy_dtype(t: ElementType) -> np.dtype:
 
 def compute_type(t: ElementType) -> ElementType:
     """The type an element-wise op computes in: f32 for the 16-bit floats, else the type itself."""
-    return ElementType.F32 if t in (ElementType.F16, ElementType.BF16) else t
+    return t.compute_type
 
 
 _INT_BITS = {ElementType.I64: 64, ElementType.I32: 32, ElementType.I16: 16, ElementType.I8: 8}
@@ -578,11 +579,14 @@ _PLANS: dict[tuple[int, ...], _Plan] = {}
 
 
 def _plan(module: Module) -> _Plan:
-    """The translated module, cached while its functions stay the same objects."""
+    """The translated module, cached while its functions stay the same objects. The module is
+    verified first: the translation relies on the verifier's rules, its depth bounds included
+    (Python compiles at most 20 nested loops in one function, and recursion is bounded)."""
     fns = tuple(module.functions.values())
     key = tuple(id(f) for f in fns)
     plan = _PLANS.get(key)
     if plan is None or any(a is not b for a, b in zip(plan.functions, fns)):
+        verify_module(module)
         plan = _Translator(module).translate()
         if len(_PLANS) >= 64:
             _PLANS.pop(next(iter(_PLANS)))
@@ -601,25 +605,6 @@ def _entry(module: Module, entry: str | None) -> Function:
     return module.functions[name]
 
 
-def _scalar_args(fn: Function, scalars: Mapping[str, Any]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    missing = [p.name for p in fn.params if isinstance(p.type, ScalarType) and p.name not in scalars]
-    if missing:
-        raise PTOError(f"missing value for scalar parameter(s) {', '.join(missing)} "
-                       f"(give them, e.g. --set {missing[0]}=N)", function=fn.name)
-    for p in fn.params:
-        if not isinstance(p.type, ScalarType):
-            continue
-        v = scalars[p.name]
-        if p.type.dtype.is_int:
-            if isinstance(v, (float, np.floating)) and not float(v).is_integer():
-                raise PTOError(f"scalar '{p.name}' is {p.type.dtype.value}, got {v!r}",
-                               function=fn.name)
-            v = int(v)
-        out[p.name] = v
-    return out
-
-
 def trace_calls(module: Module, scalars: Mapping[str, Any] | None = None,
                 entry: str | None = None) -> Iterator[TaskCall]:
     """Walk the orchestration control flow of the entry function and yield each InCore call,
@@ -632,7 +617,7 @@ def trace_calls(module: Module, scalars: Mapping[str, Any] | None = None,
     """
     fn = _entry(module, entry)
     plan = _plan(module)
-    args: dict[str, Any] = _scalar_args(fn, scalars or {})
+    args: dict[str, Any] = check_scalar_args(fn, scalars or {})
     for p in fn.params:
         if isinstance(p.type, MemRefType):
             args[p.name] = p.name

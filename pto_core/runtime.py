@@ -29,6 +29,18 @@ runs, or ``PTO_TRACE=path.json`` in the environment) records each task's start a
 worker; after ``run()``, ``rt.trace_events()`` gives :class:`pto_core.trace.TraceEvent` s and
 ``rt.write_trace(path)`` writes Chrome Trace JSON from C.
 
+Failures: a kernel that returns non-zero, or a Python kernel that raises, makes ``run()`` raise
+:class:`PTOTaskError` naming the task, its kernel and its worker (the Python exception is its
+``__cause__``). ``Runtime(timeout=seconds)`` (or ``PTO_TIMEOUT`` in the environment) bounds the
+run: a kernel still running then is abandoned and ``run()`` raises ``PTO_ETIMEDOUT`` naming it;
+``rt.cancel()`` or ``rt.close()`` from another thread stop a run the same way. The arrays and
+callbacks an abandoned kernel may still use are kept alive for the rest of the process.
+
+Views: every array argument is keyed in the coordinates of the memory block it views (its base
+array, or the buffer under it), so tasks on different views of one buffer are ordered; a view
+with a row step (``buf[::2]``) is keyed by the rows it spans. Views whose columns are not
+contiguous, or with negative or overlapping rows, are rejected.
+
 The shared library is built with gcc on first use (or when a source is newer than it)
 into ``$PTO_BUILD_DIR/runtime`` or ``<repo>/build/runtime/python``; ``$PTO_RUNTIME_LIB``
 points at a prebuilt one instead.
@@ -37,6 +49,8 @@ from __future__ import annotations
 
 import ctypes as C
 import dataclasses
+import math
+import numbers
 import os
 import subprocess
 import tempfile
@@ -46,38 +60,68 @@ from typing import Any, Callable, Optional, Union
 
 import numpy as np
 
+from .errors import PTOError
 from .trace import TraceEvent
 
 __all__ = [
-    "PTORuntimeError", "Runtime", "RuntimeStats", "KernelArgs", "library_path", "load_library",
-    "WORKER_CUBE", "WORKER_VECTOR", "WORKER_AI_CPU", "WORKER_ACCELERATOR", "WORKER_ANY",
-    "PTO_MAX_ARGS", "PTO_DEFAULT_WINDOW", "TraceEvent",
+    "PTORuntimeError", "PTOTaskError", "Runtime", "RuntimeStats", "KernelArgs", "library_path",
+    "load_library", "WORKER_CUBE", "WORKER_VECTOR", "WORKER_AI_CPU", "WORKER_ACCELERATOR",
+    "WORKER_ANY", "PTO_MAX_ARGS", "PTO_DEFAULT_WINDOW", "TraceEvent",
 ]
 
 WORKER_CUBE, WORKER_VECTOR, WORKER_AI_CPU, WORKER_ACCELERATOR, WORKER_ANY = 0, 1, 2, 3, -1
 PTO_MAX_ARGS = 32
 PTO_MAX_WORKERS = 64
 PTO_DEFAULT_WINDOW = 16384
+PTO_ARG_INPUT, PTO_ARG_OUTPUT, PTO_ARG_INOUT = 1, 2, 3
 PTO_ETASKFAILED = -7
+PTO_ETASKID = -8
 PTO_EBOUNDS = -6
 PTO_EINVAL = -1
+PTO_ESHUTDOWN = -5
 
 _ERROR_NAMES = {
     -1: "PTO_EINVAL", -2: "PTO_ENOMEM", -3: "PTO_ETOOMANYARGS", -4: "PTO_ESTATE",
     -5: "PTO_ESHUTDOWN", -6: "PTO_EBOUNDS", -7: "PTO_ETASKFAILED", -8: "PTO_ETASKID",
-    -9: "PTO_EWORKERTYPE", -10: "PTO_EWINDOW", -11: "PTO_EIO",
+    -9: "PTO_EWORKERTYPE", -10: "PTO_EWINDOW", -11: "PTO_EIO", -12: "PTO_ETIMEDOUT",
+    -13: "PTO_ECANCELED", -14: "PTO_EWORKERS",
 }
 _STATE_NAMES = ["BUILDING", "PENDING", "READY", "RUNNING", "COMPLETED", "CONSUMED"]
 
+INT32 = (-(1 << 31), (1 << 31) - 1)
+INT64 = (-(1 << 63), (1 << 63) - 1)
 
-class PTORuntimeError(RuntimeError):
-    """A runtime call returned a negative PTO error code (``.code``, ``.name``)."""
 
-    def __init__(self, code: int, what: str = "", message: Optional[str] = None):
+class PTORuntimeError(PTOError, RuntimeError):
+    """A runtime call returned a negative PTO error code (``.code``, ``.name``); ``detail`` is
+    what the runtime said about it (e.g. which task failed)."""
+
+    def __init__(self, code: int, what: str = "", message: Optional[str] = None,
+                 detail: Optional[str] = None):
         self.code = code
         self.name = _ERROR_NAMES.get(code, f"PTO_E{code}")
         text = message or (_lib().pto_strerror(code).decode() if _LIB else self.name)
+        if detail:
+            text += f": {detail}"
         super().__init__(f"{what + ': ' if what else ''}{self.name} ({text})")
+
+
+class PTOTaskError(PTORuntimeError):
+    """A task failed (``PTO_ETASKFAILED``): ``failed_task`` (id), ``task_name``, ``worker``
+    (-1: the calling thread), ``failed_code`` (what the kernel returned) and, for a Python
+    kernel that raised, ``exception`` (also the ``__cause__``)."""
+
+    exception: Optional[BaseException] = None
+
+
+def _int(value: Any, what: str, lo: int, hi: int, code: int = PTO_EINVAL) -> int:
+    """``value`` as an int in [lo, hi], or PTORuntimeError naming ``what`` (ctypes would wrap)."""
+    if isinstance(value, numbers.Integral) and not isinstance(value, (bool, np.bool_)):
+        v = int(value)
+        if lo <= v <= hi:
+            return v
+        raise PTORuntimeError(code, what, f"{v} is outside [{lo}, {hi}]")
+    raise PTORuntimeError(code, what, f"expects an integer, got {type(value).__name__} {value!r}")
 
 
 # ---------------------------------------------------------------- C structures
@@ -90,7 +134,8 @@ class _Tensor(C.Structure):
 class _Config(C.Structure):
     _fields_ = [("num_workers", C.c_int32), ("execution_task_threshold", C.c_int32),
                 ("task_window", C.c_int32), ("record_graph", C.c_int32), ("dry_run", C.c_int32),
-                ("bind_worker_types", C.c_int32), ("worker_types", C.c_int32 * PTO_MAX_WORKERS)]
+                ("bind_worker_types", C.c_int32), ("worker_types", C.c_int32 * PTO_MAX_WORKERS),
+                ("timeout_ms", C.c_int32)]
 
 
 class _Stats(C.Structure):
@@ -100,8 +145,9 @@ class _Stats(C.Structure):
                 ("tensormap_entries", C.c_int64), ("peak_tensormap_entries", C.c_int64),
                 ("task_window", C.c_int32), ("num_workers", C.c_int32),
                 ("safe_mode_degraded", C.c_int32), ("failed_task", C.c_int32),
-                ("failed_code", C.c_int32), ("reserved", C.c_int32),
-                ("worker_tasks", C.c_int64 * PTO_MAX_WORKERS)]
+                ("failed_code", C.c_int32), ("failed_worker", C.c_int32),
+                ("worker_tasks", C.c_int64 * PTO_MAX_WORKERS), ("failed_func", C.c_char_p),
+                ("run_status", C.c_int32), ("stuck_tasks", C.c_int32)]
 
 
 class _Event(C.Structure):
@@ -126,7 +172,11 @@ class RuntimeStats:
     safe_mode_degraded: bool
     failed_task: int
     failed_code: int
+    failed_worker: int
     worker_tasks: tuple[int, ...]
+    failed_func: Optional[str]
+    run_status: int
+    stuck_tasks: int
 
 
 KERNEL = C.CFUNCTYPE(C.c_int32, C.POINTER(C.c_int64))
@@ -186,12 +236,16 @@ def load_library() -> C.CDLL:
                 "pto_runtime_init": (C.c_int, [C.POINTER(P), C.POINTER(_Config)]),
                 "pto_runtime_shutdown": (C.c_int, [P]),
                 "pto_runtime_destroy": (None, [P]),
+                "pto_runtime_cancel": (C.c_int, [P]),
+                "pto_runtime_error_message": (I64, [P, C.c_char_p, I64]),
+                "pto_last_error": (C.c_char_p, []),
                 "pto_task_alloc": (I32, [P, C.c_char_p, P, I32, I32]),
                 "pto_task_add_input": (C.c_int, [P, I32, T, I64, I64, I64, I64]),
                 "pto_task_add_output": (C.c_int, [P, I32, T, I64, I64, I64, I64]),
                 "pto_task_add_inout": (C.c_int, [P, I32, T, I64, I64, I64, I64]),
                 "pto_task_add_scalar": (C.c_int, [P, I32, I64]),
                 "pto_task_add_arg": (C.c_int, [P, I32, T, I64, I64]),
+                "pto_task_add_access": (C.c_int, [P, I32, T, I64, I64, I64, I64, I32]),
                 "pto_task_submit": (C.c_int, [P, I32]),
                 "pto_task_state": (C.c_int, [P, I32]),
                 "pto_runtime_run": (C.c_int, [P]),
@@ -245,12 +299,140 @@ class KernelArgs:
 Kernel = Union[Callable[[KernelArgs], Optional[int]], int, None]
 
 
-def _root_buffer(a: np.ndarray) -> tuple[int, int]:
-    """(address, nbytes) of the ndarray that owns a's memory (so views share a key)."""
+class _KernelFailures:
+    """What Python kernels raised (or returned instead of an int32 code), by the code their task
+    failed with: failure k is returned to C as ``BASE - k``, so the failing task the runtime
+    names (its ``failed_code``) leads back to its own exception."""
+
+    BASE = -(1 << 30)
+
+    def __init__(self) -> None:
+        self._errors: list[BaseException] = []
+        self._lock = threading.Lock()
+
+    def record(self, exc: BaseException) -> int:
+        with self._lock:
+            self._errors.append(exc)
+            k = len(self._errors) - 1
+        return self.BASE - min(k, (1 << 30) - 1)
+
+    def get(self, code: int) -> Optional[BaseException]:
+        k = self.BASE - code
+        return self._errors[k] if 0 <= k < len(self._errors) else None
+
+    def code_of(self, rc: Any) -> int:
+        """A Python kernel's return value as the task's status."""
+        if rc is None:
+            return 0
+        if isinstance(rc, numbers.Integral) and not isinstance(rc, (bool, np.bool_)):
+            v = int(rc)
+            if self.BASE < v <= INT32[1]:
+                return v
+        return self.record(_BadReturn(
+            f"returned {rc!r}: a kernel returns None, 0 or a non-zero int32 error code "
+            f"above {self.BASE}"))
+
+
+class _BadReturn(PTOError):
+    """A Python kernel returned something that is not a status code."""
+
+
+def _byte_bounds(a: np.ndarray) -> tuple[int, int]:
+    """[low, high) addresses of the bytes ``a`` can reach (numpy's byte_bounds moved in 2.0)."""
+    lo = hi = a.__array_interface__["data"][0]
+    if a.size == 0:
+        return lo, lo
+    for n, st in zip(a.shape, a.strides):
+        if st > 0:
+            hi += (n - 1) * st
+        else:
+            lo += (n - 1) * st
+    return lo, hi + a.itemsize
+
+
+def _owner(a: np.ndarray) -> tuple[int, int, int]:
+    """(address, bytes, row bytes) of the memory block ``a`` views, in whose coordinates every
+    view of it is keyed: the outermost ndarray of its ``base`` chain, laid out in rows of its row
+    stride when it is C-contiguous with two or more dimensions (one row otherwise); or, when
+    that array views another object's buffer (``np.frombuffer``, an mmap), the whole buffer as
+    one row, since arrays over one buffer need not agree on a row length."""
     root = a
     while isinstance(root.base, np.ndarray):
         root = root.base
-    return root.__array_interface__["data"][0], root.nbytes
+    lo, hi = _byte_bounds(root)
+    if root.base is not None:
+        try:
+            blo, bhi = _byte_bounds(np.frombuffer(root.base, np.uint8))
+            if blo <= lo and hi <= bhi:
+                return blo, max(bhi - blo, 1), max(bhi - blo, 1)
+        except (TypeError, ValueError, BufferError):
+            pass                     # no buffer protocol: the array is the block
+    row = root.strides[-2] if root.ndim >= 2 and root.flags.c_contiguous else 0
+    return lo, max(hi - lo, 1), row if row > 0 else max(hi - lo, 1)
+
+
+def _matrix(a: Any, what: str, writes: bool) -> np.ndarray:
+    """``a`` as a 2-D view a kernel can address with a pointer and a row stride, or an error
+    saying why it cannot."""
+    if not isinstance(a, np.ndarray):
+        raise PTORuntimeError(PTO_EINVAL, what, f"expects a numpy array, got {type(a).__name__}")
+    if a.dtype.hasobject:
+        raise PTORuntimeError(PTO_EINVAL, what, f"cannot pass an array of Python objects ({a.dtype})")
+    if writes and not a.flags.writeable:
+        raise PTORuntimeError(PTO_EINVAL, what, "the array is read-only")
+    if a.ndim == 1:
+        if a.size > 1 and a.strides[0] != a.itemsize:
+            raise PTORuntimeError(PTO_EINVAL, what, "needs contiguous elements (a 1-D view with a step)")
+        a = a.reshape(1, -1)         # contiguous: a view, never a copy
+    if a.ndim != 2:
+        raise PTORuntimeError(PTO_EINVAL, what, f"needs a 1-D or 2-D array, got {a.ndim}-D")
+    rows, cols = a.shape
+    s0, s1 = a.strides
+    if cols > 1 and s1 != a.itemsize:
+        raise PTORuntimeError(PTO_EINVAL, what, "needs a 2-D array with contiguous rows (columns "
+                              "with a step, or a transposed view, cannot be addressed)")
+    if rows > 1 and (s0 < 0 or s0 % a.itemsize or s0 < cols * a.itemsize):
+        why = "negative" if s0 < 0 else "not a whole number of elements" if s0 % a.itemsize \
+            else "shorter than a row (a broadcast or overlapping view)"
+        raise PTORuntimeError(PTO_EINVAL, what, f"needs a 2-D array with contiguous rows (the row "
+                              f"stride {s0} is {why})")
+    return a
+
+
+def _ld(a: np.ndarray) -> int:
+    """The row stride in elements a kernel gets (any value >= cols for a single row)."""
+    ld = a.strides[0] // a.itemsize if a.strides[0] > 0 else 0
+    return ld if a.shape[0] > 1 else max(ld, a.shape[1])
+
+
+def _keyed_region(a: np.ndarray, r: int, c: int, rows: int, cols: int) -> tuple[_Tensor, tuple[int, int, int, int]]:
+    """The tensor map's view of region [r, r+rows) x [c, c+cols) of ``a``: a byte tensor over
+    the memory block ``a`` views (:func:`_owner`) and the rectangle of it the region covers -
+    exact when ``a``'s rows are the block's rows, else the smallest rectangle around it."""
+    ptr = a.__array_interface__["data"][0]
+    start, nbytes, rowb = _owner(a)
+    s0, e = a.strides[0], a.itemsize
+    first = ptr - start + r * s0 + c * e
+    end = ptr - start + (r + rows - 1) * s0 + (c + cols) * e      # one past the last byte
+    if first < 0 or end > nbytes:    # not inside the block found: key on the view itself
+        lo, hi = _byte_bounds(a)
+        start, nbytes, rowb = lo, max(hi - lo, 1), s0 if a.shape[0] > 1 else max(hi - lo, 1)
+        first, end = ptr - start + r * s0 + c * e, ptr - start + (r + rows - 1) * s0 + (c + cols) * e
+    r0, c0 = divmod(first, rowb)
+    if rows == 1 or (s0 % rowb == 0 and c0 + cols * e <= rowb):
+        if c0 + cols * e <= rowb:    # every row of the region within one row of the block
+            box = (r0, c0, (rows - 1) * (s0 // rowb if rows > 1 else 0) + 1, cols * e)
+        else:
+            box = (r0, 0, (end - 1) // rowb - r0 + 1, rowb)
+    else:
+        r1 = (end - 1) // rowb
+        box = (r0, c0, 1, end - first) if r1 == r0 else (r0, 0, r1 - r0 + 1, rowb)
+    block = _Tensor(start, -(-nbytes // rowb), rowb, rowb, 1, None)
+    return block, box
+
+
+#: what abandoned kernels may still use (arrays, callbacks, names): kept for the process's life
+_ABANDONED: list[Any] = []
 
 
 # ---------------------------------------------------------------- runtime
@@ -260,39 +442,80 @@ class Runtime:
 
     num_workers=0 runs tasks on the calling thread; threshold=0 is safe mode (execution
     starts at run()), threshold>0 pipelined. window is the task ring size (power of two).
+    timeout: seconds the run may take once execution starts (None: ``PTO_TIMEOUT`` from the
+    environment, or no limit; ``math.inf``: no limit whatever the environment says).
     """
 
     def __init__(self, num_workers: int = 0, threshold: int = 0, window: int = PTO_DEFAULT_WINDOW,
                  record_graph: bool = False, dry_run: bool = False,
-                 worker_types: Optional[list[int]] = None, trace: Union[bool, int] = False):
+                 worker_types: Optional[list[int]] = None, trace: Union[bool, int] = False,
+                 timeout: Optional[float] = None):
+        self._rt = C.c_void_p()
+        self._lock = threading.Lock()              # close() from another thread vs. run()
+        self._running = 0
+        self._close_pending = False
         lib = _lib()
         cfg = _Config()
         lib.pto_runtime_config_default(C.byref(cfg))
-        cfg.num_workers, cfg.execution_task_threshold = num_workers, threshold
-        cfg.task_window, cfg.record_graph, cfg.dry_run = window, int(record_graph), int(dry_run)
+        cfg.num_workers = _int(num_workers, "num_workers", *INT32)
+        cfg.execution_task_threshold = _int(threshold, "threshold", *INT32)
+        cfg.task_window = _int(window, "window", *INT32)
+        cfg.record_graph, cfg.dry_run = int(record_graph), int(dry_run)
+        cfg.timeout_ms = self._timeout_ms(timeout)
         if worker_types is not None:
             if len(worker_types) != num_workers:
                 raise PTORuntimeError(PTO_EINVAL, "worker_types", "needs one entry per worker")
             cfg.bind_worker_types = 1
             for i, t in enumerate(worker_types):
-                cfg.worker_types[i] = t
-        self._rt = C.c_void_p()
-        self._check(lib.pto_runtime_init(C.byref(self._rt), C.byref(cfg)), "create")
+                cfg.worker_types[i] = _int(t, f"worker_types[{i}]", *INT32)
+        rc = lib.pto_runtime_init(C.byref(self._rt), C.byref(cfg))
+        if rc < 0:
+            raise PTORuntimeError(rc, "create", detail=(lib.pto_last_error() or b"").decode())
         self._lib = lib
         self._keep: list[Any] = []                  # arrays, callbacks, names in use by C
         self._callbacks: dict[int, Any] = {}
         self._names: dict[str, bytes] = {}
-        self.kernel_errors: list[tuple[int, BaseException]] = []
+        self._failures = _KernelFailures()
         if trace:
             self.enable_trace(0 if trace is True else int(trace))
 
+    @staticmethod
+    def _timeout_ms(timeout: Optional[float]) -> int:
+        if timeout is None:
+            return 0
+        if isinstance(timeout, numbers.Real) and timeout == math.inf:
+            return -1
+        if not isinstance(timeout, numbers.Real) or not 0 < timeout < INT32[1] / 1000:
+            raise PTORuntimeError(PTO_EINVAL, "timeout", f"expects seconds > 0 (or None, or "
+                                  f"math.inf), got {timeout!r}")
+        return max(1, round(float(timeout) * 1000))
+
     # -- lifetime
     def close(self) -> None:
-        if self._rt:
-            self._lib.pto_runtime_destroy(self._rt)
-            self._rt = C.c_void_p()
-            self._keep.clear()
-            self._callbacks.clear()
+        """Free the runtime. From another thread while :meth:`run` is in progress: cancel the
+        run and return at once; the runtime is freed when that run returns."""
+        with self._lock:
+            if not self._rt:
+                return
+            if self._running:
+                self._lib.pto_runtime_cancel(self._rt)
+                self._close_pending = True
+                return
+            self._destroy()
+
+    def _destroy(self) -> None:     # self._lock held, no run in progress
+        if self.stats().stuck_tasks:
+            _ABANDONED.append((self._keep, self._callbacks, self._names))
+        self._lib.pto_runtime_destroy(self._rt)
+        self._rt = C.c_void_p()
+        self._keep, self._callbacks = [], {}
+
+    def cancel(self) -> None:
+        """Stop a run from any thread: nothing more is dispatched, kernels still running are
+        abandoned, and :meth:`run` raises ``PTO_ECANCELED``."""
+        with self._lock:
+            if self._rt:
+                self._lib.pto_runtime_cancel(self._rt)
 
     def __enter__(self) -> "Runtime":
         return self
@@ -314,26 +537,32 @@ class Runtime:
 
     def _handle(self) -> C.c_void_p:
         if not self._rt:
-            raise PTORuntimeError(-5, "runtime closed")
+            raise PTORuntimeError(PTO_ESHUTDOWN, "runtime closed")
         return self._rt
+
+    @staticmethod
+    def _task_id(task: Any, what: str) -> int:
+        return _int(task, f"{what}: task id", 0, INT32[1], PTO_ETASKID)
 
     # -- building
     def _kernel_ptr(self, fn: Kernel) -> Optional[int]:
         if fn is None:
             return None
-        if isinstance(fn, int):
-            return fn
+        if isinstance(fn, numbers.Integral) and not isinstance(fn, bool):
+            return _int(fn, "kernel address", 1, (1 << 64) - 1)
+        if not callable(fn):
+            raise PTORuntimeError(PTO_EINVAL, "task", f"a kernel is a callable, a C function "
+                                  f"address or None, got {type(fn).__name__}")
         key = id(fn)
         if key not in self._callbacks:
-            errors = self.kernel_errors
+            failures = self._failures
 
             def trampoline(p: Any, _fn: Callable = fn) -> int:
                 try:
                     rc = _fn(KernelArgs(p))
-                    return 0 if rc is None else int(rc)
                 except BaseException as e:     # a Python exception fails the task
-                    errors.append((-1, e))
-                    return 1
+                    return failures.record(e)
+                return failures.code_of(rc)
             cb = KERNEL(trampoline)
             self._callbacks[key] = (cb, fn)
         return C.cast(self._callbacks[key][0], C.c_void_p).value
@@ -341,88 +570,111 @@ class Runtime:
     def task(self, name: str, fn: Kernel = None, *, buffer_bytes: int = 0,
              worker_type: int = WORKER_ANY) -> int:
         """Allocate a task running `fn` (Python callable, C function address, or None)."""
+        if not isinstance(name, str):
+            raise PTORuntimeError(PTO_EINVAL, "task", f"the name is a str, got {type(name).__name__}")
         b = self._names.setdefault(name, name.encode())
-        return self._check(self._lib.pto_task_alloc(self._handle(), b, self._kernel_ptr(fn),
-                                                    buffer_bytes, worker_type), f"task {name!r}")
+        return self._check(self._lib.pto_task_alloc(
+            self._handle(), b, self._kernel_ptr(fn), _int(buffer_bytes, "buffer_bytes", 0, INT32[1]),
+            _int(worker_type, "worker_type", *INT32)), f"task {name!r}")
 
     alloc = task
 
-    def _add(self, cfn: Any, what: str, task: int, a: np.ndarray, row_off: int, col_off: int,
+    def _add(self, mode: int, what: str, task: int, a: np.ndarray, row_off: int, col_off: int,
              rows: Optional[int], cols: Optional[int]) -> None:
-        if not isinstance(a, np.ndarray):
-            raise PTORuntimeError(PTO_EINVAL, what, "expects a numpy array")
-        if a.ndim == 1:
-            a = a.reshape(1, -1)
-        if a.ndim != 2 or a.strides[1] != a.itemsize or a.strides[0] % a.itemsize or a.strides[0] < 0:
-            raise PTORuntimeError(PTO_EINVAL, what, "needs a 2-D array with contiguous rows")
-        rows = a.shape[0] - row_off if rows is None else rows
-        cols = a.shape[1] - col_off if cols is None else cols
+        task = self._task_id(task, what)
+        a = _matrix(a, what, writes=mode != PTO_ARG_INPUT)
+        row_off, col_off = _int(row_off, f"{what}: row_off", *INT64), _int(col_off, f"{what}: col_off", *INT64)
+        rows = a.shape[0] - row_off if rows is None else _int(rows, f"{what}: rows", *INT64)
+        cols = a.shape[1] - col_off if cols is None else _int(cols, f"{what}: cols", *INT64)
         if row_off < 0 or col_off < 0 or row_off + rows > a.shape[0] or col_off + cols > a.shape[1]:
-            raise PTORuntimeError(PTO_EBOUNDS, what)
-        ld = max(a.strides[0] // a.itemsize, a.shape[1])
-        ptr = a.__array_interface__["data"][0]
-        root, nbytes = _root_buffer(a)
-        rowbytes = ld * a.itemsize
-        off = ptr - root
-        t = _Tensor(ptr, a.shape[0], a.shape[1], ld, a.itemsize, None)
-        if 0 <= off < nbytes and off % a.itemsize == 0:
-            # key on the owning buffer so different views of it see each other's accesses
-            r, c = divmod(off, rowbytes)
-            total_rows = max(-(-nbytes // rowbytes), r + a.shape[0])
-            if c // a.itemsize + a.shape[1] <= ld:
-                t = _Tensor(root, total_rows, ld, ld, a.itemsize, None)
-                row_off, col_off = row_off + r, col_off + c // a.itemsize
+            raise PTORuntimeError(PTO_EBOUNDS, what, detail=f"region [{row_off}:{row_off + rows}, "
+                                  f"{col_off}:{col_off + cols}] of a {a.shape[0]}x{a.shape[1]} array")
+        if rows <= 0 or cols <= 0:
+            raise PTORuntimeError(PTO_EINVAL, what, f"an empty region ({rows}x{cols})")
+        h = self._handle()
+        # ordered by the region in its memory block's coordinates; the kernel gets the view's
+        # own pointer and row stride
+        block, (r, c, h_, w) = _keyed_region(a, row_off, col_off, rows, cols)
+        self._check(self._lib.pto_task_add_access(h, task, C.byref(block), r, c, h_, w, mode), what)
+        view = _Tensor(a.__array_interface__["data"][0], a.shape[0], a.shape[1], _ld(a), a.itemsize, None)
         self._keep.append(a)
-        self._check(cfn(self._handle(), task, C.byref(t), row_off, col_off, rows, cols), what)
+        self._check(self._lib.pto_task_add_arg(h, task, C.byref(view), row_off, col_off), what)
 
     def add_input(self, task: int, a: np.ndarray, row_off: int = 0, col_off: int = 0,
                   rows: Optional[int] = None, cols: Optional[int] = None) -> None:
-        self._add(self._lib.pto_task_add_input, "add_input", task, a, row_off, col_off, rows, cols)
+        self._add(PTO_ARG_INPUT, "add_input", task, a, row_off, col_off, rows, cols)
 
     def add_output(self, task: int, a: np.ndarray, row_off: int = 0, col_off: int = 0,
                    rows: Optional[int] = None, cols: Optional[int] = None) -> None:
-        self._add(self._lib.pto_task_add_output, "add_output", task, a, row_off, col_off, rows, cols)
+        self._add(PTO_ARG_OUTPUT, "add_output", task, a, row_off, col_off, rows, cols)
 
     def add_inout(self, task: int, a: np.ndarray, row_off: int = 0, col_off: int = 0,
                   rows: Optional[int] = None, cols: Optional[int] = None) -> None:
-        self._add(self._lib.pto_task_add_inout, "add_inout", task, a, row_off, col_off, rows, cols)
+        self._add(PTO_ARG_INOUT, "add_inout", task, a, row_off, col_off, rows, cols)
 
     def add_arg(self, task: int, a: np.ndarray, row_off: int = 0, col_off: int = 0) -> None:
         """Pointer to ``a[row_off, col_off]`` and the row stride, WITHOUT dependency tracking
         (``pto_task_add_arg``): for an array the kernel never touches."""
-        if not isinstance(a, np.ndarray):
-            raise PTORuntimeError(PTO_EINVAL, "add_arg", "expects a numpy array")
-        if a.ndim == 1:
-            a = a.reshape(1, -1)
-        if a.ndim != 2 or a.strides[1] != a.itemsize or a.strides[0] % a.itemsize or a.strides[0] < 0:
-            raise PTORuntimeError(PTO_EINVAL, "add_arg", "needs a 2-D array with contiguous rows")
-        ld = max(a.strides[0] // a.itemsize, a.shape[1])
-        t = _Tensor(a.__array_interface__["data"][0], a.shape[0], a.shape[1], ld, a.itemsize, None)
+        task = self._task_id(task, "add_arg")
+        a = _matrix(a, "add_arg", writes=False)
+        t = _Tensor(a.__array_interface__["data"][0], a.shape[0], a.shape[1], _ld(a), a.itemsize, None)
         self._keep.append(a)
-        self._check(self._lib.pto_task_add_arg(self._handle(), task, C.byref(t), row_off, col_off),
-                    "add_arg")
+        self._check(self._lib.pto_task_add_arg(self._handle(), task, C.byref(t),
+                                               _int(row_off, "add_arg: row_off", *INT64),
+                                               _int(col_off, "add_arg: col_off", *INT64)), "add_arg")
 
     def add_scalar(self, task: int, value: Union[int, float]) -> None:
-        """int -> its value; float -> the bit pattern of a double (KernelArgs.f64)."""
-        v = int(np.float64(value).view(np.int64)) if isinstance(value, float) else int(value)
+        """An integer -> its value (int64 range); a real number (float, numpy floating) -> the
+        bit pattern of a double (KernelArgs.f64)."""
+        task = self._task_id(task, "add_scalar")
+        if isinstance(value, numbers.Integral):
+            v = _int(int(value), "add_scalar", *INT64)
+        elif isinstance(value, numbers.Real):
+            v = int(np.float64(value).view(np.int64))
+        else:
+            raise PTORuntimeError(PTO_EINVAL, "add_scalar", f"expects an int or a float, got "
+                                  f"{type(value).__name__} {value!r}")
         self._check(self._lib.pto_task_add_scalar(self._handle(), task, v), "add_scalar")
 
     def submit(self, task: int) -> None:
-        self._check(self._lib.pto_task_submit(self._handle(), task), "submit")
+        self._check(self._lib.pto_task_submit(self._handle(), self._task_id(task, "submit")), "submit")
 
     # -- running and inspecting
     def run(self) -> None:
-        """Execute everything submitted; raises PTORuntimeError(PTO_ETASKFAILED) on failure."""
-        rc = self._lib.pto_runtime_run(self._handle())
-        if rc < 0:
-            err = PTORuntimeError(rc, "run")
-            if rc == PTO_ETASKFAILED:
-                st = self.stats()
-                err = PTORuntimeError(rc, f"run: task {st.failed_task} returned {st.failed_code}")
-                err.failed_task, err.failed_code = st.failed_task, st.failed_code
-                if self.kernel_errors:
-                    raise err from self.kernel_errors[0][1]
-            raise err
+        """Execute everything submitted. A failed task raises :class:`PTOTaskError`; a run past
+        its deadline or cancelled raises PTORuntimeError ``PTO_ETIMEDOUT`` / ``PTO_ECANCELED``;
+        both name the task (``failed_task``, ``task_name``, ``worker``)."""
+        with self._lock:
+            h = self._handle()
+            self._running += 1
+        try:
+            rc = self._lib.pto_runtime_run(h)       # the GIL is released meanwhile
+            if rc < 0:
+                raise self._run_error(rc)
+        finally:
+            with self._lock:
+                self._running -= 1
+                if self._close_pending and not self._running:
+                    self._destroy()
+
+    def _run_error(self, rc: int) -> PTORuntimeError:
+        st = self.stats()
+        n = self._lib.pto_runtime_error_message(self._rt, None, 0)
+        buf = C.create_string_buffer(max(n, 0) + 1)
+        self._lib.pto_runtime_error_message(self._rt, buf, len(buf))
+        detail = buf.value.decode(errors="replace")
+        exc = self._failures.get(st.failed_code) if rc == PTO_ETASKFAILED else None
+        if exc is not None:
+            where = f"worker {st.failed_worker}" if st.failed_worker >= 0 else "the calling thread"
+            how = str(exc) if isinstance(exc, _BadReturn) else f"raised {type(exc).__name__}: {exc}"
+            detail = f"task {st.failed_task} '{st.failed_func}' {how} (on {where})"
+        err = (PTOTaskError if rc == PTO_ETASKFAILED else PTORuntimeError)(rc, "run", detail=detail)
+        err.failed_task, err.failed_code, err.worker = st.failed_task, st.failed_code, st.failed_worker
+        err.task_name, err.stuck_tasks = st.failed_func, st.stuck_tasks
+        if exc is not None:
+            err.exception = exc
+            err.__cause__ = exc
+        return err
 
     # -- tracing
     def enable_trace(self, capacity: int = 0) -> None:
@@ -464,6 +716,7 @@ class Runtime:
         self._check(self._lib.pto_runtime_get_stats(self._handle(), C.byref(s)), "stats")
         vals = {f.name: getattr(s, f.name) for f in dataclasses.fields(RuntimeStats)}
         vals["safe_mode_degraded"] = bool(s.safe_mode_degraded)
+        vals["failed_func"] = s.failed_func.decode(errors="replace") if s.failed_func else None
         vals["worker_tasks"] = tuple(s.worker_tasks[: s.num_workers])
         return RuntimeStats(**vals)
 

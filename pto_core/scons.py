@@ -35,6 +35,7 @@ from . import plugins
 from .codegen import host
 from .progress import install_scons_progress
 from .codegen.driver import ROOT, compile_module, planned_files
+from .errors import PTOBackendError
 from .options import CompileOptions
 from .orchestration import c_module_name
 
@@ -262,9 +263,10 @@ def sconstruct() -> None:
     install_scons_progress()
     target = probe["target"]
     if target not in backends:
-        broken = [f"{r.name}: {r.error}" for r in plugins.plugin_records() if not r.ok]
-        print(f"scons: no backend named '{target}' (installed: {', '.join(backends) or 'none'})"
-              + (f"; broken plugins: {'; '.join(broken)}" if broken else ""))
+        try:
+            plugins.get_backend(target)     # raises saying why: not installed, broken, conflicting
+        except PTOBackendError as e:
+            print(f"scons: {e}")
         Exit(2)
     cross = probe["cross"]
     copts = CompileOptions(opt_level=int(probe["O"]))

@@ -18,6 +18,7 @@ task graph, and computes statistics.
 from __future__ import annotations
 
 import json
+import statistics
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,7 +29,8 @@ from .errors import PTOError
 
 __all__ = ["TraceEvent", "FuncStats", "TraceStats", "PTOTraceError", "to_chrome_trace",
            "write_chrome_trace", "load_chrome_trace", "chrome_trace_graph", "validate_trace",
-           "check_trace", "trace_stats", "format_stats", "load_runtime_stats"]
+           "check_trace", "trace_stats", "format_stats", "load_runtime_stats", "LaunchStats",
+           "launch_stats"]
 
 PID = 1
 
@@ -225,6 +227,65 @@ class FuncStats:
 
 
 @dataclass(frozen=True)
+class LaunchStats:
+    """How one kernel's tasks went out to a device. A launch is one decision to send a batch of
+    ready tasks, as one grid or several (a batch larger than one grid can take);
+    ``tasks_per_launch`` and ``blocks_per_grid`` are (min, median, max); ``fill`` is the number
+    of blocks that fills the device at once (SMs x resident blocks per SM) and ``full`` how many
+    launches reached it."""
+
+    kernel: str
+    launches: int
+    grids: int
+    tasks: int
+    tasks_per_launch: tuple[int, int, int]
+    blocks_per_grid: tuple[int, int, int]
+    fill: int
+    full: int
+
+    def to_json(self) -> dict[str, Any]:
+        return {"launches": self.launches, "grids": self.grids, "tasks": self.tasks,
+                "tasks_per_launch": list(self.tasks_per_launch),
+                "blocks_per_grid": list(self.blocks_per_grid), "fill": self.fill,
+                "full": self.full}
+
+    @staticmethod
+    def from_json(kernel: str, obj: dict[str, Any]) -> "LaunchStats":
+        def three(key: str) -> tuple[int, int, int]:
+            a, b, c = (int(v) for v in obj[key])
+            return a, b, c
+        return LaunchStats(kernel, int(obj["launches"]), int(obj["grids"]), int(obj["tasks"]),
+                           three("tasks_per_launch"), three("blocks_per_grid"), int(obj["fill"]),
+                           int(obj["full"]))
+
+
+def launch_stats(grids: Iterable[tuple[str, int, int, int]]) -> dict[str, LaunchStats]:
+    """:class:`LaunchStats` per kernel from one record per grid: (kernel, launch number, blocks,
+    fill). Medians are the lower middle value (one that occurred).
+
+    >>> s = launch_stats([("k", 0, 100, 132), ("k", 0, 40, 132), ("k", 1, 12, 132)])["k"]
+    >>> s.launches, s.grids, s.tasks, s.tasks_per_launch, s.blocks_per_grid, s.full
+    (2, 3, 152, (12, 12, 140), (12, 40, 100), 1)
+    """
+    blocks: dict[str, list[int]] = defaultdict(list)
+    per_launch: dict[str, dict[int, int]] = defaultdict(lambda: defaultdict(int))
+    fill: dict[str, int] = defaultdict(int)
+    for kernel, launch, n, f in grids:
+        blocks[kernel].append(int(n))
+        per_launch[kernel][int(launch)] += int(n)
+        fill[kernel] = max(fill[kernel], int(f))
+
+    def spread(v: list[int]) -> tuple[int, int, int]:
+        return min(v), int(statistics.median_low(v)), max(v)
+    out = {}
+    for k, b in blocks.items():
+        tasks = list(per_launch[k].values())
+        out[k] = LaunchStats(k, len(tasks), len(b), sum(b), spread(tasks), spread(b), fill[k],
+                             sum(1 for t in tasks if t >= fill[k]))
+    return out
+
+
+@dataclass(frozen=True)
 class TraceStats:
     """What a run did. ``parallelism`` = total work / makespan (average busy workers);
     ``critical_path_ns`` is the longest chain of dependent task durations (needs the graph;
@@ -239,6 +300,8 @@ class TraceStats:
     per_function: dict[str, FuncStats] = field(default_factory=dict)
     worker_busy_ns: dict[int, int] = field(default_factory=dict)
     worker_tasks: dict[int, int] = field(default_factory=dict)
+    #: per kernel, how its tasks went out to a device (backends with a device executor)
+    launches: dict[str, LaunchStats] = field(default_factory=dict)
 
     @property
     def parallelism(self) -> float:
@@ -306,7 +369,8 @@ def load_runtime_stats(source: str | Path | dict) -> TraceStats:
         critical_path=tuple(int(t) for t in obj.get("critical_path", ())),
         per_function=funcs,
         worker_busy_ns={int(w): int(v) for w, v in obj.get("worker_busy_ns", {}).items()},
-        worker_tasks={int(w): int(v) for w, v in obj.get("worker_tasks", {}).items()})
+        worker_tasks={int(w): int(v) for w, v in obj.get("worker_tasks", {}).items()},
+        launches={k: LaunchStats.from_json(k, v) for k, v in obj.get("launches", {}).items()})
 
 
 def _t(ns: float) -> str:
@@ -334,4 +398,12 @@ def format_stats(s: TraceStats) -> str:
     for w, b in s.worker_busy_ns.items():
         name = "inline" if w < 0 else str(w)
         lines.append(f"{name:<24}{s.worker_tasks[w]:>8}{_t(b):>12}{_t(idle[w]):>12}")
+    if s.launches:
+        lines += ["", f"{'device launches':<24}{'launches':>9}{'grids':>7}{'tasks':>8}"
+                      f"{'tasks/launch min/med/max':>26}{'grid min/med/max':>20}{'fill':>7}"
+                      f"{'full':>6}"]
+        for k, ls in sorted(s.launches.items()):
+            lines.append(f"{k:<24}{ls.launches:>9}{ls.grids:>7}{ls.tasks:>8}"
+                         f"{'/'.join(map(str, ls.tasks_per_launch)):>26}"
+                         f"{'/'.join(map(str, ls.blocks_per_grid)):>20}{ls.fill:>7}{ls.full:>6}")
     return "\n".join(lines) + "\n"

@@ -1,43 +1,75 @@
-"""The IR verifier: run by ``build()``, by the parser and after every pass.
+"""The IR verifier: run by ``build()``, by the parser, by the driver before codegen and after
+every pass.
 
 Each problem raises :class:`~pto_core.errors.PTOVerifyError` naming the function and the
 instruction. Rules:
 
 * names (functions, parameters, locals, loop variables) are identifiers and not C/C++/CUDA
   keywords; no name is declared twice;
+* declarations have real types: an :class:`~pto_core.ir.ElementType` and a
+  :class:`~pto_core.ir.MemorySpace` (not their spellings as strings), positive integer
+  dimensions of at most :data:`~pto_core.ir.MAX_DIM`, tiles of at most that many elements;
 * every operand is declared with the kind its role needs (tile, memref, scalar, index);
+* every literal is a value of the type it is used as: an index (offsets, loop bounds) is an
+  i64; a scalar operand has the type of the tile it combines with (its compute type: f32 for
+  f16/bf16) or of the scalar it is written to or compared with; a CALL argument has the type
+  of the callee's parameter;
 * each instruction obeys its shape/dtype rule from the instruction table;
 * orchestration functions hold no tiles, tile ops, TLOAD or TSTORE;
 * InCore loops have constant bounds; calls inside InCore functions carry no offsets and only
   call InCore functions;
 * calls name existing functions, bind every parameter exactly once with a value of the right
   kind and dtype; the call graph has no cycle (no recursion);
-* FOR attributes are consistent (powers of two, ``min_range <= max_range``, levels in range).
+* FOR attributes are consistent (powers of two, ``min_range <= max_range``, levels in range);
+* depth is bounded: FOR/IF nest at most :data:`MAX_NESTING` deep in a function, counting, in an
+  InCore function, the FOR/IF of the InCore functions it calls (inlining puts their bodies at
+  the call); a chain of calls holds at most :data:`MAX_CALL_DEPTH` functions. Every layer after
+  the verifier (passes, the reference interpreter, the code generators) walks statements and
+  calls recursively; the bounds keep them far from Python's recursion limit, and the reference
+  interpreter's loops within the 20 nested blocks Python compiles. The verifier's own walks
+  over statements and calls are iterative, so it reports a program of any depth.
 
 >>> from pto_core import PTOModule, PTOFunctionBuilder, ElementType, MemorySpace
 >>> m = PTOModule("m")
 >>> b = PTOFunctionBuilder("f", module=m).in_core().tile("x", 8, 8, ElementType.F32)
->>> b.exp("y", "x").build()
+>>> b.exp("y", "x").build()                          # doctest: +ELLIPSIS
 Traceback (most recent call last):
 ...
-pto_core.errors.PTOVerifyError: in function 'f', instruction 'TEXP %y, %x': 'y' is not declared
+pto_core.errors.PTOVerifyError: ...: in function 'f', instruction 'TEXP %y, %x': 'y' is not declared
 """
 
 from __future__ import annotations
 
-from .errors import PTOVerifyError
-from .ir import (CMP_OPS, Call, Category, ElementType, For, Function, If, Instr, MemRefType,
-                 Module, Return, ScalarType, Stmt, TileType)
+import numbers
+from typing import Any, Iterator, Mapping
+
+from .errors import PTOError, PTOVerifyError
+from .ir import (CMP_OPS, MAX_DIM, Call, Category, ElementType, For, Function, If, Instr,
+                 MemorySpace, MemRefType, Module, Return, ScalarType, Stmt, TileType, walk_nested)
+from .ir.module import format_value
 from .ir.ops import RuleError, check_tile_rule
 from .names import check_identifier
+
+#: deepest FOR/IF nesting of a function (with its inlined InCore callees)
+MAX_NESTING = 16
+#: most functions on one chain of calls
+MAX_CALL_DEPTH = 64
+
+#: the type of offsets, loop bounds and loop variables in generated code
+INDEX_TYPE = ElementType.I64
+#: the largest max_range: a block size that an i64 trip count can hold
+_MAX_RANGE = 2**62
 
 
 def _err(fn: Function, stmt: object | None, msg: str) -> PTOVerifyError:
     return PTOVerifyError(msg, function=fn.name, instruction=None if stmt is None else str(stmt))
 
 
-def verify_function(fn: Function, module: Module | None = None) -> None:
-    """Check one function. With ``module``, calls are checked against their callees."""
+def verify_function(fn: Function, module: Module | None = None, *,
+                    depth_limits: bool = True) -> None:
+    """Check one function. With ``module``, calls are checked against their callees.
+    ``depth_limits=False`` skips the :data:`MAX_NESTING` bound (the pass pipeline's checks:
+    binary expansion nests loops deeper than the program it was given)."""
     try:
         check_identifier(fn.name)
     except ValueError as e:
@@ -51,52 +83,179 @@ def verify_function(fn: Function, module: Module | None = None) -> None:
         if decl.name in seen:
             raise _err(fn, None, f"'{decl.name}' is declared twice")
         seen.add(decl.name)
-        if isinstance(decl.type, MemRefType) and decl.type.shape is not None:
-            r, c = decl.type.shape
-            if r <= 0 or c <= 0:
-                raise _err(fn, None, f"memref '{decl.name}' has a non-positive shape {r}x{c}")
-        if isinstance(decl.type, TileType):
-            if not fn.is_incore:
-                raise _err(fn, None, f"tile '{decl.name}' declared in an orchestration function "
-                                     f"(tiles live only in InCore functions)")
-            if decl.type.rows <= 0 or decl.type.cols <= 0:
-                raise _err(fn, None, f"tile '{decl.name}' has a non-positive shape")
+        _check_declared_type(fn, decl)
+        if isinstance(decl.type, TileType) and not fn.is_incore:
+            raise _err(fn, None, f"tile '{decl.name}' declared in an orchestration function "
+                                 f"(tiles live only in InCore functions)")
     for loc in fn.locals:
         if isinstance(loc.type, MemRefType):
             raise _err(fn, None, f"memref '{loc.name}' must be a parameter")
+    if depth_limits:
+        _check_nesting(fn)
     _Checker(fn, module).body(fn.body, loop_vars=())
 
 
-def verify_module(module: Module) -> None:
-    """Check every function and the whole-module rules (calls resolve, no recursion, entry)."""
+def _check_declared_type(fn: Function, decl: Any) -> None:
+    """A parameter or local has a real type (not, say, the string 'f32')."""
+    t, name = decl.type, decl.name
+    if not isinstance(t, (TileType, MemRefType, ScalarType)):
+        raise _err(fn, None, f"'{name}' has the type {t!r}, not a TileType, MemRefType or "
+                             f"ScalarType")
+    if not isinstance(t.dtype, ElementType):
+        raise _err(fn, None, f"'{name}' has the element type {t.dtype!r}, not an ElementType "
+                             f"(one of {', '.join(e.name for e in ElementType)})")
+    if isinstance(t, MemRefType) and not isinstance(t.space, MemorySpace):
+        raise _err(fn, None, f"memref '{name}' has the memory space {t.space!r}, not a "
+                             f"MemorySpace (one of {', '.join(e.name for e in MemorySpace)})")
+    what = "tile" if isinstance(t, TileType) else "memref"
+    shape = t.shape if isinstance(t, TileType) else t.shape if isinstance(t, MemRefType) else None
+    if shape is None:
+        return
+    if (not isinstance(shape, tuple) or len(shape) != 2
+            or not all(isinstance(d, int) and not isinstance(d, bool) for d in shape)):
+        raise _err(fn, None, f"{what} '{name}' needs a shape of two integers, got {shape!r}")
+    r, c = shape
+    dims = f"{format_value(r)}x{format_value(c)}"
+    if r <= 0 or c <= 0:
+        raise _err(fn, None, f"{what} '{name}' has a non-positive shape {dims}")
+    if r > MAX_DIM or c > MAX_DIM or (isinstance(t, TileType) and r * c > MAX_DIM):
+        raise _err(fn, None, f"{what} '{name}' is too large: {dims} (at most {MAX_DIM} rows, "
+                             f"columns{' and elements' if what == 'tile' else ''})")
+
+
+def _check_nesting(fn: Function) -> None:
+    for s, level in walk_nested(fn.body):
+        if level >= MAX_NESTING and isinstance(s, (For, If)):
+            raise _err(fn, s, f"FOR/IF nested more than {MAX_NESTING} deep")
+
+
+def verify_module(module: Module, *, depth_limits: bool = True) -> None:
+    """Check every function and the whole-module rules (calls resolve, no recursion, the depth
+    of calls and of inlined nesting, entry). ``depth_limits`` as for :func:`verify_function`;
+    recursion is always an error."""
     for fn in module.functions.values():
-        verify_function(fn, module)
-    _check_recursion(module)
+        verify_function(fn, module, depth_limits=depth_limits)
+    _check_call_graph(module, depth_limits)
     entry = module.explicit_entry
     if entry is not None and entry not in module.functions:
         raise PTOVerifyError(f"entry function '{entry}' is not defined in module '{module.name}'")
 
 
-def _check_recursion(module: Module) -> None:
-    callees = {f.name: [s for s in f.walk() if isinstance(s, Call)] for f in module.functions.values()}
-    state: dict[str, int] = {}
+def check_scalar_args(fn: Function, values: Mapping[str, Any]) -> dict[str, int | float]:
+    """The run-time values of ``fn``'s scalar parameters, taken from ``values`` (extra keys are
+    ignored): each a Python int or float of the parameter's type. Raises :class:`PTOError`
+    naming the function and the parameter for a missing value, a value that is not a number,
+    a fraction for an integer type, or a value out of the type's range (an i32 loop bound of
+    2**47 would otherwise reach the generated code and run unbounded).
 
-    def visit(name: str, path: list[str]) -> None:
-        state[name] = 1
-        for call in callees.get(name, []):
-            if call.callee not in module.functions:
-                continue
-            if state.get(call.callee) == 1:
-                cycle = path[path.index(call.callee):] + [call.callee] if call.callee in path else [name, call.callee]
-                raise _err(module.functions[name], call,
-                           "recursion is not allowed: " + " -> ".join(cycle))
-            if state.get(call.callee) is None:
-                visit(call.callee, path + [call.callee])
-        state[name] = 2
+    >>> from pto_core.ir import FunctionKind, Param
+    >>> f = Function("f", FunctionKind.ORCHESTRATION, (Param("n", ScalarType(ElementType.I32)),), (), ())
+    >>> check_scalar_args(f, {"n": 8.0})
+    {'n': 8}
+    >>> check_scalar_args(f, {"n": 2**47})
+    Traceback (most recent call last):
+    ...
+    pto_core.errors.PTOError: in function 'f': scalar parameter 'n': 140737488355328 is out of range for i32 (-2147483648 to 2147483647)
+    """
+    params = [p for p in fn.params if isinstance(p.type, ScalarType)]
+    missing = [p.name for p in params if p.name not in values]
+    if missing:
+        raise PTOError(f"missing value for scalar parameter(s) {', '.join(missing)} "
+                       f"(give them, e.g. --set {missing[0]}=N)", function=fn.name)
+    out: dict[str, int | float] = {}
+    for p in params:
+        v = values[p.name]
+        dtype = p.type.dtype
+        if isinstance(v, numbers.Integral):
+            v = int(v)
+        elif isinstance(v, numbers.Real):
+            v = float(v)
+        else:
+            raise PTOError(f"scalar parameter '{p.name}' is {dtype.value}, got {v!r}, which "
+                           f"is not a number", function=fn.name)
+        try:
+            dtype.check_value(v)
+        except ValueError as e:
+            raise PTOError(f"scalar parameter '{p.name}': {e}", function=fn.name) from None
+        out[p.name] = int(v) if dtype.is_int else v
+    return out
 
-    for name in module.functions:
-        if state.get(name) is None:
-            visit(name, [name])
+
+def _chain(names: list[str]) -> str:
+    """A call path for an error message, its middle left out when it is long."""
+    if len(names) > 9:
+        return " -> ".join(names[:4] + ["..."] + names[-3:])
+    return " -> ".join(names)
+
+
+def _check_call_graph(module: Module, depth_limits: bool) -> None:
+    """No recursion; with ``depth_limits``, call chains and inlined nesting within bounds.
+
+    A depth-first walk over the call graph with an explicit stack: a function is finished once
+    all its callees are, then its chain length and inlined nesting follow from theirs."""
+    fns = module.functions
+    calls: dict[str, list[tuple[Call, int]]] = {}
+    nesting: dict[str, int] = {}
+    for f in fns.values():
+        calls[f.name] = []
+        deepest = 0
+        for s, level in walk_nested(f.body):
+            if isinstance(s, (For, If)):
+                deepest = max(deepest, level + 1)
+            elif isinstance(s, Call) and s.callee in fns:
+                calls[f.name].append((s, level))
+        nesting[f.name] = deepest
+    chain: dict[str, int] = {}          # functions on the longest call chain from here
+    longest: dict[str, str] = {}        # the callee that chain goes through
+    on_path: dict[str, int] = {}        # function -> its index in path
+    path: list[str] = []
+    for root in fns:
+        if root in chain:
+            continue
+        stack: list[tuple[str, Iterator[tuple[Call, int]]]] = [(root, iter(calls[root]))]
+        on_path[root] = 0
+        path.append(root)
+        while stack:
+            name, pending = stack[-1]
+            for call, _ in pending:
+                c = call.callee
+                if c in on_path:
+                    cycle = path[on_path[c]:] + [c]
+                    raise _err(fns[name], call, "recursion is not allowed: " + _chain(cycle)
+                               + (f" ({len(cycle) - 1} calls)" if len(cycle) > 9 else ""))
+                if c not in chain:
+                    on_path[c] = len(path)
+                    path.append(c)
+                    stack.append((c, iter(calls[c])))
+                    break
+            else:
+                stack.pop()
+                path.pop()
+                del on_path[name]
+                _finish(fns[name], fns, calls[name], nesting, chain, longest, depth_limits)
+
+
+def _finish(fn: Function, fns: Mapping[str, Function], calls: list[tuple[Call, int]],
+            nesting: dict[str, int], chain: dict[str, int], longest: dict[str, str],
+            depth_limits: bool) -> None:
+    """Chain length and inlined nesting of ``fn``, whose callees are all finished."""
+    chain[fn.name] = 1
+    for call, level in calls:
+        c = call.callee
+        if chain[c] + 1 > chain[fn.name]:
+            chain[fn.name] = chain[c] + 1
+            longest[fn.name] = c
+        if fn.is_incore and fns[c].is_incore:
+            nesting[fn.name] = max(nesting[fn.name], level + nesting[c])
+            if depth_limits and level + nesting[c] > MAX_NESTING:
+                raise _err(fn, call, f"FOR/IF nested {level + nesting[c]} deep once "
+                                     f"'{c}' is inlined here, more than {MAX_NESTING}")
+        if depth_limits and chain[fn.name] > MAX_CALL_DEPTH:
+            names = [fn.name]
+            while names[-1] in longest:
+                names.append(longest[names[-1]])
+            raise _err(fn, call, f"the call chain {_chain(names)} holds {len(names)} "
+                                 f"functions, more than {MAX_CALL_DEPTH}")
 
 
 class _Checker:
@@ -128,7 +287,10 @@ class _Checker:
             self.fail(stmt, f"'{name}' is not a memref")
         return t
 
-    def scalar(self, stmt, v, loop_vars, *, out=False, integer=False) -> None:
+    def scalar(self, stmt, v, loop_vars, *, out=False, integer=False,
+               dtype: ElementType | None = None) -> None:
+        """A scalar operand: a declared scalar or loop variable, or a literal (a value of
+        ``dtype`` when given)."""
         if isinstance(v, bool) or not isinstance(v, (str, int, float)):
             self.fail(stmt, f"bad scalar operand {v!r}")
         if not isinstance(v, str):
@@ -136,6 +298,8 @@ class _Checker:
                 self.fail(stmt, f"cannot write to the literal {v!r}")
             if integer and not isinstance(v, int):
                 self.fail(stmt, f"expected an integer, got {v!r}")
+            if dtype is not None:
+                self.literal(stmt, v, dtype)
             return
         if v in loop_vars:
             if out:
@@ -148,6 +312,13 @@ class _Checker:
             self.fail(stmt, f"'{v}' is not a scalar")
         if integer and not t.dtype.is_int:
             self.fail(stmt, f"'{v}' must be an integer scalar, it is {t.dtype.value}")
+
+    def literal(self, stmt, v: int | float, dtype: ElementType) -> None:
+        """A literal used as a value of ``dtype`` must be one."""
+        try:
+            dtype.check_value(v)
+        except ValueError as e:
+            self.fail(stmt, f"literal {e}")
 
     # -- statements ----------------------------------------------------------------------
     def body(self, body: tuple[Stmt, ...], loop_vars: tuple[str, ...]) -> None:
@@ -177,7 +348,7 @@ class _Checker:
         if s.var in loop_vars or self.fn.type_of(s.var) is not None:
             self.fail(s, f"loop variable '{s.var}' shadows another name")
         for v in (s.start, s.end, s.step):
-            self.scalar(s, v, loop_vars, integer=True)
+            self.scalar(s, v, loop_vars, integer=True, dtype=INDEX_TYPE)
         if isinstance(s.step, int) and s.step <= 0:
             self.fail(s, f"loop step must be positive, got {s.step}")
         if self.fn.is_incore and not all(isinstance(v, int) for v in (s.start, s.end, s.step)):
@@ -187,15 +358,18 @@ class _Checker:
 
     def loop_attrs(self, s: For) -> None:
         def pow2(x) -> bool:
-            return isinstance(x, int) and x > 0 and (x & (x - 1)) == 0
+            return (isinstance(x, int) and not isinstance(x, bool) and 0 < x <= _MAX_RANGE
+                    and (x & (x - 1)) == 0)
 
         if s.max_range is not None and not pow2(s.max_range):
-            self.fail(s, f"max_range must be a power of two, got {s.max_range}")
+            self.fail(s, f"max_range must be a power of two up to 2**62, got "
+                         f"{format_value(s.max_range)}")
         if s.min_range is not None:
             if s.max_range is None:
                 self.fail(s, "min_range needs max_range")
             if not pow2(s.min_range):
-                self.fail(s, f"min_range must be a power of two, got {s.min_range}")
+                self.fail(s, f"min_range must be a power of two up to 2**62, got "
+                             f"{format_value(s.min_range)}")
             if s.min_range > s.max_range:
                 self.fail(s, f"min_range {s.min_range} exceeds max_range {s.max_range}")
         if s.tile_levels is not None:
@@ -204,14 +378,17 @@ class _Checker:
             lo = s.min_range or 1
             keys = set()
             for k, v in s.tile_levels:
+                if isinstance(k, bool) or not isinstance(k, int):
+                    self.fail(s, f"tile_levels key {k!r} is not an integer block size")
                 if k in keys:
-                    self.fail(s, f"tile_levels lists block {k} twice")
+                    self.fail(s, f"tile_levels lists block {format_value(k)} twice")
                 keys.add(k)
                 if k != 0 and (not pow2(k) or k < lo or k > s.max_range):
-                    self.fail(s, f"tile_levels key {k} is not a block size between "
+                    self.fail(s, f"tile_levels key {format_value(k)} is not a block size between "
                                  f"min_range {lo} and max_range {s.max_range} (or 0 for the residual)")
-                if not isinstance(v, int) or v <= 0:
-                    self.fail(s, f"tile_levels value for block {k} must be a positive tile row count")
+                if isinstance(v, bool) or not isinstance(v, int) or not 0 < v <= MAX_DIM:
+                    self.fail(s, f"tile_levels value for block {k} must be a tile row count "
+                                 f"from 1 to {MAX_DIM}, got {format_value(v)}")
         if (s.max_range is not None or s.tile_levels is not None) and self.fn.is_incore:
             self.fail(s, "max_range/min_range/tile_levels apply to orchestration loops only")
 
@@ -235,13 +412,16 @@ class _Checker:
             elif spec.role == "memref":
                 mem = self.memref(s, v)
             elif spec.role == "index":
-                self.scalar(s, v, loop_vars, integer=True)
+                self.scalar(s, v, loop_vars, integer=True, dtype=INDEX_TYPE)
                 if isinstance(v, int) and v < 0:
                     self.fail(s, f"offset must be non-negative, got {v}")
             elif spec.role == "scalar_out":
                 self.scalar(s, v, loop_vars, out=True)
             elif spec.role == "scalar":
                 self.scalar(s, v, loop_vars)
+        for spec, v in zip(op.operands, s.operands):
+            if spec.role == "scalar" and not isinstance(v, str):
+                self.literal(s, v, self.literal_type(s, tiles, loop_vars))
         if op.is_memory_op:
             t = tiles["dst" if op.category is Category.LOAD else "src"]
             if mem.dtype != t.dtype:
@@ -256,6 +436,24 @@ class _Checker:
         if op.name in ("SMOD", "SAND", "SOR", "SSHL", "SSHR"):
             for v in s.operands:
                 self.scalar(s, v, loop_vars, integer=True)
+
+    def literal_type(self, s: Instr, tiles: dict[str, TileType], loop_vars) -> ElementType:
+        """The type a literal scalar operand of ``s`` is a value of: what the op computes in
+        (the tile's type, or the result's, or for a comparison the other operand's; the
+        16-bit floats compute in f32), except that a literal loaded into a scalar (SLI, SMOV)
+        is a value of the scalar's own type. Two literals compared are a double or an i64."""
+        if s.opdef.category is not Category.SCALAR:
+            return tiles["a"].dtype.compute_type
+        ops = s.named_operands()
+        if s.op == "SCMP":
+            for v in (ops["a"], ops["b"]):
+                if isinstance(v, str):
+                    t = self.fn.type_of(v)
+                    return t.dtype.compute_type if isinstance(t, ScalarType) else INDEX_TYPE
+            return ElementType.F64 if any(isinstance(v, float) for v in ops.values()) \
+                else INDEX_TYPE
+        dst = self.fn.type_of(ops["dst"]).dtype
+        return dst if s.op in ("SLI", "SMOV") else dst.compute_type
 
     def call(self, s: Call, loop_vars) -> None:
         fn, module = self.fn, self.module
@@ -274,7 +472,7 @@ class _Checker:
                 self.fail(s, "calls inside InCore functions take no offsets (they are inlined)")
             for off in (a.row, a.col):
                 if off is not None:
-                    self.scalar(s, off, loop_vars, integer=True)
+                    self.scalar(s, off, loop_vars, integer=True, dtype=INDEX_TYPE)
                     if isinstance(off, int) and off < 0:
                         self.fail(s, f"offset must be non-negative, got {off}")
         if module is None:
@@ -313,4 +511,4 @@ class _Checker:
             else:
                 if a.has_offset:
                     self.fail(s, f"scalar parameter '{a.param}' takes no offset")
-                self.scalar(s, a.value, loop_vars)
+                self.scalar(s, a.value, loop_vars, dtype=p.type.dtype)

@@ -27,6 +27,8 @@ pip_q() {
   rm -f "$log"
 }
 pip_q -e ".[test,graph]"
+# cuobjdump for the CUDA performance card's instruction mix (pto perf; SASS of sm_80/sm_90a)
+pip_q nvidia-cuda-cuobjdump nvidia-cuda-nvdisasm
 # shared by the Ascend plugins, which depend on it by name: install it before them
 [ -f plugins/pto_ascend_common/pyproject.toml ] && pip_q -e plugins/pto_ascend_common
 for plugin in plugins/*/ examples/third_party_backend/; do

@@ -112,8 +112,11 @@ VERIFY_CASES = [
     ("undeclared tile", line_replaced(GOOD, 7, "  %y = texp %x"), 7, 3, "'y' is not declared"),
     ("declared twice", line_replaced(GOOD, 5, "  %x = alloc_tile : !pto.tile<8x8xf32>"), 5, 3,
      "'x' is declared twice"),
-    ("call of an undefined function", GOOD + ORCH.replace("@k(", "@kk("), 14, 5,
+    # a message that quotes a name of the statement points at that name
+    ("call of an undefined function", GOOD + ORCH.replace("@k(", "@kk("), 14, 10,
      "calls 'kk', which is not defined"),
+    ("undeclared tensor in a call", GOOD + ORCH.replace("%u[%i", "%w[%i"), 14, 36,
+     "'w' is not declared"),
     ("tile op in orchestration", GOOD + line_replaced(ORCH, 3, "  %c = alloc_tile : !pto.tile<8x8xf32>"),
      12, 3, "declared in an orchestration function"),
     ("undefined entry", "// Entry: @nope\n" + GOOD, 1, 11, "entry function 'nope' is not defined"),
@@ -146,7 +149,7 @@ func @k(%a: !pto.memref<gm,f32>) {
 """
     with pytest.raises(PTOVerifyError) as info:
         parse(text)
-    assert (info.value.line, info.value.column) == (7, 3)
+    assert (info.value.line, info.value.column) == (7, 17)     # the %i of line 7
     assert "'i' is not declared" in info.value.message
 
 

@@ -69,20 +69,22 @@ def test_softmax_orchestration_uses_only_the_runtime_api():
     calls = set(re.findall(r"\b(pto_\w+)\s*\(", c))
     runtime_api = set(re.findall(r"\b(pto_\w+)\s*\(",
                                  (ROOT / "runtime/include/pto_runtime.h").read_text()))
-    own = {"pto_binding_setup_softmax_module", "pto_module_run_softmax_module"}
+    # what the file defines itself, and the binding's setup hook
+    own = set(re.findall(r"\b(pto_\w+)\([^;{]*\)\s*\{", c)) | {"pto_binding_setup_softmax_module"}
+    assert {"pto_module_run_softmax_module", "pto_orch_dynamic_softmax"} <= own
     assert calls - own <= runtime_api, calls - own - runtime_api
     # one submission per CALL: parameters in order, footprint-scaled offsets, declared modes
     assert len(re.findall(r"pto_task_submit_v\(", c)) == 5
     assert ('pto_task_submit_v(rt, "rowexpandsub", pto_kernels_softmax_module[1], ' in c)
-    seq = re.findall(r"\{(PTO_ARG_\w+), (\w+), \(tile_idx\) \* 8, \(0\) \* (\d+)", c)
+    seq = re.findall(r"\{(PTO_ARG_\w+), pto_v_(\w+), \(pto_v_tile_idx\) \* 8, \(0\) \* (\d+)", c)
     assert seq[:5] == [("PTO_ARG_INPUT", "input", "128"),
                        ("PTO_ARG_OUTPUT", "temp_max", "1"),
                        ("PTO_ARG_INPUT", "input", "128"),
                        ("PTO_ARG_INPUT", "temp_max", "1"),
                        ("PTO_ARG_OUTPUT", "temp_shifted", "128")]
     assert "_pto_a, 2);" in c       # the array's length is the argument count
-    assert "int dynamic_softmax(PTORuntime* rt, PTOTensor* input" in c
-    assert "int64_t num_tiles)" in c
+    assert "static int pto_orch_dynamic_softmax(PTORuntime* rt, PTOTensor* pto_v_input" in c
+    assert "int64_t pto_v_num_tiles)" in c
 
 
 def test_kernel_table_follows_module_order_and_names_are_c_identifiers():
@@ -91,8 +93,9 @@ def test_kernel_table_follows_module_order_and_names_are_c_identifiers():
     assert c_module_name(m) == "ctl_demo"
     c = emit_orchestration(m)
     assert "extern const PTOKernelFunc pto_kernels_ctl_demo[];" in c
-    assert "int tail(PTORuntime* rt, PTOTensor* t, PTOTensor* u)" in c
-    assert "int _pto_rc = tail(rt, inp, out); if (_pto_rc < 0) return _pto_rc;" in c
+    assert "static int pto_orch_tail(PTORuntime* rt, PTOTensor* pto_v_t, PTOTensor* pto_v_u)" in c
+    assert ("int _pto_rc = pto_orch_tail(rt, pto_v_inp, pto_v_out); "
+            "if (_pto_rc < 0) return _pto_rc;") in c
     assert "{PTO_ARG_SCALAR, 0, 0, 0, 0, 0, pto_f64_arg((double)(0.5))}" in c
 
 
@@ -191,10 +194,10 @@ def untouched_param_module() -> PTOModule:
 def test_untouched_parameter_is_passed_without_a_dependency(tmp_path, monkeypatch):
     m = untouched_param_module()
     c = emit_orchestration(m)
-    assert "{PTO_ARG_UNTRACKED, buf, 1, 2, 0, 0, 0}" in c
+    assert "{PTO_ARG_UNTRACKED, pto_v_buf, 1, 2, 0, 0, 0}" in c
     use_block = c[c.index("/* CALL @use */"):]
     use_block = use_block[:use_block.index("pto_task_submit_v")]
-    assert re.findall(r"\{PTO_ARG_(\w+), (\w+)", use_block) == [
+    assert re.findall(r"\{PTO_ARG_(\w+), pto_v_(\w+)", use_block) == [
         ("INPUT", "inp"), ("UNTRACKED", "buf"), ("OUTPUT", "out")]
     if shutil.which("gcc") is None:
         pytest.skip("gcc is not installed: the generated C is not run")
@@ -223,7 +226,7 @@ def test_an_orchestration_error_stops_the_function_and_is_what_the_caller_gets(t
     point returns the error instead of reporting success with tasks missing."""
     m = control_module()
     c = emit_orchestration(m)
-    assert "if (_pto_rc < 0) return _pto_rc;" in c and "int main_orch(" in c
+    assert "if (_pto_rc < 0) return _pto_rc;" in c and "int pto_orch_main_orch(" in c
     lib = _build_with_recording_binding(tmp_path, m, c)
     n = 5
     rows, cols = derive_shapes(m, {"n": n}, {}, entry="main_orch")["inp"]

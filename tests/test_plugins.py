@@ -14,6 +14,7 @@ import pytest
 from pto_core import hookimpl, plugins
 from pto_core.cli import main as pto_main
 from pto_core.codegen.driver import ROOT
+from pto_core.errors import PTOBackendError, PTOError
 from pto_core.hookspecs import BackendInfo
 
 
@@ -146,3 +147,173 @@ def test_an_out_of_tree_backend_installs_and_builds_with_scons(tmp_path):
         assert ok, report
     finally:
         subprocess.run(pip + ["uninstall", "-y", "pto-portable-c"], capture_output=True)
+
+
+# ------------------------------------------------------------------------------------------
+# Isolation: whatever a plugin does wrong, it is named and the others keep working
+# ------------------------------------------------------------------------------------------
+
+def fake_distribution(monkeypatch, tmp_path, dist: str, version: str, entry: str, source: str) -> str:
+    """Install (on sys.path, without pip) a distribution ``dist`` whose entry point ``entry``
+    is a module with ``source``; returns the module name."""
+    mod = f"pto_test_{entry}_{abs(hash(str(tmp_path))) % 10**8}"
+    (tmp_path / f"{mod}.py").write_text(source)
+    info = tmp_path / f"{dist.replace('-', '_')}-{version}.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {dist}\nVersion: {version}\n")
+    (info / "entry_points.txt").write_text(f"[{plugins.ENTRY_POINT_GROUP}]\n{entry} = {mod}\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    return mod
+
+
+def backend_module(backends: str, hooks: str = "") -> str:
+    """Source of a plugin module whose pto_backends() returns the expression ``backends``,
+    followed by ``hooks``."""
+    return (f"from pto_core import hookimpl\nfrom pto_core.hookspecs import BackendInfo\n\n"
+            f"@hookimpl\ndef pto_backends():\n    return {backends}\n{hooks}")
+
+
+BOGUS_KERNEL = '''
+from pto_core import hookimpl
+from pto_core.hookspecs import KernelSource
+
+@hookimpl
+def pto_generate_kernel(backend, function, module, options):
+    return KernelSource(function.name, "bogus.c", "BOGUS KERNEL", "bogus")
+'''
+
+
+def test_a_plugin_whose_pto_backends_raises_leaves_no_hook_behind(monkeypatch, tmp_path):
+    """Its pto_generate_kernel answered for every backend and broke `pto compile --target arm64`."""
+    fake_distribution(monkeypatch, tmp_path, "pto-half-broken", "0.3", "halfbroken", BOGUS_KERNEL + '''
+@hookimpl
+def pto_backends():
+    raise RuntimeError("no backends today")
+''')
+    records = {r.name: r for r in plugins.plugin_records()}
+    assert records["halfbroken"].error == "RuntimeError: no backends today"
+    pm = plugins.get_plugin_manager()
+    assert pm.get_plugin("halfbroken") is None
+    assert all(i.plugin_name != "halfbroken" for h in pm.hook.__dict__.values()
+               if isinstance(h, pluggy.HookCaller) for i in h.get_hookimpls())
+    out = tmp_path / "out"
+    assert pto_main(["compile", str(ROOT / "examples" / "rowmax.py"), "--target", "arm64",
+                     "-o", str(out)]) == 0
+    kernels = [p.read_text() for p in out.rglob("*.c")]
+    assert kernels and not any("BOGUS" in k for k in kernels)
+
+
+def test_sys_exit_while_loading_does_not_end_pto(monkeypatch, tmp_path, capsys):
+    fake_distribution(monkeypatch, tmp_path, "pto-quitter", "1.0", "quitter",
+                      "import sys\nsys.exit(3)\n")
+    assert pto_main(["backends"]) == 0
+    out = capsys.readouterr().out
+    assert "quitter  (pto-quitter 1.0)  ERROR: SystemExit(3): the plugin tried to end the program" in out
+    assert "arm64  (pto-arm64" in out and plugins.get_backend("arm64").name == "arm64"
+
+
+def test_a_plugin_with_one_bad_hook_is_unregistered_whole(monkeypatch, tmp_path):
+    """pluggy adds the hooks it has checked before it meets a bad one: those must go too."""
+    fake_distribution(monkeypatch, tmp_path, "pto-partial", "0.1", "partial", backend_module(
+        '[BackendInfo(name="partial")]',
+        "\n@hookimpl\ndef pto_launch(backend, not_a_parameter):\n    return None\n"))
+    rec = {r.name: r for r in plugins.plugin_records()}["partial"]
+    assert "not_a_parameter" in rec.error
+    pm = plugins.get_plugin_manager()
+    assert pm.get_plugin("partial") is None
+    assert all(i.plugin_name != "partial" for i in pm.hook.pto_backends.get_hookimpls())
+    assert "partial" not in [b.name for b in plugins.list_backends()]
+
+
+@pytest.mark.parametrize("infos,error", [
+    ('[BackendInfo(name="../escape")]', "pto_backends(): backend name '../escape' is not a name of "
+                                        "letters, digits and '_' (at most 64, not starting with a digit)"),
+    ('["arm64x"]', "pto_backends() returned a str, not a BackendInfo"),
+    ('[BackendInfo(name="twice"), BackendInfo(name="twice")]',
+     "pto_backends() describes backend 'twice' twice"),
+])
+def test_backend_descriptions_are_checked(monkeypatch, tmp_path, infos: str, error: str):
+    fake_distribution(monkeypatch, tmp_path, "pto-odd", "0.1", "odd",
+                      backend_module(infos, BOGUS_KERNEL))
+    rec = {r.name: r for r in plugins.plugin_records()}["odd"]
+    assert rec.error == f"PTOBackendError: {error}"
+    assert plugins.get_plugin_manager().get_plugin("odd") is None
+
+
+def test_a_hook_that_raises_names_the_plugin_and_its_distribution(monkeypatch, tmp_path):
+    fake_distribution(monkeypatch, tmp_path, "pto-flaky", "2.1", "flaky", backend_module(
+        '[BackendInfo(name="flaky")]', '''
+import sys
+from pto_core.errors import PTOError
+
+@hookimpl
+def pto_generate_kernel(backend, function, module, options):
+    if backend == "flaky":
+        return 1 / 0
+
+@hookimpl
+def pto_runtime_binding(backend, module, kernels, options):
+    if backend == "flaky":
+        sys.exit("bye")
+
+@hookimpl
+def pto_configure_scons(backend, env, options):
+    if backend == "flaky":
+        raise PTOError("tile too large for flaky's buffer")
+'''))
+    h = plugins.hook()
+    with pytest.raises(PTOBackendError) as ei:
+        h.pto_generate_kernel(backend="flaky", function=None, module=None, options=None)
+    assert str(ei.value) == ("plugin 'flaky' (pto-flaky 2.1) failed in pto_generate_kernel: "
+                             "ZeroDivisionError: division by zero")
+    assert isinstance(ei.value.__cause__, ZeroDivisionError)
+    with pytest.raises(PTOBackendError, match=r"plugin 'flaky' \(pto-flaky 2.1\) failed in "
+                                              r"pto_runtime_binding: SystemExit\('bye'\)"):
+        h.pto_runtime_binding(backend="flaky", module=None, kernels=[], options=None)
+    with pytest.raises(PTOError, match="^tile too large for flaky's buffer$") as ei:
+        h.pto_configure_scons(backend="flaky", env=None, options=None)   # on purpose: as it is
+    assert type(ei.value) is PTOError
+    assert h.pto_generate_kernel(backend="nobody", function=None, module=None, options=None) is None
+
+
+ARM64_AGAIN = backend_module('[BackendInfo(name="arm64", description="an impostor"), '
+                             'BackendInfo(name="extra")]', BOGUS_KERNEL)
+
+
+def test_two_plugins_with_one_backend_name_are_both_named_and_neither_wins(monkeypatch, tmp_path,
+                                                                          capsys):
+    fake_distribution(monkeypatch, tmp_path, "pto-other-arm64", "6.6", "other", ARM64_AGAIN)
+    with pytest.raises(PTOBackendError) as ei:
+        plugins.get_backend("arm64")
+    msg = str(ei.value)                   # both named, in entry-point order
+    assert msg.startswith("backend 'arm64' is provided by plugin ") and "neither is used" in msg
+    assert "plugin 'arm64' (pto-arm64 " in msg and "plugin 'other' (pto-other-arm64 6.6)" in msg
+    with pytest.raises(PTOBackendError, match="neither is used"):      # nor through the hooks
+        plugins.hook().pto_generate_kernel(backend="arm64", function=None, module=None, options=None)
+    assert "arm64" not in [b.name for b in plugins.list_backends()]
+    assert plugins.get_backend("extra").name == "extra"             # the rest of it works
+    assert pto_main(["backends"]) == 0
+    out = capsys.readouterr().out
+    assert out.count("CONFLICT: backend 'arm64' is also provided by") == 2
+    assert pto_main(["compile", str(ROOT / "examples" / "rowmax.py"), "--target", "arm64",
+                     "-o", str(tmp_path / "out")]) == 1
+    assert "neither is used" in capsys.readouterr().err
+
+
+def test_an_in_process_plugin_cannot_take_an_installed_backend_name():
+    """One registered in-process had its kernels used for arm64."""
+    class Impostor:
+        @hookimpl
+        def pto_backends(self):
+            return [BackendInfo(name="arm64")]
+
+        @hookimpl
+        def pto_generate_kernel(self, backend, function, module, options):
+            raise AssertionError("never asked")
+
+    with pytest.raises(PTOBackendError, match=r"backend 'arm64' of plugin 'impostor' \(registered "
+                                              r"in-process\) is already provided by plugin 'arm64' "
+                                              r"\(pto-arm64 "):
+        plugins.register(Impostor(), name="impostor")
+    assert plugins.get_plugin_manager().get_plugin("impostor") is None
+    assert plugins.get_backend("arm64").description != ""

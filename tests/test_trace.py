@@ -56,6 +56,22 @@ def test_statistics_of_a_known_trace():
     assert "critical path" in text and "left" in text
 
 
+def test_device_launch_statistics_per_kernel_survive_the_stats_json():
+    from pto_core.trace import LaunchStats, launch_stats, load_runtime_stats
+    grids = [("k", 0, 999, 792), ("k", 0, 201, 792), ("k", 1, 400, 792), ("m", 0, 8, 16)]
+    s = launch_stats(grids)
+    assert s["k"] == LaunchStats("k", 2, 3, 1600, (400, 400, 1200), (201, 400, 999), 792, 1)
+    assert s["m"].full == 0 and s["m"].tasks_per_launch == (8, 8, 8)
+    obj = {"tasks": 1608, "launches": {k: v.to_json() for k, v in s.items()}}
+    back = load_runtime_stats(obj)
+    assert back.launches == s
+    text = format_stats(back)
+    assert "device launches" in text
+    assert text.splitlines()[-2].split() == ["k", "2", "3", "1600", "400/400/1200", "201/400/999",
+                                             "792", "1"]
+    assert "device launches" not in format_stats(load_runtime_stats({"tasks": 1}))
+
+
 def test_chrome_json_round_trip_keeps_every_event(tmp_path):
     g, ev = diamond()
     path = write_chrome_trace(tmp_path / "t.json", ev, g)

@@ -5,18 +5,25 @@
 
 1. Fused softmax f32, 65,536 x 1,024 (one InCore kernel per 8-row tile: load, row max, subtract,
    exp, row sum, divide, store): achieved bandwidth (bytes read + written / time) as a fraction
-   of a device-to-device cudaMemcpy of the same size. Goal >= 0.80.
+   of a device-to-device cudaMemcpy of the same size. Goal >= 0.80. Beside it, in the same run
+   and on the same data: ``torch.softmax`` and a Triton row-softmax kernel (one program per
+   row), each as a fraction of the same copy.
 2. Tiled bf16 GEMM 4,096^3 (one 128x128 f32 output tile per task, K walked inside the kernel
    with TMATMUL_ACC on tensor cores) against torch.matmul in bf16. Goal >= 0.60.
 3. The LLaMA layer of examples/llama7b_layer.py (small configuration) against the same layer in
    eager PyTorch. Goal >= 1x.
 
+Beside every measurement the script prints the performance model's prediction for the same
+program (``pto perf``: launches replayed back to back, the device from the table for the
+architecture), so every GPU run checks the model again.
+
 Times: "graph" is the CUDA Graph replay of the recorded launches (static task graph); "run" is a
 whole run (orchestration builds the task graph, the executor launches batches on streams).
-Without a GPU it prints "no CUDA device" and exits 0; without torch the torch rows say
-"torch not installed". ``--sim`` runs every step (build, correctness checks, graph replay) at
-tiny sizes on the ``cuda_sim`` backend, so the script itself is tested where there is no GPU;
-its times are the simulator's and say nothing about a GPU.
+Without a GPU it prints "no CUDA device" and exits 0; a peer that cannot run prints "skipped"
+with the reason (torch or triton not installed, no CUDA torch, the simulator). ``--sim`` runs
+every step (build, correctness checks, graph replay) at tiny sizes on the ``cuda_sim`` backend,
+so the script itself is tested where there is no GPU; its times are the simulator's and say
+nothing about a GPU.
 """
 
 from __future__ import annotations
@@ -40,7 +47,11 @@ F32, BF16 = ElementType.F32, ElementType.BF16
 GM = MemorySpace.GLOBAL
 
 
-def softmax_module(rows: int, cols: int, tile_rows: int = 8) -> PTOModule:
+#: the softmax's row length and rows per tile (one task per tile)
+COLS, TILE_ROWS = 1024, 8
+
+
+def softmax_module(rows: int, cols: int = COLS, tile_rows: int = TILE_ROWS) -> PTOModule:
     return fused_softmax_module(cols, tile_rows, "bench_softmax", "softmax")
 
 
@@ -74,14 +85,65 @@ def build(module: PTOModule, arch: str) -> Path:
     return bdir / f"lib{c_module_name(module)}.so"
 
 
-def torch_or_none():
+def model_line(module: PTOModule, scalars: dict, arch: str) -> str:
+    """The performance model's figures for the run just measured (docs/performance-model.md)."""
+    from pto_core.errors import PTOError
+    try:
+        from pto_cuda.perf.report import perf_report
+        rep = perf_report(module, CompileOptions(), scalars, {"arch": arch.split(",")[0]})
+    except PTOError as e:
+        return f"  model: not available ({e})"
+    r = rep.run
+    bounds = ", ".join(f"{k.name} {k.bound}-bound" for k in rep.kernels)
+    return (f"  model ({rep.device}, {r.launches} launches): {r.predicted_us / 1e3:8.3f} ms "
+            f"predicted = {r.fraction_of_roofline:.2f} of the {r.roofline} ({bounds})")
+
+
+def torch_or_reason():
+    """(torch, "") when CUDA torch can run here, else (None, why not)."""
     if TARGET != "cuda":
-        return None
+        return None, "the CPU simulator run has no GPU for it"
     try:
         import torch
     except ImportError:
-        return None
-    return torch if torch.cuda.is_available() else None
+        return None, "torch not installed"
+    if not torch.cuda.is_available():
+        return None, "torch has no CUDA device"
+    return torch, ""
+
+
+try:            # the Triton peer: one program per row, the whole row in registers
+    import triton
+    import triton.language as tl
+except ImportError:
+    triton = None
+
+if triton is not None:
+    @triton.jit
+    def _row_softmax(y_ptr, x_ptr, x_stride, y_stride, n_cols, BLOCK: tl.constexpr):
+        row = tl.program_id(0)
+        cols = tl.arange(0, BLOCK)
+        mask = cols < n_cols
+        x = tl.load(x_ptr + row * x_stride + cols, mask=mask, other=-float("inf"))
+        num = tl.exp(x - tl.max(x, axis=0))
+        tl.store(y_ptr + row * y_stride + cols, num / tl.sum(num, axis=0), mask=mask)
+
+
+def triton_softmax_or_reason():
+    """(softmax(x_torch) -> y_torch with the Triton kernel, "") or (None, why not)."""
+    torch, why = torch_or_reason()
+    if torch is None:
+        return None, why
+    if triton is None:
+        return None, "triton not installed"
+
+    def softmax(x):
+        y = torch.empty_like(x)
+        block = triton.next_power_of_2(x.shape[1])
+        _row_softmax[(x.shape[0],)](y, x, x.stride(0), y.stride(0), x.shape[1], BLOCK=block,
+                                    num_warps=8 if block >= 2048 else 4)
+        return y
+    return softmax, ""
 
 
 def cuda_time(torch, fn, repeat: int) -> float:
@@ -103,19 +165,45 @@ def bench_softmax(arch: str, rows: int, cols: int, repeat: int) -> None:
     x = np.random.default_rng(0).standard_normal((rows, cols)).astype(np.float32)
     nbytes = x.nbytes
     with DeviceRun(lib, module, {"x": x, "y": np.zeros_like(x)}, {"num_tiles": rows // 8}) as d:
+        d.reset_counters()
         d.run()
         y = d.fetch()["y"]
         e = np.exp(x[:64] - x[:64].max(axis=1, keepdims=True))
         np.testing.assert_allclose(y[:64], e / e.sum(axis=1, keepdims=True), rtol=1e-5, atol=1e-7)
+        shape = d.launches()["pto_kernel_softmax_tile"]
         t_run = d.time_runs(max(1, repeat // 4))
         t_graph = d.time_graph(repeat)
-        launches, tasks = d.counters()
     copy_gbs = load(lib).pto_cuda_d2d_bandwidth(nbytes, repeat)
     for label, t in (("graph", t_graph), ("run", t_run)):
         gbs = 2 * nbytes / t / 1e9
         print(f"softmax f32 {rows}x{cols} [{label}]: {t * 1e3:8.3f} ms  {gbs:7.1f} GB/s  "
               f"d2d copy {copy_gbs:7.1f} GB/s  ratio {gbs / copy_gbs:5.2f} (goal >= 0.80)")
-    print(f"  {tasks} tasks in {launches} launches so far (batched ready tasks)")
+    print(f"  one run: {shape.tasks} tasks in {shape.launches} launches ({shape.grids} grids), "
+          f"tasks per launch min/median/max {'/'.join(map(str, shape.tasks_per_launch))}, "
+          f"{shape.full} fill the GPU ({shape.fill} blocks)")
+    print(model_line(module, {"num_tiles": rows // 8}, arch))
+    softmax_peers(x, copy_gbs, repeat)
+
+
+def softmax_peers(x: np.ndarray, copy_gbs: float, repeat: int) -> None:
+    """torch.softmax and the Triton row softmax on the same data, against the same copy."""
+    triton_softmax, triton_why = triton_softmax_or_reason()
+    torch, torch_why = torch_or_reason()
+    rows, cols = x.shape
+    peers = (("torch.softmax", (lambda t: torch.softmax(t, dim=1)) if torch else None, torch_why),
+             ("triton row softmax", triton_softmax, triton_why))
+    for name, fn, why in peers:
+        label = f"softmax f32 {rows}x{cols} {name}"
+        if fn is None:
+            print(f"{label}: skipped ({why})")
+            continue
+        xt = torch.from_numpy(x).cuda()
+        y = fn(xt)[:64].cpu().numpy()
+        e = np.exp(x[:64] - x[:64].max(axis=1, keepdims=True))
+        np.testing.assert_allclose(y, e / e.sum(axis=1, keepdims=True), rtol=1e-5, atol=1e-7)
+        t = cuda_time(torch, lambda: fn(xt), repeat)
+        gbs = 2 * x.nbytes / t / 1e9
+        print(f"{label}: {t * 1e3:8.3f} ms  {gbs:7.1f} GB/s  ratio to the copy {gbs / copy_gbs:5.2f}")
 
 
 def bench_gemm(arch: str, n: int, repeat: int) -> None:
@@ -135,15 +223,17 @@ def bench_gemm(arch: str, n: int, repeat: int) -> None:
         t = d.time_graph(repeat)
     tflops = flops / t / 1e12
     line = f"gemm bf16 {n}^3 TMATMUL_ACC [graph]: {t * 1e3:8.3f} ms  {tflops:7.1f} TFLOP/s"
-    torch = torch_or_none()
+    torch, why = torch_or_reason()
     if torch is None:
-        print(line + "  torch.matmul: torch not installed (or no CUDA torch)")
+        print(line + f"  torch.matmul: skipped ({why})")
+        print(model_line(module, {}, arch))
         return
     ta = torch.randn(n, n, device="cuda", dtype=torch.bfloat16)
     tb = torch.randn(n, n, device="cuda", dtype=torch.bfloat16)
     tt = cuda_time(torch, lambda: torch.matmul(ta, tb), repeat)
     print(line + f"  torch.matmul {flops / tt / 1e12:7.1f} TFLOP/s  ratio {tt / t:5.2f} "
           "(goal >= 0.60)")
+    print(model_line(module, {}, arch))
 
 
 def bench_llama(arch: str, num_tiles: int, repeat: int) -> None:
@@ -165,9 +255,10 @@ def bench_llama(arch: str, num_tiles: int, repeat: int) -> None:
         t_graph = d.time_graph(repeat)
     line = (f"llama layer (small, {num_tiles} tiles) [run] {t_run * 1e3:8.3f} ms "
             f"[graph] {t_graph * 1e3:8.3f} ms")
-    torch = torch_or_none()
+    torch, why = torch_or_reason()
     if torch is None:
-        print(line + "  eager PyTorch: torch not installed (or no CUDA torch)")
+        print(line + f"  eager PyTorch: skipped ({why})")
+        print(model_line(module, scalars, arch))
         return
     T = {k: torch.tensor(np.asarray(tensors[k]), device="cuda") for k in L.INPUTS}
 
@@ -192,6 +283,7 @@ def bench_llama(arch: str, num_tiles: int, repeat: int) -> None:
     tt = cuda_time(torch, layer, repeat)
     print(line + f"  eager PyTorch {tt * 1e3:8.3f} ms  speed-up [run] {tt / t_run:5.2f}x "
           f"[graph] {tt / t_graph:5.2f}x (goal >= 1x)")
+    print(model_line(module, scalars, arch))
 
 
 def main(argv: list[str] | None = None) -> int:

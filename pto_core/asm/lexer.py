@@ -1,9 +1,13 @@
 """Tokens of `.pto` text, each with its line and column (both from 1).
 
+A line ends at ``\n``, ``\r\n`` or a lone ``\r``. Numbers are ASCII digits only; an integer
+must fit in 64 bits and a float must not overflow a double (``inf`` is written ``inf``).
 Comments run from ``//`` to the end of the line and are dropped, except the three header
 comments ``// PTO Module: NAME``, ``// Entry: @NAME`` and ``// Function Type: KIND``, which are
 returned separately as :class:`Header` records. Types (``!pto.tile<8x8xf32>``,
-``!pto.memref<gm,f32>``) are single tokens whose value is the parsed type.
+``!pto.memref<gm,f32>``) are single tokens whose value is the parsed type; a bare
+``!pto.memref`` stands for ``!pto.memref<gm,f32>`` (what ``memref()`` of the builder declares by
+default) and, in a type annotation, for any memref. A ``num`` token's value is its int or float.
 
 >>> [(t.kind, t.text) for t in tokenize("%x = tadd %a, 1.5")[0]]
 [('name', '%x'), ('=', '='), ('word', 'tadd'), ('name', '%a'), (',', ','), ('num', '1.5'), ('eof', '')]
@@ -11,28 +15,34 @@ returned separately as :class:`Header` records. Types (``!pto.tile<8x8xf32>``,
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 
 from ..errors import PTOSyntaxError
-from ..ir.types import ElementType, MemorySpace, MemRefType, TileType
+from ..ir.types import MAX_DIM, ElementType, MemorySpace, MemRefType, TileType
 
-_TOKEN = re.compile(r"""[ \t\r\f\v]*(?:
+_TOKEN = re.compile(r"""[ \t\f\v]*(?:
  (?P<nl>\n)
 |(?P<comment>//[^\n]*)
 |(?P<name>%[A-Za-z_][A-Za-z0-9_]*)
 |(?P<sym>@[A-Za-z_][A-Za-z0-9_]*)
-|(?P<type>!pto\.[A-Za-z_]+<[^<>\n]*>)
-|(?P<num>-?(?:\d+\.\d*|\.\d+|\d+)(?:[eE][+-]?\d+)?|-inf\b)
+|(?P<type>!pto\.[A-Za-z_]+(?:<[^<>\n]*>)?)
+|(?P<num>-?(?:[0-9]+\.[0-9]*|\.[0-9]+|[0-9]+)(?:[eE][+-]?[0-9]+)?|-inf\b)
 |(?P<arrow>->)
 |(?P<word>[A-Za-z_][A-Za-z0-9_]*)
 |(?P<punct>[()\[\]{},:=])
-|(?P<end>\Z))""", re.X)
+|(?P<end>\Z))""", re.X | re.A)
 
 _HEADER = re.compile(r"//\s*(PTO Module|Entry|Function Type)\s*:\s*(.*?)\s*\Z")
-_TILE = re.compile(r"\s*(\d+)\s*x\s*(\d+)\s*x\s*([A-Za-z0-9_]+)\s*\Z")
-_MEMREF = re.compile(r"\s*([A-Za-z0-9_]+)\s*,\s*(?:(\d+)\s*x\s*(\d+)\s*x\s*|\.\.\.\s*,\s*)?"
-                     r"([A-Za-z0-9_]+)\s*\Z")
+_TILE = re.compile(r"\s*([0-9]+)\s*x\s*([0-9]+)\s*x\s*([A-Za-z0-9_]+)\s*\Z", re.A)
+_MEMREF = re.compile(r"\s*([A-Za-z0-9_]+)\s*,\s*(?:([0-9]+)\s*x\s*([0-9]+)\s*x\s*|\.\.\.\s*,\s*)?"
+                     r"([A-Za-z0-9_]+)\s*\Z", re.A)
+_LINE_BREAK = re.compile(r"\r\n?")
+
+#: the spelling of a memref type that leaves space and dtype to the defaults
+BARE_MEMREF = "!pto.memref"
+_I64_DIGITS = len(str(2**63))
 
 
 #: parsed types by spelling (types repeat on almost every line)
@@ -77,6 +87,8 @@ class Header:
 
 def tokenize(text: str, filename: str = "<string>") -> tuple[list[Token], list[Header]]:
     """Split ``text`` into tokens (ending with an ``eof`` token) and header comments."""
+    if "\r" in text:
+        text = _LINE_BREAK.sub("\n", text)
     tokens: list[Token] = []
     headers: list[Header] = []
     append = tokens.append
@@ -110,6 +122,8 @@ def tokenize(text: str, filename: str = "<string>") -> tuple[list[Token], list[H
                 append(Token(s, s, line, col))
             elif kind == "arrow":
                 append(Token("->", s, line, col))
+            elif kind == "num":
+                append(Token("num", s, line, col, _number(s, line, col, filename)))
             elif kind == "type":
                 t = types.get(s)
                 if t is None:
@@ -134,36 +148,72 @@ def _bad_char(text: str, pos: int, line: int, col: int, filename: str) -> None:
         msg = "expected a type such as !pto.tile<8x8xf32> or !pto.memref<gm,f32>"
     elif c == "-":
         msg = "expected '->' or a negative number after '-'"
+    elif text.startswith("...", pos):
+        msg = "'...' stands for text left out: write out what it elides"
     else:
         msg = f"unexpected character {c!r}"
     raise PTOSyntaxError(msg, file=filename, line=line, column=col)
 
 
+def _number(s: str, line: int, col: int, filename: str) -> int | float:
+    """The value of a ``num`` token: an int when it has no '.' or exponent."""
+    if "inf" in s or "." in s or "e" in s or "E" in s:
+        v = float(s)
+        if math.isinf(v) and "inf" not in s:
+            raise PTOSyntaxError(f"the number {_cut(s)} overflows a 64-bit float (write inf "
+                                 f"or -inf for an infinity)", file=filename, line=line,
+                                 column=col)
+        return v
+    digits = s.lstrip("-").lstrip("0") or "0"     # int() refuses more than 4300 digits
+    value = int(digits) if len(digits) <= _I64_DIGITS else 2**64
+    value = -value if s.startswith("-") else value
+    if not -2**63 <= value < 2**63:
+        raise PTOSyntaxError(f"the integer {_cut(s)} does not fit in 64 bits", file=filename,
+                             line=line, column=col)
+    return value
+
+
+def _cut(s: str) -> str:
+    """A literal as an error message quotes it: a very long one by its length."""
+    return s if len(s) <= 24 else f"{s[:12]}... ({len(s)} characters)"
+
+
 def _parse_type(s: str, line: int, col: int, filename: str) -> TileType | MemRefType:
-    kind, _, inner = s[len("!pto."):-1].partition("<")
+    kind, _, inner = s[len("!pto."):].partition("<")
+    inner = inner[:-1]
 
     def fail(msg: str) -> None:
         raise PTOSyntaxError(msg, file=filename, line=line, column=col)
 
+    def dim(text: str, what: str) -> int:
+        digits = text.lstrip("0") or "0"       # int() refuses more than 4300 digits
+        if len(digits) > len(str(MAX_DIM)) or int(digits) > MAX_DIM:
+            fail(f"{what} {_cut(text)} in '{_cut(s)}' is larger than {MAX_DIM}")
+        return int(digits)
+
+    if s == BARE_MEMREF:
+        return MemRefType(MemorySpace.GLOBAL, ElementType.F32)
     if kind == "tile":
         m = _TILE.match(inner)
         if m is None:
-            fail(f"malformed tile type '{s}': expected !pto.tile<ROWSxCOLSxDTYPE>, "
+            fail(f"malformed tile type '{_cut(s)}': expected !pto.tile<ROWSxCOLSxDTYPE>, "
                  f"e.g. !pto.tile<8x8xf32>")
-        rows, cols = int(m.group(1)), int(m.group(2))
+        rows, cols = dim(m.group(1), "the row count"), dim(m.group(2), "the column count")
         return TileType(rows, cols, _dtype(m.group(3), fail))
     if kind == "memref":
         m = _MEMREF.match(inner)
         if m is None:
-            fail(f"malformed memref type '{s}': expected !pto.memref<SPACE,DTYPE> or "
+            fail(f"malformed memref type '{_cut(s)}': expected !pto.memref<SPACE,DTYPE> or "
                  f"!pto.memref<SPACE,ROWSxCOLSxDTYPE>, e.g. !pto.memref<gm,f32>")
         try:
             space = MemorySpace.parse(m.group(1))
         except ValueError as e:
             fail(f"{e} in '{s}' (expected one of {', '.join(x.value for x in MemorySpace)})")
-        shape = (int(m.group(2)), int(m.group(3))) if m.group(2) is not None else None
+        shape = None
+        if m.group(2) is not None:
+            shape = (dim(m.group(2), "the row count"), dim(m.group(3), "the column count"))
         return MemRefType(space, _dtype(m.group(4), fail), shape)
-    fail(f"unknown type '!pto.{kind}' (expected !pto.tile or !pto.memref)")
+    fail(f"unknown type '!pto.{_cut(kind)}' (expected !pto.tile or !pto.memref)")
     raise AssertionError  # unreachable: fail() raises
 
 

@@ -21,7 +21,6 @@ names. The grammar is in ``docs/pto-assembly.md``; instruction operands follow t
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..builder import PTOModule
@@ -29,13 +28,10 @@ from ..errors import PTOError, PTOSyntaxError, PTOVerifyError
 from ..ir import (OPS_BY_MNEMONIC, Call, CallArg, ElementType, For, Function, FunctionKind, If,
                   Instr, Local, MemRefType, Module, Param, Return, ScalarType, Stmt, TileType, Type)
 from ..ir.ops import CONTROL_KEYWORDS, OpDef
-from ..verify import verify_module
-from .lexer import Header, Token, tokenize
-from .locate import locate_verify_error
+from ..locate import Sites, locate_verify_error
+from ..verify import MAX_NESTING, verify_module
+from .lexer import BARE_MEMREF, Header, Token, tokenize
 from .syntax import annotation_parts, format_annotation, layout
-
-#: deepest FOR/IF nesting accepted (guards the recursion of the parser and of later passes)
-MAX_NESTING = 64
 
 _MODULE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.\-]*\Z")
 _ENTRY = re.compile(r"@([A-Za-z_][A-Za-z0-9_]*)\Z")
@@ -56,7 +52,9 @@ def parse_file(path: str | Path) -> PTOModule:
     """Parse a `.pto` file; without a ``// PTO Module:`` header the module is named after it."""
     path = Path(path)
     try:
-        text = path.read_text(encoding="utf-8")
+        # newline="": line breaks reach the lexer as written, as they do through parse(str)
+        with open(path, encoding="utf-8", newline="") as f:
+            text = f.read()
     except (OSError, UnicodeDecodeError) as e:
         raise PTOSyntaxError(f"cannot read {path}: {e}", file=str(path), line=1, column=1) from None
     name = path.stem if _MODULE_NAME.match(path.stem) else DEFAULT_MODULE_NAME
@@ -67,8 +65,9 @@ DEFAULT_MODULE_NAME = "module"
 
 
 def _parse(text: str, filename: str, default_name: str) -> PTOModule:
-    parser = _Parser(text, filename)
+    parser = _Parser(filename)
     try:
+        parser.tokenize(text)
         module = parser.module(default_name)
     except PTOError:
         raise
@@ -79,18 +78,9 @@ def _parse(text: str, filename: str, default_name: str) -> PTOModule:
     try:
         verify_module(module)
     except PTOVerifyError as e:
-        raise locate_verify_error(e, module, parser.where, filename) from None
+        err = locate_verify_error(e, module.functions, module, parser.sites)
+        raise parser.at_quoted_name(err) from None
     return module
-
-
-@dataclass
-class Where:
-    """Source positions kept for locating verifier errors."""
-
-    entry: tuple[int, int] | None = None
-    functions: dict[str, tuple[int, int]] = field(default_factory=dict)
-    decls: dict[str, dict[str, tuple[int, int]]] = field(default_factory=dict)
-    stmts: dict[str, dict[int, tuple[int, int]]] = field(default_factory=dict)   # id(stmt) -> pos
 
 
 class _FunctionState:
@@ -99,22 +89,50 @@ class _FunctionState:
         self.params: list[Param] = []
         self.locals: list[Local] = []
         self.types: dict[str, Type] = {}
-        self.decls: dict[str, tuple[int, int]] = {}
-        self.stmts: dict[int, tuple[int, int]] = {}
+        self.decls: dict[str, tuple[str, int, int]] = {}
+        self.stmts: dict[int, tuple[str, int, int]] = {}
         # annotations are checked once every declaration of the function has been seen
         self.annotations: list[tuple[Instr, Token, list, list | None]] = []
 
-    def declare(self, name: str, type_: Type, tok: Token) -> None:
+    def declare(self, name: str, type_: Type, tok: Token, filename: str) -> None:
         self.types.setdefault(name, type_)
-        self.decls[name] = (tok.line, tok.col)    # the last one: that is where "twice" points
+        # the last one: that is where "twice" points
+        self.decls[name] = (filename, tok.line, tok.col)
 
 
 class _Parser:
-    def __init__(self, text: str, filename: str) -> None:
+    def __init__(self, filename: str) -> None:
         self.filename = filename
-        self.tokens, self.headers = tokenize(text, filename)
+        self.tokens: list[Token] = [Token("eof", "", 1, 1)]
+        self.headers: list[Header] = []
+        self.next_header = 0        # the first header no function has looked at yet
         self.i = 0
-        self.where = Where()
+        self.sites = Sites()
+
+    def tokenize(self, text: str) -> None:
+        self.tokens, self.headers = tokenize(text, self.filename)
+
+    def site(self, t: Token) -> tuple[str, int, int]:
+        return (self.filename, t.line, t.col)
+
+    def at_quoted_name(self, err: PTOError) -> PTOError:
+        """``err`` (located at a statement) moved to the first ``%name`` or ``@name`` token of
+        that statement that its message quotes, e.g. the undeclared name."""
+        quoted = set(re.findall(r"'([A-Za-z_][A-Za-z0-9_]*)'", err.message))
+        if not quoted or err.line is None:
+            return err
+        k = next((k for k, t in enumerate(self.tokens)
+                  if (t.line, t.col) >= (err.line, err.column or 0)), len(self.tokens))
+        depth = 0
+        for t in self.tokens[k:]:
+            if t.kind in ("nl", "eof") and depth == 0:
+                break
+            depth += {"(": 1, ")": -1}.get(t.kind, 0)
+            if t.kind in ("name", "sym") and t.text[1:] in quoted:
+                return type(err)(err.message, function=err.function,
+                                 instruction=err.instruction, file=err.file, line=t.line,
+                                 column=t.col)
+        return err
 
     # -- tokens ---------------------------------------------------------------------------
     @property
@@ -170,7 +188,7 @@ class _Parser:
                 if m is None:
                     raise self._header_error(h, "'@' and a function name")
                 entry = m.group(1)
-                self.where.entry = (h.line, h.col)
+                self.sites.entry = (self.filename, h.line, h.col)
         module = PTOModule(name)
         prev_line = 0
         while True:
@@ -197,10 +215,15 @@ class _Parser:
                               file=self.filename, line=h.line, column=h.col)
 
     def _kind_before(self, after_line: int, line: int) -> FunctionKind:
-        """The ``// Function Type:`` comment between the previous function and this one."""
+        """The ``// Function Type:`` comment between the previous function and this one.
+        Headers are in line order and functions are parsed in order, so each header is looked
+        at once (a file of many functions parses in linear time)."""
         kind = FunctionKind.INCORE      # the default when no comment says otherwise
-        for h in self.headers:
-            if h.key == "Function Type" and after_line <= h.line < line:
+        hs = self.headers
+        while self.next_header < len(hs) and hs[self.next_header].line < line:
+            h = hs[self.next_header]
+            self.next_header += 1
+            if h.key == "Function Type" and h.line >= after_line:
                 if h.value not in _KINDS:
                     raise self._header_error(h, "InCore or Orchestration")
                 kind = _KINDS[h.value]
@@ -229,9 +252,9 @@ class _Parser:
         self.end_of_statement("'}'")
         self._check_annotations(st)
         fn = Function(name, kind, tuple(st.params), tuple(st.locals), body)
-        self.where.functions[name] = (func_tok.line, func_tok.col)
-        self.where.decls[name] = st.decls
-        self.where.stmts[name] = st.stmts
+        self.sites.functions[name] = self.site(func_tok)
+        self.sites.decls[name] = st.decls
+        self.sites.stmts[name] = st.stmts
         return fn
 
     def param(self, st: _FunctionState) -> None:
@@ -247,7 +270,7 @@ class _Parser:
         else:
             type_ = ScalarType(self.dtype(f"the type of parameter {name_tok.text}"))
         st.params.append(Param(name_tok.text[1:], type_))
-        st.declare(name_tok.text[1:], type_, name_tok)
+        st.declare(name_tok.text[1:], type_, name_tok, self.filename)
 
     def dtype(self, what: str) -> ElementType:
         t = self.tok
@@ -279,7 +302,7 @@ class _Parser:
                                  f"{opener.line}, got {t.describe()}")
             stmt = self.statement(st, depth)
             if stmt is not None:
-                st.stmts[id(stmt)] = (t.line, t.col)
+                st.stmts[id(stmt)] = self.site(t)
                 out.append(stmt)
 
     def statement(self, st: _FunctionState, depth: int) -> Stmt | None:
@@ -350,7 +373,7 @@ class _Parser:
         else:
             type_ = ScalarType(self.dtype("the scalar type"))
         st.locals.append(Local(name.text[1:], type_))
-        st.declare(name.text[1:], type_, name)
+        st.declare(name.text[1:], type_, name, self.filename)
         self.end_of_statement(f"the {alloc.text} declaration")
 
     def instruction(self, st: _FunctionState, op: OpDef, outputs: list[Token]) -> Instr:
@@ -396,7 +419,7 @@ class _Parser:
             return t.text[1:]
         if role in ("scalar", "index"):
             if t.kind == "num":
-                v = self.number(t)
+                v = t.value
                 if role == "index" and not isinstance(v, int):
                     raise self.error(f"offset '{name}' of {op.mnemonic} must be an integer, "
                                      f"got {t.text}")
@@ -410,12 +433,6 @@ class _Parser:
             what = f"a %name ({'memref' if role == 'memref' else 'tile'})"
         raise self.error(f"expected operand '{name}' of {op.mnemonic}: {what}, got {t.describe()}")
 
-    def number(self, t: Token) -> int | float:
-        s = t.text
-        if "." in s or "e" in s or "E" in s or "inf" in s:
-            return float(s)
-        return int(s)
-
     def attr_value(self, key: str) -> object:
         t = self.tok
         if t.kind == "word":
@@ -423,7 +440,7 @@ class _Parser:
             return t.text
         if t.kind == "num":
             self.advance()
-            return self.number(t)
+            return t.value
         raise self.error(f"expected a value for attribute {key}, got {t.describe()}")
 
     def annotation(self) -> tuple[list[tuple[Token, Type]], list[tuple[Token, Type]] | None]:
@@ -435,10 +452,16 @@ class _Parser:
         return left, right
 
     def type_list(self) -> list[tuple[Token, Type]]:
+        """Types separated by ',', optionally in parentheses (``(!pto.memref) -> ...``)."""
+        paren = self.tok.kind == "("
+        if paren:
+            self.advance()
         out = [self.annotated_type()]
         while self.tok.kind == ",":
             self.advance()
             out.append(self.annotated_type())
+        if paren:
+            self.expect(")", "')' to close the types")
         return out
 
     def annotated_type(self) -> tuple[Token, Type]:
@@ -461,6 +484,8 @@ class _Parser:
                 raise self.error(f"type annotation does not match the operands: expected "
                                  f"': {format_annotation(want)}'", colon)
             for (tok, got), (name, declared) in zip(left + (right or []), wl + (wr or [])):
+                if tok.text == BARE_MEMREF and isinstance(declared, MemRefType):
+                    continue        # a bare !pto.memref annotates any memref
                 if got != declared:
                     raise self.error(f"type annotation {got} does not match %{name}, declared "
                                      f"as {declared} (expected ': {format_annotation(want)}')",
@@ -471,9 +496,9 @@ class _Parser:
         if t.kind == "name":
             self.advance()
             return t.text[1:]
-        if t.kind == "num" and isinstance(self.number(t), int):
+        if t.kind == "num" and isinstance(t.value, int):
             self.advance()
-            return int(t.text)
+            return t.value
         raise self.error(f"expected {what}: a %name or an integer, got {t.describe()}")
 
     def idx_suffix(self) -> None:
@@ -509,10 +534,10 @@ class _Parser:
 
     def integer(self, what: str) -> int:
         t = self.tok
-        if t.kind != "num" or not isinstance(self.number(t), int):
+        if t.kind != "num" or not isinstance(t.value, int):
             raise self.error(f"expected an integer for {what}, got {t.describe()}")
         self.advance()
-        return int(t.text)
+        return t.value
 
     def tile_levels(self) -> tuple[tuple[int, int], ...]:
         self.expect("{", "'{' to open tile_levels, e.g. {4096:64,0:32}")
@@ -582,7 +607,7 @@ class _Parser:
             return CallArg(param, value)
         if t.kind == "num":
             self.advance()
-            return CallArg(param, self.number(t))
+            return CallArg(param, t.value)
         if t.kind == "word" and t.text in ("inf", "nan"):
             self.advance()
             return CallArg(param, float(t.text))

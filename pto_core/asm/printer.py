@@ -21,7 +21,8 @@ func @neg(%a: !pto.memref<gm,f32>) {
 
 from __future__ import annotations
 
-from typing import Mapping
+import itertools
+from typing import Iterator, Mapping
 
 from ..ir import Call, For, Function, If, Instr, Module, Return, Stmt, TileType, Type
 from .syntax import annotation_parts, format_annotation, format_attr, format_value, layout
@@ -89,24 +90,33 @@ def _function(fn: Function, out: list[str]) -> None:
 
 
 def _body(body: tuple[Stmt, ...], depth: int, types: Mapping[str, Type], out: list[str]) -> None:
-    pad = INDENT * depth
-    for s in body:
-        if isinstance(s, Instr):
-            out.append(pad + format_instr(s, types))
-        elif isinstance(s, For):
-            out.append(pad + s.header())
-            _body(s.body, depth + 1, types, out)
-            out.append(pad + "ENDFOR")
-        elif isinstance(s, If):
-            out.append(f"{pad}IF {format_value(s.cond)}")
-            _body(s.then_body, depth + 1, types, out)
-            if s.else_body:
-                out.append(pad + "ELSE")
-                _body(s.else_body, depth + 1, types, out)
-            out.append(pad + "ENDIF")
-        elif isinstance(s, Call):
-            out.append(pad + str(s))
-        elif isinstance(s, Return):
-            out.append(pad + "return")
-        else:   # not an IR statement: keep the text readable rather than fail
-            out.append(f"{pad}// unknown statement {s!r}")
+    """The lines of ``body``. Iterative (a stack of pending ``(statement or line, depth)``
+    items), so IR of any depth prints, verified or not."""
+    stack: list[Iterator] = [zip(body, itertools.repeat(depth))]
+    while stack:
+        for s, d in stack[-1]:
+            pad = INDENT * d
+            if isinstance(s, str):             # ELSE, ENDIF, ENDFOR of an enclosing block
+                out.append(s)
+            elif isinstance(s, Instr):
+                out.append(pad + format_instr(s, types))
+            elif isinstance(s, For):
+                out.append(pad + s.header())
+                stack.append(itertools.chain(zip(s.body, itertools.repeat(d + 1)),
+                                             [(pad + "ENDFOR", d)]))
+                break
+            elif isinstance(s, If):
+                out.append(f"{pad}IF {format_value(s.cond)}")
+                parts: list = [zip(s.then_body, itertools.repeat(d + 1))]
+                if s.else_body:
+                    parts += [[(pad + "ELSE", d)], zip(s.else_body, itertools.repeat(d + 1))]
+                stack.append(itertools.chain(*parts, [(pad + "ENDIF", d)]))
+                break
+            elif isinstance(s, Call):
+                out.append(pad + str(s))
+            elif isinstance(s, Return):
+                out.append(pad + "return")
+            else:   # not an IR statement: keep the text readable rather than fail
+                out.append(f"{pad}// unknown statement {s!r}")
+        else:
+            stack.pop()

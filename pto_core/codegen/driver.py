@@ -40,7 +40,9 @@ from ..hookspecs import KernelSource
 from ..ir import Function, Module
 from ..options import CompileOptions
 from ..orchestration import c_module_name, emit_orchestration
-from .host import emit_host_main
+from ..verify import check_scalar_args, verify_module
+from .host import emit_host_main, runtime_environment, timeout_seconds
+from .cnames import c_names, user_names
 
 #: the repository (or installation) root that holds runtime/ and SConstruct
 ROOT = Path(__file__).resolve().parents[2]
@@ -61,8 +63,12 @@ class GeneratedFiles:
 
 
 def optimise(module: Module, options: CompileOptions) -> tuple[Module, Callable[[Function], int]]:
-    """Run the pass pipeline when it is available; return the module and the per-function
-    on-chip byte count (after buffer planning when the passes provide it)."""
+    """Verify ``module``, then run the pass pipeline when it is available; return the module and
+    the per-function on-chip byte count (after buffer planning when the passes provide it).
+    The input is verified whatever the pass options: with every pass disabled nothing else
+    would check it before codegen, and with passes on, a bad input would be blamed on the
+    first pass."""
+    verify_module(module)
     try:
         from .. import passes
     except ImportError:
@@ -115,20 +121,25 @@ def generate(target: str, module: Module, options: CompileOptions,
     h = plugins.hook()
     kernels: list[KernelSource] = []
     texts: dict[str, str] = {}
-    incore = [f for f in module.functions.values() if f.is_incore]
-    for fn, name in zip(incore, files.kernels):
-        ks = h.pto_generate_kernel(backend=target, function=fn, module=module, options=options)
-        if ks is None:
-            raise PTOBackendError(f"backend '{target}' generated no kernel for '{fn.name}'",
-                                  function=fn.name)
-        ks = dataclasses.replace(ks, buffer_bytes=ks.buffer_bytes or int(bb(fn)))
-        kernels.append(ks)
-        texts[name] = ks.text
-        if progress is not None:
-            progress(fn.name)
-    texts[files.orchestration] = emit_orchestration(module, bb)
-    binding = h.pto_runtime_binding(backend=target, module=module, kernels=kernels,
-                                    options=options)
+    # backends see every value under its C name (no user name reaches generated text as it
+    # is); errors speak of the user's names again
+    cmod = c_names(module)
+    incore = [f for f in cmod.functions.values() if f.is_incore]
+    with user_names():
+        for fn, name in zip(incore, files.kernels):
+            ks = h.pto_generate_kernel(backend=target, function=fn, module=cmod,
+                                       options=options)
+            if ks is None:
+                raise PTOBackendError(f"backend '{target}' generated no kernel for '{fn.name}'",
+                                      function=fn.name)
+            ks = dataclasses.replace(ks, buffer_bytes=ks.buffer_bytes or int(bb(fn)))
+            kernels.append(ks)
+            texts[name] = ks.text
+            if progress is not None:
+                progress(fn.name)
+        texts[files.orchestration] = emit_orchestration(cmod, bb)
+        binding = h.pto_runtime_binding(backend=target, module=cmod, kernels=kernels,
+                                        options=options)
     if binding is None:
         raise PTOBackendError(f"backend '{target}' provides no runtime binding")
     texts[files.binding] = binding.text
@@ -204,8 +215,8 @@ def launch_key(target: str, module: Module, options: CompileOptions, *, cross: s
                variables: Mapping[str, str] | None = None) -> str:
     """The content hash a launch build is cached under: the module's IR (its `.pto` text),
     the options, the target, the cross family and build variables, the core's and backend's
-    versions, and the path, size and modification time of every generator, runtime and
-    template source.
+    versions, what else the backend says its code depends on (``pto_build_inputs``), and the
+    path, size and modification time of every generator, runtime and template source.
 
     >>> launch_key("arm64", m, CompileOptions()) == launch_key("arm64", m, CompileOptions())  # doctest: +SKIP
     True
@@ -218,6 +229,8 @@ def launch_key(target: str, module: Module, options: CompileOptions, *, cross: s
     h.update(repr((target, cross, __version__, versions, _canonical(options),
                    _canonical(dict(variables or {})))).encode())
     h.update(print_module(module).encode())
+    inputs = plugins.hook().pto_build_inputs(backend=target, module=module, options=options)
+    h.update(repr(inputs).encode())
     for f in _source_files(target):
         try:
             st = f.stat()
@@ -275,20 +288,28 @@ def build_module(target: str, module: Module, options: CompileOptions | None = N
 
 def launch(target: str, module: Module, tensors: Mapping[str, np.ndarray],
            scalars: Mapping[str, Any], *, options: CompileOptions | None = None,
-           workers: int | None = 2, threshold: int = 0, **kw: Any) -> dict[str, np.ndarray]:
+           workers: int | None = 2, threshold: int = 0, timeout: float | None = None,
+           **kw: Any) -> dict[str, np.ndarray]:
     """Build ``module`` for ``target`` and run its entry function with numpy arrays in and out;
-    returns every tensor of the entry function after the run.
+    returns every tensor of the entry function after the run. ``timeout``: seconds the run may
+    take (``PTO_TIMEOUT`` for the launch); a run past it raises PTOError naming the stuck task.
 
     >>> out = launch("arm64", module, {"input": x, "output": y}, {"num_tiles": 8})  # doctest: +SKIP
     """
     options = options or CompileOptions()
     plugins.get_backend(target)
+    deadline = None if timeout is None else timeout_seconds(timeout)
+    entry = module.functions.get(module.entry or "")
+    if entry is not None:
+        scalars = {**scalars, **check_scalar_args(entry, scalars)}
     bdir = build_module(target, module, options, build_dir=kw.get("build_dir"))
     optimised, _ = optimise(module, options)
-    result = plugins.hook().pto_launch(backend=target, module=optimised, build_dir=bdir,
-                                       tensors=dict(tensors), scalars=dict(scalars),
-                                       options=options, workers=2 if workers is None else workers,
-                                       threshold=threshold)
+    with runtime_environment({"PTO_TIMEOUT": deadline}):
+        result = plugins.hook().pto_launch(backend=target, module=optimised, build_dir=bdir,
+                                           tensors=dict(tensors), scalars=dict(scalars),
+                                           options=options,
+                                           workers=2 if workers is None else workers,
+                                           threshold=threshold)
     if result is None:
         raise PTOBackendError(f"backend '{target}' cannot launch programs (no pto_launch)")
     return dict(result)

@@ -5,7 +5,8 @@
       backends: arm64 - ARM64 CPU: C kernels with NEON intrinsics (portable C elsewhere)
       hooks:    pto_backends, pto_configure_scons, pto_generate_kernel, pto_launch, ...
 
-A plugin that failed to load is listed with its error; the others keep working.
+A plugin that failed to load is listed with its error; the others keep working. A backend name
+two plugins provide is listed as a CONFLICT under both (neither is used).
 ``PTO_BACKENDS=a,b`` restricts which entry points are loaded.
 """
 
@@ -30,6 +31,7 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps([{
             "plugin": r.name, "distribution": r.distribution, "version": r.version,
             "status": "ok" if r.ok else "error", "error": r.error, "hooks": r.hooks,
+            "conflicts": r.conflicts,
             "backends": [{"name": b.name, "description": b.description,
                           "can_run": b.can_run, "cannot_run_reason": b.cannot_run_reason}
                          for b in r.backends]} for r in records], indent=2))
@@ -44,6 +46,8 @@ def run(args: argparse.Namespace) -> int:
         for b in r.backends:
             run_note = "" if b.can_run else f"  [cannot run here: {b.cannot_run_reason}]"
             print(f"  backend: {b.name} - {b.description}{run_note}")
+        for c in r.conflicts:
+            print(f"  CONFLICT: {c}")
         if r.hooks:
             print(f"  hooks:   {', '.join(r.hooks)}")
     return 0

@@ -23,6 +23,13 @@ def add_compile_arguments(p: argparse.ArgumentParser) -> None:
                    help="project file (default: ./pto.toml when present)")
 
 
+def add_run_arguments(p: argparse.ArgumentParser) -> None:
+    """``--entry`` and ``--set NAME=VALUE``: which function runs, with which scalars."""
+    p.add_argument("--entry", default=None, help="function to run (default: the module's entry)")
+    p.add_argument("--set", dest="sets", action="append", default=[], metavar="NAME=VALUE",
+                   help="a scalar parameter (repeatable)")
+
+
 def options_from_args(args: argparse.Namespace) -> CompileOptions:
     """Options from `pto.toml` (``[compile] opt_level``, ``[passes] name = true|false``),
     overridden by the command line."""

@@ -27,21 +27,23 @@ the Chrome trace and the statistics when it is destroyed, so nothing here depend
 backend launches. The trace is then checked against the dependencies it records
 (:func:`pto_core.trace.check_trace`) and ``--stats`` prints :func:`pto_core.trace.format_stats`.
 On the reference target ``--stats`` counts the tasks per function.
+
+``--timeout SECONDS`` bounds a compiled target's run (``PTO_TIMEOUT``): a kernel still running then
+is abandoned and the run fails naming its task, kernel and worker; a failed kernel is named the
+same way.
 """
 
 from __future__ import annotations
 
 import argparse
-import contextlib
 import dataclasses
 import importlib
 import inspect
-import os
 import tempfile
 import time
 from collections import Counter
 from pathlib import Path
-from typing import Any, Iterator, Mapping
+from typing import Any, Mapping
 
 import numpy as np
 
@@ -51,9 +53,11 @@ from ..options import CompileOptions
 from ..program import Program, load_program
 from ..reference import numpy_dtype, run_module, trace_calls
 from ..shapes import derive_shapes
+from ..codegen.host import runtime_environment
 from ..trace import (chrome_trace_graph, format_stats, load_chrome_trace, load_runtime_stats,
                      validate_trace)
-from .common import add_compile_arguments, options_from_args, parse_assignments
+from .common import (add_compile_arguments, add_run_arguments, options_from_args,
+                     parse_assignments)
 
 REFERENCE = "reference"
 
@@ -73,9 +77,7 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     p.add_argument("file", type=Path, help="a .pto file or a Python file defining build_module()")
     p.add_argument("--target", default=REFERENCE,
                    help="'reference' (numpy interpreter, default) or an installed backend")
-    p.add_argument("--entry", default=None, help="function to run (default: the module's entry)")
-    p.add_argument("--set", dest="sets", action="append", default=[], metavar="NAME=VALUE",
-                   help="a scalar parameter (repeatable)")
+    add_run_arguments(p)
     p.add_argument("--shape", dest="shapes", action="append", default=[], metavar="NAME=RxC",
                    help="the shape of a tensor the program cannot derive (repeatable)")
     p.add_argument("--seed", type=int, default=0, help="seed of the random inputs (default 0)")
@@ -86,6 +88,9 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     p.add_argument("--rtol", type=float, default=None, help="relative tolerance of --check")
     p.add_argument("--atol", type=float, default=None, help="absolute tolerance of --check")
     p.add_argument("--workers", type=int, default=None, help="runtime worker threads")
+    p.add_argument("--timeout", type=float, default=None, metavar="SECONDS",
+                   help="deadline of the run on a compiled target (PTO_TIMEOUT): a kernel still "
+                        "running then is named and abandoned, and the run fails")
     p.add_argument("--save", type=Path, default=None, metavar="DIR",
                    help="write every tensor after the run to DIR/<name>.npy")
     p.add_argument("--stats", action="store_true", help="print runtime statistics")
@@ -251,7 +256,8 @@ def compare(name: str, got: np.ndarray, want: np.ndarray, rtol: float, atol: flo
 # --------------------------------------------------------------------------------------------
 
 def launch(target: str, module: Module, tensors: dict[str, np.ndarray], scalars: dict[str, Any],
-           options: CompileOptions, workers: int | None, entry: str) -> dict[str, np.ndarray]:
+           options: CompileOptions, workers: int | None, entry: str,
+           timeout: float | None = None) -> dict[str, np.ndarray]:
     """Run on ``target``: the interpreter, or a backend through the codegen driver."""
     if target == REFERENCE:
         return run_module(module, tensors, scalars, entry=entry)
@@ -262,26 +268,16 @@ def launch(target: str, module: Module, tensors: dict[str, np.ndarray], scalars:
                        f"imported here ({e})") from None
     arrays = {n: a.copy() for n, a in tensors.items()}
     kwargs: dict[str, Any] = {} if workers is None else {"workers": workers}
-    result = driver.launch(target, module, arrays, scalars, options=options, **kwargs)
+    result = driver.launch(target, module, arrays, scalars, options=options, timeout=timeout,
+                           **kwargs)
     return dict(result) if result is not None else arrays
 
 
-@contextlib.contextmanager
-def runtime_observation(trace: Path | None, stats: Path | None) -> Iterator[None]:
+def runtime_observation(trace: Path | None, stats: Path | None) -> Any:
     """Set ``PTO_TRACE`` / ``PTO_STATS`` (read by the C runtime when it is created, written when
     it is destroyed) for the duration of the block, restoring the environment afterwards."""
-    saved = {k: os.environ.get(k) for k in ("PTO_TRACE", "PTO_STATS")}
-    try:
-        for key, path in (("PTO_TRACE", trace), ("PTO_STATS", stats)):
-            if path is not None:
-                os.environ[key] = str(Path(path).resolve())
-        yield
-    finally:
-        for key, value in saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
+    return runtime_environment({key: None if path is None else Path(path).resolve()
+                                for key, path in (("PTO_TRACE", trace), ("PTO_STATS", stats))})
 
 
 def report_trace(path: Path) -> bool:
@@ -339,7 +335,8 @@ def run(args: argparse.Namespace) -> int:
         trace_path = args.trace if compiled else None
         with runtime_observation(trace_path, stats_path):
             start = time.perf_counter()
-            outputs = launch(args.target, module, inputs, scalars, options, args.workers, entry)
+            outputs = launch(args.target, module, inputs, scalars, options, args.workers, entry,
+                             args.timeout)
             elapsed = time.perf_counter() - start
         print(f"  ran in {elapsed * 1e3:.2f} ms")
         if trace_path is not None:
@@ -357,6 +354,8 @@ def run(args: argparse.Namespace) -> int:
                   + ", ".join(f"{k} {v}" for k, v in counts.items()) + ")")
         if args.trace is not None:
             print("  --trace is not supported by the reference target")
+        if args.timeout is not None:
+            print("  --timeout is not supported by the reference target")
 
     if args.save is not None:
         args.save.mkdir(parents=True, exist_ok=True)

@@ -1,13 +1,13 @@
 """The PTO IR: types, the instruction table, statements, functions and modules."""
 
 from .module import (Call, CallArg, For, Function, FunctionKind, If, Index, Instr, Local, Module,
-                     Param, Return, Stmt, Value, walk)
+                     Param, Return, Stmt, Value, walk, walk_nested)
 from .ops import CMP_OPS, OPS, OPS_BY_METHOD, OPS_BY_MNEMONIC, Category, Expr, OpDef, Operand
-from .types import ElementType, MemorySpace, MemRefType, ScalarType, TileType, Type
+from .types import MAX_DIM, ElementType, MemorySpace, MemRefType, ScalarType, TileType, Type
 
 __all__ = [
-    "Call", "CallArg", "Category", "CMP_OPS", "ElementType", "Expr", "For", "Function",
+    "MAX_DIM", "Call", "CallArg", "Category", "CMP_OPS", "ElementType", "Expr", "For", "Function",
     "FunctionKind", "If", "Index", "Instr", "Local", "MemRefType", "MemorySpace", "Module", "OPS",
     "OPS_BY_METHOD", "OPS_BY_MNEMONIC", "OpDef", "Operand", "Param", "Return", "ScalarType", "Stmt",
-    "TileType", "Type", "Value", "walk",
+    "TileType", "Type", "Value", "walk", "walk_nested",
 ]

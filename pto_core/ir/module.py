@@ -10,10 +10,13 @@ Operands are names (``str``, without the ``%`` of the text form) or literals (``
 from __future__ import annotations
 
 import enum
+import itertools
 import math
 from dataclasses import dataclass, field
 from typing import Iterator, Union
 
+from ..errors import PTOError
+from ..names import check_module_name
 from .ops import OPS, OpDef
 from .types import MemRefType, ScalarType, TileType, Type
 
@@ -60,7 +63,7 @@ class Instr:
         parts = [format_value(v) for v in self.operands]
         text = f"{self.op} {', '.join(parts)}"
         for k, v in self.attrs:
-            text += f" {k}={v}"
+            text += f" {k}={v if isinstance(v, str) else format_value(v)}"
         return text
 
 
@@ -121,11 +124,12 @@ class For:
         s = (f"FOR %{self.var}:idx, {format_value(self.start)}:idx, "
              f"{format_value(self.end)}:idx, {format_value(self.step)}:idx")
         if self.max_range is not None:
-            s += f" max_range={self.max_range}"
+            s += f" max_range={format_value(self.max_range)}"
         if self.min_range is not None:
-            s += f" min_range={self.min_range}"
+            s += f" min_range={format_value(self.min_range)}"
         if self.tile_levels is not None:
-            s += " tile_levels={" + ",".join(f"{k}:{v}" for k, v in self.tile_levels) + "}"
+            s += " tile_levels={" + ",".join(f"{format_value(k)}:{format_value(v)}"
+                                             for k, v in self.tile_levels) + "}"
         return s
 
     def __str__(self) -> str:
@@ -210,13 +214,32 @@ class Function:
 
 
 def walk(body: tuple[Stmt, ...]) -> Iterator[Stmt]:
-    for s in body:
+    """Every statement of ``body``, depth first (a FOR or IF before its bodies)."""
+    for s, _ in walk_nested(body):
         yield s
-        if isinstance(s, For):
-            yield from walk(s.body)
-        elif isinstance(s, If):
-            yield from walk(s.then_body)
-            yield from walk(s.else_body)
+
+
+def walk_nested(body: tuple[Stmt, ...]) -> Iterator[tuple[Stmt, int]]:
+    """Every statement of ``body`` depth first, with its nesting level: how many FOR/IF
+    statements hold it. Iterative, so no nesting depth can exhaust Python's stack.
+
+    >>> inner = For("j", 0, 2, 1, (Return(),))
+    >>> [(str(s), level) for s, level in walk_nested((For("i", 0, 2, 1, (inner,)),))]
+    [('FOR %i:idx, 0:idx, 2:idx, 1:idx', 0), ('FOR %j:idx, 0:idx, 2:idx, 1:idx', 1), ('return', 2)]
+    """
+    stack: list[Iterator[Stmt]] = [iter(body)]
+    while stack:
+        level = len(stack) - 1
+        for s in stack[-1]:
+            yield s, level
+            if isinstance(s, For):
+                stack.append(iter(s.body))
+                break
+            if isinstance(s, If):
+                stack.append(itertools.chain(s.then_body, s.else_body))
+                break
+        else:
+            stack.pop()
 
 
 class Module:
@@ -228,6 +251,10 @@ class Module:
 
     def __init__(self, name: str, functions: list[Function] | None = None,
                  entry: str | None = None) -> None:
+        try:
+            check_module_name(name)     # it names files, directories and C symbols
+        except ValueError as e:
+            raise PTOError(str(e)) from None
         self.name = name
         self.functions: dict[str, Function] = {}
         self._entry = entry
@@ -283,6 +310,9 @@ def format_value(v: Value) -> str:
         return "%" + v
     if isinstance(v, bool):
         return str(int(v))
+    if isinstance(v, int) and v.bit_length() > 64:
+        # never a valid literal (the verifier says so); str() would refuse past 4300 digits
+        return f"<{v.bit_length()}-bit integer>"
     if isinstance(v, float):
         if math.isnan(v):
             return "nan"

@@ -3,7 +3,12 @@
 from __future__ import annotations
 
 import enum
+import math
 from dataclasses import dataclass
+
+#: largest tile or memref dimension, and most elements in one tile: generated code counts
+#: rows, columns and a tile's elements with 32-bit ints
+MAX_DIM = 2**31 - 1
 
 
 class ElementType(enum.Enum):
@@ -25,11 +30,11 @@ class ElementType(enum.Enum):
 
     @property
     def is_float(self) -> bool:
-        return self in (ElementType.F32, ElementType.F16, ElementType.BF16, ElementType.F64)
+        return self in _FLOATS         # a tuple: Enum hashing is slow, identity tests are not
 
     @property
     def is_int(self) -> bool:
-        return not self.is_float
+        return self not in _FLOATS
 
     @property
     def numpy_name(self) -> str:
@@ -37,6 +42,49 @@ class ElementType(enum.Enum):
         return {"bf16": "bfloat16"}.get(self.value, {
             "f32": "float32", "f16": "float16", "f64": "float64", "i64": "int64",
             "i32": "int32", "i16": "int16", "i8": "int8", "u8": "uint8"}.get(self.value, ""))
+
+    @property
+    def compute_type(self) -> "ElementType":
+        """The type arithmetic on this type is done in: f32 for the 16-bit floats (each result
+        is rounded back), else the type itself."""
+        return ElementType.F32 if self in _FLOATS[1:3] else self
+
+    @property
+    def limits(self) -> tuple[int | float, int | float]:
+        """The smallest and largest finite value of the type.
+
+        >>> ElementType.I8.limits, ElementType.F16.limits
+        ((-128, 127), (-65504.0, 65504.0))
+        """
+        return _LIMITS[self._value_]
+
+    def check_value(self, value: object) -> None:
+        """Raise ``ValueError`` unless ``value`` (a Python number) is a value of this type: an
+        integer within range for an integer type (a whole float such as ``2.0`` counts), a
+        number no larger in magnitude than the largest finite value for a float type (``inf``
+        and ``nan`` are values of float types).
+
+        >>> ElementType.I32.check_value(2**31)
+        Traceback (most recent call last):
+        ...
+        ValueError: 2147483648 is out of range for i32 (-2147483648 to 2147483647)
+        """
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ValueError(f"{value!r} is not a number")
+        lo, hi = _LIMITS[self._value_]        # by name: Enum hashing is slow
+        if self not in _FLOATS:
+            if isinstance(value, float) and not value.is_integer():
+                raise ValueError(f"{value!r} is not an integer, and {self.value} holds "
+                                 f"integers")
+            if not lo <= value <= hi:
+                raise ValueError(f"{_short(value)} is out of range for {self.value} "
+                                 f"({lo} to {hi})")
+            return
+        if isinstance(value, float) and not math.isfinite(value):
+            return
+        if not -hi <= value <= hi:
+            raise ValueError(f"{_short(value)} is out of range for {self.value} "
+                             f"(largest finite value {hi:g})")
 
     @classmethod
     def parse(cls, text: str) -> "ElementType":
@@ -50,9 +98,26 @@ class ElementType(enum.Enum):
         return f"ElementType.{self.name}"
 
 
+def _short(value: int | float) -> str:
+    """A number for an error message; a huge integer by its size (``str()`` of one is slow,
+    and refused past 4300 digits)."""
+    if isinstance(value, int) and value.bit_length() > 80:
+        digits = int(value.bit_length() * math.log10(2)) + 1
+        return f"a {'negative ' if value < 0 else ''}{digits}-digit integer"
+    return repr(value)
+
+
+_FLOATS = (ElementType.F32, ElementType.F16, ElementType.BF16, ElementType.F64)
 _ITEMSIZE = {ElementType.F32: 4, ElementType.F16: 2, ElementType.BF16: 2, ElementType.F64: 8,
              ElementType.I64: 8, ElementType.I32: 4, ElementType.I16: 2, ElementType.I8: 1,
              ElementType.U8: 1}
+_F32_MAX = 3.4028234663852886e38
+_LIMITS: dict[str, tuple[int | float, int | float]] = {
+    "f32": (-_F32_MAX, _F32_MAX), "f16": (-65504.0, 65504.0),
+    "bf16": (-3.3895313892515355e38, 3.3895313892515355e38),
+    "f64": (-1.7976931348623157e308, 1.7976931348623157e308),
+    "i64": (-2**63, 2**63 - 1), "i32": (-2**31, 2**31 - 1), "i16": (-2**15, 2**15 - 1),
+    "i8": (-128, 127), "u8": (0, 255)}
 
 
 class MemorySpace(enum.Enum):

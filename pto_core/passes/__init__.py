@@ -57,7 +57,9 @@ PIPELINE = ("inline", "const_fold", "dce", "binary_expansion", "adaptive_tiles",
 
 def _check(name: str, module: Module) -> None:
     try:
-        verify_module(module)
+        # binary expansion nests loops deeper than its input: only the front ends' depth
+        # bounds are for the program as written
+        verify_module(module, depth_limits=False)
     except PTOError as e:
         raise PTOError(f"internal error: pass '{name}' produced invalid IR: {e}",
                        function=e.function) from e

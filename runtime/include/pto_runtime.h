@@ -21,7 +21,14 @@
  * that share a data pointer must use the same row stride (ld).
  *
  * Threading: the orchestration calls (alloc/add/submit) must come from ONE thread.
- * Workers run concurrently with it in pipelined mode.
+ * Workers run concurrently with it in pipelined mode. pto_runtime_cancel may be called from
+ * any thread at any time; pto_runtime_shutdown from another thread while pto_runtime_run is
+ * in progress (it cancels the run and returns once the run has returned).
+ *
+ * Deadline: with cfg.timeout_ms (or PTO_TIMEOUT=seconds in the environment) a run that is not
+ * finished that long after execution started returns PTO_ETIMEDOUT, naming the stuck task,
+ * its kernel and its worker (stats, pto_runtime_error_message). A kernel that never returns
+ * cannot be stopped safely: its thread is ABANDONED (see "Abandoned kernels" in README.md).
  */
 #ifndef PTO_RUNTIME_H
 #define PTO_RUNTIME_H
@@ -53,9 +60,16 @@ enum {
     PTO_ETASKID        = -8,   /* task id never allocated or already retired */
     PTO_EWORKERTYPE    = -9,   /* worker type out of range, or no worker can run it */
     PTO_EWINDOW        = -10,  /* window full of tasks that were allocated but never submitted */
-    PTO_EIO            = -11   /* dump could not open/write the file */
+    PTO_EIO            = -11,  /* dump, trace or statistics file could not be opened/written */
+    PTO_ETIMEDOUT      = -12,  /* the run passed its deadline (timeout_ms / PTO_TIMEOUT) */
+    PTO_ECANCELED      = -13,  /* pto_runtime_cancel (or a shutdown from another thread) */
+    PTO_EWORKERS       = -14   /* num_workers outside [0, PTO_MAX_WORKERS] */
 };
 const char* pto_strerror(int code);
+/* What the calling thread's last failed pto_runtime_init / pto_runtime_run was about, in one
+ * line ("task 3 'rowmax' returned 7 on worker 1", "PTO_TRACE: cannot open ..."); "" when the
+ * last runtime this thread created has not failed. Thread-local, like errno. */
+const char* pto_last_error(void);
 
 /* ---------------------------------------------------------------- tensors */
 typedef struct PTOTensor {      /* a 2-D row-major global tensor */
@@ -108,9 +122,19 @@ typedef int32_t (*PTOExecuteFn)(void* ctx, int32_t task_id, const char* func_nam
                                 PTOKernelFunc fn, const int64_t* args, int32_t num_args,
                                 int32_t worker_index);
 
+/* ---------------------------------------------------------------- orchestration progress
+ * An asynchronous executor may hold ready tasks back to launch many of them at once. Holding is
+ * safe while the orchestration can still submit work; once the orchestrating thread stops to
+ * wait for tasks to finish, nothing new becomes ready until some task completes, so a held task
+ * must go out. The runtime says when: fn(ctx, 1) when the orchestrating thread starts waiting
+ * (the window is full, or pto_runtime_run waits for the end: the orchestration is over), and
+ * fn(ctx, 0) when it goes back to submitting (a slot freed). Called on the orchestrating thread;
+ * keep it short. */
+typedef void (*PTOWaitFn)(void* ctx, int32_t waiting);
+
 /* ---------------------------------------------------------------- configuration
  * A zero-initialised config is valid: 0 workers (tasks run on the orchestrating thread in
- * submission order), safe mode, default window. */
+ * submission order), safe mode, default window, the deadline of PTO_TIMEOUT (none if unset). */
 typedef struct PTORuntimeConfig {
     int32_t num_workers;              /* worker threads; 0 = run inline on the calling thread */
     int32_t execution_task_threshold; /* 0 = safe mode; >0 = start when submitted > threshold */
@@ -119,6 +143,12 @@ typedef struct PTORuntimeConfig {
     int32_t dry_run;                  /* build and retire tasks without calling kernels */
     int32_t bind_worker_types;        /* 0: every worker serves every queue; 1: use worker_types */
     int32_t worker_types[PTO_MAX_WORKERS]; /* PTO_WORKER_* per worker (ANY = serves all) */
+    /* Deadline in milliseconds, counted from the start of execution (workers started, or
+     * pto_runtime_run in inline mode); 0: PTO_TIMEOUT from the environment (seconds, may be
+     * fractional) or none; < 0: none, whatever the environment says. A deadline with
+     * num_workers == 0 runs the tasks on one worker thread: the calling thread could not be
+     * taken back from a kernel that never returns. */
+    int32_t timeout_ms;
 } PTORuntimeConfig;
 
 /* ---------------------------------------------------------------- statistics */
@@ -135,21 +165,37 @@ typedef struct PTORuntimeStats {
     int32_t task_window;
     int32_t num_workers;
     int32_t safe_mode_degraded;       /* 1: safe mode had to start workers early (window full) */
-    int32_t failed_task;              /* first failing task id, -1 if none */
-    int32_t failed_code;              /* its kernel's return value */
-    int32_t reserved;
+    int32_t failed_task;              /* first failing (or, on a timeout, stuck) task id, -1 if none */
+    int32_t failed_code;              /* its kernel's return value (0 for a stuck task) */
+    int32_t failed_worker;            /* the worker it ran on; -1: the orchestrating thread */
     int64_t worker_tasks[PTO_MAX_WORKERS]; /* tasks executed per worker */
+    const char* failed_func;          /* its func_name, NULL if none */
+    int32_t run_status;               /* what pto_runtime_run returned (0 before a run) */
+    int32_t stuck_tasks;              /* kernels still running when the run gave up on them */
 } PTORuntimeStats;
 
 /* ---------------------------------------------------------------- lifecycle */
 void        pto_runtime_config_default(PTORuntimeConfig* cfg);   /* fills worker_types=ANY etc. */
 PTORuntime* pto_runtime_create(const PTORuntimeConfig* cfg);     /* NULL cfg = defaults; NULL on error */
 int         pto_runtime_init(PTORuntime** out, const PTORuntimeConfig* cfg); /* same, with a code */
-/* Stop: waits for running kernels, joins workers; later calls return PTO_ESHUTDOWN.
- * Dump and stats keep working until destroy. Idempotent. */
+/* Stop: waits for running kernels (until the deadline, if any), joins workers; later calls
+ * return PTO_ESHUTDOWN. Dump and stats keep working until destroy. Idempotent. From another
+ * thread during pto_runtime_run: cancels the run and returns once the run has returned. */
 int         pto_runtime_shutdown(PTORuntime* rt);
-void        pto_runtime_destroy(PTORuntime* rt);                 /* shutdown + free */
+/* Shutdown + free. Memory an abandoned kernel may still touch (its worker's bookkeeping, the
+ * descriptors of abandoned asynchronous tasks) is freed when the last of them returns. */
+void        pto_runtime_destroy(PTORuntime* rt);
+/* Stop the run from any thread: nothing more is dispatched, kernels still running are
+ * abandoned, pto_runtime_run (and a blocked pto_task_alloc) return PTO_ECANCELED. In inline
+ * mode (no workers) it takes effect between tasks. */
+int         pto_runtime_cancel(PTORuntime* rt);
 void        pto_runtime_set_executor(PTORuntime* rt, PTOExecuteFn fn, void* ctx);
+void        pto_runtime_set_wait_hook(PTORuntime* rt, PTOWaitFn fn, void* ctx);  /* see PTOWaitFn */
+/* With a wait hook installed: tasks made ready whose executor call has not returned yet (in a
+ * ready queue, in a worker's hands, or being handed over). While the orchestrating thread waits,
+ * 0 here and no completion being reported mean that nothing can become ready until a task the
+ * executor holds or runs completes. Thread-safe; 0 without a wait hook. */
+int64_t     pto_runtime_ready_tasks(PTORuntime* rt);
 
 /* ---------------------------------------------------------------- building */
 /* Returns a task id >= 0 or a negative error. Blocks while the window is full (flow
@@ -169,6 +215,13 @@ int pto_task_add_inout (PTORuntime* rt, int32_t task, const PTOTensor* tensor,
 int pto_task_add_arg(PTORuntime* rt, int32_t task, const PTOTensor* tensor,
                      int64_t row_off, int64_t col_off);
 int pto_task_add_scalar(PTORuntime* rt, int32_t task, int64_t value);
+/* A dependency WITHOUT argument slots: the region is tracked exactly like an input / output /
+ * inout argument (mode PTO_ARG_INPUT, PTO_ARG_OUTPUT or PTO_ARG_INOUT) but the kernel gets
+ * nothing for it. With pto_task_add_arg this separates what a kernel is given from what it
+ * is ordered by: e.g. a strided view passed as its own pointer and row stride, tracked in the
+ * coordinates of the buffer it belongs to (the Python binding does this for numpy views). */
+int pto_task_add_access(PTORuntime* rt, int32_t task, const PTOTensor* tensor, int64_t row_off,
+                        int64_t col_off, int64_t rows, int64_t cols, int32_t mode);
 int pto_task_submit(PTORuntime* rt, int32_t task);
 
 /* One call per task: alloc + one add per argument, in order + submit. `kind` says which add:
@@ -191,14 +244,18 @@ typedef struct PTOTaskArg {
 int32_t pto_task_submit_v(PTORuntime* rt, const char* func_name, PTOKernelFunc func_ptr,
                           int32_t buffer_bytes, int32_t worker_type,
                           const PTOTaskArg* args, int32_t num_args);
-/* Report the result of a task whose executor returned PTO_EXEC_ASYNC (thread-safe). */
+/* Report the result of a task whose executor returned PTO_EXEC_ASYNC (thread-safe). After a
+ * run that gave up on the task (deadline, cancel) it only releases what the task held. */
 int pto_task_complete(PTORuntime* rt, int32_t task, int32_t status);
 
 /* ---------------------------------------------------------------- running */
 /* Start workers if needed, wait until every submitted task finished (or a failure drained
- * the running ones), stop the workers. PTO_OK or PTO_ETASKFAILED. A runtime runs once:
- * building after run returns PTO_ESTATE. */
+ * the running ones), stop the workers. PTO_OK, PTO_ETASKFAILED, PTO_ETIMEDOUT or
+ * PTO_ECANCELED. A runtime runs once: building after run returns PTO_ESTATE. */
 int pto_runtime_run(PTORuntime* rt);
+/* Why the run failed, in one line (see pto_last_error), NUL-terminated and truncated to cap;
+ * returns the length needed (0: the run did not fail). */
+int64_t pto_runtime_error_message(PTORuntime* rt, char* buf, int64_t cap);
 /* Create, call orch(rt, user_data), run, copy stats to *stats (may be NULL), destroy. */
 int pto_runtime_run_orch(const PTORuntimeConfig* cfg, PTOOrchFunc orch, void* user_data,
                          PTORuntimeStats* stats);

@@ -34,6 +34,9 @@ static void summary(PTORuntime* rt, FILE* f, int64_t listed, int64_t first, cons
         fprintf(f, "  Mode:                   safe%s\n", s.safe_mode_degraded ? " (degraded to pipelined: window full)" : "");
     if (s.failed_task >= 0)
         fprintf(f, "  Failed task:            %d (code %d)\n", s.failed_task, s.failed_code);
+    char why[256];
+    if (pto_runtime_error_message(rt, why, sizeof why) > 0)
+        fprintf(f, "  Run stopped:            %s\n", why);
     fprintf(f, "  Tasks listed:           %lld from %lld (%s)\n\n", (long long)listed, (long long)first, scope);
 }
 

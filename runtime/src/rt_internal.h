@@ -50,7 +50,8 @@ typedef struct PTOTask {
     int32_t         fanout_head;   /* dependency-pool index, -1 = empty */
     int32_t         fanin_count;
     int32_t         last_consumer; /* edge de-duplication (orchestrator only) */
-    int32_t         stage;         /* staging index while BUILDING, -1 otherwise */
+    int32_t         stage;         /* staging index while BUILDING, -1 once submitted; from
+                                      RUNNING on: the worker that ran it (-1: orchestrator) */
     int32_t         buffer_bytes;
     int16_t         num_args;
     int16_t         worker_type;
@@ -129,8 +130,15 @@ typedef struct PTOWorker {
     int32_t   next_local;          /* a task this worker made ready and will run next */
     int64_t   executed;
     int64_t   retired_local;       /* retirements not yet added to rt->retired */
+    /* The task whose kernel this worker is in (>= 0), or W_IDLE / W_ABANDONED / W_EXITED. The
+     * run gives up on a kernel by swapping its id for W_ABANDONED; the worker swaps it for
+     * W_IDLE when the kernel returns, and the one whose swap fails knows the other won. */
+    _Atomic int32_t running;
     char      pad[64];
 } PTOWorker;
+#define W_IDLE      (-1)
+#define W_ABANDONED (-2)
+#define W_EXITED    (-3)
 
 /* Execution trace: lane 0 is the orchestrating thread (inline mode), lane k worker k-1. A lane
  * is a list of chunks that only its own thread appends to; a new chunk is mapped (pre-faulted)
@@ -209,7 +217,25 @@ struct PTORuntime {
     pthread_mutex_t idle_mu;  pthread_cond_t idle_cv;
     pthread_mutex_t done_mu;  pthread_cond_t done_cv;
 
+    /* ending a run early: deadline, cancellation, abandoned kernels */
+    int64_t         timeout_ns;    /* 0: no deadline */
+    int64_t         deadline_ns;   /* CLOCK_MONOTONIC; set when execution starts */
+    _Atomic int32_t run_error;     /* first reason the run stopped: ETASKFAILED/ETIMEDOUT/ECANCELED */
+    _Atomic int32_t cancelled;
+    _Atomic int32_t failed_worker;
+    _Atomic(const char*) failed_func;
+    int32_t         run_status;
+    int32_t         stuck;         /* kernels (and asynchronous tasks) given up on */
+    /* owner + one per abandoned kernel or asynchronous task: the memory goes with the last */
+    _Atomic int32_t refs;
+    pthread_mutex_t ctl_mu;  pthread_cond_t ctl_cv;   /* run vs. shutdown from another thread */
+    bool            run_active, shutting;
+    pthread_mutex_t async_mu;      /* pto_task_complete vs. giving up on asynchronous tasks */
+    bool            async_detached;
+
     PTOExecuteFn exec_fn; void* exec_ctx;
+    PTOWaitFn    wait_fn; void* wait_ctx;   /* told when the orchestrator waits (pto_runtime.h) */
+    _Atomic int64_t ready_tasks;   /* with wait_fn: ready, executor call not returned yet */
     PTOTrace*    trace;            /* NULL unless tracing */
 };
 
@@ -250,6 +276,21 @@ int64_t tm_bytes(const TMap* tm);
 /* tensormap.c: dependency-entry pool */
 int  dep_add_chunk(PTORuntime* rt);
 void dep_free_list(PTORuntime* rt, int32_t head);
+
+/* runtime.c: the calling thread's pto_last_error text; returns code */
+int rt_fail(int code, const char* fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* runtime.c: ending a run early */
+int64_t rt_now_ns(void);
+/* Stop the run for `code` (the first reason wins); wakes the orchestrator and the workers. */
+void rt_halt(PTORuntime* rt, int code);
+/* The code for calls made after the run halted (ETASKFAILED, ETIMEDOUT, ECANCELED, ESHUTDOWN). */
+int  rt_halted_code(PTORuntime* rt);
+/* Cancelled, or past the deadline (which then halts the run with PTO_ETIMEDOUT). */
+bool rt_giving_up(PTORuntime* rt);
+/* Record the oldest task still running as the run's failed task (timeout / cancel). */
+void rt_note_stuck(PTORuntime* rt);
+void rt_unref(PTORuntime* rt);     /* drop one reference; the last frees the runtime */
 
 /* sched.c */
 int  sched_init(PTORuntime* rt);

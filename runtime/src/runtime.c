@@ -1,6 +1,8 @@
 /* runtime.c - lifecycle, the orchestration API (alloc/add/submit), flow control, run. */
 #include "rt_internal.h"
 
+#include <errno.h>
+#include <stdarg.h>
 #include <stdlib.h>
 #include <time.h>
 
@@ -18,8 +20,50 @@ const char* pto_strerror(int code) {
     case PTO_EWORKERTYPE:  return "bad worker type, or no worker serves it";
     case PTO_EWINDOW:      return "task window full of unsubmitted tasks";
     case PTO_EIO:          return "i/o error";
+    case PTO_ETIMEDOUT:    return "the run passed its deadline";
+    case PTO_ECANCELED:    return "the run was cancelled";
+    case PTO_EWORKERS:     return "invalid worker count";
     default:               return "unknown error";
     }
+}
+
+/* ---------------------------------------------------------------- last error (per thread) */
+
+static _Thread_local char t_last_error[512];
+
+const char* pto_last_error(void) { return t_last_error; }
+
+int rt_fail(int code, const char* fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(t_last_error, sizeof t_last_error, fmt, ap);
+    va_end(ap);
+    return code;
+}
+
+int64_t rt_now_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+/* The deadline of cfg->timeout_ms, or of PTO_TIMEOUT (seconds) when it is 0; 0 = none. */
+static int resolve_timeout(const PTORuntimeConfig* c, int64_t* ns) {
+    *ns = 0;
+    if (c->timeout_ms > 0) { *ns = (int64_t)c->timeout_ms * 1000000LL; return PTO_OK; }
+    if (c->timeout_ms < 0) return PTO_OK;
+    const char* env = getenv("PTO_TIMEOUT");
+    if (!env || !*env) return PTO_OK;
+    char* end = NULL;
+    errno = 0;
+    double sec = strtod(env, &end);
+    while (end && (*end == ' ' || *end == '\t')) end++;
+    /* at most a year: more is a typo, and the nanoseconds must fit an int64 */
+    if (errno || end == env || *end || !(sec > 0.0) || sec > 366.0 * 86400.0)
+        return rt_fail(PTO_EINVAL, "PTO_TIMEOUT='%s': expected a positive number of seconds", env);
+    *ns = (int64_t)(sec * 1e9);
+    if (*ns < 1) *ns = 1;
+    return PTO_OK;
 }
 
 const char* pto_task_state_name(int s) {
@@ -36,25 +80,43 @@ void pto_runtime_config_default(PTORuntimeConfig* cfg) {
 /* ---------------------------------------------------------------- lifecycle */
 
 int pto_runtime_init(PTORuntime** out, const PTORuntimeConfig* cfg) {
-    if (!out) return PTO_EINVAL;
+    t_last_error[0] = 0;
+    if (!out) return rt_fail(PTO_EINVAL, "pto_runtime_init: no place for the runtime (out is NULL)");
     *out = NULL;
     PTORuntimeConfig c;
     if (cfg) c = *cfg; else pto_runtime_config_default(&c);
     if (c.task_window == 0) c.task_window = PTO_DEFAULT_WINDOW;
-    if (c.num_workers < 0 || c.num_workers > PTO_MAX_WORKERS || c.execution_task_threshold < 0 ||
-        c.task_window < 2 || (c.task_window & (c.task_window - 1)) || c.task_window > (1 << 26))
-        return PTO_EINVAL;
+    if (c.num_workers < 0 || c.num_workers > PTO_MAX_WORKERS)
+        return rt_fail(PTO_EWORKERS, "num_workers = %d: must be between 0 and %d", c.num_workers,
+                         PTO_MAX_WORKERS);
+    if (c.execution_task_threshold < 0)
+        return rt_fail(PTO_EINVAL, "execution_task_threshold = %d: must be >= 0", c.execution_task_threshold);
+    if (c.task_window < 2 || (c.task_window & (c.task_window - 1)) || c.task_window > (1 << 26))
+        return rt_fail(PTO_EINVAL, "task_window = %d: must be a power of two in [2, 2^26]", c.task_window);
     if (c.bind_worker_types)
         for (int i = 0; i < c.num_workers; i++)
             if (c.worker_types[i] < PTO_WORKER_ANY || c.worker_types[i] > PTO_WORKER_ACCELERATOR)
-                return PTO_EWORKERTYPE;
+                return rt_fail(PTO_EWORKERTYPE, "worker_types[%d] = %d: not a worker type", i, c.worker_types[i]);
+    int64_t timeout_ns;
+    int trc = resolve_timeout(&c, &timeout_ns);
+    if (trc < 0) return trc;
+    if (timeout_ns > 0 && c.num_workers == 0) {
+        /* a kernel on the calling thread could never be given up on: run on one worker */
+        c.num_workers = 1;
+        c.bind_worker_types = 0;
+    }
 
     PTORuntime* rt = calloc(1, sizeof *rt);
-    if (!rt) return PTO_ENOMEM;
+    if (!rt) return rt_fail(PTO_ENOMEM, "out of memory for the runtime");
     rt->cfg = c;
     rt->window = c.task_window;
     rt->mask = c.task_window - 1;
+    rt->timeout_ns = timeout_ns;
     atomic_init(&rt->failed_task, -1);
+    atomic_init(&rt->failed_worker, -1);
+    atomic_init(&rt->refs, 1);
+    pthread_mutex_init(&rt->ctl_mu, NULL); pthread_cond_init(&rt->ctl_cv, NULL);
+    pthread_mutex_init(&rt->async_mu, NULL);
     _Static_assert(sizeof(PTOTask) == 128, "task descriptor should stay two cache lines");
     rt->tasks = aligned_alloc(64, (size_t)rt->window * sizeof(PTOTask));
     rt->overflow = calloc((size_t)rt->window, sizeof(int64_t*));
@@ -81,7 +143,11 @@ int pto_runtime_init(PTORuntime** out, const PTORuntimeConfig* cfg) {
         rt->rec_chunks = calloc(REC_MAX_CHUNKS, sizeof(PTORecord*));
         if (!rt->rec_chunks) rc = PTO_ENOMEM;
     }
-    if (rc != PTO_OK) { pto_runtime_destroy(rt); return rc; }
+    if (rc != PTO_OK) {
+        pto_runtime_destroy(rt);
+        if (!t_last_error[0]) rt_fail(rc, "creating the runtime failed: %s", pto_strerror(rc));
+        return rc;
+    }
     *out = rt;
     return PTO_OK;
 }
@@ -91,20 +157,98 @@ PTORuntime* pto_runtime_create(const PTORuntimeConfig* cfg) {
     return pto_runtime_init(&rt, cfg) == PTO_OK ? rt : NULL;
 }
 
+/* ---------------------------------------------------------------- ending a run early */
+
+void rt_halt(PTORuntime* rt, int code) {
+    int32_t none = 0;
+    atomic_compare_exchange_strong(&rt->run_error, &none, code);
+    atomic_store(&rt->halt, 1);
+    pthread_mutex_lock(&rt->done_mu);          /* the orchestrator may be waiting */
+    pthread_cond_broadcast(&rt->done_cv);
+    pthread_mutex_unlock(&rt->done_mu);
+    pthread_mutex_lock(&rt->idle_mu);          /* and workers sleeping */
+    pthread_cond_broadcast(&rt->idle_cv);
+    pthread_mutex_unlock(&rt->idle_mu);
+}
+
+int rt_halted_code(PTORuntime* rt) {
+    int code = atomic_load(&rt->run_error);
+    return code ? code : PTO_ESHUTDOWN;
+}
+
+bool rt_giving_up(PTORuntime* rt) {
+    if (atomic_load(&rt->cancelled)) return true;
+    if (rt->deadline_ns && rt_now_ns() >= rt->deadline_ns) {
+        if (atomic_load(&rt->run_error) == 0) {
+            rt_halt(rt, PTO_ETIMEDOUT);
+            rt_note_stuck(rt);             /* what was running when the deadline passed */
+        }
+        return true;
+    }
+    return false;
+}
+
+/* Orchestrator only (it reads the window bounds). The oldest RUNNING task names the stuck
+ * kernel, unless a failure was recorded first. */
+void rt_note_stuck(PTORuntime* rt) {
+    for (int32_t id = rt->last_alive; id < rt->next_id; id++) {
+        PTOTask* t = rt_task(rt, id);
+        if (atomic_load_explicit(&t->state, memory_order_acquire) != PTO_TASK_RUNNING) continue;
+        int32_t none = -1;
+        if (atomic_compare_exchange_strong(&rt->failed_task, &none, id)) {
+            atomic_store(&rt->failed_code, 0);
+            atomic_store(&rt->failed_worker, t->stage);
+            atomic_store(&rt->failed_func, t->name);
+        }
+        return;
+    }
+}
+
+int pto_runtime_cancel(PTORuntime* rt) {
+    if (!rt) return PTO_EINVAL;
+    atomic_store(&rt->cancelled, 1);
+    rt_halt(rt, PTO_ECANCELED);
+    return PTO_OK;
+}
+
+/* Wait for the asynchronous tasks still out; once the run gives up (deadline, cancel), the
+ * runtime stops waiting (each of them keeps the runtime's memory until it completes). */
+static void wait_async(PTORuntime* rt) {
+    for (uint32_t spin = 0; atomic_load(&rt->async_pending) > 0; spin++) {
+        if ((spin & 1023) == 1023 && rt_giving_up(rt)) {
+            rt_note_stuck(rt);
+            /* each of them holds a reference (execute) until pto_task_complete */
+            pthread_mutex_lock(&rt->async_mu);
+            rt->async_detached = true;
+            rt->stuck += atomic_load(&rt->async_pending);
+            pthread_mutex_unlock(&rt->async_mu);
+            return;
+        }
+        if (spin < (1u << 16)) rt_cpu_relax();
+        else { struct timespec ts = {0, 100 * 1000}; nanosleep(&ts, NULL); }
+    }
+}
+
+/* ---------------------------------------------------------------- lifecycle (continued) */
+
 int pto_runtime_shutdown(PTORuntime* rt) {
     if (!rt) return PTO_EINVAL;
-    if (rt->shut) return PTO_OK;
+    pthread_mutex_lock(&rt->ctl_mu);
+    if (rt->shut || rt->shutting) { pthread_mutex_unlock(&rt->ctl_mu); return PTO_OK; }
+    rt->shutting = true;
+    if (rt->run_active) {                   /* another thread is in pto_runtime_run */
+        pto_runtime_cancel(rt);
+        while (rt->run_active) pthread_cond_wait(&rt->ctl_cv, &rt->ctl_mu);
+    }
+    pthread_mutex_unlock(&rt->ctl_mu);
     atomic_store(&rt->halt, 1);
     sched_stop(rt);
-    while (atomic_load(&rt->async_pending) > 0) rt_cpu_relax();
+    wait_async(rt);
     rt->shut = true;
     return PTO_OK;
 }
 
-void pto_runtime_destroy(PTORuntime* rt) {
-    if (!rt) return;
-    pto_runtime_shutdown(rt);
-    trace_finish(rt);                      /* PTO_TRACE / PTO_STATS files: outside timed runs */
+static void rt_free(PTORuntime* rt) {
     trace_free(rt);
     sched_free(rt);
     tm_free(&rt->tm);
@@ -119,13 +263,40 @@ void pto_runtime_destroy(PTORuntime* rt) {
         for (int32_t i = 0; i < rt->window; i++) free(rt->overflow[i]);
     free(rt->overflow);
     free(rt->tasks);
+    pthread_mutex_destroy(&rt->ctl_mu); pthread_cond_destroy(&rt->ctl_cv);
+    pthread_mutex_destroy(&rt->async_mu);
     free(rt);
+}
+
+void rt_unref(PTORuntime* rt) {
+    if (atomic_fetch_sub_explicit(&rt->refs, 1, memory_order_acq_rel) == 1) rt_free(rt);
+}
+
+void pto_runtime_destroy(PTORuntime* rt) {
+    if (!rt) return;
+    pto_runtime_shutdown(rt);
+    trace_finish(rt);                      /* PTO_TRACE / PTO_STATS files: outside timed runs */
+    rt_unref(rt);
 }
 
 void pto_runtime_set_executor(PTORuntime* rt, PTOExecuteFn fn, void* ctx) {
     if (!rt) return;
     rt->exec_fn = fn;
     rt->exec_ctx = ctx;
+}
+
+void pto_runtime_set_wait_hook(PTORuntime* rt, PTOWaitFn fn, void* ctx) {
+    if (!rt) return;
+    rt->wait_fn = fn;
+    rt->wait_ctx = ctx;
+}
+
+int64_t pto_runtime_ready_tasks(PTORuntime* rt) {
+    return rt ? atomic_load_explicit(&rt->ready_tasks, memory_order_acquire) : 0;
+}
+
+static inline void tell_waiting(PTORuntime* rt, int32_t waiting) {
+    if (rt->wait_fn) rt->wait_fn(rt->wait_ctx, waiting);
 }
 
 /* ---------------------------------------------------------------- window / flow control */
@@ -152,15 +323,14 @@ static void wait_done_cv(PTORuntime* rt) {
     pthread_cond_timedwait(&rt->done_cv, &rt->done_mu, &ts);
 }
 
-static int wait_for_slot(PTORuntime* rt) {
-    rt->full_waits++;
+static int free_a_slot(PTORuntime* rt) {
     if (rt->nworkers == 0) {
         /* inline: run the oldest task ourselves. One at a time: retiring a batch (a sixteenth
          * of the window) took fewer instructions but more time - it evicts what the build uses */
         while (rt->next_id - rt->last_alive >= rt->window) {
             PTOTask* t = rt_task(rt, rt->last_alive);
             if (atomic_load(&t->state) == PTO_TASK_BUILDING) return PTO_EWINDOW;
-            if (atomic_load(&rt->halt)) return rt->shut ? PTO_ESHUTDOWN : PTO_ETASKFAILED;
+            if (atomic_load(&rt->halt)) return rt_halted_code(rt);
             int rc = sched_run_inline(rt, rt->last_alive);
             advance(rt);
             if (rc < 0) return rc;
@@ -175,9 +345,10 @@ static int wait_for_slot(PTORuntime* rt) {
     for (int spin = 0;; spin++) {
         advance(rt);
         if (rt->next_id - rt->last_alive < rt->window) return PTO_OK;
-        if (atomic_load(&rt->halt)) return rt->shut ? PTO_ESHUTDOWN : PTO_ETASKFAILED;
+        if (atomic_load(&rt->halt)) return rt_halted_code(rt);
         if (atomic_load(&rt_task(rt, rt->last_alive)->state) == PTO_TASK_BUILDING) return PTO_EWINDOW;
         if (spin < 200) { rt_cpu_relax(); continue; }
+        if (rt_giving_up(rt)) return rt_halted_code(rt);     /* a kernel holds the window */
         atomic_store(&rt->wait_id, rt->last_alive);
         atomic_fetch_add(&rt->waiters, 1);
         pthread_mutex_lock(&rt->done_mu);
@@ -189,12 +360,21 @@ static int wait_for_slot(PTORuntime* rt) {
     }
 }
 
+/* The window is full: retire the oldest task (inline) or wait for the workers to. */
+static int wait_for_slot(PTORuntime* rt) {
+    rt->full_waits++;
+    tell_waiting(rt, 1);
+    int rc = free_a_slot(rt);
+    tell_waiting(rt, 0);
+    return rc;
+}
+
 static inline int check_building(PTORuntime* rt) {
     if (__builtin_expect(!rt, 0)) return PTO_EINVAL;
     /* one test on the fast path: shut, ran and halt are all false while building */
     if (__builtin_expect((rt->shut | rt->ran | atomic_load_explicit(&rt->halt, memory_order_relaxed)) != 0, 0)) {
         if (rt->shut) return PTO_ESHUTDOWN;
-        if (atomic_load_explicit(&rt->halt, memory_order_relaxed)) return PTO_ETASKFAILED;
+        if (atomic_load_explicit(&rt->halt, memory_order_relaxed)) return rt_halted_code(rt);
         return PTO_ESTATE;
     }
     return PTO_OK;
@@ -274,7 +454,7 @@ static inline __attribute__((always_inline)) PTOTask* building_task(PTORuntime* 
     if (task < rt->last_alive || task >= rt->next_id) { *err = PTO_ETASKID; return NULL; }
     PTOTask* t = rt_task(rt, task);
     /* a task of pto_task_submit_v has no staging area: add_* and submit cannot reach it */
-    if (__builtin_expect((atomic_load_explicit(&t->state, memory_order_relaxed) != PTO_TASK_BUILDING) | (t->stage < 0), 0)) {
+    if (__builtin_expect(atomic_load_explicit(&t->state, memory_order_relaxed) != PTO_TASK_BUILDING || t->stage < 0, 0)) {
         *err = PTO_ESTATE; return NULL;
     }
     return t;
@@ -309,10 +489,10 @@ static __attribute__((noinline)) int tensor_arg_error(const PTOTensor* x, int64_
     return PTO_EBOUNDS;   /* r0 < 0, c0 < 0, r0 + rows > x->rows or c0 + cols > x->cols */
 }
 
-/* A tracked tensor argument of building task t: its two slots, and its access staged in *a. */
-static inline __attribute__((always_inline)) int put_tensor(PTORuntime* rt, PTOTask* t, const PTOTensor* x,
-                                                            int64_t r0, int64_t c0, int64_t rows, int64_t cols,
-                                                            int mode, PTOAccess* a) {
+/* A region of tensor x, validated and staged in *a (its tensor-map record found or created). */
+static inline __attribute__((always_inline)) int stage_access(PTORuntime* rt, const PTOTensor* x, int64_t r0,
+                                                              int64_t c0, int64_t rows, int64_t cols, int mode,
+                                                              PTOAccess* a) {
     if (__builtin_expect(!x, 0)) return PTO_EINVAL;
     void* const data = x->data;
     const int64_t xr = x->rows, xc = x->cols, ld = x->ld, es = x->elem_size;
@@ -325,17 +505,26 @@ static inline __attribute__((always_inline)) int put_tensor(PTORuntime* rt, PTOT
     if (__builtin_expect((data == NULL) | (signs >> 63) | (ld < xc) | ((uint64_t)r0 + (uint64_t)rows > (uint64_t)xr) |
                          ((uint64_t)c0 + (uint64_t)cols > (uint64_t)xc), 0))
         return tensor_arg_error(x, rows, cols);
-    int rc = reserve_args(rt, t, 2);
-    if (rc < 0) return rc;
     const int32_t k = tm_tensor(&rt->tm, data, rows, cols, xr, xc);
     if (__builtin_expect(k < 0, 0)) return k;
-    int64_t* args = t->args;
-    int n = t->num_args;
-    args[n] = (int64_t)(intptr_t)((char*)data + (r0 * ld + c0) * es);
-    args[n + 1] = ld;
-    t->num_args = (int16_t)(n + 2);
     a->tensor = k; a->mode = mode;
     a->r0 = r0; a->c0 = c0; a->r1 = r0 + rows; a->c1 = c0 + cols;
+    return PTO_OK;
+}
+
+/* A tracked tensor argument of building task t: its two slots, and its access staged in *a. */
+static inline __attribute__((always_inline)) int put_tensor(PTORuntime* rt, PTOTask* t, const PTOTensor* x,
+                                                            int64_t r0, int64_t c0, int64_t rows, int64_t cols,
+                                                            int mode, PTOAccess* a) {
+    int rc = stage_access(rt, x, r0, c0, rows, cols, mode, a);
+    if (__builtin_expect(rc < 0, 0)) return rc;
+    rc = reserve_args(rt, t, 2);
+    if (rc < 0) return rc;
+    int64_t* args = t->args;
+    int n = t->num_args;
+    args[n] = (int64_t)(intptr_t)((char*)x->data + (r0 * x->ld + c0) * x->elem_size);
+    args[n + 1] = x->ld;
+    t->num_args = (int16_t)(n + 2);
     return PTO_OK;
 }
 
@@ -377,6 +566,20 @@ int pto_task_add_output(PTORuntime* rt, int32_t task, const PTOTensor* x, int64_
 }
 int pto_task_add_inout(PTORuntime* rt, int32_t task, const PTOTensor* x, int64_t r0, int64_t c0, int64_t rows, int64_t cols) {
     return add_tensor(rt, task, x, r0, c0, rows, cols, ACC_READ | ACC_WRITE);
+}
+
+int pto_task_add_access(PTORuntime* rt, int32_t task, const PTOTensor* x, int64_t r0, int64_t c0, int64_t rows,
+                        int64_t cols, int32_t mode) {
+    int err;
+    PTOTask* t = building_task(rt, task, &err);
+    if (!t) return err;
+    /* ACC_READ/ACC_WRITE/both == PTO_ARG_INPUT/OUTPUT/INOUT */
+    if (mode != PTO_ARG_INPUT && mode != PTO_ARG_OUTPUT && mode != PTO_ARG_INOUT) return PTO_EINVAL;
+    PTOStage* st = &rt->stages[t->stage];
+    if (st->n >= PTO_MAX_TENSOR_ARGS) return PTO_ETOOMANYARGS;   /* the staging area's size */
+    int rc = stage_access(rt, x, r0, c0, rows, cols, mode, &st->acc[st->n]);
+    if (rc == PTO_OK) st->n++;
+    return rc;
 }
 
 int pto_task_add_arg(PTORuntime* rt, int32_t task, const PTOTensor* x, int64_t r0, int64_t c0) {
@@ -495,8 +698,19 @@ int pto_task_complete(PTORuntime* rt, int32_t task, int32_t status) {
     if (!rt) return PTO_EINVAL;
     PTOTask* t = rt_task(rt, task);
     if (t->id != task || atomic_load(&t->state) != PTO_TASK_RUNNING) return PTO_ESTATE;
+    pthread_mutex_lock(&rt->async_mu);
+    if (rt->async_detached) {
+        /* the run gave up on this task: nothing waits for it any more */
+        int32_t running = PTO_TASK_RUNNING;
+        bool mine = atomic_compare_exchange_strong(&t->state, &running, PTO_TASK_COMPLETED);
+        pthread_mutex_unlock(&rt->async_mu);
+        if (mine) rt_unref(rt);
+        return mine ? PTO_OK : PTO_ESTATE;
+    }
     sched_finish(rt, task, status, NULL);
+    pthread_mutex_unlock(&rt->async_mu);
     atomic_fetch_sub(&rt->async_pending, 1);
+    rt_unref(rt);      /* the reference execute() took for this task: the last touch of rt */
     return PTO_OK;
 }
 
@@ -509,17 +723,14 @@ int pto_task_state(PTORuntime* rt, int32_t task) {
 
 /* ---------------------------------------------------------------- run */
 
-int pto_runtime_run(PTORuntime* rt) {
-    if (!rt) return PTO_EINVAL;
-    if (rt->shut) return PTO_ESHUTDOWN;
-    if (rt->ran) return PTO_ESTATE;
-    if (rt->open_tasks > 0 && !atomic_load(&rt->halt)) return PTO_ESTATE;
-    rt->ran = true;
+static int run_graph(PTORuntime* rt) {
+    tell_waiting(rt, 1);                    /* the orchestration is over */
     if (rt->nworkers == 0) {
         while (rt->last_alive < rt->next_id && !atomic_load(&rt->halt)) {
             sched_run_inline(rt, rt->last_alive);
             advance(rt);
         }
+        wait_async(rt);                     /* an asynchronous task a cancel left out */
     } else {
         int rc = sched_start(rt);
         if (rc < 0) return rc;
@@ -527,6 +738,7 @@ int pto_runtime_run(PTORuntime* rt) {
         for (int spin = 0;; spin++) {
             if (atomic_load(&rt->retired) >= total || atomic_load(&rt->halt)) break;
             if (spin < 1000) { rt_cpu_relax(); continue; }
+            if (rt_giving_up(rt)) break;
             atomic_store(&rt->wait_id, INT32_MAX);
             atomic_fetch_add(&rt->waiters, 1);
             pthread_mutex_lock(&rt->done_mu);
@@ -536,11 +748,67 @@ int pto_runtime_run(PTORuntime* rt) {
             pthread_mutex_unlock(&rt->done_mu);
             atomic_fetch_sub(&rt->waiters, 1);
         }
-        sched_stop(rt);                     /* running kernels finish; queued ones are dropped */
-        while (atomic_load(&rt->async_pending) > 0) rt_cpu_relax();
+        /* running kernels finish (until the deadline or a cancel: then they are abandoned);
+         * queued ones are dropped */
+        sched_stop(rt);
+        wait_async(rt);
         advance(rt);
     }
-    return atomic_load(&rt->failed_task) >= 0 ? PTO_ETASKFAILED : PTO_OK;
+    return atomic_load(&rt->run_error);
+}
+
+int pto_runtime_run(PTORuntime* rt) {
+    if (!rt) return rt_fail(PTO_EINVAL, "pto_runtime_run: no runtime (NULL)");
+    pthread_mutex_lock(&rt->ctl_mu);
+    int rc = rt->shut || rt->shutting ? PTO_ESHUTDOWN
+           : rt->ran ? PTO_ESTATE
+           : rt->open_tasks > 0 && !atomic_load(&rt->halt) ? PTO_ESTATE : PTO_OK;
+    if (rc == PTO_OK) rt->ran = rt->run_active = true;
+    pthread_mutex_unlock(&rt->ctl_mu);
+    if (rc < 0) return rc;
+
+    rc = run_graph(rt);
+    rt->run_status = rc;
+    if (rc < 0) {
+        if (atomic_load(&rt->run_error)) pto_runtime_error_message(rt, t_last_error, sizeof t_last_error);
+        else rt_fail(rc, "starting the workers failed: %s", pto_strerror(rc));
+    }
+    pthread_mutex_lock(&rt->ctl_mu);
+    rt->run_active = false;
+    pthread_cond_broadcast(&rt->ctl_cv);
+    pthread_mutex_unlock(&rt->ctl_mu);
+    return rc;
+}
+
+int64_t pto_runtime_error_message(PTORuntime* rt, char* buf, int64_t cap) {
+    if (!rt || cap < 0 || (cap > 0 && !buf)) return PTO_EINVAL;
+    const int code = atomic_load(&rt->run_error);
+    const int32_t task = atomic_load(&rt->failed_task), worker = atomic_load(&rt->failed_worker);
+    const char* fn = atomic_load(&rt->failed_func);
+    char where[40];
+    if (worker >= 0) snprintf(where, sizeof where, "worker %d", worker);
+    else snprintf(where, sizeof where, "the orchestrating thread");
+    char* out = cap > 0 ? buf : NULL;
+    const size_t n = (size_t)cap;
+    int len = 0;
+    if (code == PTO_ETASKFAILED) {
+        len = snprintf(out, n, "task %d '%s' failed with code %d on %s", task, fn ? fn : "task",
+                       atomic_load(&rt->failed_code), where);
+    } else if (code == PTO_ETIMEDOUT || code == PTO_ECANCELED) {
+        char head[96];
+        if (code == PTO_ETIMEDOUT) snprintf(head, sizeof head, "deadline of %g s passed", (double)rt->timeout_ns / 1e9);
+        else snprintf(head, sizeof head, "run cancelled");
+        if (task >= 0)
+            len = snprintf(out, n, "%s: task %d '%s' still running on %s (%d kernel(s) abandoned)", head, task,
+                           fn ? fn : "task", where, rt->stuck);
+        else
+            len = snprintf(out, n, "%s with %lld of %lld tasks unfinished, none running", head,
+                           (long long)(atomic_load(&rt->submitted) - atomic_load(&rt->retired)),
+                           (long long)atomic_load(&rt->submitted));
+    } else if (cap > 0) {
+        buf[0] = 0;
+    }
+    return len;
 }
 
 int pto_runtime_get_stats(PTORuntime* rt, PTORuntimeStats* s) {
@@ -570,6 +838,10 @@ int pto_runtime_get_stats(PTORuntime* rt, PTORuntimeStats* s) {
     s->safe_mode_degraded = rt->degraded;
     s->failed_task = atomic_load(&rt->failed_task);
     s->failed_code = atomic_load(&rt->failed_code);
+    s->failed_worker = atomic_load(&rt->failed_worker);
+    s->failed_func = atomic_load(&rt->failed_func);
+    s->run_status = rt->run_status;
+    s->stuck_tasks = rt->stuck;
     int64_t done = rt->inline_executed;
     for (int i = 0; i < rt->nworkers && i < PTO_MAX_WORKERS; i++) {
         s->worker_tasks[i] = rt->workers[i].executed;
@@ -580,7 +852,7 @@ int pto_runtime_get_stats(PTORuntime* rt, PTORuntimeStats* s) {
 }
 
 int pto_runtime_run_orch(const PTORuntimeConfig* cfg, PTOOrchFunc orch, void* user_data, PTORuntimeStats* stats) {
-    if (!orch) return PTO_EINVAL;
+    if (!orch) return rt_fail(PTO_EINVAL, "pto_runtime_run_orch: no orchestration function (NULL)");
     PTORuntime* rt;
     int rc = pto_runtime_init(&rt, cfg);
     if (rc < 0) return rc;

@@ -37,6 +37,7 @@ int sched_init(PTORuntime* rt) {
     for (int i = 0; i < rt->nworkers; i++) {
         PTOWorker* w = &rt->workers[i];
         w->rt = rt; w->index = i; w->next_local = -1;
+        atomic_init(&w->running, W_IDLE);
         int type = rt->cfg.bind_worker_types ? rt->cfg.worker_types[i] : PTO_WORKER_ANY;
         if (type == PTO_WORKER_ANY) {
             for (int q = 0; q < PTO_NUM_QUEUES; q++) w->served[w->nserved++] = (q + i) % PTO_NUM_QUEUES;
@@ -85,6 +86,7 @@ static void push(PTORuntime* rt, int q, int32_t id) {
 void sched_make_ready(PTORuntime* rt, PTOTask* t, PTOWorker* w) {
     atomic_store_explicit(&t->state, PTO_TASK_READY, memory_order_relaxed);
     if (rt->nworkers == 0) return;             /* inline mode runs tasks in id order */
+    if (rt->wait_fn) atomic_fetch_add_explicit(&rt->ready_tasks, 1, memory_order_relaxed);
     int q = queue_of(t);
     if (w && w->next_local < 0) {
         for (int k = 0; k < w->nserved; k++)
@@ -111,10 +113,15 @@ void sched_notify_waiters(PTORuntime* rt, int32_t id, int64_t count) {
 void sched_finish(PTORuntime* rt, int32_t id, int32_t status, PTOWorker* w) {
     PTOTask* t = rt_task(rt, id);
     if (status != 0) {
-        int32_t none = -1;
-        if (atomic_compare_exchange_strong(&rt->failed_task, &none, id))
+        /* the first reason the run stops names it: a failure after a timeout or cancel does not */
+        int32_t none = 0;
+        if (atomic_compare_exchange_strong(&rt->run_error, &none, PTO_ETASKFAILED)) {
             atomic_store(&rt->failed_code, status);
-        atomic_store(&rt->halt, 1);
+            atomic_store(&rt->failed_worker, t->stage);
+            atomic_store(&rt->failed_func, t->name);
+            atomic_store(&rt->failed_task, id);
+        }
+        rt_halt(rt, PTO_ETASKFAILED);
     }
     const bool threaded = atomic_load_explicit(&rt->threaded, memory_order_relaxed) != 0;
     int32_t d;
@@ -187,9 +194,16 @@ void sched_flush_retired(PTORuntime* rt, PTOWorker* w) {
 }
 
 static int32_t execute(PTORuntime* rt, PTOTask* t, int32_t worker_index) {
-    atomic_store_explicit(&t->state, PTO_TASK_RUNNING, memory_order_relaxed);
-    if (rt->exec_fn)
-        return rt->exec_fn(rt->exec_ctx, t->id, t->name, t->fn, t->args, t->num_args, worker_index);
+    t->stage = worker_index;               /* who runs it: named if it fails or gets stuck */
+    atomic_store_explicit(&t->state, PTO_TASK_RUNNING, memory_order_release);
+    if (rt->exec_fn) {
+        /* a task the executor completes later (pto_task_complete) keeps the runtime alive
+         * until then, even past a run that gave up on it; taken first: it may complete at once */
+        atomic_fetch_add_explicit(&rt->refs, 1, memory_order_relaxed);
+        int32_t rc = rt->exec_fn(rt->exec_ctx, t->id, t->name, t->fn, t->args, t->num_args, worker_index);
+        if (rc != PTO_EXEC_ASYNC) rt_unref(rt);   /* not the last: the owner holds one */
+        return rc;
+    }
     if (rt->cfg.dry_run || !t->fn) return 0;
     return t->fn(t->args);
 }
@@ -209,7 +223,11 @@ int sched_run_inline(PTORuntime* rt, int32_t id) {
     rt->inline_executed++;
     if (rc == PTO_EXEC_ASYNC) {          /* wait for the backend's pto_task_complete */
         atomic_fetch_add(&rt->async_pending, 1);
-        while (atomic_load_explicit(&t->state, memory_order_acquire) != PTO_TASK_CONSUMED) rt_cpu_relax();
+        for (uint32_t spin = 0; atomic_load_explicit(&t->state, memory_order_acquire) != PTO_TASK_CONSUMED; spin++) {
+            /* a cancel ends the wait (the run then gives up on the task; see wait_async) */
+            if ((spin & 1023) == 1023 && rt_giving_up(rt)) return rt_halted_code(rt);
+            rt_cpu_relax();
+        }
         return PTO_OK;
     }
     sched_finish(rt, id, rc, NULL);
@@ -272,24 +290,36 @@ static void* worker_main(void* arg) {
             continue;
         }
         if (atomic_load_explicit(&rt->halt, memory_order_acquire)) {  /* failure: drop */
+            if (rt->wait_fn)
+                atomic_fetch_sub_explicit(&rt->ready_tasks, 1 + (w->nbuf - w->pos) + (w->next_local >= 0),
+                                          memory_order_release);
             w->nbuf = w->pos = 0; w->next_local = -1;
             continue;
         }
         PTOTask* t = rt_task(rt, id);
-        int32_t rc;
-        if (lane) {
-            /* name first: an asynchronous completion may recycle the slot once exec returns */
-            const char* name = t->name;
-            int64_t s = trace_now();
-            rc = execute(rt, t, w->index);
-            trace_record(lane, id, w->index, name, s, trace_now());   /* before consumers start */
-        } else {
-            rc = execute(rt, t, w->index);
+        /* name first: an asynchronous completion may recycle the slot once exec returns */
+        const char* name = t->name;
+        int64_t s = lane ? trace_now() : 0;
+        atomic_store_explicit(&w->running, id, memory_order_release);
+        int32_t rc = execute(rt, t, w->index);
+        int32_t mine = id;
+        if (!atomic_compare_exchange_strong_explicit(&w->running, &mine, W_IDLE, memory_order_acq_rel,
+                                                     memory_order_acquire)) {
+            /* the run gave up on this kernel and is over: touch nothing of it but our reference */
+            rt_unref(rt);
+            return NULL;
         }
+        if (lane) trace_record(lane, id, w->index, name, s, trace_now());   /* before consumers start */
         w->executed++;
+        /* after the call: a holding executor has the task in hand before it stops counting */
+        if (rt->wait_fn) atomic_fetch_sub_explicit(&rt->ready_tasks, 1, memory_order_release);
         if (rc == PTO_EXEC_ASYNC) { atomic_fetch_add(&rt->async_pending, 1); continue; }
         sched_finish(rt, id, rc, w);
     }
+    atomic_store_explicit(&w->running, W_EXITED, memory_order_release);
+    pthread_mutex_lock(&rt->done_mu);          /* sched_stop waits for this under done_mu */
+    pthread_cond_broadcast(&rt->done_cv);
+    pthread_mutex_unlock(&rt->done_mu);
     return NULL;
 }
 
@@ -299,14 +329,16 @@ static void* worker_main(void* arg) {
  * runtime at a time runs on the pool (it grows to the largest worker count asked for); a runtime
  * that starts while another holds it creates and joins its own threads, as does everything
  * after the library's destructor ran. The destructor (at exit or dlclose) joins the parked
- * threads; a child process after fork starts with an empty pool. */
+ * threads; a child process after fork starts with an empty pool. A thread whose kernel a run
+ * abandoned (deadline, cancel) is "stranded": the pool stays taken until it comes back. */
 static struct {
     pthread_mutex_t mu;
     pthread_cond_t  cv[PTO_MAX_WORKERS];   /* slot i: work assigned, or quit */
-    pthread_cond_t  done_cv;               /* active reached 0 */
+    pthread_cond_t  done_cv;               /* a slot came back */
     pthread_t       th[PTO_MAX_WORKERS];
     PTOWorker*      work[PTO_MAX_WORKERS]; /* slot i's worker of the current run, NULL: parked */
-    int32_t         nthreads, active;
+    bool            stranded[PTO_MAX_WORKERS];
+    int32_t         nthreads, nstranded;
     bool            busy, quit;
 } g_pool;
 static pthread_once_t g_pool_once = PTHREAD_ONCE_INIT;
@@ -314,9 +346,13 @@ static bool g_pool_ready;
 
 static void pool_reset(void) {
     pthread_mutex_init(&g_pool.mu, NULL);
-    for (int i = 0; i < PTO_MAX_WORKERS; i++) { pthread_cond_init(&g_pool.cv[i], NULL); g_pool.work[i] = NULL; }
+    for (int i = 0; i < PTO_MAX_WORKERS; i++) {
+        pthread_cond_init(&g_pool.cv[i], NULL);
+        g_pool.work[i] = NULL;
+        g_pool.stranded[i] = false;
+    }
     pthread_cond_init(&g_pool.done_cv, NULL);
-    g_pool.nthreads = g_pool.active = 0;
+    g_pool.nthreads = g_pool.nstranded = 0;
     g_pool.busy = g_pool.quit = false;
 }
 static void pool_init(void) {
@@ -333,10 +369,14 @@ static void* pool_main(void* arg) {
         PTOWorker* w = g_pool.work[i];
         if (!w) break;                         /* quit */
         pthread_mutex_unlock(&g_pool.mu);
-        worker_main(w);
+        worker_main(w);                        /* w may be freed once it returns (abandoned) */
         pthread_mutex_lock(&g_pool.mu);
         g_pool.work[i] = NULL;
-        if (--g_pool.active == 0) pthread_cond_signal(&g_pool.done_cv);
+        if (g_pool.stranded[i]) {              /* back from an abandoned kernel */
+            g_pool.stranded[i] = false;
+            if (--g_pool.nstranded == 0) g_pool.busy = false;
+        }
+        pthread_cond_broadcast(&g_pool.done_cv);
     }
     pthread_mutex_unlock(&g_pool.mu);
     return NULL;
@@ -354,7 +394,6 @@ static bool pool_acquire(PTORuntime* rt) {
     }
     if (ok) {
         g_pool.busy = true;
-        g_pool.active = rt->nworkers;
         for (int i = 0; i < rt->nworkers; i++) {
             g_pool.work[i] = &rt->workers[i];
             pthread_cond_signal(&g_pool.cv[i]);
@@ -364,11 +403,25 @@ static bool pool_acquire(PTORuntime* rt) {
     return ok;
 }
 
-/* Wait until every worker of the run returned to the pool, then hand the pool back. */
-static void pool_release(void) {
+/* Wait until every worker of the run returned to the pool, then hand the pool back; with
+ * abandoned workers still out it stays taken (they clear it when they return). */
+static void pool_release(PTORuntime* rt) {
     pthread_mutex_lock(&g_pool.mu);
-    while (g_pool.active > 0) pthread_cond_wait(&g_pool.done_cv, &g_pool.mu);
-    g_pool.busy = false;
+    for (;;) {
+        bool waiting = false;
+        for (int i = 0; i < rt->nworkers; i++) {
+            if (!g_pool.work[i] || g_pool.stranded[i]) continue;
+            if (atomic_load(&rt->workers[i].running) == W_ABANDONED) {
+                g_pool.stranded[i] = true;
+                g_pool.nstranded++;
+            } else {
+                waiting = true;
+            }
+        }
+        if (!waiting) break;
+        pthread_cond_wait(&g_pool.done_cv, &g_pool.mu);
+    }
+    g_pool.busy = g_pool.nstranded > 0;
     pthread_mutex_unlock(&g_pool.mu);
 }
 
@@ -388,6 +441,7 @@ __attribute__((destructor)) static void pool_fini(void) {
 
 int sched_start(PTORuntime* rt) {
     if (rt->started || rt->nworkers == 0) return PTO_OK;
+    if (rt->timeout_ns && !rt->deadline_ns) rt->deadline_ns = rt_now_ns() + rt->timeout_ns;
     atomic_store(&rt->stop, 0);
     atomic_store(&rt->threaded, 1);
     if (pool_acquire(rt)) {
@@ -398,7 +452,7 @@ int sched_start(PTORuntime* rt) {
     for (int i = 0; i < rt->nworkers; i++) {
         if (pthread_create(&rt->workers[i].th, NULL, worker_main, &rt->workers[i]) != 0) {
             atomic_store(&rt->stop, 1);
-            atomic_store(&rt->halt, 1);
+            rt_halt(rt, PTO_ENOMEM);
             for (int j = 0; j < i; j++) pthread_join(rt->workers[j].th, NULL);
             return PTO_ENOMEM;
         }
@@ -407,14 +461,64 @@ int sched_start(PTORuntime* rt) {
     return PTO_OK;
 }
 
+static int32_t live_workers(PTORuntime* rt) {
+    int32_t live = 0;
+    for (int i = 0; i < rt->nworkers; i++) {
+        int32_t s = atomic_load(&rt->workers[i].running);
+        live += s != W_EXITED && s != W_ABANDONED;
+    }
+    return live;
+}
+
+/* Give up on every kernel running now: its worker becomes W_ABANDONED and holds a reference
+ * to the runtime until the kernel returns (worker_main). */
+static void abandon_running(PTORuntime* rt) {
+    for (int i = 0; i < rt->nworkers; i++) {
+        PTOWorker* w = &rt->workers[i];
+        int32_t id = atomic_load(&w->running);
+        if (id < 0) continue;
+        atomic_fetch_add(&rt->refs, 1);        /* before the swap: the worker may drop it at once */
+        if (atomic_compare_exchange_strong(&w->running, &id, W_ABANDONED)) rt->stuck++;
+        else atomic_fetch_sub(&rt->refs, 1);   /* it returned meanwhile (the owner's ref remains) */
+    }
+}
+
+/* Wait until every worker left the run, or - once the run is cancelled or past its deadline -
+ * was abandoned in a kernel that has not returned. */
+static void wait_workers(PTORuntime* rt) {
+    for (;;) {
+        if (live_workers(rt) == 0) return;
+        if (rt_giving_up(rt)) {
+            rt_note_stuck(rt);
+            abandon_running(rt);             /* again each round: one may have just started */
+            if (live_workers(rt) == 0) return;
+        }
+        pthread_mutex_lock(&rt->done_mu);      /* workers broadcast done_cv as they exit */
+        if (live_workers(rt) > 0) {
+            struct timespec ts;
+            clock_gettime(CLOCK_REALTIME, &ts);
+            ts.tv_nsec += 10 * 1000 * 1000;    /* the deadline is checked at least this often */
+            if (ts.tv_nsec >= 1000000000L) { ts.tv_sec++; ts.tv_nsec -= 1000000000L; }
+            pthread_cond_timedwait(&rt->done_cv, &rt->done_mu, &ts);
+        }
+        pthread_mutex_unlock(&rt->done_mu);
+    }
+}
+
 void sched_stop(PTORuntime* rt) {
     if (!rt->started) return;
     atomic_store(&rt->stop, 1);
     pthread_mutex_lock(&rt->idle_mu);
     pthread_cond_broadcast(&rt->idle_cv);
     pthread_mutex_unlock(&rt->idle_mu);
-    if (rt->pooled) pool_release();
-    else for (int i = 0; i < rt->nworkers; i++) pthread_join(rt->workers[i].th, NULL);
+    wait_workers(rt);
+    if (rt->pooled) pool_release(rt);
+    else
+        for (int i = 0; i < rt->nworkers; i++) {
+            /* an abandoned thread ends on its own when (if) its kernel returns */
+            if (atomic_load(&rt->workers[i].running) == W_ABANDONED) pthread_detach(rt->workers[i].th);
+            else pthread_join(rt->workers[i].th, NULL);
+        }
     rt->pooled = false;
     rt->started = false;
 }

@@ -9,8 +9,11 @@
  * read, and files written, once the run is over. */
 #include "rt_internal.h"
 
+#include <errno.h>
 #include <stdlib.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 /* ---------------------------------------------------------------- clock
  * Events hold raw ticks (trace_now) until trace_settle maps them onto CLOCK_MONOTONIC ns with
@@ -174,6 +177,28 @@ static char* dup_env(const char* name) {
     return v && *v ? strdup(v) : NULL;
 }
 
+/* A file named by the environment must be writable before anything runs: a run that cannot
+ * leave its trace fails at creation, not silently at destroy. Checked without creating it (it
+ * is written at destroy only): an existing file must be writable, else its directory. */
+static int check_writable(const char* var, const char* path) {
+    if (!path) return PTO_OK;
+    struct stat st;
+    int ok;
+    if (stat(path, &st) == 0) {
+        ok = !S_ISDIR(st.st_mode) && access(path, W_OK) == 0;
+        if (S_ISDIR(st.st_mode)) errno = EISDIR;
+    } else {
+        char* dir = strdup(path);
+        if (!dir) return PTO_ENOMEM;
+        char* slash = strrchr(dir, '/');
+        const char* d = slash ? (slash == dir ? "/" : (*slash = 0, dir)) : ".";
+        ok = access(d, W_OK | X_OK) == 0;
+        free(dir);
+    }
+    if (!ok) return rt_fail(PTO_EIO, "%s: cannot open '%s' for writing: %s", var, path, strerror(errno));
+    return PTO_OK;
+}
+
 /* Called by pto_runtime_init after the scheduler is set up and before the graph record:
  * PTO_TRACE / PTO_STATS turn on tracing and the graph record (for flows and the critical
  * path) and remember where to write at destroy. */
@@ -181,7 +206,9 @@ int trace_init_from_env(PTORuntime* rt) {
     char* path = dup_env("PTO_TRACE");
     char* stats = dup_env("PTO_STATS");
     if (!path && !stats) return PTO_OK;
-    int rc = pto_runtime_enable_trace(rt, 0);
+    int rc = check_writable("PTO_TRACE", path);
+    if (rc == PTO_OK) rc = check_writable("PTO_STATS", stats);
+    if (rc == PTO_OK) rc = pto_runtime_enable_trace(rt, 0);
     if (rc != PTO_OK) { free(path); free(stats); return rc; }
     rt->trace->path = path;
     rt->trace->stats_path = stats;

@@ -1,6 +1,6 @@
 /* test_runtime.c - ordering, counts, windows, faults and misuse of the PTO runtime.
  *
- * Build:  gcc -std=c11 -O2 -pthread -Iruntime/include runtime/src/{dump,runtime,sched,tensormap}.c \
+ * Build:  gcc -std=c11 -O2 -pthread -Iruntime/include runtime/src/{dump,runtime,sched,tensormap,trace}.c \
  *             runtime/tests/test_runtime.c
  * Run:    ./a.out [scale]     (scale < 1 shrinks the big random graphs, e.g. under sanitizers)
  *
@@ -20,11 +20,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-static int g_pass, g_fail;
-#define CHECK(cond) do { if (cond) g_pass++; else { g_fail++; \
-    fprintf(stderr, "FAIL %s:%d: %s\n", __FILE__, __LINE__, #cond); } } while (0)
-#define CHECK_EQ(a, b) do { long long _a = (long long)(a), _b = (long long)(b); if (_a == _b) g_pass++; \
-    else { g_fail++; fprintf(stderr, "FAIL %s:%d: %s == %s (%lld vs %lld)\n", __FILE__, __LINE__, #a, #b, _a, _b); } } while (0)
+#include "pto_check.h"
+
+PTO_CHECK_COUNTERS;
 
 static double g_scale = 1.0;
 static int64_t scaled(int64_t n) { int64_t m = (int64_t)(n * g_scale); return m < 200 ? 200 : m; }
@@ -405,6 +403,13 @@ static void test_failure(int workers, int threshold, int window) {
     pto_runtime_get_stats(rt, &st);
     CHECK_EQ(st.failed_task, failing);
     CHECK_EQ(st.failed_code, 42);
+    CHECK_EQ(st.run_status, PTO_ETASKFAILED);
+    CHECK(st.failed_func && strcmp(st.failed_func, "bad") == 0);
+    CHECK(workers == 0 ? st.failed_worker == -1 : st.failed_worker >= 0 && st.failed_worker < workers);
+    char msg[256];
+    CHECK(pto_runtime_error_message(rt, msg, sizeof msg) > 0);
+    CHECK_HAS(msg, "'bad' failed with code 42 on ");
+    CHECK(strcmp(pto_last_error(), msg) == 0);        /* the run's thread gets the same line */
     /* tasks behind the failing one in its chain never ran */
     CHECK(atomic_load(&g_ran_after) < 200000 - 1);
     if (window < 200000) CHECK_EQ(last_rc, PTO_ETASKFAILED);   /* orchestrator was stopped, not blocked */
@@ -478,7 +483,11 @@ static void test_misuse(void) {
     CHECK_EQ(pto_runtime_init(&out, &cfg), PTO_EINVAL);
     CHECK(out == NULL);
     cfg.task_window = 64; cfg.num_workers = -1;
-    CHECK_EQ(pto_runtime_init(&out, &cfg), PTO_EINVAL);
+    CHECK_EQ(pto_runtime_init(&out, &cfg), PTO_EWORKERS);
+    CHECK(strstr(pto_last_error(), "num_workers = -1") != NULL);
+    cfg.num_workers = PTO_MAX_WORKERS + 1;
+    CHECK_EQ(pto_runtime_init(&out, &cfg), PTO_EWORKERS);
+    CHECK(strcmp(pto_strerror(PTO_EWORKERS), "invalid worker count") == 0);
     cfg.num_workers = 2; cfg.bind_worker_types = 1; cfg.worker_types[0] = 9;
     CHECK_EQ(pto_runtime_init(&out, &cfg), PTO_EWORKERTYPE);
     CHECK_EQ(pto_runtime_init(NULL, &cfg), PTO_EINVAL);
@@ -556,6 +565,75 @@ static void test_async(void) {
     CHECK_EQ(pto_runtime_run(rt), PTO_OK);
     CHECK_EQ(atomic_load(&g_ran_after), 200);
     CHECK_EQ(pto_task_complete(rt, 5, 0), PTO_ESTATE);
+    pto_runtime_destroy(rt);
+}
+
+/* wait hook: an executor that holds every ready task back while the orchestration submits (as
+ * a batching GPU executor does) and lets them go only when told that the orchestrating thread
+ * waits. On a chain longer than the window, nothing completes unless the hook is called when
+ * the window is full; the run must finish, with the hook called 1/0 around every wait and a
+ * final 1 from pto_runtime_run. */
+typedef struct { int32_t id; PTOKernelFunc fn; const int64_t* args; } Held;
+static struct {
+    pthread_mutex_t mu;
+    Held held[64];
+    int n, waiting, on, off;
+    int64_t least_ready;                              /* fewest ready tasks seen inside a call */
+    PTORuntime* rt;
+} g_hold = {PTHREAD_MUTEX_INITIALIZER, {{0}}, 0, 0, 0, 0, 0, NULL};
+
+static int32_t exec_hold(void* ctx, int32_t id, const char* name, PTOKernelFunc fn, const int64_t* args,
+                         int32_t nargs, int32_t worker) {
+    (void)ctx; (void)name; (void)nargs; (void)worker;
+    pthread_mutex_lock(&g_hold.mu);
+    int64_t ready = pto_runtime_ready_tasks(g_hold.rt);   /* this task is still counted */
+    if (ready < g_hold.least_ready) g_hold.least_ready = ready;
+    if (g_hold.waiting || g_hold.n == 64) {           /* nothing to hold for: run it now */
+        pthread_mutex_unlock(&g_hold.mu);
+        return fn(args);
+    }
+    g_hold.held[g_hold.n++] = (Held){id, fn, args};
+    pthread_mutex_unlock(&g_hold.mu);
+    return PTO_EXEC_ASYNC;
+}
+
+static void hook_hold(void* ctx, int32_t waiting) {
+    (void)ctx;
+    Held out[64];
+    pthread_mutex_lock(&g_hold.mu);
+    g_hold.waiting = waiting;
+    if (waiting) g_hold.on++; else g_hold.off++;
+    int n = waiting ? g_hold.n : 0;
+    memcpy(out, g_hold.held, (size_t)n * sizeof out[0]);
+    if (waiting) g_hold.n = 0;
+    pthread_mutex_unlock(&g_hold.mu);
+    for (int i = 0; i < n; i++) pto_task_complete(g_hold.rt, out[i].id, out[i].fn(out[i].args));
+}
+
+static void test_wait_hook(int workers, int threshold) {
+    PTORuntimeConfig cfg;
+    pto_runtime_config_default(&cfg);
+    cfg.num_workers = workers; cfg.execution_task_threshold = threshold; cfg.task_window = 16;
+    PTORuntime* rt = pto_runtime_create(&cfg);
+    g_hold.rt = rt;
+    g_hold.n = g_hold.waiting = g_hold.on = g_hold.off = 0;
+    g_hold.least_ready = INT64_MAX;
+    pto_runtime_set_executor(rt, exec_hold, NULL);
+    pto_runtime_set_wait_hook(rt, hook_hold, NULL);
+    atomic_store(&g_ran_after, 0);
+    for (int i = 0; i < 300; i++) {                   /* a chain: each task waits for the last */
+        int32_t t = pto_task_alloc(rt, "chain", k_count, 0, PTO_WORKER_ANY);
+        CHECK(t >= 0);
+        pto_task_add_inout(rt, t, &T64, 0, 0, 4, 4);
+        CHECK_EQ(pto_task_submit(rt, t), PTO_OK);
+    }
+    CHECK_EQ(pto_runtime_run(rt), PTO_OK);
+    CHECK_EQ(atomic_load(&g_ran_after), 300);
+    CHECK(g_hold.off > 0);                            /* the window filled and emptied */
+    CHECK_EQ(g_hold.on, g_hold.off + 1);              /* ... and run said the end once */
+    CHECK_EQ(g_hold.waiting, 1);
+    CHECK_EQ(g_hold.least_ready, workers > 0 ? 1 : 0);   /* inline mode counts nothing */
+    CHECK_EQ(pto_runtime_ready_tasks(rt), 0);
     pto_runtime_destroy(rt);
 }
 
@@ -835,6 +913,10 @@ int main(int argc, char** argv) {
     printf("misuse codes\n");           test_misuse();
     printf("worker types + executor\n"); test_worker_types();
     printf("async completion\n");       test_async();
+    printf("wait hook\n");
+    test_wait_hook(2, 4);
+    test_wait_hook(1, 0);
+    test_wait_hook(0, 0);
     printf("failures\n");
     test_failure(0, 0, 64);
     test_failure(2, 0, 64);

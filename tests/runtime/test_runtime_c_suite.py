@@ -1,6 +1,10 @@
-"""Compiles runtime/tests/test_runtime.c with gcc and runs it: plain -O2 (full size: 1M-task
-random DAG), under ThreadSanitizer and under AddressSanitizer+UBSan (smaller graphs).
-Each build must exit 0, print "N passed, 0 failed" and produce no sanitizer report."""
+"""Compiles the runtime's C test programs (runtime/tests/test_*.c) with gcc and runs each: plain
+-O2, under ThreadSanitizer and under AddressSanitizer+UBSan (test_runtime.c shrinks its random
+graphs there). Each build must exit 0, print "N passed, 0 failed" with enough checks, and
+produce no sanitizer report.
+
+test_runtime.c: ordering, counts, windows, faults and misuse (random-DAG oracle, 1M tasks at -O2).
+test_deadline.c: deadlines, cancellation and kernels abandoned while they never return."""
 from __future__ import annotations
 
 import os
@@ -13,7 +17,10 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 RT = REPO / "runtime"
-SOURCES = sorted(str(p) for p in (RT / "src").glob("*.c")) + [str(RT / "tests" / "test_runtime.c")]
+LIB_SOURCES = sorted(str(p) for p in (RT / "src").glob("*.c"))
+
+#: program: the fewest checks it must report (a program that stops early reports fewer)
+PROGRAMS = {"test_runtime": 400, "test_deadline": 100}
 
 VARIANTS = {
     # name: (extra flags, scale argument, env)
@@ -29,15 +36,17 @@ VARIANTS = {
 pytestmark = pytest.mark.skipif(shutil.which("gcc") is None, reason="gcc not installed")
 
 
+@pytest.mark.parametrize("program", list(PROGRAMS))
 @pytest.mark.parametrize("variant", list(VARIANTS))
-def test_c_runtime_suite(variant: str, tmp_path: Path) -> None:
+def test_c_runtime_suite(program: str, variant: str, tmp_path: Path) -> None:
     flags, scale, env_extra = VARIANTS[variant]
-    exe = tmp_path / f"test_runtime_{variant}"
+    exe = tmp_path / f"{program}_{variant}"
     cmd = ["gcc", "-std=c11", "-pthread", "-Wall", "-Wextra", "-Werror", *flags,
-           f"-I{RT / 'include'}", *SOURCES, "-o", str(exe)]
+           f"-I{RT / 'include'}", *LIB_SOURCES, str(RT / "tests" / f"{program}.c"), "-o", str(exe)]
     build = subprocess.run(cmd, capture_output=True, text=True)
     assert build.returncode == 0, build.stderr
-    env = dict(os.environ, **env_extra)
+    env = {k: v for k, v in os.environ.items() if k not in ("PTO_TIMEOUT", "PTO_TRACE", "PTO_STATS")}
+    env.update(env_extra)
     run = subprocess.run([str(exe), scale], capture_output=True, text=True, env=env, timeout=240)
     out = run.stdout + run.stderr
     assert "ThreadSanitizer" not in out, out[-6000:]
@@ -45,7 +54,11 @@ def test_c_runtime_suite(variant: str, tmp_path: Path) -> None:
     assert "runtime error:" not in out, out[-6000:]        # UBSan report
     assert run.returncode == 0, out[-6000:]
     m = re.search(r"(\d+) passed, (\d+) failed", run.stdout)
-    assert m and int(m.group(1)) > 400 and m.group(2) == "0", run.stdout[-3000:]
+    assert m and int(m.group(1)) > PROGRAMS[program] and m.group(2) == "0", run.stdout[-3000:]
+
+
+def test_every_c_test_program_is_driven() -> None:
+    assert sorted(p.stem for p in (RT / "tests").glob("test_*.c")) == sorted(PROGRAMS)
 
 
 def test_c_header_compiles_as_cxx_and_c11(tmp_path: Path) -> None:

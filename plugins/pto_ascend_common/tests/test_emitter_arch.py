@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 
 from pto_core import ElementType as T, MemorySpace as M, PTOFunctionBuilder, PTOModule
+from pto_core.codegen.cnames import user_text
 from pto_core.errors import PTOBackendError
 from pto_core.reference import run_module
 from pto_ascend_common import A2A3, A5, AscendRenderer, cpu_check
@@ -24,11 +25,11 @@ def _copy_kernel(rows, cols):
 def test_over_capacity_is_a_compile_error_naming_function_and_tiles():
     m = _copy_kernel(56, 1024)                       # 224 KiB of UB
     with pytest.raises(PTOBackendError) as e:
-        AscendRenderer(A2A3).render_kernel(m.functions["big_copy"], m)
+        user_text(AscendRenderer(A2A3).render_kernel(m.functions["big_copy"], m))
     msg = str(e.value)
     assert "big_copy" in msg and "UB" in msg and "196608" in msg and "x (56x1024 f32" in msg
     # the same kernel fits the 256 KiB UB of A5
-    assert "TASSIGN(x, 0x0);" in AscendRenderer(A5).render_kernel(m.functions["big_copy"], m)
+    assert "TASSIGN(x, 0x0);" in user_text(AscendRenderer(A5).render_kernel(m.functions["big_copy"], m))
 
 
 def _softmax_kernel(arch, name="rowexpandsub"):
@@ -37,7 +38,7 @@ def _softmax_kernel(arch, name="rowexpandsub"):
     fs = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(fs)
     m = fs.build_module()
-    return AscendRenderer(arch).render_kernel(m.functions[name], m)
+    return user_text(AscendRenderer(arch).render_kernel(m.functions[name], m))
 
 
 @pytest.mark.parametrize("arch", [A2A3, A5], ids=lambda a: a.name)
@@ -50,7 +51,7 @@ def test_flags_order_mte2_v_mte3(arch):
     store = src.index("TSTORE(_pto_gm, y);")
     assert load < w1 < op < w2 < store
     assert f"--cce-aicore-arch={arch.cce_arch}" in src
-    assert 'extern "C" __global__ AICORE void rowexpandsub(__gm__ float* input_x' in src
+    assert 'extern "C" __global__ AICORE void pto_aicore_rowexpandsub(__gm__ float* input_x' in src
 
 
 def test_row_reduction_scratch_differs_per_architecture():
@@ -75,8 +76,8 @@ def _matmul_module(in_dtype, acc_dtype, then_scale=False, n=16):
 
 def test_left_tile_layout_differs_per_architecture():
     m = _matmul_module(T.F16, T.F32)
-    a2 = AscendRenderer(A2A3).render_kernel(m.functions["mm"], m)
-    a5 = AscendRenderer(A5).render_kernel(m.functions["mm"], m)
+    a2 = user_text(AscendRenderer(A2A3).render_kernel(m.functions["mm"], m))
+    a5 = user_text(AscendRenderer(A5).render_kernel(m.functions["mm"], m))
     assert "Tile<TileType::Left, half, 16, 16, BLayout::RowMajor" in a2      # zZ
     assert "Tile<TileType::Left, half, 16, 16, BLayout::ColMajor" in a5      # nZ
     for src in (a2, a5):
@@ -88,7 +89,7 @@ def test_left_tile_layout_differs_per_architecture():
 def test_int8_matmul_exists_on_a2a3_only(tmp_path):
     m = _matmul_module(T.I8, T.I32)
     with pytest.raises(PTOBackendError, match="TMATMUL of i8 into i32 is not available"):
-        AscendRenderer(A5).render_kernel(m.functions["mm"], m)
+        user_text(AscendRenderer(A5).render_kernel(m.functions["mm"], m))
     rng = np.random.default_rng(1)
     ins = {"a": rng.integers(-8, 9, (16, 16)).astype(np.int8),
            "b": rng.integers(-8, 9, (16, 16)).astype(np.int8)}
@@ -98,8 +99,8 @@ def test_int8_matmul_exists_on_a2a3_only(tmp_path):
 
 def test_cube_result_reaches_vector_unit_per_architecture(tmp_path):
     m = _matmul_module(T.F32, T.F32, then_scale=True)
-    a2 = AscendRenderer(A2A3).render_kernel(m.functions["mm"], m)
-    a5 = AscendRenderer(A5).render_kernel(m.functions["mm"], m)
+    a2 = user_text(AscendRenderer(A2A3).render_kernel(m.functions["mm"], m))
+    a5 = user_text(AscendRenderer(A5).render_kernel(m.functions["mm"], m))
     assert "TMOV(tc, tc_l0c);" in a5 and "_pto_ws" not in a5          # L0C -> UB directly
     assert "__gm__ uint8_t* _pto_ws" in a2 and "TMOV(tc, tc_l0c)" not in a2   # through GM
     rng = np.random.default_rng(2)
@@ -120,7 +121,7 @@ def test_ops_without_a_library_instruction_are_lowered_from_the_table(tmp_path, 
          .memref("a", GM, dt).memref("o", GM, dt).memref("g", GM, dt)
          .tile("x", 16, 32, dt).tile("y", 16, 32, dt)
          .load("x", "a").silu("y", "x").store("o", "y").gelu("x", "x").store("g", "x").build())
-    src = AscendRenderer(arch).render_kernel(m.functions["act_f32"], m)
+    src = user_text(AscendRenderer(arch).render_kernel(m.functions["act_f32"], m))
     assert "TEXP(" in src and "TSILU" not in src.replace("// TSILU", "")
     rng = np.random.default_rng(3)
     for dt, tol in ((T.F32, 1e-5), (T.F16, 1e-2)):

@@ -65,6 +65,7 @@ class CudaRenderer(CStyleRenderer):
     name = "cuda"
     suffix = ".cu"
     tile_align = 128
+    stack_tile_bytes = None         # tiles live in shared memory (checked against its size)
 
     def __init__(self, arch: str = "sm_90", threads: int | None = None) -> None:
         self.arch = arch
@@ -87,6 +88,8 @@ class CudaRenderer(CStyleRenderer):
                   "min": "pto::min_({0}, {1})"}
     UNARY_F64 = UNARY_F32
     BINARY_F64 = BINARY_F32
+    BINARY_INT = {**CStyleRenderer.BINARY_INT, "div": "pto::idiv_({0}, {1}, &_pto_status)",
+                  "mod": "pto::imod_({0}, {1}, &_pto_status)"}
 
     # ---------------------------------------------------------------- text templates
     def prelude(self) -> str:

@@ -4,28 +4,68 @@ The built shared library exports the orchestration entry ``pto_module_run_<modul
 tensors) and the executor's helpers (``pto_cuda_malloc``, ``pto_cuda_record``, ...; see
 ``include/pto_cuda_exec.h``). :class:`DeviceRun` keeps the tensors on the device between runs,
 which is what benchmarks need; :func:`run_module` is the one-shot form behind ``pto_launch``.
+:class:`LaunchPolicy` sets how the executor shapes launches (how long ready tasks are held for
+a grid that fills the GPU); :meth:`DeviceRun.launches` says what it did, per kernel.
 
 Example (on a GPU machine, after a build)::
 
     out = run_module(lib_path, module, {"input": x, ...}, {"num_tiles": 8})
+
+A run past its deadline (``PTO_TIMEOUT``) or cancelled leaves its kernel on the device: the run
+returns, but the device memory that kernel may still use is never freed (``cudaFree`` would wait
+for it) and the :class:`DeviceRun` refuses further runs; start a new process to use the device
+again.
 """
 
 from __future__ import annotations
 
 import ctypes as C
+import dataclasses
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
 
 import numpy as np
 
-from pto_core.codegen.host import PTOTensorC
+from pto_core.codegen.host import PTO_ECANCELED, PTO_ETIMEDOUT, PTOTensorC, run_failure, scalar_slots
 from pto_core.errors import PTOError
 from pto_core.ir import MemRefType, Module, ScalarType
 from pto_core.orchestration import c_module_name
 from pto_core.reference import numpy_dtype
+from pto_core.trace import LaunchStats, launch_stats
 
 _LIBS: dict[str, C.CDLL] = {}
+
+
+@dataclass(frozen=True)
+class LaunchPolicy:
+    """How the executor shapes launches (``PTOCudaPolicy`` in ``pto_cuda_exec.h``): ready
+    tasks of a kernel are held until they fill the GPU (``sm_count`` x ``blocks_per_sm``; 0 =
+    the device's SMs / the kernel's occupancy), the orchestration waits or ends, or one has
+    waited ``max_hold_us`` (0: launch every ready task at once). ``plan_only`` decides and logs
+    the launches without running any kernel.
+
+    >>> LaunchPolicy(sm_count=132).max_hold_us
+    1000
+    """
+
+    num_streams: int = 4
+    max_batch: int = 0
+    sm_count: int = 0
+    blocks_per_sm: int = 0
+    max_hold_us: int = 1000
+    poll_us: int = 10
+    plan_only: bool = False
+
+
+class _PolicyC(C.Structure):
+    _fields_ = [(f.name, C.c_int32) for f in dataclasses.fields(LaunchPolicy)]
+
+
+class _LaunchRecordC(C.Structure):
+    _fields_ = [("kernel", C.c_char_p), ("launch", C.c_int64), ("blocks", C.c_int32),
+                ("fill", C.c_int32)]
 
 
 def load(path: Path) -> C.CDLL:
@@ -47,8 +87,35 @@ def load(path: Path) -> C.CDLL:
         lib.pto_cuda_d2d_bandwidth.argtypes = [C.c_int64, C.c_int32]
         lib.pto_cuda_counters.argtypes = [C.POINTER(C.c_int64), C.POINTER(C.c_int64),
                                           C.POINTER(C.c_int32)]
+        lib.pto_cuda_set_policy.argtypes = [C.POINTER(_PolicyC)]
+        lib.pto_cuda_get_policy.argtypes = [C.POINTER(_PolicyC)]
+        lib.pto_cuda_launch_log.restype = C.c_int64
+        lib.pto_cuda_launch_log.argtypes = [C.POINTER(_LaunchRecordC), C.c_int64]
         _LIBS[key] = lib
     return _LIBS[key]
+
+
+def set_policy(lib: C.CDLL, policy: LaunchPolicy) -> None:
+    """Install ``policy`` in the executor of a loaded library (between runs)."""
+    c = _PolicyC(*(int(getattr(policy, f.name)) for f in dataclasses.fields(LaunchPolicy)))
+    if lib.pto_cuda_set_policy(C.byref(c)) != 0:
+        raise PTOError(f"invalid launch policy {policy}: every field must be >= 0")
+
+
+def get_policy(lib: C.CDLL) -> LaunchPolicy:
+    c = _PolicyC()
+    lib.pto_cuda_get_policy(C.byref(c))
+    return LaunchPolicy(**{f.name: (bool if f.type in (bool, "bool") else int)(getattr(c, f.name))
+                           for f in dataclasses.fields(LaunchPolicy)})
+
+
+def launch_log(lib: C.CDLL) -> dict[str, LaunchStats]:
+    """Per kernel, the grids the executor launched since the last reset (see
+    :class:`pto_core.trace.LaunchStats`)."""
+    n = lib.pto_cuda_launch_log(None, 0)
+    recs = (_LaunchRecordC * max(1, n))()
+    n = min(n, lib.pto_cuda_launch_log(recs, n))
+    return launch_stats((r.kernel.decode(), r.launch, r.blocks, r.fill) for r in recs[:n])
 
 
 class DeviceRun:
@@ -62,20 +129,23 @@ class DeviceRun:
 
     def __init__(self, lib_path: Path, module: Module, tensors: Mapping[str, np.ndarray],
                  scalars: Mapping[str, Any], workers: int = 2, threshold: int = 64,
-                 streams: int = 4) -> None:
+                 streams: int = 4, policy: LaunchPolicy | None = None) -> None:
         self.lib = load(lib_path)
         self.module = module
         fn = module.functions[module.entry]
         self.entry = getattr(self.lib, f"pto_module_run_{c_module_name(module)}")
         self.entry.restype = C.c_int
         self.workers, self.threshold = int(workers), int(threshold)
-        self.lib.pto_cuda_configure(int(streams), 0)
+        set_policy(self.lib, policy or LaunchPolicy(num_streams=int(streams)))
         self.tparams = [p for p in fn.params if isinstance(p.type, MemRefType)]
         sparams = [p for p in fn.params if isinstance(p.type, ScalarType)]
         missing = [p.name for p in self.tparams if p.name not in tensors]
         missing += [p.name for p in sparams if p.name not in scalars]
         if missing:
             raise PTOError(f"launch of '{fn.name}' needs {', '.join(missing)}")
+        self.cscal = scalar_slots(fn, scalars)
+        self.nscal = len(sparams)
+        self.lost: str | None = None   # why the device is held by a kernel that never returned
         self.host: dict[str, np.ndarray] = {}
         self.dev: list[int] = []
         self.ctens = (PTOTensorC * max(1, len(self.tparams)))()
@@ -93,12 +163,6 @@ class DeviceRun:
             self._names.append(p.name.encode())
             self.ctens[k] = PTOTensorC(ptr, a.shape[0], a.shape[1], a.shape[1], a.itemsize,
                                        self._names[-1])
-        self.cscal = (C.c_int64 * max(1, len(sparams)))()
-        for k, p in enumerate(sparams):
-            v = scalars[p.name]
-            self.cscal[k] = (int(np.array(float(v), np.float64).view(np.int64))
-                             if p.type.dtype.is_float else int(v))
-        self.nscal = len(sparams)
 
     def _check(self, rc: int, what: str) -> None:
         if rc != 0:
@@ -106,9 +170,16 @@ class DeviceRun:
 
     def run(self) -> None:
         """One run of the entry (orchestration + execution), synchronous."""
+        if self.lost:
+            raise PTOError(f"run of module '{self.module.name}': {self.lost}")
         rc = self.entry(self.ctens, len(self.tparams), self.cscal, self.nscal, self.workers,
                         self.threshold)
-        self._check(rc, f"run of module '{self.module.name}'")
+        if rc != 0:
+            why = run_failure(self.lib, rc, f"run of module '{self.module.name}'", self.module)
+            if rc in (PTO_ETIMEDOUT, PTO_ECANCELED):
+                self.lost = (f"the device is held by a kernel an earlier run gave up on ({why}); "
+                             f"start a new process")
+            raise PTOError(why)
 
     def time_runs(self, repeat: int) -> float:
         """Mean seconds of a whole run (task graph built and executed each time)."""
@@ -131,10 +202,18 @@ class DeviceRun:
         return ms.value / 1e3
 
     def counters(self) -> tuple[int, int]:
-        """(launches, tasks) so far."""
+        """(grids, tasks) launched so far."""
         launches, tasks, err = C.c_int64(), C.c_int64(), C.c_int32()
         self.lib.pto_cuda_counters(C.byref(launches), C.byref(tasks), C.byref(err))
         return launches.value, tasks.value
+
+    def reset_counters(self) -> None:
+        """Zero the counters and the launch log."""
+        self.lib.pto_cuda_reset_counters()
+
+    def launches(self) -> dict[str, LaunchStats]:
+        """Per kernel, how its tasks went out since the last reset (:func:`launch_log`)."""
+        return launch_log(self.lib)
 
     def fetch(self) -> dict[str, np.ndarray]:
         """Every tensor copied back to the host."""
@@ -146,8 +225,9 @@ class DeviceRun:
         return out
 
     def close(self) -> None:
-        for ptr in self.dev:
-            self.lib.pto_cuda_free(ptr)
+        if not self.lost:            # cudaFree would wait for the kernel that never returned
+            for ptr in self.dev:
+                self.lib.pto_cuda_free(ptr)
         self.dev = []
 
     def __enter__(self) -> "DeviceRun":
@@ -158,9 +238,13 @@ class DeviceRun:
 
 
 def run_module(lib_path: Path, module: Module, tensors: Mapping[str, np.ndarray],
-               scalars: Mapping[str, Any], workers: int = 2,
-               threshold: int = 64) -> dict[str, np.ndarray]:
-    """Copy in, run once, copy out."""
+               scalars: Mapping[str, Any], workers: int = 2, threshold: int = 64,
+               launches: dict[str, LaunchStats] | None = None) -> dict[str, np.ndarray]:
+    """Copy in, run once, copy out; ``launches`` (when given) receives the run's launch
+    statistics per kernel."""
     with DeviceRun(lib_path, module, tensors, scalars, workers, threshold) as d:
+        d.reset_counters()
         d.run()
+        if launches is not None:
+            launches.update(d.launches())
         return d.fetch()

@@ -11,7 +11,9 @@ against the reference interpreter on any machine::
 
 Options read from ``CompileOptions.extra``: ``arch`` (``"sm_90"`` or a comma list such as
 ``"sm_80,sm_90"``; default sm_90 for H100/H200; it sets the shared-memory limit the kernels
-are checked against) and ``threads`` (force the block size).
+are checked against), ``threads`` (force the block size of every kernel) and ``kernel_configs``
+(per-kernel configurations, :func:`pto_cuda.tune.with_configs`; otherwise each kernel gets the
+tuner's cached choice or the default).
 
 >>> [b.name for b in plugin.pto_backends()], [b.name for b in sim_plugin.pto_backends()]
 (['cuda'], ['cuda_sim'])
@@ -19,6 +21,8 @@ are checked against) and ``threads`` (force the block size).
 
 from __future__ import annotations
 
+import json
+import os
 import shutil
 from pathlib import Path
 from typing import Any, Mapping
@@ -29,7 +33,7 @@ from pto_core.errors import PTOBackendError
 from pto_core.hookspecs import BackendInfo, BindingSource, KernelSource
 from pto_core.orchestration import c_module_name
 
-from . import scons_tool
+from . import scons_tool, tune
 from .binding import binding_source
 from .device import probe
 from .emitter import CudaRenderer, smem_capacity
@@ -70,10 +74,20 @@ class CudaBackend(BackendPlugin):
 
     def generate_kernel(self, function: Any, module: Any, options: Any) -> KernelSource:
         threads = option(options, "threads")
-        r = CudaRenderer(arch_of(options), int(threads) if threads else None)
+        if threads:
+            r = CudaRenderer(arch_of(options), int(threads))
+        else:      # the tuned (or fixed, or default) configuration of this kernel
+            config = tune.config_for(function, module, options, arch_of(options))
+            r = CudaRenderer(arch_of(options), **tune.renderer_args(config))
         text = r.render_kernel(function, module, options)
         return KernelSource(function=function.name, filename=f"{function.name}.cu", text=text,
                             symbol=kernel_symbol(function.name), buffer_bytes=r.last_smem_bytes)
+
+    def build_inputs(self, module: Any, options: Any) -> str | None:
+        # kernels are built with the configurations the tuner cached: a new choice rebuilds
+        if option(options, "threads"):
+            return None
+        return tune.build_digest(module, options, arch_of(options))
 
     def runtime_binding(self, module: Any, kernels: list, options: Any) -> BindingSource:
         return BindingSource(filename=f"{c_module_name(module)}_binding.c",
@@ -117,8 +131,18 @@ class CudaBackend(BackendPlugin):
         lib = Path(build_dir) / f"lib{c_module_name(module)}.so"
         # workers hand ready tasks to the executor, which batches them into launches; 0
         # (inline) works but launches and waits for one task at a time
-        return run_module(lib, module, tensors, scalars, workers=int(workers),
-                          threshold=int(threshold))
+        launches: dict = {}
+        out = run_module(lib, module, tensors, scalars, workers=int(workers),
+                         threshold=int(threshold), launches=launches)
+        _add_launch_stats(os.environ.get("PTO_STATS"), launches)
+        return out
+
+
+    def perf_report(self, module: Any, options: Any, scalars: Mapping[str, Any],
+                    settings: Mapping[str, str]) -> Any:
+        # cuda_sim generates the same kernels: its card is the GPU's
+        from .perf.report import perf_report
+        return perf_report(module, options, scalars, settings)
 
 
 class CudaSimBackend(CudaBackend):
@@ -135,6 +159,17 @@ class CudaSimBackend(CudaBackend):
         if shutil.which("g++") is None:
             return False, "g++ not found (the simulator builds CUDA sources as C++)"
         return True, ""
+
+
+def _add_launch_stats(path: str | None, launches: Mapping[str, Any]) -> None:
+    """Add the executor's launch statistics to the runtime's ``PTO_STATS`` file (written when
+    the run's runtime was destroyed), where ``pto run --stats`` reads them: the runtime cannot
+    see how its tasks were grouped into grids."""
+    if not path or not Path(path).is_file():
+        return
+    obj = json.loads(Path(path).read_text())
+    obj["launches"] = {k: v.to_json() for k, v in launches.items()}
+    Path(path).write_text(json.dumps(obj))
 
 
 def _host_redirect(target: Any, source: Any, env: Any, for_signature: bool) -> str:

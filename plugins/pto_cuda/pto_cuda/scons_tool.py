@@ -118,6 +118,13 @@ def sim_flags(debug: bool = False, include: bool = True) -> list[str]:
              "-DPTO_CUDA_SIM"] + (["-I", str(SIM_INCLUDE_DIR)] if include else []))
 
 
+#: host-compiler flags that make a kernel object built for the simulator count its global-memory
+#: traffic: every load and store calls a hook of the simulator (pto_sim_global_bytes)
+SIM_COUNT_FLAGS = ["-fsanitize=kernel-address", "--param",
+                   "asan-instrumentation-with-call-threshold=0", "--param", "asan-stack=0",
+                   "--param", "asan-globals=0"]
+
+
 def exists(env: Any) -> bool:
     return find_nvcc() is not None
 

@@ -22,4 +22,9 @@ def test_the_gpu_benchmark_script_runs_end_to_end_on_the_simulator(tmp_path):
     assert "softmax f32 256x1024 [graph]" in out and "softmax f32 256x1024 [run]" in out
     assert "gemm bf16 256^3 TMATMUL_ACC [graph]" in out
     assert "llama layer (small, 4 tiles) [run]" in out
-    assert "tasks in" in out
+    assert "one run: 32 tasks in" in out
+    # the peers are named, and say why they did not run here
+    assert "softmax f32 256x1024 torch.softmax: skipped (the CPU simulator run has no GPU" in out
+    assert "softmax f32 256x1024 triton row softmax: skipped (" in out
+    # the performance model's prediction beside each of the three benchmarks
+    assert out.count("  model (h100, ") == 3, out

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from pto_core import ElementType as T, MemorySpace as M, PTOBackendError, PTOFunctionBuilder, PTOModule
+from pto_core.codegen.cnames import user_text
 from pto_core.options import CompileOptions
 from pto_cuda.emitter import CudaRenderer, smem_capacity
 from pto_cuda.scons_tool import INCLUDE_DIR, gencode_flags, parse_arch
@@ -27,8 +28,8 @@ def element_loops(src: str) -> int:
 
 def test_fused_elementwise_chain_is_one_loop_over_the_elements():
     fn, m = elementwise_chain()
-    fused = CudaRenderer().render_kernel(fn, m, CompileOptions(opt_level=1))
-    unfused = CudaRenderer().render_kernel(fn, m, CompileOptions(opt_level=0))
+    fused = user_text(CudaRenderer().render_kernel(fn, m, CompileOptions(opt_level=1)))
+    unfused = user_text(CudaRenderer().render_kernel(fn, m, CompileOptions(opt_level=0)))
     # one loop nest: a float4 variant and its unaligned fallback
     assert element_loops(fused) == 2
     assert element_loops(unfused) >= 5
@@ -37,7 +38,7 @@ def test_fused_elementwise_chain_is_one_loop_over_the_elements():
 
 def test_aligned_loads_and_stores_move_16_bytes_per_thread():
     fn, m = elementwise_chain()
-    src = CudaRenderer().render_kernel(fn, m)
+    src = user_text(CudaRenderer().render_kernel(fn, m))
     assert "__ldg(reinterpret_cast<const uint4*>" in src
     assert "reinterpret_cast<uintptr_t>(a) % 16 == 0 && _pto_ld_a % 4 == 0" in src
 
@@ -55,7 +56,7 @@ def reduce_fn(op: str, dtype=F32):
 @pytest.mark.parametrize("op,functor", [("rowsum", "SumOp"), ("rowmax", "MaxOp"), ("rowmin", "MinOp")])
 def test_row_reductions_use_the_warp_shuffle_primitive(op, functor):
     fn, m = reduce_fn(op)
-    src = CudaRenderer().render_kernel(fn, m)
+    src = user_text(CudaRenderer().render_kernel(fn, m))
     assert f"pto::row_reduce<float, 8, 64>(&r[0][0], &x[0][0], pto::{functor}());" in src
     header = (INCLUDE_DIR / "pto_cuda_tile.cuh").read_text()
     body = header[header.index("void row_reduce"):header.index("void col_reduce")]
@@ -64,7 +65,7 @@ def test_row_reductions_use_the_warp_shuffle_primitive(op, functor):
 
 def test_column_reductions_use_a_thread_per_column():
     fn, m = reduce_fn("colsum", F16)
-    src = CudaRenderer().render_kernel(fn, m)
+    src = user_text(CudaRenderer().render_kernel(fn, m))
     assert "pto::col_reduce<__half, 8, 64>(&r[0][0], &x[0][0], pto::SumOp());" in src
 
 
@@ -85,26 +86,26 @@ def matmul_fn(dtype, acc_dtype, acc: bool, n: int = 32):
 @pytest.mark.parametrize("acc", [False, True])
 def test_half_precision_matmul_runs_on_tensor_cores_with_f32_accumulation(dtype, ctype, acc):
     fn, m = matmul_fn(dtype, F32, acc)
-    src = CudaRenderer().render_kernel(fn, m)
+    src = user_text(CudaRenderer().render_kernel(fn, m))
     assert f"pto::matmul_wmma<{ctype}, float, 32, 32, 32, {'true' if acc else 'false'}>" in src
     assert "matmul_simt" not in src
 
 
 def test_f32_matmul_runs_on_cuda_cores():
     fn, m = matmul_fn(F32, F32, True)
-    src = CudaRenderer().render_kernel(fn, m)
+    src = user_text(CudaRenderer().render_kernel(fn, m))
     assert "pto::matmul_simt<float, float, 32, 32, 32, true>" in src and "wmma" not in src
 
 
 def test_half_matmul_with_sides_not_multiple_of_16_falls_back_to_cuda_cores():
     fn, m = matmul_fn(F16, F32, False, n=8)
-    assert "pto::matmul_simt<__half, float, 8, 8, 8, false>" in CudaRenderer().render_kernel(fn, m)
+    assert "pto::matmul_simt<__half, float, 8, 8, 8, false>" in user_text(CudaRenderer().render_kernel(fn, m))
 
 
 def test_tiles_are_placed_in_shared_memory_at_128_byte_offsets():
     fn, m = reduce_fn("rowmax")
     r = CudaRenderer()
-    src = r.render_kernel(fn, m)
+    src = user_text(r.render_kernel(fn, m))
     assert "reinterpret_cast<float (*)[64]>(_pto_smem + 0)" in src
     assert "reinterpret_cast<float (*)[1]>(_pto_smem + 2048)" in src
     assert r.last_smem_bytes == 2048 + 128
@@ -116,7 +117,7 @@ def test_tiles_beyond_the_shared_memory_of_a_block_are_rejected():
     fn = (PTOFunctionBuilder("big", module=m).in_core().memref("a", M.GLOBAL, F32)
           .tile("x", 256, 256, F32).load("x", "a").store("a", "x").build())
     with pytest.raises(PTOBackendError, match="shared memory"):
-        CudaRenderer("sm_90").render_kernel(fn, m)
+        user_text(CudaRenderer("sm_90").render_kernel(fn, m))
 
 
 def test_shared_memory_capacity_is_that_of_the_smallest_architecture():

@@ -84,40 +84,119 @@ def test_device_to_device_bandwidth_is_measured(softmax):
         assert d.lib.pto_cuda_device_count() == 1
 
 
-FAULT_SCRIPT = """
+#: a process that runs softmax (library argv[1], program argv[2]) on DeviceRun ``d``, then BODY
+DEVICE_SCRIPT = """
 import sys
 import numpy as np
 from pathlib import Path
 from pto_core.errors import PTOError
 from pto_core.program import load_program
-from pto_cuda.launch import DeviceRun
+from pto_cuda.launch import DeviceRun, LaunchPolicy
 module = load_program(Path(sys.argv[2])).module
 x = np.ones((8 * {n}, 128), np.float32)
 z = np.zeros_like(x)
 t = dict(input=x, output=z, temp_max=z[:, :1], temp_shifted=z, temp_exp=z, temp_sum=z[:, :1])
-with DeviceRun(Path(sys.argv[1]), module, t, dict(num_tiles={n}), workers=2) as d:
+policy = LaunchPolicy(max_hold_us=int(sys.argv[3])) if len(sys.argv) > 3 else LaunchPolicy()
+with DeviceRun(Path(sys.argv[1]), module, t, dict(num_tiles={n}), workers=2, policy=policy) as d:
+BODY
+"""
+
+FAULT_SCRIPT = DEVICE_SCRIPT.replace("BODY", """
     try:
         d.run()
     except PTOError as e:
         print("PTOError:", e)
         sys.exit(0)
 print("no error")
-sys.exit(1)
-"""
+sys.exit(1)""")
 
 
-def test_a_kernel_fault_ends_the_run_with_an_error_instead_of_a_hang(softmax):
+@pytest.mark.parametrize("hold_us", [1000, 30_000_000], ids=["default-hold", "endless-hold"])
+def test_a_kernel_fault_ends_the_run_with_an_error_instead_of_a_hang(softmax, hold_us):
     """After a fault CUDA runs no more host functions, so nothing would complete the launched
-    tasks; the executor's watchdog finds the error on the stream and fails them. The
-    simulator injects the fault into the third grid; a separate process, because a broken
-    context stays broken."""
+    tasks; the executor's watchdog finds the error on the stream and fails them, and nothing
+    stays held for a fuller launch after a failure. The simulator injects the fault into the
+    third grid; a separate process, because a broken context stays broken."""
     import os
     import subprocess
     import sys
     lib, *_ = softmax
     env = dict(os.environ, PTO_CUDA_SIM_FAULT="3")
     r = subprocess.run([sys.executable, "-c", FAULT_SCRIPT.format(n=NUM_TILES), str(lib),
+                        str(EXAMPLES / "fused_softmax.py"), str(hold_us)], env=env,
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "PTOError" in r.stdout and "injected fault" in r.stderr
+    # the failed kernel is named: task, function, the executor's code (1000 + the CUDA error)
+    from pto_core.orchestration import kernel_order
+    import re
+    kernels = "|".join(kernel_order(softmax[1]))
+    assert re.search(rf"a task failed \(-7\): task \d+ '({kernels})' failed with code 1\d\d\d on "
+                     rf"worker [01]", r.stdout), r.stdout
+
+
+HANG_SCRIPT = DEVICE_SCRIPT.replace("BODY", """
+    try:
+        d.run()
+        print("no error")
+    except PTOError as e:
+        print("PTOError:", e)
+    try:
+        d.run()
+    except PTOError as e:
+        print("again:", e)""")
+
+
+def test_a_kernel_that_never_returns_ends_the_run_at_its_deadline(softmax):
+    """The simulator's third grid never returns (a fiber that never yields cannot be
+    interrupted): the runtime's deadline ends the run naming the task, its kernel and the worker
+    that launched it; the device buffers are not freed (cudaFree would wait for it), later runs
+    are refused, and the process exits. Through DeviceRun and through the host program."""
+    import os
+    import re
+    import subprocess
+    import sys
+    from pto_core.orchestration import kernel_order
+    lib, module, *_ = softmax
+    kernels = "|".join(kernel_order(module))
+    stuck = re.compile(rf"deadline of 0\.5 s passed: task \d+ '({kernels})' still running on "
+                       rf"worker [01] \(\d+ kernel\(s\) abandoned\)")
+    env = dict(os.environ, PTO_CUDA_SIM_HANG="3", PTO_TIMEOUT="0.5")
+    r = subprocess.run([sys.executable, "-c", HANG_SCRIPT.format(n=NUM_TILES), str(lib),
                         str(EXAMPLES / "fused_softmax.py")], env=env, capture_output=True,
                        text=True, timeout=120)
     assert r.returncode == 0, r.stdout + r.stderr
-    assert "PTOError" in r.stdout and "injected fault" in r.stderr
+    assert "PTOError: run of module 'softmax_module' failed: the run passed its deadline (-12)" in r.stdout
+    assert stuck.search(r.stdout), r.stdout
+    assert "again: run of module 'softmax_module': the device is held by a kernel" in r.stdout
+
+    host = lib.parent / lib.name.removeprefix("lib").replace(".so", "_host")
+    work = lib.parent / "hang_run"
+    (work / "in").mkdir(parents=True, exist_ok=True)
+    x = np.ones((8 * NUM_TILES, 128), np.float32)
+    np.save(work / "in" / "input.npy", x)
+    for name, cols in (("output", 128), ("temp_max", 1), ("temp_shifted", 128), ("temp_exp", 128),
+                       ("temp_sum", 1)):
+        np.save(work / "in" / f"{name}.npy", np.zeros((8 * NUM_TILES, cols), np.float32))
+    env.pop("PTO_TIMEOUT")
+    r = subprocess.run([str(host), "-i", str(work / "in"), "-o", str(work), "-w", "2", "-T", "0.5",
+                        f"num_tiles={NUM_TILES}"], env=env, capture_output=True, text=True,
+                       timeout=120)
+    assert r.returncode == 1 and "run failed: the run passed its deadline (-12)" in r.stderr, r.stderr
+    assert stuck.search(r.stderr), r.stderr
+
+
+def test_pto_run_timeout_names_the_stuck_kernel_on_the_simulator():
+    """``pto run --timeout`` on cuda_sim, with the simulator's third grid never returning: the
+    command fails naming the stuck task instead of hanging (a separate process: the stuck
+    stream stays stuck)."""
+    import os
+    import subprocess
+    import sys
+    env = dict(os.environ, PTO_CUDA_SIM_HANG="3")
+    r = subprocess.run([sys.executable, "-m", "pto_core.cli", "run", str(EXAMPLES / "fused_softmax.py"),
+                        "--target", "cuda_sim", "--timeout", "0.5", "--workers", "2"],
+                       env=env, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert ("pto run: error: run of module 'softmax_module' failed: the run passed its deadline "
+            "(-12): deadline of 0.5 s passed: task ") in r.stderr, r.stderr

@@ -7,6 +7,20 @@
  * they are independent); a host function enqueued behind the launch (cudaLaunchHostFunc)
  * reports each task with pto_task_complete(), which releases its dependents.
  *
+ * Launch shape. A launch smaller than the GPU leaves SMs idle, so ready tasks are held back
+ * until one of these holds (PTOCudaPolicy sets the numbers):
+ *   - the kernel has enough ready tasks to fill the GPU: SMs x resident blocks per SM (the
+ *     kernel's occupancy, cudaOccupancyMaxActiveBlocksPerMultiprocessor);
+ *   - nothing else can become ready before a held or running task completes: the
+ *     orchestration waits (window full) or is over (the runtime's wait hook says so), no
+ *     completion is being reported, and the runtime has no ready task still on its way here
+ *     (pto_runtime_ready_tasks). The tasks one completion releases thus leave together;
+ *   - a task has been held for `max_hold_us` (a bound on the delay, whatever the orchestration
+ *     does).
+ * None of these needs a held task to complete first, so holding never deadlocks a pipelined
+ * graph. A batch larger than the kernel's parameter capacity becomes several grids on
+ * different streams, which run side by side.
+ *
  * Cost per task: the per-launch cost (~3-5 us of CPU for the launch + ~5-10 us host-function
  * round trip per dependency level) is shared by every task of a batch; the per-task cost is
  * copying its argument row into the kernel parameter (8 bytes per slot) plus the runtime's own
@@ -16,6 +30,13 @@
  * watchdog thread then finds the error on a stream (cudaStreamQuery, every 5 ms while launches
  * are outstanding) and completes every outstanding task with status 1000 + the error, so the
  * run ends with that error instead of waiting forever.
+ *
+ * A kernel that never returns (no fault, no end) is the runtime's deadline to catch
+ * (PTO_TIMEOUT / timeout_ms): the run returns PTO_ETIMEDOUT naming the task, its kernel and the
+ * worker that launched it. Nothing can stop the kernel itself (on a GPU only the end of the
+ * process does; on the CPU simulator it is a fiber that never yields, on its stream's thread):
+ * its batch stays outstanding, a late completion only releases the runtime's memory, and later
+ * launches on its stream queue behind it. End the process to use the device again.
  *
  * With recording on, the launches of the first run are recorded in launch order (each launch was
  * issued only after all its producers had completed, so that order is a valid serial schedule),
@@ -41,24 +62,54 @@ extern "C" {
 /* Hand the runtime's ready tasks to the CUDA executor (called by the generated binding's
  * pto_binding_setup_<module>; safe to call for many runtimes, one after the other). */
 void pto_cuda_attach(PTORuntime* rt);
-/* Streams batches are spread over (default 4) and a cap on tasks per launch (0 = the kernel's
- * parameter capacity). Call before a run. */
+
+/* How the executor shapes launches. Set it between runs. */
+typedef struct PTOCudaPolicy {
+    int32_t num_streams;     /* streams launches are spread over (default 4) */
+    int32_t max_batch;       /* most tasks in one grid (0: the kernel's parameter capacity) */
+    int32_t sm_count;        /* SMs a launch should fill (0: the device's) */
+    int32_t blocks_per_sm;   /* resident blocks per SM (0: each kernel's occupancy) */
+    int32_t max_hold_us;     /* longest a ready task is held for a fuller launch (0: never
+                                held, every ready task goes out at once) */
+    int32_t poll_us;         /* while the orchestration waits and ready tasks are on their
+                                way, how often to look again */
+    int32_t plan_only;       /* 1: launches are decided, logged and completed, no kernel runs
+                                (the launch plan of a program, e.g. at sizes too big to run) */
+} PTOCudaPolicy;
+void pto_cuda_policy_default(PTOCudaPolicy* p);   /* 4, 0, 0, 0, 1000, 10, 0 */
+int  pto_cuda_set_policy(const PTOCudaPolicy* p); /* PTO_EINVAL on a negative field */
+void pto_cuda_get_policy(PTOCudaPolicy* p);
+/* Shorthand: set the streams and the cap on tasks per grid, keep the rest. */
 int  pto_cuda_configure(int32_t num_streams, int32_t max_batch);
+
+/* One grid the executor launched. A launch (one decision to send a kernel's ready tasks) is
+ * one grid, or several when it exceeds the kernel's parameter capacity. */
+typedef struct PTOCudaLaunchRecord {
+    const char* kernel;      /* the kernel's name (static storage) */
+    int64_t     launch;      /* sequence number of the launch this grid belongs to */
+    int32_t     blocks;      /* grid size = tasks in this grid */
+    int32_t     fill;        /* the kernel's fill target when it was launched (SMs x blocks/SM) */
+} PTOCudaLaunchRecord;
+/* Copy up to `cap` records of the grids launched since the last reset (oldest first); returns
+ * how many there are in all (call with cap 0 to size the buffer). At most 1 << 20 are kept. */
+int64_t pto_cuda_launch_log(PTOCudaLaunchRecord* out, int64_t cap);
 /* Record launches from now on (clears the previous record) / stop recording. */
 void pto_cuda_record(int32_t on);
 /* Capture the recorded launches as a CUDA Graph, launch it once to warm up, then `repeat`
  * times; *ms_per_run gets the mean time of one replay. 0 or 1000 + cudaError_t. */
 int  pto_cuda_replay_graph(int32_t repeat, double* ms_per_run);
-/* Launches and tasks since the last pto_cuda_configure / reset; first CUDA error seen. */
+/* Grids and tasks since the last reset; first CUDA error seen. */
 void pto_cuda_counters(int64_t* launches, int64_t* tasks, int32_t* cuda_error);
-void pto_cuda_reset_counters(void);
+void pto_cuda_reset_counters(void);      /* also clears the launch log */
 
 /* The executor itself (pto_runtime_set_executor signature; ctx is the PTORuntime*). */
 int32_t pto_cuda_execute(void* ctx, int32_t task_id, const char* func_name, PTOKernelFunc fn,
                          const int64_t* args, int32_t num_args, int32_t worker_index);
 
 /* Run `run` (a pto_module_run_<module> entry) on HOST tensors: each is copied to a device
- * buffer (rows x ld elements), run gets device tensors, results are copied back. */
+ * buffer (rows x ld elements), run gets device tensors, results are copied back. After
+ * PTO_ETIMEDOUT / PTO_ECANCELED nothing is copied back and the device buffers are not freed:
+ * the kernel the run gave up on may still use them. */
 typedef int (*PTOModuleRunFn)(PTOTensor* tensors, int num_tensors, const int64_t* scalars,
                               int num_scalars, int num_workers, int threshold);
 int pto_cuda_run_host_tensors(PTOModuleRunFn run, PTOTensor* tensors, int num_tensors,

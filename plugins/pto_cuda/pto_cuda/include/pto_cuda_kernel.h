@@ -11,6 +11,8 @@
  *     passed BY VALUE as the kernel parameter (no host->device copy, nothing to free, and CUDA
  *     Graph capture keeps them in the node);
  *   - `int NAME_launch(rows, n, stream)`: launches n tasks, in chunks of the batch capacity;
+ *   - `int NAME_occupancy(blocks)`: how many blocks of the grid fit on one SM at once
+ *     (cudaOccupancyMaxActiveBlocksPerMultiprocessor), so the executor can fill the GPU;
  *   - `extern "C" int32_t NAME(const int64_t* args)`: the runtime's kernel ABI; runs ONE task
  *     synchronously (so the plain CPU runtime workers can drive CUDA kernels too);
  *   - a static registration so the CUDA executor (pto_cuda_exec.cu) maps the ABI function
@@ -28,6 +30,7 @@
 #endif
 
 typedef int (*PTOCudaLaunchFn)(const int64_t* rows, int32_t n, cudaStream_t stream);
+typedef int (*PTOCudaOccupancyFn)(int32_t* blocks_per_sm);
 typedef int32_t (*PTOCudaAbiFn)(const int64_t* args);
 
 typedef struct PTOCudaKernelDesc {
@@ -38,6 +41,7 @@ typedef struct PTOCudaKernelDesc {
     int32_t         threads;      /* block size */
     int32_t         smem_bytes;   /* dynamic shared memory per block */
     int32_t         capacity;     /* tasks per launch */
+    PTOCudaOccupancyFn occupancy; /* resident blocks per SM (0 or a cudaError_t) */
 } PTOCudaKernelDesc;
 
 #ifdef __cplusplus
@@ -82,7 +86,7 @@ struct PTOCudaBatch {
 #define PTO_CUDA_KERNEL(NAME, NARGS, THREADS, SMEM)                                            \
     typedef PTOCudaBatch<((NARGS) > 0 ? (NARGS) : 1), PTO_CUDA_CAPACITY(NARGS)> NAME##_batch_t; \
     PTO_CUDA_GRID_(NAME, THREADS)                                                              \
-    static int NAME##_launch(const int64_t* rows, int32_t n, cudaStream_t stream) {            \
+    static int NAME##_configure(void) {                                                       \
         static bool configured = false;                                                        \
         if (!configured) {                                                                     \
             if ((SMEM) > 48 * 1024) {                                                          \
@@ -92,6 +96,18 @@ struct PTOCudaBatch {
             }                                                                                  \
             configured = true;                                                                 \
         }                                                                                      \
+        return 0;                                                                              \
+    }                                                                                          \
+    static int NAME##_occupancy(int32_t* blocks_per_sm) {                                      \
+        int rc = NAME##_configure(), n = 0;                                                    \
+        if (rc) return rc;                                                                     \
+        cudaError_t e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, NAME##_grid,         \
+                                                                      (THREADS), (SMEM));      \
+        *blocks_per_sm = n;                                                                    \
+        return (int)e;                                                                         \
+    }                                                                                          \
+    static int NAME##_launch(const int64_t* rows, int32_t n, cudaStream_t stream) {            \
+        if (int rc = NAME##_configure()) return rc;                                            \
         const int32_t cap = PTO_CUDA_CAPACITY(NARGS);                                          \
         static thread_local NAME##_batch_t b; /* staging per thread; a launch copies it */        \
         static_assert(sizeof(NAME##_batch_t) <= PTO_CUDA_PARAM_BYTES + 64, "batch too big");   \
@@ -112,7 +128,8 @@ struct PTOCudaBatch {
         return (int32_t)cudaStreamSynchronize(cudaStreamPerThread);                            \
     }                                                                                          \
     static const PTOCudaKernelDesc NAME##_desc = {#NAME, NAME, NAME##_launch, (NARGS),         \
-                                                  (THREADS), (SMEM), PTO_CUDA_CAPACITY(NARGS)}; \
+                                                  (THREADS), (SMEM), PTO_CUDA_CAPACITY(NARGS),  \
+                                                  NAME##_occupancy};                           \
     static const int NAME##_registered = pto_cuda_register(&NAME##_desc);
 #endif /* __CUDACC__ || PTO_CUDA_SIM */
 

@@ -55,6 +55,16 @@ template <> __device__ __forceinline__ int64_t rnd<int64_t>(int64_t x) { return 
 
 /* ------------------------------------------------------------------ scalar math
  * Overloads so the emitter prints one spelling per expression kind whatever the type. */
+// integer division of tile elements without the host's trap (cuda_sim runs on a CPU): a zero
+// divisor records status 1 and gives 0, MIN / -1 wraps (see cstyle.py's _pto_idiv)
+__device__ __forceinline__ int64_t idiv_(int64_t a, int64_t b, int32_t* status) {
+    if (b == 0) { *status = 1; return 0; }
+    return b == -1 ? (int64_t)(0 - (uint64_t)a) : a / b;
+}
+__device__ __forceinline__ int64_t imod_(int64_t a, int64_t b, int32_t* status) {
+    if (b == 0) { *status = 1; return 0; }
+    return b == -1 ? 0 : a % b;
+}
 __device__ __forceinline__ float  exp_(float x)  { return expf(x); }
 __device__ __forceinline__ double exp_(double x) { return exp(x); }
 __device__ __forceinline__ float  log_(float x)  { return logf(x); }

@@ -8,7 +8,9 @@
 
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <chrono>
+#include <climits>
 #include <condition_variable>
 #include <mutex>
 #include <thread>
@@ -39,11 +41,15 @@ extern "C" const PTOCudaKernelDesc* pto_cuda_lookup(PTOCudaAbiFn abi) {
 }
 
 /* ------------------------------------------------------------------ executor state
- * One process-wide executor: a launcher thread, the streams and the pending batches. It is
- * created on first use and deliberately never destroyed (a thread blocked on a condition
- * variable must not see it destroyed by static destructors at exit). Batches are keyed by
- * (runtime, kernel): tasks of different runtimes never share a launch. */
+ * One process-wide executor: a launcher thread, a watchdog thread, the streams and the ready
+ * tasks held for a fuller launch. It is created on first use and deliberately never destroyed
+ * (a thread blocked on a condition variable must not see it destroyed by static destructors at
+ * exit). Held tasks are keyed by (runtime, kernel): tasks of different runtimes never share a
+ * launch. Lock order: mu before launch_mu; out_mu alone. */
 namespace {
+
+using Clock = std::chrono::steady_clock;
+using std::chrono::microseconds;
 
 struct Key {
     PTORuntime* rt;
@@ -59,9 +65,17 @@ struct KeyHash {
 struct Batch {                       /* ready tasks of one kernel, not yet launched */
     std::vector<int32_t> ids;
     std::vector<int64_t> rows;       /* ids.size() x desc->nargs */
+    Clock::time_point first;         /* when the oldest arrived */
 };
 
-struct Recorded {                    /* one launch, for CUDA Graph capture */
+struct RtState {                     /* what the executor knows of one runtime's progress */
+    bool waiting = false;            /* the orchestrating thread waits (wait hook) */
+    bool failed = false;             /* a task failed: the run is ending, hold nothing */
+    int32_t completing = 0;          /* completions being reported right now */
+    Clock::time_point last_event;    /* last arrival, completion or wait-hook call */
+};
+
+struct Recorded {                    /* one grid, for CUDA Graph capture */
     const PTOCudaKernelDesc* desc;
     std::vector<int64_t> rows;
     int32_t n;
@@ -73,31 +87,44 @@ struct Completion {                  /* what a host function reports */
     int32_t status;
 };
 
+constexpr int64_t kMaxLog = int64_t(1) << 20;
+
 struct Exec {
-    std::mutex mu;                   /* pending */
+    std::mutex mu;                   /* pending, rts, pol, fill */
     std::condition_variable cv;
     std::unordered_map<Key, Batch, KeyHash> pending;
-    std::mutex launch_mu;            /* streams, record, counters */
+    std::unordered_map<PTORuntime*, RtState> rts;
+    std::unordered_map<const PTOCudaKernelDesc*, int32_t> fill;   /* cached fill targets */
+    int32_t device_sms = 0;          /* 0: not asked yet */
+    PTOCudaPolicy pol;
+
+    std::mutex launch_mu;            /* streams, launch settings, record, log, counters */
     std::vector<cudaStream_t> streams;
     int32_t want_streams = 4, max_batch = 0;
+    bool plan_only = false;
     size_t next_stream = 0;
     bool record = false;
-    std::vector<Recorded> log;
-    int64_t launches = 0, tasks = 0;
+    std::vector<Recorded> record_log;
+    std::vector<PTOCudaLaunchRecord> log;
+    int64_t launch_seq = 0, grids = 0, tasks = 0, log_total = 0;
     int cuda_error = 0;
 
-    /* Launched batches whose host function has not run yet. A kernel fault leaves the
-     * context broken and CUDA then runs no more host functions, so the watchdog completes
-     * these with the error instead of letting the run wait forever. */
+    /* Launched grids whose host function has not run yet. A kernel fault leaves the context
+     * broken and CUDA then runs no more host functions, so the watchdog completes these with
+     * the error instead of letting the run wait forever. */
     std::mutex out_mu;
     std::condition_variable out_cv;
     std::unordered_set<Completion*> outstanding;
 
+    Exec() { pto_cuda_policy_default(&pol); }
     int ensure_streams();
-    void launch(PTORuntime* rt, const PTOCudaKernelDesc* d, Batch&& b);
+    int32_t fill_of(const PTOCudaKernelDesc* d);
+    Clock::time_point due(const Key& k, const Batch& b, Clock::time_point now);
+    void launch(PTORuntime* rt, const PTOCudaKernelDesc* d, Batch&& b, int32_t fill_target);
     void launcher_main();
     void watchdog_main();
     bool claim(Completion* c);
+    void note(PTORuntime* rt, int completing_delta, bool failed);
 };
 
 Exec* g_exec;
@@ -112,9 +139,27 @@ Exec& exec() {
     return *g_exec;
 }
 
+/* A completion of rt starts (+1) or ends (-1): while one is being reported, the tasks it
+ * releases are still arriving, so held tasks wait for it to end. After a failure the run
+ * only drains: held tasks go out at once. */
+void Exec::note(PTORuntime* rt, int completing_delta, bool failed) {
+    {
+        std::lock_guard<std::mutex> lk(mu);
+        RtState& st = rts[rt];
+        st.completing += completing_delta;
+        st.failed = st.failed || failed;
+        st.last_event = Clock::now();
+    }
+    if (completing_delta < 0) cv.notify_one();
+}
+
 void complete(Completion* c) {
-    for (int32_t id : c->ids) pto_task_complete(c->rt, id, c->status);
+    PTORuntime* rt = c->rt;
+    const bool failed = c->status != 0;
+    g_exec->note(rt, +1, failed);
+    for (int32_t id : c->ids) pto_task_complete(rt, id, c->status);
     delete c;
+    g_exec->note(rt, -1, failed);    /* rt may be gone now: it is only a key here */
 }
 
 /* The host function behind a launch; the watchdog may have completed it already. */
@@ -129,7 +174,7 @@ bool Exec::claim(Completion* c) {
 }
 
 /* Every 5 ms while launches are outstanding: a stream that reports an error (a faulted
- * kernel poisons the context) fails every outstanding batch with 1000 + the error. */
+ * kernel poisons the context) fails every outstanding grid with 1000 + the error. */
 void Exec::watchdog_main() {
     std::unique_lock<std::mutex> lk(out_mu);
     for (;;) {
@@ -174,50 +219,131 @@ int Exec::ensure_streams() {      /* launch_mu held */
     return 0;
 }
 
-void Exec::launch(PTORuntime* rt, const PTOCudaKernelDesc* d, Batch&& b) {
+/* Tasks of kernel d that fill the GPU: SMs x resident blocks per SM (mu held). A query that
+ * fails counts one block per SM: the launch then fails itself, with the error. */
+int32_t Exec::fill_of(const PTOCudaKernelDesc* d) {
+    auto it = fill.find(d);
+    if (it != fill.end()) return it->second;
+    int32_t sms = pol.sm_count;
+    if (sms <= 0) {
+        if (device_sms <= 0) {
+            int dev = 0, n = 0;
+            if (cudaGetDevice(&dev) != cudaSuccess ||
+                cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess) {
+                cudaGetLastError();
+                n = 1;
+            }
+            device_sms = n > 0 ? n : 1;
+        }
+        sms = device_sms;
+    }
+    int32_t per_sm = pol.blocks_per_sm;
+    if (per_sm <= 0) {
+        per_sm = 0;
+        if (!d->occupancy || d->occupancy(&per_sm) != 0) cudaGetLastError();
+        if (per_sm < 1) per_sm = 1;
+    }
+    const int64_t f = (int64_t)sms * per_sm;
+    return fill[d] = f > INT32_MAX ? INT32_MAX : (int32_t)f;
+}
+
+/* When batch b of key k must go out (mu held): now once it fills the GPU, or once nothing
+ * else can become ready - the orchestration waits, no completion is being reported and the
+ * runtime has no ready task still on its way to us; else at the end of the longest hold, and
+ * while the orchestration waits, at the next look at the runtime (it cannot tell us). */
+Clock::time_point Exec::due(const Key& k, const Batch& b, Clock::time_point now) {
+    const RtState& st = rts[k.rt];
+    if (pol.max_hold_us <= 0 || st.failed || (int64_t)b.ids.size() >= fill_of(k.desc))
+        return Clock::time_point::min();
+    Clock::time_point t = b.first + microseconds(pol.max_hold_us);
+    if (st.waiting) {
+        /* k.rt is alive: it has tasks here, so its run cannot have returned */
+        if (st.completing <= 0 && pto_runtime_ready_tasks(k.rt) == 0) return Clock::time_point::min();
+        t = std::min(t, now + microseconds(pol.poll_us));
+    }
+    return t;
+}
+
+void Exec::launch(PTORuntime* rt, const PTOCudaKernelDesc* d, Batch&& b, int32_t fill_target) {
     std::unique_lock<std::mutex> lk(launch_mu);
     const int32_t n = (int32_t)b.ids.size();
     int32_t cap = d->capacity;
     if (max_batch > 0 && max_batch < cap) cap = max_batch;
     int rc = ensure_streams();
-    cudaStream_t s = rc ? nullptr : streams[next_stream++ % streams.size()];
-    for (int32_t done = 0; done < n && rc == 0; done += cap) {
-        const int32_t k = n - done < cap ? n - done : cap;
-        rc = d->launch(b.rows.data() + (int64_t)done * d->nargs, k, s);
-        if (rc == 0 && record)
-            log.push_back(Recorded{d, std::vector<int64_t>(b.rows.begin() + (int64_t)done * d->nargs,
-                                                            b.rows.begin() + (int64_t)(done + k) * d->nargs), k});
-        launches++;
+    const int64_t seq = launch_seq++;
+    std::vector<Completion*> failed;
+    for (int32_t at = 0; at < n; at += cap) {
+        const int32_t k = n - at < cap ? n - at : cap;
+        Completion* c = new Completion{rt, std::vector<int32_t>(b.ids.begin() + at, b.ids.begin() + at + k), 0};
+        if (rc == 0) {
+            /* the grids of one launch go to different streams, so they run side by side */
+            cudaStream_t s = streams[next_stream++ % streams.size()];
+            const int64_t* rows = b.rows.data() + (int64_t)at * d->nargs;
+            if (!plan_only) rc = d->launch(rows, k, s);
+            if (rc == 0) {
+                grids++;
+                if (log_total++ < kMaxLog) log.push_back(PTOCudaLaunchRecord{d->name, seq, k, fill_target});
+                if (record) record_log.push_back(Recorded{d, std::vector<int64_t>(rows, rows + (int64_t)k * d->nargs), k});
+                {
+                    std::lock_guard<std::mutex> g(out_mu);
+                    outstanding.insert(c);
+                }
+                out_cv.notify_one();
+                cudaError_t e = cudaLaunchHostFunc(s, on_done, c);
+                if (e == cudaSuccess) continue;
+                rc = (int)e;
+                if (!claim(c)) continue;         /* the watchdog got there first */
+            }
+        }
+        c->status = 1000 + rc;
+        failed.push_back(c);
     }
     tasks += n;
     if (rc != 0 && cuda_error == 0) cuda_error = rc;
-    Completion* c = new Completion{rt, std::move(b.ids), rc ? 1000 + rc : 0};
-    if (rc == 0) {
-        {
-            std::lock_guard<std::mutex> g(out_mu);
-            outstanding.insert(c);
-        }
-        out_cv.notify_one();
-        cudaError_t e = cudaLaunchHostFunc(s, on_done, c);
-        if (e == cudaSuccess) return;
-        if (!claim(c)) return;           /* the watchdog got there first */
-        c->status = 1000 + (int32_t)e;
-        if (cuda_error == 0) cuda_error = (int)e;
-    }
     lk.unlock();
-    complete(c);
+    for (Completion* c : failed) complete(c);
 }
 
 void Exec::launcher_main() {
     std::unique_lock<std::mutex> lk(mu);
     for (;;) {
         cv.wait(lk, [&] { return !pending.empty(); });
-        std::unordered_map<Key, Batch, KeyHash> work;
-        work.swap(pending);
+        const Clock::time_point now = Clock::now();
+        Clock::time_point wake = Clock::time_point::max();
+        std::vector<std::pair<Key, Batch>> go;
+        std::vector<int32_t> fills;
+        for (auto it = pending.begin(); it != pending.end();) {
+            const Clock::time_point t = due(it->first, it->second, now);
+            if (t <= now) {
+                fills.push_back(fill_of(it->first.desc));
+                go.emplace_back(it->first, std::move(it->second));
+                it = pending.erase(it);
+            } else {
+                wake = std::min(wake, t);
+                ++it;
+            }
+        }
+        if (go.empty()) {
+            cv.wait_until(lk, wake);
+            continue;
+        }
         lk.unlock();
-        for (auto& kv : work) launch(kv.first.rt, kv.first.desc, std::move(kv.second));
+        for (size_t i = 0; i < go.size(); ++i)
+            launch(go[i].first.rt, go[i].first.desc, std::move(go[i].second), fills[i]);
         lk.lock();
     }
+}
+
+/* The runtime's wait hook (ctx is the PTORuntime*). */
+void on_wait(void* ctx, int32_t waiting) {
+    Exec& x = exec();
+    {
+        std::lock_guard<std::mutex> lk(x.mu);
+        RtState& st = x.rts[static_cast<PTORuntime*>(ctx)];
+        st.waiting = waiting != 0;
+        st.last_event = Clock::now();
+    }
+    if (waiting) x.cv.notify_one();
 }
 
 }  // namespace
@@ -235,43 +361,110 @@ extern "C" int32_t pto_cuda_execute(void* ctx, int32_t task_id, const char* func
         Batch b;
         b.ids.push_back(task_id);
         b.rows.assign(args, args + num_args);
-        x.launch(rt, d, std::move(b));
+        int32_t f;
+        {
+            std::lock_guard<std::mutex> lk(x.mu);
+            f = x.fill_of(d);
+        }
+        x.launch(rt, d, std::move(b), f);
         return PTO_EXEC_ASYNC;
     }
+    bool wake;
     {
         std::lock_guard<std::mutex> lk(x.mu);
+        const Clock::time_point now = Clock::now();
         Batch& b = x.pending[Key{rt, d}];
+        if (b.ids.empty()) b.first = now;
         b.ids.push_back(task_id);
         b.rows.insert(b.rows.end(), args, args + num_args);
+        x.rts[rt].last_event = now;
+        /* the launcher sleeps until the earliest due time; only a new batch (a new deadline)
+         * or a full one moves that earlier */
+        wake = b.ids.size() == 1 || x.pol.max_hold_us <= 0 || (int64_t)b.ids.size() >= x.fill_of(d);
     }
-    x.cv.notify_one();
+    if (wake) x.cv.notify_one();
     return PTO_EXEC_ASYNC;
 }
 
 extern "C" void pto_cuda_attach(PTORuntime* rt) {
-    exec();
+    Exec& x = exec();
+    {
+        std::lock_guard<std::mutex> lk(x.mu);
+        const Clock::time_point now = Clock::now();
+        /* forget runtimes that ended long ago (a new runtime may reuse an address) */
+        for (auto it = x.rts.begin(); it != x.rts.end();) {
+            bool held = false;
+            for (const auto& kv : x.pending) held = held || kv.first.rt == it->first;
+            if (it->first != rt && it->second.waiting && it->second.completing == 0 && !held &&
+                now - it->second.last_event > std::chrono::seconds(1))
+                it = x.rts.erase(it);
+            else
+                ++it;
+        }
+        RtState& st = x.rts[rt];     /* `completing` stays: a late completion of an earlier
+                                        runtime at this address still ends */
+        st.waiting = st.failed = false;
+        st.last_event = now;
+    }
     pto_runtime_set_executor(rt, pto_cuda_execute, rt);
+    pto_runtime_set_wait_hook(rt, on_wait, rt);
+}
+
+extern "C" void pto_cuda_policy_default(PTOCudaPolicy* p) {
+    if (!p) return;
+    *p = PTOCudaPolicy{4, 0, 0, 0, 1000, 10, 0};
+}
+
+extern "C" int pto_cuda_set_policy(const PTOCudaPolicy* p) {
+    if (!p || p->num_streams < 0 || p->max_batch < 0 || p->sm_count < 0 || p->blocks_per_sm < 0 ||
+        p->max_hold_us < 0 || p->poll_us < 0)
+        return PTO_EINVAL;
+    Exec& x = exec();
+    std::lock_guard<std::mutex> lk(x.mu);
+    std::lock_guard<std::mutex> g(x.launch_mu);
+    x.pol = *p;
+    x.pol.num_streams = p->num_streams > 0 ? p->num_streams : 1;
+    x.fill.clear();
+    x.want_streams = x.pol.num_streams;
+    x.max_batch = p->max_batch;
+    x.plan_only = p->plan_only != 0;
+    return 0;
+}
+
+extern "C" void pto_cuda_get_policy(PTOCudaPolicy* p) {
+    if (!p) return;
+    Exec& x = exec();
+    std::lock_guard<std::mutex> lk(x.mu);
+    *p = x.pol;
 }
 
 extern "C" int pto_cuda_configure(int32_t num_streams, int32_t max_batch) {
-    Exec& x = exec();
-    std::lock_guard<std::mutex> lk(x.launch_mu);
-    x.want_streams = num_streams > 0 ? num_streams : 1;
-    x.max_batch = max_batch;
-    return 0;
+    PTOCudaPolicy p;
+    pto_cuda_get_policy(&p);
+    p.num_streams = num_streams;
+    p.max_batch = max_batch;
+    return pto_cuda_set_policy(&p);
 }
 
 extern "C" void pto_cuda_record(int32_t on) {
     Exec& x = exec();
     std::lock_guard<std::mutex> lk(x.launch_mu);
-    if (on) x.log.clear();
+    if (on) x.record_log.clear();
     x.record = on != 0;
+}
+
+extern "C" int64_t pto_cuda_launch_log(PTOCudaLaunchRecord* out, int64_t cap) {
+    Exec& x = exec();
+    std::lock_guard<std::mutex> lk(x.launch_mu);
+    const int64_t n = (int64_t)x.log.size();
+    for (int64_t i = 0; out && i < n && i < cap; ++i) out[i] = x.log[(size_t)i];
+    return n;
 }
 
 extern "C" void pto_cuda_counters(int64_t* launches, int64_t* tasks, int32_t* cuda_error) {
     Exec& x = exec();
     std::lock_guard<std::mutex> lk(x.launch_mu);
-    if (launches) *launches = x.launches;
+    if (launches) *launches = x.grids;
     if (tasks) *tasks = x.tasks;
     if (cuda_error) *cuda_error = x.cuda_error;
 }
@@ -279,7 +472,8 @@ extern "C" void pto_cuda_counters(int64_t* launches, int64_t* tasks, int32_t* cu
 extern "C" void pto_cuda_reset_counters(void) {
     Exec& x = exec();
     std::lock_guard<std::mutex> lk(x.launch_mu);
-    x.launches = x.tasks = 0;
+    x.grids = x.tasks = x.log_total = 0;
+    x.log.clear();
     x.cuda_error = 0;
 }
 
@@ -288,14 +482,14 @@ extern "C" int pto_cuda_replay_graph(int32_t repeat, double* ms_per_run) {
     std::lock_guard<std::mutex> lk(x.launch_mu);
     int rc = x.ensure_streams();
     if (rc) return 1000 + rc;
-    /* Every recorded launch was issued after its producers completed: replaying the record in
-     * order on one stream respects every dependency. */
+    /* Every recorded grid was launched after all its producers had completed: replaying the
+     * record in order on one stream respects every dependency. */
     cudaStream_t s = x.streams[0];
     cudaGraph_t graph = nullptr;
     cudaGraphExec_t gexec = nullptr;
     cudaError_t e = cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal);
-    for (size_t i = 0; e == cudaSuccess && i < x.log.size(); ++i) {
-        const Recorded& r = x.log[i];
+    for (size_t i = 0; e == cudaSuccess && i < x.record_log.size(); ++i) {
+        const Recorded& r = x.record_log[i];
         int lr = r.desc->launch(r.rows.data(), r.n, s);
         if (lr) e = (cudaError_t)lr;
     }
@@ -372,6 +566,9 @@ extern "C" int pto_cuda_run_host_tensors(PTOModuleRunFn run, PTOTensor* tensors,
         if (pto_cuda_h2d(dev[k].data, tensors[k].data, bytes)) rc = PTO_EINVAL;
     }
     if (rc == 0) rc = run(dev.data(), num_tensors, scalars, num_scalars, num_workers, threshold);
+    /* a run that gave up on a kernel (deadline, cancel) leaves it on the device: cudaFree would
+     * wait for it forever, so its buffers stay allocated (the process should end) */
+    if (rc == PTO_ETIMEDOUT || rc == PTO_ECANCELED) return rc;
     for (int k = 0; k < num_tensors; ++k) {
         if (!dev[k].data) continue;
         const int64_t bytes = tensors[k].rows * tensors[k].ld * tensors[k].elem_size;

@@ -28,7 +28,11 @@
  *   - a failed kernel breaks the context, as on a GPU: later calls return the error, no more
  *     kernels or host functions run. PTO_CUDA_SIM_FAULT=N makes the N-th grid of the process
  *     fail that way (for tests of error handling);
- *   - device memory is host memory (cudaMemcpy of any kind is memcpy); one device is reported.
+ *   - device memory is host memory (cudaMemcpy of any kind is memcpy); one device is reported,
+ *     with an H100 SXM's limits (compute capability 9.0, 132 SMs, 2,048 threads, 32 blocks and
+ *     228 KiB of shared memory per SM, 1 KiB of it reserved per block). PTO_CUDA_SIM_SM_COUNT=N
+ *     reports N SMs instead. Occupancy follows CUDA's rules for threads, blocks and shared
+ *     memory; registers are not modelled (taken never to be the limit).
  *
  * Not modelled: timing, memory coherence races between blocks, the memory model beyond
  * "everything a fiber wrote is visible after its next synchronisation point".
@@ -116,9 +120,18 @@ enum cudaFuncAttribute {
     cudaFuncAttributePreferredSharedMemoryCarveout = 9
 };
 
+enum cudaDeviceAttr {    /* the values of CUDA's driver_types.h */
+    cudaDevAttrMultiProcessorCount = 16, cudaDevAttrMaxThreadsPerMultiProcessor = 39,
+    cudaDevAttrComputeCapabilityMajor = 75, cudaDevAttrComputeCapabilityMinor = 76,
+    cudaDevAttrMaxSharedMemoryPerMultiprocessor = 81, cudaDevAttrMaxBlocksPerMultiprocessor = 106,
+    cudaDevAttrReservedSharedMemoryPerBlock = 111
+};
+
 extern "C" {
 cudaError_t cudaGetDeviceCount(int* count);
+cudaError_t cudaDeviceGetAttribute(int* value, enum cudaDeviceAttr attr, int device);
 cudaError_t cudaSetDevice(int device);
+cudaError_t cudaGetDevice(int* device);
 cudaError_t cudaGetLastError(void);
 cudaError_t cudaPeekAtLastError(void);
 const char* cudaGetErrorString(cudaError_t e);
@@ -161,6 +174,14 @@ cudaError_t cudaGraphDestroy(cudaGraph_t graph);
 cudaError_t pto_sim_launch(cudaStream_t s, unsigned grid, unsigned threads, size_t smem_bytes,
                            void (*block)(const void* param), const void* param,
                            size_t param_bytes);
+/* Bytes of device memory read and written by kernels built to count them (see the
+ * global-memory counters in pto_cuda_sim.cpp), and their reset. */
+void pto_sim_global_bytes(int64_t* read, int64_t* written);
+void pto_sim_reset_global_bytes(void);
+
+/* Resident blocks per SM of a kernel with `threads` threads and `smem` bytes of dynamic shared
+ * memory per block, under the occupancy rules of the reported device. */
+cudaError_t pto_sim_occupancy(int* blocks, int threads, size_t smem);
 }
 
 /* C++ overloads with CUDA's default arguments */
@@ -171,6 +192,12 @@ inline cudaError_t cudaFuncSetAttribute(F*, cudaFuncAttribute attr, int value) {
     if (attr == cudaFuncAttributeMaxDynamicSharedMemorySize && (value < 0 || value > PTO_SIM_MAX_SMEM))
         return cudaErrorInvalidValue;
     return cudaSuccess;
+}
+
+template <class F>
+inline cudaError_t cudaOccupancyMaxActiveBlocksPerMultiprocessor(int* blocks, F*, int threads,
+                                                                 size_t smem) {
+    return pto_sim_occupancy(blocks, threads, smem);
 }
 
 /* ------------------------------------------------------------------ built-in variables */

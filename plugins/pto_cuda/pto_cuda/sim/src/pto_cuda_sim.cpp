@@ -15,6 +15,7 @@
 #include <cstdlib>
 #include <deque>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <thread>
@@ -332,12 +333,19 @@ void poison(const char* why) {
     g_sticky.compare_exchange_strong(expected, (int)cudaErrorLaunchFailure);
 }
 
-/* PTO_CUDA_SIM_FAULT=N: the N-th grid of the process faults (tests of error handling). */
+long env_count(const char* name) {
+    const char* v = getenv(name);
+    return v ? atol(v) : 0L;
+}
+/* Tests of error handling: PTO_CUDA_SIM_FAULT=N makes the N-th grid of the process fault;
+ * PTO_CUDA_SIM_HANG=N makes it never return (as a kernel spinning forever would: nothing can
+ * interrupt a fiber that does not yield; this one sleeps rather than burn a core). */
 long fault_at() {
-    static const long n = [] {
-        const char* v = getenv("PTO_CUDA_SIM_FAULT");
-        return v ? atol(v) : 0L;
-    }();
+    static const long n = env_count("PTO_CUDA_SIM_FAULT");
+    return n;
+}
+long hang_at() {
+    static const long n = env_count("PTO_CUDA_SIM_HANG");
     return n;
 }
 std::atomic<long> g_grids{0};
@@ -346,10 +354,13 @@ std::atomic<long> g_grids{0};
 void run_grid(unsigned grid, unsigned threads, size_t smem, void (*body)(const void*),
               const void* param) {
     if (g_sticky.load()) return;         /* a broken context runs no more kernels */
-    if (++g_grids == fault_at()) {
+    const long nth = ++g_grids;
+    if (nth == fault_at()) {
         poison("injected fault (PTO_CUDA_SIM_FAULT)");
         return;
     }
+    if (nth == hang_at())
+        for (;;) std::this_thread::sleep_for(std::chrono::milliseconds(50));
     pto_sim::Worker& w = pto_sim::worker();
     pto_sim::Block& b = w.block;
     b.dim = dim3(threads);
@@ -466,6 +477,54 @@ struct pto_sim_event {
     std::chrono::steady_clock::time_point t{};
 };
 
+/* ------------------------------------------------------------------ global-memory counters
+ * Kernel objects compiled with PTO_SIM_COUNT_FLAGS (scons_tool.SIM_COUNT_FLAGS: GCC's
+ * kernel-address instrumentation with every check outlined) call __asan_{load,store}N_noabort
+ * before each memory access. These hooks count the bytes that fall in device memory (buffers
+ * from cudaMalloc): the global-memory traffic of the kernels. Shared memory, stacks and host
+ * data are not counted; kernels built without the flags call nothing. */
+namespace {
+std::mutex g_alloc_mu;
+std::map<uintptr_t, size_t> g_allocs;          /* device buffers: start -> bytes */
+std::atomic<int64_t> g_read_bytes{0}, g_written_bytes{0};
+
+void count_access(const void* p, size_t n, bool write) {
+    const uintptr_t a = reinterpret_cast<uintptr_t>(p);
+    std::lock_guard<std::mutex> lk(g_alloc_mu);
+    auto it = g_allocs.upper_bound(a);
+    if (it == g_allocs.begin()) return;
+    --it;
+    if (a - it->first >= it->second) return;
+    (write ? g_written_bytes : g_read_bytes) += (int64_t)n;
+}
+}  // namespace
+
+extern "C" {
+#define PTO_SIM_ACCESS_HOOKS(N)                                                              \
+    void __asan_load##N##_noabort(void* p) { count_access(p, N, false); }                    \
+    void __asan_store##N##_noabort(void* p) { count_access(p, N, true); }
+PTO_SIM_ACCESS_HOOKS(1)
+PTO_SIM_ACCESS_HOOKS(2)
+PTO_SIM_ACCESS_HOOKS(4)
+PTO_SIM_ACCESS_HOOKS(8)
+PTO_SIM_ACCESS_HOOKS(16)
+void __asan_loadN_noabort(void* p, size_t n) { count_access(p, n, false); }
+void __asan_storeN_noabort(void* p, size_t n) { count_access(p, n, true); }
+void __asan_handle_no_return(void) {}
+void __asan_before_dynamic_init(const char*) {}
+void __asan_after_dynamic_init(void) {}
+
+/* Bytes of device memory the counting kernels read and wrote since the last reset. */
+void pto_sim_global_bytes(int64_t* read, int64_t* written) {
+    if (read) *read = g_read_bytes.load();
+    if (written) *written = g_written_bytes.load();
+}
+void pto_sim_reset_global_bytes(void) {
+    g_read_bytes = 0;
+    g_written_bytes = 0;
+}
+}  /* extern "C" */
+
 extern "C" {
 
 cudaError_t cudaGetDeviceCount(int* count) {
@@ -473,7 +532,52 @@ cudaError_t cudaGetDeviceCount(int* count) {
     *count = 1;
     return cudaSuccess;
 }
+/* The reported device: an H100 SXM (sm_90); PTO_CUDA_SIM_SM_COUNT=N changes the SM count. */
+namespace {
+constexpr int kThreadsPerSM = 2048, kBlocksPerSM = 32, kSmemPerSM = 228 * 1024, kSmemReserved = 1024;
+int sm_count() {
+    const char* v = getenv("PTO_CUDA_SIM_SM_COUNT");
+    const int n = v ? atoi(v) : 0;
+    return n > 0 ? n : 132;
+}
+}  // namespace
+
+cudaError_t cudaDeviceGetAttribute(int* value, enum cudaDeviceAttr attr, int device) {
+    if (!value) return fail(cudaErrorInvalidValue);
+    if (device != 0) return fail(cudaErrorInvalidDevice);
+    switch (attr) {
+        case cudaDevAttrMultiProcessorCount: *value = sm_count(); break;
+        case cudaDevAttrMaxThreadsPerMultiProcessor: *value = kThreadsPerSM; break;
+        case cudaDevAttrComputeCapabilityMajor: *value = 9; break;
+        case cudaDevAttrComputeCapabilityMinor: *value = 0; break;
+        case cudaDevAttrMaxSharedMemoryPerMultiprocessor: *value = kSmemPerSM; break;
+        case cudaDevAttrMaxBlocksPerMultiprocessor: *value = kBlocksPerSM; break;
+        case cudaDevAttrReservedSharedMemoryPerBlock: *value = kSmemReserved; break;
+        default: return fail(cudaErrorInvalidValue);
+    }
+    return cudaSuccess;
+}
+
+cudaError_t pto_sim_occupancy(int* blocks, int threads, size_t smem) {
+    if (!blocks || threads <= 0 || threads > PTO_SIM_MAX_THREADS) return fail(cudaErrorInvalidValue);
+    if (smem > PTO_SIM_MAX_SMEM) {
+        *blocks = 0;                     /* as CUDA: the kernel cannot be resident at all */
+        return cudaSuccess;
+    }
+    const int warps = (threads + 31) / 32;
+    int n = kThreadsPerSM / (warps * 32);
+    const int by_smem = kSmemPerSM / (int)(smem + kSmemReserved);
+    if (by_smem < n) n = by_smem;
+    *blocks = n < kBlocksPerSM ? n : kBlocksPerSM;
+    return cudaSuccess;
+}
+
 cudaError_t cudaSetDevice(int device) { return device == 0 ? cudaSuccess : fail(cudaErrorInvalidDevice); }
+cudaError_t cudaGetDevice(int* device) {
+    if (!device) return fail(cudaErrorInvalidValue);
+    *device = 0;
+    return cudaSuccess;
+}
 cudaError_t cudaGetLastError(void) {
     cudaError_t e = t_last;
     t_last = cudaSuccess;
@@ -519,11 +623,18 @@ cudaError_t cudaDeviceSynchronize(void) {
 cudaError_t cudaMalloc(void** p, size_t bytes) {
     if (!p) return fail(cudaErrorInvalidValue);
     *p = aligned_alloc(256, (bytes + 255) / 256 * 256 + 256);
-    return *p ? cudaSuccess : fail(cudaErrorMemoryAllocation);
+    if (!*p) return fail(cudaErrorMemoryAllocation);
+    std::lock_guard<std::mutex> lk(g_alloc_mu);
+    g_allocs[reinterpret_cast<uintptr_t>(*p)] = bytes;
+    return cudaSuccess;
 }
 cudaError_t cudaFree(void* p) {
     drain_all();                         /* cudaFree synchronises the device: no kernel still
                                             running may touch the memory */
+    {
+        std::lock_guard<std::mutex> lk(g_alloc_mu);
+        g_allocs.erase(reinterpret_cast<uintptr_t>(p));
+    }
     free(p);
     return cudaSuccess;
 }
