@@ -497,11 +497,15 @@ template <class T> inline pto_sim::calc_t<typename T::DType> val(T& t, unsigned 
 // second is returned.
 template <class T> inline T fmaxv(T a, T b) { return (a > b || a != a) ? a : b; }
 template <class T> inline T fminv(T a, T b) { return (a < b || a != a) ? a : b; }
-// a / b; a signed integer division by -1 negates through unsigned arithmetic, so INT_MIN / -1
-// wraps to INT_MIN like PTO's reference (the host's division instruction would trap)
+// a / b without the host's integer traps: a zero divisor is an error of the task (as PTO's
+// reference raises) and gives 0; a signed division by -1 negates through unsigned arithmetic,
+// so INT_MIN / -1 wraps to INT_MIN like the reference
 template <class T> inline T divv(T a, T b) {
-    if constexpr (std::is_integral_v<T> && std::is_signed_v<T>) {
-        if (b == T(-1)) return T(0u - std::make_unsigned_t<T>(a));
+    if constexpr (std::is_integral_v<T>) {
+        if (b == T(0)) { pto_sim::fail("integer division by zero"); return T(0); }
+        if constexpr (std::is_signed_v<T>) {
+            if (b == T(-1)) return T(0u - std::make_unsigned_t<T>(a));
+        }
     }
     return a / b;
 }
