@@ -65,15 +65,21 @@ def _describe(name: str) -> str:
     return repr(name if len(name) <= 40 else name[:37] + "...")
 
 
+def _check_form(name: object, pattern: re.Pattern, what: str, rule: str) -> None:
+    """``name`` is a string matching ``pattern`` of at most :data:`MAX_NAME_LENGTH`
+    characters, else ValueError: ``<what><name> <rule>``."""
+    if not isinstance(name, str) or not pattern.match(name):
+        shown = _describe(name) if isinstance(name, str) else repr(name)
+        raise ValueError(f"{what}{shown} {rule}")
+    if len(name) > MAX_NAME_LENGTH:
+        raise ValueError(f"{what}{_describe(name)} is {len(name)} characters long; names may "
+                         f"have at most {MAX_NAME_LENGTH}")
+
+
 def check_identifier(name: object) -> None:
     """Raise ``ValueError`` unless ``name`` may be used as a PTO name."""
-    if not isinstance(name, str) or not _IDENT.match(name):
-        shown = _describe(name) if isinstance(name, str) else repr(name)
-        raise ValueError(f"{shown} is not a valid identifier (letters, digits and '_', not "
-                         "starting with a digit)")
-    if len(name) > MAX_NAME_LENGTH:
-        raise ValueError(f"{_describe(name)} is {len(name)} characters long; names may have at "
-                         f"most {MAX_NAME_LENGTH}")
+    _check_form(name, _IDENT, "", "is not a valid identifier (letters, digits and '_', not "
+                "starting with a digit)")
     if name in KEYWORDS:
         raise ValueError(f"'{name}' is a C/C++/CUDA keyword and cannot be used as a name")
     if name in RESERVED_NAMES:
@@ -94,13 +100,8 @@ def check_module_name(name: object) -> None:
     ...
     ValueError: module name '../escaped' may hold only letters, digits, '_', '.' and '-', starting with a letter or '_'
     """
-    if not isinstance(name, str) or not _MODULE.match(name):
-        shown = _describe(name) if isinstance(name, str) else repr(name)
-        raise ValueError(f"module name {shown} may hold only letters, digits, '_', '.' and '-', "
-                         "starting with a letter or '_'")
-    if len(name) > MAX_NAME_LENGTH:
-        raise ValueError(f"module name {_describe(name)} is {len(name)} characters long; at most "
-                         f"{MAX_NAME_LENGTH}")
+    _check_form(name, _MODULE, "module name ", "may hold only letters, digits, '_', '.' and "
+                "'-', starting with a letter or '_'")
 
 
 def is_identifier(name: object) -> bool:

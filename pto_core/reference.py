@@ -36,7 +36,14 @@ Numerics (what a backend is compared against):
 * Integer tile and scalar arithmetic follows C: division truncates toward zero, remainder has
   the sign of the dividend, ``shr`` is arithmetic, results wrap to the destination's width;
   integer division by zero is a :class:`~pto_core.errors.PTOError`.
-* max/min follow numpy (a NaN operand gives NaN).
+* max/min follow numpy.maximum/minimum (a NaN operand gives NaN), and of two equal operands
+  (+0 and -0) give the second: ``max(-0, +0)`` is +0, ``max(+0, -0)`` is -0. TRELU is
+  ``max(a, +0)``, so ``relu(-0)`` is +0. Max/min reductions give NaN for a row (column) holding
+  a NaN; the sign of a zero they return from a row holding both +0 and -0 is unspecified.
+* Sum reductions are -0 only when every term is -0 (IEEE addition starting from -0).
+* Special values follow IEEE arithmetic in the compute type: ``exp`` overflows to inf and
+  underflows through the subnormals to +0, ``log`` of a subnormal is finite (``log(2**-149)``
+  is -103.28), ``log(-0)`` is -inf, ``sqrt(-0)`` is -0, ``inf - inf`` and ``0 * inf`` are NaN.
 * FOR loops with ``max_range`` run as written (binary expansion is an optimisation that must
   not change results); a trip count above ``max_range`` is an error, because the expanded loop
   could not run it.
@@ -115,7 +122,7 @@ _CMP = {"eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">="}
 ARRAY_FORMS: dict[str, str] = {
     "add": "_np.add({0}, {1})", "sub": "_np.subtract({0}, {1})",
     "mul": "_np.multiply({0}, {1})", "div": "_np.divide({0}, {1})",
-    "max": "_np.maximum({0}, {1})", "min": "_np.minimum({0}, {1})",
+    "max": "_fmax({0}, {1})", "min": "_fmin({0}, {1})",
     "neg": "_np.negative({0})", "abs": "_np.abs({0})", "exp": "_np.exp({0})",
     "log": "_np.log({0})", "sqrt": "_np.sqrt({0})", "recip": "_np.divide({one}, {0})",
     "tanh": "_np.tanh({0})", "mod": "_np.fmod({0}, {1})", "and": "_np.bitwise_and({0}, {1})",
@@ -213,6 +220,18 @@ def _to_int(x: Any) -> int:
     return int(x)
 
 
+def _fmax(a: Any, b: Any) -> Any:
+    """numpy.maximum (a NaN operand gives NaN) with the choice between equal operands fixed:
+    the second one, so max(-0, +0) is +0 and max(+0, -0) is -0 on every platform (numpy leaves
+    it to the CPU's max instruction)."""
+    return np.where(a == b, b, np.maximum(a, b))
+
+
+def _fmin(a: Any, b: Any) -> Any:
+    """numpy.minimum with the second of two equal operands chosen (see :func:`_fmax`)."""
+    return np.where(a == b, b, np.minimum(a, b))
+
+
 def _reduce(kind: str, axis: int, a: np.ndarray) -> np.ndarray:
     dt = a.dtype
     if dt in (np.dtype(np.float16), np.dtype(ml_dtypes.bfloat16)):
@@ -220,7 +239,9 @@ def _reduce(kind: str, axis: int, a: np.ndarray) -> np.ndarray:
     else:
         x = a
     if kind == "sum":
-        r = np.sum(x, axis=axis, keepdims=True, dtype=x.dtype)
+        # starting from -0 (the additive identity), a sum is -0 only when every term is -0,
+        # as in IEEE arithmetic whatever the order; numpy's own start (+0) varies by version
+        r = np.add.reduce(x, axis=axis, keepdims=True, dtype=x.dtype, initial=-0.0)
     elif kind == "max":
         r = np.max(x, axis=axis, keepdims=True)
     elif kind == "min":
@@ -249,7 +270,13 @@ def _convert(a: np.ndarray, out: np.dtype) -> np.ndarray:
             return np.clip(a.astype(np.int64), info.min, info.max).astype(out)
         x = np.rint(a.astype(np.float64))
         x = np.where(np.isnan(x), 0.0, x)
-        return np.clip(x, info.min, info.max).astype(out)
+        # float(info.max) of int64 rounds up to 2**63, which no int64 holds: saturate by
+        # comparison, cast only what is in range
+        hi, lo = x >= float(info.max), x <= float(info.min)
+        r = np.where(hi | lo, 0.0, x).astype(out)
+        r[hi] = info.max
+        r[lo] = info.min
+        return r
     return a.astype(out)
 
 
@@ -276,9 +303,9 @@ class _Translator:
     def __init__(self, module: Module) -> None:
         self.module = module
         self.ns: dict[str, Any] = {
-            "_np": np, "_tdiv": _tdiv, "_tmod": _tmod, "_sdiv": _sdiv, "_smod": _smod,
-            "_sshl": _sshl, "_sshr": _sshr, "_int": _to_int, "_reduce": _reduce,
-            "_matmul": _matmul, "_convert": _convert, "_tn": tuple.__new__,
+            "_np": np, "_fmax": _fmax, "_fmin": _fmin, "_tdiv": _tdiv, "_tmod": _tmod,
+            "_sdiv": _sdiv, "_smod": _smod, "_sshl": _sshl, "_sshr": _sshr, "_int": _to_int,
+            "_reduce": _reduce, "_matmul": _matmul, "_convert": _convert, "_tn": tuple.__new__,
             "_TC": TaskCall, "_RG": Region, "PTOError": PTOError, "_errloop": _loop_error,
         }
         for t in ElementType:

@@ -210,19 +210,21 @@ def build_program(env, program: str, build_dir: str, rt_static, npy_obj) -> dict
 def build_generated_module(arguments: dict) -> None:
     """Entry of the SConstruct that :func:`pto_core.codegen.driver.build_module` writes: link
     the sources already in ``./gen`` into ``lib<name>.so`` and ``<name>_host`` (``cache=DIR``:
-    an SCons cache shared between launch folders)."""
+    an SCons cache shared between launch folders; a cross build: the static ``<name>_host``
+    only, as in the root SConstruct)."""
     install_scons_progress()
     target, name = arguments["target"], arguments["name"]
     if arguments.get("cache"):
         # shared by every launch folder: a new variant of a module takes the runtime's objects
         # from it instead of compiling them again
         CacheDir(arguments["cache"])
-    env = make_env(target, cross=arguments.get("cross", ""), opt=arguments.get("opt", "release"),
-                   arguments=arguments)
+    cross = arguments.get("cross", "")
+    env = make_env(target, cross=cross, opt=arguments.get("opt", "release"), arguments=arguments)
     rt_static = runtime_libs(env, "runtime")[0]
     npy_obj = env.Object("common/pto_npy", str(host.TEMPLATES / "pto_npy.c"))
     files = Path("sources.txt").read_text().split()
-    Default(link_module(env, ".", name, [File(f) for f in files], rt_static, npy_obj).values())
+    res = link_module(env, ".", name, [File(f) for f in files], rt_static, npy_obj)
+    Default([res["host"]] if cross else list(res.values()))
 
 
 def find_programs(spec: str) -> list[str]:

@@ -82,6 +82,8 @@ NOT_RUN = {
                      "grid min/med/max   fill  full"):
         "sample output of pto run --stats; plugins/pto_cuda/tests/test_cuda_launch_shape.py checks "
         "the table",
+    ("docs/writing-a-backend.md", "lines, refused = check_special_values(ElementType.F32,"):
+        "runs the reader's own backend; the plugins' test_*_special_values.py run the same call",
     ("docs/cuda.md", "from pto_cuda import tune"):
         "times candidates on a CUDA device; plugins/pto_cuda/tests/test_cuda_tune.py runs the "
         "search and its cache on the simulator with a test timer",

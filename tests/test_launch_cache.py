@@ -163,6 +163,16 @@ def test_an_ascend_plugin_tracks_its_own_and_the_common_package(monkeypatch):
     assert_touching_changes_the_key("ascend_a5", scale_module(2.0), emitter)
 
 
+@needs("cuda_sim", "pto_cuda")
+def test_an_edited_backend_header_invalidates_launch_builds():
+    """The launch shortcut skips SCons (which would follow the #include): the key must cover
+    a backend package's headers, not only its Python."""
+    files = driver._source_files("cuda_sim")
+    header = next(f for f in files if f.name == "pto_cuda_tile.cuh")
+    assert not any("__pycache__" in f.parts for f in files)
+    assert_touching_changes_the_key("cuda_sim", scale_module(2.0), header)
+
+
 @needs_arm64
 def test_the_arm64_plugin_object_is_tracked_without_a_file_attribute():
     rec = next(r for r in plugins.plugin_records() if r.name == "arm64")

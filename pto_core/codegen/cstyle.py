@@ -135,11 +135,13 @@ static inline float _pto_expf(float x) {
 }
 
 /* log: x = m * 2^e with m in [sqrt(1/2), sqrt(2)), degree-8 polynomial in m - 1 (Cephes logf
- * coefficients). Zero gives -inf, negatives NaN, inf stays inf; denormal inputs are not
- * treated specially. */
+ * coefficients). A subnormal x is scaled by 2^23 first (its exponent field would say 2^-126
+ * whatever its value): a select, so the loop still vectorises. Zero gives -inf, negatives
+ * NaN, inf stays inf. */
 static inline float _pto_logf(float x) {
-    int32_t ix = _pto_f32_bits(x);
-    int32_t e = ((ix >> 23) & 0xff) - 126;
+    int32_t sub = x < 1.17549435e-38f;                  /* FLT_MIN; zero and negatives too */
+    int32_t ix = _pto_f32_bits(sub ? x * 8388608.0f : x);
+    int32_t e = ((ix >> 23) & 0xff) - 126 - (sub ? 23 : 0);
     float m = _pto_bits_f32((ix & 0x007fffff) | 0x3f000000);
     int32_t small = m < 0.707106781186547524f;
     e -= small;
@@ -184,9 +186,12 @@ static inline int64_t _pto_imod(int64_t a, int64_t b, int32_t* status) {
     return b == -1 ? 0 : a % b;
 }
 
-/* max/min that propagate NaN like numpy.maximum/minimum */
+/* max/min as the reference defines them: a NaN operand gives NaN (C's fmax/fmin would drop
+ * it), and of two equal operands (+0 and -0) the second is returned */
 static inline float _pto_maxf(float a, float b) { return (a > b || a != a) ? a : b; }
 static inline float _pto_minf(float a, float b) { return (a < b || a != a) ? a : b; }
+static inline double _pto_max(double a, double b) { return (a > b || a != a) ? a : b; }
+static inline double _pto_min(double a, double b) { return (a < b || a != a) ? a : b; }
 
 /* bf16 <-> f32 (round to nearest even; NaN stays NaN) */
 static inline float _pto_bf16_to_f32(uint16_t v) { return _pto_bits_f32((int32_t)((uint32_t)v << 16)); }
@@ -293,7 +298,7 @@ class CStyleRenderer:
                   "min": "_pto_minf({0}, {1})"}
     UNARY_F64 = {"neg": "(-{0})", "abs": "fabs({0})", "exp": "exp({0})", "log": "log({0})",
                  "sqrt": "sqrt({0})", "recip": "(1.0 / {0})", "tanh": "tanh({0})"}
-    BINARY_F64 = {**BINARY_F32, "max": "fmax({0}, {1})", "min": "fmin({0}, {1})"}
+    BINARY_F64 = {**BINARY_F32, "max": "_pto_max({0}, {1})", "min": "_pto_min({0}, {1})"}
     UNARY_INT = {"neg": "(-{0})", "abs": "({0} < 0 ? -{0} : {0})"}
     BINARY_INT = {"add": "({0} + {1})", "sub": "({0} - {1})", "mul": "({0} * {1})",
                   "div": "_pto_idiv({0}, {1}, &_pto_status)", "max": "({0} > {1} ? {0} : {1})",
@@ -306,6 +311,10 @@ class CStyleRenderer:
     VEC_BINARY: dict[str, str] = {}
     #: horizontal reductions of a vector: "sum" | "max" | "min" -> template
     VEC_HREDUCE: dict[str, str] = {}
+    #: lane-wise accumulation of a vector row reduction, where it may differ from the
+    #: element-wise template of :attr:`VEC_BINARY` (the sign of a zero max/min reduction is
+    #: unspecified, so it needs no tie rule)
+    VEC_ACCUMULATE: dict[str, str] = {}
 
     def vec_type(self) -> str:
         """*template* The f32 vector type."""
@@ -343,9 +352,12 @@ class CStyleRenderer:
             if "e" not in text and "." not in text:
                 text += ".0"
             return text + ("f" if ctype == "float" else "")
-        if float(value) != int(value):
+        if not float(value).is_integer():
             raise PTOBackendError(f"non-integer literal {value!r} in integer code")
-        return f"INT64_C({int(value)})" if ctype == "int64_t" else str(int(value))
+        v = int(value)                  # exact for ints (float(2**63 - 1) is 2**63)
+        if v == -2 ** 63:               # 9223372036854775808 is no int64 literal
+            return "(-INT64_C(9223372036854775807) - 1)"
+        return f"INT64_C({v})" if ctype == "int64_t" else str(v)
 
     def expr(self, e: Expr, env: dict[str, str], ctype: str) -> str:
         """Print an element-wise ``Expr`` tree with ``env`` giving each variable's C text."""
@@ -847,7 +859,8 @@ class CStyleRenderer:
             live.pop(dst, None)          # re-read the rounded value
 
     # ---------------------------------------------------------------- reductions
-    REDUCE_INIT = {"sum": "0.0f", "max": "-INFINITY", "min": "INFINITY"}
+    #: a sum starts from -0, the additive identity: it is -0 only when every term is -0
+    REDUCE_INIT = {"sum": "-0.0f", "max": "-INFINITY", "min": "INFINITY"}
 
     def reduce_step(self, kind: str, acc: str, x: str, ctype: str) -> str:
         if kind == "sum":
@@ -860,7 +873,7 @@ class CStyleRenderer:
         if ctype == "float":
             return self.REDUCE_INIT[kind]
         if ctype == "double":
-            return {"sum": "0.0", "max": "-INFINITY", "min": "INFINITY"}[kind]
+            return {"sum": "-0.0", "max": "-INFINITY", "min": "INFINITY"}[kind]
         lim = {"int64_t": "INT64", "int32_t": "INT32", "int16_t": "INT16", "int8_t": "INT8",
                "uint8_t": "UINT8"}[ctype]
         return {"sum": "0", "max": f"{lim}_MIN" if lim != "UINT8" else "0",
@@ -978,8 +991,9 @@ class CStyleRenderer:
                 or self.vec_load(ta.dtype, "p") is None):
             return None
         vt = self.vec_type()
-        op = {"sum": self.VEC_BINARY["add"], "max": self.VEC_BINARY["max"],
-              "min": self.VEC_BINARY["min"]}[kind]
+        op = self.VEC_ACCUMULATE.get(kind) or {"sum": self.VEC_BINARY["add"],
+                                               "max": self.VEC_BINARY["max"],
+                                               "min": self.VEC_BINARY["min"]}[kind]
         out = _Out()
         out.depth = 1
         with out.block(f"for (int _pto_r = 0; _pto_r < {ta.rows}; _pto_r++)"):

@@ -222,11 +222,12 @@ def _source_files(target: str) -> list[Path]:
     return files
 
 
-def launch_key(target: str, module: Module, options: CompileOptions, *, cross: str = "") -> str:
+def launch_key(target: str, module: Module, options: CompileOptions, *, cross: str = "",
+               variables: Mapping[str, str] | None = None) -> str:
     """The content hash a launch build is cached under: the module's IR (its `.pto` text),
-    the options, the target, the cross family, the core's and backend's versions, what else
-    the backend says its code depends on (``pto_build_inputs``), and the path, size and
-    modification time of every generator, runtime and template source.
+    the options, the target, the cross family and build variables, the core's and backend's
+    versions, what else the backend says its code depends on (``pto_build_inputs``), and the
+    path, size and modification time of every generator, runtime and template source.
 
     >>> launch_key("arm64", m, CompileOptions()) == launch_key("arm64", m, CompileOptions())  # doctest: +SKIP
     True
@@ -236,7 +237,8 @@ def launch_key(target: str, module: Module, options: CompileOptions, *, cross: s
     h = hashlib.sha256()
     versions = sorted((r.name, str(getattr(r, "version", ""))) for r in plugins.plugin_records()
                       if r.ok and any(b.name == target for b in r.backends))
-    h.update(repr((target, cross, __version__, versions, _canonical(options))).encode())
+    h.update(repr((target, cross, __version__, versions, _canonical(options),
+                   _canonical(dict(variables or {})))).encode())
     h.update(print_module(module).encode())
     inputs = plugins.hook().pto_build_inputs(backend=target, module=module, options=options)
     h.update(repr(inputs).encode())
@@ -313,9 +315,13 @@ def _run_scons(args: list[str], what: str, step: Callable[[str], None]) -> None:
 
 def build_module(target: str, module: Module, options: CompileOptions | None = None, *,
                  build_dir: Path | None = None, cross: str = "", jobs: int = 2,
-                 phases: Phases | None = None) -> Path:
+                 phases: Phases | None = None,
+                 variables: Mapping[str, str] | None = None) -> Path:
     """Generate and build ``module`` for ``target`` with SCons; return the build directory
-    (default :func:`launch_dir`, holding ``lib<module>.so`` and ``<module>_host``). When the
+    (default :func:`launch_dir`, holding ``lib<module>.so`` and ``<module>_host``; a ``cross``
+    build holds the static ``<module>_host`` only, to run under an emulator). ``variables`` are
+    the backend's build variables (``key=value`` on the SCons command line, e.g. arm64's
+    ``march``). When the
     directory's last successful build had the same :func:`launch_key` and its results are
     there, nothing is generated and SCons is not started. ``phases`` times (and on a terminal
     shows) the ``codegen`` and ``build`` phases.
@@ -327,13 +333,13 @@ def build_module(target: str, module: Module, options: CompileOptions | None = N
     m = c_module_name(module)
     bdir = Path(build_dir) if build_dir else launch_dir(target, module, options, cross=cross)
     try:
-        key = launch_key(target, module, options, cross=cross)
+        key = launch_key(target, module, options, cross=cross, variables=variables)
     except Exception:   # noqa: BLE001 - no key (e.g. an IR the printer rejects): always build
         key = ""
     stamp = bdir / KEY_FILE
     with _exclusive(bdir):
         if (key and stamp.is_file() and stamp.read_text() == key
-                and (bdir / f"lib{m}.so").is_file() and (bdir / f"{m}_host").is_file()):
+                and (cross or (bdir / f"lib{m}.so").is_file()) and (bdir / f"{m}_host").is_file()):
             phases.skip("codegen", "cached")
             phases.skip("build", "cached")
             return bdir
@@ -350,6 +356,7 @@ def build_module(target: str, module: Module, options: CompileOptions | None = N
                 f"cache={build_root() / 'scons-cache'}"]
         if cross:
             args.append(f"cross={cross}")
+        args += [f"{k}={v}" for k, v in (variables or {}).items()]
         # a full build compiles every generated file, the runtime and the .npy reader, then
         # links the runtime, the library and the host program (an incremental one does less)
         files = len(paths) + len(list((runtime_dir() / "src").glob("*.c"))) + 1 + 3

@@ -179,16 +179,22 @@ _def("TLOAD", "load", Category.LOAD, "dst:tile_out src:memref row:index col:inde
 _def("TSTORE", "store", Category.STORE, "dst:memref src:tile row:index col:index",
      doc="dst[row*R:(row+1)*R, col*C:(col+1)*C] = src for an R x C tile src")
 
+#: what max and min do with special values (every backend matches it)
+_MAXMIN_DOC = ("a NaN operand gives NaN; of two equal operands (+0 and -0) the second is "
+               "returned")
+
 # element-wise binary
 for _n, _m, _x in [("TADD", "add", A + B), ("TSUB", "sub", A - B), ("TMUL", "mul", A * B),
                    ("TDIV", "div", A / B), ("TMAX", "max", maximum(A, B)),
                    ("TMIN", "min", minimum(A, B))]:
-    _def(_n, _m, Category.ELEMENTWISE, "dst:tile_out a:tile b:tile", expr=_x)
+    _def(_n, _m, Category.ELEMENTWISE, "dst:tile_out a:tile b:tile", expr=_x,
+         doc=_MAXMIN_DOC if _m in ("max", "min") else "")
 
 # tile-scalar
 for _n, _m, _x in [("TADDS", "adds", A + S), ("TSUBS", "subs", A - S), ("TMULS", "muls", A * S),
                    ("TDIVS", "divs", A / S), ("TMAXS", "maxs", maximum(A, S))]:
-    _def(_n, _m, Category.TILE_SCALAR, "dst:tile_out a:tile s:scalar", expr=_x)
+    _def(_n, _m, Category.TILE_SCALAR, "dst:tile_out a:tile s:scalar", expr=_x,
+         doc=_MAXMIN_DOC if _m == "maxs" else "")
 
 # element-wise unary
 for _n, _m, _x in [("TEXP", "exp", exp(A)), ("TLOG", "log", log(A)), ("TSQRT", "sqrt", sqrt(A)),
@@ -197,15 +203,21 @@ for _n, _m, _x in [("TEXP", "exp", exp(A)), ("TLOG", "log", log(A)), ("TSQRT", "
                    ("TRELU", "relu", maximum(A, 0.0)),
                    ("TSILU", "silu", A / (1.0 + exp(-A))),
                    ("TGELU", "gelu", 0.5 * A * (1.0 + tanh(_GELU_C * (A + 0.044715 * (A * A * A)))))]:
-    _def(_n, _m, Category.ELEMENTWISE, "dst:tile_out a:tile", expr=_x)
+    _def(_n, _m, Category.ELEMENTWISE, "dst:tile_out a:tile", expr=_x,
+         doc="max(a, +0): relu(-0) is +0, relu(NaN) is NaN" if _m == "relu" else "")
 
 # reductions
+_REDUCE_DOC = {
+    "sum": "-0 only when every term is -0 (IEEE addition from -0); the order of the additions "
+           "is the backend's",
+    "max": "NaN when a NaN is reduced; the sign of a zero from both +0 and -0 is unspecified",
+    "min": "NaN when a NaN is reduced; the sign of a zero from both +0 and -0 is unspecified"}
 for _n, _m, _cat, _r in [("TROWSUM", "rowsum", Category.ROW_REDUCE, "sum"),
                          ("TROWMAX", "rowmax", Category.ROW_REDUCE, "max"),
                          ("TROWMIN", "rowmin", Category.ROW_REDUCE, "min"),
                          ("TCOLSUM", "colsum", Category.COL_REDUCE, "sum"),
                          ("TCOLMAX", "colmax", Category.COL_REDUCE, "max")]:
-    _def(_n, _m, _cat, "dst:tile_out a:tile", reduce=_r)
+    _def(_n, _m, _cat, "dst:tile_out a:tile", reduce=_r, doc=_REDUCE_DOC[_r])
 
 # broadcasts
 _def("TROWEXPAND", "rowexpand", Category.ROW_EXPAND, "dst:tile_out b:tile", expr=B,

@@ -51,8 +51,10 @@ static inline float32x4_t _pto_vexpq_f32(float32x4_t x) {
     return vmulq_f32(vmulq_f32(p, s1), s2);
 }
 static inline float32x4_t _pto_vlogq_f32(float32x4_t x) {
-    int32x4_t ix = vreinterpretq_s32_f32(x);
+    uint32x4_t sub = vcltq_f32(x, vdupq_n_f32(1.17549435e-38f));  /* subnormal: scale by 2^23 */
+    int32x4_t ix = vreinterpretq_s32_f32(vbslq_f32(sub, vmulq_n_f32(x, 8388608.0f), x));
     int32x4_t e = vsubq_s32(vandq_s32(vshrq_n_s32(ix, 23), vdupq_n_s32(0xff)), vdupq_n_s32(126));
+    e = vsubq_s32(e, vandq_s32(vreinterpretq_s32_u32(sub), vdupq_n_s32(23)));
     float32x4_t m = vreinterpretq_f32_s32(vorrq_s32(vandq_s32(ix, vdupq_n_s32(0x007fffff)),
                                                     vdupq_n_s32(0x3f000000)));
     uint32x4_t small = vcltq_f32(m, vdupq_n_f32(0.707106781186547524f));
@@ -79,6 +81,22 @@ static inline float32x4_t _pto_vlogq_f32(float32x4_t x) {
     r = vbslq_f32(vceqq_f32(x, vdupq_n_f32(INFINITY)), vdupq_n_f32(INFINITY), r);
     return vbslq_f32(vceqq_f32(x, x), r, x);                   /* NaN in, NaN out */
 }
+/* FMAX/FMIN propagate NaN but order -0 below +0; the reference returns the second of two
+ * equal operands (max(+0, -0) is -0), as _pto_maxf does. */
+static inline float32x4_t _pto_vmaxq_f32(float32x4_t a, float32x4_t b) {
+    return vbslq_f32(vceqq_f32(a, b), b, vmaxq_f32(a, b));
+}
+static inline float32x4_t _pto_vminq_f32(float32x4_t a, float32x4_t b) {
+    return vbslq_f32(vceqq_f32(a, b), b, vminq_f32(a, b));
+}
+#if defined(__ARM_FEATURE_FP16_VECTOR_ARITHMETIC)
+static inline float16x8_t _pto_vmaxq_f16(float16x8_t a, float16x8_t b) {
+    return vbslq_f16(vceqq_f16(a, b), b, vmaxq_f16(a, b));
+}
+static inline float16x8_t _pto_vminq_f16(float16x8_t a, float16x8_t b) {
+    return vbslq_f16(vceqq_f16(a, b), b, vminq_f16(a, b));
+}
+#endif
 static inline float32x4_t _pto_vtanhq_f32(float32x4_t x) {
     float32x4_t t = _pto_vexpq_f32(vmulq_n_f32(vabsq_f32(x), -2.0f));
     float32x4_t r = vdivq_f32(vsubq_f32(vdupq_n_f32(1.0f), t), vaddq_f32(vdupq_n_f32(1.0f), t));
@@ -100,8 +118,9 @@ class Arm64Renderer(CStyleRenderer):
                  "recip": "vdivq_f32(vdupq_n_f32(1.0f), {0})", "tanh": "_pto_vtanhq_f32({0})"}
     VEC_BINARY = {"add": "vaddq_f32({0}, {1})", "sub": "vsubq_f32({0}, {1})",
                   "mul": "vmulq_f32({0}, {1})", "div": "vdivq_f32({0}, {1})",
-                  "max": "vmaxq_f32({0}, {1})", "min": "vminq_f32({0}, {1})"}
+                  "max": "_pto_vmaxq_f32({0}, {1})", "min": "_pto_vminq_f32({0}, {1})"}
     VEC_HREDUCE = {"sum": "vaddvq_f32({0})", "max": "vmaxvq_f32({0})", "min": "vminvq_f32({0})"}
+    VEC_ACCUMULATE = {"max": "vmaxq_f32({0}, {1})", "min": "vminq_f32({0}, {1})"}
 
     def prelude(self) -> str:
         return super().prelude() + NEON_HELPERS
@@ -195,7 +214,7 @@ class _NativeF16Renderer(Arm64Renderer):
                  "recip": "vdivq_f16(vdupq_n_f16(1.0f), {0})"}
     VEC_BINARY = {"add": "vaddq_f16({0}, {1})", "sub": "vsubq_f16({0}, {1})",
                   "mul": "vmulq_f16({0}, {1})", "div": "vdivq_f16({0}, {1})",
-                  "max": "vmaxq_f16({0}, {1})", "min": "vminq_f16({0}, {1})"}
+                  "max": "_pto_vmaxq_f16({0}, {1})", "min": "_pto_vminq_f16({0}, {1})"}
 
     def vector_group(self, fn: Function, group: list[Instr]) -> list[str] | None:
         return CStyleRenderer.vector_group(self, fn, group)

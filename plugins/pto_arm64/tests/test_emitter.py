@@ -182,3 +182,35 @@ def test_portable_row_reductions_vectorise_without_branches(tmp_path):
     vectorised = {int(n) for n in re.findall(r"k\.c:(\d+):\d+: optimized: loop vectorized",
                                              r.stderr)}
     assert lane_loops <= vectorised, r.stderr
+
+
+@pytest.mark.parametrize("dtype,op", [(ElementType.F32, "log"), (ElementType.BF16, "log"),
+                                      (ElementType.F32, "max"), (ElementType.F64, "max"),
+                                      (ElementType.F64, "min"), (ElementType.F64, "relu")],
+                         ids=lambda x: getattr(x, "value", x))
+def test_nan_propagating_max_min_and_subnormal_safe_log_loops_still_vectorise(tmp_path, dtype, op):
+    """The NaN test of max/min and the subnormal scaling of log are selects, not branches:
+    GCC vectorises the element loop of the portable build (what the x86 host runs)."""
+    import subprocess
+    if shutil.which("gcc") is None:
+        pytest.skip("gcc is not installed")
+    from pto_arm64.plugin import CFLAGS, KERNEL_OPT
+    m = PTOModule("vec")
+    b = (PTOFunctionBuilder("k", module=m).in_core().memref("a", GM, dtype)
+         .memref("b", GM, dtype).memref("o", GM, dtype).tile("x", 8, 64, dtype)
+         .tile("z", 8, 64, dtype).tile("y", 8, 64, dtype).load("x", "a").load("z", "b"))
+    b = getattr(b, op)("y", "x", "z") if op in ("max", "min") else getattr(b, op)("y", "x")
+    fn = b.store("o", "y").build()
+    src = tmp_path / "k.c"
+    text = Arm64Renderer().render_kernel(fn, m, FUSED)
+    src.write_text(text)
+    r = subprocess.run(["gcc", "-std=gnu11", KERNEL_OPT, *CFLAGS, "-c", str(src), "-o",
+                        str(tmp_path / "k.o"), "-fopt-info-vec-optimized"],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    # the one loop nest of the portable variant: loads, the op and the store, fused
+    loop = max(k + 1 for k, line in enumerate(text.split("\n"))
+               if "for (int _pto_c = 0; _pto_c < 64; _pto_c++)" in line)
+    vectorised = {int(n) for n in re.findall(r"k\.c:(\d+):\d+: optimized: loop vectorized",
+                                             r.stderr)}
+    assert loop in vectorised, r.stderr

@@ -511,7 +511,13 @@ class AscendRenderer(CStyleRenderer):
                           + f" TSTORE(_pto_gm, {t.name}); }}", "MTE3", (t.name,))]
         if cat is Category.MATMUL:
             return self._lower_matmul(fn, s, ops)
-        # vector instructions from here on
+        # vector instructions from here on: the vector unit computes in its own types only
+        types = self.arch.vector_types
+        for v, spec in zip(s.operands, s.opdef.operands):
+            if spec.role in ("tile", "tile_out") and fn.type_of(v).dtype not in types:
+                raise self._err(fn, s, f"the vector unit has no {fn.type_of(v).dtype.value} "
+                                        f"arithmetic (it computes in "
+                                        f"{', '.join(t.value for t in types)})")
         dst = ops["dst"]
         d = self._phys(dst, "Vec", tt).name
         vec = lambda n: self._phys(n, "Vec", fn.type_of(n)).name  # noqa: E731
@@ -552,18 +558,29 @@ class AscendRenderer(CStyleRenderer):
 
     def _lower_expr(self, fn: Function, s: Instr, ops: dict, tt: TileType) -> list[_Step]:
         """Lower an element-wise op the library lacks from its table expression, one library
-        instruction per node, with scratch tiles for intermediate values."""
+        instruction per node, with scratch tiles for intermediate values. f16/bf16 operands
+        are widened to f32 scratch tiles first and the result rounded once (TCVT), so the
+        intermediate values keep f32 range and precision as in the reference (exp(11.1) is
+        inf in f16, not in f32)."""
+        dst = self._phys(ops["dst"], "Vec", tt).name
+        widen = tt.dtype in (E.F16, E.BF16)
+        if widen:
+            tt = TileType(tt.rows, tt.cols, E.F32)
         ct = self.ctype(tt.dtype)
+        steps: list[_Step] = []
         env: dict[str, tuple[str, str]] = {}
-        for spec in s.opdef.inputs:
+        for i, spec in enumerate(s.opdef.inputs):
             v = ops[spec.name]
             if spec.role == "scalar":
                 env[spec.name] = ("s", f"static_cast<{ct}>({self.scalar_value(fn, v)})")
-            else:
-                env[spec.name] = ("t", self._phys(v, "Vec", fn.type_of(v)).name)
-        dst = self._phys(ops["dst"], "Vec", tt).name
+                continue
+            x = self._phys(v, "Vec", fn.type_of(v)).name
+            if widen:
+                w = self._scratch(tt, 50 + i)
+                steps.append(_Step(f"TCVT({w}, {x}, RoundMode::CAST_NONE);", "V", (x,), (w,)))
+                x = w
+            env[spec.name] = ("t", x)
         inputs = {v for k, v in env.values() if k == "t"}
-        steps: list[_Step] = []
 
         def emit(text: str, reads: Sequence[str], writes: Sequence[str]) -> None:
             steps.append(_Step(text, "V", tuple(reads), tuple(writes)))
@@ -609,9 +626,11 @@ class AscendRenderer(CStyleRenderer):
             return ("t", target)
 
         # never compute into dst while an input that aliases it is still needed
-        target = dst if dst not in inputs else self._scratch(tt, 99)
+        target = dst if dst not in inputs and not widen else self._scratch(tt, 99)
         k, res = gen(s.opdef.expr, target, 0)
-        if res != dst:
+        if widen:
+            emit(f"TCVT({dst}, {res}, RoundMode::CAST_RINT);", [res], [dst])
+        elif res != dst:
             emit(f"TMOV({dst}, {res});", [res], [dst])
         return steps
 

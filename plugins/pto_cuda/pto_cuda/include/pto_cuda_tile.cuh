@@ -98,7 +98,8 @@ template <> struct Limits<int64_t> { __device__ static int64_t lo() { return INT
 
 struct SumOp {
     template <class A> __device__ __forceinline__ A operator()(A a, A b) const { return a + b; }
-    template <class A> __device__ __forceinline__ static A identity() { return A(0); }
+    /* -0, the additive identity: a float sum is -0 only when every term is -0 (IEEE) */
+    template <class A> __device__ __forceinline__ static A identity() { return -A(0); }
 };
 struct MaxOp {
     template <class A> __device__ __forceinline__ A operator()(A a, A b) const { return max_(a, b); }
@@ -249,15 +250,23 @@ __device__ __forceinline__ void transpose(T* __restrict__ dst, const T* __restri
     }
 }
 
-/* Conversion: round to nearest even; float -> integer saturates (NaN -> 0). */
+/* Conversion: round to nearest even; to an integer saturates (NaN -> 0). The limits are
+ * compared, never converted back: (double)INT64_MAX is 2^63, which no int64 holds. */
 template <class D, class S> __device__ __forceinline__ D cvt(S x) {
     using CD = compute_t<D>;
+    using L = cuda::std::numeric_limits<D>;
     if constexpr (cuda::std::is_integral<CD>::value && !cuda::std::is_integral<compute_t<S>>::value) {
         double v = (double)up<S>(x);
         if (v != v) return D(0);
         v = rint(v);
-        constexpr double lo = (double)cuda::std::numeric_limits<D>::lowest(), hi = (double)cuda::std::numeric_limits<D>::max();
-        return D(v < lo ? lo : v > hi ? hi : v);
+        if (v <= (double)L::lowest()) return L::lowest();
+        if (v >= (double)L::max()) return L::max();
+        return D(v);
+    } else if constexpr (cuda::std::is_integral<CD>::value) {      /* integer -> integer */
+        const long long v = (long long)x;
+        if (v < (long long)L::lowest()) return L::lowest();
+        if (v > 0 && (unsigned long long)v > (unsigned long long)L::max()) return L::max();
+        return D(v);
     } else if constexpr (cuda::std::is_same<D, __half>::value || cuda::std::is_same<D, __nv_bfloat16>::value) {
         return down<D>((float)up<S>(x));
     } else {

@@ -492,8 +492,28 @@ inline void map(const char* op, F f, D& dst, S&... src) {
 template <class T> inline pto_sim::calc_t<typename T::DType> val(T& t, unsigned r, unsigned c) {
     return pto_sim::calc_t<typename T::DType>(t.at(r, c));
 }
-template <class T> inline T fmaxv(T a, T b) { return a > b ? a : b; }
-template <class T> inline T fminv(T a, T b) { return a < b ? a : b; }
+// max/min as PTO's reference defines them: a NaN operand gives NaN (a NaN compares false, so
+// the NaN test keeps it whichever side it is on), and of two equal operands (+0 and -0) the
+// second is returned.
+template <class T> inline T fmaxv(T a, T b) { return (a > b || a != a) ? a : b; }
+template <class T> inline T fminv(T a, T b) { return (a < b || a != a) ? a : b; }
+// a / b without the host's integer traps: a zero divisor is an error of the task (as PTO's
+// reference raises) and gives 0; a signed division by -1 negates through unsigned arithmetic,
+// so INT_MIN / -1 wraps to INT_MIN like the reference
+template <class T> inline T divv(T a, T b) {
+    if constexpr (std::is_integral_v<T>) {
+        if (b == T(0)) { pto_sim::fail("integer division by zero"); return T(0); }
+        if constexpr (std::is_signed_v<T>) {
+            if (b == T(-1)) return T(0u - std::make_unsigned_t<T>(a));
+        }
+    }
+    return a / b;
+}
+// |a| clears the sign of -0 for floats; integers wrap like the reference (abs(INT_MIN) == INT_MIN)
+template <class T> inline T absv(T a) {
+    if constexpr (std::is_floating_point_v<T>) return std::fabs(a);
+    else return a < T(0) ? T(-a) : a;
+}
 
 }  // namespace detail
 
@@ -599,7 +619,7 @@ inline RecordEvent TMOV(DstTileData& dst, SrcTileData& src, WaitEvents&...) {
 PTO_SIM_BINARY(TADD, a + b)
 PTO_SIM_BINARY(TSUB, a - b)
 PTO_SIM_BINARY(TMUL, a * b)
-PTO_SIM_BINARY(TDIV, a / b)
+PTO_SIM_BINARY(TDIV, detail::divv(a, b))
 PTO_SIM_BINARY(TMAX, detail::fmaxv(a, b))
 PTO_SIM_BINARY(TMIN, detail::fminv(a, b))
 #undef PTO_SIM_BINARY
@@ -623,13 +643,13 @@ PTO_SIM_SCALAR(TMINS, detail::fminv(a, s))
 template <typename D, typename S, typename... WaitEvents, std::enable_if_t<is_tile<S>::value, int> = 0>
 inline RecordEvent TDIVS(D& dst, S& src, typename S::DType scalar, WaitEvents&...) {
     const auto s = pto_sim::calc_t<typename S::DType>(scalar);
-    detail::map("TDIVS", [s](unsigned r, unsigned c, S& a_) { return detail::val(a_, r, c) / s; }, dst, src);
+    detail::map("TDIVS", [s](unsigned r, unsigned c, S& a_) { return detail::divv(detail::val(a_, r, c), s); }, dst, src);
     return {};
 }
 template <typename D, typename S, typename... WaitEvents, std::enable_if_t<is_tile<S>::value, int> = 0>
 inline RecordEvent TDIVS(D& dst, typename D::DType scalar, S& src, WaitEvents&...) {
     const auto s = pto_sim::calc_t<typename D::DType>(scalar);
-    detail::map("TDIVS", [s](unsigned r, unsigned c, S& a_) { return s / detail::val(a_, r, c); }, dst, src);
+    detail::map("TDIVS", [s](unsigned r, unsigned c, S& a_) { return detail::divv(s, detail::val(a_, r, c)); }, dst, src);
     return {};
 }
 
@@ -653,9 +673,9 @@ PTO_SIM_UNARY(TLOG, C_(std::log(a)))
 PTO_SIM_UNARY(TSQRT, C_(std::sqrt(a)))
 PTO_SIM_UNARY(TRSQRT, C_(C_(1) / C_(std::sqrt(a))))
 PTO_SIM_UNARY(TRECIP, C_(C_(1) / a))
-PTO_SIM_UNARY(TABS, C_(a < C_(0) ? -a : a))
+PTO_SIM_UNARY(TABS, detail::absv(a))
 PTO_SIM_UNARY(TNEG, C_(-a))
-PTO_SIM_UNARY(TRELU, C_(a > C_(0) ? a : C_(0)))
+PTO_SIM_UNARY(TRELU, detail::fmaxv(a, C_(0)))
 #undef PTO_SIM_UNARY
 
 // ------------------------------------------------------------------------------------------
@@ -663,6 +683,13 @@ PTO_SIM_UNARY(TRELU, C_(a > C_(0) ? a : C_(0)))
 // ND tile whose first valid column receives the result.
 // ------------------------------------------------------------------------------------------
 namespace detail {
+// Integers accumulate in int64 and wrap to the destination's width, as in PTO's reference
+// (through float, a 32-bit sum lost its low bits and saturated); floats accumulate in double.
+template <class T> using reduce_t = std::conditional_t<std::is_integral_v<T>, int64_t, double>;
+template <class T, class A> inline T reduced(A acc) {
+    if constexpr (std::is_integral_v<T>) return T(acc);
+    else return pto_sim::convert<T>(float(acc));
+}
 template <class D, class S, class Tmp, class Init, class Step>
 inline void row_reduce(const char* op, D& dst, S& src, Tmp& tmp, Init init, Step step) {
     need_vec<D>(op); need_vec<S>(op); need_vec<Tmp>(op);
@@ -671,10 +698,11 @@ inline void row_reduce(const char* op, D& dst, S& src, Tmp& tmp, Init init, Step
     if (!(ready(dst, op) && ready(src, op) && ready(tmp, op))) return;
     if (dst.GetValidRow() != src.GetValidRow()) { pto_sim::fail(std::string(op) + ": dst and src valid rows differ"); return; }
     rd(src, PIPE_V, op);
+    using A = reduce_t<typename S::DType>;
     for (unsigned r = 0; r < src.GetValidRow(); ++r) {
-        double acc = init(double(val(src, r, 0)));
-        for (unsigned c = 1; c < src.GetValidCol(); ++c) acc = step(acc, double(val(src, r, c)));
-        dst.at(r, 0) = pto_sim::convert<typename D::DType>(float(acc));
+        A acc = init(A(val(src, r, 0)));
+        for (unsigned c = 1; c < src.GetValidCol(); ++c) acc = step(acc, A(val(src, r, c)));
+        dst.at(r, 0) = reduced<typename D::DType>(acc);
     }
     wr(tmp, PIPE_V, op);
     wr(dst, PIPE_V, op);
@@ -686,17 +714,18 @@ inline void col_reduce(const char* op, D& dst, S& src, Step step) {
     if (!(ready(dst, op) && ready(src, op))) return;
     if (dst.GetValidCol() != src.GetValidCol()) { pto_sim::fail(std::string(op) + ": dst and src valid cols differ"); return; }
     rd(src, PIPE_V, op);
+    using A = reduce_t<typename S::DType>;
     for (unsigned c = 0; c < src.GetValidCol(); ++c) {
-        double acc = double(val(src, 0, c));
-        for (unsigned r = 1; r < src.GetValidRow(); ++r) acc = step(acc, double(val(src, r, c)));
-        dst.at(0, c) = pto_sim::convert<typename D::DType>(float(acc));
+        A acc = A(val(src, 0, c));
+        for (unsigned r = 1; r < src.GetValidRow(); ++r) acc = step(acc, A(val(src, r, c)));
+        dst.at(0, c) = reduced<typename D::DType>(acc);
     }
     wr(dst, PIPE_V, op);
 }
-inline double add_(double a, double b) { return a + b; }
-inline double max_(double a, double b) { return a > b ? a : b; }
-inline double min_(double a, double b) { return a < b ? a : b; }
-inline double id_(double a) { return a; }
+inline constexpr auto add_ = [](auto a, auto b) { return a + b; };
+inline constexpr auto max_ = [](auto a, auto b) { return fmaxv(a, b); };
+inline constexpr auto min_ = [](auto a, auto b) { return fminv(a, b); };
+inline constexpr auto id_ = [](auto a) { return a; };
 }  // namespace detail
 
 template <typename D, typename S, typename Tmp, typename... WaitEvents>
@@ -754,13 +783,13 @@ inline RecordEvent TCOLEXPAND(D& dst, S& src, WaitEvents&...) {
 PTO_SIM_EXPAND(TROWEXPANDADD, true, a + b)
 PTO_SIM_EXPAND(TROWEXPANDSUB, true, a - b)
 PTO_SIM_EXPAND(TROWEXPANDMUL, true, a * b)
-PTO_SIM_EXPAND(TROWEXPANDDIV, true, a / b)
+PTO_SIM_EXPAND(TROWEXPANDDIV, true, detail::divv(a, b))
 PTO_SIM_EXPAND(TROWEXPANDMAX, true, detail::fmaxv(a, b))
 PTO_SIM_EXPAND(TROWEXPANDMIN, true, detail::fminv(a, b))
 PTO_SIM_EXPAND(TCOLEXPANDADD, false, a + b)
 PTO_SIM_EXPAND(TCOLEXPANDSUB, false, a - b)
 PTO_SIM_EXPAND(TCOLEXPANDMUL, false, a * b)
-PTO_SIM_EXPAND(TCOLEXPANDDIV, false, a / b)
+PTO_SIM_EXPAND(TCOLEXPANDDIV, false, detail::divv(a, b))
 PTO_SIM_EXPAND(TCOLEXPANDMAX, false, detail::fmaxv(a, b))
 PTO_SIM_EXPAND(TCOLEXPANDMIN, false, detail::fminv(a, b))
 #undef PTO_SIM_EXPAND

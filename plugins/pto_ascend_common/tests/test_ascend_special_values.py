@@ -1,0 +1,48 @@
+"""The special-value matrix (``pto_core.opcheck``) on both Ascend backends' CPU check: every
+tile op on every element type the vector unit computes in, with signed zeros, infinities, NaN,
+subnormals and exp's thresholds as float operands and the extremes of integer types, matches
+the reference interpreter (exact ops bit
+for bit, NaN where the reference has NaN, zeros with the reference's sign; exp, log, tanh, sums
+and matmul within the type's tolerance). What a backend refuses is exactly what its
+architecture lacks, and the refusal names it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from pto_ascend_common import A2A3, A5, cpu_check
+from pto_core.ir import Category
+from pto_core.opcheck import ALL_TYPES, check_special_values, special_kernels
+
+#: element types of TROWSUM/TROWMAX/TROWMIN/TCOLSUM/TCOLMAX on the vector unit
+REDUCE_TYPES = {"f32", "f16", "i32", "i16"}
+
+
+def expected_refusals(arch, dt) -> dict[str, str]:
+    """Kernel name -> a phrase the backend's error must contain."""
+    out = {}
+    for k in special_kernels(dt):
+        types = [k.out_dtype] + [t for _, _, _, t in k.inputs]       # dst first, as checked
+        lacking = [t.value for t in types if t not in arch.vector_types]
+        if lacking:
+            out[k.name] = f"no {lacking[0]} arithmetic"
+        elif (k.op.category in (Category.ROW_REDUCE, Category.COL_REDUCE)
+              and dt.value not in REDUCE_TYPES):
+            out[k.name] = f"supports f32, f16, i32 and i16 tiles, not {dt.value}"
+        elif k.op.category is Category.MATMUL and k.out_dtype not in arch.matmul_inputs.get(dt, ()):
+            out[k.name] = f"TMATMUL of {dt.value} into {k.out_dtype.value} is not available"
+    return out
+
+
+@pytest.mark.parametrize("arch", [A2A3, A5], ids=lambda a: a.name)
+@pytest.mark.parametrize("dt", ALL_TYPES, ids=[t.value for t in ALL_TYPES])
+def test_cpu_check_matches_the_reference_on_special_values(tmp_path, arch, dt):
+    lines, refused = check_special_values(
+        dt, lambda m, t: cpu_check.run(arch, m, Path(tmp_path), t), target=arch.name)
+    want = expected_refusals(arch, dt)
+    assert sorted(refused) == sorted(want)
+    for name, phrase in want.items():
+        assert phrase in refused[name] and arch.name in refused[name], refused[name]
+    assert not lines, "\n".join(lines)

@@ -1,0 +1,54 @@
+"""The special-value matrix (``pto_core.opcheck``) on the CUDA backend's kernels, run by the
+CPU simulator (target ``cuda_sim``): every tile op on every element type, with signed zeros,
+infinities, NaN, subnormals and exp's thresholds as float operands and the extremes of integer
+types, matches the reference interpreter (exact ops bit for bit, NaN where the reference has NaN, zeros with the
+reference's sign; exp, log, tanh, sums and matmul within the type's tolerance). f16/bf16
+matmuls take the tensor-core (WMMA) path."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from pto_core.codegen import driver
+from pto_core.ir import ElementType
+from pto_core.opcheck import ALL_TYPES, check_special_values
+from pto_cuda import scons_tool
+
+RUNTIME_INCLUDE = Path(__file__).resolve().parents[3] / "runtime" / "include"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("dt", ALL_TYPES, ids=[t.value for t in ALL_TYPES])
+def test_simulated_kernels_match_the_reference_on_special_values(tmp_path, dt):
+    lines, refused = check_special_values(
+        dt, lambda m, t: driver.launch("cuda_sim", m, t, {}, build_dir=tmp_path),
+        target="cuda_sim")
+    assert not refused
+    assert not lines, "\n".join(lines)
+
+
+#: kernels of the matrix whose numeric templates the simulator alone would not vet for the
+#: GPU: integer conversions, integer division, a sum from -0, NaN-propagating max
+NVCC_KERNELS = {ElementType.I32: ("k_cvt_i8", "k_cvt_u8", "k_div"),
+                ElementType.F32: ("k_rowsum", "k_cvt_i64", "k_max")}
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(scons_tool.find_nvcc() is None, reason="nvcc not found")
+@pytest.mark.parametrize("dt", list(NVCC_KERNELS), ids=lambda t: t.value)
+def test_special_value_kernels_compile_with_nvcc_without_warnings(tmp_path, dt):
+    import subprocess
+    from pto_core.opcheck import build_op_module, special_kernels
+    from pto_core.options import CompileOptions
+    kernels = [k for k in special_kernels(dt) if k.name in NVCC_KERNELS[dt]]
+    module = build_op_module(f"nvcc_{dt.value}", kernels)
+    paths = driver.compile_module("cuda", module, tmp_path, CompileOptions())
+    sources = [p for p in paths if p.suffix == ".cu"]
+    assert len(sources) == len(NVCC_KERNELS[dt])
+    for src in sources:
+        r = subprocess.run([scons_tool.find_nvcc(), *scons_tool.nvcc_base_flags("sm_90"),
+                            f"-I{scons_tool.INCLUDE_DIR}", f"-I{RUNTIME_INCLUDE}", "-c", str(src),
+                            "-o", str(src.with_suffix(".o"))], capture_output=True, text=True)
+        assert r.returncode == 0 and not (r.stdout + r.stderr).strip(), r.stdout + r.stderr

@@ -1,0 +1,610 @@
+"""Op-by-op checks of a backend against the reference interpreter.
+
+Every tile instruction of the table becomes a one-instruction InCore kernel (``k_<method>``, or
+``k_cvt_<type>`` per destination type of TCVT) of one module, whose entry function calls each
+kernel once (tile-scalar kernels once per scalar value, each call writing its own block of
+rows). A backend builds and runs that module once per element type; the outputs are compared
+with :func:`pto_core.reference.run_module` on the same inputs.
+
+:func:`special_values` lists the IEEE corner cases of a float type (signed zeros, infinities,
+NaN, the smallest and largest subnormals, the smallest normal, the largest finite value, the
+thresholds where ``exp`` overflows, leaves the normal range and underflows to zero) and the
+extremes of an integer type; :func:`special_inputs` arranges them so that every pair meets in
+binary ops (integer divisors are never zero: that is an error) and every corner case of a
+reduction (a NaN, an infinity or an extreme in a vector lane or in a loop tail, ``inf - inf``,
+overflowing or wrapping sums, all negative zeros) has its own row; :func:`mismatches` is the
+equality rule: NaN where the reference has NaN, the same infinity, zeros of the same sign where
+the reference defines the sign, finite values within the op's tolerance (exact for integers and
+for ops made of correctly rounded IEEE operations).
+
+>>> from pto_core.ir import ElementType as T
+>>> ks = op_kernels(T.F32, shape=(4, 8))
+>>> [k.name for k in ks][:3], "k_cvt_f16" in [k.name for k in ks]
+(['k_add', 'k_sub', 'k_mul'], True)
+>>> m = build_op_module("ops", ks)
+>>> sorted(m.functions)[:2]
+['all_ops', 'k_abs']
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+from typing import Callable, Mapping, Sequence
+
+import ml_dtypes
+import numpy as np
+
+from .builder import PTOFunctionBuilder, PTOModule
+from .errors import PTOError
+from .ir import Category, ElementType, MemorySpace
+from .ir.ops import MATMUL_ACC_TYPES, OPS, OpDef
+from .reference import compute_type, numpy_dtype
+
+E = ElementType
+GM = MemorySpace.GLOBAL
+
+#: the tile instructions (everything but TLOAD/TSTORE and scalar instructions), in table order
+TILE_OPS: tuple[OpDef, ...] = tuple(op for op in OPS.values() if op.category not in (
+    Category.LOAD, Category.STORE, Category.SCALAR))
+
+#: element types with IEEE special values (signed zeros, infinities, NaN, subnormals)
+FLOAT_TYPES = (E.F32, E.F64, E.F16, E.BF16)
+#: integer element types (their special values are the extremes)
+INT_TYPES = (E.I64, E.I32, E.I16, E.I8, E.U8)
+#: every element type, in the order the special-value matrix runs them
+ALL_TYPES = FLOAT_TYPES + INT_TYPES
+
+
+# --------------------------------------------------------------------------------------------
+# One-instruction kernels
+# --------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class OpKernel:
+    """One instruction as a kernel: its inputs and output as ``(param, rows, cols, type)``.
+
+    The entry function binds parameter ``p`` of kernel ``k_x`` to tensor ``x_p``
+    (:meth:`tensor`); a tile-scalar kernel is called once per value of ``scalars``, call ``j``
+    writing rows ``[j*R, (j+1)*R)`` of its output tensor. TMATMUL_ACC loads its accumulator
+    from the output tensor (``o += a @ b``, the form every backend supports).
+    """
+
+    name: str
+    op: OpDef
+    inputs: tuple[tuple[str, int, int, ElementType], ...]
+    output: tuple[int, int, ElementType]
+    scalars: tuple[float, ...] = ()
+
+    def memref(self, param: str) -> str:
+        """The kernel's tensor parameter an input tile is loaded from."""
+        return "o" if param == "acc" else param
+
+    def tensor(self, param: str) -> str:
+        """The entry function's tensor bound to a parameter: ``log_a`` for ``a`` of ``k_log``."""
+        return f"{self.name.removeprefix('k_')}_{self.memref(param)}"
+
+    @property
+    def out_tensor(self) -> str:
+        return self.tensor("o")
+
+    @property
+    def out_dtype(self) -> ElementType:
+        return self.output[2]
+
+    @property
+    def in_dtype(self) -> ElementType:
+        return self.inputs[-1][3]
+
+
+def _io(op: OpDef, dt: ElementType, R: int, C: int, M: int, K: int, N: int,
+        to: ElementType) -> tuple[list[tuple[str, int, int, ElementType]], tuple[int, int, ElementType]]:
+    cat, method = op.category, op.method
+    if cat is Category.MATMUL:
+        acc = E.F32 if dt in (E.F16, E.BF16) else MATMUL_ACC_TYPES.get(dt, (dt,))[0]
+        ins = [("a", M, K, dt), ("b", K, N, dt)]
+        if method == "matmul_acc":
+            ins.insert(0, ("acc", M, N, acc))
+        return ins, (M, N, acc)
+    if cat is Category.ROW_REDUCE:
+        return [("a", R, C, dt)], (R, 1, dt)
+    if cat is Category.COL_REDUCE:
+        return [("a", R, C, dt)], (1, C, dt)
+    if cat is Category.ROW_EXPAND:
+        ins = [("b", R, 1, dt)] if method == "rowexpand" else [("a", R, C, dt), ("b", R, 1, dt)]
+        return ins, (R, C, dt)
+    if cat is Category.COL_EXPAND:
+        return [("a", R, C, dt), ("b", 1, C, dt)], (R, C, dt)
+    if cat is Category.TRANSPOSE:
+        return [("a", R, C, dt)], (C, R, dt)
+    if cat is Category.CONVERT:
+        return [("a", R, C, dt)], (R, C, to)
+    return [(o.name, R, C, dt) for o in op.operands if o.role == "tile"], (R, C, dt)
+
+
+def _kernel_builder(k: OpKernel, module: PTOModule) -> PTOFunctionBuilder:
+    b = PTOFunctionBuilder(k.name, module=module).in_core()
+    for p, _, _, pdt in k.inputs:
+        if k.memref(p) == p:
+            b.memref(p, GM, pdt)
+    b.memref("o", GM, k.out_dtype)
+    if k.op.category is Category.TILE_SCALAR:
+        b.scalar("s", compute_type(k.in_dtype), param=True)
+    for p, r, c, pdt in k.inputs:
+        b.tile(f"t_{p}", r, c, pdt)
+    b.tile("t_o", k.output[0], k.output[1], k.out_dtype)
+    for p, *_ in k.inputs:
+        b.load(f"t_{p}", k.memref(p))
+    args = [f"t_{p}" for p, *_ in k.inputs]
+    if k.op.category is Category.TILE_SCALAR:
+        args.append("s")
+    getattr(b, k.op.method)("t_o", *args)
+    return b.store("o", "t_o")
+
+
+def op_kernels(dtype: ElementType, ops: Sequence[OpDef] = TILE_OPS, *,
+               shape: tuple[int, int] = (24, 40), matmul: tuple[int, int, int] = (32, 48, 64),
+               convert_to: Sequence[ElementType] | None = None,
+               scalars: Sequence[float] = (0.75,)) -> list[OpKernel]:
+    """The kernels of ``ops`` on ``dtype`` tiles (``shape``: element-wise and reduction tiles;
+    ``matmul``: M, K, N), skipping what the verifier rejects for ``dtype`` (e.g. TEXP of an
+    integer tile). TCVT gets one kernel per type of ``convert_to`` (default: every other type).
+    """
+    R, C = shape
+    M, K, N = matmul
+    targets = [t for t in (convert_to if convert_to is not None else ElementType) if t != dtype]
+    out: list[OpKernel] = []
+    for op in ops:
+        for to in (targets if op.category is Category.CONVERT else [dtype]):
+            name = f"k_cvt_{to.value}" if op.category is Category.CONVERT else f"k_{op.method}"
+            ins, o = _io(op, dtype, R, C, M, K, N, to)
+            k = OpKernel(name, op, tuple(ins), o,
+                         tuple(scalars) if op.category is Category.TILE_SCALAR else ())
+            try:
+                _kernel_builder(k, PTOModule("probe")).build()
+            except PTOError:
+                continue            # not defined for this type (the verifier says why)
+            out.append(k)
+    return out
+
+
+def build_op_module(name: str, kernels: Sequence[OpKernel]) -> PTOModule:
+    """A module holding every kernel of ``kernels`` and an entry ``all_ops`` that calls each
+    (tile-scalar kernels once per scalar value)."""
+    m = PTOModule(name)
+    entry = PTOFunctionBuilder("all_ops", module=m).not_in_core()
+    for k in kernels:
+        _kernel_builder(k, m).build()
+        params = [(p, pdt) for p, _, _, pdt in k.inputs if k.memref(p) == p]
+        for p, pdt in params:
+            entry.memref(k.tensor(p), GM, pdt)
+        entry.memref(k.out_tensor, GM, k.out_dtype)
+        for j, s in enumerate(k.scalars or (None,)):
+            binds: dict[str, object] = {p: (k.tensor(p), 0, 0) for p, _ in params}
+            binds["o"] = (k.out_tensor, j, 0)
+            if s is not None:
+                binds["s"] = float(s) if k.in_dtype.is_float else int(s)
+            entry.call(k.name, binds)
+    entry.build()
+    m.set_entry("all_ops")
+    return m
+
+
+# --------------------------------------------------------------------------------------------
+# Special values
+# --------------------------------------------------------------------------------------------
+
+def _finfo(dt: ElementType):
+    return ml_dtypes.finfo(numpy_dtype(dt))
+
+
+def _neighbours(x: float, dt: ElementType, steps: int = 64) -> np.ndarray:
+    """The ``dt`` values within ``steps`` representable steps of ``x``, ascending."""
+    d = numpy_dtype(dt)
+    u = np.dtype(f"u{d.itemsize}")
+    bits = np.array([x], d).view(u).astype(np.int64)[0]
+    near = np.arange(bits - steps, bits + steps + 1, dtype=np.int64).astype(u).view(d)
+    return np.unique(near[np.isfinite(near.astype(np.float64))].astype(np.float64))
+
+
+def _exp_in(dt: ElementType, x: float) -> float:
+    """exp as the reference computes it for a ``dt`` tile (in the compute type, then
+    rounded to ``dt``)."""
+    ct = numpy_dtype(compute_type(dt))
+    with np.errstate(all="ignore"):
+        return float(np.exp(np.array([x], ct)).astype(numpy_dtype(dt))[0])
+
+
+def exp_thresholds(dt: ElementType) -> tuple[float, ...]:
+    """``dt`` values where the reference's exp changes regime: the largest input with a
+    finite result and the next (inf); the largest input whose result is not normal; the
+    largest input whose result is zero and the next (the smallest subnormal)."""
+    fi = _finfo(dt)
+    tiny, big, sub = float(fi.smallest_normal), float(fi.max), float(fi.smallest_subnormal)
+
+    def last_below(xs: np.ndarray, ok) -> tuple[float, float]:
+        good = [x for x in xs if ok(_exp_in(dt, x))]
+        last = max(good)
+        return last, float(xs[np.searchsorted(xs, last) + 1])
+
+    hi, hi_inf = last_below(_neighbours(math.log(big), dt), math.isfinite)
+    sub_x, _ = last_below(_neighbours(math.log(tiny), dt), lambda y: y < tiny)
+    zero_x, first_sub = last_below(_neighbours(math.log(sub) - math.log(2.0), dt),
+                                   lambda y: y == 0.0)
+    return hi, hi_inf, sub_x, zero_x, first_sub
+
+
+def special_values(dtype: ElementType) -> np.ndarray:
+    """The special values of a type, as an array of that type (see the module doc); for an
+    integer type its extremes and their neighbours, small values and zero.
+
+    >>> v = special_values(ElementType.F16)
+    >>> float(v[v > 0].min()), float(np.nanmax(v))
+    (5.960464477539063e-08, inf)
+    >>> special_values(ElementType.I8).tolist()[-4:]
+    [127, -128, 126, -127]
+    """
+    if dtype.is_int:
+        info = np.iinfo(numpy_dtype(dtype))
+        lo, hi = int(info.min), int(info.max)
+        vals = [0, 1, -1, 2, -2, 3, -7, 100, -100, hi, lo, hi - 1, lo + 1]
+        return np.array([x for x in dict.fromkeys(vals) if lo <= x <= hi], numpy_dtype(dtype))
+    fi = _finfo(dtype)
+    tiny, big, sub = float(fi.smallest_normal), float(fi.max), float(fi.smallest_subnormal)
+    hi, hi_inf, sub_x, zero_x, first_sub = exp_thresholds(dtype)
+    vals = [0.0, -0.0, math.inf, -math.inf, math.nan,
+            sub, -sub, tiny - sub, -(tiny - sub), tiny, -tiny, big, -big,
+            1.0, -1.0, 0.5, -2.5, 3.5, 0.75,
+            hi, hi_inf, -hi, -hi_inf, sub_x, zero_x, first_sub]
+    return np.array(vals, np.float64).astype(numpy_dtype(dtype))
+
+
+def _reduction_patterns(dt: np.dtype, length: int) -> list[tuple[str, np.ndarray]]:
+    """Named rows (or columns) of ``length`` values of type ``dt`` for reductions; the value
+    that matters sits in a vector lane and in the loop tail."""
+    if dt.kind in "iu":
+        return _int_reduction_patterns(dt, length)
+    f = lambda x: np.asarray(x, np.float64).astype(dt)  # noqa: E731
+    fi = ml_dtypes.finfo(dt)
+    big, inf, nan = float(fi.max), math.inf, math.nan
+    ordinary = f(np.linspace(-3.0, 3.0, length) + 0.125)
+    zeros = f(np.zeros(length))
+    last = length - 1
+
+    def but(at: dict[int, float], base: np.ndarray = ordinary) -> np.ndarray:
+        row = base.copy()
+        for i, x in at.items():
+            row[i] = f(x)
+        return row
+
+    spots = sorted({0, 1, length // 2, last - 1, last})
+    return ([("ordinary values", ordinary)]
+            + [(f"NaN at {p}", but({p: nan})) for p in spots]
+            + [(f"{x:+} at {p}", but({p: x})) for p in (0, last) for x in (inf, -inf)]
+            + [("+inf and -inf", but({1: inf, last - 1: -inf})),
+               ("NaN and +inf", but({0: inf, last: nan})),
+               ("all +0", zeros),
+               ("all -0", f(np.full(length, -0.0))),
+               ("+0 and -0", f(np.where(np.arange(length) % 2 == 0, -0.0, 0.0))),
+               ("all -inf", f(np.full(length, -inf))),
+               ("two largest finite (the sum overflows)", but({0: big, last: big}, zeros)),
+               ("subnormals", f(np.arange(length) % 4 * float(fi.smallest_subnormal))),
+               ("negative values", -np.abs(ordinary))])
+
+
+def _int_reduction_patterns(dt: np.dtype, length: int) -> list[tuple[str, np.ndarray]]:
+    """Reduction rows of an integer type: the extremes in a vector lane and in the tail, sums
+    that wrap."""
+    info = np.iinfo(dt)
+    ordinary = (np.arange(length) % 7 - (3 if info.min < 0 else 0)).astype(dt)
+    last = length - 1
+
+    def but(at: dict[int, int], base: np.ndarray = ordinary) -> np.ndarray:
+        row = base.copy()
+        for i, x in at.items():
+            row[i] = x
+        return row
+
+    zeros = np.zeros(length, dt)
+    return ([("ordinary values", ordinary)]
+            + [(f"{name} at {p}", but({p: x})) for p in (0, length // 2, last)
+               for name, x in (("largest", info.max), ("smallest", info.min))]
+            + [("two largest (the sum wraps)", but({0: info.max, last: info.max}, zeros)),
+               ("all smallest", np.full(length, info.min, dt)),
+               ("all zero", zeros)])
+
+
+def reduction_input(dtype: ElementType, rows: int, cols: int, *,
+                    along_rows: bool) -> tuple[np.ndarray, list[str]]:
+    """A ``rows x cols`` tile whose rows (``along_rows``) or columns are the reduction
+    patterns, cycled; and the pattern name of each row (column)."""
+    length = cols if along_rows else rows
+    count = rows if along_rows else cols
+    pats = _reduction_patterns(numpy_dtype(dtype), length)
+    names = [pats[i % len(pats)][0] for i in range(count)]
+    block = np.stack([pats[i % len(pats)][1] for i in range(count)])
+    return (block if along_rows else block.T.copy()), names
+
+
+def _fill(values: np.ndarray, rows: int, cols: int, shift: int) -> np.ndarray:
+    """``out[r, c] = values[(shift * r + c) % n]``."""
+    n = len(values)
+    idx = (shift * np.arange(rows)[:, None] + np.arange(cols)[None, :]) % n
+    return values[idx]
+
+
+def _matmul_operand(p: str, v: np.ndarray, rows: int, cols: int, with_c: bool) -> np.ndarray:
+    """``a[i, :2] = (v_i, 1)`` and ``b[:2, j] = (v_j, c_j)``, zero elsewhere, so that
+    ``(a @ b)[i, j] = v_i * v_j + c_j``: every pair of special values meets in a product. The
+    ``c_j`` are non-finite or small (0 with ``with_c`` false): then the two-term sum cannot
+    depend on the order of the additions or on a fused multiply-add."""
+    x = np.zeros((rows, cols), v.dtype)
+    if p == "a":
+        x[:, 0] = v[np.arange(rows) % len(v)]
+        x[:, 1] = 1
+        return x
+    x[0, :] = v[np.arange(cols) % len(v)]
+    if with_c:
+        w = v.astype(np.float64)
+        c = v[~np.isfinite(w) | (np.abs(w) <= 4)]
+        x[1, :] = c[(7 * np.arange(cols) + 3) % len(c)]
+    return x
+
+
+def special_inputs(kernels: Sequence[OpKernel], dtype: ElementType) -> dict[str, np.ndarray]:
+    """Input tensors of the special-value check of ``kernels`` on ``dtype`` tiles (outputs
+    zero-filled). Binary element-wise ops see every pair of special values; tile-scalar ops
+    every (element, scalar) pair through their calls; matmul rows and columns are special
+    values whose products meet every pair (``out[i, j] = a_i * b_j + c_j``)."""
+    v = special_values(dtype)
+    out: dict[str, np.ndarray] = {}
+    for k in kernels:
+        cat = k.op.category
+        for p, r, c, pdt in k.inputs:
+            vp = v if pdt == dtype else v.astype(numpy_dtype(pdt))
+            if p == "b" and dtype.is_int and _divides_by(k, "b"):
+                vp = vp[vp != 0]                # integer division by zero is an error
+            if cat in (Category.ROW_REDUCE, Category.COL_REDUCE):
+                x, _ = reduction_input(dtype, r, c, along_rows=cat is Category.ROW_REDUCE)
+            elif cat is Category.MATMUL and p in ("a", "b"):
+                x = _matmul_operand(p, vp, r, c, with_c=k.op.method == "matmul")
+            elif cat is Category.MATMUL:          # acc
+                x = _fill(vp, r, c, 1)
+            elif cat is Category.ROW_EXPAND and p == "b":
+                x = vp[np.arange(r) % len(vp)][:, None]
+            elif cat is Category.COL_EXPAND and p == "b":
+                x = vp[np.arange(c) % len(vp)][None, :]
+            elif cat is Category.COL_EXPAND:                    # a[r, c] = v[r]
+                x = np.repeat(vp[np.arange(r) % len(vp)][:, None], c, axis=1)
+            elif p == "a" and k.op.expr is not None and "b" in k.op.expr.vars():
+                x = _fill(vp, r, c, 0)                          # a[r, c] = v[c]
+            else:
+                x = _fill(vp, r, c, 1)                          # b[r, c] = v[r + c]
+            out[k.tensor(p)] = np.ascontiguousarray(x)
+        if k.out_tensor not in out:
+            rows = k.output[0] * max(1, len(k.scalars))
+            out[k.out_tensor] = np.zeros((rows, k.output[1]), numpy_dtype(k.out_dtype))
+    return out
+
+
+def _divides_by(k: OpKernel, name: str) -> bool:
+    """Is operand ``name`` a divisor in the kernel's expression?"""
+    def walk(e) -> bool:
+        if e.kind == "div" and e.args[1].kind == "var" and e.args[1].value == name:
+            return True
+        return any(walk(a) for a in e.args)
+    return k.op.expr is not None and walk(k.op.expr)
+
+
+def special_kernels(dtype: ElementType, ops: Sequence[OpDef] = TILE_OPS,
+                    convert_to: Sequence[ElementType] | None = None) -> list[OpKernel]:
+    """The kernels of the special-value check of ``dtype``: one row per special value, 37
+    columns (a vector body and a tail for 4-, 8- and 16-lane loops), 32 x 16 x 32 matmuls
+    (WMMA-sized), one call per special value for tile-scalar ops (an integer divisor is never
+    zero)."""
+    v = special_values(dtype)
+    scalars = v.tolist()
+    kernels = op_kernels(dtype, ops, shape=(len(v), 37), matmul=(32, 16, 32),
+                         convert_to=convert_to, scalars=scalars)
+    if dtype.is_int:
+        kernels = [replace(k, scalars=tuple(x for x in k.scalars if x != 0))
+                   if _divides_by(k, "s") else k for k in kernels]
+    return kernels
+
+
+# --------------------------------------------------------------------------------------------
+# The equality rule
+# --------------------------------------------------------------------------------------------
+
+#: expression kinds that are one correctly rounded IEEE operation (or exact): an op built only
+#: from these gives the same bits on every conforming backend
+EXACT_KINDS = frozenset({"var", "const", "add", "sub", "mul", "div", "max", "min", "neg", "abs",
+                         "sqrt", "recip"})
+
+#: approximate results (exp, log, tanh, sums in another order, matmul) may differ by this
+#: many of the type's smallest subnormals on top of the relative tolerance: a subnormal
+#: result carries few significant bits
+SUBNORMAL_ULPS = 2
+
+
+def _exact_expr(e) -> bool:
+    return e.kind in EXACT_KINDS and all(_exact_expr(a) for a in e.args)
+
+
+def is_exact(k: OpKernel) -> bool:
+    """Must the kernel's output equal the reference bit for bit (NaN payloads aside)? Yes for
+    ops made of correctly rounded IEEE operations computed node by node in the compute type,
+    for max/min reductions, moves (transpose, broadcast) and conversions; no for exp, log,
+    tanh (polynomials), sums (the order of additions is the backend's) and matmul."""
+    cat = k.op.category
+    if cat in (Category.TRANSPOSE, Category.CONVERT):
+        return True
+    if cat in (Category.ROW_REDUCE, Category.COL_REDUCE):
+        return k.op.reduce in ("max", "min")
+    if cat is Category.MATMUL:
+        return False
+    return _exact_expr(k.op.expr)
+
+
+def signed_zeros_defined(k: OpKernel) -> bool:
+    """Does the reference define the sign of a zero result of this kernel? Not for max/min
+    reductions (a row holding both +0 and -0 may give either, depending on the order of the
+    comparisons) and not for matmul (numpy's BLAS decides)."""
+    if k.op.category is Category.MATMUL:
+        return False
+    return k.op.reduce not in ("max", "min")
+
+
+def tolerance(k: OpKernel) -> tuple[float, float]:
+    """(rtol, atol) of a kernel's output: none for :func:`is_exact` kernels, else the default
+    relative tolerance of its type (matmul's where it multiplies) with an absolute part of
+    :data:`SUBNORMAL_ULPS` subnormals."""
+    from .commands.run import MATMUL_F32_TOLERANCE, TOLERANCES
+    dt = k.out_dtype
+    if dt.is_int or is_exact(k):
+        return 0.0, 0.0
+    rtol = TOLERANCES[dt][0]
+    if k.op.category is Category.MATMUL and dt is E.F32:
+        rtol = MATMUL_F32_TOLERANCE[0]
+    return rtol, SUBNORMAL_ULPS * float(_finfo(dt).smallest_subnormal)
+
+
+def mismatches(got: np.ndarray, want: np.ndarray, rtol: float, atol: float,
+               signed_zeros: bool = True) -> np.ndarray:
+    """Boolean mask of the elements of ``got`` that break the equality rule against the
+    reference's ``want``: NaN where ``want`` is NaN (and only there), the same infinity, finite
+    values within ``atol + rtol * |want|`` and, when ``signed_zeros``, a zero of the same sign
+    where both are zero.
+
+    >>> mismatches(np.array([np.nan, -0.0, 1.0]), np.array([np.nan, 0.0, 1.0 + 1e-9]), 1e-6, 0.0)
+    array([False,  True, False])
+    """
+    if np.asarray(want).dtype.kind in "iu":
+        return np.asarray(got).astype(np.int64) != np.asarray(want).astype(np.int64)
+    g = np.asarray(got).astype(np.float64)
+    w = np.asarray(want).astype(np.float64)
+    with np.errstate(invalid="ignore", over="ignore"):
+        bad = np.isnan(g) != np.isnan(w)
+        inf = np.isinf(w)
+        bad |= inf & (g != w)
+        finite = np.isfinite(w)
+        bad |= finite & ~np.isfinite(g)
+        close = np.abs(g - w) <= atol + rtol * np.abs(w)
+        bad |= finite & ~close
+        if signed_zeros:
+            bad |= (w == 0) & (g == 0) & (np.signbit(g) != np.signbit(w))
+    return bad
+
+
+def operands(k: OpKernel, inputs: Mapping[str, np.ndarray], r: int, c: int) -> dict[str, object]:
+    """The operands behind element ``(r, c)`` of a kernel's output, by operand name: floats for
+    element-wise ops, moves and conversions (``s``: the scalar of that call); the row or column
+    (a 1-D array) of a reduction; row ``r`` of ``a``, column ``c`` of ``b`` (and ``acc``) of a
+    matmul."""
+    cat = k.op.category
+
+    def tile(p: str) -> np.ndarray:
+        return inputs[k.tensor(p)]
+
+    def scalar(x) -> float | int:
+        return int(x) if k.in_dtype.is_int else float(x)
+
+    R = k.output[0]
+    if cat is Category.TILE_SCALAR:
+        return {"a": scalar(tile("a")[r % R, c]), "s": k.scalars[r // R]}
+    if cat is Category.ROW_REDUCE:
+        return {"a": tile("a")[r, :]}
+    if cat is Category.COL_REDUCE:
+        return {"a": tile("a")[:, c]}
+    if cat is Category.MATMUL:
+        out: dict[str, object] = {"a": tile("a")[r, :], "b": tile("b")[:, c]}
+        if "acc" in [p for p, *_ in k.inputs]:
+            out["acc"] = tile("acc")[r, c].item()
+        return out
+    if cat is Category.TRANSPOSE:
+        return {"a": scalar(tile("a")[c, r])}
+    out = {}
+    for p, *_ in k.inputs:
+        i, j = (r, 0) if cat is Category.ROW_EXPAND and p == "b" else \
+            (0, c) if cat is Category.COL_EXPAND and p == "b" else (r, c)
+        out[p] = scalar(tile(p)[i, j])
+    return out
+
+
+def describe(k: OpKernel, inputs: Mapping[str, np.ndarray], r: int, c: int) -> str:
+    """The operands behind element ``(r, c)`` of a kernel's output (for failure messages)."""
+    cat = k.op.category
+    if cat in (Category.ROW_REDUCE, Category.COL_REDUCE):
+        row = cat is Category.ROW_REDUCE
+        a = inputs[k.tensor("a")]
+        _, names = reduction_input(k.in_dtype, a.shape[0], a.shape[1], along_rows=row)
+        return f"{'row' if row else 'column'} {r if row else c}: {names[r if row else c]}"
+    ops = operands(k, inputs, r, c)
+    if cat is Category.MATMUL:      # the products that are not 0 * 0: a[i, :2] . b[:2, j]
+        ops = {**ops, "a": ops["a"][:2].tolist(), "b": ops["b"][:2].tolist()}
+    return ", ".join(f"{n}={v!r}" for n, v in ops.items())
+
+
+def compare_outputs(kernels: Sequence[OpKernel], inputs: Mapping[str, np.ndarray],
+                    got: Mapping[str, np.ndarray], want: Mapping[str, np.ndarray],
+                    limit: int = 6) -> list[str]:
+    """One line per mismatching element (at most ``limit`` per kernel, then a count), naming
+    the op, the operands, the reference's value and the backend's."""
+    lines: list[str] = []
+    for k in kernels:
+        rtol, atol = tolerance(k)
+        g, w = np.asarray(got[k.out_tensor]), np.asarray(want[k.out_tensor])
+        if g.dtype.kind == "V":           # a .npy file holds bf16 as raw 2-byte records
+            g = g.view(numpy_dtype(k.out_dtype))
+        bad = mismatches(g, w, rtol, atol, signed_zeros_defined(k))
+        where = np.argwhere(bad)
+        for r, c in where[:limit]:
+            lines.append(f"{k.name} ({describe(k, inputs, int(r), int(c))}): reference "
+                         f"{float(w[r, c])!r}, got {float(g[r, c])!r}")
+        if len(where) > limit:
+            lines.append(f"{k.name}: ... {len(where) - limit} more mismatching elements")
+    return lines
+
+
+def backend_support(target: str, kernels: Sequence[OpKernel]) -> tuple[list[OpKernel], dict[str, str]]:
+    """Split ``kernels`` into those ``target`` generates code for and those it refuses with an
+    error (by kernel name: the error's message), generating each kernel's module alone."""
+    from .codegen.driver import generate
+    from .errors import PTOBackendError
+    from .options import CompileOptions
+    ok, refused = [], {}
+    for k in kernels:
+        try:
+            generate(target, build_op_module(f"probe_{k.name}", [k]), CompileOptions())
+        except PTOBackendError as e:
+            refused[k.name] = str(e)
+            continue
+        ok.append(k)
+    return ok, refused
+
+
+def check_special_values(dtype: ElementType,
+                         run: Callable[[PTOModule, dict[str, np.ndarray]], Mapping[str, np.ndarray]],
+                         target: str | None = None,
+                         select: Callable[[OpKernel], bool] | None = None,
+                         ) -> tuple[list[str], dict[str, str]]:
+    """Run the special-value kernels of ``dtype`` (those ``select`` accepts) through
+    ``run(module, tensors) -> tensors`` and compare every output with the reference
+    interpreter. With ``target``, kernels the backend refuses are left out. Returns the
+    mismatch lines (:func:`compare_outputs`) and the refused kernels with the backend's
+    reasons.
+
+    >>> lines, refused = check_special_values(ElementType.F16, run_module)   # doctest: +SKIP
+    """
+    from .reference import run_module
+    kernels = [k for k in special_kernels(dtype) if select is None or select(k)]
+    refused: dict[str, str] = {}
+    if target is not None:
+        kernels, refused = backend_support(target, kernels)
+    if not kernels:
+        return [], refused
+    module = build_op_module(f"special_{dtype.value}", kernels)
+    inputs = special_inputs(kernels, dtype)
+    want = run_module(module, inputs)
+    got = run(module, {n: a.copy() for n, a in inputs.items()})
+    return compare_outputs(kernels, inputs, got, want), refused

@@ -1,0 +1,266 @@
+"""The reference interpreter (the oracle) on special values.
+
+Every tile op of the instruction table runs on the special values of every float type
+(``pto_core.opcheck``: signed zeros, infinities, NaN, subnormals, the smallest normal, the
+largest finite value, exp's overflow and underflow thresholds) through ``run_module``, and each
+output element is checked against an independent scalar model of the table written here with
+the IEEE rules spelled out: each expression node computed in double precision and rounded to
+the compute type, max/min with their NaN and tie rules, sums with an explicit zero sign,
+conversions that saturate. The backends' suites run the same matrix against the reference."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from pto_core.ir import Category, ElementType
+from pto_core.ir.ops import OPS_BY_METHOD
+from pto_core.opcheck import (FLOAT_TYPES, INT_TYPES, OpKernel, build_op_module, describe, exp_thresholds,
+                              is_exact, mismatches, op_kernels, operands, signed_zeros_defined,
+                              special_inputs, special_kernels, special_values, tolerance)
+from pto_core.reference import compute_type, numpy_dtype, run_module
+
+E = ElementType
+IDS = [t.value for t in FLOAT_TYPES]
+
+
+# --------------------------------------------------------------------------------------------
+# The scalar model
+# --------------------------------------------------------------------------------------------
+
+def rnd(x: float, t: ElementType) -> float:
+    """``x`` rounded to type ``t`` (nearest even; out of range gives inf)."""
+    with np.errstate(all="ignore"):
+        return float(np.array([x], np.float64).astype(numpy_dtype(t))[0])
+
+
+def ieee_max(a: float, b: float) -> float:
+    return a if (a > b or a != a) else b
+
+
+def ieee_min(a: float, b: float) -> float:
+    return a if (a < b or a != a) else b
+
+
+def node(kind: str, args: list[float]) -> float:
+    """One expression node in double precision (IEEE: no exceptions, inf and NaN results)."""
+    x = np.float64(args[0])
+    y = np.float64(args[1]) if len(args) > 1 else None
+    with np.errstate(all="ignore"):
+        r = {"add": lambda: x + y, "sub": lambda: x - y, "mul": lambda: x * y,
+             "div": lambda: x / y, "max": lambda: ieee_max(x, y), "min": lambda: ieee_min(x, y),
+             "neg": lambda: -x, "abs": lambda: abs(x), "sqrt": lambda: np.sqrt(x),
+             "recip": lambda: np.float64(1.0) / x, "exp": lambda: np.exp(x),
+             "log": lambda: np.log(x), "tanh": lambda: np.tanh(x)}[kind]()
+    return float(r)
+
+
+def wrap(x: int, t: ElementType) -> int:
+    """``x`` wrapped to the width of integer type ``t`` (two's complement)."""
+    info = np.iinfo(numpy_dtype(t))
+    span = int(info.max) - int(info.min) + 1
+    return (x - int(info.min)) % span + int(info.min)
+
+
+def int_node(kind: str, args: list[int]) -> int:
+    """One expression node on integers, C semantics (division truncates toward zero)."""
+    a, b = args[0], (args[1] if len(args) > 1 else None)
+    if kind == "div":
+        q = abs(a) // abs(b)
+        return q if (a < 0) == (b < 0) else -q
+    return {"add": lambda: a + b, "sub": lambda: a - b, "mul": lambda: a * b,
+            "max": lambda: a if a > b else b, "min": lambda: a if a < b else b,
+            "neg": lambda: -a, "abs": lambda: abs(a)}[kind]()
+
+
+def evaluate(e, env: dict[str, float], ct: ElementType) -> float:
+    """The expression tree ``e``, every node rounded (wrapped) to the compute type ``ct``."""
+    if e.kind == "var":
+        return env[str(e.value)]
+    if e.kind == "const":
+        return int(e.value) if ct.is_int else rnd(float(e.value), ct)
+    args = [evaluate(a, env, ct) for a in e.args]
+    return wrap(int_node(e.kind, args), ct) if ct.is_int else rnd(node(e.kind, args), ct)
+
+
+def model_sum(values: list[float], ct: ElementType) -> float:
+    """An exact sum rounded once, with IEEE's special cases: NaN, inf - inf, and -0 only when
+    every term is -0."""
+    if any(math.isnan(v) for v in values) or (math.inf in values and -math.inf in values):
+        return math.nan
+    if any(math.isinf(v) for v in values):
+        return next(v for v in values if math.isinf(v))
+    if all(v == 0 and math.copysign(1, v) < 0 for v in values):
+        return -0.0
+    try:
+        return rnd(math.fsum(values), ct)
+    except OverflowError:                 # beyond the doubles: halve to learn the sign
+        return math.copysign(math.inf, math.fsum(v / 2 for v in values))
+
+
+def model_convert(x: float | int, to: ElementType) -> float | int:
+    if to.is_float:
+        return rnd(x, to)
+    info = np.iinfo(numpy_dtype(to))
+    if math.isnan(x):
+        return 0
+    if math.isinf(x):
+        return int(info.max if x > 0 else info.min)
+    return min(max(round(x), int(info.min)), int(info.max))   # round(): half to even
+
+
+def model(k: OpKernel, inputs: dict[str, np.ndarray], r: int, c: int) -> float:
+    """What the instruction table says element ``(r, c)`` of kernel ``k``'s output is."""
+    dt = k.in_dtype
+    ct = compute_type(dt)
+    ops = operands(k, inputs, r, c)
+    cat = k.op.category
+    if cat is Category.TRANSPOSE:
+        return ops["a"]
+    if cat is Category.CONVERT:
+        return model_convert(ops["a"], k.out_dtype)
+    if cat in (Category.ROW_REDUCE, Category.COL_REDUCE):
+        if dt.is_int:
+            vals = [int(v) for v in ops["a"]]
+            return wrap(sum(vals), dt) if k.op.reduce == "sum" else \
+                (max(vals) if k.op.reduce == "max" else min(vals))
+        vals = [float(v) for v in ops["a"]]
+        if k.op.reduce == "sum":
+            return rnd(model_sum(vals, ct), dt)
+        if any(math.isnan(v) for v in vals):
+            return math.nan
+        return max(vals) if k.op.reduce == "max" else min(vals)
+    if cat is Category.MATMUL and dt.is_int:
+        total = sum(int(a) * int(b) for a, b in zip(ops["a"], ops["b"])) + ops.get("acc", 0)
+        return wrap(total, k.out_dtype)
+    if cat is Category.MATMUL:
+        at = compute_type(k.out_dtype)
+        terms = [rnd(node("mul", [float(a), float(b)]), at) for a, b in zip(ops["a"], ops["b"])]
+        total = model_sum(terms, at)
+        if "acc" in ops:
+            total = model_sum([ops["acc"], total], at)
+        return rnd(total, k.out_dtype)
+    env = {n: (rnd(v, ct) if n == "s" and ct.is_float else v) for n, v in ops.items()}
+    if cat is Category.ROW_EXPAND and "a" not in env:
+        env["a"] = env["b"]
+    r = evaluate(k.op.expr, env, ct)
+    return r if dt.is_int else rnd(r, dt)
+
+
+# --------------------------------------------------------------------------------------------
+# Tests
+# --------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("dt", FLOAT_TYPES + INT_TYPES, ids=lambda t: t.value)
+def test_reference_matches_the_scalar_model_of_every_op_on_special_values(dt):
+    kernels = special_kernels(dt)
+    module = build_op_module(f"special_{dt.value}", kernels)
+    inputs = special_inputs(kernels, dt)
+    out = run_module(module, inputs)
+    bad = []
+    for k in kernels:
+        got = np.asarray(out[k.out_tensor])
+        want = np.array([[model(k, inputs, r, c) for c in range(got.shape[1])]
+                         for r in range(got.shape[0])], dtype=got.dtype if got.dtype.kind in "iu"
+                        else np.float64)
+        rtol, atol = tolerance(k)
+        for r, c in np.argwhere(mismatches(got, want, rtol, atol, signed_zeros_defined(k)))[:5]:
+            bad.append(f"{k.name} ({describe(k, inputs, r, c)}): model {want[r, c]!r}, "
+                       f"reference {got[r, c]!r}")
+    assert not bad, "\n".join(bad)
+
+
+def run_one(method: str, dt: ElementType, **tensors) -> np.ndarray:
+    """Run one op through the reference on the given operand tiles; its output."""
+    a = tensors.get("a", tensors.get("b"))
+    ks = op_kernels(dt, [OPS_BY_METHOD[method]], shape=a.shape,
+                    convert_to=[tensors.pop("to")] if "to" in tensors else None)
+    m = build_op_module("one", ks)
+    ins = {ks[0].tensor(p): np.asarray(v, numpy_dtype(dt)) for p, v in tensors.items()}
+    return run_module(m, ins)[ks[0].out_tensor]
+
+
+def signs(x: np.ndarray) -> list[str]:
+    return ["nan" if v != v else ("-" if math.copysign(1, v) < 0 else "+") + repr(abs(float(v)))
+            for v in np.ravel(x)]
+
+
+def test_max_and_min_propagate_nan_and_return_the_second_of_two_equal_operands():
+    a = np.array([[-0.0, 0.0, np.nan, 1.0]])
+    b = np.array([[0.0, -0.0, 1.0, np.nan]])
+    assert signs(run_one("max", E.F32, a=a, b=b)) == ["+0.0", "-0.0", "nan", "nan"]
+    assert signs(run_one("min", E.F32, a=a, b=b)) == ["+0.0", "-0.0", "nan", "nan"]
+    assert signs(run_one("relu", E.F64, a=np.array([[-0.0, np.nan, -1.0, 2.0]]))) == \
+        ["+0.0", "nan", "+0.0", "+2.0"]
+    assert signs(run_one("rowmax", E.F16, a=np.array([[1.0, np.nan, 3.0, -np.inf]]))) == ["nan"]
+
+
+def test_a_sum_is_negative_zero_only_when_every_term_is():
+    a = np.array([[-0.0, -0.0, -0.0, -0.0], [-0.0, 0.0, -0.0, -0.0]])
+    assert signs(run_one("rowsum", E.F32, a=a)) == ["-0.0", "+0.0"]
+    assert signs(run_one("colsum", E.BF16, a=a)) == ["-0.0", "+0.0", "-0.0", "-0.0"]
+
+
+def test_conversion_to_int64_saturates_at_both_ends_and_maps_nan_to_zero():
+    a = np.array([[np.inf, -np.inf, 3.0e38, np.nan, 2.5, -3.5]])
+    got = run_one("cvt", E.F32, a=a, to=E.I64)
+    info = np.iinfo(np.int64)
+    assert got.tolist() == [[info.max, info.min, info.max, 0, 2, -4]]
+
+
+def test_log_of_the_smallest_subnormal_is_its_true_logarithm():
+    got = run_one("log", E.F32, a=np.array([[1e-45, 1e-40, 0.0, -0.0]], np.float32))
+    np.testing.assert_allclose(got[0, :2], [math.log(2.0 ** -149), math.log(float(np.float32(1e-40)))],
+                               rtol=1e-6)
+    assert got[0, 2] == got[0, 3] == -np.inf
+
+
+@pytest.mark.parametrize("dt", FLOAT_TYPES, ids=IDS)
+def test_special_values_hold_every_corner_case_of_the_type(dt):
+    v = special_values(dt).astype(np.float64)
+    fi = np.finfo(np.float32) if dt is E.BF16 else None
+    import ml_dtypes
+    fi = ml_dtypes.finfo(numpy_dtype(dt))
+    for x in (0.0, math.inf, -math.inf, float(fi.smallest_subnormal), float(fi.smallest_normal),
+              float(fi.max), float(fi.smallest_normal) - float(fi.smallest_subnormal)):
+        assert x in v and -x in v, x
+    assert np.isnan(v).any()
+    assert any(x == 0 and math.copysign(1, x) < 0 for x in v)
+    hi, hi_inf, sub_x, zero_x, first_sub = exp_thresholds(dt)
+    with np.errstate(all="ignore"):
+        e = run_one("exp", dt, a=np.array([[hi, hi_inf, sub_x, zero_x, first_sub]]))
+    e = e.astype(np.float64)[0]
+    assert math.isfinite(e[0]) and e[1] == math.inf
+    assert 0 < e[2] < float(fi.smallest_normal)
+    assert e[3] == 0 and e[4] == float(fi.smallest_subnormal)
+
+
+def test_binary_ops_see_every_pair_of_special_values():
+    kernels = [k for k in special_kernels(E.F32) if k.name in ("k_add", "k_rowexpandmul",
+                                                                 "k_colexpanddiv", "k_maxs")]
+    inputs = special_inputs(kernels, E.F32)
+    n = len(special_values(E.F32))
+    for k in kernels:
+        rows, cols = k.output[0] * max(1, len(k.scalars)), k.output[1]
+        pairs = set()
+        for r in range(rows):
+            for c in range(cols):
+                ops = operands(k, inputs, r, c)
+                pairs.add(tuple(repr(ops[p]) for p in sorted(ops)))
+        assert len(pairs) == n * n, k.name
+
+
+def test_exact_ops_must_match_bit_for_bit_and_the_rest_within_tolerance():
+    by = {k.name: k for k in special_kernels(E.F32)}
+    assert all(is_exact(by[n]) for n in ("k_add", "k_rsqrt", "k_maxs", "k_rowmax", "k_trans",
+                                          "k_cvt_f16", "k_rowexpanddiv"))
+    assert not any(is_exact(by[n]) for n in ("k_exp", "k_log", "k_gelu", "k_silu", "k_rowsum",
+                                              "k_matmul"))
+    assert tolerance(by["k_add"]) == (0.0, 0.0)
+    assert not signed_zeros_defined(by["k_rowmax"]) and signed_zeros_defined(by["k_rowsum"])
+    got = np.array([np.nan, 1.0, np.inf, -0.0, 1e-45, 0.0])
+    want = np.array([1.0, np.nan, -np.inf, 0.0, 0.0, 0.0])
+    assert mismatches(got, want, 0.0, 0.0).tolist() == [True] * 5 + [False]
+    assert mismatches(got[4:], want[4:], 1e-5, 2e-45).tolist() == [False, False]
