@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
+from typing import Any
 
 from pto_core.ir import Category, Function, Module
 
@@ -24,6 +25,16 @@ from pto_core.ir import Category, Function, Module
 #: per scheduler leaves tensor cores idle)
 WARP_CHOICES = (1, 2, 4, 8, 16)
 STAGE_CHOICES = (2, 3, 4, 5)
+
+
+def option(options: Any, key: str, default: Any = None) -> Any:
+    """A backend option from ``CompileOptions.extra`` (``("arch", "sm_80")`` ...).
+
+    >>> from pto_core.options import CompileOptions
+    >>> option(CompileOptions(extra=(("arch", "sm_80"),)), "arch"), option(None, "arch", "sm_90")
+    ('sm_80', 'sm_90')
+    """
+    return dict(getattr(options, "extra", ()) or ()).get(key, default)
 
 
 def arch_major(arch: str) -> int:

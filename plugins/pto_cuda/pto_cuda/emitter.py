@@ -25,21 +25,28 @@ What differs from the portable C of :class:`pto_core.codegen.cstyle.CStyleRender
 >>> f = (PTOFunctionBuilder("k", module=m).in_core().memref("a", M.GLOBAL, T.F32)
 ...      .memref("o", M.GLOBAL, T.F32).tile("x", 8, 128, T.F32).tile("r", 8, 1, T.F32)
 ...      .load("x", "a").rowmax("r", "x").store("o", "r").build())
->>> src = CudaRenderer().render_kernel(f, m)
+>>> src, facts = CudaRenderer().render(f, m)
 >>> "pto::warp_allreduce" in src and "__syncthreads" not in src and "PTO_CUDA_KERNEL(pto_kernel_k, 4, " in src
 True
+>>> facts.threads, facts.smem_bytes, facts.placement["k"].tiles["x"].value
+(128, 0, 'reg')
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Mapping
+
 from pto_core.codegen.cstyle import CStyleRenderer, _Out
+from pto_core.codegen.cnames import kernel_symbol
 from pto_core.errors import PTOBackendError
 from pto_core.ir import (Call, Category, ElementType, For, Function, If, Instr, MemRefType,
                          Module, TileType)
 from pto_core.options import CompileOptions
 
 from .config import KernelConfig, arch_major, default_config
-from .placement import MainLoop, Place, Placement, RowLayout, place_tiles, placement_summary
+from .placement import (MainLoop, Place, Placement, RowLayout, place_tiles, placement_summary,
+                        user_named)
 
 E = ElementType
 
@@ -63,6 +70,22 @@ def smem_capacity(arch: str) -> int:
     return min(caps)
 
 
+@dataclass(frozen=True)
+class RenderFacts:
+    """What rendering one kernel decided, in the user's names: how the executor launches it
+    (``threads`` per block, ``smem_bytes`` of dynamic shared memory per task, ``nargs``
+    int64 argument slots per task), the configuration it was built with (``warps`` filled
+    in) and where each tile of each rendered function lives (``placement``: function name ->
+    :class:`~pto_cuda.placement.Placement`)."""
+
+    symbol: str
+    config: KernelConfig
+    threads: int
+    smem_bytes: int
+    nargs: int
+    placement: Mapping[str, Placement]
+
+
 class CudaRenderer(CStyleRenderer):
     """CUDA C++ kernels for one thread block per tile task."""
 
@@ -71,13 +94,9 @@ class CudaRenderer(CStyleRenderer):
     tile_align = 128
     stack_tile_bytes = None         # tiles live in shared memory (checked against its size)
 
-    def __init__(self, arch: str = "sm_90", threads: int | None = None,
-                 config: KernelConfig | None = None) -> None:
+    def __init__(self, arch: str = "sm_90", config: KernelConfig | None = None) -> None:
         self.arch = arch
         self.config = config or default_config(arch)
-        if threads:                      # the legacy ``threads`` option: a block of that size
-            self.config = KernelConfig(max(1, threads // 32), self.config.warp_m,
-                                       self.config.stages)
         self.smem_capacity = smem_capacity(arch)
         self._smem_used = 0
         self._warps = self.config.warps or 8
@@ -85,10 +104,8 @@ class CudaRenderer(CStyleRenderer):
         #: a row-layout or register op read shared memory since the last __syncthreads (a
         #: later write to shared memory must wait for it)
         self._dirty = False
-        #: shared-memory bytes per task of the last rendered kernel
-        self.last_smem_bytes = 0
-        #: where each tile of the last rendered kernel lives (function -> tile -> place)
-        self.last_placement: dict[str, Placement] = {}
+        #: the placement of each function rendered so far in the current kernel
+        self._placements: dict[str, Placement] = {}
 
     # ---------------------------------------------------------------- types
     CTYPES = {**CStyleRenderer.CTYPES, E.F16: "__half", E.BF16: "__nv_bfloat16"}
@@ -142,28 +159,32 @@ class CudaRenderer(CStyleRenderer):
                 f"reinterpret_cast<{ct} (*)[{t.cols}]>(_pto_smem + {off}); (void){name};")
 
     # ---------------------------------------------------------------- whole kernels
-    def threads_for(self, fn: Function, module: Module | None) -> int:
-        """Block size: the config's warps, else enough that every thread has a few elements of
-        the largest tile (:func:`pto_cuda.config.default_warps`)."""
-        return 32 * self.config.with_defaults(fn, module, self.arch).warps
-
-    def render_kernel(self, fn: Function, module: Module | None = None,
-                      options: CompileOptions | None = None, symbol: str | None = None) -> str:
-        from pto_core.codegen.cstyle import kernel_symbol
+    def render(self, fn: Function, module: Module | None = None,
+               options: CompileOptions | None = None,
+               symbol: str | None = None) -> tuple[str, RenderFacts]:
+        """The kernel's source file and what rendering it decided (:class:`RenderFacts`)."""
         symbol = symbol or kernel_symbol(fn.name)
         self._smem_used = 0
-        self.last_placement = {}
-        threads = self.threads_for(fn, module)
-        self._warps = threads // 32
+        self._placements = {}
+        config = self.config.with_defaults(fn, module, self.arch)
+        self._warps = config.warps
+        threads = 32 * self._warps
         text = super().render_kernel(fn, module, options, symbol)
-        smem = self.last_smem_bytes = self._smem_used
+        smem = self._smem_used
         if smem > self.smem_capacity:
             raise PTOBackendError(
                 f"tiles need {smem} bytes of shared memory, more than the {self.smem_capacity} a "
                 f"thread block can have on {self.arch}", function=fn.name)
         nargs = sum(2 if isinstance(p.type, MemRefType) else 1 for p in fn.params)
-        return text + (f"\n/* {nargs} argument slots, {threads} threads, {smem} bytes of shared "
-                       f"memory per task */\nPTO_CUDA_KERNEL({symbol}, {nargs}, {threads}, {smem})\n")
+        text += (f"\n/* {nargs} argument slots, {threads} threads, {smem} bytes of shared "
+                 f"memory per task */\nPTO_CUDA_KERNEL({symbol}, {nargs}, {threads}, {smem})\n")
+        placement = {name: user_named(p) for name, p in self._placements.items()}
+        return text, RenderFacts(symbol, config, threads, smem, nargs, placement)
+
+    def render_kernel(self, fn: Function, module: Module | None = None,
+                      options: CompileOptions | None = None, symbol: str | None = None) -> str:
+        """The kernel's source file (:meth:`render` without its facts)."""
+        return self.render(fn, module, options, symbol)[0]
 
     def _render_body_function(self, out: _Out, fn: Function, options: CompileOptions) -> None:
         # every body function sees the block's dynamic shared memory; tiles of callees get
@@ -171,7 +192,7 @@ class CudaRenderer(CStyleRenderer):
         import dataclasses
         cfg = dataclasses.replace(self.config, warps=self._warps)
         self._place = place_tiles(fn, cfg, self.arch, self.smem_capacity - self._smem_used)
-        self.last_placement[fn.name] = self._place
+        self._placements[fn.name] = self._place
         self._dirty = False
         start = len(out.lines)
         super()._render_body_function(out, fn, options)
@@ -371,7 +392,7 @@ class CudaRenderer(CStyleRenderer):
             ct = self.ctype(fn.type_of(tile).dtype)
             if lay.cols == 1:
                 ref = self._ref(fn, tile, lay)
-                out(f"{ref} = {g}[0];" if load else
+                out(f"{ref} = pto::ld_lane0({g});" if load else
                     self._guard_lane(s, f"{g}[0] = {ref};"))
                 continue
             run = self._run_ptr(tile, lay)

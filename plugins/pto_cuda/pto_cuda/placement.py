@@ -29,7 +29,9 @@ from __future__ import annotations
 import dataclasses
 import enum
 from dataclasses import dataclass, field
+from typing import Callable
 
+from pto_core.codegen.cnames import user_text
 from pto_core.ir import Category, ElementType, For, Function, Instr, TileType
 
 from .config import KernelConfig, arch_major
@@ -296,6 +298,30 @@ def place_tiles(fn: Function, config: KernelConfig, arch: str,
     out.tiles = place
     out.mainloops = found
     return out
+
+
+def renamed(p: Placement, name: Callable[[str], str]) -> Placement:
+    """``p`` with every tile and memref name passed through ``name``."""
+    def rn(v):
+        return name(v) if isinstance(v, str) else v
+    loops = {k: dataclasses.replace(ml, acc=rn(ml.acc), a=rn(ml.a), b=rn(ml.b),
+                                    a_mem=rn(ml.a_mem), b_mem=rn(ml.b_mem),
+                                    a_row=rn(ml.a_row), b_col=rn(ml.b_col))
+             for k, ml in p.mainloops.items()}
+    return Placement(p.warps, {rn(t): w for t, w in p.tiles.items()},
+                     {rn(t): g for t, g in p.grids.items()}, loops)
+
+
+def user_named(p: Placement) -> Placement:
+    """``p`` told in the user's names: code generation places the tiles of a copy of the
+    function whose values carry C names (:mod:`pto_core.codegen.cnames`); what it decided is
+    reported in the names of the program (``renamed(p, c_value)`` goes back).
+
+    >>> q = user_named(Placement(8, {"pto_v_x": Place.REG}, {"pto_v_c": WarpGrid(2, 4)}))
+    >>> q.tiles, q.grids
+    ({'x': <Place.REG: 'reg'>}, {'c': WarpGrid(wm=2, wn=4)})
+    """
+    return renamed(p, user_text)
 
 
 def placement_summary(p: Placement, fn: Function) -> str:

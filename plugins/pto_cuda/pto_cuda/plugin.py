@@ -15,7 +15,8 @@ are checked against), ``threads`` (force the block size of every kernel), ``cuda
 :class:`~pto_cuda.config.KernelConfig` such as ``"warps=8,warp_m=2,stages=3"`` for every
 kernel; ``cuda_config.<function>`` for one kernel, which wins) and ``kernel_configs``
 (per-kernel tuner configurations, :func:`pto_cuda.tune.with_configs`). Without them each
-kernel gets the tuner's cached choice or the default.
+kernel gets the tuner's cached choice, else the performance model's, else the default
+(:func:`pto_cuda.tune.config_for`).
 
 >>> [b.name for b in plugin.pto_backends()], [b.name for b in sim_plugin.pto_backends()]
 (['cuda'], ['cuda_sim'])
@@ -30,24 +31,18 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from pto_core.backend import BackendPlugin
-from pto_core.codegen.cstyle import kernel_symbol
 from pto_core.errors import PTOBackendError
 from pto_core.hookspecs import BackendInfo, BindingSource, KernelSource
 from pto_core.orchestration import c_module_name
 
 from . import scons_tool, tune
 from .binding import binding_source
+from .config import option
 from .device import probe
-from .config import KernelConfig, default_config
 from .emitter import CudaRenderer, smem_capacity
 
 NAME = "cuda"
 SIM_NAME = "cuda_sim"
-
-
-def option(options: Any, key: str, default: Any = None) -> Any:
-    extra = dict(getattr(options, "extra", ()) or ())
-    return extra.get(key, default)
 
 
 def arch_of(options: Any) -> str:
@@ -76,26 +71,15 @@ class CudaBackend(BackendPlugin):
         return probe()
 
     def generate_kernel(self, function: Any, module: Any, options: Any) -> KernelSource:
-        threads = option(options, "threads")
         arch = arch_of(options)
-        text = option(options, f"cuda_config.{function.name}", option(options, "cuda_config"))
-        try:
-            config = KernelConfig.parse(text or "", default_config(arch))
-        except ValueError as e:
-            raise PTOBackendError(f"cuda_config: {e}", function=function.name) from None
-        if threads or text:
-            r = CudaRenderer(arch, int(threads) if threads else None, config)
-        else:      # the tuned (or fixed, or default) configuration of this kernel
-            tuned = tune.config_for(function, module, options, arch)
-            r = CudaRenderer(arch, config=config, **tune.renderer_args(tuned))
-        text = r.render_kernel(function, module, options)
+        config = tune.config_for(function, module, options, arch)
+        text, facts = CudaRenderer(arch, **tune.renderer_args(config)).render(function, module,
+                                                                                options)
         return KernelSource(function=function.name, filename=f"{function.name}.cu", text=text,
-                            symbol=kernel_symbol(function.name), buffer_bytes=r.last_smem_bytes)
+                            symbol=facts.symbol, buffer_bytes=facts.smem_bytes)
 
     def build_inputs(self, module: Any, options: Any) -> str | None:
         # kernels are built with the configurations the tuner cached: a new choice rebuilds
-        if option(options, "threads"):
-            return None
         return tune.build_digest(module, options, arch_of(options))
 
     def runtime_binding(self, module: Any, kernels: list, options: Any) -> BindingSource:

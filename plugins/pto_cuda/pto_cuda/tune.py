@@ -1,26 +1,31 @@
-"""Choosing each kernel's configuration by a small search on the device, cached on disk, as
-Triton's autotuner does.
+"""Choosing each kernel's configuration: a small search on the device, cached on disk, as
+Triton's autotuner does, and the performance model's choice where nothing is timed.
 
-A configuration is a frozen dataclass of the knobs the emitter exposes (today the block size,
-:class:`BlockSize`; tile shapes, warps and stages as the emitter grows them). The tuner only
-needs four things, each replaceable:
+A configuration is a :class:`~pto_cuda.config.KernelConfig` (warps per block, the warp grid of
+matmul accumulators, pipeline stages), the knobs the emitter has. The tuner needs four things,
+each replaceable:
 
-- a **search space** (:class:`SearchSpace`): a kernel's candidate configurations, its default
-  first (:data:`BLOCK_SIZE` is the one the emitter has now);
-- :func:`order_candidates`: the most promising first, from a performance model when one is
-  installed (:func:`use_model`), else as listed;
+- a **search space** (:class:`SearchSpace`): a kernel's candidate configurations, the default
+  first (:data:`KERNEL_CONFIGS`: :func:`pto_cuda.config.candidate_configs`);
+- :func:`order_candidates`: the most promising first, from the installed performance model
+  (:func:`use_model`; by default :func:`pto_cuda.perf.tuning.model_order`, which ranks them by
+  predicted time and drops what cannot be built), else as listed;
 - a **timer**: the seconds of one candidate on the device (:func:`device_timer` builds the
   program with it and times it; tests pass their own);
 - the **cache** (:class:`TuneCache`): one JSON file per kernel hash and architecture under
   the per-user cache directory, read again by every later build.
 
-Code generation calls :func:`config_for`: an explicit configuration from the options, else the
-cached choice, else the model's choice (cached like a measured one), else the default. Nothing
-is timed there; :func:`tune` and :func:`tune_module` time candidates where a device is present.
+Code generation calls :func:`config_for`: a configuration fixed in the options (``threads``,
+``cuda_config.<kernel>``, ``cuda_config``, or the tuner's ``kernel_configs``), else the cached
+choice, else the model's choice (cached like a measured one), else the default. Nothing is timed
+there; :func:`tune` and :func:`tune_module` time candidates where a device is present, in the
+model's order.
 
->>> space = BlockSizeSpace()
->>> [c.threads for c in space.candidates_for(256)]
-[256, 64, 128, 512]
+>>> from pto_core import PTOFunctionBuilder, ElementType as T, MemorySpace as M
+>>> f = (PTOFunctionBuilder("k").in_core().memref("a", M.GLOBAL, T.F32)
+...      .tile("x", 8, 1024, T.F32).load("x", "a").exp("x", "x").store("a", "x").build())
+>>> [str(c) for c in KERNEL_CONFIGS.candidates(KernelInfo(f, None, "sm_80"))]
+['warps=8,stages=3', 'warps=4,stages=3', 'warps=16,stages=3']
 """
 
 from __future__ import annotations
@@ -36,14 +41,17 @@ from pathlib import Path
 from typing import Any, Callable, Mapping, Protocol, Sequence
 
 from pto_core.asm.printer import print_function
+from pto_core.codegen.cnames import c_function, c_names
 from pto_core.codegen.driver import build_root
-from pto_core.errors import PTOError
+from pto_core.errors import PTOBackendError, PTOError
 from pto_core.ir import Function, Module
 from pto_core.options import CompileOptions
 
 from . import __version__
 
-#: a configuration: a frozen dataclass whose fields are JSON values
+from .config import KernelConfig, candidate_configs, default_config, option
+
+#: a configuration: a frozen dataclass whose fields are JSON values (a KernelConfig)
 Config = Any
 
 #: the CompileOptions.extra key of explicit per-kernel configurations: ((kernel, config), ...)
@@ -56,8 +64,15 @@ class KernelInfo:
     function (as code generation sees it, after the passes), its module and the architecture."""
 
     function: Function
-    module: Module
+    module: Module | None
     arch: str
+
+    def __post_init__(self) -> None:
+        # one kernel, one key: code generation sees its values under C names
+        # (pto_core.codegen.cnames), the tuner and the card under the program's
+        object.__setattr__(self, "function", c_function(self.function))
+        if self.module is not None:
+            object.__setattr__(self, "module", c_names(self.module))
 
     @property
     def name(self) -> str:
@@ -73,48 +88,48 @@ class SearchSpace(Protocol):
     def candidates(self, kernel: KernelInfo) -> Sequence[Config]: ...
 
 
-@dataclass(frozen=True)
-class BlockSize:
-    """Threads per block (warps x 32): the knob the emitter has now (``CudaRenderer(threads=)``)."""
+class KernelConfigSpace:
+    """The emitter's :class:`~pto_cuda.config.KernelConfig` knobs: warp counts, and for
+    tensor-core matmul kernels their warp grids and pipeline depths
+    (:func:`pto_cuda.config.candidate_configs`)."""
 
-    threads: int
+    name = "kernel_config"
 
-
-class BlockSizeSpace:
-    """Block sizes from 2 to 16 warps, the emitter's own choice first."""
-
-    name = "block_size"
-    sizes = (64, 128, 256, 512)
-
-    def candidates_for(self, default: int) -> list[BlockSize]:
-        return [BlockSize(default)] + [BlockSize(t) for t in self.sizes if t != default]
-
-    def candidates(self, kernel: KernelInfo) -> list[BlockSize]:
-        from .emitter import CudaRenderer
-        return self.candidates_for(CudaRenderer(kernel.arch).threads_for(kernel.function,
-                                                                         kernel.module))
+    def candidates(self, kernel: KernelInfo) -> list[KernelConfig]:
+        return candidate_configs(kernel.function, kernel.module, kernel.arch)
 
 
 #: the search space code generation and the tuner use unless told otherwise
-BLOCK_SIZE = BlockSizeSpace()
+KERNEL_CONFIGS = KernelConfigSpace()
 
 
 def renderer_args(config: Config) -> dict[str, Any]:
     """The emitter's arguments for ``config`` (``CudaRenderer(arch, **renderer_args(c))``)."""
-    if isinstance(config, BlockSize):
-        return {"threads": config.threads}
+    if isinstance(config, KernelConfig):
+        return {"config": config}
     raise PTOError(f"the CUDA emitter has no knob for configuration {config!r}")
 
 
 # ---------------------------------------------------------------------------- the model
-_model: Callable[[KernelInfo, Sequence[Config]], Sequence[Config]] | None = None
+Model = Callable[[KernelInfo, Sequence[Config]], Sequence[Config]]
 
 
-def use_model(model: Callable[[KernelInfo, Sequence[Config]], Sequence[Config]] | None) -> None:
-    """Install the performance model that :func:`order_candidates` asks (None: none). It gets
-    a kernel and its candidates and returns them most promising first (it may drop some)."""
+def performance_model(kernel: KernelInfo, candidates: Sequence[Config]) -> list[Config]:
+    """The default model: :func:`pto_cuda.perf.tuning.model_order`."""
+    from .perf.tuning import model_order
+    return model_order(kernel, candidates)
+
+
+_model: Model | None = performance_model
+
+
+def use_model(model: Model | None) -> Model | None:
+    """Install the performance model that :func:`order_candidates` asks (None: none) and
+    return the one it replaces. A model gets a kernel and its candidates and returns them most
+    promising first; it may drop those it rejects, and returns none when it cannot judge."""
     global _model
-    _model = model
+    previous, _model = _model, model
+    return previous
 
 
 def has_model() -> bool:
@@ -125,8 +140,10 @@ def order_candidates(kernel: KernelInfo, candidates: Sequence[Config]) -> list[C
     """``candidates`` most promising first: the installed model's order, else as listed (a
     search space lists its default first).
 
-    >>> order_candidates(None, [BlockSize(256), BlockSize(64)])   # no model installed
-    [BlockSize(threads=256), BlockSize(threads=64)]
+    >>> previous = use_model(None)
+    >>> order_candidates(None, [KernelConfig(8), KernelConfig(4)])
+    [KernelConfig(warps=8, warp_m=None, stages=3), KernelConfig(warps=4, warp_m=None, stages=3)]
+    >>> _ = use_model(previous)
     """
     if _model is None:
         return list(candidates)
@@ -195,7 +212,8 @@ class TuneCache:
     def store(self, kernel: KernelInfo, digest: str, choice: Choice) -> Path:
         path = self.path(kernel.arch, digest)
         path.parent.mkdir(parents=True, exist_ok=True)
-        obj = {"kernel": kernel.name, "module": kernel.module.name, "arch": kernel.arch,
+        obj = {"kernel": kernel.name, "module": getattr(kernel.module, "name", None),
+               "arch": kernel.arch,
                "config": _as_dict(choice.config), "source": choice.source,
                "timings": [[_as_dict(c), t, err] for c, t, err in choice.timings],
                "created": time.strftime("%Y-%m-%dT%H:%M:%S")}
@@ -213,7 +231,7 @@ def _as_dict(config: Config) -> dict[str, Any]:
 
 
 # ---------------------------------------------------------------------------- choosing
-def choose(kernel: KernelInfo, space: SearchSpace = BLOCK_SIZE,
+def choose(kernel: KernelInfo, space: SearchSpace = KERNEL_CONFIGS,
            cache: TuneCache | None = None) -> Choice:
     """The configuration to build ``kernel`` with, without timing anything: the cached choice,
     else the model's first candidate (then cached), else the space's default."""
@@ -234,16 +252,16 @@ def choose(kernel: KernelInfo, space: SearchSpace = BLOCK_SIZE,
     return Choice(candidates[0], "default")
 
 
-def tune(kernel: KernelInfo, timer: Callable[[Config], float], space: SearchSpace = BLOCK_SIZE,
+def tune(kernel: KernelInfo, timer: Callable[[Config], float], space: SearchSpace = KERNEL_CONFIGS,
          cache: TuneCache | None = None, budget: int = 6, retune: bool = False) -> Choice:
     """Time up to ``budget`` candidates of ``kernel`` (most promising first) with ``timer`` and
     cache the fastest. A measured choice already cached is returned without timing unless
     ``retune``. A candidate whose timer raises is skipped (its error is kept with the timings);
     when every one fails, :class:`PTOError` names the kernel and the errors.
 
-    >>> def timer(c): return {256: 2.0, 64: 1.0}.get(c.threads, 3.0)
+    >>> def timer(c): return {8: 2.0, 4: 1.0}.get(c.warps, 3.0)
     >>> tune(kernel, timer).config                                   # doctest: +SKIP
-    BlockSize(threads=64)
+    KernelConfig(warps=4, warp_m=None, stages=3)
     """
     if budget < 1:
         raise PTOError(f"tune: budget must be at least 1, got {budget}")
@@ -273,8 +291,7 @@ def tune(kernel: KernelInfo, timer: Callable[[Config], float], space: SearchSpac
 
 def explicit_configs(options: CompileOptions | None) -> dict[str, Config]:
     """The per-kernel configurations the options fix (``extra`` key ``kernel_configs``)."""
-    extra = dict(getattr(options, "extra", ()) or ())
-    return dict(extra.get(CONFIGS_OPTION, ()) or ())
+    return dict(option(options, CONFIGS_OPTION) or ())
 
 
 def with_configs(options: CompileOptions, configs: Mapping[str, Config]) -> CompileOptions:
@@ -285,11 +302,34 @@ def with_configs(options: CompileOptions, configs: Mapping[str, Config]) -> Comp
     return dataclasses.replace(options, extra=tuple(extra))
 
 
-def config_for(function: Function, module: Module, options: CompileOptions | None,
-               arch: str, space: SearchSpace = BLOCK_SIZE,
-               cache: TuneCache | None = None) -> Config:
-    """What code generation builds ``function`` with: fixed by the options, else :func:`choose`."""
-    fixed = explicit_configs(options).get(function.name)
+def fixed_config(function: Function, options: CompileOptions | None,
+                 arch: str) -> KernelConfig | None:
+    """The configuration the options fix for ``function``, if any: ``threads`` (a block size:
+    that many warps, the rest the default), ``cuda_config.<function>`` or ``cuda_config``
+    (``"warps=4,stages=2"``, the rest the default), or the tuner's ``kernel_configs``.
+    A bad value raises :class:`PTOBackendError` naming the function."""
+    text = option(options, f"cuda_config.{function.name}") or option(options, "cuda_config")
+    threads = option(options, "threads")
+    try:
+        config = KernelConfig.parse(text or "", default_config(arch))
+        if threads:
+            config = dataclasses.replace(config, warps=max(1, int(threads) // 32))
+    except ValueError as e:
+        what = "threads" if threads and not text else "cuda_config"
+        raise PTOBackendError(f"{what}: {e}", function=function.name) from None
+    if text or threads:
+        return config
+    return explicit_configs(options).get(function.name)
+
+
+def config_for(function: Function, module: Module | None, options: CompileOptions | None,
+               arch: str, space: SearchSpace = KERNEL_CONFIGS,
+               cache: TuneCache | None = None) -> KernelConfig:
+    """What code generation builds ``function`` with: fixed by the options
+    (:func:`fixed_config`), else :func:`choose` (the cached choice, the model's, the default).
+    The one place these meet: the plugin's code generation and the performance card both ask
+    it."""
+    fixed = fixed_config(function, options, arch)
     if fixed is not None:
         return fixed
     return choose(KernelInfo(function, module, arch), space, cache).config
@@ -336,7 +376,7 @@ def device_timer(target: str, module: Module, kernel: str, tensors: Mapping[str,
 
 def tune_module(target: str, module: Module, tensors: Mapping[str, Any],
                 scalars: Mapping[str, Any], options: CompileOptions | None = None, *,
-                arch: str = "sm_90", space: SearchSpace = BLOCK_SIZE,
+                arch: str = "sm_90", space: SearchSpace = KERNEL_CONFIGS,
                 cache: TuneCache | None = None, budget: int = 6, retune: bool = False,
                 repeat: int = 10, check: Callable[[Mapping[str, Any]], None] | None = None,
                 measure: Callable[[Variant], float] | None = None) -> dict[str, Choice]:
@@ -357,7 +397,7 @@ def tune_module(target: str, module: Module, tensors: Mapping[str, Any],
 
 
 def build_digest(module: Module, options: CompileOptions | None, arch: str,
-                 space: SearchSpace = BLOCK_SIZE, cache: TuneCache | None = None) -> str:
+                 space: SearchSpace = KERNEL_CONFIGS, cache: TuneCache | None = None) -> str:
     """A digest of the configuration every kernel of ``module`` would be built with, so a
     build made before a kernel was tuned is not taken for a current one."""
     from pto_core.codegen.driver import optimise

@@ -124,12 +124,12 @@ def test_tiles_threads_exchange_are_placed_in_shared_memory_at_128_byte_offsets(
           .memref("a", M.GLOBAL, F32).memref("o", M.GLOBAL, F32)
           .tile("x", 8, 64, F32).tile("y", 64, 8, F32).tile("z", 1, 8, F32)
           .load("x", "a").trans("y", "x").colsum("z", "y").store("o", "z").build())
-    r = CudaRenderer()
-    src = user_text(r.render_kernel(fn, m))
+    src, facts = CudaRenderer().render(fn, m)
+    src = user_text(src)
     assert "reinterpret_cast<float (*)[64]>(_pto_smem + 0)" in src
     assert "reinterpret_cast<float (*)[8]>(_pto_smem + 2048)" in src
     assert "reinterpret_cast<float (*)[8]>(_pto_smem + 4096)" in src
-    assert r.last_smem_bytes == 2 * 2048 + 128
+    assert facts.smem_bytes == 2 * 2048 + 128
     assert src.count("__syncthreads();") == 3         # after the load, the transpose, colsum
 
 

@@ -14,6 +14,7 @@ import pytest
 
 from pto_core import ElementType as T, MemorySpace as M, PTOBackendError, PTOFunctionBuilder, PTOModule
 from pto_core.codegen import driver
+from pto_core.codegen.cnames import user_text
 from pto_core.options import CompileOptions
 from pto_cuda.config import KernelConfig, candidate_configs, default_config
 from pto_cuda.emitter import CudaRenderer
@@ -39,9 +40,10 @@ gemm_module = _bench_gemm_module()
 F32, F16, BF16, GM = T.F32, T.F16, T.BF16, M.GLOBAL
 
 
-def kernel(module: PTOModule, name: str, arch: str = "sm_80", **kw) -> tuple[str, CudaRenderer]:
-    r = CudaRenderer(arch, **kw)
-    return r.render_kernel(module.functions[name], module), r
+def kernel(module: PTOModule, name: str, arch: str = "sm_80", **kw):
+    """The generated source, in the user's names, and what rendering decided."""
+    src, facts = CudaRenderer(arch, **kw).render(module.functions[name], module)
+    return user_text(src), facts
 
 
 # ------------------------------------------------------------------ the fused softmax
@@ -52,9 +54,9 @@ def test_fused_softmax_lives_in_registers_and_moves_each_byte_once(arch):
     memory, no barrier; the input is read by one vector load per run and the output written by
     one vector store per run (the scalar loops are the unaligned fallback of the same access)."""
     m = fused_softmax_module(1024, 8, "bs", "softmax")
-    src, r = kernel(m, "softmax_tile", arch)
-    assert r.last_smem_bytes == 0 and "__syncthreads" not in src and "_pto_smem +" not in src
-    p = r.last_placement["softmax_tile"]
+    src, facts = kernel(m, "softmax_tile", arch)
+    assert facts.smem_bytes == 0 and "__syncthreads" not in src and "_pto_smem +" not in src
+    p = facts.placement["softmax_tile"]
     assert {t: w.value for t, w in p.tiles.items()} == {"t": "reg", "mx": "reg", "s": "reg"}
     assert src.count("pto::ld_run<") == 1 and src.count("pto::st_run<") == 1
     assert src.count("= _pto_p0[_pto_c];") == 1 and src.count("_pto_p1[_pto_c] =") == 1
@@ -73,14 +75,14 @@ def test_a_tile_too_large_for_registers_stays_in_shared_memory():
 @pytest.mark.parametrize("arch,stages", [("sm_80", 3), ("sm_90a", 4)])
 def test_the_canonical_k_loop_becomes_a_pipelined_mainloop(arch, stages):
     m = gemm_module(4096)
-    src, r = kernel(m, "gemm_tile", arch, config=default_config(arch))
-    p = r.last_placement["gemm_tile"]
+    src, facts = kernel(m, "gemm_tile", arch, config=default_config(arch))
+    p = facts.placement["gemm_tile"]
     assert (p.tiles["ta"], p.tiles["tb"], p.tiles["tc"]) == (Place.STAGED, Place.STAGED, Place.ACC)
     assert "pto::Acc<128, 128, 2, 4> tc;" in src and "pto::acc_fill(tc, 0.0f);" in src
     call = re.search(r"pto::gemm_mainloop<(.*?)>\(tc, .*?, (\S+), (\S+)\);", src)
     assert call and call.group(1) == f"__nv_bfloat16, 128, 128, 64, 2, 4, {stages}"
     assert (call.group(2), call.group(3)) == ("0", "64")   # the peeled step joins: k in [0, 64)
-    assert r.last_smem_bytes == stages * (128 * 64 + 64 * 128) * 2
+    assert facts.smem_bytes == stages * (128 * 64 + 64 * 128) * 2
     assert "for (int64_t k" not in src and "acc_store(c + " in src
     assert "__syncthreads" not in src          # the mainloop's barriers are inside it
 
@@ -91,8 +93,8 @@ def test_a_loop_whose_operand_is_used_elsewhere_is_not_pipelined():
     import dataclasses
     extra = fn.body[-1].__class__("TSTORE", ("a", "ta", 0, 0))
     m.functions["gemm_tile"] = dataclasses.replace(fn, body=(*fn.body, extra))
-    src, r = kernel(m, "gemm_tile")
-    assert "gemm_mainloop" not in src and r.last_placement["gemm_tile"].tiles["ta"] is Place.SMEM
+    src, facts = kernel(m, "gemm_tile")
+    assert "gemm_mainloop" not in src and facts.placement["gemm_tile"].tiles["ta"] is Place.SMEM
     assert "pto::acc_mma<__nv_bfloat16, 64>(tc, &ta[0][0], &tb[0][0]);" in src
 
 
@@ -130,7 +132,7 @@ def test_the_cuda_config_option_shapes_a_kernel(tmp_path):
     m = gemm_module(512)
     opts = CompileOptions(extra=(("arch", "sm_80"), ("cuda_config.gemm_tile", "warps=4,stages=2")))
     paths = driver.compile_module("cuda", m, tmp_path, opts)
-    src = next(p for p in paths if p.name == "gemm_tile.cu").read_text()
+    src = user_text(next(p for p in paths if p.name == "gemm_tile.cu").read_text())
     assert "pto::gemm_mainloop<__nv_bfloat16, 128, 128, 64, 2, 2, 2>" in src
     assert "PTO_CUDA_KERNEL(pto_kernel_gemm_tile, 6, 128, " in src
     bad = CompileOptions(extra=(("cuda_config", "warps=5"),))

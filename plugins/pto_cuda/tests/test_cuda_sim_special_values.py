@@ -49,6 +49,6 @@ def test_special_value_kernels_compile_with_nvcc_without_warnings(tmp_path, dt):
     assert len(sources) == len(NVCC_KERNELS[dt])
     for src in sources:
         r = subprocess.run([scons_tool.find_nvcc(), *scons_tool.nvcc_base_flags("sm_90"),
-                            f"-I{scons_tool.INCLUDE_DIR}", f"-I{RUNTIME_INCLUDE}", "-c", str(src),
+                            *(f"-I{d}" for d in scons_tool.include_dirs()), f"-I{RUNTIME_INCLUDE}", "-c", str(src),
                             "-o", str(src.with_suffix(".o"))], capture_output=True, text=True)
         assert r.returncode == 0 and not (r.stdout + r.stderr).strip(), r.stdout + r.stderr

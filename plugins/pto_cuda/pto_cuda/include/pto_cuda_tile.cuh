@@ -167,6 +167,21 @@ __device__ __forceinline__ void st_run(T* __restrict__ g, const T* __restrict__ 
     *reinterpret_cast<Run<T, V>*>(g) = v;
 }
 
+/* The one element of a row every lane of its warp holds (an R x 1 tile): lane 0 reads it and a
+ * shuffle hands it to the others, so global memory is read once per row, as the program says
+ * (the simulator counts every thread's access; a GPU would merge the 32 reads anyway). Every
+ * lane of the warp must call it. */
+template <class T>
+__device__ __forceinline__ T ld_lane0(const T* __restrict__ g) {
+    static_assert(sizeof(T) <= sizeof(unsigned long long), "one word per element");
+    unsigned long long w = 0;
+    if ((threadIdx.x & 31) == 0) memcpy(&w, g, sizeof(T));
+    w = __shfl_sync(0xffffffffu, w, 0);
+    T v;
+    memcpy(&v, &w, sizeof(T));
+    return v;
+}
+
 template <class A>
 __device__ __forceinline__ void poison(A& a) {
 #ifdef PTO_CUDA_SIM

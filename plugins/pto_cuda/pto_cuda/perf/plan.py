@@ -1,27 +1,33 @@
 """The launch shape the CUDA executor gives a run: which tasks go out together, in how many
-blocks.
+grids of how many blocks.
 
 The executor (``src/pto_cuda_exec.cu``) gathers ready tasks of one kernel into one launch of
-one block per task, up to the kernel's parameter capacity (``PTO_CUDA_CAPACITY`` in
-``include/pto_cuda_kernel.h``). Tasks of one dependency level are ready together
-(:func:`pto_core.perf.task_levels`); what one launch takes of them is the executor's policy:
+one block per task; a launch larger than the kernel's parameter capacity (``PTO_CUDA_CAPACITY``
+in ``include/pto_cuda_kernel.h``) is several grids: full ones, then the rest. Tasks of one
+dependency level are ready together (:func:`pto_core.perf.task_levels`); what one launch takes
+of them is the executor's policy:
 
-``greedy`` (the executor as it is)
-    the launcher thread takes whatever is pending each time it wakes, while the orchestration
-    is still submitting, so a launch carries the tasks submitted during the previous one. That
-    depends on thread timing; the model takes :data:`GREEDY_BATCH` tasks per launch (Nsight
-    saw grids of 26 and 174 blocks on an H100, and the whole-run times there fit ~50).
-``fill``
-    launches are held until the orchestration has finished or a whole wave is ready: every
-    level of a kernel goes out in as few launches as the capacity allows, of even sizes.
+``fill`` (the executor)
+    ready tasks are held until they fill the GPU (SMs x resident blocks per SM) or nothing
+    else can become ready before a held task completes (docs/cuda.md, "Launch shape"). The
+    orchestration submits far faster than kernels run, so the model sends each level of a
+    kernel out as one launch: at least a wave where the level has one, all of it where it
+    has less. (The executor may also launch as soon as a wave is ready while the orchestration
+    is still submitting; those launches fill the GPU too.)
+``greedy`` (the executor up to commit 9d2f6dc)
+    the launcher thread took whatever was pending each time it woke, while the orchestration
+    was still submitting, so a launch carried the tasks submitted during the previous one. That
+    depends on thread timing; the model takes :data:`GREEDY_BATCH` tasks per launch (Nsight saw
+    grids of 26 and 174 blocks on an H100, and the whole-run times there fit ~50). The
+    calibration against that commit's measurements uses it.
 
-:data:`POLICY` names the one the executor implements; the card follows it, ``--set`` style
-overrides are for comparing the two (``settings={"policy": "fill"}``).
+:data:`POLICY` names the one the executor implements; the card follows it (``settings=
+{"policy": "greedy"}`` compares).
 
 >>> [l.blocks for l in plan_launches(["k"] * 100, [0] * 100, {"k": 999}, "greedy")]
 [48, 48, 4]
->>> [l.blocks for l in plan_launches(["k"] * 2100, [0] * 2100, {"k": 999}, "fill")]
-[700, 700, 700]
+>>> [(l.launch, l.blocks) for l in plan_launches(["k"] * 2100, [0] * 2100, {"k": 999}, "fill")]
+[(0, 999), (0, 999), (0, 102)]
 """
 
 from __future__ import annotations
@@ -32,8 +38,8 @@ from typing import Mapping, Sequence
 from pto_core.errors import PTOError
 
 #: the executor's policy today (see the module doc)
-POLICY = "greedy"
-POLICIES = ("greedy", "fill")
+POLICY = "fill"
+POLICIES = ("fill", "greedy")
 #: tasks per launch under the greedy policy (a typical batch, see the module doc)
 GREEDY_BATCH = 48
 #: kernel parameter bytes the batch occupies at most (PTO_CUDA_PARAM_BYTES)
@@ -42,13 +48,17 @@ PARAM_BYTES = 32000
 
 @dataclass(frozen=True)
 class Launch:
+    """One grid: ``blocks`` tasks of ``kernel`` at dependency ``level``, part of the
+    executor's launch number ``launch`` (a launch beyond the capacity is several grids)."""
+
     kernel: str
     blocks: int
     level: int
+    launch: int = 0
 
 
 def capacity(nargs: int) -> int:
-    """Tasks per launch of a kernel with ``nargs`` int64 argument slots (PTO_CUDA_CAPACITY).
+    """Tasks per grid of a kernel with ``nargs`` int64 argument slots (PTO_CUDA_CAPACITY).
 
     >>> capacity(4), capacity(6)
     (999, 666)
@@ -58,7 +68,7 @@ def capacity(nargs: int) -> int:
 
 def plan_launches(kernels: Sequence[str], levels: Sequence[int], caps: Mapping[str, int],
                   policy: str = POLICY) -> list[Launch]:
-    """Launches of a run whose i-th task runs ``kernels[i]`` at dependency level
+    """The grids of a run whose i-th task runs ``kernels[i]`` at dependency level
     ``levels[i]``: level by level, kernels in the order their first task was submitted."""
     if policy not in POLICIES:
         raise PTOError(f"executor policy '{policy}': expected one of {', '.join(POLICIES)}")
@@ -66,13 +76,13 @@ def plan_launches(kernels: Sequence[str], levels: Sequence[int], caps: Mapping[s
     for k, lvl in zip(kernels, levels):
         groups[(lvl, k)] = groups.get((lvl, k), 0) + 1
     out: list[Launch] = []
+    launch = 0
     for (lvl, k) in sorted(groups, key=lambda g: g[0]):
         n = groups[(lvl, k)]
-        if policy == "fill":        # as few launches as the capacity allows, even sizes
-            parts = -(-n // caps[k])
-            sizes = [n // parts + (1 if i < n % parts else 0) for i in range(parts)]
-        else:
-            step = min(caps[k], GREEDY_BATCH)
-            sizes = [min(step, n - done) for done in range(0, n, step)]
-        out += [Launch(k, b, lvl) for b in sizes]
+        batches = [n] if policy == "fill" else [min(GREEDY_BATCH, n - done)
+                                                for done in range(0, n, GREEDY_BATCH)]
+        for tasks in batches:          # a launch: full grids, then the rest (as the executor)
+            out += [Launch(k, min(caps[k], tasks - at), lvl, launch)
+                    for at in range(0, tasks, caps[k])]
+            launch += 1
     return out

@@ -1,17 +1,19 @@
 """The CUDA backend's performance cards: ``pto perf FILE --target cuda --arch sm_90a``.
 
-For each InCore function: the generated kernel compiled for the architecture
-(:mod:`.resources`), its occupancy on the device (:mod:`.occupancy`), its launches in the
-executor's plan (:mod:`.plan`), its traffic and work from the IR (:mod:`pto_core.perf.work`)
-with the shared-memory traffic of today's tile placement (:func:`shared_traffic`), and the
-estimate of each launch (:mod:`.model`). The run's card adds the launches up.
+For each InCore function: the kernel as code generation makes it (the configuration
+:func:`pto_cuda.tune.config_for` gives it, rendered by the emitter, which also says where each
+tile lives), compiled for the architecture (:mod:`.resources`), its occupancy on the device
+(:mod:`.occupancy`), its launches in the executor's plan (:mod:`.plan`), its traffic and work
+from the IR (:mod:`pto_core.perf.work`) with the shared-memory traffic of the emitter's tile
+placement (:func:`shared_traffic`), and the estimate of each launch (:mod:`.model`). The run's
+card adds the launches up.
 
 >>> import sys; sys.path.insert(0, "bench/cuda")                       # doctest: +SKIP
 >>> import softmax                                                    # doctest: +SKIP
 >>> r = perf_report(softmax.build_module(), CompileOptions(), {"num_tiles": 8192},
 ...                 {"arch": "sm_90a"})                               # doctest: +SKIP
 >>> r.kernels[0].limiter                                              # doctest: +SKIP
-'shared memory'
+'registers'
 """
 
 from __future__ import annotations
@@ -30,8 +32,9 @@ from pto_core.perf import (Executed, KernelCard, PerfReport, RunCard, Work, exec
                            minimum_traffic, task_levels, works_by_task)
 from pto_core.reference import trace_calls
 
-from .. import scons_tool
-from ..emitter import CudaRenderer
+from .. import scons_tool, tune
+from ..emitter import CudaRenderer, RenderFacts
+from ..placement import Place, Placement
 from .devices import Device, device_for
 from .model import Estimate, KernelProfile, estimate_launch
 from .occupancy import Occupancy, occupancy
@@ -57,39 +60,45 @@ class KernelFacts:
     nargs: int
 
 
-def all_shared(fn: Function, tile: str) -> bool:
-    """Today's tile placement: every tile of a CUDA kernel lives in shared memory."""
-    return True
+def all_shared(fn: Function) -> Placement:
+    """The tile placement of the kernels up to commit 9d2f6dc (what the calibration measured):
+    every tile in shared memory, matmuls on WMMA fragments loaded from and stored to it."""
+    return Placement(8, {t: Place.SMEM for t in fn.tiles})
 
 
-#: where the emitter places tiles (fn, tile name -> in shared memory?): the model's view of
-#: the kernels, to be changed together with the emitter's placement
-PLACEMENT: Callable[[Function, str], bool] = all_shared
+def in_shared_memory(placement: Placement, tile: str) -> bool:
+    """Whether ``tile`` lives in shared memory: a shared tile, or an operand a pipelined K loop
+    stages there."""
+    return placement.tiles.get(tile, Place.SMEM) in (Place.SMEM, Place.STAGED)
 
 
-def shared_traffic(fn: Function, s: Any, renderer: CudaRenderer,
-                   placement: Callable[[Function, str], bool] | None = None) -> int:
-    """Shared-memory bytes one execution of tile instruction ``s`` reads and writes: each op
-    reads its operands and writes its result where they live in shared memory
-    (``placement``, default :data:`PLACEMENT`); a tensor-core matmul reads a 16 x K strip of
-    ``a`` and a K x 16 strip of ``b`` per 16 x 16 output fragment and loads (ACC) and stores
-    its accumulator; a SIMT matmul reads K elements of each operand per output element."""
-    shared = placement or PLACEMENT
+def shared_traffic(fn: Function, s: Any, renderer: CudaRenderer, placement: Placement) -> int:
+    """Shared-memory bytes one execution of tile instruction ``s`` reads and writes, where the
+    emitter placed its tiles (``placement``): each op reads its operands and writes its result
+    where they live in shared memory (row-layout and accumulator tiles are registers). A matmul
+    into a register accumulator split over a ``wm x wn`` grid of warps reads each warp's rows of
+    ``a`` and columns of ``b`` once per K step (``|a| x wn + |b| x wm``); one into shared
+    memory on tensor cores reads a 16 x K strip of ``a`` and a K x 16 strip of ``b`` per 16 x 16
+    output block and loads (ACC) and stores its result; a SIMT matmul reads K elements of each
+    operand per output element."""
     ops = s.named_operands()
     cat = s.opdef.category
 
     def size(name: str) -> int:
-        return fn.type_of(name).nbytes if shared(fn, name) else 0
+        return fn.type_of(name).nbytes if in_shared_memory(placement, name) else 0
     if cat is Category.LOAD:
         return size(ops["dst"])
     if cat is Category.STORE:
         return size(ops["src"])
     if cat is Category.MATMUL:
         td, ta, tb = fn.type_of(ops["dst"]), fn.type_of(ops["a"]), fn.type_of(ops["b"])
+        a_sh, b_sh = in_shared_memory(placement, ops["a"]), in_shared_memory(placement, ops["b"])
+        if placement.tiles.get(ops["dst"]) is Place.ACC:
+            g = placement.grids[ops["dst"]]
+            return ta.nbytes * g.wn * a_sh + tb.nbytes * g.wm * b_sh
         k = ta.cols
         acc = size(ops["dst"]) + (size(ops["acc"]) if "acc" in ops else 0)
-        a_el = ta.dtype.itemsize * shared(fn, ops["a"])
-        b_el = tb.dtype.itemsize * shared(fn, ops["b"])
+        a_el, b_el = ta.dtype.itemsize * a_sh, tb.dtype.itemsize * b_sh
         if renderer.uses_tensor_cores(fn, s):
             frags = (td.rows // 16) * (td.cols // 16)
             return frags * 16 * k * (a_el + b_el) + acc
@@ -124,29 +133,50 @@ def hardware_units(flops: Mapping[str, int], counts: Mapping[str, int],
     return dict(out)
 
 
-def _kernel_facts(fn: Function, res: KernelResources, device: Device,
-                  per_task: list[tuple[Work, list[Executed], int]], renderer: CudaRenderer,
-                  placement: Callable[[Function, str], bool] | None) -> KernelFacts:
+@dataclass(frozen=True)
+class LoadShape:
+    """How a thread of a kernel loads global memory: the widest load in bytes, how many loads
+    it issues before it waits for one, and whether it copies asynchronously (cp.async, TMA)."""
+
+    width: int
+    run: int
+    asynchronous: bool
+
+
+def sass_load_shape(res: KernelResources) -> LoadShape:
+    """The load shape the SASS shows."""
+    width, run = global_load_shape(res.sass)
+    return LoadShape(width, run, any(sass_counts(res.sass).get(m) for m in ASYNC_COPY))
+
+
+def kernel_profile(fn: Function, res: KernelResources, device: Device,
+                   per_task: list[tuple[Work, list[Executed], int]], renderer: CudaRenderer,
+                   placements: Mapping[str, Placement], shape: LoadShape | None = None
+                   ) -> KernelFacts:
+    """The facts of kernel ``fn`` with resources ``res``, running ``per_task`` (work,
+    executed instructions, number of tasks with them) with its tiles where ``placements``
+    (function name -> placement) says; ``shape`` is how it loads (default: what its SASS
+    shows)."""
     occ = occupancy(device, threads=res.threads, registers=res.registers,
                     smem_bytes=res.smem_bytes)
     counts = sass_counts(res.sass)
-    width, run = global_load_shape(res.sass)
-    asynchronous = any(counts.get(m) for m in ASYNC_COPY)
+    shape = shape or sass_load_shape(res)
     tasks = sum(n for _, _, n in per_task)
     work, smem, trips = Work(), 0, 0
     for w, exe, n in per_task:
         work = work + w.scaled(n)
-        smem += n * sum(shared_traffic(e.function, e.instr, renderer, placement) * e.count
-                        for e in exe)
-        if asynchronous:
+        smem += n * sum(shared_traffic(e.function, e.instr, renderer,
+                                       placements[e.function.name]) * e.count for e in exe)
+        if shape.asynchronous:
             trips += n * 2          # the pipeline's fill and drain; the rest overlaps
         else:
-            step = res.threads * width * run
+            step = res.threads * shape.width * shape.run
             trips += n * sum(math.ceil(b / step) * c for b, c in w.loads.items())
     tensor = any(renderer.uses_tensor_cores(e.function, e.instr) for _, exe, _ in per_task
                  for e in exe if e.instr.opdef.category is Category.MATMUL)
     units = hardware_units(work.flops, counts, tensor)
-    inflight = (res.smem_bytes // 2 if asynchronous else res.threads * width * run)
+    inflight = (res.smem_bytes // 2 if shape.asynchronous
+                else res.threads * shape.width * shape.run)
     t = max(tasks, 1)
     profile = KernelProfile(
         threads=res.threads, resident=occ.blocks, bytes_per_task=work.bytes_moved // t,
@@ -176,33 +206,49 @@ def _notes(f: KernelFacts, device: Device, smallest: int, waves: float,
     return tuple(out)
 
 
+def render_kernels(module: Module, names: list[str], arch: str,
+                   options: CompileOptions | None = None) -> dict[str, tuple[str, RenderFacts]]:
+    """Each kernel's source and render facts as code generation makes them: with the
+    configuration :func:`pto_cuda.tune.config_for` gives it (fixed in the options, tuned,
+    the model's or the default)."""
+    out = {}
+    for n in names:
+        fn = module.functions[n]
+        config = tune.config_for(fn, module, options, arch)
+        out[n] = CudaRenderer(arch, config=config).render(fn, module, options)
+    return out
+
+
 def kernel_facts(module: Module, scalars: Mapping[str, Any], arch: str, device: Device,
-                 threads: int | None = None,
+                 options: CompileOptions | None = None,
                  resources: Mapping[str, KernelResources] | None = None,
-                 placement: Callable[[Function, str], bool] | None = None
+                 placement: Callable[[Function], Placement] | None = None
                  ) -> tuple[list, dict[str, KernelFacts]]:
     """The tasks of ``module``'s entry run (an optimised module) and the facts of each kernel
-    they call, compiled for ``arch`` (``threads`` forces the block size). ``resources`` gives
-    a kernel's resources instead of compiling it (figures a profiler reported, say);
-    ``placement`` says which tiles live in shared memory (default :data:`PLACEMENT`)."""
+    they call, generated as code generation generates them with ``options`` and compiled for
+    ``arch``. ``resources`` gives a kernel's resources instead of compiling it (figures a
+    profiler reported, say); ``placement`` gives each function's tile placement instead of the
+    emitter's (:func:`all_shared`: the kernels before placement existed)."""
     calls = list(trace_calls(module, scalars, module.entry))
     by_kernel: dict[str, dict[tuple, list]] = {}
     for tc, w in works_by_task(module, calls):
         slot = by_kernel.setdefault(tc.callee, {}).setdefault(tc.scalars, [w, 0])
         slot[1] += 1
     names = list(by_kernel)
-    renderer = CudaRenderer(arch, threads)
+    rendered = render_kernels(module, names, arch, options)
     given = dict(resources or {})
     todo = [n for n in names if n not in given]
-    sources = {n: renderer.render_kernel(module.functions[n], module) for n in todo}
     with ThreadPoolExecutor(max_workers=2) as pool:
-        given.update(zip(todo, pool.map(lambda n: kernel_resources(sources[n], arch), todo)))
+        given.update(zip(todo, pool.map(lambda n: kernel_resources(rendered[n][0], arch), todo)))
+    renderer = CudaRenderer(arch)
     facts: dict[str, KernelFacts] = {}
     for n in names:
         per_task = [(w, executed(module, n, dict(sc)), count)
                     for sc, (w, count) in by_kernel[n].items()]
-        facts[n] = _kernel_facts(module.functions[n], given[n], device, per_task, renderer,
-                                 placement)
+        places = ({f.name: placement(f) for f in module.functions.values()} if placement
+                  else rendered[n][1].placement)
+        facts[n] = kernel_profile(module.functions[n], given[n], device, per_task, renderer,
+                                  places)
     return calls, facts
 
 
@@ -210,7 +256,8 @@ def perf_report(module: Module, options: CompileOptions | None, scalars: Mapping
                 settings: Mapping[str, str]) -> PerfReport:
     """The cards of ``module``'s entry run with ``scalars`` (see the module doc). ``settings``:
     ``arch`` (default sm_90a), ``device`` (default: the table's for the arch), ``policy``
-    (the executor's, default :data:`pto_cuda.perf.plan.POLICY`), ``threads``."""
+    (the executor's, default :data:`pto_cuda.perf.plan.POLICY`). The kernels are those code
+    generation makes with ``options`` (``cuda_config``, ``threads``, tuned configurations)."""
     options = options or CompileOptions()
     arch = settings.get("arch") or DEFAULT_PERF_ARCH
     archs = scons_tool.parse_arch(arch)
@@ -220,8 +267,7 @@ def perf_report(module: Module, options: CompileOptions | None, scalars: Mapping
     policy = settings.get("policy") or POLICY
     optimised, _ = optimise(module, options)
     entry = optimised.entry
-    threads = settings.get("threads")
-    calls, facts = kernel_facts(optimised, scalars, arch, device, int(threads) if threads else None)
+    calls, facts = kernel_facts(optimised, scalars, arch, device, options)
     names = list(facts)
     levels = task_levels(calls)
     launches = plan_launches([tc.callee for tc in calls], levels,
@@ -229,11 +275,16 @@ def perf_report(module: Module, options: CompileOptions | None, scalars: Mapping
     cards, total_us = [], 0.0
     for n in names:
         f = facts[n]
-        grids = Counter(l.blocks for l in launches if l.kernel == n)
+        mine = [l for l in launches if l.kernel == n]
+        grids = Counter(l.blocks for l in mine)
         ests: dict[int, Estimate] = {b: estimate_launch(device, f.profile, b) for b in grids}
         us = sum(ests[b].us * k for b, k in grids.items())
         total_us += us
-        smallest = min(grids)
+        per_launch = Counter()
+        for l in mine:
+            per_launch[l.launch] += l.blocks
+        smallest = min(per_launch.values())      # the smallest launch, all its grids together
+        first = estimate_launch(device, f.profile, smallest)
         biggest = max(grids, key=lambda b: ests[b].us * grids[b])
         main = ests[biggest]
         times = {k: sum(ests[b].times_us[k] * c for b, c in grids.items())
@@ -243,18 +294,17 @@ def perf_report(module: Module, options: CompileOptions | None, scalars: Mapping
             name=n, registers=f.resources.registers, smem_bytes=f.resources.smem_bytes,
             spill_bytes=f.resources.spill_bytes, threads=f.resources.threads,
             occupancy=f.occupancy.fraction, limiter=f.occupancy.limiter,
-            launches=sum(grids.values()), blocks=f.tasks, waves=ests[smallest].waves,
+            launches=len(per_launch), blocks=f.tasks, waves=first.waves,
             bytes_read=f.work.bytes_read, bytes_written=f.work.bytes_written,
             flops=dict(f.units), sass=counts, predicted_us=us, bound=main.bound,
             resident_blocks=f.occupancy.blocks, achieved_occupancy=main.achieved_occupancy,
             local_bytes=f.resources.stack_bytes, grids=dict(grids), times_us=times,
             mix=sass_mix(counts) if counts else {},
-            notes=_notes(f, device, smallest, ests[smallest].waves,
-                         ests[smallest].achieved_occupancy)))
+            notes=_notes(f, device, smallest, first.waves, first.achieved_occupancy)))
     bmin_r, bmin_w = minimum_traffic(optimised, scalars, entry)
     moved = sum(f.work.bytes_moved for f in facts.values())
     roof, roof_us = _roofline(device, facts.values(), bmin_r + bmin_w)
-    run = RunCard(launches=len(launches), bytes_min=bmin_r + bmin_w, bytes_moved=moved,
+    run = RunCard(launches=len({l.launch for l in launches}), bytes_min=bmin_r + bmin_w, bytes_moved=moved,
                   predicted_us=total_us, fraction_of_roofline=roof_us / total_us if total_us else 0.0,
                   roofline=roof, roofline_us=roof_us)
     notes = (f"executor policy: {policy}",) + device.assumptions()
