@@ -8,7 +8,8 @@ A Python program may also define ``DEFAULTS`` (scalar values such as ``{"num_til
 the type of the parameter's default (an element type from its name such as ``bf16``, a bool
 from ``true``/``false``, an int, a float, a string).
 
->>> p = load_program("examples/fused_softmax.py")   # doctest: +SKIP
+>>> from pathlib import Path
+>>> p = load_program(Path(__file__).parents[1] / "examples" / "fused_softmax.py")
 >>> p.module.entry
 'dynamic_softmax'
 """
@@ -73,8 +74,8 @@ def parse_value(text: str, like: Any = inspect.Parameter.empty, name: str = "") 
     """``text`` as a value of the type of ``like`` (a parameter's default), or, without one,
     the first that fits of int, float, bool, element type name, and the text itself.
 
-    >>> parse_value("bf16", ElementType.F32), parse_value("0x10"), parse_value("on")
-    (<ElementType.BF16: 'bf16'>, 16, True)
+    >>> parse_value("bf16", ElementType.F32) is ElementType.BF16, parse_value("0x10"), parse_value("on")
+    (True, 16, True)
     """
     what = f"{name}: " if name else ""
     if isinstance(like, enum.Enum):

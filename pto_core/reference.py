@@ -611,8 +611,10 @@ def trace_calls(module: Module, scalars: Mapping[str, Any] | None = None,
     with the element region of every tensor parameter it touches (offsets applied, footprint
     extent). No tile code runs and no arrays are needed.
 
-    >>> import examples.fused_softmax as fs                                  # doctest: +SKIP
-    >>> sum(1 for _ in trace_calls(fs.build_module(), {"num_tiles": 4}))     # doctest: +SKIP
+    >>> from pathlib import Path
+    >>> from pto_core.program import load_program
+    >>> m = load_program(Path(__file__).parents[1] / "examples" / "fused_softmax.py").module
+    >>> sum(1 for _ in trace_calls(m, {"num_tiles": 4}))
     20
     """
     fn = _entry(module, entry)

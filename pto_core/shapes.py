@@ -18,9 +18,10 @@ Rule 3 is refused, with an error that names the ``--shape`` to add, when
 
 A declared or given shape smaller than the accesses is an error as well.
 
->>> import sys; sys.path.insert(0, "examples")                          # doctest: +SKIP
->>> import fused_softmax                                                # doctest: +SKIP
->>> derive_shapes(fused_softmax.build_module(), {"num_tiles": 2})["temp_max"]  # doctest: +SKIP
+>>> from pathlib import Path
+>>> from pto_core.program import load_program
+>>> m = load_program(Path(__file__).parents[1] / "examples" / "fused_softmax.py").module
+>>> derive_shapes(m, {"num_tiles": 2})["temp_max"]
 (16, 1)
 """
 

@@ -39,7 +39,6 @@ from typing import Any, Callable, Iterator, Mapping
 import numpy as np
 
 from .. import plugins
-from ..analysis import buffer_bytes as _declared_bytes
 from ..errors import PTOBackendError, PTOError
 from ..hookspecs import KernelSource
 from ..ir import Function, Module
@@ -74,17 +73,9 @@ def optimise(module: Module, options: CompileOptions) -> tuple[Module, Callable[
     would check it before codegen, and with passes on, a bad input would be blamed on the
     first pass."""
     verify_module(module)
-    try:
-        from .. import passes
-    except ImportError:
-        return module, _declared_bytes
-    run = getattr(passes, "run_pipeline", None)
-    if run is not None:
-        module = run(module, options)
-    bb = getattr(passes, "function_buffer_bytes", None)
-    if bb is None:
-        return module, _declared_bytes
-    return module, lambda fn: bb(fn, options)
+    from ..passes import run_pipeline
+    from ..passes.buffer_reuse import function_buffer_bytes
+    return run_pipeline(module, options), lambda fn: function_buffer_bytes(fn, options)
 
 
 def planned_files(target: str, module: Module,

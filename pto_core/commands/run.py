@@ -50,7 +50,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import importlib
 import inspect
 import tempfile
 from collections import Counter
@@ -283,11 +282,7 @@ def launch(target: str, module: Module, tensors: dict[str, np.ndarray], scalars:
     if target == REFERENCE:
         with phases.phase("run"):
             return run_module(module, tensors, scalars, entry=entry)
-    try:
-        driver = importlib.import_module("pto_core.codegen.driver")
-    except ImportError as e:
-        raise PTOError(f"target '{target}' needs pto_core.codegen.driver, which cannot be "
-                       f"imported here ({e})") from None
+    from pto_core.codegen import driver
     arrays = {n: a.copy() for n, a in tensors.items()}
     kwargs: dict[str, Any] = {} if workers is None else {"workers": workers}
     result = driver.launch(target, module, arrays, scalars, options=options, phases=phases,

@@ -9,10 +9,10 @@ Tasks of one level are independent, so an executor may launch them together.
 :func:`minimum_traffic` is the floor of global-memory traffic: each byte of a tensor the run
 reads before writing it is read once, each byte of a tensor the run writes is written once.
 
->>> import sys; sys.path.insert(0, "bench")                                  # doctest: +SKIP
->>> from _softmax import fused_softmax_module                                # doctest: +SKIP
->>> m = fused_softmax_module(128, 8, "s", "softmax")                         # doctest: +SKIP
->>> minimum_traffic(m, {"num_tiles": 4})                                     # doctest: +SKIP
+>>> import runpy; from pathlib import Path
+>>> bench = runpy.run_path(str(Path(__file__).parents[2] / "bench" / "_softmax.py"))
+>>> m = bench["fused_softmax_module"](128, 8, "s", "softmax")
+>>> minimum_traffic(m, {"num_tiles": 4})
 (16384, 16384)
 """
 

@@ -26,8 +26,10 @@ Everything an architecture decides comes from :class:`pto_ascend_common.arch.Asc
 ...      .memref("o", M.GLOBAL, T.F32).tile("x", 8, 16, T.F32).load("x", "a").exp("x", "x")
 ...      .store("o", "x").build())
 >>> src = AscendRenderer(A5).render_kernel(f, m)
->>> 'extern "C" __global__ AICORE void k(__gm__ float* a' in src, "TEXP(x, x);" in src
-(True, True)
+>>> 'extern "C" __global__ AICORE void pto_aicore_k(__gm__ float* pto_v_a' in src
+True
+>>> "TEXP(pto_v_x, pto_v_x);" in src
+True
 """
 
 from __future__ import annotations
@@ -45,10 +47,7 @@ from pto_core.options import CompileOptions
 
 from .arch import AscendArch
 
-try:        # the core's liveness-based planner; a plain sequential plan without it
-    from pto_core.passes.buffer_reuse import plan_buffers
-except ImportError:  # pragma: no cover
-    plan_buffers = None
+from pto_core.passes.buffer_reuse import plan_buffers
 
 E = ElementType
 
@@ -269,7 +268,7 @@ class AscendRenderer(CStyleRenderer):
         # the IR's vector tiles go where the core's buffer planner puts them (with reuse of
         # tiles whose lifetimes do not overlap); scratch and cube tiles follow sequentially
         vec = {n: self._tiles[n] for n in fn.tiles if n in self._tiles}
-        if plan_buffers is not None and vec:
+        if vec:
             padded = replace(fn, locals=tuple(
                 Local(l.name, TileType(vec[l.name].rows, vec[l.name].cols, l.type.dtype))
                 for l in fn.locals if l.name in vec))

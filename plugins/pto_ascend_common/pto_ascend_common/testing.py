@@ -1,7 +1,7 @@
 """Helpers the Ascend plugins' test suites share: run a program through the CPU check and
 through the reference interpreter on the same seeded inputs; check an installed backend.
 
->>> sorted(p.name for p in example_programs())[:1]          # doctest: +SKIP
+>>> sorted(p.name for p in example_programs())[:1]
 ['bgemm.py']
 """
 
