@@ -4,6 +4,7 @@ check_pending(); in-process registration; and an out-of-tree backend installed w
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from importlib import metadata
@@ -80,7 +81,7 @@ def test_a_broken_plugin_is_reported_by_name_and_the_others_work(monkeypatch, ca
     out = capsys.readouterr().out
     assert "broken" in out and "ERROR: ModuleNotFoundError" in out
     assert "arm64  (pto-arm64" in out
-    with pytest.raises(Exception, match="failed to load: broken"):
+    with pytest.raises(Exception, match=r"failed to load: (.*; )?broken \(ModuleNotFoundError"):
         plugins.get_backend("nosuch")
 
 
@@ -124,31 +125,31 @@ def test_the_core_names_no_backend():
 
 
 @pytest.mark.slow
-def test_an_out_of_tree_backend_installs_and_builds_with_scons(tmp_path):
-    pkg = ROOT / "examples" / "third_party_backend"
-    pip = [sys.executable, "-m", "pip", "--disable-pip-version-check", "-q"]
-    r = subprocess.run(pip + ["install", "--no-deps", "-e", str(pkg)], capture_output=True,
-                       text=True)
-    if r.returncode != 0:
-        pytest.skip(f"pip cannot install the example backend here: {r.stderr[-500:]}")
-    try:
-        out = subprocess.run([sys.executable, "-m", "pto_core.cli", "backends"],
-                             capture_output=True, text=True, check=True).stdout
-        assert "portable_c  (pto-portable-c 0.1.0)  ok" in out
-        from pto_core.codegen.checking import (compare_with_reference, program_inputs,
-                                               run_host, run_scons)
-        from pto_core.program import load_program
-        b = run_scons("target=portable_c", f"examples={ROOT / 'examples' / 'rowmax.py'}",
-                      f"build_dir={tmp_path}")
-        assert b.returncode == 0, b.stdout + b.stderr
-        prog = load_program(ROOT / "examples" / "rowmax.py")
-        inputs, scalars = program_inputs(prog)
-        exe = tmp_path / "portable_c" / "rowmax" / "rowmax_module_host"
-        outputs = run_host(exe, inputs, scalars, tmp_path / "run")
-        ok, report = compare_with_reference(prog, inputs, scalars, outputs)
-        assert ok, report
-    finally:
-        subprocess.run(pip + ["uninstall", "-y", "pto-portable-c"], capture_output=True)
+def test_an_out_of_tree_backend_installs_and_builds_with_scons(tmp_path, monkeypatch):
+    """pip installs the example backend into a folder of its own (put on PYTHONPATH for this
+    test's processes), so tests running beside it never see a half-installed plugin."""
+    pkg, site = ROOT / "examples" / "third_party_backend", tmp_path / "site"
+    r = subprocess.run([sys.executable, "-m", "pip", "--disable-pip-version-check", "-q",
+                        "install", "--no-deps", "--no-build-isolation", "--target", str(site),
+                        str(pkg)], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr[-2000:]
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(
+        [str(site), *filter(None, [os.environ.get("PYTHONPATH")])]))
+    out = subprocess.run([sys.executable, "-m", "pto_core.cli", "backends"],
+                         capture_output=True, text=True, check=True).stdout
+    assert "portable_c  (pto-portable-c 0.1.0)  ok" in out
+    from pto_core.codegen.checking import (compare_with_reference, program_inputs, run_host,
+                                           run_scons)
+    from pto_core.program import load_program
+    b = run_scons("target=portable_c", f"examples={ROOT / 'examples' / 'rowmax.py'}",
+                  f"build_dir={tmp_path}")
+    assert b.returncode == 0, b.stdout + b.stderr
+    prog = load_program(ROOT / "examples" / "rowmax.py")
+    inputs, scalars = program_inputs(prog)
+    exe = tmp_path / "portable_c" / "rowmax" / "rowmax_module_host"
+    outputs = run_host(exe, inputs, scalars, tmp_path / "run")
+    ok, report = compare_with_reference(prog, inputs, scalars, outputs)
+    assert ok, report
 
 
 # ------------------------------------------------------------------------------------------
