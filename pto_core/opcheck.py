@@ -459,7 +459,7 @@ def tolerance(k: OpKernel) -> tuple[float, float]:
     """(rtol, atol) of a kernel's output: none for :func:`is_exact` kernels, else the default
     relative tolerance of its type (matmul's where it multiplies) with an absolute part of
     :data:`SUBNORMAL_ULPS` subnormals."""
-    from .commands.run import MATMUL_F32_TOLERANCE, TOLERANCES
+    from .checking import MATMUL_F32_TOLERANCE, TOLERANCES
     dt = k.out_dtype
     if dt.is_int or is_exact(k):
         return 0.0, 0.0

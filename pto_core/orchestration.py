@@ -73,8 +73,7 @@ def kernel_order(module: Module) -> list[str]:
 
 def worker_type(fn: Function) -> str:
     """Runtime worker type of a kernel: CUBE when it multiplies matrices, else VECTOR."""
-    mm = any(isinstance(s, Instr) and s.opdef.category is Category.MATMUL for s in fn.walk())
-    return "PTO_WORKER_CUBE" if mm else "PTO_WORKER_VECTOR"
+    return "PTO_WORKER_CUBE" if fn.uses_matmul else "PTO_WORKER_VECTOR"
 
 
 class _OrchestrationC(CStyleRenderer):

@@ -325,7 +325,7 @@ def _add_check(env, built: list[dict], cross: str, workers: int) -> None:
 
 
 def _check_one(res: dict, cross: str, workers: int) -> int:
-    from .codegen.checking import run_host_and_compare
+    from .checking import run_host_and_compare
     prog = _load(str(Path(res["gen"][0].sources[0].abspath)))
     exe = str(res["host"][0].abspath)
     ok, report = run_host_and_compare(prog, exe, cross=cross, workers=workers,

@@ -157,7 +157,7 @@ def test_program_tolerance_loosens_the_check(tmp_path, capsys):
 
 def test_matmul_programs_get_a_magnitude_scaled_f32_tolerance():
     from pto_core import ElementType
-    from pto_core.commands.run import default_tolerance
+    from pto_core.checking import default_tolerance
     from pto_core.program import load_program
     gemm = load_program(EXAMPLES / "bgemm.py").module
     softmax = load_program(EXAMPLES / "fused_softmax.py").module
@@ -170,7 +170,7 @@ def test_matmul_programs_get_a_magnitude_scaled_f32_tolerance():
 
 def test_compare_treats_equal_infinities_and_nans_as_matching():
     import numpy as np
-    from pto_core.commands.run import compare
+    from pto_core.checking import compare
     want = np.array([np.inf, -np.inf, np.nan, 1.0], np.float32)
     assert compare("t", want.copy(), want, 1e-5, 1e-6).ok
     flipped = np.array([-np.inf, -np.inf, np.nan, 1.0], np.float32)

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from pto_core import ElementType
-from pto_core.commands.run import call_numpy_reference, random_inputs, tolerance
+from pto_core.checking import call_numpy_reference, random_inputs, tolerance
 from pto_core.program import load_program
 from pto_core.reference import run_module, trace_calls
 from pto_core.shapes import derive_shapes

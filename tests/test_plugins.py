@@ -138,7 +138,7 @@ def test_an_out_of_tree_backend_installs_and_builds_with_scons(tmp_path, monkeyp
     out = subprocess.run([sys.executable, "-m", "pto_core.cli", "backends"],
                          capture_output=True, text=True, check=True).stdout
     assert "portable_c  (pto-portable-c 0.1.0)  ok" in out
-    from pto_core.codegen.checking import (compare_with_reference, program_inputs, run_host,
+    from pto_core.checking import (compare_with_reference, program_inputs, run_host,
                                            run_scons)
     from pto_core.program import load_program
     b = run_scons("target=portable_c", f"examples={ROOT / 'examples' / 'rowmax.py'}",

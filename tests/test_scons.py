@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from pto_core import plugins
-from pto_core.codegen.checking import run_scons
+from pto_core.checking import run_scons
 
 ROOT = Path(__file__).resolve().parents[1]  # the checkout
 

@@ -238,7 +238,7 @@ def bench_gemm(arch: str, n: int, repeat: int) -> None:
 
 def bench_llama(arch: str, num_tiles: int, repeat: int) -> None:
     import llama7b_layer as L
-    from pto_core.commands.run import random_inputs
+    from pto_core.checking import random_inputs
     from pto_core.shapes import derive_shapes
     from pto_cuda.launch import DeviceRun
     module = L.build_module()

@@ -49,8 +49,6 @@ that writes no tensor) says so and exits 1, unless ``--allow-unchecked`` is give
 from __future__ import annotations
 
 import argparse
-import dataclasses
-import inspect
 import tempfile
 from collections import Counter
 from pathlib import Path
@@ -58,8 +56,10 @@ from typing import Any, Mapping
 
 import numpy as np
 
+from ..checking import (call_numpy_reference, compare, random_inputs, resolve_scalars,
+                        tensor_modes, tolerance)
 from ..errors import PTOError
-from ..ir import Category, ElementType, Function, Instr, MemRefType, Module, ScalarType
+from ..ir import ElementType, Function, MemRefType, Module
 from ..options import CompileOptions
 from ..program import Program
 from ..progress import Phases
@@ -72,16 +72,6 @@ from .common import (add_compile_arguments, add_run_arguments, load_with_setting
                      parse_assignments)
 
 REFERENCE = "reference"
-
-#: default (rtol, atol) by element type
-TOLERANCES: dict[ElementType, tuple[float, float]] = {
-    ElementType.F32: (1e-5, 1e-6),
-    ElementType.F64: (1e-12, 1e-12),
-    ElementType.F16: (1e-2, 1e-2),
-    ElementType.BF16: (5e-2, 5e-2),
-}
-MATMUL_F32_TOLERANCE = (1e-4, 1e-4)
-
 
 def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     p = sub.add_parser("run", help="run a program on random inputs or .npy files (and check it)",
@@ -137,138 +127,6 @@ def parse_shapes(items: list[str]) -> dict[str, tuple[int, int]]:
     return out
 
 
-def resolve_scalars(fn: Function, defaults: Mapping[str, Any],
-                    sets: Mapping[str, Any]) -> dict[str, Any]:
-    """The entry function's scalar parameters: DEFAULTS updated by --set; all must be known."""
-    params = [p.name for p in fn.params if isinstance(p.type, ScalarType)]
-    unknown = [n for n in sets if n not in params]
-    if unknown:
-        raise PTOError(f"--set {unknown[0]}: '{fn.name}' has no scalar parameter named "
-                       f"{', '.join(unknown)} (its scalars: {', '.join(params) or 'none'})")
-    values = {k: v for k, v in defaults.items() if k in params}
-    values.update(sets)
-    missing = [n for n in params if n not in values]
-    if missing:
-        raise PTOError(f"no value for scalar parameter(s) {', '.join(missing)} of '{fn.name}'; "
-                       f"add " + " ".join(f"--set {n}=VALUE" for n in missing))
-    return values
-
-
-def random_inputs(fn: Function, shapes: Mapping[str, tuple[int, int]],
-                  inputs: tuple[str, ...] | None, seed: int) -> dict[str, np.ndarray]:
-    """Seeded random values for the inputs, zeros for the other tensors."""
-    memrefs = fn.memrefs
-    if inputs is not None:
-        bad = [n for n in inputs if n not in memrefs]
-        if bad:
-            raise PTOError(f"INPUTS names {', '.join(bad)}, which '{fn.name}' does not have")
-    rng = np.random.default_rng(seed)
-    out = {}
-    for name, t in memrefs.items():
-        dt = numpy_dtype(t.dtype)
-        shape = shapes[name]
-        if inputs is not None and name not in inputs:
-            out[name] = np.zeros(shape, dt)
-        elif t.dtype.is_float:
-            out[name] = rng.standard_normal(shape, dtype=np.float32).astype(dt)
-        else:
-            out[name] = rng.integers(-8, 9, size=shape).astype(dt)
-    return out
-
-
-def tensor_modes(module: Module, scalars: Mapping[str, Any], entry: str) -> dict[str, str]:
-    """How the run uses each tensor: ``in``, ``out``, ``inout`` (read and written) or ``unused``."""
-    read: set[str] = set()
-    written: set[str] = set()
-    for tc in trace_calls(module, scalars, entry):
-        for r in tc.regions:
-            if r.mode != "out":
-                read.add(r.tensor)
-            if r.mode != "in":
-                written.add(r.tensor)
-    fn = module.functions[entry]
-    return {n: ("inout" if n in read and n in written else "out" if n in written
-                else "in" if n in read else "unused") for n in fn.memrefs}
-
-
-# --------------------------------------------------------------------------------------------
-# Comparison
-# --------------------------------------------------------------------------------------------
-
-@dataclasses.dataclass(frozen=True)
-class Comparison:
-    """How far one tensor is from its expected value."""
-
-    name: str
-    max_abs_err: float
-    max_rel_err: float
-    rtol: float
-    atol: float
-    ok: bool
-    note: str = ""
-
-    def line(self) -> str:
-        verdict = "ok" if self.ok else "MISMATCH"
-        extra = f" {self.note}" if self.note else ""
-        return (f"  {self.name:<16} max_abs_err={self.max_abs_err:.3g} "
-                f"max_rel_err={self.max_rel_err:.3g}  {verdict} "
-                f"(rtol {self.rtol:g}, atol {self.atol:g}){extra}")
-
-
-def default_tolerance(dtype: ElementType, module: Module,
-                      expected: np.ndarray | None = None) -> tuple[float, float]:
-    """(rtol, atol) for a tensor of ``dtype`` whose expected value is ``expected``."""
-    if dtype.is_int:
-        return (0.0, 0.0)
-    if dtype is ElementType.F32 and _has_matmul(module):
-        rtol, atol = MATMUL_F32_TOLERANCE
-        if expected is not None and np.size(expected):
-            scale = float(np.nanmax(np.abs(np.asarray(expected, np.float64)), initial=0.0))
-            atol *= max(1.0, scale if np.isfinite(scale) else 1.0)
-        return rtol, atol
-    return TOLERANCES[dtype]
-
-
-def tolerance(program: Program | None, name: str, dtype: ElementType, module: Module,
-              expected: np.ndarray | None = None) -> tuple[float, float]:
-    """The program's ``TOLERANCE`` for tensor ``name`` if it sets one, else the default."""
-    custom = getattr(program.python_module, "TOLERANCE", None) if program else None
-    if isinstance(custom, Mapping):
-        if "rtol" in custom or "atol" in custom:
-            return float(custom.get("rtol", 0.0)), float(custom.get("atol", 0.0))
-        if name in custom:
-            r, a = custom[name]
-            return float(r), float(a)
-    return default_tolerance(dtype, module, expected)
-
-
-def _has_matmul(module: Module) -> bool:
-    return any(isinstance(s, Instr) and s.opdef.category is Category.MATMUL
-               for f in module.functions.values() for s in f.walk())
-
-
-def compare(name: str, got: np.ndarray, want: np.ndarray, rtol: float, atol: float) -> Comparison:
-    """Element-wise ``|got - want| <= atol + rtol * |want|``; NaN matches NaN and an infinity
-    matches the same infinity."""
-    got = np.asarray(got)
-    want = np.asarray(want)
-    if got.shape != want.shape:
-        return Comparison(name, float("inf"), float("inf"), rtol, atol, False,
-                          f"shape {got.shape} != expected {want.shape}")
-    g, w = got.astype(np.float64), want.astype(np.float64)
-    same_special = (np.isnan(g) & np.isnan(w)) | (np.isinf(g) & (g == w))
-    with np.errstate(invalid="ignore"):
-        err = np.where(same_special, 0.0, np.abs(g - w))
-    err = np.where(np.isnan(err), np.inf, err)
-    ok = bool(np.all(err <= atol + rtol * np.abs(np.where(same_special, 0.0, np.nan_to_num(w)))))
-    max_abs = float(err.max()) if err.size else 0.0
-    nz = (np.abs(w) > 0) & ~same_special
-    with np.errstate(invalid="ignore"):     # a finite value against an infinity: inf, not nan
-        rel = np.nan_to_num(err[nz] / np.abs(w[nz]), nan=np.inf)
-    max_rel = float(rel.max()) if rel.size else 0.0
-    return Comparison(name, max_abs, max_rel, rtol, atol, ok)
-
-
 # --------------------------------------------------------------------------------------------
 # Running
 # --------------------------------------------------------------------------------------------
@@ -309,20 +167,6 @@ def report_trace(path: Path) -> bool:
     print(f"  trace: {len(events)} tasks on {workers} worker(s) -> {path} "
           f"({'consistent' if not problems else 'INCONSISTENT: ' + '; '.join(problems[:3])})")
     return not problems
-
-
-def call_numpy_reference(program: Program, inputs: dict[str, np.ndarray],
-                          scalars: dict[str, Any]) -> dict[str, np.ndarray]:
-    ref = program.numpy_reference
-    values = {**{n: a.copy() for n, a in inputs.items()}, **scalars}
-    sig = inspect.signature(ref)
-    if not any(p.kind is p.VAR_KEYWORD for p in sig.parameters.values()):
-        values = {k: v for k, v in values.items() if k in sig.parameters}
-    out = ref(**values)
-    if not isinstance(out, Mapping):
-        raise PTOError(f"{program.path}: numpy_reference must return a dict of tensors by name, "
-                       f"got {type(out).__name__}")
-    return dict(out)
 
 
 def load_inputs(items: list[str], fn: Function) -> dict[str, np.ndarray]:

@@ -17,7 +17,7 @@ from typing import Iterator, Union
 
 from ..errors import PTOError
 from ..names import check_module_name
-from .ops import OPS, OpDef
+from .ops import OPS, Category, OpDef
 from .types import MemRefType, ScalarType, TileType, Type
 
 Value = Union[str, int, float]      # a name or a literal
@@ -212,6 +212,12 @@ class Function:
         """Every statement, depth first, bodies included."""
         yield from walk(self.body)
 
+    @property
+    def uses_matmul(self) -> bool:
+        """Whether the function multiplies matrices (a kernel for the cube / tensor unit)."""
+        return any(isinstance(s, Instr) and s.opdef.category is Category.MATMUL
+                   for s in self.walk())
+
 
 def walk(body: tuple[Stmt, ...]) -> Iterator[Stmt]:
     """Every statement of ``body``, depth first (a FOR or IF before its bodies)."""
@@ -286,6 +292,11 @@ class Module:
 
     def get_function(self, name: str) -> Function:
         return self.functions[name]
+
+    @property
+    def uses_matmul(self) -> bool:
+        """Whether any function multiplies matrices (such runs get matmul tolerances)."""
+        return any(f.uses_matmul for f in self.functions.values())
 
     def __contains__(self, name: str) -> bool:
         return name in self.functions

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from pto_core.codegen.checking import run_scons as scons
+from pto_core.checking import run_scons as scons
 
 
 @pytest.fixture(scope="session")

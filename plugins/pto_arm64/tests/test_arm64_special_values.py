@@ -19,7 +19,7 @@ import shutil
 import pytest
 
 from pto_core.codegen import driver
-from pto_core.codegen.checking import run_host
+from pto_core.checking import run_host
 from pto_core.ir import Category
 from pto_core.opcheck import ALL_TYPES, check_special_values
 from pto_core.orchestration import c_module_name

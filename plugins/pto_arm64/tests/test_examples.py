@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from pto_core.codegen.checking import (compare_with_reference, example_programs, program_inputs,
+from pto_core.checking import (compare_with_reference, example_programs, program_inputs,
                                       run_host)
 from pto_core.codegen.host import run_library
 from pto_core.orchestration import c_module_name

@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from pto_core.codegen.checking import program_inputs, run_host, run_scons
+from pto_core.checking import program_inputs, run_host, run_scons
 from pto_core.program import load_program
 from pto_core.reference import run_module
 from pto_arm64.emitter import FP16_GUARD, Arm64Renderer, native_f16_group

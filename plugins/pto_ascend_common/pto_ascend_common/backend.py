@@ -28,7 +28,7 @@ from pto_core.backend import BackendPlugin
 from pto_core.codegen.cnames import c_names
 from pto_core.codegen.cstyle import ARG_F64_HELPER, kernel_symbol
 from pto_core.hookspecs import BackendInfo, BindingSource, KernelSource
-from pto_core.ir import Category, Function, MemRefType, Module
+from pto_core.ir import Function, MemRefType, Module
 from pto_core.options import CompileOptions
 
 from . import cpu_check
@@ -138,8 +138,7 @@ def acl_binding_source(arch: AscendArch, module: Module) -> str:
         ws = r.workspace_bytes(fn)
         if ws:
             args.append(f"(__gm__ uint8_t*)pto_acl_workspace({ws})")
-        cube = any(getattr(s, "opdef", None) is not None and s.opdef.category is Category.MATMUL
-                   for s in fn.walk())
+        cube = fn.uses_matmul
         out += [f'extern "C" int32_t {kernel_symbol(fn.name)}(const int64_t* args) {{',
                 "    aclrtStream s = pto_acl_stream();",
                 "    if (s == nullptr) return -1;",

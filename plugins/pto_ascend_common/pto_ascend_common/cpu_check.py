@@ -27,7 +27,7 @@ import numpy as np
 from pto_core.codegen.cnames import c_names
 from pto_core.codegen.cstyle import ARG_F64_HELPER, kernel_symbol
 from pto_core.errors import PTOBackendError, PTOError
-from pto_core.ir import Category, MemRefType, Module, ScalarType
+from pto_core.ir import MemRefType, Module, ScalarType
 from pto_core.options import CompileOptions
 
 from .arch import AscendArch
@@ -200,10 +200,8 @@ def run(arch: AscendArch, module: Module, build_dir: Path, tensors: Mapping[str,
         for tc in trace_calls(module, scalars):
             fn = module.functions[tc.callee]
             addr = ctypes.cast(getattr(lib, kernel_symbol(fn.name)), ctypes.c_void_p).value
-            cube = any(s.opdef.category is Category.MATMUL for s in fn.walk()
-                       if hasattr(s, "opdef"))
             t = rt.task(fn.name, addr, buffer_bytes=b.buffer_bytes[fn.name],
-                        worker_type=WORKER_CUBE if cube else WORKER_VECTOR)
+                        worker_type=WORKER_CUBE if fn.uses_matmul else WORKER_VECTOR)
             regions = {r.param: r for r in tc.regions}
             values = dict(tc.scalars)
             for p in fn.params:

@@ -8,13 +8,11 @@ through the reference interpreter on the same seeded inputs; check an installed 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
-
 import numpy as np
 
+from pto_core.checking import example_programs, program_inputs
 from pto_core.program import load_program
-from pto_core.reference import numpy_dtype, run_module
-from pto_core.shapes import derive_shapes
+from pto_core.reference import run_module
 
 from . import cpu_check
 from .arch import AscendArch
@@ -25,38 +23,16 @@ def repo_root() -> Path:
     return Path(pto_core.__file__).resolve().parent.parent
 
 
-def example_programs() -> list[Path]:
-    """Every program in ``examples/`` (Python files defining ``build_module``)."""
-    return sorted(p for p in (repo_root() / "examples").glob("*.py")
-                  if "def build_module" in p.read_text())
-
-
-def random_inputs(module, scalars: dict[str, Any], names, seed: int = 0) -> dict[str, np.ndarray]:
-    """Seeded inputs: standard normal floats, small integers for integer tensors."""
-    fn = module.functions[module.entry]
-    shapes = derive_shapes(module, scalars, {})
-    rng = np.random.default_rng(seed)
-    out = {}
-    for n in names or fn.memrefs:
-        dt = numpy_dtype(fn.memrefs[n].dtype)
-        if np.issubdtype(dt, np.integer):
-            out[n] = rng.integers(-8, 9, shapes[n]).astype(dt)
-        else:
-            out[n] = rng.standard_normal(shapes[n]).astype(np.float32).astype(dt)
-    return out
-
-
 def check_program(arch: AscendArch, path: Path, build_dir: Path, rtol: float = 1e-5,
                   atol: float = 1e-5) -> dict[str, float]:
     """Run ``path`` on the CPU check of ``arch`` and on the reference interpreter; assert
     every tensor agrees; return the max abs error per tensor. Programs that multiply
     matrices get tolerances scaled by the result's magnitude (accumulation order differs)."""
     p = load_program(path)
-    ins = random_inputs(p.module, p.defaults, p.inputs)
+    ins, _ = program_inputs(p)
     ref = run_module(p.module, ins, p.defaults)
     out = cpu_check.run(arch, p.module, build_dir, ins, p.defaults)
-    matmul = any(getattr(s, "op", "").startswith("TMATMUL") for f in p.module.functions.values()
-                 for s in f.walk())
+    matmul = p.module.uses_matmul
     errs = {}
     for name, want in ref.items():
         got = out[name].astype(np.float64)

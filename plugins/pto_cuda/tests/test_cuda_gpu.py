@@ -32,7 +32,7 @@ def examples_on(request):
 
 
 def tolerance(module, name):
-    from pto_core.commands.run import default_tolerance
+    from pto_core.checking import default_tolerance
     fn = module.functions[module.entry]
     rtol, atol = default_tolerance(fn.memrefs[name].dtype, module)
     # tensor-core and warp-shuffle accumulation orders differ from numpy's
@@ -41,7 +41,7 @@ def tolerance(module, name):
 
 @pytest.mark.parametrize("name", ALL_EXAMPLES)
 def test_example_on_the_device_matches_the_reference_interpreter(examples_on, name):
-    from pto_core.commands.run import random_inputs
+    from pto_core.checking import random_inputs
     from pto_core.reference import run_module
     from pto_core.shapes import derive_shapes
     from pto_cuda.launch import run_module as run_on_gpu

@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 
 from pto_core.codegen.driver import build_module, optimise
-from pto_core.commands.run import random_inputs
+from pto_core.checking import random_inputs
 from pto_core.ir import ElementType
 from pto_core.options import CompileOptions
 from pto_core.orchestration import c_module_name

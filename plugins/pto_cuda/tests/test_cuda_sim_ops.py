@@ -11,7 +11,7 @@ import pytest
 
 from pto_core import ElementType, PTOModule
 from pto_core.codegen import driver
-from pto_core.commands.run import default_tolerance
+from pto_core.checking import default_tolerance
 from pto_core.opcheck import build_op_module, op_kernels
 from pto_core.reference import numpy_dtype, run_module
 from pto_core.shapes import derive_shapes
