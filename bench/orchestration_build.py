@@ -2,7 +2,7 @@
 
 For each row of seed 000 section 4.4 (32 ... 512 tiles of 32 rows) this compiles the layer of
 ``examples/llama7b_layer.py`` at LLaMA-7B dimensions with ``-O2`` (binary expansion + 64-row
-adaptive tiles), emits its orchestration C (``pto_core.orchestration``), links it with the C
+adaptive tiles), emits its orchestration C (``pto_core.codegen.orchestration``), links it with the C
 runtime (``runtime/``) and a small harness, and times the orchestration function building the
 graph in the runtime's dry-run mode (tasks are created, dependencies resolved and retired; no
 kernel runs). Tensors are placeholders: the runtime keys its tensor map on their base pointer
@@ -103,10 +103,10 @@ def main() -> int:
     ap.add_argument("--repeat", type=int, default=5)
     args = ap.parse_args()
     try:
-        from pto_core.orchestration import c_module_name, emit_orchestration, kernel_order
+        from pto_core.codegen.orchestration import c_module_name, emit_orchestration, kernel_order
         from pto_core.runtime import library_path
     except ImportError as e:
-        print(f"orchestration_build: needs pto_core.orchestration and the runtime binding ({e})")
+        print(f"orchestration_build: needs pto_core.codegen.orchestration and the runtime binding ({e})")
         return 2
     cc = shutil.which("gcc") or shutil.which("cc")
     if cc is None:

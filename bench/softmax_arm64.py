@@ -38,10 +38,10 @@ sys.path.insert(0, str(ROOT / "examples"))
 sys.path.insert(0, str(ROOT / "bench"))
 
 from pto_core import PTOModule  # noqa: E402
-from pto_core.codegen.driver import build_module, build_root  # noqa: E402
+from pto_core.driver import build_module, build_root  # noqa: E402
 from pto_core.codegen.host import PTOTensorC  # noqa: E402
 from pto_core.options import CompileOptions  # noqa: E402
-from pto_core.orchestration import c_module_name  # noqa: E402
+from pto_core.codegen.orchestration import c_module_name  # noqa: E402
 from _softmax import fused_softmax_module as shared_fused_softmax  # noqa: E402
 
 COLS = 128

@@ -1,7 +1,7 @@
 """Seed 003's binary compiler: a module in, a built binary for one target out.
 
 :class:`BinaryCompiler` runs the pass pipeline, the backend's code generation and the SCons build
-(:func:`pto_core.codegen.driver.build_module`, into the per-user build cache) and returns a
+(:func:`pto_core.driver.build_module`, into the per-user build cache) and returns a
 :class:`Binary`: the built library, the module as compiled, and its kernels in the order of the
 kernel table (a kernel's ``func_id`` is its index there).
 
@@ -41,7 +41,7 @@ class Binary:
 
     @property
     def library(self) -> Path:
-        from .orchestration import c_module_name
+        from .codegen.orchestration import c_module_name
         return self.build_dir / f"lib{c_module_name(self.module)}.so"
 
     def func_id(self, name: str) -> int:
@@ -65,7 +65,7 @@ class Binary:
         launches the kernels) is refused with the reason."""
         from . import plugins
         from .codegen.host import _load
-        from .orchestration import c_module_name
+        from .codegen.orchestration import c_module_name
         index = self.func_id(func_id) if isinstance(func_id, str) else func_id
         self._name(index)
         if not plugins.get_backend(self.target).host_kernels:
@@ -92,8 +92,8 @@ class BinaryCompiler:
         """Build ``module`` (a module, or a ``.py``/``.pto`` program file) for ``target``. The
         build is cached on disk: compiling the same module again costs a key check."""
         from . import plugins
-        from .codegen import driver
-        from .orchestration import kernel_order
+        from . import driver
+        from .codegen.orchestration import kernel_order
         if not isinstance(module, Module):
             from .program import load_program
             module = load_program(module).module

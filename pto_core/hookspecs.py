@@ -78,7 +78,7 @@ class KernelSource:
 @dataclass(frozen=True)
 class BindingSource:
     """Host-side C the backend adds to the orchestration: how a task runs on its workers. It
-    must define what the orchestration C declares (see :mod:`pto_core.orchestration`):
+    must define what the orchestration C declares (see :mod:`pto_core.codegen.orchestration`):
     ``const PTOKernelFunc pto_kernels_<module>[]`` (kernel table in module order of the InCore
     functions; NULL entries are resolved by name in the binding's executor) and
     ``void pto_binding_setup_<module>(PTORuntime* rt)`` (e.g. installs an executor with
@@ -137,7 +137,7 @@ def pto_launch(backend: str, module: Any, build_dir: Path, tensors: Mapping[str,
                scalars: Mapping[str, int], options: Any, workers: int,
                threshold: int, in_place: bool) -> Mapping[str, Any] | None:
     """Run the entry function of ``module`` as built in ``build_dir`` (which holds
-    ``lib<module>.so`` and ``<module>_host``, see :mod:`pto_core.codegen.driver`) on the device
+    ``lib<module>.so`` and ``<module>_host``, see :mod:`pto_core.driver`) on the device
     with numpy arrays in and out, with ``workers`` runtime worker threads and the pipelining
     ``threshold`` (0 = build the whole graph first); return every tensor of the entry function
     after the run (by parameter name). CPU-hosted backends can simply return

@@ -70,7 +70,7 @@ class Kernel:
     def __call__(self, *args: Any, **kwargs: Any) -> dict[str, Any]:
         """Run the entry function; returns every tensor by name: the caller's own objects for
         the tensors given (updated in place), new numpy arrays for the others."""
-        from .codegen import driver
+        from . import driver
         from .reference import numpy_dtype
         from .shapes import derive_shapes
         values = self._bind(args, kwargs)

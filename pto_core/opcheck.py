@@ -569,7 +569,7 @@ def compare_outputs(kernels: Sequence[OpKernel], inputs: Mapping[str, np.ndarray
 def backend_support(target: str, kernels: Sequence[OpKernel]) -> tuple[list[OpKernel], dict[str, str]]:
     """Split ``kernels`` into those ``target`` generates code for and those it refuses with an
     error (by kernel name: the error's message), generating each kernel's module alone."""
-    from .codegen.driver import generate
+    from .driver import generate
     from .errors import PTOBackendError
     from .options import CompileOptions
     ok, refused = [], {}

@@ -1,13 +1,13 @@
 """SCons glue: per-target environments, the source-generation builder, module builds.
 
 Used by the root ``SConstruct`` (``scons target=<backend>``) and by the one-module builds of
-:func:`pto_core.codegen.driver.launch`. Only importable inside an SCons run.
+:func:`pto_core.driver.launch`. Only importable inside an SCons run.
 
 Per program ``P`` (an ``examples/*.py`` with ``build_module()`` or a ``.pto`` file) and target
 ``T`` everything goes to ``build/T/P/`` (``build/T-aarch64/P/`` when cross-compiling):
 
 * ``gen/`` — sources written by the ``PTOGenerate`` builder: a Python action that loads the
-  program and calls :func:`pto_core.codegen.driver.compile_module`. Its emitter names the files
+  program and calls :func:`pto_core.driver.compile_module`. Its emitter names the files
   before they exist; the generator code (every ``pto_core`` module and the backend's package)
   is a dependency, so editing the compiler regenerates. Files are rewritten only when their
   content changes and are ``Precious``; with SCons' content signatures an edit that leaves the
@@ -33,11 +33,11 @@ from SCons.Script import (ARGUMENTS, COMMAND_LINE_TARGETS, Action, Alias, Builde
 
 from . import plugins
 from .codegen import host
-from .codegen import driver
-from .codegen.driver import compile_module, planned_files
+from . import driver
+from .driver import compile_module, planned_files
 from .errors import PTOBackendError
 from .options import CompileOptions
-from .orchestration import c_module_name
+from .codegen.orchestration import c_module_name
 from .progress import install_scons_progress, scons_print_cmd_line
 from .resources import runtime_dir
 CROSS_PREFIX = {"aarch64": "aarch64-linux-gnu-"}
@@ -139,7 +139,7 @@ def _load(path: str):
 
 def generator_files(target: str) -> list[str]:
     """The Python files whose change must regenerate sources
-    (:func:`pto_core.codegen.driver.generator_files`: the installed ``pto_core`` and the
+    (:func:`pto_core.driver.generator_files`: the installed ``pto_core`` and the
     packages of the plugin that provides ``target``)."""
     return [str(f) for f in driver.generator_files(target)]
 
@@ -208,7 +208,7 @@ def build_program(env, program: str, build_dir: str, rt_static, npy_obj) -> dict
 
 
 def build_generated_module(arguments: dict) -> None:
-    """Entry of the SConstruct that :func:`pto_core.codegen.driver.build_module` writes: link
+    """Entry of the SConstruct that :func:`pto_core.driver.build_module` writes: link
     the sources already in ``./gen`` into ``lib<name>.so`` and ``<name>_host`` (``cache=DIR``:
     an SCons cache shared between launch folders; a cross build: the static ``<name>_host``
     only, as in the root SConstruct)."""

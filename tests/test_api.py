@@ -13,7 +13,7 @@ import pytest
 import pto_core
 from pto_core import (BinaryCompiler, DeviceRunner, Graph, InOut, Input, Output, PTOError,
                       plugins)
-from pto_core.codegen import driver
+from pto_core import driver
 from pto_core.reference import run_module
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"

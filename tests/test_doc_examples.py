@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from pto_core.asm import parse
-from pto_core.codegen import driver
+from pto_core import driver
 from pto_core.reference import run_module, trace_calls
 from pto_core.shapes import derive_shapes
 

@@ -18,7 +18,7 @@ from pto_core import (ElementType, MemorySpace, PTOError, PTOFunctionBuilder, PT
 from pto_core.analysis import footprint
 from pto_core.asm import parse, parse_file, print_module
 from pto_core.cli import main
-from pto_core.codegen import driver
+from pto_core import driver
 from pto_core.ir import (MAX_DIM, Call, CallArg, Function, FunctionKind, If, Instr, Local,
                          MemRefType, Module, Param, ScalarType, TileType)
 from pto_core.options import PASS_LEVELS, CompileOptions

@@ -15,7 +15,7 @@ import pytest
 from pto_core import ElementType, MemorySpace, PTOFunctionBuilder, PTOModule, plugins
 from pto_core import backend as pto_backend
 from pto_core.backend import BackendPlugin
-from pto_core.codegen import driver
+from pto_core import driver
 from pto_core.options import CompileOptions
 
 

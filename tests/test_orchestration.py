@@ -19,7 +19,7 @@ import pytest
 
 from pto_core import ElementType, MemorySpace, PTOFunctionBuilder, PTOModule
 from pto_core.codegen.host import PTOTensorC
-from pto_core.orchestration import c_module_name, emit_orchestration, kernel_order
+from pto_core.codegen.orchestration import c_module_name, emit_orchestration, kernel_order
 from pto_core.reference import trace_calls
 from pto_core.shapes import derive_shapes
 

@@ -19,7 +19,7 @@ import pytest
 from pto_core import ElementType, MemorySpace, PTOFunctionBuilder, PTOModule
 from pto_core.codegen.host import emit_host_main, npy_sources, run_library, runtime_environment
 from pto_core.errors import PTOError
-from pto_core.orchestration import emit_orchestration
+from pto_core.codegen.orchestration import emit_orchestration
 
 ROOT = Path(__file__).resolve().parents[1]  # the checkout
 

@@ -13,7 +13,7 @@ import pytest
 from pto_core import ElementType as T
 from pto_core import MemorySpace as M
 from pto_core import PTOError, PTOFunctionBuilder, PTOModule
-from pto_core.codegen import driver
+from pto_core import driver
 from pto_core.reference import run_module
 
 R, C = 4, 8

@@ -26,7 +26,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "bench" / "cuda"))
 
-from pto_core.codegen import driver  # noqa: E402
+from pto_core import driver  # noqa: E402
 from pto_core.options import CompileOptions  # noqa: E402
 from pto_cuda import scons_tool  # noqa: E402
 

@@ -79,8 +79,8 @@ TARGET = "cuda"
 
 
 def build(module: PTOModule, arch: str) -> Path:
-    from pto_core.codegen.driver import build_module
-    from pto_core.orchestration import c_module_name
+    from pto_core.driver import build_module
+    from pto_core.codegen.orchestration import c_module_name
     bdir = build_module(TARGET, module, CompileOptions(extra=(("arch", arch),)))
     return bdir / f"lib{c_module_name(module)}.so"
 

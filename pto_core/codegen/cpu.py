@@ -2,7 +2,7 @@
 
 Tasks run with the runtime's default executor: a worker thread calls the kernel's function
 pointer with the task's argument slots. The binding defines what the orchestration C expects
-(see :mod:`pto_core.orchestration`): the kernel table and the setup hook.
+(see :mod:`pto_core.codegen.orchestration`): the kernel table and the setup hook.
 
 >>> import sys; sys.path.insert(0, "examples")
 >>> import fused_softmax
@@ -14,7 +14,7 @@ True
 from __future__ import annotations
 
 from ..ir import Module
-from ..orchestration import c_module_name, kernel_order
+from .orchestration import c_module_name, kernel_order
 from .cnames import c_comment, kernel_symbol
 
 

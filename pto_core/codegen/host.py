@@ -1,7 +1,7 @@
 """The host side of a built module: the `.npy` host program and the ctypes launcher.
 
 Both call the orchestration's entry ``pto_module_run_<module>`` (see
-:mod:`pto_core.orchestration`), so they serve every backend whose runtime runs on the host CPU.
+:mod:`pto_core.codegen.orchestration`), so they serve every backend whose runtime runs on the host CPU.
 
 The host program::
 
@@ -32,7 +32,7 @@ import numpy as np
 
 from ..errors import PTOError
 from ..ir import ElementType, Function, MemRefType, Module, ScalarType
-from ..orchestration import c_module_name
+from .orchestration import c_module_name
 from .cnames import c_comment, c_string
 
 #: numpy's dtype string for each element type (bf16 has none: ml_dtypes saves it as '<V2')

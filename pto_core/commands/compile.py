@@ -72,11 +72,11 @@ def run(args: argparse.Namespace) -> int:
         print(f"wrote {out}")
     if args.target is not None:
         try:
-            driver = importlib.import_module("pto_core.codegen.driver")
+            driver = importlib.import_module("pto_core.driver")
         except ModuleNotFoundError as e:
-            if e.name not in ("pto_core.codegen", "pto_core.codegen.driver"):
+            if e.name not in ("pto_core.codegen", "pto_core.driver"):
                 raise
-            raise PTOError(f"--target {args.target}: code generation (pto_core.codegen.driver) "
+            raise PTOError(f"--target {args.target}: code generation (pto_core.driver) "
                            f"is not available in this installation") from None
         n = sum(1 for f in module.functions.values() if f.is_incore)
         large = n >= PROGRESS_MIN_FUNCTIONS

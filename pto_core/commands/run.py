@@ -21,7 +21,7 @@ loading, codegen, build (both ``cached`` when an unchanged program was built bef
 
 ``--target reference`` (the default) runs the numpy interpreter; ``--check`` then compares with
 the program's ``numpy_reference`` (plain numpy, independent of PTO). Any other target is launched
-through :func:`pto_core.codegen.driver.launch`; ``--check`` then compares every tensor the
+through :func:`pto_core.driver.launch`; ``--check`` then compares every tensor the
 program writes with the reference interpreter and, when the program has a ``numpy_reference``,
 its outputs with that too. Default tolerances (``|out - ref| <= atol +
 rtol * |ref|``): f32 rtol 1e-5 / atol 1e-6; when the program multiplies matrices, f32 gets rtol
@@ -140,7 +140,7 @@ def launch(target: str, module: Module, tensors: dict[str, np.ndarray], scalars:
     if target == REFERENCE:
         with phases.phase("run"):
             return run_module(module, tensors, scalars, entry=entry)
-    from pto_core.codegen import driver
+    from pto_core import driver
     arrays = {n: a.copy() for n, a in tensors.items()}
     kwargs: dict[str, Any] = {} if workers is None else {"workers": workers}
     result = driver.launch(target, module, arrays, scalars, options=options, phases=phases,

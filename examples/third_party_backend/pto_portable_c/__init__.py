@@ -11,7 +11,7 @@ from pto_core.codegen.cpu import cpu_binding_source
 from pto_core.codegen.cstyle import CStyleRenderer, kernel_symbol
 from pto_core.codegen.host import run_library
 from pto_core.hookspecs import BackendInfo, BindingSource, KernelSource
-from pto_core.orchestration import c_module_name
+from pto_core.codegen.orchestration import c_module_name
 
 NAME = "portable_c"
 

@@ -22,7 +22,7 @@ from pto_core.backend import BackendPlugin
 from pto_core.codegen.cpu import cpu_binding_source
 from pto_core.codegen.cstyle import kernel_symbol
 from pto_core.hookspecs import BackendInfo, BindingSource, KernelSource
-from pto_core.orchestration import c_module_name
+from pto_core.codegen.orchestration import c_module_name
 
 from .emitter import Arm64Renderer
 

@@ -18,11 +18,11 @@ import shutil
 
 import pytest
 
-from pto_core.codegen import driver
+from pto_core import driver
 from pto_core.checking import run_host
 from pto_core.ir import Category
 from pto_core.opcheck import ALL_TYPES, check_special_values
-from pto_core.orchestration import c_module_name
+from pto_core.codegen.orchestration import c_module_name
 from pto_arm64.emitter import FP16_GUARD, native_f16_expr
 from pto_core.ir import ElementType as E
 

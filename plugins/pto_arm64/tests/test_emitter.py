@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from pto_core import ElementType, MemorySpace, PTOFunctionBuilder, PTOModule
-from pto_core.codegen import driver
+from pto_core import driver
 from pto_core.checking import compare_with_reference, program_inputs, run_host, run_scons
 from pto_core.codegen.cstyle import CStyleRenderer, count_loop_nests
 from pto_core.options import CompileOptions

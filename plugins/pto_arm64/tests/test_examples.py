@@ -14,7 +14,7 @@ import pytest
 from pto_core.checking import (compare_with_reference, example_programs, program_inputs,
                                       run_host)
 from pto_core.codegen.host import run_library
-from pto_core.orchestration import c_module_name
+from pto_core.codegen.orchestration import c_module_name
 from pto_core.program import load_program as program
 
 EXAMPLES = example_programs()

@@ -85,7 +85,7 @@ def abi_wrapper_source(arch: AscendArch, module: Module) -> str:
 def _kernel_table(module: Module) -> list[str]:
     """What the core's orchestration C expects from a binding: the kernel table (in
     ``kernel_order``) and the per-run setup hook (nothing to set up on the CPU)."""
-    from pto_core.orchestration import c_module_name, kernel_order
+    from pto_core.codegen.orchestration import c_module_name, kernel_order
     m = c_module_name(module)
     table = ", ".join(kernel_symbol(n) for n in kernel_order(module)) or "nullptr"
     return ['#include "pto_runtime.h"',

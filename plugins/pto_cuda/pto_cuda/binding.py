@@ -1,6 +1,6 @@
 """The CUDA runtime binding: the host C that connects the orchestration to the CUDA executor.
 
-What the orchestration C expects (see :mod:`pto_core.orchestration`): the kernel table
+What the orchestration C expects (see :mod:`pto_core.codegen.orchestration`): the kernel table
 ``pto_kernels_<module>[]`` and ``pto_binding_setup_<module>(rt)``. Here the table holds the
 kernel-ABI symbols each generated ``.cu`` file exports (``PTO_CUDA_KERNEL``), and setup installs
 the executor of ``src/pto_cuda_exec.cu`` (batches of ready tasks -> one launch of one thread
@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from pto_core.codegen.cstyle import kernel_symbol
 from pto_core.ir import Module
-from pto_core.orchestration import c_module_name, kernel_order
+from pto_core.codegen.orchestration import c_module_name, kernel_order
 
 
 def binding_source(module: Module) -> str:

@@ -31,7 +31,7 @@ import numpy as np
 from pto_core.codegen.host import PTO_ECANCELED, PTO_ETIMEDOUT, PTOTensorC, run_failure, scalar_slots
 from pto_core.errors import PTOError
 from pto_core.ir import MemRefType, Module, ScalarType
-from pto_core.orchestration import c_module_name
+from pto_core.codegen.orchestration import c_module_name
 from pto_core.reference import numpy_dtype
 from pto_core.trace import LaunchStats, launch_stats
 

@@ -33,7 +33,7 @@ from typing import Any, Mapping
 from pto_core.backend import BackendPlugin
 from pto_core.errors import PTOBackendError
 from pto_core.hookspecs import BackendInfo, BindingSource, KernelSource
-from pto_core.orchestration import c_module_name
+from pto_core.codegen.orchestration import c_module_name
 
 from . import scons_tool, tune
 from .binding import binding_source

@@ -42,7 +42,7 @@ from typing import Any, Callable, Mapping, Protocol, Sequence
 
 from pto_core.asm.printer import print_function
 from pto_core.codegen.cnames import c_function, c_names
-from pto_core.codegen.driver import build_root
+from pto_core.driver import build_root
 from pto_core.errors import PTOBackendError, PTOError
 from pto_core.ir import Function, Module
 from pto_core.options import CompileOptions
@@ -353,8 +353,8 @@ def device_timer(target: str, module: Module, kernel: str, tensors: Mapping[str,
     candidate in its own build directory), runs it once on ``tensors``, lets ``check`` inspect
     the outputs (it raises on a wrong result, which rejects the candidate), then returns
     ``measure(variant)``: by default the seconds of one CUDA Graph replay of the run."""
-    from pto_core.codegen.driver import build_module
-    from pto_core.orchestration import c_module_name
+    from pto_core.driver import build_module
+    from pto_core.codegen.orchestration import c_module_name
 
     from .launch import DeviceRun
     options = options or CompileOptions()
@@ -383,7 +383,7 @@ def tune_module(target: str, module: Module, tensors: Mapping[str, Any],
     """Tune every kernel of ``module`` in turn on the device (:func:`device_timer` on these
     tensors; each later kernel is timed with the earlier kernels' choices in place); returns
     the choice per kernel. Later builds of the module use them (:func:`config_for`)."""
-    from pto_core.codegen.driver import optimise
+    from pto_core.driver import optimise
     options = options or CompileOptions()
     optimised, _ = optimise(module, options)
     chosen: dict[str, Choice] = {}
@@ -400,7 +400,7 @@ def build_digest(module: Module, options: CompileOptions | None, arch: str,
                  space: SearchSpace = KERNEL_CONFIGS, cache: TuneCache | None = None) -> str:
     """A digest of the configuration every kernel of ``module`` would be built with, so a
     build made before a kernel was tuned is not taken for a current one."""
-    from pto_core.codegen.driver import optimise
+    from pto_core.driver import optimise
     optimised, _ = optimise(module, options or CompileOptions())
     parts = [(fn.name, _as_dict(config_for(fn, optimised, options, arch, space, cache)))
              for fn in optimised.functions.values() if fn.is_incore]

@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from pto_core.codegen import driver
+from pto_core import driver
 from pto_core.codegen.host import npy_sources
 from pto_core.options import CompileOptions
-from pto_core.orchestration import c_module_name
+from pto_core.codegen.orchestration import c_module_name
 from pto_core.program import load_program
 from pto_cuda import scons_tool
 from pto_cuda.binding import host_main_source

@@ -41,7 +41,7 @@ def test_nvcc_prints_no_warnings(built_examples, name):
 def test_an_arch_list_gives_one_gencode_each(tmp_path):
     """arch=sm_80,sm_90 builds SASS for both (and PTX of the newest)."""
     import subprocess
-    from pto_core.codegen import driver
+    from pto_core import driver
     from pto_core.options import CompileOptions
     from pto_core.program import load_program
     module = load_program(EXAMPLES / "rowmax.py").module

@@ -22,7 +22,7 @@ import numpy as np
 import pytest
 
 from pto_core import ElementType, MemorySpace, PTOFunctionBuilder, PTOModule
-from pto_core.codegen.driver import build_module
+from pto_core.driver import build_module
 from pto_core.options import CompileOptions
 from pto_cuda.launch import DeviceRun, LaunchPolicy
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from pto_core.codegen.driver import optimise
+from pto_core.driver import optimise
 from pto_core.errors import PTOError
 from pto_core.ir import ElementType
 from pto_core.options import CompileOptions

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from pto_core.codegen.cnames import user_text
-from pto_core.codegen.driver import optimise
+from pto_core.driver import optimise
 from pto_core.ir import Category, ElementType, MemRefType, Module
 from pto_core.options import CompileOptions
 from pto_core.perf import task_levels

@@ -19,11 +19,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from pto_core.codegen.driver import build_module, optimise
+from pto_core.driver import build_module, optimise
 from pto_core.checking import random_inputs
 from pto_core.ir import ElementType
 from pto_core.options import CompileOptions
-from pto_core.orchestration import c_module_name
+from pto_core.codegen.orchestration import c_module_name
 from pto_core.perf import works_by_task
 from pto_core.reference import run_module, trace_calls
 from pto_core.shapes import derive_shapes

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from pto_core import ElementType as T, MemorySpace as M, PTOBackendError, PTOFunctionBuilder, PTOModule
-from pto_core.codegen import driver
+from pto_core import driver
 from pto_core.codegen.cnames import user_text
 from pto_core.options import CompileOptions
 from pto_cuda.config import KernelConfig, candidate_configs, default_config

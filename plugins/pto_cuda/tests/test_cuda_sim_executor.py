@@ -128,7 +128,7 @@ def test_a_kernel_fault_ends_the_run_with_an_error_instead_of_a_hang(softmax, ho
     assert r.returncode == 0, r.stdout + r.stderr
     assert "PTOError" in r.stdout and "injected fault" in r.stderr
     # the failed kernel is named: task, function, the executor's code (1000 + the CUDA error)
-    from pto_core.orchestration import kernel_order
+    from pto_core.codegen.orchestration import kernel_order
     import re
     kernels = "|".join(kernel_order(softmax[1]))
     assert re.search(rf"a task failed \(-7\): task \d+ '({kernels})' failed with code 1\d\d\d on "
@@ -156,7 +156,7 @@ def test_a_kernel_that_never_returns_ends_the_run_at_its_deadline(softmax):
     import re
     import subprocess
     import sys
-    from pto_core.orchestration import kernel_order
+    from pto_core.codegen.orchestration import kernel_order
     lib, module, *_ = softmax
     kernels = "|".join(kernel_order(module))
     stuck = re.compile(rf"deadline of 0\.5 s passed: task \d+ '({kernels})' still running on "

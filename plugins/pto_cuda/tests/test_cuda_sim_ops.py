@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from pto_core import ElementType, PTOModule
-from pto_core.codegen import driver
+from pto_core import driver
 from pto_core.checking import default_tolerance
 from pto_core.opcheck import build_op_module, op_kernels
 from pto_core.reference import numpy_dtype, run_module

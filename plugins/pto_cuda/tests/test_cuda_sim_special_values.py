@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from pto_core.codegen import driver
+from pto_core import driver
 from pto_core.ir import ElementType
 from pto_core.opcheck import ALL_TYPES, check_special_values
 from pto_cuda import scons_tool

@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from pto_core.codegen.driver import build_module, optimise
+from pto_core.driver import build_module, optimise
 from pto_core.errors import PTOError
 from pto_core.options import CompileOptions
 from pto_cuda import tune

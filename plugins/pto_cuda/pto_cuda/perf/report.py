@@ -24,7 +24,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
-from pto_core.codegen.driver import optimise
+from pto_core.driver import optimise
 from pto_core.errors import PTOBackendError
 from pto_core.ir import Category, Function, Module, TileType
 from pto_core.options import CompileOptions

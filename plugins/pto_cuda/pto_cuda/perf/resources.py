@@ -187,7 +187,7 @@ def global_load_shape(opcodes: Iterable[str]) -> tuple[int, int]:
 # --------------------------------------------------------------------------------------------
 
 def _cache_dir() -> Path:
-    from pto_core.codegen.driver import build_root
+    from pto_core.driver import build_root
     return build_root() / "cuda" / "perf"
 
 

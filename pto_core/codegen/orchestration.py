@@ -49,12 +49,12 @@ from __future__ import annotations
 import re
 from typing import Callable
 
-from .analysis import buffer_bytes as _declared_bytes
-from .analysis import footprint, param_modes
-from .codegen.cnames import (c_comment, c_names, c_string, orchestration_symbol, user_text)
-from .codegen.cstyle import CStyleRenderer, _Out
-from .errors import PTOError
-from .ir import (Call, Category, For, Function, If, Instr, MemRefType, Module, Return,
+from ..analysis import buffer_bytes as _declared_bytes
+from ..analysis import footprint, param_modes
+from .cnames import (c_comment, c_names, c_string, orchestration_symbol, user_text)
+from .cstyle import CStyleRenderer, _Out
+from ..errors import PTOError
+from ..ir import (Call, Category, For, Function, If, Instr, MemRefType, Module, Return,
                  ScalarType)
 
 _KIND = {"in": "PTO_ARG_INPUT", "out": "PTO_ARG_OUTPUT", "inout": "PTO_ARG_INOUT"}
