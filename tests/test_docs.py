@@ -27,6 +27,8 @@ import pytest
 
 from pto_core import plugins
 
+pytestmark = pytest.mark.slow     # compiles and runs generated code: the full suite's part
+
 ROOT = Path(__file__).resolve().parents[1]  # the checkout
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 

@@ -22,6 +22,8 @@ from pto_core import driver
 from pto_core.names import MAX_NAME_LENGTH
 from pto_core.reference import run_module
 
+pytestmark = pytest.mark.slow     # compiles and runs generated code: the full suite's part
+
 #: valid names that collide with something in C, libc, libm, CUDA, PTO-ISA, the runtime or
 #: the generated code's own helpers
 HOSTILE = [

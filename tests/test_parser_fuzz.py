@@ -24,6 +24,10 @@ from pto_core import PTOError, PTOSyntaxError, PTOVerifyError
 from pto_core.asm import parse, parse_file, print_module
 from pto_core.verify import MAX_CALL_DEPTH, MAX_NESTING
 
+import pytest
+
+pytestmark = pytest.mark.slow     # compiles and runs generated code: the full suite's part
+
 _spec = importlib.util.spec_from_file_location("_fuzz_samples",
                                                Path(__file__).with_name("test_asm_samples.py"))
 _mod = importlib.util.module_from_spec(_spec)

@@ -16,6 +16,8 @@ from pto_core import PTOError, PTOFunctionBuilder, PTOModule
 from pto_core import driver
 from pto_core.reference import run_module
 
+pytestmark = pytest.mark.slow     # compiles and runs generated code: the full suite's part
+
 R, C = 4, 8
 
 

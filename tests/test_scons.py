@@ -16,9 +16,9 @@ from pto_core.checking import run_scons
 
 ROOT = Path(__file__).resolve().parents[1]  # the checkout
 
-pytestmark = pytest.mark.skipif(
+pytestmark = [pytest.mark.slow, pytest.mark.skipif(
     "arm64" not in [b.name for b in plugins.list_backends()],
-    reason="the arm64 backend is not installed (pip install -e plugins/pto_arm64)")
+    reason="the arm64 backend is not installed (pip install -e plugins/pto_arm64)")]
 
 
 def rebuilt(output: str) -> set[str]:

@@ -22,6 +22,8 @@ from pto_core.opcheck import (FLOAT_TYPES, INT_TYPES, OpKernel, build_op_module,
                               special_inputs, special_kernels, special_values, tolerance)
 from pto_core.reference import compute_type, numpy_dtype, run_module
 
+pytestmark = pytest.mark.slow     # compiles and runs generated code: the full suite's part
+
 E = ElementType
 IDS = [t.value for t in FLOAT_TYPES]
 

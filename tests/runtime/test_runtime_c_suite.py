@@ -34,7 +34,7 @@ VARIANTS = {
                     "UBSAN_OPTIONS": "halt_on_error=1:print_stacktrace=1"}),
 }
 
-pytestmark = pytest.mark.skipif(shutil.which("gcc") is None, reason="gcc not installed")
+pytestmark = [pytest.mark.slow, pytest.mark.skipif(shutil.which("gcc") is None, reason="gcc not installed")]
 
 
 @pytest.mark.parametrize("program", list(PROGRAMS))

@@ -26,6 +26,8 @@ from pto_core.codegen.orchestration import c_module_name
 from pto_arm64.emitter import FP16_GUARD, native_f16_expr
 from pto_core.ir import ElementType as E
 
+pytestmark = pytest.mark.slow     # compiles and runs generated code: the full suite's part
+
 IDS = [t.value for t in ALL_TYPES]
 
 

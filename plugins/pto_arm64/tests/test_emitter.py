@@ -20,6 +20,8 @@ from pto_core.options import CompileOptions
 from pto_core.program import load_program
 from pto_arm64.emitter import Arm64Renderer
 
+pytestmark = pytest.mark.slow     # compiles and runs generated code: the full suite's part
+
 F32, F16, GM = ElementType.F32, ElementType.F16, MemorySpace.GLOBAL
 
 

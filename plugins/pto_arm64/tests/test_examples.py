@@ -17,6 +17,8 @@ from pto_core.codegen.host import run_library
 from pto_core.codegen.orchestration import c_module_name
 from pto_core.program import load_program as program
 
+pytestmark = pytest.mark.slow     # compiles and runs generated code: the full suite's part
+
 EXAMPLES = example_programs()
 IDS = [p.stem for p in EXAMPLES]
 

@@ -17,6 +17,8 @@ from pto_core.program import load_program
 from pto_core.reference import run_module
 from pto_arm64.emitter import FP16_GUARD, Arm64Renderer, native_f16_group
 
+pytestmark = pytest.mark.slow     # compiles and runs generated code: the full suite's part
+
 PROGRAM = '''
 """f16 element-wise ops (test program)."""
 from pto_core import ElementType, MemorySpace, PTOFunctionBuilder, PTOModule

@@ -6,6 +6,8 @@ import pytest
 from pto_ascend_common import A5
 from pto_ascend_common.testing import check_installed_backend, check_program, example_programs
 
+pytestmark = pytest.mark.slow     # compiles and runs generated code: the full suite's part
+
 
 @pytest.mark.parametrize("path", example_programs(), ids=lambda p: p.stem)
 def test_example_matches_reference_on_a5_cpu_check(path, tmp_path):

@@ -7,6 +7,10 @@ import sys
 
 from pto_ascend_common.testing import repo_root
 
+import pytest
+
+pytestmark = pytest.mark.slow     # compiles and runs generated code: the full suite's part
+
 
 def test_pto_run_fused_softmax_on_ascend_a5_checks_ok(tmp_path):
     env = dict(os.environ, PTO_BUILD_DIR=str(tmp_path))

@@ -16,6 +16,8 @@ from pto_ascend_common import A2A3, A5, cpu_check
 from pto_core.ir import Category
 from pto_core.opcheck import ALL_TYPES, check_special_values, special_kernels
 
+pytestmark = pytest.mark.slow     # compiles and runs generated code: the full suite's part
+
 #: element types of TROWSUM/TROWMAX/TROWMIN/TCOLSUM/TCOLMAX on the vector unit
 REDUCE_TYPES = {"f32", "f16", "i32", "i16"}
 

@@ -9,6 +9,8 @@ import pytest
 from pto_ascend_common import A2A3, A5
 from pto_ascend_common.cpu_check import cpu_check_flags, cxx
 
+pytestmark = pytest.mark.slow     # compiles and runs generated code: the full suite's part
+
 ROWMAX = textwrap.dedent("""
     #include <pto/pto-inst.hpp>
     #include <cstdio>

@@ -8,6 +8,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+pytestmark = pytest.mark.slow     # compiles and runs generated code: the full suite's part
+
 ROOT = Path(__file__).resolve().parents[3]
 
 

@@ -12,7 +12,7 @@ from pto_cuda import scons_tool
 EXAMPLES = Path(__file__).resolve().parents[3] / "examples"
 ALL_EXAMPLES = sorted(p.name for p in EXAMPLES.glob("*.py") if not p.name.startswith("_"))
 
-pytestmark = pytest.mark.skipif(scons_tool.find_nvcc() is None, reason="nvcc not found")
+pytestmark = [pytest.mark.slow, pytest.mark.skipif(scons_tool.find_nvcc() is None, reason="nvcc not found")]
 
 
 def test_there_are_examples_to_build():

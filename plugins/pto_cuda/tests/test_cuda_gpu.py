@@ -15,6 +15,8 @@ import pytest
 from pto_core.program import load_program
 from pto_cuda.device import probe
 
+pytestmark = pytest.mark.slow     # compiles and runs generated code: the full suite's part
+
 EXAMPLES = Path(__file__).resolve().parents[3] / "examples"
 ALL_EXAMPLES = sorted(p.name for p in EXAMPLES.glob("*.py") if not p.name.startswith("_"))
 

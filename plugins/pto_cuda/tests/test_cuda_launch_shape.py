@@ -26,6 +26,8 @@ from pto_core.driver import build_module
 from pto_core.options import CompileOptions
 from pto_cuda.launch import DeviceRun, LaunchPolicy
 
+pytestmark = pytest.mark.slow     # compiles and runs generated code: the full suite's part
+
 ROOT = Path(__file__).resolve().parents[3]
 H100_SMS = 132
 #: a hold no test should ever reach: held tasks must go out for the reasons under test

@@ -29,6 +29,8 @@ from pto_cuda.perf.resources import (KernelResources, find_cuobjdump, global_loa
 
 from pto_cuda import scons_tool
 
+pytestmark = pytest.mark.slow     # compiles and runs generated code: the full suite's part
+
 ROOT = Path(__file__).resolve().parents[3]
 sys.path.insert(0, str(ROOT / "examples"))
 sys.path.insert(0, str(ROOT / "bench" / "cuda"))

@@ -37,6 +37,7 @@ sys.path.insert(0, str(ROOT / "examples"))
 sys.path.insert(0, str(ROOT / "bench" / "cuda"))
 
 pytestmark = [
+    pytest.mark.slow,
     pytest.mark.skipif(scons_tool.find_nvcc() is None, reason="nvcc not found"),
     pytest.mark.skipif(find_cuobjdump() is None,
                        reason="cuobjdump not found (pip install nvidia-cuda-cuobjdump)"),

@@ -35,7 +35,7 @@ sys.path.insert(0, str(ROOT / "examples"))
 sys.path.insert(0, str(ROOT / "bench"))
 sys.path.insert(0, str(ROOT / "bench" / "cuda"))
 
-pytestmark = pytest.mark.skipif(shutil.which("g++") is None, reason="g++ not found")
+pytestmark = [pytest.mark.slow, pytest.mark.skipif(shutil.which("g++") is None, reason="g++ not found")]
 
 
 def counting_library(module, tmp: Path) -> Path:

@@ -11,6 +11,8 @@ import pytest
 
 from pto_cuda import scons_tool
 
+pytestmark = pytest.mark.slow     # compiles and runs generated code: the full suite's part
+
 ROOT = Path(__file__).resolve().parents[3]
 
 needs_nvcc = pytest.mark.skipif(scons_tool.find_nvcc() is None, reason="nvcc not found")

@@ -20,6 +20,8 @@ import pytest
 
 from pto_cuda import scons_tool
 
+pytestmark = pytest.mark.slow     # compiles and runs generated code: the full suite's part
+
 HERE = Path(__file__).resolve().parent
 SELFTEST = HERE / "sim_selftest.cu"
 PKG = scons_tool.PACKAGE_DIR

@@ -16,6 +16,8 @@ from pto_core.ir import ElementType
 from pto_core.opcheck import ALL_TYPES, check_special_values
 from pto_cuda import scons_tool
 
+pytestmark = pytest.mark.slow     # compiles and runs generated code: the full suite's part
+
 RUNTIME_INCLUDE = Path(__file__).resolve().parents[3] / "runtime" / "include"
 
 

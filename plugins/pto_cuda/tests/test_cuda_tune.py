@@ -21,6 +21,8 @@ from pto_cuda import tune
 from pto_cuda.config import KernelConfig
 from pto_cuda.tune import KERNEL_CONFIGS, KernelInfo, TuneCache
 
+pytestmark = pytest.mark.slow     # compiles and runs generated code: the full suite's part
+
 ROOT = Path(__file__).resolve().parents[3]
 
 
