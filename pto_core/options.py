@@ -9,11 +9,17 @@ name (``--pass NAME`` / ``--no-pass NAME`` on the CLI, ``[passes]`` in ``pto.tom
 False
 >>> CompileOptions(opt_level=2).enabled("buffer_reuse")
 True
+>>> CompileOptions().enabled("fuse_loop")
+Traceback (most recent call last):
+    ...
+pto_core.errors.PTOError: unknown pass 'fuse_loop' (known: inline, const_fold, dce, fuse_loops, buffer_reuse, binary_expansion, adaptive_tiles)
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+
+from .errors import PTOError
 
 #: passes by the lowest -O level that enables them
 PASS_LEVELS: dict[str, int] = {
@@ -27,6 +33,13 @@ PASS_LEVELS: dict[str, int] = {
 }
 
 
+def check_pass_name(name: str, where: str | None = None) -> None:
+    """Raise :class:`PTOError` unless ``name`` is a pass (``where`` prefixes the message)."""
+    if name not in PASS_LEVELS:
+        src = f"{where}: " if where else ""
+        raise PTOError(f"{src}unknown pass '{name}' (known: {', '.join(PASS_LEVELS)})")
+
+
 @dataclass(frozen=True)
 class CompileOptions:
     opt_level: int = 2
@@ -35,9 +48,15 @@ class CompileOptions:
     print_after: frozenset[str] = frozenset()
     extra: tuple[tuple[str, object], ...] = field(default=())   # backend-specific settings
 
+    def __post_init__(self) -> None:
+        # a misspelt pass name is an error wherever it appears, never a silent "off"
+        for name in self.enable | self.disable | (self.print_after - {"all"}):
+            check_pass_name(name)
+
     def enabled(self, name: str) -> bool:
+        check_pass_name(name)
         if name in self.disable:
             return False
         if name in self.enable:
             return True
-        return self.opt_level >= PASS_LEVELS.get(name, 99)
+        return self.opt_level >= PASS_LEVELS[name]

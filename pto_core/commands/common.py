@@ -8,7 +8,7 @@ from pathlib import Path
 
 from ..errors import PTOError
 from ..ir import ScalarType
-from ..options import PASS_LEVELS, CompileOptions
+from ..options import PASS_LEVELS, CompileOptions, check_pass_name
 from ..program import Program, load_program, parse_value
 
 
@@ -45,28 +45,22 @@ def options_from_args(args: argparse.Namespace) -> CompileOptions:
             raise PTOError(f"{cfg_path}: {e}") from None
         level = int(cfg.get("compile", {}).get("opt_level", level))
         for name, on in cfg.get("passes", {}).items():
-            _check_pass(name, cfg_path)
+            check_pass_name(name, cfg_path)
             (enable if on else disable).add(name)
     if args.opt_level is not None:
         level = args.opt_level
     for name in args.enable:
-        _check_pass(name)
+        check_pass_name(name)
         enable.add(name)
         disable.discard(name)
     for name in args.disable:
-        _check_pass(name)
+        check_pass_name(name)
         disable.add(name)
         enable.discard(name)
     for name in args.print_after:
         if name != "all":
-            _check_pass(name)
+            check_pass_name(name)
     return CompileOptions(level, frozenset(enable), frozenset(disable), frozenset(args.print_after))
-
-
-def _check_pass(name: str, where=None) -> None:
-    if name not in PASS_LEVELS:
-        src = f"{where}: " if where else ""
-        raise PTOError(f"{src}unknown pass '{name}' (known: {', '.join(PASS_LEVELS)})")
 
 
 def parse_assignments(items: list[str], what: str = "--set") -> dict[str, str]:
