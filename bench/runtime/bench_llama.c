@@ -4,13 +4,15 @@
  *   M tiles; phase 1: 9 tasks per tile, phase 2: 3 tasks per (q, kv) tile pair,
  *   phase 3: 7 tasks per tile  ->  16*M + 3*M^2 tasks.
  *
- * usage: bench_llama M [pto|build|omp|starpu|all|trace] [workers] [reps]
+ * usage: bench_llama M|llama:M|wide:N|chain:N [pto|build|omp|starpu|all|trace] [workers] [reps]
+ *        (the graphs: dags.h; a bare M is llama:M)
  *        (build: PTO graph build only, through both APIs (pto_build: alloc + add_* + submit,
  *        pto_build_v: pto_task_submit_v); trace: empty-task execution with vs without tracing;
  *        -DBENCH_NO_SUBMIT_V builds against a runtime without the one-call API)
  * Prints one "key=value" line per measurement (the driver run.sh turns them into a table). */
 #define _GNU_SOURCE 1
 #include "pto_runtime.h"
+#include "dags.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,8 +27,6 @@
 #include <starpu.h>
 #endif
 
-#define TILE_ROWS 32
-#define COLS      128
 
 static double now(void) {
     struct timespec ts;
@@ -40,50 +40,7 @@ static double thread_cpu(void) {
     clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
     return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
-static long peak_rss_kb(void) { struct rusage u; getrusage(RUSAGE_SELF, &u); return u.ru_maxrss; }
 
-static int64_t task_count(int64_t M) { return 16 * M + 3 * M * M; }
-
-/* ------------------------------------------------------------------ the graph, generic */
-
-enum { X, R, N, Q, K, V, ST, O, S, A, R2, N2, G, NTENS };
-typedef struct { int tensor; int64_t tile; int mode; } Use;        /* mode 1 in, 2 out, 3 inout */
-typedef void (*EmitFn)(void* ctx, const char* name, const Use* u, int n);
-
-#define EMIT(...) do { Use _u[] = {__VA_ARGS__}; emit(ctx, name, _u, (int)(sizeof _u / sizeof _u[0])); } while (0)
-#define IN(t, i)    {t, i, 1}
-#define OUT(t, i)   {t, i, 2}
-#define INOUT(t, i) {t, i, 3}
-
-static void llama_graph(int64_t M, EmitFn emit, void* ctx) {
-    const char* name;
-    for (int64_t i = 0; i < M; i++) {                 /* phase 1: per-tile chains */
-        name = "rms_sq";   EMIT(IN(X, i), OUT(R, i));
-        name = "rms_norm"; EMIT(IN(X, i), IN(R, i), OUT(N, i));
-        name = "q_proj";   EMIT(IN(N, i), OUT(Q, i));
-        name = "k_proj";   EMIT(IN(N, i), OUT(K, i));
-        name = "v_proj";   EMIT(IN(N, i), OUT(V, i));
-        name = "rope_q";   EMIT(INOUT(Q, i));
-        name = "rope_k";   EMIT(INOUT(K, i));
-        name = "init_st";  EMIT(OUT(ST, i));
-        name = "init_o";   EMIT(OUT(O, i));
-    }
-    for (int64_t q = 0; q < M; q++)                   /* phase 2: flash attention blocks */
-        for (int64_t kv = 0; kv < M; kv++) {
-            name = "score";   EMIT(IN(Q, q), IN(K, kv), OUT(S, q));
-            name = "softmax"; EMIT(INOUT(S, q), INOUT(ST, q));
-            name = "pv";      EMIT(IN(S, q), IN(V, kv), INOUT(O, q));
-        }
-    for (int64_t i = 0; i < M; i++) {                 /* phase 3: per-tile chains */
-        name = "finalize"; EMIT(INOUT(O, i), IN(ST, i));
-        name = "o_proj";   EMIT(IN(O, i), OUT(A, i));
-        name = "residual"; EMIT(IN(X, i), INOUT(A, i));
-        name = "rms2_sq";  EMIT(IN(A, i), OUT(R2, i));
-        name = "rms2";     EMIT(IN(A, i), IN(R2, i), OUT(N2, i));
-        name = "mlp_up";   EMIT(IN(N2, i), OUT(G, i));
-        name = "mlp_down"; EMIT(IN(G, i), INOUT(A, i));
-    }
-}
 
 /* ------------------------------------------------------------------ PTO */
 
@@ -120,9 +77,9 @@ static void pto_emit_v(void* ctx, const char* name, const Use* u, int n) {
 static int g_one_call;     /* build through pto_task_submit_v instead of alloc + add + submit */
 static void pto_orch(PTORuntime* rt, void* ud) {
 #ifndef BENCH_NO_SUBMIT_V
-    if (g_one_call) { llama_graph(*(int64_t*)ud, pto_emit_v, rt); return; }
+    if (g_one_call) { dag_emit(ud, pto_emit_v, rt); return; }
 #endif
-    llama_graph(*(int64_t*)ud, pto_emit, rt);
+    dag_emit(ud, pto_emit, rt);
 }
 
 static int32_t pow2_at_least(int64_t n) {
@@ -131,10 +88,18 @@ static int32_t pow2_at_least(int64_t n) {
     return (int32_t)w;
 }
 
-static void bench_pto(int64_t M, int workers, int build_only) {
-    int64_t n = task_count(M);
-    for (int i = 0; i < NTENS; i++)   /* kernels are empty: distinct fake bases suffice */
-        g_t[i] = (PTOTensor){(void*)(uintptr_t)(0x100000 * (i + 1)), M * TILE_ROWS, COLS, COLS, 4, "t"};
+static void set_tensors(const Dag* d) {   /* kernels are empty: distinct fake bases suffice */
+    for (int i = 0; i < NTENS; i++)
+        g_t[i] = (PTOTensor){(void*)(uintptr_t)(0x100000 * (i + 1)), dag_tiles(d) * TILE_ROWS, COLS, COLS, 4, "t"};
+}
+
+/* every result line starts with its kind, the graph and its size */
+#define HEAD "%s dag=%s M=%lld "
+#define HEAD_ARGS(kind, d) kind, (d)->name, (long long)(d)->size
+
+static void bench_pto(const Dag* d, int workers, int build_only) {
+    int64_t n = dag_tasks(d);
+    set_tensors(d);
     const int fits = n <= (1 << 20);
 
     /* 1. build only: dry run, no workers; window >= tasks when it fits (pure build),
@@ -154,7 +119,7 @@ static void bench_pto(int64_t M, int workers, int build_only) {
             cfg.task_window = fits ? pow2_at_least(n) : 16384;
             PTORuntime* rt = pto_runtime_create(&cfg);
             double t0 = now(), c0 = thread_cpu();
-            pto_orch(rt, &M);
+            pto_orch(rt, (void*)d);
             double dt = now() - t0, dc = thread_cpu() - c0;
             if (dt < bb[api]) bb[api] = dt;
             if (dc < bc[api]) bc[api] = dc;
@@ -163,9 +128,9 @@ static void bench_pto(int64_t M, int workers, int build_only) {
         }
     g_one_call = 0;
     for (int api = 0; api < apis; api++)
-        printf("%s M=%lld tasks=%lld build_s=%.6f tasks_per_us=%.2f build_cpu_s=%.6f tasks_per_cpu_us=%.2f "
-               "edges=%lld window=%d pure_build=%d bytes_per_live_task=%.1f\n", api ? "pto_build_v" : "pto_build",
-               (long long)M, (long long)n, bb[api], n / bb[api] / 1e6, bc[api], n / bc[api] / 1e6,
+        printf(HEAD "tasks=%lld build_s=%.6f tasks_per_us=%.2f build_cpu_s=%.6f tasks_per_cpu_us=%.2f "
+               "edges=%lld window=%d pure_build=%d bytes_per_live_task=%.1f\n",
+               HEAD_ARGS(api ? "pto_build_v" : "pto_build", d), (long long)n, bb[api], n / bb[api] / 1e6, bc[api], n / bc[api] / 1e6,
                (long long)st.edges, st.task_window, fits, (double)st.runtime_bytes / (double)st.peak_live_tasks);
 
     if (build_only) return;
@@ -176,7 +141,7 @@ static void bench_pto(int64_t M, int workers, int build_only) {
             PTORuntimeConfig cfg; pto_runtime_config_default(&cfg);
             cfg.num_workers = workers; cfg.task_window = pow2_at_least(n);
             PTORuntime* rt = pto_runtime_create(&cfg);
-            pto_orch(rt, &M);
+            pto_orch(rt, (void*)d);
             double t0 = now();
             int rc = pto_runtime_run(rt);
             double dt = now() - t0;
@@ -184,7 +149,7 @@ static void bench_pto(int64_t M, int workers, int build_only) {
             if (dt < best) best = dt;
             pto_runtime_destroy(rt);
         }
-        printf("pto_exec M=%lld workers=%d exec_s=%.6f mtasks_per_s=%.2f\n", (long long)M, workers, best, n / best / 1e6);
+        printf(HEAD "workers=%d exec_s=%.6f mtasks_per_s=%.2f\n", HEAD_ARGS("pto_exec", d), workers, best, n / best / 1e6);
     }
 
     /* 3. pipelined end to end: create + build + execute + destroy, window 16384 */
@@ -193,26 +158,26 @@ static void bench_pto(int64_t M, int workers, int build_only) {
         PTORuntimeConfig cfg; pto_runtime_config_default(&cfg);
         cfg.num_workers = workers; cfg.execution_task_threshold = 64; cfg.task_window = 16384;
         double t0 = now();
-        int rc = pto_runtime_run_orch(&cfg, pto_orch, &M, &st);
+        int rc = pto_runtime_run_orch(&cfg, pto_orch, (void*)d, &st);
         double dt = now() - t0;
         if (rc) { fprintf(stderr, "run: %s\n", pto_strerror(rc)); exit(1); }
         if (dt < best) best = dt;
     }
-    printf("pto_e2e M=%lld workers=%d e2e_s=%.6f mtasks_per_s=%.2f peak_live=%lld runtime_bytes=%lld peak_rss_kb=%ld\n",
-           (long long)M, workers, best, n / best / 1e6, (long long)st.peak_live_tasks,
+    printf(HEAD "workers=%d e2e_s=%.6f mtasks_per_s=%.2f peak_live=%lld runtime_bytes=%lld peak_rss_kb=%ld\n",
+           HEAD_ARGS("pto_e2e", d), workers, best, n / best / 1e6, (long long)st.peak_live_tasks,
            (long long)st.runtime_bytes, peak_rss_kb());
 }
 
 /* Tracing overhead: empty-task execution (as in bench_pto's step 2) with and without
  * pto_runtime_enable_trace, alternating `reps` times in this process so that drift of a shared
  * machine hits both sides alike; prints the best rate of each. */
-static double exec_once(int64_t M, int workers, int traced) {
-    int64_t n = task_count(M);
+static double exec_once(const Dag* d, int workers, int traced) {
+    int64_t n = dag_tasks(d);
     PTORuntimeConfig cfg; pto_runtime_config_default(&cfg);
     cfg.num_workers = workers; cfg.task_window = pow2_at_least(n);
     PTORuntime* rt = pto_runtime_create(&cfg);
     if (traced && pto_runtime_enable_trace(rt, 0) != PTO_OK) { fprintf(stderr, "enable_trace failed\n"); exit(1); }
-    pto_orch(rt, &M);
+    pto_orch(rt, (void*)d);
     double t0 = now();
     int rc = pto_runtime_run(rt);
     double dt = now() - t0;
@@ -222,18 +187,17 @@ static double exec_once(int64_t M, int workers, int traced) {
     return dt;
 }
 
-static void bench_trace_overhead(int64_t M, int workers, int reps) {
-    int64_t n = task_count(M);
-    for (int i = 0; i < NTENS; i++)
-        g_t[i] = (PTOTensor){(void*)(uintptr_t)(0x100000 * (i + 1)), M * TILE_ROWS, COLS, COLS, 4, "t"};
+static void bench_trace_overhead(const Dag* d, int workers, int reps) {
+    int64_t n = dag_tasks(d);
+    set_tensors(d);
     double plain = 1e30, traced = 1e30;
     for (int r = 0; r < reps; r++) {
-        double a = exec_once(M, workers, 0), b = exec_once(M, workers, 1);
+        double a = exec_once(d, workers, 0), b = exec_once(d, workers, 1);
         if (a < plain) plain = a;
         if (b < traced) traced = b;
     }
-    printf("trace_overhead M=%lld workers=%d tasks=%lld plain_mtasks_per_s=%.2f traced_mtasks_per_s=%.2f overhead_pct=%.1f\n",
-           (long long)M, workers, (long long)n, n / plain / 1e6, n / traced / 1e6, 100.0 * (traced / plain - 1.0));
+    printf(HEAD "workers=%d tasks=%lld plain_mtasks_per_s=%.2f traced_mtasks_per_s=%.2f overhead_pct=%.1f\n",
+           HEAD_ARGS("trace_overhead", d), workers, (long long)n, n / plain / 1e6, n / traced / 1e6, 100.0 * (traced / plain - 1.0));
 }
 
 /* ------------------------------------------------------------------ OpenMP (libgomp) */
@@ -275,19 +239,20 @@ static void omp_emit(void* ctx, const char* name, const Use* u, int n) {
     (void)m1; (void)b; (void)c;
 }
 
-static void bench_omp(int64_t M, int workers) {
-    for (int i = 0; i < NTENS; i++) g_tok[i] = calloc((size_t)M, 1);
+static void bench_omp(const Dag* d, int workers) {
+    for (int i = 0; i < NTENS; i++) g_tok[i] = calloc((size_t)dag_tiles(d), 1);
     double best = 1e30;
-    int64_t n = task_count(M);
+    int64_t n = dag_tasks(d);
     for (int rep = 0; rep < (n > 1000000 ? 1 : 3); rep++) {
         double t0 = now();
         #pragma omp parallel num_threads(workers)
         #pragma omp single
-        llama_graph(M, omp_emit, NULL);
+        dag_emit(d, omp_emit, NULL);
         double dt = now() - t0;
         if (dt < best) best = dt;
     }
-    printf("omp_e2e M=%lld workers=%d e2e_s=%.6f mtasks_per_s=%.2f\n", (long long)M, workers, best, n / best / 1e6);
+    printf(HEAD "workers=%d e2e_s=%.6f mtasks_per_s=%.2f peak_rss_kb=%ld\n", HEAD_ARGS("omp_e2e", d), workers, best,
+           n / best / 1e6, peak_rss_kb());
     for (int i = 0; i < NTENS; i++) free(g_tok[i]);
 }
 #endif
@@ -311,11 +276,12 @@ static void sp_emit(void* ctx, const char* name, const Use* u, int n) {
     if (starpu_task_submit(t) != 0) { fprintf(stderr, "starpu submit failed\n"); exit(1); }
 }
 
-static void bench_starpu(int64_t M, int workers) {
+static void bench_starpu(const Dag* d, int workers) {
+    int64_t M = dag_tiles(d);
     struct starpu_conf conf;
     starpu_conf_init(&conf);
     conf.ncpus = workers; conf.ncuda = 0; conf.nopencl = 0;
-    if (starpu_init(&conf) != 0) { printf("starpu_e2e M=%lld skipped=init_failed\n", (long long)M); return; }
+    if (starpu_init(&conf) != 0) { printf(HEAD "skipped=init_failed\n", HEAD_ARGS("starpu_e2e", d)); return; }
     for (int k = 1; k <= 3; k++) {
         starpu_codelet_init(&g_cl[k]);
         g_cl[k].cpu_funcs[0] = sp_empty;
@@ -328,16 +294,17 @@ static void bench_starpu(int64_t M, int workers) {
         for (int64_t j = 0; j < M; j++)      /* one handle per tile region */
             starpu_variable_data_register(&g_h[i][j], STARPU_MAIN_RAM, (uintptr_t)&g_hbuf[i][j], sizeof(float));
     }
-    int64_t n = task_count(M);
+    int64_t n = dag_tasks(d);
     double best = 1e30;
     for (int rep = 0; rep < (n > 100000 ? 1 : 3); rep++) {
         double t0 = now();
-        llama_graph(M, sp_emit, NULL);
+        dag_emit(d, sp_emit, NULL);
         starpu_task_wait_for_all();
         double dt = now() - t0;
         if (dt < best) best = dt;
     }
-    printf("starpu_e2e M=%lld workers=%d e2e_s=%.6f mtasks_per_s=%.3f\n", (long long)M, workers, best, n / best / 1e6);
+    printf(HEAD "workers=%d e2e_s=%.6f mtasks_per_s=%.3f peak_rss_kb=%ld\n", HEAD_ARGS("starpu_e2e", d), workers, best,
+           n / best / 1e6, peak_rss_kb());
     for (int i = 0; i < NTENS; i++) {
         for (int64_t j = 0; j < M; j++) starpu_data_unregister(g_h[i][j]);
         free(g_h[i]); free(g_hbuf[i]);
@@ -347,19 +314,21 @@ static void bench_starpu(int64_t M, int workers) {
 #endif
 
 int main(int argc, char** argv) {
-    if (argc < 2) { fprintf(stderr, "usage: %s M [pto|build|omp|starpu|all|trace] [workers] [reps]\n", argv[0]); return 2; }
-    int64_t M = atoll(argv[1]);
+    if (argc < 2) { fprintf(stderr, "usage: %s M|llama:M|wide:N|chain:N [pto|build|omp|starpu|all|trace] [workers] [reps]\n", argv[0]); return 2; }
+    Dag dag;
+    if (!dag_parse(argv[1], &dag)) { fprintf(stderr, "bad graph '%s': M, llama:M, wide:N or chain:N (1..2^30)\n", argv[1]); return 2; }
+    const Dag* d = &dag;
     const char* what = argc > 2 ? argv[2] : "all";
     int workers = argc > 3 ? atoi(argv[3]) : 2;
     int all = strcmp(what, "all") == 0;
-    if (all || !strcmp(what, "pto")) bench_pto(M, workers, 0);
-    if (!strcmp(what, "build")) bench_pto(M, workers, 1);
-    if (!strcmp(what, "trace")) bench_trace_overhead(M, workers, argc > 4 ? atoi(argv[4]) : 10);
+    if (all || !strcmp(what, "pto")) bench_pto(d, workers, 0);
+    if (!strcmp(what, "build")) bench_pto(d, workers, 1);
+    if (!strcmp(what, "trace")) bench_trace_overhead(d, workers, argc > 4 ? atoi(argv[4]) : 10);
 #ifdef HAVE_OMP
-    if (all || !strcmp(what, "omp")) bench_omp(M, workers);
+    if (all || !strcmp(what, "omp")) bench_omp(d, workers);
 #endif
 #ifdef HAVE_STARPU
-    if (all || !strcmp(what, "starpu")) bench_starpu(M, workers);
+    if (all || !strcmp(what, "starpu")) bench_starpu(d, workers);
 #endif
     printf("peak_rss_kb=%ld\n", peak_rss_kb());
     return 0;
