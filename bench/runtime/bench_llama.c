@@ -4,7 +4,7 @@
  *   M tiles; phase 1: 9 tasks per tile, phase 2: 3 tasks per (q, kv) tile pair,
  *   phase 3: 7 tasks per tile  ->  16*M + 3*M^2 tasks.
  *
- * usage: bench_llama M|llama:M|wide:N|chain:N [pto|build|omp|starpu|all|trace] [workers] [reps]
+ * usage: bench_llama M|llama:M|wide:N|chain:N [pto|build|e2e|omp|starpu|all|trace] [workers] [reps]
  *        (the graphs: dags.h; a bare M is llama:M)
  *        (build: PTO graph build only, through both APIs (pto_build: alloc + add_* + submit,
  *        pto_build_v: pto_task_submit_v); trace: empty-task execution with vs without tracing;
@@ -97,6 +97,8 @@ static void set_tensors(const Dag* d) {   /* kernels are empty: distinct fake ba
 #define HEAD "%s dag=%s M=%lld "
 #define HEAD_ARGS(kind, d) kind, (d)->name, (long long)(d)->size
 
+static void bench_pto_e2e(const Dag* d, int workers);
+
 static void bench_pto(const Dag* d, int workers, int build_only) {
     int64_t n = dag_tasks(d);
     set_tensors(d);
@@ -152,8 +154,15 @@ static void bench_pto(const Dag* d, int workers, int build_only) {
         printf(HEAD "workers=%d exec_s=%.6f mtasks_per_s=%.2f\n", HEAD_ARGS("pto_exec", d), workers, best, n / best / 1e6);
     }
 
-    /* 3. pipelined end to end: create + build + execute + destroy, window 16384 */
-    best = 1e30;
+    bench_pto_e2e(d, workers);
+}
+
+/* pipelined end to end: create + build + execute + destroy, window 16384 (alone: "e2e") */
+static void bench_pto_e2e(const Dag* d, int workers) {
+    int64_t n = dag_tasks(d);
+    PTORuntimeStats st;
+    double best = 1e30;
+    set_tensors(d);
     for (int rep = 0; rep < (n > 5000000 ? 1 : 3); rep++) {
         PTORuntimeConfig cfg; pto_runtime_config_default(&cfg);
         cfg.num_workers = workers; cfg.execution_task_threshold = 64; cfg.task_window = 16384;
@@ -314,7 +323,7 @@ static void bench_starpu(const Dag* d, int workers) {
 #endif
 
 int main(int argc, char** argv) {
-    if (argc < 2) { fprintf(stderr, "usage: %s M|llama:M|wide:N|chain:N [pto|build|omp|starpu|all|trace] [workers] [reps]\n", argv[0]); return 2; }
+    if (argc < 2) { fprintf(stderr, "usage: %s M|llama:M|wide:N|chain:N [pto|build|e2e|omp|starpu|all|trace] [workers] [reps]\n", argv[0]); return 2; }
     Dag dag;
     if (!dag_parse(argv[1], &dag)) { fprintf(stderr, "bad graph '%s': M, llama:M, wide:N or chain:N (1..2^30)\n", argv[1]); return 2; }
     const Dag* d = &dag;
@@ -323,6 +332,7 @@ int main(int argc, char** argv) {
     int all = strcmp(what, "all") == 0;
     if (all || !strcmp(what, "pto")) bench_pto(d, workers, 0);
     if (!strcmp(what, "build")) bench_pto(d, workers, 1);
+    if (!strcmp(what, "e2e")) bench_pto_e2e(d, workers);
     if (!strcmp(what, "trace")) bench_trace_overhead(d, workers, argc > 4 ? atoi(argv[4]) : 10);
 #ifdef HAVE_OMP
     if (all || !strcmp(what, "omp")) bench_omp(d, workers);
