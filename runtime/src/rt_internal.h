@@ -119,13 +119,6 @@ typedef struct PTOQueue {
 
 #define PTO_BATCH 16
 #define PTO_RETIRE_BATCH 64
-/* The orchestrator hands ready tasks to the workers in batches: it holds what it made ready
- * until PTO_HOLD tasks are held or PTO_HOLD_SPAN submissions have passed since the first of
- * them, and before it waits (full window, end of the orchestration). One queue lock and one
- * wake-up per batch instead of per task: when workers outrun the build (a chain, empty
- * kernels), each task used to cost a hand-off between cores. */
-#define PTO_HOLD 32
-#define PTO_HOLD_SPAN 32
 typedef struct PTOWorker {
     struct PTORuntime* rt;
     pthread_t th;
@@ -189,9 +182,6 @@ struct PTORuntime {
     int32_t   next_id;             /* next task id */
     int32_t   last_alive;          /* every id < last_alive is retired */
     int32_t   open_tasks;
-    int32_t   nheld;                /* ready tasks held back for the next batch (PTO_HOLD) */
-    int64_t   held_at;             /* `submitted` when the oldest of them was made ready */
-    int32_t   held[PTO_HOLD];
     int64_t   edges;
     int64_t   peak_live;
     int64_t   full_waits;
@@ -311,8 +301,6 @@ void sched_free(PTORuntime* rt);
 int  sched_start(PTORuntime* rt);
 void sched_stop(PTORuntime* rt);
 void sched_make_ready(PTORuntime* rt, PTOTask* t, PTOWorker* w);
-void sched_hold_ready(PTORuntime* rt, PTOTask* t, int64_t submitted);   /* orchestrator only */
-void sched_release_held(PTORuntime* rt);                               /* orchestrator only */
 void sched_finish(PTORuntime* rt, int32_t id, int32_t status, PTOWorker* w);
 int  sched_run_inline(PTORuntime* rt, int32_t id);
 void sched_notify_waiters(PTORuntime* rt, int32_t retired_id, int64_t retired_count);

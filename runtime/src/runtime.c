@@ -363,7 +363,6 @@ static int free_a_slot(PTORuntime* rt) {
 /* The window is full: retire the oldest task (inline) or wait for the workers to. */
 static int wait_for_slot(PTORuntime* rt) {
     rt->full_waits++;
-    sched_release_held(rt);                 /* what waits for us goes out before we wait */
     tell_waiting(rt, 1);
     int rc = free_a_slot(rt);
     tell_waiting(rt, 0);
@@ -642,10 +641,8 @@ static inline __attribute__((always_inline)) int commit_publish(PTORuntime* rt, 
         int32_t left = atomic_load_explicit(&t->fanin_left, memory_order_relaxed) - 1;
         atomic_store_explicit(&t->fanin_left, left, memory_order_relaxed);
         if (left == 0) sched_make_ready(rt, t, NULL);
-    } else {
-        if (atomic_fetch_sub_explicit(&t->fanin_left, 1, memory_order_acq_rel) == 1)
-            sched_hold_ready(rt, t, sub);
-        if (rt->nheld > 0 && sub - rt->held_at >= PTO_HOLD_SPAN) sched_release_held(rt);
+    } else if (atomic_fetch_sub_explicit(&t->fanin_left, 1, memory_order_acq_rel) == 1) {
+        sched_make_ready(rt, t, NULL);
     }
     if (!rt->started && rt->cfg.execution_task_threshold > 0 && sub > rt->cfg.execution_task_threshold)
         return sched_start(rt);
@@ -736,7 +733,6 @@ int pto_task_state(PTORuntime* rt, int32_t task) {
 /* ---------------------------------------------------------------- run */
 
 static int run_graph(PTORuntime* rt) {
-    sched_release_held(rt);
     tell_waiting(rt, 1);                    /* the orchestration is over */
     if (rt->nworkers == 0) {
         while (rt->last_alive < rt->next_id && !atomic_load(&rt->halt)) {

@@ -70,51 +70,17 @@ int64_t sched_ready_count(PTORuntime* rt) {
     return n;
 }
 
-/* Append the tasks of `ids` that go to queue q (all of them: q < 0) under one lock; returns
- * how many it appended. */
-static int32_t enqueue(PTORuntime* rt, int q, const int32_t* ids, int32_t n) {
-    PTOQueue* Q = &rt->queues[q < 0 ? queue_of(rt_task(rt, ids[0])) : q];
-    int32_t m = 0;
+static void push(PTORuntime* rt, int q, int32_t id) {
+    PTOQueue* Q = &rt->queues[q];
     pthread_mutex_lock(&Q->mu);
-    for (int32_t i = 0; i < n; i++)
-        if (q < 0 || queue_of(rt_task(rt, ids[i])) == q) { Q->ring[Q->tail++ & (uint32_t)rt->mask] = ids[i]; m++; }
-    atomic_fetch_add_explicit(&Q->count, m, memory_order_seq_cst);
+    Q->ring[Q->tail++ & (uint32_t)rt->mask] = id;
+    atomic_fetch_add_explicit(&Q->count, 1, memory_order_seq_cst);
     pthread_mutex_unlock(&Q->mu);
-    return m;
-}
-
-static void wake(PTORuntime* rt, int32_t tasks) {
     if (atomic_load_explicit(&rt->sleepers, memory_order_seq_cst) > 0) {
         pthread_mutex_lock(&rt->idle_mu);
-        if (tasks > 1) pthread_cond_broadcast(&rt->idle_cv);
-        else pthread_cond_signal(&rt->idle_cv);
+        pthread_cond_signal(&rt->idle_cv);
         pthread_mutex_unlock(&rt->idle_mu);
     }
-}
-
-static void push(PTORuntime* rt, int q, int32_t id) {
-    enqueue(rt, q, &id, 1);
-    wake(rt, 1);
-}
-
-void sched_hold_ready(PTORuntime* rt, PTOTask* t, int64_t submitted) {
-    atomic_store_explicit(&t->state, PTO_TASK_READY, memory_order_relaxed);
-    if (rt->wait_fn) atomic_fetch_add_explicit(&rt->ready_tasks, 1, memory_order_relaxed);
-    if (rt->nheld == 0) rt->held_at = submitted;
-    rt->held[rt->nheld++] = t->id;
-    if (rt->nheld == PTO_HOLD) sched_release_held(rt);
-}
-
-void sched_release_held(PTORuntime* rt) {
-    int32_t n = rt->nheld;
-    if (n == 0) return;
-    rt->nheld = 0;
-    int32_t q0 = queue_of(rt_task(rt, rt->held[0])), same = 1;
-    for (int32_t i = 1; i < n && same; i++) same = queue_of(rt_task(rt, rt->held[i])) == q0;
-    if (same) enqueue(rt, -1, rt->held, n);            /* the usual case: one queue */
-    else
-        for (int q = 0; q < PTO_NUM_QUEUES; q++) enqueue(rt, q, rt->held, n);
-    wake(rt, n);
 }
 
 void sched_make_ready(PTORuntime* rt, PTOTask* t, PTOWorker* w) {
