@@ -26,10 +26,10 @@ from glob import glob
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from SCons.Script import (ARGUMENTS, COMMAND_LINE_TARGETS, Action, Alias, Builder, CacheDir,
-                          Default, Depends, EnumVariable, Environment, Exit, File, GetOption,
-                          Help, NoCache, PathVariable, Precious, SConscript, SConsignFile,
-                          Variables)
+from SCons.Script import (ARGUMENTS, COMMAND_LINE_TARGETS, Action, Alias, BoolVariable, Builder,
+                          CacheDir, Default, Depends, EnumVariable, Environment, Exit, File,
+                          GetOption, Help, NoCache, PathVariable, Precious, SConscript,
+                          SConsignFile, Variables)
 
 from . import plugins
 from .codegen import host
@@ -41,6 +41,10 @@ from .codegen.orchestration import c_module_name
 from .progress import install_scons_progress, scons_print_cmd_line
 from .resources import runtime_dir
 CROSS_PREFIX = {"aarch64": "aarch64-linux-gnu-"}
+#: the optimisation flags of each build variant (``opt=``), given once to every C and C++
+#: compile of a build (generated code, the runtime, a backend tool's host compiles). A backend
+#: may raise release's level (arm64: -O3); nothing adds a level after debug's -O0.
+OPT_FLAGS = {"release": ("-O2",), "debug": ("-O0", "-g"), "native": ("-O2",)}
 
 
 @dataclass(frozen=True)
@@ -92,20 +96,31 @@ def plain_env() -> Any:
     return env
 
 
+def base_env(opt: str = "release", werror: bool = False) -> Any:
+    """:func:`plain_env` with what every C compile of build variant ``opt`` gets, whatever the
+    target: the runtime's include path, warnings (errors with ``werror``), :data:`OPT_FLAGS`."""
+    if opt not in OPT_FLAGS:
+        raise ValueError(f"opt={opt}: expected one of {', '.join(OPT_FLAGS)}")
+    env = plain_env()
+    env.Append(CPPPATH=[str(runtime_dir() / "include"), str(host.TEMPLATES)],
+               CFLAGS=["-std=gnu11"], CCFLAGS=["-Wall", *OPT_FLAGS[opt]],
+               LINKFLAGS=["-pthread"], LIBS=["m", "pthread"])
+    if werror:
+        env.Append(CCFLAGS=["-Werror"])
+    return env
+
+
 def make_env(target: str, *, cross: str = "", opt: str = "release",
              compile_options: CompileOptions | None = None,
              arguments: Mapping[str, str] | None = None, variables: Any = None) -> Any:
     """An SCons environment for ``target``: C flags, runtime include path, the cross compiler,
     then whatever the backend's ``pto_configure_scons`` adds (reading its build variables from
     ``arguments``, default SCons' ARGUMENTS, and declaring them in ``variables`` if given)."""
-    env = plain_env()
+    arguments = dict(ARGUMENTS if arguments is None else arguments)
+    env = base_env(opt, werror=str(arguments.get("werror", "")).lower() in ("1", "yes", "true"))
     env["PTO_TARGET"] = target
     env["PTO_CROSS"] = cross
     env["PTO_COMPILE_OPTIONS"] = compile_options or CompileOptions()
-    env.Append(CPPPATH=[str(runtime_dir() / "include"), str(host.TEMPLATES)],
-               CFLAGS=["-std=gnu11"], CCFLAGS=["-Wall"], LINKFLAGS=["-pthread"],
-               LIBS=["m", "pthread"])
-    env.Append(CCFLAGS=["-O0", "-g"] if opt == "debug" else ["-O2"])
     if cross:
         if cross not in CROSS_PREFIX:
             raise ValueError(f"unknown cross target '{cross}' (known: {', '.join(CROSS_PREFIX)})")
@@ -116,7 +131,7 @@ def make_env(target: str, *, cross: str = "", opt: str = "release",
     handled = plugins.hook().pto_configure_scons(
         backend=target, env=env,
         options=BuildSettings(target, cross, opt, env["PTO_COMPILE_OPTIONS"],
-                              arguments=dict(ARGUMENTS if arguments is None else arguments),
+                              arguments=arguments,
                               variables=variables))
     if not handled:
         raise ValueError(f"backend '{target}' does not configure SCons builds")
@@ -252,8 +267,10 @@ def sconstruct() -> None:
                           allowed_values=("", *CROSS_PREFIX)))
     vars.Add(PathVariable("cache", "shared build cache directory (CacheDir); empty = none", "",
                           PathVariable.PathAccept))
-    vars.Add(EnumVariable("opt", "build flavour", "release",
-                          allowed_values=("release", "debug", "native")))
+    vars.Add(EnumVariable("opt", "build flavour (optimisation flags of every compile)", "release",
+                          allowed_values=tuple(OPT_FLAGS)))
+    vars.Add(BoolVariable("werror", "warnings of C compiles are errors (what the tests build with)",
+                          False))
     vars.Add(EnumVariable("O", "PTO pass pipeline level", "2", allowed_values=("0", "1", "2")))
     vars.Add("build_dir", "output root (per target: <build_dir>/<target>[-<cross>]/)", "build")
     vars.Add("workers", "runtime worker threads for the 'check' alias", "2")
@@ -288,7 +305,7 @@ def sconstruct() -> None:
     tdir = f"{root}/{target}" + (f"-{cross}" if cross else "")
     rt_static = runtime_libs(env, f"{tdir}/runtime")[0]
     # the target-independent runtime, for tools that link it directly
-    Alias("runtime", runtime_libs(plain_env(), f"{root}/runtime"))
+    Alias("runtime", runtime_libs(base_env(probe["opt"], probe["werror"]), f"{root}/runtime"))
     npy_obj = env.Object(f"{tdir}/common/pto_npy", str(host.TEMPLATES / "pto_npy.c"))
     built = [build_program(env, p, tdir, rt_static, npy_obj)
              for p in find_programs(probe["examples"])]

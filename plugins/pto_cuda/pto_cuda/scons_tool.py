@@ -132,9 +132,9 @@ def sim_flags(debug: bool = False, include: bool = True) -> list[str]:
     >>> "-DPTO_CUDA_SIM" in sim_flags() and sim_flags()[-2:] == ["-I", str(SIM_INCLUDE_DIR)]
     True
     """
-    return (["-x", "c++", "-std=c++17", "-O0" if debug else "-O2", "-g" if debug else "-g0",
-             "-fPIC", "-fno-strict-aliasing", "-Wall", "-Werror", "-Wno-unknown-pragmas",
-             "-DPTO_CUDA_SIM"] + (["-I", str(SIM_INCLUDE_DIR)] if include else []))
+    from pto_core.scons import OPT_FLAGS     # the build variants' flags (imports SCons)
+    return (["-x", "c++", "-std=c++17", *OPT_FLAGS["debug" if debug else "release"], "-fPIC",
+             "-fno-strict-aliasing", "-Wall", "-Werror", "-Wno-unknown-pragmas", "-DPTO_CUDA_SIM"] + (["-I", str(SIM_INCLUDE_DIR)] if include else []))
 
 
 #: host-compiler flags that make a kernel object built for the simulator count its global-memory
