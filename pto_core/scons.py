@@ -242,6 +242,15 @@ def build_generated_module(arguments: dict) -> None:
     Default([res["host"]] if cross else list(res.values()))
 
 
+def build_runtime(arguments: dict) -> None:
+    """Entry of the SConstruct that :func:`pto_core.driver.build_runtime_library` writes: the
+    target-independent runtime of variant ``opt`` into this folder (``cache=DIR`` as in
+    :func:`build_generated_module`)."""
+    if arguments.get("cache"):
+        CacheDir(arguments["cache"])
+    Default(runtime_libs(base_env(arguments.get("opt", "release")), "."))
+
+
 def find_programs(spec: str) -> list[str]:
     """Program files named by ``spec`` (comma-separated paths or globs): ``.pto`` files and
     Python files that define ``build_module``."""
