@@ -385,18 +385,45 @@ def build_module(target: str, module: Module, options: CompileOptions | None = N
         n = sum(1 for f in module.functions.values() if f.is_incore)
         with phases.phase("codegen", total=n, label=f"codegen {target}") as step:
             paths = compile_module(target, module, bdir / "gen", options, progress=step)
-        # what the build links: exactly the generated sources (gen/ also holds objects)
-        write_if_changed(bdir / "sources.txt", "".join(f"gen/{p.name}\n" for p in paths))
-        args = _scons_command(bdir, "build_generated_module", "builds one generated module",
-                              jobs, f"target={target}", f"name={m}",
-                              f"opt={dict(options.extra).get('build_opt', 'release')}",
-                              *([f"cross={cross}"] if cross else []),
-                              *(f"{k}={v}" for k, v in (variables or {}).items()))
         # a full build compiles every generated file, the runtime and the .npy reader, then
         # links the runtime, the library and the host program (an incremental one does less)
         files = len(paths) + len(list((runtime_dir() / "src").glob("*.c"))) + 1 + 3
         with phases.phase("build", total=files, label=f"build {target}") as step:
-            _run_scons(args, f"building module '{module.name}' for {target}", step)
+            _link(bdir, m, paths, f"module '{module.name}' for {target}", jobs, step,
+                  f"target={target}", f"opt={dict(options.extra).get('build_opt', 'release')}",
+                  *([f"cross={cross}"] if cross else []),
+                  *(f"{k}={v}" for k, v in (variables or {}).items()))
+    return bdir
+
+
+def _link(bdir: Path, name: str, paths: list[Path], what: str, jobs: int,
+          step: Callable[[str], None], *args: str) -> None:
+    """Compile and link ``paths`` (in ``bdir/gen``) into ``bdir/lib<name>.so`` and, from the
+    ``<name>_host.c`` among them, ``bdir/<name>_host``, with the runtime, by SCons."""
+    # what the build links: exactly these sources (gen/ also holds objects)
+    write_if_changed(bdir / "sources.txt", "".join(f"gen/{p.name}\n" for p in paths))
+    _run_scons(_scons_command(bdir, "build_generated_module", "builds one module", jobs,
+                              f"name={name}", *args), f"building {what}", step)
+
+
+def build_c_sources(name: str, sources: Mapping[str, str], build_dir: Path, *,
+                    opt: str = "release", werror: bool = False, jobs: int = 2) -> Path:
+    """Build C ``sources`` (file name -> text: an orchestration, a binding written by hand, a
+    ``<name>_host.c``) with the runtime into ``build_dir/lib<name>.so`` (and
+    ``build_dir/<name>_host``) by the SCons build of :func:`build_module`, with no backend:
+    the flags of every C compile of variant ``opt``, warnings as errors with ``werror``.
+    For tests and tools that write a module's binding themselves; returns ``build_dir``."""
+    if not re.fullmatch(r"[A-Za-z_]\w*", name) or any(
+            not re.fullmatch(r"[\w.-]+\.c", n) for n in sources):
+        raise PTOError(f"build_c_sources: '{name}' must be a C identifier and each source a "
+                       f"plain '*.c' file name (got {', '.join(sources)})")
+    bdir = Path(build_dir)
+    with _exclusive(bdir):
+        paths = [bdir / "gen" / n for n in sources]
+        for path, text in zip(paths, sources.values()):
+            write_if_changed(path, text)
+        _link(bdir, name, paths, f"'{name}'", jobs, lambda _: None, f"opt={opt}",
+              f"werror={int(werror)}")
     return bdir
 
 

@@ -110,6 +110,10 @@ def base_env(opt: str = "release", werror: bool = False) -> Any:
     return env
 
 
+def _werror(arguments: Mapping[str, str]) -> bool:
+    return str(arguments.get("werror", "")).lower() in ("1", "yes", "true")
+
+
 def make_env(target: str, *, cross: str = "", opt: str = "release",
              compile_options: CompileOptions | None = None,
              arguments: Mapping[str, str] | None = None, variables: Any = None) -> Any:
@@ -117,7 +121,7 @@ def make_env(target: str, *, cross: str = "", opt: str = "release",
     then whatever the backend's ``pto_configure_scons`` adds (reading its build variables from
     ``arguments``, default SCons' ARGUMENTS, and declaring them in ``variables`` if given)."""
     arguments = dict(ARGUMENTS if arguments is None else arguments)
-    env = base_env(opt, werror=str(arguments.get("werror", "")).lower() in ("1", "yes", "true"))
+    env = base_env(opt, werror=_werror(arguments))
     env["PTO_TARGET"] = target
     env["PTO_CROSS"] = cross
     env["PTO_COMPILE_OPTIONS"] = compile_options or CompileOptions()
@@ -195,13 +199,16 @@ def runtime_libs(env, variant_dir: str) -> list:
 
 
 def link_module(env, out_dir: str, name: str, gen_files: list, rt_static, npy_obj) -> dict:
-    """Objects of the generated sources, ``lib<name>.so`` and ``<name>_host``."""
+    """Objects of the generated sources, ``lib<name>.so`` and (from the ``*_host.c`` among
+    them, when there is one) ``<name>_host``."""
     host_c = [f for f in gen_files if str(f).endswith("_host.c")]
     others = [f for f in gen_files if f not in host_c]
     objs = [env.SharedObject(f) for f in others]
     # the runtime is linked statically (its objects are PIC), so each result stands alone
     libs = [rt_static] + list(env.get("LIBS", []))
     lib = env.SharedLibrary(f"{out_dir}/{name}", objs, LIBS=libs)
+    if not host_c:
+        return {"objects": objs, "lib": lib}
     host_obj = env.Object(host_c[0])
     exe = env.Program(f"{out_dir}/{name}_host", [host_obj] + objs + [npy_obj], LIBS=libs)
     return {"objects": objs, "lib": lib, "host": exe}
@@ -226,20 +233,23 @@ def build_generated_module(arguments: dict) -> None:
     """Entry of the SConstruct that :func:`pto_core.driver.build_module` writes: link
     the sources already in ``./gen`` into ``lib<name>.so`` and ``<name>_host`` (``cache=DIR``:
     an SCons cache shared between launch folders; a cross build: the static ``<name>_host``
-    only, as in the root SConstruct)."""
+    only, as in the root SConstruct; no ``target``: C sources of no backend, built with the
+    flags of every C compile, :func:`base_env`)."""
     install_scons_progress()
-    target, name = arguments["target"], arguments["name"]
+    target, name = arguments.get("target", ""), arguments["name"]
     if arguments.get("cache"):
         # shared by every launch folder: a new variant of a module takes the runtime's objects
         # from it instead of compiling them again
         CacheDir(arguments["cache"])
     cross = arguments.get("cross", "")
-    env = make_env(target, cross=cross, opt=arguments.get("opt", "release"), arguments=arguments)
+    opt = arguments.get("opt", "release")
+    env = (make_env(target, cross=cross, opt=opt, arguments=arguments) if target
+           else base_env(opt, werror=_werror(arguments)))
     rt_static = runtime_libs(env, "runtime")[0]
     npy_obj = env.Object("common/pto_npy", str(host.TEMPLATES / "pto_npy.c"))
     files = Path("sources.txt").read_text().split()
     res = link_module(env, ".", name, [File(f) for f in files], rt_static, npy_obj)
-    Default([res["host"]] if cross else list(res.values()))
+    Default([res["host"]] if cross else [r for k, r in res.items() if k != "objects"])
 
 
 def build_runtime(arguments: dict) -> None:
