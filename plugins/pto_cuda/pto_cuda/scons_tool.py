@@ -209,6 +209,17 @@ def generate_sim(env: Any, debug: bool = False) -> None:
     env["SHLINK"] = env["LINK"]
 
 
+def count_kernel_traffic(env: Any) -> None:
+    """After :func:`generate_sim`: kernel sources (``.cu`` other than the executor) compile
+    with :data:`SIM_COUNT_FLAGS`, so a run's global-memory bytes are counted."""
+    def flags(target: Any, source: Any, env: Any, for_signature: bool) -> str:
+        name = Path(str(source[0])).name if source else ""
+        counted = name.endswith(".cu") and name != executor_source().name
+        return " ".join(SIM_COUNT_FLAGS) if counted else ""
+    env["PTO_CUDA_COUNT_FLAGS"] = flags
+    env.Append(CUDA_SIM_FLAGS=["$PTO_CUDA_COUNT_FLAGS"])
+
+
 def simulator_object(env: Any, target: str) -> Any:
     """The simulator's runtime (:data:`SIM_SOURCE`) as a position-independent object."""
     import SCons.Scanner.C
