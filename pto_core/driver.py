@@ -14,6 +14,8 @@ module's IR, the options, the backend and its version, every file of the install
 runtime and templates and of the backend's packages) loads the built library directly, without
 generating sources or starting SCons. Builds of one folder by several processes take turns
 (a lock file); objects that many folders share (the runtime's) come from one SCons cache.
+:func:`build_runtime_library` (the Python binding's runtime) and :func:`build_c_sources` (C
+written by hand, for tests and tools) go through the same SCons build.
 
 File names are fixed by the driver (so a build tool can know them before generating):
 kernels ``<function><kernel_suffix>``, ``<module>_orch.c``, ``<module>_binding<host_suffix>``,
