@@ -328,6 +328,7 @@ def _scons_command(bdir: Path, entry: str, what: str, jobs: int, *args: str) -> 
     """Write ``bdir/SConstruct`` (calling ``pto_core.scons.<entry>``) and return the command
     that runs SCons on it with ``args`` (the build shares the SCons cache of every folder)."""
     write_if_changed(bdir / "SConstruct", _SCONSTRUCT.format(what=what, entry=entry))
+    build_root().mkdir(parents=True, exist_ok=True)      # SCons makes the cache folder only
     return [sys.executable, "-c", "import SCons.Script; SCons.Script.main()", "-Q", f"-j{jobs}",
             "-C", str(bdir), "-f", "SConstruct", f"cache={build_root() / 'scons-cache'}", *args]
 

@@ -266,7 +266,9 @@ def test_hand_written_sources_are_refused_names_that_leave_their_folder(tmp_path
     assert not (tmp_path / "gen").exists()
 
 
-def test_hand_written_sources_that_do_not_compile_fail_with_the_compilers_message(tmp_path):
+def test_hand_written_sources_that_do_not_compile_fail_with_the_compilers_message(
+        tmp_path, monkeypatch):
     from pto_core.errors import PTOBackendError
+    monkeypatch.setenv("PTO_BUILD_DIR", str(tmp_path / "not" / "yet"))   # made when needed
     with pytest.raises(PTOBackendError, match=r"building 'm' failed:(.|\n)*unused variable"):
         driver.build_c_sources("m", {"m.c": "void f(void) { int x; }\n"}, tmp_path, werror=True)
