@@ -41,21 +41,18 @@ array, or the buffer under it), so tasks on different views of one buffer are or
 with a row step (``buf[::2]``) is keyed by the rows it spans. Views whose columns are not
 contiguous, or with negative or overlapping rows, are rejected.
 
-The shared library is built with gcc on first use into the build folder
-(:func:`pto_core.resources.build_root`), under a name that follows the content of the runtime
-sources (so a changed source builds a new library); ``$PTO_RUNTIME_LIB`` points at a prebuilt
-one instead.
+The shared library is built by SCons on first use, with the flags of every other build
+(:func:`pto_core.driver.build_runtime_library`, in the build folder of
+:func:`pto_core.resources.build_root`); a changed runtime source rebuilds it.
+``$PTO_RUNTIME_LIB`` points at a prebuilt one instead.
 """
 from __future__ import annotations
 
 import ctypes as C
 import dataclasses
-import hashlib
 import math
 import numbers
 import os
-import subprocess
-import tempfile
 import threading
 from pathlib import Path
 from typing import Any, Callable, Optional, Union
@@ -190,30 +187,13 @@ _LIB_LOCK = threading.Lock()
 
 
 def library_path() -> Path:
-    """Path of libpto_runtime.so, building it with gcc when missing (one library per content
-    of the runtime sources, in ``<build_root>/runtime/python-<digest>/``)."""
+    """Path of libpto_runtime.so: ``$PTO_RUNTIME_LIB`` when set, else the release build of
+    :func:`pto_core.driver.build_runtime_library` (built by SCons when missing or stale)."""
     env = os.environ.get("PTO_RUNTIME_LIB")
     if env:
         return Path(env)
-    from .resources import build_root, runtime_dir, runtime_files
-    src = runtime_dir()
-    digest = hashlib.sha256(b"".join(p.read_bytes() for p in runtime_files())).hexdigest()[:16]
-    build = build_root() / "runtime" / f"python-{digest}"
-    lib = build / "libpto_runtime.so"
-    sources = sorted((src / "src").glob("*.c"))
-    if lib.exists():
-        return lib
-    build.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(suffix=".so", dir=build)
-    os.close(fd)
-    cmd = [os.environ.get("CC", "gcc"), "-std=c11", "-O2", "-pthread", "-fPIC", "-shared",
-           f"-I{src / 'include'}", *map(str, sources), "-o", tmp]
-    res = subprocess.run(cmd, capture_output=True, text=True)
-    if res.returncode != 0:
-        os.unlink(tmp)
-        raise RuntimeError(f"building the PTO runtime failed:\n{' '.join(cmd)}\n{res.stderr}")
-    os.replace(tmp, lib)       # atomic: concurrent builders never see a half-written file
-    return lib
+    from .driver import build_runtime_library
+    return build_runtime_library()
 
 
 def load_library() -> C.CDLL:

@@ -26,10 +26,10 @@ from glob import glob
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from SCons.Script import (ARGUMENTS, COMMAND_LINE_TARGETS, Action, Alias, Builder, CacheDir,
-                          Default, Depends, EnumVariable, Environment, Exit, File, GetOption,
-                          Help, NoCache, PathVariable, Precious, SConscript, SConsignFile,
-                          Variables)
+from SCons.Script import (ARGUMENTS, COMMAND_LINE_TARGETS, Action, Alias, BoolVariable, Builder,
+                          CacheDir, Default, Depends, EnumVariable, Environment, Exit, File,
+                          GetOption, Help, NoCache, PathVariable, Precious, SConscript,
+                          SConsignFile, Variables)
 
 from . import plugins
 from .codegen import host
@@ -41,6 +41,10 @@ from .codegen.orchestration import c_module_name
 from .progress import install_scons_progress, scons_print_cmd_line
 from .resources import runtime_dir
 CROSS_PREFIX = {"aarch64": "aarch64-linux-gnu-"}
+#: the optimisation flags of each build variant (``opt=``), given once to every C and C++
+#: compile of a build (generated code, the runtime, a backend tool's host compiles). A backend
+#: may raise release's level (arm64: -O3); nothing adds a level after debug's -O0.
+OPT_FLAGS = {"release": ("-O2",), "debug": ("-O0", "-g"), "native": ("-O2",)}
 
 
 @dataclass(frozen=True)
@@ -92,20 +96,35 @@ def plain_env() -> Any:
     return env
 
 
+def base_env(opt: str = "release", werror: bool = False) -> Any:
+    """:func:`plain_env` with what every C compile of build variant ``opt`` gets, whatever the
+    target: the runtime's include path, warnings (errors with ``werror``), :data:`OPT_FLAGS`."""
+    if opt not in OPT_FLAGS:
+        raise ValueError(f"opt={opt}: expected one of {', '.join(OPT_FLAGS)}")
+    env = plain_env()
+    env.Append(CPPPATH=[str(runtime_dir() / "include"), str(host.TEMPLATES)],
+               CFLAGS=["-std=gnu11"], CCFLAGS=["-Wall", *OPT_FLAGS[opt]],
+               LINKFLAGS=["-pthread"], LIBS=["m", "pthread"])
+    if werror:
+        env.Append(CCFLAGS=["-Werror"])
+    return env
+
+
+def _werror(arguments: Mapping[str, str]) -> bool:
+    return str(arguments.get("werror", "")).lower() in ("1", "yes", "true")
+
+
 def make_env(target: str, *, cross: str = "", opt: str = "release",
              compile_options: CompileOptions | None = None,
              arguments: Mapping[str, str] | None = None, variables: Any = None) -> Any:
     """An SCons environment for ``target``: C flags, runtime include path, the cross compiler,
     then whatever the backend's ``pto_configure_scons`` adds (reading its build variables from
     ``arguments``, default SCons' ARGUMENTS, and declaring them in ``variables`` if given)."""
-    env = plain_env()
+    arguments = dict(ARGUMENTS if arguments is None else arguments)
+    env = base_env(opt, werror=_werror(arguments))
     env["PTO_TARGET"] = target
     env["PTO_CROSS"] = cross
     env["PTO_COMPILE_OPTIONS"] = compile_options or CompileOptions()
-    env.Append(CPPPATH=[str(runtime_dir() / "include"), str(host.TEMPLATES)],
-               CFLAGS=["-std=gnu11"], CCFLAGS=["-Wall"], LINKFLAGS=["-pthread"],
-               LIBS=["m", "pthread"])
-    env.Append(CCFLAGS=["-O0", "-g"] if opt == "debug" else ["-O2"])
     if cross:
         if cross not in CROSS_PREFIX:
             raise ValueError(f"unknown cross target '{cross}' (known: {', '.join(CROSS_PREFIX)})")
@@ -116,7 +135,7 @@ def make_env(target: str, *, cross: str = "", opt: str = "release",
     handled = plugins.hook().pto_configure_scons(
         backend=target, env=env,
         options=BuildSettings(target, cross, opt, env["PTO_COMPILE_OPTIONS"],
-                              arguments=dict(ARGUMENTS if arguments is None else arguments),
+                              arguments=arguments,
                               variables=variables))
     if not handled:
         raise ValueError(f"backend '{target}' does not configure SCons builds")
@@ -180,13 +199,16 @@ def runtime_libs(env, variant_dir: str) -> list:
 
 
 def link_module(env, out_dir: str, name: str, gen_files: list, rt_static, npy_obj) -> dict:
-    """Objects of the generated sources, ``lib<name>.so`` and ``<name>_host``."""
+    """Objects of the generated sources, ``lib<name>.so`` and (from the ``*_host.c`` among
+    them, when there is one) ``<name>_host``."""
     host_c = [f for f in gen_files if str(f).endswith("_host.c")]
     others = [f for f in gen_files if f not in host_c]
     objs = [env.SharedObject(f) for f in others]
     # the runtime is linked statically (its objects are PIC), so each result stands alone
     libs = [rt_static] + list(env.get("LIBS", []))
     lib = env.SharedLibrary(f"{out_dir}/{name}", objs, LIBS=libs)
+    if not host_c:
+        return {"objects": objs, "lib": lib}
     host_obj = env.Object(host_c[0])
     exe = env.Program(f"{out_dir}/{name}_host", [host_obj] + objs + [npy_obj], LIBS=libs)
     return {"objects": objs, "lib": lib, "host": exe}
@@ -211,20 +233,32 @@ def build_generated_module(arguments: dict) -> None:
     """Entry of the SConstruct that :func:`pto_core.driver.build_module` writes: link
     the sources already in ``./gen`` into ``lib<name>.so`` and ``<name>_host`` (``cache=DIR``:
     an SCons cache shared between launch folders; a cross build: the static ``<name>_host``
-    only, as in the root SConstruct)."""
+    only, as in the root SConstruct; no ``target``: C sources of no backend, built with the
+    flags of every C compile, :func:`base_env`)."""
     install_scons_progress()
-    target, name = arguments["target"], arguments["name"]
+    target, name = arguments.get("target", ""), arguments["name"]
     if arguments.get("cache"):
         # shared by every launch folder: a new variant of a module takes the runtime's objects
         # from it instead of compiling them again
         CacheDir(arguments["cache"])
     cross = arguments.get("cross", "")
-    env = make_env(target, cross=cross, opt=arguments.get("opt", "release"), arguments=arguments)
+    opt = arguments.get("opt", "release")
+    env = (make_env(target, cross=cross, opt=opt, arguments=arguments) if target
+           else base_env(opt, werror=_werror(arguments)))
     rt_static = runtime_libs(env, "runtime")[0]
     npy_obj = env.Object("common/pto_npy", str(host.TEMPLATES / "pto_npy.c"))
     files = Path("sources.txt").read_text().split()
     res = link_module(env, ".", name, [File(f) for f in files], rt_static, npy_obj)
-    Default([res["host"]] if cross else list(res.values()))
+    Default([res["host"]] if cross else [r for k, r in res.items() if k != "objects"])
+
+
+def build_runtime(arguments: dict) -> None:
+    """Entry of the SConstruct that :func:`pto_core.driver.build_runtime_library` writes: the
+    target-independent runtime of variant ``opt`` into this folder (``cache=DIR`` as in
+    :func:`build_generated_module`)."""
+    if arguments.get("cache"):
+        CacheDir(arguments["cache"])
+    Default(runtime_libs(base_env(arguments.get("opt", "release")), "."))
 
 
 def find_programs(spec: str) -> list[str]:
@@ -252,8 +286,10 @@ def sconstruct() -> None:
                           allowed_values=("", *CROSS_PREFIX)))
     vars.Add(PathVariable("cache", "shared build cache directory (CacheDir); empty = none", "",
                           PathVariable.PathAccept))
-    vars.Add(EnumVariable("opt", "build flavour", "release",
-                          allowed_values=("release", "debug", "native")))
+    vars.Add(EnumVariable("opt", "build flavour (optimisation flags of every compile)", "release",
+                          allowed_values=tuple(OPT_FLAGS)))
+    vars.Add(BoolVariable("werror", "warnings of C compiles are errors (what the tests build with)",
+                          False))
     vars.Add(EnumVariable("O", "PTO pass pipeline level", "2", allowed_values=("0", "1", "2")))
     vars.Add("build_dir", "output root (per target: <build_dir>/<target>[-<cross>]/)", "build")
     vars.Add("workers", "runtime worker threads for the 'check' alias", "2")
@@ -288,7 +324,7 @@ def sconstruct() -> None:
     tdir = f"{root}/{target}" + (f"-{cross}" if cross else "")
     rt_static = runtime_libs(env, f"{tdir}/runtime")[0]
     # the target-independent runtime, for tools that link it directly
-    Alias("runtime", runtime_libs(plain_env(), f"{root}/runtime"))
+    Alias("runtime", runtime_libs(base_env(probe["opt"], probe["werror"]), f"{root}/runtime"))
     npy_obj = env.Object(f"{tdir}/common/pto_npy", str(host.TEMPLATES / "pto_npy.c"))
     built = [build_program(env, p, tdir, rt_static, npy_obj)
              for p in find_programs(probe["examples"])]

@@ -255,3 +255,20 @@ def test_each_variant_of_a_module_gets_its_own_launch_folder(monkeypatch, tmp_pa
               driver.launch_dir("arm64", scale_module(2.0), CompileOptions(opt_level=0)),
               driver.launch_dir("arm64", scale_module(2.0), CompileOptions(), cross="aarch64")}
     assert a not in others and len(others) == 3
+
+
+@pytest.mark.parametrize("name, sources", [("m", {"../m.c": ""}), ("m", {"m.h": ""}),
+                                           ("m/x", {"m.c": ""}), ("1m", {"m.c": ""})])
+def test_hand_written_sources_are_refused_names_that_leave_their_folder(tmp_path, name, sources):
+    from pto_core.errors import PTOError
+    with pytest.raises(PTOError, match="build_c_sources: .* must be a C identifier"):
+        driver.build_c_sources(name, sources, tmp_path)
+    assert not (tmp_path / "gen").exists()
+
+
+def test_hand_written_sources_that_do_not_compile_fail_with_the_compilers_message(
+        tmp_path, monkeypatch):
+    from pto_core.errors import PTOBackendError
+    monkeypatch.setenv("PTO_BUILD_DIR", str(tmp_path / "not" / "yet"))   # made when needed
+    with pytest.raises(PTOBackendError, match=r"building 'm' failed:(.|\n)*unused variable"):
+        driver.build_c_sources("m", {"m.c": "void f(void) { int x; }\n"}, tmp_path, werror=True)

@@ -10,7 +10,6 @@ from __future__ import annotations
 import ctypes
 import re
 import shutil
-import subprocess
 import sys
 from pathlib import Path
 
@@ -19,6 +18,7 @@ import pytest
 
 from pto_core import ElementType, MemorySpace, PTOFunctionBuilder, PTOModule
 from pto_core.codegen.host import PTOTensorC
+from pto_core.driver import build_c_sources
 from pto_core.codegen.orchestration import c_module_name, emit_orchestration, kernel_order
 from pto_core.reference import trace_calls
 from pto_core.shapes import derive_shapes
@@ -120,16 +120,10 @@ def _recording_binding(module: PTOModule) -> str:
 
 def _build_with_recording_binding(tmp_path, m: PTOModule, orch_c: str):
     """A shared library of the generated orchestration, the runtime and a binding whose
-    kernels only record their arguments."""
-    (tmp_path / "orch.c").write_text(orch_c)
-    (tmp_path / "bind.c").write_text(_recording_binding(m))
-    lib = tmp_path / "liborch.so"
-    srcs = sorted(str(p) for p in (ROOT / "runtime" / "src").glob("*.c"))
-    subprocess.run(["gcc", "-std=gnu11", "-O1", "-shared", "-fPIC", "-pthread", "-Wall",
-                    "-Werror", "-Wno-unused-function", f"-I{ROOT / 'runtime' / 'include'}",
-                    "-o", str(lib), str(tmp_path / "orch.c"), str(tmp_path / "bind.c"), *srcs],
-                   check=True)
-    return lib
+    kernels only record their arguments (built as every module is, warnings as errors)."""
+    build_c_sources("orch", {"orch.c": orch_c, "bind.c": _recording_binding(m)}, tmp_path,
+                    werror=True)
+    return tmp_path / "liborch.so"
 
 
 @pytest.mark.skipif(shutil.which("gcc") is None, reason="gcc is not installed")

@@ -17,7 +17,8 @@ import numpy as np
 import pytest
 
 from pto_core import ElementType, MemorySpace, PTOFunctionBuilder, PTOModule
-from pto_core.codegen.host import emit_host_main, npy_sources, run_library, runtime_environment
+from pto_core.codegen.host import emit_host_main, run_library, runtime_environment
+from pto_core.driver import build_c_sources
 from pto_core.errors import PTOError
 from pto_core.codegen.orchestration import emit_orchestration
 
@@ -62,16 +63,8 @@ def built(tmp_path_factory) -> tuple[PTOModule, Path, Path]:
     """(module, shared library, host program) of the stall module."""
     d = tmp_path_factory.mktemp("stall")
     m = stall_module()
-    (d / "orch.c").write_text(emit_orchestration(m))
-    (d / "bind.c").write_text(BINDING)
-    (d / "host.c").write_text(emit_host_main(m))
-    rt = ROOT / "runtime"
-    common = ["gcc", "-std=c11", "-O1", "-pthread", "-Wall", "-Werror", f"-I{rt / 'include'}",
-              f"-I{ROOT / 'pto_core' / 'codegen' / 'templates'}", str(d / "orch.c"), str(d / "bind.c"),
-              *map(str, sorted((rt / "src").glob("*.c")))]
-    subprocess.run([*common, "-shared", "-fPIC", "-o", str(d / "libstall.so")], check=True)
-    subprocess.run([*common, str(d / "host.c"), *map(str, npy_sources()), "-o", str(d / "stall_host")],
-                   check=True)
+    build_c_sources("stall", {"orch.c": emit_orchestration(m), "bind.c": BINDING,
+                              "stall_host.c": emit_host_main(m)}, d, werror=True)
     (d / "in").mkdir()
     (d / "out").mkdir()
     np.save(d / "in" / "buf.npy", np.zeros((8, 8), np.float32))

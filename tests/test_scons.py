@@ -49,7 +49,8 @@ def scons_explain(src: Path, build: Path, *extra: str) -> str:
 def test_help_lists_the_build_variables():
     r = run_scons("-h")
     assert r.returncode == 0, r.stderr
-    for var in ("target:", "examples:", "cross:", "cache:", "opt:", "workers:", "build_dir:"):
+    for var in ("target:", "examples:", "cross:", "cache:", "opt:", "werror:", "workers:",
+                "build_dir:"):
         assert var in r.stdout, var
     assert "arm64" in r.stdout
 
@@ -161,14 +162,25 @@ def test_scons_prints_no_progress_off_a_terminal(softmax_copy, monkeypatch):
     assert re.search(r"\[\d+\] scons: ", r.stderr), r.stderr
 
 
-@pytest.mark.parametrize("opt, want, unwanted", [("release", "-O3", {"-O2", "-O0"}),
-                                                 ("debug", "-O0", {"-O2", "-O3"})])
-def test_kernel_objects_get_exactly_one_optimisation_level(tmp_path, opt, want, unwanted):
-    """A dry run shows the kernel compile line: release kernels get -O3 (not -O2 then -O3),
-    and a debug build stays unoptimised (the backend's -O3 must not override -O0)."""
+@pytest.mark.parametrize("opt", ["release", "debug"])
+def test_every_compile_gets_its_variants_flags_once(tmp_path, opt):
+    """A dry run shows every compile line of a build (kernel, orchestration, binding, host
+    program, .npy reader, the runtime of the target and the target-independent one): debug
+    compiles at -O0 with -g and no level after it; release at exactly one level (the arm64
+    kernels' -O3, not -O2 then -O3) and without debug info."""
     r = run_scons("-n", "target=arm64", f"opt={opt}", f"examples={ROOT / 'examples' / 'rowmax.py'}",
-                  f"build_dir={tmp_path}")
+                  f"build_dir={tmp_path}", "rowmax", "runtime")
     assert r.returncode == 0, r.stdout + r.stderr
-    line = next(l for l in r.stdout.splitlines() if re.search(r"-o \S*/rowmax\.os? -c", l))
-    flags = set(line.split())
-    assert want in flags and not (flags & unwanted), line
+    compiles = {l.split()[2]: l.split() for l in r.stdout.splitlines() if " -c " in l}
+    built = {Path(o).stem for o in compiles}
+    assert {"rowmax", "rowmax_module_orch", "rowmax_module_binding", "rowmax_module_host",
+            "pto_npy", "runtime", "sched", "tensormap"} <= built, built
+    assert sum("/arm64/runtime/" not in o and "/runtime/" in o for o in compiles) == 5
+    for out, flags in compiles.items():
+        levels = [f for f in flags if re.fullmatch(r"-O\w*", f)]
+        if opt == "debug":
+            assert levels == ["-O0"] and "-g" in flags, (out, flags)
+        else:
+            assert len(levels) == 1 and levels != ["-O0"] and "-g" not in flags, (out, flags)
+    if opt == "release":
+        assert "-O3" in compiles[next(o for o in compiles if o.endswith("/gen/rowmax.os"))]

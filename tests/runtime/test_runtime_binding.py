@@ -7,6 +7,7 @@ import threading
 import numpy as np
 import pytest
 
+from pto_core import driver
 from pto_core.runtime import (WORKER_ANY, WORKER_CUBE, WORKER_VECTOR, KernelArgs, PTORuntimeError,
                               Runtime, library_path)
 
@@ -15,6 +16,20 @@ def test_library_builds_once_and_is_reused() -> None:
     first = library_path()
     mtime = first.stat().st_mtime
     assert library_path() == first and first.stat().st_mtime == mtime
+
+
+def test_the_library_is_an_scons_build_of_the_variant_that_runs_only_when_stale(
+        tmp_path, monkeypatch) -> None:
+    monkeypatch.setenv("PTO_BUILD_DIR", str(tmp_path))
+    debug, release = driver.build_runtime_library("debug"), driver.build_runtime_library()
+    assert (debug.parent / "SConstruct").is_file() and debug != release
+    # opt=debug compiles with -g (and nothing re-optimises it); release carries no debug info
+    assert b".debug_info" in debug.read_bytes() and b".debug_info" not in release.read_bytes()
+    calls: list = []
+    monkeypatch.setattr(driver, "_run_scons", lambda *a: calls.append(a))
+    assert driver.build_runtime_library("debug") == debug and calls == []
+    (debug.parent / driver.KEY_FILE).write_text("an older runtime")
+    assert driver.build_runtime_library("debug") == debug and len(calls) == 1
 
 
 @pytest.mark.parametrize("workers,threshold", [(0, 0), (2, 0), (2, 1)])

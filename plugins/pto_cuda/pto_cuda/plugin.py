@@ -90,6 +90,10 @@ class CudaBackend(BackendPlugin):
         debug = getattr(options, "opt", "release") == "debug"
         if self.simulated:
             scons_tool.generate_sim(env, debug=debug)
+            if options.variable("count_traffic", "cuda_sim: instrument the kernels to count "
+                                "their global-memory bytes (pto_sim_global_bytes)", "0",
+                                ("0", "1")) == "1":
+                scons_tool.count_kernel_traffic(env)
         else:
             default = arch_of(getattr(options, "compile", options))
             arch = (options.variable("arch", "CUDA architectures, sm_XY or a comma list (one "

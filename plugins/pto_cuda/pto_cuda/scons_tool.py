@@ -132,9 +132,9 @@ def sim_flags(debug: bool = False, include: bool = True) -> list[str]:
     >>> "-DPTO_CUDA_SIM" in sim_flags() and sim_flags()[-2:] == ["-I", str(SIM_INCLUDE_DIR)]
     True
     """
-    return (["-x", "c++", "-std=c++17", "-O0" if debug else "-O2", "-g" if debug else "-g0",
-             "-fPIC", "-fno-strict-aliasing", "-Wall", "-Werror", "-Wno-unknown-pragmas",
-             "-DPTO_CUDA_SIM"] + (["-I", str(SIM_INCLUDE_DIR)] if include else []))
+    from pto_core.scons import OPT_FLAGS     # the build variants' flags (imports SCons)
+    return (["-x", "c++", "-std=c++17", *OPT_FLAGS["debug" if debug else "release"], "-fPIC",
+             "-fno-strict-aliasing", "-Wall", "-Werror", "-Wno-unknown-pragmas", "-DPTO_CUDA_SIM"] + (["-I", str(SIM_INCLUDE_DIR)] if include else []))
 
 
 #: host-compiler flags that make a kernel object built for the simulator count its global-memory
@@ -207,6 +207,17 @@ def generate_sim(env: Any, debug: bool = False) -> None:
     env.AppendUnique(LIBS=["pthread", "dl", "rt"])
     env["LINK"] = env.get("CXX") or "g++"
     env["SHLINK"] = env["LINK"]
+
+
+def count_kernel_traffic(env: Any) -> None:
+    """After :func:`generate_sim`: kernel sources (``.cu`` other than the executor) compile
+    with :data:`SIM_COUNT_FLAGS`, so a run's global-memory bytes are counted."""
+    def flags(target: Any, source: Any, env: Any, for_signature: bool) -> str:
+        name = Path(str(source[0])).name if source else ""
+        counted = name.endswith(".cu") and name != executor_source().name
+        return " ".join(SIM_COUNT_FLAGS) if counted else ""
+    env["PTO_CUDA_COUNT_FLAGS"] = flags
+    env.Append(CUDA_SIM_FLAGS=["$PTO_CUDA_COUNT_FLAGS"])
 
 
 def simulator_object(env: Any, target: str) -> Any:

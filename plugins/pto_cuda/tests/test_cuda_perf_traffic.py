@@ -1,9 +1,8 @@
 """The traffic the performance card counts from the IR is the traffic the kernels make.
 
-Each program is built for ``cuda_sim``; its kernel objects are then compiled again with the
-simulator's counting instrumentation (``scons_tool.SIM_COUNT_FLAGS``: every load and store
-calls a hook that adds the bytes falling in cudaMalloc'd memory) and linked with the rest of
-the build. The run's global-memory bytes, read and written, must equal what
+Each program is built for ``cuda_sim``, and again with ``count_traffic=1``: its kernel objects
+then get the simulator's counting instrumentation (``scons_tool.SIM_COUNT_FLAGS``: every load
+and store calls a hook that adds the bytes falling in cudaMalloc'd memory). The run's global-memory bytes, read and written, must equal what
 :mod:`pto_core.perf.work` counts for every task the orchestration submits, and the run must
 still match the reference interpreter.
 """
@@ -12,7 +11,6 @@ from __future__ import annotations
 
 import ctypes
 import shutil
-import subprocess
 import sys
 from pathlib import Path
 
@@ -27,7 +25,6 @@ from pto_core.codegen.orchestration import c_module_name
 from pto_core.perf import works_by_task
 from pto_core.reference import run_module, trace_calls
 from pto_core.shapes import derive_shapes
-from pto_cuda import scons_tool
 from pto_cuda.launch import run_module as run_library
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -39,24 +36,13 @@ pytestmark = [pytest.mark.slow, pytest.mark.skipif(shutil.which("g++") is None, 
 
 
 def counting_library(module, tmp: Path) -> Path:
-    """``module`` built for cuda_sim, its kernels recompiled to count global-memory bytes."""
-    bdir = build_module("cuda_sim", module, build_dir=tmp / "build")
-    gen = bdir / "gen"
-    kernels = sorted(gen.glob("*.cu"))
-    objs = []
-    for cu in kernels:
-        obj = tmp / f"{cu.stem}.count.o"
-        subprocess.run(["g++", *scons_tool.sim_flags(), *scons_tool.SIM_COUNT_FLAGS,
-                        "-I", str(scons_tool.INCLUDE_DIR), "-c", str(cu), "-o", str(obj)],
-                       check=True, capture_output=True, text=True)
-        objs.append(str(obj))
-    rest = [str(p) for p in gen.glob("*.os") if p.with_suffix(".cu") not in kernels]
-    rest += [str(p) for p in (bdir / "build").rglob("*.os")]
-    lib = tmp / f"lib{c_module_name(module)}_count.so"
-    subprocess.run(["g++", "-shared", "-o", str(lib), *objs, *rest, "-Wl,--start-group",
-                    str(bdir / "runtime" / "libpto_runtime.a"), "-Wl,--end-group",
-                    "-lpthread", "-ldl", "-lrt"], check=True, capture_output=True, text=True)
-    return lib
+    """``module`` built for cuda_sim twice: as usual into ``tmp/build`` and with its kernels
+    counting global-memory bytes (``count_traffic=1``) into ``tmp/count``; the latter's
+    library."""
+    build_module("cuda_sim", module, build_dir=tmp / "build")
+    bdir = build_module("cuda_sim", module, build_dir=tmp / "count",
+                        variables={"count_traffic": "1"})
+    return bdir / f"lib{c_module_name(module)}.so"
 
 
 def global_bytes(lib: Path, module, scalars, tensors):

@@ -10,9 +10,9 @@ ml_dtypes / the CUDA semantics. The same file must also compile with nvcc
 
 from __future__ import annotations
 
-import subprocess
 import shutil
-from concurrent.futures import ThreadPoolExecutor
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -23,15 +23,15 @@ from pto_cuda import scons_tool
 pytestmark = pytest.mark.slow     # compiles and runs generated code: the full suite's part
 
 HERE = Path(__file__).resolve().parent
-SELFTEST = HERE / "sim_selftest.cu"
-PKG = scons_tool.PACKAGE_DIR
-SIM_INCLUDE = PKG / "sim" / "include"
-SIM_SOURCE = PKG / "sim" / "src" / "pto_cuda_sim.cpp"
-
-CXXFLAGS = ["-std=c++17", "-O2", "-fPIC", "-fno-strict-aliasing", "-Wall", "-Werror",
-            "-Wno-unknown-pragmas", "-DPTO_CUDA_SIM",
-            f"-I{SIM_INCLUDE}", f"-I{scons_tool.INCLUDE_DIR}"]      # sim/include first
 RUN_TIMEOUT = 20          # seconds; every sub-test takes well under one
+
+
+def scons_selftest(out: Path, *args: str) -> subprocess.CompletedProcess:
+    """``sim_selftest.scons``: sim_selftest.cu built by the backend's SCons tool into ``out``
+    (SCons' ``-s``: what remains in the output is the compilers')."""
+    return subprocess.run([sys.executable, "-c", "import SCons.Script; SCons.Script.main()",
+                           "-Q", "-s", "-j2", "-C", str(HERE), "-f", "sim_selftest.scons",
+                           f"out={out}", *args], capture_output=True, text=True, timeout=600)
 
 
 @pytest.fixture(scope="module")
@@ -40,18 +40,9 @@ def selftest(tmp_path_factory) -> Path:
     if shutil.which("g++") is None:
         pytest.skip("g++ not found")
     d = tmp_path_factory.mktemp("sim_selftest")
-    jobs = [["g++", "-x", "c++", *CXXFLAGS, "-c", str(SELFTEST), "-o", str(d / "selftest.o")],
-            ["g++", *CXXFLAGS, "-c", str(SIM_SOURCE), "-o", str(d / "sim.o")]]
-    with ThreadPoolExecutor(max_workers=2) as pool:
-        results = list(pool.map(lambda c: subprocess.run(c, capture_output=True, text=True), jobs))
-    for cmd, r in zip(jobs, results):
-        assert r.returncode == 0 and not (r.stdout + r.stderr).strip(), \
-            f"{' '.join(cmd)}\n{r.stdout}{r.stderr}"
-    exe = d / "sim_selftest"
-    r = subprocess.run(["g++", "-o", str(exe), str(d / "selftest.o"), str(d / "sim.o"), "-pthread"],
-                       capture_output=True, text=True)
-    assert r.returncode == 0, r.stdout + r.stderr
-    return exe
+    r = scons_selftest(d)
+    assert r.returncode == 0 and not (r.stdout + r.stderr).strip(), r.stdout + r.stderr
+    return d / "sim_selftest"
 
 
 def run(exe: Path, name: str) -> subprocess.CompletedProcess:
@@ -80,14 +71,11 @@ def floats(vals: list[str]) -> np.ndarray:
 
 def test_selftest_is_valid_cuda(tmp_path):
     """The same source compiles with nvcc for sm_90, warnings as errors, silently."""
-    nvcc = scons_tool.find_nvcc()
-    if nvcc is None:
+    if scons_tool.find_nvcc() is None:
         pytest.skip("nvcc not found")
-    cmd = [nvcc, *scons_tool.nvcc_base_flags("sm_90"),
-           *[f"-I{d}" for d in scons_tool.include_dirs()],
-           "-c", str(SELFTEST), "-o", str(tmp_path / "sim_selftest.o")]
-    r = subprocess.run(cmd, capture_output=True, text=True)
+    r = scons_selftest(tmp_path, "nvcc=1")
     assert r.returncode == 0 and not (r.stdout + r.stderr).strip(), r.stdout + r.stderr
+    assert (tmp_path / "sim_selftest.o").is_file()
 
 
 def test_unknown_subtest_is_an_error(selftest):

@@ -7,8 +7,6 @@ matmuls take the tensor-core (WMMA) path."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from pto_core import driver
@@ -17,9 +15,6 @@ from pto_core.opcheck import ALL_TYPES, check_special_values
 from pto_cuda import scons_tool
 
 pytestmark = pytest.mark.slow     # compiles and runs generated code: the full suite's part
-
-RUNTIME_INCLUDE = Path(__file__).resolve().parents[3] / "runtime" / "include"
-
 
 @pytest.mark.slow
 @pytest.mark.parametrize("dt", ALL_TYPES, ids=[t.value for t in ALL_TYPES])
@@ -41,16 +36,16 @@ NVCC_KERNELS = {ElementType.I32: ("k_cvt_i8", "k_cvt_u8", "k_div"),
 @pytest.mark.skipif(scons_tool.find_nvcc() is None, reason="nvcc not found")
 @pytest.mark.parametrize("dt", list(NVCC_KERNELS), ids=lambda t: t.value)
 def test_special_value_kernels_compile_with_nvcc_without_warnings(tmp_path, dt):
-    import subprocess
+    """The kernels (as a `.pto` program) built by ``scons target=cuda werror=1``: their
+    objects only, the compilers silent."""
+    from pto_core.asm import print_module
+    from pto_core.checking import run_scons
     from pto_core.opcheck import build_op_module, special_kernels
-    from pto_core.options import CompileOptions
     kernels = [k for k in special_kernels(dt) if k.name in NVCC_KERNELS[dt]]
-    module = build_op_module(f"nvcc_{dt.value}", kernels)
-    paths = driver.compile_module("cuda", module, tmp_path, CompileOptions())
-    sources = [p for p in paths if p.suffix == ".cu"]
-    assert len(sources) == len(NVCC_KERNELS[dt])
-    for src in sources:
-        r = subprocess.run([scons_tool.find_nvcc(), *scons_tool.nvcc_base_flags("sm_90"),
-                            *(f"-I{d}" for d in scons_tool.include_dirs()), f"-I{RUNTIME_INCLUDE}", "-c", str(src),
-                            "-o", str(src.with_suffix(".o"))], capture_output=True, text=True)
-        assert r.returncode == 0 and not (r.stdout + r.stderr).strip(), r.stdout + r.stderr
+    program = tmp_path / f"nvcc_{dt.value}.pto"
+    program.write_text(print_module(build_op_module(program.stem, kernels)))
+    objs = [tmp_path / "cuda" / program.stem / "gen" / f"{k}.os" for k in NVCC_KERNELS[dt]]
+    r = run_scons("-s", "target=cuda", "werror=1", f"examples={program}",
+                  f"build_dir={tmp_path}", *map(str, objs))
+    assert r.returncode == 0 and not (r.stdout + r.stderr).strip(), r.stdout + r.stderr
+    assert all(o.is_file() for o in objs)
