@@ -25,8 +25,7 @@ import numpy as np
 from .errors import PTOError
 from .ir import ElementType, Function, Module, ScalarType
 from .program import Program
-from .reference import numpy_dtype, run_module, trace_calls
-from .shapes import derive_shapes
+from .reference import derive_shapes, numpy_dtype, run_module, trace_calls
 
 QEMU = {"aarch64": "qemu-aarch64"}
 

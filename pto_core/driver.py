@@ -45,7 +45,8 @@ from .ir import Function, Module
 from .options import CompileOptions
 from .codegen.orchestration import c_module_name, emit_orchestration
 from .progress import Phases
-from .resources import build_root, package_dir, package_files, runtime_dir, runtime_files
+from .resources import (__version__, build_root, package_dir, package_files, runtime_dir,
+                        runtime_files)
 from .verify import check_scalar_args, verify_module
 from .codegen.cnames import c_names, user_names
 from .codegen.host import emit_host_main, runtime_environment, timeout_seconds
@@ -223,7 +224,6 @@ def launch_key(target: str, module: Module, options: CompileOptions, *, cross: s
     >>> launch_key("arm64", m, CompileOptions()) == launch_key("arm64", m, CompileOptions())  # doctest: +SKIP
     True
     """
-    from . import __version__
     from .asm import print_module
     h = hashlib.sha256()
     versions = sorted((r.name, str(getattr(r, "version", ""))) for r in plugins.plugin_records()
