@@ -22,7 +22,7 @@ PACKAGE = "pto_core"
 # itself (pto_core/__init__.py, the public facade) is above them all.
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("pto_core.errors", "pto_core.names", "pto_core.progress", "pto_core.hookspecs",
-     "pto_core.perf.card"),
+     "pto_core.perf.card", "pto_core.abi"),
     ("pto_core.ir", "pto_core.options", "pto_core.dump"),
     ("pto_core.verify", "pto_core.analysis", "pto_core.locate", "pto_core.builder",
      "pto_core.trace", "pto_core.graphviz"),
