@@ -60,6 +60,7 @@ import numpy as np
 
 from .analysis import accesses
 from .errors import PTOError
+from .ir.ops import COMPARES
 from .ir import (Call, Category, ElementType, Expr, For, Function, If, Instr, MemRefType, Module,
                  Return, ScalarType, TileType)
 from .verify import check_scalar_args, verify_module
@@ -112,7 +113,6 @@ def compute_type(t: ElementType) -> ElementType:
 
 
 _INT_BITS = {ElementType.I64: 64, ElementType.I32: 32, ElementType.I16: 16, ElementType.I8: 8}
-_CMP = {"eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">="}
 
 # --------------------------------------------------------------------------------------------
 # Expression rendering: one renderer, three sets of spellings
@@ -528,8 +528,8 @@ class _Translator:
         dst_t = fn.type_of(ops["dst"])
         dt = dst_t.dtype
         out = _v(ops["dst"])
-        if op.name == "SCMP":
-            return (f"{out} = 1 if {self.operand(ops['a'])} {_CMP[s.attr('cmp')]} "
+        if op.is_compare:
+            return (f"{out} = 1 if {self.operand(ops['a'])} {COMPARES[s.attr('cmp')].symbol} "
                     f"{self.operand(ops['b'])} else 0")
         if dt.is_int:
             var = {k: self.cast_scalar(fn, ops[k], dt) for k in ("a", "b") if k in ops}
