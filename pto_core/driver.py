@@ -195,10 +195,15 @@ def _plugin_dirs(target: str) -> list[Path]:
     return dirs
 
 
+def _generator_dirs(target: str) -> list[Path]:
+    """Where the code that generates ``target``'s sources lives: the installed ``pto_core`` and
+    the packages of the plugin that provides ``target``."""
+    return [package_dir(), *_plugin_dirs(target)]
+
+
 def generator_files(target: str) -> list[Path]:
-    """The Python files whose change must regenerate sources: all of the installed ``pto_core``
-    and the packages of the plugin that provides ``target``."""
-    return [f for d in [package_dir(), *_plugin_dirs(target)] for f in package_files(d, "*.py")]
+    """The Python files whose change must regenerate sources (:func:`_generator_dirs`)."""
+    return [f for d in _generator_dirs(target) for f in package_files(d, "*.py")]
 
 
 def _source_files(target: str) -> list[Path]:
@@ -206,11 +211,9 @@ def _source_files(target: str) -> list[Path]:
     code generator, the host templates and, in a wheel, the runtime's copy), the runtime
     sources of a checkout, and every file of the backend's packages (Python, headers, sources
     they compile)."""
-    files = package_files(package_dir())
+    files = [f for d in _generator_dirs(target) for f in package_files(d)]
     if package_dir() not in runtime_dir().parents:
         files += runtime_files()
-    for pkg in _plugin_dirs(target):
-        files += package_files(pkg)
     return files
 
 

@@ -242,8 +242,9 @@ def run_failure(lib: ctypes.CDLL, rc: int, what: str, module: Module | None = No
     return f"{what} failed: {text('pto_strerror', rc) or 'error'} ({rc}){': ' + why if why else ''}"
 
 
-def _load(path: Path) -> ctypes.CDLL:
-    # a rebuilt library gets a new file identity; key on it so a stale handle is not reused
+def open_library(path: Path) -> ctypes.CDLL:
+    """The loaded shared library at ``path``, once per version of the file: a rebuilt library
+    gets a new file identity, so a stale handle is never reused."""
     real = str(path.resolve())
     st = path.stat()
     key = f"{real}:{st.st_mtime_ns}:{st.st_ino}:{st.st_size}"
@@ -316,7 +317,7 @@ def run_library(lib_path: Path, module: Module, tensors: Mapping[str, np.ndarray
     """
     from ..reference import numpy_dtype
     fn = module.functions[module.entry]
-    lib = _load(Path(lib_path))
+    lib = open_library(Path(lib_path))
     run = getattr(lib, f"pto_module_run_{c_module_name(module)}")
     run.restype = ctypes.c_int
     arrays: dict[str, np.ndarray] = {}

@@ -149,3 +149,10 @@ def test_library_instructions_come_from_the_table_rows():
      .load("x", "a").relu("x", "x").gelu("x", "x").store("o", "x").build())
     text = user_text(AscendRenderer(A2A3).render_kernel(m.functions["k"], m))
     assert "TRELU(" in text and "TGELU(" not in text and "TEXP(" in text
+
+
+def test_the_acl_binding_defines_the_kernel_table_the_orchestration_calls():
+    from pto_ascend_common.backend import acl_binding_source
+    text = acl_binding_source(A2A3, _copy_kernel(8, 8))
+    assert 'extern "C" const PTOKernelFunc pto_kernels_m[] = { pto_kernel_big_copy };' in text
+    assert 'extern "C" void pto_binding_setup_m(PTORuntime* rt) { (void)rt; }' in text

@@ -29,14 +29,12 @@ from typing import Any, Mapping
 import numpy as np
 
 from pto_core.abi import PTO_ECANCELED, PTO_ETIMEDOUT, PTOTensor
-from pto_core.codegen.host import run_failure, scalar_slots
+from pto_core.codegen.host import open_library, run_failure, scalar_slots
 from pto_core.errors import PTOError
 from pto_core.ir import MemRefType, Module, ScalarType
 from pto_core.codegen.orchestration import c_module_name
 from pto_core.reference import numpy_dtype
 from pto_core.trace import LaunchStats, launch_stats
-
-_LIBS: dict[str, C.CDLL] = {}
 
 
 @dataclass(frozen=True)
@@ -70,11 +68,10 @@ class PTOCudaLaunchRecord(C.Structure):
 
 
 def load(path: Path) -> C.CDLL:
-    """Load (once per file version) a built library and declare the helpers' C types."""
-    st = Path(path).stat()
-    key = f"{Path(path).resolve()}:{st.st_mtime_ns}:{st.st_ino}"
-    if key not in _LIBS:
-        lib = C.CDLL(str(Path(path).resolve()))
+    """Load (once per file version, :func:`pto_core.codegen.host.open_library`) a built library
+    and declare the helpers' C types."""
+    lib = open_library(Path(path))
+    if not getattr(lib, "_pto_cuda_typed", False):
         lib.pto_cuda_malloc.restype = C.c_void_p
         lib.pto_cuda_malloc.argtypes = [C.c_int64]
         lib.pto_cuda_free.argtypes = [C.c_void_p]
@@ -92,8 +89,8 @@ def load(path: Path) -> C.CDLL:
         lib.pto_cuda_get_policy.argtypes = [C.POINTER(PTOCudaPolicy)]
         lib.pto_cuda_launch_log.restype = C.c_int64
         lib.pto_cuda_launch_log.argtypes = [C.POINTER(PTOCudaLaunchRecord), C.c_int64]
-        _LIBS[key] = lib
-    return _LIBS[key]
+        lib._pto_cuda_typed = True
+    return lib
 
 
 def set_policy(lib: C.CDLL, policy: LaunchPolicy) -> None:

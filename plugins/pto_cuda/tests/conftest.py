@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from pto_core.checking import example_programs
 from pto_core import driver
 from pto_core.codegen.host import npy_sources
 from pto_core.options import CompileOptions
@@ -24,7 +25,7 @@ from pto_cuda.device import probe
 
 ROOT = Path(__file__).resolve().parents[3]
 EXAMPLES = ROOT / "examples"
-ALL_EXAMPLES = sorted(p.name for p in EXAMPLES.glob("*.py") if not p.name.startswith("_"))
+ALL_EXAMPLES = [p.name for p in example_programs()]
 #: the architecture every example is built for (H100/H200); the two-architecture list is
 #: checked on one example (test_cuda_build.py) because each -gencode costs a full nvcc pass
 ARCH = "sm_90"
