@@ -39,7 +39,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 from pto_core import PTOModule  # noqa: E402
 from pto_core.driver import build_module, build_root  # noqa: E402
-from pto_core.codegen.host import PTOTensorC  # noqa: E402
+from pto_core.abi import PTOTensor  # noqa: E402
 from pto_core.options import CompileOptions  # noqa: E402
 from pto_core.codegen.orchestration import c_module_name  # noqa: E402
 from _softmax import fused_softmax_module as shared_fused_softmax  # noqa: E402
@@ -92,8 +92,8 @@ class Runner:
         fn = module.functions[module.entry]
         order = [p.name for p in fn.params if p.name in arrays]
         self.arrays = arrays
-        self.t = (PTOTensorC * len(order))(*[
-            PTOTensorC(arrays[n].ctypes.data, *arrays[n].shape, arrays[n].shape[1], 4,
+        self.t = (PTOTensor * len(order))(*[
+            PTOTensor(arrays[n].ctypes.data, *arrays[n].shape, arrays[n].shape[1], 4,
                        n.encode()) for n in order])
         self.n = len(order)
         self.s = (ctypes.c_int64 * len(scalars))(*scalars)

@@ -11,11 +11,9 @@ on first use, so ``import pto_core`` stays light.
 from .builder import PTOFunctionBuilder, PTOModule
 from .errors import PTOBackendError, PTOError, PTOSyntaxError, PTOVerifyError
 from .ir import ElementType, FunctionKind, MemorySpace, Module
-from .verify import verify_function, verify_module
-
-__version__ = "0.1.0"
-
 from .hookspecs import hookimpl
+from .resources import __version__
+from .verify import verify_function, verify_module
 
 #: names imported on first use: name -> module
 _LAZY = {"compile": "kernel", "Kernel": "kernel", "BinaryCompiler": "binary", "Binary": "binary",

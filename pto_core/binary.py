@@ -64,7 +64,7 @@ class Binary:
         (``BackendInfo.host_kernels``) has such functions; another (a GPU, an NPU: its executor
         launches the kernels) is refused with the reason."""
         from . import plugins
-        from .codegen.host import _load
+        from .codegen.host import open_library
         from .codegen.orchestration import c_module_name
         index = self.func_id(func_id) if isinstance(func_id, str) else func_id
         self._name(index)
@@ -72,7 +72,7 @@ class Binary:
             raise PTOError(f"the kernels of the {self.target} backend are launched by its "
                            f"executor, not called on host threads, so a Graph cannot run them; "
                            f"run the module with pto_core.compile(...)")
-        lib = _load(self.library)
+        lib = open_library(self.library)
         table = (ctypes.c_void_p * len(self.kernels)).in_dll(
             lib, f"pto_kernels_{c_module_name(self.module)}")
         return int(table[index])

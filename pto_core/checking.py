@@ -24,9 +24,8 @@ import numpy as np
 
 from .errors import PTOError
 from .ir import ElementType, Function, Module, ScalarType
-from .program import Program
-from .reference import numpy_dtype, run_module, trace_calls
-from .shapes import derive_shapes
+from .program import Program, is_program
+from .reference import derive_shapes, numpy_dtype, run_module, trace_calls
 
 QEMU = {"aarch64": "qemu-aarch64"}
 
@@ -257,8 +256,7 @@ def example_programs(directory: str | Path | None = None) -> list[Path]:
     """Program files of ``directory`` (default the checkout's ``examples/``): ``.pto`` files and
     Python files defining ``build_module``."""
     d = Path(directory) if directory is not None else _checkout() / "examples"
-    return [p for p in sorted(d.glob("*"))
-            if p.suffix == ".pto" or (p.suffix == ".py" and "def build_module" in p.read_text())]
+    return [p for p in sorted(d.glob("*")) if is_program(p)]
 
 
 def run_scons(*args: str, timeout: float = 900) -> subprocess.CompletedProcess:

@@ -47,7 +47,8 @@ from .ir import Function, Module
 from .options import CompileOptions
 from .codegen.orchestration import c_module_name, emit_orchestration
 from .progress import Phases
-from .resources import build_root, package_dir, package_files, runtime_dir, runtime_files
+from .resources import (__version__, build_root, package_dir, package_files, runtime_dir,
+                        runtime_files)
 from .verify import check_scalar_args, verify_module
 from .codegen.cnames import c_names, user_names
 from .codegen.host import emit_host_main, runtime_environment, timeout_seconds
@@ -197,10 +198,15 @@ def _plugin_dirs(target: str) -> list[Path]:
     return dirs
 
 
+def _generator_dirs(target: str) -> list[Path]:
+    """Where the code that generates ``target``'s sources lives: the installed ``pto_core`` and
+    the packages of the plugin that provides ``target``."""
+    return [package_dir(), *_plugin_dirs(target)]
+
+
 def generator_files(target: str) -> list[Path]:
-    """The Python files whose change must regenerate sources: all of the installed ``pto_core``
-    and the packages of the plugin that provides ``target``."""
-    return [f for d in [package_dir(), *_plugin_dirs(target)] for f in package_files(d, "*.py")]
+    """The Python files whose change must regenerate sources (:func:`_generator_dirs`)."""
+    return [f for d in _generator_dirs(target) for f in package_files(d, "*.py")]
 
 
 def _source_files(target: str) -> list[Path]:
@@ -208,11 +214,9 @@ def _source_files(target: str) -> list[Path]:
     code generator, the host templates and, in a wheel, the runtime's copy), the runtime
     sources of a checkout, and every file of the backend's packages (Python, headers, sources
     they compile)."""
-    files = package_files(package_dir())
+    files = [f for d in _generator_dirs(target) for f in package_files(d)]
     if package_dir() not in runtime_dir().parents:
         files += runtime_files()
-    for pkg in _plugin_dirs(target):
-        files += package_files(pkg)
     return files
 
 
@@ -226,7 +230,6 @@ def launch_key(target: str, module: Module, options: CompileOptions, *, cross: s
     >>> launch_key("arm64", m, CompileOptions()) == launch_key("arm64", m, CompileOptions())  # doctest: +SKIP
     True
     """
-    from . import __version__
     from .asm import print_module
     h = hashlib.sha256()
     versions = sorted((r.name, str(getattr(r, "version", ""))) for r in plugins.plugin_records()

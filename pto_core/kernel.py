@@ -71,8 +71,7 @@ class Kernel:
         """Run the entry function; returns every tensor by name: the caller's own objects for
         the tensors given (updated in place), new numpy arrays for the others."""
         from . import driver
-        from .reference import numpy_dtype
-        from .shapes import derive_shapes
+        from .reference import derive_shapes, numpy_dtype
         values = self._bind(args, kwargs)
         scalars = {p.name: values[p.name] for p in self.entry.params
                    if isinstance(p.type, ScalarType)}

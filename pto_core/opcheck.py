@@ -38,7 +38,7 @@ import numpy as np
 from .builder import PTOFunctionBuilder, PTOModule
 from .errors import PTOError
 from .ir import Category, ElementType, MemorySpace
-from .ir.ops import MATMUL_ACC_TYPES, OPS, OpDef
+from .ir.ops import KINDS, MATMUL_ACC_TYPES, OPS, OpDef
 from .reference import compute_type, numpy_dtype
 
 E = ElementType
@@ -418,8 +418,7 @@ def special_kernels(dtype: ElementType, ops: Sequence[OpDef] = TILE_OPS,
 
 #: expression kinds that are one correctly rounded IEEE operation (or exact): an op built only
 #: from these gives the same bits on every conforming backend
-EXACT_KINDS = frozenset({"var", "const", "add", "sub", "mul", "div", "max", "min", "neg", "abs",
-                         "sqrt", "recip"})
+EXACT_KINDS = frozenset({"var", "const", *(k.name for k in KINDS.values() if k.exact)})
 
 #: approximate results (exp, log, tanh, sums in another order, matmul) may differ by this
 #: many of the type's smallest subnormals on top of the relative tolerance: a subnormal

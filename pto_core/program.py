@@ -110,6 +110,14 @@ def parse_value(text: str, like: Any = inspect.Parameter.empty, name: str = "") 
         return text
 
 
+def is_program(path: str | Path) -> bool:
+    """Is ``path`` a program :func:`load_program` takes: a ``.pto`` file, or a Python file that
+    defines ``build_module`` (without importing it)?"""
+    p = Path(path)
+    return p.suffix == ".pto" or (p.suffix == ".py" and p.is_file()
+                                  and "def build_module" in p.read_text())
+
+
 def load_program(path: str | Path, params: Mapping[str, str] | None = None) -> Program:
     """Load ``path`` (``.pto`` or ``.py``) into a verified module plus its metadata.
     ``params`` are ``NAME -> text`` settings; those ``build_module`` takes are passed to it,

@@ -23,6 +23,9 @@ import os
 import sys
 from pathlib import Path
 
+#: the version of pto-core (pyproject.toml says the same)
+__version__ = "0.1.0"
+
 #: the runtime's copy inside an installed package (see setup.py)
 PACKAGED_RUNTIME = "runtime_src"
 
@@ -76,7 +79,6 @@ def cache_dir() -> Path:
 def install_tag() -> str:
     """A name for this installation of PTO (its version and where it lives), so installations
     side by side (virtual environments, checkouts) never share build folders."""
-    from . import __version__
     digest = hashlib.sha256(str(package_dir()).encode()).hexdigest()[:10]
     return f"{__version__}-{digest}"
 

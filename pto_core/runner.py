@@ -41,15 +41,15 @@ from typing import Any, Callable, Mapping, Sequence, Union
 
 import numpy as np
 
+from .abi import CONSTANTS, PTO_WORKER_ANY
 from .binary import Binary
 from .errors import PTOError
 from .ir import MemRefType
 
 __all__ = ["DeviceRunner", "Graph", "InOut", "Input", "Output", "Task"]
 
-#: runtime worker types (``core_type``), as in pto_runtime.h
-CORE_TYPES = {"PTO_WORKER_CUBE": 0, "PTO_WORKER_VECTOR": 1}
-WORKER_ANY = -1
+#: runtime worker types (``core_type``) by their name in pto_runtime.h
+CORE_TYPES = {n: CONSTANTS[n] for n in ("PTO_WORKER_CUBE", "PTO_WORKER_VECTOR")}
 
 
 @dataclass(frozen=True)
@@ -113,7 +113,7 @@ class Graph:
         if callable(func_id):
             label = name or getattr(func_id, "__name__", "task")
             task = Task(tid, label, func_id, [self._python_arg(label, a) for a in args],
-                        WORKER_ANY if core_type is None else core_type)
+                        PTO_WORKER_ANY if core_type is None else core_type)
         else:
             task = self._binary_task(tid, args, func_id, core_type, name)
         self.tasks.append(task)

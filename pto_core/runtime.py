@@ -59,6 +59,15 @@ from typing import Any, Callable, Optional, Union
 
 import numpy as np
 
+from .abi import (ERROR_NAMES, KERNEL, PTO_ARG_INOUT, PTO_ARG_INPUT, PTO_ARG_OUTPUT,
+                  PTO_DEFAULT_WINDOW, PTO_EBOUNDS, PTO_EINVAL, PTO_ESHUTDOWN, PTO_ETASKFAILED,
+                  PTO_ETASKID, PTO_MAX_ARGS, TASK_STATES, PTORuntimeConfig, PTORuntimeStats,
+                  PTOTensor, PTOTraceEvent)
+from .abi import PTO_WORKER_ACCELERATOR as WORKER_ACCELERATOR
+from .abi import PTO_WORKER_AI_CPU as WORKER_AI_CPU
+from .abi import PTO_WORKER_ANY as WORKER_ANY
+from .abi import PTO_WORKER_CUBE as WORKER_CUBE
+from .abi import PTO_WORKER_VECTOR as WORKER_VECTOR
 from .errors import PTOError
 from .trace import TraceEvent
 
@@ -67,25 +76,6 @@ __all__ = [
     "load_library", "WORKER_CUBE", "WORKER_VECTOR", "WORKER_AI_CPU", "WORKER_ACCELERATOR",
     "WORKER_ANY", "PTO_MAX_ARGS", "PTO_DEFAULT_WINDOW", "TraceEvent",
 ]
-
-WORKER_CUBE, WORKER_VECTOR, WORKER_AI_CPU, WORKER_ACCELERATOR, WORKER_ANY = 0, 1, 2, 3, -1
-PTO_MAX_ARGS = 32
-PTO_MAX_WORKERS = 64
-PTO_DEFAULT_WINDOW = 16384
-PTO_ARG_INPUT, PTO_ARG_OUTPUT, PTO_ARG_INOUT = 1, 2, 3
-PTO_ETASKFAILED = -7
-PTO_ETASKID = -8
-PTO_EBOUNDS = -6
-PTO_EINVAL = -1
-PTO_ESHUTDOWN = -5
-
-_ERROR_NAMES = {
-    -1: "PTO_EINVAL", -2: "PTO_ENOMEM", -3: "PTO_ETOOMANYARGS", -4: "PTO_ESTATE",
-    -5: "PTO_ESHUTDOWN", -6: "PTO_EBOUNDS", -7: "PTO_ETASKFAILED", -8: "PTO_ETASKID",
-    -9: "PTO_EWORKERTYPE", -10: "PTO_EWINDOW", -11: "PTO_EIO", -12: "PTO_ETIMEDOUT",
-    -13: "PTO_ECANCELED", -14: "PTO_EWORKERS",
-}
-_STATE_NAMES = ["BUILDING", "PENDING", "READY", "RUNNING", "COMPLETED", "CONSUMED"]
 
 INT32 = (-(1 << 31), (1 << 31) - 1)
 INT64 = (-(1 << 63), (1 << 63) - 1)
@@ -98,7 +88,7 @@ class PTORuntimeError(PTOError, RuntimeError):
     def __init__(self, code: int, what: str = "", message: Optional[str] = None,
                  detail: Optional[str] = None):
         self.code = code
-        self.name = _ERROR_NAMES.get(code, f"PTO_E{code}")
+        self.name = ERROR_NAMES.get(code, f"PTO_E{code}")
         text = message or (_lib().pto_strerror(code).decode() if _LIB else self.name)
         if detail:
             text += f": {detail}"
@@ -121,37 +111,6 @@ def _int(value: Any, what: str, lo: int, hi: int, code: int = PTO_EINVAL) -> int
             return v
         raise PTORuntimeError(code, what, f"{v} is outside [{lo}, {hi}]")
     raise PTORuntimeError(code, what, f"expects an integer, got {type(value).__name__} {value!r}")
-
-
-# ---------------------------------------------------------------- C structures
-
-class _Tensor(C.Structure):
-    _fields_ = [("data", C.c_void_p), ("rows", C.c_int64), ("cols", C.c_int64),
-                ("ld", C.c_int64), ("elem_size", C.c_int32), ("name", C.c_char_p)]
-
-
-class _Config(C.Structure):
-    _fields_ = [("num_workers", C.c_int32), ("execution_task_threshold", C.c_int32),
-                ("task_window", C.c_int32), ("record_graph", C.c_int32), ("dry_run", C.c_int32),
-                ("bind_worker_types", C.c_int32), ("worker_types", C.c_int32 * PTO_MAX_WORKERS),
-                ("timeout_ms", C.c_int32)]
-
-
-class _Stats(C.Structure):
-    _fields_ = [("tasks_submitted", C.c_int64), ("tasks_completed", C.c_int64), ("edges", C.c_int64),
-                ("peak_live_tasks", C.c_int64), ("window_full_waits", C.c_int64),
-                ("runtime_bytes", C.c_int64), ("peak_runtime_bytes", C.c_int64),
-                ("tensormap_entries", C.c_int64), ("peak_tensormap_entries", C.c_int64),
-                ("task_window", C.c_int32), ("num_workers", C.c_int32),
-                ("safe_mode_degraded", C.c_int32), ("failed_task", C.c_int32),
-                ("failed_code", C.c_int32), ("failed_worker", C.c_int32),
-                ("worker_tasks", C.c_int64 * PTO_MAX_WORKERS), ("failed_func", C.c_char_p),
-                ("run_status", C.c_int32), ("stuck_tasks", C.c_int32)]
-
-
-class _Event(C.Structure):
-    _fields_ = [("task", C.c_int32), ("worker", C.c_int32), ("func", C.c_char_p),
-                ("start_ns", C.c_int64), ("end_ns", C.c_int64)]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -178,8 +137,6 @@ class RuntimeStats:
     stuck_tasks: int
 
 
-KERNEL = C.CFUNCTYPE(C.c_int32, C.POINTER(C.c_int64))
-
 # ---------------------------------------------------------------- building / loading
 
 _LIB: Optional[C.CDLL] = None
@@ -203,11 +160,11 @@ def load_library() -> C.CDLL:
         if _LIB is None:
             lib = C.CDLL(str(library_path()))
             P, I32, I64 = C.c_void_p, C.c_int32, C.c_int64
-            T = C.POINTER(_Tensor)
+            T = C.POINTER(PTOTensor)
             sigs = {
                 "pto_strerror": (C.c_char_p, [C.c_int]),
-                "pto_runtime_config_default": (None, [C.POINTER(_Config)]),
-                "pto_runtime_init": (C.c_int, [C.POINTER(P), C.POINTER(_Config)]),
+                "pto_runtime_config_default": (None, [C.POINTER(PTORuntimeConfig)]),
+                "pto_runtime_init": (C.c_int, [C.POINTER(P), C.POINTER(PTORuntimeConfig)]),
                 "pto_runtime_shutdown": (C.c_int, [P]),
                 "pto_runtime_destroy": (None, [P]),
                 "pto_runtime_cancel": (C.c_int, [P]),
@@ -224,11 +181,11 @@ def load_library() -> C.CDLL:
                 "pto_task_submit": (C.c_int, [P, I32]),
                 "pto_task_state": (C.c_int, [P, I32]),
                 "pto_runtime_run": (C.c_int, [P]),
-                "pto_runtime_get_stats": (C.c_int, [P, C.POINTER(_Stats)]),
+                "pto_runtime_get_stats": (C.c_int, [P, C.POINTER(PTORuntimeStats)]),
                 "pto_runtime_dump": (C.c_int, [P, C.c_char_p]),
                 "pto_runtime_dump_buffer": (I64, [P, C.c_char_p, I64]),
                 "pto_runtime_enable_trace": (C.c_int, [P, I64]),
-                "pto_runtime_trace_events": (I64, [P, C.POINTER(_Event), I64]),
+                "pto_runtime_trace_events": (I64, [P, C.POINTER(PTOTraceEvent), I64]),
                 "pto_runtime_trace_dropped": (I64, [P]),
                 "pto_runtime_write_trace": (C.c_int, [P, C.c_char_p, C.c_int]),
                 "pto_runtime_write_stats": (C.c_int, [P, C.c_char_p]),
@@ -380,7 +337,7 @@ def _ld(a: np.ndarray) -> int:
     return ld if a.shape[0] > 1 else max(ld, a.shape[1])
 
 
-def _keyed_region(a: np.ndarray, r: int, c: int, rows: int, cols: int) -> tuple[_Tensor, tuple[int, int, int, int]]:
+def _keyed_region(a: np.ndarray, r: int, c: int, rows: int, cols: int) -> tuple[PTOTensor, tuple[int, int, int, int]]:
     """The tensor map's view of region [r, r+rows) x [c, c+cols) of ``a``: a byte tensor over
     the memory block ``a`` views (:func:`_owner`) and the rectangle of it the region covers -
     exact when ``a``'s rows are the block's rows, else the smallest rectangle around it."""
@@ -402,7 +359,7 @@ def _keyed_region(a: np.ndarray, r: int, c: int, rows: int, cols: int) -> tuple[
     else:
         r1 = (end - 1) // rowb
         box = (r0, c0, 1, end - first) if r1 == r0 else (r0, 0, r1 - r0 + 1, rowb)
-    block = _Tensor(start, -(-nbytes // rowb), rowb, rowb, 1, None)
+    block = PTOTensor(start, -(-nbytes // rowb), rowb, rowb, 1, None)
     return block, box
 
 
@@ -430,7 +387,7 @@ class Runtime:
         self._running = 0
         self._close_pending = False
         lib = _lib()
-        cfg = _Config()
+        cfg = PTORuntimeConfig()
         lib.pto_runtime_config_default(C.byref(cfg))
         cfg.num_workers = _int(num_workers, "num_workers", *INT32)
         cfg.execution_task_threshold = _int(threshold, "threshold", *INT32)
@@ -571,7 +528,7 @@ class Runtime:
         # own pointer and row stride
         block, (r, c, h_, w) = _keyed_region(a, row_off, col_off, rows, cols)
         self._check(self._lib.pto_task_add_access(h, task, C.byref(block), r, c, h_, w, mode), what)
-        view = _Tensor(a.__array_interface__["data"][0], a.shape[0], a.shape[1], _ld(a), a.itemsize, None)
+        view = PTOTensor(a.__array_interface__["data"][0], a.shape[0], a.shape[1], _ld(a), a.itemsize, None)
         self._keep.append(a)
         self._check(self._lib.pto_task_add_arg(h, task, C.byref(view), row_off, col_off), what)
 
@@ -592,7 +549,7 @@ class Runtime:
         (``pto_task_add_arg``): for an array the kernel never touches."""
         task = self._task_id(task, "add_arg")
         a = _matrix(a, "add_arg", writes=False)
-        t = _Tensor(a.__array_interface__["data"][0], a.shape[0], a.shape[1], _ld(a), a.itemsize, None)
+        t = PTOTensor(a.__array_interface__["data"][0], a.shape[0], a.shape[1], _ld(a), a.itemsize, None)
         self._keep.append(a)
         self._check(self._lib.pto_task_add_arg(self._handle(), task, C.byref(t),
                                                _int(row_off, "add_arg: row_off", *INT64),
@@ -668,7 +625,7 @@ class Runtime:
         Read them after :meth:`run`."""
         h = self._handle()
         n = self._check(self._lib.pto_runtime_trace_events(h, None, 0), "trace_events")
-        buf = (_Event * max(n, 1))()
+        buf = (PTOTraceEvent * max(n, 1))()
         n = min(n, self._check(self._lib.pto_runtime_trace_events(h, buf, n), "trace_events"))
         return [TraceEvent(e.task, (e.func or b"task").decode(), e.worker, e.start_ns, e.end_ns)
                 for e in buf[:n]]
@@ -690,10 +647,10 @@ class Runtime:
 
     def state(self, task: int) -> str:
         s = self._check(self._lib.pto_task_state(self._handle(), task), "state")
-        return _STATE_NAMES[s]
+        return TASK_STATES[s]
 
     def stats(self) -> RuntimeStats:
-        s = _Stats()
+        s = PTORuntimeStats()
         self._check(self._lib.pto_runtime_get_stats(self._handle(), C.byref(s)), "stats")
         vals = {f.name: getattr(s, f.name) for f in dataclasses.fields(RuntimeStats)}
         vals["safe_mode_degraded"] = bool(s.safe_mode_degraded)

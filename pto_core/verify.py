@@ -402,8 +402,8 @@ class _Checker:
         attrs = dict(s.attrs)
         if set(attrs) != set(op.attrs):
             self.fail(s, f"{op.name} takes attributes {list(op.attrs)}, got {list(attrs)}")
-        if op.name == "SCMP" and attrs.get("cmp") not in CMP_OPS:
-            self.fail(s, f"SCMP comparison must be one of {', '.join(CMP_OPS)}")
+        if op.is_compare and attrs.get("cmp") not in CMP_OPS:
+            self.fail(s, f"{op.name} comparison must be one of {', '.join(CMP_OPS)}")
         tiles: dict[str, TileType] = {}
         mem: MemRefType | None = None
         for spec, v in zip(op.operands, s.operands):
@@ -431,9 +431,9 @@ class _Checker:
                 check_tile_rule(op, tiles)
             except RuleError as e:
                 self.fail(s, str(e))
-        if op.name in ("SDIV", "SMOD") and s.operands[2] == 0:
+        if op.category is Category.SCALAR and op.divides and s.operands[-1] == 0:
             self.fail(s, "division by the constant zero")
-        if op.name in ("SMOD", "SAND", "SOR", "SSHL", "SSHR"):
+        if op.category is Category.SCALAR and op.int_only:
             for v in s.operands:
                 self.scalar(s, v, loop_vars, integer=True)
 
@@ -445,7 +445,7 @@ class _Checker:
         if s.opdef.category is not Category.SCALAR:
             return tiles["a"].dtype.compute_type
         ops = s.named_operands()
-        if s.op == "SCMP":
+        if s.opdef.is_compare:
             for v in (ops["a"], ops["b"]):
                 if isinstance(v, str):
                     t = self.fn.type_of(v)
@@ -453,7 +453,7 @@ class _Checker:
             return ElementType.F64 if any(isinstance(v, float) for v in ops.values()) \
                 else INDEX_TYPE
         dst = self.fn.type_of(ops["dst"]).dtype
-        return dst if s.op in ("SLI", "SMOV") else dst.compute_type
+        return dst if s.opdef.is_copy else dst.compute_type
 
     def call(self, s: Call, loop_vars) -> None:
         fn, module = self.fn, self.module

@@ -8,13 +8,13 @@ import numpy as np
 import pytest
 
 from pto_core import ElementType
-from pto_core.checking import call_numpy_reference, random_inputs, tolerance
+from pto_core.checking import call_numpy_reference, example_programs, random_inputs, tolerance
 from pto_core.program import load_program
 from pto_core.reference import run_module, trace_calls
 from pto_core.shapes import derive_shapes
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
-ALL = sorted(p.name for p in EXAMPLES.glob("*.py") if not p.name.startswith("_"))
+ALL = [p.name for p in example_programs()]
 
 
 def check_against_numpy(program, scalars, seed=0):

@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 from pto_core import ElementType, MemorySpace, PTOFunctionBuilder, PTOModule
-from pto_core.codegen.host import PTOTensorC
+from pto_core.abi import PTOTensor
 from pto_core.driver import build_c_sources
 from pto_core.codegen.orchestration import c_module_name, emit_orchestration, kernel_order
 from pto_core.reference import trace_calls
@@ -135,7 +135,7 @@ def test_generated_orchestration_submits_what_the_reference_traces(tmp_path, wor
     shapes = derive_shapes(m, {"n": n}, {}, entry="main_orch")
     arrays = {k: np.zeros(s, np.float32) for k, s in shapes.items()}
     so = ctypes.CDLL(str(lib))
-    tens = (PTOTensorC * 2)(*[PTOTensorC(arrays[k].ctypes.data, *arrays[k].shape,
+    tens = (PTOTensor * 2)(*[PTOTensor(arrays[k].ctypes.data, *arrays[k].shape,
                                          arrays[k].shape[1], 4, k.encode())
                               for k in ("inp", "out")])
     scal = (ctypes.c_int64 * 1)(n)
@@ -198,7 +198,7 @@ def test_untouched_parameter_is_passed_without_a_dependency(tmp_path, monkeypatc
         pytest.skip("gcc is not installed: the generated C is not run")
     lib = _build_with_recording_binding(tmp_path, m, c)
     arrays = {k: np.zeros((4, 8), np.float32) for k in ("buf", "inp", "out")}
-    tens = (PTOTensorC * 3)(*[PTOTensorC(arrays[k].ctypes.data, 4, 8, 8, 4, k.encode())
+    tens = (PTOTensor * 3)(*[PTOTensor(arrays[k].ctypes.data, 4, 8, 8, 4, k.encode())
                               for k in ("buf", "inp", "out")])
     monkeypatch.setenv("PTO_STATS", str(tmp_path / "stats.json"))   # read by the runtime
     so = ctypes.CDLL(str(lib))
@@ -226,7 +226,7 @@ def test_an_orchestration_error_stops_the_function_and_is_what_the_caller_gets(t
     n = 5
     rows, cols = derive_shapes(m, {"n": n}, {}, entry="main_orch")["inp"]
     short = {k: np.zeros((rows - 4, cols), np.float32) for k in ("inp", "out")}  # one tile short
-    tens = (PTOTensorC * 2)(*[PTOTensorC(short[k].ctypes.data, *short[k].shape,
+    tens = (PTOTensor * 2)(*[PTOTensor(short[k].ctypes.data, *short[k].shape,
                                          short[k].shape[1], 4, k.encode())
                               for k in ("inp", "out")])
     so = ctypes.CDLL(str(lib))

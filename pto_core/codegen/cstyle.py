@@ -43,7 +43,7 @@ from typing import Iterable, Sequence
 from ..errors import PTOBackendError
 from ..ir import (Call, Category, ElementType, For, Function, If, Instr, MemRefType, Module,
                   Return, ScalarType, TileType)
-from ..ir.ops import Expr
+from ..ir.ops import COMPARES, Expr
 from ..options import CompileOptions
 from .cnames import c_comment, c_function, c_names, kernel_symbol, user_names, user_text
 
@@ -632,9 +632,8 @@ class CStyleRenderer:
         t = fn.type_of(dst)
         ct = self.scalar_ctype(t.dtype)
         env = {n: self.scalar_value(fn, v) for n, v in zip(("a", "b"), s.operands[1:])}
-        if s.op == "SCMP":
-            sym = {"eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">="}[s.attr("cmp")]
-            out(f"{dst} = ({env['a']} {sym} {env['b']}) ? 1 : 0;")
+        if s.opdef.is_compare:
+            out(f"{dst} = ({env['a']} {COMPARES[s.attr('cmp')].symbol} {env['b']}) ? 1 : 0;")
             return
         e = s.opdef.expr
         if t.dtype.is_int and e.kind in self.SCALAR_INT and all(

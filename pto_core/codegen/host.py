@@ -30,6 +30,7 @@ from typing import Any, Iterator, Mapping
 
 import numpy as np
 
+from ..abi import PTO_ECANCELED, PTO_ETIMEDOUT, PTOTensor
 from ..errors import PTOError
 from ..ir import ElementType, Function, MemRefType, Module, ScalarType
 from .orchestration import c_module_name
@@ -188,18 +189,9 @@ int main(int argc, char** argv) {
     return "\n".join(L)
 
 
-class PTOTensorC(ctypes.Structure):
-    """ctypes mirror of ``PTOTensor`` (pto_runtime.h)."""
-
-    _fields_ = [("data", ctypes.c_void_p), ("rows", ctypes.c_int64), ("cols", ctypes.c_int64),
-                ("ld", ctypes.c_int64), ("elem_size", ctypes.c_int32),
-                ("name", ctypes.c_char_p)]
-
-
 _LIBS: dict[str, ctypes.CDLL] = {}
 _LOADED_PATHS: set[str] = set()
 
-PTO_ETIMEDOUT, PTO_ECANCELED = -12, -13
 #: arrays a kernel abandoned by a run (deadline, cancel) may still write: kept for the process
 _ABANDONED: list[Any] = []
 
@@ -250,8 +242,9 @@ def run_failure(lib: ctypes.CDLL, rc: int, what: str, module: Module | None = No
     return f"{what} failed: {text('pto_strerror', rc) or 'error'} ({rc}){': ' + why if why else ''}"
 
 
-def _load(path: Path) -> ctypes.CDLL:
-    # a rebuilt library gets a new file identity; key on it so a stale handle is not reused
+def open_library(path: Path) -> ctypes.CDLL:
+    """The loaded shared library at ``path``, once per version of the file: a rebuilt library
+    gets a new file identity, so a stale handle is never reused."""
     real = str(path.resolve())
     st = path.stat()
     key = f"{real}:{st.st_mtime_ns}:{st.st_ino}:{st.st_size}"
@@ -324,7 +317,7 @@ def run_library(lib_path: Path, module: Module, tensors: Mapping[str, np.ndarray
     """
     from ..reference import numpy_dtype
     fn = module.functions[module.entry]
-    lib = _load(Path(lib_path))
+    lib = open_library(Path(lib_path))
     run = getattr(lib, f"pto_module_run_{c_module_name(module)}")
     run.restype = ctypes.c_int
     arrays: dict[str, np.ndarray] = {}
@@ -333,7 +326,7 @@ def run_library(lib_path: Path, module: Module, tensors: Mapping[str, np.ndarray
     missing = [p.name for p in tpar if p.name not in tensors]
     if missing:
         raise PTOError(f"launch of '{fn.name}' needs the tensors {', '.join(missing)}")
-    ctens = (PTOTensorC * max(1, len(tpar)))()
+    ctens = (PTOTensor * max(1, len(tpar)))()
     names = []
     for k, p in enumerate(tpar):
         given, dtype = tensors[p.name], numpy_dtype(p.type.dtype)
@@ -344,7 +337,7 @@ def run_library(lib_path: Path, module: Module, tensors: Mapping[str, np.ndarray
         arrays[p.name] = a
         names.append(p.name.encode())
         ld = a.strides[0] // a.itemsize if a.shape[0] > 1 else a.shape[1]
-        ctens[k] = PTOTensorC(a.ctypes.data, a.shape[0], a.shape[1], ld, a.itemsize, names[-1])
+        ctens[k] = PTOTensor(a.ctypes.data, a.shape[0], a.shape[1], ld, a.itemsize, names[-1])
     cscal = scalar_slots(fn, scalars)
     rc = run(ctens, len(tpar), cscal, len(spar), int(workers), int(threshold))
     if rc != 0:

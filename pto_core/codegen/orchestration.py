@@ -51,7 +51,7 @@ from typing import Callable
 
 from ..analysis import buffer_bytes as _declared_bytes
 from ..analysis import footprint, param_modes
-from .cnames import (c_comment, c_names, c_string, orchestration_symbol, user_text)
+from .cnames import c_comment, c_names, c_string, kernel_symbol, orchestration_symbol, user_text
 from .cstyle import CStyleRenderer, _Out
 from ..errors import PTOError
 from ..ir import (Call, Category, For, Function, If, Instr, MemRefType, Module, Return,
@@ -69,6 +69,24 @@ def c_module_name(module: Module) -> str:
 def kernel_order(module: Module) -> list[str]:
     """InCore functions in module order: the index of each in the binding's kernel table."""
     return [f.name for f in module.functions.values() if f.is_incore]
+
+
+def binding_table(module: Module, setup: str = "(void)rt;", linkage: str = "") -> list[str]:
+    """Lines of C every runtime binding defines for the orchestration: the prototype of each
+    kernel's ABI symbol, the table ``pto_kernels_<module>[]`` in :func:`kernel_order` and
+    ``pto_binding_setup_<module>(rt)``, whose body is ``setup``. ``linkage`` prefixes each
+    (``extern "C" `` in C++).
+
+    >>> from pto_core.ir import Module
+    >>> binding_table(Module("m"))[1]
+    'const PTOKernelFunc pto_kernels_m[] = { NULL };'
+    """
+    m = c_module_name(module)
+    names = kernel_order(module)
+    table = ", ".join(kernel_symbol(n) for n in names) or "NULL"
+    return [*(f"{linkage}int32_t {kernel_symbol(n)}(const int64_t* args);" for n in names), "",
+            f"{linkage}const PTOKernelFunc pto_kernels_{m}[] = {{ {table} }};", "",
+            f"{linkage}void pto_binding_setup_{m}(PTORuntime* rt) {{ {setup} }}", ""]
 
 
 def worker_type(fn: Function) -> str:

@@ -8,7 +8,7 @@
 ``--set NAME=VALUE`` sets a scalar parameter of the entry function (a number) or a parameter of
 the program's ``build_module`` (an element type such as ``bf16``, ``true``/``false``, a number:
 converted to the type of the parameter's default). Scalars are the program's ``DEFAULTS``
-updated by ``--set``; tensor shapes come from :func:`pto_core.shapes.derive_shapes` (the
+updated by ``--set``; tensor shapes come from :func:`pto_core.reference.derive_shapes` (the
 shapes of ``--input`` files and ``--shape`` fill in what the program cannot tell).
 Inputs are ``--input NAME=FILE.npy`` files (2-D, of the parameter's dtype), and seeded random
 numbers for the others (standard normal for floats, integers in [-8, 8] for integer types):
@@ -63,8 +63,7 @@ from ..ir import ElementType, Function, MemRefType, Module
 from ..options import CompileOptions
 from ..program import Program
 from ..progress import Phases
-from ..reference import numpy_dtype, run_module, trace_calls
-from ..shapes import derive_shapes
+from ..reference import derive_shapes, numpy_dtype, run_module, trace_calls
 from ..codegen.host import runtime_environment
 from ..trace import (chrome_trace_graph, format_stats, load_chrome_trace, load_runtime_stats,
                      validate_trace)

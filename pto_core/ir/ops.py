@@ -27,8 +27,9 @@ with an R x C tile reads the elements ``m[i*R : i*R+R, j*C : j*C+C]``.
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass, field
-from typing import Callable
+import operator
+from dataclasses import dataclass
+from typing import Callable, Iterator
 
 from .types import ElementType, TileType
 
@@ -41,9 +42,9 @@ from .types import ElementType, TileType
 class Expr:
     """A node of an element-wise expression.
 
-    ``kind`` is one of: ``var`` (``value`` names an input: ``a``, ``b`` or ``s``), ``const``
-    (``value`` is a float), unary ``neg abs exp log sqrt recip tanh``, binary
-    ``add sub mul div max min``, integer-only binary ``mod and or shl shr``. Renderers (numpy, C, CUDA, NEON, PTO-ISA) map each kind.
+    ``kind`` is ``var`` (``value`` names an input: ``a``, ``b`` or ``s``), ``const``
+    (``value`` is a float) or one of :data:`KINDS`. Renderers (numpy, C, CUDA, NEON, PTO-ISA)
+    map each kind.
     """
 
     kind: str
@@ -69,10 +70,57 @@ class Expr:
             out |= a.vars()
         return out
 
+    def kinds(self) -> Iterator[str]:
+        """Every node's kind, this node first."""
+        yield self.kind
+        for a in self.args:
+            yield from a.kinds()
 
-UNARY_KINDS = ("neg", "abs", "exp", "log", "sqrt", "recip", "tanh")
-BINARY_KINDS = ("add", "sub", "mul", "div", "max", "min")
-INT_BINARY_KINDS = ("mod", "and", "or", "shl", "shr")   # scalar integer ops only
+
+@dataclass(frozen=True)
+class KindDef:
+    """What an expression kind is, for every renderer and checker that reads it."""
+
+    name: str
+    arity: int
+    float_only: bool = False   # defined on floats only (exp, log, ...)
+    int_only: bool = False     # defined on integers only (mod, bit operations, shifts)
+    divides: bool = False      # its second operand is a divisor
+    exact: bool = False        # one correctly rounded IEEE operation (or exact): same bits anywhere
+    special: bool = False      # runs on the special-function unit (cost model)
+    lane: bool = True          # counts as one vector-lane arithmetic operation (cost model)
+
+
+#: the operations an expression node may be: name -> definition
+KINDS: dict[str, KindDef] = {k.name: k for k in (
+    KindDef("neg", 1, exact=True), KindDef("abs", 1, exact=True),
+    KindDef("exp", 1, float_only=True, special=True, lane=False),
+    KindDef("log", 1, float_only=True, special=True, lane=False),
+    KindDef("sqrt", 1, float_only=True, exact=True, special=True, lane=False),
+    KindDef("recip", 1, float_only=True, exact=True, special=True, lane=False),
+    KindDef("tanh", 1, float_only=True, special=True, lane=False),
+    KindDef("add", 2, exact=True), KindDef("sub", 2, exact=True), KindDef("mul", 2, exact=True),
+    KindDef("div", 2, divides=True, exact=True, special=True),
+    KindDef("max", 2, exact=True), KindDef("min", 2, exact=True),
+    KindDef("mod", 2, int_only=True, divides=True), KindDef("and", 2, int_only=True),
+    KindDef("or", 2, int_only=True), KindDef("shl", 2, int_only=True),
+    KindDef("shr", 2, int_only=True))}
+
+
+@dataclass(frozen=True)
+class Compare:
+    """A comparison of SCMP: its C (and Python) operator and its Python function."""
+
+    name: str
+    symbol: str
+    fn: Callable[[object, object], bool]
+
+
+#: SCMP's comparisons: attribute value -> definition
+COMPARES: dict[str, Compare] = {c.name: c for c in (
+    Compare("eq", "==", operator.eq), Compare("ne", "!=", operator.ne),
+    Compare("lt", "<", operator.lt), Compare("le", "<=", operator.le),
+    Compare("gt", ">", operator.gt), Compare("ge", ">=", operator.ge))}
 
 
 def _e(x) -> Expr:
@@ -135,6 +183,47 @@ class OpDef:
     reduce: str | None = None      # "sum" | "max" | "min" for reductions
     attrs: tuple[str, ...] = ()    # names of attributes (e.g. "cmp" for SCMP)
     doc: str = ""
+    isa: str | None = None         # the PTO-ISA library instruction that is this row (same
+                                   # operands), for backends that emit that library
+
+    @property
+    def kinds(self) -> frozenset[str]:
+        """The expression kinds this op computes with (empty for ops without an expression)."""
+        return frozenset(self.expr.kinds()) if self.expr is not None else frozenset()
+
+    @property
+    def float_only(self) -> bool:
+        """Defined on float operands only (it computes exp, log, sqrt, ...)."""
+        return any(KINDS[k].float_only for k in self.kinds if k in KINDS)
+
+    @property
+    def int_only(self) -> bool:
+        """Defined on integer operands only (remainder, bit operations, shifts)."""
+        return any(KINDS[k].int_only for k in self.kinds if k in KINDS)
+
+    @property
+    def divides(self) -> bool:
+        """The result is the first operand divided by (or the remainder of) the last."""
+        return self.expr is not None and self.expr.kind in KINDS and KINDS[self.expr.kind].divides
+
+    @property
+    def is_copy(self) -> bool:
+        """The result is one input, unchanged (SLI, SMOV; TROWEXPAND broadcasts b)."""
+        return self.expr is not None and self.expr.kind == "var"
+
+    @property
+    def single_kind(self) -> str | None:
+        """The expression kind when the op is one node applied to its inputs (TADD: ``add``;
+        TRELU, ``max(a, 0)``, and TRSQRT are not), else None."""
+        e = self.expr
+        if e is None or e.kind not in KINDS or any(a.kind != "var" for a in e.args):
+            return None
+        return e.kind
+
+    @property
+    def is_compare(self) -> bool:
+        """A comparison, named by its ``cmp`` attribute (one of :data:`COMPARES`)."""
+        return "cmp" in self.attrs
 
     @property
     def mnemonic(self) -> str:
@@ -169,8 +258,10 @@ def _ops(*roles: str) -> tuple[Operand, ...]:
 _TABLE: list[OpDef] = []
 
 
-def _def(name, method, category, operands, **kw) -> None:
-    _TABLE.append(OpDef(name, method, category, _ops(*operands.split()), **kw))
+def _def(name, method, category, operands, isa=False, **kw) -> None:
+    """One row; ``isa=True``: the PTO-ISA library has an instruction of the same name."""
+    _TABLE.append(OpDef(name, method, category, _ops(*operands.split()),
+                        isa=name if isa else None, **kw))
 
 
 # data movement
@@ -187,13 +278,13 @@ _MAXMIN_DOC = ("a NaN operand gives NaN; of two equal operands (+0 and -0) the s
 for _n, _m, _x in [("TADD", "add", A + B), ("TSUB", "sub", A - B), ("TMUL", "mul", A * B),
                    ("TDIV", "div", A / B), ("TMAX", "max", maximum(A, B)),
                    ("TMIN", "min", minimum(A, B))]:
-    _def(_n, _m, Category.ELEMENTWISE, "dst:tile_out a:tile b:tile", expr=_x,
+    _def(_n, _m, Category.ELEMENTWISE, "dst:tile_out a:tile b:tile", expr=_x, isa=True,
          doc=_MAXMIN_DOC if _m in ("max", "min") else "")
 
 # tile-scalar
 for _n, _m, _x in [("TADDS", "adds", A + S), ("TSUBS", "subs", A - S), ("TMULS", "muls", A * S),
                    ("TDIVS", "divs", A / S), ("TMAXS", "maxs", maximum(A, S))]:
-    _def(_n, _m, Category.TILE_SCALAR, "dst:tile_out a:tile s:scalar", expr=_x,
+    _def(_n, _m, Category.TILE_SCALAR, "dst:tile_out a:tile s:scalar", expr=_x, isa=True,
          doc=_MAXMIN_DOC if _m == "maxs" else "")
 
 # element-wise unary
@@ -204,6 +295,7 @@ for _n, _m, _x in [("TEXP", "exp", exp(A)), ("TLOG", "log", log(A)), ("TSQRT", "
                    ("TSILU", "silu", A / (1.0 + exp(-A))),
                    ("TGELU", "gelu", 0.5 * A * (1.0 + tanh(_GELU_C * (A + 0.044715 * (A * A * A)))))]:
     _def(_n, _m, Category.ELEMENTWISE, "dst:tile_out a:tile", expr=_x,
+         isa=_m not in ("silu", "gelu"),
          doc="max(a, +0): relu(-0) is +0, relu(NaN) is NaN" if _m == "relu" else "")
 
 # reductions
@@ -220,14 +312,14 @@ for _n, _m, _cat, _r in [("TROWSUM", "rowsum", Category.ROW_REDUCE, "sum"),
     _def(_n, _m, _cat, "dst:tile_out a:tile", reduce=_r, doc=_REDUCE_DOC[_r])
 
 # broadcasts
-_def("TROWEXPAND", "rowexpand", Category.ROW_EXPAND, "dst:tile_out b:tile", expr=B,
+_def("TROWEXPAND", "rowexpand", Category.ROW_EXPAND, "dst:tile_out b:tile", expr=B, isa=True,
      doc="dst[r, c] = b[r, 0]")
 for _n, _m, _x in [("ADD", "add", A + B), ("SUB", "sub", A - B), ("MUL", "mul", A * B),
                    ("DIV", "div", A / B)]:
     _def(f"TROWEXPAND{_n}", f"rowexpand{_m}", Category.ROW_EXPAND, "dst:tile_out a:tile b:tile",
-         expr=_x, doc=f"dst[r, c] = a[r, c] {_m} b[r, 0]")
+         expr=_x, isa=True, doc=f"dst[r, c] = a[r, c] {_m} b[r, 0]")
     _def(f"TCOLEXPAND{_n}", f"colexpand{_m}", Category.COL_EXPAND, "dst:tile_out a:tile b:tile",
-         expr=_x, doc=f"dst[r, c] = a[r, c] {_m} b[0, c]")
+         expr=_x, isa=True, doc=f"dst[r, c] = a[r, c] {_m} b[0, c]")
 
 # matrix
 _def("TMATMUL", "matmul", Category.MATMUL, "dst:tile_out a:tile b:tile", doc="dst = a @ b")
@@ -260,7 +352,7 @@ OPS: dict[str, OpDef] = {d.name: d for d in _TABLE}
 OPS_BY_METHOD: dict[str, OpDef] = {d.method: d for d in _TABLE}
 OPS_BY_MNEMONIC: dict[str, OpDef] = {d.mnemonic: d for d in _TABLE}
 
-CMP_OPS = ("eq", "ne", "lt", "le", "gt", "ge")
+CMP_OPS = tuple(COMPARES)
 
 #: Control-flow statements are not table rows: they have bodies. Their `.pto` keywords:
 CONTROL_KEYWORDS = ("FOR", "ENDFOR", "IF", "ELSE", "ENDIF", "CALL", "return")
@@ -291,7 +383,7 @@ def check_tile_rule(op: OpDef, tiles: dict[str, TileType]) -> None:
         same(d, a, "dst and a")
         if b is not None:
             same(a, b, "a and b")
-        if op.name in ("TEXP", "TLOG", "TSQRT", "TRSQRT", "TRECIP", "TSILU", "TGELU") and not a.dtype.is_float:
+        if op.float_only and not a.dtype.is_float:
             raise RuleError(f"{op.name} needs a float tile, got {a.dtype.value}")
     elif cat is Category.ROW_REDUCE:
         if d.dtype != a.dtype:

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 from ..ir import (OPS, Call, CallArg, Category, ElementType, Expr, For, Function, If, Instr,
                   Module, ScalarType, Stmt)
+from ..ir.ops import COMPARES
 from ._rewrite import assigned_in, replace_functions
 
 
@@ -80,10 +81,6 @@ def _eval(e: Expr, env: dict[str, object], integer: bool):
     raise KeyError(k)
 
 
-_CMP = {"eq": lambda a, b: a == b, "ne": lambda a, b: a != b, "lt": lambda a, b: a < b,
-        "le": lambda a, b: a <= b, "gt": lambda a, b: a > b, "ge": lambda a, b: a >= b}
-
-
 def fold_scalar(s: Instr, consts: dict[str, object], dtype: str | ElementType):
     """The value a scalar instruction computes when all its inputs are known, else ``None``."""
     dt = ElementType.parse(dtype) if isinstance(dtype, str) else dtype
@@ -100,8 +97,8 @@ def fold_scalar(s: Instr, consts: dict[str, object], dtype: str | ElementType):
     if integer and any(isinstance(v, float) for v in vals.values()):
         return None
     try:
-        if op.name == "SCMP":
-            return int(_CMP[s.attr("cmp")](vals["a"], vals["b"]))
+        if op.is_compare:
+            return int(COMPARES[s.attr("cmp")].fn(vals["a"], vals["b"]))
         if op.expr is None:
             return None
         result = _eval(op.expr, vals, integer)

@@ -21,8 +21,7 @@ from __future__ import annotations
 from typing import Any, Mapping, Sequence
 
 from ..ir import Module
-from ..reference import TaskCall, trace_calls
-from ..shapes import derive_shapes
+from ..reference import TaskCall, derive_shapes, trace_calls
 
 
 def task_levels(calls: Sequence[TaskCall]) -> list[int]:

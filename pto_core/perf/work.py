@@ -37,15 +37,13 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable, Iterator, Mapping
 
 from ..errors import PTOError
-from ..ir import (Call, Category, ElementType, Expr, For, Function, If, Instr, Module, Return,
+from ..ir import (Call, Category, ElementType, For, Function, If, Instr, Module, Return,
                   ScalarType, TileType)
+from ..ir.ops import COMPARES, KINDS
 from ..reference import INT_SCALAR_FORMS, TaskCall, _sdiv, _smod, _sshl, _sshr, render_expr
 
 #: expression node kinds that run on the special-function unit
-SFU_KINDS = frozenset({"exp", "log", "sqrt", "recip", "tanh", "div"})
-_ARITH_KINDS = frozenset({"add", "sub", "mul", "div", "max", "min", "neg", "abs", "mod", "and",
-                          "or", "shl", "shr"})
-_CMP = {"eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">="}
+SFU_KINDS = frozenset(k.name for k in KINDS.values() if k.special)
 _EVAL_NS = {"_sdiv": _sdiv, "_smod": _smod, "_sshl": _sshl, "_sshr": _sshr}
 
 
@@ -161,8 +159,8 @@ def _eval_scalar(s: Instr, env: dict[str, Any], fn: Function) -> None:
     ops = s.named_operands()
     a = _value(ops["a"], env, fn, s)
     b = _value(ops["b"], env, fn, s) if "b" in ops else None
-    if s.op == "SCMP":
-        env[ops["dst"]] = int(eval(f"a {_CMP[s.attr('cmp')]} b", {}, {"a": a, "b": b}))
+    if s.opdef.is_compare:
+        env[ops["dst"]] = int(COMPARES[s.attr("cmp")].fn(a, b))
         return
     if isinstance(a, float) or isinstance(b, float):
         forms = {**INT_SCALAR_FORMS, "div": "({0} / {1})", "mod": "({0} % {1})"}
@@ -203,10 +201,10 @@ def instr_work(fn: Function, s: Instr) -> Work:
     if cat in (Category.ROW_REDUCE, Category.COL_REDUCE):
         return Work(flops={lane: src.rows * src.cols})
     flops: Counter = Counter()
-    for kind in _kinds(s.opdef.expr):
+    for kind in s.opdef.expr.kinds() if s.opdef.expr is not None else ():
         if kind in SFU_KINDS:
             flops["sfu"] += 1
-        if kind in _ARITH_KINDS:
+        if kind in KINDS and KINDS[kind].lane:
             flops[lane] += 1
     n = dst.rows * dst.cols
     return Work(flops={k: v * n for k, v in flops.items()})
@@ -214,14 +212,6 @@ def instr_work(fn: Function, s: Instr) -> Work:
 
 def _lane_class(t: ElementType) -> str:
     return "fp64" if t is ElementType.F64 else "int" if t.is_int else "fp32"
-
-
-def _kinds(e: Expr | None) -> Iterator[str]:
-    if e is None:
-        return
-    yield e.kind
-    for a in e.args:
-        yield from _kinds(a)
 
 
 def task_work(module: Module, callee: str, scalars: Mapping[str, Any]) -> Work:

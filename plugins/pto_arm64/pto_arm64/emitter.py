@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from pto_core.codegen.cstyle import CStyleRenderer
 from pto_core.ir import Category, ElementType, Function, Instr, MemRefType, TileType
-from pto_core.ir.ops import Expr
+from pto_core.ir.ops import KINDS, Expr
 
 #: the preprocessor test of native FP16 vector arithmetic (ARMv8.2-A FP16 extension)
 FP16_GUARD = "defined(__ARM_FEATURE_FP16_VECTOR_ARITHMETIC)"
@@ -158,8 +158,7 @@ class Arm64Renderer(CStyleRenderer):
 
 
 #: expression kinds that are one correctly rounded IEEE operation (or exact) in f16
-NATIVE_F16_KINDS = frozenset({"add", "sub", "mul", "div", "sqrt", "max", "min", "neg", "abs",
-                              "recip"})
+NATIVE_F16_KINDS = frozenset(k.name for k in KINDS.values() if k.exact)
 
 
 def _f16_exact(v: float) -> bool:

@@ -42,7 +42,7 @@ from pto_core.codegen.cstyle import CStyleRenderer, _Out
 from pto_core.errors import PTOBackendError
 from pto_core.ir import (Call, Category, ElementType, For, Function, If, Instr, Local,
                          MemRefType, Module, Return, TileType)
-from pto_core.ir.ops import Expr
+from pto_core.ir.ops import OPS, Expr
 from pto_core.options import CompileOptions
 
 from .arch import AscendArch
@@ -51,20 +51,16 @@ from pto_core.passes.buffer_reuse import plan_buffers
 
 E = ElementType
 
-#: table ops the PTO-ISA library implements as one instruction of the same name and operands
-NATIVE_OPS = frozenset({
-    "TADD", "TSUB", "TMUL", "TDIV", "TMAX", "TMIN", "TADDS", "TSUBS", "TMULS", "TDIVS", "TMAXS",
-    "TEXP", "TLOG", "TSQRT", "TRSQRT", "TRECIP", "TABS", "TNEG", "TRELU",
-    "TROWEXPAND", "TROWEXPANDADD", "TROWEXPANDSUB", "TROWEXPANDMUL", "TROWEXPANDDIV",
-    "TCOLEXPANDADD", "TCOLEXPANDSUB", "TCOLEXPANDMUL", "TCOLEXPANDDIV"})
+def _isa_by_kind(category: Category) -> dict[str, str]:
+    """Expression kind -> the library instruction of the table row of ``category`` that is that
+    one kind applied to its inputs (element-wise: unary and tile-tile; tile-scalar)."""
+    return {op.single_kind: op.isa for op in OPS.values()
+            if op.isa and op.single_kind and op.category is category}
 
-#: expression kinds -> library instructions (tile-tile, tile-scalar, unary)
-_BINARY_TILE = {"add": "TADD", "sub": "TSUB", "mul": "TMUL", "div": "TDIV", "max": "TMAX",
-                "min": "TMIN"}
-_BINARY_SCALAR = {"add": "TADDS", "sub": "TSUBS", "mul": "TMULS", "div": "TDIVS", "max": "TMAXS",
-                  "min": "TMINS"}
-_UNARY = {"neg": "TNEG", "abs": "TABS", "exp": "TEXP", "log": "TLOG", "sqrt": "TSQRT",
-          "recip": "TRECIP"}
+
+#: expression kinds -> library instructions, on tiles (unary, tile-tile) and a tile and a scalar
+ISA_TILE = _isa_by_kind(Category.ELEMENTWISE)
+ISA_TILE_SCALAR = _isa_by_kind(Category.TILE_SCALAR)
 
 #: on-chip buffer of each tile kind, and the placement alignment used there
 BUFFER_OF = {"Vec": "UB", "Mat": "L1", "Left": "L0A", "Right": "L0B", "Acc": "L0C"}
@@ -541,7 +537,7 @@ class AscendRenderer(CStyleRenderer):
             a = vec(ops["a"])
             return [_Step(f"TCVT({d}, {a}, RoundMode::CAST_RINT);", "V", (a,), (d,))]
         ct = self.ctype(tt.dtype)
-        if s.op in NATIVE_OPS:
+        if s.opdef.isa:
             args, reads = [d], []
             for spec in s.opdef.inputs:
                 v = ops[spec.name]
@@ -550,7 +546,7 @@ class AscendRenderer(CStyleRenderer):
                 else:
                     args.append(vec(v))
                     reads.append(vec(v))
-            return [_Step(f"{s.op}({', '.join(args)});", "V", tuple(reads), (d,))]
+            return [_Step(f"{s.opdef.isa}({', '.join(args)});", "V", tuple(reads), (d,))]
         if cat in (Category.ELEMENTWISE, Category.TILE_SCALAR):
             return self._lower_expr(fn, s, ops, tt)
         raise self._err(fn, s, f"{s.op} has no PTO-ISA lowering")
@@ -584,6 +580,12 @@ class AscendRenderer(CStyleRenderer):
         def emit(text: str, reads: Sequence[str], writes: Sequence[str]) -> None:
             steps.append(_Step(text, "V", tuple(reads), tuple(writes)))
 
+        def isa(table: dict[str, str], kind: str) -> str:
+            if kind not in table:
+                on = "tiles" if table is ISA_TILE else "a tile and a scalar"
+                raise self._err(fn, s, f"the PTO-ISA library has no '{kind}' of {on}")
+            return table[kind]
+
         def lit(x: float) -> str:
             return f"static_cast<{ct}>({self.literal(x, 'float')})"
 
@@ -604,17 +606,17 @@ class AscendRenderer(CStyleRenderer):
                     emit(f"TDIVS({t}, {lit(2.0)}, {t});", [t], [t])
                     emit(f"TADDS({target}, {t}, {lit(-1.0)});", [t], [target])
                 else:
-                    emit(f"{_UNARY[e.kind]}({target}, {x});", [x], [target])
+                    emit(f"{isa(ISA_TILE, e.kind)}({target}, {x});", [x], [target])
                 return ("t", target)
             kx, x = gen(e.args[0], target, depth)
             ky, y = gen(e.args[1], self._scratch(tt, depth), depth + 1)
             if kx == "t" and ky == "t":
-                emit(f"{_BINARY_TILE[e.kind]}({target}, {x}, {y});", [x, y], [target])
+                emit(f"{isa(ISA_TILE, e.kind)}({target}, {x}, {y});", [x, y], [target])
             elif kx == "t":
-                emit(f"{_BINARY_SCALAR[e.kind]}({target}, {x}, {y});", [x], [target])
+                emit(f"{isa(ISA_TILE_SCALAR, e.kind)}({target}, {x}, {y});", [x], [target])
             elif ky == "t":
                 if e.kind in ("add", "mul", "max", "min"):
-                    emit(f"{_BINARY_SCALAR[e.kind]}({target}, {y}, {x});", [y], [target])
+                    emit(f"{isa(ISA_TILE_SCALAR, e.kind)}({target}, {y}, {x});", [y], [target])
                 elif e.kind == "sub":
                     emit(f"TMULS({target}, {y}, {lit(-1.0)});", [y], [target])
                     emit(f"TADDS({target}, {target}, {x});", [target], [target])

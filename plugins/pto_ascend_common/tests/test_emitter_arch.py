@@ -134,3 +134,25 @@ def test_ops_without_a_library_instruction_are_lowered_from_the_table(tmp_path, 
         for k in ("o", "g"):
             np.testing.assert_allclose(out[k].astype(np.float32), ref[k].astype(np.float32),
                                        rtol=tol, atol=tol)
+
+
+def test_library_instructions_come_from_the_table_rows():
+    from pto_core.ir.ops import OPS
+    from pto_ascend_common.emitter import ISA_TILE, ISA_TILE_SCALAR
+    rows = {op.name: op for op in OPS.values() if op.isa}
+    assert set(ISA_TILE.values()) | set(ISA_TILE_SCALAR.values()) <= set(rows)
+    assert ISA_TILE["exp"] == "TEXP" and ISA_TILE["max"] == "TMAX"
+    assert ISA_TILE_SCALAR["max"] == "TMAXS" and "min" not in ISA_TILE_SCALAR
+    m = PTOModule("m")
+    (PTOFunctionBuilder("k", module=m).in_core()
+     .memref("a", GM, T.F32).memref("o", GM, T.F32).tile("x", 8, 8, T.F32)
+     .load("x", "a").relu("x", "x").gelu("x", "x").store("o", "x").build())
+    text = user_text(AscendRenderer(A2A3).render_kernel(m.functions["k"], m))
+    assert "TRELU(" in text and "TGELU(" not in text and "TEXP(" in text
+
+
+def test_the_acl_binding_defines_the_kernel_table_the_orchestration_calls():
+    from pto_ascend_common.backend import acl_binding_source
+    text = acl_binding_source(A2A3, _copy_kernel(8, 8))
+    assert 'extern "C" const PTOKernelFunc pto_kernels_m[] = { pto_kernel_big_copy };' in text
+    assert 'extern "C" void pto_binding_setup_m(PTORuntime* rt) { (void)rt; }' in text

@@ -28,14 +28,13 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from pto_core.codegen.host import PTO_ECANCELED, PTO_ETIMEDOUT, PTOTensorC, run_failure, scalar_slots
+from pto_core.abi import PTO_ECANCELED, PTO_ETIMEDOUT, PTOTensor
+from pto_core.codegen.host import open_library, run_failure, scalar_slots
 from pto_core.errors import PTOError
 from pto_core.ir import MemRefType, Module, ScalarType
 from pto_core.codegen.orchestration import c_module_name
 from pto_core.reference import numpy_dtype
 from pto_core.trace import LaunchStats, launch_stats
-
-_LIBS: dict[str, C.CDLL] = {}
 
 
 @dataclass(frozen=True)
@@ -59,21 +58,20 @@ class LaunchPolicy:
     plan_only: bool = False
 
 
-class _PolicyC(C.Structure):
+class PTOCudaPolicy(C.Structure):
     _fields_ = [(f.name, C.c_int32) for f in dataclasses.fields(LaunchPolicy)]
 
 
-class _LaunchRecordC(C.Structure):
+class PTOCudaLaunchRecord(C.Structure):
     _fields_ = [("kernel", C.c_char_p), ("launch", C.c_int64), ("blocks", C.c_int32),
                 ("fill", C.c_int32)]
 
 
 def load(path: Path) -> C.CDLL:
-    """Load (once per file version) a built library and declare the helpers' C types."""
-    st = Path(path).stat()
-    key = f"{Path(path).resolve()}:{st.st_mtime_ns}:{st.st_ino}"
-    if key not in _LIBS:
-        lib = C.CDLL(str(Path(path).resolve()))
+    """Load (once per file version, :func:`pto_core.codegen.host.open_library`) a built library
+    and declare the helpers' C types."""
+    lib = open_library(Path(path))
+    if not getattr(lib, "_pto_cuda_typed", False):
         lib.pto_cuda_malloc.restype = C.c_void_p
         lib.pto_cuda_malloc.argtypes = [C.c_int64]
         lib.pto_cuda_free.argtypes = [C.c_void_p]
@@ -87,23 +85,23 @@ def load(path: Path) -> C.CDLL:
         lib.pto_cuda_d2d_bandwidth.argtypes = [C.c_int64, C.c_int32]
         lib.pto_cuda_counters.argtypes = [C.POINTER(C.c_int64), C.POINTER(C.c_int64),
                                           C.POINTER(C.c_int32)]
-        lib.pto_cuda_set_policy.argtypes = [C.POINTER(_PolicyC)]
-        lib.pto_cuda_get_policy.argtypes = [C.POINTER(_PolicyC)]
+        lib.pto_cuda_set_policy.argtypes = [C.POINTER(PTOCudaPolicy)]
+        lib.pto_cuda_get_policy.argtypes = [C.POINTER(PTOCudaPolicy)]
         lib.pto_cuda_launch_log.restype = C.c_int64
-        lib.pto_cuda_launch_log.argtypes = [C.POINTER(_LaunchRecordC), C.c_int64]
-        _LIBS[key] = lib
-    return _LIBS[key]
+        lib.pto_cuda_launch_log.argtypes = [C.POINTER(PTOCudaLaunchRecord), C.c_int64]
+        lib._pto_cuda_typed = True
+    return lib
 
 
 def set_policy(lib: C.CDLL, policy: LaunchPolicy) -> None:
     """Install ``policy`` in the executor of a loaded library (between runs)."""
-    c = _PolicyC(*(int(getattr(policy, f.name)) for f in dataclasses.fields(LaunchPolicy)))
+    c = PTOCudaPolicy(*(int(getattr(policy, f.name)) for f in dataclasses.fields(LaunchPolicy)))
     if lib.pto_cuda_set_policy(C.byref(c)) != 0:
         raise PTOError(f"invalid launch policy {policy}: every field must be >= 0")
 
 
 def get_policy(lib: C.CDLL) -> LaunchPolicy:
-    c = _PolicyC()
+    c = PTOCudaPolicy()
     lib.pto_cuda_get_policy(C.byref(c))
     return LaunchPolicy(**{f.name: (bool if f.type in (bool, "bool") else int)(getattr(c, f.name))
                            for f in dataclasses.fields(LaunchPolicy)})
@@ -113,7 +111,7 @@ def launch_log(lib: C.CDLL) -> dict[str, LaunchStats]:
     """Per kernel, the grids the executor launched since the last reset (see
     :class:`pto_core.trace.LaunchStats`)."""
     n = lib.pto_cuda_launch_log(None, 0)
-    recs = (_LaunchRecordC * max(1, n))()
+    recs = (PTOCudaLaunchRecord * max(1, n))()
     n = min(n, lib.pto_cuda_launch_log(recs, n))
     return launch_stats((r.kernel.decode(), r.launch, r.blocks, r.fill) for r in recs[:n])
 
@@ -148,7 +146,7 @@ class DeviceRun:
         self.lost: str | None = None   # why the device is held by a kernel that never returned
         self.host: dict[str, np.ndarray] = {}
         self.dev: list[int] = []
-        self.ctens = (PTOTensorC * max(1, len(self.tparams)))()
+        self.ctens = (PTOTensor * max(1, len(self.tparams)))()
         self._names = []
         for k, p in enumerate(self.tparams):
             a = np.array(tensors[p.name], dtype=numpy_dtype(p.type.dtype), order="C", copy=True)
@@ -161,7 +159,7 @@ class DeviceRun:
             self.host[p.name] = a
             self.dev.append(ptr)
             self._names.append(p.name.encode())
-            self.ctens[k] = PTOTensorC(ptr, a.shape[0], a.shape[1], a.shape[1], a.itemsize,
+            self.ctens[k] = PTOTensor(ptr, a.shape[0], a.shape[1], a.shape[1], a.itemsize,
                                        self._names[-1])
 
     def _check(self, rc: int, what: str) -> None:

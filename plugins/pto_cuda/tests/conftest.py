@@ -12,13 +12,13 @@ from pathlib import Path
 
 import pytest
 
-from pto_core.checking import run_scons
+from pto_core.checking import example_programs, run_scons
 from pto_core.codegen.orchestration import c_module_name
 from pto_core.program import load_program
 from pto_cuda import scons_tool
 
 EXAMPLES = Path(__file__).resolve().parents[3] / "examples"
-ALL_EXAMPLES = sorted(p.name for p in EXAMPLES.glob("*.py") if not p.name.startswith("_"))
+ALL_EXAMPLES = [p.name for p in example_programs()]
 
 
 @dataclass

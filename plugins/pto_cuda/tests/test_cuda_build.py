@@ -7,10 +7,11 @@ from pathlib import Path
 
 import pytest
 
+from pto_core.checking import example_programs
 from pto_cuda import scons_tool
 
 EXAMPLES = Path(__file__).resolve().parents[3] / "examples"
-ALL_EXAMPLES = sorted(p.name for p in EXAMPLES.glob("*.py") if not p.name.startswith("_"))
+ALL_EXAMPLES = [p.name for p in example_programs()]
 
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(scons_tool.find_nvcc() is None, reason="nvcc not found")]
 

@@ -12,13 +12,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from pto_core.checking import example_programs
 from pto_core.program import load_program
 from pto_cuda.device import probe
 
 pytestmark = pytest.mark.slow     # compiles and runs generated code: the full suite's part
 
 EXAMPLES = Path(__file__).resolve().parents[3] / "examples"
-ALL_EXAMPLES = sorted(p.name for p in EXAMPLES.glob("*.py") if not p.name.startswith("_"))
+ALL_EXAMPLES = [p.name for p in example_programs()]
 
 DEVICES = [pytest.param("sim", id="sim"),
            pytest.param("gpu", id="gpu", marks=[

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from pto_core.checking import example_programs
 from pto_core.codegen.cnames import user_text
 from pto_core.driver import optimise
 from pto_core.ir import Category, ElementType, MemRefType, Module
@@ -44,7 +45,7 @@ pytestmark = [
 ]
 
 ARCHS = ("sm_80", "sm_90a")
-EXAMPLES = sorted(p.name for p in (ROOT / "examples").glob("*.py") if not p.name.startswith("_"))
+EXAMPLES = [p.name for p in example_programs()]
 BENCH = ("softmax.py", "gemm.py")
 
 
