@@ -13,6 +13,8 @@ from .csp import (Channel, Consume, Event, Pipeline, Process, PTODeadlockError, 
                   pipeline, process, send)
 from .enumerate import PTOOverlapError, TaskInst, check_overlaps, enumerate_tasks
 from .expr import BinOp, Const, Expr, Lookup, Param, Var, evaluate
+from .schedule import (Program, RunResult, Schedule, affinity, batched, hash, immediate,
+                       interleaved, rate_limit, round_robin, work_steal)
 from .ir import (Axis, Combine, Cond, Dense, DenseDyn, DepKind, Loop, Node, Ragged, Region,
                  Scalar, Seq, Sparse, Task, Tensor, combine, cond, for_each, parallel_for,
                  select, sequential, task, workload)
@@ -23,5 +25,6 @@ __all__ = [
     "PTODeadlockError", "PTOOverlapError", "Ragged", "Region", "Scalar", "Send", "Seq", "Sparse",
     "Task", "TaskInst", "Tensor", "Var", "check_overlaps", "combine", "cond", "consume",
     "enumerate_tasks", "evaluate", "for_each", "parallel_for", "pipeline", "process", "select",
-    "send", "sequential", "task", "workload",
+    "send", "sequential", "task", "workload", "Program", "RunResult", "Schedule", "affinity",
+    "batched", "hash", "immediate", "interleaved", "rate_limit", "round_robin", "work_steal",
 ]

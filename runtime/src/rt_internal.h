@@ -20,6 +20,8 @@
 #define PTO_QUEUE_ANY   4          /* index of the queue for PTO_WORKER_ANY tasks */
 #define PTO_STATE_FAILED 6         /* only in graph records: the kernel returned non-zero */
 
+#define AFF_STEAL 0x100            /* PTOTask.affinity: work stealing allowed */
+
 #define ACC_READ  1
 #define ACC_WRITE 2
 
@@ -53,8 +55,9 @@ typedef struct PTOTask {
     int32_t         stage;         /* staging index while BUILDING, -1 once submitted; from
                                       RUNNING on: the worker that ran it (-1: orchestrator) */
     int32_t         buffer_bytes;
-    int16_t         num_args;
-    int16_t         worker_type;
+    int8_t          num_args;      /* <= PTO_MAX_ARGS */
+    int8_t          worker_type;
+    int16_t         affinity;      /* -1, or a worker index (| AFF_STEAL: others may take it) */
     const char*     name;
     PTOKernelFunc   fn;
     int64_t*        args;          /* inline_args, or this slot's overflow buffer */
@@ -198,6 +201,8 @@ struct PTORuntime {
 
     /* scheduling */
     PTOQueue   queues[PTO_NUM_QUEUES];
+    PTOQueue*  wqueues;            /* per worker: [2i] its pinned tasks, [2i+1] stealable ones */
+    _Atomic int32_t running_now;   /* kernels running, counted only with cfg.max_running */
     PTOWorker* workers;
     int32_t    nworkers;
     bool       started, ran, shut, degraded;

@@ -23,6 +23,7 @@ const char* pto_strerror(int code) {
     case PTO_ETIMEDOUT:    return "the run passed its deadline";
     case PTO_ECANCELED:    return "the run was cancelled";
     case PTO_EWORKERS:     return "invalid worker count";
+    case PTO_EWINDOWFULL:  return "task window full (window_abort)";
     default:               return "unknown error";
     }
 }
@@ -91,6 +92,10 @@ int pto_runtime_init(PTORuntime** out, const PTORuntimeConfig* cfg) {
                          PTO_MAX_WORKERS);
     if (c.execution_task_threshold < 0)
         return rt_fail(PTO_EINVAL, "execution_task_threshold = %d: must be >= 0", c.execution_task_threshold);
+    if (c.max_running < 0)
+        return rt_fail(PTO_EINVAL, "max_running = %d: must be >= 0 (0: no limit)", c.max_running);
+    if (c.window_abort != 0 && c.window_abort != 1)
+        return rt_fail(PTO_EINVAL, "window_abort = %d: must be 0 or 1", c.window_abort);
     if (c.task_window < 2 || (c.task_window & (c.task_window - 1)) || c.task_window > (1 << 26))
         return rt_fail(PTO_EINVAL, "task_window = %d: must be a power of two in [2, 2^26]", c.task_window);
     if (c.bind_worker_types)
@@ -397,6 +402,9 @@ static inline __attribute__((always_inline)) int32_t alloc_task(PTORuntime* rt, 
     if (__builtin_expect(rt->next_id == INT32_MAX, 0)) return PTO_ENOMEM;
     if (rt->started) advance(rt);   /* without workers, only wait_for_slot and run retire tasks */
     if (rt->next_id - rt->last_alive >= rt->window) {
+        if (rt->cfg.window_abort)
+            return rt_fail(PTO_EWINDOWFULL, "task window of %d tasks full at task %d (window_abort)",
+                           rt->window, rt->next_id);
         rc = wait_for_slot(rt);
         if (rc < 0) return rc;
     }
@@ -412,7 +420,8 @@ static inline __attribute__((always_inline)) int32_t alloc_task(PTORuntime* rt, 
     t->num_args = 0;
     t->args = t->inline_args;
     t->buffer_bytes = buffer_bytes;
-    t->worker_type = (int16_t)worker_type;
+    t->worker_type = (int8_t)worker_type;
+    t->affinity = -1;
     t->name = func_name ? func_name : "task";
     t->fn = func_ptr;
     rt->open_tasks++;
@@ -468,7 +477,7 @@ static inline int reserve_args(PTORuntime* rt, PTOTask* t, int32_t k) {
     return reserve_args_slow(rt, t, k);
 }
 static int reserve_args_slow(PTORuntime* rt, PTOTask* t, int32_t k) {
-    if (t->num_args + k > PTO_MAX_ARGS) return PTO_ETOOMANYARGS;   /* num_args <= 32 fits int16 */
+    if (t->num_args + k > PTO_MAX_ARGS) return PTO_ETOOMANYARGS;   /* num_args <= 32 fits int8 */
     if (t->num_args + k > PTO_INLINE_ARGS && t->args == t->inline_args) {
         int64_t** o = &rt->overflow[t->id & rt->mask];
         if (!*o) {
@@ -524,7 +533,7 @@ static inline __attribute__((always_inline)) int put_tensor(PTORuntime* rt, PTOT
     int n = t->num_args;
     args[n] = (int64_t)(intptr_t)((char*)x->data + (r0 * x->ld + c0) * x->elem_size);
     args[n + 1] = x->ld;
-    t->num_args = (int16_t)(n + 2);
+    t->num_args = (int8_t)(n + 2);
     return PTO_OK;
 }
 
@@ -536,7 +545,7 @@ static inline int put_arg(PTORuntime* rt, PTOTask* t, const PTOTensor* x, int64_
     if (rc < 0) return rc;
     t->args[t->num_args] = (int64_t)(intptr_t)((char*)x->data + (r0 * x->ld + c0) * x->elem_size);
     t->args[t->num_args + 1] = x->ld;
-    t->num_args = (int16_t)(t->num_args + 2);
+    t->num_args = (int8_t)(t->num_args + 2);
     return PTO_OK;
 }
 
@@ -603,6 +612,21 @@ int pto_task_add_successor(PTORuntime* rt, int32_t from_task, int32_t to_task) {
     if (from_task < 0 || from_task >= rt->next_id) return PTO_ETASKID;
     if (from_task >= to_task) return PTO_EINVAL;   /* a predecessor is allocated first */
     return dep_add_edge(rt, from_task, to_task);
+}
+
+int pto_task_set_affinity(PTORuntime* rt, int32_t task, int32_t worker, int32_t steal) {
+    int err;
+    PTOTask* t = building_task(rt, task, &err);
+    if (!t) return err;
+    if (worker < 0 || worker >= (rt->nworkers > 0 ? rt->nworkers : 1)) return PTO_EWORKERS;
+    if (rt->nworkers == 0) return PTO_OK;          /* inline: the calling thread runs everything */
+    if (rt->cfg.bind_worker_types) {
+        int32_t wt = rt->cfg.worker_types[worker];
+        if (wt != PTO_WORKER_ANY && t->worker_type != PTO_WORKER_ANY && wt != t->worker_type)
+            return PTO_EWORKERTYPE;
+    }
+    t->affinity = (int16_t)(worker | (steal ? AFF_STEAL : 0));
+    return PTO_OK;
 }
 
 static int record_task(PTORuntime* rt, PTOTask* t) {
