@@ -315,14 +315,21 @@ def conflicts(tasks: list[TaskInst]):
             by_tensor.setdefault(name, []).append((r, r + h, c, c + w, mode != "in", t))
     for name, accs in by_tensor.items():
         accs.sort(key=lambda a: a[0])
-        active: list = []
+        # a sweep over rows; reads are compared with writes only, so many tasks reading one
+        # region (weights, keys) cost nothing until a write to it comes along
+        writes: list = []
+        reads: list = []
         for a in accs:
-            active = [b for b in active if b[1] > a[0]]
-            for b in active:
-                if (a[4] or b[4]) and a[5] is not b[5] and a[2] < b[3] and b[2] < a[3]:
+            writes = [b for b in writes if b[1] > a[0]]
+            against = writes
+            if a[4]:
+                reads = [b for b in reads if b[1] > a[0]]
+                against = writes + reads
+            for b in against:
+                if a[5] is not b[5] and a[2] < b[3] and b[2] < a[3]:
                     x, y = sorted((a, b), key=lambda z: z[5].seq)
                     yield x[5], y[5], name, x[:4], y[:4]
-            active.append(a)
+            (writes if a[4] else reads).append(a)
 
 
 def check_overlaps(tasks: list[TaskInst]) -> None:

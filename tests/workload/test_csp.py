@@ -7,6 +7,7 @@ import pytest
 
 from pto_core.errors import PTOError
 from pto_core.workload import (Channel, Dense, DepKind, Event, PTODeadlockError, Tensor, consume,
+                               work_steal,
                                enumerate_tasks, for_each, pipeline, process, send, task)
 
 x, y = Tensor("x"), Tensor("y")
@@ -101,3 +102,41 @@ def test_channel_use_must_be_declared():
         enumerate_tasks(send(a, task("t", [])))
     with pytest.raises(PTOError, match="depth"):
         Channel("c", -1)
+
+
+# ---------------------------------------------------------------- on the runtime, real kernels
+def stage_module():
+    from pto_core import PTOFunctionBuilder, PTOModule
+    m = PTOModule("wsl_stages")
+    for name, op in (("inc", lambda b: b.adds("t", "t", 1.0)), ("dbl", lambda b: b.add("t", "t", "t")),
+                     ("cpy", lambda b: b)):
+        b = (PTOFunctionBuilder(name, module=m).in_core().memref("a", "gm", "f32")
+             .memref("b", "gm", "f32").tile("t", 4, 16, "f32").load("t", "a"))
+        op(b).store("b", "t").build()
+    return m
+
+
+@pytest.mark.parametrize("target", ["reference", "arm64"])
+def test_a_three_stage_pipeline_runs_and_its_channels_bound_the_producer(target):
+    import numpy as np
+    from pto_core import plugins
+    if target != "reference" and target not in [b.name for b in plugins.list_backends()]:
+        pytest.skip("the arm64 backend is not installed (pip install -e plugins/pto_arm64)")
+    n = 8
+    src, s1, s2, dst = Tensor("src"), Tensor("s1"), Tensor("s2"), Tensor("dst")
+    a, b = Channel("loaded", 2), Channel("computed", 2)
+    p = pipeline(
+        process("load").produces(a).body(for_each(Dense(n), lambda i: send(
+            a, task("inc", [src.read(i * 4, 0, 4, 16), s1.write(i * 4, 0, 4, 16)])))),
+        process("compute").consumes(a).produces(b).body(consume(a, lambda k: send(
+            b, task("dbl", [s1.read(k * 4, 0, 4, 16), s2.write(k * 4, 0, 4, 16)])))),
+        process("store").consumes(b).body(consume(b, lambda k: task(
+            "cpy", [s2.read(k * 4, 0, 4, 16), dst.write(k * 4, 0, 4, 16)]))))
+    x = np.random.default_rng(1).standard_normal((4 * n, 16)).astype(np.float32)
+    arrs = {"src": x, "s1": np.zeros_like(x), "s2": np.zeros_like(x), "dst": np.zeros_like(x)}
+    r = within(120, lambda: p.schedule().dispatch(work_steal()).compile(
+        target, module=stage_module(), workers=3).run(arrs))
+    np.testing.assert_allclose(arrs["dst"], 2 * (x + 1), rtol=1e-6)
+    by = {t.label: r.event_of(t.seq) for t in r.tasks}
+    for k in range(n - 2):          # depth 2: load k+2 waits until compute k is done
+        assert by[f"load:inc[i0={k + 2}]"].start_ns >= by[f"compute:dbl[i0={k}]"].end_ns
