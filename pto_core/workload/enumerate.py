@@ -90,29 +90,12 @@ def _walk(node: Node, env: dict, after: frozenset, path: tuple) -> Walk:
         return frozenset((seq,))
     if isinstance(node, Loop):
         lo, hi = int(evaluate(node.lo, env)), int(evaluate(node.hi, env))
-        sinks: frozenset = frozenset()
-        cur = after
-        for v in range(lo, hi):
-            e = dict(env)
-            e[node.var] = v
-            s = yield from _walk(node.body, e, cur, path + ((id(node), node.kind, v),))
-            if node.kind == "sequential":
-                if s:
-                    cur = s
-            else:
-                sinks |= s
-        return (cur if cur is not after else frozenset()) if node.kind == "sequential" else sinks
+        steps = (((id(node), node.kind, v), node.body, {**env, node.var: v}) for v in range(lo, hi))
+        return (yield from _steps(steps, after, path, node.kind == "sequential"))
     if isinstance(node, (Combine, Seq)):
         kind = "sequential" if isinstance(node, Seq) else "combined"
-        sinks, cur = frozenset(), after
-        for k, item in enumerate(node.items):
-            s = yield from _walk(item, env, cur, path + ((id(node), kind, k),))
-            if kind == "sequential":
-                if s:
-                    cur = s
-            else:
-                sinks |= s
-        return (cur if cur is not after else frozenset()) if kind == "sequential" else sinks
+        steps = (((id(node), kind, k), item, env) for k, item in enumerate(node.items))
+        return (yield from _steps(steps, after, path, kind == "sequential"))
     if isinstance(node, Cond):
         branch = node.then if evaluate(node.pred, env) else node.else_
         if branch is None:
@@ -142,6 +125,21 @@ def _walk(node: Node, env: dict, after: frozenset, path: tuple) -> Walk:
     if isinstance(node, Pipeline):
         raise PTOError("a pipeline runs only at the top of a workload (not nested in another)")
     raise PTOError(f"cannot enumerate {type(node).__name__}")
+
+
+def _steps(steps: Any, after: frozenset, path: tuple, in_order: bool) -> Walk:
+    """The children of a loop or a combine/sequential: in order, each follows the previous
+    one's sinks (and the last one's are the sinks); otherwise all follow ``after`` and the
+    sinks are the union."""
+    sinks, cur = frozenset(), after
+    for key, body, env in steps:
+        s = yield from _walk(body, env, cur, path + (key,))
+        if in_order:
+            if s:
+                sinks = cur = s
+        else:
+            sinks |= s
+    return sinks
 
 
 def enumerate_tasks(node: Node, bindings: Optional[Mapping[str, int]] = None) -> list[TaskInst]:

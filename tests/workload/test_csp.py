@@ -117,11 +117,9 @@ def stage_module():
 
 
 @pytest.mark.parametrize("target", ["reference", "arm64"])
-def test_a_three_stage_pipeline_runs_and_its_channels_bound_the_producer(target):
+def test_a_three_stage_pipeline_runs_and_its_channels_bound_the_producer(target, need_target):
     import numpy as np
-    from pto_core import plugins
-    if target != "reference" and target not in [b.name for b in plugins.list_backends()]:
-        pytest.skip("the arm64 backend is not installed (pip install -e plugins/pto_arm64)")
+    need_target(target)
     n = 8
     src, s1, s2, dst = Tensor("src"), Tensor("s1"), Tensor("s2"), Tensor("dst")
     a, b = Channel("loaded", 2), Channel("computed", 2)
