@@ -61,9 +61,11 @@ def test_work_steal_lets_an_idle_worker_take_tasks_homed_on_a_busy_one():
         return parallel_for(Dense(9), lambda i: task(_long_first, [o.write(i, 0, 1, 4), i]))
     pinned = w().schedule().dispatch(round_robin(2)).compile("reference").run(buf())
     stolen = w().schedule().dispatch(work_steal()).compile("reference", workers=2).run(buf())
-    even = [k for k in range(2, 9, 2)]                 # homed on worker 0, behind task 0
+    even = [k for k in range(2, 9, 2)]                 # homed on worker 0, with task 0
+    long_p, long_s = pinned.event_of(0), stolen.event_of(0)
     assert all(pinned.worker_of[k] == 0 for k in even)
-    assert all(stolen.worker_of[k] == 1 for k in even)
+    assert all(pinned.event_of(k).start_ns >= long_p.end_ns for k in even)   # queued behind it
+    assert all(stolen.event_of(k).end_ns <= long_s.end_ns for k in even)     # taken by the other
 
 
 def _long_first(args):
@@ -83,7 +85,7 @@ def test_a_stream_runs_its_tasks_one_after_another_in_issue_order():
 
 
 def test_interleaved_issues_the_streams_in_turn():
-    slow_issue = affinity(lambda t: time.sleep(0.01) or t.index[0] // 4)    # 10 ms per issue
+    slow_issue = affinity(lambda t: time.sleep(0.03) or t.index[0] // 4)    # 30 ms per issue
     w = rows(8, ms=1).schedule().dispatch(slow_issue).streams(2).stream_by(lambda t: t.index[0] // 4)
     r = w.timing(interleaved).compile("reference").run(buf())
     assert [t.seq for t in r.tasks] == [0, 4, 1, 5, 2, 6, 3, 7]
@@ -102,7 +104,7 @@ def test_interleaving_that_would_reorder_dependent_tasks_is_refused():
 
 
 def test_batched_releases_tasks_k_at_a_time_and_immediate_does_not_wait():
-    slow_issue = affinity(lambda t: time.sleep(0.01) or 0)     # each issue takes 10 ms
+    slow_issue = affinity(lambda t: time.sleep(0.03) or 0)     # each issue takes 30 ms
     w = rows(8, ms=1)
     b = w.schedule().dispatch(slow_issue).timing(batched(4)).compile("reference").run(buf())
     for t in b.tasks:                      # nothing starts before its whole batch was built
