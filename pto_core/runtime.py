@@ -138,7 +138,7 @@ class _Config(C.Structure):
                 ("task_window", C.c_int32), ("record_graph", C.c_int32), ("dry_run", C.c_int32),
                 ("bind_worker_types", C.c_int32), ("worker_types", C.c_int32 * PTO_MAX_WORKERS),
                 ("timeout_ms", C.c_int32), ("max_running", C.c_int32),
-                ("window_abort", C.c_int32)]
+                ("window_abort", C.c_int32), ("issue_batch", C.c_int32)]
 
 
 class _Stats(C.Structure):
@@ -442,14 +442,15 @@ class Runtime:
     timeout: seconds the run may take once execution starts (None: ``PTO_TIMEOUT`` from the
     environment, or no limit; ``math.inf``: no limit whatever the environment says).
     max_running: at most that many kernels at once (0: no limit); window_abort: an allocation
-    that finds the window full raises ``PTO_EWINDOWFULL`` instead of waiting.
+    that finds the window full raises ``PTO_EWINDOWFULL`` instead of waiting; issue_batch:
+    submitted tasks reach the workers that many at a time.
     """
 
     def __init__(self, num_workers: int = 0, threshold: int = 0, window: int = PTO_DEFAULT_WINDOW,
                  record_graph: bool = False, dry_run: bool = False,
                  worker_types: Optional[list[int]] = None, trace: Union[bool, int] = False,
                  timeout: Optional[float] = None, max_running: int = 0,
-                 window_abort: bool = False):
+                 window_abort: bool = False, issue_batch: int = 0):
         self._rt = C.c_void_p()
         self._lock = threading.Lock()              # close() from another thread vs. run()
         self._running = 0
@@ -464,6 +465,7 @@ class Runtime:
         cfg.timeout_ms = self._timeout_ms(timeout)
         cfg.max_running = _int(max_running, "max_running", *INT32)
         cfg.window_abort = int(bool(window_abort))
+        cfg.issue_batch = _int(issue_batch, "issue_batch", *INT32)
         if worker_types is not None:
             if len(worker_types) != num_workers:
                 raise PTORuntimeError(PTO_EINVAL, "worker_types", "needs one entry per worker")

@@ -18,8 +18,9 @@ What each knob does in the runtime:
   (``pto_task_set_affinity``). Without dispatch any worker takes any task.
 * ``streams(n)`` / ``stream_by(fn)``: a stream is an in-order queue: each task waits for the
   previous task of its stream (an explicit edge), like work issued to one CUDA stream.
-* ``timing``: ``immediate`` submits each task as it is enumerated; ``batched(k)`` holds tasks
-  back and releases them to the workers ``k`` at a time; ``interleaved`` issues the streams
+* ``timing``: ``immediate`` submits each task as it is enumerated; ``batched(k)`` has the
+  runtime release submitted tasks to the workers ``k`` at a time (``issue_batch``; a partial
+  batch goes when the orchestration waits); ``interleaved`` issues the streams
   round-robin (one task of each in turn) instead of in enumeration order; ``rate_limit(r)`` lets
   at most ``r`` kernels run at once (the runtime's ``max_running``).
 * ``task_window(size, mode)``: the runtime's window of live tasks; ``stall`` waits for a slot,
@@ -155,9 +156,6 @@ class Schedule:
         if self.dispatch_ and self.dispatch_.kind == "round_robin" and self.dispatch_.n > workers:
             raise PTOError(f"round_robin({self.dispatch_.n}) needs {self.dispatch_.n} workers, the "
                            f"program has {workers}")
-        if self.timing_.kind == "batched" and self.window and self.timing_.n > self.window:
-            raise PTOError(f"batched({self.timing_.n}) holds more tasks than task_window"
-                           f"({self.window}) has slots")
         return Program(self, target, module, workers, _kernels_for(target, module))
 
 
@@ -185,15 +183,14 @@ def _kernels_for(target: str, module: Any) -> Any:
 class RunResult:
     """What a run did: ``tasks`` in issue order, ``events`` (trace, by start time), the runtime's
     ``stats``, and per task seq its ``worker_of`` (from the trace), ``stream_of``,
-    ``issue_ns`` (built and handed to the runtime), ``submit_ns`` (released to the workers; both
-    CLOCK_MONOTONIC, the trace's clock) and ``runtime_id``."""
+    ``issue_ns`` (when it was submitted to the runtime; CLOCK_MONOTONIC, the trace's clock) and
+    ``runtime_id``."""
     tasks: list
     events: list
     stats: Any
     worker_of: dict = field(default_factory=dict)
     stream_of: dict = field(default_factory=dict)
     issue_ns: dict = field(default_factory=dict)
-    submit_ns: dict = field(default_factory=dict)
     runtime_id: dict = field(default_factory=dict)
 
     def event_of(self, seq: int) -> Any:
@@ -349,12 +346,11 @@ class Program:
         timing = s.timing_
         rt = Runtime(num_workers=self.workers, threshold=1, trace=True,
                      window=s.window or 16384, window_abort=s.window_mode == "abort",
-                     max_running=timing.n if timing.kind == "rate_limit" else 0)
+                     max_running=timing.n if timing.kind == "rate_limit" else 0,
+                     issue_batch=timing.n if timing.kind == "batched" else 0)
         result = RunResult(tasks=order, events=[], stats=None, stream_of=stream)
         rid: dict[int, int] = {}
         last_in_stream: dict[int, int] = {}
-        held: list[tuple[int, int]] = []
-        batch = timing.n if timing.kind == "batched" else 1
         with rt:
             try:
                 for t in order:
@@ -382,10 +378,7 @@ class Program:
                     if s.dispatch_ is not None:
                         rt.set_affinity(h, *self._place(t))
                     result.issue_ns[t.seq] = time.monotonic_ns()
-                    held.append((t.seq, h))
-                    if len(held) >= batch:
-                        self._release(rt, held, result)
-                self._release(rt, held, result)
+                    rt.submit(h)
                 rt.run()
             except PTORuntimeError as e:
                 if e.name == "PTO_EWINDOWFULL":
@@ -399,10 +392,3 @@ class Program:
         seq_of = {v: k for k, v in rid.items()}
         result.worker_of = {seq_of[e.task]: e.worker for e in events}
         return result
-
-    @staticmethod
-    def _release(rt: Any, held: list, result: RunResult) -> None:
-        for seq, h in held:
-            result.submit_ns[seq] = time.monotonic_ns()
-            rt.submit(h)
-        held.clear()

@@ -156,6 +156,10 @@ typedef struct PTORuntimeConfig {
     /* 1: pto_task_alloc on a full window returns PTO_EWINDOWFULL at once instead of waiting
      * for a slot (and, in safe mode, instead of starting the workers early). */
     int32_t window_abort;
+    /* Issue batching: submitted tasks reach the workers `issue_batch` at a time (0 or 1: each
+     * at its submit). An incomplete batch goes out when the orchestrating thread waits - for a
+     * window slot, or in pto_runtime_run. No effect with num_workers == 0. */
+    int32_t issue_batch;
 } PTORuntimeConfig;
 
 /* ---------------------------------------------------------------- statistics */

@@ -189,6 +189,7 @@ struct PTORuntime {
     int64_t   peak_live;
     int64_t   full_waits;
     PTOStage* stages; int32_t nstages; int32_t* stage_free; int32_t nstage_free;
+    int32_t*  held; int32_t nheld; /* cfg.issue_batch: submitted, submit guard not yet released */
     TMap      tm;
     PTODep*   dep_chunks[DEP_MAX_CHUNKS];
     int32_t   dep_nchunks, dep_free;

@@ -94,6 +94,8 @@ int pto_runtime_init(PTORuntime** out, const PTORuntimeConfig* cfg) {
         return rt_fail(PTO_EINVAL, "execution_task_threshold = %d: must be >= 0", c.execution_task_threshold);
     if (c.max_running < 0)
         return rt_fail(PTO_EINVAL, "max_running = %d: must be >= 0 (0: no limit)", c.max_running);
+    if (c.issue_batch < 0)
+        return rt_fail(PTO_EINVAL, "issue_batch = %d: must be >= 0", c.issue_batch);
     if (c.window_abort != 0 && c.window_abort != 1)
         return rt_fail(PTO_EINVAL, "window_abort = %d: must be 0 or 1", c.window_abort);
     if (c.task_window < 2 || (c.task_window & (c.task_window - 1)) || c.task_window > (1 << 26))
@@ -143,6 +145,10 @@ int pto_runtime_init(PTORuntime** out, const PTORuntimeConfig* cfg) {
     while (rc == PTO_OK && ((int64_t)rt->dep_nchunks << DEP_CHUNK_SHIFT) < 2 * (int64_t)rt->window)
         rc = dep_add_chunk(rt);
     if (rc == PTO_OK) rc = sched_init(rt);
+    if (rc == PTO_OK && c.issue_batch > 1 && c.num_workers > 0) {
+        rt->held = malloc((size_t)c.issue_batch * sizeof(int32_t));
+        if (!rt->held) rc = PTO_ENOMEM;
+    }
     if (rc == PTO_OK) rc = trace_init_from_env(rt);     /* may turn record_graph on */
     if (rc == PTO_OK && rt->cfg.record_graph) {
         rt->rec_chunks = calloc(REC_MAX_CHUNKS, sizeof(PTORecord*));
@@ -258,7 +264,7 @@ static void rt_free(PTORuntime* rt) {
     sched_free(rt);
     tm_free(&rt->tm);
     for (int32_t i = 0; i < rt->dep_nchunks; i++) free(rt->dep_chunks[i]);
-    free(rt->stages); free(rt->stage_free);
+    free(rt->stages); free(rt->stage_free); free(rt->held);
     if (rt->rec_chunks) {
         for (int i = 0; i < REC_MAX_CHUNKS && rt->rec_chunks[i]; i++) free(rt->rec_chunks[i]);
         free(rt->rec_chunks);
@@ -365,8 +371,26 @@ static int free_a_slot(PTORuntime* rt) {
     }
 }
 
+/* Release a submitted task's guard: READY when no producer is left. */
+static inline void release_guard(PTORuntime* rt, PTOTask* t) {
+    if (!rt->started) {                       /* no concurrent producer: plain decrement */
+        int32_t left = atomic_load_explicit(&t->fanin_left, memory_order_relaxed) - 1;
+        atomic_store_explicit(&t->fanin_left, left, memory_order_relaxed);
+        if (left == 0) sched_make_ready(rt, t, NULL);
+    } else if (atomic_fetch_sub_explicit(&t->fanin_left, 1, memory_order_acq_rel) == 1) {
+        sched_make_ready(rt, t, NULL);
+    }
+}
+
+/* cfg.issue_batch: hand the held tasks to the workers. */
+static void release_held(PTORuntime* rt) {
+    for (int32_t i = 0; i < rt->nheld; i++) release_guard(rt, rt_task(rt, rt->held[i]));
+    rt->nheld = 0;
+}
+
 /* The window is full: retire the oldest task (inline) or wait for the workers to. */
 static int wait_for_slot(PTORuntime* rt) {
+    release_held(rt);                         /* a held task may be what frees the slot */
     rt->full_waits++;
     tell_waiting(rt, 1);
     int rc = free_a_slot(rt);
@@ -661,12 +685,11 @@ static inline __attribute__((always_inline)) int commit_publish(PTORuntime* rt, 
     atomic_store_explicit(&t->state, PTO_TASK_PENDING, memory_order_release);
     int64_t sub = atomic_load_explicit(&rt->submitted, memory_order_relaxed) + 1;
     atomic_store_explicit(&rt->submitted, sub, memory_order_release);
-    if (!rt->started) {                       /* no concurrent producer: plain decrement */
-        int32_t left = atomic_load_explicit(&t->fanin_left, memory_order_relaxed) - 1;
-        atomic_store_explicit(&t->fanin_left, left, memory_order_relaxed);
-        if (left == 0) sched_make_ready(rt, t, NULL);
-    } else if (atomic_fetch_sub_explicit(&t->fanin_left, 1, memory_order_acq_rel) == 1) {
-        sched_make_ready(rt, t, NULL);
+    if (__builtin_expect(rt->held != NULL, 0)) {
+        rt->held[rt->nheld++] = t->id;
+        if (rt->nheld == rt->cfg.issue_batch) release_held(rt);
+    } else {
+        release_guard(rt, t);
     }
     if (!rt->started && rt->cfg.execution_task_threshold > 0 && sub > rt->cfg.execution_task_threshold)
         return sched_start(rt);
@@ -765,6 +788,7 @@ static int run_graph(PTORuntime* rt) {
         }
         wait_async(rt);                     /* an asynchronous task a cancel left out */
     } else {
+        release_held(rt);
         int rc = sched_start(rt);
         if (rc < 0) return rc;
         int64_t total = atomic_load(&rt->submitted);

@@ -1,6 +1,7 @@
 /* test_schedule.c - what the workload schedule asks of the runtime: worker affinity (pinned and
- * stealable), a cap on kernels running at once (max_running), and a window that aborts instead
- * of waiting (window_abort). Each property is read back from the execution trace.
+ * stealable), a cap on kernels running at once (max_running), issue batching (issue_batch) and
+ * a window that aborts instead of waiting (window_abort). Each property is read back from the
+ * execution trace.
  *
  * Build:  gcc -std=c11 -O2 -pthread -Iruntime/include runtime/src/{dump,runtime,sched,tensormap,trace}.c runtime/tests/test_schedule.c
  * Run:    ./a.out [scale]
@@ -142,6 +143,40 @@ static void test_window_abort(void) {
     pto_runtime_destroy(rt);
 }
 
+/* issue_batch: a task reaches the workers only once its whole batch was submitted; the last,
+ * partial batch goes at pto_runtime_run. */
+static void test_issue_batch(void) {
+    enum { N = 10, K = 4 };
+    PTORuntimeConfig cfg;
+    pto_runtime_config_default(&cfg);
+    cfg.num_workers = 2;
+    cfg.execution_task_threshold = 1;          /* pipelined: workers run while we submit */
+    cfg.issue_batch = K;
+    PTORuntime* rt = NULL;
+    CHECK_EQ(pto_runtime_init(&rt, &cfg), PTO_OK);
+    CHECK_EQ(pto_runtime_enable_trace(rt, 0), PTO_OK);
+    int64_t before[N];
+    for (int i = 0; i < N; i++) {
+        int64_t gap = now_ns() + 300 * 1000;   /* a slow orchestration: 0.3 ms per task */
+        while (now_ns() < gap) {}
+        before[i] = now_ns();
+        add(rt, 10, -1, 0);
+    }
+    CHECK_EQ(pto_runtime_run(rt), PTO_OK);
+    PTOTraceEvent* ev;
+    int64_t m = events(rt, &ev);
+    CHECK_EQ(m, N);
+    for (int64_t k = 0; k < m; k++) {
+        int last = (ev[k].task / K) * K + K - 1;
+        if (last < N) CHECK(ev[k].start_ns >= before[last]);
+    }
+    free(ev);
+    pto_runtime_destroy(rt);
+    cfg.issue_batch = -1;
+    CHECK_EQ(pto_runtime_init(&rt, &cfg), PTO_EINVAL);
+    CHECK_HAS(pto_last_error(), "issue_batch");
+}
+
 static void test_affinity_misuse(void) {
     PTORuntime* rt = make(2, 16, 0, 0);
     int32_t t = pto_task_alloc(rt, "busy", busy, 0, PTO_WORKER_ANY);
@@ -184,6 +219,7 @@ int main(int argc, char** argv) {
     test_steal(n < 64 ? n : 64);
     test_max_running(n < 60 ? n : 60);
     test_window_abort();
+    test_issue_batch();
     test_affinity_misuse();
     printf("%d passed, %d failed\n", g_pass, g_fail);
     return g_fail ? 1 : 0;

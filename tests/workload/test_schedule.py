@@ -89,7 +89,7 @@ def test_interleaved_issues_the_streams_in_turn():
     w = rows(8, ms=1).schedule().dispatch(slow_issue).streams(2).stream_by(lambda t: t.index[0] // 4)
     r = w.timing(interleaved).compile("reference").run(buf())
     assert [t.seq for t in r.tasks] == [0, 4, 1, 5, 2, 6, 3, 7]
-    assert sorted(r.submit_ns, key=r.submit_ns.get) == [0, 4, 1, 5, 2, 6, 3, 7]
+    assert sorted(r.issue_ns, key=r.issue_ns.get) == [0, 4, 1, 5, 2, 6, 3, 7]
     assert r.event_of(4).start_ns < r.issue_ns[3]          # stream 1 started early
     plain = w.compile("reference").run(buf())
     assert [t.seq for t in plain.tasks] == list(range(8))
@@ -143,8 +143,6 @@ def test_schedule_misuse_is_a_clear_error():
         w.schedule().dispatch(affinity(lambda t: 5)).compile("reference").run(buf())
     with pytest.raises(PTOError, match="tensor 'o', which run\\(\\) was not given"):
         w.schedule().compile("reference").run({})
-    with pytest.raises(PTOError, match="batched\\(8\\)"):
-        w.schedule().timing(batched(8)).task_window(4).compile("reference")
 
 
 # ------------------------------------------------------------------- built kernels (arm64)
@@ -179,3 +177,11 @@ def test_a_region_that_does_not_fit_the_kernel_is_refused():
     with pytest.raises(PTOError, match="touches 4x16 of 'x', the task's region of 'x' is 2x16"):
         bad.schedule().compile("reference", module=double_module()).run(
             {"x": np.zeros((4, 16), np.float32), "y": np.zeros((4, 16), np.float32)})
+
+
+def test_dense_dyn_sizes_are_given_when_the_program_runs():
+    from pto_core.workload import DenseDyn
+    w = parallel_for(DenseDyn("n"), lambda i: task(sleeper(0), [o.write(i, 0, 1, 4)]))
+    prog = w.schedule().dispatch(round_robin(2)).compile("reference")
+    assert prog.run(buf(), n=3).stats.tasks_completed == 3
+    assert prog.run(buf(), n=11).stats.tasks_completed == 11
