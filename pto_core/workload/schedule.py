@@ -327,6 +327,35 @@ class Program:
                                f"which overlap on tensor '{name}' where one writes")
         return order
 
+    def _issue(self, rt: Any, t: TaskInst, tensors: Mapping[str, np.ndarray], kernel: Any,
+               rid: dict, stream: dict, last_in_stream: dict, result: RunResult) -> None:
+        """Hand one task to the runtime: its kernel, arguments, edges (structure, channels, its
+        stream) and placement, then submit it."""
+        wt = _WORKER_TYPES.get(t.resources.get("worker_type", "any"))
+        if wt is None:
+            raise PTOError(f"task {t.label}: worker_type is one of {', '.join(_WORKER_TYPES)}")
+        h = rt.task(t.kernel_name, kernel, worker_type=wt,
+                    buffer_bytes=int(t.resources.get("buffer_bytes", 0)))
+        rid[t.seq] = h
+        for kind, a in t.args:
+            if kind == "scalar":
+                rt.add_scalar(h, a)
+                continue
+            name, mode, r, c, hh, ww = a
+            add = {"in": rt.add_input, "out": rt.add_output, "inout": rt.add_inout}[mode]
+            add(h, tensors[name], r, c, hh, ww)
+        for p in sorted(t.preds):
+            rt.add_successor(rid[p], h)
+        if t.seq in stream:
+            prev = last_in_stream.get(stream[t.seq])
+            if prev is not None and prev not in t.preds:
+                rt.add_successor(rid[prev], h)
+            last_in_stream[stream[t.seq]] = t.seq
+        if self.schedule.dispatch_ is not None:
+            rt.set_affinity(h, *self._place(t))
+        result.issue_ns[t.seq] = time.monotonic_ns()
+        rt.submit(h)
+
     def run(self, tensors: Mapping[str, np.ndarray] | None = None, **sizes: int) -> RunResult:
         from ..runtime import PTORuntimeError, Runtime
         s = self.schedule
@@ -352,39 +381,22 @@ class Program:
         rid: dict[int, int] = {}
         last_in_stream: dict[int, int] = {}
         with rt:
+            for t in order:
+                try:
+                    self._issue(rt, t, tensors, kernels[t.seq], rid, stream, last_in_stream, result)
+                except PTORuntimeError as e:
+                    if e.name == "PTO_EWINDOWFULL":
+                        raise PTOError(f"task_window({s.window}, mode='abort'): the window was "
+                                       f"full when task {t.label} ({len(rid)} of {len(order)}) "
+                                       f"was issued") from e
+                    raise PTOError(f"task {t.label}: {e}") from e
             try:
-                for t in order:
-                    wt = _WORKER_TYPES.get(t.resources.get("worker_type", "any"))
-                    if wt is None:
-                        raise PTOError(f"task {t.label}: worker_type is one of "
-                                       f"{', '.join(_WORKER_TYPES)}")
-                    h = rt.task(t.kernel_name, kernels[t.seq], worker_type=wt,
-                                buffer_bytes=int(t.resources.get("buffer_bytes", 0)))
-                    rid[t.seq] = h
-                    for kind, a in t.args:
-                        if kind == "scalar":
-                            rt.add_scalar(h, a)
-                            continue
-                        name, mode, r, c, hh, ww = a
-                        add = {"in": rt.add_input, "out": rt.add_output, "inout": rt.add_inout}[mode]
-                        add(h, tensors[name], r, c, hh, ww)
-                    for p in sorted(t.preds):
-                        rt.add_successor(rid[p], h)
-                    if t.seq in stream:
-                        prev = last_in_stream.get(stream[t.seq])
-                        if prev is not None and prev not in t.preds:
-                            rt.add_successor(rid[prev], h)
-                        last_in_stream[stream[t.seq]] = t.seq
-                    if s.dispatch_ is not None:
-                        rt.set_affinity(h, *self._place(t))
-                    result.issue_ns[t.seq] = time.monotonic_ns()
-                    rt.submit(h)
                 rt.run()
             except PTORuntimeError as e:
-                if e.name == "PTO_EWINDOWFULL":
-                    raise PTOError(f"task_window({s.window}, mode='abort'): the window was full "
-                                   f"when task {len(rid)} of {len(order)} was issued") from e
-                raise
+                failed = {v: k for k, v in rid.items()}.get(getattr(e, "failed_task", -1))
+                if failed is None:
+                    raise
+                raise PTOError(f"task {tasks[failed].label} failed: {e}") from e
             result.stats = rt.stats()
             events = sorted(rt.trace_events(), key=lambda e: (e.start_ns, e.task))
         result.events = events

@@ -185,3 +185,15 @@ def test_dense_dyn_sizes_are_given_when_the_program_runs():
     prog = w.schedule().dispatch(round_robin(2)).compile("reference")
     assert prog.run(buf(), n=3).stats.tasks_completed == 3
     assert prog.run(buf(), n=11).stats.tasks_completed == 11
+
+
+def test_runtime_errors_name_the_workload_task():
+    w = parallel_for(Dense(3), lambda i: task(sleeper(0), [o.write(i * 4, 0, 4, 4)]))
+    with pytest.raises(PTOError, match=r"task sleep0\[i0=1\]: .*PTO_EBOUNDS"):
+        w.schedule().compile("reference").run(buf(6))
+
+    def fails(args):
+        return 7 if args[2] == 2 else 0
+    w = parallel_for(Dense(4), lambda i: task(fails, [o.write(i, 0, 1, 4), i]))
+    with pytest.raises(PTOError, match=r"task fails\[i0=2\] failed"):
+        w.schedule().compile("reference").run(buf())
