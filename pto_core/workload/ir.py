@@ -394,22 +394,43 @@ def for_each(axis: Axis, body: Optional[Callable[[Var], Any]] = None) -> Any:
     return _make_loop("sequential", axis, body, "for_each")
 
 
-def select(sparse: Sparse, body: Callable[[Var, Expr], Any]) -> Node:
-    """``body(i, j)`` for every row ``i`` and every index ``j`` selected in it (Independent)."""
+def select(sparse: Sparse, body: Optional[Callable[[Var, Expr], Any]] = None) -> Any:
+    """``body(i, j)`` for every row ``i`` and every index ``j`` selected in it (Independent).
+    Without ``body``: an iterable of ``(i, j)`` for the decorator form."""
     if not isinstance(sparse, Sparse):
         raise PTOError(f"select: expects a Sparse axis, got {type(sparse).__name__}")
-    i = _fresh_var()
-    k = _fresh_var()
+    if body is None:
+        return _select_iter(sparse)
+    i, k, j = _select_vars(sparse)
     try:
-        j = Lookup(f"{sparse.name}_idx", sparse.indices, k)
         inner = _body(body, (i, j), "select")
     finally:
         _ST.depth -= 2
+    return _register(_select_loops(sparse, i, k, inner), [inner])
+
+
+def _select_vars(sparse: Sparse) -> tuple[Var, Var, Expr]:
+    i, k = _fresh_var(), _fresh_var()
+    return i, k, Lookup(f"{sparse.name}_idx", sparse.indices, k)
+
+
+def _select_loops(sparse: Sparse, i: Var, k: Var, inner: Node) -> Node:
+    """Rows ``i`` in parallel; in each, positions ``k`` of its selected indices."""
     lo = Lookup(f"{sparse.name}_ptr", sparse.indptr, i)
     hi = Lookup(f"{sparse.name}_ptr", sparse.indptr, i + 1)
-    node = Loop("parallel", i.name, Const(0), Const(sparse.outer),
+    return Loop("parallel", i.name, Const(0), Const(sparse.outer),
                 Loop("select", k.name, lo, hi, inner))
-    return _register(node, [inner])
+
+
+def _select_iter(sparse: Sparse) -> Iterator[tuple[Var, Expr]]:
+    i, k, j = _select_vars(sparse)
+    _ST.scopes.append([])
+    try:
+        yield i, j
+    finally:
+        items = _ST.scopes.pop()
+        _ST.depth -= 2
+    _register(_select_loops(sparse, i, k, _block(items, "for i, j in select(...)")))
 
 
 def cond(pred: ExprLike, then: Node, else_: Optional[Node] = None) -> Node:

@@ -40,7 +40,6 @@ from typing import Any, Callable, Mapping, Optional
 import numpy as np
 
 from ..errors import PTOError
-from .csp import Pipeline
 from .enumerate import TaskInst, check_overlaps, conflicts, enumerate_tasks
 from .ir import Node
 
@@ -361,8 +360,7 @@ class Program:
         s = self.schedule
         tensors = dict(tensors or {})
         tasks = enumerate_tasks(s.workload, sizes)
-        if not isinstance(s.workload, Pipeline):
-            check_overlaps(tasks)
+        check_overlaps(tasks)                   # within a process too; channels order the rest
         for t in tasks:
             for (name, *_rest) in t.regions:
                 if name not in tensors:

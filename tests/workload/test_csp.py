@@ -7,6 +7,7 @@ import pytest
 
 from pto_core.errors import PTOError
 from pto_core.workload import (Channel, Dense, DepKind, Event, PTODeadlockError, Tensor, consume,
+                               parallel_for,
                                work_steal,
                                enumerate_tasks, for_each, pipeline, process, send, task)
 
@@ -138,3 +139,13 @@ def test_a_three_stage_pipeline_runs_and_its_channels_bound_the_producer(target,
     by = {t.label: r.event_of(t.seq) for t in r.tasks}
     for k in range(n - 2):          # depth 2: load k+2 waits until compute k is done
         assert by[f"load:inc[i0={k + 2}]"].start_ns >= by[f"compute:dbl[i0={k}]"].end_ns
+
+
+def test_independent_tasks_inside_a_process_are_verified():
+    a = Channel("a", 1)
+    p = pipeline(
+        process("P").produces(a).body(send(a, parallel_for(Dense(2), lambda i: task(
+            "t", [x.write(0, 0, 1, 4)])))),
+        process("C").consumes(a).body(consume(a, lambda k: task("u", [x.read(0, 0, 1, 4)]))))
+    with pytest.raises(PTOError, match=r"P:t\[i0=0\] and P:t\[i0=1\]"):
+        p.verify()

@@ -70,6 +70,18 @@ def test_select_visits_the_indices_of_each_sparse_row():
     assert got == [(0, 4), (0, 12), (2, 2)]
 
 
+def test_select_in_the_decorator_form_builds_the_same_ir():
+    sp = Sparse(3, [0, 2, 2, 3], [1, 3, 0])
+    body = lambda tok, e: task("expert", [x.read(tok, 0, 1, 8), o.write(e * 4 + tok, 0, 1, 8)])  # noqa: E731
+
+    @workload
+    def routed(sp):
+        for tok, e in select(sp):
+            body(tok, e)
+
+    assert routed(sp) == select(sp, body)
+
+
 def test_cond_picks_a_branch_per_iteration():
     w = parallel_for(Dense(4), lambda i: cond(i.lt(2), task("lo", [o.write(i, 0, 1, 8)]),
                                                  task("hi", [o.write(i, 0, 1, 8)])))
