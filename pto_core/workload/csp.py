@@ -22,7 +22,7 @@ channel it waits on - it never hangs.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Callable, Optional
 
 from ..errors import PTOError

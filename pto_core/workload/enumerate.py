@@ -13,14 +13,13 @@ touch overlapping regions of a tensor where one of them writes.
 
 from __future__ import annotations
 
-from collections import deque
 from dataclasses import dataclass, field
 from typing import Any, Generator, Mapping, Optional
 
 from ..errors import PTOError
 from .csp import Channel, Consume, Pipeline, PTODeadlockError, Send
 from .expr import Expr, evaluate
-from .ir import Combine, Cond, Loop, Node, Region, Scalar, Seq, Task
+from .ir import Combine, Cond, Loop, Node, Region, Seq, Task
 
 __all__ = ["TaskInst", "enumerate_tasks", "check_overlaps", "conflicts", "PTOOverlapError"]
 
