@@ -44,6 +44,7 @@ PTO_EIO = -11
 PTO_ETIMEDOUT = -12
 PTO_ECANCELED = -13
 PTO_EWORKERS = -14
+PTO_EWINDOWFULL = -15
 
 #: error code -> its name in the header
 ERROR_NAMES = {v: k for k, v in list(globals().items()) if k.startswith("PTO_E")}
@@ -68,7 +69,9 @@ class PTORuntimeConfig(ctypes.Structure):
     _fields_ = [("num_workers", ctypes.c_int32), ("execution_task_threshold", ctypes.c_int32),
                 ("task_window", ctypes.c_int32), ("record_graph", ctypes.c_int32),
                 ("dry_run", ctypes.c_int32), ("bind_worker_types", ctypes.c_int32),
-                ("worker_types", ctypes.c_int32 * PTO_MAX_WORKERS), ("timeout_ms", ctypes.c_int32)]
+                ("worker_types", ctypes.c_int32 * PTO_MAX_WORKERS), ("timeout_ms", ctypes.c_int32),
+                ("max_running", ctypes.c_int32), ("window_abort", ctypes.c_int32),
+                ("issue_batch", ctypes.c_int32)]
 
 
 class PTORuntimeStats(ctypes.Structure):

@@ -178,6 +178,7 @@ def load_library() -> C.CDLL:
                 "pto_task_add_arg": (C.c_int, [P, I32, T, I64, I64]),
                 "pto_task_add_access": (C.c_int, [P, I32, T, I64, I64, I64, I64, I32]),
                 "pto_task_add_successor": (C.c_int, [P, I32, I32]),
+                "pto_task_set_affinity": (C.c_int, [P, I32, I32, I32]),
                 "pto_task_submit": (C.c_int, [P, I32]),
                 "pto_task_state": (C.c_int, [P, I32]),
                 "pto_runtime_run": (C.c_int, [P]),
@@ -376,12 +377,16 @@ class Runtime:
     starts at run()), threshold>0 pipelined. window is the task ring size (power of two).
     timeout: seconds the run may take once execution starts (None: ``PTO_TIMEOUT`` from the
     environment, or no limit; ``math.inf``: no limit whatever the environment says).
+    max_running: at most that many kernels at once (0: no limit); window_abort: an allocation
+    that finds the window full raises ``PTO_EWINDOWFULL`` instead of waiting; issue_batch:
+    submitted tasks reach the workers that many at a time.
     """
 
     def __init__(self, num_workers: int = 0, threshold: int = 0, window: int = PTO_DEFAULT_WINDOW,
                  record_graph: bool = False, dry_run: bool = False,
                  worker_types: Optional[list[int]] = None, trace: Union[bool, int] = False,
-                 timeout: Optional[float] = None):
+                 timeout: Optional[float] = None, max_running: int = 0,
+                 window_abort: bool = False, issue_batch: int = 0):
         self._rt = C.c_void_p()
         self._lock = threading.Lock()              # close() from another thread vs. run()
         self._running = 0
@@ -394,6 +399,9 @@ class Runtime:
         cfg.task_window = _int(window, "window", *INT32)
         cfg.record_graph, cfg.dry_run = int(record_graph), int(dry_run)
         cfg.timeout_ms = self._timeout_ms(timeout)
+        cfg.max_running = _int(max_running, "max_running", *INT32)
+        cfg.window_abort = int(bool(window_abort))
+        cfg.issue_batch = _int(issue_batch, "issue_batch", *INT32)
         if worker_types is not None:
             if len(worker_types) != num_workers:
                 raise PTORuntimeError(PTO_EINVAL, "worker_types", "needs one entry per worker")
@@ -573,6 +581,14 @@ class Runtime:
         before it), besides what its tensor regions give (``pto_task_add_successor``)."""
         self._check(self._lib.pto_task_add_successor(self._handle(), from_task, to_task),
                     f"add_successor {from_task} -> {to_task}")
+
+    def set_affinity(self, task: int, worker: int, steal: bool = False) -> None:
+        """Run ``task`` (not yet submitted) on ``worker`` only, or - with ``steal`` - preferably
+        there, letting an idle worker take it (``pto_task_set_affinity``)."""
+        self._check(self._lib.pto_task_set_affinity(
+            self._handle(), self._task_id(task, "set_affinity"),
+            _int(worker, "set_affinity: worker", *INT32), int(bool(steal))),
+            f"set_affinity task {task} -> worker {worker}")
 
     def submit(self, task: int) -> None:
         self._check(self._lib.pto_task_submit(self._handle(), self._task_id(task, "submit")), "submit")

@@ -63,7 +63,8 @@ enum {
     PTO_EIO            = -11,  /* dump, trace or statistics file could not be opened/written */
     PTO_ETIMEDOUT      = -12,  /* the run passed its deadline (timeout_ms / PTO_TIMEOUT) */
     PTO_ECANCELED      = -13,  /* pto_runtime_cancel (or a shutdown from another thread) */
-    PTO_EWORKERS       = -14   /* num_workers outside [0, PTO_MAX_WORKERS] */
+    PTO_EWORKERS       = -14,  /* num_workers outside [0, PTO_MAX_WORKERS] */
+    PTO_EWINDOWFULL    = -15   /* window_abort: the task window was full at pto_task_alloc */
 };
 const char* pto_strerror(int code);
 /* What the calling thread's last failed pto_runtime_init / pto_runtime_run was about, in one
@@ -149,6 +150,16 @@ typedef struct PTORuntimeConfig {
      * num_workers == 0 runs the tasks on one worker thread: the calling thread could not be
      * taken back from a kernel that never returns. */
     int32_t timeout_ms;
+    /* At most this many kernels run at once, whatever the worker count (0: no limit). A worker
+     * holding a ready task waits for a running one to finish. */
+    int32_t max_running;
+    /* 1: pto_task_alloc on a full window returns PTO_EWINDOWFULL at once instead of waiting
+     * for a slot (and, in safe mode, instead of starting the workers early). */
+    int32_t window_abort;
+    /* Issue batching: submitted tasks reach the workers `issue_batch` at a time (0 or 1: each
+     * at its submit). An incomplete batch goes out when the orchestrating thread waits - for a
+     * window slot, or in pto_runtime_run. No effect with num_workers == 0. */
+    int32_t issue_batch;
 } PTORuntimeConfig;
 
 /* ---------------------------------------------------------------- statistics */
@@ -229,6 +240,12 @@ int pto_task_add_access(PTORuntime* rt, int32_t task, const PTOTensor* tensor, i
  * submitted later than `to_task`, but must be submitted before the run. An edge from a task that
  * already completed (or retired) adds nothing. */
 int pto_task_add_successor(PTORuntime* rt, int32_t from_task, int32_t to_task);
+/* Worker affinity: `task` (still BUILDING) runs on worker `worker` only (steal == 0), or
+ * preferably - another worker with nothing else to do may take it (steal != 0, work stealing).
+ * `worker` in [0, num_workers) (PTO_EWORKERS otherwise); the worker must serve the task's type
+ * (PTO_EWORKERTYPE). With num_workers == 0 every task runs on the calling thread: worker 0 is
+ * accepted and changes nothing. */
+int pto_task_set_affinity(PTORuntime* rt, int32_t task, int32_t worker, int32_t steal);
 int pto_task_submit(PTORuntime* rt, int32_t task);
 
 /* One call per task: alloc + one add per argument, in order + submit. `kind` says which add:

@@ -20,6 +20,8 @@
 #define PTO_QUEUE_ANY   4          /* index of the queue for PTO_WORKER_ANY tasks */
 #define PTO_STATE_FAILED 6         /* only in graph records: the kernel returned non-zero */
 
+#define AFF_STEAL 0x100            /* PTOTask.affinity: work stealing allowed */
+
 #define ACC_READ  1
 #define ACC_WRITE 2
 
@@ -53,8 +55,9 @@ typedef struct PTOTask {
     int32_t         stage;         /* staging index while BUILDING, -1 once submitted; from
                                       RUNNING on: the worker that ran it (-1: orchestrator) */
     int32_t         buffer_bytes;
-    int16_t         num_args;
-    int16_t         worker_type;
+    int8_t          num_args;      /* <= PTO_MAX_ARGS */
+    int8_t          worker_type;
+    int16_t         affinity;      /* -1, or a worker index (| AFF_STEAL: others may take it) */
     const char*     name;
     PTOKernelFunc   fn;
     int64_t*        args;          /* inline_args, or this slot's overflow buffer */
@@ -186,6 +189,7 @@ struct PTORuntime {
     int64_t   peak_live;
     int64_t   full_waits;
     PTOStage* stages; int32_t nstages; int32_t* stage_free; int32_t nstage_free;
+    int32_t*  held; int32_t nheld; /* cfg.issue_batch: submitted, submit guard not yet released */
     TMap      tm;
     PTODep*   dep_chunks[DEP_MAX_CHUNKS];
     int32_t   dep_nchunks, dep_free;
@@ -198,6 +202,8 @@ struct PTORuntime {
 
     /* scheduling */
     PTOQueue   queues[PTO_NUM_QUEUES];
+    PTOQueue*  wqueues;            /* per worker: [2i] its pinned tasks, [2i+1] stealable ones */
+    _Atomic int32_t running_now;   /* kernels running, counted only with cfg.max_running */
     PTOWorker* workers;
     int32_t    nworkers;
     bool       started, ran, shut, degraded;

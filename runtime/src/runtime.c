@@ -23,6 +23,7 @@ const char* pto_strerror(int code) {
     case PTO_ETIMEDOUT:    return "the run passed its deadline";
     case PTO_ECANCELED:    return "the run was cancelled";
     case PTO_EWORKERS:     return "invalid worker count";
+    case PTO_EWINDOWFULL:  return "task window full (window_abort)";
     default:               return "unknown error";
     }
 }
@@ -91,6 +92,12 @@ int pto_runtime_init(PTORuntime** out, const PTORuntimeConfig* cfg) {
                          PTO_MAX_WORKERS);
     if (c.execution_task_threshold < 0)
         return rt_fail(PTO_EINVAL, "execution_task_threshold = %d: must be >= 0", c.execution_task_threshold);
+    if (c.max_running < 0)
+        return rt_fail(PTO_EINVAL, "max_running = %d: must be >= 0 (0: no limit)", c.max_running);
+    if (c.issue_batch < 0)
+        return rt_fail(PTO_EINVAL, "issue_batch = %d: must be >= 0", c.issue_batch);
+    if (c.window_abort != 0 && c.window_abort != 1)
+        return rt_fail(PTO_EINVAL, "window_abort = %d: must be 0 or 1", c.window_abort);
     if (c.task_window < 2 || (c.task_window & (c.task_window - 1)) || c.task_window > (1 << 26))
         return rt_fail(PTO_EINVAL, "task_window = %d: must be a power of two in [2, 2^26]", c.task_window);
     if (c.bind_worker_types)
@@ -138,6 +145,10 @@ int pto_runtime_init(PTORuntime** out, const PTORuntimeConfig* cfg) {
     while (rc == PTO_OK && ((int64_t)rt->dep_nchunks << DEP_CHUNK_SHIFT) < 2 * (int64_t)rt->window)
         rc = dep_add_chunk(rt);
     if (rc == PTO_OK) rc = sched_init(rt);
+    if (rc == PTO_OK && c.issue_batch > 1 && c.num_workers > 0) {
+        rt->held = malloc((size_t)c.issue_batch * sizeof(int32_t));
+        if (!rt->held) rc = PTO_ENOMEM;
+    }
     if (rc == PTO_OK) rc = trace_init_from_env(rt);     /* may turn record_graph on */
     if (rc == PTO_OK && rt->cfg.record_graph) {
         rt->rec_chunks = calloc(REC_MAX_CHUNKS, sizeof(PTORecord*));
@@ -253,7 +264,7 @@ static void rt_free(PTORuntime* rt) {
     sched_free(rt);
     tm_free(&rt->tm);
     for (int32_t i = 0; i < rt->dep_nchunks; i++) free(rt->dep_chunks[i]);
-    free(rt->stages); free(rt->stage_free);
+    free(rt->stages); free(rt->stage_free); free(rt->held);
     if (rt->rec_chunks) {
         for (int i = 0; i < REC_MAX_CHUNKS && rt->rec_chunks[i]; i++) free(rt->rec_chunks[i]);
         free(rt->rec_chunks);
@@ -360,8 +371,26 @@ static int free_a_slot(PTORuntime* rt) {
     }
 }
 
+/* Release a submitted task's guard: READY when no producer is left. */
+static inline void release_guard(PTORuntime* rt, PTOTask* t) {
+    if (!rt->started) {                       /* no concurrent producer: plain decrement */
+        int32_t left = atomic_load_explicit(&t->fanin_left, memory_order_relaxed) - 1;
+        atomic_store_explicit(&t->fanin_left, left, memory_order_relaxed);
+        if (left == 0) sched_make_ready(rt, t, NULL);
+    } else if (atomic_fetch_sub_explicit(&t->fanin_left, 1, memory_order_acq_rel) == 1) {
+        sched_make_ready(rt, t, NULL);
+    }
+}
+
+/* cfg.issue_batch: hand the held tasks to the workers. */
+static void release_held(PTORuntime* rt) {
+    for (int32_t i = 0; i < rt->nheld; i++) release_guard(rt, rt_task(rt, rt->held[i]));
+    rt->nheld = 0;
+}
+
 /* The window is full: retire the oldest task (inline) or wait for the workers to. */
 static int wait_for_slot(PTORuntime* rt) {
+    release_held(rt);                         /* a held task may be what frees the slot */
     rt->full_waits++;
     tell_waiting(rt, 1);
     int rc = free_a_slot(rt);
@@ -397,6 +426,9 @@ static inline __attribute__((always_inline)) int32_t alloc_task(PTORuntime* rt, 
     if (__builtin_expect(rt->next_id == INT32_MAX, 0)) return PTO_ENOMEM;
     if (rt->started) advance(rt);   /* without workers, only wait_for_slot and run retire tasks */
     if (rt->next_id - rt->last_alive >= rt->window) {
+        if (rt->cfg.window_abort)
+            return rt_fail(PTO_EWINDOWFULL, "task window of %d tasks full at task %d (window_abort)",
+                           rt->window, rt->next_id);
         rc = wait_for_slot(rt);
         if (rc < 0) return rc;
     }
@@ -412,7 +444,8 @@ static inline __attribute__((always_inline)) int32_t alloc_task(PTORuntime* rt, 
     t->num_args = 0;
     t->args = t->inline_args;
     t->buffer_bytes = buffer_bytes;
-    t->worker_type = (int16_t)worker_type;
+    t->worker_type = (int8_t)worker_type;
+    t->affinity = -1;
     t->name = func_name ? func_name : "task";
     t->fn = func_ptr;
     rt->open_tasks++;
@@ -468,7 +501,7 @@ static inline int reserve_args(PTORuntime* rt, PTOTask* t, int32_t k) {
     return reserve_args_slow(rt, t, k);
 }
 static int reserve_args_slow(PTORuntime* rt, PTOTask* t, int32_t k) {
-    if (t->num_args + k > PTO_MAX_ARGS) return PTO_ETOOMANYARGS;   /* num_args <= 32 fits int16 */
+    if (t->num_args + k > PTO_MAX_ARGS) return PTO_ETOOMANYARGS;   /* num_args <= 32 fits int8 */
     if (t->num_args + k > PTO_INLINE_ARGS && t->args == t->inline_args) {
         int64_t** o = &rt->overflow[t->id & rt->mask];
         if (!*o) {
@@ -524,7 +557,7 @@ static inline __attribute__((always_inline)) int put_tensor(PTORuntime* rt, PTOT
     int n = t->num_args;
     args[n] = (int64_t)(intptr_t)((char*)x->data + (r0 * x->ld + c0) * x->elem_size);
     args[n + 1] = x->ld;
-    t->num_args = (int16_t)(n + 2);
+    t->num_args = (int8_t)(n + 2);
     return PTO_OK;
 }
 
@@ -536,7 +569,7 @@ static inline int put_arg(PTORuntime* rt, PTOTask* t, const PTOTensor* x, int64_
     if (rc < 0) return rc;
     t->args[t->num_args] = (int64_t)(intptr_t)((char*)x->data + (r0 * x->ld + c0) * x->elem_size);
     t->args[t->num_args + 1] = x->ld;
-    t->num_args = (int16_t)(t->num_args + 2);
+    t->num_args = (int8_t)(t->num_args + 2);
     return PTO_OK;
 }
 
@@ -605,6 +638,21 @@ int pto_task_add_successor(PTORuntime* rt, int32_t from_task, int32_t to_task) {
     return dep_add_edge(rt, from_task, to_task);
 }
 
+int pto_task_set_affinity(PTORuntime* rt, int32_t task, int32_t worker, int32_t steal) {
+    int err;
+    PTOTask* t = building_task(rt, task, &err);
+    if (!t) return err;
+    if (worker < 0 || worker >= (rt->nworkers > 0 ? rt->nworkers : 1)) return PTO_EWORKERS;
+    if (rt->nworkers == 0) return PTO_OK;          /* inline: the calling thread runs everything */
+    if (rt->cfg.bind_worker_types) {
+        int32_t wt = rt->cfg.worker_types[worker];
+        if (wt != PTO_WORKER_ANY && t->worker_type != PTO_WORKER_ANY && wt != t->worker_type)
+            return PTO_EWORKERTYPE;
+    }
+    t->affinity = (int16_t)(worker | (steal ? AFF_STEAL : 0));
+    return PTO_OK;
+}
+
 static int record_task(PTORuntime* rt, PTOTask* t) {
     int32_t ch = t->id >> REC_CHUNK_SHIFT;
     if (ch >= REC_MAX_CHUNKS) return PTO_ENOMEM;
@@ -637,12 +685,11 @@ static inline __attribute__((always_inline)) int commit_publish(PTORuntime* rt, 
     atomic_store_explicit(&t->state, PTO_TASK_PENDING, memory_order_release);
     int64_t sub = atomic_load_explicit(&rt->submitted, memory_order_relaxed) + 1;
     atomic_store_explicit(&rt->submitted, sub, memory_order_release);
-    if (!rt->started) {                       /* no concurrent producer: plain decrement */
-        int32_t left = atomic_load_explicit(&t->fanin_left, memory_order_relaxed) - 1;
-        atomic_store_explicit(&t->fanin_left, left, memory_order_relaxed);
-        if (left == 0) sched_make_ready(rt, t, NULL);
-    } else if (atomic_fetch_sub_explicit(&t->fanin_left, 1, memory_order_acq_rel) == 1) {
-        sched_make_ready(rt, t, NULL);
+    if (__builtin_expect(rt->held != NULL, 0)) {
+        rt->held[rt->nheld++] = t->id;
+        if (rt->nheld == rt->cfg.issue_batch) release_held(rt);
+    } else {
+        release_guard(rt, t);
     }
     if (!rt->started && rt->cfg.execution_task_threshold > 0 && sub > rt->cfg.execution_task_threshold)
         return sched_start(rt);
@@ -741,6 +788,7 @@ static int run_graph(PTORuntime* rt) {
         }
         wait_async(rt);                     /* an asynchronous task a cancel left out */
     } else {
+        release_held(rt);
         int rc = sched_start(rt);
         if (rc < 0) return rc;
         int64_t total = atomic_load(&rt->submitted);

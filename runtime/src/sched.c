@@ -33,6 +33,14 @@ int sched_init(PTORuntime* rt) {
             rt->queues[q].ring = malloc((size_t)rt->window * sizeof(int32_t));
             if (!rt->queues[q].ring) return PTO_ENOMEM;
         }
+        /* affinity queues: calloc'd, so pages nobody pushes to are never touched */
+        rt->wqueues = calloc((size_t)(2 * rt->nworkers), sizeof(PTOQueue));
+        if (!rt->wqueues) return PTO_ENOMEM;
+        for (int q = 0; q < 2 * rt->nworkers; q++) {
+            pthread_mutex_init(&rt->wqueues[q].mu, NULL);
+            rt->wqueues[q].ring = calloc((size_t)rt->window, sizeof(int32_t));
+            if (!rt->wqueues[q].ring) return PTO_ENOMEM;
+        }
     }
     for (int i = 0; i < rt->nworkers; i++) {
         PTOWorker* w = &rt->workers[i];
@@ -58,6 +66,12 @@ void sched_free(PTORuntime* rt) {
         free(rt->queues[q].ring);
         pthread_mutex_destroy(&rt->queues[q].mu);
     }
+    for (int q = 0; rt->wqueues && q < 2 * rt->nworkers; q++) {
+        free(rt->wqueues[q].ring);
+        pthread_mutex_destroy(&rt->wqueues[q].mu);
+    }
+    free(rt->wqueues);
+    rt->wqueues = NULL;
     pthread_mutex_destroy(&rt->idle_mu); pthread_cond_destroy(&rt->idle_cv);
     pthread_mutex_destroy(&rt->done_mu); pthread_cond_destroy(&rt->done_cv);
     free(rt->workers);
@@ -67,26 +81,50 @@ void sched_free(PTORuntime* rt) {
 int64_t sched_ready_count(PTORuntime* rt) {
     int64_t n = 0;
     for (int q = 0; q < PTO_NUM_QUEUES; q++) n += atomic_load(&rt->queues[q].count);
+    for (int q = 0; rt->wqueues && q < 2 * rt->nworkers; q++) n += atomic_load(&rt->wqueues[q].count);
     return n;
 }
 
-static void push(PTORuntime* rt, int q, int32_t id) {
-    PTOQueue* Q = &rt->queues[q];
+/* `all`: wake every sleeper - a task for one particular worker must reach that one. */
+static void push_to(PTORuntime* rt, PTOQueue* Q, int32_t id, bool all) {
     pthread_mutex_lock(&Q->mu);
     Q->ring[Q->tail++ & (uint32_t)rt->mask] = id;
     atomic_fetch_add_explicit(&Q->count, 1, memory_order_seq_cst);
     pthread_mutex_unlock(&Q->mu);
     if (atomic_load_explicit(&rt->sleepers, memory_order_seq_cst) > 0) {
         pthread_mutex_lock(&rt->idle_mu);
-        pthread_cond_signal(&rt->idle_cv);
+        if (all) pthread_cond_broadcast(&rt->idle_cv);
+        else pthread_cond_signal(&rt->idle_cv);
         pthread_mutex_unlock(&rt->idle_mu);
     }
+}
+
+static void push(PTORuntime* rt, int q, int32_t id) { push_to(rt, &rt->queues[q], id, false); }
+
+/* One task from Q (affinity queues hand out one at a time, so stealing sees the rest), or -1. */
+static int32_t pop_one(PTORuntime* rt, PTOQueue* Q) {
+    if (atomic_load_explicit(&Q->count, memory_order_relaxed) == 0) return -1;
+    int32_t id = -1;
+    pthread_mutex_lock(&Q->mu);
+    if (atomic_load_explicit(&Q->count, memory_order_relaxed) > 0) {
+        id = Q->ring[Q->head++ & (uint32_t)rt->mask];
+        atomic_fetch_sub_explicit(&Q->count, 1, memory_order_relaxed);
+    }
+    pthread_mutex_unlock(&Q->mu);
+    return id;
 }
 
 void sched_make_ready(PTORuntime* rt, PTOTask* t, PTOWorker* w) {
     atomic_store_explicit(&t->state, PTO_TASK_READY, memory_order_relaxed);
     if (rt->nworkers == 0) return;             /* inline mode runs tasks in id order */
     if (rt->wait_fn) atomic_fetch_add_explicit(&rt->ready_tasks, 1, memory_order_relaxed);
+    if (t->affinity >= 0) {
+        const int32_t home = t->affinity & (AFF_STEAL - 1);
+        const bool steal = (t->affinity & AFF_STEAL) != 0;
+        if (w && w->index == home && w->next_local < 0) { w->next_local = t->id; return; }
+        push_to(rt, &rt->wqueues[2 * home + steal], t->id, true);
+        return;
+    }
     int q = queue_of(t);
     if (w && w->next_local < 0) {
         for (int k = 0; k < w->nserved; k++)
@@ -237,6 +275,9 @@ int sched_run_inline(PTORuntime* rt, int32_t id) {
 static int32_t pop(PTORuntime* rt, PTOWorker* w) {
     if (w->next_local >= 0) { int32_t id = w->next_local; w->next_local = -1; return id; }
     if (w->pos < w->nbuf) return w->buf[w->pos++];
+    int32_t id;
+    if ((id = pop_one(rt, &rt->wqueues[2 * w->index])) >= 0) return id;       /* pinned here */
+    if ((id = pop_one(rt, &rt->wqueues[2 * w->index + 1])) >= 0) return id;   /* homed here */
     for (int k = 0; k < w->nserved; k++) {
         PTOQueue* Q = &rt->queues[w->served[k]];
         if (atomic_load_explicit(&Q->count, memory_order_relaxed) == 0) continue;
@@ -248,13 +289,33 @@ static int32_t pop(PTORuntime* rt, PTOWorker* w) {
         pthread_mutex_unlock(&Q->mu);
         if (n > 0) { w->nbuf = n; w->pos = 1; return w->buf[0]; }
     }
+    for (int k = 1; k < rt->nworkers; k++) {          /* steal, starting at the next worker */
+        int v = (w->index + k) % rt->nworkers;
+        if ((id = pop_one(rt, &rt->wqueues[2 * v + 1])) >= 0) return id;
+    }
     return -1;
 }
 
 static bool has_work(PTORuntime* rt, PTOWorker* w) {
     for (int k = 0; k < w->nserved; k++)
         if (atomic_load_explicit(&rt->queues[w->served[k]].count, memory_order_seq_cst) > 0) return true;
+    if (atomic_load_explicit(&rt->wqueues[2 * w->index].count, memory_order_seq_cst) > 0) return true;
+    for (int v = 0; v < rt->nworkers; v++)
+        if (atomic_load_explicit(&rt->wqueues[2 * v + 1].count, memory_order_seq_cst) > 0) return true;
     return false;
+}
+
+/* cfg.max_running: take a running slot before calling a kernel; false if the run halted. */
+static bool acquire_run_slot(PTORuntime* rt) {
+    const int32_t max = rt->cfg.max_running;
+    for (uint32_t spin = 0;; spin++) {
+        int32_t n = atomic_load_explicit(&rt->running_now, memory_order_relaxed);
+        if (n < max && atomic_compare_exchange_weak_explicit(&rt->running_now, &n, n + 1,
+                                                             memory_order_acquire, memory_order_relaxed))
+            return true;
+        if (atomic_load_explicit(&rt->halt, memory_order_acquire)) return false;
+        if (spin < 64) rt_cpu_relax(); else sched_yield();
+    }
 }
 
 static void idle(PTORuntime* rt, PTOWorker* w) {
@@ -289,7 +350,11 @@ static void* worker_main(void* arg) {
             idle(rt, w);
             continue;
         }
-        if (atomic_load_explicit(&rt->halt, memory_order_acquire)) {  /* failure: drop */
+        const bool gated = rt->cfg.max_running > 0;
+        const bool slot = gated && acquire_run_slot(rt);
+        if ((gated && !slot) || atomic_load_explicit(&rt->halt, memory_order_acquire)) {
+            /* failure: drop */
+            if (slot) atomic_fetch_sub_explicit(&rt->running_now, 1, memory_order_release);
             if (rt->wait_fn)
                 atomic_fetch_sub_explicit(&rt->ready_tasks, 1 + (w->nbuf - w->pos) + (w->next_local >= 0),
                                           memory_order_release);
@@ -310,6 +375,8 @@ static void* worker_main(void* arg) {
             return NULL;
         }
         if (lane) trace_record(lane, id, w->index, name, s, trace_now());   /* before consumers start */
+        /* after the trace's end: traced slices never show more than max_running at once */
+        if (slot) atomic_fetch_sub_explicit(&rt->running_now, 1, memory_order_release);
         w->executed++;
         /* after the call: a holding executor has the task in hand before it stops counting */
         if (rt->wait_fn) atomic_fetch_sub_explicit(&rt->ready_tasks, 1, memory_order_release);

@@ -5,7 +5,9 @@ produce no sanitizer report.
 
 test_runtime.c: ordering, counts, windows, faults and misuse (random-DAG oracle, 1M tasks at -O2).
 test_deadline.c: deadlines, cancellation and kernels abandoned while they never return.
-test_successor.c: explicit edges (pto_task_add_successor) on random graphs, in every mode."""
+test_successor.c: explicit edges (pto_task_add_successor) on random graphs, in every mode.
+test_schedule.c: worker affinity (pinned, stealable), max_running and window_abort, read from the
+trace."""
 from __future__ import annotations
 
 import os
@@ -21,7 +23,7 @@ RT = REPO / "runtime"
 LIB_SOURCES = sorted(str(p) for p in (RT / "src").glob("*.c"))
 
 #: program: the fewest checks it must report (a program that stops early reports fewer)
-PROGRAMS = {"test_runtime": 400, "test_deadline": 100, "test_successor": 20}
+PROGRAMS = {"test_runtime": 400, "test_deadline": 100, "test_successor": 20, "test_schedule": 100}
 
 VARIANTS = {
     # name: (extra flags, scale argument, env)

@@ -1,0 +1,404 @@
+"""The Schedule (seed 002): where and when the tasks of a workload run, kept apart from what
+they compute. Every knob changes what the C runtime does, and the run's trace shows it::
+
+    prog = (w.schedule()
+              .dispatch(round_robin(4))          # task -> worker (affinity(fn), hash(fn), work_steal())
+              .streams(2).stream_by(lambda t: t.index[0])   # in-order issue streams
+              .timing(batched(8))                # immediate | batched(k) | interleaved | rate_limit(r)
+              .task_window(64, mode="stall")     # or "abort"
+              .compile("arm64", module=module))  # or "reference"
+    result = prog.run({"q": q, "o": o}, n=16)   # arrays by tensor name, DenseDyn sizes
+    result.stats, result.events, result.worker_of
+
+What each knob does in the runtime:
+
+* ``dispatch``: ``round_robin(n)`` pins task ``k`` (issue order) to worker ``k % n``;
+  ``affinity(fn)`` pins it to worker ``fn(task)``; ``hash(fn)`` to ``hash(fn(task)) % workers``;
+  ``work_steal()`` homes task ``k`` on worker ``k % workers`` but lets an idle worker take it
+  (``pto_task_set_affinity``). Without dispatch any worker takes any task.
+* ``streams(n)`` / ``stream_by(fn)``: a stream is an in-order queue: each task waits for the
+  previous task of its stream (an explicit edge), like work issued to one CUDA stream.
+* ``timing``: ``immediate`` submits each task as it is enumerated; ``batched(k)`` has the
+  runtime release submitted tasks to the workers ``k`` at a time (``issue_batch``; a partial
+  batch goes when the orchestration waits); ``interleaved`` issues the streams
+  round-robin (one task of each in turn) instead of in enumeration order; ``rate_limit(r)`` lets
+  at most ``r`` kernels run at once (the runtime's ``max_running``).
+* ``task_window(size, mode)``: the runtime's window of live tasks; ``stall`` waits for a slot,
+  ``abort`` fails the run when the window is full.
+
+``task`` objects handed to ``fn`` are :class:`~pto_core.workload.enumerate.TaskInst`:
+``.seq``, ``.index`` (loop values, outermost first), ``.env``, ``.kernel_name``, ``.process``.
+"""
+
+from __future__ import annotations
+
+import time
+import zlib
+from dataclasses import dataclass, field, replace
+from typing import Any, Callable, Mapping, Optional
+
+import numpy as np
+
+from ..errors import PTOError
+from .enumerate import TaskInst, check_overlaps, conflicts, enumerate_tasks
+from .ir import Node
+
+__all__ = ["Schedule", "Program", "RunResult", "round_robin", "affinity", "hash", "work_steal",
+           "immediate", "batched", "interleaved", "rate_limit"]
+
+
+# ------------------------------------------------------------------------------- policies
+@dataclass(frozen=True)
+class _Dispatch:
+    kind: str
+    n: int = 0
+    fn: Optional[Callable[[TaskInst], Any]] = None
+
+
+def round_robin(n: int) -> _Dispatch:
+    return _Dispatch("round_robin", _positive(n, "round_robin(n)"))
+
+
+def affinity(fn: Callable[[TaskInst], int]) -> _Dispatch:
+    return _Dispatch("affinity", fn=_callable(fn, "affinity(fn)"))
+
+
+def hash(fn: Callable[[TaskInst], Any]) -> _Dispatch:    # the seed's name; shadows builtins.hash here
+    return _Dispatch("hash", fn=_callable(fn, "hash(fn)"))
+
+
+def work_steal() -> _Dispatch:
+    return _Dispatch("work_steal")
+
+
+@dataclass(frozen=True)
+class _Timing:
+    kind: str
+    n: int = 0
+
+
+immediate = _Timing("immediate")
+interleaved = _Timing("interleaved")
+
+
+def batched(k: int) -> _Timing:
+    return _Timing("batched", _positive(k, "batched(k)"))
+
+
+def rate_limit(r: int) -> _Timing:
+    return _Timing("rate_limit", _positive(r, "rate_limit(r)"))
+
+
+def _positive(n: Any, what: str) -> int:
+    if not isinstance(n, int) or isinstance(n, bool) or n < 1:
+        raise PTOError(f"{what}: expects an int >= 1, got {n!r}")
+    return n
+
+
+def _callable(fn: Any, what: str) -> Callable:
+    if not callable(fn):
+        raise PTOError(f"{what}: expects a function of the task, got {type(fn).__name__}")
+    return fn
+
+
+_WORKER_TYPES = {"cube": 0, "vector": 1, "any": -1}
+
+
+# ------------------------------------------------------------------------------- schedule
+@dataclass(frozen=True)
+class Schedule:
+    """Built by ``workload.schedule()``; each method returns a new Schedule."""
+    workload: Node
+    dispatch_: Optional[_Dispatch] = None
+    streams_: int = 0
+    stream_by_: Optional[Callable[[TaskInst], Any]] = None
+    timing_: _Timing = immediate
+    window: int = 0
+    window_mode: str = "stall"
+
+    def dispatch(self, policy: _Dispatch) -> "Schedule":
+        if not isinstance(policy, _Dispatch):
+            raise PTOError("dispatch: expects round_robin(n), affinity(fn), hash(fn) or work_steal()")
+        return replace(self, dispatch_=policy)
+
+    def streams(self, n: int) -> "Schedule":
+        return replace(self, streams_=_positive(n, "streams(n)"))
+
+    def stream_by(self, fn: Callable[[TaskInst], Any]) -> "Schedule":
+        return replace(self, stream_by_=_callable(fn, "stream_by(fn)"))
+
+    def timing(self, policy: _Timing) -> "Schedule":
+        if not isinstance(policy, _Timing):
+            raise PTOError("timing: expects immediate, batched(k), interleaved or rate_limit(r)")
+        return replace(self, timing_=policy)
+
+    def task_window(self, size: int, mode: str = "stall") -> "Schedule":
+        size = _positive(size, "task_window(size)")
+        if size < 2 or size & (size - 1):
+            raise PTOError(f"task_window({size}): the size is a power of two >= 2")
+        if mode not in ("stall", "abort"):
+            raise PTOError(f"task_window: mode is 'stall' or 'abort', got {mode!r}")
+        return replace(self, window=size, window_mode=mode)
+
+    def compile(self, target: str, *, module: Any = None, workers: Optional[int] = None) -> "Program":
+        """A program for ``target`` (``"reference"``: kernels run by the numpy interpreter; a
+        backend whose kernels run on host threads, e.g. ``"arm64"``: built kernels). ``module``
+        holds the InCore functions that task kernels name; ``workers``: worker threads
+        (default: round_robin's n, else 2)."""
+        if self.stream_by_ is not None and not self.streams_:
+            raise PTOError("stream_by(fn) needs streams(n): how many streams the tasks map onto")
+        if self.timing_.kind == "interleaved" and not self.streams_:
+            raise PTOError("timing(interleaved) issues the streams in turn: set streams(n)")
+        if workers is None:
+            workers = self.dispatch_.n if self.dispatch_ and self.dispatch_.kind == "round_robin" else 2
+        workers = _positive(workers, "compile: workers")
+        if self.dispatch_ and self.dispatch_.kind == "round_robin" and self.dispatch_.n > workers:
+            raise PTOError(f"round_robin({self.dispatch_.n}) needs {self.dispatch_.n} workers, the "
+                           f"program has {workers}")
+        return Program(self, target, module, workers, _kernels_for(target, module))
+
+
+def _kernels_for(target: str, module: Any) -> Any:
+    """name -> how to run it: the Binary of a host-kernel backend, or the module (reference)."""
+    if module is None:
+        return None
+    if target == "reference":
+        from ..verify import verify_module
+        verify_module(module)
+        return module
+    from .. import plugins
+    from ..binary import BinaryCompiler
+    info = plugins.get_backend(target)
+    if not info.host_kernels:
+        raise PTOError(f"the {target} backend launches its kernels through its own executor; a "
+                       f"workload program runs kernels on host threads (arm64, reference)")
+    if not info.can_run:
+        raise PTOError(f"cannot run on the {target} backend here: {info.cannot_run_reason}")
+    return BinaryCompiler().compile(target, module)
+
+
+# -------------------------------------------------------------------------------- running
+@dataclass
+class RunResult:
+    """What a run did: ``tasks`` in issue order, ``events`` (trace, by start time), the runtime's
+    ``stats``, and per task seq its ``worker_of`` (from the trace), ``stream_of``,
+    ``issue_ns`` (when it was submitted to the runtime; CLOCK_MONOTONIC, the trace's clock) and
+    ``runtime_id``."""
+    tasks: list
+    events: list
+    stats: Any
+    worker_of: dict = field(default_factory=dict)
+    stream_of: dict = field(default_factory=dict)
+    issue_ns: dict = field(default_factory=dict)
+    runtime_id: dict = field(default_factory=dict)
+
+    def event_of(self, seq: int) -> Any:
+        rid = self.runtime_id[seq]
+        return next(e for e in self.events if e.task == rid)
+
+
+class Program:
+    """A compiled schedule: ``run(tensors, **sizes)`` enumerates the workload, issues its tasks to
+    the C runtime as the schedule says, runs them and returns a :class:`RunResult`."""
+
+    def __init__(self, sched: Schedule, target: str, module: Any, workers: int, kernels: Any):
+        self.schedule, self.target, self.module = sched, target, module
+        self.workers, self._kernels = workers, kernels
+        self._addr: dict[str, int] = {}
+
+    # -- kernels
+    def _kernel(self, t: TaskInst, arrays: Mapping[str, np.ndarray]) -> Any:
+        k = t.kernel
+        if callable(k):
+            return k
+        if self._kernels is None:
+            raise PTOError(f"task {t.label}: kernel '{k}' is a name, but the program was compiled "
+                           f"without a module (compile(target, module=...))")
+        if self.target == "reference":
+            fn = self._kernels.functions.get(k)
+            if fn is None or not fn.is_incore:
+                raise PTOError(f"task {t.label}: module '{self._kernels.name}' has no InCore "
+                               f"function '{k}'")
+            return self._reference_kernel(t, fn, arrays)
+        if k not in self._addr:
+            self._addr[k] = self._kernels.kernel_address(k)
+        return self._addr[k]
+
+    def _reference_kernel(self, t: TaskInst, fn: Any, arrays: Mapping[str, np.ndarray]) -> Callable:
+        from ..reference import run_module
+        tensors, scalars, outs = {}, {}, []
+        params = iter(fn.params)
+        for kind, a in t.args:
+            p = next(params)
+            if kind == "region":
+                name, mode, r, c, h, w = a
+                view = arrays[name][r:r + h, c:c + w]
+                tensors[p.name] = view
+                if mode != "in":
+                    outs.append((p.name, view))
+            else:
+                scalars[p.name] = a
+        module = self._kernels
+
+        def run(_args: Any) -> int:
+            res = run_module(module, tensors, scalars, entry=fn.name)
+            for pname, view in outs:
+                view[...] = res[pname]
+            return 0
+        run.__name__ = fn.name
+        return run
+
+    def _check_binary_args(self, t: TaskInst) -> None:
+        """A built kernel touches its footprint: the regions must be exactly that big."""
+        from ..analysis import footprint
+        from ..ir import MemRefType
+        if callable(t.kernel) or self._kernels is None:
+            return
+        fn = (self._kernels.functions.get(t.kernel) if self.target == "reference"
+              else self._kernels.function(t.kernel))
+        if fn is None:
+            return
+        mod = self._kernels if self.target == "reference" else self._kernels.module
+        if len(fn.params) != len(t.args):
+            raise PTOError(f"task {t.label}: kernel '{fn.name}' takes {len(fn.params)} arguments "
+                           f"({', '.join(p.name for p in fn.params)}), the task gives {len(t.args)}")
+        for p, (kind, a) in zip(fn.params, t.args):
+            is_tensor = isinstance(p.type, MemRefType)
+            if is_tensor != (kind == "region"):
+                raise PTOError(f"task {t.label}: parameter '{p.name}' of '{fn.name}' is a "
+                               f"{'tensor' if is_tensor else 'scalar'}, the task passes a {kind}")
+            if is_tensor:
+                fr, fc = footprint(fn, p.name, mod)
+                if (fr, fc) != (0, 0) and (a[4], a[5]) != (fr, fc):
+                    raise PTOError(f"task {t.label}: kernel '{fn.name}' touches {fr}x{fc} of "
+                                   f"'{p.name}', the task's region of '{a[0]}' is {a[4]}x{a[5]}")
+
+    # -- the schedule, applied
+    def _place(self, t: TaskInst) -> tuple[int, bool]:
+        """(worker, stealable) of a task under the dispatch policy; asked as the task is issued."""
+        d, n = self.schedule.dispatch_, self.workers
+        if d.kind == "round_robin":
+            return t.seq % d.n, False
+        if d.kind == "work_steal":
+            return t.seq % n, True
+        if d.kind == "affinity":
+            w = d.fn(t)
+            if not isinstance(w, int) or isinstance(w, bool) or not 0 <= w < n:
+                raise PTOError(f"affinity(fn) gave {w!r} for task {t.label}: a worker index "
+                               f"in [0, {n})")
+            return w, False
+        key = d.fn(t)
+        h = key if isinstance(key, int) and not isinstance(key, bool) else zlib.crc32(repr(key).encode())
+        return h % n, False
+
+    def _streams(self, tasks: list[TaskInst]) -> dict:
+        s = self.schedule
+        stream: dict[int, int] = {}
+        if s.streams_:
+            by = s.stream_by_ or (lambda t: t.index[0] if t.index else t.seq)
+            for t in tasks:
+                v = by(t)
+                if not isinstance(v, int) or isinstance(v, bool):
+                    raise PTOError(f"stream_by(fn) gave {v!r} for task {t.label}: an int")
+                stream[t.seq] = v % s.streams_
+        return stream
+
+    def _issue_order(self, tasks: list[TaskInst], stream: dict) -> list[TaskInst]:
+        if self.schedule.timing_.kind != "interleaved":
+            return list(tasks)
+        lanes: dict[int, list] = {}
+        for t in tasks:
+            lanes.setdefault(stream[t.seq], []).append(t)
+        order, queues = [], [lanes[k] for k in sorted(lanes)]
+        while any(queues):
+            for q in queues:
+                if q:
+                    order.append(q.pop(0))
+        pos = {t.seq: i for i, t in enumerate(order)}
+        for t in order:
+            for p in t.preds:
+                if pos[p] > pos[t.seq]:
+                    raise PTOError(f"timing(interleaved) would issue task {t.label} before "
+                                   f"{tasks[p].label}, which it follows in the workload")
+        for a, b, name, _ra, _rb in conflicts(tasks):
+            if pos[a.seq] > pos[b.seq]:
+                raise PTOError(f"timing(interleaved) would swap tasks {a.label} and {b.label}, "
+                               f"which overlap on tensor '{name}' where one writes")
+        return order
+
+    def _issue(self, rt: Any, t: TaskInst, tensors: Mapping[str, np.ndarray], kernel: Any,
+               rid: dict, stream: dict, last_in_stream: dict, result: RunResult) -> None:
+        """Hand one task to the runtime: its kernel, arguments, edges (structure, channels, its
+        stream) and placement, then submit it."""
+        wt = _WORKER_TYPES.get(t.resources.get("worker_type", "any"))
+        if wt is None:
+            raise PTOError(f"task {t.label}: worker_type is one of {', '.join(_WORKER_TYPES)}")
+        h = rt.task(t.kernel_name, kernel, worker_type=wt,
+                    buffer_bytes=int(t.resources.get("buffer_bytes", 0)))
+        rid[t.seq] = h
+        for kind, a in t.args:
+            if kind == "scalar":
+                rt.add_scalar(h, a)
+                continue
+            name, mode, r, c, hh, ww = a
+            add = {"in": rt.add_input, "out": rt.add_output, "inout": rt.add_inout}[mode]
+            add(h, tensors[name], r, c, hh, ww)
+        for p in sorted(t.preds):
+            rt.add_successor(rid[p], h)
+        if t.seq in stream:
+            prev = last_in_stream.get(stream[t.seq])
+            if prev is not None and prev not in t.preds:
+                rt.add_successor(rid[prev], h)
+            last_in_stream[stream[t.seq]] = t.seq
+        if self.schedule.dispatch_ is not None:
+            rt.set_affinity(h, *self._place(t))
+        result.issue_ns[t.seq] = time.monotonic_ns()
+        rt.submit(h)
+
+    def run(self, tensors: Mapping[str, np.ndarray] | None = None, **sizes: int) -> RunResult:
+        from ..runtime import PTORuntimeError, Runtime
+        s = self.schedule
+        tensors = dict(tensors or {})
+        tasks = enumerate_tasks(s.workload, sizes)
+        check_overlaps(tasks)                   # within a process too; channels order the rest
+        for t in tasks:
+            for (name, *_rest) in t.regions:
+                if name not in tensors:
+                    raise PTOError(f"task {t.label} uses tensor '{name}', which run() was not "
+                                   f"given (tensors: {', '.join(sorted(tensors)) or 'none'})")
+            self._check_binary_args(t)
+        stream = self._streams(tasks)
+        order = self._issue_order(tasks, stream)
+        kernels = {t.seq: self._kernel(t, tensors) for t in tasks}
+        timing = s.timing_
+        rt = Runtime(num_workers=self.workers, threshold=1, trace=True,
+                     window=s.window or 16384, window_abort=s.window_mode == "abort",
+                     max_running=timing.n if timing.kind == "rate_limit" else 0,
+                     issue_batch=timing.n if timing.kind == "batched" else 0)
+        result = RunResult(tasks=order, events=[], stats=None, stream_of=stream)
+        rid: dict[int, int] = {}
+        last_in_stream: dict[int, int] = {}
+        with rt:
+            for t in order:
+                try:
+                    self._issue(rt, t, tensors, kernels[t.seq], rid, stream, last_in_stream, result)
+                except PTORuntimeError as e:
+                    if e.name == "PTO_EWINDOWFULL":
+                        raise PTOError(f"task_window({s.window}, mode='abort'): the window was "
+                                       f"full when task {t.label} ({len(rid)} of {len(order)}) "
+                                       f"was issued") from e
+                    raise PTOError(f"task {t.label}: {e}") from e
+            try:
+                rt.run()
+            except PTORuntimeError as e:
+                failed = {v: k for k, v in rid.items()}.get(getattr(e, "failed_task", -1))
+                if failed is None:
+                    raise
+                raise PTOError(f"task {tasks[failed].label} failed: {e}") from e
+            result.stats = rt.stats()
+            events = sorted(rt.trace_events(), key=lambda e: (e.start_ns, e.task))
+        result.events = events
+        result.runtime_id = rid
+        seq_of = {v: k for k, v in rid.items()}
+        result.worker_of = {seq_of[e.task]: e.worker for e in events}
+        return result
