@@ -18,7 +18,8 @@ __version__ = "0.1.0"
 from .hookspecs import hookimpl
 
 #: names imported on first use: name -> module
-_LAZY = {"compile": "kernel", "Kernel": "kernel", "BinaryCompiler": "binary", "Binary": "binary",
+_LAZY = {"PTO": "dsl", "PTO_WORKER_CUBE": "dsl", "PTO_WORKER_VECTOR": "dsl",
+         "PTO_WORKER_AI_CPU": "dsl", "PTO_WORKER_ACCELERATOR": "dsl", "compile": "kernel", "Kernel": "kernel", "BinaryCompiler": "binary", "Binary": "binary",
          "Graph": "runner", "DeviceRunner": "runner", "Input": "runner", "Output": "runner",
          "InOut": "runner"}
 

@@ -263,6 +263,9 @@ class Module:
             raise PTOError(str(e)) from None
         self.name = name
         self.functions: dict[str, Function] = {}
+        #: runtime worker type (``PTO_WORKER_CUBE`` ...) declared for InCore functions by
+        #: name; a kernel not listed runs on CUBE when it multiplies matrices, else VECTOR
+        self.worker_types: dict[str, str] = {}
         self._entry = entry
         for f in functions or []:
             self.add_function(f)

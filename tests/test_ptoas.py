@@ -1,0 +1,227 @@
+"""PTO-AS text both ways: the `PTO` DSL writes it, the parser reads it into the same IR as the
+builder and `.pto`, and the printer writes that IR back exactly."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from pto_core import PTO, ElementType, MemorySpace, PTOFunctionBuilder, PTOModule
+from pto_core.asm import parse, print_module
+from pto_core.checking import example_programs
+from pto_core.ir import OPS, Category
+from pto_core.program import load_program
+from pto_core.ptoas import OPS_BY_DIRECTIVE, directive, parse_ptoas, print_kernel, print_ptoas, read
+
+F32 = ElementType.F32
+
+
+def _samples():
+    spec = importlib.util.spec_from_file_location("_ptoas_samples_loader",
+                                                  Path(__file__).with_name("test_asm_samples.py"))
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod.load()
+
+
+_S = _samples()
+
+SEED_GEMM = """\
+.prologue
+.tensor_view %A, arg=0, shape=(16, 16), dtype=float32
+.tensor_view %B, arg=1, shape=(16, 16), dtype=float32
+.tensor_view %C, arg=2, shape=(16, 16), dtype=float32
+# C = A @ B
+.gemm %C, %A, %B
+.epilogue
+"""
+
+
+def assert_round_trips(module: PTOModule) -> str:
+    """IR -> text -> IR gives the module back, and that text prints back exactly; `.pto`
+    reads the same module."""
+    text = print_ptoas(module)
+    listing = read(text)
+    assert listing.module == module
+    assert listing.module.worker_types == module.worker_types
+    assert listing.text() == text
+    assert parse(print_module(listing.module)) == module
+    return text
+
+
+def test_the_seed_gemm_tile_example_prints_the_seed_text():
+    pto = PTO("gemm_tile")
+    pto.prologue()
+    tile_m = tile_k = tile_n = 16
+    A = pto.tensor(shape=(tile_m, tile_k), dtype="float32", arg=0)
+    B = pto.tensor(shape=(tile_k, tile_n), dtype="float32", arg=1)
+    C = pto.tensor(shape=(tile_m, tile_n), dtype="float32", arg=2)
+    pto.comment("C = A @ B")
+    pto.gemm(C, A, B)
+    pto.epilogue()
+    assert pto.build() == SEED_GEMM
+
+
+def test_the_seed_text_reads_into_load_matmul_store_and_prints_back():
+    listing = read(SEED_GEMM, name="gemm_tile")
+    fn = listing.module.functions["gemm_tile"]
+    assert [str(s) for s in fn.body] == [
+        "TLOAD %A_tile, %A, 0, 0", "TLOAD %B_tile, %B, 0, 0", "TMATMUL %C_tile, %A_tile, %B_tile",
+        "TSTORE %C, %C_tile, 0, 0"]
+    assert [loc.name for loc in fn.locals] == ["C_tile", "A_tile", "B_tile"]   # operand order
+    assert listing.text() == SEED_GEMM
+    assert listing.bare
+
+
+def test_the_short_form_means_the_same_ir_as_the_builder_writes():
+    m = PTOModule("m")
+    (PTOFunctionBuilder("k", module=m).in_core()
+     .memref("A", MemorySpace.GLOBAL, F32, (8, 8)).memref("C", MemorySpace.GLOBAL, F32, (8, 8))
+     # the parser's order: tiles by first use in operand order, loads in operand order
+     .tile("C_tile", 8, 8, F32).tile("A_tile", 8, 8, F32)
+     .load("C_tile", "C").load("A_tile", "A").add("C_tile", "C_tile", "A_tile")
+     .store("C", "C_tile").build())
+    text = assert_round_trips(m)
+    assert ".tile_add %C, %C, %A\n" in text and ".tile_load" not in text
+
+
+def test_a_tile_also_used_on_its_own_stays_declared():
+    m = PTOModule("m")
+    (PTOFunctionBuilder("k", module=m).in_core()
+     .memref("A", MemorySpace.GLOBAL, F32, (8, 8)).tile("A_tile", 8, 8, F32)
+     .load("A_tile", "A").exp("A_tile", "A_tile").store("A", "A_tile", 0, 0)
+     .load("A_tile", "A", 1, 0).build())
+    text = assert_round_trips(m)
+    assert ".tile %A_tile" in text and ".tile_exp %A_tile, %A_tile" in text
+
+
+@pytest.mark.parametrize("name", sorted(OPS))
+def test_every_op_has_a_directive_and_round_trips(name):
+    op = OPS[name]
+    assert OPS_BY_DIRECTIVE[directive(op)] is op
+    assert hasattr(PTO, directive(op))
+    m = PTOModule(f"op_{op.mnemonic}")
+    _S.op_function(m, op, literal=True)
+    assert f".{directive(op)} " in assert_round_trips(m)
+
+
+def test_the_seed_names_gemm_and_tile_add():
+    assert OPS_BY_DIRECTIVE["gemm"].name == "TMATMUL"
+    assert OPS_BY_DIRECTIVE["tile_add"].name == "TADD"
+
+
+def test_control_flow_and_every_op_modules_round_trip():
+    assert_round_trips(_S.all_ops_module())
+    assert_round_trips(_S.control_module())
+
+
+@pytest.mark.parametrize("path", example_programs(), ids=lambda p: p.name)
+def test_every_example_round_trips(path):
+    assert_round_trips(load_program(path).module)
+
+
+def test_comments_and_blank_line_layout_print_back_exactly():
+    text = print_ptoas(load_program(example_programs()[0]).module)
+    lines = text.splitlines()
+    lines.insert(3, "# before the first function")
+    lines.insert(8, "# among the declarations")
+    lines.append("# at the end")
+    commented = "\n".join(lines) + "\n"
+    assert read(commented).text() == commented
+
+
+# -- generated programs --------------------------------------------------------------------
+
+_BINARY = [d for d, op in OPS_BY_DIRECTIVE.items()
+           if op.category is Category.ELEMENTWISE and len(op.operands) == 3]
+_UNARY = [d for d, op in OPS_BY_DIRECTIVE.items()
+          if op.category is Category.ELEMENTWISE and len(op.operands) == 2]
+_SCALAR_TILE = [d for d, op in OPS_BY_DIRECTIVE.items() if op.category is Category.TILE_SCALAR]
+
+
+@st.composite
+def kernels(draw):
+    """A kernel written with the `PTO` DSL: views (some shaped, used as tiles), tiles, a
+    scalar, loads and stores at loop offsets, ops of several kinds, loops and ifs."""
+    rows, cols = draw(st.sampled_from([(8, 8), (4, 16), (16, 1)]))
+    pto = PTO("gen")
+    pto.prologue()
+    views = [pto.tensor(shape=(rows, cols) if draw(st.booleans()) else None, name=n)
+             for n in ["A", "B", "C"][:draw(st.integers(1, 3))]]
+    if draw(st.booleans()):
+        pto.comment(draw(st.text(st.characters(min_codepoint=32, max_codepoint=0x2000),
+                                 max_size=12)))
+    tiles = [pto.tile((rows, cols), name=n) for n in ["x", "y", "z"][:draw(st.integers(1, 3))]]
+    s = pto.scalar("float32", name="s")
+    n = pto.scalar("int32", arg=len(views), name="n")
+    shaped = [v for v in views if v.shape is not None]
+    operand = st.sampled_from(tiles + shaped)
+    loop_vars: list = []
+    loops = iter(range(100))
+
+    def block(depth: int) -> None:
+        for _ in range(draw(st.integers(0, 4))):
+            kind = draw(st.sampled_from(["binary", "unary", "scalar", "load", "store", "for",
+                                         "if", "smov", "comment"]))
+            offset = st.sampled_from([0, 1, *loop_vars])
+            if kind == "binary":
+                getattr(pto, draw(st.sampled_from(_BINARY)))(draw(operand), draw(operand),
+                                                              draw(operand))
+            elif kind == "unary":
+                getattr(pto, draw(st.sampled_from(_UNARY)))(draw(operand), draw(operand))
+            elif kind == "scalar":
+                getattr(pto, draw(st.sampled_from(_SCALAR_TILE)))(
+                    draw(operand), draw(operand), draw(st.sampled_from(
+                        [s, 1.5, -2.0, 3, float("inf")])))
+            elif kind == "load":
+                pto.tile_load(draw(st.sampled_from(tiles)), draw(st.sampled_from(views)),
+                              draw(offset), draw(offset))
+            elif kind == "store":
+                pto.tile_store(draw(st.sampled_from(views)), draw(st.sampled_from(tiles)),
+                               draw(offset), draw(offset))
+            elif kind == "smov":
+                pto.scalar_mov(s, draw(st.sampled_from([s, 0.25])))
+            elif kind == "comment":
+                pto.comment("step")
+            elif depth < 2 and kind == "for":
+                i = pto.for_loop(0, draw(st.sampled_from([2, 4])), 1, name=f"i{next(loops)}")
+                loop_vars.append(i)
+                block(depth + 1)
+                loop_vars.pop()
+                pto.end_for()
+            elif depth < 2 and kind == "if":
+                pto.if_then(n)
+                block(depth + 1)
+                if draw(st.booleans()):
+                    pto.else_()
+                    pto.scalar_mov(s, 1.0)
+                    block(depth + 1)
+                pto.end_if()
+
+    block(0)
+    pto.epilogue()
+    return pto.build()
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(kernels())
+def test_generated_kernels_print_back_exactly_both_ways(text):
+    listing = read(text, name="gen")
+    assert listing.text() == text
+    module = listing.module
+    again = read(print_ptoas(module))
+    assert again.module == module
+    assert print_kernel(again.module.functions["gen"]) == print_kernel(module.functions["gen"])
+    assert parse(print_module(module)) == module
+
+
+def test_a_pto_file_and_its_ptoas_conversion_are_the_same_module(tmp_path):
+    src = Path(__file__).resolve().parents[1] / "examples" / "rowmax.py"
+    module = load_program(src).module
+    f = tmp_path / "rowmax.ptoas"
+    f.write_text(print_ptoas(module))
+    assert load_program(f).module == module
