@@ -22,7 +22,7 @@ There is one method per instruction of the table, named as its PTO-AS directive
 (:func:`pto_core.ptoas.directive`: ``tile_add``, ``tile_exp``, ``tile_load``, ``gemm``,
 ``gemm_acc``, ``scalar_add`` ...), operands in table order, destination first. A tensor view may
 stand where an instruction reads or writes a tile: the whole view is read into (or written from)
-its tile.
+its tile. Offsets left out at the end (``tile_load(x, A)``) are 0.
 
 Names. ``tensor()``, ``tile()``, ``scalar()`` and ``for_loop()`` return a :class:`Value` named
 by ``name=`` when given, else after the variable the call is assigned to (``A = pto.tensor(...)``
@@ -294,6 +294,8 @@ class PTO:
         shown = ", ".join(str(v) if isinstance(v, Value) else repr(v) for v in operands)
         text = f"{method} {shown}".rstrip()
         self._need_open(method, text)
+        while len(operands) < len(op.operands) and op.operands[len(operands)].role == "index":
+            operands = (*operands, 0)            # offsets left out are 0
         if len(operands) != len(op.operands):
             raise self._fail(method, f"takes {len(op.operands)} operands "
                                      f"({', '.join(o.name for o in op.operands)}), got "

@@ -225,3 +225,69 @@ def test_a_pto_file_and_its_ptoas_conversion_are_the_same_module(tmp_path):
     f = tmp_path / "rowmax.ptoas"
     f.write_text(print_ptoas(module))
     assert load_program(f).module == module
+
+
+# -- add_incore_function ------------------------------------------------------------------------
+
+def _vector_module() -> PTOModule:
+    """Two PTO-AS kernels declared for the AI CPU and an accelerator, called by view names."""
+    m = PTOModule("workers")
+    for name, worker in [("twice", "PTO_WORKER_AI_CPU"), ("plus_one", "PTO_WORKER_ACCELERATOR")]:
+        pto = PTO(name)
+        pto.prologue()
+        X = pto.tensor(shape=(8, 16), dtype="float32")
+        Y = pto.tensor(shape=(8, 16), dtype="float32")
+        if name == "twice":
+            pto.tile_add(Y, X, X)
+        else:
+            pto.tile_adds(Y, X, 1.0)
+        pto.epilogue()
+        m.add_incore_function(name, pto.build(), worker)
+    (PTOFunctionBuilder("pipeline", module=m).not_in_core()
+     .memref("inp", MemorySpace.GLOBAL, F32).memref("mid", MemorySpace.GLOBAL, F32)
+     .memref("out", MemorySpace.GLOBAL, F32).scalar("n", ElementType.I32)
+     .for_loop("i", 0, "n", 1)
+        .call("twice", {"X": ("inp", "i", 0), "Y": ("mid", "i", 0)})
+        .call("plus_one", {"X": ("mid", "i", 0), "Y": ("out", "i", 0)})
+     .end_for().build())
+    return m
+
+
+def test_declared_worker_types_reach_the_orchestration_c_through_the_passes():
+    from pto_core.codegen.orchestration import emit_orchestration
+    from pto_core.options import CompileOptions
+    from pto_core.passes import run_pipeline
+    m = _vector_module()
+    assert m.worker_types == {"twice": "PTO_WORKER_AI_CPU", "plus_one": "PTO_WORKER_ACCELERATOR"}
+    c = emit_orchestration(run_pipeline(m, CompileOptions(opt_level=2)))
+    assert c.count("PTO_WORKER_AI_CPU") == 1 and c.count("PTO_WORKER_ACCELERATOR") == 1
+    text = assert_round_trips(m)
+    assert ".function @twice, worker=ai_cpu\n" in text
+
+
+def test_kernels_from_ptoas_text_run_on_the_arm64_backend():
+    import numpy as np
+    import pto_core
+    from pto_core.reference import run_module
+    m = _vector_module()
+    x = np.random.default_rng(0).standard_normal((24, 16)).astype(np.float32)
+    out = pto_core.compile(m, target="arm64")(x, np.zeros_like(x), np.zeros_like(x), 3)
+    np.testing.assert_allclose(out["out"], 2 * x + 1, rtol=1e-6)
+    ref = run_module(m, {"inp": x, "mid": np.zeros_like(x), "out": np.zeros_like(x)}, {"n": 3})
+    np.testing.assert_array_equal(ref["out"], out["out"])
+
+
+def test_the_bgemm_example_is_written_with_the_dsl_and_checks_against_numpy():
+    import numpy as np
+    from pto_core.reference import run_module
+    program = load_program(Path(__file__).resolve().parents[1] / "examples" / "bgemm_ptoas.py")
+    m = program.module
+    assert m.worker_types == {"gemm_tile": "PTO_WORKER_CUBE", "gemm_acc": "PTO_WORKER_CUBE"}
+    assert program.python_module.gemm_tile_asm() == SEED_GEMM
+    rng = np.random.default_rng(1)
+    A = rng.standard_normal((2 * 32, 48)).astype(np.float32)
+    B = rng.standard_normal((2 * 48, 16)).astype(np.float32)
+    scalars = {"batch": 2, "m_tiles": 2, "n_tiles": 1, "k_tiles": 3}
+    out = run_module(m, {"A": A, "B": B, "C": np.zeros((64, 16), np.float32)}, scalars)
+    want = program.numpy_reference(A, B, 2)["C"]
+    np.testing.assert_allclose(out["C"], want, rtol=1e-4, atol=1e-4)

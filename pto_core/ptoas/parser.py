@@ -117,12 +117,14 @@ def parse_ptoas_file(path: str | Path) -> Module:
 def parse_kernel(text: str, name: str, filename: str = "<ptoas>") -> Function:
     """The one function of PTO-AS ``text`` (a bare kernel such as ``PTO.build()`` returns),
     named ``name``."""
-    module = parse_ptoas(text, filename, name=name)
-    if len(module.functions) != 1:
-        raise PTOSyntaxError(f"expected the text of one function, got "
-                             f"{len(module.functions)} ({', '.join(module.functions)})",
+    listing = read(text, filename, name=name)
+    if not listing.bare or len(listing.module.functions) != 1:
+        raise PTOSyntaxError(f"expected the text of one kernel from '.prologue' to "
+                             f"'.epilogue' without a '.function' header, got "
+                             f"{len(listing.module.functions)} function(s) "
+                             f"({', '.join(listing.module.functions) or 'none'})",
                              file=filename, line=1, column=1)
-    return next(iter(module.functions.values()))
+    return listing.module.functions[name]
 
 
 # --------------------------------------------------------------------------------------------
@@ -180,8 +182,8 @@ class _Line:
             key = self.expect("word", f"a key such as {allowed[0]}=" if allowed else
                               "the end of the line")
             if key.text not in allowed:
-                raise self.r.error(f"{what} has no key '{key.text}' (expected "
-                                   f"{', '.join(allowed) or 'none'})", key)
+                raise self.r.error(f"{what} has no key '{key.text}' " + (
+                    f"(expected {', '.join(allowed)})" if allowed else "(it takes none)"), key)
             if key.text in out:
                 raise self.r.error(f"key '{key.text}' given twice", key)
             self.expect("=", f"'=' after {key.text}")
@@ -203,7 +205,12 @@ class _Line:
             return tuple(dims)
         if key == "tile_levels":
             return self.tile_levels()
-        if key in ("arg", "max_range", "min_range"):
+        if key == "arg":
+            v = self.integer(key)
+            if v < 0:
+                raise self.r.error(f"arg is an argument index, 0 or more, got {v}", t)
+            return v
+        if key in ("max_range", "min_range"):
             return self.integer(key)
         if t.kind in ("word", "num"):
             return self.advance()
@@ -306,7 +313,6 @@ class _Reader:
                                  f"starting with '#', got {body[0]!r}", col=col)
             self.directive(body, col)
             self.lines += 1
-        self.line += 1
         if self.header is not None:
             raise self.error(f"'.function @{self.header[0]}' at line {self.header[3][1]} "
                              f"has no '.prologue'")
@@ -472,6 +478,10 @@ class _Reader:
                              dtok)
         nt = ln.name(f"the name being declared, e.g. .{d} %x")
         name = nt.text[1:]
+        try:
+            check_identifier(name)
+        except ValueError as e:
+            raise self.error(str(e), nt) from None
         allowed, needed = _DECL_KEYS[d]
         keys = ln.keys(allowed, f".{d}")
         for k in needed:
