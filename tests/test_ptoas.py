@@ -291,3 +291,28 @@ def test_the_bgemm_example_is_written_with_the_dsl_and_checks_against_numpy():
     out = run_module(m, {"A": A, "B": B, "C": np.zeros((64, 16), np.float32)}, scalars)
     want = program.numpy_reference(A, B, 2)["C"]
     np.testing.assert_allclose(out["C"], want, rtol=1e-4, atol=1e-4)
+
+
+def test_the_docs_show_what_the_dsl_prints():
+    doc = (Path(__file__).resolve().parents[1] / "docs" / "ptoas.md").read_text()
+    assert f"```text\n{SEED_GEMM}```" in doc
+
+
+def test_a_converted_file_runs_with_check_from_the_command_line(tmp_path):
+    import subprocess
+    import sys
+    src = Path(__file__).resolve().parents[1] / "examples" / "rowmax.py"
+    out = tmp_path / "rowmax.ptoas"
+    cli = [sys.executable, "-m", "pto_core.cli"]
+    r = subprocess.run([*cli, "convert", str(src), "-o", str(out)], capture_output=True,
+                       text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert out.read_text().startswith(".module rowmax_module\n")
+    r = subprocess.run([*cli, "run", str(out), "--set", "num_tiles=3", "--target", "arm64",
+                        "--check"], capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "OK" in r.stdout
+    back = tmp_path / "rowmax.pto"
+    r = subprocess.run([*cli, "convert", str(out), "-o", str(back)], capture_output=True,
+                       text=True, timeout=120)
+    assert r.returncode == 0 and parse(back.read_text()) == load_program(src).module
