@@ -316,3 +316,50 @@ def test_a_converted_file_runs_with_check_from_the_command_line(tmp_path):
     r = subprocess.run([*cli, "convert", str(out), "-o", str(back)], capture_output=True,
                        text=True, timeout=120)
     assert r.returncode == 0 and parse(back.read_text()) == load_program(src).module
+
+
+@st.composite
+def functions_near_the_short_form(draw):
+    """Builder IR full of what the printer might fold: tiles named after views, loads and
+    stores of whole views around ops, at offsets, out of order, in loops."""
+    m = PTOModule("near")
+    b = PTOFunctionBuilder("k", module=m).in_core()
+    views = ["A", "B"]
+    for v in views:
+        b.memref(v, MemorySpace.GLOBAL, F32, draw(st.sampled_from([(8, 8), (8, 8), (4, 4), None])))
+    tiles = draw(st.permutations(["A_tile", "B_tile", "x"]))
+    for t in tiles:
+        b.tile(t, 8, 8, F32)
+
+    def block(depth: int) -> None:
+        for _ in range(draw(st.integers(0, 6))):
+            kind = draw(st.sampled_from(["load", "store", "binary", "unary", "for", "group",
+                                         "group"]))
+            t = draw(st.sampled_from(tiles))
+            v = draw(st.sampled_from(views))
+            off = draw(st.sampled_from([0, 0, 0, 1]))
+            if kind == "load":
+                b.load(t, v, off, 0)
+            elif kind == "store":
+                b.store(v, t, 0, off)
+            elif kind == "binary":
+                b.add(t, draw(st.sampled_from(tiles)), draw(st.sampled_from(tiles)))
+            elif kind == "unary":
+                b.exp(t, draw(st.sampled_from(tiles)))
+            elif kind == "group":           # what the parser writes for .tile_add %V, %W, %x
+                w = draw(st.sampled_from(views))
+                b.load(w + "_tile", w).add(v + "_tile", w + "_tile", "x").store(v, v + "_tile")
+            elif depth < 2:
+                b.for_loop(f"i{depth}", 0, 2, 1)
+                block(depth + 1)
+                b.end_for()
+
+    block(0)
+    b.build()
+    return m
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(functions_near_the_short_form())
+def test_any_ir_prints_to_text_that_reads_back_to_it(module):
+    assert_round_trips(module)
