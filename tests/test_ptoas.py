@@ -363,3 +363,72 @@ def functions_near_the_short_form(draw):
 @given(functions_near_the_short_form())
 def test_any_ir_prints_to_text_that_reads_back_to_it(module):
     assert_round_trips(module)
+
+
+@st.composite
+def orchestrations(draw):
+    """A module whose orchestration function draws from every control statement: loops with
+    dynamic bounds and expansion attributes, IF/ELSE, scalar ops, calls at offsets."""
+    m = PTOModule("gen_orch")
+    pto = PTO("scale")
+    pto.prologue()
+    src = pto.tensor(shape=(8, 16), dtype="float32")
+    dst = pto.tensor(shape=(8, 16), dtype="float32")
+    alpha = pto.scalar("float32", arg=2)
+    pto.tile_muls(dst, src, alpha)
+    pto.epilogue()
+    m.add_incore_function("scale", pto.build(), draw(st.sampled_from(
+        ["PTO_WORKER_VECTOR", "PTO_WORKER_AI_CPU"])))
+    b = (PTOFunctionBuilder("orch", module=m).not_in_core()
+         .memref("input", MemorySpace.GLOBAL, F32).memref("output", MemorySpace.GLOBAL, F32)
+         .scalar("n", ElementType.I32).scalar("gain", F32, param=True)
+         .scalar("k", ElementType.I32, param=False).scalar("flag", ElementType.I32, param=False))
+    loop_vars: list[str] = []
+    names = iter(range(1000))
+
+    def index():
+        return draw(st.sampled_from([0, 1, "k", *loop_vars]))
+
+    def block(depth: int) -> None:
+        for _ in range(draw(st.integers(0, 4))):
+            kind = draw(st.sampled_from(["call", "scalar", "cmp", "for", "if"]))
+            if kind == "call":
+                b.call("scale", {"src": ("input", index(), 0), "dst": ("output", index(),
+                                                                      index()),
+                                 "alpha": draw(st.sampled_from(["gain", 0.5, -2.0]))})
+            elif kind == "scalar":
+                b.scalar_add("k", "k", draw(st.sampled_from([1, "n", *loop_vars])))
+            elif kind == "cmp":
+                b.scalar_cmp("flag", "k", index(), cmp=draw(st.sampled_from(["lt", "ge"])))
+            elif depth < 3 and kind == "for":
+                var = f"i{next(names)}"
+                attrs = draw(st.sampled_from([{}, {"max_range": 4096, "min_range": 256},
+                                              {"max_range": 4096,
+                                               "tile_levels": {4096: 64, 0: 32}}]))
+                b.for_loop(var, draw(st.sampled_from([0, "k"])), "n",
+                           draw(st.sampled_from([1, 2])), **attrs)
+                loop_vars.append(var)
+                block(depth + 1)
+                loop_vars.pop()
+                b.end_for()
+            elif depth < 3 and kind == "if":
+                b.if_then("flag")
+                block(depth + 1)
+                if draw(st.booleans()):
+                    b.else_().scalar_li("k", draw(st.integers(-3, 3)))
+                    block(depth + 1)
+                b.end_if()
+        if draw(st.booleans()) and depth == 0:
+            b.ret()
+
+    block(0)
+    b.build()
+    if draw(st.booleans()):
+        m.set_entry("orch")
+    return m
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(orchestrations())
+def test_generated_orchestrations_print_back_exactly_both_ways(module):
+    assert_round_trips(module)

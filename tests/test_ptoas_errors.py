@@ -93,6 +93,9 @@ TEXTS = [
     (".prologue\n.epilogue\n.entry @x", "'.entry' comes before the first function", 3, 1),
     (".entry @main\n.function @f\n.prologue\n.epilogue", "entry", 1, 8),
     ("\ufeff.prologue\n.epilogue", "expected a directive starting with '.'", 1, 1),
+    (".function @int\n.prologue\n.epilogue", "'int' is a C/C++/CUDA keyword", 1, 11),
+    (".function @f\n.prologue\n.for %int, 0, 2, 1\n.endfor\n.epilogue",
+     "'int' is a C/C++/CUDA keyword", 3, 1),
     (".prologue\r\n.tile_exp %x, %x\r\n.epilogue\r\n", "undefined %x", 2, 11),
 ]
 
