@@ -51,7 +51,7 @@ from .errors import PTOError
 from .ir import OPS, ElementType, MemorySpace, MemRefType, ScalarType, TileType
 from .ir.ops import OpDef
 from .names import check_identifier
-from .ptoas.printer import format_declaration, format_directive, format_shape
+from .ptoas.printer import format_declaration, format_directive
 from .ptoas.syntax import DTYPES, directive
 
 _STORES = ("STORE_NAME", "STORE_FAST", "STORE_GLOBAL", "STORE_DEREF")
@@ -73,19 +73,18 @@ class Value:
         return "%" + self.name
 
 
-def _site() -> tuple[str, int]:
-    """The user's file and line: the first frame outside this file."""
-    f = sys._getframe(1)
-    while f is not None and f.f_code.co_filename == __file__:
-        f = f.f_back
-    return (f.f_code.co_filename, f.f_lineno) if f is not None else ("<unknown>", 0)
-
-
 def _user_frame():
+    """The frame of the user's call into the DSL: the first frame outside this file."""
     f = sys._getframe(1)
     while f is not None and f.f_code.co_filename == __file__:
         f = f.f_back
     return f
+
+
+def _site() -> tuple[str, int]:
+    """The user's file and line."""
+    f = _user_frame()
+    return (f.f_code.co_filename, f.f_lineno) if f is not None else ("<unknown>", 0)
 
 
 def assigned_name(frame) -> str | None:
@@ -260,7 +259,7 @@ class PTO:
         return v
 
     # -- instructions ---------------------------------------------------------------------
-    def _operand(self, method: str, op: OpDef, spec, v: Any, text: str) -> str:
+    def _operand(self, method: str, spec, v: Any, text: str) -> str:
         role = spec.role
         if isinstance(v, Value) and self._names.get(v.name) is v:
             ok = {"tile": ("tile", "tensor"), "tile_out": ("tile", "tensor"),
@@ -300,7 +299,7 @@ class PTO:
             raise self._fail(method, f"takes {len(op.operands)} operands "
                                      f"({', '.join(o.name for o in op.operands)}), got "
                                      f"{len(operands)}", text)
-        parts = [self._operand(method, op, spec, v, text)
+        parts = [self._operand(method, spec, v, text)
                  for spec, v in zip(op.operands, operands)]
         keys = []
         for k, v in attrs.items():
@@ -317,7 +316,7 @@ class PTO:
         """Open ``for i in range(start, end, step)`` and return ``i``; close with
         ``end_for()``."""
         self._need_open("for_loop")
-        bounds = [self._operand("for_loop", None, _Spec(w, "index"), b, "for")
+        bounds = [self._operand("for_loop", _Spec(w, "index"), b, "for")
                   for w, b in (("start", start), ("end", end), ("step", step))]
         v = self._declare("for_loop", name, "index", None)
         self._line(format_directive("for", [str(v), *bounds]), self._stmts)
@@ -330,7 +329,7 @@ class PTO:
     def if_then(self, cond: Value) -> None:
         """Open ``if cond != 0``; optional ``else_()``; close with ``end_if()``."""
         self._need_open("if_then")
-        text = self._operand("if_then", None, _Spec("cond", "scalar_out"), cond, "if")
+        text = self._operand("if_then", _Spec("cond", "scalar_out"), cond, "if")
         self._line(format_directive("if", [text]), self._stmts)
         self._open.append("if")
 

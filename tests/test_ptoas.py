@@ -15,7 +15,7 @@ from pto_core.asm import parse, print_module
 from pto_core.checking import example_programs
 from pto_core.ir import OPS, Category
 from pto_core.program import load_program
-from pto_core.ptoas import OPS_BY_DIRECTIVE, directive, parse_ptoas, print_kernel, print_ptoas, read
+from pto_core.ptoas import OPS_BY_DIRECTIVE, directive, print_kernel, print_ptoas, read
 
 F32 = ElementType.F32
 

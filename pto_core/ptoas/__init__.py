@@ -40,7 +40,7 @@ def is_ptoas_text(text: str) -> bool:
     return False
 
 
-def parse_program_file(path) -> "Module":
+def parse_program_file(path) -> Module:
     """A `.ptoas` file, or a `.pto` file whose text is PTO-AS, read as PTO-AS; any other
     `.pto` file read by :func:`pto_core.asm.parse_file`."""
     from pathlib import Path

@@ -42,7 +42,9 @@ from ..ir.types import MAX_DIM
 from ..locate import Sites, locate_verify_error
 from ..names import check_identifier
 from ..verify import MAX_NESTING, verify_module
-from .syntax import (CONTROL, DECLARATIONS, DTYPES, OPS_BY_DIRECTIVE, WORKERS, implicit_tile)
+from .printer import print_kernel, print_ptoas
+from .syntax import (CONTROL, DECLARATIONS, DTYPES, OPS_BY_DIRECTIVE, WORKERS, directive,
+                     implicit_tile)
 
 _TOKEN = re.compile(r"""[ \t]*(?:
  (?P<name>%[A-Za-z_][A-Za-z0-9_]*)
@@ -71,7 +73,6 @@ class Listing:
     bare: bool = False
 
     def text(self) -> str:
-        from .printer import print_kernel, print_ptoas
         if self.bare:
             return print_kernel(next(iter(self.module.functions.values())), self.comments)
         return print_ptoas(self.module, self.comments)
@@ -544,7 +545,7 @@ class _Reader:
             what = "a %name or an integer" if spec.role == "index" else "a %name or a number"
         else:
             what = "a %name"
-        raise self.error(f"expected operand '{spec.name}' of .{_d(op)}: {what}, got "
+        raise self.error(f"expected operand '{spec.name}' of .{directive(op)}: {what}, got "
                          f"{_describe(t)}", t)
 
     def instruction(self, op: OpDef, ln: _Line, dtok: Token) -> None:
@@ -552,23 +553,23 @@ class _Reader:
         values: list[object] = []
         for k, spec in enumerate(op.operands):
             if ln.at_end():
-                raise self.error(f".{_d(op)} takes {len(op.operands)} operands ({names}), got "
+                raise self.error(f".{directive(op)} takes {len(op.operands)} operands ({names}), got "
                                  f"{k}", ln.tok)
             values.append(self.operand(ln, op, spec))
             if k + 1 < len(op.operands):
                 if ln.at_end():
-                    raise self.error(f".{_d(op)} takes {len(op.operands)} operands ({names}), "
+                    raise self.error(f".{directive(op)} takes {len(op.operands)} operands ({names}), "
                                      f"got {k + 1}", ln.tok)
-                ln.expect(",", f"',' and operand '{op.operands[k + 1].name}' of .{_d(op)}")
+                ln.expect(",", f"',' and operand '{op.operands[k + 1].name}' of .{directive(op)}")
         attrs = []
         if op.attrs or ln.tok.kind == ",":
             if ln.tok.kind == "," and ln.toks[ln.i + 1].kind != "word":
-                raise self.error(f".{_d(op)} takes {len(op.operands)} operands ({names}), got "
+                raise self.error(f".{directive(op)} takes {len(op.operands)} operands ({names}), got "
                                  f"more", ln.toks[ln.i + 1])
-            for key, (kt, v) in ln.keys(op.attrs, f".{_d(op)}").items():
+            for key, (kt, v) in ln.keys(op.attrs, f".{directive(op)}").items():
                 attrs.append((key, v.value if v.kind == "num" else v.text))
         else:
-            ln.end(f"the operands of .{_d(op)}")
+            ln.end(f"the operands of .{directive(op)}")
         self.lower(op, values, tuple(attrs), dtok)
 
     def lower(self, op: OpDef, values: list[object], attrs: tuple, dtok: Token) -> None:
@@ -715,8 +716,3 @@ class _Reader:
             ln.advance()
             return self.use(t)
         return ln.integer(f"{what} (or a %name)")
-
-
-def _d(op: OpDef) -> str:
-    from .syntax import directive
-    return directive(op)

@@ -26,7 +26,7 @@ from ..ir import (Call, For, Function, If, Instr, MemRefType, Module, Return, Sc
                   TileType)
 from ..ir.module import format_value
 from ..asm.syntax import format_attr
-from .syntax import directive, dtype_name, implicit_tile
+from .syntax import WORKERS, directive, dtype_name, implicit_tile
 
 INDENT = "  "
 
@@ -38,13 +38,13 @@ def print_ptoas(module: Module, comments: Iterable[tuple[int, str]] = ()) -> str
     lines: list[str] = [f".module {module.name}"]
     if module.explicit_entry is not None:
         lines.append(f".entry @{module.explicit_entry}")
-    workers = {v: k for k, v in _workers().items()}
+    workers = {v: k for k, v in WORKERS.items()}
     for fn in module.functions.values():
         lines.append("")
         head = f".function @{fn.name}"
         if not fn.is_incore:
             head += ", kind=orchestration"
-        worker = getattr(module, "worker_types", {}).get(fn.name)
+        worker = module.worker_types.get(fn.name)
         if worker is not None:
             head += f", worker={workers[worker]}"
         lines.append(head)
@@ -57,11 +57,6 @@ def print_kernel(fn: Function, comments: Iterable[tuple[int, str]] = ()) -> str:
     lines: list[str] = []
     _function(fn, lines)
     return _with_comments(lines, comments)
-
-
-def _workers() -> dict[str, str]:
-    from .syntax import WORKERS
-    return WORKERS
 
 
 def _with_comments(lines: list[str], comments: Iterable[tuple[int, str]]) -> str:
