@@ -432,3 +432,26 @@ def orchestrations(draw):
 @given(orchestrations())
 def test_generated_orchestrations_print_back_exactly_both_ways(module):
     assert_round_trips(module)
+
+
+def test_pto_text_and_generated_builder_python_keep_declared_worker_types():
+    from pto_core.asm import generate_builder
+    m = _vector_module()
+    text = print_module(m)
+    assert "// Function Type: InCore\n// Worker Type: PTO_WORKER_AI_CPU\nfunc @twice(" in text
+    assert parse(text) == m and parse(text).worker_types == m.worker_types
+    ns: dict = {"__name__": "generated"}
+    exec(compile(generate_builder(m), "<generated>", "exec"), ns)
+    assert ns["build_module"]().worker_types == m.worker_types
+
+
+@pytest.mark.parametrize("header,message", [
+    ("// Worker Type: PTO_WORKER_GPU", "expected PTO_WORKER_CUBE or PTO_WORKER_VECTOR"),
+    ("// Function Type: Orchestration\n// Worker Type: PTO_WORKER_CUBE",
+     "only an InCore function has a worker type"),
+])
+def test_a_bad_worker_type_header_in_pto_text_is_located(header, message):
+    from pto_core import PTOSyntaxError
+    with pytest.raises(PTOSyntaxError, match=message) as info:
+        parse(f"{header}\nfunc @f() {{\n}}\n", "w.pto")
+    assert info.value.line == header.count("\n") + 1

@@ -11,7 +11,6 @@ The input is any program ``pto run`` takes (`.pto`, `.ptoas`, or a `.py` definin
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 
 from ..errors import PTOError
@@ -45,12 +44,6 @@ def run(args: argparse.Namespace) -> int:
         to = suffix
     module = load_program(args.file).module
     text = print_module(module) if to == "pto" else print_ptoas(module)
-    if to == "pto" and module.worker_types:
-        # .pto text has no place for them: say so rather than drop them silently
-        print(f"pto convert: note: .pto text does not record declared worker types; "
-              f"{', '.join(f'{k}={v}' for k, v in module.worker_types.items())} are left "
-              f"out (kernels then run on CUBE when they multiply matrices, else on VECTOR)",
-              file=sys.stderr)
     if args.output is None:
         print(text, end="")
         return 0

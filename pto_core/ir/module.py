@@ -308,7 +308,8 @@ class Module:
         if not isinstance(other, Module):
             return NotImplemented
         return (self.name == other.name and self.entry == other.entry
-                and list(self.functions.values()) == list(other.functions.values()))
+                and list(self.functions.values()) == list(other.functions.values())
+                and self.worker_types == other.worker_types)
 
     def __repr__(self) -> str:
         return f"Module({self.name!r}, functions={list(self.functions)}, entry={self.entry!r})"
