@@ -455,3 +455,28 @@ def test_a_bad_worker_type_header_in_pto_text_is_located(header, message):
     with pytest.raises(PTOSyntaxError, match=message) as info:
         parse(f"{header}\nfunc @f() {{\n}}\n", "w.pto")
     assert info.value.line == header.count("\n") + 1
+
+
+def test_adaptive_tile_variants_keep_the_worker_type_of_their_kernel():
+    from pto_core.passes.binary_expansion import expand_module
+    m = PTOModule("m")
+    pto = PTO("neg")
+    pto.prologue()
+    a = pto.tensor(dtype="float32")
+    b = pto.tensor(dtype="float32")
+    x = pto.tile((32, 16))
+    pto.tile_load(x, a)
+    pto.tile_neg(x, x)
+    pto.tile_store(b, x)
+    pto.epilogue()
+    m.add_incore_function("neg", pto.build(), "PTO_WORKER_AI_CPU")
+    (PTOFunctionBuilder("orch", module=m).not_in_core()
+     .memref("a", MemorySpace.GLOBAL, F32).memref("b", MemorySpace.GLOBAL, F32)
+     .scalar("n", ElementType.I32)
+     .for_loop("i", 0, "n", 1, max_range=4096, tile_levels={4096: 64, 0: 32})
+        .call("neg", {"a": ("a", "i", 0), "b": ("b", "i", 0)})
+     .end_for().build())
+    out = expand_module(m)
+    variants = [f for f in out.functions if f.startswith("neg_")]
+    assert variants
+    assert all(out.worker_types[v] == "PTO_WORKER_AI_CPU" for v in variants)
