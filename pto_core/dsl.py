@@ -34,6 +34,10 @@ Declarations may be made at any point; ``build()`` writes them first (parameters
 locals), each comment before the line that followed it. ``tensor()`` without ``arg`` takes the
 next argument index; ``scalar()`` is a parameter only with ``arg``.
 
+``prologue()`` and ``epilogue()`` mark the body as seed 003 writes it; left out (as in seed
+001's example), the first declaration opens the body and ``build()`` closes it. Either way
+the text runs from ``.prologue`` to ``.epilogue``.
+
 Misuse raises :class:`~pto_core.errors.PTOError` naming the kernel, the method and the
 instruction, with the Python file and line of the call; rules found when ``build()`` reads the
 text back (a shape mismatch) point at the call that wrote the offending line.
@@ -126,8 +130,8 @@ class PTO:
                         file=file, line=line)
 
     def _need_open(self, method: str, instruction: str | None = None) -> None:
-        if self._state == "new":
-            raise self._fail(method, "call prologue() first", instruction)
+        if self._state == "new":        # prologue() may be left out (seed 001's example)
+            self._state = "open"
         if self._state == "closed":
             raise self._fail(method, "the kernel is closed by epilogue()", instruction)
 
@@ -142,7 +146,8 @@ class PTO:
     def prologue(self) -> None:
         """Open the kernel body."""
         if self._state != "new":
-            raise self._fail("prologue", "prologue() given twice")
+            raise self._fail("prologue", "prologue() after the kernel's first line (given "
+                                         "twice, or after a declaration or instruction)")
         self._state = "open"
 
     def epilogue(self) -> None:
@@ -351,7 +356,7 @@ class PTO:
     def build(self) -> str:
         """The PTO-AS text of the kernel, read back once to verify it."""
         if self._state != "closed":
-            raise self._fail("build", "call epilogue() first")
+            self.epilogue()             # epilogue() may be left out too
         if self._built is not None:
             return self._built
         from .ptoas import parse_kernel

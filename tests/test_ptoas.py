@@ -66,6 +66,19 @@ def test_the_seed_gemm_tile_example_prints_the_seed_text():
     assert pto.build() == SEED_GEMM
 
 
+def test_seed_001s_example_needs_no_prologue_or_epilogue():
+    M = K = N = 16
+    pto = PTO("my_kernel")
+    A = pto.tensor(shape=(M, K), dtype="float32")
+    B = pto.tensor(shape=(K, N), dtype="float32")
+    C = pto.tensor(shape=(M, N), dtype="float32")
+    pto.tile_add(C, A, B)  # C = A + B
+    pto_as_text = pto.build()
+    assert pto_as_text.splitlines()[0] == ".prologue"
+    assert pto_as_text.splitlines()[-2:] == [".tile_add %C, %A, %B", ".epilogue"]
+    assert read(pto_as_text).text() == pto_as_text
+
+
 def test_the_seed_text_reads_into_load_matmul_store_and_prints_back():
     listing = read(SEED_GEMM, name="gemm_tile")
     fn = listing.module.functions["gemm_tile"]

@@ -188,7 +188,7 @@ def test_a_value_not_stored_in_a_variable_needs_a_name():
     (lambda p, A, B, x: p.tile((8, 8), name="int"), r"keyword"),
     (lambda p, A, B, x: p.comment("two\nlines"), r"one line of text"),
     (lambda p, A, B, x: p.end_for(), r"no open for block"),
-    (lambda p, A, B, x: p.prologue(), r"prologue\(\) given twice"),
+    (lambda p, A, B, x: p.prologue(), r"prologue\(\) after the kernel's first line"),
 ])
 def test_misuse_names_the_method_and_the_instruction(call, message):
     pto, A, B, x = kernel()
@@ -218,10 +218,13 @@ def test_a_rule_broken_at_build_points_at_the_call_that_wrote_it():
     assert info.value.function == "k"
 
 
-def test_build_needs_the_epilogue_and_nothing_follows_it():
+def test_nothing_follows_the_epilogue():
     pto, A, B, x = kernel()
-    with pytest.raises(PTOError, match=r"build\(\): call epilogue\(\) first"):
+    i = pto.for_loop(0, 2)
+    pto.tile_load(x, A, i)
+    with pytest.raises(PTOError, match=r"the for block is not closed"):
         pto.build()
+    pto.end_for()
     pto.epilogue()
     with pytest.raises(PTOError, match="closed by epilogue"):
         pto.tile_exp(x, x)
