@@ -493,3 +493,38 @@ def test_adaptive_tile_variants_keep_the_worker_type_of_their_kernel():
     variants = [f for f in out.functions if f.startswith("neg_")]
     assert variants
     assert all(out.worker_types[v] == "PTO_WORKER_AI_CPU" for v in variants)
+
+
+def test_names_c_also_defines_work_through_ptoas_on_arm64():
+    """Valid names that C or the runtime also define (and their implicit tiles) build and
+    compute what the reference interpreter computes."""
+    import numpy as np
+    import pto_core
+    from pto_core.reference import run_module
+    text = """.prologue
+.tensor_view %exit, arg=0, shape=(8, 8), dtype=float32
+.tensor_view %INFINITY, arg=1, shape=(8, 8), dtype=float32
+.tensor_view %PTO_OK, arg=2, shape=(8, 8), dtype=float32
+.tile_add %PTO_OK, %exit, %INFINITY
+.tile_exp %PTO_OK, %PTO_OK
+.epilogue
+"""
+    m = PTOModule("hostile")
+    m.add_incore_function("errno", text, "PTO_WORKER_VECTOR")
+    (PTOFunctionBuilder("stdout", module=m).not_in_core()
+     .memref("a").memref("b").memref("c")
+     .call("errno", {"exit": "a", "INFINITY": "b", "PTO_OK": "c"}).build())
+    rng = np.random.default_rng(2)
+    a, b = (rng.standard_normal((8, 8)).astype(np.float32) for _ in range(2))
+    out = pto_core.compile(m, target="arm64")(a, b, np.zeros_like(a))
+    ref = run_module(m, {"a": a, "b": b, "c": np.zeros_like(a)}, {})
+    np.testing.assert_allclose(out["c"], ref["c"], rtol=1e-6)
+    np.testing.assert_allclose(out["c"], np.exp(a + b), rtol=1e-5)
+
+
+def test_a_pto_file_holding_ptoas_text_is_read_as_ptoas(tmp_path):
+    f = tmp_path / "k.pto"
+    f.write_text("# a kernel\n" + SEED_GEMM)
+    module = load_program(f).module
+    assert list(module.functions) == ["k"]
+    assert module.functions["k"].uses_matmul
