@@ -16,7 +16,8 @@ from .resources import __version__
 from .verify import verify_function, verify_module
 
 #: names imported on first use: name -> module
-_LAZY = {"compile": "kernel", "Kernel": "kernel", "BinaryCompiler": "binary", "Binary": "binary",
+_LAZY = {"PTO": "dsl", "PTO_WORKER_CUBE": "dsl", "PTO_WORKER_VECTOR": "dsl",
+         "PTO_WORKER_AI_CPU": "dsl", "PTO_WORKER_ACCELERATOR": "dsl", "compile": "kernel", "Kernel": "kernel", "BinaryCompiler": "binary", "Binary": "binary",
          "Graph": "runner", "DeviceRunner": "runner", "Input": "runner", "Output": "runner",
          "InOut": "runner"}
 

@@ -59,8 +59,38 @@ from .verify import MAX_NESTING, verify_function
 class PTOModule(Module):
     """A module: a named set of functions with an entry function.
 
-    ``PTOModule(name, entry=None)``; builders add their functions on ``build()``.
+    ``PTOModule(name, entry=None)``; builders add their functions on ``build()``, and
+    :meth:`add_incore_function` adds a kernel written as PTO-AS text.
     """
+
+    def add_incore_function(self, name: str, asm: str, worker_type: str) -> Function:
+        """Add the InCore function ``name`` written as PTO-AS text ``asm`` (what
+        :meth:`pto_core.PTO.build` returns), to run on ``worker_type`` workers
+        (``PTO_WORKER_CUBE``, ``PTO_WORKER_VECTOR``, ``PTO_WORKER_AI_CPU`` or
+        ``PTO_WORKER_ACCELERATOR``). An orchestration function calls it by its view names:
+        ``.call(name, {"A": ("A", i, 0), ...})``.
+        """
+        from .ptoas import WORKERS, parse_kernel
+        file, line, _ = _call_site()
+        if worker_type not in WORKERS.values():
+            raise PTOError(f"add_incore_function: worker_type must be one of "
+                           f"{', '.join(WORKERS.values())}, got {worker_type!r}",
+                           function=name if isinstance(name, str) else None, file=file,
+                           line=line)
+        if not isinstance(name, str) or not isinstance(asm, str):
+            raise PTOError(f"add_incore_function: name and asm are strings, got "
+                           f"{type(name).__name__} and {type(asm).__name__}", file=file,
+                           line=line)
+        if name in self.functions:
+            raise PTOError(f"module '{self.name}' already has a function named '{name}'",
+                           function=name, file=file, line=line)
+        fn = parse_kernel(asm, name, f"<PTO-AS of {name}>")
+        if not fn.is_incore:
+            raise PTOError("add_incore_function: the text is an orchestration function",
+                           function=name, file=file, line=line)
+        self.add_function(fn)
+        self.worker_types[name] = worker_type
+        return fn
 
 
 def _call_site() -> Site:

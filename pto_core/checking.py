@@ -253,8 +253,8 @@ def run_host_and_compare(program: Program, exe: str | Path, *, cross: str = "",
 
 
 def example_programs(directory: str | Path | None = None) -> list[Path]:
-    """Program files of ``directory`` (default the checkout's ``examples/``): ``.pto`` files and
-    Python files defining ``build_module``."""
+    """Program files of ``directory`` (default the checkout's ``examples/``): ``.pto`` and
+    ``.ptoas`` files, and Python files defining ``build_module``."""
     d = Path(directory) if directory is not None else _checkout() / "examples"
     return [p for p in sorted(d.glob("*")) if is_program(p)]
 

@@ -7,6 +7,7 @@
     pto backends                        list installed backends
     pto graph DUMP -o FILE.svg          draw a task-graph dump
     pto perf FILE --target NAME         a performance card per kernel, without a device
+    pto convert FILE -o OUT.ptoas       a program as PTO-AS (or .pto) text
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import sys
 
 from .errors import PTOError
 
-COMMANDS = ("parse", "compile", "run", "backends", "graph", "perf")
+COMMANDS = ("parse", "compile", "run", "backends", "graph", "perf", "convert")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -111,23 +111,23 @@ def parse_value(text: str, like: Any = inspect.Parameter.empty, name: str = "") 
 
 
 def is_program(path: str | Path) -> bool:
-    """Is ``path`` a program :func:`load_program` takes: a ``.pto`` file, or a Python file that
-    defines ``build_module`` (without importing it)?"""
+    """Is ``path`` a program :func:`load_program` takes: a ``.pto`` or ``.ptoas`` file, or a
+    Python file that defines ``build_module`` (without importing it)?"""
     p = Path(path)
-    return p.suffix == ".pto" or (p.suffix == ".py" and p.is_file()
-                                  and "def build_module" in p.read_text())
+    return p.suffix in (".pto", ".ptoas") or (p.suffix == ".py" and p.is_file()
+                                              and "def build_module" in p.read_text())
 
 
 def load_program(path: str | Path, params: Mapping[str, str] | None = None) -> Program:
-    """Load ``path`` (``.pto`` or ``.py``) into a verified module plus its metadata.
+    """Load ``path`` (``.pto``, ``.ptoas`` or ``.py``) into a verified module plus its metadata.
     ``params`` are ``NAME -> text`` settings; those ``build_module`` takes are passed to it,
     converted (:func:`parse_value`), the others are ignored here."""
     path = Path(path)
     if not path.exists():
         raise PTOError(f"{path}: no such file")
-    if path.suffix == ".pto":
-        from .asm import parse_file
-        return Program(path, parse_file(path))
+    if path.suffix in (".pto", ".ptoas"):
+        from .ptoas import parse_program_file
+        return Program(path, parse_program_file(path))
     if path.suffix == ".py":
         mod = load_python_module(path)
         build = getattr(mod, "build_module", None)
@@ -145,4 +145,4 @@ def load_program(path: str | Path, params: Mapping[str, str] | None = None) -> P
         return Program(path, module, dict(getattr(mod, "DEFAULTS", {}) or {}),
                        tuple(inputs) if inputs is not None else None,
                        getattr(mod, "numpy_reference", None), mod, kwargs)
-    raise PTOError(f"{path}: expected a .pto or .py file")
+    raise PTOError(f"{path}: expected a .pto, .ptoas or .py file")

@@ -49,7 +49,7 @@ from .ir import MemRefType
 __all__ = ["DeviceRunner", "Graph", "InOut", "Input", "Output", "Task"]
 
 #: runtime worker types (``core_type``) by their name in pto_runtime.h
-CORE_TYPES = {n: CONSTANTS[n] for n in ("PTO_WORKER_CUBE", "PTO_WORKER_VECTOR")}
+CORE_TYPES = {n: v for n, v in CONSTANTS.items() if n.startswith("PTO_WORKER_")}
 
 
 @dataclass(frozen=True)
@@ -177,7 +177,7 @@ class Graph:
             if modes[p.name] == "none":         # never touched: pointer and stride only
                 rows, cols = 0, 0
             out.append((modes[p.name], Input(array, row * rows, col * cols, rows, cols)))
-        ct = CORE_TYPES[worker_type(fn)] if core_type is None else core_type
+        ct = CORE_TYPES[worker_type(fn, self.binary.module)] if core_type is None else core_type
         return Task(tid, name or fn.name, self.binary.func_id(fn.name), out, ct,
                     self.binary.buffer_bytes.get(fn.name, 0))
 

@@ -262,13 +262,13 @@ def build_runtime(arguments: dict) -> None:
 
 
 def find_programs(spec: str) -> list[str]:
-    """Program files named by ``spec`` (comma-separated paths or globs): ``.pto`` files and
+    """Program files named by ``spec`` (comma-separated paths or globs): ``.pto``/``.ptoas`` files and
     Python files that define ``build_module``."""
     out = []
     for part in [p.strip() for p in spec.split(",") if p.strip()]:
         for path in sorted(glob(part)) or [part]:
             p = Path(path)
-            if p.suffix == ".pto" or (p.suffix == ".py" and p.exists()
+            if p.suffix in (".pto", ".ptoas") or (p.suffix == ".py" and p.exists()
                                       and "def build_module" in p.read_text()):
                 out.append(path)
     return out

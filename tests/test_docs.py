@@ -78,6 +78,10 @@ NOT_RUN = {
     ("docs/pto-assembly.md", "%y = trowmax %x : !pto.tile<8x8xf32> -> !pto.tile<8x1xf32>"):
         "annotation forms of single instructions",
     ("docs/writing-a-backend.md", "# pyproject.toml"): "a template for the reader's own package",
+    ("docs/ptoas.md", ".prologue"): "what the block above prints; tests/test_ptoas.py checks "
+                                    "that the DSL prints exactly this",
+    ("docs/ptoas.md", "file        = [ \".module\" NAME ] [ \".entry\" \"@\" NAME ] "
+                      "{ [ header ] function }"): "the grammar",
     ("docs/cuda.md", "[TLOAD a, A[i, k0-1]; TLOAD b, B[k0-1, j]; TMATMUL c, a, b]      (optional "
                      "peeled first step)"): "pseudocode of the K loop the emitter recognises",
     ("docs/cuda.md", "device launches          launches  grids   tasks  tasks/launch min/med/max    "

@@ -3,7 +3,8 @@
 A line ends at ``\n``, ``\r\n`` or a lone ``\r``. Numbers are ASCII digits only; an integer
 must fit in 64 bits and a float must not overflow a double (``inf`` is written ``inf``).
 Comments run from ``//`` to the end of the line and are dropped, except the three header
-comments ``// PTO Module: NAME``, ``// Entry: @NAME`` and ``// Function Type: KIND``, which are
+comments ``// PTO Module: NAME``, ``// Entry: @NAME``, ``// Function Type: KIND`` and
+``// Worker Type: PTO_WORKER_...``, which are
 returned separately as :class:`Header` records. Types (``!pto.tile<8x8xf32>``,
 ``!pto.memref<gm,f32>``) are single tokens whose value is the parsed type; a bare
 ``!pto.memref`` stands for ``!pto.memref<gm,f32>`` (what ``memref()`` of the builder declares by
@@ -34,7 +35,7 @@ _TOKEN = re.compile(r"""[ \t\f\v]*(?:
 |(?P<punct>[()\[\]{},:=])
 |(?P<end>\Z))""", re.X | re.A)
 
-_HEADER = re.compile(r"//\s*(PTO Module|Entry|Function Type)\s*:\s*(.*?)\s*\Z")
+_HEADER = re.compile(r"//\s*(PTO Module|Entry|Function Type|Worker Type)\s*:\s*(.*?)\s*\Z")
 _TILE = re.compile(r"\s*([0-9]+)\s*x\s*([0-9]+)\s*x\s*([A-Za-z0-9_]+)\s*\Z", re.A)
 _MEMREF = re.compile(r"\s*([A-Za-z0-9_]+)\s*,\s*(?:([0-9]+)\s*x\s*([0-9]+)\s*x\s*|\.\.\.\s*,\s*)?"
                      r"([A-Za-z0-9_]+)\s*\Z", re.A)
@@ -77,7 +78,8 @@ class Token:
 
 @dataclass(frozen=True)
 class Header:
-    """A header comment: ``key`` is ``PTO Module``, ``Entry`` or ``Function Type``."""
+    """A header comment: ``key`` is ``PTO Module``, ``Entry``, ``Function Type`` or
+    ``Worker Type``."""
 
     key: str
     value: str

@@ -37,6 +37,9 @@ _MODULE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.\-]*\Z")
 _ENTRY = re.compile(r"@([A-Za-z_][A-Za-z0-9_]*)\Z")
 _FOR_ATTRS = ("max_range", "min_range", "tile_levels")
 _KINDS = {k.value: k for k in FunctionKind}
+#: the runtime worker types a ``// Worker Type:`` header may name
+WORKER_TYPES = ("PTO_WORKER_CUBE", "PTO_WORKER_VECTOR", "PTO_WORKER_AI_CPU",
+                "PTO_WORKER_ACCELERATOR")
 
 
 def parse(text: str, filename: str = "<string>") -> PTOModule:
@@ -198,13 +201,15 @@ class _Parser:
                 break
             if t.kind != "word" or t.text != "func":
                 raise self.error(f"expected 'func' to start a function, got {t.describe()}")
-            kind = self._kind_before(prev_line, t.line)
+            kind, worker = self._kind_before(prev_line, t.line)
             fn = self.function(kind)
             if fn.name in module.functions:
                 raise PTOVerifyError(f"module '{name}' already has a function named '{fn.name}'",
                                      function=fn.name, file=self.filename, line=t.line,
                                      column=t.col)
             module.add_function(fn)
+            if worker is not None:
+                module.worker_types[fn.name] = worker
             prev_line = self.tokens[self.i - 1].line
         if entry is not None:
             module.set_entry(entry)
@@ -214,11 +219,12 @@ class _Parser:
         return PTOSyntaxError(f"expected {what} after '// {h.key}:', got '{h.value}'",
                               file=self.filename, line=h.line, column=h.col)
 
-    def _kind_before(self, after_line: int, line: int) -> FunctionKind:
-        """The ``// Function Type:`` comment between the previous function and this one.
-        Headers are in line order and functions are parsed in order, so each header is looked
-        at once (a file of many functions parses in linear time)."""
+    def _kind_before(self, after_line: int, line: int) -> tuple[FunctionKind, str | None]:
+        """The ``// Function Type:`` and ``// Worker Type:`` comments between the previous
+        function and this one. Headers are in line order and functions are parsed in order, so
+        each header is looked at once (a file of many functions parses in linear time)."""
         kind = FunctionKind.INCORE      # the default when no comment says otherwise
+        worker = None
         hs = self.headers
         while self.next_header < len(hs) and hs[self.next_header].line < line:
             h = hs[self.next_header]
@@ -227,7 +233,15 @@ class _Parser:
                 if h.value not in _KINDS:
                     raise self._header_error(h, "InCore or Orchestration")
                 kind = _KINDS[h.value]
-        return kind
+            elif h.key == "Worker Type" and h.line >= after_line:
+                if h.value not in WORKER_TYPES:
+                    raise self._header_error(h, " or ".join(WORKER_TYPES))
+                worker = h.value
+        if worker is not None and kind is not FunctionKind.INCORE:
+            h = next(h for h in reversed(hs[:self.next_header]) if h.key == "Worker Type")
+            raise PTOSyntaxError("only an InCore function has a worker type", file=self.filename,
+                                 line=h.line, column=h.col)
+        return kind, worker
 
     # -- function -------------------------------------------------------------------------
     def function(self, kind: FunctionKind) -> Function:

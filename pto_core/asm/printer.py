@@ -37,7 +37,7 @@ def print_module(module: Module) -> str:
         out.append(f"// Entry: @{module.entry}")
     for fn in module.functions.values():
         out.append("")
-        _function(fn, out)
+        _function(fn, out, module.worker_types.get(fn.name))
     return "\n".join(out) + "\n"
 
 
@@ -74,8 +74,10 @@ def format_instr(instr: Instr, types: Mapping[str, Type] | None = None) -> str:
     return text
 
 
-def _function(fn: Function, out: list[str]) -> None:
+def _function(fn: Function, out: list[str], worker: str | None = None) -> None:
     out.append(f"// Function Type: {fn.kind.value}")
+    if worker is not None:
+        out.append(f"// Worker Type: {worker}")
     params = ", ".join(f"%{p.name}: {p.type}" for p in fn.params)
     out.append(f"func @{fn.name}({params}) {{")
     for loc in fn.locals:

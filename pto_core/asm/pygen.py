@@ -57,6 +57,8 @@ def generate_builder(module: Module, source: str | None = None) -> str:
     if not order_ok:
         out.append("")
         out.append(f"{_IND}verify_module(module)   # functions call others defined after them")
+    for name, worker in module.worker_types.items():
+        out.append(f"{_IND}module.worker_types[{_q(name)}] = {_q(worker)}")
     if module.entry is not None:
         out.append(f"{_IND}module.set_entry({_q(module.entry)})")
     out += [f"{_IND}return module", "", "",

@@ -103,6 +103,7 @@ def c_names(module: Module) -> Module:
     new = Module(module.name, [c_function(f) for f in module.functions.values()],
                  entry=module.explicit_entry)
     new._c_names = True          # type: ignore[attr-defined]
+    new.worker_types.update(module.worker_types)
     return new
 
 

@@ -89,8 +89,13 @@ def binding_table(module: Module, setup: str = "(void)rt;", linkage: str = "") -
             f"{linkage}void pto_binding_setup_{m}(PTORuntime* rt) {{ {setup} }}", ""]
 
 
-def worker_type(fn: Function) -> str:
-    """Runtime worker type of a kernel: CUBE when it multiplies matrices, else VECTOR."""
+def worker_type(fn: Function, module: Module | None = None) -> str:
+    """Runtime worker type of a kernel: the one ``module`` declares for it
+    (:meth:`pto_core.PTOModule.add_incore_function`), else CUBE when it multiplies matrices,
+    else VECTOR."""
+    declared = module.worker_types.get(fn.name) if module is not None else None
+    if declared is not None:
+        return declared
     return "PTO_WORKER_CUBE" if fn.uses_matmul else "PTO_WORKER_VECTOR"
 
 
@@ -266,7 +271,7 @@ class _Emitter:
             self.out("};")
         self.out(f"int32_t _pto_rc = pto_task_submit_v(rt, {c_string(callee.name)}, "
                  f"pto_kernels_{self.mod}[{self.kernels[callee.name]}], "
-                 f"{int(self.buffer_bytes(callee))}, {worker_type(callee)}, "
+                 f"{int(self.buffer_bytes(callee))}, {worker_type(callee, self.module)}, "
                  f"{'_pto_a' if args else '0'}, {len(args)});")
         self.out("if (_pto_rc < 0) return _pto_rc;")
         self.depth -= 1

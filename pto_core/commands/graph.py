@@ -41,7 +41,7 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
 
 
 def run(args: argparse.Namespace) -> int:
-    if args.input.suffix in (".py", ".pto"):
+    if args.input.suffix in (".py", ".pto", ".ptoas"):
         prog, sets = load_with_settings(args.input, args.assign)
         scalars = {**prog.defaults, **sets}
         text = program_dump(prog.module, scalars)

@@ -34,14 +34,15 @@ def add_parser(sub) -> argparse.ArgumentParser:
 def find_pto_files(path: Path) -> list[Path]:
     """``path`` itself, or every `.pto` file under it, sorted."""
     if path.is_dir():
-        return sorted(p for p in path.rglob("*.pto") if p.is_file())
+        return sorted(p for p in (*path.rglob("*.pto"), *path.rglob("*.ptoas")) if p.is_file())
     if path.is_file():
         return [path]
     raise PTOError(f"{path}: no such file or directory")
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..asm import generate_builder, parse_file
+    from ..asm import generate_builder
+    from ..ptoas import parse_program_file
 
     files = find_pto_files(args.path)
     if args.path.is_dir():
@@ -49,7 +50,7 @@ def run(args: argparse.Namespace) -> int:
     if args.output is not None:
         args.output.mkdir(parents=True, exist_ok=True)
     for f in files:
-        module = parse_file(f)
+        module = parse_program_file(f)
         out_dir = args.output if args.output is not None else f.parent
         target = out_dir / f"{f.stem}_builder.py"
         target.write_text(generate_builder(module, source=f.name), encoding="utf-8")

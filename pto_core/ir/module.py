@@ -263,6 +263,9 @@ class Module:
             raise PTOError(str(e)) from None
         self.name = name
         self.functions: dict[str, Function] = {}
+        #: runtime worker type (``PTO_WORKER_CUBE`` ...) declared for InCore functions by
+        #: name; a kernel not listed runs on CUBE when it multiplies matrices, else VECTOR
+        self.worker_types: dict[str, str] = {}
         self._entry = entry
         for f in functions or []:
             self.add_function(f)
@@ -305,7 +308,8 @@ class Module:
         if not isinstance(other, Module):
             return NotImplemented
         return (self.name == other.name and self.entry == other.entry
-                and list(self.functions.values()) == list(other.functions.values()))
+                and list(self.functions.values()) == list(other.functions.values())
+                and self.worker_types == other.worker_types)
 
     def __repr__(self) -> str:
         return f"Module({self.name!r}, functions={list(self.functions)}, entry={self.entry!r})"

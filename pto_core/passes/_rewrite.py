@@ -107,6 +107,7 @@ def replace_functions(module: Module, functions: list[Function]) -> Module:
         new.add_function(fn)
     if module.explicit_entry is not None:
         new.set_entry(module.explicit_entry)
+    new.worker_types.update(module.worker_types)
     return new
 
 

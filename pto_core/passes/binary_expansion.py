@@ -73,7 +73,11 @@ def expand_module(module: Module, *, adaptive: bool = True) -> Module:
     for fn in out:
         final.append(fn)
         final += factory.new.get(fn.name, [])
-    return replace_functions(module, final)
+    expanded = replace_functions(module, final)
+    for base, variants in factory.new.items():      # a variant runs where its base was declared to
+        if base in module.worker_types:
+            expanded.worker_types.update((v.name, module.worker_types[base]) for v in variants)
+    return expanded
 
 
 def _log2(x: int) -> int:
