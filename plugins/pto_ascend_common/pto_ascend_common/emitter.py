@@ -396,6 +396,18 @@ class AscendRenderer(CStyleRenderer):
                 alias_of=t.name)
         return view
 
+    def _row_block(self, fn: Function, name: str) -> tuple[str, list[_Step]]:
+        """The per-row operand of a TROWEXPAND* instruction, as the library takes it
+        (docs/isa/TROWEXPANDADD.md): a column-major R x 1 tile ("Mode 1") as it is; a padded
+        row-major one (R x 1 values in 32-byte rows) first broadcast by TROWEXPAND into a
+        scratch R x (32 B) block per row ("Mode 2": the block repeats along the row)."""
+        tt = fn.type_of(name)
+        t = self._phys(name, "Vec", tt)
+        if "BLayout::ColMajor" in t.cpp or t.valid_cols != 1:
+            return t.name, []
+        blk = self._scratch(tt, 60, rows=tt.rows, cols=32 // tt.dtype.itemsize)
+        return blk, [_Step(f"TROWEXPAND({blk}, {t.name});", "V", (t.name,), (blk,))]
+
     def _scratch(self, like: TileType, index: int, rows: int | None = None,
                  cols: int | None = None) -> str:
         """A vector scratch tile (shape of ``like`` unless given), shared by instructions."""
@@ -566,15 +578,18 @@ class AscendRenderer(CStyleRenderer):
             return [_Step(f"TCVT({d}, {a}, RoundMode::CAST_RINT);", "V", (a,), (d,))]
         ct = self.ctype(tt.dtype)
         if s.op in NATIVE_OPS:
-            args, reads = [d], []
+            steps, args, reads = [], [d], []
             for spec in s.opdef.inputs:
                 v = ops[spec.name]
                 if spec.role == "scalar":
                     args.append(f"static_cast<{ct}>({self.scalar_value(fn, v)})")
-                else:
-                    args.append(vec(v))
-                    reads.append(vec(v))
-            return [_Step(f"{s.op}({', '.join(args)});", "V", tuple(reads), (d,))]
+                    continue
+                x = vec(v)
+                if cat is Category.ROW_EXPAND and s.op != "TROWEXPAND" and spec.name == "b":
+                    x, steps = self._row_block(fn, v)
+                args.append(x)
+                reads.append(x)
+            return steps + [_Step(f"{s.op}({', '.join(args)});", "V", tuple(reads), (d,))]
         if cat in (Category.ELEMENTWISE, Category.TILE_SCALAR):
             return self._lower_expr(fn, s, ops, tt, vec)
         raise self._err(fn, s, f"{s.op} has no PTO-ISA lowering")

@@ -85,7 +85,7 @@ def official_flags(arch: AscendArch) -> list[str]:
     """Flags that compile a generated kernel against the official CPU simulator for ``arch``.
     No ``PTO_NPU_ARCH_*`` macro: it would pull the NPU implementation into the CPU build; the
     architecture reaches the simulator through the memory model (:file:`official_sim.hpp`)."""
-    return ["-std=c++20", "-D__CPU_SIM", "-O1", "-fPIC", "-w", "-include", "cstdint",
+    return ["-std=c++20", "-D__CPU_SIM", "-O1", "-UNDEBUG", "-fPIC", "-w", "-include", "cstdint",
             f"-DPTO_OFFICIAL_SIM_ARCH={NPU_ARCH[arch.name]}",
             f"-I{isa_root() / 'include'}", f"-I{cpu_check.runtime_include_dir()}",
             "-include", str(glue_header())]

@@ -53,6 +53,39 @@ def assert_agrees(want: dict[str, np.ndarray], got: dict[str, np.ndarray], matmu
     return errs
 
 
+#: ops whose operands must be positive in :func:`op_check_module`'s inputs
+POSITIVE_OPS = ("log", "sqrt", "rsqrt")
+
+
+def op_check_module(arch: AscendArch, dtype, seed: int = 0):
+    """The one-instruction kernels of every tile op on ``dtype`` tiles (24 x 40; matmul
+    32 x 48 x 64; TCVT to f16, or f32 from other types) that ``arch`` generates, in one module
+    (:mod:`pto_core.opcheck`), and seeded inputs: standard normal values, uniform in
+    [0.25, 2) for log/sqrt/rsqrt, zeros for outputs. Returns (kernels, refused kernels with
+    the backend's reasons, module, inputs)."""
+    from pto_core.ir import ElementType as E
+    from pto_core.opcheck import backend_support, build_op_module, op_kernels
+    from pto_core.reference import numpy_dtype
+    from pto_core.shapes import derive_shapes
+    kernels = op_kernels(dtype, shape=(24, 40), matmul=(32, 48, 64),
+                         convert_to=[E.F16 if dtype is E.F32 else E.F32])
+    kernels, refused = backend_support(arch.name, kernels)
+    module = build_op_module(f"ops_{dtype.value}", kernels)
+    fn = module.functions[module.entry]
+    shapes = derive_shapes(module, {})
+    rng = np.random.default_rng(seed)
+    inputs = {}
+    for name, t in fn.memrefs.items():
+        dt = numpy_dtype(t.dtype)
+        if name.endswith("_o") and name != "matmul_acc_o":    # (matmul_acc loads its acc there)
+            inputs[name] = np.zeros(shapes[name], dt)
+            continue
+        x = rng.uniform(0.25, 2.0, shapes[name]) if name.split("_")[0] in POSITIVE_OPS \
+            else rng.standard_normal(shapes[name])
+        inputs[name] = x.astype(np.float32).astype(dt)
+    return kernels, refused, module, inputs
+
+
 def check_installed_backend(arch: AscendArch, target: str) -> None:
     """Assert that the backend registered for ``arch`` (through its package's entry point)
     reports ``arch``'s UB and L0C capacities, ``.cpp`` kernels and the ccec ``target``."""
