@@ -90,6 +90,7 @@ class PhysTile:
     valid_cols: int
     cpp: str                   # the C++ type
     offset: int = 0
+    alias_of: str | None = None    # another view of this tile's bytes (placed with it)
 
     @property
     def buffer(self) -> str:
@@ -275,12 +276,15 @@ class AscendRenderer(CStyleRenderer):
             placed.update(vec)
             used["UB"] = bp.total_bytes
         for t in self._tiles.values():
-            if t.name in placed:
+            if t.name in placed or t.alias_of is not None:
                 continue
             a = ALIGN[t.buffer]
             off = -(-used.get(t.buffer, 0) // a) * a
             t.offset = off
             used[t.buffer] = off + t.nbytes
+        for t in self._tiles.values():
+            if t.alias_of is not None:
+                t.offset = self._tiles[t.alias_of].offset
         for buf, n in used.items():
             cap = self.arch.capacities[buf]
             if n > cap:
@@ -370,6 +374,35 @@ class AscendRenderer(CStyleRenderer):
         t = PhysTile(pname, kind, tt.dtype, rows, cols, R, C, cpp)
         self._tiles[pname] = t
         return t
+
+    def _row_view(self, name: str, tt: TileType) -> str:
+        """The tile to name in an element-wise instruction: the tile itself, or for an R x 1
+        column-major tile (R contiguous elements) a 1 x R row-major view of the same bytes,
+        since the library's element-wise instructions take row-major tiles only
+        (docs/isa/TADDS.md: "Tile layout must be row-major")."""
+        t = self._phys(name, "Vec", tt)
+        if "BLayout::ColMajor" not in t.cpp or t.kind != "Vec":
+            return t.name
+        view = f"{t.name}_row"
+        if view not in self._tiles:
+            T = self.ctype(tt.dtype)
+            self._tiles[view] = PhysTile(
+                view, "Vec", tt.dtype, 1, t.rows, 1, t.valid_rows,
+                f"Tile<TileType::Vec, {T}, 1, {t.rows}, BLayout::RowMajor, 1, {t.valid_rows}>",
+                alias_of=t.name)
+        return view
+
+    def _row_block(self, fn: Function, name: str) -> tuple[str, list[_Step]]:
+        """The per-row operand of a TROWEXPAND* instruction, as the library takes it
+        (docs/isa/TROWEXPANDADD.md): a column-major R x 1 tile ("Mode 1") as it is; a padded
+        row-major one (R x 1 values in 32-byte rows) first broadcast by TROWEXPAND into a
+        scratch R x (32 B) block per row ("Mode 2": the block repeats along the row)."""
+        tt = fn.type_of(name)
+        t = self._phys(name, "Vec", tt)
+        if "BLayout::ColMajor" in t.cpp or t.valid_cols != 1:
+            return t.name, []
+        blk = self._scratch(tt, 60, rows=tt.rows, cols=32 // tt.dtype.itemsize)
+        return blk, [_Step(f"TROWEXPAND({blk}, {t.name});", "V", (t.name,), (blk,))]
 
     def _scratch(self, like: TileType, index: int, rows: int | None = None,
                  cols: int | None = None) -> str:
@@ -516,6 +549,9 @@ class AscendRenderer(CStyleRenderer):
         dst = ops["dst"]
         d = self._phys(dst, "Vec", tt).name
         vec = lambda n: self._phys(n, "Vec", fn.type_of(n)).name  # noqa: E731
+        if cat in (Category.ELEMENTWISE, Category.TILE_SCALAR):
+            vec = lambda n: self._row_view(n, fn.type_of(n))  # noqa: E731
+            d = vec(dst)
         if cat in (Category.ROW_REDUCE, Category.COL_REDUCE):
             a = vec(ops["a"])
             ta = fn.type_of(ops["a"])
@@ -538,27 +574,33 @@ class AscendRenderer(CStyleRenderer):
             return [_Step(f"TCVT({d}, {a}, RoundMode::CAST_RINT);", "V", (a,), (d,))]
         ct = self.ctype(tt.dtype)
         if s.opdef.isa:
-            args, reads = [d], []
+            steps, args, reads = [], [d], []
             for spec in s.opdef.inputs:
                 v = ops[spec.name]
                 if spec.role == "scalar":
                     args.append(f"static_cast<{ct}>({self.scalar_value(fn, v)})")
-                else:
-                    args.append(vec(v))
-                    reads.append(vec(v))
-            return [_Step(f"{s.opdef.isa}({', '.join(args)});", "V", tuple(reads), (d,))]
+                    continue
+                x = vec(v)
+                if cat is Category.ROW_EXPAND and s.op != "TROWEXPAND" and spec.name == "b":
+                    x, steps = self._row_block(fn, v)
+                args.append(x)
+                reads.append(x)
+            return steps + [_Step(f"{s.opdef.isa}({', '.join(args)});", "V", tuple(reads), (d,))]
         if cat in (Category.ELEMENTWISE, Category.TILE_SCALAR):
-            return self._lower_expr(fn, s, ops, tt)
+            return self._lower_expr(fn, s, ops, tt, vec)
         raise self._err(fn, s, f"{s.op} has no PTO-ISA lowering")
 
-    def _lower_expr(self, fn: Function, s: Instr, ops: dict, tt: TileType) -> list[_Step]:
+    def _lower_expr(self, fn: Function, s: Instr, ops: dict, tt: TileType,
+                    vec) -> list[_Step]:
         """Lower an element-wise op the library lacks from its table expression, one library
         instruction per node, with scratch tiles for intermediate values. f16/bf16 operands
         are widened to f32 scratch tiles first and the result rounded once (TCVT), so the
         intermediate values keep f32 range and precision as in the reference (exp(11.1) is
         inf in f16, not in f32)."""
-        dst = self._phys(ops["dst"], "Vec", tt).name
+        dst = vec(ops["dst"])
         widen = tt.dtype in (E.F16, E.BF16)
+        if dst != self._phys(ops["dst"], "Vec", tt).name:
+            tt = TileType(1, tt.rows, tt.dtype)         # scratch shaped like the row view
         if widen:
             tt = TileType(tt.rows, tt.cols, E.F32)
         ct = self.ctype(tt.dtype)
@@ -569,7 +611,7 @@ class AscendRenderer(CStyleRenderer):
             if spec.role == "scalar":
                 env[spec.name] = ("s", f"static_cast<{ct}>({self.scalar_value(fn, v)})")
                 continue
-            x = self._phys(v, "Vec", fn.type_of(v)).name
+            x = vec(v)
             if widen:
                 w = self._scratch(tt, 50 + i)
                 steps.append(_Step(f"TCVT({w}, {x}, RoundMode::CAST_NONE);", "V", (x,), (w,)))

@@ -24,25 +24,66 @@ def repo_root() -> Path:
 
 
 def check_program(arch: AscendArch, path: Path, build_dir: Path, rtol: float = 1e-5,
-                  atol: float = 1e-5) -> dict[str, float]:
-    """Run ``path`` on the CPU check of ``arch`` and on the reference interpreter; assert
-    every tensor agrees; return the max abs error per tensor. Programs that multiply
-    matrices get tolerances scaled by the result's magnitude (accumulation order differs)."""
+                  atol: float = 1e-5, run=None) -> dict[str, float]:
+    """Run ``path`` on the CPU check of ``arch`` (or through ``run``, with the signature of
+    :func:`pto_ascend_common.cpu_check.run`) and on the reference interpreter; assert every
+    tensor agrees; return the max abs error per tensor."""
     p = load_program(path)
     ins, _ = program_inputs(p)
     ref = run_module(p.module, ins, p.defaults)
-    out = cpu_check.run(arch, p.module, build_dir, ins, p.defaults)
-    matmul = p.module.uses_matmul
+    out = (run or cpu_check.run)(arch, p.module, build_dir, ins, p.defaults)
+    return assert_agrees(ref, out, p.module.uses_matmul, f"{path.name} on {arch.name}",
+                         rtol, atol)
+
+
+def assert_agrees(want: dict[str, np.ndarray], got: dict[str, np.ndarray], matmul: bool,
+                  what: str, rtol: float = 1e-5, atol: float = 1e-5) -> dict[str, float]:
+    """Assert every tensor of ``want`` agrees with ``got``; return the max abs error per
+    tensor. Programs that multiply matrices get tolerances scaled by the result's magnitude
+    (accumulation order differs)."""
     errs = {}
-    for name, want in ref.items():
-        got = out[name].astype(np.float64)
-        want = want.astype(np.float64)
-        scale = max(1.0, float(np.max(np.abs(want)))) if matmul else 1.0
+    for name, w in want.items():
+        g = got[name].astype(np.float64)
+        w = w.astype(np.float64)
+        scale = max(1.0, float(np.max(np.abs(w)))) if matmul else 1.0
         tol_r, tol_a = (1e-4, 1e-4 * scale) if matmul else (rtol, atol)
-        np.testing.assert_allclose(got, want, rtol=tol_r, atol=tol_a,
-                                   err_msg=f"{path.name}: tensor '{name}' on {arch.name}")
-        errs[name] = float(np.max(np.abs(got - want))) if got.size else 0.0
+        np.testing.assert_allclose(g, w, rtol=tol_r, atol=tol_a,
+                                   err_msg=f"{what}: tensor '{name}'")
+        errs[name] = float(np.max(np.abs(g - w))) if g.size else 0.0
     return errs
+
+
+#: ops whose operands must be positive in :func:`op_check_module`'s inputs
+POSITIVE_OPS = ("log", "sqrt", "rsqrt")
+
+
+def op_check_module(arch: AscendArch, dtype, seed: int = 0):
+    """The one-instruction kernels of every tile op on ``dtype`` tiles (24 x 40; matmul
+    32 x 48 x 64; TCVT to f16, or f32 from other types) that ``arch`` generates, in one module
+    (:mod:`pto_core.opcheck`), and seeded inputs: standard normal values, uniform in
+    [0.25, 2) for log/sqrt/rsqrt, zeros for outputs. Returns (kernels, refused kernels with
+    the backend's reasons, module, inputs)."""
+    from pto_core.ir import ElementType as E
+    from pto_core.opcheck import backend_support, build_op_module, op_kernels
+    from pto_core.reference import numpy_dtype
+    from pto_core.shapes import derive_shapes
+    kernels = op_kernels(dtype, shape=(24, 40), matmul=(32, 48, 64),
+                         convert_to=[E.F16 if dtype is E.F32 else E.F32])
+    kernels, refused = backend_support(arch.name, kernels)
+    module = build_op_module(f"ops_{dtype.value}", kernels)
+    fn = module.functions[module.entry]
+    shapes = derive_shapes(module, {})
+    rng = np.random.default_rng(seed)
+    inputs = {}
+    for name, t in fn.memrefs.items():
+        dt = numpy_dtype(t.dtype)
+        if name.endswith("_o") and name != "matmul_acc_o":    # (matmul_acc loads its acc there)
+            inputs[name] = np.zeros(shapes[name], dt)
+            continue
+        x = rng.uniform(0.25, 2.0, shapes[name]) if name.split("_")[0] in POSITIVE_OPS \
+            else rng.standard_normal(shapes[name])
+        inputs[name] = x.astype(np.float32).astype(dt)
+    return kernels, refused, module, inputs
 
 
 def check_installed_backend(arch: AscendArch, target: str) -> None:

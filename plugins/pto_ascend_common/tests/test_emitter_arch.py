@@ -156,3 +156,46 @@ def test_the_acl_binding_defines_the_kernel_table_the_orchestration_calls():
     text = acl_binding_source(A2A3, _copy_kernel(8, 8))
     assert 'extern "C" const PTOKernelFunc pto_kernels_m[] = { pto_kernel_big_copy };' in text
     assert 'extern "C" void pto_binding_setup_m(PTORuntime* rt) { (void)rt; }' in text
+
+
+def test_element_wise_ops_on_a_column_tile_use_a_row_major_view_of_it():
+    """The library's element-wise instructions take row-major tiles only (docs/isa/TADDS.md):
+    a 16 x 1 column-major tile (16 contiguous floats) is scaled through a 1 x 16 row-major
+    tile at the same UB offset (the rmsnorm kernels of llama7b_layer)."""
+    m = PTOModule("m")
+    f = (PTOFunctionBuilder("k", module=m).in_core().memref("a", GM, T.F32)
+         .memref("o", GM, T.F32).tile("x", 16, 1, T.F32).load("x", "a").muls("x", "x", 0.5)
+         .rsqrt("x", "x").store("o", "x").build())
+    for arch in (A2A3, A5):
+        src = user_text(AscendRenderer(arch).render_kernel(f, m))
+        assert "Tile<TileType::Vec, float, 16, 1, BLayout::ColMajor, 16, 1> x;" in src
+        assert "Tile<TileType::Vec, float, 1, 16, BLayout::RowMajor, 1, 16> x_row;" in src
+        offset = src.split("TASSIGN(x, ")[1].split(")")[0]
+        assert f"TASSIGN(x_row, {offset});" in src
+        assert "TMULS(x_row, x_row, static_cast<float>(0.5));" in src
+        assert "TRSQRT(x_row, x_row);" in src
+        assert "TLOAD(x, _pto_gm)" in src and "TSTORE(_pto_gm, x)" in src
+
+
+def test_a_padded_per_row_operand_is_broadcast_to_a_32_byte_block_per_row(tmp_path):
+    """24 half values are 48 bytes, not a column-major tile: the per-row operand of
+    TROWEXPANDADD is a padded row-major 24 x 1 tile, which the library takes only as a
+    32-byte block per row (docs/isa/TROWEXPANDADD.md, Mode 2): TROWEXPAND fills one first."""
+    m = PTOModule("m")
+    f = (PTOFunctionBuilder("k", module=m).in_core().memref("a", GM, T.F16)
+         .memref("b", GM, T.F16).memref("o", GM, T.F16).tile("x", 24, 32, T.F16)
+         .tile("r", 24, 1, T.F16).load("x", "a").load("r", "b").rowexpandadd("x", "x", "r")
+         .store("o", "x").build())
+    src = user_text(AscendRenderer(A5).render_kernel(f, m))
+    assert "Tile<TileType::Vec, half, 24, 16, BLayout::RowMajor, 24, 1> r;" in src
+    assert "Tile<TileType::Vec, half, 24, 16, BLayout::RowMajor, 24, 16> _pto_tmp60_24x16_f16;" in src
+    assert "TROWEXPAND(_pto_tmp60_24x16_f16, r);" in src
+    assert "TROWEXPANDADD(x, x, _pto_tmp60_24x16_f16);" in src
+    x = np.random.default_rng(1).standard_normal((24, 32)).astype(np.float16)
+    r = np.random.default_rng(2).standard_normal((24, 1)).astype(np.float16)
+    entry = PTOFunctionBuilder("run", module=m).not_in_core().memref("a", GM, T.F16) \
+        .memref("b", GM, T.F16).memref("o", GM, T.F16)
+    entry.call("k", {"a": ("a", 0, 0), "b": ("b", 0, 0), "o": ("o", 0, 0)}).build()
+    m.set_entry("run")
+    got = cpu_check.run(A5, m, tmp_path, {"a": x, "b": r})
+    np.testing.assert_array_equal(got["o"], run_module(m, {"a": x, "b": r})["o"])

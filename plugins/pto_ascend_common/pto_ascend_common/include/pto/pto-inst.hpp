@@ -684,8 +684,18 @@ PTO_SIM_UNARY(TRELU, detail::fmaxv(a, C_(0)))
 // ------------------------------------------------------------------------------------------
 namespace detail {
 // Integers accumulate in int64 and wrap to the destination's width, as in PTO's reference
-// (through float, a 32-bit sum lost its low bits and saturated); floats accumulate in double.
-template <class T> using reduce_t = std::conditional_t<std::is_integral_v<T>, int64_t, double>;
+// (through float, a 32-bit sum lost its low bits and saturated). Float rows accumulate in
+// float, one element after another (half and bfloat16 rows too), as the library's CPU
+// implementation does (TypeSum); columns accumulate in the element type (ColT), each step
+// rounded to it, as the library's TCOLSUM adds row after row.
+template <class T> using reduce_t = std::conditional_t<std::is_integral_v<T>, int64_t, float>;
+template <class T> struct ColAcc {
+    T v;
+    ColAcc(float x) : v(T(x)) {}
+    operator float() const { return float(v); }
+};
+template <class T> using col_reduce_t = std::conditional_t<std::is_integral_v<T>, int64_t,
+                                                           ColAcc<T>>;
 template <class T, class A> inline T reduced(A acc) {
     if constexpr (std::is_integral_v<T>) return T(acc);
     else return pto_sim::convert<T>(float(acc));
@@ -714,7 +724,7 @@ inline void col_reduce(const char* op, D& dst, S& src, Step step) {
     if (!(ready(dst, op) && ready(src, op))) return;
     if (dst.GetValidCol() != src.GetValidCol()) { pto_sim::fail(std::string(op) + ": dst and src valid cols differ"); return; }
     rd(src, PIPE_V, op);
-    using A = reduce_t<typename S::DType>;
+    using A = col_reduce_t<typename S::DType>;
     for (unsigned c = 0; c < src.GetValidCol(); ++c) {
         A acc = A(val(src, 0, c));
         for (unsigned r = 1; r < src.GetValidRow(); ++r) acc = step(acc, A(val(src, r, c)));
@@ -866,9 +876,11 @@ inline void matmul(const char* op, C& out, A& a, B& b, C* in) {
                 for (unsigned k = 0; k < K; ++k) acc += int64_t(a.at(i, k)) * int64_t(b.at(k, j));
                 res[std::size_t(i) * N + j] = TC(acc);
             } else {
-                float acc = in ? float(in->at(i, j)) : 0.0f;
-                for (unsigned k = 0; k < K; ++k) acc += float(a.at(i, k)) * float(b.at(k, j));
-                res[std::size_t(i) * N + j] = TC(acc);
+                // as the library's CPU implementation: a fused multiply-add per k from zero,
+                // the input accumulator added at the end (C1 = C0 + A.B)
+                float acc = 0.0f;
+                for (unsigned k = 0; k < K; ++k) acc = std::fma(float(a.at(i, k)), float(b.at(k, j)), acc);
+                res[std::size_t(i) * N + j] = TC(in ? float(in->at(i, j)) + acc : acc);
             }
         }
     for (unsigned i = 0; i < M; ++i)

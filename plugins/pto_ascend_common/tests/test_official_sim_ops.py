@@ -1,0 +1,97 @@
+"""Every tile instruction the Ascend backends support, as a one-instruction kernel per op
+(:mod:`pto_core.opcheck`), on f32 and f16 tiles and on both targets, compiled against the
+official PTO-ISA headers and run on the official CPU simulator: its output matches the
+reference interpreter and our own CPU-check header. All kernels of one type share one module,
+so the official headers are compiled once per (target, type).
+
+Where the official simulator and our header are meant to compute the same thing in the same
+order (matmul with fused multiply-adds, row sums in float, column sums in the element type),
+the two agree bit for bit. The remaining differences are listed in ``KNOWN`` and written up in
+``docs/ascend-fidelity.md``."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from pto_ascend_common import A2A3, A5, cpu_check, official_sim
+from pto_ascend_common.testing import op_check_module
+from pto_core import ElementType as E
+from pto_core.opcheck import compare_outputs
+from pto_core.reference import run_module
+
+MISSING = official_sim.missing()
+pytestmark = [pytest.mark.skipif(MISSING is not None, reason=f"needs {MISSING}"),
+              pytest.mark.slow]      # zig compiles the official headers: ~15 s per module
+
+#: kernels whose official result differs from the reference's rule by design, by type:
+#: they are compared within the error bound of what the library does (docs/ascend-fidelity.md)
+KNOWN = {
+    (E.F32, "k_rsqrt"): "TRSQRT computes 1/sqrt in double and rounds once (the reference "
+                        "rounds sqrt, then the reciprocal)",
+    (E.F16, "k_rsqrt"): "TRSQRT computes 1/sqrt in double and rounds once",
+    (E.F16, "k_colsum"): "TCOLSUM adds half rows in half, rounding every partial sum (the "
+                         "reference sums in f32 and rounds once)",
+}
+
+
+def error_bound(name: str, dt, a: np.ndarray, want: np.ndarray) -> np.ndarray:
+    """How far a KNOWN kernel's result may be from the reference: one rounding of the
+    result for TRSQRT; for a column sum of n values rounded at every step, n roundings of
+    the largest partial sum (bounded by the column's sum of magnitudes)."""
+    eps = float(np.finfo(np.float16 if dt is E.F16 else np.float32).eps)
+    if name == "k_colsum":
+        mags = np.abs(a.astype(np.float64)).sum(axis=0, keepdims=True)
+        return a.shape[0] * eps * mags
+    return eps * np.abs(want.astype(np.float64))
+
+
+#: kernels where the official simulator and our header must agree bit for bit: the fixes
+#: of docs/ascend-fidelity.md (fma matmul, row sums in float, column sums in the element type)
+SAME_BITS = ("k_matmul", "k_matmul_acc", "k_rowsum", "k_colsum", "k_rowmax", "k_colmax",
+             "k_trans", "k_add", "k_mul", "k_div", "k_max", "k_rowexpandadd", "k_rowexpanddiv")
+
+
+@pytest.mark.parametrize("arch", [A2A3, A5], ids=lambda a: a.name)
+@pytest.mark.parametrize("dt", [E.F32, E.F16], ids=["f32", "f16"])
+def test_every_op_on_the_official_simulator_matches_the_reference_and_our_header(
+        tmp_path, arch, dt):
+    kernels, refused, module, inputs = op_check_module(arch, dt)
+    assert not refused, refused            # both targets compute every op in f32 and f16
+    want = run_module(module, inputs, {})
+    theirs = official_sim.run(arch, module, tmp_path / "official",
+                              {n: a.copy() for n, a in inputs.items()})
+    ours = cpu_check.run(arch, module, tmp_path / "own", {n: a.copy() for n, a in inputs.items()})
+    exact = [k for k in kernels if (dt, k.name) not in KNOWN]
+    bad = compare_outputs(exact, inputs, theirs, want)
+    bad += compare_outputs(exact, inputs, ours, theirs)
+    for k in kernels:
+        if (dt, k.name) in KNOWN:
+            w = want[k.out_tensor]
+            bound = error_bound(k.name, dt, inputs[k.tensor("a")], w)
+            for who, got in (("official", theirs), ("ours", ours)):
+                err = np.abs(got[k.out_tensor].astype(np.float64) - w.astype(np.float64))
+                assert (err <= bound).all(), f"{k.name} ({who}): {KNOWN[dt, k.name]}"
+    assert not bad, "\n".join(bad)
+    for name in SAME_BITS:
+        k = next(k for k in kernels if k.name == name)
+        assert np.array_equal(theirs[k.out_tensor], ours[k.out_tensor], equal_nan=True), name
+
+
+def test_bf16_cannot_be_validated_against_the_official_library_with_this_toolchain(tmp_path):
+    """The official ``bfloat16_t`` is a ``_Float16`` placeholder below C++23, and zig's libc++
+    has no ``<stdfloat>`` for C++23's ``std::bfloat16_t``: no bf16 kernel can be checked there.
+    This test fails once a toolchain can (then bf16 belongs in the test above); until then it
+    is a skip that says what is missing, not a pass."""
+    import subprocess
+    probe = tmp_path / "bf16.cpp"
+    probe.write_text("#include <type_traits>\n#include <pto/pto-inst.hpp>\n"
+                     "static_assert(!std::is_same_v<bfloat16_t, _Float16>);\n")
+    flags = [f for f in official_sim.official_flags(A5) if not f.startswith("-std")]
+    for std in (["-std=c++20"], ["-std=c++23", "-DPTO_CPU_SIM_ENABLE_BF16"]):
+        r = subprocess.run([*official_sim.compiler(), *std, *flags, "-c", str(probe), "-o",
+                            str(tmp_path / "bf16.o")], capture_output=True, text=True)
+        assert r.returncode != 0, f"bf16 is a real type with {std}: validate bf16 kernels"
+    pytest.skip("bf16 kernels are not validated against the official library: its bfloat16_t "
+                "is a _Float16 placeholder below C++23 and zig's libc++ lacks <stdfloat> "
+                "(std::bfloat16_t) for C++23")
