@@ -345,7 +345,6 @@ def build_runtime_library(opt: str = "release", *, jobs: int = 2) -> Path:
     >>> build_runtime_library("debug").name                    # doctest: +SKIP
     'libpto_runtime.so'
     """
-    from . import __version__
     bdir = build_root() / "runtime" / f"python-{opt}"
     lib = bdir / "libpto_runtime.so"
     h = hashlib.sha256(repr((opt, __version__)).encode())

@@ -24,15 +24,17 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("pto_core.errors", "pto_core.names", "pto_core.progress", "pto_core.hookspecs",
      "pto_core.perf.card", "pto_core.abi"),
     ("pto_core.ir", "pto_core.options", "pto_core.dump"),
-    ("pto_core.verify", "pto_core.analysis", "pto_core.locate", "pto_core.builder",
-     "pto_core.trace", "pto_core.graphviz"),
-    ("pto_core.asm", "pto_core.passes", "pto_core.reference", "pto_core.shapes",
-     "pto_core.program", "pto_core.perf"),
+    ("pto_core.verify", "pto_core.analysis", "pto_core.locate", "pto_core.trace",
+     "pto_core.graphviz"),
+    # the front ends: the builder's add_incore_function reads PTO-AS text (pto_core.ptoas)
+    ("pto_core.builder", "pto_core.asm", "pto_core.ptoas", "pto_core.dsl", "pto_core.passes", "pto_core.reference",
+     "pto_core.shapes", "pto_core.program", "pto_core.perf"),
     ("pto_core.codegen",),
-    ("pto_core.plugins", "pto_core.resources", "pto_core.checking", "pto_core.runtime",
-     "pto_core.backend"),
+    ("pto_core.plugins", "pto_core.resources", "pto_core.checking", "pto_core.backend"),
+    # the Python runtime binding builds its library with the driver (one build path)
     ("pto_core.driver", "pto_core.scons", "pto_core.binary", "pto_core.kernel",
-     "pto_core.runner", "pto_core.opcheck"),
+     "pto_core.runtime", "pto_core.runner", "pto_core.opcheck"),
+    ("pto_core.workload",),
     ("pto_core.commands", "pto_core.cli"),
 )
 

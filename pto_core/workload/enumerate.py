@@ -19,7 +19,7 @@ from typing import Any, Generator, Mapping, Optional
 from ..errors import PTOError
 from .csp import Channel, Consume, Pipeline, PTODeadlockError, Send
 from .expr import Expr, evaluate
-from .ir import Combine, Cond, Loop, Node, Region, Seq, Task
+from .ir import _ABOVE, Combine, Cond, Loop, Node, Region, Seq, Task
 
 __all__ = ["TaskInst", "enumerate_tasks", "check_overlaps", "conflicts", "PTOOverlapError"]
 
@@ -341,3 +341,12 @@ def check_overlaps(tasks: list[TaskInst]) -> None:
             f"tensor '{name}' (rows [{ra[0]}, {ra[1]}) cols [{ra[2]}, {ra[3]}) and rows "
             f"[{rb[0]}, {rb[1]}) cols [{rb[2]}, {rb[3]})) where at least one writes; order them "
             f"with for_each/sequential or write disjoint regions", (a.label, b.label))
+
+
+def _verify(node: Node, bindings: Mapping[str, int]) -> int:
+    tasks = enumerate_tasks(node, bindings)
+    check_overlaps(tasks)
+    return len(tasks)
+
+
+_ABOVE["verify"] = _verify

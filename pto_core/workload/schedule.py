@@ -41,7 +41,7 @@ import numpy as np
 
 from ..errors import PTOError
 from .enumerate import TaskInst, check_overlaps, conflicts, enumerate_tasks
-from .ir import Node
+from .ir import _ABOVE, Node
 
 __all__ = ["Schedule", "Program", "RunResult", "round_robin", "affinity", "hash", "work_steal",
            "immediate", "batched", "interleaved", "rate_limit"]
@@ -402,3 +402,6 @@ class Program:
         seq_of = {v: k for k, v in rid.items()}
         result.worker_of = {seq_of[e.task]: e.worker for e in events}
         return result
+
+
+_ABOVE["schedule"] = Schedule
