@@ -143,6 +143,11 @@ def test_schedule_misuse_is_a_clear_error():
         w.schedule().dispatch(affinity(lambda t: 5)).compile("reference").run(buf())
     with pytest.raises(PTOError, match="tensor 'o', which run\\(\\) was not given"):
         w.schedule().compile("reference").run({})
+    named = parallel_for(Dense(2), lambda i: task("double_rows", [o.write(i, 0, 1, 4)]))
+    with pytest.raises(PTOError, match="compiled without a module"):
+        named.schedule().compile("reference").run(buf())
+    with pytest.raises(PTOError, match="no InCore function 'double_rows'"):
+        named.schedule().compile("reference", module=PTOModule("empty")).run(buf())
 
 
 # ------------------------------------------------------------------- built kernels (arm64)
