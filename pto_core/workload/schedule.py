@@ -291,8 +291,15 @@ class RunResult:
     runtime_id: dict = field(default_factory=dict)
 
     def event_of(self, seq: int) -> Any:
+        """The trace event of task ``seq``."""
         rid = self.runtime_id[seq]
         return next(e for e in self.events if e.task == rid)
+
+    def trace_stats(self) -> Any:
+        """Work, makespan, parallelism, per-function and per-worker times of the run
+        (:func:`pto_core.trace.trace_stats`; ``format_stats`` prints them)."""
+        from ..trace import trace_stats
+        return trace_stats(self.events)
 
 
 class Program:

@@ -174,6 +174,8 @@ def test_built_kernels_run_under_a_schedule_and_match_numpy(target, need_target)
     np.testing.assert_allclose(y, 2 * x, rtol=1e-6)
     assert r.worker_of == {k: k % 2 for k in range(8)}
     assert r.stats.tasks_completed == 8
+    st = r.trace_stats()
+    assert st.tasks == 8 and set(st.worker_busy_ns) == {0, 1}
 
 
 def test_a_region_that_does_not_fit_the_kernel_is_refused():
