@@ -6,7 +6,7 @@ they compute. Every knob changes what the C runtime does, and the run's trace sh
               .streams(2).stream_by(lambda t: t.index[0])   # in-order issue streams
               .timing(batched(8))                # immediate | batched(k) | interleaved | rate_limit(r)
               .task_window(64, mode="stall")     # or "abort"
-              .compile("arm64", module=module))  # or "reference"
+              .compile("arm64", module=module))  # or "reference", "cuda_sim"
     result = prog.run({"q": q, "o": o}, n=16)   # arrays by tensor name, DenseDyn sizes
     result.stats, result.events, result.worker_of
 
@@ -32,6 +32,7 @@ What each knob does in the runtime:
 
 from __future__ import annotations
 
+import threading
 import time
 import zlib
 from dataclasses import dataclass, field, replace
@@ -40,6 +41,7 @@ from typing import Any, Callable, Mapping, Optional
 import numpy as np
 
 from ..errors import PTOError
+from ..ir import Call
 from .enumerate import TaskInst, check_overlaps, conflicts, enumerate_tasks
 from .ir import _ABOVE, Node
 
@@ -142,9 +144,10 @@ class Schedule:
 
     def compile(self, target: str, *, module: Any = None, workers: Optional[int] = None) -> "Program":
         """A program for ``target`` (``"reference"``: kernels run by the numpy interpreter; a
-        backend whose kernels run on host threads, e.g. ``"arm64"``: built kernels). ``module``
-        holds the InCore functions that task kernels name; ``workers``: worker threads
-        (default: round_robin's n, else 2)."""
+        backend whose kernels run on host threads, e.g. ``"arm64"``: the built kernels are the
+        tasks; a backend that launches its kernels, e.g. ``"cuda_sim"``: each task launches its
+        kernel, one launch at a time). ``module`` holds the InCore functions that task kernels
+        name; ``workers``: the runtime's worker threads (default: round_robin's n, else 2)."""
         if self.stream_by_ is not None and not self.streams_:
             raise PTOError("stream_by(fn) needs streams(n): how many streams the tasks map onto")
         if self.timing_.kind == "interleaved" and not self.streams_:
@@ -159,22 +162,117 @@ class Schedule:
 
 
 def _kernels_for(target: str, module: Any) -> Any:
-    """name -> how to run it: the Binary of a host-kernel backend, or the module (reference)."""
+    """How the kernels a task names run on ``target`` (None without a module)."""
     if module is None:
         return None
     if target == "reference":
         from ..verify import verify_module
         verify_module(module)
-        return module
+        return _Interpreted(module)
     from .. import plugins
-    from ..binary import BinaryCompiler
     info = plugins.get_backend(target)
-    if not info.host_kernels:
-        raise PTOError(f"the {target} backend launches its kernels through its own executor; a "
-                       f"workload program runs kernels on host threads (arm64, reference)")
     if not info.can_run:
         raise PTOError(f"cannot run on the {target} backend here: {info.cannot_run_reason}")
-    return BinaryCompiler().compile(target, module)
+    if not info.host_kernels:
+        return _Launched(target, module)
+    from ..binary import BinaryCompiler
+    return _Built(BinaryCompiler().compile(target, module))
+
+
+def _views(t: TaskInst, fn: Any, arrays: Mapping[str, np.ndarray]) -> tuple[dict, dict, list]:
+    """A task's arguments by the kernel's parameter names: region views, scalars, and the views
+    it writes."""
+    tensors, scalars, outs = {}, {}, []
+    for p, (kind, a) in zip(fn.params, t.args):
+        if kind == "region":
+            name, mode, r, c, h, w = a
+            view = arrays[name][r:r + h, c:c + w]
+            tensors[p.name] = view
+            if mode != "in":
+                outs.append((p.name, view))
+        else:
+            scalars[p.name] = a
+    return tensors, scalars, outs
+
+
+class _Interpreted:
+    """Target "reference": each task runs its InCore function in the numpy interpreter."""
+
+    def __init__(self, module: Any) -> None:
+        self.module = module
+
+    def function(self, name: str) -> Any:
+        return self.module.functions.get(name)
+
+    def runner(self, t: TaskInst, fn: Any, arrays: Mapping[str, np.ndarray]) -> Callable:
+        from ..reference import run_module
+        tensors, scalars, outs = _views(t, fn, arrays)
+        module = self.module
+
+        def run(_args: Any) -> int:
+            res = run_module(module, tensors, scalars, entry=fn.name)
+            for pname, view in outs:
+                view[...] = res[pname]
+            return 0
+        return run
+
+
+class _Built:
+    """A backend whose kernels are host functions (arm64): the task calls the built kernel."""
+
+    def __init__(self, binary: Any) -> None:
+        self.binary, self.module = binary, binary.module
+        self._addr: dict[str, int] = {}
+
+    def function(self, name: str) -> Any:
+        return self.module.functions.get(name) if name in self.binary.kernels else None
+
+    def runner(self, t: TaskInst, fn: Any, arrays: Mapping[str, np.ndarray]) -> int:
+        if fn.name not in self._addr:
+            self._addr[fn.name] = self.binary.kernel_address(fn.name)
+        return self._addr[fn.name]
+
+
+class _Launched:
+    """A backend that launches its kernels itself (a GPU, its CPU simulator): each InCore function
+    is built as a program of its own, and a task launches it on its regions (the backend copies
+    them in and the results back). One launch at a time: the device is one."""
+
+    def __init__(self, target: str, module: Any) -> None:
+        from ..verify import verify_module
+        verify_module(module)
+        self.target, self.module = target, module
+        self._built: dict[str, Any] = {}
+        self._lock = threading.Lock()
+
+    def function(self, name: str) -> Any:
+        return self.module.functions.get(name)
+
+    def _kernel(self, fn: Any) -> Any:
+        with self._lock:
+            if fn.name not in self._built:
+                from ..ir import Module
+                from ..kernel import compile as compile_kernel
+                own = Module(f"{self.module.name}_{fn.name}", [fn], entry=fn.name)
+                self._built[fn.name] = compile_kernel(own, self.target, workers=1)
+            return self._built[fn.name]
+
+    def runner(self, t: TaskInst, fn: Any, arrays: Mapping[str, np.ndarray]) -> Callable:
+        if any(isinstance(st, Call) for st in fn.walk()):
+            raise PTOError(f"task {t.label}: kernel '{fn.name}' calls other functions; on "
+                           f"{self.target} a task launches one InCore function of its own")
+        kernel = self._kernel(fn)
+        tensors, scalars, outs = _views(t, fn, arrays)
+        lock = self._lock
+
+        def run(_args: Any) -> int:
+            with lock:
+                res = kernel(**tensors, **scalars)
+            for pname, view in outs:
+                if not np.shares_memory(res[pname], view):
+                    view[...] = res[pname]
+            return 0
+        return run
 
 
 # -------------------------------------------------------------------------------- running
@@ -193,8 +291,15 @@ class RunResult:
     runtime_id: dict = field(default_factory=dict)
 
     def event_of(self, seq: int) -> Any:
+        """The trace event of task ``seq``."""
         rid = self.runtime_id[seq]
         return next(e for e in self.events if e.task == rid)
+
+    def trace_stats(self) -> Any:
+        """Work, makespan, parallelism, per-function and per-worker times of the run
+        (:func:`pto_core.trace.trace_stats`; ``format_stats`` prints them)."""
+        from ..trace import trace_stats
+        return trace_stats(self.events)
 
 
 class Program:
@@ -204,61 +309,34 @@ class Program:
     def __init__(self, sched: Schedule, target: str, module: Any, workers: int, kernels: Any):
         self.schedule, self.target, self.module = sched, target, module
         self.workers, self._kernels = workers, kernels
-        self._addr: dict[str, int] = {}
 
     # -- kernels
-    def _kernel(self, t: TaskInst, arrays: Mapping[str, np.ndarray]) -> Any:
+    def _function(self, t: TaskInst) -> Any:
+        """The InCore function a task names (None for a Python callable)."""
         k = t.kernel
         if callable(k):
-            return k
+            return None
         if self._kernels is None:
             raise PTOError(f"task {t.label}: kernel '{k}' is a name, but the program was compiled "
                            f"without a module (compile(target, module=...))")
-        if self.target == "reference":
-            fn = self._kernels.functions.get(k)
-            if fn is None or not fn.is_incore:
-                raise PTOError(f"task {t.label}: module '{self._kernels.name}' has no InCore "
-                               f"function '{k}'")
-            return self._reference_kernel(t, fn, arrays)
-        if k not in self._addr:
-            self._addr[k] = self._kernels.kernel_address(k)
-        return self._addr[k]
+        fn = self._kernels.function(k)
+        if fn is None or not fn.is_incore:
+            raise PTOError(f"task {t.label}: module '{self._kernels.module.name}' has no InCore "
+                           f"function '{k}'")
+        return fn
 
-    def _reference_kernel(self, t: TaskInst, fn: Any, arrays: Mapping[str, np.ndarray]) -> Callable:
-        from ..reference import run_module
-        tensors, scalars, outs = {}, {}, []
-        params = iter(fn.params)
-        for kind, a in t.args:
-            p = next(params)
-            if kind == "region":
-                name, mode, r, c, h, w = a
-                view = arrays[name][r:r + h, c:c + w]
-                tensors[p.name] = view
-                if mode != "in":
-                    outs.append((p.name, view))
-            else:
-                scalars[p.name] = a
-        module = self._kernels
-
-        def run(_args: Any) -> int:
-            res = run_module(module, tensors, scalars, entry=fn.name)
-            for pname, view in outs:
-                view[...] = res[pname]
-            return 0
-        run.__name__ = fn.name
-        return run
+    def _kernel(self, t: TaskInst, arrays: Mapping[str, np.ndarray]) -> Any:
+        fn = self._function(t)
+        return t.kernel if fn is None else self._kernels.runner(t, fn, arrays)
 
     def _check_binary_args(self, t: TaskInst) -> None:
         """A built kernel touches its footprint: the regions must be exactly that big."""
         from ..analysis import footprint
         from ..ir import MemRefType
-        if callable(t.kernel) or self._kernels is None:
-            return
-        fn = (self._kernels.functions.get(t.kernel) if self.target == "reference"
-              else self._kernels.function(t.kernel))
+        fn = self._function(t)
         if fn is None:
             return
-        mod = self._kernels if self.target == "reference" else self._kernels.module
+        mod = self._kernels.module
         if len(fn.params) != len(t.args):
             raise PTOError(f"task {t.label}: kernel '{fn.name}' takes {len(fn.params)} arguments "
                            f"({', '.join(p.name for p in fn.params)}), the task gives {len(t.args)}")

@@ -80,7 +80,8 @@ static void test_pinned(int n) {
 static void test_steal(int n) {
     for (int steal = 0; steal <= 1; steal++) {
         PTORuntime* rt = make(4, 1024, 0, 0);
-        for (int i = 0; i < n; i++) add(rt, 200, 0, steal);
+        add(rt, 50 * 1000, 0, steal);           /* 50 ms: the others have time to wake */
+        for (int i = 1; i < n; i++) add(rt, 200, 0, steal);
         CHECK_EQ(pto_runtime_run(rt), PTO_OK);
         PTORuntimeStats st;
         pto_runtime_get_stats(rt, &st);

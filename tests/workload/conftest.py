@@ -7,7 +7,8 @@ from pto_core import plugins
 
 def _need(target: str) -> None:
     if target != "reference" and target not in [b.name for b in plugins.list_backends()]:
-        pytest.skip(f"the {target} backend is not installed (pip install -e plugins/pto_{target})")
+        package = "pto_cuda" if target.startswith("cuda") else f"pto_{target}"
+        pytest.skip(f"the {target} backend is not installed (pip install -e plugins/{package})")
 
 
 @pytest.fixture

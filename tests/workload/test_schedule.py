@@ -143,6 +143,11 @@ def test_schedule_misuse_is_a_clear_error():
         w.schedule().dispatch(affinity(lambda t: 5)).compile("reference").run(buf())
     with pytest.raises(PTOError, match="tensor 'o', which run\\(\\) was not given"):
         w.schedule().compile("reference").run({})
+    named = parallel_for(Dense(2), lambda i: task("double_rows", [o.write(i, 0, 1, 4)]))
+    with pytest.raises(PTOError, match="compiled without a module"):
+        named.schedule().compile("reference").run(buf())
+    with pytest.raises(PTOError, match="no InCore function 'double_rows'"):
+        named.schedule().compile("reference", module=PTOModule("empty")).run(buf())
 
 
 # ------------------------------------------------------------------- built kernels (arm64)
@@ -169,6 +174,8 @@ def test_built_kernels_run_under_a_schedule_and_match_numpy(target, need_target)
     np.testing.assert_allclose(y, 2 * x, rtol=1e-6)
     assert r.worker_of == {k: k % 2 for k in range(8)}
     assert r.stats.tasks_completed == 8
+    st = r.trace_stats()
+    assert st.tasks == 8 and set(st.worker_busy_ns) == {0, 1}
 
 
 def test_a_region_that_does_not_fit_the_kernel_is_refused():
