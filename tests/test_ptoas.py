@@ -528,3 +528,14 @@ def test_a_pto_file_holding_ptoas_text_is_read_as_ptoas(tmp_path):
     module = load_program(f).module
     assert list(module.functions) == ["k"]
     assert module.functions["k"].uses_matmul
+
+
+def test_compile_emits_ptoas_and_reads_it_back(tmp_path, capsys):
+    from pto_core.cli import main
+    src = Path(__file__).resolve().parents[1] / "examples" / "bgemm_ptoas.py"
+    assert main(["compile", str(src), "--emit", "ptoas", "-o", str(tmp_path), "-O0"]) == 0
+    out = tmp_path / "bgemm_ptoas.ptoas"
+    assert f"wrote {out}" in capsys.readouterr().out
+    assert load_program(out).module == load_program(src).module
+    assert main(["parse", str(out), "-o", str(tmp_path)]) == 0
+    assert (tmp_path / "bgemm_ptoas_builder.py").exists()

@@ -1,7 +1,8 @@
-"""``pto compile FILE [--emit pto] [--target NAME] -o DIR [-O0|1|2 --pass/--no-pass ...]``.
+"""``pto compile FILE [--emit pto|ptoas] [--target NAME] -o DIR [-O0|1|2 --pass/--no-pass ...]``.
 
-Loads a program (`.pto`, or `.py` defining ``build_module()``), runs the pass pipeline and
-writes ``DIR/<module>.pto`` (``--emit pto``) and/or the sources of a backend (``--target``).
+Loads a program (`.pto`, `.ptoas`, or `.py` defining ``build_module()``), runs the pass
+pipeline and writes ``DIR/<module>.pto`` (``--emit pto``), ``DIR/<module>.ptoas``
+(``--emit ptoas``) and/or the sources of a backend (``--target``).
 ``--print-after PASS`` prints the module as `.pto` after that pass (``all``: after each).
 Generating a large module (:data:`PROGRESS_MIN_FUNCTIONS` InCore functions or more) shows a
 progress line per function on a terminal (nothing off a TTY or in CI: ``pto_core.progress``).
@@ -28,10 +29,12 @@ PROGRESS_MIN_FUNCTIONS = 16
 
 def add_parser(sub) -> argparse.ArgumentParser:
     p = sub.add_parser("compile", help="compile a program: print .pto, or generate a backend's code",
-                       description="Compile a .pto or builder .py program.")
-    p.add_argument("file", type=Path, metavar="FILE", help="a .pto file or a .py with build_module()")
-    p.add_argument("--emit", action="append", choices=("pto",), default=[],
-                   help="what to write: 'pto' writes DIR/<module>.pto (the default without --target)")
+                       description="Compile a .pto, .ptoas or builder .py program.")
+    p.add_argument("file", type=Path, metavar="FILE",
+                   help="a .pto or .ptoas file, or a .py with build_module()")
+    p.add_argument("--emit", action="append", choices=("pto", "ptoas"), default=[],
+                   help="what to write: 'pto' writes DIR/<module>.pto (the default without "
+                        "--target), 'ptoas' DIR/<module>.ptoas (PTO-AS text)")
     p.add_argument("--target", default=None, metavar="NAME", help="an installed backend (see pto backends)")
     p.add_argument("-o", "--output", type=Path, default=Path("build"), metavar="DIR",
                    help="output directory (default: build)")
@@ -66,9 +69,11 @@ def run(args: argparse.Namespace) -> int:
     module = run_passes(load_program(args.file).module, options)
     emit = set(args.emit) or ({"pto"} if args.target is None else set())
     args.output.mkdir(parents=True, exist_ok=True)
-    if "pto" in emit:
-        out = args.output / f"{module.name}.pto"
-        out.write_text(print_module(module), encoding="utf-8")
+    for kind in sorted(emit):
+        from ..ptoas import print_ptoas
+        out = args.output / f"{module.name}.{kind}"
+        out.write_text((print_module if kind == "pto" else print_ptoas)(module),
+                       encoding="utf-8")
         print(f"wrote {out}")
     if args.target is not None:
         try:
