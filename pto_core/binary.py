@@ -99,7 +99,7 @@ class BinaryCompiler:
             module = load_program(module).module
         options = options or CompileOptions()
         plugins.get_backend(target)
-        optimised, bb = driver.optimise(module, options)
+        optimised, bb = driver.optimise(module, options, target)
         build_dir = driver.build_module(target, module, options)
         kernels = tuple(kernel_order(optimised))
         return Binary(target, optimised, module, options, build_dir, kernels,

@@ -69,16 +69,18 @@ class GeneratedFiles:
         return (*self.kernels, self.orchestration, self.binding, self.host)
 
 
-def optimise(module: Module, options: CompileOptions) -> tuple[Module, Callable[[Function], int]]:
-    """Verify ``module``, then run the pass pipeline when it is available; return the module and
-    the per-function on-chip byte count (after buffer planning when the passes provide it).
+def optimise(module: Module, options: CompileOptions,
+             target: str | None = None) -> tuple[Module, Callable[[Function], int]]:
+    """Verify ``module``, then run the pass pipeline (without the passes ``target`` does not
+    schedule); return the module and the per-function on-chip byte count.
     The input is verified whatever the pass options: with every pass disabled nothing else
     would check it before codegen, and with passes on, a bad input would be blamed on the
     first pass."""
     verify_module(module)
     from .passes import run_pipeline
     from .passes.buffer_reuse import function_buffer_bytes
-    return run_pipeline(module, options), lambda fn: function_buffer_bytes(fn, options)
+    passes = plugins.backend_options(target, options) if target is not None else options
+    return run_pipeline(module, passes), lambda fn: function_buffer_bytes(fn, options)
 
 
 def planned_files(target: str, module: Module,
@@ -87,7 +89,7 @@ def planned_files(target: str, module: Module,
     ``optimised`` says the module already went through them)."""
     info = plugins.get_backend(target)
     if not optimised:
-        module, _ = optimise(module, options or CompileOptions())
+        module, _ = optimise(module, options or CompileOptions(), target)
     m = c_module_name(module)
     kernels = tuple(f"{f.name}{info.kernel_suffix}" for f in module.functions.values()
                     if f.is_incore)
@@ -115,7 +117,7 @@ def generate(target: str, module: Module, options: CompileOptions,
              progress: Callable[[str], None] | None = None) -> dict[str, str]:
     """All generated sources of ``module`` for ``target`` by file name (nothing written);
     ``progress(name)`` is called after each InCore function's kernel."""
-    module, bb = optimise(module, options)
+    module, bb = optimise(module, options, target)
     files = planned_files(target, module, options, optimised=True)
     h = plugins.hook()
     kernels: list[KernelSource] = []
@@ -469,7 +471,7 @@ def run_built(target: str, module: Module, build_dir: Path, tensors: Mapping[str
     options = options or CompileOptions()
     phases = phases or Phases(enabled=False)
     if not optimised:
-        module, _ = optimise(module, options)
+        module, _ = optimise(module, options, target)
     deadline = None if timeout is None else timeout_seconds(timeout)
     with phases.phase("run", label=f"run {target}"), \
             runtime_environment({"PTO_TIMEOUT": deadline}):

@@ -60,6 +60,9 @@ class BackendInfo:
     #: the kernel table's functions run on host threads with host pointers (the runtime's
     #: default executor): :class:`pto_core.runner.DeviceRunner` can call them from a Graph
     host_kernels: bool = False
+    #: passes whose result the backend's code generator does not follow: its pipeline leaves
+    #: them out (e.g. ``fuse_loops`` where each library instruction is its own loop)
+    unscheduled_passes: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -24,6 +24,7 @@ import os
 import re
 import sys
 import traceback
+import dataclasses
 from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
@@ -35,6 +36,7 @@ import pluggy
 from . import hookspecs
 from .errors import PTOBackendError, PTOError
 from .hookspecs import BackendInfo
+from .options import CompileOptions
 
 ENTRY_POINT_GROUP = "pto.backends"
 
@@ -283,6 +285,13 @@ def plugin_source_dirs(rec: PluginRecord) -> list[Path]:
 def list_backends() -> list[BackendInfo]:
     """Backends of all plugins that loaded (a name two plugins provide is left out)."""
     return [b for r in plugin_records() if r.ok for b in r.backends if b.name not in _conflicts]
+
+
+def backend_options(name: str, options: CompileOptions) -> CompileOptions:
+    """``options`` for backend ``name``: the passes it does not schedule
+    (:attr:`BackendInfo.unscheduled_passes`) switched off."""
+    skip = frozenset(get_backend(name).unscheduled_passes)
+    return dataclasses.replace(options, disable=options.disable | skip) if skip else options
 
 
 def get_backend(name: str) -> BackendInfo:

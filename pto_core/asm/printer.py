@@ -100,8 +100,9 @@ def _body(body: tuple[Stmt, ...], depth: int, types: Mapping[str, Type], out: li
             pad = INDENT * d
             if isinstance(s, str):             # ELSE, ENDIF, ENDFOR of an enclosing block
                 out.append(s)
-            elif isinstance(s, Instr):
-                out.append(pad + format_instr(s, types))
+            elif isinstance(s, Instr):      # the loop nest of fuse_loops, as a comment
+                nest = f"  // nest {s.nest}" if s.nest is not None else ""
+                out.append(pad + format_instr(s, types) + nest)
             elif isinstance(s, For):
                 out.append(pad + s.header())
                 stack.append(itertools.chain(zip(s.body, itertools.repeat(d + 1)),

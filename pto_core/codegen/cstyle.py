@@ -18,11 +18,11 @@ elements), each scalar one slot (int64; floats are the bits of a double). The bo
 calls. Distinct memref parameters are assumed not to overlap (like ``restrict``) unless they name
 the same window.
 
-Loop fusion: with ``options.enabled("fuse_loops")`` consecutive TLOAD/TSTORE, element-wise,
-tile-scalar and row/column-expand instructions over the same tile shape are emitted as ONE loop
-nest; each op still stores its own destination tile element before the next op reads it, so the
-result is identical to the unfused code (and f16/bf16 rounding happens per op as in the
-reference).
+Loop fusion: element-wise instructions run in the loop nests the ``fuse_loops`` pass numbered
+(:mod:`pto_core.passes.fuse_loops`), in the order of their numbers; each op still
+stores its own destination tile element before the next op reads it. A function that did not go
+through the pass is fused here when ``options.enabled("fuse_loops")``, else every instruction
+is a nest of its own.
 
 >>> from pto_core import PTOModule, PTOFunctionBuilder, ElementType as T, MemorySpace as M
 >>> m = PTOModule("m")
@@ -37,6 +37,7 @@ reference).
 from __future__ import annotations
 
 import math
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Iterable, Sequence
 
@@ -45,13 +46,12 @@ from ..ir import (Call, Category, ElementType, For, Function, If, Instr, MemRefT
                   Return, ScalarType, TileType)
 from ..ir.ops import COMPARES, Expr
 from ..options import CompileOptions
+from ..passes.fuse_loops import fuse_function, is_element_op, is_fused, nest_shape
 from .cnames import c_comment, c_function, c_names, kernel_symbol, user_names, user_text
 
 E = ElementType
 
 #: categories that run one element at a time over the destination's shape (fusable)
-ELEMENT_CATEGORIES = (Category.LOAD, Category.STORE, Category.ELEMENTWISE, Category.TILE_SCALAR,
-                      Category.ROW_EXPAND, Category.COL_EXPAND)
 
 
 @dataclass
@@ -413,11 +413,14 @@ class CStyleRenderer:
         for line in self.prelude().rstrip("\n").split("\n"):
             out(line)
         out()
+        def fused(f: Function) -> Function:
+            return fuse_function(f) if options.enabled("fuse_loops") and not is_fused(f) else f
+
         # callees that were not inlined become static functions, each rendered once
         for callee in self._callees(fn, module):
-            self._render_body_function(out, callee, options)
+            self._render_body_function(out, fused(callee), options)
             out()
-        self._render_body_function(out, fn, options)
+        self._render_body_function(out, fused(fn), options)
         out()
         self._render_entry(out, fn, symbol)
         return "\n".join(out.lines) + "\n"
@@ -518,27 +521,29 @@ class CStyleRenderer:
 
     # ---------------------------------------------------------------- statements
     def render_body(self, out: _Out, fn: Function, body: Sequence, options: CompileOptions) -> None:
-        """Render statements, grouping element-wise runs into fused loop nests."""
-        fuse = options.enabled("fuse_loops")
-        group: list[Instr] = []
+        """Render statements; element-wise instructions as the loop nests ``Instr.nest``
+        numbers (one nest each when unnumbered): a nest runs once its last instruction is
+        reached and every lower-numbered nest of the body has run."""
+        left = Counter(s.nest for s in body if is_element_op(s) and s.nest is not None)
+        order = sorted(left)
+        nests: dict[int, list[Instr]] = {}
+
+        def run_complete(everything: bool = False) -> None:
+            # everything: a statement that is no element op ends every nest begun before it
+            while order and order[0] in nests and (everything or left[order[0]] == 0):
+                self.render_group(out, fn, nests.pop(order.pop(0)))
+
         for s in body:
-            if isinstance(s, Instr) and s.opdef.category in ELEMENT_CATEGORIES:
-                if group and fuse and self.can_hoist(fn, group, s):
-                    # an independent load of another shape goes before the open nest,
-                    # which stays open for what follows
-                    self.render_group(out, fn, [s])
-                    continue
-                if group and not (fuse and self.can_join(fn, group, s)):
-                    self.render_group(out, fn, group)
-                    group = []
-                group.append(s)
-                continue
-            if group:
-                self.render_group(out, fn, group)
-                group = []
-            self.render_stmt(out, fn, s, options)
-        if group:
-            self.render_group(out, fn, group)
+            if not is_element_op(s):
+                run_complete(everything=True)
+                self.render_stmt(out, fn, s, options)
+            elif s.nest is None:
+                self.render_group(out, fn, [s])
+            else:
+                nests.setdefault(s.nest, []).append(s)
+                left[s.nest] -= 1
+                run_complete()
+        run_complete(everything=True)
 
     def render_stmt(self, out: _Out, fn: Function, s, options: CompileOptions) -> None:
         if isinstance(s, For):
@@ -648,40 +653,8 @@ class CStyleRenderer:
         out(f"{dst} = ({ct})({self.expr(e, env, ct)});")
 
     # ---------------------------------------------------------------- element loops
-    def can_join(self, fn: Function, group: list[Instr], s: Instr) -> bool:
-        """May ``s`` join the fused loop nest ``group``? Same shape, and no memory hazard: a
-        memref both loaded and stored in one nest must use the same window."""
-        if self.group_shape(fn, group[0]) != self.group_shape(fn, s):
-            return False
-        cat = s.opdef.category
-        if cat in (Category.LOAD, Category.STORE):
-            mem = s.operands[1] if cat is Category.LOAD else s.operands[0]
-            other = Category.STORE if cat is Category.LOAD else Category.LOAD
-            for g in group:
-                if g.opdef.category is other:
-                    gm = g.operands[1] if other is Category.LOAD else g.operands[0]
-                    if gm == mem and tuple(g.operands[2:]) != tuple(s.operands[2:]):
-                        return False
-        return True
-
-    def can_hoist(self, fn: Function, group: list[Instr], s: Instr) -> bool:
-        """May the TLOAD ``s`` (of another shape) be emitted before the open nest ``group``?
-        Yes when the nest neither touches its tile nor stores to its memref."""
-        if s.opdef.category is not Category.LOAD:
-            return False
-        if self.group_shape(fn, group[0]) == self.group_shape(fn, s):
-            return False
-        tile, mem = s.operands[0], s.operands[1]
-        for g in group:
-            if tile in g.operands:
-                return False
-            if g.opdef.category is Category.STORE and g.operands[0] == mem:
-                return False
-        return True
-
     def group_shape(self, fn: Function, s: Instr) -> tuple[int, int]:
-        t = fn.type_of(s.operands[1] if s.opdef.category is Category.STORE else s.operands[0])
-        return t.shape
+        return nest_shape(fn, s)
 
     def _group_plan(self, fn: Function, group: list[Instr]) -> dict:
         """Per-row pointers for loads/stores: {id(instr): (var, memref, row_expr, col_expr)}."""

@@ -66,6 +66,9 @@ def run(args: argparse.Namespace) -> int:
     from ..program import load_program
 
     options = options_from_args(args)
+    if args.target is not None:
+        from ..plugins import backend_options
+        options = backend_options(args.target, options)
     module = run_passes(load_program(args.file).module, options)
     emit = set(args.emit) or ({"pto"} if args.target is None else set())
     args.output.mkdir(parents=True, exist_ok=True)

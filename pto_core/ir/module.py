@@ -32,11 +32,16 @@ class FunctionKind(enum.Enum):
 @dataclass(frozen=True)
 class Instr:
     """One table-driven instruction: ``op`` is a key of :data:`pto_core.ir.ops.OPS` and
-    ``operands`` follow that row's operand list. ``attrs`` holds e.g. ``(("cmp", "lt"),)``."""
+    ``operands`` follow that row's operand list. ``attrs`` holds e.g. ``(("cmp", "lt"),)``.
+
+    ``nest`` is a schedule, not meaning: the loop nest the ``fuse_loops`` pass put an
+    element-wise instruction in (instructions of one body with the same number share one
+    nest). It takes no part in comparisons."""
 
     op: str
     operands: tuple[Value, ...]
     attrs: tuple[tuple[str, object], ...] = ()
+    nest: int | None = field(default=None, compare=False)
 
     @property
     def opdef(self) -> OpDef:

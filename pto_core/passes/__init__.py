@@ -13,8 +13,8 @@ input module is never changed), and the verifier runs after each one:
                     ``tile_levels`` rows call derived kernel variants; the entry here only
                     marks the point for ``--print-after``. Without ``binary_expansion`` it has
                     nothing to act on.
-``fuse_loops``      done by the kernel emitters at codegen time, which read the switch from the
-                    options; a no-op here
+``fuse_loops``      numbers the loop nest of each element-wise instruction (``Instr.nest``), which
+                    C-style renderers follow
 ``buffer_reuse``    an analysis (:func:`plan_buffers`) the emitters and the orchestration use
                     for tile offsets and ``buffer_bytes``; here it checks ``capacity`` if given
 ==================  ============================================================================
@@ -47,6 +47,7 @@ from .buffer_reuse import (BufferPlan, buffer_report, check_capacity, function_b
                            live_intervals, plan_buffers)
 from .const_fold import const_fold_module, fold_scalar
 from .dce import dce_module
+from .fuse_loops import fuse_loops_module
 from .inline import inline_module
 from ._rewrite import replace_functions
 
@@ -105,7 +106,7 @@ def run_pipeline(module: Module, options: CompileOptions, *,
     elif on("adaptive_tiles"):
         step("adaptive_tiles", lambda m: m)
     if on("fuse_loops"):
-        step("fuse_loops", lambda m: m)
+        step("fuse_loops", fuse_loops_module)
     if on("buffer_reuse"):
         step("buffer_reuse", lambda m: m)
     if capacity is not None:
@@ -115,5 +116,6 @@ def run_pipeline(module: Module, options: CompileOptions, *,
 
 __all__ = ["BufferPlan", "PIPELINE", "VariantFactory", "buffer_report", "check_capacity",
            "const_fold_module", "dce_module", "derive_variant", "expand_module", "fold_scalar",
+           "fuse_loops_module",
            "function_buffer_bytes", "inline_module", "live_intervals", "plan_buffers",
            "run_pipeline"]

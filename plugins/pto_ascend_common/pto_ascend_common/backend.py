@@ -62,7 +62,7 @@ class AscendBackend(BackendPlugin):
             kernel_suffix=".cpp", host_suffix=".cpp",
             capacities=dict(self.arch.capacities), kernel_buffer="UB",
             worker_types=("VECTOR", "CUBE"), targets=(self.arch.cce_arch,),
-            can_run=True,
+            unscheduled_passes=("fuse_loops",), can_run=True,
             cannot_run_reason="" if npu else "no CANN (ASCEND_HOME_PATH unset): runs the CPU check")
 
     # ------------------------------------------------------------------ codegen
