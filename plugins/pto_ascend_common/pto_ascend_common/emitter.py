@@ -567,7 +567,10 @@ class AscendRenderer(CStyleRenderer):
             return [_Step(f"{s.op}({d}, {a});", "V", (a,), (d,))]
         if cat is Category.TRANSPOSE:
             a = vec(ops["a"])
-            tmp = self._scratch(tt, 0)
+            # docs/isa/TTRANS.md, "Temporary tile": an H x W source needs W rows of H
+            # elements rounded up to the row stride (16 elements, 32 for 1-byte types)
+            stride = 32 if tt.dtype.itemsize == 1 else 16
+            tmp = self._scratch(tt, 0, rows=tt.rows, cols=-(-tt.cols // stride) * stride)
             return [_Step(f"TTRANS({d}, {a}, {tmp});", "V", (a,), (d, tmp))]
         if cat is Category.CONVERT:
             a = vec(ops["a"])

@@ -199,3 +199,18 @@ def test_a_padded_per_row_operand_is_broadcast_to_a_32_byte_block_per_row(tmp_pa
     m.set_entry("run")
     got = cpu_check.run(A5, m, tmp_path, {"a": x, "b": r})
     np.testing.assert_array_equal(got["o"], run_module(m, {"a": x, "b": r})["o"])
+
+
+@pytest.mark.parametrize("arch", [A2A3, A5], ids=lambda a: a.name)
+def test_transpose_scratch_has_the_documented_size(arch):
+    """docs/isa/TTRANS.md: transposing H x W needs W x ceil(H / 16) * 16 elements of tmp
+    (b16/b32): 2,048 bytes for 8 x 32 floats, twice the size of the result."""
+    m = PTOModule("m")
+    f = (PTOFunctionBuilder("k", module=m).in_core().memref("a", GM, T.F32)
+         .memref("o", GM, T.F32).tile("x", 8, 32, T.F32).tile("y", 32, 8, T.F32)
+         .load("x", "a").trans("y", "x").store("o", "y").build())
+    r = AscendRenderer(arch)
+    src = user_text(r.render_kernel(f, m))
+    tmp = [t for t in r.plan(f).values() if t.name.startswith("_pto_tmp")]
+    assert [(t.rows, t.cols, t.nbytes) for t in tmp] == [(32, 16, 2048)]
+    assert f"TTRANS(y, x, {tmp[0].name});" in src

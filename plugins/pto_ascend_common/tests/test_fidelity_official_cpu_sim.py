@@ -89,3 +89,28 @@ def test_example_on_the_official_simulator_matches_the_reference_and_our_header(
     theirs = official_sim.run(arch, p.module, tmp_path / "official", ins, p.defaults)
     assert_agrees(theirs, ours, p.module.uses_matmul,
                   f"{path.name} on {arch.name}: our CPU-check header against the official one")
+
+
+def test_an_int32_column_sum_is_rejected_by_the_official_cpu_code(tmp_path):
+    """A divergence kept on our side (docs/ascend-fidelity.md): the ISA page lists int32 for
+    TCOLSUM, the official CPU implementation does not compile it. The build fails with the
+    library's message, naming the target."""
+    from pto_core import ElementType as T, MemorySpace as M, PTOFunctionBuilder, PTOModule
+    from pto_core.errors import PTOBackendError
+    m = PTOModule("m")
+    f = (PTOFunctionBuilder("k", module=m).in_core().memref("a", M.GLOBAL, T.I32)
+         .memref("o", M.GLOBAL, T.I32).tile("x", 8, 8, T.I32).tile("s", 1, 8, T.I32)
+         .load("x", "a").colsum("s", "x").store("o", "s").build())
+    assert f is not None
+    with pytest.raises(PTOBackendError) as e:
+        official_sim.build(A5, m, tmp_path)
+    assert "ascend_a5" in str(e.value) and "Not supported data type" in str(e.value)
+
+
+def test_missing_headers_are_named(monkeypatch, tmp_path):
+    monkeypatch.setenv(official_sim.ENV, str(tmp_path / "nowhere"))
+    why = official_sim.missing()
+    assert why is not None and "nowhere" in why and "PTO_ISA_ROOT" in why
+    with pytest.raises(Exception) as e:
+        official_sim.toolchain(A2A3)
+    assert "official CPU simulator: missing" in str(e.value)

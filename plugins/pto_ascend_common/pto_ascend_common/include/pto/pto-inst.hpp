@@ -606,11 +606,20 @@ inline RecordEvent TMOV(DstTileData& dst, SrcTileData& src, WaitEvents&...) {
 }
 
 // ------------------------------------------------------------------------------------------
-// Element-wise: tile-tile, tile-scalar, unary
+// Element-wise: tile-tile, tile-scalar, unary. The library documents every one of them for
+// row-major tiles only ("Tile layout must be row-major", docs/isa/TADD.md, TADDS.md, TEXP.md
+// ...; its CPU implementation rejects a column-major tile in TADDS/TMULS/...): so do we.
 // ------------------------------------------------------------------------------------------
+namespace detail {
+template <class... T> inline constexpr bool all_row_major = (T::isRowMajor && ...);
+}  // namespace detail
+#define PTO_SIM_ROW_MAJOR(NAME, ...)                                                            \
+    static_assert(detail::all_row_major<__VA_ARGS__>,                                           \
+                  #NAME ": tiles must be row-major (docs/isa/" #NAME ".md)")
 #define PTO_SIM_BINARY(NAME, EXPR)                                                              \
     template <typename D, typename S0, typename S1, typename... WaitEvents>                     \
     inline RecordEvent NAME(D& dst, S0& src0, S1& src1, WaitEvents&...) {                       \
+        PTO_SIM_ROW_MAJOR(NAME, D, S0, S1);                                                     \
         detail::map(#NAME, [](unsigned r, unsigned c, S0& a_, S1& b_) {                          \
             auto a = detail::val(a_, r, c); auto b = detail::val(b_, r, c); return EXPR; },      \
             dst, src0, src1);                                                                   \
@@ -627,6 +636,7 @@ PTO_SIM_BINARY(TMIN, detail::fminv(a, b))
 #define PTO_SIM_SCALAR(NAME, EXPR)                                                              \
     template <typename D, typename S, typename... WaitEvents>                                   \
     inline RecordEvent NAME(D& dst, S& src, typename S::DType scalar, WaitEvents&...) {         \
+        PTO_SIM_ROW_MAJOR(NAME, D, S);                                                          \
         const auto s = pto_sim::calc_t<typename S::DType>(scalar);                              \
         detail::map(#NAME, [s](unsigned r, unsigned c, S& a_) {                                  \
             auto a = detail::val(a_, r, c); return EXPR; }, dst, src);                          \
@@ -642,12 +652,14 @@ PTO_SIM_SCALAR(TMINS, detail::fminv(a, s))
 // TDIVS has two forms: tile / scalar and scalar / tile.
 template <typename D, typename S, typename... WaitEvents, std::enable_if_t<is_tile<S>::value, int> = 0>
 inline RecordEvent TDIVS(D& dst, S& src, typename S::DType scalar, WaitEvents&...) {
+    PTO_SIM_ROW_MAJOR(TDIVS, D, S);
     const auto s = pto_sim::calc_t<typename S::DType>(scalar);
     detail::map("TDIVS", [s](unsigned r, unsigned c, S& a_) { return detail::divv(detail::val(a_, r, c), s); }, dst, src);
     return {};
 }
 template <typename D, typename S, typename... WaitEvents, std::enable_if_t<is_tile<S>::value, int> = 0>
 inline RecordEvent TDIVS(D& dst, typename D::DType scalar, S& src, WaitEvents&...) {
+    PTO_SIM_ROW_MAJOR(TDIVS, D, S);
     const auto s = pto_sim::calc_t<typename D::DType>(scalar);
     detail::map("TDIVS", [s](unsigned r, unsigned c, S& a_) { return detail::divv(s, detail::val(a_, r, c)); }, dst, src);
     return {};
@@ -663,6 +675,7 @@ inline RecordEvent TEXPANDS(D& dst, typename D::DType scalar, WaitEvents&...) {
 #define PTO_SIM_UNARY(NAME, EXPR)                                                               \
     template <typename D, typename S, typename... WaitEvents>                                   \
     inline RecordEvent NAME(D& dst, S& src, WaitEvents&...) {                                   \
+        PTO_SIM_ROW_MAJOR(NAME, D, S);                                                          \
         detail::map(#NAME, [](unsigned r, unsigned c, S& a_) {                                   \
             auto a = detail::val(a_, r, c); using C_ = decltype(a); (void)sizeof(C_);           \
             return EXPR; }, dst, src);                                                          \
@@ -677,6 +690,7 @@ PTO_SIM_UNARY(TABS, detail::absv(a))
 PTO_SIM_UNARY(TNEG, C_(-a))
 PTO_SIM_UNARY(TRELU, detail::fmaxv(a, C_(0)))
 #undef PTO_SIM_UNARY
+#undef PTO_SIM_ROW_MAJOR
 
 // ------------------------------------------------------------------------------------------
 // Reductions. Row reductions take a scratch tile as in the library; dst is R x 1 (DN) or an
@@ -781,13 +795,29 @@ inline RecordEvent TCOLEXPAND(D& dst, S& src, WaitEvents&...) {
     detail::map("TCOLEXPAND", [](unsigned, unsigned c, S& b) { return detail::val(b, 0, c); }, dst, src);
     return {};
 }
+// The per-row operand of TROWEXPAND<op> (docs/isa/TROWEXPANDADD.md) is either a column-major
+// R x 1 tile (Mode 1: one value per row) or a row-major tile of one 32-byte block per row
+// (Mode 2: the block repeats along the row); anything else is an error, as in the library.
+namespace detail {
+template <class D, class B> inline bool per_row_operand(const D& dst, const B& b) {
+    const unsigned block = 32 / sizeof(typename B::DType);
+    return b.GetValidRow() == dst.GetValidRow() &&
+           (B::isRowMajor ? b.GetValidCol() == block : b.GetValidCol() == 1);
+}
+}  // namespace detail
 #define PTO_SIM_EXPAND(NAME, ROW, EXPR)                                                         \
     template <typename D, typename S0, typename S1, typename... WaitEvents>                     \
     inline RecordEvent NAME(D& dst, S0& src0, S1& src1, WaitEvents&...) {                       \
+        static_assert(D::isRowMajor, #NAME ": dst must be row-major");                          \
+        if (ROW && !detail::per_row_operand(dst, src1)) {                                       \
+            pto_sim::fail(#NAME ": invalid src1 shape (a column-major R x 1 tile or a "         \
+                          "row-major block of 32 bytes per row)");                              \
+            return {};                                                                          \
+        }                                                                                       \
         detail::map(#NAME, [](unsigned r, unsigned c, S0& a_, S1& b_) {                          \
             auto a = detail::val(a_, r, c);                                                     \
-            auto b = ROW ? detail::val(b_, r, 0) : detail::val(b_, 0, c); return EXPR; },       \
-            dst, src0, src1);                                                                   \
+            auto b = ROW ? detail::val(b_, r, c % b_.GetValidCol()) : detail::val(b_, 0, c);    \
+            return EXPR; }, dst, src0, src1);                                                   \
         return {};                                                                              \
     }
 PTO_SIM_EXPAND(TROWEXPANDADD, true, a + b)
