@@ -122,13 +122,7 @@ def test_the_accumulator_check_sees_a_shared_memory_accumulator():
     assert "matmul_wmma" in src and _accumulators_in_shared_memory(fn, src) == ["tc"]
 
 
-@pytest.mark.parametrize("arch,mnemonic", [
-    ("sm_80", "HMMA"),
-    pytest.param("sm_90a", "HGMMA", marks=pytest.mark.xfail(
-        strict=True, reason="issue 15: the sm_90 matmul mainloop (TMA + wgmma, warp-specialised "
-                            "producer and consumers) is not built; on sm_90a the sm_80 "
-                            "mma.sync mainloop runs and issues HMMA")),
-])
+@pytest.mark.parametrize("arch,mnemonic", [("sm_80", "HMMA"), ("sm_90a", "HGMMA")])
 def test_bench_gemm_uses_the_architectures_tensor_core_instruction(arch, mnemonic):
     (fn, src), = _kernels(PROGRAMS["bench/gemm.py"], arch)
     assert sass_counts(kernel_resources(src, arch).sass).get(mnemonic, 0) > 0
