@@ -49,7 +49,7 @@ from pto_core.ir import (Call, Category, ElementType, For, Function, If, Instr, 
 from pto_core.options import CompileOptions
 
 from .config import KernelConfig, arch_major, default_config, wgmma_arch
-from .placement import (MainLoop, Place, Placement, RowLayout, Sm90Plan, place_tiles,
+from .placement import (MainLoop, Place, Placement, RowLayout, Sm90Plan, WarpGrid, place_tiles,
                         placement_summary, sm90_plan, user_named)
 
 E = ElementType
@@ -250,8 +250,17 @@ class CudaRenderer(CStyleRenderer):
         cfg = dataclasses.replace(self.config, warps=self._warps)
         self._place = place_tiles(fn, cfg, self.arch, self.smem_capacity - self._smem_used)
         if self.tma and not self._placements and not any(isinstance(s, Call) for s in fn.walk()):
-            self._sm90 = sm90_plan(fn, self._place, cfg.stages, self.smem_capacity)
+            # the sm_90a main loop does not use the warp count: an accumulator too large for
+            # this many warps' fragments may still be one for the consumer warpgroups
+            for place in (self._place, place_tiles(fn, dataclasses.replace(cfg, warps=16),
+                                                   self.arch, self.smem_capacity)):
+                self._sm90 = sm90_plan(fn, place, cfg.stages, self.smem_capacity)
+                if self._sm90 is not None:
+                    self._place = place
+                    break
             if self._sm90 is not None:
+                # the accumulator is split over consumer warpgroups, by rows
+                self._place.grids[self._sm90.mainloop.acc] = WarpGrid(self._sm90.consumers, 1)
                 self._sm90_elem = fn.type_of(self._sm90.mainloop.a).dtype
                 self._sm90_ctype = self.ctype(self._sm90_elem)
         self._placements[fn.name] = self._place
@@ -260,7 +269,7 @@ class CudaRenderer(CStyleRenderer):
         super()._render_body_function(out, fn, options)
         out.lines[start + 1:start + 1] = [
             "    extern __shared__ __align__(128) unsigned char _pto_smem[];",
-            f"    /* tiles: {placement_summary(self._place, fn)} */",
+            f"    /* tiles: {placement_summary(self._place, fn, 'warpgroups' if self._sm90 else 'warps')} */",
             "    const int _pto_lane = threadIdx.x & 31, _pto_warp = threadIdx.x >> 5;",
             "    (void)_pto_lane; (void)_pto_warp; (void)_pto_smem;"]
         scalars = {loc.name for loc in fn.locals if not isinstance(loc.type, TileType)}
@@ -327,11 +336,16 @@ class CudaRenderer(CStyleRenderer):
         run: list[Instr] = []
         for s in group:
             tile = s.operands[0] if s.opdef.category is Category.LOAD else s.operands[1]
-            if s.opdef.is_memory_op and self._place.tiles.get(tile) is Place.ACC:
+            on_acc = self._place.tiles.get(s.operands[0]) is Place.ACC
+            if (s.opdef.is_memory_op and self._place.tiles.get(tile) is Place.ACC) or (
+                    on_acc and not s.opdef.is_memory_op):
                 if run:
                     self._row_group(out, fn, run)
                     run = []
-                self._acc_move(out, fn, s)
+                if s.opdef.is_memory_op:
+                    self._acc_move(out, fn, s)
+                else:
+                    self._acc_apply(out, fn, s)
             else:
                 run.append(s)
         if run:
@@ -346,6 +360,27 @@ class CudaRenderer(CStyleRenderer):
         out(f"/* {s} */")
         out(f"pto::acc_load({tile}, {ptr}, _pto_ld_{mem});" if load
             else f"pto::acc_store({ptr}, _pto_ld_{mem}, {tile});")
+
+    def _acc_apply(self, out: _Out, fn: Function, s: Instr) -> None:
+        """An element-wise op on an accumulator alone, on each of its registers (a fused
+        epilogue: no shared memory, no barrier)."""
+        ct = self.compute_type(fn.type_of(s.operands[0]).dtype)
+        env = self._operands(s, ct, lambda name, v: "_pto_x")
+        out(f"/* {s}: on the accumulator's registers */")
+        out(f"pto::acc_apply({s.operands[0]}, [&](float _pto_x) {{ return "
+            f"{self.expr(s.opdef.expr, env, ct)}; }});")
+
+    def _operands(self, s: Instr, ct: str, tile) -> dict[str, str]:
+        """The expression of each input of element-wise op ``s`` in compute type ``ct``: a
+        scalar cast or literal, a tile operand as ``tile(name, value)`` gives it."""
+        env = {}
+        for spec in s.opdef.inputs:
+            v = s.operand(spec.name)
+            if spec.role == "scalar":
+                env[spec.name] = f"({ct})({v})" if isinstance(v, str) else self.literal(v, ct)
+            else:
+                env[spec.name] = tile(spec.name, v)
+        return env
 
     def _ref(self, fn: Function, tile: str, lay: RowLayout, role: str = "") -> str:
         """This thread's element of ``tile`` at the loop position (``_pto_i``, ``_pto_j``,
@@ -374,15 +409,11 @@ class CudaRenderer(CStyleRenderer):
             a = s.operands[1]
             return (f"{self._ref(fn, dst, lay)} = "
                     f"{self.convert_expr(fn.type_of(a).dtype, dt, self._ref(fn, a, lay))};")
-        env = {}
-        for spec in s.opdef.inputs:
-            v = s.operand(spec.name)
-            if spec.role == "scalar":
-                env[spec.name] = f"({ct})({v})" if isinstance(v, str) else self.literal(v, ct)
-            else:
-                role = ("row" if cat is Category.ROW_EXPAND and spec.name == "b" else
-                        "col" if cat is Category.COL_EXPAND and spec.name == "b" else "")
-                env[spec.name] = self.to_compute(dt, self._ref(fn, v, lay, role))
+        def tile(name: str, v: str) -> str:
+            role = ("row" if cat is Category.ROW_EXPAND and name == "b" else
+                    "col" if cat is Category.COL_EXPAND and name == "b" else "")
+            return self.to_compute(dt, self._ref(fn, v, lay, role))
+        env = self._operands(s, ct, tile)
         if cat is Category.ROW_EXPAND and "a" not in env:
             env["a"] = env["b"]
         return (f"{self._ref(fn, dst, lay)} = "

@@ -8,7 +8,8 @@ One thread block runs one tile task; a tile can live in
   iterates the same mapping, so a thread owns its elements across a whole chain and no barrier
   separates the ops; a row reduction is a warp butterfly of shuffles;
 * **registers, MMA fragments** (:attr:`Place.ACC`): an f32 accumulator of tensor-core matmuls,
-  a grid of warps each holding m16n8 fragments (``Acc`` in ``pto_cuda_gemm.cuh``);
+  a grid of warps each holding m16n8 fragments (``Acc`` in ``pto_cuda_gemm.cuh``); element-wise
+  ops on it alone (an epilogue: scale, bias by a scalar, activation) run on those registers;
 * **the buffers of a pipelined K loop** (:attr:`Place.STAGED`): the A and B operands of a
   recognised ``TLOAD a(i, k); TLOAD b(k, j); TMATMUL_ACC c, c, a, b`` loop, which
   ``gemm_mainloop`` streams through multi-stage shared memory;
@@ -99,7 +100,8 @@ def row_layout(shape: tuple[int, int], warps: int) -> RowLayout:
 
 @dataclass(frozen=True)
 class WarpGrid:
-    """How an ``Acc`` tile is split: ``wm x wn`` warps, each ``rows/wm x cols/wn``."""
+    """How an ``Acc`` tile is split: ``wm x wn`` warps, each ``rows/wm x cols/wn`` (on the
+    sm_90a main loop, ``wm`` consumer warpgroups by rows)."""
 
     wm: int
     wn: int
@@ -183,13 +185,23 @@ def _row_use(s: Instr, operand: str) -> bool:
     return not (cat is Category.COL_EXPAND and operand == "b")
 
 
+def acc_elementwise(fn: Function, s: Instr, tile: str) -> bool:
+    """``s`` is an element-wise or tile-scalar op whose every tile operand is ``tile`` (``TRELU
+    c, c``; ``TMULS c, c, alpha``): it runs on an accumulator's registers where they are
+    (``acc_apply``), an epilogue fused into the matmul kernel."""
+    if s.opdef.category not in (Category.ELEMENTWISE, Category.TILE_SCALAR):
+        return False
+    tiles = [v for v in s.operands if is_tile(fn, v)]
+    return bool(tiles) and all(v == tile for v in tiles)
+
+
 def _acc_use(fn: Function, s: Instr, operand: str, tile: str, arch: str) -> bool:
     cat = s.opdef.category
     if cat is Category.MATMUL:
         ops = s.named_operands()
         return (operand in ("dst", "acc") and tensor_core_matmul(fn, s, arch)
                 and ops["dst"] == tile and ops.get("acc", tile) == tile)
-    return cat in (Category.LOAD, Category.STORE)
+    return cat in (Category.LOAD, Category.STORE) or acc_elementwise(fn, s, tile)
 
 
 def _find_mainloops(fn: Function, body: tuple, place: dict[str, Place], uses: dict,
@@ -327,14 +339,15 @@ def user_named(p: Placement) -> Placement:
     return renamed(p, user_text)
 
 
-def placement_summary(p: Placement, fn: Function) -> str:
-    """One comment line for the generated kernel: each tile and where it lives."""
+def placement_summary(p: Placement, fn: Function, unit: str = "warps") -> str:
+    """One comment line for the generated kernel: each tile and where it lives (an
+    accumulator's grid counted in ``unit``)."""
     parts = []
     for t, ty in fn.tiles.items():
         where = p.tiles[t].value
         if p.tiles[t] is Place.ACC:
             g = p.grids[t]
-            where += f" {g.wm}x{g.wn} warps"
+            where += f" {g.wm}x{g.wn} {unit}"
         parts.append(f"{t} {ty.rows}x{ty.cols}: {where}")
     return "; ".join(parts)
 
@@ -396,7 +409,8 @@ def _arg_slot(fn: Function, name: str) -> int:
 def sm90_plan(fn: Function, p: Placement, stages: int, smem_capacity: int) -> Sm90Plan | None:
     """The sm_90a main loop for ``fn`` placed as ``p``, or None where the kernel is not one:
     the function is exactly a canonical K loop (its peeled first step included) over f16/bf16
-    operands read from parameters, and stores of the f32 accumulator after it; tiles of 64 to
+    operands read from parameters, then stores of the f32 accumulator and element-wise ops on
+    it (:func:`acc_elementwise`); tiles of 64 to
     256 rows and columns in multiples of 64 (TMA boxes of 64 columns with the 128-byte swizzle,
     64-row wgmma), at most :data:`WG_ACC_ELEMS` accumulator registers per consumer thread.
     ``stages`` shrinks (not below 2) until the buffers fit ``smem_capacity``."""
@@ -415,8 +429,9 @@ def sm90_plan(fn: Function, p: Placement, stages: int, smem_capacity: int) -> Sm
             seen_loop = True
         elif id(s) in skipped:
             continue
-        elif not (seen_loop and isinstance(s, Instr) and s.op == "TSTORE"
-                  and s.operands[1] == ml.acc):
+        elif not (seen_loop and isinstance(s, Instr)
+                  and ((s.op == "TSTORE" and s.operands[1] == ml.acc)
+                       or acc_elementwise(fn, s, ml.acc))):
             return None
     tc, ta = fn.type_of(ml.acc), fn.type_of(ml.a)
     bm, bn, bk = tc.rows, tc.cols, ta.cols

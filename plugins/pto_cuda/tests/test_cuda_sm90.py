@@ -274,3 +274,71 @@ def test_sm90a_gemm_on_the_device_matches_the_reference_without_fallbacks():
     assert cdll.pto_cuda_tma_fallbacks(ctypes.byref(last)) == 0, last.value
     np.testing.assert_allclose(np.asarray(got, np.float64), np.asarray(want, np.float64),
                                rtol=1e-3, atol=1e-3)
+
+
+# ------------------------------------------------------------------ a fused epilogue
+
+def epilogue_gemm(n: int = 128, tm: int = 64, tn: int = 64, tk: int = 32):
+    """gemm_module's GEMM with ``c = relu(0.5 * (a @ b) - 1)`` applied to the accumulator after
+    the K loop."""
+    from pto_core import ElementType as T, MemorySpace as M, PTOFunctionBuilder, PTOModule
+    m = PTOModule("epi")
+    (PTOFunctionBuilder("gemm_tile", module=m).in_core()
+     .memref("a", M.GLOBAL, T.BF16).memref("b", M.GLOBAL, T.BF16).memref("c", M.GLOBAL, T.F32)
+     .tile("ta", tm, tk, T.BF16).tile("tb", tk, tn, T.BF16).tile("tc", tm, tn, T.F32)
+     .load("ta", "a", 0, 0).load("tb", "b", 0, 0).matmul("tc", "ta", "tb")
+     .for_loop("k", 1, n // tk, 1)
+     .load("ta", "a", 0, "k").load("tb", "b", "k", 0).matmul_acc("tc", "tc", "ta", "tb")
+     .end_for()
+     .muls("tc", "tc", 0.5).adds("tc", "tc", -1.0).relu("tc", "tc")
+     .store("c", "tc").build())
+    (PTOFunctionBuilder("gemm", module=m).not_in_core()
+     .memref("a", M.GLOBAL, T.BF16).memref("b", M.GLOBAL, T.BF16).memref("c", M.GLOBAL, T.F32)
+     .for_loop("i", 0, n // tm, 1).for_loop("j", 0, n // tn, 1)
+     .call("gemm_tile", {"a": ("a", "i", 0), "b": ("b", 0, "j"), "c": ("c", "i", "j")})
+     .end_for().end_for().build())
+    m.set_entry("gemm")
+    return m
+
+
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90a"])
+def test_elementwise_ops_on_the_accumulator_run_on_its_registers(arch):
+    m = epilogue_gemm(512, 128, 128, 64)
+    src, facts = CudaRenderer(arch).render(m.functions["gemm_tile"], m)
+    assert facts.placement["gemm_tile"].tiles["tc"].value == "acc"
+    assert src.count("pto::acc_apply(") == (3 if arch == "sm_80" else 6)   # + the fallback's
+    assert ("sm90_mainloop" in src) == (arch == "sm_90a") and "gemm_mainloop" in src
+
+
+@pytest.mark.slow
+def test_a_fused_epilogue_on_the_sm80_path_matches_the_reference_on_the_simulator():
+    from pto_core.checking import random_inputs
+    from pto_core.codegen.orchestration import c_module_name
+    from pto_core.driver import build_module
+    from pto_core.reference import run_module as reference
+    from pto_core.shapes import derive_shapes
+    from pto_cuda.launch import run_module
+    m = epilogue_gemm()
+    src = sim_plugin.generate_kernel(m.functions["gemm_tile"], m, CompileOptions()).text
+    assert "pto::acc_apply(" in src and "pto::gemm_mainloop<" in src
+    so = build_module("cuda_sim", m, CompileOptions()) / f"lib{c_module_name(m)}.so"
+    inputs = random_inputs(m.functions[m.entry], derive_shapes(m, {}), ("a", "b"), 0)
+    want = np.asarray(reference(m, inputs, {})["c"], np.float64)
+    got = np.asarray(run_module(so, m, inputs, {})["c"], np.float64)
+    assert (want == 0).any() and (want > 0).any()            # the relu cut some, kept some
+    # bf16 products are exact in f32; only the order of the f32 sums differs
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.slow
+@requires_nvcc
+@pytest.mark.parametrize("arch,mma", [("sm_90a", "HGMMA"), ("sm_80", "HMMA")])
+def test_a_fused_epilogue_compiles_on_both_paths_without_spills(arch, mma):
+    from pto_cuda.perf.resources import find_cuobjdump, kernel_resources, sass_counts
+    if find_cuobjdump() is None:
+        pytest.skip("cuobjdump not found (pip install nvidia-cuda-cuobjdump)")
+    m = epilogue_gemm(512, 128, 128, 64)
+    src, _ = CudaRenderer(arch).render(m.functions["gemm_tile"], m)
+    res = kernel_resources(src, arch)
+    c = sass_counts(res.sass)
+    assert c.get(mma, 0) > 0 and c.get("FMNMX", 0) > 0 and res.spill_bytes == 0, c

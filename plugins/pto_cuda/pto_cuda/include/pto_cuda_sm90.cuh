@@ -6,7 +6,7 @@
  *
  *   WgAcc<T, BM, BN>    a BM x BN f32 accumulator in the registers of the consumer warpgroups
  *                       (warpgroup 0 produces, 1..CONSUMERS consume; 64 rows per wgmma);
- *   acc_fill / acc_store   as for the sm_80 Acc (pto_cuda_gemm.cuh), same names, so the code
+ *   acc_fill / acc_store / acc_apply   as for the sm_80 Acc (pto_cuda_gemm.cuh), same names, so the code
  *                       around a main loop does not change with the architecture;
  *   sm90_mainloop       c += sum over K tiles kt in [kt0, kt1) of A(a_row, kt) @ B(kt, b_col):
  *                       one thread of the producer warpgroup waits for a free buffer, announces
@@ -95,11 +95,16 @@ struct WgAcc {
     __device__ __forceinline__ static bool active() { return threadIdx.x >= 128; }
 };
 
-template <class T, int BM, int BN>
-__device__ __forceinline__ void acc_fill(WgAcc<T, BM, BN>& c, float v) {
+template <class T, int BM, int BN, class F>
+__device__ __forceinline__ void acc_apply(WgAcc<T, BM, BN>& c, F f) {
     if (!WgAcc<T, BM, BN>::active()) return;
     CUTE_UNROLL
-    for (int i = 0; i < cute::size(c.x); ++i) c.x(i) = v;
+    for (int i = 0; i < cute::size(c.x); ++i) c.x(i) = f(c.x(i));
+}
+
+template <class T, int BM, int BN>
+__device__ __forceinline__ void acc_fill(WgAcc<T, BM, BN>& c, float v) {
+    acc_apply(c, [v](float) { return v; });
 }
 
 /* The BM x BN matrix at p (row stride ld) = c, each consumer thread writing its elements. */

@@ -5,8 +5,9 @@
 
 * from ptxas: registers per thread, spill stores and loads, stack frame, static shared memory
   and barriers of the kernel's ``__global__`` function;
-* from the ``PTO_CUDA_KERNEL(name, args, threads, smem)`` line of the source: threads per block
-  and dynamic shared memory per block (what the executor launches with);
+* from the ``PTO_CUDA_KERNEL(name, args, threads, smem)`` line of the source (or
+  ``PTO_CUDA_KERNEL_SM90(..., tensor-map operands, fallback)``): threads per block and dynamic
+  shared memory per block (what the executor launches with);
 * from ``cuobjdump -sass`` (the ``nvidia-cuda-cuobjdump`` wheel, or the toolkit's): every SASS
   instruction, counted by mnemonic (:func:`sass_counts`) and by class (:func:`sass_mix`), and how
   a thread loads global memory: the widest load and how many loads it issues before it waits
@@ -57,8 +58,8 @@ _WAIT_CLASSES = frozenset({"async copy", "ldmatrix", "shared", "global", "generi
                            "local"})
 _CONTROL = frozenset({"BRA", "EXIT", "RET", "CALL", "WARPSYNC"})
 
-_KERNEL_LINE = re.compile(
-    r"PTO_CUDA_KERNEL(?:_SM90)?\(\s*(\w+)\s*,\s*(\d+)\s*,\s*(\d+)\s*,\s*(\d+)\s*[,)]")
+_KERNEL_LINE = re.compile(r"PTO_CUDA_KERNEL(?:_SM90)?\(\s*(\w+)\s*,\s*(\d+)\s*,\s*(\d+)\s*,"
+                          r"\s*(\d+)\s*(?:,\s*(\d+)\s*,[^)]*)?\)")
 _SASS_LINE = re.compile(r"/\*[0-9a-f]{4,}\*/\s+(?:@!?U?P[T0-9]+\s+)?([A-Z][A-Z0-9_]*(?:\.[A-Z0-9_]+)*)")
 
 
@@ -74,6 +75,7 @@ class KernelResources:
     dynamic_smem: int
     threads: int
     args: int = 0                   # int64 argument slots per task (the kernel ABI)
+    tma_operands: int = 0           # operands loaded through tensor maps (sm_90a main loop)
     barriers: int = 0
     sass: tuple[str, ...] = field(default=(), repr=False)  # opcodes in order (empty: no cuobjdump)
     sass_note: str = ""             # why there is no SASS, when there is none
@@ -259,7 +261,7 @@ def kernel_resources(source: str, arch: str, symbol: str | None = None) -> Kerne
             else:
                 sass = parse_sass(d.stdout, symbol)
     res = KernelResources(threads=threads, dynamic_smem=dynamic, args=int(m.group(2)), sass=sass,
-                          sass_note=note, **info)
+                          sass_note=note, tma_operands=int(m.group(5) or 0), **info)
     if not note:
         cached.parent.mkdir(parents=True, exist_ok=True)
         tmp_file = cached.with_suffix(f".{os.getpid()}.tmp")
