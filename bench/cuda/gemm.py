@@ -2,6 +2,7 @@
 f32 output tile per task, K walked inside the kernel with TMATMUL_ACC.
 
     pto perf bench/cuda/gemm.py --target cuda --arch sm_80
+    pto perf bench/cuda/gemm.py --target cuda --arch sm_90a --set tn=256
 """
 
 import sys
@@ -14,5 +15,6 @@ N = 4096
 INPUTS = ("a", "b")
 
 
-def build_module():
-    return gemm_module(N)
+def build_module(n: int = N, tm: int = 128, tn: int = 128, tk: int = 64):
+    """``--set tm=256`` (or ``tn``, ``tk``, ``n``) for another output tile or K depth."""
+    return gemm_module(n, tm, tn, tk)

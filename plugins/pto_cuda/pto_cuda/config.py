@@ -50,6 +50,16 @@ def arch_major(arch: str) -> int:
     return min(out)
 
 
+def wgmma_arch(arch: str) -> bool:
+    """Every architecture in ``arch`` is sm_90a, the one with wgmma and the TMA instructions
+    the sm_90a main loop needs (plain sm_90 code cannot use them).
+
+    >>> wgmma_arch("sm_90a"), wgmma_arch("sm_90"), wgmma_arch("sm_80,sm_90a")
+    (True, False, False)
+    """
+    return all(a.strip() == "sm_90a" for a in str(arch).split(","))
+
+
 @dataclass(frozen=True)
 class KernelConfig:
     """How one thread block runs one tile task.

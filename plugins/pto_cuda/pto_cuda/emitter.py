@@ -16,6 +16,10 @@ What differs from the portable C of :class:`pto_core.codegen.cstyle.CStyleRender
   canonical K loop (``TLOAD a(i, k); TLOAD b(k, j); TMATMUL_ACC c, c, a, b``, with or without
   its peeled first step) becomes ``gemm_mainloop``: cp.async into swizzled multi-stage shared
   memory overlapping the tensor-core math; f32 matmuls run on CUDA cores;
+* on sm_90a a kernel that is exactly that loop and stores of its accumulator gets the TMA +
+  wgmma main loop of ``pto_cuda_sm90.cuh`` instead (a producer warpgroup, consumer
+  warpgroups, mbarriers; tensor maps made by the launcher), with the sm_80 form of the same
+  kernel compiled beside it for the tasks whose tensor maps cannot be made;
 * ``__syncthreads()`` only where threads hand data through shared memory;
 * ``PTO_CUDA_KERNEL(...)`` (``include/pto_cuda_kernel.h``) wraps the body into a batched
   ``__global__`` kernel, a launcher and the runtime's kernel-ABI symbol.
@@ -44,9 +48,9 @@ from pto_core.ir import (Call, Category, ElementType, For, Function, If, Instr, 
                          Module, TileType)
 from pto_core.options import CompileOptions
 
-from .config import KernelConfig, arch_major, default_config
-from .placement import (MainLoop, Place, Placement, RowLayout, place_tiles, placement_summary,
-                        user_named)
+from .config import KernelConfig, arch_major, default_config, wgmma_arch
+from .placement import (MainLoop, Place, Placement, RowLayout, Sm90Plan, WarpGrid, place_tiles,
+                        placement_summary, sm90_plan, user_named)
 
 E = ElementType
 
@@ -94,8 +98,16 @@ class CudaRenderer(CStyleRenderer):
     tile_align = 128
     stack_tile_bytes = None         # tiles live in shared memory (checked against its size)
 
-    def __init__(self, arch: str = "sm_90", config: KernelConfig | None = None) -> None:
+    def __init__(self, arch: str = "sm_90", config: KernelConfig | None = None,
+                 tma: bool = True) -> None:
         self.arch = arch
+        #: the sm_90a main loop may be used (False: the sm_80 path whatever the arch, as on the
+        #: CPU simulator)
+        self.tma = tma and wgmma_arch(arch)
+        #: the current kernel's sm_90a main loop, when it has one
+        self._sm90: Sm90Plan | None = None
+        #: render without the includes (a part of another kernel's file)
+        self._bare = False
         self.config = config or default_config(arch)
         self.smem_capacity = smem_capacity(arch)
         self._smem_used = 0
@@ -125,8 +137,11 @@ class CudaRenderer(CStyleRenderer):
 
     # ---------------------------------------------------------------- text templates
     def prelude(self) -> str:
+        if self._bare:
+            return ""
         gemm = '#include "pto_cuda_gemm.cuh"\n' if arch_major(self.arch) >= 80 else ""
-        return f'#include "pto_cuda_tile.cuh"\n{gemm}#include "pto_cuda_kernel.h"\n'
+        sm90 = '#include "pto_cuda_sm90.cuh"\n' if self._sm90 else ""
+        return f'#include "pto_cuda_tile.cuh"\n{gemm}{sm90}#include "pto_cuda_kernel.h"\n'
 
     def signature(self, symbol: str) -> str:
         return f"static __device__ __forceinline__ int32_t {symbol}_block(const int64_t* args)"
@@ -149,6 +164,8 @@ class CudaRenderer(CStyleRenderer):
             lay = self._place.layout(t.shape)
             dims = f"[{lay.rpw}]" if t.cols == 1 else f"[{lay.rpw}][{lay.cpl * lay.vec}]"
             return f"{ct} {name}{dims}; pto::poison({name});"
+        if where is Place.ACC and self._sm90:
+            return f"pto::WgAcc<{self._sm90_ctype}, {t.rows}, {t.cols}> {name};"
         if where is Place.ACC:
             g = self._place.grids[name]
             return f"pto::Acc<{t.rows}, {t.cols}, {g.wm}, {g.wn}> {name};"
@@ -160,26 +177,66 @@ class CudaRenderer(CStyleRenderer):
 
     # ---------------------------------------------------------------- whole kernels
     def render(self, fn: Function, module: Module | None = None,
-               options: CompileOptions | None = None,
-               symbol: str | None = None) -> tuple[str, RenderFacts]:
-        """The kernel's source file and what rendering it decided (:class:`RenderFacts`)."""
+               options: CompileOptions | None = None, symbol: str | None = None,
+               namespace: str | None = None) -> tuple[str, RenderFacts]:
+        """The kernel's source file and what rendering it decided (:class:`RenderFacts`).
+
+        On sm_90a, a kernel that is a canonical K loop and stores of its accumulator
+        (:func:`~pto_cuda.placement.sm90_plan`) gets the TMA + wgmma main loop, and beside it,
+        in namespace ``pto_sm80``, the same kernel on the sm_80 path for the tasks whose
+        tensor maps cannot be made. ``namespace``: render only the kernel's functions, in that
+        namespace, as a part of another kernel's file that does not export it."""
         symbol = symbol or kernel_symbol(fn.name)
         self._smem_used = 0
         self._placements = {}
+        self._sm90 = None
+        self._bare = namespace is not None
         config = self.config.with_defaults(fn, module, self.arch)
         self._warps = config.warps
         threads = 32 * self._warps
         text = super().render_kernel(fn, module, options, symbol)
         smem = self._smem_used
+        plan = self._sm90
+        if plan is not None:
+            threads, smem = plan.threads, plan.smem_bytes
+            self._sm90 = None           # the includes were written before the plan was made
+            before = self.prelude()
+            self._sm90 = plan
+            text = text.replace(before, self.prelude(), 1)
         if smem > self.smem_capacity:
             raise PTOBackendError(
                 f"tiles need {smem} bytes of shared memory, more than the {self.smem_capacity} a "
                 f"thread block can have on {self.arch}", function=fn.name)
         nargs = sum(2 if isinstance(p.type, MemRefType) else 1 for p in fn.params)
-        text += (f"\n/* {nargs} argument slots, {threads} threads, {smem} bytes of shared "
-                 f"memory per task */\nPTO_CUDA_KERNEL({symbol}, {nargs}, {threads}, {smem})\n")
+        note = (f"\n/* {nargs} argument slots, {threads} threads, {smem} bytes of shared "
+                f"memory per task */\n")
+        if namespace is not None:
+            text = (f"namespace {namespace} {{\n{text}{note}"
+                    f"PTO_CUDA_KERNEL_LOCAL({symbol}, {nargs}, {threads}, {smem})\n}}  "
+                    f"// namespace {namespace}\n")
+        elif plan is None:
+            text += f"{note}PTO_CUDA_KERNEL({symbol}, {nargs}, {threads}, {smem})\n"
+        else:
+            fallback = CudaRenderer(self.arch, self.config, tma=False)
+            part, _ = fallback.render(fn, module, options, f"{symbol}_sm80", namespace="pto_sm80")
+            text += "\n/* the same kernel on the sm_80 path, for tasks without tensor maps */\n"
+            text += part + self._sm90_operands(fn, symbol, plan)
+            text += (f"{note}PTO_CUDA_KERNEL_SM90({symbol}, {nargs}, {threads}, {smem}, 2, "
+                     f"pto_sm80::{symbol}_sm80_launch)\n")
         placement = {name: user_named(p) for name, p in self._placements.items()}
         return text, RenderFacts(symbol, config, threads, smem, nargs, placement)
+
+    def _sm90_operands(self, fn: Function, symbol: str, plan: Sm90Plan) -> str:
+        """The table the launcher makes the A and B tensor maps from: argument slot, element
+        size and type, box (64 columns x the tile's rows)."""
+        elem = self._sm90_elem
+        dtype = ("CU_TENSOR_MAP_DATA_TYPE_BFLOAT16" if elem is E.BF16
+                 else "CU_TENSOR_MAP_DATA_TYPE_FLOAT16")
+        items = ", ".join(f"{{{slot}, {elem.itemsize}, {dtype}, 64, {rows}}}"
+                          for slot, rows in ((plan.a_slot, plan.bm), (plan.b_slot, plan.bk)))
+        return (f"\n/* tensor maps: A boxes of {plan.bm} rows x 64, B boxes of {plan.bk} rows x "
+                f"64 (128-byte swizzle) */\nstatic const pto::TmaOperand {symbol}_tma[2] = "
+                f"{{{items}}};\n")
 
     def render_kernel(self, fn: Function, module: Module | None = None,
                       options: CompileOptions | None = None, symbol: str | None = None) -> str:
@@ -192,13 +249,27 @@ class CudaRenderer(CStyleRenderer):
         import dataclasses
         cfg = dataclasses.replace(self.config, warps=self._warps)
         self._place = place_tiles(fn, cfg, self.arch, self.smem_capacity - self._smem_used)
+        if self.tma and not self._placements and not any(isinstance(s, Call) for s in fn.walk()):
+            # the sm_90a main loop does not use the warp count: an accumulator too large for
+            # this many warps' fragments may still be one for the consumer warpgroups
+            for place in (self._place, place_tiles(fn, dataclasses.replace(cfg, warps=16),
+                                                   self.arch, self.smem_capacity)):
+                self._sm90 = sm90_plan(fn, place, cfg.stages, self.smem_capacity)
+                if self._sm90 is not None:
+                    self._place = place
+                    break
+            if self._sm90 is not None:
+                # the accumulator is split over consumer warpgroups, by rows
+                self._place.grids[self._sm90.mainloop.acc] = WarpGrid(self._sm90.consumers, 1)
+                self._sm90_elem = fn.type_of(self._sm90.mainloop.a).dtype
+                self._sm90_ctype = self.ctype(self._sm90_elem)
         self._placements[fn.name] = self._place
         self._dirty = False
         start = len(out.lines)
         super()._render_body_function(out, fn, options)
         out.lines[start + 1:start + 1] = [
             "    extern __shared__ __align__(128) unsigned char _pto_smem[];",
-            f"    /* tiles: {placement_summary(self._place, fn)} */",
+            f"    /* tiles: {placement_summary(self._place, fn, 'warpgroups' if self._sm90 else 'warps')} */",
             "    const int _pto_lane = threadIdx.x & 31, _pto_warp = threadIdx.x >> 5;",
             "    (void)_pto_lane; (void)_pto_warp; (void)_pto_smem;"]
         scalars = {loc.name for loc in fn.locals if not isinstance(loc.type, TileType)}
@@ -207,6 +278,18 @@ class CudaRenderer(CStyleRenderer):
             if len(words) >= 3 and words[1] in scalars and words[2] == "=":
                 out.lines[i] += f" (void){words[1]};"
                 scalars.discard(words[1])
+
+    def _param_decls(self, fn: Function) -> list[str]:
+        extra = ["const pto::TmaRef* _pto_tma"] if self._sm90 else []
+        return super()._param_decls(fn) + extra
+
+    def _render_entry(self, out: _Out, fn: Function, symbol: str) -> None:
+        if not self._sm90:
+            super()._render_entry(out, fn, symbol)
+            return
+        with out.block(f"static __device__ __forceinline__ int32_t {symbol}_block("
+                       "const int64_t* args, const pto::TmaRef* _pto_tma)"):
+            out(f"return _pto_body_{fn.name}({', '.join([*self.abi_arguments(fn), '_pto_tma'])});")
 
     # ---------------------------------------------------------------- statements and barriers
     def _barrier(self, out: _Out) -> None:
@@ -253,11 +336,16 @@ class CudaRenderer(CStyleRenderer):
         run: list[Instr] = []
         for s in group:
             tile = s.operands[0] if s.opdef.category is Category.LOAD else s.operands[1]
-            if s.opdef.is_memory_op and self._place.tiles.get(tile) is Place.ACC:
+            on_acc = self._place.tiles.get(s.operands[0]) is Place.ACC
+            if (s.opdef.is_memory_op and self._place.tiles.get(tile) is Place.ACC) or (
+                    on_acc and not s.opdef.is_memory_op):
                 if run:
                     self._row_group(out, fn, run)
                     run = []
-                self._acc_move(out, fn, s)
+                if s.opdef.is_memory_op:
+                    self._acc_move(out, fn, s)
+                else:
+                    self._acc_apply(out, fn, s)
             else:
                 run.append(s)
         if run:
@@ -272,6 +360,27 @@ class CudaRenderer(CStyleRenderer):
         out(f"/* {s} */")
         out(f"pto::acc_load({tile}, {ptr}, _pto_ld_{mem});" if load
             else f"pto::acc_store({ptr}, _pto_ld_{mem}, {tile});")
+
+    def _acc_apply(self, out: _Out, fn: Function, s: Instr) -> None:
+        """An element-wise op on an accumulator alone, on each of its registers (a fused
+        epilogue: no shared memory, no barrier)."""
+        ct = self.compute_type(fn.type_of(s.operands[0]).dtype)
+        env = self._operands(s, ct, lambda name, v: "_pto_x")
+        out(f"/* {s}: on the accumulator's registers */")
+        out(f"pto::acc_apply({s.operands[0]}, [&](float _pto_x) {{ return "
+            f"{self.expr(s.opdef.expr, env, ct)}; }});")
+
+    def _operands(self, s: Instr, ct: str, tile) -> dict[str, str]:
+        """The expression of each input of element-wise op ``s`` in compute type ``ct``: a
+        scalar cast or literal, a tile operand as ``tile(name, value)`` gives it."""
+        env = {}
+        for spec in s.opdef.inputs:
+            v = s.operand(spec.name)
+            if spec.role == "scalar":
+                env[spec.name] = f"({ct})({v})" if isinstance(v, str) else self.literal(v, ct)
+            else:
+                env[spec.name] = tile(spec.name, v)
+        return env
 
     def _ref(self, fn: Function, tile: str, lay: RowLayout, role: str = "") -> str:
         """This thread's element of ``tile`` at the loop position (``_pto_i``, ``_pto_j``,
@@ -300,15 +409,11 @@ class CudaRenderer(CStyleRenderer):
             a = s.operands[1]
             return (f"{self._ref(fn, dst, lay)} = "
                     f"{self.convert_expr(fn.type_of(a).dtype, dt, self._ref(fn, a, lay))};")
-        env = {}
-        for spec in s.opdef.inputs:
-            v = s.operand(spec.name)
-            if spec.role == "scalar":
-                env[spec.name] = f"({ct})({v})" if isinstance(v, str) else self.literal(v, ct)
-            else:
-                role = ("row" if cat is Category.ROW_EXPAND and spec.name == "b" else
-                        "col" if cat is Category.COL_EXPAND and spec.name == "b" else "")
-                env[spec.name] = self.to_compute(dt, self._ref(fn, v, lay, role))
+        def tile(name: str, v: str) -> str:
+            role = ("row" if cat is Category.ROW_EXPAND and name == "b" else
+                    "col" if cat is Category.COL_EXPAND and name == "b" else "")
+            return self.to_compute(dt, self._ref(fn, v, lay, role))
+        env = self._operands(s, ct, tile)
         if cat is Category.ROW_EXPAND and "a" not in env:
             env["a"] = env["b"]
         return (f"{self._ref(fn, dst, lay)} = "
@@ -508,6 +613,9 @@ class CudaRenderer(CStyleRenderer):
 
     def _render_mainloop(self, out: _Out, fn: Function, ml: MainLoop) -> None:
         """The canonical K loop as one pipelined tensor-core mainloop."""
+        if self._sm90:
+            self._render_sm90_mainloop(out, fn, ml, self._sm90)
+            return
         tc, ta, tb = fn.type_of(ml.acc), fn.type_of(ml.a), fn.type_of(ml.b)
         g = self._place.grids[ml.acc]
         ct = self.ctype(ta.dtype)
@@ -525,6 +633,20 @@ class CudaRenderer(CStyleRenderer):
             f"_pto_ld_{ml.a_mem}, {ml.b_mem} + (int64_t)({self.index(ml.b_col)}) * {tb.cols}, "
             f"_pto_ld_{ml.b_mem}, {k0}, {self.index(loop.end)});")
         self._dirty = False             # the mainloop ends with a barrier
+
+    def _render_sm90_mainloop(self, out: _Out, fn: Function, ml: MainLoop, p: Sm90Plan) -> None:
+        """The canonical K loop as the TMA + wgmma main loop of ``pto_cuda_sm90.cuh``."""
+        loop = ml.loop
+        k0 = str(loop.start - 1) if ml.prologue else self.index(loop.start)
+        out(f"/* pipelined K loop ({p.stages} stages, TMA + wgmma, 1 producer and {p.consumers} "
+            f"consumer warpgroups): {'; '.join(str(s) for s in (*ml.prologue, *loop.body))} "
+            f"for {loop.var} in [{k0}, {self.index(loop.end)}) */")
+        if ml.prologue:
+            out(f"pto::acc_fill({ml.acc}, 0.0f);")
+        out(f"pto::sm90_mainloop<{self._sm90_ctype}, {p.bm}, {p.bn}, {p.bk}, {p.stages}, "
+            f"{p.smem_bytes}>({ml.acc}, _pto_smem, _pto_tma[0], {self.index(ml.a_row)}, "
+            f"_pto_tma[1], {self.index(ml.b_col)}, {k0}, {self.index(loop.end)});")
+        self._dirty = False
 
     def render_transpose(self, out: _Out, fn: Function, s: Instr) -> None:
         dst, a = s.operands

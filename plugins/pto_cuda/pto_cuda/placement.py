@@ -8,7 +8,8 @@ One thread block runs one tile task; a tile can live in
   iterates the same mapping, so a thread owns its elements across a whole chain and no barrier
   separates the ops; a row reduction is a warp butterfly of shuffles;
 * **registers, MMA fragments** (:attr:`Place.ACC`): an f32 accumulator of tensor-core matmuls,
-  a grid of warps each holding m16n8 fragments (``Acc`` in ``pto_cuda_gemm.cuh``);
+  a grid of warps each holding m16n8 fragments (``Acc`` in ``pto_cuda_gemm.cuh``); element-wise
+  ops on it alone (an epilogue: scale, bias by a scalar, activation) run on those registers;
 * **the buffers of a pipelined K loop** (:attr:`Place.STAGED`): the A and B operands of a
   recognised ``TLOAD a(i, k); TLOAD b(k, j); TMATMUL_ACC c, c, a, b`` loop, which
   ``gemm_mainloop`` streams through multi-stage shared memory;
@@ -99,7 +100,8 @@ def row_layout(shape: tuple[int, int], warps: int) -> RowLayout:
 
 @dataclass(frozen=True)
 class WarpGrid:
-    """How an ``Acc`` tile is split: ``wm x wn`` warps, each ``rows/wm x cols/wn``."""
+    """How an ``Acc`` tile is split: ``wm x wn`` warps, each ``rows/wm x cols/wn`` (on the
+    sm_90a main loop, ``wm`` consumer warpgroups by rows)."""
 
     wm: int
     wn: int
@@ -183,13 +185,23 @@ def _row_use(s: Instr, operand: str) -> bool:
     return not (cat is Category.COL_EXPAND and operand == "b")
 
 
+def acc_elementwise(fn: Function, s: Instr, tile: str) -> bool:
+    """``s`` is an element-wise or tile-scalar op whose every tile operand is ``tile`` (``TRELU
+    c, c``; ``TMULS c, c, alpha``): it runs on an accumulator's registers where they are
+    (``acc_apply``), an epilogue fused into the matmul kernel."""
+    if s.opdef.category not in (Category.ELEMENTWISE, Category.TILE_SCALAR):
+        return False
+    tiles = [v for v in s.operands if is_tile(fn, v)]
+    return bool(tiles) and all(v == tile for v in tiles)
+
+
 def _acc_use(fn: Function, s: Instr, operand: str, tile: str, arch: str) -> bool:
     cat = s.opdef.category
     if cat is Category.MATMUL:
         ops = s.named_operands()
         return (operand in ("dst", "acc") and tensor_core_matmul(fn, s, arch)
                 and ops["dst"] == tile and ops.get("acc", tile) == tile)
-    return cat in (Category.LOAD, Category.STORE)
+    return cat in (Category.LOAD, Category.STORE) or acc_elementwise(fn, s, tile)
 
 
 def _find_mainloops(fn: Function, body: tuple, place: dict[str, Place], uses: dict,
@@ -284,7 +296,10 @@ def place_tiles(fn: Function, config: KernelConfig, arch: str,
             total += n
     found: dict[int, MainLoop] = {}
     _find_mainloops(fn, fn.body, place, uses, config.stages, found)
-    used = sum(-(-ty.nbytes // 128) * 128 for t, ty in tiles.items() if place[t] is Place.SMEM)
+    # the operands of a main loop live in its stages, not in shared memory of their own
+    staged = {t for ml in found.values() for t in (ml.a, ml.b)}
+    used = sum(-(-ty.nbytes // 128) * 128 for t, ty in tiles.items()
+               if place[t] is Place.SMEM and t not in staged)
     for key, ml in list(found.items()):
         stages = ml.stages
         while (smem_capacity is not None and stages > 2
@@ -324,17 +339,110 @@ def user_named(p: Placement) -> Placement:
     return renamed(p, user_text)
 
 
-def placement_summary(p: Placement, fn: Function) -> str:
-    """One comment line for the generated kernel: each tile and where it lives."""
+def placement_summary(p: Placement, fn: Function, unit: str = "warps") -> str:
+    """One comment line for the generated kernel: each tile and where it lives (an
+    accumulator's grid counted in ``unit``)."""
     parts = []
     for t, ty in fn.tiles.items():
         where = p.tiles[t].value
         if p.tiles[t] is Place.ACC:
             g = p.grids[t]
-            where += f" {g.wm}x{g.wn} warps"
+            where += f" {g.wm}x{g.wn} {unit}"
         parts.append(f"{t} {ty.rows}x{ty.cols}: {where}")
     return "; ".join(parts)
 
 
 def is_tile(fn: Function, v) -> bool:
     return isinstance(v, str) and isinstance(fn.type_of(v), TileType)
+
+
+#: accumulator registers one consumer thread of the sm_90a main loop may hold
+WG_ACC_ELEMS = 128
+#: bytes of shared memory the sm_90a main loop adds to its buffers: 1024-byte alignment slack
+#: (the 128-byte swizzle repeats every 1 KiB) and two 8-byte barriers per stage
+SM90_SMEM_EXTRA = 1024
+
+
+@dataclass(frozen=True)
+class Sm90Plan:
+    """The sm_90a main loop of a kernel (``pto_cuda_sm90.cuh``): TMA + wgmma, one producer
+    warpgroup and ``consumers`` consumer warpgroups over a ``bm x bn`` accumulator, ``bk``-deep
+    K tiles in ``stages`` buffers; ``a_slot``/``b_slot`` are the argument slots of the A and B
+    memrefs (pointer, then row stride)."""
+
+    mainloop: MainLoop
+    bm: int
+    bn: int
+    bk: int
+    stages: int
+    a_slot: int
+    b_slot: int
+
+    @property
+    def consumers(self) -> int:
+        return 2 if self.bm % 128 == 0 else 1
+
+    @property
+    def threads(self) -> int:
+        return 128 * (self.consumers + 1)
+
+    @property
+    def smem_bytes(self) -> int:
+        return sm90_smem(self.bm, self.bn, self.bk, self.stages)
+
+
+def sm90_smem(bm: int, bn: int, bk: int, stages: int, itemsize: int = 2) -> int:
+    """Dynamic shared memory of an sm_90a main loop (``Sm90Stages::BYTES`` in C++)."""
+    return SM90_SMEM_EXTRA + stages * (bm * bk + bk * bn) * itemsize + 2 * stages * 8
+
+
+def _arg_slot(fn: Function, name: str) -> int:
+    from pto_core.ir import MemRefType
+    k = 0
+    for p in fn.params:
+        if p.name == name:
+            return k
+        k += 2 if isinstance(p.type, MemRefType) else 1
+    raise KeyError(name)
+
+
+def sm90_plan(fn: Function, p: Placement, stages: int, smem_capacity: int) -> Sm90Plan | None:
+    """The sm_90a main loop for ``fn`` placed as ``p``, or None where the kernel is not one:
+    the function is exactly a canonical K loop (its peeled first step included) over f16/bf16
+    operands read from parameters, then stores of the f32 accumulator and element-wise ops on
+    it (:func:`acc_elementwise`); tiles of 64 to
+    256 rows and columns in multiples of 64 (TMA boxes of 64 columns with the 128-byte swizzle,
+    64-row wgmma), at most :data:`WG_ACC_ELEMS` accumulator registers per consumer thread.
+    ``stages`` shrinks (not below 2) until the buffers fit ``smem_capacity``."""
+    if len(p.mainloops) != 1:
+        return None
+    ml = next(iter(p.mainloops.values()))
+    if set(fn.tiles) != {ml.acc, ml.a, ml.b}:
+        return None
+    params = {q.name for q in fn.params}
+    if ml.a_mem not in params or ml.b_mem not in params:
+        return None
+    skipped = {id(s) for s in ml.prologue}
+    seen_loop = False
+    for s in fn.body:
+        if s is ml.loop:
+            seen_loop = True
+        elif id(s) in skipped:
+            continue
+        elif not (seen_loop and isinstance(s, Instr)
+                  and ((s.op == "TSTORE" and s.operands[1] == ml.acc)
+                       or acc_elementwise(fn, s, ml.acc))):
+            return None
+    tc, ta = fn.type_of(ml.acc), fn.type_of(ml.a)
+    bm, bn, bk = tc.rows, tc.cols, ta.cols
+    if ta.dtype not in (E.F16, E.BF16) or fn.type_of(ml.b).dtype is not ta.dtype:
+        return None
+    if any(x % 64 or not 64 <= x <= 256 for x in (bm, bn, bk)):
+        return None
+    if bm * bn // (128 * (2 if bm % 128 == 0 else 1)) > WG_ACC_ELEMS:
+        return None
+    while stages > 2 and sm90_smem(bm, bn, bk, stages) > smem_capacity:
+        stages -= 1
+    if sm90_smem(bm, bn, bk, stages) > smem_capacity:
+        return None
+    return Sm90Plan(ml, bm, bn, bk, stages, _arg_slot(fn, ml.a_mem), _arg_slot(fn, ml.b_mem))

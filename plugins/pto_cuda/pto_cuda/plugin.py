@@ -73,8 +73,9 @@ class CudaBackend(BackendPlugin):
     def generate_kernel(self, function: Any, module: Any, options: Any) -> KernelSource:
         arch = arch_of(options)
         config = tune.config_for(function, module, options, arch)
-        text, facts = CudaRenderer(arch, **tune.renderer_args(config)).render(function, module,
-                                                                                options)
+        # the simulator runs the sm_80 path whatever the arch (it has no TMA or wgmma)
+        text, facts = CudaRenderer(arch, **tune.renderer_args(config),
+                                   tma=not self.simulated).render(function, module, options)
         return KernelSource(function=function.name, filename=f"{function.name}.cu", text=text,
                             symbol=facts.symbol, buffer_bytes=facts.smem_bytes)
 

@@ -100,7 +100,11 @@ void pto_cuda_record(int32_t on);
 int  pto_cuda_replay_graph(int32_t repeat, double* ms_per_run);
 /* Grids and tasks since the last reset; first CUDA error seen. */
 void pto_cuda_counters(int64_t* launches, int64_t* tasks, int32_t* cuda_error);
-void pto_cuda_reset_counters(void);      /* also clears the launch log */
+void pto_cuda_reset_counters(void);      /* also clears the launch log and the count below */
+/* Tasks of sm_90a main-loop kernels that ran on their sm_80 fallback because a TMA tensor map
+ * could not be made, and the status of the last such map (PTO_TMA_* in pto_cuda_tma.h). */
+int64_t pto_cuda_tma_fallbacks(int32_t* last_status);
+void pto_cuda_note_tma_fallback(int32_t status);
 
 /* The executor itself (pto_runtime_set_executor signature; ctx is the PTORuntime*). */
 int32_t pto_cuda_execute(void* ctx, int32_t task_id, const char* func_name, PTOKernelFunc fn,

@@ -6,8 +6,9 @@
  *   Acc<BM, BN, WM, WN>   a BM x BN f32 accumulator tile in registers: a WM x WN grid of warps,
  *                         each owning (BM/WM) x (BN/WN) as m16n8 fragments (warps past WM*WN
  *                         hold nothing);
- *   acc_fill / acc_load / acc_store / acc_mma     fill, move to or from memory (global or
- *                         shared, any row stride), and accumulate a @ b from shared tiles;
+ *   acc_fill / acc_load / acc_store / acc_mma / acc_apply     fill, move to or from memory
+ *                         (global or shared, any row stride), accumulate a @ b from shared
+ *                         tiles, apply an element-wise function in place;
  *   gemm_mainloop         the pipelined K loop: STAGES shared-memory buffers filled by cp.async
  *                         (16-byte chunks into XOR-swizzled rows), ldmatrix, mma.sync; the loads
  *                         of K tile k + STAGES - 1 fly while tile k is multiplied;
@@ -110,14 +111,20 @@ struct Acc {
     __device__ __forceinline__ static int n0() { return (int)(threadIdx.x >> 5) % WN * TN; }
 };
 
-template <int BM, int BN, int WM, int WN>
-__device__ __forceinline__ void acc_fill(Acc<BM, BN, WM, WN>& c, float v) {
+/* c[i] = f(c[i]) for every element this thread holds (an element-wise epilogue) */
+template <int BM, int BN, int WM, int WN, class F>
+__device__ __forceinline__ void acc_apply(Acc<BM, BN, WM, WN>& c, F f) {
 #pragma unroll
     for (int i = 0; i < Acc<BM, BN, WM, WN>::MF; ++i)
 #pragma unroll
         for (int j = 0; j < Acc<BM, BN, WM, WN>::NF; ++j)
 #pragma unroll
-            for (int e = 0; e < 4; ++e) c.x[i][j][e] = v;
+            for (int e = 0; e < 4; ++e) c.x[i][j][e] = f(c.x[i][j][e]);
+}
+
+template <int BM, int BN, int WM, int WN>
+__device__ __forceinline__ void acc_fill(Acc<BM, BN, WM, WN>& c, float v) {
+    acc_apply(c, [v](float) { return v; });
 }
 
 /* c = the BM x BN matrix at p (row stride ld, global or shared memory) */

@@ -83,9 +83,9 @@ struct PTOCudaBatch {
     (NAME##_grid<<<(K), (THREADS), (SMEM), (STREAM)>>>(B), cudaGetLastError())
 #endif
 
-#define PTO_CUDA_KERNEL(NAME, NARGS, THREADS, SMEM)                                            \
-    typedef PTOCudaBatch<((NARGS) > 0 ? (NARGS) : 1), PTO_CUDA_CAPACITY(NARGS)> NAME##_batch_t; \
-    PTO_CUDA_GRID_(NAME, THREADS)                                                              \
+/* NAME##_configure: the dynamic shared memory above 48 KiB is asked for once;
+ * NAME##_occupancy: resident blocks per SM of NAME##_grid. */
+#define PTO_CUDA_CONFIGURE_(NAME, THREADS, SMEM)                                               \
     static int NAME##_configure(void) {                                                       \
         static bool configured = false;                                                        \
         if (!configured) {                                                                     \
@@ -98,14 +98,21 @@ struct PTOCudaBatch {
         }                                                                                      \
         return 0;                                                                              \
     }                                                                                          \
-    static int NAME##_occupancy(int32_t* blocks_per_sm) {                                      \
+    [[maybe_unused]] static int NAME##_occupancy(int32_t* blocks_per_sm) {                     \
         int rc = NAME##_configure(), n = 0;                                                    \
         if (rc) return rc;                                                                     \
         cudaError_t e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, NAME##_grid,         \
                                                                       (THREADS), (SMEM));      \
         *blocks_per_sm = n;                                                                    \
         return (int)e;                                                                         \
-    }                                                                                          \
+    }
+
+/* The batch type, grid, configuration and launcher of a kernel, without exporting it: what
+ * an sm_90a kernel's sm_80 fallback is (see pto_cuda_sm90.cuh). */
+#define PTO_CUDA_KERNEL_LOCAL(NAME, NARGS, THREADS, SMEM)                                      \
+    typedef PTOCudaBatch<((NARGS) > 0 ? (NARGS) : 1), PTO_CUDA_CAPACITY(NARGS)> NAME##_batch_t; \
+    PTO_CUDA_GRID_(NAME, THREADS)                                                              \
+    PTO_CUDA_CONFIGURE_(NAME, THREADS, SMEM)                                                   \
     static int NAME##_launch(const int64_t* rows, int32_t n, cudaStream_t stream) {            \
         if (int rc = NAME##_configure()) return rc;                                            \
         const int32_t cap = PTO_CUDA_CAPACITY(NARGS);                                          \
@@ -121,16 +128,24 @@ struct PTOCudaBatch {
             if (e != cudaSuccess) return (int)e;                                               \
         }                                                                                      \
         return 0;                                                                              \
-    }                                                                                          \
+    }
+
+/* The runtime's kernel-ABI function (one task, synchronously) and the registration that maps
+ * it onto NAME##_launch. */
+#define PTO_CUDA_EXPORT_(NAME, NARGS, THREADS, SMEM, CAPACITY)                                 \
     extern "C" int32_t NAME(const int64_t* args) {                                             \
         int rc = NAME##_launch(args, 1, cudaStreamPerThread);                                  \
         if (rc) return rc;                                                                     \
         return (int32_t)cudaStreamSynchronize(cudaStreamPerThread);                            \
     }                                                                                          \
     static const PTOCudaKernelDesc NAME##_desc = {#NAME, NAME, NAME##_launch, (NARGS),         \
-                                                  (THREADS), (SMEM), PTO_CUDA_CAPACITY(NARGS),  \
+                                                  (THREADS), (SMEM), (CAPACITY),                \
                                                   NAME##_occupancy};                           \
     static const int NAME##_registered = pto_cuda_register(&NAME##_desc);
+
+#define PTO_CUDA_KERNEL(NAME, NARGS, THREADS, SMEM)                                            \
+    PTO_CUDA_KERNEL_LOCAL(NAME, NARGS, THREADS, SMEM)                                          \
+    PTO_CUDA_EXPORT_(NAME, NARGS, THREADS, SMEM, PTO_CUDA_CAPACITY(NARGS))
 #endif /* __CUDACC__ || PTO_CUDA_SIM */
 
 #endif /* PTO_CUDA_KERNEL_H */

@@ -45,6 +45,8 @@ class Device:
     # ---- rates
     dram_gbs: float = 0.0            # peak DRAM bandwidth (datasheet), GB/s
     copy_gbs: float = 0.0            # device-to-device copy, bytes read + written per second
+    l2_gbs: float = 0.0              # L2 bandwidth to the SMs (0: not in the table, every byte
+                                     # a kernel moves is charged to DRAM)
     smem_bytes_per_clk: int = 128    # shared-memory bandwidth per SM
     peaks_tflops: Mapping[str, float] = field(default_factory=dict)   # unit -> TFLOP/s
     mem_latency_us: float = 0.9      # one dependent global-memory round trip in a loop, loaded
@@ -82,7 +84,7 @@ def _peaks(sms: int, clock_ghz: float, *, tensor16: float, mma_sync16: float, fp
 H100 = Device(
     name="h100", title="NVIDIA H100 SXM5 80GB HBM3", arch="sm_90", sms=132, clock_ghz=1.98,
     smem_per_sm=228 * 1024, smem_per_block=227 * 1024,
-    dram_gbs=3350.0, copy_gbs=2988.0,
+    dram_gbs=3350.0, copy_gbs=2988.0, l2_gbs=5500.0,
     # mma.sync (HMMA) on Hopper issues at about two thirds of warpgroup MMA (HGMMA)
     peaks_tflops=_peaks(132, 1.98, tensor16=989.4, mma_sync16=660.0, fp32=66.9, fp64=33.5),
     mem_latency_us=0.9, launch_us=2.0,
@@ -90,7 +92,13 @@ H100 = Device(
         "copy_gbs": "2,988 GB/s measured (device-to-device cudaMemcpy, H100 80GB HBM3, "
                     "bench/README.md)",
         "dram_gbs": "3,350 GB/s datasheet",
-        "peaks": "datasheet (dense); mma_sync = 2/3 of the HGMMA peak, an estimate",
+        "l2_gbs": "5,500 GB/s estimate, not measured here: the order of the L2 bandwidth "
+                  "published microbenchmarks report for H100 (e.g. Chips and Cheese, 'Nvidia's "
+                  "H100: Funny L2, and Tons of Bandwidth', 2023, on the 114-SM PCIe card); the "
+                  "SXM card's 132 SMs at a higher clock should reach more, so it errs low",
+        "clock": "1.98 GHz boost clock, 132 SMs (datasheet, H100 SXM5)",
+        "peaks": "datasheet (dense): 989.4 TFLOP/s bf16/f16 on warpgroup MMA (HGMMA); "
+                 "mma_sync = 2/3 of the HGMMA peak, an estimate",
         "mem_latency_us": "0.9 us estimate: a loaded round trip in a load loop (DRAM latency "
                           "plus queueing and the loop's own instructions), fitted to the share "
                           "of gemm_tile's time Nsight attributed to global-load stalls",
@@ -106,6 +114,7 @@ A100 = Device(
     sources={
         "copy_gbs": "0.9 x the 2,039 GB/s datasheet bandwidth, an estimate (not measured)",
         "dram_gbs": "2,039 GB/s datasheet",
+        "l2_gbs": "not in the table: every byte a kernel moves is charged to DRAM",
         "peaks": "datasheet (dense); mma.sync is the native tensor-core path of sm_80",
         "mem_latency_us": "0.8 us estimate, scaled from the H100 figure by the unloaded "
                           "latencies",

@@ -5,7 +5,10 @@ A launch of ``B`` blocks, ``r`` of which fit on one of the device's ``S`` SMs, r
 largest, plus the fixed cost of a launch, is the estimate (docs/performance-model.md):
 
 ``memory``
-    all bytes over the copy bandwidth, or the bytes read over the bandwidth loads can reach,
+    the bytes that must come from DRAM (each tensor a kernel touches, once; the rest of its
+    traffic re-reads what the L2 holds) over the copy bandwidth, all bytes over the L2
+    bandwidth (where the device table has one), or the bytes read over the bandwidth loads can
+    reach,
     ``bytes in flight / latency``, when that takes longer (Little's law: an SM keeps ``resident
     blocks x bytes in flight per block`` outstanding; a block has ``threads x load width x
     loads issued before the first wait`` in flight, or half its shared memory when it copies
@@ -19,7 +22,8 @@ largest, plus the fixed cost of a launch, is the estimate (docs/performance-mode
 ``latency``
     ``rounds x`` the critical path of one block: its dependent round trips to global memory
     times the loaded latency, plus its own shared-memory and arithmetic time on one SM (the
-    phases of a block are separated by barriers, so they add up);
+    phases of a block are separated by barriers, so they add up; in a pipelined main loop,
+    whose copies run beside the math, the larger of the two);
 ``launch``
     the fixed cost of a launch; the bound is ``launch`` when it exceeds the device time.
 
@@ -56,6 +60,10 @@ class KernelProfile:
     flops_per_task: Mapping[str, int]   # by unit ("mma_sync.bf16", "fp32", "sfu" ...)
     round_trips: int                    # dependent global-memory round trips of one block
     inflight_per_block: int             # global bytes a block has outstanding while loading
+    dram_per_task: int | None = None    # of bytes_per_task, what DRAM serves (None: all)
+    overlapped: bool = False            # copies run asynchronously beside the math (a
+                                        # pipelined main loop): a block's shared-memory and
+                                        # arithmetic time overlap instead of adding up
 
 
 @dataclass(frozen=True)
@@ -80,14 +88,19 @@ def estimate_launch(device: Device, p: KernelProfile, blocks: int) -> Estimate:
     util = active / S if rounds == 1 else waves / rounds
     lat = device.mem_latency_us * 1e-6
     copy = device.copy_gbs * 1e9
+    l2 = device.l2_gbs * 1e9
+    dram = p.bytes_per_task if p.dram_per_task is None or not l2 else p.dram_per_task
+    near = l2 or copy                       # where loads are served from
     inflight = resident * p.inflight_per_block
-    loads = min(copy, inflight / lat) if inflight else copy
-    t_memory = blocks * max(p.read_per_task / loads, p.bytes_per_task / copy)
+    loads = min(near, inflight / lat) if inflight else near
+    t_memory = blocks * max(p.read_per_task / loads, dram / copy,
+                            p.bytes_per_task / l2 if l2 else 0.0)
     t_compute = sum(blocks * n / (device.peak(u) * util) for u, n in p.flops_per_task.items())
     smem_bw = device.smem_gbs_per_sm * 1e9
     t_shared = blocks * p.smem_per_task / (S * util * smem_bw)
-    block_path = (p.round_trips * lat + p.smem_per_task / smem_bw
-                  + sum(n / (device.peak(u) / S) for u, n in p.flops_per_task.items()))
+    on_sm = (p.smem_per_task / smem_bw, sum(n / (device.peak(u) / S)
+                                            for u, n in p.flops_per_task.items()))
+    block_path = p.round_trips * lat + (max(on_sm) if p.overlapped else sum(on_sm))
     t_latency = rounds * block_path
     times = {"memory": t_memory * 1e6, "compute": t_compute * 1e6, "shared": t_shared * 1e6,
              "latency": t_latency * 1e6}

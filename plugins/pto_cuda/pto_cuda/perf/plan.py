@@ -57,12 +57,20 @@ class Launch:
     launch: int = 0
 
 
-def capacity(nargs: int) -> int:
-    """Tasks per grid of a kernel with ``nargs`` int64 argument slots (PTO_CUDA_CAPACITY).
+#: tensor maps one launch of an sm_90a main-loop kernel carries (PTO_TMA_MAPS), 128 bytes each
+TMA_MAPS = 64
 
-    >>> capacity(4), capacity(6)
-    (999, 666)
+
+def capacity(nargs: int, tma_operands: int = 0) -> int:
+    """Tasks per grid of a kernel with ``nargs`` int64 argument slots (PTO_CUDA_CAPACITY), or
+    of an sm_90a main-loop kernel whose launches also carry tensor maps and, per task, a map
+    index and row for each of its ``tma_operands`` (PTO_TMA_CAPACITY).
+
+    >>> capacity(4), capacity(6), capacity(6, 2)
+    (999, 666, 371)
     """
+    if tma_operands:
+        return (PARAM_BYTES - 128 * TMA_MAPS - 64) // (8 * nargs + 8 * tma_operands)
     return min(65535, (PARAM_BYTES - 16) // (8 * max(nargs, 1)))
 
 

@@ -151,12 +151,13 @@ def sass_load_shape(res: KernelResources) -> LoadShape:
 
 def kernel_profile(fn: Function, res: KernelResources, device: Device,
                    per_task: list[tuple[Work, list[Executed], int]], renderer: CudaRenderer,
-                   placements: Mapping[str, Placement], shape: LoadShape | None = None
-                   ) -> KernelFacts:
+                   placements: Mapping[str, Placement], shape: LoadShape | None = None,
+                   footprint: int | None = None) -> KernelFacts:
     """The facts of kernel ``fn`` with resources ``res``, running ``per_task`` (work,
     executed instructions, number of tasks with them) with its tiles where ``placements``
     (function name -> placement) says; ``shape`` is how it loads (default: what its SASS
-    shows)."""
+    shows); ``footprint``: the bytes of the tensors its tasks touch, what DRAM must serve
+    once (None: every byte it moves comes from DRAM)."""
     occ = occupancy(device, threads=res.threads, registers=res.registers,
                     smem_bytes=res.smem_bytes)
     counts = sass_counts(res.sass)
@@ -182,7 +183,8 @@ def kernel_profile(fn: Function, res: KernelResources, device: Device,
         threads=res.threads, resident=occ.blocks, bytes_per_task=work.bytes_moved // t,
         read_per_task=work.bytes_read // t, smem_per_task=smem // t,
         flops_per_task={u: n // t for u, n in units.items()}, round_trips=-(-trips // t),
-        inflight_per_block=inflight)
+        inflight_per_block=inflight, overlapped=shape.asynchronous,
+        dram_per_task=None if footprint is None else min(work.bytes_moved, footprint) // t)
     return KernelFacts(fn.name, res, occ, profile, tasks, work, units, res.args)
 
 
@@ -241,6 +243,7 @@ def kernel_facts(module: Module, scalars: Mapping[str, Any], arch: str, device: 
     with ThreadPoolExecutor(max_workers=2) as pool:
         given.update(zip(todo, pool.map(lambda n: kernel_resources(rendered[n][0], arch), todo)))
     renderer = CudaRenderer(arch)
+    footprints = kernel_footprints(module, scalars, calls)
     facts: dict[str, KernelFacts] = {}
     for n in names:
         per_task = [(w, executed(module, n, dict(sc)), count)
@@ -248,8 +251,25 @@ def kernel_facts(module: Module, scalars: Mapping[str, Any], arch: str, device: 
         places = ({f.name: placement(f) for f in module.functions.values()} if placement
                   else rendered[n][1].placement)
         facts[n] = kernel_profile(module.functions[n], given[n], device, per_task, renderer,
-                                  places)
+                                  places, footprint=footprints.get(n))
     return calls, facts
+
+
+def kernel_footprints(module: Module, scalars: Mapping[str, Any], calls: list) -> dict[str, int]:
+    """Kernel -> bytes of the tensors its tasks read or write: what DRAM serves when every
+    re-read of a tile another task of the same kernel already fetched hits the L2 (the model's
+    assumption: one wave's working set fits the L2; see docs/performance-model.md)."""
+    from pto_core.shapes import derive_shapes
+    touched: dict[str, set[str]] = {}
+    for tc in calls:
+        touched.setdefault(tc.callee, set()).update(r.tensor for r in tc.regions)
+    tensors = sorted(set().union(*touched.values())) if touched else []
+    if not tensors:
+        return {}
+    shapes = derive_shapes(module, scalars, entry=module.entry, only=tensors)
+    memrefs = module.functions[module.entry].memrefs
+    size = {t: shapes[t][0] * shapes[t][1] * memrefs[t].dtype.itemsize for t in tensors}
+    return {k: sum(size[t] for t in ts) for k, ts in touched.items()}
 
 
 def perf_report(module: Module, options: CompileOptions | None, scalars: Mapping[str, Any],
@@ -271,7 +291,8 @@ def perf_report(module: Module, options: CompileOptions | None, scalars: Mapping
     names = list(facts)
     levels = task_levels(calls)
     launches = plan_launches([tc.callee for tc in calls], levels,
-                             {n: capacity(f.nargs) for n, f in facts.items()}, policy)
+                             {n: capacity(f.nargs, f.resources.tma_operands)
+                              for n, f in facts.items()}, policy)
     cards, total_us = [], 0.0
     for n in names:
         f = facts[n]

@@ -5,8 +5,9 @@
 
 * from ptxas: registers per thread, spill stores and loads, stack frame, static shared memory
   and barriers of the kernel's ``__global__`` function;
-* from the ``PTO_CUDA_KERNEL(name, args, threads, smem)`` line of the source: threads per block
-  and dynamic shared memory per block (what the executor launches with);
+* from the ``PTO_CUDA_KERNEL(name, args, threads, smem)`` line of the source (or
+  ``PTO_CUDA_KERNEL_SM90(..., tensor-map operands, fallback)``): threads per block and dynamic
+  shared memory per block (what the executor launches with);
 * from ``cuobjdump -sass`` (the ``nvidia-cuda-cuobjdump`` wheel, or the toolkit's): every SASS
   instruction, counted by mnemonic (:func:`sass_counts`) and by class (:func:`sass_mix`), and how
   a thread loads global memory: the widest load and how many loads it issues before it waits
@@ -57,7 +58,8 @@ _WAIT_CLASSES = frozenset({"async copy", "ldmatrix", "shared", "global", "generi
                            "local"})
 _CONTROL = frozenset({"BRA", "EXIT", "RET", "CALL", "WARPSYNC"})
 
-_KERNEL_LINE = re.compile(r"PTO_CUDA_KERNEL\(\s*(\w+)\s*,\s*(\d+)\s*,\s*(\d+)\s*,\s*(\d+)\s*\)")
+_KERNEL_LINE = re.compile(r"PTO_CUDA_KERNEL(?:_SM90)?\(\s*(\w+)\s*,\s*(\d+)\s*,\s*(\d+)\s*,"
+                          r"\s*(\d+)\s*(?:,\s*(\d+)\s*,[^)]*)?\)")
 _SASS_LINE = re.compile(r"/\*[0-9a-f]{4,}\*/\s+(?:@!?U?P[T0-9]+\s+)?([A-Z][A-Z0-9_]*(?:\.[A-Z0-9_]+)*)")
 
 
@@ -73,6 +75,7 @@ class KernelResources:
     dynamic_smem: int
     threads: int
     args: int = 0                   # int64 argument slots per task (the kernel ABI)
+    tma_operands: int = 0           # operands loaded through tensor maps (sm_90a main loop)
     barriers: int = 0
     sass: tuple[str, ...] = field(default=(), repr=False)  # opcodes in order (empty: no cuobjdump)
     sass_note: str = ""             # why there is no SASS, when there is none
@@ -136,10 +139,21 @@ def parse_ptxas(text: str, symbol: str | None = None) -> dict[str, int]:
             "barriers": num(r"used (\d+) barriers")}
 
 
-def parse_sass(text: str) -> tuple[str, ...]:
+def parse_sass(text: str, function: str | None = None) -> tuple[str, ...]:
     """The opcodes (with modifiers, without predicates and operands) of a ``cuobjdump -sass``
-    listing, in order."""
-    return tuple(m.group(1) for m in _SASS_LINE.finditer(text))
+    listing, in order; with ``function``, only those of the functions whose (mangled) name
+    contains it (an sm_90a kernel's file also holds its sm_80 fallback).
+
+    >>> listing = ("Function : _Z6k_gridv\\n /*0000*/ HGMMA.64x128x16 ;\\n"
+    ...            "Function : _ZN8pto_sm806k_sm80_gridEv\\n /*0000*/ HMMA.16816 ;\\n")
+    >>> parse_sass(listing), parse_sass(listing, "k_grid")
+    (('HGMMA.64', 'HMMA.16816'), ('HGMMA.64',))
+    """
+    if function is None:
+        return tuple(m.group(1) for m in _SASS_LINE.finditer(text))
+    parts = re.split(r"Function\s*:\s*(\S+)", text)
+    return tuple(m.group(1) for name, body in zip(parts[1::2], parts[2::2]) if function in name
+                 for m in _SASS_LINE.finditer(body))
 
 
 def sass_counts(opcodes: Iterable[str]) -> dict[str, int]:
@@ -209,14 +223,15 @@ def kernel_resources(source: str, arch: str, symbol: str | None = None) -> Kerne
     if m is None:
         raise PTOBackendError("the kernel source has no PTO_CUDA_KERNEL(...) line to read its "
                               "launch configuration from")
-    symbol = symbol or m.group(1)
+    symbol = symbol or f"{m.group(1)}_grid"
     threads, dynamic = int(m.group(3)), int(m.group(4))
     nvcc = scons_tool.find_nvcc()
     if nvcc is None:
         raise PTOBackendError("nvcc not found (PATH, CUDA_HOME, /usr/local/cuda): the "
                               "performance card reads registers and spills from ptxas")
     cuobjdump = find_cuobjdump()
-    key = hashlib.sha256("\0".join((source, arch, _toolchain_key(nvcc, cuobjdump))).encode())
+    key = hashlib.sha256("\0".join(("sass of one grid function", symbol, source, arch,
+                                     _toolchain_key(nvcc, cuobjdump))).encode())
     cached = _cache_dir() / f"{key.hexdigest()[:32]}.json"
     if cached.is_file():
         try:
@@ -244,9 +259,9 @@ def kernel_resources(source: str, arch: str, symbol: str | None = None) -> Kerne
             if d.returncode != 0:
                 note = f"cuobjdump -sass failed: {d.stderr.strip()[-300:]}"
             else:
-                sass = parse_sass(d.stdout)
+                sass = parse_sass(d.stdout, symbol)
     res = KernelResources(threads=threads, dynamic_smem=dynamic, args=int(m.group(2)), sass=sass,
-                          sass_note=note, **info)
+                          sass_note=note, tma_operands=int(m.group(5) or 0), **info)
     if not note:
         cached.parent.mkdir(parents=True, exist_ok=True)
         tmp_file = cached.with_suffix(f".{os.getpid()}.tmp")

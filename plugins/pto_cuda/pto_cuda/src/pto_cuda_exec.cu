@@ -9,6 +9,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <climits>
 #include <condition_variable>
@@ -469,12 +470,28 @@ extern "C" void pto_cuda_counters(int64_t* launches, int64_t* tasks, int32_t* cu
     if (cuda_error) *cuda_error = x.cuda_error;
 }
 
+/* Tasks of sm_90a kernels that ran on their sm_80 fallback (pto_cuda_tma.h). */
+static std::atomic<int64_t> g_tma_fallbacks{0};
+static std::atomic<int32_t> g_tma_last_status{0};
+
+extern "C" void pto_cuda_note_tma_fallback(int32_t status) {
+    g_tma_fallbacks.fetch_add(1, std::memory_order_relaxed);
+    g_tma_last_status.store(status, std::memory_order_relaxed);
+}
+
+extern "C" int64_t pto_cuda_tma_fallbacks(int32_t* last_status) {
+    if (last_status) *last_status = g_tma_last_status.load(std::memory_order_relaxed);
+    return g_tma_fallbacks.load(std::memory_order_relaxed);
+}
+
 extern "C" void pto_cuda_reset_counters(void) {
     Exec& x = exec();
     std::lock_guard<std::mutex> lk(x.launch_mu);
     x.grids = x.tasks = x.log_total = 0;
     x.log.clear();
     x.cuda_error = 0;
+    g_tma_fallbacks.store(0);
+    g_tma_last_status.store(0);
 }
 
 extern "C" int pto_cuda_replay_graph(int32_t repeat, double* ms_per_run) {
