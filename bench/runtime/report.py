@@ -71,7 +71,7 @@ def table(rows: Rows) -> list[list[str]]:
         peers = [_ns(r.get(k, {}), tasks, "e2e_s") for k in ("omp_e2e", "omp_passive_e2e", "starpu_e2e")]
         rss = lambda rec: rec.get("peak_rss_kb") and rec["peak_rss_kb"] / 1024
         cells = [f"{dag}:{m}", _fmt(tasks, "{:,.0f}"), _fmt(pb, "{:.1f}"), _fmt(px, "{:.1f}"), _fmt(pe, "{:.1f}"),
-                 _fmt(pe / (pb + px) if pe and pb and px else None, "{:.2f}"), _fmt(rss(r.get("pto_e2e", {})), "{:.1f}"),
+                 _fmt(pe / (pb + px) if pe and pb and px else None, "{:.2f}"), _fmt(rss(r.get("pto_e2e_alone") or r.get("pto_e2e", {})), "{:.1f}"),
                  _fmt(tb, "{:.1f}"), _fmt(tx, "{:.1f}"), _fmt(te, "{:.1f}"), _fmt(rss(tf[2]), "{:.1f}"),
                  " / ".join((_ratio(tb, pb), _ratio(tx, px), _ratio(te, pe))) if tf[2] else "-"]
         for peer in peers:

@@ -34,7 +34,9 @@ LOGS=()
 for rep in $(seq 1 "${REPEAT:-1}"); do
   LOG="$OUT/results_$rep.txt"; : > "$LOG"; LOGS+=("$LOG")
   for G in "${GRAPHS[@]}"; do
-    "$OUT/bench_llama" "$G" pto 2 | tee -a "$LOG"          # one process per engine: honest peak RSS
+    "$OUT/bench_llama" "$G" pto 2 | tee -a "$LOG"
+    # the pipelined end to end alone, for its peak RSS (the run above also builds whole graphs)
+    "$OUT/bench_llama" "$G" e2e 2 | grep '^pto_e2e' | sed 's/^pto_e2e/pto_e2e_alone/' | tee -a "$LOG"
     tasks=$(grep -o "^pto_build dag=[a-z]* M=[0-9]* tasks=[0-9]*" "$LOG" | tail -1 | sed 's/.*tasks=//')
     [ "${tasks:-0}" -gt 1000000 ] && continue
     [ "$TASKFLOW" = 1 ] && "$OUT/bench_taskflow" "$G" 2 | tee -a "$LOG"
