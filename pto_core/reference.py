@@ -51,6 +51,7 @@ Numerics (what a backend is compared against):
 
 from __future__ import annotations
 
+import functools
 import itertools
 from dataclasses import dataclass
 from typing import Any, Iterable, Iterator, Mapping, NamedTuple
@@ -158,6 +159,25 @@ def render_expr(expr: Expr, forms: Mapping[str, str], var: Mapping[str, str],
     args = [render_expr(a, forms, var, const) for a in expr.args]
     form = forms[expr.kind]
     return form.format(*args, one=const(1.0) if "{one}" in form else "")
+
+
+@functools.lru_cache(maxsize=None)
+def _scalar_code(expr: Expr, integer: bool):
+    forms = INT_SCALAR_FORMS if integer else {**INT_SCALAR_FORMS, "div": "({0} / {1})"}
+    return compile(render_expr(expr, forms, {n: n for n in expr.vars()}, repr), "<scalar>", "eval")
+
+
+def eval_scalar(expr: Expr, env: Mapping[str, Any], integer: bool) -> Any:
+    """The value of scalar expression ``expr`` over Python numbers ``env``: C integer
+    semantics (truncating division, remainder with the dividend's sign; PTOError on a zero
+    divisor or a negative shift) when ``integer``, else float arithmetic.
+
+    >>> from pto_core.ir.ops import OPS
+    >>> eval_scalar(OPS["SDIV"].expr, {"a": -7, "b": 2}, True)
+    -3
+    """
+    return eval(_scalar_code(expr, integer),
+                {"_sdiv": _sdiv, "_smod": _smod, "_sshl": _sshl, "_sshr": _sshr}, dict(env))
 
 
 # --------------------------------------------------------------------------------------------

@@ -25,9 +25,11 @@ zero is left for run time.
 
 from __future__ import annotations
 
-from ..ir import (OPS, Call, CallArg, Category, ElementType, Expr, For, Function, If, Instr,
+from ..ir import (OPS, Call, CallArg, Category, ElementType, For, Function, If, Instr,
                   Module, ScalarType, Stmt)
+from ..errors import PTOError
 from ..ir.ops import COMPARES
+from ..reference import eval_scalar
 from ._rewrite import assigned_in, replace_functions
 
 
@@ -47,38 +49,6 @@ def _wrap(value: int, dtype: ElementType) -> int:
     if dtype.value.startswith("i") and value >= 1 << (bits - 1):
         value -= 1 << bits
     return value
-
-
-def _eval(e: Expr, env: dict[str, object], integer: bool):
-    k = e.kind
-    if k == "var":
-        return env[e.value]
-    if k == "const":
-        return int(e.value) if integer and float(e.value).is_integer() else e.value
-    xs = [_eval(a, env, integer) for a in e.args]
-    if k == "add": return xs[0] + xs[1]
-    if k == "sub": return xs[0] - xs[1]
-    if k == "mul": return xs[0] * xs[1]
-    if k == "neg": return -xs[0]
-    if k == "div":
-        if xs[1] == 0:
-            raise ZeroDivisionError
-        if integer:
-            q = abs(xs[0]) // abs(xs[1])
-            return q if (xs[0] >= 0) == (xs[1] >= 0) else -q
-        return xs[0] / xs[1]
-    if k == "mod":
-        if xs[1] == 0:
-            raise ZeroDivisionError
-        r = abs(xs[0]) % abs(xs[1])
-        return r if xs[0] >= 0 else -r
-    if k == "and": return xs[0] & xs[1]
-    if k == "or": return xs[0] | xs[1]
-    if k == "shl": return xs[0] << xs[1]
-    if k == "shr": return xs[0] >> xs[1]
-    if k == "max": return max(xs)
-    if k == "min": return min(xs)
-    raise KeyError(k)
 
 
 def fold_scalar(s: Instr, consts: dict[str, object], dtype: str | ElementType):
@@ -101,8 +71,8 @@ def fold_scalar(s: Instr, consts: dict[str, object], dtype: str | ElementType):
             return int(COMPARES[s.attr("cmp")].fn(vals["a"], vals["b"]))
         if op.expr is None:
             return None
-        result = _eval(op.expr, vals, integer)
-    except (ZeroDivisionError, KeyError, OverflowError, ValueError):
+        result = eval_scalar(op.expr, vals, integer)
+    except (PTOError, ZeroDivisionError, OverflowError, ValueError):
         return None
     return _wrap(int(result), dt) if integer else float(result)
 

@@ -40,11 +40,10 @@ from ..errors import PTOError
 from ..ir import (Call, Category, ElementType, For, Function, If, Instr, Module, Return,
                   ScalarType, TileType)
 from ..ir.ops import COMPARES, KINDS
-from ..reference import INT_SCALAR_FORMS, TaskCall, _sdiv, _smod, _sshl, _sshr, render_expr
+from ..reference import TaskCall, eval_scalar
 
 #: expression node kinds that run on the special-function unit
 SFU_KINDS = frozenset(k.name for k in KINDS.values() if k.special)
-_EVAL_NS = {"_sdiv": _sdiv, "_smod": _smod, "_sshl": _sshl, "_sshr": _sshr}
 
 
 @dataclass(frozen=True)
@@ -162,12 +161,8 @@ def _eval_scalar(s: Instr, env: dict[str, Any], fn: Function) -> None:
     if s.opdef.is_compare:
         env[ops["dst"]] = int(COMPARES[s.attr("cmp")].fn(a, b))
         return
-    if isinstance(a, float) or isinstance(b, float):
-        forms = {**INT_SCALAR_FORMS, "div": "({0} / {1})", "mod": "({0} % {1})"}
-    else:
-        forms = INT_SCALAR_FORMS
-    src = render_expr(s.opdef.expr, forms, {"a": "a", "b": "b"}, repr)
-    env[ops["dst"]] = eval(src, _EVAL_NS, {"a": a, "b": b})
+    integer = not (isinstance(a, float) or isinstance(b, float))
+    env[ops["dst"]] = eval_scalar(s.opdef.expr, {"a": a, "b": b}, integer)
 
 
 # --------------------------------------------------------------------------------------------
