@@ -114,3 +114,31 @@ def test_missing_headers_are_named(monkeypatch, tmp_path):
     with pytest.raises(Exception) as e:
         official_sim.toolchain(A2A3)
     assert "official CPU simulator: missing" in str(e.value)
+
+
+def test_an_abort_of_the_official_simulator_is_an_error_with_its_message(tmp_path):
+    """The official simulator asserts on a float reciprocal of zero (docs/ascend-fidelity.md)
+    and aborts; the kernels run in a child process, so the run fails with a PTOError that
+    carries the library's message, and the caller (here pytest) lives on."""
+    import numpy as np
+    from pto_core import ElementType as T, MemorySpace as M, PTOFunctionBuilder, PTOModule
+    from pto_core.errors import PTOError
+    m = PTOModule("m")
+    (PTOFunctionBuilder("k", module=m).in_core().memref("a", M.GLOBAL, T.F32)
+     .memref("b", M.GLOBAL, T.F32).memref("o", M.GLOBAL, T.F32).tile("x", 8, 8, T.F32)
+     .tile("y", 8, 8, T.F32).load("x", "a").load("y", "b").recip("y", "y").mul("x", "x", "y")
+     .store("o", "x").build())
+    (PTOFunctionBuilder("run", module=m).not_in_core().memref("a", M.GLOBAL, T.F32)
+     .memref("b", M.GLOBAL, T.F32).memref("o", M.GLOBAL, T.F32)
+     .call("k", {"a": ("a", 0, 0), "b": ("b", 0, 0), "o": ("o", 0, 0)}).build())
+    m.set_entry("run")
+    a, b = np.ones((8, 8), np.float32), np.ones((8, 8), np.float32)
+    ok = official_sim.run(A5, m, tmp_path, {"a": a, "b": b})
+    assert (ok["o"] == 1.0).all()
+    b[3, 4] = 0.0
+    with pytest.raises(PTOError) as e:
+        official_sim.run(A5, m, tmp_path, {"a": a, "b": b})
+    assert "ascend_a5 official CPU simulator" in str(e.value)
+    assert "Divider cannot be equal to zero" in str(e.value)
+    # our header follows IEEE there, as the reference does
+    assert cpu_check.run(A5, m, tmp_path / "own", {"a": a, "b": b})["o"][3, 4] == np.inf

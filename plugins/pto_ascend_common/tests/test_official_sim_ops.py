@@ -95,3 +95,36 @@ def test_bf16_cannot_be_validated_against_the_official_library_with_this_toolcha
     pytest.skip("bf16 kernels are not validated against the official library: its bfloat16_t "
                 "is a _Float16 placeholder below C++23 and zig's libc++ lacks <stdfloat> "
                 "(std::bfloat16_t) for C++23")
+
+
+#: kernels whose zero divisors the official simulator rejects: it asserts "Divider cannot be
+#: equal to zero" even for floats in TRECIP, TROWEXPANDDIV and TCOLEXPANDDIV
+#: (docs/isa/TRECIP.md: "the CPU simulator asserts in debug builds")
+DIVIDES = {"k_recip", "k_rowexpanddiv", "k_colexpanddiv"}
+
+#: where the official simulator departs from the reference on special values, each written
+#: up in docs/ascend-fidelity.md: NaN dropped by std::max/std::min (element-wise and in
+#: reductions), the sign of zero (abs(-0), relu(-0), max/min of +0 and -0, sums of -0 start
+#: from +0), out-of-range float -> int32 conversion without saturation, TRSQRT in double
+OFFICIAL_SPECIAL_DIVERGENCES = {"k_abs", "k_relu", "k_max", "k_min", "k_maxs", "k_rowmax",
+                                "k_rowmin", "k_colmax", "k_rowsum", "k_colsum", "k_cvt_i32",
+                                "k_rsqrt"}
+
+
+def test_on_special_values_the_official_simulator_differs_only_where_documented(tmp_path):
+    """Signed zeros, infinities, NaN, subnormals and exp's thresholds (pto_core.opcheck) on
+    f32 tiles on A5: the kernels where the official simulator and the reference disagree are
+    exactly the documented ones, and our header agrees with the reference everywhere."""
+    from pto_core.opcheck import backend_support, build_op_module, special_inputs, special_kernels
+    kernels = special_kernels(E.F32, convert_to=[E.F16, E.I32])
+    kernels, _ = backend_support(A5.name, [k for k in kernels if k.name not in DIVIDES])
+    module = build_op_module("special_f32", kernels)
+    inputs = special_inputs(kernels, E.F32)
+    want = run_module(module, inputs)
+    theirs = official_sim.run(A5, module, tmp_path / "official",
+                              {n: a.copy() for n, a in inputs.items()})
+    ours = cpu_check.run(A5, module, tmp_path / "own", {n: a.copy() for n, a in inputs.items()})
+    lines = compare_outputs(kernels, inputs, theirs, want)
+    differ = {line.split(" ")[0].rstrip(":") for line in lines}
+    assert differ == OFFICIAL_SPECIAL_DIVERGENCES
+    assert not compare_outputs(kernels, inputs, ours, want)
