@@ -16,7 +16,8 @@ from pto_core.checking import program_inputs
 from pto_core.program import load_program
 
 MISSING = official_sim.missing()
-pytestmark = pytest.mark.skipif(MISSING is not None, reason=f"needs {MISSING}")
+# slow: zig compiles the official headers (5-15 s a kernel, its libc++ once ~60 s)
+pytestmark = [pytest.mark.skipif(MISSING is not None, reason=f"needs {MISSING}"), pytest.mark.slow]
 
 ARCHS = [A2A3, A5]
 
