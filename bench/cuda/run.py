@@ -231,8 +231,8 @@ def bench_gemm(arch: str, n: int, repeat: int) -> None:
         np.testing.assert_allclose(c[:8], want, rtol=2e-3, atol=2e-2 * math.sqrt(n))
         t = d.time_graph(repeat)
     tflops = flops / t / 1e12
-    line = (f"gemm bf16 {n}^3 TMATMUL_ACC [graph, {arch}]: {t * 1e3:8.3f} ms  {tflops:7.1f} "
-            f"TFLOP/s  ({fell} tasks on the sm_80 fallback"
+    line = (f"gemm bf16 {n}^3 TMATMUL_ACC [graph]: {t * 1e3:8.3f} ms  {tflops:7.1f} TFLOP/s  "
+            f"({arch}; {fell} tasks on the sm_80 fallback"
             f"{f', last status {status.value}' if fell else ''})")
     torch, why = torch_or_reason()
     if torch is None:
