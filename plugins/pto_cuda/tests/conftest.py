@@ -30,24 +30,27 @@ class Built:
     dir: Path
     library: Path
     host: Path
-    #: what the compilers and linkers printed (SCons' ``-s``: no command echo)
+    #: what the compilers and linkers printed, building every example (SCons' ``-s``: no
+    #: command echo)
     log: str
     errors: list[str]
 
 
 def _build_all(build_dir: Path, target: str) -> dict[str, Built]:
-    """Each example in its own SCons run (so its log and errors are its own); the runtime and
-    executor objects are built by the first and shared by the rest."""
+    """Every example in one SCons run (``-k``: an example that fails leaves the others
+    built; its errors are the run's output)."""
+    r = run_scons("-s", "-k", f"target={target}", f"examples={EXAMPLES}/*.py",
+                  f"build_dir={build_dir}", "werror=1")
+    log = (r.stdout + r.stderr).strip()
     built = {}
     for name in ALL_EXAMPLES:
         module = load_program(EXAMPLES / name).module
-        r = run_scons("-s", "-k", f"target={target}", f"examples={EXAMPLES / name}",
-                      f"build_dir={build_dir}", "werror=1")
         d = build_dir / target / Path(name).stem
         m = c_module_name(module)
-        log = (r.stdout + r.stderr).strip()
-        built[name] = Built(name, module, d, d / f"lib{m}.so", d / f"{m}_host", log,
-                            [log or "scons failed"] if r.returncode else [])
+        b = Built(name, module, d, d / f"lib{m}.so", d / f"{m}_host", log, [])
+        if r.returncode and not (b.library.is_file() and b.host.is_file()):
+            b.errors.append(log or "scons failed")
+        built[name] = b
     return built
 
 
