@@ -126,7 +126,8 @@ ARRAY_FORMS: dict[str, str] = {
     "neg": "_np.negative({0})", "abs": "_np.abs({0})", "exp": "_np.exp({0})",
     "log": "_np.log({0})", "sqrt": "_np.sqrt({0})", "recip": "_np.divide({one}, {0})",
     "tanh": "_np.tanh({0})", "mod": "_np.fmod({0}, {1})", "and": "_np.bitwise_and({0}, {1})",
-    "or": "_np.bitwise_or({0}, {1})", "shl": "_np.left_shift({0}, {1})",
+    "or": "_np.bitwise_or({0}, {1})", "xor": "_np.bitwise_xor({0}, {1})",
+    "not": "_np.invert({0})", "shl": "_np.left_shift({0}, {1})",
     "shr": "_np.right_shift({0}, {1})",
 }
 #: integer numpy arrays: C division
@@ -135,7 +136,8 @@ INT_ARRAY_FORMS: dict[str, str] = {**ARRAY_FORMS, "div": "_tdiv({0}, {1})", "mod
 INT_SCALAR_FORMS: dict[str, str] = {
     "add": "({0} + {1})", "sub": "({0} - {1})", "mul": "({0} * {1})", "div": "_sdiv({0}, {1})",
     "mod": "_smod({0}, {1})", "max": "max({0}, {1})", "min": "min({0}, {1})", "neg": "(-{0})",
-    "abs": "abs({0})", "and": "({0} & {1})", "or": "({0} | {1})", "shl": "_sshl({0}, {1})",
+    "abs": "abs({0})", "and": "({0} & {1})", "or": "({0} | {1})", "xor": "({0} ^ {1})",
+    "not": "(~{0})", "shl": "_sshl({0}, {1})",
     "shr": "_sshr({0}, {1})",
 }
 

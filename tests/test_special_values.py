@@ -74,7 +74,8 @@ def int_node(kind: str, args: list[int]) -> int:
         return q if (a < 0) == (b < 0) else -q
     return {"add": lambda: a + b, "sub": lambda: a - b, "mul": lambda: a * b,
             "max": lambda: a if a > b else b, "min": lambda: a if a < b else b,
-            "neg": lambda: -a, "abs": lambda: abs(a)}[kind]()
+            "neg": lambda: -a, "abs": lambda: abs(a), "and": lambda: a & b,
+            "or": lambda: a | b, "xor": lambda: a ^ b, "not": lambda: ~a}[kind]()
 
 
 def evaluate(e, env: dict[str, float], ct: ElementType) -> float:

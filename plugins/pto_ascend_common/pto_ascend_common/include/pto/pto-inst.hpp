@@ -631,7 +631,28 @@ PTO_SIM_BINARY(TMUL, a * b)
 PTO_SIM_BINARY(TDIV, detail::divv(a, b))
 PTO_SIM_BINARY(TMAX, detail::fmaxv(a, b))
 PTO_SIM_BINARY(TMIN, detail::fminv(a, b))
+PTO_SIM_BINARY(TAND, a & b)
+PTO_SIM_BINARY(TOR, a | b)
 #undef PTO_SIM_BINARY
+
+// TXOR and TXORS take a scratch tile (docs/isa/TXOR.md, TXORS.md); the CPU check needs none.
+template <typename D, typename S0, typename S1, typename T, typename... WaitEvents,
+          std::enable_if_t<is_tile<T>::value, int> = 0>
+inline RecordEvent TXOR(D& dst, S0& src0, S1& src1, T&, WaitEvents&...) {
+    PTO_SIM_ROW_MAJOR(TXOR, D, S0, S1);
+    detail::map("TXOR", [](unsigned r, unsigned c, S0& a_, S1& b_) {
+        return detail::val(a_, r, c) ^ detail::val(b_, r, c); }, dst, src0, src1);
+    return {};
+}
+template <typename D, typename S, typename T, typename... WaitEvents,
+          std::enable_if_t<is_tile<T>::value, int> = 0>
+inline RecordEvent TXORS(D& dst, S& src, typename S::DType scalar, T&, WaitEvents&...) {
+    PTO_SIM_ROW_MAJOR(TXORS, D, S);
+    const auto s = pto_sim::calc_t<typename S::DType>(scalar);
+    detail::map("TXORS", [s](unsigned r, unsigned c, S& a_) { return detail::val(a_, r, c) ^ s; },
+                dst, src);
+    return {};
+}
 
 #define PTO_SIM_SCALAR(NAME, EXPR)                                                              \
     template <typename D, typename S, typename... WaitEvents>                                   \
@@ -647,6 +668,8 @@ PTO_SIM_SCALAR(TSUBS, a - s)
 PTO_SIM_SCALAR(TMULS, a * s)
 PTO_SIM_SCALAR(TMAXS, detail::fmaxv(a, s))
 PTO_SIM_SCALAR(TMINS, detail::fminv(a, s))
+PTO_SIM_SCALAR(TANDS, a & s)
+PTO_SIM_SCALAR(TORS, a | s)
 #undef PTO_SIM_SCALAR
 
 // TDIVS has two forms: tile / scalar and scalar / tile.
@@ -689,6 +712,7 @@ PTO_SIM_UNARY(TRECIP, C_(C_(1) / a))
 PTO_SIM_UNARY(TABS, detail::absv(a))
 PTO_SIM_UNARY(TNEG, C_(-a))
 PTO_SIM_UNARY(TRELU, detail::fmaxv(a, C_(0)))
+PTO_SIM_UNARY(TNOT, C_(~a))
 #undef PTO_SIM_UNARY
 #undef PTO_SIM_ROW_MAJOR
 
