@@ -35,7 +35,7 @@ def test_the_facts_of_some_rows():
     assert float_only == {"TEXP", "TLOG", "TSQRT", "TRSQRT", "TRECIP", "TSILU", "TGELU"}
     assert {n for n, op in OPS.items() if op.int_only} == {
         "SMOD", "SAND", "SOR", "SSHL", "SSHR", "TAND", "TANDS", "TOR", "TORS", "TXOR", "TXORS",
-        "TNOT"}
+        "TNOT", "TSHL", "TSHLS", "TSHR", "TSHRS"}
     assert OPS["TXOR"].scratch == OPS["TXORS"].scratch == 1 and OPS["TAND"].scratch == 0
     assert {n for n, op in OPS.items() if op.is_copy} == {"SLI", "SMOV", "TROWEXPAND"}
     assert OPS["SDIV"].divides and OPS["SMOD"].divides and not OPS["SMUL"].divides

@@ -88,6 +88,7 @@ EXPECT_REDUCE = {"TROWSUM": lambda a: np.sum(a, axis=1, keepdims=True),
 def test_every_table_op_has_a_numpy_expectation_here():
     covered = (set(EXPECT_UNARY) | set(EXPECT_BINARY) | set(EXPECT_SCALAR) | set(EXPECT_REDUCE)
                | set(EXPECT_BITWISE) | {f"{n}S" for n in EXPECT_BITWISE} | {"TNOT"}
+               | {"TSHL", "TSHLS", "TSHR", "TSHRS"}     # tests/test_tile_shifts.py
                | {f"T{d}EXPAND{k}" for d in ("ROW", "COL") for k in EXPECT_EXPAND}
                | {"TROWEXPAND", "TLOAD", "TSTORE", "TMATMUL", "TMATMUL_ACC", "TTRANS", "TCVT"})
     tile_ops = {n for n, d in OPS.items() if d.category is not Category.SCALAR}

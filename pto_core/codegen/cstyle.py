@@ -304,8 +304,14 @@ class CStyleRenderer:
                   "div": "_pto_idiv({0}, {1}, &_pto_status)", "max": "({0} > {1} ? {0} : {1})",
                   "min": "({0} < {1} ? {0} : {1})", "mod": "_pto_imod({0}, {1}, &_pto_status)",
                   "and": "({0} & {1})",
-                  "or": "({0} | {1})", "xor": "({0} ^ {1})", "shl": "({0} << {1})",
-                  "shr": "({0} >> {1})"}
+                  "or": "({0} | {1})", "xor": "({0} ^ {1})",
+                  # tile shifts (TSHL/TSHR): an amount outside [0, width of the element {0})
+                  # gives 0 / the sign fill, and a left shift runs unsigned: no undefined
+                  # behaviour for any operand
+                  "shl": "((({1}) < 0 || ({1}) >= 8 * (int)sizeof({0})) ? (int64_t)0 : "
+                         "(int64_t)((uint64_t)(int64_t)({0}) << ({1})))",
+                  "shr": "((({1}) < 0 || ({1}) >= 8 * (int)sizeof({0})) ? "
+                         "(int64_t)(({0}) < 0 ? -1 : 0) : (int64_t)({0}) >> ({1}))"}
 
     # vector templates (only used when vec_width > 0)
     VEC_UNARY: dict[str, str] = {}

@@ -138,7 +138,8 @@ def _b(kind: str) -> Callable[[Expr, Expr], Expr]:
 
 exp, log, sqrt, recip, tanh, absolute, bit_not = (
     _u(k) for k in ("exp", "log", "sqrt", "recip", "tanh", "abs", "not"))
-maximum, minimum, bit_and, bit_or, bit_xor = (_b(k) for k in ("max", "min", "and", "or", "xor"))
+maximum, minimum, bit_and, bit_or, bit_xor, shift_left, shift_right = (
+    _b(k) for k in ("max", "min", "and", "or", "xor", "shl", "shr"))
 A, B, S = Expr("var", value="a"), Expr("var", value="b"), Expr("var", value="s")
 
 _GELU_C = 0.7978845608028654  # sqrt(2/pi): tanh form of GELU
@@ -299,6 +300,15 @@ for _n, _m, _f in [("TAND", "and_", bit_and), ("TOR", "or_", bit_or), ("TXOR", "
     _def(f"{_n}S", f"{_m.rstrip('_')}s", Category.TILE_SCALAR, "dst:tile_out a:tile s:scalar",
          expr=_f(A, S), isa=True, scratch=int(_n == "TXOR"),
          doc=f"bitwise {_m.rstrip('_')} of an integer tile and a scalar")
+#: what the shifts do with every amount (the library leaves amounts outside [0, width) open)
+_SHIFT_DOC = ("amounts in [0, width) shift the element's bits (shl wraps to the width; shr is "
+              "arithmetic on signed types, logical on u8); any other amount, negative or >= "
+              "the width, gives shl 0 and shr the sign fill (-1 or 0)")
+for _n, _m, _f in [("TSHL", "shl", shift_left), ("TSHR", "shr", shift_right)]:
+    _def(_n, _m, Category.ELEMENTWISE, "dst:tile_out a:tile b:tile", expr=_f(A, B), isa=True,
+         doc=_SHIFT_DOC)
+    _def(f"{_n}S", f"{_m}s", Category.TILE_SCALAR, "dst:tile_out a:tile s:scalar",
+         expr=_f(A, S), isa=True, doc=_SHIFT_DOC)
 _def("TNOT", "not_", Category.ELEMENTWISE, "dst:tile_out a:tile", expr=bit_not(A), isa=True,
      doc="bitwise not of an integer tile")
 

@@ -510,6 +510,16 @@ template <class T> inline T divv(T a, T b) {
     return a / b;
 }
 // |a| clears the sign of -0 for floats; integers wrap like the reference (abs(INT_MIN) == INT_MIN)
+// Shifts as PTO defines them for every amount: outside [0, width of T) a left shift gives 0
+// and a right shift the sign fill; in range the left shift runs unsigned (no overflow).
+template <class T, class A, class B> inline T shlv(A a, B b) {
+    if (b < 0 || b >= B(8 * sizeof(T))) return T(0);
+    return T(std::make_unsigned_t<T>(std::make_unsigned_t<T>(a) << b));
+}
+template <class T, class A, class B> inline T shrv(A a, B b) {
+    if (b < 0 || b >= B(8 * sizeof(T))) return T(a < 0 ? -1 : 0);
+    return T(a >> b);
+}
 template <class T> inline T absv(T a) {
     if constexpr (std::is_floating_point_v<T>) return std::fabs(a);
     else return a < T(0) ? T(-a) : a;
@@ -631,6 +641,8 @@ PTO_SIM_BINARY(TMUL, a * b)
 PTO_SIM_BINARY(TDIV, detail::divv(a, b))
 PTO_SIM_BINARY(TMAX, detail::fmaxv(a, b))
 PTO_SIM_BINARY(TMIN, detail::fminv(a, b))
+PTO_SIM_BINARY(TSHL, detail::shlv<typename D::DType>(a, b))
+PTO_SIM_BINARY(TSHR, detail::shrv<typename D::DType>(a, b))
 PTO_SIM_BINARY(TAND, a & b)
 PTO_SIM_BINARY(TOR, a | b)
 #undef PTO_SIM_BINARY
@@ -668,6 +680,8 @@ PTO_SIM_SCALAR(TSUBS, a - s)
 PTO_SIM_SCALAR(TMULS, a * s)
 PTO_SIM_SCALAR(TMAXS, detail::fmaxv(a, s))
 PTO_SIM_SCALAR(TMINS, detail::fminv(a, s))
+PTO_SIM_SCALAR(TSHLS, detail::shlv<typename D::DType>(a, s))
+PTO_SIM_SCALAR(TSHRS, detail::shrv<typename D::DType>(a, s))
 PTO_SIM_SCALAR(TANDS, a & s)
 PTO_SIM_SCALAR(TORS, a | s)
 #undef PTO_SIM_SCALAR
