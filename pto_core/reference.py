@@ -127,16 +127,19 @@ ARRAY_FORMS: dict[str, str] = {
     "neg": "_np.negative({0})", "abs": "_np.abs({0})", "exp": "_np.exp({0})",
     "log": "_np.log({0})", "sqrt": "_np.sqrt({0})", "recip": "_np.divide({one}, {0})",
     "tanh": "_np.tanh({0})", "mod": "_np.fmod({0}, {1})", "and": "_np.bitwise_and({0}, {1})",
-    "or": "_np.bitwise_or({0}, {1})", "shl": "_np.left_shift({0}, {1})",
+    "or": "_np.bitwise_or({0}, {1})", "xor": "_np.bitwise_xor({0}, {1})",
+    "not": "_np.invert({0})", "shl": "_np.left_shift({0}, {1})",
     "shr": "_np.right_shift({0}, {1})",
 }
 #: integer numpy arrays: C division
-INT_ARRAY_FORMS: dict[str, str] = {**ARRAY_FORMS, "div": "_tdiv({0}, {1})", "mod": "_tmod({0}, {1})"}
+INT_ARRAY_FORMS: dict[str, str] = {**ARRAY_FORMS, "div": "_tdiv({0}, {1})", "mod": "_tmod({0}, {1})",
+                                   "shl": "_tshl({0}, {1})", "shr": "_tshr({0}, {1})"}
 #: Python ints (integer scalars): C division, remainder and shifts
 INT_SCALAR_FORMS: dict[str, str] = {
     "add": "({0} + {1})", "sub": "({0} - {1})", "mul": "({0} * {1})", "div": "_sdiv({0}, {1})",
     "mod": "_smod({0}, {1})", "max": "max({0}, {1})", "min": "min({0}, {1})", "neg": "(-{0})",
-    "abs": "abs({0})", "and": "({0} & {1})", "or": "({0} | {1})", "shl": "_sshl({0}, {1})",
+    "abs": "abs({0})", "and": "({0} & {1})", "or": "({0} | {1})", "xor": "({0} ^ {1})",
+    "not": "(~{0})", "shl": "_sshl({0}, {1})",
     "shr": "_sshr({0}, {1})",
 }
 
@@ -201,6 +204,23 @@ def _tmod(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     if np.any(b == 0):
         raise _zero_division()
     return np.fmod(a, b)
+
+
+def _shift(a: np.ndarray, b, shift, out_of_range) -> np.ndarray:
+    """A tile shift (TSHL/TSHR): amounts outside [0, width) give ``out_of_range(a)``."""
+    a = np.asarray(a)
+    b = np.asarray(b).astype(np.int64)
+    bad = (b < 0) | (b >= a.dtype.itemsize * 8)
+    r = shift(a, np.where(bad, 0, b).astype(a.dtype))
+    return np.where(bad, out_of_range(a), r).astype(a.dtype)
+
+
+def _tshl(a: np.ndarray, b) -> np.ndarray:
+    return _shift(a, b, np.left_shift, np.zeros_like)
+
+
+def _tshr(a: np.ndarray, b) -> np.ndarray:
+    return _shift(a, b, np.right_shift, lambda x: np.where(x < 0, -1, 0))
 
 
 def _sdiv(a: int, b: int) -> int:
@@ -324,6 +344,7 @@ class _Translator:
         self.module = module
         self.ns: dict[str, Any] = {
             "_np": np, "_fmax": _fmax, "_fmin": _fmin, "_tdiv": _tdiv, "_tmod": _tmod,
+            "_tshl": _tshl, "_tshr": _tshr,
             "_sdiv": _sdiv, "_smod": _smod, "_sshl": _sshl, "_sshr": _sshr, "_int": _to_int,
             "_reduce": _reduce, "_matmul": _matmul, "_convert": _convert, "_tn": tuple.__new__,
             "_TC": TaskCall, "_RG": Region, "PTOError": PTOError, "_errloop": _loop_error,

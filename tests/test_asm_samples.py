@@ -43,7 +43,7 @@ def tile_type(op: OpDef, operand: str) -> TileType:
         f"tests/asm_samples.py: give example shapes for {op.name} ({op.category}) operand {operand}"
     rows, cols = shapes[operand]
     dtype = F16 if (op.category is Category.CONVERT and operand == "dst") else F32
-    return TileType(rows, cols, dtype)
+    return TileType(rows, cols, I32 if op.int_only else dtype)
 
 
 def op_function(module: PTOModule, op: OpDef, literal: bool, suffix: str = "") -> None:
@@ -55,7 +55,7 @@ def op_function(module: PTOModule, op: OpDef, literal: bool, suffix: str = "") -
     operands: list[object] = []
     index_vals = iter(["i", 1])          # a loop variable and a literal offset
     has_index = any(o.role == "index" for o in op.operands)
-    scalar_dtype = I32 if op.category is Category.SCALAR else F32
+    scalar_dtype = I32 if op.category is Category.SCALAR or op.int_only else F32
     need_local_in = False
     for o in op.operands:
         if o.role in ("tile", "tile_out"):

@@ -75,6 +75,8 @@ EXPECT_BINARY = {"TADD": np.add, "TSUB": np.subtract, "TMUL": np.multiply, "TDIV
                  "TMAX": np.maximum, "TMIN": np.minimum}
 EXPECT_SCALAR = {"TADDS": np.add, "TSUBS": np.subtract, "TMULS": np.multiply,
                  "TDIVS": np.divide, "TMAXS": np.maximum}
+#: integer-only ops, checked on i32 tiles
+EXPECT_BITWISE = {"TAND": np.bitwise_and, "TOR": np.bitwise_or, "TXOR": np.bitwise_xor}
 EXPECT_EXPAND = {"ADD": np.add, "SUB": np.subtract, "MUL": np.multiply, "DIV": np.divide}
 EXPECT_REDUCE = {"TROWSUM": lambda a: np.sum(a, axis=1, keepdims=True),
                  "TROWMAX": lambda a: np.max(a, axis=1, keepdims=True),
@@ -85,6 +87,8 @@ EXPECT_REDUCE = {"TROWSUM": lambda a: np.sum(a, axis=1, keepdims=True),
 
 def test_every_table_op_has_a_numpy_expectation_here():
     covered = (set(EXPECT_UNARY) | set(EXPECT_BINARY) | set(EXPECT_SCALAR) | set(EXPECT_REDUCE)
+               | set(EXPECT_BITWISE) | {f"{n}S" for n in EXPECT_BITWISE} | {"TNOT"}
+               | {"TSHL", "TSHLS", "TSHR", "TSHRS"}     # tests/test_tile_shifts.py
                | {f"T{d}EXPAND{k}" for d in ("ROW", "COL") for k in EXPECT_EXPAND}
                | {"TROWEXPAND", "TLOAD", "TSTORE", "TMATMUL", "TMATMUL_ACC", "TTRANS", "TCVT"})
     tile_ops = {n for n, d in OPS.items() if d.category is not Category.SCALAR}
@@ -117,6 +121,25 @@ def test_tile_scalar_op_casts_the_scalar_to_f32(op, how):
     else:
         got = run_op(kernel(op, (R, C), scalar="s"), (R, C), scalars={"s": s}, a=a)
     np.testing.assert_array_equal(got, EXPECT_SCALAR[op](a, np.float32(s)))
+
+
+@pytest.mark.parametrize("op", sorted(EXPECT_BITWISE))
+def test_bitwise_ops_of_integer_tiles_and_scalars_equal_numpy(op):
+    info = np.iinfo(np.int32)
+    a = np.random.default_rng(7).integers(info.min, info.max, (R, C), endpoint=True, dtype=np.int32)
+    b = np.random.default_rng(8).integers(info.min, info.max, (R, C), endpoint=True, dtype=np.int32)
+    a[0, :4] = b[0, :4] = [info.min, -1, 0, info.max]
+    got = run_op(kernel(op, (R, C), (R, C), dtype=I32), (R, C), np.int32, a=a, b=b)
+    np.testing.assert_array_equal(got, EXPECT_BITWISE[op](a, b))
+    got = run_op(kernel(f"{op}S", (R, C), dtype=I32, scalar=-6), (R, C), np.int32, a=a)
+    np.testing.assert_array_equal(got, EXPECT_BITWISE[op](a, np.int32(-6)))
+    got = run_op(kernel("TNOT", (R, C), dtype=I32), (R, C), np.int32, a=a)
+    np.testing.assert_array_equal(got, np.invert(a))
+
+
+def test_bitwise_ops_refuse_float_tiles_naming_function_and_instruction():
+    with pytest.raises(PTOError, match=r"function 'k'.*TXOR.*needs an integer tile, got f32"):
+        kernel("TXOR", (R, C), (R, C))
 
 
 @pytest.mark.parametrize("kind", sorted(EXPECT_EXPAND))

@@ -74,7 +74,8 @@ def int_node(kind: str, args: list[int]) -> int:
         return q if (a < 0) == (b < 0) else -q
     return {"add": lambda: a + b, "sub": lambda: a - b, "mul": lambda: a * b,
             "max": lambda: a if a > b else b, "min": lambda: a if a < b else b,
-            "neg": lambda: -a, "abs": lambda: abs(a)}[kind]()
+            "neg": lambda: -a, "abs": lambda: abs(a), "and": lambda: a & b,
+            "or": lambda: a | b, "xor": lambda: a ^ b, "not": lambda: ~a}[kind]()
 
 
 def evaluate(e, env: dict[str, float], ct: ElementType) -> float:
@@ -84,6 +85,12 @@ def evaluate(e, env: dict[str, float], ct: ElementType) -> float:
     if e.kind == "const":
         return int(e.value) if ct.is_int else rnd(float(e.value), ct)
     args = [evaluate(a, env, ct) for a in e.args]
+    if e.kind in ("shl", "shr"):
+        # an amount outside [0, width) gives 0 (shl) or the sign fill (shr)
+        a, b = args
+        if not 0 <= b < np.iinfo(numpy_dtype(ct)).bits:
+            return 0 if e.kind == "shl" or a >= 0 else -1
+        return wrap(a << b if e.kind == "shl" else a >> b, ct)
     return wrap(int_node(e.kind, args), ct) if ct.is_int else rnd(node(e.kind, args), ct)
 
 

@@ -299,12 +299,19 @@ class CStyleRenderer:
     UNARY_F64 = {"neg": "(-{0})", "abs": "fabs({0})", "exp": "exp({0})", "log": "log({0})",
                  "sqrt": "sqrt({0})", "recip": "(1.0 / {0})", "tanh": "tanh({0})"}
     BINARY_F64 = {**BINARY_F32, "max": "_pto_max({0}, {1})", "min": "_pto_min({0}, {1})"}
-    UNARY_INT = {"neg": "(-{0})", "abs": "({0} < 0 ? -{0} : {0})"}
+    UNARY_INT = {"neg": "(-{0})", "abs": "({0} < 0 ? -{0} : {0})", "not": "(~{0})"}
     BINARY_INT = {"add": "({0} + {1})", "sub": "({0} - {1})", "mul": "({0} * {1})",
                   "div": "_pto_idiv({0}, {1}, &_pto_status)", "max": "({0} > {1} ? {0} : {1})",
                   "min": "({0} < {1} ? {0} : {1})", "mod": "_pto_imod({0}, {1}, &_pto_status)",
                   "and": "({0} & {1})",
-                  "or": "({0} | {1})", "shl": "({0} << {1})", "shr": "({0} >> {1})"}
+                  "or": "({0} | {1})", "xor": "({0} ^ {1})",
+                  # tile shifts (TSHL/TSHR): an amount outside [0, width of the element {0})
+                  # gives 0 / the sign fill, and a left shift runs unsigned: no undefined
+                  # behaviour for any operand
+                  "shl": "((({1}) < 0 || ({1}) >= 8 * (int)sizeof({0})) ? (int64_t)0 : "
+                         "(int64_t)((uint64_t)(int64_t)({0}) << ({1})))",
+                  "shr": "((({1}) < 0 || ({1}) >= 8 * (int)sizeof({0})) ? "
+                         "(int64_t)(({0}) < 0 ? -1 : 0) : (int64_t)({0}) >> ({1}))"}
 
     # vector templates (only used when vec_width > 0)
     VEC_UNARY: dict[str, str] = {}

@@ -103,7 +103,8 @@ KINDS: dict[str, KindDef] = {k.name: k for k in (
     KindDef("div", 2, divides=True, exact=True, special=True),
     KindDef("max", 2, exact=True), KindDef("min", 2, exact=True),
     KindDef("mod", 2, int_only=True, divides=True), KindDef("and", 2, int_only=True),
-    KindDef("or", 2, int_only=True), KindDef("shl", 2, int_only=True),
+    KindDef("or", 2, int_only=True), KindDef("xor", 2, int_only=True),
+    KindDef("not", 1, int_only=True), KindDef("shl", 2, int_only=True),
     KindDef("shr", 2, int_only=True))}
 
 
@@ -135,8 +136,10 @@ def _b(kind: str) -> Callable[[Expr, Expr], Expr]:
     return lambda x, y: Expr(kind, (_e(x), _e(y)))
 
 
-exp, log, sqrt, recip, tanh, absolute = (_u(k) for k in ("exp", "log", "sqrt", "recip", "tanh", "abs"))
-maximum, minimum = _b("max"), _b("min")
+exp, log, sqrt, recip, tanh, absolute, bit_not = (
+    _u(k) for k in ("exp", "log", "sqrt", "recip", "tanh", "abs", "not"))
+maximum, minimum, bit_and, bit_or, bit_xor, shift_left, shift_right = (
+    _b(k) for k in ("max", "min", "and", "or", "xor", "shl", "shr"))
 A, B, S = Expr("var", value="a"), Expr("var", value="b"), Expr("var", value="s")
 
 _GELU_C = 0.7978845608028654  # sqrt(2/pi): tanh form of GELU
@@ -185,6 +188,8 @@ class OpDef:
     doc: str = ""
     isa: str | None = None         # the PTO-ISA library instruction that is this row (same
                                    # operands), for backends that emit that library
+    scratch: int = 0               # scratch tiles (shaped like dst) the library instruction
+                                   # takes after its inputs (TXOR's ``tmp``)
 
     @property
     def kinds(self) -> frozenset[str]:
@@ -287,6 +292,26 @@ for _n, _m, _x in [("TADDS", "adds", A + S), ("TSUBS", "subs", A - S), ("TMULS",
     _def(_n, _m, Category.TILE_SCALAR, "dst:tile_out a:tile s:scalar", expr=_x, isa=True,
          doc=_MAXMIN_DOC if _m == "maxs" else "")
 
+# bitwise, integer tiles only (docs/isa/TAND.md ... TXORS.md of the PTO-ISA library; its TXOR
+# and TXORS take a scratch tile)
+for _n, _m, _f in [("TAND", "and_", bit_and), ("TOR", "or_", bit_or), ("TXOR", "xor", bit_xor)]:
+    _def(_n, _m, Category.ELEMENTWISE, "dst:tile_out a:tile b:tile", expr=_f(A, B), isa=True,
+         scratch=int(_n == "TXOR"), doc=f"bitwise {_m.rstrip('_')} of two integer tiles")
+    _def(f"{_n}S", f"{_m.rstrip('_')}s", Category.TILE_SCALAR, "dst:tile_out a:tile s:scalar",
+         expr=_f(A, S), isa=True, scratch=int(_n == "TXOR"),
+         doc=f"bitwise {_m.rstrip('_')} of an integer tile and a scalar")
+#: what the shifts do with every amount (the library leaves amounts outside [0, width) open)
+_SHIFT_DOC = ("amounts in [0, width) shift the element's bits (shl wraps to the width; shr is "
+              "arithmetic on signed types, logical on u8); any other amount, negative or >= "
+              "the width, gives shl 0 and shr the sign fill (-1 or 0)")
+for _n, _m, _f in [("TSHL", "shl", shift_left), ("TSHR", "shr", shift_right)]:
+    _def(_n, _m, Category.ELEMENTWISE, "dst:tile_out a:tile b:tile", expr=_f(A, B), isa=True,
+         doc=_SHIFT_DOC)
+    _def(f"{_n}S", f"{_m}s", Category.TILE_SCALAR, "dst:tile_out a:tile s:scalar",
+         expr=_f(A, S), isa=True, doc=_SHIFT_DOC)
+_def("TNOT", "not_", Category.ELEMENTWISE, "dst:tile_out a:tile", expr=bit_not(A), isa=True,
+     doc="bitwise not of an integer tile")
+
 # element-wise unary
 for _n, _m, _x in [("TEXP", "exp", exp(A)), ("TLOG", "log", log(A)), ("TSQRT", "sqrt", sqrt(A)),
                    ("TRSQRT", "rsqrt", recip(sqrt(A))), ("TRECIP", "recip", recip(A)),
@@ -385,6 +410,8 @@ def check_tile_rule(op: OpDef, tiles: dict[str, TileType]) -> None:
             same(a, b, "a and b")
         if op.float_only and not a.dtype.is_float:
             raise RuleError(f"{op.name} needs a float tile, got {a.dtype.value}")
+        if op.int_only and a.dtype.is_float:
+            raise RuleError(f"{op.name} needs an integer tile, got {a.dtype.value}")
     elif cat is Category.ROW_REDUCE:
         if d.dtype != a.dtype:
             raise RuleError(f"dtype mismatch: dst and a ({d.dtype.value} vs {a.dtype.value})")

@@ -588,7 +588,9 @@ class AscendRenderer(CStyleRenderer):
                     x, steps = self._row_block(fn, v)
                 args.append(x)
                 reads.append(x)
-            return steps + [_Step(f"{s.opdef.isa}({', '.join(args)});", "V", tuple(reads), (d,))]
+            tmps = [self._scratch(tt, i) for i in range(s.opdef.scratch)]
+            return steps + [_Step(f"{s.opdef.isa}({', '.join(args + tmps)});", "V",
+                                  tuple(reads), (d, *tmps))]
         if cat in (Category.ELEMENTWISE, Category.TILE_SCALAR):
             return self._lower_expr(fn, s, ops, tt, vec)
         raise self._err(fn, s, f"{s.op} has no PTO-ISA lowering")

@@ -17,8 +17,10 @@ import pytest
 from pto_ascend_common import A2A3, A5, cpu_check, official_sim
 from pto_ascend_common.testing import op_check_module
 from pto_core import ElementType as E
-from pto_core.opcheck import compare_outputs
-from pto_core.reference import run_module
+from pto_core.ir.ops import OPS
+from pto_core.opcheck import build_op_module, compare_outputs, op_kernels, special_inputs
+from pto_core.reference import numpy_dtype, run_module
+from pto_core.shapes import derive_shapes
 
 MISSING = official_sim.missing()
 pytestmark = [pytest.mark.skipif(MISSING is not None, reason=f"needs {MISSING}"),
@@ -128,3 +130,61 @@ def test_on_special_values_the_official_simulator_differs_only_where_documented(
     differ = {line.split(" ")[0].rstrip(":") for line in lines}
     assert differ == OFFICIAL_SPECIAL_DIVERGENCES
     assert not compare_outputs(kernels, inputs, ours, want)
+
+
+#: the integer-only ops (docs/isa/TAND.md ... TXORS.md: 1-, 2- and 4-byte integers)
+BITWISE = [OPS[n] for n in ("TAND", "TOR", "TXOR", "TNOT", "TANDS", "TORS", "TXORS")]
+#: the shifts, whose amounts the library defines in [0, width) only: checked there
+SHIFTS = [OPS[n] for n in ("TSHL", "TSHR", "TSHLS", "TSHRS")]
+
+
+@pytest.mark.parametrize("arch", [A2A3, A5], ids=lambda a: a.name)
+@pytest.mark.parametrize("dt", [E.I32, E.I16], ids=["i32", "i16"])
+def test_bitwise_ops_on_the_official_simulator_match_the_reference_and_our_header(
+        tmp_path, arch, dt):
+    """Every pair of the type's extremes, -1, 0 and small values meets in the tile-tile ops;
+    the tile-scalar ops take -1, 0 and the type's minimum as scalars."""
+    lo = int(np.iinfo(numpy_dtype(dt)).min)
+    kernels = op_kernels(dt, BITWISE, scalars=(-1, 0, lo))
+    module = build_op_module(f"bits_{dt.value}", kernels)
+    inputs = special_inputs(kernels, dt)
+    want = run_module(module, inputs, {})
+    theirs = official_sim.run(arch, module, tmp_path / "official",
+                              {n: a.copy() for n, a in inputs.items()})
+    ours = cpu_check.run(arch, module, tmp_path / "own", {n: a.copy() for n, a in inputs.items()})
+    bad = (compare_outputs(kernels, inputs, theirs, want)
+           + compare_outputs(kernels, inputs, ours, want))
+    assert not bad, "\n".join(bad)
+
+
+@pytest.mark.parametrize("arch", [A2A3, A5], ids=lambda a: a.name)
+@pytest.mark.parametrize("dt", [E.I32, E.I16], ids=["i32", "i16"])
+def test_shifts_by_amounts_in_range_on_the_official_simulator_match_the_reference(
+        tmp_path, arch, dt):
+    """Values are the type's extremes, -1, 0 and random ones; amounts every one of
+    [0, width). (Outside that range the official CPU code shifts a C integer, which is
+    undefined for i32; ours gives 0 or the sign fill, tests/test_tile_shifts.py.)"""
+    width = np.iinfo(numpy_dtype(dt)).bits
+    kernels = op_kernels(dt, SHIFTS, shape=(width, 8), scalars=(0, 1, width - 1))
+    module = build_op_module(f"shifts_{dt.value}", kernels)
+    rng = np.random.default_rng(3)
+    info = np.iinfo(numpy_dtype(dt))
+    shapes = derive_shapes(module, {})
+    inputs = {}
+    for name, t in module.functions[module.entry].memrefs.items():
+        shape = shapes[name]
+        if name.endswith("_o"):
+            x = np.zeros(shape)
+        elif name.endswith("_b"):
+            x = np.broadcast_to(np.arange(width)[:, None], shape)
+        else:
+            x = rng.integers(info.min, info.max, shape, endpoint=True)
+            x[:, :4] = [info.min, -1, 0, info.max]
+        inputs[name] = np.array(x, numpy_dtype(dt))
+    want = run_module(module, inputs, {})
+    theirs = official_sim.run(arch, module, tmp_path / "official",
+                              {n: a.copy() for n, a in inputs.items()})
+    ours = cpu_check.run(arch, module, tmp_path / "own", {n: a.copy() for n, a in inputs.items()})
+    bad = (compare_outputs(kernels, inputs, theirs, want)
+           + compare_outputs(kernels, inputs, ours, want))
+    assert not bad, "\n".join(bad)

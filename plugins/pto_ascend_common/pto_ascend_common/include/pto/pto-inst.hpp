@@ -510,6 +510,16 @@ template <class T> inline T divv(T a, T b) {
     return a / b;
 }
 // |a| clears the sign of -0 for floats; integers wrap like the reference (abs(INT_MIN) == INT_MIN)
+// Shifts as PTO defines them for every amount: outside [0, width of T) a left shift gives 0
+// and a right shift the sign fill; in range the left shift runs unsigned (no overflow).
+template <class T, class A, class B> inline T shlv(A a, B b) {
+    if (b < 0 || b >= B(8 * sizeof(T))) return T(0);
+    return T(std::make_unsigned_t<T>(std::make_unsigned_t<T>(a) << b));
+}
+template <class T, class A, class B> inline T shrv(A a, B b) {
+    if (b < 0 || b >= B(8 * sizeof(T))) return T(a < 0 ? -1 : 0);
+    return T(a >> b);
+}
 template <class T> inline T absv(T a) {
     if constexpr (std::is_floating_point_v<T>) return std::fabs(a);
     else return a < T(0) ? T(-a) : a;
@@ -631,7 +641,30 @@ PTO_SIM_BINARY(TMUL, a * b)
 PTO_SIM_BINARY(TDIV, detail::divv(a, b))
 PTO_SIM_BINARY(TMAX, detail::fmaxv(a, b))
 PTO_SIM_BINARY(TMIN, detail::fminv(a, b))
+PTO_SIM_BINARY(TSHL, detail::shlv<typename D::DType>(a, b))
+PTO_SIM_BINARY(TSHR, detail::shrv<typename D::DType>(a, b))
+PTO_SIM_BINARY(TAND, a & b)
+PTO_SIM_BINARY(TOR, a | b)
 #undef PTO_SIM_BINARY
+
+// TXOR and TXORS take a scratch tile (docs/isa/TXOR.md, TXORS.md); the CPU check needs none.
+template <typename D, typename S0, typename S1, typename T, typename... WaitEvents,
+          std::enable_if_t<is_tile<T>::value, int> = 0>
+inline RecordEvent TXOR(D& dst, S0& src0, S1& src1, T&, WaitEvents&...) {
+    PTO_SIM_ROW_MAJOR(TXOR, D, S0, S1);
+    detail::map("TXOR", [](unsigned r, unsigned c, S0& a_, S1& b_) {
+        return detail::val(a_, r, c) ^ detail::val(b_, r, c); }, dst, src0, src1);
+    return {};
+}
+template <typename D, typename S, typename T, typename... WaitEvents,
+          std::enable_if_t<is_tile<T>::value, int> = 0>
+inline RecordEvent TXORS(D& dst, S& src, typename S::DType scalar, T&, WaitEvents&...) {
+    PTO_SIM_ROW_MAJOR(TXORS, D, S);
+    const auto s = pto_sim::calc_t<typename S::DType>(scalar);
+    detail::map("TXORS", [s](unsigned r, unsigned c, S& a_) { return detail::val(a_, r, c) ^ s; },
+                dst, src);
+    return {};
+}
 
 #define PTO_SIM_SCALAR(NAME, EXPR)                                                              \
     template <typename D, typename S, typename... WaitEvents>                                   \
@@ -647,6 +680,10 @@ PTO_SIM_SCALAR(TSUBS, a - s)
 PTO_SIM_SCALAR(TMULS, a * s)
 PTO_SIM_SCALAR(TMAXS, detail::fmaxv(a, s))
 PTO_SIM_SCALAR(TMINS, detail::fminv(a, s))
+PTO_SIM_SCALAR(TSHLS, detail::shlv<typename D::DType>(a, s))
+PTO_SIM_SCALAR(TSHRS, detail::shrv<typename D::DType>(a, s))
+PTO_SIM_SCALAR(TANDS, a & s)
+PTO_SIM_SCALAR(TORS, a | s)
 #undef PTO_SIM_SCALAR
 
 // TDIVS has two forms: tile / scalar and scalar / tile.
@@ -689,6 +726,7 @@ PTO_SIM_UNARY(TRECIP, C_(C_(1) / a))
 PTO_SIM_UNARY(TABS, detail::absv(a))
 PTO_SIM_UNARY(TNEG, C_(-a))
 PTO_SIM_UNARY(TRELU, detail::fmaxv(a, C_(0)))
+PTO_SIM_UNARY(TNOT, C_(~a))
 #undef PTO_SIM_UNARY
 #undef PTO_SIM_ROW_MAJOR
 
