@@ -465,6 +465,8 @@ class Program:
                         raise PTOError(f"task_window({s.window}, mode='abort'): the window was "
                                        f"full when task {t.label} ({len(rid)} of {len(order)}) "
                                        f"was issued") from e
+                    if e.name == "PTO_ETASKFAILED":
+                        break       # a kernel already failed (workers run while we issue): run() names it
                     raise PTOError(f"task {t.label}: {e}") from e
             try:
                 rt.run()

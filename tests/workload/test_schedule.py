@@ -204,3 +204,13 @@ def test_runtime_errors_name_the_workload_task():
     w = parallel_for(Dense(4), lambda i: task(fails, [o.write(i, 0, 1, 4), i]))
     with pytest.raises(PTOError, match=r"task fails\[i0=2\] failed"):
         w.schedule().compile("reference").run(buf())
+
+
+def test_a_kernel_failing_while_tasks_are_still_issued_is_the_one_named():
+    """Workers run while the schedule issues (threshold 1): the first task fails long before the
+    last of 300 is issued, and the issuing that then meets the halted runtime is not blamed."""
+    def fails(args):
+        return 7 if args[2] == 0 else 0
+    w = parallel_for(Dense(300), lambda i: task(fails, [o.write(i, 0, 1, 4), i]))
+    with pytest.raises(PTOError, match=r"task fails\[i0=0\] failed"):
+        w.schedule().compile("reference").run(buf(300))
