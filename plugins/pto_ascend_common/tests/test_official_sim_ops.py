@@ -138,6 +138,17 @@ BITWISE = [OPS[n] for n in ("TAND", "TOR", "TXOR", "TNOT", "TANDS", "TORS", "TXO
 SHIFTS = [OPS[n] for n in ("TSHL", "TSHR", "TSHLS", "TSHRS")]
 
 
+def _assert_both_agree(arch, module, kernels, inputs, tmp_path) -> None:
+    """The official simulator and our header both give the reference's outputs."""
+    want = run_module(module, inputs, {})
+    theirs = official_sim.run(arch, module, tmp_path / "official",
+                              {n: a.copy() for n, a in inputs.items()})
+    ours = cpu_check.run(arch, module, tmp_path / "own", {n: a.copy() for n, a in inputs.items()})
+    bad = (compare_outputs(kernels, inputs, theirs, want)
+           + compare_outputs(kernels, inputs, ours, want))
+    assert not bad, "\n".join(bad)
+
+
 @pytest.mark.parametrize("arch", [A2A3, A5], ids=lambda a: a.name)
 @pytest.mark.parametrize("dt", [E.I32, E.I16], ids=["i32", "i16"])
 def test_bitwise_ops_on_the_official_simulator_match_the_reference_and_our_header(
@@ -148,13 +159,7 @@ def test_bitwise_ops_on_the_official_simulator_match_the_reference_and_our_heade
     kernels = op_kernels(dt, BITWISE, scalars=(-1, 0, lo))
     module = build_op_module(f"bits_{dt.value}", kernels)
     inputs = special_inputs(kernels, dt)
-    want = run_module(module, inputs, {})
-    theirs = official_sim.run(arch, module, tmp_path / "official",
-                              {n: a.copy() for n, a in inputs.items()})
-    ours = cpu_check.run(arch, module, tmp_path / "own", {n: a.copy() for n, a in inputs.items()})
-    bad = (compare_outputs(kernels, inputs, theirs, want)
-           + compare_outputs(kernels, inputs, ours, want))
-    assert not bad, "\n".join(bad)
+    _assert_both_agree(arch, module, kernels, inputs, tmp_path)
 
 
 @pytest.mark.parametrize("arch", [A2A3, A5], ids=lambda a: a.name)
@@ -181,10 +186,4 @@ def test_shifts_by_amounts_in_range_on_the_official_simulator_match_the_referenc
             x = rng.integers(info.min, info.max, shape, endpoint=True)
             x[:, :4] = [info.min, -1, 0, info.max]
         inputs[name] = np.array(x, numpy_dtype(dt))
-    want = run_module(module, inputs, {})
-    theirs = official_sim.run(arch, module, tmp_path / "official",
-                              {n: a.copy() for n, a in inputs.items()})
-    ours = cpu_check.run(arch, module, tmp_path / "own", {n: a.copy() for n, a in inputs.items()})
-    bad = (compare_outputs(kernels, inputs, theirs, want)
-           + compare_outputs(kernels, inputs, ours, want))
-    assert not bad, "\n".join(bad)
+    _assert_both_agree(arch, module, kernels, inputs, tmp_path)
