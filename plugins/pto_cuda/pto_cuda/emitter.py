@@ -621,12 +621,7 @@ class CudaRenderer(CStyleRenderer):
         ct = self.ctype(ta.dtype)
         off = self._alloc(ml.stages * (ta.nbytes + tb.nbytes))
         loop = ml.loop
-        k0 = str(loop.start - 1) if ml.prologue else self.index(loop.start)
-        out(f"/* pipelined K loop ({ml.stages} stages, cp.async + ldmatrix + mma.sync): "
-            f"{'; '.join(str(s) for s in (*ml.prologue, *loop.body))} for {loop.var} in "
-            f"[{k0}, {self.index(loop.end)}) */")
-        if ml.prologue:
-            out(f"pto::acc_fill({ml.acc}, 0.0f);")
+        k0 = self._mainloop_head(out, ml, f"{ml.stages} stages, cp.async + ldmatrix + mma.sync")
         out(f"pto::gemm_mainloop<{ct}, {tc.rows}, {tc.cols}, {ta.cols}, {g.wm}, {g.wn}, "
             f"{ml.stages}>({ml.acc}, reinterpret_cast<{ct}*>(_pto_smem + {off}), "
             f"{ml.a_mem} + (int64_t)({self.index(ml.a_row)}) * {ta.rows} * _pto_ld_{ml.a_mem}, "
@@ -634,15 +629,22 @@ class CudaRenderer(CStyleRenderer):
             f"_pto_ld_{ml.b_mem}, {k0}, {self.index(loop.end)});")
         self._dirty = False             # the mainloop ends with a barrier
 
-    def _render_sm90_mainloop(self, out: _Out, fn: Function, ml: MainLoop, p: Sm90Plan) -> None:
-        """The canonical K loop as the TMA + wgmma main loop of ``pto_cuda_sm90.cuh``."""
+    def _mainloop_head(self, out: _Out, ml: MainLoop, how: str) -> str:
+        """The comment naming a pipelined K loop (``how`` it runs) and the accumulator's zero
+        fill when the loop's first product was peeled off; returns the first K index."""
         loop = ml.loop
         k0 = str(loop.start - 1) if ml.prologue else self.index(loop.start)
-        out(f"/* pipelined K loop ({p.stages} stages, TMA + wgmma, 1 producer and {p.consumers} "
-            f"consumer warpgroups): {'; '.join(str(s) for s in (*ml.prologue, *loop.body))} "
+        out(f"/* pipelined K loop ({how}): {'; '.join(str(s) for s in (*ml.prologue, *loop.body))} "
             f"for {loop.var} in [{k0}, {self.index(loop.end)}) */")
         if ml.prologue:
             out(f"pto::acc_fill({ml.acc}, 0.0f);")
+        return k0
+
+    def _render_sm90_mainloop(self, out: _Out, fn: Function, ml: MainLoop, p: Sm90Plan) -> None:
+        """The canonical K loop as the TMA + wgmma main loop of ``pto_cuda_sm90.cuh``."""
+        loop = ml.loop
+        k0 = self._mainloop_head(out, ml, f"{p.stages} stages, TMA + wgmma, 1 producer and "
+                                          f"{p.consumers} consumer warpgroups")
         out(f"pto::sm90_mainloop<{self._sm90_ctype}, {p.bm}, {p.bn}, {p.bk}, {p.stages}, "
             f"{p.smem_bytes}>({ml.acc}, _pto_smem, _pto_tma[0], {self.index(ml.a_row)}, "
             f"_pto_tma[1], {self.index(ml.b_col)}, {k0}, {self.index(loop.end)});")
