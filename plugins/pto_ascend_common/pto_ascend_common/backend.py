@@ -10,8 +10,10 @@ Two ways to build and run, chosen by the environment:
   (``$PTO_ISA_ROOT/include``), and the runtime binding launches each task's kernel on an ACL
   stream (``kernel<<<1, nullptr, stream>>>(...)``). This path cannot be exercised on a machine
   without CANN and an NPU.
-* otherwise: the *CPU check* — the same kernel files compiled by g++ against
-  ``pto_ascend_common/include/pto/pto-inst.hpp`` and run on the runtime's CPU workers.
+* otherwise: the *CPU check* — the same kernel files compiled for the host against
+  ``pto_ascend_common/include/pto/pto-inst.hpp`` (or, with the build variable
+  ``ascend_sim=official``, the official library's CPU simulator) and run, with the generated
+  orchestration, on the runtime's CPU workers (:mod:`pto_ascend_common.cpu_check`).
 
 >>> from pto_ascend_common.arch import A5
 >>> AscendBackend(A5).info().capacities["L0C"]
@@ -26,13 +28,14 @@ from typing import Any, Mapping
 
 from pto_core.backend import BackendPlugin
 from pto_core.codegen.cnames import c_names
-from pto_core.codegen.orchestration import binding_table
+from pto_core.codegen.host import run_library
+from pto_core.codegen.orchestration import binding_table, c_module_name
 from pto_core.codegen.cstyle import ARG_F64_HELPER, kernel_symbol
 from pto_core.hookspecs import BackendInfo, BindingSource, KernelSource
-from pto_core.ir import Function, MemRefType, Module
+from pto_core.ir import Function, Module
 from pto_core.options import CompileOptions
 
-from . import cpu_check
+from . import cpu_check, official_sim
 from .arch import AscendArch
 from .emitter import AscendRenderer, aicore_symbol
 
@@ -82,11 +85,29 @@ class AscendBackend(BackendPlugin):
             return BindingSource("pto_abi_wrappers.cpp", cpu_check.abi_wrapper_source(self.arch, module))
         return BindingSource("pto_acl_binding.cpp", acl_binding_source(self.arch, module))
 
-    def configure_scons(self, env: Any, options: CompileOptions | None) -> bool:
+    def configure_scons(self, env: Any, options: Any) -> bool:
         home = cann_home()
         if home is None:
-            env.Append(CXXFLAGS=["-std=c++17", "-O1", "-fPIC"], CPPDEFINES=[self.arch.macro],
-                       CPPPATH=[str(cpu_check.include_dir())])
+            declare = getattr(options, "variable", None)
+            sim = (declare(cpu_check.SIM_VARIABLE, "the tile-library header the CPU check "
+                           "compiles the kernels against: the plugin's own (g++) or the "
+                           "official PTO-ISA CPU simulator (zig's clang)", "own",
+                           cpu_check.SIMULATORS) if declare is not None else "own")
+            # every kernel and the ABI wrappers in one translation unit: the header is parsed
+            # once, which makes the check fast
+            env["PTO_UNITY_SUFFIX"] = ".cpp"
+            if sim == "official":
+                command, flags = official_sim.toolchain(self.arch)
+                env.Replace(CXX=command)
+                env.Append(CXXFLAGS=flags)
+                # zig keeps its cache under the user's home (or where these say), links with
+                # the C++ compiler, and knows object files by their suffix ".o" only
+                env["ENV"].update({k: v for k, v in os.environ.items()
+                                   if k in official_sim.COMPILER_ENV})
+                env["SHOBJSUFFIX"] = ".pic.o"
+            else:
+                env.Append(CXXFLAGS=["-std=c++17"], CPPDEFINES=[self.arch.macro],
+                           CPPPATH=[str(cpu_check.include_dir())])
             return True
         isa = os.environ.get("PTO_ISA_ROOT", "")
         env.Replace(CXX=str(home / "compiler" / "ccec_compiler" / "bin" / "ccec"))
@@ -100,10 +121,12 @@ class AscendBackend(BackendPlugin):
     def launch(self, module: Module, build_dir: Path, tensors: Mapping[str, Any],
                scalars: Mapping[str, int], options: CompileOptions | None,
                workers: int = 2, threshold: int = 0) -> Mapping[str, Any]:
-        """Run the entry function with numpy arrays in and out (the CPU check; running on an
-        NPU needs device memory management this hook does not do)."""
-        return cpu_check.run(self.arch, module, Path(build_dir) / "cpu_check", tensors,
-                             scalars, options, num_workers=workers)
+        """Run the entry function of the library SCons built, with numpy arrays in and out
+        (the CPU check; running on an NPU needs device memory management this hook does not
+        do). Tensors not given start as zeros."""
+        arrays = cpu_check.prepare_arrays(module, tensors, scalars)
+        return run_library(Path(build_dir) / f"lib{c_module_name(module)}.so", module, arrays,
+                           scalars, workers=workers, threshold=threshold, in_place=True)
 
 
 def acl_binding_source(arch: AscendArch, module: Module) -> str:

@@ -1,11 +1,17 @@
-"""The CPU check: generated Ascend kernels compiled with g++ against the plugin's own
-``pto/pto-inst.hpp`` and run on the PTO runtime's CPU workers.
+"""The CPU check: generated Ascend kernels compiled for the host against a tile-library header
+and run on the PTO runtime's CPU workers.
 
-The kernel files are exactly the ones CANN's ccec would compile. What is added for the host is
-a separate generated C++ file of ABI wrappers: ``int32_t pto_kernel_<f>(const int64_t* args)``
+The kernel files are exactly the ones CANN's ccec would compile, built by the same SCons build
+as every backend's (:func:`pto_core.driver.build_module`), into the same ``lib<module>.so``
+with the generated orchestration. What is added for the host is a generated C++ file of ABI
+wrappers (the backend's runtime binding): ``int32_t pto_kernel_<f>(const int64_t* args)``
 unpacks the runtime's argument slots (pointer + row stride per tensor, one slot per scalar),
 calls the ``__global__`` kernel, and turns an error the simulated core recorded (capacity,
 missing pipe synchronisation, an instruction the architecture lacks) into a failing task.
+
+Which header the kernels meet is the build variable ``ascend_sim`` (:data:`SIMULATORS`): the
+plugin's own ``pto/pto-inst.hpp`` (g++), or the official library's CPU simulator
+(:mod:`pto_ascend_common.official_sim`, zig's clang).
 
 >>> from pto_ascend_common.arch import A5
 >>> include_dir().joinpath("pto", "pto-inst.hpp").exists()
@@ -14,24 +20,28 @@ True
 
 from __future__ import annotations
 
-import hashlib
 import os
 import shutil
-import subprocess
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
 
 import numpy as np
 
+from pto_core import driver
 from pto_core.codegen.cnames import c_names
 from pto_core.codegen.cstyle import ARG_F64_HELPER, kernel_symbol
-from pto_core.errors import PTOBackendError, PTOError
-from pto_core.ir import MemRefType, Module, ScalarType
+from pto_core.codegen.orchestration import binding_table
+from pto_core.ir import Module
 from pto_core.options import CompileOptions
+from pto_core.resources import runtime_dir
 
 from .arch import AscendArch
 from .emitter import AscendRenderer, aicore_symbol
+
+#: the SCons build variable that chooses the header of a CPU-check build
+SIM_VARIABLE = "ascend_sim"
+#: its values: the plugin's own header, the official library's CPU simulator
+SIMULATORS = ("own", "official")
 
 
 def include_dir() -> Path:
@@ -52,7 +62,6 @@ def cpu_check_flags(arch: AscendArch) -> list[str]:
 
 def runtime_include_dir() -> Path:
     """The directory of the installed runtime's ``pto_runtime.h``."""
-    from pto_core.resources import runtime_dir
     return runtime_dir() / "include"
 
 
@@ -78,104 +87,8 @@ def abi_wrapper_source(arch: AscendArch, module: Module) -> str:
                   f"    {aicore_symbol(fn.name)}({', '.join(args)});",
                   "    return pto_sim::error().empty() ? 0 : 1;", "}", ""]
     lines.insert(5, ARG_F64_HELPER + "\n")
-    lines += _kernel_table(module)
+    lines += ['#include "pto_runtime.h"', *binding_table(module, linkage='extern "C" ')]
     return "\n".join(lines)
-
-
-def _kernel_table(module: Module) -> list[str]:
-    """What the core's orchestration C expects from a binding: the kernel table (in
-    ``kernel_order``) and the per-run setup hook (nothing to set up on the CPU)."""
-    from pto_core.codegen.orchestration import c_module_name, kernel_order
-    m = c_module_name(module)
-    table = ", ".join(kernel_symbol(n) for n in kernel_order(module)) or "nullptr"
-    return ['#include "pto_runtime.h"',
-            f'extern "C" const PTOKernelFunc pto_kernels_{m}[] = {{ {table} }};',
-            f'extern "C" void pto_binding_setup_{m}(PTORuntime* rt) {{ (void)rt; }}', ""]
-
-
-@dataclass(frozen=True)
-class CpuBuild:
-    """A built CPU-check library and the sources it came from."""
-
-    library: Path
-    sources: tuple[Path, ...]
-    buffer_bytes: Mapping[str, int]
-
-
-def optimise(module: Module, options: CompileOptions | None = None) -> Module:
-    """The module after the core's pass pipeline (what kernels are generated from)."""
-    from pto_core.passes import run_pipeline
-    return run_pipeline(module, options or CompileOptions())
-
-
-def generate(arch: AscendArch, module: Module, out_dir: Path,
-             options: CompileOptions | None = None) -> tuple[list[Path], dict[str, int]]:
-    """Write one kernel file per InCore function of the (already optimised) ``module`` and
-    the ABI wrapper file into ``out_dir``."""
-    out_dir.mkdir(parents=True, exist_ok=True)
-    files, sizes = [], {}
-    for fn in module.functions.values():
-        if not fn.is_incore:
-            continue
-        r = AscendRenderer(arch)
-        text = r.render_kernel(fn, module, options)
-        sizes[fn.name] = max((t.offset + t.nbytes for t in r.plan(fn).values()
-                              if t.buffer == "UB"), default=0)
-        files.append(_write(out_dir / f"{fn.name}{r.suffix}", text))
-    files.append(_write(out_dir / "pto_abi_wrappers.cpp", abi_wrapper_source(arch, module)))
-    return files, sizes
-
-
-def _write(path: Path, text: str) -> Path:
-    if not path.exists() or path.read_text() != text:
-        path.write_text(text)
-    return path
-
-
-@dataclass(frozen=True)
-class Toolchain:
-    """How the kernels of a CPU check are compiled: the compiler command, its flags, the
-    files whose content decides whether a built library is current, and a tag for its name."""
-
-    command: tuple[str, ...]
-    flags: tuple[str, ...]
-    depends: tuple[Path, ...]
-    tag: str = "cpu"
-
-
-def own_toolchain(arch: AscendArch) -> Toolchain:
-    """g++ against the plugin's own ``pto/pto-inst.hpp``."""
-    return Toolchain((cxx(),), tuple(cpu_check_flags(arch)),
-                     (include_dir() / "pto" / "pto-inst.hpp",))
-
-
-def build(arch: AscendArch, module: Module, out_dir: Path,
-          options: CompileOptions | None = None, toolchain: Toolchain | None = None) -> CpuBuild:
-    """Generate and compile the CPU check of the optimised ``module`` into a shared library
-    (rebuilt only when a source or the header changed). Kernels compile in parallel."""
-    tc = toolchain or own_toolchain(arch)
-    sources, sizes = generate(arch, module, Path(out_dir), options)
-    h = hashlib.sha256(" ".join(tc.command + tc.flags).encode())
-    for p in sources + list(tc.depends):
-        h.update(p.read_bytes())
-    lib = Path(out_dir) / f"libpto_{arch.name}_{tc.tag}_{h.hexdigest()[:12]}.so"
-    if not lib.exists():
-        # one translation unit that includes every kernel file unchanged (the header is
-        # parsed once, which makes the check fast); kernels only share the header's inline code
-        unity = _write(Path(out_dir) / "pto_cpu_check_all.cpp",
-                       "/* Generated by PTO: the CPU check compiles these files as they are. */\n"
-                       + "".join(f'#include "{p.name}"\n' for p in sources))
-        _finish(arch, subprocess.Popen([*tc.command, *tc.flags, "-shared", "-o", str(lib),
-                                        str(unity)],
-                                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
-    return CpuBuild(lib, tuple(sources), sizes)
-
-
-def _finish(arch: AscendArch, proc: subprocess.Popen) -> None:
-    _, err = proc.communicate()
-    if proc.returncode != 0:
-        raise PTOBackendError(f"{arch.name} CPU check: compiling the generated kernels failed:\n"
-                              f"{err[-4000:]}")
 
 
 def prepare_arrays(module: Module, tensors: Mapping[str, np.ndarray],
@@ -199,45 +112,13 @@ def prepare_arrays(module: Module, tensors: Mapping[str, np.ndarray],
 
 def run(arch: AscendArch, module: Module, build_dir: Path, tensors: Mapping[str, np.ndarray],
         scalars: Mapping[str, Any] | None = None, options: CompileOptions | None = None,
-        num_workers: int = 2, toolchain: Toolchain | None = None) -> dict[str, np.ndarray]:
-    """Build (if needed) and run the entry function on the CPU check; returns every tensor of
-    the entry function after the run.
-
-    Tasks come from the orchestration's control flow (:func:`pto_core.reference.trace_calls`)
-    and run on the C runtime's workers, each calling a generated kernel's ABI wrapper."""
-    import ctypes
-    from pto_core.reference import trace_calls
-    from pto_core.runtime import WORKER_CUBE, WORKER_VECTOR, Runtime, PTORuntimeError
-
-    scalars = dict(scalars or {})
-    module = optimise(module, options)
-    b = build(arch, module, Path(build_dir), options, toolchain)
-    lib = ctypes.CDLL(str(b.library))
-    arrays = prepare_arrays(module, tensors, scalars)
-    with Runtime(num_workers=num_workers) as rt:
-        for tc in trace_calls(module, scalars):
-            fn = module.functions[tc.callee]
-            addr = ctypes.cast(getattr(lib, kernel_symbol(fn.name)), ctypes.c_void_p).value
-            t = rt.task(fn.name, addr, buffer_bytes=b.buffer_bytes[fn.name],
-                        worker_type=WORKER_CUBE if fn.uses_matmul else WORKER_VECTOR)
-            regions = {r.param: r for r in tc.regions}
-            values = dict(tc.scalars)
-            for p in fn.params:
-                if isinstance(p.type, MemRefType):
-                    r = regions.get(p.name)
-                    if r is None:                     # never accessed: null pointer, ld 0
-                        rt.add_scalar(t, 0)
-                        rt.add_scalar(t, 0)
-                        continue
-                    add = {"in": rt.add_input, "out": rt.add_output}.get(r.mode, rt.add_inout)
-                    add(t, arrays[r.tensor], r.row_off, r.col_off, r.rows, r.cols)
-                elif isinstance(p.type, ScalarType):
-                    v = values[p.name]
-                    rt.add_scalar(t, float(v) if p.type.dtype.is_float else int(v))
-            rt.submit(t)
-        try:
-            rt.run()
-        except PTORuntimeError as e:
-            raise PTOError(f"{arch.name} CPU check: a kernel failed ({e}); see stderr for the "
-                           f"simulated core's message") from e
-    return arrays
+        num_workers: int = 2, sim: str = "own") -> dict[str, np.ndarray]:
+    """Build ``module`` for ``arch`` into ``build_dir`` (the SCons build of every backend, with
+    the kernels compiled against the header :data:`SIMULATORS` names by ``sim``) and run its
+    entry function with numpy arrays in and out: the generated orchestration submits the
+    tasks, the runtime's CPU workers call the kernels' ABI wrappers. Returns every tensor of
+    the entry function after the run; tensors not given start as zeros."""
+    bdir = driver.build_module(arch.name, module, options, build_dir=Path(build_dir),
+                               variables={SIM_VARIABLE: sim})
+    return driver.run_built(arch.name, module, bdir, tensors, dict(scalars or {}),
+                            options=options, workers=num_workers)

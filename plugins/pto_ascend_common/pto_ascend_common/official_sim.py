@@ -2,8 +2,9 @@
 
 The kernel files the Ascend backends generate are compiled, unchanged, against the official
 headers of hw-native-sys/pto-isa (``-D__CPU_SIM``, C++20, zig's clang: gcc 12 and clang 16
-reject those headers) and run through the same harness as the CPU check
-(:func:`pto_ascend_common.cpu_check.run`): the same ABI wrappers, the same runtime workers. The
+reject those headers) and run through the same build and launch as the CPU check
+(:func:`pto_ascend_common.cpu_check.run`, SCons build variable ``ascend_sim=official``): the
+same ABI wrappers, orchestration and runtime workers. The
 glue header ``official_sim.hpp`` initialises the official ``NPUMemoryModel`` of each worker
 thread for the target (A2/A3 or A5) and gives the kernels their GM workspace.
 
@@ -30,6 +31,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
+from pto_core.driver import build_module, run_built
 from pto_core.errors import PTOError
 from pto_core.ir import Module
 from pto_core.options import CompileOptions
@@ -39,6 +41,9 @@ from .arch import AscendArch
 
 #: environment variable naming a checkout (or staged copy) of hw-native-sys/pto-isa
 ENV = "PTO_ISA_ROOT"
+
+#: environment variables zig's clang reads (where its caches are)
+COMPILER_ENV = ("HOME", "XDG_CACHE_HOME", "ZIG_GLOBAL_CACHE_DIR", "ZIG_LOCAL_CACHE_DIR")
 
 #: the official NPUArch value of each backend
 NPU_ARCH = {"ascend_a2a3": "A2A3", "ascend_a5": "A5"}
@@ -91,21 +96,21 @@ def official_flags(arch: AscendArch) -> list[str]:
             "-include", str(glue_header())]
 
 
-def toolchain(arch: AscendArch) -> cpu_check.Toolchain:
-    """The CPU check's build, with zig's clang and the official headers."""
+def toolchain(arch: AscendArch) -> tuple[list[str], list[str]]:
+    """The compiler command and flags of a CPU-check build against the official headers (the
+    build variable ``ascend_sim=official``); raises PTOError naming what is missing."""
     why = missing()
     if why is not None:
         raise PTOError(f"{arch.name} official CPU simulator: missing {why}")
-    readme = isa_root() / "README.md"
-    return cpu_check.Toolchain(compiler(), tuple(official_flags(arch)),
-                               (glue_header(),) + ((readme,) if readme.is_file() else ()),
-                               tag="official")
+    return list(compiler()), official_flags(arch)
 
 
 def build(arch: AscendArch, module: Module, out_dir: Path,
-          options: CompileOptions | None = None) -> cpu_check.CpuBuild:
-    """Generate and compile the (optimised) ``module`` against the official headers."""
-    return cpu_check.build(arch, module, out_dir, options, toolchain(arch))
+          options: CompileOptions | None = None) -> Path:
+    """Generate and build ``module`` against the official headers into ``out_dir``."""
+    toolchain(arch)
+    return build_module(arch.name, module, options, build_dir=Path(out_dir),
+                        variables={cpu_check.SIM_VARIABLE: "official"})
 
 
 def run(arch: AscendArch, module: Module, build_dir: Path, tensors: Mapping[str, np.ndarray],
@@ -114,10 +119,10 @@ def run(arch: AscendArch, module: Module, build_dir: Path, tensors: Mapping[str,
     """Like :func:`pto_ascend_common.cpu_check.run`, on the official CPU simulator: build in
     this process (a compile error is a PTOError), run in a child process (an abort of the
     simulator is a PTOError with its message). The simulated UB has ``arch``'s capacity."""
-    build(arch, cpu_check.optimise(module, options), Path(build_dir), options)
+    bdir = build(arch, module, Path(build_dir), options)
     with tempfile.TemporaryDirectory(prefix="pto_official_") as tmp:
         job, result = Path(tmp) / "job.pkl", Path(tmp) / "result.pkl"
-        job.write_bytes(pickle.dumps((arch, module, str(build_dir), dict(tensors),
+        job.write_bytes(pickle.dumps((arch, module, str(bdir), dict(tensors),
                                       dict(scalars or {}), options, num_workers)))
         env = {**os.environ, "PTO_CPU_SIM_UB_BYTES": str(arch.capacities["UB"])}
         try:
@@ -134,8 +139,8 @@ def run(arch: AscendArch, module: Module, build_dir: Path, tensors: Mapping[str,
 
 def _child(job: Path, result: Path) -> None:
     arch, module, build_dir, tensors, scalars, options, workers = pickle.loads(job.read_bytes())
-    out = cpu_check.run(arch, module, Path(build_dir), tensors, scalars, options, workers,
-                        toolchain=toolchain(arch))
+    out = run_built(arch.name, module, Path(build_dir), tensors, scalars, options=options,
+                    workers=workers)
     result.write_bytes(pickle.dumps(out))
 
 

@@ -13,6 +13,7 @@ import pytest
 from pto_ascend_common import A2A3, A5, cpu_check, official_sim
 from pto_ascend_common.testing import assert_agrees, check_program, example_programs
 from pto_core.checking import program_inputs
+from pto_core.driver import compile_module
 from pto_core.program import load_program
 
 MISSING = official_sim.missing()
@@ -51,8 +52,7 @@ THREADS_MAIN = textwrap.dedent("""
 @pytest.mark.parametrize("arch", ARCHS, ids=lambda a: a.name)
 def test_generated_kernel_compiles_unchanged_and_each_thread_is_a_core_of_the_target(tmp_path, arch):
     rowmax = next(p for p in example_programs() if p.stem == "rowmax")
-    module = cpu_check.optimise(load_program(rowmax).module)
-    sources, _ = cpu_check.generate(arch, module, tmp_path)
+    sources = compile_module(arch.name, load_program(rowmax).module, tmp_path)
     kernel = next(p for p in sources if p.name == "rowmax.cpp")
     zig = list(official_sim.compiler())
     include = f"-I{official_sim.isa_root() / 'include'}"
