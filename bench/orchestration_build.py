@@ -2,8 +2,8 @@
 
 For each row of seed 000 section 4.4 (32 ... 512 tiles of 32 rows) this compiles the layer of
 ``examples/llama7b_layer.py`` at LLaMA-7B dimensions with ``-O2`` (binary expansion + 64-row
-adaptive tiles), emits its orchestration C (``pto_core.codegen.orchestration``), links it with the C
-runtime (``runtime/``) and a small harness, and times the orchestration function building the
+adaptive tiles), emits its orchestration C (``pto_core.codegen.orchestration``), builds it with the C
+runtime (``runtime/``) and a small harness (:func:`pto_core.driver.build_c_sources`), and times the orchestration function building the
 graph in the runtime's dry-run mode (tasks are created, dependencies resolved and retired; no
 kernel runs). Tensors are placeholders: the runtime keys its tensor map on their base pointer
 and checks regions against their shapes, but never touches their memory in dry-run mode.
@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -28,6 +27,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from pto_core.codegen.orchestration import c_module_name, emit_orchestration, kernel_order  # noqa: E402
+from pto_core.driver import build_c_sources                 # noqa: E402
 from pto_core.ir import MemRefType                          # noqa: E402
 from pto_core.options import CompileOptions                 # noqa: E402
 from pto_core.passes import function_buffer_bytes, run_pipeline   # noqa: E402
@@ -37,6 +38,7 @@ from pto_core.shapes import derive_shapes                   # noqa: E402
 SEED = {32: (1_024, 0.144, 2.81), 64: (3_584, 0.444, 9.81), 128: (13_312, 1.696, 36.4),
         256: (51_200, 8.503, 140.0), 512: (200_704, 34.2, 548.0)}
 
+#: the harness: the orchestration C is included above it (its entry is file-local)
 HARNESS = r"""
 #include <stdint.h>
 #include <stdio.h>
@@ -46,7 +48,6 @@ HARNESS = r"""
 
 const PTOKernelFunc pto_kernels_%(mod)s[%(nk)d];   /* dry run: no kernel is called */
 void pto_binding_setup_%(mod)s(PTORuntime* rt) { (void)rt; }
-void %(entry)s(%(proto)s);
 
 static double now_ms(void) {
     struct timespec ts; clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -73,9 +74,12 @@ int main(int argc, char** argv) {
         cfg.dry_run = 1;
         PTORuntime* rt = pto_runtime_create(&cfg);
         if (!rt) { fprintf(stderr, "runtime create failed\n"); return 1; }
+        int64_t scalars[1] = { n };
+        _pto_args_%(mod)s a = { t, scalars, 0 };
         double t0 = now_ms();
-        %(entry)s(rt, %(args)s, n);
+        _pto_orch_%(mod)s(rt, &a);
         int rc = pto_runtime_run(rt);
+        if (rc == 0 && a.rc < 0) rc = a.rc;
         double ms = now_ms() - t0;
         if (rc != 0) { fprintf(stderr, "run failed: %%d\n", rc); return 1; }
         pto_runtime_get_stats(rt, &st);
@@ -102,17 +106,6 @@ def main() -> int:
     ap.add_argument("--tiles", default="32,64,128,256,512")
     ap.add_argument("--repeat", type=int, default=5)
     args = ap.parse_args()
-    try:
-        from pto_core.codegen.orchestration import c_module_name, emit_orchestration, kernel_order
-        from pto_core.runtime import library_path
-    except ImportError as e:
-        print(f"orchestration_build: needs pto_core.codegen.orchestration and the runtime binding ({e})")
-        return 2
-    cc = shutil.which("gcc") or shutil.which("cc")
-    if cc is None:
-        print("orchestration_build: no C compiler (gcc/cc) on PATH")
-        return 2
-    lib = Path(library_path())
     L = _load_example()
     opts = CompileOptions(opt_level=2)
     module = run_pipeline(L.build_module(**L.LLAMA7B), opts)
@@ -129,21 +122,14 @@ def main() -> int:
     print(" | ".join("---" for _ in hdr))
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
-        (tmp / "orch.c").write_text(c_src)
         for n in (int(x) for x in args.tiles.split(",")):
             shapes = derive_shapes(module, {"num_tiles": n})
             harness = HARNESS % dict(
-                mod=mod, nk=max(1, len(kernel_order(module))), entry=entry.name,
-                proto="PTORuntime*, " + ", ".join("PTOTensor*" for _ in mems) + ", int64_t",
+                mod=mod, nk=max(1, len(kernel_order(module))),
                 shapes=", ".join(f"{{{shapes[m][0]}, {shapes[m][1]}}}" for m in mems),
-                names=", ".join(f'"{m}"' for m in mems), nt=len(mems),
-                args=", ".join(f"&t[{i}]" for i in range(len(mems))))
-            (tmp / "main.c").write_text(harness)
-            exe = tmp / "bench"
-            subprocess.run([cc, "-O2", "-o", str(exe), str(tmp / "orch.c"), str(tmp / "main.c"),
-                            f"-I{ROOT / 'runtime' / 'include'}", str(lib),
-                            f"-Wl,-rpath,{lib.parent}", "-lpthread"], check=True)
-            out = subprocess.run([str(exe), str(n), str(args.repeat)], check=True,
+                names=", ".join(f'"{m}"' for m in mems), nt=len(mems))
+            build_c_sources("bench", {"bench_host.c": c_src + harness}, tmp)
+            out = subprocess.run([str(tmp / "bench_host"), str(n), str(args.repeat)], check=True,
                                  capture_output=True, text=True).stdout.split()
             tasks, ms, peak = int(out[0]), float(out[1]), int(out[2])
             s_tasks, s_ms, s_mb = SEED.get(n, (None, None, None))

@@ -1,7 +1,8 @@
 """Cost of execution tracing on the runtime's empty-task benchmark (goal: <= 10 %).
 
-Builds ``bench/runtime/bench_llama.c`` (the LLaMA-layer-shaped graph with empty kernels) and runs
-its ``trace`` mode: in one process, the empty-task execution (``pto_runtime_run`` of a graph built
+Builds ``bench/runtime/bench_llama.c`` (the LLaMA-layer-shaped graph with empty kernels) with
+the runtime through :func:`pto_core.driver.build_c_sources` and runs its ``trace`` mode: in one
+process, the empty-task execution (``pto_runtime_run`` of a graph built
 in safe mode, as in the runtime benchmark's "exec" column) alternately without and with
 ``pto_runtime_enable_trace``, ``--reps`` times each, so drift of a shared machine hits both
 sides alike. Prints the best throughput of each and the overhead; with ``--rounds R`` it
@@ -27,12 +28,11 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def build(out: Path) -> Path:
-    exe = out / "bench_llama"
-    srcs = sorted(str(p) for p in (ROOT / "runtime" / "src").glob("*.c"))
-    cmd = ["gcc", "-std=c11", "-O2", "-pthread", f"-I{ROOT / 'runtime' / 'include'}", *srcs,
-           str(ROOT / "bench" / "runtime" / "bench_llama.c"), "-o", str(exe)]
-    subprocess.run(cmd, check=True)
-    return exe
+    """``bench_llama`` with the runtime, by the SCons build of every generated module."""
+    from pto_core.driver import build_c_sources
+    src = ROOT / "bench" / "runtime" / "bench_llama.c"
+    build_c_sources("bench_llama", {"bench_llama_host.c": f'#include "{src}"\n'}, out)
+    return out / "bench_llama_host"
 
 
 def measure(exe: Path, m: int, workers: int, reps: int) -> tuple[float, float]:

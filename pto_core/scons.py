@@ -38,6 +38,7 @@ from .driver import compile_module, planned_files
 from .errors import PTOBackendError
 from .options import CompileOptions
 from .codegen.orchestration import c_module_name
+from .program import is_program, load_program
 from .progress import install_scons_progress, scons_print_cmd_line
 from .resources import runtime_dir
 CROSS_PREFIX = {"aarch64": "aarch64-linux-gnu-"}
@@ -150,7 +151,6 @@ _programs: dict[str, Any] = {}
 
 
 def _load(path: str):
-    from .program import load_program
     if path not in _programs:
         _programs[path] = load_program(path)
     return _programs[path]
@@ -172,7 +172,6 @@ def _gen_emitter(target, source, env):
 
 def _gen_action(target, source, env):
     # a fresh load: the program file may have changed since the emitter ran
-    from .program import load_program
     prog = load_program(source[0].abspath)
     compile_module(env["PTO_TARGET"], prog.module, Path(str(target[0])).parent,
                    env["PTO_COMPILE_OPTIONS"])
@@ -277,16 +276,11 @@ def build_runtime(arguments: dict) -> None:
 
 
 def find_programs(spec: str) -> list[str]:
-    """Program files named by ``spec`` (comma-separated paths or globs): ``.pto``/``.ptoas`` files and
-    Python files that define ``build_module``."""
-    out = []
-    for part in [p.strip() for p in spec.split(",") if p.strip()]:
-        for path in sorted(glob(part)) or [part]:
-            p = Path(path)
-            if p.suffix in (".pto", ".ptoas") or (p.suffix == ".py" and p.exists()
-                                      and "def build_module" in p.read_text()):
-                out.append(path)
-    return out
+    """Program files named by ``spec`` (comma-separated paths or globs), as
+    :func:`pto_core.program.is_program` tells them: ``.pto``/``.ptoas`` files and Python files
+    that define ``build_module``."""
+    return [path for part in (p.strip() for p in spec.split(",")) if part
+            for path in sorted(glob(part)) or [part] if is_program(path)]
 
 
 def sconstruct() -> None:
