@@ -53,6 +53,7 @@ from .ir import (OPS, Call, CallArg, ElementType, For, Function, FunctionKind, I
                  MemorySpace, MemRefType, Module, Param, Return, ScalarType, TileType)
 from .ir.ops import OpDef
 from .locate import Site, Sites, locate_verify_error
+from .ptoas import WORKERS, parse_kernel
 from .verify import MAX_NESTING, verify_function
 
 
@@ -70,7 +71,6 @@ class PTOModule(Module):
         ``PTO_WORKER_ACCELERATOR``). An orchestration function calls it by its view names:
         ``.call(name, {"A": ("A", i, 0), ...})``.
         """
-        from .ptoas import WORKERS, parse_kernel
         file, line, _ = _call_site()
         if worker_type not in WORKERS.values():
             raise PTOError(f"add_incore_function: worker_type must be one of "

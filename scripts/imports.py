@@ -88,11 +88,12 @@ def _is_ancestor(a: str, b: str) -> bool:
 def cycles(edges: dict[str, set[str]]) -> list[list[str]]:
     """Strongly connected components of more than one module (Tarjan).
 
-    A package importing its own submodules (``__init__`` re-exports) and a
-    submodule importing its package are not counted as a cycle.
+    A submodule importing its package is not counted (``from . import x``
+    names the package); the package importing its submodules is (its
+    ``__init__`` re-exports them, so importing the package runs them).
     """
     def real(a: str, b: str) -> bool:
-        return b in edges and not _is_ancestor(a, b) and not _is_ancestor(b, a)
+        return b in edges and not _is_ancestor(b, a)
 
     index: dict[str, int] = {}
     low: dict[str, int] = {}

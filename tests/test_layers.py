@@ -37,3 +37,12 @@ def test_a_lazy_import_inside_a_function_counts(tmp_path):
     known = {"pto_core.a": tmp_path / "a.py", "pto_core.b": tmp_path / "b.py"}
     known["pto_core.a"].write_text("def f():\n    from .b import g\n")
     assert m.imports_of("pto_core.a", known["pto_core.a"], known) == {"pto_core.b"}
+
+
+def test_a_cycle_through_a_package_that_re_exports_its_submodule_counts():
+    # builder -> ptoas (the package, whose __init__ imports ptoas.parser) -> builder
+    m = _imports()
+    edges = {"pto_core.builder": {"pto_core.ptoas"},
+             "pto_core.ptoas": {"pto_core.ptoas.parser"},
+             "pto_core.ptoas.parser": {"pto_core.builder", "pto_core.ptoas"}}
+    assert m.cycles(edges) == [["pto_core.builder", "pto_core.ptoas", "pto_core.ptoas.parser"]]

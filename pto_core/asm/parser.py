@@ -23,7 +23,6 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from ..builder import PTOModule
 from ..errors import PTOError, PTOSyntaxError, PTOVerifyError
 from ..ir import (OPS_BY_MNEMONIC, Call, CallArg, ElementType, For, Function, FunctionKind, If,
                   Instr, Local, MemRefType, Module, Param, Return, ScalarType, Stmt, TileType, Type)
@@ -42,7 +41,7 @@ WORKER_TYPES = ("PTO_WORKER_CUBE", "PTO_WORKER_VECTOR", "PTO_WORKER_AI_CPU",
                 "PTO_WORKER_ACCELERATOR")
 
 
-def parse(text: str, filename: str = "<string>") -> PTOModule:
+def parse(text: str, filename: str = "<string>") -> Module:
     """Parse `.pto` text into a verified module.
 
     Raises :class:`PTOSyntaxError` or :class:`PTOVerifyError`, both with file, line and column.
@@ -51,7 +50,7 @@ def parse(text: str, filename: str = "<string>") -> PTOModule:
     return _parse(text, filename, DEFAULT_MODULE_NAME)
 
 
-def parse_file(path: str | Path) -> PTOModule:
+def parse_file(path: str | Path) -> Module:
     """Parse a `.pto` file; without a ``// PTO Module:`` header the module is named after it."""
     path = Path(path)
     try:
@@ -67,7 +66,7 @@ def parse_file(path: str | Path) -> PTOModule:
 DEFAULT_MODULE_NAME = "module"
 
 
-def _parse(text: str, filename: str, default_name: str) -> PTOModule:
+def _parse(text: str, filename: str, default_name: str) -> Module:
     parser = _Parser(filename)
     try:
         parser.tokenize(text)
@@ -178,7 +177,7 @@ class _Parser:
             raise self.error(f"expected the end of the line after {what}, got {t.describe()}")
 
     # -- module ---------------------------------------------------------------------------
-    def module(self, default_name: str) -> PTOModule:
+    def module(self, default_name: str) -> Module:
         name, entry, named = default_name, None, False
         for h in self.headers:
             if h.key == "PTO Module" and not named:
@@ -192,7 +191,7 @@ class _Parser:
                     raise self._header_error(h, "'@' and a function name")
                 entry = m.group(1)
                 self.sites.entry = (self.filename, h.line, h.col)
-        module = PTOModule(name)
+        module = Module(name)
         prev_line = 0
         while True:
             self.skip_newlines()

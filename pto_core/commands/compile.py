@@ -14,13 +14,17 @@ progress line per function on a terminal (nothing off a TTY or in CI: ``pto_core
 from __future__ import annotations
 
 import argparse
-import importlib
 from pathlib import Path
 
-from ..errors import PTOError
+from ..asm import print_module
+from ..driver import compile_module
 from ..ir import Module
 from ..options import CompileOptions
+from ..passes import run_pipeline
+from ..plugins import backend_options
+from ..program import load_program
 from ..progress import Progress
+from ..ptoas import print_ptoas
 from .common import add_compile_arguments, options_from_args
 
 #: modules with at least this many InCore functions get a progress line while generating
@@ -43,54 +47,34 @@ def add_parser(sub) -> argparse.ArgumentParser:
 
 
 def run_passes(module: Module, options: CompileOptions) -> Module:
-    """The pass pipeline when it is installed (``pto_core.passes``), printing the module after
-    the passes named by ``options.print_after``."""
-    try:
-        passes = importlib.import_module("pto_core.passes")
-    except ModuleNotFoundError as e:
-        if e.name not in ("pto_core.passes",):
-            raise
-        return module       # no pass pipeline yet: the module as built
-    from ..asm import print_module
-
+    """The pass pipeline, printing the module after the passes named by
+    ``options.print_after``."""
     def on_after(name: str, mod: Module) -> None:
         if "all" in options.print_after or name in options.print_after:
             print(f"// ----- after pass {name} -----")
             print(print_module(mod), end="")
 
-    return passes.run_pipeline(module, options, on_after=on_after)
+    return run_pipeline(module, options, on_after=on_after)
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..asm import print_module
-    from ..program import load_program
-
     options = options_from_args(args)
     if args.target is not None:
-        from ..plugins import backend_options
         options = backend_options(args.target, options)
     module = run_passes(load_program(args.file).module, options)
     emit = set(args.emit) or ({"pto"} if args.target is None else set())
     args.output.mkdir(parents=True, exist_ok=True)
     for kind in sorted(emit):
-        from ..ptoas import print_ptoas
         out = args.output / f"{module.name}.{kind}"
         out.write_text((print_module if kind == "pto" else print_ptoas)(module),
                        encoding="utf-8")
         print(f"wrote {out}")
     if args.target is not None:
-        try:
-            driver = importlib.import_module("pto_core.driver")
-        except ModuleNotFoundError as e:
-            if e.name not in ("pto_core.codegen", "pto_core.driver"):
-                raise
-            raise PTOError(f"--target {args.target}: code generation (pto_core.driver) "
-                           f"is not available in this installation") from None
         n = sum(1 for f in module.functions.values() if f.is_incore)
         large = n >= PROGRESS_MIN_FUNCTIONS
         with Progress(n, f"generate {args.target}", enabled=None if large else False) as bar:
-            written = driver.compile_module(args.target, module, args.output, options,
-                                            progress=lambda name: bar.advance(item=name))
+            written = compile_module(args.target, module, args.output, options,
+                                     progress=lambda name: bar.advance(item=name))
         for path in written or ():
             print(f"wrote {path}")
     return 0

@@ -33,7 +33,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..asm.lexer import Token, _cut, _number
-from ..builder import PTOModule
 from ..errors import PTOError, PTOSyntaxError, PTOVerifyError
 from ..ir import (Call, CallArg, For, Function, FunctionKind, If, Instr, Local, MemorySpace,
                   MemRefType, Module, Param, Return, ScalarType, Stmt, TileType)
@@ -282,7 +281,7 @@ class _Reader:
         self.lines = 0                          # directive lines so far
         self.comments: list[tuple[int, str]] = []
         self.sites = Sites()
-        self.module: Module = PTOModule(name if _MODULE_NAME.match(name) else "module")
+        self.module = Module(name if _MODULE_NAME.match(name) else "module")
         self.module_named = False
         self.header: tuple[str, FunctionKind, str | None, tuple] | None = None  # .function seen
         self.fn: _Function | None = None
@@ -390,7 +389,7 @@ class _Reader:
             raise self.error(f"expected a module name (letters, digits, '_', '.', '-') after "
                              f"'.module', got '{_cut(name)}'", col=col + len(rest) - len(
                                  rest.lstrip(" \t")))
-        self.module = PTOModule(name)
+        self.module = Module(name)
         self.module_named = True
 
     def entry(self, ln: _Line, dtok: Token) -> None:
