@@ -76,6 +76,9 @@ class KernelSource:
     text: str
     symbol: str            # the exported kernel symbol (kernel ABI: int32_t f(const int64_t*))
     buffer_bytes: int = 0  # on-chip bytes after buffer planning (what pto_task_alloc receives)
+    #: what else the backend's renderer decided for this kernel, for its own runtime binding
+    #: (e.g. the workspace a kernel needs); the core passes it through untouched
+    facts: Any = None
 
 
 @dataclass(frozen=True)

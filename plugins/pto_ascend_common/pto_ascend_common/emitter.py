@@ -35,9 +35,9 @@ True
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import Sequence
+from typing import Any, Mapping, Sequence
 
-from pto_core.codegen.cnames import user_names, user_text
+from pto_core.codegen.cnames import c_names, user_names, user_text
 from pto_core.codegen.cstyle import CStyleRenderer, _Out
 from pto_core.errors import PTOBackendError
 from pto_core.ir import (Call, Category, ElementType, For, Function, If, Instr, Local,
@@ -121,13 +121,97 @@ class _Sync:
     seq: int = 1
 
 
-class AscendRenderer(CStyleRenderer):
-    """Renders one InCore function as a PTO-ISA C++ kernel for ``arch``."""
+@dataclass(frozen=True)
+class KernelFacts:
+    """What rendering one kernel decided, beside its text: the physical tiles with their
+    offsets, the UB bytes its vector tiles occupy (what the runtime records per task), the GM
+    workspace its last parameter must point to (0: none), and the ``(C type, name)`` of every
+    parameter of its ``__global__`` entry."""
+
+    tiles: Mapping[str, PhysTile]
+    ub_bytes: int
+    workspace_bytes: int
+    params: tuple[tuple[str, str], ...]
+
+
+@dataclass(frozen=True)
+class AscendRenderer:
+    """Renders InCore functions as PTO-ISA C++ kernels for ``arch``. It keeps nothing between
+    kernels: each call plans and renders one function afresh (:class:`_KernelRenderer`)."""
+
+    arch: AscendArch
+    suffix = ".cpp"
+
+    def render(self, fn: Function, module: Module | None = None,
+               options: CompileOptions | None = None) -> tuple[str, KernelFacts]:
+        """The kernel source of ``fn`` (static AICORE body functions and the ``__global__``
+        entry) and the facts of its plan."""
+        k = _KernelRenderer(self.arch, options or CompileOptions())
+        text = k.render_kernel(fn, module, options)
+        return text, k.facts(k.rendered)
+
+    def render_kernel(self, fn: Function, module: Module | None = None,
+                      options: CompileOptions | None = None) -> str:
+        """The kernel source alone (:meth:`render`)."""
+        return self.render(fn, module, options)[0]
+
+    def facts(self, fn: Function, options: CompileOptions | None = None) -> KernelFacts:
+        """The facts of ``fn``'s plan, without rendering it."""
+        return _KernelRenderer(self.arch, options or CompileOptions()).facts(fn)
+
+    def plan(self, fn: Function, options: CompileOptions | None = None) -> dict[str, PhysTile]:
+        """Physical tiles of ``fn`` with their TASSIGN offsets; raises PTOBackendError naming
+        the function and its largest tiles when a buffer overflows."""
+        return dict(self.facts(fn, options).tiles)
+
+    def abi_arguments(self, fn: Function, pointer: str = "{0}*") -> list[str]:
+        """C expressions unpacking the kernel ABI's slots into ``fn``'s parameters
+        (:meth:`pto_core.codegen.cstyle.CStyleRenderer.abi_arguments`)."""
+        return _KernelRenderer(self.arch, CompileOptions()).abi_arguments(fn, pointer)
+
+
+@dataclass(frozen=True)
+class KernelEntry:
+    """How a binding reaches one kernel: the InCore function (under its C names), the symbol
+    and parameter list of its ``__global__`` entry, and the arguments that call it from the
+    runtime's argument slots ``args``."""
+
+    function: Function
+    symbol: str
+    params: str
+    arguments: str
+
+
+def kernel_entries(arch: AscendArch, module: Module, kernels: Sequence[Any] = (),
+                   pointer: str = "{0}*", workspace: str = "") -> list[KernelEntry]:
+    """The :class:`KernelEntry` of each InCore function of ``module``, from the facts its
+    rendering returned (``kernels``: the :class:`~pto_core.hookspecs.KernelSource` list a
+    binding receives) or, for a kernel not among them, from planning it now. ``pointer``
+    formats a tensor's pointer type from its element type; ``workspace`` formats the C
+    expression of a kernel's GM workspace from its byte count."""
+    given = {k.function: k.facts for k in kernels if isinstance(k.facts, KernelFacts)}
+    r = AscendRenderer(arch)
+    out = []
+    for fn in c_names(module).functions.values():
+        if not fn.is_incore:
+            continue
+        facts = given.get(fn.name) or r.facts(fn)
+        params = ", ".join(f"{t} {n}" for t, n in facts.params) or "void"
+        args = r.abi_arguments(fn, pointer)
+        if facts.workspace_bytes:
+            args.append(workspace.format(facts.workspace_bytes))
+        out.append(KernelEntry(fn, aicore_symbol(fn.name), params, ", ".join(args)))
+    return out
+
+
+class _KernelRenderer(CStyleRenderer):
+    """Renders one InCore function as a PTO-ISA C++ kernel for ``arch``: an object per kernel,
+    holding that kernel's plan while it is rendered."""
 
     suffix = ".cpp"
     stack_tile_bytes = None         # tiles are TASSIGNed into the on-chip buffers (planned)
 
-    def __init__(self, arch: AscendArch) -> None:
+    def __init__(self, arch: AscendArch, options: CompileOptions) -> None:
         self.arch = arch
         self.name = arch.name
         self._tiles: dict[str, PhysTile] = {}
@@ -135,7 +219,7 @@ class AscendRenderer(CStyleRenderer):
         self._pending_acc: dict[str, tuple] = {}
         self._sync = _Sync()
         self._fn: Function | None = None
-        self._options = CompileOptions()
+        self._options = options
         self._ws: dict[str, int] = {}         # tile -> byte offset in the GM workspace
         self._ws_size = 0
         self._vec_written: set[str] = set()
@@ -231,16 +315,19 @@ class AscendRenderer(CStyleRenderer):
             out("return 0;")
 
     # ---------------------------------------------------------------- buffer plan
-    def plan(self, fn: Function) -> dict[str, PhysTile]:
-        """Physical tiles of ``fn`` with their TASSIGN offsets; raises PTOBackendError naming
-        the function and its largest tiles when a buffer overflows."""
-        self._begin(fn)
-        return dict(self._tiles)
+    @property
+    def rendered(self) -> Function:
+        """The function (under its C names) this object planned last."""
+        assert self._fn is not None, "nothing planned yet"
+        return self._fn
 
-    def buffer_bytes(self, fn: Function) -> int:
-        """UB bytes the kernel's vector tiles occupy (what the runtime records per task)."""
-        tiles = self.plan(fn)
-        return max((t.offset + t.nbytes for t in tiles.values() if t.buffer == "UB"), default=0)
+    def facts(self, fn: Function) -> KernelFacts:
+        """The plan of ``fn`` (made now unless this object rendered or planned ``fn`` last)."""
+        if self._fn is not fn:
+            self._begin(fn)
+        ub = max((t.offset + t.nbytes for t in self._tiles.values() if t.buffer == "UB"),
+                 default=0)
+        return KernelFacts(dict(self._tiles), ub, self._ws_size, tuple(self.kernel_params(fn)))
 
     def _begin(self, fn: Function) -> None:
         """Roles, physical tiles (scratch included, found by a dry run of the lowering) and

@@ -214,3 +214,19 @@ def test_transpose_scratch_has_the_documented_size(arch):
     tmp = [t for t in r.plan(f).values() if t.name.startswith("_pto_tmp")]
     assert [(t.rows, t.cols, t.nbytes) for t in tmp] == [(32, 16, 2048)]
     assert f"TTRANS(y, x, {tmp[0].name});" in src
+
+
+def test_the_renderer_keeps_nothing_between_kernels_and_returns_its_facts():
+    m = _matmul_module(T.F32, T.F32, then_scale=True)
+    copy = _copy_kernel(8, 64)
+    r = AscendRenderer(A2A3)
+    first, facts = r.render(m.functions["mm"], m)
+    r.render(copy.functions["big_copy"], copy)
+    assert r.render(m.functions["mm"], m) == (first, facts)
+    # A2/A3 moves the cube result to the vector core through a GM workspace: the facts say
+    # how big, and the binding reserves that much
+    assert facts.workspace_bytes > 0 and facts.params[-1] == ("__gm__ uint8_t*", "_pto_ws")
+    assert facts.ub_bytes == max(t.offset + t.nbytes for t in facts.tiles.values()
+                                 if t.buffer == "UB")
+    with pytest.raises(AttributeError):
+        r.arch = A5
