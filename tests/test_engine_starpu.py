@@ -245,3 +245,21 @@ def test_a_stuck_kernel_ends_the_run_at_its_deadline(c_builds):
     assert r.returncode == 1, r.stdout + r.stderr
     assert f"rc={PTO_ETIMEDOUT}" in r.stdout
     assert "task 5 'stuck_step' still running on StarPU worker" in r.stdout, r.stdout
+
+
+# -------------------------------------------------------------------------------- benchmark
+
+@pytest.mark.slow
+def test_engine_benchmark_prints_a_row_per_graph_with_the_ratios(tmp_path):
+    """bench/runtime/engines.py builds the three programs and reports each graph (this checks the
+    benchmark, not the speed)."""
+    root = Path(__file__).parents[1]
+    r = subprocess.run([sys.executable, str(root / "bench/runtime/engines.py"), "llama:4",
+                        "chain:200", "--reps", "1"], capture_output=True, text=True, timeout=600,
+                       env={**os.environ, "PTO_BUILD_DIR": str(tmp_path)})
+    assert r.returncode == 0, r.stdout + r.stderr
+    rows = {l.split()[0]: l for l in r.stdout.splitlines() if re.match(r"(llama|chain):\d+ ", l)}
+    assert rows.keys() == {"llama:4", "chain:200"}
+    assert rows["llama:4"].split()[1] == str(16 * 4 + 3 * 16)
+    assert re.search(r"\d+\.\dx\s+-?\d+\.\d+ us$", rows["chain:200"]), rows["chain:200"]
+    assert "load average:" in r.stdout
