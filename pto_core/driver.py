@@ -41,7 +41,7 @@ from typing import Any, Callable, Iterator, Mapping
 import numpy as np
 
 from . import plugins
-from .engines import check_backend, engine_of, get_engine, with_engine
+from .engines import check_backend, check_launch, engine_of, get_engine, with_engine
 from .errors import PTOBackendError, PTOError
 from .hookspecs import KernelSource
 from .ir import Function, Module
@@ -476,6 +476,7 @@ def run_built(target: str, module: Module, build_dir: Path, tensors: Mapping[str
     through the passes already)."""
     options = options or CompileOptions()
     phases = phases or Phases(enabled=False)
+    check_launch(engine_of(options))
     if not optimised:
         module, _ = optimise(module, options, target)
     deadline = None if timeout is None else timeout_seconds(timeout)

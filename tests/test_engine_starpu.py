@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -263,3 +264,88 @@ def test_engine_benchmark_prints_a_row_per_graph_with_the_ratios(tmp_path):
     assert rows["llama:4"].split()[1] == str(16 * 4 + 3 * 16)
     assert re.search(r"\d+\.\dx\s+-?\d+\.\d+ us$", rows["chain:200"]), rows["chain:200"]
     assert "load average:" in r.stdout
+
+
+# -------------------------------------------------------------------------------- StarPU-MPI
+
+MPI_EXAMPLES = ["fused_softmax", "bgemm", "llama7b_layer"]
+
+
+def mpirun(np_: int, *argv: str, timeout: float = 300) -> subprocess.CompletedProcess:
+    """``mpirun -np N ARGV`` on this machine: more ranks than cores, and root allowed."""
+    if shutil.which("mpirun") is None:
+        pytest.fail("mpirun is missing: scripts/setup.sh installs openmpi-bin")
+    cmd = ["mpirun", "--oversubscribe", "-np", str(np_)]
+    if os.geteuid() == 0:
+        cmd.insert(1, "--allow-run-as-root")
+    return subprocess.run([*cmd, *argv], capture_output=True, text=True, timeout=timeout,
+                          cwd=Path(__file__).parents[1])
+
+
+@pytest.fixture(scope="module")
+def mpi_build(engine_builds, tmp_path_factory) -> Path:
+    bdir = tmp_path_factory.mktemp("mpi")
+    root = Path(__file__).parents[1]
+    progs = ",".join(str(root / "examples" / f"{e}.py") for e in MPI_EXAMPLES)
+    r = run_scons("target=arm64", "engine=starpu-mpi", f"build_dir={bdir}", f"examples={progs}",
+                  "werror=1")
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    return bdir / "arm64-starpu-mpi"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("ranks", [2, 4])
+@pytest.mark.parametrize("stem", MPI_EXAMPLES)
+def test_mpi_ranks_give_the_bits_of_one_process(engine_builds, mpi_build, stem, ranks, tmp_path):
+    path = next(p for p in EXAMPLES if p.stem == stem)
+    prog = load_program(path)
+    name = c_module_name(prog.module)
+    inputs, scalars = program_inputs(prog, seed=7)
+    ours = run_library(engine_builds["pto"] / stem / f"lib{name}.so", prog.module, inputs,
+                       scalars, workers=2)
+    (tmp_path / "in").mkdir()
+    (tmp_path / "out").mkdir()
+    for k, v in inputs.items():
+        np.save(tmp_path / "in" / f"{k}.npy", np.ascontiguousarray(v))
+    r = mpirun(ranks, str(mpi_build / stem / f"{name}_host"), "-i", str(tmp_path / "in"),
+               "-o", str(tmp_path / "out"), "-w", "1", *(f"{k}={v}" for k, v in scalars.items()))
+    assert r.returncode == 0, r.stdout + r.stderr
+    for k, v in ours.items():
+        got = np.load(tmp_path / "out" / f"{k}.npy")
+        assert got.tobytes() == v.tobytes(), f"{stem} on {ranks} ranks: tensor {k} differs"
+
+
+@pytest.fixture(scope="module")
+def mpi_faults(tmp_path_factory) -> Path:
+    sources = {f: (HERE / f).read_text() for f in ("faults.c", "faults_host.c")}
+    return driver.build_c_sources("faults", sources, tmp_path_factory.mktemp("mpi_faults"),
+                                  werror=True, engine="starpu-mpi") / "faults_host"
+
+
+@pytest.mark.parametrize("bad,owner", [(13, 1), (12, 0)])
+def test_a_failing_kernel_on_any_rank_ends_every_rank_naming_task_and_rank(mpi_faults, bad,
+                                                                          owner):
+    # task i updates row i % 8 of an 8x64 tensor (one tile wide): rank (i % 8) % 2 owns it
+    r = mpirun(2, str(mpi_faults), "1", str(bad), "-1", timeout=120)
+    assert r.returncode != 0
+    lines = [l for l in r.stdout.splitlines() if l.startswith("error=")]
+    assert len(lines) == 2, r.stdout + r.stderr                 # both ranks report it
+    for line in lines:
+        assert f"task {bad} " in line and f"failed with code 7 on rank {owner}," in line, line
+
+
+def test_the_mpi_engine_outside_mpirun_says_how_to_launch(mpi_faults):
+    r = subprocess.run([str(mpi_faults), "1", "-1", "-1"], capture_output=True, text=True,
+                       timeout=60, env={k: v for k, v in os.environ.items()
+                                        if not k.startswith(("OMPI_", "PMI", "PMIX_"))})
+    assert r.returncode == 1
+    assert "runs under an MPI launcher: mpirun -np N" in r.stdout, r.stdout + r.stderr
+
+
+def test_pto_run_refuses_a_launch_that_does_not_match_the_engine():
+    r = pto_cli("run", "examples/rowmax.py", "--target", "arm64", "--engine", "starpu-mpi")
+    assert r.returncode != 0 and "mpirun -np N pto run" in r.stderr, r.stderr
+    r = mpirun(2, sys.executable, "-c", "import sys; from pto_core.cli import main; "
+               "sys.exit(main(sys.argv[1:]))", "run", "examples/rowmax.py", "--target", "arm64",
+               "--engine", "starpu")
+    assert r.returncode != 0 and "one of 2 MPI ranks" in r.stderr + r.stdout, r.stderr

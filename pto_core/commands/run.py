@@ -40,6 +40,8 @@ On the reference target ``--stats`` counts the tasks per function.
 
 ``--engine starpu`` builds the program against the StarPU engine (:mod:`pto_core.engines`): the
 same kernels and orchestration, with StarPU finding the dependencies and running the tasks.
+``--engine starpu-mpi`` runs under ``mpirun -np N``: every rank runs the graph, rank 0 reports
+(and checks) the gathered results.
 
 ``--timeout SECONDS`` bounds a compiled target's run (``PTO_TIMEOUT``): a kernel still running then
 is abandoned and the run fails naming its task, kernel and worker; a failed kernel is named the
@@ -61,7 +63,7 @@ import numpy as np
 
 from ..checking import (call_numpy_reference, compare, random_inputs, resolve_scalars,
                         tensor_modes, tolerance)
-from ..engines import ENGINES, with_engine
+from ..engines import ENGINES, check_launch, get_engine, launched_rank, with_engine
 from ..errors import PTOError
 from ..ir import ElementType, Function, MemRefType, Module
 from ..options import CompileOptions
@@ -101,7 +103,8 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     p.add_argument("--workers", type=int, default=None, help="runtime worker threads")
     p.add_argument("--engine", default=None, choices=tuple(ENGINES),
                    help="what runs the task graph on a compiled target: pto (default, PTO's own "
-                        "runtime) or starpu (StarPU; kernels as CPU codelets)")
+                        "runtime), starpu (StarPU; kernels as CPU codelets) or starpu-mpi "
+                        "(StarPU-MPI, under mpirun -np N; rank 0 reports)")
     p.add_argument("--timeout", type=float, default=None, metavar="SECONDS",
                    help="deadline of the run on a compiled target (PTO_TIMEOUT): a kernel still "
                         "running then is named and abandoned, and the run fails")
@@ -231,6 +234,14 @@ def _run(args: argparse.Namespace, program: Program, sets: dict[str, Any], phase
     shapes = derive_shapes(module, scalars, shape_args, entry=entry)
     inputs = {**random_inputs(fn, shapes, program.inputs, args.seed), **given}
     modes = tensor_modes(module, scalars, entry)
+
+    if args.engine is not None and args.target != REFERENCE:
+        check_launch(args.engine)
+        if get_engine(args.engine).mpi and launched_rank() != 0:
+            # every rank runs the graph; rank 0 holds the results and reports
+            launch(args.target, module, inputs, scalars, options, args.workers, entry, None,
+                   args.timeout)
+            return 0
 
     engine = f", engine {args.engine}" if args.engine and args.target != REFERENCE else ""
     print(f"pto run {args.file}: entry '{entry}', target {args.target}{engine}")

@@ -31,6 +31,18 @@
  *
  * StarPU is one per process: one runtime of this engine exists at a time (PTO_ESTATE). Its
  * environment (STARPU_SCHED, ...) applies; STARPU_SILENT defaults to 1.
+ *
+ * Built with -DPTO_ENGINE_MPI (libpto_starpumpi, engine "starpu-mpi") the same code runs under
+ * mpirun on StarPU-MPI. Every rank runs the whole orchestration; every region gets an owner rank
+ * (2-D block-cyclic over its tile coordinates on a P x Q grid of the ranks, 1-D cyclic for a
+ * tensor one tile wide or tall, or the function of pto_starpu_set_owner) and a tag (its registration number, the same on every rank); a task
+ * runs on the owner of its first written region, and StarPU-MPI sends what it reads from other
+ * ranks and what it writes for them. A region first read is owned by rank 0 (the rank whose
+ * inputs count) and migrated to its owner before use; after the run every written region is
+ * gathered to rank 0. Regions of a tensor must be equal or disjoint there. A failed kernel on
+ * any rank fails the run on every rank (an MPI_Allgather after the run), naming task and rank;
+ * a kernel stuck past the deadline aborts the job (MPI_Abort) after saying which. MPI is
+ * initialised with MPI_THREAD_MULTIPLE (or taken as it is) and finalised at exit.
  */
 #define _GNU_SOURCE 1
 #include "pto_runtime.h"
@@ -39,6 +51,11 @@
 #include <errno.h>
 #include <pthread.h>
 #include <starpu.h>
+#ifdef PTO_ENGINE_MPI
+#include <mpi.h>
+#include <starpu_mpi.h>
+#include "pto_starpu.h"
+#endif
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -52,6 +69,8 @@ typedef struct Region Region;
 struct Region {
     int64_t r0, c0, rows, cols;        /* in elements of the tensor's grid */
     starpu_data_handle_t handle;
+    int32_t owner;                     /* MPI: the owning rank */
+    bool written;                      /* MPI: some task wrote it (gathered to rank 0 at the end) */
     Region* next;                      /* hash chain of the tensor */
     Region** overlaps;                 /* other regions of the tensor that intersect this one */
     int32_t noverlaps, cap_overlaps;
@@ -118,6 +137,14 @@ struct PTORuntime {
     _Atomic int64_t worker_tasks[STARPU_NMAXWORKERS];
     _Atomic(EngTask*) running[STARPU_NMAXWORKERS];
     Buffers bufs;                      /* reused by every submission */
+#ifdef PTO_ENGINE_MPI
+    int rank, nranks, grid_p, grid_q;  /* this rank, the world, the P x Q process grid */
+    int64_t next_tag;
+    PTOOwnerFn owner_fn;
+    void* owner_ctx;
+    int32_t failed_rank;
+    int64_t bytes_gathered;
+#endif
 };
 
 static struct starpu_codelet g_codelet;
@@ -181,6 +208,96 @@ static void codelet_init(void) {
     g_codelet.name = "pto_task";
 }
 
+#ifdef PTO_ENGINE_MPI
+/* ------------------------------------------------------------------ MPI */
+
+static int g_mpi_ours;                 /* this library called MPI_Init_thread */
+
+static void mpi_finalize_at_exit(void) {
+    int done = 0;
+    MPI_Finalized(&done);
+    if (!done) MPI_Finalize();
+}
+
+/* Start MPI (once per process) and StarPU-MPI; refuse a process that mpirun did not start. */
+static int mpi_start(PTORuntime* rt, struct starpu_conf* conf) {
+    int inited = 0;
+    MPI_Initialized(&inited);
+    if (!inited) {
+        if (!getenv("OMPI_COMM_WORLD_SIZE") && !getenv("PMI_SIZE") && !getenv("PMIX_RANK"))
+            return rt_fail(PTO_EINVAL, "the starpu-mpi engine runs under an MPI launcher: mpirun -np N <program> "
+                           "(this process was not started by mpirun; use engine starpu for one process)");
+        int provided = 0;
+        if (MPI_Init_thread(NULL, NULL, MPI_THREAD_MULTIPLE, &provided) != MPI_SUCCESS)
+            return rt_fail(PTO_EINVAL, "MPI_Init_thread failed");
+        g_mpi_ours = 1;
+        atexit(mpi_finalize_at_exit);
+    }
+    MPI_Comm_rank(MPI_COMM_WORLD, &rt->rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &rt->nranks);
+    int q = 1;                         /* P x Q = nranks, Q the largest divisor <= sqrt(nranks) */
+    for (int d = 1; d * d <= rt->nranks; d++)
+        if (rt->nranks % d == 0) q = d;
+    rt->grid_q = q;
+    rt->grid_p = rt->nranks / q;
+    rt->failed_rank = -1;
+    int rc = starpu_mpi_init_conf(NULL, NULL, 0, MPI_COMM_WORLD, conf);
+    if (rc != 0)
+        return rt_fail(PTO_EINVAL, "starpu_mpi_init_conf failed (%d) on rank %d with %d CPU worker(s)", rc, rt->rank,
+                       conf->ncpus);
+    return PTO_OK;
+}
+
+int pto_engine_rank(void) {
+    int inited = 0, rank = 0;
+    MPI_Initialized(&inited);
+    if (inited) MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    return rank;
+}
+
+int pto_starpu_set_owner(PTORuntime* rt, PTOOwnerFn fn, void* ctx) {
+    if (!rt) return PTO_EINVAL;
+    if (rt->next_tag > 0) return rt_fail(PTO_ESTATE, "pto_starpu_set_owner: regions were registered already");
+    rt->owner_fn = fn;
+    rt->owner_ctx = ctx;
+    return PTO_OK;
+}
+
+/* The owner of a region: the user's function, or 2-D block-cyclic over its tile coordinates. */
+static int owner_of(PTORuntime* rt, const PTOTensor* x, int64_t r0, int64_t c0, int64_t rows, int64_t cols) {
+    if (rt->owner_fn) {
+        int o = rt->owner_fn(x, r0, c0, rows, cols, rt->nranks, rt->owner_ctx);
+        return o >= 0 && o < rt->nranks ? o : -1;
+    }
+    const int64_t ti = r0 / rows, tj = c0 / cols;
+    /* a tensor one tile wide (or tall) is dealt round all ranks, 1-D cyclic */
+    if (cols == x->cols) return (int)(ti % rt->nranks);
+    if (rows == x->rows) return (int)(tj % rt->nranks);
+    return (int)((ti % rt->grid_p) * rt->grid_q + tj % rt->grid_q);
+}
+
+/* Every rank: the first failure of any rank (lowest task id) becomes everyone's. */
+static void agree_on_failure(PTORuntime* rt) {
+    int64_t mine[4] = {atomic_load(&rt->halt) == PTO_ETASKFAILED ? atomic_load(&rt->failed_task) : INT64_MAX,
+                       atomic_load(&rt->failed_code), atomic_load(&rt->failed_worker), rt->rank};
+    int64_t* all = malloc(sizeof mine * (size_t)rt->nranks);
+    if (!all) return;
+    MPI_Allgather(mine, 4, MPI_INT64_T, all, 4, MPI_INT64_T, MPI_COMM_WORLD);
+    int best = -1;
+    for (int r = 0; r < rt->nranks; r++)
+        if (all[4 * r] != INT64_MAX && (best < 0 || all[4 * r] < all[4 * best])) best = r;
+    if (best >= 0) {
+        atomic_store(&rt->halt, PTO_ETASKFAILED);
+        atomic_store(&rt->failed_task, (int32_t)all[4 * best]);
+        atomic_store(&rt->failed_code, (int32_t)all[4 * best + 1]);
+        atomic_store(&rt->failed_worker, (int32_t)all[4 * best + 2]);
+        rt->failed_rank = (int32_t)all[4 * best + 3];
+        if (rt->failed_rank != rt->rank) atomic_store(&rt->failed_func, NULL);
+    }
+    free(all);
+}
+#endif
+
 /* ------------------------------------------------------------------ lifecycle */
 
 int pto_runtime_init(PTORuntime** out, const PTORuntimeConfig* cfg) {
@@ -225,7 +342,18 @@ int pto_runtime_init(PTORuntime** out, const PTORuntimeConfig* cfg) {
     conf.ncpus = rt->nworkers;
     conf.ncuda = 0;
     conf.nopencl = 0;
+#ifdef PTO_ENGINE_MPI
+    rc = mpi_start(rt, &conf);
+    if (rc < 0) {
+        pthread_mutex_destroy(&rt->done_mu);
+        pthread_cond_destroy(&rt->done_cv);
+        free(rt);
+        atomic_store(&g_active, 0);
+        return rc;
+    }
+#else
     rc = starpu_init(&conf);
+#endif
     if (rc != 0) {
         pthread_mutex_destroy(&rt->done_mu);
         pthread_cond_destroy(&rt->done_cv);
@@ -287,8 +415,15 @@ int pto_runtime_shutdown(PTORuntime* rt) {
     atomic_store(&rt->halt, atomic_load(&rt->halt) ? atomic_load(&rt->halt) : PTO_ESHUTDOWN);
     resume(rt);                         /* tasks never run still have to drain (their kernels are skipped) */
     starpu_task_wait_for_all();
+#ifdef PTO_ENGINE_MPI
+    starpu_mpi_wait_for_all(MPI_COMM_WORLD);
+    free_tensors(rt, true);
+    starpu_mpi_shutdown();
+    if (starpu_is_initialized()) starpu_shutdown();
+#else
     free_tensors(rt, true);
     starpu_shutdown();
+#endif
     return PTO_OK;
 }
 
@@ -401,7 +536,7 @@ static int link_region(Tensor* t, Region* r) {
 /* The region [r0, r0+rows) x [c0, c0+cols) of tensor x (validated by the caller), registered
  * with StarPU the first time it is seen. */
 static Region* find_region(PTORuntime* rt, const PTOTensor* x, int64_t r0, int64_t c0, int64_t rows,
-                           int64_t cols, int* err) {
+                           int64_t cols, int mode, int* err) {
     Tensor* t = find_tensor(rt, x, err);
     if (!t) return NULL;
     const uint64_t h = region_hash(r0, c0, rows, cols);
@@ -430,9 +565,34 @@ static Region* find_region(PTORuntime* rt, const PTOTensor* x, int64_t r0, int64
     if (!r) { *err = PTO_ENOMEM; return NULL; }
     r->r0 = r0; r->c0 = c0; r->rows = rows; r->cols = cols;
     if (link_region(t, r) < 0) { free(r->overlaps); free(r); *err = PTO_ENOMEM; return NULL; }
+#ifdef PTO_ENGINE_MPI
+    if (r->noverlaps > 0) {
+        *err = rt_fail(PTO_EINVAL, "tensor '%s': region [%lld+%lld, %lld+%lld) overlaps another one without being "
+                       "equal to it; the starpu-mpi engine needs the regions of a tensor to be equal or disjoint",
+                       x->name ? x->name : "?", (long long)r0, (long long)rows, (long long)c0, (long long)cols);
+        free(r->overlaps);
+        free(r);
+        return NULL;
+    }
+    r->owner = owner_of(rt, x, r0, c0, rows, cols);
+    if (r->owner < 0) {
+        free(r);
+        *err = rt_fail(PTO_EINVAL, "tensor '%s': the owner function gave no rank in [0, %d) for region (%lld, %lld)",
+                       x->name ? x->name : "?", rt->nranks, (long long)r0, (long long)c0);
+        return NULL;
+    }
+#else
+    (void)mode;
+#endif
     char* base = t->data + (r0 * t->ld + c0) * t->elem_size;
     starpu_matrix_data_register(&r->handle, STARPU_MAIN_RAM, (uintptr_t)base, (uint32_t)t->ld, (uint32_t)cols,
                                 (uint32_t)rows, (size_t)t->elem_size);
+#ifdef PTO_ENGINE_MPI
+    /* the value of a region read before anything wrote it is rank 0's: it moves from there */
+    const bool input = (mode & PTO_ARG_INPUT) != 0;
+    starpu_mpi_data_register(r->handle, rt->next_tag++, input ? 0 : r->owner);
+    if (input && r->owner != 0) starpu_mpi_data_migrate(MPI_COMM_WORLD, r->handle, r->owner);
+#endif
     uint64_t b = h & (uint64_t)(t->nbuckets - 1);
     r->next = t->buckets[b];
     t->buckets[b] = r;
@@ -480,7 +640,7 @@ static int put_tensor(PTORuntime* rt, EngTask* t, const PTOTensor* x, int64_t r0
     int rc = tensor_check(x, r0, c0, rows, cols);
     if (rc < 0) return rc;
     if (t->naccess >= PTO_MAX_TENSOR_ARGS || (slots && t->nargs + 2 > PTO_MAX_ARGS)) return PTO_ETOOMANYARGS;
-    Region* r = find_region(rt, x, r0, c0, rows, cols, &rc);
+    Region* r = find_region(rt, x, r0, c0, rows, cols, mode, &rc);
     if (!r) return rc;
     t->acc[t->naccess++] = (Access){r, mode, slots ? t->nargs : -1};
     if (slots) {
@@ -531,6 +691,46 @@ static int add_buffer(Buffers* b, starpu_data_handle_t x, enum starpu_data_acces
     return b->n++;
 }
 
+#ifdef PTO_ENGINE_MPI
+/* Every rank: the task goes to the owner of its first written region (of its first region when
+ * it writes none); StarPU-MPI posts the transfers on every rank. */
+static int32_t submit_mpi(PTORuntime* rt, EngTask* t) {
+    const Buffers* b = &rt->bufs;
+    struct starpu_data_descr descr[PTO_MAX_TENSOR_ARGS];
+    int xnode = t->naccess > 0 ? t->acc[0].region->owner : 0;
+    for (int32_t k = t->naccess - 1; k >= 0; k--)
+        if (t->acc[k].mode & PTO_ARG_OUTPUT) xnode = t->acc[k].region->owner;
+    for (int32_t i = 0; i < b->n; i++) descr[i] = (struct starpu_data_descr){b->h[i], b->m[i]};
+    for (int32_t k = 0; k < t->naccess; k++)
+        if (t->acc[k].mode & PTO_ARG_OUTPUT) t->acc[k].region->written = true;
+    t->id = rt->next_id++;
+    const int32_t id = t->id;
+    const char* name = t->name;
+    struct starpu_task* st = starpu_mpi_task_build(MPI_COMM_WORLD, &g_codelet, STARPU_EXECUTE_ON_NODE, xnode,
+                                                   STARPU_DATA_MODE_ARRAY, descr, b->n, 0);
+    if (st) {
+        st->cl_arg = t;
+        st->cl_arg_size = sizeof *t;
+        st->cl_arg_free = 1;
+        st->callback_func = task_done;
+        st->callback_arg = t;          /* freed with cl_arg, once */
+        st->callback_arg_free = 0;
+        st->name = t->name;
+        rt->submitted++;
+        int rc = starpu_task_submit(st);
+        if (rc != 0) return rt_fail(PTO_EINVAL, "task %d '%s': starpu_task_submit failed (%d) on rank %d", id, name,
+                                    rc, rt->rank);
+    } else {
+        free(t);                       /* another rank runs it */
+    }
+    starpu_mpi_task_post_build(MPI_COMM_WORLD, &g_codelet, STARPU_EXECUTE_ON_NODE, xnode, STARPU_DATA_MODE_ARRAY,
+                               descr, b->n, 0);
+    if (rt->paused && rt->cfg.execution_task_threshold > 0 && rt->next_id > rt->cfg.execution_task_threshold)
+        resume(rt);
+    return id;
+}
+#endif
+
 /* Hand a complete task to StarPU: its own regions, then the regions they overlap. */
 static int32_t submit(PTORuntime* rt, EngTask* t) {
     const char* name = t->name;
@@ -548,6 +748,9 @@ static int32_t submit(PTORuntime* rt, EngTask* t) {
     const int32_t n = b->n;
     starpu_data_handle_t* h = b->h;
     enum starpu_data_access_mode* m = b->m;
+#ifdef PTO_ENGINE_MPI
+    return submit_mpi(rt, t);
+#endif
     struct starpu_task* st = starpu_task_create();
     if (!st) { free(t); return PTO_ENOMEM; }
     st->cl = &g_codelet;
@@ -746,12 +949,19 @@ int64_t pto_runtime_error_message(PTORuntime* rt, char* buf, int64_t cap) {
     char* out = cap > 0 ? buf : NULL;
     const size_t n = (size_t)cap;
     int len = 0;
+    char where[64];
+#ifdef PTO_ENGINE_MPI
+    snprintf(where, sizeof where, "rank %d, StarPU worker %d", code == PTO_ETASKFAILED ? rt->failed_rank : rt->rank,
+             worker);
+#else
+    snprintf(where, sizeof where, "StarPU worker %d", worker);
+#endif
     if (code == PTO_ETASKFAILED)
-        len = snprintf(out, n, "task %d '%s' failed with code %d on StarPU worker %d", task, fn ? fn : "task",
-                       atomic_load(&rt->failed_code), worker);
+        len = snprintf(out, n, "task %d '%s' failed with code %d on %s", task, fn ? fn : "task",
+                       atomic_load(&rt->failed_code), where);
     else if ((code == PTO_ETIMEDOUT || code == PTO_ECANCELED) && task >= 0)
-        len = snprintf(out, n, "%s: task %d '%s' still running on StarPU worker %d (%d kernel(s) abandoned)",
-                       code == PTO_ETIMEDOUT ? "deadline passed" : "run cancelled", task, fn ? fn : "task", worker,
+        len = snprintf(out, n, "%s: task %d '%s' still running on %s (%d kernel(s) abandoned)",
+                       code == PTO_ETIMEDOUT ? "deadline passed" : "run cancelled", task, fn ? fn : "task", where,
                        rt->stuck);
     else if (code == PTO_ETIMEDOUT || code == PTO_ECANCELED)
         len = snprintf(out, n, "%s with %lld of %lld tasks unfinished, none running",
@@ -770,6 +980,25 @@ int pto_runtime_run(PTORuntime* rt) {
     rt->ran = true;
     resume(rt);
     int rc = wait_done(rt);
+#ifdef PTO_ENGINE_MPI
+    if (rc == PTO_ETIMEDOUT || rc == PTO_ECANCELED) {
+        /* the other ranks wait for this one's data: end the job, saying why */
+        rt->run_status = rc;
+        pto_runtime_error_message(rt, rt_error_buffer(), RT_ERROR_CAP);
+        fprintf(stderr, "pto starpu-mpi: rank %d: %s; aborting every rank\n", rt->rank, rt_error_buffer());
+        fflush(stderr);
+        MPI_Abort(MPI_COMM_WORLD, 1);
+    }
+    /* the results to rank 0: every region some task wrote */
+    for (int64_t i = 0; i < rt->ntensor_slots; i++) {
+        Tensor* x = rt->tensors[i];
+        for (int64_t k = 0; x && k < x->nregions; k++)
+            if (x->all[k]->written) starpu_mpi_get_data_on_node(MPI_COMM_WORLD, x->all[k]->handle, 0);
+    }
+    starpu_task_wait_for_all();
+    starpu_mpi_wait_for_all(MPI_COMM_WORLD);
+    agree_on_failure(rt);
+#endif
     if (rc == PTO_OK) rc = atomic_load(&rt->halt);
     rt->run_status = rc;
     if (rc < 0) pto_runtime_error_message(rt, rt_error_buffer(), RT_ERROR_CAP);

@@ -37,6 +37,9 @@ static _Thread_local char t_last_error[RT_ERROR_CAP];
 
 const char* pto_last_error(void) { return t_last_error; }
 
+/* One process, rank 0; a distributed engine defines its own (a strong symbol wins). */
+__attribute__((weak)) int pto_engine_rank(void) { return 0; }
+
 void rt_clear_error(void) { t_last_error[0] = 0; }
 
 char* rt_error_buffer(void) { return t_last_error; }
