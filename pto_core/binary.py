@@ -98,7 +98,8 @@ class BinaryCompiler:
             from .program import load_program
             module = load_program(module).module
         options = options or CompileOptions()
-        plugins.get_backend(target)
+        from .engines import check_backend, engine_of
+        check_backend(engine_of(options), target, plugins.get_backend(target).host_kernels)
         optimised, bb = driver.optimise(module, options, target)
         build_dir = driver.build_module(target, module, options)
         kernels = tuple(kernel_order(optimised))

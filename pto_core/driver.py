@@ -41,6 +41,7 @@ from typing import Any, Callable, Iterator, Mapping
 import numpy as np
 
 from . import plugins
+from .engines import check_backend, check_launch, engine_of, get_engine, with_engine
 from .errors import PTOBackendError, PTOError
 from .hookspecs import KernelSource
 from .ir import Function, Module
@@ -398,6 +399,7 @@ def build_module(target: str, module: Module, options: CompileOptions | None = N
         with phases.phase("build", total=files, label=f"build {target}") as step:
             _link(bdir, m, paths, f"module '{module.name}' for {target}", jobs, step,
                   f"target={target}", f"opt={dict(options.extra).get('build_opt', 'release')}",
+                  f"engine={engine_of(options)}",
                   *([f"cross={cross}"] if cross else []),
                   *(f"{k}={v}" for k, v in (variables or {}).items()))
     return bdir
@@ -414,11 +416,13 @@ def _link(bdir: Path, name: str, paths: list[Path], what: str, jobs: int,
 
 
 def build_c_sources(name: str, sources: Mapping[str, str], build_dir: Path, *,
-                    opt: str = "release", werror: bool = False, jobs: int = 2) -> Path:
+                    opt: str = "release", werror: bool = False, jobs: int = 2,
+                    engine: str = "pto") -> Path:
     """Build C ``sources`` (file name -> text: an orchestration, a binding written by hand, a
     ``<name>_host.c``) with the runtime into ``build_dir/lib<name>.so`` (and
     ``build_dir/<name>_host``) by the SCons build of :func:`build_module`, with no backend:
-    the flags of every C compile of variant ``opt``, warnings as errors with ``werror``.
+    the flags of every C compile of variant ``opt``, warnings as errors with ``werror``, linked
+    with the runtime library of ``engine`` (:mod:`pto_core.engines`).
     For tests and tools that write a module's binding themselves; returns ``build_dir``."""
     if not re.fullmatch(r"[A-Za-z_]\w*", name) or any(
             not re.fullmatch(r"[\w.-]+\.c", n) for n in sources):
@@ -430,7 +434,7 @@ def build_c_sources(name: str, sources: Mapping[str, str], build_dir: Path, *,
         for path, text in zip(paths, sources.values()):
             write_if_changed(path, text)
         _link(bdir, name, paths, f"'{name}'", jobs, lambda _: None, f"opt={opt}",
-              f"werror={int(werror)}")
+              f"werror={int(werror)}", f"engine={get_engine(engine).name}")
     return bdir
 
 
@@ -438,20 +442,22 @@ def launch(target: str, module: Module, tensors: Mapping[str, np.ndarray],
            scalars: Mapping[str, Any], *, options: CompileOptions | None = None,
            workers: int | None = 2, threshold: int = 0, build_dir: Path | None = None,
            phases: Phases | None = None, in_place: bool = False,
-           timeout: float | None = None) -> dict[str, np.ndarray]:
+           timeout: float | None = None, engine: str | None = None) -> dict[str, np.ndarray]:
     """Build ``module`` for ``target`` and run its entry function with numpy arrays in and out;
     returns every tensor of the entry function after the run. With ``in_place`` a backend whose
     kernels work on host memory runs on the given arrays themselves (C-ordered rows, the
     parameter's dtype) and returns them; otherwise the caller's arrays are left alone.
     ``phases`` times the ``codegen``, ``build`` and ``run`` phases. ``timeout``: seconds the run
     may take (``PTO_TIMEOUT`` for the launch); a run past it raises PTOError naming the stuck
-    task.
+    task. ``engine`` runs the task graph on another engine (:mod:`pto_core.engines`, e.g.
+    ``"starpu"``; it may also come with ``options``); None keeps the one of ``options``.
 
     >>> out = launch("arm64", module, {"input": x, "output": y}, {"num_tiles": 8})  # doctest: +SKIP
     """
-    options = options or CompileOptions()
+    options = with_engine(options, engine)
     phases = phases or Phases(enabled=False)
-    plugins.get_backend(target)
+    info = plugins.get_backend(target)
+    check_backend(engine_of(options), target, info.host_kernels)
     entry = module.functions.get(module.entry or "")
     if entry is not None:
         scalars = {**scalars, **check_scalar_args(entry, scalars)}
@@ -470,6 +476,7 @@ def run_built(target: str, module: Module, build_dir: Path, tensors: Mapping[str
     through the passes already)."""
     options = options or CompileOptions()
     phases = phases or Phases(enabled=False)
+    check_launch(engine_of(options))
     if not optimised:
         module, _ = optimise(module, options, target)
     deadline = None if timeout is None else timeout_seconds(timeout)

@@ -42,16 +42,20 @@ DLPACK_CPU = 1
 
 def compile(program: Module | str | Path, target: str, *,
             options: CompileOptions | None = None, workers: int = 2,
-            threshold: int = 0) -> "Kernel":
+            threshold: int = 0, engine: str | None = None) -> "Kernel":
     """Build ``program`` (a module, or a ``.py``/``.pto`` program file) for ``target`` and
     return it as a callable :class:`Kernel`. The build lands in the per-user build cache and is
-    reused by later processes while nothing that went into it changed.
+    reused by later processes while nothing that went into it changed. ``engine`` names what
+    runs its task graph (:mod:`pto_core.engines`; default PTO's own runtime).
 
     >>> k = compile(module, target="arm64")            # doctest: +SKIP
     >>> k(x, num_tiles=8)["output"]                      # doctest: +SKIP
+    >>> k = compile(module, target="arm64", engine="starpu")   # doctest: +SKIP
     """
     from .binary import BinaryCompiler
-    return Kernel(BinaryCompiler().compile(target, program, options), workers, threshold)
+    from .engines import with_engine
+    return Kernel(BinaryCompiler().compile(target, program, with_engine(options, engine)),
+                  workers, threshold)
 
 
 class Kernel:

@@ -101,4 +101,4 @@ def runtime_files() -> list[Path]:
     """The runtime's sources (what a runtime build reads)."""
     rt = runtime_dir()
     return [rt / "SConscript", *sorted((rt / "include").glob("*.h")),
-            *sorted((rt / "src").glob("*.[ch]"))]
+            *sorted((rt / "src").glob("*.[ch]")), *sorted((rt / "engines").glob("*.[ch]"))]

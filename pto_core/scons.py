@@ -31,11 +31,11 @@ from SCons.Script import (ARGUMENTS, COMMAND_LINE_TARGETS, Action, Alias, BoolVa
                           GetOption, Help, NoCache, PathVariable, Precious, SConscript,
                           SConsignFile, Variables)
 
-from . import plugins
+from . import engines, plugins
 from .codegen import host
 from . import driver
 from .driver import compile_module, planned_files
-from .errors import PTOBackendError
+from .errors import PTOBackendError, PTOError
 from .options import CompileOptions
 from .codegen.orchestration import c_module_name
 from .program import is_program, load_program
@@ -117,12 +117,15 @@ def _werror(arguments: Mapping[str, str]) -> bool:
 
 def make_env(target: str, *, cross: str = "", opt: str = "release",
              compile_options: CompileOptions | None = None,
-             arguments: Mapping[str, str] | None = None, variables: Any = None) -> Any:
+             arguments: Mapping[str, str] | None = None, variables: Any = None,
+             engine: str = engines.DEFAULT) -> Any:
     """An SCons environment for ``target``: C flags, runtime include path, the cross compiler,
-    then whatever the backend's ``pto_configure_scons`` adds (reading its build variables from
-    ``arguments``, default SCons' ARGUMENTS, and declaring them in ``variables`` if given)."""
+    the flags of ``engine`` (:func:`pto_core.engines.configure_env`), then whatever the
+    backend's ``pto_configure_scons`` adds (reading its build variables from ``arguments``,
+    default SCons' ARGUMENTS, and declaring them in ``variables`` if given)."""
     arguments = dict(ARGUMENTS if arguments is None else arguments)
     env = base_env(opt, werror=_werror(arguments))
+    engines.configure_env(env, engine)
     env["PTO_TARGET"] = target
     env["PTO_CROSS"] = cross
     env["PTO_COMPILE_OPTIONS"] = compile_options or CompileOptions()
@@ -192,7 +195,8 @@ def add_builders(env) -> None:
 # --------------------------------------------------------------------------------------------
 
 def runtime_libs(env, variant_dir: str) -> list:
-    """``[static, shared]`` runtime libraries built into ``variant_dir``."""
+    """``[static, shared]`` runtime libraries of the engine of ``env`` (``PTO_ENGINE``, default
+    PTO's own runtime) built into ``variant_dir``."""
     return SConscript(str(runtime_dir() / "SConscript"), variant_dir=variant_dir, duplicate=0,
                       exports={"env": env})
 
@@ -257,8 +261,12 @@ def build_generated_module(arguments: dict) -> None:
         CacheDir(arguments["cache"])
     cross = arguments.get("cross", "")
     opt = arguments.get("opt", "release")
-    env = (make_env(target, cross=cross, opt=opt, arguments=arguments) if target
-           else base_env(opt, werror=_werror(arguments)))
+    engine = arguments.get("engine", engines.DEFAULT)
+    if target:
+        env = make_env(target, cross=cross, opt=opt, arguments=arguments, engine=engine)
+    else:
+        env = base_env(opt, werror=_werror(arguments))
+        engines.configure_env(env, engine)
     rt_static = runtime_libs(env, "runtime")[0]
     npy_obj = env.Object("common/pto_npy", str(host.TEMPLATES / "pto_npy.c"))
     files = Path("sources.txt").read_text().split()
@@ -302,6 +310,9 @@ def sconstruct() -> None:
     vars.Add(EnumVariable("O", "PTO pass pipeline level", "2", allowed_values=("0", "1", "2")))
     vars.Add("build_dir", "output root (per target: <build_dir>/<target>[-<cross>]/)", "build")
     vars.Add("workers", "runtime worker threads for the 'check' alias", "2")
+    vars.Add(EnumVariable("engine", "what runs the task graphs: " + "; ".join(
+        f"{e.name} = {e.description}" for e in engines.ENGINES.values()), engines.DEFAULT,
+        allowed_values=tuple(engines.ENGINES)))
     probe = Environment(variables=vars)
     Help("PTO build: scons target=<backend> [options] [alias...]\n"
          "aliases: <program stem> (one program), runtime, check (run every program and compare "
@@ -321,8 +332,15 @@ def sconstruct() -> None:
             print(f"scons: {e}")
         Exit(2)
     cross = probe["cross"]
-    copts = CompileOptions(opt_level=int(probe["O"]))
-    env = make_env(target, cross=cross, opt=probe["opt"], compile_options=copts)
+    engine = probe["engine"]
+    copts = engines.with_engine(CompileOptions(opt_level=int(probe["O"])), engine)
+    try:
+        engines.check_backend(engine, target, plugins.get_backend(target).host_kernels)
+        env = make_env(target, cross=cross, opt=probe["opt"], compile_options=copts,
+                       engine=engine)
+    except PTOError as e:
+        print(f"scons: {e}")
+        Exit(2)
     add_builders(env)
     if probe["cache"]:
         CacheDir(probe["cache"])
@@ -330,7 +348,9 @@ def sconstruct() -> None:
     # signatures live with the build, so separate build dirs never share (or race on) them
     Path(root).mkdir(parents=True, exist_ok=True)
     SConsignFile(str(Path(root).resolve() / ".sconsign"))
-    tdir = f"{root}/{target}" + (f"-{cross}" if cross else "")
+    # another engine's build sits beside the default one's: build/<target>[-<cross>][-<engine>]
+    tdir = (f"{root}/{target}" + (f"-{cross}" if cross else "")
+            + (f"-{engine}" if engine != engines.DEFAULT else ""))
     rt_static = runtime_libs(env, f"{tdir}/runtime")[0]
     # the target-independent runtime, for tools that link it directly
     Alias("runtime", runtime_libs(base_env(probe["opt"], probe["werror"]), f"{root}/runtime"))

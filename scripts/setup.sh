@@ -10,6 +10,8 @@ command -v aarch64-linux-gnu-gcc >/dev/null || need_apt+=(gcc-aarch64-linux-gnu 
 command -v qemu-aarch64 >/dev/null || need_apt+=(qemu-user)
 command -v dot >/dev/null || need_apt+=(graphviz)
 dpkg -s libstarpu-dev >/dev/null 2>&1 || need_apt+=(libstarpu-dev)
+# the StarPU-MPI engine runs under mpirun (its headers come with libstarpu-dev)
+command -v mpirun >/dev/null || need_apt+=(openmpi-bin)
 if [ ${#need_apt[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
     echo "setup: apt-get install ${need_apt[*]}"

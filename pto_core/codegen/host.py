@@ -9,7 +9,7 @@ The host program::
 
 reads ``IN_DIR/<tensor>.npy`` for every tensor parameter of the entry function (dtype and 2-D
 shape as in the file; the dtype must match the parameter's), runs the module and writes every
-tensor to ``OUT_DIR/<tensor>.npy``. Scalars are given as ``name=value``. ``-T`` is the run's
+tensor to ``OUT_DIR/<tensor>.npy`` (under the starpu-mpi engine, rank 0 alone). Scalars are given as ``name=value``. ``-T`` is the run's
 deadline (it sets ``PTO_TIMEOUT``); a failed run prints what failed (the task and its kernel,
 or the stuck one) and exits with status 1.
 
@@ -174,7 +174,8 @@ int main(int argc, char** argv) {
         fprintf(stderr, "run failed: %s (%d)%s%s\n", pto_strerror(rc), rc, *why ? ": " : "", why);
         return 1;
     }
-    for (int k = 0; k < NT; k++) {
+    /* a distributed engine gathers the results on rank 0: the others write nothing */
+    for (int k = 0; k < NT && pto_engine_rank() == 0; k++) {
         snprintf(path, sizeof path, "%s/%s.npy", out_dir, tensor_names[k]);
         if (pto_npy_write(path, arrays[k].data, arrays[k].rows, arrays[k].cols, arrays[k].descr,
                           arrays[k].itemsize) != 0) {

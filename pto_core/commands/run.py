@@ -38,6 +38,11 @@ backend launches. The trace is then checked against the dependencies it records
 (:func:`pto_core.trace.check_trace`) and ``--stats`` prints :func:`pto_core.trace.format_stats`.
 On the reference target ``--stats`` counts the tasks per function.
 
+``--engine starpu`` builds the program against the StarPU engine (:mod:`pto_core.engines`): the
+same kernels and orchestration, with StarPU finding the dependencies and running the tasks.
+``--engine starpu-mpi`` runs under ``mpirun -np N``: every rank runs the graph, rank 0 reports
+(and checks) the gathered results.
+
 ``--timeout SECONDS`` bounds a compiled target's run (``PTO_TIMEOUT``): a kernel still running then
 is abandoned and the run fails naming its task, kernel and worker; a failed kernel is named the
 same way.
@@ -58,6 +63,7 @@ import numpy as np
 
 from ..checking import (call_numpy_reference, compare, random_inputs, resolve_scalars,
                         tensor_modes, tolerance)
+from ..engines import ENGINES, check_launch, get_engine, launched_rank, with_engine
 from ..errors import PTOError
 from ..ir import ElementType, Function, MemRefType, Module
 from ..options import CompileOptions
@@ -95,6 +101,10 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     p.add_argument("--rtol", type=float, default=None, help="relative tolerance of --check")
     p.add_argument("--atol", type=float, default=None, help="absolute tolerance of --check")
     p.add_argument("--workers", type=int, default=None, help="runtime worker threads")
+    p.add_argument("--engine", default=None, choices=tuple(ENGINES),
+                   help="what runs the task graph on a compiled target: pto (default, PTO's own "
+                        "runtime), starpu (StarPU; kernels as CPU codelets) or starpu-mpi "
+                        "(StarPU-MPI, under mpirun -np N; rank 0 reports)")
     p.add_argument("--timeout", type=float, default=None, metavar="SECONDS",
                    help="deadline of the run on a compiled target (PTO_TIMEOUT): a kernel still "
                         "running then is named and abandoned, and the run fails")
@@ -211,7 +221,7 @@ def _run(args: argparse.Namespace, program: Program, sets: dict[str, Any], phase
     module = program.module
     entry = args.entry or module.entry
     fn = module.functions[entry]
-    options = options_from_args(args)
+    options = with_engine(options_from_args(args), args.engine)
 
     scalars = resolve_scalars(fn, program.defaults, sets)
     given = load_inputs(args.inputs, fn)
@@ -225,7 +235,16 @@ def _run(args: argparse.Namespace, program: Program, sets: dict[str, Any], phase
     inputs = {**random_inputs(fn, shapes, program.inputs, args.seed), **given}
     modes = tensor_modes(module, scalars, entry)
 
-    print(f"pto run {args.file}: entry '{entry}', target {args.target}")
+    if args.engine is not None and args.target != REFERENCE:
+        check_launch(args.engine)
+        if get_engine(args.engine).mpi and launched_rank() != 0:
+            # every rank runs the graph; rank 0 holds the results and reports
+            launch(args.target, module, inputs, scalars, options, args.workers, entry, None,
+                   args.timeout)
+            return 0
+
+    engine = f", engine {args.engine}" if args.engine and args.target != REFERENCE else ""
+    print(f"pto run {args.file}: entry '{entry}', target {args.target}{engine}")
     if program.build_params:
         print("  build: " + " ".join(f"{k}={getattr(v, 'value', v)}"
                                      for k, v in program.build_params.items()))
@@ -264,6 +283,8 @@ def _run(args: argparse.Namespace, program: Program, sets: dict[str, Any], phase
             print("  --trace is not supported by the reference target")
         if args.timeout is not None:
             print("  --timeout is not supported by the reference target")
+        if args.engine is not None:
+            print("  --engine is not used by the reference target (it runs no task graph)")
 
     if args.save is not None:
         write_tensors(args.save, outputs)

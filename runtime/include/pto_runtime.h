@@ -67,6 +67,9 @@ enum {
     PTO_EWINDOWFULL    = -15   /* window_abort: the task window was full at pto_task_alloc */
 };
 const char* pto_strerror(int code);
+/* This process's rank in a distributed run (the starpu-mpi engine: its MPI rank); 0 otherwise.
+ * Only rank 0 holds the results of a distributed run. */
+int pto_engine_rank(void);
 /* What the calling thread's last failed pto_runtime_init / pto_runtime_run was about, in one
  * line ("task 3 'rowmax' returned 7 on worker 1", "PTO_TRACE: cannot open ..."); "" when the
  * last runtime this thread created has not failed. Thread-local, like errno. */

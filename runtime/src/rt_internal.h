@@ -6,6 +6,7 @@
 #define _GNU_SOURCE 1
 #endif
 #include "pto_runtime.h"
+#include "common.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -286,11 +287,7 @@ void dep_free_list(PTORuntime* rt, int32_t head);
  * p already completed, de-duplicated against p's previous edge. */
 int  dep_add_edge(PTORuntime* rt, int32_t p, int32_t c);
 
-/* runtime.c: the calling thread's pto_last_error text; returns code */
-int rt_fail(int code, const char* fmt, ...) __attribute__((format(printf, 2, 3)));
-
-/* runtime.c: ending a run early */
-int64_t rt_now_ns(void);
+/* runtime.c: ending a run early (rt_fail and rt_now_ns: common.h) */
 /* Stop the run for `code` (the first reason wins); wakes the orchestrator and the workers. */
 void rt_halt(PTORuntime* rt, int code);
 /* The code for calls made after the run halted (ETASKFAILED, ETIMEDOUT, ECANCELED, ESHUTDOWN). */

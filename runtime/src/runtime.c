@@ -1,87 +1,18 @@
 /* runtime.c - lifecycle, the orchestration API (alloc/add/submit), flow control, run. */
 #include "rt_internal.h"
 
-#include <errno.h>
-#include <stdarg.h>
 #include <stdlib.h>
 #include <time.h>
-
-const char* pto_strerror(int code) {
-    switch (code) {
-    case PTO_OK:           return "ok";
-    case PTO_EINVAL:       return "invalid argument";
-    case PTO_ENOMEM:       return "out of memory";
-    case PTO_ETOOMANYARGS: return "too many task arguments (PTO_MAX_ARGS slots)";
-    case PTO_ESTATE:       return "wrong state (task already submitted, or runtime already run)";
-    case PTO_ESHUTDOWN:    return "runtime is shut down";
-    case PTO_EBOUNDS:      return "region outside the tensor";
-    case PTO_ETASKFAILED:  return "a task failed";
-    case PTO_ETASKID:      return "invalid or retired task id";
-    case PTO_EWORKERTYPE:  return "bad worker type, or no worker serves it";
-    case PTO_EWINDOW:      return "task window full of unsubmitted tasks";
-    case PTO_EIO:          return "i/o error";
-    case PTO_ETIMEDOUT:    return "the run passed its deadline";
-    case PTO_ECANCELED:    return "the run was cancelled";
-    case PTO_EWORKERS:     return "invalid worker count";
-    case PTO_EWINDOWFULL:  return "task window full (window_abort)";
-    default:               return "unknown error";
-    }
-}
-
-/* ---------------------------------------------------------------- last error (per thread) */
-
-static _Thread_local char t_last_error[512];
-
-const char* pto_last_error(void) { return t_last_error; }
-
-int rt_fail(int code, const char* fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(t_last_error, sizeof t_last_error, fmt, ap);
-    va_end(ap);
-    return code;
-}
-
-int64_t rt_now_ns(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
-}
-
-/* The deadline of cfg->timeout_ms, or of PTO_TIMEOUT (seconds) when it is 0; 0 = none. */
-static int resolve_timeout(const PTORuntimeConfig* c, int64_t* ns) {
-    *ns = 0;
-    if (c->timeout_ms > 0) { *ns = (int64_t)c->timeout_ms * 1000000LL; return PTO_OK; }
-    if (c->timeout_ms < 0) return PTO_OK;
-    const char* env = getenv("PTO_TIMEOUT");
-    if (!env || !*env) return PTO_OK;
-    char* end = NULL;
-    errno = 0;
-    double sec = strtod(env, &end);
-    while (end && (*end == ' ' || *end == '\t')) end++;
-    /* at most a year: more is a typo, and the nanoseconds must fit an int64 */
-    if (errno || end == env || *end || !(sec > 0.0) || sec > 366.0 * 86400.0)
-        return rt_fail(PTO_EINVAL, "PTO_TIMEOUT='%s': expected a positive number of seconds", env);
-    *ns = (int64_t)(sec * 1e9);
-    if (*ns < 1) *ns = 1;
-    return PTO_OK;
-}
 
 const char* pto_task_state_name(int s) {
     static const char* names[] = {"BUILDING", "PENDING", "READY", "RUNNING", "COMPLETED", "CONSUMED", "FAILED"};
     return (s >= 0 && s <= PTO_STATE_FAILED) ? names[s] : "?";
 }
 
-void pto_runtime_config_default(PTORuntimeConfig* cfg) {
-    memset(cfg, 0, sizeof *cfg);
-    cfg->task_window = PTO_DEFAULT_WINDOW;
-    for (int i = 0; i < PTO_MAX_WORKERS; i++) cfg->worker_types[i] = PTO_WORKER_ANY;
-}
-
 /* ---------------------------------------------------------------- lifecycle */
 
 int pto_runtime_init(PTORuntime** out, const PTORuntimeConfig* cfg) {
-    t_last_error[0] = 0;
+    rt_clear_error();
     if (!out) return rt_fail(PTO_EINVAL, "pto_runtime_init: no place for the runtime (out is NULL)");
     *out = NULL;
     PTORuntimeConfig c;
@@ -105,7 +36,7 @@ int pto_runtime_init(PTORuntime** out, const PTORuntimeConfig* cfg) {
             if (c.worker_types[i] < PTO_WORKER_ANY || c.worker_types[i] > PTO_WORKER_ACCELERATOR)
                 return rt_fail(PTO_EWORKERTYPE, "worker_types[%d] = %d: not a worker type", i, c.worker_types[i]);
     int64_t timeout_ns;
-    int trc = resolve_timeout(&c, &timeout_ns);
+    int trc = rt_resolve_timeout(&c, &timeout_ns);
     if (trc < 0) return trc;
     if (timeout_ns > 0 && c.num_workers == 0) {
         /* a kernel on the calling thread could never be given up on: run on one worker */
@@ -156,7 +87,7 @@ int pto_runtime_init(PTORuntime** out, const PTORuntimeConfig* cfg) {
     }
     if (rc != PTO_OK) {
         pto_runtime_destroy(rt);
-        if (!t_last_error[0]) rt_fail(rc, "creating the runtime failed: %s", pto_strerror(rc));
+        if (!pto_last_error()[0]) rt_fail(rc, "creating the runtime failed: %s", pto_strerror(rc));
         return rc;
     }
     *out = rt;
@@ -827,7 +758,7 @@ int pto_runtime_run(PTORuntime* rt) {
     rc = run_graph(rt);
     rt->run_status = rc;
     if (rc < 0) {
-        if (atomic_load(&rt->run_error)) pto_runtime_error_message(rt, t_last_error, sizeof t_last_error);
+        if (atomic_load(&rt->run_error)) pto_runtime_error_message(rt, rt_error_buffer(), RT_ERROR_CAP);
         else rt_fail(rc, "starting the workers failed: %s", pto_strerror(rc));
     }
     pthread_mutex_lock(&rt->ctl_mu);
@@ -906,24 +837,4 @@ int pto_runtime_get_stats(PTORuntime* rt, PTORuntimeStats* s) {
     }
     s->tasks_completed = done;
     return PTO_OK;
-}
-
-int pto_runtime_run_orch(const PTORuntimeConfig* cfg, PTOOrchFunc orch, void* user_data, PTORuntimeStats* stats) {
-    if (!orch) return rt_fail(PTO_EINVAL, "pto_runtime_run_orch: no orchestration function (NULL)");
-    PTORuntime* rt;
-    int rc = pto_runtime_init(&rt, cfg);
-    if (rc < 0) return rc;
-    orch(rt, user_data);
-    rc = pto_runtime_run(rt);
-    if (stats) pto_runtime_get_stats(rt, stats);
-    pto_runtime_destroy(rt);
-    return rc;
-}
-
-int runtime_entry_arm64(PTOOrchFunc orch, void* user_data, int num_workers, int execution_task_threshold) {
-    PTORuntimeConfig cfg;
-    pto_runtime_config_default(&cfg);
-    cfg.num_workers = num_workers;
-    cfg.execution_task_threshold = execution_task_threshold;
-    return pto_runtime_run_orch(&cfg, orch, user_data, NULL);
 }

@@ -1,0 +1,174 @@
+"""Execution engines: what runs the task graph an orchestration builds.
+
+The generated orchestration C calls only the runtime API of ``runtime/include/pto_runtime.h``;
+an engine is a library that implements that API, chosen when a module is linked:
+
+* ``pto`` (default): PTO's own runtime (``runtime/src``, ``libpto_runtime``);
+* ``starpu``: StarPU executes the graph (``runtime/engines/starpu.c``, ``libpto_starpu``):
+  every tensor region becomes a StarPU data handle, every task a CPU codelet calling the
+  kernel. It needs ``libstarpu-dev`` (``pkg-config starpu-1.3``) and a backend whose kernels
+  run on host threads (``BackendInfo.host_kernels``, e.g. ``arm64``);
+* ``starpu-mpi``: the same on StarPU-MPI, under ``mpirun -np N`` (``libpto_starpumpi``, the
+  same source built with ``PTO_ENGINE_MPI``): every rank runs the orchestration, regions are
+  owned block-cyclically, results are gathered to rank 0. It needs Open MPI as well
+  (``openmpi-bin``, ``pkg-config mpi-c``). See ``docs/distributed.md``.
+
+The engine travels in :class:`~pto_core.options.CompileOptions` (``extra`` key ``"engine"``),
+so a build for another engine lands in its own build folder and cache key:
+
+>>> engine_of(with_engine(CompileOptions(), "starpu"))
+'starpu'
+>>> engine_of(CompileOptions())
+'pto'
+>>> with_engine(CompileOptions(), "legion")
+Traceback (most recent call last):
+    ...
+pto_core.errors.PTOError: unknown engine 'legion' (known: pto, starpu, starpu-mpi)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import shlex
+import subprocess
+from dataclasses import dataclass
+
+from .errors import PTOError
+from .options import CompileOptions
+
+#: the CompileOptions.extra key that names the engine
+OPTION = "engine"
+DEFAULT = "pto"
+
+
+@dataclass(frozen=True)
+class Engine:
+    """One engine: its name, the library ``runtime/SConscript`` builds for it, the pkg-config
+    packages it compiles and links against, and whether it runs under an MPI launcher."""
+
+    name: str
+    library: str
+    packages: tuple[str, ...] = ()
+    description: str = ""
+    mpi: bool = False
+
+
+ENGINES: dict[str, Engine] = {
+    "pto": Engine("pto", "pto_runtime", (), "PTO's own runtime (default)"),
+    "starpu": Engine("starpu", "pto_starpu", ("starpu-1.3",),
+                     "StarPU: region handles and CPU codelets on one node"),
+    "starpu-mpi": Engine("starpu-mpi", "pto_starpumpi", ("starpumpi-1.3", "mpi-c"),
+                         "StarPU-MPI under mpirun: every rank replays the graph", mpi=True),
+}
+
+
+def get_engine(name: str) -> Engine:
+    """The engine called ``name``, or PTOError listing the known ones."""
+    engine = ENGINES.get(name)
+    if engine is None:
+        raise PTOError(f"unknown engine '{name}' (known: {', '.join(ENGINES)})")
+    return engine
+
+
+def engine_of(options: CompileOptions | None) -> str:
+    """The engine ``options`` name (:data:`DEFAULT` when they name none)."""
+    return str(dict(options.extra).get(OPTION, DEFAULT)) if options is not None else DEFAULT
+
+
+def with_engine(options: CompileOptions | None, engine: str | None) -> CompileOptions:
+    """``options`` set to build for ``engine`` (None: ``options`` unchanged). The default
+    engine is stored as no entry at all, so its builds keep the folders and keys they had."""
+    options = options or CompileOptions()
+    if engine is None:
+        return options
+    get_engine(engine)
+    extra = tuple((k, v) for k, v in options.extra if k != OPTION)
+    if engine != DEFAULT:
+        extra += ((OPTION, engine),)
+    return dataclasses.replace(options, extra=extra)
+
+
+@functools.lru_cache(maxsize=None)
+def pkg_config_flags(engine: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """``(cflags, libs)`` of ``engine``'s pkg-config package (empty for the default engine), or
+    PTOError saying what to install."""
+    e = get_engine(engine)
+    if not e.packages:
+        return (), ()
+    try:
+        cflags = subprocess.run(["pkg-config", "--cflags", *e.packages], capture_output=True,
+                                text=True, timeout=30)
+        libs = subprocess.run(["pkg-config", "--libs", *e.packages], capture_output=True,
+                              text=True, timeout=30)
+    except (OSError, subprocess.SubprocessError) as err:
+        raise PTOError(f"engine '{engine}': cannot run pkg-config ({err})") from None
+    if cflags.returncode or libs.returncode:
+        names = " ".join(e.packages)
+        raise PTOError(f"engine '{engine}' needs the development packages of {names} "
+                       f"(pkg-config failed: "
+                       f"{(cflags.stderr or libs.stderr).strip() or 'not found'}; on Debian: "
+                       f"apt-get install libstarpu-dev{' openmpi-bin' if e.mpi else ''})")
+    return tuple(shlex.split(cflags.stdout)), tuple(shlex.split(libs.stdout))
+
+
+def configure_env(env, engine: str) -> None:
+    """Make SCons environment ``env`` build and link for ``engine``: ``PTO_ENGINE`` (which
+    ``runtime/SConscript`` reads) and the engine's compile and link flags."""
+    get_engine(engine)
+    env["PTO_ENGINE"] = engine
+    cflags, libs = pkg_config_flags(engine)
+    if cflags or libs:
+        env.MergeFlags(list(cflags) + list(libs))
+
+
+def check_backend(engine: str, target: str, host_kernels: bool) -> None:
+    """PTOError unless ``engine`` can run the kernels of backend ``target``."""
+    if engine != DEFAULT and not host_kernels:
+        raise PTOError(f"engine '{engine}' runs kernels as CPU codelets; the {target} backend "
+                       f"launches its kernels through its own executor (use an engine-less build, "
+                       f"or a backend whose kernels run on host threads such as arm64)")
+
+
+#: environment variables an MPI launcher (Open MPI's mpirun, PMI, PMIx) sets in each rank
+LAUNCHER_VARIABLES = ("OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK")
+
+
+def launched_ranks(environ: dict | None = None) -> int:
+    """How many ranks the MPI launcher that started this process runs (0: none started it).
+
+    >>> launched_ranks({"OMPI_COMM_WORLD_SIZE": "4"}), launched_ranks({})
+    (4, 0)
+    """
+    import os
+    env = os.environ if environ is None else environ
+    if "OMPI_COMM_WORLD_SIZE" in env:
+        return int(env["OMPI_COMM_WORLD_SIZE"])
+    if "PMI_SIZE" in env:
+        return int(env["PMI_SIZE"])
+    return 1 if "PMIX_RANK" in env else 0
+
+
+def launched_rank(environ: dict | None = None) -> int:
+    """This process's rank under an MPI launcher (0 without one)."""
+    import os
+    env = os.environ if environ is None else environ
+    for key in ("OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK"):
+        if key in env:
+            return int(env[key])
+    return 0
+
+
+def check_launch(engine: str, environ: dict | None = None) -> None:
+    """PTOError when ``engine`` and the way this process was started do not match: an MPI
+    engine outside an MPI launcher, or a one-process engine in a job of several ranks (every
+    rank would run the whole graph on its own)."""
+    e = get_engine(engine)
+    ranks = launched_ranks(environ)
+    if e.mpi and ranks == 0:
+        raise PTOError(f"engine '{engine}' runs under an MPI launcher: mpirun -np N pto run ... "
+                       f"--engine {engine} (add --oversubscribe for more ranks than cores, and "
+                       f"--allow-run-as-root as root)")
+    if not e.mpi and ranks > 1:
+        raise PTOError(f"this process is one of {ranks} MPI ranks, but engine '{engine}' runs a "
+                       f"graph in one process: use --engine starpu-mpi (or run without mpirun)")

@@ -1,0 +1,1026 @@
+/* starpu.c - the StarPU engine: the orchestration API of pto_runtime.h executed by StarPU.
+ *
+ * Linked instead of the PTO runtime (libpto_starpu, `scons ... engine=starpu`), it lets the
+ * generated orchestration C and the kernels run unchanged on StarPU:
+ *
+ *   - every distinct tensor region a task names (data pointer + rectangle) becomes one StarPU
+ *     matrix handle over that memory, registered the first time it is seen;
+ *   - a task accesses its regions' handles with STARPU_R / STARPU_W / STARPU_RW, so StarPU's
+ *     sequential consistency orders accesses of the same region (RAW, WAR, WAW);
+ *   - regions of one tensor that overlap without being equal are ordered as well: a task also
+ *     accesses, in the same mode but without passing them to the kernel, the handles of every
+ *     region seen before that overlaps one of its own. Whichever of two conflicting accesses
+ *     comes later names the earlier one's handle, so StarPU sees every edge the PTO runtime's
+ *     tensor map finds (and nothing weaker). Tiled programs seldom have such overlaps: while
+ *     every region of a tensor is a tile of one grid no overlap search is made at all;
+ *   - each task is a CPU codelet calling the kernel with the usual argument slots, the tensor
+ *     pointers and row strides taken from the handles StarPU gives the codelet.
+ *
+ * What differs from the PTO runtime: worker types are not distinguished (every worker is a
+ * StarPU CPU worker; at most STARPU_MAXCPUS of them, and 0 workers means one), there is no
+ * task window (StarPU keeps every submitted task until it ran), no dump, trace or graph record,
+ * and explicit edges (pto_task_add_successor) and affinity are refused (PTO_EINVAL). Safe mode
+ * (execution_task_threshold 0) pauses StarPU's workers until pto_runtime_run; a threshold > 0
+ * resumes them once that many tasks were submitted.
+ *
+ * Failures: a kernel returning non-zero fails the run (PTO_ETASKFAILED; kernels of tasks not
+ * yet started are skipped, so the run still ends); pto_last_error names the task, its kernel
+ * and the worker. A deadline (PTO_TIMEOUT / timeout_ms) names a task still running; StarPU
+ * cannot let go of a kernel that never returns, so the engine is then abandoned (not shut
+ * down) and later runtimes in this process are refused.
+ *
+ * StarPU is one per process: one runtime of this engine exists at a time (PTO_ESTATE). Its
+ * environment (STARPU_SCHED, ...) applies; STARPU_SILENT defaults to 1.
+ *
+ * Built with -DPTO_ENGINE_MPI (libpto_starpumpi, engine "starpu-mpi") the same code runs under
+ * mpirun on StarPU-MPI. Every rank runs the whole orchestration; every region gets an owner rank
+ * (2-D block-cyclic over its tile coordinates on a P x Q grid of the ranks, 1-D cyclic for a
+ * tensor one tile wide or tall, or the function of pto_starpu_set_owner) and a tag (its registration number, the same on every rank); a task
+ * runs on the owner of its first written region, and StarPU-MPI sends what it reads from other
+ * ranks and what it writes for them. A region first read is owned by rank 0 (the rank whose
+ * inputs count) and migrated to its owner before use; after the run every written region is
+ * gathered to rank 0. Regions of a tensor must be equal or disjoint there. A failed kernel on
+ * any rank fails the run on every rank (an MPI_Allgather after the run), naming task and rank;
+ * a kernel stuck past the deadline aborts the job (MPI_Abort) after saying which. MPI is
+ * initialised with MPI_THREAD_MULTIPLE (or taken as it is) and finalised at exit.
+ */
+#define _GNU_SOURCE 1
+#include "pto_runtime.h"
+#include "common.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <starpu.h>
+#ifdef PTO_ENGINE_MPI
+#include <mpi.h>
+#include <starpu_mpi.h>
+#include "pto_starpu.h"
+#endif
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+/* ------------------------------------------------------------------ regions and tensors */
+
+typedef struct Region Region;
+struct Region {
+    int64_t r0, c0, rows, cols;        /* in elements of the tensor's grid */
+    starpu_data_handle_t handle;
+    int32_t owner;                     /* MPI: the owning rank */
+    bool written;                      /* MPI: some task wrote it (gathered to rank 0 at the end) */
+    Region* next;                      /* hash chain of the tensor */
+    Region** overlaps;                 /* other regions of the tensor that intersect this one */
+    int32_t noverlaps, cap_overlaps;
+};
+
+typedef struct Tensor {
+    char* data;                        /* key: the base pointer, as the PTO runtime keys tensors */
+    int64_t ld;
+    int32_t elem_size;
+    Region** buckets;                  /* power-of-two hash of regions */
+    int64_t nbuckets, nregions;
+    Region** all;                      /* every region, in registration order (overlap search) */
+    int64_t cap_all;
+    int64_t tile_rows, tile_cols;      /* the grid of the first region ... */
+    bool grid;                         /* ... while every region is one of its tiles */
+} Tensor;
+
+/* ------------------------------------------------------------------ tasks */
+
+/* The handles of the task being submitted: its own regions and those they overlap. */
+typedef struct Buffers {
+    starpu_data_handle_t* h;
+    enum starpu_data_access_mode* m;
+    int32_t n, cap;
+} Buffers;
+
+typedef struct Access { Region* region; int32_t mode; int32_t slot; } Access;   /* slot -1: no slots */
+
+typedef struct EngTask {
+    PTORuntime* rt;
+    int32_t id;
+    const char* name;
+    PTOKernelFunc fn;
+    int32_t nargs, naccess;
+    int64_t args[PTO_MAX_ARGS];
+    Access acc[PTO_MAX_TENSOR_ARGS];
+    int8_t buf[PTO_MAX_TENSOR_ARGS];   /* the StarPU buffer of each access (filled at submit) */
+} EngTask;
+
+struct PTORuntime {
+    PTORuntimeConfig cfg;
+    int nworkers;                      /* StarPU CPU workers */
+    bool paused, ran, shut, abandoned;
+    int64_t timeout_ns;
+    /* tensors: open-addressing hash on the data pointer */
+    Tensor** tensors;
+    int64_t ntensor_slots, ntensors;
+    /* tasks being built with pto_task_alloc (the separate calls), by id - building_base */
+    EngTask** building;
+    int32_t nbuilding_cap;
+    int32_t open_tasks;
+    int32_t next_id;
+    int64_t submitted;
+    /* completion */
+    _Atomic int64_t completed;
+    _Atomic int64_t target;            /* the count pto_runtime_run waits for; -1 before */
+    pthread_mutex_t done_mu;
+    pthread_cond_t done_cv;
+    /* the first failure; skip kernels once set */
+    _Atomic int32_t halt;              /* 0, or the PTO_E* code that stopped the run */
+    _Atomic int32_t failed_task, failed_code, failed_worker;
+    _Atomic(const char*) failed_func;
+    int32_t run_status, stuck;
+    _Atomic int64_t worker_tasks[STARPU_NMAXWORKERS];
+    _Atomic(EngTask*) running[STARPU_NMAXWORKERS];
+    Buffers bufs;                      /* reused by every submission */
+#ifdef PTO_ENGINE_MPI
+    int rank, nranks, grid_p, grid_q;  /* this rank, the world, the P x Q process grid */
+    int64_t next_tag;
+    PTOOwnerFn owner_fn;
+    void* owner_ctx;
+    int32_t failed_rank;
+    int64_t bytes_gathered;
+#endif
+};
+
+static struct starpu_codelet g_codelet;
+static pthread_once_t g_codelet_once = PTHREAD_ONCE_INIT;
+static atomic_int g_active;            /* a runtime of this engine exists */
+static atomic_int g_abandoned;         /* a run left a kernel running: StarPU cannot be reused */
+
+/* ------------------------------------------------------------------ execution */
+
+static void fail_task(PTORuntime* rt, const EngTask* t, int32_t code, int32_t worker) {
+    int32_t none = 0;
+    if (atomic_compare_exchange_strong(&rt->halt, &none, PTO_ETASKFAILED)) {
+        atomic_store(&rt->failed_task, t->id);
+        atomic_store(&rt->failed_code, code);
+        atomic_store(&rt->failed_worker, worker);
+        atomic_store(&rt->failed_func, t->name);
+    }
+}
+
+/* The CPU implementation of every task: the kernel on the argument slots, each tracked tensor's
+ * pointer and row stride taken from the buffer StarPU hands over. */
+static void run_task(void* buffers[], void* cl_arg) {
+    EngTask* t = cl_arg;
+    PTORuntime* rt = t->rt;
+    const int worker = starpu_worker_get_id();
+    if (atomic_load_explicit(&rt->halt, memory_order_relaxed) || rt->cfg.dry_run) return;
+    int64_t args[PTO_MAX_ARGS];
+    memcpy(args, t->args, sizeof(int64_t) * (size_t)t->nargs);
+    for (int32_t k = 0; k < t->naccess; k++) {
+        const int32_t s = t->acc[k].slot;
+        if (s < 0) continue;
+        void* iface = buffers[t->buf[k]];
+        args[s] = (int64_t)STARPU_MATRIX_GET_PTR(iface);
+        args[s + 1] = (int64_t)STARPU_MATRIX_GET_LD(iface);
+    }
+    if (worker >= 0) atomic_store_explicit(&rt->running[worker], t, memory_order_release);
+    const int32_t rc = t->fn ? t->fn(args) : 0;
+    if (worker >= 0) {
+        atomic_store_explicit(&rt->running[worker], NULL, memory_order_release);
+        atomic_fetch_add_explicit(&rt->worker_tasks[worker], 1, memory_order_relaxed);
+    }
+    if (rc != 0) fail_task(rt, t, rc, worker);
+}
+
+static void task_done(void* arg) {
+    PTORuntime* rt = ((EngTask*)arg)->rt;
+    const int64_t done = atomic_fetch_add(&rt->completed, 1) + 1;
+    if (done == atomic_load(&rt->target)) {
+        pthread_mutex_lock(&rt->done_mu);
+        pthread_cond_broadcast(&rt->done_cv);
+        pthread_mutex_unlock(&rt->done_mu);
+    }
+}
+
+static void codelet_init(void) {
+    starpu_codelet_init(&g_codelet);
+    g_codelet.cpu_funcs[0] = run_task;
+    g_codelet.cpu_funcs_name[0] = "pto_task";
+    g_codelet.where = STARPU_CPU;
+    g_codelet.nbuffers = STARPU_VARIABLE_NBUFFERS;
+    g_codelet.name = "pto_task";
+}
+
+#ifdef PTO_ENGINE_MPI
+/* ------------------------------------------------------------------ MPI */
+
+static int g_mpi_ours;                 /* this library called MPI_Init_thread */
+
+static void mpi_finalize_at_exit(void) {
+    int done = 0;
+    MPI_Finalized(&done);
+    if (!done) MPI_Finalize();
+}
+
+/* Start MPI (once per process) and StarPU-MPI; refuse a process that mpirun did not start. */
+static int mpi_start(PTORuntime* rt, struct starpu_conf* conf) {
+    int inited = 0;
+    MPI_Initialized(&inited);
+    if (!inited) {
+        if (!getenv("OMPI_COMM_WORLD_SIZE") && !getenv("PMI_SIZE") && !getenv("PMIX_RANK"))
+            return rt_fail(PTO_EINVAL, "the starpu-mpi engine runs under an MPI launcher: mpirun -np N <program> "
+                           "(this process was not started by mpirun; use engine starpu for one process)");
+        int provided = 0;
+        if (MPI_Init_thread(NULL, NULL, MPI_THREAD_MULTIPLE, &provided) != MPI_SUCCESS)
+            return rt_fail(PTO_EINVAL, "MPI_Init_thread failed");
+        g_mpi_ours = 1;
+        atexit(mpi_finalize_at_exit);
+    }
+    MPI_Comm_rank(MPI_COMM_WORLD, &rt->rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &rt->nranks);
+    int q = 1;                         /* P x Q = nranks, Q the largest divisor <= sqrt(nranks) */
+    for (int d = 1; d * d <= rt->nranks; d++)
+        if (rt->nranks % d == 0) q = d;
+    rt->grid_q = q;
+    rt->grid_p = rt->nranks / q;
+    rt->failed_rank = -1;
+    int rc = starpu_mpi_init_conf(NULL, NULL, 0, MPI_COMM_WORLD, conf);
+    if (rc != 0)
+        return rt_fail(PTO_EINVAL, "starpu_mpi_init_conf failed (%d) on rank %d with %d CPU worker(s)", rc, rt->rank,
+                       conf->ncpus);
+    return PTO_OK;
+}
+
+int pto_engine_rank(void) {
+    int inited = 0, rank = 0;
+    MPI_Initialized(&inited);
+    if (inited) MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    return rank;
+}
+
+int pto_starpu_set_owner(PTORuntime* rt, PTOOwnerFn fn, void* ctx) {
+    if (!rt) return PTO_EINVAL;
+    if (rt->next_tag > 0) return rt_fail(PTO_ESTATE, "pto_starpu_set_owner: regions were registered already");
+    rt->owner_fn = fn;
+    rt->owner_ctx = ctx;
+    return PTO_OK;
+}
+
+/* The owner of a region: the user's function, or 2-D block-cyclic over its tile coordinates. */
+static int owner_of(PTORuntime* rt, const PTOTensor* x, int64_t r0, int64_t c0, int64_t rows, int64_t cols) {
+    if (rt->owner_fn) {
+        int o = rt->owner_fn(x, r0, c0, rows, cols, rt->nranks, rt->owner_ctx);
+        return o >= 0 && o < rt->nranks ? o : -1;
+    }
+    const int64_t ti = r0 / rows, tj = c0 / cols;
+    /* a tensor one tile wide (or tall) is dealt round all ranks, 1-D cyclic */
+    if (cols == x->cols) return (int)(ti % rt->nranks);
+    if (rows == x->rows) return (int)(tj % rt->nranks);
+    return (int)((ti % rt->grid_p) * rt->grid_q + tj % rt->grid_q);
+}
+
+/* Every rank: the first failure of any rank (lowest task id) becomes everyone's. */
+static void agree_on_failure(PTORuntime* rt) {
+    int64_t mine[4] = {atomic_load(&rt->halt) == PTO_ETASKFAILED ? atomic_load(&rt->failed_task) : INT64_MAX,
+                       atomic_load(&rt->failed_code), atomic_load(&rt->failed_worker), rt->rank};
+    int64_t* all = malloc(sizeof mine * (size_t)rt->nranks);
+    if (!all) return;
+    MPI_Allgather(mine, 4, MPI_INT64_T, all, 4, MPI_INT64_T, MPI_COMM_WORLD);
+    int best = -1;
+    for (int r = 0; r < rt->nranks; r++)
+        if (all[4 * r] != INT64_MAX && (best < 0 || all[4 * r] < all[4 * best])) best = r;
+    if (best >= 0) {
+        atomic_store(&rt->halt, PTO_ETASKFAILED);
+        atomic_store(&rt->failed_task, (int32_t)all[4 * best]);
+        atomic_store(&rt->failed_code, (int32_t)all[4 * best + 1]);
+        atomic_store(&rt->failed_worker, (int32_t)all[4 * best + 2]);
+        rt->failed_rank = (int32_t)all[4 * best + 3];
+        if (rt->failed_rank != rt->rank) atomic_store(&rt->failed_func, NULL);
+    }
+    free(all);
+}
+#endif
+
+/* ------------------------------------------------------------------ lifecycle */
+
+int pto_runtime_init(PTORuntime** out, const PTORuntimeConfig* cfg) {
+    rt_clear_error();
+    if (!out) return rt_fail(PTO_EINVAL, "pto_runtime_init: no place for the runtime (out is NULL)");
+    *out = NULL;
+    PTORuntimeConfig c;
+    if (cfg) c = *cfg; else pto_runtime_config_default(&c);
+    if (c.num_workers < 0 || c.num_workers > PTO_MAX_WORKERS)
+        return rt_fail(PTO_EWORKERS, "num_workers = %d: must be between 0 and %d", c.num_workers, PTO_MAX_WORKERS);
+    if (c.num_workers > STARPU_MAXCPUS)
+        return rt_fail(PTO_EWORKERS, "num_workers = %d: this StarPU was built for at most %d CPU workers "
+                       "(STARPU_MAXCPUS)", c.num_workers, STARPU_MAXCPUS);
+    if (c.execution_task_threshold < 0)
+        return rt_fail(PTO_EINVAL, "execution_task_threshold = %d: must be >= 0", c.execution_task_threshold);
+    int64_t timeout_ns;
+    int rc = rt_resolve_timeout(&c, &timeout_ns);
+    if (rc < 0) return rc;
+    if (atomic_load(&g_abandoned))
+        return rt_fail(PTO_ESTATE, "the StarPU engine of this process still runs a kernel an earlier run gave up "
+                       "on; start a new process");
+    int idle = 0;
+    if (!atomic_compare_exchange_strong(&g_active, &idle, 1))
+        return rt_fail(PTO_ESTATE, "a StarPU engine runtime already exists in this process (StarPU is one "
+                       "per process): destroy it first");
+
+    PTORuntime* rt = calloc(1, sizeof *rt);
+    if (!rt) { atomic_store(&g_active, 0); return rt_fail(PTO_ENOMEM, "out of memory for the runtime"); }
+    rt->cfg = c;
+    rt->nworkers = c.num_workers > 0 ? c.num_workers : 1;
+    rt->timeout_ns = timeout_ns;
+    atomic_store(&rt->target, -1);
+    atomic_store(&rt->failed_task, -1);
+    atomic_store(&rt->failed_worker, -1);
+    pthread_mutex_init(&rt->done_mu, NULL);
+    pthread_cond_init(&rt->done_cv, NULL);
+    pthread_once(&g_codelet_once, codelet_init);
+
+    setenv("STARPU_SILENT", "1", 0);
+    struct starpu_conf conf;
+    starpu_conf_init(&conf);
+    conf.ncpus = rt->nworkers;
+    conf.ncuda = 0;
+    conf.nopencl = 0;
+#ifdef PTO_ENGINE_MPI
+    rc = mpi_start(rt, &conf);
+    if (rc < 0) {
+        pthread_mutex_destroy(&rt->done_mu);
+        pthread_cond_destroy(&rt->done_cv);
+        free(rt);
+        atomic_store(&g_active, 0);
+        return rc;
+    }
+#else
+    rc = starpu_init(&conf);
+#endif
+    if (rc != 0) {
+        pthread_mutex_destroy(&rt->done_mu);
+        pthread_cond_destroy(&rt->done_cv);
+        free(rt);
+        atomic_store(&g_active, 0);
+        return rt_fail(rc == -ENODEV ? PTO_EWORKERS : PTO_EINVAL, "starpu_init failed (%d: %s) with %d CPU worker(s)",
+                       rc, strerror(-rc), conf.ncpus);
+    }
+    /* safe mode: nothing runs before pto_runtime_run; pipelined: until the threshold */
+    starpu_pause();
+    rt->paused = true;
+    *out = rt;
+    return PTO_OK;
+}
+
+PTORuntime* pto_runtime_create(const PTORuntimeConfig* cfg) {
+    PTORuntime* rt = NULL;
+    return pto_runtime_init(&rt, cfg) == PTO_OK ? rt : NULL;
+}
+
+static void resume(PTORuntime* rt) {
+    if (rt->paused) { starpu_resume(); rt->paused = false; }
+}
+
+static void free_tensors(PTORuntime* rt, bool unregister) {
+    for (int64_t i = 0; i < rt->ntensor_slots; i++) {
+        Tensor* x = rt->tensors[i];
+        if (!x) continue;
+        for (int64_t k = 0; k < x->nregions; k++) {
+            Region* r = x->all[k];
+            if (unregister) starpu_data_unregister(r->handle);
+            free(r->overlaps);
+            free(r);
+        }
+        free(x->all);
+        free(x->buckets);
+        free(x);
+    }
+    free(rt->tensors);
+    rt->tensors = NULL;
+    rt->ntensor_slots = rt->ntensors = 0;
+    free(rt->bufs.h);
+    free(rt->bufs.m);
+    rt->bufs = (Buffers){0};
+}
+
+int pto_runtime_shutdown(PTORuntime* rt) {
+    if (!rt) return PTO_EINVAL;
+    if (rt->shut) return PTO_OK;
+    rt->shut = true;
+    for (int32_t i = 0; i < rt->nbuilding_cap; i++) free(rt->building[i]);
+    free(rt->building);
+    rt->building = NULL;
+    if (rt->abandoned) {
+        /* a kernel still runs: StarPU would wait for it forever; leave it all be */
+        atomic_store(&g_abandoned, 1);
+        return PTO_OK;
+    }
+    atomic_store(&rt->halt, atomic_load(&rt->halt) ? atomic_load(&rt->halt) : PTO_ESHUTDOWN);
+    resume(rt);                         /* tasks never run still have to drain (their kernels are skipped) */
+    starpu_task_wait_for_all();
+#ifdef PTO_ENGINE_MPI
+    starpu_mpi_wait_for_all(MPI_COMM_WORLD);
+    free_tensors(rt, true);
+    starpu_mpi_shutdown();
+    if (starpu_is_initialized()) starpu_shutdown();
+#else
+    free_tensors(rt, true);
+    starpu_shutdown();
+#endif
+    return PTO_OK;
+}
+
+void pto_runtime_destroy(PTORuntime* rt) {
+    if (!rt) return;
+    pto_runtime_shutdown(rt);
+    if (rt->abandoned) return;          /* the running kernel's task still points here */
+    pthread_mutex_destroy(&rt->done_mu);
+    pthread_cond_destroy(&rt->done_cv);
+    free(rt);
+    atomic_store(&g_active, 0);
+}
+
+int pto_runtime_cancel(PTORuntime* rt) {
+    if (!rt) return PTO_EINVAL;
+    int32_t none = 0;
+    atomic_compare_exchange_strong(&rt->halt, &none, PTO_ECANCELED);
+    pthread_mutex_lock(&rt->done_mu);
+    pthread_cond_broadcast(&rt->done_cv);
+    pthread_mutex_unlock(&rt->done_mu);
+    return PTO_OK;
+}
+
+/* ------------------------------------------------------------------ the region map */
+
+static inline uint64_t mix(uint64_t h) {
+    h ^= h >> 33; h *= 0xff51afd7ed558ccdULL; h ^= h >> 33; h *= 0xc4ceb9fe1a85ec53ULL; h ^= h >> 33;
+    return h;
+}
+
+static Tensor* find_tensor(PTORuntime* rt, const PTOTensor* x, int* err) {
+    if (rt->ntensors * 2 >= rt->ntensor_slots) {          /* grow (and rehash) at half load */
+        int64_t n = rt->ntensor_slots ? rt->ntensor_slots * 2 : 16;
+        Tensor** nt = calloc((size_t)n, sizeof *nt);
+        if (!nt) { *err = PTO_ENOMEM; return NULL; }
+        for (int64_t i = 0; i < rt->ntensor_slots; i++) {
+            Tensor* t = rt->tensors[i];
+            if (!t) continue;
+            int64_t j = (int64_t)(mix((uint64_t)(uintptr_t)t->data) & (uint64_t)(n - 1));
+            while (nt[j]) j = (j + 1) & (n - 1);
+            nt[j] = t;
+        }
+        free(rt->tensors);
+        rt->tensors = nt;
+        rt->ntensor_slots = n;
+    }
+    const int64_t mask = rt->ntensor_slots - 1;
+    int64_t j = (int64_t)(mix((uint64_t)(uintptr_t)x->data) & (uint64_t)mask);
+    for (; rt->tensors[j]; j = (j + 1) & mask) {
+        Tensor* t = rt->tensors[j];
+        if (t->data != x->data) continue;
+        if (t->ld != x->ld || t->elem_size != x->elem_size) {
+            *err = rt_fail(PTO_EINVAL, "tensor '%s' at %p: row stride %lld / element size %d, but this memory was "
+                           "first given with %lld / %d (tensors sharing a data pointer must agree)",
+                           x->name ? x->name : "?", x->data, (long long)x->ld, x->elem_size, (long long)t->ld,
+                           t->elem_size);
+            return NULL;
+        }
+        return t;
+    }
+    Tensor* t = calloc(1, sizeof *t);
+    if (!t) { *err = PTO_ENOMEM; return NULL; }
+    t->data = x->data;
+    t->ld = x->ld;
+    t->elem_size = x->elem_size;
+    t->grid = true;
+    rt->tensors[j] = t;
+    rt->ntensors++;
+    return t;
+}
+
+static inline uint64_t region_hash(int64_t r0, int64_t c0, int64_t rows, int64_t cols) {
+    return mix((uint64_t)r0 * 0x9e3779b97f4a7c15ULL ^ (uint64_t)c0 * 0xc2b2ae3d27d4eb4fULL ^
+               (uint64_t)rows * 0x165667b19e3779f9ULL ^ (uint64_t)cols);
+}
+
+static int add_overlap(Region* a, Region* b) {
+    if (a->noverlaps == a->cap_overlaps) {
+        int32_t n = a->cap_overlaps ? a->cap_overlaps * 2 : 4;
+        Region** o = realloc(a->overlaps, (size_t)n * sizeof *o);
+        if (!o) return PTO_ENOMEM;
+        a->overlaps = o;
+        a->cap_overlaps = n;
+    }
+    a->overlaps[a->noverlaps++] = b;
+    return PTO_OK;
+}
+
+static inline bool intersect(const Region* a, int64_t r0, int64_t c0, int64_t rows, int64_t cols) {
+    return a->r0 < r0 + rows && r0 < a->r0 + a->rows && a->c0 < c0 + cols && c0 < a->c0 + a->cols;
+}
+
+/* A region joins its tensor: the overlaps both ways with every region already there (none to
+ * look for while all of them are tiles of one grid). */
+static int link_region(Tensor* t, Region* r) {
+    const bool on_grid = t->nregions == 0 ||
+        (t->grid && r->rows == t->tile_rows && r->cols == t->tile_cols &&
+         r->r0 % t->tile_rows == 0 && r->c0 % t->tile_cols == 0);
+    if (t->nregions == 0) { t->tile_rows = r->rows; t->tile_cols = r->cols; }
+    if (!on_grid) t->grid = false;
+    if (!t->grid)
+        for (int64_t k = 0; k < t->nregions; k++) {
+            Region* o = t->all[k];
+            if (!intersect(o, r->r0, r->c0, r->rows, r->cols)) continue;
+            if (add_overlap(o, r) < 0 || add_overlap(r, o) < 0) return PTO_ENOMEM;
+        }
+    return PTO_OK;
+}
+
+/* The region [r0, r0+rows) x [c0, c0+cols) of tensor x (validated by the caller), registered
+ * with StarPU the first time it is seen. */
+static Region* find_region(PTORuntime* rt, const PTOTensor* x, int64_t r0, int64_t c0, int64_t rows,
+                           int64_t cols, int mode, int* err) {
+    Tensor* t = find_tensor(rt, x, err);
+    if (!t) return NULL;
+    const uint64_t h = region_hash(r0, c0, rows, cols);
+    if (t->nbuckets) {
+        for (Region* r = t->buckets[h & (uint64_t)(t->nbuckets - 1)]; r; r = r->next)
+            if (r->r0 == r0 && r->c0 == c0 && r->rows == rows && r->cols == cols) return r;
+    }
+    if (t->nregions >= t->nbuckets) {                     /* grow the hash and the list together */
+        int64_t n = t->nbuckets ? t->nbuckets * 2 : 64;
+        Region** nb = calloc((size_t)n, sizeof *nb);
+        Region** na = nb ? realloc(t->all, (size_t)n * sizeof *na) : NULL;
+        if (!na) { free(nb); *err = PTO_ENOMEM; return NULL; }
+        t->all = na;
+        for (int64_t k = 0; k < t->nregions; k++) {
+            Region* r = t->all[k];
+            uint64_t b = region_hash(r->r0, r->c0, r->rows, r->cols) & (uint64_t)(n - 1);
+            r->next = nb[b];
+            nb[b] = r;
+        }
+        free(t->buckets);
+        t->buckets = nb;
+        t->nbuckets = n;
+        t->cap_all = n;
+    }
+    Region* r = calloc(1, sizeof *r);
+    if (!r) { *err = PTO_ENOMEM; return NULL; }
+    r->r0 = r0; r->c0 = c0; r->rows = rows; r->cols = cols;
+    if (link_region(t, r) < 0) { free(r->overlaps); free(r); *err = PTO_ENOMEM; return NULL; }
+#ifdef PTO_ENGINE_MPI
+    if (r->noverlaps > 0) {
+        *err = rt_fail(PTO_EINVAL, "tensor '%s': region [%lld+%lld, %lld+%lld) overlaps another one without being "
+                       "equal to it; the starpu-mpi engine needs the regions of a tensor to be equal or disjoint",
+                       x->name ? x->name : "?", (long long)r0, (long long)rows, (long long)c0, (long long)cols);
+        free(r->overlaps);
+        free(r);
+        return NULL;
+    }
+    r->owner = owner_of(rt, x, r0, c0, rows, cols);
+    if (r->owner < 0) {
+        free(r);
+        *err = rt_fail(PTO_EINVAL, "tensor '%s': the owner function gave no rank in [0, %d) for region (%lld, %lld)",
+                       x->name ? x->name : "?", rt->nranks, (long long)r0, (long long)c0);
+        return NULL;
+    }
+#else
+    (void)mode;
+#endif
+    char* base = t->data + (r0 * t->ld + c0) * t->elem_size;
+    starpu_matrix_data_register(&r->handle, STARPU_MAIN_RAM, (uintptr_t)base, (uint32_t)t->ld, (uint32_t)cols,
+                                (uint32_t)rows, (size_t)t->elem_size);
+#ifdef PTO_ENGINE_MPI
+    /* the value of a region read before anything wrote it is rank 0's: it moves from there */
+    const bool input = (mode & PTO_ARG_INPUT) != 0;
+    starpu_mpi_data_register(r->handle, rt->next_tag++, input ? 0 : r->owner);
+    if (input && r->owner != 0) starpu_mpi_data_migrate(MPI_COMM_WORLD, r->handle, r->owner);
+#endif
+    uint64_t b = h & (uint64_t)(t->nbuckets - 1);
+    r->next = t->buckets[b];
+    t->buckets[b] = r;
+    t->all[t->nregions++] = r;
+    return r;
+}
+
+/* ------------------------------------------------------------------ building tasks */
+
+static inline int check_building(PTORuntime* rt) {
+    if (!rt) return PTO_EINVAL;
+    if (rt->shut) return PTO_ESHUTDOWN;
+    int32_t h = atomic_load_explicit(&rt->halt, memory_order_relaxed);
+    if (h) return h;
+    return rt->ran ? PTO_ESTATE : PTO_OK;
+}
+
+static int tensor_check(const PTOTensor* x, int64_t r0, int64_t c0, int64_t rows, int64_t cols) {
+    if (!x || !x->data || x->elem_size <= 0 || x->rows < 0 || x->cols < 0 || x->ld < x->cols || rows <= 0 ||
+        cols <= 0)
+        return PTO_EINVAL;
+    if (r0 < 0 || c0 < 0 || r0 > x->rows - rows || c0 > x->cols - cols) return PTO_EBOUNDS;
+    /* StarPU's matrix interface counts in 32 bits */
+    if (x->ld > UINT32_MAX || rows > UINT32_MAX || cols > UINT32_MAX) return PTO_EINVAL;
+    return PTO_OK;
+}
+
+static EngTask* new_task(PTORuntime* rt, const char* func_name, PTOKernelFunc fn, int32_t buffer_bytes,
+                         int32_t worker_type, int* err) {
+    if ((*err = check_building(rt)) < 0) return NULL;
+    if (worker_type < PTO_WORKER_ANY || worker_type > PTO_WORKER_ACCELERATOR) { *err = PTO_EWORKERTYPE; return NULL; }
+    if (buffer_bytes < 0) { *err = PTO_EINVAL; return NULL; }
+    EngTask* t = malloc(sizeof *t);
+    if (!t) { *err = PTO_ENOMEM; return NULL; }
+    t->rt = rt;
+    t->id = -1;
+    t->name = func_name ? func_name : "task";
+    t->fn = fn;
+    t->nargs = t->naccess = 0;
+    return t;
+}
+
+static int put_tensor(PTORuntime* rt, EngTask* t, const PTOTensor* x, int64_t r0, int64_t c0, int64_t rows,
+                      int64_t cols, int mode, bool slots) {
+    int rc = tensor_check(x, r0, c0, rows, cols);
+    if (rc < 0) return rc;
+    if (t->naccess >= PTO_MAX_TENSOR_ARGS || (slots && t->nargs + 2 > PTO_MAX_ARGS)) return PTO_ETOOMANYARGS;
+    Region* r = find_region(rt, x, r0, c0, rows, cols, mode, &rc);
+    if (!r) return rc;
+    t->acc[t->naccess++] = (Access){r, mode, slots ? t->nargs : -1};
+    if (slots) {
+        t->args[t->nargs] = (int64_t)(intptr_t)((char*)x->data + (r0 * x->ld + c0) * x->elem_size);
+        t->args[t->nargs + 1] = x->ld;
+        t->nargs += 2;
+    }
+    return PTO_OK;
+}
+
+static int put_arg(EngTask* t, const PTOTensor* x, int64_t r0, int64_t c0) {
+    if (!x || !x->data || x->elem_size <= 0 || x->rows < 0 || x->cols < 0 || x->ld < x->cols) return PTO_EINVAL;
+    if (r0 < 0 || c0 < 0 || r0 > x->rows || c0 > x->cols) return PTO_EBOUNDS;
+    if (t->nargs + 2 > PTO_MAX_ARGS) return PTO_ETOOMANYARGS;
+    t->args[t->nargs] = (int64_t)(intptr_t)((char*)x->data + (r0 * x->ld + c0) * x->elem_size);
+    t->args[t->nargs + 1] = x->ld;
+    t->nargs += 2;
+    return PTO_OK;
+}
+
+static int put_scalar(EngTask* t, int64_t value) {
+    if (t->nargs + 1 > PTO_MAX_ARGS) return PTO_ETOOMANYARGS;
+    t->args[t->nargs++] = value;
+    return PTO_OK;
+}
+
+static inline enum starpu_data_access_mode sp_mode(int32_t mode) {
+    /* PTO_ARG_INPUT/OUTPUT/INOUT (1, 2, 3) are STARPU_R, STARPU_W, STARPU_RW */
+    return (enum starpu_data_access_mode)mode;
+}
+
+/* Append (x, mode) to the handles of b, merging the mode of a handle already there; returns its
+ * index, or PTO_ENOMEM. */
+static int add_buffer(Buffers* b, starpu_data_handle_t x, enum starpu_data_access_mode mode) {
+    for (int32_t i = 0; i < b->n; i++)
+        if (b->h[i] == x) { b->m[i] = (enum starpu_data_access_mode)(b->m[i] | mode); return i; }
+    if (b->n == b->cap) {
+        int32_t cap = b->cap ? b->cap * 2 : 32;
+        starpu_data_handle_t* h = realloc(b->h, (size_t)cap * sizeof *h);
+        if (h) b->h = h;
+        enum starpu_data_access_mode* m = h ? realloc(b->m, (size_t)cap * sizeof *m) : NULL;
+        if (!m) return PTO_ENOMEM;
+        b->m = m;
+        b->cap = cap;
+    }
+    b->h[b->n] = x;
+    b->m[b->n] = mode;
+    return b->n++;
+}
+
+#ifdef PTO_ENGINE_MPI
+/* Every rank: the task goes to the owner of its first written region (of its first region when
+ * it writes none); StarPU-MPI posts the transfers on every rank. */
+static int32_t submit_mpi(PTORuntime* rt, EngTask* t) {
+    const Buffers* b = &rt->bufs;
+    struct starpu_data_descr descr[PTO_MAX_TENSOR_ARGS];
+    int xnode = t->naccess > 0 ? t->acc[0].region->owner : 0;
+    for (int32_t k = t->naccess - 1; k >= 0; k--)
+        if (t->acc[k].mode & PTO_ARG_OUTPUT) xnode = t->acc[k].region->owner;
+    for (int32_t i = 0; i < b->n; i++) descr[i] = (struct starpu_data_descr){b->h[i], b->m[i]};
+    for (int32_t k = 0; k < t->naccess; k++)
+        if (t->acc[k].mode & PTO_ARG_OUTPUT) t->acc[k].region->written = true;
+    t->id = rt->next_id++;
+    const int32_t id = t->id;
+    const char* name = t->name;
+    struct starpu_task* st = starpu_mpi_task_build(MPI_COMM_WORLD, &g_codelet, STARPU_EXECUTE_ON_NODE, xnode,
+                                                   STARPU_DATA_MODE_ARRAY, descr, b->n, 0);
+    if (st) {
+        st->cl_arg = t;
+        st->cl_arg_size = sizeof *t;
+        st->cl_arg_free = 1;
+        st->callback_func = task_done;
+        st->callback_arg = t;          /* freed with cl_arg, once */
+        st->callback_arg_free = 0;
+        st->name = t->name;
+        rt->submitted++;
+        int rc = starpu_task_submit(st);
+        if (rc != 0) return rt_fail(PTO_EINVAL, "task %d '%s': starpu_task_submit failed (%d) on rank %d", id, name,
+                                    rc, rt->rank);
+    } else {
+        free(t);                       /* another rank runs it */
+    }
+    starpu_mpi_task_post_build(MPI_COMM_WORLD, &g_codelet, STARPU_EXECUTE_ON_NODE, xnode, STARPU_DATA_MODE_ARRAY,
+                               descr, b->n, 0);
+    if (rt->paused && rt->cfg.execution_task_threshold > 0 && rt->next_id > rt->cfg.execution_task_threshold)
+        resume(rt);
+    return id;
+}
+#endif
+
+/* Hand a complete task to StarPU: its own regions, then the regions they overlap. */
+static int32_t submit(PTORuntime* rt, EngTask* t) {
+    const char* name = t->name;
+    Buffers* b = &rt->bufs;
+    b->n = 0;
+    int rc = PTO_OK;
+    for (int32_t k = 0; k < t->naccess && rc >= 0; k++)
+        t->buf[k] = (int8_t)(rc = add_buffer(b, t->acc[k].region->handle, sp_mode(t->acc[k].mode)));
+    for (int32_t k = 0; k < t->naccess && rc >= 0; k++) {
+        const Region* r = t->acc[k].region;
+        for (int32_t j = 0; j < r->noverlaps && rc >= 0; j++)
+            rc = add_buffer(b, r->overlaps[j]->handle, sp_mode(t->acc[k].mode));
+    }
+    if (rc < 0) { free(t); return rc; }
+    const int32_t n = b->n;
+    starpu_data_handle_t* h = b->h;
+    enum starpu_data_access_mode* m = b->m;
+#ifdef PTO_ENGINE_MPI
+    return submit_mpi(rt, t);
+#endif
+    struct starpu_task* st = starpu_task_create();
+    if (!st) { free(t); return PTO_ENOMEM; }
+    st->cl = &g_codelet;
+    st->cl_arg = t;
+    st->cl_arg_size = sizeof *t;
+    st->cl_arg_free = 1;
+    st->callback_func = task_done;
+    st->callback_arg = t;
+    st->name = t->name;
+    st->nbuffers = n;
+    if (n > STARPU_NMAXBUFS) {
+        /* StarPU frees these with the task */
+        st->dyn_handles = malloc((size_t)n * sizeof *h);
+        st->dyn_modes = malloc((size_t)n * sizeof *m);
+        if (!st->dyn_handles || !st->dyn_modes) {
+            free(st->dyn_handles); free(st->dyn_modes);
+            st->dyn_handles = NULL; st->dyn_modes = NULL;
+            st->cl_arg_free = 0;
+            starpu_task_destroy(st);
+            free(t);
+            return PTO_ENOMEM;
+        }
+        memcpy(st->dyn_handles, h, (size_t)n * sizeof *h);
+        memcpy(st->dyn_modes, m, (size_t)n * sizeof *m);
+    } else {
+        memcpy(st->handles, h, (size_t)n * sizeof *h);
+        memcpy(st->modes, m, (size_t)n * sizeof *m);
+    }
+    t->id = rt->next_id++;
+    const int32_t id = t->id;
+    rt->submitted++;
+    rc = starpu_task_submit(st);
+    if (rc != 0) {
+        rt->submitted--;
+        rt->next_id--;
+        st->cl_arg_free = 0;
+        starpu_task_destroy(st);
+        free(t);
+        return rt_fail(PTO_EINVAL, "task %d '%s': starpu_task_submit failed (%d)", id, name, rc);
+    }
+    if (rt->paused && rt->cfg.execution_task_threshold > 0 && rt->submitted > rt->cfg.execution_task_threshold)
+        resume(rt);
+    return id;
+}
+
+int32_t pto_task_submit_v(PTORuntime* rt, const char* func_name, PTOKernelFunc func_ptr, int32_t buffer_bytes,
+                          int32_t worker_type, const PTOTaskArg* args, int32_t num_args) {
+    int rc;
+    EngTask* t = new_task(rt, func_name, func_ptr, buffer_bytes, worker_type, &rc);
+    if (!t) return rc;
+    rc = num_args < 0 || (num_args > 0 && !args) ? PTO_EINVAL : PTO_OK;
+    for (int32_t i = 0; i < num_args && rc == PTO_OK; i++) {
+        const PTOTaskArg* a = &args[i];
+        switch (a->kind) {
+        case PTO_ARG_INPUT: case PTO_ARG_OUTPUT: case PTO_ARG_INOUT:
+            rc = put_tensor(rt, t, a->tensor, a->row_off, a->col_off, a->rows, a->cols, a->kind, true);
+            break;
+        case PTO_ARG_UNTRACKED: rc = put_arg(t, a->tensor, a->row_off, a->col_off); break;
+        case PTO_ARG_SCALAR:    rc = put_scalar(t, a->value); break;
+        default:                rc = PTO_EINVAL; break;
+        }
+    }
+    if (rc < 0) { free(t); return rc; }
+    return submit(rt, t);
+}
+
+/* ---- the separate calls: alloc, add_* per argument, submit */
+
+int32_t pto_task_alloc(PTORuntime* rt, const char* func_name, PTOKernelFunc func_ptr, int32_t buffer_bytes,
+                       int32_t worker_type) {
+    int rc;
+    EngTask* t = new_task(rt, func_name, func_ptr, buffer_bytes, worker_type, &rc);
+    if (!t) return rc;
+    /* the id is the next one: submissions in between would take it, so they are refused */
+    if (rt->open_tasks > 0) { free(t); return rt_fail(PTO_ESTATE, "the StarPU engine builds one task at a time: "
+                                                      "submit task %d first", rt->next_id); }
+    if (rt->nbuilding_cap == 0) {
+        rt->building = calloc(1, sizeof *rt->building);
+        if (!rt->building) { free(t); return PTO_ENOMEM; }
+        rt->nbuilding_cap = 1;
+    }
+    rt->building[0] = t;
+    rt->open_tasks = 1;
+    return rt->next_id;
+}
+
+static EngTask* building(PTORuntime* rt, int32_t task, int* err) {
+    if ((*err = check_building(rt)) < 0) return NULL;
+    if (task < 0 || task > rt->next_id) { *err = PTO_ETASKID; return NULL; }
+    if (task < rt->next_id || rt->open_tasks == 0) { *err = PTO_ESTATE; return NULL; }
+    return rt->building[0];
+}
+
+static int add_tensor(PTORuntime* rt, int32_t task, const PTOTensor* x, int64_t r0, int64_t c0, int64_t rows,
+                      int64_t cols, int mode, bool slots) {
+    int err;
+    EngTask* t = building(rt, task, &err);
+    return t ? put_tensor(rt, t, x, r0, c0, rows, cols, mode, slots) : err;
+}
+
+int pto_task_add_input(PTORuntime* rt, int32_t task, const PTOTensor* x, int64_t r0, int64_t c0, int64_t rows,
+                       int64_t cols) {
+    return add_tensor(rt, task, x, r0, c0, rows, cols, PTO_ARG_INPUT, true);
+}
+int pto_task_add_output(PTORuntime* rt, int32_t task, const PTOTensor* x, int64_t r0, int64_t c0, int64_t rows,
+                        int64_t cols) {
+    return add_tensor(rt, task, x, r0, c0, rows, cols, PTO_ARG_OUTPUT, true);
+}
+int pto_task_add_inout(PTORuntime* rt, int32_t task, const PTOTensor* x, int64_t r0, int64_t c0, int64_t rows,
+                       int64_t cols) {
+    return add_tensor(rt, task, x, r0, c0, rows, cols, PTO_ARG_INOUT, true);
+}
+int pto_task_add_access(PTORuntime* rt, int32_t task, const PTOTensor* x, int64_t r0, int64_t c0, int64_t rows,
+                        int64_t cols, int32_t mode) {
+    if (mode != PTO_ARG_INPUT && mode != PTO_ARG_OUTPUT && mode != PTO_ARG_INOUT) return PTO_EINVAL;
+    return add_tensor(rt, task, x, r0, c0, rows, cols, mode, false);
+}
+int pto_task_add_arg(PTORuntime* rt, int32_t task, const PTOTensor* x, int64_t r0, int64_t c0) {
+    int err;
+    EngTask* t = building(rt, task, &err);
+    return t ? put_arg(t, x, r0, c0) : err;
+}
+int pto_task_add_scalar(PTORuntime* rt, int32_t task, int64_t value) {
+    int err;
+    EngTask* t = building(rt, task, &err);
+    return t ? put_scalar(t, value) : err;
+}
+int pto_task_add_successor(PTORuntime* rt, int32_t from_task, int32_t to_task) {
+    (void)rt; (void)from_task; (void)to_task;
+    return rt_fail(PTO_EINVAL, "pto_task_add_successor: the StarPU engine orders tasks by their regions only");
+}
+int pto_task_set_affinity(PTORuntime* rt, int32_t task, int32_t worker, int32_t steal) {
+    (void)rt; (void)task; (void)worker; (void)steal;
+    return rt_fail(PTO_EINVAL, "pto_task_set_affinity: the StarPU engine leaves placement to StarPU's scheduler");
+}
+int pto_task_submit(PTORuntime* rt, int32_t task) {
+    int err;
+    EngTask* t = building(rt, task, &err);
+    if (!t) return err;
+    rt->building[0] = NULL;
+    rt->open_tasks = 0;
+    int32_t id = submit(rt, t);
+    return id < 0 ? id : PTO_OK;
+}
+
+/* ------------------------------------------------------------------ running */
+
+/* The task still running on some worker (the deadline passed): named, and counted. */
+static void note_stuck(PTORuntime* rt) {
+    rt->stuck = 0;
+    for (int w = 0; w < STARPU_NMAXWORKERS; w++) {
+        EngTask* t = atomic_load(&rt->running[w]);
+        if (!t) continue;
+        if (rt->stuck++ == 0) {
+            atomic_store(&rt->failed_task, t->id);
+            atomic_store(&rt->failed_worker, w);
+            atomic_store(&rt->failed_func, t->name);
+            atomic_store(&rt->failed_code, 0);
+        }
+    }
+}
+
+static int wait_done(PTORuntime* rt) {
+    const int64_t deadline = rt->timeout_ns ? rt_now_ns() + rt->timeout_ns : 0;
+    pthread_mutex_lock(&rt->done_mu);
+    atomic_store(&rt->target, rt->submitted);
+    int rc = PTO_OK;
+    while (atomic_load(&rt->completed) < rt->submitted) {
+        if (atomic_load(&rt->halt) == PTO_ECANCELED) { rc = PTO_ECANCELED; break; }
+        if (!deadline) { pthread_cond_wait(&rt->done_cv, &rt->done_mu); continue; }
+        const int64_t now = rt_now_ns();
+        if (now >= deadline) { rc = PTO_ETIMEDOUT; break; }
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        int64_t ns = ts.tv_nsec + (deadline - now < 50000000 ? deadline - now : 50000000);
+        ts.tv_sec += ns / 1000000000; ts.tv_nsec = ns % 1000000000;
+        pthread_cond_timedwait(&rt->done_cv, &rt->done_mu, &ts);
+    }
+    pthread_mutex_unlock(&rt->done_mu);
+    if (rc != PTO_OK) {
+        int32_t none = 0;
+        atomic_compare_exchange_strong(&rt->halt, &none, rc);   /* later kernels are skipped */
+        note_stuck(rt);
+        /* kernels still running cannot be taken back: the engine is abandoned with them */
+        if (rt->stuck > 0) rt->abandoned = true;
+        else starpu_task_wait_for_all();
+    }
+    return rc;
+}
+
+int64_t pto_runtime_error_message(PTORuntime* rt, char* buf, int64_t cap) {
+    if (!rt || cap < 0 || (cap > 0 && !buf)) return PTO_EINVAL;
+    const int code = rt->run_status;
+    const int32_t task = atomic_load(&rt->failed_task), worker = atomic_load(&rt->failed_worker);
+    const char* fn = atomic_load(&rt->failed_func);
+    char* out = cap > 0 ? buf : NULL;
+    const size_t n = (size_t)cap;
+    int len = 0;
+    char where[64];
+#ifdef PTO_ENGINE_MPI
+    snprintf(where, sizeof where, "rank %d, StarPU worker %d", code == PTO_ETASKFAILED ? rt->failed_rank : rt->rank,
+             worker);
+#else
+    snprintf(where, sizeof where, "StarPU worker %d", worker);
+#endif
+    if (code == PTO_ETASKFAILED)
+        len = snprintf(out, n, "task %d '%s' failed with code %d on %s", task, fn ? fn : "task",
+                       atomic_load(&rt->failed_code), where);
+    else if ((code == PTO_ETIMEDOUT || code == PTO_ECANCELED) && task >= 0)
+        len = snprintf(out, n, "%s: task %d '%s' still running on %s (%d kernel(s) abandoned)",
+                       code == PTO_ETIMEDOUT ? "deadline passed" : "run cancelled", task, fn ? fn : "task", where,
+                       rt->stuck);
+    else if (code == PTO_ETIMEDOUT || code == PTO_ECANCELED)
+        len = snprintf(out, n, "%s with %lld of %lld tasks unfinished, none running",
+                       code == PTO_ETIMEDOUT ? "deadline passed" : "run cancelled",
+                       (long long)(rt->submitted - atomic_load(&rt->completed)), (long long)rt->submitted);
+    else if (cap > 0)
+        buf[0] = 0;
+    return len;
+}
+
+int pto_runtime_run(PTORuntime* rt) {
+    if (!rt) return rt_fail(PTO_EINVAL, "pto_runtime_run: no runtime (NULL)");
+    if (rt->shut) return PTO_ESHUTDOWN;
+    if (rt->ran) return PTO_ESTATE;
+    if (rt->open_tasks > 0 && !atomic_load(&rt->halt)) return PTO_ESTATE;
+    rt->ran = true;
+    resume(rt);
+    int rc = wait_done(rt);
+#ifdef PTO_ENGINE_MPI
+    if (rc == PTO_ETIMEDOUT || rc == PTO_ECANCELED) {
+        /* the other ranks wait for this one's data: end the job, saying why */
+        rt->run_status = rc;
+        pto_runtime_error_message(rt, rt_error_buffer(), RT_ERROR_CAP);
+        fprintf(stderr, "pto starpu-mpi: rank %d: %s; aborting every rank\n", rt->rank, rt_error_buffer());
+        fflush(stderr);
+        MPI_Abort(MPI_COMM_WORLD, 1);
+    }
+    /* the results to rank 0: every region some task wrote */
+    for (int64_t i = 0; i < rt->ntensor_slots; i++) {
+        Tensor* x = rt->tensors[i];
+        for (int64_t k = 0; x && k < x->nregions; k++)
+            if (x->all[k]->written) starpu_mpi_get_data_on_node(MPI_COMM_WORLD, x->all[k]->handle, 0);
+    }
+    starpu_task_wait_for_all();
+    starpu_mpi_wait_for_all(MPI_COMM_WORLD);
+    agree_on_failure(rt);
+#endif
+    if (rc == PTO_OK) rc = atomic_load(&rt->halt);
+    rt->run_status = rc;
+    if (rc < 0) pto_runtime_error_message(rt, rt_error_buffer(), RT_ERROR_CAP);
+    return rc;
+}
+
+int pto_runtime_get_stats(PTORuntime* rt, PTORuntimeStats* s) {
+    if (!rt || !s) return PTO_EINVAL;
+    memset(s, 0, sizeof *s);
+    s->tasks_submitted = rt->submitted;
+    s->tasks_completed = atomic_load(&rt->completed);
+    s->num_workers = rt->nworkers;
+    s->failed_task = atomic_load(&rt->failed_task);
+    s->failed_code = atomic_load(&rt->failed_code);
+    s->failed_worker = atomic_load(&rt->failed_worker);
+    s->failed_func = atomic_load(&rt->failed_func);
+    s->run_status = rt->run_status;
+    s->stuck_tasks = rt->stuck;
+    for (int i = 0; i < rt->nworkers && i < PTO_MAX_WORKERS; i++) s->worker_tasks[i] = atomic_load(&rt->worker_tasks[i]);
+    int64_t regions = 0;
+    for (int64_t i = 0; i < rt->ntensor_slots; i++)
+        if (rt->tensors[i]) regions += rt->tensors[i]->nregions;
+    s->tensormap_entries = s->peak_tensormap_entries = regions;   /* registered handles */
+    return PTO_OK;
+}

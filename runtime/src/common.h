@@ -1,0 +1,24 @@
+/* common.h - helpers shared by the engines of the pto_runtime.h API (common.c; not installed). */
+#ifndef PTO_RT_COMMON_H
+#define PTO_RT_COMMON_H
+
+#include "pto_runtime.h"
+
+#pragma GCC visibility push(hidden)
+
+/* The calling thread's pto_last_error text: set it from a format and return `code`; clear it;
+ * the buffer itself (RT_ERROR_CAP bytes), for a message written elsewhere. */
+#define RT_ERROR_CAP 512
+int   rt_fail(int code, const char* fmt, ...) __attribute__((format(printf, 2, 3)));
+void  rt_clear_error(void);
+char* rt_error_buffer(void);
+
+/* CLOCK_MONOTONIC in nanoseconds. */
+int64_t rt_now_ns(void);
+/* The deadline of c->timeout_ms, or of PTO_TIMEOUT (seconds) when it is 0, into *ns (0 = none);
+ * PTO_EINVAL (with the message set) for a bad PTO_TIMEOUT. */
+int rt_resolve_timeout(const PTORuntimeConfig* c, int64_t* ns);
+
+#pragma GCC visibility pop
+
+#endif /* PTO_RT_COMMON_H */

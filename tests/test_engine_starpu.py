@@ -1,0 +1,351 @@
+"""The StarPU engine (``runtime/engines/starpu.c``, :mod:`pto_core.engines`): the generated
+orchestration and the arm64 kernels run unchanged on StarPU and give the same bits as on PTO's
+own runtime; overlapping regions are ordered as the runtime's tensor map orders them; a failing
+or stuck kernel ends the run with an error naming the task.
+
+Every test that runs StarPU does so in a subprocess or with a deadline, so a hang fails the test
+instead of stalling the suite."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from pto_core import driver
+from pto_core.checking import example_programs, program_inputs, run_host, run_scons
+from pto_core.codegen.host import run_library
+from pto_core.codegen.orchestration import c_module_name
+from pto_core.engines import check_backend, engine_of, pkg_config_flags, with_engine
+from pto_core.errors import PTOError
+from pto_core.options import CompileOptions
+from pto_core.program import load_program
+
+HERE = Path(__file__).parent / "engines"
+EXAMPLES = example_programs()
+IDS = [p.stem for p in EXAMPLES]
+PTO_ETASKFAILED, PTO_ETIMEDOUT = -7, -12
+
+
+@pytest.fixture(scope="module", autouse=True)
+def starpu_installed():
+    try:
+        pkg_config_flags("starpu")
+    except PTOError as e:
+        pytest.skip(f"StarPU is not installed: {e}")
+
+
+# -------------------------------------------------------------------------------- selection
+
+def test_the_engine_travels_in_the_compile_options():
+    opts = with_engine(CompileOptions(opt_level=1), "starpu")
+    assert engine_of(opts) == "starpu" and opts.opt_level == 1
+    # the default engine leaves the options as they were: same build folders, same keys
+    assert with_engine(CompileOptions(), "pto") == CompileOptions()
+    assert engine_of(with_engine(opts, "pto")) == "pto"
+    with pytest.raises(PTOError, match="unknown engine 'legion'"):
+        with_engine(None, "legion")
+
+
+def test_an_engine_other_than_ours_needs_kernels_on_host_threads():
+    check_backend("starpu", "arm64", True)
+    check_backend("pto", "cuda", False)
+    with pytest.raises(PTOError, match="engine 'starpu' runs kernels as CPU codelets.*cuda"):
+        check_backend("starpu", "cuda", False)
+
+
+def pto_cli(*argv: str, timeout: float = 600) -> subprocess.CompletedProcess:
+    """``pto ARGV`` in a child process (StarPU starts and stops there)."""
+    code = "import sys; from pto_core.cli import main; sys.exit(main(sys.argv[1:]))"
+    return subprocess.run([sys.executable, "-c", code, *argv], capture_output=True, text=True,
+                          timeout=timeout, cwd=Path(__file__).parents[1])
+
+
+def test_cli_run_with_engine_starpu_checks_against_the_reference():
+    r = pto_cli("run", "examples/fused_softmax.py", "--target", "arm64", "--engine", "starpu",
+                "--check")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "target arm64, engine starpu" in r.stdout
+    assert re.search(r"overall: .*OK", r.stdout), r.stdout
+
+
+def test_more_workers_than_starpu_has_are_refused_by_name():
+    r = pto_cli("run", "examples/rowmax.py", "--target", "arm64", "--engine", "starpu",
+                "--workers", "9")
+    assert r.returncode != 0
+    assert "num_workers = 9" in r.stderr and "STARPU_MAXCPUS" in r.stderr, r.stderr
+
+
+def test_python_api_compiles_for_the_starpu_engine(tmp_path):
+    import pto_core
+    prog = load_program(Path(__file__).parents[1] / "examples" / "rowmax.py")
+    k = pto_core.compile(prog.module, "arm64", engine="starpu", workers=2)
+    assert engine_of(k.binary.options) == "starpu"
+    assert "starpu" in subprocess.run(["ldd", str(k.binary.library)], capture_output=True,
+                                      text=True).stdout
+
+
+# -------------------------------------------------------------------------------- examples
+
+@pytest.fixture(scope="module")
+def engine_builds(tmp_path_factory) -> dict[str, Path]:
+    """``scons target=arm64`` of every example for both engines into one build dir."""
+    bdir = tmp_path_factory.mktemp("engines")
+    out = {}
+    for engine in ("pto", "starpu"):
+        r = run_scons("target=arm64", f"engine={engine}", f"build_dir={bdir}", "werror=1")
+        assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+        out[engine] = bdir / ("arm64" if engine == "pto" else "arm64-starpu")
+    return out
+
+
+def _run_child(lib: Path, path: Path, seed: int) -> dict[str, np.ndarray]:
+    """Run example ``path`` from ``lib`` through ctypes in a child process (deadline 300 s)."""
+    code = (
+        "import sys, numpy as np\n"
+        "from pto_core.checking import program_inputs\n"
+        "from pto_core.codegen.host import run_library\n"
+        "from pto_core.program import load_program\n"
+        "prog = load_program(sys.argv[2])\n"
+        "inputs, scalars = program_inputs(prog, seed=int(sys.argv[3]))\n"
+        "out = run_library(sys.argv[1], prog.module, inputs, scalars, workers=2)\n"
+        "np.savez(sys.argv[4], **out)\n")
+    dest = lib.parent / f"out_{seed}.npz"
+    r = subprocess.run([sys.executable, "-c", code, str(lib), str(path), str(seed), str(dest)],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stdout + r.stderr
+    with np.load(dest) as z:
+        return {k: z[k] for k in z.files}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("path", EXAMPLES, ids=IDS)
+def test_example_gives_the_same_bits_on_starpu(engine_builds, path):
+    prog = load_program(path)
+    name = c_module_name(prog.module)
+    ours = _run_child(engine_builds["pto"] / path.stem / f"lib{name}.so", path, 11)
+    theirs = _run_child(engine_builds["starpu"] / path.stem / f"lib{name}.so", path, 11)
+    assert ours.keys() == theirs.keys()
+    for k in ours:
+        assert ours[k].tobytes() == theirs[k].tobytes(), f"{path.stem}: tensor {k} differs"
+
+
+@pytest.mark.slow
+def test_host_program_of_the_starpu_build_reads_and_writes_npy(engine_builds, tmp_path):
+    path = next(p for p in EXAMPLES if p.stem == "bgemm")
+    prog = load_program(path)
+    name = c_module_name(prog.module)
+    inputs, scalars = program_inputs(prog, seed=4)
+    ours = run_library(engine_builds["pto"] / path.stem / f"lib{name}.so", prog.module, inputs,
+                       scalars, workers=2)
+    theirs = run_host(engine_builds["starpu"] / path.stem / f"{name}_host", inputs, scalars,
+                      tmp_path, workers=2)
+    for k, v in theirs.items():
+        assert v.tobytes() == ours[k].tobytes(), k
+
+
+# -------------------------------------------------------------------------------- dependencies
+
+@pytest.fixture(scope="module")
+def c_builds(tmp_path_factory) -> dict[tuple[str, str], Path]:
+    """tests/engines/*.c built against each engine (lib and, for faults, a host program)."""
+    out = {}
+    for engine in ("pto", "starpu"):
+        root = tmp_path_factory.mktemp(f"c_{engine}")
+        for name, files in (("overlap", ["overlap.c"]), ("faults", ["faults.c", "faults_host.c"])):
+            sources = {f: (HERE / f).read_text() for f in files}
+            out[(engine, name)] = driver.build_c_sources(name, sources, root / name, werror=True,
+                                                         engine=engine)
+    return out
+
+
+def _overlap_child(lib: Path, workers: int, one_call: int, seed: int) -> dict[str, np.ndarray]:
+    code = (
+        "import ctypes, sys, numpy as np\n"
+        "lib = ctypes.CDLL(sys.argv[1])\n"
+        "rc = lib.overlap_run(int(sys.argv[2]), int(sys.argv[3]), ctypes.c_uint64(int(sys.argv[4])))\n"
+        "n = lib.overlap_tasks()\n"
+        "def arr(f, k):\n"
+        "    f.restype = ctypes.POINTER(ctypes.c_int64)\n"
+        "    return np.ctypeslib.as_array(f(), (n * k,)).copy()\n"
+        "np.savez(sys.argv[5], rc=rc, spec=arr(lib.overlap_spec, 5).reshape(n, 5),\n"
+        "         start=arr(lib.overlap_start, 1), end=arr(lib.overlap_end, 1))\n")
+    dest = lib.parent / f"overlap_{workers}_{one_call}_{seed}.npz"
+    r = subprocess.run([sys.executable, "-c", code, str(lib), str(workers), str(one_call),
+                        str(seed), str(dest)], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stdout + r.stderr
+    with np.load(dest) as z:
+        return {k: z[k] for k in z.files}
+
+
+def conflicts(spec: np.ndarray) -> list[tuple[int, int]]:
+    """Pairs (i, j), i < j, that must run in order: their rectangles intersect and one of them
+    writes (the dependency rule of pto_runtime.h, computed here independently)."""
+    out = []
+    for j in range(len(spec)):
+        r0, c0, rows, cols, mode = spec[j]
+        for i in range(j):
+            a0, b0, ar, bc, m = spec[i]
+            if a0 < r0 + rows and r0 < a0 + ar and b0 < c0 + cols and c0 < b0 + bc \
+                    and ((m | mode) & 2):
+                out.append((i, j))
+    return out
+
+
+def test_the_overlap_oracle_finds_conflicts_of_every_kind():
+    spec = np.array([[0, 0, 16, 16, 2], [8, 8, 4, 4, 1], [0, 16, 16, 16, 1], [9, 9, 2, 2, 3],
+                     [32, 32, 8, 8, 1]])
+    assert conflicts(spec) == [(0, 1), (0, 3), (1, 3)]
+
+
+@pytest.mark.parametrize("engine", ["pto", "starpu"])
+@pytest.mark.parametrize("one_call", [1, 0], ids=["submit_v", "separate_calls"])
+def test_overlapping_regions_run_in_dependency_order(c_builds, engine, one_call):
+    lib = c_builds[(engine, "overlap")] / "liboverlap.so"
+    res = _overlap_child(lib, 2, one_call, seed=2024 + one_call)
+    assert int(res["rc"]) == 0
+    spec, start, end = res["spec"], res["start"], res["end"]
+    pairs = conflicts(spec)
+    # the graph has edges of every kind, between equal and between merely overlapping regions
+    same = [(i, j) for i, j in pairs if (spec[i][:4] == spec[j][:4]).all()]
+    assert len(same) > 20 and len(pairs) - len(same) > 20, (len(same), len(pairs))
+    assert (start > 0).all() and (end >= start).all()
+    late = [(i, j) for i, j in pairs if start[j] < end[i]]
+    assert not late, f"{len(late)} conflicting pairs overlapped in time, e.g. {late[:5]}"
+
+
+# -------------------------------------------------------------------------------- faults
+
+def _faults(c_builds, engine: str, *args: str, env: dict | None = None):
+    exe = c_builds[(engine, "faults")] / "faults_host"
+    return subprocess.run([str(exe), *args], capture_output=True, text=True, timeout=120,
+                          env={**os.environ, **(env or {})})
+
+
+@pytest.mark.parametrize("engine", ["pto", "starpu"])
+def test_a_failing_kernel_fails_the_run_naming_the_task(c_builds, engine):
+    r = _faults(c_builds, engine, "2", "13", "-1")
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert f"rc={PTO_ETASKFAILED}" in r.stdout
+    assert "task 13 'broken_step' failed with code 7" in r.stdout, r.stdout
+
+
+def test_a_clean_run_of_the_fault_program_succeeds(c_builds):
+    r = _faults(c_builds, "starpu", "2", "-1", "-1")
+    assert r.returncode == 0 and "rc=0" in r.stdout, r.stdout + r.stderr
+
+
+def test_a_stuck_kernel_ends_the_run_at_its_deadline(c_builds):
+    r = _faults(c_builds, "starpu", "2", "-1", "5", env={"PTO_TIMEOUT": "1"})
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert f"rc={PTO_ETIMEDOUT}" in r.stdout
+    assert "task 5 'stuck_step' still running on StarPU worker" in r.stdout, r.stdout
+
+
+# -------------------------------------------------------------------------------- benchmark
+
+@pytest.mark.slow
+def test_engine_benchmark_prints_a_row_per_graph_with_the_ratios(tmp_path):
+    """bench/runtime/engines.py builds the three programs and reports each graph (this checks the
+    benchmark, not the speed)."""
+    root = Path(__file__).parents[1]
+    r = subprocess.run([sys.executable, str(root / "bench/runtime/engines.py"), "llama:4",
+                        "chain:200", "--reps", "1"], capture_output=True, text=True, timeout=600,
+                       env={**os.environ, "PTO_BUILD_DIR": str(tmp_path)})
+    assert r.returncode == 0, r.stdout + r.stderr
+    rows = {l.split()[0]: l for l in r.stdout.splitlines() if re.match(r"(llama|chain):\d+ ", l)}
+    assert rows.keys() == {"llama:4", "chain:200"}
+    assert rows["llama:4"].split()[1] == str(16 * 4 + 3 * 16)
+    assert re.search(r"\d+\.\dx\s+-?\d+\.\d+ us$", rows["chain:200"]), rows["chain:200"]
+    assert "load average:" in r.stdout
+
+
+# -------------------------------------------------------------------------------- StarPU-MPI
+
+MPI_EXAMPLES = ["fused_softmax", "bgemm", "llama7b_layer"]
+
+
+def mpirun(np_: int, *argv: str, timeout: float = 300) -> subprocess.CompletedProcess:
+    """``mpirun -np N ARGV`` on this machine: more ranks than cores, and root allowed."""
+    if shutil.which("mpirun") is None:
+        pytest.fail("mpirun is missing: scripts/setup.sh installs openmpi-bin")
+    cmd = ["mpirun", "--oversubscribe", "-np", str(np_)]
+    if os.geteuid() == 0:
+        cmd.insert(1, "--allow-run-as-root")
+    return subprocess.run([*cmd, *argv], capture_output=True, text=True, timeout=timeout,
+                          cwd=Path(__file__).parents[1])
+
+
+@pytest.fixture(scope="module")
+def mpi_build(engine_builds, tmp_path_factory) -> Path:
+    bdir = tmp_path_factory.mktemp("mpi")
+    root = Path(__file__).parents[1]
+    progs = ",".join(str(root / "examples" / f"{e}.py") for e in MPI_EXAMPLES)
+    r = run_scons("target=arm64", "engine=starpu-mpi", f"build_dir={bdir}", f"examples={progs}",
+                  "werror=1")
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    return bdir / "arm64-starpu-mpi"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("ranks", [2, 4])
+@pytest.mark.parametrize("stem", MPI_EXAMPLES)
+def test_mpi_ranks_give_the_bits_of_one_process(engine_builds, mpi_build, stem, ranks, tmp_path):
+    path = next(p for p in EXAMPLES if p.stem == stem)
+    prog = load_program(path)
+    name = c_module_name(prog.module)
+    inputs, scalars = program_inputs(prog, seed=7)
+    ours = run_library(engine_builds["pto"] / stem / f"lib{name}.so", prog.module, inputs,
+                       scalars, workers=2)
+    (tmp_path / "in").mkdir()
+    (tmp_path / "out").mkdir()
+    for k, v in inputs.items():
+        np.save(tmp_path / "in" / f"{k}.npy", np.ascontiguousarray(v))
+    r = mpirun(ranks, str(mpi_build / stem / f"{name}_host"), "-i", str(tmp_path / "in"),
+               "-o", str(tmp_path / "out"), "-w", "1", *(f"{k}={v}" for k, v in scalars.items()))
+    assert r.returncode == 0, r.stdout + r.stderr
+    for k, v in ours.items():
+        got = np.load(tmp_path / "out" / f"{k}.npy")
+        assert got.tobytes() == v.tobytes(), f"{stem} on {ranks} ranks: tensor {k} differs"
+
+
+@pytest.fixture(scope="module")
+def mpi_faults(tmp_path_factory) -> Path:
+    sources = {f: (HERE / f).read_text() for f in ("faults.c", "faults_host.c")}
+    return driver.build_c_sources("faults", sources, tmp_path_factory.mktemp("mpi_faults"),
+                                  werror=True, engine="starpu-mpi") / "faults_host"
+
+
+@pytest.mark.parametrize("bad,owner", [(13, 1), (12, 0)])
+def test_a_failing_kernel_on_any_rank_ends_every_rank_naming_task_and_rank(mpi_faults, bad,
+                                                                          owner):
+    # task i updates row i % 8 of an 8x64 tensor (one tile wide): rank (i % 8) % 2 owns it
+    r = mpirun(2, str(mpi_faults), "1", str(bad), "-1", timeout=120)
+    assert r.returncode != 0
+    lines = [l for l in r.stdout.splitlines() if l.startswith("error=")]
+    assert len(lines) == 2, r.stdout + r.stderr                 # both ranks report it
+    for line in lines:
+        assert f"task {bad} " in line and f"failed with code 7 on rank {owner}," in line, line
+
+
+def test_the_mpi_engine_outside_mpirun_says_how_to_launch(mpi_faults):
+    r = subprocess.run([str(mpi_faults), "1", "-1", "-1"], capture_output=True, text=True,
+                       timeout=60, env={k: v for k, v in os.environ.items()
+                                        if not k.startswith(("OMPI_", "PMI", "PMIX_"))})
+    assert r.returncode == 1
+    assert "runs under an MPI launcher: mpirun -np N" in r.stdout, r.stdout + r.stderr
+
+
+def test_pto_run_refuses_a_launch_that_does_not_match_the_engine():
+    r = pto_cli("run", "examples/rowmax.py", "--target", "arm64", "--engine", "starpu-mpi")
+    assert r.returncode != 0 and "mpirun -np N pto run" in r.stderr, r.stderr
+    r = mpirun(2, sys.executable, "-c", "import sys; from pto_core.cli import main; "
+               "sys.exit(main(sys.argv[1:]))", "run", "examples/rowmax.py", "--target", "arm64",
+               "--engine", "starpu")
+    assert r.returncode != 0 and "one of 2 MPI ranks" in r.stderr + r.stdout, r.stderr
