@@ -319,7 +319,6 @@ int64_t sched_ready_count(PTORuntime* rt);
 /* sched.c: the pieces three_tier.c shares */
 int32_t sched_execute(PTORuntime* rt, PTOTask* t, int32_t worker_index);   /* call the kernel */
 int32_t sched_pop_core(PTORuntime* rt, PTOWorker* w);      /* one ready task core w may run, or -1 */
-void    sched_wake_all(PTORuntime* rt);                    /* broadcast idle_cv if anyone sleeps */
 
 /* three_tier.c (all no-ops / false in the worker mode) */
 int  t3_resolve_config(PTORuntimeConfig* c); /* mode, schedulers, cores from cfg and environment */
@@ -330,6 +329,8 @@ void t3_join(PTORuntime* rt);                 /* after wait_workers: join schedu
 void t3_on_alloc(PTORuntime* rt, int32_t id, PTOKernelFunc fn, const char* name);
 int  t3_on_edge(PTORuntime* rt, int32_t p, int32_t c, int32_t d);   /* fanin entry d for edge p -> c */
 void t3_on_ready(PTORuntime* rt, PTOTask* t);
+void t3_on_push(PTORuntime* rt);              /* a task entered a ready queue: wake a scheduler */
+void t3_wake_schedulers(PTORuntime* rt);      /* every sleeping scheduler */
 void t3_on_retire(PTORuntime* rt, int32_t id); /* orchestrator, as the slot is reused */
 void t3_stats(PTORuntime* rt, PTORuntimeStats* s);
 

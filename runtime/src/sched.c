@@ -91,6 +91,7 @@ static void push_to(PTORuntime* rt, PTOQueue* Q, int32_t id, bool all) {
     Q->ring[Q->tail++ & (uint32_t)rt->mask] = id;
     atomic_fetch_add_explicit(&Q->count, 1, memory_order_seq_cst);
     pthread_mutex_unlock(&Q->mu);
+    if (rt->t3) { t3_on_push(rt); return; }         /* three-tier: the schedulers take it */
     if (atomic_load_explicit(&rt->sleepers, memory_order_seq_cst) > 0) {
         pthread_mutex_lock(&rt->idle_mu);
         if (all) pthread_cond_broadcast(&rt->idle_cv);
@@ -99,14 +100,7 @@ static void push_to(PTORuntime* rt, PTOQueue* Q, int32_t id, bool all) {
     }
 }
 
-/* Three-tier mode: every scheduler may have the idle core a task needs, so all of them wake. */
-static void push(PTORuntime* rt, int q, int32_t id) { push_to(rt, &rt->queues[q], id, rt->t3 != NULL); }
-
-void sched_wake_all(PTORuntime* rt) {
-    pthread_mutex_lock(&rt->idle_mu);
-    pthread_cond_broadcast(&rt->idle_cv);
-    pthread_mutex_unlock(&rt->idle_mu);
-}
+static void push(PTORuntime* rt, int q, int32_t id) { push_to(rt, &rt->queues[q], id, false); }
 
 /* One task from Q (affinity queues hand out one at a time, so stealing sees the rest), or -1. */
 static int32_t pop_one(PTORuntime* rt, PTOQueue* Q) {
@@ -604,6 +598,7 @@ void sched_stop(PTORuntime* rt) {
     pthread_mutex_lock(&rt->idle_mu);
     pthread_cond_broadcast(&rt->idle_cv);
     pthread_mutex_unlock(&rt->idle_mu);
+    if (rt->t3) t3_wake_schedulers(rt);
     wait_workers(rt);
     if (rt->t3) t3_join(rt);
     else if (rt->pooled) pool_release(rt);

@@ -60,6 +60,9 @@ typedef struct PTOScheduler {
     int64_t     completed;
     int64_t*    lat;               /* pairs: dispatch, completion latency (ns) */
     int64_t     nlat, cap_lat;
+    _Atomic int32_t sleeping;      /* it sleeps on cv: wake it for a completion or a ready task */
+    pthread_mutex_t mu;
+    pthread_cond_t  cv;
 } __attribute__((aligned(64))) PTOScheduler;
 
 typedef struct PTOThreeTier {
@@ -152,6 +155,10 @@ int t3_init(PTORuntime* rt) {
     }
     T->hs_ready = true;
     memset(T->sched, 0, sizeof(PTOScheduler) * (size_t)T->nsched);
+    for (int32_t s = 0; s < T->nsched; s++) {
+        pthread_mutex_init(&T->sched[s].mu, NULL);
+        pthread_cond_init(&T->sched[s].cv, NULL);
+    }
     T->sched_zeroed = true;
     memset(T->payload, 0, sizeof(PTODispatchPayload) * (size_t)T->ncores);
     for (int32_t s = 0; s < T->nsched; s++) {
@@ -188,6 +195,8 @@ void t3_free(PTORuntime* rt) {
     for (int32_t s = 0; T->sched && T->sched_zeroed && s < T->nsched; s++) {
         free(T->sched[s].cores);
         free(T->sched[s].lat);
+        pthread_mutex_destroy(&T->sched[s].mu);
+        pthread_cond_destroy(&T->sched[s].cv);
     }
     for (int32_t c = 0; T->hs_ready && c < T->ncores; c++) {
         pthread_mutex_destroy(&T->hs[c].mu);
@@ -264,9 +273,15 @@ void t3_on_retire(PTORuntime* rt, int32_t id) {
 /* ---------------------------------------------------------------- back-off */
 
 /* Spin, then yield, then sleep; `round` counts the idle rounds since the last progress. */
+#ifndef T3_SPIN
+#define T3_SPIN 64
+#endif
+#ifndef T3_YIELD
+#define T3_YIELD 64
+#endif
 static inline bool spin_or_yield(uint32_t round) {
-    if (round < 64) { rt_cpu_relax(); return true; }
-    if (round < 128) { sched_yield(); return true; }
+    if (round < T3_SPIN) { rt_cpu_relax(); return true; }
+    if (round < T3_SPIN + T3_YIELD) { sched_yield(); return true; }
     return false;                     /* the caller sleeps */
 }
 
@@ -276,6 +291,28 @@ static void timed_wait(pthread_cond_t* cv, pthread_mutex_t* mu, long ns) {
     ts.tv_nsec += ns;
     if (ts.tv_nsec >= 1000000000L) { ts.tv_sec++; ts.tv_nsec -= 1000000000L; }
     pthread_cond_timedwait(cv, mu, &ts);
+}
+
+static void wake_sched(PTOScheduler* S) {
+    if (atomic_load_explicit(&S->sleeping, memory_order_seq_cst)) {
+        pthread_mutex_lock(&S->mu);
+        pthread_cond_signal(&S->cv);
+        pthread_mutex_unlock(&S->mu);
+    }
+}
+
+void t3_wake_schedulers(PTORuntime* rt) {
+    for (int32_t s = 0; s < rt->t3->nsched; s++) wake_sched(&rt->t3->sched[s]);
+}
+
+/* Cores a scheduler thread is about to fill itself: while it releases the consumers of a task
+ * whose core just became free, the first one it makes ready goes to that core in the same round,
+ * so it wakes nobody for it. */
+static _Thread_local int32_t t_own_slots;
+
+void t3_on_push(PTORuntime* rt) {
+    if (t_own_slots > 0) { t_own_slots--; return; }
+    t3_wake_schedulers(rt);
 }
 
 /* ---------------------------------------------------------------- cores */
@@ -318,7 +355,7 @@ static void* core_main(void* arg) {
             w->executed++;
             if (rt->wait_fn) atomic_fetch_sub_explicit(&rt->ready_tasks, 1, memory_order_release);
             atomic_store_explicit(&h->task_status, 0, memory_order_seq_cst);
-            if (atomic_load_explicit(&rt->sleepers, memory_order_seq_cst) > 0) sched_wake_all(rt);
+            wake_sched(&T->sched[w->index % T->nsched]);
             round = 0;
             continue;
         }
@@ -392,7 +429,10 @@ static void complete(PTOScheduler* S, int32_t c, PTODispatchPayload* pl, PTOTrac
     if (pl->status == PTO_EXEC_ASYNC) {        /* the executor reports it (pto_task_complete) */
         atomic_fetch_add(&rt->async_pending, 1);
     } else {
+        /* a bound core may not serve the consumer's type: then another scheduler must hear of it */
+        t_own_slots = rt->cfg.bind_worker_types ? 0 : 1;
         sched_finish(rt, id, pl->status, NULL);
+        t_own_slots = 0;
         const int64_t now = rt_now_ns();
         if (S->nlat + 2 <= LAT_MAX_SAMPLES * 2) {
             if (S->nlat + 2 > S->cap_lat) {
@@ -477,11 +517,11 @@ static void* sched_main(void* arg) {
         if (progress) { round = 0; continue; }
         if (atomic_load_explicit(&rt->stop, memory_order_acquire) && cores_settled(S)) break;
         if (spin_or_yield(round++)) continue;
-        atomic_fetch_add_explicit(&rt->sleepers, 1, memory_order_seq_cst);
-        pthread_mutex_lock(&rt->idle_mu);
-        if (!sched_has_work(S)) timed_wait(&rt->idle_cv, &rt->idle_mu, 2 * 1000 * 1000);
-        pthread_mutex_unlock(&rt->idle_mu);
-        atomic_fetch_sub_explicit(&rt->sleepers, 1, memory_order_seq_cst);
+        atomic_store_explicit(&S->sleeping, 1, memory_order_seq_cst);
+        pthread_mutex_lock(&S->mu);
+        if (!sched_has_work(S)) timed_wait(&S->cv, &S->mu, 2 * 1000 * 1000);
+        pthread_mutex_unlock(&S->mu);
+        atomic_store_explicit(&S->sleeping, 0, memory_order_relaxed);
     }
     for (int32_t k = 0; k < S->ncores; k++) {      /* shutdown */
         PTOHandshake* h = &T->hs[S->cores[k]];

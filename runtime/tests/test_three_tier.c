@@ -292,8 +292,14 @@ static void configuration(void) {
 
 /* ---------------------------------------------------------------- trace */
 
+static int64_t count_of(const char* text, const char* what) {
+    int64_t n = 0;
+    for (const char* p = strstr(text, what); p; p = strstr(p + 1, what)) n++;
+    return n;
+}
+
 static void trace_lanes(void) {
-    PTORuntime* rt = mk(2, 2, 0, 0);
+    PTORuntime* rt = mk(2, 1, 0, 0);
     CHECK_EQ(pto_runtime_enable_trace(rt, 0), PTO_OK);
     for (int k = 0; k < 64; k++) {
         int32_t t = pto_task_alloc(rt, "ok", k_ok, 0, PTO_WORKER_ANY);
@@ -312,11 +318,12 @@ static void trace_lanes(void) {
     text[n] = 0;
     if (f) fclose(f);
     unlink(path);
-    CHECK_HAS(text, "\"name\":\"core 0\"");
-    CHECK_HAS(text, "\"name\":\"scheduler 0\"");
-    CHECK_HAS(text, "\"name\":\"scheduler 1\"");
-    CHECK_HAS(text, "\"name\":\"dispatch\",\"cat\":\"sched\"");
-    CHECK_HAS(text, "\"name\":\"complete\",\"cat\":\"sched\"");
+    /* which core ran what depends on timing; the lanes and the slice counts do not */
+    CHECK(count_of(text, "\"name\":\"core ") >= 1);
+    CHECK_EQ(count_of(text, "\"name\":\"scheduler 0\""), 1);
+    CHECK_EQ(count_of(text, "\"name\":\"dispatch\",\"cat\":\"sched\""), 64);
+    CHECK_EQ(count_of(text, "\"name\":\"complete\",\"cat\":\"sched\""), 64);
+    CHECK_EQ(count_of(text, "\"cat\":\"task\""), 64);
     pto_runtime_destroy(rt);
 }
 
