@@ -273,6 +273,9 @@ void t3_on_retire(PTORuntime* rt, int32_t id) {
 /* ---------------------------------------------------------------- back-off */
 
 /* Spin, then yield, then sleep; `round` counts the idle rounds since the last progress. */
+/* Rounds of pause, then of sched_yield, before a thread sleeps (compile-time knobs: on a machine
+ * with CPUs to spare, -DT3_SPIN=4096 -DT3_YIELD=0 gives sub-microsecond dispatch; on a loaded
+ * one the short default shares the CPUs better; bench/runtime/README.md). */
 #ifndef T3_SPIN
 #define T3_SPIN 64
 #endif
