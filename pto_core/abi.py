@@ -21,11 +21,16 @@ from pathlib import Path
 from typing import Iterable, Mapping
 
 PTO_MAX_ARGS = 32
-PTO_MAX_WORKERS = 64
+PTO_MAX_WORKERS = 128
+PTO_MAX_SCHEDULERS = 16
 PTO_DEFAULT_WINDOW = 16384
 
 PTO_WORKER_CUBE, PTO_WORKER_VECTOR, PTO_WORKER_AI_CPU, PTO_WORKER_ACCELERATOR = 0, 1, 2, 3
 PTO_WORKER_ANY = -1
+
+#: execution modes (PTORuntimeConfig.mode; PTO_MODE_ENV: PTO_RUNTIME decides) and core types
+PTO_MODE_ENV, PTO_MODE_WORKERS, PTO_MODE_THREE_TIER = 0, 1, 2
+PTO_CORE_AIC, PTO_CORE_AIV = 0, 1
 
 PTO_ARG_SCALAR, PTO_ARG_INPUT, PTO_ARG_OUTPUT, PTO_ARG_INOUT, PTO_ARG_UNTRACKED = 0, 1, 2, 3, 4
 
@@ -59,7 +64,8 @@ class PTORuntimeConfig(ctypes.Structure):
                 ("dry_run", ctypes.c_int32), ("bind_worker_types", ctypes.c_int32),
                 ("worker_types", ctypes.c_int32 * PTO_MAX_WORKERS), ("timeout_ms", ctypes.c_int32),
                 ("max_running", ctypes.c_int32), ("window_abort", ctypes.c_int32),
-                ("issue_batch", ctypes.c_int32)]
+                ("issue_batch", ctypes.c_int32), ("mode", ctypes.c_int32),
+                ("num_schedulers", ctypes.c_int32)]
 
 
 class PTORuntimeStats(ctypes.Structure):
@@ -72,7 +78,12 @@ class PTORuntimeStats(ctypes.Structure):
                     "failed_code", "failed_worker")),
                 ("worker_tasks", ctypes.c_int64 * PTO_MAX_WORKERS),
                 ("failed_func", ctypes.c_char_p), ("run_status", ctypes.c_int32),
-                ("stuck_tasks", ctypes.c_int32)]
+                ("stuck_tasks", ctypes.c_int32), ("mode", ctypes.c_int32),
+                ("num_schedulers", ctypes.c_int32),
+                *((n, ctypes.c_int64) for n in (
+                    "latency_samples", "dispatch_p50_ns", "dispatch_p99_ns", "complete_p50_ns",
+                    "complete_p99_ns")),
+                ("scheduler_tasks", ctypes.c_int64 * PTO_MAX_SCHEDULERS)]
 
 
 class PTOTraceEvent(ctypes.Structure):

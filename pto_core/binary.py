@@ -8,11 +8,20 @@ kernel table (a kernel's ``func_id`` is its index there).
 >>> binary = BinaryCompiler().compile("arm64", module)      # doctest: +SKIP
 >>> binary.kernels, binary.func_id("rowmax")                  # doctest: +SKIP
 (('rowmax',), 0)
+
+Besides the backends' names, ``compile`` takes the seed's two device-side targets (see
+:data:`DEVICE_TARGETS`): ``"aicpu"`` cross-builds the orchestration, the runtime (its three-tier
+mode is the orchestrator and scheduler threads of the device's AICPU) and the kernels with
+``aarch64-linux-gnu-gcc`` into a static host program (:attr:`Binary.host_program`, run under
+``qemu-aarch64`` here); ``"aicore"`` is the Ascend A2/A3 backend's build, which uses CANN's
+``ccec`` when ``ASCEND_HOME_PATH`` names a CANN install. Without CANN that target is refused:
+the ccec path is not exercised on this machine.
 """
 
 from __future__ import annotations
 
 import ctypes
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Mapping
@@ -21,7 +30,10 @@ from .errors import PTOError
 from .ir import Function, Module
 from .options import CompileOptions
 
-__all__ = ["Binary", "BinaryCompiler"]
+__all__ = ["Binary", "BinaryCompiler", "DEVICE_TARGETS"]
+
+#: the seed's device-side targets: (the backend that builds it, the cross-compilation family)
+DEVICE_TARGETS = {"aicpu": ("arm64", "aarch64"), "aicore": ("ascend_a2a3", "")}
 
 
 @dataclass(frozen=True)
@@ -38,6 +50,14 @@ class Binary:
     build_dir: Path
     kernels: tuple[str, ...]
     buffer_bytes: Mapping[str, int] = field(default_factory=dict)
+    #: the CPU family of a cross build ("aarch64"), "" for this machine
+    cross: str = ""
+
+    @property
+    def host_program(self) -> Path:
+        """The static host program ``<module>_host`` (reads and writes ``.npy`` files)."""
+        from .codegen.orchestration import c_module_name
+        return self.build_dir / f"{c_module_name(self.module)}_host"
 
     @property
     def library(self) -> Path:
@@ -68,7 +88,10 @@ class Binary:
         from .codegen.orchestration import c_module_name
         index = self.func_id(func_id) if isinstance(func_id, str) else func_id
         self._name(index)
-        if not plugins.get_backend(self.target).host_kernels:
+        if self.cross:
+            raise PTOError(f"binary of module '{self.module.name}' is built for {self.cross}: "
+                           f"run its host program ({self.host_program.name}) there or under qemu")
+        if not plugins.get_backend(DEVICE_TARGETS.get(self.target, (self.target,))[0]).host_kernels:
             raise PTOError(f"the kernels of the {self.target} backend are launched by its "
                            f"executor, not called on host threads, so a Graph cannot run them; "
                            f"run the module with pto_core.compile(...)")
@@ -89,8 +112,9 @@ class BinaryCompiler:
 
     def compile(self, target: str, module: Module | str | Path,
                 options: CompileOptions | None = None) -> Binary:
-        """Build ``module`` (a module, or a ``.py``/``.pto`` program file) for ``target``. The
-        build is cached on disk: compiling the same module again costs a key check."""
+        """Build ``module`` (a module, or a ``.py``/``.pto`` program file) for ``target``: an
+        installed backend, or ``"aicpu"`` / ``"aicore"`` (:data:`DEVICE_TARGETS`). The build is
+        cached on disk: compiling the same module again costs a key check."""
         from . import plugins
         from . import driver
         from .codegen.orchestration import kernel_order
@@ -98,10 +122,15 @@ class BinaryCompiler:
             from .program import load_program
             module = load_program(module).module
         options = options or CompileOptions()
+        backend, cross = DEVICE_TARGETS.get(target, (target, ""))
+        if target == "aicore" and not os.environ.get("ASCEND_HOME_PATH"):
+            raise PTOError("compile('aicore'): the AICore kernels are built by CANN's ccec, and "
+                           "ASCEND_HOME_PATH names no CANN install here (the Ascend backends "
+                           "check their kernels on the CPU instead: target ascend_a2a3)")
         from .engines import check_backend, engine_of
-        check_backend(engine_of(options), target, plugins.get_backend(target).host_kernels)
-        optimised, bb = driver.optimise(module, options, target)
-        build_dir = driver.build_module(target, module, options)
+        check_backend(engine_of(options), backend, plugins.get_backend(backend).host_kernels)
+        optimised, bb = driver.optimise(module, options, backend)
+        build_dir = driver.build_module(backend, module, options, cross=cross)
         kernels = tuple(kernel_order(optimised))
         return Binary(target, optimised, module, options, build_dir, kernels,
-                      {k: int(bb(optimised.functions[k])) for k in kernels})
+                      {k: int(bb(optimised.functions[k])) for k in kernels}, cross)

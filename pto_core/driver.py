@@ -41,7 +41,9 @@ from typing import Any, Callable, Iterator, Mapping
 import numpy as np
 
 from . import plugins
+from .engines import DEFAULT as DEFAULT_ENGINE
 from .engines import check_backend, check_launch, engine_of, get_engine, with_engine
+from .abi import PTO_MAX_SCHEDULERS, PTO_MAX_WORKERS
 from .errors import PTOBackendError, PTOError
 from .hookspecs import KernelSource
 from .ir import Function, Module
@@ -442,7 +444,9 @@ def launch(target: str, module: Module, tensors: Mapping[str, np.ndarray],
            scalars: Mapping[str, Any], *, options: CompileOptions | None = None,
            workers: int | None = 2, threshold: int = 0, build_dir: Path | None = None,
            phases: Phases | None = None, in_place: bool = False,
-           timeout: float | None = None, engine: str | None = None) -> dict[str, np.ndarray]:
+           timeout: float | None = None, engine: str | None = None,
+           runtime: str | None = None, schedulers: int | None = None,
+           cores: int | None = None) -> dict[str, np.ndarray]:
     """Build ``module`` for ``target`` and run its entry function with numpy arrays in and out;
     returns every tensor of the entry function after the run. With ``in_place`` a backend whose
     kernels work on host memory runs on the given arrays themselves (C-ordered rows, the
@@ -451,6 +455,9 @@ def launch(target: str, module: Module, tensors: Mapping[str, np.ndarray],
     may take (``PTO_TIMEOUT`` for the launch); a run past it raises PTOError naming the stuck
     task. ``engine`` runs the task graph on another engine (:mod:`pto_core.engines`, e.g.
     ``"starpu"``; it may also come with ``options``); None keeps the one of ``options``.
+    ``runtime``: the runtime's mode, ``"default"`` or ``"three-tier"`` (``schedulers``
+    scheduler threads, 3 if None, dispatching to ``cores`` cores, ``workers`` if None); see
+    :func:`runtime_mode_environment`.
 
     >>> out = launch("arm64", module, {"input": x, "output": y}, {"num_tiles": 8})  # doctest: +SKIP
     """
@@ -463,25 +470,31 @@ def launch(target: str, module: Module, tensors: Mapping[str, np.ndarray],
         scalars = {**scalars, **check_scalar_args(entry, scalars)}
     bdir = build_module(target, module, options, build_dir=build_dir, phases=phases)
     return run_built(target, module, bdir, tensors, scalars, options=options, workers=workers,
-                     threshold=threshold, phases=phases, in_place=in_place, timeout=timeout)
+                     threshold=threshold, phases=phases, in_place=in_place, timeout=timeout,
+                     runtime=runtime, schedulers=schedulers, cores=cores)
 
 
 def run_built(target: str, module: Module, build_dir: Path, tensors: Mapping[str, np.ndarray],
               scalars: Mapping[str, Any], *, options: CompileOptions | None = None,
               workers: int | None = 2, threshold: int = 0, phases: Phases | None = None,
               in_place: bool = False, optimised: bool = False,
-              timeout: float | None = None) -> dict[str, np.ndarray]:
+              timeout: float | None = None, runtime: str | None = None,
+              schedulers: int | None = None, cores: int | None = None) -> dict[str, np.ndarray]:
     """Run ``module`` as built by :func:`build_module` in ``build_dir`` through the backend's
     ``pto_launch`` hook (see :func:`launch` for the arguments; ``optimised``: ``module`` went
     through the passes already)."""
     options = options or CompileOptions()
     phases = phases or Phases(enabled=False)
     check_launch(engine_of(options))
+    if runtime not in (None, "default") and engine_of(options) != DEFAULT_ENGINE:
+        raise PTOError(f"runtime mode {runtime!r}: a mode of PTO's own runtime, not of engine "
+                       f"'{engine_of(options)}'")
     if not optimised:
         module, _ = optimise(module, options, target)
     deadline = None if timeout is None else timeout_seconds(timeout)
+    mode = runtime_mode_environment(runtime, schedulers, cores)
     with phases.phase("run", label=f"run {target}"), \
-            runtime_environment({"PTO_TIMEOUT": deadline}):
+            runtime_environment({"PTO_TIMEOUT": deadline, **mode}):
         result = plugins.hook().pto_launch(
             backend=target, module=module, build_dir=Path(build_dir), tensors=dict(tensors),
             scalars=dict(scalars), options=options, workers=2 if workers is None else workers,
@@ -489,6 +502,32 @@ def run_built(target: str, module: Module, build_dir: Path, tensors: Mapping[str
     if result is None:
         raise PTOBackendError(f"backend '{target}' cannot launch programs (no pto_launch)")
     return dict(result)
+
+
+#: the C runtime's execution modes (``PTO_RUNTIME``)
+RUNTIME_MODES = ("default", "three-tier")
+
+
+def runtime_mode_environment(runtime: str | None, schedulers: int | None = None,
+                             cores: int | None = None) -> dict[str, Any]:
+    """The variables that select the C runtime's mode when it is created (``PTO_RUNTIME``,
+    ``PTO_SCHEDULERS``, ``PTO_CORES``; None: left alone). Schedulers and cores belong to the
+    three-tier mode only.
+
+    >>> runtime_mode_environment("three-tier", 1, 2)
+    {'PTO_RUNTIME': 'three-tier', 'PTO_SCHEDULERS': 1, 'PTO_CORES': 2}
+    """
+    if runtime is not None and runtime not in RUNTIME_MODES:
+        raise PTOError(f"runtime mode: expected one of {', '.join(RUNTIME_MODES)}, got {runtime!r}")
+    for name, value, hi in (("schedulers", schedulers, PTO_MAX_SCHEDULERS),
+                            ("cores", cores, PTO_MAX_WORKERS)):
+        if value is None:
+            continue
+        if runtime != "three-tier":
+            raise PTOError(f"{name}: only the three-tier runtime mode has {name}")
+        if not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= hi:
+            raise PTOError(f"{name}: expected a whole number in [1, {hi}], got {value!r}")
+    return {"PTO_RUNTIME": runtime, "PTO_SCHEDULERS": schedulers, "PTO_CORES": cores}
 
 
 def module_digest(texts: Mapping[str, str]) -> str:

@@ -61,6 +61,7 @@ import numpy as np
 
 from .abi import (ERROR_NAMES, KERNEL, PTO_ARG_INOUT, PTO_ARG_INPUT, PTO_ARG_OUTPUT,
                   PTO_DEFAULT_WINDOW, PTO_EBOUNDS, PTO_EINVAL, PTO_ESHUTDOWN, PTO_ETASKFAILED,
+                  PTO_MODE_ENV, PTO_MODE_THREE_TIER, PTO_MODE_WORKERS,
                   PTO_ETASKID, PTO_MAX_ARGS, TASK_STATES, PTORuntimeConfig, PTORuntimeStats,
                   PTOTensor, PTOTraceEvent)
 from .abi import PTO_WORKER_ACCELERATOR as WORKER_ACCELERATOR
@@ -76,6 +77,10 @@ __all__ = [
     "load_library", "WORKER_CUBE", "WORKER_VECTOR", "WORKER_AI_CPU", "WORKER_ACCELERATOR",
     "WORKER_ANY", "PTO_MAX_ARGS", "PTO_DEFAULT_WINDOW", "TraceEvent",
 ]
+
+#: execution modes by name (``Runtime(mode=...)``, ``pto run --runtime``, ``PTO_RUNTIME``)
+MODE_CODES = {"default": PTO_MODE_WORKERS, "three-tier": PTO_MODE_THREE_TIER}
+MODES = {v: k for k, v in MODE_CODES.items()}
 
 INT32 = (-(1 << 31), (1 << 31) - 1)
 INT64 = (-(1 << 63), (1 << 63) - 1)
@@ -135,6 +140,17 @@ class RuntimeStats:
     failed_func: Optional[str]
     run_status: int
     stuck_tasks: int
+    #: "default" or "three-tier"; in the three-tier mode the scheduler count, the tasks each
+    #: scheduler completed, and per task the dispatch latency (READY -> kernel start) and the
+    #: completion latency (kernel return -> consumers ready), median and 99th percentile
+    mode: str = "default"
+    num_schedulers: int = 0
+    scheduler_tasks: tuple[int, ...] = ()
+    latency_samples: int = 0
+    dispatch_p50_ns: int = 0
+    dispatch_p99_ns: int = 0
+    complete_p50_ns: int = 0
+    complete_p99_ns: int = 0
 
 
 # ---------------------------------------------------------------- building / loading
@@ -380,13 +396,18 @@ class Runtime:
     max_running: at most that many kernels at once (0: no limit); window_abort: an allocation
     that finds the window full raises ``PTO_EWINDOWFULL`` instead of waiting; issue_batch:
     submitted tasks reach the workers that many at a time.
+    mode: ``"default"`` (worker threads), ``"three-tier"`` (this thread orchestrates,
+    ``schedulers`` scheduler threads dispatch to ``num_workers`` cores through handshakes; 0
+    schedulers: ``PTO_SCHEDULERS`` or 3) or None (``PTO_RUNTIME`` from the environment decides,
+    with ``PTO_SCHEDULERS`` and ``PTO_CORES``).
     """
 
     def __init__(self, num_workers: int = 0, threshold: int = 0, window: int = PTO_DEFAULT_WINDOW,
                  record_graph: bool = False, dry_run: bool = False,
                  worker_types: Optional[list[int]] = None, trace: Union[bool, int] = False,
                  timeout: Optional[float] = None, max_running: int = 0,
-                 window_abort: bool = False, issue_batch: int = 0):
+                 window_abort: bool = False, issue_batch: int = 0,
+                 mode: Optional[str] = None, schedulers: int = 0):
         self._rt = C.c_void_p()
         self._lock = threading.Lock()              # close() from another thread vs. run()
         self._running = 0
@@ -402,6 +423,11 @@ class Runtime:
         cfg.max_running = _int(max_running, "max_running", *INT32)
         cfg.window_abort = int(bool(window_abort))
         cfg.issue_batch = _int(issue_batch, "issue_batch", *INT32)
+        if mode is not None and mode not in MODE_CODES:
+            raise PTORuntimeError(PTO_EINVAL, "mode", f"expects one of {', '.join(MODE_CODES)}, "
+                                  f"got {mode!r}")
+        cfg.mode = PTO_MODE_ENV if mode is None else MODE_CODES[mode]
+        cfg.num_schedulers = _int(schedulers, "schedulers", *INT32)
         if worker_types is not None:
             if len(worker_types) != num_workers:
                 raise PTORuntimeError(PTO_EINVAL, "worker_types", "needs one entry per worker")
@@ -619,7 +645,8 @@ class Runtime:
         detail = buf.value.decode(errors="replace")
         exc = self._failures.get(st.failed_code) if rc == PTO_ETASKFAILED else None
         if exc is not None:
-            where = f"worker {st.failed_worker}" if st.failed_worker >= 0 else "the calling thread"
+            unit = "core" if st.mode == "three-tier" else "worker"
+            where = f"{unit} {st.failed_worker}" if st.failed_worker >= 0 else "the calling thread"
             how = str(exc) if isinstance(exc, _BadReturn) else f"raised {type(exc).__name__}: {exc}"
             detail = f"task {st.failed_task} '{st.failed_func}' {how} (on {where})"
         err = (PTOTaskError if rc == PTO_ETASKFAILED else PTORuntimeError)(rc, "run", detail=detail)
@@ -672,6 +699,8 @@ class Runtime:
         vals["safe_mode_degraded"] = bool(s.safe_mode_degraded)
         vals["failed_func"] = s.failed_func.decode(errors="replace") if s.failed_func else None
         vals["worker_tasks"] = tuple(s.worker_tasks[: s.num_workers])
+        vals["mode"] = MODES[s.mode] if s.mode in MODES else "default"
+        vals["scheduler_tasks"] = tuple(s.scheduler_tasks[: s.num_schedulers])
         return RuntimeStats(**vals)
 
     def dump(self, path: Union[str, os.PathLike, None] = None) -> str:

@@ -34,7 +34,7 @@ from SCons.Script import (ARGUMENTS, COMMAND_LINE_TARGETS, Action, Alias, BoolVa
 from . import engines, plugins
 from .codegen import host
 from . import driver
-from .driver import compile_module, planned_files
+from .driver import RUNTIME_MODES, compile_module, planned_files, runtime_mode_environment
 from .errors import PTOBackendError, PTOError
 from .options import CompileOptions
 from .codegen.orchestration import c_module_name
@@ -313,6 +313,11 @@ def sconstruct() -> None:
     vars.Add(EnumVariable("engine", "what runs the task graphs: " + "; ".join(
         f"{e.name} = {e.description}" for e in engines.ENGINES.values()), engines.DEFAULT,
         allowed_values=tuple(engines.ENGINES)))
+    vars.Add(EnumVariable("runtime", "runtime mode the 'check' alias runs programs in "
+                          "(three-tier: orchestrator, scheduler threads, cores)", "default",
+                          allowed_values=RUNTIME_MODES))
+    vars.Add("schedulers", "three-tier: scheduler threads for the 'check' alias (empty: 3)", "")
+    vars.Add("cores", "three-tier: cores for the 'check' alias (empty: workers)", "")
     probe = Environment(variables=vars)
     Help("PTO build: scons target=<backend> [options] [alias...]\n"
          "aliases: <program stem> (one program), runtime, check (run every program and compare "
@@ -360,7 +365,13 @@ def sconstruct() -> None:
     # a cross build is for running elsewhere: only the (static) host programs
     Default(([] if cross else [r["lib"] for r in built]) + [r["host"] for r in built])
     if "check" in COMMAND_LINE_TARGETS:
-        _add_check(env, built, cross, int(probe["workers"]))
+        counts = {k: int(probe[k]) if probe[k] else None for k in ("schedulers", "cores")}
+        try:
+            mode = runtime_mode_environment(probe["runtime"], **counts)
+        except PTOError as e:
+            print(f"scons: {e}")
+            Exit(2)
+        _add_check(env, built, cross, int(probe["workers"]), mode)
 
 
 def backend_help(target: str, *, cross: str = "", opt: str = "release") -> str:
@@ -377,11 +388,13 @@ def backend_help(target: str, *, cross: str = "", opt: str = "release") -> str:
     return f"\nVariables of backend '{target}' (scons target={target} ...):\n\n{text}\n" if text else ""
 
 
-def _add_check(env, built: list[dict], cross: str, workers: int) -> None:
+def _add_check(env, built: list[dict], cross: str, workers: int,
+               mode: Mapping[str, Any] | None = None) -> None:
     """``scons check``: run each host program on random inputs and compare with the reference
-    interpreter (under qemu-aarch64 when cross-compiled)."""
+    interpreter (under qemu-aarch64 when cross-compiled), in the runtime mode of ``mode`` (the
+    variables of :func:`pto_core.driver.runtime_mode_environment`)."""
     for res in built:
-        act = Action(lambda target, source, env, res=res: _check_one(res, cross, workers),
+        act = Action(lambda target, source, env, res=res: _check_one(res, cross, workers, mode or {}),
                      f"pto check {res['stem']}")
         node = env.Command(f"{res['out']}/check.stamp", res["host"], act)
         env.AlwaysBuild(node)
@@ -389,11 +402,12 @@ def _add_check(env, built: list[dict], cross: str, workers: int) -> None:
         Alias("check", node)
 
 
-def _check_one(res: dict, cross: str, workers: int) -> int:
+def _check_one(res: dict, cross: str, workers: int, mode: Mapping[str, Any]) -> int:
     from .checking import run_host_and_compare
     prog = _load(str(Path(res["gen"][0].sources[0].abspath)))
     exe = str(res["host"][0].abspath)
-    ok, report = run_host_and_compare(prog, exe, cross=cross, workers=workers,
-                                      work_dir=Path(res["out"]) / "check")
+    with host.runtime_environment(mode):
+        ok, report = run_host_and_compare(prog, exe, cross=cross, workers=workers,
+                                          work_dir=Path(res["out"]) / "check")
     print(report)
     return 0 if ok else 1

@@ -302,6 +302,9 @@ class TraceStats:
     worker_tasks: dict[int, int] = field(default_factory=dict)
     #: per kernel, how its tasks went out to a device (backends with a device executor)
     launches: dict[str, LaunchStats] = field(default_factory=dict)
+    #: the three-tier mode's figures (schedulers, cores, latency_samples, dispatch_p50_ns,
+    #: dispatch_p99_ns, complete_p50_ns, complete_p99_ns, scheduler_tasks); empty otherwise
+    three_tier: dict[str, Any] = field(default_factory=dict)
 
     @property
     def parallelism(self) -> float:
@@ -370,7 +373,8 @@ def load_runtime_stats(source: str | Path | dict) -> TraceStats:
         per_function=funcs,
         worker_busy_ns={int(w): int(v) for w, v in obj.get("worker_busy_ns", {}).items()},
         worker_tasks={int(w): int(v) for w, v in obj.get("worker_tasks", {}).items()},
-        launches={k: LaunchStats.from_json(k, v) for k, v in obj.get("launches", {}).items()})
+        launches={k: LaunchStats.from_json(k, v) for k, v in obj.get("launches", {}).items()},
+        three_tier=dict(obj.get("three_tier", {})))
 
 
 def _t(ns: float) -> str:
@@ -406,4 +410,13 @@ def format_stats(s: TraceStats) -> str:
             lines.append(f"{k:<24}{ls.launches:>9}{ls.grids:>7}{ls.tasks:>8}"
                          f"{'/'.join(map(str, ls.tasks_per_launch)):>26}"
                          f"{'/'.join(map(str, ls.blocks_per_grid)):>20}{ls.fill:>7}{ls.full:>6}")
+    if s.three_tier:
+        t = s.three_tier
+        lines += ["", f"three-tier: {t['schedulers']} scheduler(s), {t['cores']} core(s), "
+                      f"tasks per scheduler {'/'.join(map(str, t['scheduler_tasks']))}",
+                  f"{'latency per task':<24}{'median':>12}{'p99':>12}",
+                  f"{'dispatch (ready->run)':<24}{_t(t['dispatch_p50_ns']):>12}"
+                  f"{_t(t['dispatch_p99_ns']):>12}",
+                  f"{'completion (->ready)':<24}{_t(t['complete_p50_ns']):>12}"
+                  f"{_t(t['complete_p99_ns']):>12}"]
     return "\n".join(lines) + "\n"

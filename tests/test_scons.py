@@ -5,6 +5,7 @@ Each test builds a copy of an example into a private build dir, so nothing touch
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 from pathlib import Path
@@ -50,7 +51,7 @@ def test_help_lists_the_build_variables():
     r = run_scons("-h")
     assert r.returncode == 0, r.stderr
     for var in ("target:", "examples:", "cross:", "cache:", "opt:", "werror:", "workers:",
-                "build_dir:"):
+                "build_dir:", "runtime:", "schedulers:", "cores:"):
         assert var in r.stdout, var
     assert "arm64" in r.stdout
 
@@ -184,3 +185,21 @@ def test_every_compile_gets_its_variants_flags_once(tmp_path, opt):
             assert len(levels) == 1 and levels != ["-O0"] and "-g" not in flags, (out, flags)
     if opt == "release":
         assert "-O3" in compiles[next(o for o in compiles if o.endswith("/gen/rowmax.os"))]
+
+
+def test_check_alias_runs_in_the_three_tier_mode(tmp_path, monkeypatch):
+    src = tmp_path / "rm.py"
+    shutil.copy(ROOT / "examples" / "rowmax.py", src)
+    stats = tmp_path / "stats.json"
+    monkeypatch.setenv("PTO_STATS", str(stats))      # the host program's runtime writes it
+    r = run_scons("target=arm64", f"examples={src}", f"build_dir={tmp_path / 'build'}",
+                  "runtime=three-tier", "schedulers=2", "cores=3", "check")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "rm.py: OK" in r.stdout
+    three = json.loads(stats.read_text())["three_tier"]
+    assert (three["schedulers"], three["cores"]) == (2, 3)
+    assert sum(three["scheduler_tasks"]) == 8
+    bad = run_scons("target=arm64", f"examples={src}", f"build_dir={tmp_path / 'build'}",
+                    "schedulers=2", "check")
+    assert bad.returncode != 0
+    assert "only the three-tier runtime mode has schedulers" in bad.stdout

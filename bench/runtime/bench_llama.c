@@ -4,9 +4,10 @@
  *   M tiles; phase 1: 9 tasks per tile, phase 2: 3 tasks per (q, kv) tile pair,
  *   phase 3: 7 tasks per tile  ->  16*M + 3*M^2 tasks.
  *
- * usage: bench_llama M|llama:M|wide:N|chain:N [pto|build|e2e|omp|starpu|all|trace] [workers] [reps]
+ * usage: bench_llama M|llama:M|wide:N|chain:N [pto|build|e2e|omp|starpu|all|trace|tier3] [workers] [reps]
  *        (the graphs: dags.h; a bare M is llama:M)
- *        (build: PTO graph build only, through both APIs (pto_build: alloc + add_* + submit,
+ *        (tier3: the three-tier runtime mode, 1 and 3 schedulers, against the worker mode;
+ *        build: PTO graph build only, through both APIs (pto_build: alloc + add_* + submit,
  *        pto_build_v: pto_task_submit_v); trace: empty-task execution with vs without tracing;
  *        -DBENCH_NO_SUBMIT_V builds against a runtime without the one-call API)
  * Prints one "key=value" line per measurement (the driver run.sh turns them into a table). */
@@ -209,6 +210,50 @@ static void bench_trace_overhead(const Dag* d, int workers, int reps) {
            HEAD_ARGS("trace_overhead", d), workers, (long long)n, n / plain / 1e6, n / traced / 1e6, 100.0 * (traced / plain - 1.0));
 }
 
+/* ------------------------------------------------------------------ three-tier vs default
+ * The same graph pipelined end to end (threshold 64, window 16384) and executed alone (built in
+ * safe mode, only pto_runtime_run timed), in the worker mode with `cores` workers and in the
+ * three-tier mode with 1 and 3 schedulers dispatching to `cores` cores; best of 3 each, run in
+ * turn so that a shared machine's drift hits every mode alike. The three-tier lines carry the
+ * per-task dispatch (READY -> kernel start) and completion (kernel return -> consumers ready)
+ * latency, median and p99, of the best end-to-end run. */
+static void bench_tier3(const Dag* d, int cores) {
+    static const struct { const char* kind; int mode, schedulers; } modes[] = {
+        {"tier3_default", PTO_MODE_WORKERS, 0}, {"tier3_s1", PTO_MODE_THREE_TIER, 1}, {"tier3_s3", PTO_MODE_THREE_TIER, 3}};
+    enum { NM = sizeof modes / sizeof modes[0] };
+    int64_t n = dag_tasks(d);
+    set_tensors(d);
+    double e2e[NM], exec[NM];
+    PTORuntimeStats best[NM];
+    for (int m = 0; m < NM; m++) e2e[m] = exec[m] = 1e30;
+    for (int rep = 0; rep < 3; rep++)
+        for (int m = 0; m < NM; m++) {
+            PTORuntimeConfig cfg; pto_runtime_config_default(&cfg);
+            cfg.mode = modes[m].mode; cfg.num_schedulers = modes[m].schedulers; cfg.num_workers = cores;
+            cfg.execution_task_threshold = 64; cfg.task_window = 16384;
+            PTORuntimeStats st;
+            double t0 = now();
+            int rc = pto_runtime_run_orch(&cfg, pto_orch, (void*)d, &st);
+            double dt = now() - t0;
+            if (rc) { fprintf(stderr, "run (%s): %s\n", modes[m].kind, pto_strerror(rc)); exit(1); }
+            if (dt < e2e[m]) { e2e[m] = dt; best[m] = st; }
+            cfg.execution_task_threshold = 0; cfg.task_window = pow2_at_least(n);
+            PTORuntime* rt = pto_runtime_create(&cfg);
+            pto_orch(rt, (void*)d);
+            t0 = now();
+            rc = pto_runtime_run(rt);
+            dt = now() - t0;
+            if (rc) { fprintf(stderr, "run (%s): %s\n", modes[m].kind, pto_strerror(rc)); exit(1); }
+            if (dt < exec[m]) exec[m] = dt;
+            pto_runtime_destroy(rt);
+        }
+    for (int m = 0; m < NM; m++)
+        printf(HEAD "tasks=%lld schedulers=%d cores=%d e2e_s=%.6f exec_s=%.6f dispatch_p50_ns=%lld dispatch_p99_ns=%lld "
+               "complete_p50_ns=%lld complete_p99_ns=%lld\n", HEAD_ARGS(modes[m].kind, d), (long long)n, modes[m].schedulers,
+               cores, e2e[m], exec[m], (long long)best[m].dispatch_p50_ns, (long long)best[m].dispatch_p99_ns,
+               (long long)best[m].complete_p50_ns, (long long)best[m].complete_p99_ns);
+}
+
 /* ------------------------------------------------------------------ OpenMP (libgomp) */
 #ifdef HAVE_OMP
 static char* g_tok[NTENS];
@@ -323,7 +368,7 @@ static void bench_starpu(const Dag* d, int workers) {
 #endif
 
 int main(int argc, char** argv) {
-    if (argc < 2) { fprintf(stderr, "usage: %s M|llama:M|wide:N|chain:N [pto|build|e2e|omp|starpu|all|trace] [workers] [reps]\n", argv[0]); return 2; }
+    if (argc < 2) { fprintf(stderr, "usage: %s M|llama:M|wide:N|chain:N [pto|build|e2e|omp|starpu|all|trace|tier3] [workers] [reps]\n", argv[0]); return 2; }
     Dag dag;
     if (!dag_parse(argv[1], &dag)) { fprintf(stderr, "bad graph '%s': M, llama:M, wide:N or chain:N (1..2^30)\n", argv[1]); return 2; }
     const Dag* d = &dag;
@@ -334,6 +379,7 @@ int main(int argc, char** argv) {
     if (!strcmp(what, "build")) bench_pto(d, workers, 1);
     if (!strcmp(what, "e2e")) bench_pto_e2e(d, workers);
     if (!strcmp(what, "trace")) bench_trace_overhead(d, workers, argc > 4 ? atoi(argv[4]) : 10);
+    if (!strcmp(what, "tier3")) bench_tier3(d, workers);
 #ifdef HAVE_OMP
     if (all || !strcmp(what, "omp")) bench_omp(d, workers);
 #endif

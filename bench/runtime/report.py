@@ -80,11 +80,50 @@ def table(rows: Rows) -> list[list[str]]:
     return out
 
 
+TIER3_HEADER = ("graph", "tasks", "default e2e ns/t", "default exec ns/t",
+                "3-tier 1 sched e2e ns/t", "vs default", "exec ns/t", "dispatch p50/p99 ns",
+                "completion p50/p99 ns",
+                "3-tier 3 sched e2e ns/t", "vs default", "exec ns/t", "dispatch p50/p99 ns",
+                "completion p50/p99 ns")
+
+
+def tier3_table(rows: Rows) -> list[list[str]]:
+    """The three-tier mode (1 and 3 schedulers) against the worker mode, from the ``tier3_*``
+    lines of ``bench_llama G tier3``: time per task end to end and executing alone, as ratios to
+    the worker mode (above 1x: the three-tier mode took longer), and the per-task latencies."""
+    out = []
+    for dag, m in sorted(rows, key=lambda k: (k[0] != "wide", k[0] != "chain", k)):
+        r = rows[(dag, m)]
+        base = r.get("tier3_default")
+        if not base:
+            continue
+        tasks = base["tasks"]
+        be, bx = _ns(base, tasks, "e2e_s"), _ns(base, tasks, "exec_s")
+        cells = [f"{dag}:{m}", _fmt(tasks, "{:,.0f}"), _fmt(be, "{:.1f}"), _fmt(bx, "{:.1f}")]
+        for kind in ("tier3_s1", "tier3_s3"):
+            t = r.get(kind, {})
+            te, tx = _ns(t, tasks, "e2e_s"), _ns(t, tasks, "exec_s")
+            lat = lambda k: (f"{t[k + '_p50_ns']:,.0f} / {t[k + '_p99_ns']:,.0f}"
+                             if k + "_p50_ns" in t else "-")
+            cells += [_fmt(te, "{:,.1f}"), _ratio(te, be), _fmt(tx, "{:,.1f}"), lat("dispatch"),
+                      lat("complete")]
+        out.append(cells)
+    return out
+
+
 def main(paths: list[str]) -> None:
+    rows = parse(paths)
     print(" | ".join(HEADER))
     print(" | ".join("---" for _ in HEADER))
-    for cells in table(parse(paths)):
+    for cells in table(rows):
         print(" | ".join(cells))
+    t3 = tier3_table(rows)
+    if t3:
+        print()
+        print(" | ".join(TIER3_HEADER))
+        print(" | ".join("---" for _ in TIER3_HEADER))
+        for cells in t3:
+            print(" | ".join(cells))
 
 
 if __name__ == "__main__":

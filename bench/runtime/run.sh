@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Build and run the runtime benchmark: PTO runtime vs Taskflow vs libgomp vs StarPU, on the graphs
-# of dags.h (the LLaMA layer, and 100,000 empty tasks wide and in a chain).
+# of dags.h (the LLaMA layer, and 100,000 empty tasks wide and in a chain), and the runtime's
+# three-tier mode against its worker mode (graphs up to 1,000,000 tasks).
 # usage: [REPEAT=n] [TASKFLOW_INCLUDE=dir] bench/runtime/run.sh [GRAPH ...]
 #   GRAPH: llama:M | wide:N | chain:N | M (= llama:M);
 #   default: wide:100000 chain:100000 llama:16 llama:32 llama:64 llama:128 llama:256 llama:2048
@@ -39,6 +40,8 @@ for rep in $(seq 1 "${REPEAT:-1}"); do
     "$OUT/bench_llama" "$G" e2e 2 | grep '^pto_e2e' | sed 's/^pto_e2e/pto_e2e_alone/' | tee -a "$LOG"
     tasks=$(grep -o "^pto_build dag=[a-z]* M=[0-9]* tasks=[0-9]*" "$LOG" | tail -1 | sed 's/.*tasks=//')
     [ "${tasks:-0}" -gt 1000000 ] && continue
+    # the three-tier mode (1 and 3 schedulers, 2 cores) against the worker mode (2 workers)
+    "$OUT/bench_llama" "$G" tier3 2 | tee -a "$LOG"
     [ "$TASKFLOW" = 1 ] && "$OUT/bench_taskflow" "$G" 2 | tee -a "$LOG"
     for p in "${PEERS[@]}"; do "$OUT/bench_llama" "$G" "$p" 2 | grep -v '^peak_rss' | tee -a "$LOG"; done
     if [[ " ${PEERS[*]} " == *" omp "* ]]; then   # libgomp with sleeping idle threads

@@ -42,6 +42,11 @@ On the reference target ``--stats`` counts the tasks per function.
 same kernels and orchestration, with StarPU finding the dependencies and running the tasks.
 ``--engine starpu-mpi`` runs under ``mpirun -np N``: every rank runs the graph, rank 0 reports
 (and checks) the gathered results.
+``--runtime three-tier [--schedulers N] [--cores N]`` runs a compiled target in the runtime's
+three-tier mode (``PTO_RUNTIME``): the orchestration on the calling thread, N scheduler threads
+(default 3) that dispatch ready tasks to the cores through handshakes, and the cores (default:
+``--workers``) that only run kernels; ``--stats`` then adds the dispatch and completion latency
+per task (median, p99). ``--runtime default`` is the worker-thread runtime.
 
 ``--timeout SECONDS`` bounds a compiled target's run (``PTO_TIMEOUT``): a kernel still running then
 is abandoned and the run fails naming its task, kernel and worker; a failed kernel is named the
@@ -71,6 +76,7 @@ from ..program import Program
 from ..progress import Phases
 from ..reference import derive_shapes, numpy_dtype, run_module, trace_calls
 from ..codegen.host import runtime_environment
+from ..driver import RUNTIME_MODES, runtime_mode_environment
 from ..trace import (chrome_trace_graph, format_stats, load_chrome_trace, load_runtime_stats,
                      validate_trace)
 from .common import (add_compile_arguments, add_run_arguments, load_with_settings, options_from_args,
@@ -108,6 +114,13 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     p.add_argument("--timeout", type=float, default=None, metavar="SECONDS",
                    help="deadline of the run on a compiled target (PTO_TIMEOUT): a kernel still "
                         "running then is named and abandoned, and the run fails")
+    p.add_argument("--runtime", choices=RUNTIME_MODES, default=None,
+                   help="the C runtime's mode on a compiled target (PTO_RUNTIME): worker threads "
+                        "(default) or three-tier (orchestrator, schedulers, cores)")
+    p.add_argument("--schedulers", type=int, default=None, metavar="N",
+                   help="three-tier: scheduler threads (default 3)")
+    p.add_argument("--cores", type=int, default=None, metavar="N",
+                   help="three-tier: core threads (default: --workers, else 2)")
     p.add_argument("--save", type=Path, default=None, metavar="DIR",
                    help="write every tensor after the run to DIR/<name>.npy")
     p.add_argument("--stats", action="store_true", help="print runtime statistics")
@@ -142,9 +155,11 @@ def parse_shapes(items: list[str]) -> dict[str, tuple[int, int]]:
 
 def launch(target: str, module: Module, tensors: dict[str, np.ndarray], scalars: dict[str, Any],
            options: CompileOptions, workers: int | None, entry: str,
-           phases: Phases | None = None, timeout: float | None = None) -> dict[str, np.ndarray]:
+           phases: Phases | None = None, timeout: float | None = None,
+           mode: Mapping[str, Any] | None = None) -> dict[str, np.ndarray]:
     """Run on ``target``: the interpreter, or a backend through the codegen driver (``phases``
-    times codegen, build and run)."""
+    times codegen, build and run; ``mode``: the runtime mode's ``runtime``, ``schedulers`` and
+    ``cores`` arguments of :func:`pto_core.driver.launch`)."""
     phases = phases or Phases(enabled=False)
     if target == REFERENCE:
         with phases.phase("run"):
@@ -153,8 +168,7 @@ def launch(target: str, module: Module, tensors: dict[str, np.ndarray], scalars:
     arrays = {n: a.copy() for n, a in tensors.items()}
     kwargs: dict[str, Any] = {} if workers is None else {"workers": workers}
     result = driver.launch(target, module, arrays, scalars, options=options, phases=phases,
-                           timeout=timeout,
-                           **kwargs)
+                           timeout=timeout, **dict(mode or {}), **kwargs)
     return dict(result) if result is not None else arrays
 
 
@@ -261,8 +275,10 @@ def _run(args: argparse.Namespace, program: Program, sets: dict[str, Any], phase
         stats_path = Path(tmp) / "stats.json" if (args.stats and compiled) else None
         trace_path = args.trace if compiled else None
         with runtime_observation(trace_path, stats_path):
+            mode = {"runtime": args.runtime, "schedulers": args.schedulers, "cores": args.cores}
+            runtime_mode_environment(**mode)          # a bad combination fails before the build
             outputs = launch(args.target, module, inputs, scalars, options, args.workers, entry,
-                             phases, args.timeout)
+                             phases, args.timeout, mode)
         phases.close()
         print(f"  ran in {phases.seconds['run'] * 1e3:.2f} ms")
         print(f"  time: {phases.summary()}")

@@ -43,7 +43,8 @@ extern "C" {
 /* ---------------------------------------------------------------- limits */
 #define PTO_MAX_ARGS        32       /* int64 argument slots per task (a tensor takes 2) */
 #define PTO_MAX_TENSOR_ARGS (PTO_MAX_ARGS / 2)
-#define PTO_MAX_WORKERS     64
+#define PTO_MAX_WORKERS     128      /* worker threads, or cores of the three-tier mode */
+#define PTO_MAX_SCHEDULERS  16       /* scheduler threads of the three-tier mode */
 #define PTO_DEFAULT_WINDOW  16384    /* task descriptors in the ring (power of two) */
 #define PTO_NUM_QUEUES      5        /* CUBE, VECTOR, AI_CPU, ACCELERATOR, ANY */
 
@@ -163,7 +164,25 @@ typedef struct PTORuntimeConfig {
      * at its submit). An incomplete batch goes out when the orchestrating thread waits - for a
      * window slot, or in pto_runtime_run. No effect with num_workers == 0. */
     int32_t issue_batch;
+    /* Execution mode (see "Three-tier mode" below): PTO_MODE_WORKERS, PTO_MODE_THREE_TIER, or 0:
+     * PTO_RUNTIME from the environment ("three-tier" or "default"), the worker mode if unset. */
+    int32_t mode;
+    /* Three-tier mode: scheduler threads (1..PTO_MAX_SCHEDULERS); 0: PTO_SCHEDULERS or 3. */
+    int32_t num_schedulers;
 } PTORuntimeConfig;
+
+/* ---------------------------------------------------------------- three-tier mode
+ * PTO_MODE_WORKERS (the default): worker threads pop ready tasks and release their consumers
+ * themselves. PTO_MODE_THREE_TIER: the thread that builds the graph is the orchestrator;
+ * num_schedulers scheduler threads take completions and dispatch ready tasks; num_workers
+ * core threads (AIC or AIV) only poll a handshake and run the kernel it hands them. The
+ * orchestration API, the tensor map, the window and the task descriptors are the same. A core's
+ * type is PTO_CORE_AIC when worker_types[i] is PTO_WORKER_CUBE, else PTO_CORE_AIV (unbound:
+ * the first third of the cores are AIC). A bound core serves only its type (and ANY); an
+ * unbound one prefers its type and takes any task. When the environment chose the mode,
+ * PTO_CORES (if set) gives the core count. */
+enum PTORuntimeMode { PTO_MODE_ENV = 0, PTO_MODE_WORKERS = 1, PTO_MODE_THREE_TIER = 2 };
+enum PTOCoreType { PTO_CORE_AIC = 0, PTO_CORE_AIV = 1 };
 
 /* ---------------------------------------------------------------- statistics */
 typedef struct PTORuntimeStats {
@@ -186,6 +205,15 @@ typedef struct PTORuntimeStats {
     const char* failed_func;          /* its func_name, NULL if none */
     int32_t run_status;               /* what pto_runtime_run returned (0 before a run) */
     int32_t stuck_tasks;              /* kernels still running when the run gave up on them */
+    /* Three-tier mode (zero otherwise): the mode and thread counts the run used, and per task
+     * the dispatch latency (made READY -> its kernel starts on a core) and the completion
+     * latency (kernel returned -> its consumers made ready) as median and 99th percentile. */
+    int32_t mode;
+    int32_t num_schedulers;
+    int64_t latency_samples;
+    int64_t dispatch_p50_ns, dispatch_p99_ns;
+    int64_t complete_p50_ns, complete_p99_ns;
+    int64_t scheduler_tasks[PTO_MAX_SCHEDULERS];   /* completions handled per scheduler */
 } PTORuntimeStats;
 
 /* ---------------------------------------------------------------- lifecycle */

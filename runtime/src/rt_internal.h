@@ -160,6 +160,8 @@ typedef struct PTOTraceLane {
 typedef struct PTOTrace {
     int32_t       nlanes;
     PTOTraceLane* lanes;
+    int32_t       nsched;          /* three-tier mode: one lane per scheduler thread, whose */
+    PTOTraceLane* sched_lanes;     /* events are dispatches and completions (func says which) */
     char*         path;            /* PTO_TRACE: write the JSON here at destroy */
     char*         stats_path;      /* PTO_STATS */
     int64_t       cal_ticks, cal_ns;   /* second calibration point (first: process-wide) */
@@ -244,6 +246,7 @@ struct PTORuntime {
     PTOWaitFn    wait_fn; void* wait_ctx;   /* told when the orchestrator waits (pto_runtime.h) */
     _Atomic int64_t ready_tasks;   /* with wait_fn: ready, executor call not returned yet */
     PTOTrace*    trace;            /* NULL unless tracing */
+    struct PTOThreeTier* t3;       /* three-tier mode (three_tier.c); NULL in the worker mode */
 };
 
 static inline PTOTask* rt_task(PTORuntime* rt, int32_t id) { return &rt->tasks[id & rt->mask]; }
@@ -309,6 +312,24 @@ int  sched_run_inline(PTORuntime* rt, int32_t id);
 void sched_notify_waiters(PTORuntime* rt, int32_t retired_id, int64_t retired_count);
 void sched_flush_retired(PTORuntime* rt, PTOWorker* w);
 int64_t sched_ready_count(PTORuntime* rt);
+
+/* sched.c: the pieces three_tier.c shares */
+int32_t sched_execute(PTORuntime* rt, PTOTask* t, int32_t worker_index);   /* call the kernel */
+int32_t sched_pop_core(PTORuntime* rt, PTOWorker* w);      /* one ready task core w may run, or -1 */
+
+/* three_tier.c (all no-ops / false in the worker mode) */
+int  t3_resolve_config(PTORuntimeConfig* c); /* mode, schedulers, cores from cfg and environment */
+int  t3_init(PTORuntime* rt);                 /* at creation, after sched_init */
+void t3_free(PTORuntime* rt);
+int  t3_start(PTORuntime* rt);                /* threads and handshakes */
+void t3_join(PTORuntime* rt);                 /* after wait_workers: join schedulers and cores */
+void t3_on_alloc(PTORuntime* rt, int32_t id, PTOKernelFunc fn, const char* name);
+int  t3_on_edge(PTORuntime* rt, int32_t p, int32_t c, int32_t d);   /* fanin entry d for edge p -> c */
+void t3_on_ready(PTORuntime* rt, PTOTask* t);
+void t3_on_push(PTORuntime* rt);              /* a task entered a ready queue: wake a scheduler */
+void t3_wake_schedulers(PTORuntime* rt);      /* every sleeping scheduler */
+void t3_on_retire(PTORuntime* rt, int32_t id); /* orchestrator, as the slot is reused */
+void t3_stats(PTORuntime* rt, PTORuntimeStats* s);
 
 /* trace.c */
 int  trace_init_from_env(PTORuntime* rt);     /* PTO_TRACE / PTO_STATS, at creation */

@@ -35,6 +35,8 @@ int pto_runtime_init(PTORuntime** out, const PTORuntimeConfig* cfg) {
         for (int i = 0; i < c.num_workers; i++)
             if (c.worker_types[i] < PTO_WORKER_ANY || c.worker_types[i] > PTO_WORKER_ACCELERATOR)
                 return rt_fail(PTO_EWORKERTYPE, "worker_types[%d] = %d: not a worker type", i, c.worker_types[i]);
+    int mrc = t3_resolve_config(&c);
+    if (mrc < 0) return mrc;
     int64_t timeout_ns;
     int trc = rt_resolve_timeout(&c, &timeout_ns);
     if (trc < 0) return trc;
@@ -76,6 +78,7 @@ int pto_runtime_init(PTORuntime** out, const PTORuntimeConfig* cfg) {
     while (rc == PTO_OK && ((int64_t)rt->dep_nchunks << DEP_CHUNK_SHIFT) < 2 * (int64_t)rt->window)
         rc = dep_add_chunk(rt);
     if (rc == PTO_OK) rc = sched_init(rt);
+    if (rc == PTO_OK) rc = t3_init(rt);
     if (rc == PTO_OK && c.issue_batch > 1 && c.num_workers > 0) {
         rt->held = malloc((size_t)c.issue_batch * sizeof(int32_t));
         if (!rt->held) rc = PTO_ENOMEM;
@@ -192,6 +195,7 @@ int pto_runtime_shutdown(PTORuntime* rt) {
 
 static void rt_free(PTORuntime* rt) {
     trace_free(rt);
+    t3_free(rt);
     sched_free(rt);
     tm_free(&rt->tm);
     for (int32_t i = 0; i < rt->dep_nchunks; i++) free(rt->dep_chunks[i]);
@@ -250,6 +254,7 @@ static void advance(PTORuntime* rt) {
         if (atomic_load_explicit(&t->state, memory_order_acquire) != PTO_TASK_CONSUMED) break;
         dep_free_list(rt, t->fanout_head);
         t->fanout_head = -1;
+        if (rt->t3) t3_on_retire(rt, rt->last_alive);
         rt->last_alive++;
     }
 }
@@ -379,6 +384,7 @@ static inline __attribute__((always_inline)) int32_t alloc_task(PTORuntime* rt, 
     t->affinity = -1;
     t->name = func_name ? func_name : "task";
     t->fn = func_ptr;
+    if (rt->t3) t3_on_alloc(rt, id, func_ptr, t->name);
     rt->open_tasks++;
     int64_t live = rt->next_id - rt->last_alive;
     if (live > rt->peak_live) rt->peak_live = live;
@@ -774,7 +780,8 @@ int64_t pto_runtime_error_message(PTORuntime* rt, char* buf, int64_t cap) {
     const int32_t task = atomic_load(&rt->failed_task), worker = atomic_load(&rt->failed_worker);
     const char* fn = atomic_load(&rt->failed_func);
     char where[40];
-    if (worker >= 0) snprintf(where, sizeof where, "worker %d", worker);
+    if (worker >= 0 && rt->t3) snprintf(where, sizeof where, "core %d", worker);
+    else if (worker >= 0) snprintf(where, sizeof where, "worker %d", worker);
     else snprintf(where, sizeof where, "the orchestrating thread");
     char* out = cap > 0 ? buf : NULL;
     const size_t n = (size_t)cap;
@@ -836,5 +843,6 @@ int pto_runtime_get_stats(PTORuntime* rt, PTORuntimeStats* s) {
         done += rt->workers[i].executed;
     }
     s->tasks_completed = done;
+    t3_stats(rt, s);
     return PTO_OK;
 }

@@ -91,6 +91,7 @@ static void push_to(PTORuntime* rt, PTOQueue* Q, int32_t id, bool all) {
     Q->ring[Q->tail++ & (uint32_t)rt->mask] = id;
     atomic_fetch_add_explicit(&Q->count, 1, memory_order_seq_cst);
     pthread_mutex_unlock(&Q->mu);
+    if (rt->t3) { t3_on_push(rt); return; }         /* three-tier: the schedulers take it */
     if (atomic_load_explicit(&rt->sleepers, memory_order_seq_cst) > 0) {
         pthread_mutex_lock(&rt->idle_mu);
         if (all) pthread_cond_broadcast(&rt->idle_cv);
@@ -117,6 +118,7 @@ static int32_t pop_one(PTORuntime* rt, PTOQueue* Q) {
 void sched_make_ready(PTORuntime* rt, PTOTask* t, PTOWorker* w) {
     atomic_store_explicit(&t->state, PTO_TASK_READY, memory_order_relaxed);
     if (rt->nworkers == 0) return;             /* inline mode runs tasks in id order */
+    if (rt->t3) t3_on_ready(rt, t);
     if (rt->wait_fn) atomic_fetch_add_explicit(&rt->ready_tasks, 1, memory_order_relaxed);
     if (t->affinity >= 0) {
         const int32_t home = t->affinity & (AFF_STEAL - 1);
@@ -231,7 +233,7 @@ void sched_flush_retired(PTORuntime* rt, PTOWorker* w) {
     sched_notify_waiters(rt, -1, count);
 }
 
-static int32_t execute(PTORuntime* rt, PTOTask* t, int32_t worker_index) {
+int32_t sched_execute(PTORuntime* rt, PTOTask* t, int32_t worker_index) {
     t->stage = worker_index;               /* who runs it: named if it fails or gets stuck */
     atomic_store_explicit(&t->state, PTO_TASK_RUNNING, memory_order_release);
     if (rt->exec_fn) {
@@ -253,10 +255,10 @@ int sched_run_inline(PTORuntime* rt, int32_t id) {
     if (rt->trace) {
         const char* name = t->name;
         int64_t s = trace_now();
-        rc = execute(rt, t, -1);
+        rc = sched_execute(rt, t, -1);
         trace_record(&rt->trace->lanes[0], id, -1, name, s, trace_now());
     } else {
-        rc = execute(rt, t, -1);
+        rc = sched_execute(rt, t, -1);
     }
     rt->inline_executed++;
     if (rc == PTO_EXEC_ASYNC) {          /* wait for the backend's pto_task_complete */
@@ -293,6 +295,19 @@ static int32_t pop(PTORuntime* rt, PTOWorker* w) {
         int v = (w->index + k) % rt->nworkers;
         if ((id = pop_one(rt, &rt->wqueues[2 * v + 1])) >= 0) return id;
     }
+    return -1;
+}
+
+/* Three-tier mode: one task for core w (its pinned and homed tasks, the queues it serves in its
+ * order, then another core's stealable ones), or -1. */
+int32_t sched_pop_core(PTORuntime* rt, PTOWorker* w) {
+    int32_t id;
+    if ((id = pop_one(rt, &rt->wqueues[2 * w->index])) >= 0) return id;
+    if ((id = pop_one(rt, &rt->wqueues[2 * w->index + 1])) >= 0) return id;
+    for (int k = 0; k < w->nserved; k++)
+        if ((id = pop_one(rt, &rt->queues[w->served[k]])) >= 0) return id;
+    for (int k = 1; k < rt->nworkers; k++)
+        if ((id = pop_one(rt, &rt->wqueues[2 * ((w->index + k) % rt->nworkers) + 1])) >= 0) return id;
     return -1;
 }
 
@@ -366,7 +381,7 @@ static void* worker_main(void* arg) {
         const char* name = t->name;
         int64_t s = lane ? trace_now() : 0;
         atomic_store_explicit(&w->running, id, memory_order_release);
-        int32_t rc = execute(rt, t, w->index);
+        int32_t rc = sched_execute(rt, t, w->index);
         int32_t mine = id;
         if (!atomic_compare_exchange_strong_explicit(&w->running, &mine, W_IDLE, memory_order_acq_rel,
                                                      memory_order_acquire)) {
@@ -511,6 +526,11 @@ int sched_start(PTORuntime* rt) {
     if (rt->timeout_ns && !rt->deadline_ns) rt->deadline_ns = rt_now_ns() + rt->timeout_ns;
     atomic_store(&rt->stop, 0);
     atomic_store(&rt->threaded, 1);
+    if (rt->t3) {
+        int rc = t3_start(rt);
+        rt->started = rc == PTO_OK;
+        return rc;
+    }
     if (pool_acquire(rt)) {
         rt->pooled = true;
         rt->started = true;
@@ -578,8 +598,10 @@ void sched_stop(PTORuntime* rt) {
     pthread_mutex_lock(&rt->idle_mu);
     pthread_cond_broadcast(&rt->idle_cv);
     pthread_mutex_unlock(&rt->idle_mu);
+    if (rt->t3) t3_wake_schedulers(rt);
     wait_workers(rt);
-    if (rt->pooled) pool_release(rt);
+    if (rt->t3) t3_join(rt);
+    else if (rt->pooled) pool_release(rt);
     else
         for (int i = 0; i < rt->nworkers; i++) {
             /* an abandoned thread ends on its own when (if) its kernel returns */

@@ -275,6 +275,11 @@ static inline __attribute__((always_inline)) int add_edge(PTORuntime* rt, int32_
         atomic_fetch_add_explicit(&ct->fanin_left, 1, memory_order_relaxed);
         rt_unlock(&pt->lock);
     }
+    if (__builtin_expect(rt->t3 != NULL, 0)) {     /* three-tier: the consumer's fanin list too */
+        int32_t f = dep_alloc(rt);
+        if (f < 0) return f;
+        t3_on_edge(rt, p, c, f);
+    }
     ct->fanin_count++;
     rt->edges++;
     return rt->rec_chunks ? record_edge(rt, p, c) : PTO_OK;

@@ -50,7 +50,7 @@ void trace_settle(PTORuntime* rt) {
         do calibration_point(&tr->cal_ticks, &tr->cal_ns);
         while (tr->cal_ticks == g_cal_ticks);          /* a zero-length interval cannot scale */
     }
-    for (int32_t i = 0; i < tr->nlanes; i++) {
+    for (int32_t i = 0; i < tr->nlanes + tr->nsched; i++) {
         PTOTraceLane* L = &tr->lanes[i];
         for (int64_t k = L->settled; k < L->n; k++) {
             PTOTraceEvent* e = &L->chunks[k >> TRACE_CHUNK_SHIFT][k & (TRACE_CHUNK - 1)];
@@ -129,7 +129,7 @@ int trace_grow(PTOTraceLane* L) {
 void trace_free(PTORuntime* rt) {
     PTOTrace* tr = rt->trace;
     if (!tr) return;
-    for (int32_t i = 0; i < tr->nlanes; i++) {
+    for (int32_t i = 0; i < tr->nlanes + tr->nsched; i++) {
         for (int32_t c = 0; c < tr->lanes[i].nchunks; c++) chunk_free(tr->lanes[i].chunks[c]);
         free(tr->lanes[i].chunks);
     }
@@ -146,7 +146,7 @@ int pto_runtime_enable_trace(PTORuntime* rt, int64_t capacity) {
     if (rt->started || rt->ran || rt->inline_executed > 0 || atomic_load(&rt->threaded)) return PTO_ESTATE;
     if (capacity == 0) capacity = PTO_TRACE_DEFAULT_CAPACITY;
     if (rt->trace) {                          /* enabled twice: the larger limit wins */
-        for (int32_t i = 0; i < rt->trace->nlanes; i++) {
+        for (int32_t i = 0; i < rt->trace->nlanes + rt->trace->nsched; i++) {
             PTOTraceLane* L = &rt->trace->lanes[i];
             if (L->limit >= capacity) continue;
             L->limit = capacity;
@@ -158,11 +158,15 @@ int pto_runtime_enable_trace(PTORuntime* rt, int64_t capacity) {
     PTOTrace* tr = calloc(1, sizeof *tr);
     if (!tr) return PTO_ENOMEM;
     tr->nlanes = rt->nworkers + 1;
-    tr->lanes = aligned_alloc(64, (size_t)tr->nlanes * sizeof(PTOTraceLane));   /* size: multiple of 64 */
+    /* three-tier mode: the schedulers' lanes follow the task lanes, in the same block */
+    tr->nsched = rt->t3 ? rt->cfg.num_schedulers : 0;
+    const size_t bytes = (size_t)(tr->nlanes + tr->nsched) * sizeof(PTOTraceLane);
+    tr->lanes = aligned_alloc(64, bytes);   /* size: multiple of 64 */
     if (!tr->lanes) { free(tr); return PTO_ENOMEM; }
-    memset(tr->lanes, 0, (size_t)tr->nlanes * sizeof(PTOTraceLane));
+    memset(tr->lanes, 0, bytes);
+    tr->sched_lanes = tr->lanes + tr->nlanes;
     rt->trace = tr;
-    for (int32_t i = 0; i < tr->nlanes; i++) {
+    for (int32_t i = 0; i < tr->nlanes + tr->nsched; i++) {
         PTOTraceLane* L = &tr->lanes[i];
         L->limit = capacity;                  /* pos == end == 0: the first record grows */
         /* Pre-fault the first chunk of each lane that will run tasks, outside the run. */
@@ -250,7 +254,7 @@ int64_t pto_runtime_trace_events(PTORuntime* rt, PTOTraceEvent* out, int64_t cap
 int64_t pto_runtime_trace_dropped(PTORuntime* rt) {
     if (!rt) return PTO_EINVAL;
     int64_t d = 0;
-    for (int32_t i = 0; rt->trace && i < rt->trace->nlanes; i++) d += rt->trace->lanes[i].dropped;
+    for (int32_t i = 0; rt->trace && i < rt->trace->nlanes + rt->trace->nsched; i++) d += rt->trace->lanes[i].dropped;
     return d;
 }
 
@@ -305,7 +309,8 @@ int pto_runtime_write_trace(PTORuntime* rt, const char* path, int flows) {
         if (i == 0)
             fputs(",\n{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":1,\"tid\":0,\"args\":{\"name\":\"orchestrator (inline)\"}}", f);
         else
-            fprintf(f, ",\n{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":1,\"tid\":%d,\"args\":{\"name\":\"worker %d\"}}", i, i - 1);
+            fprintf(f, ",\n{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":1,\"tid\":%d,\"args\":{\"name\":\"%s %d\"}}", i,
+                    rt->t3 ? "core" : "worker", i - 1);
         fprintf(f, ",\n{\"ph\":\"M\",\"name\":\"thread_sort_index\",\"pid\":1,\"tid\":%d,\"args\":{\"sort_index\":%d}}", i, i);
     }
     FOR_EACH_EVENT(tr, e, {
@@ -317,6 +322,28 @@ int pto_runtime_write_trace(PTORuntime* rt, const char* path, int flows) {
         json_us(f, e->end_ns - e->start_ns);
         fprintf(f, ",\"args\":{\"task\":%d}}", e->task);
     })
+    /* Three-tier mode: a lane per scheduler after the cores' lanes, a slice per dispatch and per
+     * completion it handled (no "task" argument: they are not task slices). */
+    for (int32_t s = 0; tr && s < tr->nsched; s++) {
+        const PTOTraceLane* L = &tr->sched_lanes[s];
+        if (!L->n) continue;
+        const int32_t tid = tr->nlanes + s;
+        fprintf(f, ",\n{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":1,\"tid\":%d,\"args\":{\"name\":\"scheduler %d\"}}"
+                   ",\n{\"ph\":\"M\",\"name\":\"thread_sort_index\",\"pid\":1,\"tid\":%d,\"args\":{\"sort_index\":%d}}",
+                tid, s, tid, tid);
+        for (int32_t c = 0; c < L->nchunks; c++) {
+            const int32_t n = c == L->nchunks - 1 ? L->pos : TRACE_CHUNK;
+            for (int32_t j = 0; j < n; j++) {
+                const PTOTraceEvent* e = &L->chunks[c][j];
+                fprintf(f, ",\n{\"name\":\"%s\",\"cat\":\"sched\",\"ph\":\"X\",\"pid\":1,\"tid\":%d,\"ts\":", e->func,
+                        tid);
+                json_us(f, e->start_ns - t0);
+                fputs(",\"dur\":", f);
+                json_us(f, e->end_ns - e->start_ns);
+                fprintf(f, ",\"args\":{\"of_task\":%d,\"core\":%d}}", e->task, e->worker);
+            }
+        }
+    }
     /* Flow arrows need every edge: only a recorded graph (record_graph) keeps them. */
     const PTOTraceEvent** by = flows && rt->rec_chunks ? events_by_task(rt) : NULL;
     for (int64_t k = 0; by && k < rt->nrec_edges / 2; k++) {
@@ -461,6 +488,17 @@ int pto_runtime_write_stats(PTORuntime* rt, const char* path) {
             for (int32_t i = 0, k = 0; i < tr->nlanes; i++)
                 if (ntasks[i]) fprintf(f, "%s\"%d\":%lld", k++ ? "," : "", i - 1, (long long)busy[i]);
             fputs("}", f);
+        }
+        if (st.mode == PTO_MODE_THREE_TIER) {
+            fprintf(f, ",\n\"three_tier\":{\"schedulers\":%d,\"cores\":%d,\"latency_samples\":%lld,"
+                       "\"dispatch_p50_ns\":%lld,\"dispatch_p99_ns\":%lld,\"complete_p50_ns\":%lld,"
+                       "\"complete_p99_ns\":%lld,\"scheduler_tasks\":[",
+                    st.num_schedulers, st.num_workers, (long long)st.latency_samples,
+                    (long long)st.dispatch_p50_ns, (long long)st.dispatch_p99_ns,
+                    (long long)st.complete_p50_ns, (long long)st.complete_p99_ns);
+            for (int32_t k = 0; k < st.num_schedulers; k++)
+                fprintf(f, k ? ",%lld" : "%lld", (long long)st.scheduler_tasks[k]);
+            fputs("]}", f);
         }
         if (path_ids) {
             fprintf(f, ",\n\"critical_path_ns\":%lld,\"critical_path\":[", (long long)crit);

@@ -285,7 +285,7 @@ static void test_creation_errors(void) {
     PTORuntime* out = NULL;
     cfg.num_workers = -3;
     CHECK_EQ(pto_runtime_init(&out, &cfg), PTO_EWORKERS);
-    CHECK_HAS(pto_last_error(), "num_workers = -3: must be between 0 and 64");
+    CHECK_HAS(pto_last_error(), "num_workers = -3: must be between 0 and 128");
     cfg.num_workers = 1;
     setenv("PTO_TRACE", "/nonexistent-pto-dir/trace.json", 1);
     CHECK_EQ(pto_runtime_init(&out, &cfg), PTO_EIO);

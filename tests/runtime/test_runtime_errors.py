@@ -120,7 +120,7 @@ def test_values_ctypes_would_wrap_are_rejected(call, what: str, text: str) -> No
 
 
 @pytest.mark.parametrize("kwargs,name,text", [
-    ({"num_workers": -3}, "PTO_EWORKERS", "invalid worker count: num_workers = -3: must be between 0 and 64"),
+    ({"num_workers": -3}, "PTO_EWORKERS", "invalid worker count: num_workers = -3: must be between 0 and 128"),
     ({"num_workers": 2 ** 32}, "PTO_EINVAL", "num_workers: PTO_EINVAL (4294967296 is outside"),
     ({"window": 100}, "PTO_EINVAL", "task_window = 100: must be a power of two"),
     ({"threshold": -1}, "PTO_EINVAL", "execution_task_threshold = -1"),

@@ -1,0 +1,617 @@
+/* three_tier.c - the three-tier mode: orchestrator, scheduler threads, cores behind handshakes.
+ *
+ * The thread that builds the graph is the orchestrator (the API of runtime.c, unchanged). Scheduler
+ * thread s owns the cores c with c % num_schedulers == s: it takes each finished task from a
+ * core's handshake and releases the task's consumers (sched_finish: fanin counters, ready queues
+ * per worker type), then hands ready tasks to its idle cores. A core thread only polls its
+ * handshake and runs the kernel of the payload it is given. The protocol is the device's:
+ *
+ *   init      scheduler: aicpu_ready = 1      core: waits for it, then aicore_done = core + 1
+ *   dispatch  scheduler: task = &payload, then task_status = 1
+ *   complete  core:      payload.status = kernel's return, then task_status = 0
+ *   shutdown  scheduler: control = 1          core: leaves its loop
+ *
+ * Every waiting thread backs off from spinning to sched_yield to a short timed sleep, and the
+ * thread that makes work for a sleeper wakes it, so more threads than CPUs still finish promptly.
+ * A core is a PTOWorker of the worker mode (`running` names its task), so deadlines, cancellation
+ * and abandoned kernels work as there: the orchestrator gives up, the core is abandoned, and its
+ * scheduler stops waiting for it. */
+#include "rt_internal.h"
+
+#include <errno.h>
+#include <sched.h>
+#include <stdlib.h>
+#include <time.h>
+
+/* The part of a task descriptor only this mode keeps, per window slot. */
+typedef struct PTOTierDesc {
+    int32_t kernel_id;             /* dense id of the task's kernel (function), in first-use order */
+    int32_t scope_depth;           /* the orchestration API has no scopes: always 0 */
+    int32_t fanin_head;            /* producers, in the dependency pool (-1: none); orchestrator */
+    int32_t pad;
+    int64_t ready_ns;              /* when the task was made READY */
+} PTOTierDesc;
+
+typedef struct PTODispatchPayload {
+    int32_t        task_id, kernel_id, core_type;
+    int32_t        status;         /* the kernel's return, written before task_status = 0 */
+    int64_t        ready_ns, start_ns, end_ns;
+} __attribute__((aligned(64))) PTODispatchPayload;     /* one cache line per core */
+
+typedef struct PTOHandshake {
+    _Atomic uint32_t aicpu_ready;  /* scheduler -> core: initialised */
+    _Atomic uint32_t aicore_done;  /* core -> scheduler: core_id + 1 once ready */
+    _Atomic uint32_t control;      /* 1: leave */
+    _Atomic uint32_t task_status;  /* 1: payload handed over; 0: idle / done */
+    _Atomic uint64_t task;         /* PTODispatchPayload*, 0 when none */
+    int32_t          core_type;    /* PTO_CORE_AIC / PTO_CORE_AIV */
+    _Atomic int32_t  sleeping;     /* the core sleeps on cv: wake it after a dispatch */
+    pthread_mutex_t  mu;
+    pthread_cond_t   cv;
+} __attribute__((aligned(64))) PTOHandshake;
+
+typedef struct PTOScheduler {
+    PTORuntime* rt;
+    pthread_t   th;
+    int32_t     index, ncores;
+    int32_t*    cores;
+    int32_t     inflight;
+    int64_t     start_ns;          /* its cores answered: a task READY earlier counts from here */
+    int64_t     completed;
+    int64_t*    lat;               /* pairs: dispatch, completion latency (ns) */
+    int64_t     nlat, cap_lat;
+    _Atomic int32_t sleeping;      /* it sleeps on cv: wake it for a completion or a ready task */
+    pthread_mutex_t mu;
+    pthread_cond_t  cv;
+} __attribute__((aligned(64))) PTOScheduler;
+
+typedef struct PTOThreeTier {
+    int32_t             nsched, ncores;
+    PTOScheduler*       sched;
+    PTOHandshake*       hs;
+    PTODispatchPayload* payload;   /* one per core: a core runs one task at a time */
+    PTOTierDesc*        desc;      /* per window slot */
+    void**              kkeys;     /* kernel table: open addressing on the function (or name) */
+    int32_t*            kids;
+    int32_t             kcap, nkernels;
+    bool                debug;     /* PTO_LOG=debug */
+    bool                sched_started;
+    bool                hs_ready;  /* handshake mutexes initialised */
+    bool                sched_zeroed;
+    _Atomic int64_t     completed;
+    _Atomic int32_t     last_task_alive;   /* the orchestrator's last_alive, for the progress line */
+} PTOThreeTier;
+
+#define LAT_MAX_SAMPLES (1 << 22)  /* per scheduler; later tasks are not sampled */
+#define PROGRESS_EVERY  1024
+
+static const char* const CORE_NAMES[] = {"AIC", "AIV"};
+
+/* ---------------------------------------------------------------- set-up */
+
+static int env_count(const char* var, int32_t lo, int32_t hi, int32_t* out) {
+    const char* v = getenv(var);
+    if (!v || !*v) return 0;
+    char* end;
+    errno = 0;
+    long n = strtol(v, &end, 10);
+    if (errno || end == v || *end || n < lo || n > hi)
+        return rt_fail(PTO_EINVAL, "%s='%s': expected a whole number in [%d, %d]", var, v, lo, hi);
+    *out = (int32_t)n;
+    return 1;
+}
+
+/* Resolve the mode of cfg (PTO_RUNTIME, PTO_SCHEDULERS, PTO_CORES): PTO_OK or an error. Called
+ * by pto_runtime_init before anything is allocated; cfg->mode leaves as WORKERS or THREE_TIER. */
+int t3_resolve_config(PTORuntimeConfig* c) {
+    bool from_env = c->mode == PTO_MODE_ENV;
+    if (from_env) {
+        const char* v = getenv("PTO_RUNTIME");
+        if (!v || !*v || !strcmp(v, "default") || !strcmp(v, "workers")) c->mode = PTO_MODE_WORKERS;
+        else if (!strcmp(v, "three-tier")) c->mode = PTO_MODE_THREE_TIER;
+        else return rt_fail(PTO_EINVAL, "PTO_RUNTIME='%s': expected 'default' or 'three-tier'", v);
+    }
+    if (c->mode != PTO_MODE_WORKERS && c->mode != PTO_MODE_THREE_TIER)
+        return rt_fail(PTO_EINVAL, "mode = %d: expected PTO_MODE_WORKERS or PTO_MODE_THREE_TIER", c->mode);
+    if (c->mode == PTO_MODE_WORKERS) return PTO_OK;
+    if (c->num_schedulers == 0) {
+        int32_t n = 3;
+        int rc = env_count("PTO_SCHEDULERS", 1, PTO_MAX_SCHEDULERS, &n);
+        if (rc < 0) return rc;
+        c->num_schedulers = n;
+    }
+    if (c->num_schedulers < 1 || c->num_schedulers > PTO_MAX_SCHEDULERS)
+        return rt_fail(PTO_EINVAL, "num_schedulers = %d: must be between 1 and %d", c->num_schedulers,
+                       PTO_MAX_SCHEDULERS);
+    if (from_env) {
+        int rc = env_count("PTO_CORES", 1, PTO_MAX_WORKERS, &c->num_workers);
+        if (rc < 0) return rc;
+    }
+    if (c->num_workers == 0) c->num_workers = 2;     /* cores are threads: there is no inline mode */
+    return PTO_OK;
+}
+
+int t3_init(PTORuntime* rt) {
+    if (rt->cfg.mode != PTO_MODE_THREE_TIER) return PTO_OK;
+    PTOThreeTier* T = calloc(1, sizeof *T);
+    if (!T) return PTO_ENOMEM;
+    rt->t3 = T;
+    T->nsched = rt->cfg.num_schedulers;
+    T->ncores = rt->nworkers;
+    const char* log = getenv("PTO_LOG");
+    T->debug = log && !strcmp(log, "debug");
+    T->sched = aligned_alloc(64, sizeof(PTOScheduler) * (size_t)T->nsched);
+    T->hs = aligned_alloc(64, sizeof(PTOHandshake) * (size_t)T->ncores);
+    T->payload = aligned_alloc(64, sizeof(PTODispatchPayload) * (size_t)T->ncores);
+    T->desc = calloc((size_t)rt->window, sizeof *T->desc);
+    T->kcap = 64;
+    T->kkeys = calloc((size_t)T->kcap, sizeof *T->kkeys);
+    T->kids = calloc((size_t)T->kcap, sizeof *T->kids);
+    if (!T->sched || !T->hs || !T->payload || !T->desc || !T->kkeys || !T->kids) return PTO_ENOMEM;
+    memset(T->hs, 0, sizeof(PTOHandshake) * (size_t)T->ncores);
+    for (int32_t c = 0; c < T->ncores; c++) {
+        pthread_mutex_init(&T->hs[c].mu, NULL);
+        pthread_cond_init(&T->hs[c].cv, NULL);
+    }
+    T->hs_ready = true;
+    memset(T->sched, 0, sizeof(PTOScheduler) * (size_t)T->nsched);
+    for (int32_t s = 0; s < T->nsched; s++) {
+        pthread_mutex_init(&T->sched[s].mu, NULL);
+        pthread_cond_init(&T->sched[s].cv, NULL);
+    }
+    T->sched_zeroed = true;
+    memset(T->payload, 0, sizeof(PTODispatchPayload) * (size_t)T->ncores);
+    for (int32_t s = 0; s < T->nsched; s++) {
+        PTOScheduler* S = &T->sched[s];
+        S->rt = rt;
+        S->index = s;
+        S->cores = calloc((size_t)T->ncores / (size_t)T->nsched + 1, sizeof(int32_t));
+        if (!S->cores) return PTO_ENOMEM;
+    }
+    for (int32_t c = 0; c < T->ncores; c++) {
+        PTOScheduler* S = &T->sched[c % T->nsched];
+        S->cores[S->ncores++] = c;
+        PTOHandshake* h = &T->hs[c];
+        /* the seed's layout: AIC cores first, two AIV per AIC */
+        if (rt->cfg.bind_worker_types) h->core_type = rt->cfg.worker_types[c] == PTO_WORKER_CUBE ? PTO_CORE_AIC : PTO_CORE_AIV;
+        else h->core_type = c < (T->ncores + 2) / 3 ? PTO_CORE_AIC : PTO_CORE_AIV;
+        PTOWorker* w = &rt->workers[c];
+        if (!rt->cfg.bind_worker_types) {
+            /* unbound: its own type's queue first, then ANY, then the rest */
+            static const int32_t order[2][PTO_NUM_QUEUES] = {
+                {PTO_WORKER_CUBE, PTO_QUEUE_ANY, PTO_WORKER_VECTOR, PTO_WORKER_AI_CPU, PTO_WORKER_ACCELERATOR},
+                {PTO_WORKER_VECTOR, PTO_QUEUE_ANY, PTO_WORKER_CUBE, PTO_WORKER_AI_CPU, PTO_WORKER_ACCELERATOR}};
+            w->nserved = PTO_NUM_QUEUES;
+            memcpy(w->served, order[h->core_type], sizeof order[0]);
+        }
+    }
+    for (int32_t i = 0; i < rt->window; i++) T->desc[i].fanin_head = -1;
+    return PTO_OK;
+}
+
+void t3_free(PTORuntime* rt) {
+    PTOThreeTier* T = rt->t3;
+    if (!T) return;
+    for (int32_t s = 0; T->sched && T->sched_zeroed && s < T->nsched; s++) {
+        free(T->sched[s].cores);
+        free(T->sched[s].lat);
+        pthread_mutex_destroy(&T->sched[s].mu);
+        pthread_cond_destroy(&T->sched[s].cv);
+    }
+    for (int32_t c = 0; T->hs_ready && c < T->ncores; c++) {
+        pthread_mutex_destroy(&T->hs[c].mu);
+        pthread_cond_destroy(&T->hs[c].cv);
+    }
+    free(T->sched); free(T->hs); free(T->payload); free(T->desc); free(T->kkeys); free(T->kids);
+    free(T);
+    rt->t3 = NULL;
+}
+
+/* ---------------------------------------------------------------- orchestrator hooks */
+
+static inline uint32_t key_slot(const void* key, int32_t cap) {
+    return (uint32_t)(((uint64_t)(uintptr_t)key * 0x9E3779B97F4A7C15ULL) >> 40) & (uint32_t)(cap - 1);
+}
+
+/* Slot of `key` in the kernel table: where it is, or the empty slot where it would go. */
+static uint32_t key_find(void* const* keys, int32_t cap, const void* key) {
+    uint32_t i = key_slot(key, cap);
+    while (keys[i] && keys[i] != key) i = (i + 1) & (uint32_t)(cap - 1);
+    return i;
+}
+
+/* The dense id of a kernel (its function, or its name when it has none); -1: out of memory. */
+static int32_t kernel_id(PTOThreeTier* T, void* key) {
+    uint32_t i = key_find(T->kkeys, T->kcap, key);
+    if (T->kkeys[i]) return T->kids[i];
+    if (2 * (T->nkernels + 1) > T->kcap) {                /* grow: the load stays <= 1/2 */
+        const int32_t cap = T->kcap * 2;
+        void** nk = calloc((size_t)cap, sizeof *nk);
+        int32_t* ni = calloc((size_t)cap, sizeof *ni);
+        if (!nk || !ni) { free(nk); free(ni); return -1; }
+        for (int32_t j = 0; j < T->kcap; j++) {
+            if (!T->kkeys[j]) continue;
+            uint32_t k = key_find(nk, cap, T->kkeys[j]);
+            nk[k] = T->kkeys[j];
+            ni[k] = T->kids[j];
+        }
+        free(T->kkeys); free(T->kids);
+        T->kkeys = nk; T->kids = ni; T->kcap = cap;
+        i = key_find(T->kkeys, T->kcap, key);
+    }
+    T->kkeys[i] = key;
+    return T->kids[i] = T->nkernels++;
+}
+
+void t3_on_alloc(PTORuntime* rt, int32_t id, PTOKernelFunc fn, const char* name) {
+    PTOTierDesc* d = &rt->t3->desc[id & rt->mask];
+    d->kernel_id = kernel_id(rt->t3, fn ? (void*)(uintptr_t)fn : (void*)(uintptr_t)name);
+    d->scope_depth = 0;
+    d->fanin_head = -1;
+}
+
+int t3_on_edge(PTORuntime* rt, int32_t p, int32_t c, int32_t d) {
+    PTOTierDesc* cd = &rt->t3->desc[c & rt->mask];
+    PTODep* e = rt_dep(rt, d);
+    e->task = p;
+    e->next = cd->fanin_head;
+    cd->fanin_head = d;
+    return PTO_OK;
+}
+
+void t3_on_ready(PTORuntime* rt, PTOTask* t) {
+    rt->t3->desc[t->id & rt->mask].ready_ns = rt_now_ns();
+}
+
+void t3_on_retire(PTORuntime* rt, int32_t id) {
+    PTOTierDesc* d = &rt->t3->desc[id & rt->mask];
+    dep_free_list(rt, d->fanin_head);
+    d->fanin_head = -1;
+    atomic_store_explicit(&rt->t3->last_task_alive, id + 1, memory_order_relaxed);
+}
+
+/* ---------------------------------------------------------------- back-off */
+
+/* Spin, then yield, then sleep; `round` counts the idle rounds since the last progress. */
+/* Rounds of pause, then of sched_yield, before a thread sleeps (compile-time knobs: on a machine
+ * with CPUs to spare, -DT3_SPIN=4096 -DT3_YIELD=0 gives sub-microsecond dispatch; on a loaded
+ * one the short default shares the CPUs better; bench/runtime/README.md). */
+#ifndef T3_SPIN
+#define T3_SPIN 64
+#endif
+#ifndef T3_YIELD
+#define T3_YIELD 64
+#endif
+static inline bool spin_or_yield(uint32_t round) {
+    if (round < T3_SPIN) { rt_cpu_relax(); return true; }
+    if (round < T3_SPIN + T3_YIELD) { sched_yield(); return true; }
+    return false;                     /* the caller sleeps */
+}
+
+static void timed_wait(pthread_cond_t* cv, pthread_mutex_t* mu, long ns) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    ts.tv_nsec += ns;
+    if (ts.tv_nsec >= 1000000000L) { ts.tv_sec++; ts.tv_nsec -= 1000000000L; }
+    pthread_cond_timedwait(cv, mu, &ts);
+}
+
+static void wake_sched(PTOScheduler* S) {
+    if (atomic_load_explicit(&S->sleeping, memory_order_seq_cst)) {
+        pthread_mutex_lock(&S->mu);
+        pthread_cond_signal(&S->cv);
+        pthread_mutex_unlock(&S->mu);
+    }
+}
+
+void t3_wake_schedulers(PTORuntime* rt) {
+    for (int32_t s = 0; s < rt->t3->nsched; s++) wake_sched(&rt->t3->sched[s]);
+}
+
+/* Cores a scheduler thread is about to fill itself: while it releases the consumers of a task
+ * whose core just became free, the first one it makes ready goes to that core in the same round,
+ * so it wakes nobody for it. */
+static _Thread_local int32_t t_own_slots;
+
+void t3_on_push(PTORuntime* rt) {
+    if (t_own_slots > 0) { t_own_slots--; return; }
+    t3_wake_schedulers(rt);
+}
+
+/* ---------------------------------------------------------------- cores */
+
+static void* core_main(void* arg) {
+    PTOWorker* w = arg;
+    PTORuntime* rt = w->rt;
+    PTOThreeTier* T = rt->t3;
+    PTOHandshake* h = &T->hs[w->index];
+    PTOTraceLane* lane = rt->trace ? &rt->trace->lanes[w->index + 1] : NULL;
+    uint32_t round = 0;
+    while (!atomic_load_explicit(&h->aicpu_ready, memory_order_acquire) &&
+           !atomic_load_explicit(&h->control, memory_order_acquire)) {
+        if (!spin_or_yield(round++)) { struct timespec ts = {0, 200 * 1000}; nanosleep(&ts, NULL); }
+    }
+    atomic_store_explicit(&h->aicore_done, (uint32_t)w->index + 1, memory_order_release);
+    round = 0;
+    for (;;) {
+        if (atomic_load_explicit(&h->control, memory_order_acquire) == 1) break;
+        uint64_t task = atomic_load_explicit(&h->task, memory_order_acquire);
+        if (atomic_load_explicit(&h->task_status, memory_order_acquire) == 1 && task) {
+            PTODispatchPayload* pl = (PTODispatchPayload*)(uintptr_t)task;
+            const int32_t id = pl->task_id;
+            PTOTask* t = rt_task(rt, id);
+            const char* name = t->name;
+            atomic_store_explicit(&w->running, id, memory_order_release);
+            int64_t start = rt_now_ns();
+            int64_t ts = lane ? trace_now() : 0;
+            int32_t rc = sched_execute(rt, t, w->index);
+            int32_t mine = id;
+            if (!atomic_compare_exchange_strong_explicit(&w->running, &mine, W_IDLE, memory_order_acq_rel,
+                                                         memory_order_acquire)) {
+                rt_unref(rt);          /* abandoned: the run is over, touch nothing else */
+                return NULL;
+            }
+            if (lane) trace_record(lane, id, w->index, name, ts, trace_now());
+            pl->start_ns = start;
+            pl->end_ns = rt_now_ns();
+            pl->status = rc;
+            w->executed++;
+            if (rt->wait_fn) atomic_fetch_sub_explicit(&rt->ready_tasks, 1, memory_order_release);
+            atomic_store_explicit(&h->task_status, 0, memory_order_seq_cst);
+            wake_sched(&T->sched[w->index % T->nsched]);
+            round = 0;
+            continue;
+        }
+        if (spin_or_yield(round++)) continue;
+        atomic_store_explicit(&h->sleeping, 1, memory_order_seq_cst);
+        pthread_mutex_lock(&h->mu);
+        if (atomic_load_explicit(&h->task_status, memory_order_seq_cst) != 1 &&
+            atomic_load_explicit(&h->control, memory_order_seq_cst) != 1)
+            timed_wait(&h->cv, &h->mu, 2 * 1000 * 1000);
+        pthread_mutex_unlock(&h->mu);
+        atomic_store_explicit(&h->sleeping, 0, memory_order_relaxed);
+    }
+    atomic_store_explicit(&w->running, W_EXITED, memory_order_release);
+    pthread_mutex_lock(&rt->done_mu);          /* sched_stop waits for this under done_mu */
+    pthread_cond_broadcast(&rt->done_cv);
+    pthread_mutex_unlock(&rt->done_mu);
+    return NULL;
+}
+
+static void wake_core(PTOHandshake* h) {
+    if (atomic_load_explicit(&h->sleeping, memory_order_seq_cst)) {
+        pthread_mutex_lock(&h->mu);
+        pthread_cond_signal(&h->cv);
+        pthread_mutex_unlock(&h->mu);
+    }
+}
+
+/* ---------------------------------------------------------------- schedulers */
+
+static void progress_line(PTORuntime* rt) {
+    PTOThreeTier* T = rt->t3;
+    fprintf(stderr, "[Progress] completed=%lld, consumed=%lld, submitted=%lld, last_alive=%d\n",
+            (long long)atomic_load(&T->completed), (long long)atomic_load(&rt->retired),
+            (long long)atomic_load(&rt->submitted), atomic_load_explicit(&T->last_task_alive, memory_order_relaxed));
+}
+
+static void dispatch(PTOScheduler* S, int32_t c, int32_t id, PTOTraceLane* lane) {
+    PTORuntime* rt = S->rt;
+    PTOThreeTier* T = rt->t3;
+    PTOHandshake* h = &T->hs[c];
+    const int64_t ts = lane ? trace_now() : 0;
+    PTOTask* t = rt_task(rt, id);
+    const PTOTierDesc* d = &T->desc[id & rt->mask];
+    PTODispatchPayload* pl = &T->payload[c];
+    pl->task_id = id;
+    pl->kernel_id = d->kernel_id;
+    pl->core_type = h->core_type;
+    pl->ready_ns = d->ready_ns > S->start_ns ? d->ready_ns : S->start_ns;
+    pl->status = 0;
+    t->stage = c;          /* who runs it, before the core can: named if it fails or gets stuck */
+    atomic_store_explicit(&t->state, PTO_TASK_RUNNING, memory_order_relaxed);
+    if (T->debug)
+        fprintf(stderr, "[Scheduler] Thread %d: Dispatching %s task %d '%s' (kernel %d) to core %d\n", S->index,
+                CORE_NAMES[h->core_type], id, t->name, d->kernel_id, c);
+    atomic_store_explicit(&h->task, (uint64_t)(uintptr_t)pl, memory_order_relaxed);
+    atomic_store_explicit(&h->task_status, 1, memory_order_seq_cst);   /* publishes the payload */
+    wake_core(h);
+    S->inflight++;
+    if (lane) trace_record(lane, id, c, "dispatch", ts, trace_now());
+}
+
+static void complete(PTOScheduler* S, int32_t c, PTODispatchPayload* pl, PTOTraceLane* lane) {
+    PTORuntime* rt = S->rt;
+    PTOThreeTier* T = rt->t3;
+    const int64_t ts = lane ? trace_now() : 0;
+    const int32_t id = pl->task_id;
+    S->inflight--;
+    if (T->debug)
+        fprintf(stderr, "[Scheduler] Thread %d: Completed task %d '%s' on core %d (status %d)\n", S->index, id,
+                rt_task(rt, id)->name, c, pl->status);
+    if (pl->status == PTO_EXEC_ASYNC) {        /* the executor reports it (pto_task_complete) */
+        atomic_fetch_add(&rt->async_pending, 1);
+    } else {
+        /* a bound core may not serve the consumer's type: then another scheduler must hear of it */
+        t_own_slots = rt->cfg.bind_worker_types ? 0 : 1;
+        sched_finish(rt, id, pl->status, NULL);
+        t_own_slots = 0;
+        const int64_t now = rt_now_ns();
+        if (S->nlat + 2 <= LAT_MAX_SAMPLES * 2) {
+            if (S->nlat + 2 > S->cap_lat) {
+                int64_t nc = S->cap_lat ? S->cap_lat * 2 : 8192;
+                int64_t* n = realloc(S->lat, (size_t)nc * sizeof *n);
+                if (n) { S->lat = n; S->cap_lat = nc; }
+            }
+            if (S->nlat + 2 <= S->cap_lat) {
+                S->lat[S->nlat++] = pl->start_ns - pl->ready_ns;
+                S->lat[S->nlat++] = now - pl->end_ns;
+            }
+        }
+    }
+    S->completed++;
+    int64_t n = atomic_fetch_add_explicit(&T->completed, 1, memory_order_relaxed) + 1;
+    if (T->debug && n % PROGRESS_EVERY == 0) progress_line(rt);
+    if (lane) trace_record(lane, id, c, "complete", ts, trace_now());
+}
+
+/* Something to do for scheduler S now: a finished task on one of its cores, or a ready task and
+ * an idle core; or the run is stopping. */
+static bool sched_has_work(PTOScheduler* S) {
+    PTORuntime* rt = S->rt;
+    PTOThreeTier* T = rt->t3;
+    if (atomic_load_explicit(&rt->stop, memory_order_seq_cst)) return true;
+    bool idle_core = false;
+    for (int32_t k = 0; k < S->ncores; k++) {
+        PTOHandshake* h = &T->hs[S->cores[k]];
+        if (!atomic_load_explicit(&h->task, memory_order_relaxed)) { idle_core = true; continue; }
+        if (atomic_load_explicit(&h->task_status, memory_order_seq_cst) == 0) return true;
+    }
+    return idle_core && !atomic_load_explicit(&rt->halt, memory_order_relaxed) && sched_ready_count(rt) > 0;
+}
+
+/* With the run stopping: are S's cores done (idle, or abandoned in a kernel)? */
+static bool cores_settled(PTOScheduler* S) {
+    PTORuntime* rt = S->rt;
+    for (int32_t k = 0; k < S->ncores; k++) {
+        const int32_t c = S->cores[k];
+        if (atomic_load_explicit(&rt->t3->hs[c].task, memory_order_acquire) &&
+            atomic_load_explicit(&rt->workers[c].running, memory_order_acquire) != W_ABANDONED)
+            return false;
+    }
+    return true;
+}
+
+static void* sched_main(void* arg) {
+    PTOScheduler* S = arg;
+    PTORuntime* rt = S->rt;
+    PTOThreeTier* T = rt->t3;
+    PTOTraceLane* lane = rt->trace ? &rt->trace->sched_lanes[S->index] : NULL;
+    if (T->debug) fprintf(stderr, "[Scheduler] Thread %d: Starting execution with %d cores\n", S->index, S->ncores);
+    /* init handshake */
+    for (int32_t k = 0; k < S->ncores; k++) atomic_store_explicit(&T->hs[S->cores[k]].aicpu_ready, 1, memory_order_release);
+    for (int32_t k = 0; k < S->ncores; k++) {
+        PTOHandshake* h = &T->hs[S->cores[k]];
+        for (uint32_t round = 0; atomic_load_explicit(&h->aicore_done, memory_order_acquire) != (uint32_t)S->cores[k] + 1;) {
+            if (atomic_load(&rt->stop)) break;
+            if (!spin_or_yield(round++)) { struct timespec ts = {0, 200 * 1000}; nanosleep(&ts, NULL); }
+        }
+    }
+    S->start_ns = rt_now_ns();
+    uint32_t round = 0;
+    for (;;) {
+        bool progress = false;
+        const bool halted = atomic_load_explicit(&rt->halt, memory_order_acquire) != 0;
+        for (int32_t k = 0; k < S->ncores; k++) {
+            const int32_t c = S->cores[k];
+            PTOHandshake* h = &T->hs[c];
+            uint64_t task = atomic_load_explicit(&h->task, memory_order_relaxed);
+            if (task && atomic_load_explicit(&h->task_status, memory_order_acquire) == 0) {
+                atomic_store_explicit(&h->task, 0, memory_order_relaxed);
+                complete(S, c, (PTODispatchPayload*)(uintptr_t)task, lane);
+                task = 0;
+                progress = true;
+            }
+            if (!task && !halted) {
+                int32_t id = sched_pop_core(rt, &rt->workers[c]);
+                if (id >= 0) { dispatch(S, c, id, lane); progress = true; }
+            }
+        }
+        if (progress) { round = 0; continue; }
+        if (atomic_load_explicit(&rt->stop, memory_order_acquire) && cores_settled(S)) break;
+        if (spin_or_yield(round++)) continue;
+        atomic_store_explicit(&S->sleeping, 1, memory_order_seq_cst);
+        pthread_mutex_lock(&S->mu);
+        if (!sched_has_work(S)) timed_wait(&S->cv, &S->mu, 2 * 1000 * 1000);
+        pthread_mutex_unlock(&S->mu);
+        atomic_store_explicit(&S->sleeping, 0, memory_order_relaxed);
+    }
+    for (int32_t k = 0; k < S->ncores; k++) {      /* shutdown */
+        PTOHandshake* h = &T->hs[S->cores[k]];
+        atomic_store_explicit(&h->control, 1, memory_order_seq_cst);
+        wake_core(h);
+    }
+    if (T->debug) {
+        progress_line(rt);
+        fprintf(stderr, "[Scheduler] Thread %d: Execution complete, completed %lld tasks\n", S->index,
+                (long long)S->completed);
+    }
+    return NULL;
+}
+
+/* ---------------------------------------------------------------- start / stop */
+
+int t3_start(PTORuntime* rt) {
+    PTOThreeTier* T = rt->t3;
+    int32_t c = 0, s = 0;
+    for (; c < T->ncores; c++)
+        if (pthread_create(&rt->workers[c].th, NULL, core_main, &rt->workers[c]) != 0) break;
+    for (; c == T->ncores && s < T->nsched; s++)
+        if (pthread_create(&T->sched[s].th, NULL, sched_main, &T->sched[s]) != 0) break;
+    if (c == T->ncores && s == T->nsched) { T->sched_started = true; return PTO_OK; }
+    /* a thread could not be created: stop those that were */
+    atomic_store(&rt->stop, 1);
+    rt_halt(rt, PTO_ENOMEM);
+    for (int32_t j = 0; j < s; j++) pthread_join(T->sched[j].th, NULL);
+    for (int32_t j = 0; j < c; j++) {
+        atomic_store(&T->hs[j].control, 1);
+        wake_core(&T->hs[j]);
+        pthread_join(rt->workers[j].th, NULL);
+    }
+    return rt_fail(PTO_ENOMEM, "three-tier mode: cannot create its threads");
+}
+
+void t3_join(PTORuntime* rt) {
+    PTOThreeTier* T = rt->t3;
+    if (!T->sched_started) return;
+    for (int32_t s = 0; s < T->nsched; s++) pthread_join(T->sched[s].th, NULL);
+    for (int32_t c = 0; c < T->ncores; c++) {
+        /* an abandoned core ends on its own when (if) its kernel returns */
+        if (atomic_load(&rt->workers[c].running) == W_ABANDONED) pthread_detach(rt->workers[c].th);
+        else pthread_join(rt->workers[c].th, NULL);
+    }
+    T->sched_started = false;
+}
+
+/* ---------------------------------------------------------------- statistics */
+
+static int cmp_i64(const void* a, const void* b) {
+    int64_t x = *(const int64_t*)a, y = *(const int64_t*)b;
+    return (x > y) - (x < y);
+}
+
+/* Nearest-rank percentile of sorted v[0..n). */
+static int64_t pct(const int64_t* v, int64_t n, int p) {
+    if (n == 0) return 0;
+    int64_t k = (n * p + 99) / 100;
+    return v[(k < 1 ? 1 : k) - 1];
+}
+
+void t3_stats(PTORuntime* rt, PTORuntimeStats* st) {
+    PTOThreeTier* T = rt->t3;
+    st->mode = rt->cfg.mode;
+    if (!T) return;
+    st->num_schedulers = T->nsched;
+    int64_t n = 0;
+    for (int32_t s = 0; s < T->nsched; s++) {
+        n += T->sched[s].nlat / 2;
+        st->scheduler_tasks[s] = T->sched[s].completed;
+    }
+    st->latency_samples = n;
+    if (n == 0) return;
+    int64_t* d = malloc((size_t)n * sizeof *d);
+    int64_t* c = malloc((size_t)n * sizeof *c);
+    if (d && c) {
+        int64_t k = 0;
+        for (int32_t s = 0; s < T->nsched; s++)
+            for (int64_t i = 0; i + 1 < T->sched[s].nlat; i += 2, k++) {
+                d[k] = T->sched[s].lat[i];
+                c[k] = T->sched[s].lat[i + 1];
+            }
+        qsort(d, (size_t)n, sizeof *d, cmp_i64);
+        qsort(c, (size_t)n, sizeof *c, cmp_i64);
+        st->dispatch_p50_ns = pct(d, n, 50); st->dispatch_p99_ns = pct(d, n, 99);
+        st->complete_p50_ns = pct(c, n, 50); st->complete_p99_ns = pct(c, n, 99);
+    }
+    free(d); free(c);
+}
