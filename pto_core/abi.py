@@ -28,6 +28,7 @@ PTO_WORKER_CUBE, PTO_WORKER_VECTOR, PTO_WORKER_AI_CPU, PTO_WORKER_ACCELERATOR = 
 PTO_WORKER_ANY = -1
 
 PTO_ARG_SCALAR, PTO_ARG_INPUT, PTO_ARG_OUTPUT, PTO_ARG_INOUT, PTO_ARG_UNTRACKED = 0, 1, 2, 3, 4
+PTO_ARG_TEMP_INPUT, PTO_ARG_TEMP_OUTPUT, PTO_ARG_TEMP_INOUT = 5, 6, 7
 
 # the error codes, in the header's order: 0, -1, -2, ...
 (PTO_OK, PTO_EINVAL, PTO_ENOMEM, PTO_ETOOMANYARGS, PTO_ESTATE, PTO_ESHUTDOWN, PTO_EBOUNDS,
@@ -72,7 +73,8 @@ class PTORuntimeStats(ctypes.Structure):
                     "failed_code", "failed_worker")),
                 ("worker_tasks", ctypes.c_int64 * PTO_MAX_WORKERS),
                 ("failed_func", ctypes.c_char_p), ("run_status", ctypes.c_int32),
-                ("stuck_tasks", ctypes.c_int32)]
+                ("stuck_tasks", ctypes.c_int32),
+                *((n, ctypes.c_int64) for n in ("temp_bytes", "peak_temp_bytes", "temp_buffers"))]
 
 
 class PTOTraceEvent(ctypes.Structure):

@@ -135,6 +135,9 @@ class RuntimeStats:
     failed_func: Optional[str]
     run_status: int
     stuck_tasks: int
+    temp_bytes: int = 0          # runtime-owned intermediates: bytes alive now
+    peak_temp_bytes: int = 0     # ... at most at once
+    temp_buffers: int = 0        # ... task outputs allocated
 
 
 # ---------------------------------------------------------------- building / loading

@@ -243,6 +243,7 @@ struct PTORuntime {
     PTOWaitFn    wait_fn; void* wait_ctx;   /* told when the orchestrator waits (pto_runtime.h) */
     _Atomic int64_t ready_tasks;   /* with wait_fn: ready, executor call not returned yet */
     PTOTrace*    trace;            /* NULL unless tracing */
+    struct PTOHeap* heap;          /* runtime-owned intermediates; NULL until the first use */
 };
 
 static inline PTOTask* rt_task(PTORuntime* rt, int32_t id) { return &rt->tasks[id & rt->mask]; }
@@ -312,6 +313,21 @@ int  sched_run_inline(PTORuntime* rt, int32_t id);
 void sched_notify_waiters(PTORuntime* rt, int32_t retired_id, int64_t retired_count);
 void sched_flush_retired(PTORuntime* rt, PTOWorker* w);
 int64_t sched_ready_count(PTORuntime* rt);
+
+/* heap.c: runtime-owned intermediates (pto_temp_tensor, scopes) */
+int  rt_check_building(PTORuntime* rt);       /* runtime.c: PTO_OK while tasks may be added */
+/* Temp argument `a` of task `task` (all/nall: every argument of its pto_task_submit_v, to size
+ * the packed block; NULL/0 for one at a time): the real buffer region it names, as *view and
+ * the offsets (*vr, *vc) in it, with the task holding the buffer until it completes. */
+int  heap_resolve(PTORuntime* rt, int32_t task, const char* func, const PTOTaskArg* a,
+                  const PTOTaskArg* all, int32_t nall, PTOTensor* view, int64_t* vr, int64_t* vc);
+void heap_task_done(PTORuntime* rt, int32_t id);   /* a task completed: its references go */
+void heap_task_undo(PTORuntime* rt, int32_t id);   /* a task that never existed: the same, and its
+                                                      outputs are hidden */
+void heap_close(PTORuntime* rt);                   /* the run starts: every scope ends */
+void heap_stats(PTORuntime* rt, PTORuntimeStats* s);
+int64_t heap_held_bytes(PTORuntime* rt);
+void heap_free(PTORuntime* rt);
 
 /* trace.c */
 int  trace_init_from_env(PTORuntime* rt);     /* PTO_TRACE / PTO_STATS, at creation */

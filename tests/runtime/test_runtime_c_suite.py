@@ -7,7 +7,9 @@ test_runtime.c: ordering, counts, windows, faults and misuse (random-DAG oracle,
 test_deadline.c: deadlines, cancellation and kernels abandoned while they never return.
 test_successor.c: explicit edges (pto_task_add_successor) on random graphs, in every mode.
 test_schedule.c: worker affinity (pinned, stealable), max_running and window_abort, read from the
-trace."""
+trace.
+test_heap.c: runtime-owned intermediates - values, renaming, packed blocks, scopes, the memory
+bound under a small window, misuse."""
 from __future__ import annotations
 
 import os
@@ -23,7 +25,8 @@ RT = REPO / "runtime"
 LIB_SOURCES = sorted(str(p) for p in (RT / "src").glob("*.c"))
 
 #: program: the fewest checks it must report (a program that stops early reports fewer)
-PROGRAMS = {"test_runtime": 400, "test_deadline": 100, "test_successor": 20, "test_schedule": 100}
+PROGRAMS = {"test_runtime": 400, "test_deadline": 100, "test_successor": 20, "test_schedule": 100,
+            "test_heap": 60}
 
 VARIANTS = {
     # name: (extra flags, scale argument, env)
