@@ -308,6 +308,12 @@ int pto_scope_end(PTORuntime* rt);
  * this way has a block of its own. */
 int pto_task_add_temp(PTORuntime* rt, int32_t task, const PTOTensor* temp, int64_t row_off,
                       int64_t col_off, int64_t rows, int64_t cols, int32_t mode);
+/* Where the buffers of intermediates come from (default: aligned_alloc/free of host memory): a
+ * backend whose kernels need device memory installs its own, before the first temp output
+ * (PTO_ESTATE after). alloc returns bytes aligned to 64 or NULL; both or neither are given. */
+typedef void* (*PTOTempAllocFn)(void* ctx, int64_t bytes);
+typedef void  (*PTOTempFreeFn)(void* ctx, void* p);
+int pto_runtime_set_temp_allocator(PTORuntime* rt, PTOTempAllocFn alloc, PTOTempFreeFn release, void* ctx);
 
 /* Report the result of a task whose executor returned PTO_EXEC_ASYNC (thread-safe). After a
  * run that gave up on the task (deadline, cancel) it only releases what the task held. */

@@ -46,13 +46,14 @@ typedef struct HeapBuf {                /* one written region of a temp, inside 
     struct HeapBuf* tprev, *tnext;      /* the temp's visible buffers */
 } HeapBuf;
 
-struct HeapBlock {
+struct HeapBlock {                      /* bookkeeping in host memory, data from the allocator */
     int32_t    refs;                    /* producer + open scope + readers */
-    int32_t    cls;                     /* size class: 2^cls bytes in all */
+    int32_t    cls;                     /* size class: 2^cls data bytes */
     int32_t    nbufs, used;
-    HeapBuf*   bufs;
+    char*      mem;
     HeapBlock* next_scope;              /* blocks of the same scope / of the same free list */
     HeapBlock* next_all;                /* every block ever made (freed at destroy) */
+    HeapBuf    bufs[PTO_MAX_TENSOR_ARGS];
 };
 
 struct HeapTemp {
@@ -82,6 +83,7 @@ typedef struct PTOHeap {
     HeapRef*    refs; int32_t nrefs, cap_refs, free_ref;
     HeapBlock*  pack; int32_t pack_task;   /* the packed block of the task being submitted */
     int64_t     live_bytes, peak_bytes, buffers, held_bytes;
+    PTOTempAllocFn alloc_fn; PTOTempFreeFn free_fn; void* alloc_ctx;
 } PTOHeap;
 
 static int heap_init(PTORuntime* rt) {
@@ -103,7 +105,12 @@ static int heap_init(PTORuntime* rt) {
 void heap_free(PTORuntime* rt) {
     PTOHeap* h = rt->heap;
     if (!h) return;
-    for (HeapBlock* b = h->all; b;) { HeapBlock* n = b->next_all; free(b); b = n; }
+    for (HeapBlock* b = h->all; b;) {
+        HeapBlock* n = b->next_all;
+        if (h->free_fn) h->free_fn(h->alloc_ctx, b->mem); else free(b->mem);
+        free(b);
+        b = n;
+    }
     for (int32_t i = 0; i < h->ntemps; i++) free(h->temps[i]);
     free(h->temps); free(h->hash); free(h->slot_head); free(h->refs);
     pthread_mutex_destroy(&h->mu);
@@ -205,24 +212,23 @@ static HeapBuf* find(PTOHeap* h, HeapTemp* T, int64_t r0, int64_t c0, int64_t ro
 
 static inline int64_t padded(int64_t bytes) { return (bytes + HEAP_ALIGN - 1) & ~(int64_t)(HEAP_ALIGN - 1); }
 
-static HeapBlock* block_new(PTOHeap* h, int32_t nbufs, int64_t data_bytes) {
-    int64_t head = padded((int64_t)sizeof(HeapBlock) + nbufs * (int64_t)sizeof(HeapBuf));
-    int64_t need = head + data_bytes;
+static HeapBlock* block_new(PTOHeap* h, int32_t nbufs, int64_t need) {
     int32_t cls = 6;
     while (cls < HEAP_CLASSES - 1 && ((int64_t)1 << cls) < need) cls++;
-    if (((int64_t)1 << cls) < need) return NULL;
+    if (((int64_t)1 << cls) < need || nbufs > PTO_MAX_TENSOR_ARGS) return NULL;
     HeapBlock* b = h->free_cls[cls];
     if (b) h->free_cls[cls] = b->next_scope;
     else {
-        b = aligned_alloc(HEAP_ALIGN, (size_t)1 << cls);
+        b = malloc(sizeof *b);
         if (!b) return NULL;
+        b->mem = h->alloc_fn ? h->alloc_fn(h->alloc_ctx, (int64_t)1 << cls)
+                             : aligned_alloc(HEAP_ALIGN, (size_t)1 << cls);
+        if (!b->mem) { free(b); return NULL; }
         b->next_all = h->all; h->all = b;
         h->held_bytes += (int64_t)1 << cls;
     }
     b->refs = 0; b->cls = cls; b->nbufs = nbufs; b->used = 0;
-    b->bufs = (HeapBuf*)(b + 1);
-    char* data = (char*)b + head;
-    for (int32_t i = 0; i < nbufs; i++) b->bufs[i].data = data;   /* placed by block_take */
+    for (int32_t i = 0; i < nbufs; i++) b->bufs[i].data = b->mem;   /* placed as outputs come */
     b->next_scope = NULL;
     h->live_bytes += (int64_t)1 << cls;
     if (h->live_bytes > h->peak_bytes) h->peak_bytes = h->live_bytes;
@@ -311,6 +317,16 @@ const PTOTensor* pto_temp_tensor(PTORuntime* rt, const char* name, int32_t elem_
     }
     pthread_mutex_unlock(&h->mu);
     return T ? &T->t : NULL;
+}
+
+int pto_runtime_set_temp_allocator(PTORuntime* rt, PTOTempAllocFn alloc, PTOTempFreeFn release, void* ctx) {
+    int rc = rt_check_building(rt);
+    if (rc < 0) return rc;
+    if ((alloc == NULL) != (release == NULL)) return PTO_EINVAL;
+    if (!rt->heap && (rc = heap_init(rt)) < 0) return rc;
+    if (rt->heap->all) return rt_fail(PTO_ESTATE, "pto_runtime_set_temp_allocator after the first temp output");
+    rt->heap->alloc_fn = alloc; rt->heap->free_fn = release; rt->heap->alloc_ctx = ctx;
+    return PTO_OK;
 }
 
 int pto_scope_begin(PTORuntime* rt) {

@@ -99,15 +99,15 @@ static void test_chain_values_and_bound(double scale) {
         PTORuntimeStats s = chain(n, workers, 8, 1, &ok);
         CHECK_EQ(s.temp_buffers, 2 * n);           /* one packed block per producing task */
         CHECK_EQ(s.temp_bytes, 0);                 /* everything released by the end */
-        /* a block is 256 bytes here (head + 128 data bytes, rounded to a power of two); alive at
-         * once: this iteration's two, plus those held by the <= 8 tasks in the window (<= 2 each) */
+        /* a block is 128 bytes here (R x C floats); alive at once: this iteration's two, plus
+         * those held by the <= 8 tasks in the window (<= 2 each) */
         CHECK(s.peak_temp_bytes > 0);
-        CHECK(s.peak_temp_bytes <= (2 + 8 * 2) * 256);
-        CHECK(s.peak_temp_bytes < 2 * n * 256 / 10);
+        CHECK(s.peak_temp_bytes <= (2 + 8 * 2) * 128);
+        CHECK(s.peak_temp_bytes < 2 * n * 128 / 10);
     }
     /* without scopes every block stays visible until the run: memory grows with n */
     PTORuntimeStats s = chain(n, 2, 8, 0, &ok);
-    CHECK(s.peak_temp_bytes >= 2 * n * 256);
+    CHECK(s.peak_temp_bytes >= 2 * n * 128);
     CHECK_EQ(s.temp_bytes, 0);
 }
 
@@ -196,6 +196,39 @@ static void test_packing_and_general_regions(void) {
     pto_runtime_destroy(rt);
 }
 
+static int g_allocs, g_frees;
+static void* counting_alloc(void* ctx, int64_t bytes) { (*(int*)ctx)++; g_allocs++; return aligned_alloc(64, (size_t)bytes); }
+static void counting_free(void* ctx, void* p) { (void)ctx; g_frees++; free(p); }
+
+/* A backend's allocator serves every block; blocks are reused, so it is called once per block
+ * alive at once, and each allocation is returned at destroy. */
+static void test_allocator_hook(void) {
+    PTORuntimeConfig cfg;
+    pto_runtime_config_default(&cfg);
+    cfg.task_window = 4;                 /* inline mode runs tasks when the window fills */
+    PTORuntime* rt = pto_runtime_create(&cfg);
+    int calls = 0;
+    CHECK_EQ(pto_runtime_set_temp_allocator(rt, counting_alloc, NULL, &calls), PTO_EINVAL);
+    CHECK_EQ(pto_runtime_set_temp_allocator(rt, counting_alloc, counting_free, &calls), PTO_OK);
+    const PTOTensor* t = pto_temp_tensor(rt, "t", sizeof(float));
+    float seen[4][C];
+    for (int k = 0; k < 4; k++) g_seen[k] = seen[k];
+    for (int i = 0; i < 100; i++) {
+        CHECK_EQ(pto_scope_begin(rt), 1);
+        PTOTaskArg w[2] = {{PTO_ARG_TEMP_OUTPUT, t, i * R, 0, R, C, 0}, {PTO_ARG_SCALAR, 0, 0, 0, 0, 0, i}};
+        PTOTaskArg r[2] = {{PTO_ARG_TEMP_INPUT, t, i * R, 0, 1, C, 0}, {PTO_ARG_SCALAR, 0, 0, 0, 0, 0, 0}};
+        CHECK(pto_task_submit_v(rt, "fill", k_fill, 0, PTO_WORKER_ANY, w, 2) >= 0);
+        CHECK(pto_task_submit_v(rt, "see", k_snapshot, 0, PTO_WORKER_ANY, r, 2) >= 0);
+        CHECK_EQ(pto_scope_end(rt), 0);
+    }
+    CHECK_EQ(pto_runtime_set_temp_allocator(rt, counting_alloc, counting_free, &calls), PTO_ESTATE);
+    CHECK_EQ(pto_runtime_run(rt), PTO_OK);
+    CHECK(seen[0][0] == 99.0f);
+    CHECK(calls >= 1 && calls <= 3);     /* blocks alive at once: bounded by the window, reused */
+    pto_runtime_destroy(rt);
+    CHECK_EQ(g_frees, g_allocs);
+}
+
 static void test_errors(void) {
     PTORuntime* rt = pto_runtime_create(NULL);
     const PTOTensor* t = pto_temp_tensor(rt, "temp_max", sizeof(float));
@@ -246,6 +279,7 @@ int main(int argc, char** argv) {
     test_renaming_and_inout();
     test_packing_and_general_regions();
     test_errors();
+    test_allocator_hook();
     printf("%d passed, %d failed\n", g_pass, g_fail);
     return g_fail != 0;
 }

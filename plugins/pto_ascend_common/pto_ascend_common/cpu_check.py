@@ -206,7 +206,7 @@ def run(arch: AscendArch, module: Module, build_dir: Path, tensors: Mapping[str,
     Tasks come from the orchestration's control flow (:func:`pto_core.reference.trace_calls`)
     and run on the C runtime's workers, each calling a generated kernel's ABI wrapper."""
     import ctypes
-    from pto_core.reference import trace_calls
+    from pto_core.reference import intermediate_arrays, trace_calls
     from pto_core.runtime import WORKER_CUBE, WORKER_VECTOR, Runtime, PTORuntimeError
 
     scalars = dict(scalars or {})
@@ -214,8 +214,10 @@ def run(arch: AscendArch, module: Module, build_dir: Path, tensors: Mapping[str,
     b = build(arch, module, Path(build_dir), options, toolchain)
     lib = ctypes.CDLL(str(b.library))
     arrays = prepare_arrays(module, tensors, scalars)
+    calls = list(trace_calls(module, scalars))
+    memory = {**arrays, **intermediate_arrays(calls)}   # intermediates: one array each
     with Runtime(num_workers=num_workers) as rt:
-        for tc in trace_calls(module, scalars):
+        for tc in calls:
             fn = module.functions[tc.callee]
             addr = ctypes.cast(getattr(lib, kernel_symbol(fn.name)), ctypes.c_void_p).value
             t = rt.task(fn.name, addr, buffer_bytes=b.buffer_bytes[fn.name],
@@ -230,7 +232,7 @@ def run(arch: AscendArch, module: Module, build_dir: Path, tensors: Mapping[str,
                         rt.add_scalar(t, 0)
                         continue
                     add = {"in": rt.add_input, "out": rt.add_output}.get(r.mode, rt.add_inout)
-                    add(t, arrays[r.tensor], r.row_off, r.col_off, r.rows, r.cols)
+                    add(t, memory[r.tensor], r.row_off, r.col_off, r.rows, r.cols)
                 elif isinstance(p.type, ScalarType):
                     v = values[p.name]
                     rt.add_scalar(t, float(v) if p.type.dtype.is_float else int(v))
