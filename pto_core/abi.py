@@ -33,6 +33,7 @@ PTO_MODE_ENV, PTO_MODE_WORKERS, PTO_MODE_THREE_TIER = 0, 1, 2
 PTO_CORE_AIC, PTO_CORE_AIV = 0, 1
 
 PTO_ARG_SCALAR, PTO_ARG_INPUT, PTO_ARG_OUTPUT, PTO_ARG_INOUT, PTO_ARG_UNTRACKED = 0, 1, 2, 3, 4
+PTO_ARG_TEMP_INPUT, PTO_ARG_TEMP_OUTPUT, PTO_ARG_TEMP_INOUT = 5, 6, 7
 
 # the error codes, in the header's order: 0, -1, -2, ...
 (PTO_OK, PTO_EINVAL, PTO_ENOMEM, PTO_ETOOMANYARGS, PTO_ESTATE, PTO_ESHUTDOWN, PTO_EBOUNDS,
@@ -83,7 +84,8 @@ class PTORuntimeStats(ctypes.Structure):
                 *((n, ctypes.c_int64) for n in (
                     "latency_samples", "dispatch_p50_ns", "dispatch_p99_ns", "complete_p50_ns",
                     "complete_p99_ns")),
-                ("scheduler_tasks", ctypes.c_int64 * PTO_MAX_SCHEDULERS)]
+                ("scheduler_tasks", ctypes.c_int64 * PTO_MAX_SCHEDULERS),
+                *((n, ctypes.c_int64) for n in ("temp_bytes", "peak_temp_bytes", "temp_buffers"))]
 
 
 class PTOTraceEvent(ctypes.Structure):

@@ -23,7 +23,7 @@ import itertools
 from dataclasses import dataclass
 
 from .errors import PTOError
-from .ir import Call, Category, For, Function, If, Instr, MemRefType, Module, TileType
+from .ir import Call, Category, For, Function, If, Instr, MemRefType, Module, TileType, walk
 
 
 @dataclass(frozen=True)
@@ -124,3 +124,63 @@ def buffer_bytes(fn: Function) -> int:
 def tile_sizes(fn: Function) -> list[tuple[str, TileType]]:
     """Tiles by decreasing size: what an over-capacity error names."""
     return sorted(fn.tiles.items(), key=lambda kv: -kv[1].nbytes)
+
+
+def intermediates(fn: Function) -> list[str]:
+    """The runtime-owned intermediate tensors of an orchestration function (its local memrefs)."""
+    return [loc.name for loc in fn.locals if isinstance(loc.type, MemRefType)]
+
+
+def iteration_local(fn: Function, module: Module) -> dict[int, list[str]]:
+    """For each FOR of orchestration function ``fn`` (by ``id``), the intermediates whose every
+    use is inside it and never crosses an iteration: the first statement of the body that touches
+    one is a CALL writing it (not under an IF or a nested FOR), every CALL touching it inside the
+    loop names the same region (same offsets, same callee footprint) and the body assigns no
+    offset variable. Such a loop can give each iteration a scope of its own, so that the buffers
+    of an iteration are released as soon as its tasks are done (``pto_scope_begin/end``)."""
+    temps = set(intermediates(fn))
+    if not temps:
+        return {}
+
+    def uses(body, out: list) -> list:
+        """(tensor, region key, mode, top-level statement index) of each touch, in order."""
+        for k, s in enumerate(body):
+            stack = [s]
+            while stack:
+                x = stack.pop(0)
+                if isinstance(x, For):
+                    stack[:0] = x.body
+                elif isinstance(x, If):
+                    stack[:0] = [*x.then_body, *x.else_body]
+                elif isinstance(x, Call):
+                    callee = module.functions.get(x.callee)
+                    if callee is None or not callee.is_incore:
+                        continue
+                    modes = param_modes(callee, module)
+                    for a in x.args:
+                        if a.value in temps:
+                            key = (a.row, a.col, footprint(callee, a.param, module))
+                            out.append((a.value, key, modes.get(a.param), k, x is s))
+        return out
+
+    total: dict[str, int] = {}
+    for t, *_ in uses(fn.body, []):
+        total[t] = total.get(t, 0) + 1
+    result: dict[int, list[str]] = {}
+    for loop in (s for s in fn.walk() if isinstance(s, For)):
+        inside = uses(loop.body, [])
+        assigned = {v for s in walk(loop.body) if isinstance(s, Instr)
+                    for spec, v in zip(s.opdef.operands, s.operands)
+                    if spec.is_output and isinstance(v, str)}
+        local = []
+        for t in sorted({u[0] for u in inside}):
+            mine = [u for u in inside if u[0] == t]
+            first = mine[0]
+            if (len(mine) == total[t] and first[2] == "out" and first[4]
+                    and all(u[1] == first[1] for u in mine)
+                    and not ({v for v in first[1][:2] if isinstance(v, str)} & assigned)):
+                local.append(t)
+        if local:
+            result[id(loop)] = local
+    return result
+

@@ -32,6 +32,11 @@ integer scalar. At run time the orchestration code passes that window to the run
 element region ``(row_off=i*R, col_off=j*C, rows=R, cols=C)``; the kernel receives a pointer to
 ``t[i*R, j*C]`` and the row stride of ``t``. The reference interpreter applies the same rule.
 
+Intermediates: in an orchestration function, a tensor named in a CALL but never declared (seed
+000's ``temp_max``) is an intermediate the runtime owns - not a parameter, so no caller allocates
+it. Each call writing a region of it gets a buffer of that region from the runtime, and a later
+call reading a region inside it gets that buffer (``pto_temp_tensor`` in ``pto_runtime.h``).
+
 Errors
 ------
 Misuse raises :class:`~pto_core.errors.PTOError` naming the function, the instruction and the
@@ -341,6 +346,29 @@ class PTOFunctionBuilder:
                 bound.append(CallArg(param, _number(value)))
         return self._emit(Call(callee, tuple(bound)))
 
+    def _intermediates(self) -> list[Local]:
+        """The undeclared tensors that orchestration CALLs bind to memref parameters of known
+        callees: runtime-owned intermediates, typed by the first such parameter."""
+        if self._kind is not FunctionKind.ORCHESTRATION or self.module is None:
+            return []
+        declared = {d.name for d in (*self._params, *self._locals)}
+        found: dict[str, Local] = {}
+        stack = list(self._root)
+        while stack:
+            s = stack.pop(0)
+            if isinstance(s, For):
+                stack[:0] = s.body
+            elif isinstance(s, If):
+                stack[:0] = [*s.then_body, *s.else_body]
+            elif isinstance(s, Call):
+                callee = self.module.functions.get(s.callee)
+                for a in s.args:
+                    p = callee.param(a.param) if callee is not None else None
+                    if (p is not None and isinstance(p.type, MemRefType) and isinstance(a.value, str)
+                            and a.value not in declared and a.value not in found):
+                        found[a.value] = Local(a.value, MemRefType(MemorySpace.GLOBAL, p.type.dtype))
+        return list(found.values())
+
     def ret(self) -> "PTOFunctionBuilder":
         return self._emit(Return())
 
@@ -355,7 +383,7 @@ class PTOFunctionBuilder:
             raise self._fail(f"unbalanced control flow: {open_kinds} not closed "
                              f"(missing end_for()/end_if())")
         params = list(self._params)
-        locals_ = []
+        locals_ = self._intermediates()
         for loc in self._locals:
             if isinstance(loc.type, ScalarType):
                 is_param = self._scalar_param.get(loc.name)

@@ -83,6 +83,51 @@ class Region(NamedTuple):
     mode: str         # "in" | "out" | "inout"
 
 
+class Intermediate(str):
+    """A runtime-owned intermediate tensor of one orchestration call (a ``Region.tensor``): its
+    name, and the buffers written to it, as the C runtime keeps them (``pto_temp_tensor``): a
+    write gets a fresh buffer of its region and hides older overlapping ones; a read or update
+    uses the newest visible buffer, which must contain its region. Equal only to itself: two
+    calls of one function have two intermediates of the same name."""
+
+    __hash__ = object.__hash__
+
+    def __eq__(self, other: object) -> bool:
+        return self is other
+
+    def __ne__(self, other: object) -> bool:
+        return self is not other
+
+    def __new__(cls, name: str, dtype: Any) -> "Intermediate":
+        obj = super().__new__(cls, name)
+        obj.dtype = dtype
+        obj.buffers = []           # visible (row, col, array), newest last
+        return obj
+
+    def region(self, r0: int, c0: int, rows: int, cols: int, mode: str, call: "TaskCall",
+               param: str) -> np.ndarray:
+        """The array a call's parameter gets for this region."""
+        def overlaps(b: tuple) -> bool:
+            r, c, a = b
+            return r < r0 + rows and r0 < r + a.shape[0] and c < c0 + cols and c0 < c + a.shape[1]
+        if mode == "out":
+            self.buffers = [b for b in self.buffers if not overlaps(b)]
+            buf = np.zeros((rows, cols), self.dtype)
+            self.buffers.append((r0, c0, buf))
+            return buf
+        hits = [b for b in self.buffers if overlaps(b)]
+        r, c, a = hits[0] if len(hits) == 1 else (0, 0, None)
+        if a is None or not (r <= r0 and r0 + rows <= r + a.shape[0] and c <= c0 and
+                             c0 + cols <= c + a.shape[1]):
+            why = ("spans several task outputs (a read of an intermediate lies within the "
+                   "region one call wrote)" if hits else "no call wrote")
+            raise PTOError(f"call of '{call.callee}': parameter '{param}' "
+                           f"{'reads' if mode == 'in' else 'updates'} rows [{r0}, {r0 + rows}) "
+                           f"cols [{c0}, {c0 + cols}) of intermediate '{self}', which {why}",
+                           function=call.caller, instruction=str(call.call))
+        return a[r0 - r:r0 - r + rows, c0 - c:c0 - c + cols]
+
+
 class TaskCall(NamedTuple):
     """One InCore call reached by the orchestration (one task of the runtime)."""
 
@@ -348,6 +393,7 @@ class _Translator:
             "_sdiv": _sdiv, "_smod": _smod, "_sshl": _sshl, "_sshr": _sshr, "_int": _to_int,
             "_reduce": _reduce, "_matmul": _matmul, "_convert": _convert, "_tn": tuple.__new__,
             "_TC": TaskCall, "_RG": Region, "PTOError": PTOError, "_errloop": _loop_error,
+            "_IM": Intermediate,
         }
         for t in ElementType:
             self.ns[f"_t_{t.value}"] = numpy_dtype(t).type
@@ -438,6 +484,9 @@ class _Translator:
             if isinstance(loc.type, ScalarType):
                 zero = "0" if loc.type.dtype.is_int else f"_t_{loc.type.dtype.value}(0)"
                 lines.append(f"    {_v(loc.name)} = {zero}")
+            elif isinstance(loc.type, MemRefType):      # a runtime-owned intermediate
+                lines.append(f"    {_v(loc.name)} = _IM({loc.name!r}, "
+                             f"_d_{loc.type.dtype.value})")
             elif isinstance(loc.type, TileType):
                 # tiles are never modified in place, so one shared zero array is enough
                 z = self.const(np.zeros(loc.type.shape, numpy_dtype(loc.type.dtype)))
@@ -677,6 +726,19 @@ def _incore_entry_call(module: Module, fn: Function, args: dict[str, Any]) -> Ta
     return TaskCall(fn.name, regions, scalars, fn.name, Call(fn.name, ()))
 
 
+def intermediate_arrays(calls: Iterable[TaskCall]) -> dict[Intermediate, np.ndarray]:
+    """A zero array per intermediate that ``calls`` touch, as large as their accesses: for a
+    driver that submits the calls itself and keeps every intermediate whole in memory it owns
+    (the C runtime's dependency rule orders them as it orders any tensor)."""
+    extent: dict[Intermediate, tuple[int, int]] = {}
+    for tc in calls:
+        for r in tc.regions:
+            if isinstance(r.tensor, Intermediate):
+                er, ec = extent.get(r.tensor, (0, 0))
+                extent[r.tensor] = (max(er, r.row_off + r.rows), max(ec, r.col_off + r.cols))
+    return {t: np.zeros(shape, t.dtype) for t, shape in extent.items()}
+
+
 def _fmt(shape: tuple[int, int]) -> str:
     return f"{shape[0]}x{shape[1]}"
 
@@ -816,6 +878,10 @@ def run_module(module: Module, tensors: Mapping[str, np.ndarray],
 def _execute(plan: _Plan, tc: TaskCall, arrays: dict[str, np.ndarray]) -> None:
     args = dict(tc.scalars)
     for r in tc.regions:
+        if isinstance(r.tensor, Intermediate):
+            args[r.param] = r.tensor.region(r.row_off, r.col_off, r.rows, r.cols, r.mode, tc,
+                                            r.param)
+            continue
         a = arrays[r.tensor]
         r1, c1 = r.row_off + r.rows, r.col_off + r.cols
         if r.row_off < 0 or r.col_off < 0 or r1 > a.shape[0] or c1 > a.shape[1]:

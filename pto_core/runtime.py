@@ -151,6 +151,9 @@ class RuntimeStats:
     dispatch_p99_ns: int = 0
     complete_p50_ns: int = 0
     complete_p99_ns: int = 0
+    temp_bytes: int = 0          # runtime-owned intermediates: bytes alive now
+    peak_temp_bytes: int = 0     # ... at most at once
+    temp_buffers: int = 0        # ... task outputs allocated
 
 
 # ---------------------------------------------------------------- building / loading

@@ -88,8 +88,10 @@ def verify_function(fn: Function, module: Module | None = None, *,
             raise _err(fn, None, f"tile '{decl.name}' declared in an orchestration function "
                                  f"(tiles live only in InCore functions)")
     for loc in fn.locals:
-        if isinstance(loc.type, MemRefType):
-            raise _err(fn, None, f"memref '{loc.name}' must be a parameter")
+        # a local tensor of an orchestration function is an intermediate the runtime owns
+        if isinstance(loc.type, MemRefType) and fn.is_incore:
+            raise _err(fn, None, f"memref '{loc.name}' must be a parameter (only orchestration "
+                                 f"functions have intermediate tensors)")
     if depth_limits:
         _check_nesting(fn)
     _Checker(fn, module).body(fn.body, loop_vars=())
@@ -508,6 +510,10 @@ class _Checker:
                                  f"{p.type.dtype.value}, '{a.value}' is {t.dtype.value}")
                 if a.has_offset and not callee.is_incore:
                     self.fail(s, "offsets apply to calls of InCore functions only")
+                if not callee.is_incore and fn.param(a.value) is None:
+                    self.fail(s, f"'{a.value}' is an intermediate of '{fn.name}' (runtime-owned); "
+                                 f"only InCore calls take it - pass a parameter to "
+                                 f"'{callee.name}' instead")
             else:
                 if a.has_offset:
                     self.fail(s, f"scalar parameter '{a.param}' takes no offset")

@@ -339,7 +339,7 @@ class _Parser:
         if w in ("ENDFOR", "ELSE", "ENDIF"):
             opener = {"ENDFOR": "FOR", "ELSE": "IF", "ENDIF": "IF"}[w]
             raise self.error(f"{w} without a matching {opener}")
-        if w in ("alloc_tile", "alloc_scalar"):
+        if w in ("alloc_tile", "alloc_scalar", "alloc_tensor"):
             raise self.error(f"expected '%name = {w} : TYPE'")
         op = self._op(t)
         self.advance()
@@ -361,8 +361,8 @@ class _Parser:
             self.advance()
             names.append(self.expect("name", "another result name"))
         self.expect("=", "'=' after the result name")
-        t = self.expect("word", "an instruction, alloc_tile or alloc_scalar")
-        if t.text in ("alloc_tile", "alloc_scalar"):
+        t = self.expect("word", "an instruction, alloc_tile, alloc_tensor or alloc_scalar")
+        if t.text in ("alloc_tile", "alloc_scalar", "alloc_tensor"):
             if len(names) != 1:
                 raise self.error(f"{t.text} declares one name", names[1])
             self.declaration(st, names[0], t)
@@ -383,6 +383,13 @@ class _Parser:
                                  f"got {t.describe()}")
             self.advance()
             type_: Type = t.value
+        elif alloc.text == "alloc_tensor":      # an intermediate of an orchestration function
+            t = self.tok
+            if t.kind != "type" or not isinstance(t.value, MemRefType):
+                raise self.error(f"expected a memref type such as !pto.memref<gm,f32>, "
+                                 f"got {t.describe()}")
+            self.advance()
+            type_ = t.value
         else:
             type_ = ScalarType(self.dtype("the scalar type"))
         st.locals.append(Local(name.text[1:], type_))

@@ -24,7 +24,7 @@ from __future__ import annotations
 import itertools
 from typing import Iterator, Mapping
 
-from ..ir import Call, For, Function, If, Instr, Module, Return, Stmt, TileType, Type
+from ..ir import Call, For, Function, If, Instr, MemRefType, Module, Return, Stmt, TileType, Type
 from .syntax import annotation_parts, format_annotation, format_attr, format_value, layout
 
 INDENT = "  "
@@ -81,7 +81,8 @@ def _function(fn: Function, out: list[str], worker: str | None = None) -> None:
     params = ", ".join(f"%{p.name}: {p.type}" for p in fn.params)
     out.append(f"func @{fn.name}({params}) {{")
     for loc in fn.locals:
-        alloc = "alloc_tile" if isinstance(loc.type, TileType) else "alloc_scalar"
+        alloc = ("alloc_tile" if isinstance(loc.type, TileType) else
+                 "alloc_tensor" if isinstance(loc.type, MemRefType) else "alloc_scalar")
         out.append(f"{INDENT}%{loc.name} = {alloc} : {loc.type}")
     if fn.locals and fn.body:
         out.append("")

@@ -20,8 +20,8 @@ from __future__ import annotations
 import math
 import re
 
-from ..ir import (Call, For, Function, If, Instr, MemorySpace, Module, Return, ScalarType,
-                  Stmt, TileType)
+from ..ir import (Call, For, Function, If, Instr, MemorySpace, MemRefType, Module, Return,
+                  ScalarType, Stmt, TileType)
 
 #: longest chain of builder calls in one expression (deep chains strain Python's compiler)
 CHAIN_LIMIT = 150
@@ -97,6 +97,8 @@ def _function(fn: Function, order_ok: bool) -> list[str]:
         calls = [calls[0]] + [c for c in calls[1:] if c[1].startswith(".memref")] + \
                 [c for c in calls[1:] if c[1].startswith(".scalar")]
     for loc in fn.locals:
+        if isinstance(loc.type, MemRefType):
+            continue            # an intermediate: the builder declares it from the CALLs
         if isinstance(loc.type, TileType):
             t = loc.type
             calls.append((0, f".tile({_q(loc.name)}, {t.rows}, {t.cols}, {_dtype(t.dtype)})"))

@@ -30,7 +30,7 @@ from typing import Any, Iterator, Mapping
 
 import numpy as np
 
-from ..abi import PTO_ECANCELED, PTO_ETIMEDOUT, PTOTensor
+from ..abi import PTO_ECANCELED, PTO_ETIMEDOUT, PTORuntimeConfig, PTORuntimeStats, PTOTensor
 from ..errors import PTOError
 from ..ir import ElementType, Function, MemRefType, Module, ScalarType
 from .orchestration import c_module_name
@@ -308,13 +308,15 @@ def runs_in_place(a: Any, dtype: np.dtype) -> bool:
 
 def run_library(lib_path: Path, module: Module, tensors: Mapping[str, np.ndarray],
                 scalars: Mapping[str, Any], workers: int = 2,
-                threshold: int = 0, in_place: bool = False) -> dict[str, np.ndarray]:
+                threshold: int = 0, in_place: bool = False, window: int = 0,
+                stats: PTORuntimeStats | None = None) -> dict[str, np.ndarray]:
     """Run the entry of ``module`` from the built shared library with numpy arrays in and out.
 
     Arrays are converted to C-contiguous arrays of the parameter's dtype; the returned dict
     holds them after the run (the caller's arrays are not modified). With ``in_place``, an
     array the kernels can work on directly (:func:`runs_in_place`) is used as it is, and
-    returned.
+    returned. ``window`` sets the task window (0: the default); ``stats`` receives the run's
+    statistics (``pto_module_run_cfg_<module>``).
     """
     from ..reference import numpy_dtype
     fn = module.functions[module.entry]
@@ -340,7 +342,17 @@ def run_library(lib_path: Path, module: Module, tensors: Mapping[str, np.ndarray
         ld = a.strides[0] // a.itemsize if a.shape[0] > 1 else a.shape[1]
         ctens[k] = PTOTensor(a.ctypes.data, a.shape[0], a.shape[1], ld, a.itemsize, names[-1])
     cscal = scalar_slots(fn, scalars)
-    rc = run(ctens, len(tpar), cscal, len(spar), int(workers), int(threshold))
+    if window or stats is not None:
+        cfg = PTORuntimeConfig()
+        lib.pto_runtime_config_default(ctypes.byref(cfg))
+        cfg.num_workers, cfg.execution_task_threshold = int(workers), int(threshold)
+        cfg.task_window = int(window)
+        run_cfg = getattr(lib, f"pto_module_run_cfg_{c_module_name(module)}")
+        run_cfg.restype = ctypes.c_int
+        rc = run_cfg(ctens, len(tpar), cscal, len(spar), ctypes.byref(cfg),
+                     ctypes.byref(stats) if stats is not None else None)
+    else:
+        rc = run(ctens, len(tpar), cscal, len(spar), int(workers), int(threshold))
     if rc != 0:
         if rc in (PTO_ETIMEDOUT, PTO_ECANCELED):
             _ABANDONED.append(arrays)

@@ -19,7 +19,14 @@ One source per module serves every backend. It calls only the runtime API of
   its two slots as ``PTO_ARG_UNTRACKED`` (pointer at the call's offsets counted in elements, and
   ld), which creates no dependency. One call instead of alloc + add per argument + submit saves
   the per-call checks and overhead;
-* a CALL of another orchestration function is a C call.
+* a CALL of another orchestration function is a C call;
+* an intermediate (a tensor the function names in CALLs but does not take as a parameter) is
+  runtime-owned: the function opens a scope, makes a ``pto_temp_tensor`` per intermediate and
+  runs its body (``_pto_orchbody_<name>``, which takes them after the parameters), then closes
+  the scopes it opened; its CALLs pass regions of it as ``PTO_ARG_TEMP_INPUT/OUTPUT/INOUT``.
+  A FOR whose iterations each write and then read their own region of an intermediate
+  (:func:`pto_core.analysis.iteration_local`) gives each iteration a scope, so the buffers of an
+  iteration are released as soon as its tasks are done.
 
 Kernel pointers stay out of this file so it stays platform-independent: the backend's runtime
 binding defines the table ``const PTOKernelFunc pto_kernels_<module>[]`` in the order of
@@ -33,7 +40,10 @@ The host entry point (for executables and ctypes)::
                                 int num_scalars, int num_workers, int threshold);
 
 takes the entry function's tensors and scalars in parameter order (float scalars as the bits of
-a double), builds and runs the graph and returns 0 or a negative runtime error code; after a
+a double), builds and runs the graph and returns 0 or a negative runtime error code
+(``pto_module_run_cfg_<module>(tensors, n, scalars, n, const PTORuntimeConfig*,
+PTORuntimeStats*)`` does the same with a whole configuration, and fills the run's statistics
+when the pointer is not NULL); after a
 failure ``pto_last_error()`` (same thread) says what failed, e.g. which task and kernel. The run's
 deadline is ``PTO_TIMEOUT`` (seconds) in the environment, read when the runtime is created.
 
@@ -50,7 +60,7 @@ import re
 from typing import Callable
 
 from ..analysis import buffer_bytes as _declared_bytes
-from ..analysis import footprint, param_modes
+from ..analysis import footprint, intermediates, iteration_local, param_modes
 from .cnames import c_comment, c_names, c_string, kernel_symbol, orchestration_symbol, user_text
 from .cstyle import CStyleRenderer, _Out
 from ..errors import PTOError
@@ -58,6 +68,8 @@ from ..ir import (Call, Category, For, Function, If, Instr, MemRefType, Module, 
                  ScalarType)
 
 _KIND = {"in": "PTO_ARG_INPUT", "out": "PTO_ARG_OUTPUT", "inout": "PTO_ARG_INOUT"}
+_TEMP_KIND = {"in": "PTO_ARG_TEMP_INPUT", "out": "PTO_ARG_TEMP_OUTPUT",
+              "inout": "PTO_ARG_TEMP_INOUT"}
 
 
 def c_module_name(module: Module) -> str:
@@ -127,22 +139,37 @@ class _Emitter:
         self.lines: list[str] = []
         self.depth = 0
         self.ntask = 0
+        self.scoped_loops: dict[int, list[str]] = {}   # FOR id -> its iteration-local temps
+        self.temps: set[str] = set()                   # intermediates of the function emitted
 
     def out(self, text: str) -> None:
         self.lines.append("    " * self.depth + text)
 
     # ------------------------------------------------------------------ declarations
-    def params(self, fn: Function) -> str:
+    def params(self, fn: Function, temps: bool = False) -> str:
         ps = ["PTORuntime* rt"]
         for p in fn.params:
             if isinstance(p.type, MemRefType):
                 ps.append(f"PTOTensor* {p.name}")
             else:
                 ps.append(f"{self.c.scalar_ctype(p.type.dtype)} {p.name}")
+        if temps:
+            ps += [f"const PTOTensor* {t}" for t in intermediates(fn)]
         return ", ".join(ps)
 
+    def prototypes(self, fn: Function) -> None:
+        self.out(f"static int {orchestration_symbol(fn.name)}({self.params(fn)});")
+        if intermediates(fn):
+            self.out(f"static int _pto_orchbody_{fn.name}({self.params(fn, True)});")
+
     def function(self, fn: Function) -> None:
-        self.out(f"static int {orchestration_symbol(fn.name)}({self.params(fn)}) {{")
+        temps = intermediates(fn)
+        if temps:
+            self.owner(fn, temps)
+        self.temps = set(temps)
+        self.scoped_loops = iteration_local(fn, self.module) if temps else {}
+        name = f"_pto_orchbody_{fn.name}" if temps else orchestration_symbol(fn.name)
+        self.out(f"static int {name}({self.params(fn, bool(temps))}) {{")
         self.depth += 1
         for loc in fn.locals:
             if isinstance(loc.type, ScalarType):
@@ -150,10 +177,33 @@ class _Emitter:
                 self.out(f"{ct} {loc.name} = {self.c.literal(0, ct)};")
         for p in fn.params:
             self.out(f"(void){p.name};")
+        for t in temps:
+            self.out(f"(void){t};")
         self.body(fn, fn.body)
         self.out("return PTO_OK;")
         self.depth -= 1
         self.out("}")
+
+    def owner(self, fn: Function, temps: list[str]) -> None:
+        """The function as called: a scope of its own around the body, which gets the
+        function's intermediates."""
+        self.out(f"static int {orchestration_symbol(fn.name)}({self.params(fn)}) {{")
+        self.depth += 1
+        self.out("const int _pto_scope = pto_scope_begin(rt);")
+        self.out("if (_pto_scope < 0) return _pto_scope;")
+        for loc in fn.locals:
+            if loc.name in temps:
+                self.out(f"const PTOTensor* {loc.name} = pto_temp_tensor(rt, "
+                         f"{c_string(user_text(loc.name))}, {loc.type.dtype.itemsize});")
+        ok = " && ".join(temps)
+        args = ", ".join(["rt", *(p.name for p in fn.params), *temps])
+        self.out(f"int _pto_rc = {ok} ? _pto_orchbody_{fn.name}({args}) : PTO_ENOMEM;")
+        self.out("/* close this scope and any an early return left open */")
+        self.out("while (pto_scope_end(rt) >= _pto_scope) {}")
+        self.out("return _pto_rc;")
+        self.depth -= 1
+        self.out("}")
+        self.out("")
 
     # ------------------------------------------------------------------ statements
     def body(self, fn: Function, body) -> None:
@@ -210,7 +260,14 @@ class _Emitter:
         self.out(f"int64_t {s.var} = (int64_t)((uint64_t)_pto_lo{d} + _pto_k{d} * "
                  f"(uint64_t)_pto_step{d});")
         self.out(f"(void){s.var};")
+        scoped = id(s) in self.scoped_loops
+        if scoped:
+            self.out(f"/* a scope per iteration: {user_text(', '.join(self.scoped_loops[id(s)]))} "
+                     f"*/")
+            self.out("{ const int _pto_sc = pto_scope_begin(rt); if (_pto_sc < 0) return _pto_sc; }")
         self.body(fn, s.body)
+        if scoped:
+            self.out("{ const int _pto_sc = pto_scope_end(rt); if (_pto_sc < 0) return _pto_sc; }")
         self.depth -= 1
         self.out("}")
         self.depth -= 1
@@ -246,13 +303,19 @@ class _Emitter:
                 r = i(a.row) if a is not None and a.row is not None else "0"
                 c = i(a.col) if a is not None and a.col is not None else "0"
                 tensor = a.value if a is not None else p.name
+                temp = fn is not None and tensor in self.temps
+                if mode == "none" and temp:
+                    # never accessed: two empty slots (no buffer to point at)
+                    args += ["{PTO_ARG_SCALAR, 0, 0, 0, 0, 0, 0}"] * 2
+                    continue
                 if mode == "none":
                     # never accessed: still two argument slots, but no region to depend on
                     # (no footprint either, so the offsets count single elements)
                     args.append(f"{{PTO_ARG_UNTRACKED, {tensor}, {r}, {c}, 0, 0, 0}}")
                     continue
                 rows, cols = footprint(callee, p.name, self.module)
-                args.append(f"{{{_KIND[mode]}, {tensor}, ({r}) * {rows}, ({c}) * {cols}, "
+                kind = (_TEMP_KIND if temp else _KIND)[mode]
+                args.append(f"{{{kind}, {tensor}, ({r}) * {rows}, ({c}) * {cols}, "
                             f"{rows}, {cols}, 0}}")
             else:
                 v = self.scalar(fn, a.value) if (a is not None and fn is not None) else p.name
@@ -320,17 +383,14 @@ class _Emitter:
         self.out("")
         self.out(f"/* tensors: {user_text(', '.join(p.name for p in tensors)) or '-'}; "
                  f"scalars: {user_text(', '.join(p.name for p in scalars)) or '-'} */")
-        self.out(f"int pto_module_run_{m}(PTOTensor* tensors, int num_tensors, "
-                 f"const int64_t* scalars, int num_scalars, int num_workers, int threshold) {{")
+        self.out(f"int pto_module_run_cfg_{m}(PTOTensor* tensors, int num_tensors, "
+                 f"const int64_t* scalars, int num_scalars, const PTORuntimeConfig* cfg, "
+                 f"PTORuntimeStats* stats) {{")
         self.depth += 1
         self.out(f"if (num_tensors != {len(tensors)} || num_scalars != {len(scalars)}) "
                  f"return PTO_EINVAL;")
-        self.out("PTORuntimeConfig cfg;")
-        self.out("pto_runtime_config_default(&cfg);")
-        self.out("cfg.num_workers = num_workers;")
-        self.out("cfg.execution_task_threshold = threshold;")
         self.out("PTORuntime* rt = NULL;")
-        self.out("int rc = pto_runtime_init(&rt, &cfg);   /* PTO_EWORKERS, PTO_EIO, ...: "
+        self.out("int rc = pto_runtime_init(&rt, cfg);   /* PTO_EWORKERS, PTO_EIO, ...: "
                  "pto_last_error() says why */")
         self.out(f"pto_orch_msg_{m}[0] = 0;")
         self.out("if (rc < 0) return rc;")
@@ -341,8 +401,21 @@ class _Emitter:
         self.out("   half-built, and the error is what the caller gets */")
         self.out("rc = pto_runtime_run(rt);")
         self.out("if (rc == PTO_OK && a.rc < 0) rc = a.rc;")
+        self.out("if (stats) pto_runtime_get_stats(rt, stats);")
         self.out("pto_runtime_destroy(rt);")
         self.out("return rc;")
+        self.depth -= 1
+        self.out("}")
+        self.out("")
+        self.out(f"int pto_module_run_{m}(PTOTensor* tensors, int num_tensors, "
+                 f"const int64_t* scalars, int num_scalars, int num_workers, int threshold) {{")
+        self.depth += 1
+        self.out("PTORuntimeConfig cfg;")
+        self.out("pto_runtime_config_default(&cfg);")
+        self.out("cfg.num_workers = num_workers;")
+        self.out("cfg.execution_task_threshold = threshold;")
+        self.out(f"return pto_module_run_cfg_{m}(tensors, num_tensors, scalars, num_scalars, "
+                 f"&cfg, NULL);")
         self.depth -= 1
         self.out("}")
 
@@ -383,7 +456,7 @@ def emit_orchestration(module: Module,
     e.out("")
     orch = [f for f in module.functions.values() if not f.is_incore]
     for f in orch:                                   # prototypes: calls may go either way
-        e.out(f"static int {orchestration_symbol(f.name)}({e.params(f)});")
+        e.prototypes(f)
     if orch:
         e.out("")
     for f in orch:

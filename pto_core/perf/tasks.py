@@ -86,15 +86,17 @@ def minimum_traffic(module: Module, scalars: Mapping[str, Any],
     is written once."""
     name = entry or module.entry
     fn = module.functions[name]
+    memrefs = fn.memrefs
     first: dict[str, str] = {}
     written: set[str] = set()
     for tc in trace_calls(module, scalars, name):
         for r in tc.regions:
+            if r.tensor not in memrefs:     # a runtime-owned intermediate: not the caller's
+                continue
             first.setdefault(r.tensor, "read" if r.mode != "out" else "write")
             if r.mode != "in":
                 written.add(r.tensor)
     shapes = derive_shapes(module, scalars, entry=name, only=list(first))
-    memrefs = fn.memrefs
     size = {t: shapes[t][0] * shapes[t][1] * memrefs[t].dtype.itemsize for t in first}
     return (sum(size[t] for t, how in first.items() if how == "read"),
             sum(size[t] for t in written))

@@ -55,7 +55,8 @@ _TOKEN = re.compile(r"""[ \t]*(?:
 _MODULE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.\-]*\Z")
 _KINDS = {"incore": FunctionKind.INCORE, "orchestration": FunctionKind.ORCHESTRATION}
 #: keys each declaration takes, and which of them it needs
-_DECL_KEYS = {"tensor_view": (("arg", "shape", "dtype", "space"), ("arg", "dtype")),
+# a .tensor_view without arg= is an intermediate of an orchestration function (runtime-owned)
+_DECL_KEYS = {"tensor_view": (("arg", "shape", "dtype", "space"), ("dtype",)),
               "tile": (("shape", "dtype"), ("shape", "dtype")),
               "scalar": (("arg", "dtype"), ("dtype",))}
 DEFAULT_NAME = "kernel"

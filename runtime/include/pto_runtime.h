@@ -214,6 +214,11 @@ typedef struct PTORuntimeStats {
     int64_t dispatch_p50_ns, dispatch_p99_ns;
     int64_t complete_p50_ns, complete_p99_ns;
     int64_t scheduler_tasks[PTO_MAX_SCHEDULERS];   /* completions handled per scheduler */
+    /* runtime-owned intermediates (pto_temp_tensor): bytes of the blocks alive now and at most
+     * at once, and task outputs allocated in all */
+    int64_t temp_bytes;
+    int64_t peak_temp_bytes;
+    int64_t temp_buffers;
 } PTORuntimeStats;
 
 /* ---------------------------------------------------------------- lifecycle */
@@ -288,7 +293,9 @@ int pto_task_submit(PTORuntime* rt, int32_t task);
  * behind: no task stays BUILDING. Positional initialisers keep generated code short:
  *     PTOTaskArg a[2] = {{PTO_ARG_INPUT, &x, r0, 0, 32, 128, 0}, {PTO_ARG_SCALAR, 0, 0, 0, 0, 0, 7}}; */
 enum PTOArgKind {
-    PTO_ARG_SCALAR = 0, PTO_ARG_INPUT = 1, PTO_ARG_OUTPUT = 2, PTO_ARG_INOUT = 3, PTO_ARG_UNTRACKED = 4
+    PTO_ARG_SCALAR = 0, PTO_ARG_INPUT = 1, PTO_ARG_OUTPUT = 2, PTO_ARG_INOUT = 3, PTO_ARG_UNTRACKED = 4,
+    /* a region of a runtime-owned intermediate (tensor from pto_temp_tensor), see below */
+    PTO_ARG_TEMP_INPUT = 5, PTO_ARG_TEMP_OUTPUT = 6, PTO_ARG_TEMP_INOUT = 7
 };
 typedef struct PTOTaskArg {
     int32_t          kind;            /* PTOArgKind */
@@ -299,6 +306,46 @@ typedef struct PTOTaskArg {
 int32_t pto_task_submit_v(PTORuntime* rt, const char* func_name, PTOKernelFunc func_ptr,
                           int32_t buffer_bytes, int32_t worker_type,
                           const PTOTaskArg* args, int32_t num_args);
+/* ---------------------------------------------------------------- runtime-owned intermediates
+ * A tensor the orchestration creates and consumes need not be allocated by the caller:
+ *
+ *     const PTOTensor* tmax = pto_temp_tensor(rt, "temp_max", sizeof(float));
+ *     pto_scope_begin(rt);
+ *     PTOTaskArg a[2] = {{PTO_ARG_INPUT, &x, r0, 0, 8, 128, 0}, {PTO_ARG_TEMP_OUTPUT, tmax, r0, 0, 8, 1, 0}};
+ *     pto_task_submit_v(rt, "rowmax", rowmax, 0, PTO_WORKER_VECTOR, a, 2);
+ *     ... tasks reading {PTO_ARG_TEMP_INPUT, tmax, r0, 0, 8, 1, 0} ...
+ *     pto_scope_end(rt);
+ *
+ * A TEMP_OUTPUT region gets a fresh buffer of exactly rows x cols elements (the kernel sees it
+ * with ld = cols); all temp outputs of one pto_task_submit_v share one allocation (a packed
+ * block). A TEMP_INPUT / TEMP_INOUT region must lie inside the region of ONE earlier temp output
+ * still visible (PTO_EINVAL otherwise, the message naming task, kernel, temp and region): the
+ * newest write of the temp that overlaps it, written in a scope still open. A write hides older
+ * overlapping buffers from later lookups (tasks already given them keep them). A buffer is
+ * released when its producer and every task reading it have completed and its scope has ended;
+ * pto_runtime_run ends every scope. So with a scope per iteration the intermediates alive at
+ * once are those of the open scope plus those of tasks in the window: bounded by the window.
+ * Stats: temp_bytes, peak_temp_bytes, temp_buffers.
+ *
+ * pto_temp_tensor returns NULL on a bad argument, after the run, or without memory; the tensor
+ * belongs to the innermost open scope and dies at its end. The handle is only for TEMP_* kinds. */
+const PTOTensor* pto_temp_tensor(PTORuntime* rt, const char* name, int32_t elem_size);
+/* Open a scope: returns its depth (>= 1) or a negative error. */
+int pto_scope_begin(PTORuntime* rt);
+/* Close the innermost scope: returns the depth left, or PTO_ESTATE when none is open. */
+int pto_scope_end(PTORuntime* rt);
+/* A temp argument for a task built with pto_task_alloc: mode is PTO_ARG_TEMP_INPUT, _OUTPUT or
+ * _INOUT; two slots (the buffer's element (row_off, col_off), and its ld). Each output added
+ * this way has a block of its own. */
+int pto_task_add_temp(PTORuntime* rt, int32_t task, const PTOTensor* temp, int64_t row_off,
+                      int64_t col_off, int64_t rows, int64_t cols, int32_t mode);
+/* Where the buffers of intermediates come from (default: aligned_alloc/free of host memory): a
+ * backend whose kernels need device memory installs its own, before the first temp output
+ * (PTO_ESTATE after). alloc returns bytes aligned to 64 or NULL; both or neither are given. */
+typedef void* (*PTOTempAllocFn)(void* ctx, int64_t bytes);
+typedef void  (*PTOTempFreeFn)(void* ctx, void* p);
+int pto_runtime_set_temp_allocator(PTORuntime* rt, PTOTempAllocFn alloc, PTOTempFreeFn release, void* ctx);
+
 /* Report the result of a task whose executor returned PTO_EXEC_ASYNC (thread-safe). After a
  * run that gave up on the task (deadline, cancel) it only releases what the task held. */
 int pto_task_complete(PTORuntime* rt, int32_t task, int32_t status);

@@ -247,6 +247,7 @@ struct PTORuntime {
     _Atomic int64_t ready_tasks;   /* with wait_fn: ready, executor call not returned yet */
     PTOTrace*    trace;            /* NULL unless tracing */
     struct PTOThreeTier* t3;       /* three-tier mode (three_tier.c); NULL in the worker mode */
+    struct PTOHeap* heap;          /* runtime-owned intermediates; NULL until the first use */
 };
 
 static inline PTOTask* rt_task(PTORuntime* rt, int32_t id) { return &rt->tasks[id & rt->mask]; }
@@ -330,6 +331,20 @@ void t3_on_push(PTORuntime* rt);              /* a task entered a ready queue: w
 void t3_wake_schedulers(PTORuntime* rt);      /* every sleeping scheduler */
 void t3_on_retire(PTORuntime* rt, int32_t id); /* orchestrator, as the slot is reused */
 void t3_stats(PTORuntime* rt, PTORuntimeStats* s);
+/* heap.c: runtime-owned intermediates (pto_temp_tensor, scopes) */
+int  rt_check_building(PTORuntime* rt);       /* runtime.c: PTO_OK while tasks may be added */
+/* Temp argument `a` of task `task` (all/nall: every argument of its pto_task_submit_v, to size
+ * the packed block; NULL/0 for one at a time): the real buffer region it names, as *view and
+ * the offsets (*vr, *vc) in it, with the task holding the buffer until it completes. */
+int  heap_resolve(PTORuntime* rt, int32_t task, const char* func, const PTOTaskArg* a,
+                  const PTOTaskArg* all, int32_t nall, PTOTensor* view, int64_t* vr, int64_t* vc);
+void heap_task_done(PTORuntime* rt, int32_t id);   /* a task completed: its references go */
+void heap_task_undo(PTORuntime* rt, int32_t id);   /* a task that never existed: the same, and its
+                                                      outputs are hidden */
+void heap_close(PTORuntime* rt);                   /* the run starts: every scope ends */
+void heap_stats(PTORuntime* rt, PTORuntimeStats* s);
+int64_t heap_held_bytes(PTORuntime* rt);
+void heap_free(PTORuntime* rt);
 
 /* trace.c */
 int  trace_init_from_env(PTORuntime* rt);     /* PTO_TRACE / PTO_STATS, at creation */

@@ -196,6 +196,7 @@ int pto_runtime_shutdown(PTORuntime* rt) {
 static void rt_free(PTORuntime* rt) {
     trace_free(rt);
     t3_free(rt);
+    heap_free(rt);
     sched_free(rt);
     tm_free(&rt->tm);
     for (int32_t i = 0; i < rt->dep_nchunks; i++) free(rt->dep_chunks[i]);
@@ -344,6 +345,8 @@ static inline int check_building(PTORuntime* rt) {
     }
     return PTO_OK;
 }
+
+int rt_check_building(PTORuntime* rt) { return check_building(rt); }
 
 /* The orchestration API. pto_task_alloc / add_* / submit and the one-call pto_task_submit_v
  * share the internals below: alloc_task (a window slot), put_tensor / put_arg / put_scalar (one
@@ -559,6 +562,23 @@ int pto_task_add_arg(PTORuntime* rt, int32_t task, const PTOTensor* x, int64_t r
     return put_arg(rt, t, x, r0, c0);
 }
 
+int pto_task_add_temp(PTORuntime* rt, int32_t task, const PTOTensor* temp, int64_t r0, int64_t c0, int64_t rows,
+                      int64_t cols, int32_t mode) {
+    int err;
+    PTOTask* t = building_task(rt, task, &err);
+    if (!t) return err;
+    if (mode < PTO_ARG_TEMP_INPUT || mode > PTO_ARG_TEMP_INOUT) return PTO_EINVAL;
+    PTOStage* st = &rt->stages[t->stage];
+    if (st->n >= PTO_MAX_TENSOR_ARGS) return PTO_ETOOMANYARGS;
+    const PTOTaskArg a = { mode, temp, r0, c0, rows, cols, 0 };
+    PTOTensor view; int64_t vr, vc;
+    int rc = heap_resolve(rt, task, t->name, &a, NULL, 0, &view, &vr, &vc);
+    if (rc < 0) return rc;
+    rc = put_tensor(rt, t, &view, vr, vc, rows, cols, mode - PTO_ARG_UNTRACKED, &st->acc[st->n]);
+    if (rc == PTO_OK) st->n++;
+    return rc;
+}
+
 int pto_task_add_scalar(PTORuntime* rt, int32_t task, int64_t value) {
     int err;
     PTOTask* t = building_task(rt, task, &err);
@@ -672,10 +692,20 @@ int32_t pto_task_submit_v(PTORuntime* rt, const char* func_name, PTOKernelFunc f
             break;
         case PTO_ARG_UNTRACKED: rc = put_arg(rt, t, a->tensor, a->row_off, a->col_off); break;
         case PTO_ARG_SCALAR:    rc = put_scalar(rt, t, a->value); break;
+        case PTO_ARG_TEMP_INPUT: case PTO_ARG_TEMP_OUTPUT: case PTO_ARG_TEMP_INOUT: {
+            /* a runtime-owned intermediate (heap.c): the region of its buffer */
+            PTOTensor view; int64_t vr, vc;
+            rc = heap_resolve(rt, id, t->name, a, args, num_args, &view, &vr, &vc);
+            if (rc == PTO_OK)
+                rc = put_tensor(rt, t, &view, vr, vc, a->rows, a->cols, a->kind - PTO_ARG_UNTRACKED, &acc[n]);
+            n += rc == PTO_OK;
+            break;
+        }
         default:                rc = PTO_EINVAL; break;
         }
     }
     if (__builtin_expect(rc < 0, 0)) {        /* a bad argument: the task never existed */
+        if (rt->heap) heap_task_undo(rt, id);
         unalloc_task(rt, t);
         return rc;
     }
@@ -718,6 +748,7 @@ int pto_task_state(PTORuntime* rt, int32_t task) {
 
 static int run_graph(PTORuntime* rt) {
     tell_waiting(rt, 1);                    /* the orchestration is over */
+    heap_close(rt);                         /* no task can look an intermediate up any more */
     if (rt->nworkers == 0) {
         while (rt->last_alive < rt->next_id && !atomic_load(&rt->halt)) {
             sched_run_inline(rt, rt->last_alive);
@@ -837,6 +868,7 @@ int pto_runtime_get_stats(PTORuntime* rt, PTORuntimeStats* s) {
     s->failed_func = atomic_load(&rt->failed_func);
     s->run_status = rt->run_status;
     s->stuck_tasks = rt->stuck;
+    heap_stats(rt, s);
     int64_t done = rt->inline_executed;
     for (int i = 0; i < rt->nworkers && i < PTO_MAX_WORKERS; i++) {
         s->worker_tasks[i] = rt->workers[i].executed;

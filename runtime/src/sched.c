@@ -152,6 +152,7 @@ void sched_notify_waiters(PTORuntime* rt, int32_t id, int64_t count) {
 /* Kernel `id` returned `status`: release its consumers and retire it. Any thread. */
 void sched_finish(PTORuntime* rt, int32_t id, int32_t status, PTOWorker* w) {
     PTOTask* t = rt_task(rt, id);
+    if (rt->heap) heap_task_done(rt, id);   /* its intermediates (heap.c) */
     if (status != 0) {
         /* the first reason the run stops names it: a failure after a timeout or cancel does not */
         int32_t none = 0;

@@ -9,7 +9,9 @@ test_successor.c: explicit edges (pto_task_add_successor) on random graphs, in e
 test_schedule.c: worker affinity (pinned, stealable), max_running and window_abort, read from the
 trace.
 test_three_tier.c: the three-tier mode (schedulers, cores, handshakes): random graphs against a serial
-run, core types, a failing kernel, a core that stops answering, a shutdown mid-run."""
+run, core types, a failing kernel, a core that stops answering, a shutdown mid-run.
+test_heap.c: runtime-owned intermediates - values, renaming, packed blocks, scopes, the memory
+bound under a small window, misuse."""
 from __future__ import annotations
 
 import os
@@ -26,7 +28,7 @@ LIB_SOURCES = sorted(str(p) for p in (RT / "src").glob("*.c"))
 
 #: program: the fewest checks it must report (a program that stops early reports fewer)
 PROGRAMS = {"test_runtime": 400, "test_deadline": 100, "test_successor": 20, "test_schedule": 100,
-            "test_three_tier": 400}
+            "test_three_tier": 400, "test_heap": 60}
 
 VARIANTS = {
     # name: (extra flags, scale argument, env)

@@ -387,6 +387,10 @@ extern "C" int32_t pto_cuda_execute(void* ctx, int32_t task_id, const char* func
     return PTO_EXEC_ASYNC;
 }
 
+/* Runtime-owned intermediates live in device memory: the kernels write and read them there. */
+static void* temp_alloc(void*, int64_t bytes) { return pto_cuda_malloc(bytes); }
+static void temp_free(void*, void* p) { pto_cuda_free(p); }
+
 extern "C" void pto_cuda_attach(PTORuntime* rt) {
     Exec& x = exec();
     {
@@ -409,6 +413,7 @@ extern "C" void pto_cuda_attach(PTORuntime* rt) {
     }
     pto_runtime_set_executor(rt, pto_cuda_execute, rt);
     pto_runtime_set_wait_hook(rt, on_wait, rt);
+    pto_runtime_set_temp_allocator(rt, temp_alloc, temp_free, nullptr);
 }
 
 extern "C" void pto_cuda_policy_default(PTOCudaPolicy* p) {
