@@ -157,14 +157,17 @@ class Runner:
     """The built module's entry with preallocated tensors (no copies in the timed call)."""
 
     def __init__(self, module: PTOModule, arrays: dict[str, np.ndarray], scalars: list[int],
-                 workers: int, build_dir: Path, opt: str = "native") -> None:
+                 workers: int, build_dir: Path, opt: str = "native",
+                 lib: Path | None = None) -> None:
         # opt=native: -march=native; release: the host's x86-64 level (see bench/README.md).
         # One build dir per variant: two variants of one module name must not share (or
-        # dlopen) one library.
-        opts = CompileOptions(extra=(("build_opt", opt),))
-        bdir = build_module("arm64", module, opts, build_dir=build_dir)
+        # dlopen) one library. ``lib``: a library of the same module built before (another
+        # commit), loaded instead of building.
         name = c_module_name(module)
-        self.lib = ctypes.CDLL(str(bdir / f"lib{name}.so"))
+        if lib is None:
+            opts = CompileOptions(extra=(("build_opt", opt),))
+            lib = build_module("arm64", module, opts, build_dir=build_dir) / f"lib{name}.so"
+        self.lib = ctypes.CDLL(str(lib))
         self.fn = getattr(self.lib, f"pto_module_run_{name}")
         fn = module.functions[module.entry]
         order = [p.name for p in fn.params if p.name in arrays]
@@ -220,6 +223,10 @@ def main() -> int:
     ap.add_argument("--sizes", default="8192,65536", help="row counts, comma-separated")
     ap.add_argument("--opt", default="native", choices=("native", "release"),
                     help="build flavour of the PTO modules (default native: -march=native)")
+    ap.add_argument("--baseline", type=Path, metavar="LIB",
+                    help="also time this libsoftmax_fused.so (the fused kernel's library as an "
+                         "earlier commit built it) as 'PTO fused, baseline': before/after in "
+                         "one run")
     args = ap.parse_args()
     import fused_softmax
     rng = np.random.default_rng(0)
@@ -250,6 +257,12 @@ def main() -> int:
                     / f"{c_module_name(module)}_{k}")
             contenders[label] = Runner(module, arrays, scalars, args.workers, bdir, args.opt)
             outputs[label] = arrays[out]
+        if args.baseline:
+            label, module, arrays, scalars, out = variants[0]
+            arrays = {**arrays, out: z(COLS)}
+            contenders["PTO fused, baseline"] = Runner(module, arrays, scalars, args.workers,
+                                                       Path(), lib=args.baseline)
+            outputs["PTO fused, baseline"] = arrays[out]
         res = time_in_rounds(contenders, args.rounds, args.repeat)
         for label, y in outputs.items():
             np.testing.assert_allclose(y, want, rtol=1e-5, atol=1e-6, err_msg=label)
