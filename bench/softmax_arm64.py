@@ -13,10 +13,17 @@ written (allocating its temporaries and result on every call, as numpy code usua
 once into preallocated ``out=`` buffers (numpy's best case: no allocation, no page faults).
 PTO writes into preallocated outputs; every contender runs once before timing.
 
+Peers a CPU user would pick, when importable (else named as skipped): ``torch.softmax(out=)``
+with 2 threads (``torch.set_num_threads(2)``) and with 1 (torch's OpenMP threads spin and suffer
+badly when the machine is oversubscribed; the 1-thread figure shows how much), and a numba
+``@njit(parallel=True, fastmath=True)`` row softmax over 2 threads. They are optional: the
+project's set-up does not install them.
+
 All contenders are timed in the same run, in interleaved rounds (see :func:`time_in_rounds`);
 the table shows the median time of a call, the minor page faults per call (first touches of
-freshly mapped memory) and numpy's time over PTO's (> 1: PTO is faster).
-Goal: >= 3x for the fused kernel with 2 workers, on both sizes.
+freshly mapped memory) and each reference's time over the contender's (> 1: the contender is
+faster): numpy as written, numpy ``out=``, and each peer present.
+Goals with 2 workers, fused kernel: >= 3x numpy, and at least torch's speed (2 threads).
 """
 
 from __future__ import annotations
@@ -45,6 +52,8 @@ from pto_core.codegen.orchestration import c_module_name  # noqa: E402
 from _softmax import fused_softmax_module as shared_fused_softmax  # noqa: E402
 
 COLS = 128
+#: the reference columns of the table besides numpy's: label prefix -> column name
+REF_NAMES = {"torch.softmax (2": "torch2", "torch.softmax (1": "torch1", "numba": "numba"}
 
 
 def fused_softmax_module(tile_rows: int = 64) -> PTOModule:
@@ -76,18 +85,89 @@ class NumpyInto:
         return np.divide(self.e, self.s, out=self.y)
 
 
+class TorchInto:
+    """``torch.softmax`` over rows into a preallocated tensor, on ``threads`` threads (set when a
+    block of calls starts: torch's thread count is process-wide)."""
+
+    def __init__(self, torch, x: np.ndarray, threads: int) -> None:
+        self.torch, self.threads = torch, threads
+        self.x = torch.from_numpy(x)
+        self.y = torch.empty_like(self.x)
+
+    def enter(self) -> None:
+        self.torch.set_num_threads(self.threads)
+
+    def __call__(self) -> np.ndarray:
+        self.torch.softmax(self.x, 1, out=self.y)
+        return self.y.numpy()
+
+
+def numba_softmax(threads: int) -> Callable[[np.ndarray, np.ndarray], None]:
+    """A compiled row softmax in numba, parallel over rows on ``threads`` threads."""
+    import numba
+
+    numba.set_num_threads(threads)
+
+    @numba.njit(parallel=True, fastmath=True, cache=False)
+    def softmax_rows(x: np.ndarray, y: np.ndarray) -> None:  # pragma: no cover - numba
+        for r in numba.prange(x.shape[0]):
+            m = x[r, 0]
+            for c in range(1, x.shape[1]):
+                m = max(m, x[r, c])
+            s = np.float32(0.0)
+            for c in range(x.shape[1]):
+                e = np.exp(x[r, c] - m)
+                y[r, c] = e
+                s += e
+            for c in range(x.shape[1]):
+                y[r, c] /= s
+
+    return softmax_rows
+
+
+def peers(x: np.ndarray, threads: int) -> tuple[dict[str, Callable[[], object]],
+                                                 dict[str, np.ndarray], list[str]]:
+    """torch and numba contenders on ``x`` (those importable), their outputs, and a line for
+    each peer skipped."""
+    found: dict[str, Callable[[], object]] = {}
+    outputs: dict[str, np.ndarray] = {}
+    skipped: list[str] = []
+    try:
+        import torch
+    except ImportError as e:
+        skipped.append(f"torch skipped: {e}")
+    else:
+        for n in sorted({threads, 1}, reverse=True):
+            t = TorchInto(torch, x, n)
+            found[f"torch.softmax ({n} thread{'s' * (n > 1)})"] = t
+            outputs[f"torch.softmax ({n} thread{'s' * (n > 1)})"] = t.y.numpy()
+    try:
+        fn = numba_softmax(threads)
+    except ImportError as e:
+        skipped.append(f"numba skipped: {e}")
+    else:
+        y = np.empty_like(x)
+        label = f"numba parallel ({threads} threads)"
+        found[label] = lambda: fn(x, y)
+        outputs[label] = y
+    return found, outputs, skipped
+
+
 class Runner:
     """The built module's entry with preallocated tensors (no copies in the timed call)."""
 
     def __init__(self, module: PTOModule, arrays: dict[str, np.ndarray], scalars: list[int],
-                 workers: int, build_dir: Path, opt: str = "native") -> None:
+                 workers: int, build_dir: Path, opt: str = "native",
+                 lib: Path | None = None) -> None:
         # opt=native: -march=native; release: the host's x86-64 level (see bench/README.md).
         # One build dir per variant: two variants of one module name must not share (or
-        # dlopen) one library.
-        opts = CompileOptions(extra=(("build_opt", opt),))
-        bdir = build_module("arm64", module, opts, build_dir=build_dir)
+        # dlopen) one library. ``lib``: a library of the same module built before (another
+        # commit), loaded instead of building.
         name = c_module_name(module)
-        self.lib = ctypes.CDLL(str(bdir / f"lib{name}.so"))
+        if lib is None:
+            opts = CompileOptions(extra=(("build_opt", opt),))
+            lib = build_module("arm64", module, opts, build_dir=build_dir) / f"lib{name}.so"
+        self.lib = ctypes.CDLL(str(lib))
         self.fn = getattr(self.lib, f"pto_module_run_{name}")
         fn = module.functions[module.entry]
         order = [p.name for p in fn.params if p.name in arrays]
@@ -112,12 +192,16 @@ def time_in_rounds(contenders: dict[str, Callable[[], object]], rounds: int,
     Each round runs every contender in turn: one untimed call (its own caches, threads and
     memory come back), then ``repeat`` timed calls. Blocks, not single calls, are interleaved:
     each contender is measured in its steady state, as when called in a loop, while a change of
-    machine load during the run hits all contenders alike.
+    machine load during the run hits all contenders alike. A contender's ``enter()``, if it
+    has one, runs before its block (untimed).
     """
     times: dict[str, list[float]] = {k: [] for k in contenders}
     faults: dict[str, int] = {k: 0 for k in contenders}
     for _ in range(rounds):
         for k, f in contenders.items():
+            enter = getattr(f, "enter", None)
+            if enter is not None:
+                enter()
             f()
             f0 = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
             for _ in range(repeat):
@@ -139,12 +223,16 @@ def main() -> int:
     ap.add_argument("--sizes", default="8192,65536", help="row counts, comma-separated")
     ap.add_argument("--opt", default="native", choices=("native", "release"),
                     help="build flavour of the PTO modules (default native: -march=native)")
+    ap.add_argument("--baseline", type=Path, metavar="LIB",
+                    help="also time this libsoftmax_fused.so (the fused kernel's library as an "
+                         "earlier commit built it) as 'PTO fused, baseline': before/after in "
+                         "one run")
     args = ap.parse_args()
     import fused_softmax
     rng = np.random.default_rng(0)
     print(f"# {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f}, "
           f"{args.workers} workers, opt={args.opt}, median of {args.rounds} x {args.repeat} calls")
-    print(f"{'rows':>7}  {'contender':<30}{'ms':>8}{'faults':>8}{'numpy/':>9}{'np-out/':>9}")
+    first = True
     for rows in (int(r) for r in args.sizes.split(",")):
         x = rng.standard_normal((rows, COLS), dtype=np.float32)
         want = numpy_softmax(x)
@@ -162,19 +250,35 @@ def main() -> int:
         ]
         contenders: dict[str, Callable[[], object]] = {
             "numpy (allocating)": lambda: numpy_softmax(x), "numpy (out= buffers)": NumpyInto(x)}
-        outputs = {}
+        found, outputs, skipped = peers(x, args.workers)
+        contenders.update(found)
         for k, (label, module, arrays, scalars, out) in enumerate(variants):
             bdir = (build_root() / "arm64" / "bench_softmax" / args.opt
                     / f"{c_module_name(module)}_{k}")
             contenders[label] = Runner(module, arrays, scalars, args.workers, bdir, args.opt)
             outputs[label] = arrays[out]
+        if args.baseline:
+            label, module, arrays, scalars, out = variants[0]
+            arrays = {**arrays, out: z(COLS)}
+            contenders["PTO fused, baseline"] = Runner(module, arrays, scalars, args.workers,
+                                                       Path(), lib=args.baseline)
+            outputs["PTO fused, baseline"] = arrays[out]
         res = time_in_rounds(contenders, args.rounds, args.repeat)
         for label, y in outputs.items():
             np.testing.assert_allclose(y, want, rtol=1e-5, atol=1e-6, err_msg=label)
-        t_np, t_npo = res["numpy (allocating)"][0], res["numpy (out= buffers)"][0]
+        refs = {"numpy/": "numpy (allocating)", "np-out/": "numpy (out= buffers)"}
+        refs.update({short + "/": label for label in found
+                     for key, short in REF_NAMES.items() if label.startswith(key)
+                     and ("(1 thread)" not in label or short == "torch1")})
+        if first:
+            for line in skipped:
+                print(f"# {line}")
+            print(f"{'rows':>7}  {'contender':<32}{'ms':>8}{'faults':>8}"
+                  + "".join(f"{h:>9}" for h in refs))
+            first = False
         for label, (t, faults) in res.items():
-            print(f"{rows:>7}  {label:<30}{t * 1e3:>8.2f}{faults:>8.0f}"
-                  f"{t_np / t:>8.2f}x{t_npo / t:>8.2f}x")
+            print(f"{rows:>7}  {label:<32}{t * 1e3:>8.3f}{faults:>8.0f}"
+                  + "".join(f"{res[r][0] / t:>8.2f}x" for r in refs.values()))
     return 0
 
 

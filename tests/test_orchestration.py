@@ -234,3 +234,58 @@ def test_an_orchestration_error_stops_the_function_and_is_what_the_caller_gets(t
     assert so.pto_module_run_ctl_demo(tens, 2, (ctypes.c_int64 * 1)(n), 1, workers, 0) == PTO_EBOUNDS
     # tiles 0..3 were submitted and ran; tile 4 and the call of `tail` after the loop did not
     assert ctypes.c_int32.in_dll(so, "pto_test_count").value == n - 1
+
+
+def loop_module(bound: str = "n") -> PTOModule:
+    """``n`` tiles in steps of 2, two tasks per step (an IF), one more after the loop; with
+    ``bound="lim"`` the loop runs to a scalar the function computes."""
+    m = PTOModule("win")
+    (PTOFunctionBuilder("copy", module=m).in_core()
+     .memref("a", GM, F32).memref("b", GM, F32)
+     .tile("x", 4, 8, F32).load("x", "a").store("b", "x").build())
+    b = (PTOFunctionBuilder("orch", module=m).not_in_core()
+         .memref("inp", GM, F32).memref("out", GM, F32).scalar("n", I32))
+    if bound != "n":
+        b = b.scalar(bound, I32, param=False).scalar_li(bound, 6)
+    (b.for_loop("i", 0, bound, 2)
+        .if_then("i")
+           .call("copy", {"a": ("inp", "i", 0), "b": ("out", "i", 0)})
+        .else_()
+           .call("copy", {"a": ("inp", "i", 0), "b": ("out", "i", 0)})
+        .end_if()
+        .call("copy", {"a": ("inp", "i", 0), "b": ("out", "i", 0)})
+     .end_for()
+     .call("copy", {"a": "inp", "b": "out"})
+     .build())
+    m.set_entry("orch")
+    return m
+
+
+@pytest.mark.skipif(shutil.which("gcc") is None, reason="gcc is not installed")
+@pytest.mark.parametrize("module, n, window", [
+    (loop_module(), 0, 2),             # one task: the smallest window
+    (loop_module(), 6, 16),            # 3 steps x 2 + 1 = 7 tasks; bound (both branches of
+    (loop_module(), 64, 128),          # the IF): 3 x 3 + 1 = 10, and 32 x 3 + 1 = 97
+    (loop_module("lim"), 6, 16384),    # a bound the function computes: the default window
+    (control_module(), 5, 16384),      # calls another orchestration function: the default
+], ids=["none", "small", "larger", "computed-bound", "nested-orchestration"])
+def test_a_run_sizes_the_task_window_to_the_tasks_its_orchestration_bounds(
+        tmp_path, monkeypatch, module, n, window):
+    """Setting up the default window costs more than a small run; a window that holds every
+    task is as good as a larger one."""
+    c = emit_orchestration(module)
+    assert ("_pto_tasks" in c) == (window != 16384)
+    lib = _build_with_recording_binding(tmp_path, module, c)
+    shapes = derive_shapes(module, {"n": max(n, 1)}, {}, entry=module.entry)
+    arrays = {k: np.zeros((s[0] * 2, s[1] * 2), np.float32) for k, s in shapes.items()}
+    names = [p.name for p in module.functions[module.entry].params if p.name in arrays]
+    tens = (PTOTensor * 2)(*[PTOTensor(arrays[k].ctypes.data, *arrays[k].shape,
+                                         arrays[k].shape[1], 4, k.encode()) for k in names])
+    monkeypatch.setenv("PTO_STATS", str(tmp_path / "stats.json"))   # read by the runtime
+    so = ctypes.CDLL(str(lib))
+    run = getattr(so, f"pto_module_run_{c_module_name(module)}")
+    assert run(tens, 2, (ctypes.c_int64 * 1)(n), 1, 0, 0) == 0
+    import json
+    stats = json.loads((tmp_path / "stats.json").read_text())
+    assert stats["task_window"] == window
+    assert stats["tasks"] <= window or window == 16384

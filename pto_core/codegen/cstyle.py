@@ -738,7 +738,7 @@ class CStyleRenderer:
     def _portable_group(self, out: _Out, fn: Function, group: list[Instr]) -> None:
         rows, cols = self.group_shape(fn, group[0])
         ptrs = self._group_plan(fn, group)
-        with out.block(f"for (int _pto_r = 0; _pto_r < {rows}; _pto_r++)"):
+        with self.row_loop(out, rows):
             self._row_pointers(out, fn, group, ptrs)
             with out.block(f"for (int _pto_c = 0; _pto_c < {cols}; _pto_c++)"):
                 for s in group:
@@ -777,7 +777,7 @@ class CStyleRenderer:
                 text = f"(float)({v})" if isinstance(v, str) else self.literal(v, "float")
                 hoisted[(id(s), "s")] = f"_pto_s{k}"
                 out(f"const {vt} _pto_s{k} = {self.vec_dup(text)};")
-        with out.block(f"for (int _pto_r = 0; _pto_r < {rows}; _pto_r++)"):
+        with self.row_loop(out, rows):
             self._row_pointers(out, fn, group, ptrs)
             for k, s in enumerate(group):
                 if s.opdef.category is Category.ROW_EXPAND:
@@ -876,7 +876,7 @@ class CStyleRenderer:
             if acc_t == "float" and ta.cols >= 2 * self.REDUCE_LANES:
                 self._lane_row_reduce(out, dst, a, ta, kind)
             else:
-                with out.block(f"for (int _pto_r = 0; _pto_r < {ta.rows}; _pto_r++)"):
+                with self.row_loop(out, ta.rows):
                     out(f"{acc_t} _pto_acc = {self._reduce_init(kind, acc_t)};")
                     with out.block(f"for (int _pto_c = 0; _pto_c < {ta.cols}; _pto_c++)"):
                         x = self.to_compute(ta.dtype, f"{a}[_pto_r][_pto_c]")
@@ -924,7 +924,7 @@ class CStyleRenderer:
         def elem(c: str) -> str:
             return self.to_compute(ta.dtype, f"{a}[_pto_r][{c}]")
 
-        with out.block(f"for (int _pto_r = 0; _pto_r < {ta.rows}; _pto_r++)"):
+        with self.row_loop(out, ta.rows):
             out(f"float _pto_lane[{L}];")
             if nan:
                 out(f"int32_t _pto_nan[{L}];")
@@ -975,7 +975,7 @@ class CStyleRenderer:
                                                "min": self.VEC_BINARY["min"]}[kind]
         out = _Out()
         out.depth = 1
-        with out.block(f"for (int _pto_r = 0; _pto_r < {ta.rows}; _pto_r++)"):
+        with self.row_loop(out, ta.rows):
             out(f"{vt} _pto_vacc = {self.vec_dup(self.REDUCE_INIT[kind])};")
             out("int _pto_c = 0;")
             with out.block(f"for (; _pto_c + {w} <= {ta.cols}; _pto_c += {w})"):
@@ -988,6 +988,20 @@ class CStyleRenderer:
                     out(f"_pto_acc = {self.reduce_step(kind, '_pto_acc', x, 'float')};")
             out(f"{dst}[_pto_r][0] = {self.from_compute(ta.dtype, '_pto_acc')};")
         return out.lines
+
+    # ---------------------------------------------------------------- row pipelines
+    #: rows of the row loop a backend opened around several instructions (a row pipeline);
+    #: None: each element loop and row reduction has a row loop of its own
+    row_open: int | None = None
+
+    def row_loop(self, out: _Out, rows: int) -> _Block:
+        """The loop over the rows (``_pto_r``) of an element loop or row reduction; inside a
+        row pipeline only a block, as the pipeline's loop runs the rows."""
+        if self.row_open is None:
+            return out.block(f"for (int _pto_r = 0; _pto_r < {rows}; _pto_r++)")
+        if rows != self.row_open:  # pragma: no cover - the pipeline checks the rows
+            raise PTOBackendError(f"a {rows}-row loop inside a {self.row_open}-row pipeline")
+        return out.block("")
 
     # ---------------------------------------------------------------- matmul etc.
     def render_matmul(self, out: _Out, fn: Function, s: Instr) -> None:

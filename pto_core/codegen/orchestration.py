@@ -340,6 +340,60 @@ class _Emitter:
         self.depth -= 1
         self.out("}")
 
+    # ------------------------------------------------------------------ task window
+    def task_bound(self, fn: Function, body, params: dict[str, str]) -> str | None:
+        """C text of an upper bound on the tasks ``body`` submits (saturating uint64 maths),
+        or None when only the run can tell: a loop bound computed in the function or set by
+        an enclosing loop, a call to another orchestration function. ``params``: the integer
+        scalars the bound may use (never assigned in ``fn``), with their C text."""
+        count, terms = 0, []               # tasks known now, and C terms of the rest
+        for s in body:
+            if isinstance(s, Call):
+                callee = self.module.functions.get(s.callee)
+                if callee is None or not callee.is_incore:
+                    return None
+                count += 1
+            elif isinstance(s, (If, For)):
+                inner = [self.task_bound(fn, b, params)
+                         for b in ((s.then_body, s.else_body) if isinstance(s, If) else (s.body,))]
+                if None in inner:
+                    return None
+                if isinstance(s, For):
+                    bounds = [params.get(v) if isinstance(v, str) else f"INT64_C({int(v)})"
+                              for v in (s.start, s.end, s.step)]
+                    if None in bounds:
+                        return None
+                    inner = [f"_pto_sat_mul(_pto_trips({', '.join(bounds)}), {inner[0]})"
+                             if inner[0] != "0" else "0"]
+                for t in inner:
+                    if t.isdigit():
+                        count += int(t)
+                    else:
+                        terms.append(t)
+        bound = str(count)
+        for t in terms:
+            bound = t if bound == "0" else f"_pto_sat_add({bound}, {t})"
+        return bound
+
+    def size_window(self, fn: Function, scalar_slots: dict[str, str]) -> None:
+        """Emit the window sizing of ``pto_module_run_*``: the smallest power of two that holds
+        every task of the run, when the orchestration bounds them (see :meth:`task_bound`), up
+        to the default. Setting up the default window (16,384 descriptors, 2 MiB, touched so
+        the build does not fault) costs more than a run of a hundred tasks; a window of the
+        graph's size costs next to nothing. Fewer slots than tasks would only make the build
+        wait for slots, never change a result."""
+        assigned = {s.operands[0] for s in fn.walk()
+                    if isinstance(s, Instr) and s.opdef.category is Category.SCALAR}
+        params = {k: v for k, v in scalar_slots.items() if k not in assigned}
+        bound = "1" if fn.is_incore else self.task_bound(fn, fn.body, params)
+        if bound is None:
+            return
+        self.out("/* the run submits at most this many tasks: a window of that size (a power "
+                 "of two) */")
+        self.out(f"const uint64_t _pto_tasks = {bound};")
+        self.out("while (cfg.task_window > 2 && (uint64_t)cfg.task_window / 2 >= _pto_tasks) "
+                 "cfg.task_window /= 2;")
+
     # ------------------------------------------------------------------ host entry
     def entry(self) -> None:
         name = self.module.entry
@@ -367,6 +421,7 @@ class _Emitter:
         self.out(f"_pto_args_{m}* a = (_pto_args_{m}*)user;")
         args = ["rt"]
         ti = si = 0
+        int_slots: dict[str, str] = {}     # integer scalar -> its slot in pto_module_run_*
         for p in fn.params:
             if isinstance(p.type, MemRefType):
                 args.append(f"&a->tensors[{ti}]")
@@ -374,6 +429,8 @@ class _Emitter:
             else:
                 args.append(f"pto_arg_f64(a->scalars[{si}])" if p.type.dtype.is_float
                             else f"a->scalars[{si}]")
+                if not p.type.dtype.is_float:
+                    int_slots[p.name] = f"scalars[{si}]"
                 si += 1
         if not scalars:
             self.out("(void)a->scalars;")
@@ -384,13 +441,15 @@ class _Emitter:
         self.out(f"/* tensors: {user_text(', '.join(p.name for p in tensors)) or '-'}; "
                  f"scalars: {user_text(', '.join(p.name for p in scalars)) or '-'} */")
         self.out(f"int pto_module_run_cfg_{m}(PTOTensor* tensors, int num_tensors, "
-                 f"const int64_t* scalars, int num_scalars, const PTORuntimeConfig* cfg, "
+                 f"const int64_t* scalars, int num_scalars, const PTORuntimeConfig* config, "
                  f"PTORuntimeStats* stats) {{")
         self.depth += 1
         self.out(f"if (num_tensors != {len(tensors)} || num_scalars != {len(scalars)}) "
                  f"return PTO_EINVAL;")
+        self.out("PTORuntimeConfig cfg = *config;")
+        self.size_window(fn, int_slots)
         self.out("PTORuntime* rt = NULL;")
-        self.out("int rc = pto_runtime_init(&rt, cfg);   /* PTO_EWORKERS, PTO_EIO, ...: "
+        self.out("int rc = pto_runtime_init(&rt, &cfg);   /* PTO_EWORKERS, PTO_EIO, ...: "
                  "pto_last_error() says why */")
         self.out(f"pto_orch_msg_{m}[0] = 0;")
         self.out("if (rc < 0) return rc;")
@@ -447,6 +506,18 @@ def emit_orchestration(module: Module,
     e.out(f"    if (n >= 0 && (size_t)n < sizeof pto_orch_msg_{m})")
     e.out(f"        snprintf(pto_orch_msg_{m} + n, sizeof pto_orch_msg_{m} - (size_t)n, what, v);")
     e.out("    return PTO_EINVAL;")
+    e.out("}")
+    e.out("/* Task counts for the window: trips of a loop as it runs them, saturating maths. */")
+    e.out("__attribute__((unused)) static uint64_t _pto_trips(int64_t lo, int64_t hi, "
+          "int64_t step) {")
+    e.out("    return hi > lo && step > 0 ? ((uint64_t)hi - (uint64_t)lo - 1) / (uint64_t)step "
+          "+ 1 : 0;")
+    e.out("}")
+    e.out("__attribute__((unused)) static uint64_t _pto_sat_mul(uint64_t a, uint64_t b) {")
+    e.out("    return b && a > UINT64_MAX / b ? UINT64_MAX : a * b;")
+    e.out("}")
+    e.out("__attribute__((unused)) static uint64_t _pto_sat_add(uint64_t a, uint64_t b) {")
+    e.out("    return a > UINT64_MAX - b ? UINT64_MAX : a + b;")
     e.out("}")
     e.out("")
     e.out("/* Provided by the backend's runtime binding. Kernel table order: "

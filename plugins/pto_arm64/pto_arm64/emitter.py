@@ -20,9 +20,13 @@ True
 
 from __future__ import annotations
 
-from pto_core.codegen.cstyle import CStyleRenderer
+from typing import Sequence
+
+from pto_core.codegen.cstyle import CStyleRenderer, _Out
 from pto_core.ir import Category, ElementType, Function, Instr, MemRefType, TileType
 from pto_core.ir.ops import KINDS, Expr
+from pto_core.options import CompileOptions
+from pto_core.passes.fuse_loops import nest_shape
 
 #: the preprocessor test of native FP16 vector arithmetic (ARMv8.2-A FP16 extension)
 FP16_GUARD = "defined(__ARM_FEATURE_FP16_VECTOR_ARITHMETIC)"
@@ -155,6 +159,99 @@ class Arm64Renderer(CStyleRenderer):
         if native is None:
             return base
         return [f"#if {FP16_GUARD}", *native, "#else", *base, "#endif"]
+
+    # ---------------------------------------------------------------- row pipelines
+    #: the body being rendered, as units in the order they run: ("group", element-wise
+    #: instructions of one loop nest) or ("stmt", any other statement); None: not collecting
+    _units: list[tuple[str, object]] | None = None
+
+    def render_body(self, out: _Out, fn: Function, body: Sequence,
+                    options: CompileOptions) -> None:
+        """The shared renderer's body, except that consecutive loop nests and row reductions
+        that each touch only row ``r`` of tiles with the same rows run in one loop over the
+        rows (when ``fuse_loops`` is on): a row pipeline.
+
+        Each unit finishes row ``r`` before the next one starts it, and no unit touches
+        another row (of a tile, or of a memref: a load or store of an R-row tile at row
+        offset ``o`` reaches memref row ``o * R + r``), so the results are those of the units
+        one after the other, bit for bit. But a row of a 64 x 128 f32 tile (512 bytes) stays in L1 from the
+        load through the last store, where five passes over the whole 32 KiB tile went through
+        L2 (softmax: load, row max, subtract and exp, row sum, divide and store).
+        """
+        outer, self._units = self._units, []
+        try:
+            super().render_body(out, fn, body, options)     # collects the units
+            units = self._units
+        finally:
+            self._units = outer
+        pipeline = options.enabled("fuse_loops")
+        i = 0
+        while i < len(units):
+            rows = row_local_rows(fn, units[i]) if pipeline else None
+            j = i + 1
+            while rows is not None and j < len(units) and row_local_rows(fn, units[j]) == rows:
+                j += 1
+            if j - i >= 2:
+                self._render_pipeline(out, fn, rows, units[i:j], options)
+            else:
+                self._render_unit(out, fn, units[i], options)
+            i = j
+
+    def _render_unit(self, out: _Out, fn: Function, unit: tuple[str, object],
+                     options: CompileOptions) -> None:
+        kind, x = unit
+        if kind == "group":
+            super().render_group(out, fn, x)
+        else:
+            super().render_stmt(out, fn, x, options)
+
+    def _render_pipeline(self, out: _Out, fn: Function, rows: int,
+                         run: list[tuple[str, object]], options: CompileOptions) -> None:
+        out.comment(f"row pipeline: {len(run)} loop nests and reductions, one row at a time")
+        with out.block(f"for (int _pto_r = 0; _pto_r < {rows}; _pto_r++)"):
+            self.row_open = rows
+            try:
+                for unit in run:
+                    with out.block(""):       # each unit's names in a scope of their own
+                        self._render_unit(out, fn, unit, options)
+            finally:
+                self.row_open = None
+
+    def render_group(self, out: _Out, fn: Function, group: list[Instr]) -> None:
+        if self._units is None:
+            super().render_group(out, fn, group)
+        else:
+            self._units.append(("group", group))
+
+    def render_stmt(self, out: _Out, fn: Function, s, options: CompileOptions) -> None:
+        if self._units is None:
+            super().render_stmt(out, fn, s, options)
+        else:
+            self._units.append(("stmt", s))
+
+
+def row_local_rows(fn: Function, unit: tuple[str, object]) -> int | None:
+    """The rows of a unit (see :meth:`Arm64Renderer.render_body`) whose row ``r`` writes only
+    row ``r`` of tiles with that many rows (and of its memrefs' windows), and reads only that
+    row or a one-row tile, else None: element-wise loop nests and row reductions.
+
+    A column broadcast reads its one-row ``b`` at every row, which is safe: no unit of a
+    pipeline of more than one row writes a one-row tile.
+    """
+    kind, x = unit
+    if kind == "group":
+        rows = nest_shape(fn, x[0])[0]
+        for s in x:
+            col_b = s.operand("b") if s.opdef.category is Category.COL_EXPAND else None
+            for v in s.operands:
+                t = fn.type_of(v) if isinstance(v, str) else None
+                if isinstance(t, TileType) and t.rows != (1 if v == col_b else rows):
+                    return None
+        return rows
+    if isinstance(x, Instr) and x.opdef.category is Category.ROW_REDUCE:
+        dst, a = (fn.type_of(v) for v in x.operands)
+        return a.rows if dst.rows == a.rows else None
+    return None
 
 
 #: expression kinds that are one correctly rounded IEEE operation (or exact) in f16

@@ -64,6 +64,91 @@ def test_fusion_keeps_loads_of_another_shape_out_of_the_nest():
     assert src.index("TLOAD %c") < src.index("TLOAD %x")
 
 
+def norm_kernel(dtype=F32, rows=8, cols=64) -> PTOModule:
+    """A layer norm scaled by a column vector: row reductions, row broadcasts, a row of
+    another shape and a column broadcast (which reads row 0 of its operand) at the end."""
+    m = PTOModule("one_norm")
+    (PTOFunctionBuilder("norm_tile", module=m).in_core()
+     .memref("x", GM, dtype).memref("g", GM, dtype).memref("y", GM, dtype)
+     .tile("t", rows, cols, dtype).tile("d", rows, cols, dtype).tile("gt", 1, cols, dtype)
+     .tile("mu", rows, 1, dtype).tile("v", rows, 1, dtype)
+     .load("t", "x").load("gt", "g")
+     .rowsum("mu", "t").muls("mu", "mu", 1.0 / cols).rowexpandsub("d", "t", "mu")
+     .mul("t", "d", "d").rowsum("v", "t").muls("v", "v", 1.0 / cols).adds("v", "v", 1e-5)
+     .rsqrt("v", "v").rowexpandmul("d", "d", "v").colexpandmul("d", "d", "gt")
+     .store("y", "d").build())
+    return m
+
+
+def test_row_pipeline_runs_a_softmax_one_row_at_a_time():
+    m = softmax_kernel()
+    fn = m.functions["softmax_tile"]
+    src = Arm64Renderer().render_kernel(fn, m, FUSED)
+    # load, row max, [sub, exp], row sum, [div, muls, adds, store]: one loop over the rows
+    assert src.count("for (int _pto_r") == 1
+    assert "row pipeline: 5 loop nests and reductions" in src
+    # without fuse_loops every instruction keeps its row loop (portable and NEON twins)
+    assert Arm64Renderer().render_kernel(fn, m, UNFUSED).count("for (int _pto_r") == 2 * 9
+
+
+def test_row_pipeline_takes_column_broadcasts_and_stops_at_other_shapes():
+    m = norm_kernel()
+    src = Arm64Renderer().render_kernel(m.functions["norm_tile"], m, FUSED)
+    # the one-row load of g runs first (portable + NEON row loops); everything else, the
+    # column broadcast of g included, is one pipeline
+    assert src.count("row pipeline:") == 1
+    assert "row pipeline: 7 loop nests and reductions" in src
+    assert src.count("for (int _pto_r") == 2 + 1
+    m = PTOModule("m")
+    fn = (PTOFunctionBuilder("k", module=m).in_core()
+          .memref("a", GM, F32).memref("o", GM, F32)
+          .tile("x", 4, 16, F32).tile("s", 4, 1, F32).tile("c", 1, 16, F32)
+          .load("x", "a").rowsum("s", "x").colsum("c", "x").rowexpandsub("x", "x", "s")
+          .colexpandsub("x", "x", "c").store("o", "x").build())
+    src = Arm64Renderer().render_kernel(fn, m, FUSED)
+    # a column reduction reads every row: [load, row sum] | column sum | [subs, store]
+    assert "row pipeline: 2 loop nests and reductions" in src
+    assert src.count("row pipeline:") == 1
+    assert src.index("row pipeline:") < src.index("TCOLSUM") < src.index("TROWEXPANDSUB")
+
+
+@pytest.mark.parametrize("dtype", [F32, F16], ids=["f32", "f16"])
+def test_row_pipelined_norm_gives_the_unpipelined_results(tmp_path, monkeypatch, dtype):
+    monkeypatch.setenv("PTO_BUILD_DIR", str(tmp_path))
+    m = norm_kernel(dtype)
+    rng = np.random.default_rng(2)
+    np_dt = np.float32 if dtype is F32 else np.float16
+    x = (rng.standard_normal((8, 64)) * 3 + 1).astype(np_dt)
+    g = rng.standard_normal((1, 64)).astype(np_dt)
+    runs = [driver.launch("arm64", m, {"x": x, "g": g, "y": np.zeros_like(x)}, {},
+                          options=opts, build_dir=tmp_path / name)["y"]
+            for name, opts in (("fused", FUSED), ("unfused", UNFUSED))]
+    assert np.array_equal(runs[0], runs[1])
+    from pto_core.reference import run_module
+    want = run_module(m, {"x": x, "g": g}, {})["y"]
+    tol = 1e-5 if dtype is F32 else 1e-2
+    np.testing.assert_allclose(runs[0].astype(np.float64), want.astype(np.float64),
+                               rtol=tol, atol=tol)
+
+
+def test_row_pipelines_under_qemu_match_the_reference(tmp_path):
+    """The NEON twins of a pipeline (reductions and element loops in one row loop)."""
+    for tool in ("aarch64-linux-gnu-gcc", "qemu-aarch64"):
+        if shutil.which(tool) is None:
+            pytest.skip(f"{tool} is not installed (scripts/setup.sh installs it)")
+    from pto_core.codegen.orchestration import c_module_name
+    from pto_core.reference import run_module
+    rng = np.random.default_rng(4)
+    x = (rng.standard_normal((8, 64)) * 3 + 1).astype(np.float32)
+    for m, tensors in ((softmax_kernel(), {"x": x, "y": np.zeros_like(x)}),
+                       (norm_kernel(), {"x": x, "g": x[:1] * 0.5, "y": np.zeros_like(x)})):
+        bdir = driver.build_module("arm64", m, build_dir=tmp_path / m.name, cross="aarch64")
+        out = run_host(bdir / f"{c_module_name(m)}_host", tensors, {}, tmp_path / m.name / "run",
+                       cross="aarch64")
+        want = run_module(m, {k: v for k, v in tensors.items() if k != "y"}, {})["y"]
+        np.testing.assert_allclose(out["y"], want, rtol=1e-5, atol=1e-6, err_msg=m.name)
+
+
 @pytest.mark.parametrize("dtype", [F32, F16], ids=["f32", "f16"])
 def test_fused_and_unfused_kernels_give_identical_results(tmp_path, monkeypatch, dtype):
     monkeypatch.setenv("PTO_BUILD_DIR", str(tmp_path))
