@@ -82,7 +82,10 @@ EXPECT_REDUCE = {"TROWSUM": lambda a: np.sum(a, axis=1, keepdims=True),
                  "TROWMAX": lambda a: np.max(a, axis=1, keepdims=True),
                  "TROWMIN": lambda a: np.min(a, axis=1, keepdims=True),
                  "TCOLSUM": lambda a: np.sum(a, axis=0, keepdims=True),
-                 "TCOLMAX": lambda a: np.max(a, axis=0, keepdims=True)}
+                 "TCOLMAX": lambda a: np.max(a, axis=0, keepdims=True),
+                 "TCOLMIN": lambda a: np.min(a, axis=0, keepdims=True),
+                 "TROWPROD": lambda a: np.prod(a, axis=1, keepdims=True),
+                 "TCOLPROD": lambda a: np.prod(a, axis=0, keepdims=True)}
 
 
 def test_every_table_op_has_a_numpy_expectation_here():
@@ -173,6 +176,15 @@ def test_reduction_equals_numpy_f32_exactly(op):
     shape = (8, 1) if "ROW" in op else (1, 64)
     got = run_op(kernel(op, (8, 64), dst_shape=shape), shape, a=a)
     np.testing.assert_array_equal(got, EXPECT_REDUCE[op](a))
+
+
+@pytest.mark.parametrize("op", ["TROWPROD", "TCOLPROD"])
+def test_integer_products_wrap_to_the_element_width(op):
+    a = np.array([[2**20, 2**12, -3], [7, -1, 5], [-(2**31), -1, 1]], np.int32)
+    shape = (3, 1) if "ROW" in op else (1, 3)
+    got = run_op(kernel(op, (3, 3), dst_shape=shape, dtype=I32), shape, np.int32, a=a)
+    want = np.prod(a.astype(np.int64), axis=1 if "ROW" in op else 0, keepdims=True)
+    np.testing.assert_array_equal(got, (want & 0xFFFFFFFF).astype(np.uint32).view(np.int32))
 
 
 def test_matmul_f32_equals_numpy_matmul():

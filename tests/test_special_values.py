@@ -133,11 +133,15 @@ def model(k: OpKernel, inputs: dict[str, np.ndarray], r: int, c: int) -> float:
     if cat in (Category.ROW_REDUCE, Category.COL_REDUCE):
         if dt.is_int:
             vals = [int(v) for v in ops["a"]]
+            if k.op.reduce == "prod":
+                return wrap(math.prod(vals), dt)
             return wrap(sum(vals), dt) if k.op.reduce == "sum" else \
                 (max(vals) if k.op.reduce == "max" else min(vals))
         vals = [float(v) for v in ops["a"]]
         if k.op.reduce == "sum":
             return rnd(model_sum(vals, ct), dt)
+        if k.op.reduce == "prod":       # IEEE products of doubles: 0 * inf is NaN, signs multiply
+            return rnd(math.prod(vals), dt)
         if any(math.isnan(v) for v in vals):
             return math.nan
         return max(vals) if k.op.reduce == "max" else min(vals)

@@ -183,7 +183,7 @@ class OpDef:
     category: Category
     operands: tuple[Operand, ...]
     expr: Expr | None = None       # element-wise meaning (ELEMENTWISE/TILE_SCALAR/*_EXPAND)
-    reduce: str | None = None      # "sum" | "max" | "min" for reductions
+    reduce: str | None = None      # "sum" | "max" | "min" | "prod" for reductions
     attrs: tuple[str, ...] = ()    # names of attributes (e.g. "cmp" for SCMP)
     doc: str = ""
     isa: str | None = None         # the PTO-ISA library instruction that is this row (same
@@ -328,12 +328,19 @@ _REDUCE_DOC = {
     "sum": "-0 only when every term is -0 (IEEE addition from -0); the order of the additions "
            "is the backend's",
     "max": "NaN when a NaN is reduced; the sign of a zero from both +0 and -0 is unspecified",
-    "min": "NaN when a NaN is reduced; the sign of a zero from both +0 and -0 is unspecified"}
+    "min": "NaN when a NaN is reduced; the sign of a zero from both +0 and -0 is unspecified",
+    "prod": "computed in the compute type (f32 for f16/bf16) and rounded once; integers wrap "
+            "to the element's width; the order of the multiplications is the backend's"}
+#: the kinds a reduction row may have
+REDUCE_KINDS = tuple(_REDUCE_DOC)
 for _n, _m, _cat, _r in [("TROWSUM", "rowsum", Category.ROW_REDUCE, "sum"),
                          ("TROWMAX", "rowmax", Category.ROW_REDUCE, "max"),
                          ("TROWMIN", "rowmin", Category.ROW_REDUCE, "min"),
+                         ("TROWPROD", "rowprod", Category.ROW_REDUCE, "prod"),
                          ("TCOLSUM", "colsum", Category.COL_REDUCE, "sum"),
-                         ("TCOLMAX", "colmax", Category.COL_REDUCE, "max")]:
+                         ("TCOLMAX", "colmax", Category.COL_REDUCE, "max"),
+                         ("TCOLMIN", "colmin", Category.COL_REDUCE, "min"),
+                         ("TCOLPROD", "colprod", Category.COL_REDUCE, "prod")]:
     _def(_n, _m, _cat, "dst:tile_out a:tile", reduce=_r, doc=_REDUCE_DOC[_r])
 
 # broadcasts

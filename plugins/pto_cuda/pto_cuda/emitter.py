@@ -539,7 +539,8 @@ class CudaRenderer(CStyleRenderer):
     def render_reduce(self, out: _Out, fn: Function, s: Instr) -> None:
         dst, a = s.operands
         ta = fn.type_of(a)
-        op = {"sum": "pto::SumOp", "max": "pto::MaxOp", "min": "pto::MinOp"}[s.opdef.reduce]
+        op = {"sum": "pto::SumOp", "max": "pto::MaxOp", "min": "pto::MinOp",
+              "prod": "pto::ProdOp"}[s.opdef.reduce]
         if s.opdef.category is Category.COL_REDUCE:
             self._block_step(out, s, f"pto::col_reduce<{self.ctype(ta.dtype)}, {ta.rows}, {ta.cols}>"
                                      f"({self._at(dst)}, {self._at(a)}, {op}());")
