@@ -156,7 +156,7 @@ def model(k: OpKernel, inputs: dict[str, np.ndarray], r: int, c: int) -> float:
             total = model_sum([ops["acc"], total], at)
         return rnd(total, k.out_dtype)
     env = {n: (rnd(v, ct) if n == "s" and ct.is_float else v) for n, v in ops.items()}
-    if cat is Category.ROW_EXPAND and "a" not in env:
+    if cat in (Category.ROW_EXPAND, Category.COL_EXPAND) and "a" not in env:
         env["a"] = env["b"]
     r = evaluate(k.op.expr, env, ct)
     return r if dt.is_int else rnd(r, dt)

@@ -715,7 +715,7 @@ class CStyleRenderer:
             else:
                 ref = self.element_ref(fn, s, spec.name, r, c)
                 env[spec.name] = self.to_compute(dt, ref)
-        if cat is Category.ROW_EXPAND and "a" not in env:
+        if cat in (Category.ROW_EXPAND, Category.COL_EXPAND) and "a" not in env:
             env["a"] = env["b"]
         return f"{dst}[{r}][{c}] = {self.from_compute(dt, self.expr(s.opdef.expr, env, ct))};"
 
@@ -826,7 +826,7 @@ class CStyleRenderer:
             out(self.vec_store(dt, f"{ptrs[id(s)][0]} + _pto_c", val) + ";")
             return
         env = {spec.name: operand(spec.name) for spec in s.opdef.inputs}
-        if cat is Category.ROW_EXPAND and "a" not in env:
+        if cat in (Category.ROW_EXPAND, Category.COL_EXPAND) and "a" not in env:
             env["a"] = env["b"]
         dst = s.operands[0]
         dt = fn.type_of(dst).dtype

@@ -125,7 +125,8 @@ DIVIDES = {"k_recip", "k_rowexpanddiv", "k_colexpanddiv"}
 #: from +0), out-of-range float -> int32 conversion without saturation, TRSQRT in double
 OFFICIAL_SPECIAL_DIVERGENCES = {"k_abs", "k_relu", "k_max", "k_min", "k_maxs", "k_rowmax",
                                 "k_rowmin", "k_colmax", "k_colmin", "k_rowsum", "k_colsum",
-                                "k_cvt_i32", "k_rsqrt"}
+                                "k_rowexpandmax", "k_rowexpandmin", "k_colexpandmax",
+                                "k_colexpandmin", "k_cvt_i32", "k_rsqrt"}
 
 
 def test_on_special_values_the_official_simulator_differs_only_where_documented(tmp_path):

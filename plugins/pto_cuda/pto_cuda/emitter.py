@@ -414,7 +414,7 @@ class CudaRenderer(CStyleRenderer):
                     "col" if cat is Category.COL_EXPAND and name == "b" else "")
             return self.to_compute(dt, self._ref(fn, v, lay, role))
         env = self._operands(s, ct, tile)
-        if cat is Category.ROW_EXPAND and "a" not in env:
+        if cat in (Category.ROW_EXPAND, Category.COL_EXPAND) and "a" not in env:
             env["a"] = env["b"]
         return (f"{self._ref(fn, dst, lay)} = "
                 f"{self.from_compute(dt, self.expr(s.opdef.expr, env, ct))};")

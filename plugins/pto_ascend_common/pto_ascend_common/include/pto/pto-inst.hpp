@@ -881,12 +881,14 @@ PTO_SIM_EXPAND(TROWEXPANDMUL, true, a * b)
 PTO_SIM_EXPAND(TROWEXPANDDIV, true, detail::divv(a, b))
 PTO_SIM_EXPAND(TROWEXPANDMAX, true, detail::fmaxv(a, b))
 PTO_SIM_EXPAND(TROWEXPANDMIN, true, detail::fminv(a, b))
+PTO_SIM_EXPAND(TROWEXPANDEXPDIF, true, decltype(a)(std::exp(a - b)))
 PTO_SIM_EXPAND(TCOLEXPANDADD, false, a + b)
 PTO_SIM_EXPAND(TCOLEXPANDSUB, false, a - b)
 PTO_SIM_EXPAND(TCOLEXPANDMUL, false, a * b)
 PTO_SIM_EXPAND(TCOLEXPANDDIV, false, detail::divv(a, b))
 PTO_SIM_EXPAND(TCOLEXPANDMAX, false, detail::fmaxv(a, b))
 PTO_SIM_EXPAND(TCOLEXPANDMIN, false, detail::fminv(a, b))
+PTO_SIM_EXPAND(TCOLEXPANDEXPDIF, false, decltype(a)(std::exp(a - b)))
 #undef PTO_SIM_EXPAND
 
 // ------------------------------------------------------------------------------------------
