@@ -111,10 +111,11 @@ def _io(op: OpDef, dt: ElementType, R: int, C: int, M: int, K: int, N: int,
     if cat is Category.COL_REDUCE:
         return [("a", R, C, dt)], (1, C, dt)
     if cat is Category.ROW_EXPAND:
-        ins = [("b", R, 1, dt)] if method == "rowexpand" else [("a", R, C, dt), ("b", R, 1, dt)]
+        ins = [("b", R, 1, dt)] if op.is_copy else [("a", R, C, dt), ("b", R, 1, dt)]
         return ins, (R, C, dt)
     if cat is Category.COL_EXPAND:
-        return [("a", R, C, dt), ("b", 1, C, dt)], (R, C, dt)
+        ins = [("b", 1, C, dt)] if op.is_copy else [("a", R, C, dt), ("b", 1, C, dt)]
+        return ins, (R, C, dt)
     if cat is Category.TRANSPOSE:
         return [("a", R, C, dt)], (C, R, dt)
     if cat is Category.CONVERT:

@@ -331,6 +331,10 @@ def _reduce(kind: str, axis: int, a: np.ndarray) -> np.ndarray:
         r = np.max(x, axis=axis, keepdims=True)
     elif kind == "min":
         r = np.min(x, axis=axis, keepdims=True)
+    elif kind == "prod":
+        # integers wrap to their width (numpy multiplies in the array's own type)
+        with np.errstate(over="ignore", invalid="ignore"):
+            r = np.multiply.reduce(x, axis=axis, keepdims=True, dtype=x.dtype)
     else:
         raise PTOError(f"unknown reduction '{kind}'")
     return r.astype(dt, copy=False)

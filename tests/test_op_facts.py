@@ -8,7 +8,7 @@ from pto_core import PTOVerifyError
 from pto_core.builder import PTOFunctionBuilder
 from pto_core.codegen.cstyle import CStyleRenderer
 from pto_core.ir import Category, ElementType, MemorySpace
-from pto_core.ir.ops import COMPARES, KINDS, OPS
+from pto_core.ir.ops import COMPARES, KINDS, OPS, REDUCE_KINDS
 from pto_core.reference import ARRAY_FORMS, INT_SCALAR_FORMS
 
 EXPRESSION_CATEGORIES = {Category.ELEMENTWISE, Category.TILE_SCALAR, Category.ROW_EXPAND,
@@ -22,7 +22,7 @@ def test_every_row_states_its_facts(name):
         assert op.expr is not None, f"{name} has no expression"
         assert op.kinds <= set(KINDS) | {"var", "const"}
     if op.category in (Category.ROW_REDUCE, Category.COL_REDUCE):
-        assert op.reduce in ("sum", "max", "min")
+        assert op.reduce in REDUCE_KINDS
     assert not (op.float_only and op.int_only)
     assert op.is_compare == ("cmp" in op.attrs)
     assert op.isa in (None, op.name)
@@ -32,12 +32,13 @@ def test_every_row_states_its_facts(name):
 
 def test_the_facts_of_some_rows():
     float_only = {n for n, op in OPS.items() if op.float_only}
-    assert float_only == {"TEXP", "TLOG", "TSQRT", "TRSQRT", "TRECIP", "TSILU", "TGELU"}
+    assert float_only == {"TEXP", "TLOG", "TSQRT", "TRSQRT", "TRECIP", "TSILU", "TGELU",
+                          "TROWEXPANDEXPDIF", "TCOLEXPANDEXPDIF"}
     assert {n for n, op in OPS.items() if op.int_only} == {
         "SMOD", "SAND", "SOR", "SSHL", "SSHR", "TAND", "TANDS", "TOR", "TORS", "TXOR", "TXORS",
         "TNOT", "TSHL", "TSHLS", "TSHR", "TSHRS"}
     assert OPS["TXOR"].scratch == OPS["TXORS"].scratch == 1 and OPS["TAND"].scratch == 0
-    assert {n for n, op in OPS.items() if op.is_copy} == {"SLI", "SMOV", "TROWEXPAND"}
+    assert {n for n, op in OPS.items() if op.is_copy} == {"SLI", "SMOV", "TROWEXPAND", "TCOLEXPAND"}
     assert OPS["SDIV"].divides and OPS["SMOD"].divides and not OPS["SMUL"].divides
     assert OPS["TADD"].single_kind == "add" and OPS["TRELU"].single_kind is None
     assert COMPARES["le"].symbol == "<=" and COMPARES["le"].fn(2, 2)

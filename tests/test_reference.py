@@ -77,12 +77,16 @@ EXPECT_SCALAR = {"TADDS": np.add, "TSUBS": np.subtract, "TMULS": np.multiply,
                  "TDIVS": np.divide, "TMAXS": np.maximum}
 #: integer-only ops, checked on i32 tiles
 EXPECT_BITWISE = {"TAND": np.bitwise_and, "TOR": np.bitwise_or, "TXOR": np.bitwise_xor}
-EXPECT_EXPAND = {"ADD": np.add, "SUB": np.subtract, "MUL": np.multiply, "DIV": np.divide}
+EXPECT_EXPAND = {"ADD": np.add, "SUB": np.subtract, "MUL": np.multiply, "DIV": np.divide,
+                 "MAX": np.maximum, "MIN": np.minimum, "EXPDIF": lambda a, b: np.exp(a - b)}
 EXPECT_REDUCE = {"TROWSUM": lambda a: np.sum(a, axis=1, keepdims=True),
                  "TROWMAX": lambda a: np.max(a, axis=1, keepdims=True),
                  "TROWMIN": lambda a: np.min(a, axis=1, keepdims=True),
                  "TCOLSUM": lambda a: np.sum(a, axis=0, keepdims=True),
-                 "TCOLMAX": lambda a: np.max(a, axis=0, keepdims=True)}
+                 "TCOLMAX": lambda a: np.max(a, axis=0, keepdims=True),
+                 "TCOLMIN": lambda a: np.min(a, axis=0, keepdims=True),
+                 "TROWPROD": lambda a: np.prod(a, axis=1, keepdims=True),
+                 "TCOLPROD": lambda a: np.prod(a, axis=0, keepdims=True)}
 
 
 def test_every_table_op_has_a_numpy_expectation_here():
@@ -90,7 +94,7 @@ def test_every_table_op_has_a_numpy_expectation_here():
                | set(EXPECT_BITWISE) | {f"{n}S" for n in EXPECT_BITWISE} | {"TNOT"}
                | {"TSHL", "TSHLS", "TSHR", "TSHRS"}     # tests/test_tile_shifts.py
                | {f"T{d}EXPAND{k}" for d in ("ROW", "COL") for k in EXPECT_EXPAND}
-               | {"TROWEXPAND", "TLOAD", "TSTORE", "TMATMUL", "TMATMUL_ACC", "TTRANS", "TCVT"})
+               | {"TROWEXPAND", "TCOLEXPAND", "TLOAD", "TSTORE", "TMATMUL", "TMATMUL_ACC", "TTRANS", "TCVT"})
     tile_ops = {n for n, d in OPS.items() if d.category is not Category.SCALAR}
     assert tile_ops - covered == set()
 
@@ -167,12 +171,46 @@ def test_rowexpand_copies_the_column_into_every_column():
     np.testing.assert_array_equal(got, np.repeat(a, C, axis=1))
 
 
+def test_colexpand_copies_the_row_into_every_row():
+    m = PTOModule("t")
+    (PTOFunctionBuilder("k", module=m).in_core()
+     .memref("a", GM, F32).memref("out", GM, F32)
+     .tile("ta", 1, C, F32).tile("td", R, C, F32)
+     .load("ta", "a").colexpand("td", "ta").store("out", "td").build())
+    a = rng_tile(9, (1, C))
+    got = run_op(m, (R, C), a=a)
+    np.testing.assert_array_equal(got, np.repeat(a, R, axis=0))
+
+
+def test_expand_max_and_min_propagate_nan_from_either_operand():
+    a = np.array([[np.nan, 1.0], [2.0, -np.inf]], np.float32)
+    b = np.array([[0.5], [np.nan]], np.float32)
+    for op, want in (("TROWEXPANDMAX", [[np.nan, 1.0], [np.nan, np.nan]]),
+                     ("TROWEXPANDMIN", [[np.nan, 0.5], [np.nan, np.nan]])):
+        got = run_op(kernel(op, (2, 2), (2, 1)), (2, 2), a=a, b=b)
+        np.testing.assert_array_equal(got, np.array(want, np.float32))
+
+
+def test_expdif_refuses_integer_tiles_naming_function_and_instruction():
+    with pytest.raises(PTOError, match=r"function 'k'.*TCOLEXPANDEXPDIF.*needs a float tile"):
+        kernel("TCOLEXPANDEXPDIF", (R, C), (1, C), dtype=I32)
+
+
 @pytest.mark.parametrize("op", sorted(EXPECT_REDUCE))
 def test_reduction_equals_numpy_f32_exactly(op):
     a = rng_tile(10, (8, 64))
     shape = (8, 1) if "ROW" in op else (1, 64)
     got = run_op(kernel(op, (8, 64), dst_shape=shape), shape, a=a)
     np.testing.assert_array_equal(got, EXPECT_REDUCE[op](a))
+
+
+@pytest.mark.parametrize("op", ["TROWPROD", "TCOLPROD"])
+def test_integer_products_wrap_to_the_element_width(op):
+    a = np.array([[2**20, 2**12, -3], [7, -1, 5], [-(2**31), -1, 1]], np.int32)
+    shape = (3, 1) if "ROW" in op else (1, 3)
+    got = run_op(kernel(op, (3, 3), dst_shape=shape, dtype=I32), shape, np.int32, a=a)
+    want = np.prod(a.astype(np.int64), axis=1 if "ROW" in op else 0, keepdims=True)
+    np.testing.assert_array_equal(got, (want & 0xFFFFFFFF).astype(np.uint32).view(np.int32))
 
 
 def test_matmul_f32_equals_numpy_matmul():

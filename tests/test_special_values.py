@@ -133,11 +133,15 @@ def model(k: OpKernel, inputs: dict[str, np.ndarray], r: int, c: int) -> float:
     if cat in (Category.ROW_REDUCE, Category.COL_REDUCE):
         if dt.is_int:
             vals = [int(v) for v in ops["a"]]
+            if k.op.reduce == "prod":
+                return wrap(math.prod(vals), dt)
             return wrap(sum(vals), dt) if k.op.reduce == "sum" else \
                 (max(vals) if k.op.reduce == "max" else min(vals))
         vals = [float(v) for v in ops["a"]]
         if k.op.reduce == "sum":
             return rnd(model_sum(vals, ct), dt)
+        if k.op.reduce == "prod":       # IEEE products of doubles: 0 * inf is NaN, signs multiply
+            return rnd(math.prod(vals), dt)
         if any(math.isnan(v) for v in vals):
             return math.nan
         return max(vals) if k.op.reduce == "max" else min(vals)
@@ -152,7 +156,7 @@ def model(k: OpKernel, inputs: dict[str, np.ndarray], r: int, c: int) -> float:
             total = model_sum([ops["acc"], total], at)
         return rnd(total, k.out_dtype)
     env = {n: (rnd(v, ct) if n == "s" and ct.is_float else v) for n, v in ops.items()}
-    if cat is Category.ROW_EXPAND and "a" not in env:
+    if cat in (Category.ROW_EXPAND, Category.COL_EXPAND) and "a" not in env:
         env["a"] = env["b"]
     r = evaluate(k.op.expr, env, ct)
     return r if dt.is_int else rnd(r, dt)

@@ -715,7 +715,7 @@ class CStyleRenderer:
             else:
                 ref = self.element_ref(fn, s, spec.name, r, c)
                 env[spec.name] = self.to_compute(dt, ref)
-        if cat is Category.ROW_EXPAND and "a" not in env:
+        if cat in (Category.ROW_EXPAND, Category.COL_EXPAND) and "a" not in env:
             env["a"] = env["b"]
         return f"{dst}[{r}][{c}] = {self.from_compute(dt, self.expr(s.opdef.expr, env, ct))};"
 
@@ -826,7 +826,7 @@ class CStyleRenderer:
             out(self.vec_store(dt, f"{ptrs[id(s)][0]} + _pto_c", val) + ";")
             return
         env = {spec.name: operand(spec.name) for spec in s.opdef.inputs}
-        if cat is Category.ROW_EXPAND and "a" not in env:
+        if cat in (Category.ROW_EXPAND, Category.COL_EXPAND) and "a" not in env:
             env["a"] = env["b"]
         dst = s.operands[0]
         dt = fn.type_of(dst).dtype
@@ -839,11 +839,13 @@ class CStyleRenderer:
 
     # ---------------------------------------------------------------- reductions
     #: a sum starts from -0, the additive identity: it is -0 only when every term is -0
-    REDUCE_INIT = {"sum": "-0.0f", "max": "-INFINITY", "min": "INFINITY"}
+    REDUCE_INIT = {"sum": "-0.0f", "max": "-INFINITY", "min": "INFINITY", "prod": "1.0f"}
 
     def reduce_step(self, kind: str, acc: str, x: str, ctype: str) -> str:
         if kind == "sum":
             return f"{acc} + {x}"
+        if kind == "prod":      # an integer product runs in uint64_t: it wraps, defined
+            return f"{acc} * {x}" if ctype != "uint64_t" else f"{acc} * (uint64_t)({x})"
         table = self.BINARY_F32 if ctype == "float" else self.BINARY_F64 if ctype == "double" \
             else self.BINARY_INT
         return table[kind].format(acc, x)
@@ -852,7 +854,9 @@ class CStyleRenderer:
         if ctype == "float":
             return self.REDUCE_INIT[kind]
         if ctype == "double":
-            return {"sum": "-0.0", "max": "-INFINITY", "min": "INFINITY"}[kind]
+            return {"sum": "-0.0", "max": "-INFINITY", "min": "INFINITY", "prod": "1.0"}[kind]
+        if kind == "prod":
+            return "1"
         lim = {"int64_t": "INT64", "int32_t": "INT32", "int16_t": "INT16", "int8_t": "INT8",
                "uint8_t": "UINT8"}[ctype]
         return {"sum": "0", "max": f"{lim}_MIN" if lim != "UINT8" else "0",
@@ -865,7 +869,8 @@ class CStyleRenderer:
         ta = fn.type_of(a)
         kind = s.opdef.reduce
         ct = self.compute_type(ta.dtype)
-        acc_t = "int64_t" if ta.dtype.is_int and kind == "sum" else ct
+        acc_t = ("int64_t" if kind == "sum" else "uint64_t" if kind == "prod" else ct) \
+            if ta.dtype.is_int else ct
         out.comment(str(s))
         if s.opdef.category is Category.ROW_REDUCE:
             vec = self.vector_row_reduce(fn, s)
@@ -919,7 +924,8 @@ class CStyleRenderer:
         rel = ">" if kind == "max" else "<"
 
         def step(acc: str, x: str) -> str:
-            return f"{acc} + {x}" if not nan else f"{acc} {rel} {x} ? {acc} : {x}"
+            return f"{acc} {rel} {x} ? {acc} : {x}" if nan else self.reduce_step(kind, acc, x,
+                                                                                "float")
 
         def elem(c: str) -> str:
             return self.to_compute(ta.dtype, f"{a}[_pto_r][{c}]")

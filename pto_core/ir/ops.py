@@ -183,7 +183,7 @@ class OpDef:
     category: Category
     operands: tuple[Operand, ...]
     expr: Expr | None = None       # element-wise meaning (ELEMENTWISE/TILE_SCALAR/*_EXPAND)
-    reduce: str | None = None      # "sum" | "max" | "min" for reductions
+    reduce: str | None = None      # "sum" | "max" | "min" | "prod" for reductions
     attrs: tuple[str, ...] = ()    # names of attributes (e.g. "cmp" for SCMP)
     doc: str = ""
     isa: str | None = None         # the PTO-ISA library instruction that is this row (same
@@ -328,23 +328,35 @@ _REDUCE_DOC = {
     "sum": "-0 only when every term is -0 (IEEE addition from -0); the order of the additions "
            "is the backend's",
     "max": "NaN when a NaN is reduced; the sign of a zero from both +0 and -0 is unspecified",
-    "min": "NaN when a NaN is reduced; the sign of a zero from both +0 and -0 is unspecified"}
+    "min": "NaN when a NaN is reduced; the sign of a zero from both +0 and -0 is unspecified",
+    "prod": "computed in the compute type (f32 for f16/bf16) and rounded once; integers wrap "
+            "to the element's width; the order of the multiplications is the backend's"}
+#: the kinds a reduction row may have
+REDUCE_KINDS = tuple(_REDUCE_DOC)
 for _n, _m, _cat, _r in [("TROWSUM", "rowsum", Category.ROW_REDUCE, "sum"),
                          ("TROWMAX", "rowmax", Category.ROW_REDUCE, "max"),
                          ("TROWMIN", "rowmin", Category.ROW_REDUCE, "min"),
+                         ("TROWPROD", "rowprod", Category.ROW_REDUCE, "prod"),
                          ("TCOLSUM", "colsum", Category.COL_REDUCE, "sum"),
-                         ("TCOLMAX", "colmax", Category.COL_REDUCE, "max")]:
+                         ("TCOLMAX", "colmax", Category.COL_REDUCE, "max"),
+                         ("TCOLMIN", "colmin", Category.COL_REDUCE, "min"),
+                         ("TCOLPROD", "colprod", Category.COL_REDUCE, "prod")]:
     _def(_n, _m, _cat, "dst:tile_out a:tile", reduce=_r, doc=_REDUCE_DOC[_r])
 
 # broadcasts
 _def("TROWEXPAND", "rowexpand", Category.ROW_EXPAND, "dst:tile_out b:tile", expr=B, isa=True,
      doc="dst[r, c] = b[r, 0]")
-for _n, _m, _x in [("ADD", "add", A + B), ("SUB", "sub", A - B), ("MUL", "mul", A * B),
-                   ("DIV", "div", A / B)]:
+_def("TCOLEXPAND", "colexpand", Category.COL_EXPAND, "dst:tile_out b:tile", expr=B, isa=True,
+     doc="dst[r, c] = b[0, c]")
+for _n, _m, _x, _f in [("ADD", "add", A + B, "a[r, c] + {b}"), ("SUB", "sub", A - B, "a[r, c] - {b}"),
+                       ("MUL", "mul", A * B, "a[r, c] * {b}"), ("DIV", "div", A / B, "a[r, c] / {b}"),
+                       ("MAX", "max", maximum(A, B), "max(a[r, c], {b}); " + _MAXMIN_DOC),
+                       ("MIN", "min", minimum(A, B), "min(a[r, c], {b}); " + _MAXMIN_DOC),
+                       ("EXPDIF", "expdif", exp(A - B), "exp(a[r, c] - {b})")]:
     _def(f"TROWEXPAND{_n}", f"rowexpand{_m}", Category.ROW_EXPAND, "dst:tile_out a:tile b:tile",
-         expr=_x, isa=True, doc=f"dst[r, c] = a[r, c] {_m} b[r, 0]")
+         expr=_x, isa=True, doc="dst[r, c] = " + _f.format(b="b[r, 0]"))
     _def(f"TCOLEXPAND{_n}", f"colexpand{_m}", Category.COL_EXPAND, "dst:tile_out a:tile b:tile",
-         expr=_x, isa=True, doc=f"dst[r, c] = a[r, c] {_m} b[0, c]")
+         expr=_x, isa=True, doc="dst[r, c] = " + _f.format(b="b[0, c]"))
 
 # matrix
 _def("TMATMUL", "matmul", Category.MATMUL, "dst:tile_out a:tile b:tile", doc="dst = a @ b")
@@ -391,6 +403,15 @@ class RuleError(ValueError):
     """A shape or dtype rule was broken; the verifier adds function and instruction."""
 
 
+def _check_kind_types(op: OpDef, t: TileType) -> None:
+    """An op whose expression computes exp, log, ... needs float tiles; bit operations need
+    integer ones."""
+    if op.float_only and not t.dtype.is_float:
+        raise RuleError(f"{op.name} needs a float tile, got {t.dtype.value}")
+    if op.int_only and t.dtype.is_float:
+        raise RuleError(f"{op.name} needs an integer tile, got {t.dtype.value}")
+
+
 def check_tile_rule(op: OpDef, tiles: dict[str, TileType]) -> None:
     """Check the shape/dtype rule of a tile op, given the types of its tile operands by operand
     name (``dst``, ``a``, ``b``, ``acc``). Raises :class:`RuleError`."""
@@ -408,10 +429,7 @@ def check_tile_rule(op: OpDef, tiles: dict[str, TileType]) -> None:
         same(d, a, "dst and a")
         if b is not None:
             same(a, b, "a and b")
-        if op.float_only and not a.dtype.is_float:
-            raise RuleError(f"{op.name} needs a float tile, got {a.dtype.value}")
-        if op.int_only and a.dtype.is_float:
-            raise RuleError(f"{op.name} needs an integer tile, got {a.dtype.value}")
+        _check_kind_types(op, a)
     elif cat is Category.ROW_REDUCE:
         if d.dtype != a.dtype:
             raise RuleError(f"dtype mismatch: dst and a ({d.dtype.value} vs {a.dtype.value})")
@@ -430,6 +448,7 @@ def check_tile_rule(op: OpDef, tiles: dict[str, TileType]) -> None:
             same(d, a, "dst and a")
         if b.dtype != d.dtype:
             raise RuleError(f"dtype mismatch: dst and b ({d.dtype.value} vs {b.dtype.value})")
+        _check_kind_types(op, d)
         want = (d.rows, 1) if row else (1, d.cols)
         if b.shape != want:
             raise RuleError(f"shape mismatch: b must be {want[0]}x{want[1]} to broadcast over "

@@ -671,7 +671,7 @@ class _KernelRenderer(CStyleRenderer):
                     args.append(f"static_cast<{ct}>({self.scalar_value(fn, v)})")
                     continue
                 x = vec(v)
-                if cat is Category.ROW_EXPAND and s.op != "TROWEXPAND" and spec.name == "b":
+                if cat is Category.ROW_EXPAND and not s.opdef.is_copy and spec.name == "b":
                     x, steps = self._row_block(fn, v)
                 args.append(x)
                 reads.append(x)

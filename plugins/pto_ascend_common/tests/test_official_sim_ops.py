@@ -34,14 +34,29 @@ KNOWN = {
     (E.F16, "k_rsqrt"): "TRSQRT computes 1/sqrt in double and rounds once",
     (E.F16, "k_colsum"): "TCOLSUM adds half rows in half, rounding every partial sum (the "
                          "reference sums in f32 and rounds once)",
+    (E.F16, "k_rowprod"): "TROWPROD multiplies in half, rounding (and underflowing) every "
+                          "partial product (the reference multiplies in f32, rounds once)",
+    (E.F16, "k_colprod"): "TCOLPROD multiplies in half, rounding every partial product",
 }
 
 
 def error_bound(name: str, dt, a: np.ndarray, want: np.ndarray) -> np.ndarray:
     """How far a KNOWN kernel's result may be from the reference: one rounding of the
     result for TRSQRT; for a column sum of n values rounded at every step, n roundings of
-    the largest partial sum (bounded by the column's sum of magnitudes)."""
+    the largest partial sum (bounded by the column's sum of magnitudes); for a product
+    rounded at every step, each partial product's rounding scaled by the later factors."""
     eps = float(np.finfo(np.float16 if dt is E.F16 else np.float32).eps)
+    if name in ("k_rowprod", "k_colprod"):
+        # step k rounds p_k = |x_0 ... x_k| by at most eps * p_k (or one subnormal), and the
+        # later factors scale that error: sum over k of (eps * p_k + sub) * |x_k+1 ... x_n-1|
+        x = np.abs(a.astype(np.float64))
+        x = x if name == "k_rowprod" else x.T
+        sub = float(np.finfo(np.float16 if dt is E.F16 else np.float32).smallest_subnormal)
+        p = np.cumprod(x, axis=1)
+        after = np.cumprod(x[:, ::-1], axis=1)[:, ::-1]
+        after = np.concatenate([after[:, 1:], np.ones((x.shape[0], 1))], axis=1)
+        b = ((eps * p + sub) * after).sum(axis=1, keepdims=True)
+        return b if name == "k_rowprod" else b.T
     if name == "k_colsum":
         mags = np.abs(a.astype(np.float64)).sum(axis=0, keepdims=True)
         return a.shape[0] * eps * mags
@@ -109,8 +124,9 @@ DIVIDES = {"k_recip", "k_rowexpanddiv", "k_colexpanddiv"}
 #: reductions), the sign of zero (abs(-0), relu(-0), max/min of +0 and -0, sums of -0 start
 #: from +0), out-of-range float -> int32 conversion without saturation, TRSQRT in double
 OFFICIAL_SPECIAL_DIVERGENCES = {"k_abs", "k_relu", "k_max", "k_min", "k_maxs", "k_rowmax",
-                                "k_rowmin", "k_colmax", "k_rowsum", "k_colsum", "k_cvt_i32",
-                                "k_rsqrt"}
+                                "k_rowmin", "k_colmax", "k_colmin", "k_rowsum", "k_colsum",
+                                "k_rowexpandmax", "k_rowexpandmin", "k_colexpandmax",
+                                "k_colexpandmin", "k_cvt_i32", "k_rsqrt"}
 
 
 def test_on_special_values_the_official_simulator_differs_only_where_documented(tmp_path):

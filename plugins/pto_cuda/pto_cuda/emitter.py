@@ -414,7 +414,7 @@ class CudaRenderer(CStyleRenderer):
                     "col" if cat is Category.COL_EXPAND and name == "b" else "")
             return self.to_compute(dt, self._ref(fn, v, lay, role))
         env = self._operands(s, ct, tile)
-        if cat is Category.ROW_EXPAND and "a" not in env:
+        if cat in (Category.ROW_EXPAND, Category.COL_EXPAND) and "a" not in env:
             env["a"] = env["b"]
         return (f"{self._ref(fn, dst, lay)} = "
                 f"{self.from_compute(dt, self.expr(s.opdef.expr, env, ct))};")
@@ -539,7 +539,8 @@ class CudaRenderer(CStyleRenderer):
     def render_reduce(self, out: _Out, fn: Function, s: Instr) -> None:
         dst, a = s.operands
         ta = fn.type_of(a)
-        op = {"sum": "pto::SumOp", "max": "pto::MaxOp", "min": "pto::MinOp"}[s.opdef.reduce]
+        op = {"sum": "pto::SumOp", "max": "pto::MaxOp", "min": "pto::MinOp",
+              "prod": "pto::ProdOp"}[s.opdef.reduce]
         if s.opdef.category is Category.COL_REDUCE:
             self._block_step(out, s, f"pto::col_reduce<{self.ctype(ta.dtype)}, {ta.rows}, {ta.cols}>"
                                      f"({self._at(dst)}, {self._at(a)}, {op}());")

@@ -109,6 +109,18 @@ struct MinOp {
     template <class A> __device__ __forceinline__ A operator()(A a, A b) const { return min_(a, b); }
     template <class A> __device__ __forceinline__ static A identity() { return Limits<A>::hi(); }
 };
+struct ProdOp {
+    /* an integer product wraps to the accumulator's width (through unsigned: defined) */
+    template <class A> __device__ __forceinline__ A operator()(A a, A b) const {
+        if constexpr (cuda::std::is_integral<A>::value) {
+            using U = typename cuda::std::make_unsigned<A>::type;
+            return A(U(a) * U(b));
+        } else {
+            return a * b;
+        }
+    }
+    template <class A> __device__ __forceinline__ static A identity() { return A(1); }
+};
 
 /* dst[r] = reduce(src[r, :]): one warp per row, lanes stride over the columns (coalesced in
  * shared memory, conflict-free), then a butterfly of __shfl_xor_sync. blockDim.x % 32 == 0. */

@@ -769,14 +769,13 @@ inline void row_reduce(const char* op, D& dst, S& src, Tmp& tmp, Init init, Step
     wr(tmp, PIPE_V, op);
     wr(dst, PIPE_V, op);
 }
-template <class D, class S, class Step>
+template <class D, class S, class Step, class A = col_reduce_t<typename S::DType>>
 inline void col_reduce(const char* op, D& dst, S& src, Step step) {
     need_vec<D>(op); need_vec<S>(op);
     static_assert(std::is_same_v<typename D::DType, typename S::DType>, "dst and src must have the same element type");
     if (!(ready(dst, op) && ready(src, op))) return;
     if (dst.GetValidCol() != src.GetValidCol()) { pto_sim::fail(std::string(op) + ": dst and src valid cols differ"); return; }
     rd(src, PIPE_V, op);
-    using A = col_reduce_t<typename S::DType>;
     for (unsigned c = 0; c < src.GetValidCol(); ++c) {
         A acc = A(val(src, 0, c));
         for (unsigned r = 1; r < src.GetValidRow(); ++r) acc = step(acc, A(val(src, r, c)));
@@ -788,6 +787,12 @@ inline constexpr auto add_ = [](auto a, auto b) { return a + b; };
 inline constexpr auto max_ = [](auto a, auto b) { return fmaxv(a, b); };
 inline constexpr auto min_ = [](auto a, auto b) { return fminv(a, b); };
 inline constexpr auto id_ = [](auto a) { return a; };
+// an integer product wraps to the accumulator's width (through unsigned: defined)
+inline constexpr auto mul_ = [](auto a, auto b) {
+    using A = decltype(a);
+    if constexpr (std::is_integral_v<A>) return A(std::make_unsigned_t<A>(a) * std::make_unsigned_t<A>(b));
+    else return a * b;
+};
 }  // namespace detail
 
 template <typename D, typename S, typename Tmp, typename... WaitEvents>
@@ -801,6 +806,12 @@ inline RecordEvent TROWMAX(D& dst, S& src, Tmp& tmp, WaitEvents&...) {
 template <typename D, typename S, typename Tmp, typename... WaitEvents>
 inline RecordEvent TROWMIN(D& dst, S& src, Tmp& tmp, WaitEvents&...) {
     detail::row_reduce("TROWMIN", dst, src, tmp, detail::id_, detail::min_); return {};
+}
+// Products are computed in float (half and bfloat16 too) and rounded once, rows and columns
+// alike: the library's CPU code multiplies in the element type (docs/ascend-fidelity.md).
+template <typename D, typename S, typename Tmp, typename... WaitEvents>
+inline RecordEvent TROWPROD(D& dst, S& src, Tmp& tmp, WaitEvents&...) {
+    detail::row_reduce("TROWPROD", dst, src, tmp, detail::id_, detail::mul_); return {};
 }
 template <typename D, typename S, typename... WaitEvents>
 inline RecordEvent TCOLSUM(D& dst, S& src, WaitEvents&...) {
@@ -818,6 +829,12 @@ inline RecordEvent TCOLMAX(D& dst, S& src, WaitEvents&...) {
 template <typename D, typename S, typename... WaitEvents>
 inline RecordEvent TCOLMIN(D& dst, S& src, WaitEvents&...) {
     detail::col_reduce("TCOLMIN", dst, src, detail::min_); return {};
+}
+template <typename D, typename S, typename... WaitEvents>
+inline RecordEvent TCOLPROD(D& dst, S& src, WaitEvents&...) {
+    detail::col_reduce<D, S, decltype(detail::mul_), detail::reduce_t<typename S::DType>>(
+        "TCOLPROD", dst, src, detail::mul_);
+    return {};
 }
 
 // ------------------------------------------------------------------------------------------
@@ -864,12 +881,14 @@ PTO_SIM_EXPAND(TROWEXPANDMUL, true, a * b)
 PTO_SIM_EXPAND(TROWEXPANDDIV, true, detail::divv(a, b))
 PTO_SIM_EXPAND(TROWEXPANDMAX, true, detail::fmaxv(a, b))
 PTO_SIM_EXPAND(TROWEXPANDMIN, true, detail::fminv(a, b))
+PTO_SIM_EXPAND(TROWEXPANDEXPDIF, true, decltype(a)(std::exp(a - b)))
 PTO_SIM_EXPAND(TCOLEXPANDADD, false, a + b)
 PTO_SIM_EXPAND(TCOLEXPANDSUB, false, a - b)
 PTO_SIM_EXPAND(TCOLEXPANDMUL, false, a * b)
 PTO_SIM_EXPAND(TCOLEXPANDDIV, false, detail::divv(a, b))
 PTO_SIM_EXPAND(TCOLEXPANDMAX, false, detail::fmaxv(a, b))
 PTO_SIM_EXPAND(TCOLEXPANDMIN, false, detail::fminv(a, b))
+PTO_SIM_EXPAND(TCOLEXPANDEXPDIF, false, decltype(a)(std::exp(a - b)))
 #undef PTO_SIM_EXPAND
 
 // ------------------------------------------------------------------------------------------
