@@ -391,7 +391,8 @@ def special_inputs(kernels: Sequence[OpKernel], dtype: ElementType) -> dict[str,
 def _divides_by(k: OpKernel, name: str) -> bool:
     """Is operand ``name`` a divisor in the kernel's expression?"""
     def walk(e) -> bool:
-        if e.kind == "div" and e.args[1].kind == "var" and e.args[1].value == name:
+        if (e.kind in KINDS and KINDS[e.kind].divides and e.args[1].kind == "var"
+                and e.args[1].value == name):
             return True
         return any(walk(a) for a in e.args)
     return k.op.expr is not None and walk(k.op.expr)

@@ -174,18 +174,19 @@ ARRAY_FORMS: dict[str, str] = {
     "tanh": "_np.tanh({0})", "mod": "_np.fmod({0}, {1})", "and": "_np.bitwise_and({0}, {1})",
     "or": "_np.bitwise_or({0}, {1})", "xor": "_np.bitwise_xor({0}, {1})",
     "not": "_np.invert({0})", "shl": "_np.left_shift({0}, {1})",
-    "shr": "_np.right_shift({0}, {1})",
+    "shr": "_np.right_shift({0}, {1})", "fmod": "_np.fmod({0}, {1})", "rem": "_frem({0}, {1})",
 }
 #: integer numpy arrays: C division
 INT_ARRAY_FORMS: dict[str, str] = {**ARRAY_FORMS, "div": "_tdiv({0}, {1})", "mod": "_tmod({0}, {1})",
-                                   "shl": "_tshl({0}, {1})", "shr": "_tshr({0}, {1})"}
+                                   "shl": "_tshl({0}, {1})", "shr": "_tshr({0}, {1})",
+                                   "fmod": "_tmod({0}, {1})", "rem": "_trem({0}, {1})"}
 #: Python ints (integer scalars): C division, remainder and shifts
 INT_SCALAR_FORMS: dict[str, str] = {
     "add": "({0} + {1})", "sub": "({0} - {1})", "mul": "({0} * {1})", "div": "_sdiv({0}, {1})",
     "mod": "_smod({0}, {1})", "max": "max({0}, {1})", "min": "min({0}, {1})", "neg": "(-{0})",
     "abs": "abs({0})", "and": "({0} & {1})", "or": "({0} | {1})", "xor": "({0} ^ {1})",
     "not": "(~{0})", "shl": "_sshl({0}, {1})",
-    "shr": "_sshr({0}, {1})",
+    "shr": "_sshr({0}, {1})", "fmod": "_smod({0}, {1})", "rem": "_srem({0}, {1})",
 }
 
 
@@ -225,7 +226,8 @@ def eval_scalar(expr: Expr, env: Mapping[str, Any], integer: bool) -> Any:
     -3
     """
     return eval(_scalar_code(expr, integer),
-                {"_sdiv": _sdiv, "_smod": _smod, "_sshl": _sshl, "_sshr": _sshr}, dict(env))
+                {"_sdiv": _sdiv, "_smod": _smod, "_srem": _srem, "_sshl": _sshl,
+                 "_sshr": _sshr}, dict(env))
 
 
 # --------------------------------------------------------------------------------------------
@@ -249,6 +251,21 @@ def _tmod(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     if np.any(b == 0):
         raise _zero_division()
     return np.fmod(a, b)
+
+
+def _trem(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Integer floored remainder (the divisor's sign; TREM): a zero divisor is an error."""
+    if np.any(b == 0):
+        raise _zero_division()
+    return np.remainder(a, b)
+
+
+def _frem(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Float floored remainder as TREM computes it: fmod (exact, the dividend's sign), then the
+    divisor added once where a nonzero result's sign differs from the divisor's (numpy's
+    remainder would give a zero the divisor's sign instead of the dividend's)."""
+    r = np.fmod(a, b)
+    return np.where((r != 0) & ((r < 0) != (b < 0)), r + b, r).astype(r.dtype)
 
 
 def _shift(a: np.ndarray, b, shift, out_of_range) -> np.ndarray:
@@ -277,6 +294,12 @@ def _sdiv(a: int, b: int) -> int:
 
 def _smod(a: int, b: int) -> int:
     return a - _sdiv(a, b) * b
+
+
+def _srem(a: int, b: int) -> int:
+    if b == 0:
+        raise _zero_division()
+    return a % b
 
 
 def _sshl(a: int, b: int) -> int:
@@ -393,7 +416,7 @@ class _Translator:
         self.module = module
         self.ns: dict[str, Any] = {
             "_np": np, "_fmax": _fmax, "_fmin": _fmin, "_tdiv": _tdiv, "_tmod": _tmod,
-            "_tshl": _tshl, "_tshr": _tshr,
+            "_tshl": _tshl, "_tshr": _tshr, "_trem": _trem, "_frem": _frem,
             "_sdiv": _sdiv, "_smod": _smod, "_sshl": _sshl, "_sshr": _sshr, "_int": _to_int,
             "_reduce": _reduce, "_matmul": _matmul, "_convert": _convert, "_tn": tuple.__new__,
             "_TC": TaskCall, "_RG": Region, "PTOError": PTOError, "_errloop": _loop_error,

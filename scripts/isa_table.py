@@ -71,7 +71,9 @@ def coverage() -> dict[str, dict[str, list[ElementType]]]:
             continue
         row: dict[str, list[ElementType]] = {c: [] for c in COLUMNS}
         for dt in TYPES:
-            kernels = op_kernels(dt, [op], convert_to=[E.F32 if dt is not E.F32 else E.F16])
+            # scalar 2: a divisor of every type (0.75 would be an integer 0)
+            kernels = op_kernels(dt, [op], convert_to=[E.F32 if dt is not E.F32 else E.F16],
+                                 scalars=(2,))
             if not kernels:
                 continue                    # the verifier rejects this type for the op
             module = build_op_module("isa_probe", kernels)

@@ -71,10 +71,13 @@ EXPECT_UNARY = {
     "TSILU": lambda a: a / (ONE + np.exp(-a)),
     "TGELU": lambda a: np.float32(0.5) * a * (ONE + np.tanh(GELU_C * (a + np.float32(0.044715) * (a * a * a)))),
 }
+#: (numpy's remainder differs from TREM only in the sign of a zero result, which
+#: assert_array_equal does not compare: test_remainders_... below does)
 EXPECT_BINARY = {"TADD": np.add, "TSUB": np.subtract, "TMUL": np.multiply, "TDIV": np.divide,
-                 "TMAX": np.maximum, "TMIN": np.minimum}
+                 "TMAX": np.maximum, "TMIN": np.minimum, "TFMOD": np.fmod, "TREM": np.remainder}
 EXPECT_SCALAR = {"TADDS": np.add, "TSUBS": np.subtract, "TMULS": np.multiply,
-                 "TDIVS": np.divide, "TMAXS": np.maximum}
+                 "TDIVS": np.divide, "TMAXS": np.maximum, "TMINS": np.minimum,
+                 "TFMODS": np.fmod, "TREMS": np.remainder}
 #: integer-only ops, checked on i32 tiles
 EXPECT_BITWISE = {"TAND": np.bitwise_and, "TOR": np.bitwise_or, "TXOR": np.bitwise_xor}
 EXPECT_EXPAND = {"ADD": np.add, "SUB": np.subtract, "MUL": np.multiply, "DIV": np.divide,
@@ -139,6 +142,35 @@ def test_bitwise_ops_of_integer_tiles_and_scalars_equal_numpy(op):
     np.testing.assert_array_equal(got, EXPECT_BITWISE[op](a, np.int32(-6)))
     got = run_op(kernel("TNOT", (R, C), dtype=I32), (R, C), np.int32, a=a)
     np.testing.assert_array_equal(got, np.invert(a))
+
+
+def test_remainders_take_the_sign_of_the_dividend_fmod_or_of_the_divisor_rem():
+    a = np.array([[7, -7, 7, -7, 0, -0.0, 5, -5, np.inf, 1, -1, 3]], np.float32)
+    b = np.array([[3, 3, -3, -3, 3, 3, 0, np.inf, 2, np.inf, np.inf, -np.inf]], np.float32)
+    fmod = run_op(kernel("TFMOD", a.shape, b.shape), a.shape, a=a, b=b)
+    rem = run_op(kernel("TREM", a.shape, b.shape), a.shape, a=a, b=b)
+    nan = np.nan
+    want_fmod = [1, -1, 1, -1, 0, -0.0, nan, -5, nan, 1, -1, 3]
+    want_rem = [1, 2, -2, -1, 0, -0.0, nan, np.inf, nan, 1, np.inf, -np.inf]
+    for got, want in ((fmod, want_fmod), (rem, want_rem)):
+        want = np.float32(want)
+        np.testing.assert_array_equal(got[0], want)
+        num = ~np.isnan(want)              # a zero's sign matters; a NaN's does not
+        assert np.signbit(got[0][num]).tolist() == np.signbit(want[num]).tolist()
+
+
+def test_integer_remainders_wrap_nothing_and_refuse_a_zero_divisor():
+    lo = np.iinfo(np.int32).min
+    a = np.array([[7, -7, 7, -7, lo, lo, 0, 5]], np.int32)
+    b = np.array([[3, 3, -3, -3, -1, 3, -4, 5]], np.int32)
+    fmod = run_op(kernel("TFMOD", a.shape, b.shape, dtype=I32), a.shape, np.int32, a=a, b=b)
+    rem = run_op(kernel("TREM", a.shape, b.shape, dtype=I32), a.shape, np.int32, a=a, b=b)
+    assert fmod[0].tolist() == [1, -1, 1, -1, 0, -2, 0, 0]
+    assert rem[0].tolist() == [1, 2, -2, -1, 0, 1, 0, 0]
+    for op in ("TFMOD", "TREM"):
+        with pytest.raises(PTOError, match="integer division by zero"):
+            run_op(kernel(op, a.shape, b.shape, dtype=I32), a.shape, np.int32, a=a,
+                   b=np.zeros_like(b))
 
 
 def test_bitwise_ops_refuse_float_tiles_naming_function_and_instruction():

@@ -55,8 +55,15 @@ def node(kind: str, args: list[float]) -> float:
              "div": lambda: x / y, "max": lambda: ieee_max(x, y), "min": lambda: ieee_min(x, y),
              "neg": lambda: -x, "abs": lambda: abs(x), "sqrt": lambda: np.sqrt(x),
              "recip": lambda: np.float64(1.0) / x, "exp": lambda: np.exp(x),
-             "log": lambda: np.log(x), "tanh": lambda: np.tanh(x)}[kind]()
+             "log": lambda: np.log(x), "tanh": lambda: np.tanh(x),
+             "fmod": lambda: np.fmod(x, y), "rem": lambda: floored(np.fmod(x, y), y)}[kind]()
     return float(r)
+
+
+def floored(r: float, y: float) -> float:
+    """The floored remainder from the truncated one ``r`` of a division by ``y``: ``y`` added
+    once where a nonzero ``r`` has the other sign (NaN stays NaN)."""
+    return r + y if (r != 0 and not math.isnan(r) and (r < 0) != (y < 0)) else r
 
 
 def wrap(x: int, t: ElementType) -> int:
@@ -69,9 +76,12 @@ def wrap(x: int, t: ElementType) -> int:
 def int_node(kind: str, args: list[int]) -> int:
     """One expression node on integers, C semantics (division truncates toward zero)."""
     a, b = args[0], (args[1] if len(args) > 1 else None)
-    if kind == "div":
+    if kind in ("div", "fmod"):
         q = abs(a) // abs(b)
-        return q if (a < 0) == (b < 0) else -q
+        q = q if (a < 0) == (b < 0) else -q
+        return q if kind == "div" else a - q * b
+    if kind == "rem":
+        return a % b                      # Python's remainder is the floored one
     return {"add": lambda: a + b, "sub": lambda: a - b, "mul": lambda: a * b,
             "max": lambda: a if a > b else b, "min": lambda: a if a < b else b,
             "neg": lambda: -a, "abs": lambda: abs(a), "and": lambda: a & b,

@@ -105,7 +105,10 @@ KINDS: dict[str, KindDef] = {k.name: k for k in (
     KindDef("mod", 2, int_only=True, divides=True), KindDef("and", 2, int_only=True),
     KindDef("or", 2, int_only=True), KindDef("xor", 2, int_only=True),
     KindDef("not", 1, int_only=True), KindDef("shl", 2, int_only=True),
-    KindDef("shr", 2, int_only=True))}
+    KindDef("shr", 2, int_only=True),
+    # remainders of floats and integers: fmod's has the dividend's sign (C's % on integers),
+    # rem's the divisor's (a floored remainder); fmod is exact, rem adds the divisor once
+    KindDef("fmod", 2, divides=True, exact=True), KindDef("rem", 2, divides=True, exact=True))}
 
 
 @dataclass(frozen=True)
@@ -138,8 +141,8 @@ def _b(kind: str) -> Callable[[Expr, Expr], Expr]:
 
 exp, log, sqrt, recip, tanh, absolute, bit_not = (
     _u(k) for k in ("exp", "log", "sqrt", "recip", "tanh", "abs", "not"))
-maximum, minimum, bit_and, bit_or, bit_xor, shift_left, shift_right = (
-    _b(k) for k in ("max", "min", "and", "or", "xor", "shl", "shr"))
+maximum, minimum, bit_and, bit_or, bit_xor, shift_left, shift_right, fmod, rem = (
+    _b(k) for k in ("max", "min", "and", "or", "xor", "shl", "shr", "fmod", "rem"))
 A, B, S = Expr("var", value="a"), Expr("var", value="b"), Expr("var", value="s")
 
 _GELU_C = 0.7978845608028654  # sqrt(2/pi): tanh form of GELU
@@ -190,6 +193,9 @@ class OpDef:
                                    # operands), for backends that emit that library
     scratch: int = 0               # scratch tiles (shaped like dst) the library instruction
                                    # takes after its inputs (TXOR's ``tmp``)
+    scratch_shape: Callable[[int, int], tuple[int, int]] | None = None
+                                   # (rows, cols) of each scratch tile from dst's (rows, cols),
+                                   # where it is not dst's shape (TREM's one wider row)
 
     @property
     def kinds(self) -> frozenset[str]:
@@ -288,9 +294,34 @@ for _n, _m, _x in [("TADD", "add", A + B), ("TSUB", "sub", A - B), ("TMUL", "mul
 
 # tile-scalar
 for _n, _m, _x in [("TADDS", "adds", A + S), ("TSUBS", "subs", A - S), ("TMULS", "muls", A * S),
-                   ("TDIVS", "divs", A / S), ("TMAXS", "maxs", maximum(A, S))]:
+                   ("TDIVS", "divs", A / S), ("TMAXS", "maxs", maximum(A, S)),
+                   ("TMINS", "mins", minimum(A, S))]:
     _def(_n, _m, Category.TILE_SCALAR, "dst:tile_out a:tile s:scalar", expr=_x, isa=True,
-         doc=_MAXMIN_DOC if _m == "maxs" else "")
+         doc=_MAXMIN_DOC if _m in ("maxs", "mins") else "")
+
+# remainders (docs/isa/TFMOD.md, TFMODS.md, TREM.md, TREMS.md)
+#: what the remainders do with special operands
+_REM_DOC = ("{what}; a float divisor of 0 or a dividend of +-inf gives NaN, an infinite "
+            "divisor {inf}; an integer divisor of 0 is an error, MIN by -1 gives 0")
+
+
+def _rem_scratch(rows: int, cols: int) -> tuple[int, int]:
+    """TREM's scratch tile: one row of dst's columns plus two per started 64 (A2/A3)."""
+    return 1, cols + 2 * -(-cols // 64)
+
+
+for _n, _m, _f, _what, _inf in [
+        ("TFMOD", "fmod", fmod, "a - trunc(a / b) * b: the sign of a (C's fmod and %)",
+         "returns a"),
+        ("TREM", "rem", rem, "a - floor(a / b) * b: the sign of b (fmod, then b added when a "
+         "nonzero result's sign differs from b's)", "returns a, or b when their signs differ")]:
+    # TREM and TREMS take a scratch tile (TREMS: dst's type)
+    _def(_n, _m, Category.ELEMENTWISE, "dst:tile_out a:tile b:tile", expr=_f(A, B), isa=True,
+         scratch=int(_n == "TREM"), scratch_shape=_rem_scratch if _n == "TREM" else None,
+         doc=_REM_DOC.format(what=_what, inf=_inf))
+    _def(f"{_n}S", f"{_m}s", Category.TILE_SCALAR, "dst:tile_out a:tile s:scalar",
+         expr=_f(A, S), isa=True, scratch=int(_n == "TREM"),
+         doc=_REM_DOC.format(what=_what, inf=_inf))
 
 # bitwise, integer tiles only (docs/isa/TAND.md ... TXORS.md of the PTO-ISA library; its TXOR
 # and TXORS take a scratch tile)

@@ -33,6 +33,10 @@ class AscendArch:
     ``row_reduce_scratch_full``: TROWSUM/TROWMAX/TROWMIN use their scratch tile as a full
     copy of the source (A2/A3); on A5 the register-based reduction ignores it, so a minimal
     one-block scratch is passed.
+
+    ``isa_types``: library instruction -> the element types this generation's implementation
+    accepts, for instructions that do not take every vector type (the "Implementation checks"
+    of docs/isa/<OP>.md); the emitter refuses the others, naming the op and the target.
     """
 
     name: str
@@ -46,6 +50,7 @@ class AscendArch:
     row_reduce_scratch_full: bool
     vector_types: tuple[ElementType, ...] = field(
         default=(E.F32, E.F16, E.BF16, E.I32, E.I16, E.I8, E.U8))
+    isa_types: Mapping[str, tuple[ElementType, ...]] = field(default_factory=dict)
 
     @property
     def ub_bytes(self) -> int:
@@ -57,11 +62,15 @@ A2A3 = AscendArch(
     chips="Ascend 910B / 910C (A2/A3)",
     capacities={"UB": 192 * KB, "L1": 512 * KB, "L0A": 64 * KB, "L0B": 64 * KB, "L0C": 128 * KB},
     matmul_inputs={E.F32: (E.F32,), E.F16: (E.F32,), E.BF16: (E.F32,), E.I8: (E.I32,)},
-    acc_to_vec=False, left_col_major=False, row_reduce_scratch_full=True)
+    acc_to_vec=False, left_col_major=False, row_reduce_scratch_full=True,
+    isa_types={"TREM": (E.F32, E.I32), "TREMS": (E.F32, E.I32), "TFMODS": (E.F32,),
+               "TMINS": (E.F32, E.F16, E.I32, E.I16)})
 
 A5 = AscendArch(
     name="ascend_a5", macro="PTO_NPU_ARCH_A5", cce_arch="dav-c310",
     chips="Ascend 950 (A5)",
     capacities={"UB": 256 * KB, "L1": 512 * KB, "L0A": 64 * KB, "L0B": 64 * KB, "L0C": 256 * KB},
     matmul_inputs={E.F32: (E.F32,), E.F16: (E.F32,), E.BF16: (E.F32,)},
-    acc_to_vec=True, left_col_major=True, row_reduce_scratch_full=False)
+    acc_to_vec=True, left_col_major=True, row_reduce_scratch_full=False,
+    isa_types={"TREM": (E.F32, E.F16, E.I32, E.I16), "TREMS": (E.F32, E.F16, E.I32, E.I16),
+               "TFMODS": (E.F32, E.F16, E.I32, E.I16)})

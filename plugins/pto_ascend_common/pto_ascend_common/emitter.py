@@ -633,6 +633,10 @@ class _KernelRenderer(CStyleRenderer):
                 raise self._err(fn, s, f"the vector unit has no {fn.type_of(v).dtype.value} "
                                         f"arithmetic (it computes in "
                                         f"{', '.join(t.value for t in types)})")
+        allowed = self.arch.isa_types.get(s.opdef.isa or "")
+        if allowed is not None and tt.dtype not in allowed:
+            raise self._err(fn, s, f"{s.op} takes {', '.join(t.value for t in allowed)} tiles, "
+                                   f"not {tt.dtype.value},")
         dst = ops["dst"]
         d = self._phys(dst, "Vec", tt).name
         vec = lambda n: self._phys(n, "Vec", fn.type_of(n)).name  # noqa: E731
@@ -675,7 +679,8 @@ class _KernelRenderer(CStyleRenderer):
                     x, steps = self._row_block(fn, v)
                 args.append(x)
                 reads.append(x)
-            tmps = [self._scratch(tt, i) for i in range(s.opdef.scratch)]
+            shape = s.opdef.scratch_shape(tt.rows, tt.cols) if s.opdef.scratch_shape else (None, None)
+            tmps = [self._scratch(tt, i, *shape) for i in range(s.opdef.scratch)]
             return steps + [_Step(f"{s.opdef.isa}({', '.join(args + tmps)});", "V",
                                   tuple(reads), (d, *tmps))]
         if cat in (Category.ELEMENTWISE, Category.TILE_SCALAR):

@@ -35,6 +35,9 @@ def expected_refusals(arch, dt) -> dict[str, str]:
             out[k.name] = f"supports f32, f16, i32 and i16 tiles, not {dt.value}"
         elif k.op.category is Category.MATMUL and k.out_dtype not in arch.matmul_inputs.get(dt, ()):
             out[k.name] = f"TMATMUL of {dt.value} into {k.out_dtype.value} is not available"
+        elif dt not in arch.isa_types.get(k.op.isa or "", (dt,)):
+            takes = ", ".join(t.value for t in arch.isa_types[k.op.isa])
+            out[k.name] = f"{k.op.isa} takes {takes} tiles, not {dt.value}"
     return out
 
 

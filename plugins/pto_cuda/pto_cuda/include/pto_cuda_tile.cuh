@@ -65,6 +65,18 @@ __device__ __forceinline__ int64_t imod_(int64_t a, int64_t b, int32_t* status) 
     if (b == 0) { *status = 1; return 0; }
     return b == -1 ? 0 : a % b;
 }
+// the floored remainder (TREM: the divisor's sign): the truncated one, plus the divisor once
+// where a nonzero result's sign differs from the divisor's (see cstyle.py's _pto_irem)
+__device__ __forceinline__ int64_t irem_(int64_t a, int64_t b, int32_t* status) {
+    int64_t r = imod_(a, b, status);
+    return (r != 0 && (r < 0) != (b < 0)) ? r + b : r;
+}
+__device__ __forceinline__ float  fmod_(float a, float b)   { return fmodf(a, b); }
+__device__ __forceinline__ double fmod_(double a, double b) { return fmod(a, b); }
+template <class T> __device__ __forceinline__ T rem_(T a, T b) {
+    T r = fmod_(a, b);
+    return (r != T(0) && (r < T(0)) != (b < T(0))) ? r + b : r;
+}
 __device__ __forceinline__ float  exp_(float x)  { return expf(x); }
 __device__ __forceinline__ double exp_(double x) { return exp(x); }
 __device__ __forceinline__ float  log_(float x)  { return logf(x); }

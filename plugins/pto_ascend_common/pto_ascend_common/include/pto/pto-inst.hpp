@@ -520,6 +520,24 @@ template <class T, class A, class B> inline T shrv(A a, B b) {
     if (b < 0 || b >= B(8 * sizeof(T))) return T(a < 0 ? -1 : 0);
     return T(a >> b);
 }
+// The remainders: fmodv has the dividend's sign (C's fmod and %), remv the divisor's (TREM:
+// fmodv, then the divisor added once where a nonzero result's sign differs from it). Integer
+// divisors: 0 is an error of the task and gives 0; MIN by -1 gives 0 without the host's trap.
+template <class T> inline T fmodv(T a, T b) {
+    if constexpr (std::is_integral_v<T>) {
+        if (b == T(0)) { pto_sim::fail("integer division by zero"); return T(0); }
+        if constexpr (std::is_signed_v<T>) {
+            if (b == T(-1)) return T(0);
+        }
+        return T(a % b);
+    } else {
+        return std::fmod(a, b);
+    }
+}
+template <class T> inline T remv(T a, T b) {
+    const T r = fmodv(a, b);
+    return (r != T(0) && (r < T(0)) != (b < T(0))) ? T(r + b) : r;
+}
 template <class T> inline T absv(T a) {
     if constexpr (std::is_floating_point_v<T>) return std::fabs(a);
     else return a < T(0) ? T(-a) : a;
@@ -645,7 +663,27 @@ PTO_SIM_BINARY(TSHL, detail::shlv<typename D::DType>(a, b))
 PTO_SIM_BINARY(TSHR, detail::shrv<typename D::DType>(a, b))
 PTO_SIM_BINARY(TAND, a & b)
 PTO_SIM_BINARY(TOR, a | b)
+PTO_SIM_BINARY(TFMOD, detail::fmodv(a, b))
 #undef PTO_SIM_BINARY
+
+// TREM and TREMS take a scratch tile (docs/isa/TREM.md, TREMS.md); the CPU check needs none.
+template <typename D, typename S0, typename S1, typename T, typename... WaitEvents,
+          std::enable_if_t<is_tile<T>::value, int> = 0>
+inline RecordEvent TREM(D& dst, S0& src0, S1& src1, T&, WaitEvents&...) {
+    PTO_SIM_ROW_MAJOR(TREM, D, S0, S1);
+    detail::map("TREM", [](unsigned r, unsigned c, S0& a_, S1& b_) {
+        return detail::remv(detail::val(a_, r, c), detail::val(b_, r, c)); }, dst, src0, src1);
+    return {};
+}
+template <typename D, typename S, typename T, typename... WaitEvents,
+          std::enable_if_t<is_tile<T>::value, int> = 0>
+inline RecordEvent TREMS(D& dst, S& src, typename S::DType scalar, T&, WaitEvents&...) {
+    PTO_SIM_ROW_MAJOR(TREMS, D, S);
+    const auto s = pto_sim::calc_t<typename S::DType>(scalar);
+    detail::map("TREMS", [s](unsigned r, unsigned c, S& a_) {
+        return detail::remv(detail::val(a_, r, c), s); }, dst, src);
+    return {};
+}
 
 // TXOR and TXORS take a scratch tile (docs/isa/TXOR.md, TXORS.md); the CPU check needs none.
 template <typename D, typename S0, typename S1, typename T, typename... WaitEvents,
@@ -684,6 +722,7 @@ PTO_SIM_SCALAR(TSHLS, detail::shlv<typename D::DType>(a, s))
 PTO_SIM_SCALAR(TSHRS, detail::shrv<typename D::DType>(a, s))
 PTO_SIM_SCALAR(TANDS, a & s)
 PTO_SIM_SCALAR(TORS, a | s)
+PTO_SIM_SCALAR(TFMODS, detail::fmodv(a, s))
 #undef PTO_SIM_SCALAR
 
 // TDIVS has two forms: tile / scalar and scalar / tile.
