@@ -24,6 +24,8 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("pto_core.errors", "pto_core.names", "pto_core.progress", "pto_core.hookspecs",
      "pto_core.perf.card", "pto_core.abi"),
     ("pto_core.ir", "pto_core.options", "pto_core.dump"),
+    # which engine runs task graphs (StarPU, ...): option facts only
+    ("pto_core.engines",),
     ("pto_core.verify", "pto_core.analysis", "pto_core.locate", "pto_core.trace",
      "pto_core.graphviz"),
     # the front ends: the builder's add_incore_function reads PTO-AS text (pto_core.ptoas)
