@@ -14,7 +14,7 @@ from setuptools.command.build_py import build_py
 
 RUNTIME = Path(__file__).resolve().parent / "runtime"
 #: what a runtime build reads (runtime/SConscript compiles src/*.c against include/)
-RUNTIME_FILES = ("SConscript", "include/*.h", "src/*.c", "src/*.h", "engines/*.c")
+RUNTIME_FILES = ("SConscript", "include/*.h", "src/*.c", "src/*.h", "engines/*.c", "engines/*.h")
 PACKAGED_RUNTIME = "runtime_src"
 
 

@@ -40,6 +40,7 @@ def build() -> dict[str, Path]:
          "-o", str(exes["pto"])],
         ["gcc", *FLAGS, f"-I{src}", *pkg("--cflags"), '-DENGINE_NAME="starpu"',
          str(src / "common.c"), str(ROOT / "runtime/engines/starpu.c"),
+         str(ROOT / "runtime/engines/temps.c"),
          str(bench / "bench_engines.c"), "-o", str(exes["starpu"]), *pkg("--libs")],
         ["gcc", *FLAGS, "-DHAVE_STARPU", *pkg("--cflags"), *map(str, sorted(src.glob("*.c"))),
          str(bench / "bench_llama.c"), "-o", str(exes["starpu_c"]), *pkg("--libs")],

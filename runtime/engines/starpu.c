@@ -47,6 +47,7 @@
 #define _GNU_SOURCE 1
 #include "pto_runtime.h"
 #include "common.h"
+#include "temps.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -431,6 +432,7 @@ void pto_runtime_destroy(PTORuntime* rt) {
     if (!rt) return;
     pto_runtime_shutdown(rt);
     if (rt->abandoned) return;          /* the running kernel's task still points here */
+    engine_temps_free(rt);              /* StarPU let go of the intermediates' buffers */
     pthread_mutex_destroy(&rt->done_mu);
     pthread_cond_destroy(&rt->done_cv);
     free(rt);
@@ -799,6 +801,12 @@ static int32_t submit(PTORuntime* rt, EngTask* t) {
 int32_t pto_task_submit_v(PTORuntime* rt, const char* func_name, PTOKernelFunc func_ptr, int32_t buffer_bytes,
                           int32_t worker_type, const PTOTaskArg* args, int32_t num_args) {
     int rc;
+    PTOTaskArg renamed[PTO_MAX_ARGS];   /* runtime-owned intermediates as regions of buffers */
+    if (num_args > 0 && args && engine_temps_any(args, num_args)) {
+        if (num_args > PTO_MAX_ARGS) return PTO_ETOOMANYARGS;
+        if ((rc = engine_temps_translate(rt, func_name, args, num_args, renamed)) < 0) return rc;
+        args = renamed;
+    }
     EngTask* t = new_task(rt, func_name, func_ptr, buffer_bytes, worker_type, &rc);
     if (!t) return rc;
     rc = num_args < 0 || (num_args > 0 && !args) ? PTO_EINVAL : PTO_OK;
@@ -1022,5 +1030,6 @@ int pto_runtime_get_stats(PTORuntime* rt, PTORuntimeStats* s) {
     for (int64_t i = 0; i < rt->ntensor_slots; i++)
         if (rt->tensors[i]) regions += rt->tensors[i]->nregions;
     s->tensormap_entries = s->peak_tensormap_entries = regions;   /* registered handles */
+    engine_temps_stats(rt, s);
     return PTO_OK;
 }
