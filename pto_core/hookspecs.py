@@ -63,6 +63,10 @@ class BackendInfo:
     #: passes whose result the backend's code generator does not follow: its pipeline leaves
     #: them out (e.g. ``fuse_loops`` where each library instruction is its own loop)
     unscheduled_passes: tuple[str, ...] = ()
+    #: the backend's options (``CompileOptions.extra``) as a frozen dataclass: its fields are
+    #: the option names, checked whenever options meet the backend
+    #: (:func:`pto_core.options.backend_settings`); None: the backend takes none
+    options: type | None = None
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,8 @@ pto_core.errors.PTOError: unknown pass 'fuse_loop' (known: inline, const_fold, d
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
+from typing import Any
 
 from .errors import PTOError
 
@@ -60,3 +61,44 @@ class CompileOptions:
         if name in self.enable:
             return True
         return self.opt_level >= PASS_LEVELS[name]
+
+
+#: options of ``CompileOptions.extra`` the core reads itself (``build_opt``: the build variant
+#: of a launch); every backend accepts them
+CORE_OPTIONS = ("build_opt",)
+
+
+def backend_settings(backend: str, schema: type | None, options: Any) -> Any:
+    """The backend options among ``options.extra`` as ``schema``, the backend's frozen
+    dataclass (None: it takes none). A key names a field; ``key.<function>`` puts the value
+    under the function's name in the mapping field ``key_of`` (a per-kernel variant); keys of
+    :data:`CORE_OPTIONS` are left to the core. Any other key is a :class:`PTOError` naming it
+    and the backend.
+
+    >>> from typing import Mapping
+    >>> @dataclass(frozen=True)
+    ... class Demo:
+    ...     arch: str = "sm_90"
+    ...     config_of: Mapping[str, str] = field(default_factory=dict)
+    >>> backend_settings("demo", Demo, CompileOptions(extra=(("arch", "sm_80"), ("config.k", "w=4"))))
+    Demo(arch='sm_80', config_of={'k': 'w=4'})
+    >>> backend_settings("demo", Demo, CompileOptions(extra=(("acrh", "sm_80"),)))
+    Traceback (most recent call last):
+        ...
+    pto_core.errors.PTOError: backend 'demo' has no option 'acrh' (known: arch, config.<function>)
+    """
+    names = {f.name for f in fields(schema)} if schema is not None else set()
+    values: dict[str, Any] = {}
+    for key, value in getattr(options, "extra", ()) or ():
+        base, dot, sub = str(key).partition(".")
+        if key in CORE_OPTIONS:
+            continue
+        if not dot and base in names and not base.endswith("_of"):
+            values[base] = value
+        elif dot and sub and f"{base}_of" in names:
+            values.setdefault(f"{base}_of", {})[sub] = value
+        else:
+            known = ", ".join(f"{n[:-3]}.<function>" if n.endswith("_of") else n
+                              for n in sorted(names)) or "none"
+            raise PTOError(f"backend '{backend}' has no option '{key}' (known: {known})")
+    return schema(**values) if schema is not None else None

@@ -36,7 +36,7 @@ import pluggy
 from . import hookspecs
 from .errors import PTOBackendError, PTOError
 from .hookspecs import BackendInfo
-from .options import CompileOptions
+from .options import CompileOptions, backend_settings
 
 ENTRY_POINT_GROUP = "pto.backends"
 
@@ -289,8 +289,11 @@ def list_backends() -> list[BackendInfo]:
 
 def backend_options(name: str, options: CompileOptions) -> CompileOptions:
     """``options`` for backend ``name``: the passes it does not schedule
-    (:attr:`BackendInfo.unscheduled_passes`) switched off."""
-    skip = frozenset(get_backend(name).unscheduled_passes)
+    (:attr:`BackendInfo.unscheduled_passes`) switched off; an option the backend does not take
+    (:attr:`BackendInfo.options`) is a PTOError naming it and the backend."""
+    info = get_backend(name)
+    backend_settings(name, info.options, options)
+    skip = frozenset(info.unscheduled_passes)
     return dataclasses.replace(options, disable=options.disable | skip) if skip else options
 
 

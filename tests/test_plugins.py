@@ -320,3 +320,19 @@ def test_an_in_process_plugin_cannot_take_an_installed_backend_name():
         plugins.register(Impostor(), name="impostor")
     assert plugins.get_plugin_manager().get_plugin("impostor") is None
     assert plugins.get_backend("arm64").description != ""
+
+
+def test_an_option_the_backend_does_not_take_is_an_error_naming_it_and_the_backend():
+    from pto_core.options import CompileOptions, backend_settings
+    with pytest.raises(PTOError, match=r"backend 'arm64' has no option 'arch' \(known: none\)"):
+        plugins.backend_options("arm64", CompileOptions(extra=(("arch", "sm_80"),)))
+    with pytest.raises(PTOError, match=r"backend 'cuda_sim' has no option 'threds' \(known: "
+                       r"arch, cuda_config, cuda_config\.<function>, kernel_configs, threads\)"):
+        plugins.backend_options("cuda_sim", CompileOptions(extra=(("threds", 64),)))
+    # the core's own options pass every backend; a backend's are parsed into its frozen dataclass
+    plugins.backend_options("arm64", CompileOptions(extra=(("build_opt", "debug"),)))
+    cuda = CompileOptions(extra=(("threads", 64), ("cuda_config.k", "warps=2")))
+    parsed = backend_settings("cuda_sim", plugins.get_backend("cuda_sim").options, cuda)
+    assert (parsed.threads, dict(parsed.cuda_config_of), parsed.cuda_config) == (64, {"k": "warps=2"}, None)
+    with pytest.raises(AttributeError):
+        parsed.threads = 32

@@ -156,18 +156,10 @@ class AscendRenderer:
         return self.render(fn, module, options)[0]
 
     def facts(self, fn: Function, options: CompileOptions | None = None) -> KernelFacts:
-        """The facts of ``fn``'s plan, without rendering it."""
+        """The facts of ``fn``'s plan, without rendering it; a buffer that overflows is a
+        PTOBackendError naming the function and its largest tiles."""
         return _KernelRenderer(self.arch, options or CompileOptions()).facts(fn)
 
-    def plan(self, fn: Function, options: CompileOptions | None = None) -> dict[str, PhysTile]:
-        """Physical tiles of ``fn`` with their TASSIGN offsets; raises PTOBackendError naming
-        the function and its largest tiles when a buffer overflows."""
-        return dict(self.facts(fn, options).tiles)
-
-    def abi_arguments(self, fn: Function, pointer: str = "{0}*") -> list[str]:
-        """C expressions unpacking the kernel ABI's slots into ``fn``'s parameters
-        (:meth:`pto_core.codegen.cstyle.CStyleRenderer.abi_arguments`)."""
-        return _KernelRenderer(self.arch, CompileOptions()).abi_arguments(fn, pointer)
 
 
 @dataclass(frozen=True)
@@ -190,11 +182,11 @@ def kernel_entries(arch: AscendArch, module: Module, kernels: Sequence[Any] = ()
     formats a tensor's pointer type from its element type; ``workspace`` formats the C
     expression of a kernel's GM workspace from its byte count."""
     given = {k.function: k.facts for k in kernels if isinstance(k.facts, KernelFacts)}
-    r = AscendRenderer(arch)
     out = []
     for fn in c_names(module).functions.values():
         if not fn.is_incore:
             continue
+        r = _KernelRenderer(arch, CompileOptions())
         facts = given.get(fn.name) or r.facts(fn)
         params = ", ".join(f"{t} {n}" for t, n in facts.params) or "void"
         args = r.abi_arguments(fn, pointer)

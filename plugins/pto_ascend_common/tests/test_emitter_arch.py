@@ -211,7 +211,7 @@ def test_transpose_scratch_has_the_documented_size(arch):
          .load("x", "a").trans("y", "x").store("o", "y").build())
     r = AscendRenderer(arch)
     src = user_text(r.render_kernel(f, m))
-    tmp = [t for t in r.plan(f).values() if t.name.startswith("_pto_tmp")]
+    tmp = [t for t in r.facts(f).tiles.values() if t.name.startswith("_pto_tmp")]
     assert [(t.rows, t.cols, t.nbytes) for t in tmp] == [(32, 16, 2048)]
     assert f"TTRANS(y, x, {tmp[0].name});" in src
 

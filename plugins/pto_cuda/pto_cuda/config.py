@@ -17,9 +17,12 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Mapping
 
 from pto_core.ir import Category, Function, Module
+from pto_core.options import backend_settings
+
+from .scons_tool import DEFAULT_ARCH
 
 #: warps per block a kernel may have (a block is at most 1,024 threads; fewer than one warp
 #: per scheduler leaves tensor cores idle)
@@ -27,14 +30,32 @@ WARP_CHOICES = (1, 2, 4, 8, 16)
 STAGE_CHOICES = (2, 3, 4, 5)
 
 
-def option(options: Any, key: str, default: Any = None) -> Any:
-    """A backend option from ``CompileOptions.extra`` (``("arch", "sm_80")`` ...).
+@dataclass(frozen=True)
+class CudaOptions:
+    """The options of the ``cuda`` and ``cuda_sim`` backends (``CompileOptions.extra``).
 
     >>> from pto_core.options import CompileOptions
-    >>> option(CompileOptions(extra=(("arch", "sm_80"),)), "arch"), option(None, "arch", "sm_90")
-    ('sm_80', 'sm_90')
+    >>> o = cuda_options(CompileOptions(extra=(("arch", "sm_80"), ("cuda_config.k", "warps=4"))))
+    >>> o.arch, o.cuda_config_of["k"], cuda_options(None).arch
+    ('sm_80', 'warps=4', 'sm_90')
     """
-    return dict(getattr(options, "extra", ()) or ()).get(key, default)
+
+    #: ``"sm_90"`` or a comma list such as ``"sm_80,sm_90"``
+    arch: str = DEFAULT_ARCH
+    #: the block size of every kernel
+    threads: int | None = None
+    #: a :class:`KernelConfig` text for every kernel (``"warps=8,warp_m=2,stages=3"``) ...
+    cuda_config: str | None = None
+    #: ... and per kernel (``cuda_config.<function>``), which wins
+    cuda_config_of: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    #: the tuner's per-kernel configurations (:func:`pto_cuda.tune.with_configs`)
+    kernel_configs: tuple = ()
+
+
+def cuda_options(options: Any) -> CudaOptions:
+    """The CUDA options of ``options`` (a ``CompileOptions``, or None: the defaults); an
+    unknown option is a PTOError naming it."""
+    return backend_settings("cuda", CudaOptions, options)
 
 
 def arch_major(arch: str) -> int:

@@ -9,7 +9,7 @@ against the reference interpreter on any machine::
 
     pto run examples/fused_softmax.py --target cuda_sim --check
 
-Options read from ``CompileOptions.extra``: ``arch`` (``"sm_90"`` or a comma list such as
+Options (``CompileOptions.extra``, :class:`~pto_cuda.config.CudaOptions`): ``arch`` (``"sm_90"`` or a comma list such as
 ``"sm_80,sm_90"``; default sm_90 for H100/H200; it sets the shared-memory limit the kernels
 are checked against), ``threads`` (force the block size of every kernel), ``cuda_config`` (a
 :class:`~pto_cuda.config.KernelConfig` such as ``"warps=8,warp_m=2,stages=3"`` for every
@@ -37,7 +37,7 @@ from pto_core.codegen.orchestration import c_module_name
 
 from . import scons_tool, tune
 from .binding import binding_source
-from .config import option
+from .config import CudaOptions, cuda_options
 from .device import probe
 from .emitter import CudaRenderer, smem_capacity
 
@@ -46,7 +46,7 @@ SIM_NAME = "cuda_sim"
 
 
 def arch_of(options: Any) -> str:
-    return str(option(options, "arch", scons_tool.DEFAULT_ARCH))
+    return str(cuda_options(options).arch)
 
 
 class CudaBackend(BackendPlugin):
@@ -62,7 +62,7 @@ class CudaBackend(BackendPlugin):
             kernel_suffix=".cu", host_suffix=".c",
             capacities={"SMEM": smem_capacity(scons_tool.DEFAULT_ARCH)}, kernel_buffer="SMEM",
             worker_types=("VECTOR", "CUBE"), targets=("sm_90", "sm_80", "sm_89", "sm_100"),
-            can_run=ok, cannot_run_reason=reason)
+            can_run=ok, cannot_run_reason=reason, options=CudaOptions)
 
     def description(self) -> str:
         return "NVIDIA GPUs: CUDA C++ kernels (nvcc), task graphs on CUDA streams"

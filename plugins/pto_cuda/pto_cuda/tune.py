@@ -49,7 +49,7 @@ from pto_core.options import CompileOptions
 
 from . import __version__
 
-from .config import KernelConfig, candidate_configs, default_config, option
+from .config import KernelConfig, candidate_configs, cuda_options, default_config
 
 #: a configuration: a frozen dataclass whose fields are JSON values (a KernelConfig)
 Config = Any
@@ -291,7 +291,7 @@ def tune(kernel: KernelInfo, timer: Callable[[Config], float], space: SearchSpac
 
 def explicit_configs(options: CompileOptions | None) -> dict[str, Config]:
     """The per-kernel configurations the options fix (``extra`` key ``kernel_configs``)."""
-    return dict(option(options, CONFIGS_OPTION) or ())
+    return dict(cuda_options(options).kernel_configs)
 
 
 def with_configs(options: CompileOptions, configs: Mapping[str, Config]) -> CompileOptions:
@@ -308,8 +308,9 @@ def fixed_config(function: Function, options: CompileOptions | None,
     that many warps, the rest the default), ``cuda_config.<function>`` or ``cuda_config``
     (``"warps=4,stages=2"``, the rest the default), or the tuner's ``kernel_configs``.
     A bad value raises :class:`PTOBackendError` naming the function."""
-    text = option(options, f"cuda_config.{function.name}") or option(options, "cuda_config")
-    threads = option(options, "threads")
+    opts = cuda_options(options)
+    text = opts.cuda_config_of.get(function.name) or opts.cuda_config
+    threads = opts.threads
     try:
         config = KernelConfig.parse(text or "", default_config(arch))
         if threads:
