@@ -35,10 +35,10 @@ import subprocess
 from dataclasses import dataclass
 
 from .errors import PTOError
-from .options import CompileOptions
+from .options import ENGINE_OPTION, CompileOptions
 
 #: the CompileOptions.extra key that names the engine
-OPTION = "engine"
+OPTION = ENGINE_OPTION
 DEFAULT = "pto"
 
 

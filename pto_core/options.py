@@ -63,9 +63,11 @@ class CompileOptions:
         return self.opt_level >= PASS_LEVELS[name]
 
 
+#: the option naming the engine that runs the task graphs (:mod:`pto_core.engines`)
+ENGINE_OPTION = "engine"
 #: options of ``CompileOptions.extra`` the core reads itself (``build_opt``: the build variant
-#: of a launch); every backend accepts them
-CORE_OPTIONS = ("build_opt",)
+#: of a launch; ``engine``); every backend accepts them
+CORE_OPTIONS = ("build_opt", ENGINE_OPTION)
 
 
 def backend_settings(backend: str, schema: type | None, options: Any) -> Any:
