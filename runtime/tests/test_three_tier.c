@@ -87,6 +87,11 @@ static void random_graph(int cores, int schedulers, int window, int n, int cells
     for (int s = 0; s < schedulers; s++) handled += st.scheduler_tasks[s];
     CHECK_EQ(handled, n);
     CHECK_EQ(st.latency_samples, n);
+    static char dump[1 << 12];
+    pto_runtime_dump_buffer(rt, dump, sizeof dump);
+    char line[96];
+    snprintf(line, sizeof line, "Workers:                %d cores, %d schedulers (three-tier)", cores, schedulers);
+    CHECK_HAS(dump, line);
     CHECK(st.dispatch_p50_ns >= 0 && st.dispatch_p50_ns <= st.dispatch_p99_ns);
     CHECK(st.complete_p50_ns >= 0 && st.complete_p50_ns <= st.complete_p99_ns);
     pto_runtime_destroy(rt);
