@@ -101,7 +101,7 @@ def test_the_host_program_names_the_failed_kernel(built) -> None:
 def test_the_host_program_rejects_bad_worker_counts_and_deadlines(built) -> None:
     r = _host(built, "-w", "-3")
     assert r.returncode == 1
-    assert "run failed: invalid worker count (-14): num_workers = -3: must be between 0 and 64" in r.stderr
+    assert "run failed: invalid worker count (-14): num_workers = -3: must be between 0 and 128" in r.stderr
     assert "out of memory" not in r.stderr
     assert _host(built, "-w", "two").returncode == 2                      # usage
     r = _host(built, "-T", "later")
@@ -145,7 +145,7 @@ def test_pto_run_says_what_is_wrong_with_workers_and_trace(capsys, tmp_path) -> 
     assert main(["run", example, "--target", "arm64", "--workers", "-3"]) == 1
     err = capsys.readouterr().err
     assert ("pto run: error: run of module 'rowmax_module' failed: invalid worker count (-14): "
-            "num_workers = -3: must be between 0 and 64") in err
+            "num_workers = -3: must be between 0 and 128") in err
     bad = tmp_path / "missing" / "t.json"
     assert main(["run", example, "--target", "arm64", "--trace", str(bad)]) == 1
     assert f"i/o error (-11): PTO_TRACE: cannot open '{bad}' for writing" in capsys.readouterr().err
