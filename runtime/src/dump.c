@@ -27,7 +27,10 @@ static void summary(PTORuntime* rt, FILE* f, int64_t listed, int64_t first, cons
     fprintf(f, "  Ready queue size:       %lld\n", (long long)sched_ready_count(rt));
     fprintf(f, "  Dependency edges:       %lld\n", (long long)s.edges);
     fprintf(f, "  Task window:            %d (peak live %lld)\n", s.task_window, (long long)s.peak_live_tasks);
-    fprintf(f, "  Workers:                %d\n", s.num_workers);
+    if (rt->t3)
+        fprintf(f, "  Workers:                %d cores, %d schedulers (three-tier)\n", s.num_workers, s.num_schedulers);
+    else
+        fprintf(f, "  Workers:                %d\n", s.num_workers);
     if (rt->cfg.execution_task_threshold > 0)
         fprintf(f, "  Mode:                   pipelined (threshold %d)\n", rt->cfg.execution_task_threshold);
     else

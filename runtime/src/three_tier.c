@@ -29,13 +29,13 @@ typedef struct PTOTierDesc {
     int32_t scope_depth;           /* the orchestration API has no scopes: always 0 */
     int32_t fanin_head;            /* producers, in the dependency pool (-1: none); orchestrator */
     int32_t pad;
-    int64_t ready_ns;              /* when the task was made READY */
+    int64_t ready_at;              /* when the task was made READY (trace clock ticks) */
 } PTOTierDesc;
 
 typedef struct PTODispatchPayload {
     int32_t        task_id, kernel_id, core_type;
     int32_t        status;         /* the kernel's return, written before task_status = 0 */
-    int64_t        ready_ns, start_ns, end_ns;
+    int64_t        ready_at, start_at, end_at;   /* trace clock ticks (trace_now) */
 } __attribute__((aligned(64))) PTODispatchPayload;     /* one cache line per core */
 
 typedef struct PTOHandshake {
@@ -56,9 +56,9 @@ typedef struct PTOScheduler {
     int32_t     index, ncores;
     int32_t*    cores;
     int32_t     inflight;
-    int64_t     start_ns;          /* its cores answered: a task READY earlier counts from here */
+    int64_t     start_at;          /* its cores answered: a task READY earlier counts from here */
     int64_t     completed;
-    int64_t*    lat;               /* pairs: dispatch, completion latency (ns) */
+    int64_t*    lat;               /* pairs: dispatch, completion latency (ticks) */
     int64_t     nlat, cap_lat;
     _Atomic int32_t sleeping;      /* it sleeps on cv: wake it for a completion or a ready task */
     pthread_mutex_t mu;
@@ -80,6 +80,9 @@ typedef struct PTOThreeTier {
     bool                sched_zeroed;
     _Atomic int64_t     completed;
     _Atomic int32_t     last_task_alive;   /* the orchestrator's last_alive, for the progress line */
+    /* Latencies are measured in ticks of the trace clock (trace_now: a tick-counter read costs a
+     * tenth of a clock_gettime here) and scaled to ns with these two points of (ticks, ns). */
+    int64_t             cal_ticks, cal_ns;
 } PTOThreeTier;
 
 #define LAT_MAX_SAMPLES (1 << 22)  /* per scheduler; later tasks are not sampled */
@@ -186,6 +189,8 @@ int t3_init(PTORuntime* rt) {
         }
     }
     for (int32_t i = 0; i < rt->window; i++) T->desc[i].fanin_head = -1;
+    T->cal_ticks = trace_now();
+    T->cal_ns = rt_now_ns();
     return PTO_OK;
 }
 
@@ -260,7 +265,7 @@ int t3_on_edge(PTORuntime* rt, int32_t p, int32_t c, int32_t d) {
 }
 
 void t3_on_ready(PTORuntime* rt, PTOTask* t) {
-    rt->t3->desc[t->id & rt->mask].ready_ns = rt_now_ns();
+    rt->t3->desc[t->id & rt->mask].ready_at = trace_now();
 }
 
 void t3_on_retire(PTORuntime* rt, int32_t id) {
@@ -342,8 +347,7 @@ static void* core_main(void* arg) {
             PTOTask* t = rt_task(rt, id);
             const char* name = t->name;
             atomic_store_explicit(&w->running, id, memory_order_release);
-            int64_t start = rt_now_ns();
-            int64_t ts = lane ? trace_now() : 0;
+            const int64_t start = trace_now();
             int32_t rc = sched_execute(rt, t, w->index);
             int32_t mine = id;
             if (!atomic_compare_exchange_strong_explicit(&w->running, &mine, W_IDLE, memory_order_acq_rel,
@@ -351,9 +355,10 @@ static void* core_main(void* arg) {
                 rt_unref(rt);          /* abandoned: the run is over, touch nothing else */
                 return NULL;
             }
-            if (lane) trace_record(lane, id, w->index, name, ts, trace_now());
-            pl->start_ns = start;
-            pl->end_ns = rt_now_ns();
+            const int64_t end = trace_now();
+            if (lane) trace_record(lane, id, w->index, name, start, end);
+            pl->start_at = start;
+            pl->end_at = end;
             pl->status = rc;
             w->executed++;
             if (rt->wait_fn) atomic_fetch_sub_explicit(&rt->ready_tasks, 1, memory_order_release);
@@ -406,7 +411,7 @@ static void dispatch(PTOScheduler* S, int32_t c, int32_t id, PTOTraceLane* lane)
     pl->task_id = id;
     pl->kernel_id = d->kernel_id;
     pl->core_type = h->core_type;
-    pl->ready_ns = d->ready_ns > S->start_ns ? d->ready_ns : S->start_ns;
+    pl->ready_at = d->ready_at > S->start_at ? d->ready_at : S->start_at;
     pl->status = 0;
     t->stage = c;          /* who runs it, before the core can: named if it fails or gets stuck */
     atomic_store_explicit(&t->state, PTO_TASK_RUNNING, memory_order_relaxed);
@@ -436,7 +441,7 @@ static void complete(PTOScheduler* S, int32_t c, PTODispatchPayload* pl, PTOTrac
         t_own_slots = rt->cfg.bind_worker_types ? 0 : 1;
         sched_finish(rt, id, pl->status, NULL);
         t_own_slots = 0;
-        const int64_t now = rt_now_ns();
+        const int64_t now = trace_now();
         if (S->nlat + 2 <= LAT_MAX_SAMPLES * 2) {
             if (S->nlat + 2 > S->cap_lat) {
                 int64_t nc = S->cap_lat ? S->cap_lat * 2 : 8192;
@@ -444,8 +449,8 @@ static void complete(PTOScheduler* S, int32_t c, PTODispatchPayload* pl, PTOTrac
                 if (n) { S->lat = n; S->cap_lat = nc; }
             }
             if (S->nlat + 2 <= S->cap_lat) {
-                S->lat[S->nlat++] = pl->start_ns - pl->ready_ns;
-                S->lat[S->nlat++] = now - pl->end_ns;
+                S->lat[S->nlat++] = pl->start_at - pl->ready_at;
+                S->lat[S->nlat++] = now - pl->end_at;
             }
         }
     }
@@ -497,7 +502,7 @@ static void* sched_main(void* arg) {
             if (!spin_or_yield(round++)) { struct timespec ts = {0, 200 * 1000}; nanosleep(&ts, NULL); }
         }
     }
-    S->start_ns = rt_now_ns();
+    S->start_at = trace_now();
     uint32_t round = 0;
     for (;;) {
         bool progress = false;
@@ -610,8 +615,16 @@ void t3_stats(PTORuntime* rt, PTORuntimeStats* st) {
             }
         qsort(d, (size_t)n, sizeof *d, cmp_i64);
         qsort(c, (size_t)n, sizeof *c, cmp_i64);
-        st->dispatch_p50_ns = pct(d, n, 50); st->dispatch_p99_ns = pct(d, n, 99);
-        st->complete_p50_ns = pct(c, n, 50); st->complete_p99_ns = pct(c, n, 99);
+        double ns_per_tick = 1.0;
+        if (PTO_TRACE_TICKS) {
+            int64_t ticks, ns;
+            do { ticks = trace_now(); ns = rt_now_ns(); } while (ticks == T->cal_ticks);
+            ns_per_tick = (double)(ns - T->cal_ns) / (double)(ticks - T->cal_ticks);
+        }
+        st->dispatch_p50_ns = (int64_t)((double)pct(d, n, 50) * ns_per_tick);
+        st->dispatch_p99_ns = (int64_t)((double)pct(d, n, 99) * ns_per_tick);
+        st->complete_p50_ns = (int64_t)((double)pct(c, n, 50) * ns_per_tick);
+        st->complete_p99_ns = (int64_t)((double)pct(c, n, 99) * ns_per_tick);
     }
     free(d); free(c);
 }

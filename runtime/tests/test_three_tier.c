@@ -87,6 +87,11 @@ static void random_graph(int cores, int schedulers, int window, int n, int cells
     for (int s = 0; s < schedulers; s++) handled += st.scheduler_tasks[s];
     CHECK_EQ(handled, n);
     CHECK_EQ(st.latency_samples, n);
+    static char dump[1 << 12];
+    pto_runtime_dump_buffer(rt, dump, sizeof dump);
+    char line[96];
+    snprintf(line, sizeof line, "Workers:                %d cores, %d schedulers (three-tier)", cores, schedulers);
+    CHECK_HAS(dump, line);
     CHECK(st.dispatch_p50_ns >= 0 && st.dispatch_p50_ns <= st.dispatch_p99_ns);
     CHECK(st.complete_p50_ns >= 0 && st.complete_p50_ns <= st.complete_p99_ns);
     pto_runtime_destroy(rt);
@@ -130,6 +135,41 @@ static void bound_core_types(void) {
     CHECK_EQ(pto_task_alloc(rt, "aicpu", NULL, 0, PTO_WORKER_AI_CPU), PTO_EWORKERTYPE);
     CHECK_EQ(pto_runtime_run(rt), PTO_OK);
     CHECK_EQ(atomic_load(&g_wrong_core), 0);
+    pto_runtime_destroy(rt);
+}
+
+/* pinned tasks (pto_task_set_affinity, no stealing) run on their core only */
+static _Atomic int g_off_core;
+static int32_t exec_check_pinned(void* ctx, int32_t task, const char* name, PTOKernelFunc fn, const int64_t* args,
+                                 int32_t nargs, int32_t core) {
+    (void)ctx; (void)task; (void)fn; (void)args; (void)nargs;
+    if (name[0] == 'p' && core != name[1] - '0') atomic_fetch_add(&g_off_core, 1);
+    return 0;
+}
+
+static void pinned_tasks(void) {
+    PTORuntime* rt = mk(3, 2, 0, 0);
+    pto_runtime_set_executor(rt, exec_check_pinned, NULL);
+    static const char* names[] = {"p0", "p1", "p2", "free"};
+    for (int k = 0; k < 400; k++) {
+        int32_t t = pto_task_alloc(rt, names[k % 4], NULL, 0, PTO_WORKER_ANY);
+        if (k % 4 < 3) CHECK_EQ(pto_task_set_affinity(rt, t, k % 4, 0), PTO_OK);
+        pto_task_submit(rt, t);
+    }
+    CHECK_EQ(pto_task_set_affinity(rt, pto_task_alloc(rt, "x", NULL, 0, PTO_WORKER_ANY), 3, 0), PTO_EWORKERS);
+    pto_runtime_destroy(rt);       /* the unsubmitted task: destroy without a run */
+    rt = mk(3, 2, 0, 0);
+    pto_runtime_set_executor(rt, exec_check_pinned, NULL);
+    for (int k = 0; k < 400; k++) {
+        int32_t t = pto_task_alloc(rt, names[k % 4], NULL, 0, PTO_WORKER_ANY);
+        if (k % 4 < 3) pto_task_set_affinity(rt, t, k % 4, 0);
+        pto_task_submit(rt, t);
+    }
+    CHECK_EQ(pto_runtime_run(rt), PTO_OK);
+    CHECK_EQ(atomic_load(&g_off_core), 0);
+    PTORuntimeStats st;
+    pto_runtime_get_stats(rt, &st);
+    for (int c = 0; c < 3; c++) CHECK(st.worker_tasks[c] >= 100);
     pto_runtime_destroy(rt);
 }
 
@@ -337,6 +377,7 @@ int main(int argc, char** argv) {
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
         random_graph(shapes[i][0], shapes[i][1], shapes[i][2], n, 24);
     printf("core types\n");             bound_core_types();
+    printf("pinned tasks\n");           pinned_tasks();
     printf("failing kernel\n");         failing_kernel();
     printf("core stops answering\n");   core_stops_answering();
     printf("shutdown mid-run\n");       shutdown_mid_run();

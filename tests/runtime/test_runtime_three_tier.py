@@ -5,6 +5,7 @@ log of ``PTO_LOG=debug`` and the options' errors. (The C-level checks are
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import re
@@ -149,12 +150,21 @@ def _pto(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedP
 
 
 @pytest.mark.slow          # builds the example
-def test_pto_run_three_tier_checks_stats_and_logs_each_scheduler() -> None:
+def test_pto_run_three_tier_checks_stats_traces_and_logs_each_scheduler(tmp_path: Path) -> None:
+    trace = tmp_path / "t.json"
     r = _pto("run", "examples/fused_softmax.py", "--target", "arm64", "--check", "--stats",
-             "--runtime", "three-tier", "--schedulers", "2", "--cores", "2",
+             "--runtime", "three-tier", "--schedulers", "2", "--cores", "2", "--trace", str(trace),
              env={"PTO_LOG": "debug"})
     assert r.returncode == 0, r.stdout + r.stderr
     assert "overall:" in r.stdout and "OK" in r.stdout
+    assert "trace: 40 tasks" in r.stdout and "(consistent)" in r.stdout
+    events = json.loads(trace.read_text())["traceEvents"]
+    lanes = {e["args"]["name"] for e in events if e.get("name") == "thread_name"}
+    # a lane is named once it has slices; which threads got work depends on timing
+    assert lanes and lanes <= {"scheduler 0", "scheduler 1", "core 0", "core 1"}
+    assert any(n.startswith("scheduler ") for n in lanes) and any(n.startswith("core ") for n in lanes)
+    sched = [e for e in events if e.get("cat") == "sched"]
+    assert sorted(e["name"] for e in sched) == ["complete"] * 40 + ["dispatch"] * 40
     assert "three-tier: 2 scheduler(s), 2 core(s)" in r.stdout
     assert "dispatch (ready->run)" in r.stdout and "completion (->ready)" in r.stdout
     # which scheduler handled which task depends on timing; what each reports does not
