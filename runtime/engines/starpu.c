@@ -241,6 +241,15 @@ static int mpi_start(PTORuntime* rt, struct starpu_conf* conf) {
     rt->grid_q = q;
     rt->grid_p = rt->nranks / q;
     rt->failed_rank = -1;
+    /* several ranks on one node each bind their workers to the same first cores: let them
+     * float instead (the user's STARPU_WORKERS_NOBIND wins) */
+    MPI_Comm node;
+    int local = 1;
+    if (MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node) == MPI_SUCCESS) {
+        MPI_Comm_size(node, &local);
+        MPI_Comm_free(&node);
+    }
+    if (local > 1) setenv("STARPU_WORKERS_NOBIND", "1", 0);
     int rc = starpu_mpi_init_conf(NULL, NULL, 0, MPI_COMM_WORLD, conf);
     if (rc != 0)
         return rt_fail(PTO_EINVAL, "starpu_mpi_init_conf failed (%d) on rank %d with %d CPU worker(s)", rc, rt->rank,
