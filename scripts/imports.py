@@ -23,7 +23,7 @@ PACKAGE = "pto_core"
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("pto_core.errors", "pto_core.names", "pto_core.progress", "pto_core.hookspecs",
      "pto_core.perf.card", "pto_core.abi"),
-    ("pto_core.ir", "pto_core.options", "pto_core.dump"),
+    ("pto_core.ir", "pto_core.options", "pto_core.dump", "pto_core.engines"),
     ("pto_core.verify", "pto_core.analysis", "pto_core.locate", "pto_core.trace",
      "pto_core.graphviz"),
     # the front ends: the builder's add_incore_function reads PTO-AS text (pto_core.ptoas)
