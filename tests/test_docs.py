@@ -68,6 +68,8 @@ NOT_RUN = {
         "installs wheels over this environment's editable packages; tests/test_wheels.py runs the "
         "same commands in a fresh virtual environment",
     ("docs/passes.md", "n = end - start"): "pseudocode of binary expansion",
+    ("docs/distributed.md", "scons target=arm64 engine=starpu-mpi examples=examples/llama7b_layer.py"):
+        "needs a cluster's hostfile; tests/test_engine_starpu.py runs mpirun on this machine",
     ("docs/pto-assembly.md", "// PTO Module: softmax_module"):
         "parsed and printed back by tests/test_asm_roundtrip.py",
     ("docs/pto-assembly.md", "module      = { header-comment | function }"): "the grammar",

@@ -349,3 +349,16 @@ def test_pto_run_refuses_a_launch_that_does_not_match_the_engine():
                "sys.exit(main(sys.argv[1:]))", "run", "examples/rowmax.py", "--target", "arm64",
                "--engine", "starpu")
     assert r.returncode != 0 and "one of 2 MPI ranks" in r.stderr + r.stdout, r.stderr
+
+
+@pytest.mark.slow
+def test_engine_benchmark_measures_the_mpi_engine_per_task_and_byte(tmp_path):
+    root = Path(__file__).parents[1]
+    r = subprocess.run([sys.executable, str(root / "bench/runtime/engines.py"), "--mpi", "1,2",
+                        "llama:4", "--reps", "1"], capture_output=True, text=True, timeout=600,
+                       env={**os.environ, "PTO_BUILD_DIR": str(tmp_path)})
+    assert r.returncode == 0, r.stdout + r.stderr
+    rows = [l.split() for l in r.stdout.splitlines() if l.startswith("llama:4 ")]
+    assert [row[1] for row in rows] == ["1", "2"]
+    # one rank sends nothing; two ranks exchange K/V tiles and gather results to rank 0
+    assert float(rows[0][-1]) == 0 and float(rows[1][-1]) > 0, rows

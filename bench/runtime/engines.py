@@ -4,7 +4,11 @@ empty kernels, in one run.
 
     python3 bench/runtime/engines.py [GRAPH ...] [--workers 2] [--reps 3]
 
-(default graphs llama:64 llama:256). Prints per graph the time per task of each and the ratios
+(default graphs llama:64 llama:256). ``--mpi 1,2,4`` runs the StarPU-MPI engine instead, under
+``mpirun -np N`` for each N (oversubscribed), and prints per graph and rank count the time per
+task and the bytes StarPU-MPI moved between ranks (its ``STARPU_COMM_STATS``), per task.
+
+Without ``--mpi`` it prints per graph the time per task of each and the ratios
 the issue's goals are stated in: StarPU C API / PTO (PTO's per-task throughput over StarPU's),
 and the engine's time per task minus StarPU C API's (what the adapter adds, in microseconds).
 Builds with gcc -O2 into build/bench/runtime/ like run.sh. The machine's load average is printed
@@ -14,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import shlex
 import subprocess
 import sys
@@ -24,9 +29,42 @@ OUT = Path(os.environ.get("PTO_BUILD_DIR", ROOT / "build")) / "bench" / "runtime
 FLAGS = ["-std=c11", "-O2", "-pthread", f"-I{ROOT / 'runtime/include'}"]
 
 
-def pkg(*args: str) -> list[str]:
-    return shlex.split(subprocess.run(["pkg-config", *args, "starpu-1.3"], check=True,
+def pkg(*args: str, packages: tuple[str, ...] = ("starpu-1.3",)) -> list[str]:
+    return shlex.split(subprocess.run(["pkg-config", *args, *packages], check=True,
                                       capture_output=True, text=True).stdout)
+
+
+MPI_PACKAGES = ("starpumpi-1.3", "mpi-c")
+
+
+def build_mpi() -> Path:
+    OUT.mkdir(parents=True, exist_ok=True)
+    exe = OUT / "bench_engine_starpumpi"
+    src = ROOT / "runtime" / "src"
+    subprocess.run(["gcc", *FLAGS, f"-I{src}", *pkg("--cflags", packages=MPI_PACKAGES),
+                    "-DPTO_ENGINE_MPI", '-DENGINE_NAME="starpu-mpi"', str(src / "common.c"),
+                    str(ROOT / "runtime/engines/starpu.c"),
+                    str(ROOT / "bench/runtime/bench_engines.c"), "-o", str(exe),
+                    *pkg("--libs", packages=MPI_PACKAGES)], check=True)
+    return exe
+
+
+def run_mpi(exe: Path, graph: str, ranks: int, reps: int) -> tuple[int, float, float]:
+    """(tasks, seconds per task, bytes moved between ranks per task) on ``ranks`` ranks, one
+    worker each."""
+    cmd = ["mpirun", "--oversubscribe", "-np", str(ranks)]
+    if os.geteuid() == 0:
+        cmd.insert(1, "--allow-run-as-root")
+    env = {**os.environ, "STARPU_SILENT": "1", "STARPU_COMM_STATS": "1"}
+    r = subprocess.run([*cmd, str(exe), graph, "1", str(reps)], check=True, capture_output=True,
+                       text=True, env=env, timeout=1800)
+    text = r.stdout + r.stderr
+    f = figures(next(l for l in text.splitlines() if l.startswith("engine_e2e")))
+    # "[starpu_comm_stats][r] TOTAL: <bytes> B ...": what rank r sent, summed over the ranks of
+    # every repetition, then per repetition
+    sent = sum(float(m) for m in re.findall(r"\[starpu_comm_stats\]\[\d+\] TOTAL:\s+([\d.]+) B", text))
+    n = int(f["tasks"])
+    return n, float(f["body_s"]) / n, sent / reps / n
 
 
 def build() -> dict[str, Path]:
@@ -77,7 +115,20 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("graphs", nargs="*", default=["llama:64", "llama:256"])
     p.add_argument("--workers", type=int, default=2)
     p.add_argument("--reps", type=int, default=3)
+    p.add_argument("--mpi", default=None, metavar="N,N,...",
+                   help="rank counts for the StarPU-MPI engine (e.g. 1,2,4)")
     args = p.parse_args(argv)
+    if args.mpi:
+        exe = build_mpi()
+        print("StarPU-MPI engine, 1 worker per rank, oversubscribed; per task: build + run, "
+              "and bytes sent between ranks")
+        print(f"{'graph':<11} {'ranks':>5} {'tasks':>7} | {'us/t':>9} {'bytes/t':>9}")
+        for graph in args.graphs:
+            for ranks in (int(x) for x in args.mpi.split(",")):
+                n, t, b = run_mpi(exe, graph, ranks, args.reps)
+                print(f"{graph:<11} {ranks:>5} {n:>7} | {t * 1e6:>9.1f} {b:>9.0f}")
+        print(f"load average: {open('/proc/loadavg').read().strip()}")
+        return 0
     exes = build()
     print(f"workers={args.workers}; per task: body = build + run (init and shutdown apart); "
           f"e2e = with them")

@@ -119,10 +119,7 @@ struct PTORuntime {
     /* tensors: open-addressing hash on the data pointer */
     Tensor** tensors;
     int64_t ntensor_slots, ntensors;
-    /* tasks being built with pto_task_alloc (the separate calls), by id - building_base */
-    EngTask** building;
-    int32_t nbuilding_cap;
-    int32_t open_tasks;
+    EngTask* open_task;                /* the task pto_task_alloc gave out, until its submit */
     int32_t next_id;
     int64_t submitted;
     /* completion */
@@ -242,6 +239,15 @@ static int mpi_start(PTORuntime* rt, struct starpu_conf* conf) {
     rt->grid_q = q;
     rt->grid_p = rt->nranks / q;
     rt->failed_rank = -1;
+    /* several ranks on one node each bind their workers to the same first cores: let them
+     * float instead (the user's STARPU_WORKERS_NOBIND wins) */
+    MPI_Comm node;
+    int local = 1;
+    if (MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node) == MPI_SUCCESS) {
+        MPI_Comm_size(node, &local);
+        MPI_Comm_free(&node);
+    }
+    if (local > 1) setenv("STARPU_WORKERS_NOBIND", "1", 0);
     int rc = starpu_mpi_init_conf(NULL, NULL, 0, MPI_COMM_WORLD, conf);
     if (rc != 0)
         return rt_fail(PTO_EINVAL, "starpu_mpi_init_conf failed (%d) on rank %d with %d CPU worker(s)", rc, rt->rank,
@@ -405,9 +411,8 @@ int pto_runtime_shutdown(PTORuntime* rt) {
     if (!rt) return PTO_EINVAL;
     if (rt->shut) return PTO_OK;
     rt->shut = true;
-    for (int32_t i = 0; i < rt->nbuilding_cap; i++) free(rt->building[i]);
-    free(rt->building);
-    rt->building = NULL;
+    free(rt->open_task);
+    rt->open_task = NULL;
     if (rt->abandoned) {
         /* a kernel still runs: StarPU would wait for it forever; leave it all be */
         atomic_store(&g_abandoned, 1);
@@ -832,24 +837,18 @@ int32_t pto_task_alloc(PTORuntime* rt, const char* func_name, PTOKernelFunc func
     int rc;
     EngTask* t = new_task(rt, func_name, func_ptr, buffer_bytes, worker_type, &rc);
     if (!t) return rc;
-    /* the id is the next one: submissions in between would take it, so they are refused */
-    if (rt->open_tasks > 0) { free(t); return rt_fail(PTO_ESTATE, "the StarPU engine builds one task at a time: "
-                                                      "submit task %d first", rt->next_id); }
-    if (rt->nbuilding_cap == 0) {
-        rt->building = calloc(1, sizeof *rt->building);
-        if (!rt->building) { free(t); return PTO_ENOMEM; }
-        rt->nbuilding_cap = 1;
-    }
-    rt->building[0] = t;
-    rt->open_tasks = 1;
+    /* its id is the next one: a second task built alongside would take it, so it is refused */
+    if (rt->open_task) { free(t); return rt_fail(PTO_ESTATE, "the StarPU engine builds one task at a time: "
+                                                 "submit task %d first", rt->next_id); }
+    rt->open_task = t;
     return rt->next_id;
 }
 
 static EngTask* building(PTORuntime* rt, int32_t task, int* err) {
     if ((*err = check_building(rt)) < 0) return NULL;
     if (task < 0 || task > rt->next_id) { *err = PTO_ETASKID; return NULL; }
-    if (task < rt->next_id || rt->open_tasks == 0) { *err = PTO_ESTATE; return NULL; }
-    return rt->building[0];
+    if (task < rt->next_id || !rt->open_task) { *err = PTO_ESTATE; return NULL; }
+    return rt->open_task;
 }
 
 static int add_tensor(PTORuntime* rt, int32_t task, const PTOTensor* x, int64_t r0, int64_t c0, int64_t rows,
@@ -898,8 +897,7 @@ int pto_task_submit(PTORuntime* rt, int32_t task) {
     int err;
     EngTask* t = building(rt, task, &err);
     if (!t) return err;
-    rt->building[0] = NULL;
-    rt->open_tasks = 0;
+    rt->open_task = NULL;
     int32_t id = submit(rt, t);
     return id < 0 ? id : PTO_OK;
 }
@@ -984,7 +982,7 @@ int pto_runtime_run(PTORuntime* rt) {
     if (!rt) return rt_fail(PTO_EINVAL, "pto_runtime_run: no runtime (NULL)");
     if (rt->shut) return PTO_ESHUTDOWN;
     if (rt->ran) return PTO_ESTATE;
-    if (rt->open_tasks > 0 && !atomic_load(&rt->halt)) return PTO_ESTATE;
+    if (rt->open_task && !atomic_load(&rt->halt)) return PTO_ESTATE;
     rt->ran = true;
     resume(rt);
     int rc = wait_done(rt);
