@@ -78,12 +78,19 @@ static __attribute__((unused)) int set_union(Set* d, const Set* s) {
 
 /* One enumerated task: what pto_task_alloc / add_* / add_successor need, with its predecessors
  * as positions in the task stream (resolved to ids by the submitting thread). */
+#define REC_ARGS 4                  /* arguments and predecessors kept in the record itself */
+#define REC_PREDS 2
 typedef struct {
     int32_t name, kernel, worker, nargs, npred;
     int32_t buffer_bytes;
-    PTOTaskArg args[PTO_MAX_TENSOR_ARGS];
-    int64_t* pred;
+    PTOTaskArg args[REC_ARGS];
+    PTOTaskArg* more_args;          /* nargs > REC_ARGS: all of them, malloc'd */
+    int64_t pred[REC_PREDS];
+    int64_t* more_pred;             /* npred > REC_PREDS: all of them, malloc'd */
 } Rec;
+static inline const PTOTaskArg* rec_args(const Rec* r) { return r->nargs > REC_ARGS ? r->more_args : r->args; }
+static inline const int64_t* rec_pred(const Rec* r) { return r->npred > REC_PREDS ? r->more_pred : r->pred; }
+static inline void rec_free(Rec* r) { free(r->more_args); free(r->more_pred); }
 #define REC_SHIFT 10                /* records never move: chunks of 1024, read while filled */
 #define REC_CHUNKS 16384
 typedef struct {
@@ -130,16 +137,17 @@ static int64_t emit_task(Ctx* c, int32_t name, int32_t kernel, int32_t worker, i
         }
         Rec* r = rec(c, c->nrecs);
         r->name = name; r->kernel = kernel; r->worker = worker; r->buffer_bytes = bytes;
-        r->nargs = n;
-        memcpy(r->args, a, (size_t)n * sizeof *a);
-        r->npred = (int32_t)after->n;
-        r->pred = NULL;
-        if (after->n) {
-            r->pred = malloc((size_t)after->n * sizeof(int64_t));
-            if (!r->pred) return PTO_ENOMEM;
-            for (int64_t i = 0; i < after->n; i++) r->pred[i] = after->v[i];
-        }
-        return c->nrecs++;
+        r->nargs = n; r->npred = (int32_t)after->n;
+        r->more_args = NULL; r->more_pred = NULL;
+        c->nrecs++;                 /* counted now: rec_free sees whatever was allocated */
+        PTOTaskArg* da = r->args;
+        if (n > REC_ARGS && !(da = r->more_args = malloc((size_t)n * sizeof *a))) return PTO_ENOMEM;
+        memcpy(da, a, (size_t)n * sizeof *a);
+        int64_t* dp = r->pred;
+        if (after->n > REC_PREDS && !(dp = r->more_pred = malloc((size_t)after->n * sizeof *dp)))
+            return PTO_ENOMEM;
+        for (int64_t i = 0; i < after->n; i++) dp[i] = after->v[i];
+        return c->nrecs - 1;
     }
     int32_t t = pto_task_alloc(c->rt, NAMES[name], kernel >= 0 && c->kernels ? c->kernels[kernel] : NULL,
                                bytes, worker);
@@ -313,9 +321,10 @@ static int submit_recs(Ctx* c, Half* h) {
     for (int64_t i = 0; i < h->c.nrecs && rc == PTO_OK; i++) {
         Rec* r = rec(&h->c, i);
         after.n = 0;
-        for (int32_t k = 0; k < r->npred && rc == PTO_OK; k++) rc = set_push(&after, ids[r->pred[k]]);
+        const int64_t* pred = rec_pred(r);
+        for (int32_t k = 0; k < r->npred && rc == PTO_OK; k++) rc = set_push(&after, ids[pred[k]]);
         int64_t id = rc == PTO_OK ? emit_task(c, r->name, r->kernel, r->worker, r->buffer_bytes,
-                                              r->args, r->nargs, &after) : rc;
+                                              rec_args(r), r->nargs, &after) : rc;
         if (id < 0) rc = (int)id; else ids[i] = (int32_t)id;
     }
     free(after.v); free(ids);
@@ -351,7 +360,7 @@ int pto_workload_enumerate(PTORuntime* rt, const PTOTensor* tensors, const int64
         pthread_join(th, NULL);
         if (rc == PTO_OK) rc = h.rc;
         if (rc == PTO_OK) rc = submit_recs(c, &h);
-        for (int64_t i = 0; i < h.c.nrecs; i++) free(rec(&h.c, i)->pred);
+        for (int64_t i = 0; i < h.c.nrecs; i++) rec_free(rec(&h.c, i));
         for (int64_t i = 0; i < REC_CHUNKS && h.c.recs[i]; i++) free(h.c.recs[i]);
         free(h.c.recs);
     }
