@@ -7,7 +7,7 @@ exactly as :func:`~pto_core.workload.enumerate.enumerate_tasks` finds them.
 The C entry point::
 
     int pto_workload_enumerate(PTORuntime* rt, const PTOTensor* tensors, const int64_t* sizes,
-                               const PTOKernelFunc* kernels, int threads);
+                               const PTOKernelFunc* kernels, int threads, int structural);
 
 ``tensors`` in :attr:`CompiledWorkload.tensors` order, ``sizes`` in :attr:`~.sizes` order
 (``DenseDyn`` names), ``kernels`` in :attr:`~.kernels` order (NULL entries allowed: a dry run).
@@ -103,6 +103,11 @@ typedef struct {
     /* record mode (an enumerating thread): tasks go to recs, ids are stream positions */
     int recording;
     Rec** recs; int64_t nrecs;      /* positions are this thread's own, from 0 */
+    /* structural mode: no tensor tracking; edges from the structure and from overlaps among
+     * the tasks of the current iteration of the outermost parallel_for (logged here) */
+    int structural;
+    struct Acc { int64_t task; const PTOTensor* t; int32_t write; int64_t r0, c0, r1, c1; }* acc;
+    int64_t nacc, cap_acc;
 } Ctx;
 static inline Rec* rec(Ctx* c, int64_t i) { return &c->recs[i >> REC_SHIFT][i & ((1 << REC_SHIFT) - 1)]; }
 
@@ -125,8 +130,63 @@ static __attribute__((unused)) inline int64_t imax(int64_t a, int64_t b) { retur
 
 /* Submit one task now (direct mode) or record it (an enumerating thread). Returns its id /
  * stream position, or a negative error. */
+static int64_t emit_one(Ctx* c, int32_t name, int32_t kernel, int32_t worker, int32_t bytes,
+                        const PTOTaskArg* a, int32_t n, const Set* after);
+
+/* Structural mode: the task follows `after` and every earlier task of its iteration whose
+ * region of a tensor overlaps one of its own where either writes; its regions join the log. */
 static int64_t emit_task(Ctx* c, int32_t name, int32_t kernel, int32_t worker, int32_t bytes,
                          const PTOTaskArg* a, int32_t n, const Set* after) {
+    if (!c->structural) return emit_one(c, name, kernel, worker, bytes, a, n, after);
+    Set preds = {0};
+    int rc = set_copy(&preds, after);
+    for (int32_t i = 0; i < n && rc == PTO_OK; i++) {
+        const PTOTaskArg* x = &a[i];
+        if (x->kind == PTO_ARG_SCALAR) continue;
+        const int32_t w = x->kind != PTO_ARG_INPUT;
+        for (int64_t k = 0; k < c->nacc && rc == PTO_OK; k++) {
+            const struct Acc* e = &c->acc[k];
+            if (e->t == x->tensor && (w || e->write) && e->r0 < x->row_off + x->rows && x->row_off < e->r1 &&
+                e->c0 < x->col_off + x->cols && x->col_off < e->c1) {
+                int seen = 0;
+                for (int64_t j = 0; j < preds.n && !seen; j++) seen = preds.v[j] == (int32_t)e->task;
+                if (!seen) rc = set_push(&preds, (int32_t)e->task);
+            }
+        }
+    }
+    int64_t id = rc == PTO_OK ? emit_one(c, name, kernel, worker, bytes, a, n, &preds) : rc;
+    free(preds.v);
+    /* as the tensor map does: a write hides the earlier accesses it covers (later tasks
+     * follow it, which followed them) */
+    for (int32_t i = 0; i < n && id >= 0; i++) {
+        const PTOTaskArg* x = &a[i];
+        if (x->kind == PTO_ARG_SCALAR || x->kind == PTO_ARG_INPUT) continue;
+        int64_t kept = 0;
+        for (int64_t k = 0; k < c->nacc; k++) {
+            const struct Acc* e = &c->acc[k];
+            if (!(e->t == x->tensor && x->row_off <= e->r0 && e->r1 <= x->row_off + x->rows &&
+                  x->col_off <= e->c0 && e->c1 <= x->col_off + x->cols))
+                c->acc[kept++] = *e;
+        }
+        c->nacc = kept;
+    }
+    for (int32_t i = 0; i < n && id >= 0; i++) {
+        const PTOTaskArg* x = &a[i];
+        if (x->kind == PTO_ARG_SCALAR) continue;
+        if (c->nacc == c->cap_acc) {
+            int64_t cap = c->cap_acc ? 2 * c->cap_acc : 16;
+            struct Acc* na = realloc(c->acc, (size_t)cap * sizeof *na);
+            if (!na) return PTO_ENOMEM;
+            c->acc = na; c->cap_acc = cap;
+        }
+        c->acc[c->nacc++] = (struct Acc){ id, x->tensor, x->kind != PTO_ARG_INPUT, x->row_off, x->col_off,
+                                          x->row_off + x->rows, x->col_off + x->cols };
+    }
+    return id;
+}
+
+static int64_t emit_one(Ctx* c, int32_t name, int32_t kernel, int32_t worker, int32_t bytes,
+                        const PTOTaskArg* a, int32_t n, const Set* after) {
     if (c->err) return c->err;
     if (c->recording) {
         if ((c->nrecs & ((1 << REC_SHIFT) - 1)) == 0) {
@@ -155,6 +215,13 @@ static int64_t emit_task(Ctx* c, int32_t name, int32_t kernel, int32_t worker, i
     int rc = PTO_OK;
     for (int32_t i = 0; i < n && rc == PTO_OK; i++) {
         const PTOTaskArg* x = &a[i];
+        if (c->structural && x->kind != PTO_ARG_SCALAR) {      /* untracked: bounds checked here */
+            const PTOTensor* T = x->tensor;
+            rc = x->row_off < 0 || x->col_off < 0 || x->rows <= 0 || x->cols <= 0 ||
+                 x->row_off + x->rows > T->rows || x->col_off + x->cols > T->cols ? PTO_EBOUNDS
+                 : pto_task_add_arg(c->rt, t, T, x->row_off, x->col_off);
+            continue;
+        }
         switch (x->kind) {
         case PTO_ARG_INPUT:  rc = pto_task_add_input(c->rt, t, x->tensor, x->row_off, x->col_off, x->rows, x->cols); break;
         case PTO_ARG_OUTPUT: rc = pto_task_add_output(c->rt, t, x->tensor, x->row_off, x->col_off, x->rows, x->cols); break;
@@ -306,10 +373,10 @@ static void* half_main(void* p) {
     Set none = {0}, s = {0};
     for (h->c.v[0] = h->lo; h->c.v[0] < h->hi && h->rc == PTO_OK; h->c.v[0]++) {
         if (atomic_load_explicit(&h->stop, memory_order_relaxed)) break;
-        s.n = 0;
+        s.n = 0; h->c.nacc = 0;
         h->rc = BODY(&h->c, &none, &s);
     }
-    free(s.v);
+    free(s.v); free(h->c.acc);
     return NULL;
 }
 
@@ -323,8 +390,9 @@ static int submit_recs(Ctx* c, Half* h) {
         after.n = 0;
         const int64_t* pred = rec_pred(r);
         for (int32_t k = 0; k < r->npred && rc == PTO_OK; k++) rc = set_push(&after, ids[pred[k]]);
-        int64_t id = rc == PTO_OK ? emit_task(c, r->name, r->kernel, r->worker, r->buffer_bytes,
-                                              rec_args(r), r->nargs, &after) : rc;
+        /* emit_one: the helper already found the predecessors (structure and overlaps) */
+        int64_t id = rc == PTO_OK ? emit_one(c, r->name, r->kernel, r->worker, r->buffer_bytes,
+                                             rec_args(r), r->nargs, &after) : rc;
         if (id < 0) rc = (int)id; else ids[i] = (int32_t)id;
     }
     free(after.v); free(ids);
@@ -332,12 +400,20 @@ static int submit_recs(Ctx* c, Half* h) {
 }
 
 int pto_workload_enumerate(PTORuntime* rt, const PTOTensor* tensors, const int64_t* sizes,
-                           const PTOKernelFunc* kernels, int threads) {
+                           const PTOKernelFunc* kernels, int threads, int structural) {
     Ctx c0 = {0}, *c = &c0;
     c->rt = rt; c->tensors = tensors; c->sizes = sizes; c->kernels = kernels;
+    c->structural = structural;
     Set none = {0}, s = {0};
     int rc = PTO_OK;
-    if (threads < 2 || !SPLIT) {
+    if (structural && !SPLIT) return PTO_EINVAL;
+    if (threads < 2 && structural) {
+        const int64_t lo = SPLIT_LO, hi = SPLIT_HI;
+        for (c->v[0] = lo; c->v[0] < hi && rc == PTO_OK && !c->err; c->v[0]++) {
+            s.n = 0; c->nacc = 0;
+            rc = BODY(c, &none, &s);
+        }
+    } else if (threads < 2 || !SPLIT) {
         rc = ROOT(c, &none, &s);
     } else {
         /* the outermost parallel_for in two halves: this thread enumerates and submits the
@@ -353,7 +429,7 @@ int pto_workload_enumerate(PTORuntime* rt, const PTOTensor* tensors, const int64
         pthread_t th;
         if (!h.c.recs || pthread_create(&th, NULL, half_main, &h) != 0) { free(h.c.recs); return PTO_ENOMEM; }
         for (c->v[0] = lo; c->v[0] < mid && rc == PTO_OK; c->v[0]++) {
-            s.n = 0;
+            s.n = 0; c->nacc = 0;
             rc = BODY(c, &none, &s);
         }
         if (rc < 0) atomic_store(&h.stop, 1);
@@ -364,7 +440,7 @@ int pto_workload_enumerate(PTORuntime* rt, const PTOTensor* tensors, const int64
         for (int64_t i = 0; i < REC_CHUNKS && h.c.recs[i]; i++) free(h.c.recs[i]);
         free(h.c.recs);
     }
-    free(none.v); free(s.v);
+    free(none.v); free(s.v); free(c->acc);
     return rc < 0 ? rc : (c->err ? c->err : PTO_OK);
 }
 """
@@ -377,6 +453,7 @@ class CompiledWorkload:
     tensors: list
     sizes: list
     kernels: list
+    splits: bool = False            # the workload is one parallel_for (threads, structural)
     _lib: Any = None
     _dir: Any = None
 
@@ -401,10 +478,17 @@ class CompiledWorkload:
 
     def enumerate(self, rt: Any, tensors: Mapping[str, np.ndarray],
                   kernels: Optional[Mapping[str, int]] = None, threads: int = 1,
-                  **sizes: int) -> None:
+                  structural: bool = False, **sizes: int) -> None:
         """Submit the workload's tasks to ``rt`` (a :class:`pto_core.runtime.Runtime`):
         ``tensors`` by name (C-contiguous 2-D arrays), ``kernels`` by name (C function
-        addresses; missing ones NULL), DenseDyn ``sizes`` by name."""
+        addresses; missing ones NULL), DenseDyn ``sizes`` by name.
+
+        ``structural``: the dependencies come from the workload alone - its structure, and
+        inside one iteration of the outermost ``parallel_for`` the overlaps of its tasks'
+        regions - instead of the runtime's tensor map, which tracks nothing (the arguments go
+        in untracked). Right when the iterations are independent (``workload.verify(**sizes)``
+        checks it) and no other task of the runtime touches these tensors; the graph is the
+        same, built without the tensor map's lookups."""
         from ..abi import PTOTensor
         self.build()
         missing = [n for n in self.tensors if n not in tensors]
@@ -422,7 +506,10 @@ class CompiledWorkload:
         cs = (ctypes.c_int64 * max(1, len(self.sizes)))(*(int(sizes[n]) for n in self.sizes))
         ck = (ctypes.c_void_p * max(1, len(self.kernels)))(
             *((kernels or {}).get(n) for n in self.kernels))
-        rc = self._lib.pto_workload_enumerate(rt._handle(), ct, cs, ck, int(threads))
+        if structural and not self.splits:
+            raise PTOError("structural enumeration needs a workload that is one parallel_for")
+        rc = self._lib.pto_workload_enumerate(rt._handle(), ct, cs, ck, int(threads),
+                                              int(bool(structural)))
         rt._keep.extend(arrs)
         if rc != 0:
             from ..abi import ERROR_NAMES
@@ -448,7 +535,8 @@ def emit_c(workload: Node) -> CompiledWorkload:
              .replace("SPLIT", "1" if split else "0"))
     src = "\n".join([*head[:1], f"static const char* const k_names[] = {{{names}}};", *head[1:],
                      *protos, *g.funcs, entry])
-    return CompiledWorkload(src, list(g.tensors), list(g.sizes), list(g.kernels))
+    return CompiledWorkload(src, list(g.tensors), list(g.sizes), list(g.kernels),
+                            split is not None)
 
 
 def compile_c(workload: Node) -> CompiledWorkload:

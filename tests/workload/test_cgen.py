@@ -58,19 +58,22 @@ def python_graph(w, **sizes) -> str:
         return rt.dump()
 
 
-def c_graph(w, threads: int, **sizes) -> str:
+def c_graph(w, threads: int, structural: bool = False, **sizes) -> str:
     cw = compile_c(w)
     with Runtime(num_workers=0, record_graph=True, dry_run=True) as rt:
-        cw.enumerate(rt, ARRAYS, threads=threads, **sizes)
+        cw.enumerate(rt, ARRAYS, threads=threads, structural=structural, **sizes)
         rt.run()
         return rt.dump()
 
 
+@pytest.mark.parametrize("structural", [False, True])
 @pytest.mark.parametrize("threads", [1, 2])
-def test_the_c_enumerator_builds_the_python_enumerators_graph(threads):
+def test_the_c_enumerator_builds_the_python_enumerators_graph(threads, structural):
+    """Tracked (the runtime's tensor map finds the data edges) or structural (the workload's
+    structure and the overlaps inside an iteration give them): the same graph."""
     want = python_graph(ragged_chains())
     assert "Task 9 -> Task 11" in want and "Total tasks scheduled:  20" in want
-    assert c_graph(ragged_chains(), threads) == want
+    assert c_graph(ragged_chains(), threads, structural) == want
 
 
 def test_select_cond_combine_and_dynamic_sizes_compile_to_the_same_graph():
@@ -107,5 +110,9 @@ def test_what_does_not_compile_to_c_is_an_error():
     cw = compile_c(parallel_for(Dense(2), lambda i: task("k", [o.read(i, 0, 1, 8)])))
     with Runtime(num_workers=0) as rt, pytest.raises(PTOError, match="tensors o, not given"):
         cw.enumerate(rt, {})
-    with Runtime(num_workers=0) as rt, pytest.raises(PTOError, match="PTO_EBOUNDS"):
-        cw.enumerate(rt, {"o": np.zeros((1, 8), np.float32)}, threads=2)
+    for structural in (False, True):
+        with Runtime(num_workers=0) as rt, pytest.raises(PTOError, match="PTO_EBOUNDS"):
+            cw.enumerate(rt, {"o": np.zeros((1, 8), np.float32)}, threads=2,
+                         structural=structural)
+    with Runtime(num_workers=0) as rt, pytest.raises(PTOError, match="one parallel_for"):
+        compile_c(mixed()).enumerate(rt, ARRAYS, structural=True, n=2)
