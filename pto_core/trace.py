@@ -302,6 +302,9 @@ class TraceStats:
     worker_tasks: dict[int, int] = field(default_factory=dict)
     #: per kernel, how its tasks went out to a device (backends with a device executor)
     launches: dict[str, LaunchStats] = field(default_factory=dict)
+    #: runtime-owned intermediates: task outputs allocated, and the most bytes alive at once
+    temp_buffers: int = 0
+    peak_temp_bytes: int = 0
 
     @property
     def parallelism(self) -> float:
@@ -370,7 +373,9 @@ def load_runtime_stats(source: str | Path | dict) -> TraceStats:
         per_function=funcs,
         worker_busy_ns={int(w): int(v) for w, v in obj.get("worker_busy_ns", {}).items()},
         worker_tasks={int(w): int(v) for w, v in obj.get("worker_tasks", {}).items()},
-        launches={k: LaunchStats.from_json(k, v) for k, v in obj.get("launches", {}).items()})
+        launches={k: LaunchStats.from_json(k, v) for k, v in obj.get("launches", {}).items()},
+        temp_buffers=int(obj.get("temp_buffers", 0)),
+        peak_temp_bytes=int(obj.get("peak_temp_bytes", 0)))
 
 
 def _t(ns: float) -> str:
@@ -387,6 +392,8 @@ def format_stats(s: TraceStats) -> str:
              f"makespan          {_t(s.makespan_ns)}",
              f"critical path     {_t(s.critical_path_ns)} ({len(s.critical_path)} tasks)",
              f"parallelism       {s.parallelism:.2f} (work / makespan)",
+             *([f"intermediates     {s.temp_buffers} task outputs, peak "
+                f"{s.peak_temp_bytes} bytes alive"] if s.temp_buffers else []),
              "",
              f"{'function':<24}{'count':>8}{'total':>12}{'mean':>12}{'max':>12}{'share':>8}"]
     for f, fs in sorted(s.per_function.items(), key=lambda kv: -kv[1].total_ns):
