@@ -106,6 +106,7 @@ typedef struct {
     /* structural mode: no tensor tracking; edges from the structure and from overlaps among
      * the tasks of the current iteration of the outermost parallel_for (logged here) */
     int structural;
+    const PTOTensor** temps;        /* per tensor: its pto_temp_tensor when it is an intermediate */
     struct Acc { int64_t task; const PTOTensor* t; int32_t write; int64_t r0, c0, r1, c1; }* acc;
     int64_t nacc, cap_acc;
 } Ctx;
@@ -215,6 +216,11 @@ static int64_t emit_one(Ctx* c, int32_t name, int32_t kernel, int32_t worker, in
     int rc = PTO_OK;
     for (int32_t i = 0; i < n && rc == PTO_OK; i++) {
         const PTOTaskArg* x = &a[i];
+        if (x->kind != PTO_ARG_SCALAR && !x->tensor->data) {   /* an intermediate: runtime-owned */
+            rc = pto_task_add_temp(c->rt, t, c->temps[x->tensor - c->tensors], x->row_off, x->col_off,
+                                   x->rows, x->cols, x->kind + PTO_ARG_UNTRACKED);
+            continue;
+        }
         if (c->structural && x->kind != PTO_ARG_SCALAR) {      /* untracked: bounds checked here */
             const PTOTensor* T = x->tensor;
             rc = x->row_off < 0 || x->col_off < 0 || x->rows <= 0 || x->cols <= 0 ||
@@ -404,6 +410,15 @@ int pto_workload_enumerate(PTORuntime* rt, const PTOTensor* tensors, const int64
     Ctx c0 = {0}, *c = &c0;
     c->rt = rt; c->tensors = tensors; c->sizes = sizes; c->kernels = kernels;
     c->structural = structural;
+    /* tensors without data are intermediates: the runtime allocates their regions */
+    const PTOTensor* temps[NTENSORS];
+    for (int k = 0; k < NTENSORS; k++) {
+        temps[k] = NULL;
+        if (k < NTENSORS_USED && !tensors[k].data &&
+            !(temps[k] = pto_temp_tensor(rt, tensors[k].name ? tensors[k].name : "temp", tensors[k].elem_size)))
+            return PTO_EINVAL;
+    }
+    c->temps = temps;
     Set none = {0}, s = {0};
     int rc = PTO_OK;
     if (structural && !SPLIT) return PTO_EINVAL;
@@ -478,10 +493,16 @@ class CompiledWorkload:
 
     def enumerate(self, rt: Any, tensors: Mapping[str, np.ndarray],
                   kernels: Optional[Mapping[str, int]] = None, threads: int = 1,
-                  structural: bool = False, **sizes: int) -> None:
+                  structural: bool = False, intermediates: Mapping[str, int] | None = None,
+                  **sizes: int) -> None:
         """Submit the workload's tasks to ``rt`` (a :class:`pto_core.runtime.Runtime`):
         ``tensors`` by name (C-contiguous 2-D arrays), ``kernels`` by name (C function
         addresses; missing ones NULL), DenseDyn ``sizes`` by name.
+
+        ``intermediates``: tensors the workload creates and consumes, by name with their
+        element size in bytes - not arrays of the caller but runtime-owned
+        (``pto_temp_tensor``): each task writing a region gets a buffer of it, tasks reading
+        the region get that buffer, and it is released once they are done.
 
         ``structural``: the dependencies come from the workload alone - its structure, and
         inside one iteration of the outermost ``parallel_for`` the overlaps of its tasks'
@@ -491,12 +512,17 @@ class CompiledWorkload:
         same, built without the tensor map's lookups."""
         from ..abi import PTOTensor
         self.build()
-        missing = [n for n in self.tensors if n not in tensors]
+        temps = dict(intermediates or {})
+        missing = [n for n in self.tensors if n not in tensors and n not in temps]
         if missing:
             raise PTOError(f"the workload uses tensors {', '.join(missing)}, not given")
-        arrs = []
+        arrs: list = []
         ct = (PTOTensor * max(1, len(self.tensors)))()
         for k, n in enumerate(self.tensors):
+            if n in temps:
+                arrs.append(n.encode())
+                ct[k] = PTOTensor(None, 0, 0, 0, int(temps[n]), arrs[-1])
+                continue
             a = tensors[n]
             if not (isinstance(a, np.ndarray) and a.ndim == 2 and a.flags.c_contiguous):
                 raise PTOError(f"tensor '{n}': a C-contiguous 2-D numpy array")
@@ -532,7 +558,9 @@ def emit_c(workload: Node) -> CompiledWorkload:
     entry = (_ENTRY.replace("BODY", body).replace("ROOT", root)
              .replace("SPLIT_LO", g.expr(split.lo) if split else "0")
              .replace("SPLIT_HI", g.expr(split.hi) if split else "0")
-             .replace("SPLIT", "1" if split else "0"))
+             .replace("SPLIT", "1" if split else "0")
+             .replace("NTENSORS_USED", str(len(g.tensors)))
+             .replace("NTENSORS", str(max(1, len(g.tensors)))))
     src = "\n".join([*head[:1], f"static const char* const k_names[] = {{{names}}};", *head[1:],
                      *protos, *g.funcs, entry])
     return CompiledWorkload(src, list(g.tensors), list(g.sizes), list(g.kernels),

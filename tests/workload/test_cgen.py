@@ -116,3 +116,35 @@ def test_what_does_not_compile_to_c_is_an_error():
                          structural=structural)
     with Runtime(num_workers=0) as rt, pytest.raises(PTOError, match="one parallel_for"):
         compile_c(mixed()).enumerate(rt, ARRAYS, structural=True, n=2)
+
+
+def test_a_tensor_the_workload_creates_and_consumes_can_be_runtime_owned(need_target):
+    """``s`` is written and read only inside each iteration: an intermediate, not an array of
+    the caller. arm64 kernels (y = 2 (x + 1)); the runtime allocated one buffer per writing
+    task and released them all."""
+    need_target("arm64")
+    from pto_core import PTOFunctionBuilder, PTOModule
+    from pto_core.binary import BinaryCompiler
+    m = PTOModule("cgen_temps")
+    for name, op in (("inc", lambda b: b.adds("t", "t", 1.0)),
+                     ("dbl", lambda b: b.add("t", "t", "t"))):
+        b = (PTOFunctionBuilder(name, module=m).in_core().memref("a", "gm", "f32")
+             .memref("b", "gm", "f32").tile("t", 4, 16, "f32").load("t", "a"))
+        op(b).store("b", "t").build()
+    binary = BinaryCompiler().compile("arm64", m)
+    x, t, y = Tensor("x"), Tensor("s"), Tensor("y")
+    w = parallel_for(Dense(6), lambda i: sequential(
+        task("inc", [x.read(i * 4, 0, 4, 16), t.write(i * 4, 0, 4, 16)]),
+        task("dbl", [t.read(i * 4, 0, 4, 16), y.write(i * 4, 0, 4, 16)])))
+    cw = compile_c(w)
+    xs = np.random.default_rng(0).standard_normal((24, 16)).astype(np.float32)
+    kernels = {k: binary.kernel_address(k) for k in ("inc", "dbl")}
+    for threads, structural in ((1, False), (2, True)):
+        ys = np.zeros_like(xs)
+        with Runtime(num_workers=2, threshold=1) as rt:
+            cw.enumerate(rt, {"x": xs, "y": ys}, kernels=kernels, threads=threads,
+                         structural=structural, intermediates={"s": 4})
+            rt.run()
+            st = rt.stats()
+        np.testing.assert_allclose(ys, 2 * (xs + 1), rtol=1e-6)
+        assert (st.temp_buffers, st.temp_bytes) == (6, 0)
