@@ -305,6 +305,9 @@ class TraceStats:
     #: the three-tier mode's figures (schedulers, cores, latency_samples, dispatch_p50_ns,
     #: dispatch_p99_ns, complete_p50_ns, complete_p99_ns, scheduler_tasks); empty otherwise
     three_tier: dict[str, Any] = field(default_factory=dict)
+    #: runtime-owned intermediates: task outputs allocated, and the most bytes alive at once
+    temp_buffers: int = 0
+    peak_temp_bytes: int = 0
 
     @property
     def parallelism(self) -> float:
@@ -374,7 +377,9 @@ def load_runtime_stats(source: str | Path | dict) -> TraceStats:
         worker_busy_ns={int(w): int(v) for w, v in obj.get("worker_busy_ns", {}).items()},
         worker_tasks={int(w): int(v) for w, v in obj.get("worker_tasks", {}).items()},
         launches={k: LaunchStats.from_json(k, v) for k, v in obj.get("launches", {}).items()},
-        three_tier=dict(obj.get("three_tier", {})))
+        three_tier=dict(obj.get("three_tier", {})),
+        temp_buffers=int(obj.get("temp_buffers", 0)),
+        peak_temp_bytes=int(obj.get("peak_temp_bytes", 0)))
 
 
 def _t(ns: float) -> str:
@@ -391,6 +396,8 @@ def format_stats(s: TraceStats) -> str:
              f"makespan          {_t(s.makespan_ns)}",
              f"critical path     {_t(s.critical_path_ns)} ({len(s.critical_path)} tasks)",
              f"parallelism       {s.parallelism:.2f} (work / makespan)",
+             *([f"intermediates     {s.temp_buffers} task outputs, peak "
+                f"{s.peak_temp_bytes} bytes alive"] if s.temp_buffers else []),
              "",
              f"{'function':<24}{'count':>8}{'total':>12}{'mean':>12}{'max':>12}{'share':>8}"]
     for f, fs in sorted(s.per_function.items(), key=lambda kv: -kv[1].total_ns):

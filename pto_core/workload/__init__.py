@@ -6,9 +6,12 @@
 * :mod:`.csp` - channels and processes (``Channel``, ``process``, ``send``, ``consume``);
 * :mod:`.enumerate` - concrete tasks, structural and channel edges, the overlap verifier;
 * :mod:`.schedule` - ``workload.schedule().dispatch(...).streams(...).timing(...)`` and the
-  compiled program that runs on the C runtime.
+  compiled program that runs on the C runtime;
+* :mod:`.cgen` - the workload compiled to C (``compile_c``): tasks enumerated at C speed, the
+  outermost ``parallel_for`` by two threads.
 """
 
+from .cgen import CompiledWorkload, compile_c, emit_c
 from .csp import (Channel, Consume, Event, Pipeline, Process, PTODeadlockError, Send, consume,
                   pipeline, process, send)
 from .enumerate import PTOOverlapError, TaskInst, check_overlaps, enumerate_tasks
@@ -20,7 +23,7 @@ from .ir import (Axis, Combine, Cond, Dense, DenseDyn, DepKind, Loop, Node, Ragg
                  select, sequential, task, workload)
 
 __all__ = [
-    "Axis", "BinOp", "Channel", "Combine", "Cond", "Const", "Consume", "Dense", "DenseDyn",
+    "Axis", "BinOp", "Channel", "CompiledWorkload", "compile_c", "emit_c", "Combine", "Cond", "Const", "Consume", "Dense", "DenseDyn",
     "DepKind", "Event", "Expr", "Lookup", "Loop", "Node", "Param", "Pipeline", "Process",
     "PTODeadlockError", "PTOOverlapError", "Ragged", "Region", "Scalar", "Send", "Seq", "Sparse",
     "Task", "TaskInst", "Tensor", "Var", "check_overlaps", "combine", "cond", "consume",

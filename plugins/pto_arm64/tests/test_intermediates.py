@@ -69,3 +69,11 @@ def test_intermediates_across_loops_and_renamed_regions_run_as_the_reference_say
     bad = compile_kernel(core._two_loops(shift=1), "arm64", workers=2)
     with pytest.raises(Exception, match="intermediate 'tmp', which no task wrote"):
         bad(x=x, y=np.zeros_like(x), n=5)
+
+
+def test_pto_run_stats_report_the_intermediates(capsys):
+    from pto_core.cli import main
+    assert main(["run", str(SOFTMAX), "--target", "arm64", "--set", "num_tiles=4", "--stats"]) == 0
+    out = capsys.readouterr().out
+    # 4 tiles x 4 outputs; safe mode: all alive at once (2 x 64 + 2 x 4096 bytes a tile)
+    assert "intermediates     16 task outputs, peak 33280 bytes alive" in out

@@ -266,10 +266,16 @@ def kernel_footprints(module: Module, scalars: Mapping[str, Any], calls: list) -
     tensors = sorted(set().union(*touched.values())) if touched else []
     if not tensors:
         return {}
-    shapes = derive_shapes(module, scalars, entry=module.entry, only=tensors)
+    from pto_core.reference import Intermediate
+    named = [t for t in tensors if not isinstance(t, Intermediate)]
+    shapes = derive_shapes(module, scalars, entry=module.entry, only=named)
     memrefs = module.functions[module.entry].memrefs
-    size = {t: shapes[t][0] * shapes[t][1] * memrefs[t].dtype.itemsize for t in tensors}
-    return {k: sum(size[t] for t in ts) for k, ts in touched.items()}
+    size = {t: shapes[t][0] * shapes[t][1] * memrefs[t].dtype.itemsize for t in named}
+    for tc in calls:            # a runtime-owned intermediate: a buffer per region written
+        for r in tc.regions:
+            if isinstance(r.tensor, Intermediate) and r.mode == "out":
+                size[r.tensor] = size.get(r.tensor, 0) + r.rows * r.cols * r.tensor.dtype.itemsize
+    return {k: sum(size.get(t, 0) for t in ts) for k, ts in touched.items()}
 
 
 def perf_report(module: Module, options: CompileOptions | None, scalars: Mapping[str, Any],

@@ -1,0 +1,131 @@
+"""Task enumeration rate of a workload: the Python enumerator, the workload compiled to C
+(:mod:`pto_core.workload.cgen`) with one and with two enumerating threads, and the
+orchestration function that builds the same graph (``pto_core.codegen.orchestration``, arm64
+build), all in the runtime's dry-run mode (tasks created, dependencies resolved, retired; no
+kernel runs), in one process, one after the other.
+
+The workload: ``parallel_for`` over N batches, each a two-task chain on its own 8 x 128 tile
+(``stage1`` x -> t, then ``stage2`` t -> y) - the orchestration function is the same loop of two
+CALLs. Rates are tasks per microsecond of the whole build (runtime created, graph built, run,
+destroyed), best of --repeat. "tracked": the runtime's tensor map finds the data edges, as for
+the orchestration function; "structural": the workload's structure and the overlaps inside
+an iteration give them (the iterations verified independent), nothing is tracked.
+
+    python bench/workload_enum.py [--batches 50000] [--repeat 5]
+
+Not a test: timings vary with the machine's load (print ``uptime`` beside them).
+"""
+
+from __future__ import annotations
+
+import argparse
+import ctypes
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from pto_core import ElementType, MemorySpace, PTOFunctionBuilder, PTOModule   # noqa: E402
+from pto_core.abi import PTORuntimeConfig, PTORuntimeStats, PTOTensor          # noqa: E402
+from pto_core.runtime import Runtime                                          # noqa: E402
+from pto_core.workload import (Dense, Tensor, enumerate_tasks, parallel_for,  # noqa: E402
+                               sequential, task)
+from pto_core.workload.cgen import compile_c                                  # noqa: E402
+
+ROWS, COLS = 8, 128
+
+
+def workload(batches: int):
+    x, t, y = Tensor("x"), Tensor("t"), Tensor("y")
+    return parallel_for(Dense(batches), lambda b: sequential(
+        task("stage1", [x.read(b * ROWS, 0, ROWS, COLS), t.write(b * ROWS, 0, ROWS, COLS)]),
+        task("stage2", [t.read(b * ROWS, 0, ROWS, COLS), y.write(b * ROWS, 0, ROWS, COLS)])))
+
+
+def orchestration_module() -> PTOModule:
+    f32, gm = ElementType.F32, MemorySpace.GLOBAL
+    m = PTOModule("enum_bench")
+    for name in ("stage1", "stage2"):
+        (PTOFunctionBuilder(name, module=m).in_core().memref("a", gm, f32).memref("b", gm, f32)
+         .tile("v", ROWS, COLS, f32).load("v", "a").store("b", "v").build())
+    (PTOFunctionBuilder("orch", module=m).not_in_core()
+     .memref("x", gm, f32).memref("t", gm, f32).memref("y", gm, f32)
+     .scalar("n", ElementType.I32)
+     .for_loop("b", 0, "n", 1)
+        .call("stage1", {"a": ("x", "b", 0), "b": ("t", "b", 0)})
+        .call("stage2", {"a": ("t", "b", 0), "b": ("y", "b", 0)})
+     .end_for().build())
+    m.set_entry("orch")
+    return m
+
+
+def best(fn, repeat: int) -> float:
+    times = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return min(times)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--batches", type=int, default=50_000)
+    ap.add_argument("--repeat", type=int, default=5)
+    args = ap.parse_args()
+    n = args.batches
+    tasks = 2 * n
+    arrays = {k: np.zeros((n * ROWS, COLS), np.float32) for k in ("x", "t", "y")}
+
+    w = workload(n)
+    w.verify()              # the iterations are independent: what structural=True relies on
+    cw = compile_c(w)
+
+    def c_enum(threads: int, structural: bool = False) -> None:
+        with Runtime(num_workers=0, dry_run=True) as rt:
+            cw.enumerate(rt, arrays, threads=threads, structural=structural)
+            rt.run()
+            assert rt.stats().tasks_submitted == tasks
+
+    from pto_core.binary import BinaryCompiler
+    mod = orchestration_module()
+    lib = ctypes.CDLL(str(BinaryCompiler().compile("arm64", mod).library))
+    run_cfg = lib.pto_module_run_cfg_enum_bench
+    run_cfg.restype = ctypes.c_int
+    ct = (PTOTensor * 3)(*(PTOTensor(a.ctypes.data, a.shape[0], a.shape[1], COLS, 4, None)
+                           for a in arrays.values()))
+    cs = (ctypes.c_int64 * 1)(n)
+
+    def orchestration() -> None:
+        cfg = PTORuntimeConfig()
+        lib.pto_runtime_config_default(ctypes.byref(cfg))
+        cfg.dry_run = 1
+        st = PTORuntimeStats()
+        assert run_cfg(ct, 3, cs, 1, ctypes.byref(cfg), ctypes.byref(st)) == 0
+        assert st.tasks_submitted == tasks
+
+    small = max(1, n // 20)                      # Python is slow: a twentieth of the batches
+    py = best(lambda: enumerate_tasks(workload(small)), max(1, args.repeat // 2)) * (n / small)
+    rows = {"python": ("workload, Python enumerator", py)}
+    for key, label, fn in (
+            ("orch", "orchestration function (C, 1 thread)", orchestration),
+            ("c1", "workload in C, tracked, 1 thread", lambda: c_enum(1)),
+            ("c2", "workload in C, tracked, 2 threads", lambda: c_enum(2)),
+            ("s1", "workload in C, structural, 1 thread", lambda: c_enum(1, True)),
+            ("s2", "workload in C, structural, 2 threads", lambda: c_enum(2, True))):
+        rows[key] = (label, best(fn, args.repeat))
+    print(f"{tasks} tasks ({n} batches x 2), dry run, best of {args.repeat}")
+    for label, sec in rows.values():
+        print(f"  {label:40s} {tasks / (sec * 1e6):8.2f} tasks/us  ({sec * 1e3:8.2f} ms)")
+    base = rows["orch"][1]
+    for key in ("c2", "s2"):
+        print(f"  {rows[key][0]} / orchestration function: {base / rows[key][1]:.2f}x")
+    print(f"  workload in C (tracked, 1 thread) / Python enumerator: {py / rows['c1'][1]:.0f}x")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,572 @@
+"""Fast enumeration: a workload compiled to C that builds its task graph in the runtime at C
+speed, the way the orchestration emitter does for orchestration functions. Python is only the
+front end: it writes the C once; the C walks the loops, evaluates offsets and tables, submits
+each task with its regions and adds the structural edges (``for_each``/``sequential`` order)
+exactly as :func:`~pto_core.workload.enumerate.enumerate_tasks` finds them.
+
+The C entry point::
+
+    int pto_workload_enumerate(PTORuntime* rt, const PTOTensor* tensors, const int64_t* sizes,
+                               const PTOKernelFunc* kernels, int threads, int structural);
+
+``tensors`` in :attr:`CompiledWorkload.tensors` order, ``sizes`` in :attr:`~.sizes` order
+(``DenseDyn`` names), ``kernels`` in :attr:`~.kernels` order (NULL entries allowed: a dry run).
+With ``threads`` = 2 the iterations of the outermost ``parallel_for`` are enumerated by two
+threads at once: the calling thread enumerates and submits the first half while a helper
+evaluates the second half into task records, which the calling thread then submits in order, so
+the graph is the one-thread graph. The runtime takes tasks from one thread only, so the gain is
+the helper's share of the enumeration, not of the submission.
+
+>>> from pto_core.workload import Dense, Tensor, parallel_for, task
+>>> x = Tensor("x")
+>>> w = parallel_for(Dense(4), lambda i: task("k", [x.write(i * 2, 0, 2, 8)]))
+>>> "pto_workload_enumerate" in emit_c(w).source
+True
+"""
+
+from __future__ import annotations
+
+import ctypes
+import subprocess
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping, Optional
+
+import numpy as np
+
+from ..errors import PTOError
+from .expr import BinOp, Const, Expr, Lookup, Param, Var
+from .ir import Combine, Cond, Loop, Node, Region, Seq, Task
+
+__all__ = ["CompiledWorkload", "emit_c", "compile_c"]
+
+_WORKER = {"any": "PTO_WORKER_ANY", "cube": "PTO_WORKER_CUBE", "vector": "PTO_WORKER_VECTOR",
+           "ai_cpu": "PTO_WORKER_AI_CPU", "accelerator": "PTO_WORKER_ACCELERATOR"}
+_MODE = {"in": "PTO_ARG_INPUT", "out": "PTO_ARG_OUTPUT", "inout": "PTO_ARG_INOUT"}
+
+# The C every generated enumerator starts with: growable sets of task ids (a node's sinks),
+# Python's floor division, checked table look-ups, and the task record two enumerating threads
+# fill for the submitting one.
+_PRELUDE = r"""
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include "pto_runtime.h"
+
+typedef struct { int32_t* v; int64_t n, cap; } Set;
+static int set_push(Set* s, int32_t x) {
+    if (s->n == s->cap) {
+        int64_t c = s->cap ? 2 * s->cap : 8;
+        int32_t* v = realloc(s->v, (size_t)c * sizeof *v);
+        if (!v) return PTO_ENOMEM;
+        s->v = v; s->cap = c;
+    }
+    s->v[s->n++] = x;
+    return PTO_OK;
+}
+static int set_copy(Set* d, const Set* s) {
+    d->n = 0;
+    for (int64_t i = 0; i < s->n; i++) if (set_push(d, s->v[i]) < 0) return PTO_ENOMEM;
+    return PTO_OK;
+}
+static __attribute__((unused)) int set_union(Set* d, const Set* s) {
+    for (int64_t i = 0; i < s->n; i++) if (set_push(d, s->v[i]) < 0) return PTO_ENOMEM;
+    return PTO_OK;
+}
+
+/* One enumerated task: what pto_task_alloc / add_* / add_successor need, with its predecessors
+ * as positions in the task stream (resolved to ids by the submitting thread). */
+#define REC_ARGS 4                  /* arguments and predecessors kept in the record itself */
+#define REC_PREDS 2
+typedef struct {
+    int32_t name, kernel, worker, nargs, npred;
+    int32_t buffer_bytes;
+    PTOTaskArg args[REC_ARGS];
+    PTOTaskArg* more_args;          /* nargs > REC_ARGS: all of them, malloc'd */
+    int64_t pred[REC_PREDS];
+    int64_t* more_pred;             /* npred > REC_PREDS: all of them, malloc'd */
+} Rec;
+static inline const PTOTaskArg* rec_args(const Rec* r) { return r->nargs > REC_ARGS ? r->more_args : r->args; }
+static inline const int64_t* rec_pred(const Rec* r) { return r->npred > REC_PREDS ? r->more_pred : r->pred; }
+static inline void rec_free(Rec* r) { free(r->more_args); free(r->more_pred); }
+#define REC_SHIFT 10                /* records never move: chunks of 1024, read while filled */
+#define REC_CHUNKS 16384
+typedef struct {
+    PTORuntime* rt;
+    const PTOTensor* tensors;
+    const int64_t* sizes;
+    const PTOKernelFunc* kernels;
+    int64_t v[64];                  /* loop variables by depth */
+    int err;
+    /* record mode (an enumerating thread): tasks go to recs, ids are stream positions */
+    int recording;
+    Rec** recs; int64_t nrecs;      /* positions are this thread's own, from 0 */
+    /* structural mode: no tensor tracking; edges from the structure and from overlaps among
+     * the tasks of the current iteration of the outermost parallel_for (logged here) */
+    int structural;
+    const PTOTensor** temps;        /* per tensor: its pto_temp_tensor when it is an intermediate */
+    struct Acc { int64_t task; const PTOTensor* t; int32_t write; int64_t r0, c0, r1, c1; }* acc;
+    int64_t nacc, cap_acc;
+} Ctx;
+static inline Rec* rec(Ctx* c, int64_t i) { return &c->recs[i >> REC_SHIFT][i & ((1 << REC_SHIFT) - 1)]; }
+
+static __attribute__((unused)) int64_t fdiv(Ctx* c, int64_t a, int64_t b) {
+    if (b == 0) { c->err = PTO_EINVAL; return 0; }
+    int64_t q = a / b;
+    return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
+}
+static __attribute__((unused)) int64_t fmod_(Ctx* c, int64_t a, int64_t b) {
+    if (b == 0) { c->err = PTO_EINVAL; return 0; }
+    int64_t m = a % b;
+    return (m != 0 && ((m < 0) != (b < 0))) ? m + b : m;
+}
+static __attribute__((unused)) int64_t look(Ctx* c, const int64_t* t, int64_t n, int64_t k) {
+    if (k < 0 || k >= n) { c->err = PTO_EINVAL; return 0; }
+    return t[k];
+}
+static __attribute__((unused)) inline int64_t imin(int64_t a, int64_t b) { return a < b ? a : b; }
+static __attribute__((unused)) inline int64_t imax(int64_t a, int64_t b) { return a > b ? a : b; }
+
+/* Submit one task now (direct mode) or record it (an enumerating thread). Returns its id /
+ * stream position, or a negative error. */
+static int64_t emit_one(Ctx* c, int32_t name, int32_t kernel, int32_t worker, int32_t bytes,
+                        const PTOTaskArg* a, int32_t n, const Set* after);
+
+/* Structural mode: the task follows `after` and every earlier task of its iteration whose
+ * region of a tensor overlaps one of its own where either writes; its regions join the log. */
+static int64_t emit_task(Ctx* c, int32_t name, int32_t kernel, int32_t worker, int32_t bytes,
+                         const PTOTaskArg* a, int32_t n, const Set* after) {
+    if (!c->structural) return emit_one(c, name, kernel, worker, bytes, a, n, after);
+    Set preds = {0};
+    int rc = set_copy(&preds, after);
+    for (int32_t i = 0; i < n && rc == PTO_OK; i++) {
+        const PTOTaskArg* x = &a[i];
+        if (x->kind == PTO_ARG_SCALAR) continue;
+        const int32_t w = x->kind != PTO_ARG_INPUT;
+        for (int64_t k = 0; k < c->nacc && rc == PTO_OK; k++) {
+            const struct Acc* e = &c->acc[k];
+            if (e->t == x->tensor && (w || e->write) && e->r0 < x->row_off + x->rows && x->row_off < e->r1 &&
+                e->c0 < x->col_off + x->cols && x->col_off < e->c1) {
+                int seen = 0;
+                for (int64_t j = 0; j < preds.n && !seen; j++) seen = preds.v[j] == (int32_t)e->task;
+                if (!seen) rc = set_push(&preds, (int32_t)e->task);
+            }
+        }
+    }
+    int64_t id = rc == PTO_OK ? emit_one(c, name, kernel, worker, bytes, a, n, &preds) : rc;
+    free(preds.v);
+    /* as the tensor map does: a write hides the earlier accesses it covers (later tasks
+     * follow it, which followed them) */
+    for (int32_t i = 0; i < n && id >= 0; i++) {
+        const PTOTaskArg* x = &a[i];
+        if (x->kind == PTO_ARG_SCALAR || x->kind == PTO_ARG_INPUT) continue;
+        int64_t kept = 0;
+        for (int64_t k = 0; k < c->nacc; k++) {
+            const struct Acc* e = &c->acc[k];
+            if (!(e->t == x->tensor && x->row_off <= e->r0 && e->r1 <= x->row_off + x->rows &&
+                  x->col_off <= e->c0 && e->c1 <= x->col_off + x->cols))
+                c->acc[kept++] = *e;
+        }
+        c->nacc = kept;
+    }
+    for (int32_t i = 0; i < n && id >= 0; i++) {
+        const PTOTaskArg* x = &a[i];
+        if (x->kind == PTO_ARG_SCALAR) continue;
+        if (c->nacc == c->cap_acc) {
+            int64_t cap = c->cap_acc ? 2 * c->cap_acc : 16;
+            struct Acc* na = realloc(c->acc, (size_t)cap * sizeof *na);
+            if (!na) return PTO_ENOMEM;
+            c->acc = na; c->cap_acc = cap;
+        }
+        c->acc[c->nacc++] = (struct Acc){ id, x->tensor, x->kind != PTO_ARG_INPUT, x->row_off, x->col_off,
+                                          x->row_off + x->rows, x->col_off + x->cols };
+    }
+    return id;
+}
+
+static int64_t emit_one(Ctx* c, int32_t name, int32_t kernel, int32_t worker, int32_t bytes,
+                        const PTOTaskArg* a, int32_t n, const Set* after) {
+    if (c->err) return c->err;
+    if (c->recording) {
+        if ((c->nrecs & ((1 << REC_SHIFT) - 1)) == 0) {
+            if ((c->nrecs >> REC_SHIFT) >= REC_CHUNKS) return PTO_ENOMEM;
+            Rec* chunk = malloc(sizeof(Rec) << REC_SHIFT);
+            if (!chunk) return PTO_ENOMEM;
+            c->recs[c->nrecs >> REC_SHIFT] = chunk;
+        }
+        Rec* r = rec(c, c->nrecs);
+        r->name = name; r->kernel = kernel; r->worker = worker; r->buffer_bytes = bytes;
+        r->nargs = n; r->npred = (int32_t)after->n;
+        r->more_args = NULL; r->more_pred = NULL;
+        c->nrecs++;                 /* counted now: rec_free sees whatever was allocated */
+        PTOTaskArg* da = r->args;
+        if (n > REC_ARGS && !(da = r->more_args = malloc((size_t)n * sizeof *a))) return PTO_ENOMEM;
+        memcpy(da, a, (size_t)n * sizeof *a);
+        int64_t* dp = r->pred;
+        if (after->n > REC_PREDS && !(dp = r->more_pred = malloc((size_t)after->n * sizeof *dp)))
+            return PTO_ENOMEM;
+        for (int64_t i = 0; i < after->n; i++) dp[i] = after->v[i];
+        return c->nrecs - 1;
+    }
+    int32_t t = pto_task_alloc(c->rt, NAMES[name], kernel >= 0 && c->kernels ? c->kernels[kernel] : NULL,
+                               bytes, worker);
+    if (t < 0) return t;
+    int rc = PTO_OK;
+    for (int32_t i = 0; i < n && rc == PTO_OK; i++) {
+        const PTOTaskArg* x = &a[i];
+        if (x->kind != PTO_ARG_SCALAR && !x->tensor->data) {   /* an intermediate: runtime-owned */
+            rc = pto_task_add_temp(c->rt, t, c->temps[x->tensor - c->tensors], x->row_off, x->col_off,
+                                   x->rows, x->cols, x->kind + PTO_ARG_UNTRACKED);
+            continue;
+        }
+        if (c->structural && x->kind != PTO_ARG_SCALAR) {      /* untracked: bounds checked here */
+            const PTOTensor* T = x->tensor;
+            rc = x->row_off < 0 || x->col_off < 0 || x->rows <= 0 || x->cols <= 0 ||
+                 x->row_off + x->rows > T->rows || x->col_off + x->cols > T->cols ? PTO_EBOUNDS
+                 : pto_task_add_arg(c->rt, t, T, x->row_off, x->col_off);
+            continue;
+        }
+        switch (x->kind) {
+        case PTO_ARG_INPUT:  rc = pto_task_add_input(c->rt, t, x->tensor, x->row_off, x->col_off, x->rows, x->cols); break;
+        case PTO_ARG_OUTPUT: rc = pto_task_add_output(c->rt, t, x->tensor, x->row_off, x->col_off, x->rows, x->cols); break;
+        case PTO_ARG_INOUT:  rc = pto_task_add_inout(c->rt, t, x->tensor, x->row_off, x->col_off, x->rows, x->cols); break;
+        default:             rc = pto_task_add_scalar(c->rt, t, x->value); break;
+        }
+    }
+    for (int64_t i = 0; i < after->n && rc == PTO_OK; i++) rc = pto_task_add_successor(c->rt, after->v[i], t);
+    if (rc == PTO_OK) rc = pto_task_submit(c->rt, t);
+    return rc < 0 ? rc : t;
+}
+"""
+
+
+@dataclass
+class _Gen:
+    names: list = field(default_factory=list)          # task names (C strings)
+    kernels: list = field(default_factory=list)        # kernel names, the table's order
+    tensors: list = field(default_factory=list)
+    sizes: list = field(default_factory=list)
+    tables: dict = field(default_factory=dict)         # (name, values) -> C array name
+    funcs: list = field(default_factory=list)
+    count: int = 0
+
+    def index(self, lst: list, x: Any) -> int:
+        if x not in lst:
+            lst.append(x)
+        return lst.index(x)
+
+    # ------------------------------------------------------------------ expressions
+    def expr(self, e: Any) -> str:
+        if isinstance(e, int) and not isinstance(e, bool):
+            return f"INT64_C({e})"
+        if isinstance(e, Const):
+            return f"INT64_C({int(e.value)})"
+        if isinstance(e, Var):
+            return f"c->v[{int(e.name[1:])}]"
+        if isinstance(e, Param):
+            return f"c->sizes[{self.index(self.sizes, e.name)}]"
+        if isinstance(e, BinOp):
+            a, b = self.expr(e.a), self.expr(e.b)
+            if e.op == "//":
+                return f"fdiv(c, {a}, {b})"
+            if e.op == "%":
+                return f"fmod_(c, {a}, {b})"
+            if e.op in ("min", "max"):
+                return f"i{e.op}({a}, {b})"
+            return f"(int64_t)({a} {e.op} {b})"
+        if isinstance(e, Lookup):
+            if not all(isinstance(v, int) for v in e.table):
+                raise PTOError(f"'{e}': only integer tables compile to C")
+            key = (e.name, tuple(e.table))
+            if key not in self.tables:
+                self.tables[key] = f"T{len(self.tables)}"
+            return f"look(c, {self.tables[key]}, {len(e.table)}, {self.expr(e.index)})"
+        raise PTOError(f"cannot compile {e!r} to C")
+
+    # ------------------------------------------------------------------ nodes
+    def node(self, n: Node) -> str:
+        """A C function ``static int nK(Ctx* c, const Set* after, Set* sinks)`` for ``n``."""
+        k = self.count
+        self.count += 1
+        name = f"n{k}"
+        body: list[str] = []
+        if isinstance(n, Task):
+            body += self.task(n)
+        elif isinstance(n, Loop):
+            child = self.node(n.body)
+            d = int(n.var[1:])
+            body += [f"const int64_t lo = {self.expr(n.lo)}, hi = {self.expr(n.hi)};",
+                     "if (c->err) return c->err;"]
+            body += self.steps([child], n.kind == "sequential",
+                               loop=f"for (c->v[{d}] = lo; c->v[{d}] < hi; c->v[{d}]++)")
+        elif isinstance(n, (Combine, Seq)):
+            children = [self.node(x) for x in n.items]
+            body += self.steps(children, isinstance(n, Seq))
+        elif isinstance(n, Cond):
+            then = self.node(n.then)
+            other = self.node(n.else_) if n.else_ is not None else None
+            body += [f"const int64_t p = {self.expr(n.pred)};", "if (c->err) return c->err;",
+                     f"if (p) return {then}(c, after, sinks);",
+                     f"return {other + '(c, after, sinks)' if other else 'PTO_OK'};"]
+        else:
+            raise PTOError(f"{type(n).__name__} does not compile to C (CSP pipelines are "
+                           f"enumerated in Python)")
+        self.funcs.append("\n".join([f"static int {name}(Ctx* c, const Set* after, Set* sinks) {{",
+                                     *("    " + x for x in body), "}"]))
+        return name
+
+    def steps(self, children: list[str], in_order: bool, loop: str = "") -> list[str]:
+        """Children in order (each follows the previous one's sinks) or side by side (each
+        follows ``after``; the sinks are the union), once or per loop iteration."""
+        out = ["Set cur = {0}, s = {0};", "int rc = set_copy(&cur, after);"]
+        calls = []
+        for ch in children:
+            if in_order:
+                calls += [f"s.n = 0; if (rc == PTO_OK) rc = {ch}(c, &cur, &s);",
+                          "if (rc == PTO_OK && s.n) { rc = set_copy(&cur, &s); "
+                          "if (rc == PTO_OK) rc = set_copy(sinks, &s); }"]
+            else:
+                calls += [f"s.n = 0; if (rc == PTO_OK) rc = {ch}(c, &cur, &s);",
+                          "if (rc == PTO_OK) rc = set_union(sinks, &s);"]
+        if loop:
+            out += [f"{loop} {{", *("    " + x for x in calls), "    if (rc < 0) break;", "}"]
+        else:
+            out += calls
+        out += ["free(cur.v); free(s.v);", "return rc;"]
+        return out
+
+    def task(self, t: Task) -> list[str]:
+        if not isinstance(t.kernel, str):
+            raise PTOError(f"task kernel {t.kernel!r}: only kernels named by a string compile to "
+                           f"C (a Python callable runs through program.run)")
+        res = dict(t.resources)
+        worker = _WORKER.get(res.get("worker_type", "any"))
+        if worker is None:
+            raise PTOError(f"task {t.kernel}: worker_type is one of {', '.join(_WORKER)}")
+        args = []
+        for a in t.args:
+            if isinstance(a, Region):
+                ti = self.index(self.tensors, a.tensor)
+                args.append(f"{{{_MODE[a.mode]}, &c->tensors[{ti}], {self.expr(a.row)}, "
+                            f"{self.expr(a.col)}, {self.expr(a.rows)}, {self.expr(a.cols)}, 0}}")
+            else:
+                v = a.value
+                val = (f"pto_f64_arg({float(v)!r})" if isinstance(v, float) else self.expr(v))
+                args.append(f"{{PTO_ARG_SCALAR, 0, 0, 0, 0, 0, {val}}}")
+        if len(args) > 16:
+            raise PTOError(f"task {t.kernel}: {len(args)} arguments, at most 16 compile to C")
+        name = self.index(self.names, t.kernel)
+        kernel = self.index(self.kernels, t.kernel)
+        arr = "a" if args else "NULL"
+        out = [f"const PTOTaskArg a[{max(1, len(args))}] = {{{', '.join(args) or '{0}'}}};",
+               f"const int64_t id = emit_task(c, {name}, {kernel}, {worker}, "
+               f"{int(res.get('buffer_bytes', 0))}, {arr}, {len(args)}, after);",
+               "if (id < 0) return (int)id;",
+               "return set_push(sinks, (int32_t)id);"]
+        return out
+
+
+# The entry point: direct enumeration, or the outermost parallel_for split between two
+# enumerating threads while this thread submits their records in order.
+_ENTRY = r"""
+typedef struct { Ctx c; int64_t lo, hi; int rc; _Atomic int stop; } Half;
+
+/* The helper: records the tasks of iterations [lo, hi). */
+static void* half_main(void* p) {
+    Half* h = p;
+    Set none = {0}, s = {0};
+    for (h->c.v[0] = h->lo; h->c.v[0] < h->hi && h->rc == PTO_OK; h->c.v[0]++) {
+        if (atomic_load_explicit(&h->stop, memory_order_relaxed)) break;
+        s.n = 0; h->c.nacc = 0;
+        h->rc = BODY(&h->c, &none, &s);
+    }
+    free(s.v); free(h->c.acc);
+    return NULL;
+}
+
+/* Submit the helper's records in order; their predecessors are positions among them. */
+static int submit_recs(Ctx* c, Half* h) {
+    Set after = {0};
+    int32_t* ids = malloc((size_t)(h->c.nrecs > 0 ? h->c.nrecs : 1) * sizeof *ids);
+    int rc = ids ? PTO_OK : PTO_ENOMEM;
+    for (int64_t i = 0; i < h->c.nrecs && rc == PTO_OK; i++) {
+        Rec* r = rec(&h->c, i);
+        after.n = 0;
+        const int64_t* pred = rec_pred(r);
+        for (int32_t k = 0; k < r->npred && rc == PTO_OK; k++) rc = set_push(&after, ids[pred[k]]);
+        /* emit_one: the helper already found the predecessors (structure and overlaps) */
+        int64_t id = rc == PTO_OK ? emit_one(c, r->name, r->kernel, r->worker, r->buffer_bytes,
+                                             rec_args(r), r->nargs, &after) : rc;
+        if (id < 0) rc = (int)id; else ids[i] = (int32_t)id;
+    }
+    free(after.v); free(ids);
+    return rc;
+}
+
+int pto_workload_enumerate(PTORuntime* rt, const PTOTensor* tensors, const int64_t* sizes,
+                           const PTOKernelFunc* kernels, int threads, int structural) {
+    Ctx c0 = {0}, *c = &c0;
+    c->rt = rt; c->tensors = tensors; c->sizes = sizes; c->kernels = kernels;
+    c->structural = structural;
+    /* tensors without data are intermediates: the runtime allocates their regions */
+    const PTOTensor* temps[NTENSORS];
+    for (int k = 0; k < NTENSORS; k++) {
+        temps[k] = NULL;
+        if (k < NTENSORS_USED && !tensors[k].data &&
+            !(temps[k] = pto_temp_tensor(rt, tensors[k].name ? tensors[k].name : "temp", tensors[k].elem_size)))
+            return PTO_EINVAL;
+    }
+    c->temps = temps;
+    Set none = {0}, s = {0};
+    int rc = PTO_OK;
+    if (structural && !SPLIT) return PTO_EINVAL;
+    if (threads < 2 && structural) {
+        const int64_t lo = SPLIT_LO, hi = SPLIT_HI;
+        for (c->v[0] = lo; c->v[0] < hi && rc == PTO_OK && !c->err; c->v[0]++) {
+            s.n = 0; c->nacc = 0;
+            rc = BODY(c, &none, &s);
+        }
+    } else if (threads < 2 || !SPLIT) {
+        rc = ROOT(c, &none, &s);
+    } else {
+        /* the outermost parallel_for in two halves: this thread enumerates and submits the
+         * first while a helper enumerates the second into records, submitted after it (the
+         * task order, hence the graph, is the one-thread order) */
+        const int64_t lo = SPLIT_LO, hi = SPLIT_HI;
+        if (c->err) return c->err;
+        const int64_t mid = lo + (hi - lo) / 2;
+        Half h;
+        memset(&h, 0, sizeof h);
+        h.c = *c; h.c.recording = 1; h.lo = mid; h.hi = hi;
+        h.c.recs = calloc(REC_CHUNKS, sizeof(Rec*));
+        pthread_t th;
+        if (!h.c.recs || pthread_create(&th, NULL, half_main, &h) != 0) { free(h.c.recs); return PTO_ENOMEM; }
+        for (c->v[0] = lo; c->v[0] < mid && rc == PTO_OK; c->v[0]++) {
+            s.n = 0; c->nacc = 0;
+            rc = BODY(c, &none, &s);
+        }
+        if (rc < 0) atomic_store(&h.stop, 1);
+        pthread_join(th, NULL);
+        if (rc == PTO_OK) rc = h.rc;
+        if (rc == PTO_OK) rc = submit_recs(c, &h);
+        for (int64_t i = 0; i < h.c.nrecs; i++) rec_free(rec(&h.c, i));
+        for (int64_t i = 0; i < REC_CHUNKS && h.c.recs[i]; i++) free(h.c.recs[i]);
+        free(h.c.recs);
+    }
+    free(none.v); free(s.v); free(c->acc);
+    return rc < 0 ? rc : (c->err ? c->err : PTO_OK);
+}
+"""
+
+
+@dataclass
+class CompiledWorkload:
+    """The C of a workload and the orders its entry point takes things in."""
+    source: str
+    tensors: list
+    sizes: list
+    kernels: list
+    splits: bool = False            # the workload is one parallel_for (threads, structural)
+    _lib: Any = None
+    _dir: Any = None
+
+    def build(self) -> "CompiledWorkload":
+        """Compile the C (gcc -O2) into a shared library linked with the runtime library."""
+        if self._lib is None:
+            from ..runtime import library_path
+            from ..resources import runtime_dir
+            lib = library_path()
+            self._dir = tempfile.TemporaryDirectory(prefix="pto-workload-")
+            src, so = Path(self._dir.name) / "workload.c", Path(self._dir.name) / "workload.so"
+            src.write_text(self.source)
+            r = subprocess.run(["gcc", "-std=gnu11", "-O2", "-shared", "-fPIC", "-pthread",
+                                "-Wall", "-Werror", f"-I{runtime_dir() / 'include'}", str(src),
+                                "-o", str(so), str(lib), f"-Wl,-rpath,{lib.parent}"],
+                               capture_output=True, text=True)
+            if r.returncode != 0:
+                raise PTOError(f"the workload's C did not compile:\n{r.stderr[-3000:]}")
+            self._lib = ctypes.CDLL(str(so))
+            self._lib.pto_workload_enumerate.restype = ctypes.c_int
+        return self
+
+    def enumerate(self, rt: Any, tensors: Mapping[str, np.ndarray],
+                  kernels: Optional[Mapping[str, int]] = None, threads: int = 1,
+                  structural: bool = False, intermediates: Mapping[str, int] | None = None,
+                  **sizes: int) -> None:
+        """Submit the workload's tasks to ``rt`` (a :class:`pto_core.runtime.Runtime`):
+        ``tensors`` by name (C-contiguous 2-D arrays), ``kernels`` by name (C function
+        addresses; missing ones NULL), DenseDyn ``sizes`` by name.
+
+        ``intermediates``: tensors the workload creates and consumes, by name with their
+        element size in bytes - not arrays of the caller but runtime-owned
+        (``pto_temp_tensor``): each task writing a region gets a buffer of it, tasks reading
+        the region get that buffer, and it is released once they are done.
+
+        ``structural``: the dependencies come from the workload alone - its structure, and
+        inside one iteration of the outermost ``parallel_for`` the overlaps of its tasks'
+        regions - instead of the runtime's tensor map, which tracks nothing (the arguments go
+        in untracked). Right when the iterations are independent (``workload.verify(**sizes)``
+        checks it) and no other task of the runtime touches these tensors; the graph is the
+        same, built without the tensor map's lookups."""
+        from ..abi import PTOTensor
+        self.build()
+        temps = dict(intermediates or {})
+        missing = [n for n in self.tensors if n not in tensors and n not in temps]
+        if missing:
+            raise PTOError(f"the workload uses tensors {', '.join(missing)}, not given")
+        arrs: list = []
+        ct = (PTOTensor * max(1, len(self.tensors)))()
+        for k, n in enumerate(self.tensors):
+            if n in temps:
+                arrs.append(n.encode())
+                ct[k] = PTOTensor(None, 0, 0, 0, int(temps[n]), arrs[-1])
+                continue
+            a = tensors[n]
+            if not (isinstance(a, np.ndarray) and a.ndim == 2 and a.flags.c_contiguous):
+                raise PTOError(f"tensor '{n}': a C-contiguous 2-D numpy array")
+            arrs.append(a)
+            ct[k] = PTOTensor(a.ctypes.data, a.shape[0], a.shape[1], a.shape[1], a.itemsize,
+                              None)
+        cs = (ctypes.c_int64 * max(1, len(self.sizes)))(*(int(sizes[n]) for n in self.sizes))
+        ck = (ctypes.c_void_p * max(1, len(self.kernels)))(
+            *((kernels or {}).get(n) for n in self.kernels))
+        if structural and not self.splits:
+            raise PTOError("structural enumeration needs a workload that is one parallel_for")
+        rc = self._lib.pto_workload_enumerate(rt._handle(), ct, cs, ck, int(threads),
+                                              int(bool(structural)))
+        rt._keep.extend(arrs)
+        if rc != 0:
+            from ..abi import ERROR_NAMES
+            raise PTOError(f"enumerating the workload in C failed: {ERROR_NAMES.get(rc, rc)} "
+                           f"({rt._lib.pto_last_error().decode(errors='replace')})")
+
+
+def emit_c(workload: Node) -> CompiledWorkload:
+    """The C enumerator of ``workload`` (see the module doc)."""
+    g = _Gen()
+    root = g.node(workload)
+    split = workload if isinstance(workload, Loop) and workload.kind == "parallel" else None
+    body = g.node(split.body) if split is not None else root
+    tables = [f"static const int64_t {c}[] = {{{', '.join(str(v) for v in vals) or '0'}}};"
+              for (_n, vals), c in g.tables.items()]
+    names = ", ".join('"' + n + '"' for n in g.names) or '""'
+    head = [f"/* Generated by PTO: the C enumerator of a workload. Do not edit. */",
+            _PRELUDE.replace("NAMES[name]", "k_names[name]"), *tables]
+    protos = [f"static int n{k}(Ctx* c, const Set* after, Set* sinks);" for k in range(g.count)]
+    entry = (_ENTRY.replace("BODY", body).replace("ROOT", root)
+             .replace("SPLIT_LO", g.expr(split.lo) if split else "0")
+             .replace("SPLIT_HI", g.expr(split.hi) if split else "0")
+             .replace("SPLIT", "1" if split else "0")
+             .replace("NTENSORS_USED", str(len(g.tensors)))
+             .replace("NTENSORS", str(max(1, len(g.tensors)))))
+    src = "\n".join([*head[:1], f"static const char* const k_names[] = {{{names}}};", *head[1:],
+                     *protos, *g.funcs, entry])
+    return CompiledWorkload(src, list(g.tensors), list(g.sizes), list(g.kernels),
+                            split is not None)
+
+
+def compile_c(workload: Node) -> CompiledWorkload:
+    """:func:`emit_c`, built."""
+    return emit_c(workload).build()

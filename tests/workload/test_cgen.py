@@ -1,0 +1,150 @@
+"""Fast enumeration: a workload compiled to C builds the same task graph as the Python
+enumerator (same tasks in the same order, same dependency edges), with one enumerating thread
+and with two splitting the outermost parallel_for; what does not compile to C says so."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from pto_core import PTOError
+from pto_core.runtime import Runtime
+from pto_core.workload import (Dense, DenseDyn, Ragged, Sparse, Tensor, combine, cond,
+                               enumerate_tasks, for_each, parallel_for, select, sequential, task)
+from pto_core.workload.cgen import compile_c, emit_c
+
+q, s, o = Tensor("q"), Tensor("s"), Tensor("o")
+RAG = Ragged(5, [3, 1, 0, 2, 4])
+SP = Sparse(3, [0, 2, 2, 3], [1, 0, 2])
+
+
+def ragged_chains():
+    """Per batch a for_each over its ragged rows, each a two-task chain into one row of o."""
+    return parallel_for(Dense(5), lambda b: for_each(RAG.inner(b), lambda j: sequential(
+        task("a", [q.read(RAG.offset(b) + j, 0, 1, 8), s.write(RAG.offset(b) + j, 0, 1, 8), 2.5]),
+        task("b", [s.read(RAG.offset(b) + j, 0, 1, 8), o.update(b, 0, 1, 8), j * 2 + 1]))))
+
+
+def mixed():
+    """select over a Sparse map, cond, combine and a DenseDyn loop with floor division."""
+    return combine(
+        select(SP, lambda i, e: task("expert", [q.read(e * 2, 0, 2, 8), s.write(i * 2, 0, 2, 8)])),
+        for_each(DenseDyn("n"), lambda k: cond(
+            (k % 2).eq(0),
+            task("even", [o.update(k // 2, 0, 1, 8)], {"worker_type": "vector"}),
+            task("odd", [q.read(k, 0, 1, 8), o.update(k // 2, 0, 1, 8)]))))
+
+
+ARRAYS = {"q": np.zeros((16, 8), np.float32), "s": np.zeros((16, 8), np.float32),
+          "o": np.zeros((8, 8), np.float32)}
+ADD = {"in": "add_input", "out": "add_output", "inout": "add_inout"}
+
+
+def python_graph(w, **sizes) -> str:
+    """The dump of the graph the Python enumerator's tasks give, issued as Program.run does."""
+    with Runtime(num_workers=0, record_graph=True, dry_run=True) as rt:
+        ids = {}
+        for t in enumerate_tasks(w, sizes):
+            h = ids[t.seq] = rt.task(t.kernel_name, None)
+            for kind, a in t.args:
+                if kind == "scalar":
+                    rt.add_scalar(h, a)
+                else:
+                    getattr(rt, ADD[a[1]])(h, ARRAYS[a[0]], *a[2:])
+            for p in sorted(t.preds):
+                rt.add_successor(ids[p], h)
+            rt.submit(h)
+        rt.run()
+        return rt.dump()
+
+
+def c_graph(w, threads: int, structural: bool = False, **sizes) -> str:
+    cw = compile_c(w)
+    with Runtime(num_workers=0, record_graph=True, dry_run=True) as rt:
+        cw.enumerate(rt, ARRAYS, threads=threads, structural=structural, **sizes)
+        rt.run()
+        return rt.dump()
+
+
+@pytest.mark.parametrize("structural", [False, True])
+@pytest.mark.parametrize("threads", [1, 2])
+def test_the_c_enumerator_builds_the_python_enumerators_graph(threads, structural):
+    """Tracked (the runtime's tensor map finds the data edges) or structural (the workload's
+    structure and the overlaps inside an iteration give them): the same graph."""
+    want = python_graph(ragged_chains())
+    assert "Task 9 -> Task 11" in want and "Total tasks scheduled:  20" in want
+    assert c_graph(ragged_chains(), threads, structural) == want
+
+
+def test_select_cond_combine_and_dynamic_sizes_compile_to_the_same_graph():
+    want = python_graph(mixed(), n=7)
+    assert c_graph(mixed(), 1, n=7) == want
+    assert "Total tasks scheduled:  10" in want
+
+
+def test_the_c_enumerator_passes_scalars_and_regions_to_kernels():
+    """With a kernel table, each task calls its kernel with the region's pointer and row
+    stride and the scalars (a float as the bits of a double)."""
+    import ctypes
+    from pto_core.abi import KERNEL
+    seen = []
+
+    @KERNEL
+    def record(args):
+        seen.append((args[1], args[2]))           # ld of q's region, the float scalar's bits
+        return 0
+    x = Tensor("x")
+    w = parallel_for(Dense(3), lambda i: task("k", [x.read(i, 0, 1, 4), 0.5]))
+    cw = compile_c(w)
+    with Runtime(num_workers=0) as rt:
+        cw.enumerate(rt, {"x": np.zeros((3, 4), np.float32)},
+                     kernels={"k": ctypes.cast(record, ctypes.c_void_p).value})
+        rt.run()
+    assert [ld for ld, _ in seen] == [4, 4, 4]
+    assert {np.int64(v).view(np.float64) for _, v in seen} == {0.5}
+
+
+def test_what_does_not_compile_to_c_is_an_error():
+    with pytest.raises(PTOError, match="only kernels named by a string"):
+        emit_c(parallel_for(Dense(2), lambda i: task(lambda a: 0, [q.read(i, 0, 1, 8)])))
+    cw = compile_c(parallel_for(Dense(2), lambda i: task("k", [o.read(i, 0, 1, 8)])))
+    with Runtime(num_workers=0) as rt, pytest.raises(PTOError, match="tensors o, not given"):
+        cw.enumerate(rt, {})
+    for structural in (False, True):
+        with Runtime(num_workers=0) as rt, pytest.raises(PTOError, match="PTO_EBOUNDS"):
+            cw.enumerate(rt, {"o": np.zeros((1, 8), np.float32)}, threads=2,
+                         structural=structural)
+    with Runtime(num_workers=0) as rt, pytest.raises(PTOError, match="one parallel_for"):
+        compile_c(mixed()).enumerate(rt, ARRAYS, structural=True, n=2)
+
+
+def test_a_tensor_the_workload_creates_and_consumes_can_be_runtime_owned(need_target):
+    """``s`` is written and read only inside each iteration: an intermediate, not an array of
+    the caller. arm64 kernels (y = 2 (x + 1)); the runtime allocated one buffer per writing
+    task and released them all."""
+    need_target("arm64")
+    from pto_core import PTOFunctionBuilder, PTOModule
+    from pto_core.binary import BinaryCompiler
+    m = PTOModule("cgen_temps")
+    for name, op in (("inc", lambda b: b.adds("t", "t", 1.0)),
+                     ("dbl", lambda b: b.add("t", "t", "t"))):
+        b = (PTOFunctionBuilder(name, module=m).in_core().memref("a", "gm", "f32")
+             .memref("b", "gm", "f32").tile("t", 4, 16, "f32").load("t", "a"))
+        op(b).store("b", "t").build()
+    binary = BinaryCompiler().compile("arm64", m)
+    x, t, y = Tensor("x"), Tensor("s"), Tensor("y")
+    w = parallel_for(Dense(6), lambda i: sequential(
+        task("inc", [x.read(i * 4, 0, 4, 16), t.write(i * 4, 0, 4, 16)]),
+        task("dbl", [t.read(i * 4, 0, 4, 16), y.write(i * 4, 0, 4, 16)])))
+    cw = compile_c(w)
+    xs = np.random.default_rng(0).standard_normal((24, 16)).astype(np.float32)
+    kernels = {k: binary.kernel_address(k) for k in ("inc", "dbl")}
+    for threads, structural in ((1, False), (2, True)):
+        ys = np.zeros_like(xs)
+        with Runtime(num_workers=2, threshold=1) as rt:
+            cw.enumerate(rt, {"x": xs, "y": ys}, kernels=kernels, threads=threads,
+                         structural=structural, intermediates={"s": 4})
+            rt.run()
+            st = rt.stats()
+        np.testing.assert_allclose(ys, 2 * (xs + 1), rtol=1e-6)
+        assert (st.temp_buffers, st.temp_bytes) == (6, 0)
