@@ -24,6 +24,7 @@ the table shows the median time of a call, the minor page faults per call (first
 freshly mapped memory) and each reference's time over the contender's (> 1: the contender is
 faster): numpy as written, numpy ``out=``, and each peer present.
 Goals with 2 workers, fused kernel: >= 3x numpy, and at least torch's speed (2 threads).
+Figures and what they mean under load: bench/README.md.
 """
 
 from __future__ import annotations
