@@ -46,6 +46,17 @@ class AscendArch:
     row_reduce_scratch_full: bool
     vector_types: tuple[ElementType, ...] = field(
         default=(E.F32, E.F16, E.BF16, E.I32, E.I16, E.I8, E.U8))
+    #: the source types of reductions whose pages list other types than the common four
+    #: (f32, f16, i32, i16), by instruction
+    reduce_sources: Mapping[str, tuple[ElementType, ...]] = field(default_factory=dict)
+
+    def reduce_types(self, op: str) -> tuple[ElementType, ...]:
+        """The source element types reduction ``op`` accepts on this generation.
+
+        >>> [t.value for t in A2A3.reduce_types("TCOLARGMAX")], len(A5.reduce_types("TROWSUM"))
+        (['f32', 'f16'], 4)
+        """
+        return self.reduce_sources.get(op, (E.F32, E.F16, E.I32, E.I16))
 
     @property
     def ub_bytes(self) -> int:
@@ -57,11 +68,19 @@ A2A3 = AscendArch(
     chips="Ascend 910B / 910C (A2/A3)",
     capacities={"UB": 192 * KB, "L1": 512 * KB, "L0A": 64 * KB, "L0B": 64 * KB, "L0C": 128 * KB},
     matmul_inputs={E.F32: (E.F32,), E.F16: (E.F32,), E.BF16: (E.F32,), E.I8: (E.I32,)},
-    acc_to_vec=False, left_col_major=False, row_reduce_scratch_full=True)
+    acc_to_vec=False, left_col_major=False, row_reduce_scratch_full=True,
+    # docs/isa/TCOLARGMAX.md, "A2A3 implementation checks": half, float (and unsigned types)
+    reduce_sources={"TCOLARGMAX": (E.F32, E.F16), "TCOLARGMIN": (E.F32, E.F16)})
 
 A5 = AscendArch(
     name="ascend_a5", macro="PTO_NPU_ARCH_A5", cce_arch="dav-c310",
     chips="Ascend 950 (A5)",
     capacities={"UB": 256 * KB, "L1": 512 * KB, "L0A": 64 * KB, "L0B": 64 * KB, "L0C": 256 * KB},
     matmul_inputs={E.F32: (E.F32,), E.F16: (E.F32,), E.BF16: (E.F32,)},
-    acc_to_vec=True, left_col_major=True, row_reduce_scratch_full=False)
+    acc_to_vec=True, left_col_major=True, row_reduce_scratch_full=False,
+    # docs/isa/TCOLARGMAX.md, "A5 implementation checks": 8-, 16- and 32-bit sources;
+    # TROWARGMAX.md: "On A5 any 2-/4-byte source is accepted"
+    reduce_sources={**{op: (E.F32, E.F16, E.I32, E.I16, E.I8, E.U8)
+                       for op in ("TCOLARGMAX", "TCOLARGMIN")},
+                    **{op: (E.F32, E.F16, E.BF16, E.I32, E.I16)
+                       for op in ("TROWARGMAX", "TROWARGMIN")}})
