@@ -38,7 +38,8 @@ def test_the_facts_of_some_rows():
         "SMOD", "SAND", "SOR", "SSHL", "SSHR", "TAND", "TANDS", "TOR", "TORS", "TXOR", "TXORS",
         "TNOT", "TSHL", "TSHLS", "TSHR", "TSHRS"}
     assert OPS["TXOR"].scratch == OPS["TXORS"].scratch == 1 and OPS["TAND"].scratch == 0
-    assert {n for n, op in OPS.items() if op.is_copy} == {"SLI", "SMOV", "TROWEXPAND", "TCOLEXPAND"}
+    assert {n for n, op in OPS.items() if op.is_copy} == {"SLI", "SMOV", "TROWEXPAND", "TCOLEXPAND",
+                                                                    "TMOV"}
     assert OPS["SDIV"].divides and OPS["SMOD"].divides and not OPS["SMUL"].divides
     assert OPS["TADD"].single_kind == "add" and OPS["TRELU"].single_kind is None
     assert COMPARES["le"].symbol == "<=" and COMPARES["le"].fn(2, 2)

@@ -94,7 +94,7 @@ def test_every_table_op_has_a_numpy_expectation_here():
                | set(EXPECT_BITWISE) | {f"{n}S" for n in EXPECT_BITWISE} | {"TNOT"}
                | {"TSHL", "TSHLS", "TSHR", "TSHRS"}     # tests/test_tile_shifts.py
                | {f"T{d}EXPAND{k}" for d in ("ROW", "COL") for k in EXPECT_EXPAND}
-               | set(ARG) | {"TROWEXPAND", "TCOLEXPAND", "TLOAD", "TSTORE", "TMATMUL", "TMATMUL_ACC", "TTRANS", "TCVT"})
+               | set(ARG) | {"TMOV", "TROWEXPAND", "TCOLEXPAND", "TLOAD", "TSTORE", "TMATMUL", "TMATMUL_ACC", "TTRANS", "TCVT"})
     tile_ops = {n for n, d in OPS.items() if d.category is not Category.SCALAR}
     assert tile_ops - covered == set()
 
@@ -169,6 +169,14 @@ def test_rowexpand_copies_the_column_into_every_column():
     a = rng_tile(9, (R, 1))
     got = run_op(m, (R, C), a=a)
     np.testing.assert_array_equal(got, np.repeat(a, C, axis=1))
+
+
+@pytest.mark.parametrize("dtype", [F32, I32])
+def test_mov_copies_every_element_bit_for_bit(dtype):
+    a = np.array([[np.nan, -0.0, np.inf, 1e-45], [3.0, -2.5, -np.inf, 0.0]], np.float32)
+    a = a if dtype is F32 else a.view(np.int32)
+    got = run_op(kernel("TMOV", (2, 4), dtype=dtype), (2, 4), a.dtype, a=a)
+    np.testing.assert_array_equal(got.view(np.uint32), a.view(np.uint32))
 
 
 def test_colexpand_copies_the_row_into_every_row():

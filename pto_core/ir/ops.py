@@ -385,6 +385,11 @@ _def("TTRANS", "trans", Category.TRANSPOSE, "dst:tile_out a:tile", doc="dst = a.
 _def("TCVT", "cvt", Category.CONVERT, "dst:tile_out a:tile",
      doc="dst = a converted to dst's element type (round to nearest even; ints saturate)")
 
+# the pure-copy form of TMOV (docs/isa/TMOV.md: "dst_ij = src_ij"); its layout-changing forms
+# (ND -> NZ for the cube unit) are the Ascend emitter's own business
+_def("TMOV", "mov", Category.ELEMENTWISE, "dst:tile_out a:tile", expr=A, isa=True,
+     doc="dst = a, element for element (a vector tile copy)")
+
 # scalar
 _def("SADD", "scalar_add", Category.SCALAR, "dst:scalar_out a:scalar b:scalar", expr=A + B)
 _def("SSUB", "scalar_sub", Category.SCALAR, "dst:scalar_out a:scalar b:scalar", expr=A - B)
