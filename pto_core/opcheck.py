@@ -107,9 +107,9 @@ def _io(op: OpDef, dt: ElementType, R: int, C: int, M: int, K: int, N: int,
             ins.insert(0, ("acc", M, N, acc))
         return ins, (M, N, acc)
     if cat is Category.ROW_REDUCE:
-        return [("a", R, C, dt)], (R, 1, dt)
+        return [("a", R, C, dt)], (R, 1, op.index_type or dt)
     if cat is Category.COL_REDUCE:
-        return [("a", R, C, dt)], (1, C, dt)
+        return [("a", R, C, dt)], (1, C, op.index_type or dt)
     if cat is Category.ROW_EXPAND:
         ins = [("b", R, 1, dt)] if op.is_copy else [("a", R, C, dt), ("b", R, 1, dt)]
         return ins, (R, C, dt)

@@ -363,6 +363,14 @@ def _reduce(kind: str, axis: int, a: np.ndarray) -> np.ndarray:
     return r.astype(dt, copy=False)
 
 
+def _argreduce(kind: str, axis: int, a: np.ndarray, index: np.dtype) -> np.ndarray:
+    """The first index of the max (min) along ``axis``; numpy's rule: a NaN is the extreme,
+    the first NaN wins."""
+    fn = np.argmax if kind == "argmax" else np.argmin
+    return fn(a.astype(np.float32) if a.dtype == ml_dtypes.bfloat16 else a, axis=axis,
+              keepdims=True).astype(index)
+
+
 def _matmul(a: np.ndarray, b: np.ndarray, acc: np.ndarray | None, out: np.dtype) -> np.ndarray:
     if a.dtype == np.float32 or a.dtype == np.float64:
         r = np.matmul(a, b)
@@ -419,6 +427,7 @@ class _Translator:
             "_tshl": _tshl, "_tshr": _tshr, "_trem": _trem, "_frem": _frem,
             "_sdiv": _sdiv, "_smod": _smod, "_sshl": _sshl, "_sshr": _sshr, "_int": _to_int,
             "_reduce": _reduce, "_matmul": _matmul, "_convert": _convert, "_tn": tuple.__new__,
+            "_argreduce": _argreduce,
             "_TC": TaskCall, "_RG": Region, "PTOError": PTOError, "_errloop": _loop_error,
             "_IM": Intermediate,
         }
@@ -607,6 +616,9 @@ class _Translator:
             return f"{out} = {self.tile_expr(fn, op.expr, ops, dst)}"
         if cat in (Category.ROW_REDUCE, Category.COL_REDUCE):
             axis = 1 if cat is Category.ROW_REDUCE else 0
+            if op.is_arg:
+                return (f"{out} = _argreduce({op.reduce!r}, {axis}, {_v(ops['a'])}, "
+                        f"_d_{op.index_type.value})")
             return f"{out} = _reduce({op.reduce!r}, {axis}, {_v(ops['a'])})"
         if cat is Category.MATMUL:
             acc = _v(ops["acc"]) if "acc" in ops else "None"

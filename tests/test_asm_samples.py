@@ -43,6 +43,8 @@ def tile_type(op: OpDef, operand: str) -> TileType:
         f"tests/asm_samples.py: give example shapes for {op.name} ({op.category}) operand {operand}"
     rows, cols = shapes[operand]
     dtype = F16 if (op.category is Category.CONVERT and operand == "dst") else F32
+    if op.is_arg and operand == "dst":
+        return TileType(rows, cols, op.index_type)
     return TileType(rows, cols, I32 if op.int_only else dtype)
 
 

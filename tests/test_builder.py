@@ -36,6 +36,7 @@ def build_one(op_name: str):
             # a conversion changes the type: give its destination another one
             dt = F16 if op.category is Category.CONVERT and spec.name == "dst" else F32
             dt = I32 if op.int_only else dt
+            dt = op.index_type if op.is_arg and spec.name == "dst" else dt
             b.tile(f"t_{spec.name}", *SHAPES[op.category][spec.name], dt)
             args.append(f"t_{spec.name}")
         elif spec.role == "memref":

@@ -41,7 +41,8 @@ def test_the_facts_of_some_rows():
     assert OPS["TREM"].scratch_shape(16, 100) == (1, 104) and OPS["TREMS"].scratch_shape is None
     assert all(OPS[n].divides for n in ("TFMOD", "TFMODS", "TREM", "TREMS"))
     assert not OPS["TMINS"].divides
-    assert {n for n, op in OPS.items() if op.is_copy} == {"SLI", "SMOV", "TROWEXPAND", "TCOLEXPAND"}
+    assert {n for n, op in OPS.items() if op.is_copy} == {"SLI", "SMOV", "TROWEXPAND", "TCOLEXPAND",
+                                                                    "TMOV"}
     assert OPS["SDIV"].divides and OPS["SMOD"].divides and not OPS["SMUL"].divides
     assert OPS["TADD"].single_kind == "add" and OPS["TRELU"].single_kind is None
     assert COMPARES["le"].symbol == "<=" and COMPARES["le"].fn(2, 2)

@@ -97,7 +97,7 @@ def test_every_table_op_has_a_numpy_expectation_here():
                | set(EXPECT_BITWISE) | {f"{n}S" for n in EXPECT_BITWISE} | {"TNOT"}
                | {"TSHL", "TSHLS", "TSHR", "TSHRS"}     # tests/test_tile_shifts.py
                | {f"T{d}EXPAND{k}" for d in ("ROW", "COL") for k in EXPECT_EXPAND}
-               | {"TROWEXPAND", "TCOLEXPAND", "TLOAD", "TSTORE", "TMATMUL", "TMATMUL_ACC", "TTRANS", "TCVT"})
+               | set(ARG) | {"TMOV", "TROWEXPAND", "TCOLEXPAND", "TLOAD", "TSTORE", "TMATMUL", "TMATMUL_ACC", "TTRANS", "TCVT"})
     tile_ops = {n for n, d in OPS.items() if d.category is not Category.SCALAR}
     assert tile_ops - covered == set()
 
@@ -203,6 +203,14 @@ def test_rowexpand_copies_the_column_into_every_column():
     np.testing.assert_array_equal(got, np.repeat(a, C, axis=1))
 
 
+@pytest.mark.parametrize("dtype", [F32, I32])
+def test_mov_copies_every_element_bit_for_bit(dtype):
+    a = np.array([[np.nan, -0.0, np.inf, 1e-45], [3.0, -2.5, -np.inf, 0.0]], np.float32)
+    a = a if dtype is F32 else a.view(np.int32)
+    got = run_op(kernel("TMOV", (2, 4), dtype=dtype), (2, 4), a.dtype, a=a)
+    np.testing.assert_array_equal(got.view(np.uint32), a.view(np.uint32))
+
+
 def test_colexpand_copies_the_row_into_every_row():
     m = PTOModule("t")
     (PTOFunctionBuilder("k", module=m).in_core()
@@ -243,6 +251,30 @@ def test_integer_products_wrap_to_the_element_width(op):
     got = run_op(kernel(op, (3, 3), dst_shape=shape, dtype=I32), shape, np.int32, a=a)
     want = np.prod(a.astype(np.int64), axis=1 if "ROW" in op else 0, keepdims=True)
     np.testing.assert_array_equal(got, (want & 0xFFFFFFFF).astype(np.uint32).view(np.int32))
+
+
+ARG = {"TROWARGMAX": (np.argmax, 1), "TROWARGMIN": (np.argmin, 1),
+       "TCOLARGMAX": (np.argmax, 0), "TCOLARGMIN": (np.argmin, 0)}
+
+
+@pytest.mark.parametrize("op", sorted(ARG))
+def test_arg_reductions_give_the_first_index_of_the_extreme_as_i32(op):
+    fn, axis = ARG[op]
+    a = np.array([[1.0, 3.0, 3.0, -2.0], [np.nan, 5.0, np.nan, -np.inf],
+                  [-0.0, 0.0, -7.0, 4.0], [-np.inf, -np.inf, np.inf, np.inf]], np.float32)
+    a = a if axis == 1 else a.T.copy()
+    shape = (4, 1) if axis == 1 else (1, 4)
+    got = run_op(kernel(op, (4, 4), dst_shape=shape, dst_dtype=I32), shape, np.int32, a=a)
+    assert got.dtype == np.int32
+    np.testing.assert_array_equal(got, fn(a, axis=axis, keepdims=True))
+    # ties give the first index; a NaN is the extreme, the first NaN wins
+    first = got.ravel().tolist()
+    assert first[1] == 0 and (first[0] == 1 if "MAX" in op else first[0] == 3)
+
+
+def test_arg_reductions_refuse_a_value_typed_destination():
+    with pytest.raises(PTOError, match=r"function 'k'.*TROWARGMAX.*writes i32 indices, dst is f32"):
+        kernel("TROWARGMAX", (4, 4), dst_shape=(4, 1))
 
 
 def test_matmul_f32_equals_numpy_matmul():

@@ -140,6 +140,12 @@ def model(k: OpKernel, inputs: dict[str, np.ndarray], r: int, c: int) -> float:
         return ops["a"]
     if cat is Category.CONVERT:
         return model_convert(ops["a"], k.out_dtype)
+    if cat in (Category.ROW_REDUCE, Category.COL_REDUCE) and k.op.is_arg:
+        # the first NaN, else the first extreme
+        vals = [int(v) if dt.is_int else float(v) for v in ops["a"]]
+        nans = [i for i, v in enumerate(vals) if v != v]
+        best = (max if k.op.reduce == "argmax" else min)(vals) if not nans else None
+        return nans[0] if nans else vals.index(best)
     if cat in (Category.ROW_REDUCE, Category.COL_REDUCE):
         if dt.is_int:
             vals = [int(v) for v in ops["a"]]

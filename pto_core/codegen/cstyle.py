@@ -883,6 +883,9 @@ class CStyleRenderer:
     def render_reduce(self, out: _Out, fn: Function, s: Instr) -> None:
         """Row/column reductions accumulate in f32 (f64 for f64, int64 for ints) and round
         once."""
+        if s.opdef.is_arg:
+            self.render_argreduce(out, fn, s)
+            return
         dst, a = s.operands
         ta = fn.type_of(a)
         kind = s.opdef.reduce
@@ -919,6 +922,34 @@ class CStyleRenderer:
                             f"{self.reduce_step(kind, '_pto_acc[_pto_c]', x, acc_t)};")
                 with out.block(f"for (int _pto_c = 0; _pto_c < {ta.cols}; _pto_c++)"):
                     out(f"{dst}[0][_pto_c] = {self.from_compute(ta.dtype, '_pto_acc[_pto_c]')};")
+
+    def render_argreduce(self, out: _Out, fn: Function, s: Instr) -> None:
+        """The first index of the max (min) of each row (column): a strict comparison keeps
+        the first of equal values; a NaN wins over any number, the first NaN over later
+        ones."""
+        dst, a = s.operands
+        ta = fn.type_of(a)
+        row = s.opdef.category is Category.ROW_REDUCE
+        ct = self.compute_type(ta.dtype)
+        rel = ">" if s.opdef.reduce == "argmax" else "<"
+        outer, inner = (ta.rows, ta.cols) if row else (ta.cols, ta.rows)
+
+        def elem(j: str) -> str:
+            return self.to_compute(ta.dtype, f"{a}[_pto_i][{j}]" if row else f"{a}[{j}][_pto_i]")
+
+        better = f"_pto_x {rel} _pto_best"
+        if ta.dtype.is_float:
+            better = f"{better} || (_pto_x != _pto_x && _pto_best == _pto_best)"
+        out.comment(str(s))
+        with out.block(f"for (int _pto_i = 0; _pto_i < {outer}; _pto_i++)"):
+            out(f"{ct} _pto_best = {elem('0')};")
+            out("int32_t _pto_at = 0;")
+            with out.block(f"for (int _pto_j = 1; _pto_j < {inner}; _pto_j++)"):
+                out(f"const {ct} _pto_x = {elem('_pto_j')};")
+                with out.block(f"if ({better})"):
+                    out("_pto_best = _pto_x;")
+                    out("_pto_at = _pto_j;")
+            out(f"{dst}[_pto_i][0] = _pto_at;" if row else f"{dst}[0][_pto_i] = _pto_at;")
 
     #: independent partial accumulators of a portable f32 row reduction
     REDUCE_LANES = 16

@@ -196,6 +196,8 @@ class OpDef:
     scratch_shape: Callable[[int, int], tuple[int, int]] | None = None
                                    # (rows, cols) of each scratch tile from dst's (rows, cols),
                                    # where it is not dst's shape (TREM's one wider row)
+    index_type: ElementType | None = None  # dst holds indices of this type, not values
+                                           # (arg-reductions: where the max/min is)
 
     @property
     def kinds(self) -> frozenset[str]:
@@ -230,6 +232,12 @@ class OpDef:
         if e is None or e.kind not in KINDS or any(a.kind != "var" for a in e.args):
             return None
         return e.kind
+
+    @property
+    def is_arg(self) -> bool:
+        """An arg-reduction: dst holds the index (of type :attr:`index_type`) of the reduced
+        element, not its value."""
+        return self.index_type is not None
 
     @property
     def is_compare(self) -> bool:
@@ -363,7 +371,7 @@ _REDUCE_DOC = {
     "prod": "computed in the compute type (f32 for f16/bf16) and rounded once; integers wrap "
             "to the element's width; the order of the multiplications is the backend's"}
 #: the kinds a reduction row may have
-REDUCE_KINDS = tuple(_REDUCE_DOC)
+REDUCE_KINDS = (*_REDUCE_DOC, "argmax", "argmin")
 for _n, _m, _cat, _r in [("TROWSUM", "rowsum", Category.ROW_REDUCE, "sum"),
                          ("TROWMAX", "rowmax", Category.ROW_REDUCE, "max"),
                          ("TROWMIN", "rowmin", Category.ROW_REDUCE, "min"),
@@ -373,6 +381,17 @@ for _n, _m, _cat, _r in [("TROWSUM", "rowsum", Category.ROW_REDUCE, "sum"),
                          ("TCOLMIN", "colmin", Category.COL_REDUCE, "min"),
                          ("TCOLPROD", "colprod", Category.COL_REDUCE, "prod")]:
     _def(_n, _m, _cat, "dst:tile_out a:tile", reduce=_r, doc=_REDUCE_DOC[_r])
+
+# arg-reductions (docs/isa/TROWARGMAX.md ...): the index of the max/min of each row (a column
+# index) or column (a row index), as i32; the library takes a scratch tile
+_ARG_DOC = ("the first index of the extreme value (ties: the lowest index); a NaN counts as "
+            "the extreme: the index of the first NaN")
+for _n, _m, _cat, _r in [("TROWARGMAX", "rowargmax", Category.ROW_REDUCE, "argmax"),
+                         ("TROWARGMIN", "rowargmin", Category.ROW_REDUCE, "argmin"),
+                         ("TCOLARGMAX", "colargmax", Category.COL_REDUCE, "argmax"),
+                         ("TCOLARGMIN", "colargmin", Category.COL_REDUCE, "argmin")]:
+    _def(_n, _m, _cat, "dst:tile_out a:tile", reduce=_r, index_type=ElementType.I32,
+         doc=_ARG_DOC)
 
 # broadcasts
 _def("TROWEXPAND", "rowexpand", Category.ROW_EXPAND, "dst:tile_out b:tile", expr=B, isa=True,
@@ -396,6 +415,11 @@ _def("TMATMUL_ACC", "matmul_acc", Category.MATMUL, "dst:tile_out acc:tile a:tile
 _def("TTRANS", "trans", Category.TRANSPOSE, "dst:tile_out a:tile", doc="dst = a.T")
 _def("TCVT", "cvt", Category.CONVERT, "dst:tile_out a:tile",
      doc="dst = a converted to dst's element type (round to nearest even; ints saturate)")
+
+# the pure-copy form of TMOV (docs/isa/TMOV.md: "dst_ij = src_ij"); its layout-changing forms
+# (ND -> NZ for the cube unit) are the Ascend emitter's own business
+_def("TMOV", "mov", Category.ELEMENTWISE, "dst:tile_out a:tile", expr=A, isa=True,
+     doc="dst = a, element for element (a vector tile copy)")
 
 # scalar
 _def("SADD", "scalar_add", Category.SCALAR, "dst:scalar_out a:scalar b:scalar", expr=A + B)
@@ -443,6 +467,14 @@ def _check_kind_types(op: OpDef, t: TileType) -> None:
         raise RuleError(f"{op.name} needs an integer tile, got {t.dtype.value}")
 
 
+def _check_reduce_dtype(op: OpDef, d: TileType, a: TileType) -> None:
+    """A reduction's dst has a's element type; an arg-reduction's, its index type."""
+    if op.is_arg and d.dtype != op.index_type:
+        raise RuleError(f"{op.name} writes {op.index_type.value} indices, dst is {d.dtype.value}")
+    if not op.is_arg and d.dtype != a.dtype:
+        raise RuleError(f"dtype mismatch: dst and a ({d.dtype.value} vs {a.dtype.value})")
+
+
 def check_tile_rule(op: OpDef, tiles: dict[str, TileType]) -> None:
     """Check the shape/dtype rule of a tile op, given the types of its tile operands by operand
     name (``dst``, ``a``, ``b``, ``acc``). Raises :class:`RuleError`."""
@@ -462,14 +494,12 @@ def check_tile_rule(op: OpDef, tiles: dict[str, TileType]) -> None:
             same(a, b, "a and b")
         _check_kind_types(op, a)
     elif cat is Category.ROW_REDUCE:
-        if d.dtype != a.dtype:
-            raise RuleError(f"dtype mismatch: dst and a ({d.dtype.value} vs {a.dtype.value})")
+        _check_reduce_dtype(op, d, a)
         if d.shape != (a.rows, 1):
             raise RuleError(f"shape mismatch: a row reduction of {a.rows}x{a.cols} gives "
                             f"{a.rows}x1, dst is {d.rows}x{d.cols}")
     elif cat is Category.COL_REDUCE:
-        if d.dtype != a.dtype:
-            raise RuleError(f"dtype mismatch: dst and a ({d.dtype.value} vs {a.dtype.value})")
+        _check_reduce_dtype(op, d, a)
         if d.shape != (1, a.cols):
             raise RuleError(f"shape mismatch: a column reduction of {a.rows}x{a.cols} gives "
                             f"1x{a.cols}, dst is {d.rows}x{d.cols}")

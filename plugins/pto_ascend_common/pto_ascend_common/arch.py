@@ -52,6 +52,15 @@ class AscendArch:
         default=(E.F32, E.F16, E.BF16, E.I32, E.I16, E.I8, E.U8))
     isa_types: Mapping[str, tuple[ElementType, ...]] = field(default_factory=dict)
 
+    def reduce_types(self, op: str) -> tuple[ElementType, ...]:
+        """The source element types reduction ``op`` accepts on this generation: its entry of
+        :attr:`isa_types`, or the common four (f32, f16, i32, i16).
+
+        >>> [t.value for t in A2A3.reduce_types("TCOLARGMAX")], len(A5.reduce_types("TROWSUM"))
+        (['f32', 'f16'], 4)
+        """
+        return self.isa_types.get(op, (E.F32, E.F16, E.I32, E.I16))
+
     @property
     def ub_bytes(self) -> int:
         return self.capacities["UB"]
@@ -64,7 +73,10 @@ A2A3 = AscendArch(
     matmul_inputs={E.F32: (E.F32,), E.F16: (E.F32,), E.BF16: (E.F32,), E.I8: (E.I32,)},
     acc_to_vec=False, left_col_major=False, row_reduce_scratch_full=True,
     isa_types={"TREM": (E.F32, E.I32), "TREMS": (E.F32, E.I32), "TFMODS": (E.F32,),
-               "TMINS": (E.F32, E.F16, E.I32, E.I16)})
+               "TMINS": (E.F32, E.F16, E.I32, E.I16),
+               # docs/isa/TCOLARGMAX.md, "A2A3 implementation checks": half, float (and
+               # unsigned types)
+               "TCOLARGMAX": (E.F32, E.F16), "TCOLARGMIN": (E.F32, E.F16)})
 
 A5 = AscendArch(
     name="ascend_a5", macro="PTO_NPU_ARCH_A5", cce_arch="dav-c310",
@@ -73,4 +85,10 @@ A5 = AscendArch(
     matmul_inputs={E.F32: (E.F32,), E.F16: (E.F32,), E.BF16: (E.F32,)},
     acc_to_vec=True, left_col_major=True, row_reduce_scratch_full=False,
     isa_types={"TREM": (E.F32, E.F16, E.I32, E.I16), "TREMS": (E.F32, E.F16, E.I32, E.I16),
-               "TFMODS": (E.F32, E.F16, E.I32, E.I16)})
+               "TFMODS": (E.F32, E.F16, E.I32, E.I16),
+               # docs/isa/TCOLARGMAX.md, "A5 implementation checks": 8-, 16- and 32-bit
+               # sources; TROWARGMAX.md: "On A5 any 2-/4-byte source is accepted"
+               **{op: (E.F32, E.F16, E.I32, E.I16, E.I8, E.U8)
+                  for op in ("TCOLARGMAX", "TCOLARGMIN")},
+               **{op: (E.F32, E.F16, E.BF16, E.I32, E.I16)
+                  for op in ("TROWARGMAX", "TROWARGMIN")}})

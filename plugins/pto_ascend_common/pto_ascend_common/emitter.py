@@ -626,7 +626,8 @@ class _KernelRenderer(CStyleRenderer):
                                         f"arithmetic (it computes in "
                                         f"{', '.join(t.value for t in types)})")
         allowed = self.arch.isa_types.get(s.opdef.isa or "")
-        if allowed is not None and tt.dtype not in allowed:
+        reduces = cat in (Category.ROW_REDUCE, Category.COL_REDUCE)   # (source types: below)
+        if allowed is not None and not reduces and tt.dtype not in allowed:
             raise self._err(fn, s, f"{s.op} takes {', '.join(t.value for t in allowed)} tiles, "
                                    f"not {tt.dtype.value},")
         dst = ops["dst"]
@@ -638,10 +639,12 @@ class _KernelRenderer(CStyleRenderer):
         if cat in (Category.ROW_REDUCE, Category.COL_REDUCE):
             a = vec(ops["a"])
             ta = fn.type_of(ops["a"])
-            if ta.dtype not in (E.F32, E.F16, E.I32, E.I16):
-                raise self._err(fn, s, f"{s.op} supports f32, f16, i32 and i16 tiles, not "
-                                        f"{ta.dtype.value}")
-            if cat is Category.ROW_REDUCE:
+            allowed = self.arch.reduce_types(s.op)
+            if ta.dtype not in allowed:
+                names = [t.value for t in allowed]
+                raise self._err(fn, s, f"{s.op} supports {', '.join(names[:-1])} and "
+                                        f"{names[-1]} tiles, not {ta.dtype.value}")
+            if cat is Category.ROW_REDUCE or s.opdef.is_arg:
                 if self.arch.row_reduce_scratch_full:
                     tmp = self._scratch(ta, 0)
                 else:

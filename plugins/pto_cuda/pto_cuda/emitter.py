@@ -542,6 +542,12 @@ class CudaRenderer(CStyleRenderer):
     def render_reduce(self, out: _Out, fn: Function, s: Instr) -> None:
         dst, a = s.operands
         ta = fn.type_of(a)
+        if s.opdef.is_arg:
+            row, big = s.opdef.category is Category.ROW_REDUCE, s.opdef.reduce == "argmax"
+            self._block_step(out, s, f"pto::arg_reduce<{self.ctype(ta.dtype)}, {ta.rows}, "
+                                     f"{ta.cols}, {str(row).lower()}, {str(big).lower()}>"
+                                     f"({self._at(dst)}, {self._at(a)});")
+            return
         op = {"sum": "pto::SumOp", "max": "pto::MaxOp", "min": "pto::MinOp",
               "prod": "pto::ProdOp"}[s.opdef.reduce]
         if s.opdef.category is Category.COL_REDUCE:

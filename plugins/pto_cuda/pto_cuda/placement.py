@@ -179,7 +179,7 @@ def _uses(fn: Function) -> dict[str, list[tuple[Instr, str]]]:
 
 def _row_use(s: Instr, operand: str) -> bool:
     cat = s.opdef.category
-    if cat not in ROW_CATEGORIES:
+    if cat not in ROW_CATEGORIES or s.opdef.is_arg:      # an arg-reduction scans memory
         return False
     # a column broadcast reads row 0 in every warp: its source is exchanged through memory
     return not (cat is Category.COL_EXPAND and operand == "b")

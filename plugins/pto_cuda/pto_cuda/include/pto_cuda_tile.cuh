@@ -161,6 +161,32 @@ __device__ __forceinline__ void col_reduce(T* __restrict__ dst, const T* __restr
     }
 }
 
+template <class A> __device__ __forceinline__ bool is_nan_(A x) {
+    if constexpr (cuda::std::is_floating_point<A>::value) return x != x;
+    else return false;
+}
+
+/* dst[i] = the first index of the max (MAX) or min of row i (ROW) or column i: a strict
+ * comparison keeps the first of equal values; a NaN wins over any number, the first NaN over
+ * later ones. One thread per row (column), elements walked in order. */
+template <class T, int R, int C, bool ROW, bool MAX>
+__device__ __forceinline__ void arg_reduce(int32_t* __restrict__ dst, const T* __restrict__ src) {
+    using A = compute_t<T>;
+    const int n = ROW ? R : C, len = ROW ? C : R;
+    for (int i = threadIdx.x; i < n; i += blockDim.x) {
+        A best = up<T>(src[ROW ? i * C : i]);
+        int32_t at = 0;
+        for (int j = 1; j < len; ++j) {
+            const A x = up<T>(src[ROW ? i * C + j : j * C + i]);
+            if ((MAX ? x > best : x < best) || (is_nan_(x) && !is_nan_(best))) {
+                best = x;
+                at = j;
+            }
+        }
+        dst[i] = at;
+    }
+}
+
 /* The butterfly of a warp: every lane ends with op over the 32 lanes' values. */
 template <class A, class Op>
 __device__ __forceinline__ A warp_allreduce(A acc, Op op) {

@@ -876,6 +876,52 @@ inline RecordEvent TCOLPROD(D& dst, S& src, WaitEvents&...) {
     return {};
 }
 
+// Arg-reductions write the first index of the max (min) of each row (column) of src, as PTO's
+// reference does: a NaN wins over any number, the first NaN over later ones (the library's
+// CPU code skips a NaN unless it comes first: docs/ascend-fidelity.md). tmp is not needed here.
+namespace detail {
+template <class T> inline bool is_nan(T x) {
+    if constexpr (std::is_floating_point_v<T>) return x != x;
+    else return false;
+}
+template <bool ROW, bool MAX, class D, class S, class Tmp>
+inline void arg_reduce(const char* op, D& dst, S& src, Tmp& tmp) {
+    need_vec<D>(op); need_vec<S>(op); need_vec<Tmp>(op);
+    static_assert(std::is_same_v<typename D::DType, int32_t> || std::is_same_v<typename D::DType, uint32_t>,
+                  "the indices of an arg-reduction are int32_t or uint32_t");
+    if (!(ready(dst, op) && ready(src, op) && ready(tmp, op))) return;
+    const unsigned n = ROW ? src.GetValidRow() : src.GetValidCol();
+    const unsigned len = ROW ? src.GetValidCol() : src.GetValidRow();
+    if ((ROW ? dst.GetValidRow() : dst.GetValidCol()) != n) {
+        pto_sim::fail(std::string(op) + (ROW ? ": dst and src valid rows differ" : ": dst and src valid cols differ"));
+        return;
+    }
+    rd(src, PIPE_V, op);
+    for (unsigned i = 0; i < n; ++i) {
+        auto best = ROW ? val(src, i, 0) : val(src, 0, i);
+        unsigned at = 0;
+        for (unsigned j = 1; j < len; ++j) {
+            const auto x = ROW ? val(src, i, j) : val(src, j, i);
+            if ((MAX ? x > best : x < best) || (is_nan(x) && !is_nan(best))) { best = x; at = j; }
+        }
+        (ROW ? dst.at(i, 0) : dst.at(0, i)) = typename D::DType(at);
+    }
+    wr(tmp, PIPE_V, op);
+    wr(dst, PIPE_V, op);
+}
+}  // namespace detail
+#define PTO_SIM_ARG(NAME, ROW, MAX)                                                             \
+    template <typename D, typename S, typename Tmp, typename... WaitEvents,                     \
+              std::enable_if_t<is_tile<Tmp>::value, int> = 0>                                   \
+    inline RecordEvent NAME(D& dst, S& src, Tmp& tmp, WaitEvents&...) {                         \
+        detail::arg_reduce<ROW, MAX>(#NAME, dst, src, tmp); return {};                          \
+    }
+PTO_SIM_ARG(TROWARGMAX, true, true)
+PTO_SIM_ARG(TROWARGMIN, true, false)
+PTO_SIM_ARG(TCOLARGMAX, false, true)
+PTO_SIM_ARG(TCOLARGMIN, false, false)
+#undef PTO_SIM_ARG
+
 // ------------------------------------------------------------------------------------------
 // Broadcasts: src1 is a per-row (R x 1) or per-column (1 x C) tile.
 // ------------------------------------------------------------------------------------------
