@@ -130,6 +130,7 @@ ARRAY_FORMS: dict[str, str] = {
     "or": "_np.bitwise_or({0}, {1})", "xor": "_np.bitwise_xor({0}, {1})",
     "not": "_np.invert({0})", "shl": "_np.left_shift({0}, {1})",
     "shr": "_np.right_shift({0}, {1})", "fmod": "_np.fmod({0}, {1})", "rem": "_frem({0}, {1})",
+    "select": "_np.where(_np.greater({0}, 0), {1}, {2})",
 }
 #: integer numpy arrays: C division
 INT_ARRAY_FORMS: dict[str, str] = {**ARRAY_FORMS, "div": "_tdiv({0}, {1})", "mod": "_tmod({0}, {1})",
@@ -142,6 +143,7 @@ INT_SCALAR_FORMS: dict[str, str] = {
     "abs": "abs({0})", "and": "({0} & {1})", "or": "({0} | {1})", "xor": "({0} ^ {1})",
     "not": "(~{0})", "shl": "_sshl({0}, {1})",
     "shr": "_sshr({0}, {1})", "fmod": "_smod({0}, {1})", "rem": "_srem({0}, {1})",
+    "select": "({1} if {0} > 0 else {2})",
 }
 
 
@@ -570,7 +572,7 @@ class _Translator:
         widen = ct != dst.dtype
         tct = f"_t_{ct.value}"
         var = {}
-        for name in ("a", "b"):
+        for name in ("a", "b", "c"):
             if name in ops:
                 var[name] = _v(ops[name]) + (f".astype(_d_{ct.value})" if widen else "")
         if "s" in ops:

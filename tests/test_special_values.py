@@ -50,6 +50,8 @@ def node(kind: str, args: list[float]) -> float:
     """One expression node in double precision (IEEE: no exceptions, inf and NaN results)."""
     x = np.float64(args[0])
     y = np.float64(args[1]) if len(args) > 1 else None
+    if kind == "select":
+        return float(args[1] if x > 0 else args[2])
     with np.errstate(all="ignore"):
         r = {"add": lambda: x + y, "sub": lambda: x - y, "mul": lambda: x * y,
              "div": lambda: x / y, "max": lambda: ieee_max(x, y), "min": lambda: ieee_min(x, y),

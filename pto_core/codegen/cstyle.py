@@ -331,6 +331,9 @@ class CStyleRenderer:
                   "shr": "((({1}) < 0 || ({1}) >= 8 * (int)sizeof({0})) ? "
                          "(int64_t)(({0}) < 0 ? -1 : 0) : (int64_t)({0}) >> ({1}))"}
 
+    #: three-operand kinds, every compute type
+    TERNARY = {"select": "(({0}) > 0 ? ({1}) : ({2}))"}
+
     # vector templates (only used when vec_width > 0)
     VEC_UNARY: dict[str, str] = {}
     VEC_BINARY: dict[str, str] = {}
@@ -391,6 +394,8 @@ class CStyleRenderer:
         if e.kind == "const":
             return self.literal(e.value, ctype)
         args = [self.expr(a, env, ctype) for a in e.args]
+        if len(args) == 3:
+            return self.TERNARY[e.kind].format(*args)
         if ctype == "float":
             table = self.UNARY_F32 if len(args) == 1 else self.BINARY_F32
         elif ctype == "double":

@@ -64,7 +64,9 @@ A2A3 = AscendArch(
     matmul_inputs={E.F32: (E.F32,), E.F16: (E.F32,), E.BF16: (E.F32,), E.I8: (E.I32,)},
     acc_to_vec=False, left_col_major=False, row_reduce_scratch_full=True,
     isa_types={"TREM": (E.F32, E.I32), "TREMS": (E.F32, E.I32), "TFMODS": (E.F32,),
-               "TMINS": (E.F32, E.F16, E.I32, E.I16)})
+               "TMINS": (E.F32, E.F16, E.I32, E.I16), "TADDSC": (E.F32, E.F16, E.I32, E.I16),
+               "TSUBSC": (E.F32, E.F16, E.I32, E.I16), "TSUBRELU": (E.F32, E.F16),
+               "TLRELU": (E.F32, E.F16), "TPRELU": (E.F32, E.F16)})
 
 A5 = AscendArch(
     name="ascend_a5", macro="PTO_NPU_ARCH_A5", cce_arch="dav-c310",
@@ -73,4 +75,6 @@ A5 = AscendArch(
     matmul_inputs={E.F32: (E.F32,), E.F16: (E.F32,), E.BF16: (E.F32,)},
     acc_to_vec=True, left_col_major=True, row_reduce_scratch_full=False,
     isa_types={"TREM": (E.F32, E.F16, E.I32, E.I16), "TREMS": (E.F32, E.F16, E.I32, E.I16),
-               "TFMODS": (E.F32, E.F16, E.I32, E.I16)})
+               "TFMODS": (E.F32, E.F16, E.I32, E.I16), "TADDSC": (E.F32, E.F16, E.I32, E.I16),
+               "TSUBSC": (E.F32, E.F16, E.I32, E.I16), "TSUBRELU": (E.F32, E.F16),
+               "TLRELU": (E.F32, E.F16), "TPRELU": (E.F32, E.F16)})

@@ -114,10 +114,11 @@ DIVIDES = {"k_recip", "k_rowexpanddiv", "k_colexpanddiv", "k_fmod", "k_fmods", "
 #: where the official simulator departs from the reference on special values, each written
 #: up in docs/ascend-fidelity.md: NaN dropped by std::max/std::min (element-wise and in
 #: reductions), the sign of zero (abs(-0), relu(-0), max/min of +0 and -0, sums of -0 start
-#: from +0), out-of-range float -> int32 conversion without saturation, TRSQRT in double
-OFFICIAL_SPECIAL_DIVERGENCES = {"k_abs", "k_relu", "k_max", "k_min", "k_maxs", "k_mins",
-                                "k_rowmax", "k_rowmin", "k_colmax", "k_rowsum", "k_colsum",
-                                "k_cvt_i32", "k_rsqrt"}
+#: from +0), TSUBRELU's ReLU turning NaN into 0, out-of-range float -> int32 conversion
+#: without saturation, TRSQRT in double
+OFFICIAL_SPECIAL_DIVERGENCES = {"k_abs", "k_relu", "k_subrelu", "k_max", "k_min", "k_maxs",
+                                "k_mins", "k_rowmax", "k_rowmin", "k_colmax", "k_rowsum",
+                                "k_colsum", "k_cvt_i32", "k_rsqrt"}
 
 
 def test_on_special_values_the_official_simulator_differs_only_where_documented(tmp_path):
@@ -222,3 +223,19 @@ def test_remainders_of_special_values_on_the_official_simulator_match_the_refere
         inputs[k.out_tensor] = np.zeros((rows, len(d)), numpy_dtype(dt))
     _assert_both_agree(arch, build_op_module(f"rem_{dt.value}", kernels), kernels, inputs,
                        tmp_path)
+
+
+#: the three-operand sums (docs/isa/TADDC.md, TSUBC.md, TADDSC.md, TSUBSC.md)
+SUMS = [OPS[n] for n in ("TADDC", "TSUBC", "TADDSC", "TSUBSC")]
+
+
+@pytest.mark.parametrize("arch", [A2A3, A5], ids=lambda a: a.name)
+@pytest.mark.parametrize("dt", [E.I32, E.I16], ids=["i32", "i16"])
+def test_three_operand_sums_wrap_on_the_official_simulator_as_in_the_reference(
+        tmp_path, arch, dt):
+    """The type's extremes, -1, 0 and small values meet in every triple of the tile forms;
+    the scalar forms take -1 and both extremes: sums that overflow wrap alike."""
+    info = np.iinfo(numpy_dtype(dt))
+    kernels = op_kernels(dt, SUMS, scalars=(-1, int(info.min), int(info.max)))
+    _assert_both_agree(arch, build_op_module(f"sums_{dt.value}", kernels), kernels,
+                       special_inputs(kernels, dt), tmp_path)

@@ -664,7 +664,48 @@ PTO_SIM_BINARY(TSHR, detail::shrv<typename D::DType>(a, b))
 PTO_SIM_BINARY(TAND, a & b)
 PTO_SIM_BINARY(TOR, a | b)
 PTO_SIM_BINARY(TFMOD, detail::fmodv(a, b))
+PTO_SIM_BINARY(TSUBRELU, detail::fmaxv(decltype(a)(a - b), decltype(a)(0)))
 #undef PTO_SIM_BINARY
+
+// TPRELU takes a u8 scratch tile (docs/isa/TPRELU.md); the CPU check needs none.
+template <typename D, typename S0, typename S1, typename T, typename... WaitEvents>
+inline RecordEvent TPRELU(D& dst, S0& src0, S1& src1, T&, WaitEvents&...) {
+    PTO_SIM_ROW_MAJOR(TPRELU, D, S0, S1);
+    static_assert(std::is_same_v<typename T::DType, uint8_t>, "TPRELU: tmp must be a uint8_t tile");
+    detail::map("TPRELU", [](unsigned r, unsigned c, S0& a_, S1& b_) {
+        auto a = detail::val(a_, r, c); return a > 0 ? a : decltype(a)(a * detail::val(b_, r, c)); },
+        dst, src0, src1);
+    return {};
+}
+
+// three-operand sums, left to right (docs/isa/TADDC.md, TSUBC.md, TADDSC.md, TSUBSC.md)
+#define PTO_SIM_TERNARY(NAME, EXPR)                                                             \
+    template <typename D, typename S0, typename S1, typename S2, typename... WaitEvents,        \
+              std::enable_if_t<is_tile<S2>::value, int> = 0>                                    \
+    inline RecordEvent NAME(D& dst, S0& src0, S1& src1, S2& src2, WaitEvents&...) {             \
+        PTO_SIM_ROW_MAJOR(NAME, D, S0, S1, S2);                                                 \
+        detail::map(#NAME, [](unsigned r, unsigned c, S0& a_, S1& b_, S2& c_) {                  \
+            auto a = detail::val(a_, r, c); auto b = detail::val(b_, r, c);                     \
+            auto x = detail::val(c_, r, c); return EXPR; }, dst, src0, src1, src2);             \
+        return {};                                                                              \
+    }
+PTO_SIM_TERNARY(TADDC, decltype(a)(decltype(a)(a + b) + x))
+PTO_SIM_TERNARY(TSUBC, decltype(a)(decltype(a)(a - b) + x))
+#undef PTO_SIM_TERNARY
+#define PTO_SIM_SCALAR_TILE(NAME, EXPR)                                                         \
+    template <typename D, typename S0, typename S1, typename... WaitEvents>                     \
+    inline RecordEvent NAME(D& dst, S0& src0, typename S0::DType scalar, S1& src1,              \
+                            WaitEvents&...) {                                                   \
+        PTO_SIM_ROW_MAJOR(NAME, D, S0, S1);                                                     \
+        const auto s = pto_sim::calc_t<typename S0::DType>(scalar);                             \
+        detail::map(#NAME, [s](unsigned r, unsigned c, S0& a_, S1& b_) {                         \
+            auto a = detail::val(a_, r, c); auto b = detail::val(b_, r, c); return EXPR; },      \
+            dst, src0, src1);                                                                   \
+        return {};                                                                              \
+    }
+PTO_SIM_SCALAR_TILE(TADDSC, decltype(a)(decltype(a)(a + s) + b))
+PTO_SIM_SCALAR_TILE(TSUBSC, decltype(a)(decltype(a)(a - s) + b))
+#undef PTO_SIM_SCALAR_TILE
 
 // TREM and TREMS take a scratch tile (docs/isa/TREM.md, TREMS.md); the CPU check needs none.
 template <typename D, typename S0, typename S1, typename T, typename... WaitEvents,
@@ -723,6 +764,7 @@ PTO_SIM_SCALAR(TSHRS, detail::shrv<typename D::DType>(a, s))
 PTO_SIM_SCALAR(TANDS, a & s)
 PTO_SIM_SCALAR(TORS, a | s)
 PTO_SIM_SCALAR(TFMODS, detail::fmodv(a, s))
+PTO_SIM_SCALAR(TLRELU, a > 0 ? a : decltype(a)(a * s))
 #undef PTO_SIM_SCALAR
 
 // TDIVS has two forms: tile / scalar and scalar / tile.
