@@ -95,7 +95,7 @@ def test_every_table_op_has_a_numpy_expectation_here():
     covered = (set(EXPECT_UNARY) | set(EXPECT_BINARY) | set(EXPECT_SCALAR) | set(EXPECT_REDUCE)
                | set(EXPECT_BITWISE) | {f"{n}S" for n in EXPECT_BITWISE} | {"TNOT"}
                | {"TSHL", "TSHLS", "TSHR", "TSHRS"}     # tests/test_tile_shifts.py
-               | {"TADDC", "TSUBC", "TADDSC", "TSUBSC"}
+               | {"TADDC", "TSUBC", "TADDSC", "TSUBSC", "TPOW", "TPOWS"}
                | {f"T{d}EXPAND{k}" for d in ("ROW", "COL") for k in EXPECT_EXPAND}
                | {"TROWEXPAND", "TLOAD", "TSTORE", "TMATMUL", "TMATMUL_ACC", "TTRANS", "TCVT"})
     tile_ops = {n for n, d in OPS.items() if d.category is not Category.SCALAR}
@@ -195,6 +195,28 @@ def test_three_operand_sums_add_left_to_right_with_a_tile_or_a_scalar_in_the_mid
     for name, w in zip(("o1", "o2", "o3", "o4"), want):
         np.testing.assert_array_equal(out[name], w)
     assert out["o1"][0, :2].tolist() == [1.0, 1.0] and np.isnan(out["o1"][0, 2])
+
+
+def test_float_powers_are_computed_in_double_and_rounded_once():
+    a = np.array([[2.0, -8.0, -8.0, 0.0, -0.0, -np.inf, 1.1, 10.0]], np.float32)
+    b = np.array([[0.5, 3.0, 1 / 3, -1.0, -1.0, 0.5, 7.0, 40.0]], np.float32)
+    got = run_op(kernel("TPOW", a.shape, b.shape), a.shape, a=a, b=b)
+    with np.errstate(all="ignore"):
+        want = np.power(a.astype(np.float64), b.astype(np.float64)).astype(np.float32)
+    np.testing.assert_array_equal(got, want)
+    assert got[0, :6].tolist()[:2] == [np.float32(2.0) ** 0.5, -512.0]
+    assert np.isnan(got[0, 2]) and got[0, 3] == np.inf and got[0, 4] == -np.inf
+    assert got[0, 5] == np.inf and got[0, 7] == np.inf                  # C's pow(-inf, 0.5)
+    s = run_op(kernel("TPOWS", a.shape, scalar=0.5), a.shape, a=a)
+    assert s[0, 4] == 0 and not np.signbit(s[0, 4]) and s[0, 5] == np.inf   # not sqrt's
+
+
+def test_integer_powers_wrap_and_negative_exponents_give_the_integer_part():
+    a = np.array([[3, 3, -1, -1, 2, 0, 1, -2]], np.int32)
+    b = np.array([[4, 21, -3, -4, -1, -2, -9, 31]], np.int32)
+    got = run_op(kernel("TPOW", a.shape, b.shape, dtype=I32), a.shape, np.int32, a=a, b=b)
+    assert got[0].tolist() == [81, np.int32(np.uint32(3 ** 21 % 2 ** 32).view(np.int32)),
+                               -1, 1, 0, 0, 1, -2 ** 31]
 
 
 def test_activations_pick_the_product_for_nan_and_negative_zero():

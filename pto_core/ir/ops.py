@@ -110,7 +110,9 @@ KINDS: dict[str, KindDef] = {k.name: k for k in (
     # rem's the divisor's (a floored remainder); fmod is exact, rem adds the divisor once
     KindDef("fmod", 2, divides=True, exact=True), KindDef("rem", 2, divides=True, exact=True),
     # select(p, x, y): x where p > 0, else y (a NaN p picks y): PReLU's and leaky ReLU's pick
-    KindDef("select", 3, exact=True))}
+    KindDef("select", 3, exact=True),
+    # a ** b: floats through a double-precision pow rounded once; integers exactly, wrapping
+    KindDef("pow", 2, special=True, lane=False))}
 
 
 @dataclass(frozen=True)
@@ -143,8 +145,8 @@ def _b(kind: str) -> Callable[[Expr, Expr], Expr]:
 
 exp, log, sqrt, recip, tanh, absolute, bit_not = (
     _u(k) for k in ("exp", "log", "sqrt", "recip", "tanh", "abs", "not"))
-maximum, minimum, bit_and, bit_or, bit_xor, shift_left, shift_right, fmod, rem = (
-    _b(k) for k in ("max", "min", "and", "or", "xor", "shl", "shr", "fmod", "rem"))
+maximum, minimum, bit_and, bit_or, bit_xor, shift_left, shift_right, fmod, rem, power = (
+    _b(k) for k in ("max", "min", "and", "or", "xor", "shl", "shr", "fmod", "rem", "pow"))
 A, B, S = Expr("var", value="a"), Expr("var", value="b"), Expr("var", value="s")
 C = Expr("var", value="c")        # a third input tile (TADDC, TSUBC)
 
@@ -365,6 +367,16 @@ for _n, _m, _x, _o in [("TADDC", "addc", A + B + C, "dst:tile_out a:tile b:tile 
                        ("TSUBSC", "subsc", A - S + B, "dst:tile_out a:tile s:scalar b:tile")]:
     _def(_n, _m, Category.ELEMENTWISE if "c:" in _o else Category.TILE_SCALAR, _o, expr=_x,
          isa=True, doc="computed left to right, each operation rounded")
+
+# powers (docs/isa/TPOW.md, TPOWS.md): both take a scratch tile shaped like dst
+_POW_DOC = ("a ** b: floats computed in double precision and rounded once (C's pow: 0 ** -1 "
+            "is inf, a negative base with a non-integer exponent NaN); integers exactly, "
+            "wrapping to the type, with a negative exponent giving the integer part of the "
+            "quotient (1, -1 or 0; 0 ** -n is 0)")
+_def("TPOW", "pow", Category.ELEMENTWISE, "dst:tile_out a:tile b:tile", expr=power(A, B),
+     isa=True, scratch=1, doc=_POW_DOC)
+_def("TPOWS", "pows", Category.TILE_SCALAR, "dst:tile_out a:tile s:scalar", expr=power(A, S),
+     isa=True, scratch=1, doc=_POW_DOC)
 
 # activations of float tiles (docs/isa/TSUBRELU.md, TLRELU.md, TPRELU.md); TPRELU takes a u8
 # scratch tile with a row more than dst (its A2/A3 form keeps a comparison mask there)

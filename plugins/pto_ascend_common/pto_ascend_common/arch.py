@@ -66,7 +66,9 @@ A2A3 = AscendArch(
     isa_types={"TREM": (E.F32, E.I32), "TREMS": (E.F32, E.I32), "TFMODS": (E.F32,),
                "TMINS": (E.F32, E.F16, E.I32, E.I16), "TADDSC": (E.F32, E.F16, E.I32, E.I16),
                "TSUBSC": (E.F32, E.F16, E.I32, E.I16), "TSUBRELU": (E.F32, E.F16),
-               "TLRELU": (E.F32, E.F16), "TPRELU": (E.F32, E.F16)})
+               "TLRELU": (E.F32, E.F16), "TPRELU": (E.F32, E.F16),
+               "TPOW": (E.F32, E.I32, E.I16, E.I8, E.U8),
+               "TPOWS": (E.F32, E.I32, E.I16, E.I8, E.U8)})
 
 A5 = AscendArch(
     name="ascend_a5", macro="PTO_NPU_ARCH_A5", cce_arch="dav-c310",

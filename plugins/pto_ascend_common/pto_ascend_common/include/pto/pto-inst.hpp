@@ -538,6 +538,19 @@ template <class T> inline T remv(T a, T b) {
     const T r = fmodv(a, b);
     return (r != T(0) && (r < T(0)) != (b < T(0))) ? T(r + b) : r;
 }
+// a ** b (TPOW): floats in double precision rounded once, as the library's CPU code does;
+// integers exact and wrapping, a negative exponent giving 1, -1 or 0 (PTO's definition)
+template <class T> inline T powv(T a, T b) {
+    if constexpr (std::is_floating_point_v<T>) {
+        return T(std::pow(double(a), double(b)));
+    } else {
+        const auto e = std::int64_t(b);
+        if (e < 0) return T(a == T(1) ? 1 : (a == T(-1) ? ((e & 1) ? -1 : 1) : 0));
+        std::uint64_t r = 1, x = std::uint64_t(std::int64_t(a));
+        for (auto k = e; k > 0; k >>= 1) { if (k & 1) r *= x; x *= x; }
+        return T(std::int64_t(r));
+    }
+}
 template <class T> inline T absv(T a) {
     if constexpr (std::is_floating_point_v<T>) return std::fabs(a);
     else return a < T(0) ? T(-a) : a;
@@ -666,6 +679,25 @@ PTO_SIM_BINARY(TOR, a | b)
 PTO_SIM_BINARY(TFMOD, detail::fmodv(a, b))
 PTO_SIM_BINARY(TSUBRELU, detail::fmaxv(decltype(a)(a - b), decltype(a)(0)))
 #undef PTO_SIM_BINARY
+
+// TPOW and TPOWS take a scratch tile (docs/isa/TPOW.md, TPOWS.md); the CPU check needs none.
+template <typename D, typename S0, typename S1, typename T, typename... WaitEvents,
+          std::enable_if_t<is_tile<S1>::value, int> = 0>
+inline RecordEvent TPOW(D& dst, S0& base, S1& exp, T&, WaitEvents&...) {
+    PTO_SIM_ROW_MAJOR(TPOW, D, S0, S1);
+    detail::map("TPOW", [](unsigned r, unsigned c, S0& a_, S1& b_) {
+        return detail::powv(detail::val(a_, r, c), detail::val(b_, r, c)); }, dst, base, exp);
+    return {};
+}
+template <typename D, typename S, typename T, typename... WaitEvents,
+          std::enable_if_t<is_tile<T>::value, int> = 0>
+inline RecordEvent TPOWS(D& dst, S& base, typename D::DType exp, T&, WaitEvents&...) {
+    PTO_SIM_ROW_MAJOR(TPOWS, D, S);
+    const auto s = pto_sim::calc_t<typename S::DType>(exp);
+    detail::map("TPOWS", [s](unsigned r, unsigned c, S& a_) {
+        return detail::powv(detail::val(a_, r, c), s); }, dst, base);
+    return {};
+}
 
 // TPRELU takes a u8 scratch tile (docs/isa/TPRELU.md); the CPU check needs none.
 template <typename D, typename S0, typename S1, typename T, typename... WaitEvents>
