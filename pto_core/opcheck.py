@@ -136,9 +136,8 @@ def _kernel_builder(k: OpKernel, module: PTOModule) -> PTOFunctionBuilder:
     b.tile("t_o", k.output[0], k.output[1], k.out_dtype)
     for p, *_ in k.inputs:
         b.load(f"t_{p}", k.memref(p))
-    args = [f"t_{p}" for p, *_ in k.inputs]
-    if k.op.category is Category.TILE_SCALAR:
-        args.append("s")
+    # the op's operands in its row's order (TADDSC: a, s, b)
+    args = ["s" if o.role == "scalar" else f"t_{o.name}" for o in k.op.inputs]
     getattr(b, k.op.method)("t_o", *args)
     return b.store("o", "t_o")
 
@@ -379,6 +378,8 @@ def special_inputs(kernels: Sequence[OpKernel], dtype: ElementType) -> dict[str,
                 x = np.repeat(vp[np.arange(r) % len(vp)][:, None], c, axis=1)
             elif p == "a" and k.op.expr is not None and "b" in k.op.expr.vars():
                 x = _fill(vp, r, c, 0)                          # a[r, c] = v[c]
+            elif p == "c":
+                x = _fill(vp, r, c, 2)                          # c[r, c] = v[2r + c]
             else:
                 x = _fill(vp, r, c, 1)                          # b[r, c] = v[r + c]
             out[k.tensor(p)] = np.ascontiguousarray(x)
@@ -512,7 +513,7 @@ def operands(k: OpKernel, inputs: Mapping[str, np.ndarray], r: int, c: int) -> d
 
     R = k.output[0]
     if cat is Category.TILE_SCALAR:
-        return {"a": scalar(tile("a")[r % R, c]), "s": k.scalars[r // R]}
+        return {**{p: scalar(tile(p)[r % R, c]) for p, *_ in k.inputs}, "s": k.scalars[r // R]}
     if cat is Category.ROW_REDUCE:
         return {"a": tile("a")[r, :]}
     if cat is Category.COL_REDUCE:

@@ -175,11 +175,13 @@ ARRAY_FORMS: dict[str, str] = {
     "or": "_np.bitwise_or({0}, {1})", "xor": "_np.bitwise_xor({0}, {1})",
     "not": "_np.invert({0})", "shl": "_np.left_shift({0}, {1})",
     "shr": "_np.right_shift({0}, {1})", "fmod": "_np.fmod({0}, {1})", "rem": "_frem({0}, {1})",
+    "select": "_np.where(_np.greater({0}, 0), {1}, {2})", "pow": "_fpow({0}, {1})",
 }
 #: integer numpy arrays: C division
 INT_ARRAY_FORMS: dict[str, str] = {**ARRAY_FORMS, "div": "_tdiv({0}, {1})", "mod": "_tmod({0}, {1})",
                                    "shl": "_tshl({0}, {1})", "shr": "_tshr({0}, {1})",
-                                   "fmod": "_tmod({0}, {1})", "rem": "_trem({0}, {1})"}
+                                   "fmod": "_tmod({0}, {1})", "rem": "_trem({0}, {1})",
+                                   "pow": "_tpow({0}, {1})"}
 #: Python ints (integer scalars): C division, remainder and shifts
 INT_SCALAR_FORMS: dict[str, str] = {
     "add": "({0} + {1})", "sub": "({0} - {1})", "mul": "({0} * {1})", "div": "_sdiv({0}, {1})",
@@ -187,6 +189,7 @@ INT_SCALAR_FORMS: dict[str, str] = {
     "abs": "abs({0})", "and": "({0} & {1})", "or": "({0} | {1})", "xor": "({0} ^ {1})",
     "not": "(~{0})", "shl": "_sshl({0}, {1})",
     "shr": "_sshr({0}, {1})", "fmod": "_smod({0}, {1})", "rem": "_srem({0}, {1})",
+    "select": "({1} if {0} > 0 else {2})", "pow": "_spow({0}, {1})",
 }
 
 
@@ -227,7 +230,7 @@ def eval_scalar(expr: Expr, env: Mapping[str, Any], integer: bool) -> Any:
     """
     return eval(_scalar_code(expr, integer),
                 {"_sdiv": _sdiv, "_smod": _smod, "_srem": _srem, "_sshl": _sshl,
-                 "_sshr": _sshr}, dict(env))
+                 "_sshr": _sshr, "_spow": _spow}, dict(env))
 
 
 # --------------------------------------------------------------------------------------------
@@ -268,6 +271,36 @@ def _frem(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return np.where((r != 0) & ((r < 0) != (b < 0)), r + b, r).astype(r.dtype)
 
 
+def _fpow(a, b):
+    """Float power as TPOW computes it: in double precision, rounded once to the operands'
+    type."""
+    t = np.result_type(a, b)
+    # C's pow element by element: numpy's power takes a scalar exponent of 0.5 as sqrt (which
+    # differs at -0 and -inf), so the exponent is given as a full array
+    x, y = (np.array(v, np.float64) for v in np.broadcast_arrays(a, b))
+    return np.power(x, y).astype(t)
+
+
+def _tpow(a, b) -> np.ndarray:
+    """Integer power, exact and wrapping to the type (square and multiply in unsigned 64-bit
+    arithmetic); a negative exponent gives the integer part of 1 / a ** -b: 1 for 1, +-1 for
+    -1 (by the exponent's parity), 0 otherwise (0 included)."""
+    t = np.result_type(a, b)
+    a64 = np.asarray(a).astype(np.int64)
+    e = np.asarray(b).astype(np.int64)
+    a64, e = np.broadcast_arrays(a64, e)
+    base = a64.astype(np.uint64)
+    rest = np.where(e < 0, 0, e)
+    out = np.ones(a64.shape, np.uint64)
+    while np.any(rest > 0):
+        odd = (rest & 1) == 1
+        out = np.where(odd, out * base, out)
+        base = base * base
+        rest >>= 1
+    neg = np.where(a64 == 1, 1, np.where(a64 == -1, np.where((e & 1) == 1, -1, 1), 0))
+    return np.where(e < 0, neg, out.astype(np.int64)).astype(t)
+
+
 def _shift(a: np.ndarray, b, shift, out_of_range) -> np.ndarray:
     """A tile shift (TSHL/TSHR): amounts outside [0, width) give ``out_of_range(a)``."""
     a = np.asarray(a)
@@ -300,6 +333,14 @@ def _srem(a: int, b: int) -> int:
     if b == 0:
         raise _zero_division()
     return a % b
+
+
+def _spow(a: int, b: int) -> int:
+    """Integer power of Python ints (callers wrap to the type); see :func:`_tpow`."""
+    if b < 0:
+        return 1 if a == 1 else ((-1 if b % 2 else 1) if a == -1 else 0)
+    r = pow(a, b, 1 << 64)                 # wrapped to 64 bits (the exponent may be huge)
+    return r - (1 << 64) if r >= 1 << 63 else r
 
 
 def _sshl(a: int, b: int) -> int:
@@ -424,7 +465,8 @@ class _Translator:
         self.module = module
         self.ns: dict[str, Any] = {
             "_np": np, "_fmax": _fmax, "_fmin": _fmin, "_tdiv": _tdiv, "_tmod": _tmod,
-            "_tshl": _tshl, "_tshr": _tshr, "_trem": _trem, "_frem": _frem,
+            "_tshl": _tshl, "_tshr": _tshr, "_trem": _trem, "_frem": _frem, "_fpow": _fpow,
+            "_tpow": _tpow,
             "_sdiv": _sdiv, "_smod": _smod, "_sshl": _sshl, "_sshr": _sshr, "_int": _to_int,
             "_reduce": _reduce, "_matmul": _matmul, "_convert": _convert, "_tn": tuple.__new__,
             "_argreduce": _argreduce,
@@ -635,7 +677,7 @@ class _Translator:
         widen = ct != dst.dtype
         tct = f"_t_{ct.value}"
         var = {}
-        for name in ("a", "b"):
+        for name in ("a", "b", "c"):
             if name in ops:
                 var[name] = _v(ops[name]) + (f".astype(_d_{ct.value})" if widen else "")
         if "s" in ops:

@@ -21,8 +21,8 @@ _T8 = (8, 16)
 _SHAPES: dict[Category, dict[str, tuple[int, int]]] = {
     Category.LOAD: {"dst": _T8},
     Category.STORE: {"src": _T8},
-    Category.ELEMENTWISE: {"dst": _T8, "a": _T8, "b": _T8},
-    Category.TILE_SCALAR: {"dst": _T8, "a": _T8},
+    Category.ELEMENTWISE: {"dst": _T8, "a": _T8, "b": _T8, "c": _T8},
+    Category.TILE_SCALAR: {"dst": _T8, "a": _T8, "b": _T8},
     Category.ROW_REDUCE: {"dst": (8, 1), "a": _T8},
     Category.COL_REDUCE: {"dst": (1, 16), "a": _T8},
     Category.ROW_EXPAND: {"dst": _T8, "a": _T8, "b": (8, 1)},

@@ -12,8 +12,8 @@ F32, F16, I32, GM = ElementType.F32, ElementType.F16, ElementType.I32, MemorySpa
 
 # tile shapes (dst, a, b, acc) that satisfy each category's rule
 SHAPES = {
-    Category.ELEMENTWISE: dict(dst=(4, 8), a=(4, 8), b=(4, 8)),
-    Category.TILE_SCALAR: dict(dst=(4, 8), a=(4, 8)),
+    Category.ELEMENTWISE: dict(dst=(4, 8), a=(4, 8), b=(4, 8), c=(4, 8)),
+    Category.TILE_SCALAR: dict(dst=(4, 8), a=(4, 8), b=(4, 8)),
     Category.ROW_REDUCE: dict(dst=(4, 1), a=(4, 8)),
     Category.COL_REDUCE: dict(dst=(1, 8), a=(4, 8)),
     Category.ROW_EXPAND: dict(dst=(4, 8), a=(4, 8), b=(4, 1)),

@@ -33,7 +33,9 @@ def test_every_row_states_its_facts(name):
 def test_the_facts_of_some_rows():
     float_only = {n for n, op in OPS.items() if op.float_only}
     assert float_only == {"TEXP", "TLOG", "TSQRT", "TRSQRT", "TRECIP", "TSILU", "TGELU",
-                          "TROWEXPANDEXPDIF", "TCOLEXPANDEXPDIF"}
+                          "TROWEXPANDEXPDIF", "TCOLEXPANDEXPDIF", "TSUBRELU", "TLRELU", "TPRELU"}
+    assert OPS["TPRELU"].scratch_dtype is ElementType.U8
+    assert OPS["TPRELU"].scratch_shape(16, 40) == (17, 64)
     assert {n for n, op in OPS.items() if op.int_only} == {
         "SMOD", "SAND", "SOR", "SSHL", "SSHR", "TAND", "TANDS", "TOR", "TORS", "TXOR", "TXORS",
         "TNOT", "TSHL", "TSHLS", "TSHR", "TSHRS"}
@@ -52,7 +54,11 @@ def test_every_kind_has_a_template_in_the_reference_and_the_c_renderer():
     r = CStyleRenderer
     for k in KINDS.values():
         assert k.name in ARRAY_FORMS
-        assert ARRAY_FORMS[k.name].count("{1}") == (k.arity == 2)
+        assert ARRAY_FORMS[k.name].count("{1}") == (k.arity >= 2)
+        assert ARRAY_FORMS[k.name].count("{2}") == (k.arity == 3)
+        if k.arity == 3:                     # one C template for every compute type
+            assert k.name in INT_SCALAR_FORMS and k.name in r.TERNARY
+            continue
         if not k.float_only:
             assert k.name in INT_SCALAR_FORMS
             assert k.name in (r.UNARY_INT if k.arity == 1 else r.BINARY_INT)

@@ -74,10 +74,13 @@ EXPECT_UNARY = {
 #: (numpy's remainder differs from TREM only in the sign of a zero result, which
 #: assert_array_equal does not compare: test_remainders_... below does)
 EXPECT_BINARY = {"TADD": np.add, "TSUB": np.subtract, "TMUL": np.multiply, "TDIV": np.divide,
-                 "TMAX": np.maximum, "TMIN": np.minimum, "TFMOD": np.fmod, "TREM": np.remainder}
+                 "TMAX": np.maximum, "TMIN": np.minimum, "TFMOD": np.fmod, "TREM": np.remainder,
+                 "TSUBRELU": lambda a, b: np.maximum(a - b, np.float32(0)),
+                 "TPRELU": lambda a, b: np.where(a > 0, a, a * b)}
 EXPECT_SCALAR = {"TADDS": np.add, "TSUBS": np.subtract, "TMULS": np.multiply,
                  "TDIVS": np.divide, "TMAXS": np.maximum, "TMINS": np.minimum,
-                 "TFMODS": np.fmod, "TREMS": np.remainder}
+                 "TFMODS": np.fmod, "TREMS": np.remainder,
+                 "TLRELU": lambda a, s: np.where(a > 0, a, a * s)}
 #: integer-only ops, checked on i32 tiles
 EXPECT_BITWISE = {"TAND": np.bitwise_and, "TOR": np.bitwise_or, "TXOR": np.bitwise_xor}
 EXPECT_EXPAND = {"ADD": np.add, "SUB": np.subtract, "MUL": np.multiply, "DIV": np.divide,
@@ -96,6 +99,7 @@ def test_every_table_op_has_a_numpy_expectation_here():
     covered = (set(EXPECT_UNARY) | set(EXPECT_BINARY) | set(EXPECT_SCALAR) | set(EXPECT_REDUCE)
                | set(EXPECT_BITWISE) | {f"{n}S" for n in EXPECT_BITWISE} | {"TNOT"}
                | {"TSHL", "TSHLS", "TSHR", "TSHRS"}     # tests/test_tile_shifts.py
+               | {"TADDC", "TSUBC", "TADDSC", "TSUBSC", "TPOW", "TPOWS"}
                | {f"T{d}EXPAND{k}" for d in ("ROW", "COL") for k in EXPECT_EXPAND}
                | set(ARG) | {"TMOV", "TROWEXPAND", "TCOLEXPAND", "TLOAD", "TSTORE", "TMATMUL", "TMATMUL_ACC", "TTRANS", "TCVT"})
     tile_ops = {n for n, d in OPS.items() if d.category is not Category.SCALAR}
@@ -171,6 +175,73 @@ def test_integer_remainders_wrap_nothing_and_refuse_a_zero_divisor():
         with pytest.raises(PTOError, match="integer division by zero"):
             run_op(kernel(op, a.shape, b.shape, dtype=I32), a.shape, np.int32, a=a,
                    b=np.zeros_like(b))
+
+
+def test_three_operand_sums_add_left_to_right_with_a_tile_or_a_scalar_in_the_middle():
+    a, b, c = rng_tile(11), rng_tile(12), rng_tile(13)
+    a[0, :3], b[0, :3], c[0, :3] = [1e8, -1e8, np.inf], [-1e8, 1e8, -np.inf], [1, 1, 1]
+    m = PTOModule("t")
+    f = (PTOFunctionBuilder("k", module=m).in_core()
+         .memref("a", GM, F32).memref("b", GM, F32).memref("c", GM, F32)
+         .memref("o1", GM, F32).memref("o2", GM, F32).memref("o3", GM, F32)
+         .memref("o4", GM, F32))
+    for t in ("ta", "tb", "tc", "t1", "t2", "t3", "t4"):
+        f.tile(t, R, C, F32)
+    (f.load("ta", "a").load("tb", "b").load("tc", "c")
+     .addc("t1", "ta", "tb", "tc").subc("t2", "ta", "tb", "tc")
+     .addsc("t3", "ta", 0.1, "tb").subsc("t4", "ta", 0.1, "tb")
+     .store("o1", "t1").store("o2", "t2").store("o3", "t3").store("o4", "t4").build())
+    z = np.zeros((R, C), np.float32)
+    out = run_module(m, {"a": a, "b": b, "c": c, "o1": z, "o2": z, "o3": z, "o4": z})
+    s = np.float32(0.1)
+    with np.errstate(invalid="ignore"):            # inf - inf
+        want = [(a + b) + c, (a - b) + c, (a + s) + b, (a - s) + b]
+    for name, w in zip(("o1", "o2", "o3", "o4"), want):
+        np.testing.assert_array_equal(out[name], w)
+    assert out["o1"][0, :2].tolist() == [1.0, 1.0] and np.isnan(out["o1"][0, 2])
+
+
+def test_float_powers_are_computed_in_double_and_rounded_once():
+    a = np.array([[2.0, -8.0, -8.0, 0.0, -0.0, -np.inf, 1.1, 10.0]], np.float32)
+    b = np.array([[0.5, 3.0, 1 / 3, -1.0, -1.0, 0.5, 7.0, 40.0]], np.float32)
+    got = run_op(kernel("TPOW", a.shape, b.shape), a.shape, a=a, b=b)
+    with np.errstate(all="ignore"):
+        want = np.power(a.astype(np.float64), b.astype(np.float64)).astype(np.float32)
+    np.testing.assert_array_equal(got, want)
+    assert got[0, :6].tolist()[:2] == [np.float32(2.0) ** 0.5, -512.0]
+    assert np.isnan(got[0, 2]) and got[0, 3] == np.inf and got[0, 4] == -np.inf
+    assert got[0, 5] == np.inf and got[0, 7] == np.inf                  # C's pow(-inf, 0.5)
+    s = run_op(kernel("TPOWS", a.shape, scalar=0.5), a.shape, a=a)
+    assert s[0, 4] == 0 and not np.signbit(s[0, 4]) and s[0, 5] == np.inf   # not sqrt's
+
+
+def test_integer_powers_wrap_and_negative_exponents_give_the_integer_part():
+    a = np.array([[3, 3, -1, -1, 2, 0, 1, -2]], np.int32)
+    b = np.array([[4, 21, -3, -4, -1, -2, -9, 31]], np.int32)
+    got = run_op(kernel("TPOW", a.shape, b.shape, dtype=I32), a.shape, np.int32, a=a, b=b)
+    assert got[0].tolist() == [81, np.int32(np.uint32(3 ** 21 % 2 ** 32).view(np.int32)),
+                               -1, 1, 0, 0, 1, -2 ** 31]
+
+
+def test_activations_pick_the_product_for_nan_and_negative_zero():
+    a = np.array([[2.0, -2.0, -0.0, 0.0, np.nan, -np.inf, np.inf, 1e-45]], np.float32)
+    b = np.full_like(a, 0.5)
+    prelu = run_op(kernel("TPRELU", a.shape, b.shape), a.shape, a=a, b=b)
+    lrelu = run_op(kernel("TLRELU", a.shape, scalar=0.5), a.shape, a=a)
+    subrelu = run_op(kernel("TSUBRELU", a.shape, b.shape), a.shape, a=a, b=b)
+    want = np.float32([2.0, -1.0, -0.0, 0.0, np.nan, -np.inf, np.inf, 1e-45])
+    for got in (prelu, lrelu):
+        np.testing.assert_array_equal(got[0], want)
+        assert np.signbit(got[0, :4]).tolist() == [False, True, True, False]
+    np.testing.assert_array_equal(subrelu[0], np.float32([1.5, 0, 0, 0, np.nan, 0, np.inf, 0]))
+    assert not np.signbit(subrelu[0, [1, 2, 3, 5, 7]]).any()
+
+
+def test_activations_refuse_integer_tiles_naming_function_and_instruction():
+    for op, shapes in (("TSUBRELU", dict(b_shape=(R, C))), ("TPRELU", dict(b_shape=(R, C))),
+                       ("TLRELU", dict(scalar=2))):
+        with pytest.raises(PTOError, match=rf"function 'k'.*{op}.*needs a float tile, got i32"):
+            kernel(op, (R, C), dtype=I32, **shapes)
 
 
 def test_bitwise_ops_refuse_float_tiles_naming_function_and_instruction():

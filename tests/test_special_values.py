@@ -50,13 +50,17 @@ def node(kind: str, args: list[float]) -> float:
     """One expression node in double precision (IEEE: no exceptions, inf and NaN results)."""
     x = np.float64(args[0])
     y = np.float64(args[1]) if len(args) > 1 else None
+    if kind == "select":
+        return float(args[1] if x > 0 else args[2])
     with np.errstate(all="ignore"):
         r = {"add": lambda: x + y, "sub": lambda: x - y, "mul": lambda: x * y,
              "div": lambda: x / y, "max": lambda: ieee_max(x, y), "min": lambda: ieee_min(x, y),
              "neg": lambda: -x, "abs": lambda: abs(x), "sqrt": lambda: np.sqrt(x),
              "recip": lambda: np.float64(1.0) / x, "exp": lambda: np.exp(x),
              "log": lambda: np.log(x), "tanh": lambda: np.tanh(x),
-             "fmod": lambda: np.fmod(x, y), "rem": lambda: floored(np.fmod(x, y), y)}[kind]()
+             "fmod": lambda: np.fmod(x, y), "rem": lambda: floored(np.fmod(x, y), y),
+             # C's pow (numpy's scalar power treats an exponent of 0.5 as sqrt: -0, not +0)
+             "pow": lambda: np.power(np.array([x]), np.array([y]))[0]}[kind]()
     return float(r)
 
 
@@ -82,6 +86,10 @@ def int_node(kind: str, args: list[int]) -> int:
         return q if kind == "div" else a - q * b
     if kind == "rem":
         return a % b                      # Python's remainder is the floored one
+    if kind == "pow":                     # a negative exponent: the integer part of 1 / a^-b
+        if b < 0:
+            return 1 if a == 1 else ((-1 if b % 2 else 1) if a == -1 else 0)
+        return pow(a, b, 1 << 64)
     return {"add": lambda: a + b, "sub": lambda: a - b, "mul": lambda: a * b,
             "max": lambda: a if a > b else b, "min": lambda: a if a < b else b,
             "neg": lambda: -a, "abs": lambda: abs(a), "and": lambda: a & b,

@@ -191,6 +191,14 @@ static inline int64_t _pto_irem(int64_t a, int64_t b, int32_t* status) {
     int64_t r = _pto_imod(a, b, status);
     return (r != 0 && (r < 0) != (b < 0)) ? r + b : r;
 }
+/* the integer power (TPOW): exact, wrapping (square and multiply, unsigned); a negative
+ * exponent gives the integer part of 1 / a^-b: 1, -1 or 0 */
+static inline int64_t _pto_ipow(int64_t a, int64_t b) {
+    if (b < 0) return a == 1 ? 1 : (a == -1 ? ((b & 1) ? -1 : 1) : 0);
+    uint64_t r = 1, x = (uint64_t)a;
+    for (; b > 0; b >>= 1) { if (b & 1) r *= x; x *= x; }
+    return (int64_t)r;
+}
 static inline float _pto_remf(float a, float b) {
     float r = fmodf(a, b);
     return (r != 0.0f && (r < 0.0f) != (b < 0.0f)) ? r + b : r;
@@ -310,17 +318,19 @@ class CStyleRenderer:
     BINARY_F32 = {"add": "({0} + {1})", "sub": "({0} - {1})", "mul": "({0} * {1})",
                   "div": "({0} / {1})", "max": "_pto_maxf({0}, {1})",
                   "min": "_pto_minf({0}, {1})", "fmod": "fmodf({0}, {1})",
-                  "rem": "_pto_remf({0}, {1})"}
+                  "rem": "_pto_remf({0}, {1})",
+                  "pow": "(float)pow((double)({0}), (double)({1}))"}
     UNARY_F64 = {"neg": "(-{0})", "abs": "fabs({0})", "exp": "exp({0})", "log": "log({0})",
                  "sqrt": "sqrt({0})", "recip": "(1.0 / {0})", "tanh": "tanh({0})"}
     BINARY_F64 = {**BINARY_F32, "max": "_pto_max({0}, {1})", "min": "_pto_min({0}, {1})",
-                  "fmod": "fmod({0}, {1})", "rem": "_pto_rem({0}, {1})"}
+                  "fmod": "fmod({0}, {1})", "rem": "_pto_rem({0}, {1})",
+                  "pow": "pow({0}, {1})"}
     UNARY_INT = {"neg": "(-{0})", "abs": "({0} < 0 ? -{0} : {0})", "not": "(~{0})"}
     BINARY_INT = {"add": "({0} + {1})", "sub": "({0} - {1})", "mul": "({0} * {1})",
                   "div": "_pto_idiv({0}, {1}, &_pto_status)", "max": "({0} > {1} ? {0} : {1})",
                   "min": "({0} < {1} ? {0} : {1})", "mod": "_pto_imod({0}, {1}, &_pto_status)",
                   "fmod": "_pto_imod({0}, {1}, &_pto_status)",
-                  "rem": "_pto_irem({0}, {1}, &_pto_status)",
+                  "rem": "_pto_irem({0}, {1}, &_pto_status)", "pow": "_pto_ipow({0}, {1})",
                   "and": "({0} & {1})",
                   "or": "({0} | {1})", "xor": "({0} ^ {1})",
                   # tile shifts (TSHL/TSHR): an amount outside [0, width of the element {0})
@@ -330,6 +340,9 @@ class CStyleRenderer:
                          "(int64_t)((uint64_t)(int64_t)({0}) << ({1})))",
                   "shr": "((({1}) < 0 || ({1}) >= 8 * (int)sizeof({0})) ? "
                          "(int64_t)(({0}) < 0 ? -1 : 0) : (int64_t)({0}) >> ({1}))"}
+
+    #: three-operand kinds, every compute type
+    TERNARY = {"select": "(({0}) > 0 ? ({1}) : ({2}))"}
 
     # vector templates (only used when vec_width > 0)
     VEC_UNARY: dict[str, str] = {}
@@ -391,6 +404,8 @@ class CStyleRenderer:
         if e.kind == "const":
             return self.literal(e.value, ctype)
         args = [self.expr(a, env, ctype) for a in e.args]
+        if len(args) == 3:
+            return self.TERNARY[e.kind].format(*args)
         if ctype == "float":
             table = self.UNARY_F32 if len(args) == 1 else self.BINARY_F32
         elif ctype == "double":

@@ -108,7 +108,11 @@ KINDS: dict[str, KindDef] = {k.name: k for k in (
     KindDef("shr", 2, int_only=True),
     # remainders of floats and integers: fmod's has the dividend's sign (C's % on integers),
     # rem's the divisor's (a floored remainder); fmod is exact, rem adds the divisor once
-    KindDef("fmod", 2, divides=True, exact=True), KindDef("rem", 2, divides=True, exact=True))}
+    KindDef("fmod", 2, divides=True, exact=True), KindDef("rem", 2, divides=True, exact=True),
+    # select(p, x, y): x where p > 0, else y (a NaN p picks y): PReLU's and leaky ReLU's pick
+    KindDef("select", 3, exact=True),
+    # a ** b: floats through a double-precision pow rounded once; integers exactly, wrapping
+    KindDef("pow", 2, special=True, lane=False))}
 
 
 @dataclass(frozen=True)
@@ -141,9 +145,16 @@ def _b(kind: str) -> Callable[[Expr, Expr], Expr]:
 
 exp, log, sqrt, recip, tanh, absolute, bit_not = (
     _u(k) for k in ("exp", "log", "sqrt", "recip", "tanh", "abs", "not"))
-maximum, minimum, bit_and, bit_or, bit_xor, shift_left, shift_right, fmod, rem = (
-    _b(k) for k in ("max", "min", "and", "or", "xor", "shl", "shr", "fmod", "rem"))
+maximum, minimum, bit_and, bit_or, bit_xor, shift_left, shift_right, fmod, rem, power = (
+    _b(k) for k in ("max", "min", "and", "or", "xor", "shl", "shr", "fmod", "rem", "pow"))
 A, B, S = Expr("var", value="a"), Expr("var", value="b"), Expr("var", value="s")
+C = Expr("var", value="c")        # a third input tile (TADDC, TSUBC)
+
+
+def select(p, x, y) -> Expr:
+    """``x`` where ``p > 0``, else ``y``."""
+    return Expr("select", (_e(p), _e(x), _e(y)))
+
 
 _GELU_C = 0.7978845608028654  # sqrt(2/pi): tanh form of GELU
 
@@ -198,6 +209,11 @@ class OpDef:
                                    # where it is not dst's shape (TREM's one wider row)
     index_type: ElementType | None = None  # dst holds indices of this type, not values
                                            # (arg-reductions: where the max/min is)
+    scratch_dtype: ElementType | None = None
+                                   # the scratch tiles' element type, where it is not dst's
+                                   # (TPRELU's u8 mask)
+    type_class: str = ""           # "float": defined on float tiles only, whatever its
+                                   # expression (the activations); "" : as its kinds say
 
     @property
     def kinds(self) -> frozenset[str]:
@@ -206,8 +222,9 @@ class OpDef:
 
     @property
     def float_only(self) -> bool:
-        """Defined on float operands only (it computes exp, log, sqrt, ...)."""
-        return any(KINDS[k].float_only for k in self.kinds if k in KINDS)
+        """Defined on float operands only (it computes exp, log, sqrt, ...; or its row says so)."""
+        return self.type_class == "float" or any(KINDS[k].float_only for k in self.kinds
+                                                 if k in KINDS)
 
     @property
     def int_only(self) -> bool:
@@ -351,6 +368,37 @@ for _n, _m, _f in [("TSHL", "shl", shift_left), ("TSHR", "shr", shift_right)]:
 _def("TNOT", "not_", Category.ELEMENTWISE, "dst:tile_out a:tile", expr=bit_not(A), isa=True,
      doc="bitwise not of an integer tile")
 
+# three-operand sums (docs/isa/TADDC.md, TSUBC.md, TADDSC.md, TSUBSC.md), left to right
+for _n, _m, _x, _o in [("TADDC", "addc", A + B + C, "dst:tile_out a:tile b:tile c:tile"),
+                       ("TSUBC", "subc", A - B + C, "dst:tile_out a:tile b:tile c:tile"),
+                       ("TADDSC", "addsc", A + S + B, "dst:tile_out a:tile s:scalar b:tile"),
+                       ("TSUBSC", "subsc", A - S + B, "dst:tile_out a:tile s:scalar b:tile")]:
+    _def(_n, _m, Category.ELEMENTWISE if "c:" in _o else Category.TILE_SCALAR, _o, expr=_x,
+         isa=True, doc="computed left to right, each operation rounded")
+
+# powers (docs/isa/TPOW.md, TPOWS.md): both take a scratch tile shaped like dst
+_POW_DOC = ("a ** b: floats computed in double precision and rounded once (C's pow: 0 ** -1 "
+            "is inf, a negative base with a non-integer exponent NaN); integers exactly, "
+            "wrapping to the type, with a negative exponent giving the integer part of the "
+            "quotient (1, -1 or 0; 0 ** -n is 0)")
+_def("TPOW", "pow", Category.ELEMENTWISE, "dst:tile_out a:tile b:tile", expr=power(A, B),
+     isa=True, scratch=1, doc=_POW_DOC)
+_def("TPOWS", "pows", Category.TILE_SCALAR, "dst:tile_out a:tile s:scalar", expr=power(A, S),
+     isa=True, scratch=1, doc=_POW_DOC)
+
+# activations of float tiles (docs/isa/TSUBRELU.md, TLRELU.md, TPRELU.md); TPRELU takes a u8
+# scratch tile with a row more than dst (its A2/A3 form keeps a comparison mask there)
+_def("TSUBRELU", "subrelu", Category.ELEMENTWISE, "dst:tile_out a:tile b:tile",
+     expr=maximum(A - B, 0.0), isa=True, type_class="float",
+     doc="max(a - b, +0): as TRELU, -0 gives +0 and NaN stays NaN")
+_def("TLRELU", "lrelu", Category.TILE_SCALAR, "dst:tile_out a:tile s:scalar",
+     expr=select(A, A, A * S), isa=True, type_class="float",
+     doc="a where a > 0, else a * s (NaN and -0 take the product)")
+_def("TPRELU", "prelu", Category.ELEMENTWISE, "dst:tile_out a:tile b:tile",
+     expr=select(A, A, A * B), isa=True, type_class="float", scratch=1,
+     scratch_shape=lambda rows, cols: (rows + 1, -(-cols // 32) * 32),
+     scratch_dtype=ElementType.U8, doc="a where a > 0, else a * b (NaN and -0 take the product)")
+
 # element-wise unary
 for _n, _m, _x in [("TEXP", "exp", exp(A)), ("TLOG", "log", log(A)), ("TSQRT", "sqrt", sqrt(A)),
                    ("TRSQRT", "rsqrt", recip(sqrt(A))), ("TRECIP", "recip", recip(A)),
@@ -493,6 +541,8 @@ def check_tile_rule(op: OpDef, tiles: dict[str, TileType]) -> None:
         if b is not None:
             same(a, b, "a and b")
         _check_kind_types(op, a)
+        if tiles.get("c") is not None:
+            same(a, tiles["c"], "a and c")
     elif cat is Category.ROW_REDUCE:
         _check_reduce_dtype(op, d, a)
         if d.shape != (a.rows, 1):

@@ -73,7 +73,11 @@ A2A3 = AscendArch(
     matmul_inputs={E.F32: (E.F32,), E.F16: (E.F32,), E.BF16: (E.F32,), E.I8: (E.I32,)},
     acc_to_vec=False, left_col_major=False, row_reduce_scratch_full=True,
     isa_types={"TREM": (E.F32, E.I32), "TREMS": (E.F32, E.I32), "TFMODS": (E.F32,),
-               "TMINS": (E.F32, E.F16, E.I32, E.I16),
+               "TMINS": (E.F32, E.F16, E.I32, E.I16), "TADDSC": (E.F32, E.F16, E.I32, E.I16),
+               "TSUBSC": (E.F32, E.F16, E.I32, E.I16), "TSUBRELU": (E.F32, E.F16),
+               "TLRELU": (E.F32, E.F16), "TPRELU": (E.F32, E.F16),
+               "TPOW": (E.F32, E.I32, E.I16, E.I8, E.U8),
+               "TPOWS": (E.F32, E.I32, E.I16, E.I8, E.U8),
                # docs/isa/TCOLARGMAX.md, "A2A3 implementation checks": half, float (and
                # unsigned types)
                "TCOLARGMAX": (E.F32, E.F16), "TCOLARGMIN": (E.F32, E.F16)})
@@ -85,7 +89,9 @@ A5 = AscendArch(
     matmul_inputs={E.F32: (E.F32,), E.F16: (E.F32,), E.BF16: (E.F32,)},
     acc_to_vec=True, left_col_major=True, row_reduce_scratch_full=False,
     isa_types={"TREM": (E.F32, E.F16, E.I32, E.I16), "TREMS": (E.F32, E.F16, E.I32, E.I16),
-               "TFMODS": (E.F32, E.F16, E.I32, E.I16),
+               "TFMODS": (E.F32, E.F16, E.I32, E.I16), "TADDSC": (E.F32, E.F16, E.I32, E.I16),
+               "TSUBSC": (E.F32, E.F16, E.I32, E.I16), "TSUBRELU": (E.F32, E.F16),
+               "TLRELU": (E.F32, E.F16), "TPRELU": (E.F32, E.F16),
                # docs/isa/TCOLARGMAX.md, "A5 implementation checks": 8-, 16- and 32-bit
                # sources; TROWARGMAX.md: "On A5 any 2-/4-byte source is accepted"
                **{op: (E.F32, E.F16, E.I32, E.I16, E.I8, E.U8)

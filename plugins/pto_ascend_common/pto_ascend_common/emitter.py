@@ -675,7 +675,8 @@ class _KernelRenderer(CStyleRenderer):
                 args.append(x)
                 reads.append(x)
             shape = s.opdef.scratch_shape(tt.rows, tt.cols) if s.opdef.scratch_shape else (None, None)
-            tmps = [self._scratch(tt, i, *shape) for i in range(s.opdef.scratch)]
+            like = TileType(tt.rows, tt.cols, s.opdef.scratch_dtype or tt.dtype)
+            tmps = [self._scratch(like, i, *shape) for i in range(s.opdef.scratch)]
             return steps + [_Step(f"{s.opdef.isa}({', '.join(args + tmps)});", "V",
                                   tuple(reads), (d, *tmps))]
         if cat in (Category.ELEMENTWISE, Category.TILE_SCALAR):

@@ -130,13 +130,13 @@ class CudaRenderer(CStyleRenderer):
                  "tanh": "pto::tanh_({0})"}
     BINARY_F32 = {**CStyleRenderer.BINARY_F32, "max": "pto::max_({0}, {1})",
                   "min": "pto::min_({0}, {1})", "fmod": "pto::fmod_({0}, {1})",
-                  "rem": "pto::rem_({0}, {1})"}
+                  "rem": "pto::rem_({0}, {1})", "pow": "pto::pow_({0}, {1})"}
     UNARY_F64 = UNARY_F32
     BINARY_F64 = BINARY_F32
     BINARY_INT = {**CStyleRenderer.BINARY_INT, "div": "pto::idiv_({0}, {1}, &_pto_status)",
                   "mod": "pto::imod_({0}, {1}, &_pto_status)",
                   "fmod": "pto::imod_({0}, {1}, &_pto_status)",
-                  "rem": "pto::irem_({0}, {1}, &_pto_status)"}
+                  "rem": "pto::irem_({0}, {1}, &_pto_status)", "pow": "pto::ipow_({0}, {1})"}
 
     # ---------------------------------------------------------------- text templates
     def prelude(self) -> str:

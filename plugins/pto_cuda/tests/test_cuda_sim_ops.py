@@ -19,7 +19,7 @@ from pto_core.shapes import derive_shapes
 E = ElementType
 R, C = 24, 40                 # element-wise and reduction tiles
 M, K, N = 32, 48, 64          # matmul: multiples of 16 (WMMA fragments), not square
-POSITIVE = {"log", "sqrt", "rsqrt"}
+POSITIVE = {"log", "sqrt", "rsqrt", "pow", "pows"}     # (a negative base of pow: NaN)
 
 
 def build_coverage_module(dt: ElementType) -> PTOModule:

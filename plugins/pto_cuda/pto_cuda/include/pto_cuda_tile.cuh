@@ -71,6 +71,16 @@ __device__ __forceinline__ int64_t irem_(int64_t a, int64_t b, int32_t* status) 
     int64_t r = imod_(a, b, status);
     return (r != 0 && (r < 0) != (b < 0)) ? r + b : r;
 }
+// the power (TPOW): floats through double pow rounded once, integers exact and wrapping (see
+// cstyle.py's _pto_ipow)
+__device__ __forceinline__ float  pow_(float a, float b)   { return (float)pow((double)a, (double)b); }
+__device__ __forceinline__ double pow_(double a, double b) { return pow(a, b); }
+__device__ __forceinline__ int64_t ipow_(int64_t a, int64_t b) {
+    if (b < 0) return a == 1 ? 1 : (a == -1 ? ((b & 1) ? -1 : 1) : 0);
+    uint64_t r = 1, x = (uint64_t)a;
+    for (; b > 0; b >>= 1) { if (b & 1) r *= x; x *= x; }
+    return (int64_t)r;
+}
 __device__ __forceinline__ float  fmod_(float a, float b)   { return fmodf(a, b); }
 __device__ __forceinline__ double fmod_(double a, double b) { return fmod(a, b); }
 template <class T> __device__ __forceinline__ T rem_(T a, T b) {

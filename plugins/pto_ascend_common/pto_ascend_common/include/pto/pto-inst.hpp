@@ -538,6 +538,19 @@ template <class T> inline T remv(T a, T b) {
     const T r = fmodv(a, b);
     return (r != T(0) && (r < T(0)) != (b < T(0))) ? T(r + b) : r;
 }
+// a ** b (TPOW): floats in double precision rounded once, as the library's CPU code does;
+// integers exact and wrapping, a negative exponent giving 1, -1 or 0 (PTO's definition)
+template <class T> inline T powv(T a, T b) {
+    if constexpr (std::is_floating_point_v<T>) {
+        return T(std::pow(double(a), double(b)));
+    } else {
+        const auto e = std::int64_t(b);
+        if (e < 0) return T(a == T(1) ? 1 : (a == T(-1) ? ((e & 1) ? -1 : 1) : 0));
+        std::uint64_t r = 1, x = std::uint64_t(std::int64_t(a));
+        for (auto k = e; k > 0; k >>= 1) { if (k & 1) r *= x; x *= x; }
+        return T(std::int64_t(r));
+    }
+}
 template <class T> inline T absv(T a) {
     if constexpr (std::is_floating_point_v<T>) return std::fabs(a);
     else return a < T(0) ? T(-a) : a;
@@ -664,7 +677,67 @@ PTO_SIM_BINARY(TSHR, detail::shrv<typename D::DType>(a, b))
 PTO_SIM_BINARY(TAND, a & b)
 PTO_SIM_BINARY(TOR, a | b)
 PTO_SIM_BINARY(TFMOD, detail::fmodv(a, b))
+PTO_SIM_BINARY(TSUBRELU, detail::fmaxv(decltype(a)(a - b), decltype(a)(0)))
 #undef PTO_SIM_BINARY
+
+// TPOW and TPOWS take a scratch tile (docs/isa/TPOW.md, TPOWS.md); the CPU check needs none.
+template <typename D, typename S0, typename S1, typename T, typename... WaitEvents,
+          std::enable_if_t<is_tile<S1>::value, int> = 0>
+inline RecordEvent TPOW(D& dst, S0& base, S1& exp, T&, WaitEvents&...) {
+    PTO_SIM_ROW_MAJOR(TPOW, D, S0, S1);
+    detail::map("TPOW", [](unsigned r, unsigned c, S0& a_, S1& b_) {
+        return detail::powv(detail::val(a_, r, c), detail::val(b_, r, c)); }, dst, base, exp);
+    return {};
+}
+template <typename D, typename S, typename T, typename... WaitEvents,
+          std::enable_if_t<is_tile<T>::value, int> = 0>
+inline RecordEvent TPOWS(D& dst, S& base, typename D::DType exp, T&, WaitEvents&...) {
+    PTO_SIM_ROW_MAJOR(TPOWS, D, S);
+    const auto s = pto_sim::calc_t<typename S::DType>(exp);
+    detail::map("TPOWS", [s](unsigned r, unsigned c, S& a_) {
+        return detail::powv(detail::val(a_, r, c), s); }, dst, base);
+    return {};
+}
+
+// TPRELU takes a u8 scratch tile (docs/isa/TPRELU.md); the CPU check needs none.
+template <typename D, typename S0, typename S1, typename T, typename... WaitEvents>
+inline RecordEvent TPRELU(D& dst, S0& src0, S1& src1, T&, WaitEvents&...) {
+    PTO_SIM_ROW_MAJOR(TPRELU, D, S0, S1);
+    static_assert(std::is_same_v<typename T::DType, uint8_t>, "TPRELU: tmp must be a uint8_t tile");
+    detail::map("TPRELU", [](unsigned r, unsigned c, S0& a_, S1& b_) {
+        auto a = detail::val(a_, r, c); return a > 0 ? a : decltype(a)(a * detail::val(b_, r, c)); },
+        dst, src0, src1);
+    return {};
+}
+
+// three-operand sums, left to right (docs/isa/TADDC.md, TSUBC.md, TADDSC.md, TSUBSC.md)
+#define PTO_SIM_TERNARY(NAME, EXPR)                                                             \
+    template <typename D, typename S0, typename S1, typename S2, typename... WaitEvents,        \
+              std::enable_if_t<is_tile<S2>::value, int> = 0>                                    \
+    inline RecordEvent NAME(D& dst, S0& src0, S1& src1, S2& src2, WaitEvents&...) {             \
+        PTO_SIM_ROW_MAJOR(NAME, D, S0, S1, S2);                                                 \
+        detail::map(#NAME, [](unsigned r, unsigned c, S0& a_, S1& b_, S2& c_) {                  \
+            auto a = detail::val(a_, r, c); auto b = detail::val(b_, r, c);                     \
+            auto x = detail::val(c_, r, c); return EXPR; }, dst, src0, src1, src2);             \
+        return {};                                                                              \
+    }
+PTO_SIM_TERNARY(TADDC, decltype(a)(decltype(a)(a + b) + x))
+PTO_SIM_TERNARY(TSUBC, decltype(a)(decltype(a)(a - b) + x))
+#undef PTO_SIM_TERNARY
+#define PTO_SIM_SCALAR_TILE(NAME, EXPR)                                                         \
+    template <typename D, typename S0, typename S1, typename... WaitEvents>                     \
+    inline RecordEvent NAME(D& dst, S0& src0, typename S0::DType scalar, S1& src1,              \
+                            WaitEvents&...) {                                                   \
+        PTO_SIM_ROW_MAJOR(NAME, D, S0, S1);                                                     \
+        const auto s = pto_sim::calc_t<typename S0::DType>(scalar);                             \
+        detail::map(#NAME, [s](unsigned r, unsigned c, S0& a_, S1& b_) {                         \
+            auto a = detail::val(a_, r, c); auto b = detail::val(b_, r, c); return EXPR; },      \
+            dst, src0, src1);                                                                   \
+        return {};                                                                              \
+    }
+PTO_SIM_SCALAR_TILE(TADDSC, decltype(a)(decltype(a)(a + s) + b))
+PTO_SIM_SCALAR_TILE(TSUBSC, decltype(a)(decltype(a)(a - s) + b))
+#undef PTO_SIM_SCALAR_TILE
 
 // TREM and TREMS take a scratch tile (docs/isa/TREM.md, TREMS.md); the CPU check needs none.
 template <typename D, typename S0, typename S1, typename T, typename... WaitEvents,
@@ -723,6 +796,7 @@ PTO_SIM_SCALAR(TSHRS, detail::shrv<typename D::DType>(a, s))
 PTO_SIM_SCALAR(TANDS, a & s)
 PTO_SIM_SCALAR(TORS, a | s)
 PTO_SIM_SCALAR(TFMODS, detail::fmodv(a, s))
+PTO_SIM_SCALAR(TLRELU, a > 0 ? a : decltype(a)(a * s))
 #undef PTO_SIM_SCALAR
 
 // TDIVS has two forms: tile / scalar and scalar / tile.
