@@ -37,13 +37,16 @@ def pkg(*args: str, packages: tuple[str, ...] = ("starpu-1.3",)) -> list[str]:
 MPI_PACKAGES = ("starpumpi-1.3", "mpi-c")
 
 
+#: the StarPU engine's sources (as runtime/SConscript builds it)
+ENGINE_SOURCES = [str(ROOT / "runtime" / p) for p in ("src/common.c", "engines/starpu.c", "engines/temps.c")]
+
+
 def build_mpi() -> Path:
     OUT.mkdir(parents=True, exist_ok=True)
     exe = OUT / "bench_engine_starpumpi"
     src = ROOT / "runtime" / "src"
     subprocess.run(["gcc", *FLAGS, f"-I{src}", *pkg("--cflags", packages=MPI_PACKAGES),
-                    "-DPTO_ENGINE_MPI", '-DENGINE_NAME="starpu-mpi"', str(src / "common.c"),
-                    str(ROOT / "runtime/engines/starpu.c"),
+                    "-DPTO_ENGINE_MPI", '-DENGINE_NAME="starpu-mpi"', *ENGINE_SOURCES,
                     str(ROOT / "bench/runtime/bench_engines.c"), "-o", str(exe),
                     *pkg("--libs", packages=MPI_PACKAGES)], check=True)
     return exe
@@ -77,8 +80,7 @@ def build() -> dict[str, Path]:
         ["gcc", *FLAGS, *map(str, sorted(src.glob("*.c"))), str(bench / "bench_engines.c"),
          "-o", str(exes["pto"])],
         ["gcc", *FLAGS, f"-I{src}", *pkg("--cflags"), '-DENGINE_NAME="starpu"',
-         str(src / "common.c"), str(ROOT / "runtime/engines/starpu.c"),
-         str(ROOT / "runtime/engines/temps.c"),
+         *ENGINE_SOURCES,
          str(bench / "bench_engines.c"), "-o", str(exes["starpu"]), *pkg("--libs")],
         ["gcc", *FLAGS, "-DHAVE_STARPU", *pkg("--cflags"), *map(str, sorted(src.glob("*.c"))),
          str(bench / "bench_llama.c"), "-o", str(exes["starpu_c"]), *pkg("--libs")],
