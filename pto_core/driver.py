@@ -41,8 +41,8 @@ from typing import Any, Callable, Iterator, Mapping
 import numpy as np
 
 from . import plugins
-from .engines import DEFAULT as DEFAULT_ENGINE
-from .engines import check_backend, check_launch, engine_of, get_engine, with_engine
+from .engines import (DEFAULT as DEFAULT_ENGINE, check_backend, check_launch, engine_of,
+                      get_engine, with_engine)
 from .abi import PTO_MAX_SCHEDULERS, PTO_MAX_WORKERS
 from .errors import PTOBackendError, PTOError
 from .hookspecs import KernelSource

@@ -37,8 +37,7 @@ from dataclasses import dataclass
 from .errors import PTOError
 from .options import ENGINE_OPTION, CompileOptions
 
-#: the CompileOptions.extra key that names the engine
-OPTION = ENGINE_OPTION
+#: the engine of options that name none (PTO's own runtime)
 DEFAULT = "pto"
 
 
@@ -73,7 +72,7 @@ def get_engine(name: str) -> Engine:
 
 def engine_of(options: CompileOptions | None) -> str:
     """The engine ``options`` name (:data:`DEFAULT` when they name none)."""
-    return str(dict(options.extra).get(OPTION, DEFAULT)) if options is not None else DEFAULT
+    return str(dict(options.extra).get(ENGINE_OPTION, DEFAULT)) if options is not None else DEFAULT
 
 
 def with_engine(options: CompileOptions | None, engine: str | None) -> CompileOptions:
@@ -83,9 +82,9 @@ def with_engine(options: CompileOptions | None, engine: str | None) -> CompileOp
     if engine is None:
         return options
     get_engine(engine)
-    extra = tuple((k, v) for k, v in options.extra if k != OPTION)
+    extra = tuple((k, v) for k, v in options.extra if k != ENGINE_OPTION)
     if engine != DEFAULT:
-        extra += ((OPTION, engine),)
+        extra += ((ENGINE_OPTION, engine),)
     return dataclasses.replace(options, extra=extra)
 
 
