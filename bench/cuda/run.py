@@ -8,7 +8,7 @@
    of a device-to-device cudaMemcpy of the same size. Goal >= 0.80. Beside it, in the same run
    and on the same data: ``torch.softmax`` and a Triton row-softmax kernel (one program per
    row), each as a fraction of the same copy.
-2. Tiled bf16 GEMM 4,096^3 (one 128x128 f32 output tile per task, K walked inside the kernel
+2. Tiled bf16 GEMM 4,096^3 and 8,192^3 (one 128x128 f32 output tile per task, K walked inside the kernel
    with TMATMUL_ACC on tensor cores) against torch.matmul in bf16. Goal >= 0.60. With
    ``--arch sm_90a`` (the default) the K loop is the TMA + wgmma main loop; the line says how
    many tasks fell back to its sm_80 form (a tensor map that could not be made); ``--arch
@@ -304,24 +304,36 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeat", type=int, default=20)
     ap.add_argument("--sim", action="store_true",
                     help="tiny sizes on the CPU simulator (checks the script, not a GPU)")
+    ap.add_argument("--only", choices=("softmax", "gemm", "llama"), action="append",
+                    help="run only this part (repeatable; e.g. under ncu)")
+    ap.add_argument("--gemm-sizes", default="",
+                    help="comma-separated GEMM sizes (default 4096,8192; 1024 with --quick)")
     args = ap.parse_args(argv)
+    parts = set(args.only or ("softmax", "gemm", "llama"))
     global TARGET
     if args.sim:
         TARGET = "cuda_sim"
         print("CPU simulator: times and ratios below say nothing about a GPU")
-        bench_softmax(args.arch, 256, 1024, args.repeat)
-        bench_gemm(args.arch, 256, args.repeat)
-        bench_llama(args.arch, 4, args.repeat)
+        if "softmax" in parts:
+            bench_softmax(args.arch, 256, 1024, args.repeat)
+        if "gemm" in parts:
+            bench_gemm(args.arch, 256, args.repeat)
+        if "llama" in parts:
+            bench_llama(args.arch, 4, args.repeat)
         return 0
     from pto_cuda.device import probe
     ok, reason = probe()
     if not ok:
         print(reason if reason.startswith("no CUDA device") else f"no CUDA device ({reason})")
         return 0
-    rows = 8192 if args.quick else 65536
-    bench_softmax(args.arch, rows, 1024, args.repeat)
-    bench_gemm(args.arch, 1024 if args.quick else 4096, args.repeat)
-    bench_llama(args.arch, 8 if args.quick else 64, max(3, args.repeat // 4))
+    sizes = [int(n) for n in args.gemm_sizes.split(",") if n] or \
+        ([1024] if args.quick else [4096, 8192])
+    if "softmax" in parts:
+        bench_softmax(args.arch, 8192 if args.quick else 65536, 1024, args.repeat)
+    for n in sizes if "gemm" in parts else ():
+        bench_gemm(args.arch, n, args.repeat)
+    if "llama" in parts:
+        bench_llama(args.arch, 8 if args.quick else 64, max(3, args.repeat // 4))
     return 0
 
 

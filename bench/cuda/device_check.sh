@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# Every check that needs an NVIDIA GPU, as one run with a time limit per step (a hung kernel
+# costs its step, not the run). Logs go to OUTDIR (default $OUT, else /tmp/pto-device).
+#
+#   bash bench/cuda/device_check.sh [OUTDIR]
+#
+# On a machine without network access, put the wheels the device lacks (scons, nvidia-cutlass)
+# in .whl/ first: they are installed to /tmp/site. PTO itself is installed editable, no deps.
+# Steps: the device; bench/cuda/run.py on sm_90a (softmax, GEMM 4,096^3 and 8,192^3, LLaMA
+# layer); the `gpu` tests; Nsight Compute's summary of one softmax and one GEMM kernel; the
+# GEMM on the sm_80 path (--arch sm_90) for comparison.
+set -uo pipefail
+out=${1:-${OUT:-/tmp/pto-device}}
+mkdir -p "$out"
+cd "$(dirname "$0")/../.."
+export PYTHONUNBUFFERED=1
+
+step() {  # step NAME SECONDS COMMAND...: run with a limit, log to OUTDIR/NAME.log
+  local name=$1 limit=$2; shift 2
+  echo "=== $name (limit ${limit}s): $*"
+  local t0=$SECONDS
+  timeout -k 5 "$limit" "$@" >"$out/$name.log" 2>&1
+  local rc=$?
+  grep -v -E "Warning|warner\(" "$out/$name.log" | tail -n 40
+  echo "=== $name: rc=$rc in $((SECONDS - t0))s"
+}
+
+if compgen -G ".whl/*.whl" >/dev/null; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+    --target /tmp/site .whl/*.whl || exit 1
+  export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
+  export PATH=/tmp/site/bin:$PATH
+fi
+python3 -m pip install -q --no-index --no-deps --no-build-isolation \
+  -e . -e plugins/pto_ascend_common $(for p in plugins/*/; do
+    [ "$p" != plugins/pto_ascend_common/ ] && [ -f "$p/pyproject.toml" ] && echo "-e $p"; done) \
+  || exit 1
+
+nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,memory.total --format=csv | tee "$out/device.txt"
+python3 -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__)" \
+  | tee -a "$out/device.txt"
+
+step bench_sm90a 200 python3 bench/cuda/run.py --arch sm_90a
+step gpu_tests 120 python3 -m pytest -q -p no:cacheprovider -n 8 -m gpu plugins/pto_cuda/tests
+command -v ncu >/dev/null || PATH=$PATH:$(ls -d /opt/nvidia/nsight-compute/*/ 2>/dev/null | tail -n 1)
+ncu_sections="--section SpeedOfLight --section Occupancy --section LaunchStats --section MemoryWorkloadAnalysis"
+# shellcheck disable=SC2086
+step ncu_softmax 80 ncu $ncu_sections -k regex:softmax_tile -c 1 \
+  python3 bench/cuda/run.py --quick --repeat 1 --only softmax
+# shellcheck disable=SC2086
+step ncu_gemm 80 ncu $ncu_sections -k regex:gemm_tile -c 1 \
+  python3 bench/cuda/run.py --quick --repeat 1 --only gemm --gemm-sizes 4096
+step bench_sm90_gemm 60 python3 bench/cuda/run.py --arch sm_90 --only gemm --gemm-sizes 4096
