@@ -47,7 +47,7 @@ from .abi import PTO_MAX_SCHEDULERS, PTO_MAX_WORKERS
 from .errors import PTOBackendError, PTOError
 from .hookspecs import KernelSource
 from .ir import Function, Module
-from .options import CompileOptions
+from .options import CORE_OPTIONS, CompileOptions
 from .codegen.orchestration import c_module_name, emit_orchestration
 from .progress import Phases
 from .resources import (__version__, build_root, package_dir, package_files, runtime_dir,
@@ -403,8 +403,24 @@ def build_module(target: str, module: Module, options: CompileOptions | None = N
                   f"target={target}", f"opt={dict(options.extra).get('build_opt', 'release')}",
                   f"engine={engine_of(options)}",
                   *([f"cross={cross}"] if cross else []),
-                  *(f"{k}={v}" for k, v in (variables or {}).items()))
+                  *(f"{k}={v}" for k, v in build_variables(options, variables).items()))
     return bdir
+
+
+def build_variables(options: CompileOptions, variables: Mapping[str, str] | None = None
+                    ) -> dict[str, str]:
+    """The SCons variables of a module's build: the backend's plain options (``arch=sm_90a``:
+    the code was generated for it, so the build must target it too), then ``variables``,
+    which win. Core options travel as their own arguments; a per-function option
+    (``key.<function>``) is the code generator's alone.
+
+    >>> build_variables(CompileOptions(extra=(("arch", "sm_90a"), ("config.k", "w=4"),
+    ...                                       ("build_opt", "debug"))), {"march": "native"})
+    {'arch': 'sm_90a', 'march': 'native'}
+    """
+    plain = {str(k): str(v) for k, v in options.extra
+             if k not in CORE_OPTIONS and "." not in str(k)}
+    return {**plain, **(variables or {})}
 
 
 def _link(bdir: Path, name: str, paths: list[Path], what: str, jobs: int,

@@ -328,13 +328,23 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     sizes = [int(n) for n in args.gemm_sizes.split(",") if n] or \
         ([1024] if args.quick else [4096, 8192])
+    steps = []
     if "softmax" in parts:
-        bench_softmax(args.arch, 8192 if args.quick else 65536, 1024, args.repeat)
+        steps.append(("softmax", lambda: bench_softmax(args.arch, 8192 if args.quick else 65536,
+                                                       1024, args.repeat)))
     for n in sizes if "gemm" in parts else ():
-        bench_gemm(args.arch, n, args.repeat)
+        steps.append((f"gemm {n}", lambda n=n: bench_gemm(args.arch, n, args.repeat)))
     if "llama" in parts:
-        bench_llama(args.arch, 8 if args.quick else 64, max(3, args.repeat // 4))
-    return 0
+        steps.append(("llama", lambda: bench_llama(args.arch, 8 if args.quick else 64,
+                                                   max(3, args.repeat // 4))))
+    failed = 0
+    for name, step in steps:
+        try:           # one failing part (a kernel error) does not hide the others' figures
+            step()
+        except Exception as e:      # noqa: BLE001 - reported, and the exit status says so
+            failed += 1
+            print(f"{name}: FAILED: {type(e).__name__}: {e}", flush=True)
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":

@@ -224,6 +224,30 @@ def test_every_program_compiles_for_the_architecture_without_a_warning(arch, tmp
 
 @pytest.mark.slow
 @requires_nvcc
+def test_the_module_build_targets_the_architecture_the_code_was_generated_for(tmp_path):
+    """``arch=sm_90a`` reaches nvcc through the module's SCons build, not only the code
+    generator: built for plain sm_90, CuTe compiles wgmma to a trap ("Attempting to use
+    wgmma.fence without CUTE_ARCH_MMA_SM90A_ENABLED"), which only a GPU run would show."""
+    from pto_core.codegen.orchestration import c_module_name
+    from pto_core.driver import build_module
+    from pto_cuda.perf.resources import find_cuobjdump, parse_sass, sass_counts
+    cuobjdump = find_cuobjdump()
+    if cuobjdump is None:
+        pytest.skip("cuobjdump not found (pip install nvidia-cuda-cuobjdump)")
+    m = gemm_module(256)
+    bdir = build_module("cuda", m, CompileOptions(extra=(("arch", "sm_90a"),)),
+                        build_dir=tmp_path / "b")
+    lib = bdir / f"lib{c_module_name(m)}.so"
+    elves = subprocess.run([cuobjdump, "--list-elf", str(lib)], capture_output=True,
+                           text=True, check=True).stdout
+    assert "gemm_tile.sm_90a.cubin" in elves, elves
+    sass = subprocess.run([cuobjdump, "-sass", str(lib)], capture_output=True, text=True,
+                          check=True).stdout
+    assert sass_counts(parse_sass(sass)).get("HGMMA", 0) > 0
+
+
+@pytest.mark.slow
+@requires_nvcc
 def test_sass_of_the_two_paths():
     """sm_90a: warpgroup MMA (HGMMA), TMA loads (UTMALDG) and mbarrier operations (SYNCS) in
     the kernel, and its sm_80 fallback beside it; sm_80: mma.sync (HMMA), ldmatrix (LDSM) and
