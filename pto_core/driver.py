@@ -332,16 +332,29 @@ def _unless_built(bdir: Path, key: str, results: list[Path]) -> Iterator[bool]:
             write_if_changed(stamp, key)
 
 
-def _scons_command(bdir: Path, entry: str, what: str, jobs: int, *args: str) -> list[str]:
+def build_jobs() -> int:
+    """Parallel compiles of a build: one per CPU this process may run on (2 on a 2-core
+    machine; 16 nvcc at once on a 16-core GPU host), at least 2."""
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        cpus = os.cpu_count() or 2
+    return max(2, cpus)
+
+
+def _scons_command(bdir: Path, entry: str, what: str, jobs: int | None, *args: str
+                   ) -> list[str]:
     """Write ``bdir/SConstruct`` (calling ``pto_core.scons.<entry>``) and return the command
-    that runs SCons on it with ``args`` (the build shares the SCons cache of every folder)."""
+    that runs SCons on it with ``args`` (the build shares the SCons cache of every folder;
+    ``jobs`` None: :func:`build_jobs`)."""
+    jobs = jobs or build_jobs()
     write_if_changed(bdir / "SConstruct", _SCONSTRUCT.format(what=what, entry=entry))
     build_root().mkdir(parents=True, exist_ok=True)      # SCons makes the cache folder only
     return [sys.executable, "-c", "import SCons.Script; SCons.Script.main()", "-Q", f"-j{jobs}",
             "-C", str(bdir), "-f", "SConstruct", f"cache={build_root() / 'scons-cache'}", *args]
 
 
-def build_runtime_library(opt: str = "release", *, jobs: int = 2) -> Path:
+def build_runtime_library(opt: str = "release", *, jobs: int | None = None) -> Path:
     """``libpto_runtime.so`` (what the Python binding :mod:`pto_core.runtime` loads) built by
     SCons from ``runtime/SConscript`` with the flags of build variant ``opt``, into
     ``<build_root>/runtime/python-<opt>/``; returns its path. As with :func:`build_module`, an
@@ -364,7 +377,7 @@ def build_runtime_library(opt: str = "release", *, jobs: int = 2) -> Path:
 
 
 def build_module(target: str, module: Module, options: CompileOptions | None = None, *,
-                 build_dir: Path | None = None, cross: str = "", jobs: int = 2,
+                 build_dir: Path | None = None, cross: str = "", jobs: int | None = None,
                  phases: Phases | None = None,
                  variables: Mapping[str, str] | None = None) -> Path:
     """Generate and build ``module`` for ``target`` with SCons; return the build directory
@@ -423,7 +436,7 @@ def build_variables(options: CompileOptions, variables: Mapping[str, str] | None
     return {**plain, **(variables or {})}
 
 
-def _link(bdir: Path, name: str, paths: list[Path], what: str, jobs: int,
+def _link(bdir: Path, name: str, paths: list[Path], what: str, jobs: int | None,
           step: Callable[[str], None], *args: str) -> None:
     """Compile and link ``paths`` (in ``bdir/gen``) into ``bdir/lib<name>.so`` and, from the
     ``<name>_host.c`` among them, ``bdir/<name>_host``, with the runtime, by SCons."""
@@ -434,7 +447,7 @@ def _link(bdir: Path, name: str, paths: list[Path], what: str, jobs: int,
 
 
 def build_c_sources(name: str, sources: Mapping[str, str], build_dir: Path, *,
-                    opt: str = "release", werror: bool = False, jobs: int = 2,
+                    opt: str = "release", werror: bool = False, jobs: int | None = None,
                     engine: str = "pto") -> Path:
     """Build C ``sources`` (file name -> text: an orchestration, a binding written by hand, a
     ``<name>_host.c``) with the runtime into ``build_dir/lib<name>.so`` (and
