@@ -41,7 +41,9 @@ On the reference target ``--stats`` counts the tasks per function.
 ``--engine starpu`` builds the program against the StarPU engine (:mod:`pto_core.engines`): the
 same kernels and orchestration, with StarPU finding the dependencies and running the tasks.
 ``--engine starpu-mpi`` runs under ``mpirun -np N``: every rank runs the graph, rank 0 reports
-(and checks) the gathered results.
+(and checks) the gathered results; ``--trace`` then writes one trace with a process per rank and
+the data messages between ranks, and ``--stats`` adds the tasks, bytes, messages and time
+waiting for data of each rank (``docs/distributed.md``).
 ``--runtime three-tier [--schedulers N] [--cores N]`` runs a compiled target in the runtime's
 three-tier mode (``PTO_RUNTIME``): the orchestration on the calling thread, N scheduler threads
 (default 3) that dispatch ready tasks to the cores through handshakes, and the cores (default:
