@@ -474,7 +474,8 @@ def format_stats(s: TraceStats) -> str:
     lines = [f"tasks {s.tasks}, dependencies {s.edges}, workers {len(s.worker_busy_ns)}",
              f"total work        {_t(s.total_work_ns)}",
              f"makespan          {_t(s.makespan_ns)}",
-             f"critical path     {_t(s.critical_path_ns)} ({len(s.critical_path)} tasks)",
+             (f"critical path     {_t(s.critical_path_ns)} ({len(s.critical_path)} tasks)"
+              if s.critical_path else "critical path     not recorded (no dependency graph)"),
              f"parallelism       {s.parallelism:.2f} (work / makespan)",
              *([f"intermediates     {s.temp_buffers} task outputs, peak "
                 f"{s.peak_temp_bytes} bytes alive"] if s.temp_buffers else []),

@@ -65,6 +65,7 @@ struct EngObs {
     _Atomic int64_t npend;
     int32_t* seq;                      /* [peer][recv][tagoff] message counters */
     int tag_base;
+    _Atomic int64_t dropped;           /* records lost to memory (or past what one gather carries) */
 };
 
 static char* dup_env(const char* name) {
@@ -143,7 +144,7 @@ int obs_name(EngObs* o, int32_t id, const char* name) {
 void obs_task(EngObs* o, int worker, int32_t id, int64_t start_ns, int64_t end_ns) {
     if (worker < 0 || worker >= STARPU_NMAXWORKERS) return;
     ObsLane* L = &o->lanes[worker];
-    if (grow((void**)&L->v, &L->cap, L->n + 1, sizeof *L->v) < 0) return;
+    if (grow((void**)&L->v, &L->cap, L->n + 1, sizeof *L->v) < 0) { atomic_fetch_add(&o->dropped, 1); return; }
     L->v[L->n++] = (ObsTask){start_ns, end_ns, id, worker, o->rank, 0};
 }
 
@@ -174,6 +175,11 @@ static void xfer_post(EngObs* o, int recv, const void* buf, int count, MPI_Datat
     int size = 0;
     PMPI_Type_size(type, &size);
     pthread_mutex_lock(&o->mu);
+    /* MPI hands out a request value only once it is free: an entry still holding it completed
+     * unseen (it keeps its start as its end) */
+    const int64_t n = atomic_load(&o->npend);
+    for (int64_t i = 0; i < n; i++)
+        if (o->pend[i].req == (uintptr_t)req) { o->pend[i] = o->pend[n - 1]; atomic_store(&o->npend, n - 1); break; }
     if (grow((void**)&o->x, &o->cap_x, o->nx + 1, sizeof *o->x) == PTO_OK &&
         grow((void**)&o->pend, &o->npend_cap, atomic_load(&o->npend) + 1, sizeof *o->pend) == PTO_OK) {
         int32_t* seq = &o->seq[(peer * 2 + recv) * 3 + off];
@@ -181,6 +187,8 @@ static void xfer_post(EngObs* o, int recv, const void* buf, int count, MPI_Datat
         o->pend[atomic_load(&o->npend)] = (Pending){o->nx, (uintptr_t)req};
         atomic_fetch_add(&o->npend, 1);
         o->nx++;
+    } else {
+        atomic_fetch_add(&o->dropped, 1);
     }
     pthread_mutex_unlock(&o->mu);
 }
@@ -252,6 +260,7 @@ typedef struct All {
     ObsXfer* x; int64_t nx;
     int64_t* amounts;                  /* [sender][receiver] bytes, StarPU-MPI's count */
     int nranks;
+    int64_t dropped;                   /* records lost, every rank together */
 } All;
 
 static void write_trace(EngObs* o, const All* a, const ObsRegion* regions, int64_t nregions, FILE* f) {
@@ -265,7 +274,8 @@ static void write_trace(EngObs* o, const All* a, const ObsRegion* regions, int64
     const char* producer = "pto starpu";
 #endif
     fprintf(f, "{\"displayTimeUnit\":\"ns\",\"otherData\":{\"producer\":\"%s\",\"t0_ns\":%lld,\"ranks\":%d,"
-               "\"workers_per_rank\":%d},\n\"traceEvents\":[\n", producer, (long long)t0, a->nranks, o->nworkers);
+               "\"workers_per_rank\":%d,\"dropped\":%lld},\n\"traceEvents\":[\n", producer, (long long)t0, a->nranks,
+            o->nworkers, (long long)a->dropped);
     /* a process per rank, a lane per worker that ran something */
     bool* used = calloc((size_t)a->nranks * STARPU_NMAXWORKERS, 1);
     for (int64_t i = 0; used && i < a->nt; i++) used[a->t[i].rank * STARPU_NMAXWORKERS + a->t[i].worker] = true;
@@ -384,8 +394,8 @@ static void write_stats(EngObs* o, const All* a, FILE* f) {
         if (e->worker < W) { busy[e->rank * W + e->worker] += d; ntask[e->rank * W + e->worker]++; }
     }
     fprintf(f, "{\"producer\":\"pto %s\",\"tasks\":%lld,\"tasks_completed\":%lld,\"edges\":0,\"workers\":%d,"
-               "\"traced\":true,\"graph_recorded\":false,\n\"functions\":{",
-            OBS_MPI ? "starpu-mpi" : "starpu", (long long)o->nnames, (long long)a->nt, W);
+               "\"traced\":true,\"graph_recorded\":false,\"dropped_events\":%lld,\n\"functions\":{",
+            OBS_MPI ? "starpu-mpi" : "starpu", (long long)o->nnames, (long long)a->nt, W, (long long)a->dropped);
     for (int64_t k = 0; fs && k < nf; k++) {
         fputs(k ? ",\n  " : "\n  ", f);
         rt_json_string(f, fs[k].name);
@@ -526,8 +536,13 @@ void obs_finish(EngObs* o, const ObsRegion* regions, int64_t nregions) {
         if (o->x[i].end_ns < o->x[i].start_ns) o->x[i].end_ns = o->x[i].start_ns;   /* never seen complete */
     /* rank 0 gathers: counts, tasks, transfers, StarPU-MPI's byte counts, clocks */
     const int R = o->nranks;
-    int64_t counts[2] = {ntasks, o->nx}, base = o->base_ns;
-    int64_t* all_counts = o->rank == 0 ? calloc((size_t)R * 2, sizeof *all_counts) : NULL;
+    /* what one gather carries: every rank's bytes and their offsets are ints */
+    const int64_t max_t = INT32_MAX / R / (int64_t)sizeof(ObsTask), max_x = INT32_MAX / R / (int64_t)sizeof(ObsXfer);
+    const int64_t nx = o->nx < max_x ? o->nx : max_x;
+    if (ntasks > max_t) { atomic_fetch_add(&o->dropped, ntasks - max_t); ntasks = max_t; }
+    atomic_fetch_add(&o->dropped, o->nx - nx);
+    int64_t counts[3] = {ntasks, nx, atomic_load(&o->dropped)}, base = o->base_ns;
+    int64_t* all_counts = o->rank == 0 ? calloc((size_t)R * 3, sizeof *all_counts) : NULL;
     int64_t* bases = o->rank == 0 ? calloc((size_t)R, sizeof *bases) : NULL;
     size_t* amounts = calloc((size_t)R, sizeof *amounts);
     int64_t* row = calloc((size_t)R, sizeof *row);
@@ -536,54 +551,66 @@ void obs_finish(EngObs* o, const ObsRegion* regions, int64_t nregions) {
         for (int r = 0; r < R; r++) row[r] = (int64_t)amounts[r];
     }
     int64_t* matrix = o->rank == 0 ? calloc((size_t)R * R, sizeof *matrix) : NULL;
-    MPI_Gather(counts, 2, MPI_INT64_T, all_counts, 2, MPI_INT64_T, 0, MPI_COMM_WORLD);
-    MPI_Gather(&base, 1, MPI_INT64_T, bases, 1, MPI_INT64_T, 0, MPI_COMM_WORLD);
-    MPI_Gather(row, R, MPI_INT64_T, matrix, R, MPI_INT64_T, 0, MPI_COMM_WORLD);
     int* sizes = o->rank == 0 ? calloc((size_t)R * 2, sizeof *sizes) : NULL;
+    int* displs = o->rank == 0 ? calloc((size_t)R * 2, sizeof *displs) : NULL;
+    /* the gathers are collective: all ranks go on, or (out of memory somewhere) none */
+    int ok = mine && amounts && row && (o->rank != 0 || (all_counts && bases && matrix && sizes && displs)), all_ok = 0;
+    MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
     ObsTask* t = NULL;
     ObsXfer* x = NULL;
-    int64_t nt = 0, nx = 0;
-    if (o->rank == 0 && all_counts && sizes) {
-        for (int r = 0; r < R; r++) { nt += all_counts[2 * r]; nx += all_counts[2 * r + 1]; }
-        t = malloc((size_t)(nt + 1) * sizeof *t);
-        x = malloc((size_t)(nx + 1) * sizeof *x);
+    int64_t nt = 0, nxs = 0, dropped = 0;
+    if (all_ok) {
+        MPI_Gather(counts, 3, MPI_INT64_T, all_counts, 3, MPI_INT64_T, 0, MPI_COMM_WORLD);
+        MPI_Gather(&base, 1, MPI_INT64_T, bases, 1, MPI_INT64_T, 0, MPI_COMM_WORLD);
+        MPI_Gather(row, R, MPI_INT64_T, matrix, R, MPI_INT64_T, 0, MPI_COMM_WORLD);
+    }
+    if (all_ok && o->rank == 0) {
         for (int r = 0; r < R; r++) {
-            sizes[r] = (int)(all_counts[2 * r] * (int64_t)sizeof *t);
-            sizes[R + r] = (int)(all_counts[2 * r + 1] * (int64_t)sizeof *x);
+            nt += all_counts[3 * r];
+            nxs += all_counts[3 * r + 1];
+            dropped += all_counts[3 * r + 2];
+            sizes[r] = (int)(all_counts[3 * r] * (int64_t)sizeof *t);
+            sizes[R + r] = (int)(all_counts[3 * r + 1] * (int64_t)sizeof *x);
+        }
+        t = malloc((size_t)(nt + 1) * sizeof *t);
+        x = malloc((size_t)(nxs + 1) * sizeof *x);
+        for (int r = 1; r < R; r++) {
+            displs[r] = displs[r - 1] + sizes[r - 1];
+            displs[R + r] = displs[R + r - 1] + sizes[R + r - 1];
         }
     }
-    int* displs = o->rank == 0 ? calloc((size_t)R * 2, sizeof *displs) : NULL;
-    for (int r = 1; displs && sizes && r < R; r++) {
-        displs[r] = displs[r - 1] + sizes[r - 1];
-        displs[R + r] = displs[R + r - 1] + sizes[R + r - 1];
+    ok = o->rank != 0 || (t && x);
+    if (all_ok) MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    if (all_ok) {
+        MPI_Gatherv(mine, (int)(ntasks * (int64_t)sizeof *mine), MPI_BYTE, t, sizes, displs, MPI_BYTE, 0,
+                    MPI_COMM_WORLD);
+        MPI_Gatherv(o->x, (int)(nx * (int64_t)sizeof *o->x), MPI_BYTE, x, sizes ? sizes + R : NULL,
+                    displs ? displs + R : NULL, MPI_BYTE, 0, MPI_COMM_WORLD);
     }
-    MPI_Gatherv(mine, (int)(ntasks * (int64_t)sizeof *mine), MPI_BYTE, t, sizes, displs, MPI_BYTE, 0, MPI_COMM_WORLD);
-    MPI_Gatherv(o->x, (int)(o->nx * (int64_t)sizeof *o->x), MPI_BYTE, x, sizes ? sizes + R : NULL,
-                displs ? displs + R : NULL, MPI_BYTE, 0, MPI_COMM_WORLD);
     pthread_mutex_unlock(&o->mu);
-    if (o->rank == 0 && t && x && bases && matrix) {
+    if (o->rank == 0 && all_ok) {
         /* one node shares one clock; across nodes each rank counts from the barrier of obs_open */
         for (int64_t i = 0; !o->shared_clock && i < nt; i++) {
             t[i].start_ns += bases[0] - bases[t[i].rank];
             t[i].end_ns += bases[0] - bases[t[i].rank];
         }
-        for (int64_t i = 0; !o->shared_clock && i < nx; i++) {
+        for (int64_t i = 0; !o->shared_clock && i < nxs; i++) {
             x[i].start_ns += bases[0] - bases[x[i].rank];
             x[i].end_ns += bases[0] - bases[x[i].rank];
         }
-        All g = {t, nt, x, nx, matrix, R};
-        qsort(g.x, (size_t)nx, sizeof *g.x, cmp_xfer);
+        All g = {t, nt, x, nxs, matrix, R, dropped};
+        qsort(g.x, (size_t)nxs, sizeof *g.x, cmp_xfer);
         pair_transfers(&g);
         if (o->trace_path) write_file(true, o->trace_path, o, &g, regions, nregions);
         if (o->stats_path) write_file(false, o->stats_path, o, &g, regions, nregions);
     } else if (o->rank == 0) {
-        fprintf(stderr, "pto starpu-mpi: out of memory gathering the trace and statistics\n");
+        fprintf(stderr, "pto starpu-mpi: out of memory gathering the trace and statistics; none written\n");
     }
     free(all_counts); free(bases); free(amounts); free(row); free(matrix); free(sizes); free(displs);
     free(t); free(x);
 #else
     int64_t zero = 0;
-    All a = {mine, ntasks, o->x, o->nx, &zero, 1};
+    All a = {mine, ntasks, o->x, o->nx, &zero, 1, atomic_load(&o->dropped)};
     if (o->trace_path) write_file(true, o->trace_path, o, &a, regions, nregions);
     if (o->stats_path) write_file(false, o->stats_path, o, &a, regions, nregions);
 #endif
