@@ -223,15 +223,15 @@ def validate_trace(events: list[TraceEvent], graph: TaskGraph | None = None) -> 
     for e in events:
         per_worker[e.rank, e.worker].append(e)
     for (rank, w), evs in sorted(per_worker.items()):
-        w = f"{w} of rank {rank}" if rank else w
+        lane = f"worker {w} of rank {rank}" if rank else f"worker {w}"
         for a, b in zip(evs, evs[1:]):
             if b.start_ns < a.start_ns:
-                problems.append(f"worker {w}: task {b.task} is recorded after task {a.task} but "
+                problems.append(f"{lane}: task {b.task} is recorded after task {a.task} but "
                                 f"starts earlier (timestamps not monotonic)")
         ordered = sorted(evs, key=lambda e: e.start_ns)
         for a, b in zip(ordered, ordered[1:]):
             if b.start_ns < a.end_ns:
-                problems.append(f"worker {w}: task {b.task} starts at {b.start_ns} before task "
+                problems.append(f"{lane}: task {b.task} starts at {b.start_ns} before task "
                                 f"{a.task} ends at {a.end_ns} (overlap)")
     if graph is not None:
         ids = {t.id for t in graph.tasks}

@@ -23,15 +23,15 @@ import pytest
 from pto_core import driver
 from pto_core.engines import pkg_config_flags
 from pto_core.errors import PTOError
-from pto_core.trace import (chrome_trace_graph, load_chrome_trace, load_runtime_stats,
-                            load_transfers, validate_trace)
+from pto_core.trace import (TraceEvent, chrome_trace_graph, format_stats, load_chrome_trace,
+                            load_runtime_stats, load_transfers, validate_trace)
 
 ROOT = Path(__file__).parents[1]
 OWNED = (Path(__file__).parent / "engines" / "owned_host.c").read_text()
 GRAPH_TASKS = 16          # owned_host.c: two rounds over 8 row tiles
 
 
-@pytest.fixture(scope="module", autouse=True)
+@pytest.fixture(scope="module")
 def starpu_mpi_installed():
     try:
         pkg_config_flags("starpu-mpi")
@@ -39,6 +39,31 @@ def starpu_mpi_installed():
         pytest.skip(f"StarPU-MPI is not installed: {e}")
     if shutil.which("mpirun") is None:
         pytest.fail("mpirun is missing: scripts/setup.sh installs openmpi-bin")
+
+
+def test_each_rank_has_its_own_workers_in_a_trace():
+    # worker 0 of rank 0 and worker 0 of rank 1 run at once: no overlap; on one rank: overlap
+    ev = [TraceEvent(0, "k", 0, 0, 10, rank=0), TraceEvent(1, "k", 0, 5, 15, rank=1)]
+    assert validate_trace(ev) == []
+    problems = validate_trace(ev + [TraceEvent(2, "k", 0, 12, 20, rank=1)])
+    assert len(problems) == 1 and "worker 0 of rank 1: task 2" in problems[0]
+
+
+def test_stats_print_a_row_per_rank_with_the_bytes_and_the_wait():
+    obj = {"tasks": 3, "functions": {"k": {"count": 3, "total_ns": 30}}, "total_work_ns": 30,
+           "makespan_ns": 20, "worker_tasks": {"0": 2, "3": 1},
+           "worker_busy_ns": {"0": 20, "3": 10},
+           "mpi": {"workers_per_rank": 2, "bytes_moved": 96, "transfers": 3, "ranks": [
+               {"rank": 0, "tasks": 2, "bytes_sent": 64, "bytes_received": 32,
+                "transfers_sent": 2, "transfers_received": 1, "wait_ns": 1500},
+               {"rank": 1, "tasks": 1, "bytes_sent": 32, "bytes_received": 64,
+                "transfers_sent": 1, "transfers_received": 2, "wait_ns": 0}]}}
+    stats = load_runtime_stats(obj)
+    assert stats.bytes_moved == 96 and [r.wait_ns for r in stats.ranks] == [1500, 0]
+    text = format_stats(stats)
+    assert "rank 1 worker 1" in text and "critical path     not recorded" in text
+    assert re.search(r"^0\s+2\s+64\s+32\s+2\s+1\s+1.50 us$", text, re.M), text
+    assert re.search(r"^total\s+3\s+96\s+96\s+3\s+3$", text, re.M), text
 
 
 def mpirun(np_: int, *argv: str, env: dict | None = None,
@@ -53,7 +78,7 @@ def mpirun(np_: int, *argv: str, env: dict | None = None,
 
 
 @pytest.fixture(scope="module")
-def owned(tmp_path_factory) -> dict[str, Path]:
+def owned(starpu_mpi_installed, tmp_path_factory) -> dict[str, Path]:
     """owned_host built for each engine."""
     out = {}
     for engine in ("pto", "starpu", "starpu-mpi"):
@@ -156,7 +181,8 @@ def test_a_trace_file_rank_0_cannot_write_fails_every_rank_at_the_start(owned, t
     assert r.stdout.count("rc=-") == 2, r.stdout + r.stderr
 
 
-def test_pto_run_under_mpirun_prints_the_trace_and_the_bytes_per_rank(tmp_path):
+def test_pto_run_under_mpirun_prints_the_trace_and_the_bytes_per_rank(starpu_mpi_installed,
+                                                                       tmp_path):
     trace = tmp_path / "softmax.json"
     r = mpirun(2, sys.executable, "-c", "import sys; from pto_core.cli import main; "
                "sys.exit(main(sys.argv[1:]))", "run", "examples/fused_softmax.py", "--target",
