@@ -2,7 +2,9 @@
 and statistics.
 
 A trace is a list of :class:`TraceEvent` - one per executed task: task id, function, worker,
-start and end in nanoseconds of one monotonic clock. The runtime records them (``PTO_TRACE`` /
+start and end in nanoseconds of one monotonic clock, and on a distributed engine the rank (a
+process per rank in the Chrome trace, with the data messages between ranks as
+:class:`Transfer` slices: :func:`load_transfers`). The runtime records them (``PTO_TRACE`` /
 ``pto_runtime_enable_trace``); this module writes and reads the JSON, checks a trace against the
 task graph, and computes statistics.
 
@@ -30,7 +32,7 @@ from .errors import PTOError
 __all__ = ["TraceEvent", "FuncStats", "TraceStats", "PTOTraceError", "to_chrome_trace",
            "write_chrome_trace", "load_chrome_trace", "chrome_trace_graph", "validate_trace",
            "check_trace", "trace_stats", "format_stats", "load_runtime_stats", "LaunchStats",
-           "launch_stats"]
+           "launch_stats", "Transfer", "load_transfers", "RankStats"]
 
 PID = 1
 
@@ -41,13 +43,15 @@ class PTOTraceError(PTOError):
 
 @dataclass(frozen=True)
 class TraceEvent:
-    """One task execution: ``[start_ns, end_ns)`` on ``worker`` (-1: the orchestrating thread)."""
+    """One task execution: ``[start_ns, end_ns)`` on ``worker`` (-1: the orchestrating thread)
+    of ``rank`` (0 but on a distributed engine)."""
 
     task: int
     func: str
     worker: int
     start_ns: int
     end_ns: int
+    rank: int = 0
 
     @property
     def duration_ns(self) -> int:
@@ -129,9 +133,54 @@ def load_chrome_trace(source: str | Path | dict) -> list[TraceEvent]:
         try:
             start = round(float(e["ts"]) * 1000) + t0
             out.append(TraceEvent(int(e["args"]["task"]), str(e["name"]), int(e["tid"]) - 1,
-                                  start, start + round(float(e["dur"]) * 1000)))
+                                  start, start + round(float(e["dur"]) * 1000),
+                                  int(e["args"].get("rank", 0))))
         except (KeyError, TypeError, ValueError) as err:
             raise PTOTraceError(f"traceEvents[{i}] is not a valid task slice ({err!r})") from None
+    return out
+
+
+@dataclass(frozen=True)
+class Transfer:
+    """One side of a data message between ranks, as a distributed engine's trace shows it:
+    ``dir`` is ``"send"`` (on rank ``src``) or ``"recv"`` (on rank ``dst``); both sides of one
+    message share ``transfer``; ``handle`` is the region's tag (``tensor`` and ``region`` =
+    ``(r0, c0, rows, cols)`` name it) and times are ns from the trace's start."""
+
+    transfer: int
+    dir: str
+    src: int
+    dst: int
+    bytes: int
+    handle: int
+    tensor: str
+    region: tuple[int, ...]
+    start_ns: int
+    end_ns: int
+
+
+def load_transfers(source: str | Path | dict) -> list[Transfer]:
+    """The transfer slices (``cat:"transfer"``, ``ph:"X"``) of a trace, in file order.
+
+    >>> load_transfers({"traceEvents": [{"ph": "X", "cat": "transfer", "ts": 1, "dur": 2,
+    ...     "args": {"transfer": 0, "dir": "send", "from": 0, "to": 1, "bytes": 64,
+    ...              "handle": 3, "tensor": "x", "region": [0, 0, 4, 4]}}]})[0].bytes
+    64
+    """
+    obj = source if isinstance(source, dict) else json.loads(Path(source).read_text())
+    out = []
+    for i, e in enumerate(obj.get("traceEvents", [])):
+        if e.get("ph") != "X" or e.get("cat") != "transfer":
+            continue
+        a = e.get("args", {})
+        try:
+            start = round(float(e["ts"]) * 1000)
+            out.append(Transfer(int(a["transfer"]), str(a["dir"]), int(a["from"]), int(a["to"]),
+                                int(a["bytes"]), int(a.get("handle", -1)), str(a.get("tensor", "?")),
+                                tuple(int(v) for v in a.get("region", ())), start,
+                                start + round(float(e["dur"]) * 1000)))
+        except (KeyError, TypeError, ValueError) as err:
+            raise PTOTraceError(f"traceEvents[{i}] is not a valid transfer slice ({err!r})") from None
     return out
 
 
@@ -160,7 +209,7 @@ def chrome_trace_graph(source: str | Path | dict) -> TaskGraph:
 def validate_trace(events: list[TraceEvent], graph: TaskGraph | None = None) -> list[str]:
     """Every problem found, as sentences (empty: the trace is consistent). Checks: each task at
     most once (with ``graph``: exactly the graph's tasks, once each); ``start <= end``; per
-    worker, events recorded in start order and never overlapping; with ``graph``, each task
+    worker (of each rank), events recorded in start order and never overlapping; with ``graph``, each task
     starting no earlier than every producer ended."""
     problems: list[str] = []
     seen: dict[int, TraceEvent] = {}
@@ -170,18 +219,19 @@ def validate_trace(events: list[TraceEvent], graph: TaskGraph | None = None) -> 
         if e.task in seen:
             problems.append(f"task {e.task} appears more than once")
         seen[e.task] = e
-    per_worker: dict[int, list[TraceEvent]] = defaultdict(list)
+    per_worker: dict[tuple[int, int], list[TraceEvent]] = defaultdict(list)
     for e in events:
-        per_worker[e.worker].append(e)
-    for w, evs in sorted(per_worker.items()):
+        per_worker[e.rank, e.worker].append(e)
+    for (rank, w), evs in sorted(per_worker.items()):
+        lane = f"worker {w} of rank {rank}" if rank else f"worker {w}"
         for a, b in zip(evs, evs[1:]):
             if b.start_ns < a.start_ns:
-                problems.append(f"worker {w}: task {b.task} is recorded after task {a.task} but "
+                problems.append(f"{lane}: task {b.task} is recorded after task {a.task} but "
                                 f"starts earlier (timestamps not monotonic)")
         ordered = sorted(evs, key=lambda e: e.start_ns)
         for a, b in zip(ordered, ordered[1:]):
             if b.start_ns < a.end_ns:
-                problems.append(f"worker {w}: task {b.task} starts at {b.start_ns} before task "
+                problems.append(f"{lane}: task {b.task} starts at {b.start_ns} before task "
                                 f"{a.task} ends at {a.end_ns} (overlap)")
     if graph is not None:
         ids = {t.id for t in graph.tasks}
@@ -286,6 +336,21 @@ def launch_stats(grids: Iterable[tuple[str, int, int, int]]) -> dict[str, Launch
 
 
 @dataclass(frozen=True)
+class RankStats:
+    """What one rank of a distributed run did: tasks it ran, bytes and data messages it sent
+    and received (the byte counts are StarPU-MPI's own), and ``wait_ns``, how long at least one
+    of its receives was in flight (posted, not yet complete)."""
+
+    rank: int
+    tasks: int
+    bytes_sent: int
+    bytes_received: int
+    transfers_sent: int
+    transfers_received: int
+    wait_ns: int
+
+
+@dataclass(frozen=True)
 class TraceStats:
     """What a run did. ``parallelism`` = total work / makespan (average busy workers);
     ``critical_path_ns`` is the longest chain of dependent task durations (needs the graph;
@@ -308,6 +373,15 @@ class TraceStats:
     #: runtime-owned intermediates: task outputs allocated, and the most bytes alive at once
     temp_buffers: int = 0
     peak_temp_bytes: int = 0
+    #: a distributed run: per rank, and the workers of each (worker keys are then
+    #: ``rank * workers_per_rank + worker``)
+    ranks: tuple[RankStats, ...] = ()
+    workers_per_rank: int = 0
+
+    @property
+    def bytes_moved(self) -> int:
+        """Bytes sent between ranks, all ranks together."""
+        return sum(r.bytes_sent for r in self.ranks)
 
     @property
     def parallelism(self) -> float:
@@ -365,6 +439,11 @@ def load_runtime_stats(source: str | Path | dict) -> TraceStats:
     (2, 2)
     """
     obj = source if isinstance(source, dict) else json.loads(Path(source).read_text())
+    mpi = obj.get("mpi", {})
+    ranks = tuple(RankStats(int(r["rank"]), int(r["tasks"]), int(r["bytes_sent"]),
+                            int(r["bytes_received"]), int(r["transfers_sent"]),
+                            int(r["transfers_received"]), int(r["wait_ns"]))
+                  for r in mpi.get("ranks", ()))
     funcs = {name: FuncStats(int(f["count"]), int(f.get("total_ns", 0)), int(f.get("min_ns", 0)),
                              int(f.get("max_ns", 0)))
              for name, f in obj.get("functions", {}).items()}
@@ -379,7 +458,8 @@ def load_runtime_stats(source: str | Path | dict) -> TraceStats:
         launches={k: LaunchStats.from_json(k, v) for k, v in obj.get("launches", {}).items()},
         three_tier=dict(obj.get("three_tier", {})),
         temp_buffers=int(obj.get("temp_buffers", 0)),
-        peak_temp_bytes=int(obj.get("peak_temp_bytes", 0)))
+        peak_temp_bytes=int(obj.get("peak_temp_bytes", 0)),
+        ranks=ranks, workers_per_rank=int(mpi.get("workers_per_rank", 0)))
 
 
 def _t(ns: float) -> str:
@@ -394,7 +474,8 @@ def format_stats(s: TraceStats) -> str:
     lines = [f"tasks {s.tasks}, dependencies {s.edges}, workers {len(s.worker_busy_ns)}",
              f"total work        {_t(s.total_work_ns)}",
              f"makespan          {_t(s.makespan_ns)}",
-             f"critical path     {_t(s.critical_path_ns)} ({len(s.critical_path)} tasks)",
+             (f"critical path     {_t(s.critical_path_ns)} ({len(s.critical_path)} tasks)"
+              if s.critical_path else "critical path     not recorded (no dependency graph)"),
              f"parallelism       {s.parallelism:.2f} (work / makespan)",
              *([f"intermediates     {s.temp_buffers} task outputs, peak "
                 f"{s.peak_temp_bytes} bytes alive"] if s.temp_buffers else []),
@@ -406,9 +487,20 @@ def format_stats(s: TraceStats) -> str:
                      f"{_t(fs.max_ns):>12}{share:>7.1f}%")
     lines += ["", f"{'worker':<24}{'tasks':>8}{'busy':>12}{'idle':>12}"]
     idle = s.worker_idle_ns
+    per = s.workers_per_rank
     for w, b in s.worker_busy_ns.items():
-        name = "inline" if w < 0 else str(w)
+        name = ("inline" if w < 0 else f"rank {w // per} worker {w % per}" if per else str(w))
         lines.append(f"{name:<24}{s.worker_tasks[w]:>8}{_t(b):>12}{_t(idle[w]):>12}")
+    if s.ranks:
+        lines += ["", f"{'rank':<8}{'tasks':>8}{'bytes sent':>14}{'received':>14}{'msgs out':>10}"
+                      f"{'msgs in':>9}{'waiting for data':>18}"]
+        for r in s.ranks:
+            lines.append(f"{r.rank:<8}{r.tasks:>8}{r.bytes_sent:>14}{r.bytes_received:>14}"
+                         f"{r.transfers_sent:>10}{r.transfers_received:>9}{_t(r.wait_ns):>18}")
+        lines.append(f"{'total':<8}{sum(r.tasks for r in s.ranks):>8}{s.bytes_moved:>14}"
+                     f"{sum(r.bytes_received for r in s.ranks):>14}"
+                     f"{sum(r.transfers_sent for r in s.ranks):>10}"
+                     f"{sum(r.transfers_received for r in s.ranks):>9}")
     if s.launches:
         lines += ["", f"{'device launches':<24}{'launches':>9}{'grids':>7}{'tasks':>8}"
                       f"{'tasks/launch min/med/max':>26}{'grid min/med/max':>20}{'fill':>7}"

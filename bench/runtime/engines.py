@@ -38,7 +38,8 @@ MPI_PACKAGES = ("starpumpi-1.3", "mpi-c")
 
 
 #: the StarPU engine's sources (as runtime/SConscript builds it)
-ENGINE_SOURCES = [str(ROOT / "runtime" / p) for p in ("src/common.c", "engines/starpu.c", "engines/temps.c")]
+ENGINE_SOURCES = [str(ROOT / "runtime" / p) for p in ("src/common.c", "engines/starpu.c", "engines/temps.c",
+                                                        "engines/observe.c")]
 
 
 def build_mpi() -> Path:

@@ -41,7 +41,9 @@ On the reference target ``--stats`` counts the tasks per function.
 ``--engine starpu`` builds the program against the StarPU engine (:mod:`pto_core.engines`): the
 same kernels and orchestration, with StarPU finding the dependencies and running the tasks.
 ``--engine starpu-mpi`` runs under ``mpirun -np N``: every rank runs the graph, rank 0 reports
-(and checks) the gathered results.
+(and checks) the gathered results; ``--trace`` then writes one trace with a process per rank and
+the data messages between ranks, and ``--stats`` adds the tasks, bytes, messages and time
+waiting for data of each rank (``docs/distributed.md``).
 ``--runtime three-tier [--schedulers N] [--cores N]`` runs a compiled target in the runtime's
 three-tier mode (``PTO_RUNTIME``): the orchestration on the calling thread, N scheduler threads
 (default 3) that dispatch ready tasks to the cores through handshakes, and the cores (default:
@@ -78,7 +80,7 @@ from ..reference import derive_shapes, numpy_dtype, run_module, trace_calls
 from ..codegen.host import runtime_environment
 from ..driver import RUNTIME_MODES, runtime_mode_environment
 from ..trace import (chrome_trace_graph, format_stats, load_chrome_trace, load_runtime_stats,
-                     validate_trace)
+                     load_transfers, validate_trace)
 from .common import (add_compile_arguments, add_run_arguments, load_with_settings, options_from_args,
                      parse_assignments)
 
@@ -186,8 +188,12 @@ def report_trace(path: Path) -> bool:
         return False
     events = load_chrome_trace(path)
     problems = validate_trace(events, chrome_trace_graph(path))
-    workers = len({e.worker for e in events})
-    print(f"  trace: {len(events)} tasks on {workers} worker(s) -> {path} "
+    workers = len({(e.rank, e.worker) for e in events})
+    ranks = len({e.rank for e in events})
+    sends = [t for t in load_transfers(path) if t.dir == "send"]
+    where = (f"{workers} worker(s) of {ranks} rank(s), {len(sends)} transfer(s) of "
+             f"{sum(t.bytes for t in sends)} bytes" if ranks > 1 or sends else f"{workers} worker(s)")
+    print(f"  trace: {len(events)} tasks on {where} -> {path} "
           f"({'consistent' if not problems else 'INCONSISTENT: ' + '; '.join(problems[:3])})")
     return not problems
 

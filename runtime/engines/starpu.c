@@ -18,7 +18,8 @@
  *
  * What differs from the PTO runtime: worker types are not distinguished (every worker is a
  * StarPU CPU worker; at most STARPU_MAXCPUS of them, and 0 workers means one), there is no
- * task window (StarPU keeps every submitted task until it ran), no dump, trace or graph record,
+ * task window (StarPU keeps every submitted task until it ran), no dump or graph record (the
+ * trace and statistics of PTO_TRACE / PTO_STATS are observe.c's, written at shutdown),
  * and explicit edges (pto_task_add_successor) and affinity are refused (PTO_EINVAL). Safe mode
  * (execution_task_threshold 0) pauses StarPU's workers until pto_runtime_run; a threshold > 0
  * resumes them once that many tasks were submitted.
@@ -47,6 +48,7 @@
 #define _GNU_SOURCE 1
 #include "pto_runtime.h"
 #include "common.h"
+#include "observe.h"
 #include "temps.h"
 
 #include <errno.h>
@@ -78,6 +80,7 @@ struct Region {
 };
 
 typedef struct Tensor {
+    char* name;                        /* the first PTOTensor's name (the trace's transfers) */
     char* data;                        /* key: the base pointer, as the PTO runtime keys tensors */
     int64_t ld;
     int32_t elem_size;
@@ -135,6 +138,7 @@ struct PTORuntime {
     _Atomic int64_t worker_tasks[STARPU_NMAXWORKERS];
     _Atomic(EngTask*) running[STARPU_NMAXWORKERS];
     Buffers bufs;                      /* reused by every submission */
+    EngObs* obs;                       /* PTO_TRACE / PTO_STATS records, or NULL */
 #ifdef PTO_ENGINE_MPI
     int rank, nranks, grid_p, grid_q;  /* this rank, the world, the P x Q process grid */
     int64_t next_tag;
@@ -179,7 +183,9 @@ static void run_task(void* buffers[], void* cl_arg) {
         args[s + 1] = (int64_t)STARPU_MATRIX_GET_LD(iface);
     }
     if (worker >= 0) atomic_store_explicit(&rt->running[worker], t, memory_order_release);
+    const int64_t start = rt->obs ? rt_now_ns() : 0;
     const int32_t rc = t->fn ? t->fn(args) : 0;
+    if (rt->obs) obs_task(rt->obs, worker, t->id, start, rt_now_ns());
     if (worker >= 0) {
         atomic_store_explicit(&rt->running[worker], NULL, memory_order_release);
         atomic_fetch_add_explicit(&rt->worker_tasks[worker], 1, memory_order_relaxed);
@@ -248,10 +254,15 @@ static int mpi_start(PTORuntime* rt, struct starpu_conf* conf) {
         MPI_Comm_free(&node);
     }
     if (local > 1) setenv("STARPU_WORKERS_NOBIND", "1", 0);
-    int rc = starpu_mpi_init_conf(NULL, NULL, 0, MPI_COMM_WORLD, conf);
-    if (rc != 0)
+    int rc = obs_open(&rt->obs, rt->rank, rt->nranks, conf->ncpus, local == rt->nranks);
+    if (rc < 0) return rc;
+    rc = starpu_mpi_init_conf(NULL, NULL, 0, MPI_COMM_WORLD, conf);
+    if (rc != 0) {
+        obs_free(rt->obs);
+        rt->obs = NULL;
         return rt_fail(PTO_EINVAL, "starpu_mpi_init_conf failed (%d) on rank %d with %d CPU worker(s)", rc, rt->rank,
                        conf->ncpus);
+    }
     return PTO_OK;
 }
 
@@ -359,7 +370,16 @@ int pto_runtime_init(PTORuntime** out, const PTORuntimeConfig* cfg) {
         return rc;
     }
 #else
+    rc = obs_open(&rt->obs, 0, 1, rt->nworkers, true);
+    if (rc < 0) {
+        pthread_mutex_destroy(&rt->done_mu);
+        pthread_cond_destroy(&rt->done_cv);
+        free(rt);
+        atomic_store(&g_active, 0);
+        return rc;
+    }
     rc = starpu_init(&conf);
+    if (rc != 0) { obs_free(rt->obs); rt->obs = NULL; }
 #endif
     if (rc != 0) {
         pthread_mutex_destroy(&rt->done_mu);
@@ -397,6 +417,7 @@ static void free_tensors(PTORuntime* rt, bool unregister) {
         }
         free(x->all);
         free(x->buckets);
+        free(x->name);
         free(x);
     }
     free(rt->tensors);
@@ -405,6 +426,33 @@ static void free_tensors(PTORuntime* rt, bool unregister) {
     free(rt->bufs.h);
     free(rt->bufs.m);
     rt->bufs = (Buffers){0};
+}
+
+/* PTO_TRACE / PTO_STATS: every region as the trace names it, then observe.c writes the files. */
+static void observe_finish(PTORuntime* rt) {
+    if (!rt->obs) return;
+    int64_t n = 0;
+    for (int64_t i = 0; i < rt->ntensor_slots; i++)
+        if (rt->tensors[i]) n += rt->tensors[i]->nregions;
+    ObsRegion* regions = malloc((size_t)(n + 1) * sizeof *regions);
+    int64_t k = 0;
+    for (int64_t i = 0; regions && i < rt->ntensor_slots; i++) {
+        const Tensor* x = rt->tensors[i];
+        for (int64_t j = 0; x && j < x->nregions; j++) {
+            const Region* r = x->all[j];
+#ifdef PTO_ENGINE_MPI
+            const int64_t tag = starpu_mpi_data_get_tag(r->handle);
+#else
+            const int64_t tag = k;
+#endif
+            regions[k++] = (ObsRegion){x->data + (r->r0 * x->ld + r->c0) * x->elem_size, tag, x->name, r->r0, r->c0,
+                                       r->rows, r->cols};
+        }
+    }
+    obs_finish(rt->obs, regions, k);
+    free(regions);
+    obs_free(rt->obs);
+    rt->obs = NULL;
 }
 
 int pto_runtime_shutdown(PTORuntime* rt) {
@@ -423,10 +471,12 @@ int pto_runtime_shutdown(PTORuntime* rt) {
     starpu_task_wait_for_all();
 #ifdef PTO_ENGINE_MPI
     starpu_mpi_wait_for_all(MPI_COMM_WORLD);
+    observe_finish(rt);
     free_tensors(rt, true);
     starpu_mpi_shutdown();
     if (starpu_is_initialized()) starpu_shutdown();
 #else
+    observe_finish(rt);
     free_tensors(rt, true);
     starpu_shutdown();
 #endif
@@ -494,6 +544,7 @@ static Tensor* find_tensor(PTORuntime* rt, const PTOTensor* x, int* err) {
     Tensor* t = calloc(1, sizeof *t);
     if (!t) { *err = PTO_ENOMEM; return NULL; }
     t->data = x->data;
+    t->name = strdup(x->name ? x->name : "?");
     t->ld = x->ld;
     t->elem_size = x->elem_size;
     t->grid = true;
@@ -713,6 +764,7 @@ static int32_t submit_mpi(PTORuntime* rt, EngTask* t) {
     t->id = rt->next_id++;
     const int32_t id = t->id;
     const char* name = t->name;
+    if (rt->obs && obs_name(rt->obs, id, name) < 0) { free(t); return PTO_ENOMEM; }
     struct starpu_task* st = starpu_mpi_task_build(MPI_COMM_WORLD, &g_codelet, STARPU_EXECUTE_ON_NODE, xnode,
                                                    STARPU_DATA_MODE_ARRAY, descr, b->n, 0);
     if (st) {
@@ -789,7 +841,7 @@ static int32_t submit(PTORuntime* rt, EngTask* t) {
     t->id = rt->next_id++;
     const int32_t id = t->id;
     rt->submitted++;
-    rc = starpu_task_submit(st);
+    rc = rt->obs && obs_name(rt->obs, id, name) < 0 ? -ENOMEM : starpu_task_submit(st);
     if (rc != 0) {
         rt->submitted--;
         rt->next_id--;

@@ -1,13 +1,17 @@
 /* common.c - what every engine of the pto_runtime.h API shares: error texts, the calling
  * thread's last error, the clock, the deadline setting, the default configuration, and the
  * entry points built on the public API alone (pto_runtime_run_orch, runtime_entry_arm64). */
+#define _GNU_SOURCE 1
 #include "common.h"
 
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 const char* pto_strerror(int code) {
     switch (code) {
@@ -101,4 +105,39 @@ int runtime_entry_arm64(PTOOrchFunc orch, void* user_data, int num_workers, int 
     cfg.num_workers = num_workers;
     cfg.execution_task_threshold = execution_task_threshold;
     return pto_runtime_run_orch(&cfg, orch, user_data, NULL);
+}
+
+int rt_check_writable(const char* var, const char* path) {
+    if (!path) return PTO_OK;
+    struct stat st;
+    int ok;
+    if (stat(path, &st) == 0) {
+        ok = !S_ISDIR(st.st_mode) && access(path, W_OK) == 0;
+        if (S_ISDIR(st.st_mode)) errno = EISDIR;
+    } else {
+        char* dir = strdup(path);
+        if (!dir) return PTO_ENOMEM;
+        char* slash = strrchr(dir, '/');
+        const char* d = slash ? (slash == dir ? "/" : (*slash = 0, dir)) : ".";
+        ok = access(d, W_OK | X_OK) == 0;
+        free(dir);
+    }
+    if (!ok) return rt_fail(PTO_EIO, "%s: cannot open '%s' for writing: %s", var, path, strerror(errno));
+    return PTO_OK;
+}
+
+void rt_json_string(FILE* f, const char* s) {
+    fputc('"', f);
+    for (; s && *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c == '"' || c == '\\') fprintf(f, "\\%c", c);
+        else if (c < 0x20) fprintf(f, "\\u%04x", c);
+        else fputc(c, f);
+    }
+    fputc('"', f);
+}
+
+void rt_json_us(FILE* f, int64_t ns) {
+    int64_t a = ns < 0 ? -ns : ns;
+    fprintf(f, "%s%lld.%03lld", ns < 0 ? "-" : "", (long long)(a / 1000), (long long)(a % 1000));
 }

@@ -4,6 +4,8 @@
 
 #include "pto_runtime.h"
 
+#include <stdio.h>
+
 #pragma GCC visibility push(hidden)
 
 /* The calling thread's pto_last_error text: set it from a format and return `code`; clear it;
@@ -18,6 +20,14 @@ int64_t rt_now_ns(void);
 /* The deadline of c->timeout_ms, or of PTO_TIMEOUT (seconds) when it is 0, into *ns (0 = none);
  * PTO_EINVAL (with the message set) for a bad PTO_TIMEOUT. */
 int rt_resolve_timeout(const PTORuntimeConfig* c, int64_t* ns);
+
+/* PTO_OK when `path` (named by environment variable `var`) can be written: an existing file
+ * must be writable, else its directory; PTO_EIO with the message set otherwise. Nothing is
+ * created: a run that cannot leave its trace fails when it starts, not at the end. */
+int rt_check_writable(const char* var, const char* path);
+/* JSON output: a quoted, escaped string; microseconds with nanosecond digits from integer ns. */
+void rt_json_string(FILE* f, const char* s);
+void rt_json_us(FILE* f, int64_t ns);
 
 #pragma GCC visibility pop
 

@@ -181,28 +181,6 @@ static char* dup_env(const char* name) {
     return v && *v ? strdup(v) : NULL;
 }
 
-/* A file named by the environment must be writable before anything runs: a run that cannot
- * leave its trace fails at creation, not silently at destroy. Checked without creating it (it
- * is written at destroy only): an existing file must be writable, else its directory. */
-static int check_writable(const char* var, const char* path) {
-    if (!path) return PTO_OK;
-    struct stat st;
-    int ok;
-    if (stat(path, &st) == 0) {
-        ok = !S_ISDIR(st.st_mode) && access(path, W_OK) == 0;
-        if (S_ISDIR(st.st_mode)) errno = EISDIR;
-    } else {
-        char* dir = strdup(path);
-        if (!dir) return PTO_ENOMEM;
-        char* slash = strrchr(dir, '/');
-        const char* d = slash ? (slash == dir ? "/" : (*slash = 0, dir)) : ".";
-        ok = access(d, W_OK | X_OK) == 0;
-        free(dir);
-    }
-    if (!ok) return rt_fail(PTO_EIO, "%s: cannot open '%s' for writing: %s", var, path, strerror(errno));
-    return PTO_OK;
-}
-
 /* Called by pto_runtime_init after the scheduler is set up and before the graph record:
  * PTO_TRACE / PTO_STATS turn on tracing and the graph record (for flows and the critical
  * path) and remember where to write at destroy. */
@@ -210,8 +188,8 @@ int trace_init_from_env(PTORuntime* rt) {
     char* path = dup_env("PTO_TRACE");
     char* stats = dup_env("PTO_STATS");
     if (!path && !stats) return PTO_OK;
-    int rc = check_writable("PTO_TRACE", path);
-    if (rc == PTO_OK) rc = check_writable("PTO_STATS", stats);
+    int rc = rt_check_writable("PTO_TRACE", path);
+    if (rc == PTO_OK) rc = rt_check_writable("PTO_STATS", stats);
     if (rc == PTO_OK) rc = pto_runtime_enable_trace(rt, 0);
     if (rc != PTO_OK) { free(path); free(stats); return rc; }
     rt->trace->path = path;
@@ -258,25 +236,6 @@ int64_t pto_runtime_trace_dropped(PTORuntime* rt) {
     return d;
 }
 
-/* ---------------------------------------------------------------- JSON helpers */
-
-static void json_string(FILE* f, const char* s) {
-    fputc('"', f);
-    for (; s && *s; s++) {
-        unsigned char c = (unsigned char)*s;
-        if (c == '"' || c == '\\') fprintf(f, "\\%c", c);
-        else if (c < 0x20) fprintf(f, "\\u%04x", c);
-        else fputc(c, f);
-    }
-    fputc('"', f);
-}
-
-/* microseconds with nanosecond digits, from an integer ns offset (no float rounding) */
-static void json_us(FILE* f, int64_t ns) {
-    int64_t a = ns < 0 ? -ns : ns;
-    fprintf(f, "%s%lld.%03lld", ns < 0 ? "-" : "", (long long)(a / 1000), (long long)(a % 1000));
-}
-
 static int64_t trace_t0(const PTOTrace* tr) {
     int64_t t0 = INT64_MAX;
     FOR_EACH_EVENT(tr, e, { if (e->start_ns < t0) t0 = e->start_ns; })
@@ -315,11 +274,11 @@ int pto_runtime_write_trace(PTORuntime* rt, const char* path, int flows) {
     }
     FOR_EACH_EVENT(tr, e, {
         fputs(",\n{\"name\":", f);
-        json_string(f, e->func);
+        rt_json_string(f, e->func);
         fprintf(f, ",\"cat\":\"task\",\"ph\":\"X\",\"pid\":1,\"tid\":%d,\"ts\":", e->worker + 1);
-        json_us(f, e->start_ns - t0);
+        rt_json_us(f, e->start_ns - t0);
         fputs(",\"dur\":", f);
-        json_us(f, e->end_ns - e->start_ns);
+        rt_json_us(f, e->end_ns - e->start_ns);
         fprintf(f, ",\"args\":{\"task\":%d}}", e->task);
     })
     /* Three-tier mode: a lane per scheduler after the cores' lanes, a slice per dispatch and per
@@ -337,9 +296,9 @@ int pto_runtime_write_trace(PTORuntime* rt, const char* path, int flows) {
                 const PTOTraceEvent* e = &L->chunks[c][j];
                 fprintf(f, ",\n{\"name\":\"%s\",\"cat\":\"sched\",\"ph\":\"X\",\"pid\":1,\"tid\":%d,\"ts\":", e->func,
                         tid);
-                json_us(f, e->start_ns - t0);
+                rt_json_us(f, e->start_ns - t0);
                 fputs(",\"dur\":", f);
-                json_us(f, e->end_ns - e->start_ns);
+                rt_json_us(f, e->end_ns - e->start_ns);
                 fprintf(f, ",\"args\":{\"of_task\":%d,\"core\":%d}}", e->task, e->worker);
             }
         }
@@ -354,10 +313,10 @@ int pto_runtime_write_trace(PTORuntime* rt, const char* path, int flows) {
         int64_t s = a->end_ns - 1 > a->start_ns ? a->end_ns - 1 : a->start_ns;
         fprintf(f, ",\n{\"ph\":\"s\",\"id\":%lld,\"name\":\"dep\",\"cat\":\"dep\",\"pid\":1,\"tid\":%d,\"ts\":",
                 (long long)k, a->worker + 1);
-        json_us(f, s - t0);
+        rt_json_us(f, s - t0);
         fprintf(f, ",\"args\":{\"from\":%d,\"to\":%d}},\n{\"ph\":\"f\",\"bp\":\"e\",\"id\":%lld,\"name\":\"dep\","
                    "\"cat\":\"dep\",\"pid\":1,\"tid\":%d,\"ts\":", a->task, b->task, (long long)k, b->worker + 1);
-        json_us(f, b->start_ns - t0);
+        rt_json_us(f, b->start_ns - t0);
         fputc('}', f);
     }
     free(by);
@@ -471,7 +430,7 @@ int pto_runtime_write_stats(PTORuntime* rt, const char* path) {
         for (int32_t i = 0; i < fs.n; i++) {
             FuncAcc* a = &fs.v[i];
             fputs(i ? ",\n  " : "\n  ", f);
-            json_string(f, a->name);
+            rt_json_string(f, a->name);
             fprintf(f, ":{\"count\":%lld", (long long)a->count);
             if (traced)
                 fprintf(f, ",\"total_ns\":%lld,\"min_ns\":%lld,\"max_ns\":%lld", (long long)a->total,
