@@ -297,10 +297,19 @@ static int free_a_slot(PTORuntime* rt) {
         if (atomic_load(&rt_task(rt, rt->last_alive)->state) == PTO_TASK_BUILDING) return PTO_EWINDOW;
         if (spin < 200) { rt_cpu_relax(); continue; }
         if (rt_giving_up(rt)) return rt_halted_code(rt);     /* a kernel holds the window */
-        atomic_store(&rt->wait_id, rt->last_alive);
+        /* Sleep until a batch of slots is free, not one: each wake-up costs the orchestrator a
+         * futex round trip, which per task was most of a chain's time in the three-tier mode. An
+         * unsubmitted task could hold the batch forever: then only the oldest slot counts. */
+        int32_t want = rt->last_alive;
+        if (rt->open_tasks == 0) {
+            const int32_t batch = rt->window / 8 < PTO_RETIRE_BATCH ? rt->window / 8 : PTO_RETIRE_BATCH;
+            if (batch > 1 && atomic_load(&rt_task(rt, want + batch - 1)->state) != PTO_TASK_CONSUMED)
+                want += batch - 1;
+        }
+        atomic_store(&rt->wait_id, want);
         atomic_fetch_add(&rt->waiters, 1);
         pthread_mutex_lock(&rt->done_mu);
-        if (atomic_load(&rt_task(rt, rt->last_alive)->state) != PTO_TASK_CONSUMED && !atomic_load(&rt->halt)) {
+        if (atomic_load(&rt_task(rt, want)->state) != PTO_TASK_CONSUMED && !atomic_load(&rt->halt)) {
             wait_done_cv(rt);
         }
         pthread_mutex_unlock(&rt->done_mu);
