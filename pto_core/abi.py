@@ -66,7 +66,7 @@ class PTORuntimeConfig(ctypes.Structure):
                 ("worker_types", ctypes.c_int32 * PTO_MAX_WORKERS), ("timeout_ms", ctypes.c_int32),
                 ("max_running", ctypes.c_int32), ("window_abort", ctypes.c_int32),
                 ("issue_batch", ctypes.c_int32), ("mode", ctypes.c_int32),
-                ("num_schedulers", ctypes.c_int32)]
+                ("num_schedulers", ctypes.c_int32), ("heap_bytes", ctypes.c_int64)]
 
 
 class PTORuntimeStats(ctypes.Structure):
@@ -85,7 +85,8 @@ class PTORuntimeStats(ctypes.Structure):
                     "latency_samples", "dispatch_p50_ns", "dispatch_p99_ns", "complete_p50_ns",
                     "complete_p99_ns")),
                 ("scheduler_tasks", ctypes.c_int64 * PTO_MAX_SCHEDULERS),
-                *((n, ctypes.c_int64) for n in ("temp_bytes", "peak_temp_bytes", "temp_buffers"))]
+                *((n, ctypes.c_int64) for n in ("temp_bytes", "peak_temp_bytes", "temp_buffers",
+                                                "heap_full_waits"))]
 
 
 class PTOTraceEvent(ctypes.Structure):

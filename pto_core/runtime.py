@@ -154,6 +154,7 @@ class RuntimeStats:
     temp_bytes: int = 0          # runtime-owned intermediates: bytes alive now
     peak_temp_bytes: int = 0     # ... at most at once
     temp_buffers: int = 0        # ... task outputs allocated
+    heap_full_waits: int = 0     # ... times a temp output waited for room (heap_bytes)
 
 
 # ---------------------------------------------------------------- building / loading

@@ -216,14 +216,16 @@ static void bench_trace_overhead(const Dag* d, int workers, int reps) {
  * three-tier mode with 1 and 3 schedulers dispatching to `cores` cores; best of 3 each, run in
  * turn so that a shared machine's drift hits every mode alike. The three-tier lines carry the
  * per-task dispatch (READY -> kernel start) and completion (kernel return -> consumers ready)
- * latency, median and p99, of the best end-to-end run. */
+ * latency, median and p99, of the best end-to-end run, and its CPU time and context switches per
+ * task (getrusage: voluntary switches are sleeps, involuntary ones mostly sched_yield handing the
+ * CPU over), which a loaded machine's noise affects less than the times. */
 static void bench_tier3(const Dag* d, int cores) {
     static const struct { const char* kind; int mode, schedulers; } modes[] = {
         {"tier3_default", PTO_MODE_WORKERS, 0}, {"tier3_s1", PTO_MODE_THREE_TIER, 1}, {"tier3_s3", PTO_MODE_THREE_TIER, 3}};
     enum { NM = sizeof modes / sizeof modes[0] };
     int64_t n = dag_tasks(d);
     set_tensors(d);
-    double e2e[NM], exec[NM];
+    double e2e[NM], exec[NM], csw[NM], cpu[NM];
     PTORuntimeStats best[NM];
     for (int m = 0; m < NM; m++) e2e[m] = exec[m] = 1e30;
     for (int rep = 0; rep < 3; rep++)
@@ -232,11 +234,20 @@ static void bench_tier3(const Dag* d, int cores) {
             cfg.mode = modes[m].mode; cfg.num_schedulers = modes[m].schedulers; cfg.num_workers = cores;
             cfg.execution_task_threshold = 64; cfg.task_window = 16384;
             PTORuntimeStats st;
+            struct rusage u0, u1;
+            getrusage(RUSAGE_SELF, &u0);
             double t0 = now();
             int rc = pto_runtime_run_orch(&cfg, pto_orch, (void*)d, &st);
             double dt = now() - t0;
+            getrusage(RUSAGE_SELF, &u1);
             if (rc) { fprintf(stderr, "run (%s): %s\n", modes[m].kind, pto_strerror(rc)); exit(1); }
-            if (dt < e2e[m]) { e2e[m] = dt; best[m] = st; }
+            if (dt < e2e[m]) {
+                e2e[m] = dt; best[m] = st;
+                csw[m] = (double)(u1.ru_nvcsw - u0.ru_nvcsw + u1.ru_nivcsw - u0.ru_nivcsw) / (double)n;
+                cpu[m] = ((double)(u1.ru_utime.tv_sec - u0.ru_utime.tv_sec + u1.ru_stime.tv_sec - u0.ru_stime.tv_sec) * 1e9 +
+                          (double)(u1.ru_utime.tv_usec - u0.ru_utime.tv_usec + u1.ru_stime.tv_usec - u0.ru_stime.tv_usec) * 1e3) /
+                         (double)n;
+            }
             cfg.execution_task_threshold = 0; cfg.task_window = pow2_at_least(n);
             PTORuntime* rt = pto_runtime_create(&cfg);
             pto_orch(rt, (void*)d);
@@ -249,9 +260,10 @@ static void bench_tier3(const Dag* d, int cores) {
         }
     for (int m = 0; m < NM; m++)
         printf(HEAD "tasks=%lld schedulers=%d cores=%d e2e_s=%.6f exec_s=%.6f dispatch_p50_ns=%lld dispatch_p99_ns=%lld "
-               "complete_p50_ns=%lld complete_p99_ns=%lld\n", HEAD_ARGS(modes[m].kind, d), (long long)n, modes[m].schedulers,
-               cores, e2e[m], exec[m], (long long)best[m].dispatch_p50_ns, (long long)best[m].dispatch_p99_ns,
-               (long long)best[m].complete_p50_ns, (long long)best[m].complete_p99_ns);
+               "complete_p50_ns=%lld complete_p99_ns=%lld csw_per_task=%.3f cpu_ns_per_task=%.0f\n", HEAD_ARGS(modes[m].kind, d), (long long)n,
+               modes[m].schedulers, cores, e2e[m], exec[m], (long long)best[m].dispatch_p50_ns,
+               (long long)best[m].dispatch_p99_ns, (long long)best[m].complete_p50_ns, (long long)best[m].complete_p99_ns,
+               csw[m], cpu[m]);
 }
 
 /* ------------------------------------------------------------------ OpenMP (libgomp) */

@@ -82,9 +82,9 @@ def table(rows: Rows) -> list[list[str]]:
 
 TIER3_HEADER = ("graph", "tasks", "default e2e ns/t", "default exec ns/t",
                 "3-tier 1 sched e2e ns/t", "vs default", "exec ns/t", "dispatch p50/p99 ns",
-                "completion p50/p99 ns",
+                "completion p50/p99 ns", "CPU ns/t", "csw/t",
                 "3-tier 3 sched e2e ns/t", "vs default", "exec ns/t", "dispatch p50/p99 ns",
-                "completion p50/p99 ns")
+                "completion p50/p99 ns", "CPU ns/t", "csw/t")
 
 
 def tier3_table(rows: Rows) -> list[list[str]]:
@@ -106,7 +106,8 @@ def tier3_table(rows: Rows) -> list[list[str]]:
             lat = lambda k: (f"{t[k + '_p50_ns']:,.0f} / {t[k + '_p99_ns']:,.0f}"
                              if k + "_p50_ns" in t else "-")
             cells += [_fmt(te, "{:,.1f}"), _ratio(te, be), _fmt(tx, "{:,.1f}"), lat("dispatch"),
-                      lat("complete")]
+                      lat("complete"), _fmt(t.get("cpu_ns_per_task"), "{:,.0f}"),
+                      _fmt(t.get("csw_per_task"), "{:.2f}")]
         out.append(cells)
     return out
 

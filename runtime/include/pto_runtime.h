@@ -169,6 +169,12 @@ typedef struct PTORuntimeConfig {
     int32_t mode;
     /* Three-tier mode: scheduler threads (1..PTO_MAX_SCHEDULERS); 0: PTO_SCHEDULERS or 3. */
     int32_t num_schedulers;
+    /* Bound on the memory of runtime-owned intermediates (pto_temp_tensor): bytes taken from the
+     * temp allocator at once; 0: no bound. A task whose temp outputs find no room waits in
+     * pto_task_submit_v (or pto_task_add_temp) until tasks in flight release enough (the seed's
+     * heap_tail flow control); one that can never fit is PTO_ENOMEM (see "runtime-owned
+     * intermediates" below). */
+    int64_t heap_bytes;
 } PTORuntimeConfig;
 
 /* ---------------------------------------------------------------- three-tier mode
@@ -219,6 +225,7 @@ typedef struct PTORuntimeStats {
     int64_t temp_bytes;
     int64_t peak_temp_bytes;
     int64_t temp_buffers;
+    int64_t heap_full_waits;          /* times a temp output waited for room (cfg.heap_bytes) */
 } PTORuntimeStats;
 
 /* ---------------------------------------------------------------- lifecycle */
@@ -325,7 +332,13 @@ int32_t pto_task_submit_v(PTORuntime* rt, const char* func_name, PTOKernelFunc f
  * released when its producer and every task reading it have completed and its scope has ended;
  * pto_runtime_run ends every scope. So with a scope per iteration the intermediates alive at
  * once are those of the open scope plus those of tasks in the window: bounded by the window.
- * Stats: temp_bytes, peak_temp_bytes, temp_buffers.
+ * cfg.heap_bytes bounds them in bytes as well: a temp output that finds no room first hands the
+ * allocator's cached free blocks back, then waits for the oldest task in flight to finish, and
+ * again, until the block fits. When none is in flight and it still does not fit (the open
+ * scopes hold the rest), or when the block alone is larger than heap_bytes, the call returns
+ * PTO_ENOMEM with a message naming the task: an error, never a hang. Blocks have power-of-two
+ * sizes (at least 64 bytes), and heap_bytes counts them so.
+ * Stats: temp_bytes, peak_temp_bytes, temp_buffers, heap_full_waits.
  *
  * pto_temp_tensor returns NULL on a bad argument, after the run, or without memory; the tensor
  * belongs to the innermost open scope and dies at its end. The handle is only for TEMP_* kinds. */

@@ -22,7 +22,13 @@
  *
  * Released blocks are kept on per-size free lists (power-of-two classes) and reused, so a steady
  * stream of iterations reuses the same few blocks. Every structure here is guarded by one mutex:
- * only tasks with temp arguments touch it. */
+ * only tasks with temp arguments touch it.
+ *
+ * Flow control (cfg.heap_bytes, the seed's heap_tail): the bytes taken from the allocator never
+ * exceed the bound. A new block that does not fit first makes the free lists hand their blocks
+ * back to the allocator, then the orchestrator waits for the oldest task in flight to finish
+ * (rt_wait_retire) and tries again: memory comes back as tasks are consumed. When no task is in
+ * flight any more, nothing can free memory: the call fails instead of waiting forever. */
 #include "rt_internal.h"
 
 #include <stdarg.h>
@@ -76,13 +82,14 @@ typedef struct PTOHeap {
     int32_t     depth;                  /* innermost open scope; -1 once the run closed all */
     HeapBlock*  free_cls[HEAP_CLASSES];
     HeapBlock*  all;
+    HeapBlock*  spare;                  /* bookkeeping whose memory went back to the allocator */
     HeapTemp**  temps; int32_t ntemps, cap_temps;
     HeapTemp*   free_temps;
     HeapBuf**   hash; uint32_t hmask; int64_t hcount;
     int32_t*    slot_head;              /* per window slot: the task's references */
     HeapRef*    refs; int32_t nrefs, cap_refs, free_ref;
     HeapBlock*  pack; int32_t pack_task;   /* the packed block of the task being submitted */
-    int64_t     live_bytes, peak_bytes, buffers, held_bytes;
+    int64_t     live_bytes, peak_bytes, buffers, held_bytes, full_waits;
     PTOTempAllocFn alloc_fn; PTOTempFreeFn free_fn; void* alloc_ctx;
 } PTOHeap;
 
@@ -107,7 +114,8 @@ void heap_free(PTORuntime* rt) {
     if (!h) return;
     for (HeapBlock* b = h->all; b;) {
         HeapBlock* n = b->next_all;
-        if (h->free_fn) h->free_fn(h->alloc_ctx, b->mem); else free(b->mem);
+        if (b->mem && h->free_fn) h->free_fn(h->alloc_ctx, b->mem);
+        else free(b->mem);
         free(b);
         b = n;
     }
@@ -212,19 +220,39 @@ static HeapBuf* find(PTOHeap* h, HeapTemp* T, int64_t r0, int64_t c0, int64_t ro
 
 static inline int64_t padded(int64_t bytes) { return (bytes + HEAP_ALIGN - 1) & ~(int64_t)(HEAP_ALIGN - 1); }
 
-static HeapBlock* block_new(PTOHeap* h, int32_t nbufs, int64_t need) {
+/* The size class of a block of `need` bytes (HEAP_CLASSES - 1 and more: too large). */
+static int32_t class_of(int64_t need) {
     int32_t cls = 6;
     while (cls < HEAP_CLASSES - 1 && ((int64_t)1 << cls) < need) cls++;
-    if (((int64_t)1 << cls) < need || nbufs > PTO_MAX_TENSOR_ARGS) return NULL;
+    return ((int64_t)1 << cls) < need ? HEAP_CLASSES : cls;
+}
+
+/* The bytes of the packed block for the temp outputs among args (pto_task_submit_v). */
+static int64_t pack_bytes(const PTOTaskArg* args, int32_t nargs, int32_t* n) {
+    int64_t bytes = 0;
+    *n = 0;
+    for (int32_t i = 0; i < nargs; i++)
+        if (args[i].kind == PTO_ARG_TEMP_OUTPUT && args[i].tensor) {
+            ++*n;
+            bytes += padded(args[i].rows * args[i].cols * args[i].tensor->elem_size);
+        }
+    return bytes;
+}
+
+static HeapBlock* block_new(PTOHeap* h, int32_t nbufs, int64_t need) {
+    const int32_t cls = class_of(need);
+    if (cls >= HEAP_CLASSES || nbufs > PTO_MAX_TENSOR_ARGS) return NULL;
     HeapBlock* b = h->free_cls[cls];
     if (b) h->free_cls[cls] = b->next_scope;
     else {
-        b = malloc(sizeof *b);
+        const bool spare = h->spare != NULL;
+        b = spare ? h->spare : malloc(sizeof *b);
         if (!b) return NULL;
         b->mem = h->alloc_fn ? h->alloc_fn(h->alloc_ctx, (int64_t)1 << cls)
                              : aligned_alloc(HEAP_ALIGN, (size_t)1 << cls);
-        if (!b->mem) { free(b); return NULL; }
-        b->next_all = h->all; h->all = b;
+        if (!b->mem) { if (!spare) free(b); return NULL; }
+        if (spare) h->spare = b->next_scope;
+        else { b->next_all = h->all; h->all = b; }
         h->held_bytes += (int64_t)1 << cls;
     }
     b->refs = 0; b->cls = cls; b->nbufs = nbufs; b->used = 0;
@@ -402,13 +430,8 @@ static const char* kind_word(int32_t kind) {
 static HeapBlock* packed_block(PTOHeap* h, PTORuntime* rt, int32_t task, const PTOTaskArg* args,
                                int32_t nargs, int* rc) {
     if (h->pack_task == task && h->pack) return h->pack;
-    int32_t n = 0;
-    int64_t bytes = 0;
-    for (int32_t i = 0; i < nargs; i++)
-        if (args[i].kind == PTO_ARG_TEMP_OUTPUT && args[i].tensor) {
-            n++;
-            bytes += padded(args[i].rows * args[i].cols * args[i].tensor->elem_size);
-        }
+    int32_t n;
+    const int64_t bytes = pack_bytes(args, nargs, &n);
     HeapBlock* b = block_new(h, n, bytes);
     if (!b) { *rc = PTO_ENOMEM; return NULL; }
     b->refs = 1;                                        /* the scope's */
@@ -419,6 +442,53 @@ static HeapBlock* packed_block(PTOHeap* h, PTORuntime* rt, int32_t task, const P
     h->pack = b; h->pack_task = task;
     h->buffers++;
     return b;
+}
+
+/* Can a new block of class cls be had within the bound? Cached free blocks of other classes go
+ * back to the allocator to make room. */
+static bool room_for(PTOHeap* h, int32_t cls, int64_t limit) {
+    const int64_t size = (int64_t)1 << cls;
+    if (h->free_cls[cls] || h->held_bytes + size <= limit) return true;
+    for (int32_t c = 0; c < HEAP_CLASSES && h->held_bytes + size > limit; c++)
+        while (h->free_cls[c] && h->held_bytes + size > limit) {
+            HeapBlock* b = h->free_cls[c];
+            h->free_cls[c] = b->next_scope;
+            if (h->free_fn) h->free_fn(h->alloc_ctx, b->mem); else free(b->mem);
+            b->mem = NULL;
+            h->held_bytes -= (int64_t)1 << c;
+            b->next_scope = h->spare; h->spare = b;
+        }
+    return h->held_bytes + size <= limit;
+}
+
+/* cfg.heap_bytes: wait until the block for task's temp outputs fits (see the top of the file). */
+static int make_room(PTORuntime* rt, int32_t task, const char* func, const PTOTaskArg* a,
+                     const PTOTaskArg* all, int32_t nall) {
+    PTOHeap* h = rt->heap;
+    const int64_t limit = rt->cfg.heap_bytes;
+    int32_t n;
+    const int64_t bytes = nall > 1 ? pack_bytes(all, nall, &n) : padded(a->rows * a->cols * a->tensor->elem_size);
+    const int32_t cls = class_of(bytes);
+    if (cls >= HEAP_CLASSES || ((int64_t)1 << cls) > limit)
+        return heap_fail(PTO_ENOMEM, "task %d '%s': its temp outputs take %lld bytes, more than the whole heap "
+                         "(heap_bytes = %lld)", task, func, (long long)bytes, (long long)limit);
+    pthread_mutex_lock(&h->mu);
+    int rc = PTO_OK;
+    bool waited = false;
+    while (!(nall > 1 && h->pack_task == task && h->pack) && !room_for(h, cls, limit)) {
+        if (!waited) { h->full_waits++; waited = true; }
+        pthread_mutex_unlock(&h->mu);
+        rc = rt_wait_retire(rt);               /* the consumed task's blocks come back */
+        pthread_mutex_lock(&h->mu);
+        if (rc == 0)
+            rc = heap_fail(PTO_ENOMEM, "task %d '%s': its temp outputs need a block of %lld bytes, but the "
+                           "heap (heap_bytes = %lld) holds %lld bytes of intermediates that no task in flight "
+                           "will release (their scopes are open): end scopes sooner or raise heap_bytes", task, func,
+                           (long long)1 << cls, (long long)limit, (long long)h->live_bytes);
+        if (rc < 0) break;
+    }
+    pthread_mutex_unlock(&h->mu);
+    return rc < 0 ? rc : PTO_OK;
 }
 
 int heap_resolve(PTORuntime* rt, int32_t task, const char* func, const PTOTaskArg* a,
@@ -435,8 +505,10 @@ int heap_resolve(PTORuntime* rt, int32_t task, const char* func, const PTOTaskAr
         return heap_fail(PTO_EBOUNDS, "task %d '%s': bad region rows %lld+%lld cols %lld+%lld of intermediate "
                          "'%s'", task, func, (long long)a->row_off, (long long)a->rows, (long long)a->col_off,
                          (long long)a->cols, T->name);
-    pthread_mutex_lock(&h->mu);
     int rc = PTO_OK;
+    if (a->kind == PTO_ARG_TEMP_OUTPUT && rt->cfg.heap_bytes > 0 && (rc = make_room(rt, task, func, a, all, nall)) < 0)
+        return rc;
+    pthread_mutex_lock(&h->mu);
     HeapBuf* b = NULL;
     if (nall == 1) h->pack = NULL;                      /* one argument at a time: a block each */
     if (a->kind == PTO_ARG_TEMP_OUTPUT) {
@@ -500,6 +572,7 @@ void heap_stats(PTORuntime* rt, PTORuntimeStats* s) {
     s->temp_bytes = h->live_bytes;
     s->peak_temp_bytes = h->peak_bytes;
     s->temp_buffers = h->buffers;
+    s->heap_full_waits = h->full_waits;
     pthread_mutex_unlock(&h->mu);
 }
 

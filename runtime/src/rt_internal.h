@@ -333,6 +333,8 @@ void t3_on_retire(PTORuntime* rt, int32_t id); /* orchestrator, as the slot is r
 void t3_stats(PTORuntime* rt, PTORuntimeStats* s);
 /* heap.c: runtime-owned intermediates (pto_temp_tensor, scopes) */
 int  rt_check_building(PTORuntime* rt);       /* runtime.c: PTO_OK while tasks may be added */
+int  rt_wait_retire(PTORuntime* rt);          /* runtime.c: the oldest task in flight is consumed (1),
+                                                 none is in flight (0), or the run halted (< 0) */
 /* Temp argument `a` of task `task` (all/nall: every argument of its pto_task_submit_v, to size
  * the packed block; NULL/0 for one at a time): the real buffer region it names, as *view and
  * the offsets (*vr, *vc) in it, with the task holding the buffer until it completes. */

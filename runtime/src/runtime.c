@@ -27,6 +27,8 @@ int pto_runtime_init(PTORuntime** out, const PTORuntimeConfig* cfg) {
         return rt_fail(PTO_EINVAL, "max_running = %d: must be >= 0 (0: no limit)", c.max_running);
     if (c.issue_batch < 0)
         return rt_fail(PTO_EINVAL, "issue_batch = %d: must be >= 0", c.issue_batch);
+    if (c.heap_bytes < 0)
+        return rt_fail(PTO_EINVAL, "heap_bytes = %lld: must be >= 0 (0: no bound)", (long long)c.heap_bytes);
     if (c.window_abort != 0 && c.window_abort != 1)
         return rt_fail(PTO_EINVAL, "window_abort = %d: must be 0 or 1", c.window_abort);
     if (c.task_window < 2 || (c.task_window & (c.task_window - 1)) || c.task_window > (1 << 26))
@@ -297,10 +299,19 @@ static int free_a_slot(PTORuntime* rt) {
         if (atomic_load(&rt_task(rt, rt->last_alive)->state) == PTO_TASK_BUILDING) return PTO_EWINDOW;
         if (spin < 200) { rt_cpu_relax(); continue; }
         if (rt_giving_up(rt)) return rt_halted_code(rt);     /* a kernel holds the window */
-        atomic_store(&rt->wait_id, rt->last_alive);
+        /* Sleep until a batch of slots is free, not one: each wake-up costs the orchestrator a
+         * futex round trip, which per task was most of a chain's time in the three-tier mode. An
+         * unsubmitted task could hold the batch forever: then only the oldest slot counts. */
+        int32_t want = rt->last_alive;
+        if (rt->open_tasks == 0) {
+            const int32_t batch = rt->window / 8 < PTO_RETIRE_BATCH ? rt->window / 8 : PTO_RETIRE_BATCH;
+            if (batch > 1 && atomic_load(&rt_task(rt, want + batch - 1)->state) != PTO_TASK_CONSUMED)
+                want += batch - 1;
+        }
+        atomic_store(&rt->wait_id, want);
         atomic_fetch_add(&rt->waiters, 1);
         pthread_mutex_lock(&rt->done_mu);
-        if (atomic_load(&rt_task(rt, rt->last_alive)->state) != PTO_TASK_CONSUMED && !atomic_load(&rt->halt)) {
+        if (atomic_load(&rt_task(rt, want)->state) != PTO_TASK_CONSUMED && !atomic_load(&rt->halt)) {
             wait_done_cv(rt);
         }
         pthread_mutex_unlock(&rt->done_mu);
@@ -323,6 +334,49 @@ static inline void release_guard(PTORuntime* rt, PTOTask* t) {
 static void release_held(PTORuntime* rt) {
     for (int32_t i = 0; i < rt->nheld; i++) release_guard(rt, rt_task(rt, rt->held[i]));
     rt->nheld = 0;
+}
+
+/* heap.c's flow control: wait until the oldest task in flight (submitted, not yet consumed) is
+ * consumed - run it here in inline mode. 1: it was; 0: no task is in flight, so waiting cannot
+ * free anything; < 0: the run halted or passed its deadline. */
+int rt_wait_retire(PTORuntime* rt) {
+    release_held(rt);                         /* a held task may be what holds the memory */
+    advance(rt);
+    int32_t id = rt->last_alive;
+    for (; id < rt->next_id; id++) {
+        const int32_t st = atomic_load_explicit(&rt_task(rt, id)->state, memory_order_acquire);
+        if (st != PTO_TASK_BUILDING && st != PTO_TASK_CONSUMED) break;
+    }
+    if (id == rt->next_id) return 0;
+    if (atomic_load(&rt->halt)) return rt_halted_code(rt);
+    if (rt->nworkers == 0) {                  /* inline: run the tasks up to it */
+        while (rt->last_alive <= id) {
+            if (atomic_load(&rt_task(rt, rt->last_alive)->state) == PTO_TASK_BUILDING) return 0;
+            int rc = sched_run_inline(rt, rt->last_alive);
+            advance(rt);
+            if (rc < 0) return rc;
+        }
+        return 1;
+    }
+    if (!rt->started) {                       /* safe mode: the workers start early, as for the window */
+        rt->degraded = true;
+        int rc = sched_start(rt);
+        if (rc < 0) return rc;
+    }
+    tell_waiting(rt, 1);
+    for (int spin = 0; atomic_load_explicit(&rt_task(rt, id)->state, memory_order_acquire) != PTO_TASK_CONSUMED; spin++) {
+        if (atomic_load(&rt->halt)) break;
+        if (spin < 200) { rt_cpu_relax(); continue; }
+        if (rt_giving_up(rt)) break;
+        atomic_store(&rt->wait_id, id);
+        atomic_fetch_add(&rt->waiters, 1);
+        pthread_mutex_lock(&rt->done_mu);
+        if (atomic_load(&rt_task(rt, id)->state) != PTO_TASK_CONSUMED && !atomic_load(&rt->halt)) wait_done_cv(rt);
+        pthread_mutex_unlock(&rt->done_mu);
+        atomic_fetch_sub(&rt->waiters, 1);
+    }
+    tell_waiting(rt, 0);
+    return atomic_load(&rt->halt) ? rt_halted_code(rt) : 1;
 }
 
 /* The window is full: retire the oldest task (inline) or wait for the workers to. */

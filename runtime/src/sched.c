@@ -212,8 +212,8 @@ void sched_finish(PTORuntime* rt, int32_t id, int32_t status, PTOWorker* w) {
     if (w && status == 0) {
         /* Workers count retirements locally and publish them in batches (and whenever they
          * run out of work): a shared counter bumped per task would bounce between cores. */
+        sched_notify_waiters(rt, id, -1);      /* the orchestrator may wait for this very task */
         if (++w->retired_local >= PTO_RETIRE_BATCH) sched_flush_retired(rt, w);
-        else sched_notify_waiters(rt, id, -1);
         return;
     }
     if (w) sched_flush_retired(rt, w);

@@ -46,6 +46,7 @@ typedef struct PTOHandshake {
     _Atomic uint64_t task;         /* PTODispatchPayload*, 0 when none */
     int32_t          core_type;    /* PTO_CORE_AIC / PTO_CORE_AIV */
     _Atomic int32_t  sleeping;     /* the core sleeps on cv: wake it after a dispatch */
+    _Atomic int32_t  cpu;          /* the CPU the core last polled on (back-off) */
     pthread_mutex_t  mu;
     pthread_cond_t   cv;
 } __attribute__((aligned(64))) PTOHandshake;
@@ -61,6 +62,12 @@ typedef struct PTOScheduler {
     int64_t*    lat;               /* pairs: dispatch, completion latency (ticks) */
     int64_t     nlat, cap_lat;
     _Atomic int32_t sleeping;      /* it sleeps on cv: wake it for a completion or a ready task */
+    _Atomic int32_t cpu;           /* the CPU it last polled on (back-off) */
+    int64_t         yields, parks; /* idle rounds it yielded the CPU, times it slept (PTO_LOG=debug) */
+    /* Stands for the core whose task just completed while sched_finish releases the consumers:
+     * the first consumer that core can run comes back in next_local (dispatched to it at once,
+     * without a ready queue), and retirements are published in batches (retired_local). */
+    PTOWorker       proxy;
     pthread_mutex_t mu;
     pthread_cond_t  cv;
 } __attribute__((aligned(64))) PTOScheduler;
@@ -168,6 +175,9 @@ int t3_init(PTORuntime* rt) {
         PTOScheduler* S = &T->sched[s];
         S->rt = rt;
         S->index = s;
+        S->proxy.rt = rt;
+        S->proxy.index = -1;
+        S->proxy.next_local = -1;
         S->cores = calloc((size_t)T->ncores / (size_t)T->nsched + 1, sizeof(int32_t));
         if (!S->cores) return PTO_ENOMEM;
     }
@@ -277,20 +287,38 @@ void t3_on_retire(PTORuntime* rt, int32_t id) {
 
 /* ---------------------------------------------------------------- back-off */
 
-/* Spin, then yield, then sleep; `round` counts the idle rounds since the last progress. */
-/* Rounds of pause, then of sched_yield, before a thread sleeps (compile-time knobs: on a machine
- * with CPUs to spare, -DT3_SPIN=4096 -DT3_YIELD=0 gives sub-microsecond dispatch; on a loaded
- * one the short default shares the CPUs better; bench/runtime/README.md). */
+/* A thread with nothing to do polls in three stages: it spins (pause) while the thread it waits
+ * for runs on another CPU, then yields its CPU, then sleeps on its condition variable until the
+ * thread that makes work for it wakes it. Spinning is skipped while the other thread last ran on
+ * this very CPU: it cannot answer before this one lets it run, so each idle round there is a
+ * sched_yield (on a loaded machine with more threads than CPUs, spinning first cost a few
+ * microseconds per task, bench/runtime/README.md). Compile-time knobs: rounds of pause, then of
+ * sched_yield, before sleeping. */
 #ifndef T3_SPIN
 #define T3_SPIN 64
 #endif
 #ifndef T3_YIELD
-#define T3_YIELD 64
+#define T3_YIELD 32
 #endif
-static inline bool spin_or_yield(uint32_t round) {
-    if (round < T3_SPIN) { rt_cpu_relax(); return true; }
-    if (round < T3_SPIN + T3_YIELD) { sched_yield(); return true; }
-    return false;                     /* the caller sleeps */
+/* One idle round; false: the caller sleeps. `near`: what it waits for last ran on this CPU. */
+static inline bool backoff(uint32_t* round, bool near) {
+    if (*round < T3_SPIN) {
+        if (!near) { (*round)++; rt_cpu_relax(); return true; }
+        *round = T3_SPIN;
+    }
+    if (*round < T3_SPIN + T3_YIELD) { (*round)++; sched_yield(); return true; }
+    return false;
+}
+
+/* The CPU the calling thread runs on now (-1: unknown), published in *cpu when it changed. */
+static inline int32_t note_cpu(_Atomic int32_t* cpu) {
+#ifdef __linux__
+    const int32_t me = sched_getcpu();
+#else
+    const int32_t me = -1;
+#endif
+    if (atomic_load_explicit(cpu, memory_order_relaxed) != me) atomic_store_explicit(cpu, me, memory_order_relaxed);
+    return me;
 }
 
 static void timed_wait(pthread_cond_t* cv, pthread_mutex_t* mu, long ns) {
@@ -313,14 +341,16 @@ void t3_wake_schedulers(PTORuntime* rt) {
     for (int32_t s = 0; s < rt->t3->nsched; s++) wake_sched(&rt->t3->sched[s]);
 }
 
-/* Cores a scheduler thread is about to fill itself: while it releases the consumers of a task
- * whose core just became free, the first one it makes ready goes to that core in the same round,
- * so it wakes nobody for it. */
-static _Thread_local int32_t t_own_slots;
-
+/* A task entered a ready queue: wake the sleeping schedulers that have an idle core (one whose
+ * cores are all busy hears from them when they finish; one without cores never dispatches). */
 void t3_on_push(PTORuntime* rt) {
-    if (t_own_slots > 0) { t_own_slots--; return; }
-    t3_wake_schedulers(rt);
+    PTOThreeTier* T = rt->t3;
+    for (int32_t s = 0; s < T->nsched; s++) {
+        PTOScheduler* S = &T->sched[s];
+        if (!atomic_load_explicit(&S->sleeping, memory_order_seq_cst)) continue;
+        for (int32_t k = 0; k < S->ncores; k++)
+            if (!atomic_load_explicit(&T->hs[S->cores[k]].task, memory_order_relaxed)) { wake_sched(S); break; }
+    }
 }
 
 /* ---------------------------------------------------------------- cores */
@@ -331,10 +361,11 @@ static void* core_main(void* arg) {
     PTOThreeTier* T = rt->t3;
     PTOHandshake* h = &T->hs[w->index];
     PTOTraceLane* lane = rt->trace ? &rt->trace->lanes[w->index + 1] : NULL;
+    PTOScheduler* S = &T->sched[w->index % T->nsched];
     uint32_t round = 0;
     while (!atomic_load_explicit(&h->aicpu_ready, memory_order_acquire) &&
            !atomic_load_explicit(&h->control, memory_order_acquire)) {
-        if (!spin_or_yield(round++)) { struct timespec ts = {0, 200 * 1000}; nanosleep(&ts, NULL); }
+        if (!backoff(&round, false)) { struct timespec ts = {0, 200 * 1000}; nanosleep(&ts, NULL); }
     }
     atomic_store_explicit(&h->aicore_done, (uint32_t)w->index + 1, memory_order_release);
     round = 0;
@@ -363,11 +394,12 @@ static void* core_main(void* arg) {
             w->executed++;
             if (rt->wait_fn) atomic_fetch_sub_explicit(&rt->ready_tasks, 1, memory_order_release);
             atomic_store_explicit(&h->task_status, 0, memory_order_seq_cst);
-            wake_sched(&T->sched[w->index % T->nsched]);
+            wake_sched(S);
             round = 0;
             continue;
         }
-        if (spin_or_yield(round++)) continue;
+        const int32_t me = note_cpu(&h->cpu);
+        if (backoff(&round, me >= 0 && atomic_load_explicit(&S->cpu, memory_order_relaxed) == me)) continue;
         atomic_store_explicit(&h->sleeping, 1, memory_order_seq_cst);
         pthread_mutex_lock(&h->mu);
         if (atomic_load_explicit(&h->task_status, memory_order_seq_cst) != 1 &&
@@ -437,10 +469,14 @@ static void complete(PTOScheduler* S, int32_t c, PTODispatchPayload* pl, PTOTrac
     if (pl->status == PTO_EXEC_ASYNC) {        /* the executor reports it (pto_task_complete) */
         atomic_fetch_add(&rt->async_pending, 1);
     } else {
-        /* a bound core may not serve the consumer's type: then another scheduler must hear of it */
-        t_own_slots = rt->cfg.bind_worker_types ? 0 : 1;
-        sched_finish(rt, id, pl->status, NULL);
-        t_own_slots = 0;
+        PTOWorker* p = &S->proxy;
+        if (p->index != c) {          /* stand for core c: its queues, its affinity */
+            const PTOWorker* w = &rt->workers[c];
+            p->index = c;
+            p->nserved = w->nserved;
+            memcpy(p->served, w->served, sizeof p->served);
+        }
+        sched_finish(rt, id, pl->status, p);
         const int64_t now = trace_now();
         if (S->nlat + 2 <= LAT_MAX_SAMPLES * 2) {
             if (S->nlat + 2 > S->cap_lat) {
@@ -499,7 +535,7 @@ static void* sched_main(void* arg) {
         PTOHandshake* h = &T->hs[S->cores[k]];
         for (uint32_t round = 0; atomic_load_explicit(&h->aicore_done, memory_order_acquire) != (uint32_t)S->cores[k] + 1;) {
             if (atomic_load(&rt->stop)) break;
-            if (!spin_or_yield(round++)) { struct timespec ts = {0, 200 * 1000}; nanosleep(&ts, NULL); }
+            if (!backoff(&round, false)) { struct timespec ts = {0, 200 * 1000}; nanosleep(&ts, NULL); }
         }
     }
     S->start_at = trace_now();
@@ -517,14 +553,30 @@ static void* sched_main(void* arg) {
                 task = 0;
                 progress = true;
             }
-            if (!task && !halted) {
-                int32_t id = sched_pop_core(rt, &rt->workers[c]);
-                if (id >= 0) { dispatch(S, c, id, lane); progress = true; }
+            int32_t id = S->proxy.next_local;      /* a consumer of what core c just finished */
+            if (id >= 0) {
+                S->proxy.next_local = -1;
+                if (halted) {                       /* dropped, as queued tasks are */
+                    if (rt->wait_fn) atomic_fetch_sub_explicit(&rt->ready_tasks, 1, memory_order_release);
+                    id = -1;
+                }
+            } else if (!task && !halted) {
+                id = sched_pop_core(rt, &rt->workers[c]);
             }
+            if (id >= 0) { dispatch(S, c, id, lane); progress = true; }
         }
         if (progress) { round = 0; continue; }
+        sched_flush_retired(rt, &S->proxy);        /* idle: publish the retirements it holds */
         if (atomic_load_explicit(&rt->stop, memory_order_acquire) && cores_settled(S)) break;
-        if (spin_or_yield(round++)) continue;
+        const int32_t me = note_cpu(&S->cpu);
+        bool near = false;                         /* a core it waits for runs on this CPU */
+        for (int32_t k = 0; k < S->ncores && me >= 0 && !near; k++) {
+            const PTOHandshake* h = &T->hs[S->cores[k]];
+            near = atomic_load_explicit(&h->task, memory_order_relaxed) && atomic_load_explicit(&h->cpu, memory_order_relaxed) == me;
+        }
+        if (round >= T3_SPIN || near) S->yields++;
+        if (backoff(&round, near)) continue;
+        S->parks++;
         atomic_store_explicit(&S->sleeping, 1, memory_order_seq_cst);
         pthread_mutex_lock(&S->mu);
         if (!sched_has_work(S)) timed_wait(&S->cv, &S->mu, 2 * 1000 * 1000);
@@ -538,8 +590,8 @@ static void* sched_main(void* arg) {
     }
     if (T->debug) {
         progress_line(rt);
-        fprintf(stderr, "[Scheduler] Thread %d: Execution complete, completed %lld tasks\n", S->index,
-                (long long)S->completed);
+        fprintf(stderr, "[Scheduler] Thread %d: Execution complete, completed %lld tasks (idle: %lld yields, "
+                "%lld sleeps)\n", S->index, (long long)S->completed, (long long)S->yields, (long long)S->parks);
     }
     return NULL;
 }

@@ -1,5 +1,5 @@
 /* test_heap.c - runtime-owned intermediates (heap.c): values, renaming, packing, scopes, the
- * memory bound with a small window, and the errors of misuse.
+ * memory bound with a small window or a small heap (cfg.heap_bytes), and the errors of misuse.
  *
  * Build:  gcc -std=c11 -O2 -pthread -Iruntime/include runtime/src/{dump,heap,runtime,sched,tensormap,trace}.c runtime/tests/test_heap.c
  * Run:    ./a.out [scale]
@@ -52,15 +52,19 @@ static PTOTensor mat(float* p, int64_t rows) {
     return (PTOTensor){ p, rows, C, C, (int32_t)sizeof(float), "m" };
 }
 
-/* The chain over n tiles, a scope per iteration when `scoped`; returns the stats. */
-static PTORuntimeStats chain(int64_t n, int workers, int window, int scoped, int* ok) {
+static PTORuntimeConfig config(int workers, int window) {
+    PTORuntimeConfig cfg;
+    pto_runtime_config_default(&cfg);
+    cfg.num_workers = workers; cfg.execution_task_threshold = workers ? 1 : 0; cfg.task_window = window;
+    return cfg;
+}
+
+/* The chain over n tiles under cfg, a scope per iteration when `scoped`; returns the stats. */
+static PTORuntimeStats chain(int64_t n, PTORuntimeConfig cfg, int scoped, int* ok) {
     float* x = malloc((size_t)(n * R * C) * sizeof(float));
     float* out = calloc((size_t)(n * R * C), sizeof(float));
     for (int64_t i = 0; i < n * R * C; i++) x[i] = (float)(i % 97);
     PTOTensor X = mat(x, n * R), O = mat(out, n * R);
-    PTORuntimeConfig cfg;
-    pto_runtime_config_default(&cfg);
-    cfg.num_workers = workers; cfg.execution_task_threshold = workers ? 1 : 0; cfg.task_window = window;
     PTORuntime* rt = NULL;
     CHECK_EQ(pto_runtime_init(&rt, &cfg), PTO_OK);
     const PTOTensor* ta = pto_temp_tensor(rt, "tmp_a", sizeof(float));
@@ -96,7 +100,7 @@ static void test_chain_values_and_bound(double scale) {
     int64_t n = (int64_t)(2000 * scale) + 50;
     int ok;
     for (int workers = 0; workers <= 3; workers += 3) {
-        PTORuntimeStats s = chain(n, workers, 8, 1, &ok);
+        PTORuntimeStats s = chain(n, config(workers, 8), 1, &ok);
         CHECK_EQ(s.temp_buffers, 2 * n);           /* one packed block per producing task */
         CHECK_EQ(s.temp_bytes, 0);                 /* everything released by the end */
         /* a block is 128 bytes here (R x C floats); alive at once: this iteration's two, plus
@@ -106,9 +110,72 @@ static void test_chain_values_and_bound(double scale) {
         CHECK(s.peak_temp_bytes < 2 * n * 128 / 10);
     }
     /* without scopes every block stays visible until the run: memory grows with n */
-    PTORuntimeStats s = chain(n, 2, 8, 0, &ok);
+    PTORuntimeStats s = chain(n, config(2, 8), 0, &ok);
     CHECK(s.peak_temp_bytes >= 2 * n * 128);
     CHECK_EQ(s.temp_bytes, 0);
+}
+
+static int32_t k_fill(const int64_t* a);
+
+/* cfg.heap_bytes bounds the intermediates where the window does not: a window of 1024 tasks
+ * would hold ~680 blocks of 128 bytes, a heap of 512 bytes holds four. Inline, in safe mode
+ * (the workers start when the heap fills, as when the window fills), pipelined, and in the
+ * three-tier mode: the same values, the bound held, and the orchestrator stalled for room. */
+static void test_heap_bytes_bound_the_intermediates(double scale) {
+    const int64_t n = (int64_t)(1000 * scale) + 50;
+    int ok;
+    for (int variant = 0; variant < 4; variant++) {
+        PTORuntimeConfig cfg = config(variant ? 2 : 0, 1024);
+        if (variant == 1) cfg.execution_task_threshold = 0;
+        if (variant == 3) { cfg.mode = PTO_MODE_THREE_TIER; cfg.num_schedulers = 1; }
+        cfg.heap_bytes = 4 * 128;
+        PTORuntimeStats s = chain(n, cfg, 1, &ok);
+        CHECK_EQ(s.temp_buffers, 2 * n);
+        CHECK_EQ(s.temp_bytes, 0);
+        CHECK(s.peak_temp_bytes > 0 && s.peak_temp_bytes <= cfg.heap_bytes);
+        /* inline and safe mode cannot run a task before the heap fills: they must have waited */
+        if (variant < 2) CHECK(s.heap_full_waits > 0);
+        CHECK_EQ(s.safe_mode_degraded, variant == 1);
+    }
+}
+
+/* Room that no task in flight will ever release is an error naming the task, not a hang: a
+ * block larger than the whole heap, and blocks held by a scope that stays open. */
+static void test_heap_bytes_deadlocks_are_errors(void) {
+    for (int workers = 0; workers <= 2; workers += 2) {
+        PTORuntimeConfig cfg = config(workers, 64);
+        cfg.heap_bytes = 2 * 128;
+        PTORuntime* rt = pto_runtime_create(&cfg);
+        const PTOTensor* t = pto_temp_tensor(rt, "t", sizeof(float));
+        PTOTaskArg big[2] = {{PTO_ARG_TEMP_OUTPUT, t, 0, 0, 4 * R, C, 0}, {PTO_ARG_SCALAR, 0, 0, 0, 0, 0, 1}};
+        CHECK_EQ(pto_task_submit_v(rt, "big", k_fill, 0, PTO_WORKER_ANY, big, 2), PTO_ENOMEM);
+        CHECK_HAS(pto_last_error(), "task 0 'big': its temp outputs take 512 bytes, more than the whole heap "
+                                    "(heap_bytes = 256)");
+        CHECK_EQ(pto_scope_begin(rt), 1);
+        for (int i = 0; i < 2; i++) {
+            PTOTaskArg w[2] = {{PTO_ARG_TEMP_OUTPUT, t, i * R, 0, R, C, 0}, {PTO_ARG_SCALAR, 0, 0, 0, 0, 0, i}};
+            CHECK(pto_task_submit_v(rt, "fill", k_fill, 0, PTO_WORKER_ANY, w, 2) >= 0);
+        }
+        PTOTaskArg third[2] = {{PTO_ARG_TEMP_OUTPUT, t, 2 * R, 0, R, C, 0}, {PTO_ARG_SCALAR, 0, 0, 0, 0, 0, 2}};
+        CHECK_EQ(pto_task_submit_v(rt, "third", k_fill, 0, PTO_WORKER_ANY, third, 2), PTO_ENOMEM);
+        CHECK_HAS(pto_last_error(), "task 2 'third': its temp outputs need a block of 128 bytes, but the heap "
+                                    "(heap_bytes = 256) holds 256 bytes of intermediates that no task in flight");
+        /* the scope's end frees them: the same task now fits, and the run finishes */
+        CHECK_EQ(pto_scope_end(rt), 0);
+        CHECK(pto_task_submit_v(rt, "third", k_fill, 0, PTO_WORKER_ANY, third, 2) >= 0);
+        CHECK_EQ(pto_runtime_run(rt), PTO_OK);
+        PTORuntimeStats s;
+        pto_runtime_get_stats(rt, &s);
+        CHECK_EQ(s.tasks_submitted, 3);
+        CHECK_EQ(s.temp_bytes, 0);
+        CHECK(s.peak_temp_bytes <= 256);
+        pto_runtime_destroy(rt);
+    }
+    PTORuntimeConfig cfg = config(0, 64);
+    cfg.heap_bytes = -1;
+    PTORuntime* rt = NULL;
+    CHECK_EQ(pto_runtime_init(&rt, &cfg), PTO_EINVAL);
+    CHECK_HAS(pto_last_error(), "heap_bytes = -1");
 }
 
 static float* g_seen[4];
@@ -276,6 +343,8 @@ static void test_errors(void) {
 int main(int argc, char** argv) {
     double scale = argc > 1 ? atof(argv[1]) : 1.0;
     test_chain_values_and_bound(scale);
+    test_heap_bytes_bound_the_intermediates(scale);
+    test_heap_bytes_deadlocks_are_errors();
     test_renaming_and_inout();
     test_packing_and_general_regions();
     test_errors();
