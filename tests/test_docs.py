@@ -131,8 +131,8 @@ def _installed(name: str) -> bool:
 
 
 def _cuda_device() -> str | None:
-    info = plugins.get_backend("cuda")
-    return None if info.can_run else f"cuda: {info.cannot_run_reason}"
+    ok, why = plugins.get_backend("cuda").driver.can_run()
+    return None if ok else f"cuda: {why}"
 
 
 def _tools(*names: str) -> str | None:
