@@ -332,3 +332,42 @@ def test_an_option_the_backend_does_not_take_is_an_error_naming_it_and_the_backe
     assert (parsed.threads, dict(parsed.cuda_config_of), parsed.cuda_config) == (64, {"k": "warps=2"}, None)
     with pytest.raises(AttributeError):
         parsed.threads = 32
+
+
+class Untouchable(Driver):
+    """A driver that fails the test whenever anything of it is asked for."""
+
+    def __getattribute__(self, name):
+        raise AssertionError(f"the driver was asked for {name}")
+
+
+def test_pto_compile_uses_only_the_compiler(tmp_path):
+    arm64 = plugins.get_backend("arm64")
+    alone = Plugin(Backend("compile_only", arm64.compiler.wrapped, Untouchable()))
+    plugins.register(alone, name="compile-only")
+    try:
+        assert pto_main(["compile", str(ROOT / "examples" / "rowmax.py"), "--target",
+                         "compile_only", "-o", str(tmp_path)]) == 0
+    finally:
+        plugins.unregister(alone)
+    assert sorted(p.name for p in tmp_path.glob("*.c")) == [
+        "rowmax.c", "rowmax_module_binding.c", "rowmax_module_host.c", "rowmax_module_orch.c"]
+
+
+@pytest.mark.parametrize("target", ["arm64", "ascend_a5"])
+def test_a_compiler_opens_no_file_and_starts_no_process(monkeypatch, target):
+    """(The CUDA compiler still reads the tuner's cached choice of each kernel's configuration
+    from disk, pto_cuda.tune.config_for, so it is not among these.)"""
+    from pto_core.driver import generate
+    from pto_core.options import CompileOptions
+    from pto_core.program import load_program
+    module = load_program(ROOT / "examples" / "rowmax.py").module
+    plugins.get_backend(target)          # loaded before the doors close
+
+    def refuse(*args, **kwargs):
+        raise AssertionError(f"a compiler touched the machine: {args[:1]}")
+    monkeypatch.setattr("builtins.open", refuse)
+    monkeypatch.setattr("io.open", refuse)          # what pathlib opens files with
+    monkeypatch.setattr(subprocess, "Popen", refuse)
+    texts = generate(target, module, CompileOptions())
+    assert len(texts) == 4 and all(texts.values())
