@@ -81,7 +81,7 @@ class Binary:
     def kernel_address(self, func_id: int | str) -> int:
         """The address of a kernel's host function (kernel ABI ``int32_t f(const int64_t*)``),
         read from the library's kernel table. Only a backend whose kernels run on host threads
-        (``BackendInfo.host_kernels``) has such functions; another (a GPU, an NPU: its executor
+        (``Backend.host_kernels``) has such functions; another (a GPU, an NPU: its executor
         launches the kernels) is refused with the reason."""
         from . import plugins
         from .codegen.host import open_library

@@ -1,14 +1,14 @@
 """From a module to files, from files to a run.
 
 :func:`compile_module` writes, for one backend, every source of a module: one kernel per InCore
-function (through the backend's ``pto_generate_kernel`` hook), the platform-independent
-orchestration C, the backend's runtime binding (``pto_runtime_binding``) and the `.npy` host
-program. Files are rewritten only when their content changes, so SCons (which decides by
+function (by the backend's :class:`~pto_core.backend.Compiler`), the platform-independent
+orchestration C, the compiler's runtime binding and the `.npy` host program; this needs only
+the compiler. Files are rewritten only when their content changes, so SCons (which decides by
 content) rebuilds nothing after an edit that leaves the generated code unchanged.
 
 :func:`launch` builds a module with SCons into ``<build_root>/<target>/launch/<module>-<digest>/``
 (:func:`launch_dir`; the build root is the per-user cache of :mod:`pto_core.resources`) and runs
-it through the backend's ``pto_launch`` hook with numpy arrays in and out. A launch whose inputs
+it through the backend's :class:`~pto_core.backend.Driver` with numpy arrays in and out. A launch whose inputs
 did not change since the last successful build of that directory (:func:`launch_key`: the
 module's IR, the options, the backend and its version, every file of the installed generator,
 runtime and templates and of the backend's packages) loads the built library directly, without
@@ -30,6 +30,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import hashlib
+import inspect
 import os
 import re
 import subprocess
@@ -45,7 +46,7 @@ from .engines import (DEFAULT as DEFAULT_ENGINE, check_backend, check_launch, en
                       get_engine, with_engine)
 from .abi import PTO_MAX_SCHEDULERS, PTO_MAX_WORKERS
 from .errors import PTOBackendError, PTOError
-from .hookspecs import KernelSource
+from .backend import KernelSource
 from .ir import Function, Module
 from .options import CORE_OPTIONS, CompileOptions
 from .codegen.orchestration import c_module_name, emit_orchestration
@@ -122,7 +123,7 @@ def generate(target: str, module: Module, options: CompileOptions,
     ``progress(name)`` is called after each InCore function's kernel."""
     module, bb = optimise(module, options, target)
     files = planned_files(target, module, options, optimised=True)
-    h = plugins.hook()
+    compiler = plugins.get_backend(target).compiler
     kernels: list[KernelSource] = []
     texts: dict[str, str] = {}
     # backends see every value under its C name (no user name reaches generated text as it
@@ -131,9 +132,8 @@ def generate(target: str, module: Module, options: CompileOptions,
     incore = [f for f in cmod.functions.values() if f.is_incore]
     with user_names():
         for fn, name in zip(incore, files.kernels):
-            ks = h.pto_generate_kernel(backend=target, function=fn, module=cmod,
-                                       options=options)
-            if ks is None:
+            ks = compiler.generate_kernel(fn, cmod, options)
+            if not isinstance(ks, KernelSource):
                 raise PTOBackendError(f"backend '{target}' generated no kernel for '{fn.name}'",
                                       function=fn.name)
             ks = dataclasses.replace(ks, buffer_bytes=ks.buffer_bytes or int(bb(fn)))
@@ -142,8 +142,7 @@ def generate(target: str, module: Module, options: CompileOptions,
             if progress is not None:
                 progress(fn.name)
         texts[files.orchestration] = emit_orchestration(cmod, bb)
-        binding = h.pto_runtime_binding(backend=target, module=cmod, kernels=kernels,
-                                        options=options)
+        binding = compiler.runtime_binding(cmod, kernels, options)
     if binding is None:
         raise PTOBackendError(f"backend '{target}' provides no runtime binding")
     texts[files.binding] = binding.text
@@ -229,7 +228,7 @@ def launch_key(target: str, module: Module, options: CompileOptions, *, cross: s
                variables: Mapping[str, str] | None = None) -> str:
     """The content hash a launch build is cached under: the module's IR (its `.pto` text),
     the options, the target, the cross family and build variables, the core's and backend's
-    versions, what else the backend says its code depends on (``pto_build_inputs``), and the
+    versions, what else the backend's driver says its code depends on (``build_inputs``), and the
     path, size and modification time of every generator, runtime and template source.
 
     >>> launch_key("arm64", m, CompileOptions()) == launch_key("arm64", m, CompileOptions())  # doctest: +SKIP
@@ -242,7 +241,7 @@ def launch_key(target: str, module: Module, options: CompileOptions, *, cross: s
     h.update(repr((target, cross, __version__, versions, _canonical(options),
                    _canonical(dict(variables or {})))).encode())
     h.update(print_module(module).encode())
-    inputs = plugins.hook().pto_build_inputs(backend=target, module=module, options=options)
+    inputs = plugins.get_backend(target).driver.build_inputs(module, options)
     h.update(repr(inputs).encode())
     for f in _source_files(target):
         try:
@@ -509,8 +508,8 @@ def run_built(target: str, module: Module, build_dir: Path, tensors: Mapping[str
               in_place: bool = False, optimised: bool = False,
               timeout: float | None = None, runtime: str | None = None,
               schedulers: int | None = None, cores: int | None = None) -> dict[str, np.ndarray]:
-    """Run ``module`` as built by :func:`build_module` in ``build_dir`` through the backend's
-    ``pto_launch`` hook (see :func:`launch` for the arguments; ``optimised``: ``module`` went
+    """Run ``module`` as built by :func:`build_module` in ``build_dir`` by the backend's driver
+    (see :func:`launch` for the arguments; ``optimised``: ``module`` went
     through the passes already)."""
     options = options or CompileOptions()
     phases = phases or Phases(enabled=False)
@@ -524,12 +523,11 @@ def run_built(target: str, module: Module, build_dir: Path, tensors: Mapping[str
     mode = runtime_mode_environment(runtime, schedulers, cores)
     with phases.phase("run", label=f"run {target}"), \
             runtime_environment({"PTO_TIMEOUT": deadline, **mode}):
-        result = plugins.hook().pto_launch(
-            backend=target, module=module, build_dir=Path(build_dir), tensors=dict(tensors),
-            scalars=dict(scalars), options=options, workers=2 if workers is None else workers,
-            threshold=threshold, in_place=in_place)
-    if result is None:
-        raise PTOBackendError(f"backend '{target}' cannot launch programs (no pto_launch)")
+        launch = plugins.get_backend(target).driver.launch
+        # a driver that cannot work on the caller's arrays leaves in_place out of its signature
+        extra = {"in_place": in_place} if "in_place" in inspect.signature(launch).parameters else {}
+        result = launch(module, Path(build_dir), dict(tensors), dict(scalars), options,
+                        2 if workers is None else workers, threshold, **extra)
     return dict(result)
 
 

@@ -7,7 +7,7 @@ an engine is a library that implements that API, chosen when a module is linked:
 * ``starpu``: StarPU executes the graph (``runtime/engines/starpu.c``, ``libpto_starpu``):
   every tensor region becomes a StarPU data handle, every task a CPU codelet calling the
   kernel. It needs ``libstarpu-dev`` (``pkg-config starpu-1.3``) and a backend whose kernels
-  run on host threads (``BackendInfo.host_kernels``, e.g. ``arm64``);
+  run on host threads (``Backend.host_kernels``, e.g. ``arm64``);
 * ``starpu-mpi``: the same on StarPU-MPI, under ``mpirun -np N`` (``libpto_starpumpi``, the
   same source built with ``PTO_ENGINE_MPI``): every rank runs the orchestration, regions are
   owned block-cyclically, results are gathered to rank 0. It needs Open MPI as well

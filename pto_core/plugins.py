@@ -1,15 +1,17 @@
 """Finding and loading backends.
 
 Backends are entry points in the group ``pto.backends``. They are loaded once, lazily, on first
-use. ``PTO_BACKENDS=a,b`` restricts loading to those entry-point names (an allowlist; empty means
-all). A plugin that fails in any way while loading - its import raises (even ``SystemExit``), a
-misspelt hook (caught by ``check_pending()``), ``pto_backends()`` raising or describing its
-backends wrongly - is recorded with its error and unregistered whole (none of its hooks stays);
-the other backends keep working. A hook that raises later becomes a :class:`PTOBackendError`
-naming the plugin and its distribution (a :class:`PTOError` it raises on purpose passes as it
-is). Two plugins that provide a backend of the same name are both reported, and that name can be
-used by neither until one is removed: ``get_backend`` and every hook call for it raise,
-naming both distributions (an in-process :func:`register` of a taken name is refused).
+use, each through its one hook ``pto_register_backends`` that hands over
+:class:`~pto_core.backend.Backend` objects. ``PTO_BACKENDS=a,b`` restricts loading to those
+entry-point names (an allowlist; empty means all). A plugin that fails in any way while loading -
+its import raises (even ``SystemExit``), a misspelt hook (caught by ``check_pending()``), its hook
+raising or registering something that is not a well-formed backend - is recorded with its error
+and unregistered whole; the other backends keep working. A compiler or driver method that
+raises later becomes a :class:`PTOBackendError` naming the plugin and its distribution (a
+:class:`PTOError` it raises on purpose passes as it is). Two plugins that provide a backend of
+the same name are both reported, and that name can be used by neither until one is removed:
+``get_backend`` raises, naming both distributions (an in-process :func:`register` of a taken
+name is refused).
 
 >>> pm = get_plugin_manager()
 >>> isinstance(list_backends(), list)
@@ -34,8 +36,8 @@ from typing import Any
 import pluggy
 
 from . import hookspecs
+from .backend import Backend, Compiler, Driver
 from .errors import PTOBackendError, PTOError
-from .hookspecs import BackendInfo
 from .options import CompileOptions, backend_settings
 
 ENTRY_POINT_GROUP = "pto.backends"
@@ -44,16 +46,16 @@ ENTRY_POINT_GROUP = "pto.backends"
 @dataclass
 class PluginRecord:
     """One entry point: what it is and whether it loaded. ``module`` is what the entry point
-    loaded (a module, or an object such as a :class:`~pto_core.backend.BackendPlugin`
-    instance); ``entry_point`` is the entry point's value (``"pkg.mod:attr"``), empty for
-    plugins registered in-process."""
+    loaded (a module, or an object such as a :class:`~pto_core.backend.Plugin`);
+    ``entry_point`` is the entry point's value (``"pkg.mod:attr"``), empty for plugins
+    registered in-process."""
 
     name: str
     distribution: str = ""
     version: str = ""
     module: ModuleType | Any | None = None
     error: str | None = None
-    backends: list[BackendInfo] = field(default_factory=list)
+    backends: list[Backend] = field(default_factory=list)
     hooks: list[str] = field(default_factory=list)
     entry_point: str = ""
     #: backend names another plugin provides too, each with who else does (unusable names)
@@ -123,13 +125,12 @@ def _failure(e: BaseException) -> str:
 
 def _add(pm: pluggy.PluginManager, plugin: Any, name: str, rec: PluginRecord) -> None:
     """Register ``plugin`` as ``name`` and fill ``rec``; on any failure nothing of it stays
-    registered (pluggy may have added some hooks before finding a bad one)."""
+    registered."""
     try:
         pm.register(plugin, name=name)
         pm.check_pending()
-        rec.backends = _backends_of(plugin)
         rec.hooks = sorted(h.name for h in pm.get_hookcallers(plugin) or [])
-        _guard_hooks(pm, plugin, rec)
+        rec.backends = [_guarded(b, rec) for b in _backends_of(plugin)]
         rec.module = plugin
     except BaseException:
         if pm.get_plugin(name) is plugin:    # not when the name was another plugin's already
@@ -137,45 +138,61 @@ def _add(pm: pluggy.PluginManager, plugin: Any, name: str, rec: PluginRecord) ->
         raise
 
 
-def _backends_of(plugin: Any) -> list[BackendInfo]:
-    """What ``plugin.pto_backends()`` describes, checked: BackendInfo objects with distinct
-    names fit for file paths and generated text."""
-    impl = getattr(plugin, "pto_backends", None)
-    if impl is None:
-        return []
-    infos = list(impl() or [])
+def _backends_of(plugin: Any) -> list[Backend]:
+    """What ``plugin``'s ``pto_register_backends`` registers, checked: Backend objects with
+    distinct names fit for file paths and generated text, a Compiler and a Driver each."""
+    found: list[Any] = []
+    impl = getattr(plugin, "pto_register_backends", None)
+    if impl is not None:
+        impl(register=found.append)
     names: set[str] = set()
-    for b in infos:
-        if not isinstance(b, BackendInfo):
-            raise PTOBackendError(f"pto_backends() returned a {type(b).__name__}, not a BackendInfo")
+    for b in found:
+        what = f"pto_register_backends registered {b!r:.60}"
+        if not isinstance(b, Backend):
+            raise PTOBackendError(f"{what}: a {type(b).__name__}, not a Backend")
         if not isinstance(b.name, str) or not BACKEND_NAME.fullmatch(b.name):
-            raise PTOBackendError(f"pto_backends(): backend name {b.name!r} is not a name of "
-                                  f"letters, digits and '_' (at most 64, not starting with a digit)")
+            raise PTOBackendError(f"pto_register_backends: backend name {b.name!r} is not a name "
+                                  f"of letters, digits and '_' (at most 64, not starting with a "
+                                  f"digit)")
+        for part, kind in (("compiler", Compiler), ("driver", Driver)):
+            if not isinstance(getattr(b, part), kind):
+                raise PTOBackendError(f"pto_register_backends: backend '{b.name}' has a "
+                                      f"{type(getattr(b, part)).__name__} as its {part}, not a "
+                                      f"pto_core.backend.{kind.__name__}")
         if b.name in names:
-            raise PTOBackendError(f"pto_backends() describes backend '{b.name}' twice")
+            raise PTOBackendError(f"pto_register_backends: backend '{b.name}' registered twice")
         names.add(b.name)
-    return infos
+    return found
 
 
-def _guard_hooks(pm: pluggy.PluginManager, plugin: Any, rec: PluginRecord) -> None:
-    """Make each of ``plugin``'s hook implementations raise PTOBackendError naming it (a
-    PTOError it raises on purpose passes as it is; so does KeyboardInterrupt)."""
-    for caller in pm.get_hookcallers(plugin) or []:
-        for impl in caller.get_hookimpls():
-            if impl.plugin is plugin and not (impl.hookwrapper or impl.wrapper):
-                impl.function = _guarded(impl.function, caller.name, rec)
+class Guarded:
+    """A backend's compiler or driver whose every method raises :class:`PTOBackendError`
+    naming the plugin (a PTOError raised on purpose passes as it is; so does
+    KeyboardInterrupt). ``wrapped`` is the plugin's own object."""
+
+    def __init__(self, wrapped: Any, role: str, rec: PluginRecord) -> None:
+        self.wrapped, self._role, self._rec = wrapped, role, rec
+
+    def __getattr__(self, attr: str) -> Any:
+        value = getattr(self.wrapped, attr)
+        if not callable(value):
+            return value
+
+        @functools.wraps(value)
+        def call(*args: Any, **kwargs: Any) -> Any:
+            try:
+                return value(*args, **kwargs)
+            except (PTOError, KeyboardInterrupt):
+                raise
+            except BaseException as e:  # noqa: BLE001 - SystemExit in a backend must not end pto
+                raise PTOBackendError(f"{self._rec.who} failed in {self._role}.{attr}: "
+                                      f"{_failure(e)}") from e
+        return call
 
 
-def _guarded(fn: Any, hook_name: str, rec: PluginRecord) -> Any:
-    @functools.wraps(fn)
-    def call(*args: Any, **kwargs: Any) -> Any:
-        try:
-            return fn(*args, **kwargs)
-        except (PTOError, KeyboardInterrupt):
-            raise
-        except BaseException as e:  # noqa: BLE001 - SystemExit in a hook must not end pto either
-            raise PTOBackendError(f"{rec.who} failed in {hook_name}: {_failure(e)}") from e
-    return call
+def _guarded(b: Backend, rec: PluginRecord) -> Backend:
+    return dataclasses.replace(b, compiler=Guarded(b.compiler, "compiler", rec),
+                               driver=Guarded(b.driver, "driver", rec))
 
 
 def _find_conflicts() -> None:
@@ -206,11 +223,12 @@ def register(plugin: Any, name: str | None = None) -> PluginRecord:
     :func:`unregister` removes it. A plugin that fails to register, or provides a backend name
     an installed plugin already has, raises and leaves nothing registered.
 
-    >>> class Tiny:
-    ...     @hookspecs.hookimpl
-    ...     def pto_backends(self):
-    ...         return [BackendInfo(name="tiny")]
-    >>> rec = register(Tiny(), name="tiny-plugin"); unregister(rec.module)
+    >>> from pto_core.backend import Plugin
+    >>> class Nop(Compiler):
+    ...     def generate_kernel(self, function, module, options): ...
+    ...     def runtime_binding(self, module, kernels, options): ...
+    >>> rec = register(Plugin(Backend("tiny", Nop(), Driver())), name="tiny-plugin")
+    >>> unregister(rec.module)
     """
     pm = get_plugin_manager()
     rec = PluginRecord(name or getattr(plugin, "__name__", repr(plugin)))
@@ -256,22 +274,20 @@ def _module_dir(name: str) -> Path | None:
 
 def plugin_source_dirs(rec: PluginRecord) -> list[Path]:
     """The package directories whose Python sources make up the plugin of ``rec`` (what must
-    regenerate sources and invalidate launch builds when edited): for a module, its package;
-    for an object, the packages of its class and of every base class outside pto_core (a
-    plugin whose class comes from a package shared by several backends: that shared package
-    and its own), plus the module the entry point names. A directory inside another listed one
-    is left out.
+    regenerate sources and invalidate launch builds when edited): the package of the module the
+    entry point names, and those of the classes of each backend's compiler and driver and of
+    every base class outside pto_core (a backend built from a package shared by several: that
+    shared package too). A directory inside another listed one is left out.
 
     >>> import pto_core.backend as b
     >>> plugin_source_dirs(PluginRecord("x", module=b))    # pto_core is tracked on its own
     []
     """
     obj = rec.module
-    names: list[str] = []
-    if isinstance(obj, ModuleType):
-        names.append(obj.__name__)
-    elif obj is not None:
-        names += [c.__module__ for c in type(obj).__mro__]
+    names: list[str] = [obj.__name__] if isinstance(obj, ModuleType) else []
+    for b in rec.backends:
+        for part in (b.compiler, b.driver):
+            names += [c.__module__ for c in type(getattr(part, "wrapped", part)).__mro__]
     if rec.entry_point:
         names.append(rec.entry_point.partition(":")[0].strip())
     dirs: list[Path] = []
@@ -282,22 +298,22 @@ def plugin_source_dirs(rec: PluginRecord) -> list[Path]:
     return [d for d in dirs if not any(o != d and o in d.parents for o in dirs)]
 
 
-def list_backends() -> list[BackendInfo]:
+def list_backends() -> list[Backend]:
     """Backends of all plugins that loaded (a name two plugins provide is left out)."""
     return [b for r in plugin_records() if r.ok for b in r.backends if b.name not in _conflicts]
 
 
 def backend_options(name: str, options: CompileOptions) -> CompileOptions:
     """``options`` for backend ``name``: the passes it does not schedule
-    (:attr:`BackendInfo.unscheduled_passes`) switched off; an option the backend does not take
-    (:attr:`BackendInfo.options`) is a PTOError naming it and the backend."""
+    (:attr:`Backend.unscheduled_passes`) switched off; an option the backend does not take
+    (:attr:`Backend.options`) is a PTOError naming it and the backend."""
     info = get_backend(name)
     backend_settings(name, info.options, options)
     skip = frozenset(info.unscheduled_passes)
     return dataclasses.replace(options, disable=options.disable | skip) if skip else options
 
 
-def get_backend(name: str) -> BackendInfo:
+def get_backend(name: str) -> Backend:
     """The backend called ``name``; a clear error names the installed ones, broken plugins,
     and the plugins that both provide ``name``."""
     get_plugin_manager()
@@ -314,26 +330,13 @@ def get_backend(name: str) -> BackendInfo:
     raise PTOBackendError(msg)
 
 
-class _Relay:
-    """``pm.hook`` that refuses a call about a backend name two plugins provide (firstresult
-    would otherwise let one of them win silently)."""
-
-    def __init__(self, relay: Any) -> None:
-        self._relay = relay
-
-    def __getattr__(self, hook_name: str) -> Any:
-        caller = getattr(self._relay, hook_name)
-
-        def call(**kwargs: Any) -> Any:
-            if kwargs.get("backend") in _conflicts:
-                raise _conflict_error(kwargs["backend"])
-            return caller(**kwargs)
-        return call
-
-
-def hook() -> Any:
-    """The hook relay: ``hook().pto_generate_kernel(backend=..., ...)``."""
-    return _Relay(get_plugin_manager().hook)
+def runnable_backend(name: str) -> Backend:
+    """:func:`get_backend`, or a PTOError saying why its driver cannot run it here."""
+    b = get_backend(name)
+    ok, why = b.driver.can_run()
+    if not ok:
+        raise PTOError(f"cannot run on the {name} backend here: {why}")
+    return b
 
 
 def _reset_for_tests() -> None:

@@ -30,7 +30,7 @@ communication the runtime cannot see)::
 The device of a backend whose kernels run on host threads (``arm64``) is the host: device
 memory is host memory, so ``copy_to_device`` and ``copy_from_device`` hand back the same
 memory (as numpy arrays) and exist so that code written for a device reads the same. A backend
-whose executor launches its kernels (GPU, NPU; ``BackendInfo.host_kernels`` is False) is refused
+whose executor launches its kernels (GPU, NPU; ``Backend.host_kernels`` is False) is refused
 by name; such programs run with :func:`pto_core.compile`.
 """
 
@@ -196,12 +196,9 @@ class DeviceRunner:
 
     def init(self) -> None:
         """Check that the backend is installed, can run here and calls its kernels on host
-        threads (``BackendInfo.host_kernels``)."""
+        threads (``Backend.host_kernels``)."""
         from . import plugins
-        info = plugins.get_backend(self.target)
-        if not info.can_run:
-            raise PTOError(f"cannot run on the {self.target} backend here: {info.cannot_run_reason}")
-        if not info.host_kernels:
+        if not plugins.runnable_backend(self.target).host_kernels:
             raise PTOError(f"the {self.target} backend launches its kernels through its own "
                            f"executor; DeviceRunner runs graphs of backends whose kernels run on "
                            f"host threads (such as arm64): run the module with pto_core.compile")

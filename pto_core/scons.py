@@ -50,7 +50,7 @@ OPT_FLAGS = {"release": ("-O2",), "debug": ("-O0", "-g"), "native": ("-O2",)}
 
 @dataclass(frozen=True)
 class BuildSettings:
-    """What ``pto_configure_scons`` receives as ``options``: the target, the cross-compilation
+    """What a backend driver's ``configure_scons`` receives: the target, the cross-compilation
     triple family ("" = native, "aarch64"), the flavour ("release" | "debug" | "native"), the
     compile options of the pass pipeline, and the command line's ``key=value`` arguments.
 
@@ -121,7 +121,7 @@ def make_env(target: str, *, cross: str = "", opt: str = "release",
              engine: str = engines.DEFAULT) -> Any:
     """An SCons environment for ``target``: C flags, runtime include path, the cross compiler,
     the flags of ``engine`` (:func:`pto_core.engines.configure_env`), then whatever the
-    backend's ``pto_configure_scons`` adds (reading its build variables from ``arguments``,
+    backend's driver adds in ``configure_scons`` (reading its build variables from ``arguments``,
     default SCons' ARGUMENTS, and declaring them in ``variables`` if given)."""
     arguments = dict(ARGUMENTS if arguments is None else arguments)
     env = base_env(opt, werror=_werror(arguments))
@@ -136,13 +136,9 @@ def make_env(target: str, *, cross: str = "", opt: str = "release",
         env.Replace(CC=pre + "gcc", CXX=pre + "g++", AR=pre + "ar", RANLIB=pre + "ranlib",
                     LINK=pre + "gcc", SHLINK=pre + "gcc")
         env.Append(LINKFLAGS=["-static"])
-    handled = plugins.hook().pto_configure_scons(
-        backend=target, env=env,
-        options=BuildSettings(target, cross, opt, env["PTO_COMPILE_OPTIONS"],
-                              arguments=arguments,
-                              variables=variables))
-    if not handled:
-        raise ValueError(f"backend '{target}' does not configure SCons builds")
+    plugins.get_backend(target).driver.configure_scons(
+        env, BuildSettings(target, cross, opt, env["PTO_COMPILE_OPTIONS"], arguments=arguments,
+                           variables=variables))
     return env
 
 
@@ -376,7 +372,7 @@ def sconstruct() -> None:
 
 def backend_help(target: str, *, cross: str = "", opt: str = "release") -> str:
     """The help section of one backend's build variables (declared with
-    :meth:`BuildSettings.variable` in its ``pto_configure_scons``); a backend that cannot be
+    :meth:`BuildSettings.variable` in its driver's ``configure_scons``); a backend that cannot be
     configured here says why."""
     vars = Variables(None, ARGUMENTS)
     try:

@@ -98,8 +98,8 @@ NOT_RUN = {
     ("docs/writing-a-backend.md", "pip install -e .              # then:"):
         "a template for the reader's own backend; examples/third_party_backend is that backend, "
         "installed and run by tests/test_plugins.py",
-    ("docs/writing-a-backend.md", "# my_backend/plugin.py            entry point:  mycpu = "
-                                  "\"my_backend.plugin:plugin\""):
+    ("docs/writing-a-backend.md", "# my_backend/__init__.py            entry point:  mycpu = "
+                                  "\"my_backend\""):
         "a skeleton for the reader's own backend",
 }
 
@@ -131,8 +131,8 @@ def _installed(name: str) -> bool:
 
 
 def _cuda_device() -> str | None:
-    info = plugins.get_backend("cuda")
-    return None if info.can_run else f"cuda: {info.cannot_run_reason}"
+    ok, why = plugins.get_backend("cuda").driver.can_run()
+    return None if ok else f"cuda: {why}"
 
 
 def _tools(*names: str) -> str | None:

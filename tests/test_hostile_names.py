@@ -106,7 +106,7 @@ def _inputs(m: PTOModule, tiles: int = 3) -> tuple[dict, dict]:
 
 
 def _runnable() -> list[str]:
-    names = {b.name for b in plugins.list_backends() if b.can_run}
+    names = {b.name for b in plugins.list_backends() if b.driver.can_run()[0]}
     return [t for t in ("arm64", "cuda_sim", "ascend_a2a3", "ascend_a5") if t in names]
 
 

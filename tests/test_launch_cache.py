@@ -14,7 +14,7 @@ import pytest
 
 from pto_core import ElementType, MemorySpace, PTOFunctionBuilder, PTOModule, plugins
 from pto_core import backend as pto_backend
-from pto_core.backend import BackendPlugin
+from pto_core.backend import Backend, Compiler, Driver
 from pto_core import driver
 from pto_core.options import CompileOptions
 
@@ -137,10 +137,11 @@ def package_files(files: list[Path], package: str) -> set[str]:
     return {f.name for f in files if f.parent.name == package}
 
 
-def test_plugin_source_dirs_of_an_object_are_its_classes_packages_outside_pto_core():
-    class Local(BackendPlugin):
-        name = "local"
-    rec = plugins.PluginRecord("local", module=Local())
+def test_plugin_source_dirs_are_the_packages_of_its_compilers_and_drivers_outside_pto_core():
+    class LocalCompiler(Compiler):
+        def generate_kernel(self, function, module, options): ...
+        def runtime_binding(self, module, kernels, options): ...
+    rec = plugins.PluginRecord("local", backends=[Backend("local", LocalCompiler(), Driver())])
     assert plugins.plugin_source_dirs(rec) == [Path(__file__).resolve().parent]
     # a module plugin: its package; pto_core's own modules are tracked separately
     assert plugins.plugin_source_dirs(plugins.PluginRecord("m", module=sys.modules[__name__])) \

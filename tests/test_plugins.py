@@ -1,6 +1,7 @@
-"""Backends are plugins: entry points in the group ``pto.backends``, loaded once, with broken
-ones reported by name while the rest keep working; an allowlist; misspelt hooks caught by
-check_pending(); in-process registration; and an out-of-tree backend installed with pip."""
+"""Backends are plugins: entry points in the group ``pto.backends`` whose one hook registers
+Backend objects, loaded once, with broken ones reported by name while the rest keep working; an
+allowlist; misspelt hooks caught by check_pending(); in-process registration; and an out-of-tree
+backend installed with pip."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ import pytest
 from pto_core import hookimpl, plugins
 from pto_core.cli import main as pto_main
 from pto_core.errors import PTOBackendError, PTOError
-from pto_core.hookspecs import BackendInfo
+from pto_core.backend import Backend, Compiler, Driver, Plugin
 
 ROOT = Path(__file__).resolve().parents[1]  # the checkout
 
@@ -29,16 +30,14 @@ def fresh_plugins():
     plugins._reset_for_tests()
 
 
-class TinyBackend:
-    """A backend defined in the test itself."""
+class NoKernels(Compiler):
+    """A compiler defined in the test itself (never asked for code here)."""
 
-    @hookimpl
-    def pto_backends(self):
-        return [BackendInfo(name="tiny", description="test backend")]
+    def generate_kernel(self, function, module, options):
+        raise AssertionError("never asked")
 
-    @hookimpl
-    def pto_generate_kernel(self, backend, function, module, options):
-        return None
+    def runtime_binding(self, module, kernels, options):
+        raise AssertionError("never asked")
 
 
 def fake_entry_points(monkeypatch, extra: list[metadata.EntryPoint]) -> None:
@@ -58,11 +57,11 @@ def ep(name: str, value: str) -> metadata.EntryPoint:
 
 
 def test_a_plugin_registered_in_process_is_a_backend_until_unregistered(capsys):
-    tiny = TinyBackend()
+    tiny = Plugin(Backend("tiny", NoKernels(), Driver(), description="test backend"))
     rec = plugins.register(tiny, name="tiny-plugin")
     try:
         assert plugins.get_backend("tiny").description == "test backend"
-        assert rec.hooks == ["pto_backends", "pto_generate_kernel"]
+        assert rec.hooks == ["pto_register_backends"]
         assert pto_main(["backends"]) == 0
         out = capsys.readouterr().out
         assert "tiny-plugin" in out and "tiny - test backend" in out
@@ -89,13 +88,13 @@ def test_check_pending_rejects_a_misspelt_hook(monkeypatch, tmp_path):
     (tmp_path / "pto_typo_backend.py").write_text(
         "from pto_core import hookimpl\n"
         "@hookimpl\n"
-        "def pto_generate_kernal(backend, function, module, options):\n"
+        "def pto_register_backend(register):\n"
         "    return None\n")
     monkeypatch.syspath_prepend(str(tmp_path))
     fake_entry_points(monkeypatch, [ep("typo", "pto_typo_backend")])
     records = {r.name: r for r in plugins.plugin_records()}
     assert not records["typo"].ok
-    assert "pto_generate_kernal" in records["typo"].error
+    assert "pto_register_backend" in records["typo"].error
     assert records["arm64"].ok
 
 
@@ -169,36 +168,42 @@ def fake_distribution(monkeypatch, tmp_path, dist: str, version: str, entry: str
     return mod
 
 
-def backend_module(backends: str, hooks: str = "") -> str:
-    """Source of a plugin module whose pto_backends() returns the expression ``backends``,
-    followed by ``hooks``."""
-    return (f"from pto_core import hookimpl\nfrom pto_core.hookspecs import BackendInfo\n\n"
-            f"@hookimpl\ndef pto_backends():\n    return {backends}\n{hooks}")
-
-
-BOGUS_KERNEL = '''
+PLUGIN_HEADER = """
+import sys
 from pto_core import hookimpl
-from pto_core.hookspecs import KernelSource
-
-@hookimpl
-def pto_generate_kernel(backend, function, module, options):
-    return KernelSource(function.name, "bogus.c", "BOGUS KERNEL", "bogus")
-'''
+from pto_core.backend import Backend, Compiler, Driver, KernelSource
+from pto_core.errors import PTOError
 
 
-def test_a_plugin_whose_pto_backends_raises_leaves_no_hook_behind(monkeypatch, tmp_path):
-    """Its pto_generate_kernel answered for every backend and broke `pto compile --target arm64`."""
-    fake_distribution(monkeypatch, tmp_path, "pto-half-broken", "0.3", "halfbroken", BOGUS_KERNEL + '''
-@hookimpl
-def pto_backends():
-    raise RuntimeError("no backends today")
-''')
+class Bogus(Compiler):
+    def generate_kernel(self, function, module, options):
+        return KernelSource(function.name, "bogus.c", "BOGUS KERNEL", "bogus")
+
+    def runtime_binding(self, module, kernels, options):
+        return None
+
+
+def B(name, **kw):
+    return Backend(name, Bogus(), Driver(), **kw)
+"""
+
+
+def backend_module(backends: str, after: str = "") -> str:
+    """Source of a plugin module whose hook registers each backend of the expression
+    ``backends`` (``B(name)``: a backend with a bogus compiler), then runs ``after``."""
+    return (PLUGIN_HEADER + f"\n@hookimpl\ndef pto_register_backends(register):\n"
+            f"    for b in {backends}:\n        register(b)\n    {after or 'pass'}\n")
+
+
+def test_a_plugin_whose_hook_raises_registers_nothing(monkeypatch, tmp_path):
+    """What it registered before raising must not answer for any backend."""
+    fake_distribution(monkeypatch, tmp_path, "pto-half-broken", "0.3", "halfbroken",
+                      backend_module('[B("halfbroken")]', 'raise RuntimeError("no backends today")'))
     records = {r.name: r for r in plugins.plugin_records()}
     assert records["halfbroken"].error == "RuntimeError: no backends today"
-    pm = plugins.get_plugin_manager()
-    assert pm.get_plugin("halfbroken") is None
-    assert all(i.plugin_name != "halfbroken" for h in pm.hook.__dict__.values()
-               if isinstance(h, pluggy.HookCaller) for i in h.get_hookimpls())
+    assert records["halfbroken"].backends == []
+    assert plugins.get_plugin_manager().get_plugin("halfbroken") is None
+    assert "halfbroken" not in [b.name for b in plugins.list_backends()]
     out = tmp_path / "out"
     assert pto_main(["compile", str(ROOT / "examples" / "rowmax.py"), "--target", "arm64",
                      "-o", str(out)]) == 0
@@ -215,72 +220,74 @@ def test_sys_exit_while_loading_does_not_end_pto(monkeypatch, tmp_path, capsys):
     assert "arm64  (pto-arm64" in out and plugins.get_backend("arm64").name == "arm64"
 
 
-def test_a_plugin_with_one_bad_hook_is_unregistered_whole(monkeypatch, tmp_path):
-    """pluggy adds the hooks it has checked before it meets a bad one: those must go too."""
-    fake_distribution(monkeypatch, tmp_path, "pto-partial", "0.1", "partial", backend_module(
-        '[BackendInfo(name="partial")]',
-        "\n@hookimpl\ndef pto_launch(backend, not_a_parameter):\n    return None\n"))
+def test_a_hook_with_a_wrong_signature_fails_its_plugin(monkeypatch, tmp_path):
+    fake_distribution(monkeypatch, tmp_path, "pto-partial", "0.1", "partial",
+                      "from pto_core import hookimpl\n@hookimpl\n"
+                      "def pto_register_backends(register, not_a_parameter):\n    pass\n")
     rec = {r.name: r for r in plugins.plugin_records()}["partial"]
     assert "not_a_parameter" in rec.error
-    pm = plugins.get_plugin_manager()
-    assert pm.get_plugin("partial") is None
-    assert all(i.plugin_name != "partial" for i in pm.hook.pto_backends.get_hookimpls())
-    assert "partial" not in [b.name for b in plugins.list_backends()]
+    assert plugins.get_plugin_manager().get_plugin("partial") is None
 
 
-@pytest.mark.parametrize("infos,error", [
-    ('[BackendInfo(name="../escape")]', "pto_backends(): backend name '../escape' is not a name of "
-                                        "letters, digits and '_' (at most 64, not starting with a digit)"),
-    ('["arm64x"]', "pto_backends() returned a str, not a BackendInfo"),
-    ('[BackendInfo(name="twice"), BackendInfo(name="twice")]',
-     "pto_backends() describes backend 'twice' twice"),
+@pytest.mark.parametrize("backends,error", [
+    ('[B("../escape")]', "pto_register_backends: backend name '../escape' is not a name of "
+                         "letters, digits and '_' (at most 64, not starting with a digit)"),
+    ('["arm64x"]', "pto_register_backends registered 'arm64x': a str, not a Backend"),
+    ('[B("twice"), B("twice")]', "pto_register_backends: backend 'twice' registered twice"),
+    ('[Backend("odd", object(), Driver())]', "pto_register_backends: backend 'odd' has a object "
+                                             "as its compiler, not a pto_core.backend.Compiler"),
+    ('[Backend("odd", Bogus(), Bogus())]', "pto_register_backends: backend 'odd' has a Bogus as "
+                                           "its driver, not a pto_core.backend.Driver"),
 ])
-def test_backend_descriptions_are_checked(monkeypatch, tmp_path, infos: str, error: str):
-    fake_distribution(monkeypatch, tmp_path, "pto-odd", "0.1", "odd",
-                      backend_module(infos, BOGUS_KERNEL))
+def test_a_malformed_backend_object_fails_its_plugin(monkeypatch, tmp_path, backends: str,
+                                                     error: str):
+    fake_distribution(monkeypatch, tmp_path, "pto-odd", "0.1", "odd", backend_module(backends))
     rec = {r.name: r for r in plugins.plugin_records()}["odd"]
     assert rec.error == f"PTOBackendError: {error}"
     assert plugins.get_plugin_manager().get_plugin("odd") is None
+    assert plugins.get_backend("arm64").name == "arm64"
 
 
-def test_a_hook_that_raises_names_the_plugin_and_its_distribution(monkeypatch, tmp_path):
-    fake_distribution(monkeypatch, tmp_path, "pto-flaky", "2.1", "flaky", backend_module(
-        '[BackendInfo(name="flaky")]', '''
-import sys
-from pto_core.errors import PTOError
-
-@hookimpl
-def pto_generate_kernel(backend, function, module, options):
-    if backend == "flaky":
+FLAKY = PLUGIN_HEADER + """
+class Flaky(Compiler):
+    def generate_kernel(self, function, module, options):
         return 1 / 0
 
-@hookimpl
-def pto_runtime_binding(backend, module, kernels, options):
-    if backend == "flaky":
+    def runtime_binding(self, module, kernels, options):
         sys.exit("bye")
 
-@hookimpl
-def pto_configure_scons(backend, env, options):
-    if backend == "flaky":
+
+class Picky(Driver):
+    def configure_scons(self, env, settings):
         raise PTOError("tile too large for flaky's buffer")
-'''))
-    h = plugins.hook()
+
+
+@hookimpl
+def pto_register_backends(register):
+    register(Backend("flaky", Flaky(), Picky()))
+"""
+
+
+def test_a_compiler_or_driver_that_raises_names_the_plugin_and_its_distribution(monkeypatch,
+                                                                                tmp_path):
+    fake_distribution(monkeypatch, tmp_path, "pto-flaky", "2.1", "flaky", FLAKY)
+    flaky = plugins.get_backend("flaky")
     with pytest.raises(PTOBackendError) as ei:
-        h.pto_generate_kernel(backend="flaky", function=None, module=None, options=None)
-    assert str(ei.value) == ("plugin 'flaky' (pto-flaky 2.1) failed in pto_generate_kernel: "
+        flaky.compiler.generate_kernel(None, None, None)
+    assert str(ei.value) == ("plugin 'flaky' (pto-flaky 2.1) failed in compiler.generate_kernel: "
                              "ZeroDivisionError: division by zero")
     assert isinstance(ei.value.__cause__, ZeroDivisionError)
     with pytest.raises(PTOBackendError, match=r"plugin 'flaky' \(pto-flaky 2.1\) failed in "
-                                              r"pto_runtime_binding: SystemExit\('bye'\)"):
-        h.pto_runtime_binding(backend="flaky", module=None, kernels=[], options=None)
+                                              r"compiler.runtime_binding: SystemExit\('bye'\)"):
+        flaky.compiler.runtime_binding(None, [], None)
     with pytest.raises(PTOError, match="^tile too large for flaky's buffer$") as ei:
-        h.pto_configure_scons(backend="flaky", env=None, options=None)   # on purpose: as it is
+        flaky.driver.configure_scons(None, None)          # on purpose: as it is
     assert type(ei.value) is PTOError
-    assert h.pto_generate_kernel(backend="nobody", function=None, module=None, options=None) is None
+    with pytest.raises(PTOBackendError, match="builds programs but cannot launch them"):
+        flaky.driver.launch(None, tmp_path, {}, {}, None, 2, 0)
 
 
-ARM64_AGAIN = backend_module('[BackendInfo(name="arm64", description="an impostor"), '
-                             'BackendInfo(name="extra")]', BOGUS_KERNEL)
+ARM64_AGAIN = backend_module('[B("arm64", description="an impostor"), B("extra")]')
 
 
 def test_two_plugins_with_one_backend_name_are_both_named_and_neither_wins(monkeypatch, tmp_path,
@@ -291,8 +298,6 @@ def test_two_plugins_with_one_backend_name_are_both_named_and_neither_wins(monke
     msg = str(ei.value)                   # both named, in entry-point order
     assert msg.startswith("backend 'arm64' is provided by plugin ") and "neither is used" in msg
     assert "plugin 'arm64' (pto-arm64 " in msg and "plugin 'other' (pto-other-arm64 6.6)" in msg
-    with pytest.raises(PTOBackendError, match="neither is used"):      # nor through the hooks
-        plugins.hook().pto_generate_kernel(backend="arm64", function=None, module=None, options=None)
     assert "arm64" not in [b.name for b in plugins.list_backends()]
     assert plugins.get_backend("extra").name == "extra"             # the rest of it works
     assert pto_main(["backends"]) == 0
@@ -305,19 +310,10 @@ def test_two_plugins_with_one_backend_name_are_both_named_and_neither_wins(monke
 
 def test_an_in_process_plugin_cannot_take_an_installed_backend_name():
     """One registered in-process had its kernels used for arm64."""
-    class Impostor:
-        @hookimpl
-        def pto_backends(self):
-            return [BackendInfo(name="arm64")]
-
-        @hookimpl
-        def pto_generate_kernel(self, backend, function, module, options):
-            raise AssertionError("never asked")
-
     with pytest.raises(PTOBackendError, match=r"backend 'arm64' of plugin 'impostor' \(registered "
                                               r"in-process\) is already provided by plugin 'arm64' "
                                               r"\(pto-arm64 "):
-        plugins.register(Impostor(), name="impostor")
+        plugins.register(Plugin(Backend("arm64", NoKernels(), Driver())), name="impostor")
     assert plugins.get_plugin_manager().get_plugin("impostor") is None
     assert plugins.get_backend("arm64").description != ""
 
@@ -336,3 +332,42 @@ def test_an_option_the_backend_does_not_take_is_an_error_naming_it_and_the_backe
     assert (parsed.threads, dict(parsed.cuda_config_of), parsed.cuda_config) == (64, {"k": "warps=2"}, None)
     with pytest.raises(AttributeError):
         parsed.threads = 32
+
+
+class Untouchable(Driver):
+    """A driver that fails the test whenever anything of it is asked for."""
+
+    def __getattribute__(self, name):
+        raise AssertionError(f"the driver was asked for {name}")
+
+
+def test_pto_compile_uses_only_the_compiler(tmp_path):
+    arm64 = plugins.get_backend("arm64")
+    alone = Plugin(Backend("compile_only", arm64.compiler.wrapped, Untouchable()))
+    plugins.register(alone, name="compile-only")
+    try:
+        assert pto_main(["compile", str(ROOT / "examples" / "rowmax.py"), "--target",
+                         "compile_only", "-o", str(tmp_path)]) == 0
+    finally:
+        plugins.unregister(alone)
+    assert sorted(p.name for p in tmp_path.glob("*.c")) == [
+        "rowmax.c", "rowmax_module_binding.c", "rowmax_module_host.c", "rowmax_module_orch.c"]
+
+
+@pytest.mark.parametrize("target", ["arm64", "ascend_a5"])
+def test_a_compiler_opens_no_file_and_starts_no_process(monkeypatch, target):
+    """(The CUDA compiler still reads the tuner's cached choice of each kernel's configuration
+    from disk, pto_cuda.tune.config_for, so it is not among these.)"""
+    from pto_core.driver import generate
+    from pto_core.options import CompileOptions
+    from pto_core.program import load_program
+    module = load_program(ROOT / "examples" / "rowmax.py").module
+    plugins.get_backend(target)          # loaded before the doors close
+
+    def refuse(*args, **kwargs):
+        raise AssertionError(f"a compiler touched the machine: {args[:1]}")
+    monkeypatch.setattr("builtins.open", refuse)
+    monkeypatch.setattr("io.open", refuse)          # what pathlib opens files with
+    monkeypatch.setattr(subprocess, "Popen", refuse)
+    texts = generate(target, module, CompileOptions())
+    assert len(texts) == 4 and all(texts.values())

@@ -3,7 +3,7 @@
     $ pto backends
     arm64  (pto-arm64 0.1.0)  ok
       backends: arm64 - ARM64 CPU: C kernels with NEON intrinsics (portable C elsewhere)
-      hooks:    pto_backends, pto_configure_scons, pto_generate_kernel, pto_launch, ...
+      hooks:    pto_register_backends
 
 A plugin that failed to load is listed with its error; the others keep working. A backend name
 two plugins provide is listed as a CONFLICT under both (neither is used).
@@ -32,8 +32,8 @@ def run(args: argparse.Namespace) -> int:
             "plugin": r.name, "distribution": r.distribution, "version": r.version,
             "status": "ok" if r.ok else "error", "error": r.error, "hooks": r.hooks,
             "conflicts": r.conflicts,
-            "backends": [{"name": b.name, "description": b.description,
-                          "can_run": b.can_run, "cannot_run_reason": b.cannot_run_reason}
+            "backends": [dict(zip(("name", "description", "can_run", "cannot_run_reason"),
+                                  (b.name, b.description, *b.driver.can_run())))
                          for b in r.backends]} for r in records], indent=2))
         return 0
     if not records:
@@ -44,7 +44,8 @@ def run(args: argparse.Namespace) -> int:
         status = "ok" if r.ok else f"ERROR: {r.error}"
         print(f"{r.name}  ({dist})  {status}")
         for b in r.backends:
-            run_note = "" if b.can_run else f"  [cannot run here: {b.cannot_run_reason}]"
+            ok, why = b.driver.can_run()
+            run_note = "" if ok else f"  [cannot run here: {why}]"
             print(f"  backend: {b.name} - {b.description}{run_note}")
         for c in r.conflicts:
             print(f"  CONFLICT: {c}")

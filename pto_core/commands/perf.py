@@ -56,12 +56,11 @@ def perf_report(target: str, file: Path, *, sets: list[str] | None = None,
         module.set_entry(entry)
     fn = module.functions[module.entry]
     scalars = resolve_scalars(fn, program.defaults, given)
-    plugins.get_backend(target)
-    report = plugins.hook().pto_perf_report(
-        backend=target, module=module, options=options or CompileOptions(), scalars=scalars,
-        settings={k: v for k, v in (settings or {}).items() if v is not None})
+    report = plugins.get_backend(target).driver.perf_report(
+        module, options or CompileOptions(), scalars,
+        {k: v for k, v in (settings or {}).items() if v is not None})
     if report is None:
-        raise PTOError(f"backend '{target}' has no performance model (no pto_perf_report)")
+        raise PTOError(f"backend '{target}' has no performance model (its driver's perf_report)")
     return report
 
 

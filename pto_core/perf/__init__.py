@@ -6,7 +6,7 @@ built from.
 * :mod:`pto_core.perf.card`  -- the card a backend fills (resources, occupancy, instruction
   mix, launch shape, traffic, work, estimate) and how it is printed.
 
-``pto perf FILE --target NAME`` asks the backend's ``pto_perf_report`` hook for the cards.
+``pto perf FILE --target NAME`` asks the backend driver's ``perf_report`` for the cards.
 """
 
 from .card import BOUNDS, KernelCard, PerfReport, RunCard, format_report, report_json

@@ -170,10 +170,7 @@ def _kernels_for(target: str, module: Any) -> Any:
         verify_module(module)
         return _Interpreted(module)
     from .. import plugins
-    info = plugins.get_backend(target)
-    if not info.can_run:
-        raise PTOError(f"cannot run on the {target} backend here: {info.cannot_run_reason}")
-    if not info.host_kernels:
+    if not plugins.runnable_backend(target).host_kernels:
         return _Launched(target, module)
     from ..binary import BinaryCompiler
     return _Built(BinaryCompiler().compile(target, module))

@@ -1,16 +1,16 @@
 """An out-of-tree PTO backend: portable C kernels run on the runtime's worker threads.
 
->>> pto_backends()[0].name
-'portable_c'
+>>> BACKEND.name, BACKEND.driver.can_run()
+('portable_c', (True, ''))
 """
 
 from pathlib import Path
 
 from pto_core import hookimpl
+from pto_core.backend import Backend, BindingSource, Compiler, Driver, KernelSource
 from pto_core.codegen.cpu import cpu_binding_source
 from pto_core.codegen.cstyle import CStyleRenderer, kernel_symbol
 from pto_core.codegen.host import run_library
-from pto_core.hookspecs import BackendInfo, BindingSource, KernelSource
 from pto_core.codegen.orchestration import c_module_name
 
 NAME = "portable_c"
@@ -22,34 +22,33 @@ class PortableC(CStyleRenderer):
     name = NAME
 
 
-@hookimpl
-def pto_backends():
-    return [BackendInfo(name=NAME, description="portable C kernels (example third-party backend)")]
+class PortableCompiler(Compiler):
+    """IR to text: a C kernel per InCore function, and the binding of host-function kernels."""
 
-
-@hookimpl
-def pto_generate_kernel(backend, function, module, options):
-    if backend == NAME:
+    def generate_kernel(self, function, module, options):
         return KernelSource(function.name, f"{function.name}.c",
                             PortableC().render_kernel(function, module, options),
                             kernel_symbol(function.name))
 
-
-@hookimpl
-def pto_runtime_binding(backend, module, kernels, options):
-    if backend == NAME:
+    def runtime_binding(self, module, kernels, options):
         return BindingSource(f"{c_module_name(module)}_binding.c", cpu_binding_source(module, NAME))
 
 
-@hookimpl
-def pto_configure_scons(backend, env, options):
-    if backend == NAME:
-        env.Append(CCFLAGS=["-O2", "-fPIC"])
-        return True
+class PortableDriver(Driver):
+    """The host's C compiler builds; the runtime's worker threads run."""
 
+    def configure_scons(self, env, settings):
+        env.Append(CCFLAGS=["-fPIC"])
 
-@hookimpl
-def pto_launch(backend, module, build_dir, tensors, scalars, options, workers, threshold):
-    if backend == NAME:
+    def launch(self, module, build_dir, tensors, scalars, options, workers, threshold):
         lib = Path(build_dir) / f"lib{c_module_name(module)}.so"
         return run_library(lib, module, tensors, scalars, workers=workers, threshold=threshold)
+
+
+BACKEND = Backend(NAME, PortableCompiler(), PortableDriver(),
+                  description="portable C kernels (example third-party backend)")
+
+
+@hookimpl
+def pto_register_backends(register):
+    register(BACKEND)

@@ -1,12 +1,12 @@
-"""The ``arm64`` backend: :class:`Arm64Backend`, registered as :data:`plugin` (entry point
-``pto.backends: arm64 = "pto_arm64.plugin:plugin"``).
+"""The ``arm64`` backend: :data:`BACKEND` (:class:`Arm64Compiler`, :class:`Arm64Driver`),
+registered by :data:`plugin` (entry point ``pto.backends: arm64 = "pto_arm64.plugin:plugin"``).
 
 Kernels are C: NEON intrinsics under ``__aarch64__``, portable auto-vectorised C elsewhere, so
 the same build runs natively on the x86 host and, cross-compiled with
 ``aarch64-linux-gnu-gcc``, under ``qemu-aarch64``. Tasks run on the runtime's worker threads
 (default executor: call the kernel's function pointer).
 
->>> [b.name for b in plugin.pto_backends()]
+>>> [b.name for b in plugin.backends]
 ['arm64']
 """
 
@@ -18,22 +18,14 @@ import subprocess
 from pathlib import Path
 from typing import Any, Mapping
 
-from pto_core.backend import BackendPlugin
+from pto_core.backend import Backend, BindingSource, Compiler, Driver, KernelSource, Plugin
 from pto_core.codegen.cpu import cpu_binding_source
 from pto_core.codegen.cstyle import kernel_symbol
-from pto_core.hookspecs import BackendInfo, BindingSource, KernelSource
 from pto_core.codegen.orchestration import c_module_name
 
 from .emitter import Arm64Renderer
 
 NAME = "arm64"
-BACKEND = BackendInfo(
-    name=NAME,
-    description="ARM64 CPU: C kernels with NEON intrinsics (portable C elsewhere)",
-    kernel_suffix=".c", host_suffix=".c",
-    # a core's L2 share is the working set a task's tiles should fit in
-    capacities={"L2": 1 << 20}, kernel_buffer="L2",
-    worker_types=("VECTOR", "CUBE"), targets=("aarch64-linux-gnu", "host"), host_kernels=True)
 
 #: compiler flags of every generated file. -fno-trapping-math lets GCC if-convert (and so
 #: vectorise) the clamps and selects in the exp/log polynomials; -fno-math-errno lets sqrtf
@@ -115,13 +107,8 @@ int pto_arm64_neon_enabled(void) {
 """
 
 
-class Arm64Backend(BackendPlugin):
-    """The ``arm64`` backend; its instance :data:`plugin` is the registered plugin object."""
-
-    name = NAME
-
-    def info(self) -> BackendInfo:
-        return BACKEND
+class Arm64Compiler(Compiler):
+    """NEON C kernels (:class:`Arm64Renderer`) and the CPU binding: tasks call them."""
 
     def generate_kernel(self, function: Any, module: Any, options: Any) -> KernelSource:
         text = Arm64Renderer().render_kernel(function, module, options)
@@ -132,7 +119,11 @@ class Arm64Backend(BackendPlugin):
         return BindingSource(f"{c_module_name(module)}_binding.c",
                              cpu_binding_source(module, NAME, _NEON_PROBE))
 
-    def configure_scons(self, env: Any, options: Any) -> bool:
+
+class Arm64Driver(Driver):
+    """gcc (or aarch64-linux-gnu-gcc) builds; runs on the host's runtime worker threads."""
+
+    def configure_scons(self, env: Any, options: Any) -> None:
         env.Append(CCFLAGS=CFLAGS)
         if getattr(options, "opt", "") != "debug":
             # kernels want -O3 (vectorised polynomials); the core set -O2, and a debug build
@@ -152,7 +143,6 @@ class Arm64Backend(BackendPlugin):
             env.Append(CCFLAGS=["-march=native"])
         elif platform.machine().lower() in ("x86_64", "amd64"):
             env.Append(CCFLAGS=x86_march(x86, str(env.subst("$CC")) or "gcc"))
-        return True
 
     def launch(self, module: Any, build_dir: Path, tensors: Mapping[str, Any],
                scalars: Mapping[str, int], options: Any, workers: int,
@@ -163,5 +153,13 @@ class Arm64Backend(BackendPlugin):
                            in_place=in_place)
 
 
+BACKEND = Backend(
+    NAME, Arm64Compiler(), Arm64Driver(),
+    description="ARM64 CPU: C kernels with NEON intrinsics (portable C elsewhere)",
+    kernel_suffix=".c", host_suffix=".c",
+    # a core's L2 share is the working set a task's tiles should fit in
+    capacities={"L2": 1 << 20}, kernel_buffer="L2",
+    worker_types=("VECTOR", "CUBE"), targets=("aarch64-linux-gnu", "host"), host_kernels=True)
+
 #: the registered plugin object (entry point ``pto_arm64.plugin:plugin``)
-plugin = Arm64Backend()
+plugin = Plugin(BACKEND)

@@ -1,7 +1,7 @@
-"""The hook implementations both Ascend plugins share, parameterised by an :class:`AscendArch`.
+"""The compiler and driver both Ascend backends share, parameterised by an :class:`AscendArch`.
 
-A plugin module (``pto_ascend_a2a3.plugin``) builds one :class:`AscendBackend` and forwards the
-pluggy hooks to it, so each plugin holds only its architecture record.
+A plugin module (``pto_ascend_a2a3.plugin``) registers :func:`ascend_backend` of its architecture
+record, and holds nothing else.
 
 Two ways to build and run, chosen by the environment:
 
@@ -16,7 +16,7 @@ Two ways to build and run, chosen by the environment:
   orchestration, on the runtime's CPU workers (:mod:`pto_ascend_common.cpu_check`).
 
 >>> from pto_ascend_common.arch import A5
->>> AscendBackend(A5).info().capacities["L0C"]
+>>> ascend_backend(A5).capacities["L0C"]
 262144
 """
 
@@ -26,12 +26,11 @@ import os
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from pto_core.backend import BackendPlugin
+from pto_core.backend import Backend, BindingSource, Compiler, Driver, KernelSource
 from pto_core.codegen.cnames import c_names
 from pto_core.codegen.host import run_library
 from pto_core.codegen.orchestration import binding_table, c_module_name
 from pto_core.codegen.cstyle import ARG_F64_HELPER, kernel_symbol
-from pto_core.hookspecs import BackendInfo, BindingSource, KernelSource
 from pto_core.ir import Function, Module
 from pto_core.options import CompileOptions
 
@@ -46,29 +45,26 @@ def cann_home() -> Path | None:
     return Path(home) if home else None
 
 
-class AscendBackend(BackendPlugin):
-    """Everything an Ascend plugin does, for one architecture; an instance is the plugin."""
+def ascend_backend(arch: AscendArch) -> Backend:
+    """The backend of ``arch``: its compiler, its driver and what the core needs to know."""
+    return Backend(
+        arch.name, AscendCompiler(arch), AscendDriver(arch),
+        description=(f"PTO-ISA C++ kernels for {arch.chips} (--cce-aicore-arch={arch.cce_arch}); "
+                     + ("built with CANN, launched through ACL" if cann_home() is not None else
+                        "checked on the CPU against the plugin's tile-library header")),
+        kernel_suffix=".cpp", host_suffix=".cpp",
+        capacities=dict(arch.capacities), kernel_buffer="UB",
+        worker_types=("VECTOR", "CUBE"), targets=(arch.cce_arch,),
+        unscheduled_passes=("fuse_loops",))
+
+
+class AscendCompiler(Compiler):
+    """PTO-ISA C++ kernels for one architecture, and their binding: ABI wrappers the CPU check
+    calls, or ACL launches where CANN is installed."""
 
     def __init__(self, arch: AscendArch) -> None:
         self.arch = arch
-        self.name = arch.name
 
-    # ------------------------------------------------------------------ describe
-    def info(self) -> BackendInfo:
-        npu = cann_home() is not None
-        return BackendInfo(
-            name=self.arch.name,
-            description=(f"PTO-ISA C++ kernels for {self.arch.chips} "
-                         f"(--cce-aicore-arch={self.arch.cce_arch}); "
-                         + ("built with CANN, launched through ACL" if npu else
-                            "checked on the CPU against the plugin's tile-library header")),
-            kernel_suffix=".cpp", host_suffix=".cpp",
-            capacities=dict(self.arch.capacities), kernel_buffer="UB",
-            worker_types=("VECTOR", "CUBE"), targets=(self.arch.cce_arch,),
-            unscheduled_passes=("fuse_loops",), can_run=True,
-            cannot_run_reason="" if npu else "no CANN (ASCEND_HOME_PATH unset): runs the CPU check")
-
-    # ------------------------------------------------------------------ codegen
     def generate_kernel(self, function: Function, module: Module,
                         options: CompileOptions | None) -> KernelSource:
         r = AscendRenderer(self.arch)
@@ -84,7 +80,15 @@ class AscendBackend(BackendPlugin):
                                  cpu_check.abi_wrapper_source(self.arch, module, kernels))
         return BindingSource("pto_acl_binding.cpp", acl_binding_source(self.arch, module, kernels))
 
-    def configure_scons(self, env: Any, options: Any) -> bool:
+
+class AscendDriver(Driver):
+    """CANN's ccec for the NPU where it is installed, else the CPU check's host build; runs
+    the library SCons built on the runtime's CPU workers."""
+
+    def __init__(self, arch: AscendArch) -> None:
+        self.arch = arch
+
+    def configure_scons(self, env: Any, options: Any) -> None:
         home = cann_home()
         if home is None:
             declare = getattr(options, "variable", None)
@@ -107,7 +111,7 @@ class AscendBackend(BackendPlugin):
             else:
                 env.Append(CXXFLAGS=["-std=c++17"], CPPDEFINES=[self.arch.macro],
                            CPPPATH=[str(cpu_check.include_dir())])
-            return True
+            return
         isa = os.environ.get("PTO_ISA_ROOT", "")
         env.Replace(CXX=str(home / "compiler" / "ccec_compiler" / "bin" / "ccec"))
         env.Append(CXXFLAGS=["-xcce", f"--cce-aicore-arch={self.arch.cce_arch}", "-O2",
@@ -115,7 +119,6 @@ class AscendBackend(BackendPlugin):
                    CPPDEFINES=[self.arch.macro],
                    CPPPATH=[str(Path(isa) / "include"), str(home / "include")],
                    LIBPATH=[str(home / "lib64")], LIBS=["ascendcl", "runtime"])
-        return True
 
     def launch(self, module: Module, build_dir: Path, tensors: Mapping[str, Any],
                scalars: Mapping[str, int], options: CompileOptions | None,

@@ -3,7 +3,8 @@
 The built shared library exports the orchestration entry ``pto_module_run_<module>`` (device
 tensors) and the executor's helpers (``pto_cuda_malloc``, ``pto_cuda_record``, ...; see
 ``include/pto_cuda_exec.h``). :class:`DeviceRun` keeps the tensors on the device between runs,
-which is what benchmarks need; :func:`run_module` is the one-shot form behind ``pto_launch``.
+which is what benchmarks need; :func:`run_module` is the one-shot form behind
+the driver's ``launch``.
 :class:`LaunchPolicy` sets how the executor shapes launches (how long ready tasks are held for
 a grid that fills the GPU); :meth:`DeviceRun.launches` says what it did, per kernel.
 

@@ -1,9 +1,9 @@
 """The CUDA backends: ``cuda`` (nvcc, NVIDIA GPUs) and ``cuda_sim`` (the same generated CUDA
-sources built with the host C++ compiler against the CPU simulator in ``sim/``), registered as
-:data:`plugin` and :data:`sim_plugin` (entry points ``pto_cuda.plugin:plugin`` and
-``pto_cuda.plugin:sim_plugin``).
+sources built with the host C++ compiler against the CPU simulator in ``sim/``): :data:`CUDA` and
+:data:`CUDA_SIM`, registered by :data:`plugin` and :data:`sim_plugin` (entry points
+``pto_cuda.plugin:plugin`` and ``pto_cuda.plugin:sim_plugin``).
 
-Both generate identical kernels; ``cuda_sim`` runs them (with the same executor, streams, host
+Both generate identical kernels (one :class:`CudaCompiler`); ``cuda_sim`` runs them (with the same executor, streams, host
 callbacks and CUDA Graph replay) where there is no GPU, so every example can be checked
 against the reference interpreter on any machine::
 
@@ -18,7 +18,7 @@ kernel; ``cuda_config.<function>`` for one kernel, which wins) and ``kernel_conf
 kernel gets the tuner's cached choice, else the performance model's, else the default
 (:func:`pto_cuda.tune.config_for`).
 
->>> [b.name for b in plugin.pto_backends()], [b.name for b in sim_plugin.pto_backends()]
+>>> [b.name for b in plugin.backends], [b.name for b in sim_plugin.backends]
 (['cuda'], ['cuda_sim'])
 """
 
@@ -30,9 +30,8 @@ import shutil
 from pathlib import Path
 from typing import Any, Mapping
 
-from pto_core.backend import BackendPlugin
+from pto_core.backend import Backend, BindingSource, Compiler, Driver, KernelSource, Plugin
 from pto_core.errors import PTOBackendError
-from pto_core.hookspecs import BackendInfo, BindingSource, KernelSource
 from pto_core.codegen.orchestration import c_module_name
 
 from . import scons_tool, tune
@@ -49,45 +48,40 @@ def arch_of(options: Any) -> str:
     return str(cuda_options(options).arch)
 
 
-class CudaBackend(BackendPlugin):
-    """NVIDIA GPUs: kernels built with nvcc, task graphs on CUDA streams."""
+class CudaCompiler(Compiler):
+    """CUDA C++ kernels and the stream executor's binding; ``simulated``: for the CPU
+    simulator, which runs the sm_80 path whatever the arch (it has no TMA or wgmma)."""
 
-    name = NAME
-    simulated = False
-
-    def info(self) -> BackendInfo:
-        ok, reason = self.can_run()
-        return BackendInfo(
-            name=self.name, description=self.description(),
-            kernel_suffix=".cu", host_suffix=".c",
-            capacities={"SMEM": smem_capacity(scons_tool.DEFAULT_ARCH)}, kernel_buffer="SMEM",
-            worker_types=("VECTOR", "CUBE"), targets=("sm_90", "sm_80", "sm_89", "sm_100"),
-            can_run=ok, cannot_run_reason=reason, options=CudaOptions)
-
-    def description(self) -> str:
-        return "NVIDIA GPUs: CUDA C++ kernels (nvcc), task graphs on CUDA streams"
-
-    def can_run(self) -> tuple[bool, str]:
-        return probe()
+    def __init__(self, simulated: bool = False) -> None:
+        self.simulated = simulated
 
     def generate_kernel(self, function: Any, module: Any, options: Any) -> KernelSource:
         arch = arch_of(options)
         config = tune.config_for(function, module, options, arch)
-        # the simulator runs the sm_80 path whatever the arch (it has no TMA or wgmma)
         text, facts = CudaRenderer(arch, **tune.renderer_args(config),
                                    tma=not self.simulated).render(function, module, options)
         return KernelSource(function=function.name, filename=f"{function.name}.cu", text=text,
                             symbol=facts.symbol, buffer_bytes=facts.smem_bytes)
 
-    def build_inputs(self, module: Any, options: Any) -> str | None:
-        # kernels are built with the configurations the tuner cached: a new choice rebuilds
-        return tune.build_digest(module, options, arch_of(options))
-
     def runtime_binding(self, module: Any, kernels: list, options: Any) -> BindingSource:
         return BindingSource(filename=f"{c_module_name(module)}_binding.c",
                              text=binding_source(module))
 
-    def configure_scons(self, env: Any, options: Any) -> bool:
+
+class CudaDriver(Driver):
+    """NVIDIA GPUs: kernels built with nvcc, task graphs on CUDA streams."""
+
+    name = NAME
+    simulated = False
+
+    def can_run(self) -> tuple[bool, str]:
+        return probe()
+
+    def build_inputs(self, module: Any, options: Any) -> str | None:
+        # kernels are built with the configurations the tuner cached: a new choice rebuilds
+        return tune.build_digest(module, options, arch_of(options))
+
+    def configure_scons(self, env: Any, options: Any) -> None:
         debug = getattr(options, "opt", "release") == "debug"
         if self.simulated:
             scons_tool.generate_sim(env, debug=debug)
@@ -116,7 +110,6 @@ class CudaBackend(BackendPlugin):
             objs.append(scons_tool.simulator_object(env, f"{root}/{self.name}/common/pto_cuda_sim"))
         env.Append(LIBS=objs)
         env["_LIBFLAGS"] = "-Wl,--start-group " + env["_LIBFLAGS"] + " -Wl,--end-group"
-        return True
 
     def launch(self, module: Any, build_dir: Path, tensors: Mapping[str, Any],
                scalars: Mapping[str, int], options: Any, workers: int,
@@ -135,7 +128,6 @@ class CudaBackend(BackendPlugin):
         _add_launch_stats(os.environ.get("PTO_STATS"), launches)
         return out
 
-
     def perf_report(self, module: Any, options: Any, scalars: Mapping[str, Any],
                     settings: Mapping[str, str]) -> Any:
         # cuda_sim generates the same kernels: its card is the GPU's
@@ -143,15 +135,11 @@ class CudaBackend(BackendPlugin):
         return perf_report(module, options, scalars, settings)
 
 
-class CudaSimBackend(CudaBackend):
+class CudaSimDriver(CudaDriver):
     """The CUDA backend's kernels and executor on the CPU simulator (no GPU, no nvcc)."""
 
     name = SIM_NAME
     simulated = True
-
-    def description(self) -> str:
-        return ("CUDA kernels of the cuda backend run on the CPU simulator (threads as fibers, "
-                "warps, WMMA, streams): checks without a GPU")
 
     def can_run(self) -> tuple[bool, str]:
         if shutil.which("g++") is None:
@@ -178,6 +166,18 @@ def _host_redirect(target: Any, source: Any, env: Any, for_signature: bool) -> s
     return f"-Dpto_module_run_{m}=pto_cuda_host_run_{m}"
 
 
+def _backend(name: str, driver: CudaDriver, description: str) -> Backend:
+    return Backend(
+        name, CudaCompiler(driver.simulated), driver, description=description,
+        kernel_suffix=".cu", host_suffix=".c",
+        capacities={"SMEM": smem_capacity(scons_tool.DEFAULT_ARCH)}, kernel_buffer="SMEM",
+        worker_types=("VECTOR", "CUBE"), targets=("sm_90", "sm_80", "sm_89", "sm_100"),
+        options=CudaOptions)
+
+
+CUDA = _backend(NAME, CudaDriver(), "NVIDIA GPUs: CUDA C++ kernels (nvcc), task graphs on CUDA "
+                "streams")
+CUDA_SIM = _backend(SIM_NAME, CudaSimDriver(), "CUDA kernels of the cuda backend run on the CPU "
+                    "simulator (threads as fibers, warps, WMMA, streams): checks without a GPU")
 #: the registered plugin objects
-plugin = CudaBackend()
-sim_plugin = CudaSimBackend()
+plugin, sim_plugin = Plugin(CUDA), Plugin(CUDA_SIM)

@@ -28,7 +28,7 @@ from pto_core.program import load_program
 from pto_core.reference import trace_calls
 from pto_cuda import scons_tool
 from pto_cuda.emitter import CudaRenderer
-from pto_cuda.plugin import plugin
+from pto_cuda.plugin import CUDA
 from pto_cuda.perf.plan import POLICY, capacity, plan_launches
 from pto_cuda.perf.report import perf_report
 from pto_cuda.perf.resources import find_cuobjdump, kernel_resources, sass_counts
@@ -67,7 +67,7 @@ def _kernels(module: Module, arch: str):
     a build for ``arch``."""
     options = CompileOptions(extra=(("arch", arch),))
     m, _ = optimise(module, options)
-    return [(f, plugin.generate_kernel(f, m, options).text) for f in m.functions.values()
+    return [(f, CUDA.compiler.generate_kernel(f, m, options).text) for f in m.functions.values()
             if f.is_incore]
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from pto_core import PTOBackendError, plugins
-from pto_cuda.plugin import plugin, sim_plugin
+from pto_cuda.plugin import CUDA, CUDA_SIM
 from pto_cuda.device import probe
 
 
@@ -13,16 +13,16 @@ def test_the_cuda_backend_is_installed_with_its_shared_memory_capacity():
     info = plugins.get_backend("cuda")
     assert info.kernel_suffix == ".cu"
     assert info.capacities["SMEM"] == 227 * 1024 and info.kernel_buffer == "SMEM"
-    assert info.can_run == probe()[0]
-    if not info.can_run:
-        assert info.cannot_run_reason.startswith("no CUDA device")
+    ok, why = info.driver.can_run()
+    assert ok == probe()[0]
+    if not ok:
+        assert why.startswith("no CUDA device")
 
 
-def test_hooks_answer_only_for_their_own_backend():
-    for p, other in ((plugin, "cuda_sim"), (sim_plugin, "cuda"), (plugin, "arm64")):
-        assert p.pto_generate_kernel(other, None, None, None) is None
-        assert p.pto_runtime_binding(other, None, [], None) is None
-        assert p.pto_launch(other, None, None, {}, {}, None, 2, 0, False) is None
+def test_both_backends_share_one_kind_of_compiler_and_differ_in_their_drivers():
+    assert type(CUDA.compiler) is type(CUDA_SIM.compiler)
+    assert (CUDA.compiler.simulated, CUDA_SIM.compiler.simulated) == (False, True)
+    assert CUDA_SIM.driver.can_run() == (True, "")
 
 
 def test_the_simulator_backend_runs_here_and_shares_the_kernels():
@@ -31,20 +31,20 @@ def test_the_simulator_backend_runs_here_and_shares_the_kernels():
     from pto_core.options import CompileOptions
     from pathlib import Path
     info = plugins.get_backend("cuda_sim")
-    assert info.can_run and info.kernel_suffix == ".cu"
+    assert info.driver.can_run()[0] and info.kernel_suffix == ".cu"
     module = load_program(Path(__file__).resolve().parents[3] / "examples" / "rowmax.py").module
     fn = next(f for f in module.functions.values() if f.kind.name == "INCORE")
-    a = plugin.pto_generate_kernel("cuda", fn, module, CompileOptions())
-    b = sim_plugin.pto_generate_kernel("cuda_sim", fn, module, CompileOptions())
+    a = CUDA.compiler.generate_kernel(fn, module, CompileOptions())
+    b = CUDA_SIM.compiler.generate_kernel(fn, module, CompileOptions())
     assert a.text == b.text and "PTO_CUDA_KERNEL(" in a.text
 
 
 @pytest.mark.skipif(probe()[0], reason="a CUDA device is present")
 def test_launch_without_a_device_says_so(tmp_path):
     with pytest.raises(PTOBackendError, match="no CUDA device"):
-        plugin.pto_launch("cuda", None, tmp_path, {}, {}, None, 2, 0, False)
+        CUDA.driver.launch(None, tmp_path, {}, {}, None, 2, 0)
     with pytest.raises(PTOBackendError, match="--target cuda_sim"):
-        plugin.pto_launch("cuda", None, tmp_path, {}, {}, None, 2, 0, False)
+        plugins.get_backend("cuda").driver.launch(None, tmp_path, {}, {}, None, 2, 0)
 
 
 def test_disabling_the_device_gives_the_skip_reason(monkeypatch):

@@ -24,7 +24,7 @@ from pto_cuda.config import KernelConfig
 from pto_cuda.device import probe
 from pto_cuda.emitter import CudaRenderer
 from pto_cuda.placement import sm90_smem
-from pto_cuda.plugin import plugin, sim_plugin
+from pto_cuda.plugin import CUDA, CUDA_SIM
 
 ROOT = Path(__file__).resolve().parents[3]
 HERE = Path(__file__).resolve().parent
@@ -70,8 +70,8 @@ def test_the_simulator_builds_the_sm80_path_even_for_sm90a():
     options = CompileOptions(extra=(("arch", "sm_90a"),))
     opt, _ = optimise(m, options)
     fn = opt.functions["gemm_tile"]
-    assert "sm90_mainloop" in plugin.generate_kernel(fn, opt, options).text
-    assert "sm90_mainloop" not in sim_plugin.generate_kernel(fn, opt, options).text
+    assert "sm90_mainloop" in CUDA.compiler.generate_kernel(fn, opt, options).text
+    assert "sm90_mainloop" not in CUDA_SIM.compiler.generate_kernel(fn, opt, options).text
 
 
 @pytest.mark.parametrize("shape", [dict(tk=32), dict(tm=32), dict(tn=96), dict(tm=256, tn=256)])
@@ -343,7 +343,7 @@ def test_a_fused_epilogue_on_the_sm80_path_matches_the_reference_on_the_simulato
     from pto_core.shapes import derive_shapes
     from pto_cuda.launch import run_module
     m = epilogue_gemm()
-    src = sim_plugin.generate_kernel(m.functions["gemm_tile"], m, CompileOptions()).text
+    src = CUDA_SIM.compiler.generate_kernel(m.functions["gemm_tile"], m, CompileOptions()).text
     assert "pto::acc_apply(" in src and "pto::gemm_mainloop<" in src
     so = build_module("cuda_sim", m, CompileOptions()) / f"lib{c_module_name(m)}.so"
     inputs = random_inputs(m.functions[m.entry], derive_shapes(m, {}), ("a", "b"), 0)
