@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 
 from pto_core import driver
-from pto_core.checking import example_programs, program_inputs, run_host, run_scons
+from pto_core.checking import example_programs, program_inputs, run_host
 from pto_core.codegen.host import run_library
 from pto_core.codegen.orchestration import c_module_name
 from pto_core.engines import check_backend, engine_of, pkg_config_flags, with_engine
@@ -94,18 +94,14 @@ def test_python_api_compiles_for_the_starpu_engine(tmp_path):
 # -------------------------------------------------------------------------------- examples
 
 @pytest.fixture(scope="module")
-def engine_builds(tmp_path_factory) -> dict[str, Path]:
-    """``scons target=arm64`` of every example for both engines into one build dir."""
-    bdir = tmp_path_factory.mktemp("engines")
-    out = {}
-    for engine in ("pto", "starpu"):
-        r = run_scons("target=arm64", f"engine={engine}", f"build_dir={bdir}", "werror=1")
-        assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
-        out[engine] = bdir / ("arm64" if engine == "pto" else "arm64-starpu")
-    return out
+def engine_builds(scons_once) -> dict[str, Path]:
+    """``scons target=arm64 werror=1`` of every example for both engines (built once per test
+    run: the arm64 plugin's tests share the PTO engine's build)."""
+    return {"pto": scons_once("target=arm64", "werror=1") / "arm64",
+            "starpu": scons_once("target=arm64", "engine=starpu", "werror=1") / "arm64-starpu"}
 
 
-def _run_child(lib: Path, path: Path, seed: int) -> dict[str, np.ndarray]:
+def _run_child(lib: Path, path: Path, seed: int, out: Path) -> dict[str, np.ndarray]:
     """Run example ``path`` from ``lib`` through ctypes in a child process (deadline 300 s)."""
     code = (
         "import sys, numpy as np\n"
@@ -116,7 +112,7 @@ def _run_child(lib: Path, path: Path, seed: int) -> dict[str, np.ndarray]:
         "inputs, scalars = program_inputs(prog, seed=int(sys.argv[3]))\n"
         "out = run_library(sys.argv[1], prog.module, inputs, scalars, workers=2)\n"
         "np.savez(sys.argv[4], **out)\n")
-    dest = lib.parent / f"out_{seed}.npz"
+    dest = out / f"{lib.parent.parent.name}_{seed}.npz"
     r = subprocess.run([sys.executable, "-c", code, str(lib), str(path), str(seed), str(dest)],
                        capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stdout + r.stderr
@@ -126,11 +122,11 @@ def _run_child(lib: Path, path: Path, seed: int) -> dict[str, np.ndarray]:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("path", EXAMPLES, ids=IDS)
-def test_example_gives_the_same_bits_on_starpu(engine_builds, path):
+def test_example_gives_the_same_bits_on_starpu(engine_builds, path, tmp_path):
     prog = load_program(path)
     name = c_module_name(prog.module)
-    ours = _run_child(engine_builds["pto"] / path.stem / f"lib{name}.so", path, 11)
-    theirs = _run_child(engine_builds["starpu"] / path.stem / f"lib{name}.so", path, 11)
+    ours = _run_child(engine_builds["pto"] / path.stem / f"lib{name}.so", path, 11, tmp_path)
+    theirs = _run_child(engine_builds["starpu"] / path.stem / f"lib{name}.so", path, 11, tmp_path)
     assert ours.keys() == theirs.keys()
     for k in ours:
         assert ours[k].tobytes() == theirs[k].tobytes(), f"{path.stem}: tensor {k} differs"
@@ -152,20 +148,23 @@ def test_host_program_of_the_starpu_build_reads_and_writes_npy(engine_builds, tm
 
 # -------------------------------------------------------------------------------- dependencies
 
+def _c_build(build_once, name: str, files: list[str], engine: str) -> Path:
+    """tests/engines/``files`` built as ``name`` against ``engine`` (once per test run)."""
+    sources = {f: (HERE / f).read_text() for f in files}
+    return build_once(f"engines-{name}-{engine}", lambda d: driver.build_c_sources(
+        name, sources, d, werror=True, engine=engine))
+
+
 @pytest.fixture(scope="module")
-def c_builds(tmp_path_factory) -> dict[tuple[str, str], Path]:
+def c_builds(build_once) -> dict[tuple[str, str], Path]:
     """tests/engines/*.c built against each engine (lib and, for faults, a host program)."""
-    out = {}
-    for engine in ("pto", "starpu"):
-        root = tmp_path_factory.mktemp(f"c_{engine}")
-        for name, files in (("overlap", ["overlap.c"]), ("faults", ["faults.c", "faults_host.c"])):
-            sources = {f: (HERE / f).read_text() for f in files}
-            out[(engine, name)] = driver.build_c_sources(name, sources, root / name, werror=True,
-                                                         engine=engine)
-    return out
+    return {(engine, name): _c_build(build_once, name, files, engine)
+            for engine in ("pto", "starpu")
+            for name, files in (("overlap", ["overlap.c"]), ("faults", ["faults.c", "faults_host.c"]))}
 
 
-def _overlap_child(lib: Path, workers: int, one_call: int, seed: int) -> dict[str, np.ndarray]:
+def _overlap_child(lib: Path, workers: int, one_call: int, seed: int,
+                   out: Path) -> dict[str, np.ndarray]:
     code = (
         "import ctypes, sys, numpy as np\n"
         "lib = ctypes.CDLL(sys.argv[1])\n"
@@ -176,7 +175,7 @@ def _overlap_child(lib: Path, workers: int, one_call: int, seed: int) -> dict[st
         "    return np.ctypeslib.as_array(f(), (n * k,)).copy()\n"
         "np.savez(sys.argv[5], rc=rc, spec=arr(lib.overlap_spec, 5).reshape(n, 5),\n"
         "         start=arr(lib.overlap_start, 1), end=arr(lib.overlap_end, 1))\n")
-    dest = lib.parent / f"overlap_{workers}_{one_call}_{seed}.npz"
+    dest = out / f"overlap_{workers}_{one_call}_{seed}.npz"
     r = subprocess.run([sys.executable, "-c", code, str(lib), str(workers), str(one_call),
                         str(seed), str(dest)], capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stdout + r.stderr
@@ -206,9 +205,9 @@ def test_the_overlap_oracle_finds_conflicts_of_every_kind():
 
 @pytest.mark.parametrize("engine", ["pto", "starpu"])
 @pytest.mark.parametrize("one_call", [1, 0], ids=["submit_v", "separate_calls"])
-def test_overlapping_regions_run_in_dependency_order(c_builds, engine, one_call):
+def test_overlapping_regions_run_in_dependency_order(c_builds, engine, one_call, tmp_path):
     lib = c_builds[(engine, "overlap")] / "liboverlap.so"
-    res = _overlap_child(lib, 2, one_call, seed=2024 + one_call)
+    res = _overlap_child(lib, 2, one_call, seed=2024 + one_call, out=tmp_path)
     assert int(res["rc"]) == 0
     spec, start, end = res["spec"], res["start"], res["end"]
     pairs = conflicts(spec)
@@ -283,14 +282,11 @@ def mpirun(np_: int, *argv: str, timeout: float = 300) -> subprocess.CompletedPr
 
 
 @pytest.fixture(scope="module")
-def mpi_build(engine_builds, tmp_path_factory) -> Path:
-    bdir = tmp_path_factory.mktemp("mpi")
+def mpi_build(scons_once) -> Path:
     root = Path(__file__).parents[1]
     progs = ",".join(str(root / "examples" / f"{e}.py") for e in MPI_EXAMPLES)
-    r = run_scons("target=arm64", "engine=starpu-mpi", f"build_dir={bdir}", f"examples={progs}",
-                  "werror=1")
-    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
-    return bdir / "arm64-starpu-mpi"
+    return scons_once("target=arm64", "engine=starpu-mpi", f"examples={progs}",
+                      "werror=1") / "arm64-starpu-mpi"
 
 
 @pytest.mark.slow
@@ -316,10 +312,8 @@ def test_mpi_ranks_give_the_bits_of_one_process(engine_builds, mpi_build, stem, 
 
 
 @pytest.fixture(scope="module")
-def mpi_faults(tmp_path_factory) -> Path:
-    sources = {f: (HERE / f).read_text() for f in ("faults.c", "faults_host.c")}
-    return driver.build_c_sources("faults", sources, tmp_path_factory.mktemp("mpi_faults"),
-                                  werror=True, engine="starpu-mpi") / "faults_host"
+def mpi_faults(build_once) -> Path:
+    return _c_build(build_once, "faults", ["faults.c", "faults_host.c"], "starpu-mpi") / "faults_host"
 
 
 @pytest.mark.parametrize("bad,owner", [(13, 1), (12, 0)])

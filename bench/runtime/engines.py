@@ -86,8 +86,11 @@ def build() -> dict[str, Path]:
         ["gcc", *FLAGS, "-DHAVE_STARPU", *pkg("--cflags"), *map(str, sorted(src.glob("*.c"))),
          str(bench / "bench_llama.c"), "-o", str(exes["starpu_c"]), *pkg("--libs")],
     ]
-    for cmd in cmds:
-        subprocess.run(cmd, check=True)
+    # three independent programs: compile them side by side
+    procs = [subprocess.Popen(cmd) for cmd in cmds]
+    for cmd, rc in [(cmd, proc.wait()) for cmd, proc in zip(cmds, procs)]:
+        if rc != 0:
+            raise subprocess.CalledProcessError(rc, cmd)
     return exes
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from pto_core.checking import program_inputs, run_host, run_scons
+from pto_core.checking import program_inputs, run_host
 from pto_core.program import load_program
 from pto_core.reference import run_module
 from pto_arm64.emitter import FP16_GUARD, Arm64Renderer, native_f16_group
@@ -74,20 +74,15 @@ def test_only_exact_groups_get_a_native_f16_variant(tmp_path):
 
 
 @pytest.fixture(scope="module")
-def f16_builds(tmp_path_factory) -> tuple[Path, dict[str, Path]]:
+def f16_builds(build_once, scons_once) -> tuple[Path, dict[str, Path]]:
+    """The program cross-built for each of MARCHES (once per test run)."""
     for tool in ("aarch64-linux-gnu-gcc", "qemu-aarch64", "aarch64-linux-gnu-objdump"):
         if shutil.which(tool) is None:
             pytest.skip(f"{tool} is not installed (scripts/setup.sh installs it)")
-    d = tmp_path_factory.mktemp("fp16")
-    (d / "f16ops.py").write_text(PROGRAM)
-    builds = {}
-    for march in MARCHES:
-        bdir = d / march.replace("+", "_")
-        r = run_scons("target=arm64", "cross=aarch64", f"march={march}", f"build_dir={bdir}",
-                      f"examples={d / 'f16ops.py'}")
-        assert r.returncode == 0, r.stdout + r.stderr
-        builds[march] = bdir / "arm64-aarch64" / "f16ops"
-    return d, builds
+    d = build_once("fp16", lambda d: (d / "f16ops.py").write_text(PROGRAM))
+    return d, {march: scons_once("target=arm64", "cross=aarch64", f"march={march}",
+                                 f"examples={d / 'f16ops.py'}") / "arm64-aarch64" / "f16ops"
+               for march in MARCHES}
 
 
 def fp16_arith(obj: Path) -> set[str]:
@@ -104,12 +99,13 @@ def test_fp16_build_has_native_fp16_instructions_and_the_default_has_none(f16_bu
     assert fp16_arith(builds["armv8-a"] / "gen" / "f16_tile.os") == set()
 
 
-def test_fp16_results_are_bit_identical_to_the_reference_and_the_widening_build(f16_builds):
+def test_fp16_results_are_bit_identical_to_the_reference_and_the_widening_build(f16_builds,
+                                                                                tmp_path):
     d, builds = f16_builds
     prog = load_program(d / "f16ops.py")
     inputs, scalars = program_inputs(prog, seed=11)
     want = run_module(prog.module, inputs, scalars)
-    outs = {march: run_host(builds[march] / "f16ops_host", inputs, scalars, d / f"run_{k}",
+    outs = {march: run_host(builds[march] / "f16ops_host", inputs, scalars, tmp_path / f"run_{k}",
                             cross="aarch64")
             for k, march in enumerate(MARCHES)}
     names = [p.name for p in prog.module.functions["f16_tile"].params if p.name.startswith("o_")]

@@ -1,0 +1,81 @@
+"""Fixtures every test folder shares (``tests/`` and each plugin's ``tests/``).
+
+The suite runs under pytest-xdist (``scripts/test.sh``: ``-n 2``), where each worker is a
+process of its own: a session- or module-scoped fixture runs once *per worker* that needs it.
+:func:`build_once` makes an expensive build (SCons over every example, a C program against
+StarPU) happen once per test run, whichever workers and files ask for it.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import os
+import re
+from pathlib import Path
+from typing import Callable
+
+import pytest
+
+
+@pytest.fixture(scope="session")
+def build_once(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str, Callable[[Path], None]], Path]:
+    """``build_once(name, build)`` returns the folder ``<run>/built-once/<name>``, filled by
+    ``build(folder)`` once per test run: the first worker to ask builds it while holding a lock
+    the others wait on; later askers find it built. A build that raises (a failed assertion, a
+    skip) leaves no mark, so the next asker builds again and sees the same failure.
+
+    >>> lib_dir = build_once("overlap-starpu", lambda d: build_overlap(d))   # doctest: +SKIP
+    """
+    base = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        base = base.parent          # the run's folder, above each worker's own
+    root = base / "built-once"
+    root.mkdir(exist_ok=True)
+
+    def build_once(name: str, build: Callable[[Path], None]) -> Path:
+        if not re.fullmatch(r"[\w.-]+", name):
+            raise ValueError(f"build_once: {name!r} is not a plain folder name")
+        folder = root / name
+        with open(root / f"{name}.lock", "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            try:
+                done = root / f"{name}.built"
+                if not done.exists():
+                    folder.mkdir(exist_ok=True)
+                    build(folder)
+                    done.touch()
+            finally:
+                fcntl.flock(lock, fcntl.LOCK_UN)
+        return folder
+
+    return build_once
+
+
+@pytest.fixture(scope="session")
+def scons_once(build_once) -> Callable[..., Path]:
+    """``scons_once(*args)``: the checkout's SCons build with ``args`` (``target=arm64``, ...) into
+    a ``build_dir`` of its own, run once per test run (:func:`build_once`); returns that
+    ``build_dir``, which also holds what SCons printed (``scons.log``) and its exit status
+    (``scons.rc``). A failed build fails the test unless ``check=False``. Warnings are not errors unless ``args`` says ``werror=1``. Objects come from
+    the SCons cache that launch builds use (``<build root>/scons-cache``, keyed by the content
+    and the command line of each compile), so an unchanged object is not compiled again."""
+    from pto_core.checking import run_scons
+    from pto_core.resources import build_root
+
+    def scons_once(*args: str, check: bool = True) -> Path:
+        readable = re.sub(r"[^\w.-]+", "_", "-".join(a.split("=")[-1] for a in args))[:60]
+        digest = hashlib.sha256("\0".join(args).encode()).hexdigest()[:10]
+
+        def build(folder: Path) -> None:
+            build_root().mkdir(parents=True, exist_ok=True)
+            r = run_scons(*args, f"build_dir={folder}", f"cache={build_root() / 'scons-cache'}")
+            (folder / "scons.log").write_text((r.stdout + r.stderr).strip())
+            (folder / "scons.rc").write_text(str(r.returncode))
+
+        folder = build_once(f"scons-{readable}-{digest}", build)
+        if check:
+            assert (folder / "scons.rc").read_text() == "0", (folder / "scons.log").read_text()[-6000:]
+        return folder
+
+    return scons_once
