@@ -473,18 +473,21 @@ static int make_room(PTORuntime* rt, int32_t task, const char* func, const PTOTa
         return heap_fail(PTO_ENOMEM, "task %d '%s': its temp outputs take %lld bytes, more than the whole heap "
                          "(heap_bytes = %lld)", task, func, (long long)bytes, (long long)limit);
     pthread_mutex_lock(&h->mu);
-    int rc = PTO_OK;
+    int rc = 1;
     bool waited = false;
     while (!(nall > 1 && h->pack_task == task && h->pack) && !room_for(h, cls, limit)) {
-        if (!waited) { h->full_waits++; waited = true; }
-        pthread_mutex_unlock(&h->mu);
-        rc = rt_wait_retire(rt);               /* the consumed task's blocks come back */
-        pthread_mutex_lock(&h->mu);
-        if (rc == 0)
+        /* the last wait found no task in flight (their blocks were back before it looked) */
+        if (rc == 0) {
             rc = heap_fail(PTO_ENOMEM, "task %d '%s': its temp outputs need a block of %lld bytes, but the "
                            "heap (heap_bytes = %lld) holds %lld bytes of intermediates that no task in flight "
                            "will release (their scopes are open): end scopes sooner or raise heap_bytes", task, func,
                            (long long)1 << cls, (long long)limit, (long long)h->live_bytes);
+            break;
+        }
+        if (!waited) { h->full_waits++; waited = true; }
+        pthread_mutex_unlock(&h->mu);
+        rc = rt_wait_retire(rt);               /* the consumed task's blocks come back */
+        pthread_mutex_lock(&h->mu);
         if (rc < 0) break;
     }
     pthread_mutex_unlock(&h->mu);

@@ -273,6 +273,16 @@ static void wait_done_cv(PTORuntime* rt) {
     pthread_cond_timedwait(&rt->done_cv, &rt->done_mu, &ts);
 }
 
+/* One bounded sleep until task `want` is consumed (or the run halts); the caller loops. */
+static void sleep_until_consumed(PTORuntime* rt, int32_t want) {
+    atomic_store(&rt->wait_id, want);
+    atomic_fetch_add(&rt->waiters, 1);
+    pthread_mutex_lock(&rt->done_mu);
+    if (atomic_load(&rt_task(rt, want)->state) != PTO_TASK_CONSUMED && !atomic_load(&rt->halt)) wait_done_cv(rt);
+    pthread_mutex_unlock(&rt->done_mu);
+    atomic_fetch_sub(&rt->waiters, 1);
+}
+
 static int free_a_slot(PTORuntime* rt) {
     if (rt->nworkers == 0) {
         /* inline: run the oldest task ourselves. One at a time: retiring a batch (a sixteenth
@@ -308,14 +318,7 @@ static int free_a_slot(PTORuntime* rt) {
             if (batch > 1 && atomic_load(&rt_task(rt, want + batch - 1)->state) != PTO_TASK_CONSUMED)
                 want += batch - 1;
         }
-        atomic_store(&rt->wait_id, want);
-        atomic_fetch_add(&rt->waiters, 1);
-        pthread_mutex_lock(&rt->done_mu);
-        if (atomic_load(&rt_task(rt, want)->state) != PTO_TASK_CONSUMED && !atomic_load(&rt->halt)) {
-            wait_done_cv(rt);
-        }
-        pthread_mutex_unlock(&rt->done_mu);
-        atomic_fetch_sub(&rt->waiters, 1);
+        sleep_until_consumed(rt, want);
     }
 }
 
@@ -368,12 +371,7 @@ int rt_wait_retire(PTORuntime* rt) {
         if (atomic_load(&rt->halt)) break;
         if (spin < 200) { rt_cpu_relax(); continue; }
         if (rt_giving_up(rt)) break;
-        atomic_store(&rt->wait_id, id);
-        atomic_fetch_add(&rt->waiters, 1);
-        pthread_mutex_lock(&rt->done_mu);
-        if (atomic_load(&rt_task(rt, id)->state) != PTO_TASK_CONSUMED && !atomic_load(&rt->halt)) wait_done_cv(rt);
-        pthread_mutex_unlock(&rt->done_mu);
-        atomic_fetch_sub(&rt->waiters, 1);
+        sleep_until_consumed(rt, id);
     }
     tell_waiting(rt, 0);
     return atomic_load(&rt->halt) ? rt_halted_code(rt) : 1;
