@@ -30,7 +30,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
-from .errors import PTOBackendError
 from .hookspecs import hookimpl
 
 
@@ -117,7 +116,7 @@ class Driver:
         :func:`pto_core.codegen.host.run_library`'s result. ``in_place`` (which an override may
         leave out) lets kernels that work on host memory run on the given arrays themselves;
         otherwise the caller's arrays must be left as they were."""
-        raise PTOBackendError("this backend builds programs but cannot launch them")
+        raise NotImplementedError("this backend builds programs but cannot launch them")
 
     def perf_report(self, module: Any, options: Any, scalars: Mapping[str, Any],
                     settings: Mapping[str, str]) -> Any:

@@ -119,7 +119,7 @@ def _load_entry_points(pm: pluggy.PluginManager) -> None:
 
 def _failure(e: BaseException) -> str:
     if isinstance(e, SystemExit):
-        return f"SystemExit({e.code!r}): the plugin tried to end the program while loading"
+        return f"SystemExit({e.code!r}): the plugin tried to end the program"
     return f"{type(e).__name__}: {e}"
 
 
@@ -147,9 +147,9 @@ def _backends_of(plugin: Any) -> list[Backend]:
         impl(register=found.append)
     names: set[str] = set()
     for b in found:
-        what = f"pto_register_backends registered {b!r:.60}"
         if not isinstance(b, Backend):
-            raise PTOBackendError(f"{what}: a {type(b).__name__}, not a Backend")
+            raise PTOBackendError(f"pto_register_backends registered {b!r:.60}: a "
+                                  f"{type(b).__name__}, not a Backend")
         if not isinstance(b.name, str) or not BACKEND_NAME.fullmatch(b.name):
             raise PTOBackendError(f"pto_register_backends: backend name {b.name!r} is not a name "
                                   f"of letters, digits and '_' (at most 64, not starting with a "

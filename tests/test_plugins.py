@@ -283,7 +283,9 @@ def test_a_compiler_or_driver_that_raises_names_the_plugin_and_its_distribution(
     with pytest.raises(PTOError, match="^tile too large for flaky's buffer$") as ei:
         flaky.driver.configure_scons(None, None)          # on purpose: as it is
     assert type(ei.value) is PTOError
-    with pytest.raises(PTOBackendError, match="builds programs but cannot launch them"):
+    with pytest.raises(PTOBackendError, match=r"flaky' \(pto-flaky 2.1\) failed in driver.launch: "
+                                              r"NotImplementedError: this backend builds programs "
+                                              r"but cannot launch them"):
         flaky.driver.launch(None, tmp_path, {}, {}, None, 2, 0)
 
 
