@@ -4,7 +4,7 @@
  *   M tiles; phase 1: 9 tasks per tile, phase 2: 3 tasks per (q, kv) tile pair,
  *   phase 3: 7 tasks per tile  ->  16*M + 3*M^2 tasks.
  *
- * usage: bench_llama M|llama:M|wide:N|chain:N [pto|build|e2e|omp|starpu|all|trace|tier3] [workers] [reps]
+ * usage: bench_llama M|llama:M|wide:N|chain:N [pto|build|e2e|phases|omp|starpu|all|trace|tier3] [workers] [reps]
  *        (the graphs: dags.h; a bare M is llama:M)
  *        (tier3: the three-tier runtime mode, 1 and 3 schedulers, against the worker mode;
  *        build: PTO graph build only, through both APIs (pto_build: alloc + add_* + submit,
@@ -176,6 +176,52 @@ static void bench_pto_e2e(const Dag* d, int workers) {
     printf(HEAD "workers=%d e2e_s=%.6f mtasks_per_s=%.2f peak_live=%lld runtime_bytes=%lld peak_rss_kb=%ld\n",
            HEAD_ARGS("pto_e2e", d), workers, best, n / best / 1e6, (long long)st.peak_live_tasks,
            (long long)st.runtime_bytes, peak_rss_kb());
+}
+
+/* Where the pipelined end to end (as pto_e2e) spends its time: creating the runtime, building
+ * (the orchestration, with execution overlapping from the 65th task), the rest of the run,
+ * destroying the runtime; medians of `reps` runs in ns per task, with the calling thread
+ * running tasks while it waits (caller=1, pto_runtime_set_caller_runs) and without. */
+static int cmp_double(const void* a, const void* b) {
+    double x = *(const double*)a, y = *(const double*)b;
+    return x < y ? -1 : x > y;
+}
+
+static void bench_phases(const Dag* d, int workers, int reps) {
+    int64_t n = dag_tasks(d);
+    set_tensors(d);
+    enum { INIT, BUILD, RUN, DESTROY, TOTAL, NPH };
+    static const char* names[NPH] = {"init", "build", "run", "destroy", "e2e"};
+    double* t[2][NPH];
+    for (int c = 0; c < 2; c++)
+        for (int p = 0; p < NPH; p++) t[c][p] = calloc((size_t)reps, sizeof(double));
+    for (int r = 0; r < reps; r++)
+        for (int c = 0; c < 2; c++) {            /* interleaved: drift hits both alike */
+            PTORuntimeConfig cfg; pto_runtime_config_default(&cfg);
+            cfg.num_workers = workers; cfg.execution_task_threshold = 64; cfg.task_window = 16384;
+            double t0 = now();
+            PTORuntime* rt = pto_runtime_create(&cfg);
+            pto_runtime_set_caller_runs(rt, c);
+            double t1 = now();
+            pto_orch(rt, (void*)d);
+            double t2 = now();
+            int rc = pto_runtime_run(rt);
+            double t3 = now();
+            pto_runtime_destroy(rt);
+            double t4 = now();
+            if (rc) { fprintf(stderr, "run: %s\n", pto_strerror(rc)); exit(1); }
+            t[c][INIT][r] = t1 - t0; t[c][BUILD][r] = t2 - t1; t[c][RUN][r] = t3 - t2;
+            t[c][DESTROY][r] = t4 - t3; t[c][TOTAL][r] = t4 - t0;
+        }
+    for (int c = 0; c < 2; c++) {
+        printf(HEAD "workers=%d caller=%d reps=%d", HEAD_ARGS("pto_phases", d), workers, c, reps);
+        for (int p = 0; p < NPH; p++) {
+            qsort(t[c][p], (size_t)reps, sizeof(double), cmp_double);
+            printf(" %s_ns_per_task=%.1f", names[p], t[c][p][reps / 2] / n * 1e9);
+            free(t[c][p]);
+        }
+        printf("\n");
+    }
 }
 
 /* Tracing overhead: empty-task execution (as in bench_pto's step 2) with and without
@@ -380,7 +426,7 @@ static void bench_starpu(const Dag* d, int workers) {
 #endif
 
 int main(int argc, char** argv) {
-    if (argc < 2) { fprintf(stderr, "usage: %s M|llama:M|wide:N|chain:N [pto|build|e2e|omp|starpu|all|trace|tier3] [workers] [reps]\n", argv[0]); return 2; }
+    if (argc < 2) { fprintf(stderr, "usage: %s M|llama:M|wide:N|chain:N [pto|build|e2e|phases|omp|starpu|all|trace|tier3] [workers] [reps]\n", argv[0]); return 2; }
     Dag dag;
     if (!dag_parse(argv[1], &dag)) { fprintf(stderr, "bad graph '%s': M, llama:M, wide:N or chain:N (1..2^30)\n", argv[1]); return 2; }
     const Dag* d = &dag;
@@ -390,6 +436,7 @@ int main(int argc, char** argv) {
     if (all || !strcmp(what, "pto")) bench_pto(d, workers, 0);
     if (!strcmp(what, "build")) bench_pto(d, workers, 1);
     if (!strcmp(what, "e2e")) bench_pto_e2e(d, workers);
+    if (!strcmp(what, "phases")) bench_phases(d, workers, argc > 4 ? atoi(argv[4]) : 21);
     if (!strcmp(what, "trace")) bench_trace_overhead(d, workers, argc > 4 ? atoi(argv[4]) : 10);
     if (!strcmp(what, "tier3")) bench_tier3(d, workers);
 #ifdef HAVE_OMP

@@ -504,6 +504,11 @@ int pto_runtime_cancel(PTORuntime* rt) {
     return PTO_OK;
 }
 
+/* StarPU's workers run every task; the calling thread only waits (in starpu_task_wait_for_all). */
+void pto_runtime_set_caller_runs(PTORuntime* rt, int on) {
+    (void)rt; (void)on;
+}
+
 /* ------------------------------------------------------------------ the region map */
 
 static inline uint64_t mix(uint64_t h) {

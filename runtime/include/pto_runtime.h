@@ -245,6 +245,13 @@ void        pto_runtime_destroy(PTORuntime* rt);
 int         pto_runtime_cancel(PTORuntime* rt);
 void        pto_runtime_set_executor(PTORuntime* rt, PTOExecuteFn fn, void* ctx);
 void        pto_runtime_set_wait_hook(PTORuntime* rt, PTOWaitFn fn, void* ctx);  /* see PTOWaitFn */
+/* 1: while pto_runtime_run waits for the workers, the calling thread runs ready tasks too
+ * (as worker -1, counted in tasks_completed but in no worker_tasks entry), so a short graph
+ * does not wait for parked workers to wake. Only in the worker mode with kernels called
+ * directly (no executor or wait hook), unbound workers, no max_running and no deadline; else
+ * ignored. Off by default: the calling thread cannot be taken back from a kernel, so a cancel
+ * takes effect once the kernel it runs returns. The generated pto_module_run_* turn it on. */
+void        pto_runtime_set_caller_runs(PTORuntime* rt, int on);
 /* With a wait hook installed: tasks made ready whose executor call has not returned yet (in a
  * ready queue, in a worker's hands, or being handed over). While the orchestrating thread waits,
  * 0 here and no completion being reported mean that nothing can become ready until a task the

@@ -5,6 +5,7 @@
 #include "common.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -140,4 +141,66 @@ void rt_json_string(FILE* f, const char* s) {
 void rt_json_us(FILE* f, int64_t ns) {
     int64_t a = ns < 0 ? -ns : ns;
     fprintf(f, "%s%lld.%03lld", ns < 0 ? "-" : "", (long long)(a / 1000), (long long)(a % 1000));
+}
+
+/* ---------------------------------------------------------------- blocks kept across runtimes */
+
+static struct {
+    pthread_mutex_t mu;
+    void*           p[RT_BLOCKS_KEPT];
+    size_t          bytes[RT_BLOCKS_KEPT];
+    size_t          total;
+} g_blocks = {PTHREAD_MUTEX_INITIALIZER, {0}, {0}, 0};
+
+void* rt_block_alloc(size_t bytes, int zero) {
+    void* p = NULL;
+    if (bytes >= RT_BLOCK_MIN) {
+        pthread_mutex_lock(&g_blocks.mu);
+        for (int i = 0; i < RT_BLOCKS_KEPT && !p; i++)
+            if (g_blocks.p[i] && g_blocks.bytes[i] == bytes) {
+                p = g_blocks.p[i];
+                g_blocks.p[i] = NULL;
+                g_blocks.total -= bytes;
+            }
+        pthread_mutex_unlock(&g_blocks.mu);
+    }
+    if (!p) {
+        p = aligned_alloc(64, (bytes + 63) & ~(size_t)63);
+        if (!p) return NULL;
+    }
+    if (zero) memset(p, 0, bytes);
+    return p;
+}
+
+void rt_block_free(void* p, size_t bytes) {
+    if (!p) return;
+    if (bytes >= RT_BLOCK_MIN) {
+        pthread_mutex_lock(&g_blocks.mu);
+        for (int i = 0; i < RT_BLOCKS_KEPT && g_blocks.total + bytes <= RT_BLOCKS_MAX_BYTES; i++)
+            if (!g_blocks.p[i]) {
+                g_blocks.p[i] = p;
+                g_blocks.bytes[i] = bytes;
+                g_blocks.total += bytes;
+                p = NULL;
+                break;
+            }
+        pthread_mutex_unlock(&g_blocks.mu);
+    }
+    free(p);
+}
+
+void* rt_block_grow(void* p, size_t old, size_t bytes) {
+    if (bytes < RT_BLOCK_MIN) return realloc(p, bytes);
+    void* q = rt_block_alloc(bytes, 0);
+    if (!q) return NULL;
+    if (p) memcpy(q, p, old < bytes ? old : bytes);
+    rt_block_free(p, old);
+    return q;
+}
+
+__attribute__((destructor)) static void blocks_fini(void) {
+    pthread_mutex_lock(&g_blocks.mu);
+    for (int i = 0; i < RT_BLOCKS_KEPT; i++) { free(g_blocks.p[i]); g_blocks.p[i] = NULL; }
+    g_blocks.total = 0;
+    pthread_mutex_unlock(&g_blocks.mu);
 }

@@ -28,6 +28,20 @@ int rt_check_writable(const char* var, const char* path);
 /* JSON output: a quoted, escaped string; microseconds with nanosecond digits from integer ns. */
 void rt_json_string(FILE* f, const char* s);
 void rt_json_us(FILE* f, int64_t ns);
+/* Large blocks kept across runtimes: a runtime's window, queues and pools are allocated at
+ * every creation, and at these sizes malloc maps fresh pages (a page fault each on first touch)
+ * and unmaps them at free. rt_block_free keeps up to RT_BLOCKS_KEPT blocks of at least
+ * RT_BLOCK_MIN bytes (RT_BLOCKS_MAX_BYTES in all) for the next rt_block_alloc of the same size,
+ * so a process that creates runtimes of one shape in turn stops faulting; the library's destructor
+ * frees them. Blocks are 64-byte aligned, zeroed when `zero` is set, and may be realloc'd
+ * (then freed with their new size). */
+#define RT_BLOCK_MIN   (64 * 1024)
+#define RT_BLOCKS_KEPT 64
+#define RT_BLOCKS_MAX_BYTES ((size_t)64 << 20)
+void* rt_block_alloc(size_t bytes, int zero);
+void  rt_block_free(void* p, size_t bytes);
+/* realloc through the kept blocks: `p` holds `old` bytes (NULL: none); NULL on failure (p stays). */
+void* rt_block_grow(void* p, size_t old, size_t bytes);
 
 #pragma GCC visibility pop
 

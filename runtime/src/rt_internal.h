@@ -223,6 +223,8 @@ struct PTORuntime {
     _Atomic int32_t waiters;
     _Atomic int32_t wait_id;       /* task the orchestrator waits for; INT32_MAX = all done */
     int64_t         inline_executed;
+    bool            caller_runs;   /* pto_runtime_set_caller_runs */
+    int32_t         caller_slot;   /* the worker the orchestrating thread is (no thread of its own), or -1 */
     pthread_mutex_t idle_mu;  pthread_cond_t idle_cv;
     pthread_mutex_t done_mu;  pthread_cond_t done_cv;
 
@@ -313,6 +315,8 @@ int  sched_run_inline(PTORuntime* rt, int32_t id);
 void sched_notify_waiters(PTORuntime* rt, int32_t retired_id, int64_t retired_count);
 void sched_flush_retired(PTORuntime* rt, PTOWorker* w);
 int64_t sched_ready_count(PTORuntime* rt);
+bool sched_caller_step(PTORuntime* rt);     /* the orchestrating thread runs one ready task as its worker */
+void sched_caller_idle(PTORuntime* rt);     /* ... has none: publish what it retired */
 
 /* sched.c: the pieces three_tier.c shares */
 int32_t sched_execute(PTORuntime* rt, PTOTask* t, int32_t worker_index);   /* call the kernel */

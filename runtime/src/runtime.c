@@ -60,8 +60,8 @@ int pto_runtime_init(PTORuntime** out, const PTORuntimeConfig* cfg) {
     pthread_mutex_init(&rt->ctl_mu, NULL); pthread_cond_init(&rt->ctl_cv, NULL);
     pthread_mutex_init(&rt->async_mu, NULL);
     _Static_assert(sizeof(PTOTask) == 128, "task descriptor should stay two cache lines");
-    rt->tasks = aligned_alloc(64, (size_t)rt->window * sizeof(PTOTask));
-    rt->overflow = calloc((size_t)rt->window, sizeof(int64_t*));
+    rt->tasks = rt_block_alloc((size_t)rt->window * sizeof(PTOTask), 0);
+    rt->overflow = rt_block_alloc((size_t)rt->window * sizeof(int64_t*), 1);
     int rc = rt->tasks && rt->overflow ? PTO_OK : PTO_ENOMEM;
     /* Touch the whole window now, so the build does not pay the page faults. */
     for (int32_t i = 0; rc == PTO_OK && i < rt->window; i++) {
@@ -201,7 +201,7 @@ static void rt_free(PTORuntime* rt) {
     heap_free(rt);
     sched_free(rt);
     tm_free(&rt->tm);
-    for (int32_t i = 0; i < rt->dep_nchunks; i++) free(rt->dep_chunks[i]);
+    for (int32_t i = 0; i < rt->dep_nchunks; i++) rt_block_free(rt->dep_chunks[i], DEP_CHUNK * sizeof(PTODep));
     free(rt->stages); free(rt->stage_free); free(rt->held);
     if (rt->rec_chunks) {
         for (int i = 0; i < REC_MAX_CHUNKS && rt->rec_chunks[i]; i++) free(rt->rec_chunks[i]);
@@ -210,8 +210,8 @@ static void rt_free(PTORuntime* rt) {
     free(rt->rec_edges);
     if (rt->overflow)
         for (int32_t i = 0; i < rt->window; i++) free(rt->overflow[i]);
-    free(rt->overflow);
-    free(rt->tasks);
+    rt_block_free(rt->overflow, (size_t)rt->window * sizeof(int64_t*));
+    rt_block_free(rt->tasks, (size_t)rt->window * sizeof(PTOTask));
     pthread_mutex_destroy(&rt->ctl_mu); pthread_cond_destroy(&rt->ctl_cv);
     pthread_mutex_destroy(&rt->async_mu);
     free(rt);
@@ -232,6 +232,10 @@ void pto_runtime_set_executor(PTORuntime* rt, PTOExecuteFn fn, void* ctx) {
     if (!rt) return;
     rt->exec_fn = fn;
     rt->exec_ctx = ctx;
+}
+
+void pto_runtime_set_caller_runs(PTORuntime* rt, int on) {
+    if (rt) rt->caller_runs = on != 0;
 }
 
 void pto_runtime_set_wait_hook(PTORuntime* rt, PTOWaitFn fn, void* ctx) {
@@ -304,9 +308,11 @@ static int free_a_slot(PTORuntime* rt) {
     }
     for (int spin = 0;; spin++) {
         advance(rt);
-        if (rt->next_id - rt->last_alive < rt->window) return PTO_OK;
+        if (rt->next_id - rt->last_alive < rt->window) { sched_caller_idle(rt); return PTO_OK; }
         if (atomic_load(&rt->halt)) return rt_halted_code(rt);
         if (atomic_load(&rt_task(rt, rt->last_alive)->state) == PTO_TASK_BUILDING) return PTO_EWINDOW;
+        if (sched_caller_step(rt)) { spin = 0; continue; }
+        sched_caller_idle(rt);
         if (spin < 200) { rt_cpu_relax(); continue; }
         if (rt_giving_up(rt)) return rt_halted_code(rt);     /* a kernel holds the window */
         /* Sleep until a batch of slots is free, not one: each wake-up costs the orchestrator a
@@ -814,6 +820,9 @@ static int run_graph(PTORuntime* rt) {
         int64_t total = atomic_load(&rt->submitted);
         for (int spin = 0;; spin++) {
             if (atomic_load(&rt->retired) >= total || atomic_load(&rt->halt)) break;
+            if (sched_caller_step(rt)) { spin = 0; continue; }
+            sched_caller_idle(rt);
+            if (atomic_load(&rt->retired) >= total) break;
             if (spin < 1000) { rt_cpu_relax(); continue; }
             if (rt_giving_up(rt)) break;
             atomic_store(&rt->wait_id, INT32_MAX);

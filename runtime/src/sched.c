@@ -26,19 +26,20 @@ int sched_init(PTORuntime* rt) {
     pthread_mutex_init(&rt->idle_mu, NULL); pthread_cond_init(&rt->idle_cv, NULL);
     pthread_mutex_init(&rt->done_mu, NULL); pthread_cond_init(&rt->done_cv, NULL);
     rt->nworkers = rt->cfg.num_workers;
+    rt->caller_slot = -1;
     if (rt->nworkers > 0) {
         rt->workers = calloc((size_t)rt->nworkers, sizeof(PTOWorker));
         if (!rt->workers) return PTO_ENOMEM;
         for (int q = 0; q < PTO_NUM_QUEUES; q++) {
-            rt->queues[q].ring = malloc((size_t)rt->window * sizeof(int32_t));
+            rt->queues[q].ring = rt_block_alloc((size_t)rt->window * sizeof(int32_t), 0);
             if (!rt->queues[q].ring) return PTO_ENOMEM;
         }
-        /* affinity queues: calloc'd, so pages nobody pushes to are never touched */
+        /* affinity queues: not initialised, so pages nobody pushes to are never touched */
         rt->wqueues = calloc((size_t)(2 * rt->nworkers), sizeof(PTOQueue));
         if (!rt->wqueues) return PTO_ENOMEM;
         for (int q = 0; q < 2 * rt->nworkers; q++) {
             pthread_mutex_init(&rt->wqueues[q].mu, NULL);
-            rt->wqueues[q].ring = calloc((size_t)rt->window, sizeof(int32_t));
+            rt->wqueues[q].ring = rt_block_alloc((size_t)rt->window * sizeof(int32_t), 0);
             if (!rt->wqueues[q].ring) return PTO_ENOMEM;
         }
     }
@@ -63,11 +64,11 @@ int sched_init(PTORuntime* rt) {
 
 void sched_free(PTORuntime* rt) {
     for (int q = 0; q < PTO_NUM_QUEUES; q++) {
-        free(rt->queues[q].ring);
+        rt_block_free(rt->queues[q].ring, (size_t)rt->window * sizeof(int32_t));
         pthread_mutex_destroy(&rt->queues[q].mu);
     }
     for (int q = 0; rt->wqueues && q < 2 * rt->nworkers; q++) {
-        free(rt->wqueues[q].ring);
+        rt_block_free(rt->wqueues[q].ring, (size_t)rt->window * sizeof(int32_t));
         pthread_mutex_destroy(&rt->wqueues[q].mu);
     }
     free(rt->wqueues);
@@ -285,8 +286,10 @@ static int32_t pop(PTORuntime* rt, PTOWorker* w) {
         PTOQueue* Q = &rt->queues[w->served[k]];
         if (atomic_load_explicit(&Q->count, memory_order_relaxed) == 0) continue;
         pthread_mutex_lock(&Q->mu);
+        /* A quarter of a fair share, at most PTO_BATCH: a batch is this worker's alone, and a
+         * worker descheduled while it holds a large one would hold up the end of the run. */
         int32_t n = atomic_load_explicit(&Q->count, memory_order_relaxed);
-        if (n > 1) { n = (n + rt->nworkers - 1) / rt->nworkers; if (n > PTO_BATCH) n = PTO_BATCH; }
+        if (n > 1) { n /= 4 * rt->nworkers; n = n < 1 || rt->caller_slot >= 0 ? 1 : n > PTO_BATCH ? PTO_BATCH : n; }
         for (int32_t i = 0; i < n; i++) w->buf[i] = Q->ring[Q->head++ & (uint32_t)rt->mask];
         atomic_fetch_sub_explicit(&Q->count, n, memory_order_relaxed);
         pthread_mutex_unlock(&Q->mu);
@@ -297,6 +300,48 @@ static int32_t pop(PTORuntime* rt, PTOWorker* w) {
         if ((id = pop_one(rt, &rt->wqueues[2 * v + 1])) >= 0) return id;
     }
     return -1;
+}
+
+/* ---------------------------------------------------------------- the calling thread as a worker
+ * With pto_runtime_set_caller_runs, the last worker has no thread: the orchestrating thread is
+ * that worker whenever it waits (for a window slot, or in pto_runtime_run), so the run has
+ * num_workers threads in all, and the first tasks start without waiting for a parked thread to
+ * wake (a woken thread is often queued on the waker's own core). */
+static bool caller_may_run(PTORuntime* rt) {
+    return rt->caller_runs && rt->nworkers >= 2 && !rt->exec_fn && !rt->wait_fn &&
+           !rt->cfg.bind_worker_types && rt->cfg.max_running == 0 && rt->timeout_ns == 0;
+}
+
+bool sched_caller_step(PTORuntime* rt) {
+    if (rt->caller_slot < 0 || atomic_load_explicit(&rt->halt, memory_order_acquire)) return false;
+    PTOWorker* w = &rt->workers[rt->caller_slot];
+    int32_t id = pop(rt, w);
+    if (id < 0) return false;
+    PTOTask* t = rt_task(rt, id);
+    int32_t rc;
+    if (rt->trace) {
+        const char* name = t->name;
+        int64_t s = trace_now();
+        rc = sched_execute(rt, t, w->index);
+        trace_record(&rt->trace->lanes[w->index + 1], id, w->index, name, s, trace_now());
+    } else {
+        rc = sched_execute(rt, t, w->index);
+    }
+    w->executed++;
+    sched_finish(rt, id, rc, w);
+    return true;
+}
+
+/* The orchestrating thread goes back to building: its retirements are published and the
+ * tasks it held (a batch, a successor it made ready) go back to the queues for the others. */
+void sched_caller_idle(PTORuntime* rt) {
+    if (rt->caller_slot < 0) return;
+    PTOWorker* w = &rt->workers[rt->caller_slot];
+    sched_flush_retired(rt, w);
+    int32_t id = w->next_local;
+    w->next_local = -1;
+    if (id >= 0) sched_make_ready(rt, rt_task(rt, id), NULL);
+    while (w->pos < w->nbuf) sched_make_ready(rt, rt_task(rt, w->buf[w->pos++]), NULL);
 }
 
 /* Three-tier mode: one task for core w (its pinned and homed tasks, the queues it serves in its
@@ -444,17 +489,40 @@ static void pool_init(void) {
     g_pool_ready = true;
 }
 
+/* How long a pool thread back from a run watches for the next one before it sleeps. Runs in
+ * a loop then start on a thread that is still on its core: a sleeping thread, once woken, is
+ * often queued on the waker's core behind the waker (which runs tasks itself when it may), and
+ * the run gets no second core until the scheduler moves one of them. */
+#ifndef PTO_POOL_SPIN_NS
+#define PTO_POOL_SPIN_NS 200000
+#endif
+
+static void pool_watch(int i) {
+    const int64_t until = rt_now_ns() + PTO_POOL_SPIN_NS;
+    for (uint32_t spin = 1;; spin++) {
+        if (__atomic_load_n(&g_pool.work[i], __ATOMIC_ACQUIRE) || __atomic_load_n(&g_pool.quit, __ATOMIC_ACQUIRE))
+            return;
+        rt_cpu_relax();
+        if ((spin & 255) == 0 && rt_now_ns() > until) return;
+    }
+}
+
 static void* pool_main(void* arg) {
     const int i = (int)(intptr_t)arg;
     pthread_mutex_lock(&g_pool.mu);
     for (;;) {
+        if (!g_pool.work[i] && !g_pool.quit && PTO_POOL_SPIN_NS > 0) {
+            pthread_mutex_unlock(&g_pool.mu);
+            pool_watch(i);
+            pthread_mutex_lock(&g_pool.mu);
+        }
         while (!g_pool.work[i] && !g_pool.quit) pthread_cond_wait(&g_pool.cv[i], &g_pool.mu);
         PTOWorker* w = g_pool.work[i];
         if (!w) break;                         /* quit */
         pthread_mutex_unlock(&g_pool.mu);
         worker_main(w);                        /* w may be freed once it returns (abandoned) */
         pthread_mutex_lock(&g_pool.mu);
-        g_pool.work[i] = NULL;
+        __atomic_store_n(&g_pool.work[i], NULL, __ATOMIC_RELEASE);
         if (g_pool.stranded[i]) {              /* back from an abandoned kernel */
             g_pool.stranded[i] = false;
             if (--g_pool.nstranded == 0) g_pool.busy = false;
@@ -465,20 +533,20 @@ static void* pool_main(void* arg) {
     return NULL;
 }
 
-/* Run rt's workers on the pool; false: the pool is taken (or gone), create threads instead. */
-static bool pool_acquire(PTORuntime* rt) {
+/* Run rt's first n workers on the pool; false: the pool is taken (or gone), create threads instead. */
+static bool pool_acquire(PTORuntime* rt, int32_t n) {
     pthread_once(&g_pool_once, pool_init);
     pthread_mutex_lock(&g_pool.mu);
     bool ok = !g_pool.busy && !g_pool.quit;
-    while (ok && g_pool.nthreads < rt->nworkers) {
+    while (ok && g_pool.nthreads < n) {
         int i = g_pool.nthreads;
         if (pthread_create(&g_pool.th[i], NULL, pool_main, (void*)(intptr_t)i) != 0) ok = false;
         else g_pool.nthreads++;
     }
     if (ok) {
         g_pool.busy = true;
-        for (int i = 0; i < rt->nworkers; i++) {
-            g_pool.work[i] = &rt->workers[i];
+        for (int i = 0; i < n; i++) {
+            __atomic_store_n(&g_pool.work[i], &rt->workers[i], __ATOMIC_RELEASE);
             pthread_cond_signal(&g_pool.cv[i]);
         }
     }
@@ -512,7 +580,7 @@ __attribute__((destructor)) static void pool_fini(void) {
     if (!g_pool_ready) return;
     pthread_mutex_lock(&g_pool.mu);
     if (g_pool.busy) { pthread_mutex_unlock(&g_pool.mu); return; }   /* exit() during a run */
-    g_pool.quit = true;
+    __atomic_store_n(&g_pool.quit, true, __ATOMIC_RELEASE);
     for (int i = 0; i < g_pool.nthreads; i++) pthread_cond_signal(&g_pool.cv[i]);
     int n = g_pool.nthreads;
     pthread_mutex_unlock(&g_pool.mu);
@@ -532,12 +600,14 @@ int sched_start(PTORuntime* rt) {
         rt->started = rc == PTO_OK;
         return rc;
     }
-    if (pool_acquire(rt)) {
+    rt->caller_slot = caller_may_run(rt) ? rt->nworkers - 1 : -1;
+    const int32_t nthreads = rt->nworkers - (rt->caller_slot >= 0);
+    if (pool_acquire(rt, nthreads)) {
         rt->pooled = true;
         rt->started = true;
         return PTO_OK;
     }
-    for (int i = 0; i < rt->nworkers; i++) {
+    for (int i = 0; i < nthreads; i++) {
         if (pthread_create(&rt->workers[i].th, NULL, worker_main, &rt->workers[i]) != 0) {
             atomic_store(&rt->stop, 1);
             rt_halt(rt, PTO_ENOMEM);
@@ -553,7 +623,7 @@ static int32_t live_workers(PTORuntime* rt) {
     int32_t live = 0;
     for (int i = 0; i < rt->nworkers; i++) {
         int32_t s = atomic_load(&rt->workers[i].running);
-        live += s != W_EXITED && s != W_ABANDONED;
+        live += s != W_EXITED && s != W_ABANDONED && i != rt->caller_slot;
     }
     return live;
 }
@@ -564,7 +634,7 @@ static void abandon_running(PTORuntime* rt) {
     for (int i = 0; i < rt->nworkers; i++) {
         PTOWorker* w = &rt->workers[i];
         int32_t id = atomic_load(&w->running);
-        if (id < 0) continue;
+        if (id < 0 || i == rt->caller_slot) continue;
         atomic_fetch_add(&rt->refs, 1);        /* before the swap: the worker may drop it at once */
         if (atomic_compare_exchange_strong(&w->running, &id, W_ABANDONED)) rt->stuck++;
         else atomic_fetch_sub(&rt->refs, 1);   /* it returned meanwhile (the owner's ref remains) */
@@ -605,6 +675,7 @@ void sched_stop(PTORuntime* rt) {
     else if (rt->pooled) pool_release(rt);
     else
         for (int i = 0; i < rt->nworkers; i++) {
+            if (i == rt->caller_slot) continue;                /* no thread of its own */
             /* an abandoned thread ends on its own when (if) its kernel returns */
             if (atomic_load(&rt->workers[i].running) == W_ABANDONED) pthread_detach(rt->workers[i].th);
             else pthread_join(rt->workers[i].th, NULL);

@@ -21,7 +21,7 @@ int tm_init(TMap* tm, int32_t initial_entries) {
     tm->free_head = -1;
     if (!tm->slots) return PTO_ENOMEM;
     /* Pre-fault a pool sized to the window so steady-state inserts never grow it. */
-    tm->e = malloc((size_t)initial_entries * sizeof(TMEntry));
+    tm->e = rt_block_alloc((size_t)initial_entries * sizeof(TMEntry), 0);
     if (!tm->e) return PTO_ENOMEM;
     for (int32_t i = initial_entries - 1; i >= 0; i--) { tm->e[i].next = tm->free_head; tm->free_head = i; }
     tm->cap = initial_entries;
@@ -29,8 +29,13 @@ int tm_init(TMap* tm, int32_t initial_entries) {
 }
 
 void tm_free(TMap* tm) {
-    for (int32_t i = 0; i < tm->ntensors; i++) { free(tm->tensors[i].b); free(tm->tensors[i].listed); }
-    free(tm->tensors); free(tm->slots); free(tm->e); free(tm->occ);
+    for (int32_t i = 0; i < tm->ntensors; i++) {
+        const size_t n = (size_t)tm->tensors[i].nrb * (size_t)tm->tensors[i].ncb;
+        rt_block_free(tm->tensors[i].b, n * sizeof(TMBucket));
+        rt_block_free(tm->tensors[i].listed, n);
+    }
+    free(tm->tensors); free(tm->slots); free(tm->occ);
+    rt_block_free(tm->e, (size_t)tm->cap * sizeof(TMEntry));
     memset(tm, 0, sizeof *tm);
 }
 
@@ -100,10 +105,11 @@ static int grow_rows(TMap* tm, TMTensor* t, int64_t need) {
     while (nb < need) nb *= 2;
     if (nb > t->max_rb) nb = t->max_rb;
     const size_t n = (size_t)nb * (size_t)t->ncb, old = (size_t)t->nrb * (size_t)t->ncb;
-    TMBucket* b = realloc(t->b, n * sizeof *b);
+    /* grids of large tensors are kept blocks: the next runtime's grid of that tensor takes them */
+    TMBucket* b = rt_block_grow(t->b, old * sizeof *b, n * sizeof *b);
     if (!b) return PTO_ENOMEM;
     t->b = b;
-    uint8_t* l = realloc(t->listed, n);
+    uint8_t* l = rt_block_grow(t->listed, old, n);
     if (!l) return PTO_ENOMEM;
     t->listed = l;
     for (size_t i = old; i < n; i++) b[i] = (TMBucket){{-1, -1}, {-1, -1}};
@@ -201,7 +207,7 @@ static __attribute__((noinline)) int occ_push(TMap* tm, int32_t tensor, int64_t 
 
 int dep_add_chunk(PTORuntime* rt) {
     if (rt->dep_nchunks == DEP_MAX_CHUNKS) return PTO_ENOMEM;
-    PTODep* c = malloc(sizeof(PTODep) * DEP_CHUNK);
+    PTODep* c = rt_block_alloc(sizeof(PTODep) * DEP_CHUNK, 0);
     if (!c) return PTO_ENOMEM;
     int32_t base = rt->dep_nchunks << DEP_CHUNK_SHIFT;
     rt->dep_chunks[rt->dep_nchunks++] = c;

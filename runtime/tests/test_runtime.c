@@ -214,8 +214,11 @@ static void dag_orch_v(PTORuntime* rt, Dag* d) {
     }
 }
 
+static int g_caller_runs;    /* 1: the orchestrating thread runs tasks while it waits */
+
 static void dag_orch(PTORuntime* rt, void* ud) {
     Dag* d = ud;
+    pto_runtime_set_caller_runs(rt, g_caller_runs);
     if (g_use_v) { dag_orch_v(rt, d); return; }
     for (int64_t i = 0; i < d->n; i++) {
         int32_t t = pto_task_alloc(rt, "dag", dag_kernel, 1024, PTO_WORKER_ANY);
@@ -952,6 +955,15 @@ int main(int argc, char** argv) {
     run_dag("one-call: pipelined thr=100", scaled(50000), 8, 2, 100, 4096, -1);
     run_dag("one-call: 3 workers, window 256", scaled(50000), 3, 3, 8, 256, -1);
     g_use_v = 0;
+    /* the calling thread as the last worker: while it waits for a window slot (degraded safe
+     * mode, pipelined with a small window) and in pto_runtime_run */
+    g_caller_runs = 1;
+    run_dag("caller runs: safe, 2 workers", scaled(50000), 6, 2, 0, 1 << 16, 0);
+    run_dag("caller runs: window 64 safe (degrades)", scaled(100000), 4, 2, 0, 64, 1);
+    run_dag("caller runs: window 64 pipelined", scaled(100000), 4, 2, 16, 64, -1);
+    run_dag("caller runs: 3 workers, window 256", scaled(50000), 3, 3, 8, 256, -1);
+    run_dag("caller runs: 1 worker (ignored)", scaled(20000), 4, 1, 0, 1 << 15, 0);
+    g_caller_runs = 0;
     printf("%d passed, %d failed\n", g_pass, g_fail);
     return g_fail ? 1 : 0;
 }
