@@ -237,3 +237,32 @@ def test_pto_run_stats_reports_the_launches_per_kernel(capsys, tmp_path, monkeyp
                                   ("rowmax", "rowexpandsub", "elem_exp", "rowsum", "rowexpanddiv"))
     for r in rows.values():
         assert r[:5] == ["1", "1", "6", "6/6/6", "6/6/6"]
+
+
+def test_the_host_overhead_bench_splits_a_whole_run_into_phases(built):
+    """bench/cuda/host_overhead.py on the bench softmax (plan-only, 256 tasks): the executor's
+    host profile counts every task and grid of the profiled runs and times each phase; one
+    host function completes each grid."""
+    spec = importlib.util.spec_from_file_location(
+        "pto_bench_cuda_host_overhead", ROOT / "bench" / "cuda" / "host_overhead.py")
+    bench = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = bench          # its dataclass looks its module up
+    spec.loader.exec_module(bench)
+    module, lib, _ = built["softmax"]
+    c = bench.measure(module, lib, 256, repeat=3)
+    assert c.tasks == 256 and c.run_ns > 0
+    assert set(c.phase_ns) == set(bench.PHASES)
+    assert all(v > 0 for v in c.phase_ns.values()), c.phase_ns
+    assert c.launches >= 1 and c.completions == c.launches
+    assert "whole run" in bench.report(c) and "handoff" in bench.report(c)
+    # the profile is off again: later runs add nothing to it
+    from pto_cuda.launch import load
+    lib_h = load(lib)
+    before = bench.PTOCudaHostProfile()
+    lib_h.pto_cuda_get_host_profile(C.byref(before))
+    with DeviceRun(lib, module, {"x": np.zeros((8, 1024), np.float32),
+                                 "y": np.zeros((8, 1024), np.float32)}, {"num_tiles": 1}) as d:
+        d.run()
+    after = bench.PTOCudaHostProfile()
+    lib_h.pto_cuda_get_host_profile(C.byref(after))
+    assert after.tasks == before.tasks

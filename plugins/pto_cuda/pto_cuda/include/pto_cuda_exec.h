@@ -101,6 +101,22 @@ int  pto_cuda_replay_graph(int32_t repeat, double* ms_per_run);
 /* Grids and tasks since the last reset; first CUDA error seen. */
 void pto_cuda_counters(int64_t* launches, int64_t* tasks, int32_t* cuda_error);
 void pto_cuda_reset_counters(void);      /* also clears the launch log and the count below */
+/* Where the host's time goes, per phase (bench/cuda/host_overhead.py). While on, each phase adds
+ * the wall time spent in it, on whatever thread runs it: the orchestration (from the attach to
+ * the orchestrating thread's wait at the end, less its waits for window slots), the hand-off of
+ * each ready task to the executor (pto_cuda_execute), launches (grids and their host functions
+ * enqueued) and completions (the host functions: tasks reported, dependents released). Off by
+ * default: the hand-off adds two clock reads per task while it is on. */
+typedef struct PTOCudaHostProfile {
+    int64_t runs;              /* runtimes attached */
+    int64_t tasks;             /* tasks handed to the executor */
+    int64_t launches;          /* grids launched */
+    int64_t completions;       /* host functions run (one per grid) */
+    int64_t orchestration_ns, handoff_ns, launch_ns, complete_ns;
+} PTOCudaHostProfile;
+void pto_cuda_host_profile(int32_t on);          /* 1: zero the figures and start; 0: stop */
+void pto_cuda_get_host_profile(PTOCudaHostProfile* out);
+
 /* Tasks of sm_90a main-loop kernels that ran on their sm_80 fallback because a TMA tensor map
  * could not be made, and the status of the last such map (PTO_TMA_* in pto_cuda_tma.h). */
 int64_t pto_cuda_tma_fallbacks(int32_t* last_status);

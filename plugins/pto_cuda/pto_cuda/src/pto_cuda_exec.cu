@@ -74,6 +74,44 @@ struct RtState {                     /* what the executor knows of one runtime's
     bool failed = false;             /* a task failed: the run is ending, hold nothing */
     int32_t completing = 0;          /* completions being reported right now */
     Clock::time_point last_event;    /* last arrival, completion or wait-hook call */
+    Clock::time_point building;      /* the orchestration (re)started building (host profile) */
+};
+
+/* The host profile (pto_cuda_host_profile): wall time per phase, summed over threads. */
+struct HostProfile {
+    std::atomic<bool> on{false};
+    std::atomic<int64_t> runs{0}, tasks{0}, launches{0}, completions{0};
+    std::atomic<int64_t> orchestration_ns{0}, handoff_ns{0}, launch_ns{0}, complete_ns{0};
+};
+HostProfile g_prof;
+
+int64_t ns_between(Clock::time_point a, Clock::time_point b) {
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(b - a).count();
+}
+
+/* Adds the time from its construction to its end to `sum`, when the profile is on. With
+ * `every` > 1 it times one span in `every` on each thread and counts it `every` times: two clock
+ * reads per task would cost more than the hand-off they measure. */
+class ProfileSpan {
+public:
+    explicit ProfileSpan(std::atomic<int64_t>& sum, uint32_t every = 1)
+        : sum_(g_prof.on.load(std::memory_order_relaxed) && sampled(every) ? &sum : nullptr),
+          every_(every) {
+        if (sum_) t0_ = Clock::now();
+    }
+    ~ProfileSpan() {
+        if (sum_) sum_->fetch_add(ns_between(t0_, Clock::now()) * every_, std::memory_order_relaxed);
+    }
+    ProfileSpan(const ProfileSpan&) = delete;
+    ProfileSpan& operator=(const ProfileSpan&) = delete;
+private:
+    static bool sampled(uint32_t every) {
+        static thread_local uint32_t n = 0;
+        return every <= 1 || ++n % every == 0;
+    }
+    std::atomic<int64_t>* sum_;
+    int64_t every_;
+    Clock::time_point t0_;
 };
 
 struct Recorded {                    /* one grid, for CUDA Graph capture */
@@ -155,6 +193,8 @@ void Exec::note(PTORuntime* rt, int completing_delta, bool failed) {
 }
 
 void complete(Completion* c) {
+    ProfileSpan span(g_prof.complete_ns);
+    if (g_prof.on.load(std::memory_order_relaxed)) g_prof.completions.fetch_add(1, std::memory_order_relaxed);
     PTORuntime* rt = c->rt;
     const bool failed = c->status != 0;
     g_exec->note(rt, +1, failed);
@@ -266,6 +306,7 @@ Clock::time_point Exec::due(const Key& k, const Batch& b, Clock::time_point now)
 }
 
 void Exec::launch(PTORuntime* rt, const PTOCudaKernelDesc* d, Batch&& b, int32_t fill_target) {
+    ProfileSpan span(g_prof.launch_ns);
     std::unique_lock<std::mutex> lk(launch_mu);
     const int32_t n = (int32_t)b.ids.size();
     int32_t cap = d->capacity;
@@ -283,6 +324,7 @@ void Exec::launch(PTORuntime* rt, const PTOCudaKernelDesc* d, Batch&& b, int32_t
             if (!plan_only) rc = d->launch(rows, k, s);
             if (rc == 0) {
                 grids++;
+                if (g_prof.on.load(std::memory_order_relaxed)) g_prof.launches.fetch_add(1, std::memory_order_relaxed);
                 if (log_total++ < kMaxLog) log.push_back(PTOCudaLaunchRecord{d->name, seq, k, fill_target});
                 if (record) record_log.push_back(Recorded{d, std::vector<int64_t>(rows, rows + (int64_t)k * d->nargs), k});
                 {
@@ -343,6 +385,9 @@ void on_wait(void* ctx, int32_t waiting) {
         RtState& st = x.rts[static_cast<PTORuntime*>(ctx)];
         st.waiting = waiting != 0;
         st.last_event = Clock::now();
+        if (!waiting) st.building = st.last_event;
+        else if (g_prof.on.load(std::memory_order_relaxed))
+            g_prof.orchestration_ns.fetch_add(ns_between(st.building, st.last_event), std::memory_order_relaxed);
     }
     if (waiting) x.cv.notify_one();
 }
@@ -358,6 +403,8 @@ extern "C" int32_t pto_cuda_execute(void* ctx, int32_t task_id, const char* func
     if (d == nullptr) return fn ? fn(args) : PTO_EINVAL;     /* a host function: just call it */
     if (num_args != d->nargs) return PTO_EINVAL;
     Exec& x = exec();
+    ProfileSpan span(g_prof.handoff_ns, 16);
+    if (g_prof.on.load(std::memory_order_relaxed)) g_prof.tasks.fetch_add(1, std::memory_order_relaxed);
     if (worker_index < 0) {          /* inline mode: the caller waits for this very task */
         Batch b;
         b.ids.push_back(task_id);
@@ -409,7 +456,8 @@ extern "C" void pto_cuda_attach(PTORuntime* rt) {
         RtState& st = x.rts[rt];     /* `completing` stays: a late completion of an earlier
                                         runtime at this address still ends */
         st.waiting = st.failed = false;
-        st.last_event = now;
+        st.last_event = st.building = now;
+        if (g_prof.on.load(std::memory_order_relaxed)) g_prof.runs.fetch_add(1, std::memory_order_relaxed);
     }
     pto_runtime_set_executor(rt, pto_cuda_execute, rt);
     pto_runtime_set_wait_hook(rt, on_wait, rt);
@@ -473,6 +521,23 @@ extern "C" void pto_cuda_counters(int64_t* launches, int64_t* tasks, int32_t* cu
     if (launches) *launches = x.grids;
     if (tasks) *tasks = x.tasks;
     if (cuda_error) *cuda_error = x.cuda_error;
+}
+
+extern "C" void pto_cuda_host_profile(int32_t on) {
+    if (on) {
+        for (std::atomic<int64_t>* f : {&g_prof.runs, &g_prof.tasks, &g_prof.launches, &g_prof.completions,
+                                        &g_prof.orchestration_ns, &g_prof.handoff_ns, &g_prof.launch_ns,
+                                        &g_prof.complete_ns})
+            f->store(0, std::memory_order_relaxed);
+    }
+    g_prof.on.store(on != 0, std::memory_order_relaxed);
+}
+
+extern "C" void pto_cuda_get_host_profile(PTOCudaHostProfile* out) {
+    if (!out) return;
+    *out = PTOCudaHostProfile{g_prof.runs.load(), g_prof.tasks.load(), g_prof.launches.load(),
+                              g_prof.completions.load(), g_prof.orchestration_ns.load(),
+                              g_prof.handoff_ns.load(), g_prof.launch_ns.load(), g_prof.complete_ns.load()};
 }
 
 /* Tasks of sm_90a kernels that ran on their sm_80 fallback (pto_cuda_tma.h). */
