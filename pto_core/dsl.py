@@ -268,12 +268,13 @@ class PTO:
         role = spec.role
         if isinstance(v, Value) and self._names.get(v.name) is v:
             ok = {"tile": ("tile", "tensor"), "tile_out": ("tile", "tensor"),
+                  "tile_inout": ("tile", "tensor"),
                   "memref": ("tensor",), "index": ("scalar", "index"),
                   "scalar": ("scalar", "index"), "scalar_out": ("scalar",)}[role]
             if v.kind not in ok:
                 raise self._fail(method, f"operand '{spec.name}' must be a "
                                          f"{' or '.join(ok)}, got the {v.kind} {v}", text)
-            if v.kind == "tensor" and role in ("tile", "tile_out") and v.shape is None:
+            if v.kind == "tensor" and spec.is_tile and v.shape is None:
                 raise self._fail(method, f"tensor view {v} stands for a tile here: declare it "
                                          f"with shape=", text)
             return str(v)

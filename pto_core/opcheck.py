@@ -67,7 +67,8 @@ class OpKernel:
     The entry function binds parameter ``p`` of kernel ``k_x`` to tensor ``x_p``
     (:meth:`tensor`); a tile-scalar kernel is called once per value of ``scalars``, call ``j``
     writing rows ``[j*R, (j+1)*R)`` of its output tensor. TMATMUL_ACC loads its accumulator
-    from the output tensor (``o += a @ b``, the form every backend supports).
+    from the output tensor (``o += a @ b``, the form every backend supports), and so does an
+    op with a read-write dst (TAXPY: ``o = a * s + o``), into the output tile itself.
     """
 
     name: str
@@ -78,7 +79,11 @@ class OpKernel:
 
     def memref(self, param: str) -> str:
         """The kernel's tensor parameter an input tile is loaded from."""
-        return "o" if param == "acc" else param
+        return "o" if param in ("acc", "dst") else param
+
+    def tile(self, param: str) -> str:
+        """The kernel's tile an input is loaded into (a read-write dst: the output tile)."""
+        return "t_o" if param == "dst" else f"t_{param}"
 
     def tensor(self, param: str) -> str:
         """The entry function's tensor bound to a parameter: ``log_a`` for ``a`` of ``k_log``."""
@@ -94,7 +99,7 @@ class OpKernel:
 
     @property
     def in_dtype(self) -> ElementType:
-        return self.inputs[-1][3]
+        return self.inputs[-1][3] if self.inputs else self.out_dtype    # (a generator's)
 
 
 def _io(op: OpDef, dt: ElementType, R: int, C: int, M: int, K: int, N: int,
@@ -120,7 +125,7 @@ def _io(op: OpDef, dt: ElementType, R: int, C: int, M: int, K: int, N: int,
         return [("a", R, C, dt)], (C, R, dt)
     if cat is Category.CONVERT:
         return [("a", R, C, dt)], (R, C, to)
-    return [(o.name, R, C, dt) for o in op.operands if o.role == "tile"], (R, C, dt)
+    return [(o.name, R, C, dt) for o in op.operands if o.role in ("tile", "tile_inout")], (R, C, dt)
 
 
 def _kernel_builder(k: OpKernel, module: PTOModule) -> PTOFunctionBuilder:
@@ -132,12 +137,13 @@ def _kernel_builder(k: OpKernel, module: PTOModule) -> PTOFunctionBuilder:
     if k.op.category is Category.TILE_SCALAR:
         b.scalar("s", compute_type(k.in_dtype), param=True)
     for p, r, c, pdt in k.inputs:
-        b.tile(f"t_{p}", r, c, pdt)
+        if p != "dst":
+            b.tile(k.tile(p), r, c, pdt)
     b.tile("t_o", k.output[0], k.output[1], k.out_dtype)
     for p, *_ in k.inputs:
-        b.load(f"t_{p}", k.memref(p))
+        b.load(k.tile(p), k.memref(p))
     # the op's operands in its row's order (TADDSC: a, s, b)
-    args = ["s" if o.role == "scalar" else f"t_{o.name}" for o in k.op.inputs]
+    args = ["s" if o.role == "scalar" else k.tile(o.name) for o in k.op.inputs]
     getattr(b, k.op.method)("t_o", *args)
     return b.store("o", "t_o")
 
@@ -380,6 +386,8 @@ def special_inputs(kernels: Sequence[OpKernel], dtype: ElementType) -> dict[str,
                 x = _fill(vp, r, c, 0)                          # a[r, c] = v[c]
             elif p == "c":
                 x = _fill(vp, r, c, 2)                          # c[r, c] = v[2r + c]
+            elif p == "dst":                                    # o[r, c] = v[3r + c], per call
+                x = _fill(vp, r * max(1, len(k.scalars)), c, 3)
             else:
                 x = _fill(vp, r, c, 1)                          # b[r, c] = v[r + c]
             out[k.tensor(p)] = np.ascontiguousarray(x)
@@ -513,7 +521,8 @@ def operands(k: OpKernel, inputs: Mapping[str, np.ndarray], r: int, c: int) -> d
 
     R = k.output[0]
     if cat is Category.TILE_SCALAR:
-        return {**{p: scalar(tile(p)[r % R, c]) for p, *_ in k.inputs}, "s": k.scalars[r // R]}
+        return {**{p: scalar(tile(p)[r if p == "dst" else r % R, c]) for p, *_ in k.inputs},
+                "s": k.scalars[r // R]}
     if cat is Category.ROW_REDUCE:
         return {"a": tile("a")[r, :]}
     if cat is Category.COL_REDUCE:

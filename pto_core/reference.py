@@ -677,8 +677,8 @@ class _Translator:
         widen = ct != dst.dtype
         tct = f"_t_{ct.value}"
         var = {}
-        for name in ("a", "b", "c"):
-            if name in ops:
+        for name in ("a", "b", "c", "dst"):
+            if name in ops and name in expr.vars():     # dst: a read-write dst's old value
                 var[name] = _v(ops[name]) + (f".astype(_d_{ct.value})" if widen else "")
         if "s" in ops:
             s = ops["s"]

@@ -409,7 +409,7 @@ class _Checker:
         tiles: dict[str, TileType] = {}
         mem: MemRefType | None = None
         for spec, v in zip(op.operands, s.operands):
-            if spec.role in ("tile_out", "tile"):
+            if spec.is_tile:
                 tiles[spec.name] = self.tile(s, v)
             elif spec.role == "memref":
                 mem = self.memref(s, v)
@@ -445,7 +445,7 @@ class _Checker:
         16-bit floats compute in f32), except that a literal loaded into a scalar (SLI, SMOV)
         is a value of the scalar's own type. Two literals compared are a double or an i64."""
         if s.opdef.category is not Category.SCALAR:
-            return tiles["a"].dtype.compute_type
+            return tiles.get("a", tiles["dst"]).dtype.compute_type    # (a generator: dst's)
         ops = s.named_operands()
         if s.opdef.is_compare:
             for v in (ops["a"], ops["b"]):

@@ -60,7 +60,7 @@ def op_function(module: PTOModule, op: OpDef, literal: bool, suffix: str = "") -
     scalar_dtype = I32 if op.category is Category.SCALAR or op.int_only else F32
     need_local_in = False
     for o in op.operands:
-        if o.role in ("tile", "tile_out"):
+        if o.is_tile:
             t = tile_type(op, o.name)
             b.tile(f"t_{o.name}", t.rows, t.cols, t.dtype)
             operands.append(f"t_{o.name}")

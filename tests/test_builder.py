@@ -32,7 +32,7 @@ def build_one(op_name: str):
     b = PTOFunctionBuilder("f").in_core()
     args = []
     for spec in op.operands:
-        if spec.role in ("tile_out", "tile"):
+        if spec.is_tile:
             # a conversion changes the type: give its destination another one
             dt = F16 if op.category is Category.CONVERT and spec.name == "dst" else F32
             dt = I32 if op.int_only else dt

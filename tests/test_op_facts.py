@@ -28,12 +28,29 @@ def test_every_row_states_its_facts(name):
     assert op.isa in (None, op.name)
     if op.isa:
         assert op.is_tile_op and op.expr is not None
+    # a read-write dst is the first operand, and its expression reads it (or it is not read)
+    assert op.read_write == ("dst" in (op.expr.vars() if op.expr is not None else ()))
+    assert not op.read_write or op.operands[0].role == "tile_inout"
+
+
+def test_a_read_write_dst_is_written_and_read():
+    taxpy = OPS["TAXPY"]
+    assert [o.name for o in taxpy.outputs] == ["dst"] and [o.name for o in taxpy.inputs] == ["a", "s"]
+    assert [o.name for o in taxpy.reads] == ["dst", "a", "s"]
+    assert {n for n, op in OPS.items() if op.read_write} == {
+        "TAXPY", "TFUSEDMULADD", "TFUSEDMULADDRELU", "TMULADDDST"}
+    assert [o.name for o in OPS["TADD"].reads] == ["a", "b"]
+
+
+def test_a_generator_reads_no_tile():
+    assert {n for n, op in OPS.items() if op.is_generator} == {"TEXPANDS"}
 
 
 def test_the_facts_of_some_rows():
     float_only = {n for n, op in OPS.items() if op.float_only}
     assert float_only == {"TEXP", "TLOG", "TSQRT", "TRSQRT", "TRECIP", "TSILU", "TGELU",
-                          "TROWEXPANDEXPDIF", "TCOLEXPANDEXPDIF", "TSUBRELU", "TLRELU", "TPRELU"}
+                          "TROWEXPANDEXPDIF", "TCOLEXPANDEXPDIF", "TSUBRELU", "TLRELU", "TPRELU",
+                          "TAXPY", "TFUSEDMULADD", "TFUSEDMULADDRELU", "TMULADDDST"}
     assert OPS["TPRELU"].scratch_dtype is ElementType.U8
     assert OPS["TPRELU"].scratch_shape(16, 40) == (17, 64)
     assert {n for n, op in OPS.items() if op.int_only} == {
@@ -44,7 +61,7 @@ def test_the_facts_of_some_rows():
     assert all(OPS[n].divides for n in ("TFMOD", "TFMODS", "TREM", "TREMS"))
     assert not OPS["TMINS"].divides
     assert {n for n, op in OPS.items() if op.is_copy} == {"SLI", "SMOV", "TROWEXPAND", "TCOLEXPAND",
-                                                                    "TMOV"}
+                                                                    "TMOV", "TEXPANDS"}
     assert OPS["SDIV"].divides and OPS["SMOD"].divides and not OPS["SMUL"].divides
     assert OPS["TADD"].single_kind == "add" and OPS["TRELU"].single_kind is None
     assert COMPARES["le"].symbol == "<=" and COMPARES["le"].fn(2, 2)

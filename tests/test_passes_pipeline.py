@@ -72,3 +72,23 @@ def test_capacity_check_names_function_and_largest_tile():
     msg = str(e.value)
     assert "'big'" in msg and "32768" in msg and "UB" in msg and "64x64xf32" in msg
     run_pipeline(m, CompileOptions(opt_level=2), capacity=("UB", 32 * 1024))
+
+
+def test_a_read_write_dst_keeps_the_value_it_reads_through_every_pass():
+    """TAXPY reads dst: the load into it is not dead, and its buffer is not shared with a
+    tile that lives while it waits (dce, buffer_reuse); -O2 computes what -O0 does."""
+    import numpy as np
+    from pto_core.reference import run_module
+    m = PTOModule("rw")
+    (PTOFunctionBuilder("k", module=m).in_core().memref("x", M.GLOBAL, E.F32)
+     .memref("y", M.GLOBAL, E.F32).tile("a", 4, 8, E.F32).tile("t", 4, 8, E.F32)
+     .tile("d", 4, 8, E.F32).load("d", "y").load("a", "x").exp("t", "a")
+     .axpy("d", "t", 2.0).muladddst("d", "a", "a").store("y", "d").build())
+    x = np.linspace(-1, 1, 32, dtype=np.float32).reshape(4, 8)
+    y = np.arange(32, dtype=np.float32).reshape(4, 8)
+    want = run_module(m, {"x": x, "y": y.copy()})["y"]
+    opt = run_pipeline(m, CompileOptions(opt_level=2))
+    ops = [s.op for s in walk(opt.functions["k"].body) if isinstance(s, Instr)]
+    assert ops.count("TLOAD") == 2 and "TAXPY" in ops
+    np.testing.assert_array_equal(run_module(opt, {"x": x, "y": y.copy()})["y"], want)
+    np.testing.assert_array_equal(want, (np.exp(x) * 2 + y) + x * x)

@@ -100,6 +100,7 @@ def test_every_table_op_has_a_numpy_expectation_here():
                | set(EXPECT_BITWISE) | {f"{n}S" for n in EXPECT_BITWISE} | {"TNOT"}
                | {"TSHL", "TSHLS", "TSHR", "TSHRS"}     # tests/test_tile_shifts.py
                | {"TADDC", "TSUBC", "TADDSC", "TSUBSC", "TPOW", "TPOWS"}
+               | set(READ_WRITE) | {"TEXPANDS"}
                | {f"T{d}EXPAND{k}" for d in ("ROW", "COL") for k in EXPECT_EXPAND}
                | set(ARG) | {"TMOV", "TROWEXPAND", "TCOLEXPAND", "TLOAD", "TSTORE", "TMATMUL", "TMATMUL_ACC", "TTRANS", "TCVT"})
     tile_ops = {n for n, d in OPS.items() if d.category is not Category.SCALAR}
@@ -235,6 +236,64 @@ def test_activations_pick_the_product_for_nan_and_negative_zero():
         assert np.signbit(got[0, :4]).tolist() == [False, True, True, False]
     np.testing.assert_array_equal(subrelu[0], np.float32([1.5, 0, 0, 0, np.nan, 0, np.inf, 0]))
     assert not np.signbit(subrelu[0, [1, 2, 3, 5, 7]]).any()
+
+
+#: the ops with a read-write dst (d: its old value), computed as numpy would step by step:
+#: the product rounded to f32, then the sum
+READ_WRITE = {"TAXPY": lambda d, a, b, s: a * s + d,
+              "TFUSEDMULADD": lambda d, a, b, s: a * d + b,
+              "TFUSEDMULADDRELU": lambda d, a, b, s: np.maximum(a * d + b, np.float32(0)),
+              "TMULADDDST": lambda d, a, b, s: a * b + d}
+
+
+def read_write_kernel(op: str, dtype=F32) -> PTOModule:
+    """dst loaded from ``out``, the op applied (b or the scalar ``s``), dst stored back."""
+    m = PTOModule("t")
+    f = (PTOFunctionBuilder("k", module=m).in_core().memref("a", GM, dtype)
+         .memref("b", GM, dtype).memref("out", GM, dtype).scalar("s", F32, param=True)
+         .tile("ta", R, C, dtype).tile("tb", R, C, dtype).tile("td", R, C, dtype)
+         .load("ta", "a").load("tb", "b").load("td", "out"))
+    last = "s" if OPS[op].category is Category.TILE_SCALAR else "tb"
+    getattr(f, OPS[op].method)("td", "ta", last).store("out", "td").build()
+    return m
+
+
+@pytest.mark.parametrize("op", sorted(READ_WRITE))
+def test_read_write_ops_read_dst_before_writing_it(op):
+    a, b, d = rng_tile(21), rng_tile(22), rng_tile(23)
+    a[0, :4], b[0, :4], d[0, :4] = [np.inf, np.nan, 1e30, -2], [1, 1, -np.inf, 0], [0, 1, 1e30, -0.0]
+    s = np.float32(0.75)
+    out = run_module(read_write_kernel(op), {"a": a, "b": b, "out": d.copy()}, {"s": 0.75})["out"]
+    with np.errstate(invalid="ignore", over="ignore"):
+        want = READ_WRITE[op](d, a, b, s)
+    np.testing.assert_array_equal(out, want)
+    np.testing.assert_array_equal(np.signbit(out), np.signbit(want))
+
+
+def test_read_write_ops_round_the_product_before_the_sum():
+    """1 + 2^-12 squared is 1 + 2^-11 + 2^-24: the product rounds to 1 + 2^-11 (ties to
+    even), so a * b + (-1 - 2^-11) is 0, where one fused rounding would keep 2^-24."""
+    x = np.float32(1 + 2.0 ** -12)
+    a = np.full((R, C), x, np.float32)
+    d = np.full((R, C), -(1 + 2.0 ** -11), np.float32)
+    out = run_module(read_write_kernel("TMULADDDST"), {"a": a, "b": a, "out": d}, {"s": 0.0})
+    assert (out["out"] == 0).all()
+
+
+def test_expands_fills_the_tile_with_the_scalar_in_dst_type():
+    m = PTOModule("t")
+    (PTOFunctionBuilder("k", module=m).in_core().memref("o1", GM, F16).memref("o2", GM, I32)
+     .scalar("s", F32, param=True).tile("t1", R, C, F16).tile("t2", R, C, I32)
+     .expands("t1", "s").expands("t2", -7).store("o1", "t1").store("o2", "t2").build())
+    out = run_module(m, {"o1": np.zeros((R, C), np.float16), "o2": np.zeros((R, C), np.int32)},
+                     {"s": 65520.0})                     # rounds to inf in f16
+    assert np.isinf(out["o1"]).all() and (out["o2"] == -7).all()
+
+
+def test_read_write_ops_refuse_integer_tiles_naming_function_and_instruction():
+    for op in READ_WRITE:
+        with pytest.raises(PTOError, match=rf"function 'k'.*{op}.*needs a float tile, got i32"):
+            read_write_kernel(op, I32)
 
 
 def test_activations_refuse_integer_tiles_naming_function_and_instruction():

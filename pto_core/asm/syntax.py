@@ -3,7 +3,8 @@
 Printer and parser both ask this module how an op is written, so a new row of
 :data:`pto_core.ir.ops.OPS` needs no change here. The rules, by operand role:
 
-* ``tile_out``/``scalar_out`` operands are written before ``=``;
+* ``tile_out``/``scalar_out`` operands, and a read-write ``tile_inout`` dst, are written before
+  ``=`` (``%d = taxpy %x, %s`` reads and writes ``%d``);
 * the remaining operands follow the lower-case mnemonic in table order, except that a ``memref``
   operand goes last and carries the op's ``index`` operands in brackets (``%m[%i, 0]``);
 * attributes follow as ``key=value``;
@@ -50,7 +51,7 @@ def layout(op: OpDef) -> Layout:
 
 def _make_layout(op: OpDef) -> Layout:
     roles = [o.role for o in op.operands]
-    outputs = tuple(i for i, r in enumerate(roles) if r.endswith("_out"))
+    outputs = tuple(i for i, o in enumerate(op.operands) if o.is_output)
     memrefs = [i for i, r in enumerate(roles) if r == "memref"]
     indexes = tuple(i for i, r in enumerate(roles) if r == "index")
     # index operands address the (single) memref; without one they are plain operands
@@ -58,7 +59,7 @@ def _make_layout(op: OpDef) -> Layout:
     plain = tuple(i for i, r in enumerate(roles)
                   if i not in outputs and i not in brackets and r != "memref")
     written = tuple(i for i, o in enumerate(op.operands)
-                    if o.role.endswith("_out") or (o.role == "memref" and o.name == "dst"))
+                    if o.is_output or (o.role == "memref" and o.name == "dst"))
     return Layout(outputs, plain + tuple(memrefs), memrefs[-1] if memrefs else None,
                   brackets, written)
 

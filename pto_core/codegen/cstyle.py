@@ -740,7 +740,7 @@ class CStyleRenderer:
         dt = fn.type_of(dst).dtype
         ct = self.compute_type(dt)
         env = {}
-        for spec in s.opdef.inputs:
+        for spec in s.opdef.reads:
             if spec.role == "scalar":
                 v = s.operand(spec.name)
                 env[spec.name] = (f"({ct})({v})" if isinstance(v, str)
@@ -858,7 +858,7 @@ class CStyleRenderer:
             val = live.get(src) or self.vec_load(dt, f"&{src}[_pto_r][_pto_c]")
             out(self.vec_store(dt, f"{ptrs[id(s)][0]} + _pto_c", val) + ";")
             return
-        env = {spec.name: operand(spec.name) for spec in s.opdef.inputs}
+        env = {spec.name: operand(spec.name) for spec in s.opdef.reads}
         if cat in (Category.ROW_EXPAND, Category.COL_EXPAND) and "a" not in env:
             env["a"] = env["b"]
         dst = s.operands[0]

@@ -10,6 +10,8 @@ Operand roles (``Operand.role``):
 
 =============  =============================================================================
 ``tile_out``   a tile written by the op
+``tile_inout`` a tile read and then written by the op (TAXPY's accumulator ``dst``); its
+               expression names the old value ``dst``
 ``tile``       a tile read by the op
 ``memref``     a global tensor (TLOAD source, TSTORE destination)
 ``index``      an integer tile offset: an int literal, a loop variable or an integer scalar
@@ -149,6 +151,7 @@ maximum, minimum, bit_and, bit_or, bit_xor, shift_left, shift_right, fmod, rem, 
     _b(k) for k in ("max", "min", "and", "or", "xor", "shl", "shr", "fmod", "rem", "pow"))
 A, B, S = Expr("var", value="a"), Expr("var", value="b"), Expr("var", value="s")
 C = Expr("var", value="c")        # a third input tile (TADDC, TSUBC)
+D = Expr("var", value="dst")      # the old value of a read-write dst (TAXPY, TMULADDDST)
 
 
 def select(p, x, y) -> Expr:
@@ -170,7 +173,16 @@ class Operand:
 
     @property
     def is_output(self) -> bool:
-        return self.role in ("tile_out", "scalar_out")
+        return self.role in ("tile_out", "tile_inout", "scalar_out")
+
+    @property
+    def is_read(self) -> bool:
+        """Does the op read this operand (an input, or a read-write dst)?"""
+        return self.role not in ("tile_out", "scalar_out")
+
+    @property
+    def is_tile(self) -> bool:
+        return self.role in ("tile", "tile_out", "tile_inout")
 
 
 class Category(enum.Enum):
@@ -269,6 +281,22 @@ class OpDef:
     @property
     def outputs(self) -> tuple[Operand, ...]:
         return tuple(o for o in self.operands if o.is_output)
+
+    @property
+    def reads(self) -> tuple[Operand, ...]:
+        """The operands whose values the op reads: its inputs and a read-write dst (first)."""
+        return tuple(o for o in self.operands if o.is_read)
+
+    @property
+    def is_generator(self) -> bool:
+        """Does the op make its tile from scalars alone, reading no tile (TEXPANDS)?"""
+        return self.is_tile_op and not self.is_memory_op and not any(
+            o.is_tile for o in self.reads)
+
+    @property
+    def read_write(self) -> bool:
+        """Is dst also an input (TAXPY: dst = s * a + dst)?"""
+        return any(o.role == "tile_inout" for o in self.operands)
 
     @property
     def inputs(self) -> tuple[Operand, ...]:
@@ -376,6 +404,19 @@ for _n, _m, _x, _o in [("TADDC", "addc", A + B + C, "dst:tile_out a:tile b:tile 
     _def(_n, _m, Category.ELEMENTWISE if "c:" in _o else Category.TILE_SCALAR, _o, expr=_x,
          isa=True, doc="computed left to right, each operation rounded")
 
+# fused forms with a read-write dst (docs/isa/TAXPY.md, TFUSEDMULADD.md, TFUSEDMULADDRELU.md,
+# TMULADDDST.md): dst is read before it is written; the product is rounded, then the sum
+_FUSED_DOC = "the product rounded to the compute type, then the sum: no fused multiply-add"
+_def("TAXPY", "axpy", Category.TILE_SCALAR, "dst:tile_inout a:tile s:scalar", expr=A * S + D,
+     isa=True, type_class="float", doc="dst = a * s + dst; " + _FUSED_DOC)
+_def("TFUSEDMULADD", "fusedmuladd", Category.ELEMENTWISE, "dst:tile_inout a:tile b:tile",
+     expr=A * D + B, isa=True, type_class="float", doc="dst = a * dst + b; " + _FUSED_DOC)
+_def("TFUSEDMULADDRELU", "fusedmuladdrelu", Category.ELEMENTWISE,
+     "dst:tile_inout a:tile b:tile", expr=maximum(A * D + B, 0.0), isa=True, type_class="float",
+     doc="dst = max(a * dst + b, +0) (NaN stays NaN); " + _FUSED_DOC)
+_def("TMULADDDST", "muladddst", Category.ELEMENTWISE, "dst:tile_inout a:tile b:tile",
+     expr=A * B + D, isa=True, type_class="float", doc="dst = a * b + dst; " + _FUSED_DOC)
+
 # powers (docs/isa/TPOW.md, TPOWS.md): both take a scratch tile shaped like dst
 _POW_DOC = ("a ** b: floats computed in double precision and rounded once (C's pow: 0 ** -1 "
             "is inf, a negative base with a non-integer exponent NaN); integers exactly, "
@@ -469,6 +510,10 @@ _def("TCVT", "cvt", Category.CONVERT, "dst:tile_out a:tile",
 _def("TMOV", "mov", Category.ELEMENTWISE, "dst:tile_out a:tile", expr=A, isa=True,
      doc="dst = a, element for element (a vector tile copy)")
 
+# generators: a tile made from scalars alone, no tile read (docs/isa/TEXPANDS.md)
+_def("TEXPANDS", "expands", Category.TILE_SCALAR, "dst:tile_out s:scalar", expr=S, isa=True,
+     doc="dst[r, c] = s (the scalar converted to dst's element type)")
+
 # scalar
 _def("SADD", "scalar_add", Category.SCALAR, "dst:scalar_out a:scalar b:scalar", expr=A + B)
 _def("SSUB", "scalar_sub", Category.SCALAR, "dst:scalar_out a:scalar b:scalar", expr=A - B)
@@ -537,6 +582,7 @@ def check_tile_rule(op: OpDef, tiles: dict[str, TileType]) -> None:
             raise RuleError(f"dtype mismatch: {what} ({x.dtype.value} vs {y.dtype.value})")
 
     if cat in (Category.ELEMENTWISE, Category.TILE_SCALAR):
+        a = a or d                          # a generator (TEXPANDS) reads no tile
         same(d, a, "dst and a")
         if b is not None:
             same(a, b, "a and b")

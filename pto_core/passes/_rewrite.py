@@ -72,7 +72,7 @@ def stmt_reads(s: Stmt) -> list[str]:
     out: list[str] = []
     if isinstance(s, Instr):
         for spec, v in zip(s.opdef.operands, s.operands):
-            if not spec.is_output and isinstance(v, str):
+            if spec.is_read and isinstance(v, str):
                 out.append(v)
     elif isinstance(s, Call):
         for a in s.args:

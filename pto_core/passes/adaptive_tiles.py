@@ -95,7 +95,8 @@ def _classes(fn: Function):
                 uf.union(T(tile, ax), ("mem", mem, ax))
                 offsets.setdefault((mem, ax), set()).add(o[key])
         elif cat in (Category.ELEMENTWISE, Category.TILE_SCALAR, Category.CONVERT):
-            tie(o["dst"], o["a"])
+            if "a" in o:                    # (a generator reads no tile)
+                tie(o["dst"], o["a"])
             if "b" in o:
                 tie(o["a"], o["b"])
         elif cat is Category.ROW_REDUCE:

@@ -55,7 +55,10 @@ def _tile_refs(s: Stmt, tiles: dict) -> tuple[list[str], list[str]]:
     reads, writes = [], []
     for spec, v in zip(s.opdef.operands, s.operands):
         if isinstance(v, str) and v in tiles:
-            (writes if spec.is_output else reads).append(v)
+            if spec.is_output:
+                writes.append(v)
+            if spec.is_read:                # a read-write dst is both
+                reads.append(v)
     return reads, writes
 
 

@@ -580,11 +580,14 @@ class _Reader:
         if not op.is_memory_op:
             for k, spec in enumerate(op.operands):
                 v = values[k]
-                if spec.role not in ("tile", "tile_out") or not isinstance(
+                if not spec.is_tile or not isinstance(
                         fn.types.get(v), MemRefType):
                     continue
                 values[k] = self.implicit_tile(v, dtok)
-                (stores if spec.role == "tile_out" else loads).append(v)
+                if spec.is_output:
+                    stores.append(v)
+                if spec.is_read:            # a read-write dst is both
+                    loads.append(v)
         for v in dict.fromkeys(loads):
             self.emit(Instr("TLOAD", (implicit_tile(v), v, 0, 0)), dtok)
         self.emit(Instr(op.name, tuple(values), attrs), dtok)

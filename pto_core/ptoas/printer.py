@@ -200,8 +200,11 @@ def _group(body: tuple[Stmt, ...], k: int, folded: dict[str, str], used: set[int
     ops = list(s.operands)
     for i, spec in enumerate(s.opdef.operands):
         v = ops[i]
-        if spec.role in ("tile", "tile_out") and isinstance(v, str) and v in folded:
-            (stores if spec.role == "tile_out" else loads).append(v)
+        if spec.is_tile and isinstance(v, str) and v in folded:
+            if spec.is_output:
+                stores.append(v)
+            if spec.is_read:                # a read-write dst is both
+                loads.append(v)
             ops[i] = folded[v]
     if not loads and not stores:
         return None
@@ -278,4 +281,4 @@ def _scan(body: tuple[Stmt, ...], folded: dict[str, str], stray: set[str],
 
 def _tile_operands(s: Instr) -> list[str]:
     return [v for spec, v in zip(s.opdef.operands, s.operands)
-            if spec.role in ("tile", "tile_out") and isinstance(v, str)]
+            if spec.is_tile and isinstance(v, str)]

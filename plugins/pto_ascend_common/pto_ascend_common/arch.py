@@ -66,13 +66,22 @@ class AscendArch:
         return self.capacities["UB"]
 
 
+#: instructions whose element types are the same on every generation ("Implementation checks"
+#: of their docs/isa pages)
+_EVERY_GENERATION: dict[str, tuple[ElementType, ...]] = {
+    # TAXPY.md, TFUSEDMULADD.md, TFUSEDMULADDRELU.md, TMULADDDST.md: half and float
+    **{op: (E.F32, E.F16) for op in ("TAXPY", "TFUSEDMULADD", "TFUSEDMULADDRELU", "TMULADDDST")},
+}
+
+
 A2A3 = AscendArch(
     name="ascend_a2a3", macro="PTO_NPU_ARCH_A2A3", cce_arch="dav-c220",
     chips="Ascend 910B / 910C (A2/A3)",
     capacities={"UB": 192 * KB, "L1": 512 * KB, "L0A": 64 * KB, "L0B": 64 * KB, "L0C": 128 * KB},
     matmul_inputs={E.F32: (E.F32,), E.F16: (E.F32,), E.BF16: (E.F32,), E.I8: (E.I32,)},
     acc_to_vec=False, left_col_major=False, row_reduce_scratch_full=True,
-    isa_types={"TREM": (E.F32, E.I32), "TREMS": (E.F32, E.I32), "TFMODS": (E.F32,),
+    isa_types={**_EVERY_GENERATION,
+               "TREM": (E.F32, E.I32), "TREMS": (E.F32, E.I32), "TFMODS": (E.F32,),
                "TMINS": (E.F32, E.F16, E.I32, E.I16), "TADDSC": (E.F32, E.F16, E.I32, E.I16),
                "TSUBSC": (E.F32, E.F16, E.I32, E.I16), "TSUBRELU": (E.F32, E.F16),
                "TLRELU": (E.F32, E.F16), "TPRELU": (E.F32, E.F16),
@@ -88,7 +97,8 @@ A5 = AscendArch(
     capacities={"UB": 256 * KB, "L1": 512 * KB, "L0A": 64 * KB, "L0B": 64 * KB, "L0C": 256 * KB},
     matmul_inputs={E.F32: (E.F32,), E.F16: (E.F32,), E.BF16: (E.F32,)},
     acc_to_vec=True, left_col_major=True, row_reduce_scratch_full=False,
-    isa_types={"TREM": (E.F32, E.F16, E.I32, E.I16), "TREMS": (E.F32, E.F16, E.I32, E.I16),
+    isa_types={**_EVERY_GENERATION,
+               "TREM": (E.F32, E.F16, E.I32, E.I16), "TREMS": (E.F32, E.F16, E.I32, E.I16),
                "TFMODS": (E.F32, E.F16, E.I32, E.I16), "TADDSC": (E.F32, E.F16, E.I32, E.I16),
                "TSUBSC": (E.F32, E.F16, E.I32, E.I16), "TSUBRELU": (E.F32, E.F16),
                "TLRELU": (E.F32, E.F16), "TPRELU": (E.F32, E.F16),

@@ -398,7 +398,7 @@ class _KernelRenderer(CStyleRenderer):
             if cat is Category.MATMUL:
                 continue
             tiles = [v for v, spec in zip(s.operands, s.opdef.operands)
-                     if spec.role in ("tile", "tile_out")]
+                     if spec.is_tile]
             for t in tiles:
                 if cat in (Category.LOAD, Category.STORE) and t in cube_only:
                     continue
@@ -621,7 +621,7 @@ class _KernelRenderer(CStyleRenderer):
         # vector instructions from here on: the vector unit computes in its own types only
         types = self.arch.vector_types
         for v, spec in zip(s.operands, s.opdef.operands):
-            if spec.role in ("tile", "tile_out") and fn.type_of(v).dtype not in types:
+            if spec.is_tile and fn.type_of(v).dtype not in types:
                 raise self._err(fn, s, f"the vector unit has no {fn.type_of(v).dtype.value} "
                                         f"arithmetic (it computes in "
                                         f"{', '.join(t.value for t in types)})")
@@ -663,7 +663,7 @@ class _KernelRenderer(CStyleRenderer):
             return [_Step(f"TCVT({d}, {a}, RoundMode::CAST_RINT);", "V", (a,), (d,))]
         ct = self.ctype(tt.dtype)
         if s.opdef.isa:
-            steps, args, reads = [], [d], []
+            steps, args, reads = [], [d], [d] if s.opdef.read_write else []
             for spec in s.opdef.inputs:
                 v = ops[spec.name]
                 if spec.role == "scalar":

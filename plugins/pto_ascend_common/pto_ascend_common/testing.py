@@ -61,7 +61,8 @@ def op_check_module(arch: AscendArch, dtype, seed: int = 0):
     """The one-instruction kernels of every tile op on ``dtype`` tiles (24 x 40; matmul
     32 x 48 x 64; TCVT to f16, or f32 from other types) that ``arch`` generates, in one module
     (:mod:`pto_core.opcheck`), and seeded inputs: standard normal values, uniform in
-    [0.25, 2) for log/sqrt/rsqrt, zeros for outputs. Returns (kernels, refused kernels with
+    [0.25, 2) for log/sqrt/rsqrt, zeros for outputs that are not also read (TMATMUL_ACC's
+    accumulator, a read-write dst). Returns (kernels, refused kernels with
     the backend's reasons, module, inputs)."""
     from pto_core.ir import ElementType as E
     from pto_core.opcheck import backend_support, build_op_module, op_kernels
@@ -75,9 +76,10 @@ def op_check_module(arch: AscendArch, dtype, seed: int = 0):
     shapes = derive_shapes(module, {})
     rng = np.random.default_rng(seed)
     inputs = {}
+    read = {k.tensor(p) for k in kernels for p, *_ in k.inputs}
     for name, t in fn.memrefs.items():
         dt = numpy_dtype(t.dtype)
-        if name.endswith("_o") and name != "matmul_acc_o":    # (matmul_acc loads its acc there)
+        if name not in read:
             inputs[name] = np.zeros(shapes[name], dt)
             continue
         x = rng.uniform(0.25, 2.0, shapes[name]) if name.split("_")[0] in POSITIVE_OPS \

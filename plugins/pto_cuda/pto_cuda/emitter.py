@@ -128,7 +128,8 @@ class CudaRenderer(CStyleRenderer):
     UNARY_F32 = {**CStyleRenderer.UNARY_F32, "abs": "pto::abs_({0})", "exp": "pto::exp_({0})",
                  "log": "pto::log_({0})", "sqrt": "pto::sqrt_({0})", "recip": "pto::recip_({0})",
                  "tanh": "pto::tanh_({0})"}
-    BINARY_F32 = {**CStyleRenderer.BINARY_F32, "max": "pto::max_({0}, {1})",
+    BINARY_F32 = {**CStyleRenderer.BINARY_F32, "mul": "pto::mul_({0}, {1})",
+                  "max": "pto::max_({0}, {1})",
                   "min": "pto::min_({0}, {1})", "fmod": "pto::fmod_({0}, {1})",
                   "rem": "pto::rem_({0}, {1})", "pow": "pto::pow_({0}, {1})"}
     UNARY_F64 = UNARY_F32
@@ -377,7 +378,7 @@ class CudaRenderer(CStyleRenderer):
         """The expression of each input of element-wise op ``s`` in compute type ``ct``: a
         scalar cast or literal, a tile operand as ``tile(name, value)`` gives it."""
         env = {}
-        for spec in s.opdef.inputs:
+        for spec in s.opdef.reads:
             v = s.operand(spec.name)
             if spec.role == "scalar":
                 env[spec.name] = f"({ct})({v})" if isinstance(v, str) else self.literal(v, ct)

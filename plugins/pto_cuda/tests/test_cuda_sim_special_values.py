@@ -28,10 +28,12 @@ def test_simulated_kernels_match_the_reference_on_special_values(tmp_path, dt):
 
 #: kernels of the matrix whose numeric templates the simulator alone would not vet for the
 #: GPU: integer conversions, integer division, a sum from -0, NaN-propagating max, the
-#: remainders (float and integer), the selects of the activations, three-operand sums, powers
+#: remainders (float and integer), the selects of the activations, three-operand sums, powers,
+#: the read-write fused forms (their products must not fuse into an FMA: pto::mul_)
 NVCC_KERNELS = {ElementType.I32: ("k_cvt_i8", "k_cvt_u8", "k_div", "k_rem", "k_fmods", "k_pow"),
                 ElementType.F32: ("k_rowsum", "k_cvt_i64", "k_max", "k_rem", "k_fmods",
-                                  "k_prelu", "k_lrelu", "k_addsc", "k_addc", "k_pows"),
+                                  "k_prelu", "k_lrelu", "k_addsc", "k_addc", "k_pows",
+                                  "k_axpy", "k_muladddst", "k_expands"),
                 ElementType.F64: ("k_rem", "k_fmod")}
 
 

@@ -99,6 +99,14 @@ __device__ __forceinline__ float  abs_(float x)  { return fabsf(x); }
 __device__ __forceinline__ double abs_(double x) { return fabs(x); }
 __device__ __forceinline__ int32_t abs_(int32_t x) { return x < 0 ? -x : x; }
 __device__ __forceinline__ int64_t abs_(int64_t x) { return x < 0 ? -x : x; }
+/* a product that nvcc never contracts with a following add into an FMA: every op rounds, as in
+ * the reference (TMULADDDST's a * b + dst is two roundings) */
+#ifdef PTO_CUDA_SIM
+template <class T> __device__ __forceinline__ T mul_(T a, T b) { return a * b; }
+#else
+__device__ __forceinline__ float  mul_(float a, float b)   { return __fmul_rn(a, b); }
+__device__ __forceinline__ double mul_(double a, double b) { return __dmul_rn(a, b); }
+#endif
 __device__ __forceinline__ float  recip_(float x)  { return 1.0f / x; }
 __device__ __forceinline__ double recip_(double x) { return 1.0 / x; }
 /* max/min propagate NaN like numpy.maximum/minimum */

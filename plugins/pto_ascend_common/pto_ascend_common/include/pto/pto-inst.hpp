@@ -680,6 +680,36 @@ PTO_SIM_BINARY(TFMOD, detail::fmodv(a, b))
 PTO_SIM_BINARY(TSUBRELU, detail::fmaxv(decltype(a)(a - b), decltype(a)(0)))
 #undef PTO_SIM_BINARY
 
+// fused forms with a read-write dst (docs/isa/TFUSEDMULADD.md, TFUSEDMULADDRELU.md,
+// TMULADDDST.md; TAXPY below): dst's old value d is read before it is written; the product
+// is rounded before the sum (no fused multiply-add)
+#define PTO_SIM_READ_WRITE(NAME, EXPR)                                                          \
+    template <typename D, typename S0, typename S1, typename... WaitEvents,                     \
+              std::enable_if_t<is_tile<S1>::value, int> = 0>                                    \
+    inline RecordEvent NAME(D& dst, S0& src0, S1& src1, WaitEvents&...) {                       \
+        PTO_SIM_ROW_MAJOR(NAME, D, S0, S1);                                                     \
+        detail::map(#NAME, [](unsigned r, unsigned c, D& d_, S0& a_, S1& b_) {                   \
+            auto d = detail::val(d_, r, c); auto a = detail::val(a_, r, c);                     \
+            auto b = detail::val(b_, r, c); return EXPR; }, dst, dst, src0, src1);              \
+        return {};                                                                              \
+    }
+PTO_SIM_READ_WRITE(TFUSEDMULADD, decltype(a)(decltype(a)(a * d) + b))
+PTO_SIM_READ_WRITE(TFUSEDMULADDRELU,
+                   detail::fmaxv(decltype(a)(decltype(a)(a * d) + b), decltype(a)(0)))
+PTO_SIM_READ_WRITE(TMULADDDST, decltype(a)(decltype(a)(a * b) + d))
+#undef PTO_SIM_READ_WRITE
+template <typename D, typename S, typename... WaitEvents>
+inline RecordEvent TAXPY(D& dst, S& src0, typename S::DType scalar, WaitEvents&...) {
+    PTO_SIM_ROW_MAJOR(TAXPY, D, S);
+    static_assert(std::is_same_v<typename D::DType, typename S::DType>,
+                  "TAXPY: PTO emits the same-type form (dst and src0 of one type)");
+    const auto s = pto_sim::calc_t<typename S::DType>(scalar);
+    detail::map("TAXPY", [s](unsigned r, unsigned c, D& d_, S& a_) {
+        auto a = detail::val(a_, r, c);
+        return decltype(a)(decltype(a)(a * s) + detail::val(d_, r, c)); }, dst, dst, src0);
+    return {};
+}
+
 // TPOW and TPOWS take a scratch tile (docs/isa/TPOW.md, TPOWS.md); the CPU check needs none.
 template <typename D, typename S0, typename S1, typename T, typename... WaitEvents,
           std::enable_if_t<is_tile<S1>::value, int> = 0>
