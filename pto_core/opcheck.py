@@ -99,7 +99,9 @@ class OpKernel:
 
     @property
     def in_dtype(self) -> ElementType:
-        return self.inputs[-1][3] if self.inputs else self.out_dtype    # (a generator's)
+        """The type of the data inputs (the last one's; a gather's i32 indices aside; a
+        generator's: its output's)."""
+        return next((t for p, _, _, t in reversed(self.inputs) if p != "idx"), self.out_dtype)
 
 
 def _io(op: OpDef, dt: ElementType, R: int, C: int, M: int, K: int, N: int,
@@ -125,6 +127,16 @@ def _io(op: OpDef, dt: ElementType, R: int, C: int, M: int, K: int, N: int,
         return [("a", R, C, dt)], (C, R, dt)
     if cat is Category.CONVERT:
         return [("a", R, C, dt)], (R, C, to)
+    if op.layout == "window":            # a window touching a's last row (see window_offsets)
+        return [("a", R, C, dt)], (R // 2, C // 2, dt)
+    if op.layout == "concat":            # b narrower than a
+        return [("a", R, C, dt), ("b", R, C // 2 + 1, dt)], (R, C + C // 2 + 1, dt)
+    # reshape and gather: 32 columns, so that no tile has padded rows on a vector unit of
+    # 32-byte rows (the Ascend library reinterprets or indexes storage)
+    if op.layout == "reshape":
+        return [("a", R, 32, dt)], ((R // 2, 64) if R % 2 == 0 else (1, R * 32)) + (dt,)
+    if op.layout == "gather":
+        return [("a", R, 32, dt), ("idx", R, 32, E.I32)], (R, 32, dt)
     return [(o.name, R, C, dt) for o in op.operands if o.role in ("tile", "tile_inout")], (R, C, dt)
 
 
@@ -142,10 +154,30 @@ def _kernel_builder(k: OpKernel, module: PTOModule) -> PTOFunctionBuilder:
     b.tile("t_o", k.output[0], k.output[1], k.out_dtype)
     for p, *_ in k.inputs:
         b.load(k.tile(p), k.memref(p))
-    # the op's operands in its row's order (TADDSC: a, s, b)
-    args = ["s" if o.role == "scalar" else k.tile(o.name) for o in k.op.inputs]
+    # the op's operands in its row's order (TADDSC: a, s, b; TEXTRACT: a, row, col)
+    offsets = iter(window_offsets(k) if k.op.layout == "window" else ())
+    args = ["s" if o.role == "scalar" else next(offsets) if o.role == "index" else k.tile(o.name)
+            for o in k.op.inputs]
     getattr(b, k.op.method)("t_o", *args)
     return b.store("o", "t_o")
+
+
+def window_offsets(k: OpKernel) -> tuple[int, int]:
+    """TEXTRACT's offsets in a one-instruction kernel: the window ends on a's last row and
+    starts at a column off the vector lanes (3)."""
+    (_, rows, cols, _), = k.inputs[:1]
+    return rows - k.output[0], min(3, cols - k.output[1])
+
+
+def gather_indices(rows: int, cols: int, size: int) -> np.ndarray:
+    """A ``rows x cols`` i32 index tile into a source of ``size`` elements: every element of
+    the source, backwards and with a stride, and in the first row indices outside it (-1,
+    ``size``, the i32 extremes) that must give 0 and read nothing."""
+    n = rows * cols
+    idx = ((np.arange(n, dtype=np.int64) * 7 + 5) % size)[::-1].reshape(rows, cols)
+    bad = [-1, size, np.iinfo(np.int32).min, np.iinfo(np.int32).max, size + 1]
+    idx[0, :min(cols, len(bad))] = bad[:cols]
+    return idx.astype(np.int32)
 
 
 def op_kernels(dtype: ElementType, ops: Sequence[OpDef] = TILE_OPS, *,
@@ -367,6 +399,9 @@ def special_inputs(kernels: Sequence[OpKernel], dtype: ElementType) -> dict[str,
     for k in kernels:
         cat = k.op.category
         for p, r, c, pdt in k.inputs:
+            if p == "idx":
+                out[k.tensor(p)] = gather_indices(r, c, k.inputs[0][1] * k.inputs[0][2])
+                continue
             vp = v if pdt == dtype else v.astype(numpy_dtype(pdt))
             if p == "b" and dtype.is_int and _divides_by(k, "b"):
                 vp = vp[vp != 0]                # integer division by zero is an error
@@ -447,7 +482,7 @@ def is_exact(k: OpKernel) -> bool:
     for max/min reductions, moves (transpose, broadcast) and conversions; no for exp, log,
     tanh (polynomials), sums (the order of additions is the backend's) and matmul."""
     cat = k.op.category
-    if cat in (Category.TRANSPOSE, Category.CONVERT):
+    if cat in (Category.TRANSPOSE, Category.CONVERT, Category.LAYOUT):
         return True
     if cat in (Category.ROW_REDUCE, Category.COL_REDUCE):
         return k.op.reduce in ("max", "min")
@@ -534,12 +569,30 @@ def operands(k: OpKernel, inputs: Mapping[str, np.ndarray], r: int, c: int) -> d
         return out
     if cat is Category.TRANSPOSE:
         return {"a": scalar(tile("a")[c, r])}
+    if cat is Category.LAYOUT:
+        return _layout_operands(k, tile, r, c, scalar)
     out = {}
     for p, *_ in k.inputs:
         i, j = (r, 0) if cat is Category.ROW_EXPAND and p == "b" else \
             (0, c) if cat is Category.COL_EXPAND and p == "b" else (r, c)
         out[p] = scalar(tile(p)[i, j])
     return out
+
+
+def _layout_operands(k: OpKernel, tile, r: int, c: int, scalar) -> dict[str, object]:
+    """The source element behind ``(r, c)`` of a layout op's output, as ``a`` or ``b`` (a
+    gather's out-of-range index as ``idx``, whose result is 0)."""
+    a = tile("a")
+    lay, (_, cols, _) = k.op.layout, k.output
+    if lay == "window":
+        r0, c0 = window_offsets(k)
+        return {"a": scalar(a[r0 + r, c0 + c])}
+    if lay == "concat":
+        return {"a": scalar(a[r, c])} if c < a.shape[1] else {"b": scalar(tile("b")[r, c - a.shape[1]])}
+    flat = r * cols + c if lay == "reshape" else int(tile("idx")[r, c])
+    if not 0 <= flat < a.size:
+        return {"idx": flat}
+    return {"a": scalar(a[flat // a.shape[1], flat % a.shape[1]])}
 
 
 def describe(k: OpKernel, inputs: Mapping[str, np.ndarray], r: int, c: int) -> str:

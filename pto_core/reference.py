@@ -412,6 +412,23 @@ def _argreduce(kind: str, axis: int, a: np.ndarray, index: np.dtype) -> np.ndarr
               keepdims=True).astype(index)
 
 
+def _window(a: np.ndarray, row: int, col: int, rows: int, cols: int, where: tuple) -> np.ndarray:
+    """TEXTRACT: the ``rows`` x ``cols`` window of ``a`` at (row, col); an offset that puts
+    it outside ``a`` is an error (offsets held in scalars are only known now)."""
+    if not (0 <= row <= a.shape[0] - rows and 0 <= col <= a.shape[1] - cols):
+        raise PTOError(f"the window at ({row}, {col}) leaves the {a.shape[0]}x{a.shape[1]} "
+                       f"source", function=where[0], instruction=where[1])
+    return a[row:row + rows, col:col + cols].copy()
+
+
+def _gather(a: np.ndarray, idx: np.ndarray) -> np.ndarray:
+    """TGATHER: a's row-major elements at ``idx``; an index outside ``a`` gives 0."""
+    flat = a.reshape(-1)
+    ok = (idx >= 0) & (idx < flat.size)
+    out = flat[np.where(ok, idx, 0)]
+    return np.where(ok, out, np.zeros((), a.dtype)).astype(a.dtype)
+
+
 def _matmul(a: np.ndarray, b: np.ndarray, acc: np.ndarray | None, out: np.dtype) -> np.ndarray:
     if a.dtype == np.float32 or a.dtype == np.float64:
         r = np.matmul(a, b)
@@ -469,7 +486,7 @@ class _Translator:
             "_tpow": _tpow,
             "_sdiv": _sdiv, "_smod": _smod, "_sshl": _sshl, "_sshr": _sshr, "_int": _to_int,
             "_reduce": _reduce, "_matmul": _matmul, "_convert": _convert, "_tn": tuple.__new__,
-            "_argreduce": _argreduce,
+            "_argreduce": _argreduce, "_window": _window, "_gather": _gather,
             "_TC": TaskCall, "_RG": Region, "PTOError": PTOError, "_errloop": _loop_error,
             "_IM": Intermediate,
         }
@@ -669,6 +686,18 @@ class _Translator:
             return f"{out} = {_v(ops['a'])}.T.copy()"
         if cat is Category.CONVERT:
             return f"{out} = _convert({_v(ops['a'])}, _d_{dst.dtype.value})"
+        if cat is Category.LAYOUT:
+            a = _v(ops["a"])
+            if op.layout == "window":
+                r, c = self.index(ops["row"], 1), self.index(ops["col"], 1)
+                return (f"{out} = _window({a}, {r}, {c}, {dst.rows}, {dst.cols}, "
+                        f"{(fn.name, str(s))!r})")
+            if op.layout == "concat":
+                return f"{out} = _np.concatenate(({a}, {_v(ops['b'])}), axis=1)"
+            if op.layout == "reshape":
+                return f"{out} = {a}.reshape({dst.rows}, {dst.cols}).copy()"
+            if op.layout == "gather":
+                return f"{out} = _gather({a}, {_v(ops['idx'])})"
         raise PTOError(f"the reference interpreter cannot run {op.name}", function=fn.name,
                        instruction=str(s))
 

@@ -31,6 +31,11 @@ _SHAPES: dict[Category, dict[str, tuple[int, int]]] = {
     Category.TRANSPOSE: {"dst": (16, 8), "a": _T8},
     Category.CONVERT: {"dst": _T8, "a": _T8},
     Category.SCALAR: {},
+    # layout ops: by their map (OpDef.layout)
+    "window": {"dst": (4, 8), "a": _T8},
+    "concat": {"dst": (8, 32), "a": _T8, "b": _T8},
+    "reshape": {"dst": (16, 8), "a": _T8},
+    "gather": {"dst": _T8, "a": _T8, "idx": _T8},
 }
 
 #: an attribute value for each attribute name the table uses
@@ -38,13 +43,15 @@ ATTR_VALUES = {"cmp": CMP_OPS}
 
 
 def tile_type(op: OpDef, operand: str) -> TileType:
-    shapes = _SHAPES.get(op.category)
+    shapes = _SHAPES.get(op.layout or op.category)
     assert shapes is not None and operand in shapes or op.category is Category.SCALAR, \
         f"tests/asm_samples.py: give example shapes for {op.name} ({op.category}) operand {operand}"
     rows, cols = shapes[operand]
     dtype = F16 if (op.category is Category.CONVERT and operand == "dst") else F32
     if op.is_arg and operand == "dst":
         return TileType(rows, cols, op.index_type)
+    if operand == "idx":                       # a gather's indices
+        return TileType(rows, cols, I32)
     return TileType(rows, cols, I32 if op.int_only else dtype)
 
 

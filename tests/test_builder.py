@@ -23,6 +23,11 @@ SHAPES = {
     Category.CONVERT: dict(dst=(4, 8), a=(4, 8)),
     Category.LOAD: dict(dst=(4, 8)),
     Category.STORE: dict(src=(4, 8)),
+    # layout ops: by their map (OpDef.layout)
+    "window": dict(dst=(2, 4), a=(4, 8)),
+    "concat": dict(dst=(4, 12), a=(4, 8), b=(4, 4)),
+    "reshape": dict(dst=(8, 4), a=(4, 8)),
+    "gather": dict(dst=(4, 8), a=(4, 8), idx=(4, 8)),
 }
 
 
@@ -37,7 +42,8 @@ def build_one(op_name: str):
             dt = F16 if op.category is Category.CONVERT and spec.name == "dst" else F32
             dt = I32 if op.int_only else dt
             dt = op.index_type if op.is_arg and spec.name == "dst" else dt
-            b.tile(f"t_{spec.name}", *SHAPES[op.category][spec.name], dt)
+            dt = I32 if spec.name == "idx" else dt              # a gather's indices
+            b.tile(f"t_{spec.name}", *SHAPES[op.layout or op.category][spec.name], dt)
             args.append(f"t_{spec.name}")
         elif spec.role == "memref":
             b.memref("m", GM, F32)

@@ -8,7 +8,7 @@ from pto_core import PTOVerifyError
 from pto_core.builder import PTOFunctionBuilder
 from pto_core.codegen.cstyle import CStyleRenderer
 from pto_core.ir import Category, ElementType, MemorySpace
-from pto_core.ir.ops import COMPARES, KINDS, OPS, REDUCE_KINDS
+from pto_core.ir.ops import COMPARES, KINDS, LAYOUTS, OPS, REDUCE_KINDS
 from pto_core.reference import ARRAY_FORMS, INT_SCALAR_FORMS
 
 EXPRESSION_CATEGORIES = {Category.ELEMENTWISE, Category.TILE_SCALAR, Category.ROW_EXPAND,
@@ -27,7 +27,9 @@ def test_every_row_states_its_facts(name):
     assert op.is_compare == ("cmp" in op.attrs)
     assert op.isa in (None, op.name)
     if op.isa:
-        assert op.is_tile_op and op.expr is not None
+        assert op.is_tile_op and (op.expr is not None or op.layout is not None)
+    assert (op.category is Category.LAYOUT) == (op.layout is not None)
+    assert op.layout is None or op.layout in LAYOUTS
     # a read-write dst is the first operand, and its expression reads it (or it is not read)
     assert op.read_write == ("dst" in (op.expr.vars() if op.expr is not None else ()))
     assert not op.read_write or op.operands[0].role == "tile_inout"

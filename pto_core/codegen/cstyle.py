@@ -613,6 +613,8 @@ class CStyleRenderer:
                 self.render_transpose(out, fn, s)
             elif cat is Category.CONVERT:
                 self.render_convert(out, fn, s)
+            elif cat is Category.LAYOUT:
+                self.render_layout(out, fn, s)
             else:  # pragma: no cover - every category is handled above
                 raise PTOBackendError(f"no template for {s.op}", function=fn.name,
                                       instruction=str(s))
@@ -1136,6 +1138,59 @@ class CStyleRenderer:
             with out.block(f"for (int _pto_c = 0; _pto_c < {ta.cols}; _pto_c++)"):
                 out(f"{dst}[_pto_r][_pto_c] = "
                     f"{self.convert_expr(ta.dtype, td.dtype, f'{a}[_pto_r][_pto_c]')};")
+
+
+    # ---------------------------------------------------------------- layout ops
+    #: kernel status when a window's offsets, known only at run time, put it outside its source
+    WINDOW_STATUS = 3
+
+    def layout_checks(self, fn: Function, s: Instr) -> list[str]:
+        """The C statements that fail the task before layout op ``s`` would read outside its
+        source (TEXTRACT offsets held in scalars; literal offsets the verifier checked)."""
+        if s.opdef.layout != "window":
+            return []
+        ops = s.named_operands()
+        td, ta = fn.type_of(ops["dst"]), fn.type_of(ops["a"])
+        out = []
+        for v, room in ((ops["row"], ta.rows - td.rows), (ops["col"], ta.cols - td.cols)):
+            if isinstance(v, str):
+                err = self.scalar_error(fn, s, "the window leaves its source", self.WINDOW_STATUS,
+                                        v)
+                out.append(f"if ((int64_t)({v}) < 0 || (int64_t)({v}) > {room}) {err}")
+        return out
+
+    def layout_source(self, fn: Function, s: Instr, r: str, c: str) -> str:
+        """The C expression of the source element of ``dst[r][c]`` of layout op ``s`` (the
+        row's map in :data:`~pto_core.ir.ops.LAYOUTS`; tiles are ``[rows][cols]`` arrays).
+        A gather index outside its source reads nothing and gives 0."""
+        ops = s.named_operands()
+        a, td, ta = ops["a"], fn.type_of(ops["dst"]), fn.type_of(ops["a"])
+        lay = s.opdef.layout
+        if lay == "window":
+            return f"{a}[{self.index(ops['row'])} + {r}][{self.index(ops['col'])} + {c}]"
+        if lay == "concat":
+            return f"({c} < {ta.cols} ? {a}[{r}][{c}] : {ops['b']}[{r}][{c} - {ta.cols}])"
+        if lay == "reshape":
+            flat = f"({r} * {td.cols} + {c})"
+            return f"{a}[{flat} / {ta.cols}][{flat} % {ta.cols}]"
+        if lay == "gather":
+            x = f"{ops['idx']}[{r}][{c}]"
+            zero = self.from_compute(ta.dtype, self._cast(ta.dtype, "0"))
+            return (f"(({x}) >= 0 && ({x}) < {ta.rows * ta.cols} ? "
+                    f"{a}[({x}) / {ta.cols}][({x}) % {ta.cols}] : {zero})")
+        raise PTOBackendError(f"no C template for the {lay} layout", function=fn.name,
+                              instruction=str(s))
+
+    def render_layout(self, out: _Out, fn: Function, s: Instr) -> None:
+        """A layout op: one copy per element of dst, from the element its map names."""
+        td = fn.type_of(s.operands[0])
+        out.comment(str(s))
+        for check in self.layout_checks(fn, s):
+            out(check)
+        with out.block(f"for (int _pto_r = 0; _pto_r < {td.rows}; _pto_r++)"):
+            with out.block(f"for (int _pto_c = 0; _pto_c < {td.cols}; _pto_c++)"):
+                out(f"{s.operands[0]}[_pto_r][_pto_c] = "
+                    f"{self.layout_source(fn, s, '_pto_r', '_pto_c')};")
 
 
 def count_loop_nests(source: str) -> int:

@@ -197,6 +197,8 @@ class Category(enum.Enum):
     MATMUL = "matmul"
     TRANSPOSE = "transpose"
     CONVERT = "convert"
+    LAYOUT = "layout"                    # dst's elements are source elements, placed by the
+                                         # row's layout map (LAYOUTS): no arithmetic
     SCALAR = "scalar"
 
 
@@ -226,6 +228,8 @@ class OpDef:
                                    # (TPRELU's u8 mask)
     type_class: str = ""           # "float": defined on float tiles only, whatever its
                                    # expression (the activations); "" : as its kinds say
+    layout: str | None = None      # LAYOUT ops: the map (a key of LAYOUTS) that says which
+                                   # source element each element of dst is
 
     @property
     def kinds(self) -> frozenset[str]:
@@ -513,6 +517,20 @@ _def("TMOV", "mov", Category.ELEMENTWISE, "dst:tile_out a:tile", expr=A, isa=Tru
 # generators: a tile made from scalars alone, no tile read (docs/isa/TEXPANDS.md)
 _def("TEXPANDS", "expands", Category.TILE_SCALAR, "dst:tile_out s:scalar", expr=S, isa=True,
      doc="dst[r, c] = s (the scalar converted to dst's element type)")
+# layout ops (docs/isa/TEXTRACT.md, TCONCAT.md, TRESHAPE.md, TGATHER.md): each element of dst
+# is an element of a source (or 0), placed by the row's map in LAYOUTS
+_def("TEXTRACT", "extract", Category.LAYOUT, "dst:tile_out a:tile row:index col:index",
+     isa=True, layout="window",
+     doc="dst[i, j] = a[row + i, col + j]; the window must lie inside a (offsets count elements)")
+_def("TCONCAT", "concat", Category.LAYOUT, "dst:tile_out a:tile b:tile", isa=True,
+     layout="concat", doc="dst = [a | b]: the rows of a followed by the rows of b")
+_def("TRESHAPE", "reshape", Category.LAYOUT, "dst:tile_out a:tile", isa=True,
+     layout="reshape", doc="dst holds a's elements in row-major order under another shape "
+     "(same element type and count)")
+_def("TGATHER", "gather", Category.LAYOUT, "dst:tile_out a:tile idx:tile", isa=True,
+     layout="gather", scratch=1, scratch_dtype=ElementType.I32,
+     doc="dst[i, j] = a.flat[idx[i, j]] (row-major index into a); an index outside "
+     "[0, rows*cols of a) gives 0, as the official CPU simulator")
 
 # scalar
 _def("SADD", "scalar_add", Category.SCALAR, "dst:scalar_out a:scalar b:scalar", expr=A + B)
@@ -636,6 +654,55 @@ def check_tile_rule(op: OpDef, tiles: dict[str, TileType]) -> None:
     elif cat is Category.CONVERT:
         if d.shape != a.shape:
             raise RuleError(f"shape mismatch: dst and a ({d.rows}x{d.cols} vs {a.rows}x{a.cols})")
+    elif cat is Category.LAYOUT:
+        _check_layout(op, d, a, tiles)
+
+
+#: the maps of LAYOUT rows: name -> which source element dst[i, j] is
+LAYOUTS: dict[str, str] = {
+    "window": "a[row + i, col + j]",
+    "concat": "a[i, j] where j < a's columns, else b[i, j - a's columns]",
+    "reshape": "a's element i * dst's columns + j in row-major order",
+    "gather": "a's element idx[i, j] in row-major order; 0 where idx[i, j] is outside a",
+}
+
+
+def _check_layout(op: OpDef, d: TileType, a: TileType, tiles: dict[str, TileType]) -> None:
+    """The shape and type rule of a layout op: dst has a's element type; its shape follows
+    from the map."""
+    if d.dtype != a.dtype:
+        raise RuleError(f"dtype mismatch: dst and a ({d.dtype.value} vs {a.dtype.value})")
+    if op.layout == "window":
+        if d.rows > a.rows or d.cols > a.cols:
+            raise RuleError(f"shape mismatch: a {d.rows}x{d.cols} window does not fit in a "
+                            f"{a.rows}x{a.cols}")
+    elif op.layout == "concat":
+        b = tiles["b"]
+        if b.dtype != a.dtype:
+            raise RuleError(f"dtype mismatch: a and b ({a.dtype.value} vs {b.dtype.value})")
+        if not d.rows == a.rows == b.rows or d.cols != a.cols + b.cols:
+            raise RuleError(f"shape mismatch: [a | b] of {a.rows}x{a.cols} and {b.rows}x{b.cols} "
+                            f"needs {a.rows}x{a.cols + b.cols} rows of equal count, dst is "
+                            f"{d.rows}x{d.cols}")
+    elif op.layout == "reshape":
+        if d.rows * d.cols != a.rows * a.cols:
+            raise RuleError(f"shape mismatch: {a.rows}x{a.cols} has {a.rows * a.cols} elements, "
+                            f"dst {d.rows}x{d.cols} has {d.rows * d.cols}")
+    elif op.layout == "gather":
+        idx = tiles["idx"]
+        if idx.dtype is not ElementType.I32:
+            raise RuleError(f"the indices of {op.name} are i32, idx is {idx.dtype.value}")
+        if idx.shape != d.shape:
+            raise RuleError(f"shape mismatch: dst and idx ({d.rows}x{d.cols} vs "
+                            f"{idx.rows}x{idx.cols})")
+
+
+def check_window(dst: TileType, a: TileType, row: object, col: object) -> None:
+    """TEXTRACT's literal offsets: the window ``row..row+dst.rows`` x ``col..col+dst.cols``
+    lies inside ``a`` (offsets held in scalars are checked when the kernel runs)."""
+    for v, n, size, what in ((row, dst.rows, a.rows, "row"), (col, dst.cols, a.cols, "col")):
+        if isinstance(v, int) and v + n > size:
+            raise RuleError(f"the window leaves a: {what} offset {v} + {n} exceeds {size}")
 
 
 #: matmul input type -> allowed accumulator/destination types

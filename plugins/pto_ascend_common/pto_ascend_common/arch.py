@@ -89,7 +89,10 @@ A2A3 = AscendArch(
                "TPOWS": (E.F32, E.I32, E.I16, E.I8, E.U8),
                # docs/isa/TCOLARGMAX.md, "A2A3 implementation checks": half, float (and
                # unsigned types)
-               "TCOLARGMAX": (E.F32, E.F16), "TCOLARGMIN": (E.F32, E.F16)})
+               "TCOLARGMAX": (E.F32, E.F16), "TCOLARGMIN": (E.F32, E.F16),
+               # docs/isa/TGATHER.md, "Index-based gather: implementation checks (A2A3)":
+               # 2- or 4-byte elements
+               "TGATHER": (E.F32, E.F16, E.BF16, E.I32, E.I16)})
 
 A5 = AscendArch(
     name="ascend_a5", macro="PTO_NPU_ARCH_A5", cce_arch="dav-c310",

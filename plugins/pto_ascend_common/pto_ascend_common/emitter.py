@@ -662,12 +662,20 @@ class _KernelRenderer(CStyleRenderer):
             a = vec(ops["a"])
             return [_Step(f"TCVT({d}, {a}, RoundMode::CAST_RINT);", "V", (a,), (d,))]
         ct = self.ctype(tt.dtype)
+        if s.opdef.layout == "reshape":
+            return self._lower_reshape(fn, s, ops, d, vec)
+        if s.opdef.layout == "gather":    # docs/isa/TGATHER.md: "continuous dst storage"
+            self._need_unpadded(fn, s, (ops["dst"], ops["a"], ops["idx"]), vec,
+                                "indexes the tile's storage")
         if s.opdef.isa:
             steps, args, reads = [], [d], [d] if s.opdef.read_write else []
             for spec in s.opdef.inputs:
                 v = ops[spec.name]
                 if spec.role == "scalar":
                     args.append(f"static_cast<{ct}>({self.scalar_value(fn, v)})")
+                    continue
+                if spec.role == "index":           # TEXTRACT's offsets: uint16_t
+                    args.append(f"static_cast<uint16_t>({self.index(v)})")
                     continue
                 x = vec(v)
                 if cat is Category.ROW_EXPAND and not s.opdef.is_copy and spec.name == "b":
@@ -677,11 +685,34 @@ class _KernelRenderer(CStyleRenderer):
             shape = s.opdef.scratch_shape(tt.rows, tt.cols) if s.opdef.scratch_shape else (None, None)
             like = TileType(tt.rows, tt.cols, s.opdef.scratch_dtype or tt.dtype)
             tmps = [self._scratch(like, i, *shape) for i in range(s.opdef.scratch)]
-            return steps + [_Step(f"{s.opdef.isa}({', '.join(args + tmps)});", "V",
+            # offsets known only at run time are checked first (layout_checks)
+            checks = "".join(f"{c} " for c in self.layout_checks(fn, s))
+            return steps + [_Step(f"{checks}{s.opdef.isa}({', '.join(args + tmps)});", "V",
                                   tuple(reads), (d, *tmps))]
         if cat in (Category.ELEMENTWISE, Category.TILE_SCALAR):
             return self._lower_expr(fn, s, ops, tt, vec)
         raise self._err(fn, s, f"{s.op} has no PTO-ISA lowering")
+
+    def _need_unpadded(self, fn: Function, s: Instr, names, vec, why: str) -> None:
+        """Refuse ``s`` when a tile of ``names`` has padded rows (its storage is not its
+        elements in row-major order), naming the op, the tile and the target."""
+        for v in names:
+            t = self._tiles[vec(v)]
+            if (t.rows, t.cols) != (t.valid_rows, t.valid_cols):
+                raise self._err(fn, s, f"{s.op} {why}: tile '{v}' ({t.valid_rows}x"
+                                       f"{t.valid_cols} {t.dtype.value}) has padded rows on "
+                                       f"{self.arch.name}")
+
+    def _lower_reshape(self, fn: Function, s: Instr, ops: dict, d: str, vec) -> list[_Step]:
+        """TRESHAPE reinterprets a tile's bytes (docs/isa/TRESHAPE.md; on A2/A3 and in the
+        CPU simulator dst becomes an alias of src): a view of a's bytes is made in a block
+        and copied into dst (TMOV), so dst owns its storage whatever later reuses a's. Tiles
+        with padded rows are refused: their bytes are not the elements in row-major order."""
+        a = ops["a"]
+        self._need_unpadded(fn, s, (ops["dst"], a), vec, "reinterprets bytes")
+        view = self._tiles[d].cpp
+        return [_Step(f"{{ {view} _pto_view; TRESHAPE(_pto_view, {vec(a)}); "
+                      f"TMOV({d}, _pto_view); }}", "V", (vec(a),), (d,))]
 
     def _lower_expr(self, fn: Function, s: Instr, ops: dict, tt: TileType,
                     vec) -> list[_Step]:

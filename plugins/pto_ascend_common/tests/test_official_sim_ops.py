@@ -331,3 +331,35 @@ def test_integer_powers_in_range_on_the_official_simulator_match_the_reference(
         inputs[k.out_tensor] = np.zeros((len(bases) * max(1, len(k.scalars)), len(exps)), t)
     _assert_both_agree(arch, build_op_module(f"pow_{dt.value}", kernels), kernels, inputs,
                        tmp_path)
+
+
+#: the layout ops (docs/isa/TEXTRACT.md, TCONCAT.md, TRESHAPE.md, TGATHER.md)
+LAYOUT_OPS = [op for op in OPS.values() if op.category is Category.LAYOUT]
+
+
+@pytest.mark.parametrize("arch", [A2A3, A5], ids=lambda a: a.name)
+@pytest.mark.parametrize("dt", [E.F32, E.F16, E.I32, E.I16, E.I8, E.U8],
+                         ids=lambda t: t.value)
+def test_layout_ops_on_the_official_simulator_match_the_reference_bit_for_bit(
+        tmp_path, arch, dt):
+    """Windows, concatenations, reshapes and gathers of special values (NaN, infinities,
+    signed zeros, the integer extremes), gather indices outside the source among them (-1,
+    the source's size, the i32 extremes: 0 on both sides, read from nowhere): the official
+    simulator, our header and the reference agree bit for bit. A2/A3 gathers only 2- and
+    4-byte elements (docs/isa/TGATHER.md) and says so, naming op and target."""
+    from pto_core.opcheck import special_kernels
+    kernels, refused = backend_support(arch.name, special_kernels(dt, LAYOUT_OPS))
+    lacking = arch is A2A3 and dt.itemsize == 1
+    assert sorted(refused) == (["k_gather"] if lacking else [])
+    assert all("TGATHER takes" in e and arch.name in e for e in refused.values())
+    module = build_op_module(f"layout_{dt.value}", kernels)
+    inputs = special_inputs(kernels, dt)
+    want = run_module(module, inputs, {})
+    theirs = official_sim.run(arch, module, tmp_path / "official",
+                              {n: a.copy() for n, a in inputs.items()})
+    ours = cpu_check.run(arch, module, tmp_path / "own", {n: a.copy() for n, a in inputs.items()})
+    bad = compare_outputs(kernels, inputs, theirs, want) + compare_outputs(kernels, inputs,
+                                                                            ours, theirs)
+    assert not bad, "\n".join(bad)
+    for k in kernels:
+        assert np.array_equal(theirs[k.out_tensor], ours[k.out_tensor], equal_nan=True), k.name

@@ -667,6 +667,22 @@ class CudaRenderer(CStyleRenderer):
         self._block_step(out, s, f"pto::transpose<{self.ctype(ta.dtype)}, {ta.rows}, {ta.cols}>"
                                  f"({self._at(dst)}, {self._at(a)});")
 
+    def render_layout(self, out: _Out, fn: Function, s: Instr) -> None:
+        """The threads of the block stride over dst's elements, each copying the element the
+        row's map names (the core's ``layout_source``); a barrier publishes dst."""
+        dst = s.operands[0]
+        td = fn.type_of(dst)
+        if self._dirty:
+            self._barrier(out)
+        out(f"/* {s} */")
+        for check in self.layout_checks(fn, s):
+            out(check)
+        with out.block(f"for (int _pto_e = threadIdx.x; _pto_e < {td.rows * td.cols}; "
+                       f"_pto_e += blockDim.x)"):
+            out(f"const int _pto_r = _pto_e / {td.cols}, _pto_c = _pto_e % {td.cols};")
+            out(f"{dst}[_pto_r][_pto_c] = {self.layout_source(fn, s, '_pto_r', '_pto_c')};")
+        self._barrier(out)
+
     def render_convert(self, out: _Out, fn: Function, s: Instr) -> None:
         """Element by element in the row layout, like any element-wise op."""
         self._row_group(out, fn, [s])

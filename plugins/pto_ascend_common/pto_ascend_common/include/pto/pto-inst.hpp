@@ -1027,6 +1027,69 @@ PTO_SIM_ARG(TCOLARGMIN, false, false)
 #undef PTO_SIM_ARG
 
 // ------------------------------------------------------------------------------------------
+// Layout ops: every element of dst is an element of a source (or 0), no arithmetic.
+// ------------------------------------------------------------------------------------------
+// TEXTRACT, the Vec -> Vec path: dst = the window of src at (indexRow, indexCol).
+template <typename D, typename S, typename... WaitEvents, std::enable_if_t<is_tile<S>::value, int> = 0>
+inline RecordEvent TEXTRACT(D& dst, S& src, uint16_t indexRow = 0, uint16_t indexCol = 0, WaitEvents&...) {
+    static_assert(std::is_same_v<typename D::DType, typename S::DType>, "TEXTRACT: dst and src element types differ");
+    if (dst.GetValidRow() + indexRow > src.GetValidRow() || dst.GetValidCol() + indexCol > src.GetValidCol()) {
+        pto_sim::fail("TEXTRACT: the window leaves src");
+        return {};
+    }
+    detail::map("TEXTRACT", [&](unsigned r, unsigned c, S& s) { return detail::val(s, r + indexRow, c + indexCol); },
+                dst, src);
+    return {};
+}
+
+// TCONCAT: each row of dst is the row of src0 followed by the row of src1.
+template <typename D, typename S0, typename S1, typename... WaitEvents, std::enable_if_t<is_tile<S1>::value, int> = 0>
+inline RecordEvent TCONCAT(D& dst, S0& src0, S1& src1, WaitEvents&...) {
+    static_assert(std::is_same_v<typename D::DType, typename S0::DType> && std::is_same_v<typename D::DType, typename S1::DType>,
+                  "TCONCAT: dst, src0 and src1 element types differ");
+    static_assert(detail::all_row_major<D, S0, S1>, "TCONCAT: tiles must be row-major (docs/isa/TCONCAT.md)");
+    const unsigned n0 = src0.GetValidCol();
+    if (dst.GetValidRow() != src0.GetValidRow() || dst.GetValidRow() != src1.GetValidRow() ||
+        dst.GetValidCol() != n0 + src1.GetValidCol()) {
+        pto_sim::fail("TCONCAT: dst is not [src0 | src1] (valid rows equal, valid columns summed)");
+        return {};
+    }
+    detail::map("TCONCAT", [&](unsigned r, unsigned c, S0& a, S1& b) {
+        return c < n0 ? detail::val(a, r, c) : detail::val(b, r, c - n0); }, dst, src0, src1);
+    return {};
+}
+
+// TRESHAPE: dst becomes a view of src's bytes (as on A2/A3, where it is a TASSIGN).
+template <typename D, typename S, typename... WaitEvents>
+inline RecordEvent TRESHAPE(D& dst, S& src, WaitEvents&...) {
+    static_assert(D::Loc == S::Loc, "TRESHAPE: source and target TileType must be the same");
+    static_assert(D::bytes() == S::bytes(), "TRESHAPE: total byte size must match");
+    static_assert(D::isBoxedLayout == S::isBoxedLayout, "TRESHAPE: cannot reshape between boxed and non-boxed layouts");
+    if (!detail::ready(src, "TRESHAPE")) return {};
+    dst.data_ = reinterpret_cast<typename D::DType*>(src.data());
+    dst.addr_ = src.addr();
+    return {};
+}
+
+// TGATHER (index form): dst[i, j] = src0's element idx[i, j] of its row-major storage; an index
+// outside it gives 0 and reads nothing. tmp is not needed here.
+template <typename D, typename S0, typename S1, typename Tmp, typename... WaitEvents,
+          std::enable_if_t<is_tile<Tmp>::value, int> = 0>
+inline RecordEvent TGATHER(D& dst, S0& src0, S1& idx, Tmp& tmp, WaitEvents&...) {
+    static_assert(std::is_same_v<typename D::DType, typename S0::DType>, "TGATHER: dst and src0 element types differ");
+    static_assert(sizeof(typename S1::DType) == 4 && std::is_integral_v<typename S1::DType>, "TGATHER: indices are 32-bit integers");
+    if (!detail::ready(tmp, "TGATHER")) return {};
+    const int64_t n = int64_t(S0::Rows) * S0::Cols;
+    detail::map("TGATHER", [&](unsigned r, unsigned c, S0& a, S1& ix) {
+        const int64_t k = int64_t(ix.at(r, c));
+        return k >= 0 && k < n ? detail::val(a, unsigned(k / S0::Cols), unsigned(k % S0::Cols))
+                               : pto_sim::calc_t<typename S0::DType>(0);
+    }, dst, src0, idx);
+    detail::wr(tmp, PIPE_V, "TGATHER");
+    return {};
+}
+
+// ------------------------------------------------------------------------------------------
 // Broadcasts: src1 is a per-row (R x 1) or per-column (1 x C) tile.
 // ------------------------------------------------------------------------------------------
 template <typename D, typename S, typename... WaitEvents>

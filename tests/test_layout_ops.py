@@ -1,0 +1,171 @@
+"""Layout ops (TEXTRACT, TCONCAT, TRESHAPE, TGATHER): every element of dst is an element of a
+source, placed by the row's map (``pto_core.ir.ops.LAYOUTS``), or 0 where a gather index lies
+outside its source. The reference against numpy, the verifier's refusals, offsets known only at
+run time, and out-of-range gather indices on every backend that runs here."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from pto_core import ElementType as T
+from pto_core import MemorySpace as M
+from pto_core import PTOError, PTOFunctionBuilder, PTOModule, driver
+from pto_core.ir import OPS, Category
+from pto_core.opcheck import build_op_module, gather_indices, op_kernels
+from pto_core.reference import run_module
+
+GM = M.GLOBAL
+A = np.arange(8 * 16, dtype=np.float32).reshape(8, 16) - 40.5
+
+#: op -> (dst shape, extra tiles {name: (shape, dtype)}, offsets, numpy expectation of a[, b])
+IDX = np.array([[0, 127, 128, -1], [5, 16, 17, 2**31 - 1]], np.int32)
+EXPECT = {
+    "TEXTRACT": ((4, 6), {}, (2, 5), lambda a, _: a[2:6, 5:11]),
+    "TCONCAT": ((8, 20), {"b": ((8, 4), T.F32)}, (),
+                lambda a, b: np.concatenate([a, b], axis=1)),
+    "TRESHAPE": ((32, 4), {}, (), lambda a, _: a.reshape(32, 4)),
+    "TGATHER": ((2, 4), {"idx": ((2, 4), T.I32)}, (),
+                lambda a, idx: np.where((idx >= 0) & (idx < a.size),
+                                        a.reshape(-1)[np.clip(idx, 0, a.size - 1)], 0)),
+}
+
+
+def layout_module(op: str, dst_shape, extra, offsets, dtype=T.F32) -> PTOModule:
+    m = PTOModule("lay")
+    b = (PTOFunctionBuilder("k", module=m).in_core()
+         .memref("a", GM, dtype).memref("out", GM, dtype)
+         .tile("ta", 8, 16, dtype).tile("td", *dst_shape, dtype).load("ta", "a"))
+    args = ["td", "ta"]
+    for name, (shape, dt) in extra.items():
+        b.memref(name, GM, dt).tile(f"t{name}", *shape, dt).load(f"t{name}", name)
+        args.append(f"t{name}")
+    for i, v in enumerate(offsets):
+        if isinstance(v, str):
+            b.scalar(v, T.I64, param=True)
+        args.append(v)
+    getattr(b, OPS[op].method)(*args)
+    b.store("out", "td").build()
+    return m
+
+
+def test_every_layout_row_is_expected_here():
+    assert set(EXPECT) == {n for n, d in OPS.items() if d.category is Category.LAYOUT}
+
+
+@pytest.mark.parametrize("op", sorted(EXPECT))
+def test_the_reference_places_each_element_as_numpy_does(op):
+    shape, extra, offsets, fn = EXPECT[op]
+    ins = {"a": A, "out": np.zeros(shape, np.float32)}
+    second = None
+    if "b" in extra:
+        ins["b"] = second = np.arange(32, dtype=np.float32).reshape(8, 4) * -1.0
+    if "idx" in extra:
+        ins["idx"] = second = IDX
+    got = run_module(layout_module(op, shape, extra, offsets), ins)["out"]
+    np.testing.assert_array_equal(got, fn(A, second))
+
+
+def test_a_gather_index_outside_the_source_gives_zero():
+    got = run_module(layout_module("TGATHER", (2, 4), {"idx": ((2, 4), T.I32)}, ()),
+                     {"a": A, "idx": IDX, "out": np.full((2, 4), 7, np.float32)})["out"]
+    assert got[0].tolist() == [A[0, 0], A[7, 15], 0, 0]
+    assert got[1].tolist() == [A[0, 5], A[1, 0], A[1, 1], 0]
+
+
+@pytest.mark.parametrize("op,shape,extra,offsets,message", [
+    ("TEXTRACT", (4, 6), {}, (5, 0), "the window leaves a: row offset 5 + 4 exceeds 8"),
+    ("TEXTRACT", (4, 20), {}, (0, 0), "a 4x20 window does not fit in a 8x16"),
+    ("TCONCAT", (8, 16), {"b": ((8, 4), T.F32)}, (), "[a | b] of 8x16 and 8x4 needs 8x20"),
+    ("TCONCAT", (8, 20), {"b": ((4, 4), T.F32)}, (), "rows of equal count"),
+    ("TCONCAT", (8, 20), {"b": ((8, 4), T.I32)}, (), "dtype mismatch: a and b (f32 vs i32)"),
+    ("TRESHAPE", (16, 16), {}, (), "8x16 has 128 elements, dst 16x16 has 256"),
+    ("TGATHER", (2, 4), {"idx": ((2, 4), T.I16)}, (), "the indices of TGATHER are i32, idx is i16"),
+    ("TGATHER", (2, 4), {"idx": ((4, 2), T.I32)}, (), "dst and idx (2x4 vs 4x2)"),
+])
+def test_the_verifier_refuses_a_bad_layout_naming_function_and_instruction(
+        op, shape, extra, offsets, message):
+    with pytest.raises(PTOError) as e:
+        layout_module(op, shape, extra, offsets)
+    text = str(e.value)
+    assert "function 'k'" in text and op in text and message in text, text
+
+
+def test_a_gather_into_its_own_source_is_refused():
+    m = PTOModule("g")
+    b = (PTOFunctionBuilder("k", module=m).in_core().tile("t", 4, 8, T.F32)
+         .tile("i", 4, 8, T.I32))
+    with pytest.raises(PTOError, match=r"function 'k'.*TGATHER.*must not be one of its sources"):
+        b.gather("t", "t", "i").build()
+
+
+@pytest.mark.parametrize("op", sorted(EXPECT))
+def test_layout_ops_round_trip_through_pto_and_ptoas_text(op):
+    from pto_core.asm import parse, print_module
+    from pto_core.ptoas.parser import parse_ptoas
+    from pto_core.ptoas.printer import print_ptoas
+    shape, extra, offsets, _ = EXPECT[op]
+    m = layout_module(op, shape, extra, ("r", 3) if offsets else ())
+    text = print_module(m)
+    assert f"%td = {op.lower()} %ta" in text
+    assert print_module(parse(text)) == text
+    asm = print_ptoas(m)
+    assert print_ptoas(parse_ptoas(asm)) == asm
+    assert print_module(parse_ptoas(asm)).count(op.lower()) == 1
+
+
+# --------------------------------------------------------------------------------------------
+# Backends: offsets known only at run time, gathers outside the source
+# --------------------------------------------------------------------------------------------
+
+pytest_slow = pytest.mark.slow
+
+
+@pytest_slow
+@pytest.mark.parametrize("target", ["arm64", "cuda_sim", "ascend_a2a3"])
+def test_a_window_offset_outside_its_source_at_run_time_fails_the_task(tmp_path, target):
+    """``TEXTRACT %td, %ta, %r, 3`` with r a scalar: r = 4 fits (8 rows, a 4-row window), r = 5
+    and r = -1 read outside ``ta``: the reference raises and the backend's task fails before
+    the copy; r = 4 gives the reference's window. The status of a CUDA block or an Ascend core
+    is not reported by their launches (the integer division checks share this): there the
+    kernel stops before the copy and its output keeps what it held."""
+    m = layout_module("TEXTRACT", (4, 6), {}, ("r", 3))
+    ins = {"a": A, "out": np.zeros((4, 6), np.float32)}
+    want = run_module(m, ins, {"r": 4})["out"]
+    np.testing.assert_array_equal(want, A[4:8, 3:9])
+    got = driver.launch(target, m, {k: v.copy() for k, v in ins.items()}, {"r": 4},
+                        build_dir=tmp_path / "ok")["out"]
+    np.testing.assert_array_equal(got, want)
+    for r in (5, -1):
+        with pytest.raises(PTOError, match="leaves"):
+            run_module(m, ins, {"r": r})
+        held = {"a": A, "out": np.full((4, 6), 7.0, np.float32)}
+        if target != "arm64":
+            got = driver.launch(target, m, held, {"r": r}, build_dir=tmp_path / f"bad{r}")
+            assert (got["out"] == 7.0).all()
+            continue
+        with pytest.raises(PTOError):
+            driver.launch(target, m, held, {"r": r}, build_dir=tmp_path / f"bad{r}")
+
+
+@pytest_slow
+@pytest.mark.parametrize("target", ["arm64", "cuda_sim", "ascend_a2a3", "ascend_a5"])
+@pytest.mark.parametrize("dt", [T.F32, T.F16, T.I16], ids=lambda t: t.value)
+def test_gather_indices_outside_the_source_give_zero_on_every_backend(tmp_path, target, dt):
+    """Indices -1, the source's size, the i32 extremes: 0 on every backend, as the official
+    CPU simulator gives (docs/isa/TGATHER.md leaves them to the target); the rest of the
+    tile is the reference's gather."""
+    ks = op_kernels(dt, [OPS["TGATHER"]], shape=(8, 32))
+    m = build_op_module("gat", ks)
+    k = ks[0]
+    rng = np.random.default_rng(7)
+    a = rng.integers(-100, 100, (8, 32)).astype(np.float32 if dt.is_float else np.int64)
+    from pto_core.reference import numpy_dtype
+    ins = {k.tensor("a"): a.astype(numpy_dtype(dt)),
+           k.tensor("idx"): gather_indices(8, 32, 8 * 32),
+           k.out_tensor: np.full((8, 32), 9, numpy_dtype(dt))}
+    want = run_module(m, ins)[k.out_tensor]
+    assert (want[0, :5] == 0).all() and np.count_nonzero(want[1:]) > 0
+    got = driver.launch(target, m, {n: v.copy() for n, v in ins.items()}, {},
+                        build_dir=tmp_path)[k.out_tensor]
+    np.testing.assert_array_equal(np.asarray(got).astype(np.float64), want.astype(np.float64))
