@@ -11,7 +11,8 @@ logged and completed through the simulated streams' host functions, but no kerne
 tensors are allocated and never touched, so 65,536 tasks need no 4 GiB of memory).
 
 It prints, per task count: the whole run per task (median of ``--repeat`` runs, the profile
-off), then the same runs with the executor's host profile on (``pto_cuda_host_profile``), split
+off) and the CPU time of all the process's threads per task over those runs (waits and spins
+included: on a loaded machine the steadier figure of the two), then the same runs with the executor's host profile on (``pto_cuda_host_profile``), split
 into phases, each as wall time per task summed over the threads that run it:
 
   orchestration  the orchestrating thread builds the graph and submits (tensor map, edges)
@@ -57,6 +58,7 @@ class HostCost:
 
     tasks: int
     run_ns: float                   # whole run, profile off (median run)
+    cpu_ns: float                   # CPU time of the process's threads, same runs (mean)
     phase_ns: dict[str, float]      # per phase, profile on (mean over the runs)
     launches: float                 # grids per run
     completions: float              # host functions per run
@@ -99,9 +101,11 @@ def measure(module, lib_path: Path, tasks: int, repeat: int, workers: int = 2,
         return t
 
     run()                                              # warm-up: threads, streams, caches
+    cpu0 = time.process_time()
     whole = statistics.median(run() for _ in range(repeat))
+    cpu = (time.process_time() - cpu0) * 1e9 / (repeat * tasks)
     if not profiled:
-        return HostCost(tasks, whole * 1e9 / tasks, {}, 0.0, 0.0)
+        return HostCost(tasks, whole * 1e9 / tasks, cpu, {}, 0.0, 0.0)
     lib.pto_cuda_get_host_profile.argtypes = [C.POINTER(PTOCudaHostProfile)]
     lib.pto_cuda_host_profile.argtypes = [C.c_int32]
     lib.pto_cuda_host_profile(1)
@@ -113,7 +117,7 @@ def measure(module, lib_path: Path, tasks: int, repeat: int, workers: int = 2,
     p = PTOCudaHostProfile()
     lib.pto_cuda_get_host_profile(C.byref(p))
     n = max(1, p.tasks)
-    return HostCost(tasks, whole * 1e9 / tasks,
+    return HostCost(tasks, whole * 1e9 / tasks, cpu,
                     {ph: getattr(p, f"{ph}_ns") / n for ph in PHASES},
                     p.launches / max(1, p.runs), p.completions / max(1, p.runs))
 
@@ -124,7 +128,7 @@ def load_average() -> str:
 
 def report(c: HostCost, label: str = "") -> str:
     head = (f"softmax {c.tasks:6d} tasks{label}: whole run {c.run_ns:6.0f} ns/task "
-            f"({c.run_ns * c.tasks / 1e6:.2f} ms)")
+            f"({c.run_ns * c.tasks / 1e6:.2f} ms), CPU {c.cpu_ns:6.0f} ns/task")
     if not c.phase_ns:
         return head + "  |  (no host profile in this build)"
     ph = "  ".join(f"{k} {v:6.0f}" for k, v in c.phase_ns.items())

@@ -369,6 +369,9 @@ int pto_runtime_set_temp_allocator(PTORuntime* rt, PTOTempAllocFn alloc, PTOTemp
 /* Report the result of a task whose executor returned PTO_EXEC_ASYNC (thread-safe). After a
  * run that gave up on the task (deadline, cancel) it only releases what the task held. */
 int pto_task_complete(PTORuntime* rt, int32_t task, int32_t status);
+/* pto_task_complete of n tasks with one status (e.g. every task of one kernel launch), under one
+ * lock. Every task is tried; returns PTO_OK or the first error of the separate calls. */
+int pto_task_complete_n(PTORuntime* rt, const int32_t* tasks, int32_t n, int32_t status);
 
 /* ---------------------------------------------------------------- running */
 /* Start workers if needed, wait until every submitted task finished (or a failure drained

@@ -795,6 +795,38 @@ int pto_task_complete(PTORuntime* rt, int32_t task, int32_t status) {
     return PTO_OK;
 }
 
+int pto_task_complete_n(PTORuntime* rt, const int32_t* tasks, int32_t n, int32_t status) {
+    if (!rt || n < 0 || (n > 0 && !tasks)) return PTO_EINVAL;
+    if (n == 0) return PTO_OK;
+    pthread_mutex_lock(&rt->async_mu);
+    if (rt->async_detached) {               /* rare: one at a time (each may free the runtime) */
+        pthread_mutex_unlock(&rt->async_mu);
+        int rc = PTO_OK;
+        for (int32_t i = 0; i < n; i++) {
+            int r = pto_task_complete(rt, tasks[i], status);
+            if (rc == PTO_OK) rc = r;
+        }
+        return rc;
+    }
+    int rc = PTO_OK;
+    int32_t done = 0;
+    for (int32_t i = 0; i < n; i++) {
+        PTOTask* t = rt_task(rt, tasks[i]);
+        if (t->id != tasks[i] || atomic_load(&t->state) != PTO_TASK_RUNNING) {
+            if (rc == PTO_OK) rc = PTO_ESTATE;
+            continue;
+        }
+        sched_finish(rt, tasks[i], status, NULL);
+        done++;
+    }
+    pthread_mutex_unlock(&rt->async_mu);
+    if (done == 0) return rc;
+    atomic_fetch_sub(&rt->async_pending, done);
+    /* the references execute() took for these tasks: the last touch of rt */
+    if (atomic_fetch_sub_explicit(&rt->refs, done, memory_order_acq_rel) == done) rt_free(rt);
+    return rc;
+}
+
 int pto_task_state(PTORuntime* rt, int32_t task) {
     if (!rt) return PTO_EINVAL;
     if (task < 0 || task >= rt->next_id) return PTO_ETASKID;

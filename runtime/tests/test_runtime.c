@@ -13,6 +13,7 @@
 #include "pto_runtime.h"
 
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -571,6 +572,71 @@ static void test_async(void) {
     pto_runtime_destroy(rt);
 }
 
+/* pto_task_complete_n: the executor runs each kernel and queues its id; a completer thread
+ * reports whatever has queued in one call, as a GPU executor does per finished launch. Chains
+ * (inout of 4 tiles) and a window smaller than the graph; misuse is refused. */
+static struct {
+    pthread_mutex_t mu;
+    int32_t ids[512];
+    int n;
+    atomic_int stop, bad;            /* bad: calls that failed (checked on the main thread) */
+    PTORuntime* rt;
+} g_batch = {PTHREAD_MUTEX_INITIALIZER, {0}, 0, 0, 0, NULL};
+
+static int32_t exec_queue(void* ctx, int32_t id, const char* name, PTOKernelFunc fn, const int64_t* args,
+                          int32_t nargs, int32_t worker) {
+    (void)ctx; (void)name; (void)nargs; (void)worker;
+    fn(args);
+    pthread_mutex_lock(&g_batch.mu);
+    g_batch.ids[g_batch.n++] = id;
+    pthread_mutex_unlock(&g_batch.mu);
+    return PTO_EXEC_ASYNC;
+}
+
+static void* batch_completer(void* p) {
+    (void)p;
+    int32_t out[512];
+    while (!atomic_load(&g_batch.stop)) {
+        pthread_mutex_lock(&g_batch.mu);
+        int n = g_batch.n;
+        memcpy(out, g_batch.ids, (size_t)n * sizeof out[0]);
+        g_batch.n = 0;
+        pthread_mutex_unlock(&g_batch.mu);
+        if (n && pto_task_complete_n(g_batch.rt, out, n, 0) != PTO_OK) atomic_fetch_add(&g_batch.bad, 1);
+        else sched_yield();
+    }
+    return NULL;
+}
+
+static void test_complete_n(void) {
+    PTORuntime* rt = mk(2, 64, 0);
+    g_batch.rt = rt;
+    g_batch.n = 0;
+    atomic_store(&g_batch.stop, 0);
+    atomic_store(&g_batch.bad, 0);
+    pto_runtime_set_executor(rt, exec_queue, NULL);
+    atomic_store(&g_ran_after, 0);
+    pthread_t th;
+    pthread_create(&th, NULL, batch_completer, NULL);
+    for (int i = 0; i < 300; i++) {
+        int32_t t = pto_task_alloc(rt, "q", k_count, 0, PTO_WORKER_ANY);
+        pto_task_add_inout(rt, t, &T64, (i % 4) * 4, 0, 4, 4);
+        CHECK_EQ(pto_task_submit(rt, t), PTO_OK);
+    }
+    CHECK_EQ(pto_runtime_run(rt), PTO_OK);
+    atomic_store(&g_batch.stop, 1);
+    pthread_join(th, NULL);
+    CHECK_EQ(atomic_load(&g_ran_after), 300);
+    CHECK_EQ(atomic_load(&g_batch.bad), 0);
+    const int32_t done[2] = {298, 299};
+    CHECK_EQ(pto_task_complete_n(rt, done, 2, 0), PTO_ESTATE);   /* completed already */
+    CHECK_EQ(pto_task_complete_n(rt, NULL, 2, 0), PTO_EINVAL);
+    CHECK_EQ(pto_task_complete_n(rt, done, -1, 0), PTO_EINVAL);
+    CHECK_EQ(pto_task_complete_n(rt, NULL, 0, 0), PTO_OK);
+    CHECK_EQ(pto_task_complete_n(NULL, done, 2, 0), PTO_EINVAL);
+    pto_runtime_destroy(rt);
+}
+
 /* wait hook: an executor that holds every ready task back while the orchestration submits (as
  * a batching GPU executor does) and lets them go only when told that the orchestrating thread
  * waits. On a chain longer than the window, nothing completes unless the hook is called when
@@ -916,6 +982,7 @@ int main(int argc, char** argv) {
     printf("misuse codes\n");           test_misuse();
     printf("worker types + executor\n"); test_worker_types();
     printf("async completion\n");       test_async();
+    printf("batched async completion\n"); test_complete_n();
     printf("wait hook\n");
     test_wait_hook(2, 4);
     test_wait_hook(1, 0);

@@ -5,7 +5,7 @@
  * READY task to pto_cuda_execute(), which returns PTO_EXEC_ASYNC. Ready tasks of the same kernel
  * are gathered into one launch of `n` thread blocks (a batch: all of them are ready at once, so
  * they are independent); a host function enqueued behind the launch (cudaLaunchHostFunc)
- * reports each task with pto_task_complete(), which releases its dependents.
+ * reports the grid's tasks with one pto_task_complete_n(), which releases their dependents.
  *
  * Launch shape. A launch smaller than the GPU leaves SMs idle, so ready tasks are held back
  * until one of these holds (PTOCudaPolicy sets the numbers):

@@ -67,6 +67,7 @@ struct Batch {                       /* ready tasks of one kernel, not yet launc
     std::vector<int32_t> ids;
     std::vector<int64_t> rows;       /* ids.size() x desc->nargs */
     Clock::time_point first;         /* when the oldest arrived */
+    int32_t fill = 0;                /* the kernel's fill target when the batch began */
 };
 
 struct RtState {                     /* what the executor knows of one runtime's progress */
@@ -127,6 +128,7 @@ struct Completion {                  /* what a host function reports */
 };
 
 constexpr int64_t kMaxLog = int64_t(1) << 20;
+constexpr int32_t kMaxReserve = 1 << 16;   /* most tasks a new batch makes room for at once */
 
 struct Exec {
     std::mutex mu;                   /* pending, rts, pol, fill */
@@ -198,7 +200,7 @@ void complete(Completion* c) {
     PTORuntime* rt = c->rt;
     const bool failed = c->status != 0;
     g_exec->note(rt, +1, failed);
-    for (int32_t id : c->ids) pto_task_complete(rt, id, c->status);
+    pto_task_complete_n(rt, c->ids.data(), (int32_t)c->ids.size(), c->status);   /* one lock per grid */
     delete c;
     g_exec->note(rt, -1, failed);    /* rt may be gone now: it is only a key here */
 }
@@ -419,16 +421,24 @@ extern "C" int32_t pto_cuda_execute(void* ctx, int32_t task_id, const char* func
     }
     bool wake;
     {
+        /* Per task: one lock, one lookup, two appends. The clock, the runtime's state and the
+         * fill target are read once per batch; a batch is sized for a full launch up front. */
         std::lock_guard<std::mutex> lk(x.mu);
-        const Clock::time_point now = Clock::now();
         Batch& b = x.pending[Key{rt, d}];
-        if (b.ids.empty()) b.first = now;
+        if (b.ids.empty()) {
+            b.first = Clock::now();
+            b.fill = x.fill_of(d);
+            const size_t want = (size_t)std::min<int32_t>(b.fill, kMaxReserve);
+            b.ids.reserve(want);
+            b.rows.reserve(want * (size_t)num_args);
+            x.rts[rt].last_event = b.first;
+        }
         b.ids.push_back(task_id);
         b.rows.insert(b.rows.end(), args, args + num_args);
-        x.rts[rt].last_event = now;
         /* the launcher sleeps until the earliest due time; only a new batch (a new deadline)
-         * or a full one moves that earlier */
-        wake = b.ids.size() == 1 || x.pol.max_hold_us <= 0 || (int64_t)b.ids.size() >= x.fill_of(d);
+         * or one that just became full moves that earlier (it looks again before sleeping) */
+        const int64_t n = (int64_t)b.ids.size();
+        wake = n == 1 || x.pol.max_hold_us <= 0 || n == b.fill;
     }
     if (wake) x.cv.notify_one();
     return PTO_EXEC_ASYNC;
