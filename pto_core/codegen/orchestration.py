@@ -454,7 +454,6 @@ class _Emitter:
         self.out(f"pto_orch_msg_{m}[0] = 0;")
         self.out("if (rc < 0) return rc;")
         self.out(f"pto_binding_setup_{m}(rt);")
-        self.out("pto_runtime_set_caller_runs(rt, 1);   /* this thread runs tasks while it waits */")
         self.out(f"_pto_args_{m} a = {{ tensors, scalars, PTO_OK }};")
         self.out(f"_pto_orch_{m}(rt, &a);")
         self.out("/* run what was submitted even after an orchestration error: nothing is left")

@@ -250,7 +250,7 @@ void        pto_runtime_set_wait_hook(PTORuntime* rt, PTOWaitFn fn, void* ctx); 
  * does not wait for parked workers to wake. Only in the worker mode with kernels called
  * directly (no executor or wait hook), unbound workers, no max_running and no deadline; else
  * ignored. Off by default: the calling thread cannot be taken back from a kernel, so a cancel
- * takes effect once the kernel it runs returns. The generated pto_module_run_* turn it on. */
+ * takes effect once the kernel it runs returns. */
 void        pto_runtime_set_caller_runs(PTORuntime* rt, int on);
 /* With a wait hook installed: tasks made ready whose executor call has not returned yet (in a
  * ready queue, in a worker's hands, or being handed over). While the orchestrating thread waits,

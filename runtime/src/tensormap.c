@@ -181,7 +181,7 @@ static __attribute__((noinline)) int entry_refill(PTORuntime* rt) {
     }
     if (tm->free_head < 0) {
         int32_t nc = tm->cap ? tm->cap * 2 : 1024;
-        TMEntry* n = realloc(tm->e, (size_t)nc * sizeof *n);
+        TMEntry* n = rt_block_grow(tm->e, (size_t)tm->cap * sizeof *n, (size_t)nc * sizeof *n);
         if (!n) return PTO_ENOMEM;
         tm->e = n;
         for (int32_t i = nc - 1; i >= tm->cap; i--) { n[i].next = tm->free_head; tm->free_head = i; }
