@@ -22,8 +22,8 @@ import pytest
 def build_once(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str, Callable[[Path], None]], Path]:
     """``build_once(name, build)`` returns the folder ``<run>/built-once/<name>``, filled by
     ``build(folder)`` once per test run: the first worker to ask builds it while holding a lock
-    the others wait on; later askers find it built. A build that raises (a failed assertion, a
-    skip) leaves no mark, so the next asker builds again and sees the same failure.
+    the others wait on; later askers find it built. A build that raises fails every later
+    asker too, with its message, without building again.
 
     >>> lib_dir = build_once("overlap-starpu", lambda d: build_overlap(d))   # doctest: +SKIP
     """
@@ -40,10 +40,16 @@ def build_once(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str, Calla
         with open(root / f"{name}.lock", "w") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)
             try:
-                done = root / f"{name}.built"
+                done, failed = root / f"{name}.built", root / f"{name}.failed"
+                if failed.exists():
+                    pytest.fail(f"building {name} failed in this test run:\n{failed.read_text()}")
                 if not done.exists():
                     folder.mkdir(exist_ok=True)
-                    build(folder)
+                    try:
+                        build(folder)
+                    except Exception as e:
+                        failed.write_text(f"{type(e).__name__}: {e}"[-6000:])
+                        raise
                     done.touch()
             finally:
                 fcntl.flock(lock, fcntl.LOCK_UN)
@@ -57,19 +63,23 @@ def scons_once(build_once) -> Callable[..., Path]:
     """``scons_once(*args)``: the checkout's SCons build with ``args`` (``target=arm64``, ...) into
     a ``build_dir`` of its own, run once per test run (:func:`build_once`); returns that
     ``build_dir``, which also holds what SCons printed (``scons.log``) and its exit status
-    (``scons.rc``). A failed build fails the test unless ``check=False``. Warnings are not errors unless ``args`` says ``werror=1``. Objects come from
-    the SCons cache that launch builds use (``<build root>/scons-cache``, keyed by the content
-    and the command line of each compile), so an unchanged object is not compiled again."""
+    (``scons.rc``). A failed build fails the test unless ``check=False``. Warnings are not
+    errors unless ``args`` says ``werror=1``. Objects come from the SCons cache that launch
+    builds use (``<build root>/scons-cache``, keyed by the content
+    and the command line of each compile), so an unchanged object is not compiled again;
+    ``cached=False`` compiles every object (for tests that read what the compilers print: an
+    object taken from the cache prints nothing)."""
     from pto_core.checking import run_scons
     from pto_core.resources import build_root
 
-    def scons_once(*args: str, check: bool = True) -> Path:
+    def scons_once(*args: str, check: bool = True, cached: bool = True) -> Path:
         readable = re.sub(r"[^\w.-]+", "_", "-".join(a.split("=")[-1] for a in args))[:60]
-        digest = hashlib.sha256("\0".join(args).encode()).hexdigest()[:10]
+        digest = hashlib.sha256("\0".join([*args, str(cached)]).encode()).hexdigest()[:10]
 
         def build(folder: Path) -> None:
             build_root().mkdir(parents=True, exist_ok=True)
-            r = run_scons(*args, f"build_dir={folder}", f"cache={build_root() / 'scons-cache'}")
+            cache = [f"cache={build_root() / 'scons-cache'}"] if cached else []
+            r = run_scons(*args, f"build_dir={folder}", *cache)
             (folder / "scons.log").write_text((r.stdout + r.stderr).strip())
             (folder / "scons.rc").write_text(str(r.returncode))
 

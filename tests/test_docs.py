@@ -3,8 +3,9 @@
 Each fenced block of the documents is one of:
 
 * commands (``pto``, ``scons``, ``python``, ``bash``): run in order, in a folder holding a copy of
-  the examples the block names and the repository's SConstruct, with builds in a temporary
-  build root. A command that needs what this machine may lack (a GPU, nvcc, the AArch64 cross
+  the examples the block names and the repository's SConstruct, with builds in a build root
+  that the test run's blocks share (temporary, not the user's cache; its SCons cache serves
+  the documents' scons commands too). A command that needs what this machine may lack (a GPU, nvcc, the AArch64 cross
   tools, Graphviz) is a test of its own, skipped with the reason when it is missing;
 * Python: the blocks of one document run in order as one script;
 * the README's SConstruct, its ``pto.toml``, the Ascend kernel excerpt and the dump excerpt:
@@ -199,8 +200,19 @@ def workdir(tmp: Path, b: Block) -> Path:
     return work
 
 
-def environment(tmp: Path) -> dict[str, str]:
-    env = dict(os.environ, PTO_BUILD_DIR=str(tmp / "cache"), PTO_PROGRESS="0")
+@pytest.fixture(scope="module")
+def build_root(build_once) -> Path:
+    """The build root of every command here: one for the test run, not the user's cache
+    (launch builds and the SCons cache are shared between blocks, as between a reader's
+    commands; concurrent builds of one folder take turns)."""
+    return build_once("docs-build-root", lambda d: None)
+
+
+def environment(build_root: Path) -> dict[str, str]:
+    env = dict(os.environ, PTO_BUILD_DIR=str(build_root), PTO_PROGRESS="0")
+    # the documents' own scons commands take their objects from the SCons cache that launch
+    # builds in that root use (SCons reads variables from SCONSFLAGS as from its command line)
+    env["SCONSFLAGS"] = f"cache={build_root / 'scons-cache'}"
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
     return env
 
@@ -217,12 +229,13 @@ def run_command(cmd: str, cwd: Path, env: dict[str, str]) -> subprocess.Complete
 @pytest.mark.slow
 @pytest.mark.parametrize("block, cmds", segments(),
                          ids=[f"{b.id}:{c[0][:40]}" for b, c in segments()])
-def test_commands_in_the_docs_run(block: Block, cmds: list[str], tmp_path: Path) -> None:
+def test_commands_in_the_docs_run(block: Block, cmds: list[str], tmp_path: Path,
+                                  build_root: Path) -> None:
     for cmd in cmds:
         reason = requirement(cmd)
         if reason:
             pytest.skip(f"{cmd}: {reason}")
-    work, env = workdir(tmp_path, block), environment(tmp_path)
+    work, env = workdir(tmp_path, block), environment(build_root)
     for cmd in cmds:
         r = run_command(cmd, work, env)
         if cmd.startswith("pto run") and "--check" in cmd:
@@ -236,12 +249,12 @@ def python_blocks(doc: Path) -> list[Block]:
 
 @pytest.mark.parametrize("doc", [d for d in DOCS if python_blocks(d)],
                          ids=lambda d: str(d.relative_to(ROOT)))
-def test_python_in_the_docs_runs(doc: Path, tmp_path: Path) -> None:
+def test_python_in_the_docs_runs(doc: Path, tmp_path: Path, build_root: Path) -> None:
     if not _installed("arm64"):
         pytest.skip("the arm64 backend is not installed (pip install -e plugins/pto_arm64)")
     script = tmp_path / "doc.py"
     script.write_text("\n".join(b.text for b in python_blocks(doc)))
-    r = subprocess.run([sys.executable, str(script)], cwd=tmp_path, env=environment(tmp_path),
+    r = subprocess.run([sys.executable, str(script)], cwd=tmp_path, env=environment(build_root),
                        capture_output=True, text=True, timeout=900)
     assert r.returncode == 0, r.stdout + r.stderr
 
@@ -252,7 +265,8 @@ def the_block(doc: str, start: str) -> Block:
 
 
 @pytest.mark.slow
-def test_the_readmes_two_line_sconstruct_builds_and_checks_a_project(tmp_path: Path) -> None:
+def test_the_readmes_two_line_sconstruct_builds_and_checks_a_project(tmp_path: Path,
+                                                                     build_root: Path) -> None:
     b = the_block("README.md", "import pto_core.scons")
     project = tmp_path / "project"
     project.mkdir()
@@ -260,7 +274,7 @@ def test_the_readmes_two_line_sconstruct_builds_and_checks_a_project(tmp_path: P
     for name in ("rowmax.py", "fused_softmax.py"):
         shutil.copy(ROOT / "examples" / name, project)
     cmd = re.search(r"#\s*then:\s*(.*)$", b.text, re.M).group(1)
-    r = run_command(cmd + " -Q", project, environment(tmp_path))
+    r = run_command(cmd + " -Q", project, environment(build_root))
     assert r.stdout.count(": OK") == 2, r.stdout
 
 
@@ -278,12 +292,13 @@ def test_the_readmes_pto_toml_sets_the_pipeline(tmp_path: Path) -> None:
     assert opts.enabled("buffer_reuse") and not opts.enabled("fuse_loops")
 
 
-def test_the_ascend_kernel_excerpt_is_what_the_backend_writes(tmp_path: Path) -> None:
+def test_the_ascend_kernel_excerpt_is_what_the_backend_writes(tmp_path: Path,
+                                                             build_root: Path) -> None:
     if not _installed("ascend_a5"):
         pytest.skip("the ascend_a5 backend is not installed (pip install -e plugins/pto_ascend_a5)")
     b = the_block("docs/ascend.md", "#include <pto/pto-inst.hpp>")
     cmd = re.search(r"`(pto compile [^`]*)`", (ROOT / "docs" / "ascend.md").read_text()).group(1)
-    run_command(cmd.replace("out/", str(tmp_path / "out")), ROOT, environment(tmp_path))
+    run_command(cmd.replace("out/", str(tmp_path / "out")), ROOT, environment(build_root))
     generated = (tmp_path / "out" / "rowmax.cpp").read_text()
     # the excerpt with "..." for what it leaves out; comments are the document's own
     pattern = r"\s*".join(

@@ -1,6 +1,7 @@
 """Shared fixtures of the CUDA backend tests: every example generated and built ONCE per
-session by the project's SCons build (``scons target=cuda|cuda_sim werror=1``, the flags the
-product builds with, warnings as errors): with nvcc (``built_examples``) and for the CPU
+test run (whichever pytest-xdist worker asks first) by the project's SCons build
+(``scons target=cuda|cuda_sim werror=1``, the flags the product builds with, warnings as
+errors): with nvcc (``built_examples``) and for the CPU
 simulator with the host C++ compiler (``built_sim_examples``: the same generated sources, run
 here without a GPU)."""
 
@@ -12,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from pto_core.checking import example_programs, run_scons
+from pto_core.checking import example_programs
 from pto_core.codegen.orchestration import c_module_name
 from pto_core.program import load_program
 from pto_cuda import scons_tool
@@ -36,34 +37,36 @@ class Built:
     errors: list[str]
 
 
-def _build_all(build_dir: Path, target: str) -> dict[str, Built]:
-    """Every example in one SCons run (``-k``: an example that fails leaves the others
-    built; its errors are the run's output)."""
-    r = run_scons("-s", "-k", f"target={target}", f"examples={EXAMPLES}/*.py",
-                  f"build_dir={build_dir}", "werror=1")
-    log = (r.stdout + r.stderr).strip()
+def _build_all(scons_once, target: str) -> dict[str, Built]:
+    """Every example in one SCons run, once per test run (the root conftest's ``scons_once``;
+    ``-k``: an example that fails leaves the others built; its errors are the run's output)."""
+    # every object compiled (no SCons cache): test_cuda_build reads what nvcc prints
+    build_dir = scons_once("-s", "-k", f"target={target}", f"examples={EXAMPLES}/*.py",
+                           "werror=1", check=False, cached=False)
+    log = (build_dir / "scons.log").read_text()
+    failed = (build_dir / "scons.rc").read_text() != "0"
     built = {}
     for name in ALL_EXAMPLES:
         module = load_program(EXAMPLES / name).module
         d = build_dir / target / Path(name).stem
         m = c_module_name(module)
         b = Built(name, module, d, d / f"lib{m}.so", d / f"{m}_host", log, [])
-        if r.returncode and not (b.library.is_file() and b.host.is_file()):
+        if failed and not (b.library.is_file() and b.host.is_file()):
             b.errors.append(log or "scons failed")
         built[name] = b
     return built
 
 
 @pytest.fixture(scope="session")
-def built_examples(tmp_path_factory) -> dict[str, Built]:
+def built_examples(scons_once) -> dict[str, Built]:
     if scons_tool.find_nvcc() is None:
         pytest.skip("nvcc not found")
-    return _build_all(tmp_path_factory.mktemp("cuda_examples"), "cuda")
+    return _build_all(scons_once, "cuda")
 
 
 @pytest.fixture(scope="session")
-def built_sim_examples(tmp_path_factory) -> dict[str, Built]:
+def built_sim_examples(scons_once) -> dict[str, Built]:
     """Every example built for the CPU simulator (needs gcc and g++ only)."""
     if shutil.which("gcc") is None or shutil.which("g++") is None:
         pytest.skip("gcc/g++ not found")
-    return _build_all(tmp_path_factory.mktemp("cuda_sim_examples"), "cuda_sim")
+    return _build_all(scons_once, "cuda_sim")

@@ -59,17 +59,19 @@ def chain_module(width: int, steps: int) -> PTOModule:
 
 
 @pytest.fixture(scope="module")
-def built(tmp_path_factory):
-    """The bench softmax and GEMM programs and the chains, built for cuda_sim."""
+def built(build_once):
+    """The bench softmax and GEMM programs and the chains, built for cuda_sim (once per test
+    run)."""
     bench = _bench()
-    root = tmp_path_factory.mktemp("launch_shape")
     mods = {"softmax": bench.softmax_module(0, 1024), "gemm": bench.gemm_module(4096),
             "chain": chain_module(4, 2600)}
-    out = {}
-    for key, m in mods.items():
-        bdir = build_module("cuda_sim", m, CompileOptions(), build_dir=root / key)
-        out[key] = (m, bdir / f"lib{m.name}.so", bdir)
-    return out
+
+    def build(root: Path) -> None:
+        for key, m in mods.items():
+            build_module("cuda_sim", m, CompileOptions(), build_dir=root / key)
+
+    root = build_once("launch_shape", build)
+    return {key: (m, root / key / f"lib{m.name}.so", root / key) for key, m in mods.items()}
 
 
 def expected_fill(bdir: Path, kernel: str, sms: int = H100_SMS) -> int:

@@ -35,14 +35,17 @@ def scons_selftest(out: Path, *args: str) -> subprocess.CompletedProcess:
 
 
 @pytest.fixture(scope="module")
-def selftest(tmp_path_factory) -> Path:
-    """sim_selftest built against the simulator (compiled once per session)."""
+def selftest(build_once) -> Path:
+    """sim_selftest built against the simulator (compiled once per test run, whichever
+    pytest-xdist worker asks first)."""
     if shutil.which("g++") is None:
         pytest.skip("g++ not found")
-    d = tmp_path_factory.mktemp("sim_selftest")
-    r = scons_selftest(d)
-    assert r.returncode == 0 and not (r.stdout + r.stderr).strip(), r.stdout + r.stderr
-    return d / "sim_selftest"
+
+    def build(d: Path) -> None:
+        r = scons_selftest(d)
+        assert r.returncode == 0 and not (r.stdout + r.stderr).strip(), r.stdout + r.stderr
+
+    return build_once("sim_selftest", build) / "sim_selftest"
 
 
 def run(exe: Path, name: str) -> subprocess.CompletedProcess:

@@ -117,18 +117,20 @@ def test_pipeline_stages_shrink_until_the_buffers_fit():
 # ------------------------------------------------------------------ host checks (g++, no GPU)
 
 @pytest.fixture(scope="module")
-def host_check(tmp_path_factory) -> Path:
+def host_check(build_once) -> Path:
     home = scons_tool.cuda_home()
     if shutil.which("g++") is None or home is None or not (home / "include" / "cuda.h").exists():
         pytest.skip("g++ or the CUDA toolkit headers (cuda.h) not found")
     lib = scons_tool.cuda_lib_dir(home)
-    exe = tmp_path_factory.mktemp("tma") / "tma_host_check"
-    r = subprocess.run(["g++", "-std=c++17", "-Wall", "-Werror", f"-I{scons_tool.INCLUDE_DIR}",
-                        f"-I{home / 'include'}", str(HERE / "tma_host_check.cpp"), f"-L{lib}",
-                        "-lcudart", f"-Wl,-rpath,{lib}", "-o", str(exe)],
-                       capture_output=True, text=True)
-    assert r.returncode == 0, r.stderr
-    return exe
+
+    def build(d: Path) -> None:
+        r = subprocess.run(["g++", "-std=c++17", "-Wall", "-Werror", f"-I{scons_tool.INCLUDE_DIR}",
+                            f"-I{home / 'include'}", str(HERE / "tma_host_check.cpp"), f"-L{lib}",
+                            "-lcudart", f"-Wl,-rpath,{lib}", "-o", str(d / "tma_host_check")],
+                           capture_output=True, text=True)
+        assert r.returncode == 0, r.stderr
+
+    return build_once("tma_host_check", build) / "tma_host_check"
 
 
 def _lines(exe: Path, mode: str) -> list[list[str]]:
