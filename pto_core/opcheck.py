@@ -75,6 +75,13 @@ class OpKernel:
     inputs: tuple[tuple[str, int, int, ElementType], ...]
     output: tuple[int, int, ElementType]
     scalars: tuple[float, ...] = ()
+    attrs: tuple[tuple[str, object], ...] = ()    # the op's attributes (default: TFILLPAD's
+                                                  # pad is KERNEL_PAD)
+
+    @property
+    def op_attrs(self) -> dict[str, object]:
+        """The attributes the kernel's instruction carries."""
+        return {**({"pad": KERNEL_PAD} if "pad" in self.op.attrs else {}), **dict(self.attrs)}
 
     def memref(self, param: str) -> str:
         """The kernel's tensor parameter an input tile is loaded from."""
@@ -131,6 +138,8 @@ def _io(op: OpDef, dt: ElementType, R: int, C: int, M: int, K: int, N: int,
         return [("a", R, 32, dt)], ((R // 2, 64) if R % 2 == 0 else (1, R * 32)) + (dt,)
     if op.layout == "gather":
         return [("a", R, 32, dt), ("idx", R, 32, E.I32)], (R, 32, dt)
+    if op.layout == "pad" and not op.in_place and op.name != "TFILLPAD":    # a smaller a
+        return [("a", R - R // 3, C - C // 4, dt)], (R, C, dt)
     return [(o.name, R, C, dt) for o in op.operands if o.role == "tile"], (R, C, dt)
 
 
@@ -142,17 +151,25 @@ def _kernel_builder(k: OpKernel, module: PTOModule) -> PTOFunctionBuilder:
     b.memref("o", GM, k.out_dtype)
     if k.op.category is Category.TILE_SCALAR:
         b.scalar("s", compute_type(k.in_dtype), param=True)
+    # an in-place op (TFILLPAD_INPLACE) reads and writes t_o, loaded from its input
+    tile = (lambda p: "t_o") if k.op.in_place else (lambda p: f"t_{p}")  # noqa: E731
     for p, r, c, pdt in k.inputs:
-        b.tile(f"t_{p}", r, c, pdt)
+        if not k.op.in_place:
+            b.tile(tile(p), r, c, pdt)
     b.tile("t_o", k.output[0], k.output[1], k.out_dtype)
     for p, *_ in k.inputs:
-        b.load(f"t_{p}", k.memref(p))
+        b.load(tile(p), k.memref(p))
     # the op's operands in its row's order (TADDSC: a, s, b; TEXTRACT: a, row, col)
     offsets = iter(window_offsets(k))
-    args = ["s" if o.role == "scalar" else next(offsets) if o.role == "index" else f"t_{o.name}"
+    args = ["s" if o.role == "scalar" else next(offsets) if o.role == "index" else tile(o.name)
             for o in k.op.inputs]
-    getattr(b, k.op.method)("t_o", *args)
+    getattr(b, k.op.method)("t_o", *args, **k.op_attrs)
     return b.store("o", "t_o")
+
+
+#: TFILLPAD's pad attribute in one-instruction kernels: the value that shows (infinities,
+#: integer extremes)
+KERNEL_PAD = "max"
 
 
 def window_offsets(k: OpKernel) -> tuple[int, int]:
@@ -579,6 +596,11 @@ def _layout_operands(k: OpKernel, tile, r: int, c: int, scalar) -> dict[str, obj
         return {"a": scalar(a[r0 + r, c0 + c])}
     if lay == "concat":
         return {"a": scalar(a[r, c])} if c < a.shape[1] else {"b": scalar(tile("b")[r, c - a.shape[1]])}
+    if lay == "pad":
+        if r < a.shape[0] and c < a.shape[1]:
+            return {"a": scalar(a[r, c])}
+        from .reference import pad_value
+        return {"pad": pad_value(k.op_attrs["pad"], a.dtype).item()}
     flat = r * cols + c if lay == "reshape" else int(tile("idx")[r, c])
     if not 0 <= flat < a.size:
         return {"idx": flat}

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from pto_core import ElementType, MemorySpace, PTOFunctionBuilder, PTOModule
 from pto_core.ir import CMP_OPS, Category, OpDef, TileType
+from pto_core.ir.ops import PAD_VALUES
 
 F32, F16, I32 = ElementType.F32, ElementType.F16, ElementType.I32
 GM = MemorySpace.GLOBAL
@@ -36,10 +37,11 @@ _SHAPES: dict[Category, dict[str, tuple[int, int]]] = {
     "concat": {"dst": (8, 32), "a": _T8, "b": _T8},
     "reshape": {"dst": (16, 8), "a": _T8},
     "gather": {"dst": _T8, "a": _T8, "idx": _T8},
+    "pad": {"dst": _T8, "a": _T8},
 }
 
 #: an attribute value for each attribute name the table uses
-ATTR_VALUES = {"cmp": CMP_OPS}
+ATTR_VALUES = {"cmp": CMP_OPS, "pad": PAD_VALUES}
 
 
 def tile_type(op: OpDef, operand: str) -> TileType:
@@ -67,7 +69,9 @@ def op_function(module: PTOModule, op: OpDef, literal: bool, suffix: str = "") -
     scalar_dtype = I32 if op.category is Category.SCALAR or op.int_only else F32
     need_local_in = False
     for o in op.operands:
-        if o.role in ("tile", "tile_out"):
+        if op.in_place and o.name == "a":       # TFILLPAD_INPLACE: dst is a
+            operands.append("t_dst")
+        elif o.role in ("tile", "tile_out"):
             t = tile_type(op, o.name)
             b.tile(f"t_{o.name}", t.rows, t.cols, t.dtype)
             operands.append(f"t_{o.name}")

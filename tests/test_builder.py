@@ -28,6 +28,7 @@ SHAPES = {
     "concat": dict(dst=(4, 12), a=(4, 8), b=(4, 4)),
     "reshape": dict(dst=(8, 4), a=(4, 8)),
     "gather": dict(dst=(4, 8), a=(4, 8), idx=(4, 8)),
+    "pad": dict(dst=(4, 8), a=(4, 8)),
 }
 
 
@@ -37,7 +38,9 @@ def build_one(op_name: str):
     b = PTOFunctionBuilder("f").in_core()
     args = []
     for spec in op.operands:
-        if spec.role in ("tile_out", "tile"):
+        if op.in_place and spec.name == "a":    # TFILLPAD_INPLACE: dst is a
+            args.append("t_dst")
+        elif spec.role in ("tile_out", "tile"):
             # a conversion changes the type: give its destination another one
             dt = F16 if op.category is Category.CONVERT and spec.name == "dst" else F32
             dt = I32 if op.int_only else dt
@@ -55,7 +58,8 @@ def build_one(op_name: str):
             args.append("d")
         else:
             args.append(3)
-    return getattr(b, op.method)(*args).build()
+    attrs = {"pad": "min"} if "pad" in op.attrs else {}
+    return getattr(b, op.method)(*args, **attrs).build()
 
 
 @pytest.mark.parametrize("op_name", sorted(OPS))

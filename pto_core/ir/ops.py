@@ -218,6 +218,7 @@ class OpDef:
                                    # expression (the activations); "" : as its kinds say
     layout: str | None = None      # LAYOUT ops: the map (a key of LAYOUTS) that says which
                                    # source element each element of dst is
+    in_place: bool = False         # dst must be the tile a itself (TFILLPAD_INPLACE)
 
     @property
     def kinds(self) -> frozenset[str]:
@@ -483,6 +484,15 @@ _def("TCONCAT", "concat", Category.LAYOUT, "dst:tile_out a:tile b:tile", isa=Tru
 _def("TRESHAPE", "reshape", Category.LAYOUT, "dst:tile_out a:tile", isa=True,
      layout="reshape", doc="dst holds a's elements in row-major order under another shape "
      "(same element type and count)")
+# (docs/isa/TFILLPAD.md, TFILLPAD_EXPAND.md, TFILLPAD_INPLACE.md): a copied into dst's top-left
+# corner, every other element of dst the pad value its ``pad`` attribute names (PAD_VALUES)
+_PAD_DOC = ("dst[i, j] = a[i, j] inside a, else the pad value: pad=zero 0, pad=max +inf (the "
+            "largest integer), pad=min -inf (the smallest integer)")
+for _n, _m, _what in [("TFILLPAD", "fillpad", "dst has a's shape"),
+                      ("TFILLPAD_EXPAND", "fillpad_expand", "dst may be larger than a"),
+                      ("TFILLPAD_INPLACE", "fillpad_inplace", "dst is a itself")]:
+    _def(_n, _m, Category.LAYOUT, "dst:tile_out a:tile", isa=True, layout="pad",
+         attrs=("pad",), in_place=_n == "TFILLPAD_INPLACE", doc=f"{_PAD_DOC}; {_what}")
 _def("TGATHER", "gather", Category.LAYOUT, "dst:tile_out a:tile idx:tile", isa=True,
      layout="gather", scratch=1, scratch_dtype=ElementType.I32,
      doc="dst[i, j] = a.flat[idx[i, j]] (row-major index into a); an index outside "
@@ -619,7 +629,11 @@ LAYOUTS: dict[str, str] = {
     "concat": "a[i, j] where j < a's columns, else b[i, j - a's columns]",
     "reshape": "a's element i * dst's columns + j in row-major order",
     "gather": "a's element idx[i, j] in row-major order; 0 where idx[i, j] is outside a",
+    "pad": "a[i, j] where (i, j) lies inside a, else the pad value (the pad attribute)",
 }
+
+#: the pad values of TFILLPAD's ``pad`` attribute
+PAD_VALUES = ("zero", "max", "min")
 
 
 def _check_layout(op: OpDef, d: TileType, a: TileType, tiles: dict[str, TileType]) -> None:
@@ -643,6 +657,12 @@ def _check_layout(op: OpDef, d: TileType, a: TileType, tiles: dict[str, TileType
         if d.rows * d.cols != a.rows * a.cols:
             raise RuleError(f"shape mismatch: {a.rows}x{a.cols} has {a.rows * a.cols} elements, "
                             f"dst {d.rows}x{d.cols} has {d.rows * d.cols}")
+    elif op.layout == "pad":
+        if d.rows < a.rows or d.cols < a.cols or (op.name != "TFILLPAD_EXPAND" and d.shape != a.shape):
+            raise RuleError(f"shape mismatch: {op.name} of {a.rows}x{a.cols} into "
+                            f"{d.rows}x{d.cols} (dst must be "
+                            f"{'at least' if op.name == 'TFILLPAD_EXPAND' else 'exactly'} "
+                            f"a's shape)")
     elif op.layout == "gather":
         idx = tiles["idx"]
         if idx.dtype is not ElementType.I32:
