@@ -110,8 +110,9 @@ def _io(op: OpDef, dt: ElementType, R: int, C: int, M: int, K: int, N: int,
     cat, method = op.category, op.method
     if cat is Category.MATMUL:
         acc = E.F32 if dt in (E.F16, E.BF16) else MATMUL_ACC_TYPES.get(dt, (dt,))[0]
+        M = op.rows or M
         ins = [("a", M, K, dt), ("b", K, N, dt)]
-        if method == "matmul_acc":
+        if any(o.name == "acc" for o in op.operands):
             ins.insert(0, ("acc", M, N, acc))
         return ins, (M, N, acc)
     if cat is Category.ROW_REDUCE:
@@ -418,7 +419,7 @@ def special_inputs(kernels: Sequence[OpKernel], dtype: ElementType) -> dict[str,
             if cat in (Category.ROW_REDUCE, Category.COL_REDUCE):
                 x, _ = reduction_input(dtype, r, c, along_rows=cat is Category.ROW_REDUCE)
             elif cat is Category.MATMUL and p in ("a", "b"):
-                x = _matmul_operand(p, vp, r, c, with_c=k.op.method == "matmul")
+                x = _matmul_operand(p, vp, r, c, with_c=all(o.name != "acc" for o in k.op.operands))
             elif cat is Category.MATMUL:          # acc
                 x = _fill(vp, r, c, 1)
             elif cat is Category.ROW_EXPAND and p == "b":

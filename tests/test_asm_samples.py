@@ -38,6 +38,8 @@ _SHAPES: dict[Category, dict[str, tuple[int, int]]] = {
     "reshape": {"dst": (16, 8), "a": _T8},
     "gather": {"dst": _T8, "a": _T8, "idx": _T8},
     "pad": {"dst": _T8, "a": _T8},
+    # matrix-vector products (OpDef.rows: a has one row)
+    "gemv": {"dst": (1, 4), "acc": (1, 4), "a": (1, 16), "b": (16, 4)},
 }
 
 #: an attribute value for each attribute name the table uses
@@ -45,7 +47,7 @@ ATTR_VALUES = {"cmp": CMP_OPS, "pad": PAD_VALUES}
 
 
 def tile_type(op: OpDef, operand: str) -> TileType:
-    shapes = _SHAPES.get(op.layout or op.category)
+    shapes = _SHAPES.get(op.layout or ("gemv" if op.rows else op.category))
     assert shapes is not None and operand in shapes or op.category is Category.SCALAR, \
         f"tests/asm_samples.py: give example shapes for {op.name} ({op.category}) operand {operand}"
     rows, cols = shapes[operand]

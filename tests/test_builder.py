@@ -29,6 +29,8 @@ SHAPES = {
     "reshape": dict(dst=(8, 4), a=(4, 8)),
     "gather": dict(dst=(4, 8), a=(4, 8), idx=(4, 8)),
     "pad": dict(dst=(4, 8), a=(4, 8)),
+    # matrix-vector products (OpDef.rows: a has one row)
+    "gemv": dict(dst=(1, 2), acc=(1, 2), a=(1, 8), b=(8, 2)),
 }
 
 
@@ -46,7 +48,7 @@ def build_one(op_name: str):
             dt = I32 if op.int_only else dt
             dt = op.index_type if op.is_arg and spec.name == "dst" else dt
             dt = I32 if spec.name == "idx" else dt              # a gather's indices
-            b.tile(f"t_{spec.name}", *SHAPES[op.layout or op.category][spec.name], dt)
+            b.tile(f"t_{spec.name}", *SHAPES[op.layout or ("gemv" if op.rows else op.category)][spec.name], dt)
             args.append(f"t_{spec.name}")
         elif spec.role == "memref":
             b.memref("m", GM, F32)

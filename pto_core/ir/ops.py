@@ -219,6 +219,7 @@ class OpDef:
     layout: str | None = None      # LAYOUT ops: the map (a key of LAYOUTS) that says which
                                    # source element each element of dst is
     in_place: bool = False         # dst must be the tile a itself (TFILLPAD_INPLACE)
+    rows: int | None = None        # MATMUL rows whose a has this many rows (TGEMV: 1)
 
     @property
     def kinds(self) -> frozenset[str]:
@@ -465,6 +466,11 @@ for _n, _m, _x, _f in [("ADD", "add", A + B, "a[r, c] + {b}"), ("SUB", "sub", A 
 _def("TMATMUL", "matmul", Category.MATMUL, "dst:tile_out a:tile b:tile", doc="dst = a @ b")
 _def("TMATMUL_ACC", "matmul_acc", Category.MATMUL, "dst:tile_out acc:tile a:tile b:tile",
      doc="dst = acc + a @ b")
+# matrix-vector forms (docs/isa/TGEMV.md, TGEMV_ACC.md): TMATMUL and TMATMUL_ACC of a one-row a
+_def("TGEMV", "gemv", Category.MATMUL, "dst:tile_out a:tile b:tile", rows=1,
+     doc="dst = a @ b for a 1 x K row a")
+_def("TGEMV_ACC", "gemv_acc", Category.MATMUL, "dst:tile_out acc:tile a:tile b:tile", rows=1,
+     doc="dst = acc + a @ b for a 1 x K row a")
 _def("TTRANS", "trans", Category.TRANSPOSE, "dst:tile_out a:tile", doc="dst = a.T")
 _def("TCVT", "cvt", Category.CONVERT, "dst:tile_out a:tile",
      doc="dst = a converted to dst's element type (round to nearest even; ints saturate)")
@@ -594,6 +600,9 @@ def check_tile_rule(op: OpDef, tiles: dict[str, TileType]) -> None:
             raise RuleError(f"shape mismatch: b must be {want[0]}x{want[1]} to broadcast over "
                             f"{d.rows}x{d.cols}, got {b.rows}x{b.cols}")
     elif cat is Category.MATMUL:
+        if op.rows is not None and a.rows != op.rows:
+            raise RuleError(f"shape mismatch: {op.name} takes a {op.rows}-row a, got "
+                            f"{a.rows}x{a.cols}")
         if a.cols != b.rows:
             raise RuleError(f"shape mismatch: a is {a.rows}x{a.cols}, b is {b.rows}x{b.cols} "
                             f"(inner dimensions differ)")
