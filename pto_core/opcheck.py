@@ -76,6 +76,13 @@ class OpKernel:
     inputs: tuple[tuple[str, int, int, ElementType], ...]
     output: tuple[int, int, ElementType]
     scalars: tuple[float, ...] = ()
+    attrs: tuple[tuple[str, object], ...] = ()    # the op's attributes (default: TFILLPAD's
+                                                  # pad is KERNEL_PAD)
+
+    @property
+    def op_attrs(self) -> dict[str, object]:
+        """The attributes the kernel's instruction carries."""
+        return {**({"pad": KERNEL_PAD} if "pad" in self.op.attrs else {}), **dict(self.attrs)}
 
     def memref(self, param: str) -> str:
         """The kernel's tensor parameter an input tile is loaded from."""
@@ -109,8 +116,9 @@ def _io(op: OpDef, dt: ElementType, R: int, C: int, M: int, K: int, N: int,
     cat, method = op.category, op.method
     if cat is Category.MATMUL:
         acc = E.F32 if dt in (E.F16, E.BF16) else MATMUL_ACC_TYPES.get(dt, (dt,))[0]
+        M = op.rows or M
         ins = [("a", M, K, dt), ("b", K, N, dt)]
-        if method == "matmul_acc":
+        if any(o.name == "acc" for o in op.operands):
             ins.insert(0, ("acc", M, N, acc))
         return ins, (M, N, acc)
     if cat is Category.ROW_REDUCE:
@@ -137,6 +145,8 @@ def _io(op: OpDef, dt: ElementType, R: int, C: int, M: int, K: int, N: int,
         return [("a", R, 32, dt)], ((R // 2, 64) if R % 2 == 0 else (1, R * 32)) + (dt,)
     if op.layout == "gather":
         return [("a", R, 32, dt), ("idx", R, 32, E.I32)], (R, 32, dt)
+    if op.layout == "pad" and not op.in_place and op.name != "TFILLPAD":    # a smaller a
+        return [("a", R - R // 3, C - C // 4, dt)], (R, C, dt)
     return [(o.name, R, C, dt) for o in op.operands if o.role in ("tile", "tile_inout")], (R, C, dt)
 
 
@@ -148,18 +158,25 @@ def _kernel_builder(k: OpKernel, module: PTOModule) -> PTOFunctionBuilder:
     b.memref("o", GM, k.out_dtype)
     if k.op.category is Category.TILE_SCALAR:
         b.scalar("s", compute_type(k.in_dtype), param=True)
+    # an in-place op (TFILLPAD_INPLACE) reads and writes t_o, loaded from its input
+    tile = (lambda p: "t_o") if k.op.in_place else k.tile  # noqa: E731
     for p, r, c, pdt in k.inputs:
-        if p != "dst":
-            b.tile(k.tile(p), r, c, pdt)
+        if not k.op.in_place and p != "dst":
+            b.tile(tile(p), r, c, pdt)
     b.tile("t_o", k.output[0], k.output[1], k.out_dtype)
     for p, *_ in k.inputs:
-        b.load(k.tile(p), k.memref(p))
+        b.load(tile(p), k.memref(p))
     # the op's operands in its row's order (TADDSC: a, s, b; TEXTRACT: a, row, col)
     offsets = iter(window_offsets(k) if k.op.layout == "window" else ())
-    args = ["s" if o.role == "scalar" else next(offsets) if o.role == "index" else k.tile(o.name)
+    args = ["s" if o.role == "scalar" else next(offsets) if o.role == "index" else tile(o.name)
             for o in k.op.inputs]
-    getattr(b, k.op.method)("t_o", *args)
+    getattr(b, k.op.method)("t_o", *args, **k.op_attrs)
     return b.store("o", "t_o")
+
+
+#: TFILLPAD's pad attribute in one-instruction kernels: the value that shows (infinities,
+#: integer extremes)
+KERNEL_PAD = "max"
 
 
 def window_offsets(k: OpKernel) -> tuple[int, int]:
@@ -408,7 +425,7 @@ def special_inputs(kernels: Sequence[OpKernel], dtype: ElementType) -> dict[str,
             if cat in (Category.ROW_REDUCE, Category.COL_REDUCE):
                 x, _ = reduction_input(dtype, r, c, along_rows=cat is Category.ROW_REDUCE)
             elif cat is Category.MATMUL and p in ("a", "b"):
-                x = _matmul_operand(p, vp, r, c, with_c=k.op.method == "matmul")
+                x = _matmul_operand(p, vp, r, c, with_c=all(o.name != "acc" for o in k.op.operands))
             elif cat is Category.MATMUL:          # acc
                 x = _fill(vp, r, c, 1)
             elif cat is Category.ROW_EXPAND and p == "b":
@@ -589,6 +606,11 @@ def _layout_operands(k: OpKernel, tile, r: int, c: int, scalar) -> dict[str, obj
         return {"a": scalar(a[r0 + r, c0 + c])}
     if lay == "concat":
         return {"a": scalar(a[r, c])} if c < a.shape[1] else {"b": scalar(tile("b")[r, c - a.shape[1]])}
+    if lay == "pad":
+        if r < a.shape[0] and c < a.shape[1]:
+            return {"a": scalar(a[r, c])}
+        from .reference import pad_value
+        return {"pad": pad_value(k.op_attrs["pad"], a.dtype).item()}
     flat = r * cols + c if lay == "reshape" else int(tile("idx")[r, c])
     if not 0 <= flat < a.size:
         return {"idx": flat}

@@ -421,6 +421,24 @@ def _window(a: np.ndarray, row: int, col: int, rows: int, cols: int, where: tupl
     return a[row:row + rows, col:col + cols].copy()
 
 
+def pad_value(pad: str, dtype: np.dtype):
+    """The value TFILLPAD writes outside its source: 0, or -inf/+inf (floats), the smallest or
+    largest integer (integers)."""
+    if pad == "zero":
+        return dtype.type(0)
+    if np.issubdtype(dtype, np.integer):
+        info = np.iinfo(dtype)
+        return dtype.type(info.max if pad == "max" else info.min)
+    return dtype.type(np.inf if pad == "max" else -np.inf)
+
+
+def _pad(a: np.ndarray, rows: int, cols: int, pad: str) -> np.ndarray:
+    """TFILLPAD: ``a`` in the top-left corner of a ``rows x cols`` tile of the pad value."""
+    out = np.full((rows, cols), pad_value(pad, a.dtype), a.dtype)
+    out[:a.shape[0], :a.shape[1]] = a
+    return out
+
+
 def _gather(a: np.ndarray, idx: np.ndarray) -> np.ndarray:
     """TGATHER: a's row-major elements at ``idx``; an index outside ``a`` gives 0."""
     flat = a.reshape(-1)
@@ -487,6 +505,7 @@ class _Translator:
             "_sdiv": _sdiv, "_smod": _smod, "_sshl": _sshl, "_sshr": _sshr, "_int": _to_int,
             "_reduce": _reduce, "_matmul": _matmul, "_convert": _convert, "_tn": tuple.__new__,
             "_argreduce": _argreduce, "_window": _window, "_gather": _gather,
+            "_pad": _pad,
             "_TC": TaskCall, "_RG": Region, "PTOError": PTOError, "_errloop": _loop_error,
             "_IM": Intermediate,
         }
@@ -698,6 +717,8 @@ class _Translator:
                 return f"{out} = {a}.reshape({dst.rows}, {dst.cols}).copy()"
             if op.layout == "gather":
                 return f"{out} = _gather({a}, {_v(ops['idx'])})"
+            if op.layout == "pad":
+                return f"{out} = _pad({a}, {dst.rows}, {dst.cols}, {s.attr('pad')!r})"
         raise PTOError(f"the reference interpreter cannot run {op.name}", function=fn.name,
                        instruction=str(s))
 

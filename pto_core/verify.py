@@ -47,7 +47,7 @@ from .errors import PTOError, PTOVerifyError
 from .ir import (CMP_OPS, MAX_DIM, Call, Category, ElementType, For, Function, If, Instr,
                  MemorySpace, MemRefType, Module, Return, ScalarType, Stmt, TileType, walk_nested)
 from .ir.module import format_value
-from .ir.ops import RuleError, check_tile_rule, check_window
+from .ir.ops import PAD_VALUES, RuleError, check_tile_rule, check_window
 from .names import check_identifier
 
 #: deepest FOR/IF nesting of a function (with its inlined InCore callees)
@@ -406,6 +406,9 @@ class _Checker:
             self.fail(s, f"{op.name} takes attributes {list(op.attrs)}, got {list(attrs)}")
         if op.is_compare and attrs.get("cmp") not in CMP_OPS:
             self.fail(s, f"{op.name} comparison must be one of {', '.join(CMP_OPS)}")
+        if "pad" in op.attrs and attrs.get("pad") not in PAD_VALUES:
+            self.fail(s, f"{op.name} pad must be one of {', '.join(PAD_VALUES)}, got "
+                         f"{attrs.get('pad')!r}")
         tiles: dict[str, TileType] = {}
         mem: MemRefType | None = None
         for spec, v in zip(op.operands, s.operands):
@@ -431,7 +434,10 @@ class _Checker:
         elif op.is_tile_op:
             try:
                 check_tile_rule(op, tiles)
-                if op.category is Category.LAYOUT and s.operands[0] in s.operands[1:]:
+                if op.in_place and s.operands[0] != s.operands[1]:
+                    raise RuleError(f"{op.name} works in place: dst must be a")
+                if (op.category is Category.LAYOUT and not op.in_place
+                        and s.operands[0] in s.operands[1:]):
                     raise RuleError(f"dst of {op.name} must not be one of its sources")
                 if op.layout == "window":
                     ops = s.named_operands()

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from pto_core import ElementType, MemorySpace, PTOFunctionBuilder, PTOModule
 from pto_core.ir import CMP_OPS, Category, OpDef, TileType
+from pto_core.ir.ops import PAD_VALUES
 
 F32, F16, I32 = ElementType.F32, ElementType.F16, ElementType.I32
 GM = MemorySpace.GLOBAL
@@ -36,14 +37,17 @@ _SHAPES: dict[Category, dict[str, tuple[int, int]]] = {
     "concat": {"dst": (8, 32), "a": _T8, "b": _T8},
     "reshape": {"dst": (16, 8), "a": _T8},
     "gather": {"dst": _T8, "a": _T8, "idx": _T8},
+    "pad": {"dst": _T8, "a": _T8},
+    # matrix-vector products (OpDef.rows: a has one row)
+    "gemv": {"dst": (1, 4), "acc": (1, 4), "a": (1, 16), "b": (16, 4)},
 }
 
 #: an attribute value for each attribute name the table uses
-ATTR_VALUES = {"cmp": CMP_OPS}
+ATTR_VALUES = {"cmp": CMP_OPS, "pad": PAD_VALUES}
 
 
 def tile_type(op: OpDef, operand: str) -> TileType:
-    shapes = _SHAPES.get(op.layout or op.category)
+    shapes = _SHAPES.get(op.layout or ("gemv" if op.rows else op.category))
     assert shapes is not None and operand in shapes or op.category is Category.SCALAR, \
         f"tests/asm_samples.py: give example shapes for {op.name} ({op.category}) operand {operand}"
     rows, cols = shapes[operand]
@@ -67,7 +71,9 @@ def op_function(module: PTOModule, op: OpDef, literal: bool, suffix: str = "") -
     scalar_dtype = I32 if op.category is Category.SCALAR or op.int_only else F32
     need_local_in = False
     for o in op.operands:
-        if o.is_tile:
+        if op.in_place and o.name == "a":       # TFILLPAD_INPLACE: dst is a
+            operands.append("t_dst")
+        elif o.is_tile:
             t = tile_type(op, o.name)
             b.tile(f"t_{o.name}", t.rows, t.cols, t.dtype)
             operands.append(f"t_{o.name}")

@@ -28,6 +28,9 @@ SHAPES = {
     "concat": dict(dst=(4, 12), a=(4, 8), b=(4, 4)),
     "reshape": dict(dst=(8, 4), a=(4, 8)),
     "gather": dict(dst=(4, 8), a=(4, 8), idx=(4, 8)),
+    "pad": dict(dst=(4, 8), a=(4, 8)),
+    # matrix-vector products (OpDef.rows: a has one row)
+    "gemv": dict(dst=(1, 2), acc=(1, 2), a=(1, 8), b=(8, 2)),
 }
 
 
@@ -37,13 +40,15 @@ def build_one(op_name: str):
     b = PTOFunctionBuilder("f").in_core()
     args = []
     for spec in op.operands:
-        if spec.is_tile:
+        if op.in_place and spec.name == "a":    # TFILLPAD_INPLACE: dst is a
+            args.append("t_dst")
+        elif spec.is_tile:
             # a conversion changes the type: give its destination another one
             dt = F16 if op.category is Category.CONVERT and spec.name == "dst" else F32
             dt = I32 if op.int_only else dt
             dt = op.index_type if op.is_arg and spec.name == "dst" else dt
             dt = I32 if spec.name == "idx" else dt              # a gather's indices
-            b.tile(f"t_{spec.name}", *SHAPES[op.layout or op.category][spec.name], dt)
+            b.tile(f"t_{spec.name}", *SHAPES[op.layout or ("gemv" if op.rows else op.category)][spec.name], dt)
             args.append(f"t_{spec.name}")
         elif spec.role == "memref":
             b.memref("m", GM, F32)
@@ -55,7 +60,8 @@ def build_one(op_name: str):
             args.append("d")
         else:
             args.append(3)
-    return getattr(b, op.method)(*args).build()
+    attrs = {"pad": "min"} if "pad" in op.attrs else {}
+    return getattr(b, op.method)(*args, **attrs).build()
 
 
 @pytest.mark.parametrize("op_name", sorted(OPS))

@@ -28,15 +28,24 @@ EXPECT = {
     "TGATHER": ((2, 4), {"idx": ((2, 4), T.I32)}, (),
                 lambda a, idx: np.where((idx >= 0) & (idx < a.size),
                                         a.reshape(-1)[np.clip(idx, 0, a.size - 1)], 0)),
+    "TFILLPAD": ((8, 16), {}, (), lambda a, _: a),
+    "TFILLPAD_EXPAND": ((10, 20), {}, (), lambda a, _: np.pad(a, ((0, 2), (0, 4)),
+                                                             constant_values=-np.inf)),
+    "TFILLPAD_INPLACE": ((8, 16), {}, (), lambda a, _: a),
 }
+#: the pad attribute of each TFILLPAD test above
+PAD = {"TFILLPAD": "zero", "TFILLPAD_EXPAND": "min", "TFILLPAD_INPLACE": "max"}
 
 
-def layout_module(op: str, dst_shape, extra, offsets, dtype=T.F32) -> PTOModule:
+def layout_module(op: str, dst_shape, extra, offsets, dtype=T.F32, pad=None) -> PTOModule:
     m = PTOModule("lay")
+    dst = "ta" if OPS[op].in_place else "td"
     b = (PTOFunctionBuilder("k", module=m).in_core()
-         .memref("a", GM, dtype).memref("out", GM, dtype)
-         .tile("ta", 8, 16, dtype).tile("td", *dst_shape, dtype).load("ta", "a"))
-    args = ["td", "ta"]
+         .memref("a", GM, dtype).memref("out", GM, dtype).tile("ta", 8, 16, dtype))
+    if dst == "td":
+        b.tile("td", *dst_shape, dtype)
+    b.load("ta", "a")
+    args = [dst, "ta"]
     for name, (shape, dt) in extra.items():
         b.memref(name, GM, dt).tile(f"t{name}", *shape, dt).load(f"t{name}", name)
         args.append(f"t{name}")
@@ -44,8 +53,9 @@ def layout_module(op: str, dst_shape, extra, offsets, dtype=T.F32) -> PTOModule:
         if isinstance(v, str):
             b.scalar(v, T.I64, param=True)
         args.append(v)
-    getattr(b, OPS[op].method)(*args)
-    b.store("out", "td").build()
+    attrs = {"pad": pad or PAD[op]} if "pad" in OPS[op].attrs else {}
+    getattr(b, OPS[op].method)(*args, **attrs)
+    b.store("out", dst).build()
     return m
 
 
@@ -91,6 +101,24 @@ def test_the_verifier_refuses_a_bad_layout_naming_function_and_instruction(
     assert "function 'k'" in text and op in text and message in text, text
 
 
+@pytest.mark.parametrize("op,shape,pad,message", [
+    ("TFILLPAD", (8, 16), "mean", "TFILLPAD pad must be one of zero, max, min, got 'mean'"),
+    ("TFILLPAD", (8, 20), "zero", "TFILLPAD of 8x16 into 8x20 (dst must be exactly a's shape)"),
+    ("TFILLPAD_EXPAND", (6, 20), "max", "into 6x20 (dst must be at least a's shape)"),
+])
+def test_the_verifier_refuses_a_bad_fill_naming_function_and_instruction(op, shape, pad, message):
+    with pytest.raises(PTOError) as e:
+        layout_module(op, shape, {}, (), pad=pad)
+    assert "function 'k'" in str(e.value) and message in str(e.value), str(e.value)
+
+
+def test_an_in_place_fill_of_another_tile_is_refused():
+    b = (PTOFunctionBuilder("k", module=PTOModule("f")).in_core().tile("t", 4, 8, T.F32)
+         .tile("u", 4, 8, T.F32))
+    with pytest.raises(PTOError, match=r"function 'k'.*TFILLPAD_INPLACE.*works in place: dst must be a"):
+        b.fillpad_inplace("u", "t", pad="zero").build()
+
+
 def test_a_gather_into_its_own_source_is_refused():
     m = PTOModule("g")
     b = (PTOFunctionBuilder("k", module=m).in_core().tile("t", 4, 8, T.F32)
@@ -107,7 +135,7 @@ def test_layout_ops_round_trip_through_pto_and_ptoas_text(op):
     shape, extra, offsets, _ = EXPECT[op]
     m = layout_module(op, shape, extra, ("r", 3) if offsets else ())
     text = print_module(m)
-    assert f"%td = {op.lower()} %ta" in text
+    assert f"{'%ta' if OPS[op].in_place else '%td'} = {op.lower()} %ta" in text
     assert print_module(parse(text)) == text
     asm = print_ptoas(m)
     assert print_ptoas(parse_ptoas(asm)) == asm
@@ -169,3 +197,22 @@ def test_gather_indices_outside_the_source_give_zero_on_every_backend(tmp_path, 
     got = driver.launch(target, m, {n: v.copy() for n, v in ins.items()}, {},
                         build_dir=tmp_path)[k.out_tensor]
     np.testing.assert_array_equal(np.asarray(got).astype(np.float64), want.astype(np.float64))
+
+
+@pytest_slow
+@pytest.mark.parametrize("target", ["arm64", "cuda_sim", "ascend_a2a3", "ascend_a5"])
+@pytest.mark.parametrize("dt", [T.F16, T.I16], ids=lambda t: t.value)
+def test_every_pad_value_fills_as_the_reference_on_every_backend(tmp_path, target, dt):
+    """TFILLPAD_EXPAND of an 8 x 16 tile into 10 x 32 with each pad value: 0, +-inf (f16), the
+    i16 extremes."""
+    from pto_core.reference import numpy_dtype
+    a = (np.arange(8 * 16).reshape(8, 16) - 60).astype(numpy_dtype(dt))
+    for pad, fill in (("zero", 0), ("max", np.inf if dt.is_float else 32767),
+                      ("min", -np.inf if dt.is_float else -32768)):
+        m = layout_module("TFILLPAD_EXPAND", (10, 32), {}, (), dtype=dt, pad=pad)
+        ins = {"a": a, "out": np.full((10, 32), 3, numpy_dtype(dt))}
+        want = run_module(m, ins)["out"]
+        assert (want[:8, :16] == a).all() and (want[8:] == fill).all() and (want[:, 16:] == fill).all()
+        got = driver.launch(target, m, {n: v.copy() for n, v in ins.items()}, {},
+                            build_dir=tmp_path / pad)["out"]
+        np.testing.assert_array_equal(np.asarray(got).astype(np.float64), want.astype(np.float64))

@@ -103,6 +103,7 @@ def test_every_table_op_has_a_numpy_expectation_here():
                | set(READ_WRITE) | {"TEXPANDS"}
                | {f"T{d}EXPAND{k}" for d in ("ROW", "COL") for k in EXPECT_EXPAND}
                | {n for n, d in OPS.items() if d.category is Category.LAYOUT}  # test_layout_ops.py
+               | {"TGEMV", "TGEMV_ACC"}
                | set(ARG) | {"TMOV", "TROWEXPAND", "TCOLEXPAND", "TLOAD", "TSTORE", "TMATMUL", "TMATMUL_ACC", "TTRANS", "TCVT"})
     tile_ops = {n for n, d in OPS.items() if d.category is not Category.SCALAR}
     assert tile_ops - covered == set()
@@ -406,6 +407,22 @@ def test_arg_reductions_give_the_first_index_of_the_extreme_as_i32(op):
 def test_arg_reductions_refuse_a_value_typed_destination():
     with pytest.raises(PTOError, match=r"function 'k'.*TROWARGMAX.*writes i32 indices, dst is f32"):
         kernel("TROWARGMAX", (4, 4), dst_shape=(4, 1))
+
+
+@pytest.mark.parametrize("acc", [False, True], ids=["TGEMV", "TGEMV_ACC"])
+def test_gemv_is_a_one_row_matmul(acc):
+    a, b = rng_tile(13, (1, 16)), rng_tile(14, (16, 5))
+    c = rng_tile(15, (1, 5))
+    op = "TGEMV_ACC" if acc else "TGEMV"
+    got = run_op(kernel(op, (1, 16), (16, 5), dst_shape=(1, 5), acc=acc), (1, 5), a=a, b=b,
+                 **({"acc": c} if acc else {}))
+    want = a.astype(np.float64) @ b.astype(np.float64) + (c if acc else 0)
+    np.testing.assert_allclose(got, want, rtol=1e-5)
+
+
+def test_gemv_refuses_an_a_of_more_than_one_row():
+    with pytest.raises(PTOError, match=r"function 'k'.*TGEMV.*takes a 1-row a, got 2x16"):
+        kernel("TGEMV", (2, 16), (16, 5), dst_shape=(2, 5))
 
 
 def test_matmul_f32_equals_numpy_matmul():

@@ -147,7 +147,7 @@ def model(k: OpKernel, inputs: dict[str, np.ndarray], r: int, c: int) -> float:
     if cat is Category.TRANSPOSE:
         return ops["a"]
     if cat is Category.LAYOUT:           # the source element, or 0 for a gather index outside
-        return 0 if "idx" in ops else next(iter(ops.values()))
+        return 0 if "idx" in ops else ops.get("pad", next(iter(ops.values())))
     if cat is Category.CONVERT:
         return model_convert(ops["a"], k.out_dtype)
     if cat in (Category.ROW_REDUCE, Category.COL_REDUCE) and k.op.is_arg:

@@ -1178,8 +1178,18 @@ class CStyleRenderer:
             zero = self.from_compute(ta.dtype, self._cast(ta.dtype, "0"))
             return (f"(({x}) >= 0 && ({x}) < {ta.rows * ta.cols} ? "
                     f"{a}[({x}) / {ta.cols}][({x}) % {ta.cols}] : {zero})")
+        if lay == "pad":
+            return (f"({r} < {ta.rows} && {c} < {ta.cols} ? {a}[{r}][{c}] : "
+                    f"{self.pad_value(ta.dtype, s.attr('pad'))})")
         raise PTOBackendError(f"no C template for the {lay} layout", function=fn.name,
                               instruction=str(s))
+
+    def pad_value(self, dtype: ElementType, pad: str) -> str:
+        """TFILLPAD's value as a stored element: 0, -inf/+inf, the integer extremes."""
+        if dtype.is_int:
+            return "0" if pad == "zero" else self.INT_LIMITS[dtype][pad == "max"]
+        value = "0.0f" if pad == "zero" else "INFINITY" if pad == "max" else "-INFINITY"
+        return self.from_compute(dtype, self._cast(dtype, value))
 
     def render_layout(self, out: _Out, fn: Function, s: Instr) -> None:
         """A layout op: one copy per element of dst, from the element its map names."""

@@ -230,6 +230,8 @@ class OpDef:
                                    # expression (the activations); "" : as its kinds say
     layout: str | None = None      # LAYOUT ops: the map (a key of LAYOUTS) that says which
                                    # source element each element of dst is
+    in_place: bool = False         # dst must be the tile a itself (TFILLPAD_INPLACE)
+    rows: int | None = None        # MATMUL rows whose a has this many rows (TGEMV: 1)
 
     @property
     def kinds(self) -> frozenset[str]:
@@ -505,6 +507,11 @@ for _n, _m, _x, _f in [("ADD", "add", A + B, "a[r, c] + {b}"), ("SUB", "sub", A 
 _def("TMATMUL", "matmul", Category.MATMUL, "dst:tile_out a:tile b:tile", doc="dst = a @ b")
 _def("TMATMUL_ACC", "matmul_acc", Category.MATMUL, "dst:tile_out acc:tile a:tile b:tile",
      doc="dst = acc + a @ b")
+# matrix-vector forms (docs/isa/TGEMV.md, TGEMV_ACC.md): TMATMUL and TMATMUL_ACC of a one-row a
+_def("TGEMV", "gemv", Category.MATMUL, "dst:tile_out a:tile b:tile", rows=1,
+     doc="dst = a @ b for a 1 x K row a")
+_def("TGEMV_ACC", "gemv_acc", Category.MATMUL, "dst:tile_out acc:tile a:tile b:tile", rows=1,
+     doc="dst = acc + a @ b for a 1 x K row a")
 _def("TTRANS", "trans", Category.TRANSPOSE, "dst:tile_out a:tile", doc="dst = a.T")
 _def("TCVT", "cvt", Category.CONVERT, "dst:tile_out a:tile",
      doc="dst = a converted to dst's element type (round to nearest even; ints saturate)")
@@ -527,6 +534,15 @@ _def("TCONCAT", "concat", Category.LAYOUT, "dst:tile_out a:tile b:tile", isa=Tru
 _def("TRESHAPE", "reshape", Category.LAYOUT, "dst:tile_out a:tile", isa=True,
      layout="reshape", doc="dst holds a's elements in row-major order under another shape "
      "(same element type and count)")
+# (docs/isa/TFILLPAD.md, TFILLPAD_EXPAND.md, TFILLPAD_INPLACE.md): a copied into dst's top-left
+# corner, every other element of dst the pad value its ``pad`` attribute names (PAD_VALUES)
+_PAD_DOC = ("dst[i, j] = a[i, j] inside a, else the pad value: pad=zero 0, pad=max +inf (the "
+            "largest integer), pad=min -inf (the smallest integer)")
+for _n, _m, _what in [("TFILLPAD", "fillpad", "dst has a's shape"),
+                      ("TFILLPAD_EXPAND", "fillpad_expand", "dst may be larger than a"),
+                      ("TFILLPAD_INPLACE", "fillpad_inplace", "dst is a itself")]:
+    _def(_n, _m, Category.LAYOUT, "dst:tile_out a:tile", isa=True, layout="pad",
+         attrs=("pad",), in_place=_n == "TFILLPAD_INPLACE", doc=f"{_PAD_DOC}; {_what}")
 _def("TGATHER", "gather", Category.LAYOUT, "dst:tile_out a:tile idx:tile", isa=True,
      layout="gather", scratch=1, scratch_dtype=ElementType.I32,
      doc="dst[i, j] = a.flat[idx[i, j]] (row-major index into a); an index outside "
@@ -629,6 +645,9 @@ def check_tile_rule(op: OpDef, tiles: dict[str, TileType]) -> None:
             raise RuleError(f"shape mismatch: b must be {want[0]}x{want[1]} to broadcast over "
                             f"{d.rows}x{d.cols}, got {b.rows}x{b.cols}")
     elif cat is Category.MATMUL:
+        if op.rows is not None and a.rows != op.rows:
+            raise RuleError(f"shape mismatch: {op.name} takes a {op.rows}-row a, got "
+                            f"{a.rows}x{a.cols}")
         if a.cols != b.rows:
             raise RuleError(f"shape mismatch: a is {a.rows}x{a.cols}, b is {b.rows}x{b.cols} "
                             f"(inner dimensions differ)")
@@ -664,7 +683,11 @@ LAYOUTS: dict[str, str] = {
     "concat": "a[i, j] where j < a's columns, else b[i, j - a's columns]",
     "reshape": "a's element i * dst's columns + j in row-major order",
     "gather": "a's element idx[i, j] in row-major order; 0 where idx[i, j] is outside a",
+    "pad": "a[i, j] where (i, j) lies inside a, else the pad value (the pad attribute)",
 }
+
+#: the pad values of TFILLPAD's ``pad`` attribute
+PAD_VALUES = ("zero", "max", "min")
 
 
 def _check_layout(op: OpDef, d: TileType, a: TileType, tiles: dict[str, TileType]) -> None:
@@ -688,6 +711,12 @@ def _check_layout(op: OpDef, d: TileType, a: TileType, tiles: dict[str, TileType
         if d.rows * d.cols != a.rows * a.cols:
             raise RuleError(f"shape mismatch: {a.rows}x{a.cols} has {a.rows * a.cols} elements, "
                             f"dst {d.rows}x{d.cols} has {d.rows * d.cols}")
+    elif op.layout == "pad":
+        if d.rows < a.rows or d.cols < a.cols or (op.name != "TFILLPAD_EXPAND" and d.shape != a.shape):
+            raise RuleError(f"shape mismatch: {op.name} of {a.rows}x{a.cols} into "
+                            f"{d.rows}x{d.cols} (dst must be "
+                            f"{'at least' if op.name == 'TFILLPAD_EXPAND' else 'exactly'} "
+                            f"a's shape)")
     elif op.layout == "gather":
         idx = tiles["idx"]
         if idx.dtype is not ElementType.I32:

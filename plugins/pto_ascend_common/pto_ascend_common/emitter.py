@@ -664,6 +664,8 @@ class _KernelRenderer(CStyleRenderer):
         ct = self.ctype(tt.dtype)
         if s.opdef.layout == "reshape":
             return self._lower_reshape(fn, s, ops, d, vec)
+        if s.opdef.layout == "pad":
+            return self._lower_pad(s, ops, d, vec)
         if s.opdef.layout == "gather":    # docs/isa/TGATHER.md: "continuous dst storage"
             self._need_unpadded(fn, s, (ops["dst"], ops["a"], ops["idx"]), vec,
                                 "indexes the tile's storage")
@@ -702,6 +704,16 @@ class _KernelRenderer(CStyleRenderer):
                 raise self._err(fn, s, f"{s.op} {why}: tile '{v}' ({t.valid_rows}x"
                                        f"{t.valid_cols} {t.dtype.value}) has padded rows on "
                                        f"{self.arch.name}")
+
+    def _lower_pad(self, s: Instr, ops: dict, d: str, vec) -> list[_Step]:
+        """TFILLPAD*: the library takes the pad value from dst's tile type (its PadVal), so
+        the instruction writes through a view of dst's bytes whose type names it."""
+        t = self._tiles[d]
+        pad = {"zero": "Zero", "max": "Max", "min": "Min"}[s.attr("pad")]
+        view = (t.cpp[:-1] + f", SLayout::NoneBox, TileConfig::fractalABSize, PadValue::{pad}>")
+        a = vec(ops["a"])
+        return [_Step(f"{{ {view} _pto_pad; TASSIGN(_pto_pad, 0x{t.offset:x}); "
+                      f"{s.op}(_pto_pad, {a}); }}", "V", (a,), (d,))]
 
     def _lower_reshape(self, fn: Function, s: Instr, ops: dict, d: str, vec) -> list[_Step]:
         """TRESHAPE reinterprets a tile's bytes (docs/isa/TRESHAPE.md; on A2/A3 and in the

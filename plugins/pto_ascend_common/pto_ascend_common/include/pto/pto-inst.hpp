@@ -342,6 +342,7 @@ struct Tile {
     static constexpr BLayout BFractal = BFractal_;
     static constexpr SLayout SFractal = SFractal_;
     static constexpr int SFractalSize = SFractalSize_;
+    static constexpr PadValue PadVal = PadVal_;
     static constexpr int Numel = Rows * Cols;
     static constexpr bool isRowMajor = BFractal_ == BLayout::RowMajor;
     static constexpr bool isBoxedLayout = SFractal_ != SLayout::NoneBox;
@@ -1068,6 +1069,39 @@ inline RecordEvent TRESHAPE(D& dst, S& src, WaitEvents&...) {
     if (!detail::ready(src, "TRESHAPE")) return {};
     dst.data_ = reinterpret_cast<typename D::DType*>(src.data());
     dst.addr_ = src.addr();
+    return {};
+}
+
+// TFILLPAD, TFILLPAD_EXPAND, TFILLPAD_INPLACE: src in dst's top-left corner, every other element
+// of dst the pad value dst's tile type names (PadVal): 0, +-inf, or the integer extremes.
+namespace detail {
+template <class D> inline pto_sim::calc_t<typename D::DType> pad_value() {
+    using T = typename D::DType;
+    using C = pto_sim::calc_t<T>;
+    static_assert(D::PadVal == PadValue::Zero || D::PadVal == PadValue::Max || D::PadVal == PadValue::Min,
+                  "TFILLPAD: dst's tile type must name a pad value (Zero, Max or Min)");
+    if constexpr (D::PadVal == PadValue::Zero) return C(0);
+    else if constexpr (std::is_floating_point_v<C>) return D::PadVal == PadValue::Max ? INFINITY : -INFINITY;
+    else return D::PadVal == PadValue::Max ? std::numeric_limits<T>::max() : std::numeric_limits<T>::min();
+}
+template <bool EXPAND, class D, class S> inline void fill_pad(const char* op, D& dst, S& src) {
+    static_assert(sizeof(typename D::DType) == sizeof(typename S::DType), "TFILLPAD: src and dst element sizes differ");
+    static_assert(EXPAND ? (D::Rows >= S::Rows && D::Cols >= S::Cols) : (D::Rows == S::Rows && D::Cols == S::Cols),
+                  "TFILLPAD: dst must have src's shape (TFILLPAD_EXPAND: at least src's shape)");
+    const unsigned R = src.GetValidRow(), K = src.GetValidCol();
+    const auto pad = pad_value<D>();
+    map(op, [&](unsigned r, unsigned c, S& s) { return r < R && c < K ? val(s, r, c) : pad; }, dst, src);
+}
+}  // namespace detail
+template <typename D, typename S, typename... WaitEvents, std::enable_if_t<is_tile<S>::value, int> = 0>
+inline RecordEvent TFILLPAD(D& dst, S& src, WaitEvents&...) { detail::fill_pad<false>("TFILLPAD", dst, src); return {}; }
+template <typename D, typename S, typename... WaitEvents>
+inline RecordEvent TFILLPAD_EXPAND(D& dst, S& src, WaitEvents&...) { detail::fill_pad<true>("TFILLPAD_EXPAND", dst, src); return {}; }
+template <typename D, typename S, typename... WaitEvents>
+inline RecordEvent TFILLPAD_INPLACE(D& dst, S& src, WaitEvents&...) {
+    if (detail::ready(dst, "TFILLPAD_INPLACE") && detail::ready(src, "TFILLPAD_INPLACE") && dst.addr() != src.addr())
+        pto_sim::fail("TFILLPAD_INPLACE: dst and src must be the same storage");
+    detail::fill_pad<false>("TFILLPAD_INPLACE", dst, src);
     return {};
 }
 
