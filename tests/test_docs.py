@@ -71,6 +71,10 @@ NOT_RUN = {
     ("docs/passes.md", "n = end - start"): "pseudocode of binary expansion",
     ("docs/distributed.md", "scons target=arm64 engine=starpu-mpi examples=examples/llama7b_layer.py"):
         "needs a cluster's hostfile; tests/test_engine_starpu.py runs mpirun on this machine",
+    ("docs/distributed.md", "mpirun --allow-run-as-root --oversubscribe -np 2 pto run "
+                            "examples/llama7b_layer.py \\"):
+        "the trace and statistics of a 2-rank run; tests/test_engine_starpu_trace.py runs pto run "
+        "--trace --stats under mpirun and checks both",
     ("docs/pto-assembly.md", "// PTO Module: softmax_module"):
         "parsed and printed back by tests/test_asm_roundtrip.py",
     ("docs/pto-assembly.md", "module      = { header-comment | function }"): "the grammar",

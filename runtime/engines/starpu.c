@@ -362,15 +362,9 @@ int pto_runtime_init(PTORuntime** out, const PTORuntimeConfig* cfg) {
     conf.nopencl = 0;
 #ifdef PTO_ENGINE_MPI
     rc = mpi_start(rt, &conf);
-    if (rc < 0) {
-        pthread_mutex_destroy(&rt->done_mu);
-        pthread_cond_destroy(&rt->done_cv);
-        free(rt);
-        atomic_store(&g_active, 0);
-        return rc;
-    }
 #else
     rc = obs_open(&rt->obs, 0, 1, rt->nworkers, true);
+#endif
     if (rc < 0) {
         pthread_mutex_destroy(&rt->done_mu);
         pthread_cond_destroy(&rt->done_cv);
@@ -378,6 +372,7 @@ int pto_runtime_init(PTORuntime** out, const PTORuntimeConfig* cfg) {
         atomic_store(&g_active, 0);
         return rc;
     }
+#ifndef PTO_ENGINE_MPI
     rc = starpu_init(&conf);
     if (rc != 0) { obs_free(rt->obs); rt->obs = NULL; }
 #endif
