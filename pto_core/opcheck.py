@@ -39,7 +39,7 @@ from .builder import PTOFunctionBuilder, PTOModule
 from .errors import PTOError
 from .ir import Category, ElementType, MemorySpace
 from .ir.ops import KINDS, MATMUL_ACC_TYPES, OPS, OpDef
-from .reference import compute_type, numpy_dtype
+from .reference import compute_type, numpy_dtype, pad_value
 
 E = ElementType
 GM = MemorySpace.GLOBAL
@@ -118,7 +118,7 @@ def _io(op: OpDef, dt: ElementType, R: int, C: int, M: int, K: int, N: int,
         acc = E.F32 if dt in (E.F16, E.BF16) else MATMUL_ACC_TYPES.get(dt, (dt,))[0]
         M = op.rows or M
         ins = [("a", M, K, dt), ("b", K, N, dt)]
-        if any(o.name == "acc" for o in op.operands):
+        if op.accumulates:
             ins.insert(0, ("acc", M, N, acc))
         return ins, (M, N, acc)
     if cat is Category.ROW_REDUCE:
@@ -425,7 +425,7 @@ def special_inputs(kernels: Sequence[OpKernel], dtype: ElementType) -> dict[str,
             if cat in (Category.ROW_REDUCE, Category.COL_REDUCE):
                 x, _ = reduction_input(dtype, r, c, along_rows=cat is Category.ROW_REDUCE)
             elif cat is Category.MATMUL and p in ("a", "b"):
-                x = _matmul_operand(p, vp, r, c, with_c=all(o.name != "acc" for o in k.op.operands))
+                x = _matmul_operand(p, vp, r, c, with_c=not k.op.accumulates)
             elif cat is Category.MATMUL:          # acc
                 x = _fill(vp, r, c, 1)
             elif cat is Category.ROW_EXPAND and p == "b":
@@ -581,7 +581,7 @@ def operands(k: OpKernel, inputs: Mapping[str, np.ndarray], r: int, c: int) -> d
         return {"a": tile("a")[:, c]}
     if cat is Category.MATMUL:
         out: dict[str, object] = {"a": tile("a")[r, :], "b": tile("b")[:, c]}
-        if "acc" in [p for p, *_ in k.inputs]:
+        if k.op.accumulates:
             out["acc"] = tile("acc")[r, c].item()
         return out
     if cat is Category.TRANSPOSE:
@@ -609,7 +609,6 @@ def _layout_operands(k: OpKernel, tile, r: int, c: int, scalar) -> dict[str, obj
     if lay == "pad":
         if r < a.shape[0] and c < a.shape[1]:
             return {"a": scalar(a[r, c])}
-        from .reference import pad_value
         return {"pad": pad_value(k.op_attrs["pad"], a.dtype).item()}
     flat = r * cols + c if lay == "reshape" else int(tile("idx")[r, c])
     if not 0 <= flat < a.size:

@@ -443,8 +443,9 @@ def _gather(a: np.ndarray, idx: np.ndarray) -> np.ndarray:
     """TGATHER: a's row-major elements at ``idx``; an index outside ``a`` gives 0."""
     flat = a.reshape(-1)
     ok = (idx >= 0) & (idx < flat.size)
-    out = flat[np.where(ok, idx, 0)]
-    return np.where(ok, out, np.zeros((), a.dtype)).astype(a.dtype)
+    out = flat[np.where(ok, idx, 0)]          # a fresh array of a's type
+    out[~ok] = 0
+    return out
 
 
 def _matmul(a: np.ndarray, b: np.ndarray, acc: np.ndarray | None, out: np.dtype) -> np.ndarray:

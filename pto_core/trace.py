@@ -111,17 +111,22 @@ def write_chrome_trace(path: str | Path, events: Iterable[TraceEvent],
     return path
 
 
+def read_trace(source: str | Path | dict) -> Any:
+    """The parsed JSON of a trace or statistics file (a path), or ``source`` itself when it is
+    already parsed; a file that cannot be read or parsed is a :class:`PTOTraceError`."""
+    if isinstance(source, (dict, list)):
+        return source
+    try:
+        return json.loads(Path(source).read_text())
+    except (OSError, ValueError) as e:
+        raise PTOTraceError(f"cannot read trace: {e}", file=str(source)) from None
+
+
 def load_chrome_trace(source: str | Path | dict) -> list[TraceEvent]:
     """Task events of a Chrome trace (a path or the parsed object), in file order. Only
     ``ph:"X"`` events with an ``args.task`` id are tasks; times come back in ns relative to the
     trace's start (``otherData.t0_ns`` is added back when present)."""
-    if isinstance(source, dict):
-        obj = source
-    else:
-        try:
-            obj = json.loads(Path(source).read_text())
-        except (OSError, ValueError) as e:
-            raise PTOTraceError(f"cannot read trace: {e}", file=str(source)) from None
+    obj = read_trace(source)
     raw = obj.get("traceEvents") if isinstance(obj, dict) else obj
     if not isinstance(raw, list):
         raise PTOTraceError("no traceEvents list in the trace")
@@ -167,7 +172,7 @@ def load_transfers(source: str | Path | dict) -> list[Transfer]:
     ...              "handle": 3, "tensor": "x", "region": [0, 0, 4, 4]}}]})[0].bytes
     64
     """
-    obj = source if isinstance(source, dict) else json.loads(Path(source).read_text())
+    obj = read_trace(source)
     out = []
     for i, e in enumerate(obj.get("traceEvents", [])):
         if e.get("ph") != "X" or e.get("cat") != "transfer":
@@ -196,7 +201,7 @@ def chrome_trace_graph(source: str | Path | dict) -> TaskGraph:
     >>> chrome_trace_graph(obj).edges
     ((0, 1),)
     """
-    obj = source if isinstance(source, dict) else json.loads(Path(source).read_text())
+    obj = read_trace(source)
     raw = obj.get("traceEvents", []) if isinstance(obj, dict) else obj
     funcs = {e.task: e.func for e in load_chrome_trace(obj)}
     edges = sorted({(int(e["args"]["from"]), int(e["args"]["to"])) for e in raw
@@ -438,7 +443,7 @@ def load_runtime_stats(source: str | Path | dict) -> TraceStats:
     >>> s.tasks, s.per_function["k"].count
     (2, 2)
     """
-    obj = source if isinstance(source, dict) else json.loads(Path(source).read_text())
+    obj = read_trace(source)
     mpi = obj.get("mpi", {})
     ranks = tuple(RankStats(int(r["rank"]), int(r["tasks"]), int(r["bytes_sent"]),
                             int(r["bytes_received"]), int(r["transfers_sent"]),

@@ -80,7 +80,7 @@ from ..reference import derive_shapes, numpy_dtype, run_module, trace_calls
 from ..codegen.host import runtime_environment
 from ..driver import RUNTIME_MODES, runtime_mode_environment
 from ..trace import (chrome_trace_graph, format_stats, load_chrome_trace, load_runtime_stats,
-                     load_transfers, validate_trace)
+                     load_transfers, read_trace, validate_trace)
 from .common import (add_compile_arguments, add_run_arguments, load_with_settings, options_from_args,
                      parse_assignments)
 
@@ -186,11 +186,12 @@ def report_trace(path: Path) -> bool:
     if not path.exists():
         print(f"  --trace: the target wrote no trace to {path}")
         return False
-    events = load_chrome_trace(path)
-    problems = validate_trace(events, chrome_trace_graph(path))
+    trace = read_trace(path)               # parsed once: a many-rank trace can be large
+    events = load_chrome_trace(trace)
+    problems = validate_trace(events, chrome_trace_graph(trace))
     workers = len({(e.rank, e.worker) for e in events})
     ranks = len({e.rank for e in events})
-    sends = [t for t in load_transfers(path) if t.dir == "send"]
+    sends = [t for t in load_transfers(trace) if t.dir == "send"]
     where = (f"{workers} worker(s) of {ranks} rank(s), {len(sends)} transfer(s) of "
              f"{sum(t.bytes for t in sends)} bytes" if ranks > 1 or sends else f"{workers} worker(s)")
     print(f"  trace: {len(events)} tasks on {where} -> {path} "

@@ -300,6 +300,11 @@ class OpDef:
             o.is_tile for o in self.reads)
 
     @property
+    def accumulates(self) -> bool:
+        """Does the op add into an accumulator operand ``acc`` (TMATMUL_ACC, TGEMV_ACC)?"""
+        return any(o.name == "acc" for o in self.operands)
+
+    @property
     def read_write(self) -> bool:
         """Is dst also an input (TAXPY: dst = s * a + dst)?"""
         return any(o.role == "tile_inout" for o in self.operands)
