@@ -474,7 +474,7 @@ def launch(target: str, module: Module, tensors: Mapping[str, np.ndarray],
            phases: Phases | None = None, in_place: bool = False,
            timeout: float | None = None, engine: str | None = None,
            runtime: str | None = None, schedulers: int | None = None,
-           cores: int | None = None) -> dict[str, np.ndarray]:
+           cores: int | None = None, heap_bytes: int | None = None) -> dict[str, np.ndarray]:
     """Build ``module`` for ``target`` and run its entry function with numpy arrays in and out;
     returns every tensor of the entry function after the run. With ``in_place`` a backend whose
     kernels work on host memory runs on the given arrays themselves (C-ordered rows, the
@@ -484,8 +484,9 @@ def launch(target: str, module: Module, tensors: Mapping[str, np.ndarray],
     task. ``engine`` runs the task graph on another engine (:mod:`pto_core.engines`, e.g.
     ``"starpu"``; it may also come with ``options``); None keeps the one of ``options``.
     ``runtime``: the runtime's mode, ``"default"`` or ``"three-tier"`` (``schedulers``
-    scheduler threads, 3 if None, dispatching to ``cores`` cores, ``workers`` if None); see
-    :func:`runtime_mode_environment`.
+    scheduler threads, 3 if None, dispatching to ``cores`` cores, ``workers`` if None);
+    ``heap_bytes`` bounds the memory of runtime-owned intermediates alive at once (the
+    orchestration waits for room; None: no bound); see :func:`runtime_mode_environment`.
 
     >>> out = launch("arm64", module, {"input": x, "output": y}, {"num_tiles": 8})  # doctest: +SKIP
     """
@@ -499,7 +500,7 @@ def launch(target: str, module: Module, tensors: Mapping[str, np.ndarray],
     bdir = build_module(target, module, options, build_dir=build_dir, phases=phases)
     return run_built(target, module, bdir, tensors, scalars, options=options, workers=workers,
                      threshold=threshold, phases=phases, in_place=in_place, timeout=timeout,
-                     runtime=runtime, schedulers=schedulers, cores=cores)
+                     runtime=runtime, schedulers=schedulers, cores=cores, heap_bytes=heap_bytes)
 
 
 def run_built(target: str, module: Module, build_dir: Path, tensors: Mapping[str, np.ndarray],
@@ -507,7 +508,8 @@ def run_built(target: str, module: Module, build_dir: Path, tensors: Mapping[str
               workers: int | None = 2, threshold: int = 0, phases: Phases | None = None,
               in_place: bool = False, optimised: bool = False,
               timeout: float | None = None, runtime: str | None = None,
-              schedulers: int | None = None, cores: int | None = None) -> dict[str, np.ndarray]:
+              schedulers: int | None = None, cores: int | None = None,
+              heap_bytes: int | None = None) -> dict[str, np.ndarray]:
     """Run ``module`` as built by :func:`build_module` in ``build_dir`` by the backend's driver
     (see :func:`launch` for the arguments; ``optimised``: ``module`` went
     through the passes already)."""
@@ -520,7 +522,7 @@ def run_built(target: str, module: Module, build_dir: Path, tensors: Mapping[str
     if not optimised:
         module, _ = optimise(module, options, target)
     deadline = None if timeout is None else timeout_seconds(timeout)
-    mode = runtime_mode_environment(runtime, schedulers, cores)
+    mode = runtime_mode_environment(runtime, schedulers, cores, heap_bytes)
     with phases.phase("run", label=f"run {target}"), \
             runtime_environment({"PTO_TIMEOUT": deadline, **mode}):
         launch = plugins.get_backend(target).driver.launch
@@ -536,13 +538,14 @@ RUNTIME_MODES = ("default", "three-tier")
 
 
 def runtime_mode_environment(runtime: str | None, schedulers: int | None = None,
-                             cores: int | None = None) -> dict[str, Any]:
-    """The variables that select the C runtime's mode when it is created (``PTO_RUNTIME``,
-    ``PTO_SCHEDULERS``, ``PTO_CORES``; None: left alone). Schedulers and cores belong to the
-    three-tier mode only.
+                             cores: int | None = None,
+                             heap_bytes: int | None = None) -> dict[str, Any]:
+    """The variables that configure the C runtime when it is created (``PTO_RUNTIME``,
+    ``PTO_SCHEDULERS``, ``PTO_CORES``, ``PTO_HEAP_BYTES``; None: left alone). Schedulers and
+    cores belong to the three-tier mode only; the bound on intermediates to every mode.
 
     >>> runtime_mode_environment("three-tier", 1, 2)
-    {'PTO_RUNTIME': 'three-tier', 'PTO_SCHEDULERS': 1, 'PTO_CORES': 2}
+    {'PTO_RUNTIME': 'three-tier', 'PTO_SCHEDULERS': 1, 'PTO_CORES': 2, 'PTO_HEAP_BYTES': None}
     """
     if runtime is not None and runtime not in RUNTIME_MODES:
         raise PTOError(f"runtime mode: expected one of {', '.join(RUNTIME_MODES)}, got {runtime!r}")
@@ -554,7 +557,11 @@ def runtime_mode_environment(runtime: str | None, schedulers: int | None = None,
             raise PTOError(f"{name}: only the three-tier runtime mode has {name}")
         if not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= hi:
             raise PTOError(f"{name}: expected a whole number in [1, {hi}], got {value!r}")
-    return {"PTO_RUNTIME": runtime, "PTO_SCHEDULERS": schedulers, "PTO_CORES": cores}
+    if heap_bytes is not None and (not isinstance(heap_bytes, int) or isinstance(heap_bytes, bool)
+                                   or not 1 <= heap_bytes < 2 ** 63):
+        raise PTOError(f"heap_bytes: expected a whole number of bytes >= 1, got {heap_bytes!r}")
+    return {"PTO_RUNTIME": runtime, "PTO_SCHEDULERS": schedulers, "PTO_CORES": cores,
+            "PTO_HEAP_BYTES": heap_bytes}
 
 
 def module_digest(texts: Mapping[str, str]) -> str:

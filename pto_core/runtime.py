@@ -403,7 +403,8 @@ class Runtime:
     mode: ``"default"`` (worker threads), ``"three-tier"`` (this thread orchestrates,
     ``schedulers`` scheduler threads dispatch to ``num_workers`` cores through handshakes; 0
     schedulers: ``PTO_SCHEDULERS`` or 3) or None (``PTO_RUNTIME`` from the environment decides,
-    with ``PTO_SCHEDULERS`` and ``PTO_CORES``).
+    with ``PTO_SCHEDULERS`` and ``PTO_CORES``). heap_bytes: at most that many bytes of
+    runtime-owned intermediates at once (0: ``PTO_HEAP_BYTES`` from the environment, or no bound).
     """
 
     def __init__(self, num_workers: int = 0, threshold: int = 0, window: int = PTO_DEFAULT_WINDOW,
@@ -411,7 +412,7 @@ class Runtime:
                  worker_types: Optional[list[int]] = None, trace: Union[bool, int] = False,
                  timeout: Optional[float] = None, max_running: int = 0,
                  window_abort: bool = False, issue_batch: int = 0,
-                 mode: Optional[str] = None, schedulers: int = 0):
+                 mode: Optional[str] = None, schedulers: int = 0, heap_bytes: int = 0):
         self._rt = C.c_void_p()
         self._lock = threading.Lock()              # close() from another thread vs. run()
         self._running = 0
@@ -432,6 +433,7 @@ class Runtime:
                                   f"got {mode!r}")
         cfg.mode = PTO_MODE_ENV if mode is None else MODE_CODES[mode]
         cfg.num_schedulers = _int(schedulers, "schedulers", *INT32)
+        cfg.heap_bytes = _int(heap_bytes, "heap_bytes", 0, 2 ** 63 - 1)
         if worker_types is not None:
             if len(worker_types) != num_workers:
                 raise PTORuntimeError(PTO_EINVAL, "worker_types", "needs one entry per worker")

@@ -378,6 +378,9 @@ class TraceStats:
     #: runtime-owned intermediates: task outputs allocated, and the most bytes alive at once
     temp_buffers: int = 0
     peak_temp_bytes: int = 0
+    #: the bound on them (``heap_bytes``, 0: none) and how often a task waited for room
+    heap_bytes: int = 0
+    heap_full_waits: int = 0
     #: a distributed run: per rank, and the workers of each (worker keys are then
     #: ``rank * workers_per_rank + worker``)
     ranks: tuple[RankStats, ...] = ()
@@ -464,6 +467,8 @@ def load_runtime_stats(source: str | Path | dict) -> TraceStats:
         three_tier=dict(obj.get("three_tier", {})),
         temp_buffers=int(obj.get("temp_buffers", 0)),
         peak_temp_bytes=int(obj.get("peak_temp_bytes", 0)),
+        heap_bytes=int(obj.get("heap_bytes", 0)),
+        heap_full_waits=int(obj.get("heap_full_waits", 0)),
         ranks=ranks, workers_per_rank=int(mpi.get("workers_per_rank", 0)))
 
 
@@ -483,7 +488,9 @@ def format_stats(s: TraceStats) -> str:
               if s.critical_path else "critical path     not recorded (no dependency graph)"),
              f"parallelism       {s.parallelism:.2f} (work / makespan)",
              *([f"intermediates     {s.temp_buffers} task outputs, peak "
-                f"{s.peak_temp_bytes} bytes alive"] if s.temp_buffers else []),
+                f"{s.peak_temp_bytes} bytes alive"
+                + (f" (heap_bytes {s.heap_bytes}: waited for room {s.heap_full_waits} times)"
+                   if s.heap_bytes else "")] if s.temp_buffers else []),
              "",
              f"{'function':<24}{'count':>8}{'total':>12}{'mean':>12}{'max':>12}{'share':>8}"]
     for f, fs in sorted(s.per_function.items(), key=lambda kv: -kv[1].total_ns):

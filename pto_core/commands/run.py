@@ -49,6 +49,9 @@ three-tier mode (``PTO_RUNTIME``): the orchestration on the calling thread, N sc
 (default 3) that dispatch ready tasks to the cores through handshakes, and the cores (default:
 ``--workers``) that only run kernels; ``--stats`` then adds the dispatch and completion latency
 per task (median, p99). ``--runtime default`` is the worker-thread runtime.
+``--heap-bytes N`` bounds the runtime-owned intermediates alive at once (``PTO_HEAP_BYTES``, in
+either mode): a task whose outputs find no room waits until tasks in flight free theirs, and
+one that can never fit fails naming it.
 
 ``--timeout SECONDS`` bounds a compiled target's run (``PTO_TIMEOUT``): a kernel still running then
 is abandoned and the run fails naming its task, kernel and worker; a failed kernel is named the
@@ -123,6 +126,9 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
                    help="three-tier: scheduler threads (default 3)")
     p.add_argument("--cores", type=int, default=None, metavar="N",
                    help="three-tier: core threads (default: --workers, else 2)")
+    p.add_argument("--heap-bytes", type=int, default=None, metavar="N",
+                   help="bound on the bytes of runtime-owned intermediates alive at once "
+                        "(PTO_HEAP_BYTES): the orchestration waits for room")
     p.add_argument("--save", type=Path, default=None, metavar="DIR",
                    help="write every tensor after the run to DIR/<name>.npy")
     p.add_argument("--stats", action="store_true", help="print runtime statistics")
@@ -161,7 +167,7 @@ def launch(target: str, module: Module, tensors: dict[str, np.ndarray], scalars:
            mode: Mapping[str, Any] | None = None) -> dict[str, np.ndarray]:
     """Run on ``target``: the interpreter, or a backend through the codegen driver (``phases``
     times codegen, build and run; ``mode``: the runtime mode's ``runtime``, ``schedulers`` and
-    ``cores`` arguments of :func:`pto_core.driver.launch`)."""
+    ``cores`` (and ``heap_bytes``) arguments of :func:`pto_core.driver.launch`)."""
     phases = phases or Phases(enabled=False)
     if target == REFERENCE:
         with phases.phase("run"):
@@ -282,7 +288,8 @@ def _run(args: argparse.Namespace, program: Program, sets: dict[str, Any], phase
         stats_path = Path(tmp) / "stats.json" if (args.stats and compiled) else None
         trace_path = args.trace if compiled else None
         with runtime_observation(trace_path, stats_path):
-            mode = {"runtime": args.runtime, "schedulers": args.schedulers, "cores": args.cores}
+            mode = {"runtime": args.runtime, "schedulers": args.schedulers, "cores": args.cores,
+                    "heap_bytes": args.heap_bytes}
             runtime_mode_environment(**mode)          # a bad combination fails before the build
             outputs = launch(args.target, module, inputs, scalars, options, args.workers, entry,
                              phases, args.timeout, mode)

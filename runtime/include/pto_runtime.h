@@ -170,10 +170,10 @@ typedef struct PTORuntimeConfig {
     /* Three-tier mode: scheduler threads (1..PTO_MAX_SCHEDULERS); 0: PTO_SCHEDULERS or 3. */
     int32_t num_schedulers;
     /* Bound on the memory of runtime-owned intermediates (pto_temp_tensor): bytes taken from the
-     * temp allocator at once; 0: no bound. A task whose temp outputs find no room waits in
-     * pto_task_submit_v (or pto_task_add_temp) until tasks in flight release enough (the seed's
-     * heap_tail flow control); one that can never fit is PTO_ENOMEM (see "runtime-owned
-     * intermediates" below). */
+     * temp allocator at once; 0: PTO_HEAP_BYTES from the environment, else no bound. A task
+     * whose temp outputs find no room waits in pto_task_submit_v (or pto_task_add_temp) until
+     * tasks in flight release enough (the seed's heap_tail flow control); one that can never
+     * fit is PTO_ENOMEM (see "runtime-owned intermediates" below). */
     int64_t heap_bytes;
 } PTORuntimeConfig;
 

@@ -82,6 +82,20 @@ int rt_resolve_timeout(const PTORuntimeConfig* c, int64_t* ns) {
     return PTO_OK;
 }
 
+int rt_resolve_heap_bytes(PTORuntimeConfig* c) {
+    if (c->heap_bytes != 0) return PTO_OK;
+    const char* env = getenv("PTO_HEAP_BYTES");
+    if (!env || !*env) return PTO_OK;
+    char* end = NULL;
+    errno = 0;
+    long long n = strtoll(env, &end, 10);
+    if (errno || end == env || *end || n < 0)
+        return rt_fail(PTO_EINVAL, "PTO_HEAP_BYTES='%s': expected a whole number of bytes >= 0 "
+                       "(0: no bound)", env);
+    c->heap_bytes = (int64_t)n;
+    return PTO_OK;
+}
+
 void pto_runtime_config_default(PTORuntimeConfig* cfg) {
     memset(cfg, 0, sizeof *cfg);
     cfg->task_window = PTO_DEFAULT_WINDOW;

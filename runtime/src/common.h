@@ -20,6 +20,8 @@ int64_t rt_now_ns(void);
 /* The deadline of c->timeout_ms, or of PTO_TIMEOUT (seconds) when it is 0, into *ns (0 = none);
  * PTO_EINVAL (with the message set) for a bad PTO_TIMEOUT. */
 int rt_resolve_timeout(const PTORuntimeConfig* c, int64_t* ns);
+/* cfg.heap_bytes == 0: PTO_HEAP_BYTES from the environment, if set (bytes; a bad value is PTO_EINVAL). */
+int rt_resolve_heap_bytes(PTORuntimeConfig* c);
 
 /* PTO_OK when `path` (named by environment variable `var`) can be written: an existing file
  * must be writable, else its directory; PTO_EIO with the message set otherwise. Nothing is

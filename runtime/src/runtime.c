@@ -27,6 +27,8 @@ int pto_runtime_init(PTORuntime** out, const PTORuntimeConfig* cfg) {
         return rt_fail(PTO_EINVAL, "max_running = %d: must be >= 0 (0: no limit)", c.max_running);
     if (c.issue_batch < 0)
         return rt_fail(PTO_EINVAL, "issue_batch = %d: must be >= 0", c.issue_batch);
+    int hrc = rt_resolve_heap_bytes(&c);
+    if (hrc < 0) return hrc;
     if (c.heap_bytes < 0)
         return rt_fail(PTO_EINVAL, "heap_bytes = %lld: must be >= 0 (0: no bound)", (long long)c.heap_bytes);
     if (c.window_abort != 0 && c.window_abort != 1)

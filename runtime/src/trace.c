@@ -420,12 +420,13 @@ int pto_runtime_write_stats(PTORuntime* rt, const char* path) {
         fprintf(f, "{\"producer\":\"pto runtime\",\"tasks\":%lld,\"tasks_completed\":%lld,\"edges\":%lld,"
                    "\"workers\":%d,\"task_window\":%d,\"peak_live_tasks\":%lld,\"peak_runtime_bytes\":%lld,"
                    "\"failed_task\":%d,\"traced\":%s,\"graph_recorded\":%s,\"dropped_events\":%lld,"
-                   "\"temp_buffers\":%lld,\"peak_temp_bytes\":%lld,\n",
+                   "\"temp_buffers\":%lld,\"peak_temp_bytes\":%lld,\"heap_bytes\":%lld,\"heap_full_waits\":%lld,\n",
                 (long long)st.tasks_submitted, (long long)st.tasks_completed, (long long)st.edges,
                 st.num_workers, st.task_window, (long long)st.peak_live_tasks,
                 (long long)st.peak_runtime_bytes, st.failed_task, traced ? "true" : "false",
                 graph ? "true" : "false", (long long)pto_runtime_trace_dropped(rt),
-                (long long)st.temp_buffers, (long long)st.peak_temp_bytes);
+                (long long)st.temp_buffers, (long long)st.peak_temp_bytes,
+                (long long)rt->cfg.heap_bytes, (long long)st.heap_full_waits);
         fputs("\"functions\":{", f);
         for (int32_t i = 0; i < fs.n; i++) {
             FuncAcc* a = &fs.v[i];

@@ -77,3 +77,42 @@ def test_pto_run_stats_report_the_intermediates(capsys):
     out = capsys.readouterr().out
     # 4 tiles x 4 outputs; safe mode: all alive at once (2 x 64 + 2 x 4096 bytes a tile)
     assert "intermediates     16 task outputs, peak 33280 bytes alive" in out
+
+
+@pytest.mark.parametrize("runtime", ["default", "three-tier"])
+def test_heap_bytes_bound_the_intermediates_of_a_run(capsys, runtime):
+    """``pto run --heap-bytes`` (PTO_HEAP_BYTES) bounds the intermediates alive at once in either
+    runtime mode: 16 tiles hold 133,120 bytes at once unbounded (safe mode), here at most 20,000;
+    the run still matches the reference."""
+    from pto_core.cli import main
+    args = ["run", str(SOFTMAX), "--target", "arm64", "--set", "num_tiles=16", "--stats",
+            "--check", "--runtime", runtime]
+    assert main([*args, "--heap-bytes", "20000"]) == 0
+    out = capsys.readouterr().out
+    peak = int(out.split("intermediates     64 task outputs, peak ")[1].split()[0])
+    assert 0 < peak <= 20000, out
+    assert "(heap_bytes 20000: waited for room" in out
+    assert main(args) == 0
+    assert "intermediates     64 task outputs, peak 133120 bytes alive\n" in capsys.readouterr().out
+
+
+def test_heap_bytes_smaller_than_one_output_is_an_error_naming_the_task(capsys):
+    from pto_core.cli import main
+    assert main(["run", str(SOFTMAX), "--target", "arm64", "--set", "num_tiles=4",
+                 "--heap-bytes", "1000"]) != 0
+    err = capsys.readouterr().err
+    assert "'rowexpandsub': its temp outputs take 4096 bytes, more than the whole heap " \
+           "(heap_bytes = 1000)" in err
+
+
+def test_a_bad_heap_bytes_environment_is_named(monkeypatch):
+    from pto_core import driver
+    from pto_core.errors import PTOError
+    monkeypatch.setenv("PTO_HEAP_BYTES", "lots")
+    prog = load_program(SOFTMAX)
+    x = np.zeros((8 * 2, 128), np.float32)
+    with pytest.raises(PTOError, match="PTO_HEAP_BYTES='lots': expected a whole number of bytes"):
+        driver.launch("arm64", prog.module, {"input": x, "output": x.copy()}, {"num_tiles": 2})
+    for bad in (0, -5, 2.5, True):
+        with pytest.raises(PTOError, match="heap_bytes: expected a whole number of bytes >= 1"):
+            driver.runtime_mode_environment(None, heap_bytes=bad)
