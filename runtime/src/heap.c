@@ -227,14 +227,27 @@ static int32_t class_of(int64_t need) {
     return ((int64_t)1 << cls) < need ? HEAP_CLASSES : cls;
 }
 
-/* The bytes of the packed block for the temp outputs among args (pto_task_submit_v). */
+/* The padded bytes of a temp output's region; -1 for a region that is empty, negative or so
+ * large that its size overflows (such an argument fails heap_resolve's check, or is ENOMEM). */
+static int64_t region_bytes(const PTOTaskArg* a) {
+    int64_t cells, bytes;
+    if (a->rows <= 0 || a->cols <= 0 || a->tensor->elem_size <= 0 ||
+        __builtin_mul_overflow(a->rows, a->cols, &cells) ||
+        __builtin_mul_overflow(cells, (int64_t)a->tensor->elem_size, &bytes) || bytes > INT64_MAX / 2)
+        return -1;
+    return padded(bytes);
+}
+
+/* The bytes of the packed block for the temp outputs among args (pto_task_submit_v); -1 when
+ * one of them has no valid size (region_bytes) or the sum overflows. */
 static int64_t pack_bytes(const PTOTaskArg* args, int32_t nargs, int32_t* n) {
     int64_t bytes = 0;
     *n = 0;
     for (int32_t i = 0; i < nargs; i++)
         if (args[i].kind == PTO_ARG_TEMP_OUTPUT && args[i].tensor) {
             ++*n;
-            bytes += padded(args[i].rows * args[i].cols * args[i].tensor->elem_size);
+            const int64_t b = region_bytes(&args[i]);
+            if (b < 0 || __builtin_add_overflow(bytes, b, &bytes)) return -1;
         }
     return bytes;
 }
@@ -432,8 +445,12 @@ static HeapBlock* packed_block(PTOHeap* h, PTORuntime* rt, int32_t task, const P
     if (h->pack_task == task && h->pack) return h->pack;
     int32_t n;
     const int64_t bytes = pack_bytes(args, nargs, &n);
-    HeapBlock* b = block_new(h, n, bytes);
-    if (!b) { *rc = PTO_ENOMEM; return NULL; }
+    HeapBlock* b = bytes < 0 ? NULL : block_new(h, n, bytes);
+    if (!b) {
+        *rc = heap_fail(PTO_ENOMEM, "task %d: no block for its temp outputs (%lld bytes%s)", task,
+                        (long long)bytes, bytes < 0 ? ": a region's size overflows" : "");
+        return NULL;
+    }
     b->refs = 1;                                        /* the scope's */
     b->next_scope = h->scopes[h->depth].blocks;
     h->scopes[h->depth].blocks = b;
@@ -467,8 +484,10 @@ static int make_room(PTORuntime* rt, int32_t task, const char* func, const PTOTa
     PTOHeap* h = rt->heap;
     const int64_t limit = rt->cfg.heap_bytes;
     int32_t n;
-    const int64_t bytes = nall > 1 ? pack_bytes(all, nall, &n) : padded(a->rows * a->cols * a->tensor->elem_size);
-    const int32_t cls = class_of(bytes);
+    const int64_t bytes = nall > 1 ? pack_bytes(all, nall, &n) : region_bytes(a);
+    const int32_t cls = bytes < 0 ? HEAP_CLASSES : class_of(bytes);
+    if (bytes < 0)
+        return heap_fail(PTO_ENOMEM, "task %d '%s': the size of its temp outputs overflows", task, func);
     if (cls >= HEAP_CLASSES || ((int64_t)1 << cls) > limit)
         return heap_fail(PTO_ENOMEM, "task %d '%s': its temp outputs take %lld bytes, more than the whole heap "
                          "(heap_bytes = %lld)", task, func, (long long)bytes, (long long)limit);
@@ -520,7 +539,7 @@ int heap_resolve(PTORuntime* rt, int32_t task, const char* func, const PTOTaskAr
             b = &blk->bufs[blk->used];
             b->data = blk->used ? blk->bufs[blk->used - 1].data +
                                   padded(blk->bufs[blk->used - 1].rows * blk->bufs[blk->used - 1].cols *
-                                         blk->bufs[blk->used - 1].temp->t.elem_size)
+                                         blk->bufs[blk->used - 1].temp->t.elem_size)  /* fits: sized so */
                                 : b->data;
             blk->used++;
             b->block = blk; b->temp = T;

@@ -178,6 +178,26 @@ static void test_heap_bytes_deadlocks_are_errors(void) {
     CHECK_HAS(pto_last_error(), "heap_bytes = -1");
 }
 
+/* A temp output whose region size overflows int64 (rows x cols x elem_size) is PTO_ENOMEM naming
+ * the task, with or without a heap bound: never a block sized by a wrapped product. */
+static void test_overflowing_regions_are_refused(void) {
+    for (int bound = 0; bound <= 1; bound++) {
+        PTORuntimeConfig cfg = config(0, 64);
+        cfg.heap_bytes = bound ? 1 << 20 : 0;
+        PTORuntime* rt = pto_runtime_create(&cfg);
+        const PTOTensor* t = pto_temp_tensor(rt, "t", 1 << 30);
+        const PTOTensor* u = pto_temp_tensor(rt, "u", sizeof(float));
+        PTOTaskArg huge[3] = {{PTO_ARG_TEMP_OUTPUT, u, 0, 0, R, C, 0},
+                              {PTO_ARG_TEMP_OUTPUT, t, 0, 0, INT32_MAX, INT32_MAX, 0},
+                              {PTO_ARG_SCALAR, 0, 0, 0, 0, 0, 1}};
+        CHECK_EQ(pto_task_submit_v(rt, "huge", k_fill, 0, PTO_WORKER_ANY, huge, 3), PTO_ENOMEM);
+        CHECK_HAS(pto_last_error(), bound ? "task 0 'huge': the size of its temp outputs overflows"
+                                          : "a region's size overflows");
+        CHECK_EQ(pto_runtime_run(rt), PTO_OK);
+        pto_runtime_destroy(rt);
+    }
+}
+
 static float* g_seen[4];
 static int32_t k_snapshot(const int64_t* a) {   /* args: in, ld, slot */
     memcpy(g_seen[a[2]], pto_arg_ptr(a[0]), sizeof(float) * C);
@@ -345,6 +365,7 @@ int main(int argc, char** argv) {
     test_chain_values_and_bound(scale);
     test_heap_bytes_bound_the_intermediates(scale);
     test_heap_bytes_deadlocks_are_errors();
+    test_overflowing_regions_are_refused();
     test_renaming_and_inout();
     test_packing_and_general_regions();
     test_errors();
