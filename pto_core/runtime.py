@@ -60,6 +60,7 @@ from typing import Any, Callable, Optional, Union
 import numpy as np
 
 from .abi import (ERROR_NAMES, KERNEL, PTO_ARG_INOUT, PTO_ARG_INPUT, PTO_ARG_OUTPUT,
+                  PTO_ARG_TEMP_INOUT, PTO_ARG_TEMP_INPUT, PTO_ARG_TEMP_OUTPUT,
                   PTO_DEFAULT_WINDOW, PTO_EBOUNDS, PTO_EINVAL, PTO_ESHUTDOWN, PTO_ETASKFAILED,
                   PTO_MODE_ENV, PTO_MODE_THREE_TIER, PTO_MODE_WORKERS,
                   PTO_ETASKID, PTO_MAX_ARGS, TASK_STATES, PTORuntimeConfig, PTORuntimeStats,
@@ -200,6 +201,10 @@ def load_library() -> C.CDLL:
                 "pto_task_add_successor": (C.c_int, [P, I32, I32]),
                 "pto_task_set_affinity": (C.c_int, [P, I32, I32, I32]),
                 "pto_task_submit": (C.c_int, [P, I32]),
+                "pto_temp_tensor": (P, [P, C.c_char_p, I32]),
+                "pto_scope_begin": (C.c_int, [P]),
+                "pto_scope_end": (C.c_int, [P]),
+                "pto_task_add_temp": (C.c_int, [P, I32, P, I64, I64, I64, I64, I32]),
                 "pto_task_state": (C.c_int, [P, I32]),
                 "pto_runtime_run": (C.c_int, [P]),
                 "pto_runtime_get_stats": (C.c_int, [P, C.POINTER(PTORuntimeStats)]),
@@ -624,6 +629,41 @@ class Runtime:
 
     def submit(self, task: int) -> None:
         self._check(self._lib.pto_task_submit(self._handle(), self._task_id(task, "submit")), "submit")
+
+    # -- runtime-owned intermediates (pto_temp_tensor, scopes: runtime/README.md)
+    def temp_tensor(self, name: str, elem_size: int) -> int:
+        """A tensor the runtime allocates region by region (``pto_temp_tensor``): a handle for
+        :meth:`add_temp`, belonging to the innermost open scope."""
+        if not isinstance(name, str):
+            raise PTORuntimeError(PTO_EINVAL, "temp_tensor", f"the name is a str, got {type(name).__name__}")
+        b = self._names.setdefault(name, name.encode())
+        h = self._lib.pto_temp_tensor(self._handle(), b, _int(elem_size, "temp_tensor: elem_size", 1, INT32[1]))
+        if not h:
+            raise PTORuntimeError(PTO_EINVAL, f"temp_tensor {name!r}",
+                                  message=self._lib.pto_last_error().decode(errors="replace") or None)
+        return h
+
+    def scope_begin(self) -> int:
+        """Open a scope (``pto_scope_begin``); returns its depth."""
+        return self._check(self._lib.pto_scope_begin(self._handle()), "scope_begin")
+
+    def scope_end(self) -> int:
+        """Close the innermost scope: its intermediates are released once their readers are done."""
+        return self._check(self._lib.pto_scope_end(self._handle()), "scope_end")
+
+    def add_temp(self, task: int, temp: int, row_off: int, col_off: int, rows: int, cols: int,
+                 mode: str) -> None:
+        """A region of intermediate ``temp`` (:meth:`temp_tensor`) as the task's next argument;
+        ``mode`` "in", "out" (a fresh buffer) or "inout" (``pto_task_add_temp``)."""
+        kinds = {"in": PTO_ARG_TEMP_INPUT, "out": PTO_ARG_TEMP_OUTPUT, "inout": PTO_ARG_TEMP_INOUT}
+        if mode not in kinds:
+            raise PTORuntimeError(PTO_EINVAL, "add_temp", f"mode is in, out or inout, got {mode!r}")
+        vals = [_int(v, f"add_temp: {n}", *INT64) for n, v in
+                (("row_off", row_off), ("col_off", col_off), ("rows", rows), ("cols", cols))]
+        rc = self._lib.pto_task_add_temp(self._handle(), self._task_id(task, "add_temp"), temp, *vals,
+                                         kinds[mode])
+        if rc < 0:
+            raise PTORuntimeError(rc, "add_temp", detail=self._lib.pto_last_error().decode(errors="replace"))
 
     # -- running and inspecting
     def run(self) -> None:

@@ -11,11 +11,12 @@ The C entry point::
 
 ``tensors`` in :attr:`CompiledWorkload.tensors` order, ``sizes`` in :attr:`~.sizes` order
 (``DenseDyn`` names), ``kernels`` in :attr:`~.kernels` order (NULL entries allowed: a dry run).
-With ``threads`` = 2 the iterations of the outermost ``parallel_for`` are enumerated by two
-threads at once: the calling thread enumerates and submits the first half while a helper
-evaluates the second half into task records, which the calling thread then submits in order, so
-the graph is the one-thread graph. The runtime takes tasks from one thread only, so the gain is
-the helper's share of the enumeration, not of the submission.
+Tasks go to the runtime through submitters (``pto_submitter_*``: queued per thread, entering
+the graph a batch at a time). With ``threads`` = n > 1 the iterations of the outermost
+``parallel_for`` are split into n contiguous shares, enumerated and queued by n threads at once,
+each into a submitter of its own: the tensor map finds the same dependencies as with one thread
+(the iterations are independent - ``workload.verify`` checks it - and each share keeps its
+order), while task ids interleave by batch.
 
 >>> from pto_core.workload import Dense, Tensor, parallel_for, task
 >>> x = Tensor("x")
@@ -45,9 +46,9 @@ _WORKER = {"any": "PTO_WORKER_ANY", "cube": "PTO_WORKER_CUBE", "vector": "PTO_WO
            "ai_cpu": "PTO_WORKER_AI_CPU", "accelerator": "PTO_WORKER_ACCELERATOR"}
 _MODE = {"in": "PTO_ARG_INPUT", "out": "PTO_ARG_OUTPUT", "inout": "PTO_ARG_INOUT"}
 
-# The C every generated enumerator starts with: growable sets of task ids (a node's sinks),
-# Python's floor division, checked table look-ups, and the task record two enumerating threads
-# fill for the submitting one.
+# The C every generated enumerator starts with: growable sets of tickets (a node's sinks),
+# Python's floor division, checked table look-ups, and the task emission through the thread's
+# submitter.
 _PRELUDE = r"""
 #include <pthread.h>
 #include <stdatomic.h>
@@ -76,33 +77,15 @@ static __attribute__((unused)) int set_union(Set* d, const Set* s) {
     return PTO_OK;
 }
 
-/* One enumerated task: what pto_task_alloc / add_* / add_successor need, with its predecessors
- * as positions in the task stream (resolved to ids by the submitting thread). */
-#define REC_ARGS 4                  /* arguments and predecessors kept in the record itself */
-#define REC_PREDS 2
-typedef struct {
-    int32_t name, kernel, worker, nargs, npred;
-    int32_t buffer_bytes;
-    PTOTaskArg args[REC_ARGS];
-    PTOTaskArg* more_args;          /* nargs > REC_ARGS: all of them, malloc'd */
-    int64_t pred[REC_PREDS];
-    int64_t* more_pred;             /* npred > REC_PREDS: all of them, malloc'd */
-} Rec;
-static inline const PTOTaskArg* rec_args(const Rec* r) { return r->nargs > REC_ARGS ? r->more_args : r->args; }
-static inline const int64_t* rec_pred(const Rec* r) { return r->npred > REC_PREDS ? r->more_pred : r->pred; }
-static inline void rec_free(Rec* r) { free(r->more_args); free(r->more_pred); }
-#define REC_SHIFT 10                /* records never move: chunks of 1024, read while filled */
-#define REC_CHUNKS 16384
 typedef struct {
     PTORuntime* rt;
+    PTOSubmitter* sub;              /* this thread's: tasks are queued here, ids are its tickets */
     const PTOTensor* tensors;
     const int64_t* sizes;
     const PTOKernelFunc* kernels;
     int64_t v[64];                  /* loop variables by depth */
     int err;
-    /* record mode (an enumerating thread): tasks go to recs, ids are stream positions */
-    int recording;
-    Rec** recs; int64_t nrecs;      /* positions are this thread's own, from 0 */
+    Set preds;                      /* a task's predecessors as PTO_TICKETs (emit_one's buffer) */
     /* structural mode: no tensor tracking; edges from the structure and from overlaps among
      * the tasks of the current iteration of the outermost parallel_for (logged here) */
     int structural;
@@ -110,7 +93,6 @@ typedef struct {
     struct Acc { int64_t task; const PTOTensor* t; int32_t write; int64_t r0, c0, r1, c1; }* acc;
     int64_t nacc, cap_acc;
 } Ctx;
-static inline Rec* rec(Ctx* c, int64_t i) { return &c->recs[i >> REC_SHIFT][i & ((1 << REC_SHIFT) - 1)]; }
 
 static __attribute__((unused)) int64_t fdiv(Ctx* c, int64_t a, int64_t b) {
     if (b == 0) { c->err = PTO_EINVAL; return 0; }
@@ -129,8 +111,7 @@ static __attribute__((unused)) int64_t look(Ctx* c, const int64_t* t, int64_t n,
 static __attribute__((unused)) inline int64_t imin(int64_t a, int64_t b) { return a < b ? a : b; }
 static __attribute__((unused)) inline int64_t imax(int64_t a, int64_t b) { return a > b ? a : b; }
 
-/* Submit one task now (direct mode) or record it (an enumerating thread). Returns its id /
- * stream position, or a negative error. */
+/* Queue one task in this thread's submitter; returns its ticket or a negative error. */
 static int64_t emit_one(Ctx* c, int32_t name, int32_t kernel, int32_t worker, int32_t bytes,
                         const PTOTaskArg* a, int32_t n, const Set* after);
 
@@ -189,55 +170,26 @@ static int64_t emit_task(Ctx* c, int32_t name, int32_t kernel, int32_t worker, i
 static int64_t emit_one(Ctx* c, int32_t name, int32_t kernel, int32_t worker, int32_t bytes,
                         const PTOTaskArg* a, int32_t n, const Set* after) {
     if (c->err) return c->err;
-    if (c->recording) {
-        if ((c->nrecs & ((1 << REC_SHIFT) - 1)) == 0) {
-            if ((c->nrecs >> REC_SHIFT) >= REC_CHUNKS) return PTO_ENOMEM;
-            Rec* chunk = malloc(sizeof(Rec) << REC_SHIFT);
-            if (!chunk) return PTO_ENOMEM;
-            c->recs[c->nrecs >> REC_SHIFT] = chunk;
-        }
-        Rec* r = rec(c, c->nrecs);
-        r->name = name; r->kernel = kernel; r->worker = worker; r->buffer_bytes = bytes;
-        r->nargs = n; r->npred = (int32_t)after->n;
-        r->more_args = NULL; r->more_pred = NULL;
-        c->nrecs++;                 /* counted now: rec_free sees whatever was allocated */
-        PTOTaskArg* da = r->args;
-        if (n > REC_ARGS && !(da = r->more_args = malloc((size_t)n * sizeof *a))) return PTO_ENOMEM;
-        memcpy(da, a, (size_t)n * sizeof *a);
-        int64_t* dp = r->pred;
-        if (after->n > REC_PREDS && !(dp = r->more_pred = malloc((size_t)after->n * sizeof *dp)))
-            return PTO_ENOMEM;
-        for (int64_t i = 0; i < after->n; i++) dp[i] = after->v[i];
-        return c->nrecs - 1;
-    }
-    int32_t t = pto_task_alloc(c->rt, NAMES[name], kernel >= 0 && c->kernels ? c->kernels[kernel] : NULL,
-                               bytes, worker);
-    if (t < 0) return t;
-    int rc = PTO_OK;
-    for (int32_t i = 0; i < n && rc == PTO_OK; i++) {
-        const PTOTaskArg* x = &a[i];
-        if (x->kind != PTO_ARG_SCALAR && !x->tensor->data) {   /* an intermediate: runtime-owned */
-            rc = pto_task_add_temp(c->rt, t, c->temps[x->tensor - c->tensors], x->row_off, x->col_off,
-                                   x->rows, x->cols, x->kind + PTO_ARG_UNTRACKED);
-            continue;
-        }
-        if (c->structural && x->kind != PTO_ARG_SCALAR) {      /* untracked: bounds checked here */
-            const PTOTensor* T = x->tensor;
-            rc = x->row_off < 0 || x->col_off < 0 || x->rows <= 0 || x->cols <= 0 ||
-                 x->row_off + x->rows > T->rows || x->col_off + x->cols > T->cols ? PTO_EBOUNDS
-                 : pto_task_add_arg(c->rt, t, T, x->row_off, x->col_off);
-            continue;
-        }
-        switch (x->kind) {
-        case PTO_ARG_INPUT:  rc = pto_task_add_input(c->rt, t, x->tensor, x->row_off, x->col_off, x->rows, x->cols); break;
-        case PTO_ARG_OUTPUT: rc = pto_task_add_output(c->rt, t, x->tensor, x->row_off, x->col_off, x->rows, x->cols); break;
-        case PTO_ARG_INOUT:  rc = pto_task_add_inout(c->rt, t, x->tensor, x->row_off, x->col_off, x->rows, x->cols); break;
-        default:             rc = pto_task_add_scalar(c->rt, t, x->value); break;
+    PTOTaskArg x[16];               /* the generator allows at most 16 arguments */
+    for (int32_t i = 0; i < n; i++) {
+        x[i] = a[i];
+        if (a[i].kind == PTO_ARG_SCALAR) continue;
+        const PTOTensor* T = a[i].tensor;
+        if (!T->data) {             /* an intermediate: a region of the runtime's buffers */
+            x[i].tensor = c->temps[T - c->tensors];
+            x[i].kind = a[i].kind + PTO_ARG_UNTRACKED;
+        } else if (c->structural) { /* untracked: bounds checked here */
+            if (a[i].row_off < 0 || a[i].col_off < 0 || a[i].rows <= 0 || a[i].cols <= 0 ||
+                a[i].row_off + a[i].rows > T->rows || a[i].col_off + a[i].cols > T->cols)
+                return PTO_EBOUNDS;
+            x[i].kind = PTO_ARG_UNTRACKED;
         }
     }
-    for (int64_t i = 0; i < after->n && rc == PTO_OK; i++) rc = pto_task_add_successor(c->rt, after->v[i], t);
-    if (rc == PTO_OK) rc = pto_task_submit(c->rt, t);
-    return rc < 0 ? rc : t;
+    c->preds.n = 0;
+    for (int64_t i = 0; i < after->n; i++)
+        if (set_push(&c->preds, PTO_TICKET(after->v[i])) < 0) return PTO_ENOMEM;
+    return pto_submitter_task(c->sub, NAMES[name], kernel >= 0 && c->kernels ? c->kernels[kernel] : NULL,
+                              bytes, worker, x, n, c->preds.v, (int32_t)c->preds.n);
 }
 """
 
@@ -368,48 +320,36 @@ class _Gen:
         return out
 
 
-# The entry point: direct enumeration, or the outermost parallel_for split between two
-# enumerating threads while this thread submits their records in order.
+# The entry point: one thread, or the outermost parallel_for's iterations split between
+# `threads` threads, each queuing its share in a submitter of its own.
 _ENTRY = r"""
-typedef struct { Ctx c; int64_t lo, hi; int rc; _Atomic int stop; } Half;
+typedef struct { Ctx c; int64_t lo, hi; int rc; _Atomic int* stop; } Share;
 
-/* The helper: records the tasks of iterations [lo, hi). */
-static void* half_main(void* p) {
-    Half* h = p;
+/* Iterations [lo, hi) of the outermost parallel_for, on this share's submitter. */
+static int run_share(Share* h) {
     Set none = {0}, s = {0};
-    for (h->c.v[0] = h->lo; h->c.v[0] < h->hi && h->rc == PTO_OK; h->c.v[0]++) {
-        if (atomic_load_explicit(&h->stop, memory_order_relaxed)) break;
+    int rc = PTO_OK;
+    for (h->c.v[0] = h->lo; h->c.v[0] < h->hi && rc == PTO_OK && !h->c.err; h->c.v[0]++) {
+        if (h->stop && atomic_load_explicit(h->stop, memory_order_relaxed)) break;
         s.n = 0; h->c.nacc = 0;
-        h->rc = BODY(&h->c, &none, &s);
+        rc = BODY(&h->c, &none, &s);
     }
-    free(s.v); free(h->c.acc);
-    return NULL;
-}
-
-/* Submit the helper's records in order; their predecessors are positions among them. */
-static int submit_recs(Ctx* c, Half* h) {
-    Set after = {0};
-    int32_t* ids = malloc((size_t)(h->c.nrecs > 0 ? h->c.nrecs : 1) * sizeof *ids);
-    int rc = ids ? PTO_OK : PTO_ENOMEM;
-    for (int64_t i = 0; i < h->c.nrecs && rc == PTO_OK; i++) {
-        Rec* r = rec(&h->c, i);
-        after.n = 0;
-        const int64_t* pred = rec_pred(r);
-        for (int32_t k = 0; k < r->npred && rc == PTO_OK; k++) rc = set_push(&after, ids[pred[k]]);
-        /* emit_one: the helper already found the predecessors (structure and overlaps) */
-        int64_t id = rc == PTO_OK ? emit_one(c, r->name, r->kernel, r->worker, r->buffer_bytes,
-                                             rec_args(r), r->nargs, &after) : rc;
-        if (id < 0) rc = (int)id; else ids[i] = (int32_t)id;
-    }
-    free(after.v); free(ids);
+    if (rc == PTO_OK) rc = h->c.err;
+    if (rc == PTO_OK) rc = pto_submitter_flush(h->c.sub);
+    if (rc < 0 && h->stop) atomic_store(h->stop, 1);
+    free(none.v); free(s.v); free(h->c.acc); free(h->c.preds.v);
     return rc;
 }
+static void* share_main(void* p) { Share* h = p; h->rc = run_share(h); return NULL; }
 
+#define MAX_THREADS 64
 int pto_workload_enumerate(PTORuntime* rt, const PTOTensor* tensors, const int64_t* sizes,
                            const PTOKernelFunc* kernels, int threads, int structural) {
     Ctx c0 = {0}, *c = &c0;
     c->rt = rt; c->tensors = tensors; c->sizes = sizes; c->kernels = kernels;
     c->structural = structural;
+    if (threads < 1 || threads > MAX_THREADS) return PTO_EINVAL;
+    if (structural && !SPLIT) return PTO_EINVAL;
     /* tensors without data are intermediates: the runtime allocates their regions */
     const PTOTensor* temps[NTENSORS];
     for (int k = 0; k < NTENSORS; k++) {
@@ -419,44 +359,44 @@ int pto_workload_enumerate(PTORuntime* rt, const PTOTensor* tensors, const int64
             return PTO_EINVAL;
     }
     c->temps = temps;
-    Set none = {0}, s = {0};
-    int rc = PTO_OK;
-    if (structural && !SPLIT) return PTO_EINVAL;
-    if (threads < 2 && structural) {
-        const int64_t lo = SPLIT_LO, hi = SPLIT_HI;
-        for (c->v[0] = lo; c->v[0] < hi && rc == PTO_OK && !c->err; c->v[0]++) {
-            s.n = 0; c->nacc = 0;
-            rc = BODY(c, &none, &s);
-        }
-    } else if (threads < 2 || !SPLIT) {
-        rc = ROOT(c, &none, &s);
-    } else {
-        /* the outermost parallel_for in two halves: this thread enumerates and submits the
-         * first while a helper enumerates the second into records, submitted after it (the
-         * task order, hence the graph, is the one-thread order) */
-        const int64_t lo = SPLIT_LO, hi = SPLIT_HI;
-        if (c->err) return c->err;
-        const int64_t mid = lo + (hi - lo) / 2;
-        Half h;
-        memset(&h, 0, sizeof h);
-        h.c = *c; h.c.recording = 1; h.lo = mid; h.hi = hi;
-        h.c.recs = calloc(REC_CHUNKS, sizeof(Rec*));
-        pthread_t th;
-        if (!h.c.recs || pthread_create(&th, NULL, half_main, &h) != 0) { free(h.c.recs); return PTO_ENOMEM; }
-        for (c->v[0] = lo; c->v[0] < mid && rc == PTO_OK; c->v[0]++) {
-            s.n = 0; c->nacc = 0;
-            rc = BODY(c, &none, &s);
-        }
-        if (rc < 0) atomic_store(&h.stop, 1);
-        pthread_join(th, NULL);
-        if (rc == PTO_OK) rc = h.rc;
-        if (rc == PTO_OK) rc = submit_recs(c, &h);
-        for (int64_t i = 0; i < h.c.nrecs; i++) rec_free(rec(&h.c, i));
-        for (int64_t i = 0; i < REC_CHUNKS && h.c.recs[i]; i++) free(h.c.recs[i]);
-        free(h.c.recs);
+    if (!SPLIT || (threads < 2 && !structural)) {
+        Set none = {0}, s = {0};
+        if (!(c->sub = pto_submitter_open(rt))) return PTO_EINVAL;
+        int rc = ROOT(c, &none, &s);
+        if (rc == PTO_OK) rc = c->err;
+        int rc2 = pto_submitter_close(c->sub);  /* the rest enters; its error has the message */
+        free(none.v); free(s.v); free(c->preds.v);
+        return rc < 0 && rc2 == PTO_OK ? rc : rc2;
     }
-    free(none.v); free(s.v); free(c->acc);
-    return rc < 0 ? rc : (c->err ? c->err : PTO_OK);
+    /* the outermost parallel_for in `threads` contiguous shares: this thread takes the first,
+     * one helper thread each of the others; every share queues into its own submitter */
+    const int64_t lo = SPLIT_LO, hi = SPLIT_HI;
+    if (c->err) return c->err;
+    Share sh[MAX_THREADS];
+    pthread_t th[MAX_THREADS];
+    _Atomic int stop = 0;
+    int started = 0, rc = PTO_OK;
+    for (int k = 0; k < threads; k++) {
+        sh[k].c = *c;
+        sh[k].lo = lo + (hi - lo) * k / threads; sh[k].hi = lo + (hi - lo) * (k + 1) / threads;
+        sh[k].rc = PTO_OK; sh[k].stop = &stop;
+        if (!(sh[k].c.sub = pto_submitter_open(rt))) { rc = PTO_EINVAL; break; }
+        if (k > 0 && pthread_create(&th[k], NULL, share_main, &sh[k]) != 0) {
+            pto_submitter_close(sh[k].c.sub);
+            rc = PTO_ENOMEM;
+            break;
+        }
+        started = k + 1;
+    }
+    if (started > 0) sh[0].rc = run_share(&sh[0]);
+    if (rc < 0) atomic_store(&stop, 1);
+    for (int k = 1; k < started; k++) pthread_join(th[k], NULL);
+    /* close here, on the calling thread: a failure's message becomes its pto_last_error */
+    for (int k = 0; k < started; k++) {
+        int r = pto_submitter_close(sh[k].c.sub);
+        if (rc == PTO_OK) rc = sh[k].rc < 0 && r == PTO_OK ? sh[k].rc : r;
+    }
+    return rc;
 }
 """
 

@@ -43,6 +43,7 @@ import numpy as np
 from ..errors import PTOError
 from ..ir import Call
 from .enumerate import TaskInst, check_overlaps, conflicts, enumerate_tasks
+from .intermediates import plan as plan_intermediates
 from .ir import _ABOVE, Node
 
 __all__ = ["Schedule", "Program", "RunResult", "round_robin", "affinity", "hash", "work_steal",
@@ -176,19 +177,26 @@ def _kernels_for(target: str, module: Any) -> Any:
     return _Built(BinaryCompiler().compile(target, module))
 
 
-def _views(t: TaskInst, fn: Any, arrays: Mapping[str, np.ndarray]) -> tuple[dict, dict, list]:
+def _views(t: TaskInst, fn: Any, arrays: Mapping[str, np.ndarray],
+           args: Any = None) -> tuple[dict, dict, list]:
     """A task's arguments by the kernel's parameter names: region views, scalars, and the views
-    it writes."""
+    it writes. A region of an intermediate (no array: runtime-owned) is the buffer its argument
+    slots point to (``args``, the kernel's :class:`~pto_core.runtime.KernelArgs`)."""
+    from ..reference import numpy_dtype
     tensors, scalars, outs = {}, {}, []
+    slot = 0
     for p, (kind, a) in zip(fn.params, t.args):
         if kind == "region":
             name, mode, r, c, h, w = a
-            view = arrays[name][r:r + h, c:c + w]
+            view = (arrays[name][r:r + h, c:c + w] if name in arrays
+                    else args.array(slot, h, w, numpy_dtype(p.type.dtype)))
             tensors[p.name] = view
             if mode != "in":
                 outs.append((p.name, view))
+            slot += 2
         else:
             scalars[p.name] = a
+            slot += 1
     return tensors, scalars, outs
 
 
@@ -203,10 +211,10 @@ class _Interpreted:
 
     def runner(self, t: TaskInst, fn: Any, arrays: Mapping[str, np.ndarray]) -> Callable:
         from ..reference import run_module
-        tensors, scalars, outs = _views(t, fn, arrays)
         module = self.module
 
-        def run(_args: Any) -> int:
+        def run(args: Any) -> int:
+            tensors, scalars, outs = _views(t, fn, arrays, args)
             res = run_module(module, tensors, scalars, entry=fn.name)
             for pname, view in outs:
                 view[...] = res[pname]
@@ -259,10 +267,10 @@ class _Launched:
             raise PTOError(f"task {t.label}: kernel '{fn.name}' calls other functions; on "
                            f"{self.target} a task launches one InCore function of its own")
         kernel = self._kernel(fn)
-        tensors, scalars, outs = _views(t, fn, arrays)
         lock = self._lock
 
-        def run(_args: Any) -> int:
+        def run(args: Any) -> int:
+            tensors, scalars, outs = _views(t, fn, arrays, args)
             with lock:
                 res = kernel(**tensors, **scalars)
             for pname, view in outs:
@@ -401,10 +409,19 @@ class Program:
                                f"which overlap on tensor '{name}' where one writes")
         return order
 
+    def _elem_size(self, t: TaskInst, k: int) -> int:
+        """Bytes per element of task argument ``k``: its kernel parameter's type, else 4."""
+        fn = self._function(t)
+        if fn is None or k >= len(fn.params) or not hasattr(fn.params[k].type, "dtype"):
+            return 4
+        from ..reference import numpy_dtype
+        return numpy_dtype(fn.params[k].type.dtype).itemsize
+
     def _issue(self, rt: Any, t: TaskInst, tensors: Mapping[str, np.ndarray], kernel: Any,
-               rid: dict, stream: dict, last_in_stream: dict, result: RunResult) -> None:
-        """Hand one task to the runtime: its kernel, arguments, edges (structure, channels, its
-        stream) and placement, then submit it."""
+               rid: dict, stream: dict, last_in_stream: dict, result: RunResult,
+               temps: Mapping[str, int]) -> None:
+        """Hand one task to the runtime: its kernel, arguments (``temps``: intermediates' handles),
+        edges (structure, channels, its stream) and placement, then submit it."""
         wt = _WORKER_TYPES.get(t.resources.get("worker_type", "any"))
         if wt is None:
             raise PTOError(f"task {t.label}: worker_type is one of {', '.join(_WORKER_TYPES)}")
@@ -416,6 +433,9 @@ class Program:
                 rt.add_scalar(h, a)
                 continue
             name, mode, r, c, hh, ww = a
+            if name in temps:
+                rt.add_temp(h, temps[name], r, c, hh, ww, mode)
+                continue
             add = {"in": rt.add_input, "out": rt.add_output, "inout": rt.add_inout}[mode]
             add(h, tensors[name], r, c, hh, ww)
         for p in sorted(t.preds):
@@ -437,13 +457,15 @@ class Program:
         tasks = enumerate_tasks(s.workload, sizes)
         check_overlaps(tasks)                   # within a process too; channels order the rest
         for t in tasks:
-            for (name, *_rest) in t.regions:
-                if name not in tensors:
-                    raise PTOError(f"task {t.label} uses tensor '{name}', which run() was not "
-                                   f"given (tensors: {', '.join(sorted(tensors)) or 'none'})")
             self._check_binary_args(t)
         stream = self._streams(tasks)
         order = self._issue_order(tasks, stream)
+        # tensors not given: intermediates, runtime-owned, with a scope per iteration that keeps them
+        try:
+            temps = plan_intermediates(s.workload, order, set(tensors), self._elem_size,
+                                       contiguous=s.timing_.kind != "interleaved")
+        except PTOError as e:
+            raise PTOError(f"{e} (tensors: {', '.join(sorted(tensors)) or 'none'})") from None
         kernels = {t.seq: self._kernel(t, tensors) for t in tasks}
         timing = s.timing_
         rt = Runtime(num_workers=self.workers, threshold=1, trace=True,
@@ -454,9 +476,23 @@ class Program:
         rid: dict[int, int] = {}
         last_in_stream: dict[int, int] = {}
         with rt:
+            handles: dict[str, int] = {}
+            if temps.sizes:
+                rt.scope_begin()                # the run's own: the intermediates' tensors live in it
+                handles = {n: rt.temp_tensor(n, size) for n, size in temps.sizes.items()}
+            scope: tuple = ()
             for t in order:
+                key = temps.scope_of.get(t.seq, ())
+                common = next((k for k, (a, b) in enumerate(zip(scope, key)) if a != b),
+                              min(len(scope), len(key)))
+                for _ in range(len(scope) - common):
+                    rt.scope_end()
+                for _ in range(len(key) - common):
+                    rt.scope_begin()
+                scope = key
                 try:
-                    self._issue(rt, t, tensors, kernels[t.seq], rid, stream, last_in_stream, result)
+                    self._issue(rt, t, tensors, kernels[t.seq], rid, stream, last_in_stream, result,
+                                handles)
                 except PTORuntimeError as e:
                     if e.name == "PTO_EWINDOWFULL":
                         raise PTOError(f"task_window({s.window}, mode='abort'): the window was "

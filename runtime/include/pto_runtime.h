@@ -20,7 +20,8 @@
  * and for earlier writers (WAW); inout is both. Order is submission order. All tensors
  * that share a data pointer must use the same row stride (ld).
  *
- * Threading: the orchestration calls (alloc/add/submit) must come from ONE thread.
+ * Threading: the orchestration calls (alloc/add/submit) must come from ONE thread (several
+ * threads submit through submitters, see "several submitting threads").
  * Workers run concurrently with it in pipelined mode. pto_runtime_cancel may be called from
  * any thread at any time; pto_runtime_shutdown from another thread while pto_runtime_run is
  * in progress (it cancels the run and returns once the run has returned).
@@ -320,6 +321,52 @@ typedef struct PTOTaskArg {
 int32_t pto_task_submit_v(PTORuntime* rt, const char* func_name, PTOKernelFunc func_ptr,
                           int32_t buffer_bytes, int32_t worker_type,
                           const PTOTaskArg* args, int32_t num_args);
+/* ---------------------------------------------------------------- several submitting threads
+ * The calls above come from one thread. For several threads submitting into one runtime at
+ * once (e.g. the iterations of a parallel loop split between them), each thread opens a
+ * submitter and queues its tasks there:
+ *
+ *     PTOSubmitter* s = pto_submitter_open(rt);                 (one per thread)
+ *     int64_t k = pto_submitter_task(s, "stage1", k1, 0, PTO_WORKER_ANY, a1, 2, NULL, 0);
+ *     int32_t after[1] = {PTO_TICKET(k)};                        (explicit edge: after task k)
+ *     pto_submitter_task(s, "stage2", k2, 0, PTO_WORKER_ANY, a2, 2, after, 1);
+ *     int rc = pto_submitter_close(s);                           (its last tasks enter the graph)
+ *
+ * A submitter copies its thread's tasks into a batch of its own without touching the runtime;
+ * the batch enters the graph under the runtime's submission lock - every PTO_SUBMIT_BATCH tasks
+ * when the lock is free, else later (waiting for it at 16 times that), and at
+ * pto_submitter_flush / _close - in the order it was queued, exactly as that thread calling
+ * pto_task_submit_v (plus pto_task_add_successor for `preds`) would have. So the graph is the one
+ * that one thread submitting the batches in the order they entered builds: every dependency of
+ * the tensor map (RAW, WAR, WAW) holds between tasks of different threads whose order the
+ * threads fixed - a batch flushed before another thread queued its tasks (that thread started
+ * or was told afterwards) enters first. Batches of threads running at the same time enter in an
+ * order of their timing: give such tasks regions that do not conflict (a parallel loop's
+ * iterations, which a workload's verifier checks).
+ * preds: ids of tasks already in the graph (>= 0), or PTO_TICKET(k) for this submitter's k-th
+ * task (k as pto_submitter_task returned it). The tensors `args` point to must stay valid until
+ * the task's batch entered the graph (args and preds themselves are copied). Arguments of every kind, runtime-owned
+ * intermediates included, are checked when the batch enters; the first error is kept: later
+ * tasks of that submitter are dropped and every later call returns it, with its message as
+ * pto_last_error of the thread making the call. A submitter is used by one thread at a time,
+ * not necessarily the same one. While submitters are open, use no other building call (alloc,
+ * add_*, submit, submit_v, scopes) on that runtime; run it after every submitter was closed. */
+#define PTO_SUBMIT_BATCH 64
+#define PTO_TICKET(k) ((int32_t)(-1 - (int64_t)(k)))
+typedef struct PTOSubmitter PTOSubmitter;
+/* NULL on a bad runtime (or one that ran or was shut down) or without memory. */
+PTOSubmitter* pto_submitter_open(PTORuntime* rt);
+/* Queue one task; returns its ticket k (>= 0: this submitter's k-th task) or a negative error. */
+int64_t pto_submitter_task(PTOSubmitter* s, const char* func_name, PTOKernelFunc func_ptr,
+                           int32_t buffer_bytes, int32_t worker_type, const PTOTaskArg* args,
+                           int32_t num_args, const int32_t* preds, int32_t npred);
+/* The batch enters the graph now; PTO_OK or the submitter's first error. */
+int     pto_submitter_flush(PTOSubmitter* s);
+/* The task id of ticket k once its batch entered the graph; PTO_ETASKID before, or for no task. */
+int32_t pto_submitter_task_id(PTOSubmitter* s, int64_t k);
+/* Flush and free; PTO_OK or the submitter's first error (with its message, see above). */
+int     pto_submitter_close(PTOSubmitter* s);
+
 /* ---------------------------------------------------------------- runtime-owned intermediates
  * A tensor the orchestration creates and consumes need not be allocated by the caller:
  *

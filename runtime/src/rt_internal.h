@@ -250,6 +250,7 @@ struct PTORuntime {
     PTOTrace*    trace;            /* NULL unless tracing */
     struct PTOThreeTier* t3;       /* three-tier mode (three_tier.c); NULL in the worker mode */
     struct PTOHeap* heap;          /* runtime-owned intermediates; NULL until the first use */
+    pthread_mutex_t submit_mu;     /* submit.c: one submitter's batch enters the graph at a time */
 };
 
 static inline PTOTask* rt_task(PTORuntime* rt, int32_t id) { return &rt->tasks[id & rt->mask]; }
@@ -303,6 +304,11 @@ bool rt_giving_up(PTORuntime* rt);
 /* Record the oldest task still running as the run's failed task (timeout / cancel). */
 void rt_note_stuck(PTORuntime* rt);
 void rt_unref(PTORuntime* rt);     /* drop one reference; the last frees the runtime */
+
+/* runtime.c: pto_task_submit_v whose task also follows `preds` (ids of tasks allocated before) */
+int32_t rt_submit_after(PTORuntime* rt, const char* func_name, PTOKernelFunc func_ptr, int32_t buffer_bytes,
+                        int32_t worker_type, const PTOTaskArg* args, int32_t num_args, const int32_t* preds,
+                        int32_t npred);
 
 /* sched.c */
 int  sched_init(PTORuntime* rt);

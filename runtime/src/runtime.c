@@ -61,6 +61,7 @@ int pto_runtime_init(PTORuntime** out, const PTORuntimeConfig* cfg) {
     atomic_init(&rt->refs, 1);
     pthread_mutex_init(&rt->ctl_mu, NULL); pthread_cond_init(&rt->ctl_cv, NULL);
     pthread_mutex_init(&rt->async_mu, NULL);
+    pthread_mutex_init(&rt->submit_mu, NULL);
     _Static_assert(sizeof(PTOTask) == 128, "task descriptor should stay two cache lines");
     rt->tasks = rt_block_alloc((size_t)rt->window * sizeof(PTOTask), 0);
     rt->overflow = rt_block_alloc((size_t)rt->window * sizeof(int64_t*), 1);
@@ -216,6 +217,7 @@ static void rt_free(PTORuntime* rt) {
     rt_block_free(rt->tasks, (size_t)rt->window * sizeof(PTOTask));
     pthread_mutex_destroy(&rt->ctl_mu); pthread_cond_destroy(&rt->ctl_cv);
     pthread_mutex_destroy(&rt->async_mu);
+    pthread_mutex_destroy(&rt->submit_mu);
     free(rt);
 }
 
@@ -725,8 +727,12 @@ int pto_task_submit(PTORuntime* rt, int32_t task) {
     return commit_publish(rt, t);
 }
 
-int32_t pto_task_submit_v(PTORuntime* rt, const char* func_name, PTOKernelFunc func_ptr, int32_t buffer_bytes,
-                          int32_t worker_type, const PTOTaskArg* args, int32_t num_args) {
+/* pto_task_submit_v, and with `preds` (ids of tasks allocated earlier, checked by the caller) as
+ * explicit predecessors: rt_submit_after (submit.c). */
+static inline __attribute__((always_inline)) int32_t submit_v(PTORuntime* rt, const char* func_name,
+                                                              PTOKernelFunc func_ptr, int32_t buffer_bytes,
+                                                              int32_t worker_type, const PTOTaskArg* args,
+                                                              int32_t num_args, const int32_t* preds, int32_t npred) {
     const int32_t id = alloc_task(rt, func_name, func_ptr, buffer_bytes, worker_type);
     if (id < 0) return id;
     PTOTask* t = rt_task(rt, id);
@@ -769,12 +775,27 @@ int32_t pto_task_submit_v(PTORuntime* rt, const char* func_name, PTOKernelFunc f
         unalloc_task(rt, t);
         return rc;
     }
-    /* ENOMEM in the lookups leaves it BUILDING without a staging area (no add_* can reach it),
-     * as pto_task_submit leaves its task BUILDING: the run then reports PTO_ESTATE. */
+    /* ENOMEM in the edges or lookups leaves it BUILDING without a staging area (no add_* can
+     * reach it), as pto_task_submit leaves its task BUILDING: the run then reports PTO_ESTATE. */
+    for (int32_t i = 0; i < npred; i++)
+        if ((rc = dep_add_edge(rt, preds[i], id)) < 0) return rc;
     rc = commit_lookups(rt, t, acc, n);
     if (rc < 0) return rc;
     rc = commit_publish(rt, t);
     return rc < 0 ? rc : id;
+}
+
+int32_t pto_task_submit_v(PTORuntime* rt, const char* func_name, PTOKernelFunc func_ptr, int32_t buffer_bytes,
+                          int32_t worker_type, const PTOTaskArg* args, int32_t num_args) {
+    return submit_v(rt, func_name, func_ptr, buffer_bytes, worker_type, args, num_args, NULL, 0);
+}
+
+int32_t rt_submit_after(PTORuntime* rt, const char* func_name, PTOKernelFunc func_ptr, int32_t buffer_bytes,
+                        int32_t worker_type, const PTOTaskArg* args, int32_t num_args, const int32_t* preds,
+                        int32_t npred) {
+    for (int32_t i = 0; i < npred; i++)      /* allocated earlier: a predecessor precedes the new task */
+        if (preds[i] < 0 || preds[i] >= rt->next_id) return PTO_ETASKID;
+    return submit_v(rt, func_name, func_ptr, buffer_bytes, worker_type, args, num_args, preds, npred);
 }
 
 int pto_task_complete(PTORuntime* rt, int32_t task, int32_t status) {

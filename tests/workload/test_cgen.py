@@ -67,13 +67,58 @@ def c_graph(w, threads: int, structural: bool = False, **sizes) -> str:
 
 
 @pytest.mark.parametrize("structural", [False, True])
-@pytest.mark.parametrize("threads", [1, 2])
-def test_the_c_enumerator_builds_the_python_enumerators_graph(threads, structural):
+def test_the_c_enumerator_builds_the_python_enumerators_graph(structural):
     """Tracked (the runtime's tensor map finds the data edges) or structural (the workload's
     structure and the overlaps inside an iteration give them): the same graph."""
     want = python_graph(ragged_chains())
     assert "Task 9 -> Task 11" in want and "Total tasks scheduled:  20" in want
-    assert c_graph(ragged_chains(), threads, structural) == want
+    assert c_graph(ragged_chains(), 1, structural) == want
+
+
+def keyed_graph(w, arrays, threads: int, structural: bool = False) -> tuple[list, set]:
+    """The graph with each task named by what it is - its kernel and argument slots (region
+    pointers, scalars) - instead of its id, which depends on how the threads' batches
+    interleaved: (sorted task keys, edges as key pairs)."""
+    import ctypes
+    import re
+    from pto_core.abi import KERNEL
+    cw = compile_c(w)
+    ran = []
+
+    def recorder(name):
+        return KERNEL(lambda a: ran.append((name, tuple(a[k] for k in range(5)))) or 0)
+    kernels = {k: recorder(k) for k in cw.kernels}
+    with Runtime(num_workers=0, record_graph=True, trace=True) as rt:
+        cw.enumerate(rt, arrays, threads=threads, structural=structural,
+                     kernels={k: ctypes.cast(f, ctypes.c_void_p).value for k, f in kernels.items()})
+        rt.run()
+        events = sorted(rt.trace_events(), key=lambda e: e.start_ns)
+        dump = rt.dump()
+    key = {e.task: k for e, k in zip(events, ran)}          # inline: one task at a time, in order
+    assert len(key) == len(ran) == len(events)
+    edges = {(key[int(a)], key[int(b)]) for a, b in re.findall(r"Task (\d+) -> Task (\d+)", dump)}
+    return sorted(key.values()), edges
+
+
+@pytest.mark.parametrize("structural", [False, True])
+@pytest.mark.parametrize("threads", [2, 3])
+def test_threads_submitting_at_once_build_the_one_thread_graph(threads, structural):
+    """The outermost parallel_for split between threads that each submit through a submitter of
+    their own (several batches each, so they interleave): the same tasks and the same edges as
+    one thread gives - within an iteration (RAW, WAR, WAW on t and y) and from every iteration to
+    the shared tile of w they all read after x's chain."""
+    x, t, y, w = Tensor("x"), Tensor("t"), Tensor("y"), Tensor("w")
+    wl = parallel_for(Dense(150), lambda b: sequential(
+        task("load", [x.read(b, 0, 1, 8), w.read(0, 0, 1, 8), t.write(b, 0, 1, 8), 0]),
+        task("scale", [t.read(b, 0, 1, 8), y.write(b, 0, 1, 8), w.read(0, 0, 1, 8), 1]),
+        task("bump", [y.update(b, 0, 1, 8), t.write(b, 0, 1, 8), 2])))
+    arrays = {k: np.zeros((150, 8), np.float32) for k in "xty"}
+    arrays["w"] = np.zeros((1, 8), np.float32)
+    tasks, edges = keyed_graph(wl, arrays, 1, structural)
+    assert len(tasks) == 450 and len(edges) >= 3 * 150
+    assert keyed_graph(wl, arrays, threads, structural) == (tasks, edges)
+    assert (keyed_graph(ragged_chains(), ARRAYS, threads, structural)
+            == keyed_graph(ragged_chains(), ARRAYS, 1, structural))
 
 
 def test_select_cond_combine_and_dynamic_sizes_compile_to_the_same_graph():

@@ -1,0 +1,200 @@
+/* test_submit.c - several threads submitting into one runtime (pto_submitter_*).
+ *
+ * Build:  gcc -std=c11 -O2 -pthread -Iruntime/include runtime/src/{common,dump,heap,runtime,sched,submit,tensormap,three_tier,trace}.c runtime/tests/test_submit.c
+ * Run:    ./a.out [scale]
+ *
+ * The graph: the main thread writes every tile i of X (W_i); then 2-4 threads, each with its own
+ * submitter, take the tiles round-robin and queue per tile A_i (reads X_i, writes Y_i), B_i
+ * (updates Y_i), C_i (writes X_i) and D_i (no tensor, explicit edge after A_i); after the threads
+ * are joined the main thread queues R_i (reads X_i and Y_i). Every kernel checks that the tasks it
+ * must follow had finished: A after W (RAW across threads), B after A (RAW, WAW), C after A (WAR)
+ * and W (WAW across threads), D after A (ticket edge), R after B and C (RAW across threads). In
+ * safe mode nothing completes while the graph is built, so the edge count is exact too. */
+#define _GNU_SOURCE 1
+#include "pto_runtime.h"
+#include "pto_check.h"
+
+PTO_CHECK_COUNTERS;
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum { W, A, B, C, D, R, KINDS };
+#define TILE 4
+static const int k_npred[KINDS] = {0, 1, 1, 2, 1, 2};
+static const int k_pred[KINDS][2] = {{0, 0}, {W, 0}, {A, 0}, {A, W}, {A, 0}, {B, C}};
+
+static _Atomic uint8_t* g_done;               /* per (tile, kind) */
+static _Atomic int32_t g_order_errors, g_runs;
+
+static int32_t kernel(const int64_t* args) {
+    /* the scalar is the last slot: tile * KINDS + kind */
+    const int64_t me = args[0];
+    const int kind = (int)(me % KINDS);
+    const int64_t tile = me / KINDS;
+    for (int k = 0; k < k_npred[kind]; k++)
+        if (!atomic_load(&g_done[tile * KINDS + k_pred[kind][k]])) atomic_fetch_add(&g_order_errors, 1);
+    for (volatile int spin = 0; spin < (int)(me % 5) * 40; spin++) {}   /* uneven durations */
+    atomic_store(&g_done[me], 1);
+    atomic_fetch_add(&g_runs, 1);
+    return 0;
+}
+
+typedef struct {
+    PTORuntime* rt;
+    PTOTensor *x, *y;
+    int64_t tiles;
+    int thread, nthreads;
+    int rc;
+    PTOSubmitter* s;
+} Job;
+
+static PTOTaskArg region(int kind, const PTOTensor* t, int64_t tile) {
+    return (PTOTaskArg){kind, t, tile * TILE, 0, TILE, TILE, 0};
+}
+static PTOTaskArg scalar(int64_t v) { return (PTOTaskArg){PTO_ARG_SCALAR, NULL, 0, 0, 0, 0, v}; }
+
+static void* submit_tiles(void* p) {
+    Job* j = p;
+    PTOSubmitter* s = j->s;
+    for (int64_t i = j->thread; i < j->tiles && j->rc == PTO_OK; i += j->nthreads) {
+        PTOTaskArg a[3] = {scalar(i * KINDS + A), region(PTO_ARG_INPUT, j->x, i), region(PTO_ARG_OUTPUT, j->y, i)};
+        int64_t ta = pto_submitter_task(s, "A", kernel, 0, PTO_WORKER_ANY, a, 3, NULL, 0);
+        PTOTaskArg b[2] = {scalar(i * KINDS + B), region(PTO_ARG_INOUT, j->y, i)};
+        PTOTaskArg c[2] = {scalar(i * KINDS + C), region(PTO_ARG_OUTPUT, j->x, i)};
+        PTOTaskArg d[1] = {scalar(i * KINDS + D)};
+        int32_t after_a[1] = {PTO_TICKET(ta)};
+        if (ta < 0 || pto_submitter_task(s, "B", kernel, 0, PTO_WORKER_ANY, b, 2, NULL, 0) < 0 ||
+            pto_submitter_task(s, "C", kernel, 0, PTO_WORKER_ANY, c, 2, NULL, 0) < 0 ||
+            pto_submitter_task(s, "D", kernel, 0, PTO_WORKER_ANY, d, 1, after_a, 1) < 0)
+            j->rc = PTO_EINVAL;
+    }
+    /* the submitter is closed by the main thread after the join */
+    return NULL;
+}
+
+static void test_threads(int64_t tiles, int nthreads, int workers, int threshold, int window) {
+    const int64_t n = tiles * KINDS;
+    g_done = calloc((size_t)n, 1);
+    atomic_store(&g_order_errors, 0);
+    atomic_store(&g_runs, 0);
+    float* xd = calloc((size_t)(tiles * TILE * TILE), sizeof(float));
+    float* yd = calloc((size_t)(tiles * TILE * TILE), sizeof(float));
+    PTOTensor x = {xd, tiles * TILE, TILE, TILE, 4, "x"}, y = {yd, tiles * TILE, TILE, TILE, 4, "y"};
+    PTORuntimeConfig cfg;
+    pto_runtime_config_default(&cfg);
+    cfg.num_workers = workers; cfg.execution_task_threshold = threshold; cfg.task_window = window;
+    PTORuntime* rt = NULL;
+    CHECK_EQ(pto_runtime_init(&rt, &cfg), PTO_OK);
+    for (int64_t i = 0; i < tiles; i++) {
+        PTOTaskArg w[2] = {scalar(i * KINDS + W), region(PTO_ARG_OUTPUT, &x, i)};
+        if (pto_task_submit_v(rt, "W", kernel, 0, PTO_WORKER_ANY, w, 2) < 0) { CHECK(0); break; }
+    }
+    Job jobs[4];
+    pthread_t th[4];
+    for (int t = 0; t < nthreads; t++) {
+        jobs[t] = (Job){rt, &x, &y, tiles, t, nthreads, PTO_OK, pto_submitter_open(rt)};
+        CHECK(jobs[t].s != NULL);
+        CHECK_EQ(pthread_create(&th[t], NULL, submit_tiles, &jobs[t]), 0);
+    }
+    for (int t = 0; t < nthreads; t++) {
+        pthread_join(th[t], NULL);
+        CHECK_EQ(jobs[t].rc, PTO_OK);
+        CHECK_EQ(pto_submitter_close(jobs[t].s), PTO_OK);
+    }
+    for (int64_t i = 0; i < tiles; i++) {
+        PTOTaskArg r[3] = {scalar(i * KINDS + R), region(PTO_ARG_INPUT, &x, i), region(PTO_ARG_INPUT, &y, i)};
+        if (pto_task_submit_v(rt, "R", kernel, 0, PTO_WORKER_ANY, r, 3) < 0) { CHECK(0); break; }
+    }
+    CHECK_EQ(pto_runtime_run(rt), PTO_OK);
+    PTORuntimeStats st;
+    pto_runtime_get_stats(rt, &st);
+    CHECK_EQ(st.tasks_submitted, n);
+    CHECK_EQ(atomic_load(&g_runs), n);
+    CHECK_EQ(atomic_load(&g_order_errors), 0);
+    /* safe mode with every task in the window: no producer completes during the build, so every
+     * dependency is an edge: A-W, B-A, C-A, C-W, D-A, R-B, R-C */
+    if (threshold == 0 && window >= n) CHECK_EQ(st.edges, 7 * tiles);
+    pto_runtime_destroy(rt);
+    free((void*)g_done); free(xd); free(yd);
+}
+
+/* Tickets resolve to ids once their batch entered; one thread's tasks keep their order. */
+static void test_tickets_and_ids(void) {
+    PTORuntime* rt = pto_runtime_create(NULL);
+    PTOSubmitter* s = pto_submitter_open(rt);
+    PTOTaskArg a[1] = {scalar(0)};
+    int64_t first = pto_submitter_task(s, "t", NULL, 0, PTO_WORKER_ANY, a, 1, NULL, 0);
+    CHECK_EQ(first, 0);
+    CHECK_EQ(pto_submitter_task_id(s, first), PTO_ETASKID);        /* not entered yet */
+    for (int i = 1; i < 3 * PTO_SUBMIT_BATCH; i++) {
+        int32_t after[1] = {PTO_TICKET(i - 1)};
+        CHECK_EQ(pto_submitter_task(s, "t", NULL, 0, PTO_WORKER_ANY, a, 1, after, 1), i);
+    }
+    CHECK_EQ(pto_submitter_flush(s), PTO_OK);
+    int ordered = 1;
+    for (int i = 1; i < 3 * PTO_SUBMIT_BATCH; i++)
+        ordered &= pto_submitter_task_id(s, i) > pto_submitter_task_id(s, i - 1);
+    CHECK(ordered);
+    /* an id of a task in the graph is a predecessor too */
+    int32_t after[1] = {pto_submitter_task_id(s, 5)};
+    CHECK(pto_submitter_task(s, "t", NULL, 0, PTO_WORKER_ANY, a, 1, after, 1) >= 0);
+    CHECK_EQ(pto_submitter_close(s), PTO_OK);
+    PTORuntimeStats st;
+    pto_runtime_get_stats(rt, &st);
+    CHECK_EQ(st.edges, 3 * PTO_SUBMIT_BATCH);
+    CHECK_EQ(pto_runtime_run(rt), PTO_OK);
+    CHECK(pto_submitter_open(rt) == NULL);                           /* the runtime ran */
+    pto_runtime_destroy(rt);
+}
+
+static void test_misuse(void) {
+    CHECK(pto_submitter_open(NULL) == NULL);
+    CHECK_EQ(pto_submitter_task(NULL, "t", NULL, 0, PTO_WORKER_ANY, NULL, 0, NULL, 0), PTO_EINVAL);
+    CHECK_EQ(pto_submitter_flush(NULL), PTO_EINVAL);
+    CHECK_EQ(pto_submitter_close(NULL), PTO_EINVAL);
+    float buf[16] = {0};
+    PTOTensor x = {buf, 4, 4, 4, 4, "x"};
+    PTORuntime* rt = pto_runtime_create(NULL);
+    PTOSubmitter* s = pto_submitter_open(rt);
+    int32_t never[1] = {PTO_TICKET(7)};
+    CHECK_EQ(pto_submitter_task(s, "t", NULL, 0, PTO_WORKER_ANY, NULL, 0, never, 1), PTO_ETASKID);
+    CHECK_HAS(pto_last_error(), "ticket 7");
+    CHECK_EQ(pto_submitter_task(s, "t", NULL, 0, PTO_WORKER_ANY, NULL, 1, NULL, 0), PTO_EINVAL);
+    /* a region outside the tensor: found when the batch enters, then every call reports it */
+    PTOTaskArg bad[1] = {{PTO_ARG_INPUT, &x, 2, 0, 4, 4, 0}};
+    CHECK_EQ(pto_submitter_task(s, "oob", NULL, 0, PTO_WORKER_ANY, bad, 1, NULL, 0), 0);
+    PTOTaskArg ok[1] = {{PTO_ARG_INPUT, &x, 0, 0, 4, 4, 0}};
+    CHECK_EQ(pto_submitter_task(s, "ok", NULL, 0, PTO_WORKER_ANY, ok, 1, NULL, 0), 1);
+    CHECK_EQ(pto_submitter_flush(s), PTO_EBOUNDS);
+    CHECK_EQ(pto_submitter_task(s, "ok", NULL, 0, PTO_WORKER_ANY, ok, 1, NULL, 0), PTO_EBOUNDS);
+    CHECK_EQ(pto_submitter_close(s), PTO_EBOUNDS);
+    CHECK(pto_last_error()[0] != 0);
+    /* an id that is no task yet */
+    s = pto_submitter_open(rt);
+    int32_t future[1] = {1000};
+    CHECK_EQ(pto_submitter_task(s, "t", NULL, 0, PTO_WORKER_ANY, NULL, 0, future, 1), 0);
+    CHECK_EQ(pto_submitter_close(s), PTO_ETASKID);
+    CHECK_EQ(pto_runtime_run(rt), PTO_OK);
+    PTORuntimeStats st;
+    pto_runtime_get_stats(rt, &st);
+    CHECK_EQ(st.tasks_submitted, 0);                                 /* failed tasks never existed */
+    pto_runtime_destroy(rt);
+}
+
+int main(int argc, char** argv) {
+    const double scale = argc > 1 ? atof(argv[1]) : 1.0;
+    const int64_t tiles = (int64_t)(4000 * scale) < 64 ? 64 : (int64_t)(4000 * scale);
+    test_tickets_and_ids();
+    test_misuse();
+    for (int nthreads = 2; nthreads <= 4; nthreads++) {
+        test_threads(tiles, nthreads, 2, 0, 1 << 16);              /* safe mode: exact edge count */
+        test_threads(tiles, nthreads, 3, 1, 256);                  /* pipelined, small window */
+        test_threads(tiles / 4, nthreads, 0, 0, 64);               /* inline: submitters run tasks */
+    }
+    printf("%d passed, %d failed\n", g_pass, g_fail);
+    return g_fail ? 1 : 0;
+}
