@@ -16,11 +16,13 @@ void pto_runtime_set_range_executor(PTORuntime* rt, int on) {
 }
 
 int range_attach(PTORuntime* rt, int32_t id, const PTORange* r) {
-    if (!rt->ranges) {
-        rt->ranges = calloc((size_t)rt->window, sizeof *rt->ranges);
-        if (!rt->ranges) return PTO_ENOMEM;
+    PTORange** rs = atomic_load_explicit(&rt->ranges, memory_order_relaxed);   /* only we write it */
+    if (!rs) {
+        rs = calloc((size_t)rt->window, sizeof *rs);
+        if (!rs) return PTO_ENOMEM;
+        atomic_store_explicit(&rt->ranges, rs, memory_order_release);
     }
-    PTORange** slot = &rt->ranges[id & rt->mask];
+    PTORange** slot = &rs[id & rt->mask];
     if (!*slot && !(*slot = malloc(sizeof **slot))) return PTO_ENOMEM;
     PTORange* d = *slot;
     d->tiles = r->tiles;
@@ -37,10 +39,10 @@ void range_detach(PTORuntime* rt, int32_t id) {
 }
 
 void range_free(PTORuntime* rt) {
-    if (!rt->ranges) return;
-    for (int32_t i = 0; i < rt->window; i++) free(rt->ranges[i]);
-    free(rt->ranges);
-    rt->ranges = NULL;
+    PTORange** rs = atomic_exchange(&rt->ranges, NULL);
+    if (!rs) return;
+    for (int32_t i = 0; i < rt->window; i++) free(rs[i]);
+    free(rs);
 }
 
 int32_t range_run(PTORuntime* rt, PTOTask* t, PTORange* r) {

@@ -250,7 +250,7 @@ struct PTORuntime {
     PTOTrace*    trace;            /* NULL unless tracing */
     struct PTOThreeTier* t3;       /* three-tier mode (three_tier.c); NULL in the worker mode */
     struct PTOHeap* heap;          /* runtime-owned intermediates; NULL until the first use */
-    struct PTORange** ranges;      /* range tasks (range.c): per window slot; NULL until the first */
+    _Atomic(struct PTORange**) ranges;  /* range tasks (range.c): per window slot; NULL until the first */
     bool            range_exec;    /* pto_runtime_set_range_executor */
 };
 
@@ -363,7 +363,9 @@ typedef struct PTORange {
     int64_t inc[PTO_MAX_ARGS];     /* per argument slot, added per tile */
 } PTORange;
 static inline PTORange* range_of(PTORuntime* rt, int32_t id) {
-    PTORange* r = rt->ranges ? rt->ranges[id & rt->mask] : NULL;
+    /* acquire: set once by the orchestrator while workers may be looking (for other tasks) */
+    PTORange** rs = atomic_load_explicit(&rt->ranges, memory_order_acquire);
+    PTORange* r = rs ? rs[id & rt->mask] : NULL;
     return r && r->id == id ? r : NULL;
 }
 /* runtime.c: pto_task_submit_v, and with `range` its record attached before the task is published */

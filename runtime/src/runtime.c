@@ -920,8 +920,10 @@ int64_t pto_runtime_error_message(PTORuntime* rt, char* buf, int64_t cap) {
     int len = 0;
     if (code == PTO_ETASKFAILED) {
         const PTORange* r = task >= 0 ? range_of(rt, task) : NULL;
-        char tile[48] = "";
+        char tile[80] = "";      /* a range: the tile, where its kernel ran them one by one (a grid cannot tell) */
         if (r && atomic_load(&r->failed) >= 0) snprintf(tile, sizeof tile, " at tile %lld", (long long)atomic_load(&r->failed));
+        else if (r) snprintf(tile, sizeof tile, " at one of its tiles %lld-%lld", (long long)r->first,
+                             (long long)(r->first + r->tiles - 1));
         len = snprintf(out, n, "task %d '%s'%s failed with code %d on %s", task, fn ? fn : "task", tile,
                        atomic_load(&rt->failed_code), where);
     } else if (code == PTO_ETIMEDOUT || code == PTO_ECANCELED) {
