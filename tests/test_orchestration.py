@@ -74,16 +74,19 @@ def test_softmax_orchestration_uses_only_the_runtime_api():
     own = set(re.findall(r"\b(pto_\w+)\([^;{]*\)\s*\{", c)) | {"pto_binding_setup_softmax_module"}
     assert {"pto_module_run_softmax_module", "pto_orch_dynamic_softmax"} <= own
     assert calls - own <= runtime_api, calls - own - runtime_api
-    # one submission per CALL: parameters in order, footprint-scaled offsets, declared modes
-    assert len(re.findall(r"pto_task_submit_v\(", c)) == 5
-    assert ('pto_task_submit_v(rt, "rowexpandsub", pto_kernels_softmax_module[1], ' in c)
+    # one submission per CALL - a range over every tile, as the loop's iterations are
+    # independent: parameters in order, footprint-scaled offsets, declared modes
+    assert len(re.findall(r"pto_task_submit_range\(", c)) == 5
+    assert "pto_task_submit_v(" not in c
+    assert ('pto_task_submit_range(rt, "rowexpandsub", pto_kernels_softmax_module[1], ' in c)
     seq = re.findall(r"\{(PTO_ARG_\w+), pto_v_(\w+), \(pto_v_tile_idx\) \* 8, \(0\) \* (\d+)", c)
     assert seq[:5] == [("PTO_ARG_INPUT", "input", "128"),
                        ("PTO_ARG_OUTPUT", "temp_max", "1"),
                        ("PTO_ARG_INPUT", "input", "128"),
                        ("PTO_ARG_INPUT", "temp_max", "1"),
                        ("PTO_ARG_OUTPUT", "temp_shifted", "128")]
-    assert "_pto_a, 2);" in c       # the array's length is the argument count
+    # the argument count, then the tiles: the loop's trip count
+    assert "_pto_a, _pto_s, 2, (int64_t)_pto_n1);" in c
     assert "static int pto_orch_dynamic_softmax(PTORuntime* rt, PTOTensor* pto_v_input" in c
     assert "int64_t pto_v_num_tiles)" in c
 
@@ -126,45 +129,55 @@ def _build_with_recording_binding(tmp_path, m: PTOModule, orch_c: str):
     return tmp_path / "liborch.so"
 
 
-@pytest.mark.skipif(shutil.which("gcc") is None, reason="gcc is not installed")
-@pytest.mark.parametrize("workers", [0, 2])
-def test_generated_orchestration_submits_what_the_reference_traces(tmp_path, workers):
-    m = control_module()
+def _check_recorded_tasks(tmp_path, m: PTOModule, entry: str, scalars: dict[str, int],
+                          tensors: tuple[str, ...], workers: int) -> int:
+    """Build ``m``'s orchestration with the recording binding, run it and compare every kernel
+    call - callee, window pointers, row strides, scalars - with the reference's ``trace_calls``
+    (as a multiset: workers may finish out of order). Returns the number of calls."""
     lib = _build_with_recording_binding(tmp_path, m, emit_orchestration(m))
-    n = 5
-    shapes = derive_shapes(m, {"n": n}, {}, entry="main_orch")
+    shapes = derive_shapes(m, scalars, {}, entry=entry)
     arrays = {k: np.zeros(s, np.float32) for k, s in shapes.items()}
     so = ctypes.CDLL(str(lib))
-    tens = (PTOTensor * 2)(*[PTOTensor(arrays[k].ctypes.data, *arrays[k].shape,
-                                         arrays[k].shape[1], 4, k.encode())
-                              for k in ("inp", "out")])
-    scal = (ctypes.c_int64 * 1)(n)
-    assert so.pto_module_run_ctl_demo(tens, 2, scal, 1, workers, 0) == 0
+    tens = (PTOTensor * len(tensors))(*[PTOTensor(arrays[k].ctypes.data, *arrays[k].shape,
+                                                  arrays[k].shape[1], 4, k.encode())
+                                        for k in tensors])
+    scal = (ctypes.c_int64 * len(scalars))(*scalars.values())
+    run = getattr(so, f"pto_module_run_{c_module_name(m)}")
+    assert run(tens, len(tensors), scal, len(scalars), workers, 0) == 0
 
     count = ctypes.c_int32.in_dll(so, "pto_test_count").value
     log = np.ctypeslib.as_array((ctypes.c_int64 * (4096 * 34)).in_dll(so, "pto_test_log"))
     log = log.reshape(4096, 34)[:count]
-    expected = list(trace_calls(m, {"n": n}, "main_orch"))
-    assert count == len(expected) == n + 1
+    expected = list(trace_calls(m, scalars, entry))
+    assert count == len(expected)
     order = kernel_order(m)
-    got = sorted((tuple(r[:2 + r[1]]) for r in log))       # workers may finish out of order
+    got = sorted((tuple(r[:2 + r[1]]) for r in log))
     want = []
     for tc in expected:
         fn = m.functions[tc.callee]
         slots = []
         regions = {r.param: r for r in tc.regions}
-        scalars = dict(tc.scalars)
+        values = dict(tc.scalars)
         for p in fn.params:
             if p.name in regions:
                 r = regions[p.name]
                 a = arrays[r.tensor]
                 slots += [a.ctypes.data + (r.row_off * a.shape[1] + r.col_off) * 4, a.shape[1]]
             else:
-                v = scalars[p.name]
+                v = values[p.name]
                 slots.append(int(np.array(float(v)).view(np.int64)) if p.type.dtype.is_float
                              else int(v))
         want.append((order.index(tc.callee), len(slots), *slots))
     assert got == sorted(want)
+    return count
+
+
+@pytest.mark.skipif(shutil.which("gcc") is None, reason="gcc is not installed")
+@pytest.mark.parametrize("workers", [0, 2])
+def test_generated_orchestration_submits_what_the_reference_traces(tmp_path, workers):
+    n = 5
+    assert _check_recorded_tasks(tmp_path, control_module(), "main_orch", {"n": n},
+                                 ("inp", "out"), workers) == n + 1
 
 
 def untouched_param_module() -> PTOModule:
@@ -289,3 +302,79 @@ def test_a_run_sizes_the_task_window_to_the_tasks_its_orchestration_bounds(
     stats = json.loads((tmp_path / "stats.json").read_text())
     assert stats["task_window"] == window
     assert stats["tasks"] <= window or window == 16384
+
+
+# ---------------------------------------------------------------- range tasks
+
+def range_module(overlap: str | None = None) -> PTOModule:
+    """A loop of independent iterations: ``scale`` reads tile i of ``inp`` (and the whole tile
+    (0, 0) of ``w``), takes the index as an int scalar, writes tile i of ``mid``; ``copy``
+    reads tile i of ``mid`` and writes tile (0, i) of ``out`` (across the columns).
+    ``overlap`` makes iterations depend on each other: "accumulate" (every iteration updates
+    tile (0, 0) of ``out``), "other-tile" (``copy`` reads ``mid`` at another region than
+    ``scale`` writes), "diagonal" (``scale`` writes tile (i, i))."""
+    m = PTOModule("ranges")
+    (PTOFunctionBuilder("scale", module=m).in_core()
+     .memref("src", GM, F32).memref("w", GM, F32).memref("dst", GM, F32)
+     .scalar("k", I32).scalar("alpha", F32)
+     .tile("x", 4, 8, F32).tile("v", 4, 8, F32).tile("y", 4, 8, F32)
+     .load("x", "src").load("v", "w").add("y", "x", "v").muls("y", "y", "alpha")
+     .store("dst", "y").build())
+    (PTOFunctionBuilder("copy", module=m).in_core()
+     .memref("src", GM, F32).memref("dst", GM, F32)
+     .tile("x", 4, 8, F32).load("x", "src").store("dst", "x").build())
+    (PTOFunctionBuilder("accum", module=m).in_core()
+     .memref("src", GM, F32).memref("acc", GM, F32)
+     .tile("x", 4, 8, F32).tile("a", 4, 8, F32)
+     .load("x", "src").load("a", "acc").add("a", "a", "x").store("acc", "a").build())
+    mid = ("mid", "i", "i") if overlap == "diagonal" else ("mid", "i", 0)
+    b = (PTOFunctionBuilder("orch", module=m).not_in_core()
+         .memref("inp", GM, F32).memref("w", GM, F32).memref("mid", GM, F32)
+         .memref("out", GM, F32).scalar("n", I32)
+         .for_loop("i", 0, "n", 1)
+            .call("scale", {"src": ("inp", "i", 0), "w": ("w", 0, 0), "dst": mid, "k": "i",
+                            "alpha": 2.0}))
+    if overlap == "accumulate":
+        b = b.call("accum", {"src": ("mid", "i", 0), "acc": ("out", 0, 0)})
+    elif overlap == "other-tile":
+        b = b.call("copy", {"src": ("mid", 0, 0), "dst": ("out", 0, "i")})
+    elif overlap != "diagonal":
+        b = b.call("copy", {"src": ("mid", "i", 0), "dst": ("out", 0, "i")})
+    b.end_for().build()
+    m.set_entry("orch")
+    return m
+
+
+def test_a_loop_of_independent_iterations_submits_one_range_per_call():
+    c = emit_orchestration(range_module())
+    assert "pto_task_submit_v(" not in c
+    assert len(re.findall(r"pto_task_submit_range\(", c)) == 2
+    # per tile: inp moves one footprint down, w stays, mid moves down, k counts up, alpha stays;
+    # out moves one footprint across
+    assert ("{0, 0, 4, 0, 0, 0, 0},\n                    {0, 0, 0, 0, 0, 0, 0},\n"
+            "                    {0, 0, 4, 0, 0, 0, 0},\n                    {0, 0, 0, 0, 0, 0, 1},\n"
+            "                    {0, 0, 0, 0, 0, 0, 0}\n") in c
+    assert "{0, 0, 0, 8, 0, 0, 0}\n" in c
+
+
+@pytest.mark.parametrize("overlap", ["accumulate", "other-tile", "diagonal"])
+def test_a_loop_whose_iterations_overlap_is_not_a_range(overlap):
+    c = emit_orchestration(range_module(overlap))
+    assert "pto_task_submit_range(" not in c
+    assert "for (uint64_t _pto_k1 = 0; _pto_k1 < _pto_n1; _pto_k1++)" in c
+    assert "pto_task_submit_v(" in c
+
+
+def test_the_rowmax_example_is_one_range():
+    import rowmax
+    c = emit_orchestration(rowmax.build_module())
+    assert c.count("pto_task_submit_range(rt, \"rowmax\"") == 1
+    assert "pto_task_submit_v(" not in c
+
+
+@pytest.mark.skipif(shutil.which("gcc") is None, reason="gcc is not installed")
+@pytest.mark.parametrize("workers", [0, 3])
+@pytest.mark.parametrize("n", [1, 7])
+def test_every_tile_of_a_range_gets_what_the_reference_traces(tmp_path, workers, n):
+    assert _check_recorded_tasks(tmp_path, range_module(), "orch", {"n": n},
+                                 ("inp", "w", "mid", "out"), workers) == 2 * n

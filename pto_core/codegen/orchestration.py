@@ -255,6 +255,21 @@ class _Emitter:
             self.out(f"if (_pto_n{d} > {int(s.max_range)}u) "
                      + self.c.fail(fn, s.header(), f"the loop runs %lld times, more than its "
                                    f"max_range {int(s.max_range)}", f"_pto_n{d}"))
+        calls = self.range_calls(s)
+        if calls is not None:
+            # every iteration calls its kernels on regions of its own: one range per CALL
+            self.out(f"if (_pto_n{d} > 0) {{")
+            self.depth += 1
+            self.out(f"const int64_t {s.var} = _pto_lo{d};")
+            self.out(f"(void){s.var};")
+            for c in calls:
+                self.task(self.module.functions[c.callee], c.arg, fn,
+                          tiles=(f"(int64_t)_pto_n{d}", s.var))
+            self.depth -= 1
+            self.out("}")
+            self.depth -= 1
+            self.out("}")
+            return
         self.out(f"for (uint64_t _pto_k{d} = 0; _pto_k{d} < _pto_n{d}; _pto_k{d}++) {{")
         self.depth += 1
         self.out(f"int64_t {s.var} = (int64_t)((uint64_t)_pto_lo{d} + _pto_k{d} * "
@@ -272,6 +287,52 @@ class _Emitter:
         self.out("}")
         self.depth -= 1
         self.out("}")
+
+    def range_calls(self, s: For) -> list[Call] | None:
+        """The CALLs of FOR ``s`` when its iterations are independent, so that each CALL can go
+        out as one range task of all iterations (``pto_task_submit_range``), else None.
+
+        Independent means: the step is 1, the body holds only CALLs of InCore functions on
+        tensors the caller passed in (no intermediates, no scalar ops, IFs or loops), the loop
+        variable is at most one offset of each region and only an integer scalar besides, and
+        every tensor a CALL writes is touched by the whole body at ONE region whose offset along
+        one axis is the loop variable. Then iteration i touches tile i of every written tensor
+        and tile i only, so no iteration depends on another: splitting the loop into one loop
+        per CALL (in order) keeps every result, and the tiles of one CALL are disjoint and
+        adjacent. Tensors of different names are taken to be different memory, as everywhere
+        in the orchestration."""
+        if s.step != 1 or not s.body:
+            return None
+        regions: dict[str, set[tuple]] = {}
+        written: set[str] = set()
+        for c in s.body:
+            callee = self.module.functions.get(c.callee) if isinstance(c, Call) else None
+            if callee is None or not callee.is_incore:
+                return None
+            modes = param_modes(callee, self.module)
+            for p in callee.params:
+                a = c.arg(p.name)
+                if a is None:
+                    return None
+                if not isinstance(p.type, MemRefType):
+                    if a.value == s.var and p.type.dtype.is_float:
+                        return None        # a float of the index is not affine in its bits
+                    continue
+                if a.value in self.temps or (a.row == s.var and a.col == s.var):
+                    return None
+                if modes[p.name] == "none":
+                    continue
+                regions.setdefault(a.value, set()).add(
+                    (a.row or 0, a.col or 0, footprint(callee, p.name, self.module)))
+                if modes[p.name] != "in":
+                    written.add(a.value)
+        for t in written:
+            if len(regions[t]) != 1:
+                return None
+            (row, col, _), = regions[t]
+            if (row == s.var) == (col == s.var):
+                return None                 # every iteration writes the same place
+        return list(s.body)
 
     def scalar(self, fn: Function, v) -> str:
         return self.c.scalar_value(fn, v)
@@ -291,10 +352,19 @@ class _Emitter:
             return
         self.task(callee, lambda p: s.arg(p), fn)
 
-    def task(self, callee: Function, arg_of, fn: Function | None) -> None:
-        """One InCore call: its arguments in parameter order on the stack, one submission."""
+    def task(self, callee: Function, arg_of, fn: Function | None,
+             tiles: tuple[str, str] | None = None) -> None:
+        """One InCore call: its arguments in parameter order on the stack, one submission.
+        With ``tiles`` = (C count, loop variable): one range of that many tiles, the arguments
+        of the first tile and, beside them, what each argument gains per tile (the loop
+        variable counts one up: an offset that is it moves by one footprint)."""
         modes = param_modes(callee, self.module)
-        args = []
+        args, steps = [], []
+        var = tiles[1] if tiles else None
+
+        def step(rows: str = "0", cols: str = "0", value: str = "0") -> None:
+            steps.append(f"{{0, 0, {rows}, {cols}, 0, 0, {value}}}")
+
         for p in callee.params:
             a = arg_of(p.name)
             if isinstance(p.type, MemRefType):
@@ -307,13 +377,16 @@ class _Emitter:
                 if mode == "none" and temp:
                     # never accessed: two empty slots (no buffer to point at)
                     args += ["{PTO_ARG_SCALAR, 0, 0, 0, 0, 0, 0}"] * 2
+                    step(), step()
                     continue
+                rows, cols = (1, 1) if mode == "none" else footprint(callee, p.name, self.module)
+                step(str(rows) if a is not None and a.row == var else "0",
+                     str(cols) if a is not None and a.col == var else "0")
                 if mode == "none":
                     # never accessed: still two argument slots, but no region to depend on
                     # (no footprint either, so the offsets count single elements)
                     args.append(f"{{PTO_ARG_UNTRACKED, {tensor}, {r}, {c}, 0, 0, 0}}")
                     continue
-                rows, cols = footprint(callee, p.name, self.module)
                 kind = (_TEMP_KIND if temp else _KIND)[mode]
                 args.append(f"{{{kind}, {tensor}, ({r}) * {rows}, ({c}) * {cols}, "
                             f"{rows}, {cols}, 0}}")
@@ -324,18 +397,25 @@ class _Emitter:
                 else:
                     v = f"(int64_t)({v})"
                 args.append(f"{{PTO_ARG_SCALAR, 0, 0, 0, 0, 0, {v}}}")
-        self.out(f"/* CALL @{c_comment(callee.name)} */")
+                step(value="1" if a is not None and a.value == var else "0")
+        self.out(f"/* CALL @{c_comment(callee.name)}" + (" on every tile of the loop: one range */"
+                                                          if tiles else " */"))
         self.out("{")
         self.depth += 1
-        if args:
-            self.out(f"const PTOTaskArg _pto_a[{len(args)}] = {{")
-            for k, text in enumerate(args):
-                self.out("    " + text + ("," if k + 1 < len(args) else ""))
-            self.out("};")
-        self.out(f"int32_t _pto_rc = pto_task_submit_v(rt, {c_string(callee.name)}, "
-                 f"pto_kernels_{self.mod}[{self.kernels[callee.name]}], "
-                 f"{int(self.buffer_bytes(callee))}, {worker_type(callee, self.module)}, "
-                 f"{'_pto_a' if args else '0'}, {len(args)});")
+        for name, rows in (("_pto_a", args), ("_pto_s", steps if tiles else [])):
+            if rows:
+                self.out(f"const PTOTaskArg {name}[{len(rows)}] = {{")
+                for k, text in enumerate(rows):
+                    self.out("    " + text + ("," if k + 1 < len(rows) else ""))
+                self.out("};")
+        head = (f"rt, {c_string(callee.name)}, pto_kernels_{self.mod}[{self.kernels[callee.name]}], "
+                f"{int(self.buffer_bytes(callee))}, {worker_type(callee, self.module)}, "
+                f"{'_pto_a' if args else '0'}")
+        if tiles:
+            self.out(f"int32_t _pto_rc = pto_task_submit_range({head}, "
+                     f"{'_pto_s' if args else '0'}, {len(args)}, {tiles[0]});")
+        else:
+            self.out(f"int32_t _pto_rc = pto_task_submit_v({head}, {len(args)});")
         self.out("if (_pto_rc < 0) return _pto_rc;")
         self.depth -= 1
         self.out("}")

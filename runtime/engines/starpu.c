@@ -882,6 +882,27 @@ int32_t pto_task_submit_v(PTORuntime* rt, const char* func_name, PTOKernelFunc f
     return submit(rt, t);
 }
 
+/* Range tasks: StarPU gets the per-tile loop, one task per tile (pto_runtime.h). */
+int32_t pto_task_submit_range(PTORuntime* rt, const char* func_name, PTOKernelFunc func_ptr, int32_t buffer_bytes,
+                              int32_t worker_type, const PTOTaskArg* args, const PTOTaskArg* step,
+                              int32_t num_args, int64_t tiles) {
+    if (!rt || tiles < 1 || num_args < 0 || num_args > PTO_MAX_ARGS || (num_args > 0 && (!args || !step)))
+        return PTO_EINVAL;
+    PTOTaskArg a[PTO_MAX_ARGS];
+    int32_t id = PTO_EINVAL;
+    for (int64_t t = 0; t < tiles && (t == 0 || id >= 0); t++) {
+        pto_range_tile_args(args, step, num_args, t, a);
+        id = pto_task_submit_v(rt, func_name, func_ptr, buffer_bytes, worker_type, a, num_args);
+    }
+    return id;
+}
+int64_t pto_task_range(PTORuntime* rt, int32_t task, int64_t* inc) {
+    if (!rt || task < 0) return PTO_EINVAL;
+    if (inc) memset(inc, 0, sizeof(int64_t) * PTO_MAX_ARGS);
+    return 1;
+}
+void pto_runtime_set_range_executor(PTORuntime* rt, int on) { (void)rt; (void)on; }
+
 /* ---- the separate calls: alloc, add_* per argument, submit */
 
 int32_t pto_task_alloc(PTORuntime* rt, const char* func_name, PTOKernelFunc func_ptr, int32_t buffer_bytes,

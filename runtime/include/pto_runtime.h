@@ -367,6 +367,48 @@ int32_t pto_submitter_task_id(PTOSubmitter* s, int64_t k);
 /* Flush and free; PTO_OK or the submitter's first error (with its message, see above). */
 int     pto_submitter_close(PTOSubmitter* s);
 
+/* ---------------------------------------------------------------- range tasks
+ * One submission for `tiles` calls of one kernel on disjoint, adjacent regions (what an
+ * orchestration loop of independent iterations becomes): tile t (0 <= t < tiles) runs with the
+ * arguments args[k] advanced by t x step[k] - row_off and col_off for a tensor argument, value
+ * for a scalar (step[k].kind, .tensor, .rows, .cols are ignored). A tracked tensor argument
+ * (INPUT, OUTPUT, INOUT) steps by (rows, 0) or (0, cols), or, as an input, by (0, 0): the
+ * regions of its tiles then form ONE rectangle, the range's single dependency entry for that
+ * argument. Outputs and inouts must step (tiles never write the same element); PTO_EINVAL
+ * otherwise, and for tiles < 1. A consumer of any part of a range waits for the whole range,
+ * and a range waits for every producer of any part of it.
+ *
+ * How it runs. A backend executor that said it takes ranges (pto_runtime_set_range_executor)
+ * gets ONE task and reads its tiles with pto_task_range (a GPU launches them as one grid). With
+ * worker threads and no executor the range becomes chunks - at most 4 per worker, each one
+ * task of consecutive tiles - so the workers share it; inline (no workers) it is one task.
+ * A kernel of a chunk or a range runs its tiles in order and stops at the first that fails:
+ * the run's error message names the task and that tile. Any other executor, and arguments of
+ * runtime-owned intermediates (TEMP_*), get the per-tile loop: one pto_task_submit_v per tile.
+ * Returns the id of the last task submitted, or a negative error (the separate submissions'
+ * codes; tiles submitted before a failing one stay submitted). */
+int32_t pto_task_submit_range(PTORuntime* rt, const char* func_name, PTOKernelFunc func_ptr,
+                              int32_t buffer_bytes, int32_t worker_type, const PTOTaskArg* args,
+                              const PTOTaskArg* step, int32_t num_args, int64_t tiles);
+/* The arguments of tile t of a range (args advanced by t x step): what the per-tile loop submits. */
+static inline void pto_range_tile_args(const PTOTaskArg* args, const PTOTaskArg* step, int32_t num_args,
+                                       int64_t t, PTOTaskArg* out) {
+    for (int32_t k = 0; k < num_args; k++) {
+        out[k] = args[k];
+        out[k].row_off += t * step[k].row_off;
+        out[k].col_off += t * step[k].col_off;
+        out[k].value += t * step[k].value;
+    }
+}
+/* The tiles of task `task`: 1 for an ordinary task, n for a range (or chunk) of n tiles, whose
+ * tile t gets argument slot j advanced by t x inc[j] (inc: PTO_MAX_ARGS entries, may be NULL;
+ * a tensor's address slot advances by bytes, its ld slot by 0). Negative: PTO_EINVAL. Call it
+ * from an executor while it holds the task (between the executor call and its completion). */
+int64_t pto_task_range(PTORuntime* rt, int32_t task, int64_t* inc);
+/* 1: the executor installed (pto_runtime_set_executor) takes range tasks as one task each and
+ * runs every tile (pto_task_range); 0 (the default): ranges are submitted tile by tile. */
+void    pto_runtime_set_range_executor(PTORuntime* rt, int on);
+
 /* ---------------------------------------------------------------- runtime-owned intermediates
  * A tensor the orchestration creates and consumes need not be allocated by the caller:
  *

@@ -251,6 +251,8 @@ struct PTORuntime {
     struct PTOThreeTier* t3;       /* three-tier mode (three_tier.c); NULL in the worker mode */
     struct PTOHeap* heap;          /* runtime-owned intermediates; NULL until the first use */
     pthread_mutex_t submit_mu;     /* submit.c: one submitter's batch enters the graph at a time */
+    _Atomic(struct PTORange**) ranges;  /* range tasks (range.c): per window slot; NULL until the first */
+    bool            range_exec;    /* pto_runtime_set_range_executor */
 };
 
 static inline PTOTask* rt_task(PTORuntime* rt, int32_t id) { return &rt->tasks[id & rt->mask]; }
@@ -357,6 +359,28 @@ void heap_close(PTORuntime* rt);                   /* the run starts: every scop
 void heap_stats(PTORuntime* rt, PTORuntimeStats* s);
 int64_t heap_held_bytes(PTORuntime* rt);
 void heap_free(PTORuntime* rt);
+
+/* range.c: range tasks (pto_task_submit_range). A task is a range when its slot's record names
+ * it; a record is written before the task is published and stays until the slot is reused. */
+typedef struct PTORange {
+    int32_t id;                    /* the task it describes, -1 none */
+    int64_t tiles, first;          /* tiles of this task; index of its first in the submitted range */
+    _Atomic int64_t failed;        /* the tile (index in the submitted range) that failed, or -1 */
+    int64_t inc[PTO_MAX_ARGS];     /* per argument slot, added per tile */
+} PTORange;
+static inline PTORange* range_of(PTORuntime* rt, int32_t id) {
+    /* acquire: set once by the orchestrator while workers may be looking (for other tasks) */
+    PTORange** rs = atomic_load_explicit(&rt->ranges, memory_order_acquire);
+    PTORange* r = rs ? rs[id & rt->mask] : NULL;
+    return r && r->id == id ? r : NULL;
+}
+/* runtime.c: pto_task_submit_v, and with `range` its record attached before the task is published */
+int32_t rt_submit_args(PTORuntime* rt, const char* func_name, PTOKernelFunc func_ptr, int32_t buffer_bytes,
+                       int32_t worker_type, const PTOTaskArg* args, int32_t num_args, const PTORange* range);
+int  range_attach(PTORuntime* rt, int32_t id, const PTORange* r);   /* PTO_OK or PTO_ENOMEM */
+void range_detach(PTORuntime* rt, int32_t id);
+int32_t range_run(PTORuntime* rt, PTOTask* t, PTORange* r);   /* every tile of t, on this thread */
+void range_free(PTORuntime* rt);
 
 /* trace.c */
 int  trace_init_from_env(PTORuntime* rt);     /* PTO_TRACE / PTO_STATS, at creation */

@@ -213,6 +213,7 @@ static void rt_free(PTORuntime* rt) {
     free(rt->rec_edges);
     if (rt->overflow)
         for (int32_t i = 0; i < rt->window; i++) free(rt->overflow[i]);
+    range_free(rt);
     rt_block_free(rt->overflow, (size_t)rt->window * sizeof(int64_t*));
     rt_block_free(rt->tasks, (size_t)rt->window * sizeof(PTOTask));
     pthread_mutex_destroy(&rt->ctl_mu); pthread_cond_destroy(&rt->ctl_cv);
@@ -727,18 +728,20 @@ int pto_task_submit(PTORuntime* rt, int32_t task) {
     return commit_publish(rt, t);
 }
 
-/* pto_task_submit_v, and with `preds` (ids of tasks allocated earlier, checked by the caller) as
- * explicit predecessors: rt_submit_after (submit.c). */
+/* pto_task_submit_v; with `preds` (ids of tasks allocated earlier, checked by the caller) as
+ * explicit predecessors: rt_submit_after (submit.c); with `range`: rt_submit_args (range.c). */
 static inline __attribute__((always_inline)) int32_t submit_v(PTORuntime* rt, const char* func_name,
                                                               PTOKernelFunc func_ptr, int32_t buffer_bytes,
                                                               int32_t worker_type, const PTOTaskArg* args,
-                                                              int32_t num_args, const int32_t* preds, int32_t npred) {
+                                                              int32_t num_args, const int32_t* preds, int32_t npred,
+                                                              const PTORange* range) {
     const int32_t id = alloc_task(rt, func_name, func_ptr, buffer_bytes, worker_type);
     if (id < 0) return id;
     PTOTask* t = rt_task(rt, id);
     PTOAccess acc[PTO_MAX_TENSOR_ARGS];      /* staged on the stack: no staging area needed */
     int32_t n = 0;
     int rc = num_args < 0 || (num_args > 0 && !args) ? PTO_EINVAL : PTO_OK;
+    if (__builtin_expect(range != NULL, 0) && rc == PTO_OK) rc = range_attach(rt, id, range);
     if (num_args > PTO_INLINE_ARGS / 2 && rc == PTO_OK) {
         /* more than the inline slots, perhaps: take the overflow buffer before the first
          * argument rather than copying the inline ones into it halfway (a count beyond
@@ -772,6 +775,7 @@ static inline __attribute__((always_inline)) int32_t submit_v(PTORuntime* rt, co
     }
     if (__builtin_expect(rc < 0, 0)) {        /* a bad argument: the task never existed */
         if (rt->heap) heap_task_undo(rt, id);
+        if (range) range_detach(rt, id);
         unalloc_task(rt, t);
         return rc;
     }
@@ -787,7 +791,12 @@ static inline __attribute__((always_inline)) int32_t submit_v(PTORuntime* rt, co
 
 int32_t pto_task_submit_v(PTORuntime* rt, const char* func_name, PTOKernelFunc func_ptr, int32_t buffer_bytes,
                           int32_t worker_type, const PTOTaskArg* args, int32_t num_args) {
-    return submit_v(rt, func_name, func_ptr, buffer_bytes, worker_type, args, num_args, NULL, 0);
+    return submit_v(rt, func_name, func_ptr, buffer_bytes, worker_type, args, num_args, NULL, 0, NULL);
+}
+
+int32_t rt_submit_args(PTORuntime* rt, const char* func_name, PTOKernelFunc func_ptr, int32_t buffer_bytes,
+                       int32_t worker_type, const PTOTaskArg* args, int32_t num_args, const PTORange* range) {
+    return submit_v(rt, func_name, func_ptr, buffer_bytes, worker_type, args, num_args, NULL, 0, range);
 }
 
 int32_t rt_submit_after(PTORuntime* rt, const char* func_name, PTOKernelFunc func_ptr, int32_t buffer_bytes,
@@ -795,7 +804,7 @@ int32_t rt_submit_after(PTORuntime* rt, const char* func_name, PTOKernelFunc fun
                         int32_t npred) {
     for (int32_t i = 0; i < npred; i++)      /* allocated earlier: a predecessor precedes the new task */
         if (preds[i] < 0 || preds[i] >= rt->next_id) return PTO_ETASKID;
-    return submit_v(rt, func_name, func_ptr, buffer_bytes, worker_type, args, num_args, preds, npred);
+    return submit_v(rt, func_name, func_ptr, buffer_bytes, worker_type, args, num_args, preds, npred, NULL);
 }
 
 int pto_task_complete(PTORuntime* rt, int32_t task, int32_t status) {
@@ -934,7 +943,12 @@ int64_t pto_runtime_error_message(PTORuntime* rt, char* buf, int64_t cap) {
     const size_t n = (size_t)cap;
     int len = 0;
     if (code == PTO_ETASKFAILED) {
-        len = snprintf(out, n, "task %d '%s' failed with code %d on %s", task, fn ? fn : "task",
+        const PTORange* r = task >= 0 ? range_of(rt, task) : NULL;
+        char tile[80] = "";      /* a range: the tile, where its kernel ran them one by one (a grid cannot tell) */
+        if (r && atomic_load(&r->failed) >= 0) snprintf(tile, sizeof tile, " at tile %lld", (long long)atomic_load(&r->failed));
+        else if (r) snprintf(tile, sizeof tile, " at one of its tiles %lld-%lld", (long long)r->first,
+                             (long long)(r->first + r->tiles - 1));
+        len = snprintf(out, n, "task %d '%s'%s failed with code %d on %s", task, fn ? fn : "task", tile,
                        atomic_load(&rt->failed_code), where);
     } else if (code == PTO_ETIMEDOUT || code == PTO_ECANCELED) {
         char head[96];

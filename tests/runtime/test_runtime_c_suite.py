@@ -13,7 +13,9 @@ run, core types, a failing kernel, a core that stops answering, a shutdown mid-r
 test_heap.c: runtime-owned intermediates - values, renaming, packed blocks, scopes, the memory
 bound under a small window, misuse.
 test_submit.c: several threads submitting into one runtime at once (submitters): dependencies
-across threads (RAW, WAR, WAW, ticket edges) checked by the kernels, exact edge counts, misuse."""
+across threads (RAW, WAR, WAW, ticket edges) checked by the kernels, exact edge counts, misuse.
+test_range.c: range tasks (pto_task_submit_range) - every tile once, chunks per worker, whole-range
+waits, the failing tile named, executors with and without ranges, misuse."""
 from __future__ import annotations
 
 import os
@@ -30,7 +32,7 @@ LIB_SOURCES = sorted(str(p) for p in (RT / "src").glob("*.c"))
 
 #: program: the fewest checks it must report (a program that stops early reports fewer)
 PROGRAMS = {"test_runtime": 400, "test_deadline": 100, "test_successor": 20, "test_schedule": 100,
-            "test_three_tier": 400, "test_heap": 60, "test_submit": 300}
+            "test_three_tier": 400, "test_heap": 60, "test_submit": 300, "test_range": 200}
 
 VARIANTS = {
     # name: (extra flags, scale argument, env)

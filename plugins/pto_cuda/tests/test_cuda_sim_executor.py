@@ -10,9 +10,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from pto_core.codegen.orchestration import kernel_order
 from pto_core.program import load_program
 from pto_core.reference import run_module
-from pto_cuda.launch import DeviceRun
+from pto_cuda.launch import DeviceRun, LaunchPolicy
 
 EXAMPLES = Path(__file__).resolve().parents[3] / "examples"
 NUM_TILES = 64
@@ -60,6 +61,30 @@ def test_ready_tasks_of_one_kernel_share_launches(softmax):
         d.run()
         assert d.counters() == (5 * NUM_TILES, 5 * NUM_TILES)
         d.lib.pto_cuda_configure(4, 0)
+
+
+@pytest.mark.parametrize("workers", [2, 0], ids=["2workers", "inline"])
+def test_each_stage_of_the_loop_is_one_range_launched_as_one_grid(softmax, workers):
+    """The softmax loop's iterations are independent, so each of its 5 CALLs is one range task
+    of 64 tiles; a range that fills the GPU (here a one-SM, one-block GPU) goes out as ONE grid
+    whose block b runs tile b, and a recorded run replays those grids as a CUDA graph."""
+    lib, module, x, want = softmax
+    policy = LaunchPolicy(sm_count=1, blocks_per_sm=1)
+    with DeviceRun(lib, module, _tensors(x), {"num_tiles": NUM_TILES}, workers=workers,
+                   policy=policy) as d:
+        d.lib.pto_cuda_reset_counters()
+        d.run()
+        np.testing.assert_allclose(d.fetch()["output"], want, rtol=1e-5, atol=1e-6)
+        assert d.counters() == (5, 5 * NUM_TILES)          # grids, tiles
+        stats = d.launches()
+        assert sorted(stats) == sorted(f"pto_kernel_{k}" for k in kernel_order(module))
+        assert all(s.blocks_per_grid == (NUM_TILES,) * 3 and s.grids == 1 for s in stats.values())
+        d.time_graph(1)
+        out_ptr = d.dev[[p.name for p in d.tparams].index("output")]
+        assert d.lib.pto_cuda_memset(out_ptr, 0, x.nbytes) == 0
+        ms = C.c_double(0.0)
+        assert d.lib.pto_cuda_replay_graph(2, C.byref(ms)) == 0
+        np.testing.assert_allclose(d.fetch()["output"], want, rtol=1e-5, atol=1e-6)
 
 
 def test_a_recorded_run_replays_as_a_cuda_graph(softmax):
@@ -127,12 +152,14 @@ def test_a_kernel_fault_ends_the_run_with_an_error_instead_of_a_hang(softmax, ho
                        capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stdout + r.stderr
     assert "PTOError" in r.stdout and "injected fault" in r.stderr
-    # the failed kernel is named: task, function, the executor's code (1000 + the CUDA error)
+    # the failed kernel is named: task, function, its tiles (each stage of the loop is one
+    # range, one grid: which block faulted the device does not say), the executor's code
+    # (1000 + the CUDA error)
     from pto_core.codegen.orchestration import kernel_order
     import re
     kernels = "|".join(kernel_order(softmax[1]))
-    assert re.search(rf"a task failed \(-7\): task \d+ '({kernels})' failed with code 1\d\d\d on "
-                     rf"worker [01]", r.stdout), r.stdout
+    assert re.search(rf"a task failed \(-7\): task \d+ '({kernels})' at one of its tiles "
+                     rf"0-{NUM_TILES - 1} failed with code 1\d\d\d on worker [01]", r.stdout), r.stdout
 
 
 HANG_SCRIPT = DEVICE_SCRIPT.replace("BODY", """

@@ -21,6 +21,15 @@
  * graph. A batch larger than the kernel's parameter capacity becomes several grids on
  * different streams, which run side by side.
  *
+ * Range tasks. The runtime hands a range task (an orchestration loop of independent iterations,
+ * pto_task_submit_range) over whole: one call, one dependency entry per tensor, one completion.
+ * A range that fills the GPU by itself goes out at once as ONE grid (NAME_launch_range: block b
+ * runs tile b, its arguments computed from the first tile's and a step per slot), whatever its
+ * tile count; a smaller one joins its kernel's batch as one row per tile, and a batch holding a
+ * range puts its grids on one stream with one host function behind them. A fault in a range's
+ * grid fails the range: the error names the task and its tiles (not which block faulted).
+ * Counters and the launch log count tiles as tasks (a range of n tiles is n blocks).
+ *
  * Cost per task: the per-launch cost (~3-5 us of CPU for the launch + ~5-10 us host-function
  * round trip per dependency level) is shared by every task of a batch; the per-task cost is
  * copying its argument row into the kernel parameter (8 bytes per slot) plus the runtime's own

@@ -11,6 +11,9 @@
  *     passed BY VALUE as the kernel parameter (no host->device copy, nothing to free, and CUDA
  *     Graph capture keeps them in the node);
  *   - `int NAME_launch(rows, n, stream)`: launches n tasks, in chunks of the batch capacity;
+ *   - `__global__ NAME_range_grid(range)` and `int NAME_launch_range(base, inc, tiles, stream)`:
+ *     a range task (pto_task_submit_range) as ONE grid, block b running tile b with argument
+ *     slot j = base[j] + b x inc[j] (the parameter holds two rows, whatever the tile count);
  *   - `int NAME_occupancy(blocks)`: how many blocks of the grid fit on one SM at once
  *     (cudaOccupancyMaxActiveBlocksPerMultiprocessor), so the executor can fill the GPU;
  *   - `extern "C" int32_t NAME(const int64_t* args)`: the runtime's kernel ABI; runs ONE task
@@ -32,6 +35,8 @@
 typedef int (*PTOCudaLaunchFn)(const int64_t* rows, int32_t n, cudaStream_t stream);
 typedef int (*PTOCudaOccupancyFn)(int32_t* blocks_per_sm);
 typedef int32_t (*PTOCudaAbiFn)(const int64_t* args);
+typedef int (*PTOCudaRangeLaunchFn)(const int64_t* base, const int64_t* inc, int64_t tiles,
+                                    cudaStream_t stream);
 
 typedef struct PTOCudaKernelDesc {
     const char*     name;
@@ -42,6 +47,7 @@ typedef struct PTOCudaKernelDesc {
     int32_t         smem_bytes;   /* dynamic shared memory per block */
     int32_t         capacity;     /* tasks per launch */
     PTOCudaOccupancyFn occupancy; /* resident blocks per SM (0 or a cudaError_t) */
+    PTOCudaRangeLaunchFn launch_range; /* a range as one grid; NULL: its tiles go out as rows */
 } PTOCudaKernelDesc;
 
 #ifdef __cplusplus
@@ -60,6 +66,11 @@ struct PTOCudaBatch {
     int64_t rows[CAP][NARGS];
     int32_t n;
 };
+template <int NARGS>
+struct PTOCudaRange {                /* a range task: tile b's slot j is base[j] + b x inc[j] */
+    int64_t base[NARGS];
+    int64_t inc[NARGS];
+};
 
 #define PTO_CUDA_CAPACITY(NARGS) \
     ((PTO_CUDA_PARAM_BYTES - 16) / (8 * ((NARGS) > 0 ? (NARGS) : 1)) > 65535 \
@@ -72,16 +83,32 @@ struct PTOCudaBatch {
     static void NAME##_grid(const void* p) {                                                   \
         NAME##_block(static_cast<const NAME##_batch_t*>(p)->rows[blockIdx.x]);                 \
     }
-#define PTO_CUDA_LAUNCH_(NAME, K, THREADS, SMEM, STREAM, B)                                    \
-    pto_sim_launch((STREAM), (unsigned)(K), (THREADS), (SMEM), NAME##_grid, &(B), sizeof(B))
+#define PTO_CUDA_RANGE_GRID_(NAME, NARGS, THREADS)                                             \
+    [[maybe_unused]] static void NAME##_range_grid(const void* p) {                                             \
+        const NAME##_range_t* r = static_cast<const NAME##_range_t*>(p);                       \
+        int64_t a[(NARGS) > 0 ? (NARGS) : 1];                                                  \
+        for (int j = 0; j < (NARGS); ++j) a[j] = r->base[j] + (int64_t)blockIdx.x * r->inc[j]; \
+        NAME##_block(a);                                                                       \
+    }
+#define PTO_CUDA_LAUNCH_FN_(GRID, K, THREADS, SMEM, STREAM, B)                                 \
+    pto_sim_launch((STREAM), (unsigned)(K), (THREADS), (SMEM), GRID, &(B), sizeof(B))
 #else
 #define PTO_CUDA_GRID_(NAME, THREADS)                                                          \
     __global__ void __launch_bounds__(THREADS) NAME##_grid(const __grid_constant__ NAME##_batch_t b) { \
         NAME##_block(b.rows[blockIdx.x]);                                                      \
     }
-#define PTO_CUDA_LAUNCH_(NAME, K, THREADS, SMEM, STREAM, B)                                    \
-    (NAME##_grid<<<(K), (THREADS), (SMEM), (STREAM)>>>(B), cudaGetLastError())
+#define PTO_CUDA_RANGE_GRID_(NAME, NARGS, THREADS)                                             \
+    __global__ void __launch_bounds__(THREADS) NAME##_range_grid(const __grid_constant__ NAME##_range_t r) { \
+        int64_t a[(NARGS) > 0 ? (NARGS) : 1];                                                  \
+        _Pragma("unroll") for (int j = 0; j < (NARGS); ++j)                                    \
+            a[j] = r.base[j] + (int64_t)blockIdx.x * r.inc[j];                                 \
+        NAME##_block(a);                                                                       \
+    }
+#define PTO_CUDA_LAUNCH_FN_(GRID, K, THREADS, SMEM, STREAM, B)                                 \
+    (GRID<<<(K), (THREADS), (SMEM), (STREAM)>>>(B), cudaGetLastError())
 #endif
+#define PTO_CUDA_LAUNCH_(NAME, K, THREADS, SMEM, STREAM, B)                                    \
+    PTO_CUDA_LAUNCH_FN_(NAME##_grid, K, THREADS, SMEM, STREAM, B)
 
 /* NAME##_configure: the dynamic shared memory above 48 KiB is asked for once;
  * NAME##_occupancy: resident blocks per SM of NAME##_grid. */
@@ -128,11 +155,33 @@ struct PTOCudaBatch {
             if (e != cudaSuccess) return (int)e;                                               \
         }                                                                                      \
         return 0;                                                                              \
+    }                                                                                          \
+    typedef PTOCudaRange<((NARGS) > 0 ? (NARGS) : 1)> NAME##_range_t;                          \
+    PTO_CUDA_RANGE_GRID_(NAME, NARGS, THREADS)                                                 \
+    [[maybe_unused]] static int NAME##_launch_range(const int64_t* base, const int64_t* inc, int64_t tiles,     \
+                                   cudaStream_t stream) {                                      \
+        static bool configured = false;                                                        \
+        if ((SMEM) > 48 * 1024 && !configured) {                                               \
+            cudaError_t e = cudaFuncSetAttribute(NAME##_range_grid,                            \
+                cudaFuncAttributeMaxDynamicSharedMemorySize, (SMEM));                          \
+            if (e != cudaSuccess) return (int)e;                                               \
+        }                                                                                      \
+        configured = true;                                                                     \
+        NAME##_range_t r;                                                                      \
+        for (int32_t j = 0; j < (NARGS); ++j) { r.base[j] = base[j]; r.inc[j] = inc[j]; }      \
+        for (int64_t done = 0; done < tiles;) { /* a grid has at most 2^31 - 1 blocks */       \
+            const int64_t k = tiles - done < INT32_MAX ? tiles - done : INT32_MAX;             \
+            cudaError_t e = PTO_CUDA_LAUNCH_FN_(NAME##_range_grid, k, THREADS, SMEM, stream, r); \
+            if (e != cudaSuccess) return (int)e;                                               \
+            done += k;                                                                         \
+            for (int32_t j = 0; j < (NARGS); ++j) r.base[j] += k * r.inc[j];                   \
+        }                                                                                      \
+        return 0;                                                                              \
     }
 
 /* The runtime's kernel-ABI function (one task, synchronously) and the registration that maps
  * it onto NAME##_launch. */
-#define PTO_CUDA_EXPORT_(NAME, NARGS, THREADS, SMEM, CAPACITY)                                 \
+#define PTO_CUDA_EXPORT_(NAME, NARGS, THREADS, SMEM, CAPACITY, RANGE)                          \
     extern "C" int32_t NAME(const int64_t* args) {                                             \
         int rc = NAME##_launch(args, 1, cudaStreamPerThread);                                  \
         if (rc) return rc;                                                                     \
@@ -140,12 +189,12 @@ struct PTOCudaBatch {
     }                                                                                          \
     static const PTOCudaKernelDesc NAME##_desc = {#NAME, NAME, NAME##_launch, (NARGS),         \
                                                   (THREADS), (SMEM), (CAPACITY),                \
-                                                  NAME##_occupancy};                           \
+                                                  NAME##_occupancy, (RANGE)};                  \
     static const int NAME##_registered = pto_cuda_register(&NAME##_desc);
 
 #define PTO_CUDA_KERNEL(NAME, NARGS, THREADS, SMEM)                                            \
     PTO_CUDA_KERNEL_LOCAL(NAME, NARGS, THREADS, SMEM)                                          \
-    PTO_CUDA_EXPORT_(NAME, NARGS, THREADS, SMEM, PTO_CUDA_CAPACITY(NARGS))
+    PTO_CUDA_EXPORT_(NAME, NARGS, THREADS, SMEM, PTO_CUDA_CAPACITY(NARGS), NAME##_launch_range)
 #endif /* __CUDACC__ || PTO_CUDA_SIM */
 
 #endif /* PTO_CUDA_KERNEL_H */

@@ -227,4 +227,4 @@ __device__ __forceinline__ void sm90_mainloop(WgAcc<T, BM, BN>& c, unsigned char
         static thread_local NAME##_batch_t b; /* staging per thread; a launch copies it */     \
         return pto::tma_launch(rows, n, stream, NAME##_tma, b, NAME##_grid_launch, FALLBACK);  \
     }                                                                                          \
-    PTO_CUDA_EXPORT_(NAME, NARGS, THREADS, SMEM, PTO_TMA_CAPACITY(NARGS, NTMA))
+    PTO_CUDA_EXPORT_(NAME, NARGS, THREADS, SMEM, PTO_TMA_CAPACITY(NARGS, NTMA), nullptr)

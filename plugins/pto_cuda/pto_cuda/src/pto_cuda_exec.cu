@@ -65,7 +65,8 @@ struct KeyHash {
 
 struct Batch {                       /* ready tasks of one kernel, not yet launched */
     std::vector<int32_t> ids;
-    std::vector<int64_t> rows;       /* ids.size() x desc->nargs */
+    std::vector<int64_t> rows;       /* tiles x desc->nargs: one row per task, or per tile of a range */
+    int64_t tiles = 0;               /* rows: ids.size() unless a range is among them */
     Clock::time_point first;         /* when the oldest arrived */
     int32_t fill = 0;                /* the kernel's fill target when the batch began */
 };
@@ -117,8 +118,10 @@ private:
 
 struct Recorded {                    /* one grid, for CUDA Graph capture */
     const PTOCudaKernelDesc* desc;
-    std::vector<int64_t> rows;
+    std::vector<int64_t> rows;       /* a range grid: its first tile's row */
     int32_t n;
+    std::vector<int64_t> inc;        /* a range grid: each slot's step per tile */
+    int64_t tiles = 0;               /* a range grid: its tiles (0: a batch grid) */
 };
 
 struct Completion {                  /* what a host function reports */
@@ -162,6 +165,10 @@ struct Exec {
     int32_t fill_of(const PTOCudaKernelDesc* d);
     Clock::time_point due(const Key& k, const Batch& b, Clock::time_point now);
     void launch(PTORuntime* rt, const PTOCudaKernelDesc* d, Batch&& b, int32_t fill_target);
+    void launch_range(PTORuntime* rt, const PTOCudaKernelDesc* d, int32_t id, const int64_t* base,
+                      const int64_t* inc, int64_t tiles, int32_t fill_target);
+    int enqueue(cudaStream_t s, Completion* c, bool* fail);
+    void note_grid(const PTOCudaKernelDesc* d, int64_t seq, int64_t blocks, int32_t fill_target);
     void launcher_main();
     void watchdog_main();
     bool claim(Completion* c);
@@ -296,7 +303,7 @@ int32_t Exec::fill_of(const PTOCudaKernelDesc* d) {
  * while the orchestration waits, at the next look at the runtime (it cannot tell us). */
 Clock::time_point Exec::due(const Key& k, const Batch& b, Clock::time_point now) {
     const RtState& st = rts[k.rt];
-    if (pol.max_hold_us <= 0 || st.failed || (int64_t)b.ids.size() >= fill_of(k.desc))
+    if (pol.max_hold_us <= 0 || st.failed || b.tiles >= fill_of(k.desc))
         return Clock::time_point::min();
     Clock::time_point t = b.first + microseconds(pol.max_hold_us);
     if (st.waiting) {
@@ -307,39 +314,64 @@ Clock::time_point Exec::due(const Key& k, const Batch& b, Clock::time_point now)
     return t;
 }
 
+/* launch_mu held: c's host function goes behind the work on s. 0, or the error: then *fail says
+ * whether c is the caller's to fail (not when the watchdog took it first). */
+int Exec::enqueue(cudaStream_t s, Completion* c, bool* fail) {
+    {
+        std::lock_guard<std::mutex> g(out_mu);
+        outstanding.insert(c);
+    }
+    out_cv.notify_one();
+    cudaError_t e = cudaLaunchHostFunc(s, on_done, c);
+    *fail = false;
+    if (e == cudaSuccess) return 0;
+    *fail = claim(c);
+    return (int)e;
+}
+
+/* launch_mu held: one grid of `blocks` blocks went out. */
+void Exec::note_grid(const PTOCudaKernelDesc* d, int64_t seq, int64_t blocks, int32_t fill_target) {
+    grids++;
+    if (g_prof.on.load(std::memory_order_relaxed)) g_prof.launches.fetch_add(1, std::memory_order_relaxed);
+    if (log_total++ < kMaxLog)
+        log.push_back(PTOCudaLaunchRecord{d->name, seq, (int32_t)std::min<int64_t>(blocks, INT32_MAX), fill_target});
+}
+
+/* A batch: grids of at most the kernel's capacity. Without ranges each grid completes its own
+ * tasks and the grids go to different streams, side by side; a batch holding a range (its
+ * tiles may span grids) puts its grids on one stream, behind which one host function
+ * completes every task. */
 void Exec::launch(PTORuntime* rt, const PTOCudaKernelDesc* d, Batch&& b, int32_t fill_target) {
     ProfileSpan span(g_prof.launch_ns);
     std::unique_lock<std::mutex> lk(launch_mu);
-    const int32_t n = (int32_t)b.ids.size();
+    const int32_t n = (int32_t)b.tiles;
+    const bool ranged = b.tiles != (int64_t)b.ids.size();
     int32_t cap = d->capacity;
     if (max_batch > 0 && max_batch < cap) cap = max_batch;
     int rc = ensure_streams();
     const int64_t seq = launch_seq++;
     std::vector<Completion*> failed;
+    cudaStream_t s = rc == 0 ? streams[next_stream++ % streams.size()] : nullptr;
     for (int32_t at = 0; at < n; at += cap) {
         const int32_t k = n - at < cap ? n - at : cap;
-        Completion* c = new Completion{rt, std::vector<int32_t>(b.ids.begin() + at, b.ids.begin() + at + k), 0};
+        const bool last = at + k >= n;
+        Completion* c = ranged ? (last ? new Completion{rt, std::move(b.ids), 0} : nullptr)
+                               : new Completion{rt, std::vector<int32_t>(b.ids.begin() + at, b.ids.begin() + at + k), 0};
         if (rc == 0) {
             /* the grids of one launch go to different streams, so they run side by side */
-            cudaStream_t s = streams[next_stream++ % streams.size()];
+            if (!ranged && at > 0) s = streams[next_stream++ % streams.size()];
             const int64_t* rows = b.rows.data() + (int64_t)at * d->nargs;
             if (!plan_only) rc = d->launch(rows, k, s);
             if (rc == 0) {
-                grids++;
-                if (g_prof.on.load(std::memory_order_relaxed)) g_prof.launches.fetch_add(1, std::memory_order_relaxed);
-                if (log_total++ < kMaxLog) log.push_back(PTOCudaLaunchRecord{d->name, seq, k, fill_target});
-                if (record) record_log.push_back(Recorded{d, std::vector<int64_t>(rows, rows + (int64_t)k * d->nargs), k});
-                {
-                    std::lock_guard<std::mutex> g(out_mu);
-                    outstanding.insert(c);
-                }
-                out_cv.notify_one();
-                cudaError_t e = cudaLaunchHostFunc(s, on_done, c);
-                if (e == cudaSuccess) continue;
-                rc = (int)e;
-                if (!claim(c)) continue;         /* the watchdog got there first */
+                note_grid(d, seq, k, fill_target);
+                if (record) record_log.push_back(Recorded{d, std::vector<int64_t>(rows, rows + (int64_t)k * d->nargs), k, {}, 0});
+                if (!c) continue;
+                bool fail;
+                rc = enqueue(s, c, &fail);
+                if (rc == 0 || !fail) continue;
             }
         }
+        if (!c) continue;              /* a range's grid: its tasks fail with the last grid */
         c->status = 1000 + rc;
         failed.push_back(c);
     }
@@ -347,6 +379,35 @@ void Exec::launch(PTORuntime* rt, const PTOCudaKernelDesc* d, Batch&& b, int32_t
     if (rc != 0 && cuda_error == 0) cuda_error = rc;
     lk.unlock();
     for (Completion* c : failed) complete(c);
+}
+
+/* A range task as one grid (NAME_launch_range), one host function behind it. */
+void Exec::launch_range(PTORuntime* rt, const PTOCudaKernelDesc* d, int32_t id, const int64_t* base,
+                        const int64_t* inc, int64_t tiles, int32_t fill_target) {
+    ProfileSpan span(g_prof.launch_ns);
+    std::unique_lock<std::mutex> lk(launch_mu);
+    int rc = ensure_streams();
+    const int64_t seq = launch_seq++;
+    Completion* c = new Completion{rt, std::vector<int32_t>{id}, 0};
+    bool fail = true;
+    if (rc == 0) {
+        cudaStream_t s = streams[next_stream++ % streams.size()];
+        if (!plan_only) rc = d->launch_range(base, inc, tiles, s);
+        if (rc == 0) {
+            note_grid(d, seq, tiles, fill_target);
+            if (record)
+                record_log.push_back(Recorded{d, std::vector<int64_t>(base, base + d->nargs), 0,
+                                              std::vector<int64_t>(inc, inc + d->nargs), tiles});
+            rc = enqueue(s, c, &fail);
+        }
+    }
+    tasks += tiles;
+    if (rc != 0 && cuda_error == 0) cuda_error = rc;
+    lk.unlock();
+    if (rc != 0 && fail) {
+        c->status = 1000 + rc;
+        complete(c);
+    }
 }
 
 void Exec::launcher_main() {
@@ -406,39 +467,60 @@ extern "C" int32_t pto_cuda_execute(void* ctx, int32_t task_id, const char* func
     if (num_args != d->nargs) return PTO_EINVAL;
     Exec& x = exec();
     ProfileSpan span(g_prof.handoff_ns, 16);
-    if (g_prof.on.load(std::memory_order_relaxed)) g_prof.tasks.fetch_add(1, std::memory_order_relaxed);
+    /* a range task (pto_task_submit_range): its tiles, each slot's step per tile */
+    const int64_t tiles = pto_task_range(rt, task_id, nullptr);
+    int64_t inc[PTO_MAX_ARGS];
+    if (tiles > 1) pto_task_range(rt, task_id, inc);
+    if (g_prof.on.load(std::memory_order_relaxed)) g_prof.tasks.fetch_add(tiles, std::memory_order_relaxed);
+    /* the rows of the task's tiles, appended to `rows` */
+    auto append_rows = [&](std::vector<int64_t>& rows) {
+        rows.insert(rows.end(), args, args + num_args);
+        for (int64_t t = 1; t < tiles; ++t) {
+            const size_t prev = rows.size() - (size_t)num_args;
+            for (int32_t j = 0; j < num_args; ++j) rows.push_back(rows[prev + (size_t)j] + inc[j]);
+        }
+    };
+    int32_t fill = 0;
+    if (tiles > 1 || worker_index < 0) {
+        std::lock_guard<std::mutex> lk(x.mu);
+        fill = x.fill_of(d);
+    }
+    if (tiles > 1 && d->launch_range && (tiles >= fill || worker_index < 0)) {
+        /* a range that fills the GPU by itself goes out at once, as one grid */
+        x.launch_range(rt, d, task_id, args, inc, tiles, fill);
+        return PTO_EXEC_ASYNC;
+    }
     if (worker_index < 0) {          /* inline mode: the caller waits for this very task */
         Batch b;
         b.ids.push_back(task_id);
-        b.rows.assign(args, args + num_args);
-        int32_t f;
-        {
-            std::lock_guard<std::mutex> lk(x.mu);
-            f = x.fill_of(d);
-        }
-        x.launch(rt, d, std::move(b), f);
+        append_rows(b.rows);
+        b.tiles = tiles;
+        x.launch(rt, d, std::move(b), fill);
         return PTO_EXEC_ASYNC;
     }
     bool wake;
     {
         /* Per task: one lock, one lookup, two appends. The clock, the runtime's state and the
-         * fill target are read once per batch; a batch is sized for a full launch up front. */
+         * fill target are read once per batch; a batch is sized for a full launch up front. A
+         * smaller range joins the batch as rows, one per tile. */
         std::lock_guard<std::mutex> lk(x.mu);
         Batch& b = x.pending[Key{rt, d}];
         if (b.ids.empty()) {
             b.first = Clock::now();
             b.fill = x.fill_of(d);
-            const size_t want = (size_t)std::min<int32_t>(b.fill, kMaxReserve);
+            const size_t want = (size_t)std::min<int64_t>(std::max<int64_t>(b.fill, tiles), kMaxReserve);
             b.ids.reserve(want);
             b.rows.reserve(want * (size_t)num_args);
             x.rts[rt].last_event = b.first;
         }
         b.ids.push_back(task_id);
-        b.rows.insert(b.rows.end(), args, args + num_args);
+        const int64_t before = b.tiles;
+        if (tiles == 1) b.rows.insert(b.rows.end(), args, args + num_args);
+        else append_rows(b.rows);
+        b.tiles += tiles;
         /* the launcher sleeps until the earliest due time; only a new batch (a new deadline)
          * or one that just became full moves that earlier (it looks again before sleeping) */
-        const int64_t n = (int64_t)b.ids.size();
-        wake = n == 1 || x.pol.max_hold_us <= 0 || n == b.fill;
+        wake = before == 0 || x.pol.max_hold_us <= 0 || (before < b.fill && b.tiles >= b.fill);
     }
     if (wake) x.cv.notify_one();
     return PTO_EXEC_ASYNC;
@@ -470,6 +552,7 @@ extern "C" void pto_cuda_attach(PTORuntime* rt) {
         if (g_prof.on.load(std::memory_order_relaxed)) g_prof.runs.fetch_add(1, std::memory_order_relaxed);
     }
     pto_runtime_set_executor(rt, pto_cuda_execute, rt);
+    pto_runtime_set_range_executor(rt, 1);     /* a range task comes whole: one grid */
     pto_runtime_set_wait_hook(rt, on_wait, rt);
     pto_runtime_set_temp_allocator(rt, temp_alloc, temp_free, nullptr);
 }
@@ -587,7 +670,8 @@ extern "C" int pto_cuda_replay_graph(int32_t repeat, double* ms_per_run) {
     cudaError_t e = cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal);
     for (size_t i = 0; e == cudaSuccess && i < x.record_log.size(); ++i) {
         const Recorded& r = x.record_log[i];
-        int lr = r.desc->launch(r.rows.data(), r.n, s);
+        int lr = r.tiles ? r.desc->launch_range(r.rows.data(), r.inc.data(), r.tiles, s)
+                         : r.desc->launch(r.rows.data(), r.n, s);
         if (lr) e = (cudaError_t)lr;
     }
     cudaError_t e2 = cudaStreamEndCapture(s, &graph);

@@ -1,0 +1,234 @@
+/* test_range.c - range tasks (pto_task_submit_range): every tile runs once with its own
+ * arguments, in every mode; one dependency entry per range; consumers wait for the whole range;
+ * a failing tile is named; an executor that does not take ranges gets one task per tile.
+ *
+ * Build:  gcc -std=c11 -O2 -pthread -Iruntime/include runtime/src/[a-z]*.c runtime/tests/test_range.c
+ * Run:    ./a.out [scale] */
+#define _GNU_SOURCE 1
+#include "pto_runtime.h"
+#include "pto_check.h"
+
+PTO_CHECK_COUNTERS;
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define R 4                       /* tile rows */
+#define C 8                       /* tile columns */
+
+/* args: x (ptr, ld), y (ptr, ld), the tile index: y tile = x tile + 1000 * index + 1 */
+static int32_t k_add(const int64_t* a) {
+    const float* x = pto_arg_ptr(a[0]);
+    float* y = pto_arg_ptr(a[2]);
+    for (int r = 0; r < R; r++)
+        for (int c = 0; c < C; c++) y[r * a[3] + c] = x[r * a[1] + c] + 1000.0f * (float)a[4] + 1.0f;
+    return 0;
+}
+
+/* args: y (ptr, ld), z (ptr, ld): z tile = 2 * y tile (a consumer of a whole range) */
+static int32_t k_double(const int64_t* a) {
+    const float* y = pto_arg_ptr(a[0]);
+    float* z = pto_arg_ptr(a[2]);
+    for (int r = 0; r < R; r++)
+        for (int c = 0; c < C; c++) z[r * a[3] + c] = 2.0f * y[r * a[1] + c];
+    return 0;
+}
+
+/* fails on the tile whose index (args[4]) is 13 */
+static int32_t k_fail13(const int64_t* a) { return a[4] == 13 ? 7 : k_add(a); }
+
+static PTOTensor tensor(float* data, int64_t rows, int64_t cols, const char* name) {
+    PTOTensor t = {data, rows, cols, cols, (int32_t)sizeof(float), name};
+    return t;
+}
+
+/* One producer range down the rows of x -> y (tile index from 0), then one consumer task per
+ * tile reading y (it must see the whole range done), with that many workers (or cores) in the
+ * worker or three-tier mode. */
+static void check_mode(int workers, int tiles, int mode) {
+    const int64_t rows = (int64_t)tiles * R;
+    float* x = malloc(sizeof(float) * (size_t)(rows * C));
+    float* y = calloc((size_t)(rows * C), sizeof(float));
+    float* z = calloc((size_t)(rows * C), sizeof(float));
+    for (int64_t i = 0; i < rows * C; i++) x[i] = (float)(i % 97);
+    PTOTensor X = tensor(x, rows, C, "x"), Y = tensor(y, rows, C, "y"), Z = tensor(z, rows, C, "z");
+    PTORuntimeConfig cfg;
+    pto_runtime_config_default(&cfg);
+    cfg.num_workers = workers;
+    cfg.record_graph = 1;
+    cfg.mode = mode;
+    PTORuntime* rt = NULL;
+    CHECK_EQ(pto_runtime_init(&rt, &cfg), PTO_OK);
+    const PTOTaskArg a[3] = {{PTO_ARG_INPUT, &X, 0, 0, R, C, 0}, {PTO_ARG_OUTPUT, &Y, 0, 0, R, C, 0},
+                             {PTO_ARG_SCALAR, 0, 0, 0, 0, 0, 0}};
+    const PTOTaskArg s[3] = {{0, 0, R, 0, 0, 0, 0}, {0, 0, R, 0, 0, 0, 0}, {0, 0, 0, 0, 0, 0, 1}};
+    CHECK(pto_task_submit_range(rt, "add", k_add, 0, PTO_WORKER_ANY, a, s, 3, tiles) >= 0);
+    PTORuntimeStats st;
+    pto_runtime_get_stats(rt, &st);
+    const int64_t producers = st.tasks_submitted;
+    if (workers == 0) CHECK_EQ(producers, 1);                          /* one task */
+    else CHECK_EQ(producers, tiles < 4 * workers ? tiles : 4 * workers); /* chunks */
+    CHECK(st.tensormap_entries <= 2 * producers);                      /* one per region union */
+    for (int t = 0; t < tiles; t++) {
+        const PTOTaskArg b[2] = {{PTO_ARG_INPUT, &Y, (int64_t)t * R, 0, R, C, 0},
+                                 {PTO_ARG_OUTPUT, &Z, (int64_t)t * R, 0, R, C, 0}};
+        CHECK(pto_task_submit_v(rt, "double", k_double, 0, PTO_WORKER_ANY, b, 2) >= 0);
+    }
+    CHECK_EQ(pto_runtime_run(rt), PTO_OK);
+    pto_runtime_get_stats(rt, &st);
+    CHECK_EQ(st.tasks_completed, producers + tiles);
+    int bad = 0;
+    for (int64_t i = 0; i < rows * C; i++) {
+        const float want = 2.0f * (x[i] + 1000.0f * (float)(i / (R * C)) + 1.0f);
+        bad += z[i] != want;
+    }
+    CHECK_EQ(bad, 0);
+    pto_runtime_destroy(rt);
+    free(x); free(y); free(z);
+}
+
+/* Ranges across the columns, and an input that stays put (every tile reads the same tile). */
+static void check_columns(void) {
+    enum { TILES = 10 };
+    float x[R * C], y[R * C * TILES];
+    for (int i = 0; i < R * C; i++) x[i] = (float)i;
+    PTOTensor X = tensor(x, R, C, "x"), Y = tensor(y, R, C * TILES, "y");
+    PTORuntimeConfig cfg;
+    pto_runtime_config_default(&cfg);
+    cfg.num_workers = 2;
+    PTORuntime* rt = NULL;
+    CHECK_EQ(pto_runtime_init(&rt, &cfg), PTO_OK);
+    const PTOTaskArg a[3] = {{PTO_ARG_INPUT, &X, 0, 0, R, C, 0}, {PTO_ARG_OUTPUT, &Y, 0, 0, R, C, 0},
+                             {PTO_ARG_SCALAR, 0, 0, 0, 0, 0, 5}};
+    const PTOTaskArg s[3] = {{0, 0, 0, 0, 0, 0, 0}, {0, 0, 0, C, 0, 0, 0}, {0, 0, 0, 0, 0, 0, 2}};
+    CHECK(pto_task_submit_range(rt, "add", k_add, 0, PTO_WORKER_ANY, a, s, 3, TILES) >= 0);
+    CHECK_EQ(pto_runtime_run(rt), PTO_OK);
+    int bad = 0;
+    for (int t = 0; t < TILES; t++)
+        for (int r = 0; r < R; r++)
+            for (int c = 0; c < C; c++) bad += y[r * C * TILES + t * C + c] != x[r * C + c] + 1000.0f * (5 + 2 * t) + 1;
+    CHECK_EQ(bad, 0);
+    pto_runtime_destroy(rt);
+}
+
+/* Steps that would not give one rectangle, or tiles that write the same place: PTO_EINVAL;
+ * a last tile outside the tensor: PTO_EBOUNDS. Nothing is submitted. */
+static void check_misuse(void) {
+    float x[R * C * 4];
+    PTOTensor X = tensor(x, 4 * R, C, "x");
+    PTORuntime* rt = NULL;
+    CHECK_EQ(pto_runtime_init(&rt, NULL), PTO_OK);
+    const PTOTaskArg o[1] = {{PTO_ARG_OUTPUT, &X, 0, 0, R, C, 0}};
+    const PTOTaskArg still[1] = {{0, 0, 0, 0, 0, 0, 0}};
+    const PTOTaskArg gap[1] = {{0, 0, 2 * R, 0, 0, 0, 0}};
+    const PTOTaskArg diag[1] = {{0, 0, R, C, 0, 0, 0}};
+    const PTOTaskArg down[1] = {{0, 0, R, 0, 0, 0, 0}};
+    CHECK_EQ(pto_task_submit_range(rt, "w", k_add, 0, PTO_WORKER_ANY, o, still, 1, 2), PTO_EINVAL);
+    CHECK_EQ(pto_task_submit_range(rt, "w", k_add, 0, PTO_WORKER_ANY, o, gap, 1, 2), PTO_EINVAL);
+    CHECK_EQ(pto_task_submit_range(rt, "w", k_add, 0, PTO_WORKER_ANY, o, diag, 1, 2), PTO_EINVAL);
+    CHECK_EQ(pto_task_submit_range(rt, "w", k_add, 0, PTO_WORKER_ANY, o, down, 1, 5), PTO_EBOUNDS);
+    CHECK_EQ(pto_task_submit_range(rt, "w", k_add, 0, PTO_WORKER_ANY, o, down, 1, 0), PTO_EINVAL);
+    CHECK_EQ(pto_task_submit_range(rt, "w", k_add, 0, PTO_WORKER_ANY, o, NULL, 1, 2), PTO_EINVAL);
+    PTORuntimeStats st;
+    pto_runtime_get_stats(rt, &st);
+    CHECK_EQ(st.tasks_submitted, 0);
+    CHECK_EQ(pto_runtime_run(rt), PTO_OK);
+    pto_runtime_destroy(rt);
+}
+
+/* A failing tile stops the run; the message names the task, its kernel and the tile. */
+static void check_failure(int workers) {
+    enum { TILES = 32 };
+    float x[R * C * TILES], y[R * C * TILES];
+    memset(x, 0, sizeof x);
+    PTOTensor X = tensor(x, R * TILES, C, "x"), Y = tensor(y, R * TILES, C, "y");
+    PTORuntimeConfig cfg;
+    pto_runtime_config_default(&cfg);
+    cfg.num_workers = workers;
+    PTORuntime* rt = NULL;
+    CHECK_EQ(pto_runtime_init(&rt, &cfg), PTO_OK);
+    const PTOTaskArg a[3] = {{PTO_ARG_INPUT, &X, 0, 0, R, C, 0}, {PTO_ARG_OUTPUT, &Y, 0, 0, R, C, 0},
+                             {PTO_ARG_SCALAR, 0, 0, 0, 0, 0, 0}};
+    const PTOTaskArg s[3] = {{0, 0, R, 0, 0, 0, 0}, {0, 0, R, 0, 0, 0, 0}, {0, 0, 0, 0, 0, 0, 1}};
+    CHECK(pto_task_submit_range(rt, "fail13", k_fail13, 0, PTO_WORKER_ANY, a, s, 3, TILES) >= 0);
+    CHECK_EQ(pto_runtime_run(rt), PTO_ETASKFAILED);
+    char msg[256];
+    pto_runtime_error_message(rt, msg, sizeof msg);
+    CHECK_HAS(msg, "'fail13' at tile 13 failed with code 7");
+    pto_runtime_destroy(rt);
+}
+
+/* An executor that does not take ranges sees one task per tile, each with its own arguments. */
+static _Atomic int g_exec_calls, g_exec_bad;
+static int32_t exec_plain(void* ctx, int32_t id, const char* name, PTOKernelFunc fn, const int64_t* args,
+                          int32_t n, int32_t worker) {
+    PTORuntime* rt = ctx;
+    (void)name; (void)n; (void)worker;
+    if (pto_task_range(rt, id, NULL) != 1) atomic_fetch_add(&g_exec_bad, 1);
+    atomic_fetch_add(&g_exec_calls, 1);
+    return fn(args);
+}
+/* One that does sees the range whole, and runs every tile from its increments. */
+static int32_t exec_ranges(void* ctx, int32_t id, const char* name, PTOKernelFunc fn, const int64_t* args,
+                           int32_t n, int32_t worker) {
+    PTORuntime* rt = ctx;
+    (void)name; (void)worker;
+    int64_t inc[PTO_MAX_ARGS], a[PTO_MAX_ARGS];
+    const int64_t tiles = pto_task_range(rt, id, inc);
+    atomic_fetch_add(&g_exec_calls, 1);
+    memcpy(a, args, sizeof(int64_t) * (size_t)n);
+    for (int64_t t = 0; t < tiles; t++) {
+        if (fn(a)) return 1;
+        for (int j = 0; j < n; j++) a[j] += inc[j];
+    }
+    return 0;
+}
+
+static void check_executor(bool takes_ranges) {
+    enum { TILES = 12 };
+    float x[R * C * TILES], y[R * C * TILES];
+    for (int i = 0; i < R * C * TILES; i++) x[i] = (float)i;
+    PTOTensor X = tensor(x, R * TILES, C, "x"), Y = tensor(y, R * TILES, C, "y");
+    PTORuntimeConfig cfg;
+    pto_runtime_config_default(&cfg);
+    cfg.num_workers = 2;
+    PTORuntime* rt = NULL;
+    CHECK_EQ(pto_runtime_init(&rt, &cfg), PTO_OK);
+    pto_runtime_set_executor(rt, takes_ranges ? exec_ranges : exec_plain, rt);
+    pto_runtime_set_range_executor(rt, takes_ranges);
+    atomic_store(&g_exec_calls, 0);
+    atomic_store(&g_exec_bad, 0);
+    const PTOTaskArg a[3] = {{PTO_ARG_INPUT, &X, 0, 0, R, C, 0}, {PTO_ARG_OUTPUT, &Y, 0, 0, R, C, 0},
+                             {PTO_ARG_SCALAR, 0, 0, 0, 0, 0, 0}};
+    const PTOTaskArg s[3] = {{0, 0, R, 0, 0, 0, 0}, {0, 0, R, 0, 0, 0, 0}, {0, 0, 0, 0, 0, 0, 1}};
+    CHECK(pto_task_submit_range(rt, "add", k_add, 0, PTO_WORKER_ANY, a, s, 3, TILES) >= 0);
+    CHECK_EQ(pto_runtime_run(rt), PTO_OK);
+    CHECK_EQ(atomic_load(&g_exec_calls), takes_ranges ? 1 : TILES);
+    CHECK_EQ(atomic_load(&g_exec_bad), 0);
+    int bad = 0;
+    for (int i = 0; i < R * C * TILES; i++) bad += y[i] != x[i] + 1000.0f * (float)(i / (R * C)) + 1.0f;
+    CHECK_EQ(bad, 0);
+    pto_runtime_destroy(rt);
+}
+
+int main(int argc, char** argv) {
+    const double scale = argc > 1 ? atof(argv[1]) : 1.0;
+    const int big = scale >= 1 ? 4096 : 256;
+    for (int w = 0; w <= 4; w += 2) {
+        check_mode(w, 1, PTO_MODE_WORKERS);
+        check_mode(w, 7, PTO_MODE_WORKERS);
+        check_mode(w, big, PTO_MODE_WORKERS);
+    }
+    check_mode(3, big, PTO_MODE_THREE_TIER);    /* the cores share the chunks too */
+    check_columns();
+    check_misuse();
+    check_failure(0);
+    check_failure(3);
+    check_executor(false);
+    check_executor(true);
+    printf("%d passed, %d failed\n", g_pass, g_fail);
+    return g_fail ? 1 : 0;
+}
