@@ -120,6 +120,8 @@ def _io(op: OpDef, dt: ElementType, R: int, C: int, M: int, K: int, N: int,
         ins = [("a", M, K, dt), ("b", K, N, dt)]
         if op.accumulates:
             ins.insert(0, ("acc", M, N, acc))
+        if op.addend == "bias":
+            ins.append(("bias", 1, N, acc))
         return ins, (M, N, acc)
     if cat is Category.ROW_REDUCE:
         return [("a", R, C, dt)], (R, 1, op.index_type or dt)
@@ -425,8 +427,8 @@ def special_inputs(kernels: Sequence[OpKernel], dtype: ElementType) -> dict[str,
             if cat in (Category.ROW_REDUCE, Category.COL_REDUCE):
                 x, _ = reduction_input(dtype, r, c, along_rows=cat is Category.ROW_REDUCE)
             elif cat is Category.MATMUL and p in ("a", "b"):
-                x = _matmul_operand(p, vp, r, c, with_c=not k.op.accumulates)
-            elif cat is Category.MATMUL:          # acc
+                x = _matmul_operand(p, vp, r, c, with_c=not k.op.addend)
+            elif cat is Category.MATMUL:          # acc or bias
                 x = _fill(vp, r, c, 1)
             elif cat is Category.ROW_EXPAND and p == "b":
                 x = vp[np.arange(r) % len(vp)][:, None]
@@ -581,8 +583,8 @@ def operands(k: OpKernel, inputs: Mapping[str, np.ndarray], r: int, c: int) -> d
         return {"a": tile("a")[:, c]}
     if cat is Category.MATMUL:
         out: dict[str, object] = {"a": tile("a")[r, :], "b": tile("b")[:, c]}
-        if k.op.accumulates:
-            out["acc"] = tile("acc")[r, c].item()
+        if k.op.addend:
+            out[k.op.addend] = tile(k.op.addend)[0 if k.op.addend == "bias" else r, c].item()
         return out
     if cat is Category.TRANSPOSE:
         return {"a": scalar(tile("a")[c, r])}

@@ -29,7 +29,8 @@ Numerics (what a backend is compared against):
   result to the tile type (round to nearest even). Reductions accumulate in f32 and round once.
 * TMATMUL/TMATMUL_ACC: f32 inputs use numpy's f32 matmul; f16/bf16 inputs are widened to f32,
   multiplied and accumulated in f32 (``acc + a @ b`` is added in f32), and the result rounded
-  once to the destination type; i8 inputs accumulate in i32.
+  once to the destination type; i8 inputs accumulate in i32. TMATMUL_BIAS/TGEMV_BIAS add their
+  one-row bias to every row of the product the same way.
 * TCVT to an integer type rounds to nearest even, saturates at the type's limits and maps NaN
   to 0; integer-to-integer conversion saturates too; conversion to a float type rounds to nearest
   even.
@@ -700,7 +701,7 @@ class _Translator:
                         f"_d_{op.index_type.value})")
             return f"{out} = _reduce({op.reduce!r}, {axis}, {_v(ops['a'])})"
         if cat is Category.MATMUL:
-            acc = _v(ops["acc"]) if "acc" in ops else "None"
+            acc = _v(ops[op.addend]) if op.addend else "None"   # a bias row broadcasts
             return f"{out} = _matmul({_v(ops['a'])}, {_v(ops['b'])}, {acc}, _d_{dst.dtype.value})"
         if cat is Category.TRANSPOSE:
             return f"{out} = {_v(ops['a'])}.T.copy()"

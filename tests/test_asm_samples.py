@@ -28,7 +28,8 @@ _SHAPES: dict[Category, dict[str, tuple[int, int]]] = {
     Category.COL_REDUCE: {"dst": (1, 16), "a": _T8},
     Category.ROW_EXPAND: {"dst": _T8, "a": _T8, "b": (8, 1)},
     Category.COL_EXPAND: {"dst": _T8, "a": _T8, "b": (1, 16)},
-    Category.MATMUL: {"dst": (8, 4), "acc": (8, 4), "a": _T8, "b": (16, 4)},
+    Category.MATMUL: {"dst": (8, 4), "acc": (8, 4), "a": _T8, "b": (16, 4),
+                      "bias": (1, 4)},
     Category.TRANSPOSE: {"dst": (16, 8), "a": _T8},
     Category.CONVERT: {"dst": _T8, "a": _T8},
     Category.SCALAR: {},
@@ -39,7 +40,7 @@ _SHAPES: dict[Category, dict[str, tuple[int, int]]] = {
     "gather": {"dst": _T8, "a": _T8, "idx": _T8},
     "pad": {"dst": _T8, "a": _T8},
     # matrix-vector products (OpDef.rows: a has one row)
-    "gemv": {"dst": (1, 4), "acc": (1, 4), "a": (1, 16), "b": (16, 4)},
+    "gemv": {"dst": (1, 4), "acc": (1, 4), "a": (1, 16), "b": (16, 4), "bias": (1, 4)},
 }
 
 #: an attribute value for each attribute name the table uses

@@ -18,7 +18,7 @@ SHAPES = {
     Category.COL_REDUCE: dict(dst=(1, 8), a=(4, 8)),
     Category.ROW_EXPAND: dict(dst=(4, 8), a=(4, 8), b=(4, 1)),
     Category.COL_EXPAND: dict(dst=(4, 8), a=(4, 8), b=(1, 8)),
-    Category.MATMUL: dict(dst=(4, 2), acc=(4, 2), a=(4, 8), b=(8, 2)),
+    Category.MATMUL: dict(dst=(4, 2), acc=(4, 2), a=(4, 8), b=(8, 2), bias=(1, 2)),
     Category.TRANSPOSE: dict(dst=(8, 4), a=(4, 8)),
     Category.CONVERT: dict(dst=(4, 8), a=(4, 8)),
     Category.LOAD: dict(dst=(4, 8)),
@@ -30,7 +30,7 @@ SHAPES = {
     "gather": dict(dst=(4, 8), a=(4, 8), idx=(4, 8)),
     "pad": dict(dst=(4, 8), a=(4, 8)),
     # matrix-vector products (OpDef.rows: a has one row)
-    "gemv": dict(dst=(1, 2), acc=(1, 2), a=(1, 8), b=(8, 2)),
+    "gemv": dict(dst=(1, 2), acc=(1, 2), a=(1, 8), b=(8, 2), bias=(1, 2)),
 }
 
 

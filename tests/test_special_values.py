@@ -172,14 +172,15 @@ def model(k: OpKernel, inputs: dict[str, np.ndarray], r: int, c: int) -> float:
             return math.nan
         return max(vals) if k.op.reduce == "max" else min(vals)
     if cat is Category.MATMUL and dt.is_int:
-        total = sum(int(a) * int(b) for a, b in zip(ops["a"], ops["b"])) + ops.get("acc", 0)
+        total = sum(int(a) * int(b) for a, b in zip(ops["a"], ops["b"])) + ops.get(
+            "acc", ops.get("bias", 0))
         return wrap(total, k.out_dtype)
     if cat is Category.MATMUL:
         at = compute_type(k.out_dtype)
         terms = [rnd(node("mul", [float(a), float(b)]), at) for a, b in zip(ops["a"], ops["b"])]
         total = model_sum(terms, at)
-        if "acc" in ops:
-            total = model_sum([ops["acc"], total], at)
+        if k.op.addend:                 # acc, or the bias row's element of this column
+            total = model_sum([ops[k.op.addend], total], at)
         return rnd(total, k.out_dtype)
     env = {n: (rnd(v, ct) if n == "s" and ct.is_float else v) for n, v in ops.items()}
     if cat in (Category.ROW_EXPAND, Category.COL_EXPAND) and "a" not in env:

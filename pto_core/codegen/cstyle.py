@@ -1077,10 +1077,11 @@ class CStyleRenderer:
 
     # ---------------------------------------------------------------- matmul etc.
     def render_matmul(self, out: _Out, fn: Function, s: Instr) -> None:
-        """dst = [acc +] a @ b, accumulated in f32 (int32/64 for integer inputs), i-k-j order so
+        """dst = [acc +] a @ b (or a @ b + bias), accumulated in f32 (int32/64 for integer inputs), i-k-j order so
         the inner loop is contiguous and vectorises."""
         ops = s.named_operands()
-        dst, acc, a, b = ops["dst"], ops.get("acc"), ops["a"], ops["b"]
+        dst, acc, a, b = ops["dst"], ops.get(s.opdef.addend or ""), ops["a"], ops["b"]
+        row = "0" if s.opdef.addend == "bias" else "_pto_r"     # a bias row serves every row
         td, ta, tb = fn.type_of(dst), fn.type_of(a), fn.type_of(b)
         at = "int64_t" if ta.dtype.is_int else ("double" if ta.dtype is E.F64 else "float")
         out.comment(str(s))
@@ -1088,7 +1089,7 @@ class CStyleRenderer:
             out(f"{at} _pto_mm[{td.rows}][{td.cols}];")
             with out.block(f"for (int _pto_r = 0; _pto_r < {td.rows}; _pto_r++)"):
                 with out.block(f"for (int _pto_c = 0; _pto_c < {td.cols}; _pto_c++)"):
-                    init = (self.to_compute(td.dtype, f"{acc}[_pto_r][_pto_c]") if acc
+                    init = (self.to_compute(td.dtype, f"{acc}[{row}][_pto_c]") if acc
                             else "0")
                     out(f"_pto_mm[_pto_r][_pto_c] = {init};")
                 with out.block(f"for (int _pto_k = 0; _pto_k < {ta.cols}; _pto_k++)"):

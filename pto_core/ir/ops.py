@@ -305,6 +305,12 @@ class OpDef:
         return any(o.name == "acc" for o in self.operands)
 
     @property
+    def addend(self) -> str | None:
+        """The operand a matmul adds to its product: ``acc`` (dst's shape: TMATMUL_ACC) or
+        ``bias`` (one row, added to every row: TMATMUL_BIAS); None for a bare product."""
+        return next((o.name for o in self.operands if o.name in ("acc", "bias")), None)
+
+    @property
     def read_write(self) -> bool:
         """Is dst also an input (TAXPY: dst = s * a + dst)?"""
         return any(o.role == "tile_inout" for o in self.operands)
@@ -517,6 +523,12 @@ _def("TGEMV", "gemv", Category.MATMUL, "dst:tile_out a:tile b:tile", rows=1,
      doc="dst = a @ b for a 1 x K row a")
 _def("TGEMV_ACC", "gemv_acc", Category.MATMUL, "dst:tile_out acc:tile a:tile b:tile", rows=1,
      doc="dst = acc + a @ b for a 1 x K row a")
+# with a bias row added to every row of the product (docs/isa/TMATMUL_BIAS.md, TGEMV_BIAS.md:
+# "C[i, j] = sum_k A[i, k] * B[k, j] + Bias[0, j]"; the bias has dst's element type)
+_def("TMATMUL_BIAS", "matmul_bias", Category.MATMUL, "dst:tile_out a:tile b:tile bias:tile",
+     doc="dst[i, j] = (a @ b)[i, j] + bias[0, j] (bias: one row of dst's type)")
+_def("TGEMV_BIAS", "gemv_bias", Category.MATMUL, "dst:tile_out a:tile b:tile bias:tile", rows=1,
+     doc="dst = a @ b + bias for a 1 x K row a (bias: one row of dst's type)")
 _def("TTRANS", "trans", Category.TRANSPOSE, "dst:tile_out a:tile", doc="dst = a.T")
 _def("TCVT", "cvt", Category.CONVERT, "dst:tile_out a:tile",
      doc="dst = a converted to dst's element type (round to nearest even; ints saturate)")
@@ -669,6 +681,10 @@ def check_tile_rule(op: OpDef, tiles: dict[str, TileType]) -> None:
         acc = tiles.get("acc")
         if acc is not None:
             same(d, acc, "dst and acc")
+        bias = tiles.get("bias")
+        if bias is not None and (bias.shape != (1, d.cols) or bias.dtype != d.dtype):
+            raise RuleError(f"the bias of {op.name} is one row of dst's type, 1x{d.cols} "
+                            f"{d.dtype.value}; got {bias.rows}x{bias.cols} {bias.dtype.value}")
     elif cat is Category.TRANSPOSE:
         if d.dtype != a.dtype:
             raise RuleError(f"dtype mismatch: dst and a ({d.dtype.value} vs {a.dtype.value})")

@@ -101,7 +101,7 @@ def assert_zero_fill(k, inputs, theirs) -> None:
 
 #: kernels where the official simulator and our header must agree bit for bit: the fixes
 #: of docs/ascend-fidelity.md (fma matmul, row sums in float, column sums in the element type)
-SAME_BITS = ("k_matmul", "k_matmul_acc", "k_rowsum", "k_colsum", "k_rowmax", "k_colmax",
+SAME_BITS = ("k_matmul", "k_matmul_acc", "k_matmul_bias", "k_gemv_bias", "k_rowsum", "k_colsum", "k_rowmax", "k_colmax",
              "k_trans", "k_add", "k_mul", "k_div", "k_max", "k_rowexpandadd", "k_rowexpanddiv")
 
 
@@ -390,3 +390,37 @@ def test_layout_ops_on_the_official_simulator_match_the_reference_bit_for_bit(
     for k in kernels:
         if official_fills_zero(dt, k):
             assert_zero_fill(k, inputs, theirs)
+
+
+#: the products with a bias row (docs/isa/TMATMUL_BIAS.md, TGEMV_BIAS.md)
+BIASED = [OPS["TMATMUL_BIAS"], OPS["TGEMV_BIAS"]]
+
+
+@pytest.mark.parametrize("arch", [A2A3, A5], ids=lambda a: a.name)
+@pytest.mark.parametrize("dt", [E.F32, E.F16, E.I8], ids=lambda t: t.value)
+def test_products_with_a_bias_row_on_special_values_agree_with_the_official_simulator(
+        tmp_path, arch, dt):
+    """Rows of a and columns of b of special values (every pair meets in a product), a bias
+    row of them too (NaN, infinities, signed zeros, the largest finite value; i8's extremes
+    into i32): the official simulator, our header and the reference agree, the two
+    simulators bit for bit (both add the bias to the fused multiply-add sum). Where a target
+    takes no int8 product (A5, as for TMATMUL: AscendArch.matmul_inputs) it says so, naming
+    op and target."""
+    from pto_core.opcheck import special_kernels
+    kernels, refused = backend_support(arch.name, special_kernels(dt, BIASED))
+    lacking = dt not in arch.matmul_inputs
+    assert sorted(refused) == (["k_gemv_bias", "k_matmul_bias"] if lacking else [])
+    assert all("TMATMUL of i8" in e and arch.name in e for e in refused.values())
+    if lacking:
+        return
+    module = build_op_module(f"bias_{dt.value}", kernels)
+    inputs = special_inputs(kernels, dt)
+    want = run_module(module, inputs, {})
+    theirs = official_sim.run(arch, module, tmp_path / "official",
+                              {n: a.copy() for n, a in inputs.items()})
+    ours = cpu_check.run(arch, module, tmp_path / "own", {n: a.copy() for n, a in inputs.items()})
+    bad = (compare_outputs(kernels, inputs, theirs, want)
+           + compare_outputs(kernels, inputs, ours, want))
+    assert not bad, "\n".join(bad)
+    for k in kernels:
+        assert np.array_equal(theirs[k.out_tensor], ours[k.out_tensor], equal_nan=True), k.name

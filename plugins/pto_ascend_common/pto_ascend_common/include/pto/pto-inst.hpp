@@ -142,10 +142,10 @@ namespace pto_sim {
 
 #if defined(PTO_NPU_ARCH_A2A3)
 constexpr const char* kArch = "a2a3 (dav-c220)";
-constexpr std::size_t kUB = 192 * 1024, kL0C = 128 * 1024;
+constexpr std::size_t kUB = 192 * 1024, kL0C = 128 * 1024, kBT = 1024;
 #else
 constexpr const char* kArch = "a5 (dav-c310)";
-constexpr std::size_t kUB = 256 * 1024, kL0C = 256 * 1024;
+constexpr std::size_t kUB = 256 * 1024, kL0C = 256 * 1024, kBT = 4 * 1024;
 #endif
 constexpr std::size_t kL1 = 512 * 1024, kL0A = 64 * 1024, kL0B = 64 * 1024;
 
@@ -156,7 +156,7 @@ constexpr int buffer_index(pto::TileType t) {
 constexpr std::size_t capacity(pto::TileType t) {
     return t == pto::TileType::Vec ? kUB : t == pto::TileType::Mat ? kL1
          : t == pto::TileType::Left ? kL0A : t == pto::TileType::Right ? kL0B
-         : t == pto::TileType::Acc ? kL0C : 4096;
+         : t == pto::TileType::Acc ? kL0C : kBT;   // the bias table (PTO_BIAS_SIZE_BYTES)
 }
 constexpr const char* buffer_name(pto::TileType t) {
     return t == pto::TileType::Vec ? "UB" : t == pto::TileType::Mat ? "L1"
@@ -1272,6 +1272,28 @@ template <typename TileRes, typename TileLeft, typename TileRight, typename... W
 inline RecordEvent TMATMUL_ACC(TileRes& cOut, TileRes& cIn, TileLeft& a, TileRight& b, WaitEvents&...) {
     detail::check_matmul<TileRes, TileLeft, TileRight>();
     detail::matmul<TileRes, TileLeft, TileRight>("TMATMUL_ACC", cOut, a, b, &cIn);
+    return {};
+}
+// C = A @ B + bias row (docs/isa/TMATMUL_BIAS.md): the bias is a one-row row-major Bias tile
+// of C's element type, added to every row after the product (as the library's CPU code)
+template <typename TileRes, typename TileLeft, typename TileRight, typename TileBias, typename... WaitEvents>
+inline RecordEvent TMATMUL_BIAS(TileRes& c, TileLeft& a, TileRight& b, TileBias& bias, WaitEvents&...) {
+    detail::check_matmul<TileRes, TileLeft, TileRight>();
+    static_assert(std::is_same_v<typename TileBias::DType, typename TileRes::DType>,
+                  "TMATMUL_BIAS: the bias has the result's element type");
+    static_assert(TileBias::Loc == TileType::Bias && TileBias::Rows == 1 && TileBias::isRowMajor,
+                  "TMATMUL_BIAS: the bias is a one-row row-major Bias tile");
+    if (!detail::ready(bias, "TMATMUL_BIAS")) return {};
+    detail::rd(bias, PIPE_M, "TMATMUL_BIAS");
+    detail::matmul<TileRes, TileLeft, TileRight>("TMATMUL_BIAS", c, a, b, nullptr);
+    using TC = typename TileRes::DType;
+    for (unsigned i = 0; i < c.GetValidRow(); ++i)
+        for (unsigned j = 0; j < c.GetValidCol(); ++j) {
+            if constexpr (std::is_integral_v<TC>)   // wraps, as the cube's int32 adder
+                c.at(i, j) = TC(uint32_t(c.at(i, j)) + uint32_t(bias.at(0, j)));
+            else
+                c.at(i, j) = TC(float(c.at(i, j)) + float(bias.at(0, j)));
+        }
     return {};
 }
 
