@@ -677,6 +677,8 @@ class _KernelRenderer(CStyleRenderer):
             return self._lower_reshape(fn, s, ops, d, vec)
         if s.opdef.layout == "pad":
             return self._lower_pad(s, ops, d, vec)
+        if s.opdef.layout == "sort32":
+            return self._lower_sort32(fn, s, ops, d, vec)
         if s.opdef.layout == "gather":    # docs/isa/TGATHER.md: "continuous dst storage"
             self._need_unpadded(fn, s, (ops["dst"], ops["a"], ops["idx"]), vec,
                                 "indexes the tile's storage")
@@ -705,6 +707,23 @@ class _KernelRenderer(CStyleRenderer):
         if cat in (Category.ELEMENTWISE, Category.TILE_SCALAR):
             return self._lower_expr(fn, s, ops, tt, vec)
         raise self._err(fn, s, f"{s.op} has no PTO-ISA lowering")
+
+    def _lower_sort32(self, fn: Function, s: Instr, ops: dict, d: str, vec) -> list[_Step]:
+        """TSORT32 takes uint32_t indices (docs/isa/TSORT32.md): our i32 tile through a
+        uint32_t view of its bytes. A row that is not whole blocks of 32 takes the 4-operand
+        form, whose tmp holds the row padded to a multiple of 32 ("tmpSize = ceil_32(C)")."""
+        a, idx = vec(ops["a"]), vec(ops["idx"])
+        t = self._tiles[idx]
+        view = f"{idx}_u32"
+        if view not in self._tiles:
+            self._tiles[view] = replace(t, name=view, cpp=t.cpp.replace("int32_t", "uint32_t", 1),
+                                        alias_of=t.name)
+        ta = fn.type_of(ops["a"])
+        tmps = []
+        if ta.cols % 32:
+            tmps = [self._scratch(TileType(1, -(-ta.cols // 32) * 32, ta.dtype), 62)]
+        return [_Step(f"TSORT32({', '.join([d, a, view, *tmps])});", "V", (a, view),
+                      (d, *tmps))]
 
     def _need_unpadded(self, fn: Function, s: Instr, names, vec, why: str) -> None:
         """Refuse ``s`` when a tile of ``names`` has padded rows (its storage is not its
