@@ -120,6 +120,8 @@ def _io(op: OpDef, dt: ElementType, R: int, C: int, M: int, K: int, N: int,
         ins = [("a", M, K, dt), ("b", K, N, dt)]
         if op.accumulates:
             ins.insert(0, ("acc", M, N, acc))
+        if op.addend == "bias":
+            ins.append(("bias", 1, N, acc))
         return ins, (M, N, acc)
     if cat is Category.ROW_REDUCE:
         return [("a", R, C, dt)], (R, 1, op.index_type or dt)
@@ -145,6 +147,10 @@ def _io(op: OpDef, dt: ElementType, R: int, C: int, M: int, K: int, N: int,
         return [("a", R, 32, dt)], ((R // 2, 64) if R % 2 == 0 else (1, R * 32)) + (dt,)
     if op.layout == "gather":
         return [("a", R, 32, dt), ("idx", R, 32, E.I32)], (R, 32, dt)
+    if op.layout == "sort32":            # C columns: whole blocks of 32 and a tail
+        return [("a", R, C, dt), ("idx", R, C, E.I32)], (R, 2 * C, dt)
+    if op.layout == "merge4":            # one row: one group of 4 blocks of MERGE_BLOCK slots
+        return [("a", 1, 4 * MERGE_BLOCK, dt)], (1, 4 * MERGE_BLOCK, dt)
     if op.layout == "pad" and not op.in_place and op.name != "TFILLPAD":    # a smaller a
         return [("a", R - R // 3, C - C // 4, dt)], (R, C, dt)
     return [(o.name, R, C, dt) for o in op.operands if o.role in ("tile", "tile_inout")], (R, C, dt)
@@ -167,12 +173,17 @@ def _kernel_builder(k: OpKernel, module: PTOModule) -> PTOFunctionBuilder:
     for p, *_ in k.inputs:
         b.load(tile(p), k.memref(p))
     # the op's operands in its row's order (TADDSC: a, s, b; TEXTRACT: a, row, col)
-    offsets = iter(window_offsets(k) if k.op.layout == "window" else ())
+    offsets = iter(window_offsets(k) if k.op.layout == "window" else
+                   (MERGE_BLOCK,) if k.op.layout == "merge4" else ())
     args = ["s" if o.role == "scalar" else next(offsets) if o.role == "index" else tile(o.name)
             for o in k.op.inputs]
     getattr(b, k.op.method)("t_o", *args, **k.op_attrs)
     return b.store("o", "t_o")
 
+
+#: TMRGSORT's block in one-instruction kernels: the smallest the library takes (64 f32 slots,
+#: 32 pairs)
+MERGE_BLOCK = 64
 
 #: TFILLPAD's pad attribute in one-instruction kernels: the value that shows (infinities,
 #: integer extremes)
@@ -416,8 +427,14 @@ def special_inputs(kernels: Sequence[OpKernel], dtype: ElementType) -> dict[str,
     for k in kernels:
         cat = k.op.category
         for p, r, c, pdt in k.inputs:
+            if p == "idx" and k.op.layout == "sort32":
+                out[k.tensor(p)] = sort_indices(r, c)
+                continue
             if p == "idx":
                 out[k.tensor(p)] = gather_indices(r, c, k.inputs[0][1] * k.inputs[0][2])
+                continue
+            if k.op.layout == "merge4":
+                out[k.tensor(p)] = sorted_blocks(v, c, MERGE_BLOCK)
                 continue
             vp = v if pdt == dtype else v.astype(numpy_dtype(pdt))
             if p == "b" and dtype.is_int and _divides_by(k, "b"):
@@ -425,8 +442,8 @@ def special_inputs(kernels: Sequence[OpKernel], dtype: ElementType) -> dict[str,
             if cat in (Category.ROW_REDUCE, Category.COL_REDUCE):
                 x, _ = reduction_input(dtype, r, c, along_rows=cat is Category.ROW_REDUCE)
             elif cat is Category.MATMUL and p in ("a", "b"):
-                x = _matmul_operand(p, vp, r, c, with_c=not k.op.accumulates)
-            elif cat is Category.MATMUL:          # acc
+                x = _matmul_operand(p, vp, r, c, with_c=not k.op.addend)
+            elif cat is Category.MATMUL:          # acc or bias
                 x = _fill(vp, r, c, 1)
             elif cat is Category.ROW_EXPAND and p == "b":
                 x = vp[np.arange(r) % len(vp)][:, None]
@@ -447,6 +464,27 @@ def special_inputs(kernels: Sequence[OpKernel], dtype: ElementType) -> dict[str,
             rows = k.output[0] * max(1, len(k.scalars))
             out[k.out_tensor] = np.zeros((rows, k.output[1]), numpy_dtype(k.out_dtype))
     return out
+
+
+def sort_indices(rows: int, cols: int) -> np.ndarray:
+    """TSORT32's i32 indices: few distinct values, negative ones among them (large as the
+    unsigned numbers the sort compares), so equal values meet equal and unequal indices."""
+    n = np.arange(rows * cols, dtype=np.int64)
+    return (((n * 7 + 5) % 13) - 3).reshape(rows, cols).astype(np.int32)
+
+
+def sorted_blocks(v: np.ndarray, cols: int, block: int) -> np.ndarray:
+    """One row of ``cols`` f32 slots for TMRGSORT: blocks of ``block`` slots, each pairs of
+    the values ``v`` (repeated, so blocks share values) sorted as TSORT32 sorts them, with
+    index bits (and NaN first)."""
+    from .reference import _sort32
+    n = block // 2
+    vals = np.resize(np.asarray(v, np.float32), cols // 2)
+    idx = np.arange(cols // 2, dtype=np.int32)
+    blocks = [_sort32(vals[None, b:b + n], idx[None, b:b + n])[0, :2 * n]
+              for b in range(0, cols // 2, n)] if n <= 32 else None
+    assert blocks is not None, "sorted_blocks: blocks of at most 32 pairs"
+    return np.concatenate(blocks)[None, :]
 
 
 def _divides_by(k: OpKernel, name: str) -> bool:
@@ -581,8 +619,8 @@ def operands(k: OpKernel, inputs: Mapping[str, np.ndarray], r: int, c: int) -> d
         return {"a": tile("a")[:, c]}
     if cat is Category.MATMUL:
         out: dict[str, object] = {"a": tile("a")[r, :], "b": tile("b")[:, c]}
-        if k.op.accumulates:
-            out["acc"] = tile("acc")[r, c].item()
+        if k.op.addend:
+            out[k.op.addend] = tile(k.op.addend)[0 if k.op.addend == "bias" else r, c].item()
         return out
     if cat is Category.TRANSPOSE:
         return {"a": scalar(tile("a")[c, r])}
@@ -601,6 +639,8 @@ def _layout_operands(k: OpKernel, tile, r: int, c: int, scalar) -> dict[str, obj
     gather's out-of-range index as ``idx``, whose result is 0)."""
     a = tile("a")
     lay, (_, cols, _) = k.op.layout, k.output
+    if lay in ("sort32", "merge4"):      # a pair of a sorted row: its row's values
+        return {"row": a[r].tolist()[:8], "slot": c}
     if lay == "window":
         r0, c0 = window_offsets(k)
         return {"a": scalar(a[r0 + r, c0 + c])}

@@ -29,7 +29,8 @@ Numerics (what a backend is compared against):
   result to the tile type (round to nearest even). Reductions accumulate in f32 and round once.
 * TMATMUL/TMATMUL_ACC: f32 inputs use numpy's f32 matmul; f16/bf16 inputs are widened to f32,
   multiplied and accumulated in f32 (``acc + a @ b`` is added in f32), and the result rounded
-  once to the destination type; i8 inputs accumulate in i32.
+  once to the destination type; i8 inputs accumulate in i32. TMATMUL_BIAS/TGEMV_BIAS add their
+  one-row bias to every row of the product the same way.
 * TCVT to an integer type rounds to nearest even, saturates at the type's limits and maps NaN
   to 0; integer-to-integer conversion saturates too; conversion to a float type rounds to nearest
   even.
@@ -448,6 +449,48 @@ def _gather(a: np.ndarray, idx: np.ndarray) -> np.ndarray:
     return out
 
 
+def _sort32(a: np.ndarray, idx: np.ndarray) -> np.ndarray:
+    """TSORT32: each row's blocks of 32 (a, idx) pairs in the sort order (ops.SORT_ORDER),
+    as two f32 slots a pair: the value, then the index's bits."""
+    rows, cols = a.shape
+    out = np.empty((rows, 2 * cols), np.float32)
+    bits = out.view(np.uint32)
+    for r in range(rows):
+        for b in range(0, cols, 32):
+            v, i = a[r, b:b + 32], idx[r, b:b + 32].view(np.uint32)
+            nan = np.isnan(v)
+            # lexsort: the last key first; NaN first, then descending values, then indices
+            order = np.lexsort((i, -np.where(nan, 0, v), ~nan))
+            out[r, 2 * b:2 * (b + len(v)):2] = v[order]
+            bits[r, 2 * b + 1:2 * (b + len(v)):2] = i[order]
+    return out
+
+
+def _sort_before(x: np.float32, y: np.float32) -> bool:
+    """Does value ``x`` come before ``y`` in the sort order (NaN first, descending)?"""
+    return bool(np.isnan(x) and not np.isnan(y)) or bool(x > y)
+
+
+def _mrgsort(a: np.ndarray, block: int) -> np.ndarray:
+    """TMRGSORT's single-list form: each group of 4 blocks of ``block`` slots (``block / 2``
+    pairs) merged: the next pair is the first block's head that no other head comes before."""
+    pairs = a.reshape(-1, 2)
+    bits = pairs.view(np.uint32)      # pairs are copied as bits: NaN payloads kept
+    n = block // 2
+    out = np.empty_like(bits)
+    for g in range(0, len(pairs), 4 * n):
+        heads = [g + k * n for k in range(4)]
+        for o in range(g, g + 4 * n):
+            live = [k for k in range(4) if heads[k] < g + (k + 1) * n]
+            pick = live[0]
+            for k in live[1:]:
+                if _sort_before(pairs[heads[k], 0], pairs[heads[pick], 0]):
+                    pick = k
+            out[o] = bits[heads[pick]]
+            heads[pick] += 1
+    return out.view(np.float32).reshape(a.shape)
+
+
 def _matmul(a: np.ndarray, b: np.ndarray, acc: np.ndarray | None, out: np.dtype) -> np.ndarray:
     if a.dtype == np.float32 or a.dtype == np.float64:
         r = np.matmul(a, b)
@@ -506,6 +549,7 @@ class _Translator:
             "_sdiv": _sdiv, "_smod": _smod, "_sshl": _sshl, "_sshr": _sshr, "_int": _to_int,
             "_reduce": _reduce, "_matmul": _matmul, "_convert": _convert, "_tn": tuple.__new__,
             "_argreduce": _argreduce, "_window": _window, "_gather": _gather,
+            "_sort32": _sort32, "_mrgsort": _mrgsort,
             "_pad": _pad,
             "_TC": TaskCall, "_RG": Region, "PTOError": PTOError, "_errloop": _loop_error,
             "_IM": Intermediate,
@@ -700,7 +744,7 @@ class _Translator:
                         f"_d_{op.index_type.value})")
             return f"{out} = _reduce({op.reduce!r}, {axis}, {_v(ops['a'])})"
         if cat is Category.MATMUL:
-            acc = _v(ops["acc"]) if "acc" in ops else "None"
+            acc = _v(ops[op.addend]) if op.addend else "None"   # a bias row broadcasts
             return f"{out} = _matmul({_v(ops['a'])}, {_v(ops['b'])}, {acc}, _d_{dst.dtype.value})"
         if cat is Category.TRANSPOSE:
             return f"{out} = {_v(ops['a'])}.T.copy()"
@@ -718,6 +762,10 @@ class _Translator:
                 return f"{out} = {a}.reshape({dst.rows}, {dst.cols}).copy()"
             if op.layout == "gather":
                 return f"{out} = _gather({a}, {_v(ops['idx'])})"
+            if op.layout == "sort32":
+                return f"{out} = _sort32({a}, {_v(ops['idx'])})"
+            if op.layout == "merge4":
+                return f"{out} = _mrgsort({a}, {int(ops['block'])})"
             if op.layout == "pad":
                 return f"{out} = _pad({a}, {dst.rows}, {dst.cols}, {s.attr('pad')!r})"
         raise PTOError(f"the reference interpreter cannot run {op.name}", function=fn.name,

@@ -47,7 +47,7 @@ from .errors import PTOError, PTOVerifyError
 from .ir import (CMP_OPS, MAX_DIM, Call, Category, ElementType, For, Function, If, Instr,
                  MemorySpace, MemRefType, Module, Return, ScalarType, Stmt, TileType, walk_nested)
 from .ir.module import format_value
-from .ir.ops import PAD_VALUES, RuleError, check_tile_rule, check_window
+from .ir.ops import PAD_VALUES, RuleError, check_merge_block, check_tile_rule, check_window
 from .names import check_identifier
 
 #: deepest FOR/IF nesting of a function (with its inlined InCore callees)
@@ -442,6 +442,8 @@ class _Checker:
                 if op.layout == "window":
                     ops = s.named_operands()
                     check_window(tiles["dst"], tiles["a"], ops["row"], ops["col"])
+                if op.layout == "merge4":
+                    check_merge_block(tiles["a"], s.named_operands()["block"])
             except RuleError as e:
                 self.fail(s, str(e))
         if op.category is Category.SCALAR and op.divides and s.operands[-1] == 0:

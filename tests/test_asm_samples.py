@@ -28,7 +28,8 @@ _SHAPES: dict[Category, dict[str, tuple[int, int]]] = {
     Category.COL_REDUCE: {"dst": (1, 16), "a": _T8},
     Category.ROW_EXPAND: {"dst": _T8, "a": _T8, "b": (8, 1)},
     Category.COL_EXPAND: {"dst": _T8, "a": _T8, "b": (1, 16)},
-    Category.MATMUL: {"dst": (8, 4), "acc": (8, 4), "a": _T8, "b": (16, 4)},
+    Category.MATMUL: {"dst": (8, 4), "acc": (8, 4), "a": _T8, "b": (16, 4),
+                      "bias": (1, 4)},
     Category.TRANSPOSE: {"dst": (16, 8), "a": _T8},
     Category.CONVERT: {"dst": _T8, "a": _T8},
     Category.SCALAR: {},
@@ -38,8 +39,10 @@ _SHAPES: dict[Category, dict[str, tuple[int, int]]] = {
     "reshape": {"dst": (16, 8), "a": _T8},
     "gather": {"dst": _T8, "a": _T8, "idx": _T8},
     "pad": {"dst": _T8, "a": _T8},
+    "sort32": {"dst": (8, 32), "a": _T8, "idx": _T8},
+    "merge4": {"dst": (1, 256), "a": (1, 256)},          # 4 blocks of 64 slots
     # matrix-vector products (OpDef.rows: a has one row)
-    "gemv": {"dst": (1, 4), "acc": (1, 4), "a": (1, 16), "b": (16, 4)},
+    "gemv": {"dst": (1, 4), "acc": (1, 4), "a": (1, 16), "b": (16, 4), "bias": (1, 4)},
 }
 
 #: an attribute value for each attribute name the table uses
@@ -67,6 +70,8 @@ def op_function(module: PTOModule, op: OpDef, literal: bool, suffix: str = "") -
     b = PTOFunctionBuilder(name, module=module).in_core()
     operands: list[object] = []
     index_vals = iter(["i", 1])          # a loop variable and a literal offset
+    if op.layout == "merge4":            # TMRGSORT's block: a literal multiple of 64
+        index_vals = iter([64])
     has_index = any(o.role == "index" for o in op.operands)
     scalar_dtype = I32 if op.category is Category.SCALAR or op.int_only else F32
     need_local_in = False

@@ -18,7 +18,7 @@ SHAPES = {
     Category.COL_REDUCE: dict(dst=(1, 8), a=(4, 8)),
     Category.ROW_EXPAND: dict(dst=(4, 8), a=(4, 8), b=(4, 1)),
     Category.COL_EXPAND: dict(dst=(4, 8), a=(4, 8), b=(1, 8)),
-    Category.MATMUL: dict(dst=(4, 2), acc=(4, 2), a=(4, 8), b=(8, 2)),
+    Category.MATMUL: dict(dst=(4, 2), acc=(4, 2), a=(4, 8), b=(8, 2), bias=(1, 2)),
     Category.TRANSPOSE: dict(dst=(8, 4), a=(4, 8)),
     Category.CONVERT: dict(dst=(4, 8), a=(4, 8)),
     Category.LOAD: dict(dst=(4, 8)),
@@ -29,8 +29,10 @@ SHAPES = {
     "reshape": dict(dst=(8, 4), a=(4, 8)),
     "gather": dict(dst=(4, 8), a=(4, 8), idx=(4, 8)),
     "pad": dict(dst=(4, 8), a=(4, 8)),
+    "sort32": dict(dst=(4, 16), a=(4, 8), idx=(4, 8)),
+    "merge4": dict(dst=(1, 256), a=(1, 256)),
     # matrix-vector products (OpDef.rows: a has one row)
-    "gemv": dict(dst=(1, 2), acc=(1, 2), a=(1, 8), b=(8, 2)),
+    "gemv": dict(dst=(1, 2), acc=(1, 2), a=(1, 8), b=(8, 2), bias=(1, 2)),
 }
 
 
@@ -54,7 +56,7 @@ def build_one(op_name: str):
             b.memref("m", GM, F32)
             args.append("m")
         elif spec.role == "index":
-            args.append(0)
+            args.append(64 if op.layout == "merge4" else 0)     # TMRGSORT's block
         elif spec.role == "scalar_out":
             b.scalar("d", I32, param=False)
             args.append("d")

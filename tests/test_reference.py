@@ -102,8 +102,8 @@ def test_every_table_op_has_a_numpy_expectation_here():
                | {"TADDC", "TSUBC", "TADDSC", "TSUBSC", "TPOW", "TPOWS"}
                | set(READ_WRITE) | {"TEXPANDS"}
                | {f"T{d}EXPAND{k}" for d in ("ROW", "COL") for k in EXPECT_EXPAND}
-               | {n for n, d in OPS.items() if d.category is Category.LAYOUT}  # test_layout_ops.py
-               | {"TGEMV", "TGEMV_ACC"}
+               | {n for n, d in OPS.items() if d.category is Category.LAYOUT}  # test_layout_ops.py and test_sort_ops.py
+               | {"TGEMV", "TGEMV_ACC", "TMATMUL_BIAS", "TGEMV_BIAS"}
                | set(ARG) | {"TMOV", "TROWEXPAND", "TCOLEXPAND", "TLOAD", "TSTORE", "TMATMUL", "TMATMUL_ACC", "TTRANS", "TCVT"})
     tile_ops = {n for n, d in OPS.items() if d.category is not Category.SCALAR}
     assert tile_ops - covered == set()
@@ -423,6 +423,53 @@ def test_gemv_is_a_one_row_matmul(acc):
 def test_gemv_refuses_an_a_of_more_than_one_row():
     with pytest.raises(PTOError, match=r"function 'k'.*TGEMV.*takes a 1-row a, got 2x16"):
         kernel("TGEMV", (2, 16), (16, 5), dst_shape=(2, 5))
+
+
+def bias_kernel(op: str, m: int, k: int, n: int, dtype=F32, out=F32, bias_shape=None,
+                bias_dtype=None) -> PTOModule:
+    """One TMATMUL_BIAS / TGEMV_BIAS of an m x k a and a k x n b with a bias row."""
+    mod = PTOModule("t")
+    f = (PTOFunctionBuilder("k", module=mod).in_core()
+         .memref("a", GM, dtype).memref("b", GM, dtype).memref("bias", GM, bias_dtype or out)
+         .memref("out", GM, out)
+         .tile("ta", m, k, dtype).tile("tb", k, n, dtype)
+         .tile("tbias", *(bias_shape or (1, n)), bias_dtype or out).tile("td", m, n, out)
+         .load("ta", "a").load("tb", "b").load("tbias", "bias"))
+    getattr(f, OPS[op].method)("td", "ta", "tb", "tbias")
+    f.store("out", "td").build()
+    return mod
+
+
+@pytest.mark.parametrize("op,m", [("TMATMUL_BIAS", 6), ("TGEMV_BIAS", 1)])
+def test_a_bias_row_is_added_to_every_row_of_the_product(op, m):
+    a, b, bias = rng_tile(21, (m, 16)), rng_tile(22, (16, 5)), rng_tile(23, (1, 5))
+    got = run_op(bias_kernel(op, m, 16, 5), (m, 5), a=a, b=b, bias=bias)
+    want = a.astype(np.float64) @ b.astype(np.float64) + bias
+    np.testing.assert_allclose(got, want, rtol=1e-5)
+
+
+def test_a_bias_of_int8_products_is_int32_and_the_sum_wraps():
+    a = np.full((2, 4), 127, np.int8)
+    b = np.full((4, 3), 127, np.int8)
+    bias = np.array([[0, 2**31 - 1, -5]], np.int32)
+    got = run_op(bias_kernel("TMATMUL_BIAS", 2, 4, 3, dtype=T.I8, out=I32), (2, 3), np.int32,
+                 a=a, b=b, bias=bias)
+    s = 4 * 127 * 127
+    assert got.tolist() == [[s, s + 2**31 - 1 - 2**32, s - 5]] * 2
+
+
+@pytest.mark.parametrize("shape,dt,what", [((2, 5), F32, "got 2x5 f32"),
+                                           ((1, 4), F32, "got 1x4 f32"),
+                                           ((1, 5), F16, "got 1x5 f16")])
+def test_a_bias_must_be_one_row_of_dst_type(shape, dt, what):
+    with pytest.raises(PTOError, match=r"function 'k'.*TMATMUL_BIAS.*one row of dst's type, "
+                                       rf"1x5 f32; {what}"):
+        bias_kernel("TMATMUL_BIAS", 3, 8, 5, bias_shape=shape, bias_dtype=dt)
+
+
+def test_gemv_bias_refuses_an_a_of_more_than_one_row():
+    with pytest.raises(PTOError, match=r"function 'k'.*TGEMV_BIAS.*takes a 1-row a, got 3x8"):
+        bias_kernel("TGEMV_BIAS", 3, 8, 5)
 
 
 def test_matmul_f32_equals_numpy_matmul():

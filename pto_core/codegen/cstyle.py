@@ -44,7 +44,7 @@ from typing import Iterable, Sequence
 from ..errors import PTOBackendError
 from ..ir import (Call, Category, ElementType, For, Function, If, Instr, MemRefType, Module,
                   Return, ScalarType, TileType)
-from ..ir.ops import COMPARES, Expr
+from ..ir.ops import COMPARES, SORTS, Expr
 from ..options import CompileOptions
 from ..passes.fuse_loops import fuse_function, is_element_op, is_fused, nest_shape
 from .cnames import c_comment, c_function, c_names, kernel_symbol, user_names, user_text
@@ -1077,10 +1077,11 @@ class CStyleRenderer:
 
     # ---------------------------------------------------------------- matmul etc.
     def render_matmul(self, out: _Out, fn: Function, s: Instr) -> None:
-        """dst = [acc +] a @ b, accumulated in f32 (int32/64 for integer inputs), i-k-j order so
+        """dst = [acc +] a @ b (or a @ b + bias), accumulated in f32 (int32/64 for integer inputs), i-k-j order so
         the inner loop is contiguous and vectorises."""
         ops = s.named_operands()
-        dst, acc, a, b = ops["dst"], ops.get("acc"), ops["a"], ops["b"]
+        dst, acc, a, b = ops["dst"], ops.get(s.opdef.addend or ""), ops["a"], ops["b"]
+        row = "0" if s.opdef.addend == "bias" else "_pto_r"     # a bias row serves every row
         td, ta, tb = fn.type_of(dst), fn.type_of(a), fn.type_of(b)
         at = "int64_t" if ta.dtype.is_int else ("double" if ta.dtype is E.F64 else "float")
         out.comment(str(s))
@@ -1088,7 +1089,7 @@ class CStyleRenderer:
             out(f"{at} _pto_mm[{td.rows}][{td.cols}];")
             with out.block(f"for (int _pto_r = 0; _pto_r < {td.rows}; _pto_r++)"):
                 with out.block(f"for (int _pto_c = 0; _pto_c < {td.cols}; _pto_c++)"):
-                    init = (self.to_compute(td.dtype, f"{acc}[_pto_r][_pto_c]") if acc
+                    init = (self.to_compute(td.dtype, f"{acc}[{row}][_pto_c]") if acc
                             else "0")
                     out(f"_pto_mm[_pto_r][_pto_c] = {init};")
                 with out.block(f"for (int _pto_k = 0; _pto_k < {ta.cols}; _pto_k++)"):
@@ -1191,9 +1192,65 @@ class CStyleRenderer:
         value = "0.0f" if pad == "zero" else "INFINITY" if pad == "max" else "-INFINITY"
         return self.from_compute(dtype, self._cast(dtype, value))
 
+    # ---------------------------------------------------------------- sorts
+    #: C: does f32 value x come before y in the sort order (NaN first, then descending)? are
+    #: they equal there (-0 == +0, NaN == NaN)?
+    SORT_BEFORE = "({x} != {x} ? {y} == {y} : {x} > {y})"
+    SORT_EQUAL = "({x} == {y} || ({x} != {x} && {y} != {y}))"
+
+    def sort_items(self, fn: Function, s: Instr) -> int:
+        """How many independent work items sort op ``s`` is (each :meth:`render_sort_item`,
+        ``_pto_e`` naming it): TSORT32 one per element (its rank in its block), TMRGSORT one
+        per group of 4 blocks."""
+        ta = fn.type_of(s.named_operands()["a"])
+        if s.opdef.layout == "sort32":
+            return ta.rows * ta.cols
+        return ta.cols // (4 * int(s.named_operands()["block"]))
+
+    def render_sort_item(self, out: _Out, fn: Function, s: Instr) -> None:
+        """Work item ``_pto_e`` of a sort (see ops.SORT_ORDER). TSORT32: element (r, c) goes
+        to its rank among the pairs of its 32-column block. TMRGSORT: group e's 4 blocks are
+        merged, taking the first head no other head comes before. Pairs move as bits."""
+        ops = s.named_operands()
+        dst, a, ta = ops["dst"], ops["a"], fn.type_of(ops["a"])
+        before = lambda x, y: self.SORT_BEFORE.format(x=x, y=y)  # noqa: E731
+        if s.opdef.layout == "sort32":
+            idx, C = ops["idx"], ta.cols
+            out(f"const int _pto_r = _pto_e / {C}, _pto_c = _pto_e % {C}, "
+                f"_pto_b = _pto_c - _pto_c % 32;")
+            out(f"const int _pto_n = {C} - _pto_b < 32 ? {C} - _pto_b : 32;")
+            out(f"const float _pto_v = {a}[_pto_r][_pto_c];")
+            out(f"uint32_t _pto_i; memcpy(&_pto_i, &{idx}[_pto_r][_pto_c], 4);")
+            out("int _pto_k = 0;")
+            with out.block("for (int _pto_j = _pto_b; _pto_j < _pto_b + _pto_n; _pto_j++)"):
+                out(f"const float _pto_w = {a}[_pto_r][_pto_j];")
+                out(f"uint32_t _pto_x; memcpy(&_pto_x, &{idx}[_pto_r][_pto_j], 4);")
+                eq = self.SORT_EQUAL.format(x="_pto_w", y="_pto_v")
+                out(f"if ({before('_pto_w', '_pto_v')} || ({eq} && (_pto_x < _pto_i || "
+                    f"(_pto_x == _pto_i && _pto_j < _pto_c)))) _pto_k++;")
+            out(f"memcpy(&{dst}[_pto_r][2 * (_pto_b + _pto_k)], &{a}[_pto_r][_pto_c], 4);")
+            out(f"memcpy(&{dst}[_pto_r][2 * (_pto_b + _pto_k) + 1], &{idx}[_pto_r][_pto_c], 4);")
+            return
+        n = int(ops["block"]) // 2                         # pairs per block
+        out(f"const int _pto_g = _pto_e * {4 * n};")
+        out(f"int _pto_h[4] = {{_pto_g, _pto_g + {n}, _pto_g + {2 * n}, _pto_g + {3 * n}}};")
+        with out.block(f"for (int _pto_o = _pto_g; _pto_o < _pto_g + {4 * n}; _pto_o++)"):
+            out("int _pto_p = -1;")
+            with out.block("for (int _pto_q = 0; _pto_q < 4; _pto_q++)"):
+                out(f"if (_pto_h[_pto_q] >= _pto_g + (_pto_q + 1) * {n}) continue;")
+                out(f"if (_pto_p < 0 || {before(f'{a}[0][2 * _pto_h[_pto_q]]', f'{a}[0][2 * _pto_h[_pto_p]]')}) "
+                    f"_pto_p = _pto_q;")
+            out(f"memcpy(&{dst}[0][2 * _pto_o], &{a}[0][2 * _pto_h[_pto_p]], 8);")
+            out("_pto_h[_pto_p]++;")
+
     def render_layout(self, out: _Out, fn: Function, s: Instr) -> None:
         """A layout op: one copy per element of dst, from the element its map names."""
         td = fn.type_of(s.operands[0])
+        if s.opdef.layout in SORTS:
+            out.comment(str(s))
+            with out.block(f"for (int _pto_e = 0; _pto_e < {self.sort_items(fn, s)}; _pto_e++)"):
+                self.render_sort_item(out, fn, s)
+            return
         out.comment(str(s))
         for check in self.layout_checks(fn, s):
             out(check)

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import enum
 import operator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Callable, Iterator
 
 from .types import ElementType, TileType
@@ -305,6 +305,12 @@ class OpDef:
         return any(o.name == "acc" for o in self.operands)
 
     @property
+    def addend(self) -> str | None:
+        """The operand a matmul adds to its product: ``acc`` (dst's shape: TMATMUL_ACC) or
+        ``bias`` (one row, added to every row: TMATMUL_BIAS); None for a bare product."""
+        return next((o.name for o in self.operands if o.name in ("acc", "bias")), None)
+
+    @property
     def read_write(self) -> bool:
         """Is dst also an input (TAXPY: dst = s * a + dst)?"""
         return any(o.role == "tile_inout" for o in self.operands)
@@ -517,6 +523,12 @@ _def("TGEMV", "gemv", Category.MATMUL, "dst:tile_out a:tile b:tile", rows=1,
      doc="dst = a @ b for a 1 x K row a")
 _def("TGEMV_ACC", "gemv_acc", Category.MATMUL, "dst:tile_out acc:tile a:tile b:tile", rows=1,
      doc="dst = acc + a @ b for a 1 x K row a")
+# with a bias row added to every row of the product (docs/isa/TMATMUL_BIAS.md, TGEMV_BIAS.md:
+# "C[i, j] = sum_k A[i, k] * B[k, j] + Bias[0, j]"; the bias has dst's element type)
+_def("TMATMUL_BIAS", "matmul_bias", Category.MATMUL, "dst:tile_out a:tile b:tile bias:tile",
+     doc="dst[i, j] = (a @ b)[i, j] + bias[0, j] (bias: one row of dst's type)")
+_def("TGEMV_BIAS", "gemv_bias", Category.MATMUL, "dst:tile_out a:tile b:tile bias:tile", rows=1,
+     doc="dst = a @ b + bias for a 1 x K row a (bias: one row of dst's type)")
 _def("TTRANS", "trans", Category.TRANSPOSE, "dst:tile_out a:tile", doc="dst = a.T")
 _def("TCVT", "cvt", Category.CONVERT, "dst:tile_out a:tile",
      doc="dst = a converted to dst's element type (round to nearest even; ints saturate)")
@@ -552,6 +564,16 @@ _def("TGATHER", "gather", Category.LAYOUT, "dst:tile_out a:tile idx:tile", isa=T
      layout="gather", scratch=1, scratch_dtype=ElementType.I32,
      doc="dst[i, j] = a.flat[idx[i, j]] (row-major index into a); an index outside "
      "[0, rows*cols of a) gives 0, as the official CPU simulator")
+# sorts (docs/isa/TSORT32.md, TMRGSORT.md): dst holds (value, index) pairs, two f32 slots per
+# pair, the index's 32 bits in the second slot; descending by value (see SORT_ORDER)
+_def("TSORT32", "sort32", Category.LAYOUT, "dst:tile_out a:tile idx:tile", isa=True,
+     layout="sort32", doc="each row's blocks of 32 columns of a, paired with idx's elements "
+     "and sorted into dst (R x 2C): dst[r, 2k] the value, dst[r, 2k+1] the index's bits; "
+     + "{SORT_ORDER}")
+_def("TMRGSORT", "mrgsort", Category.LAYOUT, "dst:tile_out a:tile block:index", isa=True,
+     layout="merge4", doc="the single-list form: a's row is groups of 4 sorted blocks of "
+     "``block`` f32 slots (block/2 pairs; a literal multiple of 64), each group merged into "
+     "dst; {SORT_ORDER}, equal values in block order")
 
 # scalar
 _def("SADD", "scalar_add", Category.SCALAR, "dst:scalar_out a:scalar b:scalar", expr=A + B)
@@ -571,6 +593,13 @@ _def("SSHR", "scalar_shr", Category.SCALAR, "dst:scalar_out a:scalar b:scalar", 
      doc="arithmetic shift right")
 _def("SCMP", "scalar_cmp", Category.SCALAR, "dst:scalar_out a:scalar b:scalar", attrs=("cmp",),
      doc="dst = 1 if (a cmp b) else 0; cmp is one of eq ne lt le gt ge")
+
+#: the order of the sorts (TSORT32, TMRGSORT): descending; NaN before every number (the
+#: official CPU simulator's comparison leaves NaN unordered); -0 and +0 equal; equal values by
+#: ascending index (as unsigned 32-bit integers), then by position
+SORT_ORDER = ("descending by value, NaN first, -0 equal to +0, ties by the smaller index "
+              "(unsigned)")
+_TABLE[:] = [replace(d, doc=d.doc.replace("{SORT_ORDER}", SORT_ORDER)) for d in _TABLE]
 
 OPS: dict[str, OpDef] = {d.name: d for d in _TABLE}
 OPS_BY_METHOD: dict[str, OpDef] = {d.method: d for d in _TABLE}
@@ -669,6 +698,10 @@ def check_tile_rule(op: OpDef, tiles: dict[str, TileType]) -> None:
         acc = tiles.get("acc")
         if acc is not None:
             same(d, acc, "dst and acc")
+        bias = tiles.get("bias")
+        if bias is not None and (bias.shape != (1, d.cols) or bias.dtype != d.dtype):
+            raise RuleError(f"the bias of {op.name} is one row of dst's type, 1x{d.cols} "
+                            f"{d.dtype.value}; got {bias.rows}x{bias.cols} {bias.dtype.value}")
     elif cat is Category.TRANSPOSE:
         if d.dtype != a.dtype:
             raise RuleError(f"dtype mismatch: dst and a ({d.dtype.value} vs {a.dtype.value})")
@@ -689,7 +722,13 @@ LAYOUTS: dict[str, str] = {
     "reshape": "a's element i * dst's columns + j in row-major order",
     "gather": "a's element idx[i, j] in row-major order; 0 where idx[i, j] is outside a",
     "pad": "a[i, j] where (i, j) lies inside a, else the pad value (the pad attribute)",
+    "sort32": "pair k of block b of row i is (a[i, 32b + p], idx[i, 32b + p]), p the element "
+              "of rank k in the block's sort order",
+    "merge4": "pair k of group g is the k-th pair a 4-way merge of the group's blocks takes",
 }
+
+#: the layouts whose dst holds sorted (value, index) pairs of f32 (two slots a pair)
+SORTS = ("sort32", "merge4")
 
 #: the pad values of TFILLPAD's ``pad`` attribute
 PAD_VALUES = ("zero", "max", "min")
@@ -722,6 +761,24 @@ def _check_layout(op: OpDef, d: TileType, a: TileType, tiles: dict[str, TileType
                             f"{d.rows}x{d.cols} (dst must be "
                             f"{'at least' if op.name == 'TFILLPAD_EXPAND' else 'exactly'} "
                             f"a's shape)")
+    elif op.layout in SORTS:
+        if a.dtype is not ElementType.F32:
+            raise RuleError(f"{op.name} sorts f32 tiles (value-index pairs of two f32 slots), "
+                            f"a is {a.dtype.value}")
+        if op.layout == "sort32":
+            idx = tiles["idx"]
+            if idx.dtype is not ElementType.I32 or idx.shape != a.shape:
+                raise RuleError(f"the indices of {op.name} are an i32 tile of a's shape "
+                                f"{a.rows}x{a.cols}, idx is {idx.rows}x{idx.cols} "
+                                f"{idx.dtype.value}")
+            want = (a.rows, 2 * a.cols)
+        else:
+            if a.rows != 1:
+                raise RuleError(f"{op.name} merges one row, a is {a.rows}x{a.cols}")
+            want = a.shape
+        if d.shape != want:
+            raise RuleError(f"shape mismatch: {op.name} of {a.rows}x{a.cols} writes "
+                            f"{want[0]}x{want[1]}, dst is {d.rows}x{d.cols}")
     elif op.layout == "gather":
         idx = tiles["idx"]
         if idx.dtype is not ElementType.I32:
@@ -729,6 +786,16 @@ def _check_layout(op: OpDef, d: TileType, a: TileType, tiles: dict[str, TileType
         if idx.shape != d.shape:
             raise RuleError(f"shape mismatch: dst and idx ({d.rows}x{d.cols} vs "
                             f"{idx.rows}x{idx.cols})")
+
+
+def check_merge_block(a: TileType, block: object) -> None:
+    """TMRGSORT's block: a literal multiple of 64 f32 slots (32 pairs), a's row whole groups
+    of 4 blocks (docs/isa/TMRGSORT.md, "Single-list constraints")."""
+    if not isinstance(block, int) or isinstance(block, bool):
+        raise RuleError(f"the block of TMRGSORT is an integer literal, got {block!r}")
+    if block <= 0 or block % 64 or a.cols % (4 * block):
+        raise RuleError(f"the block of TMRGSORT is a positive multiple of 64 that divides a's "
+                        f"{a.cols} columns into groups of 4 blocks, got {block}")
 
 
 def check_window(dst: TileType, a: TileType, row: object, col: object) -> None:

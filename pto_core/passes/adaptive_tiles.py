@@ -120,6 +120,9 @@ def _classes(fn: Function):
             reduced.append(T(o["a"], 1))
             if "acc" in o:
                 tie(o["dst"], o["acc"])
+            if "bias" in o:                 # one row, as wide as dst
+                uf.union(T(o["dst"], 1), T(o["bias"], 1))
+                fixed.append(T(o["bias"], 0))
         elif cat is Category.TRANSPOSE:
             uf.union(T(o["dst"], 0), T(o["a"], 1))
             uf.union(T(o["dst"], 1), T(o["a"], 0))

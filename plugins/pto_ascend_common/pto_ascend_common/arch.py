@@ -24,7 +24,8 @@ E = ElementType
 class AscendArch:
     """One Ascend NPU generation.
 
-    ``capacities`` are on-chip buffer sizes in bytes (the buffer planner's limits).
+    ``capacities`` are on-chip buffer sizes in bytes (the buffer planner's limits; ``BT`` is
+    the bias table of TMATMUL_BIAS, include/pto/common/buffer_limits.hpp's PTO_BIAS_SIZE_BYTES).
     ``matmul_inputs`` maps a TMATMUL input type to the accumulator types the cube unit offers.
     ``acc_to_vec``: the cube result (L0C) can move straight to the vector buffer with TMOV
     (A5); without it cube and vector cores only meet through global memory (A2/A3).
@@ -77,7 +78,8 @@ _EVERY_GENERATION: dict[str, tuple[ElementType, ...]] = {
 A2A3 = AscendArch(
     name="ascend_a2a3", macro="PTO_NPU_ARCH_A2A3", cce_arch="dav-c220",
     chips="Ascend 910B / 910C (A2/A3)",
-    capacities={"UB": 192 * KB, "L1": 512 * KB, "L0A": 64 * KB, "L0B": 64 * KB, "L0C": 128 * KB},
+    capacities={"UB": 192 * KB, "L1": 512 * KB, "L0A": 64 * KB, "L0B": 64 * KB, "L0C": 128 * KB,
+                "BT": 1 * KB},
     matmul_inputs={E.F32: (E.F32,), E.F16: (E.F32,), E.BF16: (E.F32,), E.I8: (E.I32,)},
     acc_to_vec=False, left_col_major=False, row_reduce_scratch_full=True,
     isa_types={**_EVERY_GENERATION,
@@ -97,7 +99,8 @@ A2A3 = AscendArch(
 A5 = AscendArch(
     name="ascend_a5", macro="PTO_NPU_ARCH_A5", cce_arch="dav-c310",
     chips="Ascend 950 (A5)",
-    capacities={"UB": 256 * KB, "L1": 512 * KB, "L0A": 64 * KB, "L0B": 64 * KB, "L0C": 256 * KB},
+    capacities={"UB": 256 * KB, "L1": 512 * KB, "L0A": 64 * KB, "L0B": 64 * KB, "L0C": 256 * KB,
+                "BT": 4 * KB},
     matmul_inputs={E.F32: (E.F32,), E.F16: (E.F32,), E.BF16: (E.F32,)},
     acc_to_vec=True, left_col_major=True, row_reduce_scratch_full=False,
     isa_types={**_EVERY_GENERATION,

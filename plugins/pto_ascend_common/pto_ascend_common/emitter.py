@@ -63,8 +63,9 @@ ISA_TILE = _isa_by_kind(Category.ELEMENTWISE)
 ISA_TILE_SCALAR = _isa_by_kind(Category.TILE_SCALAR)
 
 #: on-chip buffer of each tile kind, and the placement alignment used there
-BUFFER_OF = {"Vec": "UB", "Mat": "L1", "Left": "L0A", "Right": "L0B", "Acc": "L0C"}
-ALIGN = {"UB": 64, "L1": 512, "L0A": 512, "L0B": 512, "L0C": 1024}
+BUFFER_OF = {"Vec": "UB", "Mat": "L1", "Left": "L0A", "Right": "L0B", "Acc": "L0C",
+             "BiasMat": "L1", "Bias": "BT"}
+ALIGN = {"UB": 64, "L1": 512, "L0A": 512, "L0B": 512, "L0C": 1024, "BT": 64}
 
 
 def aicore_symbol(function_name: str) -> str:
@@ -82,7 +83,8 @@ class PhysTile:
     """One ``pto::Tile`` object of the generated kernel."""
 
     name: str
-    kind: str                  # Vec | Mat | Left | Right | Acc
+    kind: str                  # Vec | Mat | Left | Right | Acc | Bias (and BiasMat: the
+                               # bias row's one-row L1 copy)
     dtype: ElementType
     rows: int                  # storage shape (padded to the layout's alignment)
     cols: int
@@ -390,6 +392,8 @@ class _KernelRenderer(CStyleRenderer):
                 roles.setdefault(ops["dst"], set()).add("Acc")
                 if "acc" in ops:
                     roles.setdefault(ops["acc"], set()).add("Acc")
+                if "bias" in ops:           # GM -> L1 (one row) -> bias table
+                    roles.setdefault(ops["bias"], set()).update(("Bias", "BiasMat"))
                 cube_only.update(v for v in s.operands if isinstance(v, str))
         for s in fn.walk():
             if not isinstance(s, Instr) or not s.opdef.is_tile_op:
@@ -411,7 +415,8 @@ class _KernelRenderer(CStyleRenderer):
         return roles
 
     def _phys(self, name: str, kind: str, tt: TileType) -> PhysTile:
-        suffix = {"Vec": "", "Mat": "_l1", "Left": "_l0a", "Right": "_l0b", "Acc": "_l0c"}[kind]
+        suffix = {"Vec": "", "Mat": "_l1", "Left": "_l0a", "Right": "_l0b", "Acc": "_l0c",
+                  "BiasMat": "_l1row", "Bias": "_bt"}[kind]
         pname = name + suffix
         if pname in self._tiles:
             return self._tiles[pname]
@@ -419,7 +424,13 @@ class _KernelRenderer(CStyleRenderer):
         size = tt.dtype.itemsize
         R, C = tt.rows, tt.cols
         cube = self._roles.get(name, set()) & {"Left", "Right", "Acc", "Mat"}
-        if kind == "Vec" and not cube:
+        if kind in ("Bias", "BiasMat"):
+            # one row as wide as the product's padded columns (the bias table moves
+            # 64-byte bursts: TMov.hpp "col * sizeof(srcDType) must be aligned to 64")
+            loc = "Bias" if kind == "Bias" else "Mat"
+            rows, cols = 1, -(-C // self._cube_pad) * self._cube_pad
+            cpp = f"Tile<TileType::{loc}, {T}, 1, {cols}, BLayout::RowMajor, 1, {C}>"
+        elif kind == "Vec" and not cube:
             if (C * size) % 32 == 0:
                 cpp = f"Tile<TileType::Vec, {T}, {R}, {C}, BLayout::RowMajor, {R}, {C}>"
                 rows, cols = R, C
@@ -592,7 +603,7 @@ class _KernelRenderer(CStyleRenderer):
                 # C += A @ B against global memory: the load folds into an atomic-add store
                 self._pending_acc[x] = (mem, ops["row"], ops["col"])
                 return []
-            for kind in ("Mat", "Vec"):
+            for kind in ("Mat", "BiasMat", "Vec"):
                 if kind in r:
                     t = self._phys(x, kind, tt)
                     steps.append(_Step("{ " + self._gm_view(fn, mem, t, ops["row"], ops["col"])
@@ -666,6 +677,8 @@ class _KernelRenderer(CStyleRenderer):
             return self._lower_reshape(fn, s, ops, d, vec)
         if s.opdef.layout == "pad":
             return self._lower_pad(s, ops, d, vec)
+        if s.opdef.layout == "sort32":
+            return self._lower_sort32(fn, s, ops, d, vec)
         if s.opdef.layout == "gather":    # docs/isa/TGATHER.md: "continuous dst storage"
             self._need_unpadded(fn, s, (ops["dst"], ops["a"], ops["idx"]), vec,
                                 "indexes the tile's storage")
@@ -694,6 +707,23 @@ class _KernelRenderer(CStyleRenderer):
         if cat in (Category.ELEMENTWISE, Category.TILE_SCALAR):
             return self._lower_expr(fn, s, ops, tt, vec)
         raise self._err(fn, s, f"{s.op} has no PTO-ISA lowering")
+
+    def _lower_sort32(self, fn: Function, s: Instr, ops: dict, d: str, vec) -> list[_Step]:
+        """TSORT32 takes uint32_t indices (docs/isa/TSORT32.md): our i32 tile through a
+        uint32_t view of its bytes. A row that is not whole blocks of 32 takes the 4-operand
+        form, whose tmp holds the row padded to a multiple of 32 ("tmpSize = ceil_32(C)")."""
+        a, idx = vec(ops["a"]), vec(ops["idx"])
+        t = self._tiles[idx]
+        view = f"{idx}_u32"
+        if view not in self._tiles:
+            self._tiles[view] = replace(t, name=view, cpp=t.cpp.replace("int32_t", "uint32_t", 1),
+                                        alias_of=t.name)
+        ta = fn.type_of(ops["a"])
+        tmps = []
+        if ta.cols % 32:
+            tmps = [self._scratch(TileType(1, -(-ta.cols // 32) * 32, ta.dtype), 62)]
+        return [_Step(f"TSORT32({', '.join([d, a, view, *tmps])});", "V", (a, view),
+                      (d, *tmps))]
 
     def _need_unpadded(self, fn: Function, s: Instr, names, vec, why: str) -> None:
         """Refuse ``s`` when a tile of ``names`` has padded rows (its storage is not its
@@ -825,16 +855,30 @@ class _KernelRenderer(CStyleRenderer):
         left, right = self._phys(ops["a"], "Left", ta), self._phys(ops["b"], "Right", tb)
         out = self._phys(ops["dst"], "Acc", td)
         steps: list[_Step] = []
-        for name, mat, t in ((ops["a"], a_mat, ta), (ops["b"], b_mat, tb)):
+        movs = [(ops["a"], a_mat, ta), (ops["b"], b_mat, tb)]
+        bias = ops.get("bias")
+        if bias is not None:
+            tbias = fn.type_of(bias)
+            movs.append((bias, self._phys(bias, "BiasMat", tbias), tbias))
+        for name, mat, t in movs:
             if name in self._vec_written:
                 # a vector-computed operand (e.g. a transposed tile) moves UB -> L1 first
                 v = self._phys(name, "Vec", t)
-                if self.arch.acc_to_vec:
+                # (a bias row always goes through GM: its UB and L1 tiles are padded apart)
+                if self.arch.acc_to_vec and name != bias:
                     steps.append(_Step(f"TMOV({mat.name}, {v.name});", "MTE3", (v.name,), (mat.name,)))
                 else:
                     steps += self._via_workspace(name, v, mat, "MTE3")
         steps += [_Step(f"TMOV({left.name}, {a_mat.name});", "MTE1", (a_mat.name,), (left.name,)),
                  _Step(f"TMOV({right.name}, {b_mat.name});", "MTE1", (b_mat.name,), (right.name,))]
+        if bias is not None:
+            # L1 -> bias table, then the cube adds the row to every row of the product
+            bt, row = self._phys(bias, "Bias", tbias), movs[-1][1]
+            self._pending_acc.pop(ops["dst"], None)
+            return steps + [
+                _Step(f"TMOV({bt.name}, {row.name});", "MTE1", (row.name,), (bt.name,)),
+                _Step(f"TMATMUL_BIAS({out.name}, {left.name}, {right.name}, {bt.name});", "M",
+                      (left.name, right.name, bt.name), (out.name,))] + self._acc_out(fn, s, ops)
         acc = ops.get("acc")
         if acc is not None and "Vec" in self._roles.get(acc, ()):
             # the accumulator lives on the vector side (loaded or computed there): the cube
@@ -870,6 +914,13 @@ class _KernelRenderer(CStyleRenderer):
                 self._pending_acc.pop(ops["dst"], None)
             steps.append(_Step(f"TMATMUL({out.name}, {left.name}, {right.name});", "M",
                                (left.name, right.name), (out.name,)))
+        return steps + self._acc_out(fn, s, ops)
+
+    def _acc_out(self, fn: Function, s: Instr, ops: dict) -> list[_Step]:
+        """The moves that bring a product to the vector side, where vector instructions
+        read it."""
+        td, steps = fn.type_of(ops["dst"]), []
+        out = self._phys(ops["dst"], "Acc", td)
         if "Vec" in self._roles.get(ops["dst"], set()):
             if ops["dst"] in self._pending_acc:
                 raise self._err(fn, s, "an accumulator loaded from global memory cannot also "

@@ -18,7 +18,7 @@ from pto_ascend_common import A2A3, A5, cpu_check, official_sim
 from pto_ascend_common.testing import op_check_module
 from pto_core import ElementType as E
 from pto_core.ir import Category
-from pto_core.ir.ops import OPS
+from pto_core.ir.ops import OPS, SORTS
 from pto_core.opcheck import (backend_support, build_op_module, compare_outputs, op_kernels,
                               special_inputs, special_values)
 from pto_core.reference import numpy_dtype, run_module
@@ -101,7 +101,7 @@ def assert_zero_fill(k, inputs, theirs) -> None:
 
 #: kernels where the official simulator and our header must agree bit for bit: the fixes
 #: of docs/ascend-fidelity.md (fma matmul, row sums in float, column sums in the element type)
-SAME_BITS = ("k_matmul", "k_matmul_acc", "k_rowsum", "k_colsum", "k_rowmax", "k_colmax",
+SAME_BITS = ("k_matmul", "k_matmul_acc", "k_matmul_bias", "k_gemv_bias", "k_rowsum", "k_colsum", "k_rowmax", "k_colmax",
              "k_trans", "k_add", "k_mul", "k_div", "k_max", "k_rowexpandadd", "k_rowexpanddiv")
 
 
@@ -204,8 +204,9 @@ BITWISE = [OPS[n] for n in ("TAND", "TOR", "TXOR", "TNOT", "TANDS", "TORS", "TXO
 SHIFTS = [OPS[n] for n in ("TSHL", "TSHR", "TSHLS", "TSHRS")]
 
 
-def _assert_both_agree(arch, module, kernels, inputs, tmp_path) -> None:
-    """The official simulator and our header both give the reference's outputs."""
+def _assert_both_agree(arch, module, kernels, inputs, tmp_path) -> tuple[dict, dict]:
+    """The official simulator and our header both give the reference's outputs; returns
+    both outputs (official, ours)."""
     want = run_module(module, inputs, {})
     theirs = official_sim.run(arch, module, tmp_path / "official",
                               {n: a.copy() for n, a in inputs.items()})
@@ -213,6 +214,7 @@ def _assert_both_agree(arch, module, kernels, inputs, tmp_path) -> None:
     bad = (compare_outputs(kernels, inputs, theirs, want)
            + compare_outputs(kernels, inputs, ours, want))
     assert not bad, "\n".join(bad)
+    return theirs, ours
 
 
 @pytest.mark.parametrize("arch", [A2A3, A5], ids=lambda a: a.name)
@@ -352,7 +354,8 @@ def test_integer_powers_in_range_on_the_official_simulator_match_the_reference(
 
 
 #: the layout ops (docs/isa/TEXTRACT.md, TCONCAT.md, TRESHAPE.md, TGATHER.md)
-LAYOUT_OPS = [op for op in OPS.values() if op.category is Category.LAYOUT]
+LAYOUT_OPS = [op for op in OPS.values() if op.category is Category.LAYOUT
+              and op.layout not in SORTS]            # (the sorts: their own test below)
 
 
 @pytest.mark.parametrize("arch", [A2A3, A5], ids=lambda a: a.name)
@@ -390,3 +393,70 @@ def test_layout_ops_on_the_official_simulator_match_the_reference_bit_for_bit(
     for k in kernels:
         if official_fills_zero(dt, k):
             assert_zero_fill(k, inputs, theirs)
+
+
+#: the products with a bias row (docs/isa/TMATMUL_BIAS.md, TGEMV_BIAS.md)
+BIASED = [OPS["TMATMUL_BIAS"], OPS["TGEMV_BIAS"]]
+
+
+@pytest.mark.parametrize("arch", [A2A3, A5], ids=lambda a: a.name)
+@pytest.mark.parametrize("dt", [E.F32, E.F16, E.I8], ids=lambda t: t.value)
+def test_products_with_a_bias_row_on_special_values_agree_with_the_official_simulator(
+        tmp_path, arch, dt):
+    """Rows of a and columns of b of special values (every pair meets in a product), a bias
+    row of them too (NaN, infinities, signed zeros, the largest finite value; i8's extremes
+    into i32): the official simulator, our header and the reference agree, the two
+    simulators bit for bit (both add the bias to the fused multiply-add sum). Where a target
+    takes no int8 product (A5, as for TMATMUL: AscendArch.matmul_inputs) it says so, naming
+    op and target."""
+    from pto_core.opcheck import special_kernels
+    kernels, refused = backend_support(arch.name, special_kernels(dt, BIASED))
+    lacking = dt not in arch.matmul_inputs
+    assert sorted(refused) == (["k_gemv_bias", "k_matmul_bias"] if lacking else [])
+    assert all("TMATMUL of i8" in e and arch.name in e for e in refused.values())
+    if lacking:
+        return
+    module = build_op_module(f"bias_{dt.value}", kernels)
+    theirs, ours = _assert_both_agree(arch, module, kernels, special_inputs(kernels, dt),
+                                      tmp_path)
+    for k in kernels:
+        assert np.array_equal(theirs[k.out_tensor], ours[k.out_tensor], equal_nan=True), k.name
+
+
+@pytest.mark.parametrize("arch", [A2A3, A5], ids=lambda a: a.name)
+def test_sorts_without_nan_on_the_official_simulator_agree_bit_for_bit(tmp_path, arch):
+    """TSORT32 of a 26 x 37 tile (a block of 32 and a tail per row) and TMRGSORT of 4 sorted
+    blocks, on special values with NaN replaced by 0 (infinities, signed zeros, subnormals,
+    ties of values and of indices, negative indices): the official simulator, our header and
+    the reference agree bit for bit, index bits included. With NaN they may not: the
+    official comparison ("if (a.score != b.score) return a.score > b.score") leaves NaN
+    unordered (docs/ascend-fidelity.md)."""
+    from pto_core.opcheck import special_kernels
+    kernels = special_kernels(E.F32, [OPS["TSORT32"], OPS["TMRGSORT"]])
+    module = build_op_module("sorts", kernels)
+    inputs = special_inputs(kernels, E.F32)
+    for k in kernels:
+        a = inputs[k.tensor("a")]
+        if k.op.layout == "sort32":
+            a[np.isnan(a)] = 0
+        else:                      # a NaN value slot of a pair: 0, the index slots kept
+            a[0, ::2][np.isnan(a[0, ::2])] = 0
+            inputs[k.tensor("a")] = sorted_rows(a)
+    want = run_module(module, inputs, {})
+    theirs = official_sim.run(arch, module, tmp_path / "official",
+                              {n: a.copy() for n, a in inputs.items()})
+    ours = cpu_check.run(arch, module, tmp_path / "own", {n: a.copy() for n, a in inputs.items()})
+    for k in kernels:
+        w = np.ascontiguousarray(want[k.out_tensor]).view(np.uint32)
+        for who, got in (("official", theirs), ("ours", ours)):
+            g = np.ascontiguousarray(got[k.out_tensor], np.float32).view(np.uint32)
+            assert np.array_equal(g, w), f"{k.name} ({who})"
+
+
+def sorted_rows(a: np.ndarray) -> np.ndarray:
+    """TMRGSORT's input with each block of 32 pairs sorted again (after its NaN became 0)."""
+    from pto_core.reference import _sort32
+    pairs = a.reshape(-1, 2)
+    vals, idx = pairs[:, 0].copy(), pairs[:, 1].copy().view(np.int32)
+    out = [_sort32(vals[None, b:b + 32], idx[None, b:b + 32]) for b in range(0, len(vals), 32)]
+    return np.concatenate(out, axis=1)

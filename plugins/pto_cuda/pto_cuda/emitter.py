@@ -44,6 +44,7 @@ from typing import Mapping
 from pto_core.codegen.cstyle import CStyleRenderer, _Out
 from pto_core.codegen.cnames import kernel_symbol
 from pto_core.errors import PTOBackendError
+from pto_core.ir.ops import SORTS
 from pto_core.ir import (Call, Category, ElementType, For, Function, If, Instr, MemRefType,
                          Module, TileType)
 from pto_core.options import CompileOptions
@@ -607,6 +608,18 @@ class CudaRenderer(CStyleRenderer):
             raise PTOBackendError("the destination of a matmul must not be one of its inputs",
                                   function=fn.name, instruction=str(s))
         td, ta = fn.type_of(dst), fn.type_of(a)
+        if s.opdef.addend == "bias":
+            # dst = a @ b + bias as dst = dst + a @ b with the bias row copied to every row of
+            # dst first (the copy is exact; the sum is the accumulating matmul's)
+            if self._dirty:
+                self._barrier(out)
+            out(f"/* {s}: the bias row in every row of {dst} */")
+            with out.block(f"for (int _pto_e = threadIdx.x; _pto_e < {td.rows * td.cols}; "
+                           f"_pto_e += blockDim.x)"):
+                out(f"{dst}[_pto_e / {td.cols}][_pto_e % {td.cols}] = "
+                    f"{ops['bias']}[0][_pto_e % {td.cols}];")
+            self._barrier(out)
+            acc = dst
         if self._place.tiles.get(dst) is Place.ACC:
             out(f"/* {s}: accumulator in registers */")
             if acc is None:
@@ -675,6 +688,12 @@ class CudaRenderer(CStyleRenderer):
         if self._dirty:
             self._barrier(out)
         out(f"/* {s} */")
+        if s.opdef.layout in SORTS:        # the threads stride over the sort's work items
+            with out.block(f"for (int _pto_e = threadIdx.x; _pto_e < {self.sort_items(fn, s)}; "
+                           f"_pto_e += blockDim.x)"):
+                self.render_sort_item(out, fn, s)
+            self._barrier(out)
+            return
         for check in self.layout_checks(fn, s):
             out(check)
         with out.block(f"for (int _pto_e = threadIdx.x; _pto_e < {td.rows * td.cols}; "

@@ -199,7 +199,9 @@ def _acc_use(fn: Function, s: Instr, operand: str, tile: str, arch: str) -> bool
     cat = s.opdef.category
     if cat is Category.MATMUL:
         ops = s.named_operands()
-        return (operand in ("dst", "acc") and tensor_core_matmul(fn, s, arch)
+        # a bias row is added in shared memory (render_matmul), not to registers
+        return (operand in ("dst", "acc") and s.opdef.addend != "bias"
+                and tensor_core_matmul(fn, s, arch)
                 and ops["dst"] == tile and ops.get("acc", tile) == tile)
     return cat in (Category.LOAD, Category.STORE) or acc_elementwise(fn, s, tile)
 

@@ -66,9 +66,9 @@ def test_every_tile_op_matches_the_reference_on_the_simulator(tmp_path, dt):
         if not np.allclose(g, w, rtol=rtol, atol=atol, equal_nan=True):
             err = np.nanmax(np.abs(g - w))
             bad.append(f"{name}: max abs err {err:.3g} (rtol {rtol:g}, atol {atol:g})")
-        # (a fill with pad=max writes +inf by design)
+        # (a fill with pad=max writes +inf by design; a sort's index slots hold integer bits)
         assert (np.isfinite(w).all() or name.split("_")[0] in POSITIVE
-                or name.startswith("fillpad_expand")), name
+                or name.startswith(("fillpad_expand", "sort32", "mrgsort"))), name
     assert not bad, "\n".join(bad)
 
 

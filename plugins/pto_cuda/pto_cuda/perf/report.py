@@ -97,7 +97,7 @@ def shared_traffic(fn: Function, s: Any, renderer: CudaRenderer, placement: Plac
             g = placement.grids[ops["dst"]]
             return ta.nbytes * g.wn * a_sh + tb.nbytes * g.wm * b_sh
         k = ta.cols
-        acc = size(ops["dst"]) + (size(ops["acc"]) if "acc" in ops else 0)
+        acc = size(ops["dst"]) + (size(ops[s.opdef.addend]) if s.opdef.addend else 0)
         a_el, b_el = ta.dtype.itemsize * a_sh, tb.dtype.itemsize * b_sh
         if renderer.uses_tensor_cores(fn, s):
             frags = (td.rows // 16) * (td.cols // 16)

@@ -142,10 +142,10 @@ namespace pto_sim {
 
 #if defined(PTO_NPU_ARCH_A2A3)
 constexpr const char* kArch = "a2a3 (dav-c220)";
-constexpr std::size_t kUB = 192 * 1024, kL0C = 128 * 1024;
+constexpr std::size_t kUB = 192 * 1024, kL0C = 128 * 1024, kBT = 1024;
 #else
 constexpr const char* kArch = "a5 (dav-c310)";
-constexpr std::size_t kUB = 256 * 1024, kL0C = 256 * 1024;
+constexpr std::size_t kUB = 256 * 1024, kL0C = 256 * 1024, kBT = 4 * 1024;
 #endif
 constexpr std::size_t kL1 = 512 * 1024, kL0A = 64 * 1024, kL0B = 64 * 1024;
 
@@ -156,7 +156,7 @@ constexpr int buffer_index(pto::TileType t) {
 constexpr std::size_t capacity(pto::TileType t) {
     return t == pto::TileType::Vec ? kUB : t == pto::TileType::Mat ? kL1
          : t == pto::TileType::Left ? kL0A : t == pto::TileType::Right ? kL0B
-         : t == pto::TileType::Acc ? kL0C : 4096;
+         : t == pto::TileType::Acc ? kL0C : kBT;   // the bias table (PTO_BIAS_SIZE_BYTES)
 }
 constexpr const char* buffer_name(pto::TileType t) {
     return t == pto::TileType::Vec ? "UB" : t == pto::TileType::Mat ? "L1"
@@ -1124,6 +1124,86 @@ inline RecordEvent TGATHER(D& dst, S0& src0, S1& idx, Tmp& tmp, WaitEvents&...) 
 }
 
 // ------------------------------------------------------------------------------------------
+// Sorts of float (value, uint32 index) pairs, two float slots a pair (docs/isa/TSORT32.md,
+// TMRGSORT.md): descending; NaN first (the library's CPU code leaves it unordered), -0 equal
+// to +0, ties by the smaller index, then by position. Pairs move as bits.
+// ------------------------------------------------------------------------------------------
+namespace detail {
+inline bool sort_before(float x, float y) { return x != x ? y == y : x > y; }
+inline bool sort_equal(float x, float y) { return x == y || (x != x && y != y); }
+template <class D, class S, class I>
+inline void sort32(D& dst, S& src, I& idx) {
+    static_assert(std::is_same_v<typename D::DType, float> && std::is_same_v<typename S::DType, float>,
+                  "TSORT32: float value tiles (two slots a pair)");
+    static_assert(std::is_same_v<typename I::DType, uint32_t>, "TSORT32: the indices are uint32_t");
+    static_assert(D::isRowMajor && S::isRowMajor && I::isRowMajor, "TSORT32: row-major tiles");
+    if (!(ready(dst, "TSORT32") && ready(src, "TSORT32") && ready(idx, "TSORT32"))) return;
+    rd(src, PIPE_V, "TSORT32"); rd(idx, PIPE_V, "TSORT32");
+    const unsigned R = src.GetValidRow(), C = src.GetValidCol();
+    if (idx.GetValidRow() != R || idx.GetValidCol() != C || dst.GetValidCol() != 2 * C) {
+        pto_sim::fail("TSORT32: idx must have src's shape and dst twice its columns"); return;
+    }
+    for (unsigned r = 0; r < R; ++r)
+        for (unsigned b = 0; b < C; b += 32) {
+            const unsigned n = C - b < 32 ? C - b : 32;
+            for (unsigned c = b; c < b + n; ++c) {
+                const float v = src.at(r, c); const uint32_t i = idx.at(r, c);
+                unsigned k = 0;
+                for (unsigned j = b; j < b + n; ++j) {
+                    const float w = src.at(r, j); const uint32_t x = idx.at(r, j);
+                    k += sort_before(w, v) || (sort_equal(w, v) && (x < i || (x == i && j < c)));
+                }
+                std::memcpy(&dst.at(r, 2 * (b + k)), &src.at(r, c), 4);
+                std::memcpy(&dst.at(r, 2 * (b + k) + 1), &idx.at(r, c), 4);
+            }
+        }
+    wr(dst, PIPE_V, "TSORT32");
+}
+}  // namespace detail
+template <typename D, typename S, typename I>
+inline RecordEvent TSORT32(D& dst, S& src, I& idx) { detail::sort32(dst, src, idx); return {}; }
+// the form for rows that are not whole blocks of 32 (tmp: the padded copy on the device)
+template <typename D, typename S, typename I, typename Tmp>
+inline RecordEvent TSORT32(D& dst, S& src, I& idx, Tmp& tmp) {
+    if (!detail::ready(tmp, "TSORT32")) return {};
+    detail::sort32(dst, src, idx);
+    detail::wr(tmp, PIPE_V, "TSORT32");
+    return {};
+}
+// The single-list merge: src's row is groups of 4 sorted blocks of blockLen slots; each group
+// merged, taking the first block's head that no other head comes before.
+template <typename D, typename S, typename... WaitEvents>
+inline RecordEvent TMRGSORT(D& dst, S& src, uint32_t blockLen, WaitEvents&...) {
+    static_assert(std::is_same_v<typename D::DType, float> && std::is_same_v<typename S::DType, float>,
+                  "TMRGSORT: float pair tiles (two slots a pair)");
+    static_assert(D::Rows == 1 && S::Rows == 1 && D::isRowMajor && S::isRowMajor,
+                  "TMRGSORT: one-row row-major tiles");
+    if (!(detail::ready(dst, "TMRGSORT") && detail::ready(src, "TMRGSORT"))) return {};
+    detail::rd(src, PIPE_V, "TMRGSORT");
+    const unsigned W = src.GetValidCol();
+    if (blockLen == 0 || blockLen % 64 || W % (4 * blockLen) || dst.GetValidCol() != W) {
+        pto_sim::fail("TMRGSORT: blockLen must be a multiple of 64 and src whole groups of 4 blocks");
+        return {};
+    }
+    const unsigned n = blockLen / 2;
+    for (unsigned g = 0; g < W / 2; g += 4 * n) {
+        unsigned h[4] = {g, g + n, g + 2 * n, g + 3 * n};
+        for (unsigned o = g; o < g + 4 * n; ++o) {
+            int p = -1;
+            for (int q = 0; q < 4; ++q) {
+                if (h[q] >= g + (q + 1) * n) continue;
+                if (p < 0 || detail::sort_before(src.at(0, 2 * h[q]), src.at(0, 2 * h[p]))) p = q;
+            }
+            std::memcpy(&dst.at(0, 2 * o), &src.at(0, 2 * h[p]), 4);
+            std::memcpy(&dst.at(0, 2 * o + 1), &src.at(0, 2 * h[p] + 1), 4);
+            ++h[p];
+        }
+    }
+    detail::wr(dst, PIPE_V, "TMRGSORT");
+    return {};
+}
+
+// ------------------------------------------------------------------------------------------
 // Broadcasts: src1 is a per-row (R x 1) or per-column (1 x C) tile.
 // ------------------------------------------------------------------------------------------
 template <typename D, typename S, typename... WaitEvents>
@@ -1272,6 +1352,28 @@ template <typename TileRes, typename TileLeft, typename TileRight, typename... W
 inline RecordEvent TMATMUL_ACC(TileRes& cOut, TileRes& cIn, TileLeft& a, TileRight& b, WaitEvents&...) {
     detail::check_matmul<TileRes, TileLeft, TileRight>();
     detail::matmul<TileRes, TileLeft, TileRight>("TMATMUL_ACC", cOut, a, b, &cIn);
+    return {};
+}
+// C = A @ B + bias row (docs/isa/TMATMUL_BIAS.md): the bias is a one-row row-major Bias tile
+// of C's element type, added to every row after the product (as the library's CPU code)
+template <typename TileRes, typename TileLeft, typename TileRight, typename TileBias, typename... WaitEvents>
+inline RecordEvent TMATMUL_BIAS(TileRes& c, TileLeft& a, TileRight& b, TileBias& bias, WaitEvents&...) {
+    detail::check_matmul<TileRes, TileLeft, TileRight>();
+    static_assert(std::is_same_v<typename TileBias::DType, typename TileRes::DType>,
+                  "TMATMUL_BIAS: the bias has the result's element type");
+    static_assert(TileBias::Loc == TileType::Bias && TileBias::Rows == 1 && TileBias::isRowMajor,
+                  "TMATMUL_BIAS: the bias is a one-row row-major Bias tile");
+    if (!detail::ready(bias, "TMATMUL_BIAS")) return {};
+    detail::rd(bias, PIPE_M, "TMATMUL_BIAS");
+    detail::matmul<TileRes, TileLeft, TileRight>("TMATMUL_BIAS", c, a, b, nullptr);
+    using TC = typename TileRes::DType;
+    for (unsigned i = 0; i < c.GetValidRow(); ++i)
+        for (unsigned j = 0; j < c.GetValidCol(); ++j) {
+            if constexpr (std::is_integral_v<TC>)   // wraps, as the cube's int32 adder
+                c.at(i, j) = TC(uint32_t(c.at(i, j)) + uint32_t(bias.at(0, j)));
+            else
+                c.at(i, j) = TC(float(c.at(i, j)) + float(bias.at(0, j)));
+        }
     return {};
 }
 
