@@ -29,6 +29,8 @@ SHAPES = {
     "reshape": dict(dst=(8, 4), a=(4, 8)),
     "gather": dict(dst=(4, 8), a=(4, 8), idx=(4, 8)),
     "pad": dict(dst=(4, 8), a=(4, 8)),
+    "insert": dict(dst=(4, 8), a=(2, 4)),
+    "scatter": dict(dst=(4, 8), a=(2, 4), idx=(2, 4)),
     # matrix-vector products (OpDef.rows: a has one row)
     "gemv": dict(dst=(1, 2), acc=(1, 2), a=(1, 8), b=(8, 2)),
 }

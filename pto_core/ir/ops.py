@@ -552,6 +552,17 @@ _def("TGATHER", "gather", Category.LAYOUT, "dst:tile_out a:tile idx:tile", isa=T
      layout="gather", scratch=1, scratch_dtype=ElementType.I32,
      doc="dst[i, j] = a.flat[idx[i, j]] (row-major index into a); an index outside "
      "[0, rows*cols of a) gives 0, as the official CPU simulator")
+# partial writes (docs/isa/TINSERT.md): a read-write dst of which only a window is written
+_def("TINSERT", "insert", Category.LAYOUT, "dst:tile_inout a:tile row:index col:index",
+     isa=True, layout="insert",
+     doc="dst[row + i, col + j] = a[i, j]; the rest of dst keeps its value; a must lie inside "
+     "dst at (row, col) (offsets count elements)")
+# (docs/isa/TSCATTER.md, the index form): the inverse of TGATHER; dst is zeroed first
+_def("TSCATTER", "scatter", Category.LAYOUT, "dst:tile_out a:tile idx:tile", isa=True,
+     layout="scatter",
+     doc="dst = 0, then dst.flat[idx[i, j]] = a[i, j] in row-major order of (i, j) (the last "
+     "write of a position wins); idx is i32 for 4- and 8-byte elements, i16 for 1- and 2-byte "
+     "ones; an index outside dst is an error of the task, checked before anything is written")
 
 # scalar
 _def("SADD", "scalar_add", Category.SCALAR, "dst:scalar_out a:scalar b:scalar", expr=A + B)
@@ -689,6 +700,9 @@ LAYOUTS: dict[str, str] = {
     "reshape": "a's element i * dst's columns + j in row-major order",
     "gather": "a's element idx[i, j] in row-major order; 0 where idx[i, j] is outside a",
     "pad": "a[i, j] where (i, j) lies inside a, else the pad value (the pad attribute)",
+    "insert": "a[i - row, j - col] where (i, j) lies in a's window at (row, col), else dst[i, j]",
+    "scatter": "a[k, l] for the last (k, l) in row-major order with idx[k, l] = i * dst's "
+               "columns + j; 0 where there is none",
 }
 
 #: the pad values of TFILLPAD's ``pad`` attribute
@@ -722,6 +736,18 @@ def _check_layout(op: OpDef, d: TileType, a: TileType, tiles: dict[str, TileType
                             f"{d.rows}x{d.cols} (dst must be "
                             f"{'at least' if op.name == 'TFILLPAD_EXPAND' else 'exactly'} "
                             f"a's shape)")
+    elif op.layout == "insert":
+        if a.rows > d.rows or a.cols > d.cols:
+            raise RuleError(f"shape mismatch: a {a.rows}x{a.cols} does not fit in dst "
+                            f"{d.rows}x{d.cols}")
+    elif op.layout == "scatter":
+        idx, want = tiles["idx"], scatter_index_type(a.dtype)
+        if idx.dtype is not want:
+            raise RuleError(f"the indices of {op.name} into {a.dtype.value} are {want.value}, "
+                            f"idx is {idx.dtype.value}")
+        if idx.shape != a.shape:
+            raise RuleError(f"shape mismatch: a and idx ({a.rows}x{a.cols} vs "
+                            f"{idx.rows}x{idx.cols})")
     elif op.layout == "gather":
         idx = tiles["idx"]
         if idx.dtype is not ElementType.I32:
@@ -731,12 +757,26 @@ def _check_layout(op: OpDef, d: TileType, a: TileType, tiles: dict[str, TileType
                             f"{idx.rows}x{idx.cols})")
 
 
-def check_window(dst: TileType, a: TileType, row: object, col: object) -> None:
-    """TEXTRACT's literal offsets: the window ``row..row+dst.rows`` x ``col..col+dst.cols``
-    lies inside ``a`` (offsets held in scalars are checked when the kernel runs)."""
+def scatter_index_type(dtype: ElementType) -> ElementType:
+    """The element type of TSCATTER's indices into ``dtype`` tiles: as wide as the elements,
+    but 2 bytes for 1-byte ones (docs/isa/TSCATTER.md, "Implementation checks")."""
+    return ElementType.I32 if dtype.itemsize >= 4 else ElementType.I16
+
+
+def window_tiles(op: OpDef) -> tuple[str, str]:
+    """The operand names of a windowed layout op's (small window, large tile): TEXTRACT
+    reads a window of ``a`` into ``dst``, TINSERT writes ``a`` into a window of ``dst``."""
+    return ("a", "dst") if op.layout == "insert" else ("dst", "a")
+
+
+def check_window(dst: TileType, a: TileType, row: object, col: object,
+                 within: str = "a") -> None:
+    """Literal window offsets (TEXTRACT, TINSERT): the window ``row..row+dst.rows`` x
+    ``col..col+dst.cols`` lies inside ``a`` (offsets held in scalars are checked when the
+    kernel runs); ``within`` names the large tile in the message."""
     for v, n, size, what in ((row, dst.rows, a.rows, "row"), (col, dst.cols, a.cols, "col")):
         if isinstance(v, int) and v + n > size:
-            raise RuleError(f"the window leaves a: {what} offset {v} + {n} exceeds {size}")
+            raise RuleError(f"the window leaves {within}: {what} offset {v} + {n} exceeds {size}")
 
 
 #: matmul input type -> allowed accumulator/destination types
