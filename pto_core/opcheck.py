@@ -38,7 +38,7 @@ import numpy as np
 from .builder import PTOFunctionBuilder, PTOModule
 from .errors import PTOError
 from .ir import Category, ElementType, MemorySpace
-from .ir.ops import KINDS, MATMUL_ACC_TYPES, OPS, OpDef
+from .ir.ops import KINDS, MATMUL_ACC_TYPES, OPS, OpDef, scatter_index_type, window_tiles
 from .reference import compute_type, numpy_dtype, pad_value
 
 E = ElementType
@@ -139,6 +139,8 @@ def _io(op: OpDef, dt: ElementType, R: int, C: int, M: int, K: int, N: int,
         return [("a", R, C, dt)], (R, C, to)
     if op.layout == "window":            # a window touching a's last row (see window_offsets)
         return [("a", R, C, dt)], (R // 2, C // 2, dt)
+    if op.layout == "insert":            # into a window of dst touching its last row
+        return [("dst", R, C, dt), ("a", R // 2, C // 2, dt)], (R, C, dt)
     if op.layout == "concat":            # b narrower than a
         return [("a", R, C, dt), ("b", R, C // 2 + 1, dt)], (R, C + C // 2 + 1, dt)
     # reshape and gather: 32 columns, so that no tile has padded rows on a vector unit of
@@ -151,6 +153,8 @@ def _io(op: OpDef, dt: ElementType, R: int, C: int, M: int, K: int, N: int,
         return [("a", R, C, dt), ("idx", R, C, E.I32)], (R, 2 * C, dt)
     if op.layout == "merge4":            # one row: one group of 4 blocks of MERGE_BLOCK slots
         return [("a", 1, 4 * MERGE_BLOCK, dt)], (1, 4 * MERGE_BLOCK, dt)
+    if op.layout == "scatter":
+        return [("a", R, 32, dt), ("idx", R, 32, scatter_index_type(dt))], (R, 32, dt)
     if op.layout == "pad" and not op.in_place and op.name != "TFILLPAD":    # a smaller a
         return [("a", R - R // 3, C - C // 4, dt)], (R, C, dt)
     return [(o.name, R, C, dt) for o in op.operands if o.role in ("tile", "tile_inout")], (R, C, dt)
@@ -173,7 +177,7 @@ def _kernel_builder(k: OpKernel, module: PTOModule) -> PTOFunctionBuilder:
     for p, *_ in k.inputs:
         b.load(tile(p), k.memref(p))
     # the op's operands in its row's order (TADDSC: a, s, b; TEXTRACT: a, row, col)
-    offsets = iter(window_offsets(k) if k.op.layout == "window" else
+    offsets = iter(window_offsets(k) if k.op.layout in ("window", "insert") else
                    (MERGE_BLOCK,) if k.op.layout == "merge4" else ())
     args = ["s" if o.role == "scalar" else next(offsets) if o.role == "index" else tile(o.name)
             for o in k.op.inputs]
@@ -191,10 +195,11 @@ KERNEL_PAD = "max"
 
 
 def window_offsets(k: OpKernel) -> tuple[int, int]:
-    """TEXTRACT's offsets in a one-instruction kernel: the window ends on a's last row and
-    starts at a column off the vector lanes (3)."""
-    (_, rows, cols, _), = k.inputs[:1]
-    return rows - k.output[0], min(3, cols - k.output[1])
+    """TEXTRACT's and TINSERT's offsets in a one-instruction kernel: the window ends on the
+    large tile's last row and starts at a column off the vector lanes (3)."""
+    shapes = {p: (r, c) for p, r, c, _ in k.inputs} | {"dst": k.output[:2]}
+    (sr, sc), (rows, cols) = (shapes[n] for n in window_tiles(k.op))
+    return rows - sr, min(3, cols - sc)
 
 
 def gather_indices(rows: int, cols: int, size: int) -> np.ndarray:
@@ -206,6 +211,24 @@ def gather_indices(rows: int, cols: int, size: int) -> np.ndarray:
     bad = [-1, size, np.iinfo(np.int32).min, np.iinfo(np.int32).max, size + 1]
     idx[0, :min(cols, len(bad))] = bad[:cols]
     return idx.astype(np.int32)
+
+
+def scatter_indices(rows: int, cols: int, size: int, dtype: ElementType) -> np.ndarray:
+    """A ``rows x cols`` index tile into a destination of ``size`` elements: positions
+    backwards and with a stride, where the first row repeats positions of the second (later
+    writes win) and leaves those positions of the first row unwritten (0)."""
+    idx = ((np.arange(rows * cols, dtype=np.int64) * 7 + 5) % size)[::-1].reshape(rows, cols)
+    if rows > 1:
+        idx[0, :min(cols, 5)] = idx[1, :min(cols, 5)]
+    return idx.astype(numpy_dtype(dtype))
+
+
+def scatter_inputs(kernels: Sequence[OpKernel]) -> dict[str, np.ndarray]:
+    """The index tensors of the TSCATTER kernels among ``kernels`` (:func:`scatter_indices`:
+    random indices would leave dst, which is an error)."""
+    return {k.tensor("idx"): scatter_indices(r, c, k.output[0] * k.output[1], t)
+            for k in kernels if k.op.layout == "scatter"
+            for p, r, c, t in k.inputs if p == "idx"}
 
 
 def op_kernels(dtype: ElementType, ops: Sequence[OpDef] = TILE_OPS, *,
@@ -430,8 +453,9 @@ def special_inputs(kernels: Sequence[OpKernel], dtype: ElementType) -> dict[str,
             if p == "idx" and k.op.layout == "sort32":
                 out[k.tensor(p)] = sort_indices(r, c)
                 continue
-            if p == "idx":
-                out[k.tensor(p)] = gather_indices(r, c, k.inputs[0][1] * k.inputs[0][2])
+            if p == "idx":                # (a scatter's: scatter_inputs below)
+                if k.op.layout == "gather":
+                    out[k.tensor(p)] = gather_indices(r, c, k.inputs[0][1] * k.inputs[0][2])
                 continue
             if k.op.layout == "merge4":
                 out[k.tensor(p)] = sorted_blocks(v, c, MERGE_BLOCK)
@@ -460,6 +484,7 @@ def special_inputs(kernels: Sequence[OpKernel], dtype: ElementType) -> dict[str,
             else:
                 x = _fill(vp, r, c, 1)                          # b[r, c] = v[r + c]
             out[k.tensor(p)] = np.ascontiguousarray(x)
+        out.update(scatter_inputs([k]))
         if k.out_tensor not in out:
             rows = k.output[0] * max(1, len(k.scalars))
             out[k.out_tensor] = np.zeros((rows, k.output[1]), numpy_dtype(k.out_dtype))
@@ -644,12 +669,20 @@ def _layout_operands(k: OpKernel, tile, r: int, c: int, scalar) -> dict[str, obj
     if lay == "window":
         r0, c0 = window_offsets(k)
         return {"a": scalar(a[r0 + r, c0 + c])}
+    if lay == "insert":
+        (r0, c0), (h, w) = window_offsets(k), a.shape
+        if 0 <= r - r0 < h and 0 <= c - c0 < w:
+            return {"a": scalar(a[r - r0, c - c0])}
+        return {"dst": scalar(tile("dst")[r, c])}
     if lay == "concat":
         return {"a": scalar(a[r, c])} if c < a.shape[1] else {"b": scalar(tile("b")[r, c - a.shape[1]])}
     if lay == "pad":
         if r < a.shape[0] and c < a.shape[1]:
             return {"a": scalar(a[r, c])}
         return {"pad": pad_value(k.op_attrs["pad"], a.dtype).item()}
+    if lay == "scatter":             # the last write of the position, else 0 (as "idx")
+        hits = np.flatnonzero(tile("idx").reshape(-1) == r * cols + c)
+        return {"a": scalar(a.reshape(-1)[hits[-1]])} if hits.size else {"idx": r * cols + c}
     flat = r * cols + c if lay == "reshape" else int(tile("idx")[r, c])
     if not 0 <= flat < a.size:
         return {"idx": flat}

@@ -416,10 +416,41 @@ def _argreduce(kind: str, axis: int, a: np.ndarray, index: np.dtype) -> np.ndarr
 def _window(a: np.ndarray, row: int, col: int, rows: int, cols: int, where: tuple) -> np.ndarray:
     """TEXTRACT: the ``rows`` x ``cols`` window of ``a`` at (row, col); an offset that puts
     it outside ``a`` is an error (offsets held in scalars are only known now)."""
-    if not (0 <= row <= a.shape[0] - rows and 0 <= col <= a.shape[1] - cols):
-        raise PTOError(f"the window at ({row}, {col}) leaves the {a.shape[0]}x{a.shape[1]} "
-                       f"source", function=where[0], instruction=where[1])
+    _check_window(a, row, col, rows, cols, "source", where)
     return a[row:row + rows, col:col + cols].copy()
+
+
+def _check_window(big: np.ndarray, row: int, col: int, rows: int, cols: int, what: str,
+                  where: tuple) -> None:
+    """Raise unless the ``rows`` x ``cols`` window at (row, col) lies inside ``big``."""
+    if not (0 <= row <= big.shape[0] - rows and 0 <= col <= big.shape[1] - cols):
+        raise PTOError(f"the window at ({row}, {col}) leaves the {big.shape[0]}x{big.shape[1]} "
+                       f"{what}", function=where[0], instruction=where[1])
+
+
+def _scatter(a: np.ndarray, idx: np.ndarray, rows: int, cols: int, where: tuple) -> np.ndarray:
+    """TSCATTER: a ``rows x cols`` tile of zeros where ``a[i, j]`` is written at row-major
+    position ``idx[i, j]`` in order (the last write of a position wins); an index outside
+    the tile is an error, raised before anything is written."""
+    flat = idx.reshape(-1).astype(np.int64)
+    bad = np.flatnonzero((flat < 0) | (flat >= rows * cols))
+    if bad.size:
+        i, j = divmod(int(bad[0]), idx.shape[1])
+        raise PTOError(f"scatter index {flat[bad[0]]} at ({i}, {j}) is outside the "
+                       f"{rows}x{cols} destination", function=where[0], instruction=where[1])
+    out = np.zeros(rows * cols, a.dtype)
+    last = flat.size - 1 - np.unique(flat[::-1], return_index=True)[1]   # last write of each
+    out[flat[last]] = a.reshape(-1)[last]
+    return out.reshape(rows, cols)
+
+
+def _insert(dst: np.ndarray, a: np.ndarray, row: int, col: int, where: tuple) -> np.ndarray:
+    """TINSERT: ``dst`` with ``a`` written into its window at (row, col); the window must
+    lie inside ``dst``."""
+    _check_window(dst, row, col, *a.shape, "destination", where)
+    out = dst.copy()
+    out[row:row + a.shape[0], col:col + a.shape[1]] = a
+    return out
 
 
 def pad_value(pad: str, dtype: np.dtype):
@@ -550,6 +581,7 @@ class _Translator:
             "_reduce": _reduce, "_matmul": _matmul, "_convert": _convert, "_tn": tuple.__new__,
             "_argreduce": _argreduce, "_window": _window, "_gather": _gather,
             "_sort32": _sort32, "_mrgsort": _mrgsort,
+            "_insert": _insert, "_scatter": _scatter,
             "_pad": _pad,
             "_TC": TaskCall, "_RG": Region, "PTOError": PTOError, "_errloop": _loop_error,
             "_IM": Intermediate,
@@ -768,6 +800,13 @@ class _Translator:
                 return f"{out} = _mrgsort({a}, {int(ops['block'])})"
             if op.layout == "pad":
                 return f"{out} = _pad({a}, {dst.rows}, {dst.cols}, {s.attr('pad')!r})"
+            if op.layout == "scatter":
+                return (f"{out} = _scatter({a}, {_v(ops['idx'])}, {dst.rows}, {dst.cols}, "
+                        f"{(fn.name, str(s))!r})")
+            if op.layout == "insert":
+                r, c = self.index(ops["row"], 1), self.index(ops["col"], 1)
+                return (f"{out} = _insert({_v(ops['dst'])}, {a}, {r}, {c}, "
+                        f"{(fn.name, str(s))!r})")
         raise PTOError(f"the reference interpreter cannot run {op.name}", function=fn.name,
                        instruction=str(s))
 

@@ -47,7 +47,8 @@ from .errors import PTOError, PTOVerifyError
 from .ir import (CMP_OPS, MAX_DIM, Call, Category, ElementType, For, Function, If, Instr,
                  MemorySpace, MemRefType, Module, Return, ScalarType, Stmt, TileType, walk_nested)
 from .ir.module import format_value
-from .ir.ops import PAD_VALUES, RuleError, check_merge_block, check_tile_rule, check_window
+from .ir.ops import (PAD_VALUES, RuleError, check_merge_block, check_tile_rule, check_window,
+                     window_tiles)
 from .names import check_identifier
 
 #: deepest FOR/IF nesting of a function (with its inlined InCore callees)
@@ -439,9 +440,10 @@ class _Checker:
                 if (op.category is Category.LAYOUT and not op.in_place
                         and s.operands[0] in s.operands[1:]):
                     raise RuleError(f"dst of {op.name} must not be one of its sources")
-                if op.layout == "window":
+                if op.layout in ("window", "insert"):
                     ops = s.named_operands()
-                    check_window(tiles["dst"], tiles["a"], ops["row"], ops["col"])
+                    small, large = window_tiles(op)
+                    check_window(tiles[small], tiles[large], ops["row"], ops["col"], large)
                 if op.layout == "merge4":
                     check_merge_block(tiles["a"], s.named_operands()["block"])
             except RuleError as e:

@@ -41,6 +41,8 @@ _SHAPES: dict[Category, dict[str, tuple[int, int]]] = {
     "pad": {"dst": _T8, "a": _T8},
     "sort32": {"dst": (8, 32), "a": _T8, "idx": _T8},
     "merge4": {"dst": (1, 256), "a": (1, 256)},          # 4 blocks of 64 slots
+    "insert": {"dst": _T8, "a": (4, 8)},
+    "scatter": {"dst": _T8, "a": (4, 8), "idx": (4, 8)},
     # matrix-vector products (OpDef.rows: a has one row)
     "gemv": {"dst": (1, 4), "acc": (1, 4), "a": (1, 16), "b": (16, 4), "bias": (1, 4)},
 }

@@ -31,6 +31,8 @@ SHAPES = {
     "pad": dict(dst=(4, 8), a=(4, 8)),
     "sort32": dict(dst=(4, 16), a=(4, 8), idx=(4, 8)),
     "merge4": dict(dst=(1, 256), a=(1, 256)),
+    "insert": dict(dst=(4, 8), a=(2, 4)),
+    "scatter": dict(dst=(4, 8), a=(2, 4), idx=(2, 4)),
     # matrix-vector products (OpDef.rows: a has one row)
     "gemv": dict(dst=(1, 2), acc=(1, 2), a=(1, 8), b=(8, 2), bias=(1, 2)),
 }

@@ -33,7 +33,26 @@ EXPECT = {
     "TFILLPAD_EXPAND": ((10, 20), {}, (), lambda a, _: np.pad(a, ((0, 2), (0, 4)),
                                                              constant_values=-np.inf)),
     "TFILLPAD_INPLACE": ((8, 16), {}, (), lambda a, _: a),
+    "TINSERT": ((10, 20), {}, (2, 3), lambda a, _: np.pad(a, ((2, 0), (3, 1)),
+                                                         constant_values=OLD)),
+    "TSCATTER": ((10, 16), {"idx": ((8, 16), T.I32)}, (), lambda a, idx: scattered(a, idx, 10, 16)),
 }
+
+
+def scattered(a: np.ndarray, idx: np.ndarray, rows: int, cols: int) -> np.ndarray:
+    """TSCATTER by a Python loop: zeros, then each element of a at its index, in order."""
+    out = np.zeros(rows * cols, a.dtype)
+    for x, v in zip(idx.reshape(-1), a.reshape(-1)):
+        out[x] = v
+    return out.reshape(rows, cols)
+
+
+#: TSCATTER's indices into a 10 x 16 dst: positions 159 down to 32, but row 1 writes the
+#: positions of row 0 again (the later write wins) and so leaves 16 of them unwritten (0)
+SIDX = np.arange(159, 31, -1, dtype=np.int32).reshape(8, 16)
+SIDX[1] = SIDX[0]
+#: what a read-write dst (TINSERT's) holds before the op
+OLD = -7.0
 #: the pad attribute of each TFILLPAD test above
 PAD = {"TFILLPAD": "zero", "TFILLPAD_EXPAND": "min", "TFILLPAD_INPLACE": "max"}
 
@@ -46,6 +65,8 @@ def layout_module(op: str, dst_shape, extra, offsets, dtype=T.F32, pad=None) -> 
     if dst == "td":
         b.tile("td", *dst_shape, dtype)
     b.load("ta", "a")
+    if OPS[op].read_write:
+        b.load(dst, "out")
     args = [dst, "ta"]
     for name, (shape, dt) in extra.items():
         b.memref(name, GM, dt).tile(f"t{name}", *shape, dt).load(f"t{name}", name)
@@ -68,12 +89,12 @@ def test_every_layout_row_is_expected_here():
 @pytest.mark.parametrize("op", sorted(EXPECT))
 def test_the_reference_places_each_element_as_numpy_does(op):
     shape, extra, offsets, fn = EXPECT[op]
-    ins = {"a": A, "out": np.zeros(shape, np.float32)}
+    ins = {"a": A, "out": np.full(shape, OLD, np.float32)}
     second = None
     if "b" in extra:
         ins["b"] = second = np.arange(32, dtype=np.float32).reshape(8, 4) * -1.0
     if "idx" in extra:
-        ins["idx"] = second = IDX
+        ins["idx"] = second = IDX if op == "TGATHER" else SIDX
     got = run_module(layout_module(op, shape, extra, offsets), ins)["out"]
     np.testing.assert_array_equal(got, fn(A, second))
 
@@ -94,6 +115,11 @@ def test_a_gather_index_outside_the_source_gives_zero():
     ("TRESHAPE", (16, 16), {}, (), "8x16 has 128 elements, dst 16x16 has 256"),
     ("TGATHER", (2, 4), {"idx": ((2, 4), T.I16)}, (), "the indices of TGATHER are i32, idx is i16"),
     ("TGATHER", (2, 4), {"idx": ((4, 2), T.I32)}, (), "dst and idx (2x4 vs 4x2)"),
+    ("TSCATTER", (10, 16), {"idx": ((8, 16), T.I16)}, (),
+     "the indices of TSCATTER into f32 are i32, idx is i16"),
+    ("TSCATTER", (10, 16), {"idx": ((8, 8), T.I32)}, (), "a and idx (8x16 vs 8x8)"),
+    ("TINSERT", (6, 20), {}, (0, 0), "a 8x16 does not fit in dst 6x20"),
+    ("TINSERT", (10, 20), {}, (3, 0), "the window leaves dst: row offset 3 + 8 exceeds 10"),
 ])
 def test_the_verifier_refuses_a_bad_layout_naming_function_and_instruction(
         op, shape, extra, offsets, message):
@@ -169,13 +195,78 @@ def test_a_window_offset_outside_its_source_at_run_time_fails_the_task(tmp_path,
     for r in (5, -1):
         with pytest.raises(PTOError, match="leaves"):
             run_module(m, ins, {"r": r})
-        held = {"a": A, "out": np.full((4, 6), 7.0, np.float32)}
-        if target != "arm64":
-            got = driver.launch(target, m, held, {"r": r}, build_dir=tmp_path / f"bad{r}")
-            assert (got["out"] == 7.0).all()
-            continue
-        with pytest.raises(PTOError):
-            driver.launch(target, m, held, {"r": r}, build_dir=tmp_path / f"bad{r}")
+        assert_fails_before_writing(target, m, {"a": A}, (4, 6), {"r": r}, tmp_path / f"bad{r}")
+
+
+def assert_fails_before_writing(target, m, ins, out_shape, scalars, build_dir) -> None:
+    """Kernel ``m`` (whose output ``out`` holds 7 before) cannot run on these inputs: the
+    task fails (arm64), or the kernel stops before any write (CUDA, Ascend: their launches
+    do not report a block's or core's status; the integer division checks share this)."""
+    held = {**ins, "out": np.full(out_shape, 7, ins["a"].dtype)}
+    if target != "arm64":
+        got = driver.launch(target, m, held, scalars, build_dir=build_dir)
+        assert (got["out"] == 7).all()
+        return
+    with pytest.raises(PTOError):
+        driver.launch(target, m, held, scalars, build_dir=build_dir)
+
+
+@pytest_slow
+@pytest.mark.parametrize("target", ["arm64", "cuda_sim", "ascend_a5"])
+def test_an_insert_window_outside_its_destination_at_run_time_fails_the_task(tmp_path, target):
+    """``TINSERT %td, %ta, %r, 3``: an 8 x 16 ``ta`` into a 10 x 20 ``td`` fits for r = 2; r = 3
+    and r = -1 would write outside ``td``: the reference raises, the task fails (arm64) or
+    the kernel stops before the copy (CUDA, Ascend), and the output keeps what it held."""
+    m = layout_module("TINSERT", (10, 20), {}, ("r", 3))
+    ins = {"a": A, "out": np.full((10, 20), OLD, np.float32)}
+    want = run_module(m, ins, {"r": 2})["out"]
+    np.testing.assert_array_equal(want, EXPECT["TINSERT"][3](A, None))
+    got = driver.launch(target, m, {k: v.copy() for k, v in ins.items()}, {"r": 2},
+                        build_dir=tmp_path / "ok")["out"]
+    np.testing.assert_array_equal(got, want)
+    for r in (3, -1):
+        with pytest.raises(PTOError, match="leaves the 10x20 destination"):
+            run_module(m, ins, {"r": r})
+        assert_fails_before_writing(target, m, {"a": A}, (10, 20), {"r": r}, tmp_path / f"bad{r}")
+
+
+@pytest_slow
+@pytest.mark.parametrize("target", ["arm64", "cuda_sim", "ascend_a2a3", "ascend_a5"])
+@pytest.mark.parametrize("dt", [T.F32, T.I16], ids=lambda t: t.value)
+def test_a_scatter_index_outside_its_destination_fails_the_task_before_any_write(
+        tmp_path, target, dt):
+    """TSCATTER of an 8 x 16 tile into a 10 x 16 one (i32 indices for f32, i16 for i16): the
+    indices of SIDX scatter as the reference does; one index of -1, 160 (dst's size) or the
+    type's largest value among them is an error: the reference raises, the task fails (arm64)
+    or the kernel stops before writing (CUDA, Ascend: the output keeps what it held), and no
+    backend writes outside dst (docs/isa/TSCATTER.md: "No bounds checks are enforced")."""
+    from pto_core.ir.ops import scatter_index_type
+    from pto_core.reference import numpy_dtype
+    it = scatter_index_type(dt)
+    m = layout_module("TSCATTER", (10, 16), {"idx": ((8, 16), it)}, (), dtype=dt)
+    a = (np.arange(8 * 16) % 100 - 50).reshape(8, 16).astype(numpy_dtype(dt))
+    ins = {"a": a, "idx": SIDX.astype(numpy_dtype(it)), "out": np.full((10, 16), 7, a.dtype)}
+    want = run_module(m, ins)["out"]
+    np.testing.assert_array_equal(want, scattered(a, SIDX, 10, 16))
+    got = driver.launch(target, m, {k: v.copy() for k, v in ins.items()}, {},
+                        build_dir=tmp_path / "ok")["out"]
+    np.testing.assert_array_equal(got, want)
+    for bad in (-1, 160, np.iinfo(numpy_dtype(it)).max):
+        idx = ins["idx"].copy()
+        idx[5, 7] = bad
+        with pytest.raises(PTOError, match=f"scatter index {bad} at \\(5, 7\\) is outside"):
+            run_module(m, {**ins, "idx": idx})
+        assert_fails_before_writing(target, m, {"a": a, "idx": idx}, (10, 16), {},
+                                    tmp_path / f"bad{bad}")
+
+
+def test_a2a3_has_no_vector_insert_and_says_so():
+    """docs/isa/TINSERT.md: on A2/A3 TINSERT moves an accumulator into an L1 tile only."""
+    from pto_core.opcheck import backend_support
+    ks = op_kernels(T.F32, [OPS["TINSERT"]])
+    ok, refused = backend_support("ascend_a2a3", ks)
+    assert not ok and "TINSERT has no vector-tile form on ascend_a2a3" in refused["k_insert"]
+    assert "function 'k_insert'" in refused["k_insert"]
 
 
 @pytest_slow

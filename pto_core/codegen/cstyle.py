@@ -44,7 +44,7 @@ from typing import Iterable, Sequence
 from ..errors import PTOBackendError
 from ..ir import (Call, Category, ElementType, For, Function, If, Instr, MemRefType, Module,
                   Return, ScalarType, TileType)
-from ..ir.ops import COMPARES, SORTS, Expr
+from ..ir.ops import COMPARES, SORTS, Expr, window_tiles
 from ..options import CompileOptions
 from ..passes.fuse_loops import fuse_function, is_element_op, is_fused, nest_shape
 from .cnames import c_comment, c_function, c_names, kernel_symbol, user_names, user_text
@@ -1147,16 +1147,21 @@ class CStyleRenderer:
 
     def layout_checks(self, fn: Function, s: Instr) -> list[str]:
         """The C statements that fail the task before layout op ``s`` would read outside its
-        source (TEXTRACT offsets held in scalars; literal offsets the verifier checked)."""
-        if s.opdef.layout != "window":
+        source or write outside its destination (TEXTRACT and TINSERT offsets held in
+        scalars; literal offsets the verifier checked)."""
+        if s.opdef.layout == "scatter":
+            return [self.scatter_check(fn, s)]
+        if s.opdef.layout not in ("window", "insert"):
             return []
         ops = s.named_operands()
-        td, ta = fn.type_of(ops["dst"]), fn.type_of(ops["a"])
+        small, large = window_tiles(s.opdef)
+        td, ta = fn.type_of(ops[small]), fn.type_of(ops[large])
+        what = "destination" if large == "dst" else "source"
         out = []
         for v, room in ((ops["row"], ta.rows - td.rows), (ops["col"], ta.cols - td.cols)):
             if isinstance(v, str):
-                err = self.scalar_error(fn, s, "the window leaves its source", self.WINDOW_STATUS,
-                                        v)
+                err = self.scalar_error(fn, s, f"the window leaves its {what}",
+                                        self.WINDOW_STATUS, v)
                 out.append(f"if ((int64_t)({v}) < 0 || (int64_t)({v}) > {room}) {err}")
         return out
 
@@ -1182,6 +1187,12 @@ class CStyleRenderer:
         if lay == "pad":
             return (f"({r} < {ta.rows} && {c} < {ta.cols} ? {a}[{r}][{c}] : "
                     f"{self.pad_value(ta.dtype, s.attr('pad'))})")
+        if lay == "scatter":       # zeros; the writes follow (layout_writes)
+            return self.from_compute(td.dtype, self._cast(td.dtype, "0"))
+        if lay == "insert":        # dst keeps its value outside a's window
+            i, j = f"({r} - ({self.index(ops['row'])}))", f"({c} - ({self.index(ops['col'])}))"
+            return (f"({i} >= 0 && {i} < {ta.rows} && {j} >= 0 && {j} < {ta.cols} ? "
+                    f"{a}[{i}][{j}] : {ops['dst']}[{r}][{c}])")
         raise PTOBackendError(f"no C template for the {lay} layout", function=fn.name,
                               instruction=str(s))
 
@@ -1242,9 +1253,38 @@ class CStyleRenderer:
                     f"_pto_p = _pto_q;")
             out(f"memcpy(&{dst}[0][2 * _pto_o], &{a}[0][2 * _pto_h[_pto_p]], 8);")
             out("_pto_h[_pto_p]++;")
+    def scatter_check(self, fn: Function, s: Instr) -> str:
+        """The C loop that fails the task before TSCATTER ``s`` would write outside dst: every
+        index is read (:meth:`index_element`) and compared with dst's element count."""
+        ops = s.named_operands()
+        td, ti = fn.type_of(ops["dst"]), fn.type_of(ops["idx"])
+        x = self.index_element(fn, ops["idx"], "_pto_k")
+        err = self.scalar_error(fn, s, "a scatter index leaves its destination",
+                                self.WINDOW_STATUS, x)
+        return (f"for (int _pto_k = 0; _pto_k < {ti.rows * ti.cols}; _pto_k++) "
+                f"if ((int64_t)({x}) < 0 || (int64_t)({x}) >= {td.rows * td.cols}) {err}")
+
+    def index_element(self, fn: Function, tile: str, k: str) -> str:
+        """*template* The C expression of element ``k`` (row-major) of index tile ``tile``."""
+        t = fn.type_of(tile)
+        return f"{tile}[({k}) / {t.cols}][({k}) % {t.cols}]"
+
+    def layout_writes(self, fn: Function, s: Instr) -> list[str]:
+        """The C statements run once, in order, after the element copy of layout op ``s``:
+        TSCATTER's writes (the last write of a position wins), which the checks of
+        :meth:`layout_checks` keep inside dst."""
+        if s.opdef.layout != "scatter":
+            return []
+        ops = s.named_operands()
+        a, td, ta = ops["a"], fn.type_of(ops["dst"]), fn.type_of(ops["a"])
+        x = f"(int64_t){ops['idx']}[_pto_r][_pto_c]"
+        return [f"for (int _pto_r = 0; _pto_r < {ta.rows}; _pto_r++) "
+                f"for (int _pto_c = 0; _pto_c < {ta.cols}; _pto_c++) "
+                f"{ops['dst']}[({x}) / {td.cols}][({x}) % {td.cols}] = {a}[_pto_r][_pto_c];"]
 
     def render_layout(self, out: _Out, fn: Function, s: Instr) -> None:
-        """A layout op: one copy per element of dst, from the element its map names."""
+        """A layout op: one copy per element of dst, from the element its map names (then
+        the op's ordered writes, :meth:`layout_writes`)."""
         td = fn.type_of(s.operands[0])
         if s.opdef.layout in SORTS:
             out.comment(str(s))
@@ -1258,6 +1298,8 @@ class CStyleRenderer:
             with out.block(f"for (int _pto_c = 0; _pto_c < {td.cols}; _pto_c++)"):
                 out(f"{s.operands[0]}[_pto_r][_pto_c] = "
                     f"{self.layout_source(fn, s, '_pto_r', '_pto_c')};")
+        for line in self.layout_writes(fn, s):
+            out(line)
 
 
 def count_loop_nests(source: str) -> int:

@@ -574,6 +574,17 @@ _def("TMRGSORT", "mrgsort", Category.LAYOUT, "dst:tile_out a:tile block:index", 
      layout="merge4", doc="the single-list form: a's row is groups of 4 sorted blocks of "
      "``block`` f32 slots (block/2 pairs; a literal multiple of 64), each group merged into "
      "dst; {SORT_ORDER}, equal values in block order")
+# partial writes (docs/isa/TINSERT.md): a read-write dst of which only a window is written
+_def("TINSERT", "insert", Category.LAYOUT, "dst:tile_inout a:tile row:index col:index",
+     isa=True, layout="insert",
+     doc="dst[row + i, col + j] = a[i, j]; the rest of dst keeps its value; a must lie inside "
+     "dst at (row, col) (offsets count elements)")
+# (docs/isa/TSCATTER.md, the index form): the inverse of TGATHER; dst is zeroed first
+_def("TSCATTER", "scatter", Category.LAYOUT, "dst:tile_out a:tile idx:tile", isa=True,
+     layout="scatter",
+     doc="dst = 0, then dst.flat[idx[i, j]] = a[i, j] in row-major order of (i, j) (the last "
+     "write of a position wins); idx is i32 for 4- and 8-byte elements, i16 for 1- and 2-byte "
+     "ones; an index outside dst is an error of the task, checked before anything is written")
 
 # scalar
 _def("SADD", "scalar_add", Category.SCALAR, "dst:scalar_out a:scalar b:scalar", expr=A + B)
@@ -725,6 +736,9 @@ LAYOUTS: dict[str, str] = {
     "sort32": "pair k of block b of row i is (a[i, 32b + p], idx[i, 32b + p]), p the element "
               "of rank k in the block's sort order",
     "merge4": "pair k of group g is the k-th pair a 4-way merge of the group's blocks takes",
+    "insert": "a[i - row, j - col] where (i, j) lies in a's window at (row, col), else dst[i, j]",
+    "scatter": "a[k, l] for the last (k, l) in row-major order with idx[k, l] = i * dst's "
+               "columns + j; 0 where there is none",
 }
 
 #: the layouts whose dst holds sorted (value, index) pairs of f32 (two slots a pair)
@@ -779,6 +793,18 @@ def _check_layout(op: OpDef, d: TileType, a: TileType, tiles: dict[str, TileType
         if d.shape != want:
             raise RuleError(f"shape mismatch: {op.name} of {a.rows}x{a.cols} writes "
                             f"{want[0]}x{want[1]}, dst is {d.rows}x{d.cols}")
+    elif op.layout == "insert":
+        if a.rows > d.rows or a.cols > d.cols:
+            raise RuleError(f"shape mismatch: a {a.rows}x{a.cols} does not fit in dst "
+                            f"{d.rows}x{d.cols}")
+    elif op.layout == "scatter":
+        idx, want = tiles["idx"], scatter_index_type(a.dtype)
+        if idx.dtype is not want:
+            raise RuleError(f"the indices of {op.name} into {a.dtype.value} are {want.value}, "
+                            f"idx is {idx.dtype.value}")
+        if idx.shape != a.shape:
+            raise RuleError(f"shape mismatch: a and idx ({a.rows}x{a.cols} vs "
+                            f"{idx.rows}x{idx.cols})")
     elif op.layout == "gather":
         idx = tiles["idx"]
         if idx.dtype is not ElementType.I32:
@@ -798,12 +824,26 @@ def check_merge_block(a: TileType, block: object) -> None:
                         f"{a.cols} columns into groups of 4 blocks, got {block}")
 
 
-def check_window(dst: TileType, a: TileType, row: object, col: object) -> None:
-    """TEXTRACT's literal offsets: the window ``row..row+dst.rows`` x ``col..col+dst.cols``
-    lies inside ``a`` (offsets held in scalars are checked when the kernel runs)."""
+def scatter_index_type(dtype: ElementType) -> ElementType:
+    """The element type of TSCATTER's indices into ``dtype`` tiles: as wide as the elements,
+    but 2 bytes for 1-byte ones (docs/isa/TSCATTER.md, "Implementation checks")."""
+    return ElementType.I32 if dtype.itemsize >= 4 else ElementType.I16
+
+
+def window_tiles(op: OpDef) -> tuple[str, str]:
+    """The operand names of a windowed layout op's (small window, large tile): TEXTRACT
+    reads a window of ``a`` into ``dst``, TINSERT writes ``a`` into a window of ``dst``."""
+    return ("a", "dst") if op.layout == "insert" else ("dst", "a")
+
+
+def check_window(dst: TileType, a: TileType, row: object, col: object,
+                 within: str = "a") -> None:
+    """Literal window offsets (TEXTRACT, TINSERT): the window ``row..row+dst.rows`` x
+    ``col..col+dst.cols`` lies inside ``a`` (offsets held in scalars are checked when the
+    kernel runs); ``within`` names the large tile in the message."""
     for v, n, size, what in ((row, dst.rows, a.rows, "row"), (col, dst.cols, a.cols, "col")):
         if isinstance(v, int) and v + n > size:
-            raise RuleError(f"the window leaves a: {what} offset {v} + {n} exceeds {size}")
+            raise RuleError(f"the window leaves {within}: {what} offset {v} + {n} exceeds {size}")
 
 
 #: matmul input type -> allowed accumulator/destination types

@@ -37,7 +37,8 @@ class AscendArch:
 
     ``isa_types``: library instruction -> the element types this generation's implementation
     accepts, for instructions that do not take every vector type (the "Implementation checks"
-    of docs/isa/<OP>.md); the emitter refuses the others, naming the op and the target.
+    of docs/isa/<OP>.md); the emitter refuses the others, naming the op and the target. An
+    empty tuple: the generation has no vector-tile form of the instruction (TINSERT on A2/A3).
     """
 
     name: str
@@ -94,7 +95,9 @@ A2A3 = AscendArch(
                "TCOLARGMAX": (E.F32, E.F16), "TCOLARGMIN": (E.F32, E.F16),
                # docs/isa/TGATHER.md, "Index-based gather: implementation checks (A2A3)":
                # 2- or 4-byte elements
-               "TGATHER": (E.F32, E.F16, E.BF16, E.I32, E.I16)})
+               "TGATHER": (E.F32, E.F16, E.BF16, E.I32, E.I16),
+               # docs/isa/TINSERT.md, "A2A3 implementation checks": "Acc → Mat only"
+               "TINSERT": ()})
 
 A5 = AscendArch(
     name="ascend_a5", macro="PTO_NPU_ARCH_A5", cce_arch="dav-c310",
@@ -113,4 +116,7 @@ A5 = AscendArch(
                **{op: (E.F32, E.F16, E.I32, E.I16, E.I8, E.U8)
                   for op in ("TCOLARGMAX", "TCOLARGMIN")},
                **{op: (E.F32, E.F16, E.BF16, E.I32, E.I16)
-                  for op in ("TROWARGMAX", "TROWARGMIN")}})
+                  for op in ("TROWARGMAX", "TROWARGMIN")},
+               # docs/isa/TINSERT.md, "A5 implementation checks", Vec → Vec: half, bfloat16,
+               # float, int32, int8 (and the 8-bit floats)
+               "TINSERT": (E.F32, E.F16, E.BF16, E.I32, E.I8)})

@@ -638,6 +638,8 @@ class _KernelRenderer(CStyleRenderer):
                                         f"{', '.join(t.value for t in types)})")
         allowed = self.arch.isa_types.get(s.opdef.isa or "")
         reduces = cat in (Category.ROW_REDUCE, Category.COL_REDUCE)   # (source types: below)
+        if allowed == ():
+            raise self._err(fn, s, f"{s.op} has no vector-tile form")
         if allowed is not None and not reduces and tt.dtype not in allowed:
             raise self._err(fn, s, f"{s.op} takes {', '.join(t.value for t in allowed)} tiles, "
                                    f"not {tt.dtype.value},")
@@ -679,6 +681,8 @@ class _KernelRenderer(CStyleRenderer):
             return self._lower_pad(s, ops, d, vec)
         if s.opdef.layout == "sort32":
             return self._lower_sort32(fn, s, ops, d, vec)
+        if s.opdef.layout == "scatter":
+            return self._lower_scatter(fn, s, ops, d, vec)
         if s.opdef.layout == "gather":    # docs/isa/TGATHER.md: "continuous dst storage"
             self._need_unpadded(fn, s, (ops["dst"], ops["a"], ops["idx"]), vec,
                                 "indexes the tile's storage")
@@ -734,6 +738,24 @@ class _KernelRenderer(CStyleRenderer):
                 raise self._err(fn, s, f"{s.op} {why}: tile '{v}' ({t.valid_rows}x"
                                        f"{t.valid_cols} {t.dtype.value}) has padded rows on "
                                        f"{self.arch.name}")
+
+    def _lower_scatter(self, fn: Function, s: Instr, ops: dict, d: str, vec) -> list[_Step]:
+        """TSCATTER writes dst's storage at each index with no bounds check (docs/isa/
+        TSCATTER.md: "No bounds checks are enforced on `indexes` values"), and the device
+        zeroes dst first where the official CPU simulator does not: the scalar unit checks
+        every index (the kernel stops before any write, ``scatter_check``), TEXPANDS zeroes
+        dst, then the library scatters. dst must be unpadded: indices count its storage."""
+        self._need_unpadded(fn, s, (ops["dst"],), vec, "indexes the tile's storage")
+        a, ix = vec(ops["a"]), vec(ops["idx"])
+        ct = self.ctype(fn.type_of(ops["dst"]).dtype)
+        return [_Step(self.scatter_check(fn, s), "S", (ix,), ()),
+                _Step(f"TEXPANDS({d}, static_cast<{ct}>(0));", "V", (), (d,)),
+                _Step(f"TSCATTER({d}, {a}, {ix});", "V", (a, ix), (d,))]
+
+    def index_element(self, fn: Function, tile: str, k: str) -> str:
+        """Element ``k`` of an index tile, read by the scalar unit from its storage."""
+        t = self._phys(tile, "Vec", fn.type_of(tile))
+        return f"{t.name}.GetValue(({k}) / {t.valid_cols} * {t.cols} + ({k}) % {t.valid_cols})"
 
     def _lower_pad(self, s: Instr, ops: dict, d: str, vec) -> list[_Step]:
         """TFILLPAD*: the library takes the pad value from dst's tile type (its PadVal), so

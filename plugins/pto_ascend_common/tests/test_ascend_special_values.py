@@ -33,7 +33,8 @@ def expected_refusals(arch, dt) -> dict[str, str]:
             out[k.name] = f"TMATMUL of {dt.value} into {k.out_dtype.value} is not available"
         elif dt not in arch.isa_types.get(k.op.isa or "", (dt,)):
             takes = ", ".join(t.value for t in arch.isa_types[k.op.isa])
-            out[k.name] = f"{k.op.isa} takes {takes} tiles, not {dt.value}"
+            out[k.name] = (f"{k.op.isa} takes {takes} tiles, not {dt.value}" if takes else
+                           f"{k.op.isa} has no vector-tile form")
     return out
 
 

@@ -682,7 +682,9 @@ class CudaRenderer(CStyleRenderer):
 
     def render_layout(self, out: _Out, fn: Function, s: Instr) -> None:
         """The threads of the block stride over dst's elements, each copying the element the
-        row's map names (the core's ``layout_source``); a barrier publishes dst."""
+        row's map names (the core's ``layout_source``); a barrier publishes dst. Ordered
+        writes (``layout_writes``: TSCATTER's, where the last write of a position wins) run
+        on one thread after it."""
         dst = s.operands[0]
         td = fn.type_of(dst)
         if self._dirty:
@@ -701,6 +703,12 @@ class CudaRenderer(CStyleRenderer):
             out(f"const int _pto_r = _pto_e / {td.cols}, _pto_c = _pto_e % {td.cols};")
             out(f"{dst}[_pto_r][_pto_c] = {self.layout_source(fn, s, '_pto_r', '_pto_c')};")
         self._barrier(out)
+        writes = self.layout_writes(fn, s)      # in order, so one thread (TSCATTER's)
+        if writes:
+            with out.block("if (threadIdx.x == 0)"):
+                for line in writes:
+                    out(line)
+            self._barrier(out)
 
     def render_convert(self, out: _Out, fn: Function, s: Instr) -> None:
         """Element by element in the row layout, like any element-wise op."""

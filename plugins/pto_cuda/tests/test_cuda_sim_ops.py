@@ -12,7 +12,7 @@ import pytest
 from pto_core import ElementType, PTOModule
 from pto_core import driver
 from pto_core.checking import default_tolerance
-from pto_core.opcheck import build_op_module, op_kernels
+from pto_core.opcheck import build_op_module, op_kernels, scatter_indices
 from pto_core.reference import numpy_dtype, run_module
 from pto_core.shapes import derive_shapes
 
@@ -39,6 +39,9 @@ def _inputs(module: PTOModule, seed: int = 0) -> dict[str, np.ndarray]:
         dt = numpy_dtype(t.dtype)
         if name.endswith("_o") and name != "matmul_acc_o":   # (matmul_acc loads its acc there)
             out[name] = np.zeros(shapes[name], dt)
+            continue
+        if name == "scatter_idx":       # positions inside dst (one outside is an error)
+            out[name] = scatter_indices(*shapes[name], int(np.prod(shapes["scatter_o"])), t.dtype)
             continue
         x = rng.uniform(0.25, 2.0, shapes[name]) if name.split("_")[0] in POSITIVE \
             else rng.standard_normal(shapes[name])

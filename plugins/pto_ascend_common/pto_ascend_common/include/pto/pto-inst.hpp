@@ -385,6 +385,8 @@ struct Tile {
         }
     }
     DType& at(int64_t r, int64_t c) { return data_[offset(r, c)]; }
+    // the scalar unit's access to element ``i`` of the storage (Vec tiles)
+    DType GetValue(uint32_t i) { return data_[i]; }
     DType* data() { return data_; }
     bool assigned() const { return data_ != nullptr; }
     std::size_t addr() const { return addr_; }
@@ -1120,6 +1122,52 @@ inline RecordEvent TGATHER(D& dst, S0& src0, S1& idx, Tmp& tmp, WaitEvents&...) 
                                : pto_sim::calc_t<typename S0::DType>(0);
     }, dst, src0, idx);
     detail::wr(tmp, PIPE_V, "TGATHER");
+    return {};
+}
+
+// TSCATTER (index form): dst's storage element idx[i, j] becomes src[i, j], in row-major order
+// of (i, j), so the last write of a position wins. dst is not cleared first (the official CPU
+// simulator's behaviour; the device clears it, and PTO's emitter zeroes dst before). An index
+// outside dst is an error and nothing is written.
+template <typename D, typename S, typename I, typename... WaitEvents, std::enable_if_t<is_tile<I>::value, int> = 0>
+inline RecordEvent TSCATTER(D& dst, S& src, I& idx, WaitEvents&...) {
+    using T = typename D::DType;
+    using X = typename I::DType;
+    static_assert(std::is_same_v<T, typename S::DType>, "TSCATTER: dst and src element types differ");
+    static_assert(std::is_integral_v<X> && (sizeof(X) == sizeof(T) || (sizeof(T) == 1 && sizeof(X) == 2)),
+                  "TSCATTER: indices as wide as the elements (2 bytes for 1-byte elements)");
+    detail::need_vec<D>("TSCATTER"); detail::need_vec<S>("TSCATTER"); detail::need_vec<I>("TSCATTER");
+    if (!(detail::ready(dst, "TSCATTER") && detail::ready(src, "TSCATTER") && detail::ready(idx, "TSCATTER")))
+        return {};
+    detail::rd(src, PIPE_V, "TSCATTER");
+    detail::rd(idx, PIPE_V, "TSCATTER");
+    const unsigned R = idx.GetValidRow(), C = idx.GetValidCol();
+    for (unsigned r = 0; r < R; ++r)
+        for (unsigned c = 0; c < C; ++c)
+            if (int64_t(idx.at(r, c)) < 0 || int64_t(idx.at(r, c)) >= int64_t(D::Numel)) {
+                pto_sim::fail("TSCATTER: an index lies outside dst");
+                return {};
+            }
+    for (unsigned r = 0; r < R; ++r)
+        for (unsigned c = 0; c < C; ++c) dst.data()[int64_t(idx.at(r, c))] = src.at(r, c);
+    detail::wr(dst, PIPE_V, "TSCATTER");
+    return {};
+}
+
+// TINSERT, the Vec -> Vec path (A5): the window of dst at (indexRow, indexCol) becomes src; the
+// rest of dst keeps its value.
+template <typename D, typename S, typename... WaitEvents, std::enable_if_t<is_tile<S>::value, int> = 0>
+inline RecordEvent TINSERT(D& dst, S& src, uint16_t indexRow = 0, uint16_t indexCol = 0, WaitEvents&...) {
+    static_assert(std::is_same_v<typename D::DType, typename S::DType>, "TINSERT: dst and src element types differ");
+    const unsigned h = src.GetValidRow(), w = src.GetValidCol();
+    if (h + indexRow > dst.GetValidRow() || w + indexCol > dst.GetValidCol()) {
+        pto_sim::fail("TINSERT: the window leaves dst");
+        return {};
+    }
+    detail::map("TINSERT", [&](unsigned r, unsigned c, D& d, S& s) {
+        return r >= indexRow && r - indexRow < h && c >= indexCol && c - indexCol < w
+                   ? detail::val(s, r - indexRow, c - indexCol) : detail::val(d, r, c);
+    }, dst, dst, src);
     return {};
 }
 
