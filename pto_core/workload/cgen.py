@@ -56,17 +56,26 @@ _PRELUDE = r"""
 #include <string.h>
 #include "pto_runtime.h"
 
-typedef struct { int32_t* v; int64_t n, cap; } Set;
+/* A set keeps its first SET_INLINE members in itself: a node's sinks are usually one or two
+ * tasks, so most sets never reach malloc. A set is not moved once it holds members inline. */
+#define SET_INLINE 6
+typedef struct { int32_t* v; int64_t n, cap; int32_t inl[SET_INLINE]; } Set;
 static int set_push(Set* s, int32_t x) {
     if (s->n == s->cap) {
-        int64_t c = s->cap ? 2 * s->cap : 8;
-        int32_t* v = realloc(s->v, (size_t)c * sizeof *v);
-        if (!v) return PTO_ENOMEM;
-        s->v = v; s->cap = c;
+        if (s->cap == 0) {
+            s->v = s->inl; s->cap = SET_INLINE;
+        } else {
+            const int64_t c = 2 * s->cap;
+            int32_t* v = s->v == s->inl ? malloc((size_t)c * sizeof *v) : realloc(s->v, (size_t)c * sizeof *v);
+            if (!v) return PTO_ENOMEM;
+            if (s->v == s->inl) memcpy(v, s->inl, sizeof s->inl);
+            s->v = v; s->cap = c;
+        }
     }
     s->v[s->n++] = x;
     return PTO_OK;
 }
+static void set_free(Set* s) { if (s->v != s->inl) free(s->v); }
 static int set_copy(Set* d, const Set* s) {
     d->n = 0;
     for (int64_t i = 0; i < s->n; i++) if (set_push(d, s->v[i]) < 0) return PTO_ENOMEM;
@@ -137,7 +146,7 @@ static int64_t emit_task(Ctx* c, int32_t name, int32_t kernel, int32_t worker, i
         }
     }
     int64_t id = rc == PTO_OK ? emit_one(c, name, kernel, worker, bytes, a, n, &preds) : rc;
-    free(preds.v);
+    set_free(&preds);
     /* as the tensor map does: a write hides the earlier accesses it covers (later tasks
      * follow it, which followed them) */
     for (int32_t i = 0; i < n && id >= 0; i++) {
@@ -286,7 +295,7 @@ class _Gen:
             out += [f"{loop} {{", *("    " + x for x in calls), "    if (rc < 0) break;", "}"]
         else:
             out += calls
-        out += ["free(cur.v); free(s.v);", "return rc;"]
+        out += ["set_free(&cur); set_free(&s);", "return rc;"]
         return out
 
     def task(self, t: Task) -> list[str]:
@@ -337,7 +346,7 @@ static int run_share(Share* h) {
     if (rc == PTO_OK) rc = h->c.err;
     if (rc == PTO_OK) rc = pto_submitter_flush(h->c.sub);
     if (rc < 0 && h->stop) atomic_store(h->stop, 1);
-    free(none.v); free(s.v); free(h->c.acc); free(h->c.preds.v);
+    set_free(&none); set_free(&s); free(h->c.acc); set_free(&h->c.preds);
     return rc;
 }
 static void* share_main(void* p) { Share* h = p; h->rc = run_share(h); return NULL; }
@@ -365,7 +374,7 @@ int pto_workload_enumerate(PTORuntime* rt, const PTOTensor* tensors, const int64
         int rc = ROOT(c, &none, &s);
         if (rc == PTO_OK) rc = c->err;
         int rc2 = pto_submitter_close(c->sub);  /* the rest enters; its error has the message */
-        free(none.v); free(s.v); free(c->preds.v);
+        set_free(&none); set_free(&s); set_free(&c->preds);
         return rc < 0 && rc2 == PTO_OK ? rc : rc2;
     }
     /* the outermost parallel_for in `threads` contiguous shares: this thread takes the first,
