@@ -11,7 +11,10 @@ trace.
 test_three_tier.c: the three-tier mode (schedulers, cores, handshakes): random graphs against a serial
 run, core types, a failing kernel, a core that stops answering, a shutdown mid-run.
 test_heap.c: runtime-owned intermediates - values, renaming, packed blocks, scopes, the memory
-bound under a small window, misuse."""
+bound under a small window, misuse.
+test_hardening.c: misuse and races an adversarial review found (a shutdown racing a destroy, a
+full staging area, capacity overflows, waits that could never end, stealing across worker types),
+each under a watchdog where the defect was a hang."""
 from __future__ import annotations
 
 import os
@@ -28,7 +31,7 @@ LIB_SOURCES = sorted(str(p) for p in (RT / "src").glob("*.c"))
 
 #: program: the fewest checks it must report (a program that stops early reports fewer)
 PROGRAMS = {"test_runtime": 400, "test_deadline": 100, "test_successor": 20, "test_schedule": 100,
-            "test_three_tier": 400, "test_heap": 60}
+            "test_three_tier": 400, "test_heap": 60, "test_hardening": 50}
 
 VARIANTS = {
     # name: (extra flags, scale argument, env)
