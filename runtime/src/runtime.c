@@ -560,13 +560,12 @@ static inline __attribute__((always_inline)) int stage_access(PTORuntime* rt, co
     /* One test for the whole validation: every value that must not be negative ORed together
      * (rows - 1 and cols - 1 wrap to a set sign bit at 0), then the two extents in unsigned
      * arithmetic (no overflow: both terms are below 2^63 once the signs are clear; rows = 2^63
-     * fails the extent test). tensor_arg_error sorts a failure into EINVAL / EBOUNDS. */
+     * fails the extent test), and the tensor's size in bytes (tensor_too_large). tensor_arg_error
+     * sorts a failure into EINVAL / EBOUNDS. */
     const uint64_t signs = (uint64_t)r0 | (uint64_t)c0 | (uint64_t)xr | (uint64_t)xc |
                            ((uint64_t)rows - 1) | ((uint64_t)cols - 1) | (uint64_t)(es - 1);
-    int64_t bytes;     /* xr x ld x es must fit: region offsets and the tensor map's grid stay exact */
     if (__builtin_expect((data == NULL) | (signs >> 63) | (ld < xc) | ((uint64_t)r0 + (uint64_t)rows > (uint64_t)xr) |
-                         ((uint64_t)c0 + (uint64_t)cols > (uint64_t)xc) |
-                         __builtin_mul_overflow(xr, ld, &bytes) | __builtin_mul_overflow(bytes, es, &bytes), 0))
+                         ((uint64_t)c0 + (uint64_t)cols > (uint64_t)xc) | tensor_too_large(x), 0))
         return tensor_arg_error(x, rows, cols);
     const int32_t k = tm_tensor(&rt->tm, data, rows, cols, xr, xc);
     if (__builtin_expect(k < 0, 0)) return k;
