@@ -190,12 +190,17 @@ static void test_tensor_whose_size_overflows_is_refused(void) {
 
 /* ---------------------------------------------------------------- waits for heap room */
 
+/* A runtime whose heap holds one 64-byte intermediate (16 floats). */
+static PTORuntime* small_heap(int workers) {
+    PTORuntimeConfig c = config(workers);
+    c.heap_bytes = 64;
+    return pto_runtime_create(&c);
+}
+
 /* heap_bytes with the calling thread as a worker: the task holding the heap is pinned to the
  * caller, so the caller must run it while it waits for room. */
 static void heap_wait_runs_the_callers_tasks(void) {
-    PTORuntimeConfig c = config(2);
-    c.heap_bytes = 64;
-    PTORuntime* rt = pto_runtime_create(&c);
+    PTORuntime* rt = small_heap(2);
     pto_runtime_set_caller_runs(rt, 1);            /* worker 1 is the calling thread */
     pto_scope_begin(rt);
     const PTOTensor* T = pto_temp_tensor(rt, "t", 4);
@@ -216,9 +221,7 @@ static void heap_wait_runs_the_callers_tasks(void) {
 /* Waiting for heap room on behalf of task A, while the task in flight waits for A itself (an
  * explicit edge): nothing can free room, so the temp is PTO_ENOMEM, not a wait without end. */
 static void heap_wait_for_a_successor_of_the_building_task(void) {
-    PTORuntimeConfig c = config(1);
-    c.heap_bytes = 64;
-    PTORuntime* rt = pto_runtime_create(&c);
+    PTORuntime* rt = small_heap(1);
     pto_scope_begin(rt);
     const PTOTensor* T = pto_temp_tensor(rt, "t", 4);
     PTOTaskArg o = { PTO_ARG_TEMP_OUTPUT, T, 0, 0, 16, 1, 0 };   /* the whole heap, the scope holds it */
