@@ -156,7 +156,8 @@ typedef struct PTORuntimeConfig {
      * taken back from a kernel that never returns. */
     int32_t timeout_ms;
     /* At most this many kernels run at once, whatever the worker count (0: no limit). A worker
-     * holding a ready task waits for a running one to finish. */
+     * holding a ready task waits for a running one to finish; in the three-tier mode a
+     * scheduler dispatches to an idle core only while fewer than this many tasks are out. */
     int32_t max_running;
     /* 1: pto_task_alloc on a full window returns PTO_EWINDOWFULL at once instead of waiting
      * for a slot (and, in safe mode, instead of starting the workers early). */

@@ -132,7 +132,7 @@ typedef struct PTOWorker {
     int32_t   buf[PTO_BATCH];
     int32_t   nbuf, pos;
     int32_t   next_local;          /* a task this worker made ready and will run next */
-    int64_t   executed;
+    int64_t   executed;            /* rt_count */
     int64_t   retired_local;       /* retirements not yet added to rt->retired */
     /* The task whose kernel this worker is in (>= 0), or W_IDLE / W_ABANDONED / W_EXITED. The
      * run gives up on a kernel by swapping its id for W_ABANDONED; the worker swaps it for
@@ -256,6 +256,9 @@ struct PTORuntime {
 };
 
 static inline PTOTask* rt_task(PTORuntime* rt, int32_t id) { return &rt->tasks[id & rt->mask]; }
+/* A counter one thread bumps and pto_runtime_get_stats may read meanwhile (rt_count_read). */
+static inline void rt_count(int64_t* c) { __atomic_store_n(c, *c + 1, __ATOMIC_RELAXED); }
+static inline int64_t rt_count_read(const int64_t* c) { return __atomic_load_n(c, __ATOMIC_RELAXED); }
 static inline PTODep* rt_dep(PTORuntime* rt, int32_t i) {
     return &rt->dep_chunks[i >> DEP_CHUNK_SHIFT][i & (DEP_CHUNK - 1)];
 }
@@ -329,6 +332,7 @@ void sched_caller_idle(PTORuntime* rt);     /* ... has none: publish what it ret
 /* sched.c: the pieces three_tier.c shares */
 int32_t sched_execute(PTORuntime* rt, PTOTask* t, int32_t worker_index);   /* call the kernel */
 int32_t sched_pop_core(PTORuntime* rt, PTOWorker* w);      /* one ready task core w may run, or -1 */
+bool sched_try_run_slot(PTORuntime* rt);     /* cfg.max_running > 0: take a free running slot */
 
 /* three_tier.c (all no-ops / false in the worker mode) */
 int  t3_resolve_config(PTORuntimeConfig* c); /* mode, schedulers, cores from cfg and environment */

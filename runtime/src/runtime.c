@@ -35,12 +35,12 @@ int pto_runtime_init(PTORuntime** out, const PTORuntimeConfig* cfg) {
         return rt_fail(PTO_EINVAL, "window_abort = %d: must be 0 or 1", c.window_abort);
     if (c.task_window < 2 || (c.task_window & (c.task_window - 1)) || c.task_window > (1 << 26))
         return rt_fail(PTO_EINVAL, "task_window = %d: must be a power of two in [2, 2^26]", c.task_window);
+    int mrc = t3_resolve_config(&c);          /* first: PTO_CORES may raise num_workers */
+    if (mrc < 0) return mrc;
     if (c.bind_worker_types)
         for (int i = 0; i < c.num_workers; i++)
             if (c.worker_types[i] < PTO_WORKER_ANY || c.worker_types[i] > PTO_WORKER_ACCELERATOR)
                 return rt_fail(PTO_EWORKERTYPE, "worker_types[%d] = %d: not a worker type", i, c.worker_types[i]);
-    int mrc = t3_resolve_config(&c);
-    if (mrc < 0) return mrc;
     int64_t timeout_ns;
     int trc = rt_resolve_timeout(&c, &timeout_ns);
     if (trc < 0) return trc;
@@ -184,7 +184,11 @@ static void wait_async(PTORuntime* rt) {
 int pto_runtime_shutdown(PTORuntime* rt) {
     if (!rt) return PTO_EINVAL;
     pthread_mutex_lock(&rt->ctl_mu);
-    if (rt->shut || rt->shutting) { pthread_mutex_unlock(&rt->ctl_mu); return PTO_OK; }
+    if (rt->shut || rt->shutting) {          /* another thread's shutdown: wait for its end */
+        while (!rt->shut) pthread_cond_wait(&rt->ctl_cv, &rt->ctl_mu);
+        pthread_mutex_unlock(&rt->ctl_mu);
+        return PTO_OK;
+    }
     rt->shutting = true;
     if (rt->run_active) {                   /* another thread is in pto_runtime_run */
         pto_runtime_cancel(rt);
@@ -194,7 +198,10 @@ int pto_runtime_shutdown(PTORuntime* rt) {
     atomic_store(&rt->halt, 1);
     sched_stop(rt);
     wait_async(rt);
+    pthread_mutex_lock(&rt->ctl_mu);
     rt->shut = true;
+    pthread_cond_broadcast(&rt->ctl_cv);
+    pthread_mutex_unlock(&rt->ctl_mu);
     return PTO_OK;
 }
 
@@ -359,6 +366,9 @@ int rt_wait_retire(PTORuntime* rt) {
     int32_t id = rt->last_alive;
     for (; id < rt->next_id; id++) {
         const int32_t st = atomic_load_explicit(&rt_task(rt, id)->state, memory_order_acquire);
+        /* a task still being built, older than every task in flight: any of them may wait for
+         * it (pto_task_add_successor), so waiting could never end */
+        if (st == PTO_TASK_BUILDING && id != rt->next_id - 1) return 0;
         if (st != PTO_TASK_BUILDING && st != PTO_TASK_CONSUMED) break;
     }
     if (id == rt->next_id) return 0;
@@ -380,10 +390,13 @@ int rt_wait_retire(PTORuntime* rt) {
     tell_waiting(rt, 1);
     for (int spin = 0; atomic_load_explicit(&rt_task(rt, id)->state, memory_order_acquire) != PTO_TASK_CONSUMED; spin++) {
         if (atomic_load(&rt->halt)) break;
+        if (sched_caller_step(rt)) { spin = 0; continue; }   /* it may be the caller's to run */
+        sched_caller_idle(rt);
         if (spin < 200) { rt_cpu_relax(); continue; }
         if (rt_giving_up(rt)) break;
         sleep_until_consumed(rt, id);
     }
+    sched_caller_idle(rt);
     tell_waiting(rt, 0);
     return atomic_load(&rt->halt) ? rt_halted_code(rt) : 1;
 }
@@ -428,9 +441,11 @@ static inline __attribute__((always_inline)) int32_t alloc_task(PTORuntime* rt, 
     if (__builtin_expect(rt->next_id == INT32_MAX, 0)) return PTO_ENOMEM;
     if (rt->started) advance(rt);   /* without workers, only wait_for_slot and run retire tasks */
     if (rt->next_id - rt->last_alive >= rt->window) {
-        if (rt->cfg.window_abort)
+        if (rt->cfg.window_abort) {
+            release_held(rt);                 /* held tasks never retire: the window would stay full */
             return rt_fail(PTO_EWINDOWFULL, "task window of %d tasks full at task %d (window_abort)",
                            rt->window, rt->next_id);
+        }
         rc = wait_for_slot(rt);
         if (rc < 0) return rc;
     }
@@ -518,10 +533,23 @@ static int reserve_args_slow(PTORuntime* rt, PTOTask* t, int32_t k) {
     return PTO_OK;
 }
 
+/* Does tensor x span more than 2^63 bytes (rows x ld x elem_size)? Then region offsets and the
+ * tensor map's block grid (rows x cols) would wrap. x's shape is otherwise valid. */
+static inline bool tensor_too_large(const PTOTensor* x) {
+    int64_t bytes;
+    return __builtin_mul_overflow(x->rows, x->ld, &bytes) | __builtin_mul_overflow(bytes, (int64_t)x->elem_size, &bytes);
+}
+
+static __attribute__((noinline)) int tensor_size_error(const PTOTensor* x) {
+    return rt_fail(PTO_EINVAL, "tensor '%s': %lld rows x ld %lld x %d-byte elements overflows a 64-bit size",
+                   x->name ? x->name : "?", (long long)x->rows, (long long)x->ld, x->elem_size);
+}
+
 /* The precise error of an argument that failed put_tensor's combined check. */
 static __attribute__((noinline)) int tensor_arg_error(const PTOTensor* x, int64_t rows, int64_t cols) {
     if (!x->data || x->elem_size <= 0 || x->rows < 0 || x->cols < 0 || x->ld < x->cols || rows <= 0 || cols <= 0)
         return PTO_EINVAL;
+    if (tensor_too_large(x)) return tensor_size_error(x);
     return PTO_EBOUNDS;   /* r0 < 0, c0 < 0, r0 + rows > x->rows or c0 + cols > x->cols */
 }
 
@@ -535,11 +563,12 @@ static inline __attribute__((always_inline)) int stage_access(PTORuntime* rt, co
     /* One test for the whole validation: every value that must not be negative ORed together
      * (rows - 1 and cols - 1 wrap to a set sign bit at 0), then the two extents in unsigned
      * arithmetic (no overflow: both terms are below 2^63 once the signs are clear; rows = 2^63
-     * fails the extent test). tensor_arg_error sorts a failure into EINVAL / EBOUNDS. */
+     * fails the extent test), and the tensor's size in bytes (tensor_too_large). tensor_arg_error
+     * sorts a failure into EINVAL / EBOUNDS. */
     const uint64_t signs = (uint64_t)r0 | (uint64_t)c0 | (uint64_t)xr | (uint64_t)xc |
                            ((uint64_t)rows - 1) | ((uint64_t)cols - 1) | (uint64_t)(es - 1);
     if (__builtin_expect((data == NULL) | (signs >> 63) | (ld < xc) | ((uint64_t)r0 + (uint64_t)rows > (uint64_t)xr) |
-                         ((uint64_t)c0 + (uint64_t)cols > (uint64_t)xc), 0))
+                         ((uint64_t)c0 + (uint64_t)cols > (uint64_t)xc) | tensor_too_large(x), 0))
         return tensor_arg_error(x, rows, cols);
     const int32_t k = tm_tensor(&rt->tm, data, rows, cols, xr, xc);
     if (__builtin_expect(k < 0, 0)) return k;
@@ -567,6 +596,7 @@ static inline __attribute__((always_inline)) int put_tensor(PTORuntime* rt, PTOT
 /* An untracked tensor argument (two slots, no access). */
 static inline int put_arg(PTORuntime* rt, PTOTask* t, const PTOTensor* x, int64_t r0, int64_t c0) {
     if (!x || !x->data || x->elem_size <= 0 || x->rows < 0 || x->cols < 0 || x->ld < x->cols) return PTO_EINVAL;
+    if (tensor_too_large(x)) return tensor_size_error(x);
     if (r0 < 0 || c0 < 0 || r0 > x->rows || c0 > x->cols) return PTO_EBOUNDS;
     int rc = reserve_args(rt, t, 2);
     if (rc < 0) return rc;
@@ -589,6 +619,7 @@ static inline __attribute__((always_inline)) int add_tensor(PTORuntime* rt, int3
     PTOTask* t = building_task(rt, task, &err);
     if (!t) return err;
     PTOStage* st = &rt->stages[t->stage];
+    if (__builtin_expect(st->n >= PTO_MAX_TENSOR_ARGS, 0)) return PTO_ETOOMANYARGS;   /* add_access fills it too */
     int rc = put_tensor(rt, t, x, r0, c0, rows, cols, mode, &st->acc[st->n]);
     if (rc == PTO_OK) st->n++;
     return rc;
@@ -632,7 +663,7 @@ int pto_task_add_temp(PTORuntime* rt, int32_t task, const PTOTensor* temp, int64
     if (!t) return err;
     if (mode < PTO_ARG_TEMP_INPUT || mode > PTO_ARG_TEMP_INOUT) return PTO_EINVAL;
     PTOStage* st = &rt->stages[t->stage];
-    if (st->n >= PTO_MAX_TENSOR_ARGS) return PTO_ETOOMANYARGS;
+    if (st->n >= PTO_MAX_TENSOR_ARGS || t->num_args + 2 > PTO_MAX_ARGS) return PTO_ETOOMANYARGS;   /* before the temp gets a writer */
     const PTOTaskArg a = { mode, temp, r0, c0, rows, cols, 0 };
     PTOTensor view; int64_t vr, vc;
     int rc = heap_resolve(rt, task, t->name, &a, NULL, 0, &view, &vr, &vc);
@@ -1001,8 +1032,8 @@ int pto_runtime_get_stats(PTORuntime* rt, PTORuntimeStats* s) {
     heap_stats(rt, s);
     int64_t done = rt->inline_executed;
     for (int i = 0; i < rt->nworkers && i < PTO_MAX_WORKERS; i++) {
-        s->worker_tasks[i] = rt->workers[i].executed;
-        done += rt->workers[i].executed;
+        s->worker_tasks[i] = rt_count_read(&rt->workers[i].executed);
+        done += s->worker_tasks[i];
     }
     s->tasks_completed = done;
     t3_stats(rt, s);

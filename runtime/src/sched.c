@@ -280,6 +280,14 @@ int sched_run_inline(PTORuntime* rt, int32_t id) {
     return rc ? PTO_ETASKFAILED : PTO_OK;
 }
 
+/* May worker w steal from worker v's homed tasks? A bound worker only from workers bound to its
+ * own type (set_affinity homes a task only where its type is served), an unbound one from all. */
+static inline bool may_steal(const PTORuntime* rt, const PTOWorker* w, int v) {
+    if (!rt->cfg.bind_worker_types) return true;
+    const int32_t mine = rt->cfg.worker_types[w->index];
+    return mine == PTO_WORKER_ANY || rt->cfg.worker_types[v] == mine;
+}
+
 static int32_t pop(PTORuntime* rt, PTOWorker* w) {
     if (w->next_local >= 0) { int32_t id = w->next_local; w->next_local = -1; return id; }
     if (w->pos < w->nbuf) return w->buf[w->pos++];
@@ -301,7 +309,7 @@ static int32_t pop(PTORuntime* rt, PTOWorker* w) {
     }
     for (int k = 1; k < rt->nworkers; k++) {          /* steal, starting at the next worker */
         int v = (w->index + k) % rt->nworkers;
-        if ((id = pop_one(rt, &rt->wqueues[2 * v + 1])) >= 0) return id;
+        if (may_steal(rt, w, v) && (id = pop_one(rt, &rt->wqueues[2 * v + 1])) >= 0) return id;
     }
     return -1;
 }
@@ -331,7 +339,7 @@ bool sched_caller_step(PTORuntime* rt) {
     } else {
         rc = sched_execute(rt, t, w->index);
     }
-    w->executed++;
+    rt_count(&w->executed);
     sched_finish(rt, id, rc, w);
     return true;
 }
@@ -356,8 +364,10 @@ int32_t sched_pop_core(PTORuntime* rt, PTOWorker* w) {
     if ((id = pop_one(rt, &rt->wqueues[2 * w->index + 1])) >= 0) return id;
     for (int k = 0; k < w->nserved; k++)
         if ((id = pop_one(rt, &rt->queues[w->served[k]])) >= 0) return id;
-    for (int k = 1; k < rt->nworkers; k++)
-        if ((id = pop_one(rt, &rt->wqueues[2 * ((w->index + k) % rt->nworkers) + 1])) >= 0) return id;
+    for (int k = 1; k < rt->nworkers; k++) {
+        const int v = (w->index + k) % rt->nworkers;
+        if (may_steal(rt, w, v) && (id = pop_one(rt, &rt->wqueues[2 * v + 1])) >= 0) return id;
+    }
     return -1;
 }
 
@@ -366,18 +376,26 @@ static bool has_work(PTORuntime* rt, PTOWorker* w) {
         if (atomic_load_explicit(&rt->queues[w->served[k]].count, memory_order_seq_cst) > 0) return true;
     if (atomic_load_explicit(&rt->wqueues[2 * w->index].count, memory_order_seq_cst) > 0) return true;
     for (int v = 0; v < rt->nworkers; v++)
-        if (atomic_load_explicit(&rt->wqueues[2 * v + 1].count, memory_order_seq_cst) > 0) return true;
+        if (may_steal(rt, w, v) && atomic_load_explicit(&rt->wqueues[2 * v + 1].count, memory_order_seq_cst) > 0)
+            return true;
+    return false;
+}
+
+/* cfg.max_running (> 0): take a running slot if one is free. */
+bool sched_try_run_slot(PTORuntime* rt) {
+    const int32_t max = rt->cfg.max_running;
+    int32_t n = atomic_load_explicit(&rt->running_now, memory_order_relaxed);
+    while (n < max)
+        if (atomic_compare_exchange_weak_explicit(&rt->running_now, &n, n + 1, memory_order_acquire,
+                                                  memory_order_relaxed))
+            return true;
     return false;
 }
 
 /* cfg.max_running: take a running slot before calling a kernel; false if the run halted. */
 static bool acquire_run_slot(PTORuntime* rt) {
-    const int32_t max = rt->cfg.max_running;
     for (uint32_t spin = 0;; spin++) {
-        int32_t n = atomic_load_explicit(&rt->running_now, memory_order_relaxed);
-        if (n < max && atomic_compare_exchange_weak_explicit(&rt->running_now, &n, n + 1,
-                                                             memory_order_acquire, memory_order_relaxed))
-            return true;
+        if (sched_try_run_slot(rt)) return true;
         if (atomic_load_explicit(&rt->halt, memory_order_acquire)) return false;
         if (spin < 64) rt_cpu_relax(); else sched_yield();
     }
@@ -449,7 +467,7 @@ static void* worker_main(void* arg) {
         if (lane) trace_record(lane, id, w->index, name, s, trace_now());   /* before consumers start */
         /* after the trace's end: traced slices never show more than max_running at once */
         if (slot) atomic_fetch_sub_explicit(&rt->running_now, 1, memory_order_release);
-        w->executed++;
+        rt_count(&w->executed);
         /* after the call: a holding executor has the task in hand before it stops counting */
         if (rt->wait_fn) atomic_fetch_sub_explicit(&rt->ready_tasks, 1, memory_order_release);
         if (rc == PTO_EXEC_ASYNC) { atomic_fetch_add(&rt->async_pending, 1); continue; }

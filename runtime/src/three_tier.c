@@ -58,7 +58,7 @@ typedef struct PTOScheduler {
     int32_t*    cores;
     int32_t     inflight;
     int64_t     start_at;          /* its cores answered: a task READY earlier counts from here */
-    int64_t     completed;
+    int64_t     completed;         /* rt_count */
     int64_t*    lat;               /* pairs: dispatch, completion latency (ticks) */
     int64_t     nlat, cap_lat;
     _Atomic int32_t sleeping;      /* it sleeps on cv: wake it for a completion or a ready task */
@@ -391,7 +391,7 @@ static void* core_main(void* arg) {
             pl->start_at = start;
             pl->end_at = end;
             pl->status = rc;
-            w->executed++;
+            rt_count(&w->executed);
             if (rt->wait_fn) atomic_fetch_sub_explicit(&rt->ready_tasks, 1, memory_order_release);
             atomic_store_explicit(&h->task_status, 0, memory_order_seq_cst);
             wake_sched(S);
@@ -446,7 +446,7 @@ static void dispatch(PTOScheduler* S, int32_t c, int32_t id, PTOTraceLane* lane)
     pl->ready_at = d->ready_at > S->start_at ? d->ready_at : S->start_at;
     pl->status = 0;
     t->stage = c;          /* who runs it, before the core can: named if it fails or gets stuck */
-    atomic_store_explicit(&t->state, PTO_TASK_RUNNING, memory_order_relaxed);
+    atomic_store_explicit(&t->state, PTO_TASK_RUNNING, memory_order_release);   /* rt_note_stuck reads stage */
     if (T->debug)
         fprintf(stderr, "[Scheduler] Thread %d: Dispatching %s task %d '%s' (kernel %d) to core %d\n", S->index,
                 CORE_NAMES[h->core_type], id, t->name, d->kernel_id, c);
@@ -490,7 +490,7 @@ static void complete(PTOScheduler* S, int32_t c, PTODispatchPayload* pl, PTOTrac
             }
         }
     }
-    S->completed++;
+    rt_count(&S->completed);
     int64_t n = atomic_fetch_add_explicit(&T->completed, 1, memory_order_relaxed) + 1;
     if (T->debug && n % PROGRESS_EVERY == 0) progress_line(rt);
     if (lane) trace_record(lane, id, c, "complete", ts, trace_now());
@@ -508,7 +508,9 @@ static bool sched_has_work(PTOScheduler* S) {
         if (!atomic_load_explicit(&h->task, memory_order_relaxed)) { idle_core = true; continue; }
         if (atomic_load_explicit(&h->task_status, memory_order_seq_cst) == 0) return true;
     }
-    return idle_core && !atomic_load_explicit(&rt->halt, memory_order_relaxed) && sched_ready_count(rt) > 0;
+    return idle_core && !atomic_load_explicit(&rt->halt, memory_order_relaxed) && sched_ready_count(rt) > 0 &&
+           (rt->cfg.max_running == 0 ||
+            atomic_load_explicit(&rt->running_now, memory_order_relaxed) < rt->cfg.max_running);
 }
 
 /* With the run stopping: are S's cores done (idle, or abandoned in a kernel)? */
@@ -540,6 +542,7 @@ static void* sched_main(void* arg) {
     }
     S->start_at = trace_now();
     uint32_t round = 0;
+    const bool gated = rt->cfg.max_running > 0;   /* a running slot per task on a core */
     for (;;) {
         bool progress = false;
         const bool halted = atomic_load_explicit(&rt->halt, memory_order_acquire) != 0;
@@ -547,11 +550,13 @@ static void* sched_main(void* arg) {
             const int32_t c = S->cores[k];
             PTOHandshake* h = &T->hs[c];
             uint64_t task = atomic_load_explicit(&h->task, memory_order_relaxed);
+            bool slot = false;       /* the finished task's running slot: its consumer may have it */
             if (task && atomic_load_explicit(&h->task_status, memory_order_acquire) == 0) {
                 atomic_store_explicit(&h->task, 0, memory_order_relaxed);
                 complete(S, c, (PTODispatchPayload*)(uintptr_t)task, lane);
                 task = 0;
                 progress = true;
+                slot = gated;
             }
             int32_t id = S->proxy.next_local;      /* a consumer of what core c just finished */
             if (id >= 0) {
@@ -560,10 +565,14 @@ static void* sched_main(void* arg) {
                     if (rt->wait_fn) atomic_fetch_sub_explicit(&rt->ready_tasks, 1, memory_order_release);
                     id = -1;
                 }
-            } else if (!task && !halted) {
+            } else if (!task && !halted && (!gated || slot || (slot = sched_try_run_slot(rt)))) {
                 id = sched_pop_core(rt, &rt->workers[c]);
             }
-            if (id >= 0) { dispatch(S, c, id, lane); progress = true; }
+            if (id >= 0) { dispatch(S, c, id, lane); progress = true; slot = false; }
+            if (slot) {                             /* unused: another scheduler's core may take it */
+                atomic_fetch_sub_explicit(&rt->running_now, 1, memory_order_release);
+                if (T->nsched > 1) t3_wake_schedulers(rt);
+            }
         }
         if (progress) { round = 0; continue; }
         sched_flush_retired(rt, &S->proxy);        /* idle: publish the retirements it holds */
@@ -649,11 +658,10 @@ void t3_stats(PTORuntime* rt, PTORuntimeStats* st) {
     st->mode = rt->cfg.mode;
     if (!T) return;
     st->num_schedulers = T->nsched;
+    for (int32_t s = 0; s < T->nsched; s++) st->scheduler_tasks[s] = rt_count_read(&T->sched[s].completed);
+    if (T->sched_started) return;   /* the schedulers append to (and move) their samples now */
     int64_t n = 0;
-    for (int32_t s = 0; s < T->nsched; s++) {
-        n += T->sched[s].nlat / 2;
-        st->scheduler_tasks[s] = T->sched[s].completed;
-    }
+    for (int32_t s = 0; s < T->nsched; s++) n += T->sched[s].nlat / 2;
     st->latency_samples = n;
     if (n == 0) return;
     int64_t* d = malloc((size_t)n * sizeof *d);

@@ -136,7 +136,9 @@ int32_t pto_cuda_execute(void* ctx, int32_t task_id, const char* func_name, PTOK
                          const int64_t* args, int32_t num_args, int32_t worker_index);
 
 /* Run `run` (a pto_module_run_<module> entry) on HOST tensors: each is copied to a device
- * buffer (rows x ld elements), run gets device tensors, results are copied back. After
+ * buffer ((rows - 1) x ld + cols elements: a view's last row ends at its cols), run gets
+ * device tensors, results are copied back. A shape with ld < cols, a negative size or a size
+ * that overflows int64 is PTO_EINVAL before anything is allocated. After
  * PTO_ETIMEDOUT / PTO_ECANCELED nothing is copied back and the device buffers are not freed:
  * the kernel the run gave up on may still use them. */
 typedef int (*PTOModuleRunFn)(PTOTensor* tensors, int num_tensors, const int64_t* scalars,

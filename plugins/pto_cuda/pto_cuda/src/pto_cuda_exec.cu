@@ -734,14 +734,29 @@ extern "C" double pto_cuda_d2d_bandwidth(int64_t bytes, int32_t repeat) {
     return gbs;
 }
 
+/* The bytes host tensor t spans: to the end of its last row, (rows - 1) * ld + cols elements (a
+ * view's rows end at cols, not at ld); -1 for a shape that is not one (ld < cols, a negative
+ * size) or whose size overflows int64. */
+static int64_t host_tensor_bytes(const PTOTensor& t) {
+    if (t.rows < 0 || t.cols < 0 || t.ld < t.cols || t.elem_size <= 0) return -1;
+    if (t.rows == 0 || t.cols == 0) return 0;
+    int64_t n = 0;
+    if (__builtin_mul_overflow(t.rows - 1, t.ld, &n) || __builtin_add_overflow(n, t.cols, &n) ||
+        __builtin_mul_overflow(n, (int64_t)t.elem_size, &n))
+        return -1;
+    return n;
+}
+
 extern "C" int pto_cuda_run_host_tensors(PTOModuleRunFn run, PTOTensor* tensors, int num_tensors,
                                          const int64_t* scalars, int num_scalars, int num_workers,
                                          int threshold) {
     if (num_tensors < 0 || (num_tensors > 0 && !tensors)) return PTO_EINVAL;
     std::vector<PTOTensor> dev(tensors, tensors + num_tensors);
+    for (PTOTensor& d : dev) d.data = nullptr;   /* none is the host's: a failure frees only these */
     int rc = 0;
     for (int k = 0; k < num_tensors && rc == 0; ++k) {
-        const int64_t bytes = tensors[k].rows * tensors[k].ld * tensors[k].elem_size;
+        const int64_t bytes = host_tensor_bytes(tensors[k]);
+        if (bytes < 0) { rc = PTO_EINVAL; break; }
         dev[k].data = pto_cuda_malloc(bytes);
         if (!dev[k].data) { rc = PTO_ENOMEM; break; }
         if (pto_cuda_h2d(dev[k].data, tensors[k].data, bytes)) rc = PTO_EINVAL;
@@ -752,7 +767,7 @@ extern "C" int pto_cuda_run_host_tensors(PTOModuleRunFn run, PTOTensor* tensors,
     if (rc == PTO_ETIMEDOUT || rc == PTO_ECANCELED) return rc;
     for (int k = 0; k < num_tensors; ++k) {
         if (!dev[k].data) continue;
-        const int64_t bytes = tensors[k].rows * tensors[k].ld * tensors[k].elem_size;
+        const int64_t bytes = host_tensor_bytes(tensors[k]);
         if (rc == 0 && pto_cuda_d2h(tensors[k].data, dev[k].data, bytes)) rc = PTO_EINVAL;
         pto_cuda_free(dev[k].data);
     }
