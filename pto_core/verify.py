@@ -47,7 +47,8 @@ from .errors import PTOError, PTOVerifyError
 from .ir import (CMP_OPS, MAX_DIM, Call, Category, ElementType, For, Function, If, Instr,
                  MemorySpace, MemRefType, Module, Return, ScalarType, Stmt, TileType, walk_nested)
 from .ir.module import format_value
-from .ir.ops import PAD_VALUES, RuleError, check_merge_block, check_tile_rule, check_window
+from .ir.ops import (PAD_VALUES, RuleError, check_histogram_byte, check_merge_block,
+                     check_tile_rule, check_window)
 from .names import check_identifier
 
 #: deepest FOR/IF nesting of a function (with its inlined InCore callees)
@@ -444,6 +445,8 @@ class _Checker:
                     check_window(tiles["dst"], tiles["a"], ops["row"], ops["col"])
                 if op.layout == "merge4":
                     check_merge_block(tiles["a"], s.named_operands()["block"])
+                if op.layout == "histogram":
+                    check_histogram_byte(tiles["a"], tiles["idx"], attrs.get("byte"))
             except RuleError as e:
                 self.fail(s, str(e))
         if op.category is Category.SCALAR and op.divides and s.operands[-1] == 0:

@@ -18,7 +18,7 @@ from pto_ascend_common import A2A3, A5, cpu_check, official_sim
 from pto_ascend_common.testing import op_check_module
 from pto_core import ElementType as E
 from pto_core.ir import Category
-from pto_core.ir.ops import OPS, SORTS
+from pto_core.ir.ops import ITEM_LAYOUTS, OPS
 from pto_core.opcheck import (backend_support, build_op_module, compare_outputs, op_kernels,
                               special_inputs, special_values)
 from pto_core.reference import numpy_dtype, run_module
@@ -204,13 +204,19 @@ BITWISE = [OPS[n] for n in ("TAND", "TOR", "TXOR", "TNOT", "TANDS", "TORS", "TXO
 SHIFTS = [OPS[n] for n in ("TSHL", "TSHR", "TSHLS", "TSHRS")]
 
 
-def _assert_both_agree(arch, module, kernels, inputs, tmp_path) -> tuple[dict, dict]:
-    """The official simulator and our header both give the reference's outputs; returns
-    both outputs (official, ours)."""
+def _three_runs(arch, module, inputs, tmp_path) -> tuple[dict, dict, dict]:
+    """The outputs of the reference, the official simulator and our header."""
     want = run_module(module, inputs, {})
     theirs = official_sim.run(arch, module, tmp_path / "official",
                               {n: a.copy() for n, a in inputs.items()})
     ours = cpu_check.run(arch, module, tmp_path / "own", {n: a.copy() for n, a in inputs.items()})
+    return want, theirs, ours
+
+
+def _assert_both_agree(arch, module, kernels, inputs, tmp_path) -> tuple[dict, dict]:
+    """The official simulator and our header both give the reference's outputs; returns
+    both outputs (official, ours)."""
+    want, theirs, ours = _three_runs(arch, module, inputs, tmp_path)
     bad = (compare_outputs(kernels, inputs, theirs, want)
            + compare_outputs(kernels, inputs, ours, want))
     assert not bad, "\n".join(bad)
@@ -355,7 +361,7 @@ def test_integer_powers_in_range_on_the_official_simulator_match_the_reference(
 
 #: the layout ops (docs/isa/TEXTRACT.md, TCONCAT.md, TRESHAPE.md, TGATHER.md)
 LAYOUT_OPS = [op for op in OPS.values() if op.category is Category.LAYOUT
-              and op.layout not in SORTS]            # (the sorts: their own test below)
+              and op.layout not in ITEM_LAYOUTS]     # (sorts, histogram: own tests below)
 
 
 @pytest.mark.parametrize("arch", [A2A3, A5], ids=lambda a: a.name)
@@ -442,10 +448,7 @@ def test_sorts_without_nan_on_the_official_simulator_agree_bit_for_bit(tmp_path,
         else:                      # a NaN value slot of a pair: 0, the index slots kept
             a[0, ::2][np.isnan(a[0, ::2])] = 0
             inputs[k.tensor("a")] = sorted_rows(a)
-    want = run_module(module, inputs, {})
-    theirs = official_sim.run(arch, module, tmp_path / "official",
-                              {n: a.copy() for n, a in inputs.items()})
-    ours = cpu_check.run(arch, module, tmp_path / "own", {n: a.copy() for n, a in inputs.items()})
+    want, theirs, ours = _three_runs(arch, module, inputs, tmp_path)
     for k in kernels:
         w = np.ascontiguousarray(want[k.out_tensor]).view(np.uint32)
         for who, got in (("official", theirs), ("ours", ours)):
@@ -460,3 +463,20 @@ def sorted_rows(a: np.ndarray) -> np.ndarray:
     vals, idx = pairs[:, 0].copy(), pairs[:, 1].copy().view(np.int32)
     out = [_sort32(vals[None, b:b + 32], idx[None, b:b + 32]) for b in range(0, len(vals), 32)]
     return np.concatenate(out, axis=1)
+
+
+@pytest.mark.parametrize("dt", [E.I16, E.I32], ids=lambda t: t.value)
+def test_histograms_on_the_official_simulator_are_running_sums_of_ours(tmp_path, dt):
+    """THISTOGRAM (A5) of the integer extremes and small values, upper bytes filtered: our
+    header gives the reference's counts, as docs/isa/THISTOGRAM.md defines them ("dst_{r,b} =
+    |{j | B_k(src_{r,j}) = b and F_k(r, j)}|"); the official CPU code stores their running
+    sums over the bins ("cumulative += counts[bin]", cpu/THistogram.hpp;
+    docs/ascend-fidelity.md)."""
+    from pto_core.opcheck import special_kernels
+    kernels = special_kernels(dt, [OPS["THISTOGRAM"]])
+    module = build_op_module(f"hist_{dt.value}", kernels)
+    want, theirs, ours = _three_runs(A5, module, special_inputs(kernels, dt), tmp_path)
+    (k,) = kernels
+    w = want[k.out_tensor]
+    assert w.sum() > 0 and np.array_equal(ours[k.out_tensor], w)
+    assert np.array_equal(theirs[k.out_tensor], np.cumsum(w, axis=1))
