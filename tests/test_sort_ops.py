@@ -125,6 +125,45 @@ def test_a_merge_of_4_sorted_blocks_is_the_model_sort_of_the_group():
     assert [i for _, i in merged[:8]] == list(np.argsort(-a[0], kind="stable")[:8])
 
 
+def topk_module(rows: int) -> PTOModule:
+    """The top 8 of 256 scores of each row, as (score, column) pairs: TSORT32 sorts each row's
+    8 blocks of 32; per row, TMRGSORT (blocks of 64 slots) leaves 2 sorted groups of 128
+    pairs, TFILLPAD_EXPAND appends 2 blocks of -inf, TMRGSORT (blocks of 256 slots) merges the
+    4, and the first 8 pairs are stored."""
+    m = PTOModule("topk")
+    (PTOFunctionBuilder("topk8", module=m).in_core()
+     .memref("scores", GM, T.F32).memref("cols", GM, T.I32).memref("top", GM, T.F32)
+     .tile("ta", rows, 256, T.F32).tile("ti", rows, 256, T.I32).tile("ts", rows, 512, T.F32)
+     .tile("trow", 1, 512, T.F32).tile("tm", 1, 512, T.F32).tile("tp", 1, 1024, T.F32)
+     .tile("tf", 1, 1024, T.F32).tile("ttop", 1, 16, T.F32)
+     .load("ta", "scores").load("ti", "cols").sort32("ts", "ta", "ti")
+     .for_loop("r", 0, rows, 1)
+     .extract("trow", "ts", "r", 0).mrgsort("tm", "trow", 64)
+     .fillpad_expand("tp", "tm", pad="min").mrgsort("tf", "tp", 256)
+     .extract("ttop", "tf", 0, 0).store("top", "ttop", "r", 0)
+     .end_for().build())
+    return m
+
+
+def topk_inputs(rows: int) -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(11)
+    a = rng.standard_normal((rows, 256)).astype(np.float32)
+    a[0, [7, 200]] = 3.5                         # a tie in the top 8, across blocks
+    a[1, 100], a[1, 5] = np.inf, -np.inf
+    return {"scores": a, "cols": np.broadcast_to(np.arange(256, dtype=np.int32), (rows, 256)).copy(),
+            "top": np.zeros((rows, 16), np.float32)}
+
+
+def test_the_top_8_of_256_scores_per_row_are_numpys():
+    ins = topk_inputs(4)
+    top = pairs(run_module(topk_module(4), ins)["top"])
+    a = ins["scores"]
+    for r in range(4):
+        want = np.lexsort((np.arange(256), -a[r]))[:8]        # larger first, then the column
+        assert [i for _, i in top[r]] == want.tolist()
+        assert [v for v, _ in top[r]] == a[r, want].tolist()
+
+
 def test_a_merge_takes_equal_values_in_block_order():
     blocks = sorted_blocks(np.array([2.0, 1.0, 1.0, 0.5], np.float32), 256, 64)
     out = run_module(build_op_module("m", op_kernels(T.F32, [OPS["TMRGSORT"]])),
@@ -230,8 +269,8 @@ def test_the_verifier_refuses_a_bad_histogram_naming_function_and_instruction(
 @pytest.mark.parametrize("target", ["arm64", "arm64-qemu", "cuda_sim", "ascend_a2a3", "ascend_a5"])
 def test_every_backend_sorts_and_counts_bit_for_bit_as_the_reference(tmp_path, target):
     """The one-instruction kernels on special values (a 26 x 37 TSORT32: a block and a tail
-    per row; a TMRGSORT of 4 sorted blocks; THISTOGRAM of the i16 and i32 extremes) and the
-    top-k module: every output slot's bits equal the reference's, NaN payloads and index bits
+    per row; a TMRGSORT of 4 sorted blocks; THISTOGRAM of the i16 and i32 extremes), the
+    top-8-of-256 module and a top-k of 128: every output slot's bits equal the reference's, NaN payloads and index bits
     included. A2/A3 has no THISTOGRAM and says so, naming op and target."""
     from pto_core.checking import run_host
     from pto_core.codegen.orchestration import c_module_name
@@ -250,6 +289,7 @@ def test_every_backend_sorts_and_counts_bit_for_bit_as_the_reference(tmp_path, t
                               special_inputs([k], dt))
             continue
         cases.append((build_op_module(f"hist_{dt.value}", [k]), special_inputs([k], dt)))
+    cases.append((topk_module(4), topk_inputs(4)))
     a, idx = special_row_inputs(1, 128)
     cases.append((sort_module(1, 128, block=64),
                   {"a": a, "idx": idx, "out": np.zeros((1, 256), np.float32),
@@ -266,6 +306,6 @@ def test_every_backend_sorts_and_counts_bit_for_bit_as_the_reference(tmp_path, t
         else:
             got = driver.launch(target, m, {k: v.copy() for k, v in ins.items()}, {}, build_dir=d)
         for name, w in want.items():
-            if name.startswith(("out", "sort32_o", "mrgsort_o", "histogram_o")):
+            if name.startswith(("out", "top", "sort32_o", "mrgsort_o", "histogram_o")):
                 g = np.ascontiguousarray(np.asarray(got[name]).astype(w.dtype))
                 assert np.array_equal(g.view(np.uint32), np.ascontiguousarray(w).view(np.uint32)), name

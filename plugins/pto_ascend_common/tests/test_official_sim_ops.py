@@ -434,7 +434,8 @@ def test_sorts_without_nan_on_the_official_simulator_agree_bit_for_bit(tmp_path,
     """TSORT32 of a 26 x 37 tile (a block of 32 and a tail per row) and TMRGSORT of 4 sorted
     blocks, on special values with NaN replaced by 0 (infinities, signed zeros, subnormals,
     ties of values and of indices, negative indices): the official simulator, our header and
-    the reference agree bit for bit, index bits included. With NaN they may not: the
+    the reference agree bit for bit, index bits included; so do they on the top 8 of 256
+    scores a row of tests/test_sort_ops.py. With NaN they may not: the
     official comparison ("if (a.score != b.score) return a.score > b.score") leaves NaN
     unordered (docs/ascend-fidelity.md)."""
     from pto_core.opcheck import special_kernels
@@ -449,11 +450,30 @@ def test_sorts_without_nan_on_the_official_simulator_agree_bit_for_bit(tmp_path,
             a[0, ::2][np.isnan(a[0, ::2])] = 0
             inputs[k.tensor("a")] = sorted_rows(a)
     want, theirs, ours = _three_runs(arch, module, inputs, tmp_path)
-    for k in kernels:
-        w = np.ascontiguousarray(want[k.out_tensor]).view(np.uint32)
-        for who, got in (("official", theirs), ("ours", ours)):
-            g = np.ascontiguousarray(got[k.out_tensor], np.float32).view(np.uint32)
-            assert np.array_equal(g, w), f"{k.name} ({who})"
+    outs = [k.out_tensor for k in kernels]
+    # the top 8 of 256 scores a row (TSORT32, TEXTRACT, TMRGSORT, TFILLPAD_EXPAND): the example
+    # of tests/test_sort_ops.py, whose scores hold a tie and both infinities
+    sort_tests = _sort_tests()
+    topk = _three_runs(arch, sort_tests.topk_module(4), sort_tests.topk_inputs(4),
+                       tmp_path / "topk")
+    runs = [(n, want[n], theirs[n], ours[n]) for n in outs] + [("top", *(r["top"] for r in topk))]
+    for name, w, t, o in runs:
+        w = np.ascontiguousarray(w).view(np.uint32)
+        for who, got in (("official", t), ("ours", o)):
+            g = np.ascontiguousarray(got, np.float32).view(np.uint32)
+            assert np.array_equal(g, w), f"{name} ({who})"
+
+
+def _sort_tests():
+    """tests/test_sort_ops.py as a module (the suite imports test files with
+    --import-mode=importlib: they cannot import each other by name)."""
+    import importlib.util
+    from pathlib import Path
+    path = Path(__file__).resolve().parents[3] / "tests" / "test_sort_ops.py"
+    spec = importlib.util.spec_from_file_location("_pto_sort_tests", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
 
 
 def sorted_rows(a: np.ndarray) -> np.ndarray:
