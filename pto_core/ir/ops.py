@@ -233,6 +233,8 @@ class OpDef:
                                    # source element each element of dst is
     in_place: bool = False         # dst must be the tile a itself (TFILLPAD_INPLACE)
     rows: int | None = None        # MATMUL rows whose a has this many rows (TGEMV: 1)
+    view: bool = False             # dst is a view of a (TSUBVIEW): the verifier keeps both
+                                   # unchanged while it is used, so a copy is the same
 
     @property
     def kinds(self) -> frozenset[str]:
@@ -341,9 +343,10 @@ _TABLE: list[OpDef] = []
 
 
 def _def(name, method, category, operands, isa=False, **kw) -> None:
-    """One row; ``isa=True``: the PTO-ISA library has an instruction of the same name."""
+    """One row; ``isa=True``: the PTO-ISA library has an instruction of the same name (a
+    string: the library instruction that computes it)."""
     _TABLE.append(OpDef(name, method, category, _ops(*operands.split()),
-                        isa=name if isa else None, **kw))
+                        isa=name if isa is True else isa or None, **kw))
 
 
 # data movement
@@ -547,6 +550,14 @@ _def("TEXPANDS", "expands", Category.TILE_SCALAR, "dst:tile_out s:scalar", expr=
 _def("TEXTRACT", "extract", Category.LAYOUT, "dst:tile_out a:tile row:index col:index",
      isa=True, layout="window",
      doc="dst[i, j] = a[row + i, col + j]; the window must lie inside a (offsets count elements)")
+# (docs/isa/TSUBVIEW.md: "Reinterpret a tile as a subtile of another tile", dst_ij =
+# src_{rowIdx+i, colIdx+j}): the library aliases dst to a's storage; the verifier lets
+# nothing write dst (but TSUBVIEW) nor a after the view is taken (verify.check_views), so the
+# window copied (TEXTRACT on the library) is what the alias would read
+_def("TSUBVIEW", "subview", Category.LAYOUT, "dst:tile_out a:tile row:index col:index",
+     isa="TEXTRACT", layout="window", view=True,
+     doc="dst[i, j] = a[row + i, col + j], a view of a: dst is written by nothing else, a by "
+     "nothing after the view (nor in a loop around it)")
 _def("TCONCAT", "concat", Category.LAYOUT, "dst:tile_out a:tile b:tile", isa=True,
      layout="concat", doc="dst = [a | b]: the rows of a followed by the rows of b")
 _def("TRESHAPE", "reshape", Category.LAYOUT, "dst:tile_out a:tile", isa=True,
