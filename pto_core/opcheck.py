@@ -155,6 +155,9 @@ def _io(op: OpDef, dt: ElementType, R: int, C: int, M: int, K: int, N: int,
         return [("a", 1, 4 * MERGE_BLOCK, dt)], (1, 4 * MERGE_BLOCK, dt)
     if op.layout == "scatter":
         return [("a", R, 32, dt), ("idx", R, 32, scatter_index_type(dt))], (R, 32, dt)
+    if op.layout == "histogram":         # the filter: a byte per row (i16), per upper byte (i32)
+        filt = (R, 1) if dt.itemsize == 2 else (3 - hist_byte(dt), 8)
+        return [("a", R, C, dt), ("idx", *filt, E.U8)], (R, 256, E.I32)
     if op.layout == "pad" and not op.in_place and op.name != "TFILLPAD":    # a smaller a
         return [("a", R - R // 3, C - C // 4, dt)], (R, C, dt)
     return [(o.name, R, C, dt) for o in op.operands if o.role in ("tile", "tile_inout")], (R, C, dt)
@@ -183,6 +186,12 @@ def _kernel_builder(k: OpKernel, module: PTOModule) -> PTOFunctionBuilder:
             for o in k.op.inputs]
     getattr(b, k.op.method)("t_o", *args, **k.op_attrs)
     return b.store("o", "t_o")
+
+
+def hist_byte(dt: ElementType) -> int:
+    """THISTOGRAM's byte in one-instruction kernels: the lowest of an i16 (one filter byte),
+    byte 1 of an i32 (two filter bytes)."""
+    return 0 if dt.itemsize == 2 else 1
 
 
 #: TMRGSORT's block in one-instruction kernels: the smallest the library takes (64 f32 slots,
@@ -248,7 +257,8 @@ def op_kernels(dtype: ElementType, ops: Sequence[OpDef] = TILE_OPS, *,
             name = f"k_cvt_{to.value}" if op.category is Category.CONVERT else f"k_{op.method}"
             ins, o = _io(op, dtype, R, C, M, K, N, to)
             k = OpKernel(name, op, tuple(ins), o,
-                         tuple(scalars) if op.category is Category.TILE_SCALAR else ())
+                         tuple(scalars) if op.category is Category.TILE_SCALAR else (),
+                         (("byte", hist_byte(dtype)),) if "byte" in op.attrs else ())
             try:
                 _kernel_builder(k, PTOModule("probe")).build()
             except PTOError:
@@ -450,6 +460,9 @@ def special_inputs(kernels: Sequence[OpKernel], dtype: ElementType) -> dict[str,
     for k in kernels:
         cat = k.op.category
         for p, r, c, pdt in k.inputs:
+            if p == "idx" and k.op.layout == "histogram":
+                out[k.tensor(p)] = filter_bytes(out[k.tensor("a")], r, c)
+                continue
             if p == "idx" and k.op.layout == "sort32":
                 out[k.tensor(p)] = sort_indices(r, c)
                 continue
@@ -489,6 +502,16 @@ def special_inputs(kernels: Sequence[OpKernel], dtype: ElementType) -> dict[str,
             rows = k.output[0] * max(1, len(k.scalars))
             out[k.out_tensor] = np.zeros((rows, k.output[1]), numpy_dtype(k.out_dtype))
     return out
+
+
+def filter_bytes(a: np.ndarray, rows: int, cols: int) -> np.ndarray:
+    """THISTOGRAM's filter for source ``a``: the upper byte of an element of each row (i16),
+    the upper bytes of a[0, 0] (i32, one per row of the filter), so that some elements pass."""
+    u = a.view(np.uint16 if a.dtype.itemsize == 2 else np.uint32).astype(np.int64)
+    if a.dtype.itemsize == 2:
+        return ((u[np.arange(rows), np.arange(rows) % u.shape[1]] >> 8) & 0xFF)[:, None].astype(np.uint8)
+    return np.repeat(((u[0, 0] >> (8 * (3 - np.arange(rows)))) & 0xFF)[:, None], cols,
+                     axis=1).astype(np.uint8)
 
 
 def sort_indices(rows: int, cols: int) -> np.ndarray:
@@ -664,7 +687,7 @@ def _layout_operands(k: OpKernel, tile, r: int, c: int, scalar) -> dict[str, obj
     gather's out-of-range index as ``idx``, whose result is 0)."""
     a = tile("a")
     lay, (_, cols, _) = k.op.layout, k.output
-    if lay in ("sort32", "merge4"):      # a pair of a sorted row: its row's values
+    if lay in ("sort32", "merge4", "histogram"):   # a sorted pair, a bin: its row's values
         return {"row": a[r].tolist()[:8], "slot": c}
     if lay == "window":
         r0, c0 = window_offsets(k)

@@ -522,6 +522,21 @@ def _mrgsort(a: np.ndarray, block: int) -> np.ndarray:
     return out.view(np.float32).reshape(a.shape)
 
 
+def _histogram(a: np.ndarray, idx: np.ndarray, byte: int) -> np.ndarray:
+    """THISTOGRAM: per row, how many elements have byte ``byte`` equal to each of 0..255,
+    among those whose upper bytes equal the filter (ops.check_histogram_byte)."""
+    u = a.view(np.uint16 if a.dtype.itemsize == 2 else np.uint32).astype(np.int64)
+    keep = np.ones(a.shape, bool)
+    for m, upper in enumerate(range(a.dtype.itemsize - 1, byte, -1)):
+        want = idx[:, :1] if a.dtype.itemsize == 2 else idx[m, 0]
+        keep &= (u >> (8 * upper)) & 0xFF == want.astype(np.int64)
+    vals = (u >> (8 * byte)) & 0xFF
+    out = np.zeros((a.shape[0], 256), np.int32)
+    for r in range(a.shape[0]):
+        out[r] = np.bincount(vals[r][keep[r]], minlength=256)
+    return out
+
+
 def _matmul(a: np.ndarray, b: np.ndarray, acc: np.ndarray | None, out: np.dtype) -> np.ndarray:
     if a.dtype == np.float32 or a.dtype == np.float64:
         r = np.matmul(a, b)
@@ -580,7 +595,7 @@ class _Translator:
             "_sdiv": _sdiv, "_smod": _smod, "_sshl": _sshl, "_sshr": _sshr, "_int": _to_int,
             "_reduce": _reduce, "_matmul": _matmul, "_convert": _convert, "_tn": tuple.__new__,
             "_argreduce": _argreduce, "_window": _window, "_gather": _gather,
-            "_sort32": _sort32, "_mrgsort": _mrgsort,
+            "_sort32": _sort32, "_mrgsort": _mrgsort, "_histogram": _histogram,
             "_insert": _insert, "_scatter": _scatter,
             "_pad": _pad,
             "_TC": TaskCall, "_RG": Region, "PTOError": PTOError, "_errloop": _loop_error,
@@ -798,6 +813,8 @@ class _Translator:
                 return f"{out} = _sort32({a}, {_v(ops['idx'])})"
             if op.layout == "merge4":
                 return f"{out} = _mrgsort({a}, {int(ops['block'])})"
+            if op.layout == "histogram":
+                return f"{out} = _histogram({a}, {_v(ops['idx'])}, {int(s.attr('byte'))})"
             if op.layout == "pad":
                 return f"{out} = _pad({a}, {dst.rows}, {dst.cols}, {s.attr('pad')!r})"
             if op.layout == "scatter":

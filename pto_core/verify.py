@@ -47,8 +47,8 @@ from .errors import PTOError, PTOVerifyError
 from .ir import (CMP_OPS, MAX_DIM, Call, Category, ElementType, For, Function, If, Instr,
                  MemorySpace, MemRefType, Module, Return, ScalarType, Stmt, TileType, walk_nested)
 from .ir.module import format_value
-from .ir.ops import (PAD_VALUES, RuleError, check_merge_block, check_tile_rule, check_window,
-                     window_tiles)
+from .ir.ops import (PAD_VALUES, RuleError, check_histogram_byte, check_merge_block,
+                     check_tile_rule, check_window, window_tiles)
 from .names import check_identifier
 
 #: deepest FOR/IF nesting of a function (with its inlined InCore callees)
@@ -96,6 +96,40 @@ def verify_function(fn: Function, module: Module | None = None, *,
     if depth_limits:
         _check_nesting(fn)
     _Checker(fn, module).body(fn.body, loop_vars=())
+    check_views(fn)
+
+
+def check_views(fn: Function) -> None:
+    """A view (TSUBVIEW) aliases its source: nothing but a view writes its dst, and nothing
+    writes its source after the view is taken or inside a loop that holds the view. Then a
+    backend may copy the window instead of aliasing it."""
+    order: list[tuple[Instr, tuple[int, ...]]] = []      # (instruction, enclosing loops)
+    stack: list[tuple[Iterator, tuple[int, ...]]] = [(iter(fn.body), ())]
+    while stack:
+        it, loops = stack[-1]
+        s = next(it, None)
+        if s is None:
+            stack.pop()
+        elif isinstance(s, For):
+            stack.append((iter(s.body), (*loops, id(s))))
+        elif isinstance(s, If):
+            stack.append((iter((*s.then_body, *s.else_body)), loops))
+        elif isinstance(s, Instr):
+            order.append((s, loops))
+    writes = [(k, s, {s.operands[i] for i, o in enumerate(s.opdef.operands) if o.is_output}, loops)
+              for k, (s, loops) in enumerate(order)]
+    for k, v, _, vloops in writes:
+        if not v.opdef.view:
+            continue
+        dst, src = v.operands[0], v.operands[1]
+        for j, s, out, loops in writes:
+            if dst in out and not (s.opdef.view and s.operands[0] == dst):
+                raise _err(fn, s, f"'{dst}' is a view of '{src}' (TSUBVIEW): nothing else may "
+                                  f"write it; write another tile")
+            if src in out and (j > k or set(loops) & set(vloops)):
+                raise _err(fn, s, f"'{src}' is written while its view '{dst}' (TSUBVIEW) may "
+                                  f"be read: write it before the view, outside the view's loops "
+                                  f"(or TEXTRACT a copy)")
 
 
 def _check_declared_type(fn: Function, decl: Any) -> None:
@@ -446,6 +480,8 @@ class _Checker:
                     check_window(tiles[small], tiles[large], ops["row"], ops["col"], large)
                 if op.layout == "merge4":
                     check_merge_block(tiles["a"], s.named_operands()["block"])
+                if op.layout == "histogram":
+                    check_histogram_byte(tiles["a"], tiles["idx"], attrs.get("byte"))
             except RuleError as e:
                 self.fail(s, str(e))
         if op.category is Category.SCALAR and op.divides and s.operands[-1] == 0:

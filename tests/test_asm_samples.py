@@ -43,12 +43,13 @@ _SHAPES: dict[Category, dict[str, tuple[int, int]]] = {
     "merge4": {"dst": (1, 256), "a": (1, 256)},          # 4 blocks of 64 slots
     "insert": {"dst": _T8, "a": (4, 8)},
     "scatter": {"dst": _T8, "a": (4, 8), "idx": (4, 8)},
+    "histogram": {"dst": (8, 256), "a": _T8, "idx": (8, 1)},
     # matrix-vector products (OpDef.rows: a has one row)
     "gemv": {"dst": (1, 4), "acc": (1, 4), "a": (1, 16), "b": (16, 4), "bias": (1, 4)},
 }
 
 #: an attribute value for each attribute name the table uses
-ATTR_VALUES = {"cmp": CMP_OPS, "pad": PAD_VALUES}
+ATTR_VALUES = {"cmp": CMP_OPS, "pad": PAD_VALUES, "byte": (0, 1)}    # (byte: of an i16)
 
 
 def tile_type(op: OpDef, operand: str) -> TileType:
@@ -59,6 +60,8 @@ def tile_type(op: OpDef, operand: str) -> TileType:
     dtype = F16 if (op.category is Category.CONVERT and operand == "dst") else F32
     if op.is_arg and operand == "dst":
         return TileType(rows, cols, op.index_type)
+    if op.layout == "histogram":               # i32 counts of an i16's bytes, u8 filter
+        return TileType(rows, cols, {"dst": I32, "a": ElementType.I16, "idx": ElementType.U8}[operand])
     if operand == "idx":                       # a gather's indices
         return TileType(rows, cols, I32)
     return TileType(rows, cols, I32 if op.int_only else dtype)

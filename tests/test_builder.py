@@ -33,6 +33,7 @@ SHAPES = {
     "merge4": dict(dst=(1, 256), a=(1, 256)),
     "insert": dict(dst=(4, 8), a=(2, 4)),
     "scatter": dict(dst=(4, 8), a=(2, 4), idx=(2, 4)),
+    "histogram": dict(dst=(4, 256), a=(4, 8), idx=(4, 1)),
     # matrix-vector products (OpDef.rows: a has one row)
     "gemv": dict(dst=(1, 2), acc=(1, 2), a=(1, 8), b=(8, 2), bias=(1, 2)),
 }
@@ -52,6 +53,8 @@ def build_one(op_name: str):
             dt = I32 if op.int_only else dt
             dt = op.index_type if op.is_arg and spec.name == "dst" else dt
             dt = I32 if spec.name == "idx" else dt              # a gather's indices
+            if op.layout == "histogram":                        # i32 counts of i16 bytes
+                dt = {"dst": I32, "a": ElementType.I16, "idx": ElementType.U8}[spec.name]
             b.tile(f"t_{spec.name}", *SHAPES[op.layout or ("gemv" if op.rows else op.category)][spec.name], dt)
             args.append(f"t_{spec.name}")
         elif spec.role == "memref":
@@ -64,7 +67,7 @@ def build_one(op_name: str):
             args.append("d")
         else:
             args.append(3)
-    attrs = {"pad": "min"} if "pad" in op.attrs else {}
+    attrs = {"pad": "min"} if "pad" in op.attrs else {"byte": 1} if "byte" in op.attrs else {}
     return getattr(b, op.method)(*args, **attrs).build()
 
 

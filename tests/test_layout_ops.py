@@ -12,7 +12,7 @@ from pto_core import ElementType as T
 from pto_core import MemorySpace as M
 from pto_core import PTOError, PTOFunctionBuilder, PTOModule, driver
 from pto_core.ir import OPS, Category
-from pto_core.ir.ops import SORTS
+from pto_core.ir.ops import ITEM_LAYOUTS
 from pto_core.opcheck import build_op_module, gather_indices, op_kernels
 from pto_core.reference import run_module
 
@@ -23,6 +23,7 @@ A = np.arange(8 * 16, dtype=np.float32).reshape(8, 16) - 40.5
 IDX = np.array([[0, 127, 128, -1], [5, 16, 17, 2**31 - 1]], np.int32)
 EXPECT = {
     "TEXTRACT": ((4, 6), {}, (2, 5), lambda a, _: a[2:6, 5:11]),
+    "TSUBVIEW": ((4, 6), {}, (2, 5), lambda a, _: a[2:6, 5:11]),
     "TCONCAT": ((8, 20), {"b": ((8, 4), T.F32)}, (),
                 lambda a, b: np.concatenate([a, b], axis=1)),
     "TRESHAPE": ((32, 4), {}, (), lambda a, _: a.reshape(32, 4)),
@@ -83,7 +84,7 @@ def layout_module(op: str, dst_shape, extra, offsets, dtype=T.F32, pad=None) -> 
 
 def test_every_layout_row_is_expected_here():
     assert set(EXPECT) == {n for n, d in OPS.items() if d.category is Category.LAYOUT
-                           and d.layout not in SORTS}          # (the sorts: test_sort_ops.py)
+                           and d.layout not in ITEM_LAYOUTS}   # (test_sort_ops.py)
 
 
 @pytest.mark.parametrize("op", sorted(EXPECT))
@@ -178,14 +179,15 @@ pytest_slow = pytest.mark.slow
 
 
 @pytest_slow
+@pytest.mark.parametrize("op", ["TEXTRACT", "TSUBVIEW"])
 @pytest.mark.parametrize("target", ["arm64", "cuda_sim", "ascend_a2a3"])
-def test_a_window_offset_outside_its_source_at_run_time_fails_the_task(tmp_path, target):
+def test_a_window_offset_outside_its_source_at_run_time_fails_the_task(tmp_path, target, op):
     """``TEXTRACT %td, %ta, %r, 3`` with r a scalar: r = 4 fits (8 rows, a 4-row window), r = 5
     and r = -1 read outside ``ta``: the reference raises and the backend's task fails before
     the copy; r = 4 gives the reference's window. The status of a CUDA block or an Ascend core
     is not reported by their launches (the integer division checks share this): there the
     kernel stops before the copy and its output keeps what it held."""
-    m = layout_module("TEXTRACT", (4, 6), {}, ("r", 3))
+    m = layout_module(op, (4, 6), {}, ("r", 3))
     ins = {"a": A, "out": np.zeros((4, 6), np.float32)}
     want = run_module(m, ins, {"r": 4})["out"]
     np.testing.assert_array_equal(want, A[4:8, 3:9])
@@ -309,3 +311,36 @@ def test_every_pad_value_fills_as_the_reference_on_every_backend(tmp_path, targe
         got = driver.launch(target, m, {n: v.copy() for n, v in ins.items()}, {},
                             build_dir=tmp_path / pad)["out"]
         np.testing.assert_array_equal(np.asarray(got).astype(np.float64), want.astype(np.float64))
+
+
+def view_module(after) -> PTOModule:
+    """``FOR i: TSUBVIEW tv, ta, i, 3; TADD tw, tv, tv; TSTORE``, then ``after(builder)``
+    inside the loop."""
+    m = PTOModule("views")
+    b = (PTOFunctionBuilder("k", module=m).in_core()
+         .memref("a", GM, T.F32).memref("out", GM, T.F32)
+         .tile("ta", 8, 16, T.F32).tile("tv", 4, 8, T.F32).tile("tw", 4, 8, T.F32)
+         .load("ta", "a").for_loop("i", 0, 2, 1)
+         .subview("tv", "ta", "i", 3).add("tw", "tv", "tv").store("out", "tw", "i", 0))
+    after(b)
+    b.end_for().build()
+    return m
+
+
+def test_a_view_is_the_window_it_aliases():
+    out = run_module(view_module(lambda b: None), {"a": A, "out": np.zeros((8, 8), np.float32)})
+    np.testing.assert_array_equal(out["out"], np.concatenate([2 * A[0:4, 3:11], 2 * A[1:5, 3:11]]))
+
+
+@pytest.mark.parametrize("write,message", [
+    (lambda b: b.add("tv", "tw", "tw"), r"TADD %tv.*'tv' is a view of 'ta' \(TSUBVIEW\): nothing "
+                                        r"else may write it"),
+    (lambda b: b.muls("ta", "ta", 2.0), r"TMULS %ta.*'ta' is written while its view 'tv' "
+                                        r"\(TSUBVIEW\) may be read"),
+    (lambda b: b.load("tv", "a"), r"TLOAD %tv.*'tv' is a view of 'ta'"),
+])
+def test_a_view_or_its_source_written_while_it_lives_is_refused(write, message):
+    """The library's TSUBVIEW aliases a's storage; ours copies the window, which is the same
+    only while neither changes: the verifier says so, naming function and instruction."""
+    with pytest.raises(PTOError, match=rf"function 'k', instruction '{message}"):
+        view_module(write)

@@ -1,8 +1,10 @@
 """The sorts (TSORT32, TMRGSORT): f32 (value, index) pairs, two slots a pair, the index's bits
-in the second (docs/isa/TSORT32.md, TMRGSORT.md), in the order ``pto_core.ir.ops.SORT_ORDER``.
-The reference against a scalar model written here, the verifier's refusals, and every backend
-that runs here bit for bit against the reference on NaN, infinities, signed zeros and ties (of
-values and of indices), with a top-k of 128 scores (TSORT32 then TMRGSORT) among them."""
+in the second (docs/isa/TSORT32.md, TMRGSORT.md), in the order ``pto_core.ir.ops.SORT_ORDER``;
+and the radix-sort histogram THISTOGRAM (docs/isa/THISTOGRAM.md). The reference against
+scalar models written here, the verifier's refusals, and every backend that runs here bit for
+bit against the reference on NaN, infinities, signed zeros and ties (of values and of
+indices), with a top-k of 128 scores (TSORT32 then TMRGSORT) among them, and histograms of
+the integer extremes."""
 
 from __future__ import annotations
 
@@ -123,6 +125,45 @@ def test_a_merge_of_4_sorted_blocks_is_the_model_sort_of_the_group():
     assert [i for _, i in merged[:8]] == list(np.argsort(-a[0], kind="stable")[:8])
 
 
+def topk_module(rows: int) -> PTOModule:
+    """The top 8 of 256 scores of each row, as (score, column) pairs: TSORT32 sorts each row's
+    8 blocks of 32; per row, TMRGSORT (blocks of 64 slots) leaves 2 sorted groups of 128
+    pairs, TFILLPAD_EXPAND appends 2 blocks of -inf, TMRGSORT (blocks of 256 slots) merges the
+    4, and the first 8 pairs are stored."""
+    m = PTOModule("topk")
+    (PTOFunctionBuilder("topk8", module=m).in_core()
+     .memref("scores", GM, T.F32).memref("cols", GM, T.I32).memref("top", GM, T.F32)
+     .tile("ta", rows, 256, T.F32).tile("ti", rows, 256, T.I32).tile("ts", rows, 512, T.F32)
+     .tile("trow", 1, 512, T.F32).tile("tm", 1, 512, T.F32).tile("tp", 1, 1024, T.F32)
+     .tile("tf", 1, 1024, T.F32).tile("ttop", 1, 16, T.F32)
+     .load("ta", "scores").load("ti", "cols").sort32("ts", "ta", "ti")
+     .for_loop("r", 0, rows, 1)
+     .extract("trow", "ts", "r", 0).mrgsort("tm", "trow", 64)
+     .fillpad_expand("tp", "tm", pad="min").mrgsort("tf", "tp", 256)
+     .extract("ttop", "tf", 0, 0).store("top", "ttop", "r", 0)
+     .end_for().build())
+    return m
+
+
+def topk_inputs(rows: int) -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(11)
+    a = rng.standard_normal((rows, 256)).astype(np.float32)
+    a[0, [7, 200]] = 3.5                         # a tie in the top 8, across blocks
+    a[1, 100], a[1, 5] = np.inf, -np.inf
+    return {"scores": a, "cols": np.broadcast_to(np.arange(256, dtype=np.int32), (rows, 256)).copy(),
+            "top": np.zeros((rows, 16), np.float32)}
+
+
+def test_the_top_8_of_256_scores_per_row_are_numpys():
+    ins = topk_inputs(4)
+    top = pairs(run_module(topk_module(4), ins)["top"])
+    a = ins["scores"]
+    for r in range(4):
+        want = np.lexsort((np.arange(256), -a[r]))[:8]        # larger first, then the column
+        assert [i for _, i in top[r]] == want.tolist()
+        assert [v for v, _ in top[r]] == a[r, want].tolist()
+
+
 def test_a_merge_takes_equal_values_in_block_order():
     blocks = sorted_blocks(np.array([2.0, 1.0, 1.0, 0.5], np.float32), 256, 64)
     out = run_module(build_op_module("m", op_kernels(T.F32, [OPS["TMRGSORT"]])),
@@ -166,12 +207,71 @@ def test_the_verifier_refuses_a_bad_merge_naming_function_and_instruction(shape,
         b.mrgsort("td", "ta", block).build()
 
 
+def model_histogram(a: np.ndarray, idx: np.ndarray, byte: int) -> np.ndarray:
+    """Counts of byte ``byte`` per row, element by element, upper bytes filtered."""
+    w = a.dtype.itemsize
+    out = np.zeros((a.shape[0], 256), np.int64)
+    for r in range(a.shape[0]):
+        for x in a[r].tolist():
+            u = x & (0xFFFF if w == 2 else 0xFFFFFFFF)
+            filt = [int(idx[r, 0])] if w == 2 else [int(idx[m, 0]) for m in range(3 - byte)]
+            if all((u >> (8 * k)) & 0xFF == f for k, f in zip(range(w - 1, byte, -1), filt)):
+                out[r, (u >> (8 * byte)) & 0xFF] += 1
+    return out
+
+
+def histogram_module(dt, rows: int, cols: int, idx_shape, byte: int) -> PTOModule:
+    m = PTOModule("hist")
+    (PTOFunctionBuilder("k", module=m).in_core()
+     .memref("a", GM, dt).memref("idx", GM, T.U8).memref("out", GM, T.I32)
+     .tile("ta", rows, cols, dt).tile("ti", *idx_shape, T.U8).tile("td", rows, 256, T.I32)
+     .load("ta", "a").load("ti", "idx").histogram("td", "ta", "ti", byte=byte)
+     .store("out", "td").build())
+    return m
+
+
+@pytest.mark.parametrize("dt,byte", [(T.I16, 1), (T.I16, 0), (T.I32, 3), (T.I32, 2),
+                                     (T.I32, 1), (T.I32, 0)])
+def test_a_histogram_counts_one_byte_among_elements_whose_upper_bytes_match(dt, byte):
+    """Elements of few distinct bytes (the extremes, -1, 0, 0x0102...) so filters pass."""
+    rng = np.random.default_rng(byte)
+    pick = np.array([0, -1, 1, 0x0102, -0x0102, 0x7F7F, -0x8000, 0x0180], np.int64)
+    if dt is T.I32:
+        pick = np.concatenate([pick, [0x01020304, -2**31, 2**31 - 1, 0x01028000]])
+    a = rng.choice(pick, (3, 50)).astype(np.int16 if dt is T.I16 else np.int32)
+    idx_shape = (3, 1) if dt is T.I16 else (max(1, 3 - byte), 4)
+    idx = np.zeros(idx_shape, np.uint8)
+    if dt is T.I16:
+        idx[:, 0] = [0x01, 0xFE, 0x00]
+    else:
+        idx[:, 0] = [0x01, 0x02, 0x03][:idx_shape[0]]
+    got = run_module(histogram_module(dt, 3, 50, idx_shape, byte),
+                     {"a": a, "idx": idx, "out": np.zeros((3, 256), np.int32)})["out"]
+    want = model_histogram(a, idx, byte)
+    assert np.array_equal(got, want) and want.sum() > 0
+    if byte == dt.itemsize - 1:                   # the first pass counts every element
+        assert (got.sum(axis=1) == 50).all()
+
+
+@pytest.mark.parametrize("dt,idx_shape,byte,message", [
+    (T.F32, (3, 1), 0, "counts the bytes of i16 or i32 tiles .* a is f32"),
+    (T.I16, (3, 1), 2, "byte of THISTOGRAM on i16 is one of 0, 1, got 2"),
+    (T.I16, (1, 1), 0, "filter of THISTOGRAM on i16 with byte 0 is 3x1, idx is 1x1"),
+    (T.I32, (1, 4), 0, "filter of THISTOGRAM on i32 with byte 0 is 3 rows, idx is 1x4"),
+])
+def test_the_verifier_refuses_a_bad_histogram_naming_function_and_instruction(
+        dt, idx_shape, byte, message):
+    with pytest.raises(PTOError, match=rf"function 'k'.*THISTOGRAM.*{message}"):
+        histogram_module(dt, 3, 16, idx_shape, byte)
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("target", ["arm64", "arm64-qemu", "cuda_sim", "ascend_a2a3", "ascend_a5"])
-def test_every_backend_sorts_bit_for_bit_as_the_reference(tmp_path, target):
+def test_every_backend_sorts_and_counts_bit_for_bit_as_the_reference(tmp_path, target):
     """The one-instruction kernels on special values (a 26 x 37 TSORT32: a block and a tail
-    per row; a TMRGSORT of 4 sorted blocks) and the top-k module: every output slot's bits
-    equal the reference's, NaN payloads and index bits included."""
+    per row; a TMRGSORT of 4 sorted blocks; THISTOGRAM of the i16 and i32 extremes), the
+    top-8-of-256 module and a top-k of 128: every output slot's bits equal the reference's, NaN payloads and index bits
+    included. A2/A3 has no THISTOGRAM and says so, naming op and target."""
     from pto_core.checking import run_host
     from pto_core.codegen.orchestration import c_module_name
     from pto_ascend_common import A2A3, A5, cpu_check
@@ -181,6 +281,15 @@ def test_every_backend_sorts_bit_for_bit_as_the_reference(tmp_path, target):
     kernels = special_kernels(T.F32, SORTS)
     assert [k.name for k in kernels] == ["k_sort32", "k_mrgsort"]
     cases = [(build_op_module("sorts", kernels), special_inputs(kernels, T.F32))]
+    hist = [k for dt in (T.I16, T.I32) for k in special_kernels(dt, [OPS["THISTOGRAM"]])]
+    for dt, k in zip((T.I16, T.I32), hist):
+        if target == "ascend_a2a3":      # docs/isa/THISTOGRAM.md: "not on A2/A3"
+            with pytest.raises(PTOError, match="THISTOGRAM is not available .* on ascend_a2a3"):
+                cpu_check.run(A2A3, build_op_module("h", [k]), tmp_path / "h",
+                              special_inputs([k], dt))
+            continue
+        cases.append((build_op_module(f"hist_{dt.value}", [k]), special_inputs([k], dt)))
+    cases.append((topk_module(4), topk_inputs(4)))
     a, idx = special_row_inputs(1, 128)
     cases.append((sort_module(1, 128, block=64),
                   {"a": a, "idx": idx, "out": np.zeros((1, 256), np.float32),
@@ -197,6 +306,6 @@ def test_every_backend_sorts_bit_for_bit_as_the_reference(tmp_path, target):
         else:
             got = driver.launch(target, m, {k: v.copy() for k, v in ins.items()}, {}, build_dir=d)
         for name, w in want.items():
-            if name.startswith(("out", "sort32_o", "mrgsort_o")):
-                g = np.ascontiguousarray(got[name], np.float32)
+            if name.startswith(("out", "top", "sort32_o", "mrgsort_o", "histogram_o")):
+                g = np.ascontiguousarray(np.asarray(got[name]).astype(w.dtype))
                 assert np.array_equal(g.view(np.uint32), np.ascontiguousarray(w).view(np.uint32)), name

@@ -44,7 +44,7 @@ from typing import Iterable, Sequence
 from ..errors import PTOBackendError
 from ..ir import (Call, Category, ElementType, For, Function, If, Instr, MemRefType, Module,
                   Return, ScalarType, TileType)
-from ..ir.ops import COMPARES, SORTS, Expr, window_tiles
+from ..ir.ops import COMPARES, ITEM_LAYOUTS, Expr, window_tiles
 from ..options import CompileOptions
 from ..passes.fuse_loops import fuse_function, is_element_op, is_fused, nest_shape
 from .cnames import c_comment, c_function, c_names, kernel_symbol, user_names, user_text
@@ -1209,22 +1209,36 @@ class CStyleRenderer:
     SORT_BEFORE = "({x} != {x} ? {y} == {y} : {x} > {y})"
     SORT_EQUAL = "({x} == {y} || ({x} != {x} && {y} != {y}))"
 
-    def sort_items(self, fn: Function, s: Instr) -> int:
-        """How many independent work items sort op ``s`` is (each :meth:`render_sort_item`,
-        ``_pto_e`` naming it): TSORT32 one per element (its rank in its block), TMRGSORT one
-        per group of 4 blocks."""
+    def item_count(self, fn: Function, s: Instr) -> int:
+        """How many independent work items op ``s`` of :data:`~pto_core.ir.ops.ITEM_LAYOUTS`
+        is (each :meth:`render_item`, ``_pto_e`` naming it): TSORT32 one per element (its rank
+        in its block), TMRGSORT one per group of 4 blocks, THISTOGRAM one per row."""
         ta = fn.type_of(s.named_operands()["a"])
         if s.opdef.layout == "sort32":
             return ta.rows * ta.cols
+        if s.opdef.layout == "histogram":
+            return ta.rows
         return ta.cols // (4 * int(s.named_operands()["block"]))
 
-    def render_sort_item(self, out: _Out, fn: Function, s: Instr) -> None:
-        """Work item ``_pto_e`` of a sort (see ops.SORT_ORDER). TSORT32: element (r, c) goes
-        to its rank among the pairs of its 32-column block. TMRGSORT: group e's 4 blocks are
-        merged, taking the first head no other head comes before. Pairs move as bits."""
+    def render_item(self, out: _Out, fn: Function, s: Instr) -> None:
+        """Work item ``_pto_e`` of a sort (see ops.SORT_ORDER) or histogram. TSORT32: element
+        (r, c) goes to its rank among the pairs of its 32-column block. TMRGSORT: group e's 4
+        blocks are merged, taking the first head no other head comes before. Pairs move as
+        bits. THISTOGRAM: row e's 256 bins counted."""
         ops = s.named_operands()
         dst, a, ta = ops["dst"], ops["a"], fn.type_of(ops["a"])
         before = lambda x, y: self.SORT_BEFORE.format(x=x, y=y)  # noqa: E731
+        if s.opdef.layout == "histogram":
+            byte, wide = int(s.attr("byte")), ta.dtype.itemsize == 4
+            out(f"for (int _pto_c = 0; _pto_c < 256; _pto_c++) {dst}[_pto_e][_pto_c] = 0;")
+            with out.block(f"for (int _pto_j = 0; _pto_j < {ta.cols}; _pto_j++)"):
+                out(f"const uint32_t _pto_u = (uint32_t)({'uint32_t' if wide else 'uint16_t'})"
+                    f"{a}[_pto_e][_pto_j];")
+                keep = [f"((_pto_u >> {8 * u}) & 0xFFu) == {ops['idx']}"
+                        f"[{m if wide else '_pto_e'}][0]"
+                        for m, u in enumerate(range(ta.dtype.itemsize - 1, byte, -1))]
+                out(f"if ({' && '.join(keep) or '1'}) {dst}[_pto_e][(_pto_u >> {8 * byte}) & 0xFFu]++;")
+            return
         if s.opdef.layout == "sort32":
             idx, C = ops["idx"], ta.cols
             out(f"const int _pto_r = _pto_e / {C}, _pto_c = _pto_e % {C}, "
@@ -1286,10 +1300,10 @@ class CStyleRenderer:
         """A layout op: one copy per element of dst, from the element its map names (then
         the op's ordered writes, :meth:`layout_writes`)."""
         td = fn.type_of(s.operands[0])
-        if s.opdef.layout in SORTS:
+        if s.opdef.layout in ITEM_LAYOUTS:
             out.comment(str(s))
-            with out.block(f"for (int _pto_e = 0; _pto_e < {self.sort_items(fn, s)}; _pto_e++)"):
-                self.render_sort_item(out, fn, s)
+            with out.block(f"for (int _pto_e = 0; _pto_e < {self.item_count(fn, s)}; _pto_e++)"):
+                self.render_item(out, fn, s)
             return
         out.comment(str(s))
         for check in self.layout_checks(fn, s):

@@ -198,7 +198,8 @@ class Category(enum.Enum):
     TRANSPOSE = "transpose"
     CONVERT = "convert"
     LAYOUT = "layout"                    # dst's elements are source elements, placed by the
-                                         # row's layout map (LAYOUTS): no arithmetic
+                                         # row's layout map (LAYOUTS): no arithmetic (but the
+                                         # histogram's counts, ITEM_LAYOUTS)
     SCALAR = "scalar"
 
 
@@ -232,6 +233,8 @@ class OpDef:
                                    # source element each element of dst is
     in_place: bool = False         # dst must be the tile a itself (TFILLPAD_INPLACE)
     rows: int | None = None        # MATMUL rows whose a has this many rows (TGEMV: 1)
+    view: bool = False             # dst is a view of a (TSUBVIEW): the verifier keeps both
+                                   # unchanged while it is used, so a copy is the same
 
     @property
     def kinds(self) -> frozenset[str]:
@@ -340,9 +343,10 @@ _TABLE: list[OpDef] = []
 
 
 def _def(name, method, category, operands, isa=False, **kw) -> None:
-    """One row; ``isa=True``: the PTO-ISA library has an instruction of the same name."""
+    """One row; ``isa=True``: the PTO-ISA library has an instruction of the same name (a
+    string: the library instruction that computes it)."""
     _TABLE.append(OpDef(name, method, category, _ops(*operands.split()),
-                        isa=name if isa else None, **kw))
+                        isa=name if isa is True else isa or None, **kw))
 
 
 # data movement
@@ -546,6 +550,14 @@ _def("TEXPANDS", "expands", Category.TILE_SCALAR, "dst:tile_out s:scalar", expr=
 _def("TEXTRACT", "extract", Category.LAYOUT, "dst:tile_out a:tile row:index col:index",
      isa=True, layout="window",
      doc="dst[i, j] = a[row + i, col + j]; the window must lie inside a (offsets count elements)")
+# (docs/isa/TSUBVIEW.md: "Reinterpret a tile as a subtile of another tile", dst_ij =
+# src_{rowIdx+i, colIdx+j}): the library aliases dst to a's storage; the verifier lets
+# nothing write dst (but TSUBVIEW) nor a after the view is taken (verify.check_views), so the
+# window copied (TEXTRACT on the library) is what the alias would read
+_def("TSUBVIEW", "subview", Category.LAYOUT, "dst:tile_out a:tile row:index col:index",
+     isa="TEXTRACT", layout="window", view=True,
+     doc="dst[i, j] = a[row + i, col + j], a view of a: dst is written by nothing else, a by "
+     "nothing after the view (nor in a loop around it)")
 _def("TCONCAT", "concat", Category.LAYOUT, "dst:tile_out a:tile b:tile", isa=True,
      layout="concat", doc="dst = [a | b]: the rows of a followed by the rows of b")
 _def("TRESHAPE", "reshape", Category.LAYOUT, "dst:tile_out a:tile", isa=True,
@@ -585,6 +597,15 @@ _def("TSCATTER", "scatter", Category.LAYOUT, "dst:tile_out a:tile idx:tile", isa
      doc="dst = 0, then dst.flat[idx[i, j]] = a[i, j] in row-major order of (i, j) (the last "
      "write of a position wins); idx is i32 for 4- and 8-byte elements, i16 for 1- and 2-byte "
      "ones; an index outside dst is an error of the task, checked before anything is written")
+# (docs/isa/THISTOGRAM.md): 256 bins per row counting the values of one byte of a's elements
+# (i16 or i32 tiles holding the library's uint16/uint32 bits), among the elements whose upper
+# bytes match the filter bytes in idx (u8)
+_def("THISTOGRAM", "histogram", Category.LAYOUT, "dst:tile_out a:tile idx:tile", isa=True,
+     layout="histogram", attrs=("byte",),
+     doc="dst[r, v] = how many a[r, j] have byte ``byte`` (0: the lowest) equal to v, among "
+     "those whose upper bytes match the filter: i16 a, byte 0: its byte 1 equals idx[r, 0]; "
+     "i32 a, byte k < 3: its bytes 3, 2, ... k+1 equal idx[0, 0], idx[1, 0], ...; dst is "
+     "R x 256 i32 (counts), idx u8")
 
 # scalar
 _def("SADD", "scalar_add", Category.SCALAR, "dst:scalar_out a:scalar b:scalar", expr=A + B)
@@ -739,10 +760,16 @@ LAYOUTS: dict[str, str] = {
     "insert": "a[i - row, j - col] where (i, j) lies in a's window at (row, col), else dst[i, j]",
     "scatter": "a[k, l] for the last (k, l) in row-major order with idx[k, l] = i * dst's "
                "columns + j; 0 where there is none",
+    "histogram": "the count of row i's elements whose chosen byte is j (upper bytes filtered)",
 }
 
 #: the layouts whose dst holds sorted (value, index) pairs of f32 (two slots a pair)
 SORTS = ("sort32", "merge4")
+#: the layouts computed as independent work items (a sort's element or group, a histogram's
+#: row) rather than one source element per element of dst
+ITEM_LAYOUTS = SORTS + ("histogram",)
+#: THISTOGRAM's ``byte`` attribute: the byte counted, 0 the lowest
+HIST_BYTES = (0, 1, 2, 3)
 
 #: the pad values of TFILLPAD's ``pad`` attribute
 PAD_VALUES = ("zero", "max", "min")
@@ -751,6 +778,9 @@ PAD_VALUES = ("zero", "max", "min")
 def _check_layout(op: OpDef, d: TileType, a: TileType, tiles: dict[str, TileType]) -> None:
     """The shape and type rule of a layout op: dst has a's element type; its shape follows
     from the map."""
+    if op.layout == "histogram":         # counts: dst has a type of its own
+        _check_histogram(op, d, a, tiles["idx"])
+        return
     if d.dtype != a.dtype:
         raise RuleError(f"dtype mismatch: dst and a ({d.dtype.value} vs {a.dtype.value})")
     if op.layout == "window":
@@ -812,6 +842,33 @@ def _check_layout(op: OpDef, d: TileType, a: TileType, tiles: dict[str, TileType
         if idx.shape != d.shape:
             raise RuleError(f"shape mismatch: dst and idx ({d.rows}x{d.cols} vs "
                             f"{idx.rows}x{idx.cols})")
+
+
+def _check_histogram(op: OpDef, d: TileType, a: TileType, idx: TileType) -> None:
+    """THISTOGRAM's types and shapes (the byte's range: :func:`check_histogram_byte`)."""
+    E = ElementType
+    if a.dtype not in (E.I16, E.I32):
+        raise RuleError(f"{op.name} counts the bytes of i16 or i32 tiles (the library's "
+                        f"uint16/uint32), a is {a.dtype.value}")
+    if d.dtype is not E.I32 or d.shape != (a.rows, 256):
+        raise RuleError(f"{op.name} writes {a.rows}x256 i32 counts, dst is {d.rows}x{d.cols} "
+                        f"{d.dtype.value}")
+    if idx.dtype is not E.U8:
+        raise RuleError(f"the filter of {op.name} is a u8 tile, idx is {idx.dtype.value}")
+
+
+def check_histogram_byte(a: TileType, idx: TileType, byte: object) -> None:
+    """THISTOGRAM's byte fits a's type, and idx holds a filter byte for each upper byte: an
+    i16 a one per row (R x 1), an i32 a one per row of idx (3 - byte rows, at least 1)."""
+    width = a.dtype.itemsize
+    if byte not in range(width):
+        raise RuleError(f"the byte of THISTOGRAM on {a.dtype.value} is one of "
+                        f"{', '.join(map(str, range(width)))}, got {byte!r}")
+    want = (a.rows, 1) if width == 2 else (max(1, 3 - byte), None)
+    if idx.rows != want[0] or (want[1] is not None and idx.cols != want[1]):
+        shape = f"{want[0]}x{want[1]}" if want[1] else f"{want[0]} rows"
+        raise RuleError(f"the filter of THISTOGRAM on {a.dtype.value} with byte {byte} is "
+                        f"{shape}, idx is {idx.rows}x{idx.cols}")
 
 
 def check_merge_block(a: TileType, block: object) -> None:

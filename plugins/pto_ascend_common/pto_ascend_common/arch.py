@@ -35,6 +35,9 @@ class AscendArch:
     copy of the source (A2/A3); on A5 the register-based reduction ignores it, so a minimal
     one-block scratch is passed.
 
+    ``lacks``: library instructions this generation does not have at all (THISTOGRAM on
+    A2/A3); the emitter refuses them, naming the op and the target.
+
     ``isa_types``: library instruction -> the element types this generation's implementation
     accepts, for instructions that do not take every vector type (the "Implementation checks"
     of docs/isa/<OP>.md); the emitter refuses the others, naming the op and the target. An
@@ -53,6 +56,7 @@ class AscendArch:
     vector_types: tuple[ElementType, ...] = field(
         default=(E.F32, E.F16, E.BF16, E.I32, E.I16, E.I8, E.U8))
     isa_types: Mapping[str, tuple[ElementType, ...]] = field(default_factory=dict)
+    lacks: tuple[str, ...] = ()      # library instructions this generation does not have
 
     def reduce_types(self, op: str) -> tuple[ElementType, ...]:
         """The source element types reduction ``op`` accepts on this generation: its entry of
@@ -97,7 +101,9 @@ A2A3 = AscendArch(
                # 2- or 4-byte elements
                "TGATHER": (E.F32, E.F16, E.BF16, E.I32, E.I16),
                # docs/isa/TINSERT.md, "A2A3 implementation checks": "Acc → Mat only"
-               "TINSERT": ()})
+               "TINSERT": ()},
+    # docs/isa/THISTOGRAM.md: "available on A5 / Kirin9030 / CPU-sim only (not on A2/A3)"
+    lacks=("THISTOGRAM",))
 
 A5 = AscendArch(
     name="ascend_a5", macro="PTO_NPU_ARCH_A5", cce_arch="dav-c310",

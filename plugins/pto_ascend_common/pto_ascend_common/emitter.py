@@ -629,6 +629,8 @@ class _KernelRenderer(CStyleRenderer):
                           + f" TSTORE(_pto_gm, {t.name}); }}", "MTE3", (t.name,))]
         if cat is Category.MATMUL:
             return self._lower_matmul(fn, s, ops)
+        if s.opdef.isa in self.arch.lacks:
+            raise self._err(fn, s, f"{s.op} is not available (docs/isa/{s.op}.md)")
         # vector instructions from here on: the vector unit computes in its own types only
         types = self.arch.vector_types
         for v, spec in zip(s.operands, s.opdef.operands):
@@ -683,6 +685,8 @@ class _KernelRenderer(CStyleRenderer):
             return self._lower_sort32(fn, s, ops, d, vec)
         if s.opdef.layout == "scatter":
             return self._lower_scatter(fn, s, ops, d, vec)
+        if s.opdef.layout == "histogram":
+            return self._lower_histogram(s, ops, d, vec)
         if s.opdef.layout == "gather":    # docs/isa/TGATHER.md: "continuous dst storage"
             self._need_unpadded(fn, s, (ops["dst"], ops["a"], ops["idx"]), vec,
                                 "indexes the tile's storage")
@@ -716,18 +720,31 @@ class _KernelRenderer(CStyleRenderer):
         """TSORT32 takes uint32_t indices (docs/isa/TSORT32.md): our i32 tile through a
         uint32_t view of its bytes. A row that is not whole blocks of 32 takes the 4-operand
         form, whose tmp holds the row padded to a multiple of 32 ("tmpSize = ceil_32(C)")."""
-        a, idx = vec(ops["a"]), vec(ops["idx"])
-        t = self._tiles[idx]
-        view = f"{idx}_u32"
-        if view not in self._tiles:
-            self._tiles[view] = replace(t, name=view, cpp=t.cpp.replace("int32_t", "uint32_t", 1),
-                                        alias_of=t.name)
+        a, view = vec(ops["a"]), self._unsigned_view(vec(ops["idx"]))
         ta = fn.type_of(ops["a"])
         tmps = []
         if ta.cols % 32:
             tmps = [self._scratch(TileType(1, -(-ta.cols // 32) * 32, ta.dtype), 62)]
         return [_Step(f"TSORT32({', '.join([d, a, view, *tmps])});", "V", (a, view),
                       (d, *tmps))]
+
+    def _unsigned_view(self, name: str) -> str:
+        """A view of integer tile ``name``'s bytes typed with the unsigned type of its width
+        (the library's uint16_t/uint32_t operands of TSORT32 and THISTOGRAM)."""
+        t = self._tiles[name]
+        view = f"{name}_u"
+        if view not in self._tiles:
+            signed = self.ctype(t.dtype)
+            self._tiles[view] = replace(t, name=view, cpp=t.cpp.replace(signed, "u" + signed, 1),
+                                        alias_of=t.name)
+        return view
+
+    def _lower_histogram(self, s: Instr, ops: dict, d: str, vec) -> list[_Step]:
+        """THISTOGRAM<HistByte::BYTE_k>(dst, src, idx) on uint32_t counts and uint16_t/uint32_t
+        values: views of our i32 and i16/i32 tiles."""
+        dst, a, idx = self._unsigned_view(d), self._unsigned_view(vec(ops["a"])), vec(ops["idx"])
+        return [_Step(f"THISTOGRAM<HistByte::BYTE_{int(s.attr('byte'))}>({dst}, {a}, {idx});",
+                      "V", (a, idx), (dst,))]
 
     def _need_unpadded(self, fn: Function, s: Instr, names, vec, why: str) -> None:
         """Refuse ``s`` when a tile of ``names`` has padded rows (its storage is not its

@@ -24,7 +24,9 @@ def expected_refusals(arch, dt) -> dict[str, str]:
     for k in special_kernels(dt):
         types = [k.out_dtype] + [t for _, _, _, t in k.inputs]       # dst first, as checked
         lacking = [t.value for t in types if t not in arch.vector_types]
-        if lacking:
+        if k.op.isa in arch.lacks:
+            out[k.name] = f"{k.op.isa} is not available"
+        elif lacking:
             out[k.name] = f"no {lacking[0]} arithmetic"
         elif (k.op.category in (Category.ROW_REDUCE, Category.COL_REDUCE)
               and dt not in arch.reduce_types(k.op.name)):

@@ -18,7 +18,7 @@ from pto_ascend_common import A2A3, A5, cpu_check, official_sim
 from pto_ascend_common.testing import op_check_module
 from pto_core import ElementType as E
 from pto_core.ir import Category
-from pto_core.ir.ops import OPS, SORTS
+from pto_core.ir.ops import ITEM_LAYOUTS, OPS
 from pto_core.opcheck import (backend_support, build_op_module, compare_outputs, op_kernels,
                               special_inputs, special_values)
 from pto_core.reference import numpy_dtype, run_module
@@ -204,13 +204,19 @@ BITWISE = [OPS[n] for n in ("TAND", "TOR", "TXOR", "TNOT", "TANDS", "TORS", "TXO
 SHIFTS = [OPS[n] for n in ("TSHL", "TSHR", "TSHLS", "TSHRS")]
 
 
-def _assert_both_agree(arch, module, kernels, inputs, tmp_path) -> tuple[dict, dict]:
-    """The official simulator and our header both give the reference's outputs; returns
-    both outputs (official, ours)."""
+def _three_runs(arch, module, inputs, tmp_path) -> tuple[dict, dict, dict]:
+    """The outputs of the reference, the official simulator and our header."""
     want = run_module(module, inputs, {})
     theirs = official_sim.run(arch, module, tmp_path / "official",
                               {n: a.copy() for n, a in inputs.items()})
     ours = cpu_check.run(arch, module, tmp_path / "own", {n: a.copy() for n, a in inputs.items()})
+    return want, theirs, ours
+
+
+def _assert_both_agree(arch, module, kernels, inputs, tmp_path) -> tuple[dict, dict]:
+    """The official simulator and our header both give the reference's outputs; returns
+    both outputs (official, ours)."""
+    want, theirs, ours = _three_runs(arch, module, inputs, tmp_path)
     bad = (compare_outputs(kernels, inputs, theirs, want)
            + compare_outputs(kernels, inputs, ours, want))
     assert not bad, "\n".join(bad)
@@ -355,7 +361,7 @@ def test_integer_powers_in_range_on_the_official_simulator_match_the_reference(
 
 #: the layout ops (docs/isa/TEXTRACT.md, TCONCAT.md, TRESHAPE.md, TGATHER.md, TINSERT.md)
 LAYOUT_OPS = [op for op in OPS.values() if op.category is Category.LAYOUT
-              and op.layout not in SORTS]            # (the sorts: their own test below)
+              and op.layout not in ITEM_LAYOUTS]     # (sorts, histogram: own tests below)
 
 
 @pytest.mark.parametrize("arch", [A2A3, A5], ids=lambda a: a.name)
@@ -431,7 +437,8 @@ def test_sorts_without_nan_on_the_official_simulator_agree_bit_for_bit(tmp_path,
     """TSORT32 of a 26 x 37 tile (a block of 32 and a tail per row) and TMRGSORT of 4 sorted
     blocks, on special values with NaN replaced by 0 (infinities, signed zeros, subnormals,
     ties of values and of indices, negative indices): the official simulator, our header and
-    the reference agree bit for bit, index bits included. With NaN they may not: the
+    the reference agree bit for bit, index bits included; so do they on the top 8 of 256
+    scores a row of tests/test_sort_ops.py. With NaN they may not: the
     official comparison ("if (a.score != b.score) return a.score > b.score") leaves NaN
     unordered (docs/ascend-fidelity.md)."""
     from pto_core.opcheck import special_kernels
@@ -445,15 +452,31 @@ def test_sorts_without_nan_on_the_official_simulator_agree_bit_for_bit(tmp_path,
         else:                      # a NaN value slot of a pair: 0, the index slots kept
             a[0, ::2][np.isnan(a[0, ::2])] = 0
             inputs[k.tensor("a")] = sorted_rows(a)
-    want = run_module(module, inputs, {})
-    theirs = official_sim.run(arch, module, tmp_path / "official",
-                              {n: a.copy() for n, a in inputs.items()})
-    ours = cpu_check.run(arch, module, tmp_path / "own", {n: a.copy() for n, a in inputs.items()})
-    for k in kernels:
-        w = np.ascontiguousarray(want[k.out_tensor]).view(np.uint32)
-        for who, got in (("official", theirs), ("ours", ours)):
-            g = np.ascontiguousarray(got[k.out_tensor], np.float32).view(np.uint32)
-            assert np.array_equal(g, w), f"{k.name} ({who})"
+    want, theirs, ours = _three_runs(arch, module, inputs, tmp_path)
+    outs = [k.out_tensor for k in kernels]
+    # the top 8 of 256 scores a row (TSORT32, TEXTRACT, TMRGSORT, TFILLPAD_EXPAND): the example
+    # of tests/test_sort_ops.py, whose scores hold a tie and both infinities
+    sort_tests = _sort_tests()
+    topk = _three_runs(arch, sort_tests.topk_module(4), sort_tests.topk_inputs(4),
+                       tmp_path / "topk")
+    runs = [(n, want[n], theirs[n], ours[n]) for n in outs] + [("top", *(r["top"] for r in topk))]
+    for name, w, t, o in runs:
+        w = np.ascontiguousarray(w).view(np.uint32)
+        for who, got in (("official", t), ("ours", o)):
+            g = np.ascontiguousarray(got, np.float32).view(np.uint32)
+            assert np.array_equal(g, w), f"{name} ({who})"
+
+
+def _sort_tests():
+    """tests/test_sort_ops.py as a module (the suite imports test files with
+    --import-mode=importlib: they cannot import each other by name)."""
+    import importlib.util
+    from pathlib import Path
+    path = Path(__file__).resolve().parents[3] / "tests" / "test_sort_ops.py"
+    spec = importlib.util.spec_from_file_location("_pto_sort_tests", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
 
 
 def sorted_rows(a: np.ndarray) -> np.ndarray:
@@ -463,3 +486,20 @@ def sorted_rows(a: np.ndarray) -> np.ndarray:
     vals, idx = pairs[:, 0].copy(), pairs[:, 1].copy().view(np.int32)
     out = [_sort32(vals[None, b:b + 32], idx[None, b:b + 32]) for b in range(0, len(vals), 32)]
     return np.concatenate(out, axis=1)
+
+
+@pytest.mark.parametrize("dt", [E.I16, E.I32], ids=lambda t: t.value)
+def test_histograms_on_the_official_simulator_are_running_sums_of_ours(tmp_path, dt):
+    """THISTOGRAM (A5) of the integer extremes and small values, upper bytes filtered: our
+    header gives the reference's counts, as docs/isa/THISTOGRAM.md defines them ("dst_{r,b} =
+    |{j | B_k(src_{r,j}) = b and F_k(r, j)}|"); the official CPU code stores their running
+    sums over the bins ("cumulative += counts[bin]", cpu/THistogram.hpp;
+    docs/ascend-fidelity.md)."""
+    from pto_core.opcheck import special_kernels
+    kernels = special_kernels(dt, [OPS["THISTOGRAM"]])
+    module = build_op_module(f"hist_{dt.value}", kernels)
+    want, theirs, ours = _three_runs(A5, module, special_inputs(kernels, dt), tmp_path)
+    (k,) = kernels
+    w = want[k.out_tensor]
+    assert w.sum() > 0 and np.array_equal(ours[k.out_tensor], w)
+    assert np.array_equal(theirs[k.out_tensor], np.cumsum(w, axis=1))

@@ -44,7 +44,7 @@ from typing import Mapping
 from pto_core.codegen.cstyle import CStyleRenderer, _Out
 from pto_core.codegen.cnames import kernel_symbol
 from pto_core.errors import PTOBackendError
-from pto_core.ir.ops import SORTS
+from pto_core.ir.ops import ITEM_LAYOUTS
 from pto_core.ir import (Call, Category, ElementType, For, Function, If, Instr, MemRefType,
                          Module, TileType)
 from pto_core.options import CompileOptions
@@ -690,10 +690,10 @@ class CudaRenderer(CStyleRenderer):
         if self._dirty:
             self._barrier(out)
         out(f"/* {s} */")
-        if s.opdef.layout in SORTS:        # the threads stride over the sort's work items
-            with out.block(f"for (int _pto_e = threadIdx.x; _pto_e < {self.sort_items(fn, s)}; "
+        if s.opdef.layout in ITEM_LAYOUTS:  # the threads stride over the op's work items
+            with out.block(f"for (int _pto_e = threadIdx.x; _pto_e < {self.item_count(fn, s)}; "
                            f"_pto_e += blockDim.x)"):
-                self.render_sort_item(out, fn, s)
+                self.render_item(out, fn, s)
             self._barrier(out)
             return
         for check in self.layout_checks(fn, s):

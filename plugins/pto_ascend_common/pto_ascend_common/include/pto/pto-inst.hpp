@@ -1251,6 +1251,38 @@ inline RecordEvent TMRGSORT(D& dst, S& src, uint32_t blockLen, WaitEvents&...) {
     return {};
 }
 
+// THISTOGRAM (docs/isa/THISTOGRAM.md, A5 only): per row, the count of each value 0..255 of
+// byte `byte` of the elements whose upper bytes match the filter (uint16: idx(r, 0); uint32:
+// idx(0, 0), idx(1, 0), ... for bytes 3, 2, ...). The docs define counts ("dst_{r,b} = |{j |
+// ...}|"); the library's CPU code stores running sums of them.
+enum class HistByte : uint8_t { BYTE_0 = 0, BYTE_1 = 1, BYTE_2 = 2, BYTE_3 = 3 };
+template <HistByte byte, typename D, typename S, typename I, typename... WaitEvents>
+inline RecordEvent THISTOGRAM(D& dst, S& src, I& idx, WaitEvents&...) {
+#if defined(PTO_NPU_ARCH_A2A3)
+    static_assert(sizeof(D) == 0, "THISTOGRAM is not available on A2/A3 (docs/isa/THISTOGRAM.md)");
+#endif
+    using T = typename S::DType;
+    static_assert(std::is_same_v<T, uint16_t> || std::is_same_v<T, uint32_t>, "THISTOGRAM: uint16_t or uint32_t source");
+    static_assert(std::is_same_v<typename D::DType, uint32_t>, "THISTOGRAM: uint32_t counts");
+    static_assert(std::is_same_v<typename I::DType, uint8_t>, "THISTOGRAM: uint8_t filter");
+    static_assert(unsigned(byte) < sizeof(T), "THISTOGRAM: the byte lies inside the element");
+    if (!(detail::ready(dst, "THISTOGRAM") && detail::ready(src, "THISTOGRAM") && detail::ready(idx, "THISTOGRAM"))) return {};
+    detail::rd(src, PIPE_V, "THISTOGRAM"); detail::rd(idx, PIPE_V, "THISTOGRAM");
+    if (dst.GetValidCol() < 256) { pto_sim::fail("THISTOGRAM: dst has 256 bins a row"); return {}; }
+    for (unsigned r = 0; r < src.GetValidRow(); ++r) {
+        for (unsigned b = 0; b < 256; ++b) dst.at(r, b) = 0;
+        for (unsigned c = 0; c < src.GetValidCol(); ++c) {
+            const uint32_t u = src.at(r, c);
+            bool keep = true;
+            for (unsigned k = sizeof(T) - 1, m = 0; k > unsigned(byte); --k, ++m)
+                keep = keep && ((u >> (8 * k)) & 0xFFu) == (sizeof(T) == 2 ? idx.at(r, 0) : idx.at(m, 0));
+            if (keep) ++dst.at(r, (u >> (8 * unsigned(byte))) & 0xFFu);
+        }
+    }
+    detail::wr(dst, PIPE_V, "THISTOGRAM");
+    return {};
+}
+
 // ------------------------------------------------------------------------------------------
 // Broadcasts: src1 is a per-row (R x 1) or per-column (1 x C) tile.
 // ------------------------------------------------------------------------------------------
