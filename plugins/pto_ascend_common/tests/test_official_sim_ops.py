@@ -170,8 +170,9 @@ DIVIDES = {"k_recip", "k_rowexpanddiv", "k_colexpanddiv", "k_fmod", "k_fmods", "
 #: reductions), the sign of zero (abs(-0), relu(-0), max/min of +0 and -0, sums of -0 start
 #: from +0), TSUBRELU's ReLU turning NaN into 0, out-of-range float -> int32 conversion
 #: without saturation, TRSQRT in double; TAXPY and TFUSEDMULADD fused into one rounding,
-#: TFUSEDMULADDRELU's ReLU turning NaN into 0
-OFFICIAL_SPECIAL_DIVERGENCES = {"k_axpy", "k_fusedmuladd", "k_fusedmuladdrelu",
+#: TFUSEDMULADDRELU's ReLU turning NaN into 0; the sorts, whose comparison leaves NaN unordered
+OFFICIAL_SPECIAL_DIVERGENCES = {"k_sort32", "k_mrgsort",
+                                "k_axpy", "k_fusedmuladd", "k_fusedmuladdrelu",
                                 "k_abs", "k_relu", "k_subrelu", "k_max", "k_min", "k_maxs",
                                 "k_mins", "k_rowmax", "k_rowmin", "k_colmax", "k_colmin", "k_rowsum", "k_colsum",
                                 "k_rowexpandmax", "k_rowexpandmin", "k_colexpandmax",
