@@ -38,6 +38,8 @@ _SHAPES: dict[Category, dict[str, tuple[int, int]]] = {
     "reshape": {"dst": (16, 8), "a": _T8},
     "gather": {"dst": _T8, "a": _T8, "idx": _T8},
     "pad": {"dst": _T8, "a": _T8},
+    "partial": {"dst": _T8, "a": _T8, "b": (6, 12)},
+    "pair": {"dst": _T8, "a": _T8},
     # matrix-vector products (OpDef.rows: a has one row)
     "gemv": {"dst": (1, 4), "acc": (1, 4), "a": (1, 16), "b": (16, 4)},
 }

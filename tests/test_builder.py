@@ -29,6 +29,8 @@ SHAPES = {
     "reshape": dict(dst=(8, 4), a=(4, 8)),
     "gather": dict(dst=(4, 8), a=(4, 8), idx=(4, 8)),
     "pad": dict(dst=(4, 8), a=(4, 8)),
+    "partial": dict(dst=(4, 8), a=(4, 8), b=(3, 5)),
+    "pair": dict(dst=(4, 7), a=(4, 7)),
     # matrix-vector products (OpDef.rows: a has one row)
     "gemv": dict(dst=(1, 2), acc=(1, 2), a=(1, 8), b=(8, 2)),
 }

@@ -198,7 +198,9 @@ class Category(enum.Enum):
     TRANSPOSE = "transpose"
     CONVERT = "convert"
     LAYOUT = "layout"                    # dst's elements are source elements, placed by the
-                                         # row's layout map (LAYOUTS): no arithmetic
+                                         # row's layout map (LAYOUTS): no arithmetic, unless
+                                         # the row has an expression, which combines the
+                                         # elements the map names (TPARTADD, TPairReduceSum)
     SCALAR = "scalar"
 
 
@@ -334,9 +336,10 @@ _TABLE: list[OpDef] = []
 
 
 def _def(name, method, category, operands, isa=False, **kw) -> None:
-    """One row; ``isa=True``: the PTO-ISA library has an instruction of the same name."""
+    """One row; ``isa=True``: the PTO-ISA library has an instruction of the same name (a
+    string: of that name, where the official page spells it otherwise: TPairReduceSum)."""
     _TABLE.append(OpDef(name, method, category, _ops(*operands.split()),
-                        isa=name if isa else None, **kw))
+                        isa=isa if isinstance(isa, str) else name if isa else None, **kw))
 
 
 # data movement
@@ -552,6 +555,22 @@ _def("TGATHER", "gather", Category.LAYOUT, "dst:tile_out a:tile idx:tile", isa=T
      layout="gather", scratch=1, scratch_dtype=ElementType.I32,
      doc="dst[i, j] = a.flat[idx[i, j]] (row-major index into a); an index outside "
      "[0, rows*cols of a) gives 0, as the official CPU simulator")
+# partial element-wise ops (docs/isa/TPARTADD.md, TPARTMUL.md, TPARTMAX.md, TPARTMIN.md): a
+# tile's shape is its valid region, and a and b may cover less of dst than each other
+_PART_DOC = ("dst[i, j] = {} where both a and b hold (i, j), else the one that does; a or b has "
+             "dst's shape, the other is no larger")
+for _n, _m, _x, _f in [("TPARTADD", "partadd", A + B, "a + b"),
+                       ("TPARTMUL", "partmul", A * B, "a * b"),
+                       ("TPARTMAX", "partmax", maximum(A, B), "max(a, b)"),
+                       ("TPARTMIN", "partmin", minimum(A, B), "min(a, b)")]:
+    _def(_n, _m, Category.LAYOUT, "dst:tile_out a:tile b:tile", expr=_x, isa=True,
+         layout="partial", doc=_PART_DOC.format(_f))
+# (docs/isa/TPairReduceSum.md): the expression adds the pair the map names (a: the even
+# element, b: the odd one, or +0 past the row's end)
+_def("TPairReduceSum", "pairreducesum", Category.LAYOUT, "dst:tile_out a:tile", expr=A + B,
+     isa="TPAIRREDUCESUM", layout="pair", type_class="float",
+     doc="dst[i, j] = a[i, 2j] + a[i, 2j + 1] for j < ceil(cols / 2) (+0 for a missing odd "
+     "element), dst[i, j] = 0 for the rest of the row; dst has a's shape")
 
 # scalar
 _def("SADD", "scalar_add", Category.SCALAR, "dst:scalar_out a:scalar b:scalar", expr=A + B)
@@ -689,6 +708,10 @@ LAYOUTS: dict[str, str] = {
     "reshape": "a's element i * dst's columns + j in row-major order",
     "gather": "a's element idx[i, j] in row-major order; 0 where idx[i, j] is outside a",
     "pad": "a[i, j] where (i, j) lies inside a, else the pad value (the pad attribute)",
+    "partial": "the expression of a[i, j] and b[i, j] where both hold (i, j), else the one "
+               "that does",
+    "pair": "the expression of a[i, 2j] and a[i, 2j + 1] (+0 past the row's end) for j < "
+            "ceil(a's columns / 2), else 0",
 }
 
 #: the pad values of TFILLPAD's ``pad`` attribute
@@ -722,6 +745,20 @@ def _check_layout(op: OpDef, d: TileType, a: TileType, tiles: dict[str, TileType
                             f"{d.rows}x{d.cols} (dst must be "
                             f"{'at least' if op.name == 'TFILLPAD_EXPAND' else 'exactly'} "
                             f"a's shape)")
+    elif op.layout == "partial":
+        b = tiles["b"]
+        if b.dtype != a.dtype:
+            raise RuleError(f"dtype mismatch: a and b ({a.dtype.value} vs {b.dtype.value})")
+        if d.shape not in (a.shape, b.shape) or any(t.rows > d.rows or t.cols > d.cols
+                                                    for t in (a, b)):
+            raise RuleError(f"shape mismatch: {op.name} needs a or b of dst's shape "
+                            f"{d.rows}x{d.cols} and the other no larger, got a {a.rows}x{a.cols} "
+                            f"and b {b.rows}x{b.cols}")
+        _check_kind_types(op, a)
+    elif op.layout == "pair":
+        if d.shape != a.shape:
+            raise RuleError(f"shape mismatch: dst and a ({d.rows}x{d.cols} vs {a.rows}x{a.cols})")
+        _check_kind_types(op, a)
     elif op.layout == "gather":
         idx = tiles["idx"]
         if idx.dtype is not ElementType.I32:

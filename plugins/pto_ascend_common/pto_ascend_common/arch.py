@@ -71,6 +71,8 @@ class AscendArch:
 _EVERY_GENERATION: dict[str, tuple[ElementType, ...]] = {
     # TAXPY.md, TFUSEDMULADD.md, TFUSEDMULADDRELU.md, TMULADDDST.md: half and float
     **{op: (E.F32, E.F16) for op in ("TAXPY", "TFUSEDMULADD", "TFUSEDMULADDRELU", "TMULADDDST")},
+    # TPairReduceSum.md, "Implementation checks (A2A3 & A5)": float or half
+    "TPAIRREDUCESUM": (E.F32, E.F16),
 }
 
 
@@ -92,7 +94,10 @@ A2A3 = AscendArch(
                "TCOLARGMAX": (E.F32, E.F16), "TCOLARGMIN": (E.F32, E.F16),
                # docs/isa/TGATHER.md, "Index-based gather: implementation checks (A2A3)":
                # 2- or 4-byte elements
-               "TGATHER": (E.F32, E.F16, E.BF16, E.I32, E.I16)})
+               "TGATHER": (E.F32, E.F16, E.BF16, E.I32, E.I16),
+               # docs/isa/TPARTADD.md ... TPARTMIN.md, "A2A3 implementation checks"
+               **{op: (E.F32, E.F16, E.I32, E.I16)
+                  for op in ("TPARTADD", "TPARTMUL", "TPARTMAX", "TPARTMIN")}})
 
 A5 = AscendArch(
     name="ascend_a5", macro="PTO_NPU_ARCH_A5", cce_arch="dav-c310",
@@ -110,4 +115,7 @@ A5 = AscendArch(
                **{op: (E.F32, E.F16, E.I32, E.I16, E.I8, E.U8)
                   for op in ("TCOLARGMAX", "TCOLARGMIN")},
                **{op: (E.F32, E.F16, E.BF16, E.I32, E.I16)
-                  for op in ("TROWARGMAX", "TROWARGMIN")}})
+                  for op in ("TROWARGMAX", "TROWARGMIN")},
+               # docs/isa/TPARTADD.md ... TPARTMIN.md, "A5 implementation checks"
+               **{op: (E.F32, E.F16, E.BF16, E.I32, E.I16, E.I8, E.U8)
+                  for op in ("TPARTADD", "TPARTMUL", "TPARTMAX", "TPARTMIN")}})
