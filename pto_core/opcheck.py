@@ -160,6 +160,8 @@ def _io(op: OpDef, dt: ElementType, R: int, C: int, M: int, K: int, N: int,
         return [("a", R, C, dt), ("idx", *filt, E.U8)], (R, 256, E.I32)
     if op.layout == "pad" and not op.in_place and op.name != "TFILLPAD":    # a smaller a
         return [("a", R - R // 3, C - C // 4, dt)], (R, C, dt)
+    if op.layout == "partial":           # b covers part of dst (tests/test_partial_ops.py
+        return [("a", R, C, dt), ("b", R - R // 3, C - C // 4, dt)], (R, C, dt)   # swaps them)
     return [(o.name, R, C, dt) for o in op.operands if o.role in ("tile", "tile_inout")], (R, C, dt)
 
 
@@ -586,7 +588,7 @@ def is_exact(k: OpKernel) -> bool:
     tanh (polynomials), sums (the order of additions is the backend's) and matmul."""
     cat = k.op.category
     if cat in (Category.TRANSPOSE, Category.CONVERT, Category.LAYOUT):
-        return True
+        return k.op.expr is None or _exact_expr(k.op.expr)
     if cat in (Category.ROW_REDUCE, Category.COL_REDUCE):
         return k.op.reduce in ("max", "min")
     if cat is Category.MATMUL:
@@ -699,6 +701,12 @@ def _layout_operands(k: OpKernel, tile, r: int, c: int, scalar) -> dict[str, obj
         return {"dst": scalar(tile("dst")[r, c])}
     if lay == "concat":
         return {"a": scalar(a[r, c])} if c < a.shape[1] else {"b": scalar(tile("b")[r, c - a.shape[1]])}
+    if lay == "partial":
+        return {p: scalar(tile(p)[r, c]) for p in ("a", "b")
+                if r < tile(p).shape[0] and c < tile(p).shape[1]}
+    if lay == "pair":
+        return {"a": scalar(a[r, 2 * c]), "b": scalar(a[r, 2 * c + 1]) if 2 * c + 1 < cols
+                else 0.0} if 2 * c < cols else {}
     if lay == "pad":
         if r < a.shape[0] and c < a.shape[1]:
             return {"a": scalar(a[r, c])}

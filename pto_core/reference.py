@@ -55,7 +55,7 @@ from __future__ import annotations
 import functools
 import itertools
 from dataclasses import dataclass
-from typing import Any, Iterable, Iterator, Mapping, NamedTuple
+from typing import Any, Callable, Iterable, Iterator, Mapping, NamedTuple
 
 import ml_dtypes
 import numpy as np
@@ -537,6 +537,26 @@ def _histogram(a: np.ndarray, idx: np.ndarray, byte: int) -> np.ndarray:
     return out
 
 
+def _partial(f: Callable, a: np.ndarray, b: np.ndarray, shape: tuple[int, int]) -> np.ndarray:
+    """TPARTADD ...: ``f(a, b)`` where both hold an element, the one that does elsewhere (one
+    of them has dst's ``shape``, the other is no larger)."""
+    out = (a if a.shape == shape else b).copy()
+    r, c = min(a.shape[0], b.shape[0]), min(a.shape[1], b.shape[1])
+    out[:r, :c] = f(a[:r, :c], b[:r, :c])
+    return out
+
+
+def _pair(f: Callable, a: np.ndarray) -> np.ndarray:
+    """TPairReduceSum: ``f(a[:, 2j], a[:, 2j + 1])`` (+0 for a missing odd element) in the
+    first ceil(cols / 2) columns, 0 in the rest."""
+    even = a[:, 0::2]
+    odd = np.zeros_like(even)
+    odd[:, :a.shape[1] // 2] = a[:, 1::2]
+    out = np.zeros_like(a)
+    out[:, :even.shape[1]] = f(even, odd)
+    return out
+
+
 def _matmul(a: np.ndarray, b: np.ndarray, acc: np.ndarray | None, out: np.dtype) -> np.ndarray:
     if a.dtype == np.float32 or a.dtype == np.float64:
         r = np.matmul(a, b)
@@ -597,7 +617,7 @@ class _Translator:
             "_argreduce": _argreduce, "_window": _window, "_gather": _gather,
             "_sort32": _sort32, "_mrgsort": _mrgsort, "_histogram": _histogram,
             "_insert": _insert, "_scatter": _scatter,
-            "_pad": _pad,
+            "_pad": _pad, "_partial": _partial, "_pair": _pair,
             "_TC": TaskCall, "_RG": Region, "PTOError": PTOError, "_errloop": _loop_error,
             "_IM": Intermediate,
         }
@@ -824,6 +844,12 @@ class _Translator:
                 r, c = self.index(ops["row"], 1), self.index(ops["col"], 1)
                 return (f"{out} = _insert({_v(ops['dst'])}, {a}, {r}, {c}, "
                         f"{(fn.name, str(s))!r})")
+            # the expression of a combining row, as a function of the elements the map names
+            f = f"lambda v_a, v_b: {self.tile_expr(fn, op.expr, {'a': 'a', 'b': 'b'}, dst)}"
+            if op.layout == "partial":
+                return f"{out} = _partial({f}, {a}, {_v(ops['b'])}, {dst.shape!r})"
+            if op.layout == "pair":
+                return f"{out} = _pair({f}, {a})"
         raise PTOError(f"the reference interpreter cannot run {op.name}", function=fn.name,
                        instruction=str(s))
 

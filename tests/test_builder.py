@@ -34,6 +34,8 @@ SHAPES = {
     "insert": dict(dst=(4, 8), a=(2, 4)),
     "scatter": dict(dst=(4, 8), a=(2, 4), idx=(2, 4)),
     "histogram": dict(dst=(4, 256), a=(4, 8), idx=(4, 1)),
+    "partial": dict(dst=(4, 8), a=(4, 8), b=(3, 5)),
+    "pair": dict(dst=(4, 7), a=(4, 7)),
     # matrix-vector products (OpDef.rows: a has one row)
     "gemv": dict(dst=(1, 2), acc=(1, 2), a=(1, 8), b=(8, 2), bias=(1, 2)),
 }

@@ -25,7 +25,7 @@ def test_every_row_states_its_facts(name):
         assert op.reduce in REDUCE_KINDS
     assert not (op.float_only and op.int_only)
     assert op.is_compare == ("cmp" in op.attrs)
-    assert op.isa in (None, op.name) or (op.view and op.isa == "TEXTRACT")  # a view: a copy
+    assert op.isa in (None, op.name, op.name.upper()) or (op.view and op.isa == "TEXTRACT")  # a view: a copy
     if op.isa:
         assert op.is_tile_op and (op.expr is not None or op.layout is not None)
     assert (op.category is Category.LAYOUT) == (op.layout is not None)
@@ -55,7 +55,8 @@ def test_the_facts_of_some_rows():
     float_only = {n for n, op in OPS.items() if op.float_only}
     assert float_only == {"TEXP", "TLOG", "TSQRT", "TRSQRT", "TRECIP", "TSILU", "TGELU",
                           "TROWEXPANDEXPDIF", "TCOLEXPANDEXPDIF", "TSUBRELU", "TLRELU", "TPRELU",
-                          "TAXPY", "TFUSEDMULADD", "TFUSEDMULADDRELU", "TMULADDDST"}
+                          "TAXPY", "TFUSEDMULADD", "TFUSEDMULADDRELU", "TMULADDDST",
+                          "TPairReduceSum"}
     assert OPS["TPRELU"].scratch_dtype is ElementType.U8
     assert OPS["TPRELU"].scratch_shape(16, 40) == (17, 64)
     assert {n for n, op in OPS.items() if op.int_only} == {

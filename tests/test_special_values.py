@@ -146,8 +146,10 @@ def model(k: OpKernel, inputs: dict[str, np.ndarray], r: int, c: int) -> float:
     cat = k.op.category
     if cat is Category.TRANSPOSE:
         return ops["a"]
-    if cat is Category.LAYOUT:           # the source element, or 0 for a gather index outside
-        return 0 if "idx" in ops else ops.get("pad", next(iter(ops.values())))
+    if cat is Category.LAYOUT and (k.op.expr is None or len(ops) < 2):
+        # the source element, or 0 for a gather index outside (and past a pair reduction's
+        # pairs); a combining row (TPARTADD) where only one source holds the element: its own
+        return 0 if "idx" in ops or not ops else ops.get("pad", next(iter(ops.values())))
     if cat is Category.CONVERT:
         return model_convert(ops["a"], k.out_dtype)
     if cat in (Category.ROW_REDUCE, Category.COL_REDUCE) and k.op.is_arg:

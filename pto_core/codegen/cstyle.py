@@ -1193,8 +1193,41 @@ class CStyleRenderer:
             i, j = f"({r} - ({self.index(ops['row'])}))", f"({c} - ({self.index(ops['col'])}))"
             return (f"({i} >= 0 && {i} < {ta.rows} && {j} >= 0 && {j} < {ta.cols} ? "
                     f"{a}[{i}][{j}] : {ops['dst']}[{r}][{c}])")
+        if lay in ("partial", "pair"):
+            return self.combined_source(fn, s, r, c)
         raise PTOBackendError(f"no C template for the {lay} layout", function=fn.name,
                               instruction=str(s))
+
+    def combined_source(self, fn: Function, s: Instr, r: str, c: str) -> str:
+        """``dst[r][c]`` of a layout row with an expression: the expression of the elements
+        its map names (TPARTADD: a's and b's where both hold (r, c), else the one that does,
+        which the verifier makes the tile of dst's shape; TPairReduceSum: a pair of a's row,
+        a missing odd element +0, and 0 past the pairs)."""
+        ops = s.named_operands()
+        a, ta = ops["a"], fn.type_of(ops["a"])
+        dt = ta.dtype
+        ct = self.compute_type(dt)
+
+        def combine(x: str, y: str) -> str:
+            env = {"a": self.to_compute(dt, x), "b": self.to_compute(dt, y)}
+            return self.from_compute(dt, self.expr(s.opdef.expr, env, ct))
+
+        zero = self.from_compute(dt, self._cast(dt, "0"))
+        if s.opdef.layout == "pair":
+            odd = f"(2 * {c} + 1 < {ta.cols} ? {a}[{r}][2 * {c} + 1] : {zero})"
+            return f"({c} < {(ta.cols + 1) // 2} ? {combine(f'{a}[{r}][2 * {c}]', odd)} : {zero})"
+        b, tb, td = ops["b"], fn.type_of(ops["b"]), fn.type_of(ops["dst"])
+
+        def inside(t: TileType) -> str:
+            conds = [f"{i} < {n}" for i, n, full in ((r, t.rows, td.rows), (c, t.cols, td.cols))
+                     if n < full]
+            return " && ".join(conds) or "1"
+
+        x, y = f"{a}[{r}][{c}]", f"{b}[{r}][{c}]"
+        both = combine(x, y)
+        if ta.shape == td.shape:
+            return f"({inside(tb)} ? {both} : {x})"
+        return f"({inside(ta)} ? {both} : {y})"
 
     def pad_value(self, dtype: ElementType, pad: str) -> str:
         """TFILLPAD's value as a stored element: 0, -inf/+inf, the integer extremes."""

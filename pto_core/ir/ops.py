@@ -199,7 +199,9 @@ class Category(enum.Enum):
     CONVERT = "convert"
     LAYOUT = "layout"                    # dst's elements are source elements, placed by the
                                          # row's layout map (LAYOUTS): no arithmetic (but the
-                                         # histogram's counts, ITEM_LAYOUTS)
+                                         # histogram's counts, ITEM_LAYOUTS), unless the row has
+                                         # an expression, which combines the elements the map
+                                         # names (TPARTADD, TPairReduceSum)
     SCALAR = "scalar"
 
 
@@ -344,9 +346,10 @@ _TABLE: list[OpDef] = []
 
 def _def(name, method, category, operands, isa=False, **kw) -> None:
     """One row; ``isa=True``: the PTO-ISA library has an instruction of the same name (a
-    string: the library instruction that computes it)."""
+    string: the library instruction that computes it, e.g. TEXTRACT for TSUBVIEW, or the
+    official spelling where the page differs: TPAIRREDUCESUM for TPairReduceSum)."""
     _TABLE.append(OpDef(name, method, category, _ops(*operands.split()),
-                        isa=name if isa is True else isa or None, **kw))
+                        isa=isa if isinstance(isa, str) else name if isa else None, **kw))
 
 
 # data movement
@@ -606,6 +609,22 @@ _def("THISTOGRAM", "histogram", Category.LAYOUT, "dst:tile_out a:tile idx:tile",
      "those whose upper bytes match the filter: i16 a, byte 0: its byte 1 equals idx[r, 0]; "
      "i32 a, byte k < 3: its bytes 3, 2, ... k+1 equal idx[0, 0], idx[1, 0], ...; dst is "
      "R x 256 i32 (counts), idx u8")
+# partial element-wise ops (docs/isa/TPARTADD.md, TPARTMUL.md, TPARTMAX.md, TPARTMIN.md): a
+# tile's shape is its valid region, and a and b may cover less of dst than each other
+_PART_DOC = ("dst[i, j] = {} where both a and b hold (i, j), else the one that does; a or b has "
+             "dst's shape, the other is no larger")
+for _n, _m, _x, _f in [("TPARTADD", "partadd", A + B, "a + b"),
+                       ("TPARTMUL", "partmul", A * B, "a * b"),
+                       ("TPARTMAX", "partmax", maximum(A, B), "max(a, b)"),
+                       ("TPARTMIN", "partmin", minimum(A, B), "min(a, b)")]:
+    _def(_n, _m, Category.LAYOUT, "dst:tile_out a:tile b:tile", expr=_x, isa=True,
+         layout="partial", doc=_PART_DOC.format(_f))
+# (docs/isa/TPairReduceSum.md): the expression adds the pair the map names (a: the even
+# element, b: the odd one, or +0 past the row's end)
+_def("TPairReduceSum", "pairreducesum", Category.LAYOUT, "dst:tile_out a:tile", expr=A + B,
+     isa="TPAIRREDUCESUM", layout="pair", type_class="float",
+     doc="dst[i, j] = a[i, 2j] + a[i, 2j + 1] for j < ceil(cols / 2) (+0 for a missing odd "
+     "element), dst[i, j] = 0 for the rest of the row; dst has a's shape")
 
 # scalar
 _def("SADD", "scalar_add", Category.SCALAR, "dst:scalar_out a:scalar b:scalar", expr=A + B)
@@ -761,6 +780,10 @@ LAYOUTS: dict[str, str] = {
     "scatter": "a[k, l] for the last (k, l) in row-major order with idx[k, l] = i * dst's "
                "columns + j; 0 where there is none",
     "histogram": "the count of row i's elements whose chosen byte is j (upper bytes filtered)",
+    "partial": "the expression of a[i, j] and b[i, j] where both hold (i, j), else the one "
+               "that does",
+    "pair": "the expression of a[i, 2j] and a[i, 2j + 1] (+0 past the row's end) for j < "
+            "ceil(a's columns / 2), else 0",
 }
 
 #: the layouts whose dst holds sorted (value, index) pairs of f32 (two slots a pair)
@@ -835,6 +858,20 @@ def _check_layout(op: OpDef, d: TileType, a: TileType, tiles: dict[str, TileType
         if idx.shape != a.shape:
             raise RuleError(f"shape mismatch: a and idx ({a.rows}x{a.cols} vs "
                             f"{idx.rows}x{idx.cols})")
+    elif op.layout == "partial":
+        b = tiles["b"]
+        if b.dtype != a.dtype:
+            raise RuleError(f"dtype mismatch: a and b ({a.dtype.value} vs {b.dtype.value})")
+        if d.shape not in (a.shape, b.shape) or any(t.rows > d.rows or t.cols > d.cols
+                                                    for t in (a, b)):
+            raise RuleError(f"shape mismatch: {op.name} needs a or b of dst's shape "
+                            f"{d.rows}x{d.cols} and the other no larger, got a {a.rows}x{a.cols} "
+                            f"and b {b.rows}x{b.cols}")
+        _check_kind_types(op, a)
+    elif op.layout == "pair":
+        if d.shape != a.shape:
+            raise RuleError(f"shape mismatch: dst and a ({d.rows}x{d.cols} vs {a.rows}x{a.cols})")
+        _check_kind_types(op, a)
     elif op.layout == "gather":
         idx = tiles["idx"]
         if idx.dtype is not ElementType.I32:

@@ -77,6 +77,8 @@ class AscendArch:
 _EVERY_GENERATION: dict[str, tuple[ElementType, ...]] = {
     # TAXPY.md, TFUSEDMULADD.md, TFUSEDMULADDRELU.md, TMULADDDST.md: half and float
     **{op: (E.F32, E.F16) for op in ("TAXPY", "TFUSEDMULADD", "TFUSEDMULADDRELU", "TMULADDDST")},
+    # TPairReduceSum.md, "Implementation checks (A2A3 & A5)": float or half
+    "TPAIRREDUCESUM": (E.F32, E.F16),
 }
 
 
@@ -100,8 +102,11 @@ A2A3 = AscendArch(
                # docs/isa/TGATHER.md, "Index-based gather: implementation checks (A2A3)":
                # 2- or 4-byte elements
                "TGATHER": (E.F32, E.F16, E.BF16, E.I32, E.I16),
-               # docs/isa/TINSERT.md, "A2A3 implementation checks": "Acc → Mat only"
-               "TINSERT": ()},
+               # docs/isa/TINSERT.md, "A2A3 implementation checks": "Acc â Mat only"
+               "TINSERT": (),
+               # docs/isa/TPARTADD.md ... TPARTMIN.md, "A2A3 implementation checks"
+               **{op: (E.F32, E.F16, E.I32, E.I16)
+                  for op in ("TPARTADD", "TPARTMUL", "TPARTMAX", "TPARTMIN")}},
     # docs/isa/THISTOGRAM.md: "available on A5 / Kirin9030 / CPU-sim only (not on A2/A3)"
     lacks=("THISTOGRAM",))
 
@@ -123,6 +128,9 @@ A5 = AscendArch(
                   for op in ("TCOLARGMAX", "TCOLARGMIN")},
                **{op: (E.F32, E.F16, E.BF16, E.I32, E.I16)
                   for op in ("TROWARGMAX", "TROWARGMIN")},
-               # docs/isa/TINSERT.md, "A5 implementation checks", Vec → Vec: half, bfloat16,
+               # docs/isa/TINSERT.md, "A5 implementation checks", Vec â Vec: half, bfloat16,
                # float, int32, int8 (and the 8-bit floats)
-               "TINSERT": (E.F32, E.F16, E.BF16, E.I32, E.I8)})
+               "TINSERT": (E.F32, E.F16, E.BF16, E.I32, E.I8),
+               # docs/isa/TPARTADD.md ... TPARTMIN.md, "A5 implementation checks"
+               **{op: (E.F32, E.F16, E.BF16, E.I32, E.I16, E.I8, E.U8)
+                  for op in ("TPARTADD", "TPARTMUL", "TPARTMAX", "TPARTMIN")}})

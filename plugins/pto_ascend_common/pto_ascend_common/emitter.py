@@ -690,6 +690,11 @@ class _KernelRenderer(CStyleRenderer):
         if s.opdef.layout == "gather":    # docs/isa/TGATHER.md: "continuous dst storage"
             self._need_unpadded(fn, s, (ops["dst"], ops["a"], ops["idx"]), vec,
                                 "indexes the tile's storage")
+        if s.opdef.layout in ("partial", "pair"):     # docs/isa/TPARTADD.md, TPairReduceSum.md
+            for v in (ops["dst"], ops["a"], ops.get("b")):
+                if v is not None and "BLayout::ColMajor" in self._tiles[vec(v)].cpp:
+                    raise self._err(fn, s, f"{s.op} takes row-major tiles: tile '{v}' "
+                                           f"({fn.type_of(v).rows}x1) is column-major")
         if s.opdef.isa:
             steps, args, reads = [], [d], [d] if s.opdef.read_write else []
             for spec in s.opdef.inputs:

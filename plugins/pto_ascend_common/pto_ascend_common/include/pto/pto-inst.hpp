@@ -1283,6 +1283,55 @@ inline RecordEvent THISTOGRAM(D& dst, S& src, I& idx, WaitEvents&...) {
     return {};
 }
 
+// Partial element-wise ops (docs/isa/TPARTADD.md, TPARTMUL.md, TPARTMAX.md, TPARTMIN.md): over
+// dst's valid region, f(src0, src1) where both sources' valid regions hold the element, else the
+// element of the one that does (0 where neither does: the official CPU code's choice).
+namespace detail {
+template <class D, class S0, class S1, class F>
+inline void part(const char* op, F f, D& dst, S0& src0, S1& src1) {
+    static_assert(std::is_same_v<typename D::DType, typename S0::DType> && std::is_same_v<typename D::DType, typename S1::DType>,
+                  "TPART*: dst, src0 and src1 element types differ");
+    using C = pto_sim::calc_t<typename D::DType>;
+    const unsigned r0 = src0.GetValidRow(), c0 = src0.GetValidCol(), r1 = src1.GetValidRow(), c1 = src1.GetValidCol();
+    map(op, [&](unsigned r, unsigned c, S0& a, S1& b) {
+        const bool in0 = r < r0 && c < c0, in1 = r < r1 && c < c1;
+        return in0 && in1 ? C(f(val(a, r, c), val(b, r, c))) : in0 ? val(a, r, c) : in1 ? val(b, r, c) : C(0);
+    }, dst, src0, src1);
+}
+}  // namespace detail
+#define PTO_SIM_PART(NAME, EXPR)                                                                \
+    template <typename D, typename S0, typename S1, typename... WaitEvents,                     \
+              std::enable_if_t<is_tile<S1>::value, int> = 0>                                    \
+    inline RecordEvent NAME(D& dst, S0& src0, S1& src1, WaitEvents&...) {                       \
+        static_assert(detail::all_row_major<D, S0, S1>, #NAME ": tiles must be row-major");      \
+        detail::part(#NAME, [](auto a, auto b) { return EXPR; }, dst, src0, src1);              \
+        return {};                                                                              \
+    }
+PTO_SIM_PART(TPARTADD, a + b)
+PTO_SIM_PART(TPARTMUL, a * b)
+PTO_SIM_PART(TPARTMAX, detail::fmaxv(a, b))
+PTO_SIM_PART(TPARTMIN, detail::fminv(a, b))
+#undef PTO_SIM_PART
+
+// TPAIRREDUCESUM (docs/isa/TPairReduceSum.md): dst[i, j] = src[i, 2j] + src[i, 2j + 1] for the
+// first ceil(cols / 2) columns (a missing odd element adds +0), 0 in the rest of the row.
+template <typename D, typename S, typename... WaitEvents>
+inline RecordEvent TPAIRREDUCESUM(D& dst, S& src, WaitEvents&...) {
+    static_assert(detail::all_row_major<D, S>, "TPAIRREDUCESUM: tiles must be row-major");
+    static_assert(std::is_same_v<typename D::DType, typename S::DType>, "TPAIRREDUCESUM: dst and src element types differ");
+    using C = pto_sim::calc_t<typename S::DType>;
+    const unsigned K = src.GetValidCol();
+    if (src.GetValidRow() != dst.GetValidRow() || K != dst.GetValidCol()) {
+        pto_sim::fail("TPAIRREDUCESUM: src and dst valid shapes differ");
+        return {};
+    }
+    detail::map("TPAIRREDUCESUM", [K](unsigned r, unsigned c, S& a) {
+        if (2 * c >= K) return C(0);
+        return C(detail::val(a, r, 2 * c) + (2 * c + 1 < K ? detail::val(a, r, 2 * c + 1) : C(0)));
+    }, dst, src);
+    return {};
+}
+
 // ------------------------------------------------------------------------------------------
 // Broadcasts: src1 is a per-row (R x 1) or per-column (1 x C) tile.
 // ------------------------------------------------------------------------------------------
