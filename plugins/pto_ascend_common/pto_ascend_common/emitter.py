@@ -628,7 +628,7 @@ class _KernelRenderer(CStyleRenderer):
         allowed = self.arch.isa_types.get(s.opdef.isa or "")
         reduces = cat in (Category.ROW_REDUCE, Category.COL_REDUCE)   # (source types: below)
         if allowed is not None and not reduces and tt.dtype not in allowed:
-            raise self._err(fn, s, f"{s.op} takes {', '.join(t.value for t in allowed)} tiles, "
+            raise self._err(fn, s, f"{s.opdef.isa or s.op} takes {', '.join(t.value for t in allowed)} tiles, "
                                    f"not {tt.dtype.value},")
         dst = ops["dst"]
         d = self._phys(dst, "Vec", tt).name
