@@ -643,7 +643,7 @@ class _KernelRenderer(CStyleRenderer):
         if allowed == ():
             raise self._err(fn, s, f"{s.op} has no vector-tile form")
         if allowed is not None and not reduces and tt.dtype not in allowed:
-            raise self._err(fn, s, f"{s.op} takes {', '.join(t.value for t in allowed)} tiles, "
+            raise self._err(fn, s, f"{s.opdef.isa or s.op} takes {', '.join(t.value for t in allowed)} tiles, "
                                    f"not {tt.dtype.value},")
         dst = ops["dst"]
         d = self._phys(dst, "Vec", tt).name
