@@ -40,6 +40,7 @@ _SHAPES: dict[Category, dict[str, tuple[int, int]]] = {
     "pad": {"dst": _T8, "a": _T8},
     "insert": {"dst": _T8, "a": (4, 8)},
     "scatter": {"dst": _T8, "a": (4, 8), "idx": (4, 8)},
+    "gatherb": {"dst": _T8, "a": _T8, "idx": (8, 2)},
     # matrix-vector products (OpDef.rows: a has one row)
     "gemv": {"dst": (1, 4), "acc": (1, 4), "a": (1, 16), "b": (16, 4)},
 }

@@ -31,6 +31,7 @@ SHAPES = {
     "pad": dict(dst=(4, 8), a=(4, 8)),
     "insert": dict(dst=(4, 8), a=(2, 4)),
     "scatter": dict(dst=(4, 8), a=(2, 4), idx=(2, 4)),
+    "gatherb": dict(dst=(4, 8), a=(4, 8), idx=(4, 1)),
     # matrix-vector products (OpDef.rows: a has one row)
     "gemv": dict(dst=(1, 2), acc=(1, 2), a=(1, 8), b=(8, 2)),
 }

@@ -552,6 +552,13 @@ _def("TGATHER", "gather", Category.LAYOUT, "dst:tile_out a:tile idx:tile", isa=T
      layout="gather", scratch=1, scratch_dtype=ElementType.I32,
      doc="dst[i, j] = a.flat[idx[i, j]] (row-major index into a); an index outside "
      "[0, rows*cols of a) gives 0, as the official CPU simulator")
+# (docs/isa/TGATHERB.md): a gather of 32-byte blocks by byte offsets into a's storage
+_def("TGATHERB", "gatherb", Category.LAYOUT, "dst:tile_out a:tile idx:tile", isa=True,
+     layout="gatherb",
+     doc="block j // B of row i of dst (B elements: 32 bytes) is the 32 bytes of a at byte offset "
+     "idx[i, j // B] of its row-major storage; idx holds i32 offsets read as unsigned; an offset "
+     "that is not a multiple of 32 or whose block leaves a is an error of the task, checked "
+     "before anything is written")
 # partial writes (docs/isa/TINSERT.md): a read-write dst of which only a window is written
 _def("TINSERT", "insert", Category.LAYOUT, "dst:tile_inout a:tile row:index col:index",
      isa=True, layout="insert",
@@ -700,6 +707,8 @@ LAYOUTS: dict[str, str] = {
     "reshape": "a's element i * dst's columns + j in row-major order",
     "gather": "a's element idx[i, j] in row-major order; 0 where idx[i, j] is outside a",
     "pad": "a[i, j] where (i, j) lies inside a, else the pad value (the pad attribute)",
+    "gatherb": "a's element idx[i, j // B] / (element size) + j % B in row-major order, where "
+               "B elements fill 32 bytes",
     "insert": "a[i - row, j - col] where (i, j) lies in a's window at (row, col), else dst[i, j]",
     "scatter": "a[k, l] for the last (k, l) in row-major order with idx[k, l] = i * dst's "
                "columns + j; 0 where there is none",
@@ -740,6 +749,16 @@ def _check_layout(op: OpDef, d: TileType, a: TileType, tiles: dict[str, TileType
         if a.rows > d.rows or a.cols > d.cols:
             raise RuleError(f"shape mismatch: a {a.rows}x{a.cols} does not fit in dst "
                             f"{d.rows}x{d.cols}")
+    elif op.layout == "gatherb":
+        idx, per = tiles["idx"], BLOCK_BYTES // a.dtype.itemsize
+        if idx.dtype is not ElementType.I32:
+            raise RuleError(f"the byte offsets of {op.name} are i32, idx is {idx.dtype.value}")
+        if d.cols % per:
+            raise RuleError(f"{op.name} writes whole 32-byte blocks: dst's {d.cols} columns "
+                            f"are not a multiple of {per}")
+        if idx.shape != (d.rows, d.cols // per):
+            raise RuleError(f"shape mismatch: {op.name} into {d.rows}x{d.cols} takes "
+                            f"{d.rows}x{d.cols // per} block offsets, idx is {idx.rows}x{idx.cols}")
     elif op.layout == "scatter":
         idx, want = tiles["idx"], scatter_index_type(a.dtype)
         if idx.dtype is not want:
@@ -755,6 +774,10 @@ def _check_layout(op: OpDef, d: TileType, a: TileType, tiles: dict[str, TileType
         if idx.shape != d.shape:
             raise RuleError(f"shape mismatch: dst and idx ({d.rows}x{d.cols} vs "
                             f"{idx.rows}x{idx.cols})")
+
+
+#: the bytes of one block of TGATHERB (the vector unit's block)
+BLOCK_BYTES = 32
 
 
 def scatter_index_type(dtype: ElementType) -> ElementType:
