@@ -38,7 +38,8 @@ import numpy as np
 from .builder import PTOFunctionBuilder, PTOModule
 from .errors import PTOError
 from .ir import Category, ElementType, MemorySpace
-from .ir.ops import KINDS, MATMUL_ACC_TYPES, OPS, OpDef, scatter_index_type, window_tiles
+from .ir.ops import (BLOCK_BYTES, KINDS, MATMUL_ACC_TYPES, OPS, OpDef, scatter_index_type,
+                     window_tiles)
 from .reference import compute_type, numpy_dtype, pad_value
 
 E = ElementType
@@ -158,6 +159,9 @@ def _io(op: OpDef, dt: ElementType, R: int, C: int, M: int, K: int, N: int,
     if op.layout == "histogram":         # the filter: a byte per row (i16), per upper byte (i32)
         filt = (R, 1) if dt.itemsize == 2 else (3 - hist_byte(dt), 8)
         return [("a", R, C, dt), ("idx", *filt, E.U8)], (R, 256, E.I32)
+    if op.layout == "gatherb":           # 8 blocks of 32 bytes a row (32-byte offset rows)
+        per = BLOCK_BYTES // dt.itemsize
+        return [("a", R, 8 * per, dt), ("idx", R, 8, E.I32)], (R, 8 * per, dt)
     if op.layout == "pad" and not op.in_place and op.name != "TFILLPAD":    # a smaller a
         return [("a", R - R // 3, C - C // 4, dt)], (R, C, dt)
     if op.layout == "partial":           # b covers part of dst (tests/test_partial_ops.py
@@ -234,12 +238,27 @@ def scatter_indices(rows: int, cols: int, size: int, dtype: ElementType) -> np.n
     return idx.astype(numpy_dtype(dtype))
 
 
-def scatter_inputs(kernels: Sequence[OpKernel]) -> dict[str, np.ndarray]:
-    """The index tensors of the TSCATTER kernels among ``kernels`` (:func:`scatter_indices`:
-    random indices would leave dst, which is an error)."""
-    return {k.tensor("idx"): scatter_indices(r, c, k.output[0] * k.output[1], t)
-            for k in kernels if k.op.layout == "scatter"
-            for p, r, c, t in k.inputs if p == "idx"}
+def block_offsets(rows: int, cols: int, nbytes: int) -> np.ndarray:
+    """A ``rows x cols`` tile of TGATHERB's byte offsets into a source of ``nbytes`` bytes:
+    every 32-byte block, backwards and with a stride, some twice."""
+    blocks = nbytes // BLOCK_BYTES
+    k = ((np.arange(rows * cols, dtype=np.int64) * 5 + 3) % blocks)[::-1]
+    return (k * BLOCK_BYTES).reshape(rows, cols).astype(np.int32)
+
+
+def index_inputs(kernels: Sequence[OpKernel]) -> dict[str, np.ndarray]:
+    """The index tensors of the TSCATTER and TGATHERB kernels among ``kernels``
+    (:func:`scatter_indices`, :func:`block_offsets`: random ones would leave their tile,
+    which is an error)."""
+    out = {}
+    for k in kernels:
+        for p, r, c, t in k.inputs:
+            if p == "idx" and k.op.layout == "scatter":
+                out[k.tensor(p)] = scatter_indices(r, c, k.output[0] * k.output[1], t)
+            elif p == "idx" and k.op.layout == "gatherb":
+                _, ar, ac, at = k.inputs[0]
+                out[k.tensor(p)] = block_offsets(r, c, ar * ac * at.itemsize)
+    return out
 
 
 def op_kernels(dtype: ElementType, ops: Sequence[OpDef] = TILE_OPS, *,
@@ -468,7 +487,7 @@ def special_inputs(kernels: Sequence[OpKernel], dtype: ElementType) -> dict[str,
             if p == "idx" and k.op.layout == "sort32":
                 out[k.tensor(p)] = sort_indices(r, c)
                 continue
-            if p == "idx":                # (a scatter's: scatter_inputs below)
+            if p == "idx":                # (a scatter's: index_inputs below)
                 if k.op.layout == "gather":
                     out[k.tensor(p)] = gather_indices(r, c, k.inputs[0][1] * k.inputs[0][2])
                 continue
@@ -499,7 +518,7 @@ def special_inputs(kernels: Sequence[OpKernel], dtype: ElementType) -> dict[str,
             else:
                 x = _fill(vp, r, c, 1)                          # b[r, c] = v[r + c]
             out[k.tensor(p)] = np.ascontiguousarray(x)
-        out.update(scatter_inputs([k]))
+        out.update(index_inputs([k]))
         if k.out_tensor not in out:
             rows = k.output[0] * max(1, len(k.scalars))
             out[k.out_tensor] = np.zeros((rows, k.output[1]), numpy_dtype(k.out_dtype))
@@ -711,6 +730,10 @@ def _layout_operands(k: OpKernel, tile, r: int, c: int, scalar) -> dict[str, obj
         if r < a.shape[0] and c < a.shape[1]:
             return {"a": scalar(a[r, c])}
         return {"pad": pad_value(k.op_attrs["pad"], a.dtype).item()}
+    if lay == "gatherb":
+        per = BLOCK_BYTES // a.itemsize
+        e = (int(tile("idx")[r, c // per]) & 0xFFFFFFFF) // a.itemsize + c % per
+        return {"a": scalar(a.reshape(-1)[e])}
     if lay == "scatter":             # the last write of the position, else 0 (as "idx")
         hits = np.flatnonzero(tile("idx").reshape(-1) == r * cols + c)
         return {"a": scalar(a.reshape(-1)[hits[-1]])} if hits.size else {"idx": r * cols + c}

@@ -62,7 +62,7 @@ import numpy as np
 
 from .analysis import accesses
 from .errors import PTOError
-from .ir.ops import COMPARES
+from .ir.ops import BLOCK_BYTES, COMPARES
 from .ir import (Call, Category, ElementType, Expr, For, Function, If, Instr, MemRefType, Module,
                  Return, ScalarType, TileType)
 from .verify import check_scalar_args, verify_module
@@ -444,6 +444,21 @@ def _scatter(a: np.ndarray, idx: np.ndarray, rows: int, cols: int, where: tuple)
     return out.reshape(rows, cols)
 
 
+def _gatherb(a: np.ndarray, off: np.ndarray, rows: int, cols: int, where: tuple) -> np.ndarray:
+    """TGATHERB: block ``j`` of row ``i`` of a ``rows x cols`` tile is the 32 bytes of ``a``
+    at byte offset ``off[i, j]`` (read as unsigned); an offset off a block boundary or past
+    ``a`` is an error, raised before anything is written."""
+    flat = off.reshape(-1).astype(np.int64) & 0xFFFFFFFF
+    bad = np.flatnonzero((flat % BLOCK_BYTES != 0) | (flat + BLOCK_BYTES > a.nbytes))
+    if bad.size:
+        i, j = divmod(int(bad[0]), off.shape[1])
+        raise PTOError(f"block offset {flat[bad[0]]} at ({i}, {j}) is not a 32-byte block of "
+                       f"the {a.nbytes}-byte source", function=where[0], instruction=where[1])
+    per = BLOCK_BYTES // a.itemsize
+    src = (flat // a.itemsize)[:, None] + np.arange(per)
+    return a.reshape(-1)[src].reshape(rows, cols)
+
+
 def _insert(dst: np.ndarray, a: np.ndarray, row: int, col: int, where: tuple) -> np.ndarray:
     """TINSERT: ``dst`` with ``a`` written into its window at (row, col); the window must
     lie inside ``dst``."""
@@ -617,6 +632,7 @@ class _Translator:
             "_argreduce": _argreduce, "_window": _window, "_gather": _gather,
             "_sort32": _sort32, "_mrgsort": _mrgsort, "_histogram": _histogram,
             "_insert": _insert, "_scatter": _scatter,
+            "_gatherb": _gatherb,
             "_pad": _pad, "_partial": _partial, "_pair": _pair,
             "_TC": TaskCall, "_RG": Region, "PTOError": PTOError, "_errloop": _loop_error,
             "_IM": Intermediate,
@@ -837,8 +853,8 @@ class _Translator:
                 return f"{out} = _histogram({a}, {_v(ops['idx'])}, {int(s.attr('byte'))})"
             if op.layout == "pad":
                 return f"{out} = _pad({a}, {dst.rows}, {dst.cols}, {s.attr('pad')!r})"
-            if op.layout == "scatter":
-                return (f"{out} = _scatter({a}, {_v(ops['idx'])}, {dst.rows}, {dst.cols}, "
+            if op.layout in ("scatter", "gatherb"):
+                return (f"{out} = _{op.layout}({a}, {_v(ops['idx'])}, {dst.rows}, {dst.cols}, "
                         f"{(fn.name, str(s))!r})")
             if op.layout == "insert":
                 r, c = self.index(ops["row"], 1), self.index(ops["col"], 1)

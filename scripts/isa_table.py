@@ -26,7 +26,7 @@ from pto_core.errors import PTOError  # noqa: E402
 from pto_core.ir import Category, ElementType  # noqa: E402
 from pto_core.ir.official_isa import OFFICIAL_ISA, SOURCE_COMMIT  # noqa: E402
 from pto_core.ir.ops import OPS  # noqa: E402
-from pto_core.opcheck import build_op_module, op_kernels  # noqa: E402
+from pto_core.opcheck import build_op_module, index_inputs, op_kernels  # noqa: E402
 from pto_core.options import CompileOptions  # noqa: E402
 from pto_core.reference import numpy_dtype, run_module  # noqa: E402
 from pto_core.shapes import derive_shapes  # noqa: E402
@@ -42,10 +42,11 @@ COLUMNS = {"reference": None, "arm64": "arm64", "cuda": "cuda", "ascend_a2a3": "
 _MEMORY = ("TLOAD", "TSTORE")
 
 
-def _runs_on_reference(module) -> bool:
+def _runs_on_reference(module, kernels=()) -> bool:
     shapes = derive_shapes(module, {})
     fn = module.functions[module.entry]
     ones = {n: np.ones(shapes[n], numpy_dtype(t.dtype)) for n, t in fn.memrefs.items()}
+    ones.update(index_inputs(kernels))      # (an offset of 1 is no TGATHERB block)
     try:
         run_module(module, ones, {})
     except PTOError:
@@ -78,7 +79,8 @@ def coverage() -> dict[str, dict[str, list[ElementType]]]:
                 continue                    # the verifier rejects this type for the op
             module = build_op_module("isa_probe", kernels)
             for col, target in COLUMNS.items():
-                ok = _runs_on_reference(module) if target is None else _generates(target, module)
+                ok = (_runs_on_reference(module, kernels) if target is None
+                      else _generates(target, module))
                 if ok:
                     row[col].append(dt)
                     every[col].add(dt)

@@ -46,6 +46,7 @@ _SHAPES: dict[Category, dict[str, tuple[int, int]]] = {
     "histogram": {"dst": (8, 256), "a": _T8, "idx": (8, 1)},
     "partial": {"dst": _T8, "a": _T8, "b": (6, 12)},
     "pair": {"dst": _T8, "a": _T8},
+    "gatherb": {"dst": _T8, "a": _T8, "idx": (8, 2)},
     # matrix-vector products (OpDef.rows: a has one row)
     "gemv": {"dst": (1, 4), "acc": (1, 4), "a": (1, 16), "b": (16, 4), "bias": (1, 4)},
 }

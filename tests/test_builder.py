@@ -36,6 +36,7 @@ SHAPES = {
     "histogram": dict(dst=(4, 256), a=(4, 8), idx=(4, 1)),
     "partial": dict(dst=(4, 8), a=(4, 8), b=(3, 5)),
     "pair": dict(dst=(4, 7), a=(4, 7)),
+    "gatherb": dict(dst=(4, 8), a=(4, 8), idx=(4, 1)),
     # matrix-vector products (OpDef.rows: a has one row)
     "gemv": dict(dst=(1, 2), acc=(1, 2), a=(1, 8), b=(8, 2), bias=(1, 2)),
 }

@@ -37,6 +37,9 @@ EXPECT = {
     "TINSERT": ((10, 20), {}, (2, 3), lambda a, _: np.pad(a, ((2, 0), (3, 1)),
                                                          constant_values=OLD)),
     "TSCATTER": ((10, 16), {"idx": ((8, 16), T.I32)}, (), lambda a, idx: scattered(a, idx, 10, 16)),
+    "TGATHERB": ((2, 24), {"idx": ((2, 3), T.I32)}, (),
+                 lambda a, off: np.stack([np.concatenate([a.reshape(-1)[o // 4:o // 4 + 8]
+                                                          for o in row]) for row in off])),
 }
 
 
@@ -52,6 +55,8 @@ def scattered(a: np.ndarray, idx: np.ndarray, rows: int, cols: int) -> np.ndarra
 #: positions of row 0 again (the later write wins) and so leaves 16 of them unwritten (0)
 SIDX = np.arange(159, 31, -1, dtype=np.int32).reshape(8, 16)
 SIDX[1] = SIDX[0]
+#: TGATHERB's byte offsets into the 512 bytes of A: blocks 15, 0 (twice), 3, 7 and 8
+BIDX = np.array([[480, 0, 96], [224, 256, 0]], np.int32)
 #: what a read-write dst (TINSERT's) holds before the op
 OLD = -7.0
 #: the pad attribute of each TFILLPAD test above
@@ -97,7 +102,7 @@ def test_the_reference_places_each_element_as_numpy_does(op):
     if "b" in extra:
         ins["b"] = second = np.arange(32, dtype=np.float32).reshape(8, 4) * -1.0
     if "idx" in extra:
-        ins["idx"] = second = IDX if op == "TGATHER" else SIDX
+        ins["idx"] = second = {"TGATHER": IDX, "TSCATTER": SIDX, "TGATHERB": BIDX}[op]
     got = run_module(layout_module(op, shape, extra, offsets), ins)["out"]
     np.testing.assert_array_equal(got, fn(A, second))
 
@@ -121,6 +126,10 @@ def test_a_gather_index_outside_the_source_gives_zero():
     ("TSCATTER", (10, 16), {"idx": ((8, 16), T.I16)}, (),
      "the indices of TSCATTER into f32 are i32, idx is i16"),
     ("TSCATTER", (10, 16), {"idx": ((8, 8), T.I32)}, (), "a and idx (8x16 vs 8x8)"),
+    ("TGATHERB", (2, 20), {"idx": ((2, 3), T.I32)}, (),
+     "TGATHERB writes whole 32-byte blocks: dst's 20 columns are not a multiple of 8"),
+    ("TGATHERB", (2, 24), {"idx": ((2, 4), T.I32)}, (), "takes 2x3 block offsets, idx is 2x4"),
+    ("TGATHERB", (2, 24), {"idx": ((2, 3), T.I16)}, (), "byte offsets of TGATHERB are i32"),
     ("TINSERT", (6, 20), {}, (0, 0), "a 8x16 does not fit in dst 6x20"),
     ("TINSERT", (10, 20), {}, (3, 0), "the window leaves dst: row offset 3 + 8 exceeds 10"),
 ])
@@ -261,6 +270,29 @@ def test_a_scatter_index_outside_its_destination_fails_the_task_before_any_write
         with pytest.raises(PTOError, match=f"scatter index {bad} at \\(5, 7\\) is outside"):
             run_module(m, {**ins, "idx": idx})
         assert_fails_before_writing(target, m, {"a": a, "idx": idx}, (10, 16), {},
+                                    tmp_path / f"bad{bad}")
+
+
+@pytest_slow
+@pytest.mark.parametrize("target", ["arm64", "cuda_sim", "ascend_a2a3", "ascend_a5"])
+def test_a_block_offset_off_its_source_fails_the_task_before_any_read(tmp_path, target):
+    """TGATHERB of 32-byte blocks of A (512 bytes) by BIDX gathers as the reference; an offset
+    of 16 (inside a block), 512 (past A) or -32 (read as unsigned: far past it) is an error:
+    the reference raises, the task fails or the kernel stops before reading
+    (docs/isa/TGATHERB.md: "Offset bounds are not validated")."""
+    m = layout_module("TGATHERB", (2, 24), {"idx": ((2, 3), T.I32)}, ())
+    ins = {"a": A, "idx": BIDX, "out": np.zeros((2, 24), np.float32)}
+    want = run_module(m, ins)["out"]
+    np.testing.assert_array_equal(want, EXPECT["TGATHERB"][3](A, BIDX))
+    got = driver.launch(target, m, {k: v.copy() for k, v in ins.items()}, {},
+                        build_dir=tmp_path / "ok")["out"]
+    np.testing.assert_array_equal(got, want)
+    for bad in (16, 512, -32):
+        off = BIDX.copy()
+        off[1, 2] = bad
+        with pytest.raises(PTOError, match=r"block offset \d+ at \(1, 2\) is not a 32-byte block"):
+            run_module(m, {**ins, "idx": off})
+        assert_fails_before_writing(target, m, {"a": A, "idx": off}, (2, 24), {},
                                     tmp_path / f"bad{bad}")
 
 

@@ -44,7 +44,7 @@ from typing import Iterable, Sequence
 from ..errors import PTOBackendError
 from ..ir import (Call, Category, ElementType, For, Function, If, Instr, MemRefType, Module,
                   Return, ScalarType, TileType)
-from ..ir.ops import COMPARES, ITEM_LAYOUTS, Expr, window_tiles
+from ..ir.ops import BLOCK_BYTES, COMPARES, ITEM_LAYOUTS, Expr, window_tiles
 from ..options import CompileOptions
 from ..passes.fuse_loops import fuse_function, is_element_op, is_fused, nest_shape
 from .cnames import c_comment, c_function, c_names, kernel_symbol, user_names, user_text
@@ -1149,8 +1149,8 @@ class CStyleRenderer:
         """The C statements that fail the task before layout op ``s`` would read outside its
         source or write outside its destination (TEXTRACT and TINSERT offsets held in
         scalars; literal offsets the verifier checked)."""
-        if s.opdef.layout == "scatter":
-            return [self.scatter_check(fn, s)]
+        if s.opdef.layout in ("scatter", "gatherb"):
+            return [self.index_check(fn, s)]
         if s.opdef.layout not in ("window", "insert"):
             return []
         ops = s.named_operands()
@@ -1187,6 +1187,11 @@ class CStyleRenderer:
         if lay == "pad":
             return (f"({r} < {ta.rows} && {c} < {ta.cols} ? {a}[{r}][{c}] : "
                     f"{self.pad_value(ta.dtype, s.attr('pad'))})")
+        if lay == "gatherb":       # element c % B of the block at byte offset idx[r][c / B]
+            per = BLOCK_BYTES // ta.dtype.itemsize
+            e = (f"((int64_t)(uint32_t){ops['idx']}[{r}][({c}) / {per}] / "
+                 f"{ta.dtype.itemsize} + ({c}) % {per})")
+            return f"{a}[{e} / {ta.cols}][{e} % {ta.cols}]"
         if lay == "scatter":       # zeros; the writes follow (layout_writes)
             return self.from_compute(td.dtype, self._cast(td.dtype, "0"))
         if lay == "insert":        # dst keeps its value outside a's window
@@ -1300,16 +1305,26 @@ class CStyleRenderer:
                     f"_pto_p = _pto_q;")
             out(f"memcpy(&{dst}[0][2 * _pto_o], &{a}[0][2 * _pto_h[_pto_p]], 8);")
             out("_pto_h[_pto_p]++;")
-    def scatter_check(self, fn: Function, s: Instr) -> str:
-        """The C loop that fails the task before TSCATTER ``s`` would write outside dst: every
-        index is read (:meth:`index_element`) and compared with dst's element count."""
+
+    def index_check(self, fn: Function, s: Instr) -> str:
+        """The C loop that fails the task before ``s`` would touch memory outside a tile:
+        every index is read (:meth:`index_element`) and checked: a TSCATTER index against
+        dst's element count, a TGATHERB byte offset (unsigned) for a whole 32-byte block of a."""
         ops = s.named_operands()
-        td, ti = fn.type_of(ops["dst"]), fn.type_of(ops["idx"])
+        ti = fn.type_of(ops["idx"])
         x = self.index_element(fn, ops["idx"], "_pto_k")
-        err = self.scalar_error(fn, s, "a scatter index leaves its destination",
-                                self.WINDOW_STATUS, x)
-        return (f"for (int _pto_k = 0; _pto_k < {ti.rows * ti.cols}; _pto_k++) "
-                f"if ((int64_t)({x}) < 0 || (int64_t)({x}) >= {td.rows * td.cols}) {err}")
+        if s.opdef.layout == "scatter":
+            td = fn.type_of(ops["dst"])
+            bad, what = f"(int64_t)({x}) < 0 || (int64_t)({x}) >= {td.rows * td.cols}", \
+                "a scatter index leaves its destination"
+        else:
+            ta = fn.type_of(ops["a"])
+            o = f"(int64_t)(uint32_t)({x})"
+            bad = (f"{o} % {BLOCK_BYTES} != 0 || "
+                   f"{o} + {BLOCK_BYTES} > {ta.rows * ta.cols * ta.dtype.itemsize}")
+            what = "a block offset leaves its source"
+        err = self.scalar_error(fn, s, what, self.WINDOW_STATUS, x)
+        return f"for (int _pto_k = 0; _pto_k < {ti.rows * ti.cols}; _pto_k++) if ({bad}) {err}"
 
     def index_element(self, fn: Function, tile: str, k: str) -> str:
         """*template* The C expression of element ``k`` (row-major) of index tile ``tile``."""

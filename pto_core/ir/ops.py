@@ -589,6 +589,13 @@ _def("TMRGSORT", "mrgsort", Category.LAYOUT, "dst:tile_out a:tile block:index", 
      layout="merge4", doc="the single-list form: a's row is groups of 4 sorted blocks of "
      "``block`` f32 slots (block/2 pairs; a literal multiple of 64), each group merged into "
      "dst; {SORT_ORDER}, equal values in block order")
+# (docs/isa/TGATHERB.md): a gather of 32-byte blocks by byte offsets into a's storage
+_def("TGATHERB", "gatherb", Category.LAYOUT, "dst:tile_out a:tile idx:tile", isa=True,
+     layout="gatherb",
+     doc="block j // B of row i of dst (B elements: 32 bytes) is the 32 bytes of a at byte offset "
+     "idx[i, j // B] of its row-major storage; idx holds i32 offsets read as unsigned; an offset "
+     "that is not a multiple of 32 or whose block leaves a is an error of the task, checked "
+     "before anything is written")
 # partial writes (docs/isa/TINSERT.md): a read-write dst of which only a window is written
 _def("TINSERT", "insert", Category.LAYOUT, "dst:tile_inout a:tile row:index col:index",
      isa=True, layout="insert",
@@ -776,6 +783,8 @@ LAYOUTS: dict[str, str] = {
     "sort32": "pair k of block b of row i is (a[i, 32b + p], idx[i, 32b + p]), p the element "
               "of rank k in the block's sort order",
     "merge4": "pair k of group g is the k-th pair a 4-way merge of the group's blocks takes",
+    "gatherb": "a's element idx[i, j // B] / (element size) + j % B in row-major order, where "
+               "B elements fill 32 bytes",
     "insert": "a[i - row, j - col] where (i, j) lies in a's window at (row, col), else dst[i, j]",
     "scatter": "a[k, l] for the last (k, l) in row-major order with idx[k, l] = i * dst's "
                "columns + j; 0 where there is none",
@@ -850,6 +859,16 @@ def _check_layout(op: OpDef, d: TileType, a: TileType, tiles: dict[str, TileType
         if a.rows > d.rows or a.cols > d.cols:
             raise RuleError(f"shape mismatch: a {a.rows}x{a.cols} does not fit in dst "
                             f"{d.rows}x{d.cols}")
+    elif op.layout == "gatherb":
+        idx, per = tiles["idx"], BLOCK_BYTES // a.dtype.itemsize
+        if idx.dtype is not ElementType.I32:
+            raise RuleError(f"the byte offsets of {op.name} are i32, idx is {idx.dtype.value}")
+        if d.cols % per:
+            raise RuleError(f"{op.name} writes whole 32-byte blocks: dst's {d.cols} columns "
+                            f"are not a multiple of {per}")
+        if idx.shape != (d.rows, d.cols // per):
+            raise RuleError(f"shape mismatch: {op.name} into {d.rows}x{d.cols} takes "
+                            f"{d.rows}x{d.cols // per} block offsets, idx is {idx.rows}x{idx.cols}")
     elif op.layout == "scatter":
         idx, want = tiles["idx"], scatter_index_type(a.dtype)
         if idx.dtype is not want:
@@ -916,6 +935,11 @@ def check_merge_block(a: TileType, block: object) -> None:
     if block <= 0 or block % 64 or a.cols % (4 * block):
         raise RuleError(f"the block of TMRGSORT is a positive multiple of 64 that divides a's "
                         f"{a.cols} columns into groups of 4 blocks, got {block}")
+
+
+
+#: the bytes of one block of TGATHERB (the vector unit's block)
+BLOCK_BYTES = 32
 
 
 def scatter_index_type(dtype: ElementType) -> ElementType:

@@ -687,6 +687,8 @@ class _KernelRenderer(CStyleRenderer):
             return self._lower_scatter(fn, s, ops, d, vec)
         if s.opdef.layout == "histogram":
             return self._lower_histogram(s, ops, d, vec)
+        if s.opdef.layout == "gatherb":
+            return self._lower_gatherb(fn, s, ops, d, vec)
         if s.opdef.layout == "gather":    # docs/isa/TGATHER.md: "continuous dst storage"
             self._need_unpadded(fn, s, (ops["dst"], ops["a"], ops["idx"]), vec,
                                 "indexes the tile's storage")
@@ -765,14 +767,24 @@ class _KernelRenderer(CStyleRenderer):
         """TSCATTER writes dst's storage at each index with no bounds check (docs/isa/
         TSCATTER.md: "No bounds checks are enforced on `indexes` values"), and the device
         zeroes dst first where the official CPU simulator does not: the scalar unit checks
-        every index (the kernel stops before any write, ``scatter_check``), TEXPANDS zeroes
+        every index (the kernel stops before any write, ``index_check``), TEXPANDS zeroes
         dst, then the library scatters. dst must be unpadded: indices count its storage."""
         self._need_unpadded(fn, s, (ops["dst"],), vec, "indexes the tile's storage")
         a, ix = vec(ops["a"]), vec(ops["idx"])
         ct = self.ctype(fn.type_of(ops["dst"]).dtype)
-        return [_Step(self.scatter_check(fn, s), "S", (ix,), ()),
+        return [_Step(self.index_check(fn, s), "S", (ix,), ()),
                 _Step(f"TEXPANDS({d}, static_cast<{ct}>(0));", "V", (), (d,)),
                 _Step(f"TSCATTER({d}, {a}, {ix});", "V", (a, ix), (d,))]
+
+    def _lower_gatherb(self, fn: Function, s: Instr, ops: dict, d: str, vec) -> list[_Step]:
+        """TGATHERB reads 32 bytes of a's storage at each offset, "Offset bounds are not
+        validated" (docs/isa/TGATHERB.md): the scalar unit checks every offset first
+        (``index_check``: the kernel stops before any read or write). a must be unpadded:
+        offsets count its storage."""
+        self._need_unpadded(fn, s, (ops["a"],), vec, "reads the tile's storage by byte offsets")
+        a, ix = vec(ops["a"]), vec(ops["idx"])
+        return [_Step(self.index_check(fn, s), "S", (ix,), ()),
+                _Step(f"TGATHERB({d}, {a}, {ix});", "V", (a, ix), (d,))]
 
     def index_element(self, fn: Function, tile: str, k: str) -> str:
         """Element ``k`` of an index tile, read by the scalar unit from its storage."""

@@ -65,7 +65,7 @@ def op_check_module(arch: AscendArch, dtype, seed: int = 0):
     accumulator, a read-write dst). Returns (kernels, refused kernels with
     the backend's reasons, module, inputs)."""
     from pto_core.ir import ElementType as E
-    from pto_core.opcheck import backend_support, build_op_module, op_kernels, scatter_inputs
+    from pto_core.opcheck import backend_support, build_op_module, op_kernels, index_inputs
     from pto_core.reference import numpy_dtype
     from pto_core.shapes import derive_shapes
     kernels = op_kernels(dtype, shape=(24, 40), matmul=(32, 48, 64),
@@ -85,7 +85,7 @@ def op_check_module(arch: AscendArch, dtype, seed: int = 0):
         x = rng.uniform(0.25, 2.0, shapes[name]) if name.split("_")[0] in POSITIVE_OPS \
             else rng.standard_normal(shapes[name])
         inputs[name] = x.astype(np.float32).astype(dt)
-    inputs.update(scatter_inputs(kernels))       # indices inside dst
+    inputs.update(index_inputs(kernels))       # indices inside dst
     return kernels, refused, module, inputs
 
 

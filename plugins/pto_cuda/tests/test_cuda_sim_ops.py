@@ -12,7 +12,7 @@ import pytest
 from pto_core import ElementType, PTOModule
 from pto_core import driver
 from pto_core.checking import default_tolerance
-from pto_core.opcheck import build_op_module, op_kernels, scatter_indices
+from pto_core.opcheck import build_op_module, op_kernels, index_inputs
 from pto_core.reference import numpy_dtype, run_module
 from pto_core.shapes import derive_shapes
 
@@ -22,15 +22,19 @@ M, K, N = 32, 48, 64          # matmul: multiples of 16 (WMMA fragments), not sq
 POSITIVE = {"log", "sqrt", "rsqrt", "pow", "pows"}     # (a negative base of pow: NaN)
 
 
+def coverage_kernels(dt: ElementType):
+    """One one-instruction kernel per tile op (``k_<method>``, see :mod:`pto_core.opcheck`);
+    TCVT converts f32 to f16 and the other types to f32."""
+    return op_kernels(dt, shape=(R, C), matmul=(M, K, N),
+                      convert_to=[E.F16 if dt is E.F32 else E.F32])
+
+
 def build_coverage_module(dt: ElementType) -> PTOModule:
-    """One InCore kernel per tile op (``k_<method>``, see :mod:`pto_core.opcheck`) and an entry
-    calling each once; TCVT converts f32 to f16 and the other types to f32."""
-    kernels = op_kernels(dt, shape=(R, C), matmul=(M, K, N),
-                         convert_to=[E.F16 if dt is E.F32 else E.F32])
-    return build_op_module(f"ops_{dt.name.lower()}", kernels)
+    """The kernels of :func:`coverage_kernels` and an entry calling each once."""
+    return build_op_module(f"ops_{dt.name.lower()}", coverage_kernels(dt))
 
 
-def _inputs(module: PTOModule, seed: int = 0) -> dict[str, np.ndarray]:
+def _inputs(module: PTOModule, seed: int = 0, kernels=()) -> dict[str, np.ndarray]:
     fn = module.functions[module.entry]
     shapes = derive_shapes(module, {})
     rng = np.random.default_rng(seed)
@@ -40,19 +44,17 @@ def _inputs(module: PTOModule, seed: int = 0) -> dict[str, np.ndarray]:
         if name.endswith("_o") and name != "matmul_acc_o":   # (matmul_acc loads its acc there)
             out[name] = np.zeros(shapes[name], dt)
             continue
-        if name == "scatter_idx":       # positions inside dst (one outside is an error)
-            out[name] = scatter_indices(*shapes[name], int(np.prod(shapes["scatter_o"])), t.dtype)
-            continue
         x = rng.uniform(0.25, 2.0, shapes[name]) if name.split("_")[0] in POSITIVE \
             else rng.standard_normal(shapes[name])
         out[name] = x.astype(np.float32).astype(dt)
+    out.update(index_inputs(kernels))      # indices and offsets inside their tiles
     return out
 
 
 @pytest.mark.parametrize("dt", [E.F32, E.F16, E.BF16], ids=["f32", "f16", "bf16"])
 def test_every_tile_op_matches_the_reference_on_the_simulator(tmp_path, dt):
     module = build_coverage_module(dt)
-    inputs = _inputs(module)
+    inputs = _inputs(module, kernels=coverage_kernels(dt))
     want = run_module(module, inputs, {})
     got = driver.launch("cuda_sim", module, inputs, {}, build_dir=tmp_path / "build")
     fn = module.functions[module.entry]

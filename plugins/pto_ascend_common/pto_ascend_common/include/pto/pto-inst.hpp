@@ -1154,6 +1154,36 @@ inline RecordEvent TSCATTER(D& dst, S& src, I& idx, WaitEvents&...) {
     return {};
 }
 
+// TGATHERB: block c (32 bytes) of row r of dst is the 32 bytes of src's storage at byte offset
+// offset(r, c), read as unsigned. An offset off a block boundary or whose block leaves src is an
+// error and nothing is written.
+template <typename D, typename S, typename O, typename... WaitEvents, std::enable_if_t<is_tile<O>::value, int> = 0>
+inline RecordEvent TGATHERB(D& dst, S& src, O& offset, WaitEvents&...) {
+    static_assert(std::is_same_v<typename D::DType, typename S::DType>, "TGATHERB: dst and src element types differ");
+    static_assert(D::isRowMajor, "TGATHERB: dst must be row-major (docs/isa/TGATHERB.md)");
+    detail::need_vec<D>("TGATHERB"); detail::need_vec<S>("TGATHERB"); detail::need_vec<O>("TGATHERB");
+    if (!(detail::ready(dst, "TGATHERB") && detail::ready(src, "TGATHERB") && detail::ready(offset, "TGATHERB")))
+        return {};
+    constexpr unsigned per = 32 / sizeof(typename D::DType);
+    const unsigned R = dst.GetValidRow(), B = dst.GetValidCol() / per;
+    for (unsigned r = 0; r < R; ++r)
+        for (unsigned c = 0; c < B; ++c) {
+            const uint64_t off = uint32_t(offset.at(r, c));
+            if (off % 32 != 0 || off + 32 > S::bytes()) {
+                pto_sim::fail("TGATHERB: a block offset leaves src");
+                return {};
+            }
+        }
+    detail::rd(src, PIPE_V, "TGATHERB");
+    detail::rd(offset, PIPE_V, "TGATHERB");
+    auto* in = reinterpret_cast<const unsigned char*>(src.data());
+    for (unsigned r = 0; r < R; ++r)
+        for (unsigned c = 0; c < B; ++c)
+            std::memcpy(&dst.at(r, c * per), in + uint32_t(offset.at(r, c)), 32);
+    detail::wr(dst, PIPE_V, "TGATHERB");
+    return {};
+}
+
 // TINSERT, the Vec -> Vec path (A5): the window of dst at (indexRow, indexCol) becomes src; the
 // rest of dst keeps its value.
 template <typename D, typename S, typename... WaitEvents, std::enable_if_t<is_tile<S>::value, int> = 0>
