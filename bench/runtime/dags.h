@@ -104,4 +104,15 @@ static inline void dag_emit(const Dag* d, EmitFn emit, void* ctx) {
 #include <sys/resource.h>
 static inline long peak_rss_kb(void) { struct rusage u; getrusage(RUSAGE_SELF, &u); return u.ru_maxrss; }
 
+/* CPU time (user + system, every thread) and context switches (voluntary + involuntary) of this
+ * process since *u0, per task of `tasks` tasks: what a shared machine's load disturbs less than
+ * the wall time. */
+static inline void rusage_per_task(const struct rusage* u0, double tasks, double* cpu_ns, double* csw) {
+    struct rusage u;
+    getrusage(RUSAGE_SELF, &u);
+    *cpu_ns = ((double)(u.ru_utime.tv_sec - u0->ru_utime.tv_sec + u.ru_stime.tv_sec - u0->ru_stime.tv_sec) * 1e9 +
+               (double)(u.ru_utime.tv_usec - u0->ru_utime.tv_usec + u.ru_stime.tv_usec - u0->ru_stime.tv_usec) * 1e3) / tasks;
+    *csw = (double)(u.ru_nvcsw - u0->ru_nvcsw + u.ru_nivcsw - u0->ru_nivcsw) / tasks;
+}
+
 #endif

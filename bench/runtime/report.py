@@ -55,6 +55,7 @@ def _ratio(peer: float | None, pto: float | None) -> str:
 
 HEADER = ("graph", "tasks", "PTO build ns/t", "PTO exec ns/t", "PTO e2e ns/t", "e2e/(build+exec)",
           "PTO RSS MB", "Taskflow build", "exec", "e2e ns/t", "RSS MB", "vs PTO build/exec/e2e",
+          "e2e CPU ns/t PTO / Taskflow",
           "omp e2e ns/t", "vs PTO", "omp passive", "vs PTO", "StarPU e2e ns/t", "vs PTO")
 
 
@@ -73,7 +74,8 @@ def table(rows: Rows) -> list[list[str]]:
         cells = [f"{dag}:{m}", _fmt(tasks, "{:,.0f}"), _fmt(pb, "{:.1f}"), _fmt(px, "{:.1f}"), _fmt(pe, "{:.1f}"),
                  _fmt(pe / (pb + px) if pe and pb and px else None, "{:.2f}"), _fmt(rss(r.get("pto_e2e_alone") or r.get("pto_e2e", {})), "{:.1f}"),
                  _fmt(tb, "{:.1f}"), _fmt(tx, "{:.1f}"), _fmt(te, "{:.1f}"), _fmt(rss(tf[2]), "{:.1f}"),
-                 " / ".join((_ratio(tb, pb), _ratio(tx, px), _ratio(te, pe))) if tf[2] else "-"]
+                 " / ".join((_ratio(tb, pb), _ratio(tx, px), _ratio(te, pe))) if tf[2] else "-",
+                 " / ".join(_fmt(rec.get("cpu_ns_per_task"), "{:.0f}") for rec in (r.get("pto_e2e", {}), tf[2]))]
         for peer in peers:
             cells += [_fmt(peer, "{:,.0f}"), _ratio(peer, pe)]
         out.append(cells)

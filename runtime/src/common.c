@@ -163,30 +163,42 @@ static struct {
     pthread_mutex_t mu;
     void*           p[RT_BLOCKS_KEPT];
     size_t          bytes[RT_BLOCKS_KEPT];
+    int             tag[RT_BLOCKS_KEPT];
     size_t          total;
-} g_blocks = {PTHREAD_MUTEX_INITIALIZER, {0}, {0}, 0};
+} g_blocks = {PTHREAD_MUTEX_INITIALIZER, {0}, {0}, {0}, 0};
 
 void* rt_block_alloc(size_t bytes, int zero) {
-    void* p = NULL;
-    if (bytes >= RT_BLOCK_MIN) {
-        pthread_mutex_lock(&g_blocks.mu);
-        for (int i = 0; i < RT_BLOCKS_KEPT && !p; i++)
-            if (g_blocks.p[i] && g_blocks.bytes[i] == bytes) {
-                p = g_blocks.p[i];
-                g_blocks.p[i] = NULL;
-                g_blocks.total -= bytes;
-            }
-        pthread_mutex_unlock(&g_blocks.mu);
-    }
-    if (!p) {
-        p = aligned_alloc(64, (bytes + 63) & ~(size_t)63);
-        if (!p) return NULL;
-    }
-    if (zero) memset(p, 0, bytes);
+    int kept;
+    void* p = rt_block_take(bytes, 0, &kept);
+    if (p && zero) memset(p, 0, bytes);
     return p;
 }
 
-void rt_block_free(void* p, size_t bytes) {
+void* rt_block_take(size_t bytes, int tag, int* kept) {
+    void* p = NULL;
+    int found = -1, found_tag = 0;
+    if (bytes >= RT_BLOCK_MIN) {
+        pthread_mutex_lock(&g_blocks.mu);
+        /* a block of this size, one given back under the same tag if there is one */
+        for (int i = 0; i < RT_BLOCKS_KEPT; i++)
+            if (g_blocks.p[i] && g_blocks.bytes[i] == bytes && (found < 0 || g_blocks.tag[i] == tag)) {
+                found = i;
+                if (g_blocks.tag[i] == tag) break;
+            }
+        if (found >= 0) {
+            p = g_blocks.p[found];
+            found_tag = g_blocks.tag[found];
+            g_blocks.p[found] = NULL;
+            g_blocks.total -= bytes;
+        }
+        pthread_mutex_unlock(&g_blocks.mu);
+    }
+    *kept = p != NULL && tag != 0 && found_tag == tag;
+    if (!p) p = aligned_alloc(64, (bytes + 63) & ~(size_t)63);
+    return p;
+}
+
+void rt_block_give(void* p, size_t bytes, int tag) {
     if (!p) return;
     if (bytes >= RT_BLOCK_MIN) {
         pthread_mutex_lock(&g_blocks.mu);
@@ -194,6 +206,7 @@ void rt_block_free(void* p, size_t bytes) {
             if (!g_blocks.p[i]) {
                 g_blocks.p[i] = p;
                 g_blocks.bytes[i] = bytes;
+                g_blocks.tag[i] = tag;
                 g_blocks.total += bytes;
                 p = NULL;
                 break;
@@ -202,6 +215,8 @@ void rt_block_free(void* p, size_t bytes) {
     }
     free(p);
 }
+
+void rt_block_free(void* p, size_t bytes) { rt_block_give(p, bytes, 0); }
 
 void* rt_block_grow(void* p, size_t old, size_t bytes) {
     if (bytes < RT_BLOCK_MIN) return realloc(p, bytes);

@@ -41,6 +41,14 @@ void rt_json_us(FILE* f, int64_t ns);
 #define RT_BLOCKS_KEPT 64
 #define RT_BLOCKS_MAX_BYTES ((size_t)64 << 20)
 void* rt_block_alloc(size_t bytes, int zero);
+/* Blocks whose content the next user relies on: rt_block_give keeps a block under a non-zero
+ * `tag` (what the memory holds), and rt_block_take hands out a block of `bytes` without zeroing
+ * it, with *kept = 1 when it is one given back under the same tag (its content is what its last
+ * user left in it), 0 for any other memory. */
+void* rt_block_take(size_t bytes, int tag, int* kept);
+void  rt_block_give(void* p, size_t bytes, int tag);
+#define RT_TAG_WINDOW   1   /* a task window: no slot RUNNING, every lock free */
+#define RT_TAG_OVERFLOW 2   /* a window's overflow pointers: all NULL */
 void  rt_block_free(void* p, size_t bytes);
 /* realloc through the kept blocks: `p` holds `old` bytes (NULL: none); NULL on failure (p stays). */
 void* rt_block_grow(void* p, size_t old, size_t bytes);

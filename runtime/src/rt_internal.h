@@ -104,6 +104,7 @@ typedef struct TMap {
     int32_t   swept_alive;                     /* last_alive at the last full sweep */
     TMTensor* tensors;  int32_t ntensors, cap_tensors;
     TMEntry*  e;        int32_t cap, free_head;
+    int32_t   fresh;                           /* entries [fresh, cap) never used, on no list yet */
     int64_t   live, peak, since_sweep;
     int64_t   bucket_bytes;
     TMRef*    occ;      int32_t nocc, cap_occ;
@@ -129,6 +130,7 @@ typedef struct PTOWorker {
     int32_t   index;
     int32_t   nserved;
     int32_t   served[PTO_NUM_QUEUES];
+    uint32_t  serves;              /* bit q: queue q is among served[] */
     int32_t   buf[PTO_BATCH];
     int32_t   nbuf, pos;
     int32_t   next_local;          /* a task this worker made ready and will run next */
@@ -196,6 +198,7 @@ struct PTORuntime {
     TMap      tm;
     PTODep*   dep_chunks[DEP_MAX_CHUNKS];
     int32_t   dep_nchunks, dep_free;
+    int32_t   dep_fresh;           /* entries from here to the end of the chunks: never used, on no list */
     int64_t   dep_live;
     bool      servable[PTO_NUM_QUEUES];
 
@@ -220,6 +223,7 @@ struct PTORuntime {
     _Atomic int64_t submitted;
     _Atomic int32_t async_pending;
     _Atomic int32_t sleepers;
+    _Atomic int32_t watching;      /* idle workers spinning on the queues (at most one, see idle()) */
     _Atomic int32_t waiters;
     _Atomic int32_t wait_id;       /* task the orchestrator waits for; INT32_MAX = all done */
     int64_t         inline_executed;
@@ -321,6 +325,7 @@ void sched_free(PTORuntime* rt);
 int  sched_start(PTORuntime* rt);
 void sched_stop(PTORuntime* rt);
 void sched_make_ready(PTORuntime* rt, PTOTask* t, PTOWorker* w);
+void sched_make_ready_n(PTORuntime* rt, int32_t* ids, int32_t n);   /* several, from the orchestrator */
 void sched_finish(PTORuntime* rt, int32_t id, int32_t status, PTOWorker* w);
 int  sched_run_inline(PTORuntime* rt, int32_t id);
 void sched_notify_waiters(PTORuntime* rt, int32_t retired_id, int64_t retired_count);

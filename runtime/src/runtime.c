@@ -63,11 +63,17 @@ int pto_runtime_init(PTORuntime** out, const PTORuntimeConfig* cfg) {
     pthread_mutex_init(&rt->async_mu, NULL);
     pthread_mutex_init(&rt->submit_mu, NULL);
     _Static_assert(sizeof(PTOTask) == 128, "task descriptor should stay two cache lines");
-    rt->tasks = rt_block_alloc((size_t)rt->window * sizeof(PTOTask), 0);
-    rt->overflow = rt_block_alloc((size_t)rt->window * sizeof(int64_t*), 1);
+    /* A window another runtime gave back (rt_free) comes as it left it: every slot's lock free,
+     * no slot RUNNING (so pto_task_complete refuses any id before its task exists), no overflow
+     * buffer; alloc_task sets the rest of a slot. Only fresh memory is initialised here, all of
+     * it, so the build does not pay the page faults: a process that creates runtimes of one
+     * window size in turn touches no window memory at creation. */
+    int kept_tasks, kept_overflow;
+    rt->tasks = rt_block_take((size_t)rt->window * sizeof(PTOTask), RT_TAG_WINDOW, &kept_tasks);
+    rt->overflow = rt_block_take((size_t)rt->window * sizeof(int64_t*), RT_TAG_OVERFLOW, &kept_overflow);
     int rc = rt->tasks && rt->overflow ? PTO_OK : PTO_ENOMEM;
-    /* Touch the whole window now, so the build does not pay the page faults. */
-    for (int32_t i = 0; rc == PTO_OK && i < rt->window; i++) {
+    if (rc == PTO_OK && !kept_overflow) memset(rt->overflow, 0, (size_t)rt->window * sizeof(int64_t*));
+    for (int32_t i = 0; rc == PTO_OK && !kept_tasks && i < rt->window; i++) {
         PTOTask* t = &rt->tasks[i];
         memset(t, 0, sizeof *t);
         atomic_init(&t->state, PTO_TASK_CONSUMED);
@@ -218,11 +224,15 @@ static void rt_free(PTORuntime* rt) {
         free(rt->rec_chunks);
     }
     free(rt->rec_edges);
-    if (rt->overflow)
-        for (int32_t i = 0; i < rt->window; i++) free(rt->overflow[i]);
+    if (rt->overflow && rt->overflow_bytes > 0)     /* left all NULL for the block's next user */
+        for (int32_t i = 0; i < rt->window; i++) { free(rt->overflow[i]); rt->overflow[i] = NULL; }
     range_free(rt);
-    rt_block_free(rt->overflow, (size_t)rt->window * sizeof(int64_t*));
-    rt_block_free(rt->tasks, (size_t)rt->window * sizeof(PTOTask));
+    rt_block_give(rt->overflow, (size_t)rt->window * sizeof(int64_t*), RT_TAG_OVERFLOW);
+    if (rt->tasks && rt->stuck > 0)      /* kernels given up on stay RUNNING: not for the next user */
+        for (int32_t i = 0; i < rt->window; i++)
+            if (atomic_load_explicit(&rt->tasks[i].state, memory_order_relaxed) == PTO_TASK_RUNNING)
+                atomic_store_explicit(&rt->tasks[i].state, PTO_TASK_CONSUMED, memory_order_relaxed);
+    rt_block_give(rt->tasks, (size_t)rt->window * sizeof(PTOTask), RT_TAG_WINDOW);
     pthread_mutex_destroy(&rt->ctl_mu); pthread_cond_destroy(&rt->ctl_cv);
     pthread_mutex_destroy(&rt->async_mu);
     pthread_mutex_destroy(&rt->submit_mu);
@@ -353,7 +363,15 @@ static inline void release_guard(PTORuntime* rt, PTOTask* t) {
 
 /* cfg.issue_batch: hand the held tasks to the workers. */
 static void release_held(PTORuntime* rt) {
-    for (int32_t i = 0; i < rt->nheld; i++) release_guard(rt, rt_task(rt, rt->held[i]));
+    if (!rt->started) {
+        for (int32_t i = 0; i < rt->nheld; i++) release_guard(rt, rt_task(rt, rt->held[i]));
+    } else {                                  /* the ready ones reach the queues together */
+        int32_t ready = 0;
+        for (int32_t i = 0; i < rt->nheld; i++)
+            if (atomic_fetch_sub_explicit(&rt_task(rt, rt->held[i])->fanin_left, 1, memory_order_acq_rel) == 1)
+                rt->held[ready++] = rt->held[i];
+        sched_make_ready_n(rt, rt->held, ready);
+    }
     rt->nheld = 0;
 }
 
@@ -742,7 +760,8 @@ static inline __attribute__((always_inline)) int commit_publish(PTORuntime* rt, 
     } else {
         release_guard(rt, t);
     }
-    if (!rt->started && rt->cfg.execution_task_threshold > 0 && sub > rt->cfg.execution_task_threshold)
+    if (!rt->started && rt->cfg.execution_task_threshold > 0 && sub > rt->cfg.execution_task_threshold &&
+        rt->nworkers > 0)                     /* (inline mode never starts: no call per task) */
         return sched_start(rt);
     return PTO_OK;
 }

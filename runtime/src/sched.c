@@ -57,6 +57,8 @@ int sched_init(PTORuntime* rt) {
             rt->servable[type] = rt->servable[PTO_QUEUE_ANY] = true;
         }
     }
+    for (int i = 0; i < rt->nworkers; i++)
+        for (int k = 0; k < rt->workers[i].nserved; k++) rt->workers[i].serves |= 1u << rt->workers[i].served[k];
     if (rt->nworkers == 0)
         for (int q = 0; q < PTO_NUM_QUEUES; q++) rt->servable[q] = true;
     return PTO_OK;
@@ -86,22 +88,39 @@ int64_t sched_ready_count(PTORuntime* rt) {
     return n;
 }
 
-/* `all`: wake every sleeper - a task for one particular worker must reach that one. */
+/* New work was queued (the count stored with seq_cst before this): wake a sleeping worker for it,
+ * unless an idle worker is watching the queues already (rt->watching, see idle()): that one takes
+ * it, and wakes a sleeper itself if it leaves more behind. `all`: wake every sleeper - a task for
+ * one particular worker must reach that one. */
+static void wake_for(PTORuntime* rt, bool all) {
+    if (atomic_load_explicit(&rt->sleepers, memory_order_seq_cst) == 0) return;
+    if (!all && atomic_load_explicit(&rt->watching, memory_order_seq_cst) > 0) return;
+    pthread_mutex_lock(&rt->idle_mu);
+    if (all) pthread_cond_broadcast(&rt->idle_cv);
+    else pthread_cond_signal(&rt->idle_cv);
+    pthread_mutex_unlock(&rt->idle_mu);
+}
+
 static void push_to(PTORuntime* rt, PTOQueue* Q, int32_t id, bool all) {
     pthread_mutex_lock(&Q->mu);
     Q->ring[Q->tail++ & (uint32_t)rt->mask] = id;
     atomic_fetch_add_explicit(&Q->count, 1, memory_order_seq_cst);
     pthread_mutex_unlock(&Q->mu);
     if (rt->t3) { t3_on_push(rt); return; }         /* three-tier: the schedulers take it */
-    if (atomic_load_explicit(&rt->sleepers, memory_order_seq_cst) > 0) {
-        pthread_mutex_lock(&rt->idle_mu);
-        if (all) pthread_cond_broadcast(&rt->idle_cv);
-        else pthread_cond_signal(&rt->idle_cv);
-        pthread_mutex_unlock(&rt->idle_mu);
-    }
+    wake_for(rt, all || rt->cfg.bind_worker_types);
 }
 
 static void push(PTORuntime* rt, int q, int32_t id) { push_to(rt, &rt->queues[q], id, false); }
+
+/* n tasks into queue q under one lock, with one wake-up: a batch costs the hand-off of one task. */
+static void push_n(PTORuntime* rt, int q, const int32_t* ids, int32_t n) {
+    PTOQueue* Q = &rt->queues[q];
+    pthread_mutex_lock(&Q->mu);
+    for (int32_t i = 0; i < n; i++) Q->ring[Q->tail++ & (uint32_t)rt->mask] = ids[i];
+    atomic_fetch_add_explicit(&Q->count, n, memory_order_seq_cst);
+    pthread_mutex_unlock(&Q->mu);
+    wake_for(rt, rt->cfg.bind_worker_types);
+}
 
 /* One task from Q (affinity queues hand out one at a time, so stealing sees the rest), or -1. */
 static int32_t pop_one(PTORuntime* rt, PTOQueue* Q) {
@@ -129,11 +148,36 @@ void sched_make_ready(PTORuntime* rt, PTOTask* t, PTOWorker* w) {
         return;
     }
     int q = queue_of(t);
-    if (w && w->next_local < 0) {
-        for (int k = 0; k < w->nserved; k++)
-            if (w->served[k] == q) { w->next_local = t->id; return; }
-    }
+    if (w && w->next_local < 0 && (w->serves >> q & 1)) { w->next_local = t->id; return; }
     push(rt, q, t->id);
+}
+
+/* Tasks the orchestrating thread made ready together (a released batch): the ones of each queue
+ * go in with one lock and one wake-up; a task with an affinity, and every task of the
+ * three-tier mode, goes as sched_make_ready sends it. ids is reordered. */
+void sched_make_ready_n(PTORuntime* rt, int32_t* ids, int32_t n) {
+    if (n <= 1 || rt->nworkers == 0 || rt->t3) {
+        for (int32_t i = 0; i < n; i++) sched_make_ready(rt, rt_task(rt, ids[i]), NULL);
+        return;
+    }
+    int32_t plain = 0;                         /* ids[0, plain): no affinity, left for the queues */
+    for (int32_t i = 0; i < n; i++) {
+        PTOTask* t = rt_task(rt, ids[i]);
+        if (t->affinity >= 0) { sched_make_ready(rt, t, NULL); continue; }
+        atomic_store_explicit(&t->state, PTO_TASK_READY, memory_order_relaxed);
+        ids[plain++] = ids[i];
+    }
+    if (rt->wait_fn) atomic_fetch_add_explicit(&rt->ready_tasks, plain, memory_order_relaxed);
+    for (int q = 0; q < PTO_NUM_QUEUES && plain > 0; q++) {   /* usually all in one queue */
+        int32_t buf[PTO_RETIRE_BATCH], nbuf = 0, left = 0;
+        for (int32_t i = 0; i < plain; i++) {
+            if (queue_of(rt_task(rt, ids[i])) != q) { ids[left++] = ids[i]; continue; }
+            buf[nbuf++] = ids[i];
+            if (nbuf == PTO_RETIRE_BATCH) { push_n(rt, q, buf, nbuf); nbuf = 0; }
+        }
+        if (nbuf > 0) push_n(rt, q, buf, nbuf);
+        plain = left;
+    }
 }
 
 /* Wake the orchestrator only for what it waits for: the oldest task of a full window,
@@ -409,10 +453,22 @@ static bool acquire_run_slot(PTORuntime* rt) {
 #define PTO_IDLE_SPINS 2048
 #endif
 
+/* One idle worker at a time watches the queues (rt->watching); the others sleep at once, so an
+ * idle worker never spins on a core the orchestrator or a busy worker could use, and a push wakes
+ * nobody while the watcher is there. (With worker types bound, a watcher may not serve the queue
+ * that gets the work: then every idle worker watches, and every push wakes.) */
 static void idle(PTORuntime* rt, PTOWorker* w) {
-    for (int spin = 0; spin < PTO_IDLE_SPINS; spin++) {
-        if (has_work(rt, w) || atomic_load_explicit(&rt->stop, memory_order_relaxed)) return;
-        rt_cpu_relax();
+    int32_t none = 0;
+    const bool all_watch = rt->cfg.bind_worker_types != 0;
+    if (all_watch || atomic_compare_exchange_strong_explicit(&rt->watching, &none, 1, memory_order_seq_cst,
+                                                              memory_order_relaxed)) {
+        bool found = false;
+        for (int spin = 0; spin < PTO_IDLE_SPINS && !found; spin++) {
+            found = has_work(rt, w) || atomic_load_explicit(&rt->stop, memory_order_relaxed);
+            if (!found) rt_cpu_relax();
+        }
+        if (!all_watch) atomic_store_explicit(&rt->watching, 0, memory_order_seq_cst);
+        if (found) return;
     }
     atomic_fetch_add_explicit(&rt->sleepers, 1, memory_order_seq_cst);
     pthread_mutex_lock(&rt->idle_mu);
@@ -432,13 +488,19 @@ static void* worker_main(void* arg) {
     PTORuntime* rt = w->rt;
     /* this worker's own trace lane (tracing is fixed before workers start) */
     PTOTraceLane* lane = rt->trace ? &rt->trace->lanes[w->index + 1] : NULL;
+    bool was_idle = false;
     for (;;) {
         int32_t id = pop(rt, w);
         if (id < 0) {
             sched_flush_retired(rt, w);
             if (atomic_load_explicit(&rt->stop, memory_order_acquire)) break;
             idle(rt, w);
+            was_idle = true;
             continue;
+        }
+        if (was_idle) {              /* back to work: a sleeper gets what this one left queued */
+            was_idle = false;
+            if (has_work(rt, w)) wake_for(rt, false);
         }
         const bool gated = rt->cfg.max_running > 0;
         const bool slot = gated && acquire_run_slot(rt);

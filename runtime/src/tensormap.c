@@ -20,10 +20,12 @@ int tm_init(TMap* tm, int32_t initial_entries) {
     tm->slots = calloc((size_t)1 << (64 - tm->slot_shift), sizeof(TMSlot));
     tm->free_head = -1;
     if (!tm->slots) return PTO_ENOMEM;
-    /* Pre-fault a pool sized to the window so steady-state inserts never grow it. */
+    /* A pool sized to the window, so steady-state inserts never grow it. Its entries join the
+     * free list a few at a time as inserts reach them (entry_refill), not all here: creating a
+     * runtime does not write the whole pool (with a block kept from an earlier runtime, the
+     * memory is already mapped). */
     tm->e = rt_block_alloc((size_t)initial_entries * sizeof(TMEntry), 0);
     if (!tm->e) return PTO_ENOMEM;
-    for (int32_t i = initial_entries - 1; i >= 0; i--) { tm->e[i].next = tm->free_head; tm->free_head = i; }
     tm->cap = initial_entries;
     return PTO_OK;
 }
@@ -171,10 +173,23 @@ static inline void pop_retired(TMap* tm, TMChain* ch, int32_t last_alive) {
     }
 }
 
-/* The pool is empty: sweep (at most once per `cap` inserts; inserts pop retired prefixes, so a
- * sweep is only for buckets nobody touches any more) or grow it. Returns PTO_OK or ENOMEM. */
+/* Entries [*fresh, end) onto a free list, at most FRESH_LINK of them: pools are linked as they
+ * are reached. */
+#define FRESH_LINK 64
+#define LINK_FRESH(pool_next, head, fresh, end) do {                                   \
+        int32_t _e = (end) - (fresh) < FRESH_LINK ? (end) : (fresh) + FRESH_LINK;       \
+        for (int32_t _i = _e - 1; _i >= (fresh); _i--) { pool_next(_i) = (head); (head) = _i; } \
+        (fresh) = _e;                                                                   \
+    } while (0)
+#define TM_NEXT(i) tm->e[i].next
+#define DEP_NEXT(i) rt_dep(rt, i)->next
+
+/* The free list is empty: link never-used entries, else sweep (at most once per `cap` inserts;
+ * inserts pop retired prefixes, so a sweep is only for buckets nobody touches any more) or grow
+ * the pool. Returns PTO_OK or ENOMEM. */
 static __attribute__((noinline)) int entry_refill(PTORuntime* rt) {
     TMap* tm = &rt->tm;
+    if (tm->fresh < tm->cap) { LINK_FRESH(TM_NEXT, tm->free_head, tm->fresh, tm->cap); return PTO_OK; }
     if (tm->since_sweep >= tm->cap && rt->last_alive - tm->swept_alive >= tm->cap / 4) {
         sweep(tm, rt->last_alive);
         tm->swept_alive = rt->last_alive;
@@ -184,8 +199,8 @@ static __attribute__((noinline)) int entry_refill(PTORuntime* rt) {
         TMEntry* n = rt_block_grow(tm->e, (size_t)tm->cap * sizeof *n, (size_t)nc * sizeof *n);
         if (!n) return PTO_ENOMEM;
         tm->e = n;
-        for (int32_t i = nc - 1; i >= tm->cap; i--) { n[i].next = tm->free_head; tm->free_head = i; }
         tm->cap = nc;
+        LINK_FRESH(TM_NEXT, tm->free_head, tm->fresh, tm->cap);
     }
     return PTO_OK;
 }
@@ -209,15 +224,22 @@ int dep_add_chunk(PTORuntime* rt) {
     if (rt->dep_nchunks == DEP_MAX_CHUNKS) return PTO_ENOMEM;
     PTODep* c = rt_block_alloc(sizeof(PTODep) * DEP_CHUNK, 0);
     if (!c) return PTO_ENOMEM;
-    int32_t base = rt->dep_nchunks << DEP_CHUNK_SHIFT;
-    rt->dep_chunks[rt->dep_nchunks++] = c;
-    for (int32_t i = DEP_CHUNK - 1; i >= 0; i--) { c[i].next = rt->dep_free; rt->dep_free = base + i; }
+    rt->dep_chunks[rt->dep_nchunks++] = c;      /* its entries join the free list as reached */
+    return PTO_OK;
+}
+
+static __attribute__((noinline)) int dep_refill(PTORuntime* rt) {
+    if (rt->dep_fresh == rt->dep_nchunks << DEP_CHUNK_SHIFT) {
+        int rc = dep_add_chunk(rt);
+        if (rc < 0) return rc;
+    }
+    LINK_FRESH(DEP_NEXT, rt->dep_free, rt->dep_fresh, rt->dep_nchunks << DEP_CHUNK_SHIFT);
     return PTO_OK;
 }
 
 static inline int32_t dep_alloc(PTORuntime* rt) {
     if (rt->dep_free < 0) {
-        int rc = dep_add_chunk(rt);
+        int rc = dep_refill(rt);
         if (rc < 0) return rc;
     }
     int32_t i = rt->dep_free;
