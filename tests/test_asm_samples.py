@@ -11,7 +11,7 @@ from pathlib import Path
 
 from pto_core import ElementType, MemorySpace, PTOFunctionBuilder, PTOModule
 from pto_core.ir import CMP_OPS, Category, OpDef, TileType
-from pto_core.ir.ops import PAD_VALUES
+from pto_core.ir.ops import BOOL_ATTRS, MASK_TYPE, PAD_VALUES
 
 F32, F16, I32 = ElementType.F32, ElementType.F16, ElementType.I32
 GM = MemorySpace.GLOBAL
@@ -38,12 +38,18 @@ _SHAPES: dict[Category, dict[str, tuple[int, int]]] = {
     "reshape": {"dst": (16, 8), "a": _T8},
     "gather": {"dst": _T8, "a": _T8, "idx": _T8},
     "pad": {"dst": _T8, "a": _T8},
+    # compares, selects and generators (Category.MASK): a mask has a bit per element
+    "compare": {"dst": (8, 2), "a": _T8, "b": _T8},
+    "select": {"dst": _T8, "mask": (8, 2), "a": _T8, "b": _T8},
+    "ci": {"dst": (1, 16)},
+    "tri": {"dst": _T8},
     # matrix-vector products (OpDef.rows: a has one row)
     "gemv": {"dst": (1, 4), "acc": (1, 4), "a": (1, 16), "b": (16, 4)},
 }
 
 #: an attribute value for each attribute name the table uses
-ATTR_VALUES = {"cmp": CMP_OPS, "pad": PAD_VALUES}
+ATTR_VALUES = {"cmp": CMP_OPS, "pad": PAD_VALUES, "descending": BOOL_ATTRS,
+               "upper": BOOL_ATTRS}
 
 
 def tile_type(op: OpDef, operand: str) -> TileType:
@@ -56,6 +62,8 @@ def tile_type(op: OpDef, operand: str) -> TileType:
         return TileType(rows, cols, op.index_type)
     if operand == "idx":                       # a gather's indices
         return TileType(rows, cols, I32)
+    if operand == op.mask:                     # a compare's or a select's mask
+        return TileType(rows, cols, MASK_TYPE)
     return TileType(rows, cols, I32 if op.int_only else dtype)
 
 
@@ -68,7 +76,8 @@ def op_function(module: PTOModule, op: OpDef, literal: bool, suffix: str = "") -
     operands: list[object] = []
     index_vals = iter(["i", 1])          # a loop variable and a literal offset
     has_index = any(o.role == "index" for o in op.operands)
-    scalar_dtype = I32 if op.category is Category.SCALAR or op.int_only else F32
+    scalar_dtype = (op.scalar_type or
+                    (I32 if op.category is Category.SCALAR or op.int_only else F32))
     need_local_in = False
     for o in op.operands:
         if op.in_place and o.name == "a":       # TFILLPAD_INPLACE: dst is a
