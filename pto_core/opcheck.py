@@ -38,8 +38,8 @@ import numpy as np
 from .builder import PTOFunctionBuilder, PTOModule
 from .errors import PTOError
 from .ir import Category, ElementType, MemorySpace
-from .ir.ops import (BLOCK_BYTES, KINDS, MATMUL_ACC_TYPES, OPS, OpDef, scatter_index_type,
-                     window_tiles)
+from .ir.ops import (BLOCK_BYTES, KINDS, MASK_TYPE, MATMUL_ACC_TYPES, OPS, OpDef, mask_shape,
+                     scatter_index_type, window_tiles)
 from .reference import compute_type, numpy_dtype, pad_value
 
 E = ElementType
@@ -83,7 +83,8 @@ class OpKernel:
     @property
     def op_attrs(self) -> dict[str, object]:
         """The attributes the kernel's instruction carries."""
-        return {**({"pad": KERNEL_PAD} if "pad" in self.op.attrs else {}), **dict(self.attrs)}
+        return {**{k: v for k, v in KERNEL_ATTRS.items() if k in self.op.attrs},
+                **dict(self.attrs)}
 
     def memref(self, param: str) -> str:
         """The kernel's tensor parameter an input tile is loaded from."""
@@ -109,7 +110,14 @@ class OpKernel:
     def in_dtype(self) -> ElementType:
         """The type of the data inputs (the last one's; a gather's i32 indices aside; a
         generator's: its output's)."""
-        return next((t for p, _, _, t in reversed(self.inputs) if p != "idx"), self.out_dtype)
+        return next((t for p, _, _, t in reversed(self.inputs) if p not in ("idx", "mask")),
+                    self.out_dtype)
+
+    @property
+    def scalar_type(self) -> ElementType:
+        """The type of the kernel's scalar parameter ``s``: the compute type of its data, or
+        the row's own (TTRI's i32 diagonal)."""
+        return self.op.scalar_type or compute_type(self.in_dtype)
 
 
 def _io(op: OpDef, dt: ElementType, R: int, C: int, M: int, K: int, N: int,
@@ -162,11 +170,34 @@ def _io(op: OpDef, dt: ElementType, R: int, C: int, M: int, K: int, N: int,
     if op.layout == "gatherb":           # 8 blocks of 32 bytes a row (32-byte offset rows)
         per = BLOCK_BYTES // dt.itemsize
         return [("a", R, 8 * per, dt), ("idx", R, 8, E.I32)], (R, 8 * per, dt)
+    if cat is Category.MASK:
+        return _mask_io(op, dt, R, C)
     if op.layout == "pad" and not op.in_place and op.name != "TFILLPAD":    # a smaller a
         return [("a", R - R // 3, C - C // 4, dt)], (R, C, dt)
     if op.layout == "partial":           # b covers part of dst (tests/test_partial_ops.py
         return [("a", R, C, dt), ("b", R - R // 3, C - C // 4, dt)], (R, C, dt)   # swaps them)
     return [(o.name, R, C, dt) for o in op.operands if o.role in ("tile", "tile_inout")], (R, C, dt)
+
+
+def _mask_io(op: OpDef, dt: ElementType, R: int, C: int):
+    """Compares, selects and generators: TCMP keeps C columns (a mask's last byte may be
+    partly used); TCMPS, TSEL and TSELS take a multiple of 32 (the Ascend library packs and
+    reads masks by whole bytes of unpadded rows); TCI makes one row."""
+    if op.layout == "ci":
+        return [], (1, C, dt)
+    if op.layout == "tri":
+        return [], (R, C, dt)
+    if op.name != "TCMP":
+        C = -(-C // 32) * 32
+    data = [(o.name, R, C, dt) for o in op.inputs if o.role == "tile" and o.name != "mask"]
+    if op.mask == "dst":
+        return data, (*mask_shape(R, C), MASK_TYPE)
+    return [("mask", *mask_shape(R, C), MASK_TYPE), *data], (R, C, dt)
+
+
+def takes_scalar(op: OpDef) -> bool:
+    """Does the op read a scalar operand (tile-scalar ops, TCMPS, TSELS, TCI, TTRI)?"""
+    return any(o.role == "scalar" for o in op.inputs)
 
 
 def _kernel_builder(k: OpKernel, module: PTOModule) -> PTOFunctionBuilder:
@@ -175,8 +206,8 @@ def _kernel_builder(k: OpKernel, module: PTOModule) -> PTOFunctionBuilder:
         if k.memref(p) == p:
             b.memref(p, GM, pdt)
     b.memref("o", GM, k.out_dtype)
-    if k.op.category is Category.TILE_SCALAR:
-        b.scalar("s", compute_type(k.in_dtype), param=True)
+    if takes_scalar(k.op):
+        b.scalar("s", k.scalar_type, param=True)
     # an in-place op (TFILLPAD_INPLACE) reads and writes t_o, loaded from its input
     tile = (lambda p: "t_o") if k.op.in_place else k.tile  # noqa: E731
     for p, r, c, pdt in k.inputs:
@@ -207,6 +238,11 @@ MERGE_BLOCK = 64
 #: TFILLPAD's pad attribute in one-instruction kernels: the value that shows (infinities,
 #: integer extremes)
 KERNEL_PAD = "max"
+#: the attributes of one-instruction kernels, unless a kernel names its own
+KERNEL_ATTRS = {"pad": KERNEL_PAD, "cmp": "le", "descending": "false", "upper": "false"}
+#: TTRI's diagonals in one-instruction kernels (one call each): beyond both corners, on and
+#: near the main diagonal
+KERNEL_DIAGONALS = (-64, -3, -1, 0, 1, 5, 64)
 
 
 def window_offsets(k: OpKernel) -> tuple[int, int]:
@@ -277,8 +313,8 @@ def op_kernels(dtype: ElementType, ops: Sequence[OpDef] = TILE_OPS, *,
         for to in (targets if op.category is Category.CONVERT else [dtype]):
             name = f"k_cvt_{to.value}" if op.category is Category.CONVERT else f"k_{op.method}"
             ins, o = _io(op, dtype, R, C, M, K, N, to)
-            k = OpKernel(name, op, tuple(ins), o,
-                         tuple(scalars) if op.category is Category.TILE_SCALAR else (),
+            calls = KERNEL_DIAGONALS if op.scalar_type is not None else scalars
+            k = OpKernel(name, op, tuple(ins), o, tuple(calls) if takes_scalar(op) else (),
                          (("byte", hist_byte(dtype)),) if "byte" in op.attrs else ())
             try:
                 _kernel_builder(k, PTOModule("probe")).build()
@@ -303,7 +339,7 @@ def build_op_module(name: str, kernels: Sequence[OpKernel]) -> PTOModule:
             binds: dict[str, object] = {p: (k.tensor(p), 0, 0) for p, _ in params}
             binds["o"] = (k.out_tensor, j, 0)
             if s is not None:
-                binds["s"] = float(s) if k.in_dtype.is_float else int(s)
+                binds["s"] = float(s) if k.scalar_type.is_float else int(s)
             entry.call(k.name, binds)
     entry.build()
     m.set_entry("all_ops")
@@ -494,6 +530,9 @@ def special_inputs(kernels: Sequence[OpKernel], dtype: ElementType) -> dict[str,
             if k.op.layout == "merge4":
                 out[k.tensor(p)] = sorted_blocks(v, c, MERGE_BLOCK)
                 continue
+            if p == "mask":
+                out[k.tensor(p)] = mask_bits(r, c)
+                continue
             vp = v if pdt == dtype else v.astype(numpy_dtype(pdt))
             if p == "b" and dtype.is_int and _divides_by(k, "b"):
                 vp = vp[vp != 0]                # integer division by zero is an error
@@ -509,7 +548,8 @@ def special_inputs(kernels: Sequence[OpKernel], dtype: ElementType) -> dict[str,
                 x = vp[np.arange(c) % len(vp)][None, :]
             elif cat is Category.COL_EXPAND:                    # a[r, c] = v[r]
                 x = np.repeat(vp[np.arange(r) % len(vp)][:, None], c, axis=1)
-            elif p == "a" and k.op.expr is not None and "b" in k.op.expr.vars():
+            elif p == "a" and (k.op.expr is not None and "b" in k.op.expr.vars()
+                               or cat is Category.MASK):
                 x = _fill(vp, r, c, 0)                          # a[r, c] = v[c]
             elif p == "c":
                 x = _fill(vp, r, c, 2)                          # c[r, c] = v[2r + c]
@@ -554,6 +594,12 @@ def sorted_blocks(v: np.ndarray, cols: int, block: int) -> np.ndarray:
               for b in range(0, cols // 2, n)] if n <= 32 else None
     assert blocks is not None, "sorted_blocks: blocks of at most 32 pairs"
     return np.concatenate(blocks)[None, :]
+
+
+def mask_bits(rows: int, cols: int) -> np.ndarray:
+    """A ``rows x cols`` u8 mask of varied bits: every byte value in turn, all-zero and
+    all-one bytes among them."""
+    return ((np.arange(rows)[:, None] * 37 + np.arange(cols)[None, :] * 101) % 256).astype(np.uint8)
 
 
 def _divides_by(k: OpKernel, name: str) -> bool:
@@ -606,6 +652,8 @@ def is_exact(k: OpKernel) -> bool:
     for max/min reductions, moves (transpose, broadcast) and conversions; no for exp, log,
     tanh (polynomials), sums (the order of additions is the backend's) and matmul."""
     cat = k.op.category
+    if cat is Category.MASK:
+        return True
     if cat in (Category.TRANSPOSE, Category.CONVERT, Category.LAYOUT):
         return k.op.expr is None or _exact_expr(k.op.expr)
     if cat in (Category.ROW_REDUCE, Category.COL_REDUCE):
@@ -695,6 +743,8 @@ def operands(k: OpKernel, inputs: Mapping[str, np.ndarray], r: int, c: int) -> d
         return {"a": scalar(tile("a")[c, r])}
     if cat is Category.LAYOUT:
         return _layout_operands(k, tile, r, c, scalar)
+    if cat is Category.MASK:
+        return _mask_operands(k, tile, r, c, scalar)
     out = {}
     for p, *_ in k.inputs:
         i, j = (r, 0) if cat is Category.ROW_EXPAND and p == "b" else \
@@ -741,6 +791,20 @@ def _layout_operands(k: OpKernel, tile, r: int, c: int, scalar) -> dict[str, obj
     if not 0 <= flat < a.size:
         return {"idx": flat}
     return {"a": scalar(a[flat // a.shape[1], flat % a.shape[1]])}
+
+
+def _mask_operands(k: OpKernel, tile, r: int, c: int, scalar) -> dict[str, object]:
+    """The operands behind ``(r, c)`` of a MASK op's output: a compare's eight compared
+    pairs of byte ``c`` (as lists), a select's mask bit and operands, a generator's scalar."""
+    R = k.output[0]
+    out: dict[str, object] = {"s": k.scalars[r // R]} if k.scalars else {}
+    if k.op.layout == "compare":
+        cols = slice(8 * c, 8 * c + 8)
+        out.update({p: tile(p)[r % R, cols].tolist() for p, *_ in k.inputs})
+    elif k.op.layout == "select":
+        out["bit"] = int(tile("mask")[r % R, c // 8]) >> (c % 8) & 1
+        out.update({p: scalar(tile(p)[r % R, c]) for p, *_ in k.inputs if p != "mask"})
+    return out
 
 
 def describe(k: OpKernel, inputs: Mapping[str, np.ndarray], r: int, c: int) -> str:

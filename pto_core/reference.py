@@ -486,6 +486,50 @@ def _pad(a: np.ndarray, rows: int, cols: int, pad: str) -> np.ndarray:
     return out
 
 
+def _element(x: Any, dtype: np.dtype) -> np.ndarray:
+    """A scalar converted to an element of ``dtype`` (a 0-d array): integers wrap as C's
+    conversions do, floats round to nearest."""
+    if np.issubdtype(dtype, np.integer):
+        return np.array(int(x), np.int64).astype(dtype)
+    return np.array(x, np.float64).astype(dtype)
+
+
+def _compare(a: np.ndarray, b: Any, cmp: str) -> np.ndarray:
+    """TCMP/TCMPS: the packed mask of ``a cmp b`` (``b`` a tile, or a scalar converted to
+    a's type): bit c % 8 of byte c // 8 of each row, little-endian bit order."""
+    if not isinstance(b, np.ndarray) or b.ndim == 0:
+        b = _element(b, a.dtype)
+    with np.errstate(invalid="ignore"):
+        bits = COMPARES[cmp].fn(a, b)
+    return np.packbits(bits, axis=1, bitorder="little")
+
+
+def _select(mask: np.ndarray, a: np.ndarray, b: Any) -> np.ndarray:
+    """TSEL/TSELS: a where the mask's bit of the element is set, else b (a tile, or a scalar
+    converted to a's type)."""
+    bits = np.unpackbits(mask, axis=1, count=a.shape[1], bitorder="little").astype(bool)
+    other = b if isinstance(b, np.ndarray) and b.ndim else _element(b, a.dtype)
+    return np.where(bits, a, other).astype(a.dtype)
+
+
+def _ci(start: Any, cols: int, dtype: np.dtype, descending: bool) -> np.ndarray:
+    """TCI: one row start + j (start - j), start an element of ``dtype`` first; integers
+    wrap, floats are computed in the compute type and rounded once."""
+    s = _element(start, dtype)
+    step = -1 if descending else 1
+    if np.issubdtype(dtype, np.integer):
+        return (int(s) + step * np.arange(cols, dtype=np.int64)).astype(dtype)[None, :]
+    ct = np.float64 if dtype == np.float64 else np.float32
+    return (s.astype(ct) + step * np.arange(cols, dtype=ct)).astype(dtype)[None, :]
+
+
+def _tri(rows: int, cols: int, diag: Any, upper: bool, dtype: np.dtype) -> np.ndarray:
+    """TTRI: 1 where c <= r + diag (lower) or c >= r + diag (upper), else 0."""
+    r = np.arange(rows, dtype=np.int64)[:, None] + int(diag)
+    c = np.arange(cols, dtype=np.int64)[None, :]
+    return (c >= r if upper else c <= r).astype(dtype)
+
+
 def _gather(a: np.ndarray, idx: np.ndarray) -> np.ndarray:
     """TGATHER: a's row-major elements at ``idx``; an index outside ``a`` gives 0."""
     flat = a.reshape(-1)
@@ -633,6 +677,7 @@ class _Translator:
             "_sort32": _sort32, "_mrgsort": _mrgsort, "_histogram": _histogram,
             "_insert": _insert, "_scatter": _scatter,
             "_gatherb": _gatherb,
+            "_compare": _compare, "_select": _select, "_ci": _ci, "_tri": _tri,
             "_pad": _pad, "_partial": _partial, "_pair": _pair,
             "_TC": TaskCall, "_RG": Region, "PTOError": PTOError, "_errloop": _loop_error,
             "_IM": Intermediate,
@@ -866,6 +911,18 @@ class _Translator:
                 return f"{out} = _partial({f}, {a}, {_v(ops['b'])}, {dst.shape!r})"
             if op.layout == "pair":
                 return f"{out} = _pair({f}, {a})"
+        if cat is Category.MASK:
+            other = _v(ops["b"]) if "b" in ops else self.operand(ops["s"]) if "s" in ops else None
+            if op.layout == "compare":
+                return f"{out} = _compare({_v(ops['a'])}, {other}, {s.attr('cmp')!r})"
+            if op.layout == "select":
+                return f"{out} = _select({_v(ops['mask'])}, {_v(ops['a'])}, {other})"
+            if op.layout == "ci":
+                return (f"{out} = _ci({other}, {dst.cols}, _d_{dst.dtype.value}, "
+                        f"{s.attr('descending') == 'true'})")
+            if op.layout == "tri":
+                return (f"{out} = _tri({dst.rows}, {dst.cols}, {self.operand(ops['diag'])}, "
+                        f"{s.attr('upper') == 'true'}, _d_{dst.dtype.value})")
         raise PTOError(f"the reference interpreter cannot run {op.name}", function=fn.name,
                        instruction=str(s))
 

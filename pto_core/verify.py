@@ -47,7 +47,7 @@ from .errors import PTOError, PTOVerifyError
 from .ir import (CMP_OPS, MAX_DIM, Call, Category, ElementType, For, Function, If, Instr,
                  MemorySpace, MemRefType, Module, Return, ScalarType, Stmt, TileType, walk_nested)
 from .ir.module import format_value
-from .ir.ops import (PAD_VALUES, RuleError, check_histogram_byte, check_merge_block,
+from .ir.ops import (BOOL_ATTRS, PAD_VALUES, RuleError, check_histogram_byte, check_merge_block,
                      check_tile_rule, check_window, window_tiles)
 from .names import check_identifier
 
@@ -444,6 +444,10 @@ class _Checker:
         if "pad" in op.attrs and attrs.get("pad") not in PAD_VALUES:
             self.fail(s, f"{op.name} pad must be one of {', '.join(PAD_VALUES)}, got "
                          f"{attrs.get('pad')!r}")
+        for key in ("descending", "upper"):
+            if key in op.attrs and attrs.get(key) not in BOOL_ATTRS:
+                self.fail(s, f"{op.name} {key} must be one of {', '.join(BOOL_ATTRS)}, got "
+                             f"{attrs.get(key)!r}")
         tiles: dict[str, TileType] = {}
         mem: MemRefType | None = None
         for spec, v in zip(op.operands, s.operands):
@@ -458,7 +462,7 @@ class _Checker:
             elif spec.role == "scalar_out":
                 self.scalar(s, v, loop_vars, out=True)
             elif spec.role == "scalar":
-                self.scalar(s, v, loop_vars)
+                self.scalar(s, v, loop_vars, integer=bool(op.scalar_type and op.scalar_type.is_int))
         for spec, v in zip(op.operands, s.operands):
             if spec.role == "scalar" and not isinstance(v, str):
                 self.literal(s, v, self.literal_type(s, tiles, loop_vars))
@@ -495,6 +499,8 @@ class _Checker:
         (the tile's type, or the result's, or for a comparison the other operand's; the
         16-bit floats compute in f32), except that a literal loaded into a scalar (SLI, SMOV)
         is a value of the scalar's own type. Two literals compared are a double or an i64."""
+        if s.opdef.scalar_type is not None:             # TTRI's diagonal
+            return s.opdef.scalar_type
         if s.opdef.category is not Category.SCALAR:
             return tiles.get("a", tiles["dst"]).dtype.compute_type    # (a generator: dst's)
         ops = s.named_operands()

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from pto_core import ElementType, MemorySpace, PTOFunctionBuilder, PTOModule
 from pto_core.ir import CMP_OPS, Category, OpDef, TileType
-from pto_core.ir.ops import PAD_VALUES
+from pto_core.ir.ops import BOOL_ATTRS, MASK_TYPE, PAD_VALUES
 
 F32, F16, I32 = ElementType.F32, ElementType.F16, ElementType.I32
 GM = MemorySpace.GLOBAL
@@ -47,12 +47,18 @@ _SHAPES: dict[Category, dict[str, tuple[int, int]]] = {
     "partial": {"dst": _T8, "a": _T8, "b": (6, 12)},
     "pair": {"dst": _T8, "a": _T8},
     "gatherb": {"dst": _T8, "a": _T8, "idx": (8, 2)},
+    # compares, selects and generators (Category.MASK): a mask has a bit per element
+    "compare": {"dst": (8, 2), "a": _T8, "b": _T8},
+    "select": {"dst": _T8, "mask": (8, 2), "a": _T8, "b": _T8},
+    "ci": {"dst": (1, 16)},
+    "tri": {"dst": _T8},
     # matrix-vector products (OpDef.rows: a has one row)
     "gemv": {"dst": (1, 4), "acc": (1, 4), "a": (1, 16), "b": (16, 4), "bias": (1, 4)},
 }
 
 #: an attribute value for each attribute name the table uses
-ATTR_VALUES = {"cmp": CMP_OPS, "pad": PAD_VALUES, "byte": (0, 1)}    # (byte: of an i16)
+ATTR_VALUES = {"cmp": CMP_OPS, "pad": PAD_VALUES, "byte": (0, 1),     # (byte: of an i16)
+               "descending": BOOL_ATTRS, "upper": BOOL_ATTRS}
 
 
 def tile_type(op: OpDef, operand: str) -> TileType:
@@ -67,6 +73,8 @@ def tile_type(op: OpDef, operand: str) -> TileType:
         return TileType(rows, cols, {"dst": I32, "a": ElementType.I16, "idx": ElementType.U8}[operand])
     if operand == "idx":                       # a gather's indices
         return TileType(rows, cols, I32)
+    if operand == op.mask:                     # a compare's or a select's mask
+        return TileType(rows, cols, MASK_TYPE)
     return TileType(rows, cols, I32 if op.int_only else dtype)
 
 
@@ -81,7 +89,8 @@ def op_function(module: PTOModule, op: OpDef, literal: bool, suffix: str = "") -
     if op.layout == "merge4":            # TMRGSORT's block: a literal multiple of 64
         index_vals = iter([64])
     has_index = any(o.role == "index" for o in op.operands)
-    scalar_dtype = I32 if op.category is Category.SCALAR or op.int_only else F32
+    scalar_dtype = (op.scalar_type or
+                    (I32 if op.category is Category.SCALAR or op.int_only else F32))
     need_local_in = False
     for o in op.operands:
         if op.in_place and o.name == "a":       # TFILLPAD_INPLACE: dst is a

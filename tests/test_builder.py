@@ -9,6 +9,7 @@ from pto_core import ElementType, MemorySpace, PTOError, PTOFunctionBuilder, PTO
 from pto_core.ir import OPS, Call, CallArg, Category, For, If, Instr, ScalarType
 
 F32, F16, I32, GM = ElementType.F32, ElementType.F16, ElementType.I32, MemorySpace.GLOBAL
+U8 = ElementType.U8
 
 # tile shapes (dst, a, b, acc) that satisfy each category's rule
 SHAPES = {
@@ -37,6 +38,11 @@ SHAPES = {
     "partial": dict(dst=(4, 8), a=(4, 8), b=(3, 5)),
     "pair": dict(dst=(4, 7), a=(4, 7)),
     "gatherb": dict(dst=(4, 8), a=(4, 8), idx=(4, 1)),
+    # compares, selects and generators (Category.MASK): a mask has a bit per element
+    "compare": dict(dst=(4, 1), a=(4, 8), b=(4, 8)),
+    "select": dict(dst=(4, 8), mask=(4, 1), a=(4, 8), b=(4, 8)),
+    "ci": dict(dst=(1, 8)),
+    "tri": dict(dst=(4, 8)),
     # matrix-vector products (OpDef.rows: a has one row)
     "gemv": dict(dst=(1, 2), acc=(1, 2), a=(1, 8), b=(8, 2), bias=(1, 2)),
 }
@@ -58,6 +64,7 @@ def build_one(op_name: str):
             dt = I32 if spec.name == "idx" else dt              # a gather's indices
             if op.layout == "histogram":                        # i32 counts of i16 bytes
                 dt = {"dst": I32, "a": ElementType.I16, "idx": ElementType.U8}[spec.name]
+            dt = U8 if spec.name == op.mask else dt              # a compare's, a select's mask
             b.tile(f"t_{spec.name}", *SHAPES[op.layout or ("gemv" if op.rows else op.category)][spec.name], dt)
             args.append(f"t_{spec.name}")
         elif spec.role == "memref":
@@ -71,6 +78,9 @@ def build_one(op_name: str):
         else:
             args.append(3)
     attrs = {"pad": "min"} if "pad" in op.attrs else {"byte": 1} if "byte" in op.attrs else {}
+    if op.category is Category.MASK:
+        attrs = {k: v for k, v in (("cmp", "ge"), ("descending", "true"), ("upper", "true"))
+                 if k in op.attrs}
     return getattr(b, op.method)(*args, **attrs).build()
 
 

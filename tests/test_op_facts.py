@@ -28,7 +28,7 @@ def test_every_row_states_its_facts(name):
     assert op.isa in (None, op.name, op.name.upper()) or (op.view and op.isa == "TEXTRACT")  # a view: a copy
     if op.isa:
         assert op.is_tile_op and (op.expr is not None or op.layout is not None)
-    assert (op.category is Category.LAYOUT) == (op.layout is not None)
+    assert (op.category in (Category.LAYOUT, Category.MASK)) == (op.layout is not None)
     assert op.layout is None or op.layout in LAYOUTS
     # a read-write dst is the first operand, and its expression (or its layout map: TINSERT's
     # keeps dst outside the window) reads it
@@ -48,7 +48,7 @@ def test_a_read_write_dst_is_written_and_read():
 
 
 def test_a_generator_reads_no_tile():
-    assert {n for n, op in OPS.items() if op.is_generator} == {"TEXPANDS"}
+    assert {n for n, op in OPS.items() if op.is_generator} == {"TEXPANDS", "TCI", "TTRI"}
 
 
 def test_the_facts_of_some_rows():

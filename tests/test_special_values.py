@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from pto_core.ir import Category, ElementType
-from pto_core.ir.ops import ITEM_LAYOUTS, OPS_BY_METHOD
+from pto_core.ir.ops import COMPARES, ITEM_LAYOUTS, OPS_BY_METHOD
 from pto_core.opcheck import (FLOAT_TYPES, INT_TYPES, OpKernel, build_op_module, describe, exp_thresholds,
                               is_exact, mismatches, op_kernels, operands, signed_zeros_defined,
                               special_inputs, special_kernels, special_values, tolerance)
@@ -152,6 +152,8 @@ def model(k: OpKernel, inputs: dict[str, np.ndarray], r: int, c: int) -> float:
         return 0 if "idx" in ops or not ops else ops.get("pad", next(iter(ops.values())))
     if cat is Category.CONVERT:
         return model_convert(ops["a"], k.out_dtype)
+    if cat is Category.MASK:
+        return model_mask(k, ops, r, c)
     if cat in (Category.ROW_REDUCE, Category.COL_REDUCE) and k.op.is_arg:
         # the first NaN, else the first extreme
         vals = [int(v) if dt.is_int else float(v) for v in ops["a"]]
@@ -189,6 +191,33 @@ def model(k: OpKernel, inputs: dict[str, np.ndarray], r: int, c: int) -> float:
         env["a"] = env["b"]
     r = evaluate(k.op.expr, env, ct)
     return r if dt.is_int else rnd(r, dt)
+
+
+def as_element(x: float | int, t: ElementType) -> float | int:
+    """A scalar as an element of ``t``: integers wrap, floats round."""
+    return wrap(int(x), t) if t.is_int else rnd(x, t)
+
+
+def model_mask(k: OpKernel, ops: dict, r: int, c: int) -> float | int:
+    """Compares pack eight Python comparisons (a NaN compares unequal) into byte ``c``, bit
+    ``j`` for column ``8c + j``; a select takes a or the other by its bit; TCI counts from
+    its start as an element; TTRI tests the column against row + diagonal."""
+    dt = k.in_dtype
+    lay = k.op.layout
+    if lay == "compare":
+        fn = COMPARES[k.op_attrs["cmp"]].fn
+        other = ops["b"] if "b" in ops else [as_element(ops["s"], dt)] * len(ops["a"])
+        return sum(1 << j for j, (x, y) in enumerate(zip(ops["a"], other)) if fn(x, y))
+    if lay == "select":
+        return ops["a"] if ops["bit"] else ops["b"] if "b" in ops else as_element(ops["s"], dt)
+    if lay == "ci":
+        sign = -1 if k.op_attrs["descending"] == "true" else 1
+        start = as_element(ops["s"], dt)
+        if dt.is_int:
+            return wrap(start + sign * c, dt)
+        return rnd(rnd(start + sign * c, compute_type(dt)), dt)
+    row = r % k.output[0] + int(ops["s"])
+    return int(c >= row if k.op_attrs["upper"] == "true" else c <= row)
 
 
 # --------------------------------------------------------------------------------------------

@@ -613,7 +613,7 @@ class CStyleRenderer:
                 self.render_transpose(out, fn, s)
             elif cat is Category.CONVERT:
                 self.render_convert(out, fn, s)
-            elif cat is Category.LAYOUT:
+            elif cat in (Category.LAYOUT, Category.MASK):
                 self.render_layout(out, fn, s)
             else:  # pragma: no cover - every category is handled above
                 raise PTOBackendError(f"no template for {s.op}", function=fn.name,
@@ -1169,6 +1169,8 @@ class CStyleRenderer:
         """The C expression of the source element of ``dst[r][c]`` of layout op ``s`` (the
         row's map in :data:`~pto_core.ir.ops.LAYOUTS`; tiles are ``[rows][cols]`` arrays).
         A gather index outside its source reads nothing and gives 0."""
+        if s.opdef.category is Category.MASK:
+            return self.mask_source(fn, s, r, c)
         ops = s.named_operands()
         a, td, ta = ops["a"], fn.type_of(ops["dst"]), fn.type_of(ops["a"])
         lay = s.opdef.layout
@@ -1233,6 +1235,54 @@ class CStyleRenderer:
         if ta.shape == td.shape:
             return f"({inside(tb)} ? {both} : {x})"
         return f"({inside(ta)} ? {both} : {y})"
+
+    def element_of(self, dtype: ElementType, text: str) -> str:
+        """A scalar's C value ``text`` as a stored element of ``dtype`` (integers wrap: C's
+        conversion to a narrower type; floats round)."""
+        if dtype.is_int:
+            return f"({self.ctype(dtype)})({text})"
+        return self.from_compute(dtype, self._cast(dtype, text))
+
+    def mask_source(self, fn: Function, s: Instr, r: str, c: str) -> str:
+        """The C expression of ``dst[r][c]`` of MASK op ``s`` (its rule in
+        :data:`~pto_core.ir.ops.LAYOUTS`): a compare packs eight columns into byte ``c`` of
+        its mask (columns past the tile read nothing and give 0 bits), a select reads the bit
+        of its element, TCI counts from its start (integers wrap: computed unsigned), TTRI
+        compares in 64 bits."""
+        ops = s.named_operands()
+        lay = s.opdef.layout
+        dst = fn.type_of(ops["dst"])
+        data = fn.type_of(ops["a"]) if "a" in ops else dst
+        dt = data.dtype
+        scalar = (self.element_of(dt, self.scalar_value(fn, ops["s"])) if "s" in ops else None)
+        if lay == "compare":
+            sym = COMPARES[s.attr("cmp")].symbol
+            terms = []
+            for k in range(8):
+                j = f"(8 * {c} + {k})"
+                y = (self.to_compute(dt, f"{ops['b']}[{r}][{j}]") if "b" in ops
+                     else self.to_compute(dt, scalar))
+                x = self.to_compute(dt, f"{ops['a']}[{r}][{j}]")
+                terms.append(f"({j} < {data.cols} && {x} {sym} {y} ? {1 << k} : 0)")
+            return f"(uint8_t)({' | '.join(terms)})"
+        if lay == "select":
+            other = f"{ops['b']}[{r}][{c}]" if "b" in ops else scalar
+            return (f"((({ops['mask']}[{r}][({c}) >> 3] >> (({c}) & 7)) & 1) ? "
+                    f"{ops['a']}[{r}][{c}] : {other})")
+        if lay == "ci":
+            sign = "-" if s.attr("descending") == "true" else "+"
+            if dt.is_int:
+                return (f"({self.ctype(dt)})((uint64_t)(int64_t){scalar} {sign} "
+                        f"(uint64_t)({c}))")
+            ct = self.compute_type(dt)
+            return self.from_compute(dt, f"({self.to_compute(dt, scalar)} {sign} ({ct})({c}))")
+        if lay == "tri":
+            diag = f"(int64_t)({self.scalar_value(fn, ops['diag'])})"
+            rel = ">=" if s.attr("upper") == "true" else "<="
+            return (f"((int64_t)({c}) {rel} (int64_t)({r}) + {diag} ? "
+                    f"{self.element_of(dt, '1')} : {self.element_of(dt, '0')})")
+        raise PTOBackendError(f"no C template for the {lay} rule", function=fn.name,
+                              instruction=str(s))
 
     def pad_value(self, dtype: ElementType, pad: str) -> str:
         """TFILLPAD's value as a stored element: 0, -inf/+inf, the integer extremes."""

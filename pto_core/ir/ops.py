@@ -202,6 +202,10 @@ class Category(enum.Enum):
                                          # histogram's counts, ITEM_LAYOUTS), unless the row has
                                          # an expression, which combines the elements the map
                                          # names (TPARTADD, TPairReduceSum)
+    MASK = "mask"                        # compares into packed bit masks, selects by them and
+                                         # the index and triangle generators: each element of
+                                         # dst follows the row's per-element rule (its
+                                         # ``layout`` names it in LAYOUTS)
     SCALAR = "scalar"
 
 
@@ -237,6 +241,15 @@ class OpDef:
     rows: int | None = None        # MATMUL rows whose a has this many rows (TGEMV: 1)
     view: bool = False             # dst is a view of a (TSUBVIEW): the verifier keeps both
                                    # unchanged while it is used, so a copy is the same
+    mask: str | None = None        # the operand that is a packed bit mask (MASK_TYPE, one bit
+                                   # per element of the compared or selected tiles: TCMP's
+                                   # dst, TSEL's mask)
+    scalar_type: ElementType | None = None
+                                   # the scalar operand's type where it is not the tile's
+                                   # compute type (TTRI's i32 diagonal)
+    scratch_at: int | None = None  # where the library call takes its scratch tiles, as an
+                                   # argument position (dst is 0); None: after every operand
+                                   # (TSELS: dst, mask, src, tmp, scalar)
 
     @property
     def kinds(self) -> frozenset[str]:
@@ -283,6 +296,12 @@ class OpDef:
     def is_compare(self) -> bool:
         """A comparison, named by its ``cmp`` attribute (one of :data:`COMPARES`)."""
         return "cmp" in self.attrs
+
+    @property
+    def data_operand(self) -> str:
+        """The operand whose element type the op is defined on: ``a`` of a compare (its dst is
+        a mask), else dst."""
+        return "a" if self.mask == "dst" else "dst"
 
     @property
     def mnemonic(self) -> str:
@@ -633,6 +652,36 @@ _def("TPairReduceSum", "pairreducesum", Category.LAYOUT, "dst:tile_out a:tile", 
      doc="dst[i, j] = a[i, 2j] + a[i, 2j + 1] for j < ceil(cols / 2) (+0 for a missing odd "
      "element), dst[i, j] = 0 for the rest of the row; dst has a's shape")
 
+# masks, selects and generators (docs/isa/TCMP.md, TCMPS.md, TSEL.md, TSELS.md, TCI.md,
+# TTRI.md). A mask is a u8 tile of one bit per element of the compared tiles, row by row:
+# bit c % 8 of byte c // 8 of row r is element (r, c) (the official CPU layout; mask_shape)
+_CMP_DOC = ("the bit of (r, c) is set where {x} holds (cmp: eq ne lt le gt ge; a NaN compares "
+            "unequal to everything, so only ne holds); bits past the last column are 0")
+_def("TCMP", "cmp", Category.MASK, "dst:tile_out a:tile b:tile", isa=True, layout="compare",
+     attrs=("cmp",), mask="dst", doc=_CMP_DOC.format(x="a[r, c] cmp b[r, c]"))
+_def("TCMPS", "cmps", Category.MASK, "dst:tile_out a:tile s:scalar", isa=True,
+     layout="compare", attrs=("cmp",), mask="dst",
+     doc=_CMP_DOC.format(x="a[r, c] cmp s (s converted to a's element type)"))
+# the library's TSEL takes a u32 scratch tile (its A2/A3 compare mask; i32 here, same bytes),
+# TSELS one of dst's type before its scalar
+_def("TSEL", "sel", Category.MASK, "dst:tile_out mask:tile a:tile b:tile", isa=True,
+     layout="select", mask="mask", scratch=1, scratch_dtype=ElementType.I32,
+     scratch_shape=lambda rows, cols: (1, 16),
+     doc="dst[r, c] = a[r, c] where the mask's bit of (r, c) is set, else b[r, c]")
+_def("TSELS", "sels", Category.MASK, "dst:tile_out mask:tile a:tile s:scalar", isa=True,
+     layout="select", mask="mask", scratch=1, scratch_at=3,
+     scratch_shape=lambda rows, cols: (1, 32),
+     doc="dst[r, c] = a[r, c] where the mask's bit of (r, c) is set, else s (converted to "
+         "dst's element type)")
+_def("TCI", "ci", Category.MASK, "dst:tile_out s:scalar", isa=True, layout="ci",
+     attrs=("descending",),
+     doc="a one-row dst: dst[0, c] = s + c (descending=true: s - c), s converted to dst's "
+         "element type first; integers wrap, floats are rounded once")
+_def("TTRI", "tri", Category.MASK, "dst:tile_out diag:scalar", isa=True, layout="tri",
+     attrs=("upper",), scalar_type=ElementType.I32,
+     doc="upper=false: dst[r, c] = 1 where c <= r + diag, else 0 (lower triangle); "
+         "upper=true: dst[r, c] = 0 where c < r + diag, else 1")
+
 # scalar
 _def("SADD", "scalar_add", Category.SCALAR, "dst:scalar_out a:scalar b:scalar", expr=A + B)
 _def("SSUB", "scalar_sub", Category.SCALAR, "dst:scalar_out a:scalar b:scalar", expr=A - B)
@@ -771,6 +820,8 @@ def check_tile_rule(op: OpDef, tiles: dict[str, TileType]) -> None:
             raise RuleError(f"shape mismatch: dst and a ({d.rows}x{d.cols} vs {a.rows}x{a.cols})")
     elif cat is Category.LAYOUT:
         _check_layout(op, d, a, tiles)
+    elif cat is Category.MASK:
+        _check_mask(op, tiles)
 
 
 #: the maps of LAYOUT rows: name -> which source element dst[i, j] is
@@ -793,6 +844,12 @@ LAYOUTS: dict[str, str] = {
                "that does",
     "pair": "the expression of a[i, 2j] and a[i, 2j + 1] (+0 past the row's end) for j < "
             "ceil(a's columns / 2), else 0",
+    # MASK rows
+    "compare": "bit j % 8 of dst[i, j // 8] is (a[i, j] cmp b[i, j]) (or cmp s)",
+    "select": "a[i, j] where bit j % 8 of mask[i, j // 8] is set, else b[i, j] (or s)",
+    "ci": "s + j (descending: s - j)",
+    "tri": "1 inside the triangle the diagonal bounds (c <= r + diag lower, c >= r + diag "
+           "upper), else 0",
 }
 
 #: the layouts whose dst holds sorted (value, index) pairs of f32 (two slots a pair)
@@ -802,6 +859,16 @@ SORTS = ("sort32", "merge4")
 ITEM_LAYOUTS = SORTS + ("histogram",)
 #: THISTOGRAM's ``byte`` attribute: the byte counted, 0 the lowest
 HIST_BYTES = (0, 1, 2, 3)
+
+#: a mask's element type: 8 bits per byte, bit c % 8 of byte c // 8 is column c
+MASK_TYPE = ElementType.U8
+#: the values of TCI's ``descending`` and TTRI's ``upper`` attributes
+BOOL_ATTRS = ("false", "true")
+
+
+def mask_shape(rows: int, cols: int) -> tuple[int, int]:
+    """The shape of the mask of a ``rows x cols`` tile: a byte per started 8 columns."""
+    return rows, -(-cols // 8)
 
 #: the pad values of TFILLPAD's ``pad`` attribute
 PAD_VALUES = ("zero", "max", "min")
@@ -952,6 +1019,29 @@ def window_tiles(op: OpDef) -> tuple[str, str]:
     """The operand names of a windowed layout op's (small window, large tile): TEXTRACT
     reads a window of ``a`` into ``dst``, TINSERT writes ``a`` into a window of ``dst``."""
     return ("a", "dst") if op.layout == "insert" else ("dst", "a")
+
+
+def _check_mask(op: OpDef, tiles: dict[str, TileType]) -> None:
+    """Compared and selected tiles agree in shape and type; a mask is a u8 tile of
+    :func:`mask_shape`; TCI makes one row."""
+    d, a, b = tiles["dst"], tiles.get("a"), tiles.get("b")
+    data = a if op.mask == "dst" else d
+    for name, t in (("a", a), ("b", b)):
+        if t is not None and t is not data:
+            if t.shape != data.shape:
+                raise RuleError(f"shape mismatch: {'dst' if data is d else 'a'} and {name} "
+                                f"({data.rows}x{data.cols} vs {t.rows}x{t.cols})")
+            if t.dtype != data.dtype:
+                raise RuleError(f"dtype mismatch: {'dst' if data is d else 'a'} and {name} "
+                                f"({data.dtype.value} vs {t.dtype.value})")
+    if op.mask is not None:
+        m, want = tiles[op.mask], mask_shape(data.rows, data.cols)
+        if m.dtype is not MASK_TYPE or m.shape != want:
+            raise RuleError(f"the mask of {op.name} is a {want[0]}x{want[1]} "
+                            f"{MASK_TYPE.value} tile (a bit per element of {data.rows}x"
+                            f"{data.cols}), {op.mask} is {m.rows}x{m.cols} {m.dtype.value}")
+    if op.layout == "ci" and d.rows != 1:
+        raise RuleError(f"{op.name} makes one row, dst is {d.rows}x{d.cols}")
 
 
 def check_window(dst: TileType, a: TileType, row: object, col: object,

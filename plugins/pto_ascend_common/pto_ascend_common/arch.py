@@ -57,6 +57,8 @@ class AscendArch:
         default=(E.F32, E.F16, E.BF16, E.I32, E.I16, E.I8, E.U8))
     isa_types: Mapping[str, tuple[ElementType, ...]] = field(default_factory=dict)
     lacks: tuple[str, ...] = ()      # library instructions this generation does not have
+    #: source types whose TCMP/TCMPS test equality whatever the mode asks (A2/A3 i32)
+    compare_eq_only: tuple[ElementType, ...] = ()
 
     def reduce_types(self, op: str) -> tuple[ElementType, ...]:
         """The source element types reduction ``op`` accepts on this generation: its entry of
@@ -80,6 +82,24 @@ _EVERY_GENERATION: dict[str, tuple[ElementType, ...]] = {
     # TPairReduceSum.md, "Implementation checks (A2A3 & A5)": float or half
     "TPAIRREDUCESUM": (E.F32, E.F16),
 }
+
+
+#: compares, selects and generators ("Implementation checks" of docs/isa/TCMP.md, TCMPS.md,
+#: TSEL.md, TSELS.md, TCI.md, TTRI.md). TCMP writes a uint8_t mask here on both generations:
+#: the library implements that form for int32, half and float (A5's uint32_t mask of
+#: 32-bit words is not emitted; docs/ascend-fidelity.md)
+_MASKS_A2A3 = {"TCMP": (E.F32, E.F16, E.I32), "TCMPS": (E.F32, E.F16, E.I32, E.I16),
+               "TSEL": (E.F32, E.F16, E.BF16, E.I32, E.I16),
+               "TSELS": (E.F32, E.F16, E.BF16, E.I32, E.I16),
+               "TCI": (E.F32, E.F16, E.BF16, E.I32, E.I16), "TTRI": (E.F32, E.F16, E.I32, E.I16)}
+_MASKS_A5 = {"TCMP": (E.F32, E.F16, E.I32),
+             "TCMPS": (E.F32, E.F16, E.BF16, E.I32, E.I16, E.I8, E.U8),
+             "TSEL": (E.F32, E.F16, E.BF16, E.I32, E.I16, E.I8, E.U8),
+             "TSELS": (E.F32, E.F16, E.I32, E.I16, E.I8, E.U8),
+             "TCI": (E.I32, E.I16),
+             # TTRI.md lists int8_t and uint8_t for A5; the official CPU code rejects them
+             # (cpu/TTRI.hpp: "TTRI has invalid data type"), so they are not emitted
+             "TTRI": (E.F32, E.F16, E.BF16, E.I32, E.I16)}
 
 
 A2A3 = AscendArch(
@@ -106,9 +126,12 @@ A2A3 = AscendArch(
                "TINSERT": (),
                # docs/isa/TPARTADD.md ... TPARTMIN.md, "A2A3 implementation checks"
                **{op: (E.F32, E.F16, E.I32, E.I16)
-                  for op in ("TPARTADD", "TPARTMUL", "TPARTMAX", "TPARTMIN")}},
+                  for op in ("TPARTADD", "TPARTMUL", "TPARTMAX", "TPARTMIN")},
+               **_MASKS_A2A3},
     # docs/isa/THISTOGRAM.md: "available on A5 / Kirin9030 / CPU-sim only (not on A2/A3)"
-    lacks=("THISTOGRAM",))
+    lacks=("THISTOGRAM",),
+    # docs/isa/TCMP.md, TCMPS.md: "For int32_t input, only CmpMode::EQ is supported"
+    compare_eq_only=(E.I32,))
 
 A5 = AscendArch(
     name="ascend_a5", macro="PTO_NPU_ARCH_A5", cce_arch="dav-c310",
@@ -133,4 +156,5 @@ A5 = AscendArch(
                "TINSERT": (E.F32, E.F16, E.BF16, E.I32, E.I8),
                # docs/isa/TPARTADD.md ... TPARTMIN.md, "A5 implementation checks"
                **{op: (E.F32, E.F16, E.BF16, E.I32, E.I16, E.I8, E.U8)
-                  for op in ("TPARTADD", "TPARTMUL", "TPARTMAX", "TPARTMIN")}})
+                  for op in ("TPARTADD", "TPARTMUL", "TPARTMAX", "TPARTMIN")},
+               **_MASKS_A5})

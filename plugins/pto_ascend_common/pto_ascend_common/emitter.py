@@ -640,11 +640,12 @@ class _KernelRenderer(CStyleRenderer):
                                         f"{', '.join(t.value for t in types)})")
         allowed = self.arch.isa_types.get(s.opdef.isa or "")
         reduces = cat in (Category.ROW_REDUCE, Category.COL_REDUCE)   # (source types: below)
+        data = fn.type_of(ops[s.opdef.data_operand]).dtype       # (a compare's: its source's)
         if allowed == ():
             raise self._err(fn, s, f"{s.op} has no vector-tile form")
-        if allowed is not None and not reduces and tt.dtype not in allowed:
+        if allowed is not None and not reduces and data not in allowed:
             raise self._err(fn, s, f"{s.opdef.isa or s.op} takes {', '.join(t.value for t in allowed)} tiles, "
-                                   f"not {tt.dtype.value},")
+                                   f"not {data.value},")
         dst = ops["dst"]
         d = self._phys(dst, "Vec", tt).name
         vec = lambda n: self._phys(n, "Vec", fn.type_of(n)).name  # noqa: E731
@@ -677,6 +678,8 @@ class _KernelRenderer(CStyleRenderer):
             a = vec(ops["a"])
             return [_Step(f"TCVT({d}, {a}, RoundMode::CAST_RINT);", "V", (a,), (d,))]
         ct = self.ctype(tt.dtype)
+        if cat is Category.MASK:
+            return self._lower_mask(fn, s, ops, d, vec)
         if s.opdef.layout == "reshape":
             return self._lower_reshape(fn, s, ops, d, vec)
         if s.opdef.layout == "pad":
@@ -752,6 +755,49 @@ class _KernelRenderer(CStyleRenderer):
         dst, a, idx = self._unsigned_view(d), self._unsigned_view(vec(ops["a"])), vec(ops["idx"])
         return [_Step(f"THISTOGRAM<HistByte::BYTE_{int(s.attr('byte'))}>({dst}, {a}, {idx});",
                       "V", (a, idx), (dst,))]
+
+    def _lower_mask(self, fn: Function, s: Instr, ops: dict, d: str, vec) -> list[_Step]:
+        """Compares, selects and generators: the library calls (docs/isa/TCMP.md, TCMPS.md,
+        TSEL.md, TSELS.md, TCI.md, TTRI.md) on masks of one bit per element, bit c % 8 of
+        byte c // 8 of each row. What a target's implementation cannot do is refused, naming
+        op and target: compares of the types it tests for equality only, TCMPS of a source
+        with padded rows (the library packs whole storage rows), TSEL of a column count that
+        is no multiple of 8 (the library reads the mask as one bit stream across rows)."""
+        op = s.opdef
+        data = fn.type_of(ops[op.data_operand])
+        ct = self.ctype(data.dtype)
+        scalar = lambda v, t=ct: f"static_cast<{t}>({self.scalar_value(fn, v)})"  # noqa: E731
+        if op.layout == "ci":
+            desc = int(s.attr("descending") == "true")
+            return [_Step(f"TCI<decltype({d}), {ct}, {desc}>({d}, {scalar(ops['s'])});", "V",
+                          (), (d,))]
+        if op.layout == "tri":
+            up = int(s.attr("upper") == "true")
+            return [_Step(f"TTRI<decltype({d}), {up}>({d}, {scalar(ops['diag'], 'int')});",
+                          "V", (), (d,))]
+        if op.is_compare and s.attr("cmp") != "eq" and data.dtype in self.arch.compare_eq_only:
+            raise self._err(fn, s, f"{s.op} of {data.dtype.value} tiles tests equality only "
+                                   f"(cmp=eq), not cmp={s.attr('cmp')},")
+        if op.name == "TCMPS":
+            self._need_unpadded(fn, s, (ops["a"],), vec, "packs whole storage rows")
+        if op.name == "TSEL" and data.cols % 8:
+            raise self._err(fn, s, f"{s.op} reads its mask as one bit stream across rows: "
+                                   f"{data.cols} columns are no multiple of 8")
+        args, reads = [d], []
+        for spec in op.inputs:
+            if spec.role == "scalar":
+                args.append(scalar(ops[spec.name]))
+                continue
+            args.append(vec(ops[spec.name]))
+            reads.append(args[-1])
+        if op.is_compare:
+            args.append(f"CmpMode::{s.attr('cmp').upper()}")
+        shape = op.scratch_shape(data.rows, data.cols) if op.scratch_shape else (None, None)
+        like = TileType(data.rows, data.cols, op.scratch_dtype or data.dtype)
+        tmps = [self._scratch(like, i, *shape) for i in range(op.scratch)]
+        at = len(args) if op.scratch_at is None else op.scratch_at
+        args[at:at] = tmps
+        return [_Step(f"{op.isa}({', '.join(args)});", "V", tuple(reads), (d, *tmps))]
 
     def _need_unpadded(self, fn: Function, s: Instr, names, vec, why: str) -> None:
         """Refuse ``s`` when a tile of ``names`` has padded rows (its storage is not its

@@ -65,7 +65,8 @@ def op_check_module(arch: AscendArch, dtype, seed: int = 0):
     accumulator, a read-write dst). Returns (kernels, refused kernels with
     the backend's reasons, module, inputs)."""
     from pto_core.ir import ElementType as E
-    from pto_core.opcheck import backend_support, build_op_module, op_kernels, index_inputs
+    from pto_core.ir.ops import MASK_TYPE
+    from pto_core.opcheck import backend_support, build_op_module, index_inputs, mask_bits, op_kernels
     from pto_core.reference import numpy_dtype
     from pto_core.shapes import derive_shapes
     kernels = op_kernels(dtype, shape=(24, 40), matmul=(32, 48, 64),
@@ -81,6 +82,9 @@ def op_check_module(arch: AscendArch, dtype, seed: int = 0):
         dt = numpy_dtype(t.dtype)
         if name not in read:
             inputs[name] = np.zeros(shapes[name], dt)
+            continue
+        if t.dtype is MASK_TYPE and name.endswith("_mask"):      # a select's mask bits
+            inputs[name] = mask_bits(*shapes[name])
             continue
         x = rng.uniform(0.25, 2.0, shapes[name]) if name.split("_")[0] in POSITIVE_OPS \
             else rng.standard_normal(shapes[name])

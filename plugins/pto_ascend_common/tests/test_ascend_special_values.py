@@ -37,6 +37,8 @@ def expected_refusals(arch, dt) -> dict[str, str]:
             takes = ", ".join(t.value for t in arch.isa_types[k.op.isa])
             out[k.name] = (f"{k.op.isa} takes {takes} tiles, not {dt.value}" if takes else
                            f"{k.op.isa} has no vector-tile form")
+        elif k.op.is_compare and dt in arch.compare_eq_only and k.op_attrs["cmp"] != "eq":
+            out[k.name] = f"{k.op.isa} of {dt.value} tiles tests equality only"
     return out
 
 

@@ -1536,6 +1536,126 @@ inline RecordEvent TMATMUL_BIAS(TileRes& c, TileLeft& a, TileRight& b, TileBias&
     return {};
 }
 
+// ------------------------------------------------------------------------------------------
+// Compares, selects and generators (docs/isa/TCMP.md, TCMPS.md, TSEL.md, TSELS.md, TCI.md,
+// TTRI.md). A mask is a uint8_t tile of one bit per element, row by row: bit c % 8 of byte
+// c / 8 of row r is element (r, c); bits past the source's columns are 0.
+// ------------------------------------------------------------------------------------------
+enum class CmpMode : uint8_t { EQ = 0, NE = 1, LT = 2, LE = 3, GT = 4, GE = 5 };
+
+namespace detail {
+template <class T> inline bool cmpv(T a, T b, CmpMode m) {
+    switch (m) {
+        case CmpMode::EQ: return a == b;
+        case CmpMode::NE: return a != b;
+        case CmpMode::LT: return a < b;
+        case CmpMode::LE: return a <= b;
+        case CmpMode::GT: return a > b;
+        case CmpMode::GE: return a >= b;
+    }
+    return false;
+}
+// dst(r, w) = the bits pred(r, 8w + b) of an R x C source, over dst's valid columns.
+template <class D, class F> inline void pack_mask(const char* op, D& dst, unsigned R, unsigned C, F pred) {
+    static_assert(std::is_same_v<typename D::DType, uint8_t>, "the mask of a compare is a uint8_t tile");
+    need_vec<D>(op);
+    if (!ready(dst, op)) return;
+    const unsigned W = dst.GetValidCol();
+    if (dst.GetValidRow() != R || W < (C + 7) / 8) {
+        pto_sim::fail(std::string(op) + ": the mask tile is smaller than a bit per source element");
+        return;
+    }
+    for (unsigned r = 0; r < R; ++r)
+        for (unsigned w = 0; w < W; ++w) {
+            uint8_t byte = 0;
+            for (unsigned b = 0; b < 8; ++b)
+                if (8 * w + b < C && pred(r, 8 * w + b)) byte |= uint8_t(1u << b);
+            dst.at(r, w) = byte;
+        }
+    wr(dst, PIPE_V, op);
+}
+template <class M> inline bool mask_bit(M& m, unsigned r, unsigned c) {
+    static_assert(std::is_same_v<typename M::DType, uint8_t>, "a select mask is a uint8_t tile");
+    return (m.at(r, c / 8) >> (c % 8)) & 1u;
+}
+}  // namespace detail
+
+template <typename D, typename S0, typename S1, typename... WaitEvents, std::enable_if_t<is_tile<S1>::value, int> = 0>
+inline RecordEvent TCMP(D& dst, S0& src0, S1& src1, CmpMode mode, WaitEvents&...) {
+    static_assert(std::is_same_v<typename S0::DType, typename S1::DType>, "TCMP: src0 and src1 must have same type");
+    static_assert(detail::all_row_major<S0, S1>, "TCMP: tiles must be row-major (docs/isa/TCMP.md)");
+    if (!(detail::ready(src0, "TCMP") && detail::ready(src1, "TCMP"))) return {};
+    if (src0.GetValidRow() != src1.GetValidRow() || src0.GetValidCol() != src1.GetValidCol()) {
+        pto_sim::fail("TCMP: src0 and src1 differ in shape");
+        return {};
+    }
+    detail::rd(src0, PIPE_V, "TCMP"); detail::rd(src1, PIPE_V, "TCMP");
+    detail::pack_mask("TCMP", dst, src0.GetValidRow(), src0.GetValidCol(), [&](unsigned r, unsigned c) {
+        return detail::cmpv(detail::val(src0, r, c), detail::val(src1, r, c), mode); });
+    return {};
+}
+template <typename D, typename S, typename... WaitEvents>
+inline RecordEvent TCMPS(D& dst, S& src0, typename S::DType scalar, CmpMode mode, WaitEvents&...) {
+    static_assert(detail::all_row_major<S>, "TCMPS: tiles must be row-major (docs/isa/TCMPS.md)");
+    if (!detail::ready(src0, "TCMPS")) return {};
+    detail::rd(src0, PIPE_V, "TCMPS");
+    const auto s = pto_sim::calc_t<typename S::DType>(scalar);
+    detail::pack_mask("TCMPS", dst, src0.GetValidRow(), src0.GetValidCol(), [&](unsigned r, unsigned c) {
+        return detail::cmpv(detail::val(src0, r, c), s, mode); });
+    return {};
+}
+// TSEL/TSELS take a scratch tile (the A2/A3 compare mask, the scalar); the CPU check needs none.
+template <typename D, typename M, typename T, typename... WaitEvents>
+inline RecordEvent TSEL(D& dst, M& mask, D& src0, D& src1, T& tmp, WaitEvents&...) {
+    static_assert(detail::all_row_major<D, M>, "TSEL: tiles must be row-major (docs/isa/TSEL.md)");
+    if (!(detail::ready(mask, "TSEL") && detail::ready(tmp, "TSEL"))) return {};
+    detail::rd(mask, PIPE_V, "TSEL");
+    detail::map("TSEL", [&](unsigned r, unsigned c, D& a_, D& b_) {
+        return detail::mask_bit(mask, r, c) ? detail::val(a_, r, c) : detail::val(b_, r, c); }, dst, src0, src1);
+    detail::wr(tmp, PIPE_V, "TSEL");
+    return {};
+}
+template <typename D, typename M, typename S, typename T, typename... WaitEvents>
+inline RecordEvent TSELS(D& dst, M& mask, S& src, T& tmp, typename S::DType scalar, WaitEvents&...) {
+    static_assert(std::is_same_v<typename D::DType, typename S::DType>, "TSELS: dst and src element types differ");
+    static_assert(detail::all_row_major<D, M, S>, "TSELS: tiles must be row-major (docs/isa/TSELS.md)");
+    if (!(detail::ready(mask, "TSELS") && detail::ready(tmp, "TSELS"))) return {};
+    detail::rd(mask, PIPE_V, "TSELS");
+    const auto s = pto_sim::calc_t<typename S::DType>(scalar);
+    detail::map("TSELS", [&](unsigned r, unsigned c, S& a_) {
+        return detail::mask_bit(mask, r, c) ? detail::val(a_, r, c) : s; }, dst, src);
+    detail::wr(tmp, PIPE_V, "TSELS");
+    return {};
+}
+// TCI: dst(0, c) = start + c (descending: start - c); integers wrap (computed unsigned).
+template <typename D, typename T, int descending, typename... WaitEvents>
+inline RecordEvent TCI(D& dst, T start, WaitEvents&...) {
+    static_assert(D::Rows == 1, "TCI only support 1 row tile");
+    static_assert(std::is_same_v<typename D::DType, T>, "TCI data type must match tile data type");
+    detail::map("TCI", [start](unsigned, unsigned c) {
+        if constexpr (std::is_integral_v<T>) {
+            const uint64_t s = uint64_t(int64_t(start));
+            return T(descending ? s - uint64_t(c) : s + uint64_t(c));
+        } else {
+            using C = pto_sim::calc_t<T>;
+            return descending ? C(start) - C(c) : C(start) + C(c);
+        }
+    }, dst);
+    return {};
+}
+// TTRI: 1 where c <= r + diagonal (lower), or where c >= r + diagonal (upper); else 0.
+template <typename D, int isUpperOrLower, typename... WaitEvents>
+inline RecordEvent TTRI(D& dst, int diagonal, WaitEvents&...) {
+    static_assert(isUpperOrLower == 0 || isUpperOrLower == 1, "TTRI: isUpperOrLower must be 0 or 1");
+    static_assert(detail::all_row_major<D>, "TTRI: tiles must be row-major (docs/isa/TTRI.md)");
+    using C = pto_sim::calc_t<typename D::DType>;
+    detail::map("TTRI", [diagonal](unsigned r, unsigned c) {
+        const int64_t edge = int64_t(r) + diagonal;
+        return (isUpperOrLower ? int64_t(c) >= edge : int64_t(c) <= edge) ? C(1) : C(0);
+    }, dst);
+    return {};
+}
+
 }  // namespace pto
 
 #endif  // PTO_ASCEND_CPU_CHECK_PTO_INST_HPP
