@@ -114,10 +114,7 @@ def test_every_op_on_the_official_simulator_matches_the_reference_and_our_header
     # leaves out (A2/A3: TREM, TREMS and TFMODS of f16)
     assert sorted(refused) == sorted(k.name for k in op_kernels(dt) if dt not in
                                      arch.isa_types.get(k.op.isa or "", (dt,))), refused
-    want = run_module(module, inputs, {})
-    theirs = official_sim.run(arch, module, tmp_path / "official",
-                              {n: a.copy() for n, a in inputs.items()})
-    ours = cpu_check.run(arch, module, tmp_path / "own", {n: a.copy() for n, a in inputs.items()})
+    want, theirs, ours = _three_runs(arch, module, inputs, tmp_path)
     exact = [k for k in kernels if (dt, k.name) not in KNOWN and not official_fills_zero(dt, k)]
     bad = compare_outputs(exact, inputs, theirs, want)
     bad += compare_outputs(exact, inputs, ours, theirs)
@@ -390,10 +387,7 @@ def test_layout_ops_on_the_official_simulator_match_the_reference_bit_for_bit(
                for e in refused.values())
     module = build_op_module(f"layout_{dt.value}", kernels)
     inputs = special_inputs(kernels, dt)
-    want = run_module(module, inputs, {})
-    theirs = official_sim.run(arch, module, tmp_path / "official",
-                              {n: a.copy() for n, a in inputs.items()})
-    ours = cpu_check.run(arch, module, tmp_path / "own", {n: a.copy() for n, a in inputs.items()})
+    want, theirs, ours = _three_runs(arch, module, inputs, tmp_path)
     same = [k for k in kernels if not official_fills_zero(dt, k)]
     bad = compare_outputs(same, inputs, theirs, want) + compare_outputs(same, inputs, ours, theirs)
     bad += compare_outputs(kernels, inputs, ours, want)
@@ -549,10 +543,7 @@ def test_partial_ops_and_pair_sums_on_the_official_simulator_match_the_reference
         return
     module = build_op_module(f"combine_{dt.value}", kernels)
     inputs = special_inputs(kernels, dt)
-    want = run_module(module, inputs, {})
-    theirs = official_sim.run(arch, module, tmp_path / "official",
-                              {n: a.copy() for n, a in inputs.items()})
-    ours = cpu_check.run(arch, module, tmp_path / "own", {n: a.copy() for n, a in inputs.items()})
+    want, theirs, ours = _three_runs(arch, module, inputs, tmp_path)
     std = [k for k in kernels if dt.is_float and k.name.startswith(("k_partmax", "k_partmin"))]
     bad = compare_outputs(kernels, inputs, ours, want)
     bad += compare_outputs([k for k in kernels if k not in std], inputs, theirs, want)
