@@ -65,9 +65,11 @@ class CompileOptions:
 
 #: the option naming the engine that runs the task graphs (:mod:`pto_core.engines`)
 ENGINE_OPTION = "engine"
+#: ``CompileOptions.extra`` key: False keeps every loop's tasks one per tile (no range tasks)
+RANGE_TASKS_OPTION = "range_tasks"
 #: options of ``CompileOptions.extra`` the core reads itself (``build_opt``: the build variant
-#: of a launch; ``engine``); every backend accepts them
-CORE_OPTIONS = ("build_opt", ENGINE_OPTION)
+#: of a launch; ``engine``; ``range_tasks``); every backend accepts them
+CORE_OPTIONS = ("build_opt", ENGINE_OPTION, RANGE_TASKS_OPTION)
 
 
 def backend_settings(backend: str, schema: type | None, options: Any) -> Any:

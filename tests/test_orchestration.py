@@ -378,3 +378,24 @@ def test_the_rowmax_example_is_one_range():
 def test_every_tile_of_a_range_gets_what_the_reference_traces(tmp_path, workers, n):
     assert _check_recorded_tasks(tmp_path, range_module(), "orch", {"n": n},
                                  ("inp", "w", "mid", "out"), workers) == 2 * n
+
+
+def test_the_range_tasks_option_keeps_every_tile_its_own_task(tmp_path):
+    """``CompileOptions(extra=(("range_tasks", False),))`` (what tests of per-task launch
+    shaping build with) submits the softmax loop one task per tile and CALL; the default makes
+    each CALL one range."""
+    import fused_softmax
+    from pto_core.driver import compile_module
+    from pto_core.options import CompileOptions
+    m = fused_softmax.build_module()
+    assert "pto_task_submit_range(" not in emit_orchestration(m, ranges=False)
+
+    def orchestration(options: CompileOptions, out: Path) -> str:
+        texts = [p.read_text() for p in compile_module("arm64", m, out, options)
+                 if p.suffix == ".c"]
+        return next(t for t in texts if "pto_module_run_" in t and "pto_task_" in t)
+
+    per_tile = orchestration(CompileOptions(extra=(("range_tasks", False),)), tmp_path / "a")
+    assert "pto_task_submit_range(" not in per_tile and "pto_task_submit_v(" in per_tile
+    ranged = orchestration(CompileOptions(), tmp_path / "b")
+    assert len(re.findall(r"pto_task_submit_range\(", ranged)) == 5

@@ -68,7 +68,9 @@ def built(build_once):
 
     def build(root: Path) -> None:
         for key, m in mods.items():
-            build_module("cuda_sim", m, CompileOptions(), build_dir=root / key)
+            # one task per tile (no range tasks): these tests shape launches of separate tasks
+            build_module("cuda_sim", m, CompileOptions(extra=(("range_tasks", False),)),
+                         build_dir=root / key)
 
     root = build_once("launch_shape", build)
     return {key: (m, root / key / f"lib{m.name}.so", root / key) for key, m in mods.items()}
