@@ -726,6 +726,12 @@ class RuleError(ValueError):
     """A shape or dtype rule was broken; the verifier adds function and instruction."""
 
 
+def _same_dtype(a: TileType, b: TileType) -> None:
+    """Operands a and b of one element type, or a RuleError naming both."""
+    if a.dtype != b.dtype:
+        raise RuleError(f"dtype mismatch: a and b ({a.dtype.value} vs {b.dtype.value})")
+
+
 def _check_kind_types(op: OpDef, t: TileType) -> None:
     """An op whose expression computes exp, log, ... needs float tiles; bit operations need
     integer ones."""
@@ -794,8 +800,7 @@ def check_tile_rule(op: OpDef, tiles: dict[str, TileType]) -> None:
                             f"(inner dimensions differ)")
         if d.shape != (a.rows, b.cols):
             raise RuleError(f"shape mismatch: a @ b is {a.rows}x{b.cols}, dst is {d.rows}x{d.cols}")
-        if a.dtype != b.dtype:
-            raise RuleError(f"dtype mismatch: a and b ({a.dtype.value} vs {b.dtype.value})")
+        _same_dtype(a, b)
         allowed = MATMUL_ACC_TYPES.get(a.dtype)
         if allowed is None:
             raise RuleError(f"matmul inputs of type {a.dtype.value} are not supported")
@@ -888,8 +893,7 @@ def _check_layout(op: OpDef, d: TileType, a: TileType, tiles: dict[str, TileType
                             f"{a.rows}x{a.cols}")
     elif op.layout == "concat":
         b = tiles["b"]
-        if b.dtype != a.dtype:
-            raise RuleError(f"dtype mismatch: a and b ({a.dtype.value} vs {b.dtype.value})")
+        _same_dtype(a, b)
         if not d.rows == a.rows == b.rows or d.cols != a.cols + b.cols:
             raise RuleError(f"shape mismatch: [a | b] of {a.rows}x{a.cols} and {b.rows}x{b.cols} "
                             f"needs {a.rows}x{a.cols + b.cols} rows of equal count, dst is "
@@ -946,8 +950,7 @@ def _check_layout(op: OpDef, d: TileType, a: TileType, tiles: dict[str, TileType
                             f"{idx.rows}x{idx.cols})")
     elif op.layout == "partial":
         b = tiles["b"]
-        if b.dtype != a.dtype:
-            raise RuleError(f"dtype mismatch: a and b ({a.dtype.value} vs {b.dtype.value})")
+        _same_dtype(a, b)
         if d.shape not in (a.shape, b.shape) or any(t.rows > d.rows or t.cols > d.cols
                                                     for t in (a, b)):
             raise RuleError(f"shape mismatch: {op.name} needs a or b of dst's shape "
