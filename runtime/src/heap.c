@@ -412,6 +412,15 @@ int pto_scope_end(PTORuntime* rt) {
     return rc;
 }
 
+int32_t heap_scope_depth(PTORuntime* rt) {
+    PTOHeap* h = rt->heap;
+    if (!h) return 0;
+    pthread_mutex_lock(&h->mu);
+    const int32_t d = h->depth > 0 ? h->depth : 0;
+    pthread_mutex_unlock(&h->mu);
+    return d;
+}
+
 void heap_close(PTORuntime* rt) {
     PTOHeap* h = rt->heap;
     if (!h) return;

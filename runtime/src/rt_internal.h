@@ -364,6 +364,7 @@ int  heap_resolve(PTORuntime* rt, int32_t task, const char* func, const PTOTaskA
 void heap_task_done(PTORuntime* rt, int32_t id);   /* a task completed: its references go */
 void heap_task_undo(PTORuntime* rt, int32_t id);   /* a task that never existed: the same, and its
                                                       outputs are hidden */
+int32_t heap_scope_depth(PTORuntime* rt);    /* scopes open now (0: none, or no heap) */
 void heap_close(PTORuntime* rt);                   /* the run starts: every scope ends */
 void heap_stats(PTORuntime* rt, PTORuntimeStats* s);
 int64_t heap_held_bytes(PTORuntime* rt);

@@ -26,14 +26,14 @@
 /* The part of a task descriptor only this mode keeps, per window slot. */
 typedef struct PTOTierDesc {
     int32_t kernel_id;             /* dense id of the task's kernel (function), in first-use order */
-    int32_t scope_depth;           /* the orchestration API has no scopes: always 0 */
+    int32_t scope_depth;           /* pto_scope_begin scopes open when the task was made */
     int32_t fanin_head;            /* producers, in the dependency pool (-1: none); orchestrator */
     int32_t pad;
     int64_t ready_at;              /* when the task was made READY (trace clock ticks) */
 } PTOTierDesc;
 
 typedef struct PTODispatchPayload {
-    int32_t        task_id, kernel_id, core_type;
+    int32_t        task_id, kernel_id, core_type, scope_depth;
     int32_t        status;         /* the kernel's return, written before task_status = 0 */
     int64_t        ready_at, start_at, end_at;   /* trace clock ticks (trace_now) */
 } __attribute__((aligned(64))) PTODispatchPayload;     /* one cache line per core */
@@ -261,7 +261,7 @@ static int32_t kernel_id(PTOThreeTier* T, void* key) {
 void t3_on_alloc(PTORuntime* rt, int32_t id, PTOKernelFunc fn, const char* name) {
     PTOTierDesc* d = &rt->t3->desc[id & rt->mask];
     d->kernel_id = kernel_id(rt->t3, fn ? (void*)(uintptr_t)fn : (void*)(uintptr_t)name);
-    d->scope_depth = 0;
+    d->scope_depth = heap_scope_depth(rt);
     d->fanin_head = -1;
 }
 
@@ -442,14 +442,15 @@ static void dispatch(PTOScheduler* S, int32_t c, int32_t id, PTOTraceLane* lane)
     PTODispatchPayload* pl = &T->payload[c];
     pl->task_id = id;
     pl->kernel_id = d->kernel_id;
+    pl->scope_depth = d->scope_depth;
     pl->core_type = h->core_type;
     pl->ready_at = d->ready_at > S->start_at ? d->ready_at : S->start_at;
     pl->status = 0;
     t->stage = c;          /* who runs it, before the core can: named if it fails or gets stuck */
     atomic_store_explicit(&t->state, PTO_TASK_RUNNING, memory_order_release);   /* rt_note_stuck reads stage */
     if (T->debug)
-        fprintf(stderr, "[Scheduler] Thread %d: Dispatching %s task %d '%s' (kernel %d) to core %d\n", S->index,
-                CORE_NAMES[h->core_type], id, t->name, d->kernel_id, c);
+        fprintf(stderr, "[Scheduler] Thread %d: Dispatching %s task %d '%s' (kernel %d, scope %d) to core %d\n",
+                S->index, CORE_NAMES[h->core_type], id, t->name, d->kernel_id, d->scope_depth, c);
     atomic_store_explicit(&h->task, (uint64_t)(uintptr_t)pl, memory_order_relaxed);
     atomic_store_explicit(&h->task_status, 1, memory_order_seq_cst);   /* publishes the payload */
     wake_core(h);

@@ -175,12 +175,23 @@ def test_pto_run_three_tier_checks_stats_traces_and_logs_each_scheduler(tmp_path
         assert m, r.stderr[-3000:]
         done += int(m.group(1))
         dispatched = len(re.findall(rf"\[Scheduler\] Thread {s}: Dispatching AI[CV] task \d+ '\w+' "
-                                    rf"\(kernel \d\) to core {s}\n", r.stderr))
+                                    rf"\(kernel \d, scope 0\) to core {s}\n", r.stderr))
         completed = len(re.findall(rf"\[Scheduler\] Thread {s}: Completed task \d+ '\w+' on core {s} "
                                    rf"\(status 0\)", r.stderr))
         assert dispatched == completed == int(m.group(1))
     assert done == 40
     assert "[Progress] completed=40, consumed=40, submitted=40, last_alive=" in r.stderr
+
+
+@pytest.mark.slow          # builds the example
+def test_three_tier_descriptors_carry_the_scope_depth_of_their_task() -> None:
+    # dynamic_softmax's function opens a scope and each loop iteration another: every task is
+    # made two scopes deep, and the scheduler's log reads it from the task's descriptor
+    r = _pto("run", "examples/dynamic_softmax.py", "--target", "arm64", "--check",
+             "--runtime", "three-tier", env={"PTO_LOG": "debug"})
+    assert r.returncode == 0, r.stdout + r.stderr
+    depths = re.findall(r"Dispatching AI[CV] task \d+ '\w+' \(kernel \d+, scope (\d+)\)", r.stderr)
+    assert depths and set(depths) == {"2"}, r.stderr[-2000:]
 
 
 def test_pto_run_refuses_schedulers_without_the_three_tier_mode() -> None:
