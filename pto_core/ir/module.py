@@ -13,12 +13,15 @@ import enum
 import itertools
 import math
 from dataclasses import dataclass, field
-from typing import Iterator, Union
+from typing import TYPE_CHECKING, Iterator, Union
 
 from ..errors import PTOError
 from ..names import check_module_name
 from .ops import OPS, Category, OpDef
 from .types import MemRefType, ScalarType, TileType, Type
+
+if TYPE_CHECKING:
+    from .device import DeviceProgram
 
 Value = Union[str, int, float]      # a name or a literal
 Index = Union[str, int]             # a name (loop variable / integer scalar) or an int literal
@@ -271,6 +274,8 @@ class Module:
         #: runtime worker type (``PTO_WORKER_CUBE`` ...) declared for InCore functions by
         #: name; a kernel not listed runs on CUBE when it multiplies matrices, else VECTOR
         self.worker_types: dict[str, str] = {}
+        #: device programs (seed 004) by name: task graphs over the InCore functions
+        self.device_programs: dict[str, "DeviceProgram"] = {}
         self._entry = entry
         for f in functions or []:
             self.add_function(f)
@@ -298,6 +303,14 @@ class Module:
         self.functions[fn.name] = fn
         return fn
 
+    def add_device_program(self, prog: "DeviceProgram") -> "DeviceProgram":
+        """Add a device program (:mod:`pto_core.ir.device`); its name is not a function's."""
+        if prog.name in self.functions or prog.name in self.device_programs:
+            raise PTOError(f"module '{self.name}' already has a function or device program "
+                           f"named '{prog.name}'")
+        self.device_programs[prog.name] = prog
+        return prog
+
     def get_function(self, name: str) -> Function:
         return self.functions[name]
 
@@ -314,7 +327,8 @@ class Module:
             return NotImplemented
         return (self.name == other.name and self.entry == other.entry
                 and list(self.functions.values()) == list(other.functions.values())
-                and self.worker_types == other.worker_types)
+                and self.worker_types == other.worker_types
+                and self.device_programs == other.device_programs)
 
     def __repr__(self) -> str:
         return f"Module({self.name!r}, functions={list(self.functions)}, entry={self.entry!r})"
