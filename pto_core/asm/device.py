@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ..ir import MemRefType, Param, ScalarType
+from ..ir import MemRefType, Module, Param, ScalarType
 from ..ir.device import BLOCK, DEVICE_OPS, Bind, DeviceProgram, DInstr, format_operand
 
 if TYPE_CHECKING:
@@ -66,6 +66,24 @@ def parse_device(p: "_Parser") -> DeviceProgram:
                           f"got {t.describe()}")
         body.append(_instr(p))
     return DeviceProgram(name, tuple(params), tuple(body), loc=p.site(head))
+
+
+def parse_device_program(text: str, module: Module, filename: str = "<string>") -> DeviceProgram:
+    """One ``device @name(...) { ... }`` section, verified against ``module``'s kernels (for a
+    device program written beside kernels built with the builder). Errors carry file, line and
+    column as those of a whole `.pto` file do."""
+    from ..device.verify import verify_device_program
+    from .parser import _Parser
+    p = _Parser(filename)
+    p.tokenize(text)
+    p.skip_newlines()
+    prog = parse_device(p)
+    p.skip_newlines()
+    if p.tok.kind != "eof":
+        raise p.error(f"expected the end of the text after the device program, got "
+                      f"{p.tok.describe()}")
+    verify_device_program(prog, module)
+    return prog
 
 
 def _param(p: "_Parser") -> Param:
@@ -168,4 +186,4 @@ def print_device(prog: DeviceProgram, out: list[str]) -> None:
     out.append("}")
 
 
-__all__ = ["parse_device", "print_device", "format_operand"]
+__all__ = ["parse_device", "parse_device_program", "print_device", "format_operand"]

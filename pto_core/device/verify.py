@@ -12,7 +12,8 @@ instruction and, for parsed text, its file, line and column. What it checks:
   edges form no cycle;
 * memory: ``MC_ALLOC`` sizes match their annotated shape; ``MC_BIND`` binds every argument of
   every kernel exactly once, a tensor argument to a live tensor of its element type whose
-  footprint fits at the offsets (for every block), a scalar argument to a number or a scalar
+  footprint fits at the offsets (for every block; a workspace, being bytes, may be read as
+  another element type of its size), a scalar argument to a number or a scalar
   parameter; ``MC_FREE`` frees a live workspace; a launched graph binds no freed workspace;
 * cores: ``CA_REQUEST`` asks for at least one core, and - when the target's cores are known -
   no more than it has.
@@ -328,7 +329,10 @@ class _Verifier:
         if t is None:
             raise self.error(instr, f"MC_BIND to unknown tensor '{name}' (neither a parameter "
                                     f"nor a workspace of MC_ALLOC)")
-        if t.dtype != p.type.dtype:
+        # a workspace is bytes: any argument of its element size may read it (a parameter
+        # is the caller's typed tensor)
+        if t.dtype != p.type.dtype and (name in self.prog.memrefs or
+                                        t.dtype.itemsize != p.type.dtype.itemsize):
             raise self.error(instr, f"tensor '{name}' is {t.dtype.value}, argument '{p.name}' "
                                     f"of '{fn.name}' is {p.type.dtype.value}")
         fr, fc = footprint(fn, p.name, self.module)
