@@ -44,6 +44,11 @@ def run_device(args: argparse.Namespace, program: Program, sets: dict[str, Any],
                              target=args.target, workers=workers)
     print(f"  ran {len(run.tasks)} tasks ({len({t.launch for t in run.tasks})} launches, "
           f"{len(run.edges)} explicit edges)")
+    if run.graph_modules:
+        print(f"  each launch of {', '.join(run.graph_modules)} ran as one executor run "
+              f"(a grid per kernel)")
+    elif run.per_task_because:
+        print(f"  one task per block: {run.per_task_because}")
     outputs = run.tensors
     if args.save is not None:
         write_tensors(args.save, outputs)

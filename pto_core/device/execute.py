@@ -61,6 +61,11 @@ class DeviceRun:
     edges: set[tuple[int, int]] = field(default_factory=set)
     events: list = field(default_factory=list)
     stats: Any = None
+    #: on a backend that launches its kernels (CUDA): the graph modules each TG_LAUNCH ran as
+    #: one executor run (:mod:`pto_core.device.graph`), by graph; empty when the program ran
+    #: one task per block, ``per_task_because`` then says why
+    graph_modules: dict[str, Module] = field(default_factory=dict)
+    per_task_because: str | None = None
 
     def event(self, k: int) -> Any:
         rid = self.tasks[k].runtime_id
@@ -85,9 +90,31 @@ def run_device_program(module: Module, name: str, tensors: Mapping[str, np.ndarr
     structure = verify_device_program(prog, module, cores=workers)
     arrays = _arrays(prog, tensors)
     values = _scalars(prog, dict(scalars or {}))
+    graphs, why = _graph_modules(module, prog, structure, target)
+    if graphs:
+        return _GraphRun(prog, module, structure, arrays, values, target, workers, graphs).run()
     from ..workload.schedule import _kernels_for
     kernels = _kernels_for(target, kernels_module(module))
-    return _Run(prog, module, structure, arrays, values, kernels, workers).run()
+    run = _Run(prog, module, structure, arrays, values, kernels, workers).run()
+    run.per_task_because = why
+    return run
+
+
+def _graph_modules(module: Module, prog: DeviceProgram, s: Structure,
+                   target: str) -> tuple[dict[str, Module], str | None]:
+    """On a backend that launches its kernels: each graph as one orchestration module, or none
+    and the reason (every graph or none: launches of both kinds could not be ordered)."""
+    from .. import plugins
+    from .graph import NotAGraph, graph_module
+    if target == "reference" or plugins.runnable_backend(target).host_kernels:
+        return {}, None
+    out = {}
+    for name in s.graphs:
+        try:
+            out[name] = graph_module(module, prog, s, name)
+        except NotAGraph as e:
+            return {}, str(e)
+    return out, None
 
 
 def _arrays(prog: DeviceProgram, tensors: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
@@ -246,6 +273,41 @@ class _Run:
                        "inout": self.rt.add_inout}[mode]
                 add(h, self.arrays[name], r, c, hh, ww)
         return k
+
+
+class _GraphRun(_Run):
+    """A backend that launches its kernels: each TG_LAUNCH runs its graph's module once,
+    synchronously (so launches, streams, TG_SYNC and MC_FENCE are ordered by program order);
+    workspaces are host buffers copied in and out with the graph's tensors."""
+
+    def __init__(self, prog: DeviceProgram, module: Module, structure: Structure,
+                 arrays: dict[str, np.ndarray], scalars: dict[str, Any], target: str,
+                 workers: int, graphs: dict[str, Module]) -> None:
+        super().__init__(prog, module, structure, arrays, scalars, None, workers)
+        self.target, self.graphs = target, graphs
+        self.result.graph_modules = graphs
+        self.buffers = dict(arrays)
+        self.buffers.update((n, np.zeros(i.type.shape, numpy_dtype(i.type.dtype)))
+                            for n, i in structure.allocs.items())
+
+    def run(self) -> DeviceRun:
+        self.walk()
+        return self.result
+
+    def launch(self, g: Graph, stream: int) -> None:
+        from .. import driver
+        self.launches += 1
+        gm = self.graphs[g.name]
+        fn = gm.functions[gm.entry]
+        tensors = {p.name: self.buffers[p.name] for p in fn.params if p.name in self.buffers}
+        scalars = {p.name: self.scalars[p.name] for p in fn.params if p.name in self.scalars}
+        out = driver.launch(self.target, gm, tensors, scalars, workers=self.workers)
+        for name, a in out.items():
+            if name in self.buffers and a is not self.buffers[name]:
+                self.buffers[name][...] = a
+        for node in g.order():
+            self.result.tasks.extend(Launched(self.launches, g.name, node.name, node.entry, b)
+                                     for b in range(node.block_dim))
 
 
 def written_tensors(module: Module, name: str) -> list[str]:
