@@ -3,6 +3,8 @@
 Every error is a :class:`~pto_core.errors.PTOVerifyError` naming the program and the
 instruction and, for parsed text, its file, line and column. What it checks:
 
+* names: the program's parameters', graphs', kernels' and workspaces' are identifiers that
+  generated code can use (no C/C++/CUDA keyword, no reserved prefix);
 * blocks: ``TG_BEGIN``/``TG_END`` (same graph, no graph inside a graph), ``CF_IF``/``CF_ELSE``/
   ``CF_ENDIF`` and ``CF_LOOP``/``CF_ENDLOOP`` balanced and properly nested; control flow stays
   out of graph definitions; ``CF_BREAK`` only inside a loop;
@@ -31,6 +33,7 @@ from ..analysis import footprint, param_modes
 from ..errors import PTOVerifyError
 from ..ir import MemRefType, Module
 from ..ir.device import BLOCK, Bind, DeviceProgram, DInstr
+from ..names import check_identifier
 
 
 @dataclass
@@ -102,7 +105,8 @@ class _Verifier:
         self.graph: Graph | None = None
 
     def error(self, instr: DInstr | None, message: str) -> PTOVerifyError:
-        file, line, col = instr.loc if instr is not None and instr.loc else (None, None, None)
+        loc = instr.loc if instr is not None else self.prog.loc     # the program's header
+        file, line, col = loc if loc else (None, None, None)
         return PTOVerifyError(message, function=self.prog.name,
                               instruction=str(instr) if instr is not None else None,
                               file=file, line=line, column=col)
@@ -110,6 +114,7 @@ class _Verifier:
     def run(self) -> Structure:
         seen: set[str] = set()
         for p in self.prog.params:
+            self.name(None, p.name, "parameter")
             if p.name in seen:
                 raise self.error(None, f"parameter '{p.name}' is declared twice")
             seen.add(p.name)
@@ -124,6 +129,13 @@ class _Verifier:
             closer = {"graph": "TG_END", "if": "CF_ENDIF", "loop": "CF_ENDLOOP"}[kind]
             raise self.error(body[k], f"{body[k].op} is never closed: {closer} is missing")
         return Structure(self.graphs, self.jump, self.allocs)
+
+    def name(self, instr: DInstr | None, name: str, what: str) -> None:
+        """Names reach generated code (the graph's orchestration function and its parameters)."""
+        try:
+            check_identifier(name)
+        except ValueError as e:
+            raise self.error(instr, f"bad {what} name: {e}") from None
 
     # -- blocks
     def open(self, kind: str, k: int) -> None:
@@ -171,6 +183,7 @@ class _Verifier:
         if self.stack:
             raise self.error(instr, "TG_BEGIN inside CF_IF/CF_LOOP: graphs are defined at the "
                                     "top level and launched from control flow")
+        self.name(instr, name, "graph")
         if name in self.graphs:
             raise self.error(instr, f"graph '{name}' is defined twice")
         self.graph = self.graphs[name] = Graph(name)
@@ -200,6 +213,7 @@ class _Verifier:
     def op_TG_KERNEL(self, k: int, instr: DInstr) -> None:
         g = self.in_graph(instr)
         name, entry, dim = instr.operands
+        self.name(instr, name, "kernel")
         if name in self.kernels:
             raise self.error(instr, f"kernel '{name}' is defined twice (in graph "
                                     f"'{self.kernels[name]}')")
@@ -269,6 +283,7 @@ class _Verifier:
         if any(kind != "graph" for kind, _ in self.stack):
             raise self.error(instr, "MC_ALLOC inside CF_IF/CF_LOOP: a workspace lives for the "
                                     "whole program or until MC_FREE")
+        self.name(instr, name, "workspace")
         if name in self.prog.memrefs or name in self.prog.scalars or name in self.allocs:
             raise self.error(instr, f"'{name}' is already a tensor of the program")
         t = instr.type

@@ -202,3 +202,11 @@ def test_syntax_errors_name_what_was_expected() -> None:
         parse(_program().replace("MC_ALLOC %w, 512, 64 : !pto.memref<gm,16x8xf32>",
                                  "MC_ALLOC %w, 512, 64"), "bad.pto")
     assert "the type of the workspace" in str(info.value)
+
+
+def test_names_that_would_reach_generated_code_are_checked() -> None:
+    msg = _error_at(_program().replace("MC_ALLOC %w", "MC_ALLOC %double").replace("%w[", "%double["),
+                    "MC_ALLOC %double", col_of="%double")
+    assert "bad workspace name" in msg and "keyword" in msg
+    msg = _error_at(_program().replace("@g", "@int"), "TG_BEGIN @int", col_of="@int")
+    assert "bad graph name" in msg
