@@ -23,7 +23,7 @@ from __future__ import annotations
 import numpy as np
 
 from pto_core import PTOFunctionBuilder, PTOModule
-from pto_core.asm.device import parse_device_program
+from pto_core.asm import parse_device_program
 
 S, D, R, DH, DI, TOP_K = 32, 32, 16, 16, 16, 8        # tokens, hidden, latent, head, indexer, k
 QB = 8                                               # queries per lightning_indexer block

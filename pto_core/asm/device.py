@@ -23,20 +23,18 @@ indents the bodies of blocks by two spaces; the parser does not care about inden
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Any
 
-from ..ir import MemRefType, Module, Param, ScalarType
+from ..ir import MemRefType, Param, ScalarType
 from ..ir.device import BLOCK, DEVICE_OPS, Bind, DeviceProgram, DInstr, format_operand
-
-if TYPE_CHECKING:
-    from .parser import _Parser
 
 INDENT = "  "
 KEYWORD = "device"
 
 
-def parse_device(p: "_Parser") -> DeviceProgram:
-    """The device program at the parser's position (the word ``device``)."""
+def parse_device(p: Any) -> DeviceProgram:
+    """The device program at the position of ``p`` (the `.pto` parser, at the word
+    ``device``)."""
     head = p.expect_word(KEYWORD)
     name = p.expect("sym", "'@' and the device program's name").text[1:]
     p.expect("(", "'(' to open the parameter list")
@@ -68,25 +66,7 @@ def parse_device(p: "_Parser") -> DeviceProgram:
     return DeviceProgram(name, tuple(params), tuple(body), loc=p.site(head))
 
 
-def parse_device_program(text: str, module: Module, filename: str = "<string>") -> DeviceProgram:
-    """One ``device @name(...) { ... }`` section, verified against ``module``'s kernels (for a
-    device program written beside kernels built with the builder). Errors carry file, line and
-    column as those of a whole `.pto` file do."""
-    from ..device.verify import verify_device_program
-    from .parser import _Parser
-    p = _Parser(filename)
-    p.tokenize(text)
-    p.skip_newlines()
-    prog = parse_device(p)
-    p.skip_newlines()
-    if p.tok.kind != "eof":
-        raise p.error(f"expected the end of the text after the device program, got "
-                      f"{p.tok.describe()}")
-    verify_device_program(prog, module)
-    return prog
-
-
-def _param(p: "_Parser") -> Param:
+def _param(p: Any) -> Param:
     tok = p.expect("name", "a parameter such as %x: !pto.memref<gm,16x32xf32>")
     p.expect(":", f"':' and the type of parameter {tok.text}")
     t = p.tok
@@ -98,7 +78,7 @@ def _param(p: "_Parser") -> Param:
     return Param(tok.text[1:], ScalarType(p.dtype(f"the type of parameter {tok.text}")))
 
 
-def _instr(p: "_Parser") -> DInstr:
+def _instr(p: Any) -> DInstr:
     t = p.tok
     op = DEVICE_OPS.get(t.text) if t.kind == "word" else None
     if op is None:
@@ -123,7 +103,7 @@ def _instr(p: "_Parser") -> DInstr:
     return DInstr(op.name, tuple(values), type_, loc=p.site(t))
 
 
-def _operand(p: "_Parser", op: str, name: str, role: str, words: tuple[str, ...]) -> object:
+def _operand(p: Any, op: str, name: str, role: str, words: tuple[str, ...]) -> object:
     t = p.tok
     if role == "sym":
         return p.expect("sym", f"operand '{name}' of {op}: an @name").text[1:]
@@ -163,7 +143,7 @@ def _operand(p: "_Parser", op: str, name: str, role: str, words: tuple[str, ...]
                   f"got {t.describe()}")
 
 
-def _offset(p: "_Parser", what: str) -> object:
+def _offset(p: Any, what: str) -> object:
     t = p.tok
     if t.kind == "word" and t.text == BLOCK:
         p.advance()
@@ -186,4 +166,4 @@ def print_device(prog: DeviceProgram, out: list[str]) -> None:
     out.append("}")
 
 
-__all__ = ["parse_device", "parse_device_program", "print_device", "format_operand"]
+__all__ = ["parse_device", "print_device", "format_operand"]

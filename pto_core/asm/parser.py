@@ -31,6 +31,7 @@ from ..locate import Sites, locate_verify_error
 from ..verify import MAX_NESTING, verify_module
 from .device import KEYWORD as DEVICE_KEYWORD
 from .device import parse_device
+from ..ir.device import DeviceProgram
 from .lexer import BARE_MEMREF, Header, Token, tokenize
 from .syntax import annotation_parts, format_annotation, layout
 
@@ -50,6 +51,24 @@ def parse(text: str, filename: str = "<string>") -> Module:
     A text without a ``// PTO Module:`` header makes a module named ``module``.
     """
     return _parse(text, filename, DEFAULT_MODULE_NAME)
+
+
+def parse_device_program(text: str, module: Module,
+                         filename: str = "<string>") -> DeviceProgram:
+    """One ``device @name(...) { ... }`` section, verified against ``module``'s kernels (for a
+    device program written beside kernels built with the builder). Errors carry file, line and
+    column as those of a whole `.pto` file do."""
+    from ..device.verify import verify_device_program
+    p = _Parser(filename)
+    p.tokenize(text)
+    p.skip_newlines()
+    prog = parse_device(p)
+    p.skip_newlines()
+    if p.tok.kind != "eof":
+        raise p.error(f"expected the end of the text after the device program, got "
+                      f"{p.tok.describe()}")
+    verify_device_program(prog, module)
+    return prog
 
 
 def parse_file(path: str | Path) -> Module:

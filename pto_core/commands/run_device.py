@@ -10,7 +10,7 @@ program has one; on the reference target only the latter.
 from __future__ import annotations
 
 import argparse
-from typing import Any
+from typing import Any, Callable
 
 from ..checking import call_numpy_reference, compare, random_inputs, resolve_scalars, tolerance
 from ..device.execute import run_device_program, written_tensors
@@ -19,9 +19,10 @@ from ..program import Program
 REFERENCE = "reference"
 
 
-def run_device(args: argparse.Namespace, program: Program, sets: dict[str, Any],
-               entry: str) -> int:
-    from .run import _unchecked, load_inputs, write_tensors
+def run_device(args: argparse.Namespace, program: Program, sets: dict[str, Any], entry: str, *,
+               load_inputs: Callable, write_tensors: Callable, unchecked: Callable) -> int:
+    """The device-program half of ``pto run`` (the helpers are ``pto run`` 's own: reading
+    ``--input`` files, writing tensors, answering a ``--check`` with nothing to compare)."""
     module = program.module
     prog = module.device_programs[entry]
     sig = prog.signature()
@@ -64,7 +65,7 @@ def run_device(args: argparse.Namespace, program: Program, sets: dict[str, Any],
     if program.numpy_reference is not None:
         oracles.append(("numpy_reference", call_numpy_reference(program, inputs, scalars)))
     if not oracles or not written:
-        return _unchecked(args, "the program has no numpy_reference to compare the reference "
+        return unchecked(args, "the program has no numpy_reference to compare the reference "
                                 "target with" if written else f"'{entry}' writes no tensor")
     status = 0
     for what, expected in oracles:

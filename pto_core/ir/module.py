@@ -13,15 +13,12 @@ import enum
 import itertools
 import math
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Iterator, Union
+from typing import Any, Iterator, Union
 
 from ..errors import PTOError
 from ..names import check_module_name
 from .ops import OPS, Category, OpDef
 from .types import MemRefType, ScalarType, TileType, Type
-
-if TYPE_CHECKING:
-    from .device import DeviceProgram
 
 Value = Union[str, int, float]      # a name or a literal
 Index = Union[str, int]             # a name (loop variable / integer scalar) or an int literal
@@ -274,8 +271,9 @@ class Module:
         #: runtime worker type (``PTO_WORKER_CUBE`` ...) declared for InCore functions by
         #: name; a kernel not listed runs on CUBE when it multiplies matrices, else VECTOR
         self.worker_types: dict[str, str] = {}
-        #: device programs (seed 004) by name: task graphs over the InCore functions
-        self.device_programs: dict[str, "DeviceProgram"] = {}
+        #: device programs (seed 004, :class:`pto_core.ir.device.DeviceProgram`) by name: task
+        #: graphs over the InCore functions
+        self.device_programs: dict[str, Any] = {}
         self._entry = entry
         for f in functions or []:
             self.add_function(f)
@@ -303,7 +301,7 @@ class Module:
         self.functions[fn.name] = fn
         return fn
 
-    def add_device_program(self, prog: "DeviceProgram") -> "DeviceProgram":
+    def add_device_program(self, prog: Any) -> Any:
         """Add a device program (:mod:`pto_core.ir.device`); its name is not a function's."""
         if prog.name in self.functions or prog.name in self.device_programs:
             raise PTOError(f"module '{self.name}' already has a function or device program "
