@@ -210,3 +210,18 @@ def test_names_that_would_reach_generated_code_are_checked() -> None:
     assert "bad workspace name" in msg and "keyword" in msg
     msg = _error_at(_program().replace("@g", "@int"), "TG_BEGIN @int", col_of="@int")
     assert "bad graph name" in msg
+
+
+def test_the_generated_builder_python_rebuilds_the_device_program(chain_text: str) -> None:
+    from pto_core.asm import generate_builder
+    m = parse(chain_text)
+    scope: dict = {}
+    exec(compile(generate_builder(m), "chain_builder.py", "exec"), scope)
+    assert scope["build_module"]() == m
+
+
+def test_compiling_a_device_program_entry_says_how_it_runs(chain_text: str) -> None:
+    from pto_core.codegen.orchestration import emit_orchestration
+    from pto_core.errors import PTOError
+    with pytest.raises(PTOError, match="'main', is a device program: it runs with pto run"):
+        emit_orchestration(parse(chain_text))
