@@ -153,7 +153,6 @@ class _Run:
 
     def run(self) -> DeviceRun:
         from ..runtime import Runtime
-        from ..workload.schedule import _WORKER_TYPES  # noqa: F401 - any worker runs a block
         with Runtime(num_workers=self.workers, threshold=1, trace=True) as rt:
             self.rt = rt
             rt.scope_begin()
@@ -176,8 +175,8 @@ class _Run:
             if op == "CF_IF":
                 pc = pc + 1 if self.value(instr.operands[0]) else jump[pc]
                 continue
-            if op == "CF_ELSE":             # reached from the then-part: skip the else-part
-                pc = self._endif(pc)
+            if op == "CF_ELSE":             # reached from the then-part: past its CF_ENDIF
+                pc = jump[pc]
                 continue
             if op == "CF_LOOP":
                 if pc not in counts:
@@ -206,10 +205,6 @@ class _Run:
             elif op == "MC_FENCE":
                 self.waits = list(range(len(self.result.tasks)))
             pc += 1
-
-    def _endif(self, else_pc: int) -> int:
-        """Past the CF_ENDIF of the CF_ELSE at ``else_pc``."""
-        return self.s.jump[else_pc]
 
     # -- one launch
     def launch(self, g: Graph, stream: int) -> None:
