@@ -174,8 +174,13 @@ def verify_module(module: Module, *, depth_limits: bool = True) -> None:
         verify_function(fn, module, depth_limits=depth_limits)
     _check_call_graph(module, depth_limits)
     entry = module.explicit_entry
-    if entry is not None and entry not in module.functions:
+    if entry is not None and entry not in module.functions and \
+            entry not in module.device_programs:
         raise PTOVerifyError(f"entry function '{entry}' is not defined in module '{module.name}'")
+    if module.device_programs:
+        from .device.verify import verify_device_program
+        for prog in module.device_programs.values():
+            verify_device_program(prog, module)
 
 
 def check_scalar_args(fn: Function, values: Mapping[str, Any]) -> dict[str, int | float]:

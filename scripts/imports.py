@@ -27,7 +27,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     # which engine runs task graphs (StarPU, ...): option facts only
     ("pto_core.engines",),
     ("pto_core.verify", "pto_core.analysis", "pto_core.locate", "pto_core.trace",
-     "pto_core.graphviz"),
+     "pto_core.graphviz", "pto_core.device.verify", "pto_core.device.graph"),
     # the front ends: the builder's add_incore_function reads PTO-AS text (pto_core.ptoas)
     ("pto_core.builder", "pto_core.asm", "pto_core.ptoas", "pto_core.dsl", "pto_core.passes", "pto_core.reference",
      "pto_core.shapes", "pto_core.program", "pto_core.perf"),
@@ -36,7 +36,8 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     # the Python runtime binding builds its library with the driver (one build path)
     ("pto_core.driver", "pto_core.scons", "pto_core.binary", "pto_core.kernel",
      "pto_core.runtime", "pto_core.runner", "pto_core.opcheck"),
-    ("pto_core.workload",),
+    # device programs run their kernels as the workload schedule does
+    ("pto_core.workload", "pto_core.device"),
     ("pto_core.commands", "pto_core.cli"),
 )
 

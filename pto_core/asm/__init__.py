@@ -12,9 +12,9 @@
 'func @f(%a: !pto.memref<gm,f32>) {'
 """
 
-from .parser import parse, parse_file
+from .parser import parse, parse_device_program, parse_file
 from .printer import format_instr, print_function, print_module
 from .pygen import generate_builder
 
-__all__ = ["format_instr", "generate_builder", "parse", "parse_file", "print_function",
-           "print_module"]
+__all__ = ["format_instr", "generate_builder", "parse", "parse_device_program", "parse_file",
+           "print_function", "print_module"]

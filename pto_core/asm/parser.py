@@ -29,6 +29,9 @@ from ..ir import (OPS_BY_MNEMONIC, Call, CallArg, ElementType, For, Function, Fu
 from ..ir.ops import CONTROL_KEYWORDS, OpDef
 from ..locate import Sites, locate_verify_error
 from ..verify import MAX_NESTING, verify_module
+from .device import KEYWORD as DEVICE_KEYWORD
+from .device import parse_device
+from ..ir.device import DeviceProgram
 from .lexer import BARE_MEMREF, Header, Token, tokenize
 from .syntax import annotation_parts, format_annotation, layout
 
@@ -48,6 +51,24 @@ def parse(text: str, filename: str = "<string>") -> Module:
     A text without a ``// PTO Module:`` header makes a module named ``module``.
     """
     return _parse(text, filename, DEFAULT_MODULE_NAME)
+
+
+def parse_device_program(text: str, module: Module,
+                         filename: str = "<string>") -> DeviceProgram:
+    """One ``device @name(...) { ... }`` section, verified against ``module``'s kernels (for a
+    device program written beside kernels built with the builder). Errors carry file, line and
+    column as those of a whole `.pto` file do."""
+    from ..device.verify import verify_device_program
+    p = _Parser(filename)
+    p.tokenize(text)
+    p.skip_newlines()
+    prog = parse_device(p)
+    p.skip_newlines()
+    if p.tok.kind != "eof":
+        raise p.error(f"expected the end of the text after the device program, got "
+                      f"{p.tok.describe()}")
+    verify_device_program(prog, module)
+    return prog
 
 
 def parse_file(path: str | Path) -> Module:
@@ -198,11 +219,21 @@ class _Parser:
             t = self.tok
             if t.kind == "eof":
                 break
+            if t.kind == "word" and t.text == DEVICE_KEYWORD:
+                prog = parse_device(self)
+                if prog.name in module.functions or prog.name in module.device_programs:
+                    raise PTOVerifyError(f"module '{name}' already has a function or device "
+                                         f"program named '{prog.name}'", function=prog.name,
+                                         file=self.filename, line=t.line, column=t.col)
+                module.add_device_program(prog)
+                prev_line = self.tokens[self.i - 1].line
+                continue
             if t.kind != "word" or t.text != "func":
-                raise self.error(f"expected 'func' to start a function, got {t.describe()}")
+                raise self.error(f"expected 'func' to start a function, got {t.describe()} "
+                                 f"('device' starts a device program)")
             kind, worker = self._kind_before(prev_line, t.line)
             fn = self.function(kind)
-            if fn.name in module.functions:
+            if fn.name in module.functions or fn.name in module.device_programs:
                 raise PTOVerifyError(f"module '{name}' already has a function named '{fn.name}'",
                                      function=fn.name, file=self.filename, line=t.line,
                                      column=t.col)

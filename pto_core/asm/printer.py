@@ -25,6 +25,7 @@ import itertools
 from typing import Iterator, Mapping
 
 from ..ir import Call, For, Function, If, Instr, MemRefType, Module, Return, Stmt, TileType, Type
+from .device import print_device
 from .syntax import annotation_parts, format_annotation, format_attr, format_value, layout
 
 INDENT = "  "
@@ -38,6 +39,9 @@ def print_module(module: Module) -> str:
     for fn in module.functions.values():
         out.append("")
         _function(fn, out, module.worker_types.get(fn.name))
+    for prog in module.device_programs.values():
+        out.append("")
+        print_device(prog, out)
     return "\n".join(out) + "\n"
 
 

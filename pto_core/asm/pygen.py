@@ -22,6 +22,7 @@ import re
 
 from ..ir import (Call, For, Function, If, Instr, MemorySpace, MemRefType, Module, Return,
                   ScalarType, Stmt, TileType)
+from .device import print_device
 
 #: longest chain of builder calls in one expression (deep chains strain Python's compiler)
 CHAIN_LIMIT = 150
@@ -46,7 +47,8 @@ def generate_builder(module: Module, source: str | None = None) -> str:
            + "Run it to print the module as .pto text.",
            '"""', "",
            "from pto_core import ElementType, MemorySpace, PTOFunctionBuilder, PTOModule",
-           "from pto_core.asm import print_module"]
+           "from pto_core.asm import print_module"
+           + (", parse_device_program" if module.device_programs else "")]
     if not order_ok:
         out.append("from pto_core.verify import verify_module")
     out += ["", "", "def build_module() -> PTOModule:",
@@ -59,6 +61,12 @@ def generate_builder(module: Module, source: str | None = None) -> str:
         out.append(f"{_IND}verify_module(module)   # functions call others defined after them")
     for name, worker in module.worker_types.items():
         out.append(f"{_IND}module.worker_types[{_q(name)}] = {_q(worker)}")
+    for prog in module.device_programs.values():     # device programs stay `.pto` text
+        lines: list[str] = []
+        print_device(prog, lines)
+        out.append(f"{_IND}module.add_device_program(parse_device_program(")
+        out += [f"{_IND * 2}{_q(line + chr(10))}" for line in lines]
+        out.append(f"{_IND * 2}, module))")
     if module.entry is not None:
         out.append(f"{_IND}module.set_entry({_q(module.entry)})")
     out += [f"{_IND}return module", "", "",

@@ -480,6 +480,10 @@ class _Emitter:
         name = self.module.entry
         if name is None:
             raise PTOError(f"module '{self.module.name}' has no functions")
+        if name not in self.module.functions:       # a device program (pto_core.device)
+            raise PTOError(f"the entry of module '{self.module.name}', '{name}', is a device "
+                           f"program: it runs with pto run (or pto_core.device.execute."
+                           f"run_device_program), which builds its kernels for the target")
         fn = self.module.functions[name]
         tensors = [p for p in fn.params if isinstance(p.type, MemRefType)]
         scalars = [p for p in fn.params if isinstance(p.type, ScalarType)]

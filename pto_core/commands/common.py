@@ -86,9 +86,12 @@ def load_with_settings(path: Path, items: list[str],
     program = load_program(path, settings)
     module = program.module
     name = entry or module.entry
-    if name not in module.functions:
+    if name in module.device_programs:
+        fn = module.device_programs[name].signature()      # its parameters, like a function's
+    elif name not in module.functions:
         raise PTOError(f"{path}: no function '{name}' to run")
-    fn = module.functions[name]
+    else:
+        fn = module.functions[name]
     scalar_params = [p.name for p in fn.params if isinstance(p.type, ScalarType)]
     unknown = [n for n in settings if n not in program.build_params and n not in scalar_params]
     if unknown:

@@ -247,6 +247,10 @@ def run(args: argparse.Namespace) -> int:
 def _run(args: argparse.Namespace, program: Program, sets: dict[str, Any], phases: Phases) -> int:
     module = program.module
     entry = args.entry or module.entry
+    if entry in module.device_programs:
+        from .run_device import run_device
+        return run_device(args, program, sets, entry, load_inputs=load_inputs,
+                          write_tensors=write_tensors, unchecked=_unchecked)
     fn = module.functions[entry]
     options = with_engine(options_from_args(args), args.engine)
 

@@ -13,7 +13,7 @@ import enum
 import itertools
 import math
 from dataclasses import dataclass, field
-from typing import Iterator, Union
+from typing import Any, Iterator, Union
 
 from ..errors import PTOError
 from ..names import check_module_name
@@ -271,6 +271,9 @@ class Module:
         #: runtime worker type (``PTO_WORKER_CUBE`` ...) declared for InCore functions by
         #: name; a kernel not listed runs on CUBE when it multiplies matrices, else VECTOR
         self.worker_types: dict[str, str] = {}
+        #: device programs (seed 004, :class:`pto_core.ir.device.DeviceProgram`) by name: task
+        #: graphs over the InCore functions
+        self.device_programs: dict[str, Any] = {}
         self._entry = entry
         for f in functions or []:
             self.add_function(f)
@@ -298,6 +301,14 @@ class Module:
         self.functions[fn.name] = fn
         return fn
 
+    def add_device_program(self, prog: Any) -> Any:
+        """Add a device program (:mod:`pto_core.ir.device`); its name is not a function's."""
+        if prog.name in self.functions or prog.name in self.device_programs:
+            raise PTOError(f"module '{self.name}' already has a function or device program "
+                           f"named '{prog.name}'")
+        self.device_programs[prog.name] = prog
+        return prog
+
     def get_function(self, name: str) -> Function:
         return self.functions[name]
 
@@ -314,7 +325,8 @@ class Module:
             return NotImplemented
         return (self.name == other.name and self.entry == other.entry
                 and list(self.functions.values()) == list(other.functions.values())
-                and self.worker_types == other.worker_types)
+                and self.worker_types == other.worker_types
+                and self.device_programs == other.device_programs)
 
     def __repr__(self) -> str:
         return f"Module({self.name!r}, functions={list(self.functions)}, entry={self.entry!r})"

@@ -108,6 +108,7 @@ def replace_functions(module: Module, functions: list[Function]) -> Module:
     if module.explicit_entry is not None:
         new.set_entry(module.explicit_entry)
     new.worker_types.update(module.worker_types)
+    new.device_programs.update(module.device_programs)
     return new
 
 

@@ -1,0 +1,321 @@
+"""Running a device program: its graphs become tasks of the C runtime.
+
+The orchestrator (this module, on the calling thread) walks the program's instructions:
+
+* ``CF_IF``/``CF_LOOP``/``CF_BREAK`` are control flow on the program's scalars;
+* ``TG_LAUNCH`` submits one task per block of every kernel of the graph, in an order that
+  respects the graph's edges. A task's arguments are the regions ``MC_BIND`` gives (a tensor
+  argument covers the kernel's footprint at the offsets; ``block`` is the block index), so the
+  runtime's tensor map adds the data dependencies; the explicit edges are runtime edges
+  (``pto_task_add_successor``): ``TG_DEPEND`` (every block of the source before every block of
+  the destination), ``CA_BARRIER``, the launch before on the same stream (a stream is in order),
+  and every launch a ``TG_SYNC`` or ``MC_FENCE`` came after;
+* ``CA_REQUEST`` of ``aic + aiv`` cores bounds the kernel's blocks running at once: block
+  ``j`` follows block ``j - (aic + aiv)``;
+* ``MC_ALLOC`` workspaces are runtime-owned intermediates (``pto_temp_tensor``): each region a
+  kernel writes is a buffer the runtime allocates and frees once its readers are done;
+* the run ends when every task has completed.
+
+Kernels run as the workload schedule runs them (:func:`pto_core.workload.schedule`):
+``"reference"`` interprets them with numpy, a backend whose kernels are host functions
+(``"arm64"``) calls the built kernels from the runtime's workers, and a backend that launches
+kernels itself (``"cuda_sim"``) launches one kernel per task.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+import numpy as np
+
+from ..analysis import footprint, param_modes
+from ..errors import PTOError
+from ..ir import MemRefType, Module
+from ..ir.device import BLOCK, DeviceProgram
+from ..reference import numpy_dtype
+from .verify import Graph, KernelNode, Structure, verify_device_program
+
+
+@dataclass
+class Launched:
+    """One task of a run: the launch it belongs to (in program order), graph, kernel, block."""
+    launch: int
+    graph: str
+    kernel: str
+    entry: str
+    block: int
+    runtime_id: int = -1
+
+    @property
+    def label(self) -> str:
+        return f"{self.graph}#{self.launch}:{self.kernel}[{self.block}]"
+
+
+@dataclass
+class DeviceRun:
+    """What a run did: the tensors after it, its tasks in issue order, the explicit edges it
+    gave the runtime (by task index), the trace events and the runtime statistics."""
+    tensors: dict[str, np.ndarray]
+    tasks: list[Launched]
+    edges: set[tuple[int, int]] = field(default_factory=set)
+    events: list = field(default_factory=list)
+    stats: Any = None
+    #: on a backend that launches its kernels (CUDA): the graph modules each TG_LAUNCH ran as
+    #: one executor run (:mod:`pto_core.device.graph`), by graph; empty when the program ran
+    #: one task per block, ``per_task_because`` then says why
+    graph_modules: dict[str, Module] = field(default_factory=dict)
+    per_task_because: str | None = None
+
+    def event(self, k: int) -> Any:
+        rid = self.tasks[k].runtime_id
+        return next(e for e in self.events if e.task == rid)
+
+
+def kernels_module(module: Module) -> Module:
+    """The module's InCore functions alone (what a backend builds for a device program)."""
+    return Module(module.name, [f for f in module.functions.values() if f.is_incore])
+
+
+def run_device_program(module: Module, name: str, tensors: Mapping[str, np.ndarray],
+                       scalars: Mapping[str, Any] | None = None, *, target: str = "reference",
+                       workers: int = 2) -> DeviceRun:
+    """Run device program ``name`` of ``module`` on ``target``; ``tensors`` are its tensor
+    parameters (written in place, copied first when not writable C arrays), ``scalars`` its
+    scalar parameters. ``CA_REQUEST`` may ask for at most ``workers`` cores."""
+    prog = module.device_programs.get(name)
+    if prog is None:
+        raise PTOError(f"module '{module.name}' has no device program '{name}' (it has: "
+                       f"{', '.join(module.device_programs) or 'none'})")
+    structure = verify_device_program(prog, module, cores=workers)
+    arrays = _arrays(prog, tensors)
+    values = _scalars(prog, dict(scalars or {}))
+    graphs, why = _graph_modules(module, prog, structure, target)
+    if graphs:
+        return _GraphRun(prog, module, structure, arrays, values, target, workers, graphs).run()
+    from ..workload.schedule import _kernels_for
+    kernels = _kernels_for(target, kernels_module(module))
+    run = _Run(prog, module, structure, arrays, values, kernels, workers).run()
+    run.per_task_because = why
+    return run
+
+
+def _graph_modules(module: Module, prog: DeviceProgram, s: Structure,
+                   target: str) -> tuple[dict[str, Module], str | None]:
+    """On a backend that launches its kernels: each graph as one orchestration module, or none
+    and the reason (every graph or none: launches of both kinds could not be ordered)."""
+    from .. import plugins
+    from .graph import NotAGraph, graph_module
+    if target == "reference" or plugins.runnable_backend(target).host_kernels:
+        return {}, None
+    out = {}
+    for name in s.graphs:
+        try:
+            out[name] = graph_module(module, prog, s, name)
+        except NotAGraph as e:
+            return {}, str(e)
+    return out, None
+
+
+def _arrays(prog: DeviceProgram, tensors: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+    out = {}
+    for pname, t in prog.memrefs.items():
+        if pname not in tensors:
+            raise PTOError(f"device program '{prog.name}': no array for tensor '{pname}'")
+        a = np.asarray(tensors[pname])
+        want = numpy_dtype(t.dtype)
+        if a.shape != t.shape or a.dtype != want:
+            raise PTOError(f"device program '{prog.name}': tensor '{pname}' is "
+                           f"{t.shape[0]}x{t.shape[1]} {want}, got {a.shape} {a.dtype}")
+        out[pname] = a if a.flags.c_contiguous and a.flags.writeable else np.ascontiguousarray(a)
+    return out
+
+
+def _scalars(prog: DeviceProgram, values: dict[str, Any]) -> dict[str, Any]:
+    from ..verify import check_scalar_args
+    return check_scalar_args(prog.signature(), values)
+
+
+class _Run:
+    def __init__(self, prog: DeviceProgram, module: Module, structure: Structure,
+                 arrays: dict[str, np.ndarray], scalars: dict[str, Any], kernels: Any,
+                 workers: int) -> None:
+        self.prog, self.module, self.s = prog, module, structure
+        self.arrays, self.scalars, self.kernels, self.workers = arrays, scalars, kernels, workers
+        self.result = DeviceRun(arrays, [])
+        self.launches = 0
+        self.last_on_stream: dict[int, list[int]] = {}
+        self.last_of_graph: dict[str, list[int]] = {}
+        self.waits: list[int] = []          # tasks every later task follows (TG_SYNC, MC_FENCE)
+
+    def value(self, v: Any) -> Any:
+        return self.scalars[v] if isinstance(v, str) else v
+
+    def run(self) -> DeviceRun:
+        from ..runtime import Runtime
+        with Runtime(num_workers=self.workers, threshold=1, trace=True) as rt:
+            self.rt = rt
+            rt.scope_begin()
+            self.temps = {n: rt.temp_tensor(n, i.type.dtype.itemsize)
+                          for n, i in self.s.allocs.items()}
+            self.walk()
+            rt.scope_end()
+            rt.run()
+            self.result.stats = rt.stats()
+            self.result.events = sorted(rt.trace_events(), key=lambda e: (e.start_ns, e.task))
+        return self.result
+
+    def walk(self) -> None:
+        body, jump = self.prog.body, self.s.jump
+        counts: dict[int, int] = {}         # CF_LOOP index -> iterations left
+        pc = 0
+        while pc < len(body):
+            instr = body[pc]
+            op = instr.op
+            if op == "CF_IF":
+                pc = pc + 1 if self.value(instr.operands[0]) else jump[pc]
+                continue
+            if op == "CF_ELSE":             # reached from the then-part: past its CF_ENDIF
+                pc = jump[pc]
+                continue
+            if op == "CF_LOOP":
+                if pc not in counts:
+                    counts[pc] = int(self.value(instr.operands[0]))
+                if counts[pc] <= 0:
+                    del counts[pc]
+                    pc = jump[pc]
+                    continue
+                counts[pc] -= 1
+            elif op == "CF_ENDLOOP":
+                pc = jump[pc]
+                continue
+            elif op == "CF_BREAK":
+                loop = jump[pc]
+                counts.pop(loop, None)
+                pc = jump[loop]
+                continue
+            elif op == "TG_BEGIN":
+                pc = next(k for k in range(pc, len(body)) if body[k].op == "TG_END") + 1
+                continue
+            elif op == "TG_LAUNCH":
+                self.launch(self.s.graphs[instr.operands[0]], instr.operands[1])
+            elif op == "TG_SYNC":
+                self.waits = sorted(set(self.waits) | set(self.last_of_graph.get(
+                    instr.operands[0], [])))
+            elif op == "MC_FENCE":
+                self.waits = list(range(len(self.result.tasks)))
+            pc += 1
+
+    # -- one launch
+    def launch(self, g: Graph, stream: int) -> None:
+        self.launches += 1
+        preds = g.preds()
+        mine: dict[str, list[int]] = {}
+        before = self.last_on_stream.get(stream, []) + self.waits
+        for node in g.order():
+            fn = self.module.functions[node.entry]
+            ids = []
+            for b in range(node.block_dim):
+                k = self.task(g, node, fn, b)
+                edges = set(before)
+                for p in preds[node.name]:
+                    edges.update(mine[p])
+                if node.cores is not None and b >= node.cores:
+                    edges.add(ids[b - node.cores])
+                for e in sorted(edges):
+                    self.rt.add_successor(self.result.tasks[e].runtime_id,
+                                          self.result.tasks[k].runtime_id)
+                    self.result.edges.add((e, k))
+                self.rt.submit(self.result.tasks[k].runtime_id)
+                ids.append(k)
+            mine[node.name] = ids
+        done = [k for ids in mine.values() for k in ids]
+        self.last_on_stream[stream] = done
+        self.last_of_graph[g.name] = done
+
+    def task(self, g: Graph, node: KernelNode, fn: Any, block: int) -> int:
+        from ..workload.enumerate import TaskInst
+        modes = param_modes(fn, self.module)
+        args: list = []
+        for i, p in enumerate(fn.params):
+            b = node.binds[i]
+            if not isinstance(p.type, MemRefType):
+                args.append(("scalar", self.value(b.value)))
+                continue
+            fr, fc = footprint(fn, p.name, self.module)
+            r = block if b.row == BLOCK else (b.row or 0)
+            c = block if b.col == BLOCK else (b.col or 0)
+            args.append(("region", (b.value, modes[p.name], r * fr, c * fc, max(fr, 1),
+                                    max(fc, 1))))
+        k = len(self.result.tasks)
+        inst = TaskInst(k, node.entry, args, {}, {"b0": block}, (g.name, node.name))
+        kernel = self.kernels.runner(inst, self.kernels.function(node.entry), self.arrays)
+        launched = Launched(self.launches, g.name, node.name, node.entry, block)
+        h = self.rt.task(f"{node.name}", kernel)
+        launched.runtime_id = h
+        self.result.tasks.append(launched)
+        for kind, a in args:
+            if kind == "scalar":
+                self.rt.add_scalar(h, a)
+                continue
+            name, mode, r, c, hh, ww = a
+            if name in self.temps:
+                self.rt.add_temp(h, self.temps[name], r, c, hh, ww, mode)
+            elif mode == "none":
+                self.rt.add_arg(h, self.arrays[name], r, c)
+            else:
+                add = {"in": self.rt.add_input, "out": self.rt.add_output,
+                       "inout": self.rt.add_inout}[mode]
+                add(h, self.arrays[name], r, c, hh, ww)
+        return k
+
+
+class _GraphRun(_Run):
+    """A backend that launches its kernels: each TG_LAUNCH runs its graph's module once,
+    synchronously (so launches, streams, TG_SYNC and MC_FENCE are ordered by program order);
+    workspaces are host buffers copied in and out with the graph's tensors."""
+
+    def __init__(self, prog: DeviceProgram, module: Module, structure: Structure,
+                 arrays: dict[str, np.ndarray], scalars: dict[str, Any], target: str,
+                 workers: int, graphs: dict[str, Module]) -> None:
+        super().__init__(prog, module, structure, arrays, scalars, None, workers)
+        self.target, self.graphs = target, graphs
+        self.result.graph_modules = graphs
+        self.buffers = dict(arrays)
+        self.buffers.update((n, np.zeros(i.type.shape, numpy_dtype(i.type.dtype)))
+                            for n, i in structure.allocs.items())
+
+    def run(self) -> DeviceRun:
+        self.walk()
+        return self.result
+
+    def launch(self, g: Graph, stream: int) -> None:
+        from .. import driver
+        self.launches += 1
+        gm = self.graphs[g.name]
+        fn = gm.functions[gm.entry]
+        tensors = {p.name: self.buffers[p.name] for p in fn.params if p.name in self.buffers}
+        scalars = {p.name: self.scalars[p.name] for p in fn.params if p.name in self.scalars}
+        out = driver.launch(self.target, gm, tensors, scalars, workers=self.workers)
+        for name, a in out.items():
+            if name in self.buffers and a is not self.buffers[name]:
+                self.buffers[name][...] = a
+        for node in g.order():
+            self.result.tasks.extend(Launched(self.launches, g.name, node.name, node.entry, b)
+                                     for b in range(node.block_dim))
+
+
+def written_tensors(module: Module, name: str) -> list[str]:
+    """The tensor parameters of device program ``name`` that one of its kernels writes."""
+    from .verify import verify_device_program
+    prog = module.device_programs[name]
+    s = verify_device_program(prog, module)
+    out: set[str] = set()
+    for g in s.graphs.values():
+        for node in g.kernels.values():
+            fn = module.functions[node.entry]
+            modes = param_modes(fn, module)
+            for i, p in enumerate(fn.params):
+                if modes.get(p.name) in ("out", "inout") and node.binds[i].value in prog.memrefs:
+                    out.add(node.binds[i].value)
+    return [n for n in prog.memrefs if n in out]
