@@ -6,7 +6,10 @@
 PTO variants per size: a single fused kernel per 64-row tile (load, row max, subtract, exp,
 row sum, divide, store: one task per tile, the element loops fused by the emitter) and the
 five-kernel example (examples/fused_softmax.py: row max, subtract, exp, row sum, divide as five
-tasks per tile, with 8-row tiles as written and with 64-row tiles).
+tasks per tile, with 8-row tiles as written and with 64-row tiles). Each is built with range
+tasks (the default: the tile loop is one range per kernel, which the runtime splits into chunks
+per worker) and, as its "no ranges" twin, without (one task per tile; ``--no-range-twins``
+leaves the twins out).
 
 numpy does the same math in f32 on the same input: ``e = exp(x - max); e / sum(e)``, once as
 written (allocating its temporaries and result on every call, as numpy code usually does) and
@@ -49,7 +52,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 from pto_core import PTOModule  # noqa: E402
 from pto_core.driver import build_module, build_root  # noqa: E402
 from pto_core.abi import PTOTensor  # noqa: E402
-from pto_core.options import CompileOptions  # noqa: E402
+from pto_core.options import RANGE_TASKS_OPTION, CompileOptions  # noqa: E402
 from pto_core.codegen.orchestration import c_module_name  # noqa: E402
 from _softmax import fused_softmax_module as shared_fused_softmax  # noqa: E402
 
@@ -160,14 +163,15 @@ class Runner:
 
     def __init__(self, module: PTOModule, arrays: dict[str, np.ndarray], scalars: list[int],
                  workers: int, build_dir: Path, opt: str = "native",
-                 lib: Path | None = None) -> None:
+                 lib: Path | None = None, ranges: bool = True) -> None:
         # opt=native: -march=native; release: the host's x86-64 level (see bench/README.md).
         # One build dir per variant: two variants of one module name must not share (or
         # dlopen) one library. ``lib``: a library of the same module built before (another
-        # commit), loaded instead of building.
+        # commit), loaded instead of building. ``ranges=False``: built without range tasks
+        # (one task per tile).
         name = c_module_name(module)
         if lib is None:
-            opts = CompileOptions(extra=(("build_opt", opt),))
+            opts = CompileOptions(extra=(("build_opt", opt), (RANGE_TASKS_OPTION, ranges)))
             lib = build_module("arm64", module, opts, build_dir=build_dir) / f"lib{name}.so"
         self.lib = ctypes.CDLL(str(lib))
         self.fn = getattr(self.lib, f"pto_module_run_{name}")
@@ -233,6 +237,9 @@ def main() -> int:
                     help="also time this libsoftmax_fused.so (the fused kernel's library as an "
                          "earlier commit built it) as 'PTO fused, baseline': before/after in "
                          "one run")
+    ap.add_argument("--no-range-twins", dest="range_twins", action="store_false",
+                    help="leave out the twin of each PTO variant built without range tasks "
+                         "(one task per tile; the variants use range tasks, the default)")
     args = ap.parse_args()
     import fused_softmax
     rng = np.random.default_rng(0)
@@ -263,6 +270,12 @@ def main() -> int:
                     / f"{c_module_name(module)}_{k}")
             contenders[label] = Runner(module, arrays, scalars, args.workers, bdir, args.opt)
             outputs[label] = arrays[out]
+            if args.range_twins:
+                twin = {**arrays, out: z(COLS)}
+                contenders[label + ", no ranges"] = Runner(
+                    module, twin, scalars, args.workers, bdir.with_name(bdir.name + "_noranges"),
+                    args.opt, ranges=False)
+                outputs[label + ", no ranges"] = twin[out]
         if args.baseline:
             label, module, arrays, scalars, out = variants[0]
             arrays = {**arrays, out: z(COLS)}
@@ -279,11 +292,11 @@ def main() -> int:
         if first:
             for line in skipped:
                 print(f"# {line}")
-            print(f"{'rows':>7}  {'contender':<32}{'ms':>8}{'faults':>8}{'csw':>7}"
+            print(f"{'rows':>7}  {'contender':<44}{'ms':>8}{'faults':>8}{'csw':>7}"
                   + "".join(f"{h:>9}" for h in refs))
             first = False
         for label, (t, faults, csw) in res.items():
-            print(f"{rows:>7}  {label:<32}{t * 1e3:>8.3f}{faults:>8.0f}{csw:>7.1f}"
+            print(f"{rows:>7}  {label:<44}{t * 1e3:>8.3f}{faults:>8.0f}{csw:>7.1f}"
                   + "".join(f"{res[r][0] / t:>8.2f}x" for r in refs.values()))
     return 0
 

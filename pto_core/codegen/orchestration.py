@@ -564,6 +564,40 @@ class _Emitter:
         self.out("}")
 
 
+def range_loops(module: Module) -> list[tuple[Call, ...]]:
+    """The CALLs of every orchestration loop of ``module`` that goes out as range tasks (one
+    ``pto_task_submit_range`` per CALL, see ``_Emitter.range_calls``), one tuple per loop, in
+    the order of the functions and their statements. The CALL objects are the module's own, so
+    they can be matched against :func:`pto_core.reference.trace_calls` (its ``call``).
+
+    >>> from pathlib import Path
+    >>> from pto_core.program import load_program
+    >>> m = load_program(Path(__file__).parents[2] / "examples" / "rowmax.py").module
+    >>> [[c.callee for c in loop] for loop in range_loops(m)]
+    [['rowmax']]
+    """
+    e = _Emitter(module, _declared_bytes)
+    out: list[tuple[Call, ...]] = []
+
+    def walk(body) -> None:
+        for s in body:
+            if isinstance(s, For):
+                calls = e.range_calls(s)
+                if calls is not None:
+                    out.append(tuple(calls))
+                else:
+                    walk(s.body)
+            elif isinstance(s, If):
+                walk(s.then_body)
+                walk(s.else_body or ())
+
+    for fn in module.functions.values():
+        if not fn.is_incore:
+            e.temps = set(intermediates(fn))
+            walk(fn.body)
+    return out
+
+
 def emit_orchestration(module: Module,
                        buffer_bytes: Callable[[Function], int] | None = None,
                        ranges: bool = True) -> str:

@@ -9,10 +9,11 @@ built from.
 ``pto perf FILE --target NAME`` asks the backend driver's ``perf_report`` for the cards.
 """
 
-from .card import BOUNDS, KernelCard, PerfReport, RunCard, format_report, report_json
+from .card import (BOUNDS, KernelCard, PerfReport, RunCard, WholeRunCard, format_report,
+                   report_json)
 from .tasks import minimum_traffic, task_levels
 from .work import Executed, Work, executed, instr_work, task_work, works_by_task
 
-__all__ = ["BOUNDS", "Executed", "KernelCard", "PerfReport", "RunCard", "Work", "executed",
-           "format_report", "instr_work", "minimum_traffic", "report_json", "task_levels",
-           "task_work", "works_by_task"]
+__all__ = ["BOUNDS", "Executed", "KernelCard", "PerfReport", "RunCard", "WholeRunCard", "Work",
+           "executed", "format_report", "instr_work", "minimum_traffic", "report_json",
+           "task_levels", "task_work", "works_by_task"]

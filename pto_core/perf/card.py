@@ -78,6 +78,29 @@ class RunCard:
 
 
 @dataclass(frozen=True)
+class WholeRunCard:
+    """A whole run as the executor sends it out while the orchestration submits (not a replay
+    of recorded launches): its runtime tasks (a range task is one), launches and grids, and
+    the host time (a model of the host's cost per run and per task, ``host_model`` says from
+    what) added to the device time of those grids."""
+
+    label: str                      # what this run is ("range tasks on", ...)
+    tasks: int                      # runtime tasks submitted
+    tiles: int                      # kernel executions (blocks over all grids)
+    launches: int
+    grids: int
+    tiles_per_launch: tuple[int, int, int]   # min, median, max
+    host_us: float
+    device_us: float
+    host_model: str = ""
+
+    @property
+    def whole_us(self) -> float:
+        """Host and device time added (no overlap assumed)."""
+        return self.host_us + self.device_us
+
+
+@dataclass(frozen=True)
 class PerfReport:
     """The cards of one program on one backend, architecture and device."""
 
@@ -88,6 +111,7 @@ class PerfReport:
     kernels: tuple[KernelCard, ...]
     run: RunCard
     assumptions: tuple[str, ...] = ()   # the device figures the estimate used, with sources
+    whole_runs: tuple[WholeRunCard, ...] = ()   # whole runs (host included), where modelled
 
 
 def report_json(report: PerfReport) -> dict[str, Any]:
@@ -104,7 +128,8 @@ def report_json(report: PerfReport) -> dict[str, Any]:
     run["traffic_ratio"] = report.run.traffic_ratio
     return {"module": report.module, "backend": report.backend, "arch": report.arch,
             "device": report.device, "kernels": kernels, "run": run,
-            "assumptions": list(report.assumptions)}
+            "assumptions": list(report.assumptions),
+            "whole_runs": [{**asdict(w), "whole_us": w.whole_us} for w in report.whole_runs]}
 
 
 def _si(n: float, unit: str = "B") -> str:
@@ -144,6 +169,17 @@ def format_report(report: PerfReport) -> str:
     L.append(f"run: {r.launches} launches, {r.predicted_us:.4g} us predicted; traffic "
              f"{_si(r.bytes_moved)} moved / {_si(r.bytes_min)} minimum = {r.traffic_ratio:.2f}x; "
              f"{r.fraction_of_roofline:.2f} of the {r.roofline} ({r.roofline_us:.4g} us)")
+    if report.whole_runs:
+        L.append("")
+        L.append("whole run (host + device, model output): tasks, launches and grids are the "
+                 "executor's plan; host us = " + report.whole_runs[0].host_model)
+        L.append(f"  {'':<18}{'tasks':>8}{'tiles':>8}{'launches':>9}{'grids':>7}"
+                 f"{'tiles/launch min/med/max':>26}{'host us':>10}{'device us':>10}"
+                 f"{'whole us':>10}")
+        for w in report.whole_runs:
+            L.append(f"  {w.label:<18}{w.tasks:>8}{w.tiles:>8}{w.launches:>9}{w.grids:>7}"
+                     f"{'/'.join(map(str, w.tiles_per_launch)):>26}{w.host_us:>10.4g}"
+                     f"{w.device_us:>10.4g}{w.whole_us:>10.4g}")
     if report.assumptions:
         L.append("device figures: " + "; ".join(report.assumptions))
     return "\n".join(L) + "\n"

@@ -259,6 +259,12 @@ def test_the_host_overhead_bench_splits_a_whole_run_into_phases(built):
     assert all(v > 0 for v in c.phase_ns.values()), c.phase_ns
     assert c.launches >= 1 and c.completions == c.launches
     assert "whole run" in bench.report(c) and "handoff" in bench.report(c)
+    assert "ns/tile" in bench.report(c)
+    # with range tasks (rowmax, built by the bench): the loop is one range, one grid per run,
+    # and the profile still counts its tiles
+    rowmax, on = bench.build_lib(bench.PROGRAMS["rowmax"](), ranges=True)
+    r = bench.median_cost([bench.measure(rowmax, on, 256, repeat=2) for _ in range(2)])
+    assert (r.tasks, r.launches, r.completions) == (256, 1, 1)
     # the profile is off again: later runs add nothing to it
     from pto_cuda.launch import load
     lib_h = load(lib)

@@ -87,6 +87,33 @@ def test_each_stage_of_the_loop_is_one_range_launched_as_one_grid(softmax, worke
         np.testing.assert_allclose(d.fetch()["output"], want, rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.parametrize("workers", [2, 0], ids=["2workers", "inline"])
+def test_a_range_honours_max_batch_as_grids_in_order(softmax, workers):
+    """With the policy's max_batch of 24, each stage's range of 64 tiles is still one launch
+    (one decision, one completion) but three grids of 24, 24 and 16 blocks, run in order on one
+    stream: the --stats figures (launches, grids, tiles per launch, blocks per grid) say so, the
+    result is right and the recorded grids replay as a graph."""
+    lib, module, x, want = softmax
+    policy = LaunchPolicy(sm_count=1, blocks_per_sm=1, max_batch=24)
+    with DeviceRun(lib, module, _tensors(x), {"num_tiles": NUM_TILES}, workers=workers,
+                   policy=policy) as d:
+        d.lib.pto_cuda_reset_counters()
+        d.run()
+        np.testing.assert_allclose(d.fetch()["output"], want, rtol=1e-5, atol=1e-6)
+        assert d.counters() == (5 * 3, 5 * NUM_TILES)      # grids, tiles
+        stats = d.launches()
+        assert len(stats) == 5
+        for s in stats.values():
+            assert (s.launches, s.grids, s.tasks) == (1, 3, NUM_TILES), s
+            assert s.tasks_per_launch == (NUM_TILES,) * 3 and s.blocks_per_grid == (16, 24, 24), s
+        d.time_graph(1)
+        out_ptr = d.dev[[p.name for p in d.tparams].index("output")]
+        assert d.lib.pto_cuda_memset(out_ptr, 0, x.nbytes) == 0
+        ms = C.c_double(0.0)
+        assert d.lib.pto_cuda_replay_graph(2, C.byref(ms)) == 0
+        np.testing.assert_allclose(d.fetch()["output"], want, rtol=1e-5, atol=1e-6)
+
+
 def test_a_recorded_run_replays_as_a_cuda_graph(softmax):
     """The graph replays the recorded launches: after zeroing the output on the device, a
     replay alone writes the right softmax again."""

@@ -169,6 +169,40 @@ def test_launcher_shares_maps_by_row_offset_and_sends_the_rest_to_the_sm80_kerne
     assert [l for l in out if l[0] == "grid"] == [["grid", "2", "n", "2"], ["grid", "2", "n", "2"]]
 
 
+def test_a_range_is_one_grid_whose_blocks_find_their_operands_in_one_map_each(host_check):
+    """pto::tma_launch_range with a recording encoder: a range whose operands move by whole
+    16-byte units at a fixed row stride is one grid with one map per operand (made at tile 0's
+    base), block b's operand at divmod(b x step, pitch) in it; a range whose row stride moves,
+    whose tiles are misaligned or go backwards goes out as rows (tma_launch: maps per tile,
+    fallbacks counted there)."""
+    out = _lines(host_check, "range")
+    cases: dict[str, list[list[str]]] = {}
+    for line in out:
+        if line[0] == "case":
+            cur = cases.setdefault(line[1], [])
+        else:
+            cur.append(line)
+
+    def blocks(name: str) -> list[tuple[int, int, int, int]]:
+        rows = cases[name]
+        assert [l for l in rows if l[0] == "grid"][0][:2] == ["grid", "4"]
+        assert sum(l[0] == "encode" for l in rows) == 2      # one map per operand
+        return [tuple(int(v) for v in (l[3], l[4], l[6], l[7])) for l in rows if l[0] == "block"]
+
+    # the GEMM's j loop: B moves 128 bf16 columns a tile (a column offset), A stays
+    assert blocks("j") == [(0, 0, 0, 128 * b) for b in range(4)]
+    # the i loop: A moves 128 rows a tile
+    assert blocks("i") == [(128 * b, 0, 0, 0) for b in range(4)]
+    # a row and 128 columns a tile
+    assert blocks("diagonal") == [(b, 128 * b, 0, 0) for b in range(4)]
+    for name in ("ld_moves", "misaligned", "backwards"):
+        assert not any(l[0] == "grid" for l in cases[name]), name
+        assert [l[:2] for l in cases[name] if l[0] == "rows"] == [["rows", "4"]], name
+    # the rows are the range's tiles: the last one's B base and row stride
+    assert ["rows", "4", "last_b_offset", "768", "last_b_ld", "704"] in cases["ld_moves"]
+    assert ["rows", "4", "last_b_offset", "24", "last_b_ld", "512"] in cases["misaligned"]
+
+
 # ------------------------------------------------------------------ nvcc (slow)
 
 def _compile(cmd: list[str]) -> subprocess.CompletedProcess:
@@ -272,6 +306,23 @@ def test_sass_of_the_two_paths():
     for res in (wg, fallback, mma):
         assert res.spill_bytes == 0 and res.stack_bytes == 0, res
     assert wg.threads == 384 and mma.threads == 256
+
+
+@pytest.mark.slow
+@requires_nvcc
+def test_sass_of_the_sm90a_range_grid():
+    """The sm_90a kernel's range grid (block b runs tile b of a range task) is the same TMA +
+    wgmma kernel as its batch grid: HGMMA, UTMALDG and mbarriers, no mma.sync, no spills, the
+    same threads."""
+    from pto_cuda.perf.resources import find_cuobjdump, kernel_resources, sass_counts
+    if find_cuobjdump() is None:
+        pytest.skip("cuobjdump not found (pip install nvidia-cuda-cuobjdump)")
+    src90, _ = gemm_kernel("sm_90a")
+    rg = kernel_resources(src90, "sm_90a", symbol="pto_kernel_gemm_tile_range_grid")
+    c = sass_counts(rg.sass)
+    assert c.get("HGMMA", 0) > 0 and c.get("UTMALDG", 0) > 0 and c.get("SYNCS", 0) > 0, c
+    assert not c.get("HMMA") and not c.get("LDGSTS"), c
+    assert rg.spill_bytes == 0 and rg.stack_bytes == 0 and rg.threads == 384, rg
 
 
 # ------------------------------------------------------------------ on the device

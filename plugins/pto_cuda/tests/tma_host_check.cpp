@@ -4,6 +4,8 @@
  *   tma_host_check status   the status of each kind of map request, with the real driver lookup
  *   tma_host_check launch   pto::tma_launch with a recording encoder: which tasks share a map,
  *                           at which row, how batches split, which tasks fall back and why
+ *   tma_host_check range    pto::tma_launch_range: which ranges go out as one grid, where each
+ *                           block's operands lie in the range's maps, which go out as rows
  *
  * Each prints `key value...` lines the test reads. */
 #include "pto_cuda_tma.h"
@@ -92,9 +94,52 @@ static int launch_check() {
     return 0;
 }
 
+static int range_check() {
+    pto_tma_encoder_set(1, recording_encoder);
+    constexpr int NARGS = 6, NTMA = 2;
+    static pto::TmaRange<NARGS, NTMA> r;
+    const pto::TmaOperand ops[NTMA] = {{0, 2, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 64, 128},
+                                       {2, 2, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 64, 64}};
+    const int64_t A = 1 << 20, B = 1 << 24, C = 1 << 26;
+    const int64_t base[NARGS] = {A, 512, B, 512, C, 512};      /* ld 512 bf16: 1024-byte rows */
+    /* name, each slot's step per tile (bytes for pointers, elements for strides) */
+    struct Case { const char* name; int64_t inc[NARGS]; };
+    const Case cases[] = {
+        {"j", {0, 0, 256, 0, 512, 0}},                  /* B and C move 128 columns a tile */
+        {"i", {128 * 1024, 0, 0, 0, 128 * 2048, 0}},    /* A moves 128 rows a tile */
+        {"diagonal", {1024 + 256, 0, 0, 0, 0, 0}},      /* a row and 128 columns a tile */
+        {"ld_moves", {0, 0, 256, 64, 0, 0}},            /* B's row stride changes: rows */
+        {"misaligned", {0, 0, 8, 0, 0, 0}},             /* B's tiles 8 bytes apart: rows */
+        {"backwards", {-1024, 0, 0, 0, 0, 0}},          /* A's tiles before tile 0's: rows */
+    };
+    for (const Case& c : cases) {
+        std::printf("case %s\n", c.name);
+        auto grid = [](const pto::TmaRange<NARGS, NTMA>& g, int32_t k, cudaStream_t) {
+            int a_map, b_map;
+            std::memcpy(&a_map, &g.maps[0], sizeof a_map);
+            std::memcpy(&b_map, &g.maps[1], sizeof b_map);
+            std::printf("grid %d maps %d %d\n", k, a_map, b_map);
+            for (int b = 0; b < k; ++b) {
+                const pto::TmaTile ta = pto::tma_range_tile(g, 0, b), tb = pto::tma_range_tile(g, 1, b);
+                std::printf("block %d a %d %d b %d %d\n", b, ta.row, ta.col, tb.row, tb.col);
+            }
+            return 0;
+        };
+        auto rows = [](const int64_t* rs, int32_t n, cudaStream_t) {
+            std::printf("rows %d last_b_offset %lld last_b_ld %lld\n", n,
+                        (long long)(rs[(n - 1) * NARGS + 2] - (1 << 24)),
+                        (long long)rs[(n - 1) * NARGS + 3]);
+            return 0;
+        };
+        if (int rc = pto::tma_launch_range(base, c.inc, 4, nullptr, ops, r, grid, rows)) return rc;
+    }
+    return 0;
+}
+
 int main(int argc, char** argv) {
     if (argc == 2 && std::strcmp(argv[1], "status") == 0) return status_check();
     if (argc == 2 && std::strcmp(argv[1], "launch") == 0) return launch_check();
-    std::fprintf(stderr, "usage: %s status|launch\n", argv[0]);
+    if (argc == 2 && std::strcmp(argv[1], "range") == 0) return range_check();
+    std::fprintf(stderr, "usage: %s status|launch|range\n", argv[0]);
     return 2;
 }

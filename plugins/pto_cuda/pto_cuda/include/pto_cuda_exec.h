@@ -25,7 +25,8 @@
  * pto_task_submit_range) over whole: one call, one dependency entry per tensor, one completion.
  * A range that fills the GPU by itself goes out at once as ONE grid (NAME_launch_range: block b
  * runs tile b, its arguments computed from the first tile's and a step per slot), whatever its
- * tile count; a smaller one joins its kernel's batch as one row per tile, and a batch holding a
+ * tile count (with a policy's max_batch: grids of at most max_batch tiles, in order on one
+ * stream, one launch and one completion); a smaller one joins its kernel's batch as one row per tile, and a batch holding a
  * range puts its grids on one stream with one host function behind them. A fault in a range's
  * grid fails the range: the error names the task and its tiles (not which block faulted).
  * Counters and the launch log count tiles as tasks (a range of n tiles is n blocks).
@@ -75,7 +76,8 @@ void pto_cuda_attach(PTORuntime* rt);
 /* How the executor shapes launches. Set it between runs. */
 typedef struct PTOCudaPolicy {
     int32_t num_streams;     /* streams launches are spread over (default 4) */
-    int32_t max_batch;       /* most tasks in one grid (0: the kernel's parameter capacity) */
+    int32_t max_batch;       /* most tasks (or tiles of a range) in one grid (0: the kernel's
+                              * parameter capacity; a range's grid: unlimited) */
     int32_t sm_count;        /* SMs a launch should fill (0: the device's) */
     int32_t blocks_per_sm;   /* resident blocks per SM (0: each kernel's occupancy) */
     int32_t max_hold_us;     /* longest a ready task is held for a fuller launch (0: never

@@ -16,7 +16,9 @@
  *                       batch in flight and frees the buffer of the batch before;
  *   PTO_CUDA_KERNEL_SM90   the kernel object: the tensor maps of a batch's tasks travel in the
  *                       launch's parameter (each distinct map once), tasks whose maps cannot be
- *                       made run on the sm_80 kernel compiled beside it (pto_cuda_tma.h).
+ *                       made run on the sm_80 kernel compiled beside it (pto_cuda_tma.h); a
+ *                       range task is one grid (NAME_launch_range: block b runs tile b, one map
+ *                       per operand, tile b's place in it from the range's step).
  *
  * The shared-memory layouts are CuTe's GMMA::Layout_K_SW128_Atom (A: BM x BK, K contiguous) and
  * GMMA::Layout_MN_SW128_Atom (B: BK x BN, N contiguous, K atoms first), which is what TMA writes
@@ -121,10 +123,12 @@ __device__ __forceinline__ void acc_store(TD* p, int64_t ld, const WgAcc<T, BM, 
 }
 
 /* ------------------------------------------------------------------ the main loop */
-/* One operand of one task: its tensor map and the row its base lies at in the map. */
+/* One operand of one task: its tensor map and the row and column its base lies at in the map
+ * (a column only in a range grid: tma_range_tile). */
 struct TmaRef {
     const CUtensorMap* map;
     int32_t row;
+    int32_t col;
 };
 
 template <class T, int BM, int BN, int BK, int STAGES, int SMEM>
@@ -158,7 +162,7 @@ __device__ __forceinline__ void sm90_mainloop(WgAcc<T, BM, BN>& c, unsigned char
         if (threadIdx.x == 0) {
             constexpr uint64_t hint = (uint64_t)TMA::CacheHintSm90::EVICT_NORMAL;
             const int32_t arow = a.row + (int32_t)(a_row * BM);
-            const int32_t bcol = (int32_t)(b_col * BN);
+            const int32_t bcol = b.col + (int32_t)(b_col * BN);
             for (int64_t i = 0; i < n; ++i) {
                 const int s = (int)(i % STAGES);
                 if (i >= STAGES) Empty::wait(&empty[s], (uint32_t)((i / STAGES - 1) & 1));
@@ -167,7 +171,7 @@ __device__ __forceinline__ void sm90_mainloop(WgAcc<T, BM, BN>& c, unsigned char
                 CUTE_UNROLL
                 for (int j = 0; j < BK / 64; ++j)
                     SM90_TMA_LOAD_2D::copy(a.map, &full[s], hint, sa + s * S::A + j * BM * 64,
-                                           k + j * 64, arow);
+                                           a.col + k + j * 64, arow);
                 CUTE_UNROLL
                 for (int j = 0; j < BN / 64; ++j)
                     SM90_TMA_LOAD_2D::copy(b.map, &full[s], hint, sb + s * S::B + j * 64 * BK,
@@ -214,7 +218,7 @@ __device__ __forceinline__ void sm90_mainloop(WgAcc<T, BM, BN>& c, unsigned char
         NAME##_grid(const __grid_constant__ NAME##_batch_t b) {                                \
         pto::TmaRef ops[NTMA];                                                                 \
         _Pragma("unroll") for (int i = 0; i < (NTMA); ++i)                                     \
-            ops[i] = pto::TmaRef{&b.maps[b.at[blockIdx.x][i][0]], b.at[blockIdx.x][i][1]};     \
+            ops[i] = pto::TmaRef{&b.maps[b.at[blockIdx.x][i][0]], b.at[blockIdx.x][i][1], 0};  \
         NAME##_block(b.rows[blockIdx.x], ops);                                                 \
     }                                                                                          \
     PTO_CUDA_CONFIGURE_(NAME, THREADS, SMEM)                                                   \
@@ -227,4 +231,35 @@ __device__ __forceinline__ void sm90_mainloop(WgAcc<T, BM, BN>& c, unsigned char
         static thread_local NAME##_batch_t b; /* staging per thread; a launch copies it */     \
         return pto::tma_launch(rows, n, stream, NAME##_tma, b, NAME##_grid_launch, FALLBACK);  \
     }                                                                                          \
-    PTO_CUDA_EXPORT_(NAME, NARGS, THREADS, SMEM, PTO_TMA_CAPACITY(NARGS, NTMA), nullptr)
+    typedef pto::TmaRange<(NARGS), (NTMA)> NAME##_range_t;                                     \
+    __global__ void __launch_bounds__(THREADS, 1)                                              \
+        NAME##_range_grid(const __grid_constant__ NAME##_range_t r) {                          \
+        int64_t a[NARGS];                                                                      \
+        _Pragma("unroll") for (int j = 0; j < (NARGS); ++j)                                    \
+            a[j] = r.base[j] + (int64_t)blockIdx.x * r.inc[j];                                 \
+        pto::TmaRef ops[NTMA];                                                                 \
+        _Pragma("unroll") for (int i = 0; i < (NTMA); ++i) {                                   \
+            const pto::TmaTile t = pto::tma_range_tile(r, i, blockIdx.x);                      \
+            ops[i] = pto::TmaRef{&r.maps[i], t.row, t.col};                                    \
+        }                                                                                      \
+        NAME##_block(a, ops);                                                                  \
+    }                                                                                          \
+    static int NAME##_range_grid_launch(const NAME##_range_t& r, int32_t k, cudaStream_t stream) { \
+        static bool configured = false;                                                        \
+        if ((SMEM) > 48 * 1024 && !configured) {                                               \
+            cudaError_t e = cudaFuncSetAttribute(NAME##_range_grid,                            \
+                cudaFuncAttributeMaxDynamicSharedMemorySize, (SMEM));                          \
+            if (e != cudaSuccess) return (int)e;                                               \
+        }                                                                                      \
+        configured = true;                                                                     \
+        NAME##_range_grid<<<k, (THREADS), (SMEM), stream>>>(r);                                \
+        return (int)cudaGetLastError();                                                        \
+    }                                                                                          \
+    static int NAME##_launch_range(const int64_t* base, const int64_t* inc, int64_t tiles,     \
+                                   cudaStream_t stream) {                                      \
+        static thread_local NAME##_range_t r; /* staging per thread; a launch copies it */     \
+        return pto::tma_launch_range(base, inc, tiles, stream, NAME##_tma, r,                  \
+                                     NAME##_range_grid_launch, NAME##_launch);                 \
+    }                                                                                          \
+    PTO_CUDA_EXPORT_(NAME, NARGS, THREADS, SMEM, PTO_TMA_CAPACITY(NARGS, NTMA),                \
+                     NAME##_launch_range)

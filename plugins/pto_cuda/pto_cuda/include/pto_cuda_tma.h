@@ -221,6 +221,74 @@ int tma_launch(const int64_t* rows, int32_t n, cudaStream_t stream, const TmaOpe
     return rest.empty() ? 0 : fallback(rest.data(), (int32_t)(rest.size() / NARGS), stream);
 }
 
+/* A range task (pto_task_submit_range) as one grid: block b runs tile b, whose argument slot j
+ * is base[j] + b x inc[j]. Each operand has ONE map, made at tile 0's base; tile b's operand
+ * lies b x step bytes after it, which is (row, column) = divmod(b x step, pitch) in that map (a
+ * column offset moves the box's column coordinate; what the kernel reads stays inside the
+ * tensor, so inside the map's ld columns). */
+template <int NARGS, int NTMA>
+struct TmaRange {
+    CUtensorMap maps[NTMA];
+    int64_t base[NARGS];
+    int64_t inc[NARGS];
+    int64_t step[NTMA];     /* bytes from one tile's operand base to the next tile's */
+    int64_t pitch[NTMA];    /* bytes per row of the operand */
+    int32_t elem[NTMA];     /* bytes per element */
+};
+
+struct TmaTile {
+    int32_t row, col;       /* where a tile's operand base lies in its map */
+};
+
+template <int NARGS, int NTMA>
+__host__ __device__ inline TmaTile tma_range_tile(const TmaRange<NARGS, NTMA>& r, int i, int64_t b) {
+    const int64_t off = b * r.step[i];
+    return TmaTile{(int32_t)(off / r.pitch[i]), (int32_t)(off % r.pitch[i] / r.elem[i])};
+}
+
+/* Launch `tiles` tiles of a range: as ONE grid through `grid` (a map per operand) when every
+ * tile's operands could have maps of their own in tma_launch (16-byte aligned bases, the row
+ * stride fixed over the range, rows < 2^30 from tile 0's) and tile 0's maps are made; otherwise
+ * the range's tiles go out as rows through `rows_launch` (tma_launch: shared maps, fallbacks
+ * counted there). */
+template <int NARGS, int NTMA, class Grid, class Rows>
+int tma_launch_range(const int64_t* base, const int64_t* inc, int64_t tiles, cudaStream_t stream,
+                     const TmaOperand (&ops)[NTMA], TmaRange<NARGS, NTMA>& r, Grid grid,
+                     Rows rows_launch) {
+    bool one = tiles > 0 && tiles <= INT32_MAX;
+    for (int i = 0; i < NTMA && one; ++i) {
+        const int slot = ops[i].slot;
+        const int64_t ld = base[slot + 1], step = inc[slot], pitch = ld * ops[i].elem_bytes;
+        one = inc[slot + 1] == 0 && step >= 0 && step % 16 == 0 && pitch > 0 &&
+              ld <= INT32_MAX && (double)(tiles - 1) * (double)step / (double)pitch < (1 << 30) &&
+              pto_tma_encode(&r.maps[i], reinterpret_cast<const void*>(base[slot]), ld,
+                             ops[i].elem_bytes, ops[i].dtype, ops[i].box_inner, ops[i].box_outer,
+                             nullptr) == PTO_TMA_OK;
+        if (one) {
+            r.step[i] = step;
+            r.pitch[i] = pitch;
+            r.elem[i] = ops[i].elem_bytes;
+        }
+    }
+    if (one) {
+        for (int j = 0; j < NARGS; ++j) {
+            r.base[j] = base[j];
+            r.inc[j] = inc[j];
+        }
+        return grid(r, (int32_t)tiles, stream);
+    }
+    static thread_local std::vector<int64_t> rows;
+    rows.resize((size_t)(tiles > 0 ? tiles : 0) * NARGS);
+    for (int64_t t = 0; t < tiles; ++t)
+        for (int j = 0; j < NARGS; ++j) rows[(size_t)(t * NARGS + j)] = base[j] + t * inc[j];
+    for (int64_t done = 0; done < tiles;) {     /* rows_launch takes an int32_t count */
+        const int32_t k = (int32_t)(tiles - done < INT32_MAX ? tiles - done : INT32_MAX);
+        if (int rc = rows_launch(rows.data() + done * NARGS, k, stream)) return rc;
+        done += k;
+    }
+    return 0;
+}
+
 }  // namespace pto
 #endif /* __cplusplus */
 

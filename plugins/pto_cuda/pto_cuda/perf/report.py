@@ -28,8 +28,8 @@ from pto_core.driver import optimise
 from pto_core.errors import PTOBackendError
 from pto_core.ir import Category, Function, Module, TileType
 from pto_core.options import CompileOptions
-from pto_core.perf import (Executed, KernelCard, PerfReport, RunCard, Work, executed,
-                           minimum_traffic, task_levels, works_by_task)
+from pto_core.perf import (Executed, KernelCard, PerfReport, RunCard, WholeRunCard, Work,
+                           executed, minimum_traffic, task_levels, works_by_task)
 from pto_core.reference import trace_calls
 
 from .. import scons_tool, tune
@@ -38,7 +38,8 @@ from ..placement import Place, Placement
 from .devices import Device, device_for
 from .model import Estimate, KernelProfile, estimate_launch
 from .occupancy import Occupancy, occupancy
-from .plan import POLICY, capacity, plan_launches
+from .plan import (HOST_MODEL, POLICY, capacity, host_us, plan_launches, plan_whole_run,
+                   submissions)
 from .resources import (ASYNC_COPY, TENSOR_CORE, KernelResources, global_load_shape,
                         kernel_resources, sass_counts, sass_mix)
 
@@ -335,7 +336,41 @@ def perf_report(module: Module, options: CompileOptions | None, scalars: Mapping
                   predicted_us=total_us, fraction_of_roofline=roof_us / total_us if total_us else 0.0,
                   roofline=roof, roofline_us=roof_us)
     notes = (f"executor policy: {policy}",) + device.assumptions()
-    return PerfReport(optimised.name, "cuda", arch, device.name, tuple(cards), run, notes)
+    wholes = whole_runs(optimised, calls, facts, device) if policy == "fill" else ()
+    return PerfReport(optimised.name, "cuda", arch, device.name, tuple(cards), run, notes,
+                      wholes)
+
+
+def whole_runs(module: Module, calls: list, facts: Mapping[str, KernelFacts],
+               device: Device) -> tuple[WholeRunCard, ...]:
+    """The whole run of ``calls`` with range tasks and without: the runtime tasks
+    (:func:`.plan.submissions`), the grids the executor sends while the orchestration submits
+    (:func:`.plan.plan_whole_run`, each kernel's fill from its occupancy on ``device``), the
+    host time of that many tasks (:func:`.plan.host_us`) and the device time of those grids
+    (:func:`.model.estimate_launch`, one after the other)."""
+    caps = {n: capacity(f.nargs, f.resources.tma_operands) for n, f in facts.items()}
+    fills = {n: max(1, device.sms * f.occupancy.blocks) for n, f in facts.items()}
+    ests: dict[tuple[str, int], float] = {}
+    out = []
+    for label, ranges in (("range tasks on", True), ("range tasks off", False)):
+        subs = submissions(module, calls, ranges)
+        grids = plan_whole_run(subs, task_levels([s.call for s in subs]), caps, fills)
+        for g in grids:
+            if (g.kernel, g.blocks) not in ests:
+                ests[(g.kernel, g.blocks)] = estimate_launch(device, facts[g.kernel].profile,
+                                                             g.blocks).us
+        tiles_of: Counter = Counter()
+        for g in grids:
+            tiles_of[g.launch] += g.blocks
+        per_launch = sorted(tiles_of.values())
+        out.append(WholeRunCard(
+            label=label, tasks=len(subs), tiles=sum(s.tiles for s in subs),
+            launches=len(per_launch), grids=len(grids),
+            tiles_per_launch=(per_launch[0], per_launch[len(per_launch) // 2], per_launch[-1])
+            if per_launch else (0, 0, 0),
+            host_us=host_us(len(subs)),
+            device_us=sum(ests[(g.kernel, g.blocks)] for g in grids), host_model=HOST_MODEL))
+    return tuple(out)
 
 
 def _roofline(device: Device, facts, bytes_min: int) -> tuple[str, float]:

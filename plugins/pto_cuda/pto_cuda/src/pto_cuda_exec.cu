@@ -381,25 +381,32 @@ void Exec::launch(PTORuntime* rt, const PTOCudaKernelDesc* d, Batch&& b, int32_t
     for (Completion* c : failed) complete(c);
 }
 
-/* A range task as one grid (NAME_launch_range), one host function behind it. */
+/* A range task as one grid (NAME_launch_range), one host function behind it. With a policy's
+ * max_batch, grids of at most max_batch tiles, in order on one stream: grid g runs tiles
+ * [g x max_batch, ...) from its first tile's row, base + first x inc. */
 void Exec::launch_range(PTORuntime* rt, const PTOCudaKernelDesc* d, int32_t id, const int64_t* base,
                         const int64_t* inc, int64_t tiles, int32_t fill_target) {
     ProfileSpan span(g_prof.launch_ns);
     std::unique_lock<std::mutex> lk(launch_mu);
     int rc = ensure_streams();
     const int64_t seq = launch_seq++;
+    const int64_t cap = max_batch > 0 ? max_batch : tiles;
     Completion* c = new Completion{rt, std::vector<int32_t>{id}, 0};
     bool fail = true;
     if (rc == 0) {
         cudaStream_t s = streams[next_stream++ % streams.size()];
-        if (!plan_only) rc = d->launch_range(base, inc, tiles, s);
-        if (rc == 0) {
-            note_grid(d, seq, tiles, fill_target);
+        int64_t first[PTO_MAX_ARGS];
+        for (int64_t at = 0; rc == 0 && at < tiles; at += cap) {
+            const int64_t k = tiles - at < cap ? tiles - at : cap;
+            for (int32_t j = 0; j < d->nargs; ++j) first[j] = base[j] + at * inc[j];
+            if (!plan_only) rc = d->launch_range(first, inc, k, s);
+            if (rc != 0) break;
+            note_grid(d, seq, k, fill_target);
             if (record)
-                record_log.push_back(Recorded{d, std::vector<int64_t>(base, base + d->nargs), 0,
-                                              std::vector<int64_t>(inc, inc + d->nargs), tiles});
-            rc = enqueue(s, c, &fail);
+                record_log.push_back(Recorded{d, std::vector<int64_t>(first, first + d->nargs), 0,
+                                              std::vector<int64_t>(inc, inc + d->nargs), k});
         }
+        if (rc == 0) rc = enqueue(s, c, &fail);
     }
     tasks += tiles;
     if (rc != 0 && cuda_error == 0) cuda_error = rc;
