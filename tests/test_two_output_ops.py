@@ -318,3 +318,13 @@ def test_interleave_and_deinterleave_on_every_backend(tmp_path, target, dt):
                             build_dir=tmp_path / op)
         for n in ("out", "out1"):
             assert np.asarray(got[n]).tobytes() == want[n].tobytes(), (op, n, got[n], want[n])
+
+
+def test_the_buffer_plan_gives_both_outputs_storage_of_their_own():
+    """Every source of the op dies at it, and dst is never read again: still, neither output
+    shares a buffer with a source or with the other output (their intervals meet at the op)."""
+    from pto_core.passes.buffer_reuse import plan_buffers
+    m = only_indices_module()
+    plan = plan_buffers(m.functions["k"])
+    offsets = {t: plan.offset(t) for t in ("ta", "tb", "tai", "tbi", "td", "ti")}
+    assert len(set(offsets.values())) == len(offsets), offsets
