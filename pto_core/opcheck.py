@@ -38,8 +38,9 @@ import numpy as np
 from .builder import PTOFunctionBuilder, PTOModule
 from .errors import PTOError
 from .ir import Category, ElementType, MemorySpace
-from .ir.ops import (BLOCK_BYTES, KINDS, MASK_TYPE, MATMUL_ACC_TYPES, OPS, OpDef, mask_shape,
-                     scatter_index_type, window_tiles)
+from .ir.ops import (BLOCK_BYTES, INTERLEAVES, KINDS, MASK_TYPE, MATMUL_ACC_TYPES, OPS,
+                     PART_ARG_INDEX, PART_ARGS, OpDef, mask_shape, scatter_index_type,
+                     window_tiles)
 from .reference import compute_type, numpy_dtype, pad_value
 
 E = ElementType
@@ -79,6 +80,9 @@ class OpKernel:
     scalars: tuple[float, ...] = ()
     attrs: tuple[tuple[str, object], ...] = ()    # the op's attributes (default: TFILLPAD's
                                                   # pad is KERNEL_PAD)
+    second: tuple[tuple[str, int, int, ElementType], ...] = ()
+                                   # the op's outputs besides dst (its row's second_outputs),
+                                   # each stored to tensor parameter ``o_<name>``
 
     @property
     def op_attrs(self) -> dict[str, object]:
@@ -103,6 +107,17 @@ class OpKernel:
         return self.tensor("o")
 
     @property
+    def outputs(self) -> tuple[tuple[str, int, int, ElementType], ...]:
+        """Every output as ``(tensor parameter, rows, cols, type)``: ``o`` (dst), then the
+        op's second outputs (``o_dst_idx`` of TPARTARGMAX, ``o_dst1`` of TINTERLEAVE)."""
+        return (("o", *self.output), *((f"o_{p}", r, c, t) for p, r, c, t in self.second))
+
+    @property
+    def out_tensors(self) -> tuple[tuple[str, ElementType], ...]:
+        """The entry function's tensor and element type of every output, dst's first."""
+        return tuple((self.tensor(p), t) for p, _, _, t in self.outputs)
+
+    @property
     def out_dtype(self) -> ElementType:
         return self.output[2]
 
@@ -110,7 +125,8 @@ class OpKernel:
     def in_dtype(self) -> ElementType:
         """The type of the data inputs (the last one's; a gather's i32 indices aside; a
         generator's: its output's)."""
-        return next((t for p, _, _, t in reversed(self.inputs) if p not in ("idx", "mask")),
+        return next((t for p, _, _, t in reversed(self.inputs)
+                     if p not in ("idx", "mask", "a_idx", "b_idx")),
                     self.out_dtype)
 
     @property
@@ -176,7 +192,29 @@ def _io(op: OpDef, dt: ElementType, R: int, C: int, M: int, K: int, N: int,
         return [("a", R - R // 3, C - C // 4, dt)], (R, C, dt)
     if op.layout == "partial":           # b covers part of dst (tests/test_partial_ops.py
         return [("a", R, C, dt), ("b", R - R // 3, C - C // 4, dt)], (R, C, dt)   # swaps them)
+    if op.layout in PART_ARGS:           # b covers part of dst, each index tile its values'
+        it, small = part_arg_index(dt), (R - R // 3, C - C // 4)
+        return [("a", R, C, dt), ("b", *small, dt), ("a_idx", R, C, it),
+                ("b_idx", *small, it)], (R, C, dt)
+    if op.layout in INTERLEAVES:         # an even column count
+        C += C % 2
+        return [("a", R, C, dt), ("b", R, C, dt)], (R, C, dt)
     return [(o.name, R, C, dt) for o in op.operands if o.role in ("tile", "tile_inout")], (R, C, dt)
+
+
+def part_arg_index(dt: ElementType) -> ElementType:
+    """The index type of TPARTARGMAX/TPARTARGMIN kernels on ``dt`` values: the narrowest the
+    library takes (i16 for f16)."""
+    return min(PART_ARG_INDEX.get(dt, (E.I32,)), key=lambda t: t.itemsize)
+
+
+def _second_outputs(op: OpDef, ins: list, out: tuple[int, int, ElementType]
+                    ) -> tuple[tuple[str, int, int, ElementType], ...]:
+    """The second outputs of a kernel of ``op``: of dst's shape, indices of the inputs' index
+    type (TPARTARGMAX) or values of dst's type (TINTERLEAVE)."""
+    it = next((t for p, _, _, t in ins if p == "a_idx"), out[2])
+    return tuple((n, out[0], out[1], it if n == "dst_idx" else out[2])
+                 for n in op.second_outputs)
 
 
 def _mask_io(op: OpDef, dt: ElementType, R: int, C: int):
@@ -205,7 +243,8 @@ def _kernel_builder(k: OpKernel, module: PTOModule) -> PTOFunctionBuilder:
     for p, _, _, pdt in k.inputs:
         if k.memref(p) == p:
             b.memref(p, GM, pdt)
-    b.memref("o", GM, k.out_dtype)
+    for p, _, _, t in k.outputs:
+        b.memref(p, GM, t)
     if takes_scalar(k.op):
         b.scalar("s", k.scalar_type, param=True)
     # an in-place op (TFILLPAD_INPLACE) reads and writes t_o, loaded from its input
@@ -214,14 +253,18 @@ def _kernel_builder(k: OpKernel, module: PTOModule) -> PTOFunctionBuilder:
         if not k.op.in_place and p != "dst":
             b.tile(tile(p), r, c, pdt)
     b.tile("t_o", k.output[0], k.output[1], k.out_dtype)
+    for p, r, c, t in k.second:
+        b.tile(f"t_{p}", r, c, t)
     for p, *_ in k.inputs:
         b.load(tile(p), k.memref(p))
     # the op's operands in its row's order (TADDSC: a, s, b; TEXTRACT: a, row, col)
     offsets = iter(window_offsets(k) if k.op.layout in ("window", "insert") else
                    (MERGE_BLOCK,) if k.op.layout == "merge4" else ())
     args = ["s" if o.role == "scalar" else next(offsets) if o.role == "index" else tile(o.name)
-            for o in k.op.inputs]
+            for o in k.op.operands[1:]]
     getattr(b, k.op.method)("t_o", *args, **k.op_attrs)
+    for p, *_ in k.second:
+        b.store(f"o_{p}", f"t_{p}")
     return b.store("o", "t_o")
 
 
@@ -283,12 +326,14 @@ def block_offsets(rows: int, cols: int, nbytes: int) -> np.ndarray:
 
 
 def index_inputs(kernels: Sequence[OpKernel]) -> dict[str, np.ndarray]:
-    """The index tensors of the TSCATTER and TGATHERB kernels among ``kernels``
-    (:func:`scatter_indices`, :func:`block_offsets`: random ones would leave their tile,
-    which is an error)."""
+    """The index tensors of the TSCATTER, TGATHERB and TPARTARGMAX/TPARTARGMIN kernels among
+    ``kernels`` (:func:`scatter_indices`, :func:`block_offsets`: random ones would leave their
+    tile, which is an error; :func:`part_arg_indices`: distinct ones)."""
     out = {}
     for k in kernels:
         for p, r, c, t in k.inputs:
+            if p in ("a_idx", "b_idx"):
+                out[k.tensor(p)] = part_arg_indices(r, c, p, t)
             if p == "idx" and k.op.layout == "scatter":
                 out[k.tensor(p)] = scatter_indices(r, c, k.output[0] * k.output[1], t)
             elif p == "idx" and k.op.layout == "gatherb":
@@ -315,7 +360,8 @@ def op_kernels(dtype: ElementType, ops: Sequence[OpDef] = TILE_OPS, *,
             ins, o = _io(op, dtype, R, C, M, K, N, to)
             calls = KERNEL_DIAGONALS if op.scalar_type is not None else scalars
             k = OpKernel(name, op, tuple(ins), o, tuple(calls) if takes_scalar(op) else (),
-                         (("byte", hist_byte(dtype)),) if "byte" in op.attrs else ())
+                         (("byte", hist_byte(dtype)),) if "byte" in op.attrs else (),
+                         _second_outputs(op, ins, o))
             try:
                 _kernel_builder(k, PTOModule("probe")).build()
             except PTOError:
@@ -334,10 +380,11 @@ def build_op_module(name: str, kernels: Sequence[OpKernel]) -> PTOModule:
         params = [(p, pdt) for p, _, _, pdt in k.inputs if k.memref(p) == p]
         for p, pdt in params:
             entry.memref(k.tensor(p), GM, pdt)
-        entry.memref(k.out_tensor, GM, k.out_dtype)
+        for p, _, _, t in k.outputs:
+            entry.memref(k.tensor(p), GM, t)
         for j, s in enumerate(k.scalars or (None,)):
             binds: dict[str, object] = {p: (k.tensor(p), 0, 0) for p, _ in params}
-            binds["o"] = (k.out_tensor, j, 0)
+            binds.update((p, (k.tensor(p), j, 0)) for p, *_ in k.outputs)
             if s is not None:
                 binds["s"] = float(s) if k.scalar_type.is_float else int(s)
             entry.call(k.name, binds)
@@ -533,6 +580,8 @@ def special_inputs(kernels: Sequence[OpKernel], dtype: ElementType) -> dict[str,
             if p == "mask":
                 out[k.tensor(p)] = mask_bits(r, c)
                 continue
+            if p in ("a_idx", "b_idx"):   # (index_inputs below)
+                continue
             vp = v if pdt == dtype else v.astype(numpy_dtype(pdt))
             if p == "b" and dtype.is_int and _divides_by(k, "b"):
                 vp = vp[vp != 0]                # integer division by zero is an error
@@ -549,7 +598,8 @@ def special_inputs(kernels: Sequence[OpKernel], dtype: ElementType) -> dict[str,
             elif cat is Category.COL_EXPAND:                    # a[r, c] = v[r]
                 x = np.repeat(vp[np.arange(r) % len(vp)][:, None], c, axis=1)
             elif p == "a" and (k.op.expr is not None and "b" in k.op.expr.vars()
-                               or cat is Category.MASK):
+                               or cat is Category.MASK or k.op.layout in PART_ARGS
+                               or k.op.layout in INTERLEAVES):
                 x = _fill(vp, r, c, 0)                          # a[r, c] = v[c]
             elif p == "c":
                 x = _fill(vp, r, c, 2)                          # c[r, c] = v[2r + c]
@@ -559,10 +609,17 @@ def special_inputs(kernels: Sequence[OpKernel], dtype: ElementType) -> dict[str,
                 x = _fill(vp, r, c, 1)                          # b[r, c] = v[r + c]
             out[k.tensor(p)] = np.ascontiguousarray(x)
         out.update(index_inputs([k]))
-        if k.out_tensor not in out:
-            rows = k.output[0] * max(1, len(k.scalars))
-            out[k.out_tensor] = np.zeros((rows, k.output[1]), numpy_dtype(k.out_dtype))
+        for p, r, c, t in k.outputs:
+            if k.tensor(p) not in out:
+                out[k.tensor(p)] = np.zeros((r * max(1, len(k.scalars)), c), numpy_dtype(t))
     return out
+
+
+def part_arg_indices(rows: int, cols: int, p: str, dtype: ElementType) -> np.ndarray:
+    """TPARTARGMAX's index tile ``p``: row-major positions, from 0 in ``a_idx`` and from 10000
+    in ``b_idx``, so that an output index names the tile and element it came from."""
+    base = 10000 if p == "b_idx" else 0
+    return (base + np.arange(rows * cols)).reshape(rows, cols).astype(numpy_dtype(dtype))
 
 
 def filter_bytes(a: np.ndarray, rows: int, cols: int) -> np.ndarray:
@@ -770,9 +827,11 @@ def _layout_operands(k: OpKernel, tile, r: int, c: int, scalar) -> dict[str, obj
         return {"dst": scalar(tile("dst")[r, c])}
     if lay == "concat":
         return {"a": scalar(a[r, c])} if c < a.shape[1] else {"b": scalar(tile("b")[r, c - a.shape[1]])}
-    if lay == "partial":
+    if lay == "partial" or lay in PART_ARGS:
         return {p: scalar(tile(p)[r, c]) for p in ("a", "b")
                 if r < tile(p).shape[0] and c < tile(p).shape[1]}
+    if lay in INTERLEAVES:           # the sources' rows (dst1's element is in the same rows)
+        return {"a": a[r].tolist()[:8], "b": tile("b")[r].tolist()[:8], "col": c}
     if lay == "pair":
         return {"a": scalar(a[r, 2 * c]), "b": scalar(a[r, 2 * c + 1]) if 2 * c + 1 < cols
                 else 0.0} if 2 * c < cols else {}
@@ -829,16 +888,18 @@ def compare_outputs(kernels: Sequence[OpKernel], inputs: Mapping[str, np.ndarray
     lines: list[str] = []
     for k in kernels:
         rtol, atol = tolerance(k)
-        g, w = np.asarray(got[k.out_tensor]), np.asarray(want[k.out_tensor])
-        if g.dtype.kind == "V":           # a .npy file holds bf16 as raw 2-byte records
-            g = g.view(numpy_dtype(k.out_dtype))
-        bad = mismatches(g, w, rtol, atol, signed_zeros_defined(k))
-        where = np.argwhere(bad)
-        for r, c in where[:limit]:
-            lines.append(f"{k.name} ({describe(k, inputs, int(r), int(c))}): reference "
-                         f"{float(w[r, c])!r}, got {float(g[r, c])!r}")
-        if len(where) > limit:
-            lines.append(f"{k.name}: ... {len(where) - limit} more mismatching elements")
+        for n, (tensor, t) in enumerate(k.out_tensors):
+            g, w = np.asarray(got[tensor]), np.asarray(want[tensor])
+            if g.dtype.kind == "V":           # a .npy file holds bf16 as raw 2-byte records
+                g = g.view(numpy_dtype(t))
+            bad = mismatches(g, w, rtol, atol, signed_zeros_defined(k))
+            where = np.argwhere(bad)
+            what = k.name + (f" {k.outputs[n][0]}" if n else "")
+            for r, c in where[:limit]:
+                lines.append(f"{what} ({describe(k, inputs, int(r), int(c))}): reference "
+                             f"{float(w[r, c])!r}, got {float(g[r, c])!r}")
+            if len(where) > limit:
+                lines.append(f"{what}: ... {len(where) - limit} more mismatching elements")
     return lines
 
 

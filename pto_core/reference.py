@@ -54,6 +54,7 @@ from __future__ import annotations
 
 import functools
 import itertools
+import operator
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Iterator, Mapping, NamedTuple
 
@@ -62,7 +63,7 @@ import numpy as np
 
 from .analysis import accesses
 from .errors import PTOError
-from .ir.ops import BLOCK_BYTES, COMPARES
+from .ir.ops import BLOCK_BYTES, COMPARES, INTERLEAVES, PART_ARGS
 from .ir import (Call, Category, ElementType, Expr, For, Function, If, Instr, MemRefType, Module,
                  Return, ScalarType, TileType)
 from .verify import check_scalar_args, verify_module
@@ -616,6 +617,34 @@ def _pair(f: Callable, a: np.ndarray) -> np.ndarray:
     return out
 
 
+def _part_arg(pick: Callable, a: np.ndarray, b: np.ndarray, ai: np.ndarray, bi: np.ndarray,
+              shape: tuple[int, int]) -> tuple[np.ndarray, np.ndarray]:
+    """TPARTARGMAX/TPARTARGMIN: the (value, index) pair of a where both hold an element and
+    ``pick(a, b)`` (NaN and ties: b's), else b's; the pair of the one that holds it elsewhere."""
+    full = a.shape == shape
+    val, idx = ((a, ai) if full else (b, bi))
+    val, idx = val.copy(), idx.copy()
+    r, c = min(a.shape[0], b.shape[0]), min(a.shape[1], b.shape[1])
+    with np.errstate(invalid="ignore"):
+        take_a = pick(a[:r, :c], b[:r, :c])
+    val[:r, :c] = np.where(take_a, a[:r, :c], b[:r, :c])
+    idx[:r, :c] = np.where(take_a, ai[:r, :c], bi[:r, :c])
+    return val, idx
+
+
+def _interleave(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """TINTERLEAVE: each row of a and b interleaved, split at its middle."""
+    both = np.empty((a.shape[0], 2 * a.shape[1]), a.dtype)
+    both[:, 0::2], both[:, 1::2] = a, b
+    return both[:, :a.shape[1]].copy(), both[:, a.shape[1]:].copy()
+
+
+def _deinterleave(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """TDEINTERLEAVE: each row of [a | b], its even elements and its odd ones."""
+    both = np.concatenate((a, b), axis=1)
+    return both[:, 0::2].copy(), both[:, 1::2].copy()
+
+
 def _matmul(a: np.ndarray, b: np.ndarray, acc: np.ndarray | None, out: np.dtype) -> np.ndarray:
     if a.dtype == np.float32 or a.dtype == np.float64:
         r = np.matmul(a, b)
@@ -679,6 +708,8 @@ class _Translator:
             "_gatherb": _gatherb,
             "_compare": _compare, "_select": _select, "_ci": _ci, "_tri": _tri,
             "_pad": _pad, "_partial": _partial, "_pair": _pair,
+            "_part_arg": _part_arg, "_interleave": _interleave, "_deinterleave": _deinterleave,
+            "_operator": operator,
             "_TC": TaskCall, "_RG": Region, "PTOError": PTOError, "_errloop": _loop_error,
             "_IM": Intermediate,
         }
@@ -905,6 +936,12 @@ class _Translator:
                 r, c = self.index(ops["row"], 1), self.index(ops["col"], 1)
                 return (f"{out} = _insert({_v(ops['dst'])}, {a}, {r}, {c}, "
                         f"{(fn.name, str(s))!r})")
+            if op.layout in PART_ARGS:
+                return (f"{out}, {_v(ops['dst_idx'])} = _part_arg(_operator."
+                        f"{PART_ARGS[op.layout].fn.__name__}, {a}, {_v(ops['b'])}, "
+                        f"{_v(ops['a_idx'])}, {_v(ops['b_idx'])}, {dst.shape!r})")
+            if op.layout in INTERLEAVES:
+                return f"{out}, {_v(ops['dst1'])} = _{op.layout}({a}, {_v(ops['b'])})"
             # the expression of a combining row, as a function of the elements the map names
             f = f"lambda v_a, v_b: {self.tile_expr(fn, op.expr, {'a': 'a', 'b': 'b'}, dst)}"
             if op.layout == "partial":

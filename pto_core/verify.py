@@ -481,8 +481,13 @@ class _Checker:
                 if op.in_place and s.operands[0] != s.operands[1]:
                     raise RuleError(f"{op.name} works in place: dst must be a")
                 if (op.category is Category.LAYOUT and not op.in_place
-                        and s.operands[0] in s.operands[1:]):
+                        and s.operands[0] in [v for o, v in zip(op.operands, s.operands)
+                                              if not o.is_output]):
                     raise RuleError(f"dst of {op.name} must not be one of its sources")
+                ops = s.named_operands()
+                for n in op.second_outputs:     # two outputs: two tiles, neither an input
+                    if ops[n] in [ops[o.name] for o in op.operands if o.name != n]:
+                        raise RuleError(f"{n} of {op.name} must not be dst or a source")
                 if op.layout in ("window", "insert"):
                     ops = s.named_operands()
                     small, large = window_tiles(op)

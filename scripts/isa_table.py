@@ -131,7 +131,22 @@ def render() -> str:
               "| instruction | " + " | ".join(COLUMNS) + " |", "|---|" + "---|" * len(COLUMNS)]
     for n in ours:
         lines.append(f"| {n} | " + " | ".join(_cell(cov[n][c]) for c in COLUMNS) + " |")
+    lines += ["", "## Notes", ""] + [f"- {note}" for note in NOTES]
     return "\n".join(lines) + "\n"
+
+
+#: why an official instruction, or a form of one, is not in the table
+NOTES = (
+    "TDEINTERLEAVE is its two-source form (dst1, dst0, src1, src0); the single-source form "
+    "(dst1, dst0, src: the even and odd elements of one row) is not a row of ours.",
+    "TIMG2COL, SET_IMG2COL_RPT, SET_IMG2COL_PADDING: TIMG2COL reads a convolution tile "
+    "(`TileType::Mat` in the 5-D NC1HWC0/NDC1HWC0 layout, carrying the feature map's shape, "
+    "stride, dilation, filter size and padding) into a cube-unit `Left` tile, and the two SET_ "
+    "instructions load that tile's repeat and padding settings into the unit's registers. Our "
+    "tiles are 2-D element tiles whose on-chip placement the backends choose; a convolution "
+    "tile type with those parameters is not in the IR, and without it neither TIMG2COL nor "
+    "the SET_ instructions has an honest meaning as an operand or attribute of ours.",
+)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -54,6 +54,11 @@ _SHAPES: dict[Category, dict[str, tuple[int, int]]] = {
     "tri": {"dst": _T8},
     # matrix-vector products (OpDef.rows: a has one row)
     "gemv": {"dst": (1, 4), "acc": (1, 4), "a": (1, 16), "b": (16, 4), "bias": (1, 4)},
+    # two outputs: values and their indices, two halves
+    **{lay: {"dst": _T8, "a": _T8, "b": (6, 12), "dst_idx": _T8, "a_idx": _T8,
+             "b_idx": (6, 12)} for lay in ("partargmax", "partargmin")},
+    **{lay: {"dst": _T8, "dst1": _T8, "a": _T8, "b": _T8}
+       for lay in ("interleave", "deinterleave")},
 }
 
 #: an attribute value for each attribute name the table uses
@@ -71,7 +76,7 @@ def tile_type(op: OpDef, operand: str) -> TileType:
         return TileType(rows, cols, op.index_type)
     if op.layout == "histogram":               # i32 counts of an i16's bytes, u8 filter
         return TileType(rows, cols, {"dst": I32, "a": ElementType.I16, "idx": ElementType.U8}[operand])
-    if operand == "idx":                       # a gather's indices
+    if operand in ("idx", "dst_idx", "a_idx", "b_idx"):     # a gather's, TPARTARGMAX's indices
         return TileType(rows, cols, I32)
     if operand == op.mask:                     # a compare's or a select's mask
         return TileType(rows, cols, MASK_TYPE)

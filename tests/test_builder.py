@@ -45,6 +45,11 @@ SHAPES = {
     "tri": dict(dst=(4, 8)),
     # matrix-vector products (OpDef.rows: a has one row)
     "gemv": dict(dst=(1, 2), acc=(1, 2), a=(1, 8), b=(8, 2), bias=(1, 2)),
+    # two outputs: values and indices, two halves
+    **{lay: dict(dst=(4, 8), a=(4, 8), b=(3, 5), dst_idx=(4, 8), a_idx=(4, 8), b_idx=(3, 5))
+       for lay in ("partargmax", "partargmin")},
+    **{lay: dict(dst=(4, 8), dst1=(4, 8), a=(4, 8), b=(4, 8))
+       for lay in ("interleave", "deinterleave")},
 }
 
 
@@ -61,7 +66,7 @@ def build_one(op_name: str):
             dt = F16 if op.category is Category.CONVERT and spec.name == "dst" else F32
             dt = I32 if op.int_only else dt
             dt = op.index_type if op.is_arg and spec.name == "dst" else dt
-            dt = I32 if spec.name == "idx" else dt              # a gather's indices
+            dt = I32 if spec.name in ("idx", "dst_idx", "a_idx", "b_idx") else dt  # indices
             if op.layout == "histogram":                        # i32 counts of i16 bytes
                 dt = {"dst": I32, "a": ElementType.I16, "idx": ElementType.U8}[spec.name]
             dt = U8 if spec.name == op.mask else dt              # a compare's, a select's mask

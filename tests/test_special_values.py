@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from pto_core.ir import Category, ElementType
-from pto_core.ir.ops import COMPARES, ITEM_LAYOUTS, OPS_BY_METHOD
+from pto_core.ir.ops import COMPARES, INTERLEAVES, ITEM_LAYOUTS, OPS_BY_METHOD, PART_ARGS
 from pto_core.opcheck import (FLOAT_TYPES, INT_TYPES, OpKernel, build_op_module, describe, exp_thresholds,
                               is_exact, mismatches, op_kernels, operands, signed_zeros_defined,
                               special_inputs, special_kernels, special_values, tolerance)
@@ -138,8 +138,11 @@ def model_convert(x: float | int, to: ElementType) -> float | int:
     return min(max(round(x), int(info.min)), int(info.max))   # round(): half to even
 
 
-def model(k: OpKernel, inputs: dict[str, np.ndarray], r: int, c: int) -> float:
-    """What the instruction table says element ``(r, c)`` of kernel ``k``'s output is."""
+def model(k: OpKernel, inputs: dict[str, np.ndarray], r: int, c: int, out: str = "dst") -> float:
+    """What the instruction table says element ``(r, c)`` of kernel ``k``'s output ``out``
+    (dst, or a second output of the row) is."""
+    if k.op.second_outputs:
+        return model_two_outputs(k, inputs, r, c, out)
     dt = k.in_dtype
     ct = compute_type(dt)
     ops = operands(k, inputs, r, c)
@@ -193,6 +196,29 @@ def model(k: OpKernel, inputs: dict[str, np.ndarray], r: int, c: int) -> float:
     return r if dt.is_int else rnd(r, dt)
 
 
+def model_two_outputs(k: OpKernel, inputs: dict[str, np.ndarray], r: int, c: int,
+                      out: str) -> float | int:
+    """TPARTARGMAX/TPARTARGMIN: where both sources hold (r, c), a's value (dst) or index
+    (dst_idx) when Python's comparison of the two values holds (never for a NaN), else b's;
+    the one source's elsewhere. TINTERLEAVE: element c // 2 (dst1: + C / 2) of a's row for an
+    even c, of b's for an odd one; TDEINTERLEAVE: element 2c (dst1: 2c + 1) of [a | b]'s row."""
+    x = {p: inputs[k.tensor(p)] for p, *_ in k.inputs}
+    a, b = x["a"], x["b"]
+    if k.op.layout in INTERLEAVES:
+        C = a.shape[1]
+        if k.op.layout == "interleave":
+            j = c // 2 + (C // 2 if out == "dst1" else 0)
+            return (a if c % 2 == 0 else b)[r, j].item()
+        j = 2 * c + (out == "dst1")
+        return (a[r, j] if j < C else b[r, j - C]).item()
+    holds = [p for p in ("a", "b") if r < x[p].shape[0] and c < x[p].shape[1]]
+    if len(holds) == 2:
+        holds = ["a" if COMPARES[PART_ARGS[k.op.layout].name].fn(float(a[r, c]), float(b[r, c]))
+                 else "b"]
+    p = holds[0]
+    return (x[p] if out == "dst" else x[f"{p}_idx"])[r, c].item()
+
+
 def as_element(x: float | int, t: ElementType) -> float | int:
     """A scalar as an element of ``t``: integers wrap, floats round."""
     return wrap(int(x), t) if t.is_int else rnd(x, t)
@@ -233,14 +259,16 @@ def test_reference_matches_the_scalar_model_of_every_op_on_special_values(dt):
     out = run_module(module, inputs)
     bad = []
     for k in kernels:
-        got = np.asarray(out[k.out_tensor])
-        want = np.array([[model(k, inputs, r, c) for c in range(got.shape[1])]
-                         for r in range(got.shape[0])], dtype=got.dtype if got.dtype.kind in "iu"
-                        else np.float64)
-        rtol, atol = tolerance(k)
-        for r, c in np.argwhere(mismatches(got, want, rtol, atol, signed_zeros_defined(k)))[:5]:
-            bad.append(f"{k.name} ({describe(k, inputs, r, c)}): model {want[r, c]!r}, "
-                       f"reference {got[r, c]!r}")
+        for name, (tensor, _) in zip(k.op.tile_outputs, k.out_tensors):
+            got = np.asarray(out[tensor])
+            want = np.array([[model(k, inputs, r, c, name) for c in range(got.shape[1])]
+                             for r in range(got.shape[0])],
+                            dtype=got.dtype if got.dtype.kind in "iu" else np.float64)
+            rtol, atol = tolerance(k)
+            for r, c in np.argwhere(mismatches(got, want, rtol, atol,
+                                               signed_zeros_defined(k)))[:5]:
+                bad.append(f"{k.name} {name} ({describe(k, inputs, r, c)}): model "
+                           f"{want[r, c]!r}, reference {got[r, c]!r}")
     assert not bad, "\n".join(bad)
 
 

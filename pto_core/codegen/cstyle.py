@@ -44,7 +44,8 @@ from typing import Iterable, Sequence
 from ..errors import PTOBackendError
 from ..ir import (Call, Category, ElementType, For, Function, If, Instr, MemRefType, Module,
                   Return, ScalarType, TileType)
-from ..ir.ops import BLOCK_BYTES, COMPARES, ITEM_LAYOUTS, Expr, window_tiles
+from ..ir.ops import (BLOCK_BYTES, COMPARES, INTERLEAVES, ITEM_LAYOUTS, PART_ARGS, Expr,
+                      window_tiles)
 from ..options import CompileOptions
 from ..passes.fuse_loops import fuse_function, is_element_op, is_fused, nest_shape
 from .cnames import c_comment, c_function, c_names, kernel_symbol, user_names, user_text
@@ -1165,12 +1166,23 @@ class CStyleRenderer:
                 out.append(f"if ((int64_t)({v}) < 0 || (int64_t)({v}) > {room}) {err}")
         return out
 
-    def layout_source(self, fn: Function, s: Instr, r: str, c: str) -> str:
+    def layout_assignments(self, fn: Function, s: Instr, r: str, c: str) -> list[str]:
+        """The C statements that write element ``[r][c]`` of every tile layout op ``s``
+        writes (dst, then a second output: TPARTARGMAX's indices, TINTERLEAVE's dst1, each of
+        dst's shape and no input of the op, so the order of the writes does not matter)."""
+        ops = s.named_operands()
+        return [f"{ops[n]}[{r}][{c}] = {self.layout_source(fn, s, r, c, n)};"
+                for n in s.opdef.tile_outputs]
+
+    def layout_source(self, fn: Function, s: Instr, r: str, c: str, out: str = "dst") -> str:
         """The C expression of the source element of ``dst[r][c]`` of layout op ``s`` (the
-        row's map in :data:`~pto_core.ir.ops.LAYOUTS`; tiles are ``[rows][cols]`` arrays).
-        A gather index outside its source reads nothing and gives 0."""
+        row's map in :data:`~pto_core.ir.ops.LAYOUTS`; tiles are ``[rows][cols]`` arrays), or
+        of its second output ``out``. A gather index outside its source reads nothing and
+        gives 0."""
         if s.opdef.category is Category.MASK:
             return self.mask_source(fn, s, r, c)
+        if s.opdef.layout in PART_ARGS or s.opdef.layout in INTERLEAVES:
+            return self.two_output_source(fn, s, r, c, out)
         ops = s.named_operands()
         a, td, ta = ops["a"], fn.type_of(ops["dst"]), fn.type_of(ops["a"])
         lay = s.opdef.layout
@@ -1223,18 +1235,47 @@ class CStyleRenderer:
         if s.opdef.layout == "pair":
             odd = f"(2 * {c} + 1 < {ta.cols} ? {a}[{r}][2 * {c} + 1] : {zero})"
             return f"({c} < {(ta.cols + 1) // 2} ? {combine(f'{a}[{r}][2 * {c}]', odd)} : {zero})"
-        b, tb, td = ops["b"], fn.type_of(ops["b"]), fn.type_of(ops["dst"])
+        x, y = f"{a}[{r}][{c}]", f"{ops['b']}[{r}][{c}]"
+        return self.partial_pick(fn, s, r, c, combine(x, y), x, y)
+
+    def partial_pick(self, fn: Function, s: Instr, r: str, c: str, both: str, x: str,
+                     y: str) -> str:
+        """``dst[r][c]`` of a partial op: ``both`` where a and b both hold (r, c), else ``x``
+        (a's) or ``y`` (b's), whichever's tile has dst's shape (the other is read only inside
+        itself)."""
+        ops = s.named_operands()
+        ta, tb, td = (fn.type_of(ops[n]) for n in ("a", "b", "dst"))
 
         def inside(t: TileType) -> str:
             conds = [f"{i} < {n}" for i, n, full in ((r, t.rows, td.rows), (c, t.cols, td.cols))
                      if n < full]
             return " && ".join(conds) or "1"
 
-        x, y = f"{a}[{r}][{c}]", f"{b}[{r}][{c}]"
-        both = combine(x, y)
         if ta.shape == td.shape:
             return f"({inside(tb)} ? {both} : {x})"
         return f"({inside(ta)} ? {both} : {y})"
+
+    def two_output_source(self, fn: Function, s: Instr, r: str, c: str, out: str) -> str:
+        """Element ``[r][c]`` of output ``out`` of a two-output layout op: TPARTARGMAX's and
+        TPARTARGMIN's value (dst) or index (dst_idx), a's pair where the comparison picks it
+        (computed in the compute type; NaN and ties take b's); TINTERLEAVE's and
+        TDEINTERLEAVE's element of dst or dst1."""
+        ops = s.named_operands()
+        a, b, ta = ops["a"], ops["b"], fn.type_of(ops["a"])
+        if s.opdef.layout in PART_ARGS:
+            dt = ta.dtype
+            x, y = (f"{a}[{r}][{c}]", f"{b}[{r}][{c}]")
+            pick = (f"{self.to_compute(dt, x)} {PART_ARGS[s.opdef.layout].symbol} "
+                    f"{self.to_compute(dt, y)}")
+            if out != "dst":
+                x, y = f"{ops['a_idx']}[{r}][{c}]", f"{ops['b_idx']}[{r}][{c}]"
+            return self.partial_pick(fn, s, r, c, f"({pick} ? {x} : {y})", x, y)
+        half = ta.cols // 2
+        if s.opdef.layout == "interleave":          # dst1: the second half of the stream
+            k = f"({c}) / 2" + (f" + {half}" if out != "dst" else "")
+            return f"(({c}) % 2 == 0 ? {a}[{r}][{k}] : {b}[{r}][{k}])"
+        j = f"(2 * ({c}) + {int(out != 'dst')})"      # the even (dst) or odd (dst1) element
+        return f"({j} < {ta.cols} ? {a}[{r}][{j}] : {b}[{r}][{j} - {ta.cols}])"
 
     def element_of(self, dtype: ElementType, text: str) -> str:
         """A scalar's C value ``text`` as a stored element of ``dtype`` (integers wrap: C's
@@ -1408,8 +1449,8 @@ class CStyleRenderer:
             out(check)
         with out.block(f"for (int _pto_r = 0; _pto_r < {td.rows}; _pto_r++)"):
             with out.block(f"for (int _pto_c = 0; _pto_c < {td.cols}; _pto_c++)"):
-                out(f"{s.operands[0]}[_pto_r][_pto_c] = "
-                    f"{self.layout_source(fn, s, '_pto_r', '_pto_c')};")
+                for line in self.layout_assignments(fn, s, "_pto_r", "_pto_c"):
+                    out(line)
         for line in self.layout_writes(fn, s):
             out(line)
 

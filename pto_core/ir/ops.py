@@ -250,6 +250,9 @@ class OpDef:
     scratch_at: int | None = None  # where the library call takes its scratch tiles, as an
                                    # argument position (dst is 0); None: after every operand
                                    # (TSELS: dst, mask, src, tmp, scalar)
+    isa_args: tuple[str, ...] | None = None
+                                   # the library call's operands by name where their order is
+                                   # not the row's (TINTERLEAVE: dst1, dst, b, a)
 
     @property
     def kinds(self) -> frozenset[str]:
@@ -311,6 +314,18 @@ class OpDef:
     @property
     def outputs(self) -> tuple[Operand, ...]:
         return tuple(o for o in self.operands if o.is_output)
+
+    @property
+    def tile_outputs(self) -> tuple[str, ...]:
+        """The names of the tiles the op writes, dst first: a second output (TPARTARGMAX's
+        ``dst_idx``, TINTERLEAVE's ``dst1``) is a ``tile_out`` operand of its own, of dst's
+        shape, which no input may be."""
+        return tuple(o.name for o in self.operands if o.role in ("tile_out", "tile_inout"))
+
+    @property
+    def second_outputs(self) -> tuple[str, ...]:
+        """The tiles the op writes besides dst (see :attr:`tile_outputs`)."""
+        return self.tile_outputs[1:]
 
     @property
     def reads(self) -> tuple[Operand, ...]:
@@ -652,6 +667,29 @@ _def("TPairReduceSum", "pairreducesum", Category.LAYOUT, "dst:tile_out a:tile", 
      doc="dst[i, j] = a[i, 2j] + a[i, 2j + 1] for j < ceil(cols / 2) (+0 for a missing odd "
      "element), dst[i, j] = 0 for the rest of the row; dst has a's shape")
 
+# two outputs (docs/isa/TPARTARGMAX.md, TPARTARGMIN.md): values and their indices, each pair
+# of tiles with one valid region; where a and b both hold (i, j) the pair of the one the
+# comparison picks (b on ties and NaN: "src1Val >= src0Val" picks src1), else the pair of the one
+# that does; the library's operand order is the row's
+_PARTARG_DOC = ("(dst, dst_idx)[i, j] = (a, a_idx)[i, j] where a and b both hold (i, j) and "
+                "a[i, j] {x} b[i, j], else (b, b_idx)[i, j] (ties and NaN take b's); where only "
+                "one holds (i, j), its pair; f32 values with i32 indices, f16 with i16 or i32")
+for _n, _m, _x in [("TPARTARGMAX", "partargmax", ">"), ("TPARTARGMIN", "partargmin", "<")]:
+    _def(_n, _m, Category.LAYOUT,
+         "dst:tile_out a:tile b:tile dst_idx:tile_out a_idx:tile b_idx:tile", isa=True,
+         layout=_m, doc=_PARTARG_DOC.format(x=_x))
+# (docs/isa/TINTERLEAVE.md, TDEINTERLEAVE.md, the two-source forms): four tiles of one shape
+# and type with an even column count C; the library takes (dst1, dst0, src1, src0)
+_def("TINTERLEAVE", "interleave", Category.LAYOUT, "dst:tile_out dst1:tile_out a:tile b:tile",
+     isa=True, layout="interleave", isa_args=("dst1", "dst", "b", "a"),
+     doc="each row of a and b interleaved (a[i, 0], b[i, 0], a[i, 1], ...), its first C "
+         "elements into dst, the other C into dst1")
+_def("TDEINTERLEAVE", "deinterleave", Category.LAYOUT,
+     "dst:tile_out dst1:tile_out a:tile b:tile", isa=True, layout="deinterleave",
+     isa_args=("dst1", "dst", "b", "a"),
+     doc="each row of [a | b] de-interleaved: its even elements into dst, its odd ones into "
+         "dst1 (the inverse of TINTERLEAVE)")
+
 # masks, selects and generators (docs/isa/TCMP.md, TCMPS.md, TSEL.md, TSELS.md, TCI.md,
 # TTRI.md). A mask is a u8 tile of one bit per element of the compared tiles, row by row:
 # bit c % 8 of byte c // 8 of row r is element (r, c) (the official CPU layout; mask_shape)
@@ -849,6 +887,12 @@ LAYOUTS: dict[str, str] = {
                "that does",
     "pair": "the expression of a[i, 2j] and a[i, 2j + 1] (+0 past the row's end) for j < "
             "ceil(a's columns / 2), else 0",
+    "partargmax": "a[i, j] (a_idx[i, j] into dst_idx) where both hold (i, j) and a[i, j] > "
+                  "b[i, j], else b's; where one holds (i, j), its",
+    "partargmin": "a[i, j] (a_idx[i, j] into dst_idx) where both hold (i, j) and a[i, j] < "
+                  "b[i, j], else b's; where one holds (i, j), its",
+    "interleave": "(a if j is even else b)[i, j // 2] (dst1: [i, j // 2 + C / 2])",
+    "deinterleave": "[a | b][i, 2j] (dst1: [i, 2j + 1])",
     # MASK rows
     "compare": "bit j % 8 of dst[i, j // 8] is (a[i, j] cmp b[i, j]) (or cmp s)",
     "select": "a[i, j] where bit j % 8 of mask[i, j // 8] is set, else b[i, j] (or s)",
@@ -856,6 +900,14 @@ LAYOUTS: dict[str, str] = {
     "tri": "1 inside the triangle the diagonal bounds (c <= r + diag lower, c >= r + diag "
            "upper), else 0",
 }
+
+#: the comparison of the partial arg-selections: layout -> the one that picks a's pair
+PART_ARGS: dict[str, Compare] = {"partargmax": COMPARES["gt"], "partargmin": COMPARES["lt"]}
+#: the value types of the partial arg-selections -> their index types
+PART_ARG_INDEX: dict[ElementType, tuple[ElementType, ...]] = {
+    ElementType.F32: (ElementType.I32,), ElementType.F16: (ElementType.I16, ElementType.I32)}
+#: the layouts of two tiles of one shape that write two (TINTERLEAVE, TDEINTERLEAVE)
+INTERLEAVES = ("interleave", "deinterleave")
 
 #: the layouts whose dst holds sorted (value, index) pairs of f32 (two slots a pair)
 SORTS = ("sort32", "merge4")
@@ -957,6 +1009,19 @@ def _check_layout(op: OpDef, d: TileType, a: TileType, tiles: dict[str, TileType
                             f"{d.rows}x{d.cols} and the other no larger, got a {a.rows}x{a.cols} "
                             f"and b {b.rows}x{b.cols}")
         _check_kind_types(op, a)
+    elif op.layout in PART_ARGS:
+        _check_part_arg(op, d, a, tiles)
+    elif op.layout in INTERLEAVES:
+        for name in ("dst1", "b"):
+            if tiles[name].shape != a.shape or tiles[name].dtype != a.dtype:
+                t = tiles[name]
+                raise RuleError(f"{op.name} takes four tiles of one shape and type: a is "
+                                f"{a.rows}x{a.cols} {a.dtype.value}, {name} {t.rows}x{t.cols} "
+                                f"{t.dtype.value}")
+        if d.shape != a.shape:
+            raise RuleError(f"shape mismatch: dst and a ({d.rows}x{d.cols} vs {a.rows}x{a.cols})")
+        if a.cols % 2:
+            raise RuleError(f"{op.name} needs an even column count, got {a.cols}")
     elif op.layout == "pair":
         if d.shape != a.shape:
             raise RuleError(f"shape mismatch: dst and a ({d.rows}x{d.cols} vs {a.rows}x{a.cols})")
@@ -968,6 +1033,31 @@ def _check_layout(op: OpDef, d: TileType, a: TileType, tiles: dict[str, TileType
         if idx.shape != d.shape:
             raise RuleError(f"shape mismatch: dst and idx ({d.rows}x{d.cols} vs "
                             f"{idx.rows}x{idx.cols})")
+
+
+def _check_part_arg(op: OpDef, d: TileType, a: TileType, tiles: dict[str, TileType]) -> None:
+    """TPARTARGMAX/TPARTARGMIN: the value tiles as a partial op's (one of a and b of dst's
+    shape, the other no larger), f32 or f16; each index tile of its value tile's shape, of an
+    index type the value type takes, one type for all three."""
+    b = tiles["b"]
+    _same_dtype(a, b)
+    if a.dtype not in PART_ARG_INDEX:
+        raise RuleError(f"{op.name} selects f32 or f16 values, a is {a.dtype.value}")
+    if d.shape not in (a.shape, b.shape) or any(t.rows > d.rows or t.cols > d.cols
+                                                for t in (a, b)):
+        raise RuleError(f"shape mismatch: {op.name} needs a or b of dst's shape "
+                        f"{d.rows}x{d.cols} and the other no larger, got a {a.rows}x{a.cols} "
+                        f"and b {b.rows}x{b.cols}")
+    kinds = PART_ARG_INDEX[a.dtype]
+    for v, i in (("dst", "dst_idx"), ("a", "a_idx"), ("b", "b_idx")):
+        t, x = tiles[v], tiles[i]
+        if x.shape != t.shape:
+            raise RuleError(f"shape mismatch: {i} and {v} ({x.rows}x{x.cols} vs "
+                            f"{t.rows}x{t.cols})")
+        if x.dtype not in kinds or x.dtype != tiles["dst_idx"].dtype:
+            raise RuleError(f"the indices of {op.name} on {a.dtype.value} are one of "
+                            f"{', '.join(k.value for k in kinds)} for all three index tiles, "
+                            f"{i} is {x.dtype.value}")
 
 
 def _check_histogram(op: OpDef, d: TileType, a: TileType, idx: TileType) -> None:

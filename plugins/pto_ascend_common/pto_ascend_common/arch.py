@@ -81,6 +81,8 @@ _EVERY_GENERATION: dict[str, tuple[ElementType, ...]] = {
     **{op: (E.F32, E.F16) for op in ("TAXPY", "TFUSEDMULADD", "TFUSEDMULADDRELU", "TMULADDDST")},
     # TPairReduceSum.md, "Implementation checks (A2A3 & A5)": float or half
     "TPAIRREDUCESUM": (E.F32, E.F16),
+    # TPARTARGMAX.md, TPARTARGMIN.md: "Supported value types: half, float"
+    **{op: (E.F32, E.F16) for op in ("TPARTARGMAX", "TPARTARGMIN")},
 }
 
 
@@ -129,7 +131,10 @@ A2A3 = AscendArch(
                   for op in ("TPARTADD", "TPARTMUL", "TPARTMAX", "TPARTMIN")},
                **_MASKS_A2A3},
     # docs/isa/THISTOGRAM.md: "available on A5 / Kirin9030 / CPU-sim only (not on A2/A3)"
-    lacks=("THISTOGRAM",),
+    lacks=("THISTOGRAM",
+           # docs/isa/TINTERLEAVE.md, TDEINTERLEAVE.md: "Implementation checks (A5)" only (the
+           # library has no A2/A3 implementation)
+           "TINTERLEAVE", "TDEINTERLEAVE"),
     # docs/isa/TCMP.md, TCMPS.md: "For int32_t input, only CmpMode::EQ is supported"
     compare_eq_only=(E.I32,))
 

@@ -42,7 +42,7 @@ from pto_core.codegen.cstyle import CStyleRenderer, _Out
 from pto_core.errors import PTOBackendError
 from pto_core.ir import (Call, Category, ElementType, For, Function, If, Instr, Local,
                          MemRefType, Module, Return, TileType)
-from pto_core.ir.ops import OPS, Expr
+from pto_core.ir.ops import INTERLEAVES, OPS, PART_ARGS, Expr
 from pto_core.options import CompileOptions
 
 from .arch import AscendArch
@@ -408,7 +408,8 @@ class _KernelRenderer(CStyleRenderer):
                     continue
                 roles.setdefault(t, set()).add("Vec")
             if cat not in (Category.STORE, Category.LOAD):
-                self._vec_written.add(s.operands[0])
+                ops = s.named_operands()
+                self._vec_written.update(ops[n] for n in s.opdef.tile_outputs)
         for name, r in roles.items():
             if "Left" in r or "Right" in r:
                 r.add("Mat")
@@ -695,33 +696,39 @@ class _KernelRenderer(CStyleRenderer):
         if s.opdef.layout == "gather":    # docs/isa/TGATHER.md: "continuous dst storage"
             self._need_unpadded(fn, s, (ops["dst"], ops["a"], ops["idx"]), vec,
                                 "indexes the tile's storage")
-        if s.opdef.layout in ("partial", "pair"):     # docs/isa/TPARTADD.md, TPairReduceSum.md
-            for v in (ops["dst"], ops["a"], ops.get("b")):
-                if v is not None and "BLayout::ColMajor" in self._tiles[vec(v)].cpp:
+        if s.opdef.layout in ("partial", "pair", *PART_ARGS, *INTERLEAVES):
+            # docs/isa/TPARTADD.md, TPairReduceSum.md, TPARTARGMAX.md, TINTERLEAVE.md
+            for v in (ops[o.name] for o in s.opdef.operands if o.is_tile):
+                if "BLayout::ColMajor" in self._tiles[vec(v)].cpp:
                     raise self._err(fn, s, f"{s.op} takes row-major tiles: tile '{v}' "
                                            f"({fn.type_of(v).rows}x1) is column-major")
         if s.opdef.isa:
-            steps, args, reads = [], [d], [d] if s.opdef.read_write else []
-            for spec in s.opdef.inputs:
+            # the library call's operands by name (a second output, such as TPARTARGMAX's
+            # dst_idx, is written like dst), in the row's order or the row's isa_args
+            steps, arg, reads = [], {"dst": d}, [d] if s.opdef.read_write else []
+            for spec in s.opdef.operands[1:]:
                 v = ops[spec.name]
                 if spec.role == "scalar":
-                    args.append(f"static_cast<{ct}>({self.scalar_value(fn, v)})")
+                    arg[spec.name] = f"static_cast<{ct}>({self.scalar_value(fn, v)})"
                     continue
                 if spec.role == "index":           # TEXTRACT's offsets: uint16_t
-                    args.append(f"static_cast<uint16_t>({self.index(v)})")
+                    arg[spec.name] = f"static_cast<uint16_t>({self.index(v)})"
                     continue
                 x = vec(v)
                 if cat is Category.ROW_EXPAND and not s.opdef.is_copy and spec.name == "b":
                     x, steps = self._row_block(fn, v)
-                args.append(x)
-                reads.append(x)
+                arg[spec.name] = x
+                if spec.is_read:
+                    reads.append(x)
+            args = [arg[n] for n in s.opdef.isa_args or [o.name for o in s.opdef.operands]]
+            writes = tuple(arg[n] for n in s.opdef.tile_outputs)
             shape = s.opdef.scratch_shape(tt.rows, tt.cols) if s.opdef.scratch_shape else (None, None)
             like = TileType(tt.rows, tt.cols, s.opdef.scratch_dtype or tt.dtype)
             tmps = [self._scratch(like, i, *shape) for i in range(s.opdef.scratch)]
             # offsets known only at run time are checked first (layout_checks)
             checks = "".join(f"{c} " for c in self.layout_checks(fn, s))
             return steps + [_Step(f"{checks}{s.opdef.isa}({', '.join(args + tmps)});", "V",
-                                  tuple(reads), (d, *tmps))]
+                                  tuple(reads), (*writes, *tmps))]
         if cat in (Category.ELEMENTWISE, Category.TILE_SCALAR):
             return self._lower_expr(fn, s, ops, tt, vec)
         raise self._err(fn, s, f"{s.op} has no PTO-ISA lowering")

@@ -111,9 +111,10 @@ def test_every_op_on_the_official_simulator_matches_the_reference_and_our_header
         tmp_path, arch, dt):
     kernels, refused, module, inputs = op_check_module(arch, dt)
     # both targets compute every op in f32 and f16 but those their library implementation
-    # leaves out (A2/A3: TREM, TREMS and TFMODS of f16)
+    # leaves out (A2/A3: TREM, TREMS and TFMODS of f16; TINTERLEAVE and TDEINTERLEAVE)
     assert sorted(refused) == sorted(k.name for k in op_kernels(dt) if dt not in
-                                     arch.isa_types.get(k.op.isa or "", (dt,))), refused
+                                     arch.isa_types.get(k.op.isa or "", (dt,))
+                                     or k.op.isa in arch.lacks), refused
     want, theirs, ours = _three_runs(arch, module, inputs, tmp_path)
     exact = [k for k in kernels if (dt, k.name) not in KNOWN and not official_fills_zero(dt, k)]
     bad = compare_outputs(exact, inputs, theirs, want)
@@ -613,3 +614,28 @@ def test_mask_ops_on_the_official_simulator_match_the_reference_bit_for_bit(tmp_
         assert np.array_equal(ours[k.out_tensor], w, equal_nan=True), f"{k.name} (ours)"
         assert np.array_equal(theirs[k.out_tensor], official_tcmps(k, inputs, w),
                               equal_nan=True), f"{k.name} (official)"
+
+
+@pytest.mark.parametrize("arch", [A2A3, A5], ids=lambda a: a.name)
+@pytest.mark.parametrize("dt", [E.F32, E.F16, E.I32, E.I16, E.I8, E.U8], ids=lambda t: t.value)
+def test_two_output_ops_on_the_official_simulator_match_the_reference_bit_for_bit(
+        tmp_path, arch, dt):
+    """TPARTARGMAX and TPARTARGMIN (f32 with i32 indices, f16 with i16) on special values,
+    NaN and ties among them, b smaller than dst; TINTERLEAVE and TDEINTERLEAVE (A5) of every
+    type: both outputs of ours, of the official simulator and of the reference agree bit for
+    bit. What a generation lacks (A2/A3: the interleaves) is refused, naming op and target."""
+    from pto_core.opcheck import special_kernels
+    every = [k for k in special_kernels(dt) if k.op.second_outputs]
+    kernels, refused = backend_support(arch.name, every)
+    assert sorted(refused) == sorted(k.name for k in every if k.op.isa in arch.lacks)
+    assert all(arch.name in e and "is not available" in e for e in refused.values())
+    if not kernels:
+        return
+    inputs = special_inputs(kernels, dt)
+    want, theirs, ours = _three_runs(arch, build_op_module(f"two_{dt.value}", kernels), inputs,
+                                    tmp_path)
+    for k in kernels:
+        for tensor, _ in k.out_tensors:
+            w = want[tensor]
+            assert np.array_equal(ours[tensor], w, equal_nan=True), f"{tensor} (ours)"
+            assert np.array_equal(theirs[tensor], w, equal_nan=True), f"{tensor} (official)"

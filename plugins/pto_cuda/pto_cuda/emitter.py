@@ -701,7 +701,8 @@ class CudaRenderer(CStyleRenderer):
         with out.block(f"for (int _pto_e = threadIdx.x; _pto_e < {td.rows * td.cols}; "
                        f"_pto_e += blockDim.x)"):
             out(f"const int _pto_r = _pto_e / {td.cols}, _pto_c = _pto_e % {td.cols};")
-            out(f"{dst}[_pto_r][_pto_c] = {self.layout_source(fn, s, '_pto_r', '_pto_c')};")
+            for line in self.layout_assignments(fn, s, "_pto_r", "_pto_c"):
+                out(line)
         self._barrier(out)
         writes = self.layout_writes(fn, s)      # in order, so one thread (TSCATTER's)
         if writes:

@@ -1343,6 +1343,95 @@ PTO_SIM_PART(TPARTMAX, detail::fmaxv(a, b))
 PTO_SIM_PART(TPARTMIN, detail::fminv(a, b))
 #undef PTO_SIM_PART
 
+// Partial arg-selections (docs/isa/TPARTARGMAX.md, TPARTARGMIN.md): over dst's valid region,
+// src0's (value, index) pair where both sources hold the element and cmp(src0, src1) holds
+// (ties and NaN take src1's), else the pair of the source that holds it (0 where neither does,
+// as the official CPU code). Each value tile and its index tile share one valid region.
+namespace detail {
+template <class DV, class S0, class S1, class DI, class I0, class I1, class Cmp>
+inline void part_arg(const char* op, Cmp cmp, DV& dst, S0& src0, S1& src1, DI& dstIdx, I0& src0Idx,
+                     I1& src1Idx) {
+    static_assert(all_row_major<DV, S0, S1, DI, I0, I1>, "TPARTARG*: tiles must be row-major");
+    static_assert(std::is_same_v<typename DV::DType, typename S0::DType> && std::is_same_v<typename DV::DType, typename S1::DType>,
+                  "TPARTARG*: dst, src0 and src1 value types differ");
+    static_assert(std::is_same_v<typename DI::DType, typename I0::DType> && std::is_same_v<typename DI::DType, typename I1::DType>,
+                  "TPARTARG*: dstIdx, src0Idx and src1Idx index types differ");
+    static_assert(std::is_integral_v<typename DI::DType>, "TPARTARG*: indices are integers");
+    if (src0.GetValidRow() != src0Idx.GetValidRow() || src0.GetValidCol() != src0Idx.GetValidCol() ||
+        src1.GetValidRow() != src1Idx.GetValidRow() || src1.GetValidCol() != src1Idx.GetValidCol() ||
+        dst.GetValidRow() != dstIdx.GetValidRow() || dst.GetValidCol() != dstIdx.GetValidCol()) {
+        pto_sim::fail(std::string(op) + ": a value tile and its index tile have different valid regions");
+        return;
+    }
+    const unsigned r0 = src0.GetValidRow(), c0 = src0.GetValidCol(), r1 = src1.GetValidRow(), c1 = src1.GetValidCol();
+    // 0: neither holds (r, c), 1: src0's pair, 2: src1's pair
+    auto pick = [&](unsigned r, unsigned c, S0& a, S1& b) {
+        const bool in0 = r < r0 && c < c0, in1 = r < r1 && c < c1;
+        return in0 && in1 ? (cmp(val(a, r, c), val(b, r, c)) ? 1 : 2) : in0 ? 1 : in1 ? 2 : 0;
+    };
+    map(op, [&](unsigned r, unsigned c, S0& a, S1& b, I0& ia, I1& ib) {
+        const int k = pick(r, c, a, b);
+        return k == 1 ? val(ia, r, c) : k == 2 ? val(ib, r, c) : 0;
+    }, dstIdx, src0, src1, src0Idx, src1Idx);
+    using C = pto_sim::calc_t<typename DV::DType>;
+    map(op, [&](unsigned r, unsigned c, S0& a, S1& b) {
+        const int k = pick(r, c, a, b);
+        return k == 1 ? val(a, r, c) : k == 2 ? val(b, r, c) : C(0);
+    }, dst, src0, src1);
+}
+}  // namespace detail
+#define PTO_SIM_PART_ARG(NAME, CMP)                                                             \
+    template <typename DV, typename S0, typename S1, typename DI, typename I0, typename I1,      \
+              typename... WaitEvents>                                                           \
+    inline RecordEvent NAME(DV& dst, S0& src0, S1& src1, DI& dstIdx, I0& src0Idx, I1& src1Idx,  \
+                            WaitEvents&...) {                                                   \
+        detail::part_arg(#NAME, [](auto a, auto b) { return a CMP b; }, dst, src0, src1, dstIdx, \
+                         src0Idx, src1Idx);                                                     \
+        return {};                                                                              \
+    }
+PTO_SIM_PART_ARG(TPARTARGMAX, >)
+PTO_SIM_PART_ARG(TPARTARGMIN, <)
+#undef PTO_SIM_PART_ARG
+
+// TINTERLEAVE, TDEINTERLEAVE (docs/isa/TINTERLEAVE.md, TDEINTERLEAVE.md, two-source forms; the
+// library's operand order dst1, dst0, src1, src0): four row-major tiles of one valid shape with
+// an even column count C. TINTERLEAVE: the stream src0[0], src1[0], src0[1], ... of each row,
+// its first C elements into dst0, the rest into dst1; TDEINTERLEAVE: of each row of
+// [src0 | src1], the even elements into dst0, the odd ones into dst1.
+namespace detail {
+template <bool Inter, class D, class S>
+inline void interleave(const char* op, D& dst1, D& dst0, S& src1, S& src0) {
+    static_assert(all_row_major<D, S>, "TINTERLEAVE/TDEINTERLEAVE: tiles must be row-major");
+    static_assert(std::is_same_v<typename D::DType, typename S::DType>, "TINTERLEAVE/TDEINTERLEAVE: element types differ");
+    const unsigned R = dst0.GetValidRow(), K = dst0.GetValidCol();
+    for (auto* t : {&src0, &src1})
+        if (t->GetValidRow() != R || t->GetValidCol() != K) { pto_sim::fail(std::string(op) + ": valid shapes differ"); return; }
+    if (dst1.GetValidRow() != R || dst1.GetValidCol() != K || K % 2) {
+        pto_sim::fail(std::string(op) + ": valid shapes differ or the column count is odd");
+        return;
+    }
+    for (int half = 0; half < 2; ++half)
+        map(op, [&](unsigned r, unsigned c, S& a, S& b) {
+            if (Inter) {
+                const unsigned k = c / 2 + half * (K / 2);
+                return c % 2 == 0 ? val(a, r, k) : val(b, r, k);
+            }
+            const unsigned j = 2 * c + half;
+            return j < K ? val(a, r, j) : val(b, r, j - K);
+        }, half ? dst1 : dst0, src0, src1);
+}
+}  // namespace detail
+template <typename D, typename S, typename... WaitEvents>
+inline RecordEvent TINTERLEAVE(D& dst1, D& dst0, S& src1, S& src0, WaitEvents&...) {
+    detail::interleave<true>("TINTERLEAVE", dst1, dst0, src1, src0);
+    return {};
+}
+template <typename D, typename S, typename... WaitEvents>
+inline RecordEvent TDEINTERLEAVE(D& dst1, D& dst0, S& src1, S& src0, WaitEvents&...) {
+    detail::interleave<false>("TDEINTERLEAVE", dst1, dst0, src1, src0);
+    return {};
+}
+
 // TPAIRREDUCESUM (docs/isa/TPairReduceSum.md): dst[i, j] = src[i, 2j] + src[i, 2j + 1] for the
 // first ceil(cols / 2) columns (a missing odd element adds +0), 0 in the rest of the row.
 template <typename D, typename S, typename... WaitEvents>
