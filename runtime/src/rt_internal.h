@@ -252,6 +252,7 @@ struct PTORuntime {
     RT_LINE _Atomic int64_t retired;       /* tasks CONSUMED */
     RT_LINE _Atomic int32_t sleepers;
     _Atomic int32_t watching;      /* idle workers spinning on the queues (at most one, see idle()) */
+    _Atomic int32_t waking;        /* a sleeper was signalled and has not left its sleep yet */
     RT_LINE _Atomic int32_t waiters;
     _Atomic int32_t wait_id;       /* task the orchestrator waits for; INT32_MAX = all done */
     _Atomic int64_t ready_tasks;   /* with wait_fn: ready, executor call not returned yet */

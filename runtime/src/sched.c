@@ -140,12 +140,16 @@ int64_t sched_ready_count(PTORuntime* rt) {
 }
 
 /* New work was queued (the count stored with seq_cst before this): wake a sleeping worker for it,
- * unless an idle worker is watching the queues already (rt->watching, see idle()): that one takes
- * it, and wakes a sleeper itself if it leaves more behind. `all`: wake every sleeper - a task for
- * one particular worker must reach that one. */
+ * unless an idle worker is watching the queues already (rt->watching, see idle()) or one was
+ * signalled and is on its way (rt->waking): that one takes it, and wakes a sleeper itself if it
+ * leaves more behind. `all`: wake every sleeper - a task for one particular worker must reach
+ * that one. */
 static void wake_for(PTORuntime* rt, bool all) {
     if (atomic_load_explicit(&rt->sleepers, memory_order_seq_cst) == 0) return;
     if (!all && atomic_load_explicit(&rt->watching, memory_order_seq_cst) > 0) return;
+    if (!all && (atomic_load_explicit(&rt->waking, memory_order_relaxed) ||
+                 atomic_exchange_explicit(&rt->waking, 1, memory_order_seq_cst)))
+        return;
     pthread_mutex_lock(&rt->idle_mu);
     if (all) pthread_cond_broadcast(&rt->idle_cv);
     else pthread_cond_signal(&rt->idle_cv);
@@ -575,6 +579,7 @@ static void idle(PTORuntime* rt, PTOWorker* w) {
         pthread_cond_timedwait(&rt->idle_cv, &rt->idle_mu, &ts);
     }
     pthread_mutex_unlock(&rt->idle_mu);
+    atomic_store_explicit(&rt->waking, 0, memory_order_seq_cst);   /* (woken or not) back to look */
     atomic_fetch_sub_explicit(&rt->sleepers, 1, memory_order_seq_cst);
 }
 
