@@ -114,13 +114,27 @@ static inline uint32_t tm_slot_of(const TMap* tm, const void* base) {
     return (uint32_t)(((uint64_t)(uintptr_t)base * 0x9E3779B97F4A7C15ULL) >> tm->slot_shift);
 }
 
+#define RT_LINE _Alignas(64)
+
+/* Ready tasks the orchestrating thread hands to the workers (one ring per queue): it writes ids
+ * at the tail and publishes them with one release store of `tail`, no lock and no atomic
+ * read-modify-write; workers claim [head, head + n) with one compare-and-swap of `head`. The
+ * orchestrator is its only writer (submitters take turns under submit_mu), and the window bounds
+ * what is in it: every id in [head, tail) is a task not yet run. */
+typedef struct PTORing {
+    RT_LINE _Atomic uint64_t tail; /* written by the orchestrator only */
+    _Atomic int32_t*         slots;
+    RT_LINE _Atomic uint64_t head; /* written by the workers only */
+} PTORing;
+
+/* Tasks that workers (a successor a worker made ready but will not run next) and executor
+ * threads (pto_task_complete) make ready: several writers, so a mutex. */
 typedef struct PTOQueue {
     pthread_mutex_t mu;
     int32_t*        ring;
     uint32_t        head, tail;
     _Atomic int32_t count;
-    char            pad[64];
-} PTOQueue;
+} __attribute__((aligned(64))) PTOQueue;   /* a line of its own (two, with the mutex) */
 
 #define PTO_BATCH 16
 #define PTO_RETIRE_BATCH 64
@@ -140,8 +154,7 @@ typedef struct PTOWorker {
      * run gives up on a kernel by swapping its id for W_ABANDONED; the worker swaps it for
      * W_IDLE when the kernel returns, and the one whose swap fails knows the other won. */
     _Atomic int32_t running;
-    char      pad[64];
-} PTOWorker;
+} __attribute__((aligned(64))) PTOWorker;   /* workers share no line */
 #define W_IDLE      (-1)
 #define W_ABANDONED (-2)
 #define W_EXITED    (-3)
@@ -179,62 +192,77 @@ typedef struct PTORecord {          /* compact per-task record kept with record_
 #define REC_CHUNK_SHIFT 16
 #define REC_MAX_CHUNKS  (1 << 15)
 
+/* Lines that different threads write are kept apart (RT_LINE): a cache line moving between two
+ * cores costs ~200 ns on the 2-CPU VM of bench/runtime/README.md, more than a whole empty task,
+ * so a field the orchestrator writes per task must not share a line with one a worker reads per
+ * task (the window pointer and mask, halt, waiters), nor a worker-written one (retired, watching). */
 struct PTORuntime {
+    /* read-mostly: set at creation (or once per run), read by every thread */
     PTORuntimeConfig cfg;
     int32_t   window, mask;
     PTOTask*  tasks;
     int64_t** overflow;            /* per slot, PTO_MAX_ARGS int64 each, lazily */
-    int64_t   overflow_bytes;
-
-    /* orchestrator-owned */
-    int32_t   next_id;             /* next task id */
-    int32_t   last_alive;          /* every id < last_alive is retired */
-    int32_t   open_tasks;
-    int64_t   edges;
-    int64_t   peak_live;
-    int64_t   full_waits;
-    PTOStage* stages; int32_t nstages; int32_t* stage_free; int32_t nstage_free;
-    int32_t*  held; int32_t nheld; /* cfg.issue_batch: submitted, submit guard not yet released */
-    TMap      tm;
-    PTODep*   dep_chunks[DEP_MAX_CHUNKS];
-    int32_t   dep_nchunks, dep_free;
-    int32_t   dep_fresh;           /* entries from here to the end of the chunks: never used, on no list */
-    int64_t   dep_live;
-    bool      servable[PTO_NUM_QUEUES];
-
-    /* graph record */
-    PTORecord** rec_chunks;
-    int32_t*    rec_edges; int64_t nrec_edges, cap_rec_edges;
-
-    /* scheduling */
-    PTOQueue   queues[PTO_NUM_QUEUES];
     PTOQueue*  wqueues;            /* per worker: [2i] its pinned tasks, [2i+1] stealable ones */
-    _Atomic int32_t running_now;   /* kernels running, counted only with cfg.max_running */
     PTOWorker* workers;
     int32_t    nworkers;
     bool       started, ran, shut, degraded;
     bool       pooled;             /* this run's workers are threads of the process-wide pool */
+    bool       servable[PTO_NUM_QUEUES];
     _Atomic int32_t threaded;      /* 1 once worker threads were started (never reset) */
     _Atomic int32_t halt;          /* failure or shutdown: dispatch stops */
     _Atomic int32_t stop;          /* workers exit when idle */
-    _Atomic int32_t failed_task;   /* -1 if none */
-    _Atomic int32_t failed_code;
-    _Atomic int64_t retired;       /* tasks CONSUMED */
-    _Atomic int64_t submitted;
-    _Atomic int32_t async_pending;
-    _Atomic int32_t sleepers;
-    _Atomic int32_t watching;      /* idle workers spinning on the queues (at most one, see idle()) */
-    _Atomic int32_t waiters;
-    _Atomic int32_t wait_id;       /* task the orchestrator waits for; INT32_MAX = all done */
-    int64_t         inline_executed;
+    PTORecord** rec_chunks;        /* graph record (NULL: off) */
+    struct PTOThreeTier* t3;       /* three-tier mode (three_tier.c); NULL in the worker mode */
+    struct PTOHeap* heap;          /* runtime-owned intermediates; NULL until the first use */
+    PTOTrace*    trace;            /* NULL unless tracing */
+    PTOExecuteFn exec_fn; void* exec_ctx;
+    PTOWaitFn    wait_fn; void* wait_ctx;   /* told when the orchestrator waits (pto_runtime.h) */
+    int64_t         timeout_ns;    /* 0: no deadline */
+    int64_t         deadline_ns;   /* CLOCK_MONOTONIC; set when execution starts */
     bool            caller_runs;   /* pto_runtime_set_caller_runs */
     int32_t         caller_slot;   /* the worker the orchestrating thread is (no thread of its own), or -1 */
+    bool            range_exec;    /* pto_runtime_set_range_executor */
+    bool            publish_fence; /* ring publication fences (no membarrier here, see sched.c) */
+    _Atomic(struct PTORange**) ranges;  /* range tasks (range.c): per window slot; NULL until the first */
+
+    /* orchestrator-owned (written per task) */
+    RT_LINE int32_t next_id;       /* next task id */
+    int32_t   last_alive;          /* every id < last_alive is retired */
+    int32_t   open_tasks;
+    _Atomic int64_t submitted;     /* workers read it only while the orchestrator waits */
+    int64_t   inline_executed;
+    int64_t   edges;
+    int64_t   peak_live;
+    int64_t   full_waits;
+    int64_t   overflow_bytes;
+    PTOStage* stages; int32_t nstages; int32_t* stage_free; int32_t nstage_free;
+    int32_t*  held; int32_t nheld; /* cfg.issue_batch: submitted, submit guard not yet released */
+    int32_t*    rec_edges; int64_t nrec_edges, cap_rec_edges;
+    int32_t   dep_nchunks, dep_free;
+    int32_t   dep_fresh;           /* entries from here to the end of the chunks: never used, on no list */
+    int64_t   dep_live;
+    TMap      tm;
+    /* read by workers (rt_dep), written by the orchestrator only as the pool grows */
+    RT_LINE PTODep* dep_chunks[DEP_MAX_CHUNKS];
+
+    /* scheduling */
+    PTORing    rings[PTO_NUM_QUEUES];
+    PTOQueue   queues[PTO_NUM_QUEUES];
+    RT_LINE _Atomic int32_t running_now;   /* kernels running, counted only with cfg.max_running */
+    RT_LINE _Atomic int64_t retired;       /* tasks CONSUMED */
+    RT_LINE _Atomic int32_t sleepers;
+    _Atomic int32_t watching;      /* idle workers spinning on the queues (at most one, see idle()) */
+    _Atomic int32_t waking;        /* a sleeper was signalled and has not left its sleep yet */
+    RT_LINE _Atomic int32_t waiters;
+    _Atomic int32_t wait_id;       /* task the orchestrator waits for; INT32_MAX = all done */
+    _Atomic int64_t ready_tasks;   /* with wait_fn: ready, executor call not returned yet */
+    RT_LINE _Atomic int32_t failed_task;   /* -1 if none */
+    _Atomic int32_t failed_code;
+    _Atomic int32_t async_pending;
     pthread_mutex_t idle_mu;  pthread_cond_t idle_cv;
     pthread_mutex_t done_mu;  pthread_cond_t done_cv;
 
     /* ending a run early: deadline, cancellation, abandoned kernels */
-    int64_t         timeout_ns;    /* 0: no deadline */
-    int64_t         deadline_ns;   /* CLOCK_MONOTONIC; set when execution starts */
     _Atomic int32_t run_error;     /* first reason the run stopped: ETASKFAILED/ETIMEDOUT/ECANCELED */
     _Atomic int32_t cancelled;
     _Atomic int32_t failed_worker;
@@ -247,16 +275,8 @@ struct PTORuntime {
     bool            run_active, shutting;
     pthread_mutex_t async_mu;      /* pto_task_complete vs. giving up on asynchronous tasks */
     bool            async_detached;
-
-    PTOExecuteFn exec_fn; void* exec_ctx;
-    PTOWaitFn    wait_fn; void* wait_ctx;   /* told when the orchestrator waits (pto_runtime.h) */
-    _Atomic int64_t ready_tasks;   /* with wait_fn: ready, executor call not returned yet */
-    PTOTrace*    trace;            /* NULL unless tracing */
-    struct PTOThreeTier* t3;       /* three-tier mode (three_tier.c); NULL in the worker mode */
-    struct PTOHeap* heap;          /* runtime-owned intermediates; NULL until the first use */
     pthread_mutex_t submit_mu;     /* submit.c: one submitter's batch enters the graph at a time */
-    _Atomic(struct PTORange**) ranges;  /* range tasks (range.c): per window slot; NULL until the first */
-    bool            range_exec;    /* pto_runtime_set_range_executor */
+    void*           alloc_base;    /* what calloc returned (the runtime is aligned within it) */
 };
 
 static inline PTOTask* rt_task(PTORuntime* rt, int32_t id) { return &rt->tasks[id & rt->mask]; }
@@ -326,6 +346,7 @@ int  sched_start(PTORuntime* rt);
 void sched_stop(PTORuntime* rt);
 void sched_make_ready(PTORuntime* rt, PTOTask* t, PTOWorker* w);
 void sched_make_ready_n(PTORuntime* rt, int32_t* ids, int32_t n);   /* several, from the orchestrator */
+void sched_publish(PTORuntime* rt, PTOTask* t);   /* one ready task, from the orchestrating thread */
 void sched_finish(PTORuntime* rt, int32_t id, int32_t status, PTOWorker* w);
 int  sched_run_inline(PTORuntime* rt, int32_t id);
 void sched_notify_waiters(PTORuntime* rt, int32_t retired_id, int64_t retired_count);

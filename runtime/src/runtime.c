@@ -50,8 +50,12 @@ int pto_runtime_init(PTORuntime** out, const PTORuntimeConfig* cfg) {
         c.bind_worker_types = 0;
     }
 
-    PTORuntime* rt = calloc(1, sizeof *rt);
-    if (!rt) return rt_fail(PTO_ENOMEM, "out of memory for the runtime");
+    /* aligned to a cache line (RT_LINE in rt_internal.h); calloc, not aligned_alloc + memset:
+     * the runtime is ~0.5 MB of mostly untouched pages, which calloc maps without writing */
+    void* base = calloc(1, sizeof(PTORuntime) + 64);
+    if (!base) return rt_fail(PTO_ENOMEM, "out of memory for the runtime");
+    PTORuntime* rt = (PTORuntime*)(((uintptr_t)base + 63) & ~(uintptr_t)63);
+    rt->alloc_base = base;
     rt->cfg = c;
     rt->window = c.task_window;
     rt->mask = c.task_window - 1;
@@ -236,7 +240,7 @@ static void rt_free(PTORuntime* rt) {
     pthread_mutex_destroy(&rt->ctl_mu); pthread_cond_destroy(&rt->ctl_cv);
     pthread_mutex_destroy(&rt->async_mu);
     pthread_mutex_destroy(&rt->submit_mu);
-    free(rt);
+    free(rt->alloc_base);
 }
 
 void rt_unref(PTORuntime* rt) {
@@ -355,9 +359,9 @@ static inline void release_guard(PTORuntime* rt, PTOTask* t) {
     if (!rt->started) {                       /* no concurrent producer: plain decrement */
         int32_t left = atomic_load_explicit(&t->fanin_left, memory_order_relaxed) - 1;
         atomic_store_explicit(&t->fanin_left, left, memory_order_relaxed);
-        if (left == 0) sched_make_ready(rt, t, NULL);
+        if (left == 0) sched_publish(rt, t);
     } else if (atomic_fetch_sub_explicit(&t->fanin_left, 1, memory_order_acq_rel) == 1) {
-        sched_make_ready(rt, t, NULL);
+        sched_publish(rt, t);
     }
 }
 
@@ -457,7 +461,11 @@ static inline __attribute__((always_inline)) int32_t alloc_task(PTORuntime* rt, 
     if (!rt->servable[worker_type < 0 ? PTO_QUEUE_ANY : worker_type]) return PTO_EWORKERTYPE;
     if (buffer_bytes < 0) return PTO_EINVAL;
     if (__builtin_expect(rt->next_id == INT32_MAX, 0)) return PTO_ENOMEM;
-    if (rt->started) advance(rt);   /* without workers, only wait_for_slot and run retire tasks */
+    /* Retire in steps of PTO_RETIRE_BATCH, not per task: the oldest task's state line is the one
+     * a worker is writing, and reading it on every alloc moved it between the cores per task.
+     * (Without workers, only wait_for_slot and run retire tasks.) */
+    if (rt->started && ((rt->next_id & (PTO_RETIRE_BATCH - 1)) == 0 || rt->next_id - rt->last_alive >= rt->window))
+        advance(rt);
     if (rt->next_id - rt->last_alive >= rt->window) {
         if (rt->cfg.window_abort) {
             release_held(rt);                 /* held tasks never retire: the window would stay full */

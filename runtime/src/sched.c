@@ -1,22 +1,64 @@
 /* sched.c - ready queues, worker threads, task completion.
  *
- * One mutex-protected ring per worker type (+ one for PTO_WORKER_ANY tasks); a worker
- * pops a small batch at a time, and keeps one successor it made ready to run next
- * without touching a queue (chains run back to back on one worker). Idle workers spin
- * briefly, then sleep on a condition variable that pushers signal only when someone sleeps. */
+ * Per worker type (+ one for PTO_WORKER_ANY tasks) a lock-free ring that only the orchestrating
+ * thread fills (PTORing) and a mutex-protected queue for everyone else; a worker takes a small
+ * batch at a time, and keeps one successor it made ready to run next without touching a queue
+ * (chains run back to back on one worker). Idle workers look at the queues every PTO_IDLE_POLL
+ * pauses, then sleep on a condition variable that pushers signal only when someone sleeps. */
 #include "rt_internal.h"
 
 #include <errno.h>
+#include <linux/membarrier.h>
 #include <sched.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 static inline int queue_of(const PTOTask* t) {
     return t->worker_type >= 0 ? t->worker_type : PTO_QUEUE_ANY;
 }
 
+/* n zeroed elements of a cache-line-aligned type */
+static void* calloc_lines(size_t n, size_t size) {
+    void* p = aligned_alloc(64, (n * size + 63) & ~(size_t)63);
+    if (p) memset(p, 0, n * size);
+    return p;
+}
+
+/* Waking a sleeper for a ring publication is a store (tail) followed by a load (sleepers) on the
+ * orchestrator, against a store (sleepers) and a load (tail) on the worker: either side needs a
+ * full fence between the two, or both may miss the other. The worker, which goes to sleep at most
+ * once per idle period, pays it for both with membarrier(PRIVATE_EXPEDITED) (a fence on every
+ * running thread of the process), so publishing stays a plain store per batch. Where membarrier
+ * is unavailable the orchestrator fences at each publication instead (rt->publish_fence). */
+static int g_membarrier;           /* 1: registered, -1: unavailable; 0: not asked yet */
+static pthread_mutex_t g_membarrier_mu = PTHREAD_MUTEX_INITIALIZER;
+
+static void membarrier_forget(void) { g_membarrier = 0; }   /* a forked child registers anew */
+
+static bool membarrier_ready(void) {
+    static bool forks_handled;
+    pthread_mutex_lock(&g_membarrier_mu);
+    if (!forks_handled) forks_handled = pthread_atfork(NULL, NULL, membarrier_forget) == 0;
+    if (g_membarrier == 0) {
+        const long cmds = syscall(__NR_membarrier, MEMBARRIER_CMD_QUERY, 0, 0);
+        g_membarrier = cmds >= 0 && (cmds & MEMBARRIER_CMD_PRIVATE_EXPEDITED) &&
+                               syscall(__NR_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0, 0) == 0
+                           ? 1 : -1;
+    }
+    const bool ok = g_membarrier == 1;
+    pthread_mutex_unlock(&g_membarrier_mu);
+    return ok;
+}
+
 int sched_init(PTORuntime* rt) {
     for (int q = 0; q < PTO_NUM_QUEUES; q++) {
+        PTORing* R = &rt->rings[q];
+        atomic_init(&R->tail, 0);
+        atomic_init(&R->head, 0);
+        R->slots = NULL;
         PTOQueue* Q = &rt->queues[q];
         pthread_mutex_init(&Q->mu, NULL);
         Q->ring = NULL;
@@ -28,14 +70,16 @@ int sched_init(PTORuntime* rt) {
     rt->nworkers = rt->cfg.num_workers;
     rt->caller_slot = -1;
     if (rt->nworkers > 0) {
-        rt->workers = calloc((size_t)rt->nworkers, sizeof(PTOWorker));
+        rt->workers = calloc_lines((size_t)rt->nworkers, sizeof(PTOWorker));
         if (!rt->workers) return PTO_ENOMEM;
         for (int q = 0; q < PTO_NUM_QUEUES; q++) {
             rt->queues[q].ring = rt_block_alloc((size_t)rt->window * sizeof(int32_t), 0);
-            if (!rt->queues[q].ring) return PTO_ENOMEM;
+            rt->rings[q].slots = rt_block_alloc((size_t)rt->window * sizeof(int32_t), 0);
+            if (!rt->queues[q].ring || !rt->rings[q].slots) return PTO_ENOMEM;
         }
+        rt->publish_fence = !membarrier_ready();
         /* affinity queues: not initialised, so pages nobody pushes to are never touched */
-        rt->wqueues = calloc((size_t)(2 * rt->nworkers), sizeof(PTOQueue));
+        rt->wqueues = calloc_lines((size_t)(2 * rt->nworkers), sizeof(PTOQueue));
         if (!rt->wqueues) return PTO_ENOMEM;
         for (int q = 0; q < 2 * rt->nworkers; q++) {
             pthread_mutex_init(&rt->wqueues[q].mu, NULL);
@@ -67,6 +111,7 @@ int sched_init(PTORuntime* rt) {
 void sched_free(PTORuntime* rt) {
     for (int q = 0; q < PTO_NUM_QUEUES; q++) {
         rt_block_free(rt->queues[q].ring, (size_t)rt->window * sizeof(int32_t));
+        rt_block_free((void*)rt->rings[q].slots, (size_t)rt->window * sizeof(int32_t));
         pthread_mutex_destroy(&rt->queues[q].mu);
     }
     for (int q = 0; rt->wqueues && q < 2 * rt->nworkers; q++) {
@@ -81,20 +126,30 @@ void sched_free(PTORuntime* rt) {
     rt->workers = NULL;
 }
 
+/* Published ring entries not yet claimed (a snapshot: head first, so never negative). */
+static inline int64_t ring_len(PTORing* R) {
+    const uint64_t h = atomic_load_explicit(&R->head, memory_order_seq_cst);
+    return (int64_t)(atomic_load_explicit(&R->tail, memory_order_seq_cst) - h);
+}
+
 int64_t sched_ready_count(PTORuntime* rt) {
     int64_t n = 0;
-    for (int q = 0; q < PTO_NUM_QUEUES; q++) n += atomic_load(&rt->queues[q].count);
+    for (int q = 0; q < PTO_NUM_QUEUES; q++) n += atomic_load(&rt->queues[q].count) + ring_len(&rt->rings[q]);
     for (int q = 0; rt->wqueues && q < 2 * rt->nworkers; q++) n += atomic_load(&rt->wqueues[q].count);
     return n;
 }
 
 /* New work was queued (the count stored with seq_cst before this): wake a sleeping worker for it,
- * unless an idle worker is watching the queues already (rt->watching, see idle()): that one takes
- * it, and wakes a sleeper itself if it leaves more behind. `all`: wake every sleeper - a task for
- * one particular worker must reach that one. */
+ * unless an idle worker is watching the queues already (rt->watching, see idle()) or one was
+ * signalled and is on its way (rt->waking): that one takes it, and wakes a sleeper itself if it
+ * leaves more behind. `all`: wake every sleeper - a task for one particular worker must reach
+ * that one. */
 static void wake_for(PTORuntime* rt, bool all) {
     if (atomic_load_explicit(&rt->sleepers, memory_order_seq_cst) == 0) return;
     if (!all && atomic_load_explicit(&rt->watching, memory_order_seq_cst) > 0) return;
+    if (!all && (atomic_load_explicit(&rt->waking, memory_order_relaxed) ||
+                 atomic_exchange_explicit(&rt->waking, 1, memory_order_seq_cst)))
+        return;
     pthread_mutex_lock(&rt->idle_mu);
     if (all) pthread_cond_broadcast(&rt->idle_cv);
     else pthread_cond_signal(&rt->idle_cv);
@@ -112,14 +167,34 @@ static void push_to(PTORuntime* rt, PTOQueue* Q, int32_t id, bool all) {
 
 static void push(PTORuntime* rt, int q, int32_t id) { push_to(rt, &rt->queues[q], id, false); }
 
-/* n tasks into queue q under one lock, with one wake-up: a batch costs the hand-off of one task. */
-static void push_n(PTORuntime* rt, int q, const int32_t* ids, int32_t n) {
-    PTOQueue* Q = &rt->queues[q];
-    pthread_mutex_lock(&Q->mu);
-    for (int32_t i = 0; i < n; i++) Q->ring[Q->tail++ & (uint32_t)rt->mask] = ids[i];
-    atomic_fetch_add_explicit(&Q->count, n, memory_order_seq_cst);
-    pthread_mutex_unlock(&Q->mu);
-    wake_for(rt, rt->cfg.bind_worker_types);
+/* The orchestrating thread publishes n ready tasks of queue q: slot stores, one release store of
+ * the tail, and a wake-up only if some worker sleeps (see membarrier_ready for why no fence). */
+static void ring_put(PTORuntime* rt, int q, const int32_t* ids, int32_t n) {
+    PTORing* R = &rt->rings[q];
+    const uint64_t t = atomic_load_explicit(&R->tail, memory_order_relaxed);
+    for (int32_t i = 0; i < n; i++)
+        atomic_store_explicit(&R->slots[(t + (uint64_t)i) & (uint64_t)rt->mask], ids[i], memory_order_relaxed);
+    atomic_store_explicit(&R->tail, t + (uint64_t)n, memory_order_release);
+    if (__builtin_expect(rt->publish_fence, 0)) atomic_thread_fence(memory_order_seq_cst);
+    else atomic_signal_fence(memory_order_seq_cst);
+    if (atomic_load_explicit(&rt->sleepers, memory_order_relaxed) > 0) wake_for(rt, rt->cfg.bind_worker_types);
+}
+
+/* Claim up to `max` of ring R's tasks into out (a fair share of what is there, at least one). */
+static int32_t ring_take(PTORuntime* rt, PTORing* R, int32_t* out, int32_t max) {
+    uint64_t h = atomic_load_explicit(&R->head, memory_order_relaxed);
+    for (;;) {
+        const uint64_t avail = atomic_load_explicit(&R->tail, memory_order_acquire) - h;
+        if ((int64_t)avail <= 0) return 0;
+        int32_t n = avail > (uint64_t)max ? max : (int32_t)avail;
+        if (n > 1 && rt->nworkers > 1) n = n / rt->nworkers > 0 ? n / rt->nworkers : 1;
+        for (int32_t i = 0; i < n; i++)
+            out[i] = atomic_load_explicit(&R->slots[(h + (uint64_t)i) & (uint64_t)rt->mask], memory_order_relaxed);
+        /* a failed swap (another worker claimed first) reloads h; slots read from a stale h are dropped */
+        if (atomic_compare_exchange_weak_explicit(&R->head, &h, h + (uint64_t)n, memory_order_relaxed,
+                                                  memory_order_relaxed))
+            return n;
+    }
 }
 
 /* One task from Q (affinity queues hand out one at a time, so stealing sees the rest), or -1. */
@@ -133,6 +208,15 @@ static int32_t pop_one(PTORuntime* rt, PTOQueue* Q) {
     }
     pthread_mutex_unlock(&Q->mu);
     return id;
+}
+
+/* The orchestrating thread made t ready: workers get it through the ring of its queue (a task
+ * with an affinity, and every task of the three-tier mode, as sched_make_ready sends it). */
+void sched_publish(PTORuntime* rt, PTOTask* t) {
+    if (rt->nworkers == 0 || rt->t3 || t->affinity >= 0) { sched_make_ready(rt, t, NULL); return; }
+    atomic_store_explicit(&t->state, PTO_TASK_READY, memory_order_relaxed);
+    if (rt->wait_fn) atomic_fetch_add_explicit(&rt->ready_tasks, 1, memory_order_relaxed);
+    ring_put(rt, queue_of(t), &t->id, 1);
 }
 
 void sched_make_ready(PTORuntime* rt, PTOTask* t, PTOWorker* w) {
@@ -153,11 +237,11 @@ void sched_make_ready(PTORuntime* rt, PTOTask* t, PTOWorker* w) {
 }
 
 /* Tasks the orchestrating thread made ready together (a released batch): the ones of each queue
- * go in with one lock and one wake-up; a task with an affinity, and every task of the
- * three-tier mode, goes as sched_make_ready sends it. ids is reordered. */
+ * are published together; a task with an affinity, and every task of the three-tier mode, goes
+ * as sched_make_ready sends it. ids is reordered. */
 void sched_make_ready_n(PTORuntime* rt, int32_t* ids, int32_t n) {
     if (n <= 1 || rt->nworkers == 0 || rt->t3) {
-        for (int32_t i = 0; i < n; i++) sched_make_ready(rt, rt_task(rt, ids[i]), NULL);
+        for (int32_t i = 0; i < n; i++) sched_publish(rt, rt_task(rt, ids[i]));
         return;
     }
     int32_t plain = 0;                         /* ids[0, plain): no affinity, left for the queues */
@@ -173,9 +257,9 @@ void sched_make_ready_n(PTORuntime* rt, int32_t* ids, int32_t n) {
         for (int32_t i = 0; i < plain; i++) {
             if (queue_of(rt_task(rt, ids[i])) != q) { ids[left++] = ids[i]; continue; }
             buf[nbuf++] = ids[i];
-            if (nbuf == PTO_RETIRE_BATCH) { push_n(rt, q, buf, nbuf); nbuf = 0; }
+            if (nbuf == PTO_RETIRE_BATCH) { ring_put(rt, q, buf, nbuf); nbuf = 0; }
         }
-        if (nbuf > 0) push_n(rt, q, buf, nbuf);
+        if (nbuf > 0) ring_put(rt, q, buf, nbuf);
         plain = left;
     }
 }
@@ -351,6 +435,10 @@ static int32_t pop(PTORuntime* rt, PTOWorker* w) {
         pthread_mutex_unlock(&Q->mu);
         if (n > 0) { w->nbuf = n; w->pos = 1; return w->buf[0]; }
     }
+    for (int k = 0; k < w->nserved; k++) {
+        const int32_t n = ring_take(rt, &rt->rings[w->served[k]], w->buf, rt->caller_slot >= 0 ? 1 : PTO_BATCH);
+        if (n > 0) { w->nbuf = n; w->pos = 1; return w->buf[0]; }
+    }
     for (int k = 1; k < rt->nworkers; k++) {          /* steal, starting at the next worker */
         int v = (w->index + k) % rt->nworkers;
         if (may_steal(rt, w, v) && (id = pop_one(rt, &rt->wqueues[2 * v + 1])) >= 0) return id;
@@ -396,8 +484,8 @@ void sched_caller_idle(PTORuntime* rt) {
     sched_flush_retired(rt, w);
     int32_t id = w->next_local;
     w->next_local = -1;
-    if (id >= 0) sched_make_ready(rt, rt_task(rt, id), NULL);
-    while (w->pos < w->nbuf) sched_make_ready(rt, rt_task(rt, w->buf[w->pos++]), NULL);
+    if (id >= 0) sched_publish(rt, rt_task(rt, id));
+    while (w->pos < w->nbuf) sched_publish(rt, rt_task(rt, w->buf[w->pos++]));
 }
 
 /* Three-tier mode: one task for core w (its pinned and homed tasks, the queues it serves in its
@@ -417,7 +505,9 @@ int32_t sched_pop_core(PTORuntime* rt, PTOWorker* w) {
 
 static bool has_work(PTORuntime* rt, PTOWorker* w) {
     for (int k = 0; k < w->nserved; k++)
-        if (atomic_load_explicit(&rt->queues[w->served[k]].count, memory_order_seq_cst) > 0) return true;
+        if (atomic_load_explicit(&rt->queues[w->served[k]].count, memory_order_seq_cst) > 0 ||
+            ring_len(&rt->rings[w->served[k]]) > 0)
+            return true;
     if (atomic_load_explicit(&rt->wqueues[2 * w->index].count, memory_order_seq_cst) > 0) return true;
     for (int v = 0; v < rt->nworkers; v++)
         if (may_steal(rt, w, v) && atomic_load_explicit(&rt->wqueues[2 * v + 1].count, memory_order_seq_cst) > 0)
@@ -452,6 +542,12 @@ static bool acquire_run_slot(PTORuntime* rt) {
 #ifndef PTO_IDLE_SPINS
 #define PTO_IDLE_SPINS 2048
 #endif
+/* Pauses between two looks at the queues: a watcher that looked after every pause took each task
+ * the orchestrator published as it came, pulling the ring's lines to its core once per task; one
+ * look per ~0.5 us takes what a fast orchestrator published meanwhile as one batch. */
+#ifndef PTO_IDLE_POLL
+#define PTO_IDLE_POLL 16
+#endif
 
 /* One idle worker at a time watches the queues (rt->watching); the others sleep at once, so an
  * idle worker never spins on a core the orchestrator or a busy worker could use, and a push wakes
@@ -463,23 +559,27 @@ static void idle(PTORuntime* rt, PTOWorker* w) {
     if (all_watch || atomic_compare_exchange_strong_explicit(&rt->watching, &none, 1, memory_order_seq_cst,
                                                               memory_order_relaxed)) {
         bool found = false;
-        for (int spin = 0; spin < PTO_IDLE_SPINS && !found; spin++) {
+        for (int spin = 0; spin < PTO_IDLE_SPINS && !found; spin += PTO_IDLE_POLL) {
             found = has_work(rt, w) || atomic_load_explicit(&rt->stop, memory_order_relaxed);
-            if (!found) rt_cpu_relax();
+            for (int i = 0; i < PTO_IDLE_POLL && !found; i++) rt_cpu_relax();
         }
         if (!all_watch) atomic_store_explicit(&rt->watching, 0, memory_order_seq_cst);
         if (found) return;
     }
     atomic_fetch_add_explicit(&rt->sleepers, 1, memory_order_seq_cst);
+    /* the orchestrator's fence as well as ours: it publishes to a ring without one (should the
+     * call fail, a publication may go unseen: then sleep briefly) */
+    const bool fenced = rt->publish_fence || syscall(__NR_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0) == 0;
     pthread_mutex_lock(&rt->idle_mu);
     if (!has_work(rt, w) && !atomic_load(&rt->stop)) {
         struct timespec ts;
         clock_gettime(CLOCK_REALTIME, &ts);
-        ts.tv_nsec += 20 * 1000 * 1000;      /* belt and braces; wakeups are signalled */
+        ts.tv_nsec += fenced ? 20 * 1000 * 1000 : 100 * 1000;   /* belt and braces; wakeups are signalled */
         if (ts.tv_nsec >= 1000000000L) { ts.tv_sec++; ts.tv_nsec -= 1000000000L; }
         pthread_cond_timedwait(&rt->idle_cv, &rt->idle_mu, &ts);
     }
     pthread_mutex_unlock(&rt->idle_mu);
+    atomic_store_explicit(&rt->waking, 0, memory_order_seq_cst);   /* (woken or not) back to look */
     atomic_fetch_sub_explicit(&rt->sleepers, 1, memory_order_seq_cst);
 }
 
