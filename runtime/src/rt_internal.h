@@ -124,9 +124,10 @@ typedef struct TMShard {
     uint32_t        next;          /* the next batch's turn (taken under submit_mu) */
     _Atomic uint32_t serving;      /* the turn now using tm */
 } __attribute__((aligned(64))) TMShard;
-/* An access as a batch carries it to the shards: its tensor (pointer, shape, rt->tm's blocks),
+/* An access as a batch carries it to the shards: its tensor (record, pointer, shape, rt->tm's blocks),
  * region and mode, and the shards it reaches (bit k: shard k). */
 typedef struct TMRoute {
+    int32_t  tensor;               /* its record in rt->tm, and in every shard */
     void*    base;
     int64_t  rows, cols;
     int32_t  rshift, cshift;

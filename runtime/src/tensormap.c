@@ -64,15 +64,35 @@ static inline int32_t log2_floor(int64_t v) {
     return k;
 }
 
-/* The record of `base` with blocks of 2^rs x 2^cs (coarsened to at most 2^20 blocks), created. */
+/* Room for records [0, need). */
+static int tensors_grow(TMap* tm, int32_t need) {
+    if (need <= tm->cap_tensors) return PTO_OK;
+    int32_t nc = tm->cap_tensors ? tm->cap_tensors * 2 : 16;
+    while (nc < need) nc *= 2;
+    TMTensor* n = realloc(tm->tensors, (size_t)nc * sizeof *n);
+    if (!n) return PTO_ENOMEM;
+    tm->tensors = n; tm->cap_tensors = nc;
+    return PTO_OK;
+}
+
+/* Record t of `base`: blocks of 2^rs x 2^cs, coarsened to at most 2^20 blocks; no grid yet. */
+static void tensor_init(TMTensor* t, void* base, int32_t rs, int32_t cs, int64_t trows, int64_t tcols) {
+    int64_t rows = trows > 0 ? trows : 1, cols = tcols > 0 ? tcols : 1;
+    /* coarsen the finer dimension until the grid has at most 2^20 blocks */
+    while ((((rows - 1) >> rs) + 1) * (((cols - 1) >> cs) + 1) > ((int64_t)1 << TM_MAX_BUCKETS_LOG2)) {
+        if (((rows - 1) >> rs) >= ((cols - 1) >> cs)) rs++; else cs++;
+    }
+    memset(t, 0, sizeof *t);
+    t->base = base; t->rshift = rs; t->cshift = cs; t->rows = trows; t->cols = tcols;
+    t->ncb = (int32_t)(((cols - 1) >> cs) + 1);
+    t->max_rb = (int32_t)(((int64_t)1 << TM_MAX_BUCKETS_LOG2) / t->ncb);
+    t->wide = (TMBucket){{-1, -1}, {-1, -1}};
+}
+
+/* The record of `base`, created (see tensor_init). */
 static int32_t tensor_create(TMap* tm, void* base, int32_t rs, int32_t cs, int64_t trows, int64_t tcols) {
     const uint32_t m = (uint32_t)(((uint64_t)1 << (64 - tm->slot_shift)) - 1);
-    if (tm->ntensors == tm->cap_tensors) {
-        int32_t nc = tm->cap_tensors ? tm->cap_tensors * 2 : 16;
-        TMTensor* n = realloc(tm->tensors, (size_t)nc * sizeof *n);
-        if (!n) return PTO_ENOMEM;
-        tm->tensors = n; tm->cap_tensors = nc;
-    }
+    if (tensors_grow(tm, tm->ntensors + 1) < 0) return PTO_ENOMEM;
     if ((uint64_t)(tm->ntensors + 1) * 2 > m + 1) {     /* keep load <= 1/2 */
         TMSlot* old = tm->slots;
         uint32_t ocap = m + 1;
@@ -82,32 +102,17 @@ static int32_t tensor_create(TMap* tm, void* base, int32_t rs, int32_t cs, int64
         for (uint32_t i = 0; i < ocap; i++) if (old[i].base) slot_put(tm, old[i].base, (int32_t)old[i].idx);
         free(old);
     }
-    int64_t rows = trows > 0 ? trows : 1, cols = tcols > 0 ? tcols : 1;
-    /* coarsen the finer dimension until the grid has at most 2^20 blocks */
-    while ((((rows - 1) >> rs) + 1) * (((cols - 1) >> cs) + 1) > ((int64_t)1 << TM_MAX_BUCKETS_LOG2)) {
-        if (((rows - 1) >> rs) >= ((cols - 1) >> cs)) rs++; else cs++;
-    }
-    TMTensor* t = &tm->tensors[tm->ntensors];
-    memset(t, 0, sizeof *t);
-    t->base = base; t->rshift = rs; t->cshift = cs; t->rows = trows; t->cols = tcols;
-    t->ncb = (int32_t)(((cols - 1) >> cs) + 1);
-    t->max_rb = (int32_t)(((int64_t)1 << TM_MAX_BUCKETS_LOG2) / t->ncb);
-    t->wide = (TMBucket){{-1, -1}, {-1, -1}};
+    tensor_init(&tm->tensors[tm->ntensors], base, rs, cs, trows, tcols);
     slot_put(tm, base, tm->ntensors);
     return tm->ntensors++;
 }
 
-static inline int32_t tensor_find(const TMap* tm, const void* base) {
+/* Slow path of tm_tensor (rt_internal.h): probe past the home slot, or create the record. */
+int32_t tm_tensor_slow(TMap* tm, void* base, int64_t ext_rows, int64_t ext_cols, int64_t trows, int64_t tcols) {
     const uint32_t m = (uint32_t)(((uint64_t)1 << (64 - tm->slot_shift)) - 1);
     for (uint32_t h = tm_slot_of(tm, base); tm->slots[h].base; h = (h + 1) & m)
         if (tm->slots[h].base == base) return (int32_t)tm->slots[h].idx;
-    return -1;
-}
-
-/* Slow path of tm_tensor (rt_internal.h): probe past the home slot, or create the record. */
-int32_t tm_tensor_slow(TMap* tm, void* base, int64_t ext_rows, int64_t ext_cols, int64_t trows, int64_t tcols) {
-    const int32_t k = tensor_find(tm, base);
-    return k >= 0 ? k : tensor_create(tm, base, log2_floor(ext_rows), log2_floor(ext_cols), trows, tcols);
+    return tensor_create(tm, base, log2_floor(ext_rows), log2_floor(ext_cols), trows, tcols);
 }
 
 /* Make row blocks [0, need) exist (need <= max_rb). */
@@ -547,6 +552,7 @@ void tm_shards_count(const PTORuntime* rt, int64_t* live, int64_t* peak, int64_t
 
 void tm_route(const TMap* tm, const PTOAccess* a, TMRoute* out) {
     const TMTensor* t = &tm->tensors[a->tensor];
+    out->tensor = a->tensor;
     out->base = t->base; out->rows = t->rows; out->cols = t->cols;
     out->rshift = t->rshift; out->cshift = t->cshift;
     out->mode = a->mode;
@@ -560,9 +566,13 @@ void tm_route(const TMap* tm, const PTOAccess* a, TMRoute* out) {
 }
 
 int tm_shard_access(PTORuntime* rt, TMap* tm, int32_t last_alive, TMSink* sink, int32_t task, const TMRoute* x) {
-    int32_t k = tensor_find(tm, x->base);
-    if (k < 0) k = tensor_create(tm, x->base, x->rshift + TM_SHARD_BITS, x->cshift, x->rows, x->cols);
-    if (k < 0) return k;
+    /* a shard's record k is rt->tm's record k, made on the shard's first access to it */
+    const int32_t k = x->tensor;
+    if (__builtin_expect(k >= tm->ntensors || tm->tensors[k].base == NULL, 0)) {
+        if (tensors_grow(tm, k + 1) < 0) return PTO_ENOMEM;
+        for (; tm->ntensors <= k; tm->ntensors++) tensor_init(&tm->tensors[tm->ntensors], NULL, 0, 0, 1, 1);
+        tensor_init(&tm->tensors[k], x->base, x->rshift + TM_SHARD_BITS, x->cshift, x->rows, x->cols);
+    }
     const PTOAccess a = {k, x->mode, x->r0, x->c0, x->r1, x->c1};
     const TMCtx c = {rt, tm, last_alive, sink};
     return access_one(&c, task, &a);
