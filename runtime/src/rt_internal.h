@@ -130,7 +130,7 @@ typedef struct TMRoute {
     int32_t  tensor;               /* its record in rt->tm, and in every shard */
     void*    base;
     int64_t  rows, cols;
-    int32_t  rshift, cshift;
+    int32_t  bshift, cshift;       /* rows of a band: 2^bshift (see tensormap.c); rt->tm's column blocks */
     int32_t  mode;
     uint32_t shards;
     int64_t  r0, c0, r1, c1;
@@ -329,8 +329,9 @@ void tm_shards_free(PTORuntime* rt);
 void tm_shards_count(const PTORuntime* rt, int64_t* live, int64_t* peak, int64_t* bytes);
 /* Access `a` (a->tensor: a record of tm = rt->tm) as the shards take it. */
 void tm_route(const TMap* tm, const PTOAccess* a, TMRoute* out);
-/* Access x of task `task` in shard map `tm` (the caller's turn): its edges to `sink`, then its entry. */
-int  tm_shard_access(PTORuntime* rt, TMap* tm, int32_t last_alive, TMSink* sink, int32_t task, const TMRoute* x);
+/* Access x of task `task` in shard `shard` (the caller's turn): its edges (to `sink`; NULL: added
+ * now), then its entries. */
+int  tm_shard_access(PTORuntime* rt, uint32_t shard, int32_t last_alive, TMSink* sink, int32_t task, const TMRoute* x);
 
 /* tensormap.c: dependency-entry pool */
 int  dep_add_chunk(PTORuntime* rt);

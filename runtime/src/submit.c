@@ -253,7 +253,7 @@ static int enter_chunk(PTOSubmitter* s, int64_t first, int32_t i0, int32_t n) {
         wait_turn(sh, s->turn[k]);
         for (int32_t j = s->start[k]; j < s->start[k + 1] && rc2 == PTO_OK; j++) {
             const Staged* x = &s->acc[s->list[j]];
-            rc2 = tm_shard_access(rt, &sh->tm, last_alive, &s->found, base + x->task, &x->r);
+            rc2 = tm_shard_access(rt, (uint32_t)k, last_alive, &s->found, base + x->task, &x->r);
         }
         atomic_store_explicit(&sh->serving, s->turn[k] + 1, memory_order_release);
     }

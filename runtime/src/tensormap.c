@@ -504,15 +504,21 @@ int tm_submit(PTORuntime* rt, int32_t task, const PTOAccess* acc, int32_t n) {
 
 /* ---------------------------------------------------------------- the sharded map
  * Once submitters are in use (tm_shards_open) the accesses go to TM_SHARDS maps instead of
- * rt->tm: row block b of a tensor (its block rows in rt->tm) belongs to shard (b + h) mod
- * TM_SHARDS, h a hash of the data pointer, and an access enters the map of every shard whose
- * blocks it reaches, with its whole rectangle. Two accesses that overlap share a block, so they
- * meet in that block's shard, and a write that covers an entry is in every shard the entry is:
- * each shard finds, for the accesses that reach it, the edges and the removals the single map
- * would, and the union is the single map's (edges found in two shards are one edge). A shard
- * cuts its tensors into blocks TM_SHARDS times taller, so it holds one block in TM_SHARDS of the
- * rows - its grids are no bigger in all than rt->tm's. A shard is used by one batch at a time,
- * in the order the batches entered (submit.c: turns), so nothing in it is shared. */
+ * rt->tm. A tensor's rows are cut into bands of 2^TM_BAND_BLOCKS row blocks (its blocks in
+ * rt->tm); band j belongs to shard (j + h) mod TM_SHARDS, h a hash of the data pointer, so a
+ * thread enumerating nearby tiles stays in a few shards while another thread's tiles elsewhere
+ * are in others. In its shard, band j is moved down to local band j / TM_SHARDS (the rows of a
+ * shard's bands, packed: its grids are no bigger in all than rt->tm's), and an access reaching
+ * several bands enters each band's shard as its part in that band. Two accesses that overlap
+ * overlap in some band, and meet there; within a band the move is a translation, so overlaps
+ * and covering are the single map's. So every dependency of the single map is found - in the
+ * shards of the bands where the two accesses overlap (edges found twice are one edge) - and
+ * edges are those of the single map, except that an entry whose part in a band a later write
+ * covers leaves that band's shard even though the write does not cover all of it: a later
+ * access there then follows that write, which follows the entry. A shard is used by one batch
+ * at a time, in the order the batches entered (submit.c: turns), so nothing in it is shared. */
+
+#define TM_BAND_BLOCKS 6
 
 int tm_shards_open(PTORuntime* rt) {
     if (rt->shards) return 1;
@@ -550,32 +556,48 @@ void tm_shards_count(const PTORuntime* rt, int64_t* live, int64_t* peak, int64_t
     }
 }
 
+static inline uint32_t tensor_hash(const void* base) {
+    return (uint32_t)(((uint64_t)(uintptr_t)base * 0x9E3779B97F4A7C15ULL) >> (64 - TM_SHARD_BITS));
+}
+
 void tm_route(const TMap* tm, const PTOAccess* a, TMRoute* out) {
     const TMTensor* t = &tm->tensors[a->tensor];
     out->tensor = a->tensor;
     out->base = t->base; out->rows = t->rows; out->cols = t->cols;
-    out->rshift = t->rshift; out->cshift = t->cshift;
+    out->bshift = t->rshift + TM_BAND_BLOCKS; out->cshift = t->cshift;
     out->mode = a->mode;
     out->r0 = a->r0; out->c0 = a->c0; out->r1 = a->r1; out->c1 = a->c1;
-    const uint32_t h = (uint32_t)(((uint64_t)(uintptr_t)t->base * 0x9E3779B97F4A7C15ULL) >> 59);
-    const int64_t b0 = a->r0 >> t->rshift, b1 = (a->r1 - 1) >> t->rshift;
+    const uint32_t h = tensor_hash(t->base);
+    const int64_t j0 = a->r0 >> out->bshift, j1 = (a->r1 - 1) >> out->bshift;
     uint32_t m = 0;
-    if (b1 - b0 >= TM_SHARDS - 1) m = TM_SHARDS_ALL;
-    else for (int64_t b = b0; b <= b1; b++) m |= 1u << ((uint32_t)(b + h) & (TM_SHARDS - 1));
+    if (j1 - j0 >= TM_SHARDS - 1) m = TM_SHARDS_ALL;
+    else for (int64_t j = j0; j <= j1; j++) m |= 1u << ((uint32_t)(j + h) & (TM_SHARDS - 1));
     out->shards = m;
 }
 
-int tm_shard_access(PTORuntime* rt, TMap* tm, int32_t last_alive, TMSink* sink, int32_t task, const TMRoute* x) {
+int tm_shard_access(PTORuntime* rt, uint32_t shard, int32_t last_alive, TMSink* sink, int32_t task, const TMRoute* x) {
+    TMap* tm = &rt->shards[shard].tm;
     /* a shard's record k is rt->tm's record k, made on the shard's first access to it */
-    const int32_t k = x->tensor;
+    const int32_t k = x->tensor, bs = x->bshift;
     if (__builtin_expect(k >= tm->ntensors || tm->tensors[k].base == NULL, 0)) {
         if (tensors_grow(tm, k + 1) < 0) return PTO_ENOMEM;
         for (; tm->ntensors <= k; tm->ntensors++) tensor_init(&tm->tensors[tm->ntensors], NULL, 0, 0, 1, 1);
-        tensor_init(&tm->tensors[k], x->base, x->rshift + TM_SHARD_BITS, x->cshift, x->rows, x->cols);
+        const int64_t local_rows = x->rows > 0 ? ((((x->rows - 1) >> bs) >> TM_SHARD_BITS) + 1) << bs : 1;
+        tensor_init(&tm->tensors[k], x->base, bs - TM_BAND_BLOCKS, x->cshift, local_rows, x->cols);
     }
-    const PTOAccess a = {k, x->mode, x->r0, x->c0, x->r1, x->c1};
     const TMCtx c = {rt, tm, last_alive, sink};
-    return access_one(&c, task, &a);
+    const int64_t j1 = (x->r1 - 1) >> bs;
+    /* the bands of this shard the access reaches: the first, then every TM_SHARDS-th */
+    int64_t j = x->r0 >> bs;
+    j += (int64_t)((shard - (uint32_t)(j + tensor_hash(x->base))) & (TM_SHARDS - 1));
+    for (; j <= j1; j += TM_SHARDS) {
+        const int64_t lo = j << bs, hi = (j + 1) << bs, shift = (j - (j >> TM_SHARD_BITS)) << bs;
+        const PTOAccess a = {k, x->mode, (x->r0 > lo ? x->r0 : lo) - shift, x->c0,
+                             (x->r1 < hi ? x->r1 : hi) - shift, x->c1};
+        int rc = access_one(&c, task, &a);
+        if (rc < 0) return rc;
+    }
+    return PTO_OK;
 }
 
 /* tm_submit once the map is sharded: no submitter is open, so this thread owns every shard. */
@@ -584,7 +606,7 @@ static int shards_direct(PTORuntime* rt, int32_t task, const PTOAccess* acc, int
         TMRoute x;
         tm_route(&rt->tm, &acc[k], &x);
         for (uint32_t m = x.shards; m; m &= m - 1) {
-            int rc = tm_shard_access(rt, &rt->shards[__builtin_ctz(m)].tm, rt->last_alive, NULL, task, &x);
+            int rc = tm_shard_access(rt, (uint32_t)__builtin_ctz(m), rt->last_alive, NULL, task, &x);
             if (rc < 0) return rc;
         }
     }

@@ -16,7 +16,11 @@
  *
  * test_two_writers: two threads write the two halves of one tensor, tile by tile, at the same
  * time; then one task reads the whole tensor (after every tile's writer) and one writes it whole
- * (after the reader and every tile's writer). */
+ * (after the reader and every tile's writer).
+ *
+ * test_random_regions: random rectangles of all sizes (many reaching across the sharded map's
+ * bands) read, written or both through a submitter; every kernel checks that each earlier task
+ * whose region overlaps its own, one of the two writing, had finished. */
 #define _GNU_SOURCE 1
 #include "pto_runtime.h"
 #include "pto_check.h"
@@ -202,6 +206,63 @@ static void test_two_writers(int64_t tiles, int workers, int threshold, int wind
     free((void*)g_done); free(zd);
 }
 
+/* test_random_regions */
+#define RR_TASKS 3000
+typedef struct { int64_t r0, c0, rows, cols; int mode; } Rect;
+static Rect g_rect[RR_TASKS];
+static int32_t rr_kernel(const int64_t* args) {
+    const int64_t me = args[0];
+    const Rect* a = &g_rect[me];
+    for (int64_t j = 0; j < me; j++) {
+        const Rect* b = &g_rect[j];
+        const int conflict = ((a->mode | b->mode) & 2) && a->r0 < b->r0 + b->rows && b->r0 < a->r0 + a->rows &&
+                             a->c0 < b->c0 + b->cols && b->c0 < a->c0 + a->cols;
+        if (conflict && !atomic_load(&g_done[j])) atomic_fetch_add(&g_order_errors, 1);
+    }
+    atomic_store(&g_done[me], 1);
+    atomic_fetch_add(&g_runs, 1);
+    return 0;
+}
+
+static void test_random_regions(int workers, int threshold, int window) {
+    enum { RROWS = 1 << 16, RCOLS = 64 };
+    static const int kind[4] = {0, PTO_ARG_INPUT, PTO_ARG_OUTPUT, PTO_ARG_INOUT};
+    uint64_t seed = 12345;
+    for (int i = 0; i < RR_TASKS; i++) {
+        Rect* r = &g_rect[i];
+        seed = seed * 6364136223846793005ULL + 1442695040888963407ULL;
+        const int big = (seed >> 60) == 0;                 /* one in 16 reaches across many bands */
+        r->rows = big ? 1 + (int64_t)((seed >> 20) % 20000) : 1 + (int64_t)((seed >> 20) % 40);
+        r->r0 = (int64_t)((seed >> 33) % (uint64_t)(RROWS - r->rows + 1));
+        r->cols = 1 + (int64_t)((seed >> 12) % 32);
+        r->c0 = (int64_t)((seed >> 44) % (uint64_t)(RCOLS - r->cols + 1));
+        r->mode = 1 + (int)((seed >> 8) % 3);
+    }
+    g_done = calloc(RR_TASKS, 1);
+    atomic_store(&g_order_errors, 0);
+    atomic_store(&g_runs, 0);
+    float* d = calloc(RROWS * RCOLS, sizeof(float));
+    PTOTensor z = {d, RROWS, RCOLS, RCOLS, 4, "z"};
+    PTORuntimeConfig cfg;
+    pto_runtime_config_default(&cfg);
+    cfg.num_workers = workers; cfg.execution_task_threshold = threshold; cfg.task_window = window;
+    PTORuntime* rt = NULL;
+    CHECK_EQ(pto_runtime_init(&rt, &cfg), PTO_OK);
+    PTOSubmitter* s = pto_submitter_open(rt);
+    /* the first access sets the tensor's blocks (and so the bands): a small tile */
+    for (int i = 0; i < RR_TASKS; i++) {
+        const Rect* r = &g_rect[i];
+        PTOTaskArg a[2] = {scalar(i), {kind[r->mode], &z, r->r0, r->c0, r->rows, r->cols, 0}};
+        if (pto_submitter_task(s, "rr", rr_kernel, 0, PTO_WORKER_ANY, a, 2, NULL, 0) < 0) { CHECK(0); break; }
+    }
+    CHECK_EQ(pto_submitter_close(s), PTO_OK);
+    CHECK_EQ(pto_runtime_run(rt), PTO_OK);
+    CHECK_EQ(atomic_load(&g_runs), RR_TASKS);
+    CHECK_EQ(atomic_load(&g_order_errors), 0);
+    pto_runtime_destroy(rt);
+    free((void*)g_done); free(d);
+}
+
 /* Tickets resolve to ids once their batch entered; one thread's tasks keep their order. */
 static void test_tickets_and_ids(void) {
     PTORuntime* rt = pto_runtime_create(NULL);
@@ -279,6 +340,9 @@ int main(int argc, char** argv) {
     test_two_writers(tiles, 2, 0, 1 << 16);                        /* safe mode: exact edge count */
     test_two_writers(tiles, 3, 1, 256);
     test_two_writers(tiles / 4, 0, 0, 64);
+    test_random_regions(2, 0, 1 << 16);                            /* safe mode: all ready at once */
+    test_random_regions(3, 1, 256);
+    test_random_regions(0, 0, 64);
     printf("%d passed, %d failed\n", g_pass, g_fail);
     return g_fail ? 1 : 0;
 }
