@@ -439,7 +439,9 @@ static inline __attribute__((always_inline)) int insert(const TMCtx* c, int32_t 
 
 /* General case: an access reaching several blocks, a tensor with entries reaching past their
  * block or wide entries, a row block not allocated yet, or a region outside the first grid. */
-static __attribute__((noinline)) int access_general(const TMCtx* c, int32_t task, const PTOAccess* a) {
+static __attribute__((noinline)) int access_general(const TMCtx ctx, int32_t task, const PTOAccess* a) {
+    /* by value: the caller's context does not escape, so it stays in registers on the fast path */
+    const TMCtx* c = &ctx;
     TMap* tm = c->tm;
     TMTensor* t = &tm->tensors[a->tensor];
     const int64_t rf = a->r0 >> t->rshift, rl = (a->r1 - 1) >> t->rshift;
@@ -486,7 +488,7 @@ static inline __attribute__((always_inline)) int access_one(const TMCtx* c, int3
         int rc = walk_bucket(c, &t->b[bucket], task, a);
         return rc == PTO_OK ? insert(c, task, a, bucket) : rc;
     }
-    return access_general(c, task, a);
+    return access_general(*c, task, a);
 }
 
 static int shards_direct(PTORuntime* rt, int32_t task, const PTOAccess* acc, int32_t n);
