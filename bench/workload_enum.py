@@ -7,8 +7,12 @@ kernel runs), in one process, one after the other.
 
 The workload: ``parallel_for`` over N batches, each a two-task chain on its own 8 x 128 tile
 (``stage1`` x -> t, then ``stage2`` t -> y) - the orchestration function is the same loop of two
-CALLs. Rates are tasks per microsecond of the whole build (runtime created, graph built, run,
-destroyed), best of --repeat. "tracked": the runtime's tensor map finds the data edges, as for
+CALLs, built without range tasks (one task per CALL, as the workload has). Rates are tasks per
+microsecond of the whole build (runtime created, graph built, run, destroyed), best of --repeat
+rounds; a round runs every builder once, so each ratio compares runs made under the same load.
+CPU time per task (all of the process's threads) is printed beside each rate: on a machine
+shared with other work the wall-clock ratio of 2 threads says little, the CPU time says what the
+second thread cost. "tracked": the runtime's tensor map finds the data edges, as for
 the orchestration function; "structural": the workload's structure and the overlaps inside
 an iteration give them (the iterations verified independent), nothing is tracked.
 
@@ -21,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import ctypes
+import os
 import sys
 import time
 from pathlib import Path
@@ -31,6 +36,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from pto_core import ElementType, MemorySpace, PTOFunctionBuilder, PTOModule   # noqa: E402
+from pto_core.options import RANGE_TASKS_OPTION, CompileOptions               # noqa: E402
 from pto_core.abi import PTORuntimeConfig, PTORuntimeStats, PTOTensor          # noqa: E402
 from pto_core.runtime import Runtime                                          # noqa: E402
 from pto_core.workload import (Dense, Tensor, enumerate_tasks, parallel_for,  # noqa: E402
@@ -73,6 +79,17 @@ def best(fn, repeat: int) -> float:
     return min(times)
 
 
+def timed(fn) -> tuple[float, float]:
+    """Wall-clock and CPU seconds (every thread of the process) of one call."""
+    w0, c0 = time.perf_counter(), time.process_time()
+    fn()
+    return time.perf_counter() - w0, time.process_time() - c0
+
+
+def load() -> str:
+    return "load average " + ", ".join(f"{v:.2f}" for v in os.getloadavg())
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--batches", type=int, default=50_000)
@@ -94,7 +111,8 @@ def main() -> None:
 
     from pto_core.binary import BinaryCompiler
     mod = orchestration_module()
-    lib = ctypes.CDLL(str(BinaryCompiler().compile("arm64", mod).library))
+    opts = CompileOptions(extra=((RANGE_TASKS_OPTION, False),))
+    lib = ctypes.CDLL(str(BinaryCompiler().compile("arm64", mod, opts).library))
     run_cfg = lib.pto_module_run_cfg_enum_bench
     run_cfg.restype = ctypes.c_int
     ct = (PTOTensor * 3)(*(PTOTensor(a.ctypes.data, a.shape[0], a.shape[1], COLS, 4, None)
@@ -109,23 +127,34 @@ def main() -> None:
         assert run_cfg(ct, 3, cs, 1, ctypes.byref(cfg), ctypes.byref(st)) == 0
         assert st.tasks_submitted == tasks
 
+    print(f"start: {load()}")
     small = max(1, n // 20)                      # Python is slow: a twentieth of the batches
     py = best(lambda: enumerate_tasks(workload(small)), max(1, args.repeat // 2)) * (n / small)
-    rows = {"python": ("workload, Python enumerator", py)}
-    for key, label, fn in (
-            ("orch", "orchestration function (C, 1 thread)", orchestration),
-            ("c1", "workload in C, tracked, 1 thread", lambda: c_enum(1)),
-            ("c2", "workload in C, tracked, 2 threads", lambda: c_enum(2)),
-            ("s1", "workload in C, structural, 1 thread", lambda: c_enum(1, True)),
-            ("s2", "workload in C, structural, 2 threads", lambda: c_enum(2, True))):
-        rows[key] = (label, best(fn, args.repeat))
-    print(f"{tasks} tasks ({n} batches x 2), dry run, best of {args.repeat}")
-    for label, sec in rows.values():
-        print(f"  {label:40s} {tasks / (sec * 1e6):8.2f} tasks/us  ({sec * 1e3:8.2f} ms)")
-    base = rows["orch"][1]
+    builders = (
+        ("orch", "orchestration function (C, 1 thread)", orchestration),
+        ("c1", "workload in C, tracked, 1 thread", lambda: c_enum(1)),
+        ("c2", "workload in C, tracked, 2 threads", lambda: c_enum(2)),
+        ("s1", "workload in C, structural, 1 thread", lambda: c_enum(1, True)),
+        ("s2", "workload in C, structural, 2 threads", lambda: c_enum(2, True)))
+    wall = {k: [] for k, _, _ in builders}
+    cpu = {k: [] for k, _, _ in builders}
+    for _ in range(args.repeat):                 # interleaved: round r runs every builder once
+        for key, _, fn in builders:
+            w, c = timed(fn)
+            wall[key].append(w)
+            cpu[key].append(c)
+    print(f"{tasks} tasks ({n} batches x 2), dry run, best of {args.repeat} interleaved rounds")
+    print(f"  {'workload, Python enumerator':40s} {tasks / (py * 1e6):8.2f} tasks/us  ({py * 1e3:8.2f} ms)")
+    for key, label, _ in builders:
+        w, c = min(wall[key]), min(cpu[key])
+        print(f"  {label:40s} {tasks / (w * 1e6):8.2f} tasks/us  ({w * 1e3:8.2f} ms; "
+              f"CPU {c / tasks * 1e9:6.1f} ns/task)")
     for key in ("c2", "s2"):
-        print(f"  {rows[key][0]} / orchestration function: {base / rows[key][1]:.2f}x")
-    print(f"  workload in C (tracked, 1 thread) / Python enumerator: {py / rows['c1'][1]:.0f}x")
+        ratios = sorted(o / x for o, x in zip(wall["orch"], wall[key]))
+        print(f"  {dict((k, l) for k, l, _ in builders)[key]} / orchestration function: "
+              f"{min(wall['orch']) / min(wall[key]):.2f}x (best times; per round {ratios[0]:.2f}-{ratios[-1]:.2f}x)")
+    print(f"  workload in C (tracked, 1 thread) / Python enumerator: {py / min(wall['c1']):.0f}x")
+    print(f"end: {load()}")
 
 
 if __name__ == "__main__":

@@ -334,10 +334,12 @@ int32_t pto_task_submit_v(PTORuntime* rt, const char* func_name, PTOKernelFunc f
  *     int rc = pto_submitter_close(s);                           (its last tasks enter the graph)
  *
  * A submitter copies its thread's tasks into a batch of its own without touching the runtime;
- * the batch enters the graph under the runtime's submission lock - every PTO_SUBMIT_BATCH tasks
- * when the lock is free, else later (waiting for it at 16 times that), and at
- * pto_submitter_flush / _close - in the order it was queued, exactly as that thread calling
- * pto_task_submit_v (plus pto_task_add_successor for `preds`) would have. So the graph is the one
+ * the batch enters the graph - every PTO_SUBMIT_BATCH tasks when the runtime's submission lock
+ * is free, else later (waiting for it at 16 times that), and at pto_submitter_flush / _close -
+ * in the order it was queued, as that thread calling pto_task_submit_v (plus
+ * pto_task_add_successor for `preds`) would have. Only allocation, edges and publication hold
+ * the lock; the tensor-map lookups of batches on different row bands of their tensors run at the
+ * same time (a map sharded by row band, runtime/README.md). So the graph is the one
  * that one thread submitting the batches in the order they entered builds: every dependency of
  * the tensor map (RAW, WAR, WAW) holds between tasks of different threads whose order the
  * threads fixed - a batch flushed before another thread queued its tasks (that thread started

@@ -87,6 +87,7 @@ typedef struct TMBucket { TMChain w, r; } TMBucket;   /* writers, readers */
 typedef struct TMTensor {
     void*     base;
     int32_t   rshift, cshift;      /* block = 2^rshift rows x 2^cshift columns */
+    int64_t   rows, cols;          /* the tensor's shape when the record was made */
     int32_t   rspan, cspan;
     int32_t   nrb, ncb;            /* row blocks allocated so far (grown on demand), column blocks */
     int32_t   max_rb;              /* row-block limit of the grid */
@@ -129,6 +130,29 @@ typedef struct PTORing {
 
 /* Tasks that workers (a successor a worker made ready but will not run next) and executor
  * threads (pto_task_complete) make ready: several writers, so a mutex. */
+/* The sharded tensor map of several submitting threads (tensormap.c, submit.c). */
+#define TM_SHARD_BITS 4
+#define TM_SHARDS     (1 << TM_SHARD_BITS)
+#define TM_SHARDS_ALL ((uint32_t)((1ull << TM_SHARDS) - 1))
+typedef struct TMShard {
+    TMap            tm;
+    uint32_t        next;          /* the next batch's turn (taken under submit_mu) */
+    _Atomic uint32_t serving;      /* the turn now using tm */
+} __attribute__((aligned(64))) TMShard;
+/* An access as a batch carries it to the shards: its tensor (record, pointer, shape, rt->tm's blocks),
+ * region and mode, and the shards it reaches (bit k: shard k). */
+typedef struct TMRoute {
+    int32_t  tensor;               /* its record in rt->tm, and in every shard */
+    void*    base;
+    int64_t  rows, cols;
+    int32_t  bshift, cshift;       /* rows of a band: 2^bshift (see tensormap.c); rt->tm's column blocks */
+    int32_t  mode;
+    uint32_t shards;
+    int64_t  r0, c0, r1, c1;
+} TMRoute;
+/* Edges a lookup found, kept for later: (consumer, producer) pairs. */
+typedef struct TMSink { int32_t* pair; int32_t n, cap; } TMSink;
+
 typedef struct PTOQueue {
     pthread_mutex_t mu;
     int32_t*        ring;
@@ -277,6 +301,8 @@ struct PTORuntime {
     bool            async_detached;
     pthread_mutex_t submit_mu;     /* submit.c: one submitter's batch enters the graph at a time */
     void*           alloc_base;    /* what calloc returned (the runtime is aligned within it) */
+    TMShard*        shards;        /* the sharded tensor map once submitters are in use, else NULL */
+    int32_t         batches_open;  /* submit.c: batches between their entry and their publication */
 };
 
 static inline PTOTask* rt_task(PTORuntime* rt, int32_t id) { return &rt->tasks[id & rt->mask]; }
@@ -315,6 +341,17 @@ static inline int32_t tm_tensor(TMap* tm, void* base, int64_t rows, int64_t cols
     return tm_tensor_slow(tm, base, rows, cols, trows, tcols);
 }
 int64_t tm_bytes(const TMap* tm);
+/* Submitters: make the sharded map (1; 0 while rt->tm holds entries: batches then enter one at a
+ * time through rt->tm) or PTO_ENOMEM. Under submit_mu. */
+int  tm_shards_open(PTORuntime* rt);
+void tm_shards_free(PTORuntime* rt);
+/* Entries (live, a bound on the peak) and bytes of rt->tm and the shards together. */
+void tm_shards_count(const PTORuntime* rt, int64_t* live, int64_t* peak, int64_t* bytes);
+/* Access `a` (a->tensor: a record of tm = rt->tm) as the shards take it. */
+void tm_route(const TMap* tm, const PTOAccess* a, TMRoute* out);
+/* Access x of task `task` in shard `shard` (the caller's turn): its edges (to `sink`; NULL: added
+ * now), then its entries. */
+int  tm_shard_access(PTORuntime* rt, uint32_t shard, int32_t last_alive, TMSink* sink, int32_t task, const TMRoute* x);
 
 /* tensormap.c: dependency-entry pool */
 int  dep_add_chunk(PTORuntime* rt);
@@ -338,6 +375,17 @@ void rt_unref(PTORuntime* rt);     /* drop one reference; the last frees the run
 int32_t rt_submit_after(PTORuntime* rt, const char* func_name, PTOKernelFunc func_ptr, int32_t buffer_bytes,
                         int32_t worker_type, const PTOTaskArg* args, int32_t num_args, const int32_t* preds,
                         int32_t npred);
+
+/* runtime.c: a submitter's batch (submit.c) in three steps. rt_reserve: room in the window for n
+ * more tasks - PTO_OK, or PTO_EWINDOW when the oldest task is still being built. rt_stage_task:
+ * pto_task_submit_v up to its lookups (the task allocated, its arguments in place, its accesses
+ * in acc); after a bad argument the task never existed. rt_commit_task: its edges (explicit
+ * predecessors, then the producers its lookups found) and its publication. */
+int     rt_reserve(PTORuntime* rt, int32_t n);
+int32_t rt_stage_task(PTORuntime* rt, const char* func_name, PTOKernelFunc func_ptr, int32_t buffer_bytes,
+                      int32_t worker_type, const PTOTaskArg* args, int32_t num_args, PTOAccess* acc, int32_t* nacc);
+int     rt_commit_task(PTORuntime* rt, int32_t id, const int32_t* preds, int32_t npred, const int32_t* prods,
+                       int32_t nprod);
 
 /* sched.c */
 int  sched_init(PTORuntime* rt);

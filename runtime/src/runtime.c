@@ -221,6 +221,7 @@ static void rt_free(PTORuntime* rt) {
     heap_free(rt);
     sched_free(rt);
     tm_free(&rt->tm);
+    tm_shards_free(rt);
     for (int32_t i = 0; i < rt->dep_nchunks; i++) rt_block_free(rt->dep_chunks[i], DEP_CHUNK * sizeof(PTODep));
     free(rt->stages); free(rt->stage_free); free(rt->held);
     if (rt->rec_chunks) {
@@ -313,11 +314,12 @@ static void sleep_until_consumed(PTORuntime* rt, int32_t want) {
     atomic_fetch_sub(&rt->waiters, 1);
 }
 
-static int free_a_slot(PTORuntime* rt) {
+/* Wait until `need` slots of the window are free. */
+static int free_a_slot(PTORuntime* rt, int32_t need) {
     if (rt->nworkers == 0) {
         /* inline: run the oldest task ourselves. One at a time: retiring a batch (a sixteenth
          * of the window) took fewer instructions but more time - it evicts what the build uses */
-        while (rt->next_id - rt->last_alive >= rt->window) {
+        while (rt->next_id - rt->last_alive > rt->window - need) {
             PTOTask* t = rt_task(rt, rt->last_alive);
             if (atomic_load(&t->state) == PTO_TASK_BUILDING) return PTO_EWINDOW;
             if (atomic_load(&rt->halt)) return rt_halted_code(rt);
@@ -334,7 +336,7 @@ static int free_a_slot(PTORuntime* rt) {
     }
     for (int spin = 0;; spin++) {
         advance(rt);
-        if (rt->next_id - rt->last_alive < rt->window) { sched_caller_idle(rt); return PTO_OK; }
+        if (rt->next_id - rt->last_alive <= rt->window - need) { sched_caller_idle(rt); return PTO_OK; }
         if (atomic_load(&rt->halt)) return rt_halted_code(rt);
         if (atomic_load(&rt_task(rt, rt->last_alive)->state) == PTO_TASK_BUILDING) return PTO_EWINDOW;
         if (sched_caller_step(rt)) { spin = 0; continue; }
@@ -423,12 +425,13 @@ int rt_wait_retire(PTORuntime* rt) {
     return atomic_load(&rt->halt) ? rt_halted_code(rt) : 1;
 }
 
-/* The window is full: retire the oldest task (inline) or wait for the workers to. */
-static int wait_for_slot(PTORuntime* rt) {
+/* The window is full: retire the oldest tasks (inline) or wait for the workers to, until `need`
+ * slots are free. */
+static int wait_for_slot(PTORuntime* rt, int32_t need) {
     release_held(rt);                         /* a held task may be what frees the slot */
     rt->full_waits++;
     tell_waiting(rt, 1);
-    int rc = free_a_slot(rt);
+    int rc = free_a_slot(rt, need);
     tell_waiting(rt, 0);
     return rc;
 }
@@ -445,6 +448,14 @@ static inline int check_building(PTORuntime* rt) {
 }
 
 int rt_check_building(PTORuntime* rt) { return check_building(rt); }
+
+int rt_reserve(PTORuntime* rt, int32_t n) {
+    int rc = check_building(rt);
+    if (rc < 0) return rc;
+    if (rt->started) advance(rt);
+    if (rt->next_id - rt->last_alive <= rt->window - n || rt->cfg.window_abort) return PTO_OK;
+    return wait_for_slot(rt, n);
+}
 
 /* The orchestration API. pto_task_alloc / add_* / submit and the one-call pto_task_submit_v
  * share the internals below: alloc_task (a window slot), put_tensor / put_arg / put_scalar (one
@@ -472,7 +483,7 @@ static inline __attribute__((always_inline)) int32_t alloc_task(PTORuntime* rt, 
             return rt_fail(PTO_EWINDOWFULL, "task window of %d tasks full at task %d (window_abort)",
                            rt->window, rt->next_id);
         }
-        rc = wait_for_slot(rt);
+        rc = wait_for_slot(rt, 1);
         if (rc < 0) return rc;
     }
     int32_t id = rt->next_id++;
@@ -786,17 +797,16 @@ int pto_task_submit(PTORuntime* rt, int32_t task) {
     return commit_publish(rt, t);
 }
 
-/* pto_task_submit_v; with `preds` (ids of tasks allocated earlier, checked by the caller) as
- * explicit predecessors: rt_submit_after (submit.c); with `range`: rt_submit_args (range.c). */
-static inline __attribute__((always_inline)) int32_t submit_v(PTORuntime* rt, const char* func_name,
-                                                              PTOKernelFunc func_ptr, int32_t buffer_bytes,
-                                                              int32_t worker_type, const PTOTaskArg* args,
-                                                              int32_t num_args, const int32_t* preds, int32_t npred,
-                                                              const PTORange* range) {
+/* pto_task_submit_v up to its lookups: the task allocated, its arguments in place, its accesses
+ * staged in acc (*nacc of them); after a bad argument the task never existed. */
+static inline __attribute__((always_inline)) int32_t stage_v(PTORuntime* rt, const char* func_name,
+                                                             PTOKernelFunc func_ptr, int32_t buffer_bytes,
+                                                             int32_t worker_type, const PTOTaskArg* args,
+                                                             int32_t num_args, const PTORange* range,
+                                                             PTOAccess* acc, int32_t* nacc) {
     const int32_t id = alloc_task(rt, func_name, func_ptr, buffer_bytes, worker_type);
     if (id < 0) return id;
     PTOTask* t = rt_task(rt, id);
-    PTOAccess acc[PTO_MAX_TENSOR_ARGS];      /* staged on the stack: no staging area needed */
     int32_t n = 0;
     int rc = num_args < 0 || (num_args > 0 && !args) ? PTO_EINVAL : PTO_OK;
     if (__builtin_expect(range != NULL, 0) && rc == PTO_OK) rc = range_attach(rt, id, range);
@@ -837,6 +847,23 @@ static inline __attribute__((always_inline)) int32_t submit_v(PTORuntime* rt, co
         unalloc_task(rt, t);
         return rc;
     }
+    *nacc = n;
+    return id;
+}
+
+/* pto_task_submit_v; with `preds` (ids of tasks allocated earlier, checked by the caller) as
+ * explicit predecessors: rt_submit_after (submit.c); with `range`: rt_submit_args (range.c). */
+static inline __attribute__((always_inline)) int32_t submit_v(PTORuntime* rt, const char* func_name,
+                                                              PTOKernelFunc func_ptr, int32_t buffer_bytes,
+                                                              int32_t worker_type, const PTOTaskArg* args,
+                                                              int32_t num_args, const int32_t* preds, int32_t npred,
+                                                              const PTORange* range) {
+    PTOAccess acc[PTO_MAX_TENSOR_ARGS];      /* staged on the stack: no staging area needed */
+    int32_t n;
+    const int32_t id = stage_v(rt, func_name, func_ptr, buffer_bytes, worker_type, args, num_args, range, acc, &n);
+    if (id < 0) return id;
+    PTOTask* t = rt_task(rt, id);
+    int rc;
     /* ENOMEM in the edges or lookups leaves it BUILDING without a staging area (no add_* can
      * reach it), as pto_task_submit leaves its task BUILDING: the run then reports PTO_ESTATE. */
     for (int32_t i = 0; i < npred; i++)
@@ -863,6 +890,21 @@ int32_t rt_submit_after(PTORuntime* rt, const char* func_name, PTOKernelFunc fun
     for (int32_t i = 0; i < npred; i++)      /* allocated earlier: a predecessor precedes the new task */
         if (preds[i] < 0 || preds[i] >= rt->next_id) return PTO_ETASKID;
     return submit_v(rt, func_name, func_ptr, buffer_bytes, worker_type, args, num_args, preds, npred, NULL);
+}
+
+int32_t rt_stage_task(PTORuntime* rt, const char* func_name, PTOKernelFunc func_ptr, int32_t buffer_bytes,
+                      int32_t worker_type, const PTOTaskArg* args, int32_t num_args, PTOAccess* acc, int32_t* nacc) {
+    return stage_v(rt, func_name, func_ptr, buffer_bytes, worker_type, args, num_args, NULL, acc, nacc);
+}
+
+int rt_commit_task(PTORuntime* rt, int32_t id, const int32_t* preds, int32_t npred, const int32_t* prods,
+                   int32_t nprod) {
+    PTOTask* t = rt_task(rt, id);
+    int rc = PTO_OK;
+    for (int32_t i = 0; i < npred && rc == PTO_OK; i++) rc = dep_add_edge(rt, preds[i], id);
+    for (int32_t i = 0; i < nprod && rc == PTO_OK; i++) rc = dep_add_edge(rt, prods[i], id);
+    if (rc == PTO_OK && rt->rec_chunks) rc = record_task(rt, t);
+    return rc < 0 ? rc : commit_publish(rt, t);
 }
 
 int pto_task_complete(PTORuntime* rt, int32_t task, int32_t status) {
@@ -1034,7 +1076,7 @@ int pto_runtime_get_stats(PTORuntime* rt, PTORuntimeStats* s) {
     s->window_full_waits = rt->full_waits;
     int64_t bytes = (int64_t)sizeof *rt + (int64_t)rt->window * (int64_t)(sizeof(PTOTask) + sizeof(void*)) +
                     rt->overflow_bytes +
-                    tm_bytes(&rt->tm) + (int64_t)rt->dep_nchunks * DEP_CHUNK * (int64_t)sizeof(PTODep) +
+                    (int64_t)rt->dep_nchunks * DEP_CHUNK * (int64_t)sizeof(PTODep) +
                     (int64_t)rt->nstages * (int64_t)(sizeof(PTOStage) + 4) +
                     (int64_t)rt->nworkers * (int64_t)(sizeof(PTOWorker) + PTO_NUM_QUEUES * 0);
     if (rt->nworkers > 0) bytes += (int64_t)PTO_NUM_QUEUES * rt->window * 4;
@@ -1043,10 +1085,13 @@ int pto_runtime_get_stats(PTORuntime* rt, PTORuntimeStats* s) {
         for (int i = 0; i < REC_MAX_CHUNKS && rt->rec_chunks[i]; i++)
             bytes += ((int64_t)1 << REC_CHUNK_SHIFT) * (int64_t)sizeof(PTORecord);
     }
+    int64_t tm_live, tm_peak, tm_mem;
+    tm_shards_count(rt, &tm_live, &tm_peak, &tm_mem);
+    bytes += tm_mem;
     s->runtime_bytes = bytes;
     s->peak_runtime_bytes = bytes;   /* pools never shrink, so current == peak */
-    s->tensormap_entries = rt->tm.live;
-    s->peak_tensormap_entries = rt->tm.peak;
+    s->tensormap_entries = tm_live;
+    s->peak_tensormap_entries = tm_peak;
     s->task_window = rt->window;
     s->num_workers = rt->nworkers;
     s->safe_mode_degraded = rt->degraded;

@@ -1,14 +1,26 @@
 /* submit.c - several threads submitting into one runtime (pto_submitter_*, see pto_runtime.h).
  *
  * Each thread queues its tasks in a submitter of its own - a copy of the call, nothing shared -
- * and a full batch enters the graph under rt->submit_mu through the one-thread path
- * (rt_submit_after: pto_task_submit_v with explicit predecessors). The lock is taken once per
- * batch, so the threads' queuing (and whatever they compute between tasks: a workload's loops)
- * runs in parallel while the graph sees one batch at a time; everything the single-threaded
- * orchestration owns (window, tensor map, dependency pool, scopes) keeps a single writer at a
- * time, and the mutex orders their writes. */
+ * and a full batch enters the graph in three steps:
+ *
+ *   1. under rt->submit_mu: room in the window for the whole batch, then its tasks allocated
+ *      (consecutive ids) with their arguments checked and in place, and a turn taken on every
+ *      shard of the tensor map its accesses reach (tensormap.c, "the sharded map");
+ *   2. without the lock: on each of those shards, once the batches that entered before it are
+ *      done there, its lookups and entries - the edges found are kept, not added;
+ *   3. under rt->submit_mu: per task, its edges (explicit predecessors, then what the lookups
+ *      found) and its publication.
+ *
+ * Step 2 - most of a task's cost - runs in parallel for batches on different shards, or on one
+ * shard one after the other. Every shard sees the batches in the order they entered, so the
+ * edges are those of one thread submitting the batches in that order; step 3 holds the lock as
+ * everything the single-threaded orchestration owns (window, dependency pool, scopes, queues)
+ * keeps a single writer. A runtime whose tensor map already holds entries of direct submissions
+ * when the first submitter opens keeps them in one map: its batches then enter whole under the
+ * lock (rt_submit_after: pto_task_submit_v with explicit predecessors). */
 #include "rt_internal.h"
 
+#include <sched.h>
 #include <stdlib.h>
 
 typedef struct Queued {
@@ -23,6 +35,9 @@ typedef struct Queued {
  * thread finds the lock taken goes on queuing instead of sleeping on it. */
 #define SUBMIT_MAX_QUEUED (16 * PTO_SUBMIT_BATCH)
 
+/* One access of a batch on its way through the shards. */
+typedef struct Staged { TMRoute r; int32_t task; } Staged;   /* task: its index in the batch */
+
 struct PTOSubmitter {
     PTORuntime* rt;
     Queued*     q; int32_t nq, cap_q;
@@ -31,6 +46,14 @@ struct PTOSubmitter {
     int32_t*    ids;   int64_t nids, cap_ids;  /* per ticket: its task id once entered (-1 before) */
     int         err;
     char*       msg;                       /* pto_last_error of the first error */
+    /* the batch in the sharded map (enter_sharded) */
+    Staged*     acc;   int32_t nacc, cap_acc;
+    int32_t*    list;  int32_t cap_list;   /* per shard its accesses: shard k at [start[k], start[k + 1]) */
+    int32_t     start[TM_SHARDS + 1];
+    uint32_t    turn[TM_SHARDS];
+    TMSink      found;                     /* (consumer, producer) of the lookups */
+    int32_t*    prod;  int32_t cap_prod;   /* the producers, by consumer: task i at [pstart[i], pstart[i + 1]) */
+    int32_t*    pstart; int32_t cap_pstart;
 };
 
 static int grow(void** p, int32_t* cap, int32_t need, size_t elem) {
@@ -58,7 +81,12 @@ static int enter(PTOSubmitter* s, int wait);
 PTOSubmitter* pto_submitter_open(PTORuntime* rt) {
     if (!rt || rt_check_building(rt) < 0) return NULL;
     PTOSubmitter* s = calloc(1, sizeof *s);
-    if (s) s->rt = rt;
+    if (!s) return NULL;
+    s->rt = rt;
+    pthread_mutex_lock(&rt->submit_mu);
+    int rc = tm_shards_open(rt);
+    pthread_mutex_unlock(&rt->submit_mu);
+    if (rc < 0) { free(s); return NULL; }
     return s;
 }
 
@@ -98,13 +126,9 @@ int64_t pto_submitter_task(PTOSubmitter* s, const char* func_name, PTOKernelFunc
     return s->nids++;
 }
 
-/* The queued tasks enter the graph; with `wait` == 0 only if the lock is free at once. */
-static int enter(PTOSubmitter* s, int wait) {
-    if (s->err) return fail(s, s->err);
-    if (s->nq == 0) return PTO_OK;
+/* The batch through the one map, whole under the lock (held on entry, released on return). */
+static int enter_serial(PTOSubmitter* s) {
     PTORuntime* rt = s->rt;
-    if (wait) pthread_mutex_lock(&rt->submit_mu);
-    else if (pthread_mutex_trylock(&rt->submit_mu) != 0) return PTO_OK;
     const int64_t first = s->nids - s->nq;     /* the batch's first ticket */
     int rc = PTO_OK;
     for (int32_t i = 0; i < s->nq && rc == PTO_OK; i++) {
@@ -117,6 +141,156 @@ static int enter(PTOSubmitter* s, int wait) {
         if (id < 0) rc = id; else s->ids[first + i] = id;
     }
     pthread_mutex_unlock(&rt->submit_mu);
+    return rc;
+}
+
+static int grow_to(void** p, int32_t* cap, int64_t need, size_t elem) {
+    return need > INT32_MAX / 2 ? PTO_ENOMEM : grow(p, cap, (int32_t)need, elem);
+}
+
+/* Wait until shard `sh` serves `turn`: the batches that took a turn there before are done. */
+static void wait_turn(TMShard* sh, uint32_t turn) {
+    for (uint32_t spin = 0; atomic_load_explicit(&sh->serving, memory_order_acquire) != turn; spin++) {
+        if (spin < 64) rt_cpu_relax();
+        else sched_yield();
+    }
+}
+
+/* Step 1 for tasks [i0, i0 + n) of the batch (the lock held; n fits in the window): allocated,
+ * their accesses staged and routed, the shards' turns taken. Returns the tasks staged (those
+ * before a bad one) and the first error in *err. */
+static int32_t stage(PTOSubmitter* s, int64_t first, int32_t i0, int32_t n, uint32_t* shards, int* err) {
+    PTORuntime* rt = s->rt;
+    int32_t staged = 0;
+    uint32_t mask = 0;
+    int rc = PTO_OK;
+    s->nacc = 0;
+    for (; staged < n; staged++) {
+        const Queued* q = &s->q[i0 + staged];
+        int32_t* p = &s->preds[q->pred0];
+        for (int32_t k = 0; k < q->npred && rc == PTO_OK; k++) {
+            if (p[k] < 0) p[k] = s->ids[-1 - (int64_t)p[k]];    /* tickets -> ids (earlier tasks: entered) */
+            if (p[k] < 0 || p[k] >= rt->next_id) rc = PTO_ETASKID;
+        }
+        if (rc == PTO_OK) rc = grow_to((void**)&s->acc, &s->cap_acc, (int64_t)s->nacc + PTO_MAX_TENSOR_ARGS, sizeof *s->acc);
+        if (rc < 0) break;
+        PTOAccess a[PTO_MAX_TENSOR_ARGS];
+        int32_t na = 0;
+        const int32_t id = rt_stage_task(rt, q->name, q->fn, q->buffer_bytes, q->worker_type, &s->args[q->arg0],
+                                         q->nargs, a, &na);
+        if (id < 0) { rc = id; break; }
+        s->ids[first + i0 + staged] = id;
+        for (int32_t k = 0; k < na; k++) {
+            Staged* x = &s->acc[s->nacc++];
+            tm_route(&rt->tm, &a[k], &x->r);
+            x->task = staged;
+            mask |= x->r.shards;
+        }
+    }
+    for (uint32_t m = mask; m; m &= m - 1) {
+        const int k = __builtin_ctz(m);
+        s->turn[k] = rt->shards[k].next++;
+    }
+    *shards = mask;
+    *err = rc;
+    return staged;
+}
+
+/* Per shard, the indices of the batch's accesses that reach it (in queue order). */
+static int sort_by_shard(PTOSubmitter* s) {
+    int64_t total = 0;
+    memset(s->start, 0, sizeof s->start);
+    for (int32_t i = 0; i < s->nacc; i++)
+        for (uint32_t m = s->acc[i].r.shards; m; m &= m - 1) { s->start[__builtin_ctz(m) + 1]++; total++; }
+    if (grow_to((void**)&s->list, &s->cap_list, total, sizeof *s->list) < 0) return PTO_ENOMEM;
+    for (int k = 0; k < TM_SHARDS; k++) s->start[k + 1] += s->start[k];
+    int32_t fill[TM_SHARDS];
+    memcpy(fill, s->start, sizeof fill);
+    for (int32_t i = 0; i < s->nacc; i++)
+        for (uint32_t m = s->acc[i].r.shards; m; m &= m - 1) s->list[fill[__builtin_ctz(m)]++] = i;
+    return PTO_OK;
+}
+
+/* The producers the lookups found, grouped by consumer (task ids base .. base + n - 1). */
+static int group_found(PTOSubmitter* s, int32_t base, int32_t n) {
+    if (grow_to((void**)&s->pstart, &s->cap_pstart, (int64_t)n + 2, sizeof *s->pstart) < 0 ||
+        grow_to((void**)&s->prod, &s->cap_prod, s->found.n, sizeof *s->prod) < 0)
+        return PTO_ENOMEM;
+    memset(s->pstart, 0, (size_t)(n + 2) * sizeof *s->pstart);
+    for (int32_t i = 0; i < s->found.n; i++) s->pstart[s->found.pair[2 * i] - base + 2]++;
+    for (int32_t i = 0; i < n; i++) s->pstart[i + 2] += s->pstart[i + 1];
+    for (int32_t i = 0; i < s->found.n; i++)
+        s->prod[s->pstart[s->found.pair[2 * i] - base + 1]++] = s->found.pair[2 * i + 1];
+    return PTO_OK;     /* task i's producers: [pstart[i], pstart[i + 1]) */
+}
+
+/* Tasks [i0, i0 + n) of the batch through the sharded map (the lock held on entry, released on
+ * return). */
+static int enter_chunk(PTOSubmitter* s, int64_t first, int32_t i0, int32_t n) {
+    PTORuntime* rt = s->rt;
+    int rc;
+    /* room for all n first: a batch's ids are consecutive, and its turns are taken in one go */
+    while ((rc = rt_reserve(rt, n)) == PTO_EWINDOW && rt->batches_open > 0) {
+        pthread_mutex_unlock(&rt->submit_mu);   /* older tasks are another batch's, not yet published */
+        sched_yield();
+        pthread_mutex_lock(&rt->submit_mu);
+    }
+    if (rc < 0) { pthread_mutex_unlock(&rt->submit_mu); return rc; }
+    const int32_t last_alive = rt->last_alive;
+    uint32_t shards;
+    const int32_t staged = stage(s, first, i0, n, &shards, &rc);
+    if (staged > 0) rt->batches_open++;
+    pthread_mutex_unlock(&rt->submit_mu);
+    if (staged == 0) return rc;
+
+    /* step 2: every shard it took a turn on (turns are always given back, even after an error) */
+    const int32_t base = s->ids[first + i0];
+    int rc2 = sort_by_shard(s);
+    s->found.n = 0;
+    for (uint32_t m = shards; m; m &= m - 1) {
+        const int k = __builtin_ctz(m);
+        TMShard* sh = &rt->shards[k];
+        wait_turn(sh, s->turn[k]);
+        for (int32_t j = s->start[k]; j < s->start[k + 1] && rc2 == PTO_OK; j++) {
+            const Staged* x = &s->acc[s->list[j]];
+            rc2 = tm_shard_access(rt, (uint32_t)k, last_alive, &s->found, base + x->task, &x->r);
+        }
+        atomic_store_explicit(&sh->serving, s->turn[k] + 1, memory_order_release);
+    }
+    if (rc2 == PTO_OK) rc2 = group_found(s, base, staged);
+
+    /* step 3; after ENOMEM above the tasks stay BUILDING, as pto_task_submit leaves its task */
+    pthread_mutex_lock(&rt->submit_mu);
+    for (int32_t i = 0; i < staged && rc2 == PTO_OK; i++) {
+        const Queued* q = &s->q[i0 + i];
+        rc2 = rt_commit_task(rt, base + i, &s->preds[q->pred0], q->npred, &s->prod[s->pstart[i]],
+                             s->pstart[i + 1] - s->pstart[i]);
+    }
+    rt->batches_open--;
+    pthread_mutex_unlock(&rt->submit_mu);
+    return rc < 0 ? rc : rc2;
+}
+
+/* The queued tasks enter the graph; with `wait` == 0 only if the lock is free at once. */
+static int enter(PTOSubmitter* s, int wait) {
+    if (s->err) return fail(s, s->err);
+    if (s->nq == 0) return PTO_OK;
+    PTORuntime* rt = s->rt;
+    if (wait) pthread_mutex_lock(&rt->submit_mu);
+    else if (pthread_mutex_trylock(&rt->submit_mu) != 0) return PTO_OK;
+    int rc;
+    if (!rt->shards) {
+        rc = enter_serial(s);
+    } else {
+        /* in chunks of at most half the window, so a chunk's room never waits for itself */
+        const int64_t first = s->nids - s->nq;     /* the batch's first ticket */
+        const int32_t most = rt->window / 2;
+        rc = PTO_OK;
+        for (int32_t i0 = 0; i0 < s->nq && rc == PTO_OK; i0 += most) {
+            if (i0 > 0) pthread_mutex_lock(&rt->submit_mu);
+            rc = enter_chunk(s, first, i0, s->nq - i0 < most ? s->nq - i0 : most);
+        }
+    }
     s->nq = s->nargs = s->npreds = 0;
     return rc < 0 ? fail(s, rc) : PTO_OK;
 }
@@ -132,6 +306,7 @@ int pto_submitter_close(PTOSubmitter* s) {
     if (!s) return PTO_EINVAL;
     int rc = pto_submitter_flush(s);
     free(s->q); free(s->args); free(s->preds); free(s->ids); free(s->msg);
+    free(s->acc); free(s->list); free(s->found.pair); free(s->prod); free(s->pstart);
     free(s);
     return rc;
 }

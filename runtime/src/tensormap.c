@@ -64,17 +64,35 @@ static inline int32_t log2_floor(int64_t v) {
     return k;
 }
 
-/* Slow path of tm_tensor (rt_internal.h): probe past the home slot, or create the record. */
-int32_t tm_tensor_slow(TMap* tm, void* base, int64_t ext_rows, int64_t ext_cols, int64_t trows, int64_t tcols) {
-    const uint32_t m = (uint32_t)(((uint64_t)1 << (64 - tm->slot_shift)) - 1);
-    for (uint32_t h = tm_slot_of(tm, base); tm->slots[h].base; h = (h + 1) & m)
-        if (tm->slots[h].base == base) return (int32_t)tm->slots[h].idx;
-    if (tm->ntensors == tm->cap_tensors) {
-        int32_t nc = tm->cap_tensors ? tm->cap_tensors * 2 : 16;
-        TMTensor* n = realloc(tm->tensors, (size_t)nc * sizeof *n);
-        if (!n) return PTO_ENOMEM;
-        tm->tensors = n; tm->cap_tensors = nc;
+/* Room for records [0, need). */
+static int tensors_grow(TMap* tm, int32_t need) {
+    if (need <= tm->cap_tensors) return PTO_OK;
+    int32_t nc = tm->cap_tensors ? tm->cap_tensors * 2 : 16;
+    while (nc < need) nc *= 2;
+    TMTensor* n = realloc(tm->tensors, (size_t)nc * sizeof *n);
+    if (!n) return PTO_ENOMEM;
+    tm->tensors = n; tm->cap_tensors = nc;
+    return PTO_OK;
+}
+
+/* Record t of `base`: blocks of 2^rs x 2^cs, coarsened to at most 2^20 blocks; no grid yet. */
+static void tensor_init(TMTensor* t, void* base, int32_t rs, int32_t cs, int64_t trows, int64_t tcols) {
+    int64_t rows = trows > 0 ? trows : 1, cols = tcols > 0 ? tcols : 1;
+    /* coarsen the finer dimension until the grid has at most 2^20 blocks */
+    while ((((rows - 1) >> rs) + 1) * (((cols - 1) >> cs) + 1) > ((int64_t)1 << TM_MAX_BUCKETS_LOG2)) {
+        if (((rows - 1) >> rs) >= ((cols - 1) >> cs)) rs++; else cs++;
     }
+    memset(t, 0, sizeof *t);
+    t->base = base; t->rshift = rs; t->cshift = cs; t->rows = trows; t->cols = tcols;
+    t->ncb = (int32_t)(((cols - 1) >> cs) + 1);
+    t->max_rb = (int32_t)(((int64_t)1 << TM_MAX_BUCKETS_LOG2) / t->ncb);
+    t->wide = (TMBucket){{-1, -1}, {-1, -1}};
+}
+
+/* The record of `base`, created (see tensor_init). */
+static int32_t tensor_create(TMap* tm, void* base, int32_t rs, int32_t cs, int64_t trows, int64_t tcols) {
+    const uint32_t m = (uint32_t)(((uint64_t)1 << (64 - tm->slot_shift)) - 1);
+    if (tensors_grow(tm, tm->ntensors + 1) < 0) return PTO_ENOMEM;
     if ((uint64_t)(tm->ntensors + 1) * 2 > m + 1) {     /* keep load <= 1/2 */
         TMSlot* old = tm->slots;
         uint32_t ocap = m + 1;
@@ -84,20 +102,17 @@ int32_t tm_tensor_slow(TMap* tm, void* base, int64_t ext_rows, int64_t ext_cols,
         for (uint32_t i = 0; i < ocap; i++) if (old[i].base) slot_put(tm, old[i].base, (int32_t)old[i].idx);
         free(old);
     }
-    int32_t rs = log2_floor(ext_rows), cs = log2_floor(ext_cols);
-    int64_t rows = trows > 0 ? trows : 1, cols = tcols > 0 ? tcols : 1;
-    /* coarsen the finer dimension until the grid has at most 2^20 blocks */
-    while ((((rows - 1) >> rs) + 1) * (((cols - 1) >> cs) + 1) > ((int64_t)1 << TM_MAX_BUCKETS_LOG2)) {
-        if (((rows - 1) >> rs) >= ((cols - 1) >> cs)) rs++; else cs++;
-    }
-    TMTensor* t = &tm->tensors[tm->ntensors];
-    memset(t, 0, sizeof *t);
-    t->base = base; t->rshift = rs; t->cshift = cs;
-    t->ncb = (int32_t)(((cols - 1) >> cs) + 1);
-    t->max_rb = (int32_t)(((int64_t)1 << TM_MAX_BUCKETS_LOG2) / t->ncb);
-    t->wide = (TMBucket){{-1, -1}, {-1, -1}};
+    tensor_init(&tm->tensors[tm->ntensors], base, rs, cs, trows, tcols);
     slot_put(tm, base, tm->ntensors);
     return tm->ntensors++;
+}
+
+/* Slow path of tm_tensor (rt_internal.h): probe past the home slot, or create the record. */
+int32_t tm_tensor_slow(TMap* tm, void* base, int64_t ext_rows, int64_t ext_cols, int64_t trows, int64_t tcols) {
+    const uint32_t m = (uint32_t)(((uint64_t)1 << (64 - tm->slot_shift)) - 1);
+    for (uint32_t h = tm_slot_of(tm, base); tm->slots[h].base; h = (h + 1) & m)
+        if (tm->slots[h].base == base) return (int32_t)tm->slots[h].idx;
+    return tensor_create(tm, base, log2_floor(ext_rows), log2_floor(ext_cols), trows, tcols);
 }
 
 /* Make row blocks [0, need) exist (need <= max_rb). */
@@ -187,12 +202,11 @@ static inline void pop_retired(TMap* tm, TMChain* ch, int32_t last_alive) {
 /* The free list is empty: link never-used entries, else sweep (at most once per `cap` inserts;
  * inserts pop retired prefixes, so a sweep is only for buckets nobody touches any more) or grow
  * the pool. Returns PTO_OK or ENOMEM. */
-static __attribute__((noinline)) int entry_refill(PTORuntime* rt) {
-    TMap* tm = &rt->tm;
+static __attribute__((noinline)) int entry_refill(TMap* tm, int32_t last_alive) {
     if (tm->fresh < tm->cap) { LINK_FRESH(TM_NEXT, tm->free_head, tm->fresh, tm->cap); return PTO_OK; }
-    if (tm->since_sweep >= tm->cap && rt->last_alive - tm->swept_alive >= tm->cap / 4) {
-        sweep(tm, rt->last_alive);
-        tm->swept_alive = rt->last_alive;
+    if (tm->since_sweep >= tm->cap && last_alive - tm->swept_alive >= tm->cap / 4) {
+        sweep(tm, last_alive);
+        tm->swept_alive = last_alive;
     }
     if (tm->free_head < 0) {
         int32_t nc = tm->cap ? tm->cap * 2 : 1024;
@@ -316,6 +330,35 @@ static inline __attribute__((always_inline)) int add_edge(PTORuntime* rt, int32_
 int dep_add_edge(PTORuntime* rt, int32_t p, int32_t c) { return add_edge(rt, p, c); }
 
 
+/* Where one lookup works: the map, the retirement bound its entries are pruned against, and where
+ * the edges it finds go - added at once (sink NULL: the orchestrating thread) or collected as
+ * (consumer, producer) pairs (a submitter's batch, which adds them later under the lock). */
+typedef struct TMCtx {
+    PTORuntime* rt;
+    TMap*       tm;
+    int32_t     last_alive;
+    TMSink*     sink;
+} TMCtx;
+
+static __attribute__((noinline)) int sink_grow(TMSink* s) {
+    int32_t c = s->cap ? 2 * s->cap : 1024;
+    int32_t* n = realloc(s->pair, (size_t)c * 2 * sizeof *n);
+    if (!n) return PTO_ENOMEM;
+    s->pair = n; s->cap = c;
+    return PTO_OK;
+}
+
+static inline __attribute__((always_inline)) int edge(const TMCtx* c, int32_t p, int32_t consumer) {
+    if (__builtin_expect(c->sink == NULL, 1)) return add_edge(c->rt, p, consumer);
+    TMSink* s = c->sink;
+    if (p < c->last_alive || p == consumer) return PTO_OK;
+    if (s->n == s->cap && sink_grow(s) < 0) return PTO_ENOMEM;
+    s->pair[2 * s->n] = consumer;
+    s->pair[2 * s->n + 1] = p;
+    s->n++;
+    return PTO_OK;
+}
+
 static inline bool overlaps(const TMEntry* e, const PTOAccess* a) {
     return (e->r0 < a->r1) & (a->r0 < e->r1) & (e->c0 < a->c1) & (a->c0 < e->c1);
 }
@@ -325,17 +368,16 @@ static inline bool covers(const PTOAccess* a, const TMEntry* e) {
 
 /* Walk one chain: drop retired entries, add edges for overlapping ones, and (for a write)
  * drop entries the new write covers entirely - later accesses reach them through it. */
-static inline __attribute__((always_inline)) int walk(PTORuntime* rt, TMChain* ch, int32_t consumer, const PTOAccess* a) {
-    TMap* tm = &rt->tm;
-    const int32_t last_alive = rt->last_alive;
+static inline __attribute__((always_inline)) int walk(const TMCtx* c, TMChain* ch, int32_t consumer, const PTOAccess* a) {
+    TMap* tm = c->tm;
     const bool writes = (a->mode & ACC_WRITE) != 0;
-    pop_retired(tm, ch, last_alive);
+    pop_retired(tm, ch, c->last_alive);
     int32_t prev = -1;
     for (int32_t i = ch->head; i >= 0;) {
         TMEntry* e = &tm->e[i];
         int32_t next = e->next;
         if (overlaps(e, a)) {
-            int rc = add_edge(rt, e->task, consumer);
+            int rc = edge(c, e->task, consumer);
             if (rc < 0) return rc;
             if (writes && covers(a, e)) {
                 if (prev < 0) ch->head = next; else tm->e[prev].next = next;
@@ -355,19 +397,19 @@ static inline __attribute__((always_inline)) int walk(PTORuntime* rt, TMChain* c
  * access. Doing both in one pass is safe for a task with several accesses: edges to itself
  * are skipped, and when its own later write covers its earlier entry, the later entry
  * stands for both. */
-static inline __attribute__((always_inline)) int walk_bucket(PTORuntime* rt, TMBucket* b, int32_t task, const PTOAccess* a) {
-    int rc = walk(rt, &b->w, task, a);
-    if (rc == PTO_OK && (a->mode & ACC_WRITE)) rc = walk(rt, &b->r, task, a);
+static inline __attribute__((always_inline)) int walk_bucket(const TMCtx* c, TMBucket* b, int32_t task, const PTOAccess* a) {
+    int rc = walk(c, &b->w, task, a);
+    if (rc == PTO_OK && (a->mode & ACC_WRITE)) rc = walk(c, &b->r, task, a);
     return rc;
 }
 
 /* Record the access in bucket `bucket` of its tensor (-1: the wide chains). A write walked both
  * chains of its home bucket just before, which popped their retired prefixes already. */
-static inline __attribute__((always_inline)) int insert(PTORuntime* rt, int32_t task, const PTOAccess* a,
+static inline __attribute__((always_inline)) int insert(const TMCtx* c, int32_t task, const PTOAccess* a,
                                                         int64_t bucket) {
-    TMap* tm = &rt->tm;
+    TMap* tm = c->tm;
     if (__builtin_expect(tm->free_head < 0, 0)) {
-        int rc = entry_refill(rt);
+        int rc = entry_refill(tm, c->last_alive);
         if (rc < 0) return rc;
     }
     const int32_t i = tm->free_head;
@@ -380,7 +422,7 @@ static inline __attribute__((always_inline)) int insert(PTORuntime* rt, int32_t 
     TMBucket* home = bucket >= 0 ? &t->b[bucket] : &t->wide;
     TMChain* ch;
     if (a->mode & ACC_WRITE) ch = &home->w;
-    else { ch = &home->r; pop_retired(tm, ch, rt->last_alive); }
+    else { ch = &home->r; pop_retired(tm, ch, c->last_alive); }
     if (ch->tail >= 0) {
         tm->e[ch->tail].next = i;
     } else {
@@ -397,8 +439,10 @@ static inline __attribute__((always_inline)) int insert(PTORuntime* rt, int32_t 
 
 /* General case: an access reaching several blocks, a tensor with entries reaching past their
  * block or wide entries, a row block not allocated yet, or a region outside the first grid. */
-static __attribute__((noinline)) int access_general(PTORuntime* rt, int32_t task, const PTOAccess* a) {
-    TMap* tm = &rt->tm;
+static __attribute__((noinline)) int access_general(const TMCtx ctx, int32_t task, const PTOAccess* a) {
+    /* by value: the caller's context does not escape, so it stays in registers on the fast path */
+    const TMCtx* c = &ctx;
+    TMap* tm = c->tm;
     TMTensor* t = &tm->tensors[a->tensor];
     const int64_t rf = a->r0 >> t->rshift, rl = (a->r1 - 1) >> t->rshift;
     const int64_t cf = a->c0 >> t->cshift, cl = (a->c1 - 1) >> t->cshift;
@@ -408,7 +452,7 @@ static __attribute__((noinline)) int access_general(PTORuntime* rt, int32_t task
     int rc;
     if (!wide && rf >= t->nrb && (rc = grow_rows(tm, t, rf + 1)) < 0) return rc;
     if (t->wide.w.head >= 0 || t->wide.r.head >= 0) {
-        rc = walk_bucket(rt, &t->wide, task, a);
+        rc = walk_bucket(c, &t->wide, task, a);
         if (rc < 0) return rc;
     }
     int64_t r0 = rf - t->rspan, r1 = rl < t->nrb ? rl : (int64_t)t->nrb - 1;
@@ -417,12 +461,12 @@ static __attribute__((noinline)) int access_general(PTORuntime* rt, int32_t task
     if (c0 < 0) c0 = 0;
     for (int64_t r = r0; r <= r1; r++) {
         TMBucket* row = &t->b[r * t->ncb];
-        for (int64_t c = c0; c <= c1; c++) {
-            rc = walk_bucket(rt, &row[c], task, a);
+        for (int64_t k = c0; k <= c1; k++) {
+            rc = walk_bucket(c, &row[k], task, a);
             if (rc < 0) return rc;
         }
     }
-    rc = insert(rt, task, a, wide ? -1 : rf * t->ncb + cf);
+    rc = insert(c, task, a, wide ? -1 : rf * t->ncb + cf);
     if (rc < 0) return rc;
     if (!wide) {
         if (rl - rf > t->rspan) t->rspan = (int32_t)(rl - rf);
@@ -432,25 +476,141 @@ static __attribute__((noinline)) int access_general(PTORuntime* rt, int32_t task
     return PTO_OK;
 }
 
+/* One access of task `task` (a->tensor: a record of c->tm): its edges, then its entry. */
+static inline __attribute__((always_inline)) int access_one(const TMCtx* c, int32_t task, const PTOAccess* a) {
+    TMTensor* t = &c->tm->tensors[a->tensor];
+    const int64_t rf = a->r0 >> t->rshift, cf = a->c0 >> t->cshift;
+    const int64_t dr = ((a->r1 - 1) >> t->rshift) - rf, dc = ((a->c1 - 1) >> t->cshift) - cf;
+    /* the common case: a tile inside one allocated block, no entry of the tensor reaching
+     * past its block, no wide entries: one bucket to walk */
+    if (__builtin_expect((dr | dc | t->general) == 0 && rf < t->nrb && cf < t->ncb, 1)) {
+        const int64_t bucket = rf * t->ncb + cf;
+        int rc = walk_bucket(c, &t->b[bucket], task, a);
+        return rc == PTO_OK ? insert(c, task, a, bucket) : rc;
+    }
+    return access_general(*c, task, a);
+}
+
+static int shards_direct(PTORuntime* rt, int32_t task, const PTOAccess* acc, int32_t n);
+
 /* The accesses of task `task`, at its submission. */
 int tm_submit(PTORuntime* rt, int32_t task, const PTOAccess* acc, int32_t n) {
-    TMap* tm = &rt->tm;
+    if (__builtin_expect(rt->shards != NULL, 0)) return shards_direct(rt, task, acc, n);
+    const TMCtx c = {rt, &rt->tm, rt->last_alive, NULL};
     for (int32_t k = 0; k < n; k++) {
-        const PTOAccess* a = &acc[k];
-        TMTensor* t = &tm->tensors[a->tensor];
-        const int64_t rf = a->r0 >> t->rshift, cf = a->c0 >> t->cshift;
-        const int64_t dr = ((a->r1 - 1) >> t->rshift) - rf, dc = ((a->c1 - 1) >> t->cshift) - cf;
-        int rc;
-        /* the common case: a tile inside one allocated block, no entry of the tensor reaching
-         * past its block, no wide entries: one bucket to walk */
-        if (__builtin_expect((dr | dc | t->general) == 0 && rf < t->nrb && cf < t->ncb, 1)) {
-            const int64_t bucket = rf * t->ncb + cf;
-            rc = walk_bucket(rt, &t->b[bucket], task, a);
-            if (rc == PTO_OK) rc = insert(rt, task, a, bucket);
-        } else {
-            rc = access_general(rt, task, a);
-        }
+        int rc = access_one(&c, task, &acc[k]);
         if (rc < 0) return rc;
+    }
+    return PTO_OK;
+}
+
+/* ---------------------------------------------------------------- the sharded map
+ * Once submitters are in use (tm_shards_open) the accesses go to TM_SHARDS maps instead of
+ * rt->tm. A tensor's rows are cut into bands of 2^TM_BAND_BLOCKS row blocks (its blocks in
+ * rt->tm); band j belongs to shard (j + h) mod TM_SHARDS, h a hash of the data pointer, so a
+ * thread enumerating nearby tiles stays in a few shards while another thread's tiles elsewhere
+ * are in others. In its shard, band j is moved down to local band j / TM_SHARDS (the rows of a
+ * shard's bands, packed: its grids are no bigger in all than rt->tm's), and an access reaching
+ * several bands enters each band's shard as its part in that band. Two accesses that overlap
+ * overlap in some band, and meet there; within a band the move is a translation, so overlaps
+ * and covering are the single map's. So every dependency of the single map is found - in the
+ * shards of the bands where the two accesses overlap (edges found twice are one edge) - and
+ * edges are those of the single map, except that an entry whose part in a band a later write
+ * covers leaves that band's shard even though the write does not cover all of it: a later
+ * access there then follows that write, which follows the entry. A shard is used by one batch
+ * at a time, in the order the batches entered (submit.c: turns), so nothing in it is shared. */
+
+#define TM_BAND_BLOCKS 6
+
+int tm_shards_open(PTORuntime* rt) {
+    if (rt->shards) return 1;
+    if (rt->tm.live > 0) return 0;              /* entries of direct submissions stay where they are */
+    TMShard* sh = rt_block_alloc(TM_SHARDS * sizeof *sh, 0);
+    if (!sh) return PTO_ENOMEM;
+    memset(sh, 0, TM_SHARDS * sizeof *sh);
+    const int32_t per = 2 * rt->window / TM_SHARDS > 1024 ? 2 * rt->window / TM_SHARDS : 1024;
+    for (int k = 0; k < TM_SHARDS; k++) {
+        int rc = tm_init(&sh[k].tm, per);
+        if (rc < 0) {
+            for (int j = 0; j <= k; j++) tm_free(&sh[j].tm);
+            rt_block_free(sh, TM_SHARDS * sizeof *sh);
+            return rc;
+        }
+    }
+    rt->shards = sh;
+    return 1;
+}
+
+void tm_shards_free(PTORuntime* rt) {
+    if (!rt->shards) return;
+    for (int k = 0; k < TM_SHARDS; k++) tm_free(&rt->shards[k].tm);
+    rt_block_free(rt->shards, TM_SHARDS * sizeof *rt->shards);
+    rt->shards = NULL;
+}
+
+void tm_shards_count(const PTORuntime* rt, int64_t* live, int64_t* peak, int64_t* bytes) {
+    *live = rt->tm.live; *peak = rt->tm.peak; *bytes = tm_bytes(&rt->tm);
+    if (!rt->shards) return;
+    for (int k = 0; k < TM_SHARDS; k++) {
+        *live += rt->shards[k].tm.live;
+        *peak += rt->shards[k].tm.peak;        /* the shards' peaks need not coincide: a bound */
+        *bytes += tm_bytes(&rt->shards[k].tm) + (int64_t)sizeof(TMShard);
+    }
+}
+
+static inline uint32_t tensor_hash(const void* base) {
+    return (uint32_t)(((uint64_t)(uintptr_t)base * 0x9E3779B97F4A7C15ULL) >> (64 - TM_SHARD_BITS));
+}
+
+void tm_route(const TMap* tm, const PTOAccess* a, TMRoute* out) {
+    const TMTensor* t = &tm->tensors[a->tensor];
+    out->tensor = a->tensor;
+    out->base = t->base; out->rows = t->rows; out->cols = t->cols;
+    out->bshift = t->rshift + TM_BAND_BLOCKS; out->cshift = t->cshift;
+    out->mode = a->mode;
+    out->r0 = a->r0; out->c0 = a->c0; out->r1 = a->r1; out->c1 = a->c1;
+    const uint32_t h = tensor_hash(t->base);
+    const int64_t j0 = a->r0 >> out->bshift, j1 = (a->r1 - 1) >> out->bshift;
+    uint32_t m = 0;
+    if (j1 - j0 >= TM_SHARDS - 1) m = TM_SHARDS_ALL;
+    else for (int64_t j = j0; j <= j1; j++) m |= 1u << ((uint32_t)(j + h) & (TM_SHARDS - 1));
+    out->shards = m;
+}
+
+int tm_shard_access(PTORuntime* rt, uint32_t shard, int32_t last_alive, TMSink* sink, int32_t task, const TMRoute* x) {
+    TMap* tm = &rt->shards[shard].tm;
+    /* a shard's record k is rt->tm's record k, made on the shard's first access to it */
+    const int32_t k = x->tensor, bs = x->bshift;
+    if (__builtin_expect(k >= tm->ntensors || tm->tensors[k].base == NULL, 0)) {
+        if (tensors_grow(tm, k + 1) < 0) return PTO_ENOMEM;
+        for (; tm->ntensors <= k; tm->ntensors++) tensor_init(&tm->tensors[tm->ntensors], NULL, 0, 0, 1, 1);
+        const int64_t local_rows = x->rows > 0 ? ((((x->rows - 1) >> bs) >> TM_SHARD_BITS) + 1) << bs : 1;
+        tensor_init(&tm->tensors[k], x->base, bs - TM_BAND_BLOCKS, x->cshift, local_rows, x->cols);
+    }
+    const TMCtx c = {rt, tm, last_alive, sink};
+    const int64_t j1 = (x->r1 - 1) >> bs;
+    /* the bands of this shard the access reaches: the first, then every TM_SHARDS-th */
+    int64_t j = x->r0 >> bs;
+    j += (int64_t)((shard - (uint32_t)(j + tensor_hash(x->base))) & (TM_SHARDS - 1));
+    for (; j <= j1; j += TM_SHARDS) {
+        const int64_t lo = j << bs, hi = (j + 1) << bs, shift = (j - (j >> TM_SHARD_BITS)) << bs;
+        const PTOAccess a = {k, x->mode, (x->r0 > lo ? x->r0 : lo) - shift, x->c0,
+                             (x->r1 < hi ? x->r1 : hi) - shift, x->c1};
+        int rc = access_one(&c, task, &a);
+        if (rc < 0) return rc;
+    }
+    return PTO_OK;
+}
+
+/* tm_submit once the map is sharded: no submitter is open, so this thread owns every shard. */
+static int shards_direct(PTORuntime* rt, int32_t task, const PTOAccess* acc, int32_t n) {
+    for (int32_t k = 0; k < n; k++) {
+        TMRoute x;
+        tm_route(&rt->tm, &acc[k], &x);
+        for (uint32_t m = x.shards; m; m &= m - 1) {
+            int rc = tm_shard_access(rt, (uint32_t)__builtin_ctz(m), rt->last_alive, NULL, task, &x);
+            if (rc < 0) return rc;
+        }
     }
     return PTO_OK;
 }

@@ -9,7 +9,18 @@
  * are joined the main thread queues R_i (reads X_i and Y_i). Every kernel checks that the tasks it
  * must follow had finished: A after W (RAW across threads), B after A (RAW, WAW), C after A (WAR)
  * and W (WAW across threads), D after A (ticket edge), R after B and C (RAW across threads). In
- * safe mode nothing completes while the graph is built, so the edge count is exact too. */
+ * safe mode nothing completes while the graph is built, so the edge count is exact too. W goes in
+ * directly (the runtime's tensor map then holds entries when the submitters open: batches enter
+ * whole under the lock) or through a submitter of the main thread (the map is sharded: batches
+ * look up in parallel; R then goes in directly through the shards).
+ *
+ * test_two_writers: two threads write the two halves of one tensor, tile by tile, at the same
+ * time; then one task reads the whole tensor (after every tile's writer) and one writes it whole
+ * (after the reader and every tile's writer).
+ *
+ * test_random_regions: random rectangles of all sizes (many reaching across the sharded map's
+ * bands) read, written or both through a submitter; every kernel checks that each earlier task
+ * whose region overlaps its own, one of the two writing, had finished. */
 #define _GNU_SOURCE 1
 #include "pto_runtime.h"
 #include "pto_check.h"
@@ -76,7 +87,7 @@ static void* submit_tiles(void* p) {
     return NULL;
 }
 
-static void test_threads(int64_t tiles, int nthreads, int workers, int threshold, int window) {
+static void test_threads(int64_t tiles, int nthreads, int workers, int threshold, int window, int w_sub) {
     const int64_t n = tiles * KINDS;
     g_done = calloc((size_t)n, 1);
     atomic_store(&g_order_errors, 0);
@@ -89,10 +100,13 @@ static void test_threads(int64_t tiles, int nthreads, int workers, int threshold
     cfg.num_workers = workers; cfg.execution_task_threshold = threshold; cfg.task_window = window;
     PTORuntime* rt = NULL;
     CHECK_EQ(pto_runtime_init(&rt, &cfg), PTO_OK);
+    PTOSubmitter* ws = w_sub ? pto_submitter_open(rt) : NULL;
     for (int64_t i = 0; i < tiles; i++) {
         PTOTaskArg w[2] = {scalar(i * KINDS + W), region(PTO_ARG_OUTPUT, &x, i)};
-        if (pto_task_submit_v(rt, "W", kernel, 0, PTO_WORKER_ANY, w, 2) < 0) { CHECK(0); break; }
+        if ((ws ? pto_submitter_task(ws, "W", kernel, 0, PTO_WORKER_ANY, w, 2, NULL, 0)
+                : pto_task_submit_v(rt, "W", kernel, 0, PTO_WORKER_ANY, w, 2)) < 0) { CHECK(0); break; }
     }
+    if (ws) CHECK_EQ(pto_submitter_close(ws), PTO_OK);
     Job jobs[4];
     pthread_t th[4];
     for (int t = 0; t < nthreads; t++) {
@@ -120,6 +134,133 @@ static void test_threads(int64_t tiles, int nthreads, int workers, int threshold
     if (threshold == 0 && window >= n) CHECK_EQ(st.edges, 7 * tiles);
     pto_runtime_destroy(rt);
     free((void*)g_done); free(xd); free(yd);
+}
+
+/* test_two_writers: tile i's writer is task i of g_done; the whole-tensor reader and writer follow. */
+static int64_t g_tiles;
+static int32_t half_kernel(const int64_t* args) {
+    const int64_t me = args[0];
+    if (me == g_tiles) {                         /* the reader: after every tile's writer */
+        for (int64_t i = 0; i < g_tiles; i++)
+            if (!atomic_load(&g_done[i])) atomic_fetch_add(&g_order_errors, 1);
+    } else if (me == g_tiles + 1) {              /* the whole writer: after the reader */
+        if (!atomic_load(&g_done[g_tiles])) atomic_fetch_add(&g_order_errors, 1);
+    }
+    for (volatile int spin = 0; spin < (int)(me % 7) * 30; spin++) {}
+    atomic_store(&g_done[me], 1);
+    atomic_fetch_add(&g_runs, 1);
+    return 0;
+}
+
+static void* write_half(void* p) {
+    Job* j = p;
+    const int64_t half = j->tiles / 2, lo = j->thread * half;
+    for (int64_t i = lo; i < lo + half && j->rc == PTO_OK; i++) {
+        PTOTaskArg a[2] = {scalar(i), region(PTO_ARG_OUTPUT, j->x, i)};
+        if (pto_submitter_task(j->s, "half", half_kernel, 0, PTO_WORKER_ANY, a, 2, NULL, 0) < 0) j->rc = PTO_EINVAL;
+    }
+    j->rc = j->rc == PTO_OK ? pto_submitter_close(j->s) : j->rc;
+    return NULL;
+}
+
+static void test_two_writers(int64_t tiles, int workers, int threshold, int window) {
+    tiles &= ~(int64_t)1;
+    g_tiles = tiles;
+    g_done = calloc((size_t)tiles + 2, 1);
+    atomic_store(&g_order_errors, 0);
+    atomic_store(&g_runs, 0);
+    float* zd = calloc((size_t)(tiles * TILE * TILE), sizeof(float));
+    PTOTensor z = {zd, tiles * TILE, TILE, TILE, 4, "z"};
+    PTORuntimeConfig cfg;
+    pto_runtime_config_default(&cfg);
+    cfg.num_workers = workers; cfg.execution_task_threshold = threshold; cfg.task_window = window;
+    PTORuntime* rt = NULL;
+    CHECK_EQ(pto_runtime_init(&rt, &cfg), PTO_OK);
+    Job jobs[2];
+    pthread_t th[2];
+    for (int t = 0; t < 2; t++) {
+        jobs[t] = (Job){rt, &z, NULL, tiles, t, 2, PTO_OK, pto_submitter_open(rt)};
+        CHECK(jobs[t].s != NULL);
+    }
+    for (int t = 0; t < 2; t++) CHECK_EQ(pthread_create(&th[t], NULL, write_half, &jobs[t]), 0);
+    for (int t = 0; t < 2; t++) {
+        pthread_join(th[t], NULL);
+        CHECK_EQ(jobs[t].rc, PTO_OK);
+    }
+    PTOSubmitter* s = pto_submitter_open(rt);
+    PTOTaskArg r[2] = {scalar(tiles), {PTO_ARG_INPUT, &z, 0, 0, tiles * TILE, TILE, 0}};
+    PTOTaskArg w[2] = {scalar(tiles + 1), {PTO_ARG_OUTPUT, &z, 0, 0, tiles * TILE, TILE, 0}};
+    CHECK_EQ(pto_submitter_task(s, "read_all", half_kernel, 0, PTO_WORKER_ANY, r, 2, NULL, 0), 0);
+    CHECK_EQ(pto_submitter_task(s, "write_all", half_kernel, 0, PTO_WORKER_ANY, w, 2, NULL, 0), 1);
+    CHECK_EQ(pto_submitter_close(s), PTO_OK);
+    CHECK_EQ(pto_runtime_run(rt), PTO_OK);
+    PTORuntimeStats st;
+    pto_runtime_get_stats(rt, &st);
+    CHECK_EQ(st.tasks_submitted, tiles + 2);
+    CHECK_EQ(atomic_load(&g_runs), tiles + 2);
+    CHECK_EQ(atomic_load(&g_order_errors), 0);
+    /* every tile's writer -> reader, reader -> whole writer (WAR), every tile's writer -> whole
+     * writer (WAW: the reader does not hide them) */
+    if (threshold == 0 && window >= tiles + 2) CHECK_EQ(st.edges, 2 * tiles + 1);
+    pto_runtime_destroy(rt);
+    free((void*)g_done); free(zd);
+}
+
+/* test_random_regions */
+#define RR_TASKS 3000
+typedef struct { int64_t r0, c0, rows, cols; int mode; } Rect;
+static Rect g_rect[RR_TASKS];
+static int32_t rr_kernel(const int64_t* args) {
+    const int64_t me = args[0];
+    const Rect* a = &g_rect[me];
+    for (int64_t j = 0; j < me; j++) {
+        const Rect* b = &g_rect[j];
+        const int conflict = ((a->mode | b->mode) & 2) && a->r0 < b->r0 + b->rows && b->r0 < a->r0 + a->rows &&
+                             a->c0 < b->c0 + b->cols && b->c0 < a->c0 + a->cols;
+        if (conflict && !atomic_load(&g_done[j])) atomic_fetch_add(&g_order_errors, 1);
+    }
+    atomic_store(&g_done[me], 1);
+    atomic_fetch_add(&g_runs, 1);
+    return 0;
+}
+
+static void test_random_regions(int workers, int threshold, int window) {
+    enum { RROWS = 1 << 16, RCOLS = 64 };
+    static const int kind[4] = {0, PTO_ARG_INPUT, PTO_ARG_OUTPUT, PTO_ARG_INOUT};
+    uint64_t seed = 12345;
+    for (int i = 0; i < RR_TASKS; i++) {
+        Rect* r = &g_rect[i];
+        seed = seed * 6364136223846793005ULL + 1442695040888963407ULL;
+        const int big = (seed >> 60) == 0;                 /* one in 16 reaches across many bands */
+        r->rows = big ? 1 + (int64_t)((seed >> 20) % 20000) : 1 + (int64_t)((seed >> 20) % 40);
+        r->r0 = (int64_t)((seed >> 33) % (uint64_t)(RROWS - r->rows + 1));
+        r->cols = 1 + (int64_t)((seed >> 12) % 32);
+        r->c0 = (int64_t)((seed >> 44) % (uint64_t)(RCOLS - r->cols + 1));
+        r->mode = 1 + (int)((seed >> 8) % 3);
+    }
+    g_done = calloc(RR_TASKS, 1);
+    atomic_store(&g_order_errors, 0);
+    atomic_store(&g_runs, 0);
+    float* d = calloc(RROWS * RCOLS, sizeof(float));
+    PTOTensor z = {d, RROWS, RCOLS, RCOLS, 4, "z"};
+    PTORuntimeConfig cfg;
+    pto_runtime_config_default(&cfg);
+    cfg.num_workers = workers; cfg.execution_task_threshold = threshold; cfg.task_window = window;
+    PTORuntime* rt = NULL;
+    CHECK_EQ(pto_runtime_init(&rt, &cfg), PTO_OK);
+    PTOSubmitter* s = pto_submitter_open(rt);
+    /* the first access sets the tensor's blocks (and so the bands): a small tile */
+    for (int i = 0; i < RR_TASKS; i++) {
+        const Rect* r = &g_rect[i];
+        PTOTaskArg a[2] = {scalar(i), {kind[r->mode], &z, r->r0, r->c0, r->rows, r->cols, 0}};
+        if (pto_submitter_task(s, "rr", rr_kernel, 0, PTO_WORKER_ANY, a, 2, NULL, 0) < 0) { CHECK(0); break; }
+    }
+    CHECK_EQ(pto_submitter_close(s), PTO_OK);
+    CHECK_EQ(pto_runtime_run(rt), PTO_OK);
+    CHECK_EQ(atomic_load(&g_runs), RR_TASKS);
+    CHECK_EQ(atomic_load(&g_order_errors), 0);
+    pto_runtime_destroy(rt);
+    free((void*)g_done); free(d);
 }
 
 /* Tickets resolve to ids once their batch entered; one thread's tasks keep their order. */
@@ -190,11 +331,18 @@ int main(int argc, char** argv) {
     const int64_t tiles = (int64_t)(4000 * scale) < 64 ? 64 : (int64_t)(4000 * scale);
     test_tickets_and_ids();
     test_misuse();
-    for (int nthreads = 2; nthreads <= 4; nthreads++) {
-        test_threads(tiles, nthreads, 2, 0, 1 << 16);              /* safe mode: exact edge count */
-        test_threads(tiles, nthreads, 3, 1, 256);                  /* pipelined, small window */
-        test_threads(tiles / 4, nthreads, 0, 0, 64);               /* inline: submitters run tasks */
-    }
+    for (int w_sub = 0; w_sub <= 1; w_sub++)
+        for (int nthreads = 2; nthreads <= 4; nthreads++) {
+            test_threads(tiles, nthreads, 2, 0, 1 << 16, w_sub);        /* safe mode: exact edge count */
+            test_threads(tiles, nthreads, 3, 1, 256, w_sub);            /* pipelined, small window */
+            test_threads(tiles / 4, nthreads, 0, 0, 64, w_sub);         /* inline: submitters run tasks */
+        }
+    test_two_writers(tiles, 2, 0, 1 << 16);                        /* safe mode: exact edge count */
+    test_two_writers(tiles, 3, 1, 256);
+    test_two_writers(tiles / 4, 0, 0, 64);
+    test_random_regions(2, 0, 1 << 16);                            /* safe mode: all ready at once */
+    test_random_regions(3, 1, 256);
+    test_random_regions(0, 0, 64);
     printf("%d passed, %d failed\n", g_pass, g_fail);
     return g_fail ? 1 : 0;
 }
