@@ -79,8 +79,9 @@ typedef struct PTOScheduler {
     int32_t     inflight;
     int64_t     start_at;          /* its cores answered: a task READY earlier counts from here */
     int64_t     completed;         /* rt_count */
-    int64_t*    lat;               /* pairs: dispatch, completion latency (ticks) */
+    int64_t*    lat;               /* LAT_FIELDS per task: dispatch, completion latency (ticks), chained */
     int64_t     nlat, cap_lat;
+    int64_t     chained;           /* tasks it queued behind their last producer */
     _Atomic int32_t sleeping;      /* it sleeps on cv: wake it for a completion or a ready task */
     _Atomic int32_t cpu;           /* the CPU it last polled on (back-off) */
     int64_t         yields, parks; /* idle rounds it yielded the CPU, times it slept (PTO_LOG=debug) */
@@ -115,6 +116,7 @@ typedef struct PTOThreeTier {
 } PTOThreeTier;
 
 #define LAT_MAX_SAMPLES (1 << 22)  /* per scheduler; later tasks are not sampled */
+#define LAT_FIELDS 3
 #define PROGRESS_EVERY  1024
 
 static const char* const CORE_NAMES[] = {"AIC", "AIV"};
@@ -526,7 +528,7 @@ static bool dispatch(PTOScheduler* S, int32_t c, int32_t id, bool chained, PTOTr
         atomic_store_explicit(&t->state, prev, memory_order_relaxed);      /* the core closed the batch */
         return false;
     }
-    if (chained) atomic_store_explicit(&d->chained, 1, memory_order_relaxed);
+    if (chained) { atomic_store_explicit(&d->chained, 1, memory_order_relaxed); S->chained++; }
     if (T->debug) {
         if (chained)
             fprintf(stderr, "[Scheduler] Thread %d: Dispatching %s task %d '%s' (kernel %d, scope %d) to core %d "
@@ -590,15 +592,16 @@ static void complete(PTOScheduler* S, int32_t c, PTODispatchPayload* pl, PTOTrac
         }
         sched_finish(rt, id, pl->status, p);
         const int64_t now = trace_now();
-        if (S->nlat + 2 <= LAT_MAX_SAMPLES * 2) {
-            if (S->nlat + 2 > S->cap_lat) {
+        if (S->nlat + LAT_FIELDS <= LAT_MAX_SAMPLES * LAT_FIELDS) {
+            if (S->nlat + LAT_FIELDS > S->cap_lat) {
                 int64_t nc = S->cap_lat ? S->cap_lat * 2 : 8192;
                 int64_t* n = realloc(S->lat, (size_t)nc * sizeof *n);
                 if (n) { S->lat = n; S->cap_lat = nc; }
             }
-            if (S->nlat + 2 <= S->cap_lat) {
+            if (S->nlat + LAT_FIELDS <= S->cap_lat) {
                 S->lat[S->nlat++] = pl->start_at - pl->ready_at;
                 S->lat[S->nlat++] = now - pl->end_at;
+                S->lat[S->nlat++] = pl->chained;
             }
         }
     }
@@ -835,20 +838,27 @@ void t3_stats(PTORuntime* rt, PTORuntimeStats* st) {
     for (int32_t s = 0; s < T->nsched; s++) st->scheduler_tasks[s] = rt_count_read(&T->sched[s].completed);
     if (T->sched_started) return;   /* the schedulers append to (and move) their samples now */
     int64_t n = 0;
-    for (int32_t s = 0; s < T->nsched; s++) n += T->sched[s].nlat / 2;
+    for (int32_t s = 0; s < T->nsched; s++) {
+        n += T->sched[s].nlat / LAT_FIELDS;
+        st->chained_tasks += T->sched[s].chained;
+    }
     st->latency_samples = n;
     if (n == 0) return;
     int64_t* d = malloc((size_t)n * sizeof *d);
     int64_t* c = malloc((size_t)n * sizeof *c);
-    if (d && c) {
-        int64_t k = 0;
+    int64_t* u = malloc((size_t)n * sizeof *u);   /* dispatch latency of the unchained tasks */
+    if (d && c && u) {
+        int64_t k = 0, nu = 0;
         for (int32_t s = 0; s < T->nsched; s++)
-            for (int64_t i = 0; i + 1 < T->sched[s].nlat; i += 2, k++) {
-                d[k] = T->sched[s].lat[i];
-                c[k] = T->sched[s].lat[i + 1];
+            for (int64_t i = 0; i + LAT_FIELDS <= T->sched[s].nlat; i += LAT_FIELDS, k++) {
+                const int64_t* v = &T->sched[s].lat[i];
+                d[k] = v[0];
+                c[k] = v[1];
+                if (!v[2]) u[nu++] = v[0];
             }
         qsort(d, (size_t)n, sizeof *d, cmp_i64);
         qsort(c, (size_t)n, sizeof *c, cmp_i64);
+        qsort(u, (size_t)nu, sizeof *u, cmp_i64);
         double ns_per_tick = 1.0;
         if (PTO_TRACE_TICKS) {
             int64_t ticks, ns;
@@ -859,6 +869,8 @@ void t3_stats(PTORuntime* rt, PTORuntimeStats* st) {
         st->dispatch_p99_ns = (int64_t)((double)pct(d, n, 99) * ns_per_tick);
         st->complete_p50_ns = (int64_t)((double)pct(c, n, 50) * ns_per_tick);
         st->complete_p99_ns = (int64_t)((double)pct(c, n, 99) * ns_per_tick);
+        st->unchained_dispatch_p50_ns = (int64_t)((double)pct(u, nu, 50) * ns_per_tick);
+        st->unchained_dispatch_p99_ns = (int64_t)((double)pct(u, nu, 99) * ns_per_tick);
     }
-    free(d); free(c);
+    free(d); free(c); free(u);
 }

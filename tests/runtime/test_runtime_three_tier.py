@@ -75,6 +75,31 @@ def _reader_graph(rt: Runtime, first, name: str) -> np.ndarray:
     return x
 
 
+def test_a_chain_runs_in_order_with_links_queued_behind_their_producer() -> None:
+    # built before the run, each link is there to be queued on a core behind the one running
+    cell = np.zeros((1, 1), dtype=np.int64)
+
+    def link(args):
+        v = args.array(0, 1, 1, np.int64)
+        v[:] = (3 * v + args[2]) % 1000003
+        return 0
+
+    with Runtime(num_workers=2, mode="three-tier", schedulers=1) as rt:
+        for k in range(100):
+            t = rt.task("link", link, worker_type=WORKER_CUBE if k % 2 else WORKER_VECTOR)
+            rt.add_inout(t, cell, 0, 0, 1, 1)
+            rt.add_scalar(t, k)
+            rt.submit(t)
+        rt.run()
+        st = rt.stats()
+    want = 0
+    for k in range(100):
+        want = (3 * want + k) % 1000003
+    assert int(cell[0, 0]) == want
+    assert st.latency_samples == 100 and 0 < st.chained_tasks < 100
+    assert st.unchained_dispatch_p50_ns <= st.unchained_dispatch_p99_ns
+
+
 def test_a_failing_kernel_is_named_with_its_core() -> None:
     with Runtime(num_workers=2, mode="three-tier", timeout=30) as rt:
         _reader_graph(rt, lambda args: 5, "boom")
