@@ -40,12 +40,16 @@ typedef struct PTODispatchPayload {
     int64_t        ready_at, start_at, end_at;   /* trace clock ticks (trace_now) */
 } __attribute__((aligned(64))) PTODispatchPayload;     /* one cache line per entry */
 
-/* A core's payloads: one handshake hands over a batch of up to T3_DEPTH entries, which the core
- * runs in order while the scheduler may append more (ready tasks, or the consumer of the last
- * entry whose only producer left is that entry) and completes those the core finished. */
+/* A core's payloads: one handshake hands over a batch, which the core runs in order while the
+ * scheduler appends more (ready tasks, or the consumer of the last entry whose only producer left
+ * is that entry) and completes those the core finished. Entry i lives in ring[i % T3_DEPTH]: at
+ * most T3_DEPTH entries are handed over and not yet completed, and a slot is written again only
+ * after the scheduler completed the entry that had it. */
 #ifndef T3_DEPTH
-#define T3_DEPTH 16
+#define T3_DEPTH 32
 #endif
+_Static_assert((T3_DEPTH & (T3_DEPTH - 1)) == 0, "T3_DEPTH: a power of two");
+#define Q_MASK   (T3_DEPTH - 1)
 #define Q_CLOSED 0x80000000u
 typedef struct PTOCoreQueue {
     _Atomic uint32_t tail;         /* entries handed over; | Q_CLOSED: the core ended the batch */
@@ -98,7 +102,7 @@ typedef struct PTOThreeTier {
     PTOScheduler*       sched;
     PTOHandshake*       hs;
     PTOCoreQueue*       q;         /* per core: the payloads of its batch */
-    uint32_t            depth;     /* entries per batch: T3_DEPTH, or 1 (max_running, wait_fn) */
+    uint32_t            depth;     /* entries in flight per core: T3_DEPTH, or 1 (max_running, wait_fn) */
     bool                chain;     /* queue a consumer behind its producer (no async executor) */
     PTOTierDesc*        desc;      /* per window slot */
     void**              kkeys;     /* kernel table: open addressing on the function (or name) */
@@ -332,6 +336,9 @@ void t3_on_retire(PTORuntime* rt, int32_t id) {
 #ifndef T3_YIELD
 #define T3_YIELD 32
 #endif
+#ifndef T3_TAIL_SPIN
+#define T3_TAIL_SPIN 32        /* pauses a core waits at the end of its batch for an append */
+#endif
 /* One idle round; false: the caller sleeps. `near`: what it waits for last ran on this CPU. */
 static inline bool backoff(uint32_t* round, bool near) {
     if (*round < T3_SPIN) {
@@ -395,8 +402,18 @@ static bool run_batch(PTOWorker* w, PTOHandshake* h, PTODispatchPayload* ring, P
                       PTOScheduler* S) {
     PTORuntime* rt = w->rt;
     bool stop = false;
+    uint32_t spins = 0;
     for (uint32_t i = 0;;) {
         uint32_t n = atomic_load_explicit(&q->tail, memory_order_acquire);
+        if (i == n && !stop && spins < T3_TAIL_SPIN) {
+            /* its scheduler, running elsewhere, may be about to append: look a little longer */
+            if (spins++ == 0) {
+                const int32_t me = note_cpu(&h->cpu);
+                if (me >= 0 && atomic_load_explicit(&S->cpu, memory_order_relaxed) == me) spins = T3_TAIL_SPIN;
+            }
+            rt_cpu_relax();
+            continue;
+        }
         if (i == n || stop) {
             if (!atomic_compare_exchange_strong_explicit(&q->tail, &n, n | Q_CLOSED, memory_order_acq_rel,
                                                          memory_order_acquire))
@@ -404,7 +421,7 @@ static bool run_batch(PTOWorker* w, PTOHandshake* h, PTODispatchPayload* ring, P
             if (i < n) atomic_store_explicit(&q->done, n, memory_order_release);   /* dropped */
             break;
         }
-        PTODispatchPayload* pl = &ring[i];
+        PTODispatchPayload* pl = &ring[i & Q_MASK];
         if (i > 0 && atomic_load_explicit(&rt->halt, memory_order_acquire)) { stop = true; continue; }
         const int32_t id = pl->task_id;
         PTOTask* t = rt_task(rt, id);
@@ -420,7 +437,7 @@ static bool run_batch(PTOWorker* w, PTOHandshake* h, PTODispatchPayload* ring, P
         }
         const int64_t end = trace_now();
         if (lane) trace_record(lane, id, w->index, name, start, end);
-        if (pl->chained) pl->ready_at = ring[i - 1].end_at;
+        if (pl->chained) pl->ready_at = ring[(i - 1) & Q_MASK].end_at;
         pl->start_at = start;
         pl->end_at = end;
         pl->status = rc;
@@ -430,6 +447,7 @@ static bool run_batch(PTOWorker* w, PTOHandshake* h, PTODispatchPayload* ring, P
         if (rt->wait_fn) atomic_fetch_sub_explicit(&rt->ready_tasks, 1, memory_order_release);
         atomic_store_explicit(&q->done, ++i, memory_order_release);
         wake_sched(S);
+        spins = 0;
     }
     atomic_store_explicit(&h->task_status, 0, memory_order_seq_cst);
     wake_sched(S);
@@ -503,10 +521,10 @@ static bool dispatch(PTOScheduler* S, int32_t c, int32_t id, bool chained, PTOTr
     const int64_t ts = lane ? trace_now() : 0;
     const bool fresh = atomic_load_explicit(&h->task, memory_order_relaxed) == 0;
     uint32_t n = fresh ? 0 : atomic_load_explicit(&q->tail, memory_order_relaxed);
-    if (n >= T->depth) return false;                 /* full, or closed (Q_CLOSED) */
+    if ((n & Q_CLOSED) || n - q->seen >= T->depth) return false;      /* closed, or full */
     PTOTask* t = rt_task(rt, id);
     PTOTierDesc* d = &T->desc[id & rt->mask];
-    PTODispatchPayload* pl = &q->ring[n];
+    PTODispatchPayload* pl = &q->ring[n & Q_MASK];
     pl->task_id = id;
     pl->kernel_id = d->kernel_id;
     pl->scope_depth = d->scope_depth;
@@ -533,7 +551,7 @@ static bool dispatch(PTOScheduler* S, int32_t c, int32_t id, bool chained, PTOTr
         if (chained)
             fprintf(stderr, "[Scheduler] Thread %d: Dispatching %s task %d '%s' (kernel %d, scope %d) to core %d "
                     "(behind task %d)\n", S->index, CORE_NAMES[h->core_type], id, t->name, d->kernel_id,
-                    d->scope_depth, c, q->ring[n - 1].task_id);
+                    d->scope_depth, c, q->ring[(n - 1) & Q_MASK].task_id);
         else
             fprintf(stderr, "[Scheduler] Thread %d: Dispatching %s task %d '%s' (kernel %d, scope %d) to core %d\n",
                     S->index, CORE_NAMES[h->core_type], id, t->name, d->kernel_id, d->scope_depth, c);
@@ -622,11 +640,11 @@ static bool top_up(PTOScheduler* S, int32_t c, PTOTraceLane* lane) {
     bool any = false;
     while (q->held < 0) {
         const uint32_t n = atomic_load_explicit(&q->tail, memory_order_relaxed);
-        if (n >= T->depth) break;                    /* full, or closed */
+        if ((n & Q_CLOSED) || n - q->seen >= T->depth) break;     /* closed, or full */
         int32_t id = -1;
         if (T->chain && q->scanned < n && q->seen < n) {   /* the last entry is not completed yet */
             q->scanned = n;
-            id = chained_successor(rt, w, q->ring[n - 1].task_id);
+            id = chained_successor(rt, w, q->ring[(n - 1) & Q_MASK].task_id);
         }
         const bool chained = id >= 0;
         if (!chained) {
@@ -706,7 +724,7 @@ static void* sched_main(void* arg) {
                 if (closed || T->depth > 1) {
                     const uint32_t done = atomic_load_explicit(&q->done, memory_order_acquire);
                     while (q->seen < done) {
-                        complete(S, c, &q->ring[q->seen++], lane);
+                        complete(S, c, &q->ring[q->seen++ & Q_MASK], lane);
                         progress = true;
                         slot = gated;
                         int32_t id = S->proxy.next_local;   /* a consumer of what core c just finished */
