@@ -21,6 +21,7 @@ import pytest
 from pto_core import PTOError
 from pto_core.driver import runtime_mode_environment
 from pto_core.runtime import (WORKER_CUBE, WORKER_VECTOR, PTORuntimeError, PTOTaskError, Runtime)
+from pto_core.trace import format_stats, load_runtime_stats
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -75,7 +76,7 @@ def _reader_graph(rt: Runtime, first, name: str) -> np.ndarray:
     return x
 
 
-def test_a_chain_runs_in_order_with_links_queued_behind_their_producer() -> None:
+def test_a_chain_runs_in_order_with_links_queued_behind_their_producer(tmp_path: Path) -> None:
     # built before the run, each link is there to be queued on a core behind the one running
     cell = np.zeros((1, 1), dtype=np.int64)
 
@@ -92,12 +93,18 @@ def test_a_chain_runs_in_order_with_links_queued_behind_their_producer() -> None
             rt.submit(t)
         rt.run()
         st = rt.stats()
+        rt.write_stats(tmp_path / "stats.json")
     want = 0
     for k in range(100):
         want = (3 * want + k) % 1000003
     assert int(cell[0, 0]) == want
     assert st.latency_samples == 100 and 0 < st.chained_tasks < 100
     assert st.unchained_dispatch_p50_ns <= st.unchained_dispatch_p99_ns
+    # PTO_STATS / `pto run --stats` carry the same figures
+    summary = load_runtime_stats(tmp_path / "stats.json")
+    assert summary.three_tier["chained_tasks"] == st.chained_tasks
+    assert summary.three_tier["unchained_dispatch_p50_ns"] == st.unchained_dispatch_p50_ns
+    assert f"chained: {st.chained_tasks} of 100 tasks" in format_stats(summary)
 
 
 def test_a_failing_kernel_is_named_with_its_core() -> None:
