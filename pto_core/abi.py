@@ -86,7 +86,9 @@ class PTORuntimeStats(ctypes.Structure):
                     "complete_p99_ns")),
                 ("scheduler_tasks", ctypes.c_int64 * PTO_MAX_SCHEDULERS),
                 *((n, ctypes.c_int64) for n in ("temp_bytes", "peak_temp_bytes", "temp_buffers",
-                                                "heap_full_waits"))]
+                                                "heap_full_waits", "chained_tasks",
+                                                "unchained_dispatch_p50_ns",
+                                                "unchained_dispatch_p99_ns"))]
 
 
 class PTOTraceEvent(ctypes.Structure):

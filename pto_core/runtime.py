@@ -156,6 +156,11 @@ class RuntimeStats:
     peak_temp_bytes: int = 0     # ... at most at once
     temp_buffers: int = 0        # ... task outputs allocated
     heap_full_waits: int = 0     # ... times a temp output waited for room (heap_bytes)
+    #: three-tier: tasks queued on a core behind their last producer, and the dispatch latency
+    #: of the other tasks, median and 99th percentile
+    chained_tasks: int = 0
+    unchained_dispatch_p50_ns: int = 0
+    unchained_dispatch_p99_ns: int = 0
 
 
 # ---------------------------------------------------------------- building / loading

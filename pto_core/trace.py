@@ -373,7 +373,8 @@ class TraceStats:
     #: per kernel, how its tasks went out to a device (backends with a device executor)
     launches: dict[str, LaunchStats] = field(default_factory=dict)
     #: the three-tier mode's figures (schedulers, cores, latency_samples, dispatch_p50_ns,
-    #: dispatch_p99_ns, complete_p50_ns, complete_p99_ns, scheduler_tasks); empty otherwise
+    #: dispatch_p99_ns, complete_p50_ns, complete_p99_ns, chained_tasks, unchained_dispatch_p50_ns,
+    #: unchained_dispatch_p99_ns, scheduler_tasks); empty otherwise
     three_tier: dict[str, Any] = field(default_factory=dict)
     #: runtime-owned intermediates: task outputs allocated, and the most bytes alive at once
     temp_buffers: int = 0
@@ -530,4 +531,9 @@ def format_stats(s: TraceStats) -> str:
                   f"{_t(t['dispatch_p99_ns']):>12}",
                   f"{'completion (->ready)':<24}{_t(t['complete_p50_ns']):>12}"
                   f"{_t(t['complete_p99_ns']):>12}"]
+        if t.get("chained_tasks"):     # queued on a core behind their producer: READY as it returned
+            lines += [f"{'dispatch, unchained':<24}{_t(t['unchained_dispatch_p50_ns']):>12}"
+                      f"{_t(t['unchained_dispatch_p99_ns']):>12}",
+                      f"chained: {t['chained_tasks']} of {t['latency_samples']} tasks queued on a core "
+                      f"behind their last producer"]
     return "\n".join(lines) + "\n"

@@ -84,15 +84,17 @@ def table(rows: Rows) -> list[list[str]]:
 
 TIER3_HEADER = ("graph", "tasks", "default e2e ns/t", "default exec ns/t",
                 "3-tier 1 sched e2e ns/t", "vs default", "exec ns/t", "dispatch p50/p99 ns",
-                "completion p50/p99 ns", "CPU ns/t", "csw/t",
+                "chained", "unchained dispatch p50/p99 ns", "completion p50/p99 ns", "CPU ns/t", "csw/t",
                 "3-tier 3 sched e2e ns/t", "vs default", "exec ns/t", "dispatch p50/p99 ns",
-                "completion p50/p99 ns", "CPU ns/t", "csw/t")
+                "chained", "unchained dispatch p50/p99 ns", "completion p50/p99 ns", "CPU ns/t", "csw/t")
 
 
 def tier3_table(rows: Rows) -> list[list[str]]:
     """The three-tier mode (1 and 3 schedulers) against the worker mode, from the ``tier3_*``
     lines of ``bench_llama G tier3``: time per task end to end and executing alone, as ratios to
-    the worker mode (above 1x: the three-tier mode took longer), and the per-task latencies."""
+    the worker mode (above 1x: the three-tier mode took longer), and the per-task latencies
+    ("chained": the share of tasks queued on a core behind their last producer, whose dispatch
+    latency counts from that producer's end; "unchained": the dispatch latency of the others)."""
     out = []
     for dag, m in sorted(rows, key=lambda k: (k[0] != "wide", k[0] != "chain", k)):
         r = rows[(dag, m)]
@@ -107,8 +109,10 @@ def tier3_table(rows: Rows) -> list[list[str]]:
             te, tx = _ns(t, tasks, "e2e_s"), _ns(t, tasks, "exec_s")
             lat = lambda k: (f"{t[k + '_p50_ns']:,.0f} / {t[k + '_p99_ns']:,.0f}"
                              if k + "_p50_ns" in t else "-")
+            chained = t.get("chained_tasks")
             cells += [_fmt(te, "{:,.1f}"), _ratio(te, be), _fmt(tx, "{:,.1f}"), lat("dispatch"),
-                      lat("complete"), _fmt(t.get("cpu_ns_per_task"), "{:,.0f}"),
+                      _fmt(100.0 * chained / tasks if chained is not None else None, "{:.0f} %"),
+                      lat("unchained_dispatch"), lat("complete"), _fmt(t.get("cpu_ns_per_task"), "{:,.0f}"),
                       _fmt(t.get("csw_per_task"), "{:.2f}")]
         out.append(cells)
     return out

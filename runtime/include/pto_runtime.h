@@ -228,6 +228,11 @@ typedef struct PTORuntimeStats {
     int64_t peak_temp_bytes;
     int64_t temp_buffers;
     int64_t heap_full_waits;          /* times a temp output waited for room (cfg.heap_bytes) */
+    /* Three-tier mode: tasks queued on a core behind their last producer (READY, for the
+     * dispatch latency, when that producer's kernel returned), and the dispatch latency of the
+     * others (handed over by a handshake or appended to a core's batch), median and p99. */
+    int64_t chained_tasks;
+    int64_t unchained_dispatch_p50_ns, unchained_dispatch_p99_ns;
 } PTORuntimeStats;
 
 /* ---------------------------------------------------------------- lifecycle */

@@ -417,6 +417,7 @@ void t3_join(PTORuntime* rt);                 /* after wait_workers: join schedu
 void t3_on_alloc(PTORuntime* rt, int32_t id, PTOKernelFunc fn, const char* name);
 int  t3_on_edge(PTORuntime* rt, int32_t p, int32_t c, int32_t d);   /* fanin entry d for edge p -> c */
 void t3_on_ready(PTORuntime* rt, PTOTask* t);
+bool t3_claimed(PTORuntime* rt, const PTOTask* t);   /* already queued on a core: no ready queue */
 void t3_on_push(PTORuntime* rt);              /* a task entered a ready queue: wake a scheduler */
 void t3_wake_schedulers(PTORuntime* rt);      /* every sleeping scheduler */
 void t3_on_retire(PTORuntime* rt, int32_t id); /* orchestrator, as the slot is reused */

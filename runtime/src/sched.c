@@ -220,6 +220,7 @@ void sched_publish(PTORuntime* rt, PTOTask* t) {
 }
 
 void sched_make_ready(PTORuntime* rt, PTOTask* t, PTOWorker* w) {
+    if (rt->t3 && t3_claimed(rt, t)) return;   /* three-tier: on a core already, behind its producer */
     atomic_store_explicit(&t->state, PTO_TASK_READY, memory_order_relaxed);
     if (rt->nworkers == 0) return;             /* inline mode runs tasks in id order */
     if (rt->t3) t3_on_ready(rt, t);

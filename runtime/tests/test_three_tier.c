@@ -221,6 +221,77 @@ static void failing_kernel(void) {
     pto_runtime_destroy(rt);
 }
 
+/* ---------------------------------------------------------------- chains
+ * A task whose only producer left runs on a core can be queued behind it on that core: it must
+ * still run after it, and never when the producer failed. Each link checks it runs in order. */
+static _Atomic int g_link, g_link_wrong;
+static int32_t k_link(const int64_t* a) {
+    const int k = (int)a[2];
+    if (atomic_load(&g_link) != k) atomic_fetch_add(&g_link_wrong, 1);
+    for (volatile int spin = 0; spin < 2000; spin++) {}    /* some work: the next link queues first */
+    atomic_store(&g_link, k + 1);
+    return k == (int)a[3] ? 7 : 0;
+}
+
+static int32_t build_chain(PTORuntime* rt, int n, int fail_at) {
+    int32_t bad = -1;
+    for (int k = 0; k < n; k++) {
+        int32_t t = pto_task_alloc(rt, k == fail_at ? "bad_link" : "link", k_link, 0,
+                                   k % 3 ? PTO_WORKER_VECTOR : PTO_WORKER_CUBE);
+        pto_task_add_inout(rt, t, &T, 0, 0, 1, 8);
+        pto_task_add_scalar(rt, t, k);
+        pto_task_add_scalar(rt, t, fail_at);
+        pto_task_submit(rt, t);
+        if (k == fail_at) bad = t;
+    }
+    return bad;
+}
+
+static void chains(void) {
+    static const int shapes[][3] = {{1, 1, 0}, {2, 1, 0}, {2, 3, 0}, {3, 2, 32}};   /* cores, schedulers, threshold */
+    const int n = 200;
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
+        PTORuntimeConfig cfg;
+        pto_runtime_config_default(&cfg);
+        cfg.mode = PTO_MODE_THREE_TIER;
+        cfg.num_workers = shapes[i][0];
+        cfg.num_schedulers = shapes[i][1];
+        cfg.execution_task_threshold = shapes[i][2];
+        PTORuntime* rt = pto_runtime_create(&cfg);
+        atomic_store(&g_link, 0);
+        atomic_store(&g_link_wrong, 0);
+        build_chain(rt, n, -1);
+        CHECK_EQ(pto_runtime_run(rt), PTO_OK);
+        CHECK_EQ(atomic_load(&g_link), n);
+        CHECK_EQ(atomic_load(&g_link_wrong), 0);
+        PTORuntimeStats st;
+        pto_runtime_get_stats(rt, &st);
+        CHECK_EQ(st.tasks_completed, n);
+        CHECK_EQ(st.latency_samples, n);
+        /* built before the run starts, the next link is always there to queue behind a running one */
+        if (shapes[i][2] == 0) CHECK(st.chained_tasks > 0 && st.chained_tasks < n);
+        pto_runtime_destroy(rt);
+    }
+    /* link 20 fails: the links queued behind it are dropped, not run */
+    PTORuntime* rt = mk(1, 1, 0, 10000);
+    atomic_store(&g_link, 0);
+    atomic_store(&g_link_wrong, 0);
+    const int32_t bad = build_chain(rt, 60, 20);
+    CHECK_EQ(pto_runtime_run(rt), PTO_ETASKFAILED);
+    CHECK_EQ(atomic_load(&g_link), 21);
+    CHECK_EQ(atomic_load(&g_link_wrong), 0);
+    PTORuntimeStats st;
+    pto_runtime_get_stats(rt, &st);
+    CHECK_EQ(st.failed_task, bad);
+    CHECK_EQ(st.failed_code, 7);
+    CHECK_EQ(st.tasks_completed, 21);
+    char msg[256], want[96];
+    CHECK(pto_runtime_error_message(rt, msg, sizeof msg) > 0);
+    snprintf(want, sizeof want, "task %d 'bad_link' failed with code 7 on core 0", bad);
+    CHECK_HAS(msg, want);
+    pto_runtime_destroy(rt);
+}
+
 static void check_stuck(PTORuntime* rt, int32_t s, int code, const char* head) {
     PTORuntimeStats st;
     pto_runtime_get_stats(rt, &st);
@@ -379,6 +450,7 @@ int main(int argc, char** argv) {
     printf("core types\n");             bound_core_types();
     printf("pinned tasks\n");           pinned_tasks();
     printf("failing kernel\n");         failing_kernel();
+    printf("chains\n");                 chains();
     printf("core stops answering\n");   core_stops_answering();
     printf("shutdown mid-run\n");       shutdown_mid_run();
     printf("configuration\n");          configuration();
