@@ -38,8 +38,8 @@ import numpy as np
 from .builder import PTOFunctionBuilder, PTOModule
 from .errors import PTOError
 from .ir import Category, ElementType, MemorySpace
-from .ir.ops import (BLOCK_BYTES, KINDS, MASK_TYPE, MATMUL_ACC_TYPES, OPS, OpDef, mask_shape,
-                     scatter_index_type, window_tiles)
+from .ir.ops import (BLOCK_BYTES, KINDS, MASK_TYPE, MATMUL_ACC_TYPES, OPS, RANDOM_WORDS, OpDef,
+                     mask_shape, scatter_index_type, window_tiles)
 from .reference import compute_type, numpy_dtype, pad_value
 
 E = ElementType
@@ -182,11 +182,14 @@ def _io(op: OpDef, dt: ElementType, R: int, C: int, M: int, K: int, N: int,
 def _mask_io(op: OpDef, dt: ElementType, R: int, C: int):
     """Compares, selects and generators: TCMP keeps C columns (a mask's last byte may be
     partly used); TCMPS, TSEL and TSELS take a multiple of 32 (the Ascend library packs and
-    reads masks by whole bytes of unpadded rows); TCI makes one row."""
+    reads masks by whole bytes of unpadded rows); TCI makes one row; TRANDOM reads a key and
+    a counter."""
     if op.layout == "ci":
         return [], (1, C, dt)
     if op.layout == "tri":
         return [], (R, C, dt)
+    if op.layout == "random":            # one-row i32 key and counter
+        return [(n, 1, w, E.I32) for n, w in RANDOM_WORDS.items()], (R, C, dt)
     if op.name != "TCMP":
         C = -(-C // 32) * 32
     data = [(o.name, R, C, dt) for o in op.inputs if o.role == "tile" and o.name != "mask"]
@@ -239,7 +242,8 @@ MERGE_BLOCK = 64
 #: integer extremes)
 KERNEL_PAD = "max"
 #: the attributes of one-instruction kernels, unless a kernel names its own
-KERNEL_ATTRS = {"pad": KERNEL_PAD, "cmp": "le", "descending": "false", "upper": "false"}
+KERNEL_ATTRS = {"pad": KERNEL_PAD, "cmp": "le", "descending": "false", "upper": "false",
+                "rounds": 10}
 #: TTRI's diagonals in one-instruction kernels (one call each): beyond both corners, on and
 #: near the main diagonal
 KERNEL_DIAGONALS = (-64, -3, -1, 0, 1, 5, 64)
@@ -533,6 +537,9 @@ def special_inputs(kernels: Sequence[OpKernel], dtype: ElementType) -> dict[str,
             if p == "mask":
                 out[k.tensor(p)] = mask_bits(r, c)
                 continue
+            if k.op.layout == "random":
+                out[k.tensor(p)] = RANDOM_EDGES[p].copy()
+                continue
             vp = v if pdt == dtype else v.astype(numpy_dtype(pdt))
             if p == "b" and dtype.is_int and _divides_by(k, "b"):
                 vp = vp[vp != 0]                # integer division by zero is an error
@@ -594,6 +601,12 @@ def sorted_blocks(v: np.ndarray, cols: int, block: int) -> np.ndarray:
               for b in range(0, cols // 2, n)] if n <= 32 else None
     assert blocks is not None, "sorted_blocks: blocks of at most 32 pairs"
     return np.concatenate(blocks)[None, :]
+
+
+#: TRANDOM's key and counter in the special-value check: a counter of all ones, so that every
+#: step carries through its four words and wraps the 128-bit sum, and a key of the extremes
+RANDOM_EDGES = {"key": np.array([[-2**31, -1]], np.int32),
+                "counter": np.array([[-1, -1, -1, -1]], np.int32)}
 
 
 def mask_bits(rows: int, cols: int) -> np.ndarray:
@@ -795,7 +808,8 @@ def _layout_operands(k: OpKernel, tile, r: int, c: int, scalar) -> dict[str, obj
 
 def _mask_operands(k: OpKernel, tile, r: int, c: int, scalar) -> dict[str, object]:
     """The operands behind ``(r, c)`` of a MASK op's output: a compare's eight compared
-    pairs of byte ``c`` (as lists), a select's mask bit and operands, a generator's scalar."""
+    pairs of byte ``c`` (as lists), a select's mask bit and operands, a generator's scalar,
+    TRANDOM's key and counter (lists of unsigned words)."""
     R = k.output[0]
     out: dict[str, object] = {"s": k.scalars[r // R]} if k.scalars else {}
     if k.op.layout == "compare":
@@ -804,6 +818,8 @@ def _mask_operands(k: OpKernel, tile, r: int, c: int, scalar) -> dict[str, objec
     elif k.op.layout == "select":
         out["bit"] = int(tile("mask")[r % R, c // 8]) >> (c % 8) & 1
         out.update({p: scalar(tile(p)[r % R, c]) for p, *_ in k.inputs if p != "mask"})
+    elif k.op.layout == "random":       # the key's and the counter's words, as unsigned
+        out.update({p: [int(x) & 0xFFFFFFFF for x in tile(p)[0]] for p, *_ in k.inputs})
     return out
 
 

@@ -43,6 +43,7 @@ SHAPES = {
     "select": dict(dst=(4, 8), mask=(4, 1), a=(4, 8), b=(4, 8)),
     "ci": dict(dst=(1, 8)),
     "tri": dict(dst=(4, 8)),
+    "random": dict(dst=(4, 8), key=(1, 2), counter=(1, 4)),
     # matrix-vector products (OpDef.rows: a has one row)
     "gemv": dict(dst=(1, 2), acc=(1, 2), a=(1, 8), b=(8, 2), bias=(1, 2)),
 }
@@ -65,6 +66,7 @@ def build_one(op_name: str):
             if op.layout == "histogram":                        # i32 counts of i16 bytes
                 dt = {"dst": I32, "a": ElementType.I16, "idx": ElementType.U8}[spec.name]
             dt = U8 if spec.name == op.mask else dt              # a compare's, a select's mask
+            dt = I32 if op.layout == "random" else dt           # TRANDOM's words
             b.tile(f"t_{spec.name}", *SHAPES[op.layout or ("gemv" if op.rows else op.category)][spec.name], dt)
             args.append(f"t_{spec.name}")
         elif spec.role == "memref":
@@ -79,8 +81,8 @@ def build_one(op_name: str):
             args.append(3)
     attrs = {"pad": "min"} if "pad" in op.attrs else {"byte": 1} if "byte" in op.attrs else {}
     if op.category is Category.MASK:
-        attrs = {k: v for k, v in (("cmp", "ge"), ("descending", "true"), ("upper", "true"))
-                 if k in op.attrs}
+        attrs = {k: v for k, v in (("cmp", "ge"), ("descending", "true"), ("upper", "true"),
+                                   ("rounds", 7)) if k in op.attrs}
     return getattr(b, op.method)(*args, **attrs).build()
 
 

@@ -10,7 +10,10 @@ conversions that saturate. The backends' suites run the same matrix against the 
 
 from __future__ import annotations
 
+import functools
+import importlib.util
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -198,6 +201,16 @@ def as_element(x: float | int, t: ElementType) -> float | int:
     return wrap(int(x), t) if t.is_int else rnd(x, t)
 
 
+@functools.lru_cache(maxsize=None)
+def _random_words(key: tuple, counter: tuple, rows: int, cols: int, rounds: int) -> np.ndarray:
+    """TRANDOM's tile by the scalar model of tests/test_random_ops.py."""
+    spec = importlib.util.spec_from_file_location(
+        "_random_ops_loader", Path(__file__).with_name("test_random_ops.py"))
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod.load().model(key, counter, rows, cols, rounds)
+
+
 def model_mask(k: OpKernel, ops: dict, r: int, c: int) -> float | int:
     """Compares pack eight Python comparisons (a NaN compares unequal) into byte ``c``, bit
     ``j`` for column ``8c + j``; a select takes a or the other by its bit; TCI counts from
@@ -216,6 +229,9 @@ def model_mask(k: OpKernel, ops: dict, r: int, c: int) -> float | int:
         if dt.is_int:
             return wrap(start + sign * c, dt)
         return rnd(rnd(start + sign * c, compute_type(dt)), dt)
+    if lay == "random":                  # element (r, c) of the official generator's tile
+        return int(_random_words(tuple(ops["key"]), tuple(ops["counter"]), *k.output[:2],
+                                 k.op_attrs["rounds"])[r, c])
     row = r % k.output[0] + int(ops["s"])
     return int(c >= row if k.op_attrs["upper"] == "true" else c <= row)
 

@@ -681,6 +681,16 @@ _def("TTRI", "tri", Category.MASK, "dst:tile_out diag:scalar", isa=True, layout=
      attrs=("upper",), scalar_type=ElementType.I32,
      doc="upper=false: dst[r, c] = 1 where c <= r + diag, else 0 (lower triangle); "
          "upper=true: dst[r, c] = 0 where c < r + diag, else 1")
+# (docs/isa/TRANDOM.md; the official CPU code cpu/TRandom.hpp defines the generator): a
+# counter-based generator of i32 words (the library's int32_t/uint32_t bits) from a key of two
+# and a counter of four 32-bit words, i32 tiles read as unsigned
+_def("TRANDOM", "random", Category.MASK, "dst:tile_out key:tile counter:tile", isa=True,
+     layout="random", attrs=("rounds",),
+     doc="dst[r, c] = word (c % 256) // 64 of ``rounds`` (7 or 10) Philox-4x32 rounds of the "
+         "128-bit counter plus (r * ceil(C / 256) + c // 256) * S / 4 + c % 64, where S is C "
+         "rounded up to a multiple of 8 (the row stride of the library's 32-byte rows); key "
+         "is a 1x2 and counter a 1x4 i32 tile (words in little-endian order); neither is "
+         "changed")
 
 # scalar
 _def("SADD", "scalar_add", Category.SCALAR, "dst:scalar_out a:scalar b:scalar", expr=A + B)
@@ -855,6 +865,8 @@ LAYOUTS: dict[str, str] = {
     "ci": "s + j (descending: s - j)",
     "tri": "1 inside the triangle the diagonal bounds (c <= r + diag lower, c >= r + diag "
            "upper), else 0",
+    "random": "word (j % 256) // 64 of the rounds of counter + the (i, j // 256) block's "
+              "step + j % 64 (RANDOM_STRIDE)",
 }
 
 #: the layouts whose dst holds sorted (value, index) pairs of f32 (two slots a pair)
@@ -869,6 +881,19 @@ HIST_BYTES = (0, 1, 2, 3)
 MASK_TYPE = ElementType.U8
 #: the values of TCI's ``descending`` and TTRI's ``upper`` attributes
 BOOL_ATTRS = ("false", "true")
+#: the values of TRANDOM's ``rounds`` attribute (docs/isa/TRANDOM.md: "7 or 10")
+RANDOM_ROUNDS = (7, 10)
+#: TRANDOM's operand shapes: the key's and the counter's 32-bit words (one row each)
+RANDOM_WORDS = {"key": 2, "counter": 4}
+#: TRANDOM's columns per block: four words of 64 lanes each, one counter per lane
+RANDOM_BLOCK = 256
+
+
+def random_stride(cols: int) -> int:
+    """TRANDOM's counter step from one block of 256 columns to the next (and from a row's
+    last block to the next row's first): the row stride of a ``cols``-wide i32 tile in the
+    library's 32-byte rows, in words of four (cpu/TRandom.hpp: ``RowStride / 4``)."""
+    return -(-cols // 8) * 8 // 4
 
 
 def mask_shape(rows: int, cols: int) -> tuple[int, int]:
@@ -1045,6 +1070,21 @@ def _check_mask(op: OpDef, tiles: dict[str, TileType]) -> None:
                             f"{data.cols}), {op.mask} is {m.rows}x{m.cols} {m.dtype.value}")
     if op.layout == "ci" and d.rows != 1:
         raise RuleError(f"{op.name} makes one row, dst is {d.rows}x{d.cols}")
+    if op.layout == "random":
+        _check_random(op, tiles)
+
+
+def _check_random(op: OpDef, tiles: dict[str, TileType]) -> None:
+    """TRANDOM writes i32 words; its key and counter are one-row i32 tiles of 2 and 4 words."""
+    d = tiles["dst"]
+    if d.dtype is not ElementType.I32:
+        raise RuleError(f"{op.name} writes i32 words (the library's int32_t/uint32_t), dst is "
+                        f"{d.dtype.value}")
+    for name, words in RANDOM_WORDS.items():
+        t = tiles[name]
+        if t.dtype is not ElementType.I32 or t.shape != (1, words):
+            raise RuleError(f"the {name} of {op.name} is a 1x{words} i32 tile, {name} is "
+                            f"{t.rows}x{t.cols} {t.dtype.value}")
 
 
 def check_window(dst: TileType, a: TileType, row: object, col: object,

@@ -99,7 +99,9 @@ _MASKS_A5 = {"TCMP": (E.F32, E.F16, E.I32),
              "TCI": (E.I32, E.I16),
              # TTRI.md lists int8_t and uint8_t for A5; the official CPU code rejects them
              # (cpu/TTRI.hpp: "TTRI has invalid data type"), so they are not emitted
-             "TTRI": (E.F32, E.F16, E.BF16, E.I32, E.I16)}
+             "TTRI": (E.F32, E.F16, E.BF16, E.I32, E.I16),
+             # TRANDOM.md, "Implementation checks (A5)": int32_t, uint32_t (our i32)
+             "TRANDOM": (E.I32,)}
 
 
 A2A3 = AscendArch(
@@ -128,8 +130,10 @@ A2A3 = AscendArch(
                **{op: (E.F32, E.F16, E.I32, E.I16)
                   for op in ("TPARTADD", "TPARTMUL", "TPARTMAX", "TPARTMIN")},
                **_MASKS_A2A3},
-    # docs/isa/THISTOGRAM.md: "available on A5 / Kirin9030 / CPU-sim only (not on A2/A3)"
-    lacks=("THISTOGRAM",),
+    # docs/isa/THISTOGRAM.md: "available on A5 / Kirin9030 / CPU-sim only (not on A2/A3)";
+    # docs/isa/TRANDOM.md lists implementation checks for A5 only, and the library has no
+    # A2/A3 implementation (include/pto/npu/a2a3 has no TRandom.hpp)
+    lacks=("THISTOGRAM", "TRANDOM"),
     # docs/isa/TCMP.md, TCMPS.md: "For int32_t input, only CmpMode::EQ is supported"
     compare_eq_only=(E.I32,))
 

@@ -42,7 +42,7 @@ from pto_core.codegen.cstyle import CStyleRenderer, _Out
 from pto_core.errors import PTOBackendError
 from pto_core.ir import (Call, Category, ElementType, For, Function, If, Instr, Local,
                          MemRefType, Module, Return, TileType)
-from pto_core.ir.ops import OPS, Expr
+from pto_core.ir.ops import OPS, RANDOM_WORDS, Expr
 from pto_core.options import CompileOptions
 
 from .arch import AscendArch
@@ -775,6 +775,8 @@ class _KernelRenderer(CStyleRenderer):
             up = int(s.attr("upper") == "true")
             return [_Step(f"TTRI<decltype({d}), {up}>({d}, {scalar(ops['diag'], 'int')});",
                           "V", (), (d,))]
+        if op.layout == "random":
+            return self._lower_random(fn, s, ops, d, vec)
         if op.is_compare and s.attr("cmp") != "eq" and data.dtype in self.arch.compare_eq_only:
             raise self._err(fn, s, f"{s.op} of {data.dtype.value} tiles tests equality only "
                                    f"(cmp=eq), not cmp={s.attr('cmp')},")
@@ -798,6 +800,26 @@ class _KernelRenderer(CStyleRenderer):
         at = len(args) if op.scratch_at is None else op.scratch_at
         args[at:at] = tmps
         return [_Step(f"{op.isa}({', '.join(args)});", "V", tuple(reads), (d, *tmps))]
+
+    def _lower_random(self, fn: Function, s: Instr, ops: dict, d: str, vec) -> list[_Step]:
+        """TRANDOM<rounds>(dst, key, counter) takes its key and counter as arrays of
+        uint32_t (docs/isa/TRANDOM.md): the scalar unit reads them from their tiles into
+        arrays of a block that the vector step closes. dst must be row-major ("Tile layout
+        must be row-major"); its storage row (32-byte rows) is the counter's row stride,
+        which the rule of ops.random_stride follows."""
+        if "BLayout::ColMajor" in self._tiles[d].cpp:
+            raise self._err(fn, s, f"{s.op} takes row-major tiles: tile '{ops['dst']}' "
+                                   f"({fn.type_of(ops['dst']).rows}x1) is column-major")
+        arrays, tiles = [], []
+        for name, cpp in (("key", "TRandomKey"), ("counter", "TRandomCounter")):
+            t = vec(ops[name])
+            tiles.append(t)
+            words = ", ".join(f"static_cast<uint32_t>({self.index_element(fn, ops[name], str(i))})"
+                              for i in range(RANDOM_WORDS[name]))
+            arrays.append(f"{cpp} _pto_{name} = {{{words}}};")
+        return [_Step("{ " + " ".join(arrays), "S", tuple(tiles), ()),
+                _Step(f"TRANDOM<{int(s.attr('rounds'))}>({d}, _pto_key, _pto_counter); }}", "V",
+                      (), (d,))]
 
     def _need_unpadded(self, fn: Function, s: Instr, names, vec, why: str) -> None:
         """Refuse ``s`` when a tile of ``names`` has padded rows (its storage is not its

@@ -1656,6 +1656,44 @@ inline RecordEvent TTRI(D& dst, int diagonal, WaitEvents&...) {
     return {};
 }
 
+// TRANDOM (docs/isa/TRANDOM.md): Philox-4x32 words of a 128-bit counter under a 64-bit key.
+// Each row is cut into blocks of 256 columns: column c takes word (c % 256) / 64 of the rounds
+// of the counter plus the block's step and lane c % 64; a block steps the counter by the
+// storage row's words / 4 (the library's RowStride / 4). Key and counter are not changed.
+using TRandomKey = uint32_t[2];
+using TRandomCounter = uint32_t[4];
+template <uint16_t Rounds = 10, typename D, typename... WaitEvents>
+inline RecordEvent TRANDOM(D& dst, TRandomKey& key, TRandomCounter& counter, WaitEvents&...) {
+    using T = typename D::DType;
+    static_assert(std::is_same_v<T, int32_t> || std::is_same_v<T, uint32_t>,
+                  "TRANDOM: int32_t or uint32_t tiles (docs/isa/TRANDOM.md)");
+    static_assert(Rounds == 7 || Rounds == 10, "TRANDOM: Rounds is 7 or 10");
+    static_assert(D::isRowMajor, "TRANDOM: row-major tiles (docs/isa/TRANDOM.md)");
+    const unsigned blocks = (dst.GetValidCol() + 255) / 256;
+    const uint64_t stride = uint64_t(D::Cols) / 4;
+    detail::map("TRANDOM", [&](unsigned r, unsigned c) {
+        const uint64_t step = (uint64_t(r) * blocks + c / 256) * stride + c % 64;
+        uint64_t t = uint64_t(counter[0]) + (step & 0xFFFFFFFFu);
+        uint32_t w[4];
+        w[0] = uint32_t(t);
+        t = uint64_t(counter[1]) + (step >> 32) + (t >> 32);
+        w[1] = uint32_t(t);
+        t = uint64_t(counter[2]) + (t >> 32);
+        w[2] = uint32_t(t);
+        w[3] = counter[3] + uint32_t(t >> 32);
+        uint32_t k0 = key[0], k1 = key[1];
+        for (uint16_t i = 0; i < Rounds; ++i) {
+            const uint64_t p0 = uint64_t(w[0]) * 0xD2511F53u, p1 = uint64_t(w[2]) * 0xCD9E8D57u;
+            const uint32_t n0 = uint32_t(p1 >> 32) ^ w[1] ^ k0, n2 = uint32_t(p0 >> 32) ^ w[3] ^ k1;
+            w[0] = n0; w[1] = uint32_t(p1); w[2] = n2; w[3] = uint32_t(p0);
+            k0 += 0x9E3779B9u;
+            k1 += 0xBB67AE85u;
+        }
+        return T(w[(c % 256) / 64]);
+    }, dst);
+    return {};
+}
+
 }  // namespace pto
 
 #endif  // PTO_ASCEND_CPU_CHECK_PTO_INST_HPP
