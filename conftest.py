@@ -89,3 +89,29 @@ def scons_once(build_once) -> Callable[..., Path]:
         return folder
 
     return scons_once
+
+
+@pytest.fixture
+def run_on() -> Callable[..., dict | None]:
+    """``run_on(target, module, tensors, build_dir)``: the module's outputs on ``target`` (a
+    backend, or ``arm64-qemu``: the arm64 host program under qemu-aarch64), or None for
+    ``cuda``, which is only built (nvcc; no GPU here: ``cuda_sim`` runs the same source). A
+    target whose tools are missing skips the test, naming them."""
+    import shutil
+
+    from pto_core import driver
+    from pto_core.checking import run_module_on
+
+    def run(target: str, module, tensors: dict, build_dir: Path) -> dict | None:
+        tools = {"arm64-qemu": ("aarch64-linux-gnu-gcc", "qemu-aarch64"), "cuda": ("nvcc",)}
+        for tool in tools.get(target, ()):
+            if shutil.which(tool) is None:
+                pytest.skip(f"{tool} is not installed (scripts/setup.sh installs it)")
+        if target == "cuda":
+            bdir = driver.build_module("cuda", module, build_dir=build_dir)
+            assert list(bdir.rglob("*.cu")) and list(bdir.rglob("*.so")), bdir
+            return None
+        return run_module_on(target.removesuffix("-qemu"), module, tensors, build_dir,
+                             cross="aarch64" if target == "arm64-qemu" else "")
+
+    return run

@@ -38,8 +38,8 @@ import numpy as np
 from .builder import PTOFunctionBuilder, PTOModule
 from .errors import PTOError
 from .ir import Category, ElementType, MemorySpace
-from .ir.ops import (BLOCK_BYTES, KINDS, MASK_TYPE, MATMUL_ACC_TYPES, OPS, RANDOM_WORDS, OpDef,
-                     mask_shape, scatter_index_type, window_tiles)
+from .ir.ops import (BLOCK_BYTES, KINDS, MASK_TYPE, MATMUL_ACC_TYPES, OPS, QUANT_TYPES,
+                     RANDOM_WORDS, OpDef, mask_shape, scatter_index_type, window_tiles)
 from .reference import compute_type, numpy_dtype, pad_value
 
 E = ElementType
@@ -108,10 +108,10 @@ class OpKernel:
 
     @property
     def in_dtype(self) -> ElementType:
-        """The type of the data inputs (the last one's; a gather's i32 indices aside; a
-        generator's: its output's)."""
-        return next((t for p, _, _, t in reversed(self.inputs) if p not in ("idx", "mask")),
-                    self.out_dtype)
+        """The type of the data inputs (the last one's; a gather's i32 indices and a
+        quantisation's f32 parameters aside; a generator's: its output's)."""
+        return next((t for p, _, _, t in reversed(self.inputs)
+                     if p not in ("idx", "mask", "scale", "offset")), self.out_dtype)
 
     @property
     def scalar_type(self) -> ElementType:
@@ -170,6 +170,9 @@ def _io(op: OpDef, dt: ElementType, R: int, C: int, M: int, K: int, N: int,
     if op.layout == "gatherb":           # 8 blocks of 32 bytes a row (32-byte offset rows)
         per = BLOCK_BYTES // dt.itemsize
         return [("a", R, 8 * per, dt), ("idx", R, 8, E.I32)], (R, 8 * per, dt)
+    if op.layout in QUANT_TYPES:         # one f32 parameter a row
+        params = [(o.name, R, 1, E.F32) for o in op.inputs if o.name in ("scale", "offset")]
+        return [("a", R, C, dt), *params], (R, C, QUANT_TYPES[op.layout][1][0])
     if cat is Category.MASK:
         return _mask_io(op, dt, R, C)
     if op.layout == "pad" and not op.in_place and op.name != "TFILLPAD":    # a smaller a
@@ -797,6 +800,9 @@ def _layout_operands(k: OpKernel, tile, r: int, c: int, scalar) -> dict[str, obj
         per = BLOCK_BYTES // a.itemsize
         e = (int(tile("idx")[r, c // per]) & 0xFFFFFFFF) // a.itemsize + c % per
         return {"a": scalar(a.reshape(-1)[e])}
+    if lay in QUANT_TYPES:           # the element and its row's parameters
+        return {"a": scalar(a[r, c]), **{p: float(tile(p)[r, 0]) for p, *_ in k.inputs
+                                         if p in ("scale", "offset")}}
     if lay == "scatter":             # the last write of the position, else 0 (as "idx")
         hits = np.flatnonzero(tile("idx").reshape(-1) == r * cols + c)
         return {"a": scalar(a.reshape(-1)[hits[-1]])} if hits.size else {"idx": r * cols + c}

@@ -574,6 +574,20 @@ def _random(key: np.ndarray, counter: np.ndarray, rows: int, cols: int,
                               axis=-1)[..., 0].view(np.int32)
 
 
+def _quant(a: np.ndarray, scale: np.ndarray) -> np.ndarray:
+    """TQUANT: the f32 product with the row's scale, rounded (ties to even) and clamped to
+    i8; NaN gives 0."""
+    with np.errstate(invalid="ignore", over="ignore"):
+        x = np.rint(np.clip(a * scale, -128, 127))
+    return np.where(np.isnan(x), 0, x).astype(np.int8)
+
+
+def _dequant(a: np.ndarray, scale: np.ndarray, offset: np.ndarray) -> np.ndarray:
+    """TDEQUANT: (a - offset) * scale per row, each operation rounded to f32."""
+    with np.errstate(invalid="ignore", over="ignore"):
+        return (a.astype(np.float32) - offset) * scale
+
+
 def _gather(a: np.ndarray, idx: np.ndarray) -> np.ndarray:
     """TGATHER: a's row-major elements at ``idx``; an index outside ``a`` gives 0."""
     flat = a.reshape(-1)
@@ -722,7 +736,7 @@ class _Translator:
             "_insert": _insert, "_scatter": _scatter,
             "_gatherb": _gatherb,
             "_compare": _compare, "_select": _select, "_ci": _ci, "_tri": _tri,
-            "_random": _random,
+            "_random": _random, "_quant": _quant, "_dequant": _dequant,
             "_pad": _pad, "_partial": _partial, "_pair": _pair,
             "_TC": TaskCall, "_RG": Region, "PTOError": PTOError, "_errloop": _loop_error,
             "_IM": Intermediate,
@@ -941,6 +955,10 @@ class _Translator:
                 return f"{out} = _mrgsort({a}, {int(ops['block'])})"
             if op.layout == "histogram":
                 return f"{out} = _histogram({a}, {_v(ops['idx'])}, {int(s.attr('byte'))})"
+            if op.layout == "quant":
+                return f"{out} = _quant({a}, {_v(ops['scale'])})"
+            if op.layout == "dequant":
+                return f"{out} = _dequant({a}, {_v(ops['scale'])}, {_v(ops['offset'])})"
             if op.layout == "pad":
                 return f"{out} = _pad({a}, {dst.rows}, {dst.cols}, {s.attr('pad')!r})"
             if op.layout in ("scatter", "gatherb"):

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from pto_core import ElementType, MemorySpace, PTOFunctionBuilder, PTOModule
 from pto_core.ir import CMP_OPS, Category, OpDef, TileType
-from pto_core.ir.ops import BOOL_ATTRS, MASK_TYPE, PAD_VALUES, RANDOM_ROUNDS
+from pto_core.ir.ops import BOOL_ATTRS, MASK_TYPE, PAD_VALUES, QUANT_TYPES, RANDOM_ROUNDS
 
 F32, F16, I32 = ElementType.F32, ElementType.F16, ElementType.I32
 GM = MemorySpace.GLOBAL
@@ -53,6 +53,8 @@ _SHAPES: dict[Category, dict[str, tuple[int, int]]] = {
     "ci": {"dst": (1, 16)},
     "tri": {"dst": _T8},
     "random": {"dst": _T8, "key": (1, 2), "counter": (1, 4)},
+    "quant": {"dst": _T8, "a": _T8, "scale": (8, 1)},
+    "dequant": {"dst": _T8, "a": _T8, "scale": (8, 1), "offset": (8, 1)},
     # matrix-vector products (OpDef.rows: a has one row)
     "gemv": {"dst": (1, 4), "acc": (1, 4), "a": (1, 16), "b": (16, 4), "bias": (1, 4)},
 }
@@ -74,6 +76,9 @@ def tile_type(op: OpDef, operand: str) -> TileType:
         return TileType(rows, cols, {"dst": I32, "a": ElementType.I16, "idx": ElementType.U8}[operand])
     if op.layout == "random":                  # i32 words from an i32 key and counter
         return TileType(rows, cols, I32)
+    if op.layout in QUANT_TYPES:               # i8 codes of f32 values, f32 parameters
+        srcs, dsts = QUANT_TYPES[op.layout]
+        return TileType(rows, cols, {"a": srcs[0], "dst": dsts[0]}.get(operand, F32))
     if operand == "idx":                       # a gather's indices
         return TileType(rows, cols, I32)
     if operand == op.mask:                     # a compare's or a select's mask

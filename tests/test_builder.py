@@ -7,6 +7,7 @@ import pytest
 
 from pto_core import ElementType, MemorySpace, PTOError, PTOFunctionBuilder, PTOModule
 from pto_core.ir import OPS, Call, CallArg, Category, For, If, Instr, ScalarType
+from pto_core.ir.ops import QUANT_TYPES
 
 F32, F16, I32, GM = ElementType.F32, ElementType.F16, ElementType.I32, MemorySpace.GLOBAL
 U8 = ElementType.U8
@@ -44,6 +45,8 @@ SHAPES = {
     "ci": dict(dst=(1, 8)),
     "tri": dict(dst=(4, 8)),
     "random": dict(dst=(4, 8), key=(1, 2), counter=(1, 4)),
+    "quant": dict(dst=(4, 8), a=(4, 8), scale=(4, 1)),
+    "dequant": dict(dst=(4, 8), a=(4, 8), scale=(4, 1), offset=(4, 1)),
     # matrix-vector products (OpDef.rows: a has one row)
     "gemv": dict(dst=(1, 2), acc=(1, 2), a=(1, 8), b=(8, 2), bias=(1, 2)),
 }
@@ -67,6 +70,9 @@ def build_one(op_name: str):
                 dt = {"dst": I32, "a": ElementType.I16, "idx": ElementType.U8}[spec.name]
             dt = U8 if spec.name == op.mask else dt              # a compare's, a select's mask
             dt = I32 if op.layout == "random" else dt           # TRANDOM's words
+            if op.layout in QUANT_TYPES:                        # i8 codes, f32 values
+                dt = {"a": QUANT_TYPES[op.layout][0][0],
+                      "dst": QUANT_TYPES[op.layout][1][0]}.get(spec.name, F32)
             b.tile(f"t_{spec.name}", *SHAPES[op.layout or ("gemv" if op.rows else op.category)][spec.name], dt)
             args.append(f"t_{spec.name}")
         elif spec.role == "memref":

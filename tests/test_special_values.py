@@ -149,6 +149,12 @@ def model(k: OpKernel, inputs: dict[str, np.ndarray], r: int, c: int) -> float:
     cat = k.op.category
     if cat is Category.TRANSPOSE:
         return ops["a"]
+    if k.op.layout == "quant":           # the f32 product, rounded half to even, clamped
+        x = rnd(float(ops["a"]) * ops["scale"], ElementType.F32)
+        return 0 if math.isnan(x) else round(min(max(x, -128.0), 127.0))
+    if k.op.layout == "dequant":
+        f32 = ElementType.F32
+        return rnd(rnd(float(ops["a"]) - ops["offset"], f32) * ops["scale"], f32)
     if cat is Category.LAYOUT and (k.op.expr is None or len(ops) < 2):
         # the source element, or 0 for a gather index outside (and past a pair reduction's
         # pairs); a combining row (TPARTADD) where only one source holds the element: its own

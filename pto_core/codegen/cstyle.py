@@ -1228,6 +1228,13 @@ class CStyleRenderer:
             i, j = f"({r} - ({self.index(ops['row'])}))", f"({c} - ({self.index(ops['col'])}))"
             return (f"({i} >= 0 && {i} < {ta.rows} && {j} >= 0 && {j} < {ta.cols} ? "
                     f"{a}[{i}][{j}] : {ops['dst']}[{r}][{c}])")
+        if lay == "quant":         # rounded after the clamp: the same, and no overflow
+            x = f"({a}[{r}][{c}] * {ops['scale']}[{r}][0])"
+            return (f"(int8_t)({x} != {x} ? 0.0f : "
+                    f"rintf({x} < -128.0f ? -128.0f : {x} > 127.0f ? 127.0f : {x}))")
+        if lay == "dequant":
+            return (f"(((float){a}[{r}][{c}] - {ops['offset']}[{r}][0]) * "
+                    f"{ops['scale']}[{r}][0])")
         if lay in ("partial", "pair"):
             return self.combined_source(fn, s, r, c)
         raise PTOBackendError(f"no C template for the {lay} layout", function=fn.name,

@@ -635,6 +635,17 @@ _def("THISTOGRAM", "histogram", Category.LAYOUT, "dst:tile_out a:tile idx:tile",
      "those whose upper bytes match the filter: i16 a, byte 0: its byte 1 equals idx[r, 0]; "
      "i32 a, byte k < 3: its bytes 3, 2, ... k+1 equal idx[0, 0], idx[1, 0], ...; dst is "
      "R x 256 i32 (counts), idx u8")
+# integer quantisation with per-row f32 parameters (docs/isa/TQUANT.md, "Integer INT8", its
+# symmetric form; TDEQUANT.md): each operation rounded to f32, as the library's steps
+_def("TQUANT", "quant", Category.LAYOUT, "dst:tile_out a:tile scale:tile", isa=True,
+     layout="quant",
+     doc="dst[r, c] = a[r, c] * scale[r, 0] (f32) rounded to the nearest integer, ties to even, "
+         "and clamped to [-128, 127] (i8); NaN gives 0; scale multiplies, as the library's "
+         "code does (the page's x / scale names the scale's inverse)")
+_def("TDEQUANT", "dequant", Category.LAYOUT, "dst:tile_out a:tile scale:tile offset:tile",
+     isa=True, layout="dequant",
+     doc="dst[r, c] = (a[r, c] - offset[r, 0]) * scale[r, 0] in f32, each operation rounded; "
+         "a is i8 or i16")
 # partial element-wise ops (docs/isa/TPARTADD.md, TPARTMUL.md, TPARTMAX.md, TPARTMIN.md): a
 # tile's shape is its valid region, and a and b may cover less of dst than each other
 _PART_DOC = ("dst[i, j] = {} where both a and b hold (i, j), else the one that does; a or b has "
@@ -855,6 +866,8 @@ LAYOUTS: dict[str, str] = {
     "scatter": "a[k, l] for the last (k, l) in row-major order with idx[k, l] = i * dst's "
                "columns + j; 0 where there is none",
     "histogram": "the count of row i's elements whose chosen byte is j (upper bytes filtered)",
+    "quant": "a[i, j] * scale[i, 0], rounded and clamped to i8",
+    "dequant": "(a[i, j] - offset[i, 0]) * scale[i, 0] in f32",
     "partial": "the expression of a[i, j] and b[i, j] where both hold (i, j), else the one "
                "that does",
     "pair": "the expression of a[i, 2j] and a[i, 2j + 1] (+0 past the row's end) for j < "
@@ -909,6 +922,9 @@ def _check_layout(op: OpDef, d: TileType, a: TileType, tiles: dict[str, TileType
     from the map."""
     if op.layout == "histogram":         # counts: dst has a type of its own
         _check_histogram(op, d, a, tiles["idx"])
+        return
+    if op.layout in QUANT_TYPES:         # quantised codes and their f32 values
+        _check_quant(op, d, a, tiles)
         return
     if d.dtype != a.dtype:
         raise RuleError(f"dtype mismatch: dst and a ({d.dtype.value} vs {a.dtype.value})")
@@ -993,6 +1009,28 @@ def _check_layout(op: OpDef, d: TileType, a: TileType, tiles: dict[str, TileType
         if idx.shape != d.shape:
             raise RuleError(f"shape mismatch: dst and idx ({d.rows}x{d.cols} vs "
                             f"{idx.rows}x{idx.cols})")
+
+
+#: the quantisation layouts: (the types of a, the types of dst); their parameters are f32
+QUANT_TYPES = {"quant": ((ElementType.F32,), (ElementType.I8,)),
+               "dequant": ((ElementType.I8, ElementType.I16), (ElementType.F32,))}
+
+
+def _check_quant(op: OpDef, d: TileType, a: TileType, tiles: dict[str, TileType]) -> None:
+    """TQUANT and TDEQUANT: a and dst of one shape and the layout's types; one f32 parameter
+    per row (R x 1) for each of scale and offset."""
+    srcs, dsts = QUANT_TYPES[op.layout]
+    if a.dtype not in srcs or d.dtype not in dsts:
+        raise RuleError(f"{op.name} takes {'/'.join(t.value for t in srcs)} a into "
+                        f"{'/'.join(t.value for t in dsts)} dst, got {a.dtype.value} into "
+                        f"{d.dtype.value}")
+    if d.shape != a.shape:
+        raise RuleError(f"shape mismatch: dst and a ({d.rows}x{d.cols} vs {a.rows}x{a.cols})")
+    for name in ("scale", "offset"):
+        t = tiles.get(name)
+        if t is not None and (t.dtype is not ElementType.F32 or t.shape != (a.rows, 1)):
+            raise RuleError(f"the {name} of {op.name} is one f32 per row, {a.rows}x1; {name} is "
+                            f"{t.rows}x{t.cols} {t.dtype.value}")
 
 
 def _check_histogram(op: OpDef, d: TileType, a: TileType, idx: TileType) -> None:

@@ -35,6 +35,9 @@ class AscendArch:
     copy of the source (A2/A3); on A5 the register-based reduction ignores it, so a minimal
     one-block scratch is passed.
 
+    ``quant_tmp``: TQUANT's int8 form takes a scratch tile of its source's size and overwrites
+    its source (A2/A3's five-stage cast chain, docs/isa/TQUANT.md); A5's does neither.
+
     ``lacks``: library instructions this generation does not have at all (THISTOGRAM on
     A2/A3); the emitter refuses them, naming the op and the target.
 
@@ -53,6 +56,7 @@ class AscendArch:
     acc_to_vec: bool
     left_col_major: bool
     row_reduce_scratch_full: bool
+    quant_tmp: bool = False
     vector_types: tuple[ElementType, ...] = field(
         default=(E.F32, E.F16, E.BF16, E.I32, E.I16, E.I8, E.U8))
     isa_types: Mapping[str, tuple[ElementType, ...]] = field(default_factory=dict)
@@ -110,7 +114,7 @@ A2A3 = AscendArch(
     capacities={"UB": 192 * KB, "L1": 512 * KB, "L0A": 64 * KB, "L0B": 64 * KB, "L0C": 128 * KB,
                 "BT": 1 * KB},
     matmul_inputs={E.F32: (E.F32,), E.F16: (E.F32,), E.BF16: (E.F32,), E.I8: (E.I32,)},
-    acc_to_vec=False, left_col_major=False, row_reduce_scratch_full=True,
+    acc_to_vec=False, left_col_major=False, row_reduce_scratch_full=True, quant_tmp=True,
     isa_types={**_EVERY_GENERATION,
                "TREM": (E.F32, E.I32), "TREMS": (E.F32, E.I32), "TFMODS": (E.F32,),
                "TMINS": (E.F32, E.F16, E.I32, E.I16), "TADDSC": (E.F32, E.F16, E.I32, E.I16),

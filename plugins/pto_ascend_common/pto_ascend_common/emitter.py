@@ -692,6 +692,8 @@ class _KernelRenderer(CStyleRenderer):
             return self._lower_histogram(s, ops, d, vec)
         if s.opdef.layout == "gatherb":
             return self._lower_gatherb(fn, s, ops, d, vec)
+        if s.opdef.layout == "quant":
+            return self._lower_quant(fn, s, ops, d, vec)
         if s.opdef.layout == "gather":    # docs/isa/TGATHER.md: "continuous dst storage"
             self._need_unpadded(fn, s, (ops["dst"], ops["a"], ops["idx"]), vec,
                                 "indexes the tile's storage")
@@ -820,6 +822,22 @@ class _KernelRenderer(CStyleRenderer):
         return [_Step("{ " + " ".join(arrays), "S", tuple(tiles), ()),
                 _Step(f"TRANDOM<{int(s.attr('rounds'))}>({d}, _pto_key, _pto_counter); }}", "V",
                       (), (d,))]
+
+    def _lower_quant(self, fn: Function, s: Instr, ops: dict, d: str, vec) -> list[_Step]:
+        """TQUANT<QuantType::INT8_SYM>(dst, src, scale) (docs/isa/TQUANT.md, "Integer INT8").
+        A2/A3's form takes a tmp of src's size and scales src in place: src is copied into a
+        scratch tile first (TMOV), so a keeps its value, and a padded R x 1 scale becomes a
+        block per row, as its row-expanding multiply takes it (``_row_block``)."""
+        a, ta = vec(ops["a"]), fn.type_of(ops["a"])
+        if not self.arch.quant_tmp:
+            scale = vec(ops["scale"])
+            return [_Step(f"TQUANT<QuantType::INT8_SYM>({d}, {a}, {scale});", "V", (a, scale),
+                          (d,))]
+        scale, steps = self._row_block(fn, ops["scale"])
+        src, tmp = self._scratch(ta, 63), self._scratch(ta, 64)
+        return steps + [_Step(f"TMOV({src}, {a});", "V", (a,), (src,)),
+                        _Step(f"TQUANT<QuantType::INT8_SYM>({d}, {src}, {scale}, {tmp});", "V",
+                              (src, scale), (d, src, tmp))]
 
     def _need_unpadded(self, fn: Function, s: Instr, names, vec, why: str) -> None:
         """Refuse ``s`` when a tile of ``names`` has padded rows (its storage is not its

@@ -1694,6 +1694,53 @@ inline RecordEvent TRANDOM(D& dst, TRandomKey& key, TRandomCounter& counter, Wai
     return {};
 }
 
+// Integer quantisation with per-row f32 parameters (docs/isa/TQUANT.md, "Integer INT8";
+// TDEQUANT.md). The parameter of row r is element (r, 0) of its tile: a column-major R x 1 tile
+// or rows whose first element holds it (a padded R x 1 tile, or a block per row).
+enum class QuantType { MXFP8 = 0, MXFP4_E2M1 = 1, INT8_SYM = 2, INT8_ASYM = 3 };
+// dst = clamp(rint(src * scale (+ offset))), each operation rounded to float; NaN gives 0.
+template <QuantType Q, typename D, typename S, typename P, typename... WaitEvents>
+inline RecordEvent TQUANT(D& dst, S& src, P& scale, P* offset = nullptr, WaitEvents&...) {
+    static_assert(std::is_same_v<typename S::DType, float>, "TQUANT: float32 input (docs/isa/TQUANT.md)");
+    static_assert(Q == QuantType::INT8_SYM || Q == QuantType::INT8_ASYM, "TQUANT: the INT8 forms only");
+    using U = typename D::DType;
+    static_assert(std::is_same_v<U, std::conditional_t<Q == QuantType::INT8_SYM, int8_t, uint8_t>>,
+                  "TQUANT: INT8_SYM writes int8_t, INT8_ASYM uint8_t");
+    if (Q == QuantType::INT8_ASYM && offset == nullptr) {
+        pto_sim::fail("TQUANT: INT8_ASYM needs an offset");
+        return {};
+    }
+    constexpr float lo = std::numeric_limits<U>::min(), hi = std::numeric_limits<U>::max();
+    detail::map("TQUANT", [&](unsigned r, unsigned c, S& s_, P& p_) {
+        float x = float(s_.at(r, c)) * float(p_.at(r, 0));
+        if (Q == QuantType::INT8_ASYM) x = x + float(offset->at(r, 0));
+        return x != x ? U(0) : U(std::nearbyint(x < lo ? lo : x > hi ? hi : x));
+    }, dst, src, scale);
+    return {};
+}
+// A2/A3's form: the same codes; src (scaled in place, then reused by the cast chain) and tmp
+// are clobbered, here with NaN, so a kernel that reads src afterwards is caught.
+template <QuantType Q, typename D, typename S, typename P, typename T, typename... WaitEvents>
+inline RecordEvent TQUANT(D& dst, S& src, P& scale, T& tmp, P* offset = nullptr, WaitEvents&...) {
+    TQUANT<Q>(dst, src, scale, offset);
+    const float nan = std::numeric_limits<float>::quiet_NaN();
+    detail::map("TQUANT", [nan](unsigned, unsigned) { return nan; }, src);
+    detail::wr(tmp, PIPE_V, "TQUANT");
+    return {};
+}
+// dst = (src - offset) * scale in float, each operation rounded; src int8_t or int16_t.
+template <typename D, typename S, typename P, typename... WaitEvents>
+inline RecordEvent TDEQUANT(D& dst, S& src, P& scale, P& offset, WaitEvents&...) {
+    static_assert(std::is_same_v<typename D::DType, float> && std::is_same_v<typename P::DType, float>,
+                  "TDEQUANT: float dst, scale and offset (docs/isa/TDEQUANT.md)");
+    static_assert(std::is_same_v<typename S::DType, int8_t> || std::is_same_v<typename S::DType, int16_t>,
+                  "TDEQUANT: int8_t or int16_t src (docs/isa/TDEQUANT.md)");
+    detail::map("TDEQUANT", [](unsigned r, unsigned c, S& s_, P& sc, P& of) {
+        return (float(s_.at(r, c)) - float(of.at(r, 0))) * float(sc.at(r, 0));
+    }, dst, src, scale, offset);
+    return {};
+}
+
 }  // namespace pto
 
 #endif  // PTO_ASCEND_CPU_CHECK_PTO_INST_HPP
