@@ -100,7 +100,8 @@ def run_on() -> Callable[..., dict | None]:
     import shutil
 
     from pto_core import driver
-    from pto_core.checking import run_module_on
+    from pto_core.checking import run_host
+    from pto_core.codegen.orchestration import c_module_name
 
     def run(target: str, module, tensors: dict, build_dir: Path) -> dict | None:
         tools = {"arm64-qemu": ("aarch64-linux-gnu-gcc", "qemu-aarch64"), "cuda": ("nvcc",)}
@@ -111,7 +112,11 @@ def run_on() -> Callable[..., dict | None]:
             bdir = driver.build_module("cuda", module, build_dir=build_dir)
             assert list(bdir.rglob("*.cu")) and list(bdir.rglob("*.so")), bdir
             return None
-        return run_module_on(target.removesuffix("-qemu"), module, tensors, build_dir,
-                             cross="aarch64" if target == "arm64-qemu" else "")
+        if target == "arm64-qemu":
+            bdir = driver.build_module("arm64", module, build_dir=build_dir, cross="aarch64")
+            return run_host(bdir / f"{c_module_name(module)}_host", tensors, {},
+                            build_dir / "run", cross="aarch64")
+        return driver.launch(target, module, {k: v.copy() for k, v in tensors.items()}, {},
+                             build_dir=build_dir)
 
     return run

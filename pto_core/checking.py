@@ -224,21 +224,6 @@ def run_host(exe: str | Path, tensors: Mapping[str, np.ndarray], scalars: Mappin
     return {name: np.load(work_dir / "out" / f"{name}.npy") for name in tensors}
 
 
-def run_module_on(target: str, module: Module, tensors: Mapping[str, np.ndarray],
-                  build_dir: Path, *, cross: str = "") -> dict[str, np.ndarray]:
-    """Build ``module`` for ``target`` in ``build_dir`` and run it on copies of ``tensors``
-    (no scalars): through the backend's launch, or with ``cross`` (``aarch64``) as its host
-    program under that architecture's emulator."""
-    from .codegen.orchestration import c_module_name
-    from .driver import build_module, launch
-    if not cross:
-        return launch(target, module, {k: v.copy() for k, v in tensors.items()}, {},
-                      build_dir=build_dir)
-    bdir = build_module(target, module, build_dir=build_dir, cross=cross)
-    return run_host(bdir / f"{c_module_name(module)}_host", tensors, {}, Path(build_dir) / "run",
-                    cross=cross)
-
-
 def compare_with_reference(program: Program, inputs: Mapping[str, np.ndarray],
                            scalars: Mapping[str, Any],
                            outputs: Mapping[str, np.ndarray]) -> tuple[bool, str]:
