@@ -89,3 +89,34 @@ def scons_once(build_once) -> Callable[..., Path]:
         return folder
 
     return scons_once
+
+
+@pytest.fixture
+def run_on() -> Callable[..., dict | None]:
+    """``run_on(target, module, tensors, build_dir)``: the module's outputs on ``target`` (a
+    backend, or ``arm64-qemu``: the arm64 host program under qemu-aarch64), or None for
+    ``cuda``, which is only built (nvcc; no GPU here: ``cuda_sim`` runs the same source). A
+    target whose tools are missing skips the test, naming them."""
+    import shutil
+
+    from pto_core import driver
+    from pto_core.checking import run_host
+    from pto_core.codegen.orchestration import c_module_name
+
+    def run(target: str, module, tensors: dict, build_dir: Path) -> dict | None:
+        tools = {"arm64-qemu": ("aarch64-linux-gnu-gcc", "qemu-aarch64"), "cuda": ("nvcc",)}
+        for tool in tools.get(target, ()):
+            if shutil.which(tool) is None:
+                pytest.skip(f"{tool} is not installed (scripts/setup.sh installs it)")
+        if target == "cuda":
+            bdir = driver.build_module("cuda", module, build_dir=build_dir)
+            assert list(bdir.rglob("*.cu")) and list(bdir.rglob("*.so")), bdir
+            return None
+        if target == "arm64-qemu":
+            bdir = driver.build_module("arm64", module, build_dir=build_dir, cross="aarch64")
+            return run_host(bdir / f"{c_module_name(module)}_host", tensors, {},
+                            build_dir / "run", cross="aarch64")
+        return driver.launch(target, module, {k: v.copy() for k, v in tensors.items()}, {},
+                             build_dir=build_dir)
+
+    return run

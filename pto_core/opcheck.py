@@ -39,8 +39,8 @@ from .builder import PTOFunctionBuilder, PTOModule
 from .errors import PTOError
 from .ir import Category, ElementType, MemorySpace
 from .ir.ops import (BLOCK_BYTES, INTERLEAVES, KINDS, MASK_TYPE, MATMUL_ACC_TYPES, OPS,
-                     PART_ARG_INDEX, PART_ARGS, OpDef, mask_shape, scatter_index_type,
-                     window_tiles)
+                     PART_ARG_INDEX, PART_ARGS, QUANT_TYPES, RANDOM_WORDS, OpDef, mask_shape,
+                     scatter_index_type, window_tiles)
 from .reference import compute_type, numpy_dtype, pad_value
 
 E = ElementType
@@ -123,10 +123,10 @@ class OpKernel:
 
     @property
     def in_dtype(self) -> ElementType:
-        """The type of the data inputs (the last one's; a gather's i32 indices aside; a
-        generator's: its output's)."""
+        """The type of the data inputs (the last one's; a gather's i32 indices and a
+        quantisation's f32 parameters aside; a generator's: its output's)."""
         return next((t for p, _, _, t in reversed(self.inputs)
-                     if p not in ("idx", "mask", "a_idx", "b_idx")),
+                     if p not in ("idx", "mask", "a_idx", "b_idx", "scale", "offset")),
                     self.out_dtype)
 
     @property
@@ -186,6 +186,9 @@ def _io(op: OpDef, dt: ElementType, R: int, C: int, M: int, K: int, N: int,
     if op.layout == "gatherb":           # 8 blocks of 32 bytes a row (32-byte offset rows)
         per = BLOCK_BYTES // dt.itemsize
         return [("a", R, 8 * per, dt), ("idx", R, 8, E.I32)], (R, 8 * per, dt)
+    if op.layout in QUANT_TYPES:         # one f32 parameter a row
+        params = [(o.name, R, 1, E.F32) for o in op.inputs if o.name in ("scale", "offset")]
+        return [("a", R, C, dt), *params], (R, C, QUANT_TYPES[op.layout][1][0])
     if cat is Category.MASK:
         return _mask_io(op, dt, R, C)
     if op.layout == "pad" and not op.in_place and op.name != "TFILLPAD":    # a smaller a
@@ -220,11 +223,14 @@ def _second_outputs(op: OpDef, ins: list, out: tuple[int, int, ElementType]
 def _mask_io(op: OpDef, dt: ElementType, R: int, C: int):
     """Compares, selects and generators: TCMP keeps C columns (a mask's last byte may be
     partly used); TCMPS, TSEL and TSELS take a multiple of 32 (the Ascend library packs and
-    reads masks by whole bytes of unpadded rows); TCI makes one row."""
+    reads masks by whole bytes of unpadded rows); TCI makes one row; TRANDOM reads a key and
+    a counter."""
     if op.layout == "ci":
         return [], (1, C, dt)
     if op.layout == "tri":
         return [], (R, C, dt)
+    if op.layout == "random":            # one-row i32 key and counter
+        return [(n, 1, w, E.I32) for n, w in RANDOM_WORDS.items()], (R, C, dt)
     if op.name != "TCMP":
         C = -(-C // 32) * 32
     data = [(o.name, R, C, dt) for o in op.inputs if o.role == "tile" and o.name != "mask"]
@@ -282,7 +288,8 @@ MERGE_BLOCK = 64
 #: integer extremes)
 KERNEL_PAD = "max"
 #: the attributes of one-instruction kernels, unless a kernel names its own
-KERNEL_ATTRS = {"pad": KERNEL_PAD, "cmp": "le", "descending": "false", "upper": "false"}
+KERNEL_ATTRS = {"pad": KERNEL_PAD, "cmp": "le", "descending": "false", "upper": "false",
+                "rounds": 10}
 #: TTRI's diagonals in one-instruction kernels (one call each): beyond both corners, on and
 #: near the main diagonal
 KERNEL_DIAGONALS = (-64, -3, -1, 0, 1, 5, 64)
@@ -582,6 +589,9 @@ def special_inputs(kernels: Sequence[OpKernel], dtype: ElementType) -> dict[str,
                 continue
             if p in ("a_idx", "b_idx"):   # (index_inputs below)
                 continue
+            if k.op.layout == "random":
+                out[k.tensor(p)] = RANDOM_EDGES[p].copy()
+                continue
             vp = v if pdt == dtype else v.astype(numpy_dtype(pdt))
             if p == "b" and dtype.is_int and _divides_by(k, "b"):
                 vp = vp[vp != 0]                # integer division by zero is an error
@@ -651,6 +661,12 @@ def sorted_blocks(v: np.ndarray, cols: int, block: int) -> np.ndarray:
               for b in range(0, cols // 2, n)] if n <= 32 else None
     assert blocks is not None, "sorted_blocks: blocks of at most 32 pairs"
     return np.concatenate(blocks)[None, :]
+
+
+#: TRANDOM's key and counter in the special-value check: a counter of all ones, so that every
+#: step carries through its four words and wraps the 128-bit sum, and a key of the extremes
+RANDOM_EDGES = {"key": np.array([[-2**31, -1]], np.int32),
+                "counter": np.array([[-1, -1, -1, -1]], np.int32)}
 
 
 def mask_bits(rows: int, cols: int) -> np.ndarray:
@@ -843,6 +859,9 @@ def _layout_operands(k: OpKernel, tile, r: int, c: int, scalar) -> dict[str, obj
         per = BLOCK_BYTES // a.itemsize
         e = (int(tile("idx")[r, c // per]) & 0xFFFFFFFF) // a.itemsize + c % per
         return {"a": scalar(a.reshape(-1)[e])}
+    if lay in QUANT_TYPES:           # the element and its row's parameters
+        return {"a": scalar(a[r, c]), **{p: float(tile(p)[r, 0]) for p, *_ in k.inputs
+                                         if p in ("scale", "offset")}}
     if lay == "scatter":             # the last write of the position, else 0 (as "idx")
         hits = np.flatnonzero(tile("idx").reshape(-1) == r * cols + c)
         return {"a": scalar(a.reshape(-1)[hits[-1]])} if hits.size else {"idx": r * cols + c}
@@ -854,7 +873,8 @@ def _layout_operands(k: OpKernel, tile, r: int, c: int, scalar) -> dict[str, obj
 
 def _mask_operands(k: OpKernel, tile, r: int, c: int, scalar) -> dict[str, object]:
     """The operands behind ``(r, c)`` of a MASK op's output: a compare's eight compared
-    pairs of byte ``c`` (as lists), a select's mask bit and operands, a generator's scalar."""
+    pairs of byte ``c`` (as lists), a select's mask bit and operands, a generator's scalar,
+    TRANDOM's key and counter (lists of unsigned words)."""
     R = k.output[0]
     out: dict[str, object] = {"s": k.scalars[r // R]} if k.scalars else {}
     if k.op.layout == "compare":
@@ -863,6 +883,8 @@ def _mask_operands(k: OpKernel, tile, r: int, c: int, scalar) -> dict[str, objec
     elif k.op.layout == "select":
         out["bit"] = int(tile("mask")[r % R, c // 8]) >> (c % 8) & 1
         out.update({p: scalar(tile(p)[r % R, c]) for p, *_ in k.inputs if p != "mask"})
+    elif k.op.layout == "random":       # the key's and the counter's words, as unsigned
+        out.update({p: [int(x) & 0xFFFFFFFF for x in tile(p)[0]] for p, *_ in k.inputs})
     return out
 
 

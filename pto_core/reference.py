@@ -63,7 +63,7 @@ import numpy as np
 
 from .analysis import accesses
 from .errors import PTOError
-from .ir.ops import BLOCK_BYTES, COMPARES, INTERLEAVES, PART_ARGS
+from .ir.ops import BLOCK_BYTES, COMPARES, INTERLEAVES, PART_ARGS, RANDOM_BLOCK, random_stride
 from .ir import (Call, Category, ElementType, Expr, For, Function, If, Instr, MemRefType, Module,
                  Return, ScalarType, TileType)
 from .verify import check_scalar_args, verify_module
@@ -531,6 +531,64 @@ def _tri(rows: int, cols: int, diag: Any, upper: bool, dtype: np.dtype) -> np.nd
     return (c >= r if upper else c <= r).astype(dtype)
 
 
+#: TRANDOM's round constants (cpu/TRandom.hpp: the Philox-4x32 multipliers and key steps)
+_RANDOM_MUL = (0xD2511F53, 0xCD9E8D57)
+_RANDOM_KEY_STEP = (0x9E3779B9, 0xBB67AE85)
+
+
+def random_words(key: Iterable[int], counter: Iterable[int], steps: np.ndarray,
+                 rounds: int) -> np.ndarray:
+    """The four 32-bit words (last axis) ``rounds`` Philox-4x32 rounds make of the 128-bit
+    ``counter`` (four words, the lowest first) plus each of ``steps`` (uint64), under the
+    two-word ``key``: the generator of cpu/TRandom.hpp, every value as uint32."""
+    m32 = np.uint64(0xFFFFFFFF)
+    w = [np.full(steps.shape, int(x) & 0xFFFFFFFF, np.uint64) for x in counter]
+    add = [steps & m32, steps >> np.uint64(32), np.uint64(0), np.uint64(0)]
+    carry = np.uint64(0)
+    for i in range(4):                      # the 128-bit sum, wrapping
+        t = w[i] + add[i] + carry
+        w[i], carry = t & m32, t >> np.uint64(32)
+    k0, k1 = (int(x) & 0xFFFFFFFF for x in key)
+    for _ in range(rounds):
+        p0 = w[0] * np.uint64(_RANDOM_MUL[0])       # < 2**64: exact
+        p1 = w[2] * np.uint64(_RANDOM_MUL[1])
+        w = [(p1 >> np.uint64(32)) ^ w[1] ^ np.uint64(k0), p1 & m32,
+             (p0 >> np.uint64(32)) ^ w[3] ^ np.uint64(k1), p0 & m32]
+        k0 = (k0 + _RANDOM_KEY_STEP[0]) & 0xFFFFFFFF
+        k1 = (k1 + _RANDOM_KEY_STEP[1]) & 0xFFFFFFFF
+    return np.stack(w, axis=-1).astype(np.uint32)
+
+
+def _random(key: np.ndarray, counter: np.ndarray, rows: int, cols: int,
+            rounds: int) -> np.ndarray:
+    """TRANDOM (ops.LAYOUTS["random"]): element (r, c) is word (c % 256) // 64 of the
+    rounds of the counter advanced by block (r, c // 256)'s step and lane c % 64."""
+    r = np.arange(rows, dtype=np.uint64)[:, None]
+    c = np.arange(cols, dtype=np.uint64)[None, :]
+    blocks = np.uint64(-(-cols // RANDOM_BLOCK))
+    block = r * blocks + c // np.uint64(RANDOM_BLOCK)
+    steps = block * np.uint64(random_stride(cols)) + c % np.uint64(64)
+    words = random_words(key.reshape(-1).view(np.uint32), counter.reshape(-1).view(np.uint32),
+                         steps, rounds)
+    pick = ((c % np.uint64(RANDOM_BLOCK)) // np.uint64(64)).astype(np.int64)
+    return np.take_along_axis(words, np.broadcast_to(pick, (rows, cols))[..., None],
+                              axis=-1)[..., 0].view(np.int32)
+
+
+def _quant(a: np.ndarray, scale: np.ndarray) -> np.ndarray:
+    """TQUANT: the f32 product with the row's scale, rounded (ties to even) and clamped to
+    i8; NaN gives 0."""
+    with np.errstate(invalid="ignore", over="ignore"):
+        x = np.rint(np.clip(a * scale, -128, 127))
+    return np.where(np.isnan(x), 0, x).astype(np.int8)
+
+
+def _dequant(a: np.ndarray, scale: np.ndarray, offset: np.ndarray) -> np.ndarray:
+    """TDEQUANT: (a - offset) * scale per row, each operation rounded to f32."""
+    with np.errstate(invalid="ignore", over="ignore"):
+        return (a.astype(np.float32) - offset) * scale
+
+
 def _gather(a: np.ndarray, idx: np.ndarray) -> np.ndarray:
     """TGATHER: a's row-major elements at ``idx``; an index outside ``a`` gives 0."""
     flat = a.reshape(-1)
@@ -707,6 +765,7 @@ class _Translator:
             "_insert": _insert, "_scatter": _scatter,
             "_gatherb": _gatherb,
             "_compare": _compare, "_select": _select, "_ci": _ci, "_tri": _tri,
+            "_random": _random, "_quant": _quant, "_dequant": _dequant,
             "_pad": _pad, "_partial": _partial, "_pair": _pair,
             "_part_arg": _part_arg, "_interleave": _interleave, "_deinterleave": _deinterleave,
             "_operator": operator,
@@ -927,6 +986,10 @@ class _Translator:
                 return f"{out} = _mrgsort({a}, {int(ops['block'])})"
             if op.layout == "histogram":
                 return f"{out} = _histogram({a}, {_v(ops['idx'])}, {int(s.attr('byte'))})"
+            if op.layout == "quant":
+                return f"{out} = _quant({a}, {_v(ops['scale'])})"
+            if op.layout == "dequant":
+                return f"{out} = _dequant({a}, {_v(ops['scale'])}, {_v(ops['offset'])})"
             if op.layout == "pad":
                 return f"{out} = _pad({a}, {dst.rows}, {dst.cols}, {s.attr('pad')!r})"
             if op.layout in ("scatter", "gatherb"):
@@ -960,6 +1023,9 @@ class _Translator:
             if op.layout == "tri":
                 return (f"{out} = _tri({dst.rows}, {dst.cols}, {self.operand(ops['diag'])}, "
                         f"{s.attr('upper') == 'true'}, _d_{dst.dtype.value})")
+            if op.layout == "random":
+                return (f"{out} = _random({_v(ops['key'])}, {_v(ops['counter'])}, {dst.rows}, "
+                        f"{dst.cols}, {int(s.attr('rounds'))})")
         raise PTOError(f"the reference interpreter cannot run {op.name}", function=fn.name,
                        instruction=str(s))
 

@@ -47,8 +47,8 @@ from .errors import PTOError, PTOVerifyError
 from .ir import (CMP_OPS, MAX_DIM, Call, Category, ElementType, For, Function, If, Instr,
                  MemorySpace, MemRefType, Module, Return, ScalarType, Stmt, TileType, walk_nested)
 from .ir.module import format_value
-from .ir.ops import (BOOL_ATTRS, PAD_VALUES, RuleError, check_histogram_byte, check_merge_block,
-                     check_tile_rule, check_window, window_tiles)
+from .ir.ops import (BOOL_ATTRS, PAD_VALUES, RANDOM_ROUNDS, RuleError, check_histogram_byte,
+                     check_merge_block, check_tile_rule, check_window, window_tiles)
 from .names import check_identifier
 
 #: deepest FOR/IF nesting of a function (with its inlined InCore callees)
@@ -453,6 +453,10 @@ class _Checker:
             if key in op.attrs and attrs.get(key) not in BOOL_ATTRS:
                 self.fail(s, f"{op.name} {key} must be one of {', '.join(BOOL_ATTRS)}, got "
                              f"{attrs.get(key)!r}")
+        if "rounds" in op.attrs and (type(attrs.get("rounds")) is not int
+                                     or attrs["rounds"] not in RANDOM_ROUNDS):
+            self.fail(s, f"{op.name} rounds must be one of "
+                         f"{', '.join(map(str, RANDOM_ROUNDS))}, got {attrs.get('rounds')!r}")
         tiles: dict[str, TileType] = {}
         mem: MemRefType | None = None
         for spec, v in zip(op.operands, s.operands):

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from pto_core import ElementType, MemorySpace, PTOFunctionBuilder, PTOModule
 from pto_core.ir import CMP_OPS, Category, OpDef, TileType
-from pto_core.ir.ops import BOOL_ATTRS, MASK_TYPE, PAD_VALUES
+from pto_core.ir.ops import BOOL_ATTRS, MASK_TYPE, PAD_VALUES, QUANT_TYPES, RANDOM_ROUNDS
 
 F32, F16, I32 = ElementType.F32, ElementType.F16, ElementType.I32
 GM = MemorySpace.GLOBAL
@@ -52,6 +52,9 @@ _SHAPES: dict[Category, dict[str, tuple[int, int]]] = {
     "select": {"dst": _T8, "mask": (8, 2), "a": _T8, "b": _T8},
     "ci": {"dst": (1, 16)},
     "tri": {"dst": _T8},
+    "random": {"dst": _T8, "key": (1, 2), "counter": (1, 4)},
+    "quant": {"dst": _T8, "a": _T8, "scale": (8, 1)},
+    "dequant": {"dst": _T8, "a": _T8, "scale": (8, 1), "offset": (8, 1)},
     # matrix-vector products (OpDef.rows: a has one row)
     "gemv": {"dst": (1, 4), "acc": (1, 4), "a": (1, 16), "b": (16, 4), "bias": (1, 4)},
     # two outputs: values and their indices, two halves
@@ -63,7 +66,7 @@ _SHAPES: dict[Category, dict[str, tuple[int, int]]] = {
 
 #: an attribute value for each attribute name the table uses
 ATTR_VALUES = {"cmp": CMP_OPS, "pad": PAD_VALUES, "byte": (0, 1),     # (byte: of an i16)
-               "descending": BOOL_ATTRS, "upper": BOOL_ATTRS}
+               "descending": BOOL_ATTRS, "upper": BOOL_ATTRS, "rounds": RANDOM_ROUNDS}
 
 
 def tile_type(op: OpDef, operand: str) -> TileType:
@@ -76,6 +79,11 @@ def tile_type(op: OpDef, operand: str) -> TileType:
         return TileType(rows, cols, op.index_type)
     if op.layout == "histogram":               # i32 counts of an i16's bytes, u8 filter
         return TileType(rows, cols, {"dst": I32, "a": ElementType.I16, "idx": ElementType.U8}[operand])
+    if op.layout == "random":                  # i32 words from an i32 key and counter
+        return TileType(rows, cols, I32)
+    if op.layout in QUANT_TYPES:               # i8 codes of f32 values, f32 parameters
+        srcs, dsts = QUANT_TYPES[op.layout]
+        return TileType(rows, cols, {"a": srcs[0], "dst": dsts[0]}.get(operand, F32))
     if operand in ("idx", "dst_idx", "a_idx", "b_idx"):     # a gather's, TPARTARGMAX's indices
         return TileType(rows, cols, I32)
     if operand == op.mask:                     # a compare's or a select's mask

@@ -7,6 +7,7 @@ import pytest
 
 from pto_core import ElementType, MemorySpace, PTOError, PTOFunctionBuilder, PTOModule
 from pto_core.ir import OPS, Call, CallArg, Category, For, If, Instr, ScalarType
+from pto_core.ir.ops import QUANT_TYPES
 
 F32, F16, I32, GM = ElementType.F32, ElementType.F16, ElementType.I32, MemorySpace.GLOBAL
 U8 = ElementType.U8
@@ -43,6 +44,9 @@ SHAPES = {
     "select": dict(dst=(4, 8), mask=(4, 1), a=(4, 8), b=(4, 8)),
     "ci": dict(dst=(1, 8)),
     "tri": dict(dst=(4, 8)),
+    "random": dict(dst=(4, 8), key=(1, 2), counter=(1, 4)),
+    "quant": dict(dst=(4, 8), a=(4, 8), scale=(4, 1)),
+    "dequant": dict(dst=(4, 8), a=(4, 8), scale=(4, 1), offset=(4, 1)),
     # matrix-vector products (OpDef.rows: a has one row)
     "gemv": dict(dst=(1, 2), acc=(1, 2), a=(1, 8), b=(8, 2), bias=(1, 2)),
     # two outputs: values and indices, two halves
@@ -70,6 +74,10 @@ def build_one(op_name: str):
             if op.layout == "histogram":                        # i32 counts of i16 bytes
                 dt = {"dst": I32, "a": ElementType.I16, "idx": ElementType.U8}[spec.name]
             dt = U8 if spec.name == op.mask else dt              # a compare's, a select's mask
+            dt = I32 if op.layout == "random" else dt           # TRANDOM's words
+            if op.layout in QUANT_TYPES:                        # i8 codes, f32 values
+                dt = {"a": QUANT_TYPES[op.layout][0][0],
+                      "dst": QUANT_TYPES[op.layout][1][0]}.get(spec.name, F32)
             b.tile(f"t_{spec.name}", *SHAPES[op.layout or ("gemv" if op.rows else op.category)][spec.name], dt)
             args.append(f"t_{spec.name}")
         elif spec.role == "memref":
@@ -84,8 +92,8 @@ def build_one(op_name: str):
             args.append(3)
     attrs = {"pad": "min"} if "pad" in op.attrs else {"byte": 1} if "byte" in op.attrs else {}
     if op.category is Category.MASK:
-        attrs = {k: v for k, v in (("cmp", "ge"), ("descending", "true"), ("upper", "true"))
-                 if k in op.attrs}
+        attrs = {k: v for k, v in (("cmp", "ge"), ("descending", "true"), ("upper", "true"),
+                                   ("rounds", 7)) if k in op.attrs}
     return getattr(b, op.method)(*args, **attrs).build()
 
 

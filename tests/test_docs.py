@@ -69,6 +69,11 @@ NOT_RUN = {
         "installs wheels over this environment's editable packages; tests/test_wheels.py runs the "
         "same commands in a fresh virtual environment",
     ("docs/passes.md", "n = end - start"): "pseudocode of binary expansion",
+    ("docs/performance-model.md", "whole run (host + device, model output): tasks, launches and "
+                                  "grids are the executor's plan; host us = 300 us per run + 0.37 "
+                                  "us per task (...)"):
+        "output of pto perf --target cuda; plugins/pto_cuda/tests/test_cuda_whole_run.py checks "
+        "the card's facts",
     ("docs/distributed.md", "scons target=arm64 engine=starpu-mpi examples=examples/llama7b_layer.py"):
         "needs a cluster's hostfile; tests/test_engine_starpu.py runs mpirun on this machine",
     ("docs/distributed.md", "mpirun --allow-run-as-root --oversubscribe -np 2 pto run "

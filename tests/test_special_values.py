@@ -10,7 +10,10 @@ conversions that saturate. The backends' suites run the same matrix against the 
 
 from __future__ import annotations
 
+import functools
+import importlib.util
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -149,6 +152,12 @@ def model(k: OpKernel, inputs: dict[str, np.ndarray], r: int, c: int, out: str =
     cat = k.op.category
     if cat is Category.TRANSPOSE:
         return ops["a"]
+    if k.op.layout == "quant":           # the f32 product, rounded half to even, clamped
+        x = rnd(float(ops["a"]) * ops["scale"], ElementType.F32)
+        return 0 if math.isnan(x) else round(min(max(x, -128.0), 127.0))
+    if k.op.layout == "dequant":
+        f32 = ElementType.F32
+        return rnd(rnd(float(ops["a"]) - ops["offset"], f32) * ops["scale"], f32)
     if cat is Category.LAYOUT and (k.op.expr is None or len(ops) < 2):
         # the source element, or 0 for a gather index outside (and past a pair reduction's
         # pairs); a combining row (TPARTADD) where only one source holds the element: its own
@@ -224,6 +233,16 @@ def as_element(x: float | int, t: ElementType) -> float | int:
     return wrap(int(x), t) if t.is_int else rnd(x, t)
 
 
+@functools.lru_cache(maxsize=None)
+def _random_words(key: tuple, counter: tuple, rows: int, cols: int, rounds: int) -> np.ndarray:
+    """TRANDOM's tile by the scalar model of tests/test_random_ops.py."""
+    spec = importlib.util.spec_from_file_location(
+        "_random_ops_loader", Path(__file__).with_name("test_random_ops.py"))
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod.load().model(key, counter, rows, cols, rounds)
+
+
 def model_mask(k: OpKernel, ops: dict, r: int, c: int) -> float | int:
     """Compares pack eight Python comparisons (a NaN compares unequal) into byte ``c``, bit
     ``j`` for column ``8c + j``; a select takes a or the other by its bit; TCI counts from
@@ -242,6 +261,9 @@ def model_mask(k: OpKernel, ops: dict, r: int, c: int) -> float | int:
         if dt.is_int:
             return wrap(start + sign * c, dt)
         return rnd(rnd(start + sign * c, compute_type(dt)), dt)
+    if lay == "random":                  # element (r, c) of the official generator's tile
+        return int(_random_words(tuple(ops["key"]), tuple(ops["counter"]), *k.output[:2],
+                                 k.op_attrs["rounds"])[r, c])
     row = r % k.output[0] + int(ops["s"])
     return int(c >= row if k.op_attrs["upper"] == "true" else c <= row)
 

@@ -44,8 +44,8 @@ from typing import Iterable, Sequence
 from ..errors import PTOBackendError
 from ..ir import (Call, Category, ElementType, For, Function, If, Instr, MemRefType, Module,
                   Return, ScalarType, TileType)
-from ..ir.ops import (BLOCK_BYTES, COMPARES, INTERLEAVES, ITEM_LAYOUTS, PART_ARGS, Expr,
-                      window_tiles)
+from ..ir.ops import (BLOCK_BYTES, COMPARES, INTERLEAVES, ITEM_LAYOUTS, PART_ARGS, RANDOM_BLOCK,
+                      RANDOM_WORDS, Expr, random_stride, window_tiles)
 from ..options import CompileOptions
 from ..passes.fuse_loops import fuse_function, is_element_op, is_fused, nest_shape
 from .cnames import c_comment, c_function, c_names, kernel_symbol, user_names, user_text
@@ -97,6 +97,33 @@ class _Block:
 #: :meth:`CStyleRenderer.abi_arguments` calls for float scalars
 ARG_F64_HELPER = ("static inline double _pto_arg_f64(int64_t a) "
                   "{ double d; memcpy(&d, &a, 8); return d; }")
+
+#: TRANDOM's generator (cpu/TRandom.hpp), one function for every C-family backend: ``{q}``
+#: is its qualifiers (``static inline``; CUDA's ``__device__ __forceinline__``: nvcc warns of an
+#: unused static function)
+RANDOM_HELPER = r"""
+/* word `word` of `rounds` Philox-4x32 rounds of the 128-bit counter c0..c3 (the lowest word
+ * first) plus `step`, under the key k0, k1 */
+{q} uint32_t _pto_random(uint32_t k0, uint32_t k1, uint32_t c0, uint32_t c1,
+                         uint32_t c2, uint32_t c3, uint64_t step, int rounds, int word) {
+    uint64_t t = (uint64_t)c0 + (step & 0xFFFFFFFFu);
+    uint32_t w0 = (uint32_t)t;
+    t = (uint64_t)c1 + (step >> 32) + (t >> 32);
+    uint32_t w1 = (uint32_t)t;
+    t = (uint64_t)c2 + (t >> 32);
+    uint32_t w2 = (uint32_t)t, w3 = c3 + (uint32_t)(t >> 32);
+    for (int i = 0; i < rounds; i++) {
+        uint64_t p0 = (uint64_t)w0 * 0xD2511F53u, p1 = (uint64_t)w2 * 0xCD9E8D57u;
+        w0 = (uint32_t)(p1 >> 32) ^ w1 ^ k0;
+        w2 = (uint32_t)(p0 >> 32) ^ w3 ^ k1;
+        w1 = (uint32_t)p1;
+        w3 = (uint32_t)p0;
+        k0 += 0x9E3779B9u;
+        k1 += 0xBB67AE85u;
+    }
+    return word == 0 ? w0 : word == 1 ? w1 : word == 2 ? w2 : w3;
+}
+"""
 
 PORTABLE_HELPERS = r"""
 static inline float _pto_bits_f32(int32_t i) { float f; memcpy(&f, &i, 4); return f; }
@@ -224,7 +251,7 @@ static inline uint16_t _pto_f32_to_bf16(float f) {
     u += 0x7fff + ((u >> 16) & 1);
     return (uint16_t)(u >> 16);
 }
-"""
+""" + RANDOM_HELPER.replace("{q}", "static inline")
 
 
 class CStyleRenderer:
@@ -1212,6 +1239,13 @@ class CStyleRenderer:
             i, j = f"({r} - ({self.index(ops['row'])}))", f"({c} - ({self.index(ops['col'])}))"
             return (f"({i} >= 0 && {i} < {ta.rows} && {j} >= 0 && {j} < {ta.cols} ? "
                     f"{a}[{i}][{j}] : {ops['dst']}[{r}][{c}])")
+        if lay == "quant":         # rounded after the clamp: the same, and no overflow
+            x = f"({a}[{r}][{c}] * {ops['scale']}[{r}][0])"
+            return (f"(int8_t)({x} != {x} ? 0.0f : "
+                    f"rintf({x} < -128.0f ? -128.0f : {x} > 127.0f ? 127.0f : {x}))")
+        if lay == "dequant":
+            return (f"(((float){a}[{r}][{c}] - {ops['offset']}[{r}][0]) * "
+                    f"{ops['scale']}[{r}][0])")
         if lay in ("partial", "pair"):
             return self.combined_source(fn, s, r, c)
         raise PTOBackendError(f"no C template for the {lay} layout", function=fn.name,
@@ -1322,8 +1356,22 @@ class CStyleRenderer:
             rel = ">=" if s.attr("upper") == "true" else "<="
             return (f"((int64_t)({c}) {rel} (int64_t)({r}) + {diag} ? "
                     f"{self.element_of(dt, '1')} : {self.element_of(dt, '0')})")
+        if lay == "random":
+            return self.random_source(ops, dst, r, c, int(s.attr("rounds")))
         raise PTOBackendError(f"no C template for the {lay} rule", function=fn.name,
                               instruction=str(s))
+
+    def random_source(self, ops: dict, dst: TileType, r: str, c: str, rounds: int) -> str:
+        """TRANDOM's ``dst[r][c]`` (ops.LAYOUTS["random"]): a word of the generator's rounds
+        (RANDOM_HELPER) of the counter advanced by the element's step."""
+        words = [f"(uint32_t){ops[name]}[0][{i}]" for name, n in RANDOM_WORDS.items()
+                 for i in range(n)]
+        blocks = -(-dst.cols // RANDOM_BLOCK)
+        col = f"(uint64_t)({c})"
+        step = (f"((uint64_t)({r}) * {blocks} + {col} / {RANDOM_BLOCK}) * "
+                f"{random_stride(dst.cols)} + {col} % 64")
+        return (f"(int32_t)_pto_random({', '.join(words)}, {step}, {rounds}, "
+                f"(int)({col} % {RANDOM_BLOCK} / 64))")
 
     def pad_value(self, dtype: ElementType, pad: str) -> str:
         """TFILLPAD's value as a stored element: 0, -inf/+inf, the integer extremes."""

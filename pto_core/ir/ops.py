@@ -650,6 +650,17 @@ _def("THISTOGRAM", "histogram", Category.LAYOUT, "dst:tile_out a:tile idx:tile",
      "those whose upper bytes match the filter: i16 a, byte 0: its byte 1 equals idx[r, 0]; "
      "i32 a, byte k < 3: its bytes 3, 2, ... k+1 equal idx[0, 0], idx[1, 0], ...; dst is "
      "R x 256 i32 (counts), idx u8")
+# integer quantisation with per-row f32 parameters (docs/isa/TQUANT.md, "Integer INT8", its
+# symmetric form; TDEQUANT.md): each operation rounded to f32, as the library's steps
+_def("TQUANT", "quant", Category.LAYOUT, "dst:tile_out a:tile scale:tile", isa=True,
+     layout="quant",
+     doc="dst[r, c] = a[r, c] * scale[r, 0] (f32) rounded to the nearest integer, ties to even, "
+         "and clamped to [-128, 127] (i8); NaN gives 0; scale multiplies, as the library's "
+         "code does (the page's x / scale names the scale's inverse)")
+_def("TDEQUANT", "dequant", Category.LAYOUT, "dst:tile_out a:tile scale:tile offset:tile",
+     isa=True, layout="dequant",
+     doc="dst[r, c] = (a[r, c] - offset[r, 0]) * scale[r, 0] in f32, each operation rounded; "
+         "a is i8 or i16")
 # partial element-wise ops (docs/isa/TPARTADD.md, TPARTMUL.md, TPARTMAX.md, TPARTMIN.md): a
 # tile's shape is its valid region, and a and b may cover less of dst than each other
 _PART_DOC = ("dst[i, j] = {} where both a and b hold (i, j), else the one that does; a or b has "
@@ -719,6 +730,16 @@ _def("TTRI", "tri", Category.MASK, "dst:tile_out diag:scalar", isa=True, layout=
      attrs=("upper",), scalar_type=ElementType.I32,
      doc="upper=false: dst[r, c] = 1 where c <= r + diag, else 0 (lower triangle); "
          "upper=true: dst[r, c] = 0 where c < r + diag, else 1")
+# (docs/isa/TRANDOM.md; the official CPU code cpu/TRandom.hpp defines the generator): a
+# counter-based generator of i32 words (the library's int32_t/uint32_t bits) from a key of two
+# and a counter of four 32-bit words, i32 tiles read as unsigned
+_def("TRANDOM", "random", Category.MASK, "dst:tile_out key:tile counter:tile", isa=True,
+     layout="random", attrs=("rounds",),
+     doc="dst[r, c] = word (c % 256) // 64 of ``rounds`` (7 or 10) Philox-4x32 rounds of the "
+         "128-bit counter plus (r * ceil(C / 256) + c // 256) * S / 4 + c % 64, where S is C "
+         "rounded up to a multiple of 8 (the row stride of the library's 32-byte rows); key "
+         "is a 1x2 and counter a 1x4 i32 tile (words in little-endian order); neither is "
+         "changed")
 
 # scalar
 _def("SADD", "scalar_add", Category.SCALAR, "dst:scalar_out a:scalar b:scalar", expr=A + B)
@@ -883,6 +904,8 @@ LAYOUTS: dict[str, str] = {
     "scatter": "a[k, l] for the last (k, l) in row-major order with idx[k, l] = i * dst's "
                "columns + j; 0 where there is none",
     "histogram": "the count of row i's elements whose chosen byte is j (upper bytes filtered)",
+    "quant": "a[i, j] * scale[i, 0], rounded and clamped to i8",
+    "dequant": "(a[i, j] - offset[i, 0]) * scale[i, 0] in f32",
     "partial": "the expression of a[i, j] and b[i, j] where both hold (i, j), else the one "
                "that does",
     "pair": "the expression of a[i, 2j] and a[i, 2j + 1] (+0 past the row's end) for j < "
@@ -899,6 +922,8 @@ LAYOUTS: dict[str, str] = {
     "ci": "s + j (descending: s - j)",
     "tri": "1 inside the triangle the diagonal bounds (c <= r + diag lower, c >= r + diag "
            "upper), else 0",
+    "random": "word (j % 256) // 64 of the rounds of counter + the (i, j // 256) block's "
+              "step + j % 64 (RANDOM_STRIDE)",
 }
 
 #: the comparison of the partial arg-selections: layout -> the one that picks a's pair
@@ -921,6 +946,19 @@ HIST_BYTES = (0, 1, 2, 3)
 MASK_TYPE = ElementType.U8
 #: the values of TCI's ``descending`` and TTRI's ``upper`` attributes
 BOOL_ATTRS = ("false", "true")
+#: the values of TRANDOM's ``rounds`` attribute (docs/isa/TRANDOM.md: "7 or 10")
+RANDOM_ROUNDS = (7, 10)
+#: TRANDOM's operand shapes: the key's and the counter's 32-bit words (one row each)
+RANDOM_WORDS = {"key": 2, "counter": 4}
+#: TRANDOM's columns per block: four words of 64 lanes each, one counter per lane
+RANDOM_BLOCK = 256
+
+
+def random_stride(cols: int) -> int:
+    """TRANDOM's counter step from one block of 256 columns to the next (and from a row's
+    last block to the next row's first): the row stride of a ``cols``-wide i32 tile in the
+    library's 32-byte rows, in words of four (cpu/TRandom.hpp: ``RowStride / 4``)."""
+    return -(-cols // 8) * 8 // 4
 
 
 def mask_shape(rows: int, cols: int) -> tuple[int, int]:
@@ -936,6 +974,9 @@ def _check_layout(op: OpDef, d: TileType, a: TileType, tiles: dict[str, TileType
     from the map."""
     if op.layout == "histogram":         # counts: dst has a type of its own
         _check_histogram(op, d, a, tiles["idx"])
+        return
+    if op.layout in QUANT_TYPES:         # quantised codes and their f32 values
+        _check_quant(op, d, a, tiles)
         return
     if d.dtype != a.dtype:
         raise RuleError(f"dtype mismatch: dst and a ({d.dtype.value} vs {a.dtype.value})")
@@ -1060,6 +1101,28 @@ def _check_part_arg(op: OpDef, d: TileType, a: TileType, tiles: dict[str, TileTy
                             f"{i} is {x.dtype.value}")
 
 
+#: the quantisation layouts: (the types of a, the types of dst); their parameters are f32
+QUANT_TYPES = {"quant": ((ElementType.F32,), (ElementType.I8,)),
+               "dequant": ((ElementType.I8, ElementType.I16), (ElementType.F32,))}
+
+
+def _check_quant(op: OpDef, d: TileType, a: TileType, tiles: dict[str, TileType]) -> None:
+    """TQUANT and TDEQUANT: a and dst of one shape and the layout's types; one f32 parameter
+    per row (R x 1) for each of scale and offset."""
+    srcs, dsts = QUANT_TYPES[op.layout]
+    if a.dtype not in srcs or d.dtype not in dsts:
+        raise RuleError(f"{op.name} takes {'/'.join(t.value for t in srcs)} a into "
+                        f"{'/'.join(t.value for t in dsts)} dst, got {a.dtype.value} into "
+                        f"{d.dtype.value}")
+    if d.shape != a.shape:
+        raise RuleError(f"shape mismatch: dst and a ({d.rows}x{d.cols} vs {a.rows}x{a.cols})")
+    for name in ("scale", "offset"):
+        t = tiles.get(name)
+        if t is not None and (t.dtype is not ElementType.F32 or t.shape != (a.rows, 1)):
+            raise RuleError(f"the {name} of {op.name} is one f32 per row, {a.rows}x1; {name} is "
+                            f"{t.rows}x{t.cols} {t.dtype.value}")
+
+
 def _check_histogram(op: OpDef, d: TileType, a: TileType, idx: TileType) -> None:
     """THISTOGRAM's types and shapes (the byte's range: :func:`check_histogram_byte`)."""
     E = ElementType
@@ -1135,6 +1198,21 @@ def _check_mask(op: OpDef, tiles: dict[str, TileType]) -> None:
                             f"{data.cols}), {op.mask} is {m.rows}x{m.cols} {m.dtype.value}")
     if op.layout == "ci" and d.rows != 1:
         raise RuleError(f"{op.name} makes one row, dst is {d.rows}x{d.cols}")
+    if op.layout == "random":
+        _check_random(op, tiles)
+
+
+def _check_random(op: OpDef, tiles: dict[str, TileType]) -> None:
+    """TRANDOM writes i32 words; its key and counter are one-row i32 tiles of 2 and 4 words."""
+    d = tiles["dst"]
+    if d.dtype is not ElementType.I32:
+        raise RuleError(f"{op.name} writes i32 words (the library's int32_t/uint32_t), dst is "
+                        f"{d.dtype.value}")
+    for name, words in RANDOM_WORDS.items():
+        t = tiles[name]
+        if t.dtype is not ElementType.I32 or t.shape != (1, words):
+            raise RuleError(f"the {name} of {op.name} is a 1x{words} i32 tile, {name} is "
+                            f"{t.rows}x{t.cols} {t.dtype.value}")
 
 
 def check_window(dst: TileType, a: TileType, row: object, col: object,

@@ -35,6 +35,9 @@ class AscendArch:
     copy of the source (A2/A3); on A5 the register-based reduction ignores it, so a minimal
     one-block scratch is passed.
 
+    ``quant_tmp``: TQUANT's int8 form takes a scratch tile of its source's size and overwrites
+    its source (A2/A3's five-stage cast chain, docs/isa/TQUANT.md); A5's does neither.
+
     ``lacks``: library instructions this generation does not have at all (THISTOGRAM on
     A2/A3); the emitter refuses them, naming the op and the target.
 
@@ -53,6 +56,7 @@ class AscendArch:
     acc_to_vec: bool
     left_col_major: bool
     row_reduce_scratch_full: bool
+    quant_tmp: bool = False
     vector_types: tuple[ElementType, ...] = field(
         default=(E.F32, E.F16, E.BF16, E.I32, E.I16, E.I8, E.U8))
     isa_types: Mapping[str, tuple[ElementType, ...]] = field(default_factory=dict)
@@ -101,7 +105,9 @@ _MASKS_A5 = {"TCMP": (E.F32, E.F16, E.I32),
              "TCI": (E.I32, E.I16),
              # TTRI.md lists int8_t and uint8_t for A5; the official CPU code rejects them
              # (cpu/TTRI.hpp: "TTRI has invalid data type"), so they are not emitted
-             "TTRI": (E.F32, E.F16, E.BF16, E.I32, E.I16)}
+             "TTRI": (E.F32, E.F16, E.BF16, E.I32, E.I16),
+             # TRANDOM.md, "Implementation checks (A5)": int32_t, uint32_t (our i32)
+             "TRANDOM": (E.I32,)}
 
 
 A2A3 = AscendArch(
@@ -110,7 +116,7 @@ A2A3 = AscendArch(
     capacities={"UB": 192 * KB, "L1": 512 * KB, "L0A": 64 * KB, "L0B": 64 * KB, "L0C": 128 * KB,
                 "BT": 1 * KB},
     matmul_inputs={E.F32: (E.F32,), E.F16: (E.F32,), E.BF16: (E.F32,), E.I8: (E.I32,)},
-    acc_to_vec=False, left_col_major=False, row_reduce_scratch_full=True,
+    acc_to_vec=False, left_col_major=False, row_reduce_scratch_full=True, quant_tmp=True,
     isa_types={**_EVERY_GENERATION,
                "TREM": (E.F32, E.I32), "TREMS": (E.F32, E.I32), "TFMODS": (E.F32,),
                "TMINS": (E.F32, E.F16, E.I32, E.I16), "TADDSC": (E.F32, E.F16, E.I32, E.I16),
@@ -130,8 +136,10 @@ A2A3 = AscendArch(
                **{op: (E.F32, E.F16, E.I32, E.I16)
                   for op in ("TPARTADD", "TPARTMUL", "TPARTMAX", "TPARTMIN")},
                **_MASKS_A2A3},
-    # docs/isa/THISTOGRAM.md: "available on A5 / Kirin9030 / CPU-sim only (not on A2/A3)"
-    lacks=("THISTOGRAM",
+    # docs/isa/THISTOGRAM.md: "available on A5 / Kirin9030 / CPU-sim only (not on A2/A3)";
+    # docs/isa/TRANDOM.md lists implementation checks for A5 only, and the library has no
+    # A2/A3 implementation (include/pto/npu/a2a3 has no TRandom.hpp)
+    lacks=("THISTOGRAM", "TRANDOM",
            # docs/isa/TINTERLEAVE.md, TDEINTERLEAVE.md: "Implementation checks (A5)" only (the
            # library has no A2/A3 implementation)
            "TINTERLEAVE", "TDEINTERLEAVE"),

@@ -42,7 +42,7 @@ from pto_core.codegen.cstyle import CStyleRenderer, _Out
 from pto_core.errors import PTOBackendError
 from pto_core.ir import (Call, Category, ElementType, For, Function, If, Instr, Local,
                          MemRefType, Module, Return, TileType)
-from pto_core.ir.ops import INTERLEAVES, OPS, PART_ARGS, Expr
+from pto_core.ir.ops import INTERLEAVES, OPS, PART_ARGS, RANDOM_WORDS, Expr
 from pto_core.options import CompileOptions
 
 from .arch import AscendArch
@@ -693,6 +693,8 @@ class _KernelRenderer(CStyleRenderer):
             return self._lower_histogram(s, ops, d, vec)
         if s.opdef.layout == "gatherb":
             return self._lower_gatherb(fn, s, ops, d, vec)
+        if s.opdef.layout == "quant":
+            return self._lower_quant(fn, s, ops, d, vec)
         if s.opdef.layout == "gather":    # docs/isa/TGATHER.md: "continuous dst storage"
             self._need_unpadded(fn, s, (ops["dst"], ops["a"], ops["idx"]), vec,
                                 "indexes the tile's storage")
@@ -782,6 +784,8 @@ class _KernelRenderer(CStyleRenderer):
             up = int(s.attr("upper") == "true")
             return [_Step(f"TTRI<decltype({d}), {up}>({d}, {scalar(ops['diag'], 'int')});",
                           "V", (), (d,))]
+        if op.layout == "random":
+            return self._lower_random(fn, s, ops, d, vec)
         if op.is_compare and s.attr("cmp") != "eq" and data.dtype in self.arch.compare_eq_only:
             raise self._err(fn, s, f"{s.op} of {data.dtype.value} tiles tests equality only "
                                    f"(cmp=eq), not cmp={s.attr('cmp')},")
@@ -805,6 +809,42 @@ class _KernelRenderer(CStyleRenderer):
         at = len(args) if op.scratch_at is None else op.scratch_at
         args[at:at] = tmps
         return [_Step(f"{op.isa}({', '.join(args)});", "V", tuple(reads), (d, *tmps))]
+
+    def _lower_random(self, fn: Function, s: Instr, ops: dict, d: str, vec) -> list[_Step]:
+        """TRANDOM<rounds>(dst, key, counter) takes its key and counter as arrays of
+        uint32_t (docs/isa/TRANDOM.md): the scalar unit reads them from their tiles into
+        arrays of a block that the vector step closes. dst must be row-major ("Tile layout
+        must be row-major"); its storage row (32-byte rows) is the counter's row stride,
+        which the rule of ops.random_stride follows."""
+        if "BLayout::ColMajor" in self._tiles[d].cpp:
+            raise self._err(fn, s, f"{s.op} takes row-major tiles: tile '{ops['dst']}' "
+                                   f"({fn.type_of(ops['dst']).rows}x1) is column-major")
+        arrays, tiles = [], []
+        for name, cpp in (("key", "TRandomKey"), ("counter", "TRandomCounter")):
+            t = vec(ops[name])
+            tiles.append(t)
+            words = ", ".join(f"static_cast<uint32_t>({self.index_element(fn, ops[name], str(i))})"
+                              for i in range(RANDOM_WORDS[name]))
+            arrays.append(f"{cpp} _pto_{name} = {{{words}}};")
+        return [_Step("{ " + " ".join(arrays), "S", tuple(tiles), ()),
+                _Step(f"TRANDOM<{int(s.attr('rounds'))}>({d}, _pto_key, _pto_counter); }}", "V",
+                      (), (d,))]
+
+    def _lower_quant(self, fn: Function, s: Instr, ops: dict, d: str, vec) -> list[_Step]:
+        """TQUANT<QuantType::INT8_SYM>(dst, src, scale) (docs/isa/TQUANT.md, "Integer INT8").
+        A2/A3's form takes a tmp of src's size and scales src in place: src is copied into a
+        scratch tile first (TMOV), so a keeps its value, and a padded R x 1 scale becomes a
+        block per row, as its row-expanding multiply takes it (``_row_block``)."""
+        a, ta = vec(ops["a"]), fn.type_of(ops["a"])
+        if not self.arch.quant_tmp:
+            scale = vec(ops["scale"])
+            return [_Step(f"TQUANT<QuantType::INT8_SYM>({d}, {a}, {scale});", "V", (a, scale),
+                          (d,))]
+        scale, steps = self._row_block(fn, ops["scale"])
+        src, tmp = self._scratch(ta, 63), self._scratch(ta, 64)
+        return steps + [_Step(f"TMOV({src}, {a});", "V", (a,), (src,)),
+                        _Step(f"TQUANT<QuantType::INT8_SYM>({d}, {src}, {scale}, {tmp});", "V",
+                              (src, scale), (d, src, tmp))]
 
     def _need_unpadded(self, fn: Function, s: Instr, names, vec, why: str) -> None:
         """Refuse ``s`` when a tile of ``names`` has padded rows (its storage is not its

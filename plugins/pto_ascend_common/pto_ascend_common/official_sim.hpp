@@ -44,4 +44,16 @@ inline unsigned char* workspace(std::size_t bytes) {
 
 }  // namespace pto_sim
 
+namespace pto {
+
+// TQUANT's int8 form with a tmp tile (A2/A3's call, docs/isa/TQUANT.md: "The tmp-aware
+// overload ... exists for A2/A3") is declared for every build, but the CPU code implements only
+// the form without tmp, whose codes are the same: the A2/A3 kernels reach it through this.
+template <QuantType Q, typename D, typename S, typename P, typename T>
+inline void TQUANT_IMPL(D& dst, S& src, P& scale, T& /*tmp*/, P* offset) {
+    TQUANT_IMPL<Q, D, S, P>(dst, src, scale, offset);
+}
+
+}  // namespace pto
+
 #endif  // PTO_ASCEND_OFFICIAL_SIM_HPP

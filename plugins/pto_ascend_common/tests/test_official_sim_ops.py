@@ -583,8 +583,9 @@ def mask_variants(k):
     """A MASK kernel once per value of its attribute (every compare mode, both directions,
     both triangles)."""
     from dataclasses import replace
-    from pto_core.ir.ops import BOOL_ATTRS, COMPARES
-    for key, values in (("cmp", COMPARES), ("descending", BOOL_ATTRS), ("upper", BOOL_ATTRS)):
+    from pto_core.ir.ops import BOOL_ATTRS, COMPARES, RANDOM_ROUNDS
+    for key, values in (("cmp", COMPARES), ("descending", BOOL_ATTRS), ("upper", BOOL_ATTRS),
+                        ("rounds", RANDOM_ROUNDS)):
         if key in k.op.attrs:
             return [replace(k, name=f"{k.name}_{v}", attrs=((key, v),)) for v in values]
     return [k]
@@ -604,7 +605,7 @@ def test_mask_ops_on_the_official_simulator_match_the_reference_bit_for_bit(tmp_
     kernels, refused = backend_support(arch.name, every)
     assert sorted(refused) == sorted(
         k.name for k in every if dt not in arch.isa_types.get(k.op.isa, (dt,))
-        or (k.op.is_compare and dt in arch.compare_eq_only and k.op_attrs["cmp"] != "eq"))
+        or k.op.isa in arch.lacks or (k.op.is_compare and dt in arch.compare_eq_only and k.op_attrs["cmp"] != "eq"))
     assert all(arch.name in e for e in refused.values())
     inputs = special_inputs(kernels, dt)
     want, theirs, ours = _three_runs(arch, build_op_module(f"masks_{dt.value}", kernels), inputs,

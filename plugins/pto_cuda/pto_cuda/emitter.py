@@ -41,7 +41,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Mapping
 
-from pto_core.codegen.cstyle import CStyleRenderer, _Out
+from pto_core.codegen.cstyle import RANDOM_HELPER, CStyleRenderer, _Out
 from pto_core.codegen.cnames import kernel_symbol
 from pto_core.errors import PTOBackendError
 from pto_core.ir.ops import ITEM_LAYOUTS
@@ -146,7 +146,8 @@ class CudaRenderer(CStyleRenderer):
             return ""
         gemm = '#include "pto_cuda_gemm.cuh"\n' if arch_major(self.arch) >= 80 else ""
         sm90 = '#include "pto_cuda_sm90.cuh"\n' if self._sm90 else ""
-        return f'#include "pto_cuda_tile.cuh"\n{gemm}{sm90}#include "pto_cuda_kernel.h"\n'
+        return (f'#include "pto_cuda_tile.cuh"\n{gemm}{sm90}#include "pto_cuda_kernel.h"\n'
+                + RANDOM_HELPER.replace("{q}", "__device__ __forceinline__"))
 
     def signature(self, symbol: str) -> str:
         return f"static __device__ __forceinline__ int32_t {symbol}_block(const int64_t* args)"

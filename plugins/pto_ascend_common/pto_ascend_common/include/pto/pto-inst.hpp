@@ -1745,6 +1745,91 @@ inline RecordEvent TTRI(D& dst, int diagonal, WaitEvents&...) {
     return {};
 }
 
+// TRANDOM (docs/isa/TRANDOM.md): Philox-4x32 words of a 128-bit counter under a 64-bit key.
+// Each row is cut into blocks of 256 columns: column c takes word (c % 256) / 64 of the rounds
+// of the counter plus the block's step and lane c % 64; a block steps the counter by the
+// storage row's words / 4 (the library's RowStride / 4). Key and counter are not changed.
+using TRandomKey = uint32_t[2];
+using TRandomCounter = uint32_t[4];
+template <uint16_t Rounds = 10, typename D, typename... WaitEvents>
+inline RecordEvent TRANDOM(D& dst, TRandomKey& key, TRandomCounter& counter, WaitEvents&...) {
+    using T = typename D::DType;
+    static_assert(std::is_same_v<T, int32_t> || std::is_same_v<T, uint32_t>,
+                  "TRANDOM: int32_t or uint32_t tiles (docs/isa/TRANDOM.md)");
+    static_assert(Rounds == 7 || Rounds == 10, "TRANDOM: Rounds is 7 or 10");
+    static_assert(D::isRowMajor, "TRANDOM: row-major tiles (docs/isa/TRANDOM.md)");
+    const unsigned blocks = (dst.GetValidCol() + 255) / 256;
+    const uint64_t stride = uint64_t(D::Cols) / 4;
+    detail::map("TRANDOM", [&](unsigned r, unsigned c) {
+        const uint64_t step = (uint64_t(r) * blocks + c / 256) * stride + c % 64;
+        uint64_t t = uint64_t(counter[0]) + (step & 0xFFFFFFFFu);
+        uint32_t w[4];
+        w[0] = uint32_t(t);
+        t = uint64_t(counter[1]) + (step >> 32) + (t >> 32);
+        w[1] = uint32_t(t);
+        t = uint64_t(counter[2]) + (t >> 32);
+        w[2] = uint32_t(t);
+        w[3] = counter[3] + uint32_t(t >> 32);
+        uint32_t k0 = key[0], k1 = key[1];
+        for (uint16_t i = 0; i < Rounds; ++i) {
+            const uint64_t p0 = uint64_t(w[0]) * 0xD2511F53u, p1 = uint64_t(w[2]) * 0xCD9E8D57u;
+            const uint32_t n0 = uint32_t(p1 >> 32) ^ w[1] ^ k0, n2 = uint32_t(p0 >> 32) ^ w[3] ^ k1;
+            w[0] = n0; w[1] = uint32_t(p1); w[2] = n2; w[3] = uint32_t(p0);
+            k0 += 0x9E3779B9u;
+            k1 += 0xBB67AE85u;
+        }
+        return T(w[(c % 256) / 64]);
+    }, dst);
+    return {};
+}
+
+// Integer quantisation with per-row f32 parameters (docs/isa/TQUANT.md, "Integer INT8";
+// TDEQUANT.md). The parameter of row r is element (r, 0) of its tile: a column-major R x 1 tile
+// or rows whose first element holds it (a padded R x 1 tile, or a block per row).
+enum class QuantType { MXFP8 = 0, MXFP4_E2M1 = 1, INT8_SYM = 2, INT8_ASYM = 3 };
+// dst = clamp(rint(src * scale (+ offset))), each operation rounded to float; NaN gives 0.
+template <QuantType Q, typename D, typename S, typename P, typename... WaitEvents>
+inline RecordEvent TQUANT(D& dst, S& src, P& scale, P* offset = nullptr, WaitEvents&...) {
+    static_assert(std::is_same_v<typename S::DType, float>, "TQUANT: float32 input (docs/isa/TQUANT.md)");
+    static_assert(Q == QuantType::INT8_SYM || Q == QuantType::INT8_ASYM, "TQUANT: the INT8 forms only");
+    using U = typename D::DType;
+    static_assert(std::is_same_v<U, std::conditional_t<Q == QuantType::INT8_SYM, int8_t, uint8_t>>,
+                  "TQUANT: INT8_SYM writes int8_t, INT8_ASYM uint8_t");
+    if (Q == QuantType::INT8_ASYM && offset == nullptr) {
+        pto_sim::fail("TQUANT: INT8_ASYM needs an offset");
+        return {};
+    }
+    constexpr float lo = std::numeric_limits<U>::min(), hi = std::numeric_limits<U>::max();
+    detail::map("TQUANT", [&](unsigned r, unsigned c, S& s_, P& p_) {
+        float x = float(s_.at(r, c)) * float(p_.at(r, 0));
+        if (Q == QuantType::INT8_ASYM) x = x + float(offset->at(r, 0));
+        return x != x ? U(0) : U(std::nearbyint(x < lo ? lo : x > hi ? hi : x));
+    }, dst, src, scale);
+    return {};
+}
+// A2/A3's form: the same codes; src (scaled in place, then reused by the cast chain) and tmp
+// are clobbered, here with NaN, so a kernel that reads src afterwards is caught.
+template <QuantType Q, typename D, typename S, typename P, typename T, typename... WaitEvents>
+inline RecordEvent TQUANT(D& dst, S& src, P& scale, T& tmp, P* offset = nullptr, WaitEvents&...) {
+    TQUANT<Q>(dst, src, scale, offset);
+    const float nan = std::numeric_limits<float>::quiet_NaN();
+    detail::map("TQUANT", [nan](unsigned, unsigned) { return nan; }, src);
+    detail::wr(tmp, PIPE_V, "TQUANT");
+    return {};
+}
+// dst = (src - offset) * scale in float, each operation rounded; src int8_t or int16_t.
+template <typename D, typename S, typename P, typename... WaitEvents>
+inline RecordEvent TDEQUANT(D& dst, S& src, P& scale, P& offset, WaitEvents&...) {
+    static_assert(std::is_same_v<typename D::DType, float> && std::is_same_v<typename P::DType, float>,
+                  "TDEQUANT: float dst, scale and offset (docs/isa/TDEQUANT.md)");
+    static_assert(std::is_same_v<typename S::DType, int8_t> || std::is_same_v<typename S::DType, int16_t>,
+                  "TDEQUANT: int8_t or int16_t src (docs/isa/TDEQUANT.md)");
+    detail::map("TDEQUANT", [](unsigned r, unsigned c, S& s_, P& sc, P& of) {
+        return (float(s_.at(r, c)) - float(of.at(r, 0))) * float(sc.at(r, 0));
+    }, dst, src, scale, offset);
+    return {};
+}
+
 }  // namespace pto
 
 #endif  // PTO_ASCEND_CPU_CHECK_PTO_INST_HPP
