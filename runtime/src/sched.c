@@ -237,18 +237,35 @@ void sched_make_ready(PTORuntime* rt, PTOTask* t, PTOWorker* w) {
     push(rt, q, t->id);
 }
 
-/* Tasks the orchestrating thread made ready together (a released batch): the ones of each queue
- * are published together; a task with an affinity, and every task of the three-tier mode, goes
- * as sched_make_ready sends it. ids is reordered. */
-void sched_make_ready_n(PTORuntime* rt, int32_t* ids, int32_t n) {
-    if (n <= 1 || rt->nworkers == 0 || rt->t3) {
-        for (int32_t i = 0; i < n; i++) sched_publish(rt, rt_task(rt, ids[i]));
+/* n tasks of queue q into its mutex queue under one lock, with one wake-up. */
+static void push_n(PTORuntime* rt, int q, const int32_t* ids, int32_t n) {
+    PTOQueue* Q = &rt->queues[q];
+    pthread_mutex_lock(&Q->mu);
+    for (int32_t i = 0; i < n; i++) Q->ring[Q->tail++ & (uint32_t)rt->mask] = ids[i];
+    atomic_fetch_add_explicit(&Q->count, n, memory_order_seq_cst);
+    pthread_mutex_unlock(&Q->mu);
+    wake_for(rt, rt->cfg.bind_worker_types);
+}
+
+/* Tasks made ready together: a task with an affinity (and, from a worker, the first it may run
+ * next) goes as sched_make_ready sends it; the others are marked READY and handed over per queue
+ * in one piece - into the ring (`orch`: the orchestrating thread) or the mutex queue. ids is
+ * reordered. */
+static void make_ready_many(PTORuntime* rt, int32_t* ids, int32_t n, PTOWorker* w, bool orch) {
+    if (n == 1 || rt->t3) {                    /* (three-tier: the schedulers hear of each) */
+        for (int32_t i = 0; i < n; i++) {
+            if (orch) sched_publish(rt, rt_task(rt, ids[i]));
+            else sched_make_ready(rt, rt_task(rt, ids[i]), w);
+        }
         return;
     }
-    int32_t plain = 0;                         /* ids[0, plain): no affinity, left for the queues */
+    int32_t plain = 0;                         /* ids[0, plain): left for the queues */
     for (int32_t i = 0; i < n; i++) {
         PTOTask* t = rt_task(rt, ids[i]);
-        if (t->affinity >= 0) { sched_make_ready(rt, t, NULL); continue; }
+        if (t->affinity >= 0 || (w && w->next_local < 0 && (w->serves >> queue_of(t) & 1))) {
+            sched_make_ready(rt, t, w);
+            continue;
+        }
         atomic_store_explicit(&t->state, PTO_TASK_READY, memory_order_relaxed);
         ids[plain++] = ids[i];
     }
@@ -258,11 +275,20 @@ void sched_make_ready_n(PTORuntime* rt, int32_t* ids, int32_t n) {
         for (int32_t i = 0; i < plain; i++) {
             if (queue_of(rt_task(rt, ids[i])) != q) { ids[left++] = ids[i]; continue; }
             buf[nbuf++] = ids[i];
-            if (nbuf == PTO_RETIRE_BATCH) { ring_put(rt, q, buf, nbuf); nbuf = 0; }
+            if (nbuf == PTO_RETIRE_BATCH) { (orch ? ring_put : push_n)(rt, q, buf, nbuf); nbuf = 0; }
         }
-        if (nbuf > 0) ring_put(rt, q, buf, nbuf);
+        if (nbuf > 0) (orch ? ring_put : push_n)(rt, q, buf, nbuf);
         plain = left;
     }
+}
+
+/* Tasks the orchestrating thread made ready together (a released batch). ids is reordered. */
+void sched_make_ready_n(PTORuntime* rt, int32_t* ids, int32_t n) {
+    if (rt->nworkers == 0) {                   /* inline mode: only the state */
+        for (int32_t i = 0; i < n; i++) sched_publish(rt, rt_task(rt, ids[i]));
+        return;
+    }
+    make_ready_many(rt, ids, n, NULL, true);
 }
 
 /* Wake the orchestrator only for what it waits for: the oldest task of a full window,
@@ -307,15 +333,21 @@ void sched_finish(PTORuntime* rt, int32_t id, int32_t status, PTOWorker* w) {
         atomic_store_explicit(&t->state, PTO_TASK_COMPLETED, memory_order_release);
         d = t->fanout_head;
     }
-    /* No consumer can be added any more: the list is frozen. */
+    /* No consumer can be added any more: the list is frozen. The ones it makes ready enter
+     * their queues together (a wide fanout takes a lock per PTO_RETIRE_BATCH, not per task). */
     if (threaded) {
+        int32_t ready[PTO_RETIRE_BATCH], nready = 0;
         while (d >= 0) {
             PTODep* e = rt_dep(rt, d);
             PTOTask* c = rt_task(rt, e->task);
-            if (atomic_fetch_sub_explicit(&c->fanin_left, 1, memory_order_acq_rel) == 1)
-                sched_make_ready(rt, c, w);
+            if (atomic_fetch_sub_explicit(&c->fanin_left, 1, memory_order_acq_rel) == 1) {
+                if (nready == PTO_RETIRE_BATCH) { make_ready_many(rt, ready, nready, w, false); nready = 0; }
+                ready[nready++] = e->task;
+            }
             d = e->next;
         }
+        if (nready == 1) sched_make_ready(rt, rt_task(rt, ready[0]), w);   /* a chain */
+        else if (nready > 1) make_ready_many(rt, ready, nready, w, false);
     } else if (d >= 0) {
         /* Inline mode: the orchestrating thread runs this (or waits for it, with an asynchronous
          * executor), so the entries go straight back to its pool, spliced in one piece, instead

@@ -540,6 +540,58 @@ static void test_worker_types(void) {
     pto_runtime_destroy(rt);
 }
 
+/* A producer's completion releases a wide fanout of typed consumers at once (they enter their
+ * queues together, PTO_RETIRE_BATCH at a time), the orchestrator publishes the producers through
+ * its ring, which a window of 256 wraps many times: every consumer runs once, on a worker of its
+ * type, after its round's producer and before the next one (WAR). */
+static _Atomic int64_t g_round, g_bad_round;
+/* a[0], a[1]: the tile's slots; a[2]: the round */
+static int32_t k_produce(const int64_t* a) { atomic_store(&g_round, a[2]); return 0; }
+static int32_t k_consume(const int64_t* a) {
+    if (atomic_load(&g_round) != a[2]) atomic_fetch_add(&g_bad_round, 1);
+    return 0;
+}
+/* workers 0 and 2 are CUBE, worker 1 VECTOR */
+static int32_t exec_types(void* ctx, int32_t id, const char* name, PTOKernelFunc fn, const int64_t* args,
+                          int32_t nargs, int32_t worker) {
+    ExecCtx* c = ctx;
+    (void)id; (void)nargs;
+    atomic_fetch_add(&c->calls, 1);
+    if ((strcmp(name, "cube") == 0 && worker == 1) || (strcmp(name, "vec") == 0 && worker != 1))
+        atomic_fetch_add(&c->wrong_worker, 1);
+    return fn(args);
+}
+
+static void test_fanout_types(void) {
+    enum { FAN = 150 };
+    const int rounds = (int)(scaled(20000) / FAN);
+    PTORuntimeConfig cfg;
+    pto_runtime_config_default(&cfg);
+    cfg.num_workers = 3; cfg.bind_worker_types = 1; cfg.task_window = 256;
+    cfg.worker_types[0] = PTO_WORKER_CUBE; cfg.worker_types[1] = PTO_WORKER_VECTOR;
+    cfg.worker_types[2] = PTO_WORKER_CUBE;
+    cfg.execution_task_threshold = 1;
+    PTORuntime* rt = pto_runtime_create(&cfg);
+    ExecCtx ctx = {0};
+    pto_runtime_set_executor(rt, exec_types, &ctx);
+    atomic_store(&g_round, -1);
+    atomic_store(&g_bad_round, 0);
+    for (int64_t r = 0; r < rounds; r++) {
+        PTOTaskArg p[2] = {{PTO_ARG_OUTPUT, &T64, 0, 0, 64, 64, 0}, {PTO_ARG_SCALAR, NULL, 0, 0, 0, 0, r}};
+        CHECK(pto_task_submit_v(rt, "any", k_produce, 0, PTO_WORKER_ANY, p, 2) >= 0);
+        for (int i = 0; i < FAN; i++) {
+            const int type = i % 3 == 0 ? PTO_WORKER_CUBE : i % 3 == 1 ? PTO_WORKER_VECTOR : PTO_WORKER_ANY;
+            PTOTaskArg c[2] = {{PTO_ARG_INPUT, &T64, 0, 0, 64, 64, 0}, {PTO_ARG_SCALAR, NULL, 0, 0, 0, 0, r}};
+            CHECK(pto_task_submit_v(rt, type == 0 ? "cube" : type == 1 ? "vec" : "any", k_consume, 0, type, c, 2) >= 0);
+        }
+    }
+    CHECK_EQ(pto_runtime_run(rt), PTO_OK);
+    CHECK_EQ(atomic_load(&ctx.calls), (int64_t)rounds * (FAN + 1));
+    CHECK_EQ(atomic_load(&ctx.wrong_worker), 0);
+    CHECK_EQ(atomic_load(&g_bad_round), 0);
+    pto_runtime_destroy(rt);
+}
+
 /* async executor: completion reported from another thread via pto_task_complete */
 typedef struct { PTORuntime* rt; int32_t id; } Pending;
 static void* completer(void* p) { Pending* q = p; pto_task_complete(q->rt, q->id, 0); free(q); return NULL; }
@@ -981,6 +1033,7 @@ int main(int argc, char** argv) {
     printf("edges / overlap rule\n");   test_edges();
     printf("misuse codes\n");           test_misuse();
     printf("worker types + executor\n"); test_worker_types();
+    printf("wide typed fanout\n"); test_fanout_types();
     printf("async completion\n");       test_async();
     printf("batched async completion\n"); test_complete_n();
     printf("wait hook\n");
