@@ -47,7 +47,8 @@ from .errors import PTOError, PTOVerifyError
 from .ir import (CMP_OPS, MAX_DIM, Call, Category, ElementType, For, Function, If, Instr,
                  MemorySpace, MemRefType, Module, Return, ScalarType, Stmt, TileType, walk_nested)
 from .ir.module import format_value
-from .ir.ops import (BOOL_ATTRS, PAD_VALUES, RuleError, check_histogram_byte, check_merge_block,
+from .ir.ops import (BOOL_ATTRS, PAD_VALUES, RuleError, check_histogram_byte, check_indexed,
+                     check_merge_block, indexed_tables,
                      check_tile_rule, check_window, window_tiles)
 from .names import check_identifier
 
@@ -470,6 +471,14 @@ class _Checker:
             t = tiles["dst" if op.category is Category.LOAD else "src"]
             if mem.dtype != t.dtype:
                 self.fail(s, f"dtype mismatch: memref is {mem.dtype.value}, tile is {t.dtype.value}")
+        elif op.category is Category.INDEXED:
+            table, tile = indexed_tables(op)
+            try:
+                check_indexed(op, tiles[tile], tiles["idx"], mem, attrs.get("coalesce"))
+                if op.outputs and s.operands[0] in s.operands[1:]:
+                    raise RuleError(f"dst of {op.name} must not be one of its sources")
+            except RuleError as e:
+                self.fail(s, str(e))
         elif op.is_tile_op:
             try:
                 check_tile_rule(op, tiles)

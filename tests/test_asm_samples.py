@@ -54,11 +54,13 @@ _SHAPES: dict[Category, dict[str, tuple[int, int]]] = {
     "tri": {"dst": _T8},
     # matrix-vector products (OpDef.rows: a has one row)
     "gemv": {"dst": (1, 4), "acc": (1, 4), "a": (1, 16), "b": (16, 4), "bias": (1, 4)},
+    # gathers from and scatters into a 64 x 64 global table, row by row (coalesce=row)
+    Category.INDEXED: {"dst": (8, 64), "src": (8, 64), "idx": (1, 8)},
 }
 
 #: an attribute value for each attribute name the table uses
 ATTR_VALUES = {"cmp": CMP_OPS, "pad": PAD_VALUES, "byte": (0, 1),     # (byte: of an i16)
-               "descending": BOOL_ATTRS, "upper": BOOL_ATTRS}
+               "descending": BOOL_ATTRS, "upper": BOOL_ATTRS, "coalesce": ("row",)}
 
 
 def tile_type(op: OpDef, operand: str) -> TileType:
@@ -100,7 +102,8 @@ def op_function(module: PTOModule, op: OpDef, literal: bool, suffix: str = "") -
             b.tile(f"t_{o.name}", t.rows, t.cols, t.dtype)
             operands.append(f"t_{o.name}")
         elif o.role == "memref":
-            b.memref(f"m_{o.name}", GM, F32, shape=(64, 64) if literal else None)
+            b.memref(f"m_{o.name}", GM, F32, shape=(64, 64) if literal or
+                     op.category is Category.INDEXED else None)   # (a whole table)
             operands.append(f"m_{o.name}")
         elif o.role == "index":
             operands.append(next(index_vals))

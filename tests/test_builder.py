@@ -45,6 +45,8 @@ SHAPES = {
     "tri": dict(dst=(4, 8)),
     # matrix-vector products (OpDef.rows: a has one row)
     "gemv": dict(dst=(1, 2), acc=(1, 2), a=(1, 8), b=(8, 2), bias=(1, 2)),
+    # gathers from and scatters into a 16 x 8 global table (coalesce=row: whole rows)
+    Category.INDEXED: dict(dst=(4, 8), src=(4, 8), idx=(1, 4)),
 }
 
 
@@ -67,8 +69,8 @@ def build_one(op_name: str):
             dt = U8 if spec.name == op.mask else dt              # a compare's, a select's mask
             b.tile(f"t_{spec.name}", *SHAPES[op.layout or ("gemv" if op.rows else op.category)][spec.name], dt)
             args.append(f"t_{spec.name}")
-        elif spec.role == "memref":
-            b.memref("m", GM, F32)
+        elif spec.role == "memref":              # (MGATHER's, MSCATTER's: a whole table)
+            b.memref("m", GM, F32, shape=(16, 8) if op.category is Category.INDEXED else None)
             args.append("m")
         elif spec.role == "index":
             args.append(64 if op.layout == "merge4" else 0)     # TMRGSORT's block
@@ -78,6 +80,8 @@ def build_one(op_name: str):
         else:
             args.append(3)
     attrs = {"pad": "min"} if "pad" in op.attrs else {"byte": 1} if "byte" in op.attrs else {}
+    if op.category is Category.INDEXED:
+        attrs = {"coalesce": "row"}
     if op.category is Category.MASK:
         attrs = {k: v for k, v in (("cmp", "ge"), ("descending", "true"), ("upper", "true"))
                  if k in op.attrs}

@@ -44,7 +44,8 @@ from typing import Iterable, Sequence
 from ..errors import PTOBackendError
 from ..ir import (Call, Category, ElementType, For, Function, If, Instr, MemRefType, Module,
                   Return, ScalarType, TileType)
-from ..ir.ops import BLOCK_BYTES, COMPARES, ITEM_LAYOUTS, Expr, window_tiles
+from ..ir.ops import (BLOCK_BYTES, COMPARES, ITEM_LAYOUTS, Expr, index_capacity, indexed_tables,
+                      window_tiles)
 from ..options import CompileOptions
 from ..passes.fuse_loops import fuse_function, is_element_op, is_fused, nest_shape
 from .cnames import c_comment, c_function, c_names, kernel_symbol, user_names, user_text
@@ -615,6 +616,8 @@ class CStyleRenderer:
                 self.render_convert(out, fn, s)
             elif cat in (Category.LAYOUT, Category.MASK):
                 self.render_layout(out, fn, s)
+            elif cat is Category.INDEXED:
+                self.render_indexed(out, fn, s)
             else:  # pragma: no cover - every category is handled above
                 raise PTOBackendError(f"no template for {s.op}", function=fn.name,
                                       instruction=str(s))
@@ -1412,6 +1415,48 @@ class CStyleRenderer:
                     f"{self.layout_source(fn, s, '_pto_r', '_pto_c')};")
         for line in self.layout_writes(fn, s):
             out(line)
+
+
+    # ---------------------------------------------------------------- global gathers/scatters
+    def indexed_check(self, fn: Function, s: Instr) -> str:
+        """The C loop that fails the task before MGATHER/MSCATTER ``s`` would touch memory
+        outside its table: every index is read (:meth:`index_element`) and must name a row
+        (coalesce=row) or an element (elem) of the declared table."""
+        ops = s.named_operands()
+        table = fn.type_of(ops[indexed_tables(s.opdef)[0]])
+        ti = fn.type_of(ops["idx"])
+        x = self.index_element(fn, ops["idx"], "_pto_k")
+        room = index_capacity(table.shape, s.attr("coalesce"))
+        err = self.scalar_error(fn, s, "an index leaves its table", self.WINDOW_STATUS, x)
+        return (f"for (int _pto_k = 0; _pto_k < {ti.rows * ti.cols}; _pto_k++) "
+                f"if ((int64_t)({x}) < 0 || (int64_t)({x}) >= {room}) {err}")
+
+    def indexed_move(self, fn: Function, s: Instr, r: str, c: str) -> str:
+        """The C statement of MGATHER/MSCATTER ``s`` for element (r, c) of its tile: the
+        table is the memref's pointer and row stride (``_pto_ld_``), its element the row
+        idx[0][r] (row) or the row-major position idx[r][c] (elem) names."""
+        ops = s.named_operands()
+        mem, tile = indexed_tables(s.opdef)
+        t, cols = ops[mem], fn.type_of(ops[mem]).shape[1]
+        idx = ops["idx"]
+        if s.attr("coalesce") == "row":
+            at = f"(int64_t){idx}[0][{r}] * _pto_ld_{t} + {c}"
+        else:
+            x = f"(int64_t){idx}[{r}][{c}]"
+            at = f"({x} / {cols}) * _pto_ld_{t} + {x} % {cols}"
+        if mem == "src":
+            return f"{ops[tile]}[{r}][{c}] = {t}[{at}];"
+        return f"{t}[{at}] = {ops[tile]}[{r}][{c}];"
+
+    def render_indexed(self, out: _Out, fn: Function, s: Instr) -> None:
+        """MGATHER/MSCATTER: every index checked, then one move per element of the tile in
+        row-major order (a scatter's later write of a position wins)."""
+        t = fn.type_of(s.operand(indexed_tables(s.opdef)[1]))
+        out.comment(str(s))
+        out(self.indexed_check(fn, s))
+        with out.block(f"for (int _pto_r = 0; _pto_r < {t.rows}; _pto_r++)"):
+            with out.block(f"for (int _pto_c = 0; _pto_c < {t.cols}; _pto_c++)"):
+                out(self.indexed_move(fn, s, "_pto_r", "_pto_c"))
 
 
 def count_loop_nests(source: str) -> int:

@@ -185,6 +185,10 @@ def instr_work(fn: Function, s: Instr) -> Work:
         return Work(bytes_read=t.nbytes, loads={t.nbytes: 1})
     if cat is Category.STORE:
         return Work(bytes_written=fn.type_of(ops["src"]).nbytes)
+    if cat is Category.INDEXED:        # the tile's bytes, from or to global memory
+        moved = fn.type_of(ops["dst" if s.opdef.outputs else "src"]).nbytes
+        return (Work(bytes_read=moved, loads={moved: 1}) if s.opdef.outputs
+                else Work(bytes_written=moved))
     if cat is Category.MATMUL:
         ta, td = fn.type_of(ops["a"]), fn.type_of(ops["dst"])
         return Work(flops={f"mma.{ta.dtype.value}": 2 * td.rows * td.cols * ta.cols})
