@@ -65,8 +65,9 @@ def accesses(fn: Function, module: Module | None = None) -> list[Access]:
     while stack:
         body, loops, rename, f, _ = stack[-1]
         for s in body:
-            if isinstance(s, Instr) and s.opdef.is_memory_op:
-                load = s.opdef.category is Category.LOAD
+            if isinstance(s, Instr) and (s.opdef.is_memory_op
+                                         or s.opdef.category is Category.HINT):   # (TPREFETCH
+                load = s.opdef.category is not Category.STORE           # reads as TLOAD)
                 tile = f.type_of(s.operands[0] if load else s.operands[1])
                 mem = s.operands[1] if load else s.operands[0]
                 r_lo, r_hi = _range_of(s.operands[2], loops, f, s)

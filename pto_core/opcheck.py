@@ -179,6 +179,8 @@ def _io(op: OpDef, dt: ElementType, R: int, C: int, M: int, K: int, N: int,
         return [("a", R, 8 * per, dt), ("idx", R, 8, E.I32)], (R, 8 * per, dt)
     if cat is Category.MASK:
         return _mask_io(op, dt, R, C)
+    if cat is Category.HINT:             # the TLOAD a prefetch prepares: o = src
+        return [("src", R, C, dt)], (R, C, dt)
     if cat is Category.INDEXED:          # a table of twice the tile's rows
         ix = ("idx", 1, R, E.I32) if to == "row" else ("idx", R, C, E.I32)
         if op.outputs:
@@ -219,6 +221,9 @@ def _kernel_builder(k: OpKernel, module: PTOModule) -> PTOFunctionBuilder:
         if k.memref(p) == p:
             b.memref(p, GM, pdt, shape=(r, c) if p == table else None)
     b.memref("o", GM, k.out_dtype, shape=k.output[:2] if table == "dst" else None)
+    if k.op.category is Category.HINT:   # TPREFETCH into a staging tile, then its TLOAD
+        return (b.tile("t_p", *k.output).tile("t_o", *k.output).prefetch("t_p", "src", 0, 0)
+                .load("t_o", "src").store("o", "t_o"))
     if table is not None:                # MGATHER, MSCATTER: the table is not a tile
         names = {"dst": "t_o", **{p: k.tile(p) for p, *_ in k.inputs},
                  table: k.memref(table)}
@@ -701,7 +706,8 @@ def is_exact(k: OpKernel) -> bool:
     cat = k.op.category
     if cat is Category.MASK:
         return True
-    if cat in (Category.TRANSPOSE, Category.CONVERT, Category.LAYOUT, Category.INDEXED):
+    if cat in (Category.TRANSPOSE, Category.CONVERT, Category.LAYOUT, Category.INDEXED,
+               Category.HINT):
         return k.op.expr is None or _exact_expr(k.op.expr)
     if cat in (Category.ROW_REDUCE, Category.COL_REDUCE):
         return k.op.reduce in ("max", "min")

@@ -905,6 +905,8 @@ class _Translator:
                 return (f"{_v(ops['dst'])} = _mgather({_v(ops['src'])}, {idx}, "
                         f"{tiles[ops['dst']].shape!r}, {co!r}, {where!r})")
             return f"_mscatter({_v(ops['dst'])}, {_v(ops['src'])}, {idx}, {co!r}, {where!r})"
+        if cat is Category.HINT:        # changes no value
+            return "pass"
         dst = tiles[ops["dst"]]
         out = _v(ops["dst"])
         if cat in (Category.ELEMENTWISE, Category.TILE_SCALAR, Category.ROW_EXPAND,

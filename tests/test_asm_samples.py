@@ -56,6 +56,7 @@ _SHAPES: dict[Category, dict[str, tuple[int, int]]] = {
     "gemv": {"dst": (1, 4), "acc": (1, 4), "a": (1, 16), "b": (16, 4), "bias": (1, 4)},
     # gathers from and scatters into a 64 x 64 global table, row by row (coalesce=row)
     Category.INDEXED: {"dst": (8, 64), "src": (8, 64), "idx": (1, 8)},
+    Category.HINT: {"dst": _T8},                   # a prefetch's staging tile
 }
 
 #: an attribute value for each attribute name the table uses

@@ -47,6 +47,7 @@ SHAPES = {
     "gemv": dict(dst=(1, 2), acc=(1, 2), a=(1, 8), b=(8, 2), bias=(1, 2)),
     # gathers from and scatters into a 16 x 8 global table (coalesce=row: whole rows)
     Category.INDEXED: dict(dst=(4, 8), src=(4, 8), idx=(1, 4)),
+    Category.HINT: dict(dst=(4, 8)),               # a prefetch's staging tile
 }
 
 

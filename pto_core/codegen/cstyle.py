@@ -618,6 +618,8 @@ class CStyleRenderer:
                 self.render_layout(out, fn, s)
             elif cat is Category.INDEXED:
                 self.render_indexed(out, fn, s)
+            elif cat is Category.HINT:
+                self.render_prefetch(out, fn, s)
             else:  # pragma: no cover - every category is handled above
                 raise PTOBackendError(f"no template for {s.op}", function=fn.name,
                                       instruction=str(s))
@@ -1457,6 +1459,35 @@ class CStyleRenderer:
         with out.block(f"for (int _pto_r = 0; _pto_r < {t.rows}; _pto_r++)"):
             with out.block(f"for (int _pto_c = 0; _pto_c < {t.cols}; _pto_c++)"):
                 out(self.indexed_move(fn, s, "_pto_r", "_pto_c"))
+
+
+    # ---------------------------------------------------------------- prefetch
+    #: the bytes one prefetch asks for (a cache line)
+    PREFETCH_LINE = 64
+
+    def prefetch(self, pointer: str) -> str:
+        """*template* The C statement that asks the memory system for the line holding
+        ``pointer`` ahead of a load (a hint: no value changes): GCC's and clang's builtin,
+        ``prfm pldl1keep`` on AArch64, ``prefetcht0`` on x86."""
+        return f"__builtin_prefetch({pointer}, 0, 3);"
+
+    def prefetch_rows(self, fn: Function, s: Instr) -> tuple[int, str, str]:
+        """TPREFETCH ``s``: the rows of its window, the C loop over the lines of row
+        ``_pto_r`` and the address of line ``_pto_b`` (a byte offset)."""
+        ops = s.named_operands()
+        t, mem = fn.type_of(ops["dst"]), ops["src"]
+        start = (f"(const char*)({mem} + ((int64_t)({self.index(ops['row'])}) * {t.rows} + "
+                 f"_pto_r) * _pto_ld_{mem} + (int64_t)({self.index(ops['col'])}) * {t.cols})")
+        return (t.rows, f"for (int _pto_b = 0; _pto_b < {t.cols * t.dtype.itemsize}; "
+                        f"_pto_b += {self.PREFETCH_LINE})", f"{start} + _pto_b")
+
+    def render_prefetch(self, out: _Out, fn: Function, s: Instr) -> None:
+        """TPREFETCH: a prefetch of every line of its window, row by row; its staging tile
+        is not touched (nothing reads it)."""
+        rows, lines, at = self.prefetch_rows(fn, s)
+        out.comment(str(s))
+        with out.block(f"for (int _pto_r = 0; _pto_r < {rows}; _pto_r++)"):
+            out(f"{lines} {self.prefetch(at)}")
 
 
 def count_loop_nests(source: str) -> int:

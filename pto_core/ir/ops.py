@@ -209,6 +209,9 @@ class Category(enum.Enum):
     INDEXED = "indexed"                  # a global tensor (its declared shape: the table)
                                          # read or written element by element or row by row
                                          # through an index tile (MGATHER, MSCATTER)
+    HINT = "hint"                        # a hint to the memory system that changes no value
+                                         # (TPREFETCH): its dst is a staging tile no other
+                                         # instruction may touch
     SCALAR = "scalar"
 
 
@@ -324,7 +327,7 @@ class OpDef:
     def is_generator(self) -> bool:
         """Does the op make its tile from scalars alone, reading no tile (TEXPANDS)?"""
         return self.is_tile_op and not self.is_memory_op and not any(
-            o.is_tile for o in self.reads)
+            o.is_tile or o.role == "memref" for o in self.reads)
 
     @property
     def accumulates(self) -> bool:
@@ -699,6 +702,15 @@ _def("MSCATTER", "mscatter", Category.INDEXED, "dst:memref src:tile idx:tile", i
      doc="row: dst[idx[0, r], :] = src[r, :]; elem: dst.flat[idx[r, c]] = src[r, c]; in "
          "row-major order, the last write of a position wins; the rest of dst is kept; an "
          "index outside dst is an error, raised before anything is written")
+
+# a prefetch (docs/isa/TPREFETCH.md: "Semantics and caching behavior are target/implementation-
+# defined"; "Some targets may ignore prefetches or treat them as hints"): the window a TLOAD of
+# dst at (row, col) reads, asked for ahead of the load; the library's form copies it into dst,
+# which PTO keeps as a staging tile that nothing else reads, so no value depends on it
+_def("TPREFETCH", "prefetch", Category.HINT, "dst:tile_out src:memref row:index col:index",
+     isa=True, doc="a hint: the window src[row*R:(row+1)*R, col*C:(col+1)*C] of an R x C dst "
+     "is read soon (the backend's prefetch instruction); dst is a staging tile that no other "
+     "instruction may use, and no value of the program changes")
 
 # scalar
 _def("SADD", "scalar_add", Category.SCALAR, "dst:scalar_out a:scalar b:scalar", expr=A + B)

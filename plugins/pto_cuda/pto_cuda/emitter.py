@@ -731,6 +731,25 @@ class CudaRenderer(CStyleRenderer):
                     f"for (int _pto_c = 0; _pto_c < {t.cols}; _pto_c++) {move}")
         self._barrier(out)
 
+    #: an L2 line
+    PREFETCH_LINE = 128
+
+    def render_prefetch(self, out: _Out, fn: Function, s: Instr) -> None:
+        """TPREFETCH: the threads stride over the window's rows and ask L2 for each line
+        (PTX ``prefetch.global.L2`` of the line's global address; the CPU simulation uses
+        the compiler's builtin); the staging tile is not touched."""
+        rows, lines, at = self.prefetch_rows(fn, s)
+        out(f"/* {s} */")
+        with out.block(f"for (int _pto_r = threadIdx.x; _pto_r < {rows}; "
+                       f"_pto_r += blockDim.x)"):
+            with out.block(lines):
+                out("#ifdef PTO_CUDA_SIM")
+                out(self.prefetch(at))
+                out("#else")
+                out(f'asm volatile("prefetch.global.L2 [%0];" :: '
+                    f'"l"(__cvta_generic_to_global({at})));')
+                out("#endif")
+
     def render_convert(self, out: _Out, fn: Function, s: Instr) -> None:
         """Element by element in the row layout, like any element-wise op."""
         self._row_group(out, fn, [s])

@@ -617,6 +617,15 @@ inline RecordEvent TSTORE(GlobalData& dst, TileData& src, WaitEvents&...) {
     }
 }
 
+// TPREFETCH: the device's form moves the window into dst ahead of its TLOAD ("Semantics and
+// caching behavior are target/implementation-defined"); PTO reads nothing from that staging
+// tile. Here the window is copied as TLOAD does.
+template <typename TileData, typename GlobalData>
+inline RecordEvent TPREFETCH(TileData& dst, GlobalData& src) {
+    static_assert(TileData::Loc == TileType::Vec, "TPREFETCH stages into a Vec (UB) tile");
+    return TLOAD(dst, src);
+}
+
 // MGATHER / MSCATTER: a GM table addressed through an index tile. Coalesce::Row moves row
 // idx[0, r] of the table (the last two dimensions of the GlobalTensor) to or from row r of the
 // tile; Coalesce::Elem moves the table's element idx[r, c] in row-major order of its shape,
