@@ -631,10 +631,6 @@ class _KernelRenderer(CStyleRenderer):
             return self._lower_matmul(fn, s, ops)
         if cat is Category.INDEXED:
             return self._lower_indexed(fn, s, ops)
-        if cat is Category.HINT:    # TPREFETCH: the library's DMA of the window into dst,
-            t = self._phys(ops["dst"], "Vec", tt)      # a staging tile nothing else reads
-            return [_Step("{ " + self._gm_view(fn, ops["src"], t, ops["row"], ops["col"])
-                          + f" TPREFETCH({t.name}, _pto_gm); }}", "MTE2", (), (t.name,))]
         if s.opdef.isa in self.arch.lacks:
             raise self._err(fn, s, f"{s.op} is not available (docs/isa/{s.op}.md)")
         # vector instructions from here on: the vector unit computes in its own types only
@@ -644,6 +640,10 @@ class _KernelRenderer(CStyleRenderer):
                 raise self._err(fn, s, f"the vector unit has no {fn.type_of(v).dtype.value} "
                                         f"arithmetic (it computes in "
                                         f"{', '.join(t.value for t in types)})")
+        if cat is Category.HINT:    # TPREFETCH: the library's DMA of the window into dst,
+            t = self._phys(ops["dst"], "Vec", tt)      # a staging tile nothing else reads
+            return [_Step("{ " + self._gm_view(fn, ops["src"], t, ops["row"], ops["col"])
+                          + f" TPREFETCH({t.name}, _pto_gm); }}", "MTE2", (), (t.name,))]
         allowed = self.arch.isa_types.get(s.opdef.isa or "")
         reduces = cat in (Category.ROW_REDUCE, Category.COL_REDUCE)   # (source types: below)
         data = fn.type_of(ops[s.opdef.data_operand]).dtype       # (a compare's: its source's)
