@@ -1,7 +1,8 @@
 """Static facts about functions that several layers need: footprints and buffer sizes.
 
 The *footprint* of an InCore function on a memref parameter is the bounding box, in elements, of
-all TLOAD/TSTORE accesses to it: with offsets counted in whole tiles, an access of an R x C tile
+all TLOAD/TSTORE accesses to it (MGATHER and MSCATTER: the whole table the memref declares, as
+their indices may name any of it): with offsets counted in whole tiles, an access of an R x C tile
 at tile offset (i, j) covers rows ``[i*R, i*R+R)`` and columns ``[j*C, j*C+C)``. Offsets are
 literals or loop variables of constant-bounded loops (the verifier requires constant bounds in
 InCore functions), so the box is known statically. CALL offsets count whole footprints (see
@@ -24,6 +25,7 @@ from dataclasses import dataclass
 
 from .errors import PTOError
 from .ir import Call, Category, For, Function, If, Instr, MemRefType, Module, TileType, walk
+from .ir.ops import indexed_tables
 
 
 @dataclass(frozen=True)
@@ -63,14 +65,21 @@ def accesses(fn: Function, module: Module | None = None) -> list[Access]:
     while stack:
         body, loops, rename, f, _ = stack[-1]
         for s in body:
-            if isinstance(s, Instr) and s.opdef.is_memory_op:
-                load = s.opdef.category is Category.LOAD
+            if isinstance(s, Instr) and (s.opdef.is_memory_op
+                                         or s.opdef.category is Category.HINT):   # (TPREFETCH
+                load = s.opdef.category is not Category.STORE           # reads as TLOAD)
                 tile = f.type_of(s.operands[0] if load else s.operands[1])
                 mem = s.operands[1] if load else s.operands[0]
                 r_lo, r_hi = _range_of(s.operands[2], loops, f, s)
                 c_lo, c_hi = _range_of(s.operands[3], loops, f, s)
                 out.append(Access(rename.get(mem, mem), r_lo * tile.rows, (r_hi + 1) * tile.rows,
                                   c_lo * tile.cols, (c_hi + 1) * tile.cols, not load))
+            elif isinstance(s, Instr) and s.opdef.category is Category.INDEXED:
+                # an index tile may name any row or element: the whole declared table
+                mem, _ = indexed_tables(s.opdef)
+                name = s.operand(mem)
+                rows, cols = f.type_of(name).shape or (0, 0)     # (the verifier asks one)
+                out.append(Access(rename.get(name, name), 0, rows, 0, cols, mem == "dst"))
             elif isinstance(s, For):
                 if all(isinstance(x, int) for x in (s.start, s.end, s.step)) and s.end > s.start:
                     last = s.start + (s.end - 1 - s.start) // s.step * s.step

@@ -38,9 +38,9 @@ import numpy as np
 from .builder import PTOFunctionBuilder, PTOModule
 from .errors import PTOError
 from .ir import Category, ElementType, MemorySpace
-from .ir.ops import (BLOCK_BYTES, INTERLEAVES, KINDS, MASK_TYPE, MATMUL_ACC_TYPES, OPS,
-                     PART_ARG_INDEX, PART_ARGS, QUANT_TYPES, RANDOM_WORDS, OpDef, mask_shape,
-                     scatter_index_type, window_tiles)
+from .ir.ops import (BLOCK_BYTES, COALESCE, INTERLEAVES, KINDS, MASK_TYPE, MATMUL_ACC_TYPES, OPS,
+                     PART_ARG_INDEX, PART_ARGS, QUANT_TYPES, RANDOM_WORDS, OpDef, index_capacity,
+                     indexed_tables, mask_shape, scatter_index_type, window_tiles)
 from .reference import compute_type, numpy_dtype, pad_value
 
 E = ElementType
@@ -97,6 +97,13 @@ class OpKernel:
     def tile(self, param: str) -> str:
         """The kernel's tile an input is loaded into (a read-write dst: the output tile)."""
         return "t_o" if param == "dst" else f"t_{param}"
+
+    @property
+    def table(self) -> str | None:
+        """The operand that is a whole global table (MGATHER's src, MSCATTER's dst: the
+        output tensor itself, read and written in place), not loaded into a tile; None for
+        other ops."""
+        return indexed_tables(self.op)[0] if self.op.category is Category.INDEXED else None
 
     def tensor(self, param: str) -> str:
         """The entry function's tensor bound to a parameter: ``log_a`` for ``a`` of ``k_log``."""
@@ -191,6 +198,13 @@ def _io(op: OpDef, dt: ElementType, R: int, C: int, M: int, K: int, N: int,
         return [("a", R, C, dt), *params], (R, C, QUANT_TYPES[op.layout][1][0])
     if cat is Category.MASK:
         return _mask_io(op, dt, R, C)
+    if cat is Category.HINT:             # the TLOAD a prefetch prepares: o = src
+        return [("src", R, C, dt)], (R, C, dt)
+    if cat is Category.INDEXED:          # a table of twice the tile's rows
+        ix = ("idx", 1, R, E.I32) if to == "row" else ("idx", R, C, E.I32)
+        if op.outputs:
+            return [("src", 2 * R, C, dt), ix], (R, C, dt)
+        return [("dst", 2 * R, C, dt), ("src", R, C, dt), ix], (2 * R, C, dt)
     if op.layout == "pad" and not op.in_place and op.name != "TFILLPAD":    # a smaller a
         return [("a", R - R // 3, C - C // 4, dt)], (R, C, dt)
     if op.layout == "partial":           # b covers part of dst (tests/test_partial_ops.py
@@ -246,11 +260,25 @@ def takes_scalar(op: OpDef) -> bool:
 
 def _kernel_builder(k: OpKernel, module: PTOModule) -> PTOFunctionBuilder:
     b = PTOFunctionBuilder(k.name, module=module).in_core()
-    for p, _, _, pdt in k.inputs:
+    table = k.table
+    for p, r, c, pdt in k.inputs:
         if k.memref(p) == p:
-            b.memref(p, GM, pdt)
-    for p, _, _, t in k.outputs:
-        b.memref(p, GM, t)
+            b.memref(p, GM, pdt, shape=(r, c) if p == table else None)
+    for p, r, c, t in k.outputs:
+        b.memref(p, GM, t, shape=(r, c) if p == "o" and table == "dst" else None)
+    if k.op.category is Category.HINT:   # TPREFETCH into a staging tile, then its TLOAD
+        return (b.tile("t_p", *k.output).tile("t_o", *k.output).prefetch("t_p", "src", 0, 0)
+                .load("t_o", "src").store("o", "t_o"))
+    if table is not None:                # MGATHER, MSCATTER: the table is not a tile
+        names = {"dst": "t_o", **{p: k.tile(p) for p, *_ in k.inputs},
+                 table: k.memref(table)}
+        for p, r, c, pdt in k.inputs:
+            if p not in (table, "dst"):
+                b.tile(names[p], r, c, pdt).load(names[p], p)
+        if table == "src":
+            b.tile("t_o", *k.output)
+        getattr(b, k.op.method)(*(names[o.name] for o in k.op.operands), **k.op_attrs)
+        return b.store("o", "t_o") if table == "src" else b
     if takes_scalar(k.op):
         b.scalar("s", k.scalar_type, param=True)
     # an in-place op (TFILLPAD_INPLACE) reads and writes t_o, loaded from its input
@@ -332,12 +360,31 @@ def block_offsets(rows: int, cols: int, nbytes: int) -> np.ndarray:
     return (k * BLOCK_BYTES).reshape(rows, cols).astype(np.int32)
 
 
+def table_indices(rows: int, cols: int, room: int) -> np.ndarray:
+    """A ``rows x cols`` i32 tile of MGATHER's and MSCATTER's indices into a table of
+    ``room`` rows or elements: positions backwards and with a stride, the last one and 0,
+    the first two repeated at the end (a scatter's later write wins)."""
+    n = rows * cols
+    idx = ((np.arange(n, dtype=np.int64) * 7 + 5) % room)[::-1]
+    idx[:2] = room - 1, 0
+    if n > 3:
+        idx[-2:] = idx[:2]
+    return idx.reshape(rows, cols).astype(np.int32)
+
+
 def index_inputs(kernels: Sequence[OpKernel]) -> dict[str, np.ndarray]:
-    """The index tensors of the TSCATTER, TGATHERB and TPARTARGMAX/TPARTARGMIN kernels among
-    ``kernels`` (:func:`scatter_indices`, :func:`block_offsets`: random ones would leave their
-    tile, which is an error; :func:`part_arg_indices`: distinct ones)."""
+    """The index tensors of the TSCATTER, TGATHERB, MGATHER, MSCATTER and
+    TPARTARGMAX/TPARTARGMIN kernels among ``kernels`` (:func:`scatter_indices`,
+    :func:`block_offsets`, :func:`table_indices`: random ones would leave their tile or table,
+    which is an error; :func:`part_arg_indices`: distinct ones)."""
     out = {}
     for k in kernels:
+        if k.table is not None:
+            ix = next(x for x in k.inputs if x[0] == "idx")
+            t = next(x for x in k.inputs if x[0] == k.table)
+            out[k.tensor("idx")] = table_indices(ix[1], ix[2], index_capacity(
+                t[1:3], k.op_attrs["coalesce"]))
+            continue
         for p, r, c, t in k.inputs:
             if p in ("a_idx", "b_idx"):
                 out[k.tensor(p)] = part_arg_indices(r, c, p, t)
@@ -362,13 +409,18 @@ def op_kernels(dtype: ElementType, ops: Sequence[OpDef] = TILE_OPS, *,
     targets = [t for t in (convert_to if convert_to is not None else ElementType) if t != dtype]
     out: list[OpKernel] = []
     for op in ops:
-        for to in (targets if op.category is Category.CONVERT else [dtype]):
-            name = f"k_cvt_{to.value}" if op.category is Category.CONVERT else f"k_{op.method}"
+        # TCVT: a kernel per destination type; MGATHER/MSCATTER: per coalesce mode
+        indexed = op.category is Category.INDEXED
+        for to in (targets if op.category is Category.CONVERT else COALESCE if indexed
+                   else [dtype]):
+            name = (f"k_cvt_{to.value}" if op.category is Category.CONVERT
+                    else f"k_{op.method}_{to}" if indexed else f"k_{op.method}")
             ins, o = _io(op, dtype, R, C, M, K, N, to)
             calls = KERNEL_DIAGONALS if op.scalar_type is not None else scalars
+            attrs = ((("byte", hist_byte(dtype)),) if "byte" in op.attrs else
+                     (("coalesce", to),) if indexed else ())
             k = OpKernel(name, op, tuple(ins), o, tuple(calls) if takes_scalar(op) else (),
-                         (("byte", hist_byte(dtype)),) if "byte" in op.attrs else (),
-                         _second_outputs(op, ins, o))
+                         attrs, _second_outputs(op, ins, o))
             try:
                 _kernel_builder(k, PTOModule("probe")).build()
             except PTOError:
@@ -727,7 +779,8 @@ def is_exact(k: OpKernel) -> bool:
     cat = k.op.category
     if cat is Category.MASK:
         return True
-    if cat in (Category.TRANSPOSE, Category.CONVERT, Category.LAYOUT):
+    if cat in (Category.TRANSPOSE, Category.CONVERT, Category.LAYOUT, Category.INDEXED,
+               Category.HINT):
         return k.op.expr is None or _exact_expr(k.op.expr)
     if cat in (Category.ROW_REDUCE, Category.COL_REDUCE):
         return k.op.reduce in ("max", "min")
@@ -818,6 +871,9 @@ def operands(k: OpKernel, inputs: Mapping[str, np.ndarray], r: int, c: int) -> d
         return _layout_operands(k, tile, r, c, scalar)
     if cat is Category.MASK:
         return _mask_operands(k, tile, r, c, scalar)
+    if cat is Category.INDEXED:          # a gathered element's index; a scatter's table
+        return {"idx": tile("idx").tolist()[0][:8] if k.op_attrs["coalesce"] == "row"
+                else int(tile("idx")[r, c])} if k.op.outputs else {"table": (r, c)}
     out = {}
     for p, *_ in k.inputs:
         i, j = (r, 0) if cat is Category.ROW_EXPAND and p == "b" else \

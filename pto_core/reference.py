@@ -445,6 +445,44 @@ def _scatter(a: np.ndarray, idx: np.ndarray, rows: int, cols: int, where: tuple)
     return out.reshape(rows, cols)
 
 
+def _table_positions(table: np.ndarray, idx: np.ndarray, coalesce: str,
+                     where: tuple) -> np.ndarray:
+    """MGATHER's and MSCATTER's indices as int64, checked against the table: a row (row) or
+    an element (elem) of it; one outside is an error, raised before any access."""
+    flat = idx.reshape(-1).astype(np.int64)
+    room = table.shape[0] if coalesce == "row" else table.size
+    bad = np.flatnonzero((flat < 0) | (flat >= room))
+    if bad.size:
+        i, j = divmod(int(bad[0]), idx.shape[1])
+        what = "row" if coalesce == "row" else "element"
+        raise PTOError(f"index {flat[bad[0]]} at ({i}, {j}) names no {what} of the "
+                       f"{table.shape[0]}x{table.shape[1]} table", function=where[0],
+                       instruction=where[1])
+    return flat
+
+
+def _mgather(table: np.ndarray, idx: np.ndarray, shape: tuple, coalesce: str,
+             where: tuple) -> np.ndarray:
+    """MGATHER: rows (row) or elements (elem) of a global table by index."""
+    flat = _table_positions(table, idx, coalesce, where)
+    if coalesce == "row":
+        return table[flat].copy()
+    return table[flat // table.shape[1], flat % table.shape[1]].reshape(shape)
+
+
+def _mscatter(table: np.ndarray, src: np.ndarray, idx: np.ndarray, coalesce: str,
+              where: tuple) -> None:
+    """MSCATTER: rows (row) or elements (elem) of ``src`` written into a global table in
+    row-major order (the last write of a position wins); the rest of the table is kept."""
+    flat = _table_positions(table, idx, coalesce, where)
+    if coalesce == "row":
+        for k, r in enumerate(flat):
+            table[r] = src[k]
+        return
+    for r, c, v in zip(flat // table.shape[1], flat % table.shape[1], src.reshape(-1)):
+        table[r, c] = v
+
+
 def _gatherb(a: np.ndarray, off: np.ndarray, rows: int, cols: int, where: tuple) -> np.ndarray:
     """TGATHERB: block ``j`` of row ``i`` of a ``rows x cols`` tile is the 32 bytes of ``a``
     at byte offset ``off[i, j]`` (read as unsigned); an offset off a block boundary or past
@@ -764,6 +802,7 @@ class _Translator:
             "_sort32": _sort32, "_mrgsort": _mrgsort, "_histogram": _histogram,
             "_insert": _insert, "_scatter": _scatter,
             "_gatherb": _gatherb,
+            "_mgather": _mgather, "_mscatter": _mscatter,
             "_compare": _compare, "_select": _select, "_ci": _ci, "_tri": _tri,
             "_random": _random, "_quant": _quant, "_dequant": _dequant,
             "_pad": _pad, "_partial": _partial, "_pair": _pair,
@@ -950,6 +989,14 @@ class _Translator:
             if load:
                 return f"{_v(ops['dst'])} = {window}.copy()"
             return f"{window} = {_v(ops['src'])}"
+        if cat is Category.INDEXED:
+            where, co, idx = (fn.name, str(s)), s.attr("coalesce"), _v(ops["idx"])
+            if op.outputs:
+                return (f"{_v(ops['dst'])} = _mgather({_v(ops['src'])}, {idx}, "
+                        f"{tiles[ops['dst']].shape!r}, {co!r}, {where!r})")
+            return f"_mscatter({_v(ops['dst'])}, {_v(ops['src'])}, {idx}, {co!r}, {where!r})"
+        if cat is Category.HINT:        # changes no value
+            return "pass"
         dst = tiles[ops["dst"]]
         out = _v(ops["dst"])
         if cat in (Category.ELEMENTWISE, Category.TILE_SCALAR, Category.ROW_EXPAND,

@@ -48,7 +48,8 @@ from .ir import (CMP_OPS, MAX_DIM, Call, Category, ElementType, For, Function, I
                  MemorySpace, MemRefType, Module, Return, ScalarType, Stmt, TileType, walk_nested)
 from .ir.module import format_value
 from .ir.ops import (BOOL_ATTRS, PAD_VALUES, RANDOM_ROUNDS, RuleError, check_histogram_byte,
-                     check_merge_block, check_tile_rule, check_window, window_tiles)
+                     check_indexed, check_merge_block, check_tile_rule, check_window,
+                     indexed_tables, window_tiles)
 from .names import check_identifier
 
 #: deepest FOR/IF nesting of a function (with its inlined InCore callees)
@@ -97,6 +98,19 @@ def verify_function(fn: Function, module: Module | None = None, *,
         _check_nesting(fn)
     _Checker(fn, module).body(fn.body, loop_vars=())
     check_views(fn)
+    check_hints(fn)
+
+
+def check_hints(fn: Function) -> None:
+    """The dst of a hint (TPREFETCH) is a staging tile no other instruction uses: the
+    library's prefetch writes it, ours need not, so no value may depend on it."""
+    body = [s for s, _ in walk_nested(fn.body) if isinstance(s, Instr)]
+    staging = {s.operands[0] for s in body if s.opdef.category is Category.HINT}
+    for s in body:
+        if s.opdef.category is not Category.HINT and staging & set(s.operands):
+            name = sorted(staging & set(s.operands))[0]
+            raise _err(fn, s, f"'{name}' is the staging tile of a TPREFETCH (its content is "
+                              f"the backend's): no other instruction may use it")
 
 
 def check_views(fn: Function) -> None:
@@ -475,10 +489,18 @@ class _Checker:
         for spec, v in zip(op.operands, s.operands):
             if spec.role == "scalar" and not isinstance(v, str):
                 self.literal(s, v, self.literal_type(s, tiles, loop_vars))
-        if op.is_memory_op:
-            t = tiles["dst" if op.category is Category.LOAD else "src"]
+        if op.is_memory_op or op.category is Category.HINT:
+            t = tiles["dst" if op.category is not Category.STORE else "src"]
             if mem.dtype != t.dtype:
                 self.fail(s, f"dtype mismatch: memref is {mem.dtype.value}, tile is {t.dtype.value}")
+        elif op.category is Category.INDEXED:
+            table, tile = indexed_tables(op)
+            try:
+                check_indexed(op, tiles[tile], tiles["idx"], mem, attrs.get("coalesce"))
+                if op.outputs and s.operands[0] in s.operands[1:]:
+                    raise RuleError(f"dst of {op.name} must not be one of its sources")
+            except RuleError as e:
+                self.fail(s, str(e))
         elif op.is_tile_op:
             try:
                 check_tile_rule(op, tiles)

@@ -62,11 +62,15 @@ _SHAPES: dict[Category, dict[str, tuple[int, int]]] = {
              "b_idx": (6, 12)} for lay in ("partargmax", "partargmin")},
     **{lay: {"dst": _T8, "dst1": _T8, "a": _T8, "b": _T8}
        for lay in ("interleave", "deinterleave")},
+    # gathers from and scatters into a 64 x 64 global table, row by row (coalesce=row)
+    Category.INDEXED: {"dst": (8, 64), "src": (8, 64), "idx": (1, 8)},
+    Category.HINT: {"dst": _T8},                   # a prefetch's staging tile
 }
 
 #: an attribute value for each attribute name the table uses
 ATTR_VALUES = {"cmp": CMP_OPS, "pad": PAD_VALUES, "byte": (0, 1),     # (byte: of an i16)
-               "descending": BOOL_ATTRS, "upper": BOOL_ATTRS, "rounds": RANDOM_ROUNDS}
+               "descending": BOOL_ATTRS, "upper": BOOL_ATTRS, "rounds": RANDOM_ROUNDS,
+               "coalesce": ("row",)}
 
 
 def tile_type(op: OpDef, operand: str) -> TileType:
@@ -113,7 +117,8 @@ def op_function(module: PTOModule, op: OpDef, literal: bool, suffix: str = "") -
             b.tile(f"t_{o.name}", t.rows, t.cols, t.dtype)
             operands.append(f"t_{o.name}")
         elif o.role == "memref":
-            b.memref(f"m_{o.name}", GM, F32, shape=(64, 64) if literal else None)
+            b.memref(f"m_{o.name}", GM, F32, shape=(64, 64) if literal or
+                     op.category is Category.INDEXED else None)   # (a whole table)
             operands.append(f"m_{o.name}")
         elif o.role == "index":
             operands.append(next(index_vals))

@@ -54,6 +54,9 @@ SHAPES = {
        for lay in ("partargmax", "partargmin")},
     **{lay: dict(dst=(4, 8), dst1=(4, 8), a=(4, 8), b=(4, 8))
        for lay in ("interleave", "deinterleave")},
+    # gathers from and scatters into a 16 x 8 global table (coalesce=row: whole rows)
+    Category.INDEXED: dict(dst=(4, 8), src=(4, 8), idx=(1, 4)),
+    Category.HINT: dict(dst=(4, 8)),               # a prefetch's staging tile
 }
 
 
@@ -80,8 +83,8 @@ def build_one(op_name: str):
                       "dst": QUANT_TYPES[op.layout][1][0]}.get(spec.name, F32)
             b.tile(f"t_{spec.name}", *SHAPES[op.layout or ("gemv" if op.rows else op.category)][spec.name], dt)
             args.append(f"t_{spec.name}")
-        elif spec.role == "memref":
-            b.memref("m", GM, F32)
+        elif spec.role == "memref":              # (MGATHER's, MSCATTER's: a whole table)
+            b.memref("m", GM, F32, shape=(16, 8) if op.category is Category.INDEXED else None)
             args.append("m")
         elif spec.role == "index":
             args.append(64 if op.layout == "merge4" else 0)     # TMRGSORT's block
@@ -91,6 +94,8 @@ def build_one(op_name: str):
         else:
             args.append(3)
     attrs = {"pad": "min"} if "pad" in op.attrs else {"byte": 1} if "byte" in op.attrs else {}
+    if op.category is Category.INDEXED:
+        attrs = {"coalesce": "row"}
     if op.category is Category.MASK:
         attrs = {k: v for k, v in (("cmp", "ge"), ("descending", "true"), ("upper", "true"),
                                    ("rounds", 7)) if k in op.attrs}

@@ -45,7 +45,8 @@ from ..errors import PTOBackendError
 from ..ir import (Call, Category, ElementType, For, Function, If, Instr, MemRefType, Module,
                   Return, ScalarType, TileType)
 from ..ir.ops import (BLOCK_BYTES, COMPARES, INTERLEAVES, ITEM_LAYOUTS, PART_ARGS, RANDOM_BLOCK,
-                      RANDOM_WORDS, Expr, random_stride, window_tiles)
+                      RANDOM_WORDS, Expr, index_capacity, indexed_tables, random_stride,
+                      window_tiles)
 from ..options import CompileOptions
 from ..passes.fuse_loops import fuse_function, is_element_op, is_fused, nest_shape
 from .cnames import c_comment, c_function, c_names, kernel_symbol, user_names, user_text
@@ -643,6 +644,10 @@ class CStyleRenderer:
                 self.render_convert(out, fn, s)
             elif cat in (Category.LAYOUT, Category.MASK):
                 self.render_layout(out, fn, s)
+            elif cat is Category.INDEXED:
+                self.render_indexed(out, fn, s)
+            elif cat is Category.HINT:
+                self.render_prefetch(out, fn, s)
             else:  # pragma: no cover - every category is handled above
                 raise PTOBackendError(f"no template for {s.op}", function=fn.name,
                                       instruction=str(s))
@@ -1501,6 +1506,77 @@ class CStyleRenderer:
                     out(line)
         for line in self.layout_writes(fn, s):
             out(line)
+
+
+    # ---------------------------------------------------------------- global gathers/scatters
+    def indexed_check(self, fn: Function, s: Instr) -> str:
+        """The C loop that fails the task before MGATHER/MSCATTER ``s`` would touch memory
+        outside its table: every index is read (:meth:`index_element`) and must name a row
+        (coalesce=row) or an element (elem) of the declared table."""
+        ops = s.named_operands()
+        table = fn.type_of(ops[indexed_tables(s.opdef)[0]])
+        ti = fn.type_of(ops["idx"])
+        x = self.index_element(fn, ops["idx"], "_pto_k")
+        room = index_capacity(table.shape, s.attr("coalesce"))
+        err = self.scalar_error(fn, s, "an index leaves its table", self.WINDOW_STATUS, x)
+        return (f"for (int _pto_k = 0; _pto_k < {ti.rows * ti.cols}; _pto_k++) "
+                f"if ((int64_t)({x}) < 0 || (int64_t)({x}) >= {room}) {err}")
+
+    def indexed_move(self, fn: Function, s: Instr, r: str, c: str) -> str:
+        """The C statement of MGATHER/MSCATTER ``s`` for element (r, c) of its tile: the
+        table is the memref's pointer and row stride (``_pto_ld_``), its element the row
+        idx[0][r] (row) or the row-major position idx[r][c] (elem) names."""
+        ops = s.named_operands()
+        mem, tile = indexed_tables(s.opdef)
+        t, cols = ops[mem], fn.type_of(ops[mem]).shape[1]
+        idx = ops["idx"]
+        if s.attr("coalesce") == "row":
+            at = f"(int64_t){idx}[0][{r}] * _pto_ld_{t} + {c}"
+        else:
+            x = f"(int64_t){idx}[{r}][{c}]"
+            at = f"({x} / {cols}) * _pto_ld_{t} + {x} % {cols}"
+        if mem == "src":
+            return f"{ops[tile]}[{r}][{c}] = {t}[{at}];"
+        return f"{t}[{at}] = {ops[tile]}[{r}][{c}];"
+
+    def render_indexed(self, out: _Out, fn: Function, s: Instr) -> None:
+        """MGATHER/MSCATTER: every index checked, then one move per element of the tile in
+        row-major order (a scatter's later write of a position wins)."""
+        t = fn.type_of(s.operand(indexed_tables(s.opdef)[1]))
+        out.comment(str(s))
+        out(self.indexed_check(fn, s))
+        with out.block(f"for (int _pto_r = 0; _pto_r < {t.rows}; _pto_r++)"):
+            with out.block(f"for (int _pto_c = 0; _pto_c < {t.cols}; _pto_c++)"):
+                out(self.indexed_move(fn, s, "_pto_r", "_pto_c"))
+
+
+    # ---------------------------------------------------------------- prefetch
+    #: the bytes one prefetch asks for (a cache line)
+    PREFETCH_LINE = 64
+
+    def prefetch(self, pointer: str) -> str:
+        """*template* The C statement that asks the memory system for the line holding
+        ``pointer`` ahead of a load (a hint: no value changes): GCC's and clang's builtin,
+        ``prfm pldl1keep`` on AArch64, ``prefetcht0`` on x86."""
+        return f"__builtin_prefetch({pointer}, 0, 3);"
+
+    def prefetch_rows(self, fn: Function, s: Instr) -> tuple[int, str, str]:
+        """TPREFETCH ``s``: the rows of its window, the C loop over the lines of row
+        ``_pto_r`` and the address of line ``_pto_b`` (a byte offset)."""
+        ops = s.named_operands()
+        t, mem = fn.type_of(ops["dst"]), ops["src"]
+        start = (f"(const char*)({mem} + ((int64_t)({self.index(ops['row'])}) * {t.rows} + "
+                 f"_pto_r) * _pto_ld_{mem} + (int64_t)({self.index(ops['col'])}) * {t.cols})")
+        return (t.rows, f"for (int _pto_b = 0; _pto_b < {t.cols * t.dtype.itemsize}; "
+                        f"_pto_b += {self.PREFETCH_LINE})", f"{start} + _pto_b")
+
+    def render_prefetch(self, out: _Out, fn: Function, s: Instr) -> None:
+        """TPREFETCH: a prefetch of every line of its window, row by row; its staging tile
+        is not touched (nothing reads it)."""
+        rows, lines, at = self.prefetch_rows(fn, s)
+        out.comment(str(s))
+        with out.block(f"for (int _pto_r = 0; _pto_r < {rows}; _pto_r++)"):
+            out(f"{lines} {self.prefetch(at)}")
 
 
 def count_loop_nests(source: str) -> int:

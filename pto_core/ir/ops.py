@@ -33,7 +33,7 @@ import operator
 from dataclasses import dataclass, replace
 from typing import Callable, Iterator
 
-from .types import ElementType, TileType
+from .types import ElementType, MemRefType, TileType
 
 
 # --------------------------------------------------------------------------------------------
@@ -206,6 +206,12 @@ class Category(enum.Enum):
                                          # the index and triangle generators: each element of
                                          # dst follows the row's per-element rule (its
                                          # ``layout`` names it in LAYOUTS)
+    INDEXED = "indexed"                  # a global tensor (its declared shape: the table)
+                                         # read or written element by element or row by row
+                                         # through an index tile (MGATHER, MSCATTER)
+    HINT = "hint"                        # a hint to the memory system that changes no value
+                                         # (TPREFETCH): its dst is a staging tile no other
+                                         # instruction may touch
     SCALAR = "scalar"
 
 
@@ -336,7 +342,7 @@ class OpDef:
     def is_generator(self) -> bool:
         """Does the op make its tile from scalars alone, reading no tile (TEXPANDS)?"""
         return self.is_tile_op and not self.is_memory_op and not any(
-            o.is_tile for o in self.reads)
+            o.is_tile or o.role == "memref" for o in self.reads)
 
     @property
     def accumulates(self) -> bool:
@@ -741,6 +747,30 @@ _def("TRANDOM", "random", Category.MASK, "dst:tile_out key:tile counter:tile", i
          "is a 1x2 and counter a 1x4 i32 tile (words in little-endian order); neither is "
          "changed")
 
+# gathers from and scatters into a global tensor through an index tile (docs/isa/MGATHER.md,
+# MSCATTER.md): the memref is the whole table (its declared shape); coalesce=row moves row
+# idx[0, r] of the table (idx: one row of R indices), coalesce=elem element idx[r, c] of its
+# row-major order (idx: the tile's shape). An index outside the table is an error found
+# before any access (the library's GatherOOB/ScatterOOB::Undefined leaves it to the caller)
+_def("MGATHER", "mgather", Category.INDEXED, "dst:tile_out src:memref idx:tile", isa=True,
+     attrs=("coalesce",),
+     doc="row: dst[r, :] = src[idx[0, r], :]; elem: dst[r, c] = src.flat[idx[r, c]]; an "
+         "index outside src is an error, raised before anything is read")
+_def("MSCATTER", "mscatter", Category.INDEXED, "dst:memref src:tile idx:tile", isa=True,
+     attrs=("coalesce",),
+     doc="row: dst[idx[0, r], :] = src[r, :]; elem: dst.flat[idx[r, c]] = src[r, c]; in "
+         "row-major order, the last write of a position wins; the rest of dst is kept; an "
+         "index outside dst is an error, raised before anything is written")
+
+# a prefetch (docs/isa/TPREFETCH.md: "Semantics and caching behavior are target/implementation-
+# defined"; "Some targets may ignore prefetches or treat them as hints"): the window a TLOAD of
+# dst at (row, col) reads, asked for ahead of the load; the library's form copies it into dst,
+# which PTO keeps as a staging tile that nothing else reads, so no value depends on it
+_def("TPREFETCH", "prefetch", Category.HINT, "dst:tile_out src:memref row:index col:index",
+     isa=True, doc="a hint: the window src[row*R:(row+1)*R, col*C:(col+1)*C] of an R x C dst "
+     "is read soon (the backend's prefetch instruction); dst is a staging tile that no other "
+     "instruction may use, and no value of the program changes")
+
 # scalar
 _def("SADD", "scalar_add", Category.SCALAR, "dst:scalar_out a:scalar b:scalar", expr=A + B)
 _def("SSUB", "scalar_sub", Category.SCALAR, "dst:scalar_out a:scalar b:scalar", expr=A - B)
@@ -964,6 +994,50 @@ def random_stride(cols: int) -> int:
 def mask_shape(rows: int, cols: int) -> tuple[int, int]:
     """The shape of the mask of a ``rows x cols`` tile: a byte per started 8 columns."""
     return rows, -(-cols // 8)
+
+#: the values of MGATHER's and MSCATTER's ``coalesce`` attribute: whole rows or elements
+COALESCE = ("row", "elem")
+#: the element types of MGATHER's and MSCATTER's tiles and tables (docs/isa/MGATHER.md)
+INDEXED_TYPES = (ElementType.F32, ElementType.F16, ElementType.BF16, ElementType.I32,
+                 ElementType.I16, ElementType.I8, ElementType.U8)
+
+
+def indexed_tables(op: "OpDef") -> tuple[str, str]:
+    """The (memref, tile) operand names of MGATHER/MSCATTER: the table and the moved tile."""
+    return ("src", "dst") if op.operands[0].is_tile else ("dst", "src")
+
+
+def index_capacity(table: tuple[int, int], coalesce: str) -> int:
+    """How many positions an index of MGATHER/MSCATTER may name: the table's rows (row) or
+    its elements (elem)."""
+    return table[0] if coalesce == "row" else table[0] * table[1]
+
+
+def check_indexed(op: "OpDef", tile: TileType, idx: TileType, table: MemRefType,
+                  coalesce: object) -> None:
+    """MGATHER/MSCATTER: a table of declared shape and the tile's type, i32 indices of the
+    coalesce mode's shape (row: 1 x R, the table as wide as the tile; elem: the tile's)."""
+    if coalesce not in COALESCE:
+        raise RuleError(f"{op.name} coalesce must be one of {', '.join(COALESCE)}, got "
+                        f"{coalesce!r}")
+    if table.shape is None:
+        raise RuleError(f"{op.name} addresses its whole table: declare the memref's shape")
+    if table.dtype != tile.dtype:
+        raise RuleError(f"dtype mismatch: the table is {table.dtype.value}, the tile "
+                        f"{tile.dtype.value}")
+    if tile.dtype not in INDEXED_TYPES:
+        raise RuleError(f"{op.name} moves {', '.join(t.value for t in INDEXED_TYPES)} "
+                        f"elements, got {tile.dtype.value}")
+    if idx.dtype is not ElementType.I32:
+        raise RuleError(f"the indices of {op.name} are i32, idx is {idx.dtype.value}")
+    want = (1, tile.rows) if coalesce == "row" else tile.shape
+    if idx.shape != want:
+        raise RuleError(f"shape mismatch: {op.name} {coalesce} of a {tile.rows}x{tile.cols} "
+                        f"tile takes {want[0]}x{want[1]} indices, idx is {idx.rows}x{idx.cols}")
+    if coalesce == "row" and table.shape[1] != tile.cols:
+        raise RuleError(f"shape mismatch: {op.name} row moves whole rows: the table is "
+                        f"{table.shape[0]}x{table.shape[1]}, the tile {tile.rows}x{tile.cols}")
+
 
 #: the pad values of TFILLPAD's ``pad`` attribute
 PAD_VALUES = ("zero", "max", "min")

@@ -28,7 +28,8 @@ def dce_module(module: Module) -> Module:
 
 
 def _has_side_effect(s: Instr) -> bool:
-    return s.opdef.category is Category.STORE
+    return s.opdef.category in (Category.STORE, Category.HINT) or (
+        s.opdef.category is Category.INDEXED and not s.opdef.outputs)      # MSCATTER
 
 
 def dce_function(fn: Function) -> Function:

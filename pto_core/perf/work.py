@@ -185,11 +185,15 @@ def instr_work(fn: Function, s: Instr) -> Work:
         return Work(bytes_read=t.nbytes, loads={t.nbytes: 1})
     if cat is Category.STORE:
         return Work(bytes_written=fn.type_of(ops["src"]).nbytes)
+    if cat is Category.INDEXED:        # the tile's bytes, from or to global memory
+        moved = fn.type_of(ops["dst" if s.opdef.outputs else "src"]).nbytes
+        return (Work(bytes_read=moved, loads={moved: 1}) if s.opdef.outputs
+                else Work(bytes_written=moved))
     if cat is Category.MATMUL:
         ta, td = fn.type_of(ops["a"]), fn.type_of(ops["dst"])
         return Work(flops={f"mma.{ta.dtype.value}": 2 * td.rows * td.cols * ta.cols})
-    if cat in (Category.TRANSPOSE, Category.CONVERT, Category.SCALAR):
-        return Work()
+    if cat in (Category.TRANSPOSE, Category.CONVERT, Category.SCALAR, Category.HINT):
+        return Work()           # (a prefetch's bytes are the later TLOAD's)
     dst: TileType = fn.type_of(ops["dst"])
     src: TileType = fn.type_of(ops["a"]) if "a" in ops else dst
     lane = _lane_class(dst.dtype)

@@ -42,7 +42,7 @@ from pto_core.codegen.cstyle import CStyleRenderer, _Out
 from pto_core.errors import PTOBackendError
 from pto_core.ir import (Call, Category, ElementType, For, Function, If, Instr, Local,
                          MemRefType, Module, Return, TileType)
-from pto_core.ir.ops import INTERLEAVES, OPS, PART_ARGS, RANDOM_WORDS, Expr
+from pto_core.ir.ops import INTERLEAVES, OPS, PART_ARGS, RANDOM_WORDS, Expr, indexed_tables
 from pto_core.options import CompileOptions
 
 from .arch import AscendArch
@@ -535,7 +535,7 @@ class _KernelRenderer(CStyleRenderer):
     def render_reduce(self, out: _Out, fn: Function, s: Instr) -> None:
         self._emit(out, fn, s)
 
-    render_matmul = render_transpose = render_convert = render_reduce
+    render_matmul = render_transpose = render_convert = render_indexed = render_reduce
 
     # ---------------------------------------------------------------- synchronisation
     def _barrier(self, out: _Out, force: bool = False) -> None:
@@ -630,6 +630,8 @@ class _KernelRenderer(CStyleRenderer):
                           + f" TSTORE(_pto_gm, {t.name}); }}", "MTE3", (t.name,))]
         if cat is Category.MATMUL:
             return self._lower_matmul(fn, s, ops)
+        if cat is Category.INDEXED:
+            return self._lower_indexed(fn, s, ops)
         if s.opdef.isa in self.arch.lacks:
             raise self._err(fn, s, f"{s.op} is not available (docs/isa/{s.op}.md)")
         # vector instructions from here on: the vector unit computes in its own types only
@@ -639,6 +641,10 @@ class _KernelRenderer(CStyleRenderer):
                 raise self._err(fn, s, f"the vector unit has no {fn.type_of(v).dtype.value} "
                                         f"arithmetic (it computes in "
                                         f"{', '.join(t.value for t in types)})")
+        if cat is Category.HINT:    # TPREFETCH: the library's DMA of the window into dst,
+            t = self._phys(ops["dst"], "Vec", tt)      # a staging tile nothing else reads
+            return [_Step("{ " + self._gm_view(fn, ops["src"], t, ops["row"], ops["col"])
+                          + f" TPREFETCH({t.name}, _pto_gm); }}", "MTE2", (), (t.name,))]
         allowed = self.arch.isa_types.get(s.opdef.isa or "")
         reduces = cat in (Category.ROW_REDUCE, Category.COL_REDUCE)   # (source types: below)
         data = fn.type_of(ops[s.opdef.data_operand]).dtype       # (a compare's: its source's)
@@ -878,6 +884,36 @@ class _KernelRenderer(CStyleRenderer):
         a, ix = vec(ops["a"]), vec(ops["idx"])
         return [_Step(self.index_check(fn, s), "S", (ix,), ()),
                 _Step(f"TGATHERB({d}, {a}, {ix});", "V", (a, ix), (d,))]
+
+    def _lower_indexed(self, fn: Function, s: Instr, ops: dict) -> list[_Step]:
+        """MGATHER/MSCATTER (docs/isa/MGATHER.md, MSCATTER.md) with GatherOOB/ScatterOOB::
+        Undefined, which leaves a bad index to the caller: the scalar unit checks every index
+        first (``indexed_check``: the kernel stops before any access), then the library call
+        moves rows or elements of the table, a GlobalTensor of the memref's declared shape
+        over its row stride. The library reads elements (coalesce=elem) as if the table were
+        packed, so a table window with a wider row stride stops the kernel too. Full barriers
+        order the table's global memory against the kernel's other loads and stores (the
+        pipes track on-chip buffers only)."""
+        mem, tile = indexed_tables(s.opdef)
+        table, tt = ops[mem], fn.type_of(ops[tile])
+        x = self._phys(ops[tile], "Vec", tt).name
+        ix = self._phys(ops["idx"], "Vec", fn.type_of(ops["idx"])).name
+        rows, cols = fn.type_of(table).shape
+        shape, stride = f"Shape<1, 1, 1, {rows}, {cols}>", "Stride<1, 1, 1, DYNAMIC, 1>"
+        view = (f"GlobalTensor<{self.ctype(tt.dtype)}, {shape}, {stride}> _pto_gm({table}, "
+                f"{shape}(), {stride}(_pto_ld_{table}));")
+        mode = "Coalesce::" + s.attr("coalesce").capitalize()
+        check = _Step(self.indexed_check(fn, s), "S", (ix,), ())
+        if mode == "Coalesce::Elem":   # the library counts elements from the table's start,
+            # as if packed (docs/isa/MGATHER.md: "packed ND with row stride = validCols")
+            err = self.scalar_error(fn, s, "a strided table", self.WINDOW_STATUS, "")
+            check.text = f"if (_pto_ld_{table} != {cols}) {err}\n{check.text}"
+        if mem == "src":
+            return [check, _Step(f"pipe_barrier(PIPE_ALL);\n{{ {view} MGATHER<{mode}>({x}, "
+                                 f"_pto_gm, {ix}); }}", "MTE2", (ix,), (x,), barrier=True)]
+        return [check, _Step(f"pipe_barrier(PIPE_ALL);\n{{ {view} MSCATTER<{mode}>(_pto_gm, "
+                             f"{x}, {ix}); }}\npipe_barrier(PIPE_ALL);", "MTE3", (x, ix), (),
+                             barrier=True)]
 
     def index_element(self, fn: Function, tile: str, k: str) -> str:
         """Element ``k`` of an index tile, read by the scalar unit from its storage."""

@@ -641,3 +641,31 @@ def test_two_output_ops_on_the_official_simulator_match_the_reference_bit_for_bi
             w = want[tensor]
             assert np.array_equal(ours[tensor], w, equal_nan=True), f"{tensor} (ours)"
             assert np.array_equal(theirs[tensor], w, equal_nan=True), f"{tensor} (official)"
+
+
+#: the gathers from and scatters into a global table (Category.INDEXED)
+INDEXED_OPS = [op for op in OPS.values() if op.category is Category.INDEXED]
+
+
+@pytest.mark.parametrize("arch", [A2A3, A5], ids=lambda a: a.name)
+@pytest.mark.parametrize("dt", [E.F32, E.F16, E.I32, E.I16, E.I8, E.U8], ids=lambda t: t.value)
+def test_gathers_and_scatters_of_a_table_on_the_official_simulator_match_bit_for_bit(
+        tmp_path, arch, dt):
+    """MGATHER and MSCATTER, whole rows and single elements, of a table of special values
+    (a scatter's table holds them before; indices name its last and first rows or elements,
+    some twice): ours, the official and the reference agree bit for bit on both targets.
+    The tables are packed (row stride = width), as the library's element mode assumes
+    (docs/ascend-fidelity.md)."""
+    kernels = op_kernels(dt, INDEXED_OPS, shape=(26, 40))
+    assert sorted(k.name for k in kernels) == ["k_mgather_elem", "k_mgather_row",
+                                               "k_mscatter_elem", "k_mscatter_row"]
+    inputs = special_inputs(kernels, dt)
+    want, theirs, ours = _three_runs(arch, build_op_module(f"indexed_{dt.value}", kernels),
+                                    inputs, tmp_path)
+    for k in kernels:
+        w = want[k.out_tensor]
+        assert not np.array_equal(w.view(np.uint8), inputs[k.out_tensor].view(np.uint8)), \
+            f"{k.name} moved nothing"
+        for who, got in (("official", theirs), ("ours", ours)):
+            assert np.array_equal(got[k.out_tensor].view(np.uint8), w.view(np.uint8)), \
+                f"{k.name} ({who})"

@@ -44,7 +44,7 @@ from typing import Mapping
 from pto_core.codegen.cstyle import RANDOM_HELPER, CStyleRenderer, _Out
 from pto_core.codegen.cnames import kernel_symbol
 from pto_core.errors import PTOBackendError
-from pto_core.ir.ops import ITEM_LAYOUTS
+from pto_core.ir.ops import ITEM_LAYOUTS, indexed_tables
 from pto_core.ir import (Call, Category, ElementType, For, Function, If, Instr, MemRefType,
                          Module, TileType)
 from pto_core.options import CompileOptions
@@ -711,6 +711,46 @@ class CudaRenderer(CStyleRenderer):
                 for line in writes:
                     out(line)
             self._barrier(out)
+
+    def render_indexed(self, out: _Out, fn: Function, s: Instr) -> None:
+        """MGATHER/MSCATTER: every thread checks every index (the core's ``indexed_check``),
+        then the threads stride over a gather's elements; a scatter's writes run in order on
+        one thread (the last write of a position wins). A barrier publishes dst."""
+        t = fn.type_of(s.operand(indexed_tables(s.opdef)[1]))
+        if self._dirty:
+            self._barrier(out)
+        out(f"/* {s} */")
+        out(self.indexed_check(fn, s))
+        move = self.indexed_move(fn, s, "_pto_r", "_pto_c")
+        if s.opdef.outputs:
+            with out.block(f"for (int _pto_e = threadIdx.x; _pto_e < {t.rows * t.cols}; "
+                           f"_pto_e += blockDim.x)"):
+                out(f"const int _pto_r = _pto_e / {t.cols}, _pto_c = _pto_e % {t.cols};")
+                out(move)
+        else:
+            with out.block("if (threadIdx.x == 0)"):
+                out(f"for (int _pto_r = 0; _pto_r < {t.rows}; _pto_r++) "
+                    f"for (int _pto_c = 0; _pto_c < {t.cols}; _pto_c++) {move}")
+        self._barrier(out)
+
+    #: an L2 line
+    PREFETCH_LINE = 128
+
+    def render_prefetch(self, out: _Out, fn: Function, s: Instr) -> None:
+        """TPREFETCH: the threads stride over the window's rows and ask L2 for each line
+        (PTX ``prefetch.global.L2`` of the line's global address; the CPU simulation uses
+        the compiler's builtin); the staging tile is not touched."""
+        rows, lines, at = self.prefetch_rows(fn, s)
+        out(f"/* {s} */")
+        with out.block(f"for (int _pto_r = threadIdx.x; _pto_r < {rows}; "
+                       f"_pto_r += blockDim.x)"):
+            with out.block(lines):
+                out("#ifdef PTO_CUDA_SIM")
+                out(self.prefetch(at))
+                out("#else")
+                out(f'asm volatile("prefetch.global.L2 [%0];" :: '
+                    f'"l"(__cvta_generic_to_global({at})));')
+                out("#endif")
 
     def render_convert(self, out: _Out, fn: Function, s: Instr) -> None:
         """Element by element in the row layout, like any element-wise op."""

@@ -617,6 +617,78 @@ inline RecordEvent TSTORE(GlobalData& dst, TileData& src, WaitEvents&...) {
     }
 }
 
+// TPREFETCH: the device's form moves the window into dst ahead of its TLOAD ("Semantics and
+// caching behavior are target/implementation-defined"); PTO reads nothing from that staging
+// tile. Here the window is copied as TLOAD does.
+template <typename TileData, typename GlobalData>
+inline RecordEvent TPREFETCH(TileData& dst, GlobalData& src) {
+    static_assert(TileData::Loc == TileType::Vec, "TPREFETCH stages into a Vec (UB) tile");
+    return TLOAD(dst, src);
+}
+
+// MGATHER / MSCATTER: a GM table addressed through an index tile. Coalesce::Row moves row
+// idx[0, r] of the table (the last two dimensions of the GlobalTensor) to or from row r of the
+// tile; Coalesce::Elem moves the table's element idx[r, c] in row-major order of its shape,
+// reached through its row stride. An index naming no row (element) of the table is an error
+// and nothing is moved (the library's GatherOOB/ScatterOOB::Undefined, made safe). A scatter
+// writes in row-major order of the tile, so the last write of a position wins.
+enum class Coalesce : uint8_t { Row = 0, Elem = 1 };
+
+namespace detail {
+template <Coalesce Mode, typename G, typename I>
+inline bool table_indices(G& table, I& idx, unsigned rows, unsigned cols, const char* op) {
+    static_assert(std::is_integral_v<typename I::DType>, "MGATHER/MSCATTER: integral indices");
+    const int64_t room = Mode == Coalesce::Row ? table.GetShape(3) : table.GetShape(3) * table.GetShape(4);
+    const unsigned R = Mode == Coalesce::Row ? 1 : rows, C = Mode == Coalesce::Row ? rows : cols;
+    for (unsigned r = 0; r < R; ++r)
+        for (unsigned c = 0; c < C; ++c)
+            if (int64_t(idx.at(r, c)) < 0 || int64_t(idx.at(r, c)) >= room) {
+                pto_sim::fail(op);
+                return false;
+            }
+    return true;
+}
+template <Coalesce Mode, typename G, typename I>
+inline typename G::RawDType& table_at(G& table, I& idx, unsigned r, unsigned c) {
+    if constexpr (Mode == Coalesce::Row) return table.at(int64_t(idx.at(0, r)), c);
+    const int64_t x = int64_t(idx.at(r, c)), w = table.GetShape(4);
+    return table.at(x / w, x % w);
+}
+// A gather (tile <- table, the tile written on `pipe`) or a scatter (table <- tile, the tile
+// read there), after every index is checked.
+template <Coalesce Mode, bool Gather, typename X, typename G, typename I>
+inline void table_move(X& tile, G& table, I& idx, int pipe, const char* op, const char* bad) {
+    static_assert(std::is_same_v<typename X::DType, typename G::RawDType>,
+                  "MGATHER/MSCATTER: the tile and the table have different element types");
+    need_vec<X>(op); need_vec<I>(op);
+    if (!(ready(tile, op) && ready(idx, op))) return;
+    if constexpr (!Gather) rd(tile, pipe, op);
+    rd(idx, pipe, op);
+    const unsigned R = tile.GetValidRow(), C = tile.GetValidCol();
+    if (!table_indices<Mode>(table, idx, R, C, bad)) return;
+    for (unsigned r = 0; r < R; ++r)
+        for (unsigned c = 0; c < C; ++c) {
+            if constexpr (Gather) tile.at(r, c) = table_at<Mode>(table, idx, r, c);
+            else table_at<Mode>(table, idx, r, c) = tile.at(r, c);
+        }
+    if constexpr (Gather) wr(tile, pipe, op);
+}
+}  // namespace detail
+
+template <Coalesce Mode = Coalesce::Row, typename D, typename G, typename I, typename... WaitEvents>
+inline RecordEvent MGATHER(D& dst, G& table, I& idx, WaitEvents&...) {
+    detail::table_move<Mode, true>(dst, table, idx, PIPE_MTE2, "MGATHER",
+                                   "MGATHER: an index leaves the table");
+    return {};
+}
+
+template <Coalesce Mode = Coalesce::Row, typename G, typename S, typename I, typename... WaitEvents>
+inline RecordEvent MSCATTER(G& table, S& src, I& idx, WaitEvents&...) {
+    detail::table_move<Mode, false>(src, table, idx, PIPE_MTE3, "MSCATTER",
+                                    "MSCATTER: an index leaves the table");
+    return {};
+}
+
 // Mat -> Left/Right (MTE1), Acc -> Mat (FIX), Acc -> Vec (FIX, A5 only), Vec -> Vec (V).
 template <typename DstTileData, typename SrcTileData, typename... WaitEvents>
 inline RecordEvent TMOV(DstTileData& dst, SrcTileData& src, WaitEvents&...) {
