@@ -247,6 +247,74 @@ def test_a_stuck_kernel_ends_the_run_at_its_deadline(c_builds):
     assert "task 5 'stuck_step' still running on StarPU worker" in r.stdout, r.stdout
 
 
+# -------------------------------------------------------------------------------- affinity
+
+AFFINITY_TASKS = 32       # affinity_host.c: two rounds over 16 row tiles
+
+
+def affinity_slot(task: int, slots: int) -> int:
+    """The worker affinity_host.c gives ``task``: i % SLOTS in round one, (i + 1) % SLOTS in
+    round two (i the task's row tile)."""
+    return (task % 16 + (task >= 16)) % slots
+
+
+@pytest.fixture(scope="module")
+def affinity_hosts(build_once) -> dict[str, Path]:
+    """tests/engines/affinity_host.c built against each engine (once per test run)."""
+    return {engine: _c_build(build_once, "affinity", ["affinity_host.c"], engine) / "affinity_host"
+            for engine in ("pto", "starpu", "starpu-mpi")}
+
+
+def affinity_results(out: Path) -> dict[str, np.ndarray]:
+    """What affinity_host.c wrote: b and c (16 x 64 floats) and, per task, (rank, thread id)."""
+    return {"b": np.fromfile(out / "b.bin", dtype=np.float32),
+            "c": np.fromfile(out / "c.bin", dtype=np.float32),
+            "where": np.fromfile(out / "where.bin", dtype=np.int64).reshape(AFFINITY_TASKS, 2)}
+
+
+def affinity_run(exe: Path, workers: int, slots: int, out: Path, *launch: str):
+    out.mkdir()
+    r = subprocess.run([*launch, str(exe), str(workers), str(slots), str(out)],
+                       capture_output=True, text=True, timeout=180, cwd=Path(__file__).parents[1])
+    assert r.returncode == 0, r.stdout + r.stderr
+    return r, affinity_results(out)
+
+
+def assert_pinned(where: np.ndarray, slots: int) -> None:
+    """Tasks given one worker ran on one thread; tasks given different workers of one rank on
+    different threads."""
+    thread = {}
+    for t in range(AFFINITY_TASKS):
+        thread.setdefault(affinity_slot(t, slots), set()).add(int(where[t, 1]))
+    assert all(len(v) == 1 for v in thread.values()), thread
+    assert len({next(iter(v)) for v in thread.values()}) == slots, thread
+
+
+def test_affinity_pins_each_task_to_its_starpu_worker(affinity_hosts, tmp_path):
+    _, ours = affinity_run(affinity_hosts["pto"], 2, 2, tmp_path / "pto")
+    _, theirs = affinity_run(affinity_hosts["starpu"], 2, 2, tmp_path / "starpu")
+    assert_pinned(theirs["where"], 2)
+    for k in ("b", "c"):
+        assert theirs[k].tobytes() == ours[k].tobytes(), k
+
+
+@pytest.mark.parametrize("engine,bad,says", [
+    ("starpu", 2, "no worker 2; the StarPU engine has 2 StarPU CPU worker(s), 0..1"),
+    ("starpu-mpi", 4, "no worker 4; the starpu-mpi engine has 4 (2 ranks x 2 StarPU CPU workers; "
+                      "worker w runs on rank w % 2)"),
+    ("starpu-mpi", -1, "no worker -1; the starpu-mpi engine has 4")])
+def test_affinity_to_a_worker_that_does_not_exist_is_refused_by_name(affinity_hosts, engine, bad,
+                                                                     says, tmp_path):
+    exe = [str(affinity_hosts[engine]), "2", "2", str(tmp_path), str(bad)]
+    r = mpirun(2, *exe, timeout=120) if engine == "starpu-mpi" else \
+        subprocess.run(exe, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 1, r.stdout + r.stderr
+    lines = [l for l in r.stdout.splitlines() if l.startswith("affinity ")]
+    assert len(lines) == (2 if engine == "starpu-mpi" else 1), r.stdout + r.stderr
+    for line in lines:
+        assert line.startswith("affinity rc=-1 error=pto_task_set_affinity: task 0: " + says), line
+
+
 # -------------------------------------------------------------------------------- benchmark
 
 @pytest.mark.slow
@@ -270,15 +338,20 @@ def test_engine_benchmark_prints_a_row_per_graph_with_the_ratios(tmp_path):
 MPI_EXAMPLES = ["fused_softmax", "bgemm", "llama7b_layer"]
 
 
-def mpirun(np_: int, *argv: str, timeout: float = 300) -> subprocess.CompletedProcess:
-    """``mpirun -np N ARGV`` on this machine: more ranks than cores, and root allowed."""
+def mpirun_cmd(np_: int) -> list[str]:
+    """``mpirun -np N`` for this machine: more ranks than cores, and root allowed."""
     if shutil.which("mpirun") is None:
         pytest.fail("mpirun is missing: scripts/setup.sh installs openmpi-bin")
     cmd = ["mpirun", "--oversubscribe", "-np", str(np_)]
     if os.geteuid() == 0:
         cmd.insert(1, "--allow-run-as-root")
-    return subprocess.run([*cmd, *argv], capture_output=True, text=True, timeout=timeout,
-                          cwd=Path(__file__).parents[1])
+    return cmd
+
+
+def mpirun(np_: int, *argv: str, timeout: float = 300) -> subprocess.CompletedProcess:
+    """``mpirun -np N ARGV`` on this machine."""
+    return subprocess.run([*mpirun_cmd(np_), *argv], capture_output=True, text=True,
+                          timeout=timeout, cwd=Path(__file__).parents[1])
 
 
 @pytest.fixture(scope="module")
@@ -309,6 +382,24 @@ def test_mpi_ranks_give_the_bits_of_one_process(engine_builds, mpi_build, stem, 
     for k, v in ours.items():
         got = np.load(tmp_path / "out" / f"{k}.npy")
         assert got.tobytes() == v.tobytes(), f"{stem} on {ranks} ranks: tensor {k} differs"
+
+
+def test_mpi_dispatch_runs_each_task_on_worker_mod_ranks_and_owns_what_it_writes(affinity_hosts,
+                                                                                tmp_path):
+    # 2 ranks x 2 workers, tasks dealt round-robin over workers 0..3: worker w is rank w % 2
+    _, ours = affinity_run(affinity_hosts["pto"], 4, 4, tmp_path / "pto")
+    r, theirs = affinity_run(affinity_hosts["starpu-mpi"], 2, 4, tmp_path / "mpi", *mpirun_cmd(2))
+    rank = [affinity_slot(t, 4) % 2 for t in range(AFFINITY_TASKS)]
+    assert theirs["where"][:, 0].tolist() == rank
+    assert_pinned(theirs["where"], 4)
+    # what a task wrote first is owned where it ran (round two's c[i] on rank (i + 1) % 2, not
+    # the default i % 2)
+    owners = dict(re.findall(r"^owners (\w+): ([\d ]+)$", r.stdout, re.M))
+    assert owners["where"].split() == [str(k) for k in rank], r.stdout
+    assert owners["b"].split() == [str(k) for k in rank[:16]], r.stdout
+    assert owners["c"].split() == [str(k) for k in rank[16:]], r.stdout
+    for k in ("b", "c"):
+        assert theirs[k].tobytes() == ours[k].tobytes(), k
 
 
 @pytest.fixture(scope="module")

@@ -20,7 +20,9 @@
  * StarPU CPU worker; at most STARPU_MAXCPUS of them, and 0 workers means one), there is no
  * task window (StarPU keeps every submitted task until it ran), no dump or graph record (the
  * trace and statistics of PTO_TRACE / PTO_STATS are observe.c's, written at shutdown),
- * and explicit edges (pto_task_add_successor) and affinity are refused (PTO_EINVAL). Safe mode
+ * and explicit edges (pto_task_add_successor) are refused (PTO_EINVAL). Affinity
+ * (pto_task_set_affinity, a workload schedule's dispatch) names a StarPU CPU worker: steal == 0
+ * pins the task to it, steal != 0 leaves the choice to StarPU's scheduler. Safe mode
  * (execution_task_threshold 0) pauses StarPU's workers until pto_runtime_run; a threshold > 0
  * resumes them once that many tasks were submitted.
  *
@@ -36,9 +38,12 @@
  * Built with -DPTO_ENGINE_MPI (libpto_starpumpi, engine "starpu-mpi") the same code runs under
  * mpirun on StarPU-MPI. Every rank runs the whole orchestration; every region gets an owner rank
  * (2-D block-cyclic over its tile coordinates on a P x Q grid of the ranks, 1-D cyclic for a
- * tensor one tile wide or tall, or the function of pto_starpu_set_owner) and a tag (its registration number, the same on every rank); a task
- * runs on the owner of its first written region, and StarPU-MPI sends what it reads from other
- * ranks and what it writes for them. A region first read is owned by rank 0 (the rank whose
+ * tensor one tile wide or tall, or the function of pto_starpu_set_owner) and a tag (its
+ * registration number, the same on every rank); a task runs on the owner of its first written
+ * region, and StarPU-MPI sends what it reads from other
+ * ranks and what it writes for them. Affinity decides instead where dispatch exists: worker w
+ * is StarPU worker w / N of rank w % N (N ranks); the task runs on that rank, and a region it is
+ * the first to write is owned there. A region first read is owned by rank 0 (the rank whose
  * inputs count) and migrated to its owner before use; after the run every written region is
  * gathered to rank 0. Regions of a tensor must be equal or disjoint there. A failed kernel on
  * any rank fails the run on every rank (an MPI_Allgather after the run), naming task and rank;
@@ -73,6 +78,8 @@ struct Region {
     int64_t r0, c0, rows, cols;        /* in elements of the tensor's grid */
     starpu_data_handle_t handle;
     int32_t owner;                     /* MPI: the owning rank */
+    int64_t tag;                       /* MPI: its registration number, the same on every rank */
+    bool placed;                       /* MPI: registered with StarPU-MPI (by its first task's submit) */
     bool written;                      /* MPI: some task wrote it (gathered to rank 0 at the end) */
     Region* next;                      /* hash chain of the tensor */
     Region** overlaps;                 /* other regions of the tensor that intersect this one */
@@ -109,6 +116,8 @@ typedef struct EngTask {
     const char* name;
     PTOKernelFunc fn;
     int32_t nargs, naccess;
+    int32_t worker;                    /* pto_task_set_affinity's worker, or -1 */
+    bool steal;                        /* ... and whether another worker may take the task */
     int64_t args[PTO_MAX_ARGS];
     Access acc[PTO_MAX_TENSOR_ARGS];
     int8_t buf[PTO_MAX_TENSOR_ARGS];   /* the StarPU buffer of each access (filled at submit) */
@@ -281,6 +290,23 @@ int pto_starpu_set_owner(PTORuntime* rt, PTOOwnerFn fn, void* ctx) {
     return PTO_OK;
 }
 
+int pto_starpu_region_owner(PTORuntime* rt, const PTOTensor* x, int64_t row_off, int64_t col_off, int64_t rows,
+                            int64_t cols) {
+    if (!rt || !x || !x->data) return PTO_EINVAL;
+    for (int64_t i = 0; i < rt->ntensor_slots; i++) {
+        const Tensor* t = rt->tensors[i];
+        if (!t || t->data != x->data) continue;
+        for (int64_t k = 0; k < t->nregions; k++) {
+            const Region* r = t->all[k];
+            if (r->r0 == row_off && r->c0 == col_off && r->rows == rows && r->cols == cols && r->placed)
+                return r->owner;
+        }
+    }
+    return rt_fail(PTO_EINVAL, "pto_starpu_region_owner: tensor '%s' region (%lld, %lld) %lldx%lld was named by "
+                   "no submitted task", x->name ? x->name : "?", (long long)row_off, (long long)col_off,
+                   (long long)rows, (long long)cols);
+}
+
 /* The owner of a region: the user's function, or 2-D block-cyclic over its tile coordinates. */
 static int owner_of(PTORuntime* rt, const PTOTensor* x, int64_t r0, int64_t c0, int64_t rows, int64_t cols) {
     if (rt->owner_fn) {
@@ -436,7 +462,7 @@ static void observe_finish(PTORuntime* rt) {
         for (int64_t j = 0; x && j < x->nregions; j++) {
             const Region* r = x->all[j];
 #ifdef PTO_ENGINE_MPI
-            const int64_t tag = starpu_mpi_data_get_tag(r->handle);
+            const int64_t tag = r->tag;
 #else
             const int64_t tag = k;
 #endif
@@ -594,7 +620,7 @@ static int link_region(Tensor* t, Region* r) {
 /* The region [r0, r0+rows) x [c0, c0+cols) of tensor x (validated by the caller), registered
  * with StarPU the first time it is seen. */
 static Region* find_region(PTORuntime* rt, const PTOTensor* x, int64_t r0, int64_t c0, int64_t rows,
-                           int64_t cols, int mode, int* err) {
+                           int64_t cols, int* err) {
     Tensor* t = find_tensor(rt, x, err);
     if (!t) return NULL;
     const uint64_t h = region_hash(r0, c0, rows, cols);
@@ -639,18 +665,11 @@ static Region* find_region(PTORuntime* rt, const PTOTensor* x, int64_t r0, int64
                        x->name ? x->name : "?", rt->nranks, (long long)r0, (long long)c0);
         return NULL;
     }
-#else
-    (void)mode;
+    r->tag = rt->next_tag++;           /* registered with StarPU-MPI when its first task is submitted */
 #endif
     char* base = t->data + (r0 * t->ld + c0) * t->elem_size;
     starpu_matrix_data_register(&r->handle, STARPU_MAIN_RAM, (uintptr_t)base, (uint32_t)t->ld, (uint32_t)cols,
                                 (uint32_t)rows, (size_t)t->elem_size);
-#ifdef PTO_ENGINE_MPI
-    /* the value of a region read before anything wrote it is rank 0's: it moves from there */
-    const bool input = (mode & PTO_ARG_INPUT) != 0;
-    starpu_mpi_data_register(r->handle, rt->next_tag++, input ? 0 : r->owner);
-    if (input && r->owner != 0) starpu_mpi_data_migrate(MPI_COMM_WORLD, r->handle, r->owner);
-#endif
     uint64_t b = h & (uint64_t)(t->nbuckets - 1);
     r->next = t->buckets[b];
     t->buckets[b] = r;
@@ -690,6 +709,8 @@ static EngTask* new_task(PTORuntime* rt, const char* func_name, PTOKernelFunc fn
     t->name = func_name ? func_name : "task";
     t->fn = fn;
     t->nargs = t->naccess = 0;
+    t->worker = -1;
+    t->steal = false;
     return t;
 }
 
@@ -698,7 +719,7 @@ static int put_tensor(PTORuntime* rt, EngTask* t, const PTOTensor* x, int64_t r0
     int rc = tensor_check(x, r0, c0, rows, cols);
     if (rc < 0) return rc;
     if (t->naccess >= PTO_MAX_TENSOR_ARGS || (slots && t->nargs + 2 > PTO_MAX_ARGS)) return PTO_ETOOMANYARGS;
-    Region* r = find_region(rt, x, r0, c0, rows, cols, mode, &rc);
+    Region* r = find_region(rt, x, r0, c0, rows, cols, &rc);
     if (!r) return rc;
     t->acc[t->naccess++] = (Access){r, mode, slots ? t->nargs : -1};
     if (slots) {
@@ -749,15 +770,55 @@ static int add_buffer(Buffers* b, starpu_data_handle_t x, enum starpu_data_acces
     return b->n++;
 }
 
+/* The ranks of the engine (1 without MPI): worker w of pto_task_set_affinity is StarPU CPU
+ * worker w / ranks of rank w % ranks. */
+static inline int engine_ranks(const PTORuntime* rt) {
 #ifdef PTO_ENGINE_MPI
-/* Every rank: the task goes to the owner of its first written region (of its first region when
- * it writes none); StarPU-MPI posts the transfers on every rank. */
+    return rt->nranks;
+#else
+    (void)rt;
+    return 1;
+#endif
+}
+
+/* A task with affinity and no stealing runs on its StarPU worker only. */
+static void pin(const PTORuntime* rt, const EngTask* t, struct starpu_task* st) {
+    if (t->worker < 0 || t->steal) return;
+    st->execute_on_a_specific_worker = 1;
+    st->workerid = (unsigned)starpu_worker_get_by_type(STARPU_CPU_WORKER, t->worker / engine_ranks(rt));
+}
+
+#ifdef PTO_ENGINE_MPI
+/* Register with StarPU-MPI the regions this task is the first to name: a region read first
+ * starts as rank 0's (the rank whose inputs count) and migrates to its owner; a region a task
+ * with affinity writes first is owned by that task's rank, so the data lives where dispatch put
+ * its producer. */
+static void place_regions(PTORuntime* rt, const EngTask* t) {
+    for (int32_t k = 0; k < t->naccess; k++) {
+        Region* r = t->acc[k].region;
+        if (r->placed) continue;
+        int32_t mode = 0;              /* every access of this task to the region */
+        for (int32_t j = k; j < t->naccess; j++)
+            if (t->acc[j].region == r) mode |= t->acc[j].mode;
+        if (t->worker >= 0 && (mode & PTO_ARG_OUTPUT)) r->owner = t->worker % rt->nranks;
+        const bool input = (mode & PTO_ARG_INPUT) != 0;
+        starpu_mpi_data_register(r->handle, r->tag, input ? 0 : r->owner);
+        if (input && r->owner != 0) starpu_mpi_data_migrate(MPI_COMM_WORLD, r->handle, r->owner);
+        r->placed = true;
+    }
+}
+
+/* Every rank: the task goes to the rank of its affinity, else to the owner of its first written
+ * region (of its first region when it writes none); StarPU-MPI posts the transfers on every
+ * rank. */
 static int32_t submit_mpi(PTORuntime* rt, EngTask* t) {
     const Buffers* b = &rt->bufs;
     struct starpu_data_descr descr[PTO_MAX_TENSOR_ARGS];
+    place_regions(rt, t);
     int xnode = t->naccess > 0 ? t->acc[0].region->owner : 0;
     for (int32_t k = t->naccess - 1; k >= 0; k--)
         if (t->acc[k].mode & PTO_ARG_OUTPUT) xnode = t->acc[k].region->owner;
+    if (t->worker >= 0) xnode = t->worker % rt->nranks;
     for (int32_t i = 0; i < b->n; i++) descr[i] = (struct starpu_data_descr){b->h[i], b->m[i]};
     for (int32_t k = 0; k < t->naccess; k++)
         if (t->acc[k].mode & PTO_ARG_OUTPUT) t->acc[k].region->written = true;
@@ -775,6 +836,7 @@ static int32_t submit_mpi(PTORuntime* rt, EngTask* t) {
         st->callback_arg = t;          /* freed with cl_arg, once */
         st->callback_arg_free = 0;
         st->name = t->name;
+        pin(rt, t, st);
         rt->submitted++;
         int rc = starpu_task_submit(st);
         if (rc != 0) return rt_fail(PTO_EINVAL, "task %d '%s': starpu_task_submit failed (%d) on rank %d", id, name,
@@ -820,6 +882,7 @@ static int32_t submit(PTORuntime* rt, EngTask* t) {
     st->callback_arg = t;
     st->name = t->name;
     st->nbuffers = n;
+    pin(rt, t, st);
     if (n > STARPU_NMAXBUFS) {
         /* StarPU frees these with the task */
         st->dyn_handles = malloc((size_t)n * sizeof *h);
@@ -962,9 +1025,27 @@ int pto_task_add_successor(PTORuntime* rt, int32_t from_task, int32_t to_task) {
     (void)rt; (void)from_task; (void)to_task;
     return rt_fail(PTO_EINVAL, "pto_task_add_successor: the StarPU engine orders tasks by their regions only");
 }
+/* Worker w is StarPU CPU worker w / R of rank w % R (R ranks; 1 without MPI): on StarPU-MPI the
+ * task runs on that rank and owns the regions it is the first to write; steal == 0 pins it to
+ * that StarPU worker, steal != 0 leaves the worker of its rank to StarPU's scheduler. */
 int pto_task_set_affinity(PTORuntime* rt, int32_t task, int32_t worker, int32_t steal) {
-    (void)rt; (void)task; (void)worker; (void)steal;
-    return rt_fail(PTO_EINVAL, "pto_task_set_affinity: the StarPU engine leaves placement to StarPU's scheduler");
+    int err;
+    EngTask* t = building(rt, task, &err);
+    if (!t) return err;
+    const int ranks = engine_ranks(rt), cpus = (int)starpu_cpu_worker_get_count();
+    if (worker < 0 || worker >= ranks * cpus) {
+#ifdef PTO_ENGINE_MPI
+        return rt_fail(PTO_EINVAL, "pto_task_set_affinity: task %d: no worker %d; the starpu-mpi engine has %d "
+                       "(%d ranks x %d StarPU CPU workers; worker w runs on rank w %% %d)", task, (int)worker,
+                       ranks * cpus, ranks, cpus, ranks);
+#else
+        return rt_fail(PTO_EINVAL, "pto_task_set_affinity: task %d: no worker %d; the StarPU engine has %d "
+                       "StarPU CPU worker(s), 0..%d", task, (int)worker, cpus, cpus - 1);
+#endif
+    }
+    t->worker = worker;
+    t->steal = steal != 0;
+    return PTO_OK;
 }
 int pto_task_submit(PTORuntime* rt, int32_t task) {
     int err;

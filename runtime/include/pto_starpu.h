@@ -23,6 +23,16 @@ typedef int (*PTOOwnerFn)(const PTOTensor* tensor, int64_t row_off, int64_t col_
  * ti % nranks, one tile tall tj % nranks. */
 int pto_starpu_set_owner(PTORuntime* rt, PTOOwnerFn fn, void* ctx);
 
+/* Dispatch decides where it exists: pto_task_set_affinity(rt, task, w, steal) sends the task to
+ * rank w % nranks (StarPU CPU worker w / nranks there, pinned when steal == 0; w in
+ * [0, nranks x workers), PTO_EINVAL otherwise), and a region the task is the first to write is
+ * owned by that rank instead of the owner above (whose function is still asked, in order). */
+
+/* The rank owning the region (row_off, col_off, rows, cols) of tensor x once a task naming it
+ * was submitted, or PTO_EINVAL for a region no submitted task named. */
+int pto_starpu_region_owner(PTORuntime* rt, const PTOTensor* x, int64_t row_off, int64_t col_off, int64_t rows,
+                            int64_t cols);
+
 #ifdef __cplusplus
 }
 #endif
