@@ -120,3 +120,17 @@ def run_on() -> Callable[..., dict | None]:
                              build_dir=build_dir)
 
     return run
+
+
+@pytest.fixture
+def need_target() -> Callable[[str], None]:
+    """``need_target(target)``: skip, naming what is missing, when ``target`` is a backend that
+    is not installed (the reference interpreter always is)."""
+    from pto_core import plugins
+
+    def need(target: str) -> None:
+        if target != "reference" and target not in [b.name for b in plugins.list_backends()]:
+            package = "pto_cuda" if target.startswith("cuda") else f"pto_{target}"
+            pytest.skip(f"the {target} backend is not installed (pip install -e plugins/{package})")
+
+    return need
