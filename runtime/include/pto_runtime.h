@@ -299,8 +299,9 @@ int pto_task_add_access(PTORuntime* rt, int32_t task, const PTOTensor* tensor, i
 int pto_task_add_successor(PTORuntime* rt, int32_t from_task, int32_t to_task);
 /* Worker affinity: `task` (still BUILDING) runs on worker `worker` only (steal == 0), or
  * preferably - another worker with nothing else to do may take it (steal != 0, work stealing).
- * `worker` in [0, num_workers) (PTO_EWORKERS otherwise); the worker must serve the task's type
- * (PTO_EWORKERTYPE). With num_workers == 0 every task runs on the calling thread: worker 0 is
+ * `worker` in [0, num_workers) (PTO_EWORKERS otherwise; the StarPU engines, which place tasks on
+ * StarPU workers and MPI ranks, return PTO_EINVAL naming their worker count: pto_starpu.h); the
+ * worker must serve the task's type (PTO_EWORKERTYPE). With num_workers == 0 every task runs on the calling thread: worker 0 is
  * accepted and changes nothing. */
 int pto_task_set_affinity(PTORuntime* rt, int32_t task, int32_t worker, int32_t steal);
 int pto_task_submit(PTORuntime* rt, int32_t task);
