@@ -38,17 +38,7 @@ def parse_device(p: Any) -> DeviceProgram:
     head = p.expect_word(KEYWORD)
     name = p.expect("sym", "'@' and the device program's name").text[1:]
     p.expect("(", "'(' to open the parameter list")
-    params: list[Param] = []
-    p.skip_newlines()
-    if p.tok.kind != ")":
-        while True:
-            p.skip_newlines()
-            params.append(_param(p))
-            p.skip_newlines()
-            if p.tok.kind != ",":
-                break
-            p.advance()
-    p.expect(")", "',' or ')' in the parameter list")
+    params: list[Param] = p.comma_list(lambda: _param(p), "the parameter list")
     p.expect("{", "'{' to open the device program")
     p.end_of_statement("'{'")
     body: list[DInstr] = []

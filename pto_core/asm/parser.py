@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import Any, Callable
 
 from ..errors import PTOError, PTOSyntaxError, PTOVerifyError
 from ..ir import (OPS_BY_MNEMONIC, Call, CallArg, ElementType, For, Function, FunctionKind, If,
@@ -279,16 +280,7 @@ class _Parser:
         name = self.expect("sym", "'@' and the function name").text[1:]
         st = _FunctionState(name)
         self.expect("(", "'(' to open the parameter list")
-        self.skip_newlines()
-        if self.tok.kind != ")":
-            while True:
-                self.skip_newlines()
-                self.param(st)
-                self.skip_newlines()
-                if self.tok.kind != ",":
-                    break
-                self.advance()
-        self.expect(")", "',' or ')' in the parameter list")
+        self.comma_list(lambda: self.param(st), "the parameter list")
         self.expect("{", "'{' to open the function body")
         self.end_of_statement("'{'")
         body, _ = self.block(st, ("}",), depth=0, opener=func_tok)
@@ -623,21 +615,27 @@ class _Parser:
         self.end_of_statement("ENDIF")
         return If(cond, then, other)
 
-    def call(self) -> Call:
-        self.advance()
-        callee = self.expect("sym", "'@' and the called function's name").text[1:]
-        self.expect("(", "'(' to open the CALL arguments")
-        args: list[CallArg] = []
+    def comma_list(self, item: Callable[[], Any], what: str) -> list:
+        """``item()`` for each entry of a comma-separated list (newlines allowed around
+        entries), after its '(' and through its ')'."""
+        out = []
         self.skip_newlines()
         if self.tok.kind != ")":
             while True:
                 self.skip_newlines()
-                args.append(self.call_arg())
+                out.append(item())
                 self.skip_newlines()
                 if self.tok.kind != ",":
                     break
                 self.advance()
-        self.expect(")", "',' or ')' in the CALL arguments")
+        self.expect(")", f"',' or ')' in {what}")
+        return out
+
+    def call(self) -> Call:
+        self.advance()
+        callee = self.expect("sym", "'@' and the called function's name").text[1:]
+        self.expect("(", "'(' to open the CALL arguments")
+        args: list[CallArg] = self.comma_list(self.call_arg, "the CALL arguments")
         self.end_of_statement("CALL")
         return Call(callee, tuple(args))
 
