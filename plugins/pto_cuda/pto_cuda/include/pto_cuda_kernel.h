@@ -72,6 +72,20 @@ struct PTOCudaRange {                /* a range task: tile b's slot j is base[j]
     int64_t inc[NARGS];
 };
 
+/* Ask once, per grid function, for dynamic shared memory above the 48 KiB every kernel may use
+ * (`configured` is the caller's flag for that function): 0 or the CUDA error. */
+template <typename Grid>
+static inline int pto_cuda_configure_smem(Grid* grid, int smem, bool* configured) {
+    if (!*configured) {
+        if (smem > 48 * 1024) {
+            cudaError_t e = cudaFuncSetAttribute(grid, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+            if (e != cudaSuccess) return (int)e;
+        }
+        *configured = true;
+    }
+    return 0;
+}
+
 #define PTO_CUDA_CAPACITY(NARGS) \
     ((PTO_CUDA_PARAM_BYTES - 16) / (8 * ((NARGS) > 0 ? (NARGS) : 1)) > 65535 \
          ? 65535 : (PTO_CUDA_PARAM_BYTES - 16) / (8 * ((NARGS) > 0 ? (NARGS) : 1)))
@@ -115,15 +129,7 @@ struct PTOCudaRange {                /* a range task: tile b's slot j is base[j]
 #define PTO_CUDA_CONFIGURE_(NAME, THREADS, SMEM)                                               \
     static int NAME##_configure(void) {                                                       \
         static bool configured = false;                                                        \
-        if (!configured) {                                                                     \
-            if ((SMEM) > 48 * 1024) {                                                          \
-                cudaError_t e = cudaFuncSetAttribute(NAME##_grid,                              \
-                    cudaFuncAttributeMaxDynamicSharedMemorySize, (SMEM));                      \
-                if (e != cudaSuccess) return (int)e;                                           \
-            }                                                                                  \
-            configured = true;                                                                 \
-        }                                                                                      \
-        return 0;                                                                              \
+        return pto_cuda_configure_smem(NAME##_grid, (SMEM), &configured);                      \
     }                                                                                          \
     [[maybe_unused]] static int NAME##_occupancy(int32_t* blocks_per_sm) {                     \
         int rc = NAME##_configure(), n = 0;                                                    \
@@ -161,12 +167,7 @@ struct PTOCudaRange {                /* a range task: tile b's slot j is base[j]
     [[maybe_unused]] static int NAME##_launch_range(const int64_t* base, const int64_t* inc, int64_t tiles,     \
                                    cudaStream_t stream) {                                      \
         static bool configured = false;                                                        \
-        if ((SMEM) > 48 * 1024 && !configured) {                                               \
-            cudaError_t e = cudaFuncSetAttribute(NAME##_range_grid,                            \
-                cudaFuncAttributeMaxDynamicSharedMemorySize, (SMEM));                          \
-            if (e != cudaSuccess) return (int)e;                                               \
-        }                                                                                      \
-        configured = true;                                                                     \
+        if (int rc = pto_cuda_configure_smem(NAME##_range_grid, (SMEM), &configured)) return rc; \
         NAME##_range_t r;                                                                      \
         for (int32_t j = 0; j < (NARGS); ++j) { r.base[j] = base[j]; r.inc[j] = inc[j]; }      \
         for (int64_t done = 0; done < tiles;) { /* a grid has at most 2^31 - 1 blocks */       \

@@ -246,12 +246,7 @@ __device__ __forceinline__ void sm90_mainloop(WgAcc<T, BM, BN>& c, unsigned char
     }                                                                                          \
     static int NAME##_range_grid_launch(const NAME##_range_t& r, int32_t k, cudaStream_t stream) { \
         static bool configured = false;                                                        \
-        if ((SMEM) > 48 * 1024 && !configured) {                                               \
-            cudaError_t e = cudaFuncSetAttribute(NAME##_range_grid,                            \
-                cudaFuncAttributeMaxDynamicSharedMemorySize, (SMEM));                          \
-            if (e != cudaSuccess) return (int)e;                                               \
-        }                                                                                      \
-        configured = true;                                                                     \
+        if (int rc = pto_cuda_configure_smem(NAME##_range_grid, (SMEM), &configured)) return rc; \
         NAME##_range_grid<<<k, (THREADS), (SMEM), stream>>>(r);                                \
         return (int)cudaGetLastError();                                                        \
     }                                                                                          \
