@@ -278,3 +278,93 @@ def test_a_while_past_its_guard_is_an_error_naming_the_function_not_a_hang():
     assert "did not end within its limit of 5 iterations" in text
     with pytest.raises(PTOError, match=f"limit of {WHILE_MAX_ITERATIONS} iterations"):
         run_module(guard_module(None), ins, {"n": 2**62})
+
+
+# --------------------------------------------------------------------------------------------
+# Every backend that runs here, against the reference
+# --------------------------------------------------------------------------------------------
+
+TARGETS = ["arm64", "arm64-qemu", "cuda_sim", "ascend_a2a3", "ascend_a5",
+           "ascend_a2a3-official", "ascend_a5-official"]
+
+
+def run_on(target: str, m: PTOModule, ins: dict, scalars: dict, d) -> dict:
+    """``m`` run on ``target``: a launch, the AArch64 host program under qemu, or the Ascend
+    CPU check against our header or the official library's CPU simulator."""
+    from pto_core import driver
+    ins = {k: v.copy() for k, v in ins.items()}
+    if target == "arm64-qemu":
+        import shutil
+        from pto_core.checking import run_host
+        from pto_core.codegen.orchestration import c_module_name
+        for tool in ("aarch64-linux-gnu-gcc", "qemu-aarch64"):
+            if shutil.which(tool) is None:
+                pytest.skip(f"{tool} is not installed (scripts/setup.sh installs it)")
+        bdir = driver.build_module("arm64", m, build_dir=d, cross="aarch64")
+        return run_host(bdir / f"{c_module_name(m)}_host", ins, scalars, d / "run",
+                        cross="aarch64")
+    if target.startswith("ascend") and target.endswith("-official"):
+        from pto_ascend_common import A2A3, A5, official_sim
+        missing = official_sim.missing()
+        if missing:
+            pytest.skip(f"needs {missing}")
+        arch = A2A3 if target.startswith("ascend_a2a3") else A5
+        return official_sim.run(arch, m, d, ins, scalars)
+    return driver.launch(target, m, ins, scalars, build_dir=d)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("target", TARGETS)
+def test_the_loops_give_the_reference_on_every_backend(tmp_path, target):
+    """Two trip counts of the same build: the WHILE's trip count is the run's ``n``."""
+    m = loops_module()
+    for n in (2, 7):
+        want = run_module(m, inputs(), {"n": n})
+        got = run_on(target, m, inputs(), {"n": n}, tmp_path / str(n))
+        for o in OUTS:
+            np.testing.assert_allclose(got[o], want[o], rtol=1e-6, err_msg=f"{o}, n={n}")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("target", ["arm64", "cuda_sim", "ascend_a2a3", "ascend_a5"])
+def test_a_kernel_whose_while_passes_its_guard_stops_instead_of_hanging(tmp_path, target):
+    """n = 5 fits the guard of 5; n = 10**9 would spin for a long time: the kernel stops at
+    the sixth iteration. On arm64 its task fails, naming the function; CUDA and Ascend
+    launches do not report a block's or core's status (as for the integer division and window
+    checks), so there the kernel is seen to stop before its store: ``y`` keeps what it held."""
+    m = guard_module(5)
+    ins = {"x": X.copy(), "y": np.full((R, C), 7, np.float32)}
+    got = run_on(target, m, ins, {"n": 5}, tmp_path / "ok")
+    np.testing.assert_array_equal(got["y"], X + 5)
+    if target != "arm64":
+        got = run_on(target, m, ins, {"n": 10**9}, tmp_path / "bad")
+        assert (got["y"] == 7).all()
+        return
+    with pytest.raises(PTOError) as e:
+        run_on(target, m, ins, {"n": 10**9}, tmp_path / "bad")
+    assert "'spin'" in str(e.value), str(e.value)
+
+
+@pytest.mark.slow
+def test_nvcc_compiles_the_loops(tmp_path):
+    from pto_core import driver
+    from pto_cuda import scons_tool
+    if scons_tool.find_nvcc() is None:
+        pytest.skip("needs nvcc")
+    out = driver.build_module("cuda", loops_module(), build_dir=tmp_path)
+    assert (out / "libloops.so").is_file()
+    src = (out / "gen" / "loops.cu").read_text()
+    assert "break;" in src and "continue;" in src and "_pto_w1 > INT64_C(64)" in src
+
+
+def test_the_while_of_the_assembly_doc_parses_and_runs():
+    from pathlib import Path
+    doc = (Path(__file__).resolve().parents[1] / "docs" / "pto-assembly.md").read_text()
+    body = next(b for b in doc.split("```")[1::2] if "  WHILE %more max_iter=1000" in b)
+    text = ("func @halve(%x: !pto.memref<gm,f32>, %n: i32) {\n"
+            "  %t = alloc_tile : !pto.tile<8x8xf32>\n  %i = alloc_scalar : i32\n"
+            "  %more = alloc_scalar : i32\n  %t = tload %x[0, 0] : !pto.memref<gm,f32> -> "
+            "!pto.tile<8x8xf32>\n" + body.strip("\n") + "\n  tstore %t, %x[0, 0] : "
+            "!pto.tile<8x8xf32> -> !pto.memref<gm,f32>\n}\n")
+    x = np.full((8, 8), 8.0, np.float32)
+    assert (run_module(parse(text), {"x": x}, {"n": 3})["x"] == 1.0).all()
