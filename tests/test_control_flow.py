@@ -12,7 +12,7 @@ from pto_core import PTO, ElementType as T
 from pto_core import MemorySpace as M
 from pto_core import PTOError, PTOFunctionBuilder, PTOModule
 from pto_core.asm import parse, print_module
-from pto_core.ir import WHILE_MAX_ITERATIONS, Break, Continue, While
+from pto_core.ir import WHILE_MAX_ITERATIONS, Break, Call, Continue, While
 from pto_core.ptoas.parser import parse_ptoas
 from pto_core.ptoas.printer import print_ptoas
 from pto_core.reference import run_module
@@ -368,3 +368,44 @@ def test_the_while_of_the_assembly_doc_parses_and_runs():
             "!pto.tile<8x8xf32> -> !pto.memref<gm,f32>\n}\n")
     x = np.full((8, 8), 8.0, np.float32)
     assert (run_module(parse(text), {"x": x}, {"n": 3})["x"] == 1.0).all()
+
+
+@pytest.mark.parametrize("n", [0, 3, 10])
+def test_the_performance_counts_follow_the_loops_as_they_run(n):
+    """``pto perf``'s count of executed instructions takes each BREAK, CONTINUE and WHILE
+    trip as the run does."""
+    from pto_core.perf.work import executed
+    counts: dict[tuple[str, float], int] = {}
+    for e in executed(loops_module(), "loops", {"n": n}):
+        if e.instr.op in ("TADDS", "TMULS"):
+            key = (e.instr.operands[0], e.instr.operands[2])
+            counts[key] = counts.get(key, 0) + e.count
+    breaks = sum(1 for j in range(16) if j * j <= n)
+    want = {("t_w", 0.5): n, ("t_w", 1.0): n, ("t_w", 0.25): n, ("t_b", 1.0): breaks,
+            ("t_c", 1.5): 3, ("t_nb", 1.0): 1 + 2 + 3 + 4, ("t_nb", 0.5): 4}
+    assert counts == {k: v for k, v in want.items() if v}       # what never runs is not listed
+
+
+def test_the_pass_pipeline_keeps_what_the_loops_compute_and_inlines_a_callee_s_while():
+    from pto_core.driver import optimise
+    from pto_core.options import CompileOptions
+    m = loops_module()
+    b = PTOFunctionBuilder("outer", module=m).in_core()
+    b.memref("x", GM, T.F32)
+    for o in OUTS:
+        b.memref(o, GM, T.F32)
+    b.scalar("n", T.I32, param=True).scalar("never", T.I32)
+    b.scalar_li("never", 0).while_loop("never").scalar_li("never", 0).end_while()
+    b.call("loops", {"x": "x", **{o: o for o in OUTS}, "n": "n"}).build()
+    m.set_entry("outer")
+    opt, _ = optimise(m, CompileOptions(opt_level=2))
+    outer = opt.functions["outer"]
+    assert not any(isinstance(s, Call) for s in outer.walk())
+    # the WHILE of ``never`` (0 on entry) is folded away, the inlined ones stay
+    assert [s.cond for s in outer.walk() if isinstance(s, While)] == ["loops_more", "loops_go"]
+    for n in (0, 5):
+        want = numpy_loops(X, n)
+        for mod in (m, opt):
+            got = run_module(mod, inputs(), {"n": n})
+            for o in OUTS:
+                np.testing.assert_allclose(got[o], want[o], rtol=1e-6, err_msg=o)
