@@ -24,7 +24,8 @@ import itertools
 from dataclasses import dataclass
 
 from .errors import PTOError
-from .ir import Call, Category, For, Function, If, Instr, MemRefType, Module, TileType, walk
+from .ir import (Call, Category, For, Function, If, Instr, MemRefType, Module, TileType, While,
+                 bodies, walk)
 from .ir.ops import indexed_tables
 
 
@@ -86,8 +87,8 @@ def accesses(fn: Function, module: Module | None = None) -> list[Access]:
                     stack.append((iter(s.body), {**loops, s.var: (s.start, last)}, rename, f,
                                   None))
                     break
-            elif isinstance(s, If):
-                stack.append((itertools.chain(s.then_body, s.else_body), loops, rename, f, None))
+            elif isinstance(s, (If, While)):
+                stack.append((itertools.chain(*bodies(s)), loops, rename, f, None))
                 break
             elif (isinstance(s, Call) and module is not None and s.callee in module.functions
                   and s.callee not in path):

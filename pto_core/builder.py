@@ -54,8 +54,9 @@ import sys
 from typing import Any, Mapping
 
 from .errors import PTOError, PTOVerifyError
-from .ir import (OPS, Call, CallArg, ElementType, For, Function, FunctionKind, If, Instr, Local,
-                 MemorySpace, MemRefType, Module, Param, Return, ScalarType, TileType)
+from .ir import (OPS, Block, Break, Call, CallArg, Continue, ElementType, For, Function,
+                 FunctionKind, If, Instr, Local, MemorySpace, MemRefType, Module, Param, Return,
+                 ScalarType, TileType, While, bodies)
 from .ir.ops import OpDef
 from .locate import Site, Sites, locate_verify_error
 from .ptoas import WORKERS, parse_kernel
@@ -108,10 +109,10 @@ def _call_site() -> Site:
 
 
 class _Block:
-    """An open FOR or IF while it is being built."""
+    """An open FOR, IF or WHILE while it is being built."""
 
     def __init__(self, kind: str, header: Any, site: Site) -> None:
-        self.kind = kind            # "for" | "if"
+        self.kind = kind            # "for" | "if" | "while"
         self.header = header
         self.site = site            # the for_loop()/if_then() call
         self.stmts: list = []
@@ -327,6 +328,41 @@ class PTOFunctionBuilder:
         return self._emit(If(blk.header, tuple(blk.stmts), tuple(blk.else_stmts or ())),
                           blk.site)
 
+    def while_loop(self, cond: str, *, max_iter: int | None = None) -> "PTOFunctionBuilder":
+        """Open ``while cond != 0`` (InCore only; ``cond``, an integer scalar, is read before
+        every iteration); close it with ``end_while()``. More than ``max_iter`` iterations
+        (default :data:`~pto_core.ir.WHILE_MAX_ITERATIONS`) is a run-time error.
+
+        >>> from pto_core import ElementType as T
+        >>> f = (PTOFunctionBuilder("count").in_core().scalar("n", T.I32).scalar("i", T.I32)
+        ...      .scalar("more", T.I32).scalar_li("i", 0).scalar_cmp("more", "i", "n")
+        ...      .while_loop("more").scalar_add("i", "i", 1).scalar_cmp("more", "i", "n")
+        ...      .end_while().build())
+        >>> str(f.body[2])
+        'WHILE %more'
+        """
+        head = f"WHILE %{cond}"
+        self._open(head)
+        self._nest(head)
+        self._stack.append(_Block("while", dict(cond=cond, max_iter=_number(max_iter)),
+                                  _call_site()))
+        return self
+
+    def end_while(self) -> "PTOFunctionBuilder":
+        self._open("ENDWHILE")
+        if not self._stack or self._stack[-1].kind != "while":
+            raise self._fail("end_while() without an open while_loop()", "ENDWHILE")
+        blk = self._stack.pop()
+        return self._emit(While(body=tuple(blk.stmts), **blk.header), blk.site)
+
+    def break_(self) -> "PTOFunctionBuilder":
+        """BREAK: leave the innermost open for_loop() or while_loop()."""
+        return self._emit(Break())
+
+    def continue_(self) -> "PTOFunctionBuilder":
+        """CONTINUE: the next iteration of the innermost open for_loop() or while_loop()."""
+        return self._emit(Continue())
+
     def call(self, callee: str, args: Mapping[str, Any] | None = None) -> "PTOFunctionBuilder":
         """CALL ``callee`` binding each of its parameters (see the module doc for offsets)."""
         self._open(f"CALL @{callee}")
@@ -356,10 +392,8 @@ class PTOFunctionBuilder:
         stack = list(self._root)
         while stack:
             s = stack.pop(0)
-            if isinstance(s, For):
-                stack[:0] = s.body
-            elif isinstance(s, If):
-                stack[:0] = [*s.then_body, *s.else_body]
+            if isinstance(s, Block):
+                stack[:0] = [x for b in bodies(s) for x in b]
             elif isinstance(s, Call):
                 callee = self.module.functions.get(s.callee)
                 for a in s.args:
@@ -379,9 +413,9 @@ class PTOFunctionBuilder:
             raise self._fail("build() called twice: the function is already built and in its "
                              "module")
         if self._stack:
-            open_kinds = ", ".join("FOR" if b.kind == "for" else "IF" for b in self._stack)
+            open_kinds = ", ".join(b.kind.upper() for b in self._stack)
             raise self._fail(f"unbalanced control flow: {open_kinds} not closed "
-                             f"(missing end_for()/end_if())")
+                             f"(missing end_for()/end_if()/end_while())")
         params = list(self._params)
         locals_ = self._intermediates()
         for loc in self._locals:

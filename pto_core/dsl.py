@@ -119,7 +119,7 @@ class PTO:
         self._comments: list[str] = []            # waiting for the next line
         self._notes: dict[int, list[str]] = {}    # id of a line entry -> comments before it
         self._names: dict[str, Value] = {}
-        self._open: list[str] = []               # open blocks: "for" | "if" | "else"
+        self._open: list[str] = []               # open blocks: "for" | "if" | "else" | "while"
         self._built: str | None = None
 
     # -- errors and state -------------------------------------------------------------------
@@ -345,6 +345,33 @@ class PTO:
 
     def end_if(self) -> None:
         self._close("end_if", ("if", "else"), ".endif")
+
+    def while_loop(self, cond: Value, *, max_iter: int | None = None) -> None:
+        """Open ``while cond != 0`` (``cond`` is read before every iteration); close with
+        ``end_while()``. More than ``max_iter`` iterations is an error at run time."""
+        self._need_open("while_loop")
+        text = self._operand("while_loop", _Spec("cond", "scalar_out"), cond, "while")
+        keys = []
+        if max_iter is not None:
+            if type(max_iter) is not int or max_iter <= 0:
+                raise self._fail("while_loop", f"max_iter must be a positive integer, got "
+                                               f"{max_iter!r}", "while")
+            keys.append(("max_iter", str(max_iter)))
+        self._line(format_directive("while", [text], keys), self._stmts)
+        self._open.append("while")
+
+    def end_while(self) -> None:
+        self._close("end_while", ("while",), ".endwhile")
+
+    def break_(self) -> None:
+        """Leave the innermost open for_loop() or while_loop()."""
+        self._need_open("break_")
+        self._line(".break", self._stmts)
+
+    def continue_(self) -> None:
+        """Go on with the next iteration of the innermost open for_loop() or while_loop()."""
+        self._need_open("continue_")
+        self._line(".continue", self._stmts)
 
     def _close(self, method: str, kinds: tuple[str, ...], line: str) -> None:
         self._need_open(method)

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Mapping
 
 from .errors import PTOVerifyError
-from .ir import For, Function, If, Module, Stmt, walk
+from .ir import For, Function, If, Module, Stmt, While, walk
 from .verify import verify_function
 
 #: where something came from: file, line and (in text) column
@@ -82,7 +82,7 @@ def _prefix(body: tuple[Stmt, ...], last: int, counter: list[int]) -> tuple[Stmt
         if counter[0] > last:
             break
         counter[0] += 1
-        if isinstance(s, For):
+        if isinstance(s, (For, While)):
             s = dataclasses.replace(s, body=_prefix(s.body, last, counter))
         elif isinstance(s, If):
             then = _prefix(s.then_body, last, counter)

@@ -64,8 +64,8 @@ import numpy as np
 from .analysis import accesses
 from .errors import PTOError
 from .ir.ops import BLOCK_BYTES, COMPARES, INTERLEAVES, PART_ARGS, RANDOM_BLOCK, random_stride
-from .ir import (Call, Category, ElementType, Expr, For, Function, If, Instr, MemRefType, Module,
-                 Return, ScalarType, TileType)
+from .ir import (Break, Call, Category, Continue, ElementType, Expr, For, Function, If, Instr,
+                 MemRefType, Module, Return, ScalarType, TileType, While)
 from .verify import check_scalar_args, verify_module
 
 # --------------------------------------------------------------------------------------------
@@ -941,6 +941,17 @@ class _Translator:
                 if s.else_body:
                     lines.append(f"{ind}else:")
                     self.body(fn, s.else_body, lines, depth + 1)
+            elif isinstance(s, While):
+                # the iteration guard: one more than the limit is an error, never a hang
+                n = f"_w{depth}"
+                lines += [f"{ind}{n} = 0", f"{ind}while {_v(s.cond)}:",
+                          f"{ind}    {n} += 1",
+                          f"{ind}    if {n} > {s.limit}: _errloop({fn.name!r}, {self.const(s)}, "
+                          f"'the WHILE did not end within its limit of {s.limit} iterations "
+                          f"(max_iter)')"]
+                self.body(fn, s.body, lines, depth + 1)
+            elif isinstance(s, (Break, Continue)):
+                lines.append(f"{ind}{'break' if isinstance(s, Break) else 'continue'}")
             elif isinstance(s, Call):
                 lines.append(ind + (self.incore_call(fn, s) if fn.is_incore
                                     else self.orch_call(fn, s)))
@@ -1146,7 +1157,7 @@ class _Translator:
         return f"yield _tn(_TC, ({s.callee!r}, {reg}, {sca}, {fn.name!r}, {self.const(s)}))"
 
 
-def _loop_error(function: str, loop: For, msg: str) -> None:
+def _loop_error(function: str, loop: For | While, msg: str) -> None:
     raise PTOError(msg, function=function, instruction=loop.header())
 
 

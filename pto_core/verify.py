@@ -21,6 +21,10 @@ instruction. Rules:
 * calls name existing functions, bind every parameter exactly once with a value of the right
   kind and dtype; the call graph has no cycle (no recursion);
 * FOR attributes are consistent (powers of two, ``min_range <= max_range``, levels in range);
+* WHILE, BREAK and CONTINUE belong to InCore functions: a WHILE tests an integer scalar, its
+  ``max_iter`` is a positive integer, and something in its body writes that scalar or leaves
+  the loop (BREAK, return), else it could only run never or forever; BREAK and CONTINUE stand
+  inside a FOR or WHILE of their own function;
 * depth is bounded: FOR/IF nest at most :data:`MAX_NESTING` deep in a function, counting, in an
   InCore function, the FOR/IF of the InCore functions it calls (inlining puts their bodies at
   the call); a chain of calls holds at most :data:`MAX_CALL_DEPTH` functions. Every layer after
@@ -44,8 +48,9 @@ import numbers
 from typing import Any, Iterator, Mapping
 
 from .errors import PTOError, PTOVerifyError
-from .ir import (CMP_OPS, MAX_DIM, Call, Category, ElementType, For, Function, If, Instr,
-                 MemorySpace, MemRefType, Module, Return, ScalarType, Stmt, TileType, walk_nested)
+from .ir import (CMP_OPS, MAX_DIM, Block, Break, Call, Category, Continue, ElementType, For,
+                 Function, If, Instr, MemorySpace, MemRefType, Module, Return, ScalarType, Stmt,
+                 TileType, While, walk_nested)
 from .ir.module import format_value
 from .ir.ops import (BOOL_ATTRS, PAD_VALUES, RANDOM_ROUNDS, RuleError, check_histogram_byte,
                      check_indexed, check_merge_block, check_tile_rule, check_window,
@@ -124,7 +129,7 @@ def check_views(fn: Function) -> None:
         s = next(it, None)
         if s is None:
             stack.pop()
-        elif isinstance(s, For):
+        elif isinstance(s, (For, While)):
             stack.append((iter(s.body), (*loops, id(s))))
         elif isinstance(s, If):
             stack.append((iter((*s.then_body, *s.else_body)), loops))
@@ -174,9 +179,27 @@ def _check_declared_type(fn: Function, decl: Any) -> None:
                              f"columns{' and elements' if what == 'tile' else ''})")
 
 
+def _leaves(loop: While) -> bool:
+    """Whether the body of ``loop`` can end it: an instruction writes its condition, a BREAK
+    of its own (not of a loop inside it) or a return."""
+    stack: list[tuple[Stmt, bool]] = [(s, True) for s in loop.body]
+    while stack:
+        s, own = stack.pop()
+        if isinstance(s, Return) or (own and isinstance(s, Break)):
+            return True
+        if isinstance(s, Instr) and any(o.is_output and v == loop.cond for o, v in
+                                        zip(s.opdef.operands, s.operands)):
+            return True
+        if isinstance(s, If):
+            stack += [(x, own) for x in (*s.then_body, *s.else_body)]
+        elif isinstance(s, (For, While)):
+            stack += [(x, False) for x in s.body]
+    return False
+
+
 def _check_nesting(fn: Function) -> None:
     for s, level in walk_nested(fn.body):
-        if level >= MAX_NESTING and isinstance(s, (For, If)):
+        if level >= MAX_NESTING and isinstance(s, Block):
             raise _err(fn, s, f"FOR/IF nested more than {MAX_NESTING} deep")
 
 
@@ -256,7 +279,7 @@ def _check_call_graph(module: Module, depth_limits: bool) -> None:
         calls[f.name] = []
         deepest = 0
         for s, level in walk_nested(f.body):
-            if isinstance(s, (For, If)):
+            if isinstance(s, Block):
                 deepest = max(deepest, level + 1)
             elif isinstance(s, Call) and s.callee in fns:
                 calls[f.name].append((s, level))
@@ -318,6 +341,7 @@ class _Checker:
     def __init__(self, fn: Function, module: Module | None) -> None:
         self.fn = fn
         self.module = module
+        self.loops = 0          # the FOR/WHILE statements around the statement checked
 
     def fail(self, stmt, msg: str):
         raise _err(self.fn, stmt, msg)
@@ -389,12 +413,41 @@ class _Checker:
                     self.fail(s, "IF needs a scalar name as its condition")
                 self.body(s.then_body, loop_vars)
                 self.body(s.else_body, loop_vars)
+            elif isinstance(s, While):
+                self.while_(s, loop_vars)
+            elif isinstance(s, (Break, Continue)):
+                if not self.fn.is_incore:
+                    self.fail(s, f"{s} is for InCore functions: an orchestration function's "
+                                 f"loops are FOR loops that run to their end")
+                if not self.loops:
+                    self.fail(s, f"{s} outside a FOR or WHILE")
             elif isinstance(s, Call):
                 self.call(s, loop_vars)
             elif isinstance(s, Return):
                 pass
             else:
                 self.fail(None, f"unknown statement {s!r}")
+
+    def loop_body(self, body: tuple[Stmt, ...], loop_vars: tuple[str, ...]) -> None:
+        self.loops += 1
+        self.body(body, loop_vars)
+        self.loops -= 1
+
+    def while_(self, s: While, loop_vars) -> None:
+        if not self.fn.is_incore:
+            self.fail(s, "WHILE is for InCore functions: an orchestration function's loops "
+                         "are FOR loops, whose trip count the task graph is built from")
+        if not isinstance(s.cond, str):
+            self.fail(s, "WHILE needs a scalar name as its condition")
+        self.scalar(s, s.cond, loop_vars, integer=True)
+        if s.max_iter is not None and (type(s.max_iter) is not int or s.max_iter <= 0
+                                       or s.max_iter > _MAX_RANGE):
+            self.fail(s, f"max_iter must be a positive integer up to 2**62, got "
+                         f"{format_value(s.max_iter)}")
+        if not _leaves(s):
+            self.fail(s, f"nothing in the WHILE's body writes '{s.cond}' or leaves the loop "
+                         f"(BREAK, return): it would run never or forever")
+        self.loop_body(s.body, loop_vars)
 
     def for_(self, s: For, loop_vars) -> None:
         try:
@@ -410,7 +463,7 @@ class _Checker:
         if self.fn.is_incore and not all(isinstance(v, int) for v in (s.start, s.end, s.step)):
             self.fail(s, "loops in InCore functions need constant bounds")
         self.loop_attrs(s)
-        self.body(s.body, loop_vars + (s.var,))
+        self.loop_body(s.body, loop_vars + (s.var,))
 
     def loop_attrs(self, s: For) -> None:
         def pow2(x) -> bool:

@@ -69,6 +69,8 @@ NOT_RUN = {
         "installs wheels over this environment's editable packages; tests/test_wheels.py runs the "
         "same commands in a fresh virtual environment",
     ("docs/passes.md", "n = end - start"): "pseudocode of binary expansion",
+    ("docs/pto-assembly.md", "%i = sli 0 : i32"):
+        "a function body's WHILE; tests/test_control_flow.py parses it in a function and runs it",
     ("docs/performance-model.md", "whole run (host + device, model output): tasks, launches and "
                                   "grids are the executor's plan; host us = 300 us per run + 0.37 "
                                   "us per task (...)"):

@@ -25,8 +25,9 @@ from pathlib import Path
 from typing import Any, Callable
 
 from ..errors import PTOError, PTOSyntaxError, PTOVerifyError
-from ..ir import (OPS_BY_MNEMONIC, Call, CallArg, ElementType, For, Function, FunctionKind, If,
-                  Instr, Local, MemRefType, Module, Param, Return, ScalarType, Stmt, TileType, Type)
+from ..ir import (OPS_BY_MNEMONIC, Break, Call, CallArg, Continue, ElementType, For, Function,
+                  FunctionKind, If, Instr, Local, MemRefType, Module, Param, Return, ScalarType,
+                  Stmt, TileType, Type, While)
 from ..ir.ops import CONTROL_KEYWORDS, OpDef
 from ..locate import Sites, locate_verify_error
 from ..verify import MAX_NESTING, verify_module
@@ -346,21 +347,27 @@ class _Parser:
         if t.kind == "name":
             return self.assignment(st)
         if t.kind != "word":
-            raise self.error("expected an instruction, a declaration, FOR, IF, CALL or return, "
+            raise self.error("expected an instruction, a declaration, FOR, IF, WHILE, CALL or return, "
                              f"got {t.describe()}")
         w = t.text
         if w == "FOR":
             return self.for_(st, depth)
         if w == "IF":
             return self.if_(st, depth)
+        if w == "WHILE":
+            return self.while_(st, depth)
+        if w in ("BREAK", "CONTINUE"):
+            self.advance()
+            self.end_of_statement(w)
+            return Break() if w == "BREAK" else Continue()
         if w == "CALL":
             return self.call()
         if w == "return":
             self.advance()
             self.end_of_statement("return")
             return Return()
-        if w in ("ENDFOR", "ELSE", "ENDIF"):
-            opener = {"ENDFOR": "FOR", "ELSE": "IF", "ENDIF": "IF"}[w]
+        if w in ("ENDFOR", "ELSE", "ENDIF", "ENDWHILE"):
+            opener = {"ENDFOR": "FOR", "ELSE": "IF", "ENDIF": "IF", "ENDWHILE": "WHILE"}[w]
             raise self.error(f"{w} without a matching {opener}")
         if w in ("alloc_tile", "alloc_scalar", "alloc_tensor"):
             raise self.error(f"expected '%name = {w} : TYPE'")
@@ -614,6 +621,22 @@ class _Parser:
         self.advance()
         self.end_of_statement("ENDIF")
         return If(cond, then, other)
+
+    def while_(self, st: _FunctionState, depth: int) -> While:
+        head = self.advance()
+        cond = self.expect("name", "the condition of WHILE, a %scalar").text[1:]
+        max_iter = None
+        if self.tok.kind == "word":
+            key = self.advance()
+            if key.text != "max_iter":
+                raise self.error(f"unknown WHILE attribute '{key.text}' (expected max_iter)", key)
+            self.expect("=", "'=' after max_iter")
+            max_iter = self.integer("max_iter")
+        self.end_of_statement("the WHILE header")
+        body, _ = self.block(st, ("ENDWHILE",), depth + 1, head)
+        self.advance()
+        self.end_of_statement("ENDWHILE")
+        return While(cond, body, max_iter)
 
     def comma_list(self, item: Callable[[], Any], what: str) -> list:
         """``item()`` for each entry of a comma-separated list (newlines allowed around

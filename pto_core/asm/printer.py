@@ -24,7 +24,8 @@ from __future__ import annotations
 import itertools
 from typing import Iterator, Mapping
 
-from ..ir import Call, For, Function, If, Instr, MemRefType, Module, Return, Stmt, TileType, Type
+from ..ir import (Break, Call, Continue, For, Function, If, Instr, MemRefType, Module, Return, Stmt,
+                  TileType, Type, While)
 from .device import print_device
 from .syntax import annotation_parts, format_annotation, format_attr, format_value, layout
 
@@ -108,10 +109,11 @@ def _body(body: tuple[Stmt, ...], depth: int, types: Mapping[str, Type], out: li
             elif isinstance(s, Instr):      # the loop nest of fuse_loops, as a comment
                 nest = f"  // nest {s.nest}" if s.nest is not None else ""
                 out.append(pad + format_instr(s, types) + nest)
-            elif isinstance(s, For):
+            elif isinstance(s, (For, While)):
                 out.append(pad + s.header())
+                end = "ENDFOR" if isinstance(s, For) else "ENDWHILE"
                 stack.append(itertools.chain(zip(s.body, itertools.repeat(d + 1)),
-                                             [(pad + "ENDFOR", d)]))
+                                             [(pad + end, d)]))
                 break
             elif isinstance(s, If):
                 out.append(f"{pad}IF {format_value(s.cond)}")
@@ -120,7 +122,7 @@ def _body(body: tuple[Stmt, ...], depth: int, types: Mapping[str, Type], out: li
                     parts += [[(pad + "ELSE", d)], zip(s.else_body, itertools.repeat(d + 1))]
                 stack.append(itertools.chain(*parts, [(pad + "ENDIF", d)]))
                 break
-            elif isinstance(s, Call):
+            elif isinstance(s, (Call, Break, Continue)):
                 out.append(pad + str(s))
             elif isinstance(s, Return):
                 out.append(pad + "return")

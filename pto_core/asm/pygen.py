@@ -20,8 +20,8 @@ from __future__ import annotations
 import math
 import re
 
-from ..ir import (Call, For, Function, If, Instr, MemorySpace, MemRefType, Module, Return,
-                  ScalarType, Stmt, TileType)
+from ..ir import (Break, Call, Continue, For, Function, If, Instr, MemorySpace, MemRefType,
+                  Module, Return, ScalarType, Stmt, TileType, While)
 from .device import print_device
 
 #: longest chain of builder calls in one expression (deep chains strain Python's compiler)
@@ -162,6 +162,13 @@ def _body(body: tuple[Stmt, ...], depth: int, calls: list[tuple[int, str]]) -> N
                 calls.append((depth, ".else_()"))
                 _body(s.else_body, depth + 1, calls)
             calls.append((depth, ".end_if()"))
+        elif isinstance(s, While):
+            extra = "" if s.max_iter is None else f", max_iter={_q(s.max_iter)}"
+            calls.append((depth, f".while_loop({_q(s.cond)}{extra})"))
+            _body(s.body, depth + 1, calls)
+            calls.append((depth, ".end_while()"))
+        elif isinstance(s, (Break, Continue)):
+            calls.append((depth, ".break_()" if isinstance(s, Break) else ".continue_()"))
         elif isinstance(s, Call):
             args = []
             for a in s.args:

@@ -32,7 +32,7 @@ from contextlib import contextmanager
 from typing import Iterator
 
 from ..errors import PTOError
-from ..ir import Call, CallArg, For, Function, If, Instr, Local, Module, Param
+from ..ir import Call, CallArg, For, Function, If, Instr, Local, Module, Param, While
 
 #: the prefix of every value name in generated code
 VALUE_PREFIX = "pto_v_"
@@ -78,6 +78,8 @@ def _stmt(s):
     if isinstance(s, If):
         return dataclasses.replace(s, cond=c_value(s.cond), then_body=_body(s.then_body),
                                    else_body=_body(s.else_body))
+    if isinstance(s, While):
+        return dataclasses.replace(s, cond=c_value(s.cond), body=_body(s.body))
     if isinstance(s, Call):
         return dataclasses.replace(s, args=tuple(
             CallArg(c_value(a.param), _operand(a.value), _operand(a.row), _operand(a.col))

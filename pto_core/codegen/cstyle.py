@@ -42,8 +42,8 @@ from dataclasses import dataclass, field
 from typing import Iterable, Sequence
 
 from ..errors import PTOBackendError
-from ..ir import (Call, Category, ElementType, For, Function, If, Instr, MemRefType, Module,
-                  Return, ScalarType, TileType)
+from ..ir import (WHILE_LIMIT_STATUS, Break, Call, Category, Continue, ElementType, For, Function,
+                  If, Instr, MemRefType, Module, Return, ScalarType, TileType, While)
 from ..ir.ops import (BLOCK_BYTES, COMPARES, INTERLEAVES, ITEM_LAYOUTS, PART_ARGS, RANDOM_BLOCK,
                       RANDOM_WORDS, Expr, index_capacity, indexed_tables, random_stride,
                       window_tiles)
@@ -626,6 +626,14 @@ class CStyleRenderer:
             if s.else_body:
                 with out.block("else"):
                     self.render_body(out, fn, s.else_body, options)
+        elif isinstance(s, While):
+            head, guard = self.while_head(out, fn, s)
+            out.comment(str(s))
+            with out.block(head):
+                out(guard)
+                self.render_body(out, fn, s.body, options)
+        elif isinstance(s, (Break, Continue)):
+            out(f"{'break' if isinstance(s, Break) else 'continue'};")
         elif isinstance(s, Return):
             out("return _pto_status;")
         elif isinstance(s, Call):
@@ -651,6 +659,18 @@ class CStyleRenderer:
             else:  # pragma: no cover - every category is handled above
                 raise PTOBackendError(f"no template for {s.op}", function=fn.name,
                                       instruction=str(s))
+
+    def while_head(self, out: _Out, fn: Function, s: While) -> tuple[str, str]:
+        """A WHILE as a C ``for`` whose counter guards the iterations: the head, and the first
+        statement of the body, which fails the kernel with
+        :data:`~pto_core.ir.WHILE_LIMIT_STATUS` on the iteration past ``s.limit`` instead of
+        running on (a ``continue`` goes through the increment, so it counts too). The counter
+        is named by the nesting depth, so nested WHILEs do not shadow each other."""
+        n = f"_pto_w{out.depth}"
+        err = self.scalar_error(fn, s, f"the WHILE did not end within {s.limit} iterations",
+                                WHILE_LIMIT_STATUS, n)
+        return (f"for (int64_t {n} = 1; {s.cond} != 0; {n}++)",
+                f"if ({n} > INT64_C({s.limit})) {err}")
 
     def _call_args(self, fn: Function, call: Call) -> list[str]:
         # InCore-to-InCore calls carry no offsets: a memref is passed on whole

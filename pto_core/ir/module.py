@@ -1,6 +1,6 @@
 """Statements, functions and modules of the PTO IR.
 
-The IR is structured: a FOR or IF statement holds its body, so passes and emitters walk trees,
+The IR is structured: a FOR, IF or WHILE statement holds its body, so passes and emitters walk trees,
 not label soup. All nodes are frozen dataclasses and compare by value, which is what the `.pto`
 round-trip tests rely on.
 
@@ -153,13 +153,83 @@ class If:
         return f"IF %{self.cond}"
 
 
+#: the most iterations a WHILE runs when it gives no ``max_iter``: one more is a run-time error
+#: (the reference raises :class:`PTOError` naming the function; a kernel returns
+#: ``WHILE_LIMIT_STATUS``), never a hang
+WHILE_MAX_ITERATIONS = 1 << 20
+#: the status a kernel returns when a WHILE passes its iteration limit (1 to 3: integer
+#: division by zero, negative shift, a window or index out of range)
+WHILE_LIMIT_STATUS = 4
+
+
+@dataclass(frozen=True)
+class While:
+    """``while cond != 0``: ``cond`` is an integer scalar name, read before every iteration.
+    At most ``max_iter`` iterations run (:data:`WHILE_MAX_ITERATIONS` when ``None``); the
+    one after is an error.
+
+    >>> str(While("more", (Break(),), max_iter=64))
+    'WHILE %more max_iter=64'
+    """
+
+    cond: str
+    body: tuple["Stmt", ...]
+    max_iter: int | None = None
+
+    @property
+    def limit(self) -> int:
+        """The iteration limit in force."""
+        return WHILE_MAX_ITERATIONS if self.max_iter is None else self.max_iter
+
+    def header(self) -> str:
+        s = f"WHILE {format_value(self.cond)}"
+        if self.max_iter is not None:
+            s += f" max_iter={format_value(self.max_iter)}"
+        return s
+
+    def __str__(self) -> str:
+        return self.header()
+
+
+@dataclass(frozen=True)
+class Break:
+    """Leave the innermost FOR or WHILE."""
+
+    def __str__(self) -> str:
+        return "BREAK"
+
+
+@dataclass(frozen=True)
+class Continue:
+    """Go on with the next iteration of the innermost FOR or WHILE."""
+
+    def __str__(self) -> str:
+        return "CONTINUE"
+
+
 @dataclass(frozen=True)
 class Return:
     def __str__(self) -> str:
         return "return"
 
 
-Stmt = Union[Instr, Call, For, If, Return]
+Stmt = Union[Instr, Call, For, If, While, Break, Continue, Return]
+
+#: the statements that hold a body of their own
+Block = (For, If, While)
+
+
+def bodies(s: Stmt) -> tuple[tuple[Stmt, ...], ...]:
+    """The bodies a statement holds: a FOR's or WHILE's body, an IF's two branches, else none.
+
+    >>> [len(b) for b in bodies(If("c", (Break(),), ()))]
+    [1, 0]
+    """
+    if isinstance(s, (For, While)):
+        return (s.body,)
+    if isinstance(s, If):
+        return (s.then_body, s.else_body)
+    return ()
 
 
 @dataclass(frozen=True)
@@ -231,7 +301,7 @@ def walk(body: tuple[Stmt, ...]) -> Iterator[Stmt]:
 
 
 def walk_nested(body: tuple[Stmt, ...]) -> Iterator[tuple[Stmt, int]]:
-    """Every statement of ``body`` depth first, with its nesting level: how many FOR/IF
+    """Every statement of ``body`` depth first, with its nesting level: how many FOR/IF/WHILE
     statements hold it. Iterative, so no nesting depth can exhaust Python's stack.
 
     >>> inner = For("j", 0, 2, 1, (Return(),))
@@ -243,7 +313,7 @@ def walk_nested(body: tuple[Stmt, ...]) -> Iterator[tuple[Stmt, int]]:
         level = len(stack) - 1
         for s in stack[-1]:
             yield s, level
-            if isinstance(s, For):
+            if isinstance(s, (For, While)):
                 stack.append(iter(s.body))
                 break
             if isinstance(s, If):

@@ -804,7 +804,8 @@ OPS_BY_MNEMONIC: dict[str, OpDef] = {d.mnemonic: d for d in _TABLE}
 CMP_OPS = tuple(COMPARES)
 
 #: Control-flow statements are not table rows: they have bodies. Their `.pto` keywords:
-CONTROL_KEYWORDS = ("FOR", "ENDFOR", "IF", "ELSE", "ENDIF", "CALL", "return")
+CONTROL_KEYWORDS = ("FOR", "ENDFOR", "IF", "ELSE", "ENDIF", "WHILE", "ENDWHILE", "BREAK",
+                    "CONTINUE", "CALL", "return")
 
 
 # --------------------------------------------------------------------------------------------

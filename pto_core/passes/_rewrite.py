@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from typing import Iterable, Mapping
 
-from ..ir import Call, CallArg, For, Function, If, Instr, Module, Return, Stmt, Value, walk
+from ..ir import (Call, CallArg, For, Function, If, Instr, Module, Return, Stmt, Value, While,
+                  walk)
 from ..names import is_identifier
 
 
@@ -47,7 +48,7 @@ def _sub(v, mapping: Mapping[str, Value]):
 
 def subst_stmt(s: Stmt, mapping: Mapping[str, Value]) -> Stmt:
     """``s`` with every name occurrence replaced through ``mapping`` (bodies included).
-    Output operands, loop variables and IF conditions must map to names."""
+    Output operands, loop variables and IF/WHILE conditions must map to names."""
     if isinstance(s, Instr):
         return Instr(s.op, tuple(_sub(v, mapping) for v in s.operands), s.attrs)
     if isinstance(s, Call):
@@ -60,6 +61,8 @@ def subst_stmt(s: Stmt, mapping: Mapping[str, Value]) -> Stmt:
     if isinstance(s, If):
         return If(_sub(s.cond, mapping), subst_body(s.then_body, mapping),
                   subst_body(s.else_body, mapping))
+    if isinstance(s, While):
+        return While(_sub(s.cond, mapping), subst_body(s.body, mapping), s.max_iter)
     return s
 
 
@@ -79,7 +82,7 @@ def stmt_reads(s: Stmt) -> list[str]:
             out += [v for v in (a.value, a.row, a.col) if isinstance(v, str)]
     elif isinstance(s, For):
         out += [v for v in (s.start, s.end, s.step) if isinstance(v, str)]
-    elif isinstance(s, If):
+    elif isinstance(s, (If, While)):
         out.append(s.cond)
     return out
 

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 from ..analysis import buffer_bytes, tile_sizes
 from ..errors import PTOError
-from ..ir import Call, For, Function, If, Instr, Module, Stmt
+from ..ir import Call, For, Function, If, Instr, Module, Stmt, While
 from ..options import CompileOptions
 
 DEFAULT_ALIGN = 32
@@ -74,7 +74,7 @@ def live_intervals(fn: Function) -> dict[str, tuple[int, int]]:
         first[t] = min(first[t], pos)
         last[t] = max(last.get(t, pos), pos)
 
-    loops: list[tuple[int, int, For]] = []
+    loops: list[tuple[int, int, For | While]] = []
 
     def visit(body: tuple[Stmt, ...]) -> None:
         for s in body:
@@ -84,7 +84,7 @@ def live_intervals(fn: Function) -> dict[str, tuple[int, int]]:
                 r, w = _tile_refs(s, tiles)
                 for t in r + w:
                     mention(t, pos)
-            elif isinstance(s, For):
+            elif isinstance(s, (For, While)):
                 visit(s.body)
                 loops.append((pos, counter[0] - 1, s))   # inner loops come first
             elif isinstance(s, If):
@@ -118,7 +118,7 @@ def _carried(body, tiles, start, end, first, last) -> set[str]:
                     inside.add(t)
                     if top and t not in exposed:
                         killed.add(t)
-            elif isinstance(s, For):
+            elif isinstance(s, (For, While)):
                 scan(s.body, False)
             elif isinstance(s, If):
                 scan(s.then_body, False)

@@ -25,8 +25,10 @@ zero is left for run time.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from ..ir import (OPS, Call, CallArg, Category, ElementType, For, Function, If, Instr,
-                  Module, ScalarType, Stmt)
+                  Module, ScalarType, Stmt, While)
 from ..errors import PTOError
 from ..ir.ops import COMPARES
 from ..reference import eval_scalar
@@ -105,17 +107,21 @@ class _Folder:
                 other, c2 = self.body(s.else_body, consts)
                 consts = {k: v for k, v in c1.items() if k in c2 and c2[k] == v}
                 out.append(If(s.cond, then, other))
-            elif isinstance(s, For):
-                start, end, step = (self.val(x, consts) for x in (s.start, s.end, s.step))
-                if isinstance(start, int) and isinstance(end, int) and start >= end:
+            elif isinstance(s, (For, While)):
+                bounds = {}
+                if isinstance(s, For):
+                    bounds = {k: self.val(getattr(s, k), consts) for k in ("start", "end", "step")}
+                    if isinstance(bounds["start"], int) and isinstance(bounds["end"], int) \
+                            and bounds["start"] >= bounds["end"]:
+                        continue      # the body never runs
+                elif consts.get(s.cond) == 0:
                     continue          # the body never runs
                 for name in assigned_in(s.body):
                     consts.pop(name, None)
                 inner, _ = self.body(s.body, consts)
                 for name in assigned_in(s.body):   # unknown after zero or more iterations
                     consts.pop(name, None)
-                out.append(For(s.var, start, end, step, inner, s.max_range, s.min_range,
-                               s.tile_levels))
+                out.append(replace(s, body=inner, **bounds))
             else:
                 out.append(s)
         return tuple(out), consts

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from ..ir import Call, Category, For, Function, If, Instr, Module, Return, Stmt, walk
+from ..ir import Call, Category, For, Function, If, Instr, Module, Return, Stmt, While, walk
 from ._rewrite import replace_functions, stmt_reads, stmt_writes
 
 
@@ -71,6 +71,8 @@ def _sweep(body: tuple[Stmt, ...], reads: Counter) -> tuple[Stmt, ...]:
             then, other = _sweep(s.then_body, reads), _sweep(s.else_body, reads)
             if then or other:
                 out.append(If(s.cond, then, other))
+        elif isinstance(s, While):      # kept, empty or not: it may be what ends the run
+            out.append(While(s.cond, _sweep(s.body, reads), s.max_iter))
         else:
             out.append(s)
     return tuple(out)

@@ -28,7 +28,7 @@ import dataclasses
 import itertools
 from typing import Iterator, Sequence
 
-from ..ir import Category, For, Function, If, Instr, Module, Stmt
+from ..ir import Category, For, Function, If, Instr, Module, Stmt, While
 from ._rewrite import replace_functions
 
 #: instructions that run as one loop over the elements of a tile
@@ -100,7 +100,7 @@ def _fuse_body(fn: Function, body: Sequence[Stmt], numbers: Iterator[int]) -> tu
             continue
         if group:
             close()
-        if isinstance(s, For):
+        if isinstance(s, (For, While)):
             out[i] = dataclasses.replace(s, body=_fuse_body(fn, s.body, numbers))
         elif isinstance(s, If):
             out[i] = dataclasses.replace(s, then_body=_fuse_body(fn, s.then_body, numbers),

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from ..errors import PTOError
 from ..ir import (Call, For, Function, If, Instr, Local, MemRefType, Module, Return, ScalarType,
-                  Stmt, walk)
+                  Stmt, While, walk)
 from ._rewrite import (NameGen, assigned_in, drop_trailing_return, function_names,
                        replace_functions, subst_body)
 
@@ -59,6 +59,8 @@ def _inline_function(fn: Function, inlined) -> Function:
                                s.min_range, s.tile_levels))
             elif isinstance(s, If):
                 out.append(If(s.cond, body(s.then_body), body(s.else_body)))
+            elif isinstance(s, While):
+                out.append(While(s.cond, body(s.body), s.max_iter))
             else:
                 out.append(s)
         return tuple(out)
@@ -72,7 +74,7 @@ def _inline_function(fn: Function, inlined) -> Function:
         mapping: dict[str, object] = {}
         prologue: list[Stmt] = []
         written = assigned_in(cbody)
-        conds = {s.cond for s in walk(cbody) if isinstance(s, If)}
+        conds = {s.cond for s in walk(cbody) if isinstance(s, (If, While))}
         for p in callee.params:
             arg = call.arg(p.name)
             if isinstance(p.type, MemRefType):

@@ -37,8 +37,8 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable, Iterator, Mapping
 
 from ..errors import PTOError
-from ..ir import (Call, Category, ElementType, For, Function, If, Instr, Module, Return,
-                  ScalarType, TileType)
+from ..ir import (Break, Call, Category, Continue, ElementType, For, Function, If, Instr, Module,
+                  Return, ScalarType, TileType, While)
 from ..ir.ops import COMPARES, KINDS
 from ..reference import TaskCall, eval_scalar
 
@@ -96,7 +96,8 @@ def executed(module: Module, callee: str, scalars: Mapping[str, Any]) -> list[Ex
     counts: Counter = Counter()
     fns: dict[int, Function] = {}
 
-    def run(body: Iterable, fn: Function, env: dict[str, Any], times: int) -> None:
+    def run(body: Iterable, fn: Function, env: dict[str, Any], times: int) -> str | None:
+        """Counts ``body``; what ends it early: "break", "continue", "return" (else None)."""
         for s in body:
             if isinstance(s, Instr):
                 if s.opdef.category is Category.SCALAR:
@@ -115,16 +116,40 @@ def executed(module: Module, callee: str, scalars: Mapping[str, Any]) -> list[Ex
                 else:
                     for i in range(lo, hi, step):
                         env[s.var] = i
-                        run(s.body, fn, env, times)
+                        end = run(s.body, fn, env, times)
+                        if end == "return":
+                            return end
+                        if end == "break":
+                            break
+            elif isinstance(s, While):
+                n = 0
+                while _value(s.cond, env, fn, s):
+                    n += 1
+                    if n > s.limit:
+                        raise PTOError(f"the WHILE did not end within {s.limit} iterations "
+                                       f"(max_iter)", function=fn.name, instruction=s.header())
+                    end = run(s.body, fn, env, times)
+                    if end == "return":
+                        return end
+                    if end == "break":
+                        break
             elif isinstance(s, If):
-                run(s.then_body if _value(s.cond, env, fn, s) else s.else_body, fn, env, times)
+                end = run(s.then_body if _value(s.cond, env, fn, s) else s.else_body, fn, env,
+                          times)
+                if end:
+                    return end
+            elif isinstance(s, Break):
+                return "break"
+            elif isinstance(s, Continue):
+                return "continue"
             elif isinstance(s, Call):
                 sub = module.functions[s.callee]
                 args = {a.param: _value(a.value, env, fn, s) for a in s.args
                         if isinstance(sub.type_of(a.param), ScalarType)}
                 run(sub.body, sub, args, times)
             elif isinstance(s, Return):
-                return
+                return "return"
+        return None
 
     fn = module.functions[callee]
     run(fn.body, fn, dict(scalars), 1)
@@ -133,9 +158,9 @@ def executed(module: Module, callee: str, scalars: Mapping[str, Any]) -> list[Ex
 
 def _straight(body: Iterable) -> bool:
     """True when a loop body's tile work does not depend on the iteration (no scalar code, no
-    IF, no calls): its counts can be multiplied by the trip count."""
+    IF, WHILE, BREAK or CONTINUE, no calls): its counts can be multiplied by the trip count."""
     for s in body:
-        if isinstance(s, (If, Call)):
+        if isinstance(s, (If, Call, While, Break, Continue)):
             return False
         if isinstance(s, Instr) and s.opdef.category is Category.SCALAR:
             return False

@@ -34,8 +34,9 @@ from pathlib import Path
 
 from ..asm.lexer import Token, _cut, _number
 from ..errors import PTOError, PTOSyntaxError, PTOVerifyError
-from ..ir import (Call, CallArg, For, Function, FunctionKind, If, Instr, Local, MemorySpace,
-                  MemRefType, Module, Param, Return, ScalarType, Stmt, TileType)
+from ..ir import (Break, Call, CallArg, Continue, For, Function, FunctionKind, If, Instr, Local,
+                  MemorySpace, MemRefType, Module, Param, Return, ScalarType, Stmt, TileType,
+                  While)
 from ..ir.ops import OpDef
 from ..ir.types import MAX_DIM
 from ..locate import Sites, locate_verify_error
@@ -211,7 +212,7 @@ class _Line:
             if v < 0:
                 raise self.r.error(f"arg is an argument index, 0 or more, got {v}", t)
             return v
-        if key in ("max_range", "min_range"):
+        if key in ("max_range", "min_range", "max_iter"):
             return self.integer(key)
         if t.kind in ("word", "num"):
             return self.advance()
@@ -249,7 +250,7 @@ def _describe(t: Token) -> str:
 
 
 class _Block:
-    """An open ``.for`` or ``.if``."""
+    """An open ``.for``, ``.if`` or ``.while``."""
 
     def __init__(self, kind: str, header: object, site: tuple[str, int, int]) -> None:
         self.kind, self.header, self.site = kind, header, site
@@ -321,7 +322,8 @@ class _Reader:
             open_ = self.fn.stack[-1]
             what = (f"'.{open_.kind}' at line {open_.site[1]}" if open_.kind != "body" else
                     f"'.prologue' of @{self.fn.name} at line {self.fn.site[1]}")
-            closer = {"for": ".endfor", "if": ".endif", "body": ".epilogue"}[open_.kind]
+            closer = {"for": ".endfor", "if": ".endif", "while": ".endwhile",
+                      "body": ".epilogue"}[open_.kind]
             raise self.error(f"{what} is not closed: expected '{closer}' before the end of the "
                              f"text")
 
@@ -637,13 +639,13 @@ class _Reader:
 
     def open(self, block: _Block, dtok: Token) -> None:
         if len(self.fn.stack) > MAX_NESTING:
-            raise self.error(f".for/.if nested more than {MAX_NESTING} deep", dtok)
+            raise self.error(f".for/.if/.while nested more than {MAX_NESTING} deep", dtok)
         self.fn.stack.append(block)
 
     def close(self, kind: str, dtok: Token) -> _Block:
         b = self.fn.stack[-1]
         if b.kind != kind:
-            opener = "for" if kind == "for" else "if"
+            opener = kind
             raise self.error(f"'.{dtok.text}' without an open '.{opener}'", dtok)
         return self.fn.stack.pop()
 
@@ -676,6 +678,25 @@ class _Reader:
         if b.else_stmts == []:
             raise self.error("an empty '.else' block: leave the '.else' out", dtok)
         self.emit_block(If(b.header, tuple(b.stmts), tuple(b.else_stmts or ())), b)
+
+    def while_(self, ln: _Line, dtok: Token) -> None:
+        cond = self.use(ln.name("the condition of .while, a %scalar"))
+        keys = ln.keys(("max_iter",), ".while")
+        max_iter = keys["max_iter"][1] if "max_iter" in keys else None
+        self.open(_Block("while", dict(cond=cond, max_iter=max_iter), self.site(dtok)), dtok)
+
+    def endwhile_(self, ln: _Line, dtok: Token) -> None:
+        ln.end(".endwhile")
+        b = self.close("while", dtok)
+        self.emit_block(While(body=tuple(b.stmts), **b.header), b)
+
+    def break_(self, ln: _Line, dtok: Token) -> None:
+        ln.end(".break")
+        self.emit(Break(), dtok)
+
+    def continue_(self, ln: _Line, dtok: Token) -> None:
+        ln.end(".continue")
+        self.emit(Continue(), dtok)
 
     def return_(self, ln: _Line, dtok: Token) -> None:
         ln.end(".return")

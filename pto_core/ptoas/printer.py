@@ -22,8 +22,8 @@ from __future__ import annotations
 
 from typing import Iterable
 
-from ..ir import (Call, For, Function, If, Instr, MemRefType, Module, Return, ScalarType, Stmt,
-                  TileType)
+from ..ir import (Break, Call, Continue, For, Function, If, Instr, MemRefType, Module, Return,
+                  ScalarType, Stmt, TileType, While)
 from ..ir.module import format_value
 from ..asm.syntax import format_attr
 from .syntax import WORKERS, directive, dtype_name, implicit_tile
@@ -156,6 +156,13 @@ def _body(body: tuple[Stmt, ...], depth: int, folded: dict[str, str], lines: lis
                 lines.append(pad + ".else")
                 _body(s.else_body, depth + 1, folded, lines)
             lines.append(pad + ".endif")
+        elif isinstance(s, While):
+            keys = [] if s.max_iter is None else [("max_iter", format_value(s.max_iter))]
+            lines.append(pad + format_directive("while", ["%" + s.cond], keys))
+            _body(s.body, depth + 1, folded, lines)
+            lines.append(pad + ".endwhile")
+        elif isinstance(s, (Break, Continue)):
+            lines.append(pad + "." + str(s).lower())
         elif isinstance(s, Call):
             args = []
             for a in s.args:
@@ -272,7 +279,7 @@ def _scan(body: tuple[Stmt, ...], folded: dict[str, str], stray: set[str],
                 order.extend(t for t in _tile_operands(s) if t in folded)
             continue
         stray.update(_mentions(s) & folded.keys())
-        if isinstance(s, For):
+        if isinstance(s, (For, While)):
             _scan(s.body, folded, stray, order)
         elif isinstance(s, If):
             _scan(s.then_body, folded, stray, order)

@@ -47,7 +47,8 @@ WORKERS: dict[str, str] = {"cube": "PTO_WORKER_CUBE", "vector": "PTO_WORKER_VECT
 
 #: directives that declare names, and those that shape the text around statements
 DECLARATIONS = ("tensor_view", "tile", "scalar")
-CONTROL = ("for", "endfor", "if", "else", "endif", "call", "return")
+CONTROL = ("for", "endfor", "if", "else", "endif", "while", "endwhile", "break", "continue",
+           "call", "return")
 FRAME = ("module", "entry", "function", "prologue", "epilogue")
 
 assert not set(OPS_BY_DIRECTIVE) & set(DECLARATIONS + CONTROL + FRAME)

@@ -40,8 +40,8 @@ from typing import Any, Mapping, Sequence
 from pto_core.codegen.cnames import c_names, user_names, user_text
 from pto_core.codegen.cstyle import CStyleRenderer, _Out
 from pto_core.errors import PTOBackendError
-from pto_core.ir import (Call, Category, ElementType, For, Function, If, Instr, Local,
-                         MemRefType, Module, Return, TileType)
+from pto_core.ir import (Break, Call, Category, Continue, ElementType, For, Function, If, Instr,
+                         Local, MemRefType, Module, Return, TileType, While)
 from pto_core.ir.ops import INTERLEAVES, OPS, PART_ARGS, RANDOM_WORDS, Expr, indexed_tables
 from pto_core.options import CompileOptions
 
@@ -506,11 +506,16 @@ class _KernelRenderer(CStyleRenderer):
 
     # ---------------------------------------------------------------- statements
     def render_stmt(self, out: _Out, fn: Function, s, options: CompileOptions) -> None:
-        if isinstance(s, (For, If, Call)):
+        if isinstance(s, (For, If, While, Call)):
             # control flow: every pipe drains before and after, so bodies start clean
             self._barrier(out)
             super().render_stmt(out, fn, s, options)
             self._barrier(out)
+            return
+        if isinstance(s, (Break, Continue)):
+            # the jump skips the drain at the end of the loop body
+            self._barrier(out, force=True)
+            super().render_stmt(out, fn, s, options)
             return
         if isinstance(s, Return):
             self._barrier(out, force=True)

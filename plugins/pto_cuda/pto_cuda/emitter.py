@@ -45,8 +45,8 @@ from pto_core.codegen.cstyle import RANDOM_HELPER, CStyleRenderer, _Out
 from pto_core.codegen.cnames import kernel_symbol
 from pto_core.errors import PTOBackendError
 from pto_core.ir.ops import ITEM_LAYOUTS, indexed_tables
-from pto_core.ir import (Call, Category, ElementType, For, Function, If, Instr, MemRefType,
-                         Module, TileType)
+from pto_core.ir import (Break, Call, Category, Continue, ElementType, For, Function, If, Instr,
+                         MemRefType, Module, TileType, While)
 from pto_core.options import CompileOptions
 
 from .config import KernelConfig, arch_major, default_config, wgmma_arch
@@ -329,6 +329,21 @@ class CudaRenderer(CStyleRenderer):
                     self.render_body(out, fn, s.else_body, options)
                     if self._dirty:
                         self._barrier(out)
+        elif isinstance(s, While):
+            head, guard = self.while_head(out, fn, s)
+            out.comment(str(s))
+            with out.block(head):
+                out(guard)
+                self.render_body(out, fn, s.body, options)
+                if self._dirty:          # the next iteration may overwrite what was read
+                    self._barrier(out)
+        elif isinstance(s, (Break, Continue)):
+            # the jump skips the barrier at the end of the loop body; every thread of the
+            # block takes it (scalars are the same in all), so the barrier is safe here
+            dirty = self._dirty
+            self._barrier(out)
+            self._dirty = dirty
+            super().render_stmt(out, fn, s, options)
         elif isinstance(s, Call):
             super().render_stmt(out, fn, s, options)
             self._barrier(out)
