@@ -57,6 +57,7 @@ SHAPES = {
     # gathers from and scatters into a 16 x 8 global table (coalesce=row: whole rows)
     Category.INDEXED: dict(dst=(4, 8), src=(4, 8), idx=(1, 4)),
     Category.HINT: dict(dst=(4, 8)),               # a prefetch's staging tile
+    Category.DEBUG: dict(src=(4, 8)),              # a printed tile
 }
 
 

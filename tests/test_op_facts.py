@@ -28,7 +28,8 @@ def test_every_row_states_its_facts(name):
     assert op.isa in (None, op.name, op.name.upper()) or (op.view and op.isa == "TEXTRACT")  # a view: a copy
     if op.isa:
         assert op.is_tile_op and (op.expr is not None or op.layout is not None
-                                  or op.category in (Category.INDEXED, Category.HINT))
+                                  or op.category in (Category.INDEXED, Category.HINT,
+                                                     Category.DEBUG))
     assert (op.category in (Category.LAYOUT, Category.MASK)) == (op.layout is not None)
     assert op.layout is None or op.layout in LAYOUTS
     # a read-write dst is the first operand, and its expression (or its layout map: TINSERT's

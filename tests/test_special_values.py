@@ -152,8 +152,8 @@ def model(k: OpKernel, inputs: dict[str, np.ndarray], r: int, c: int, out: str =
     cat = k.op.category
     if cat is Category.TRANSPOSE:
         return ops["a"]
-    if cat is Category.HINT:             # a prefetch, then the load of what it prefetched
-        return ops["src"]
+    if cat in (Category.HINT, Category.DEBUG):  # a prefetch, then the load of what it
+        return ops["src"]                       # prefetched; a print of the tile stored
     if k.op.layout == "quant":           # the f32 product, rounded half to even, clamped
         x = rnd(float(ops["a"]) * ops["scale"], ElementType.F32)
         return 0 if math.isnan(x) else round(min(max(x, -128.0), 127.0))

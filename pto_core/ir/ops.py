@@ -212,6 +212,8 @@ class Category(enum.Enum):
     HINT = "hint"                        # a hint to the memory system that changes no value
                                          # (TPREFETCH): its dst is a staging tile no other
                                          # instruction may touch
+    DEBUG = "debug"                      # prints a tile (TPRINT): reads it, writes nothing,
+                                         # changes no value
     SCALAR = "scalar"
 
 
@@ -309,7 +311,9 @@ class OpDef:
     @property
     def data_operand(self) -> str:
         """The operand whose element type the op is defined on: ``a`` of a compare (its dst is
-        a mask), else dst."""
+        a mask), the printed src of TPRINT, else dst."""
+        if self.category is Category.DEBUG:
+            return "src"
         return "a" if self.mask == "dst" else "dst"
 
     @property
@@ -771,6 +775,16 @@ _def("TPREFETCH", "prefetch", Category.HINT, "dst:tile_out src:memref row:index 
      "is read soon (the backend's prefetch instruction); dst is a staging tile that no other "
      "instruction may use, and no value of the program changes")
 
+# a debug print (docs/isa/TPRINT.md; the official CPU code, cpu/TPrint.hpp, prints what the
+# device's cce::printf does): the tile's text on the standard output, in the format of
+# PRINT_FORMATS; nothing is written, so no value of the program changes
+_def("TPRINT", "print", Category.DEBUG, "src:tile", isa=True, attrs=("format",),
+     doc="prints the line 'TPRINT RxC', then each row of src, its elements separated by one "
+         "space: a float (f16 and bf16 widened) as C's printf %W.Pf and an integer as %Wd, "
+         "width W and precision P by the format attribute (w8p4: 8 and 4, w8p2: 8 and 2, "
+         "w10p6: 10 and 6); NaN and infinities as C prints them (nan, -nan, inf, -inf); no "
+         "value of the program changes")
+
 # scalar
 _def("SADD", "scalar_add", Category.SCALAR, "dst:scalar_out a:scalar b:scalar", expr=A + B)
 _def("SSUB", "scalar_sub", Category.SCALAR, "dst:scalar_out a:scalar b:scalar", expr=A - B)
@@ -994,6 +1008,16 @@ def random_stride(cols: int) -> int:
 def mask_shape(rows: int, cols: int) -> tuple[int, int]:
     """The shape of the mask of a ``rows x cols`` tile: a byte per started 8 columns."""
     return rows, -(-cols // 8)
+
+#: TPRINT's ``format`` attribute -> (width, precision) of each element (the library's
+#: PrintFormat: Width8_Precision4, Width8_Precision2, Width10_Precision6; an integer takes the
+#: width alone)
+PRINT_FORMATS: dict[str, tuple[int, int]] = {"w8p4": (8, 4), "w8p2": (8, 2), "w10p6": (10, 6)}
+#: the element types TPRINT prints (the page's float, half, int8/16/32 and uint8; bf16 widened
+#: to f32 as f16 is)
+PRINT_TYPES = (ElementType.F32, ElementType.F16, ElementType.BF16, ElementType.I32,
+               ElementType.I16, ElementType.I8, ElementType.U8)
+
 
 #: the values of MGATHER's and MSCATTER's ``coalesce`` attribute: whole rows or elements
 COALESCE = ("row", "elem")

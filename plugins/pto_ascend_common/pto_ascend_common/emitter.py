@@ -103,6 +103,11 @@ class PhysTile:
         return self.rows * self.cols * self.dtype.itemsize
 
 
+#: TPRINT's format attribute -> the library's PrintFormat (include/pto/common/type.hpp)
+PRINT_FORMAT_NAMES = {"w8p4": "Width8_Precision4", "w8p2": "Width8_Precision2",
+                      "w10p6": "Width10_Precision6"}
+
+
 @dataclass
 class _Step:
     """One emitted instruction: its text, its pipe and the tiles it reads and writes."""
@@ -536,6 +541,7 @@ class _KernelRenderer(CStyleRenderer):
         self._emit(out, fn, s)
 
     render_matmul = render_transpose = render_convert = render_indexed = render_reduce
+    render_print = render_reduce
 
     # ---------------------------------------------------------------- synchronisation
     def _barrier(self, out: _Out, force: bool = False) -> None:
@@ -653,6 +659,11 @@ class _KernelRenderer(CStyleRenderer):
         if allowed is not None and not reduces and data not in allowed:
             raise self._err(fn, s, f"{s.opdef.isa or s.op} takes {', '.join(t.value for t in allowed)} tiles, "
                                    f"not {data.value},")
+        if cat is Category.DEBUG:   # TPRINT of a Vec tile: the scalar unit prints it after
+            t = self._phys(ops["src"], "Vec", tt).name      # the library's barrier
+            fmt = PRINT_FORMAT_NAMES[s.attr("format")]
+            return [_Step(f"pipe_barrier(PIPE_ALL); TPRINT<PrintFormat::{fmt}>({t});", "S",
+                          (t,), (), barrier=True)]
         dst = ops["dst"]
         d = self._phys(dst, "Vec", tt).name
         vec = lambda n: self._phys(n, "Vec", fn.type_of(n)).name  # noqa: E731
