@@ -615,12 +615,15 @@ def _random(key: np.ndarray, counter: np.ndarray, rows: int, cols: int,
                               axis=-1)[..., 0].view(np.int32)
 
 
-def _quant(a: np.ndarray, scale: np.ndarray) -> np.ndarray:
+def _quant(a: np.ndarray, scale: np.ndarray, offset: np.ndarray | None = None) -> np.ndarray:
     """TQUANT: the f32 product with the row's scale, rounded (ties to even) and clamped to
-    i8; NaN gives 0."""
+    i8; NaN gives 0. TQUANT_ASYM (an ``offset``): the product plus the row's offset in f32,
+    rounded and clamped to u8."""
+    info = np.iinfo(np.int8 if offset is None else np.uint8)
     with np.errstate(invalid="ignore", over="ignore"):
-        x = np.rint(np.clip(a * scale, -128, 127))
-    return np.where(np.isnan(x), 0, x).astype(np.int8)
+        x = a * scale if offset is None else a * scale + offset
+        x = np.rint(np.clip(x, info.min, info.max))
+    return np.where(np.isnan(x), 0, x).astype(info.dtype)
 
 
 def print_text(a: np.ndarray, format: str) -> str:
@@ -1069,6 +1072,8 @@ class _Translator:
                 return f"{out} = _histogram({a}, {_v(ops['idx'])}, {int(s.attr('byte'))})"
             if op.layout == "quant":
                 return f"{out} = _quant({a}, {_v(ops['scale'])})"
+            if op.layout == "quant_asym":
+                return f"{out} = _quant({a}, {_v(ops['scale'])}, {_v(ops['offset'])})"
             if op.layout == "dequant":
                 return f"{out} = _dequant({a}, {_v(ops['scale'])}, {_v(ops['offset'])})"
             if op.layout == "pad":

@@ -56,6 +56,7 @@ _SHAPES: dict[Category, dict[str, tuple[int, int]]] = {
     "random": {"dst": _T8, "key": (1, 2), "counter": (1, 4)},
     "quant": {"dst": _T8, "a": _T8, "scale": (8, 1)},
     "dequant": {"dst": _T8, "a": _T8, "scale": (8, 1), "offset": (8, 1)},
+    "quant_asym": {"dst": _T8, "a": _T8, "scale": (8, 1), "offset": (8, 1)},
     # matrix-vector products (OpDef.rows: a has one row)
     "gemv": {"dst": (1, 4), "acc": (1, 4), "a": (1, 16), "b": (16, 4), "bias": (1, 4)},
     # two outputs: values and their indices, two halves

@@ -133,17 +133,10 @@ def test_dead_code_elimination_keeps_the_print():
     assert [s.op for s in dce_function(m.functions["k"]).body] == ["TLOAD", "TPRINT"]
 
 
-def test_prints_round_trip_through_pto_and_ptoas_text():
-    from pto_core.asm import parse, print_module
-    from pto_core.ptoas.parser import parse_ptoas
-    from pto_core.ptoas.printer import print_ptoas
-    m = module(tensors([T.F16]), [T.F16], "w10p6")
-    text = print_module(m)
+def test_prints_round_trip_through_pto_and_ptoas_text(text_forms):
+    text, asm = text_forms(module(tensors([T.F16]), [T.F16], "w10p6"))
     assert "  tprint %x format=w10p6 : !pto.tile<2x12xf16>\n" in text
-    assert print_module(parse(text)) == text
-    asm = print_ptoas(m)
     assert ".tile_print %x, format=w10p6" in asm
-    assert print_ptoas(parse_ptoas(asm)) == asm and print_module(parse_ptoas(asm)) == text
 
 
 @pytest.mark.parametrize("target,call", [
@@ -160,20 +153,7 @@ def test_each_backend_emits_its_print(target, call):
 @pytest.mark.parametrize("target", ["arm64", "arm64-qemu", "cuda_sim", "cuda"])
 def test_every_c_backend_prints_the_reference_text(tmp_path, capfd, run_on, target):
     ins = tensors(TYPES)
-    if target == "arm64-qemu":
-        import shutil
-
-        from pto_core.checking import run_host
-        from pto_core.codegen.orchestration import c_module_name
-        for tool in ("aarch64-linux-gnu-gcc", "qemu-aarch64"):
-            if shutil.which(tool) is None:
-                pytest.skip(f"{tool} is not installed (scripts/setup.sh installs it)")
-        m = module(ins, TYPES)
-        bdir = driver.build_module("arm64", m, build_dir=tmp_path, cross="aarch64")
-        got = run_host(bdir / f"{c_module_name(m)}_host", ins, {}, tmp_path / "run",
-                       cross="aarch64", echo=True)
-    else:
-        got = run_on(target, module(ins, TYPES), ins, tmp_path)
+    got = run_on(target, module(ins, TYPES), ins, tmp_path, echo=True)
     if got is None:             # cuda: built by nvcc only (no GPU here)
         return
     assert_unchanged(got, ins, TYPES)

@@ -1246,10 +1246,16 @@ class CStyleRenderer:
             i, j = f"({r} - ({self.index(ops['row'])}))", f"({c} - ({self.index(ops['col'])}))"
             return (f"({i} >= 0 && {i} < {ta.rows} && {j} >= 0 && {j} < {ta.cols} ? "
                     f"{a}[{i}][{j}] : {ops['dst']}[{r}][{c}])")
-        if lay == "quant":         # rounded after the clamp: the same, and no overflow
+        if lay in ("quant", "quant_asym"):   # rounded after the clamp: the same, no overflow
             x = f"({a}[{r}][{c}] * {ops['scale']}[{r}][0])"
-            return (f"(int8_t)({x} != {x} ? 0.0f : "
-                    f"rintf({x} < -128.0f ? -128.0f : {x} > 127.0f ? 127.0f : {x}))")
+            lo, hi, ct = "-128.0f", "127.0f", "int8_t"
+            if lay == "quant_asym":         # (the product rounded before the sum: no FMA)
+                x = self.BINARY_F32["add"].format(
+                    self.BINARY_F32["mul"].format(f"{a}[{r}][{c}]", f"{ops['scale']}[{r}][0]"),
+                    f"{ops['offset']}[{r}][0]")
+                lo, hi, ct = "0.0f", "255.0f", "uint8_t"
+            return (f"({ct})({x} != {x} ? 0.0f : "
+                    f"rintf({x} < {lo} ? {lo} : {x} > {hi} ? {hi} : {x}))")
         if lay == "dequant":
             return (f"(((float){a}[{r}][{c}] - {ops['offset']}[{r}][0]) * "
                     f"{ops['scale']}[{r}][0])")

@@ -671,6 +671,16 @@ _def("TDEQUANT", "dequant", Category.LAYOUT, "dst:tile_out a:tile scale:tile off
      isa=True, layout="dequant",
      doc="dst[r, c] = (a[r, c] - offset[r, 0]) * scale[r, 0] in f32, each operation rounded; "
          "a is i8 or i16")
+# TQUANT's asymmetric form (docs/isa/TQUANT.md, QuantType::INT8_ASYM: uint8_t codes with an
+# offset), a row of its own beside the symmetric one: the library's TQUANT with an offset. The
+# offset is added before the rounding, as the official CPU code (cpu/TQuant.hpp: nearbyint(x *
+# scale + offset)) and A2/A3's (TROWEXPANDADD before its cast chain) do; the page's
+# round(x / scale) + offset is the same for the whole offsets of a zero point
+_def("TQUANT_ASYM", "quant_asym", Category.LAYOUT, "dst:tile_out a:tile scale:tile offset:tile",
+     isa="TQUANT", layout="quant_asym",
+     doc="dst[r, c] = a[r, c] * scale[r, 0] + offset[r, 0] (f32, each operation rounded) "
+         "rounded to the nearest integer, ties to even, and clamped to [0, 255] (u8); NaN gives "
+         "0")
 # partial element-wise ops (docs/isa/TPARTADD.md, TPARTMUL.md, TPARTMAX.md, TPARTMIN.md): a
 # tile's shape is its valid region, and a and b may cover less of dst than each other
 _PART_DOC = ("dst[i, j] = {} where both a and b hold (i, j), else the one that does; a or b has "
@@ -950,6 +960,7 @@ LAYOUTS: dict[str, str] = {
     "histogram": "the count of row i's elements whose chosen byte is j (upper bytes filtered)",
     "quant": "a[i, j] * scale[i, 0], rounded and clamped to i8",
     "dequant": "(a[i, j] - offset[i, 0]) * scale[i, 0] in f32",
+    "quant_asym": "a[i, j] * scale[i, 0] + offset[i, 0], rounded and clamped to u8",
     "partial": "the expression of a[i, j] and b[i, j] where both hold (i, j), else the one "
                "that does",
     "pair": "the expression of a[i, 2j] and a[i, 2j + 1] (+0 past the row's end) for j < "
@@ -1201,7 +1212,8 @@ def _check_part_arg(op: OpDef, d: TileType, a: TileType, tiles: dict[str, TileTy
 
 #: the quantisation layouts: (the types of a, the types of dst); their parameters are f32
 QUANT_TYPES = {"quant": ((ElementType.F32,), (ElementType.I8,)),
-               "dequant": ((ElementType.I8, ElementType.I16), (ElementType.F32,))}
+               "dequant": ((ElementType.I8, ElementType.I16), (ElementType.F32,)),
+               "quant_asym": ((ElementType.F32,), (ElementType.U8,))}
 
 
 def _check_quant(op: OpDef, d: TileType, a: TileType, tiles: dict[str, TileType]) -> None:

@@ -488,16 +488,17 @@ class _KernelRenderer(CStyleRenderer):
                 alias_of=t.name)
         return view
 
-    def _row_block(self, fn: Function, name: str) -> tuple[str, list[_Step]]:
+    def _row_block(self, fn: Function, name: str, index: int = 60) -> tuple[str, list[_Step]]:
         """The per-row operand of a TROWEXPAND* instruction, as the library takes it
         (docs/isa/TROWEXPANDADD.md): a column-major R x 1 tile ("Mode 1") as it is; a padded
         row-major one (R x 1 values in 32-byte rows) first broadcast by TROWEXPAND into a
-        scratch R x (32 B) block per row ("Mode 2": the block repeats along the row)."""
+        scratch R x (32 B) block per row ("Mode 2": the block repeats along the row; scratch
+        ``index``, one per operand of an instruction)."""
         tt = fn.type_of(name)
         t = self._phys(name, "Vec", tt)
         if "BLayout::ColMajor" in t.cpp or t.valid_cols != 1:
             return t.name, []
-        blk = self._scratch(tt, 60, rows=tt.rows, cols=32 // tt.dtype.itemsize)
+        blk = self._scratch(tt, index, rows=tt.rows, cols=32 // tt.dtype.itemsize)
         return blk, [_Step(f"TROWEXPAND({blk}, {t.name});", "V", (t.name,), (blk,))]
 
     def _scratch(self, like: TileType, index: int, rows: int | None = None,
@@ -710,7 +711,7 @@ class _KernelRenderer(CStyleRenderer):
             return self._lower_histogram(s, ops, d, vec)
         if s.opdef.layout == "gatherb":
             return self._lower_gatherb(fn, s, ops, d, vec)
-        if s.opdef.layout == "quant":
+        if s.opdef.layout in ("quant", "quant_asym"):
             return self._lower_quant(fn, s, ops, d, vec)
         if s.opdef.layout == "gather":    # docs/isa/TGATHER.md: "continuous dst storage"
             self._need_unpadded(fn, s, (ops["dst"], ops["a"], ops["idx"]), vec,
@@ -848,20 +849,27 @@ class _KernelRenderer(CStyleRenderer):
                       (), (d,))]
 
     def _lower_quant(self, fn: Function, s: Instr, ops: dict, d: str, vec) -> list[_Step]:
-        """TQUANT<QuantType::INT8_SYM>(dst, src, scale) (docs/isa/TQUANT.md, "Integer INT8").
-        A2/A3's form takes a tmp of src's size and scales src in place: src is copied into a
-        scratch tile first (TMOV), so a keeps its value, and a padded R x 1 scale becomes a
-        block per row, as its row-expanding multiply takes it (``_row_block``)."""
+        """TQUANT<QuantType::INT8_SYM>(dst, src, scale) (docs/isa/TQUANT.md, "Integer INT8");
+        TQUANT_ASYM: TQUANT<QuantType::INT8_ASYM>(dst, src, scale, &offset). A2/A3's form
+        takes a tmp of src's size and scales src in place: src is copied into a scratch tile
+        first (TMOV), so a keeps its value, and a padded R x 1 scale (and offset) becomes a
+        block per row, as its row-expanding multiply (and add) takes it (``_row_block``)."""
         a, ta = vec(ops["a"]), fn.type_of(ops["a"])
+        mode = "INT8_ASYM" if "offset" in ops else "INT8_SYM"
         if not self.arch.quant_tmp:
-            scale = vec(ops["scale"])
-            return [_Step(f"TQUANT<QuantType::INT8_SYM>({d}, {a}, {scale});", "V", (a, scale),
-                          (d,))]
+            params = [vec(ops[n]) for n in ("scale", "offset") if n in ops]
+            args = ", ".join([d, a, params[0], *(f"&{p}" for p in params[1:])])
+            return [_Step(f"TQUANT<QuantType::{mode}>({args});", "V", (a, *params), (d,))]
         scale, steps = self._row_block(fn, ops["scale"])
+        params = [scale]
+        if "offset" in ops:
+            offset, more = self._row_block(fn, ops["offset"], 61)
+            steps, params = steps + more, [scale, offset]
         src, tmp = self._scratch(ta, 63), self._scratch(ta, 64)
+        args = ", ".join([d, src, scale, tmp, *(f"&{p}" for p in params[1:])])
         return steps + [_Step(f"TMOV({src}, {a});", "V", (a,), (src,)),
-                        _Step(f"TQUANT<QuantType::INT8_SYM>({d}, {src}, {scale}, {tmp});", "V",
-                              (src, scale), (d, src, tmp))]
+                        _Step(f"TQUANT<QuantType::{mode}>({args});", "V", (src, *params),
+                              (d, src, tmp))]
 
     def _need_unpadded(self, fn: Function, s: Instr, names, vec, why: str) -> None:
         """Refuse ``s`` when a tile of ``names`` has padded rows (its storage is not its
