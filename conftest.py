@@ -96,14 +96,16 @@ def run_on() -> Callable[..., dict | None]:
     """``run_on(target, module, tensors, build_dir)``: the module's outputs on ``target`` (a
     backend, or ``arm64-qemu``: the arm64 host program under qemu-aarch64), or None for
     ``cuda``, which is only built (nvcc; no GPU here: ``cuda_sim`` runs the same source). A
-    target whose tools are missing skips the test, naming them."""
+    target whose tools are missing skips the test, naming them. ``echo=True``: what the qemu
+    program prints (TPRINT) reaches this process's stdout, as the in-process backends' does."""
     import shutil
 
     from pto_core import driver
     from pto_core.checking import run_host
     from pto_core.codegen.orchestration import c_module_name
 
-    def run(target: str, module, tensors: dict, build_dir: Path) -> dict | None:
+    def run(target: str, module, tensors: dict, build_dir: Path,
+            echo: bool = False) -> dict | None:
         tools = {"arm64-qemu": ("aarch64-linux-gnu-gcc", "qemu-aarch64"), "cuda": ("nvcc",)}
         for tool in tools.get(target, ()):
             if shutil.which(tool) is None:
@@ -115,7 +117,7 @@ def run_on() -> Callable[..., dict | None]:
         if target == "arm64-qemu":
             bdir = driver.build_module("arm64", module, build_dir=build_dir, cross="aarch64")
             return run_host(bdir / f"{c_module_name(module)}_host", tensors, {},
-                            build_dir / "run", cross="aarch64")
+                            build_dir / "run", cross="aarch64", echo=echo)
         return driver.launch(target, module, {k: v.copy() for k, v in tensors.items()}, {},
                              build_dir=build_dir)
 
@@ -134,3 +136,20 @@ def need_target() -> Callable[[str], None]:
             pytest.skip(f"the {target} backend is not installed (pip install -e plugins/{package})")
 
     return need
+
+
+@pytest.fixture
+def text_forms() -> Callable[..., tuple[str, str]]:
+    """``text_forms(module)``: the module's `.pto` and PTO-AS texts, once each is checked to
+    parse back to itself and the PTO-AS text to the same `.pto` text."""
+    from pto_core.asm import parse, print_module
+    from pto_core.ptoas.parser import parse_ptoas
+    from pto_core.ptoas.printer import print_ptoas
+
+    def forms(module) -> tuple[str, str]:
+        text, asm = print_module(module), print_ptoas(module)
+        assert print_module(parse(text)) == text
+        assert print_ptoas(parse_ptoas(asm)) == asm and print_module(parse_ptoas(asm)) == text
+        return text, asm
+
+    return forms

@@ -270,6 +270,12 @@ class PTOFunctionBuilder:
         """SCMP: ``dst = 1 if a <cmp> b else 0`` with cmp in eq ne lt le gt ge."""
         return self._op(OPS["SCMP"], dst, a, b, cmp=cmp)
 
+    def print(self, src: str, format: str = "w8p4") -> "PTOFunctionBuilder":
+        """TPRINT: print tile ``src`` ('TPRINT RxC', then a line per row) with the element
+        format ``format`` (w8p4, w8p2 or w10p6: printf width and precision, the library's
+        default first); no value changes. ``.tile("x", 2, 4, F32).print("x")``"""
+        return self._op(OPS["TPRINT"], src, format=format)
+
     # -- control flow -------------------------------------------------------------------
     def for_loop(self, var: str, start: Any, end: Any, step: Any = 1, *,
                  max_range: int | None = None, min_range: int | None = None,

@@ -17,6 +17,7 @@ from __future__ import annotations
 import dataclasses
 import inspect
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -206,9 +207,10 @@ def compare(name: str, got: np.ndarray, want: np.ndarray, rtol: float, atol: flo
 
 def run_host(exe: str | Path, tensors: Mapping[str, np.ndarray], scalars: Mapping[str, Any],
              work_dir: Path, *, cross: str = "", workers: int = 2,
-             threshold: int = 0) -> dict[str, np.ndarray]:
+             threshold: int = 0, echo: bool = False) -> dict[str, np.ndarray]:
     """Write ``tensors`` as ``work_dir/in/<name>.npy``, run the host program, read
-    ``work_dir/out/<name>.npy``."""
+    ``work_dir/out/<name>.npy``. ``echo``: the program's standard output (what TPRINT
+    printed) is written to this process's."""
     work_dir = Path(work_dir)
     (work_dir / "in").mkdir(parents=True, exist_ok=True)
     (work_dir / "out").mkdir(parents=True, exist_ok=True)
@@ -221,6 +223,9 @@ def run_host(exe: str | Path, tensors: Mapping[str, np.ndarray], scalars: Mappin
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
     if r.returncode != 0:
         raise PTOError(f"{' '.join(cmd)} failed ({r.returncode}): {r.stderr.strip()}")
+    if echo:
+        sys.stdout.write(r.stdout)
+        sys.stdout.flush()
     return {name: np.load(work_dir / "out" / f"{name}.npy") for name in tensors}
 
 

@@ -198,8 +198,8 @@ def _io(op: OpDef, dt: ElementType, R: int, C: int, M: int, K: int, N: int,
         return [("a", R, C, dt), *params], (R, C, QUANT_TYPES[op.layout][1][0])
     if cat is Category.MASK:
         return _mask_io(op, dt, R, C)
-    if cat is Category.HINT:             # the TLOAD a prefetch prepares: o = src
-        return [("src", R, C, dt)], (R, C, dt)
+    if cat in (Category.HINT, Category.DEBUG):  # the TLOAD a prefetch prepares, the tile a
+        return [("src", R, C, dt)], (R, C, dt)  # print shows: o = src
     if cat is Category.INDEXED:          # a table of twice the tile's rows
         ix = ("idx", 1, R, E.I32) if to == "row" else ("idx", R, C, E.I32)
         if op.outputs:
@@ -269,6 +269,9 @@ def _kernel_builder(k: OpKernel, module: PTOModule) -> PTOFunctionBuilder:
     if k.op.category is Category.HINT:   # TPREFETCH into a staging tile, then its TLOAD
         return (b.tile("t_p", *k.output).tile("t_o", *k.output).prefetch("t_p", "src", 0, 0)
                 .load("t_o", "src").store("o", "t_o"))
+    if k.op.category is Category.DEBUG:  # TPRINT of the loaded tile, stored unchanged
+        return (b.tile("t_o", *k.output).load("t_o", "src")
+                .print("t_o", **k.op_attrs).store("o", "t_o"))
     if table is not None:                # MGATHER, MSCATTER: the table is not a tile
         names = {"dst": "t_o", **{p: k.tile(p) for p, *_ in k.inputs},
                  table: k.memref(table)}
@@ -317,7 +320,7 @@ MERGE_BLOCK = 64
 KERNEL_PAD = "max"
 #: the attributes of one-instruction kernels, unless a kernel names its own
 KERNEL_ATTRS = {"pad": KERNEL_PAD, "cmp": "le", "descending": "false", "upper": "false",
-                "rounds": 10}
+                "rounds": 10, "format": "w8p4"}
 #: TTRI's diagonals in one-instruction kernels (one call each): beyond both corners, on and
 #: near the main diagonal
 KERNEL_DIAGONALS = (-64, -3, -1, 0, 1, 5, 64)
@@ -780,7 +783,7 @@ def is_exact(k: OpKernel) -> bool:
     if cat is Category.MASK:
         return True
     if cat in (Category.TRANSPOSE, Category.CONVERT, Category.LAYOUT, Category.INDEXED,
-               Category.HINT):
+               Category.HINT, Category.DEBUG):
         return k.op.expr is None or _exact_expr(k.op.expr)
     if cat in (Category.ROW_REDUCE, Category.COL_REDUCE):
         return k.op.reduce in ("max", "min")

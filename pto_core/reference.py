@@ -55,6 +55,7 @@ from __future__ import annotations
 import functools
 import itertools
 import operator
+import sys
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Iterator, Mapping, NamedTuple
 
@@ -63,7 +64,8 @@ import numpy as np
 
 from .analysis import accesses
 from .errors import PTOError
-from .ir.ops import BLOCK_BYTES, COMPARES, INTERLEAVES, PART_ARGS, RANDOM_BLOCK, random_stride
+from .ir.ops import (BLOCK_BYTES, COMPARES, INTERLEAVES, PART_ARGS, PRINT_FORMATS, RANDOM_BLOCK,
+                     random_stride)
 from .ir import (Break, Call, Category, Continue, ElementType, Expr, For, Function, If, Instr,
                  MemRefType, Module, Return, ScalarType, TileType, While)
 from .verify import check_scalar_args, verify_module
@@ -613,12 +615,44 @@ def _random(key: np.ndarray, counter: np.ndarray, rows: int, cols: int,
                               axis=-1)[..., 0].view(np.int32)
 
 
-def _quant(a: np.ndarray, scale: np.ndarray) -> np.ndarray:
+def _quant(a: np.ndarray, scale: np.ndarray, offset: np.ndarray | None = None) -> np.ndarray:
     """TQUANT: the f32 product with the row's scale, rounded (ties to even) and clamped to
-    i8; NaN gives 0."""
+    i8; NaN gives 0. TQUANT_ASYM (an ``offset``): the product plus the row's offset in f32,
+    rounded and clamped to u8."""
+    info = np.iinfo(np.int8 if offset is None else np.uint8)
     with np.errstate(invalid="ignore", over="ignore"):
-        x = np.rint(np.clip(a * scale, -128, 127))
-    return np.where(np.isnan(x), 0, x).astype(np.int8)
+        x = a * scale if offset is None else a * scale + offset
+        x = np.rint(np.clip(x, info.min, info.max))
+    return np.where(np.isnan(x), 0, x).astype(info.dtype)
+
+
+def print_text(a: np.ndarray, format: str) -> str:
+    """TPRINT's text of tile ``a`` (ops.OPS["TPRINT"].doc): 'TPRINT RxC', then each row, its
+    elements printf'ed with the format's width and precision (%W.Pf for floats, NaN's sign
+    shown as C shows it; %Wd for integers) and separated by one space.
+
+    >>> print_text(np.array([[1.5, -np.inf]], np.float32), "w8p2")
+    'TPRINT 1x2\\n    1.50     -inf\\n'
+    """
+    width, precision = PRINT_FORMATS[format]
+
+    def text(v) -> str:
+        if a.dtype.kind in "iu":
+            return f"{int(v):{width}d}"
+        x = float(v)
+        if x != x:                        # printf's NaN carries the sign bit
+            return f"{'-nan' if np.signbit(x) else 'nan':>{width}}"
+        return f"{x:{width}.{precision}f}"
+
+    rows, cols = a.shape
+    return "".join([f"TPRINT {rows}x{cols}\n",
+                    *(" ".join(map(text, row)) + "\n" for row in a)])
+
+
+def _print(a: np.ndarray, format: str) -> None:
+    """TPRINT: the tile's text on the standard output, written at once and flushed."""
+    sys.stdout.write(print_text(a, format))
+    sys.stdout.flush()
 
 
 def _dequant(a: np.ndarray, scale: np.ndarray, offset: np.ndarray) -> np.ndarray:
@@ -805,6 +839,7 @@ class _Translator:
             "_mgather": _mgather, "_mscatter": _mscatter,
             "_compare": _compare, "_select": _select, "_ci": _ci, "_tri": _tri,
             "_random": _random, "_quant": _quant, "_dequant": _dequant,
+            "_print": _print,
             "_pad": _pad, "_partial": _partial, "_pair": _pair,
             "_part_arg": _part_arg, "_interleave": _interleave, "_deinterleave": _deinterleave,
             "_operator": operator,
@@ -1008,6 +1043,8 @@ class _Translator:
             return f"_mscatter({_v(ops['dst'])}, {_v(ops['src'])}, {idx}, {co!r}, {where!r})"
         if cat is Category.HINT:        # changes no value
             return "pass"
+        if cat is Category.DEBUG:       # prints, changes no value
+            return f"_print({_v(ops['src'])}, {s.attr('format')!r})"
         dst = tiles[ops["dst"]]
         out = _v(ops["dst"])
         if cat in (Category.ELEMENTWISE, Category.TILE_SCALAR, Category.ROW_EXPAND,
@@ -1046,6 +1083,8 @@ class _Translator:
                 return f"{out} = _histogram({a}, {_v(ops['idx'])}, {int(s.attr('byte'))})"
             if op.layout == "quant":
                 return f"{out} = _quant({a}, {_v(ops['scale'])})"
+            if op.layout == "quant_asym":
+                return f"{out} = _quant({a}, {_v(ops['scale'])}, {_v(ops['offset'])})"
             if op.layout == "dequant":
                 return f"{out} = _dequant({a}, {_v(ops['scale'])}, {_v(ops['offset'])})"
             if op.layout == "pad":

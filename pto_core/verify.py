@@ -52,8 +52,8 @@ from .ir import (CMP_OPS, MAX_DIM, Block, Break, Call, Category, Continue, Eleme
                  Function, If, Instr, MemorySpace, MemRefType, Module, Return, ScalarType, Stmt,
                  TileType, While, walk_nested)
 from .ir.module import format_value
-from .ir.ops import (BOOL_ATTRS, PAD_VALUES, RANDOM_ROUNDS, RuleError, check_histogram_byte,
-                     check_indexed, check_merge_block, check_tile_rule, check_window,
+from .ir.ops import (BOOL_ATTRS, PAD_VALUES, PRINT_FORMATS, PRINT_TYPES, RANDOM_ROUNDS,
+                     RuleError, check_histogram_byte, check_indexed, check_merge_block, check_tile_rule, check_window,
                      indexed_tables, window_tiles)
 from .names import check_identifier
 
@@ -520,6 +520,9 @@ class _Checker:
             if key in op.attrs and attrs.get(key) not in BOOL_ATTRS:
                 self.fail(s, f"{op.name} {key} must be one of {', '.join(BOOL_ATTRS)}, got "
                              f"{attrs.get(key)!r}")
+        if "format" in op.attrs and attrs.get("format") not in PRINT_FORMATS:
+            self.fail(s, f"{op.name} format must be one of {', '.join(PRINT_FORMATS)}, got "
+                         f"{attrs.get('format')!r}")
         if "rounds" in op.attrs and (type(attrs.get("rounds")) is not int
                                      or attrs["rounds"] not in RANDOM_ROUNDS):
             self.fail(s, f"{op.name} rounds must be one of "
@@ -554,6 +557,10 @@ class _Checker:
                     raise RuleError(f"dst of {op.name} must not be one of its sources")
             except RuleError as e:
                 self.fail(s, str(e))
+        elif op.category is Category.DEBUG:
+            if tiles["src"].dtype not in PRINT_TYPES:
+                self.fail(s, f"{op.name} prints {'/'.join(t.value for t in PRINT_TYPES)} "
+                             f"tiles, src is {tiles['src'].dtype.value}")
         elif op.is_tile_op:
             try:
                 check_tile_rule(op, tiles)

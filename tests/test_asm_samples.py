@@ -11,7 +11,8 @@ from pathlib import Path
 
 from pto_core import ElementType, MemorySpace, PTOFunctionBuilder, PTOModule
 from pto_core.ir import CMP_OPS, Category, OpDef, TileType
-from pto_core.ir.ops import BOOL_ATTRS, MASK_TYPE, PAD_VALUES, QUANT_TYPES, RANDOM_ROUNDS
+from pto_core.ir.ops import (BOOL_ATTRS, MASK_TYPE, PAD_VALUES, PRINT_FORMATS, QUANT_TYPES,
+                             RANDOM_ROUNDS)
 
 F32, F16, I32 = ElementType.F32, ElementType.F16, ElementType.I32
 GM = MemorySpace.GLOBAL
@@ -55,6 +56,7 @@ _SHAPES: dict[Category, dict[str, tuple[int, int]]] = {
     "random": {"dst": _T8, "key": (1, 2), "counter": (1, 4)},
     "quant": {"dst": _T8, "a": _T8, "scale": (8, 1)},
     "dequant": {"dst": _T8, "a": _T8, "scale": (8, 1), "offset": (8, 1)},
+    "quant_asym": {"dst": _T8, "a": _T8, "scale": (8, 1), "offset": (8, 1)},
     # matrix-vector products (OpDef.rows: a has one row)
     "gemv": {"dst": (1, 4), "acc": (1, 4), "a": (1, 16), "b": (16, 4), "bias": (1, 4)},
     # two outputs: values and their indices, two halves
@@ -65,12 +67,13 @@ _SHAPES: dict[Category, dict[str, tuple[int, int]]] = {
     # gathers from and scatters into a 64 x 64 global table, row by row (coalesce=row)
     Category.INDEXED: {"dst": (8, 64), "src": (8, 64), "idx": (1, 8)},
     Category.HINT: {"dst": _T8},                   # a prefetch's staging tile
+    Category.DEBUG: {"src": _T8},                  # a printed tile
 }
 
 #: an attribute value for each attribute name the table uses
 ATTR_VALUES = {"cmp": CMP_OPS, "pad": PAD_VALUES, "byte": (0, 1),     # (byte: of an i16)
                "descending": BOOL_ATTRS, "upper": BOOL_ATTRS, "rounds": RANDOM_ROUNDS,
-               "coalesce": ("row",)}
+               "coalesce": ("row",), "format": tuple(PRINT_FORMATS)}
 
 
 def tile_type(op: OpDef, operand: str) -> TileType:

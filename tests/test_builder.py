@@ -47,6 +47,7 @@ SHAPES = {
     "random": dict(dst=(4, 8), key=(1, 2), counter=(1, 4)),
     "quant": dict(dst=(4, 8), a=(4, 8), scale=(4, 1)),
     "dequant": dict(dst=(4, 8), a=(4, 8), scale=(4, 1), offset=(4, 1)),
+    "quant_asym": dict(dst=(4, 8), a=(4, 8), scale=(4, 1), offset=(4, 1)),
     # matrix-vector products (OpDef.rows: a has one row)
     "gemv": dict(dst=(1, 2), acc=(1, 2), a=(1, 8), b=(8, 2), bias=(1, 2)),
     # two outputs: values and indices, two halves
@@ -57,6 +58,7 @@ SHAPES = {
     # gathers from and scatters into a 16 x 8 global table (coalesce=row: whole rows)
     Category.INDEXED: dict(dst=(4, 8), src=(4, 8), idx=(1, 4)),
     Category.HINT: dict(dst=(4, 8)),               # a prefetch's staging tile
+    Category.DEBUG: dict(src=(4, 8)),              # a printed tile
 }
 
 

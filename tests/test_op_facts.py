@@ -25,10 +25,12 @@ def test_every_row_states_its_facts(name):
         assert op.reduce in REDUCE_KINDS
     assert not (op.float_only and op.int_only)
     assert op.is_compare == ("cmp" in op.attrs)
-    assert op.isa in (None, op.name, op.name.upper()) or (op.view and op.isa == "TEXTRACT")  # a view: a copy
+    assert op.isa in (None, op.name, op.name.upper()) or (op.view and op.isa == "TEXTRACT") \
+        or (op.layout == "quant_asym" and op.isa == "TQUANT")   # a view: a copy; a form
     if op.isa:
         assert op.is_tile_op and (op.expr is not None or op.layout is not None
-                                  or op.category in (Category.INDEXED, Category.HINT))
+                                  or op.category in (Category.INDEXED, Category.HINT,
+                                                     Category.DEBUG))
     assert (op.category in (Category.LAYOUT, Category.MASK)) == (op.layout is not None)
     assert op.layout is None or op.layout in LAYOUTS
     # a read-write dst is the first operand, and its expression (or its layout map: TINSERT's

@@ -152,11 +152,15 @@ def model(k: OpKernel, inputs: dict[str, np.ndarray], r: int, c: int, out: str =
     cat = k.op.category
     if cat is Category.TRANSPOSE:
         return ops["a"]
-    if cat is Category.HINT:             # a prefetch, then the load of what it prefetched
-        return ops["src"]
+    if cat in (Category.HINT, Category.DEBUG):  # a prefetch, then the load of what it
+        return ops["src"]                       # prefetched; a print of the tile stored
     if k.op.layout == "quant":           # the f32 product, rounded half to even, clamped
         x = rnd(float(ops["a"]) * ops["scale"], ElementType.F32)
         return 0 if math.isnan(x) else round(min(max(x, -128.0), 127.0))
+    if k.op.layout == "quant_asym":      # the f32 product plus the offset, rounded, clamped
+        f32 = ElementType.F32
+        x = rnd(rnd(float(ops["a"]) * ops["scale"], f32) + ops["offset"], f32)
+        return 0 if math.isnan(x) else round(min(max(x, 0.0), 255.0))
     if k.op.layout == "dequant":
         f32 = ElementType.F32
         return rnd(rnd(float(ops["a"]) - ops["offset"], f32) * ops["scale"], f32)

@@ -10,7 +10,8 @@ Printer and parser both ask this module how an op is written, so a new row of
 * attributes follow as ``key=value``;
 * an optional annotation after ``:`` lists the types of the tiles and memrefs read, ``->``, the
   types of what the op writes (its outputs, or the memref named ``dst`` of a store); an op that
-  reads no tile or memref (a scalar op) is annotated with its result types only.
+  reads no tile or memref (a scalar op) is annotated with its result types only, and an op that
+  writes nothing (TPRINT) with the types it reads only.
 
 >>> from pto_core.ir import OPS
 >>> lay = layout(OPS["TSTORE"]); [OPS["TSTORE"].operands[i].name for i in lay.args]
@@ -86,7 +87,7 @@ def annotation_parts(op: OpDef, operands: tuple, types: Mapping[str, Type]
         writes.append((operands[i], t))
     if not reads:
         return writes, None
-    return reads, writes
+    return reads, writes or None        # (an op that writes nothing: TPRINT)
 
 
 def _type(v: object, types: Mapping[str, Type]) -> Type | None:

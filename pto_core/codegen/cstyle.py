@@ -44,8 +44,8 @@ from typing import Iterable, Sequence
 from ..errors import PTOBackendError
 from ..ir import (WHILE_LIMIT_STATUS, Break, Call, Category, Continue, ElementType, For, Function,
                   If, Instr, MemRefType, Module, Return, ScalarType, TileType, While)
-from ..ir.ops import (BLOCK_BYTES, COMPARES, INTERLEAVES, ITEM_LAYOUTS, PART_ARGS, RANDOM_BLOCK,
-                      RANDOM_WORDS, Expr, index_capacity, indexed_tables, random_stride,
+from ..ir.ops import (BLOCK_BYTES, COMPARES, INTERLEAVES, ITEM_LAYOUTS, PART_ARGS, PRINT_FORMATS,
+                      RANDOM_BLOCK, RANDOM_WORDS, Expr, index_capacity, indexed_tables, random_stride,
                       window_tiles)
 from ..options import CompileOptions
 from ..passes.fuse_loops import fuse_function, is_element_op, is_fused, nest_shape
@@ -320,7 +320,7 @@ class CStyleRenderer:
     # ---------------------------------------------------------------- templates: text
     def prelude(self) -> str:
         """*template* File header: includes and helper functions."""
-        return ("#include <stdint.h>\n#include <string.h>\n#include <math.h>\n"
+        return ("#include <stdint.h>\n#include <stdio.h>\n#include <string.h>\n#include <math.h>\n"
                 + PORTABLE_HELPERS)
 
     def signature(self, symbol: str) -> str:
@@ -656,6 +656,8 @@ class CStyleRenderer:
                 self.render_indexed(out, fn, s)
             elif cat is Category.HINT:
                 self.render_prefetch(out, fn, s)
+            elif cat is Category.DEBUG:
+                self.render_print(out, fn, s)
             else:  # pragma: no cover - every category is handled above
                 raise PTOBackendError(f"no template for {s.op}", function=fn.name,
                                       instruction=str(s))
@@ -1264,10 +1266,16 @@ class CStyleRenderer:
             i, j = f"({r} - ({self.index(ops['row'])}))", f"({c} - ({self.index(ops['col'])}))"
             return (f"({i} >= 0 && {i} < {ta.rows} && {j} >= 0 && {j} < {ta.cols} ? "
                     f"{a}[{i}][{j}] : {ops['dst']}[{r}][{c}])")
-        if lay == "quant":         # rounded after the clamp: the same, and no overflow
+        if lay in ("quant", "quant_asym"):   # rounded after the clamp: the same, no overflow
             x = f"({a}[{r}][{c}] * {ops['scale']}[{r}][0])"
-            return (f"(int8_t)({x} != {x} ? 0.0f : "
-                    f"rintf({x} < -128.0f ? -128.0f : {x} > 127.0f ? 127.0f : {x}))")
+            lo, hi, ct = "-128.0f", "127.0f", "int8_t"
+            if lay == "quant_asym":         # (the product rounded before the sum: no FMA)
+                x = self.BINARY_F32["add"].format(
+                    self.BINARY_F32["mul"].format(f"{a}[{r}][{c}]", f"{ops['scale']}[{r}][0]"),
+                    f"{ops['offset']}[{r}][0]")
+                lo, hi, ct = "0.0f", "255.0f", "uint8_t"
+            return (f"({ct})({x} != {x} ? 0.0f : "
+                    f"rintf({x} < {lo} ? {lo} : {x} > {hi} ? {hi} : {x}))")
         if lay == "dequant":
             return (f"(((float){a}[{r}][{c}] - {ops['offset']}[{r}][0]) * "
                     f"{ops['scale']}[{r}][0])")
@@ -1597,6 +1605,34 @@ class CStyleRenderer:
         out.comment(str(s))
         with out.block(f"for (int _pto_r = 0; _pto_r < {rows}; _pto_r++)"):
             out(f"{lines} {self.prefetch(at)}")
+
+
+    # ---------------------------------------------------------------- print
+    def print_lines(self, fn: Function, s: Instr) -> list[str]:
+        """TPRINT ``s`` as C statements that print its tile with ``printf`` in the row's format
+        (ops.PRINT_FORMATS: a float widened to double as %W.Pf, an integer as %Wd), a line
+        per row after the 'TPRINT RxC' line."""
+        src = s.operand("src")
+        t = fn.type_of(src)
+        width, precision = PRINT_FORMATS[s.attr("format")]
+        x = self.to_compute(t.dtype, f"{src}[_pto_r][_pto_c]")
+        spec, arg = ((f"%{width}.{precision}f", f"(double)({x})") if t.dtype.is_float
+                     else (f"%{width}d", f"(int)({x})"))
+        return [f'printf("TPRINT {t.rows}x{t.cols}\\n");',
+                f"for (int _pto_r = 0; _pto_r < {t.rows}; _pto_r++) {{",
+                f"    for (int _pto_c = 0; _pto_c < {t.cols}; _pto_c++) "
+                f'printf(_pto_c ? " {spec}" : "{spec}", {arg});',
+                '    printf("\\n");', "}"]
+
+    def render_print(self, out: _Out, fn: Function, s: Instr) -> None:
+        """TPRINT: the tile's text on stdout, held under stdout's lock so that the lines of
+        kernels running on other workers do not interleave with it, then flushed."""
+        out.comment(str(s))
+        out("flockfile(stdout);")
+        for line in self.print_lines(fn, s):
+            out(line)
+        out("fflush(stdout);")
+        out("funlockfile(stdout);")
 
 
 def count_loop_nests(source: str) -> int:

@@ -212,6 +212,8 @@ class Category(enum.Enum):
     HINT = "hint"                        # a hint to the memory system that changes no value
                                          # (TPREFETCH): its dst is a staging tile no other
                                          # instruction may touch
+    DEBUG = "debug"                      # prints a tile (TPRINT): reads it, writes nothing,
+                                         # changes no value
     SCALAR = "scalar"
 
 
@@ -309,7 +311,9 @@ class OpDef:
     @property
     def data_operand(self) -> str:
         """The operand whose element type the op is defined on: ``a`` of a compare (its dst is
-        a mask), else dst."""
+        a mask), the printed src of TPRINT, else dst."""
+        if self.category is Category.DEBUG:
+            return "src"
         return "a" if self.mask == "dst" else "dst"
 
     @property
@@ -667,6 +671,16 @@ _def("TDEQUANT", "dequant", Category.LAYOUT, "dst:tile_out a:tile scale:tile off
      isa=True, layout="dequant",
      doc="dst[r, c] = (a[r, c] - offset[r, 0]) * scale[r, 0] in f32, each operation rounded; "
          "a is i8 or i16")
+# TQUANT's asymmetric form (docs/isa/TQUANT.md, QuantType::INT8_ASYM: uint8_t codes with an
+# offset), a row of its own beside the symmetric one: the library's TQUANT with an offset. The
+# offset is added before the rounding, as the official CPU code (cpu/TQuant.hpp: nearbyint(x *
+# scale + offset)) and A2/A3's (TROWEXPANDADD before its cast chain) do; the page's
+# round(x / scale) + offset is the same for the whole offsets of a zero point
+_def("TQUANT_ASYM", "quant_asym", Category.LAYOUT, "dst:tile_out a:tile scale:tile offset:tile",
+     isa="TQUANT", layout="quant_asym",
+     doc="dst[r, c] = a[r, c] * scale[r, 0] + offset[r, 0] (f32, each operation rounded) "
+         "rounded to the nearest integer, ties to even, and clamped to [0, 255] (u8); NaN gives "
+         "0")
 # partial element-wise ops (docs/isa/TPARTADD.md, TPARTMUL.md, TPARTMAX.md, TPARTMIN.md): a
 # tile's shape is its valid region, and a and b may cover less of dst than each other
 _PART_DOC = ("dst[i, j] = {} where both a and b hold (i, j), else the one that does; a or b has "
@@ -770,6 +784,16 @@ _def("TPREFETCH", "prefetch", Category.HINT, "dst:tile_out src:memref row:index 
      isa=True, doc="a hint: the window src[row*R:(row+1)*R, col*C:(col+1)*C] of an R x C dst "
      "is read soon (the backend's prefetch instruction); dst is a staging tile that no other "
      "instruction may use, and no value of the program changes")
+
+# a debug print (docs/isa/TPRINT.md; the official CPU code, cpu/TPrint.hpp, prints what the
+# device's cce::printf does): the tile's text on the standard output, in the format of
+# PRINT_FORMATS; nothing is written, so no value of the program changes
+_def("TPRINT", "print", Category.DEBUG, "src:tile", isa=True, attrs=("format",),
+     doc="prints the line 'TPRINT RxC', then each row of src, its elements separated by one "
+         "space: a float (f16 and bf16 widened) as C's printf %W.Pf and an integer as %Wd, "
+         "width W and precision P by the format attribute (w8p4: 8 and 4, w8p2: 8 and 2, "
+         "w10p6: 10 and 6); NaN and infinities as C prints them (nan, -nan, inf, -inf); no "
+         "value of the program changes")
 
 # scalar
 _def("SADD", "scalar_add", Category.SCALAR, "dst:scalar_out a:scalar b:scalar", expr=A + B)
@@ -937,6 +961,7 @@ LAYOUTS: dict[str, str] = {
     "histogram": "the count of row i's elements whose chosen byte is j (upper bytes filtered)",
     "quant": "a[i, j] * scale[i, 0], rounded and clamped to i8",
     "dequant": "(a[i, j] - offset[i, 0]) * scale[i, 0] in f32",
+    "quant_asym": "a[i, j] * scale[i, 0] + offset[i, 0], rounded and clamped to u8",
     "partial": "the expression of a[i, j] and b[i, j] where both hold (i, j), else the one "
                "that does",
     "pair": "the expression of a[i, 2j] and a[i, 2j + 1] (+0 past the row's end) for j < "
@@ -995,6 +1020,16 @@ def random_stride(cols: int) -> int:
 def mask_shape(rows: int, cols: int) -> tuple[int, int]:
     """The shape of the mask of a ``rows x cols`` tile: a byte per started 8 columns."""
     return rows, -(-cols // 8)
+
+#: TPRINT's ``format`` attribute -> (width, precision) of each element (the library's
+#: PrintFormat: Width8_Precision4, Width8_Precision2, Width10_Precision6; an integer takes the
+#: width alone)
+PRINT_FORMATS: dict[str, tuple[int, int]] = {"w8p4": (8, 4), "w8p2": (8, 2), "w10p6": (10, 6)}
+#: the element types TPRINT prints (the page's float, half, int8/16/32 and uint8; bf16 widened
+#: to f32 as f16 is)
+PRINT_TYPES = (ElementType.F32, ElementType.F16, ElementType.BF16, ElementType.I32,
+               ElementType.I16, ElementType.I8, ElementType.U8)
+
 
 #: the values of MGATHER's and MSCATTER's ``coalesce`` attribute: whole rows or elements
 COALESCE = ("row", "elem")
@@ -1178,7 +1213,8 @@ def _check_part_arg(op: OpDef, d: TileType, a: TileType, tiles: dict[str, TileTy
 
 #: the quantisation layouts: (the types of a, the types of dst); their parameters are f32
 QUANT_TYPES = {"quant": ((ElementType.F32,), (ElementType.I8,)),
-               "dequant": ((ElementType.I8, ElementType.I16), (ElementType.F32,))}
+               "dequant": ((ElementType.I8, ElementType.I16), (ElementType.F32,)),
+               "quant_asym": ((ElementType.F32,), (ElementType.U8,))}
 
 
 def _check_quant(op: OpDef, d: TileType, a: TileType, tiles: dict[str, TileType]) -> None:

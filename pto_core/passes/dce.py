@@ -28,7 +28,7 @@ def dce_module(module: Module) -> Module:
 
 
 def _has_side_effect(s: Instr) -> bool:
-    return s.opdef.category in (Category.STORE, Category.HINT) or (
+    return s.opdef.category in (Category.STORE, Category.HINT, Category.DEBUG) or (
         s.opdef.category is Category.INDEXED and not s.opdef.outputs)      # MSCATTER
 
 

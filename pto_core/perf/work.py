@@ -217,7 +217,8 @@ def instr_work(fn: Function, s: Instr) -> Work:
     if cat is Category.MATMUL:
         ta, td = fn.type_of(ops["a"]), fn.type_of(ops["dst"])
         return Work(flops={f"mma.{ta.dtype.value}": 2 * td.rows * td.cols * ta.cols})
-    if cat in (Category.TRANSPOSE, Category.CONVERT, Category.SCALAR, Category.HINT):
+    if cat in (Category.TRANSPOSE, Category.CONVERT, Category.SCALAR, Category.HINT,
+               Category.DEBUG):
         return Work()           # (a prefetch's bytes are the later TLOAD's)
     dst: TileType = fn.type_of(ops["dst"])
     src: TileType = fn.type_of(ops["a"]) if "a" in ops else dst

@@ -87,6 +87,9 @@ _EVERY_GENERATION: dict[str, tuple[ElementType, ...]] = {
     "TPAIRREDUCESUM": (E.F32, E.F16),
     # TPARTARGMAX.md, TPARTARGMIN.md: "Supported value types: half, float"
     **{op: (E.F32, E.F16) for op in ("TPARTARGMAX", "TPARTARGMIN")},
+    # TPRINT.md, "Supported element type": float, half, int8_t/int16_t/int32_t, uint8_t (and
+    # the unsigned 16- and 32-bit types); no bfloat16
+    "TPRINT": (E.F32, E.F16, E.I32, E.I16, E.I8, E.U8),
 }
 
 

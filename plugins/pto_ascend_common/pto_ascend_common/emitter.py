@@ -103,6 +103,11 @@ class PhysTile:
         return self.rows * self.cols * self.dtype.itemsize
 
 
+#: TPRINT's format attribute -> the library's PrintFormat (include/pto/common/type.hpp)
+PRINT_FORMAT_NAMES = {"w8p4": "Width8_Precision4", "w8p2": "Width8_Precision2",
+                      "w10p6": "Width10_Precision6"}
+
+
 @dataclass
 class _Step:
     """One emitted instruction: its text, its pipe and the tiles it reads and writes."""
@@ -483,16 +488,17 @@ class _KernelRenderer(CStyleRenderer):
                 alias_of=t.name)
         return view
 
-    def _row_block(self, fn: Function, name: str) -> tuple[str, list[_Step]]:
+    def _row_block(self, fn: Function, name: str, index: int = 60) -> tuple[str, list[_Step]]:
         """The per-row operand of a TROWEXPAND* instruction, as the library takes it
         (docs/isa/TROWEXPANDADD.md): a column-major R x 1 tile ("Mode 1") as it is; a padded
         row-major one (R x 1 values in 32-byte rows) first broadcast by TROWEXPAND into a
-        scratch R x (32 B) block per row ("Mode 2": the block repeats along the row)."""
+        scratch R x (32 B) block per row ("Mode 2": the block repeats along the row; scratch
+        ``index``, one per operand of an instruction)."""
         tt = fn.type_of(name)
         t = self._phys(name, "Vec", tt)
         if "BLayout::ColMajor" in t.cpp or t.valid_cols != 1:
             return t.name, []
-        blk = self._scratch(tt, 60, rows=tt.rows, cols=32 // tt.dtype.itemsize)
+        blk = self._scratch(tt, index, rows=tt.rows, cols=32 // tt.dtype.itemsize)
         return blk, [_Step(f"TROWEXPAND({blk}, {t.name});", "V", (t.name,), (blk,))]
 
     def _scratch(self, like: TileType, index: int, rows: int | None = None,
@@ -541,6 +547,7 @@ class _KernelRenderer(CStyleRenderer):
         self._emit(out, fn, s)
 
     render_matmul = render_transpose = render_convert = render_indexed = render_reduce
+    render_print = render_reduce
 
     # ---------------------------------------------------------------- synchronisation
     def _barrier(self, out: _Out, force: bool = False) -> None:
@@ -658,6 +665,11 @@ class _KernelRenderer(CStyleRenderer):
         if allowed is not None and not reduces and data not in allowed:
             raise self._err(fn, s, f"{s.opdef.isa or s.op} takes {', '.join(t.value for t in allowed)} tiles, "
                                    f"not {data.value},")
+        if cat is Category.DEBUG:   # TPRINT of a Vec tile: the scalar unit prints it after
+            t = self._phys(ops["src"], "Vec", tt).name      # the library's barrier
+            fmt = PRINT_FORMAT_NAMES[s.attr("format")]
+            return [_Step(f"pipe_barrier(PIPE_ALL); TPRINT<PrintFormat::{fmt}>({t});", "S",
+                          (t,), (), barrier=True)]
         dst = ops["dst"]
         d = self._phys(dst, "Vec", tt).name
         vec = lambda n: self._phys(n, "Vec", fn.type_of(n)).name  # noqa: E731
@@ -704,7 +716,7 @@ class _KernelRenderer(CStyleRenderer):
             return self._lower_histogram(s, ops, d, vec)
         if s.opdef.layout == "gatherb":
             return self._lower_gatherb(fn, s, ops, d, vec)
-        if s.opdef.layout == "quant":
+        if s.opdef.layout in ("quant", "quant_asym"):
             return self._lower_quant(fn, s, ops, d, vec)
         if s.opdef.layout == "gather":    # docs/isa/TGATHER.md: "continuous dst storage"
             self._need_unpadded(fn, s, (ops["dst"], ops["a"], ops["idx"]), vec,
@@ -842,20 +854,27 @@ class _KernelRenderer(CStyleRenderer):
                       (), (d,))]
 
     def _lower_quant(self, fn: Function, s: Instr, ops: dict, d: str, vec) -> list[_Step]:
-        """TQUANT<QuantType::INT8_SYM>(dst, src, scale) (docs/isa/TQUANT.md, "Integer INT8").
-        A2/A3's form takes a tmp of src's size and scales src in place: src is copied into a
-        scratch tile first (TMOV), so a keeps its value, and a padded R x 1 scale becomes a
-        block per row, as its row-expanding multiply takes it (``_row_block``)."""
+        """TQUANT<QuantType::INT8_SYM>(dst, src, scale) (docs/isa/TQUANT.md, "Integer INT8");
+        TQUANT_ASYM: TQUANT<QuantType::INT8_ASYM>(dst, src, scale, &offset). A2/A3's form
+        takes a tmp of src's size and scales src in place: src is copied into a scratch tile
+        first (TMOV), so a keeps its value, and a padded R x 1 scale (and offset) becomes a
+        block per row, as its row-expanding multiply (and add) takes it (``_row_block``)."""
         a, ta = vec(ops["a"]), fn.type_of(ops["a"])
+        mode = "INT8_ASYM" if "offset" in ops else "INT8_SYM"
         if not self.arch.quant_tmp:
-            scale = vec(ops["scale"])
-            return [_Step(f"TQUANT<QuantType::INT8_SYM>({d}, {a}, {scale});", "V", (a, scale),
-                          (d,))]
+            params = [vec(ops[n]) for n in ("scale", "offset") if n in ops]
+            args = ", ".join([d, a, params[0], *(f"&{p}" for p in params[1:])])
+            return [_Step(f"TQUANT<QuantType::{mode}>({args});", "V", (a, *params), (d,))]
         scale, steps = self._row_block(fn, ops["scale"])
+        params = [scale]
+        if "offset" in ops:
+            offset, more = self._row_block(fn, ops["offset"], 61)
+            steps, params = steps + more, [scale, offset]
         src, tmp = self._scratch(ta, 63), self._scratch(ta, 64)
+        args = ", ".join([d, src, scale, tmp, *(f"&{p}" for p in params[1:])])
         return steps + [_Step(f"TMOV({src}, {a});", "V", (a,), (src,)),
-                        _Step(f"TQUANT<QuantType::INT8_SYM>({d}, {src}, {scale}, {tmp});", "V",
-                              (src, scale), (d, src, tmp))]
+                        _Step(f"TQUANT<QuantType::{mode}>({args});", "V", (src, *params),
+                              (d, src, tmp))]
 
     def _need_unpadded(self, fn: Function, s: Instr, names, vec, why: str) -> None:
         """Refuse ``s`` when a tile of ``names`` has padded rows (its storage is not its

@@ -115,10 +115,12 @@ def build(arch: AscendArch, module: Module, out_dir: Path,
 
 def run(arch: AscendArch, module: Module, build_dir: Path, tensors: Mapping[str, np.ndarray],
         scalars: Mapping[str, Any] | None = None, options: CompileOptions | None = None,
-        num_workers: int = 2, timeout: float = 300) -> dict[str, np.ndarray]:
+        num_workers: int = 2, timeout: float = 300, echo: bool = False
+        ) -> dict[str, np.ndarray]:
     """Like :func:`pto_ascend_common.cpu_check.run`, on the official CPU simulator: build in
     this process (a compile error is a PTOError), run in a child process (an abort of the
-    simulator is a PTOError with its message). The simulated UB has ``arch``'s capacity."""
+    simulator is a PTOError with its message). The simulated UB has ``arch``'s capacity.
+    ``echo``: the child's standard output (what TPRINT printed) is written to this process's."""
     bdir = build(arch, module, Path(build_dir), options)
     with tempfile.TemporaryDirectory(prefix="pto_official_") as tmp:
         job, result = Path(tmp) / "job.pkl", Path(tmp) / "result.pkl"
@@ -134,6 +136,9 @@ def run(arch: AscendArch, module: Module, build_dir: Path, tensors: Mapping[str,
         if r.returncode != 0 or not result.exists():
             raise PTOError(f"{arch.name} official CPU simulator: the run failed (exit status "
                            f"{r.returncode}):\n{r.stderr[-3000:]}")
+        if echo:
+            sys.stdout.write(r.stdout)
+            sys.stdout.flush()
         return pickle.loads(result.read_bytes())
 
 

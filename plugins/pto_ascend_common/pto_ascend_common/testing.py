@@ -55,6 +55,11 @@ def assert_agrees(want: dict[str, np.ndarray], got: dict[str, np.ndarray], matmu
 
 #: ops whose operands must be positive in :func:`op_check_module`'s inputs
 POSITIVE_OPS = ("log", "sqrt", "rsqrt")
+#: (element type name, op) kernels the official CPU simulator cannot compile, which
+#: :func:`op_check_module` leaves out: its TPRINT of a half tile (``_Float16`` under
+#: ``__CPU_SIM`` is no ``std::is_floating_point`` and reaches an ambiguous ``operator<<``;
+#: docs/ascend-fidelity.md, TPRINT)
+OFFICIAL_UNBUILT = {("f16", "TPRINT")}
 
 
 def op_check_module(arch: AscendArch, dtype, seed: int = 0):
@@ -62,8 +67,8 @@ def op_check_module(arch: AscendArch, dtype, seed: int = 0):
     32 x 48 x 64; TCVT to f16, or f32 from other types) that ``arch`` generates, in one module
     (:mod:`pto_core.opcheck`), and seeded inputs: standard normal values, uniform in
     [0.25, 2) for log/sqrt/rsqrt, zeros for outputs that are not also read (TMATMUL_ACC's
-    accumulator, a read-write dst). Returns (kernels, refused kernels with
-    the backend's reasons, module, inputs)."""
+    accumulator, a read-write dst); without the kernels of :data:`OFFICIAL_UNBUILT`. Returns
+    (kernels, refused kernels with the backend's reasons, module, inputs)."""
     from pto_core.ir import ElementType as E
     from pto_core.ir.ops import MASK_TYPE
     from pto_core.opcheck import backend_support, build_op_module, index_inputs, mask_bits, op_kernels
@@ -72,6 +77,7 @@ def op_check_module(arch: AscendArch, dtype, seed: int = 0):
     kernels = op_kernels(dtype, shape=(24, 40), matmul=(32, 48, 64),
                          convert_to=[E.F16 if dtype is E.F32 else E.F32])
     kernels, refused = backend_support(arch.name, kernels)
+    kernels = [k for k in kernels if (dtype.value, k.op.name) not in OFFICIAL_UNBUILT]
     module = build_op_module(f"ops_{dtype.value}", kernels)
     fn = module.functions[module.entry]
     shapes = derive_shapes(module, {})

@@ -146,7 +146,8 @@ class CudaRenderer(CStyleRenderer):
             return ""
         gemm = '#include "pto_cuda_gemm.cuh"\n' if arch_major(self.arch) >= 80 else ""
         sm90 = '#include "pto_cuda_sm90.cuh"\n' if self._sm90 else ""
-        return (f'#include "pto_cuda_tile.cuh"\n{gemm}{sm90}#include "pto_cuda_kernel.h"\n'
+        return (f'#include <stdio.h>\n#include "pto_cuda_tile.cuh"\n{gemm}{sm90}'
+                f'#include "pto_cuda_kernel.h"\n'
                 + RANDOM_HELPER.replace("{q}", "__device__ __forceinline__"))
 
     def signature(self, symbol: str) -> str:
@@ -766,6 +767,21 @@ class CudaRenderer(CStyleRenderer):
                 out(f'asm volatile("prefetch.global.L2 [%0];" :: '
                     f'"l"(__cvta_generic_to_global({at})));')
                 out("#endif")
+
+    def render_print(self, out: _Out, fn: Function, s: Instr) -> None:
+        """TPRINT: thread 0 prints the tile (device printf; the same text in row order as
+        the core's template) once every thread's writes are in, and the block waits for it
+        before the tile may change; the CPU simulation flushes stdout."""
+        if self._dirty:
+            self._barrier(out)
+        out(f"/* {s} */")
+        with out.block("if (threadIdx.x == 0)"):
+            for line in self.print_lines(fn, s):
+                out(line)
+            out("#ifdef PTO_CUDA_SIM")
+            out("fflush(stdout);")
+            out("#endif")
+        self._barrier(out)
 
     def render_convert(self, out: _Out, fn: Function, s: Instr) -> None:
         """Element by element in the row layout, like any element-wise op."""

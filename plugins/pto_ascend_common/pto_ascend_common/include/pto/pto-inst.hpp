@@ -120,6 +120,8 @@ enum class PadValue { Null, Zero, Max, Min };
 enum class CompactMode { Null, Normal };
 enum class Layout { ND, DN, NZ };
 enum class AtomicType { AtomicNone, AtomicAdd };
+enum class PrintFormat : uint8_t { Width8_Precision4 = 0, Width8_Precision2 = 1,
+                                  Width10_Precision6 = 2 };
 enum class RoundMode { CAST_NONE = 0, CAST_RINT, CAST_FLOOR, CAST_CEIL, CAST_ROUND, CAST_TRUNC,
                        CAST_ODD };
 
@@ -624,6 +626,30 @@ template <typename TileData, typename GlobalData>
 inline RecordEvent TPREFETCH(TileData& dst, GlobalData& src) {
     static_assert(TileData::Loc == TileType::Vec, "TPREFETCH stages into a Vec (UB) tile");
     return TLOAD(dst, src);
+}
+
+// TPRINT: the valid region of a Vec tile on stdout, as the device's cce::printf and the
+// official CPU code print it: "TPRINT RxC", then a line per row, elements separated by one
+// space, a float (half widened) as %W.Pf, an integer as %Wd (W, P from the PrintFormat).
+template <PrintFormat Format = PrintFormat::Width8_Precision4, typename TileData>
+inline RecordEvent TPRINT(TileData& src) {
+    static_assert(TileData::Loc == TileType::Vec, "TPRINT prints a Vec tile here");
+    using T = typename TileData::DType;
+    static_assert(!std::is_same_v<T, bfloat16_t>, "TPRINT has no bfloat16 form");
+    const int width = Format == PrintFormat::Width10_Precision6 ? 10 : 8;
+    const int precision = Format == PrintFormat::Width8_Precision4 ? 4
+                        : Format == PrintFormat::Width8_Precision2 ? 2 : 6;
+    std::printf("TPRINT %ux%u\n", src.GetValidRow(), src.GetValidCol());
+    for (unsigned r = 0; r < src.GetValidRow(); ++r) {
+        for (unsigned c = 0; c < src.GetValidCol(); ++c) {
+            if (c != 0) std::printf(" ");
+            if constexpr (std::is_integral_v<T>) std::printf("%*d", width, int(src.at(r, c)));
+            else std::printf("%*.*f", width, precision, double(float(src.at(r, c))));
+        }
+        std::printf("\n");
+    }
+    std::fflush(stdout);
+    return {};
 }
 
 // MGATHER / MSCATTER: a GM table addressed through an index tile. Coalesce::Row moves row
