@@ -893,8 +893,7 @@ class _KernelRenderer(CStyleRenderer):
             t = self._tiles[vec(v)]
             if (t.rows, t.cols) != (t.valid_rows, t.valid_cols):
                 raise self._err(fn, s, f"{s.op} {why}: tile '{v}' ({t.valid_rows}x"
-                                       f"{t.valid_cols} {t.dtype.value}) has padded rows on "
-                                       f"{self.arch.name}")
+                                       f"{t.valid_cols} {t.dtype.value}) has padded rows")
 
     def _lower_scatter(self, fn: Function, s: Instr, ops: dict, d: str, vec) -> list[_Step]:
         """TSCATTER writes dst's storage at each index with no bounds check (docs/isa/

@@ -20,7 +20,7 @@ import pytest
 
 from pto_ascend_common import A2A3, A5, cpu_check, official_sim
 from pto_core import ElementType as T
-from pto_core import PTOFunctionBuilder, PTOModule
+from pto_core import PTOError, PTOFunctionBuilder, PTOModule
 from pto_core.reference import run_module
 
 pytestmark = pytest.mark.slow     # compiles and runs generated code: the full suite's part
@@ -87,3 +87,19 @@ def test_tquant_and_silu_of_matmul_tiles(arch, sim, tmp_path):
            "y": np.zeros((8, 32), np.float32)}
     got = _check(arch, sim, cube_operand(), ins, tmp_path)
     assert np.abs(got["q"]).max() == 127                 # each row's max |x| is code +-127
+
+
+@ARCHS
+def test_a_refused_compare_of_a_padded_matmul_tile_names_the_target_once(arch, tmp_path):
+    """TCMPS packs whole storage rows, so a matmul tile of 8 rows (stored as 16) is refused;
+    the message names op, tile and target (it said the target twice)."""
+    m = _module("cmp_pad", lambda b: (
+        b.memref("x", "gm", T.F32).memref("o", "gm", T.F32).memref("k", "gm", T.U8)
+        .tile("a", 8, 8, T.F32).tile("p", 8, 8, T.F32).tile("mk", 8, 1, T.U8)
+        .load("a", "x").matmul("p", "a", "a").cmps("mk", "a", 0.0, cmp="gt")
+        .store("o", "p").store("k", "mk")))
+    with pytest.raises(PTOError) as e:
+        cpu_check.run(arch, m, tmp_path, {"x": np.ones((8, 8), np.float32)})
+    msg = str(e.value)
+    assert f"TCMPS packs whole storage rows: tile 'a' (8x8 f32) has padded rows on {arch.name}" \
+        in msg and msg.count(arch.name) == 1, msg
