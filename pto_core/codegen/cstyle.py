@@ -859,8 +859,13 @@ class CStyleRenderer:
         vt = self.vec_type()
         out = _Out()
         out.depth = 1
-        # scalars are loop-invariant: broadcast once
+        # scalars are loop-invariant: broadcast once, in a block of the group's own (another
+        # group of the kernel names its broadcasts _pto_s<k> too)
         hoisted: dict[tuple[int, str], str] = {}
+        scoped = any(s.opdef.category is Category.TILE_SCALAR for s in group)
+        if scoped:
+            out("{")
+            out.depth += 1
         for k, s in enumerate(group):
             if s.opdef.category is Category.TILE_SCALAR:
                 v = s.operand("s")
@@ -885,6 +890,9 @@ class CStyleRenderer:
                 with out.block(f"for (; _pto_c < {cols}; _pto_c++)"):
                     for s in group:
                         out(self.element_stmt(fn, s, ptrs, "_pto_r", "_pto_c"))
+        if scoped:
+            out.depth -= 1
+            out("}")
         return out.lines
 
     def _vector_stmt(self, out: _Out, fn: Function, s: Instr, k: int, ptrs: dict,

@@ -301,3 +301,23 @@ def test_nan_propagating_max_min_and_subnormal_safe_log_loops_still_vectorise(tm
     vectorised = {int(n) for n in re.findall(r"k\.c:(\d+):\d+: optimized: loop vectorized",
                                              r.stderr)}
     assert loop in vectorised, r.stderr
+
+
+def test_two_vector_loops_with_scalars_in_one_kernel_compile_under_neon(run_on, tmp_path):
+    """Each NEON loop nest broadcasts its scalars into ``_pto_s<k>`` once; two nests of one
+    kernel (a TMULS after each of two matmuls) named the same variable twice at function
+    scope, which aarch64 gcc refused (examples/moe_decoder.py's projections)."""
+    F32, GM = ElementType.F32, MemorySpace.GLOBAL
+    m = PTOModule("two_scalars")
+    (PTOFunctionBuilder("k", module=m).in_core()
+     .memref("x", GM, F32).memref("w", GM, F32).memref("y", GM, F32).memref("z", GM, F32)
+     .tile("a", 8, 8).tile("b", 8, 8).tile("c", 8, 8)
+     .load("a", "x").load("b", "w")
+     .matmul("c", "a", "b").muls("c", "c", 2.0).store("y", "c")
+     .matmul("c", "b", "a").muls("c", "c", -0.5).store("z", "c").build())
+    x = np.arange(64, dtype=np.float32).reshape(8, 8) / 8
+    w = np.eye(8, dtype=np.float32)[::-1].copy()
+    got = run_on("arm64-qemu", m, {"x": x, "w": w, "y": np.zeros_like(x), "z": np.zeros_like(x)},
+                 tmp_path)
+    np.testing.assert_array_equal(got["y"], x @ w * 2)
+    np.testing.assert_array_equal(got["z"], w @ x * -0.5)

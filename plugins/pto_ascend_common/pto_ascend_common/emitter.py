@@ -488,6 +488,25 @@ class _KernelRenderer(CStyleRenderer):
                 alias_of=t.name)
         return view
 
+    def _row_copy(self, fn: Function, a_name: str, d_name: str, a: str, d: str) -> _Step | None:
+        """TTRANS between a 1 x R row and an R x 1 column-major tile, as a TMOV: both hold
+        the same R contiguous elements, and the library's TTRANS takes row-major tiles only
+        (an R x 1 column-major source or destination does not compile). None for any other
+        pair of shapes."""
+        ta, td = fn.type_of(a_name), fn.type_of(d_name)
+        if ta.rows == 1 and td.cols == 1:
+            a, d = a, self._row_view(d_name, td)
+        elif ta.cols == 1 and td.rows == 1:
+            a, d = self._row_view(a_name, ta), d
+        else:
+            return None
+        if a == self._phys(a_name, "Vec", ta).name and d == self._phys(d_name, "Vec", td).name:
+            return None                                 # neither is column-major
+        sa, sd = self._tiles[a], self._tiles[d]
+        if (sa.rows, sa.cols) != (sd.rows, sd.cols):
+            return None
+        return _Step(f"TMOV({d}, {a});", "V", (a,), (d,))
+
     def _row_block(self, fn: Function, name: str, index: int = 60) -> tuple[str, list[_Step]]:
         """The per-row operand of a TROWEXPAND* instruction, as the library takes it
         (docs/isa/TROWEXPANDADD.md): a column-major R x 1 tile ("Mode 1") as it is; a padded
@@ -502,12 +521,24 @@ class _KernelRenderer(CStyleRenderer):
         return blk, [_Step(f"TROWEXPAND({blk}, {t.name});", "V", (t.name,), (blk,))]
 
     def _scratch(self, like: TileType, index: int, rows: int | None = None,
-                 cols: int | None = None) -> str:
-        """A vector scratch tile (shape of ``like`` unless given), shared by instructions."""
+                 cols: int | None = None, storage: str | None = None) -> str:
+        """A vector scratch tile (shape of ``like`` unless given), shared by instructions;
+        with ``storage`` (a vector tile's name) stored like that tile, so the two can be
+        copied into each other (TMOV takes tiles of one storage shape): a vector tile that is
+        also a cube operand keeps the cube's padded rows."""
         R, C = rows or like.rows, cols or like.cols
-        name = f"_pto_tmp{index}_{R}x{C}_{like.dtype.value}"
+        st = self._tiles[storage] if storage is not None else None
+        if st is None or "BLayout::ColMajor" in st.cpp or (st.rows, st.cols) == (R, C):
+            name = f"_pto_tmp{index}_{R}x{C}_{like.dtype.value}"
+            if name not in self._tiles:
+                self._phys(name, "Vec", TileType(R, C, like.dtype))
+            return name
+        name = f"_pto_tmp{index}_{R}x{C}_in_{st.rows}x{st.cols}_{like.dtype.value}"
         if name not in self._tiles:
-            self._phys(name, "Vec", TileType(R, C, like.dtype))
+            self._tiles[name] = PhysTile(
+                name, "Vec", like.dtype, st.rows, st.cols, R, C,
+                f"Tile<TileType::Vec, {self.ctype(like.dtype)}, {st.rows}, {st.cols}, "
+                f"BLayout::RowMajor, {R}, {C}>")
         return name
 
     # ---------------------------------------------------------------- statements
@@ -693,6 +724,9 @@ class _KernelRenderer(CStyleRenderer):
             return [_Step(f"{s.op}({d}, {a});", "V", (a,), (d,))]
         if cat is Category.TRANSPOSE:
             a = vec(ops["a"])
+            row = self._row_copy(fn, ops["a"], dst, a, d)
+            if row is not None:
+                return [row]
             # docs/isa/TTRANS.md, "Temporary tile": an H x W source needs W rows of H
             # elements rounded up to the row stride (16 elements, 32 for 1-byte types)
             stride = 32 if tt.dtype.itemsize == 1 else 16
@@ -870,7 +904,7 @@ class _KernelRenderer(CStyleRenderer):
         if "offset" in ops:
             offset, more = self._row_block(fn, ops["offset"], 61)
             steps, params = steps + more, [scale, offset]
-        src, tmp = self._scratch(ta, 63), self._scratch(ta, 64)
+        src, tmp = self._scratch(ta, 63, storage=a), self._scratch(ta, 64, storage=a)
         args = ", ".join([d, src, scale, tmp, *(f"&{p}" for p in params[1:])])
         return steps + [_Step(f"TMOV({src}, {a});", "V", (a,), (src,)),
                         _Step(f"TQUANT<QuantType::{mode}>({args});", "V", (src, *params),
@@ -883,8 +917,7 @@ class _KernelRenderer(CStyleRenderer):
             t = self._tiles[vec(v)]
             if (t.rows, t.cols) != (t.valid_rows, t.valid_cols):
                 raise self._err(fn, s, f"{s.op} {why}: tile '{v}' ({t.valid_rows}x"
-                                       f"{t.valid_cols} {t.dtype.value}) has padded rows on "
-                                       f"{self.arch.name}")
+                                       f"{t.valid_cols} {t.dtype.value}) has padded rows")
 
     def _lower_scatter(self, fn: Function, s: Instr, ops: dict, d: str, vec) -> list[_Step]:
         """TSCATTER writes dst's storage at each index with no bounds check (docs/isa/
@@ -1044,7 +1077,8 @@ class _KernelRenderer(CStyleRenderer):
             return ("t", target)
 
         # never compute into dst while an input that aliases it is still needed
-        target = dst if dst not in inputs and not widen else self._scratch(tt, 99)
+        target = (dst if dst not in inputs and not widen else
+                  self._scratch(tt, 99, storage=None if widen else dst))
         k, res = gen(s.opdef.expr, target, 0)
         if widen:
             emit(f"TCVT({dst}, {res}, RoundMode::CAST_RINT);", [res], [dst])
