@@ -23,9 +23,10 @@ badly when the machine is oversubscribed; the 1-thread figure shows how much), a
 project's set-up does not install them.
 
 All contenders are timed in the same run, in interleaved rounds (see :func:`time_in_rounds`);
-the table shows the median time of a call, the minor page faults per call (first touches of
-freshly mapped memory), the context switches per call (threads that waited or were preempted:
-what a busy machine makes expensive) and each reference's time over the contender's (> 1: the
+the table shows the median time of a call, the CPU time of a call (all threads: work plus
+spinning, which the machine's load distorts least), the minor page faults per call (first
+touches of freshly mapped memory), the context switches per call (threads that waited or were
+preempted: what a busy machine makes expensive) and each reference's time over the contender's (> 1: the
 contender is faster): numpy as written, numpy ``out=``, and each peer present.
 Goals with 2 workers, fused kernel: >= 3x numpy, and at least torch's speed (2 threads).
 Figures and what they mean under load: bench/README.md.
@@ -192,9 +193,11 @@ class Runner:
 
 
 def time_in_rounds(contenders: dict[str, Callable[[], object]], rounds: int,
-                   repeat: int) -> dict[str, tuple[float, float, float]]:
-    """Median seconds, minor page faults and context switches (voluntary: a thread waited;
-    involuntary: it was preempted) per call of each contender, counted over the process.
+                   repeat: int) -> dict[str, tuple[float, float, float, float]]:
+    """Median seconds, minor page faults, context switches (voluntary: a thread waited;
+    involuntary: it was preempted) and CPU seconds (user + system, every thread) per call of
+    each contender, counted over the process. CPU time is what a loaded machine distorts
+    least: it counts the work (and the spinning) of a call, not the waits.
 
     Each round runs every contender in turn: one untimed call (its own caches, threads and
     memory come back), then ``repeat`` timed calls. Blocks, not single calls, are interleaved:
@@ -205,6 +208,7 @@ def time_in_rounds(contenders: dict[str, Callable[[], object]], rounds: int,
     times: dict[str, list[float]] = {k: [] for k in contenders}
     faults: dict[str, int] = {k: 0 for k in contenders}
     switches: dict[str, int] = {k: 0 for k in contenders}
+    cpu: dict[str, float] = {k: 0.0 for k in contenders}
     for _ in range(rounds):
         for k, f in contenders.items():
             enter = getattr(f, "enter", None)
@@ -219,8 +223,10 @@ def time_in_rounds(contenders: dict[str, Callable[[], object]], rounds: int,
             u1 = resource.getrusage(resource.RUSAGE_SELF)
             faults[k] += u1.ru_minflt - u0.ru_minflt
             switches[k] += u1.ru_nvcsw + u1.ru_nivcsw - u0.ru_nvcsw - u0.ru_nivcsw
+            cpu[k] += u1.ru_utime + u1.ru_stime - u0.ru_utime - u0.ru_stime
     n = rounds * repeat
-    return {k: (statistics.median(times[k]), faults[k] / n, switches[k] / n) for k in contenders}
+    return {k: (statistics.median(times[k]), faults[k] / n, switches[k] / n, cpu[k] / n)
+            for k in contenders}
 
 
 def main() -> int:
@@ -292,11 +298,11 @@ def main() -> int:
         if first:
             for line in skipped:
                 print(f"# {line}")
-            print(f"{'rows':>7}  {'contender':<44}{'ms':>8}{'faults':>8}{'csw':>7}"
+            print(f"{'rows':>7}  {'contender':<44}{'ms':>8}{'cpu ms':>8}{'faults':>8}{'csw':>7}"
                   + "".join(f"{h:>9}" for h in refs))
             first = False
-        for label, (t, faults, csw) in res.items():
-            print(f"{rows:>7}  {label:<44}{t * 1e3:>8.3f}{faults:>8.0f}{csw:>7.1f}"
+        for label, (t, faults, csw, cpu) in res.items():
+            print(f"{rows:>7}  {label:<44}{t * 1e3:>8.3f}{cpu * 1e3:>8.3f}{faults:>8.0f}{csw:>7.1f}"
                   + "".join(f"{res[r][0] / t:>8.2f}x" for r in refs.values()))
     return 0
 

@@ -109,6 +109,63 @@ static inline float32x4_t _pto_vtanhq_f32(float32x4_t x) {
 #endif
 """
 
+#: the preprocessor test of the x86 AVX-512 twins (x86-64-v4 and -march=native builds here)
+AVX512_GUARD = "!defined(__aarch64__) && defined(__AVX512F__)"
+
+AVX512_HELPERS = r"""
+#if """ + AVX512_GUARD + r"""
+#include <immintrin.h>
+/* AVX-512 twins of the NEON helpers (16 lanes). _pto_expf's steps: the same range reduction,
+ * polynomial and FMAs; scalef multiplies by 2^n with one rounding, which is what the two
+ * exact-then-rounding factors of the portable code give. */
+static inline __m512 _pto_x16_exp(__m512 x) {
+    x = _mm512_max_ps(_mm512_set1_ps(-104.0f), x);     /* a NaN x is kept: the second */
+    x = _mm512_min_ps(_mm512_set1_ps(89.0f), x);
+    __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
+                                    _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
+    r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
+    __m512 p = _mm512_set1_ps(1.9875691500e-4f);
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
+    p = _mm512_fmadd_ps(p, _mm512_mul_ps(r, r), _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
+    return _mm512_scalef_ps(p, n);
+}
+static inline __m512 _pto_x16_neg(__m512 a) {
+    return _mm512_castsi512_ps(_mm512_xor_si512(_mm512_castps_si512(a),
+                                                _mm512_set1_epi32((int)0x80000000u)));
+}
+/* maxps/minps are `a > b ? a : b` / `a < b ? a : b`: the reference's rule but for a NaN a */
+static inline __m512 _pto_x16_max(__m512 a, __m512 b) {
+    return _mm512_mask_blend_ps(_mm512_cmp_ps_mask(a, a, _CMP_UNORD_Q), _mm512_max_ps(a, b), a);
+}
+static inline __m512 _pto_x16_min(__m512 a, __m512 b) {
+    return _mm512_mask_blend_ps(_mm512_cmp_ps_mask(a, a, _CMP_UNORD_Q), _mm512_min_ps(a, b), a);
+}
+/* row max/min accumulation: a NaN in either operand stays (maxps(b, a) returns a when either
+ * is NaN; the blend takes a NaN b) */
+static inline __m512 _pto_x16_maxacc(__m512 a, __m512 b) {
+    return _mm512_mask_blend_ps(_mm512_cmp_ps_mask(b, b, _CMP_UNORD_Q), _mm512_max_ps(b, a), b);
+}
+static inline __m512 _pto_x16_minacc(__m512 a, __m512 b) {
+    return _mm512_mask_blend_ps(_mm512_cmp_ps_mask(b, b, _CMP_UNORD_Q), _mm512_min_ps(b, a), b);
+}
+/* horizontal reductions: lane l with l + 8, then l + 4, l + 2, l + 1 (the portable lane
+ * tree's order, so a row sum has the same bits on both paths) */
+#define _PTO_X16_TREE(op, v) do { \
+        v = op(v, _mm512_shuffle_f32x4(v, v, _MM_SHUFFLE(1, 0, 3, 2))); \
+        v = op(v, _mm512_shuffle_f32x4(v, v, _MM_SHUFFLE(2, 3, 0, 1))); \
+        v = op(v, _mm512_permute_ps(v, _MM_SHUFFLE(1, 0, 3, 2))); \
+        v = op(v, _mm512_permute_ps(v, _MM_SHUFFLE(2, 3, 0, 1))); } while (0)
+static inline float _pto_x16_hsum(__m512 v) { _PTO_X16_TREE(_mm512_add_ps, v); return _mm512_cvtss_f32(v); }
+static inline float _pto_x16_hmax(__m512 v) { _PTO_X16_TREE(_pto_x16_maxacc, v); return _mm512_cvtss_f32(v); }
+static inline float _pto_x16_hmin(__m512 v) { _PTO_X16_TREE(_pto_x16_minacc, v); return _mm512_cvtss_f32(v); }
+#endif
+"""
+
 
 class Arm64Renderer(CStyleRenderer):
     """C with NEON intrinsics under ``__aarch64__``."""
@@ -127,7 +184,7 @@ class Arm64Renderer(CStyleRenderer):
     VEC_ACCUMULATE = {"max": "vmaxq_f32({0}, {1})", "min": "vminq_f32({0}, {1})"}
 
     def prelude(self) -> str:
-        return super().prelude() + NEON_HELPERS
+        return super().prelude() + NEON_HELPERS + AVX512_HELPERS
 
     def vec_type(self) -> str:
         return "float32x4_t"
@@ -153,12 +210,33 @@ class Arm64Renderer(CStyleRenderer):
         """The widening NEON loop, plus a native ``float16x8_t`` twin under
         :data:`FP16_GUARD` when every op of the group can be computed in f16 exactly."""
         base = super().vector_group(fn, group)
-        if base is None or not native_f16_group(fn, group):
-            return base
-        native = _NativeF16Renderer().vector_group(fn, group)
-        if native is None:
-            return base
-        return [f"#if {FP16_GUARD}", *native, "#else", *base, "#endif"]
+        if base is None:
+            return None
+        if native_f16_group(fn, group):
+            native = _NativeF16Renderer().vector_group(fn, group)
+            if native is not None:
+                base = [f"#if {FP16_GUARD}", *native, "#else", *base, "#endif"]
+        # a block each: two unfused groups in one scope both hoist a scalar as _pto_s0
+        return (["    {", *base, "    }"]
+                + self._x86_twin(_Avx512Renderer().vector_group, fn, group, block=True))
+
+    def vector_row_reduce(self, fn: Function, s: Instr) -> list[str] | None:
+        """The NEON row reduction, plus its AVX-512 twin on x86 hosts."""
+        base = super().vector_row_reduce(fn, s)
+        if base is None:
+            return None
+        return base + self._x86_twin(_Avx512Renderer().vector_row_reduce, fn, s)
+
+    def _x86_twin(self, render, fn: Function, what, block: bool = False) -> list[str]:
+        """``#elif`` :data:`AVX512_GUARD` and the AVX-512 variant ``render(fn, what)`` makes
+        (inside the NEON section's ``#if``, before the portable ``#else``; in a ``{}`` block
+        if ``block``), or nothing."""
+        x86 = _Avx512Renderer()
+        x86.row_open = self.row_open          # inside a row pipeline: no row loop of its own
+        lines = render.__func__(x86, fn, what)
+        if lines is None:
+            return []
+        return [f"#elif {AVX512_GUARD}", *(["    {", *lines, "    }"] if block else lines)]
 
     # ---------------------------------------------------------------- row pipelines
     #: the body being rendered, as units in the order they run: ("group", element-wise
@@ -329,3 +407,38 @@ class _NativeF16Renderer(Arm64Renderer):
 
     def vec_store(self, dtype: ElementType, ptr: str, value: str) -> str | None:
         return f"vst1q_f16((float16_t*)({ptr}), {value})" if dtype is ElementType.F16 else None
+
+
+class _Avx512Renderer(Arm64Renderer):
+    """The vector templates on 16 f32 lanes of AVX-512, for the x86 twins of
+    :meth:`Arm64Renderer.vector_group` and :meth:`Arm64Renderer.vector_row_reduce` only: f32
+    tiles; ops without a template (log, tanh, ...) keep the portable loop."""
+
+    vec_width = 16
+    VEC_UNARY = {"neg": "_pto_x16_neg({0})", "abs": "_mm512_abs_ps({0})",
+                 "exp": "_pto_x16_exp({0})", "sqrt": "_mm512_sqrt_ps({0})",
+                 "recip": "_mm512_div_ps(_mm512_set1_ps(1.0f), {0})"}
+    VEC_BINARY = {"add": "_mm512_add_ps({0}, {1})", "sub": "_mm512_sub_ps({0}, {1})",
+                  "mul": "_mm512_mul_ps({0}, {1})", "div": "_mm512_div_ps({0}, {1})",
+                  "max": "_pto_x16_max({0}, {1})", "min": "_pto_x16_min({0}, {1})"}
+    VEC_HREDUCE = {"sum": "_pto_x16_hsum({0})", "max": "_pto_x16_hmax({0})",
+                   "min": "_pto_x16_hmin({0})"}
+    VEC_ACCUMULATE = {"max": "_pto_x16_maxacc({0}, {1})", "min": "_pto_x16_minacc({0}, {1})"}
+
+    def vector_group(self, fn: Function, group: list[Instr]) -> list[str] | None:
+        return CStyleRenderer.vector_group(self, fn, group)
+
+    def vector_row_reduce(self, fn: Function, s: Instr) -> list[str] | None:
+        return CStyleRenderer.vector_row_reduce(self, fn, s)
+
+    def vec_type(self) -> str:
+        return "__m512"
+
+    def vec_dup(self, text: str) -> str:
+        return f"_mm512_set1_ps({text})"
+
+    def vec_load(self, dtype: ElementType, ptr: str) -> str | None:
+        return f"_mm512_loadu_ps({ptr})" if dtype is ElementType.F32 else None
+
+    def vec_store(self, dtype: ElementType, ptr: str, value: str) -> str | None:
+        return f"_mm512_storeu_ps({ptr}, {value})" if dtype is ElementType.F32 else None

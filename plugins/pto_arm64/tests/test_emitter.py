@@ -87,18 +87,18 @@ def test_row_pipeline_runs_a_softmax_one_row_at_a_time():
     # load, row max, [sub, exp], row sum, [div, muls, adds, store]: one loop over the rows
     assert src.count("for (int _pto_r") == 1
     assert "row pipeline: 5 loop nests and reductions" in src
-    # without fuse_loops every instruction keeps its row loop (portable and NEON twins)
-    assert Arm64Renderer().render_kernel(fn, m, UNFUSED).count("for (int _pto_r") == 2 * 9
+    # without fuse_loops every instruction keeps its row loop (portable, NEON and AVX-512)
+    assert Arm64Renderer().render_kernel(fn, m, UNFUSED).count("for (int _pto_r") == 3 * 9
 
 
 def test_row_pipeline_takes_column_broadcasts_and_stops_at_other_shapes():
     m = norm_kernel()
     src = Arm64Renderer().render_kernel(m.functions["norm_tile"], m, FUSED)
-    # the one-row load of g runs first (portable + NEON row loops); everything else, the
-    # column broadcast of g included, is one pipeline
+    # the one-row load of g runs first (portable, NEON and AVX-512 row loops); everything
+    # else, the column broadcast of g included, is one pipeline
     assert src.count("row pipeline:") == 1
     assert "row pipeline: 7 loop nests and reductions" in src
-    assert src.count("for (int _pto_r") == 2 + 1
+    assert src.count("for (int _pto_r") == 3 + 1
     m = PTOModule("m")
     fn = (PTOFunctionBuilder("k", module=m).in_core()
           .memref("a", GM, F32).memref("o", GM, F32)
@@ -321,3 +321,82 @@ def test_two_vector_loops_with_scalars_in_one_kernel_compile_under_neon(run_on, 
                  tmp_path)
     np.testing.assert_array_equal(got["y"], x @ w * 2)
     np.testing.assert_array_equal(got["z"], w @ x * -0.5)
+
+
+def x86_builds(tmp_path, module, tensors, levels=("v3", "v4")) -> list[dict]:
+    """``module`` built natively at each x86-64 level in ``levels`` and run on ``tensors``
+    (skipped, naming what is missing, where this CPU lacks the highest level)."""
+    from pto_arm64.plugin import X86_LEVELS, host_x86_level
+    have = host_x86_level()
+    if not have or list(X86_LEVELS).index(have) < list(X86_LEVELS).index(levels[-1]):
+        pytest.skip(f"this CPU is not x86-64-{levels[-1]} (AVX-512): the AVX-512 twins "
+                    f"cannot run here")
+    outs = []
+    for lvl in levels:
+        bdir = driver.build_module("arm64", module, build_dir=tmp_path / lvl,
+                                   variables={"x86_level": lvl})
+        outs.append(driver.run_built("arm64", module, bdir, tensors, {}))
+    return outs
+
+
+def exp_kernel(rows: int, cols: int) -> PTOModule:
+    m = PTOModule("one_exp")
+    (PTOFunctionBuilder("exp_tile", module=m).in_core()
+     .memref("x", GM, F32).memref("y", GM, F32).tile("t", rows, cols, F32)
+     .load("t", "x").exp("t", "t").store("y", "t").build())
+    return m
+
+
+def f32_ulps(got: np.ndarray, want: np.ndarray) -> np.ndarray:
+    """Distance in units in the last place of f32 (integers of the ordered bit patterns)."""
+    def ordered(a):
+        i = a.astype(np.float32).view(np.int32).astype(np.int64)
+        return np.where(i < 0, -(i & 0x7FFFFFFF), i)
+    return np.abs(ordered(got) - ordered(want))
+
+
+def test_avx512_exp_is_the_portable_exp_bit_for_bit_within_two_ulps_of_numpy(tmp_path):
+    """The x86 twin of TEXP (16 lanes, scalef) gives the bits of the portable polynomial with
+    FMAs (x86-64-v3) on special and random inputs, and stays within 2 ulp of exp rounded
+    from float64 (numpy) wherever the result is a normal f32; denormal results within 1 of
+    the smallest step."""
+    special = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, 1.0, -1.0, 88.72, 88.73, 89.0,
+                        89.5, 100.0, -87.33, -87.34, -103.28, -103.97, -104.0, -110.0,
+                        1e-45, -1e-45, 1e-38, 0.5 * np.log(2), 10.5, -10.5], np.float32)
+    rng = np.random.default_rng(5)
+    x = np.concatenate([special, rng.uniform(-105, 90, 32 * 72 - special.size)
+                        .astype(np.float32)]).reshape(32, 72)
+    v3, v4 = x86_builds(tmp_path, exp_kernel(32, 72), {"x": x, "y": np.zeros_like(x)})
+    # the same bits, but for a NaN's sign and payload
+    assert np.array_equal(v3["y"], v4["y"], equal_nan=True)
+    y3, y4 = (np.where(np.isnan(v["y"]), 0, v["y"]) for v in (v3, v4))
+    assert np.array_equal(y3.view(np.int32), y4.view(np.int32))
+    want = np.exp(x.astype(np.float64)).astype(np.float32)
+    y = v4["y"]
+    assert np.array_equal(np.isnan(y), np.isnan(x))
+    ok = ~np.isnan(x)
+    normal = ok & (want >= np.finfo(np.float32).tiny)
+    assert f32_ulps(y[normal], want[normal]).max() <= 2
+    assert f32_ulps(y[ok & ~normal], want[ok & ~normal]).max() <= 1
+    assert np.isinf(y[x >= 89]).all() and (y[np.isneginf(x)] == 0).all()
+
+
+def test_avx512_softmax_and_norm_give_the_portable_bits(tmp_path):
+    """Row max (NaN-propagating), row sum (the portable lane tree's order), broadcasts, exp
+    and division in the AVX-512 twins: the bits of the x86-64-v3 build (portable loops), with
+    a column tail (72 = 4 x 16 + 8) and rows holding NaN and infinities."""
+    rng = np.random.default_rng(6)
+    x = (rng.standard_normal((8, 72)) * 4).astype(np.float32)
+    x[1, 70] = np.nan
+    x[2, 3] = np.inf
+    x[3, 40] = -np.inf
+    x[4, :] = -np.inf
+    m = softmax_kernel(rows=8, cols=72)
+    v3, v4 = x86_builds(tmp_path / "softmax", m, {"x": x, "y": np.zeros_like(x)})
+    assert np.array_equal(v3["y"], v4["y"], equal_nan=True)
+    assert np.isnan(v4["y"][1]).all() and np.isfinite(v4["y"][5:]).all()
+    m = norm_kernel(rows=8, cols=72)
+    g = rng.standard_normal((1, 72)).astype(np.float32)
+    v3, v4 = x86_builds(tmp_path / "norm", m, {"x": x[5:].repeat(3, 0)[:8], "g": g,
+                                              "y": np.zeros_like(x)})
+    assert np.array_equal(v3["y"], v4["y"])
