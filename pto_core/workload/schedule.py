@@ -17,7 +17,10 @@ What each knob does in the runtime:
   ``work_steal()`` homes task ``k`` on worker ``k % workers`` but lets an idle worker take it
   (``pto_task_set_affinity``). Without dispatch any worker takes any task.
 * ``streams(n)`` / ``stream_by(fn)``: a stream is an in-order queue: each task waits for the
-  previous task of its stream (an explicit edge), like work issued to one CUDA stream.
+  previous task of its stream (an explicit edge), like work issued to one CUDA stream. On a
+  backend with a task executor (``cuda``, ``cuda_sim``) stream ``k`` IS a CUDA stream: the
+  executor launches the stream's tasks in order on executor stream ``k mod num_streams`` and
+  the runtime gets no edge between them (docs/workloads.md, "Streams on CUDA").
 * ``timing``: ``immediate`` submits each task as it is enumerated; ``batched(k)`` has the
   runtime release submitted tasks to the workers ``k`` at a time (``issue_batch``; a partial
   batch goes when the orchestration waits); ``interleaved`` issues the streams
