@@ -118,6 +118,19 @@ class Driver:
         otherwise the caller's arrays must be left as they were."""
         raise NotImplementedError("this backend builds programs but cannot launch them")
 
+    def task_executor(self, binary: Any) -> Any:
+        """The executor of a built binary (:class:`pto_core.binary.Binary`) that runs tasks a
+        caller submits to the binary's own runtime, with device memory and in-order streams (a
+        schedule's ``streams(n)`` on a GPU, :mod:`pto_core.workload.schedule`). None: the
+        backend has none. The object has ``library`` (the loaded binary: a
+        :class:`pto_core.runtime.Runtime` is made on it), ``attach(runtime)``,
+        ``kernel(name)`` (the address a task of that kernel runs), ``to_device(array)`` (a
+        device copy with ``ptr``, ``ld``, ``fetch(into)`` and ``free()``), ``set_stream(runtime,
+        task, stream)`` (before submit), and, after a run, ``stream_log(runtime)`` (task ->
+        (device stream, launched ahead of its stream predecessor's completion)) and
+        ``counters(runtime)`` (grids, host functions)."""
+        return None
+
     def perf_report(self, module: Any, options: Any, scalars: Mapping[str, Any],
                     settings: Mapping[str, str]) -> Any:
         """The performance cards (:class:`pto_core.perf.PerfReport`) of ``module``'s entry run

@@ -184,48 +184,58 @@ def load_library() -> C.CDLL:
     global _LIB
     with _LIB_LOCK:
         if _LIB is None:
-            lib = C.CDLL(str(library_path()))
-            P, I32, I64 = C.c_void_p, C.c_int32, C.c_int64
-            T = C.POINTER(PTOTensor)
-            sigs = {
-                "pto_strerror": (C.c_char_p, [C.c_int]),
-                "pto_runtime_config_default": (None, [C.POINTER(PTORuntimeConfig)]),
-                "pto_runtime_init": (C.c_int, [C.POINTER(P), C.POINTER(PTORuntimeConfig)]),
-                "pto_runtime_shutdown": (C.c_int, [P]),
-                "pto_runtime_destroy": (None, [P]),
-                "pto_runtime_cancel": (C.c_int, [P]),
-                "pto_runtime_error_message": (I64, [P, C.c_char_p, I64]),
-                "pto_last_error": (C.c_char_p, []),
-                "pto_task_alloc": (I32, [P, C.c_char_p, P, I32, I32]),
-                "pto_task_add_input": (C.c_int, [P, I32, T, I64, I64, I64, I64]),
-                "pto_task_add_output": (C.c_int, [P, I32, T, I64, I64, I64, I64]),
-                "pto_task_add_inout": (C.c_int, [P, I32, T, I64, I64, I64, I64]),
-                "pto_task_add_scalar": (C.c_int, [P, I32, I64]),
-                "pto_task_add_arg": (C.c_int, [P, I32, T, I64, I64]),
-                "pto_task_add_access": (C.c_int, [P, I32, T, I64, I64, I64, I64, I32]),
-                "pto_task_add_successor": (C.c_int, [P, I32, I32]),
-                "pto_task_set_affinity": (C.c_int, [P, I32, I32, I32]),
-                "pto_task_submit": (C.c_int, [P, I32]),
-                "pto_temp_tensor": (P, [P, C.c_char_p, I32]),
-                "pto_scope_begin": (C.c_int, [P]),
-                "pto_scope_end": (C.c_int, [P]),
-                "pto_task_add_temp": (C.c_int, [P, I32, P, I64, I64, I64, I64, I32]),
-                "pto_task_state": (C.c_int, [P, I32]),
-                "pto_runtime_run": (C.c_int, [P]),
-                "pto_runtime_get_stats": (C.c_int, [P, C.POINTER(PTORuntimeStats)]),
-                "pto_runtime_dump": (C.c_int, [P, C.c_char_p]),
-                "pto_runtime_dump_buffer": (I64, [P, C.c_char_p, I64]),
-                "pto_runtime_enable_trace": (C.c_int, [P, I64]),
-                "pto_runtime_trace_events": (I64, [P, C.POINTER(PTOTraceEvent), I64]),
-                "pto_runtime_trace_dropped": (I64, [P]),
-                "pto_runtime_write_trace": (C.c_int, [P, C.c_char_p, C.c_int]),
-                "pto_runtime_write_stats": (C.c_int, [P, C.c_char_p]),
-            }
-            for name, (res, args) in sigs.items():
-                fn = getattr(lib, name)
-                fn.restype, fn.argtypes = res, args
-            _LIB = lib
+            _LIB = declare(C.CDLL(str(library_path())))
         return _LIB
+
+
+def declare(lib: C.CDLL) -> C.CDLL:
+    """Declare the runtime API's C types on ``lib``: the runtime library, or a built program's
+    library that links the runtime (a :class:`Runtime` may run on either, ``library=``)."""
+    if not getattr(lib, "_pto_runtime_typed", False):
+        P, I32, I64 = C.c_void_p, C.c_int32, C.c_int64
+        T = C.POINTER(PTOTensor)
+        sigs = {
+            "pto_strerror": (C.c_char_p, [C.c_int]),
+            "pto_runtime_config_default": (None, [C.POINTER(PTORuntimeConfig)]),
+            "pto_runtime_init": (C.c_int, [C.POINTER(P), C.POINTER(PTORuntimeConfig)]),
+            "pto_runtime_shutdown": (C.c_int, [P]),
+            "pto_runtime_destroy": (None, [P]),
+            "pto_runtime_cancel": (C.c_int, [P]),
+            "pto_runtime_error_message": (I64, [P, C.c_char_p, I64]),
+            "pto_last_error": (C.c_char_p, []),
+            "pto_task_alloc": (I32, [P, C.c_char_p, P, I32, I32]),
+            "pto_task_add_input": (C.c_int, [P, I32, T, I64, I64, I64, I64]),
+            "pto_task_add_output": (C.c_int, [P, I32, T, I64, I64, I64, I64]),
+            "pto_task_add_inout": (C.c_int, [P, I32, T, I64, I64, I64, I64]),
+            "pto_task_add_scalar": (C.c_int, [P, I32, I64]),
+            "pto_task_add_arg": (C.c_int, [P, I32, T, I64, I64]),
+            "pto_task_add_access": (C.c_int, [P, I32, T, I64, I64, I64, I64, I32]),
+            "pto_task_add_successor": (C.c_int, [P, I32, I32]),
+            "pto_task_set_affinity": (C.c_int, [P, I32, I32, I32]),
+            "pto_task_submit": (C.c_int, [P, I32]),
+            "pto_temp_tensor": (P, [P, C.c_char_p, I32]),
+            "pto_scope_begin": (C.c_int, [P]),
+            "pto_scope_end": (C.c_int, [P]),
+            "pto_task_add_temp": (C.c_int, [P, I32, P, I64, I64, I64, I64, I32]),
+            "pto_task_state": (C.c_int, [P, I32]),
+            "pto_runtime_run": (C.c_int, [P]),
+            "pto_runtime_get_stats": (C.c_int, [P, C.POINTER(PTORuntimeStats)]),
+            "pto_runtime_dump": (C.c_int, [P, C.c_char_p]),
+            "pto_runtime_dump_buffer": (I64, [P, C.c_char_p, I64]),
+            "pto_runtime_enable_trace": (C.c_int, [P, I64]),
+            "pto_runtime_trace_events": (I64, [P, C.POINTER(PTOTraceEvent), I64]),
+            "pto_runtime_trace_dropped": (I64, [P]),
+            "pto_runtime_write_trace": (C.c_int, [P, C.c_char_p, C.c_int]),
+            "pto_runtime_write_stats": (C.c_int, [P, C.c_char_p]),
+        }
+        for name, (res, args) in sigs.items():
+            try:
+                fn = getattr(lib, name)
+            except AttributeError:      # a program's library links only what it calls (no dump)
+                continue
+            fn.restype, fn.argtypes = res, args
+        lib._pto_runtime_typed = True
+    return lib
 
 
 _lib = load_library
@@ -415,6 +425,8 @@ class Runtime:
     schedulers: ``PTO_SCHEDULERS`` or 3) or None (``PTO_RUNTIME`` from the environment decides,
     with ``PTO_SCHEDULERS`` and ``PTO_CORES``). heap_bytes: at most that many bytes of
     runtime-owned intermediates at once (0: ``PTO_HEAP_BYTES`` from the environment, or no bound).
+    library: a loaded library holding the runtime (a built program's, whose executor then serves
+    this runtime: :attr:`address` is what it is attached to); default the runtime library.
     """
 
     def __init__(self, num_workers: int = 0, threshold: int = 0, window: int = PTO_DEFAULT_WINDOW,
@@ -422,12 +434,13 @@ class Runtime:
                  worker_types: Optional[list[int]] = None, trace: Union[bool, int] = False,
                  timeout: Optional[float] = None, max_running: int = 0,
                  window_abort: bool = False, issue_batch: int = 0,
-                 mode: Optional[str] = None, schedulers: int = 0, heap_bytes: int = 0):
+                 mode: Optional[str] = None, schedulers: int = 0, heap_bytes: int = 0,
+                 library: Optional[C.CDLL] = None):
         self._rt = C.c_void_p()
         self._lock = threading.Lock()              # close() from another thread vs. run()
         self._running = 0
         self._close_pending = False
-        lib = _lib()
+        lib = _lib() if library is None else declare(library)
         cfg = PTORuntimeConfig()
         lib.pto_runtime_config_default(C.byref(cfg))
         cfg.num_workers = _int(num_workers, "num_workers", *INT32)
@@ -604,6 +617,28 @@ class Runtime:
         self._check(self._lib.pto_task_add_arg(self._handle(), task, C.byref(t),
                                                _int(row_off, "add_arg: row_off", *INT64),
                                                _int(col_off, "add_arg: col_off", *INT64)), "add_arg")
+
+    def add_device_arg(self, task: int, ptr: int, rows: int, cols: int, ld: int, elem_size: int,
+                       row_off: int = 0, col_off: int = 0) -> None:
+        """Region ``[row_off, col_off]`` of a tensor in device memory (``ptr``: its base, ``rows``
+        x ``cols`` elements of ``elem_size`` bytes, rows ``ld`` elements apart) as the task's next
+        argument, WITHOUT dependency tracking: the caller orders the tasks (explicit edges)."""
+        task = self._task_id(task, "add_device_arg")
+        rows, cols, ld = (_int(v, f"add_device_arg: {n}", 1, INT64[1])
+                          for n, v in (("rows", rows), ("cols", cols), ("ld", ld)))
+        if ld < cols:
+            raise PTORuntimeError(PTO_EINVAL, "add_device_arg", f"ld {ld} < cols {cols}")
+        row_off = _int(row_off, "add_device_arg: row_off", 0, rows - 1, PTO_EBOUNDS)
+        col_off = _int(col_off, "add_device_arg: col_off", 0, cols - 1, PTO_EBOUNDS)
+        t = PTOTensor(_int(ptr, "add_device_arg: ptr", 1, (1 << 64) - 1), rows, cols, ld,
+                      _int(elem_size, "add_device_arg: elem_size", 1, INT32[1]), None)
+        self._check(self._lib.pto_task_add_arg(self._handle(), task, C.byref(t), row_off, col_off),
+                    "add_device_arg")
+
+    @property
+    def address(self) -> int:
+        """The ``PTORuntime*`` of this runtime (for an executor of the same library to attach)."""
+        return self._handle().value
 
     def add_scalar(self, task: int, value: Union[int, float]) -> None:
         """An integer -> its value (int64 range); a real number (float, numpy floating) -> the

@@ -77,6 +77,8 @@ def _instr(p: Any) -> DInstr:
     p.advance()
     values: list[object] = []
     for n, (name, role) in enumerate(op.roles):
+        if n >= len(op.roles) - op.optional and p.tok.kind != ",":
+            break                       # optional trailing operands left out
         if n:
             p.expect(",", f"',' and operand '{name}' of {op.name}")
         values.append(_operand(p, op.name, name, role, op.words))
@@ -113,6 +115,8 @@ def _operand(p: Any, op: str, name: str, role: str, words: tuple[str, ...]) -> o
         return t.text
     if role == "tensor":
         return p.expect("name", f"operand '{name}' of {op}: a %tensor").text[1:]
+    if role == "var":
+        return p.expect("name", f"operand '{name}' of {op}: a %name").text[1:]
     if role == "count":
         return p.index(f"operand '{name}' of {op}")
     # a binding: %tensor[row, col], %scalar, or a number

@@ -168,6 +168,7 @@ class _Run:
     def walk(self) -> None:
         body, jump = self.prog.body, self.s.jump
         counts: dict[int, int] = {}         # CF_LOOP index -> iterations left
+        totals: dict[int, int] = {}         # CF_LOOP index -> its count (for its variable)
         pc = 0
         while pc < len(body):
             instr = body[pc]
@@ -180,11 +181,13 @@ class _Run:
                 continue
             if op == "CF_LOOP":
                 if pc not in counts:
-                    counts[pc] = int(self.value(instr.operands[0]))
+                    counts[pc] = totals[pc] = int(self.value(instr.operands[0]))
                 if counts[pc] <= 0:
                     del counts[pc]
                     pc = jump[pc]
                     continue
+                if len(instr.operands) > 1:     # the induction variable: this iteration
+                    self.scalars[instr.operands[1]] = totals[pc] - counts[pc]
                 counts[pc] -= 1
             elif op == "CF_ENDLOOP":
                 pc = jump[pc]
@@ -240,7 +243,8 @@ class _Run:
         for i, p in enumerate(fn.params):
             b = node.binds[i]
             if not isinstance(p.type, MemRefType):
-                args.append(("scalar", self.value(b.value)))
+                v = self.value(b.value)         # as the kernel's parameter type takes it
+                args.append(("scalar", float(v) if p.type.dtype.is_float else int(v)))
                 continue
             fr, fc = footprint(fn, p.name, self.module)
             r = block if b.row == BLOCK else (b.row or 0)

@@ -65,10 +65,11 @@ def graph_module(module: Module, prog: DeviceProgram, s: Structure, graph: str) 
             if not (w1 & (r2 | w2) or r1 & w2):
                 raise NotAGraph(f"the edge {src} -> {dst} of graph '{graph}' orders kernels "
                                 f"that share no tensor")
+    known = {**prog.scalars, **s.loop_vars}        # parameters and CF_LOOP variables
     scalars = sorted({b.value for node in g.kernels.values() for b in node.binds.values()
-                      if isinstance(b.value, str) and b.value in prog.scalars})
+                      if isinstance(b.value, str) and b.value in known})
     params = tuple(Param(n, t) for n, t in types.items()) + \
-        tuple(Param(n, prog.scalars[n]) for n in scalars)
+        tuple(Param(n, known[n]) for n in scalars)
     body = tuple(stmt for node in g.order() for stmt in _calls(module, node))
     fn = Function(graph_function_name(graph), FunctionKind.ORCHESTRATION, params, (), body)
     out = Module(f"{module.name}_{graph}", [f for f in module.functions.values() if f.is_incore])

@@ -31,7 +31,7 @@ from typing import Mapping
 
 from ..analysis import footprint, param_modes
 from ..errors import PTOVerifyError
-from ..ir import MemRefType, Module
+from ..ir import ElementType, MemRefType, Module, ScalarType
 from ..ir.device import BLOCK, Bind, DeviceProgram, DInstr
 from ..names import check_identifier
 
@@ -54,6 +54,7 @@ class Graph:
     deps: list[tuple[str, str]] = field(default_factory=list)
     barriers: list[tuple[tuple[str, ...], int]] = field(default_factory=list)   # (members, first after)
     temps: set[str] = field(default_factory=set)        # workspaces it binds
+    loop_vars: set[str] = field(default_factory=set)    # CF_LOOP variables it binds
 
     def preds(self) -> dict[str, set[str]]:
         """Kernel -> the kernels it must follow (TG_DEPEND and CA_BARRIER)."""
@@ -83,6 +84,7 @@ class Structure:
     graphs: dict[str, Graph]
     jump: dict[int, int]                    # block instruction -> where control goes on
     allocs: dict[str, DInstr]               # workspace -> its MC_ALLOC
+    loop_vars: dict[str, ScalarType] = field(default_factory=dict)   # CF_LOOP variables (i32)
 
 
 def verify_device_program(prog: DeviceProgram, module: Module,
@@ -103,6 +105,9 @@ class _Verifier:
         self.jump: dict[int, int] = {}
         self.stack: list[tuple[str, int]] = []      # open blocks: (kind, index)
         self.graph: Graph | None = None
+        # every CF_LOOP variable of the program (a graph binds one before the loop is reached)
+        self.loop_vars = {i.operands[1] for i in prog.body if i.op == "CF_LOOP" and len(i.operands) > 1}
+        self.vars_live: list[str] = []             # the variables of the loops open here
 
     def error(self, instr: DInstr | None, message: str) -> PTOVerifyError:
         loc = instr.loc if instr is not None else self.prog.loc     # the program's header
@@ -128,7 +133,8 @@ class _Verifier:
             kind, k = self.stack[-1]
             closer = {"graph": "TG_END", "if": "CF_ENDIF", "loop": "CF_ENDLOOP"}[kind]
             raise self.error(body[k], f"{body[k].op} is never closed: {closer} is missing")
-        return Structure(self.graphs, self.jump, self.allocs)
+        return Structure(self.graphs, self.jump, self.allocs,
+                         {v: ScalarType(ElementType.I32) for v in sorted(self.loop_vars)})
 
     def name(self, instr: DInstr | None, name: str, what: str) -> None:
         """Names reach generated code (the graph's orchestration function and its parameters)."""
@@ -269,6 +275,10 @@ class _Verifier:
         g = self._graph_ref(instr)
         if instr.operands[1] < 0:
             raise self.error(instr, f"stream is a number >= 0, got {instr.operands[1]}")
+        outside = sorted(g.loop_vars - set(self.vars_live))
+        if outside:
+            raise self.error(instr, f"graph '{g.name}' binds '{outside[0]}', the variable of a "
+                                    f"CF_LOOP this launch is not inside")
         freed = sorted(g.temps & self.freed)
         if freed:
             raise self.error(instr, f"graph '{g.name}' binds workspace '{freed[0]}', which was "
@@ -329,8 +339,11 @@ class _Verifier:
                 raise self.error(instr, f"argument {arg} ({p.name}) of '{fn.name}' is a "
                                         f"scalar: it takes no offsets")
             if isinstance(b.value, str) and b.value not in self.prog.scalars:
-                raise self.error(instr, f"unknown scalar '{b.value}' for argument {arg} "
-                                        f"({p.name}) of '{fn.name}'")
+                if b.value not in self.loop_vars:
+                    raise self.error(instr, f"unknown scalar '{b.value}' for argument {arg} "
+                                            f"({p.name}) of '{fn.name}'")
+                node_graph = self.in_graph(instr)
+                node_graph.loop_vars.add(b.value)
         node.binds[arg] = b
 
     def _bind_tensor(self, instr: DInstr, node: KernelNode, fn, p, b: Bind) -> None:
@@ -373,6 +386,8 @@ class _Verifier:
     # -- control flow
     def _count(self, instr: DInstr, v) -> None:
         if isinstance(v, str):
+            if v in self.vars_live:
+                return
             t = self.prog.scalars.get(v)
             if t is None or not t.dtype.is_int:
                 raise self.error(instr, f"'{v}' is not an integer scalar parameter")
@@ -399,10 +414,21 @@ class _Verifier:
     def op_CF_LOOP(self, k: int, instr: DInstr) -> None:
         self.outside_graph(instr)
         self._count(instr, instr.operands[0])
+        var = instr.operands[1] if len(instr.operands) > 1 else None
+        if var is not None:
+            self.name(instr, var, "loop variable")
+            if var in self.prog.memrefs or var in self.prog.scalars or var in self.allocs:
+                raise self.error(instr, f"loop variable '{var}' is already a parameter or "
+                                        f"workspace of the program")
+            if var in self.vars_live:
+                raise self.error(instr, f"loop variable '{var}' is already the variable of an "
+                                        f"enclosing CF_LOOP")
+        self.vars_live.append(var)
         self.open("loop", k)
 
     def op_CF_ENDLOOP(self, k: int, instr: DInstr) -> None:
         j = self.close("loop", k, instr)
+        self.vars_live.pop()
         self.jump[j] = k + 1            # a loop done (or of count 0) goes past CF_ENDLOOP
         self.jump[k] = j                # CF_ENDLOOP goes back to its CF_LOOP
 

@@ -15,7 +15,8 @@ Operand roles (how each is written in `.pto` text):
 * ``sym``: ``@name`` (a graph, a kernel node, or the InCore function a kernel runs);
 * ``syms``: one or more ``@name`` separated by commas (the last operand);
 * ``int``: an integer literal;
-* ``count``: an integer literal or a ``%scalar`` parameter;
+* ``count``: an integer literal or a ``%scalar`` parameter (or a loop variable in scope);
+* ``var``: ``%name`` of a new integer scalar (``CF_LOOP``'s induction variable);
 * ``tensor``: ``%name`` of a tensor (a parameter, or a workspace of ``MC_ALLOC``);
 * ``value``: what ``MC_BIND`` gives a kernel argument: a tensor with optional offsets
   ``%t[row, col]`` (in whole footprints of the kernel on that argument, like CALL offsets; an
@@ -71,7 +72,8 @@ DEVICE_OPS: dict[str, DeviceOpDef] = {o.name: o for o in (
     _op("CF_IF", ("cond", "count"), opens="if", doc="run the block when the scalar is not 0"),
     _op("CF_ELSE", closes="if", opens="if"),
     _op("CF_ENDIF", closes="if"),
-    _op("CF_LOOP", ("count", "count"), opens="loop", doc="run the block `count` times"),
+    _op("CF_LOOP", ("count", "count"), ("var", "var"), optional=1, opens="loop",
+        doc="run the block `count` times; `var` (optional) is the iteration, 0 to count - 1"),
     _op("CF_ENDLOOP", closes="loop"),
     _op("CF_BREAK", doc="leave the innermost CF_LOOP"),
     _op("CA_REQUEST", ("kernel", "sym"), ("aic", "int"), ("aiv", "int"),
@@ -139,6 +141,8 @@ def format_operand(role: str, v) -> str:
         return ", ".join("@" + s for s in v)
     if role == "word":
         return v
+    if role == "var":
+        return "%" + v
     return str(v) if isinstance(v, Bind) else format_value(v)
 
 

@@ -17,7 +17,10 @@ What each knob does in the runtime:
   ``work_steal()`` homes task ``k`` on worker ``k % workers`` but lets an idle worker take it
   (``pto_task_set_affinity``). Without dispatch any worker takes any task.
 * ``streams(n)`` / ``stream_by(fn)``: a stream is an in-order queue: each task waits for the
-  previous task of its stream (an explicit edge), like work issued to one CUDA stream.
+  previous task of its stream (an explicit edge), like work issued to one CUDA stream. On a
+  backend with a task executor (``cuda``, ``cuda_sim``) stream ``k`` IS a CUDA stream: the
+  executor launches the stream's tasks in order on executor stream ``k mod num_streams`` and
+  the runtime gets no edge between them (docs/workloads.md, "Streams on CUDA").
 * ``timing``: ``immediate`` submits each task as it is enumerated; ``batched(k)`` has the
   runtime release submitted tasks to the workers ``k`` at a time (``issue_batch``; a partial
   batch goes when the orchestration waits); ``interleaved`` issues the streams
@@ -143,12 +146,17 @@ class Schedule:
             raise PTOError(f"task_window: mode is 'stall' or 'abort', got {mode!r}")
         return replace(self, window=size, window_mode=mode)
 
-    def compile(self, target: str, *, module: Any = None, workers: Optional[int] = None) -> "Program":
+    def compile(self, target: str, *, module: Any = None, workers: Optional[int] = None,
+                streams_on_device: bool = True) -> "Program":
         """A program for ``target`` (``"reference"``: kernels run by the numpy interpreter; a
         backend whose kernels run on host threads, e.g. ``"arm64"``: the built kernels are the
         tasks; a backend that launches its kernels, e.g. ``"cuda_sim"``: each task launches its
-        kernel, one launch at a time). ``module`` holds the InCore functions that task kernels
-        name; ``workers``: the runtime's worker threads (default: round_robin's n, else 2)."""
+        kernel, one launch at a time - or, with ``streams(n)`` on a backend with a task
+        executor (``cuda``, ``cuda_sim``), the module is built once and its executor launches
+        each task on the device stream of its schedule stream). ``module`` holds the InCore
+        functions that task kernels name; ``workers``: the runtime's worker threads (default:
+        round_robin's n, else 2). ``streams_on_device=False`` orders a stream's tasks by
+        runtime edges on such a backend too (each link a host round trip; for comparison)."""
         if self.stream_by_ is not None and not self.streams_:
             raise PTOError("stream_by(fn) needs streams(n): how many streams the tasks map onto")
         if self.timing_.kind == "interleaved" and not self.streams_:
@@ -159,11 +167,15 @@ class Schedule:
         if self.dispatch_ and self.dispatch_.kind == "round_robin" and self.dispatch_.n > workers:
             raise PTOError(f"round_robin({self.dispatch_.n}) needs {self.dispatch_.n} workers, the "
                            f"program has {workers}")
-        return Program(self, target, module, workers, _kernels_for(target, module))
+        prog = Program(self, target, module, workers,
+                       _kernels_for(target, module, executed=bool(self.streams_)))
+        prog.streams_on_device = bool(streams_on_device)
+        return prog
 
 
-def _kernels_for(target: str, module: Any) -> Any:
-    """How the kernels a task names run on ``target`` (None without a module)."""
+def _kernels_for(target: str, module: Any, executed: bool = False) -> Any:
+    """How the kernels a task names run on ``target`` (None without a module); ``executed``:
+    through the backend's task executor when it has one."""
     if module is None:
         return None
     if target == "reference":
@@ -171,7 +183,16 @@ def _kernels_for(target: str, module: Any) -> Any:
         verify_module(module)
         return _Interpreted(module)
     from .. import plugins
-    if not plugins.runnable_backend(target).host_kernels:
+    backend = plugins.runnable_backend(target)
+    if not backend.host_kernels:
+        if executed:
+            from ..verify import verify_module
+            from ..binary import BinaryCompiler
+            verify_module(module)
+            binary = BinaryCompiler().compile(target, module)
+            ex = backend.driver.task_executor(binary)
+            if ex is not None:
+                return _Executed(binary, ex)
         return _Launched(target, module)
     from ..binary import BinaryCompiler
     return _Built(BinaryCompiler().compile(target, module))
@@ -280,13 +301,32 @@ class _Launched:
         return run
 
 
+class _Executed:
+    """A backend with a task executor (CUDA) running a schedule with streams: the module is
+    built once; a task is its kernel launched by the executor on device copies of the tensors,
+    on the device stream of its schedule stream (``Driver.task_executor``)."""
+
+    def __init__(self, binary: Any, executor: Any) -> None:
+        self.binary, self.module, self.executor = binary, binary.module, executor
+
+    def function(self, name: str) -> Any:
+        return self.module.functions.get(name) if name in self.binary.kernels else None
+
+    def runner(self, t: TaskInst, fn: Any, arrays: Mapping[str, np.ndarray]) -> int:
+        return self.executor.kernel(fn.name)
+
+
 # -------------------------------------------------------------------------------- running
 @dataclass
 class RunResult:
     """What a run did: ``tasks`` in issue order, ``events`` (trace, by start time), the runtime's
     ``stats``, and per task seq its ``worker_of`` (from the trace), ``stream_of``,
     ``issue_ns`` (when it was submitted to the runtime; CLOCK_MONOTONIC, the trace's clock) and
-    ``runtime_id``."""
+    ``runtime_id``. Through a task executor (streams on CUDA) also, per task seq, the
+    ``device_stream_of`` it was launched on, the tasks launched ``ahead`` of their stream
+    predecessor's completion (ordered by the device stream, no host round trip between them),
+    the seqs in the order they were ``launched``, and the run's ``grids`` and
+    ``host_functions`` (completions reported by host functions)."""
     tasks: list
     events: list
     stats: Any
@@ -294,6 +334,11 @@ class RunResult:
     stream_of: dict = field(default_factory=dict)
     issue_ns: dict = field(default_factory=dict)
     runtime_id: dict = field(default_factory=dict)
+    device_stream_of: dict = field(default_factory=dict)
+    ahead: set = field(default_factory=set)
+    launched: list = field(default_factory=list)
+    grids: int = 0
+    host_functions: int = 0
 
     def event_of(self, seq: int) -> Any:
         """The trace event of task ``seq``."""
@@ -314,6 +359,13 @@ class Program:
     def __init__(self, sched: Schedule, target: str, module: Any, workers: int, kernels: Any):
         self.schedule, self.target, self.module = sched, target, module
         self.workers, self._kernels = workers, kernels
+        self.streams_on_device = True
+
+    @property
+    def executor(self) -> Any:
+        """The backend's task executor running this program's tasks (``Driver.task_executor``),
+        or None: the runtime's workers run them."""
+        return self._kernels.executor if isinstance(self._kernels, _Executed) else None
 
     # -- kernels
     def _function(self, t: TaskInst) -> Any:
@@ -332,6 +384,10 @@ class Program:
 
     def _kernel(self, t: TaskInst, arrays: Mapping[str, np.ndarray]) -> Any:
         fn = self._function(t)
+        if fn is None and self.executor is not None:
+            raise PTOError(f"task {t.label}: a Python callable cannot run on {self.target}'s "
+                           f"streams (its tasks are kernels of the module, launched on device "
+                           f"memory); name an InCore function")
         return t.kernel if fn is None else self._kernels.runner(t, fn, arrays)
 
     def _check_binary_args(self, t: TaskInst) -> None:
@@ -417,11 +473,14 @@ class Program:
         from ..reference import numpy_dtype
         return numpy_dtype(fn.params[k].type.dtype).itemsize
 
-    def _issue(self, rt: Any, t: TaskInst, tensors: Mapping[str, np.ndarray], kernel: Any,
+    def _issue(self, rt: Any, t: TaskInst, tensors: Mapping[str, Any], kernel: Any,
                rid: dict, stream: dict, last_in_stream: dict, result: RunResult,
-               temps: Mapping[str, int]) -> None:
+               temps: Mapping[str, int], preds: Optional[Mapping[int, set]] = None) -> None:
         """Hand one task to the runtime: its kernel, arguments (``temps``: intermediates' handles),
-        edges (structure, channels, its stream) and placement, then submit it."""
+        edges (structure, channels, its stream) and placement, then submit it. Through a task
+        executor ``tensors`` are device copies and ``preds`` every task's predecessors (its
+        structure and its data; the runtime tracks no region of a device copy); with streams on
+        the device, a predecessor on the task's own stream is the stream's to order."""
         wt = _WORKER_TYPES.get(t.resources.get("worker_type", "any"))
         if wt is None:
             raise PTOError(f"task {t.label}: worker_type is one of {', '.join(_WORKER_TYPES)}")
@@ -436,13 +495,23 @@ class Program:
             if name in temps:
                 rt.add_temp(h, temps[name], r, c, hh, ww, mode)
                 continue
+            if preds is not None:
+                d = tensors[name]
+                rt.add_device_arg(h, d.ptr, d.rows, d.cols, d.ld, d.itemsize, r, c)
+                continue
             add = {"in": rt.add_input, "out": rt.add_output, "inout": rt.add_inout}[mode]
             add(h, tensors[name], r, c, hh, ww)
-        for p in sorted(t.preds):
-            rt.add_successor(rid[p], h)
-        if t.seq in stream:
+        ex = self.executor
+        on_device = ex is not None and self.streams_on_device and t.seq in stream
+        mine = t.preds if preds is None else preds.get(t.seq, set())
+        for p in sorted(mine):
+            if not (on_device and stream.get(p) == stream[t.seq]):
+                rt.add_successor(rid[p], h)
+        if on_device:
+            ex.set_stream(rt, h, stream[t.seq])
+        elif t.seq in stream:
             prev = last_in_stream.get(stream[t.seq])
-            if prev is not None and prev not in t.preds:
+            if prev is not None and prev not in mine:
                 rt.add_successor(rid[prev], h)
             last_in_stream[stream[t.seq]] = t.seq
         if self.schedule.dispatch_ is not None:
@@ -468,53 +537,108 @@ class Program:
             raise PTOError(f"{e} (tensors: {', '.join(sorted(tensors)) or 'none'})") from None
         kernels = {t.seq: self._kernel(t, tensors) for t in tasks}
         timing = s.timing_
+        ex = self.executor
         rt = Runtime(num_workers=self.workers, threshold=1, trace=True,
                      window=s.window or 16384, window_abort=s.window_mode == "abort",
                      max_running=timing.n if timing.kind == "rate_limit" else 0,
-                     issue_batch=timing.n if timing.kind == "batched" else 0)
+                     issue_batch=timing.n if timing.kind == "batched" else 0,
+                     library=None if ex is None else ex.library)
         result = RunResult(tasks=order, events=[], stats=None, stream_of=stream)
         rid: dict[int, int] = {}
         last_in_stream: dict[int, int] = {}
-        with rt:
-            handles: dict[str, int] = {}
-            if temps.sizes:
-                rt.scope_begin()                # the run's own: the intermediates' tensors live in it
-                handles = {n: rt.temp_tensor(n, size) for n, size in temps.sizes.items()}
-            scope: tuple = ()
-            for t in order:
-                key = temps.scope_of.get(t.seq, ())
-                common = next((k for k, (a, b) in enumerate(zip(scope, key)) if a != b),
-                              min(len(scope), len(key)))
-                for _ in range(len(scope) - common):
-                    rt.scope_end()
-                for _ in range(len(key) - common):
-                    rt.scope_begin()
-                scope = key
-                try:
-                    self._issue(rt, t, tensors, kernels[t.seq], rid, stream, last_in_stream, result,
-                                handles)
-                except PTORuntimeError as e:
-                    if e.name == "PTO_EWINDOWFULL":
-                        raise PTOError(f"task_window({s.window}, mode='abort'): the window was "
-                                       f"full when task {t.label} ({len(rid)} of {len(order)}) "
-                                       f"was issued") from e
-                    if e.name == "PTO_ETASKFAILED":
-                        break       # a kernel already failed (workers run while we issue): run() names it
-                    raise PTOError(f"task {t.label}: {e}") from e
-            try:
-                rt.run()
-            except PTORuntimeError as e:
-                failed = {v: k for k, v in rid.items()}.get(getattr(e, "failed_task", -1))
-                if failed is None:
-                    raise
-                raise PTOError(f"task {tasks[failed].label} failed: {e}") from e
-            result.stats = rt.stats()
-            events = sorted(rt.trace_events(), key=lambda e: (e.start_ns, e.task))
-        result.events = events
-        result.runtime_id = rid
+        if ex is None:
+            with rt:
+                self._execute(rt, tasks, order, tensors, kernels, temps, stream, rid,
+                              last_in_stream, result, None)
+        else:
+            with rt:
+                self._execute_on_device(ex, rt, tasks, order, tensors, kernels, temps, stream,
+                                        rid, last_in_stream, result)
         seq_of = {v: k for k, v in rid.items()}
-        result.worker_of = {seq_of[e.task]: e.worker for e in events}
+        result.worker_of = {seq_of[e.task]: e.worker for e in result.events}
         return result
+
+    def _execute_on_device(self, ex: Any, rt: Any, tasks: list, order: list, tensors: dict,
+                           kernels: dict, temps: Any, stream: dict, rid: dict,
+                           last_in_stream: dict, result: RunResult) -> None:
+        """The run through the backend's task executor: device copies of the tensors, every
+        edge explicit, the written tensors copied back."""
+        from ..abi import PTO_ECANCELED, PTO_ETIMEDOUT
+        from ..runtime import PTORuntimeError
+        preds: dict[int, set] = {t.seq: set(t.preds) for t in tasks}
+        for a, b, _name, _ra, _rb in conflicts(tasks):
+            preds[b.seq].add(a.seq)
+        used = {r[0] for t in tasks for r in t.regions if r[0] in tensors}
+        written = {r[0] for t in tasks for r in t.regions if r[0] in tensors and r[1] != "in"}
+        ex.attach(rt)
+        dev: dict[str, Any] = {}
+        lost = False
+        try:
+            for name in sorted(used):
+                dev[name] = ex.to_device(tensors[name], name)
+            try:
+                self._execute(rt, tasks, order, dev, kernels, temps, stream, rid, last_in_stream,
+                              result, preds)
+            except PTOError as e:
+                err = e if isinstance(e, PTORuntimeError) else e.__cause__
+                lost = getattr(err, "code", None) in (PTO_ETIMEDOUT, PTO_ECANCELED)
+                raise
+            for name in sorted(written):
+                dev[name].fetch(tensors[name])
+            seq_of = {v: q for q, v in rid.items()}
+            for k, (dstream, ahead) in ex.stream_log(rt).items():
+                result.device_stream_of[seq_of[k]] = dstream
+                result.launched.append(seq_of[k])
+                if ahead:
+                    result.ahead.add(seq_of[k])
+            result.grids, result.host_functions = ex.counters(rt)
+        finally:
+            if not lost:        # a kernel the run gave up on may still use its buffers
+                for d in dev.values():
+                    d.free()
+
+    def _execute(self, rt: Any, tasks: list, order: list, tensors: Mapping[str, Any],
+                 kernels: dict, temps: Any, stream: dict, rid: dict, last_in_stream: dict,
+                 result: RunResult, preds: Optional[Mapping[int, set]]) -> None:
+        """Issue the tasks in ``order`` (scopes around them as ``temps`` plans), run, and read
+        the stats and the trace into ``result``."""
+        from ..runtime import PTORuntimeError
+        s = self.schedule
+        handles: dict[str, int] = {}
+        if temps.sizes:
+            rt.scope_begin()                # the run's own: the intermediates' tensors live in it
+            handles = {n: rt.temp_tensor(n, size) for n, size in temps.sizes.items()}
+        scope: tuple = ()
+        for t in order:
+            key = temps.scope_of.get(t.seq, ())
+            common = next((k for k, (a, b) in enumerate(zip(scope, key)) if a != b),
+                          min(len(scope), len(key)))
+            for _ in range(len(scope) - common):
+                rt.scope_end()
+            for _ in range(len(key) - common):
+                rt.scope_begin()
+            scope = key
+            try:
+                self._issue(rt, t, tensors, kernels[t.seq], rid, stream, last_in_stream, result,
+                            handles, preds)
+            except PTORuntimeError as e:
+                if e.name == "PTO_EWINDOWFULL":
+                    raise PTOError(f"task_window({s.window}, mode='abort'): the window was "
+                                   f"full when task {t.label} ({len(rid)} of {len(order)}) "
+                                   f"was issued") from e
+                if e.name == "PTO_ETASKFAILED":
+                    break       # a kernel already failed (workers run while we issue): run() names it
+                raise PTOError(f"task {t.label}: {e}") from e
+        try:
+            rt.run()
+        except PTORuntimeError as e:
+            failed = {v: k for k, v in rid.items()}.get(getattr(e, "failed_task", -1))
+            if failed is None:
+                raise
+            raise PTOError(f"task {tasks[failed].label} failed: {e}") from e
+        result.stats = rt.stats()
+        result.events = sorted(rt.trace_events(), key=lambda e: (e.start_ns, e.task))
+        result.runtime_id = rid
 
 
 _ABOVE["schedule"] = Schedule

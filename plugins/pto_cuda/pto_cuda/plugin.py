@@ -128,6 +128,11 @@ class CudaDriver(Driver):
         _add_launch_stats(os.environ.get("PTO_STATS"), launches)
         return out
 
+    def task_executor(self, binary: Any) -> Any:
+        # a runtime Python drives, served by the binary's executor: schedule streams are CUDA streams
+        from .executor import TaskExecutor
+        return TaskExecutor(binary)
+
     def perf_report(self, module: Any, options: Any, scalars: Mapping[str, Any],
                     settings: Mapping[str, str]) -> Any:
         # cuda_sim generates the same kernels: its card is the GPU's

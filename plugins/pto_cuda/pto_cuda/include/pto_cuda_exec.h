@@ -128,6 +128,32 @@ typedef struct PTOCudaHostProfile {
 void pto_cuda_host_profile(int32_t on);          /* 1: zero the figures and start; 0: stop */
 void pto_cuda_get_host_profile(PTOCudaHostProfile* out);
 
+/* Schedule streams (a workload's streams(n)). Tag a task of rt (before pto_task_submit) as the
+ * next task of stream `stream` (>= 0): the tasks of one stream are launched in the order they
+ * were tagged, on executor stream `stream % num_streams`, and the stream orders them - a task
+ * need not wait for its stream predecessor's completion, only for its launch. So give the
+ * runtime no edge between two tasks of one stream (their data edges are the stream's); edges
+ * across streams stay the runtime's. A stream's tasks that are ready together go out as one run
+ * (held by the rules above, without the fill target: a run never shares a grid) with ONE host
+ * function behind its last launch, which completes the whole run. PTO_EINVAL on a negative
+ * stream or a task tagged twice. Tags belong to rt until pto_cuda_attach sees a runtime at its
+ * address again. */
+int pto_cuda_task_stream(PTORuntime* rt, int32_t task_id, int32_t stream);
+typedef struct PTOCudaStreamRecord {
+    int32_t task;            /* the runtime's task id */
+    int32_t stream;          /* the schedule's stream */
+    int32_t device_stream;   /* the executor stream it was launched on */
+    int32_t ahead;           /* 1: launched while its stream predecessor's completion had not
+                                come back to the host (the stream ordered them) */
+    int64_t launch;          /* sequence number of the run (launches of one run share it) */
+} PTOCudaStreamRecord;
+/* The launches of rt's stream tasks, in launch order (at most 1 << 20 kept until the next
+ * pto_cuda_reset_counters); returns how many there are. */
+int64_t pto_cuda_stream_log(PTORuntime* rt, PTOCudaStreamRecord* out, int64_t cap);
+/* Grids launched for rt and host functions that reported its tasks (a completion the watchdog
+ * made is not a host function). */
+void pto_cuda_runtime_counters(PTORuntime* rt, int64_t* grids, int64_t* host_functions);
+
 /* Tasks of sm_90a main-loop kernels that ran on their sm_80 fallback because a TMA tensor map
  * could not be made, and the status of the last such map (PTO_TMA_* in pto_cuda_tma.h). */
 int64_t pto_cuda_tma_fallbacks(int32_t* last_status);

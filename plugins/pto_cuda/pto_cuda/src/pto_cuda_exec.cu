@@ -12,6 +12,8 @@
 #include <atomic>
 #include <chrono>
 #include <climits>
+#include <map>
+#include <memory>
 #include <condition_variable>
 #include <mutex>
 #include <thread>
@@ -73,6 +75,7 @@ struct Batch {                       /* ready tasks of one kernel, not yet launc
 
 struct RtState {                     /* what the executor knows of one runtime's progress */
     bool waiting = false;            /* the orchestrating thread waits (wait hook) */
+    int64_t host_functions = 0;      /* host functions that reported its tasks */
     bool failed = false;             /* a task failed: the run is ending, hold nothing */
     int32_t completing = 0;          /* completions being reported right now */
     Clock::time_point last_event;    /* last arrival, completion or wait-hook call */
@@ -128,6 +131,42 @@ struct Completion {                  /* what a host function reports */
     PTORuntime* rt;
     std::vector<int32_t> ids;
     int32_t status;
+    std::shared_ptr<std::atomic<int32_t>> lane_open;   /* a stream run: its lane's runs in flight */
+};
+
+/* Schedule streams (pto_cuda_task_stream). A tagged task has a lane (runtime, stream) and a
+ * position in it; it joins the lane's run once every earlier position has, and a run goes out
+ * as consecutive launches on the lane's CUDA stream with ONE host function behind the last:
+ * the stream orders the run's tasks, no completion comes back to the host between them. */
+struct StreamTask {
+    int32_t id;
+    const PTOCudaKernelDesc* desc;
+    std::vector<int64_t> row;        /* the task's argument row (a range: its first tile's) */
+    std::vector<int64_t> inc;        /* a range: each slot's step per tile */
+    int64_t tiles;
+};
+struct LaneKey {
+    PTORuntime* rt;
+    int32_t stream;
+    bool operator==(const LaneKey& o) const { return rt == o.rt && stream == o.stream; }
+};
+struct LaneKeyHash {
+    size_t operator()(const LaneKey& k) const {
+        return std::hash<const void*>()(k.rt) * 31u + std::hash<int32_t>()(k.stream);
+    }
+};
+struct Lane {
+    int64_t tagged = 0;              /* positions handed out */
+    int64_t next = 0;                /* the position that joins the run next */
+    std::map<int64_t, StreamTask> early;   /* arrived before an earlier position */
+    std::vector<StreamTask> run;     /* in stream order, not launched yet */
+    Clock::time_point first;         /* when the run's oldest task joined */
+    bool urgent = false;             /* inline mode: the caller waits for the run */
+    std::shared_ptr<std::atomic<int32_t>> open = std::make_shared<std::atomic<int32_t>>(0);
+};
+struct StreamRecord {
+    PTORuntime* rt;
+    PTOCudaStreamRecord rec;
 };
 
 constexpr int64_t kMaxLog = int64_t(1) << 20;
@@ -160,19 +199,32 @@ struct Exec {
     std::condition_variable out_cv;
     std::unordered_set<Completion*> outstanding;
 
+    /* schedule streams (mu): tags by runtime and task, lanes, lanes with a run to launch */
+    std::unordered_map<PTORuntime*, std::unordered_map<int32_t, std::pair<int32_t, int64_t>>> tags;
+    std::unordered_map<LaneKey, Lane, LaneKeyHash> lanes;
+    std::unordered_set<LaneKey, LaneKeyHash> lanes_due;
+    std::atomic<int64_t> tagged_live{0};     /* tags not yet claimed: 0 skips the lookup */
+    std::vector<StreamRecord> stream_log;    /* launch_mu */
+    std::unordered_map<PTORuntime*, int64_t> rt_grids;   /* launch_mu: grids per runtime */
+
     Exec() { pto_cuda_policy_default(&pol); }
     int ensure_streams();
     int32_t fill_of(const PTOCudaKernelDesc* d);
     Clock::time_point due(const Key& k, const Batch& b, Clock::time_point now);
+    Clock::time_point due_at(PTORuntime* rt, Clock::time_point first, bool full, Clock::time_point now);
+    bool take_tagged(PTORuntime* rt, int32_t id, int32_t* stream, int64_t* pos);
+    void launch_lane(PTORuntime* rt, int32_t stream, std::vector<StreamTask>&& run,
+                     std::shared_ptr<std::atomic<int32_t>> open);
     void launch(PTORuntime* rt, const PTOCudaKernelDesc* d, Batch&& b, int32_t fill_target);
     void launch_range(PTORuntime* rt, const PTOCudaKernelDesc* d, int32_t id, const int64_t* base,
                       const int64_t* inc, int64_t tiles, int32_t fill_target);
     int enqueue(cudaStream_t s, Completion* c, bool* fail);
-    void note_grid(const PTOCudaKernelDesc* d, int64_t seq, int64_t blocks, int32_t fill_target);
+    void note_grid(PTORuntime* rt, const PTOCudaKernelDesc* d, int64_t seq, int64_t blocks,
+                   int32_t fill_target);
     void launcher_main();
     void watchdog_main();
     bool claim(Completion* c);
-    void note(PTORuntime* rt, int completing_delta, bool failed);
+    void note(PTORuntime* rt, int completing_delta, bool failed, bool host_function);
 };
 
 Exec* g_exec;
@@ -190,32 +242,34 @@ Exec& exec() {
 /* A completion of rt starts (+1) or ends (-1): while one is being reported, the tasks it
  * releases are still arriving, so held tasks wait for it to end. After a failure the run
  * only drains: held tasks go out at once. */
-void Exec::note(PTORuntime* rt, int completing_delta, bool failed) {
+void Exec::note(PTORuntime* rt, int completing_delta, bool failed, bool host_function) {
     {
         std::lock_guard<std::mutex> lk(mu);
         RtState& st = rts[rt];
         st.completing += completing_delta;
+        st.host_functions += host_function ? 1 : 0;
         st.failed = st.failed || failed;
         st.last_event = Clock::now();
     }
     if (completing_delta < 0) cv.notify_one();
 }
 
-void complete(Completion* c) {
+void complete(Completion* c, bool host_function = false) {
     ProfileSpan span(g_prof.complete_ns);
     if (g_prof.on.load(std::memory_order_relaxed)) g_prof.completions.fetch_add(1, std::memory_order_relaxed);
     PTORuntime* rt = c->rt;
     const bool failed = c->status != 0;
-    g_exec->note(rt, +1, failed);
+    g_exec->note(rt, +1, failed, host_function);
+    if (c->lane_open) c->lane_open->fetch_sub(1);
     pto_task_complete_n(rt, c->ids.data(), (int32_t)c->ids.size(), c->status);   /* one lock per grid */
     delete c;
-    g_exec->note(rt, -1, failed);    /* rt may be gone now: it is only a key here */
+    g_exec->note(rt, -1, failed, false);    /* rt may be gone now: it is only a key here */
 }
 
 /* The host function behind a launch; the watchdog may have completed it already. */
 void CUDART_CB on_done(void* p) {
     Completion* c = static_cast<Completion*>(p);
-    if (g_exec->claim(c)) complete(c);
+    if (g_exec->claim(c)) complete(c, true);
 }
 
 bool Exec::claim(Completion* c) {
@@ -302,16 +356,87 @@ int32_t Exec::fill_of(const PTOCudaKernelDesc* d) {
  * runtime has no ready task still on its way to us; else at the end of the longest hold, and
  * while the orchestration waits, at the next look at the runtime (it cannot tell us). */
 Clock::time_point Exec::due(const Key& k, const Batch& b, Clock::time_point now) {
-    const RtState& st = rts[k.rt];
-    if (pol.max_hold_us <= 0 || st.failed || b.tiles >= fill_of(k.desc))
-        return Clock::time_point::min();
-    Clock::time_point t = b.first + microseconds(pol.max_hold_us);
+    return due_at(k.rt, b.first, b.tiles >= fill_of(k.desc), now);
+}
+
+/* The rule above for work of rt held since `first` (`full`: it fills the GPU). A stream's run
+ * never fills the GPU by itself (its tasks run one after another), so it goes out when nothing
+ * else can become ready or at the end of the longest hold. */
+Clock::time_point Exec::due_at(PTORuntime* rt, Clock::time_point first, bool full, Clock::time_point now) {
+    const RtState& st = rts[rt];
+    if (pol.max_hold_us <= 0 || st.failed || full) return Clock::time_point::min();
+    Clock::time_point t = first + microseconds(pol.max_hold_us);
     if (st.waiting) {
-        /* k.rt is alive: it has tasks here, so its run cannot have returned */
-        if (st.completing <= 0 && pto_runtime_ready_tasks(k.rt) == 0) return Clock::time_point::min();
+        /* rt is alive: it has tasks here, so its run cannot have returned */
+        if (st.completing <= 0 && pto_runtime_ready_tasks(rt) == 0) return Clock::time_point::min();
         t = std::min(t, now + microseconds(pol.poll_us));
     }
     return t;
+}
+
+/* mu held: whether task id of rt is on a schedule stream (pto_cuda_task_stream); claims it. */
+bool Exec::take_tagged(PTORuntime* rt, int32_t id, int32_t* stream, int64_t* pos) {
+    auto r = tags.find(rt);
+    if (r == tags.end()) return false;
+    auto t = r->second.find(id);
+    if (t == r->second.end()) return false;
+    *stream = t->second.first;
+    *pos = t->second.second;
+    r->second.erase(t);
+    tagged_live.fetch_sub(1);
+    return true;
+}
+
+/* A stream's run: its tasks launched in order on the lane's CUDA stream (schedule stream k on
+ * executor stream k mod num_streams), then one host function that completes them all. A launch
+ * that fails fails its task and the rest of the run; the tasks launched before it still
+ * complete through the host function. */
+void Exec::launch_lane(PTORuntime* rt, int32_t stream, std::vector<StreamTask>&& run,
+                       std::shared_ptr<std::atomic<int32_t>> open) {
+    ProfileSpan span(g_prof.launch_ns);
+    std::unique_lock<std::mutex> lk(launch_mu);
+    int rc = ensure_streams();
+    const int32_t dev_stream = rc == 0 ? stream % want_streams : -1;   /* streams only grow */
+    cudaStream_t s = rc == 0 ? streams[(size_t)dev_stream] : nullptr;
+    const int64_t seq = launch_seq++;
+    const bool behind = open->load() > 0;    /* an earlier run of the lane is still out */
+    size_t done = 0;
+    for (; rc == 0 && done < run.size(); ++done) {
+        const StreamTask& t = run[done];
+        if (!plan_only)
+            rc = t.tiles > 1 ? t.desc->launch_range(t.row.data(), t.inc.data(), t.tiles, s)
+                             : t.desc->launch(t.row.data(), 1, s);
+        if (rc != 0) break;
+        note_grid(rt, t.desc, seq, t.tiles, 0);
+        if (record) {
+            if (t.tiles > 1) record_log.push_back(Recorded{t.desc, t.row, 0, t.inc, t.tiles});
+            else record_log.push_back(Recorded{t.desc, t.row, 1, {}, 0});
+        }
+        if ((int64_t)stream_log.size() < kMaxLog)
+            stream_log.push_back(StreamRecord{rt, PTOCudaStreamRecord{
+                t.id, stream, dev_stream, (done > 0 || behind) ? 1 : 0, seq}});
+        tasks += t.tiles;
+    }
+    std::vector<Completion*> failed;
+    if (done > 0) {
+        Completion* c = new Completion{rt, {}, 0, open};
+        for (size_t i = 0; i < done; ++i) c->ids.push_back(run[i].id);
+        open->fetch_add(1);
+        bool fail;
+        int e = enqueue(s, c, &fail);
+        if (e != 0) {
+            rc = rc ? rc : e;
+            if (fail) { c->status = 1000 + e; failed.push_back(c); }
+        }
+    }
+    if (done < run.size()) {
+        Completion* c = new Completion{rt, {}, 1000 + (rc ? rc : 1), nullptr};
+        for (size_t i = done; i < run.size(); ++i) c->ids.push_back(run[i].id);
+        failed.push_back(c);
+    }
+    if (rc != 0 && cuda_error == 0) cuda_error = rc;
+    lk.unlock();
+    for (Completion* c : failed) complete(c);
 }
 
 /* launch_mu held: c's host function goes behind the work on s. 0, or the error: then *fail says
@@ -330,8 +455,10 @@ int Exec::enqueue(cudaStream_t s, Completion* c, bool* fail) {
 }
 
 /* launch_mu held: one grid of `blocks` blocks went out. */
-void Exec::note_grid(const PTOCudaKernelDesc* d, int64_t seq, int64_t blocks, int32_t fill_target) {
+void Exec::note_grid(PTORuntime* rt, const PTOCudaKernelDesc* d, int64_t seq, int64_t blocks,
+                     int32_t fill_target) {
     grids++;
+    rt_grids[rt]++;
     if (g_prof.on.load(std::memory_order_relaxed)) g_prof.launches.fetch_add(1, std::memory_order_relaxed);
     if (log_total++ < kMaxLog)
         log.push_back(PTOCudaLaunchRecord{d->name, seq, (int32_t)std::min<int64_t>(blocks, INT32_MAX), fill_target});
@@ -355,15 +482,15 @@ void Exec::launch(PTORuntime* rt, const PTOCudaKernelDesc* d, Batch&& b, int32_t
     for (int32_t at = 0; at < n; at += cap) {
         const int32_t k = n - at < cap ? n - at : cap;
         const bool last = at + k >= n;
-        Completion* c = ranged ? (last ? new Completion{rt, std::move(b.ids), 0} : nullptr)
-                               : new Completion{rt, std::vector<int32_t>(b.ids.begin() + at, b.ids.begin() + at + k), 0};
+        Completion* c = ranged ? (last ? new Completion{rt, std::move(b.ids), 0, nullptr} : nullptr)
+                               : new Completion{rt, std::vector<int32_t>(b.ids.begin() + at, b.ids.begin() + at + k), 0, nullptr};
         if (rc == 0) {
             /* the grids of one launch go to different streams, so they run side by side */
             if (!ranged && at > 0) s = streams[next_stream++ % streams.size()];
             const int64_t* rows = b.rows.data() + (int64_t)at * d->nargs;
             if (!plan_only) rc = d->launch(rows, k, s);
             if (rc == 0) {
-                note_grid(d, seq, k, fill_target);
+                note_grid(rt, d, seq, k, fill_target);
                 if (record) record_log.push_back(Recorded{d, std::vector<int64_t>(rows, rows + (int64_t)k * d->nargs), k, {}, 0});
                 if (!c) continue;
                 bool fail;
@@ -391,7 +518,7 @@ void Exec::launch_range(PTORuntime* rt, const PTOCudaKernelDesc* d, int32_t id, 
     int rc = ensure_streams();
     const int64_t seq = launch_seq++;
     const int64_t cap = max_batch > 0 ? max_batch : tiles;
-    Completion* c = new Completion{rt, std::vector<int32_t>{id}, 0};
+    Completion* c = new Completion{rt, std::vector<int32_t>{id}, 0, nullptr};
     bool fail = true;
     if (rc == 0) {
         cudaStream_t s = streams[next_stream++ % streams.size()];
@@ -401,7 +528,7 @@ void Exec::launch_range(PTORuntime* rt, const PTOCudaKernelDesc* d, int32_t id, 
             for (int32_t j = 0; j < d->nargs; ++j) first[j] = base[j] + at * inc[j];
             if (!plan_only) rc = d->launch_range(first, inc, k, s);
             if (rc != 0) break;
-            note_grid(d, seq, k, fill_target);
+            note_grid(rt, d, seq, k, fill_target);
             if (record)
                 record_log.push_back(Recorded{d, std::vector<int64_t>(first, first + d->nargs), 0,
                                               std::vector<int64_t>(inc, inc + d->nargs), k});
@@ -420,11 +547,27 @@ void Exec::launch_range(PTORuntime* rt, const PTOCudaKernelDesc* d, int32_t id, 
 void Exec::launcher_main() {
     std::unique_lock<std::mutex> lk(mu);
     for (;;) {
-        cv.wait(lk, [&] { return !pending.empty(); });
+        cv.wait(lk, [&] { return !pending.empty() || !lanes_due.empty(); });
         const Clock::time_point now = Clock::now();
         Clock::time_point wake = Clock::time_point::max();
         std::vector<std::pair<Key, Batch>> go;
         std::vector<int32_t> fills;
+        std::vector<std::pair<LaneKey, std::vector<StreamTask>>> runs;
+        std::vector<std::shared_ptr<std::atomic<int32_t>>> opens;
+        for (auto it = lanes_due.begin(); it != lanes_due.end();) {
+            Lane& ln = lanes[*it];
+            const Clock::time_point t = ln.urgent ? now : due_at(it->rt, ln.first, false, now);
+            if (t <= now) {
+                ln.urgent = false;
+                runs.emplace_back(*it, std::move(ln.run));
+                ln.run.clear();
+                opens.push_back(ln.open);
+                it = lanes_due.erase(it);
+            } else {
+                wake = std::min(wake, t);
+                ++it;
+            }
+        }
         for (auto it = pending.begin(); it != pending.end();) {
             const Clock::time_point t = due(it->first, it->second, now);
             if (t <= now) {
@@ -436,11 +579,14 @@ void Exec::launcher_main() {
                 ++it;
             }
         }
-        if (go.empty()) {
+        if (go.empty() && runs.empty()) {
             cv.wait_until(lk, wake);
             continue;
         }
         lk.unlock();
+        /* a lane's runs leave in order: only this thread launches them */
+        for (size_t i = 0; i < runs.size(); ++i)
+            launch_lane(runs[i].first.rt, runs[i].first.stream, std::move(runs[i].second), opens[i]);
         for (size_t i = 0; i < go.size(); ++i)
             launch(go[i].first.rt, go[i].first.desc, std::move(go[i].second), fills[i]);
         lk.lock();
@@ -487,6 +633,36 @@ extern "C" int32_t pto_cuda_execute(void* ctx, int32_t task_id, const char* func
             for (int32_t j = 0; j < num_args; ++j) rows.push_back(rows[prev + (size_t)j] + inc[j]);
         }
     };
+    if (x.tagged_live.load(std::memory_order_relaxed) > 0) {
+        /* a task of a schedule stream joins its lane's run in stream order */
+        std::unique_lock<std::mutex> lk(x.mu);
+        int32_t stream;
+        int64_t pos;
+        if (x.take_tagged(rt, task_id, &stream, &pos)) {
+            StreamTask t{task_id, d, std::vector<int64_t>(args, args + num_args), {}, tiles};
+            if (tiles > 1) t.inc.assign(inc, inc + num_args);
+            const LaneKey key{rt, stream};
+            Lane& ln = x.lanes[key];
+            if (pos != ln.next) {
+                ln.early.emplace(pos, std::move(t));
+                return PTO_EXEC_ASYNC;
+            }
+            const bool was_empty = ln.run.empty();
+            if (was_empty) ln.first = Clock::now();
+            ln.run.push_back(std::move(t));
+            ln.next++;
+            for (auto e = ln.early.begin(); e != ln.early.end() && e->first == ln.next; e = ln.early.erase(e)) {
+                ln.run.push_back(std::move(e->second));
+                ln.next++;
+            }
+            ln.urgent = ln.urgent || worker_index < 0;
+            x.lanes_due.insert(key);
+            x.rts[rt].last_event = Clock::now();
+            lk.unlock();
+            if (was_empty || worker_index < 0 || x.pol.max_hold_us <= 0) x.cv.notify_one();
+            return PTO_EXEC_ASYNC;
+        }
+    }
     int32_t fill = 0;
     if (tiles > 1 || worker_index < 0) {
         std::lock_guard<std::mutex> lk(x.mu);
@@ -533,6 +709,65 @@ extern "C" int32_t pto_cuda_execute(void* ctx, int32_t task_id, const char* func
     return PTO_EXEC_ASYNC;
 }
 
+/* mu held: drop what the executor knows of rt's schedule streams (a new runtime at its address). */
+static void forget_streams(Exec& x, PTORuntime* rt) {
+    auto r = x.tags.find(rt);
+    if (r != x.tags.end()) {
+        x.tagged_live.fetch_sub((int64_t)r->second.size());
+        x.tags.erase(r);
+    }
+    for (auto it = x.lanes.begin(); it != x.lanes.end();) {
+        if (it->first.rt == rt) {
+            x.lanes_due.erase(it->first);
+            it = x.lanes.erase(it);
+        } else {
+            ++it;
+        }
+    }
+    std::lock_guard<std::mutex> g(x.launch_mu);
+    x.rt_grids.erase(rt);
+    x.stream_log.erase(std::remove_if(x.stream_log.begin(), x.stream_log.end(),
+                                      [rt](const StreamRecord& r) { return r.rt == rt; }),
+                       x.stream_log.end());
+}
+
+extern "C" int pto_cuda_task_stream(PTORuntime* rt, int32_t task_id, int32_t stream) {
+    if (!rt || task_id < 0 || stream < 0) return PTO_EINVAL;
+    Exec& x = exec();
+    std::lock_guard<std::mutex> lk(x.mu);
+    auto& mine = x.tags[rt];
+    if (mine.count(task_id)) return PTO_EINVAL;
+    mine[task_id] = {stream, x.lanes[LaneKey{rt, stream}].tagged++};
+    x.tagged_live.fetch_add(1);
+    return 0;
+}
+
+extern "C" int64_t pto_cuda_stream_log(PTORuntime* rt, PTOCudaStreamRecord* out, int64_t cap) {
+    Exec& x = exec();
+    std::lock_guard<std::mutex> lk(x.launch_mu);
+    int64_t n = 0;
+    for (const StreamRecord& r : x.stream_log) {
+        if (r.rt != rt) continue;
+        if (out && n < cap) out[n] = r.rec;
+        n++;
+    }
+    return n;
+}
+
+extern "C" void pto_cuda_runtime_counters(PTORuntime* rt, int64_t* grids, int64_t* host_functions) {
+    Exec& x = exec();
+    std::lock_guard<std::mutex> lk(x.mu);
+    if (host_functions) {
+        auto it = x.rts.find(rt);
+        *host_functions = it == x.rts.end() ? 0 : it->second.host_functions;
+    }
+    std::lock_guard<std::mutex> g(x.launch_mu);
+    if (grids) {
+        auto it = x.rt_grids.find(rt);
+        *grids = it == x.rt_grids.end() ? 0 : it->second;
+    }
+}
+
 /* Runtime-owned intermediates live in device memory: the kernels write and read them there. */
 static void* temp_alloc(void*, int64_t bytes) { return pto_cuda_malloc(bytes); }
 static void temp_free(void*, void* p) { pto_cuda_free(p); }
@@ -547,14 +782,18 @@ extern "C" void pto_cuda_attach(PTORuntime* rt) {
             bool held = false;
             for (const auto& kv : x.pending) held = held || kv.first.rt == it->first;
             if (it->first != rt && it->second.waiting && it->second.completing == 0 && !held &&
-                now - it->second.last_event > std::chrono::seconds(1))
+                now - it->second.last_event > std::chrono::seconds(1)) {
+                forget_streams(x, it->first);
                 it = x.rts.erase(it);
+            }
             else
                 ++it;
         }
         RtState& st = x.rts[rt];     /* `completing` stays: a late completion of an earlier
                                         runtime at this address still ends */
         st.waiting = st.failed = false;
+        st.host_functions = 0;
+        forget_streams(x, rt);
         st.last_event = st.building = now;
         if (g_prof.on.load(std::memory_order_relaxed)) g_prof.runs.fetch_add(1, std::memory_order_relaxed);
     }
@@ -660,6 +899,8 @@ extern "C" void pto_cuda_reset_counters(void) {
     x.grids = x.tasks = x.log_total = 0;
     x.log.clear();
     x.cuda_error = 0;
+    x.stream_log.clear();
+    x.rt_grids.clear();
     g_tma_fallbacks.store(0);
     g_tma_last_status.store(0);
 }
