@@ -339,6 +339,9 @@ void t3_on_retire(PTORuntime* rt, int32_t id) {
 #ifndef T3_TAIL_SPIN
 #define T3_TAIL_SPIN 32        /* pauses a core waits at the end of its batch for an append */
 #endif
+#ifndef T3_AHEAD
+#define T3_AHEAD 2             /* unfinished entries a scheduler keeps on a core on another CPU */
+#endif
 /* One idle round; false: the caller sleeps. `near`: what it waits for last ran on this CPU. */
 static inline bool backoff(uint32_t* round, bool near) {
     if (*round < T3_SPIN) {
@@ -406,10 +409,16 @@ static bool run_batch(PTOWorker* w, PTOHandshake* h, PTODispatchPayload* ring, P
     for (uint32_t i = 0;;) {
         uint32_t n = atomic_load_explicit(&q->tail, memory_order_acquire);
         if (i == n && !stop && spins < T3_TAIL_SPIN) {
-            /* its scheduler, running elsewhere, may be about to append: look a little longer */
+            /* its scheduler may be about to append: running elsewhere, look a little longer; on
+             * this CPU, let it run once (it appends now, and the batch goes on without a new
+             * handshake: closing first would cost the same switch and then a dispatch) */
             if (spins++ == 0) {
                 const int32_t me = note_cpu(&h->cpu);
-                if (me >= 0 && atomic_load_explicit(&S->cpu, memory_order_relaxed) == me) spins = T3_TAIL_SPIN;
+                if (me >= 0 && atomic_load_explicit(&S->cpu, memory_order_relaxed) == me) {
+                    spins = T3_TAIL_SPIN;
+                    sched_yield();
+                    continue;
+                }
             }
             rt_cpu_relax();
             continue;
@@ -631,16 +640,25 @@ static void complete(PTOScheduler* S, int32_t c, PTODispatchPayload* pl, PTOTrac
 
 /* More work for core c while it runs its batch: the consumer queued behind the batch's last
  * entry when that entry is its last producer, else ready tasks while the core has fewer than its
- * share of the ready queues waiting. True: something was appended. */
+ * share of the ready queues waiting. A core running on another CPU than its scheduler gets at
+ * most T3_AHEAD entries it has not finished: the scheduler completes entries as the core
+ * finishes them instead of after a burst of appends (a burst of 32 made a completion wait for
+ * the appends and completions queued before it, 2 us on a chain). A core sharing the
+ * scheduler's CPU gets the whole ring: it runs only when the scheduler lets it, so each burst is
+ * one switch. True: something was appended. */
 static bool top_up(PTOScheduler* S, int32_t c, PTOTraceLane* lane) {
     PTORuntime* rt = S->rt;
     PTOThreeTier* T = rt->t3;
     PTOCoreQueue* q = &T->q[c];
     PTOWorker* w = &rt->workers[c];
+    const int32_t me = atomic_load_explicit(&S->cpu, memory_order_relaxed);
+    const uint32_t ahead = me >= 0 && atomic_load_explicit(&T->hs[c].cpu, memory_order_relaxed) == me ? T->depth : T3_AHEAD;
     bool any = false;
     while (q->held < 0) {
         const uint32_t n = atomic_load_explicit(&q->tail, memory_order_relaxed);
         if ((n & Q_CLOSED) || n - q->seen >= T->depth) break;     /* closed, or full */
+        const uint32_t pending = n - atomic_load_explicit(&q->done, memory_order_relaxed);
+        if (pending >= ahead) break;
         int32_t id = -1;
         if (T->chain && q->scanned < n && q->seen < n) {   /* the last entry is not completed yet */
             q->scanned = n;
@@ -649,7 +667,6 @@ static bool top_up(PTOScheduler* S, int32_t c, PTOTraceLane* lane) {
         const bool chained = id >= 0;
         if (!chained) {
             const int64_t share = sched_ready_count(rt) / T->ncores;
-            const uint32_t pending = n - atomic_load_explicit(&q->done, memory_order_relaxed);
             if ((int64_t)pending > share || (id = sched_pop_core(rt, w)) < 0) break;
         }
         if (!dispatch(S, c, id, chained, lane)) {    /* closed meanwhile */
@@ -727,15 +744,18 @@ static void* sched_main(void* arg) {
                         complete(S, c, &q->ring[q->seen++ & Q_MASK], lane);
                         progress = true;
                         slot = gated;
-                        int32_t id = S->proxy.next_local;   /* a consumer of what core c just finished */
-                        if (id < 0) continue;
+                        const int32_t id = S->proxy.next_local;   /* a consumer of what core c just finished */
                         S->proxy.next_local = -1;
-                        if (halted) {                       /* dropped, as queued tasks are */
+                        if (id < 0) {
+                        } else if (halted) {                /* dropped, as queued tasks are */
                             if (rt->wait_fn) atomic_fetch_sub_explicit(&rt->ready_tasks, 1, memory_order_release);
                         } else if (closed || q->held >= 0 || !dispatch(S, c, id, false, lane)) {
                             if (q->held < 0) q->held = id;  /* core c's next batch starts with it */
                             else sched_make_ready(rt, rt_task(rt, id), NULL);
                         }
+                        /* a freed ring slot is refilled at once: the core does not drain its
+                         * ring (and close the batch) while the scheduler completes the rest */
+                        if (!closed && !halted && T->depth > 1) top_up(S, c, lane);
                     }
                 }
                 if (closed) {                               /* the core is idle again */
