@@ -38,6 +38,7 @@ typedef struct PTODispatchPayload {
     int32_t        ran;            /* 0: dropped (the run halted, or an earlier entry failed) */
     int32_t        chained;        /* its last producer is the entry before it: READY when that ends */
     int64_t        ready_at, start_at, end_at;   /* trace clock ticks (trace_now) */
+    int64_t        free_at;        /* its core's previous kernel returned (0: none yet) */
 } __attribute__((aligned(64))) PTODispatchPayload;     /* one cache line per entry */
 
 /* A core's payloads: one handshake hands over a batch, which the core runs in order while the
@@ -83,7 +84,8 @@ typedef struct PTOScheduler {
     int32_t     inflight;
     int64_t     start_at;          /* its cores answered: a task READY earlier counts from here */
     int64_t     completed;         /* rt_count */
-    int64_t*    lat;               /* LAT_FIELDS per task: dispatch, completion latency (ticks), chained */
+    int64_t*    lat;               /* LAT_FIELDS per task: dispatch, completion latency (ticks), chained,
+                                    * hand-over latency (ticks) */
     int64_t     nlat, cap_lat;
     int64_t     chained;           /* tasks it queued behind their last producer */
     _Atomic int32_t sleeping;      /* it sleeps on cv: wake it for a completion or a ready task */
@@ -120,7 +122,7 @@ typedef struct PTOThreeTier {
 } PTOThreeTier;
 
 #define LAT_MAX_SAMPLES (1 << 22)  /* per scheduler; later tasks are not sampled */
-#define LAT_FIELDS 3
+#define LAT_FIELDS 4
 #define PROGRESS_EVERY  1024
 
 static const char* const CORE_NAMES[] = {"AIC", "AIV"};
@@ -402,7 +404,7 @@ void t3_on_push(PTORuntime* rt) {
  * answer task_status = 0. An entry after the first is dropped once the run halts or an entry
  * before it failed (a chained entry's producer). False: the run abandoned this core mid-kernel. */
 static bool run_batch(PTOWorker* w, PTOHandshake* h, PTODispatchPayload* ring, PTOCoreQueue* q, PTOTraceLane* lane,
-                      PTOScheduler* S) {
+                      PTOScheduler* S, int64_t* last_end) {
     PTORuntime* rt = w->rt;
     bool stop = false;
     uint32_t spins = 0;
@@ -447,6 +449,8 @@ static bool run_batch(PTOWorker* w, PTOHandshake* h, PTODispatchPayload* ring, P
         const int64_t end = trace_now();
         if (lane) trace_record(lane, id, w->index, name, start, end);
         if (pl->chained) pl->ready_at = ring[(i - 1) & Q_MASK].end_at;
+        pl->free_at = *last_end;
+        *last_end = end;
         pl->start_at = start;
         pl->end_at = end;
         pl->status = rc;
@@ -471,6 +475,7 @@ static void* core_main(void* arg) {
     PTOTraceLane* lane = rt->trace ? &rt->trace->lanes[w->index + 1] : NULL;
     PTOScheduler* S = &T->sched[w->index % T->nsched];
     uint32_t round = 0;
+    int64_t last_end = 0;                      /* its last kernel returned (hand-over latency) */
     while (!atomic_load_explicit(&h->aicpu_ready, memory_order_acquire) &&
            !atomic_load_explicit(&h->control, memory_order_acquire)) {
         if (!backoff(&round, false)) { struct timespec ts = {0, 200 * 1000}; nanosleep(&ts, NULL); }
@@ -481,7 +486,7 @@ static void* core_main(void* arg) {
         if (atomic_load_explicit(&h->control, memory_order_acquire) == 1) break;
         uint64_t task = atomic_load_explicit(&h->task, memory_order_acquire);
         if (atomic_load_explicit(&h->task_status, memory_order_acquire) == 1 && task) {
-            if (!run_batch(w, h, (PTODispatchPayload*)(uintptr_t)task, &T->q[w->index], lane, S)) return NULL;
+            if (!run_batch(w, h, (PTODispatchPayload*)(uintptr_t)task, &T->q[w->index], lane, S, &last_end)) return NULL;
             round = 0;
             continue;
         }
@@ -629,6 +634,7 @@ static void complete(PTOScheduler* S, int32_t c, PTODispatchPayload* pl, PTOTrac
                 S->lat[S->nlat++] = pl->start_at - pl->ready_at;
                 S->lat[S->nlat++] = now - pl->end_at;
                 S->lat[S->nlat++] = pl->chained;
+                S->lat[S->nlat++] = pl->start_at - (pl->free_at > pl->ready_at ? pl->free_at : pl->ready_at);
             }
         }
     }
@@ -900,13 +906,15 @@ void t3_stats(PTORuntime* rt, PTORuntimeStats* st) {
     int64_t* d = malloc((size_t)n * sizeof *d);
     int64_t* c = malloc((size_t)n * sizeof *c);
     int64_t* u = malloc((size_t)n * sizeof *u);   /* dispatch latency of the unchained tasks */
-    if (d && c && u) {
+    int64_t* o = malloc((size_t)n * sizeof *o);   /* hand-over latency */
+    if (d && c && u && o) {
         int64_t k = 0, nu = 0;
         for (int32_t s = 0; s < T->nsched; s++)
             for (int64_t i = 0; i + LAT_FIELDS <= T->sched[s].nlat; i += LAT_FIELDS, k++) {
                 const int64_t* v = &T->sched[s].lat[i];
                 d[k] = v[0];
                 c[k] = v[1];
+                o[k] = v[3];
                 if (!v[2]) u[nu++] = v[0];
             }
         double ns_per_tick = 1.0;
@@ -921,6 +929,8 @@ void t3_stats(PTORuntime* rt, PTORuntimeStats* st) {
         st->complete_p99_ns = (int64_t)((double)pct(c, n, 99) * ns_per_tick);
         st->unchained_dispatch_p50_ns = (int64_t)((double)pct(u, nu, 50) * ns_per_tick);
         st->unchained_dispatch_p99_ns = (int64_t)((double)pct(u, nu, 99) * ns_per_tick);
+        st->handover_p50_ns = (int64_t)((double)pct(o, n, 50) * ns_per_tick);
+        st->handover_p99_ns = (int64_t)((double)pct(o, n, 99) * ns_per_tick);
     }
-    free(d); free(c); free(u);
+    free(d); free(c); free(u); free(o);
 }
