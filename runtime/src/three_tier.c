@@ -644,6 +644,12 @@ static void complete(PTOScheduler* S, int32_t c, PTODispatchPayload* pl, PTOTrac
     if (lane) trace_record(lane, id, c, "complete", ts, trace_now());
 }
 
+/* Core c last polled on the CPU its scheduler S last polled on (both publish it when idle). */
+static inline bool shares_cpu(const PTOScheduler* S, int32_t c) {
+    const int32_t me = atomic_load_explicit(&S->cpu, memory_order_relaxed);
+    return me >= 0 && atomic_load_explicit(&S->rt->t3->hs[c].cpu, memory_order_relaxed) == me;
+}
+
 /* More work for core c while it runs its batch: the consumer queued behind the batch's last
  * entry when that entry is its last producer, else ready tasks while the core has fewer than its
  * share of the ready queues waiting. A core running on another CPU than its scheduler gets at
@@ -657,8 +663,7 @@ static bool top_up(PTOScheduler* S, int32_t c, PTOTraceLane* lane) {
     PTOThreeTier* T = rt->t3;
     PTOCoreQueue* q = &T->q[c];
     PTOWorker* w = &rt->workers[c];
-    const int32_t me = atomic_load_explicit(&S->cpu, memory_order_relaxed);
-    const uint32_t ahead = me >= 0 && atomic_load_explicit(&T->hs[c].cpu, memory_order_relaxed) == me ? T->depth : T3_AHEAD;
+    const uint32_t ahead = shares_cpu(S, c) ? T->depth : T3_AHEAD;
     bool any = false;
     while (q->held < 0) {
         const uint32_t n = atomic_load_explicit(&q->tail, memory_order_relaxed);
@@ -759,9 +764,11 @@ static void* sched_main(void* arg) {
                             if (q->held < 0) q->held = id;  /* core c's next batch starts with it */
                             else sched_make_ready(rt, rt_task(rt, id), NULL);
                         }
-                        /* a freed ring slot is refilled at once: the core does not drain its
-                         * ring (and close the batch) while the scheduler completes the rest */
-                        if (!closed && !halted && T->depth > 1) top_up(S, c, lane);
+                        /* a core on another CPU gets the freed slot at once: it does not drain
+                         * its ring (and close the batch) while the scheduler completes the rest.
+                         * One on this CPU runs only when the scheduler yields: completing first
+                         * notices each finished entry sooner */
+                        if (!closed && !halted && T->depth > 1 && !shares_cpu(S, c)) top_up(S, c, lane);
                     }
                 }
                 if (closed) {                               /* the core is idle again */
