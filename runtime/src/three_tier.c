@@ -45,9 +45,12 @@ typedef struct PTODispatchPayload {
  * scheduler appends more (ready tasks, or the consumer of the last entry whose only producer left
  * is that entry) and completes those the core finished. Entry i lives in ring[i % T3_DEPTH]: at
  * most T3_DEPTH entries are handed over and not yet completed, and a slot is written again only
- * after the scheduler completed the entry that had it. */
+ * after the scheduler completed the entry that had it. A core that shares its scheduler's CPU
+ * (more threads than CPUs) runs a whole ring per switch, and the switches at a batch's end were
+ * most of a task's CPU time: 128 entries (8 KiB per core) cut the CPU per task 10-21 % against
+ * 32, at the price of a later completion there (bench/README.md). */
 #ifndef T3_DEPTH
-#define T3_DEPTH 32
+#define T3_DEPTH 128
 #endif
 _Static_assert((T3_DEPTH & (T3_DEPTH - 1)) == 0, "T3_DEPTH: a power of two");
 #define Q_MASK   (T3_DEPTH - 1)
