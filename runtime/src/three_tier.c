@@ -755,6 +755,12 @@ static void* sched_main(void* arg) {
                 if (closed || T->depth > 1) {
                     const uint32_t done = atomic_load_explicit(&q->done, memory_order_acquire);
                     while (q->seen < done) {
+                        /* before the last entry handed over is completed, queue its consumer
+                         * behind it: completed, it could only be appended unchained (on this
+                         * CPU, after the rest of the scheduler's pass) */
+                        if (T->chain && !closed && !halted &&
+                            q->seen + 1 == (atomic_load_explicit(&q->tail, memory_order_relaxed) & ~Q_CLOSED))
+                            top_up(S, c, lane);
                         complete(S, c, &q->ring[q->seen++ & Q_MASK], lane);
                         progress = true;
                         slot = gated;
