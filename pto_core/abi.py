@@ -88,7 +88,8 @@ class PTORuntimeStats(ctypes.Structure):
                 *((n, ctypes.c_int64) for n in ("temp_bytes", "peak_temp_bytes", "temp_buffers",
                                                 "heap_full_waits", "chained_tasks",
                                                 "unchained_dispatch_p50_ns",
-                                                "unchained_dispatch_p99_ns"))]
+                                                "unchained_dispatch_p99_ns", "handover_p50_ns",
+                                                "handover_p99_ns"))]
 
 
 class PTOTraceEvent(ctypes.Structure):

@@ -161,6 +161,10 @@ class RuntimeStats:
     chained_tasks: int = 0
     unchained_dispatch_p50_ns: int = 0
     unchained_dispatch_p99_ns: int = 0
+    #: three-tier: the hand-over latency (the later of READY and its core being free -> kernel
+    #: start: the dispatch latency without the wait for a busy core), median and 99th percentile
+    handover_p50_ns: int = 0
+    handover_p99_ns: int = 0
 
 
 # ---------------------------------------------------------------- building / loading

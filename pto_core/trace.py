@@ -374,7 +374,7 @@ class TraceStats:
     launches: dict[str, LaunchStats] = field(default_factory=dict)
     #: the three-tier mode's figures (schedulers, cores, latency_samples, dispatch_p50_ns,
     #: dispatch_p99_ns, complete_p50_ns, complete_p99_ns, chained_tasks, unchained_dispatch_p50_ns,
-    #: unchained_dispatch_p99_ns, scheduler_tasks); empty otherwise
+    #: unchained_dispatch_p99_ns, handover_p50_ns, handover_p99_ns, scheduler_tasks); empty otherwise
     three_tier: dict[str, Any] = field(default_factory=dict)
     #: runtime-owned intermediates: task outputs allocated, and the most bytes alive at once
     temp_buffers: int = 0
@@ -531,6 +531,9 @@ def format_stats(s: TraceStats) -> str:
                   f"{_t(t['dispatch_p99_ns']):>12}",
                   f"{'completion (->ready)':<24}{_t(t['complete_p50_ns']):>12}"
                   f"{_t(t['complete_p99_ns']):>12}"]
+        if "handover_p50_ns" in t:     # the dispatch latency less the wait for a busy core
+            lines += [f"{'hand-over (core free)':<24}{_t(t['handover_p50_ns']):>12}"
+                      f"{_t(t['handover_p99_ns']):>12}"]
         if t.get("chained_tasks"):     # queued on a core behind their producer: READY as it returned
             lines += [f"{'dispatch, unchained':<24}{_t(t['unchained_dispatch_p50_ns']):>12}"
                       f"{_t(t['unchained_dispatch_p99_ns']):>12}",

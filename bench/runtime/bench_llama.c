@@ -306,11 +306,13 @@ static void bench_tier3(const Dag* d, int cores) {
     for (int m = 0; m < NM; m++)
         printf(HEAD "tasks=%lld schedulers=%d cores=%d e2e_s=%.6f exec_s=%.6f dispatch_p50_ns=%lld dispatch_p99_ns=%lld "
                "complete_p50_ns=%lld complete_p99_ns=%lld chained_tasks=%lld unchained_dispatch_p50_ns=%lld "
-               "unchained_dispatch_p99_ns=%lld csw_per_task=%.3f cpu_ns_per_task=%.0f\n", HEAD_ARGS(modes[m].kind, d), (long long)n,
+               "unchained_dispatch_p99_ns=%lld handover_p50_ns=%lld handover_p99_ns=%lld csw_per_task=%.3f "
+               "cpu_ns_per_task=%.0f\n", HEAD_ARGS(modes[m].kind, d), (long long)n,
                modes[m].schedulers, cores, e2e[m], exec[m], (long long)best[m].dispatch_p50_ns,
                (long long)best[m].dispatch_p99_ns, (long long)best[m].complete_p50_ns, (long long)best[m].complete_p99_ns,
                (long long)best[m].chained_tasks, (long long)best[m].unchained_dispatch_p50_ns,
-               (long long)best[m].unchained_dispatch_p99_ns, csw[m], cpu[m]);
+               (long long)best[m].unchained_dispatch_p99_ns, (long long)best[m].handover_p50_ns,
+               (long long)best[m].handover_p99_ns, csw[m], cpu[m]);
 }
 
 /* ------------------------------------------------------------------ OpenMP (libgomp) */

@@ -233,6 +233,11 @@ typedef struct PTORuntimeStats {
      * others (handed over by a handshake or appended to a core's batch), median and p99. */
     int64_t chained_tasks;
     int64_t unchained_dispatch_p50_ns, unchained_dispatch_p99_ns;
+    /* Three-tier mode: the hand-over latency, the part of the dispatch latency that the
+     * scheduler and the handshake add: from the later of READY and the end of the previous
+     * kernel on the core that ran the task (it was free) to the task's kernel start; the rest of
+     * the dispatch latency is the wait for a busy core. Median and p99. */
+    int64_t handover_p50_ns, handover_p99_ns;
 } PTORuntimeStats;
 
 /* ---------------------------------------------------------------- lifecycle */

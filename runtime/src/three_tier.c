@@ -38,15 +38,19 @@ typedef struct PTODispatchPayload {
     int32_t        ran;            /* 0: dropped (the run halted, or an earlier entry failed) */
     int32_t        chained;        /* its last producer is the entry before it: READY when that ends */
     int64_t        ready_at, start_at, end_at;   /* trace clock ticks (trace_now) */
+    int64_t        free_at;        /* its core's previous kernel returned (0: none yet) */
 } __attribute__((aligned(64))) PTODispatchPayload;     /* one cache line per entry */
 
 /* A core's payloads: one handshake hands over a batch, which the core runs in order while the
  * scheduler appends more (ready tasks, or the consumer of the last entry whose only producer left
  * is that entry) and completes those the core finished. Entry i lives in ring[i % T3_DEPTH]: at
  * most T3_DEPTH entries are handed over and not yet completed, and a slot is written again only
- * after the scheduler completed the entry that had it. */
+ * after the scheduler completed the entry that had it. A core that shares its scheduler's CPU
+ * (more threads than CPUs) runs a whole ring per switch, and the switches at a batch's end were
+ * most of a task's CPU time: 128 entries (8 KiB per core) cut the CPU per task 10-21 % against
+ * 32, at the price of a later completion there (bench/README.md). */
 #ifndef T3_DEPTH
-#define T3_DEPTH 32
+#define T3_DEPTH 128
 #endif
 _Static_assert((T3_DEPTH & (T3_DEPTH - 1)) == 0, "T3_DEPTH: a power of two");
 #define Q_MASK   (T3_DEPTH - 1)
@@ -83,7 +87,8 @@ typedef struct PTOScheduler {
     int32_t     inflight;
     int64_t     start_at;          /* its cores answered: a task READY earlier counts from here */
     int64_t     completed;         /* rt_count */
-    int64_t*    lat;               /* LAT_FIELDS per task: dispatch, completion latency (ticks), chained */
+    int64_t*    lat;               /* LAT_FIELDS per task: dispatch, completion latency (ticks), chained,
+                                    * hand-over latency (ticks) */
     int64_t     nlat, cap_lat;
     int64_t     chained;           /* tasks it queued behind their last producer */
     _Atomic int32_t sleeping;      /* it sleeps on cv: wake it for a completion or a ready task */
@@ -120,7 +125,7 @@ typedef struct PTOThreeTier {
 } PTOThreeTier;
 
 #define LAT_MAX_SAMPLES (1 << 22)  /* per scheduler; later tasks are not sampled */
-#define LAT_FIELDS 3
+#define LAT_FIELDS 4
 #define PROGRESS_EVERY  1024
 
 static const char* const CORE_NAMES[] = {"AIC", "AIV"};
@@ -339,6 +344,9 @@ void t3_on_retire(PTORuntime* rt, int32_t id) {
 #ifndef T3_TAIL_SPIN
 #define T3_TAIL_SPIN 32        /* pauses a core waits at the end of its batch for an append */
 #endif
+#ifndef T3_AHEAD
+#define T3_AHEAD 2             /* unfinished entries a scheduler keeps on a core on another CPU */
+#endif
 /* One idle round; false: the caller sleeps. `near`: what it waits for last ran on this CPU. */
 static inline bool backoff(uint32_t* round, bool near) {
     if (*round < T3_SPIN) {
@@ -399,17 +407,23 @@ void t3_on_push(PTORuntime* rt) {
  * answer task_status = 0. An entry after the first is dropped once the run halts or an entry
  * before it failed (a chained entry's producer). False: the run abandoned this core mid-kernel. */
 static bool run_batch(PTOWorker* w, PTOHandshake* h, PTODispatchPayload* ring, PTOCoreQueue* q, PTOTraceLane* lane,
-                      PTOScheduler* S) {
+                      PTOScheduler* S, int64_t* last_end) {
     PTORuntime* rt = w->rt;
     bool stop = false;
     uint32_t spins = 0;
     for (uint32_t i = 0;;) {
         uint32_t n = atomic_load_explicit(&q->tail, memory_order_acquire);
         if (i == n && !stop && spins < T3_TAIL_SPIN) {
-            /* its scheduler, running elsewhere, may be about to append: look a little longer */
+            /* its scheduler may be about to append: running elsewhere, look a little longer; on
+             * this CPU, let it run once (it appends now, and the batch goes on without a new
+             * handshake: closing first would cost the same switch and then a dispatch) */
             if (spins++ == 0) {
                 const int32_t me = note_cpu(&h->cpu);
-                if (me >= 0 && atomic_load_explicit(&S->cpu, memory_order_relaxed) == me) spins = T3_TAIL_SPIN;
+                if (me >= 0 && atomic_load_explicit(&S->cpu, memory_order_relaxed) == me) {
+                    spins = T3_TAIL_SPIN;
+                    sched_yield();
+                    continue;
+                }
             }
             rt_cpu_relax();
             continue;
@@ -438,6 +452,8 @@ static bool run_batch(PTOWorker* w, PTOHandshake* h, PTODispatchPayload* ring, P
         const int64_t end = trace_now();
         if (lane) trace_record(lane, id, w->index, name, start, end);
         if (pl->chained) pl->ready_at = ring[(i - 1) & Q_MASK].end_at;
+        pl->free_at = *last_end;
+        *last_end = end;
         pl->start_at = start;
         pl->end_at = end;
         pl->status = rc;
@@ -462,6 +478,7 @@ static void* core_main(void* arg) {
     PTOTraceLane* lane = rt->trace ? &rt->trace->lanes[w->index + 1] : NULL;
     PTOScheduler* S = &T->sched[w->index % T->nsched];
     uint32_t round = 0;
+    int64_t last_end = 0;                      /* its last kernel returned (hand-over latency) */
     while (!atomic_load_explicit(&h->aicpu_ready, memory_order_acquire) &&
            !atomic_load_explicit(&h->control, memory_order_acquire)) {
         if (!backoff(&round, false)) { struct timespec ts = {0, 200 * 1000}; nanosleep(&ts, NULL); }
@@ -472,7 +489,7 @@ static void* core_main(void* arg) {
         if (atomic_load_explicit(&h->control, memory_order_acquire) == 1) break;
         uint64_t task = atomic_load_explicit(&h->task, memory_order_acquire);
         if (atomic_load_explicit(&h->task_status, memory_order_acquire) == 1 && task) {
-            if (!run_batch(w, h, (PTODispatchPayload*)(uintptr_t)task, &T->q[w->index], lane, S)) return NULL;
+            if (!run_batch(w, h, (PTODispatchPayload*)(uintptr_t)task, &T->q[w->index], lane, S, &last_end)) return NULL;
             round = 0;
             continue;
         }
@@ -620,6 +637,7 @@ static void complete(PTOScheduler* S, int32_t c, PTODispatchPayload* pl, PTOTrac
                 S->lat[S->nlat++] = pl->start_at - pl->ready_at;
                 S->lat[S->nlat++] = now - pl->end_at;
                 S->lat[S->nlat++] = pl->chained;
+                S->lat[S->nlat++] = pl->start_at - (pl->free_at > pl->ready_at ? pl->free_at : pl->ready_at);
             }
         }
     }
@@ -629,18 +647,32 @@ static void complete(PTOScheduler* S, int32_t c, PTODispatchPayload* pl, PTOTrac
     if (lane) trace_record(lane, id, c, "complete", ts, trace_now());
 }
 
+/* Core c last polled on the CPU its scheduler S last polled on (both publish it when idle). */
+static inline bool shares_cpu(const PTOScheduler* S, int32_t c) {
+    const int32_t me = atomic_load_explicit(&S->cpu, memory_order_relaxed);
+    return me >= 0 && atomic_load_explicit(&S->rt->t3->hs[c].cpu, memory_order_relaxed) == me;
+}
+
 /* More work for core c while it runs its batch: the consumer queued behind the batch's last
  * entry when that entry is its last producer, else ready tasks while the core has fewer than its
- * share of the ready queues waiting. True: something was appended. */
+ * share of the ready queues waiting. A core running on another CPU than its scheduler gets at
+ * most T3_AHEAD entries it has not finished: the scheduler completes entries as the core
+ * finishes them instead of after a burst of appends (a burst of 32 made a completion wait for
+ * the appends and completions queued before it, 2 us on a chain). A core sharing the
+ * scheduler's CPU gets the whole ring: it runs only when the scheduler lets it, so each burst is
+ * one switch. True: something was appended. */
 static bool top_up(PTOScheduler* S, int32_t c, PTOTraceLane* lane) {
     PTORuntime* rt = S->rt;
     PTOThreeTier* T = rt->t3;
     PTOCoreQueue* q = &T->q[c];
     PTOWorker* w = &rt->workers[c];
+    const uint32_t ahead = shares_cpu(S, c) ? T->depth : T3_AHEAD;
     bool any = false;
     while (q->held < 0) {
         const uint32_t n = atomic_load_explicit(&q->tail, memory_order_relaxed);
         if ((n & Q_CLOSED) || n - q->seen >= T->depth) break;     /* closed, or full */
+        const uint32_t pending = n - atomic_load_explicit(&q->done, memory_order_relaxed);
+        if (pending >= ahead) break;
         int32_t id = -1;
         if (T->chain && q->scanned < n && q->seen < n) {   /* the last entry is not completed yet */
             q->scanned = n;
@@ -649,7 +681,6 @@ static bool top_up(PTOScheduler* S, int32_t c, PTOTraceLane* lane) {
         const bool chained = id >= 0;
         if (!chained) {
             const int64_t share = sched_ready_count(rt) / T->ncores;
-            const uint32_t pending = n - atomic_load_explicit(&q->done, memory_order_relaxed);
             if ((int64_t)pending > share || (id = sched_pop_core(rt, w)) < 0) break;
         }
         if (!dispatch(S, c, id, chained, lane)) {    /* closed meanwhile */
@@ -724,18 +755,29 @@ static void* sched_main(void* arg) {
                 if (closed || T->depth > 1) {
                     const uint32_t done = atomic_load_explicit(&q->done, memory_order_acquire);
                     while (q->seen < done) {
+                        /* before the last entry handed over is completed, queue its consumer
+                         * behind it: completed, it could only be appended unchained (on this
+                         * CPU, after the rest of the scheduler's pass) */
+                        if (T->chain && !closed && !halted &&
+                            q->seen + 1 == (atomic_load_explicit(&q->tail, memory_order_relaxed) & ~Q_CLOSED))
+                            top_up(S, c, lane);
                         complete(S, c, &q->ring[q->seen++ & Q_MASK], lane);
                         progress = true;
                         slot = gated;
-                        int32_t id = S->proxy.next_local;   /* a consumer of what core c just finished */
-                        if (id < 0) continue;
+                        const int32_t id = S->proxy.next_local;   /* a consumer of what core c just finished */
                         S->proxy.next_local = -1;
-                        if (halted) {                       /* dropped, as queued tasks are */
+                        if (id < 0) {
+                        } else if (halted) {                /* dropped, as queued tasks are */
                             if (rt->wait_fn) atomic_fetch_sub_explicit(&rt->ready_tasks, 1, memory_order_release);
                         } else if (closed || q->held >= 0 || !dispatch(S, c, id, false, lane)) {
                             if (q->held < 0) q->held = id;  /* core c's next batch starts with it */
                             else sched_make_ready(rt, rt_task(rt, id), NULL);
                         }
+                        /* a core on another CPU gets the freed slot at once: it does not drain
+                         * its ring (and close the batch) while the scheduler completes the rest.
+                         * One on this CPU runs only when the scheduler yields: completing first
+                         * notices each finished entry sooner */
+                        if (!closed && !halted && T->depth > 1 && !shares_cpu(S, c)) top_up(S, c, lane);
                     }
                 }
                 if (closed) {                               /* the core is idle again */
@@ -880,13 +922,15 @@ void t3_stats(PTORuntime* rt, PTORuntimeStats* st) {
     int64_t* d = malloc((size_t)n * sizeof *d);
     int64_t* c = malloc((size_t)n * sizeof *c);
     int64_t* u = malloc((size_t)n * sizeof *u);   /* dispatch latency of the unchained tasks */
-    if (d && c && u) {
+    int64_t* o = malloc((size_t)n * sizeof *o);   /* hand-over latency */
+    if (d && c && u && o) {
         int64_t k = 0, nu = 0;
         for (int32_t s = 0; s < T->nsched; s++)
             for (int64_t i = 0; i + LAT_FIELDS <= T->sched[s].nlat; i += LAT_FIELDS, k++) {
                 const int64_t* v = &T->sched[s].lat[i];
                 d[k] = v[0];
                 c[k] = v[1];
+                o[k] = v[3];
                 if (!v[2]) u[nu++] = v[0];
             }
         double ns_per_tick = 1.0;
@@ -901,6 +945,8 @@ void t3_stats(PTORuntime* rt, PTORuntimeStats* st) {
         st->complete_p99_ns = (int64_t)((double)pct(c, n, 99) * ns_per_tick);
         st->unchained_dispatch_p50_ns = (int64_t)((double)pct(u, nu, 50) * ns_per_tick);
         st->unchained_dispatch_p99_ns = (int64_t)((double)pct(u, nu, 99) * ns_per_tick);
+        st->handover_p50_ns = (int64_t)((double)pct(o, n, 50) * ns_per_tick);
+        st->handover_p99_ns = (int64_t)((double)pct(o, n, 99) * ns_per_tick);
     }
-    free(d); free(c); free(u);
+    free(d); free(c); free(u); free(o);
 }

@@ -455,11 +455,13 @@ int pto_runtime_write_stats(PTORuntime* rt, const char* path) {
             fprintf(f, ",\n\"three_tier\":{\"schedulers\":%d,\"cores\":%d,\"latency_samples\":%lld,"
                        "\"dispatch_p50_ns\":%lld,\"dispatch_p99_ns\":%lld,\"complete_p50_ns\":%lld,"
                        "\"complete_p99_ns\":%lld,\"chained_tasks\":%lld,\"unchained_dispatch_p50_ns\":%lld,"
-                       "\"unchained_dispatch_p99_ns\":%lld,\"scheduler_tasks\":[",
+                       "\"unchained_dispatch_p99_ns\":%lld,\"handover_p50_ns\":%lld,\"handover_p99_ns\":%lld,"
+                       "\"scheduler_tasks\":[",
                     st.num_schedulers, st.num_workers, (long long)st.latency_samples,
                     (long long)st.dispatch_p50_ns, (long long)st.dispatch_p99_ns,
                     (long long)st.complete_p50_ns, (long long)st.complete_p99_ns, (long long)st.chained_tasks,
-                    (long long)st.unchained_dispatch_p50_ns, (long long)st.unchained_dispatch_p99_ns);
+                    (long long)st.unchained_dispatch_p50_ns, (long long)st.unchained_dispatch_p99_ns,
+                    (long long)st.handover_p50_ns, (long long)st.handover_p99_ns);
             for (int32_t k = 0; k < st.num_schedulers; k++)
                 fprintf(f, k ? ",%lld" : "%lld", (long long)st.scheduler_tasks[k]);
             fputs("]}", f);

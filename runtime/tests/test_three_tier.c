@@ -94,6 +94,9 @@ static void random_graph(int cores, int schedulers, int window, int n, int cells
     CHECK_HAS(dump, line);
     CHECK(st.dispatch_p50_ns >= 0 && st.dispatch_p50_ns <= st.dispatch_p99_ns);
     CHECK(st.complete_p50_ns >= 0 && st.complete_p50_ns <= st.complete_p99_ns);
+    /* per task the hand-over is the dispatch latency less the wait for a busy core */
+    CHECK(st.handover_p50_ns >= 0 && st.handover_p50_ns <= st.handover_p99_ns);
+    CHECK(st.handover_p50_ns <= st.dispatch_p50_ns && st.handover_p99_ns <= st.dispatch_p99_ns);
     pto_runtime_destroy(rt);
     free(got); free(want);
 }
