@@ -9,6 +9,7 @@
 #include "common.h"
 
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -247,6 +248,8 @@ struct PTORuntime {
     int32_t         caller_slot;   /* the worker the orchestrating thread is (no thread of its own), or -1 */
     bool            range_exec;    /* pto_runtime_set_range_executor */
     bool            publish_fence; /* ring publication fences (no membarrier here, see sched.c) */
+    bool            paced;         /* worker threads + the building thread outnumber the CPUs (sched.c) */
+    int32_t         paced_backlog; /* paced: tasks in the window per awake worker before another wakes */
     _Atomic(struct PTORange**) ranges;  /* range tasks (range.c): per window slot; NULL until the first */
 
     /* orchestrator-owned (written per task) */
@@ -278,6 +281,7 @@ struct PTORuntime {
     _Atomic int32_t watching;      /* idle workers spinning on the queues (at most one, see idle()) */
     _Atomic int32_t waking;        /* a sleeper was signalled and has not left its sleep yet */
     RT_LINE _Atomic int32_t waiters;
+    _Atomic int32_t orch_building; /* the orchestrating thread is building, not waiting (paced) */
     _Atomic int32_t wait_id;       /* task the orchestrator waits for; INT32_MAX = all done */
     _Atomic int64_t ready_tasks;   /* with wait_fn: ready, executor call not returned yet */
     RT_LINE _Atomic int32_t failed_task;   /* -1 if none */
@@ -322,9 +326,16 @@ static inline void rt_cpu_relax(void) {
     __asm__ __volatile__("yield");
 #endif
 }
+/* A task's lock is held for a few instructions; a holder that stays longer was preempted (a
+ * loaded machine), and spinning until its thread runs again would burn the rest of the time
+ * slice - the CPU it may need - so after RT_LOCK_SPINS pauses the waiter yields instead. */
+#define RT_LOCK_SPINS 256
 static inline void rt_lock(_Atomic int32_t* l) {
     while (atomic_exchange_explicit(l, 1, memory_order_acquire))
-        while (atomic_load_explicit(l, memory_order_relaxed)) rt_cpu_relax();
+        for (uint32_t spin = 0; atomic_load_explicit(l, memory_order_relaxed); spin++) {
+            if (spin < RT_LOCK_SPINS) rt_cpu_relax();
+            else sched_yield();
+        }
 }
 static inline void rt_unlock(_Atomic int32_t* l) { atomic_store_explicit(l, 0, memory_order_release); }
 
@@ -400,6 +411,9 @@ int  sched_run_inline(PTORuntime* rt, int32_t id);
 void sched_notify_waiters(PTORuntime* rt, int32_t retired_id, int64_t retired_count);
 void sched_flush_retired(PTORuntime* rt, PTOWorker* w);
 int64_t sched_ready_count(PTORuntime* rt);
+/* The orchestrating thread starts (true) or stops waiting - for window slots, a retirement, or
+ * the end of the run: a paced runtime lets its workers sleep between batches only while it builds. */
+void sched_orch_waiting(PTORuntime* rt, bool waiting);
 bool sched_caller_step(PTORuntime* rt);     /* the orchestrating thread runs one ready task as its worker */
 void sched_caller_idle(PTORuntime* rt);     /* ... has none: publish what it retired */
 

@@ -276,6 +276,7 @@ int64_t pto_runtime_ready_tasks(PTORuntime* rt) {
 }
 
 static inline void tell_waiting(PTORuntime* rt, int32_t waiting) {
+    sched_orch_waiting(rt, waiting != 0);     /* a paced runtime's workers get the CPUs */
     if (rt->wait_fn) rt->wait_fn(rt->wait_ctx, waiting);
 }
 

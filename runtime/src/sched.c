@@ -4,7 +4,9 @@
  * thread fills (PTORing) and a mutex-protected queue for everyone else; a worker takes a small
  * batch at a time, and keeps one successor it made ready to run next without touching a queue
  * (chains run back to back on one worker). Idle workers look at the queues every PTO_IDLE_POLL
- * pauses, then sleep on a condition variable that pushers signal only when someone sleeps. */
+ * pauses, then sleep on a condition variable that pushers signal only when someone sleeps. A
+ * paced runtime (more worker threads + the building thread than CPUs) wakes its workers for
+ * batches while the orchestrator builds: see paced_decide. */
 #include "rt_internal.h"
 
 #include <errno.h>
@@ -53,6 +55,47 @@ static bool membarrier_ready(void) {
     return ok;
 }
 
+/* Paced hand-off. With more worker threads than the CPUs left beside the building thread (2
+ * workers on 2 CPUs), a worker spinning or woken for every task the orchestrator publishes takes
+ * a CPU the builder needs, and every task crosses between cores on its own (its descriptor, the
+ * ring's tail, the producer's state the builder reads for the next edge). So while the
+ * orchestrating thread builds, a paced runtime lets an idle worker sleep at once instead of
+ * watching the queues, and the orchestrator wakes one only when the window holds paced_backlog
+ * tasks for each worker already awake: the worker then runs a batch (a chain back to back, a
+ * wide graph from the ring) while the builder goes on, and goes back to sleep when it has caught
+ * up. A sleeper also looks by itself every PTO_PACED_SLEEP_NS, so a task an orchestrator
+ * leaves in the window while it does something else waits at most that long. Tasks that workers
+ * or executors make ready, and tasks for a particular worker, wake as before; and once the
+ * orchestrator waits (a full window, a retirement, the run) the usual policy holds: the workers
+ * then have the CPUs to themselves. The environment variable PTO_PACED=0|1 turns it off or on
+ * whatever the CPU count (the worker-type-bound and three-tier modes are never paced). */
+#ifndef PTO_PACED_BACKLOG
+#define PTO_PACED_BACKLOG 4096
+#endif
+#ifndef PTO_PACED_SLEEP_NS
+#define PTO_PACED_SLEEP_NS 1000000
+#endif
+
+static int paced_decide(PTORuntime* rt) {
+    rt->paced = false;
+    atomic_init(&rt->orch_building, 1);
+    const char* env = getenv("PTO_PACED");
+    if (env && strcmp(env, "0") && strcmp(env, "1"))
+        return rt_fail(PTO_EINVAL, "PTO_PACED='%.32s': must be 0 (off) or 1 (on); unset: on when the worker threads "
+                                   "and the building thread outnumber the CPUs", env);
+    if (rt->nworkers == 0 || rt->cfg.bind_worker_types || rt->cfg.mode == PTO_MODE_THREE_TIER) return PTO_OK;
+    if (env) {
+        rt->paced = env[0] == '1';
+    } else {
+        cpu_set_t set;
+        const int cpus = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 0;
+        rt->paced = cpus > 0 && rt->nworkers + 1 > cpus;
+    }
+    const int32_t quarter = rt->window / 4 > 1 ? rt->window / 4 : 1;   /* room left to build on */
+    rt->paced_backlog = PTO_PACED_BACKLOG < quarter ? PTO_PACED_BACKLOG : quarter;
+    return PTO_OK;
+}
+
 int sched_init(PTORuntime* rt) {
     for (int q = 0; q < PTO_NUM_QUEUES; q++) {
         PTORing* R = &rt->rings[q];
@@ -69,6 +112,8 @@ int sched_init(PTORuntime* rt) {
     pthread_mutex_init(&rt->done_mu, NULL); pthread_cond_init(&rt->done_cv, NULL);
     rt->nworkers = rt->cfg.num_workers;
     rt->caller_slot = -1;
+    int prc = paced_decide(rt);
+    if (prc < 0) return prc;
     if (rt->nworkers > 0) {
         rt->workers = calloc_lines((size_t)rt->nworkers, sizeof(PTOWorker));
         if (!rt->workers) return PTO_ENOMEM;
@@ -167,6 +212,23 @@ static void push_to(PTORuntime* rt, PTOQueue* Q, int32_t id, bool all) {
 
 static void push(PTORuntime* rt, int q, int32_t id) { push_to(rt, &rt->queues[q], id, false); }
 
+/* Paced, from the orchestrating thread: is a batch due for a sleeper (`asleep` of the worker
+ * threads sleep)? Yes once the orchestrator waits, else when the window holds paced_backlog tasks
+ * per worker awake, the sleeper included (last_alive trails by up to PTO_RETIRE_BATCH tasks). */
+static inline bool paced_due(PTORuntime* rt, int32_t asleep) {
+    if (!atomic_load_explicit(&rt->orch_building, memory_order_relaxed)) return true;
+    const int32_t threads = rt->nworkers - (rt->caller_slot >= 0);
+    const int32_t awake = threads > asleep ? threads - asleep : 0;
+    return rt->next_id - rt->last_alive >= (int64_t)rt->paced_backlog * (awake + 1);
+}
+
+void sched_orch_waiting(PTORuntime* rt, bool waiting) {
+    if (!rt->paced) return;
+    /* seq_cst against idle(): a worker counts itself asleep, then reads orch_building */
+    atomic_store_explicit(&rt->orch_building, !waiting, memory_order_seq_cst);
+    if (waiting && atomic_load_explicit(&rt->sleepers, memory_order_seq_cst) > 0) wake_for(rt, false);
+}
+
 /* The orchestrating thread publishes n ready tasks of queue q: slot stores, one release store of
  * the tail, and a wake-up only if some worker sleeps (see membarrier_ready for why no fence). */
 static void ring_put(PTORuntime* rt, int q, const int32_t* ids, int32_t n) {
@@ -177,7 +239,8 @@ static void ring_put(PTORuntime* rt, int q, const int32_t* ids, int32_t n) {
     atomic_store_explicit(&R->tail, t + (uint64_t)n, memory_order_release);
     if (__builtin_expect(rt->publish_fence, 0)) atomic_thread_fence(memory_order_seq_cst);
     else atomic_signal_fence(memory_order_seq_cst);
-    if (atomic_load_explicit(&rt->sleepers, memory_order_relaxed) > 0) wake_for(rt, rt->cfg.bind_worker_types);
+    const int32_t asleep = atomic_load_explicit(&rt->sleepers, memory_order_relaxed);
+    if (asleep > 0 && (!rt->paced || paced_due(rt, asleep))) wake_for(rt, rt->cfg.bind_worker_types);
 }
 
 /* Claim up to `max` of ring R's tasks into out (a fair share of what is there, at least one). */
@@ -536,10 +599,11 @@ int32_t sched_pop_core(PTORuntime* rt, PTOWorker* w) {
     return -1;
 }
 
-static bool has_work(PTORuntime* rt, PTOWorker* w) {
+/* Work for w in the queues (`rings`: the orchestrator's rings too). */
+static bool has_work(PTORuntime* rt, PTOWorker* w, bool rings) {
     for (int k = 0; k < w->nserved; k++)
         if (atomic_load_explicit(&rt->queues[w->served[k]].count, memory_order_seq_cst) > 0 ||
-            ring_len(&rt->rings[w->served[k]]) > 0)
+            (rings && ring_len(&rt->rings[w->served[k]]) > 0))
             return true;
     if (atomic_load_explicit(&rt->wqueues[2 * w->index].count, memory_order_seq_cst) > 0) return true;
     for (int v = 0; v < rt->nworkers; v++)
@@ -586,14 +650,23 @@ static bool acquire_run_slot(PTORuntime* rt) {
  * idle worker never spins on a core the orchestrator or a busy worker could use, and a push wakes
  * nobody while the watcher is there. (With worker types bound, a watcher may not serve the queue
  * that gets the work: then every idle worker watches, and every push wakes.) */
+/* Paced, as an idle worker sees it: sleep even with tasks in the rings - the orchestrator wakes
+ * a worker when a batch is due (paced_due) - unless it stopped building, a wake-up is on its way
+ * (taken here if its signal came before this worker slept), or a worker or an executor queued work. */
+static bool paced_sleep(PTORuntime* rt, PTOWorker* w) {
+    return atomic_load_explicit(&rt->orch_building, memory_order_seq_cst) &&
+           !atomic_load_explicit(&rt->waking, memory_order_seq_cst) && !has_work(rt, w, false);
+}
+
 static void idle(PTORuntime* rt, PTOWorker* w) {
     int32_t none = 0;
     const bool all_watch = rt->cfg.bind_worker_types != 0;
-    if (all_watch || atomic_compare_exchange_strong_explicit(&rt->watching, &none, 1, memory_order_seq_cst,
-                                                              memory_order_relaxed)) {
+    const bool paced = rt->paced && atomic_load_explicit(&rt->orch_building, memory_order_relaxed);
+    if (!paced && (all_watch || atomic_compare_exchange_strong_explicit(&rt->watching, &none, 1, memory_order_seq_cst,
+                                                                         memory_order_relaxed))) {
         bool found = false;
         for (int spin = 0; spin < PTO_IDLE_SPINS && !found; spin += PTO_IDLE_POLL) {
-            found = has_work(rt, w) || atomic_load_explicit(&rt->stop, memory_order_relaxed);
+            found = has_work(rt, w, true) || atomic_load_explicit(&rt->stop, memory_order_relaxed);
             for (int i = 0; i < PTO_IDLE_POLL && !found; i++) rt_cpu_relax();
         }
         if (!all_watch) atomic_store_explicit(&rt->watching, 0, memory_order_seq_cst);
@@ -601,13 +674,16 @@ static void idle(PTORuntime* rt, PTOWorker* w) {
     }
     atomic_fetch_add_explicit(&rt->sleepers, 1, memory_order_seq_cst);
     /* the orchestrator's fence as well as ours: it publishes to a ring without one (should the
-     * call fail, a publication may go unseen: then sleep briefly) */
-    const bool fenced = rt->publish_fence || syscall(__NR_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0) == 0;
+     * call fail, a publication may go unseen: then sleep briefly). A paced sleep needs none: the
+     * orchestrator wakes it when a batch is due, and its own look comes within PTO_PACED_SLEEP_NS. */
+    const bool fenced = paced || rt->publish_fence ||
+                        syscall(__NR_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0) == 0;
     pthread_mutex_lock(&rt->idle_mu);
-    if (!has_work(rt, w) && !atomic_load(&rt->stop)) {
+    if (!atomic_load(&rt->stop) && (paced ? paced_sleep(rt, w) : !has_work(rt, w, true))) {
         struct timespec ts;
         clock_gettime(CLOCK_REALTIME, &ts);
-        ts.tv_nsec += fenced ? 20 * 1000 * 1000 : 100 * 1000;   /* belt and braces; wakeups are signalled */
+        /* belt and braces; wake-ups are signalled */
+        ts.tv_nsec += paced ? PTO_PACED_SLEEP_NS : fenced ? 20 * 1000 * 1000 : 100 * 1000;
         if (ts.tv_nsec >= 1000000000L) { ts.tv_sec++; ts.tv_nsec -= 1000000000L; }
         pthread_cond_timedwait(&rt->idle_cv, &rt->idle_mu, &ts);
     }
@@ -633,7 +709,9 @@ static void* worker_main(void* arg) {
         }
         if (was_idle) {              /* back to work: a sleeper gets what this one left queued */
             was_idle = false;
-            if (has_work(rt, w)) wake_for(rt, false);
+            /* (paced, while the orchestrator builds: its rings wake sleepers when a batch is due) */
+            const bool paced = rt->paced && atomic_load_explicit(&rt->orch_building, memory_order_relaxed);
+            if (has_work(rt, w, !paced)) wake_for(rt, false);
         }
         const bool gated = rt->cfg.max_running > 0;
         const bool slot = gated && acquire_run_slot(rt);
