@@ -172,13 +172,17 @@ static void sweep(TMap* tm, int32_t last_alive) {
 }
 
 
-/* The free list is empty and every entry of the pool was used once: sweep (at most once per `cap`
- * inserts; walks drop retired entries, so a sweep is for chains nobody walks any more)
- * or grow the pool. Never-used entries [fresh, cap) are handed out by bumping `fresh` (insert),
- * not linked into the free list first: a build that retires nothing never writes a free list.
- * Returns PTO_OK or ENOMEM. */
+/* The free list is empty and every entry of the pool was used once: sweep, or grow the pool.
+ * Never-used entries [fresh, cap) are handed out by bumping `fresh` (insert), not linked into the
+ * free list first: a build that retires nothing never writes a free list. A sweep costs about the
+ * pool's size, so it waits for half a pool of inserts since the last one (and for a quarter of a
+ * pool's worth of retired tasks); walks drop retired entries, so it is for chains nobody walks
+ * any more. The bound is half the pool, not all of it: after a sweep that left most entries live,
+ * the pool is exhausted again after fewer than `cap` inserts, so a whole pool's worth would never
+ * come and every later refill would grow the pool - by the graph's size, not the window's, where
+ * tiles are touched a few times and never again. Returns PTO_OK or ENOMEM. */
 static __attribute__((noinline)) int entry_refill(TMap* tm, int32_t last_alive) {
-    if (tm->since_sweep >= tm->cap && last_alive - tm->swept_alive >= tm->cap / 4) {
+    if (tm->since_sweep >= tm->cap / 2 && last_alive - tm->swept_alive >= tm->cap / 4) {
         sweep(tm, last_alive);
         tm->swept_alive = last_alive;
     }
