@@ -80,9 +80,8 @@ typedef struct PTODep { int32_t task; int32_t next; } PTODep;
  * than TM_SPAN_MAX extra blocks (or outside the grid) go to the tensor's `wide` chains, which
  * every lookup of that tensor scans: one huge access does not widen every later lookup. */
 typedef struct TMEntry { int64_t r0, c0, r1, c1; int32_t task; int32_t next; } TMEntry;
-/* Chains run oldest -> newest (append at the tail), so retired entries - whose ids are the
- * smallest - form a prefix that an insert pops in O(1) amortised. */
-typedef struct TMChain { int32_t head, tail; } TMChain;
+/* Chains run newest -> oldest (insert at the head): an insert writes no older entry. */
+typedef struct TMChain { int32_t head; } TMChain;
 typedef struct TMBucket { TMChain w, r; } TMBucket;   /* writers, readers */
 #define TM_SPAN_MAX 8
 typedef struct TMTensor {

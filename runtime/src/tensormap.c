@@ -6,9 +6,9 @@
  * powers of two, raised so a tensor has at most 2^20 blocks), so tile-sized accesses land in
  * their own bucket and a lookup touches only the few entries that can overlap - in both
  * dimensions: tiles (i, j) of one row block (attention scores indexed by q and kv tile) do not
- * share a bucket. Each bucket keeps a writer chain and a reader chain, oldest entry first:
- * entries of retired tasks (id < last_alive) are a prefix, popped on the next walk or insert;
- * a sweep at most once per pool's worth of inserts clears buckets nobody touches any more.
+ * share a bucket. Each bucket keeps a writer chain and a reader chain, newest entry first:
+ * entries of retired tasks (id < last_alive) leave on the next walk of their chain, and a sweep
+ * at most once per pool's worth of inserts clears chains nobody walks (a tile only read).
  * That keeps the pool proportional to the live entries. Only the orchestrator touches any of it. */
 #include "rt_internal.h"
 
@@ -20,8 +20,8 @@ int tm_init(TMap* tm, int32_t initial_entries) {
     tm->slots = calloc((size_t)1 << (64 - tm->slot_shift), sizeof(TMSlot));
     tm->free_head = -1;
     if (!tm->slots) return PTO_ENOMEM;
-    /* A pool sized to the window, so steady-state inserts never grow it. Its entries join the
-     * free list a few at a time as inserts reach them (entry_refill), not all here: creating a
+    /* A pool sized to the window, so steady-state inserts never grow it. Its entries are handed
+     * out in order as inserts reach them (insert bumps `fresh`), never written here: creating a
      * runtime does not write the whole pool (with a block kept from an earlier runtime, the
      * memory is already mapped). */
     tm->e = rt_block_alloc((size_t)initial_entries * sizeof(TMEntry), 0);
@@ -86,7 +86,7 @@ static void tensor_init(TMTensor* t, void* base, int32_t rs, int32_t cs, int64_t
     t->base = base; t->rshift = rs; t->cshift = cs; t->rows = trows; t->cols = tcols;
     t->ncb = (int32_t)(((cols - 1) >> cs) + 1);
     t->max_rb = (int32_t)(((int64_t)1 << TM_MAX_BUCKETS_LOG2) / t->ncb);
-    t->wide = (TMBucket){{-1, -1}, {-1, -1}};
+    t->wide = (TMBucket){{-1}, {-1}};
 }
 
 /* The record of `base`, created (see tensor_init). */
@@ -129,7 +129,7 @@ static int grow_rows(TMap* tm, TMTensor* t, int64_t need) {
     uint8_t* l = rt_block_grow(t->listed, old, n);
     if (!l) return PTO_ENOMEM;
     t->listed = l;
-    for (size_t i = old; i < n; i++) b[i] = (TMBucket){{-1, -1}, {-1, -1}};
+    for (size_t i = old; i < n; i++) b[i] = (TMBucket){{-1}, {-1}};
     memset(l + old, 0, n - old);
     tm->bucket_bytes += (int64_t)(n - old) * (int64_t)(sizeof *b + 1);
     t->nrb = (int32_t)nb;
@@ -144,17 +144,10 @@ static inline void entry_free(TMap* tm, int32_t i) {
 
 /* Drop every retired entry of a chain (used by the occasional full sweep). */
 static void sweep_chain(TMap* tm, TMChain* ch, int32_t last_alive) {
-    int32_t prev = -1;
-    for (int32_t i = ch->head; i >= 0;) {
-        int32_t next = tm->e[i].next;
-        if (tm->e[i].task < last_alive) {
-            if (prev < 0) ch->head = next; else tm->e[prev].next = next;
-            if (ch->tail == i) ch->tail = prev;
-            entry_free(tm, i);
-        } else {
-            prev = i;
-        }
-        i = next;
+    for (int32_t* link = &ch->head; *link >= 0;) {
+        const int32_t i = *link;
+        if (tm->e[i].task < last_alive) { *link = tm->e[i].next; entry_free(tm, i); }
+        else link = &tm->e[i].next;
     }
 }
 
@@ -178,33 +171,18 @@ static void sweep(TMap* tm, int32_t last_alive) {
     tm->since_sweep = 0;
 }
 
-/* Pop the retired prefix of a chain. */
-static inline void pop_retired(TMap* tm, TMChain* ch, int32_t last_alive) {
-    while (ch->head >= 0 && tm->e[ch->head].task < last_alive) {
-        int32_t i = ch->head;
-        ch->head = tm->e[i].next;
-        if (ch->tail == i) ch->tail = -1;
-        entry_free(tm, i);
-    }
-}
 
-/* Entries [*fresh, end) onto a free list, at most FRESH_LINK of them: pools are linked as they
- * are reached. */
-#define FRESH_LINK 64
-#define LINK_FRESH(pool_next, head, fresh, end) do {                                   \
-        int32_t _e = (end) - (fresh) < FRESH_LINK ? (end) : (fresh) + FRESH_LINK;       \
-        for (int32_t _i = _e - 1; _i >= (fresh); _i--) { pool_next(_i) = (head); (head) = _i; } \
-        (fresh) = _e;                                                                   \
-    } while (0)
-#define TM_NEXT(i) tm->e[i].next
-#define DEP_NEXT(i) rt_dep(rt, i)->next
-
-/* The free list is empty: link never-used entries, else sweep (at most once per `cap` inserts;
- * inserts pop retired prefixes, so a sweep is only for buckets nobody touches any more) or grow
- * the pool. Returns PTO_OK or ENOMEM. */
+/* The free list is empty and every entry of the pool was used once: sweep, or grow the pool.
+ * Never-used entries [fresh, cap) are handed out by bumping `fresh` (insert), not linked into the
+ * free list first: a build that retires nothing never writes a free list. A sweep costs about the
+ * pool's size, so it waits for half a pool of inserts since the last one (and for a quarter of a
+ * pool's worth of retired tasks); walks drop retired entries, so it is for chains nobody walks
+ * any more. The bound is half the pool, not all of it: after a sweep that left most entries live,
+ * the pool is exhausted again after fewer than `cap` inserts, so a whole pool's worth would never
+ * come and every later refill would grow the pool - by the graph's size, not the window's, where
+ * tiles are touched a few times and never again. Returns PTO_OK or ENOMEM. */
 static __attribute__((noinline)) int entry_refill(TMap* tm, int32_t last_alive) {
-    if (tm->fresh < tm->cap) { LINK_FRESH(TM_NEXT, tm->free_head, tm->fresh, tm->cap); return PTO_OK; }
-    if (tm->since_sweep >= tm->cap && last_alive - tm->swept_alive >= tm->cap / 4) {
+    if (tm->since_sweep >= tm->cap / 2 && last_alive - tm->swept_alive >= tm->cap / 4) {
         sweep(tm, last_alive);
         tm->swept_alive = last_alive;
     }
@@ -214,7 +192,6 @@ static __attribute__((noinline)) int entry_refill(TMap* tm, int32_t last_alive) 
         if (!n) return PTO_ENOMEM;
         tm->e = n;
         tm->cap = nc;
-        LINK_FRESH(TM_NEXT, tm->free_head, tm->fresh, tm->cap);
     }
     return PTO_OK;
 }
@@ -238,26 +215,23 @@ int dep_add_chunk(PTORuntime* rt) {
     if (rt->dep_nchunks == DEP_MAX_CHUNKS) return PTO_ENOMEM;
     PTODep* c = rt_block_alloc(sizeof(PTODep) * DEP_CHUNK, 0);
     if (!c) return PTO_ENOMEM;
-    rt->dep_chunks[rt->dep_nchunks++] = c;      /* its entries join the free list as reached */
+    rt->dep_chunks[rt->dep_nchunks++] = c;      /* its entries are handed out in order (dep_alloc) */
     return PTO_OK;
 }
 
-static __attribute__((noinline)) int dep_refill(PTORuntime* rt) {
-    if (rt->dep_fresh == rt->dep_nchunks << DEP_CHUNK_SHIFT) {
-        int rc = dep_add_chunk(rt);
-        if (rc < 0) return rc;
-    }
-    LINK_FRESH(DEP_NEXT, rt->dep_free, rt->dep_fresh, rt->dep_nchunks << DEP_CHUNK_SHIFT);
-    return PTO_OK;
-}
-
+/* A dependency entry: the free list's first, else the next never-used one (a new chunk when the
+ * chunks are used up). */
 static inline int32_t dep_alloc(PTORuntime* rt) {
-    if (rt->dep_free < 0) {
-        int rc = dep_refill(rt);
-        if (rc < 0) return rc;
-    }
     int32_t i = rt->dep_free;
-    rt->dep_free = rt_dep(rt, i)->next;
+    if (__builtin_expect(i >= 0, 1)) {
+        rt->dep_free = rt_dep(rt, i)->next;
+    } else {
+        if (__builtin_expect(rt->dep_fresh == rt->dep_nchunks << DEP_CHUNK_SHIFT, 0)) {
+            int rc = dep_add_chunk(rt);
+            if (rc < 0) return rc;
+        }
+        i = rt->dep_fresh++;
+    }
     rt->dep_live++;
     return i;
 }
@@ -371,24 +345,24 @@ static inline bool covers(const PTOAccess* a, const TMEntry* e) {
 static inline __attribute__((always_inline)) int walk(const TMCtx* c, TMChain* ch, int32_t consumer, const PTOAccess* a) {
     TMap* tm = c->tm;
     const bool writes = (a->mode & ACC_WRITE) != 0;
-    pop_retired(tm, ch, c->last_alive);
-    int32_t prev = -1;
-    for (int32_t i = ch->head; i >= 0;) {
+    for (int32_t* link = &ch->head; *link >= 0;) {
+        const int32_t i = *link;
         TMEntry* e = &tm->e[i];
-        int32_t next = e->next;
+        if (e->task < c->last_alive) {                 /* retired: no edge, and no use any more */
+            *link = e->next;
+            entry_free(tm, i);
+            continue;
+        }
         if (overlaps(e, a)) {
             int rc = edge(c, e->task, consumer);
             if (rc < 0) return rc;
             if (writes && covers(a, e)) {
-                if (prev < 0) ch->head = next; else tm->e[prev].next = next;
-                if (ch->tail == i) ch->tail = prev;
+                *link = e->next;
                 entry_free(tm, i);
-                i = next;
                 continue;
             }
         }
-        prev = i;
-        i = next;
+        link = &e->next;
     }
     return PTO_OK;
 }
@@ -403,37 +377,38 @@ static inline __attribute__((always_inline)) int walk_bucket(const TMCtx* c, TMB
     return rc;
 }
 
-/* Record the access in bucket `bucket` of its tensor (-1: the wide chains). A write walked both
- * chains of its home bucket just before, which popped their retired prefixes already. */
+/* Record the access in bucket `bucket` of its tensor (-1: the wide chains), at the head of its
+ * chain: only the new entry and the chain's head are written, no older entry is touched (a
+ * tile read by many tasks, such as a K or V tile of attention, gets a long reader chain whose
+ * old end would be a cache miss per read). Retired entries leave on the next walk of their
+ * chain, or in a sweep (entry_refill) for chains nobody walks. */
 static inline __attribute__((always_inline)) int insert(const TMCtx* c, int32_t task, const PTOAccess* a,
                                                         int64_t bucket) {
     TMap* tm = c->tm;
-    if (__builtin_expect(tm->free_head < 0, 0)) {
-        int rc = entry_refill(tm, c->last_alive);
-        if (rc < 0) return rc;
+    int32_t i = tm->free_head;
+    if (__builtin_expect(i >= 0, 1)) {
+        tm->free_head = tm->e[i].next;
+    } else {
+        if (__builtin_expect(tm->fresh == tm->cap, 0)) {
+            int rc = entry_refill(tm, c->last_alive);
+            if (rc < 0) return rc;
+        }
+        if ((i = tm->free_head) >= 0) tm->free_head = tm->e[i].next;
+        else i = tm->fresh++;
     }
-    const int32_t i = tm->free_head;
     TMEntry* e = &tm->e[i];
-    tm->free_head = e->next;
     if (++tm->live > tm->peak) tm->peak = tm->live;
     tm->since_sweep++;
-    e->r0 = a->r0; e->c0 = a->c0; e->r1 = a->r1; e->c1 = a->c1; e->task = task; e->next = -1;
     TMTensor* t = &tm->tensors[a->tensor];
     TMBucket* home = bucket >= 0 ? &t->b[bucket] : &t->wide;
-    TMChain* ch;
-    if (a->mode & ACC_WRITE) ch = &home->w;
-    else { ch = &home->r; pop_retired(tm, ch, c->last_alive); }
-    if (ch->tail >= 0) {
-        tm->e[ch->tail].next = i;
-    } else {
-        ch->head = i;
-        /* a bucket with a non-empty chain is always listed, so only an empty chain can need it */
-        if (bucket >= 0 && !t->listed[bucket]) {
-            int rc = occ_push(tm, a->tensor, bucket);
-            if (rc < 0) { ch->head = -1; entry_free(tm, i); return rc; }
-        }
+    TMChain* ch = (a->mode & ACC_WRITE) ? &home->w : &home->r;
+    e->r0 = a->r0; e->c0 = a->c0; e->r1 = a->r1; e->c1 = a->c1; e->task = task; e->next = ch->head;
+    /* a bucket with a non-empty chain is always listed, so only an empty chain can need it */
+    if (ch->head < 0 && bucket >= 0 && !t->listed[bucket]) {
+        int rc = occ_push(tm, a->tensor, bucket);
+        if (rc < 0) { entry_free(tm, i); return rc; }
     }
-    ch->tail = i;
+    ch->head = i;
     return PTO_OK;
 }
 

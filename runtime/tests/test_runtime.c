@@ -1073,6 +1073,39 @@ static void test_paced_env_checked(void) {
     unsetenv("PTO_PACED");
 }
 
+/* The tensor map's memory follows the window, not the graph: tiles each touched by two tasks and
+ * never again (nothing walks their chains, so only the map's sweep reclaims the entries of retired
+ * tasks) keep its peak entries within a few windows however many tasks go through. */
+static void test_map_bound(void) {
+    const int64_t batches = scaled(50000) > 20000 ? scaled(50000) : 20000;
+    const int32_t window = 1024;
+    static float cells[3];                  /* dry run: no kernel reads them, only the pointers count */
+    PTOTensor x = {&cells[0], batches * 8, 128, 128, 4, "x"}, t = x, y = x;
+    t.data = &cells[1]; t.name = "t";
+    y.data = &cells[2]; y.name = "y";
+    PTORuntimeConfig cfg;
+    pto_runtime_config_default(&cfg);
+    cfg.num_workers = 0; cfg.dry_run = 1; cfg.task_window = window;
+    PTORuntime* rt = pto_runtime_create(&cfg);
+    int bad = 0;
+    for (int64_t b = 0; b < batches; b++) {
+        PTOTaskArg a1[2] = {{PTO_ARG_INPUT, &x, b * 8, 0, 8, 128, 0}, {PTO_ARG_OUTPUT, &t, b * 8, 0, 8, 128, 0}};
+        PTOTaskArg a2[2] = {{PTO_ARG_INPUT, &t, b * 8, 0, 8, 128, 0}, {PTO_ARG_OUTPUT, &y, b * 8, 0, 8, 128, 0}};
+        bad += pto_task_submit_v(rt, "stage1", k_nop, 0, PTO_WORKER_ANY, a1, 2) < 0;
+        bad += pto_task_submit_v(rt, "stage2", k_nop, 0, PTO_WORKER_ANY, a2, 2) < 0;
+    }
+    CHECK_EQ(bad, 0);
+    CHECK_EQ(pto_runtime_run(rt), PTO_OK);
+    PTORuntimeStats st;
+    pto_runtime_get_stats(rt, &st);
+    CHECK_EQ(st.tasks_completed, 2 * batches);
+    CHECK_EQ(st.edges, batches);
+    CHECK(st.peak_tensormap_entries <= 16 * window);    /* 4 * batches before the sweep's fix */
+    printf("  %lld tasks, window %d: peak tensor-map entries %lld\n", (long long)(2 * batches), window,
+           (long long)st.peak_tensormap_entries);
+    pto_runtime_destroy(rt);
+}
+
 int main(int argc, char** argv) {
     if (argc > 1) g_scale = atof(argv[1]);
     setvbuf(stdout, NULL, _IONBF, 0);
@@ -1093,6 +1126,7 @@ int main(int argc, char** argv) {
     test_failure(2, 0, 1 << 18);
     test_failure(1, 1, 64);
     printf("untracked arguments\n");   test_untracked_arg();
+    printf("tensor-map memory bound\n"); test_map_bound();
     printf("one-call submission\n");  test_submit_v();
     g_use_v = 1;
     printf("edges / overlap rule, one-call submission\n"); test_edges();
