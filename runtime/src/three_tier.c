@@ -766,10 +766,9 @@ static void* sched_main(void* arg) {
                         slot = gated;
                         const int32_t id = S->proxy.next_local;   /* a consumer of what core c just finished */
                         S->proxy.next_local = -1;
-                        if (id < 0) {
-                        } else if (halted) {                /* dropped, as queued tasks are */
+                        if (id >= 0 && halted) {            /* dropped, as queued tasks are */
                             if (rt->wait_fn) atomic_fetch_sub_explicit(&rt->ready_tasks, 1, memory_order_release);
-                        } else if (closed || q->held >= 0 || !dispatch(S, c, id, false, lane)) {
+                        } else if (id >= 0 && (closed || q->held >= 0 || !dispatch(S, c, id, false, lane))) {
                             if (q->held < 0) q->held = id;  /* core c's next batch starts with it */
                             else sched_make_ready(rt, rt_task(rt, id), NULL);
                         }
