@@ -101,8 +101,8 @@ def test_the_asymmetric_form_round_trips_through_pto_and_ptoas_text(text_forms):
 @pytest.mark.parametrize("target,call", [
     ("ascend_a5", "TQUANT<QuantType::INT8_ASYM>(pto_v_t_q, pto_v_t_x, pto_v_t_scale, "
                   "&pto_v_t_offset);"),
-    ("ascend_a2a3", "TQUANT<QuantType::INT8_ASYM>(pto_v_t_q, _pto_tmp63_3x20_f32, "
-                    "_pto_tmp60_3x8_f32, _pto_tmp64_3x20_f32, &_pto_tmp61_3x8_f32);")])
+    ("ascend_a2a3", "TQUANT<QuantType::INT8_ASYM>(pto_v_t_q, _pto_tmp63_3x20_in_3x24_f32, "
+                    "_pto_tmp60_3x8_f32, _pto_tmp64_3x20_in_3x24_f32, &_pto_tmp61_3x8_f32);")])
 def test_ascend_calls_the_library_s_asymmetric_form(target, call):
     texts = driver.generate(target, module(3, 20), CompileOptions())
     assert any(call in t for t in texts.values()), texts
