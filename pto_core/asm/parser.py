@@ -347,8 +347,8 @@ class _Parser:
         if t.kind == "name":
             return self.assignment(st)
         if t.kind != "word":
-            raise self.error("expected an instruction, a declaration, FOR, IF, WHILE, CALL or return, "
-                             f"got {t.describe()}")
+            raise self.error("expected an instruction, a declaration, FOR, IF, WHILE, CALL or "
+                             f"return, got {t.describe()}")
         w = t.text
         if w == "FOR":
             return self.for_(st, depth)

@@ -8,7 +8,8 @@ from .types import MAX_DIM, ElementType, MemorySpace, MemRefType, ScalarType, Ti
 
 __all__ = [
     "MAX_DIM", "WHILE_LIMIT_STATUS", "WHILE_MAX_ITERATIONS", "Block", "Break", "Continue",
-    "While", "bodies", "Call", "CallArg", "Category", "CMP_OPS", "ElementType", "Expr", "For", "Function",
+    "While", "bodies", "Call", "CallArg", "Category", "CMP_OPS", "ElementType", "Expr", "For",
+    "Function",
     "FunctionKind", "If", "Index", "Instr", "Local", "MemRefType", "MemorySpace", "Module", "OPS",
     "OPS_BY_METHOD", "OPS_BY_MNEMONIC", "OpDef", "Operand", "Param", "Return", "ScalarType", "Stmt",
     "TileType", "Type", "Value", "walk", "walk_nested",

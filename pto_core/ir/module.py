@@ -1,8 +1,8 @@
 """Statements, functions and modules of the PTO IR.
 
-The IR is structured: a FOR, IF or WHILE statement holds its body, so passes and emitters walk trees,
-not label soup. All nodes are frozen dataclasses and compare by value, which is what the `.pto`
-round-trip tests rely on.
+The IR is structured: a FOR, IF or WHILE statement holds its body, so passes and emitters walk
+trees, not label soup. All nodes are frozen dataclasses and compare by value, which is what the
+`.pto` round-trip tests rely on.
 
 Operands are names (``str``, without the ``%`` of the text form) or literals (``int``/``float``).
 """
