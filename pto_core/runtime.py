@@ -45,6 +45,10 @@ The shared library is built by SCons on first use, with the flags of every other
 (:func:`pto_core.driver.build_runtime_library`, in the build folder of
 :func:`pto_core.resources.build_root`); a changed runtime source rebuilds it.
 ``$PTO_RUNTIME_LIB`` points at a prebuilt one instead.
+
+Engines: ``Runtime(engine="starpu")`` runs the graph on StarPU (:mod:`pto_core.engines`): its
+library ``libpto_starpu.so`` is built the same way and loaded as a handle of its own beside ours.
+It keeps no trace, dump or task states; a call it lacks raises PTOError naming the function.
 """
 from __future__ import annotations
 

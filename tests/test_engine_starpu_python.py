@@ -229,3 +229,28 @@ def test_work_steal_is_left_to_starpus_scheduler_and_unknown_engines_are_refused
     with pytest.raises(PTOError, match="unknown engine 'legion'"):
         prog.run({"o": np.zeros((4, 4), np.float32)}, engine="legion")
     prog._check_engine("starpu", [])              # accepted: nothing to refuse
+
+
+def test_a_failing_kernel_on_starpu_names_the_workload_task():
+    out = child("""
+        import numpy as np
+        from pto_core.errors import PTOError
+        from pto_core.workload import Dense, Tensor, parallel_for, task
+
+        o = Tensor("o")
+
+        def picky(args):                          # slot 2: the row
+            if args[2] == 2:
+                raise ValueError("row two is bad")
+            return 0
+
+        w = parallel_for(Dense(4), lambda i: task(picky, [o.write(i, 0, 1, 4), i]))
+        try:
+            w.schedule().compile("reference").run({"o": np.zeros((4, 4), np.float32)},
+                                                  engine="starpu")
+        except PTOError as e:
+            print(e)
+            print(repr(e.__cause__.__cause__))
+    """)
+    assert "task picky[i0=2] failed" in out and "PTO_ETASKFAILED" in out
+    assert "ValueError('row two is bad')" in out
