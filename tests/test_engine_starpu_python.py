@@ -254,3 +254,37 @@ def test_a_failing_kernel_on_starpu_names_the_workload_task():
     """)
     assert "task picky[i0=2] failed" in out and "PTO_ETASKFAILED" in out
     assert "ValueError('row two is bad')" in out
+
+
+def test_arm64_kernels_of_a_workload_give_our_bits_on_starpu(need_target):
+    need_target("arm64")
+    out = child("""
+        import numpy as np
+        from pto_core import PTOFunctionBuilder, PTOModule
+        from pto_core.workload import Dense, Tensor, parallel_for, round_robin, sequential, task
+
+        R, C = 4, 16
+        m = PTOModule("wl_starpu")
+        for name, op in (("inc", lambda b: b.adds("t", "t", 1.0)),
+                         ("dbl", lambda b: b.add("t", "t", "t"))):
+            b = (PTOFunctionBuilder(name, module=m).in_core().memref("a", "gm", "f32")
+                 .memref("b", "gm", "f32").tile("t", R, C, "f32").load("t", "a"))
+            op(b).store("b", "t").build()
+        x, s, y = Tensor("x"), Tensor("s"), Tensor("y")
+        n = 8
+        w = parallel_for(Dense(n), lambda i: sequential(
+            task("inc", [x.read(i * R, 0, R, C), s.write(i * R, 0, R, C)]),
+            task("dbl", [s.read(i * R, 0, R, C), y.write(i * R, 0, R, C)])))
+        prog = w.schedule().dispatch(round_robin(2)).compile("arm64", module=m)
+        xs = np.random.default_rng(3).standard_normal((n * R, C)).astype(np.float32)
+        got = {}
+        for engine in ("starpu", "pto"):
+            ys = np.zeros_like(xs)
+            r = prog.run({"x": xs, "y": ys}, engine=engine)
+            assert r.stats.tasks_completed == 2 * n
+            got[engine] = ys
+        assert np.array_equal(got["starpu"], got["pto"])
+        np.testing.assert_allclose(got["pto"], 2 * (xs + 1), rtol=1e-6)
+        print("ok")
+    """)
+    assert out.strip() == "ok"
