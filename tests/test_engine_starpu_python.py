@@ -203,7 +203,7 @@ def rows(n: int):
 @pytest.mark.parametrize("configure, knob", [
     (lambda s: s.streams(2), r"streams\(2\)"),
     (lambda s: s.timing(batched(4)), r"timing\(batched\)"),
-    (lambda s: s.task_window(8), r"task_window\(8\)"),
+    (lambda s: s.task_window(8, mode="abort"), r"task_window\(8, mode='abort'\)"),
 ])
 def test_a_knob_starpu_cannot_honour_is_refused_by_name(configure, knob):
     prog = configure(rows(4).schedule().dispatch(round_robin(2))).compile("reference")
@@ -288,3 +288,42 @@ def test_arm64_kernels_of_a_workload_give_our_bits_on_starpu(need_target):
         print("ok")
     """)
     assert out.strip() == "ok"
+
+
+def test_task_window_bounds_the_tasks_submitted_and_unfinished_on_starpu():
+    out = child("""
+        import threading, time
+        import numpy as np
+        from pto_core import runtime
+        from pto_core.workload import Dense, Tensor, parallel_for, task
+
+        count = {"submitted": 0, "done": 0, "peak": 0}
+        lock = threading.Lock()
+        submit = runtime.Runtime.submit
+
+        def counted(self, t):                     # a task counts once its submit returned
+            submit(self, t)
+            with lock:
+                count["submitted"] += 1
+
+        runtime.Runtime.submit = counted
+        o = Tensor("o")
+
+        def slow(args):
+            with lock:
+                count["peak"] = max(count["peak"], count["submitted"] - count["done"])
+            time.sleep(0.003)
+            with lock:
+                count["done"] += 1
+            return 0
+
+        w = parallel_for(Dense(64), lambda i: task(slow, [o.write(i, 0, 1, 4)]))
+        for window in (None, 4):
+            sched = w.schedule() if window is None else w.schedule().task_window(window)
+            count.update(submitted=0, done=0, peak=0)
+            sched.compile("reference").run({"o": np.zeros((64, 4), np.float32)}, engine="starpu")
+            print(window, count["peak"], count["done"])
+    """)
+    unbounded, bounded = (line.split() for line in out.strip().splitlines())
+    assert bounded == ["4", bounded[1], "64"] and 1 <= int(bounded[1]) <= 4, out
+    assert unbounded[2] == "64" and int(unbounded[1]) > 4, out     # submission outran 3 ms kernels

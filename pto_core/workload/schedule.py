@@ -352,6 +352,16 @@ class RunResult:
         return trace_stats(self.events)
 
 
+def _starpu_submission_limit(window: int) -> Any:
+    """``task_window(window)`` on StarPU, while a runtime of its engine starts: StarPU's own
+    flow control (``STARPU_LIMIT_MAX/MIN_SUBMITTED_TASKS``, read by ``starpu_init``) makes a
+    submission wait while ``window`` tasks are submitted and unfinished. 0: no limit."""
+    from ..codegen.host import runtime_environment
+    # StarPU lets one more task in once more than MAX are outstanding (then waits for MIN)
+    return runtime_environment({"STARPU_LIMIT_MAX_SUBMITTED_TASKS": window - 1 if window else None,
+                                "STARPU_LIMIT_MIN_SUBMITTED_TASKS": window - 2 if window else None})
+
+
 class Program:
     """A compiled schedule: ``run(tensors, **sizes)`` enumerates the workload, issues its tasks to
     the C runtime as the schedule says, runs them and returns a :class:`RunResult`."""
@@ -538,8 +548,9 @@ class Program:
             why = f"streams({s.streams_}) orders each stream's tasks by explicit edges"
         elif s.timing_.kind != "immediate":
             why = f"timing({s.timing_.kind}) needs our runtime's issue control"
-        elif s.window:
-            why = f"task_window({s.window}): StarPU keeps every submitted task until it ran"
+        elif s.window and s.window_mode == "abort":
+            why = (f"task_window({s.window}, mode='abort'): StarPU's submission limit stalls, "
+                   f"it cannot fail the submission")
         # a structural edge StarPU honours only where the two tasks' regions already order them
         by_data = {(a.seq, b.seq) for a, b, *_ in conflicts(tasks)} if not why else set()
         for t in tasks:
@@ -562,8 +573,9 @@ class Program:
         """Run the workload on ``tensors`` (``sizes``: its loop bounds) on ``engine``
         (:mod:`pto_core.engines`): ``"pto"``, our runtime, honours every knob; ``"starpu"``
         honours dispatch (round_robin, affinity and hash pin a task to its StarPU worker,
-        work_steal leaves the worker to StarPU's scheduler) and orders tasks by their regions;
-        any other knob is refused before a task runs. A StarPU run records no trace
+        work_steal leaves the worker to StarPU's scheduler) and task_window (stall: StarPU's
+        submission limit), and orders tasks by their regions; any other knob is refused before
+        a task runs. A StarPU run records no trace
         (``events`` and ``worker_of`` are empty).
 
         >>> prog.run({"x": x, "y": y}, engine="starpu", n=4)      # doctest: +SKIP
@@ -587,11 +599,13 @@ class Program:
         kernels = {t.seq: self._kernel(t, tensors) for t in tasks}
         timing = s.timing_
         ex = self.executor
-        rt = Runtime(num_workers=self.workers, threshold=1, trace=engine == "pto", engine=engine,
-                     window=s.window or 16384, window_abort=s.window_mode == "abort",
-                     max_running=timing.n if timing.kind == "rate_limit" else 0,
-                     issue_batch=timing.n if timing.kind == "batched" else 0,
-                     library=None if ex is None else ex.library)
+        with _starpu_submission_limit(s.window if engine != "pto" else 0):
+            rt = Runtime(num_workers=self.workers, threshold=1, trace=engine == "pto",
+                         engine=engine, window=s.window or 16384,
+                         window_abort=s.window_mode == "abort",
+                         max_running=timing.n if timing.kind == "rate_limit" else 0,
+                         issue_batch=timing.n if timing.kind == "batched" else 0,
+                         library=None if ex is None else ex.library)
         result = RunResult(tasks=order, events=[], stats=None, stream_of=stream)
         rid: dict[int, int] = {}
         last_in_stream: dict[int, int] = {}
