@@ -354,25 +354,32 @@ def _scons_command(bdir: Path, entry: str, what: str, jobs: int | None, *args: s
             "-C", str(bdir), "-f", "SConstruct", f"cache={build_root() / 'scons-cache'}", *args]
 
 
-def build_runtime_library(opt: str = "release", *, jobs: int | None = None) -> Path:
-    """``libpto_runtime.so`` (what the Python binding :mod:`pto_core.runtime` loads) built by
-    SCons from ``runtime/SConscript`` with the flags of build variant ``opt``, into
-    ``<build_root>/runtime/python-<opt>/``; returns its path. As with :func:`build_module`, an
-    unchanged build (same runtime sources, build glue and variant) starts no SCons.
+def build_runtime_library(opt: str = "release", *, jobs: int | None = None,
+                          engine: str = "pto") -> Path:
+    """The runtime library of ``engine`` (:mod:`pto_core.engines`; ``libpto_runtime.so`` for
+    PTO's own, what the Python binding :mod:`pto_core.runtime` loads) built by SCons from
+    ``runtime/SConscript`` with the flags of build variant ``opt``, into
+    ``<build_root>/runtime/python-<opt>[-<engine>]/``; returns its path. As with
+    :func:`build_module`, an unchanged build (same runtime sources, build glue and variant)
+    starts no SCons. Another engine needs its development packages (PTOError says which).
 
     >>> build_runtime_library("debug").name                    # doctest: +SKIP
     'libpto_runtime.so'
     """
-    bdir = build_root() / "runtime" / f"python-{opt}"
-    lib = bdir / "libpto_runtime.so"
-    h = hashlib.sha256(repr((opt, __version__)).encode())
+    from .engines import DEFAULT, get_engine, pkg_config_flags
+    e = get_engine(engine)
+    pkg_config_flags(engine)                # PTOError naming what to install, before SCons
+    bdir = build_root() / "runtime" / (f"python-{opt}" + ("" if engine == DEFAULT else f"-{engine}"))
+    lib = bdir / f"lib{e.library}.so"
+    h = hashlib.sha256(repr((opt, engine, __version__)).encode())
     for f in [*runtime_files(), package_dir() / "scons.py"]:
         st = f.stat()
         h.update(f"{f}:{st.st_size}:{st.st_mtime_ns}\n".encode())
     with _unless_built(bdir, h.hexdigest(), [lib]) as stale:
         if stale:
-            cmd = _scons_command(bdir, "build_runtime", "the runtime library", jobs, f"opt={opt}")
-            _run_scons(cmd, "building the PTO runtime library", lambda _: None)
+            cmd = _scons_command(bdir, "build_runtime", f"the {engine} runtime library", jobs,
+                                 f"opt={opt}", f"engine={engine}")
+            _run_scons(cmd, f"building the {engine} runtime library", lambda _: None)
     return lib
 
 

@@ -45,6 +45,10 @@ The shared library is built by SCons on first use, with the flags of every other
 (:func:`pto_core.driver.build_runtime_library`, in the build folder of
 :func:`pto_core.resources.build_root`); a changed runtime source rebuilds it.
 ``$PTO_RUNTIME_LIB`` points at a prebuilt one instead.
+
+Engines: ``Runtime(engine="starpu")`` runs the graph on StarPU (:mod:`pto_core.engines`): its
+library ``libpto_starpu.so`` is built the same way and loaded as a handle of its own beside ours.
+It keeps no trace, dump or task states; a call it lacks raises PTOError naming the function.
 """
 from __future__ import annotations
 
@@ -95,7 +99,8 @@ class PTORuntimeError(PTOError, RuntimeError):
                  detail: Optional[str] = None):
         self.code = code
         self.name = ERROR_NAMES.get(code, f"PTO_E{code}")
-        text = message or (_lib().pto_strerror(code).decode() if _LIB else self.name)
+        loaded = next(iter(_LIBS.values()), None)
+        text = message or (loaded.pto_strerror(code).decode() if loaded else self.name)
         if detail:
             text += f": {detail}"
         super().__init__(f"{what + ': ' if what else ''}{self.name} ({text})")
@@ -169,27 +174,40 @@ class RuntimeStats:
 
 # ---------------------------------------------------------------- building / loading
 
-_LIB: Optional[C.CDLL] = None
+#: the loaded library of each engine (:mod:`pto_core.engines`), by engine name
+_LIBS: dict[str, C.CDLL] = {}
 _LIB_LOCK = threading.Lock()
 
 
-def library_path() -> Path:
-    """Path of libpto_runtime.so: ``$PTO_RUNTIME_LIB`` when set, else the release build of
-    :func:`pto_core.driver.build_runtime_library` (built by SCons when missing or stale)."""
+def library_path(engine: str = "pto") -> Path:
+    """Path of ``engine``'s runtime library (libpto_runtime.so for PTO's own): for the default
+    engine ``$PTO_RUNTIME_LIB`` when set, else the release build of
+    :func:`pto_core.driver.build_runtime_library` (built by SCons when missing or stale; another
+    engine's build needs its packages, and PTOError says which when they are missing)."""
+    from .engines import DEFAULT, get_engine
+    get_engine(engine)
     env = os.environ.get("PTO_RUNTIME_LIB")
-    if env:
+    if env and engine == DEFAULT:
         return Path(env)
     from .driver import build_runtime_library
-    return build_runtime_library()
+    return build_runtime_library(engine=engine)
 
 
-def load_library() -> C.CDLL:
-    """Load (building if needed) the runtime library and declare its functions."""
-    global _LIB
+def load_library(engine: str = "pto") -> C.CDLL:
+    """Load (building if needed) ``engine``'s runtime library and declare its functions.
+
+    Every engine's library is a separate ``CDLL`` loaded ``RTLD_LOCAL``: they export the same
+    ``pto_*`` names, but each handle resolves its own, so PTO's runtime and StarPU's engine
+    work side by side in one process (StarPU itself still allows one runtime at a time)."""
+    from .engines import get_engine
+    if get_engine(engine).mpi:
+        raise PTOError(f"engine '{engine}' runs under an MPI launcher with every rank replaying "
+                       f"the same C orchestration; the Python binding runs one process "
+                       f"(use 'pto run --engine {engine}' under mpirun)")
     with _LIB_LOCK:
-        if _LIB is None:
-            _LIB = declare(C.CDLL(str(library_path())))
-        return _LIB
+        if engine not in _LIBS:
+            _LIBS[engine] = declare(C.CDLL(str(library_path(engine)), mode=os.RTLD_LOCAL))
+        return _LIBS[engine]
 
 
 def declare(lib: C.CDLL) -> C.CDLL:
@@ -431,6 +449,9 @@ class Runtime:
     runtime-owned intermediates at once (0: ``PTO_HEAP_BYTES`` from the environment, or no bound).
     library: a loaded library holding the runtime (a built program's, whose executor then serves
     this runtime: :attr:`address` is what it is attached to); default the runtime library.
+    engine: the engine whose library runs the graph (:mod:`pto_core.engines`; ``"starpu"``:
+    StarPU, one runtime per process at a time, no trace, dump or task states, tasks ordered by
+    their regions only). A call the engine does not implement raises PTOError naming it.
     """
 
     def __init__(self, num_workers: int = 0, threshold: int = 0, window: int = PTO_DEFAULT_WINDOW,
@@ -439,12 +460,16 @@ class Runtime:
                  timeout: Optional[float] = None, max_running: int = 0,
                  window_abort: bool = False, issue_batch: int = 0,
                  mode: Optional[str] = None, schedulers: int = 0, heap_bytes: int = 0,
-                 library: Optional[C.CDLL] = None):
+                 library: Optional[C.CDLL] = None, engine: str = "pto"):
         self._rt = C.c_void_p()
         self._lock = threading.Lock()              # close() from another thread vs. run()
         self._running = 0
         self._close_pending = False
-        lib = _lib() if library is None else declare(library)
+        if library is not None and engine != "pto":
+            raise PTORuntimeError(PTO_EINVAL, "engine", f"a runtime runs on library= or on "
+                                  f"engine= ({engine!r}), not both")
+        lib = load_library(engine) if library is None else declare(library)
+        self.engine = engine
         cfg = PTORuntimeConfig()
         lib.pto_runtime_config_default(C.byref(cfg))
         cfg.num_workers = _int(num_workers, "num_workers", *INT32)
@@ -477,6 +502,13 @@ class Runtime:
         self._failures = _KernelFailures()
         if trace:
             self.enable_trace(0 if trace is True else int(trace))
+
+    def _fn(self, name: str) -> Any:
+        """The library's function ``name``, or PTOError: the engine does not implement it."""
+        fn = getattr(self._lib, name, None)
+        if fn is None:
+            raise PTOError(f"{name}: the '{self.engine}' engine's library does not implement it")
+        return fn
 
     @staticmethod
     def _timeout_ms(timeout: Optional[float]) -> int:
@@ -751,35 +783,35 @@ class Runtime:
     def enable_trace(self, capacity: int = 0) -> None:
         """Record each task's execution (at most ``capacity`` events per worker; 0: the default).
         Call before the first task runs (PTO_ESTATE otherwise)."""
-        self._check(self._lib.pto_runtime_enable_trace(self._handle(), capacity), "enable_trace")
+        self._check(self._fn("pto_runtime_enable_trace")(self._handle(), capacity), "enable_trace")
 
     def trace_events(self) -> list[TraceEvent]:
         """Recorded executions (empty when tracing is off), worker by worker in execution order.
         Read them after :meth:`run`."""
         h = self._handle()
-        n = self._check(self._lib.pto_runtime_trace_events(h, None, 0), "trace_events")
+        n = self._check(self._fn("pto_runtime_trace_events")(h, None, 0), "trace_events")
         buf = (PTOTraceEvent * max(n, 1))()
-        n = min(n, self._check(self._lib.pto_runtime_trace_events(h, buf, n), "trace_events"))
+        n = min(n, self._check(self._fn("pto_runtime_trace_events")(h, buf, n), "trace_events"))
         return [TraceEvent(e.task, (e.func or b"task").decode(), e.worker, e.start_ns, e.end_ns)
                 for e in buf[:n]]
 
     def trace_dropped(self) -> int:
         """Events that did not fit the trace capacity."""
-        return self._check(self._lib.pto_runtime_trace_dropped(self._handle()), "trace_dropped")
+        return self._check(self._fn("pto_runtime_trace_dropped")(self._handle()), "trace_dropped")
 
     def write_trace(self, path: Union[str, os.PathLike], flows: bool = True) -> None:
         """Chrome Trace JSON written by the runtime (flow arrows need ``record_graph``)."""
-        self._check(self._lib.pto_runtime_write_trace(self._handle(), os.fsencode(path), int(flows)),
+        self._check(self._fn("pto_runtime_write_trace")(self._handle(), os.fsencode(path), int(flows)),
                     f"write_trace {path}")
 
     def write_stats(self, path: Union[str, os.PathLike]) -> None:
         """Run statistics as JSON (see ``pto_runtime_write_stats``; read with
         :func:`pto_core.trace.load_runtime_stats`)."""
-        self._check(self._lib.pto_runtime_write_stats(self._handle(), os.fsencode(path)),
+        self._check(self._fn("pto_runtime_write_stats")(self._handle(), os.fsencode(path)),
                     f"write_stats {path}")
 
     def state(self, task: int) -> str:
-        s = self._check(self._lib.pto_task_state(self._handle(), task), "state")
+        s = self._check(self._fn("pto_task_state")(self._handle(), task), "state")
         return TASK_STATES[s]
 
     def stats(self) -> RuntimeStats:
@@ -796,10 +828,10 @@ class Runtime:
     def dump(self, path: Union[str, os.PathLike, None] = None) -> str:
         """The text dump; also written to `path` when given."""
         h = self._handle()
-        n = self._check(self._lib.pto_runtime_dump_buffer(h, None, 0), "dump")
+        n = self._check(self._fn("pto_runtime_dump_buffer")(h, None, 0), "dump")
         buf = C.create_string_buffer(n + 1)
-        self._check(self._lib.pto_runtime_dump_buffer(h, buf, n + 1), "dump")
+        self._check(self._fn("pto_runtime_dump_buffer")(h, buf, n + 1), "dump")
         text = buf.value.decode()
         if path is not None:
-            self._check(self._lib.pto_runtime_dump(h, os.fsencode(path)), f"dump {path}")
+            self._check(self._fn("pto_runtime_dump")(h, os.fsencode(path)), f"dump {path}")
         return text

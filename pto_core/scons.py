@@ -272,11 +272,13 @@ def build_generated_module(arguments: dict) -> None:
 
 def build_runtime(arguments: dict) -> None:
     """Entry of the SConstruct that :func:`pto_core.driver.build_runtime_library` writes: the
-    target-independent runtime of variant ``opt`` into this folder (``cache=DIR`` as in
-    :func:`build_generated_module`)."""
+    target-independent runtime of variant ``opt`` and engine ``engine`` into this folder
+    (``cache=DIR`` as in :func:`build_generated_module`)."""
     if arguments.get("cache"):
         CacheDir(arguments["cache"])
-    Default(runtime_libs(base_env(arguments.get("opt", "release")), "."))
+    env = base_env(arguments.get("opt", "release"))
+    engines.configure_env(env, arguments.get("engine", engines.DEFAULT))
+    Default(runtime_libs(env, "."))
 
 
 def find_programs(spec: str) -> list[str]:

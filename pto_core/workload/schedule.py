@@ -352,6 +352,16 @@ class RunResult:
         return trace_stats(self.events)
 
 
+def _starpu_submission_limit(window: int) -> Any:
+    """``task_window(window)`` on StarPU, while a runtime of its engine starts: StarPU's own
+    flow control (``STARPU_LIMIT_MAX/MIN_SUBMITTED_TASKS``, read by ``starpu_init``) makes a
+    submission wait while ``window`` tasks are submitted and unfinished. 0: no limit."""
+    from ..codegen.host import runtime_environment
+    # StarPU lets one more task in once more than MAX are outstanding (then waits for MIN)
+    return runtime_environment({"STARPU_LIMIT_MAX_SUBMITTED_TASKS": window - 1 if window else None,
+                                "STARPU_LIMIT_MIN_SUBMITTED_TASKS": window - 2 if window else None})
+
+
 class Program:
     """A compiled schedule: ``run(tensors, **sizes)`` enumerates the workload, issues its tasks to
     the C runtime as the schedule says, runs them and returns a :class:`RunResult`."""
@@ -504,6 +514,8 @@ class Program:
         ex = self.executor
         on_device = ex is not None and self.streams_on_device and t.seq in stream
         mine = t.preds if preds is None else preds.get(t.seq, set())
+        if getattr(rt, "engine", "pto") != "pto":
+            mine = set()        # _check_engine saw that the regions order each of them
         for p in sorted(mine):
             if not (on_device and stream.get(p) == stream[t.seq]):
                 rt.add_successor(rid[p], h)
@@ -519,11 +531,60 @@ class Program:
         result.issue_ns[t.seq] = time.monotonic_ns()
         rt.submit(h)
 
-    def run(self, tensors: Mapping[str, np.ndarray] | None = None, **sizes: int) -> RunResult:
+    def _check_engine(self, engine: str, tasks: list[TaskInst]) -> None:
+        """PTOError, before anything runs, for a schedule knob ``engine`` cannot honour. Our
+        runtime honours them all; StarPU orders tasks by their regions and places them by
+        worker pinning only, so what needs explicit edges, issue control or a bounded window
+        is refused rather than dropped (a structural edge between tasks that share a region
+        they write is kept: the regions order them)."""
+        from ..engines import DEFAULT, get_engine
+        get_engine(engine)
+        if engine == DEFAULT:
+            return
+        s, why = self.schedule, None
+        if self.executor is not None:
+            why = f"target {self.target} launches its kernels through a task executor"
+        elif s.streams_:
+            why = f"streams({s.streams_}) orders each stream's tasks by explicit edges"
+        elif s.timing_.kind != "immediate":
+            why = f"timing({s.timing_.kind}) needs our runtime's issue control"
+        elif s.window and s.window_mode == "abort":
+            why = (f"task_window({s.window}, mode='abort'): StarPU's submission limit stalls, "
+                   f"it cannot fail the submission")
+        # a structural edge StarPU honours only where the two tasks' regions already order them
+        by_data = {(a.seq, b.seq) for a, b, *_ in conflicts(tasks)} if not why else set()
+        for t in tasks:
+            if why:
+                break
+            bare = sorted(p for p in t.preds if (p, t.seq) not in by_data)
+            if bare:
+                why = (f"task {t.label} follows task(s) {bare} by the workload's structure (a "
+                       f"sequential loop or a channel) with no region in common, which needs "
+                       f"an explicit edge")
+            elif t.resources.get("worker_type", "any") != "any":
+                why = (f"task {t.label} asks for worker_type "
+                       f"'{t.resources['worker_type']}'; every StarPU worker is a CPU worker")
+        if why:
+            raise PTOError(f"engine '{engine}' cannot honour this schedule: {why} (run it on "
+                           f"engine 'pto')")
+
+    def run(self, tensors: Mapping[str, np.ndarray] | None = None, *, engine: str = "pto",
+            **sizes: int) -> RunResult:
+        """Run the workload on ``tensors`` (``sizes``: its loop bounds) on ``engine``
+        (:mod:`pto_core.engines`): ``"pto"``, our runtime, honours every knob; ``"starpu"``
+        honours dispatch (round_robin, affinity and hash pin a task to its StarPU worker,
+        work_steal leaves the worker to StarPU's scheduler) and task_window (stall: StarPU's
+        submission limit), and orders tasks by their regions; any other knob is refused before
+        a task runs. A StarPU run records no trace
+        (``events`` and ``worker_of`` are empty).
+
+        >>> prog.run({"x": x, "y": y}, engine="starpu", n=4)      # doctest: +SKIP
+        """
         from ..runtime import PTORuntimeError, Runtime
         s = self.schedule
         tensors = dict(tensors or {})
         tasks = enumerate_tasks(s.workload, sizes)
+        self._check_engine(engine, tasks)
         check_overlaps(tasks)                   # within a process too; channels order the rest
         for t in tasks:
             self._check_binary_args(t)
@@ -538,11 +599,13 @@ class Program:
         kernels = {t.seq: self._kernel(t, tensors) for t in tasks}
         timing = s.timing_
         ex = self.executor
-        rt = Runtime(num_workers=self.workers, threshold=1, trace=True,
-                     window=s.window or 16384, window_abort=s.window_mode == "abort",
-                     max_running=timing.n if timing.kind == "rate_limit" else 0,
-                     issue_batch=timing.n if timing.kind == "batched" else 0,
-                     library=None if ex is None else ex.library)
+        with _starpu_submission_limit(s.window if engine != "pto" else 0):
+            rt = Runtime(num_workers=self.workers, threshold=1, trace=engine == "pto",
+                         engine=engine, window=s.window or 16384,
+                         window_abort=s.window_mode == "abort",
+                         max_running=timing.n if timing.kind == "rate_limit" else 0,
+                         issue_batch=timing.n if timing.kind == "batched" else 0,
+                         library=None if ex is None else ex.library)
         result = RunResult(tasks=order, events=[], stats=None, stream_of=stream)
         rid: dict[int, int] = {}
         last_in_stream: dict[int, int] = {}
@@ -637,7 +700,8 @@ class Program:
                 raise
             raise PTOError(f"task {tasks[failed].label} failed: {e}") from e
         result.stats = rt.stats()
-        result.events = sorted(rt.trace_events(), key=lambda e: (e.start_ns, e.task))
+        if rt.engine == "pto":          # the other engines record no trace here
+            result.events = sorted(rt.trace_events(), key=lambda e: (e.start_ns, e.task))
         result.runtime_id = rid
 
 
