@@ -614,24 +614,32 @@ class CStyleRenderer:
                 run_complete()
         run_complete(everything=True)
 
+    def end_body(self, out: _Out) -> None:
+        """What closes the body of a FOR, IF, ELSE or WHILE: nothing here (the CUDA emitter
+        syncs the block when the body wrote shared tiles)."""
+
     def render_stmt(self, out: _Out, fn: Function, s, options: CompileOptions) -> None:
         if isinstance(s, For):
             head = (f"for (int64_t {s.var} = {self.index(s.start)}; {s.var} < {self.index(s.end)}; "
                     f"{s.var} += {self.index(s.step)})")
             with out.block(head):
                 self.render_body(out, fn, s.body, options)
+                self.end_body(out)
         elif isinstance(s, If):
             with out.block(f"if ({s.cond} != 0)"):
                 self.render_body(out, fn, s.then_body, options)
+                self.end_body(out)
             if s.else_body:
                 with out.block("else"):
                     self.render_body(out, fn, s.else_body, options)
+                    self.end_body(out)
         elif isinstance(s, While):
             head, guard = self.while_head(out, fn, s)
             out.comment(str(s))
             with out.block(head):
                 out(guard)
                 self.render_body(out, fn, s.body, options)
+                self.end_body(out)
         elif isinstance(s, (Break, Continue)):
             out(f"{'break' if isinstance(s, Break) else 'continue'};")
         elif isinstance(s, Return):

@@ -45,8 +45,8 @@ from pto_core.codegen.cstyle import RANDOM_HELPER, CStyleRenderer, _Out
 from pto_core.codegen.cnames import kernel_symbol
 from pto_core.errors import PTOBackendError
 from pto_core.ir.ops import ITEM_LAYOUTS, indexed_tables
-from pto_core.ir import (Break, Call, Category, Continue, ElementType, For, Function, If, Instr,
-                         MemRefType, Module, TileType, While)
+from pto_core.ir import (Break, Call, Category, Continue, ElementType, For, Function, Instr,
+                         MemRefType, Module, TileType)
 from pto_core.options import CompileOptions
 
 from .config import KernelConfig, arch_major, default_config, wgmma_arch
@@ -310,34 +310,13 @@ class CudaRenderer(CStyleRenderer):
         skipped = self._place.skipped
         super().render_body(out, fn, [s for s in body if id(s) not in skipped], options)
 
+    def end_body(self, out: _Out) -> None:
+        if self._dirty:                  # the next iteration may overwrite what was read
+            self._barrier(out)
+
     def render_stmt(self, out: _Out, fn: Function, s, options: CompileOptions) -> None:
         if isinstance(s, For) and id(s) in self._place.mainloops:
             self._render_mainloop(out, fn, self._place.mainloops[id(s)])
-        elif isinstance(s, For):
-            head = (f"for (int64_t {s.var} = {self.index(s.start)}; {s.var} < {self.index(s.end)}; "
-                    f"{s.var} += {self.index(s.step)})")
-            with out.block(head):
-                self.render_body(out, fn, s.body, options)
-                if self._dirty:          # the next iteration may overwrite what was read
-                    self._barrier(out)
-        elif isinstance(s, If):
-            with out.block(f"if ({s.cond} != 0)"):
-                self.render_body(out, fn, s.then_body, options)
-                if self._dirty:
-                    self._barrier(out)
-            if s.else_body:
-                with out.block("else"):
-                    self.render_body(out, fn, s.else_body, options)
-                    if self._dirty:
-                        self._barrier(out)
-        elif isinstance(s, While):
-            head, guard = self.while_head(out, fn, s)
-            out.comment(str(s))
-            with out.block(head):
-                out(guard)
-                self.render_body(out, fn, s.body, options)
-                if self._dirty:          # the next iteration may overwrite what was read
-                    self._barrier(out)
         elif isinstance(s, (Break, Continue)):
             # the jump skips the barrier at the end of the loop body; every thread of the
             # block takes it (scalars are the same in all), so the barrier is safe here
