@@ -7,8 +7,8 @@
 # On a machine without network access, put the wheels the device lacks (scons, nvidia-cutlass)
 # in .whl/ first: they are installed to /tmp/site. PTO itself is installed editable, no deps.
 # Steps: the device; bench/cuda/run.py on sm_90a (softmax, GEMM 4,096^3 and 8,192^3, LLaMA
-# layer); the `gpu` tests; Nsight Compute's summary of one GEMM kernel. (The sm_80 path on
-# the same GPU: bench/cuda/run.py --arch sm_90.)
+# layer); the `gpu` tests; Nsight Compute's summary of one GEMM kernel; the sm_80 path on the
+# same GPU (bench/cuda/run.py --arch sm_90: GEMM and softmax). Worst case about 9 minutes.
 set -uo pipefail
 out=${1:-${OUT:-/tmp/pto-device}}
 mkdir -p "$out"
@@ -40,7 +40,7 @@ nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,memory.total --format=c
 python3 -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__)" \
   | tee -a "$out/device.txt"
 
-step bench_sm90a 240 python3 bench/cuda/run.py --arch sm_90a
+step bench_sm90a 200 python3 bench/cuda/run.py --arch sm_90a
 # loadfile: one worker per file, so two workers never build the same examples at once
 step gpu_tests 200 python3 -m pytest -q -p no:cacheprovider -n 2 --dist loadfile -m gpu \
   plugins/pto_cuda/tests
@@ -48,5 +48,7 @@ command -v ncu >/dev/null || PATH=$PATH:$(ls -d /opt/nvidia/nsight-compute/*/ 2>
 # the GEMM's graph replay (the first launches of a whole run are small batches)
 ncu_sections="--section SpeedOfLight --section Occupancy --section LaunchStats --section MemoryWorkloadAnalysis"
 # shellcheck disable=SC2086
-step ncu_gemm 90 ncu $ncu_sections -k regex:gemm_tile -s 1 -c 1 \
+step ncu_gemm 60 ncu --clock-control none $ncu_sections -k regex:gemm_tile -s 1 -c 1 \
   python3 bench/cuda/run.py --quick --repeat 2 --only gemm --gemm-sizes 4096
+# the sm_80 path (cp.async + ldmatrix + mma.sync) on the same GPU
+step bench_sm90 90 python3 bench/cuda/run.py --arch sm_90 --only gemm --only softmax
