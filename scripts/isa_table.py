@@ -142,13 +142,38 @@ def render() -> str:
 NOTES = (
     "TDEINTERLEAVE is its two-source form (dst1, dst0, src1, src0); the single-source form "
     "(dst1, dst0, src: the even and odd elements of one row) is not a row of ours.",
-    "TIMG2COL, SET_IMG2COL_RPT, SET_IMG2COL_PADDING: TIMG2COL reads a convolution tile "
+    "TIMG2COL, SET_IMG2COL_RPT, SET_IMG2COL_PADDING, SETFMATRIX: TIMG2COL reads a convolution tile "
     "(`TileType::Mat` in the 5-D NC1HWC0/NDC1HWC0 layout, carrying the feature map's shape, "
     "stride, dilation, filter size and padding) into a cube-unit `Left` tile, and the two SET_ "
-    "instructions load that tile's repeat and padding settings into the unit's registers. Our "
+    "instructions (and SETFMATRIX, from a `ConvTile`) load that tile's repeat, padding and "
+    "feature-map settings into the unit's registers. Our "
     "tiles are 2-D element tiles whose on-chip placement the backends choose; a convolution "
     "tile type with those parameters is not in the IR, and without it neither TIMG2COL nor "
     "the SET_ instructions has an honest meaning as an operand or attribute of ours.",
+    "TPUSH, TPOP, TALLOC, TFREE: a FIFO (`TPipe`) between the cube (AIC) and vector (AIV) "
+    "cores of one cluster while one mixed kernel runs on both; the producer waits for a free "
+    "slot, the consumer for a filled one. Our InCore function runs on one worker type, and "
+    "kernels hand data to each other through global tensors whose dependencies the runtime "
+    "finds, so there is no second core inside a kernel for a FIFO to reach: these wait for a "
+    "mixed AIC+AIV kernel kind in the IR (and a runtime that starts both halves together).",
+    "TSYNC, SYNCALL: TSYNC waits on event tokens or puts a barrier on one pipeline, SYNCALL "
+    "makes every core of a set meet before any goes on. Ordering inside a kernel is each "
+    "backend's own job (the Ascend emitters put `set_flag/wait_flag` pairs wherever data "
+    "crosses pipes and `pipe_barrier` around loops and branches), and tasks order each other through the runtime's "
+    "dependencies; a SYNCALL inside a task would hang unless every core of the set ran it at "
+    "the same time, which our runtime does not promise for the tasks of a kernel.",
+    "TASSIGN: binds a tile to an on-chip address the user gives. Our buffer planner places "
+    "every tile (and reuses buffers whose lifetimes do not overlap), so a user address would "
+    "overrule it with nothing to check the overlap against; it is not offered.",
+    "TPREFETCH_ASYNC: an SDMA prefetch of a global tensor into L2 that needs a workspace "
+    "prepared on the host (`SdmaWorkspaceManager::Init`) and an asynchronous session to wait "
+    "on; neither is a resource our runtime sets up. TPREFETCH (a hint per backend) is in.",
+    "TAddDeqRelu, TADDReluConv: fused forms of ops in the table (an i32 TADD, a scale, "
+    "TRELU, a narrowing TCVT), which a kernel writes as that chain and the fusion pass keeps "
+    "in registers. TAddDeqRelu's page gives a 2^-17 scaled sequence on the i32 sum and a ReLU "
+    "before the narrowing to half; the official CPU code adds the two i32 values in i32, "
+    "scales once, and narrows before its ReLU; TADDReluConv has no CPU code. So neither "
+    "could be checked against the official simulator, and they are left out.",
     "TQUANT is its symmetric int8 form (`QuantType::INT8_SYM`); its asymmetric u8 form "
     "(`INT8_ASYM`: the library's TQUANT with an offset tile) is the row TQUANT_ASYM, listed "
     "with our own rows below.",
