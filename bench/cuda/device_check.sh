@@ -8,18 +8,24 @@
 # in .whl/ first: they are installed to /tmp/site. PTO itself is installed editable, no deps.
 # Steps: the device; bench/cuda/run.py on sm_90a (softmax, GEMM 4,096^3 and 8,192^3, LLaMA
 # layer); the `gpu` tests; Nsight Compute's summary of one GEMM kernel; the sm_80 path on the
-# same GPU (bench/cuda/run.py --arch sm_90: GEMM and softmax). Worst case about 9 minutes.
+# same GPU (bench/cuda/run.py --arch sm_90); the LLaMA layer on both paths. Worst case about
+# 11 minutes: split it over two device calls with STEPS (the step names below).
 set -uo pipefail
 out=${1:-${OUT:-/tmp/pto-device}}
 mkdir -p "$out"
 cd "$(dirname "$0")/../.."
 export PYTHONUNBUFFERED=1
 
+# a step stopped at its limit gets SIGABRT, so Python's fault handler prints where it was
+export PYTHONFAULTHANDLER=1
+steps=${STEPS:-}   # e.g. STEPS="llama_sm90a llama_sm90": only these steps (default: all)
+
 step() {  # step NAME SECONDS COMMAND...: run with a limit, log to OUTDIR/NAME.log
   local name=$1 limit=$2; shift 2
+  [ -z "$steps" ] || [[ " $steps " == *" $name "* ]] || return 0
   echo "=== $name (limit ${limit}s): $*"
   local t0=$SECONDS
-  timeout -k 5 "$limit" "$@" >"$out/$name.log" 2>&1
+  timeout -s ABRT -k 5 "$limit" "$@" >"$out/$name.log" 2>&1
   local rc=$?
   grep -v -E "Warning|warner\(" "$out/$name.log" | tail -n 40
   echo "=== $name: rc=$rc in $((SECONDS - t0))s"
@@ -40,7 +46,7 @@ nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,memory.total --format=c
 python3 -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__)" \
   | tee -a "$out/device.txt"
 
-step bench_sm90a 200 python3 bench/cuda/run.py --arch sm_90a
+step bench_sm90a 150 python3 bench/cuda/run.py --arch sm_90a --only softmax --only gemm
 # loadfile: one worker per file, so two workers never build the same examples at once
 step gpu_tests 200 python3 -m pytest -q -p no:cacheprovider -n 2 --dist loadfile -m gpu \
   plugins/pto_cuda/tests
@@ -52,3 +58,6 @@ step ncu_gemm 60 ncu --clock-control none $ncu_sections -k regex:gemm_tile -s 1 
   python3 bench/cuda/run.py --quick --repeat 2 --only gemm --gemm-sizes 4096
 # the sm_80 path (cp.async + ldmatrix + mma.sync) on the same GPU
 step bench_sm90 90 python3 bench/cuda/run.py --arch sm_90 --only gemm --only softmax
+# the LLaMA layer alone, each path (a whole run and graph replay against eager PyTorch)
+step llama_sm90a 110 python3 bench/cuda/run.py --arch sm_90a --only llama --repeat 5
+step llama_sm90 80 python3 bench/cuda/run.py --arch sm_90 --only llama --repeat 5
