@@ -303,6 +303,31 @@ static inline __attribute__((always_inline)) int add_edge(PTORuntime* rt, int32_
 
 int dep_add_edge(PTORuntime* rt, int32_t p, int32_t c) { return add_edge(rt, p, c); }
 
+/* add_edge where nothing else can touch the two tasks or the pool (no worker thread started),
+ * without the three-tier fanin list or the graph record: the lookup context decides that once
+ * per submission (TMCtx.plain), not on every edge, and brings the consumer's slot and the window
+ * with it (rt->tasks and rt->mask are re-read after each store otherwise: they could alias). */
+static inline __attribute__((always_inline)) int add_edge_plain(PTORuntime* rt, PTOTask* tasks, int32_t mask,
+                                                                int32_t last_alive, int32_t p, int32_t c,
+                                                                PTOTask* ct) {
+    if (p < last_alive || p == c) return PTO_OK;
+    PTOTask* pt = &tasks[p & mask];
+    if (pt->last_consumer == c) return PTO_OK;
+    pt->last_consumer = c;
+    if (atomic_load_explicit(&pt->state, memory_order_relaxed) >= PTO_TASK_COMPLETED) return PTO_OK;
+    const int32_t d = dep_alloc(rt);
+    if (d < 0) return d;
+    PTODep* e = rt_dep(rt, d);
+    e->task = c;
+    e->next = pt->fanout_head;
+    pt->fanout_head = d;
+    atomic_store_explicit(&ct->fanin_left, atomic_load_explicit(&ct->fanin_left, memory_order_relaxed) + 1,
+                          memory_order_relaxed);
+    ct->fanin_count++;
+    rt->edges++;
+    return PTO_OK;
+}
+
 
 /* Where one lookup works: the map, the retirement bound its entries are pruned against, and where
  * the edges it finds go - added at once (sink NULL: the orchestrating thread) or collected as
@@ -312,7 +337,17 @@ typedef struct TMCtx {
     TMap*       tm;
     int32_t     last_alive;
     TMSink*     sink;
+    bool        plain;             /* sink NULL and add_edge_plain applies (tm_ctx) */
+    int32_t     mask;              /* the window: rt->tasks, rt->mask */
+    PTOTask*    tasks;
+    PTOTask*    ct;                /* the consumer's slot (plain) */
 } TMCtx;
+
+/* The context of task `task`'s lookups in map `tm`. */
+static inline TMCtx tm_ctx(PTORuntime* rt, TMap* tm, int32_t last_alive, TMSink* sink, int32_t task) {
+    const bool plain = !sink && !rt->started && !rt->t3 && !rt->rec_chunks;
+    return (TMCtx){rt, tm, last_alive, sink, plain, rt->mask, rt->tasks, rt_task(rt, task)};
+}
 
 static __attribute__((noinline)) int sink_grow(TMSink* s) {
     int32_t c = s->cap ? 2 * s->cap : 1024;
@@ -323,7 +358,8 @@ static __attribute__((noinline)) int sink_grow(TMSink* s) {
 }
 
 static inline __attribute__((always_inline)) int edge(const TMCtx* c, int32_t p, int32_t consumer) {
-    if (__builtin_expect(c->sink == NULL, 1)) return add_edge(c->rt, p, consumer);
+    if (__builtin_expect(c->plain, 1)) return add_edge_plain(c->rt, c->tasks, c->mask, c->last_alive, p, consumer, c->ct);
+    if (c->sink == NULL) return add_edge(c->rt, p, consumer);
     TMSink* s = c->sink;
     if (p < c->last_alive || p == consumer) return PTO_OK;
     if (s->n == s->cap && sink_grow(s) < 0) return PTO_ENOMEM;
@@ -377,13 +413,13 @@ static inline __attribute__((always_inline)) int walk_bucket(const TMCtx* c, TMB
     return rc;
 }
 
-/* Record the access in bucket `bucket` of its tensor (-1: the wide chains), at the head of its
+/* Record the access in `home`, bucket `bucket` of its tensor t (-1: the wide chains), at the head of its
  * chain: only the new entry and the chain's head are written, no older entry is touched (a
  * tile read by many tasks, such as a K or V tile of attention, gets a long reader chain whose
  * old end would be a cache miss per read). Retired entries leave on the next walk of their
  * chain, or in a sweep (entry_refill) for chains nobody walks. */
 static inline __attribute__((always_inline)) int insert(const TMCtx* c, int32_t task, const PTOAccess* a,
-                                                        int64_t bucket) {
+                                                        TMTensor* t, TMBucket* home, int64_t bucket) {
     TMap* tm = c->tm;
     int32_t i = tm->free_head;
     if (__builtin_expect(i >= 0, 1)) {
@@ -399,8 +435,6 @@ static inline __attribute__((always_inline)) int insert(const TMCtx* c, int32_t 
     TMEntry* e = &tm->e[i];
     if (++tm->live > tm->peak) tm->peak = tm->live;
     tm->since_sweep++;
-    TMTensor* t = &tm->tensors[a->tensor];
-    TMBucket* home = bucket >= 0 ? &t->b[bucket] : &t->wide;
     TMChain* ch = (a->mode & ACC_WRITE) ? &home->w : &home->r;
     e->r0 = a->r0; e->c0 = a->c0; e->r1 = a->r1; e->c1 = a->c1; e->task = task; e->next = ch->head;
     /* a bucket with a non-empty chain is always listed, so only an empty chain can need it */
@@ -441,7 +475,7 @@ static __attribute__((noinline)) int access_general(const TMCtx ctx, int32_t tas
             if (rc < 0) return rc;
         }
     }
-    rc = insert(c, task, a, wide ? -1 : rf * t->ncb + cf);
+    rc = wide ? insert(c, task, a, t, &t->wide, -1) : insert(c, task, a, t, &t->b[rf * t->ncb + cf], rf * t->ncb + cf);
     if (rc < 0) return rc;
     if (!wide) {
         if (rl - rf > t->rspan) t->rspan = (int32_t)(rl - rf);
@@ -460,8 +494,9 @@ static inline __attribute__((always_inline)) int access_one(const TMCtx* c, int3
      * past its block, no wide entries: one bucket to walk */
     if (__builtin_expect((dr | dc | t->general) == 0 && rf < t->nrb && cf < t->ncb, 1)) {
         const int64_t bucket = rf * t->ncb + cf;
-        int rc = walk_bucket(c, &t->b[bucket], task, a);
-        return rc == PTO_OK ? insert(c, task, a, bucket) : rc;
+        TMBucket* b = &t->b[bucket];
+        int rc = walk_bucket(c, b, task, a);
+        return rc == PTO_OK ? insert(c, task, a, t, b, bucket) : rc;
     }
     return access_general(*c, task, a);
 }
@@ -471,7 +506,7 @@ static int shards_direct(PTORuntime* rt, int32_t task, const PTOAccess* acc, int
 /* The accesses of task `task`, at its submission. */
 int tm_submit(PTORuntime* rt, int32_t task, const PTOAccess* acc, int32_t n) {
     if (__builtin_expect(rt->shards != NULL, 0)) return shards_direct(rt, task, acc, n);
-    const TMCtx c = {rt, &rt->tm, rt->last_alive, NULL};
+    const TMCtx c = tm_ctx(rt, &rt->tm, rt->last_alive, NULL, task);
     for (int32_t k = 0; k < n; k++) {
         int rc = access_one(&c, task, &acc[k]);
         if (rc < 0) return rc;
@@ -562,7 +597,7 @@ int tm_shard_access(PTORuntime* rt, uint32_t shard, int32_t last_alive, TMSink* 
         const int64_t local_rows = x->rows > 0 ? ((((x->rows - 1) >> bs) >> TM_SHARD_BITS) + 1) << bs : 1;
         tensor_init(&tm->tensors[k], x->base, bs - TM_BAND_BLOCKS, x->cshift, local_rows, x->cols);
     }
-    const TMCtx c = {rt, tm, last_alive, sink};
+    const TMCtx c = tm_ctx(rt, tm, last_alive, sink, task);
     const int64_t j1 = (x->r1 - 1) >> bs;
     /* the bands of this shard the access reaches: the first, then every TM_SHARDS-th */
     int64_t j = x->r0 >> bs;
