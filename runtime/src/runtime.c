@@ -837,13 +837,15 @@ static inline __attribute__((always_inline)) int32_t stage_v(PTORuntime* rt, con
     const bool room = num_args <= PTO_INLINE_ARGS / 2;
     for (int32_t i = 0; i < num_args && rc == PTO_OK; i++) {
         const PTOTaskArg* a = &args[i];
-        switch (a->kind) {
-        case PTO_ARG_INPUT: case PTO_ARG_OUTPUT: case PTO_ARG_INOUT:
-            /* ACC_READ == PTO_ARG_INPUT, ACC_WRITE == PTO_ARG_OUTPUT, their OR == PTO_ARG_INOUT;
+        if (__builtin_expect((uint32_t)(a->kind - PTO_ARG_INPUT) <= PTO_ARG_INOUT - PTO_ARG_INPUT, 1)) {
+            /* a tracked tensor, the common kind (before the switch: one test, no jump table).
+             * ACC_READ == PTO_ARG_INPUT, ACC_WRITE == PTO_ARG_OUTPUT, their OR == PTO_ARG_INOUT;
              * at most PTO_MAX_TENSOR_ARGS get here: each takes two of the PTO_MAX_ARGS slots */
             rc = put_tensor(rt, t, a->tensor, a->row_off, a->col_off, a->rows, a->cols, a->kind, &acc[n], room);
             n += rc == PTO_OK;
-            break;
+            continue;
+        }
+        switch (a->kind) {
         case PTO_ARG_UNTRACKED: rc = put_arg(rt, t, a->tensor, a->row_off, a->col_off); break;
         case PTO_ARG_SCALAR:    rc = put_scalar(rt, t, a->value); break;
         case PTO_ARG_TEMP_INPUT: case PTO_ARG_TEMP_OUTPUT: case PTO_ARG_TEMP_INOUT: {

@@ -216,6 +216,7 @@ int dep_add_chunk(PTORuntime* rt) {
     PTODep* c = rt_block_alloc(sizeof(PTODep) * DEP_CHUNK, 0);
     if (!c) return PTO_ENOMEM;
     rt->dep_chunks[rt->dep_nchunks++] = c;      /* its entries are handed out in order (dep_alloc) */
+    rt->dep_end = rt->dep_nchunks << DEP_CHUNK_SHIFT;
     return PTO_OK;
 }
 
@@ -226,7 +227,7 @@ static inline int32_t dep_alloc(PTORuntime* rt) {
     if (__builtin_expect(i >= 0, 1)) {
         rt->dep_free = rt_dep(rt, i)->next;
     } else {
-        if (__builtin_expect(rt->dep_fresh == rt->dep_nchunks << DEP_CHUNK_SHIFT, 0)) {
+        if (__builtin_expect(rt->dep_fresh == rt->dep_end, 0)) {
             int rc = dep_add_chunk(rt);
             if (rc < 0) return rc;
         }
@@ -345,7 +346,7 @@ typedef struct TMCtx {
 
 /* The context of task `task`'s lookups in map `tm`. */
 static inline TMCtx tm_ctx(PTORuntime* rt, TMap* tm, int32_t last_alive, TMSink* sink, int32_t task) {
-    const bool plain = !sink && !rt->started && !rt->t3 && !rt->rec_chunks;
+    const bool plain = (sink == NULL) & !rt->started & (rt->t3 == NULL) & (rt->rec_chunks == NULL);
     return (TMCtx){rt, tm, last_alive, sink, plain, rt->mask, rt->tasks, rt_task(rt, task)};
 }
 
@@ -376,9 +377,18 @@ static inline bool covers(const PTOAccess* a, const TMEntry* e) {
     return (a->r0 <= e->r0) & (e->r1 <= a->r1) & (a->c0 <= e->c0) & (e->c1 <= a->c1);
 }
 
+/* An entry leaves its chain: the first one of a lookup is kept in *spare for the access's own
+ * entry (insert), which saves returning it to the free list and taking it back at once; the
+ * others are freed. */
+static inline __attribute__((always_inline)) void drop(TMap* tm, int32_t i, int32_t* spare) {
+    if (*spare < 0) *spare = i;
+    else entry_free(tm, i);
+}
+
 /* Walk one chain: drop retired entries, add edges for overlapping ones, and (for a write)
  * drop entries the new write covers entirely - later accesses reach them through it. */
-static inline __attribute__((always_inline)) int walk(const TMCtx* c, TMChain* ch, int32_t consumer, const PTOAccess* a) {
+static inline __attribute__((always_inline)) int walk(const TMCtx* c, TMChain* ch, int32_t consumer, const PTOAccess* a,
+                                                      int32_t* spare) {
     TMap* tm = c->tm;
     const bool writes = (a->mode & ACC_WRITE) != 0;
     for (int32_t* link = &ch->head; *link >= 0;) {
@@ -386,7 +396,7 @@ static inline __attribute__((always_inline)) int walk(const TMCtx* c, TMChain* c
         TMEntry* e = &tm->e[i];
         if (e->task < c->last_alive) {                 /* retired: no edge, and no use any more */
             *link = e->next;
-            entry_free(tm, i);
+            drop(tm, i, spare);
             continue;
         }
         if (overlaps(e, a)) {
@@ -394,7 +404,7 @@ static inline __attribute__((always_inline)) int walk(const TMCtx* c, TMChain* c
             if (rc < 0) return rc;
             if (writes && covers(a, e)) {
                 *link = e->next;
-                entry_free(tm, i);
+                drop(tm, i, spare);
                 continue;
             }
         }
@@ -407,9 +417,10 @@ static inline __attribute__((always_inline)) int walk(const TMCtx* c, TMChain* c
  * access. Doing both in one pass is safe for a task with several accesses: edges to itself
  * are skipped, and when its own later write covers its earlier entry, the later entry
  * stands for both. */
-static inline __attribute__((always_inline)) int walk_bucket(const TMCtx* c, TMBucket* b, int32_t task, const PTOAccess* a) {
-    int rc = walk(c, &b->w, task, a);
-    if (rc == PTO_OK && (a->mode & ACC_WRITE)) rc = walk(c, &b->r, task, a);
+static inline __attribute__((always_inline)) int walk_bucket(const TMCtx* c, TMBucket* b, int32_t task, const PTOAccess* a,
+                                                             int32_t* spare) {
+    int rc = walk(c, &b->w, task, a, spare);
+    if (rc == PTO_OK && (a->mode & ACC_WRITE)) rc = walk(c, &b->r, task, a, spare);
     return rc;
 }
 
@@ -419,10 +430,12 @@ static inline __attribute__((always_inline)) int walk_bucket(const TMCtx* c, TMB
  * old end would be a cache miss per read). Retired entries leave on the next walk of their
  * chain, or in a sweep (entry_refill) for chains nobody walks. */
 static inline __attribute__((always_inline)) int insert(const TMCtx* c, int32_t task, const PTOAccess* a,
-                                                        TMTensor* t, TMBucket* home, int64_t bucket) {
+                                                        TMTensor* t, TMBucket* home, int64_t bucket, int32_t spare) {
     TMap* tm = c->tm;
-    int32_t i = tm->free_head;
-    if (__builtin_expect(i >= 0, 1)) {
+    int32_t i = spare;
+    if (i >= 0) {
+        /* an entry the lookup dropped: still counted live */
+    } else if (__builtin_expect((i = tm->free_head) >= 0, 1)) {
         tm->free_head = tm->e[i].next;
     } else {
         if (__builtin_expect(tm->fresh == tm->cap, 0)) {
@@ -433,7 +446,7 @@ static inline __attribute__((always_inline)) int insert(const TMCtx* c, int32_t 
         else i = tm->fresh++;
     }
     TMEntry* e = &tm->e[i];
-    if (++tm->live > tm->peak) tm->peak = tm->live;
+    if (spare < 0 && ++tm->live > tm->peak) tm->peak = tm->live;
     tm->since_sweep++;
     TMChain* ch = (a->mode & ACC_WRITE) ? &home->w : &home->r;
     e->r0 = a->r0; e->c0 = a->c0; e->r1 = a->r1; e->c1 = a->c1; e->task = task; e->next = ch->head;
@@ -460,9 +473,10 @@ static __attribute__((noinline)) int access_general(const TMCtx ctx, int32_t tas
     const bool wide = rl - rf > TM_SPAN_MAX || cl - cf > TM_SPAN_MAX || cf >= t->ncb || rf >= t->max_rb;
     int rc;
     if (!wide && rf >= t->nrb && (rc = grow_rows(tm, t, rf + 1)) < 0) return rc;
+    int32_t spare = -1;
     if (t->wide.w.head >= 0 || t->wide.r.head >= 0) {
-        rc = walk_bucket(c, &t->wide, task, a);
-        if (rc < 0) return rc;
+        rc = walk_bucket(c, &t->wide, task, a, &spare);
+        if (rc < 0) goto fail;
     }
     int64_t r0 = rf - t->rspan, r1 = rl < t->nrb ? rl : (int64_t)t->nrb - 1;
     int64_t c0 = cf - t->cspan, c1 = cl < t->ncb ? cl : (int64_t)t->ncb - 1;
@@ -471,11 +485,12 @@ static __attribute__((noinline)) int access_general(const TMCtx ctx, int32_t tas
     for (int64_t r = r0; r <= r1; r++) {
         TMBucket* row = &t->b[r * t->ncb];
         for (int64_t k = c0; k <= c1; k++) {
-            rc = walk_bucket(c, &row[k], task, a);
-            if (rc < 0) return rc;
+            rc = walk_bucket(c, &row[k], task, a, &spare);
+            if (rc < 0) goto fail;
         }
     }
-    rc = wide ? insert(c, task, a, t, &t->wide, -1) : insert(c, task, a, t, &t->b[rf * t->ncb + cf], rf * t->ncb + cf);
+    rc = wide ? insert(c, task, a, t, &t->wide, -1, spare)
+              : insert(c, task, a, t, &t->b[rf * t->ncb + cf], rf * t->ncb + cf, spare);
     if (rc < 0) return rc;
     if (!wide) {
         if (rl - rf > t->rspan) t->rspan = (int32_t)(rl - rf);
@@ -483,6 +498,9 @@ static __attribute__((noinline)) int access_general(const TMCtx ctx, int32_t tas
     }
     t->general = (t->rspan | t->cspan) != 0 || t->wide.w.head >= 0 || t->wide.r.head >= 0;
     return PTO_OK;
+fail:
+    if (spare >= 0) entry_free(tm, spare);
+    return rc;
 }
 
 /* One access of task `task` (a->tensor: a record of c->tm): its edges, then its entry. */
@@ -495,8 +513,13 @@ static inline __attribute__((always_inline)) int access_one(const TMCtx* c, int3
     if (__builtin_expect((dr | dc | t->general) == 0 && rf < t->nrb && cf < t->ncb, 1)) {
         const int64_t bucket = rf * t->ncb + cf;
         TMBucket* b = &t->b[bucket];
-        int rc = walk_bucket(c, b, task, a);
-        return rc == PTO_OK ? insert(c, task, a, t, b, bucket) : rc;
+        int32_t spare = -1;
+        int rc = walk_bucket(c, b, task, a, &spare);
+        if (__builtin_expect(rc < 0, 0)) {
+            if (spare >= 0) entry_free(c->tm, spare);
+            return rc;
+        }
+        return insert(c, task, a, t, b, bucket, spare);
     }
     return access_general(*c, task, a);
 }
