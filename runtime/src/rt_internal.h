@@ -266,6 +266,7 @@ struct PTORuntime {
     int32_t*    rec_edges; int64_t nrec_edges, cap_rec_edges;
     int32_t   dep_nchunks, dep_free;
     int32_t   dep_fresh;           /* entries from here to the end of the chunks: never used, on no list */
+    int32_t   dep_end;             /* dep_nchunks << DEP_CHUNK_SHIFT: the end of the chunks */
     int64_t   dep_live;
     TMap      tm;
     /* read by workers (rt_dep), written by the orchestrator only as the pool grows */

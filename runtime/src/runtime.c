@@ -583,8 +583,28 @@ static __attribute__((noinline)) int tensor_size_error(const PTOTensor* x) {
                    x->name ? x->name : "?", (long long)x->rows, (long long)x->ld, x->elem_size);
 }
 
-/* The precise error of an argument that failed put_tensor's combined check. */
-static __attribute__((noinline)) int tensor_arg_error(const PTOTensor* x, int64_t rows, int64_t cols) {
+/* Region (r0, c0, rows, cols) of tensor x is not valid: one test for the whole validation. Every
+ * value that must not be negative ORed together (rows - 1 and cols - 1 wrap to a set sign bit at
+ * 0), then the two extents in unsigned arithmetic (no overflow: both terms are below 2^63 once the
+ * signs are clear; rows = 2^63 fails the extent test). With `exact`, the tensor's size in bytes
+ * too (tensor_too_large); without, only a bound that implies it fits: rows and ld below 2^28 and
+ * elements below 64 bytes (two multiplications with overflow checks cost more than the rest of the
+ * test, and a tensor that large takes the exact test on the slow path). */
+static inline __attribute__((always_inline)) bool tensor_region_bad(const PTOTensor* x, int64_t r0, int64_t c0,
+                                                                    int64_t rows, int64_t cols, bool exact) {
+    const int64_t xr = x->rows, xc = x->cols, ld = x->ld, es = x->elem_size;
+    const uint64_t signs = (uint64_t)r0 | (uint64_t)c0 | (uint64_t)xr | (uint64_t)xc |
+                           ((uint64_t)rows - 1) | ((uint64_t)cols - 1) | (uint64_t)(es - 1);
+    const bool big = exact ? tensor_too_large(x) : ((((uint64_t)xr | (uint64_t)ld) >> 28) | ((uint64_t)es >> 6)) != 0;
+    return (x->data == NULL) | (signs >> 63) | (ld < xc) | ((uint64_t)r0 + (uint64_t)rows > (uint64_t)xr) |
+           ((uint64_t)c0 + (uint64_t)cols > (uint64_t)xc) | big;
+}
+
+/* The slow path of stage_access's check: PTO_OK (a valid region of a large tensor), or the
+ * precise error (EINVAL / EBOUNDS, or the size overflow). */
+static __attribute__((noinline)) int tensor_arg_check(const PTOTensor* x, int64_t r0, int64_t c0, int64_t rows,
+                                                      int64_t cols) {
+    if (!tensor_region_bad(x, r0, c0, rows, cols, true)) return PTO_OK;
     if (!x->data || x->elem_size <= 0 || x->rows < 0 || x->cols < 0 || x->ld < x->cols || rows <= 0 || cols <= 0)
         return PTO_EINVAL;
     if (tensor_too_large(x)) return tensor_size_error(x);
@@ -596,18 +616,12 @@ static inline __attribute__((always_inline)) int stage_access(PTORuntime* rt, co
                                                               int64_t c0, int64_t rows, int64_t cols, int mode,
                                                               PTOAccess* a) {
     if (__builtin_expect(!x, 0)) return PTO_EINVAL;
+    if (__builtin_expect(tensor_region_bad(x, r0, c0, rows, cols, false), 0)) {
+        int rc = tensor_arg_check(x, r0, c0, rows, cols);
+        if (rc < 0) return rc;
+    }
     void* const data = x->data;
-    const int64_t xr = x->rows, xc = x->cols, ld = x->ld, es = x->elem_size;
-    /* One test for the whole validation: every value that must not be negative ORed together
-     * (rows - 1 and cols - 1 wrap to a set sign bit at 0), then the two extents in unsigned
-     * arithmetic (no overflow: both terms are below 2^63 once the signs are clear; rows = 2^63
-     * fails the extent test), and the tensor's size in bytes (tensor_too_large). tensor_arg_error
-     * sorts a failure into EINVAL / EBOUNDS. */
-    const uint64_t signs = (uint64_t)r0 | (uint64_t)c0 | (uint64_t)xr | (uint64_t)xc |
-                           ((uint64_t)rows - 1) | ((uint64_t)cols - 1) | (uint64_t)(es - 1);
-    if (__builtin_expect((data == NULL) | (signs >> 63) | (ld < xc) | ((uint64_t)r0 + (uint64_t)rows > (uint64_t)xr) |
-                         ((uint64_t)c0 + (uint64_t)cols > (uint64_t)xc) | tensor_too_large(x), 0))
-        return tensor_arg_error(x, rows, cols);
+    const int64_t xr = x->rows, xc = x->cols;
     const int32_t k = tm_tensor(&rt->tm, data, rows, cols, xr, xc);
     if (__builtin_expect(k < 0, 0)) return k;
     a->tensor = k; a->mode = mode;
@@ -615,14 +629,14 @@ static inline __attribute__((always_inline)) int stage_access(PTORuntime* rt, co
     return PTO_OK;
 }
 
-/* A tracked tensor argument of building task t: its two slots, and its access staged in *a. */
+/* A tracked tensor argument of building task t: its two slots, and its access staged in *a.
+ * `room`: the caller knows the two slots are free (stage_v: few arguments). */
 static inline __attribute__((always_inline)) int put_tensor(PTORuntime* rt, PTOTask* t, const PTOTensor* x,
                                                             int64_t r0, int64_t c0, int64_t rows, int64_t cols,
-                                                            int mode, PTOAccess* a) {
+                                                            int mode, PTOAccess* a, bool room) {
     int rc = stage_access(rt, x, r0, c0, rows, cols, mode, a);
     if (__builtin_expect(rc < 0, 0)) return rc;
-    rc = reserve_args(rt, t, 2);
-    if (rc < 0) return rc;
+    if (!room && (rc = reserve_args(rt, t, 2)) < 0) return rc;
     int64_t* args = t->args;
     int n = t->num_args;
     args[n] = (int64_t)(intptr_t)((char*)x->data + (r0 * x->ld + c0) * x->elem_size);
@@ -658,7 +672,7 @@ static inline __attribute__((always_inline)) int add_tensor(PTORuntime* rt, int3
     if (!t) return err;
     PTOStage* st = &rt->stages[t->stage];
     if (__builtin_expect(st->n >= PTO_MAX_TENSOR_ARGS, 0)) return PTO_ETOOMANYARGS;   /* add_access fills it too */
-    int rc = put_tensor(rt, t, x, r0, c0, rows, cols, mode, &st->acc[st->n]);
+    int rc = put_tensor(rt, t, x, r0, c0, rows, cols, mode, &st->acc[st->n], false);
     if (rc == PTO_OK) st->n++;
     return rc;
 }
@@ -706,7 +720,7 @@ int pto_task_add_temp(PTORuntime* rt, int32_t task, const PTOTensor* temp, int64
     PTOTensor view; int64_t vr, vc;
     int rc = heap_resolve(rt, task, t->name, &a, NULL, 0, &view, &vr, &vc);
     if (rc < 0) return rc;
-    rc = put_tensor(rt, t, &view, vr, vc, rows, cols, mode - PTO_ARG_UNTRACKED, &st->acc[st->n]);
+    rc = put_tensor(rt, t, &view, vr, vc, rows, cols, mode - PTO_ARG_UNTRACKED, &st->acc[st->n], false);
     if (rc == PTO_OK) st->n++;
     return rc;
 }
@@ -819,15 +833,19 @@ static inline __attribute__((always_inline)) int32_t stage_v(PTORuntime* rt, con
         for (int32_t i = 0; i < num_args; i++) slots += args[i].kind == PTO_ARG_SCALAR ? 1 : 2;
         if (slots > PTO_INLINE_ARGS && slots <= PTO_MAX_ARGS) rc = reserve_args_slow(rt, t, slots);
     }
+    /* no argument takes more than two slots: with this few, every one fits the inline slots */
+    const bool room = num_args <= PTO_INLINE_ARGS / 2;
     for (int32_t i = 0; i < num_args && rc == PTO_OK; i++) {
         const PTOTaskArg* a = &args[i];
-        switch (a->kind) {
-        case PTO_ARG_INPUT: case PTO_ARG_OUTPUT: case PTO_ARG_INOUT:
-            /* ACC_READ == PTO_ARG_INPUT, ACC_WRITE == PTO_ARG_OUTPUT, their OR == PTO_ARG_INOUT;
+        if (__builtin_expect((uint32_t)(a->kind - PTO_ARG_INPUT) <= PTO_ARG_INOUT - PTO_ARG_INPUT, 1)) {
+            /* a tracked tensor, the common kind (before the switch: one test, no jump table).
+             * ACC_READ == PTO_ARG_INPUT, ACC_WRITE == PTO_ARG_OUTPUT, their OR == PTO_ARG_INOUT;
              * at most PTO_MAX_TENSOR_ARGS get here: each takes two of the PTO_MAX_ARGS slots */
-            rc = put_tensor(rt, t, a->tensor, a->row_off, a->col_off, a->rows, a->cols, a->kind, &acc[n]);
+            rc = put_tensor(rt, t, a->tensor, a->row_off, a->col_off, a->rows, a->cols, a->kind, &acc[n], room);
             n += rc == PTO_OK;
-            break;
+            continue;
+        }
+        switch (a->kind) {
         case PTO_ARG_UNTRACKED: rc = put_arg(rt, t, a->tensor, a->row_off, a->col_off); break;
         case PTO_ARG_SCALAR:    rc = put_scalar(rt, t, a->value); break;
         case PTO_ARG_TEMP_INPUT: case PTO_ARG_TEMP_OUTPUT: case PTO_ARG_TEMP_INOUT: {
@@ -835,7 +853,7 @@ static inline __attribute__((always_inline)) int32_t stage_v(PTORuntime* rt, con
             PTOTensor view; int64_t vr, vc;
             rc = heap_resolve(rt, id, t->name, a, args, num_args, &view, &vr, &vc);
             if (rc == PTO_OK)
-                rc = put_tensor(rt, t, &view, vr, vc, a->rows, a->cols, a->kind - PTO_ARG_UNTRACKED, &acc[n]);
+                rc = put_tensor(rt, t, &view, vr, vc, a->rows, a->cols, a->kind - PTO_ARG_UNTRACKED, &acc[n], room);
             n += rc == PTO_OK;
             break;
         }

@@ -216,6 +216,7 @@ int dep_add_chunk(PTORuntime* rt) {
     PTODep* c = rt_block_alloc(sizeof(PTODep) * DEP_CHUNK, 0);
     if (!c) return PTO_ENOMEM;
     rt->dep_chunks[rt->dep_nchunks++] = c;      /* its entries are handed out in order (dep_alloc) */
+    rt->dep_end = rt->dep_nchunks << DEP_CHUNK_SHIFT;
     return PTO_OK;
 }
 
@@ -226,7 +227,7 @@ static inline int32_t dep_alloc(PTORuntime* rt) {
     if (__builtin_expect(i >= 0, 1)) {
         rt->dep_free = rt_dep(rt, i)->next;
     } else {
-        if (__builtin_expect(rt->dep_fresh == rt->dep_nchunks << DEP_CHUNK_SHIFT, 0)) {
+        if (__builtin_expect(rt->dep_fresh == rt->dep_end, 0)) {
             int rc = dep_add_chunk(rt);
             if (rc < 0) return rc;
         }
@@ -303,6 +304,31 @@ static inline __attribute__((always_inline)) int add_edge(PTORuntime* rt, int32_
 
 int dep_add_edge(PTORuntime* rt, int32_t p, int32_t c) { return add_edge(rt, p, c); }
 
+/* add_edge where nothing else can touch the two tasks or the pool (no worker thread started),
+ * without the three-tier fanin list or the graph record: the lookup context decides that once
+ * per submission (TMCtx.plain), not on every edge, and brings the consumer's slot and the window
+ * with it (rt->tasks and rt->mask are re-read after each store otherwise: they could alias). */
+static inline __attribute__((always_inline)) int add_edge_plain(PTORuntime* rt, PTOTask* tasks, int32_t mask,
+                                                                int32_t last_alive, int32_t p, int32_t c,
+                                                                PTOTask* ct) {
+    if (p < last_alive || p == c) return PTO_OK;
+    PTOTask* pt = &tasks[p & mask];
+    if (pt->last_consumer == c) return PTO_OK;
+    pt->last_consumer = c;
+    if (atomic_load_explicit(&pt->state, memory_order_relaxed) >= PTO_TASK_COMPLETED) return PTO_OK;
+    const int32_t d = dep_alloc(rt);
+    if (d < 0) return d;
+    PTODep* e = rt_dep(rt, d);
+    e->task = c;
+    e->next = pt->fanout_head;
+    pt->fanout_head = d;
+    atomic_store_explicit(&ct->fanin_left, atomic_load_explicit(&ct->fanin_left, memory_order_relaxed) + 1,
+                          memory_order_relaxed);
+    ct->fanin_count++;
+    rt->edges++;
+    return PTO_OK;
+}
+
 
 /* Where one lookup works: the map, the retirement bound its entries are pruned against, and where
  * the edges it finds go - added at once (sink NULL: the orchestrating thread) or collected as
@@ -312,7 +338,17 @@ typedef struct TMCtx {
     TMap*       tm;
     int32_t     last_alive;
     TMSink*     sink;
+    bool        plain;             /* sink NULL and add_edge_plain applies (tm_ctx) */
+    int32_t     mask;              /* the window: rt->tasks, rt->mask */
+    PTOTask*    tasks;
+    PTOTask*    ct;                /* the consumer's slot (plain) */
 } TMCtx;
+
+/* The context of task `task`'s lookups in map `tm`. */
+static inline TMCtx tm_ctx(PTORuntime* rt, TMap* tm, int32_t last_alive, TMSink* sink, int32_t task) {
+    const bool plain = (sink == NULL) & !rt->started & (rt->t3 == NULL) & (rt->rec_chunks == NULL);
+    return (TMCtx){rt, tm, last_alive, sink, plain, rt->mask, rt->tasks, rt_task(rt, task)};
+}
 
 static __attribute__((noinline)) int sink_grow(TMSink* s) {
     int32_t c = s->cap ? 2 * s->cap : 1024;
@@ -323,7 +359,8 @@ static __attribute__((noinline)) int sink_grow(TMSink* s) {
 }
 
 static inline __attribute__((always_inline)) int edge(const TMCtx* c, int32_t p, int32_t consumer) {
-    if (__builtin_expect(c->sink == NULL, 1)) return add_edge(c->rt, p, consumer);
+    if (__builtin_expect(c->plain, 1)) return add_edge_plain(c->rt, c->tasks, c->mask, c->last_alive, p, consumer, c->ct);
+    if (c->sink == NULL) return add_edge(c->rt, p, consumer);
     TMSink* s = c->sink;
     if (p < c->last_alive || p == consumer) return PTO_OK;
     if (s->n == s->cap && sink_grow(s) < 0) return PTO_ENOMEM;
@@ -340,9 +377,18 @@ static inline bool covers(const PTOAccess* a, const TMEntry* e) {
     return (a->r0 <= e->r0) & (e->r1 <= a->r1) & (a->c0 <= e->c0) & (e->c1 <= a->c1);
 }
 
+/* An entry leaves its chain: the first one of a lookup is kept in *spare for the access's own
+ * entry (insert), which saves returning it to the free list and taking it back at once; the
+ * others are freed. */
+static inline __attribute__((always_inline)) void drop(TMap* tm, int32_t i, int32_t* spare) {
+    if (*spare < 0) *spare = i;
+    else entry_free(tm, i);
+}
+
 /* Walk one chain: drop retired entries, add edges for overlapping ones, and (for a write)
  * drop entries the new write covers entirely - later accesses reach them through it. */
-static inline __attribute__((always_inline)) int walk(const TMCtx* c, TMChain* ch, int32_t consumer, const PTOAccess* a) {
+static inline __attribute__((always_inline)) int walk(const TMCtx* c, TMChain* ch, int32_t consumer, const PTOAccess* a,
+                                                      int32_t* spare) {
     TMap* tm = c->tm;
     const bool writes = (a->mode & ACC_WRITE) != 0;
     for (int32_t* link = &ch->head; *link >= 0;) {
@@ -350,7 +396,7 @@ static inline __attribute__((always_inline)) int walk(const TMCtx* c, TMChain* c
         TMEntry* e = &tm->e[i];
         if (e->task < c->last_alive) {                 /* retired: no edge, and no use any more */
             *link = e->next;
-            entry_free(tm, i);
+            drop(tm, i, spare);
             continue;
         }
         if (overlaps(e, a)) {
@@ -358,7 +404,7 @@ static inline __attribute__((always_inline)) int walk(const TMCtx* c, TMChain* c
             if (rc < 0) return rc;
             if (writes && covers(a, e)) {
                 *link = e->next;
-                entry_free(tm, i);
+                drop(tm, i, spare);
                 continue;
             }
         }
@@ -371,22 +417,25 @@ static inline __attribute__((always_inline)) int walk(const TMCtx* c, TMChain* c
  * access. Doing both in one pass is safe for a task with several accesses: edges to itself
  * are skipped, and when its own later write covers its earlier entry, the later entry
  * stands for both. */
-static inline __attribute__((always_inline)) int walk_bucket(const TMCtx* c, TMBucket* b, int32_t task, const PTOAccess* a) {
-    int rc = walk(c, &b->w, task, a);
-    if (rc == PTO_OK && (a->mode & ACC_WRITE)) rc = walk(c, &b->r, task, a);
+static inline __attribute__((always_inline)) int walk_bucket(const TMCtx* c, TMBucket* b, int32_t task, const PTOAccess* a,
+                                                             int32_t* spare) {
+    int rc = walk(c, &b->w, task, a, spare);
+    if (rc == PTO_OK && (a->mode & ACC_WRITE)) rc = walk(c, &b->r, task, a, spare);
     return rc;
 }
 
-/* Record the access in bucket `bucket` of its tensor (-1: the wide chains), at the head of its
+/* Record the access in `home`, bucket `bucket` of its tensor t (-1: the wide chains), at the head of its
  * chain: only the new entry and the chain's head are written, no older entry is touched (a
  * tile read by many tasks, such as a K or V tile of attention, gets a long reader chain whose
  * old end would be a cache miss per read). Retired entries leave on the next walk of their
  * chain, or in a sweep (entry_refill) for chains nobody walks. */
 static inline __attribute__((always_inline)) int insert(const TMCtx* c, int32_t task, const PTOAccess* a,
-                                                        int64_t bucket) {
+                                                        TMTensor* t, TMBucket* home, int64_t bucket, int32_t spare) {
     TMap* tm = c->tm;
-    int32_t i = tm->free_head;
-    if (__builtin_expect(i >= 0, 1)) {
+    int32_t i = spare;
+    if (i >= 0) {
+        /* an entry the lookup dropped: still counted live */
+    } else if (__builtin_expect((i = tm->free_head) >= 0, 1)) {
         tm->free_head = tm->e[i].next;
     } else {
         if (__builtin_expect(tm->fresh == tm->cap, 0)) {
@@ -397,10 +446,8 @@ static inline __attribute__((always_inline)) int insert(const TMCtx* c, int32_t 
         else i = tm->fresh++;
     }
     TMEntry* e = &tm->e[i];
-    if (++tm->live > tm->peak) tm->peak = tm->live;
+    if (spare < 0 && ++tm->live > tm->peak) tm->peak = tm->live;
     tm->since_sweep++;
-    TMTensor* t = &tm->tensors[a->tensor];
-    TMBucket* home = bucket >= 0 ? &t->b[bucket] : &t->wide;
     TMChain* ch = (a->mode & ACC_WRITE) ? &home->w : &home->r;
     e->r0 = a->r0; e->c0 = a->c0; e->r1 = a->r1; e->c1 = a->c1; e->task = task; e->next = ch->head;
     /* a bucket with a non-empty chain is always listed, so only an empty chain can need it */
@@ -426,9 +473,10 @@ static __attribute__((noinline)) int access_general(const TMCtx ctx, int32_t tas
     const bool wide = rl - rf > TM_SPAN_MAX || cl - cf > TM_SPAN_MAX || cf >= t->ncb || rf >= t->max_rb;
     int rc;
     if (!wide && rf >= t->nrb && (rc = grow_rows(tm, t, rf + 1)) < 0) return rc;
+    int32_t spare = -1;
     if (t->wide.w.head >= 0 || t->wide.r.head >= 0) {
-        rc = walk_bucket(c, &t->wide, task, a);
-        if (rc < 0) return rc;
+        rc = walk_bucket(c, &t->wide, task, a, &spare);
+        if (rc < 0) goto fail;
     }
     int64_t r0 = rf - t->rspan, r1 = rl < t->nrb ? rl : (int64_t)t->nrb - 1;
     int64_t c0 = cf - t->cspan, c1 = cl < t->ncb ? cl : (int64_t)t->ncb - 1;
@@ -437,11 +485,12 @@ static __attribute__((noinline)) int access_general(const TMCtx ctx, int32_t tas
     for (int64_t r = r0; r <= r1; r++) {
         TMBucket* row = &t->b[r * t->ncb];
         for (int64_t k = c0; k <= c1; k++) {
-            rc = walk_bucket(c, &row[k], task, a);
-            if (rc < 0) return rc;
+            rc = walk_bucket(c, &row[k], task, a, &spare);
+            if (rc < 0) goto fail;
         }
     }
-    rc = insert(c, task, a, wide ? -1 : rf * t->ncb + cf);
+    rc = wide ? insert(c, task, a, t, &t->wide, -1, spare)
+              : insert(c, task, a, t, &t->b[rf * t->ncb + cf], rf * t->ncb + cf, spare);
     if (rc < 0) return rc;
     if (!wide) {
         if (rl - rf > t->rspan) t->rspan = (int32_t)(rl - rf);
@@ -449,6 +498,9 @@ static __attribute__((noinline)) int access_general(const TMCtx ctx, int32_t tas
     }
     t->general = (t->rspan | t->cspan) != 0 || t->wide.w.head >= 0 || t->wide.r.head >= 0;
     return PTO_OK;
+fail:
+    if (spare >= 0) entry_free(tm, spare);
+    return rc;
 }
 
 /* One access of task `task` (a->tensor: a record of c->tm): its edges, then its entry. */
@@ -460,8 +512,14 @@ static inline __attribute__((always_inline)) int access_one(const TMCtx* c, int3
      * past its block, no wide entries: one bucket to walk */
     if (__builtin_expect((dr | dc | t->general) == 0 && rf < t->nrb && cf < t->ncb, 1)) {
         const int64_t bucket = rf * t->ncb + cf;
-        int rc = walk_bucket(c, &t->b[bucket], task, a);
-        return rc == PTO_OK ? insert(c, task, a, bucket) : rc;
+        TMBucket* b = &t->b[bucket];
+        int32_t spare = -1;
+        int rc = walk_bucket(c, b, task, a, &spare);
+        if (__builtin_expect(rc < 0, 0)) {
+            if (spare >= 0) entry_free(c->tm, spare);
+            return rc;
+        }
+        return insert(c, task, a, t, b, bucket, spare);
     }
     return access_general(*c, task, a);
 }
@@ -471,7 +529,7 @@ static int shards_direct(PTORuntime* rt, int32_t task, const PTOAccess* acc, int
 /* The accesses of task `task`, at its submission. */
 int tm_submit(PTORuntime* rt, int32_t task, const PTOAccess* acc, int32_t n) {
     if (__builtin_expect(rt->shards != NULL, 0)) return shards_direct(rt, task, acc, n);
-    const TMCtx c = {rt, &rt->tm, rt->last_alive, NULL};
+    const TMCtx c = tm_ctx(rt, &rt->tm, rt->last_alive, NULL, task);
     for (int32_t k = 0; k < n; k++) {
         int rc = access_one(&c, task, &acc[k]);
         if (rc < 0) return rc;
@@ -562,7 +620,7 @@ int tm_shard_access(PTORuntime* rt, uint32_t shard, int32_t last_alive, TMSink* 
         const int64_t local_rows = x->rows > 0 ? ((((x->rows - 1) >> bs) >> TM_SHARD_BITS) + 1) << bs : 1;
         tensor_init(&tm->tensors[k], x->base, bs - TM_BAND_BLOCKS, x->cshift, local_rows, x->cols);
     }
-    const TMCtx c = {rt, tm, last_alive, sink};
+    const TMCtx c = tm_ctx(rt, tm, last_alive, sink, task);
     const int64_t j1 = (x->r1 - 1) >> bs;
     /* the bands of this shard the access reaches: the first, then every TM_SHARDS-th */
     int64_t j = x->r0 >> bs;

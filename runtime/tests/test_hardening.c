@@ -188,6 +188,36 @@ static void test_tensor_whose_size_overflows_is_refused(void) {
     pto_runtime_destroy(rt);
 }
 
+/* Tensors past the quick size bound of the argument check (rows or ld of 2^28 or more, elements
+ * of 64 bytes or more) take the exact check: accepted when they fit, with their dependencies, and
+ * refused with the precise error when not. */
+static void test_large_tensors_take_the_exact_check(void) {
+    static float buf[16];
+    PTOTensor tall = { buf, (int64_t)1 << 30, 4, (int64_t)1 << 30, 4, "tall" };   /* 2^62 bytes: fits */
+    PTOTensor wide_el = { buf, 4, 4, 4, 64, "wide_el" };                     /* 64-byte elements */
+    PTOTensor over = { buf, (int64_t)1 << 31, 4, (int64_t)1 << 31, 4, "over" };   /* 2^64 bytes */
+    PTORuntime* rt = pto_runtime_create(NULL);
+    PTOTaskArg w = { PTO_ARG_OUTPUT, &tall, ((int64_t)1 << 30) - 2, 0, 2, 4, 0 };
+    PTOTaskArg r = { PTO_ARG_INPUT, &tall, ((int64_t)1 << 30) - 1, 0, 1, 4, 0 };
+    PTOTaskArg e = { PTO_ARG_INOUT, &wide_el, 1, 1, 2, 2, 0 };
+    const int32_t t0 = pto_task_submit_v(rt, "w", k_nop, 0, PTO_WORKER_ANY, &w, 1);
+    CHECK(t0 >= 0);
+    const int32_t t1 = pto_task_submit_v(rt, "r", k_nop, 0, PTO_WORKER_ANY, &r, 1);   /* reads t0's rows */
+    CHECK(t1 >= 0);
+    CHECK(pto_task_submit_v(rt, "e", k_nop, 0, PTO_WORKER_ANY, &e, 1) >= 0);
+    PTOTaskArg past = { PTO_ARG_INPUT, &tall, ((int64_t)1 << 30) - 1, 0, 2, 4, 0 };   /* one row past the end */
+    CHECK_EQ(pto_task_submit_v(rt, "p", k_nop, 0, PTO_WORKER_ANY, &past, 1), PTO_EBOUNDS);
+    PTOTaskArg huge = { PTO_ARG_INPUT, &over, 0, 0, 1, 4, 0 };
+    CHECK_EQ(pto_task_submit_v(rt, "h", k_nop, 0, PTO_WORKER_ANY, &huge, 1), PTO_EINVAL);
+    CHECK_HAS(pto_last_error(), "over");
+    PTORuntimeStats st;
+    CHECK_EQ(pto_runtime_get_stats(rt, &st), PTO_OK);
+    CHECK_EQ(st.edges, 1);                                          /* t0 -> t1 */
+    CHECK_EQ(st.tasks_submitted, 3);
+    CHECK_EQ(pto_runtime_run(rt), PTO_OK);
+    pto_runtime_destroy(rt);
+}
+
 /* ---------------------------------------------------------------- waits for heap room */
 
 /* A runtime whose heap holds one 64-byte intermediate (16 floats). */
@@ -362,6 +392,7 @@ int main(int argc, char** argv) {
     RUN("staging_area", test_tensor_argument_after_a_full_staging_area_is_too_many());
     RUN("failed_temp_output", test_failed_temp_output_publishes_no_writer());
     RUN("size_overflow", test_tensor_whose_size_overflows_is_refused());
+    RUN("large_tensors", test_large_tensors_take_the_exact_check());
     RUN("heap_caller", run_bounded("heap_wait_runs_the_callers_tasks", heap_wait_runs_the_callers_tasks, 20));
     RUN("heap_successor", run_bounded("heap_wait_for_a_successor_of_the_building_task",
                                       heap_wait_for_a_successor_of_the_building_task, 20));
