@@ -979,13 +979,20 @@ int rt_fill_task(PTORuntime* rt, int32_t id, const char* func_name, PTOKernelFun
                  int32_t worker_type, const PTOTaskArg* args, int32_t num_args) {
     PTOTask* t = rt_task(rt, id);
     task_body(t, func_name, func_ptr, buffer_bytes, worker_type);
-    int rc = PTO_OK;
-    for (int32_t i = 0; i < num_args && rc == PTO_OK; i++) {
+    /* checked (rt_check_args): every kind known, the slots inline, each region inside its tensor -
+     * its slots are its first element's address and the leading dimension, as put_tensor writes */
+    int64_t* v = t->inline_args;
+    int32_t n = 0;
+    for (int32_t i = 0; i < num_args; i++) {
         const PTOTaskArg* a = &args[i];
-        /* checked (rt_check_args): a region's pointer and leading dimension, as put_tensor writes them */
-        rc = a->kind == PTO_ARG_SCALAR ? put_scalar(rt, t, a->value) : put_arg(rt, t, a->tensor, a->row_off, a->col_off);
+        if (a->kind == PTO_ARG_SCALAR) { v[n++] = a->value; continue; }
+        const PTOTensor* x = a->tensor;
+        v[n] = (int64_t)(intptr_t)((char*)x->data + (a->row_off * x->ld + a->col_off) * x->elem_size);
+        v[n + 1] = x->ld;
+        n += 2;
     }
-    return rc;
+    t->num_args = (int8_t)n;
+    return PTO_OK;
 }
 
 int pto_task_complete(PTORuntime* rt, int32_t task, int32_t status) {

@@ -62,6 +62,7 @@ struct PTOSubmitter {
     Staged*     route; int32_t nroute, cap_route;    /* the batch's accesses, routed as queued */
     RecSlot*    recs;  int32_t nrecs, cap_recs;      /* tensors seen: base -> record index */
     TMTensor*   rec;   int32_t cap_rec;              /* copies of rt->tm's records, by index */
+    TMap        view;                                /* a map of those copies, for tm_route */
     /* the batch in the sharded map, staged under the lock (enter_chunk) */
     Staged*     acc;   int32_t nacc, cap_acc;
     int32_t*    list;  int32_t cap_list;   /* per shard its accesses: shard k at [start[k], start[k + 1]) */
@@ -151,6 +152,7 @@ static int32_t record(PTOSubmitter* s, const PTOTensor* x, int64_t rows, int64_t
     if (k < 0) return k;
     if (grow_to((void**)&s->rec, &s->cap_rec, (int64_t)k + 1, sizeof *s->rec) < 0) return PTO_ENOMEM;
     s->rec[k] = copy;
+    s->view.tensors = s->rec;
     uint32_t h = rec_hash(base, s->cap_recs);
     while (s->recs[h].base) h = (h + 1) & (uint32_t)(s->cap_recs - 1);
     s->recs[h] = (RecSlot){base, k};
@@ -169,9 +171,8 @@ static int route_task(PTOSubmitter* s, int32_t task, const PTOTaskArg* args, int
         if (k < 0) return k;
         /* ACC_READ/ACC_WRITE/both == PTO_ARG_INPUT/OUTPUT/INOUT */
         const PTOAccess acc = {k, a->kind, a->row_off, a->col_off, a->row_off + a->rows, a->col_off + a->cols};
-        const TMap view = {.tensors = s->rec};
         Staged* x = &s->route[s->nroute++];
-        tm_route(&view, &acc, &x->r);
+        tm_route(&s->view, &acc, &x->r);
         x->task = task;
     }
     return PTO_OK;
