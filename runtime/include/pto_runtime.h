@@ -359,9 +359,10 @@ int32_t pto_task_submit_v(PTORuntime* rt, const char* func_name, PTOKernelFunc f
  * iterations, which a workload's verifier checks).
  * preds: ids of tasks already in the graph (>= 0), or PTO_TICKET(k) for this submitter's k-th
  * task (k as pto_submitter_task returned it). The tensors `args` point to must stay valid until
- * the task's batch entered the graph (args and preds themselves are copied). Arguments of every kind, runtime-owned
- * intermediates included, are checked when the batch enters; the first error is kept: later
- * tasks of that submitter are dropped and every later call returns it, with its message as
+ * the task's batch entered the graph (args and preds themselves are copied). Arguments of every kind are
+ * checked as the task is queued (runtime-owned intermediates when its batch enters), and an error is
+ * reported when the batch enters: the tasks queued before the bad one enter, the first error is
+ * kept, later tasks of that submitter are dropped and every later call returns it, with its message as
  * pto_last_error of the thread making the call. A submitter is used by one thread at a time,
  * not necessarily the same one. While submitters are open, use no other building call (alloc,
  * add_*, submit, submit_v, scopes) on that runtime; run it after every submitter was closed. */
