@@ -379,8 +379,18 @@ int64_t pto_submitter_task(PTOSubmitter* s, const char* func_name, PTOKernelFunc
 int     pto_submitter_flush(PTOSubmitter* s);
 /* The task id of ticket k once its batch entered the graph; PTO_ETASKID before, or for no task. */
 int32_t pto_submitter_task_id(PTOSubmitter* s, int64_t k);
-/* Flush and free; PTO_OK or the submitter's first error (with its message, see above). */
+/* Flush and free; PTO_OK or the submitter's first error (with its message, see above). Scopes
+ * of the submitter still open end here. */
 int     pto_submitter_close(PTOSubmitter* s);
+/* Scopes of runtime-owned intermediates (pto_scope_begin / pto_scope_end below) opened from a
+ * submitter: queued with its tasks, and opened and closed in that order as its batches enter. A
+ * batch enters only where none of its submitter's scopes is open, so the scopes of several
+ * threads' submitters nest in the runtime: a scope per iteration of a parallel loop works from
+ * every thread (a scope then holds at most half the task window of tasks: PTO_EWINDOW beyond).
+ * pto_submitter_flush with a scope open is PTO_ESTATE. Each returns the submitter's depth of open
+ * scopes after it (>= 0) or an error. */
+int     pto_submitter_scope_begin(PTOSubmitter* s);
+int     pto_submitter_scope_end(PTOSubmitter* s);
 
 /* ---------------------------------------------------------------- range tasks
  * One submission for `tiles` calls of one kernel on disjoint, adjacent regions (what an

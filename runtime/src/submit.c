@@ -60,6 +60,10 @@ struct PTOSubmitter {
     bool        sharded;                   /* opened on the sharded map: accesses routed as queued */
     bool        locked;                    /* a task of the batch is staged under the lock */
     Staged*     route; int32_t nroute, cap_route;    /* the batch's accesses, routed as queued */
+    /* scopes (pto_submitter_scope_*): depth open now; the batch's opening and closing events, each
+     * (k << 1) | closes, k: the tasks queued before it; ev_done: those already applied */
+    int32_t     depth;
+    int32_t*    ev;    int32_t nev, cap_ev, ev_done;
     RecSlot*    recs;  int32_t nrecs, cap_recs;      /* tensors seen: base -> record index */
     TMTensor*   rec;   int32_t cap_rec;              /* copies of rt->tm's records, by index */
     TMap        view;                                /* a map of those copies, for tm_route */
@@ -190,7 +194,7 @@ int64_t pto_submitter_task(PTOSubmitter* s, const char* func_name, PTOKernelFunc
         if (preds[i] < 0 && -1 - (int64_t)preds[i] >= s->nids)
             return rt_fail(PTO_ETASKID, "pto_submitter_task '%s': predecessor ticket %lld was never queued",
                            func_name ? func_name : "task", (long long)(-1 - (int64_t)preds[i]));
-    if (s->nq >= PTO_SUBMIT_BATCH && s->nq % PTO_SUBMIT_BATCH == 0) {
+    if (s->nq >= PTO_SUBMIT_BATCH && s->nq % PTO_SUBMIT_BATCH == 0 && s->depth == 0) {
         int rc = enter(s, s->nq >= SUBMIT_MAX_QUEUED);
         if (rc < 0) return rc;
     }
@@ -223,6 +227,37 @@ int64_t pto_submitter_task(PTOSubmitter* s, const char* func_name, PTOKernelFunc
     return s->nids++;
 }
 
+/* The batch's scope events before task i (at a chunk's end i: only the closing ones there; the
+ * opening ones go with the next chunk). The lock held. */
+static int apply_scopes(PTOSubmitter* s, int32_t i, bool ends_only) {
+    int rc = PTO_OK;
+    while (rc >= 0 && s->ev_done < s->nev) {
+        const int32_t e = s->ev[s->ev_done], k = e >> 1;
+        if (k > i || (k == i && ends_only && !(e & 1))) break;
+        rc = (e & 1) ? pto_scope_end(s->rt) : pto_scope_begin(s->rt);
+        s->ev_done++;
+    }
+    return rc < 0 ? rc : PTO_OK;
+}
+
+/* Where the chunk of tasks from i0 (at most `most` of them, n in all) ends: with scopes, where
+ * none of them is open, so the scopes of batches of other threads entering between two chunks
+ * nest with this submitter's. -1 when one scope holds more than `most` tasks. */
+static int32_t chunk_end(const PTOSubmitter* s, int32_t i0, int32_t n, int32_t most) {
+    const int32_t limit = n - i0 <= most ? n : i0 + most;
+    if (s->ev_done == s->nev) return limit;
+    int32_t depth = 0, best = -1;
+    for (int32_t j = s->ev_done; j < s->nev; j++) {
+        const int32_t k = s->ev[j] >> 1, closes = s->ev[j] & 1;
+        if (k > limit) break;
+        if (depth == 0 && !closes) best = k;      /* up to here no scope is open */
+        depth += closes ? -1 : 1;
+        if (depth == 0) best = k;
+    }
+    if (depth == 0) best = limit;
+    return best > i0 ? best : -1;
+}
+
 /* Tasks [0, n) of the batch through the one map, whole under the lock (held on entry, released
  * on return). */
 static int enter_serial(PTOSubmitter* s, int32_t n) {
@@ -232,12 +267,14 @@ static int enter_serial(PTOSubmitter* s, int32_t n) {
     for (int32_t i = 0; i < n && rc == PTO_OK; i++) {
         const Queued* q = &s->q[i];
         int32_t* p = &s->preds[q->pred0];
+        if ((rc = apply_scopes(s, i, false)) < 0) break;
         for (int32_t k = 0; k < q->npred; k++)     /* tickets -> ids (earlier tasks: entered) */
             if (p[k] < 0) p[k] = s->ids[-1 - (int64_t)p[k]];
         int32_t id = rt_submit_after(rt, q->name, q->fn, q->buffer_bytes, q->worker_type, &s->args[q->arg0],
                                      q->nargs, p, q->npred);
         if (id < 0) rc = id; else s->ids[first + i] = id;
     }
+    if (rc == PTO_OK) rc = apply_scopes(s, n, true);
     pthread_mutex_unlock(&rt->submit_mu);
     return rc;
 }
@@ -281,6 +318,7 @@ static int32_t stage(PTOSubmitter* s, int64_t first, int32_t i0, int32_t n, int*
     for (; staged < n; staged++) {
         const Queued* q = &s->q[i0 + staged];
         int32_t* p = &s->preds[q->pred0];
+        if ((rc = apply_scopes(s, i0 + staged, false)) < 0) break;
         for (int32_t k = 0; k < q->npred && rc == PTO_OK; k++) {
             if (p[k] < 0) p[k] = s->ids[-1 - (int64_t)p[k]];    /* tickets -> ids (earlier tasks: entered) */
             if (p[k] < 0 || p[k] >= rt->next_id) rc = PTO_ETASKID;
@@ -299,6 +337,7 @@ static int32_t stage(PTOSubmitter* s, int64_t first, int32_t i0, int32_t n, int*
             x->task = i0 + staged;
         }
     }
+    if (rc == PTO_OK) rc = apply_scopes(s, i0 + n, true);
     *err = rc;
     return staged;
 }
@@ -441,10 +480,16 @@ static int enter(PTOSubmitter* s, int wait) {
             const int64_t first = s->nids - s->nq;     /* the batch's first ticket */
             const int32_t most = rt->window / 2;
             const bool routed = s->sharded && !s->locked;
-            for (int32_t i0 = 0; i0 < n && rc == PTO_OK; i0 += most) {
+            for (int32_t i0 = 0, i1; i0 < n && rc == PTO_OK; i0 = i1) {
                 if (i0 > 0) pthread_mutex_lock(&rt->submit_mu);
-                const int32_t m = n - i0 < most ? n - i0 : most;
-                rc = routed ? enter_routed(s, first, i0, m) : enter_chunk(s, first, i0, m);
+                i1 = chunk_end(s, i0, n, most);
+                if (i1 < 0) {
+                    pthread_mutex_unlock(&rt->submit_mu);
+                    rc = rt_fail(PTO_EWINDOW, "pto_submitter_scope_begin: a scope holds more than %d tasks "
+                                 "(half the task window)", most);
+                    break;
+                }
+                rc = routed ? enter_routed(s, first, i0, i1 - i0) : enter_chunk(s, first, i0, i1 - i0);
             }
         }
     }
@@ -457,11 +502,41 @@ static int enter(PTOSubmitter* s, int wait) {
     s->bad_msg = NULL;
     s->bad = -1;
     s->locked = false;
-    s->nq = s->nargs = s->npreds = s->nroute = 0;
+    s->nq = s->nargs = s->npreds = s->nroute = s->nev = s->ev_done = 0;
     return rc < 0 ? fail(s, rc) : PTO_OK;
 }
 
-int pto_submitter_flush(PTOSubmitter* s) { return s ? enter(s, 1) : PTO_EINVAL; }
+int pto_submitter_flush(PTOSubmitter* s) {
+    if (!s) return PTO_EINVAL;
+    if (s->depth > 0 && !s->err)
+        return rt_fail(PTO_ESTATE, "pto_submitter_flush: %d scope(s) of this submitter open", s->depth);
+    return enter(s, 1);
+}
+
+/* One scope event of the queue. */
+static int scope_event(PTOSubmitter* s, int32_t closes) {
+    if (grow((void**)&s->ev, &s->cap_ev, s->nev + 1, sizeof *s->ev) < 0) return fail(s, PTO_ENOMEM);
+    s->ev[s->nev++] = (s->nq << 1) | closes;
+    s->locked = true;                          /* scopes are the runtime's: staged under the lock */
+    return PTO_OK;
+}
+
+int pto_submitter_scope_begin(PTOSubmitter* s) {
+    if (!s) return PTO_EINVAL;
+    if (s->err) return fail(s, s->err);
+    int rc = scope_event(s, 0);
+    return rc < 0 ? rc : ++s->depth;
+}
+
+int pto_submitter_scope_end(PTOSubmitter* s) {
+    if (!s) return PTO_EINVAL;
+    if (s->err) return fail(s, s->err);
+    if (s->depth == 0) return rt_fail(PTO_ESTATE, "pto_submitter_scope_end without an open pto_submitter_scope_begin");
+    int rc = scope_event(s, 1);
+    if (rc < 0) return rc;
+    if (--s->depth == 0 && s->nq >= PTO_SUBMIT_BATCH && (rc = enter(s, s->nq >= SUBMIT_MAX_QUEUED)) < 0) return rc;
+    return s->depth;
+}
 
 int32_t pto_submitter_task_id(PTOSubmitter* s, int64_t k) {
     if (!s || k < 0 || k >= s->nids || s->ids[k] < 0) return PTO_ETASKID;
@@ -470,9 +545,10 @@ int32_t pto_submitter_task_id(PTOSubmitter* s, int64_t k) {
 
 int pto_submitter_close(PTOSubmitter* s) {
     if (!s) return PTO_EINVAL;
+    while (s->depth > 0 && !s->err) pto_submitter_scope_end(s);   /* scopes left open end here */
     int rc = pto_submitter_flush(s);
     free(s->q); free(s->args); free(s->preds); free(s->ids); free(s->msg); free(s->bad_msg);
-    free(s->route); free(s->recs); free(s->rec);
+    free(s->route); free(s->recs); free(s->rec); free(s->ev);
     free(s->acc); free(s->list); free(s->found.pair); free(s->prod); free(s->pstart);
     free(s);
     return rc;

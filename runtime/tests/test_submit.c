@@ -26,6 +26,10 @@
  * type nobody serves, a predecessor id that is no task yet): the tasks queued before it enter the
  * graph, it and the later ones never exist, and the flush reports its error.
  *
+ * test_scopes: two threads, each opening a scope per tile in its submitter, write a tile of a
+ * runtime-owned intermediate and read it back into Y: every value arrives, and with a small window
+ * the intermediates alive at once stay bounded by it, not by the number of tiles.
+ *
  * test_random_regions: random rectangles of all sizes (many reaching across the sharded map's
  * bands) read, written or both through a submitter; every kernel checks that each earlier task
  * whose region overlaps its own, one of the two writing, had finished. */
@@ -306,6 +310,99 @@ static void test_bad_task_mid_batch(void) {
     bad_task_mid_batch(2, PTO_ETASKID);
 }
 
+/* test_scopes: the writer puts tile i's number in its temp buffer, the reader doubles it into Y. */
+static int32_t temp_write(const int64_t* args) {
+    float* t = (float*)(intptr_t)args[1];
+    for (int r = 0; r < TILE; r++)
+        for (int c = 0; c < TILE; c++) t[r * args[2] + c] = (float)args[0];
+    return 0;
+}
+static int32_t temp_read(const int64_t* args) {
+    const float* t = (const float*)(intptr_t)args[0];
+    float* y = (float*)(intptr_t)args[2];
+    for (int r = 0; r < TILE; r++)
+        for (int c = 0; c < TILE; c++) y[r * args[3] + c] = 2 * t[r * args[1] + c];
+    return 0;
+}
+
+static const PTOTensor* g_temp;
+static void* submit_scoped(void* p) {
+    Job* j = p;
+    for (int64_t i = j->thread; i < j->tiles && j->rc == PTO_OK; i += j->nthreads) {
+        PTOTaskArg w[2] = {scalar(i), region(PTO_ARG_TEMP_OUTPUT, g_temp, i)};
+        PTOTaskArg r[2] = {region(PTO_ARG_TEMP_INPUT, g_temp, i), region(PTO_ARG_OUTPUT, j->y, i)};
+        if (pto_submitter_scope_begin(j->s) != 1 ||
+            pto_submitter_task(j->s, "temp_write", temp_write, 0, PTO_WORKER_ANY, w, 2, NULL, 0) < 0 ||
+            pto_submitter_task(j->s, "temp_read", temp_read, 0, PTO_WORKER_ANY, r, 2, NULL, 0) < 0 ||
+            pto_submitter_scope_end(j->s) != 0)
+            j->rc = PTO_EINVAL;
+    }
+    j->rc = j->rc == PTO_OK ? pto_submitter_close(j->s) : j->rc;
+    return NULL;
+}
+
+static void test_scopes(int64_t tiles, int workers, int threshold, int window) {
+    float* yd = calloc((size_t)(tiles * TILE * TILE), sizeof(float));
+    PTOTensor y = {yd, tiles * TILE, TILE, TILE, 4, "y"};
+    PTORuntimeConfig cfg;
+    pto_runtime_config_default(&cfg);
+    cfg.num_workers = workers; cfg.execution_task_threshold = threshold; cfg.task_window = window;
+    PTORuntime* rt = NULL;
+    CHECK_EQ(pto_runtime_init(&rt, &cfg), PTO_OK);
+    g_temp = pto_temp_tensor(rt, "t", 4);
+    CHECK(g_temp != NULL);
+    Job jobs[2];
+    pthread_t th[2];
+    for (int t = 0; t < 2; t++) {
+        jobs[t] = (Job){rt, NULL, &y, tiles, t, 2, PTO_OK, pto_submitter_open(rt)};
+        CHECK(jobs[t].s != NULL);
+    }
+    for (int t = 0; t < 2; t++) CHECK_EQ(pthread_create(&th[t], NULL, submit_scoped, &jobs[t]), 0);
+    for (int t = 0; t < 2; t++) {
+        pthread_join(th[t], NULL);
+        CHECK_EQ(jobs[t].rc, PTO_OK);
+    }
+    CHECK_EQ(pto_runtime_run(rt), PTO_OK);
+    PTORuntimeStats st;
+    pto_runtime_get_stats(rt, &st);
+    CHECK_EQ(st.tasks_submitted, 2 * tiles);
+    CHECK_EQ(st.temp_buffers, tiles);
+    int wrong = 0;
+    for (int64_t i = 0; i < tiles; i++) wrong += yd[i * TILE * TILE + TILE * TILE - 1] != 2.0f * (float)i;
+    CHECK_EQ(wrong, 0);
+    /* a tile's buffer is 64 bytes: those of the tasks in the window (and the two open scopes) */
+    CHECK(st.peak_temp_bytes <= (int64_t)(window + 4) * 64);
+    CHECK_EQ(st.temp_bytes, 0);
+    pto_runtime_destroy(rt);
+    free(yd);
+}
+
+/* Scope misuse: an end without a begin, a flush inside a scope, a scope of more than half the
+ * window; a scope left open ends at close. */
+static void test_scope_misuse(void) {
+    PTORuntimeConfig cfg;
+    pto_runtime_config_default(&cfg);
+    cfg.task_window = 64;
+    PTORuntime* rt = pto_runtime_create(&cfg);
+    PTOSubmitter* s = pto_submitter_open(rt);
+    CHECK_EQ(pto_submitter_scope_end(s), PTO_ESTATE);
+    CHECK_HAS(pto_last_error(), "without an open");
+    CHECK_EQ(pto_submitter_scope_begin(s), 1);
+    CHECK_EQ(pto_submitter_flush(s), PTO_ESTATE);
+    CHECK_HAS(pto_last_error(), "scope");
+    PTOTaskArg a[1] = {scalar(0)};
+    for (int i = 0; i < 40; i++) CHECK(pto_submitter_task(s, "t", NULL, 0, PTO_WORKER_ANY, a, 1, NULL, 0) >= 0);
+    CHECK_EQ(pto_submitter_scope_end(s), 0);
+    CHECK_EQ(pto_submitter_close(s), PTO_EWINDOW);                  /* 40 tasks in one scope, window 64 */
+    CHECK_HAS(pto_last_error(), "half the task window");
+    s = pto_submitter_open(rt);
+    CHECK_EQ(pto_submitter_scope_begin(s), 1);
+    CHECK(pto_submitter_task(s, "t", NULL, 0, PTO_WORKER_ANY, a, 1, NULL, 0) >= 0);
+    CHECK_EQ(pto_submitter_close(s), PTO_OK);                        /* the open scope ends here */
+    CHECK_EQ(pto_runtime_run(rt), PTO_OK);
+    pto_runtime_destroy(rt);
+}
+
 /* test_random_regions */
 #define RR_TASKS 3000
 typedef struct { int64_t r0, c0, rows, cols; int mode; } Rect;
@@ -444,6 +541,10 @@ int main(int argc, char** argv) {
     test_wide_tasks(tiles, 2, 0, 1 << 16);                         /* safe mode: exact edge count */
     test_wide_tasks(tiles, 3, 1, 256);
     test_wide_tasks(tiles / 4, 0, 0, 64);
+    test_scopes(tiles, 2, 0, 1 << 16);
+    test_scopes(tiles, 3, 1, 64);
+    test_scopes(tiles / 4, 0, 0, 64);
+    test_scope_misuse();
     test_random_regions(2, 0, 1 << 16);                            /* safe mode: all ready at once */
     test_random_regions(3, 1, 256);
     test_random_regions(0, 0, 64);
