@@ -7,7 +7,8 @@ exactly as :func:`~pto_core.workload.enumerate.enumerate_tasks` finds them.
 The C entry point::
 
     int pto_workload_enumerate(PTORuntime* rt, const PTOTensor* tensors, const int64_t* sizes,
-                               const PTOKernelFunc* kernels, int threads, int structural);
+                               const PTOKernelFunc* kernels, int threads, int structural,
+                               int scope_depth);
 
 ``tensors`` in :attr:`CompiledWorkload.tensors` order, ``sizes`` in :attr:`~.sizes` order
 (``DenseDyn`` names), ``kernels`` in :attr:`~.kernels` order (NULL entries allowed: a dry run).
@@ -16,7 +17,10 @@ the graph a batch at a time). With ``threads`` = n > 1 the iterations of the out
 ``parallel_for`` are split into n contiguous shares, enumerated and queued by n threads at once,
 each into a submitter of its own: the tensor map finds the same dependencies as with one thread
 (the iterations are independent - ``workload.verify`` checks it - and each share keeps its
-order), while task ids interleave by batch.
+order), while task ids interleave by batch. With ``scope_depth`` = d > 0 each iteration of the
+loops nested less than d deep is a scope of its own (``pto_submitter_scope_begin/end``, from
+whichever thread enumerates it): the runtime-owned intermediates it writes are released once its
+tasks are done.
 
 >>> from pto_core.workload import Dense, Tensor, parallel_for, task
 >>> x = Tensor("x")
@@ -98,6 +102,7 @@ typedef struct {
     /* structural mode: no tensor tracking; edges from the structure and from overlaps among
      * the tasks of the current iteration of the outermost parallel_for (logged here) */
     int structural;
+    int scope_depth;                /* loops nested less deep open a scope per iteration */
     const PTOTensor** temps;        /* per tensor: its pto_temp_tensor when it is an intermediate */
     struct Acc { int64_t task; const PTOTensor* t; int32_t write; int64_t r0, c0, r1, c1; }* acc;
     int64_t nacc, cap_acc;
@@ -119,6 +124,13 @@ static __attribute__((unused)) int64_t look(Ctx* c, const int64_t* t, int64_t n,
 }
 static __attribute__((unused)) inline int64_t imin(int64_t a, int64_t b) { return a < b ? a : b; }
 static __attribute__((unused)) inline int64_t imax(int64_t a, int64_t b) { return a > b ? a : b; }
+
+/* A scope per iteration of a loop nested `depth` deep, when that is less than c->scope_depth. */
+static int scope(Ctx* c, int depth, int begin) {
+    if (depth >= c->scope_depth) return PTO_OK;
+    const int rc = begin ? pto_submitter_scope_begin(c->sub) : pto_submitter_scope_end(c->sub);
+    return rc < 0 ? rc : PTO_OK;
+}
 
 /* Queue one task in this thread's submitter; returns its ticket or a negative error. */
 static int64_t emit_one(Ctx* c, int32_t name, int32_t kernel, int32_t worker, int32_t bytes,
@@ -261,7 +273,7 @@ class _Gen:
             body += [f"const int64_t lo = {self.expr(n.lo)}, hi = {self.expr(n.hi)};",
                      "if (c->err) return c->err;"]
             body += self.steps([child], n.kind == "sequential",
-                               loop=f"for (c->v[{d}] = lo; c->v[{d}] < hi; c->v[{d}]++)")
+                               loop=f"for (c->v[{d}] = lo; c->v[{d}] < hi; c->v[{d}]++)", depth=d)
         elif isinstance(n, (Combine, Seq)):
             children = [self.node(x) for x in n.items]
             body += self.steps(children, isinstance(n, Seq))
@@ -278,9 +290,10 @@ class _Gen:
                                      *("    " + x for x in body), "}"]))
         return name
 
-    def steps(self, children: list[str], in_order: bool, loop: str = "") -> list[str]:
+    def steps(self, children: list[str], in_order: bool, loop: str = "", depth: int = 0) -> list[str]:
         """Children in order (each follows the previous one's sinks) or side by side (each
-        follows ``after``; the sinks are the union), once or per loop iteration."""
+        follows ``after``; the sinks are the union), once or per loop iteration (of a loop
+        nested ``depth`` deep: a scope per iteration where the run asks for one)."""
         out = ["Set cur = {0}, s = {0};", "int rc = set_copy(&cur, after);"]
         calls = []
         for ch in children:
@@ -292,7 +305,9 @@ class _Gen:
                 calls += [f"s.n = 0; if (rc == PTO_OK) rc = {ch}(c, &cur, &s);",
                           "if (rc == PTO_OK) rc = set_union(sinks, &s);"]
         if loop:
-            out += [f"{loop} {{", *("    " + x for x in calls), "    if (rc < 0) break;", "}"]
+            out += [f"{loop} {{", f"    if (rc == PTO_OK) rc = scope(c, {depth}, 1);",
+                    *("    " + x for x in calls),
+                    f"    if (rc == PTO_OK) rc = scope(c, {depth}, 0);", "    if (rc < 0) break;", "}"]
         else:
             out += calls
         out += ["set_free(&cur); set_free(&s);", "return rc;"]
@@ -341,7 +356,9 @@ static int run_share(Share* h) {
     for (h->c.v[0] = h->lo; h->c.v[0] < h->hi && rc == PTO_OK && !h->c.err; h->c.v[0]++) {
         if (h->stop && atomic_load_explicit(h->stop, memory_order_relaxed)) break;
         s.n = 0; h->c.nacc = 0;
-        rc = BODY(&h->c, &none, &s);
+        rc = scope(&h->c, 0, 1);
+        if (rc == PTO_OK) rc = BODY(&h->c, &none, &s);
+        if (rc == PTO_OK) rc = scope(&h->c, 0, 0);
     }
     if (rc == PTO_OK) rc = h->c.err;
     if (rc == PTO_OK) rc = pto_submitter_flush(h->c.sub);
@@ -353,10 +370,11 @@ static void* share_main(void* p) { Share* h = p; h->rc = run_share(h); return NU
 
 #define MAX_THREADS 64
 int pto_workload_enumerate(PTORuntime* rt, const PTOTensor* tensors, const int64_t* sizes,
-                           const PTOKernelFunc* kernels, int threads, int structural) {
+                           const PTOKernelFunc* kernels, int threads, int structural, int scope_depth) {
     Ctx c0 = {0}, *c = &c0;
     c->rt = rt; c->tensors = tensors; c->sizes = sizes; c->kernels = kernels;
     c->structural = structural;
+    c->scope_depth = scope_depth;
     if (threads < 1 || threads > MAX_THREADS) return PTO_EINVAL;
     if (structural && !SPLIT) return PTO_EINVAL;
     /* tensors without data are intermediates: the runtime allocates their regions */
@@ -443,7 +461,7 @@ class CompiledWorkload:
     def enumerate(self, rt: Any, tensors: Mapping[str, np.ndarray],
                   kernels: Optional[Mapping[str, int]] = None, threads: int = 1,
                   structural: bool = False, intermediates: Mapping[str, int] | None = None,
-                  **sizes: int) -> None:
+                  scope_depth: int = 0, **sizes: int) -> None:
         """Submit the workload's tasks to ``rt`` (a :class:`pto_core.runtime.Runtime`):
         ``tensors`` by name (C-contiguous 2-D arrays), ``kernels`` by name (C function
         addresses; missing ones NULL), DenseDyn ``sizes`` by name.
@@ -451,7 +469,13 @@ class CompiledWorkload:
         ``intermediates``: tensors the workload creates and consumes, by name with their
         element size in bytes - not arrays of the caller but runtime-owned
         (``pto_temp_tensor``): each task writing a region gets a buffer of it, tasks reading
-        the region get that buffer, and it is released once they are done.
+        the region get that buffer, and it is released once they are done and its scope ended.
+
+        ``scope_depth``: each iteration of the loops nested less than this deep is a scope of
+        its own, opened by whichever thread enumerates it, so an iteration's intermediates go
+        once its tasks are done - memory bounded by the task window, not by the loop's length
+        (0: one scope, the run's). ``pto_core.workload.intermediates.plan(...).depth`` is the
+        deepest that keeps every read of an intermediate inside its writer's scope.
 
         ``structural``: the dependencies come from the workload alone - its structure, and
         inside one iteration of the outermost ``parallel_for`` the overlaps of its tasks'
@@ -483,8 +507,10 @@ class CompiledWorkload:
             *((kernels or {}).get(n) for n in self.kernels))
         if structural and not self.splits:
             raise PTOError("structural enumeration needs a workload that is one parallel_for")
+        if not isinstance(scope_depth, int) or scope_depth < 0:
+            raise PTOError(f"scope_depth = {scope_depth!r}: a number of loop levels, >= 0")
         rc = self._lib.pto_workload_enumerate(rt._handle(), ct, cs, ck, int(threads),
-                                              int(bool(structural)))
+                                              int(bool(structural)), scope_depth)
         rt._keep.extend(arrs)
         if rc != 0:
             from ..abi import ERROR_NAMES

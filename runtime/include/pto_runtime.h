@@ -359,9 +359,10 @@ int32_t pto_task_submit_v(PTORuntime* rt, const char* func_name, PTOKernelFunc f
  * iterations, which a workload's verifier checks).
  * preds: ids of tasks already in the graph (>= 0), or PTO_TICKET(k) for this submitter's k-th
  * task (k as pto_submitter_task returned it). The tensors `args` point to must stay valid until
- * the task's batch entered the graph (args and preds themselves are copied). Arguments of every kind, runtime-owned
- * intermediates included, are checked when the batch enters; the first error is kept: later
- * tasks of that submitter are dropped and every later call returns it, with its message as
+ * the task's batch entered the graph (args and preds themselves are copied). Arguments of every kind are
+ * checked as the task is queued (runtime-owned intermediates when its batch enters), and an error is
+ * reported when the batch enters: the tasks queued before the bad one enter, the first error is
+ * kept, later tasks of that submitter are dropped and every later call returns it, with its message as
  * pto_last_error of the thread making the call. A submitter is used by one thread at a time,
  * not necessarily the same one. While submitters are open, use no other building call (alloc,
  * add_*, submit, submit_v, scopes) on that runtime; run it after every submitter was closed. */
@@ -378,8 +379,18 @@ int64_t pto_submitter_task(PTOSubmitter* s, const char* func_name, PTOKernelFunc
 int     pto_submitter_flush(PTOSubmitter* s);
 /* The task id of ticket k once its batch entered the graph; PTO_ETASKID before, or for no task. */
 int32_t pto_submitter_task_id(PTOSubmitter* s, int64_t k);
-/* Flush and free; PTO_OK or the submitter's first error (with its message, see above). */
+/* Flush and free; PTO_OK or the submitter's first error (with its message, see above). Scopes
+ * of the submitter still open end here. */
 int     pto_submitter_close(PTOSubmitter* s);
+/* Scopes of runtime-owned intermediates (pto_scope_begin / pto_scope_end below) opened from a
+ * submitter: queued with its tasks, and opened and closed in that order as its batches enter. A
+ * batch enters only where none of its submitter's scopes is open, so the scopes of several
+ * threads' submitters nest in the runtime: a scope per iteration of a parallel loop works from
+ * every thread (a scope then holds at most half the task window of tasks: PTO_EWINDOW beyond).
+ * pto_submitter_flush with a scope open is PTO_ESTATE. Each returns the submitter's depth of open
+ * scopes after it (>= 0) or an error. */
+int     pto_submitter_scope_begin(PTOSubmitter* s);
+int     pto_submitter_scope_end(PTOSubmitter* s);
 
 /* ---------------------------------------------------------------- range tasks
  * One submission for `tiles` calls of one kernel on disjoint, adjacent regions (what an

@@ -398,6 +398,19 @@ int32_t rt_stage_task(PTORuntime* rt, const char* func_name, PTOKernelFunc func_
 int     rt_commit_task(PTORuntime* rt, int32_t id, const int32_t* preds, int32_t npred, const int32_t* prods,
                        int32_t nprod);
 
+/* runtime.c: a submitter's batch entering with its lookups and slots outside the lock (submit.c).
+ * rt_check_args: a task as it is queued, checked as pto_task_submit_v would check it - an error,
+ * PTO_OK, or RT_ARGS_LOCKED when it must be staged under the lock (runtime-owned intermediates,
+ * more argument slots than a descriptor holds). rt_take_ids (under the lock, room reserved): n
+ * consecutive slots taken, BUILDING; the first id or PTO_ENOMEM. rt_fill_task (any thread, the slot
+ * taken, its arguments checked): the task's fields and argument slots. */
+#define RT_ARGS_LOCKED 1
+int     rt_check_args(const PTORuntime* rt, int32_t worker_type, int32_t buffer_bytes, const PTOTaskArg* args,
+                      int32_t num_args);
+int32_t rt_take_ids(PTORuntime* rt, int32_t n);
+int     rt_fill_task(PTORuntime* rt, int32_t id, const char* func_name, PTOKernelFunc func_ptr, int32_t buffer_bytes,
+                     int32_t worker_type, const PTOTaskArg* args, int32_t num_args);
+
 /* sched.c */
 int  sched_init(PTORuntime* rt);
 void sched_free(PTORuntime* rt);

@@ -463,15 +463,46 @@ int rt_reserve(PTORuntime* rt, int32_t n) {
  * argument: validation, slots, staged access), commit_task (tensor-map lookups, edges, state). */
 
 /* A window slot for a new task (no staging area; the caller adds one if it needs it). */
+/* What a task's kind must be: a worker type that some worker serves, no negative buffer size. */
+static inline int task_kind_check(const PTORuntime* rt, int32_t worker_type, int32_t buffer_bytes) {
+    /* worker_type + 1 in [0, 4] <=> worker_type in [ANY, ACCELERATOR]; ANY maps to queue 4 */
+    if ((uint32_t)(worker_type + 1) > (uint32_t)PTO_WORKER_ACCELERATOR + 1) return PTO_EWORKERTYPE;
+    if (!rt->servable[worker_type < 0 ? PTO_QUEUE_ANY : worker_type]) return PTO_EWORKERTYPE;
+    if (buffer_bytes < 0) return PTO_EINVAL;
+    return PTO_OK;
+}
+
+/* A slot taken by task `id`: the fields others may look at before it is submitted (its state, for
+ * the window's retirement; its fanout, for the edges of later tasks). */
+static inline __attribute__((always_inline)) void task_header(PTOTask* t, int32_t id) {
+    atomic_store_explicit(&t->state, PTO_TASK_BUILDING, memory_order_relaxed);
+    atomic_store_explicit(&t->fanin_left, 1, memory_order_relaxed);
+    t->id = id;
+    t->fanout_head = -1;
+    t->fanin_count = 0;
+    t->last_consumer = -1;
+    t->stage = -1;
+}
+
+/* ... and the fields only its builder touches until it is submitted. */
+static inline __attribute__((always_inline)) void task_body(PTOTask* t, const char* func_name, PTOKernelFunc func_ptr,
+                                                            int32_t buffer_bytes, int32_t worker_type) {
+    t->num_args = 0;
+    t->args = t->inline_args;
+    t->buffer_bytes = buffer_bytes;
+    t->worker_type = (int8_t)worker_type;
+    t->affinity = -1;
+    t->name = func_name ? func_name : "task";
+    t->fn = func_ptr;
+}
+
+/* A window slot for a new task (no staging area; the caller adds one if it needs it). */
 static inline __attribute__((always_inline)) int32_t alloc_task(PTORuntime* rt, const char* func_name,
                                                                 PTOKernelFunc func_ptr, int32_t buffer_bytes,
                                                                 int32_t worker_type) {
     int rc = check_building(rt);
     if (rc < 0) return rc;
-    /* worker_type + 1 in [0, 4] <=> worker_type in [ANY, ACCELERATOR]; ANY maps to queue 4 */
-    if ((uint32_t)(worker_type + 1) > (uint32_t)PTO_WORKER_ACCELERATOR + 1) return PTO_EWORKERTYPE;
-    if (!rt->servable[worker_type < 0 ? PTO_QUEUE_ANY : worker_type]) return PTO_EWORKERTYPE;
-    if (buffer_bytes < 0) return PTO_EINVAL;
+    if ((rc = task_kind_check(rt, worker_type, buffer_bytes)) < 0) return rc;
     if (__builtin_expect(rt->next_id == INT32_MAX, 0)) return PTO_ENOMEM;
     /* Retire in steps of PTO_RETIRE_BATCH, not per task: the oldest task's state line is the one
      * a worker is writing, and reading it on every alloc moved it between the cores per task.
@@ -489,20 +520,8 @@ static inline __attribute__((always_inline)) int32_t alloc_task(PTORuntime* rt, 
     }
     int32_t id = rt->next_id++;
     PTOTask* t = rt_task(rt, id);
-    atomic_store_explicit(&t->state, PTO_TASK_BUILDING, memory_order_relaxed);
-    atomic_store_explicit(&t->fanin_left, 1, memory_order_relaxed);
-    t->id = id;
-    t->fanout_head = -1;
-    t->fanin_count = 0;
-    t->last_consumer = -1;
-    t->stage = -1;
-    t->num_args = 0;
-    t->args = t->inline_args;
-    t->buffer_bytes = buffer_bytes;
-    t->worker_type = (int8_t)worker_type;
-    t->affinity = -1;
-    t->name = func_name ? func_name : "task";
-    t->fn = func_ptr;
+    task_header(t, id);
+    task_body(t, func_name, func_ptr, buffer_bytes, worker_type);
     if (rt->t3) t3_on_alloc(rt, id, func_ptr, t->name);
     rt->open_tasks++;
     int64_t live = rt->next_id - rt->last_alive;
@@ -611,18 +630,24 @@ static __attribute__((noinline)) int tensor_arg_check(const PTOTensor* x, int64_
     return PTO_EBOUNDS;   /* r0 < 0, c0 < 0, r0 + rows > x->rows or c0 + cols > x->cols */
 }
 
-/* A region of tensor x, validated and staged in *a (its tensor-map record found or created). */
-static inline __attribute__((always_inline)) int stage_access(PTORuntime* rt, const PTOTensor* x, int64_t r0,
-                                                              int64_t c0, int64_t rows, int64_t cols, int mode,
-                                                              PTOAccess* a) {
+/* A region of tensor x, validated: PTO_OK or the error. */
+static inline __attribute__((always_inline)) int region_check(const PTOTensor* x, int64_t r0, int64_t c0, int64_t rows,
+                                                              int64_t cols) {
     if (__builtin_expect(!x, 0)) return PTO_EINVAL;
     if (__builtin_expect(tensor_region_bad(x, r0, c0, rows, cols, false), 0)) {
         int rc = tensor_arg_check(x, r0, c0, rows, cols);
         if (rc < 0) return rc;
     }
-    void* const data = x->data;
-    const int64_t xr = x->rows, xc = x->cols;
-    const int32_t k = tm_tensor(&rt->tm, data, rows, cols, xr, xc);
+    return PTO_OK;
+}
+
+/* A region of tensor x, validated and staged in *a (its tensor-map record found or created). */
+static inline __attribute__((always_inline)) int stage_access(PTORuntime* rt, const PTOTensor* x, int64_t r0,
+                                                              int64_t c0, int64_t rows, int64_t cols, int mode,
+                                                              PTOAccess* a) {
+    const int rc = region_check(x, r0, c0, rows, cols);
+    if (__builtin_expect(rc < 0, 0)) return rc;
+    const int32_t k = tm_tensor(&rt->tm, x->data, rows, cols, x->rows, x->cols);
     if (__builtin_expect(k < 0, 0)) return k;
     a->tensor = k; a->mode = mode;
     a->r0 = r0; a->c0 = c0; a->r1 = r0 + rows; a->c1 = c0 + cols;
@@ -646,11 +671,16 @@ static inline __attribute__((always_inline)) int put_tensor(PTORuntime* rt, PTOT
 }
 
 /* An untracked tensor argument (two slots, no access). */
-static inline int put_arg(PTORuntime* rt, PTOTask* t, const PTOTensor* x, int64_t r0, int64_t c0) {
+static inline int arg_check(const PTOTensor* x, int64_t r0, int64_t c0) {
     if (!x || !x->data || x->elem_size <= 0 || x->rows < 0 || x->cols < 0 || x->ld < x->cols) return PTO_EINVAL;
     if (tensor_too_large(x)) return tensor_size_error(x);
     if (r0 < 0 || c0 < 0 || r0 > x->rows || c0 > x->cols) return PTO_EBOUNDS;
-    int rc = reserve_args(rt, t, 2);
+    return PTO_OK;
+}
+static inline int put_arg(PTORuntime* rt, PTOTask* t, const PTOTensor* x, int64_t r0, int64_t c0) {
+    int rc = arg_check(x, r0, c0);
+    if (rc < 0) return rc;
+    rc = reserve_args(rt, t, 2);
     if (rc < 0) return rc;
     t->args[t->num_args] = (int64_t)(intptr_t)((char*)x->data + (r0 * x->ld + c0) * x->elem_size);
     t->args[t->num_args + 1] = x->ld;
@@ -924,6 +954,62 @@ int rt_commit_task(PTORuntime* rt, int32_t id, const int32_t* preds, int32_t npr
     for (int32_t i = 0; i < nprod && rc == PTO_OK; i++) rc = dep_add_edge(rt, prods[i], id);
     if (rc == PTO_OK && rt->rec_chunks) rc = record_task(rt, t);
     return rc < 0 ? rc : commit_publish(rt, t);
+}
+
+int rt_check_args(const PTORuntime* rt, int32_t worker_type, int32_t buffer_bytes, const PTOTaskArg* args,
+                  int32_t num_args) {
+    int rc = task_kind_check(rt, worker_type, buffer_bytes);
+    int32_t slots = 0, flags = 0;
+    for (int32_t i = 0; i < num_args && rc == PTO_OK; i++) {
+        const PTOTaskArg* a = &args[i];
+        switch (a->kind) {
+        case PTO_ARG_INPUT: case PTO_ARG_OUTPUT: case PTO_ARG_INOUT:
+            rc = region_check(a->tensor, a->row_off, a->col_off, a->rows, a->cols);
+            slots += 2;
+            break;
+        case PTO_ARG_UNTRACKED: rc = arg_check(a->tensor, a->row_off, a->col_off); slots += 2; break;
+        case PTO_ARG_SCALAR:    slots += 1; break;
+        case PTO_ARG_TEMP_INPUT: case PTO_ARG_TEMP_OUTPUT: case PTO_ARG_TEMP_INOUT:
+            flags = RT_ARGS_LOCKED;           /* heap_resolve: the runtime's buffers */
+            slots += 2;
+            break;
+        default:                rc = PTO_EINVAL; break;
+        }
+    }
+    if (rc < 0) return rc;
+    if (slots > PTO_MAX_ARGS) return PTO_ETOOMANYARGS;
+    return slots > PTO_INLINE_ARGS ? RT_ARGS_LOCKED : flags;   /* an overflow buffer is the runtime's */
+}
+
+int32_t rt_take_ids(PTORuntime* rt, int32_t n) {
+    if (rt->next_id > INT32_MAX - n) return PTO_ENOMEM;
+    const int32_t first = rt->next_id;
+    for (int32_t i = 0; i < n; i++) task_header(rt_task(rt, first + i), first + i);
+    rt->next_id += n;
+    rt->open_tasks += n;
+    const int64_t live = rt->next_id - rt->last_alive;
+    if (live > rt->peak_live) rt->peak_live = live;
+    return first;
+}
+
+int rt_fill_task(PTORuntime* rt, int32_t id, const char* func_name, PTOKernelFunc func_ptr, int32_t buffer_bytes,
+                 int32_t worker_type, const PTOTaskArg* args, int32_t num_args) {
+    PTOTask* t = rt_task(rt, id);
+    task_body(t, func_name, func_ptr, buffer_bytes, worker_type);
+    /* checked (rt_check_args): every kind known, the slots inline, each region inside its tensor -
+     * its slots are its first element's address and the leading dimension, as put_tensor writes */
+    int64_t* v = t->inline_args;
+    int32_t n = 0;
+    for (int32_t i = 0; i < num_args; i++) {
+        const PTOTaskArg* a = &args[i];
+        if (a->kind == PTO_ARG_SCALAR) { v[n++] = a->value; continue; }
+        const PTOTensor* x = a->tensor;
+        v[n] = (int64_t)(intptr_t)((char*)x->data + (a->row_off * x->ld + a->col_off) * x->elem_size);
+        v[n + 1] = x->ld;
+        n += 2;
+    }
+    t->num_args = (int8_t)n;
+    return PTO_OK;
 }
 
 int pto_task_complete(PTORuntime* rt, int32_t task, int32_t status) {

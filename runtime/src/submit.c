@@ -1,23 +1,29 @@
 /* submit.c - several threads submitting into one runtime (pto_submitter_*, see pto_runtime.h).
  *
  * Each thread queues its tasks in a submitter of its own - a copy of the call, nothing shared -
- * and a full batch enters the graph in three steps:
+ * and checks them there: arguments validated, each tracked region routed to the shards of the
+ * tensor map it reaches (tensormap.c, "the sharded map"; the tensor's record comes from the
+ * submitter's copy, made once per tensor under the lock). A full batch enters the graph in three
+ * steps:
  *
- *   1. under rt->submit_mu: room in the window for the whole batch, then its tasks allocated
- *      (consecutive ids) with their arguments checked and in place, and a turn taken on every
- *      shard of the tensor map its accesses reach (tensormap.c, "the sharded map");
- *   2. without the lock: on each of those shards, once the batches that entered before it are
- *      done there, its lookups and entries - the edges found are kept, not added;
+ *   1. under rt->submit_mu: room in the window for the whole batch, its ids (consecutive) taken
+ *      and their slots BUILDING, and a turn taken on every shard its accesses reach;
+ *   2. without the lock: its tasks' fields and argument slots written; then on each of those
+ *      shards, once the batches that entered before it are done there, its lookups and entries -
+ *      the edges found are kept, not added;
  *   3. under rt->submit_mu: per task, its edges (explicit predecessors, then what the lookups
  *      found) and its publication.
  *
  * Step 2 - most of a task's cost - runs in parallel for batches on different shards, or on one
  * shard one after the other. Every shard sees the batches in the order they entered, so the
  * edges are those of one thread submitting the batches in that order; step 3 holds the lock as
- * everything the single-threaded orchestration owns (window, dependency pool, scopes, queues)
- * keeps a single writer. A runtime whose tensor map already holds entries of direct submissions
- * when the first submitter opens keeps them in one map: its batches then enter whole under the
- * lock (rt_submit_after: pto_task_submit_v with explicit predecessors). */
+ * everything the single-threaded orchestration owns (window, dependency pool, queues) keeps a
+ * single writer. A batch with a task whose arguments need the runtime's own state (runtime-owned
+ * intermediates, more slots than a descriptor holds), or a runtime in the three-tier mode, stages
+ * its tasks in step 1 instead (rt_stage_task, under the lock). A runtime whose tensor map already
+ * holds entries of direct submissions when the first submitter opens keeps them in one map: its
+ * batches then enter whole under the lock (rt_submit_after: pto_task_submit_v with explicit
+ * predecessors). */
 #include "rt_internal.h"
 
 #include <sched.h>
@@ -29,6 +35,7 @@ typedef struct Queued {
     int32_t       buffer_bytes, worker_type;
     int32_t       arg0, nargs;             /* into args */
     int32_t       pred0, npred;            /* into preds: ids >= 0, PTO_TICKET(k) < 0 */
+    int32_t       route0;                  /* its routed accesses: route[route0 ..] */
 } Queued;
 
 /* A batch waits for the lock only once it holds this many tasks: until then a submitter whose
@@ -37,6 +44,8 @@ typedef struct Queued {
 
 /* One access of a batch on its way through the shards. */
 typedef struct Staged { TMRoute r; int32_t task; } Staged;   /* task: its index in the batch */
+/* A tensor the submitter has routed to: its record's index in rt->tm (open addressing). */
+typedef struct RecSlot { void* base; int32_t k; } RecSlot;
 
 struct PTOSubmitter {
     PTORuntime* rt;
@@ -46,7 +55,19 @@ struct PTOSubmitter {
     int32_t*    ids;   int64_t nids, cap_ids;  /* per ticket: its task id once entered (-1 before) */
     int         err;
     char*       msg;                       /* pto_last_error of the first error */
-    /* the batch in the sharded map (enter_sharded) */
+    /* checked as queued: the first bad task of the batch (-1 none), its error and message */
+    int32_t     bad;   int bad_rc; char* bad_msg;
+    bool        sharded;                   /* opened on the sharded map: accesses routed as queued */
+    bool        locked;                    /* a task of the batch is staged under the lock */
+    Staged*     route; int32_t nroute, cap_route;    /* the batch's accesses, routed as queued */
+    /* scopes (pto_submitter_scope_*): depth open now; the batch's opening and closing events, each
+     * (k << 1) | closes, k: the tasks queued before it; ev_done: those already applied */
+    int32_t     depth;
+    int32_t*    ev;    int32_t nev, cap_ev, ev_done;
+    RecSlot*    recs;  int32_t nrecs, cap_recs;      /* tensors seen: base -> record index */
+    TMTensor*   rec;   int32_t cap_rec;              /* copies of rt->tm's records, by index */
+    TMap        view;                                /* a map of those copies, for tm_route */
+    /* the batch in the sharded map, staged under the lock (enter_chunk) */
     Staged*     acc;   int32_t nacc, cap_acc;
     int32_t*    list;  int32_t cap_list;   /* per shard its accesses: shard k at [start[k], start[k + 1]) */
     int32_t     start[TM_SHARDS + 1];
@@ -66,12 +87,17 @@ static int grow(void** p, int32_t* cap, int32_t need, size_t elem) {
     return PTO_OK;
 }
 
+/* The message of error `code` just returned on this thread. */
+static char* message(int code) {
+    const char* m = pto_last_error();
+    return strdup(m[0] ? m : pto_strerror(code));
+}
+
 /* Keep the first error and its message; returns it with the message set on this thread. */
 static int fail(PTOSubmitter* s, int code) {
     if (!s->err) {
         s->err = code;
-        const char* m = pto_last_error();
-        s->msg = strdup(m[0] ? m : pto_strerror(code));
+        if (!s->msg) s->msg = message(code);
     }
     return rt_fail(s->err, "%s", s->msg ? s->msg : pto_strerror(s->err));
 }
@@ -83,11 +109,77 @@ PTOSubmitter* pto_submitter_open(PTORuntime* rt) {
     PTOSubmitter* s = calloc(1, sizeof *s);
     if (!s) return NULL;
     s->rt = rt;
+    s->bad = -1;
     pthread_mutex_lock(&rt->submit_mu);
     int rc = tm_shards_open(rt);
     pthread_mutex_unlock(&rt->submit_mu);
     if (rc < 0) { free(s); return NULL; }
+    s->sharded = rc == 1 && !rt->t3;
     return s;
+}
+
+static int grow_to(void** p, int32_t* cap, int64_t need, size_t elem) {
+    return need > INT32_MAX / 2 ? PTO_ENOMEM : grow(p, cap, (int32_t)need, elem);
+}
+
+static inline uint32_t rec_hash(const void* base, int32_t cap) {
+    return (uint32_t)(((uint64_t)(uintptr_t)base * 0x9E3779B97F4A7C15ULL) >> 32) & (uint32_t)(cap - 1);
+}
+
+/* The record in rt->tm of the tensor region x names (rows x cols: its extent, which sizes the
+ * blocks of a new record), from the submitter's copies; on a tensor's first sight, made (or found)
+ * under the lock and copied. An index >= 0 or PTO_ENOMEM. */
+static int32_t record(PTOSubmitter* s, const PTOTensor* x, int64_t rows, int64_t cols) {
+    void* const base = x->data;
+    if (s->cap_recs)
+        for (uint32_t h = rec_hash(base, s->cap_recs); s->recs[h].base; h = (h + 1) & (uint32_t)(s->cap_recs - 1))
+            if (s->recs[h].base == base) return s->recs[h].k;
+    if ((s->nrecs + 1) * 2 > s->cap_recs) {          /* load <= 1/2 */
+        const int32_t cap = s->cap_recs ? 2 * s->cap_recs : 16;
+        RecSlot* n = calloc((size_t)cap, sizeof *n);
+        if (!n) return PTO_ENOMEM;
+        for (int32_t i = 0; i < s->cap_recs; i++)
+            if (s->recs[i].base) {
+                uint32_t h = rec_hash(s->recs[i].base, cap);
+                while (n[h].base) h = (h + 1) & (uint32_t)(cap - 1);
+                n[h] = s->recs[i];
+            }
+        free(s->recs);
+        s->recs = n; s->cap_recs = cap;
+    }
+    PTORuntime* rt = s->rt;
+    pthread_mutex_lock(&rt->submit_mu);
+    const int32_t k = tm_tensor(&rt->tm, base, rows, cols, x->rows, x->cols);
+    TMTensor copy;
+    if (k >= 0) copy = rt->tm.tensors[k];      /* its blocks never change: a copy routes as rt->tm does */
+    pthread_mutex_unlock(&rt->submit_mu);
+    if (k < 0) return k;
+    if (grow_to((void**)&s->rec, &s->cap_rec, (int64_t)k + 1, sizeof *s->rec) < 0) return PTO_ENOMEM;
+    s->rec[k] = copy;
+    s->view.tensors = s->rec;
+    uint32_t h = rec_hash(base, s->cap_recs);
+    while (s->recs[h].base) h = (h + 1) & (uint32_t)(s->cap_recs - 1);
+    s->recs[h] = (RecSlot){base, k};
+    s->nrecs++;
+    return k;
+}
+
+/* The tracked regions of queued task `task` (its index in the batch), routed to the shards. */
+static int route_task(PTOSubmitter* s, int32_t task, const PTOTaskArg* args, int32_t num_args) {
+    if (grow_to((void**)&s->route, &s->cap_route, (int64_t)s->nroute + num_args, sizeof *s->route) < 0)
+        return PTO_ENOMEM;
+    for (int32_t i = 0; i < num_args; i++) {
+        const PTOTaskArg* a = &args[i];
+        if (a->kind != PTO_ARG_INPUT && a->kind != PTO_ARG_OUTPUT && a->kind != PTO_ARG_INOUT) continue;
+        const int32_t k = record(s, a->tensor, a->rows, a->cols);
+        if (k < 0) return k;
+        /* ACC_READ/ACC_WRITE/both == PTO_ARG_INPUT/OUTPUT/INOUT */
+        const PTOAccess acc = {k, a->kind, a->row_off, a->col_off, a->row_off + a->rows, a->col_off + a->cols};
+        Staged* x = &s->route[s->nroute++];
+        tm_route(&s->view, &acc, &x->r);
+        x->task = task;
+    }
+    return PTO_OK;
 }
 
 int64_t pto_submitter_task(PTOSubmitter* s, const char* func_name, PTOKernelFunc func_ptr, int32_t buffer_bytes,
@@ -102,7 +194,7 @@ int64_t pto_submitter_task(PTOSubmitter* s, const char* func_name, PTOKernelFunc
         if (preds[i] < 0 && -1 - (int64_t)preds[i] >= s->nids)
             return rt_fail(PTO_ETASKID, "pto_submitter_task '%s': predecessor ticket %lld was never queued",
                            func_name ? func_name : "task", (long long)(-1 - (int64_t)preds[i]));
-    if (s->nq >= PTO_SUBMIT_BATCH && s->nq % PTO_SUBMIT_BATCH == 0) {
+    if (s->nq >= PTO_SUBMIT_BATCH && s->nq % PTO_SUBMIT_BATCH == 0 && s->depth == 0) {
         int rc = enter(s, s->nq >= SUBMIT_MAX_QUEUED);
         if (rc < 0) return rc;
     }
@@ -116,8 +208,17 @@ int64_t pto_submitter_task(PTOSubmitter* s, const char* func_name, PTOKernelFunc
         if (!n) return PTO_ENOMEM;
         s->ids = n; s->cap_ids = c;
     }
+    /* checked now, outside the lock; a bad task and the ones after it never enter (the tasks
+     * before it do), and the batch's entry reports its error */
+    const int32_t route0 = s->nroute;
+    if (s->bad < 0) {
+        int rc = rt_check_args(s->rt, worker_type, buffer_bytes, args, num_args);
+        if (rc == RT_ARGS_LOCKED) s->locked = true;
+        else if (rc == PTO_OK && s->sharded && !s->locked) rc = route_task(s, s->nq, args, num_args);
+        if (rc < 0) { s->bad = s->nq; s->bad_rc = rc; s->bad_msg = message(rc); }
+    }
     Queued* q = &s->q[s->nq++];
-    *q = (Queued){func_name, func_ptr, buffer_bytes, worker_type, s->nargs, num_args, s->npreds, npred};
+    *q = (Queued){func_name, func_ptr, buffer_bytes, worker_type, s->nargs, num_args, s->npreds, npred, route0};
     if (num_args) memcpy(&s->args[s->nargs], args, (size_t)num_args * sizeof *args);
     s->nargs += num_args;
     if (npred) memcpy(&s->preds[s->npreds], preds, (size_t)npred * sizeof *preds);
@@ -126,26 +227,56 @@ int64_t pto_submitter_task(PTOSubmitter* s, const char* func_name, PTOKernelFunc
     return s->nids++;
 }
 
-/* The batch through the one map, whole under the lock (held on entry, released on return). */
-static int enter_serial(PTOSubmitter* s) {
+/* The batch's scope events before task i (at a chunk's end i: only the closing ones there; the
+ * opening ones go with the next chunk). The lock held. */
+static int apply_scopes(PTOSubmitter* s, int32_t i, bool ends_only) {
+    int rc = PTO_OK;
+    while (rc >= 0 && s->ev_done < s->nev) {
+        const int32_t e = s->ev[s->ev_done], k = e >> 1;
+        if (k > i || (k == i && ends_only && !(e & 1))) break;
+        rc = (e & 1) ? pto_scope_end(s->rt) : pto_scope_begin(s->rt);
+        s->ev_done++;
+    }
+    return rc < 0 ? rc : PTO_OK;
+}
+
+/* Where the chunk of tasks from i0 (at most `most` of them, n in all) ends: with scopes, where
+ * none of them is open, so the scopes of batches of other threads entering between two chunks
+ * nest with this submitter's. -1 when one scope holds more than `most` tasks. */
+static int32_t chunk_end(const PTOSubmitter* s, int32_t i0, int32_t n, int32_t most) {
+    const int32_t limit = n - i0 <= most ? n : i0 + most;
+    if (s->ev_done == s->nev) return limit;
+    int32_t depth = 0, best = -1;
+    for (int32_t j = s->ev_done; j < s->nev; j++) {
+        const int32_t k = s->ev[j] >> 1, closes = s->ev[j] & 1;
+        if (k > limit) break;
+        if (depth == 0 && !closes) best = k;      /* up to here no scope is open */
+        depth += closes ? -1 : 1;
+        if (depth == 0) best = k;
+    }
+    if (depth == 0) best = limit;
+    return best > i0 ? best : -1;
+}
+
+/* Tasks [0, n) of the batch through the one map, whole under the lock (held on entry, released
+ * on return). */
+static int enter_serial(PTOSubmitter* s, int32_t n) {
     PTORuntime* rt = s->rt;
     const int64_t first = s->nids - s->nq;     /* the batch's first ticket */
     int rc = PTO_OK;
-    for (int32_t i = 0; i < s->nq && rc == PTO_OK; i++) {
+    for (int32_t i = 0; i < n && rc == PTO_OK; i++) {
         const Queued* q = &s->q[i];
         int32_t* p = &s->preds[q->pred0];
+        if ((rc = apply_scopes(s, i, false)) < 0) break;
         for (int32_t k = 0; k < q->npred; k++)     /* tickets -> ids (earlier tasks: entered) */
             if (p[k] < 0) p[k] = s->ids[-1 - (int64_t)p[k]];
         int32_t id = rt_submit_after(rt, q->name, q->fn, q->buffer_bytes, q->worker_type, &s->args[q->arg0],
                                      q->nargs, p, q->npred);
         if (id < 0) rc = id; else s->ids[first + i] = id;
     }
+    if (rc == PTO_OK) rc = apply_scopes(s, n, true);
     pthread_mutex_unlock(&rt->submit_mu);
     return rc;
-}
-
-static int grow_to(void** p, int32_t* cap, int64_t need, size_t elem) {
-    return need > INT32_MAX / 2 ? PTO_ENOMEM : grow(p, cap, (int32_t)need, elem);
 }
 
 /* Wait until shard `sh` serves `turn`: the batches that took a turn there before are done. */
@@ -156,18 +287,38 @@ static void wait_turn(TMShard* sh, uint32_t turn) {
     }
 }
 
-/* Step 1 for tasks [i0, i0 + n) of the batch (the lock held; n fits in the window): allocated,
- * their accesses staged and routed, the shards' turns taken. Returns the tasks staged (those
+/* Room in the window for n tasks (the lock held, and still held on return unless it fails). */
+static int make_room(PTORuntime* rt, int32_t n) {
+    int rc;
+    while ((rc = rt_reserve(rt, n)) == PTO_EWINDOW && rt->batches_open > 0) {
+        pthread_mutex_unlock(&rt->submit_mu);   /* older tasks are another batch's, not yet published */
+        sched_yield();
+        pthread_mutex_lock(&rt->submit_mu);
+    }
+    if (rc < 0) pthread_mutex_unlock(&rt->submit_mu);
+    return rc;
+}
+
+/* A turn on every shard in `mask` (the lock held). */
+static void take_turns(PTOSubmitter* s, uint32_t mask) {
+    for (uint32_t m = mask; m; m &= m - 1) {
+        const int k = __builtin_ctz(m);
+        s->turn[k] = s->rt->shards[k].next++;
+    }
+}
+
+/* Step 1 for tasks [i0, i0 + n) of the batch, staged under the lock (n fits in the window):
+ * allocated, their accesses staged and routed into s->acc. Returns the tasks staged (those
  * before a bad one) and the first error in *err. */
-static int32_t stage(PTOSubmitter* s, int64_t first, int32_t i0, int32_t n, uint32_t* shards, int* err) {
+static int32_t stage(PTOSubmitter* s, int64_t first, int32_t i0, int32_t n, int* err) {
     PTORuntime* rt = s->rt;
     int32_t staged = 0;
-    uint32_t mask = 0;
     int rc = PTO_OK;
     s->nacc = 0;
     for (; staged < n; staged++) {
         const Queued* q = &s->q[i0 + staged];
         int32_t* p = &s->preds[q->pred0];
+        if ((rc = apply_scopes(s, i0 + staged, false)) < 0) break;
         for (int32_t k = 0; k < q->npred && rc == PTO_OK; k++) {
             if (p[k] < 0) p[k] = s->ids[-1 - (int64_t)p[k]];    /* tickets -> ids (earlier tasks: entered) */
             if (p[k] < 0 || p[k] >= rt->next_id) rc = PTO_ETASKID;
@@ -183,31 +334,26 @@ static int32_t stage(PTOSubmitter* s, int64_t first, int32_t i0, int32_t n, uint
         for (int32_t k = 0; k < na; k++) {
             Staged* x = &s->acc[s->nacc++];
             tm_route(&rt->tm, &a[k], &x->r);
-            x->task = staged;
-            mask |= x->r.shards;
+            x->task = i0 + staged;
         }
     }
-    for (uint32_t m = mask; m; m &= m - 1) {
-        const int k = __builtin_ctz(m);
-        s->turn[k] = rt->shards[k].next++;
-    }
-    *shards = mask;
+    if (rc == PTO_OK) rc = apply_scopes(s, i0 + n, true);
     *err = rc;
     return staged;
 }
 
-/* Per shard, the indices of the batch's accesses that reach it (in queue order). */
-static int sort_by_shard(PTOSubmitter* s) {
+/* Per shard, the indices in acc[a0, a1) of the accesses that reach it (in queue order). */
+static int sort_by_shard(PTOSubmitter* s, const Staged* acc, int32_t a0, int32_t a1) {
     int64_t total = 0;
     memset(s->start, 0, sizeof s->start);
-    for (int32_t i = 0; i < s->nacc; i++)
-        for (uint32_t m = s->acc[i].r.shards; m; m &= m - 1) { s->start[__builtin_ctz(m) + 1]++; total++; }
+    for (int32_t i = a0; i < a1; i++)
+        for (uint32_t m = acc[i].r.shards; m; m &= m - 1) { s->start[__builtin_ctz(m) + 1]++; total++; }
     if (grow_to((void**)&s->list, &s->cap_list, total, sizeof *s->list) < 0) return PTO_ENOMEM;
     for (int k = 0; k < TM_SHARDS; k++) s->start[k + 1] += s->start[k];
     int32_t fill[TM_SHARDS];
     memcpy(fill, s->start, sizeof fill);
-    for (int32_t i = 0; i < s->nacc; i++)
-        for (uint32_t m = s->acc[i].r.shards; m; m &= m - 1) s->list[fill[__builtin_ctz(m)]++] = i;
+    for (int32_t i = a0; i < a1; i++)
+        for (uint32_t m = acc[i].r.shards; m; m &= m - 1) s->list[fill[__builtin_ctz(m)]++] = i;
     return PTO_OK;
 }
 
@@ -224,51 +370,97 @@ static int group_found(PTOSubmitter* s, int32_t base, int32_t n) {
     return PTO_OK;     /* task i's producers: [pstart[i], pstart[i + 1]) */
 }
 
-/* Tasks [i0, i0 + n) of the batch through the sharded map (the lock held on entry, released on
- * return). */
-static int enter_chunk(PTOSubmitter* s, int64_t first, int32_t i0, int32_t n) {
+/* Steps 2 (lookups, without the lock) and 3 (edges and publication, under it) for tasks
+ * [i0, i0 + n) of the batch, ids base .., whose accesses are acc[a0, a1) and whose turns are
+ * taken on the shards in `mask`; rc: an error of their staging (the turns are given back all the
+ * same). Called without the lock. */
+static int lookups_and_commit(PTOSubmitter* s, const Staged* acc, int32_t a0, int32_t a1, uint32_t mask,
+                              int32_t last_alive, int32_t base, int32_t i0, int32_t n, int rc) {
     PTORuntime* rt = s->rt;
-    int rc;
-    /* room for all n first: a batch's ids are consecutive, and its turns are taken in one go */
-    while ((rc = rt_reserve(rt, n)) == PTO_EWINDOW && rt->batches_open > 0) {
-        pthread_mutex_unlock(&rt->submit_mu);   /* older tasks are another batch's, not yet published */
-        sched_yield();
-        pthread_mutex_lock(&rt->submit_mu);
-    }
-    if (rc < 0) { pthread_mutex_unlock(&rt->submit_mu); return rc; }
-    const int32_t last_alive = rt->last_alive;
-    uint32_t shards;
-    const int32_t staged = stage(s, first, i0, n, &shards, &rc);
-    if (staged > 0) rt->batches_open++;
-    pthread_mutex_unlock(&rt->submit_mu);
-    if (staged == 0) return rc;
-
-    /* step 2: every shard it took a turn on (turns are always given back, even after an error) */
-    const int32_t base = s->ids[first + i0];
-    int rc2 = sort_by_shard(s);
+    if (rc == PTO_OK) rc = sort_by_shard(s, acc, a0, a1);
     s->found.n = 0;
-    for (uint32_t m = shards; m; m &= m - 1) {
+    for (uint32_t m = mask; m; m &= m - 1) {
         const int k = __builtin_ctz(m);
         TMShard* sh = &rt->shards[k];
         wait_turn(sh, s->turn[k]);
-        for (int32_t j = s->start[k]; j < s->start[k + 1] && rc2 == PTO_OK; j++) {
-            const Staged* x = &s->acc[s->list[j]];
-            rc2 = tm_shard_access(rt, (uint32_t)k, last_alive, &s->found, base + x->task, &x->r);
+        for (int32_t j = s->start[k]; j < s->start[k + 1] && rc == PTO_OK; j++) {
+            const Staged* x = &acc[s->list[j]];
+            rc = tm_shard_access(rt, (uint32_t)k, last_alive, &s->found, base + x->task - i0, &x->r);
         }
         atomic_store_explicit(&sh->serving, s->turn[k] + 1, memory_order_release);
     }
-    if (rc2 == PTO_OK) rc2 = group_found(s, base, staged);
+    if (rc == PTO_OK) rc = group_found(s, base, n);
 
     /* step 3; after ENOMEM above the tasks stay BUILDING, as pto_task_submit leaves its task */
     pthread_mutex_lock(&rt->submit_mu);
-    for (int32_t i = 0; i < staged && rc2 == PTO_OK; i++) {
+    for (int32_t i = 0; i < n && rc == PTO_OK; i++) {
         const Queued* q = &s->q[i0 + i];
-        rc2 = rt_commit_task(rt, base + i, &s->preds[q->pred0], q->npred, &s->prod[s->pstart[i]],
-                             s->pstart[i + 1] - s->pstart[i]);
+        rc = rt_commit_task(rt, base + i, &s->preds[q->pred0], q->npred, &s->prod[s->pstart[i]],
+                            s->pstart[i + 1] - s->pstart[i]);
     }
     rt->batches_open--;
     pthread_mutex_unlock(&rt->submit_mu);
+    return rc;
+}
+
+/* Tasks [i0, i0 + n) of the batch through the sharded map, staged under the lock (held on entry,
+ * released on return). */
+static int enter_chunk(PTOSubmitter* s, int64_t first, int32_t i0, int32_t n) {
+    PTORuntime* rt = s->rt;
+    int rc = make_room(rt, n);     /* room for all n first: a batch's ids are consecutive */
+    if (rc < 0) return rc;
+    const int32_t last_alive = rt->last_alive;
+    const int32_t staged = stage(s, first, i0, n, &rc);
+    uint32_t mask = 0;
+    for (int32_t i = 0; i < s->nacc; i++) mask |= s->acc[i].r.shards;
+    take_turns(s, mask);
+    if (staged > 0) rt->batches_open++;
+    pthread_mutex_unlock(&rt->submit_mu);
+    if (staged == 0) return rc;
+    const int rc2 = lookups_and_commit(s, s->acc, 0, s->nacc, mask, last_alive, s->ids[first + i0], i0, staged,
+                                       PTO_OK);
     return rc < 0 ? rc : rc2;
+}
+
+/* Tasks [i0, i0 + n) of the batch through the sharded map, checked and routed as they were
+ * queued: under the lock (held on entry, released on return) only their ids and turns; their
+ * slots are written after it. */
+static int enter_routed(PTOSubmitter* s, int64_t first, int32_t i0, int32_t n) {
+    PTORuntime* rt = s->rt;
+    int rc = make_room(rt, n);
+    if (rc < 0) return rc;
+    if (rt->next_id - rt->last_alive > rt->window - n)    /* window_abort: the full window, task by task */
+        return enter_chunk(s, first, i0, n);
+    /* predecessors given as ids must be tasks already (tickets are: entered, or earlier in this batch) */
+    int32_t m = n;
+    for (int32_t i = 0; i < n && m == n; i++) {
+        const Queued* q = &s->q[i0 + i];
+        for (int32_t k = 0; k < q->npred; k++)
+            if (s->preds[q->pred0 + k] >= rt->next_id) { m = i; rc = PTO_ETASKID; break; }
+    }
+    const int32_t base = m > 0 ? rt_take_ids(rt, m) : PTO_ETASKID;
+    if (base < 0) { pthread_mutex_unlock(&rt->submit_mu); return base; }
+    for (int32_t i = 0; i < m; i++) s->ids[first + i0 + i] = base + i;
+    const int32_t a0 = s->q[i0].route0, a1 = i0 + m < s->nq ? s->q[i0 + m].route0 : s->nroute;
+    uint32_t mask = 0;
+    for (int32_t i = a0; i < a1; i++) mask |= s->route[i].r.shards;
+    take_turns(s, mask);
+    const int32_t last_alive = rt->last_alive;
+    rt->batches_open++;
+    pthread_mutex_unlock(&rt->submit_mu);
+
+    int rc2 = PTO_OK;
+    for (int32_t i = 0; i < m; i++) {
+        const Queued* q = &s->q[i0 + i];
+        int32_t* p = &s->preds[q->pred0];
+        for (int32_t k = 0; k < q->npred; k++)     /* tickets -> ids */
+            if (p[k] < 0) p[k] = s->ids[-1 - (int64_t)p[k]];
+        const int r = rt_fill_task(rt, base + i, q->name, q->fn, q->buffer_bytes, q->worker_type, &s->args[q->arg0],
+                                   q->nargs);
+        if (rc2 == PTO_OK) rc2 = r;
+    }
+    rc2 = lookups_and_commit(s, s->route, a0, a1, mask, last_alive, base, i0, m, rc2);
+    return rc2 < 0 ? rc2 : rc;
 }
 
 /* The queued tasks enter the graph; with `wait` == 0 only if the lock is free at once. */
@@ -276,26 +468,75 @@ static int enter(PTOSubmitter* s, int wait) {
     if (s->err) return fail(s, s->err);
     if (s->nq == 0) return PTO_OK;
     PTORuntime* rt = s->rt;
-    if (wait) pthread_mutex_lock(&rt->submit_mu);
-    else if (pthread_mutex_trylock(&rt->submit_mu) != 0) return PTO_OK;
-    int rc;
-    if (!rt->shards) {
-        rc = enter_serial(s);
-    } else {
-        /* in chunks of at most half the window, so a chunk's room never waits for itself */
-        const int64_t first = s->nids - s->nq;     /* the batch's first ticket */
-        const int32_t most = rt->window / 2;
-        rc = PTO_OK;
-        for (int32_t i0 = 0; i0 < s->nq && rc == PTO_OK; i0 += most) {
-            if (i0 > 0) pthread_mutex_lock(&rt->submit_mu);
-            rc = enter_chunk(s, first, i0, s->nq - i0 < most ? s->nq - i0 : most);
+    const int32_t n = s->bad >= 0 ? s->bad : s->nq;     /* the tasks that enter */
+    int rc = PTO_OK;
+    if (n > 0) {
+        if (wait) pthread_mutex_lock(&rt->submit_mu);
+        else if (pthread_mutex_trylock(&rt->submit_mu) != 0) return PTO_OK;
+        if (!rt->shards) {
+            rc = enter_serial(s, n);
+        } else {
+            /* in chunks of at most half the window, so a chunk's room never waits for itself */
+            const int64_t first = s->nids - s->nq;     /* the batch's first ticket */
+            const int32_t most = rt->window / 2;
+            const bool routed = s->sharded && !s->locked;
+            for (int32_t i0 = 0, i1; i0 < n && rc == PTO_OK; i0 = i1) {
+                if (i0 > 0) pthread_mutex_lock(&rt->submit_mu);
+                i1 = chunk_end(s, i0, n, most);
+                if (i1 < 0) {
+                    pthread_mutex_unlock(&rt->submit_mu);
+                    rc = rt_fail(PTO_EWINDOW, "pto_submitter_scope_begin: a scope holds more than %d tasks "
+                                 "(half the task window)", most);
+                    break;
+                }
+                rc = routed ? enter_routed(s, first, i0, i1 - i0) : enter_chunk(s, first, i0, i1 - i0);
+            }
         }
     }
-    s->nq = s->nargs = s->npreds = 0;
+    if (rc == PTO_OK && s->bad >= 0) {              /* the bad task's own error and message */
+        rc = s->bad_rc;
+        s->msg = s->bad_msg;
+        s->bad_msg = NULL;
+    }
+    free(s->bad_msg);
+    s->bad_msg = NULL;
+    s->bad = -1;
+    s->locked = false;
+    s->nq = s->nargs = s->npreds = s->nroute = s->nev = s->ev_done = 0;
     return rc < 0 ? fail(s, rc) : PTO_OK;
 }
 
-int pto_submitter_flush(PTOSubmitter* s) { return s ? enter(s, 1) : PTO_EINVAL; }
+int pto_submitter_flush(PTOSubmitter* s) {
+    if (!s) return PTO_EINVAL;
+    if (s->depth > 0 && !s->err)
+        return rt_fail(PTO_ESTATE, "pto_submitter_flush: %d scope(s) of this submitter open", s->depth);
+    return enter(s, 1);
+}
+
+/* One scope event of the queue. */
+static int scope_event(PTOSubmitter* s, int32_t closes) {
+    if (grow((void**)&s->ev, &s->cap_ev, s->nev + 1, sizeof *s->ev) < 0) return fail(s, PTO_ENOMEM);
+    s->ev[s->nev++] = (s->nq << 1) | closes;
+    s->locked = true;                          /* scopes are the runtime's: staged under the lock */
+    return PTO_OK;
+}
+
+int pto_submitter_scope_begin(PTOSubmitter* s) {
+    if (!s) return PTO_EINVAL;
+    if (s->err) return fail(s, s->err);
+    int rc = scope_event(s, 0);
+    return rc < 0 ? rc : ++s->depth;
+}
+
+int pto_submitter_scope_end(PTOSubmitter* s) {
+    if (!s) return PTO_EINVAL;
+    if (s->err) return fail(s, s->err);
+    if (s->depth == 0) return rt_fail(PTO_ESTATE, "pto_submitter_scope_end without an open pto_submitter_scope_begin");
+    int rc = scope_event(s, 1);
+    if (rc < 0) return rc;
+    if (--s->depth == 0 && s->nq >= PTO_SUBMIT_BATCH && (rc = enter(s, s->nq >= SUBMIT_MAX_QUEUED)) < 0) return rc;
+    return s->depth;
+}
 
 int32_t pto_submitter_task_id(PTOSubmitter* s, int64_t k) {
     if (!s || k < 0 || k >= s->nids || s->ids[k] < 0) return PTO_ETASKID;
@@ -304,8 +545,10 @@ int32_t pto_submitter_task_id(PTOSubmitter* s, int64_t k) {
 
 int pto_submitter_close(PTOSubmitter* s) {
     if (!s) return PTO_EINVAL;
+    while (s->depth > 0 && !s->err) pto_submitter_scope_end(s);   /* scopes left open end here */
     int rc = pto_submitter_flush(s);
-    free(s->q); free(s->args); free(s->preds); free(s->ids); free(s->msg);
+    free(s->q); free(s->args); free(s->preds); free(s->ids); free(s->msg); free(s->bad_msg);
+    free(s->route); free(s->recs); free(s->rec); free(s->ev);
     free(s->acc); free(s->list); free(s->found.pair); free(s->prod); free(s->pstart);
     free(s);
     return rc;

@@ -18,6 +18,18 @@
  * time; then one task reads the whole tensor (after every tile's writer) and one writes it whole
  * (after the reader and every tile's writer).
  *
+ * test_wide_tasks: two threads whose batches mix tasks checked and routed as queued (their slots
+ * written outside the lock) with tasks of more argument slots than a descriptor holds (staged
+ * under the lock): each tile's reader follows its writer, one edge per tile.
+ *
+ * test_bad_task_mid_batch: a task found bad as it is queued (a region outside its tensor, a worker
+ * type nobody serves, a predecessor id that is no task yet): the tasks queued before it enter the
+ * graph, it and the later ones never exist, and the flush reports its error.
+ *
+ * test_scopes: two threads, each opening a scope per tile in its submitter, write a tile of a
+ * runtime-owned intermediate and read it back into Y: every value arrives, and with a small window
+ * the intermediates alive at once stay bounded by it, not by the number of tiles.
+ *
  * test_random_regions: random rectangles of all sizes (many reaching across the sharded map's
  * bands) read, written or both through a submitter; every kernel checks that each earlier task
  * whose region overlaps its own, one of the two writing, had finished. */
@@ -206,6 +218,191 @@ static void test_two_writers(int64_t tiles, int workers, int threshold, int wind
     free((void*)g_done); free(zd);
 }
 
+/* test_wide_tasks: tile i's writer is task 2i of g_done, its reader 2i + 1. */
+static int32_t wide_kernel(const int64_t* args) {
+    const int64_t me = args[0];
+    if ((me & 1) && !atomic_load(&g_done[me - 1])) atomic_fetch_add(&g_order_errors, 1);
+    atomic_store(&g_done[me], 1);
+    atomic_fetch_add(&g_runs, 1);
+    return 0;
+}
+
+static void* submit_wide(void* p) {
+    Job* j = p;
+    for (int64_t i = j->thread; i < j->tiles && j->rc == PTO_OK; i += j->nthreads) {
+        PTOTaskArg w[2] = {scalar(2 * i), region(PTO_ARG_OUTPUT, j->x, i)};
+        /* every third reader names its tile five times: 11 slots, more than a descriptor holds */
+        PTOTaskArg r[6] = {scalar(2 * i + 1), region(PTO_ARG_INPUT, j->x, i), region(PTO_ARG_INPUT, j->x, i),
+                           region(PTO_ARG_INPUT, j->x, i), region(PTO_ARG_INPUT, j->x, i), region(PTO_ARG_INPUT, j->x, i)};
+        if (pto_submitter_task(j->s, "w", wide_kernel, 0, PTO_WORKER_ANY, w, 2, NULL, 0) < 0 ||
+            pto_submitter_task(j->s, "r", wide_kernel, 0, PTO_WORKER_ANY, r, i % 3 == 0 ? 6 : 2, NULL, 0) < 0)
+            j->rc = PTO_EINVAL;
+    }
+    j->rc = j->rc == PTO_OK ? pto_submitter_close(j->s) : j->rc;
+    return NULL;
+}
+
+static void test_wide_tasks(int64_t tiles, int workers, int threshold, int window) {
+    g_done = calloc((size_t)(2 * tiles), 1);
+    atomic_store(&g_order_errors, 0);
+    atomic_store(&g_runs, 0);
+    float* xd = calloc((size_t)(tiles * TILE * TILE), sizeof(float));
+    PTOTensor x = {xd, tiles * TILE, TILE, TILE, 4, "x"};
+    PTORuntimeConfig cfg;
+    pto_runtime_config_default(&cfg);
+    cfg.num_workers = workers; cfg.execution_task_threshold = threshold; cfg.task_window = window;
+    PTORuntime* rt = NULL;
+    CHECK_EQ(pto_runtime_init(&rt, &cfg), PTO_OK);
+    Job jobs[2];
+    pthread_t th[2];
+    for (int t = 0; t < 2; t++) {
+        jobs[t] = (Job){rt, &x, NULL, tiles, t, 2, PTO_OK, pto_submitter_open(rt)};
+        CHECK(jobs[t].s != NULL);
+    }
+    for (int t = 0; t < 2; t++) CHECK_EQ(pthread_create(&th[t], NULL, submit_wide, &jobs[t]), 0);
+    for (int t = 0; t < 2; t++) {
+        pthread_join(th[t], NULL);
+        CHECK_EQ(jobs[t].rc, PTO_OK);
+    }
+    CHECK_EQ(pto_runtime_run(rt), PTO_OK);
+    PTORuntimeStats st;
+    pto_runtime_get_stats(rt, &st);
+    CHECK_EQ(st.tasks_submitted, 2 * tiles);
+    CHECK_EQ(atomic_load(&g_runs), 2 * tiles);
+    CHECK_EQ(atomic_load(&g_order_errors), 0);
+    if (threshold == 0 && window >= 2 * tiles) CHECK_EQ(st.edges, tiles);   /* five reads of one tile: one edge */
+    pto_runtime_destroy(rt);
+    free((void*)g_done); free(xd);
+}
+
+/* Three good tasks (a chain on tile 0), then one bad task, then a good one: `bad` makes the fourth
+ * task bad in one of three ways; the first three enter and nothing else. */
+static void bad_task_mid_batch(int bad, int expect) {
+    float buf[64] = {0};
+    PTOTensor x = {buf, 16, 4, 4, 4, "x"};
+    PTORuntime* rt = pto_runtime_create(NULL);
+    PTOSubmitter* s = pto_submitter_open(rt);
+    PTOTaskArg ok[1] = {region(PTO_ARG_INOUT, &x, 0)};
+    for (int i = 0; i < 3; i++) CHECK_EQ(pto_submitter_task(s, "ok", NULL, 0, PTO_WORKER_ANY, ok, 1, NULL, 0), i);
+    PTOTaskArg oob[1] = {{PTO_ARG_INPUT, &x, 14, 0, 4, 4, 0}};
+    int32_t future[1] = {1 << 20};
+    const int64_t k = bad == 0 ? pto_submitter_task(s, "oob", NULL, 0, PTO_WORKER_ANY, oob, 1, NULL, 0)
+                    : bad == 1 ? pto_submitter_task(s, "type", NULL, 0, 99, ok, 1, NULL, 0)
+                               : pto_submitter_task(s, "future", NULL, 0, PTO_WORKER_ANY, ok, 1, future, 1);
+    CHECK_EQ(k, 3);                                                  /* queued: checked as it enters */
+    CHECK_EQ(pto_submitter_task(s, "ok", NULL, 0, PTO_WORKER_ANY, ok, 1, NULL, 0), 4);
+    CHECK_EQ(pto_submitter_flush(s), expect);
+    CHECK(pto_last_error()[0] != 0);
+    CHECK(pto_submitter_task_id(s, 2) >= 0);
+    CHECK_EQ(pto_submitter_task_id(s, 3), PTO_ETASKID);
+    CHECK_EQ(pto_submitter_close(s), expect);
+    CHECK_EQ(pto_runtime_run(rt), PTO_OK);
+    PTORuntimeStats st;
+    pto_runtime_get_stats(rt, &st);
+    CHECK_EQ(st.tasks_submitted, 3);
+    CHECK_EQ(st.edges, 2);
+    pto_runtime_destroy(rt);
+}
+
+static void test_bad_task_mid_batch(void) {
+    bad_task_mid_batch(0, PTO_EBOUNDS);
+    bad_task_mid_batch(1, PTO_EWORKERTYPE);
+    bad_task_mid_batch(2, PTO_ETASKID);
+}
+
+/* test_scopes: the writer puts tile i's number in its temp buffer, the reader doubles it into Y. */
+static int32_t temp_write(const int64_t* args) {
+    float* t = (float*)(intptr_t)args[1];
+    for (int r = 0; r < TILE; r++)
+        for (int c = 0; c < TILE; c++) t[r * args[2] + c] = (float)args[0];
+    return 0;
+}
+static int32_t temp_read(const int64_t* args) {
+    const float* t = (const float*)(intptr_t)args[0];
+    float* y = (float*)(intptr_t)args[2];
+    for (int r = 0; r < TILE; r++)
+        for (int c = 0; c < TILE; c++) y[r * args[3] + c] = 2 * t[r * args[1] + c];
+    return 0;
+}
+
+static const PTOTensor* g_temp;
+static void* submit_scoped(void* p) {
+    Job* j = p;
+    for (int64_t i = j->thread; i < j->tiles && j->rc == PTO_OK; i += j->nthreads) {
+        PTOTaskArg w[2] = {scalar(i), region(PTO_ARG_TEMP_OUTPUT, g_temp, i)};
+        PTOTaskArg r[2] = {region(PTO_ARG_TEMP_INPUT, g_temp, i), region(PTO_ARG_OUTPUT, j->y, i)};
+        if (pto_submitter_scope_begin(j->s) != 1 ||
+            pto_submitter_task(j->s, "temp_write", temp_write, 0, PTO_WORKER_ANY, w, 2, NULL, 0) < 0 ||
+            pto_submitter_task(j->s, "temp_read", temp_read, 0, PTO_WORKER_ANY, r, 2, NULL, 0) < 0 ||
+            pto_submitter_scope_end(j->s) != 0)
+            j->rc = PTO_EINVAL;
+    }
+    j->rc = j->rc == PTO_OK ? pto_submitter_close(j->s) : j->rc;
+    return NULL;
+}
+
+static void test_scopes(int64_t tiles, int workers, int threshold, int window) {
+    float* yd = calloc((size_t)(tiles * TILE * TILE), sizeof(float));
+    PTOTensor y = {yd, tiles * TILE, TILE, TILE, 4, "y"};
+    PTORuntimeConfig cfg;
+    pto_runtime_config_default(&cfg);
+    cfg.num_workers = workers; cfg.execution_task_threshold = threshold; cfg.task_window = window;
+    PTORuntime* rt = NULL;
+    CHECK_EQ(pto_runtime_init(&rt, &cfg), PTO_OK);
+    g_temp = pto_temp_tensor(rt, "t", 4);
+    CHECK(g_temp != NULL);
+    Job jobs[2];
+    pthread_t th[2];
+    for (int t = 0; t < 2; t++) {
+        jobs[t] = (Job){rt, NULL, &y, tiles, t, 2, PTO_OK, pto_submitter_open(rt)};
+        CHECK(jobs[t].s != NULL);
+    }
+    for (int t = 0; t < 2; t++) CHECK_EQ(pthread_create(&th[t], NULL, submit_scoped, &jobs[t]), 0);
+    for (int t = 0; t < 2; t++) {
+        pthread_join(th[t], NULL);
+        CHECK_EQ(jobs[t].rc, PTO_OK);
+    }
+    CHECK_EQ(pto_runtime_run(rt), PTO_OK);
+    PTORuntimeStats st;
+    pto_runtime_get_stats(rt, &st);
+    CHECK_EQ(st.tasks_submitted, 2 * tiles);
+    CHECK_EQ(st.temp_buffers, tiles);
+    int wrong = 0;
+    for (int64_t i = 0; i < tiles; i++) wrong += yd[i * TILE * TILE + TILE * TILE - 1] != 2.0f * (float)i;
+    CHECK_EQ(wrong, 0);
+    /* a tile's buffer is 64 bytes: those of the tasks in the window (and the two open scopes) */
+    CHECK(st.peak_temp_bytes <= (int64_t)(window + 4) * 64);
+    CHECK_EQ(st.temp_bytes, 0);
+    pto_runtime_destroy(rt);
+    free(yd);
+}
+
+/* Scope misuse: an end without a begin, a flush inside a scope, a scope of more than half the
+ * window; a scope left open ends at close. */
+static void test_scope_misuse(void) {
+    PTORuntimeConfig cfg;
+    pto_runtime_config_default(&cfg);
+    cfg.task_window = 64;
+    PTORuntime* rt = pto_runtime_create(&cfg);
+    PTOSubmitter* s = pto_submitter_open(rt);
+    CHECK_EQ(pto_submitter_scope_end(s), PTO_ESTATE);
+    CHECK_HAS(pto_last_error(), "without an open");
+    CHECK_EQ(pto_submitter_scope_begin(s), 1);
+    CHECK_EQ(pto_submitter_flush(s), PTO_ESTATE);
+    CHECK_HAS(pto_last_error(), "scope");
+    PTOTaskArg a[1] = {scalar(0)};
+    for (int i = 0; i < 40; i++) CHECK(pto_submitter_task(s, "t", NULL, 0, PTO_WORKER_ANY, a, 1, NULL, 0) >= 0);
+    CHECK_EQ(pto_submitter_scope_end(s), 0);
+    CHECK_EQ(pto_submitter_close(s), PTO_EWINDOW);                  /* 40 tasks in one scope, window 64 */
+    CHECK_HAS(pto_last_error(), "half the task window");
+    s = pto_submitter_open(rt);
+    CHECK_EQ(pto_submitter_scope_begin(s), 1);
+    CHECK(pto_submitter_task(s, "t", NULL, 0, PTO_WORKER_ANY, a, 1, NULL, 0) >= 0);
+    CHECK_EQ(pto_submitter_close(s), PTO_OK);                        /* the open scope ends here */
+    CHECK_EQ(pto_runtime_run(rt), PTO_OK);
+    pto_runtime_destroy(rt);
+}
+
 /* test_random_regions */
 #define RR_TASKS 3000
 typedef struct { int64_t r0, c0, rows, cols; int mode; } Rect;
@@ -331,6 +528,7 @@ int main(int argc, char** argv) {
     const int64_t tiles = (int64_t)(4000 * scale) < 64 ? 64 : (int64_t)(4000 * scale);
     test_tickets_and_ids();
     test_misuse();
+    test_bad_task_mid_batch();
     for (int w_sub = 0; w_sub <= 1; w_sub++)
         for (int nthreads = 2; nthreads <= 4; nthreads++) {
             test_threads(tiles, nthreads, 2, 0, 1 << 16, w_sub);        /* safe mode: exact edge count */
@@ -340,6 +538,13 @@ int main(int argc, char** argv) {
     test_two_writers(tiles, 2, 0, 1 << 16);                        /* safe mode: exact edge count */
     test_two_writers(tiles, 3, 1, 256);
     test_two_writers(tiles / 4, 0, 0, 64);
+    test_wide_tasks(tiles, 2, 0, 1 << 16);                         /* safe mode: exact edge count */
+    test_wide_tasks(tiles, 3, 1, 256);
+    test_wide_tasks(tiles / 4, 0, 0, 64);
+    test_scopes(tiles, 2, 0, 1 << 16);
+    test_scopes(tiles, 3, 1, 64);
+    test_scopes(tiles / 4, 0, 0, 64);
+    test_scope_misuse();
     test_random_regions(2, 0, 1 << 16);                            /* safe mode: all ready at once */
     test_random_regions(3, 1, 256);
     test_random_regions(0, 0, 64);

@@ -193,3 +193,32 @@ def test_a_tensor_the_workload_creates_and_consumes_can_be_runtime_owned(need_ta
             st = rt.stats()
         np.testing.assert_allclose(ys, 2 * (xs + 1), rtol=1e-6)
         assert (st.temp_buffers, st.temp_bytes) == (6, 0)
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_c_enumerator_scopes_bound_the_intermediates_by_the_window(threads):
+    """With a scope per iteration (scope_depth=1, from each enumerating thread) an iteration's
+    intermediate buffer goes once its tasks are done: the peak is the window's worth, not the
+    loop's; without scopes every buffer lives until the run ends."""
+    from pto_core.workload.intermediates import plan
+    n = 2000
+    x, t, y = Tensor("x"), Tensor("s"), Tensor("y")
+    w = parallel_for(Dense(n), lambda i: sequential(
+        task("inc", [x.read(i * 4, 0, 4, 16), t.write(i * 4, 0, 4, 16)]),
+        task("dbl", [t.read(i * 4, 0, 4, 16), y.write(i * 4, 0, 4, 16)])))
+    depth = plan(w, enumerate_tasks(w), {"x", "y"}, lambda task, k: 4).depth
+    assert depth == 1
+    cw = compile_c(w)
+    arrays = {"x": np.zeros((4 * n, 16), np.float32), "y": np.zeros((4 * n, 16), np.float32)}
+    peaks = {}
+    for scopes in (0, depth):
+        with Runtime(num_workers=0, dry_run=True, window=64) as rt:
+            cw.enumerate(rt, arrays, threads=threads, intermediates={"s": 4}, scope_depth=scopes)
+            rt.run()
+            st = rt.stats()
+        assert (st.tasks_submitted, st.temp_buffers, st.temp_bytes) == (2 * n, n, 0)
+        peaks[scopes] = st.peak_temp_bytes
+    assert peaks[0] >= n * 4 * 16 * 4                    # every iteration's buffer at once
+    assert peaks[1] <= (64 + 4) * 4 * 16 * 4            # those of the tasks in the window
+    with Runtime() as rt, pytest.raises(PTOError, match="scope_depth"):
+        cw.enumerate(rt, arrays, intermediates={"s": 4}, scope_depth=-1)

@@ -1,0 +1,127 @@
+/* submit_cost.c - the runtime's cost per task of the workload_enum graph (bench/workload_enum.py:
+ * N batches, each a two-task chain x -> t -> y on its own 8 x 128 tile), built in dry-run inline
+ * mode three ways: pto_task_submit_v from one thread (what the orchestration function calls), one
+ * submitter, and two threads each queuing half of the batches in a submitter of its own. Only
+ * the runtime is measured: no enumerator, no Python. Meant to be run under callgrind, counting
+ * inside build_* (every thread: half() is the second thread's):
+ *
+ *   gcc -std=c11 -O2 -g -pthread -Iruntime/include runtime/src/[a-z]*.c bench/runtime/submit_cost.c -o submit_cost
+ *   valgrind --tool=callgrind --toggle-collect='build_*' --toggle-collect=half ./submit_cost direct|sub1|sub2 [N]
+ *
+ * Without valgrind it prints the wall-clock and CPU time of each way (best of 5). */
+#define _GNU_SOURCE 1
+#include "pto_runtime.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define ROWS 8
+#define COLS 128
+static PTOTensor g_x, g_t, g_y;
+static int64_t g_batches;
+
+static void args_of(int64_t b, int stage, PTOTaskArg a[2]) {
+    const PTOTensor* in = stage ? &g_t : &g_x;
+    const PTOTensor* out = stage ? &g_y : &g_t;
+    a[0] = (PTOTaskArg){PTO_ARG_INPUT, in, b * ROWS, 0, ROWS, COLS, 0};
+    a[1] = (PTOTaskArg){PTO_ARG_OUTPUT, out, b * ROWS, 0, ROWS, COLS, 0};
+}
+
+static PTORuntime* create(void) {
+    PTORuntimeConfig cfg;
+    pto_runtime_config_default(&cfg);
+    cfg.num_workers = 0;
+    cfg.dry_run = 1;
+    return pto_runtime_create(&cfg);
+}
+
+static void finish(PTORuntime* rt) {
+    if (pto_runtime_run(rt) != PTO_OK) { fprintf(stderr, "run failed: %s\n", pto_last_error()); exit(1); }
+    PTORuntimeStats st;
+    pto_runtime_get_stats(rt, &st);
+    if (st.tasks_submitted != 2 * g_batches) { fprintf(stderr, "tasks: %lld\n", (long long)st.tasks_submitted); exit(1); }
+    pto_runtime_destroy(rt);
+}
+
+__attribute__((noinline)) void build_direct(void) {
+    PTORuntime* rt = create();
+    for (int64_t b = 0; b < g_batches; b++)
+        for (int stage = 0; stage < 2; stage++) {
+            PTOTaskArg a[2];
+            args_of(b, stage, a);
+            if (pto_task_submit_v(rt, stage ? "stage2" : "stage1", NULL, 0, PTO_WORKER_ANY, a, 2) < 0) exit(1);
+        }
+    finish(rt);
+}
+
+typedef struct { PTORuntime* rt; int64_t lo, hi; int rc; } Half;
+
+/* Batches [lo, hi) through a submitter of this thread's own; stage2 after stage1 by ticket, as the
+ * C enumerator gives a sequential body. */
+__attribute__((noinline)) void* half(void* p) {
+    Half* h = p;
+    PTOSubmitter* s = pto_submitter_open(h->rt);
+    for (int64_t b = h->lo; b < h->hi && s; b++) {
+        PTOTaskArg a[2];
+        args_of(b, 0, a);
+        const int64_t k = pto_submitter_task(s, "stage1", NULL, 0, PTO_WORKER_ANY, a, 2, NULL, 0);
+        const int32_t after[1] = {PTO_TICKET(k)};
+        args_of(b, 1, a);
+        if (k < 0 || pto_submitter_task(s, "stage2", NULL, 0, PTO_WORKER_ANY, a, 2, after, 1) < 0) break;
+    }
+    h->rc = s ? pto_submitter_close(s) : PTO_EINVAL;
+    return NULL;
+}
+
+__attribute__((noinline)) void build_sub(int threads) {
+    PTORuntime* rt = create();
+    Half h[2];
+    pthread_t th;
+    for (int k = 0; k < threads; k++)
+        h[k] = (Half){rt, g_batches * k / threads, g_batches * (k + 1) / threads, PTO_OK};
+    if (threads == 2 && pthread_create(&th, NULL, half, &h[1]) != 0) exit(1);
+    half(&h[0]);
+    if (threads == 2) pthread_join(th, NULL);
+    for (int k = 0; k < threads; k++) if (h[k].rc != PTO_OK) { fprintf(stderr, "submitter: %s\n", pto_last_error()); exit(1); }
+    finish(rt);
+}
+
+__attribute__((noinline)) void build_sub1(void) { build_sub(1); }
+__attribute__((noinline)) void build_sub2(void) { build_sub(2); }
+
+static double now(clockid_t c) {
+    struct timespec ts;
+    clock_gettime(c, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+int main(int argc, char** argv) {
+    g_batches = argc > 2 ? atoll(argv[2]) : 50000;
+    const int64_t rows = g_batches * ROWS;
+    float* d = calloc((size_t)(3 * rows * COLS), sizeof(float));
+    g_x = (PTOTensor){d, rows, COLS, COLS, 4, "x"};
+    g_t = (PTOTensor){d + rows * COLS, rows, COLS, COLS, 4, "t"};
+    g_y = (PTOTensor){d + 2 * rows * COLS, rows, COLS, COLS, 4, "y"};
+    static const struct { const char* name; void (*fn)(void); } ways[] = {
+        {"direct", build_direct}, {"sub1", build_sub1}, {"sub2", build_sub2}};
+    const char* only = argc > 1 ? argv[1] : NULL;
+    const double tasks = 2.0 * (double)g_batches;
+    for (int w = 0; w < 3; w++) {
+        if (only && strcmp(only, ways[w].name) != 0) continue;
+        double best_wall = 1e30, best_cpu = 1e30;
+        for (int r = 0; r < (only ? 1 : 5); r++) {
+            const double w0 = now(CLOCK_MONOTONIC), c0 = now(CLOCK_PROCESS_CPUTIME_ID);
+            ways[w].fn();
+            const double wall = now(CLOCK_MONOTONIC) - w0, cpu = now(CLOCK_PROCESS_CPUTIME_ID) - c0;
+            if (wall < best_wall) best_wall = wall;
+            if (cpu < best_cpu) best_cpu = cpu;
+        }
+        printf("%-7s %8.2f ms  %6.1f ns/task wall  %6.1f ns/task CPU\n", ways[w].name, best_wall * 1e3,
+               best_wall / tasks * 1e9, best_cpu / tasks * 1e9);
+    }
+    free(d);
+    return 0;
+}
