@@ -76,6 +76,7 @@ int pto_runtime_init(PTORuntime** out, const PTORuntimeConfig* cfg) {
     rt->tasks = rt_block_take((size_t)rt->window * sizeof(PTOTask), RT_TAG_WINDOW, &kept_tasks);
     rt->overflow = rt_block_take((size_t)rt->window * sizeof(int64_t*), RT_TAG_OVERFLOW, &kept_overflow);
     int rc = rt->tasks && rt->overflow ? PTO_OK : PTO_ENOMEM;
+    if (rc == PTO_OK && !kept_tasks) rt_block_huge(rt->tasks, (size_t)rt->window * sizeof(PTOTask));
     if (rc == PTO_OK && !kept_overflow) memset(rt->overflow, 0, (size_t)rt->window * sizeof(int64_t*));
     for (int32_t i = 0; rc == PTO_OK && !kept_tasks && i < rt->window; i++) {
         PTOTask* t = &rt->tasks[i];
