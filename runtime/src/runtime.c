@@ -993,6 +993,12 @@ static int run_graph(PTORuntime* rt) {
         wait_async(rt);                     /* an asynchronous task a cancel left out */
     } else {
         release_held(rt);
+        /* From here on no task is added (a submitter's batch still entering holds submit_mu; a
+         * later one finds the runtime run), so the worker that retires the last task may end
+         * the run (sched_flush_retired). */
+        pthread_mutex_lock(&rt->submit_mu);
+        atomic_store_explicit(&rt->sealed, 1, memory_order_release);
+        pthread_mutex_unlock(&rt->submit_mu);
         int rc = sched_start(rt);
         if (rc < 0) return rc;
         int64_t total = atomic_load(&rt->submitted);
