@@ -4,7 +4,7 @@
  *   M tiles; phase 1: 9 tasks per tile, phase 2: 3 tasks per (q, kv) tile pair,
  *   phase 3: 7 tasks per tile  ->  16*M + 3*M^2 tasks.
  *
- * usage: bench_llama M|llama:M|wide:N|chain:N [pto|build|e2e|phases|omp|starpu|all|trace|tier3] [workers] [reps]
+ * usage: bench_llama M|llama:M|wide:N|chain:N [pto|build|e2e|exec|phases|omp|starpu|all|trace|tier3] [workers] [reps]
  *        (the graphs: dags.h; a bare M is llama:M)
  *        (tier3: the three-tier runtime mode, 1 and 3 schedulers, against the worker mode;
  *        build: PTO graph build only, through both APIs (pto_build: alloc + add_* + submit,
@@ -156,6 +156,48 @@ static void bench_pto(const Dag* d, int workers, int build_only) {
     }
 
     bench_pto_e2e(d, workers);
+}
+
+/* Empty-task execution alone, as step 2 of bench_pto, `reps` times: best and median rate, and
+ * CPU time (user + system, every thread) and context switches per task over the runs alone
+ * (getrusage around pto_runtime_run). Built with -DBENCH_CALLGRIND and run under
+ * `valgrind --tool=callgrind --instr-atstart=no`, only pto_runtime_run is instrumented. */
+#ifdef BENCH_CALLGRIND
+#include <valgrind/callgrind.h>
+#else
+#define CALLGRIND_START_INSTRUMENTATION
+#define CALLGRIND_STOP_INSTRUMENTATION
+#endif
+static int cmp_double(const void* a, const void* b);
+static void bench_pto_exec(const Dag* d, int workers, int reps) {
+    int64_t n = dag_tasks(d);
+    set_tensors(d);
+    if (reps < 1) reps = 1;
+    double* dt = calloc((size_t)reps, sizeof(double));
+    double cpu_sum = 0, csw_sum = 0;
+    for (int rep = 0; rep < reps; rep++) {
+        PTORuntimeConfig cfg; pto_runtime_config_default(&cfg);
+        cfg.num_workers = workers; cfg.task_window = pow2_at_least(n);
+        PTORuntime* rt = pto_runtime_create(&cfg);
+        pto_orch(rt, (void*)d);
+        struct rusage u0;
+        getrusage(RUSAGE_SELF, &u0);
+        CALLGRIND_START_INSTRUMENTATION;
+        double t0 = now();
+        int rc = pto_runtime_run(rt);
+        dt[rep] = now() - t0;
+        CALLGRIND_STOP_INSTRUMENTATION;
+        double cpu, csw;
+        rusage_per_task(&u0, (double)n, &cpu, &csw);
+        cpu_sum += cpu; csw_sum += csw;
+        if (rc) { fprintf(stderr, "run: %s\n", pto_strerror(rc)); exit(1); }
+        pto_runtime_destroy(rt);
+    }
+    qsort(dt, (size_t)reps, sizeof(double), cmp_double);
+    printf(HEAD "workers=%d reps=%d exec_s=%.6f mtasks_per_s=%.2f median_mtasks_per_s=%.2f cpu_ns_per_task=%.1f "
+           "csw_per_task=%.5f\n", HEAD_ARGS("pto_exec_alone", d), workers, reps, dt[0], n / dt[0] / 1e6,
+           n / dt[reps / 2] / 1e6, cpu_sum / reps, csw_sum / reps);
+    free(dt);
 }
 
 /* pipelined end to end: create + build + execute + destroy, window 16384 (alone: "e2e") */
@@ -429,7 +471,7 @@ static void bench_starpu(const Dag* d, int workers) {
 #endif
 
 int main(int argc, char** argv) {
-    if (argc < 2) { fprintf(stderr, "usage: %s M|llama:M|wide:N|chain:N [pto|build|e2e|phases|omp|starpu|all|trace|tier3] [workers] [reps]\n", argv[0]); return 2; }
+    if (argc < 2) { fprintf(stderr, "usage: %s M|llama:M|wide:N|chain:N [pto|build|e2e|exec|phases|omp|starpu|all|trace|tier3] [workers] [reps]\n", argv[0]); return 2; }
     Dag dag;
     if (!dag_parse(argv[1], &dag)) { fprintf(stderr, "bad graph '%s': M, llama:M, wide:N or chain:N (1..2^30)\n", argv[1]); return 2; }
     const Dag* d = &dag;
@@ -439,6 +481,7 @@ int main(int argc, char** argv) {
     if (all || !strcmp(what, "pto")) bench_pto(d, workers, 0);
     if (!strcmp(what, "build")) bench_pto(d, workers, 1);
     if (!strcmp(what, "e2e")) bench_pto_e2e(d, workers);
+    if (!strcmp(what, "exec")) bench_pto_exec(d, workers, argc > 4 ? atoi(argv[4]) : 5);
     if (!strcmp(what, "phases")) bench_phases(d, workers, argc > 4 ? atoi(argv[4]) : 21);
     if (!strcmp(what, "trace")) bench_trace_overhead(d, workers, argc > 4 ? atoi(argv[4]) : 10);
     if (!strcmp(what, "tier3")) bench_tier3(d, workers);

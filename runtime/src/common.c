@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -217,6 +218,17 @@ void rt_block_give(void* p, size_t bytes, int tag) {
 }
 
 void rt_block_free(void* p, size_t bytes) { rt_block_give(p, bytes, 0); }
+
+void rt_block_huge(void* p, size_t bytes) {
+#ifdef MADV_HUGEPAGE
+    const uintptr_t huge = (uintptr_t)2 << 20;
+    if (!p || bytes < 2 * huge) return;
+    const uintptr_t a = ((uintptr_t)p + huge - 1) & ~(huge - 1), e = ((uintptr_t)p + bytes) & ~(huge - 1);
+    if (e > a) (void)madvise((void*)a, e - a, MADV_HUGEPAGE);   /* a hint: refused, nothing changes */
+#else
+    (void)p; (void)bytes;
+#endif
+}
 
 void* rt_block_grow(void* p, size_t old, size_t bytes) {
     if (bytes < RT_BLOCK_MIN) return realloc(p, bytes);

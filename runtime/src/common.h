@@ -50,6 +50,11 @@ void  rt_block_give(void* p, size_t bytes, int tag);
 #define RT_TAG_WINDOW   1   /* a task window: no slot RUNNING, every lock free */
 #define RT_TAG_OVERFLOW 2   /* a window's overflow pointers: all NULL */
 void  rt_block_free(void* p, size_t bytes);
+/* Transparent huge pages for the whole 2 MB pages inside a fresh block of at least 4 MB, before
+ * its first touch: a block that is read all over (a large task window, whose consumers a
+ * completion visits anywhere in it) then needs a TLB entry per 2 MB, not per 4 KB. A hint: where
+ * the kernel has THP off, nothing changes. */
+void  rt_block_huge(void* p, size_t bytes);
 /* realloc through the kept blocks: `p` holds `old` bytes (NULL: none); NULL on failure (p stays). */
 void* rt_block_grow(void* p, size_t old, size_t bytes);
 

@@ -235,6 +235,7 @@ struct PTORuntime {
     _Atomic int32_t threaded;      /* 1 once worker threads were started (never reset) */
     _Atomic int32_t halt;          /* failure or shutdown: dispatch stops */
     _Atomic int32_t stop;          /* workers exit when idle */
+    _Atomic int32_t sealed;        /* the run started: no task can be added any more (run_graph) */
     PTORecord** rec_chunks;        /* graph record (NULL: off) */
     struct PTOThreeTier* t3;       /* three-tier mode (three_tier.c); NULL in the worker mode */
     struct PTOHeap* heap;          /* runtime-owned intermediates; NULL until the first use */
