@@ -87,17 +87,17 @@ typedef struct PTOScheduler {
     int32_t     inflight;
     int64_t     start_at;          /* its cores answered: a task READY earlier counts from here */
     int64_t     completed;         /* rt_count */
-    int64_t*    lat;               /* LAT_FIELDS per task: dispatch, completion latency (ticks), chained,
-                                    * hand-over latency (ticks) */
-    int64_t     nlat, cap_lat;
+    int64_t*    hist;              /* LAT_KINDS latency histograms (lat_bucket), H_BUCKETS each */
     int64_t     chained;           /* tasks it queued behind their last producer */
-    _Atomic int32_t sleeping;      /* it sleeps on cv: wake it for a completion or a ready task */
-    _Atomic int32_t cpu;           /* the CPU it last polled on (back-off) */
     int64_t         yields, parks; /* idle rounds it yielded the CPU, times it slept (PTO_LOG=debug) */
+    /* Read by the other threads (its cores after each entry, the orchestrator per ready task): a
+     * line of their own, apart from the fields the scheduler writes per task. */
+    RT_LINE _Atomic int32_t sleeping;  /* it sleeps on cv: wake it for a completion or a ready task */
+    _Atomic int32_t cpu;           /* the CPU it last polled on (back-off) */
     /* Stands for the core whose task just completed while sched_finish releases the consumers:
      * the first consumer that core can run comes back in next_local (dispatched to it at once,
      * without a ready queue), and retirements are published in batches (retired_local). */
-    PTOWorker       proxy;
+    RT_LINE PTOWorker proxy;
     pthread_mutex_t mu;
     pthread_cond_t  cv;
 } __attribute__((aligned(64))) PTOScheduler;
@@ -124,8 +124,25 @@ typedef struct PTOThreeTier {
     int64_t             cal_ticks, cal_ns;
 } PTOThreeTier;
 
-#define LAT_MAX_SAMPLES (1 << 22)  /* per scheduler; later tasks are not sampled */
-#define LAT_FIELDS 4
+/* Latencies per task, in ticks of the trace clock, counted in histograms: exact below H_SUB
+ * ticks, then H_SUB buckets per power of two (a bucket is at most 1/16 of its values wide).
+ * Keeping every sample and selecting the percentiles at the end cost the orchestrator (which
+ * reads the stats inside pto_runtime_run_orch) 4 % of a run, and the scheduler page faults. */
+enum { LAT_DISPATCH, LAT_COMPLETE, LAT_UNCHAINED, LAT_HANDOVER, LAT_KINDS };
+#define H_SUB     16
+#define H_BUCKETS (H_SUB * 61)     /* values up to 2^64 */
+
+static inline int32_t lat_bucket(int64_t v) {
+    if (v < H_SUB) return v < 0 ? 0 : (int32_t)v;
+    const int32_t e = 63 - __builtin_clzll((uint64_t)v);                 /* >= 4 */
+    return H_SUB * (e - 3) + (int32_t)((v >> (e - 4)) & (H_SUB - 1));
+}
+
+static inline int64_t lat_value(int32_t b) {                              /* middle of bucket b */
+    if (b < H_SUB) return b;
+    const int32_t e = b / H_SUB + 3, m = b % H_SUB;
+    return ((int64_t)(H_SUB + m) << (e - 4)) + ((int64_t)1 << (e - 4) >> 1);
+}
 #define PROGRESS_EVERY  1024
 
 static const char* const CORE_NAMES[] = {"AIC", "AIV"};
@@ -213,7 +230,8 @@ int t3_init(PTORuntime* rt) {
         S->proxy.index = -1;
         S->proxy.next_local = -1;
         S->cores = calloc((size_t)T->ncores / (size_t)T->nsched + 1, sizeof(int32_t));
-        if (!S->cores) return PTO_ENOMEM;
+        S->hist = calloc((size_t)LAT_KINDS * H_BUCKETS, sizeof(int64_t));
+        if (!S->cores || !S->hist) return PTO_ENOMEM;
     }
     for (int32_t c = 0; c < T->ncores; c++) {
         PTOScheduler* S = &T->sched[c % T->nsched];
@@ -243,7 +261,7 @@ void t3_free(PTORuntime* rt) {
     if (!T) return;
     for (int32_t s = 0; T->sched && T->sched_zeroed && s < T->nsched; s++) {
         free(T->sched[s].cores);
-        free(T->sched[s].lat);
+        free(T->sched[s].hist);
         pthread_mutex_destroy(&T->sched[s].mu);
         pthread_cond_destroy(&T->sched[s].cv);
     }
@@ -637,19 +655,12 @@ static void complete(PTOScheduler* S, int32_t c, PTODispatchPayload* pl, PTOTrac
         }
         sched_finish(rt, id, pl->status, p);
         const int64_t now = trace_now();
-        if (S->nlat + LAT_FIELDS <= LAT_MAX_SAMPLES * LAT_FIELDS) {
-            if (S->nlat + LAT_FIELDS > S->cap_lat) {
-                int64_t nc = S->cap_lat ? S->cap_lat * 2 : 8192;
-                int64_t* n = realloc(S->lat, (size_t)nc * sizeof *n);
-                if (n) { S->lat = n; S->cap_lat = nc; }
-            }
-            if (S->nlat + LAT_FIELDS <= S->cap_lat) {
-                S->lat[S->nlat++] = pl->start_at - pl->ready_at;
-                S->lat[S->nlat++] = now - pl->end_at;
-                S->lat[S->nlat++] = pl->chained;
-                S->lat[S->nlat++] = pl->start_at - (pl->free_at > pl->ready_at ? pl->free_at : pl->ready_at);
-            }
-        }
+        int64_t* h = S->hist;
+        const int32_t wait = lat_bucket(pl->start_at - pl->ready_at);
+        h[LAT_DISPATCH * H_BUCKETS + wait]++;
+        if (!pl->chained) h[LAT_UNCHAINED * H_BUCKETS + wait]++;
+        h[LAT_COMPLETE * H_BUCKETS + lat_bucket(now - pl->end_at)]++;
+        h[LAT_HANDOVER * H_BUCKETS + lat_bucket(pl->start_at - (pl->free_at > pl->ready_at ? pl->free_at : pl->ready_at))]++;
     }
     rt_count(&S->completed);
     int64_t n = atomic_fetch_add_explicit(&T->completed, 1, memory_order_relaxed) + 1;
@@ -888,31 +899,15 @@ void t3_join(PTORuntime* rt) {
 
 /* ---------------------------------------------------------------- statistics */
 
-/* The k-th smallest of v[0..n) (0-based), found by quickselect: v is reordered, in O(n) on
- * average where a sort took O(n log n) (a few ms per 100,000 samples, inside a timed run). */
-static int64_t kth(int64_t* v, int64_t n, int64_t k) {
-    int64_t lo = 0, hi = n - 1;
-    while (lo < hi) {
-        const int64_t a = v[lo], b = v[lo + (hi - lo) / 2], c = v[hi];
-        const int64_t pivot = a < b ? (b < c ? b : a < c ? c : a) : (a < c ? a : b < c ? c : b);
-        int64_t i = lo, j = hi;
-        while (i <= j) {
-            while (v[i] < pivot) i++;
-            while (v[j] > pivot) j--;
-            if (i <= j) { const int64_t t = v[i]; v[i++] = v[j]; v[j--] = t; }
-        }
-        if (k <= j) hi = j;
-        else if (k >= i) lo = i;
-        else return v[k];
-    }
-    return v[k];
-}
-
-/* Nearest-rank percentile of v[0..n) (reordered). */
-static int64_t pct(int64_t* v, int64_t n, int p) {
+/* The value at percentile p (nearest rank) of histogram h[0..H_BUCKETS) of n values: the middle
+ * of its bucket. */
+static int64_t hist_pct(const int64_t* h, int64_t n, int p) {
     if (n == 0) return 0;
-    int64_t k = (n * p + 99) / 100;
-    return kth(v, n, (k < 1 ? 1 : k) - 1);
+    int64_t k = (n * p + 99) / 100, seen = 0;
+    if (k < 1) k = 1;
+    int32_t b = 0;
+    while (b < H_BUCKETS - 1 && (seen += h[b]) < k) b++;
+    return lat_value(b);
 }
 
 void t3_stats(PTORuntime* rt, PTORuntimeStats* st) {
@@ -921,42 +916,31 @@ void t3_stats(PTORuntime* rt, PTORuntimeStats* st) {
     if (!T) return;
     st->num_schedulers = T->nsched;
     for (int32_t s = 0; s < T->nsched; s++) st->scheduler_tasks[s] = rt_count_read(&T->sched[s].completed);
-    if (T->sched_started) return;   /* the schedulers append to (and move) their samples now */
-    int64_t n = 0;
+    if (T->sched_started) return;   /* the schedulers count into their histograms now */
+    int64_t* h = calloc((size_t)LAT_KINDS * H_BUCKETS, sizeof *h);
+    if (!h) return;
     for (int32_t s = 0; s < T->nsched; s++) {
-        n += T->sched[s].nlat / LAT_FIELDS;
         st->chained_tasks += T->sched[s].chained;
+        for (int32_t b = 0; b < LAT_KINDS * H_BUCKETS; b++) h[b] += T->sched[s].hist[b];
     }
+    int64_t n = 0, nu = 0;
+    for (int32_t b = 0; b < H_BUCKETS; b++) { n += h[LAT_DISPATCH * H_BUCKETS + b]; nu += h[LAT_UNCHAINED * H_BUCKETS + b]; }
     st->latency_samples = n;
-    if (n == 0) return;
-    int64_t* d = malloc((size_t)n * sizeof *d);
-    int64_t* c = malloc((size_t)n * sizeof *c);
-    int64_t* u = malloc((size_t)n * sizeof *u);   /* dispatch latency of the unchained tasks */
-    int64_t* o = malloc((size_t)n * sizeof *o);   /* hand-over latency */
-    if (d && c && u && o) {
-        int64_t k = 0, nu = 0;
-        for (int32_t s = 0; s < T->nsched; s++)
-            for (int64_t i = 0; i + LAT_FIELDS <= T->sched[s].nlat; i += LAT_FIELDS, k++) {
-                const int64_t* v = &T->sched[s].lat[i];
-                d[k] = v[0];
-                c[k] = v[1];
-                o[k] = v[3];
-                if (!v[2]) u[nu++] = v[0];
-            }
-        double ns_per_tick = 1.0;
-        if (PTO_TRACE_TICKS) {
-            int64_t ticks, ns;
-            do { ticks = trace_now(); ns = rt_now_ns(); } while (ticks == T->cal_ticks);
-            ns_per_tick = (double)(ns - T->cal_ns) / (double)(ticks - T->cal_ticks);
-        }
-        st->dispatch_p50_ns = (int64_t)((double)pct(d, n, 50) * ns_per_tick);
-        st->dispatch_p99_ns = (int64_t)((double)pct(d, n, 99) * ns_per_tick);
-        st->complete_p50_ns = (int64_t)((double)pct(c, n, 50) * ns_per_tick);
-        st->complete_p99_ns = (int64_t)((double)pct(c, n, 99) * ns_per_tick);
-        st->unchained_dispatch_p50_ns = (int64_t)((double)pct(u, nu, 50) * ns_per_tick);
-        st->unchained_dispatch_p99_ns = (int64_t)((double)pct(u, nu, 99) * ns_per_tick);
-        st->handover_p50_ns = (int64_t)((double)pct(o, n, 50) * ns_per_tick);
-        st->handover_p99_ns = (int64_t)((double)pct(o, n, 99) * ns_per_tick);
+    double ns_per_tick = 1.0;
+    if (n > 0 && PTO_TRACE_TICKS) {
+        int64_t ticks, ns;
+        do { ticks = trace_now(); ns = rt_now_ns(); } while (ticks == T->cal_ticks);
+        ns_per_tick = (double)(ns - T->cal_ns) / (double)(ticks - T->cal_ticks);
     }
-    free(d); free(c); free(u); free(o);
+#define PCT(kind, cnt, p) (int64_t)((double)hist_pct(&h[(kind) * H_BUCKETS], cnt, p) * ns_per_tick)
+    st->dispatch_p50_ns = PCT(LAT_DISPATCH, n, 50);
+    st->dispatch_p99_ns = PCT(LAT_DISPATCH, n, 99);
+    st->complete_p50_ns = PCT(LAT_COMPLETE, n, 50);
+    st->complete_p99_ns = PCT(LAT_COMPLETE, n, 99);
+    st->unchained_dispatch_p50_ns = PCT(LAT_UNCHAINED, nu, 50);
+    st->unchained_dispatch_p99_ns = PCT(LAT_UNCHAINED, nu, 99);
+    st->handover_p50_ns = PCT(LAT_HANDOVER, n, 50);
+    st->handover_p99_ns = PCT(LAT_HANDOVER, n, 99);
+#undef PCT
+    free(h);
 }
