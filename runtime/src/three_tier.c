@@ -29,6 +29,7 @@ typedef struct PTOTierDesc {
     int32_t scope_depth;           /* pto_scope_begin scopes open when the task was made */
     int32_t fanin_head;            /* producers, in the dependency pool (-1: none); orchestrator */
     _Atomic int32_t chained;       /* queued on a core behind its last producer (t3_claimed) */
+    _Atomic int64_t on_core;       /* ON_CORE(id, c) while on core c's ring and not completed, else 0 */
     int64_t ready_at;              /* when the task was made READY (trace clock ticks) */
 } PTOTierDesc;
 
@@ -146,6 +147,13 @@ static inline int64_t lat_value(int32_t b) {                              /* mid
 #define PROGRESS_EVERY  1024
 
 static const char* const CORE_NAMES[] = {"AIC", "AIV"};
+
+/* The tag of task id handed to core c (PTOTierDesc.on_core): with the id, a slot reused by a
+ * later task never passes for its former one. */
+#define ON_CORE(id, c) ((int64_t)(id) << 8 | (int64_t)((c) + 1))
+#ifndef T3_CHAIN_FANIN
+#define T3_CHAIN_FANIN 4           /* producers left that chaining looks up on the core's ring */
+#endif
 
 /* ---------------------------------------------------------------- set-up */
 
@@ -597,6 +605,7 @@ static bool dispatch(PTOScheduler* S, int32_t c, int32_t id, bool chained, PTOTr
         atomic_store_explicit(&t->state, prev, memory_order_relaxed);      /* the core closed the batch */
         return false;
     }
+    atomic_store_explicit(&d->on_core, ON_CORE(id, c), memory_order_relaxed);
     if (chained) { atomic_store_explicit(&d->chained, 1, memory_order_relaxed); S->chained++; }
     if (T->debug) {
         if (chained)
@@ -612,8 +621,24 @@ static bool dispatch(PTOScheduler* S, int32_t c, int32_t id, bool chained, PTOTr
     return true;
 }
 
-/* A consumer of task x (running on core c, not completed) that only waits for x and that core c
- * may run: queued behind x, it runs as soon as x returns; -1: none. */
+/* Producers of task y still to finish: are they all entries of core c's ring that its scheduler
+ * (the caller) has not completed yet? `left`: y's fanin_left as read before. Only the caller
+ * completes core c's entries, so those cannot finish meanwhile; a producer elsewhere that
+ * finishes meanwhile only makes this answer false. */
+static bool producers_on_core(PTORuntime* rt, int32_t y, int32_t c, int32_t left) {
+    const PTOThreeTier* T = rt->t3;
+    int32_t on = 0;
+    for (int32_t d = T->desc[y & rt->mask].fanin_head; d >= 0; d = rt_dep(rt, d)->next) {
+        const int32_t p = rt_dep(rt, d)->task;
+        if (atomic_load_explicit(&T->desc[p & rt->mask].on_core, memory_order_relaxed) == ON_CORE(p, c) && ++on > left)
+            return false;
+    }
+    return on == left;
+}
+
+/* A consumer of task x (running on core c, not completed) that core c may run and whose producers
+ * left are x and entries queued before it on core c: queued behind x, it runs as soon as x
+ * returns (the core runs its entries in order); -1: none. */
 static int32_t chained_successor(PTORuntime* rt, const PTOWorker* w, int32_t x) {
     PTOTask* t = rt_task(rt, x);
     int32_t found = -1;
@@ -621,11 +646,14 @@ static int32_t chained_successor(PTORuntime* rt, const PTOWorker* w, int32_t x) 
     for (int32_t d = t->fanout_head; d >= 0 && found < 0;) {
         const PTODep* e = rt_dep(rt, d);
         const PTOTask* y = rt_task(rt, e->task);
-        /* fanin_left == 1 with x unfinished: x is the last producer, and the submit guard is gone */
-        if (atomic_load_explicit(&y->fanin_left, memory_order_acquire) == 1 &&
-            atomic_load_explicit(&y->state, memory_order_relaxed) == PTO_TASK_PENDING) {
+        /* fanin_left == 1 with x unfinished: x is the last producer, and the submit guard is gone;
+         * PENDING (release-stored by submit after the edges): y's fanin list is complete */
+        const int32_t left = atomic_load_explicit(&y->fanin_left, memory_order_acquire);
+        if (left >= 1 && left <= T3_CHAIN_FANIN &&
+            atomic_load_explicit(&y->state, memory_order_acquire) == PTO_TASK_PENDING) {
             const int q = y->worker_type >= 0 ? y->worker_type : PTO_QUEUE_ANY;
-            if (y->affinity >= 0 ? (y->affinity & (AFF_STEAL - 1)) == w->index : (w->serves >> q & 1) != 0)
+            if ((y->affinity >= 0 ? (y->affinity & (AFF_STEAL - 1)) == w->index : (w->serves >> q & 1) != 0) &&
+                (left == 1 || producers_on_core(rt, e->task, w->index, left)))
                 found = e->task;
         }
         d = e->next;
@@ -640,6 +668,7 @@ static void complete(PTOScheduler* S, int32_t c, PTODispatchPayload* pl, PTOTrac
     const int64_t ts = lane ? trace_now() : 0;
     const int32_t id = pl->task_id;
     S->inflight--;
+    atomic_store_explicit(&T->desc[id & rt->mask].on_core, 0, memory_order_relaxed);
     if (!pl->ran) {                            /* dropped by a halted run, as queued tasks are */
         if (T->debug)
             fprintf(stderr, "[Scheduler] Thread %d: Dropped task %d '%s' on core %d\n", S->index, id,
