@@ -28,7 +28,7 @@ typedef struct PTOTierDesc {
     int32_t kernel_id;             /* dense id of the task's kernel (function), in first-use order */
     int32_t scope_depth;           /* pto_scope_begin scopes open when the task was made */
     int32_t fanin_head;            /* producers, in the dependency pool (-1: none); orchestrator */
-    _Atomic int32_t chained;       /* queued on a core behind its last producer (t3_claimed) */
+    _Atomic int32_t chained;       /* queued on a core behind its producers (t3_claimed) */
     _Atomic int64_t on_core;       /* ON_CORE(id, c) while on core c's ring and not completed, else 0 */
     int64_t ready_at;              /* when the task was made READY (trace clock ticks) */
 } PTOTierDesc;
