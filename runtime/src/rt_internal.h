@@ -450,6 +450,7 @@ void t3_on_push(PTORuntime* rt);              /* a task entered a ready queue: w
 void t3_wake_schedulers(PTORuntime* rt);      /* every sleeping scheduler */
 void t3_on_retire(PTORuntime* rt, int32_t id); /* orchestrator, as the slot is reused */
 void t3_stats(PTORuntime* rt, PTORuntimeStats* s);
+int32_t t3_slot_want(PTORuntime* rt, int32_t oldest);  /* the task a full window's orchestrator sleeps on */
 /* heap.c: runtime-owned intermediates (pto_temp_tensor, scopes) */
 int  rt_check_building(PTORuntime* rt);       /* runtime.c: PTO_OK while tasks may be added */
 int  rt_wait_retire(PTORuntime* rt);          /* runtime.c: the oldest task in flight is consumed (1),

@@ -343,7 +343,7 @@ static int free_a_slot(PTORuntime* rt, int32_t need) {
         if (atomic_load(&rt_task(rt, rt->last_alive)->state) == PTO_TASK_BUILDING) return PTO_EWINDOW;
         if (sched_caller_step(rt)) { spin = 0; continue; }
         sched_caller_idle(rt);
-        if (spin < 200) { rt_cpu_relax(); continue; }
+        if (spin < 200 && !rt->t3) { rt_cpu_relax(); continue; }   /* three-tier: t3_slot_want */
         if (rt_giving_up(rt)) return rt_halted_code(rt);     /* a kernel holds the window */
         /* Sleep until a batch of slots is free, not one: each wake-up costs the orchestrator a
          * futex round trip, which per task was most of a chain's time in the three-tier mode. An
@@ -351,7 +351,8 @@ static int free_a_slot(PTORuntime* rt, int32_t need) {
         int32_t want = rt->last_alive;
         if (rt->open_tasks == 0) {
             const int32_t batch = rt->window / 8 < PTO_RETIRE_BATCH ? rt->window / 8 : PTO_RETIRE_BATCH;
-            if (batch > 1 && atomic_load(&rt_task(rt, want + batch - 1)->state) != PTO_TASK_CONSUMED)
+            if (rt->t3) want = t3_slot_want(rt, want);
+            else if (batch > 1 && atomic_load(&rt_task(rt, want + batch - 1)->state) != PTO_TASK_CONSUMED)
                 want += batch - 1;
         }
         sleep_until_consumed(rt, want);

@@ -28,7 +28,8 @@ typedef struct PTOTierDesc {
     int32_t kernel_id;             /* dense id of the task's kernel (function), in first-use order */
     int32_t scope_depth;           /* pto_scope_begin scopes open when the task was made */
     int32_t fanin_head;            /* producers, in the dependency pool (-1: none); orchestrator */
-    _Atomic int32_t chained;       /* queued on a core behind its last producer (t3_claimed) */
+    _Atomic int32_t chained;       /* queued on a core behind its producers (t3_claimed) */
+    _Atomic int64_t on_core;       /* ON_CORE(id, c) while on core c's ring and not completed, else 0 */
     int64_t ready_at;              /* when the task was made READY (trace clock ticks) */
 } PTOTierDesc;
 
@@ -87,17 +88,17 @@ typedef struct PTOScheduler {
     int32_t     inflight;
     int64_t     start_at;          /* its cores answered: a task READY earlier counts from here */
     int64_t     completed;         /* rt_count */
-    int64_t*    lat;               /* LAT_FIELDS per task: dispatch, completion latency (ticks), chained,
-                                    * hand-over latency (ticks) */
-    int64_t     nlat, cap_lat;
+    int64_t*    hist;              /* LAT_KINDS latency histograms (lat_bucket), H_BUCKETS each */
     int64_t     chained;           /* tasks it queued behind their last producer */
-    _Atomic int32_t sleeping;      /* it sleeps on cv: wake it for a completion or a ready task */
-    _Atomic int32_t cpu;           /* the CPU it last polled on (back-off) */
     int64_t         yields, parks; /* idle rounds it yielded the CPU, times it slept (PTO_LOG=debug) */
+    /* Read by the other threads (its cores after each entry, the orchestrator per ready task): a
+     * line of their own, apart from the fields the scheduler writes per task. */
+    RT_LINE _Atomic int32_t sleeping;  /* it sleeps on cv: wake it for a completion or a ready task */
+    _Atomic int32_t cpu;           /* the CPU it last polled on (back-off) */
     /* Stands for the core whose task just completed while sched_finish releases the consumers:
      * the first consumer that core can run comes back in next_local (dispatched to it at once,
      * without a ready queue), and retirements are published in batches (retired_local). */
-    PTOWorker       proxy;
+    RT_LINE PTOWorker proxy;
     pthread_mutex_t mu;
     pthread_cond_t  cv;
 } __attribute__((aligned(64))) PTOScheduler;
@@ -124,11 +125,35 @@ typedef struct PTOThreeTier {
     int64_t             cal_ticks, cal_ns;
 } PTOThreeTier;
 
-#define LAT_MAX_SAMPLES (1 << 22)  /* per scheduler; later tasks are not sampled */
-#define LAT_FIELDS 4
+/* Latencies per task, in ticks of the trace clock, counted in histograms: exact below H_SUB
+ * ticks, then H_SUB buckets per power of two (a bucket is at most 1/16 of its values wide).
+ * Keeping every sample and selecting the percentiles at the end cost the orchestrator (which
+ * reads the stats inside pto_runtime_run_orch) 4 % of a run, and the scheduler page faults. */
+enum { LAT_DISPATCH, LAT_COMPLETE, LAT_UNCHAINED, LAT_HANDOVER, LAT_KINDS };
+#define H_SUB     16
+#define H_BUCKETS (H_SUB * 61)     /* values up to 2^64 */
+
+static inline int32_t lat_bucket(int64_t v) {
+    if (v < H_SUB) return v < 0 ? 0 : (int32_t)v;
+    const int32_t e = 63 - __builtin_clzll((uint64_t)v);                 /* >= 4 */
+    return H_SUB * (e - 3) + (int32_t)((v >> (e - 4)) & (H_SUB - 1));
+}
+
+static inline int64_t lat_value(int32_t b) {                              /* middle of bucket b */
+    if (b < H_SUB) return b;
+    const int32_t e = b / H_SUB + 3, m = b % H_SUB;
+    return ((int64_t)(H_SUB + m) << (e - 4)) + ((int64_t)1 << (e - 4) >> 1);
+}
 #define PROGRESS_EVERY  1024
 
 static const char* const CORE_NAMES[] = {"AIC", "AIV"};
+
+/* The tag of task id handed to core c (PTOTierDesc.on_core): with the id, a slot reused by a
+ * later task never passes for its former one. */
+#define ON_CORE(id, c) ((int64_t)(id) << 8 | (int64_t)((c) + 1))
+#ifndef T3_CHAIN_FANIN
+#define T3_CHAIN_FANIN 4           /* producers left that chaining looks up on the core's ring */
+#endif
 
 /* ---------------------------------------------------------------- set-up */
 
@@ -213,7 +238,8 @@ int t3_init(PTORuntime* rt) {
         S->proxy.index = -1;
         S->proxy.next_local = -1;
         S->cores = calloc((size_t)T->ncores / (size_t)T->nsched + 1, sizeof(int32_t));
-        if (!S->cores) return PTO_ENOMEM;
+        S->hist = calloc((size_t)LAT_KINDS * H_BUCKETS, sizeof(int64_t));
+        if (!S->cores || !S->hist) return PTO_ENOMEM;
     }
     for (int32_t c = 0; c < T->ncores; c++) {
         PTOScheduler* S = &T->sched[c % T->nsched];
@@ -243,7 +269,7 @@ void t3_free(PTORuntime* rt) {
     if (!T) return;
     for (int32_t s = 0; T->sched && T->sched_zeroed && s < T->nsched; s++) {
         free(T->sched[s].cores);
-        free(T->sched[s].lat);
+        free(T->sched[s].hist);
         pthread_mutex_destroy(&T->sched[s].mu);
         pthread_cond_destroy(&T->sched[s].cv);
     }
@@ -324,6 +350,16 @@ void t3_on_retire(PTORuntime* rt, int32_t id) {
     dep_free_list(rt, d->fanin_head);
     d->fanin_head = -1;
     atomic_store_explicit(&rt->t3->last_task_alive, id + 1, memory_order_relaxed);
+}
+
+/* The orchestrator found the window full (no task of it is still being built): the task to sleep
+ * on, so that it wakes once a batch of slots (an eighth of the window) is free, not per slot. That
+ * is the latest task of the batch not yet consumed, since tasks retire out of order. */
+int32_t t3_slot_want(PTORuntime* rt, int32_t oldest) {
+    const int32_t batch = rt->window / 8 > 1 ? rt->window / 8 : 1;
+    for (int32_t id = oldest + batch - 1 < rt->next_id ? oldest + batch - 1 : rt->next_id - 1; id > oldest; id--)
+        if (atomic_load_explicit(&rt_task(rt, id)->state, memory_order_acquire) != PTO_TASK_CONSUMED) return id;
+    return oldest;
 }
 
 /* ---------------------------------------------------------------- back-off */
@@ -411,9 +447,14 @@ static bool run_batch(PTOWorker* w, PTOHandshake* h, PTODispatchPayload* ring, P
     PTORuntime* rt = w->rt;
     bool stop = false;
     uint32_t spins = 0;
+    /* The end of the kernel before, when the next entry was there as it returned: that entry's
+     * kernel starts, for the clock, when the one before ended (a clock read costs 15-30 ns in a VM,
+     * and an empty task's share of the time between is the core's own bookkeeping). */
+    int64_t carry = 0;
     for (uint32_t i = 0;;) {
         uint32_t n = atomic_load_explicit(&q->tail, memory_order_acquire);
         if (i == n && !stop && spins < T3_TAIL_SPIN) {
+            carry = 0;
             /* its scheduler may be about to append: running elsewhere, look a little longer; on
              * this CPU, let it run once (it appends now, and the batch goes on without a new
              * handshake: closing first would cost the same switch and then a dispatch) */
@@ -441,7 +482,7 @@ static bool run_batch(PTOWorker* w, PTOHandshake* h, PTODispatchPayload* ring, P
         PTOTask* t = rt_task(rt, id);
         const char* name = t->name;
         atomic_store_explicit(&w->running, id, memory_order_release);
-        const int64_t start = trace_now();
+        const int64_t start = carry ? carry : trace_now();
         int32_t rc = sched_execute(rt, t, w->index);
         int32_t mine = id;
         if (!atomic_compare_exchange_strong_explicit(&w->running, &mine, W_IDLE, memory_order_acq_rel,
@@ -458,6 +499,7 @@ static bool run_batch(PTOWorker* w, PTOHandshake* h, PTODispatchPayload* ring, P
         pl->end_at = end;
         pl->status = rc;
         pl->ran = 1;
+        carry = end;
         stop = rc != 0 && rc != PTO_EXEC_ASYNC;
         rt_count(&w->executed);
         if (rt->wait_fn) atomic_fetch_sub_explicit(&rt->ready_tasks, 1, memory_order_release);
@@ -563,6 +605,7 @@ static bool dispatch(PTOScheduler* S, int32_t c, int32_t id, bool chained, PTOTr
         atomic_store_explicit(&t->state, prev, memory_order_relaxed);      /* the core closed the batch */
         return false;
     }
+    atomic_store_explicit(&d->on_core, ON_CORE(id, c), memory_order_relaxed);
     if (chained) { atomic_store_explicit(&d->chained, 1, memory_order_relaxed); S->chained++; }
     if (T->debug) {
         if (chained)
@@ -578,8 +621,24 @@ static bool dispatch(PTOScheduler* S, int32_t c, int32_t id, bool chained, PTOTr
     return true;
 }
 
-/* A consumer of task x (running on core c, not completed) that only waits for x and that core c
- * may run: queued behind x, it runs as soon as x returns; -1: none. */
+/* Producers of task y still to finish: are they all entries of core c's ring that its scheduler
+ * (the caller) has not completed yet? `left`: y's fanin_left as read before. Only the caller
+ * completes core c's entries, so those cannot finish meanwhile; a producer elsewhere that
+ * finishes meanwhile only makes this answer false. */
+static bool producers_on_core(PTORuntime* rt, int32_t y, int32_t c, int32_t left) {
+    const PTOThreeTier* T = rt->t3;
+    int32_t on = 0;
+    for (int32_t d = T->desc[y & rt->mask].fanin_head; d >= 0; d = rt_dep(rt, d)->next) {
+        const int32_t p = rt_dep(rt, d)->task;
+        if (atomic_load_explicit(&T->desc[p & rt->mask].on_core, memory_order_relaxed) == ON_CORE(p, c) && ++on > left)
+            return false;
+    }
+    return on == left;
+}
+
+/* A consumer of task x (running on core c, not completed) that core c may run and whose producers
+ * left are x and entries queued before it on core c: queued behind x, it runs as soon as x
+ * returns (the core runs its entries in order); -1: none. */
 static int32_t chained_successor(PTORuntime* rt, const PTOWorker* w, int32_t x) {
     PTOTask* t = rt_task(rt, x);
     int32_t found = -1;
@@ -587,11 +646,14 @@ static int32_t chained_successor(PTORuntime* rt, const PTOWorker* w, int32_t x) 
     for (int32_t d = t->fanout_head; d >= 0 && found < 0;) {
         const PTODep* e = rt_dep(rt, d);
         const PTOTask* y = rt_task(rt, e->task);
-        /* fanin_left == 1 with x unfinished: x is the last producer, and the submit guard is gone */
-        if (atomic_load_explicit(&y->fanin_left, memory_order_acquire) == 1 &&
-            atomic_load_explicit(&y->state, memory_order_relaxed) == PTO_TASK_PENDING) {
+        /* fanin_left == 1 with x unfinished: x is the last producer, and the submit guard is gone;
+         * PENDING (release-stored by submit after the edges): y's fanin list is complete */
+        const int32_t left = atomic_load_explicit(&y->fanin_left, memory_order_acquire);
+        if (left >= 1 && left <= T3_CHAIN_FANIN &&
+            atomic_load_explicit(&y->state, memory_order_acquire) == PTO_TASK_PENDING) {
             const int q = y->worker_type >= 0 ? y->worker_type : PTO_QUEUE_ANY;
-            if (y->affinity >= 0 ? (y->affinity & (AFF_STEAL - 1)) == w->index : (w->serves >> q & 1) != 0)
+            if ((y->affinity >= 0 ? (y->affinity & (AFF_STEAL - 1)) == w->index : (w->serves >> q & 1) != 0) &&
+                (left == 1 || producers_on_core(rt, e->task, w->index, left)))
                 found = e->task;
         }
         d = e->next;
@@ -606,6 +668,7 @@ static void complete(PTOScheduler* S, int32_t c, PTODispatchPayload* pl, PTOTrac
     const int64_t ts = lane ? trace_now() : 0;
     const int32_t id = pl->task_id;
     S->inflight--;
+    atomic_store_explicit(&T->desc[id & rt->mask].on_core, 0, memory_order_relaxed);
     if (!pl->ran) {                            /* dropped by a halted run, as queued tasks are */
         if (T->debug)
             fprintf(stderr, "[Scheduler] Thread %d: Dropped task %d '%s' on core %d\n", S->index, id,
@@ -627,19 +690,12 @@ static void complete(PTOScheduler* S, int32_t c, PTODispatchPayload* pl, PTOTrac
         }
         sched_finish(rt, id, pl->status, p);
         const int64_t now = trace_now();
-        if (S->nlat + LAT_FIELDS <= LAT_MAX_SAMPLES * LAT_FIELDS) {
-            if (S->nlat + LAT_FIELDS > S->cap_lat) {
-                int64_t nc = S->cap_lat ? S->cap_lat * 2 : 8192;
-                int64_t* n = realloc(S->lat, (size_t)nc * sizeof *n);
-                if (n) { S->lat = n; S->cap_lat = nc; }
-            }
-            if (S->nlat + LAT_FIELDS <= S->cap_lat) {
-                S->lat[S->nlat++] = pl->start_at - pl->ready_at;
-                S->lat[S->nlat++] = now - pl->end_at;
-                S->lat[S->nlat++] = pl->chained;
-                S->lat[S->nlat++] = pl->start_at - (pl->free_at > pl->ready_at ? pl->free_at : pl->ready_at);
-            }
-        }
+        int64_t* h = S->hist;
+        const int32_t wait = lat_bucket(pl->start_at - pl->ready_at);
+        h[LAT_DISPATCH * H_BUCKETS + wait]++;
+        if (!pl->chained) h[LAT_UNCHAINED * H_BUCKETS + wait]++;
+        h[LAT_COMPLETE * H_BUCKETS + lat_bucket(now - pl->end_at)]++;
+        h[LAT_HANDOVER * H_BUCKETS + lat_bucket(pl->start_at - (pl->free_at > pl->ready_at ? pl->free_at : pl->ready_at))]++;
     }
     rt_count(&S->completed);
     int64_t n = atomic_fetch_add_explicit(&T->completed, 1, memory_order_relaxed) + 1;
@@ -654,19 +710,19 @@ static inline bool shares_cpu(const PTOScheduler* S, int32_t c) {
 }
 
 /* More work for core c while it runs its batch: the consumer queued behind the batch's last
- * entry when that entry is its last producer, else ready tasks while the core has fewer than its
- * share of the ready queues waiting. A core running on another CPU than its scheduler gets at
- * most T3_AHEAD entries it has not finished: the scheduler completes entries as the core
- * finishes them instead of after a burst of appends (a burst of 32 made a completion wait for
- * the appends and completions queued before it, 2 us on a chain). A core sharing the
- * scheduler's CPU gets the whole ring: it runs only when the scheduler lets it, so each burst is
- * one switch. True: something was appended. */
+ * entry when that entry is its last producer, else ready tasks. A core on another CPU than its
+ * scheduler gets at most T3_AHEAD entries it has not finished and at most its share of the ready
+ * queues: the scheduler completes entries as the core finishes them instead of after a burst of
+ * appends (a burst of 32 made a completion wait for the appends and completions queued before it,
+ * 2 us on a chain). A core sharing the scheduler's CPU gets the whole ring: it runs only when the
+ * scheduler lets it, so each burst is one switch. True: something was appended. */
 static bool top_up(PTOScheduler* S, int32_t c, PTOTraceLane* lane) {
     PTORuntime* rt = S->rt;
     PTOThreeTier* T = rt->t3;
     PTOCoreQueue* q = &T->q[c];
     PTOWorker* w = &rt->workers[c];
-    const uint32_t ahead = shares_cpu(S, c) ? T->depth : T3_AHEAD;
+    const bool near = shares_cpu(S, c);
+    const uint32_t ahead = near ? T->depth : T3_AHEAD;
     bool any = false;
     while (q->held < 0) {
         const uint32_t n = atomic_load_explicit(&q->tail, memory_order_relaxed);
@@ -679,10 +735,11 @@ static bool top_up(PTOScheduler* S, int32_t c, PTOTraceLane* lane) {
             id = chained_successor(rt, w, q->ring[(n - 1) & Q_MASK].task_id);
         }
         const bool chained = id >= 0;
-        if (!chained) {
-            const int64_t share = sched_ready_count(rt) / T->ncores;
-            if ((int64_t)pending > share || (id = sched_pop_core(rt, w)) < 0) break;
-        }
+        /* a core on another CPU takes its share of the ready tasks, leaving the rest to cores that
+         * run beside it; one on this CPU runs only when the scheduler lets it, so each task handed
+         * over in this pass is one less switch back and forth (LLaMA: 9 tasks per switch before) */
+        if (!chained && !near && (int64_t)pending > sched_ready_count(rt) / T->ncores) break;
+        if (!chained && (id = sched_pop_core(rt, w)) < 0) break;
         if (!dispatch(S, c, id, chained, lane)) {    /* closed meanwhile */
             if (!chained) q->held = id;
             break;
@@ -877,31 +934,15 @@ void t3_join(PTORuntime* rt) {
 
 /* ---------------------------------------------------------------- statistics */
 
-/* The k-th smallest of v[0..n) (0-based), found by quickselect: v is reordered, in O(n) on
- * average where a sort took O(n log n) (a few ms per 100,000 samples, inside a timed run). */
-static int64_t kth(int64_t* v, int64_t n, int64_t k) {
-    int64_t lo = 0, hi = n - 1;
-    while (lo < hi) {
-        const int64_t a = v[lo], b = v[lo + (hi - lo) / 2], c = v[hi];
-        const int64_t pivot = a < b ? (b < c ? b : a < c ? c : a) : (a < c ? a : b < c ? c : b);
-        int64_t i = lo, j = hi;
-        while (i <= j) {
-            while (v[i] < pivot) i++;
-            while (v[j] > pivot) j--;
-            if (i <= j) { const int64_t t = v[i]; v[i++] = v[j]; v[j--] = t; }
-        }
-        if (k <= j) hi = j;
-        else if (k >= i) lo = i;
-        else return v[k];
-    }
-    return v[k];
-}
-
-/* Nearest-rank percentile of v[0..n) (reordered). */
-static int64_t pct(int64_t* v, int64_t n, int p) {
+/* The value at percentile p (nearest rank) of histogram h[0..H_BUCKETS) of n values: the middle
+ * of its bucket. */
+static int64_t hist_pct(const int64_t* h, int64_t n, int p) {
     if (n == 0) return 0;
-    int64_t k = (n * p + 99) / 100;
-    return kth(v, n, (k < 1 ? 1 : k) - 1);
+    int64_t k = (n * p + 99) / 100, seen = 0;
+    if (k < 1) k = 1;
+    int32_t b = 0;
+    while (b < H_BUCKETS - 1 && (seen += h[b]) < k) b++;
+    return lat_value(b);
 }
 
 void t3_stats(PTORuntime* rt, PTORuntimeStats* st) {
@@ -910,42 +951,31 @@ void t3_stats(PTORuntime* rt, PTORuntimeStats* st) {
     if (!T) return;
     st->num_schedulers = T->nsched;
     for (int32_t s = 0; s < T->nsched; s++) st->scheduler_tasks[s] = rt_count_read(&T->sched[s].completed);
-    if (T->sched_started) return;   /* the schedulers append to (and move) their samples now */
-    int64_t n = 0;
+    if (T->sched_started) return;   /* the schedulers count into their histograms now */
+    int64_t* h = calloc((size_t)LAT_KINDS * H_BUCKETS, sizeof *h);
+    if (!h) return;
     for (int32_t s = 0; s < T->nsched; s++) {
-        n += T->sched[s].nlat / LAT_FIELDS;
         st->chained_tasks += T->sched[s].chained;
+        for (int32_t b = 0; b < LAT_KINDS * H_BUCKETS; b++) h[b] += T->sched[s].hist[b];
     }
+    int64_t n = 0, nu = 0;
+    for (int32_t b = 0; b < H_BUCKETS; b++) { n += h[LAT_DISPATCH * H_BUCKETS + b]; nu += h[LAT_UNCHAINED * H_BUCKETS + b]; }
     st->latency_samples = n;
-    if (n == 0) return;
-    int64_t* d = malloc((size_t)n * sizeof *d);
-    int64_t* c = malloc((size_t)n * sizeof *c);
-    int64_t* u = malloc((size_t)n * sizeof *u);   /* dispatch latency of the unchained tasks */
-    int64_t* o = malloc((size_t)n * sizeof *o);   /* hand-over latency */
-    if (d && c && u && o) {
-        int64_t k = 0, nu = 0;
-        for (int32_t s = 0; s < T->nsched; s++)
-            for (int64_t i = 0; i + LAT_FIELDS <= T->sched[s].nlat; i += LAT_FIELDS, k++) {
-                const int64_t* v = &T->sched[s].lat[i];
-                d[k] = v[0];
-                c[k] = v[1];
-                o[k] = v[3];
-                if (!v[2]) u[nu++] = v[0];
-            }
-        double ns_per_tick = 1.0;
-        if (PTO_TRACE_TICKS) {
-            int64_t ticks, ns;
-            do { ticks = trace_now(); ns = rt_now_ns(); } while (ticks == T->cal_ticks);
-            ns_per_tick = (double)(ns - T->cal_ns) / (double)(ticks - T->cal_ticks);
-        }
-        st->dispatch_p50_ns = (int64_t)((double)pct(d, n, 50) * ns_per_tick);
-        st->dispatch_p99_ns = (int64_t)((double)pct(d, n, 99) * ns_per_tick);
-        st->complete_p50_ns = (int64_t)((double)pct(c, n, 50) * ns_per_tick);
-        st->complete_p99_ns = (int64_t)((double)pct(c, n, 99) * ns_per_tick);
-        st->unchained_dispatch_p50_ns = (int64_t)((double)pct(u, nu, 50) * ns_per_tick);
-        st->unchained_dispatch_p99_ns = (int64_t)((double)pct(u, nu, 99) * ns_per_tick);
-        st->handover_p50_ns = (int64_t)((double)pct(o, n, 50) * ns_per_tick);
-        st->handover_p99_ns = (int64_t)((double)pct(o, n, 99) * ns_per_tick);
+    double ns_per_tick = 1.0;
+    if (n > 0 && PTO_TRACE_TICKS) {
+        int64_t ticks, ns;
+        do { ticks = trace_now(); ns = rt_now_ns(); } while (ticks == T->cal_ticks);
+        ns_per_tick = (double)(ns - T->cal_ns) / (double)(ticks - T->cal_ticks);
     }
-    free(d); free(c); free(u); free(o);
+#define PCT(kind, cnt, p) (int64_t)((double)hist_pct(&h[(kind) * H_BUCKETS], cnt, p) * ns_per_tick)
+    st->dispatch_p50_ns = PCT(LAT_DISPATCH, n, 50);
+    st->dispatch_p99_ns = PCT(LAT_DISPATCH, n, 99);
+    st->complete_p50_ns = PCT(LAT_COMPLETE, n, 50);
+    st->complete_p99_ns = PCT(LAT_COMPLETE, n, 99);
+    st->unchained_dispatch_p50_ns = PCT(LAT_UNCHAINED, nu, 50);
+    st->unchained_dispatch_p99_ns = PCT(LAT_UNCHAINED, nu, 99);
+    st->handover_p50_ns = PCT(LAT_HANDOVER, n, 50);
+    st->handover_p99_ns = PCT(LAT_HANDOVER, n, 99);
+#undef PCT
+    free(h);
 }

@@ -441,6 +441,55 @@ static void trace_lanes(void) {
     pto_runtime_destroy(rt);
 }
 
+/* ---------------------------------------------------------------- two producers, two cores */
+
+/* out = a + b once a is 5 (its producer, on the other core, sleeps before writing it): 9 if a
+ * consumer ran before one of its producers. */
+static int32_t k_slow_five(const int64_t* a) {
+    sleep_ms(20);
+    *(uint32_t*)pto_arg_ptr(a[0]) = 5;
+    return 0;
+}
+static int32_t k_seven(const int64_t* a) { *(uint32_t*)pto_arg_ptr(a[0]) = 7; return 0; }
+static int32_t k_sum_after_five(const int64_t* a) {
+    const uint32_t x = *(const uint32_t*)pto_arg_ptr(a[0]), y = *(const uint32_t*)pto_arg_ptr(a[2]);
+    if (x != 5) return 9;
+    *(uint32_t*)pto_arg_ptr(a[4]) = x + y;
+    return 0;
+}
+
+/* A consumer goes on a core behind its producers only when every producer left is queued on that
+ * core: here one producer runs on core 0 and the slower one on core 1, so the consumer (pinned
+ * to core 0) must wait for core 1, in every round. */
+static void producers_on_two_cores(void) {
+    enum { ROUNDS = 4 };
+    uint32_t cells[3 * ROUNDS] = {0};
+    PTOTensor x = {cells, 1, 3 * ROUNDS, 3 * ROUNDS, 4, "cells"};
+    PTORuntime* rt = mk(2, 1, 0, 10000);
+    CHECK(rt != NULL);
+    if (!rt) return;
+    for (int r = 0; r < ROUNDS; r++) {
+        const int a = 3 * r, b = 3 * r + 1, o = 3 * r + 2;
+        int32_t t = pto_task_alloc(rt, "slow_five", k_slow_five, 0, PTO_WORKER_ANY);
+        pto_task_add_output(rt, t, &x, 0, a, 1, 1);
+        CHECK_EQ(pto_task_set_affinity(rt, t, 1, 0), PTO_OK);
+        CHECK_EQ(pto_task_submit(rt, t), PTO_OK);
+        t = pto_task_alloc(rt, "seven", k_seven, 0, PTO_WORKER_ANY);
+        pto_task_add_output(rt, t, &x, 0, b, 1, 1);
+        CHECK_EQ(pto_task_set_affinity(rt, t, 0, 0), PTO_OK);
+        CHECK_EQ(pto_task_submit(rt, t), PTO_OK);
+        t = pto_task_alloc(rt, "sum", k_sum_after_five, 0, PTO_WORKER_ANY);
+        pto_task_add_input(rt, t, &x, 0, a, 1, 1);
+        pto_task_add_input(rt, t, &x, 0, b, 1, 1);
+        pto_task_add_output(rt, t, &x, 0, o, 1, 1);
+        CHECK_EQ(pto_task_set_affinity(rt, t, 0, 0), PTO_OK);
+        CHECK_EQ(pto_task_submit(rt, t), PTO_OK);
+    }
+    CHECK_EQ(pto_runtime_run(rt), PTO_OK);
+    for (int r = 0; r < ROUNDS; r++) CHECK_EQ(cells[3 * r + 2], 12u);
+    pto_runtime_destroy(rt);
+}
+
 int main(int argc, char** argv) {
     setvbuf(stdout, NULL, _IONBF, 0);
     unsetenv("PTO_TIMEOUT"); unsetenv("PTO_RUNTIME"); unsetenv("PTO_TRACE"); unsetenv("PTO_STATS");
@@ -454,6 +503,7 @@ int main(int argc, char** argv) {
     printf("pinned tasks\n");           pinned_tasks();
     printf("failing kernel\n");         failing_kernel();
     printf("chains\n");                 chains();
+    printf("producers on two cores\n"); producers_on_two_cores();
     printf("core stops answering\n");   core_stops_answering();
     printf("shutdown mid-run\n");       shutdown_mid_run();
     printf("configuration\n");          configuration();
