@@ -326,7 +326,9 @@ class RunResult:
     ``device_stream_of`` it was launched on, the tasks launched ``ahead`` of their stream
     predecessor's completion (ordered by the device stream, no host round trip between them),
     the seqs in the order they were ``launched``, and the run's ``grids`` and
-    ``host_functions`` (completions reported by host functions)."""
+    ``host_functions`` (completions reported by host functions). ``rank``: this process's rank
+    on the ``starpu-mpi`` engine (0 elsewhere); only rank 0's arrays hold the results, and
+    ``stats`` counts the tasks this rank ran."""
     tasks: list
     events: list
     stats: Any
@@ -339,6 +341,7 @@ class RunResult:
     launched: list = field(default_factory=list)
     grids: int = 0
     host_functions: int = 0
+    rank: int = 0
 
     def event_of(self, seq: int) -> Any:
         """The trace event of task ``seq``."""
@@ -576,7 +579,10 @@ class Program:
         work_steal leaves the worker to StarPU's scheduler) and task_window (stall: StarPU's
         submission limit), and orders tasks by their regions; any other knob is refused before
         a task runs. A StarPU run records no trace
-        (``events`` and ``worker_of`` are empty).
+        (``events`` and ``worker_of`` are empty). ``"starpu-mpi"``: the same in every rank of
+        an MPI job (``mpirun -np N python PROGRAM``, each rank calling ``run`` alike); dispatch's
+        worker w is StarPU worker w // N of rank w % N, and the results are gathered into rank
+        0's arrays (``RunResult.rank``).
 
         >>> prog.run({"x": x, "y": y}, engine="starpu", n=4)      # doctest: +SKIP
         """
@@ -700,6 +706,7 @@ class Program:
                 raise
             raise PTOError(f"task {tasks[failed].label} failed: {e}") from e
         result.stats = rt.stats()
+        result.rank = rt.rank
         if rt.engine == "pto":          # the other engines record no trace here
             result.events = sorted(rt.trace_events(), key=lambda e: (e.start_ns, e.task))
         result.runtime_id = rid
