@@ -20,7 +20,9 @@
  * StarPU CPU worker; at most STARPU_MAXCPUS of them, and 0 workers means one), there is no
  * task window (StarPU keeps every submitted task until it ran), no dump or graph record (the
  * trace and statistics of PTO_TRACE / PTO_STATS are observe.c's, written at shutdown),
- * and explicit edges (pto_task_add_successor) are refused (PTO_EINVAL). Affinity
+ * and explicit edges (pto_task_add_successor) are refused (PTO_EINVAL). Several threads submit
+ * through submitters (submitters.c): their batches enter under submit_mu, and their tasks carry
+ * StarPU tags (the task id), so a submitter's predecessors become tag dependencies. Affinity
  * (pto_task_set_affinity, a workload schedule's dispatch) names a StarPU CPU worker: steal == 0
  * pins the task to it, steal != 0 leaves the choice to StarPU's scheduler. Safe mode
  * (execution_task_threshold 0) pauses StarPU's workers until pto_runtime_run; a threshold > 0
@@ -47,7 +49,8 @@
  * inputs count) and migrated to its owner before use; after the run every written region is
  * gathered to rank 0. Regions of a tensor must be equal or disjoint there. A failed kernel on
  * any rank fails the run on every rank (an MPI_Allgather after the run), naming task and rank;
- * a kernel stuck past the deadline aborts the job (MPI_Abort) after saying which. MPI is
+ * a kernel stuck past the deadline aborts the job (MPI_Abort) after saying which. One submitter
+ * at a time there, and no predecessors (a tag is local to a rank). MPI is
  * initialised with MPI_THREAD_MULTIPLE (or taken as it is) and finalised at exit.
  */
 #define _GNU_SOURCE 1
