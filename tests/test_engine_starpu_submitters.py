@@ -202,3 +202,59 @@ def test_a_predecessor_submitted_directly_and_a_run_with_a_submitter_open_are_re
     assert "run -4 pto_runtime_run: 1 submitter(s) still open; close them first" in out, out
     assert "close -1 task 'after': predecessor 0 was submitted directly" in out, out
     assert "ran 1" in out, out
+
+
+def test_program_run_with_the_c_enumerator_honours_structural_edges_on_starpu(need_target):
+    """A sequential pair with no region in common (inc writes y, dbl writes z, both read x): the
+    Python issue path refuses it on StarPU (it would need an explicit edge); the C enumerator's
+    submitters give the edge to StarPU as a tag, so it runs, from 1 and 2 threads, with our
+    engine's bits, the intermediate ``s`` included."""
+    need_target("arm64")
+    out = child("""
+        import numpy as np
+        from pto_core import PTOFunctionBuilder, PTOModule
+        from pto_core.errors import PTOError
+        from pto_core.workload import Dense, Tensor, parallel_for, round_robin, sequential, task
+
+        m = PTOModule("cgen_program_starpu")
+        for name, op in (("inc", lambda b: b.adds("t", "t", 1.0)),
+                         ("dbl", lambda b: b.add("t", "t", "t"))):
+            b = (PTOFunctionBuilder(name, module=m).in_core().memref("a", "gm", "f32")
+                 .memref("b", "gm", "f32").tile("t", 4, 16, "f32").load("t", "a"))
+            op(b).store("b", "t").build()
+        x, s, y, z = Tensor("x"), Tensor("s"), Tensor("y"), Tensor("z")
+        n = 8
+        w = parallel_for(Dense(n), lambda i: sequential(
+            task("inc", [x.read(i * 4, 0, 4, 16), s.write(i * 4, 0, 4, 16)]),
+            task("dbl", [s.read(i * 4, 0, 4, 16), y.write(i * 4, 0, 4, 16)]),
+            task("dbl", [x.read(i * 4, 0, 4, 16), z.write(i * 4, 0, 4, 16)])))
+        prog = w.schedule().compile("arm64", module=m)
+        xs = np.random.default_rng(5).standard_normal((n * 4, 16)).astype(np.float32)
+
+        def run(engine, c_threads):
+            ys, zs = np.zeros_like(xs), np.zeros_like(xs)
+            r = prog.run({"x": xs, "y": ys, "z": zs}, engine=engine, c_threads=c_threads)
+            assert r.stats.tasks_completed == 3 * n, r.stats
+            return ys, zs
+
+        try:
+            run("starpu", 0)
+        except PTOError as e:
+            print("python path:", e)
+        want = run("pto", 0)
+        np.testing.assert_allclose(want[0], 2 * (xs + 1), rtol=1e-6)
+        np.testing.assert_allclose(want[1], 2 * xs, rtol=1e-6)
+        for engine, threads in (("pto", 1), ("starpu", 1), ("starpu", 2)):
+            got = run(engine, threads)
+            assert all(np.array_equal(a, b) for a, b in zip(got, want)), (engine, threads)
+        try:
+            w.schedule().dispatch(round_robin(2)).compile("arm64", module=m).run(
+                {"x": xs, "y": xs.copy(), "z": xs.copy()}, engine="starpu", c_threads=1)
+        except PTOError as e:
+            print("dispatch:", e)
+        print("ok")
+    """)
+    assert "python path: engine 'starpu' cannot honour this schedule" in out, out
+    assert ("dispatch: run(c_threads=1): the C enumerator cannot run this program: it submits "
+            "in enumeration order: no dispatch") in out, out
+    assert out.strip().endswith("ok"), out
