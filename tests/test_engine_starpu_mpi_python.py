@@ -51,7 +51,8 @@ def test_the_mpi_engine_outside_mpirun_says_how_to_launch():
 def test_a_workload_program_on_two_ranks_gives_our_results_on_rank_0(tmp_path):
     """round_robin(2) puts every other task on rank 1 (worker w is rank w % 2); a task's
     Python kernel runs in the rank's own process; rank 0 gathers y. Then the C enumerator of a
-    one-task parallel_for, and the refusals of what StarPU-MPI cannot honour."""
+    one-task parallel_for, the refusals of what StarPU-MPI cannot honour, and a kernel failing on
+    rank 1, which fails the run on both ranks."""
     lines = ranks(2, """
         import ctypes, os
         import numpy as np
@@ -102,6 +103,18 @@ def test_a_workload_program_on_two_ranks_gives_our_results_on_rank_0(tmp_path):
                 except PTOError as e:
                     print(f"{R}: refused {e}")
                 rt.run()
+
+        # a kernel failing on rank 1 fails the run on both ranks, naming the task
+        def picky(args):
+            if args[2] == 3:
+                raise ValueError("row three is bad")
+            return 0
+        bad = parallel_for(Dense(4), lambda i: task(picky, [y.write(i, 0, 1, 8), i]))
+        try:
+            bad.schedule().dispatch(round_robin(2)).compile("reference", workers=2).run(
+                {"y": np.zeros((4, 8), np.float32)}, engine="starpu-mpi")
+        except PTOError as e:
+            print(f"{R}: failed {e}")
     """, tmp_path)
     by_rank = {r: [ln[3:] for ln in lines if ln.startswith(f"{r}: ")] for r in (0, 1)}
     # each rank ran its half, in its own process
@@ -113,3 +126,7 @@ def test_a_workload_program_on_two_ranks_gives_our_results_on_rank_0(tmp_path):
         assert "the starpu-mpi engine takes one submitter at a time" in refused[0]
         assert ("follows 1 task(s) by explicit edges: the starpu-mpi engine orders tasks by "
                 "their regions only") in refused[1]
+        failed = [ln for ln in by_rank[r] if ln.startswith("failed")]
+        assert len(failed) == 1 and "task picky[i0=3] failed" in failed[0], lines
+    assert "on rank 1" in by_rank[0][-1], lines           # rank 0 learns where it failed
+    assert "ValueError: row three is bad" in by_rank[1][-1], lines
