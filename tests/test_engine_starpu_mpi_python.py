@@ -130,3 +130,38 @@ def test_a_workload_program_on_two_ranks_gives_our_results_on_rank_0(tmp_path):
         assert len(failed) == 1 and "task picky[i0=3] failed" in failed[0], lines
     assert "on rank 1" in by_rank[0][-1], lines           # rank 0 learns where it failed
     assert "ValueError: row three is bad" in by_rank[1][-1], lines
+
+
+def test_arm64_kernels_of_a_program_on_two_ranks_give_our_bits_on_rank_0(tmp_path, need_target):
+    """The program's built arm64 kernels, loaded by each rank: dispatched through the Python issue
+    path, and submitted by the C enumerator (``c_threads=1``, ownership block-cyclic); rank 0's
+    y equals our engine's bits both times."""
+    need_target("arm64")
+    lines = ranks(2, """
+        import numpy as np
+        from pto_core import PTOFunctionBuilder, PTOModule
+        from pto_core.workload import Dense, Tensor, parallel_for, round_robin, sequential, task
+
+        m = PTOModule("wl_starpu_mpi")
+        for name, op in (("inc", lambda b: b.adds("t", "t", 1.0)),
+                         ("dbl", lambda b: b.add("t", "t", "t"))):
+            b = (PTOFunctionBuilder(name, module=m).in_core().memref("a", "gm", "f32")
+                 .memref("b", "gm", "f32").tile("t", 4, 16, "f32").load("t", "a"))
+            op(b).store("b", "t").build()
+        x, y = Tensor("x"), Tensor("y")
+        n = 8
+        w = parallel_for(Dense(n), lambda i: task("inc", [x.read(i * 4, 0, 4, 16),
+                                                          y.write(i * 4, 0, 4, 16)]))
+        xs = np.random.default_rng(7).standard_normal((n * 4, 16)).astype(np.float32)
+        want = np.zeros_like(xs)
+        w.schedule().compile("arm64", module=m).run({"x": xs, "y": want}, engine="pto")
+        for how, prog, c in (("dispatched", w.schedule().dispatch(round_robin(2)), 0),
+                             ("enumerated", w.schedule(), 1)):
+            ys = np.zeros_like(xs)
+            r = prog.compile("arm64", module=m).run({"x": xs, "y": ys}, engine="starpu-mpi",
+                                                    c_threads=c)
+            same = np.array_equal(ys, want) if r.rank == 0 else None
+            print(f"{r.rank}: {how} ran {r.stats.tasks_completed} equal {same}")
+    """, tmp_path)
+    assert sorted(lines) == ["0: dispatched ran 4 equal True", "0: enumerated ran 4 equal True",
+                             "1: dispatched ran 4 equal None", "1: enumerated ran 4 equal None"]
