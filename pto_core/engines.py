@@ -30,7 +30,9 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import os
 import shlex
+import shutil
 import subprocess
 from dataclasses import dataclass
 
@@ -156,6 +158,21 @@ def launched_rank(environ: dict | None = None) -> int:
         if key in env:
             return int(env[key])
     return 0
+
+
+def mpirun_command(ranks: int) -> list[str]:
+    """``mpirun -np N`` for a single machine: more ranks than cores allowed (``--oversubscribe``)
+    and, as root, ``--allow-run-as-root``. PTOError when Open MPI's ``mpirun`` is missing.
+
+    >>> mpirun_command(2)[-2:]                              # doctest: +SKIP
+    ['-np', '2']
+    """
+    if shutil.which("mpirun") is None:
+        raise PTOError("mpirun is missing: install Open MPI (apt-get install openmpi-bin)")
+    cmd = ["mpirun", "--oversubscribe", "-np", str(int(ranks))]
+    if os.geteuid() == 0:
+        cmd.insert(1, "--allow-run-as-root")
+    return cmd
 
 
 def check_launch(engine: str, environ: dict | None = None) -> None:

@@ -49,6 +49,9 @@ The shared library is built by SCons on first use, with the flags of every other
 Engines: ``Runtime(engine="starpu")`` runs the graph on StarPU (:mod:`pto_core.engines`): its
 library ``libpto_starpu.so`` is built the same way and loaded as a handle of its own beside ours.
 It keeps no trace, dump or task states; a call it lacks raises PTOError naming the function.
+``Runtime(engine="starpu-mpi")`` runs in a process an MPI launcher started (``mpirun -np N python
+...``): every rank builds the same graph, StarPU-MPI runs each task on its rank, and the results
+are gathered to rank 0 (:attr:`Runtime.rank`); see ``docs/distributed.md``.
 """
 from __future__ import annotations
 
@@ -199,11 +202,12 @@ def load_library(engine: str = "pto") -> C.CDLL:
     Every engine's library is a separate ``CDLL`` loaded ``RTLD_LOCAL``: they export the same
     ``pto_*`` names, but each handle resolves its own, so PTO's runtime and StarPU's engine
     work side by side in one process (StarPU itself still allows one runtime at a time)."""
-    from .engines import get_engine
-    if get_engine(engine).mpi:
-        raise PTOError(f"engine '{engine}' runs under an MPI launcher with every rank replaying "
-                       f"the same C orchestration; the Python binding runs one process "
-                       f"(use 'pto run --engine {engine}' under mpirun)")
+    from .engines import get_engine, launched_ranks
+    if get_engine(engine).mpi and launched_ranks() == 0:
+        raise PTOError(f"engine '{engine}' runs under an MPI launcher: start every rank with the "
+                       f"same Python program, mpirun -np N python PROGRAM (or 'pto run --engine "
+                       f"{engine}' under mpirun); this process was not started by mpirun (use "
+                       f"engine 'starpu' for one process)")
     with _LIB_LOCK:
         if engine not in _LIBS:
             _LIBS[engine] = declare(C.CDLL(str(library_path(engine)), mode=os.RTLD_LOCAL))
@@ -225,6 +229,7 @@ def declare(lib: C.CDLL) -> C.CDLL:
             "pto_runtime_cancel": (C.c_int, [P]),
             "pto_runtime_error_message": (I64, [P, C.c_char_p, I64]),
             "pto_last_error": (C.c_char_p, []),
+            "pto_engine_rank": (C.c_int, []),
             "pto_task_alloc": (I32, [P, C.c_char_p, P, I32, I32]),
             "pto_task_add_input": (C.c_int, [P, I32, T, I64, I64, I64, I64]),
             "pto_task_add_output": (C.c_int, [P, I32, T, I64, I64, I64, I64]),
@@ -451,7 +456,9 @@ class Runtime:
     this runtime: :attr:`address` is what it is attached to); default the runtime library.
     engine: the engine whose library runs the graph (:mod:`pto_core.engines`; ``"starpu"``:
     StarPU, one runtime per process at a time, no trace, dump or task states, tasks ordered by
-    their regions only). A call the engine does not implement raises PTOError naming it.
+    their regions only; ``"starpu-mpi"``: the same on StarPU-MPI, in each rank of an MPI job,
+    every rank building the same graph; only rank 0's arrays hold the results, :attr:`rank`).
+    A call the engine does not implement raises PTOError naming it.
     """
 
     def __init__(self, num_workers: int = 0, threshold: int = 0, window: int = PTO_DEFAULT_WINDOW,
@@ -502,6 +509,13 @@ class Runtime:
         self._failures = _KernelFailures()
         if trace:
             self.enable_trace(0 if trace is True else int(trace))
+
+    @property
+    def rank(self) -> int:
+        """This process's rank on the ``starpu-mpi`` engine (its MPI rank; 0 on the others).
+        After a distributed run only rank 0 holds the results."""
+        fn = getattr(self._lib, "pto_engine_rank", None)
+        return int(fn()) if fn is not None else 0
 
     def _fn(self, name: str) -> Any:
         """The library's function ``name``, or PTOError: the engine does not implement it."""

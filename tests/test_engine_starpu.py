@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -22,7 +21,8 @@ from pto_core import driver
 from pto_core.checking import example_programs, program_inputs, run_host
 from pto_core.codegen.host import run_library
 from pto_core.codegen.orchestration import c_module_name
-from pto_core.engines import check_backend, engine_of, pkg_config_flags, with_engine
+from pto_core.engines import (check_backend, engine_of, mpirun_command, pkg_config_flags,
+                              with_engine)
 from pto_core.errors import PTOError
 from pto_core.options import CompileOptions
 from pto_core.program import load_program
@@ -338,19 +338,9 @@ def test_engine_benchmark_prints_a_row_per_graph_with_the_ratios(tmp_path):
 MPI_EXAMPLES = ["fused_softmax", "bgemm", "llama7b_layer"]
 
 
-def mpirun_cmd(np_: int) -> list[str]:
-    """``mpirun -np N`` for this machine: more ranks than cores, and root allowed."""
-    if shutil.which("mpirun") is None:
-        pytest.fail("mpirun is missing: scripts/setup.sh installs openmpi-bin")
-    cmd = ["mpirun", "--oversubscribe", "-np", str(np_)]
-    if os.geteuid() == 0:
-        cmd.insert(1, "--allow-run-as-root")
-    return cmd
-
-
 def mpirun(np_: int, *argv: str, timeout: float = 300) -> subprocess.CompletedProcess:
     """``mpirun -np N ARGV`` on this machine."""
-    return subprocess.run([*mpirun_cmd(np_), *argv], capture_output=True, text=True,
+    return subprocess.run([*mpirun_command(np_), *argv], capture_output=True, text=True,
                           timeout=timeout, cwd=Path(__file__).parents[1])
 
 
@@ -388,7 +378,7 @@ def test_mpi_dispatch_runs_each_task_on_worker_mod_ranks_and_owns_what_it_writes
                                                                                 tmp_path):
     # 2 ranks x 2 workers, tasks dealt round-robin over workers 0..3: worker w is rank w % 2
     _, ours = affinity_run(affinity_hosts["pto"], 4, 4, tmp_path / "pto")
-    r, theirs = affinity_run(affinity_hosts["starpu-mpi"], 2, 4, tmp_path / "mpi", *mpirun_cmd(2))
+    r, theirs = affinity_run(affinity_hosts["starpu-mpi"], 2, 4, tmp_path / "mpi", *mpirun_command(2))
     rank = [affinity_slot(t, 4) % 2 for t in range(AFFINITY_TASKS)]
     assert theirs["where"][:, 0].tolist() == rank
     assert_pinned(theirs["where"], 4)

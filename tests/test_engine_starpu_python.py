@@ -84,11 +84,6 @@ def test_an_unknown_engine_and_engine_with_library_are_refused():
         Runtime(engine="starpu", library=object())
 
 
-def test_the_mpi_engine_is_not_loaded_into_one_python_process():
-    with pytest.raises(PTOError, match="engine 'starpu-mpi' runs under an MPI launcher"):
-        Runtime(engine="starpu-mpi")
-
-
 def test_a_call_the_engine_lacks_is_named():
     out = child("""
         from pto_core.errors import PTOError

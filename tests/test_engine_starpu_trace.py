@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from pto_core import driver
-from pto_core.engines import pkg_config_flags
+from pto_core.engines import mpirun_command, pkg_config_flags
 from pto_core.errors import PTOError
 from pto_core.trace import (TraceEvent, chrome_trace_graph, format_stats, load_chrome_trace,
                             load_runtime_stats, load_transfers, validate_trace)
@@ -70,10 +70,7 @@ def mpirun(np_: int, *argv: str, env: dict | None = None,
            timeout: float = 180) -> subprocess.CompletedProcess:
     """``mpirun -np N ARGV`` on this machine (more ranks than cores, root allowed); ``env`` is
     added to every rank's environment."""
-    cmd = ["mpirun", "--oversubscribe", "-np", str(np_)]
-    if os.geteuid() == 0:
-        cmd.insert(1, "--allow-run-as-root")
-    return subprocess.run([*cmd, *argv], capture_output=True, text=True, timeout=timeout,
+    return subprocess.run([*mpirun_command(np_), *argv], capture_output=True, text=True, timeout=timeout,
                           cwd=ROOT, env={**os.environ, **(env or {})})
 
 

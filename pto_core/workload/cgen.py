@@ -436,17 +436,21 @@ class CompiledWorkload:
     sizes: list
     kernels: list
     splits: bool = False            # the workload is one parallel_for (threads, structural)
-    _lib: Any = None
+    _libs: dict = field(default_factory=dict)       # engine -> the loaded enumerator
     _dir: Any = None
 
-    def build(self) -> "CompiledWorkload":
-        """Compile the C (gcc -O2) into a shared library linked with the runtime library."""
-        if self._lib is None:
+    def build(self, engine: str = "pto") -> "CompiledWorkload":
+        """Compile the C (gcc -O2) into a shared library linked with ``engine``'s runtime
+        library (:mod:`pto_core.engines`): its ``pto_submitter_*`` calls go to the engine of the
+        runtime it enumerates into, each engine's library a handle of its own."""
+        if engine not in self._libs:
             from ..runtime import library_path
             from ..resources import runtime_dir
-            lib = library_path()
-            self._dir = tempfile.TemporaryDirectory(prefix="pto-workload-")
-            src, so = Path(self._dir.name) / "workload.c", Path(self._dir.name) / "workload.so"
+            lib = library_path(engine)
+            if self._dir is None:
+                self._dir = tempfile.TemporaryDirectory(prefix="pto-workload-")
+            src = Path(self._dir.name) / "workload.c"
+            so = Path(self._dir.name) / f"workload-{engine}.so"
             src.write_text(self.source)
             r = subprocess.run(["gcc", "-std=gnu11", "-O2", "-shared", "-fPIC", "-pthread",
                                 "-Wall", "-Werror", f"-I{runtime_dir() / 'include'}", str(src),
@@ -454,8 +458,9 @@ class CompiledWorkload:
                                capture_output=True, text=True)
             if r.returncode != 0:
                 raise PTOError(f"the workload's C did not compile:\n{r.stderr[-3000:]}")
-            self._lib = ctypes.CDLL(str(so))
-            self._lib.pto_workload_enumerate.restype = ctypes.c_int
+            dll = ctypes.CDLL(str(so))
+            dll.pto_workload_enumerate.restype = ctypes.c_int
+            self._libs[engine] = dll
         return self
 
     def enumerate(self, rt: Any, tensors: Mapping[str, np.ndarray],
@@ -484,7 +489,8 @@ class CompiledWorkload:
         checks it) and no other task of the runtime touches these tensors; the graph is the
         same, built without the tensor map's lookups."""
         from ..abi import PTOTensor
-        self.build()
+        engine = getattr(rt, "engine", "pto")
+        self.build(engine)
         temps = dict(intermediates or {})
         missing = [n for n in self.tensors if n not in tensors and n not in temps]
         if missing:
@@ -509,8 +515,8 @@ class CompiledWorkload:
             raise PTOError("structural enumeration needs a workload that is one parallel_for")
         if not isinstance(scope_depth, int) or scope_depth < 0:
             raise PTOError(f"scope_depth = {scope_depth!r}: a number of loop levels, >= 0")
-        rc = self._lib.pto_workload_enumerate(rt._handle(), ct, cs, ck, int(threads),
-                                              int(bool(structural)), scope_depth)
+        rc = self._libs[engine].pto_workload_enumerate(rt._handle(), ct, cs, ck, int(threads),
+                                                       int(bool(structural)), scope_depth)
         rt._keep.extend(arrs)
         if rc != 0:
             from ..abi import ERROR_NAMES

@@ -326,7 +326,9 @@ class RunResult:
     ``device_stream_of`` it was launched on, the tasks launched ``ahead`` of their stream
     predecessor's completion (ordered by the device stream, no host round trip between them),
     the seqs in the order they were ``launched``, and the run's ``grids`` and
-    ``host_functions`` (completions reported by host functions)."""
+    ``host_functions`` (completions reported by host functions). ``rank``: this process's rank
+    on the ``starpu-mpi`` engine (0 elsewhere); only rank 0's arrays hold the results, and
+    ``stats`` counts the tasks this rank ran."""
     tasks: list
     events: list
     stats: Any
@@ -339,6 +341,7 @@ class RunResult:
     launched: list = field(default_factory=list)
     grids: int = 0
     host_functions: int = 0
+    rank: int = 0
 
     def event_of(self, seq: int) -> Any:
         """The trace event of task ``seq``."""
@@ -370,6 +373,7 @@ class Program:
         self.schedule, self.target, self.module = sched, target, module
         self.workers, self._kernels = workers, kernels
         self.streams_on_device = True
+        self._compiled: Any = None          # the C enumerator (workload.cgen), once asked for
 
     @property
     def executor(self) -> Any:
@@ -531,12 +535,13 @@ class Program:
         result.issue_ns[t.seq] = time.monotonic_ns()
         rt.submit(h)
 
-    def _check_engine(self, engine: str, tasks: list[TaskInst]) -> None:
+    def _check_engine(self, engine: str, tasks: list[TaskInst], edges: bool = False) -> None:
         """PTOError, before anything runs, for a schedule knob ``engine`` cannot honour. Our
         runtime honours them all; StarPU orders tasks by their regions and places them by
         worker pinning only, so what needs explicit edges, issue control or a bounded window
         is refused rather than dropped (a structural edge between tasks that share a region
-        they write is kept: the regions order them)."""
+        they write is kept: the regions order them). ``edges``: the tasks go in through the C
+        enumerator's submitters, whose predecessors StarPU honours as tag dependencies."""
         from ..engines import DEFAULT, get_engine
         get_engine(engine)
         if engine == DEFAULT:
@@ -552,11 +557,12 @@ class Program:
             why = (f"task_window({s.window}, mode='abort'): StarPU's submission limit stalls, "
                    f"it cannot fail the submission")
         # a structural edge StarPU honours only where the two tasks' regions already order them
-        by_data = {(a.seq, b.seq) for a, b, *_ in conflicts(tasks)} if not why else set()
+        by_data = ({(a.seq, b.seq) for a, b, *_ in conflicts(tasks)} if not why and not edges
+                   else set())
         for t in tasks:
             if why:
                 break
-            bare = sorted(p for p in t.preds if (p, t.seq) not in by_data)
+            bare = [] if edges else sorted(p for p in t.preds if (p, t.seq) not in by_data)
             if bare:
                 why = (f"task {t.label} follows task(s) {bare} by the workload's structure (a "
                        f"sequential loop or a channel) with no region in common, which needs "
@@ -569,25 +575,41 @@ class Program:
                            f"engine 'pto')")
 
     def run(self, tensors: Mapping[str, np.ndarray] | None = None, *, engine: str = "pto",
-            **sizes: int) -> RunResult:
+            c_threads: int = 0, **sizes: int) -> RunResult:
         """Run the workload on ``tensors`` (``sizes``: its loop bounds) on ``engine``
         (:mod:`pto_core.engines`): ``"pto"``, our runtime, honours every knob; ``"starpu"``
         honours dispatch (round_robin, affinity and hash pin a task to its StarPU worker,
         work_steal leaves the worker to StarPU's scheduler) and task_window (stall: StarPU's
         submission limit), and orders tasks by their regions; any other knob is refused before
         a task runs. A StarPU run records no trace
-        (``events`` and ``worker_of`` are empty).
+        (``events`` and ``worker_of`` are empty). ``"starpu-mpi"``: the same in every rank of
+        an MPI job (``mpirun -np N python PROGRAM``, each rank calling ``run`` alike); dispatch's
+        worker w is StarPU worker w // N of rank w % N, and the results are gathered into rank
+        0's arrays (``RunResult.rank``).
+
+        ``c_threads`` = n > 0: the workload's C enumerator (:mod:`.cgen`) submits the tasks,
+        the outermost ``parallel_for`` split between n threads, each through a submitter of its
+        own; the structural edges go in as the submitters' predecessors, which StarPU honours
+        (tag dependencies), so a ``sequential`` order with no region in common runs there too.
+        It takes kernels the program built (a backend whose kernels run on host threads,
+        ``arm64``) and a schedule without dispatch, streams, timing or task_window; ``events``
+        are not recorded, and ``tasks`` is the enumeration order (the runtime's ids
+        interleave by batch).
 
         >>> prog.run({"x": x, "y": y}, engine="starpu", n=4)      # doctest: +SKIP
         """
         from ..runtime import PTORuntimeError, Runtime
         s = self.schedule
         tensors = dict(tensors or {})
+        if c_threads != 0:
+            c_threads = _positive(c_threads, "run: c_threads")
         tasks = enumerate_tasks(s.workload, sizes)
-        self._check_engine(engine, tasks)
+        self._check_engine(engine, tasks, edges=c_threads > 0)
         check_overlaps(tasks)                   # within a process too; channels order the rest
         for t in tasks:
             self._check_binary_args(t)
+        if c_threads:
+            return self._run_in_c(tensors, engine, c_threads, tasks, sizes)
         stream = self._streams(tasks)
         order = self._issue_order(tasks, stream)
         # tensors not given: intermediates, runtime-owned, with a scope per iteration that keeps them
@@ -619,6 +641,43 @@ class Program:
                                         rid, last_in_stream, result)
         seq_of = {v: k for k, v in rid.items()}
         result.worker_of = {seq_of[e.task]: e.worker for e in result.events}
+        return result
+
+    def _run_in_c(self, tensors: dict, engine: str, threads: int, tasks: list[TaskInst],
+                  sizes: Mapping[str, int]) -> RunResult:
+        """``run`` with the tasks submitted by the workload's C enumerator from ``threads``
+        threads (see ``run``)."""
+        from ..engines import get_engine
+        from ..runtime import PTORuntimeError, Runtime
+        from .cgen import compile_c
+        s = self.schedule
+        why = None
+        if not isinstance(self._kernels, _Built):
+            why = (f"its tasks call the kernels by address: compile for a backend whose kernels "
+                   f"run on host threads (arm64), not {self.target!r}")
+        elif s.dispatch_ or s.streams_ or s.timing_.kind != "immediate" or s.window:
+            why = ("it submits in enumeration order: no dispatch, streams, timing or "
+                   "task_window")
+        elif get_engine(engine).mpi and any(t.preds for t in tasks):
+            why = (f"engine '{engine}' orders tasks by their regions only, and the workload has "
+                   f"structural edges")
+        if why:
+            raise PTOError(f"run(c_threads={threads}): the C enumerator cannot run this "
+                           f"program: {why}")
+        temps = plan_intermediates(s.workload, tasks, set(tensors), self._elem_size)
+        if self._compiled is None:
+            self._compiled = compile_c(s.workload)
+        cw = self._compiled
+        kernels = {k: self._kernels.binary.kernel_address(k) for k in cw.kernels}
+        result = RunResult(tasks=list(tasks), events=[], stats=None)
+        with Runtime(num_workers=self.workers, threshold=1, engine=engine) as rt:
+            cw.enumerate(rt, tensors, kernels=kernels, threads=threads,
+                         intermediates=temps.sizes, **sizes)
+            try:
+                rt.run()
+            except PTORuntimeError as e:
+                raise PTOError(f"the C-enumerated run failed: {e}") from e
+            result.stats, result.rank = rt.stats(), rt.rank
         return result
 
     def _execute_on_device(self, ex: Any, rt: Any, tasks: list, order: list, tensors: dict,
@@ -700,6 +759,7 @@ class Program:
                 raise
             raise PTOError(f"task {tasks[failed].label} failed: {e}") from e
         result.stats = rt.stats()
+        result.rank = rt.rank
         if rt.engine == "pto":          # the other engines record no trace here
             result.events = sorted(rt.trace_events(), key=lambda e: (e.start_ns, e.task))
         result.runtime_id = rid

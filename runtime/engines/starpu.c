@@ -20,7 +20,9 @@
  * StarPU CPU worker; at most STARPU_MAXCPUS of them, and 0 workers means one), there is no
  * task window (StarPU keeps every submitted task until it ran), no dump or graph record (the
  * trace and statistics of PTO_TRACE / PTO_STATS are observe.c's, written at shutdown),
- * and explicit edges (pto_task_add_successor) are refused (PTO_EINVAL). Affinity
+ * and explicit edges (pto_task_add_successor) are refused (PTO_EINVAL). Several threads submit
+ * through submitters (submitters.c): their batches enter under submit_mu, and their tasks carry
+ * StarPU tags (the task id), so a submitter's predecessors become tag dependencies. Affinity
  * (pto_task_set_affinity, a workload schedule's dispatch) names a StarPU CPU worker: steal == 0
  * pins the task to it, steal != 0 leaves the choice to StarPU's scheduler. Safe mode
  * (execution_task_threshold 0) pauses StarPU's workers until pto_runtime_run; a threshold > 0
@@ -47,13 +49,15 @@
  * inputs count) and migrated to its owner before use; after the run every written region is
  * gathered to rank 0. Regions of a tensor must be equal or disjoint there. A failed kernel on
  * any rank fails the run on every rank (an MPI_Allgather after the run), naming task and rank;
- * a kernel stuck past the deadline aborts the job (MPI_Abort) after saying which. MPI is
+ * a kernel stuck past the deadline aborts the job (MPI_Abort) after saying which. One submitter
+ * at a time there, and no predecessors (a tag is local to a rank). MPI is
  * initialised with MPI_THREAD_MULTIPLE (or taken as it is) and finalised at exit.
  */
 #define _GNU_SOURCE 1
 #include "pto_runtime.h"
 #include "common.h"
 #include "observe.h"
+#include "submitters.h"
 #include "temps.h"
 
 #include <errno.h>
@@ -148,6 +152,11 @@ struct PTORuntime {
     _Atomic(EngTask*) running[STARPU_NMAXWORKERS];
     Buffers bufs;                      /* reused by every submission */
     EngObs* obs;                       /* PTO_TRACE / PTO_STATS records, or NULL */
+    /* submitters (submitters.c): their batches enter under submit_mu, one writer at a time */
+    pthread_mutex_t submit_mu;
+    int32_t submitters;                /* open now (under submit_mu) */
+    uint8_t* tagged;                   /* per task id: 1 when it carries StarPU tag `id` */
+    int64_t cap_tagged;
 #ifdef PTO_ENGINE_MPI
     int rank, nranks, grid_p, grid_q;  /* this rank, the world, the P x Q process grid */
     int64_t next_tag;
@@ -378,6 +387,7 @@ int pto_runtime_init(PTORuntime** out, const PTORuntimeConfig* cfg) {
     atomic_store(&rt->failed_worker, -1);
     pthread_mutex_init(&rt->done_mu, NULL);
     pthread_cond_init(&rt->done_cv, NULL);
+    pthread_mutex_init(&rt->submit_mu, NULL);
     pthread_once(&g_codelet_once, codelet_init);
 
     setenv("STARPU_SILENT", "1", 0);
@@ -394,6 +404,7 @@ int pto_runtime_init(PTORuntime** out, const PTORuntimeConfig* cfg) {
     if (rc < 0) {
         pthread_mutex_destroy(&rt->done_mu);
         pthread_cond_destroy(&rt->done_cv);
+        pthread_mutex_destroy(&rt->submit_mu);
         free(rt);
         atomic_store(&g_active, 0);
         return rc;
@@ -405,6 +416,7 @@ int pto_runtime_init(PTORuntime** out, const PTORuntimeConfig* cfg) {
     if (rc != 0) {
         pthread_mutex_destroy(&rt->done_mu);
         pthread_cond_destroy(&rt->done_cv);
+        pthread_mutex_destroy(&rt->submit_mu);
         free(rt);
         atomic_store(&g_active, 0);
         return rt_fail(rc == -ENODEV ? PTO_EWORKERS : PTO_EINVAL, "starpu_init failed (%d: %s) with %d CPU worker(s)",
@@ -511,6 +523,8 @@ void pto_runtime_destroy(PTORuntime* rt) {
     engine_temps_free(rt);              /* StarPU let go of the intermediates' buffers */
     pthread_mutex_destroy(&rt->done_mu);
     pthread_cond_destroy(&rt->done_cv);
+    pthread_mutex_destroy(&rt->submit_mu);
+    free(rt->tagged);
     free(rt);
     atomic_store(&g_active, 0);
 }
@@ -852,8 +866,23 @@ static int32_t submit_mpi(PTORuntime* rt, EngTask* t) {
 }
 #endif
 
-/* Hand a complete task to StarPU: its own regions, then the regions they overlap. */
-static int32_t submit(PTORuntime* rt, EngTask* t) {
+/* Room in rt->tagged for task id `id`. */
+static int grow_tagged(PTORuntime* rt, int64_t id) {
+    if (id < rt->cap_tagged) return PTO_OK;
+    int64_t cap = rt->cap_tagged ? 2 * rt->cap_tagged : 1024;
+    while (cap <= id) cap *= 2;
+    uint8_t* n = realloc(rt->tagged, (size_t)cap);
+    if (!n) return PTO_ENOMEM;
+    memset(n + rt->cap_tagged, 0, (size_t)(cap - rt->cap_tagged));
+    rt->tagged = n;
+    rt->cap_tagged = cap;
+    return PTO_OK;
+}
+
+/* Hand a complete task to StarPU: its own regions, then the regions they overlap. A `tagged`
+ * task carries StarPU tag `id` (so a later task can follow it) and starts only after the tags
+ * of preds[0..npred) (tasks already submitted, tagged: engine_submit_after checked them). */
+static int32_t submit(PTORuntime* rt, EngTask* t, const int32_t* preds, int32_t npred, bool tagged) {
     const char* name = t->name;
     Buffers* b = &rt->bufs;
     b->n = 0;
@@ -865,7 +894,7 @@ static int32_t submit(PTORuntime* rt, EngTask* t) {
         for (int32_t j = 0; j < r->noverlaps && rc >= 0; j++)
             rc = add_buffer(b, r->overlaps[j]->handle, sp_mode(t->acc[k].mode));
     }
-    if (rc < 0) { free(t); return rc; }
+    if (rc < 0 || (tagged && (rc = grow_tagged(rt, rt->next_id)) < 0)) { free(t); return rc; }
     const int32_t n = b->n;
     starpu_data_handle_t* h = b->h;
     enum starpu_data_access_mode* m = b->m;
@@ -904,10 +933,22 @@ static int32_t submit(PTORuntime* rt, EngTask* t) {
     t->id = rt->next_id++;
     const int32_t id = t->id;
     rt->submitted++;
-    rc = rt->obs && obs_name(rt->obs, id, name) < 0 ? -ENOMEM : starpu_task_submit(st);
+    rc = PTO_OK;
+    if (tagged) {
+        st->use_tag = 1;
+        st->tag_id = (starpu_tag_t)id;
+        rt->tagged[id] = 1;
+        starpu_tag_t few[16], *tags = npred <= 16 ? few : malloc((size_t)npred * sizeof *tags);
+        if (!tags) npred = 0, rc = -ENOMEM;
+        for (int32_t k = 0; k < npred; k++) tags[k] = (starpu_tag_t)preds[k];
+        if (npred > 0) starpu_tag_declare_deps_array((starpu_tag_t)id, (unsigned)npred, tags);
+        if (tags != few) free(tags);
+    }
+    if (rc == PTO_OK) rc = rt->obs && obs_name(rt->obs, id, name) < 0 ? -ENOMEM : starpu_task_submit(st);
     if (rc != 0) {
         rt->submitted--;
         rt->next_id--;
+        if (tagged) rt->tagged[id] = 0;
         st->cl_arg_free = 0;
         starpu_task_destroy(st);
         free(t);
@@ -918,8 +959,10 @@ static int32_t submit(PTORuntime* rt, EngTask* t) {
     return id;
 }
 
-int32_t pto_task_submit_v(PTORuntime* rt, const char* func_name, PTOKernelFunc func_ptr, int32_t buffer_bytes,
-                          int32_t worker_type, const PTOTaskArg* args, int32_t num_args) {
+/* pto_task_submit_v, the task `tagged` and following preds[0..npred) (see submit). */
+static int32_t submit_args(PTORuntime* rt, const char* func_name, PTOKernelFunc func_ptr, int32_t buffer_bytes,
+                           int32_t worker_type, const PTOTaskArg* args, int32_t num_args, const int32_t* preds,
+                           int32_t npred, bool tagged) {
     int rc;
     PTOTaskArg renamed[PTO_MAX_ARGS];   /* runtime-owned intermediates as regions of buffers */
     if (num_args > 0 && args && engine_temps_any(args, num_args)) {
@@ -942,7 +985,49 @@ int32_t pto_task_submit_v(PTORuntime* rt, const char* func_name, PTOKernelFunc f
         }
     }
     if (rc < 0) { free(t); return rc; }
-    return submit(rt, t);
+    return submit(rt, t, preds, npred, tagged);
+}
+
+int32_t pto_task_submit_v(PTORuntime* rt, const char* func_name, PTOKernelFunc func_ptr, int32_t buffer_bytes,
+                          int32_t worker_type, const PTOTaskArg* args, int32_t num_args) {
+    return submit_args(rt, func_name, func_ptr, buffer_bytes, worker_type, args, num_args, NULL, 0, false);
+}
+
+/* ---- submitters (submitters.c): their tasks carry tags, so later ones can follow them */
+
+pthread_mutex_t* engine_submit_lock(PTORuntime* rt) { return &rt->submit_mu; }
+
+int engine_submitter_count(PTORuntime* rt, int delta) {
+    pthread_mutex_lock(&rt->submit_mu);
+    int rc = delta > 0 ? check_building(rt) : PTO_OK;
+#ifdef PTO_ENGINE_MPI
+    /* every rank must register the same regions in the same order: one thread submits */
+    if (rc == PTO_OK && delta > 0 && rt->submitters > 0)
+        rc = rt_fail(PTO_ESTATE, "pto_submitter_open: the starpu-mpi engine takes one submitter at a time (every "
+                     "rank must submit the same tasks in the same order; enumerate with one thread)");
+#endif
+    if (rc == PTO_OK) rt->submitters += delta;
+    pthread_mutex_unlock(&rt->submit_mu);
+    return rc;
+}
+
+int32_t engine_submit_after(PTORuntime* rt, const char* func_name, PTOKernelFunc func_ptr, int32_t buffer_bytes,
+                            int32_t worker_type, const PTOTaskArg* args, int32_t num_args, const int32_t* preds,
+                            int32_t npred) {
+    const char* name = func_name ? func_name : "task";
+#ifdef PTO_ENGINE_MPI
+    if (npred > 0)
+        return rt_fail(PTO_EINVAL, "task '%s' follows %d task(s) by explicit edges: the starpu-mpi engine orders "
+                       "tasks by their regions only (a predecessor may run on another rank)", name, (int)npred);
+#endif
+    for (int32_t k = 0; k < npred; k++) {
+        if (preds[k] < 0 || preds[k] >= rt->next_id)
+            return rt_fail(PTO_ETASKID, "task '%s': predecessor %d is no task of this runtime", name, (int)preds[k]);
+        if (preds[k] >= rt->cap_tagged || !rt->tagged[preds[k]])
+            return rt_fail(PTO_EINVAL, "task '%s': predecessor %d was submitted directly; on the StarPU engine a "
+                           "submitter's task follows only tasks that came through submitters", name, (int)preds[k]);
+    }
+    return submit_args(rt, func_name, func_ptr, buffer_bytes, worker_type, args, num_args, preds, npred, true);
 }
 
 /* Range tasks: StarPU gets the per-tile loop, one task per tile (pto_runtime.h). */
@@ -1052,7 +1137,7 @@ int pto_task_submit(PTORuntime* rt, int32_t task) {
     EngTask* t = building(rt, task, &err);
     if (!t) return err;
     rt->open_task = NULL;
-    int32_t id = submit(rt, t);
+    int32_t id = submit(rt, t, NULL, 0, false);
     return id < 0 ? id : PTO_OK;
 }
 
@@ -1137,6 +1222,8 @@ int pto_runtime_run(PTORuntime* rt) {
     if (rt->shut) return PTO_ESHUTDOWN;
     if (rt->ran) return PTO_ESTATE;
     if (rt->open_task && !atomic_load(&rt->halt)) return PTO_ESTATE;
+    if (rt->submitters > 0)
+        return rt_fail(PTO_ESTATE, "pto_runtime_run: %d submitter(s) still open; close them first", rt->submitters);
     rt->ran = true;
     resume(rt);
     int rc = wait_done(rt);

@@ -1,0 +1,136 @@
+/* submitters.c - several threads submitting into an engine other than ours (see submitters.h).
+ *
+ * A submitter copies its thread's tasks into a queue of its own, touching nothing shared. Every
+ * PTO_SUBMIT_BATCH tasks the queue enters the graph if the engine's lock is free at once, else it
+ * goes on growing and waits for the lock at SUBMIT_MAX_QUEUED; pto_submitter_flush and _close
+ * always enter. Tickets (PTO_TICKET(k)) among the predecessors become the ids their tasks got. */
+#define _GNU_SOURCE 1
+#include "submitters.h"
+#include "common.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct Queued {
+    const char*   name;
+    PTOKernelFunc fn;
+    int32_t       buffer_bytes, worker_type;
+    int32_t       arg0, nargs;             /* into args */
+    int32_t       pred0, npred;            /* into preds: ids >= 0, PTO_TICKET(k) < 0 */
+} Queued;
+
+#define SUBMIT_MAX_QUEUED (16 * PTO_SUBMIT_BATCH)
+
+struct PTOSubmitter {
+    PTORuntime* rt;
+    Queued*     q;     int32_t nq, cap_q;
+    PTOTaskArg* args;  int32_t nargs, cap_args;
+    int32_t*    preds; int32_t npreds, cap_preds;
+    int32_t*    ids;   int64_t nids, cap_ids;  /* per ticket: its task id once entered (-1 before) */
+    int         err;
+    char*       msg;                           /* pto_last_error of the first error */
+};
+
+static int grow(void** p, int32_t* cap, int64_t need, size_t elem) {
+    if (need <= *cap) return PTO_OK;
+    if (need > INT32_MAX / 2) return PTO_ENOMEM;
+    int32_t c = *cap ? *cap : 64;
+    while (c < need) c *= 2;
+    void* n = realloc(*p, (size_t)c * elem);
+    if (!n) return PTO_ENOMEM;
+    *p = n; *cap = c;
+    return PTO_OK;
+}
+
+/* Keep the first error and its message; returns it with the message set on this thread. */
+static int fail(PTOSubmitter* s, int code) {
+    if (!s->err) {
+        s->err = code;
+        const char* m = pto_last_error();
+        s->msg = strdup(m[0] ? m : pto_strerror(code));
+    }
+    return rt_fail(s->err, "%s", s->msg ? s->msg : pto_strerror(s->err));
+}
+
+/* The queue enters the graph, in order; with `wait` == 0 only if the lock is free at once. */
+static int enter(PTOSubmitter* s, int wait) {
+    if (s->err) return fail(s, s->err);
+    if (s->nq == 0) return PTO_OK;
+    pthread_mutex_t* mu = engine_submit_lock(s->rt);
+    if (wait) pthread_mutex_lock(mu);
+    else if (pthread_mutex_trylock(mu) != 0) return PTO_OK;
+    const int64_t first = s->nids - s->nq;      /* the queue's first ticket */
+    int rc = PTO_OK;
+    for (int32_t i = 0; i < s->nq && rc == PTO_OK; i++) {
+        const Queued* q = &s->q[i];
+        int32_t* p = &s->preds[q->pred0];
+        for (int32_t k = 0; k < q->npred; k++)      /* tickets -> ids (earlier tasks: entered) */
+            if (p[k] < 0) p[k] = s->ids[-1 - (int64_t)p[k]];
+        const int32_t id = engine_submit_after(s->rt, q->name, q->fn, q->buffer_bytes, q->worker_type,
+                                               &s->args[q->arg0], q->nargs, p, q->npred);
+        if (id < 0) rc = id;
+        else s->ids[first + i] = id;
+    }
+    pthread_mutex_unlock(mu);
+    s->nq = s->nargs = s->npreds = 0;
+    return rc < 0 ? fail(s, rc) : PTO_OK;
+}
+
+PTOSubmitter* pto_submitter_open(PTORuntime* rt) {
+    if (!rt || engine_submitter_count(rt, 1) < 0) return NULL;
+    PTOSubmitter* s = calloc(1, sizeof *s);
+    if (!s) { engine_submitter_count(rt, -1); return NULL; }
+    s->rt = rt;
+    return s;
+}
+
+int64_t pto_submitter_task(PTOSubmitter* s, const char* func_name, PTOKernelFunc func_ptr, int32_t buffer_bytes,
+                           int32_t worker_type, const PTOTaskArg* args, int32_t num_args, const int32_t* preds,
+                           int32_t npred) {
+    if (!s) return PTO_EINVAL;
+    if (s->err) return fail(s, s->err);
+    if (num_args < 0 || (num_args > 0 && !args) || npred < 0 || (npred > 0 && !preds))
+        return rt_fail(PTO_EINVAL, "pto_submitter_task '%s': bad argument or predecessor list",
+                       func_name ? func_name : "task");
+    for (int32_t i = 0; i < npred; i++)
+        if (preds[i] < 0 && -1 - (int64_t)preds[i] >= s->nids)
+            return rt_fail(PTO_ETASKID, "pto_submitter_task '%s': predecessor ticket %lld was never queued",
+                           func_name ? func_name : "task", (long long)(-1 - (int64_t)preds[i]));
+    if (s->nq >= PTO_SUBMIT_BATCH && s->nq % PTO_SUBMIT_BATCH == 0) {
+        int rc = enter(s, s->nq >= SUBMIT_MAX_QUEUED);
+        if (rc < 0) return rc;
+    }
+    if (grow((void**)&s->q, &s->cap_q, (int64_t)s->nq + 1, sizeof *s->q) < 0 ||
+        grow((void**)&s->args, &s->cap_args, (int64_t)s->nargs + num_args, sizeof *s->args) < 0 ||
+        grow((void**)&s->preds, &s->cap_preds, (int64_t)s->npreds + npred, sizeof *s->preds) < 0)
+        return fail(s, rt_fail(PTO_ENOMEM, "pto_submitter_task '%s': out of memory", func_name ? func_name : "task"));
+    if (s->nids == s->cap_ids) {
+        const int64_t c = s->cap_ids ? 2 * s->cap_ids : 1024;
+        int32_t* n = realloc(s->ids, (size_t)c * sizeof *n);
+        if (!n) return fail(s, rt_fail(PTO_ENOMEM, "pto_submitter_task: out of memory"));
+        s->ids = n; s->cap_ids = c;
+    }
+    s->q[s->nq++] = (Queued){func_name, func_ptr, buffer_bytes, worker_type, s->nargs, num_args, s->npreds, npred};
+    if (num_args) memcpy(&s->args[s->nargs], args, (size_t)num_args * sizeof *args);
+    s->nargs += num_args;
+    if (npred) memcpy(&s->preds[s->npreds], preds, (size_t)npred * sizeof *preds);
+    s->npreds += npred;
+    s->ids[s->nids] = -1;
+    return s->nids++;
+}
+
+int pto_submitter_flush(PTOSubmitter* s) { return s ? enter(s, 1) : PTO_EINVAL; }
+
+int32_t pto_submitter_task_id(PTOSubmitter* s, int64_t k) {
+    if (!s || k < 0 || k >= s->nids || s->ids[k] < 0) return PTO_ETASKID;
+    return s->ids[k];
+}
+
+int pto_submitter_close(PTOSubmitter* s) {
+    if (!s) return PTO_EINVAL;
+    const int rc = pto_submitter_flush(s);
+    engine_submitter_count(s->rt, -1);
+    free(s->q); free(s->args); free(s->preds); free(s->ids); free(s->msg);
+    free(s);
+    return rc;
+}

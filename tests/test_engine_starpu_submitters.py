@@ -1,0 +1,260 @@
+"""Submitters on the StarPU engine: a workload compiled to C (``workload.cgen``) enumerates into a
+StarPU runtime from one or two threads, each queuing into a ``pto_submitter`` of its own, and
+gives our engine's results. Its structural edges (a sequential loop's order, with or without a
+region in common) become StarPU tag dependencies, so the order holds where the regions say
+nothing: structural enumeration (arguments untracked) still runs every chain in order.
+
+StarPU runs in a child process with a deadline (as in test_engine_starpu_python.py), so a hang
+fails the test instead of stalling the suite."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from pto_core.engines import pkg_config_flags
+from pto_core.errors import PTOError
+
+ROOT = Path(__file__).parents[1]
+
+
+@pytest.fixture(scope="module", autouse=True)
+def starpu_installed():
+    try:
+        pkg_config_flags("starpu")
+    except PTOError as e:
+        pytest.skip(f"StarPU is not installed: {e}")
+
+
+def child(code: str, timeout: float = 300) -> str:
+    """Run ``code`` in a child Python; its stdout, or the test fails with what it said."""
+    r = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True,
+                       text=True, timeout=timeout, cwd=ROOT, env=dict(os.environ))
+    assert r.returncode == 0, r.stdout + r.stderr
+    return r.stdout
+
+
+# A for_each of three steps per row b, each step a load then a scale: the loads of a row write
+# the same tile of t (WAR/WAW with the scales before them), the scales accumulate into y[b]
+# (order matters: y = 3 y + ...), and the last steps of different rows share nothing.
+WORKLOAD = """
+    import ctypes, threading
+    import numpy as np
+    from pto_core.abi import KERNEL
+    from pto_core.runtime import KernelArgs, Runtime
+    from pto_core.workload import Dense, Tensor, for_each, parallel_for, sequential, task
+    from pto_core.workload.cgen import compile_c
+
+    N = 48
+    x, t, y, w = Tensor("x"), Tensor("t"), Tensor("y"), Tensor("w")
+    wl = parallel_for(Dense(N), lambda b: for_each(Dense(3), lambda j: sequential(
+        task("load", [x.read(b, 0, 1, 8), t.write(b, 0, 1, 8), j, b]),
+        task("scale", [t.read(b, 0, 1, 8), y.update(b, 0, 1, 8), w.read(0, 0, 1, 8), j, b]))))
+    log, lock = [], threading.Lock()
+
+    def load(p):
+        a = KernelArgs(p)
+        a.array(2, 1, 8)[:] = a.array(0, 1, 8) * 2 + a[4]
+        with lock:
+            log.append((a[5], "load", a[4]))
+        return 0
+
+    def scale(p):
+        a = KernelArgs(p)
+        out = a.array(2, 1, 8)
+        out[:] = out * 3 + a.array(0, 1, 8) + a.array(4, 1, 8)
+        with lock:
+            log.append((a[7], "scale", a[6]))
+        return 0
+
+    fns = {"load": KERNEL(load), "scale": KERNEL(scale)}
+    kernels = {k: ctypes.cast(f, ctypes.c_void_p).value for k, f in fns.items()}
+    cw = compile_c(wl)
+
+    def run(engine, threads, structural=False):
+        arrays = {"x": np.arange(N * 8, dtype=np.float32).reshape(N, 8) / 7,
+                  "t": np.zeros((N, 8), np.float32), "y": np.ones((N, 8), np.float32),
+                  "w": np.full((1, 8), 0.5, np.float32)}
+        log.clear()
+        with Runtime(num_workers=2, threshold=1, engine=engine) as rt:
+            cw.enumerate(rt, arrays, kernels=kernels, threads=threads, structural=structural)
+            rt.run()
+            done = rt.stats().tasks_completed
+        return arrays["y"], done, list(log)
+"""
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_a_c_enumerated_workload_gives_our_results_on_starpu(threads):
+    """Tracked (StarPU's handles order the regions) and structural (the arguments untracked:
+    only the submitted predecessors, as StarPU tags, order the tasks): our engine's bits."""
+    out = child(WORKLOAD + f"""
+    want, n, _ = run("pto", 1)
+    assert n == 6 * N
+    for structural in (False, True):
+        got, m, _ = run("starpu", {threads}, structural)
+        assert m == n, (structural, m, n)
+        assert np.array_equal(got, want), (structural, np.abs(got - want).max())
+    print("ok")
+    """)
+    assert out.strip() == "ok"
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_structural_predecessors_order_tasks_on_starpu(threads):
+    """Structural enumeration names no region to StarPU: the kernels' own log shows that each
+    row's six tasks still ran in the workload's order (load 0, scale 0, load 1, ...)."""
+    out = child(WORKLOAD + f"""
+    _, n, log = run("starpu", {threads}, structural=True)
+    assert n == len(log) == 6 * N
+    per_row = {{}}
+    for b, kind, j in log:                    # the log is in the order the kernels ran
+        per_row.setdefault(b, []).append((kind, j))
+    want = [(k, j) for j in range(3) for k in ("load", "scale")]
+    assert sorted(per_row) == list(range(N))
+    assert all(r == want for r in per_row.values()), per_row
+    print("ok")
+    """)
+    assert out.strip() == "ok"
+
+
+def test_arm64_kernels_and_intermediates_of_a_c_enumerated_workload_on_starpu(need_target):
+    """Built arm64 kernels (y = 2 (x + 1)) through a runtime-owned intermediate ``s``, enumerated
+    in C by one and by two threads: our engine's bits, one buffer per writing task."""
+    need_target("arm64")
+    out = child("""
+        import numpy as np
+        from pto_core import PTOFunctionBuilder, PTOModule
+        from pto_core.binary import BinaryCompiler
+        from pto_core.runtime import Runtime
+        from pto_core.workload import Dense, Tensor, parallel_for, sequential, task
+        from pto_core.workload.cgen import compile_c
+
+        m = PTOModule("cgen_starpu")
+        for name, op in (("inc", lambda b: b.adds("t", "t", 1.0)),
+                         ("dbl", lambda b: b.add("t", "t", "t"))):
+            b = (PTOFunctionBuilder(name, module=m).in_core().memref("a", "gm", "f32")
+                 .memref("b", "gm", "f32").tile("t", 4, 16, "f32").load("t", "a"))
+            op(b).store("b", "t").build()
+        binary = BinaryCompiler().compile("arm64", m)
+        x, s, y = Tensor("x"), Tensor("s"), Tensor("y")
+        w = parallel_for(Dense(6), lambda i: sequential(
+            task("inc", [x.read(i * 4, 0, 4, 16), s.write(i * 4, 0, 4, 16)]),
+            task("dbl", [s.read(i * 4, 0, 4, 16), y.write(i * 4, 0, 4, 16)])))
+        cw = compile_c(w)
+        xs = np.random.default_rng(0).standard_normal((24, 16)).astype(np.float32)
+        kernels = {k: binary.kernel_address(k) for k in ("inc", "dbl")}
+        got = {}
+        for engine, threads in (("pto", 1), ("starpu", 1), ("starpu", 2)):
+            ys = np.zeros_like(xs)
+            with Runtime(num_workers=2, threshold=1, engine=engine) as rt:
+                cw.enumerate(rt, {"x": xs, "y": ys}, kernels=kernels, threads=threads,
+                             intermediates={"s": 4})
+                rt.run()
+                st = rt.stats()
+            assert (st.tasks_completed, st.temp_buffers) == (12, 6), (engine, st)
+            got[engine, threads] = ys
+        np.testing.assert_allclose(got["pto", 1], 2 * (xs + 1), rtol=1e-6)
+        assert np.array_equal(got["starpu", 1], got["pto", 1])
+        assert np.array_equal(got["starpu", 2], got["pto", 1])
+        print("ok")
+    """)
+    assert out.strip() == "ok"
+
+
+def test_a_predecessor_submitted_directly_and_a_run_with_a_submitter_open_are_refused():
+    """On StarPU a submitter's task follows only tasks that came through submitters (they carry
+    the StarPU tags): one naming a directly submitted task is refused, the error kept by the
+    submitter and returned by its close; running while a submitter is open is refused."""
+    out = child("""
+        import ctypes as C
+        import numpy as np
+        from pto_core.runtime import Runtime, load_library
+
+        lib = load_library("starpu")
+        P, I32 = C.c_void_p, C.c_int32
+        lib.pto_submitter_open.restype, lib.pto_submitter_open.argtypes = P, [P]
+        lib.pto_submitter_task.restype = C.c_int64
+        lib.pto_submitter_task.argtypes = [P, C.c_char_p, P, I32, I32, P, I32, C.POINTER(I32), I32]
+        lib.pto_submitter_flush.restype, lib.pto_submitter_flush.argtypes = C.c_int, [P]
+        lib.pto_submitter_close.restype, lib.pto_submitter_close.argtypes = C.c_int, [P]
+        x = np.zeros((2, 4), np.float32)
+        with Runtime(num_workers=1, engine="starpu") as rt:
+            t = rt.task("direct", None)
+            rt.add_output(t, x, 0, 0, 1, 4)
+            rt.submit(t)
+            s = lib.pto_submitter_open(rt._handle())
+            preds = (I32 * 1)(0)
+            assert lib.pto_submitter_task(s, b"after", None, 0, -1, None, 0, preds, 1) == 0
+            print("flush", lib.pto_submitter_flush(s), lib.pto_last_error().decode())
+            print("run", lib.pto_runtime_run(rt._handle()), lib.pto_last_error().decode())
+            print("close", lib.pto_submitter_close(s), lib.pto_last_error().decode())
+            rt.run()
+            print("ran", rt.stats().tasks_completed)
+    """)
+    assert ("flush -1 task 'after': predecessor 0 was submitted directly; on the StarPU engine "
+            "a submitter's task follows only tasks that came through submitters") in out, out
+    assert "run -4 pto_runtime_run: 1 submitter(s) still open; close them first" in out, out
+    assert "close -1 task 'after': predecessor 0 was submitted directly" in out, out
+    assert "ran 1" in out, out
+
+
+def test_program_run_with_the_c_enumerator_honours_structural_edges_on_starpu(need_target):
+    """A sequential pair with no region in common (inc writes y, dbl writes z, both read x): the
+    Python issue path refuses it on StarPU (it would need an explicit edge); the C enumerator's
+    submitters give the edge to StarPU as a tag, so it runs, from 1 and 2 threads, with our
+    engine's bits, the intermediate ``s`` included."""
+    need_target("arm64")
+    out = child("""
+        import numpy as np
+        from pto_core import PTOFunctionBuilder, PTOModule
+        from pto_core.errors import PTOError
+        from pto_core.workload import Dense, Tensor, parallel_for, round_robin, sequential, task
+
+        m = PTOModule("cgen_program_starpu")
+        for name, op in (("inc", lambda b: b.adds("t", "t", 1.0)),
+                         ("dbl", lambda b: b.add("t", "t", "t"))):
+            b = (PTOFunctionBuilder(name, module=m).in_core().memref("a", "gm", "f32")
+                 .memref("b", "gm", "f32").tile("t", 4, 16, "f32").load("t", "a"))
+            op(b).store("b", "t").build()
+        x, s, y, z = Tensor("x"), Tensor("s"), Tensor("y"), Tensor("z")
+        n = 8
+        w = parallel_for(Dense(n), lambda i: sequential(
+            task("inc", [x.read(i * 4, 0, 4, 16), s.write(i * 4, 0, 4, 16)]),
+            task("dbl", [s.read(i * 4, 0, 4, 16), y.write(i * 4, 0, 4, 16)]),
+            task("dbl", [x.read(i * 4, 0, 4, 16), z.write(i * 4, 0, 4, 16)])))
+        prog = w.schedule().compile("arm64", module=m)
+        xs = np.random.default_rng(5).standard_normal((n * 4, 16)).astype(np.float32)
+
+        def run(engine, c_threads):
+            ys, zs = np.zeros_like(xs), np.zeros_like(xs)
+            r = prog.run({"x": xs, "y": ys, "z": zs}, engine=engine, c_threads=c_threads)
+            assert r.stats.tasks_completed == 3 * n, r.stats
+            return ys, zs
+
+        try:
+            run("starpu", 0)
+        except PTOError as e:
+            print("python path:", e)
+        want = run("pto", 0)
+        np.testing.assert_allclose(want[0], 2 * (xs + 1), rtol=1e-6)
+        np.testing.assert_allclose(want[1], 2 * xs, rtol=1e-6)
+        for engine, threads in (("pto", 1), ("starpu", 1), ("starpu", 2)):
+            got = run(engine, threads)
+            assert all(np.array_equal(a, b) for a, b in zip(got, want)), (engine, threads)
+        try:
+            w.schedule().dispatch(round_robin(2)).compile("arm64", module=m).run(
+                {"x": xs, "y": xs.copy(), "z": xs.copy()}, engine="starpu", c_threads=1)
+        except PTOError as e:
+            print("dispatch:", e)
+        print("ok")
+    """)
+    assert "python path: engine 'starpu' cannot honour this schedule" in out, out
+    assert ("dispatch: run(c_threads=1): the C enumerator cannot run this program: it submits "
+            "in enumeration order: no dispatch") in out, out
+    assert out.strip().endswith("ok"), out
