@@ -125,7 +125,8 @@ def test_structural_predecessors_order_tasks_on_starpu(threads):
 
 def test_arm64_kernels_and_intermediates_of_a_c_enumerated_workload_on_starpu(need_target):
     """Built arm64 kernels (y = 2 (x + 1)) through a runtime-owned intermediate ``s``, enumerated
-    in C by one and by two threads: our engine's bits, one buffer per writing task."""
+    in C by one and by two threads, without and with a scope per iteration (the submitters'
+    scope events): our engine's bits, one buffer per writing task."""
     need_target("arm64")
     out = child("""
         import numpy as np
@@ -150,18 +151,19 @@ def test_arm64_kernels_and_intermediates_of_a_c_enumerated_workload_on_starpu(ne
         xs = np.random.default_rng(0).standard_normal((24, 16)).astype(np.float32)
         kernels = {k: binary.kernel_address(k) for k in ("inc", "dbl")}
         got = {}
-        for engine, threads in (("pto", 1), ("starpu", 1), ("starpu", 2)):
+        for engine, threads, scopes in (("pto", 1, 0), ("starpu", 1, 0), ("starpu", 2, 0),
+                                        ("starpu", 1, 1), ("starpu", 2, 1)):
             ys = np.zeros_like(xs)
             with Runtime(num_workers=2, threshold=1, engine=engine) as rt:
                 cw.enumerate(rt, {"x": xs, "y": ys}, kernels=kernels, threads=threads,
-                             intermediates={"s": 4})
+                             intermediates={"s": 4}, scope_depth=scopes)
                 rt.run()
                 st = rt.stats()
             assert (st.tasks_completed, st.temp_buffers) == (12, 6), (engine, st)
-            got[engine, threads] = ys
-        np.testing.assert_allclose(got["pto", 1], 2 * (xs + 1), rtol=1e-6)
-        assert np.array_equal(got["starpu", 1], got["pto", 1])
-        assert np.array_equal(got["starpu", 2], got["pto", 1])
+            got[engine, threads, scopes] = ys
+        np.testing.assert_allclose(got["pto", 1, 0], 2 * (xs + 1), rtol=1e-6)
+        for k, ys in got.items():           # a scope per iteration (scope_depth=1) too
+            assert np.array_equal(ys, got["pto", 1, 0]), k
         print("ok")
     """)
     assert out.strip() == "ok"
@@ -258,3 +260,39 @@ def test_program_run_with_the_c_enumerator_honours_structural_edges_on_starpu(ne
     assert ("dispatch: run(c_threads=1): the C enumerator cannot run this program: it submits "
             "in enumeration order: no dispatch") in out, out
     assert out.strip().endswith("ok"), out
+
+
+def test_submitter_scopes_on_starpu_nest_and_misuse_is_refused():
+    """pto_submitter_scope_begin/end on the StarPU engine return the depth; ending a scope that
+    is not open and flushing with one open are PTO_ESTATE with a message; close ends the scopes
+    left open, and the queued tasks run."""
+    out = child("""
+        import ctypes as C
+        import numpy as np
+        from pto_core.runtime import Runtime, load_library
+
+        lib = load_library("starpu")
+        P, I32 = C.c_void_p, C.c_int32
+        lib.pto_submitter_open.restype, lib.pto_submitter_open.argtypes = P, [P]
+        lib.pto_submitter_task.restype = C.c_int64
+        lib.pto_submitter_task.argtypes = [P, C.c_char_p, P, I32, I32, P, I32, C.POINTER(I32), I32]
+        for f in ("flush", "close", "scope_begin", "scope_end"):
+            fn = getattr(lib, "pto_submitter_" + f)
+            fn.restype, fn.argtypes = C.c_int, [P]
+        with Runtime(num_workers=1, engine="starpu") as rt:
+            s = lib.pto_submitter_open(rt._handle())
+            print("end0", lib.pto_submitter_scope_end(s), lib.pto_last_error().decode())
+            print("depth", lib.pto_submitter_scope_begin(s), lib.pto_submitter_scope_begin(s))
+            for k in range(3):
+                assert lib.pto_submitter_task(s, b"t%d" % k, None, 0, -1, None, 0, None, 0) == k
+            print("end1", lib.pto_submitter_scope_end(s))
+            print("flush", lib.pto_submitter_flush(s), lib.pto_last_error().decode())
+            print("close", lib.pto_submitter_close(s))
+            rt.run()
+            print("ran", rt.stats().tasks_completed)
+    """)
+    assert ("end0 -4 pto_submitter_scope_end without an open pto_submitter_scope_begin"
+            in out), out
+    assert "depth 1 2" in out and "end1 1" in out, out
+    assert "flush -4 pto_submitter_flush: 1 scope(s) of this submitter open" in out, out
+    assert "close 0" in out and "ran 3" in out, out
