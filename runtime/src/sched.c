@@ -451,7 +451,11 @@ void sched_finish(PTORuntime* rt, int32_t id, int32_t status, PTOWorker* w) {
     if (w && status == 0) {
         /* Workers count retirements locally and publish them in batches (and whenever they
          * run out of work): a shared counter bumped per task would bounce between cores. */
-        sched_notify_waiters(rt, id, -1);      /* the orchestrator may wait for this very task */
+        /* The orchestrator may wait for this very task. (One waiting for the whole run hears from
+         * sched_flush_retired, and a halt has woken it already: neither needs a call per task.) */
+        if (atomic_load_explicit(&rt->waiters, memory_order_seq_cst) > 0 &&
+            atomic_load_explicit(&rt->wait_id, memory_order_relaxed) == id)
+            sched_notify_waiters(rt, id, -1);
         if (++w->retired_local >= PTO_RETIRE_BATCH) sched_flush_retired(rt, w);
         return;
     }
