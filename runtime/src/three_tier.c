@@ -709,8 +709,8 @@ static inline bool shares_cpu(const PTOScheduler* S, int32_t c) {
     return me >= 0 && atomic_load_explicit(&S->rt->t3->hs[c].cpu, memory_order_relaxed) == me;
 }
 
-/* More work for core c while it runs its batch: the consumer queued behind the batch's last
- * entry when that entry is its last producer, else ready tasks. A core on another CPU than its
+/* More work for core c while it runs its batch: a consumer of the batch's last entry whose
+ * producers left are all on this core's ring (chained_successor), else ready tasks. A core on another CPU than its
  * scheduler gets at most T3_AHEAD entries it has not finished and at most its share of the ready
  * queues: the scheduler completes entries as the core finishes them instead of after a burst of
  * appends (a burst of 32 made a completion wait for the appends and completions queued before it,
