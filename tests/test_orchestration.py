@@ -399,3 +399,64 @@ def test_the_range_tasks_option_keeps_every_tile_its_own_task(tmp_path):
     assert "pto_task_submit_range(" not in per_tile and "pto_task_submit_v(" in per_tile
     ranged = orchestration(CompileOptions(), tmp_path / "b")
     assert len(re.findall(r"pto_task_submit_range\(", ranged)) == 5
+
+
+# ---------------------------------------------------------------- the calling thread's part
+
+def _thread_recording_binding(module: PTOModule) -> str:
+    """Kernels that note which threads run them; one on any other thread than the calling one
+    waits (at most ``pto_test_wait_ms``, once per run) until a kernel ran on the calling
+    thread."""
+    m = c_module_name(module)
+    lines = ['#include "pto_runtime.h"', "#include <stdatomic.h>", "#include <sys/syscall.h>",
+             "#include <time.h>", "#include <unistd.h>",
+             "long pto_test_caller;                 /* the calling thread's id, set by the test */",
+             "int pto_test_wait_ms;", "atomic_int pto_test_on_caller, pto_test_gave_up;",
+             "atomic_long pto_test_others[8];       /* the other threads' ids, as they come */",
+             "static int32_t k(const int64_t* a) {",
+             "  (void)a; const long me = syscall(SYS_gettid);",
+             "  if (me == pto_test_caller) { atomic_store(&pto_test_on_caller, 1); return 0; }",
+             "  for (int i = 0; i < 8; i++) {",
+             "    long none = 0;",
+             "    if (atomic_compare_exchange_strong(&pto_test_others[i], &none, me) || none == me) break;",
+             "  }",
+             "  const struct timespec ms = {0, 1000000};",
+             "  for (int i = 0; !atomic_load(&pto_test_on_caller) && !atomic_load(&pto_test_gave_up); i++) {",
+             "    if (i >= pto_test_wait_ms) atomic_store(&pto_test_gave_up, 1);",
+             "    else nanosleep(&ms, NULL);",
+             "  }",
+             "  return 0; }"]
+    lines.append(f"const PTOKernelFunc pto_kernels_{m}[] = {{ "
+                 + ", ".join("k" for _ in kernel_order(module)) + " };")
+    lines.append(f"void pto_binding_setup_{m}(PTORuntime* rt) {{ (void)rt; }}")
+    return "\n".join(lines) + "\n"
+
+
+@pytest.mark.skipif(shutil.which("gcc") is None, reason="gcc is not installed")
+@pytest.mark.parametrize("threshold", [0, 1])
+def test_a_safe_mode_run_has_the_calling_thread_as_one_of_its_workers(tmp_path, threshold):
+    """In safe mode (threshold 0) the calling thread would only wait while the run goes on, so
+    it runs tasks: with 2 workers, one pool thread and the calling thread share the tiles (one
+    thread fewer to hand the run to). A pipelined run (threshold > 0) builds on the calling
+    thread while the workers run, so both workers are pool threads."""
+    import threading
+    m = range_module()
+    build_c_sources("orch", {"orch.c": emit_orchestration(m), "bind.c": _thread_recording_binding(m)},
+                    tmp_path, werror=True)
+    so = ctypes.CDLL(str(tmp_path / "liborch.so"))
+    ctypes.c_long.in_dll(so, "pto_test_caller").value = threading.get_native_id()
+    ctypes.c_int.in_dll(so, "pto_test_wait_ms").value = 20000 if threshold == 0 else 0
+    n = 16
+    shapes = derive_shapes(m, {"n": n}, {}, entry="orch")
+    arrays = {k: np.zeros(s, np.float32) for k, s in shapes.items()}
+    names = ("inp", "w", "mid", "out")
+    tens = (PTOTensor * 4)(*[PTOTensor(arrays[k].ctypes.data, *arrays[k].shape,
+                                       arrays[k].shape[1], 4, k.encode()) for k in names])
+    run = getattr(so, f"pto_module_run_{c_module_name(m)}")
+    assert run(tens, 4, (ctypes.c_int64 * 1)(n), 1, 2, threshold) == 0
+    on_caller = ctypes.c_int.in_dll(so, "pto_test_on_caller").value
+    others = {t for t in (ctypes.c_long * 8).in_dll(so, "pto_test_others") if t}
+    if threshold == 0:
+        assert on_caller == 1 and len(others) <= 1
+    else:
+        assert on_caller == 0 and len(others) >= 1

@@ -880,6 +880,7 @@ class CStyleRenderer:
                 text = f"(float)({v})" if isinstance(v, str) else self.literal(v, "float")
                 hoisted[(id(s), "s")] = f"_pto_s{k}"
                 out(f"const {vt} _pto_s{k} = {self.vec_dup(text)};")
+        private = self._group_private_tiles(fn, group) if cols % w == 0 else set()
         with self.row_loop(out, rows):
             self._row_pointers(out, fn, group, ptrs)
             for k, s in enumerate(group):
@@ -893,7 +894,7 @@ class CStyleRenderer:
             with out.block(f"for (; _pto_c + {w} <= {cols}; _pto_c += {w})"):
                 live: dict[str, str] = {}      # tile -> vector holding its current elements
                 for k, s in enumerate(group):
-                    self._vector_stmt(out, fn, s, k, ptrs, hoisted, live)
+                    self._vector_stmt(out, fn, s, k, ptrs, hoisted, live, private)
             if cols % w:
                 with out.block(f"for (; _pto_c < {cols}; _pto_c++)"):
                     for s in group:
@@ -903,8 +904,35 @@ class CStyleRenderer:
             out("}")
         return out.lines
 
+    def _group_private_tiles(self, fn: Function, group: list[Instr]) -> set[str]:
+        """Tiles of ``group`` that need no copy in memory: no other instruction of ``fn``
+        names them, the group writes each before it reads it, reads each only at the element
+        it computes (not as the broadcast operand of a row or column expansion), and keeps the
+        stored value in its register (:meth:`vec_holds_stored`). The vector loop then leaves
+        out their stores: writing a tile nobody reads cost a 32 KiB store stream per 64 x 128
+        f32 tile, which evicted the data the kernel streams through L1 (a compiler does not
+        remove such stores once they are vector intrinsics)."""
+        inside = {id(s) for s in group}
+        named = {v for s in fn.walk() if isinstance(s, Instr) and id(s) not in inside
+                 for v in s.operands if isinstance(v, str)}
+        written: set[str] = set()
+        unsafe: set[str] = set()
+        for s in group:
+            cat = s.opdef.category
+            if cat is Category.STORE:
+                reads = [s.operands[1]]
+            else:
+                reads = [s.operand(spec.name) for spec in s.opdef.reads]
+                if cat in (Category.ROW_EXPAND, Category.COL_EXPAND):
+                    unsafe.add(s.operand("b"))
+            unsafe.update(t for t in reads if isinstance(t, str) and t not in written)
+            if cat is not Category.STORE:
+                written.add(s.operands[0])
+        return {t for t in written - unsafe - named
+                if t in fn.tiles and self.vec_holds_stored(fn.type_of(t).dtype)}
+
     def _vector_stmt(self, out: _Out, fn: Function, s: Instr, k: int, ptrs: dict,
-                     hoisted: dict, live: dict[str, str]) -> None:
+                     hoisted: dict, live: dict[str, str], private: set[str]) -> None:
         vt = self.vec_type()
         cat = s.opdef.category
 
@@ -922,7 +950,8 @@ class CStyleRenderer:
             x = s.operands[0]
             dt = fn.type_of(x).dtype
             out(f"{vt} _pto_v{k} = {self.vec_load(dt, f'{ptrs[id(s)][0]} + _pto_c')};")
-            out(self.vec_store(dt, f"&{x}[_pto_r][_pto_c]", f"_pto_v{k}") + ";")
+            if x not in private:
+                out(self.vec_store(dt, f"&{x}[_pto_r][_pto_c]", f"_pto_v{k}") + ";")
             live[x] = f"_pto_v{k}"
             return
         if cat is Category.STORE:
@@ -937,7 +966,8 @@ class CStyleRenderer:
         dst = s.operands[0]
         dt = fn.type_of(dst).dtype
         out(f"{vt} _pto_v{k} = {self.vexpr(s.opdef.expr, env)};")
-        out(self.vec_store(dt, f"&{dst}[_pto_r][_pto_c]", f"_pto_v{k}") + ";")
+        if dst not in private:
+            out(self.vec_store(dt, f"&{dst}[_pto_r][_pto_c]", f"_pto_v{k}") + ";")
         if self.vec_holds_stored(dt):
             live[dst] = f"_pto_v{k}"
         else:

@@ -539,6 +539,10 @@ class _Emitter:
         self.out(f"pto_orch_msg_{m}[0] = 0;")
         self.out("if (rc < 0) return rc;")
         self.out(f"pto_binding_setup_{m}(rt);")
+        self.out("/* safe mode: the calling thread only waits during the run, so it is one of the "
+                 "workers (one pool thread")
+        self.out("   fewer to hand the run to; see pto_runtime_set_caller_runs) */")
+        self.out("if (cfg.execution_task_threshold == 0) pto_runtime_set_caller_runs(rt, 1);")
         self.out(f"_pto_args_{m} a = {{ tensors, scalars, PTO_OK }};")
         self.out(f"_pto_orch_{m}(rt, &a);")
         self.out("/* run what was submitted even after an orchestration error: nothing is left")

@@ -430,6 +430,7 @@ int64_t sched_ready_count(PTORuntime* rt);
 void sched_orch_waiting(PTORuntime* rt, bool waiting);
 bool sched_caller_step(PTORuntime* rt);     /* the orchestrating thread runs one ready task as its worker */
 void sched_caller_idle(PTORuntime* rt);     /* ... has none: publish what it retired */
+bool sched_caller_watch_run(PTORuntime* rt);   /* ... watches briefly for a task or the run's end; false: none came */
 
 /* sched.c: the pieces three_tier.c shares */
 int32_t sched_execute(PTORuntime* rt, PTOTask* t, int32_t worker_index);   /* call the kernel */

@@ -1113,6 +1113,7 @@ static int run_graph(PTORuntime* rt) {
             sched_caller_idle(rt);
             if (atomic_load(&rt->retired) >= total) break;
             if (spin < 1000) { rt_cpu_relax(); continue; }
+            if (sched_caller_watch_run(rt)) { spin = 0; continue; }   /* caller-runs: before it sleeps */
             if (rt_giving_up(rt)) break;
             atomic_store(&rt->wait_id, INT32_MAX);
             atomic_fetch_add(&rt->waiters, 1);

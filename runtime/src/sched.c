@@ -834,19 +834,23 @@ static void pool_watch(int i) {
     }
 }
 
+/* Slot i's next run's worker, or NULL: quit. A run that the watch sees starts without taking
+ * g_pool.mu: the runtime handing it over holds that mutex while it signals, and a thread that
+ * saw its work and then blocked on the mutex would sleep and be woken once more per run. */
+static PTOWorker* pool_next(int i) {
+    if (PTO_POOL_SPIN_NS > 0) pool_watch(i);
+    PTOWorker* w = __atomic_load_n(&g_pool.work[i], __ATOMIC_ACQUIRE);
+    if (w || __atomic_load_n(&g_pool.quit, __ATOMIC_ACQUIRE)) return w;
+    pthread_mutex_lock(&g_pool.mu);
+    while (!g_pool.work[i] && !g_pool.quit) pthread_cond_wait(&g_pool.cv[i], &g_pool.mu);
+    w = g_pool.work[i];
+    pthread_mutex_unlock(&g_pool.mu);
+    return w;
+}
+
 static void* pool_main(void* arg) {
     const int i = (int)(intptr_t)arg;
-    pthread_mutex_lock(&g_pool.mu);
-    for (;;) {
-        if (!g_pool.work[i] && !g_pool.quit && PTO_POOL_SPIN_NS > 0) {
-            pthread_mutex_unlock(&g_pool.mu);
-            pool_watch(i);
-            pthread_mutex_lock(&g_pool.mu);
-        }
-        while (!g_pool.work[i] && !g_pool.quit) pthread_cond_wait(&g_pool.cv[i], &g_pool.mu);
-        PTOWorker* w = g_pool.work[i];
-        if (!w) break;                         /* quit */
-        pthread_mutex_unlock(&g_pool.mu);
+    for (PTOWorker* w; (w = pool_next(i)) != NULL;) {
         worker_main(w);                        /* w may be freed once it returns (abandoned) */
         pthread_mutex_lock(&g_pool.mu);
         __atomic_store_n(&g_pool.work[i], NULL, __ATOMIC_RELEASE);
@@ -855,8 +859,8 @@ static void* pool_main(void* arg) {
             if (--g_pool.nstranded == 0) __atomic_store_n(&g_pool.busy, false, __ATOMIC_RELEASE);
         }
         pthread_cond_broadcast(&g_pool.done_cv);
+        pthread_mutex_unlock(&g_pool.mu);
     }
-    pthread_mutex_unlock(&g_pool.mu);
     return NULL;
 }
 
@@ -881,9 +885,44 @@ static bool pool_acquire(PTORuntime* rt, int32_t n) {
     return ok;
 }
 
+/* How long the calling thread of a caller-runs run (its only other threads: the pool's) watches
+ * for the pool threads to finish before it sleeps. Their last steps after a run's last task take
+ * microseconds when they are on a core; a sleep there costs the caller a context switch and a
+ * futex wake-up on the other side, twice per run (once for the run's end, once to get the pool
+ * back). Without caller-runs the caller does not watch: its threads then outnumber the CPUs, and
+ * a watching caller would take the core a worker needs. */
+#ifndef PTO_CALLER_WATCH_NS
+#define PTO_CALLER_WATCH_NS 100000
+#endif
+
+static bool caller_watch(PTORuntime* rt, bool (*done)(PTORuntime*)) {
+    if (rt->caller_slot < 0 || PTO_CALLER_WATCH_NS <= 0) return false;
+    const int64_t until = rt_now_ns() + PTO_CALLER_WATCH_NS;
+    for (uint32_t spin = 1;; spin++) {
+        if (done(rt)) return true;
+        rt_cpu_relax();
+        if ((spin & 63) == 0 && rt_now_ns() > until) return done(rt);
+    }
+}
+
+/* The caller's worker may run a task now, or the run is over (or halted). */
+static bool caller_news(PTORuntime* rt) {
+    return atomic_load(&rt->retired) >= atomic_load(&rt->submitted) || atomic_load(&rt->halt) ||
+           has_work(rt, &rt->workers[rt->caller_slot], true);
+}
+
+bool sched_caller_watch_run(PTORuntime* rt) { return caller_watch(rt, caller_news); }
+
+static bool pool_back(PTORuntime* rt) {
+    for (int i = 0; i < rt->nworkers; i++)
+        if (i != rt->caller_slot && __atomic_load_n(&g_pool.work[i], __ATOMIC_ACQUIRE)) return false;
+    return true;
+}
+
 /* Wait until every worker of the run returned to the pool, then hand the pool back; with
  * abandoned workers still out it stays taken (they clear it when they return). */
 static void pool_release(PTORuntime* rt) {
+    caller_watch(rt, pool_back);
     pthread_mutex_lock(&g_pool.mu);
     for (;;) {
         bool waiting = false;
@@ -970,7 +1009,10 @@ static void abandon_running(PTORuntime* rt) {
 
 /* Wait until every worker left the run, or - once the run is cancelled or past its deadline -
  * was abandoned in a kernel that has not returned. */
+static bool workers_left(PTORuntime* rt) { return live_workers(rt) == 0; }
+
 static void wait_workers(PTORuntime* rt) {
+    caller_watch(rt, workers_left);
     for (;;) {
         if (live_workers(rt) == 0) return;
         if (rt_giving_up(rt)) {

@@ -186,6 +186,12 @@ class Arm64Renderer(CStyleRenderer):
     def prelude(self) -> str:
         return super().prelude() + NEON_HELPERS + AVX512_HELPERS
 
+    def tile_decl(self, name: str, t: TileType) -> str:
+        # unused: the NEON and AVX-512 loops keep a tile only they use in registers, so a
+        # build of one of them may never name it (the portable loop does)
+        return (f"{self.ctype(t.dtype)} {name}[{t.rows}][{t.cols}] "
+                f"__attribute__((aligned({self.tile_align}), unused));")
+
     def vec_type(self) -> str:
         return "float32x4_t"
 

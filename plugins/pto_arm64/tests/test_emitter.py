@@ -400,3 +400,45 @@ def test_avx512_softmax_and_norm_give_the_portable_bits(tmp_path):
     v3, v4 = x86_builds(tmp_path / "norm", m, {"x": x[5:].repeat(3, 0)[:8], "g": g,
                                               "y": np.zeros_like(x)})
     assert np.array_equal(v3["y"], v4["y"])
+
+
+def private_tiles_kernel(cols: int = 64) -> PTOModule:
+    """Load, scale, exp, store through tiles no other instruction names (``t``, ``u``)."""
+    m = PTOModule("private_tiles")
+    (PTOFunctionBuilder("scaled_exp", module=m).in_core()
+     .memref("x", GM, F32).memref("y", GM, F32)
+     .tile("t", 8, cols, F32).tile("u", 8, cols, F32)
+     .load("t", "x").muls("u", "t", 0.5).exp("u", "u").store("y", "u").build())
+    return m
+
+
+def vector_sections(src: str) -> str:
+    """The NEON and AVX-512 twins of a kernel's loops (what lies between ``#if`` of the NEON
+    guard and the portable ``#else``)."""
+    return "\n".join(re.findall(r"#if defined\(__aarch64__\)(.*?)#else", src, re.S))
+
+
+def test_vector_loops_keep_no_copy_of_tiles_only_they_use():
+    """A tile written and read only inside one vector loop, at the element it computes, lives
+    in a register: the NEON and AVX-512 loops do not store it (the portable loop still names
+    it; the compiler drops those stores there). The softmax tile that the row reductions read
+    keeps its stores."""
+    m = private_tiles_kernel()
+    vec = vector_sections(Arm64Renderer().render_kernel(m.functions["scaled_exp"], m, FUSED))
+    assert "vst1q_f32(_pto_p" in vec and "_mm512_storeu_ps(_pto_p" in vec   # the memref y
+    assert "&pto_v_t[" not in vec and "&pto_v_u[" not in vec
+    m = softmax_kernel()
+    vec = vector_sections(Arm64Renderer().render_kernel(m.functions["softmax_tile"], m, FUSED))
+    assert "vst1q_f32(&pto_v_t[" in vec and "_mm512_storeu_ps(&pto_v_t[" in vec
+
+
+def test_vector_loops_without_tile_copies_give_the_portable_bits(tmp_path):
+    """The kernel above with a column tail (the tail keeps every store) and without: the
+    AVX-512 build gives the bits of the portable x86-64-v3 build."""
+    rng = np.random.default_rng(8)
+    for cols in (64, 72):
+        x = (rng.standard_normal((8, cols)) * 4).astype(np.float32)
+        v3, v4 = x86_builds(tmp_path / str(cols), private_tiles_kernel(cols),
+                            {"x": x, "y": np.zeros_like(x)})
+        assert np.array_equal(v3["y"], v4["y"])
+        assert np.allclose(v4["y"], np.exp(x.astype(np.float64) * 0.5), rtol=1e-6)
