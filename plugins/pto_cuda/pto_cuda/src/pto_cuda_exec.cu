@@ -210,6 +210,7 @@ struct Exec {
     Exec() { pto_cuda_policy_default(&pol); }
     int ensure_streams();
     int32_t fill_of(const PTOCudaKernelDesc* d);
+    void prime_fills();
     Clock::time_point due(const Key& k, const Batch& b, Clock::time_point now);
     Clock::time_point due_at(PTORuntime* rt, Clock::time_point first, bool full, Clock::time_point now);
     bool take_tagged(PTORuntime* rt, int32_t id, int32_t* stream, int64_t* pos);
@@ -323,24 +324,23 @@ int Exec::ensure_streams() {      /* launch_mu held */
     return 0;
 }
 
-/* Tasks of kernel d that fill the GPU: SMs x resident blocks per SM (mu held). A query that
- * fails counts one block per SM: the launch then fails itself, with the error. */
-int32_t Exec::fill_of(const PTOCudaKernelDesc* d) {
-    auto it = fill.find(d);
-    if (it != fill.end()) return it->second;
-    int32_t sms = pol.sm_count;
-    if (sms <= 0) {
-        if (device_sms <= 0) {
-            int dev = 0, n = 0;
-            if (cudaGetDevice(&dev) != cudaSuccess ||
-                cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess) {
-                cudaGetLastError();
-                n = 1;
-            }
-            device_sms = n > 0 ? n : 1;
-        }
-        sms = device_sms;
+/* The device's SM count (one when the query fails: a launch then fails itself, with the error). */
+static int32_t query_device_sms() {
+    int dev = 0, n = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess) {
+        cudaGetLastError();
+        n = 1;
     }
+    return n > 0 ? n : 1;
+}
+
+/* Tasks of kernel d that fill the GPU under policy pol: SMs x resident blocks per SM. A query
+ * that fails counts one block per SM: the launch then fails itself, with the error. It may call
+ * CUDA (the occupancy query loads the kernel, and loading may synchronise the context), so it
+ * runs with no lock held that a host function takes. */
+static int32_t fill_target(const PTOCudaPolicy& pol, int32_t device_sms, const PTOCudaKernelDesc* d) {
+    const int32_t sms = pol.sm_count > 0 ? pol.sm_count : device_sms;
     int32_t per_sm = pol.blocks_per_sm;
     if (per_sm <= 0) {
         per_sm = 0;
@@ -348,7 +348,43 @@ int32_t Exec::fill_of(const PTOCudaKernelDesc* d) {
         if (per_sm < 1) per_sm = 1;
     }
     const int64_t f = (int64_t)sms * per_sm;
-    return fill[d] = f > INT32_MAX ? INT32_MAX : (int32_t)f;
+    return f > INT32_MAX ? INT32_MAX : (int32_t)f;
+}
+
+/* mu held: the cached fill target of d. Every registered kernel's target is computed by
+ * prime_fills before a run hands the executor work; a miss (a kernel registered later) computes
+ * it here, under mu, which a host function may then wait for while CUDA loads the kernel. */
+int32_t Exec::fill_of(const PTOCudaKernelDesc* d) {
+    auto it = fill.find(d);
+    if (it != fill.end()) return it->second;
+    if (pol.sm_count <= 0 && device_sms <= 0) device_sms = query_device_sms();
+    return fill[d] = fill_target(pol, device_sms, d);
+}
+
+/* The fill targets of every registered kernel not cached yet, computed with no lock held: the
+ * first occupancy query of a kernel makes CUDA load it, and a load may synchronise the context,
+ * i.e. wait for the host functions in flight - which take mu (complete -> note). Holding mu
+ * there deadlocked a whole run on a GPU (and under PTO_CUDA_SIM_CHAOS, which models the load). */
+void Exec::prime_fills() {
+    PTOCudaPolicy p;
+    int32_t sms;
+    std::vector<const PTOCudaKernelDesc*> todo;
+    {
+        std::lock_guard<std::mutex> lk(mu);
+        p = pol;
+        sms = device_sms;
+        for (int i = 0; i < g_num_kernels; ++i)
+            if (!fill.count(g_kernels[i])) todo.push_back(g_kernels[i]);
+    }
+    if (todo.empty()) return;
+    if (p.sm_count <= 0 && sms <= 0) sms = query_device_sms();
+    std::vector<int32_t> got;
+    for (const PTOCudaKernelDesc* d : todo) got.push_back(fill_target(p, sms, d));
+    std::lock_guard<std::mutex> lk(mu);
+    if (device_sms <= 0) device_sms = sms;
+    /* a policy set meanwhile cleared the cache: these targets are of the old one */
+    if (p.sm_count != pol.sm_count || p.blocks_per_sm != pol.blocks_per_sm) return;
+    for (size_t i = 0; i < todo.size(); ++i) fill.emplace(todo[i], got[i]);
 }
 
 /* When batch b of key k must go out (mu held): now once it fills the GPU, or once nothing
@@ -774,6 +810,7 @@ static void temp_free(void*, void* p) { pto_cuda_free(p); }
 
 extern "C" void pto_cuda_attach(PTORuntime* rt) {
     Exec& x = exec();
+    x.prime_fills();     /* CUDA calls, before any of rt's tasks can be held under mu */
     {
         std::lock_guard<std::mutex> lk(x.mu);
         const Clock::time_point now = Clock::now();
