@@ -15,6 +15,8 @@
 #include <map>
 #include <memory>
 #include <condition_variable>
+#include <cstdio>
+#include <cstdlib>
 #include <mutex>
 #include <thread>
 #include <unordered_map>
@@ -198,6 +200,9 @@ struct Exec {
     std::mutex out_mu;
     std::condition_variable out_cv;
     std::unordered_set<Completion*> outstanding;
+    Clock::time_point progress;      /* out_mu: the last host function, or the first grid out */
+    int64_t stall_ns = -1;           /* out_mu: PTO_CUDA_STALL_TIMEOUT (-1: not read yet) */
+    double stalled_s = 0;            /* out_mu: the last stall, in seconds (0: none since reset) */
 
     /* schedule streams (mu): tags by runtime and task, lanes, lanes with a run to launch */
     std::unordered_map<PTORuntime*, std::unordered_map<int32_t, std::pair<int32_t, int64_t>>> tags;
@@ -225,6 +230,7 @@ struct Exec {
     void launcher_main();
     void watchdog_main();
     bool claim(Completion* c);
+    void check_stall(Clock::time_point now);
     void note(PTORuntime* rt, int completing_delta, bool failed, bool host_function);
 };
 
@@ -275,7 +281,38 @@ void CUDART_CB on_done(void* p) {
 
 bool Exec::claim(Completion* c) {
     std::lock_guard<std::mutex> lk(out_mu);
-    return outstanding.erase(c) == 1;
+    if (outstanding.erase(c) != 1) return false;
+    progress = Clock::now();
+    return true;
+}
+
+/* PTO_CUDA_STALL_TIMEOUT (seconds, default 60; 0: never): how long grids may be out with no host
+ * function running before the runs they belong to are cancelled. A malformed value keeps the
+ * default and says so once. */
+static int64_t stall_limit_ns() {
+    const char* v = getenv("PTO_CUDA_STALL_TIMEOUT");
+    if (!v || !*v) return 60 * 1000000000LL;
+    char* end = nullptr;
+    const double s = strtod(v, &end);
+    if (end == v || *end || !(s >= 0) || s > 366.0 * 86400) {
+        fprintf(stderr, "pto_cuda: PTO_CUDA_STALL_TIMEOUT='%s' is not a number of seconds; using 60\n", v);
+        return 60 * 1000000000LL;
+    }
+    return (int64_t)(s * 1e9);
+}
+
+/* out_mu held: no host function ran for the stall limit while grids are out (a kernel that never
+ * ends: every block waiting, say). Each run with a grid out is cancelled - it returns
+ * PTO_ECANCELED naming its oldest running task - instead of waiting forever; the grids stay out
+ * (nothing can take a kernel back), their tasks keep their runtime alive until they end. */
+void Exec::check_stall(Clock::time_point now) {
+    if (stall_ns < 0) stall_ns = stall_limit_ns();
+    if (stall_ns == 0 || outstanding.empty() || now - progress < std::chrono::nanoseconds(stall_ns)) return;
+    stalled_s = (double)ns_between(progress, now) / 1e9;
+    std::unordered_set<PTORuntime*> runs;
+    for (Completion* c : outstanding) runs.insert(c->rt);
+    for (PTORuntime* rt : runs) pto_runtime_cancel(rt);   /* alive: c's tasks hold it */
+    progress = now;                                       /* again only after another limit */
 }
 
 /* Every 5 ms while launches are outstanding: a stream that reports an error (a faulted
@@ -298,7 +335,10 @@ void Exec::watchdog_main() {
             if (e != cudaSuccess && e != cudaErrorNotReady) { bad = e; break; }
         }
         lk.lock();
-        if (bad == cudaSuccess) continue;
+        if (bad == cudaSuccess) {
+            check_stall(Clock::now());
+            continue;
+        }
         std::unordered_set<Completion*> failed;
         failed.swap(outstanding);
         lk.unlock();
@@ -480,6 +520,7 @@ void Exec::launch_lane(PTORuntime* rt, int32_t stream, std::vector<StreamTask>&&
 int Exec::enqueue(cudaStream_t s, Completion* c, bool* fail) {
     {
         std::lock_guard<std::mutex> g(out_mu);
+        if (outstanding.empty()) progress = Clock::now();
         outstanding.insert(c);
     }
     out_cv.notify_one();
@@ -928,6 +969,12 @@ extern "C" void pto_cuda_note_tma_fallback(int32_t status) {
 extern "C" int64_t pto_cuda_tma_fallbacks(int32_t* last_status) {
     if (last_status) *last_status = g_tma_last_status.load(std::memory_order_relaxed);
     return g_tma_fallbacks.load(std::memory_order_relaxed);
+}
+
+extern "C" double pto_cuda_stalled_seconds(void) {
+    Exec& x = exec();
+    std::lock_guard<std::mutex> lk(x.out_mu);
+    return x.stalled_s;
 }
 
 extern "C" void pto_cuda_reset_counters(void) {
