@@ -175,6 +175,12 @@ class DeviceRun:
                         self.threshold)
         if rc != 0:
             why = run_failure(self.lib, rc, f"run of module '{self.module.name}'", self.module)
+            if rc == PTO_ECANCELED:
+                self.lib.pto_cuda_stalled_seconds.restype = C.c_double
+                stalled = self.lib.pto_cuda_stalled_seconds()
+                if stalled > 0:
+                    why += (f" (cancelled by the stall backstop: no grid ended for {stalled:.1f} s, "
+                            f"PTO_CUDA_STALL_TIMEOUT)")
             if rc in (PTO_ETIMEDOUT, PTO_ECANCELED):
                 self.lost = (f"the device is held by a kernel an earlier run gave up on ({why}); "
                              f"start a new process")

@@ -240,6 +240,29 @@ def test_a_kernel_that_never_returns_ends_the_run_at_its_deadline(softmax):
     assert stuck.search(r.stderr), r.stderr
 
 
+def test_a_kernel_that_never_returns_ends_the_run_without_a_deadline(softmax):
+    """No deadline set: the executor's stall backstop (PTO_CUDA_STALL_TIMEOUT) finds grids out
+    with no host function run for that long and cancels the run, which names the stuck task and
+    its kernel - an error code, never a hang."""
+    import os
+    import re
+    import subprocess
+    import sys
+    from pto_core.codegen.orchestration import kernel_order
+    lib, module, *_ = softmax
+    kernels = "|".join(kernel_order(module))
+    env = dict(os.environ, PTO_CUDA_SIM_HANG="3", PTO_CUDA_STALL_TIMEOUT="0.5")
+    env.pop("PTO_TIMEOUT", None)
+    r = subprocess.run([sys.executable, "-c", HANG_SCRIPT.format(n=NUM_TILES), str(lib),
+                        str(EXAMPLES / "fused_softmax.py")], env=env, capture_output=True,
+                       text=True, timeout=120)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert re.search(rf"PTOError: run of module 'softmax_module' failed: .*\(-13\): run cancelled: "
+                     rf"task \d+ '({kernels})' still running on worker [01] .*cancelled by the stall "
+                     rf"backstop: no grid ended for \d+\.\d s", r.stdout), r.stdout
+    assert "again: run of module 'softmax_module': the device is held by a kernel" in r.stdout
+
+
 def test_pto_run_timeout_names_the_stuck_kernel_on_the_simulator():
     """``pto run --timeout`` on cuda_sim, with the simulator's third grid never returning: the
     command fails naming the stuck task instead of hanging (a separate process: the stuck

@@ -112,6 +112,10 @@ int  pto_cuda_replay_graph(int32_t repeat, double* ms_per_run);
 /* Grids and tasks since the last reset; first CUDA error seen. */
 void pto_cuda_counters(int64_t* launches, int64_t* tasks, int32_t* cuda_error);
 void pto_cuda_reset_counters(void);      /* also clears the launch log and the count below */
+/* The stall backstop: grids out with no host function run for PTO_CUDA_STALL_TIMEOUT seconds
+ * (default 60, 0: never) cancel the runs they belong to (PTO_ECANCELED, naming the oldest running
+ * task). How long the last stall lasted, in seconds (0: none in this process). */
+double pto_cuda_stalled_seconds(void);
 /* Where the host's time goes, per phase (bench/cuda/host_overhead.py). While on, each phase adds
  * the wall time spent in it, on whatever thread runs it: the orchestration (from the attach to
  * the orchestrating thread's wait at the end, less its waits for window slots), the hand-off of

@@ -15,6 +15,8 @@
 #include <map>
 #include <memory>
 #include <condition_variable>
+#include <cstdio>
+#include <cstdlib>
 #include <mutex>
 #include <thread>
 #include <unordered_map>
@@ -198,6 +200,9 @@ struct Exec {
     std::mutex out_mu;
     std::condition_variable out_cv;
     std::unordered_set<Completion*> outstanding;
+    Clock::time_point progress;      /* out_mu: the last host function, or the first grid out */
+    int64_t stall_ns = -1;           /* out_mu: PTO_CUDA_STALL_TIMEOUT (-1: not read yet) */
+    double stalled_s = 0;            /* out_mu: the last stall, in seconds (0: none since reset) */
 
     /* schedule streams (mu): tags by runtime and task, lanes, lanes with a run to launch */
     std::unordered_map<PTORuntime*, std::unordered_map<int32_t, std::pair<int32_t, int64_t>>> tags;
@@ -210,6 +215,7 @@ struct Exec {
     Exec() { pto_cuda_policy_default(&pol); }
     int ensure_streams();
     int32_t fill_of(const PTOCudaKernelDesc* d);
+    void prime_fills();
     Clock::time_point due(const Key& k, const Batch& b, Clock::time_point now);
     Clock::time_point due_at(PTORuntime* rt, Clock::time_point first, bool full, Clock::time_point now);
     bool take_tagged(PTORuntime* rt, int32_t id, int32_t* stream, int64_t* pos);
@@ -224,6 +230,7 @@ struct Exec {
     void launcher_main();
     void watchdog_main();
     bool claim(Completion* c);
+    void check_stall(Clock::time_point now);
     void note(PTORuntime* rt, int completing_delta, bool failed, bool host_function);
 };
 
@@ -274,7 +281,38 @@ void CUDART_CB on_done(void* p) {
 
 bool Exec::claim(Completion* c) {
     std::lock_guard<std::mutex> lk(out_mu);
-    return outstanding.erase(c) == 1;
+    if (outstanding.erase(c) != 1) return false;
+    progress = Clock::now();
+    return true;
+}
+
+/* PTO_CUDA_STALL_TIMEOUT (seconds, default 60; 0: never): how long grids may be out with no host
+ * function running before the runs they belong to are cancelled. A malformed value keeps the
+ * default and says so once. */
+static int64_t stall_limit_ns() {
+    const char* v = getenv("PTO_CUDA_STALL_TIMEOUT");
+    if (!v || !*v) return 60 * 1000000000LL;
+    char* end = nullptr;
+    const double s = strtod(v, &end);
+    if (end == v || *end || !(s >= 0) || s > 366.0 * 86400) {
+        fprintf(stderr, "pto_cuda: PTO_CUDA_STALL_TIMEOUT='%s' is not a number of seconds; using 60\n", v);
+        return 60 * 1000000000LL;
+    }
+    return (int64_t)(s * 1e9);
+}
+
+/* out_mu held: no host function ran for the stall limit while grids are out (a kernel that never
+ * ends: every block waiting, say). Each run with a grid out is cancelled - it returns
+ * PTO_ECANCELED naming its oldest running task - instead of waiting forever; the grids stay out
+ * (nothing can take a kernel back), their tasks keep their runtime alive until they end. */
+void Exec::check_stall(Clock::time_point now) {
+    if (stall_ns < 0) stall_ns = stall_limit_ns();
+    if (stall_ns == 0 || outstanding.empty() || now - progress < std::chrono::nanoseconds(stall_ns)) return;
+    stalled_s = (double)ns_between(progress, now) / 1e9;
+    std::unordered_set<PTORuntime*> runs;
+    for (Completion* c : outstanding) runs.insert(c->rt);
+    for (PTORuntime* rt : runs) pto_runtime_cancel(rt);   /* alive: c's tasks hold it */
+    progress = now;                                       /* again only after another limit */
 }
 
 /* Every 5 ms while launches are outstanding: a stream that reports an error (a faulted
@@ -297,7 +335,10 @@ void Exec::watchdog_main() {
             if (e != cudaSuccess && e != cudaErrorNotReady) { bad = e; break; }
         }
         lk.lock();
-        if (bad == cudaSuccess) continue;
+        if (bad == cudaSuccess) {
+            check_stall(Clock::now());
+            continue;
+        }
         std::unordered_set<Completion*> failed;
         failed.swap(outstanding);
         lk.unlock();
@@ -323,24 +364,23 @@ int Exec::ensure_streams() {      /* launch_mu held */
     return 0;
 }
 
-/* Tasks of kernel d that fill the GPU: SMs x resident blocks per SM (mu held). A query that
- * fails counts one block per SM: the launch then fails itself, with the error. */
-int32_t Exec::fill_of(const PTOCudaKernelDesc* d) {
-    auto it = fill.find(d);
-    if (it != fill.end()) return it->second;
-    int32_t sms = pol.sm_count;
-    if (sms <= 0) {
-        if (device_sms <= 0) {
-            int dev = 0, n = 0;
-            if (cudaGetDevice(&dev) != cudaSuccess ||
-                cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess) {
-                cudaGetLastError();
-                n = 1;
-            }
-            device_sms = n > 0 ? n : 1;
-        }
-        sms = device_sms;
+/* The device's SM count (one when the query fails: a launch then fails itself, with the error). */
+static int32_t query_device_sms() {
+    int dev = 0, n = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess) {
+        cudaGetLastError();
+        n = 1;
     }
+    return n > 0 ? n : 1;
+}
+
+/* Tasks of kernel d that fill the GPU under policy pol: SMs x resident blocks per SM. A query
+ * that fails counts one block per SM: the launch then fails itself, with the error. It may call
+ * CUDA (the occupancy query loads the kernel, and loading may synchronise the context), so it
+ * runs with no lock held that a host function takes. */
+static int32_t fill_target(const PTOCudaPolicy& pol, int32_t device_sms, const PTOCudaKernelDesc* d) {
+    const int32_t sms = pol.sm_count > 0 ? pol.sm_count : device_sms;
     int32_t per_sm = pol.blocks_per_sm;
     if (per_sm <= 0) {
         per_sm = 0;
@@ -348,7 +388,43 @@ int32_t Exec::fill_of(const PTOCudaKernelDesc* d) {
         if (per_sm < 1) per_sm = 1;
     }
     const int64_t f = (int64_t)sms * per_sm;
-    return fill[d] = f > INT32_MAX ? INT32_MAX : (int32_t)f;
+    return f > INT32_MAX ? INT32_MAX : (int32_t)f;
+}
+
+/* mu held: the cached fill target of d. Every registered kernel's target is computed by
+ * prime_fills before a run hands the executor work; a miss (a kernel registered later) computes
+ * it here, under mu, which a host function may then wait for while CUDA loads the kernel. */
+int32_t Exec::fill_of(const PTOCudaKernelDesc* d) {
+    auto it = fill.find(d);
+    if (it != fill.end()) return it->second;
+    if (pol.sm_count <= 0 && device_sms <= 0) device_sms = query_device_sms();
+    return fill[d] = fill_target(pol, device_sms, d);
+}
+
+/* The fill targets of every registered kernel not cached yet, computed with no lock held: the
+ * first occupancy query of a kernel makes CUDA load it, and a load may synchronise the context,
+ * i.e. wait for the host functions in flight - which take mu (complete -> note). Holding mu
+ * there deadlocked a whole run on a GPU (and under PTO_CUDA_SIM_CHAOS, which models the load). */
+void Exec::prime_fills() {
+    PTOCudaPolicy p;
+    int32_t sms;
+    std::vector<const PTOCudaKernelDesc*> todo;
+    {
+        std::lock_guard<std::mutex> lk(mu);
+        p = pol;
+        sms = device_sms;
+        for (int i = 0; i < g_num_kernels; ++i)
+            if (!fill.count(g_kernels[i])) todo.push_back(g_kernels[i]);
+    }
+    if (todo.empty()) return;
+    if (p.sm_count <= 0 && sms <= 0) sms = query_device_sms();
+    std::vector<int32_t> got;
+    for (const PTOCudaKernelDesc* d : todo) got.push_back(fill_target(p, sms, d));
+    std::lock_guard<std::mutex> lk(mu);
+    if (device_sms <= 0) device_sms = sms;
+    /* a policy set meanwhile cleared the cache: these targets are of the old one */
+    if (p.sm_count != pol.sm_count || p.blocks_per_sm != pol.blocks_per_sm) return;
+    for (size_t i = 0; i < todo.size(); ++i) fill.emplace(todo[i], got[i]);
 }
 
 /* When batch b of key k must go out (mu held): now once it fills the GPU, or once nothing
@@ -444,6 +520,7 @@ void Exec::launch_lane(PTORuntime* rt, int32_t stream, std::vector<StreamTask>&&
 int Exec::enqueue(cudaStream_t s, Completion* c, bool* fail) {
     {
         std::lock_guard<std::mutex> g(out_mu);
+        if (outstanding.empty()) progress = Clock::now();
         outstanding.insert(c);
     }
     out_cv.notify_one();
@@ -774,6 +851,7 @@ static void temp_free(void*, void* p) { pto_cuda_free(p); }
 
 extern "C" void pto_cuda_attach(PTORuntime* rt) {
     Exec& x = exec();
+    x.prime_fills();     /* CUDA calls, before any of rt's tasks can be held under mu */
     {
         std::lock_guard<std::mutex> lk(x.mu);
         const Clock::time_point now = Clock::now();
@@ -891,6 +969,12 @@ extern "C" void pto_cuda_note_tma_fallback(int32_t status) {
 extern "C" int64_t pto_cuda_tma_fallbacks(int32_t* last_status) {
     if (last_status) *last_status = g_tma_last_status.load(std::memory_order_relaxed);
     return g_tma_fallbacks.load(std::memory_order_relaxed);
+}
+
+extern "C" double pto_cuda_stalled_seconds(void) {
+    Exec& x = exec();
+    std::lock_guard<std::mutex> lk(x.out_mu);
+    return x.stalled_s;
 }
 
 extern "C" void pto_cuda_reset_counters(void) {

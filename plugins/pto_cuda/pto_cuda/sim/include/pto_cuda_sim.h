@@ -28,6 +28,9 @@
  *     functions, events, stream capture into graphs and graph launches follow the stream order;
  *     legacy-stream work (stream 0, cudaMemcpy, cudaMemset) first waits for the blocking
  *     streams (those created without cudaStreamNonBlocking), as on the device;
+ *   - PTO_CUDA_SIM_CHAOS=SEED gives the device's odd timing (pto_cuda_sim.cpp): streams start
+ *     their work after random pauses, host functions run on one thread of their own after
+ *     random pauses, and a kernel's first use synchronises the context (CUDA's lazy loading);
  *   - a failed kernel breaks the context, as on a GPU: later calls return the error, no more
  *     kernels or host functions run. PTO_CUDA_SIM_FAULT=N makes the N-th grid of the process
  *     fail that way (for tests of error handling);
@@ -188,21 +191,27 @@ void pto_sim_reset_global_bytes(void);
 /* Resident blocks per SM of a kernel with `threads` threads and `smem` bytes of dynamic shared
  * memory per block, under the occupancy rules of the reported device. */
 cudaError_t pto_sim_occupancy(int* blocks, int threads, size_t smem);
+/* The first use of kernel `fn` (its attributes, occupancy or launch). Under
+ * PTO_CUDA_SIM_CHAOS it loads the kernel as CUDA's lazy loading does, synchronising the
+ * context: it waits until every stream but the caller's own is idle. */
+void pto_sim_first_use(const void* fn);
 }
 
 /* C++ overloads with CUDA's default arguments */
 inline cudaError_t cudaEventRecord(cudaEvent_t e) { return cudaEventRecord(e, nullptr); }
 
 template <class F>
-inline cudaError_t cudaFuncSetAttribute(F*, cudaFuncAttribute attr, int value) {
+inline cudaError_t cudaFuncSetAttribute(F* fn, cudaFuncAttribute attr, int value) {
+    pto_sim_first_use(reinterpret_cast<const void*>(fn));
     if (attr == cudaFuncAttributeMaxDynamicSharedMemorySize && (value < 0 || value > PTO_SIM_MAX_SMEM))
         return cudaErrorInvalidValue;
     return cudaSuccess;
 }
 
 template <class F>
-inline cudaError_t cudaOccupancyMaxActiveBlocksPerMultiprocessor(int* blocks, F*, int threads,
+inline cudaError_t cudaOccupancyMaxActiveBlocksPerMultiprocessor(int* blocks, F* fn, int threads,
                                                                  size_t smem) {
+    pto_sim_first_use(reinterpret_cast<const void*>(fn));
     return pto_sim_occupancy(blocks, threads, smem);
 }
 

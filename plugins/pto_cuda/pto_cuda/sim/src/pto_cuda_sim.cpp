@@ -19,6 +19,7 @@
 #include <memory>
 #include <mutex>
 #include <thread>
+#include <unordered_set>
 #include <vector>
 
 #if !defined(__x86_64__)
@@ -407,6 +408,77 @@ long hang_at() {
 }
 std::atomic<long> g_grids{0};
 
+/* PTO_CUDA_SIM_CHAOS=SEED (a positive integer): the device's odd timing, for tests of the code
+ * that waits on it. Each stream's work starts after a random pause (0-200 us, streams side by
+ * side drift apart), and host functions run as a GPU runs them: on ONE thread of their own for
+ * the whole process, in the order they became due, after a random pause (0-300 us), their stream
+ * held until they return. The pauses come from one generator seeded with SEED; which thread
+ * draws which number still depends on the scheduling, so a run is not repeatable, only varied. */
+long chaos_seed() {
+    static const long n = env_count("PTO_CUDA_SIM_CHAOS");
+    return n;
+}
+std::mutex g_chaos_mu;
+unsigned long long g_chaos_state;
+bool g_chaos_seeded;
+/* A pause of up to max_us microseconds (splitmix64 draws). */
+void chaos_pause(unsigned max_us) {
+    unsigned long long z;
+    {
+        std::lock_guard<std::mutex> lk(g_chaos_mu);
+        if (!g_chaos_seeded) {
+            g_chaos_state = (unsigned long long)chaos_seed();
+            g_chaos_seeded = true;
+        }
+        z = (g_chaos_state += 0x9e3779b97f4a7c15ULL);
+    }
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    z ^= z >> 31;
+    const unsigned us = (unsigned)(z % (max_us + 1));
+    if (us) std::this_thread::sleep_for(std::chrono::microseconds(us));
+}
+
+/* The process's host-function thread (chaos mode): a FIFO of calls; each caller (a stream's
+ * thread) waits until its call has run. Created on first use, never destroyed. */
+struct HostFnThread {
+    struct Call {
+        cudaHostFn_t fn;
+        void* data;
+        bool done = false;
+    };
+    std::mutex mu;
+    std::condition_variable cv;
+    std::deque<Call*> q;
+
+    HostFnThread() { std::thread([this] { serve(); }).detach(); }
+    void serve() {
+        std::unique_lock<std::mutex> lk(mu);
+        for (;;) {
+            cv.wait(lk, [&] { return !q.empty(); });
+            Call* c = q.front();
+            q.pop_front();
+            lk.unlock();
+            chaos_pause(300);
+            c->fn(c->data);
+            lk.lock();
+            c->done = true;
+            cv.notify_all();
+        }
+    }
+    void call(cudaHostFn_t fn, void* data) {
+        Call c{fn, data};
+        std::unique_lock<std::mutex> lk(mu);
+        q.push_back(&c);
+        cv.notify_all();
+        cv.wait(lk, [&] { return c.done; });
+    }
+};
+HostFnThread& host_fn_thread() {
+    static HostFnThread* t = new HostFnThread();   /* outlives static destructors */
+    return *t;
+}
+
 /* Runs a grid on the calling thread. */
 void run_grid(unsigned grid, unsigned threads, size_t smem, void (*body)(const void*),
               const void* param) {
@@ -468,6 +540,7 @@ struct pto_sim_stream {
             q.pop_front();
             busy = true;
             lk.unlock();
+            if (chaos_seed() > 0) chaos_pause(200);
             op();
             lk.lock();
             busy = false;
@@ -750,6 +823,8 @@ cudaError_t cudaStreamQuery(cudaStream_t s) {
 cudaError_t cudaLaunchHostFunc(cudaStream_t s, cudaHostFn_t fn, void* user_data) {
     if (!fn) return fail(cudaErrorInvalidValue);
     /* as in CUDA, a context broken by a kernel fault runs no more host functions */
+    if (chaos_seed() > 0)
+        return submit(s, [=] { if (!g_sticky.load()) host_fn_thread().call(fn, user_data); });
     return submit(s, [=] { if (!g_sticky.load()) fn(user_data); });
 }
 
@@ -837,8 +912,23 @@ cudaError_t cudaGraphDestroy(cudaGraph_t graph) {
     return cudaSuccess;
 }
 
+/* CUDA loads a kernel lazily, at its first use, and a load may synchronise the context (the
+ * CUDA programming guide, "Lazy Loading"): so must the simulator in chaos mode, or a caller that
+ * holds a lock a host function needs while it first touches a kernel deadlocks only on a GPU. */
+void pto_sim_first_use(const void* fn) {
+    if (chaos_seed() <= 0 || !fn) return;
+    static std::mutex mu;
+    static std::unordered_set<const void*>* seen = new std::unordered_set<const void*>();
+    {
+        std::lock_guard<std::mutex> lk(mu);
+        if (!seen->insert(fn).second) return;
+    }
+    drain_all();
+}
+
 cudaError_t pto_sim_launch(cudaStream_t s, unsigned grid, unsigned threads, size_t smem,
                            void (*block)(const void*), const void* param, size_t param_bytes) {
+    pto_sim_first_use(reinterpret_cast<const void*>(block));
     if (grid == 0 || grid > 0x7fffffffu || threads == 0 || threads > PTO_SIM_MAX_THREADS || !block)
         return fail(cudaErrorInvalidConfiguration);
     if (smem > PTO_SIM_MAX_SMEM) return fail(cudaErrorInvalidValue);
