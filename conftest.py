@@ -124,6 +124,31 @@ def run_on() -> Callable[..., dict | None]:
     return run
 
 
+def _need_package(name: str, what: str) -> None:
+    from pto_core.engines import pkg_config_flags
+    from pto_core.errors import PTOError
+    try:
+        pkg_config_flags(name)
+    except PTOError as e:
+        pytest.skip(f"{what} is not installed: {e}")
+
+
+@pytest.fixture(scope="session")
+def starpu_installed() -> None:
+    """Skips, naming what is missing, where StarPU's development files are not installed."""
+    _need_package("starpu", "StarPU")
+
+
+@pytest.fixture(scope="session")
+def starpu_mpi_installed() -> None:
+    """Skips where StarPU-MPI is not installed; fails where its launcher ``mpirun`` is missing
+    (the set-up installs openmpi-bin with it)."""
+    import shutil
+    _need_package("starpu-mpi", "StarPU-MPI")
+    if shutil.which("mpirun") is None:
+        pytest.fail("mpirun is missing: scripts/setup.sh installs openmpi-bin")
+
+
 @pytest.fixture
 def need_target() -> Callable[[str], None]:
     """``need_target(target)``: skip, naming what is missing, when ``target`` is a backend that

@@ -21,8 +21,7 @@ from pto_core import driver
 from pto_core.checking import example_programs, program_inputs, run_host
 from pto_core.codegen.host import run_library
 from pto_core.codegen.orchestration import c_module_name
-from pto_core.engines import (check_backend, engine_of, mpirun_command, pkg_config_flags,
-                              with_engine)
+from pto_core.engines import check_backend, engine_of, mpirun_command, with_engine
 from pto_core.errors import PTOError
 from pto_core.options import CompileOptions
 from pto_core.program import load_program
@@ -33,12 +32,7 @@ IDS = [p.stem for p in EXAMPLES]
 PTO_ETASKFAILED, PTO_ETIMEDOUT = -7, -12
 
 
-@pytest.fixture(scope="module", autouse=True)
-def starpu_installed():
-    try:
-        pkg_config_flags("starpu")
-    except PTOError as e:
-        pytest.skip(f"StarPU is not installed: {e}")
+pytestmark = pytest.mark.usefixtures("starpu_installed")
 
 
 # -------------------------------------------------------------------------------- selection

@@ -16,19 +16,14 @@ from pathlib import Path
 
 import pytest
 
-from pto_core.engines import mpirun_command, pkg_config_flags
+from pto_core.engines import mpirun_command
 from pto_core.errors import PTOError
 from pto_core.runtime import Runtime, library_path
 
 ROOT = Path(__file__).parents[1]
 
 
-@pytest.fixture(scope="module", autouse=True)
-def starpu_mpi_installed():
-    try:
-        pkg_config_flags("starpu-mpi")
-    except PTOError as e:
-        pytest.skip(f"StarPU-MPI is not installed: {e}")
+pytestmark = pytest.mark.usefixtures("starpu_mpi_installed")
 
 
 def ranks(n: int, code: str, tmp_path: Path, timeout: float = 240) -> list[str]:

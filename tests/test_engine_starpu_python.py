@@ -16,7 +16,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from pto_core.engines import pkg_config_flags
 from pto_core.errors import PTOError
 from pto_core.runtime import Runtime
 from pto_core.workload import (Dense, Tensor, batched, for_each, parallel_for, round_robin, task,
@@ -25,12 +24,7 @@ from pto_core.workload import (Dense, Tensor, batched, for_each, parallel_for, r
 ROOT = Path(__file__).parents[1]
 
 
-@pytest.fixture(scope="module", autouse=True)
-def starpu_installed():
-    try:
-        pkg_config_flags("starpu")
-    except PTOError as e:
-        pytest.skip(f"StarPU is not installed: {e}")
+pytestmark = pytest.mark.usefixtures("starpu_installed")
 
 
 def child(code: str, env: dict | None = None, timeout: float = 300) -> str:

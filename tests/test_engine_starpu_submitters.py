@@ -17,18 +17,12 @@ from pathlib import Path
 
 import pytest
 
-from pto_core.engines import pkg_config_flags
 from pto_core.errors import PTOError
 
 ROOT = Path(__file__).parents[1]
 
 
-@pytest.fixture(scope="module", autouse=True)
-def starpu_installed():
-    try:
-        pkg_config_flags("starpu")
-    except PTOError as e:
-        pytest.skip(f"StarPU is not installed: {e}")
+pytestmark = pytest.mark.usefixtures("starpu_installed")
 
 
 def child(code: str, timeout: float = 300) -> str:

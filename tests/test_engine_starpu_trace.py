@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 import subprocess
 import sys
 from collections import Counter
@@ -21,8 +20,7 @@ from pathlib import Path
 import pytest
 
 from pto_core import driver
-from pto_core.engines import mpirun_command, pkg_config_flags
-from pto_core.errors import PTOError
+from pto_core.engines import mpirun_command
 from pto_core.trace import (TraceEvent, chrome_trace_graph, format_stats, load_chrome_trace,
                             load_runtime_stats, load_transfers, validate_trace)
 
@@ -31,14 +29,6 @@ OWNED = (Path(__file__).parent / "engines" / "owned_host.c").read_text()
 GRAPH_TASKS = 16          # owned_host.c: two rounds over 8 row tiles
 
 
-@pytest.fixture(scope="module")
-def starpu_mpi_installed():
-    try:
-        pkg_config_flags("starpu-mpi")
-    except PTOError as e:
-        pytest.skip(f"StarPU-MPI is not installed: {e}")
-    if shutil.which("mpirun") is None:
-        pytest.fail("mpirun is missing: scripts/setup.sh installs openmpi-bin")
 
 
 def test_each_rank_has_its_own_workers_in_a_trace():

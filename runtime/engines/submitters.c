@@ -107,13 +107,8 @@ int64_t pto_submitter_task(PTOSubmitter* s, const char* func_name, PTOKernelFunc
                            int32_t npred) {
     if (!s) return PTO_EINVAL;
     if (s->err) return fail(s, s->err);
-    if (num_args < 0 || (num_args > 0 && !args) || npred < 0 || (npred > 0 && !preds))
-        return rt_fail(PTO_EINVAL, "pto_submitter_task '%s': bad argument or predecessor list",
-                       func_name ? func_name : "task");
-    for (int32_t i = 0; i < npred; i++)
-        if (preds[i] < 0 && -1 - (int64_t)preds[i] >= s->nids)
-            return rt_fail(PTO_ETASKID, "pto_submitter_task '%s': predecessor ticket %lld was never queued",
-                           func_name ? func_name : "task", (long long)(-1 - (int64_t)preds[i]));
+    const int bad = rt_submitter_task_check(func_name, args, num_args, preds, npred, s->nids);
+    if (bad < 0) return bad;
     if (s->nq >= PTO_SUBMIT_BATCH && s->nq % PTO_SUBMIT_BATCH == 0) {
         int rc = enter(s, s->nq >= SUBMIT_MAX_QUEUED, s->cut);
         if (rc < 0) return rc;

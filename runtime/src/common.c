@@ -123,6 +123,18 @@ int runtime_entry_arm64(PTOOrchFunc orch, void* user_data, int num_workers, int 
     return pto_runtime_run_orch(&cfg, orch, user_data, NULL);
 }
 
+int rt_submitter_task_check(const char* func_name, const PTOTaskArg* args, int32_t num_args, const int32_t* preds,
+                            int32_t npred, int64_t queued) {
+    if (num_args < 0 || (num_args > 0 && !args) || npred < 0 || (npred > 0 && !preds))
+        return rt_fail(PTO_EINVAL, "pto_submitter_task '%s': bad argument or predecessor list",
+                       func_name ? func_name : "task");
+    for (int32_t i = 0; i < npred; i++)
+        if (preds[i] < 0 && -1 - (int64_t)preds[i] >= queued)
+            return rt_fail(PTO_ETASKID, "pto_submitter_task '%s': predecessor ticket %lld was never queued",
+                           func_name ? func_name : "task", (long long)(-1 - (int64_t)preds[i]));
+    return PTO_OK;
+}
+
 int rt_check_writable(const char* var, const char* path) {
     if (!path) return PTO_OK;
     struct stat st;

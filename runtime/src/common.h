@@ -23,6 +23,12 @@ int rt_resolve_timeout(const PTORuntimeConfig* c, int64_t* ns);
 /* cfg.heap_bytes == 0: PTO_HEAP_BYTES from the environment, if set (bytes; a bad value is PTO_EINVAL). */
 int rt_resolve_heap_bytes(PTORuntimeConfig* c);
 
+/* pto_submitter_task's own checks, shared by the engines: the argument and predecessor lists,
+ * and every ticket among the predecessors (PTO_TICKET(k) < 0) one of the `queued` before it.
+ * PTO_OK, or the error with the message set. */
+int rt_submitter_task_check(const char* func_name, const PTOTaskArg* args, int32_t num_args, const int32_t* preds,
+                            int32_t npred, int64_t queued);
+
 /* PTO_OK when `path` (named by environment variable `var`) can be written: an existing file
  * must be writable, else its directory; PTO_EIO with the message set otherwise. Nothing is
  * created: a run that cannot leave its trace fails when it starts, not at the end. */
