@@ -799,7 +799,7 @@ static void* sched_main(void* arg) {
     const bool gated = rt->cfg.max_running > 0;   /* a running slot per task on a core */
     for (;;) {
         bool progress = false;
-        const bool halted = atomic_load_explicit(&rt->halt, memory_order_acquire) != 0;
+        bool halted = atomic_load_explicit(&rt->halt, memory_order_acquire) != 0;
         for (int32_t k = 0; k < S->ncores; k++) {
             const int32_t c = S->cores[k];
             PTOHandshake* h = &T->hs[c];
@@ -819,6 +819,10 @@ static void* sched_main(void* arg) {
                             q->seen + 1 == (atomic_load_explicit(&q->tail, memory_order_relaxed) & ~Q_CLOSED))
                             top_up(S, c, lane);
                         complete(S, c, &q->ring[q->seen++ & Q_MASK], lane);
+                        /* a failed entry halts the run in complete(): the consumer it just made
+                         * ready (next_local) must be dropped, not dispatched as the first entry
+                         * of the core's next batch (which a core runs without looking at halt) */
+                        if (!halted) halted = atomic_load_explicit(&rt->halt, memory_order_acquire) != 0;
                         progress = true;
                         slot = gated;
                         const int32_t id = S->proxy.next_local;   /* a consumer of what core c just finished */
