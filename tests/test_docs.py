@@ -69,6 +69,9 @@ NOT_RUN = {
         "installs wheels over this environment's editable packages; tests/test_wheels.py runs the "
         "same commands in a fresh virtual environment",
     ("docs/passes.md", "n = end - start"): "pseudocode of binary expansion",
+    ("docs/distributed.md", "from pto_core.runtime import Runtime"):
+        "a fragment (workload, arrays and kernel addresses come from the reader's program); "
+        "tests/test_engine_starpu_submitters.py runs the same calls on StarPU",
     ("docs/pto-assembly.md", "%i = sli 0 : i32"):
         "a function body's WHILE; tests/test_control_flow.py parses it in a function and runs it",
     ("docs/performance-model.md", "whole run (host + device, model output): tasks, launches and "
