@@ -75,6 +75,31 @@ typedef struct {
     PTOSubmitter* s;
 } Job;
 
+/* A runtime with this many workers, execution threshold and task window. */
+static PTORuntime* new_runtime(int workers, int threshold, int window) {
+    PTORuntimeConfig cfg;
+    pto_runtime_config_default(&cfg);
+    cfg.num_workers = workers; cfg.execution_task_threshold = threshold; cfg.task_window = window;
+    PTORuntime* rt = NULL;
+    CHECK_EQ(pto_runtime_init(&rt, &cfg), PTO_OK);
+    return rt;
+}
+
+/* Two threads, each with a submitter of its own, run `fn` on half the tiles; both must succeed. */
+static void two_submitters(PTORuntime* rt, PTOTensor* x, PTOTensor* y, int64_t tiles, void* (*fn)(void*)) {
+    Job jobs[2];
+    pthread_t th[2];
+    for (int t = 0; t < 2; t++) {
+        jobs[t] = (Job){rt, x, y, tiles, t, 2, PTO_OK, pto_submitter_open(rt)};
+        CHECK(jobs[t].s != NULL);
+    }
+    for (int t = 0; t < 2; t++) CHECK_EQ(pthread_create(&th[t], NULL, fn, &jobs[t]), 0);
+    for (int t = 0; t < 2; t++) {
+        pthread_join(th[t], NULL);
+        CHECK_EQ(jobs[t].rc, PTO_OK);
+    }
+}
+
 static PTOTaskArg region(int kind, const PTOTensor* t, int64_t tile) {
     return (PTOTaskArg){kind, t, tile * TILE, 0, TILE, TILE, 0};
 }
@@ -107,11 +132,7 @@ static void test_threads(int64_t tiles, int nthreads, int workers, int threshold
     float* xd = calloc((size_t)(tiles * TILE * TILE), sizeof(float));
     float* yd = calloc((size_t)(tiles * TILE * TILE), sizeof(float));
     PTOTensor x = {xd, tiles * TILE, TILE, TILE, 4, "x"}, y = {yd, tiles * TILE, TILE, TILE, 4, "y"};
-    PTORuntimeConfig cfg;
-    pto_runtime_config_default(&cfg);
-    cfg.num_workers = workers; cfg.execution_task_threshold = threshold; cfg.task_window = window;
-    PTORuntime* rt = NULL;
-    CHECK_EQ(pto_runtime_init(&rt, &cfg), PTO_OK);
+    PTORuntime* rt = new_runtime(workers, threshold, window);
     PTOSubmitter* ws = w_sub ? pto_submitter_open(rt) : NULL;
     for (int64_t i = 0; i < tiles; i++) {
         PTOTaskArg w[2] = {scalar(i * KINDS + W), region(PTO_ARG_OUTPUT, &x, i)};
@@ -183,22 +204,8 @@ static void test_two_writers(int64_t tiles, int workers, int threshold, int wind
     atomic_store(&g_runs, 0);
     float* zd = calloc((size_t)(tiles * TILE * TILE), sizeof(float));
     PTOTensor z = {zd, tiles * TILE, TILE, TILE, 4, "z"};
-    PTORuntimeConfig cfg;
-    pto_runtime_config_default(&cfg);
-    cfg.num_workers = workers; cfg.execution_task_threshold = threshold; cfg.task_window = window;
-    PTORuntime* rt = NULL;
-    CHECK_EQ(pto_runtime_init(&rt, &cfg), PTO_OK);
-    Job jobs[2];
-    pthread_t th[2];
-    for (int t = 0; t < 2; t++) {
-        jobs[t] = (Job){rt, &z, NULL, tiles, t, 2, PTO_OK, pto_submitter_open(rt)};
-        CHECK(jobs[t].s != NULL);
-    }
-    for (int t = 0; t < 2; t++) CHECK_EQ(pthread_create(&th[t], NULL, write_half, &jobs[t]), 0);
-    for (int t = 0; t < 2; t++) {
-        pthread_join(th[t], NULL);
-        CHECK_EQ(jobs[t].rc, PTO_OK);
-    }
+    PTORuntime* rt = new_runtime(workers, threshold, window);
+    two_submitters(rt, &z, NULL, tiles, write_half);
     PTOSubmitter* s = pto_submitter_open(rt);
     PTOTaskArg r[2] = {scalar(tiles), {PTO_ARG_INPUT, &z, 0, 0, tiles * TILE, TILE, 0}};
     PTOTaskArg w[2] = {scalar(tiles + 1), {PTO_ARG_OUTPUT, &z, 0, 0, tiles * TILE, TILE, 0}};
@@ -248,22 +255,8 @@ static void test_wide_tasks(int64_t tiles, int workers, int threshold, int windo
     atomic_store(&g_runs, 0);
     float* xd = calloc((size_t)(tiles * TILE * TILE), sizeof(float));
     PTOTensor x = {xd, tiles * TILE, TILE, TILE, 4, "x"};
-    PTORuntimeConfig cfg;
-    pto_runtime_config_default(&cfg);
-    cfg.num_workers = workers; cfg.execution_task_threshold = threshold; cfg.task_window = window;
-    PTORuntime* rt = NULL;
-    CHECK_EQ(pto_runtime_init(&rt, &cfg), PTO_OK);
-    Job jobs[2];
-    pthread_t th[2];
-    for (int t = 0; t < 2; t++) {
-        jobs[t] = (Job){rt, &x, NULL, tiles, t, 2, PTO_OK, pto_submitter_open(rt)};
-        CHECK(jobs[t].s != NULL);
-    }
-    for (int t = 0; t < 2; t++) CHECK_EQ(pthread_create(&th[t], NULL, submit_wide, &jobs[t]), 0);
-    for (int t = 0; t < 2; t++) {
-        pthread_join(th[t], NULL);
-        CHECK_EQ(jobs[t].rc, PTO_OK);
-    }
+    PTORuntime* rt = new_runtime(workers, threshold, window);
+    two_submitters(rt, &x, NULL, tiles, submit_wide);
     CHECK_EQ(pto_runtime_run(rt), PTO_OK);
     PTORuntimeStats st;
     pto_runtime_get_stats(rt, &st);
@@ -344,24 +337,10 @@ static void* submit_scoped(void* p) {
 static void test_scopes(int64_t tiles, int workers, int threshold, int window) {
     float* yd = calloc((size_t)(tiles * TILE * TILE), sizeof(float));
     PTOTensor y = {yd, tiles * TILE, TILE, TILE, 4, "y"};
-    PTORuntimeConfig cfg;
-    pto_runtime_config_default(&cfg);
-    cfg.num_workers = workers; cfg.execution_task_threshold = threshold; cfg.task_window = window;
-    PTORuntime* rt = NULL;
-    CHECK_EQ(pto_runtime_init(&rt, &cfg), PTO_OK);
+    PTORuntime* rt = new_runtime(workers, threshold, window);
     g_temp = pto_temp_tensor(rt, "t", 4);
     CHECK(g_temp != NULL);
-    Job jobs[2];
-    pthread_t th[2];
-    for (int t = 0; t < 2; t++) {
-        jobs[t] = (Job){rt, NULL, &y, tiles, t, 2, PTO_OK, pto_submitter_open(rt)};
-        CHECK(jobs[t].s != NULL);
-    }
-    for (int t = 0; t < 2; t++) CHECK_EQ(pthread_create(&th[t], NULL, submit_scoped, &jobs[t]), 0);
-    for (int t = 0; t < 2; t++) {
-        pthread_join(th[t], NULL);
-        CHECK_EQ(jobs[t].rc, PTO_OK);
-    }
+    two_submitters(rt, NULL, &y, tiles, submit_scoped);
     CHECK_EQ(pto_runtime_run(rt), PTO_OK);
     PTORuntimeStats st;
     pto_runtime_get_stats(rt, &st);
@@ -440,11 +419,7 @@ static void test_random_regions(int workers, int threshold, int window) {
     atomic_store(&g_runs, 0);
     float* d = calloc(RROWS * RCOLS, sizeof(float));
     PTOTensor z = {d, RROWS, RCOLS, RCOLS, 4, "z"};
-    PTORuntimeConfig cfg;
-    pto_runtime_config_default(&cfg);
-    cfg.num_workers = workers; cfg.execution_task_threshold = threshold; cfg.task_window = window;
-    PTORuntime* rt = NULL;
-    CHECK_EQ(pto_runtime_init(&rt, &cfg), PTO_OK);
+    PTORuntime* rt = new_runtime(workers, threshold, window);
     PTOSubmitter* s = pto_submitter_open(rt);
     /* the first access sets the tensor's blocks (and so the bands): a small tile */
     for (int i = 0; i < RR_TASKS; i++) {
