@@ -750,15 +750,20 @@ class CudaRenderer(CStyleRenderer):
     def render_print(self, out: _Out, fn: Function, s: Instr) -> None:
         """TPRINT: thread 0 prints the tile (device printf; the same text in row order as
         the core's template) once every thread's writes are in, and the block waits for it
-        before the tile may change; the CPU simulation flushes stdout."""
+        before the tile may change; the CPU simulation, whose blocks run on several host
+        threads, prints under stdout's lock (as the C backends do) and flushes."""
         if self._dirty:
             self._barrier(out)
         out(f"/* {s} */")
         with out.block("if (threadIdx.x == 0)"):
+            out("#ifdef PTO_CUDA_SIM")
+            out("flockfile(stdout);")
+            out("#endif")
             for line in self.print_lines(fn, s):
                 out(line)
             out("#ifdef PTO_CUDA_SIM")
             out("fflush(stdout);")
+            out("funlockfile(stdout);")
             out("#endif")
         self._barrier(out)
 
