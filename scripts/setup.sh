@@ -12,6 +12,8 @@ command -v dot >/dev/null || need_apt+=(graphviz)
 dpkg -s libstarpu-dev >/dev/null 2>&1 || need_apt+=(libstarpu-dev)
 # the StarPU-MPI engine runs under mpirun (its headers come with libstarpu-dev)
 command -v mpirun >/dev/null || need_apt+=(openmpi-bin)
+# ... and builds against MPI's C library (pkg-config mpi-c), which libstarpu-dev does not pull in
+pkg-config --exists mpi-c 2>/dev/null || need_apt+=(libopenmpi-dev)
 if [ ${#need_apt[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
     echo "setup: apt-get install ${need_apt[*]}"

@@ -163,6 +163,7 @@ struct PTORuntime {
     PTOOwnerFn owner_fn;
     void* owner_ctx;
     int32_t failed_rank;
+    char failed_name[64];              /* the failed kernel's name, as the failing rank gave it */
     int64_t bytes_gathered;
 #endif
 };
@@ -329,23 +330,30 @@ static int owner_of(PTORuntime* rt, const PTOTensor* x, int64_t r0, int64_t c0, 
     return (int)((ti % rt->grid_p) * rt->grid_q + tj % rt->grid_q);
 }
 
-/* Every rank: the first failure of any rank (lowest task id) becomes everyone's. */
+/* Every rank: the first failure of any rank (lowest task id) becomes everyone's, with the name
+ * of its kernel as the failing rank knew it. */
+typedef struct Failure { int64_t task, code, worker, rank; char name[64]; } Failure;
+
 static void agree_on_failure(PTORuntime* rt) {
-    int64_t mine[4] = {atomic_load(&rt->halt) == PTO_ETASKFAILED ? atomic_load(&rt->failed_task) : INT64_MAX,
-                       atomic_load(&rt->failed_code), atomic_load(&rt->failed_worker), rt->rank};
-    int64_t* all = malloc(sizeof mine * (size_t)rt->nranks);
+    Failure mine = {atomic_load(&rt->halt) == PTO_ETASKFAILED ? atomic_load(&rt->failed_task) : INT64_MAX,
+                    atomic_load(&rt->failed_code), atomic_load(&rt->failed_worker), rt->rank, {0}};
+    const char* fn = atomic_load(&rt->failed_func);
+    snprintf(mine.name, sizeof mine.name, "%s", fn ? fn : "task");
+    Failure* all = malloc(sizeof mine * (size_t)rt->nranks);
     if (!all) return;
-    MPI_Allgather(mine, 4, MPI_INT64_T, all, 4, MPI_INT64_T, MPI_COMM_WORLD);
+    MPI_Allgather(&mine, (int)sizeof mine, MPI_BYTE, all, (int)sizeof mine, MPI_BYTE, MPI_COMM_WORLD);
     int best = -1;
     for (int r = 0; r < rt->nranks; r++)
-        if (all[4 * r] != INT64_MAX && (best < 0 || all[4 * r] < all[4 * best])) best = r;
+        if (all[r].task != INT64_MAX && (best < 0 || all[r].task < all[best].task)) best = r;
     if (best >= 0) {
         atomic_store(&rt->halt, PTO_ETASKFAILED);
-        atomic_store(&rt->failed_task, (int32_t)all[4 * best]);
-        atomic_store(&rt->failed_code, (int32_t)all[4 * best + 1]);
-        atomic_store(&rt->failed_worker, (int32_t)all[4 * best + 2]);
-        rt->failed_rank = (int32_t)all[4 * best + 3];
-        if (rt->failed_rank != rt->rank) atomic_store(&rt->failed_func, NULL);
+        atomic_store(&rt->failed_task, (int32_t)all[best].task);
+        atomic_store(&rt->failed_code, (int32_t)all[best].code);
+        atomic_store(&rt->failed_worker, (int32_t)all[best].worker);
+        rt->failed_rank = (int32_t)all[best].rank;
+        memcpy(rt->failed_name, all[best].name, sizeof rt->failed_name);
+        rt->failed_name[sizeof rt->failed_name - 1] = 0;
+        atomic_store(&rt->failed_func, rt->failed_name);
     }
     free(all);
 }
