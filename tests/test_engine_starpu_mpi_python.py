@@ -46,7 +46,8 @@ def test_the_mpi_engine_outside_mpirun_says_how_to_launch():
 def test_a_workload_program_on_two_ranks_gives_our_results_on_rank_0(tmp_path):
     """round_robin(2) puts every other task on rank 1 (worker w is rank w % 2); a task's
     Python kernel runs in the rank's own process; rank 0 gathers y. Then the C enumerator of a
-    one-task parallel_for, the refusals of what StarPU-MPI cannot honour, and a kernel failing on
+    one-task parallel_for, a second submitter refused and a sequential pair's predecessors
+    honoured, and a kernel failing on
     rank 1, which fails the run on both ranks."""
     lines = ranks(2, """
         import ctypes, os
@@ -97,6 +98,8 @@ def test_a_workload_program_on_two_ranks_gives_our_results_on_rank_0(tmp_path):
                     wl.enumerate(rt, {"x": xs.copy(), "y": got}, threads=threads)
                 except PTOError as e:
                     print(f"{R}: refused {e}")
+                else:
+                    print(f"{R}: enumerated with edges")
                 rt.run()
 
         # a kernel failing on rank 1 fails the run on both ranks, naming the task
@@ -117,14 +120,32 @@ def test_a_workload_program_on_two_ranks_gives_our_results_on_rank_0(tmp_path):
     assert "program equal True" in by_rank[0] and "enumerated equal True" in by_rank[0], lines
     for r in (0, 1):
         refused = [ln for ln in by_rank[r] if ln.startswith("refused")]
-        assert len(refused) == 2, lines
+        assert len(refused) == 1, lines
         assert "the starpu-mpi engine takes one submitter at a time" in refused[0]
-        assert ("follows 1 task(s) by explicit edges: the starpu-mpi engine orders tasks by "
-                "their regions only") in refused[1]
+        assert "enumerated with edges" in by_rank[r], lines     # a sequential pair's predecessor
         failed = [ln for ln in by_rank[r] if ln.startswith("failed")]
         assert len(failed) == 1 and "task picky[i0=3] failed" in failed[0], lines
     assert "on rank 1" in by_rank[0][-1], lines           # rank 0 learns where it failed
     assert "ValueError: row three is bad" in by_rank[1][-1], lines
+
+
+def test_structural_edges_and_streams_order_tasks_across_two_ranks(tmp_path):
+    """The workloads of tests/engines/edges_workload.py on 2 ranks: round_robin(2) puts task i
+    on rank i % 2, so each edge of the chain crosses ranks (a token the predecessor's rank sends
+    after it) and each stream's edges stay on one rank (tag dependencies); the order holds and
+    rank 0 gathers our engine's results."""
+    lines = ranks(2, """
+        import sys
+        sys.path.insert(0, "tests/engines")
+        from edges_workload import N, late, run, schedules
+
+        for name, (schedule, lag) in schedules().items():
+            got, R = run(schedule, "starpu-mpi")
+            ours, _ = run(schedule, "pto")
+            if R == 0:
+                print(f"0: {name} {(got[:, 0] == ours[:, 0]).all()} {late(got, lag)}")
+    """, tmp_path)
+    assert "0: chain True []" in lines and "0: streams True []" in lines, lines
 
 
 def test_arm64_kernels_of_a_program_on_two_ranks_give_our_bits_on_rank_0(tmp_path, need_target):

@@ -518,8 +518,6 @@ class Program:
         ex = self.executor
         on_device = ex is not None and self.streams_on_device and t.seq in stream
         mine = t.preds if preds is None else preds.get(t.seq, set())
-        if getattr(rt, "engine", "pto") != "pto":
-            mine = set()        # _check_engine saw that the regions order each of them
         for p in sorted(mine):
             if not (on_device and stream.get(p) == stream[t.seq]):
                 rt.add_successor(rid[p], h)
@@ -535,13 +533,12 @@ class Program:
         result.issue_ns[t.seq] = time.monotonic_ns()
         rt.submit(h)
 
-    def _check_engine(self, engine: str, tasks: list[TaskInst], edges: bool = False) -> None:
+    def _check_engine(self, engine: str, tasks: list[TaskInst]) -> None:
         """PTOError, before anything runs, for a schedule knob ``engine`` cannot honour. Our
-        runtime honours them all; StarPU orders tasks by their regions and places them by
-        worker pinning only, so what needs explicit edges, issue control or a bounded window
-        is refused rather than dropped (a structural edge between tasks that share a region
-        they write is kept: the regions order them). ``edges``: the tasks go in through the C
-        enumerator's submitters, whose predecessors StarPU honours as tag dependencies."""
+        runtime honours them all; StarPU orders tasks by their regions and explicit edges
+        (structural edges and streams: tag dependencies, on StarPU-MPI tokens between ranks)
+        and places them by worker pinning only, so what needs issue control, worker types or
+        an aborting window is refused rather than dropped."""
         from ..engines import DEFAULT, get_engine
         get_engine(engine)
         if engine == DEFAULT:
@@ -549,25 +546,15 @@ class Program:
         s, why = self.schedule, None
         if self.executor is not None:
             why = f"target {self.target} launches its kernels through a task executor"
-        elif s.streams_:
-            why = f"streams({s.streams_}) orders each stream's tasks by explicit edges"
         elif s.timing_.kind != "immediate":
             why = f"timing({s.timing_.kind}) needs our runtime's issue control"
         elif s.window and s.window_mode == "abort":
             why = (f"task_window({s.window}, mode='abort'): StarPU's submission limit stalls, "
                    f"it cannot fail the submission")
-        # a structural edge StarPU honours only where the two tasks' regions already order them
-        by_data = ({(a.seq, b.seq) for a, b, *_ in conflicts(tasks)} if not why and not edges
-                   else set())
         for t in tasks:
             if why:
                 break
-            bare = [] if edges else sorted(p for p in t.preds if (p, t.seq) not in by_data)
-            if bare:
-                why = (f"task {t.label} follows task(s) {bare} by the workload's structure (a "
-                       f"sequential loop or a channel) with no region in common, which needs "
-                       f"an explicit edge")
-            elif t.resources.get("worker_type", "any") != "any":
+            if t.resources.get("worker_type", "any") != "any":
                 why = (f"task {t.label} asks for worker_type "
                        f"'{t.resources['worker_type']}'; every StarPU worker is a CPU worker")
         if why:
@@ -580,7 +567,8 @@ class Program:
         (:mod:`pto_core.engines`): ``"pto"``, our runtime, honours every knob; ``"starpu"``
         honours dispatch (round_robin, affinity and hash pin a task to its StarPU worker,
         work_steal leaves the worker to StarPU's scheduler) and task_window (stall: StarPU's
-        submission limit), and orders tasks by their regions; any other knob is refused before
+        submission limit), and orders tasks by their regions and by the workload's edges
+        (structure and streams, explicit edges there); any other knob is refused before
         a task runs. A StarPU run records no trace
         (``events`` and ``worker_of`` are empty). ``"starpu-mpi"``: the same in every rank of
         an MPI job (``mpirun -np N python PROGRAM``, each rank calling ``run`` alike); dispatch's
@@ -604,7 +592,7 @@ class Program:
         if c_threads != 0:
             c_threads = _positive(c_threads, "run: c_threads")
         tasks = enumerate_tasks(s.workload, sizes)
-        self._check_engine(engine, tasks, edges=c_threads > 0)
+        self._check_engine(engine, tasks)
         check_overlaps(tasks)                   # within a process too; channels order the rest
         for t in tasks:
             self._check_binary_args(t)

@@ -19,10 +19,10 @@
  * What differs from the PTO runtime: worker types are not distinguished (every worker is a
  * StarPU CPU worker; at most STARPU_MAXCPUS of them, and 0 workers means one), there is no
  * task window (StarPU keeps every submitted task until it ran), no dump or graph record (the
- * trace and statistics of PTO_TRACE / PTO_STATS are observe.c's, written at shutdown),
- * and explicit edges (pto_task_add_successor) are refused (PTO_EINVAL). Several threads submit
- * through submitters (submitters.c): their batches enter under submit_mu, and their tasks carry
- * StarPU tags (the task id), so a submitter's predecessors become tag dependencies. Affinity
+ * trace and statistics of PTO_TRACE / PTO_STATS are observe.c's, written at shutdown).
+ * Every task carries the StarPU tag of its id, so explicit edges (pto_task_add_successor, a
+ * submitter's predecessors) are tag dependencies. Several threads submit through submitters
+ * (submitters.c): their batches enter under submit_mu. Affinity
  * (pto_task_set_affinity, a workload schedule's dispatch) names a StarPU CPU worker: steal == 0
  * pins the task to it, steal != 0 leaves the choice to StarPU's scheduler. Safe mode
  * (execution_task_threshold 0) pauses StarPU's workers until pto_runtime_run; a threshold > 0
@@ -49,8 +49,11 @@
  * inputs count) and migrated to its owner before use; after the run every written region is
  * gathered to rank 0. Regions of a tensor must be equal or disjoint there. A failed kernel on
  * any rank fails the run on every rank (an MPI_Allgather after the run), naming task and rank;
- * a kernel stuck past the deadline aborts the job (MPI_Abort) after saying which. One submitter
- * at a time there, and no predecessors (a tag is local to a rank). MPI is
+ * a kernel stuck past the deadline aborts the job (MPI_Abort) after saying which. An explicit
+ * edge between tasks of one rank is a tag dependency there (every rank tags the tasks it runs);
+ * one between ranks is a token, a small handle owned by the predecessor's rank which an edge
+ * task writes after the predecessor and the successor reads, so StarPU-MPI sends it. One
+ * submitter at a time there. MPI is
  * initialised with MPI_THREAD_MULTIPLE (or taken as it is) and finalised at exit.
  */
 #define _GNU_SOURCE 1
@@ -155,20 +158,29 @@ struct PTORuntime {
     /* submitters (submitters.c): their batches enter under submit_mu, one writer at a time */
     pthread_mutex_t submit_mu;
     int32_t submitters;                /* open now (under submit_mu) */
-    uint8_t* tagged;                   /* per task id: 1 when it carries StarPU tag `id` */
-    int64_t cap_tagged;
+    /* explicit edges: the open task's predecessors (pto_task_add_successor) */
+    int32_t* open_preds;
+    int32_t nopen_preds;
+    int64_t cap_open_preds;
 #ifdef PTO_ENGINE_MPI
     int rank, nranks, grid_p, grid_q;  /* this rank, the world, the P x Q process grid */
     int64_t next_tag;
     PTOOwnerFn owner_fn;
     void* owner_ctx;
     int32_t failed_rank;
+    int32_t* task_rank;                /* per task id: the rank that runs it */
+    int64_t cap_task_rank;
+    starpu_data_handle_t* tokens;      /* an explicit edge between ranks: the token it sends */
+    int64_t ntokens, cap_tokens;
     char failed_name[64];              /* the failed kernel's name, as the failing rank gave it */
     int64_t bytes_gathered;
 #endif
 };
 
 static struct starpu_codelet g_codelet;
+#ifdef PTO_ENGINE_MPI
+static struct starpu_codelet g_edge_codelet;   /* writes an edge's token once its predecessor ran */
+#endif
 static pthread_once_t g_codelet_once = PTHREAD_ONCE_INIT;
 static atomic_int g_active;            /* a runtime of this engine exists */
 static atomic_int g_abandoned;         /* a run left a kernel running: StarPU cannot be reused */
@@ -222,6 +234,13 @@ static void task_done(void* arg) {
     }
 }
 
+#ifdef PTO_ENGINE_MPI
+static void edge_token(void* buffers[], void* cl_arg) {
+    (void)cl_arg;
+    *(int32_t*)STARPU_VARIABLE_GET_PTR(buffers[0]) = 1;
+}
+#endif
+
 static void codelet_init(void) {
     starpu_codelet_init(&g_codelet);
     g_codelet.cpu_funcs[0] = run_task;
@@ -229,6 +248,15 @@ static void codelet_init(void) {
     g_codelet.where = STARPU_CPU;
     g_codelet.nbuffers = STARPU_VARIABLE_NBUFFERS;
     g_codelet.name = "pto_task";
+#ifdef PTO_ENGINE_MPI
+    starpu_codelet_init(&g_edge_codelet);
+    g_edge_codelet.cpu_funcs[0] = edge_token;
+    g_edge_codelet.cpu_funcs_name[0] = "pto_edge";
+    g_edge_codelet.where = STARPU_CPU;
+    g_edge_codelet.nbuffers = 1;
+    g_edge_codelet.modes[0] = STARPU_W;
+    g_edge_codelet.name = "pto_edge";
+#endif
 }
 
 #ifdef PTO_ENGINE_MPI
@@ -464,6 +492,12 @@ static void free_tensors(PTORuntime* rt, bool unregister) {
     free(rt->tensors);
     rt->tensors = NULL;
     rt->ntensor_slots = rt->ntensors = 0;
+#ifdef PTO_ENGINE_MPI
+    for (int64_t k = 0; unregister && k < rt->ntokens; k++) starpu_data_unregister_no_coherency(rt->tokens[k]);
+    free(rt->tokens);
+    rt->tokens = NULL;
+    rt->ntokens = rt->cap_tokens = 0;
+#endif
     free(rt->bufs.h);
     free(rt->bufs.m);
     rt->bufs = (Buffers){0};
@@ -532,7 +566,10 @@ void pto_runtime_destroy(PTORuntime* rt) {
     pthread_mutex_destroy(&rt->done_mu);
     pthread_cond_destroy(&rt->done_cv);
     pthread_mutex_destroy(&rt->submit_mu);
-    free(rt->tagged);
+    free(rt->open_preds);
+#ifdef PTO_ENGINE_MPI
+    free(rt->task_rank);
+#endif
     free(rt);
     atomic_store(&g_active, 0);
 }
@@ -829,27 +866,107 @@ static void place_regions(PTORuntime* rt, const EngTask* t) {
         r->placed = true;
     }
 }
+#endif
+
+/* Room in the int32 array *a (capacity *cap) for index i. */
+static int reserve_i32(int32_t** a, int64_t* cap, int64_t i) {
+    if (i < *cap) return PTO_OK;
+    int64_t n = *cap ? 2 * *cap : 64;
+    while (n <= i) n *= 2;
+    int32_t* g = realloc(*a, (size_t)n * sizeof *g);
+    if (!g) return PTO_ENOMEM;
+    *a = g;
+    *cap = n;
+    return PTO_OK;
+}
+
+/* Task `id` (carrying StarPU tag `id`) starts after the tags of its predecessors preds[0..npred)
+ * (tasks already submitted): on StarPU-MPI those that run on its rank, xnode (a token orders the
+ * others). A tag already done is no wait. */
+static int declare_deps(PTORuntime* rt, int32_t id, const int32_t* preds, int32_t npred, int xnode) {
+    starpu_tag_t few[16], *tags = npred <= 16 ? few : malloc((size_t)npred * sizeof *tags);
+    if (!tags) return -ENOMEM;
+    int32_t n = 0;
+    for (int32_t k = 0; k < npred; k++) {
+#ifdef PTO_ENGINE_MPI
+        if (rt->task_rank[preds[k]] != xnode) continue;
+#else
+        (void)rt; (void)xnode;
+#endif
+        tags[n++] = (starpu_tag_t)preds[k];
+    }
+    if (n > 0) starpu_tag_declare_deps_array((starpu_tag_t)id, (unsigned)n, tags);
+    if (tags != few) free(tags);
+    return 0;
+}
+
+#ifdef PTO_ENGINE_MPI
+#define EDGE_TAG ((starpu_tag_t)1 << 32)   /* edge tasks' tags, above every task id */
+
+/* The explicit edge p -> (a task running on rank xnode) where p runs on another rank: a token,
+ * one int32 owned by p's rank, which an edge task there writes once p ran (it follows p's tag:
+ * every task carries the tag of its id on the rank that runs it) and which the task reads, so
+ * StarPU-MPI sends it to xnode after p. Every rank registers the same tokens in the same order
+ * (their tags are region tags); the token joins rt->bufs. */
+static int edge_token_for(PTORuntime* rt, int32_t p) {
+    if (rt->ntokens == rt->cap_tokens) {
+        int64_t n = rt->cap_tokens ? 2 * rt->cap_tokens : 64;
+        starpu_data_handle_t* g = realloc(rt->tokens, (size_t)n * sizeof *g);
+        if (!g) return PTO_ENOMEM;
+        rt->tokens = g;
+        rt->cap_tokens = n;
+    }
+    const int owner = rt->task_rank[p];
+    starpu_data_handle_t h;
+    starpu_variable_data_register(&h, -1, 0, sizeof(int32_t));
+    starpu_mpi_data_register(h, rt->next_tag++, owner);
+    const starpu_tag_t tag = EDGE_TAG | (starpu_tag_t)rt->ntokens;
+    rt->tokens[rt->ntokens++] = h;
+    struct starpu_task* e = starpu_mpi_task_build(MPI_COMM_WORLD, &g_edge_codelet, STARPU_EXECUTE_ON_NODE, owner,
+                                                  STARPU_W, h, 0);
+    int rc = 0;
+    if (e) {
+        starpu_tag_t after = (starpu_tag_t)p;
+        e->use_tag = 1;
+        e->tag_id = tag;
+        starpu_tag_declare_deps_array(tag, 1, &after);
+        rc = starpu_task_submit(e);
+    }
+    starpu_mpi_task_post_build(MPI_COMM_WORLD, &g_edge_codelet, STARPU_EXECUTE_ON_NODE, owner, STARPU_W, h, 0);
+    if (rc != 0) return rt_fail(PTO_EINVAL, "the edge after task %d: starpu_task_submit failed (%d) on rank %d",
+                                (int)p, rc, rt->rank);
+    return add_buffer(&rt->bufs, h, STARPU_R);
+}
 
 /* Every rank: the task goes to the rank of its affinity, else to the owner of its first written
  * region (of its first region when it writes none); StarPU-MPI posts the transfers on every
- * rank. */
-static int32_t submit_mpi(PTORuntime* rt, EngTask* t) {
-    const Buffers* b = &rt->bufs;
-    struct starpu_data_descr descr[PTO_MAX_TENSOR_ARGS];
+ * rank. Its predecessors preds[0..npred): one on the same rank is a tag dependency there, one
+ * on another rank sends a token (edge_token_for). */
+static int32_t submit_mpi(PTORuntime* rt, EngTask* t, const int32_t* preds, int32_t npred) {
+    Buffers* b = &rt->bufs;
     place_regions(rt, t);
     int xnode = t->naccess > 0 ? t->acc[0].region->owner : 0;
     for (int32_t k = t->naccess - 1; k >= 0; k--)
         if (t->acc[k].mode & PTO_ARG_OUTPUT) xnode = t->acc[k].region->owner;
     if (t->worker >= 0) xnode = t->worker % rt->nranks;
+    int rc = reserve_i32(&rt->task_rank, &rt->cap_task_rank, rt->next_id);
+    for (int32_t k = 0; k < npred && rc >= 0; k++)
+        if (rt->task_rank[preds[k]] != xnode) rc = edge_token_for(rt, preds[k]);
+    struct starpu_data_descr few[2 * PTO_MAX_TENSOR_ARGS];
+    struct starpu_data_descr* descr = rc < 0 || b->n <= 2 * PTO_MAX_TENSOR_ARGS ? few
+                                      : malloc((size_t)b->n * sizeof *descr);
+    if (rc < 0 || !descr) { free(t); return rc < 0 ? rc : PTO_ENOMEM; }
     for (int32_t i = 0; i < b->n; i++) descr[i] = (struct starpu_data_descr){b->h[i], b->m[i]};
     for (int32_t k = 0; k < t->naccess; k++)
         if (t->acc[k].mode & PTO_ARG_OUTPUT) t->acc[k].region->written = true;
     t->id = rt->next_id++;
+    rt->task_rank[t->id] = xnode;
     const int32_t id = t->id;
     const char* name = t->name;
-    if (rt->obs && obs_name(rt->obs, id, name) < 0) { free(t); return PTO_ENOMEM; }
+    if (rt->obs && obs_name(rt->obs, id, name) < 0) { free(t); if (descr != few) free(descr); return PTO_ENOMEM; }
     struct starpu_task* st = starpu_mpi_task_build(MPI_COMM_WORLD, &g_codelet, STARPU_EXECUTE_ON_NODE, xnode,
                                                    STARPU_DATA_MODE_ARRAY, descr, b->n, 0);
+    rc = 0;
     if (st) {
         st->cl_arg = t;
         st->cl_arg_size = sizeof *t;
@@ -858,39 +975,30 @@ static int32_t submit_mpi(PTORuntime* rt, EngTask* t) {
         st->callback_arg = t;          /* freed with cl_arg, once */
         st->callback_arg_free = 0;
         st->name = t->name;
+        st->use_tag = 1;               /* a later task on this rank may follow it */
+        st->tag_id = (starpu_tag_t)id;
         pin(rt, t, st);
         rt->submitted++;
-        int rc = starpu_task_submit(st);
-        if (rc != 0) return rt_fail(PTO_EINVAL, "task %d '%s': starpu_task_submit failed (%d) on rank %d", id, name,
-                                    rc, rt->rank);
+        rc = declare_deps(rt, id, preds, npred, xnode);
+        if (rc == 0) rc = starpu_task_submit(st);
     } else {
         free(t);                       /* another rank runs it */
     }
     starpu_mpi_task_post_build(MPI_COMM_WORLD, &g_codelet, STARPU_EXECUTE_ON_NODE, xnode, STARPU_DATA_MODE_ARRAY,
                                descr, b->n, 0);
+    if (descr != few) free(descr);
+    if (rc != 0) return rt_fail(PTO_EINVAL, "task %d '%s': starpu_task_submit failed (%d) on rank %d", id, name, rc,
+                                rt->rank);
     if (rt->paused && rt->cfg.execution_task_threshold > 0 && rt->next_id > rt->cfg.execution_task_threshold)
         resume(rt);
     return id;
 }
 #endif
 
-/* Room in rt->tagged for task id `id`. */
-static int grow_tagged(PTORuntime* rt, int64_t id) {
-    if (id < rt->cap_tagged) return PTO_OK;
-    int64_t cap = rt->cap_tagged ? 2 * rt->cap_tagged : 1024;
-    while (cap <= id) cap *= 2;
-    uint8_t* n = realloc(rt->tagged, (size_t)cap);
-    if (!n) return PTO_ENOMEM;
-    memset(n + rt->cap_tagged, 0, (size_t)(cap - rt->cap_tagged));
-    rt->tagged = n;
-    rt->cap_tagged = cap;
-    return PTO_OK;
-}
-
-/* Hand a complete task to StarPU: its own regions, then the regions they overlap. A `tagged`
- * task carries StarPU tag `id` (so a later task can follow it) and starts only after the tags
- * of preds[0..npred) (tasks already submitted, tagged: engine_submit_after checked them). */
-static int32_t submit(PTORuntime* rt, EngTask* t, const int32_t* preds, int32_t npred, bool tagged) {
+/* Hand a complete task to StarPU: its own regions, then the regions they overlap. Every task
+ * carries StarPU tag `id`, so a later task can follow it, and starts only after its explicit
+ * predecessors preds[0..npred) (ids of tasks already submitted: the callers checked them). */
+static int32_t submit(PTORuntime* rt, EngTask* t, const int32_t* preds, int32_t npred) {
     const char* name = t->name;
     Buffers* b = &rt->bufs;
     b->n = 0;
@@ -902,12 +1010,12 @@ static int32_t submit(PTORuntime* rt, EngTask* t, const int32_t* preds, int32_t 
         for (int32_t j = 0; j < r->noverlaps && rc >= 0; j++)
             rc = add_buffer(b, r->overlaps[j]->handle, sp_mode(t->acc[k].mode));
     }
-    if (rc < 0 || (tagged && (rc = grow_tagged(rt, rt->next_id)) < 0)) { free(t); return rc; }
+    if (rc < 0) { free(t); return rc; }
     const int32_t n = b->n;
     starpu_data_handle_t* h = b->h;
     enum starpu_data_access_mode* m = b->m;
 #ifdef PTO_ENGINE_MPI
-    return submit_mpi(rt, t);
+    return submit_mpi(rt, t, preds, npred);
 #endif
     struct starpu_task* st = starpu_task_create();
     if (!st) { free(t); return PTO_ENOMEM; }
@@ -941,22 +1049,13 @@ static int32_t submit(PTORuntime* rt, EngTask* t, const int32_t* preds, int32_t 
     t->id = rt->next_id++;
     const int32_t id = t->id;
     rt->submitted++;
-    rc = PTO_OK;
-    if (tagged) {
-        st->use_tag = 1;
-        st->tag_id = (starpu_tag_t)id;
-        rt->tagged[id] = 1;
-        starpu_tag_t few[16], *tags = npred <= 16 ? few : malloc((size_t)npred * sizeof *tags);
-        if (!tags) npred = 0, rc = -ENOMEM;
-        for (int32_t k = 0; k < npred; k++) tags[k] = (starpu_tag_t)preds[k];
-        if (npred > 0) starpu_tag_declare_deps_array((starpu_tag_t)id, (unsigned)npred, tags);
-        if (tags != few) free(tags);
-    }
+    st->use_tag = 1;
+    st->tag_id = (starpu_tag_t)id;
+    rc = declare_deps(rt, id, preds, npred, 0);
     if (rc == PTO_OK) rc = rt->obs && obs_name(rt->obs, id, name) < 0 ? -ENOMEM : starpu_task_submit(st);
     if (rc != 0) {
         rt->submitted--;
         rt->next_id--;
-        if (tagged) rt->tagged[id] = 0;
         st->cl_arg_free = 0;
         starpu_task_destroy(st);
         free(t);
@@ -967,10 +1066,10 @@ static int32_t submit(PTORuntime* rt, EngTask* t, const int32_t* preds, int32_t 
     return id;
 }
 
-/* pto_task_submit_v, the task `tagged` and following preds[0..npred) (see submit). */
+/* pto_task_submit_v, the task following preds[0..npred) (see submit). */
 static int32_t submit_args(PTORuntime* rt, const char* func_name, PTOKernelFunc func_ptr, int32_t buffer_bytes,
                            int32_t worker_type, const PTOTaskArg* args, int32_t num_args, const int32_t* preds,
-                           int32_t npred, bool tagged) {
+                           int32_t npred) {
     int rc;
     PTOTaskArg renamed[PTO_MAX_ARGS];   /* runtime-owned intermediates as regions of buffers */
     if (num_args > 0 && args && engine_temps_any(args, num_args)) {
@@ -993,15 +1092,15 @@ static int32_t submit_args(PTORuntime* rt, const char* func_name, PTOKernelFunc 
         }
     }
     if (rc < 0) { free(t); return rc; }
-    return submit(rt, t, preds, npred, tagged);
+    return submit(rt, t, preds, npred);
 }
 
 int32_t pto_task_submit_v(PTORuntime* rt, const char* func_name, PTOKernelFunc func_ptr, int32_t buffer_bytes,
                           int32_t worker_type, const PTOTaskArg* args, int32_t num_args) {
-    return submit_args(rt, func_name, func_ptr, buffer_bytes, worker_type, args, num_args, NULL, 0, false);
+    return submit_args(rt, func_name, func_ptr, buffer_bytes, worker_type, args, num_args, NULL, 0);
 }
 
-/* ---- submitters (submitters.c): their tasks carry tags, so later ones can follow them */
+/* ---- submitters (submitters.c): their predecessors are explicit edges */
 
 pthread_mutex_t* engine_submit_lock(PTORuntime* rt) { return &rt->submit_mu; }
 
@@ -1023,19 +1122,10 @@ int32_t engine_submit_after(PTORuntime* rt, const char* func_name, PTOKernelFunc
                             int32_t worker_type, const PTOTaskArg* args, int32_t num_args, const int32_t* preds,
                             int32_t npred) {
     const char* name = func_name ? func_name : "task";
-#ifdef PTO_ENGINE_MPI
-    if (npred > 0)
-        return rt_fail(PTO_EINVAL, "task '%s' follows %d task(s) by explicit edges: the starpu-mpi engine orders "
-                       "tasks by their regions only (a predecessor may run on another rank)", name, (int)npred);
-#endif
-    for (int32_t k = 0; k < npred; k++) {
+    for (int32_t k = 0; k < npred; k++)
         if (preds[k] < 0 || preds[k] >= rt->next_id)
             return rt_fail(PTO_ETASKID, "task '%s': predecessor %d is no task of this runtime", name, (int)preds[k]);
-        if (preds[k] >= rt->cap_tagged || !rt->tagged[preds[k]])
-            return rt_fail(PTO_EINVAL, "task '%s': predecessor %d was submitted directly; on the StarPU engine a "
-                           "submitter's task follows only tasks that came through submitters", name, (int)preds[k]);
-    }
-    return submit_args(rt, func_name, func_ptr, buffer_bytes, worker_type, args, num_args, preds, npred, true);
+    return submit_args(rt, func_name, func_ptr, buffer_bytes, worker_type, args, num_args, preds, npred);
 }
 
 /* Range tasks: StarPU gets the per-tile loop, one task per tile (pto_runtime.h). */
@@ -1070,6 +1160,7 @@ int32_t pto_task_alloc(PTORuntime* rt, const char* func_name, PTOKernelFunc func
     if (rt->open_task) { free(t); return rt_fail(PTO_ESTATE, "the StarPU engine builds one task at a time: "
                                                  "submit task %d first", rt->next_id); }
     rt->open_task = t;
+    rt->nopen_preds = 0;
     return rt->next_id;
 }
 
@@ -1114,9 +1205,18 @@ int pto_task_add_scalar(PTORuntime* rt, int32_t task, int64_t value) {
     EngTask* t = building(rt, task, &err);
     return t ? put_scalar(t, value) : err;
 }
+/* The open task follows from_task, already submitted (one task builds at a time): a tag
+ * dependency, or on StarPU-MPI across ranks a token (submit_mpi). */
 int pto_task_add_successor(PTORuntime* rt, int32_t from_task, int32_t to_task) {
-    (void)rt; (void)from_task; (void)to_task;
-    return rt_fail(PTO_EINVAL, "pto_task_add_successor: the StarPU engine orders tasks by their regions only");
+    int err;
+    if (!building(rt, to_task, &err)) return err;
+    if (from_task < 0 || from_task > rt->next_id) return PTO_ETASKID;
+    if (from_task >= to_task) return PTO_EINVAL;   /* a predecessor is allocated first */
+    for (int32_t k = 0; k < rt->nopen_preds; k++)
+        if (rt->open_preds[k] == from_task) return PTO_OK;
+    if (reserve_i32(&rt->open_preds, &rt->cap_open_preds, rt->nopen_preds) < 0) return PTO_ENOMEM;
+    rt->open_preds[rt->nopen_preds++] = from_task;
+    return PTO_OK;
 }
 /* Worker w is StarPU CPU worker w / R of rank w % R (R ranks; 1 without MPI): on StarPU-MPI the
  * task runs on that rank and owns the regions it is the first to write; steal == 0 pins it to
@@ -1145,7 +1245,9 @@ int pto_task_submit(PTORuntime* rt, int32_t task) {
     EngTask* t = building(rt, task, &err);
     if (!t) return err;
     rt->open_task = NULL;
-    int32_t id = submit(rt, t, NULL, 0, false);
+    const int32_t npred = rt->nopen_preds;
+    rt->nopen_preds = 0;
+    int32_t id = submit(rt, t, rt->open_preds, npred);
     return id < 0 ? id : PTO_OK;
 }
 
