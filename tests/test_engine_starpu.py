@@ -54,10 +54,12 @@ def test_an_engine_other_than_ours_needs_kernels_on_host_threads():
         check_backend("starpu", "cuda", False)
 
 
+CLI = "import sys; from pto_core.cli import main; sys.exit(main(sys.argv[1:]))"
+
+
 def pto_cli(*argv: str, timeout: float = 600) -> subprocess.CompletedProcess:
     """``pto ARGV`` in a child process (StarPU starts and stops there)."""
-    code = "import sys; from pto_core.cli import main; sys.exit(main(sys.argv[1:]))"
-    return subprocess.run([sys.executable, "-c", code, *argv], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-c", CLI, *argv], capture_output=True, text=True,
                           timeout=timeout, cwd=Path(__file__).parents[1])
 
 
@@ -67,6 +69,28 @@ def test_cli_run_with_engine_starpu_checks_against_the_reference():
     assert r.returncode == 0, r.stdout + r.stderr
     assert "target arm64, engine starpu" in r.stdout
     assert re.search(r"overall: .*OK", r.stdout), r.stdout
+
+
+@pytest.mark.parametrize("engine", ["pto", "starpu", "starpu-mpi"])
+def test_cli_runs_a_workload_file_on_each_engine(engine):
+    # tests/engines/cli_workload.py: 6 sequential pairs ordered by explicit edges alone
+    argv = ("run", "tests/engines/cli_workload.py", "--target", "arm64", "--engine", engine,
+            "--set", "blocks=6", "--check")
+    r = mpirun(2, sys.executable, "-c", CLI, *argv) if engine == "starpu-mpi" else pto_cli(*argv)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert r.stdout.count("pto run") == 1, r.stdout         # on 2 ranks rank 0 alone reports
+    assert f"workload, target arm64, engine {engine}" in r.stdout, r.stdout
+    ran = int(re.search(r"ran (\d+) tasks on 2 workers", r.stdout)[1])
+    assert ran == (6 if engine == "starpu-mpi" else 12), r.stdout    # a rank its half
+    assert "overall: OK (2 tensors)" in r.stdout, r.stdout
+
+
+def test_cli_refuses_what_a_workload_file_does_not_take():
+    r = pto_cli("run", "tests/engines/cli_workload.py", "--trace", "t.json", "--stats")
+    assert r.returncode != 0 and "a workload file takes no --trace, --stats" in r.stderr, r.stderr
+    r = pto_cli("run", "tests/engines/cli_workload.py", "--set", "rows=3")
+    assert r.returncode != 0 and ("--set rows: no parameter of build_workload, kernel_module or "
+                                  "inputs is named rows") in r.stderr, r.stderr
 
 
 def test_more_workers_than_starpu_has_are_refused_by_name():
@@ -414,8 +438,7 @@ def test_the_mpi_engine_outside_mpirun_says_how_to_launch(mpi_faults):
 def test_pto_run_refuses_a_launch_that_does_not_match_the_engine():
     r = pto_cli("run", "examples/rowmax.py", "--target", "arm64", "--engine", "starpu-mpi")
     assert r.returncode != 0 and "mpirun -np N pto run" in r.stderr, r.stderr
-    r = mpirun(2, sys.executable, "-c", "import sys; from pto_core.cli import main; "
-               "sys.exit(main(sys.argv[1:]))", "run", "examples/rowmax.py", "--target", "arm64",
+    r = mpirun(2, sys.executable, "-c", CLI, "run", "examples/rowmax.py", "--target", "arm64",
                "--engine", "starpu")
     assert r.returncode != 0 and "one of 2 MPI ranks" in r.stderr + r.stdout, r.stderr
 

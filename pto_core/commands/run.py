@@ -59,6 +59,15 @@ same way.
 
 ``--check`` with nothing to compare (the reference target and no ``numpy_reference``, or a run
 that writes no tensor) says so and exits 1, unless ``--allow-unchecked`` is given.
+
+A workload file (a Python file defining ``build_workload()``, :mod:`pto_core.workload`) runs its
+schedule instead, on any ``--engine``, ``--target``, ``--workers``, ``--set`` and ``--check``
+(against its ``numpy_reference``):
+
+    pto run my_workload.py --target arm64 --engine starpu --check
+    mpirun -np 2 pto run my_workload.py --target arm64 --engine starpu-mpi --check
+
+(:mod:`pto_core.commands.run_workload` says what the file defines.)
 """
 
 from __future__ import annotations
@@ -86,13 +95,15 @@ from ..trace import (chrome_trace_graph, format_stats, load_chrome_trace, load_r
                      load_transfers, read_trace, validate_trace)
 from .common import (add_compile_arguments, add_run_arguments, load_with_settings, options_from_args,
                      parse_assignments)
+from .run_workload import is_workload, run_workload
 
 REFERENCE = "reference"
 
 def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     p = sub.add_parser("run", help="run a program on random inputs or .npy files (and check it)",
                        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("file", type=Path, help="a .pto file or a Python file defining build_module()")
+    p.add_argument("file", type=Path, help="a .pto file, a Python file defining build_module(), or "
+                                           "a workload file defining build_workload()")
     p.add_argument("--target", default=REFERENCE,
                    help="'reference' (numpy interpreter, default) or an installed backend")
     add_run_arguments(p)
@@ -239,6 +250,8 @@ def run(args: argparse.Namespace) -> int:
             from .. import plugins
             with phases.phase("plugins", show=False):
                 plugins.get_plugin_manager()     # loads every backend's entry point
+        if is_workload(args.file):
+            return run_workload(args)
         with phases.phase("load", show=False):
             program, sets = load_with_settings(args.file, args.sets, args.entry)
         return _run(args, program, sets, phases)
