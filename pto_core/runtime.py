@@ -456,7 +456,7 @@ class Runtime:
     this runtime: :attr:`address` is what it is attached to); default the runtime library.
     engine: the engine whose library runs the graph (:mod:`pto_core.engines`; ``"starpu"``:
     StarPU, one runtime per process at a time, no trace, dump or task states, tasks ordered by
-    their regions only; ``"starpu-mpi"``: the same on StarPU-MPI, in each rank of an MPI job,
+    their regions and explicit edges; ``"starpu-mpi"``: the same on StarPU-MPI, in each rank of an MPI job,
     every rank building the same graph; only rank 0's arrays hold the results, :attr:`rank`).
     A call the engine does not implement raises PTOError naming it.
     """

@@ -1,7 +1,10 @@
-"""A workload file for ``pto run`` (tests/test_engine_starpu.py): per block of 4 rows, ``inc``
+"""A workload file for ``pto run`` (docs/distributed.md): per block of 4 rows, ``inc``
 (y = x + 1) and then ``dbl`` (z = 2 x), a sequential pair whose regions have nothing in common,
 so an explicit edge orders it; round_robin(2) puts the two on different workers (on StarPU-MPI
-with 2 ranks, on different ranks)."""
+with 2 ranks, on different ranks).
+
+    pto run examples/sequential_pairs.py --target arm64 --engine starpu --set blocks=6 --check
+"""
 
 from __future__ import annotations
 
@@ -14,7 +17,7 @@ x, y, z = Tensor("x"), Tensor("y"), Tensor("z")
 
 
 def kernel_module(cols: int = 16) -> PTOModule:
-    m = PTOModule("cli_workload")
+    m = PTOModule("sequential_pairs")
     for name, op in (("inc", lambda b: b.adds("t", "t", 1.0)),
                      ("dbl", lambda b: b.add("t", "t", "t"))):
         b = (PTOFunctionBuilder(name, module=m).in_core().memref("a", "gm", "f32")
