@@ -223,14 +223,22 @@ def test_structural_edges_and_streams_order_tasks_on_starpu_as_on_ours():
 
 def test_add_successor_on_starpu_answers_misuse_with_our_runtimes_codes():
     out = child("""
+        import time
         from pto_core.runtime import Runtime
 
         for engine in ("pto", "starpu"):
-            with Runtime(num_workers=1, engine=engine) as rt:
+            with Runtime(num_workers=1, threshold=1, engine=engine) as rt:
                 lib, h = rt._lib, rt._handle()
                 edge = lambda f, t: lib.pto_task_add_successor(h, f, t)
-                a = rt.task("a", None)
-                rt.submit(a)
+                for name in ("first", "a"):
+                    a = rt.task(name, None)
+                    rt.submit(a)
+                # pipelined past the threshold, a runs now: on StarPU the edges from it below
+                # come after it completed, and add nothing (no tag to wait for)
+                end = time.monotonic() + 10
+                while engine == "starpu" and rt.stats().tasks_completed < 2:
+                    assert time.monotonic() < end, "task a did not run before the run"
+                    time.sleep(0.01)
                 b = rt.task("b", None)
                 codes = [edge(b, b), edge(-1, b), edge(7, b), edge(a, 9), edge(b, a), edge(a, b),
                          edge(a, b)]
@@ -241,7 +249,7 @@ def test_add_successor_on_starpu_answers_misuse_with_our_runtimes_codes():
     """)
     ours, theirs = (ln.split(" ", 1)[1] for ln in out.splitlines())
     # itself, no task, never allocated (twice), a submitted successor, twice fine, after the run
-    assert ours == "[-1, -8, -8, -8, -4, 0, 0, -4] 2", out
+    assert ours == "[-1, -8, -8, -8, -4, 0, 0, -4] 3", out
     assert theirs == ours, out
 
 

@@ -20,8 +20,9 @@
  * StarPU CPU worker; at most STARPU_MAXCPUS of them, and 0 workers means one), there is no
  * task window (StarPU keeps every submitted task until it ran), no dump or graph record (the
  * trace and statistics of PTO_TRACE / PTO_STATS are observe.c's, written at shutdown).
- * Every task carries the StarPU tag of its id, so explicit edges (pto_task_add_successor, a
- * submitter's predecessors) are tag dependencies. Several threads submit through submitters
+ * Explicit edges (pto_task_add_successor, a submitter's predecessors) are StarPU tag
+ * dependencies on the tag of the predecessor's id, which a task carries or notifies only once
+ * some task follows it (TaskState). Several threads submit through submitters
  * (submitters.c): their batches enter under submit_mu. Affinity
  * (pto_task_set_affinity, a workload schedule's dispatch) names a StarPU CPU worker: steal == 0
  * pins the task to it, steal != 0 leaves the choice to StarPU's scheduler. Safe mode
@@ -50,8 +51,7 @@
  * gathered to rank 0. Regions of a tensor must be equal or disjoint there. A failed kernel on
  * any rank fails the run on every rank (an MPI_Allgather after the run), naming task and rank;
  * a kernel stuck past the deadline aborts the job (MPI_Abort) after saying which. An explicit
- * edge between tasks of one rank is a tag dependency there (every rank tags the tasks it runs);
- * one between ranks is a token, a small handle owned by the predecessor's rank which an edge
+ * edge between tasks of one rank is a tag dependency there; one between ranks is a token, a small handle owned by the predecessor's rank which an edge
  * task writes after the predecessor and the successor reads, so StarPU-MPI sends it. One
  * submitter at a time there. MPI is
  * initialised with MPI_THREAD_MULTIPLE (or taken as it is) and finalised at exit.
@@ -108,6 +108,15 @@ typedef struct Tensor {
 
 /* ------------------------------------------------------------------ tasks */
 
+/* Explicit edges as StarPU tags (tag = task id), made only for tasks that some task follows: a
+ * task without predecessors carries no tag (StarPU's tag table costs per task); a later edge
+ * marks it FOLLOWED while it has not completed, and its completion then notifies its tag
+ * (starpu_tag_notify_from_apps). A task with predecessors carries its tag (TAGGED), which
+ * StarPU notifies itself. An edge from a DONE task adds nothing. */
+enum TaskState { T_RUNNING, T_FOLLOWED, T_DONE, T_TAGGED };
+#define STATE_CHUNK_SHIFT 16
+#define STATE_CHUNKS (1 << (31 - STATE_CHUNK_SHIFT))
+
 /* The handles of the task being submitted: its own regions and those they overlap. */
 typedef struct Buffers {
     starpu_data_handle_t* h;
@@ -125,6 +134,7 @@ typedef struct EngTask {
     int32_t nargs, naccess;
     int32_t worker;                    /* pto_task_set_affinity's worker, or -1 */
     bool steal;                        /* ... and whether another worker may take the task */
+    bool tagged;                       /* it carries StarPU tag `id` (it follows a tag itself) */
     int64_t args[PTO_MAX_ARGS];
     Access acc[PTO_MAX_TENSOR_ARGS];
     int8_t buf[PTO_MAX_TENSOR_ARGS];   /* the StarPU buffer of each access (filled at submit) */
@@ -158,7 +168,9 @@ struct PTORuntime {
     /* submitters (submitters.c): their batches enter under submit_mu, one writer at a time */
     pthread_mutex_t submit_mu;
     int32_t submitters;                /* open now (under submit_mu) */
-    /* explicit edges: the open task's predecessors (pto_task_add_successor) */
+    /* explicit edges: the open task's predecessors (pto_task_add_successor), and per task id
+     * its TaskState (chunks allocated as ids are submitted; a task's callback writes it) */
+    _Atomic(uint8_t)* states[STATE_CHUNKS];
     int32_t* open_preds;
     int32_t nopen_preds;
     int64_t cap_open_preds;
@@ -224,8 +236,15 @@ static void run_task(void* buffers[], void* cl_arg) {
     if (rc != 0) fail_task(rt, t, rc, worker);
 }
 
+static inline _Atomic(uint8_t)* task_state(PTORuntime* rt, int32_t id) {
+    return &rt->states[id >> STATE_CHUNK_SHIFT][id & ((1 << STATE_CHUNK_SHIFT) - 1)];
+}
+
 static void task_done(void* arg) {
-    PTORuntime* rt = ((EngTask*)arg)->rt;
+    const EngTask* t = arg;
+    PTORuntime* rt = t->rt;
+    if (!t->tagged && atomic_exchange(task_state(rt, t->id), (uint8_t)T_DONE) == T_FOLLOWED)
+        starpu_tag_notify_from_apps((starpu_tag_t)t->id);
     const int64_t done = atomic_fetch_add(&rt->completed, 1) + 1;
     if (done == atomic_load(&rt->target)) {
         pthread_mutex_lock(&rt->done_mu);
@@ -567,6 +586,7 @@ void pto_runtime_destroy(PTORuntime* rt) {
     pthread_cond_destroy(&rt->done_cv);
     pthread_mutex_destroy(&rt->submit_mu);
     free(rt->open_preds);
+    for (int32_t k = 0; k < STATE_CHUNKS && rt->states[k]; k++) free((void*)rt->states[k]);
 #ifdef PTO_ENGINE_MPI
     free(rt->task_rank);
 #endif
@@ -770,6 +790,7 @@ static EngTask* new_task(PTORuntime* rt, const char* func_name, PTOKernelFunc fn
     t->nargs = t->naccess = 0;
     t->worker = -1;
     t->steal = false;
+    t->tagged = false;
     return t;
 }
 
@@ -880,10 +901,25 @@ static int reserve_i32(int32_t** a, int64_t* cap, int64_t i) {
     return PTO_OK;
 }
 
-/* Task `id` (carrying StarPU tag `id`) starts after the tags of its predecessors preds[0..npred)
- * (tasks already submitted): on StarPU-MPI those that run on its rank, xnode (a token orders the
- * others). A tag already done is no wait. */
-static int declare_deps(PTORuntime* rt, int32_t id, const int32_t* preds, int32_t npred, int xnode) {
+/* Room for the state of task id `id` (the submitting thread, before the task is submitted). */
+static int reserve_state(PTORuntime* rt, int32_t id) {
+    _Atomic(uint8_t)** chunk = &rt->states[id >> STATE_CHUNK_SHIFT];
+    if (!*chunk && !(*chunk = calloc((size_t)1 << STATE_CHUNK_SHIFT, 1))) return PTO_ENOMEM;
+    return PTO_OK;
+}
+
+/* Whether a task may wait for task p's tag: p carries it, or will notify it when it completes
+ * (marked FOLLOWED here first); not when p completed already. On the rank that runs p. */
+static bool follow(PTORuntime* rt, int32_t p) {
+    uint8_t v = T_RUNNING;
+    return atomic_compare_exchange_strong(task_state(rt, p), &v, (uint8_t)T_FOLLOWED) || v != T_DONE;
+}
+
+/* Task t (about to be submitted as st on rank xnode, this one) waits for the tags of its
+ * predecessors preds[0..npred) that have not completed (on StarPU-MPI, of those that run on
+ * xnode: a token orders the others); it carries its own tag when it waits for any. */
+static int declare_deps(PTORuntime* rt, EngTask* t, struct starpu_task* st, const int32_t* preds, int32_t npred,
+                        int xnode) {
     starpu_tag_t few[16], *tags = npred <= 16 ? few : malloc((size_t)npred * sizeof *tags);
     if (!tags) return -ENOMEM;
     int32_t n = 0;
@@ -891,11 +927,17 @@ static int declare_deps(PTORuntime* rt, int32_t id, const int32_t* preds, int32_
 #ifdef PTO_ENGINE_MPI
         if (rt->task_rank[preds[k]] != xnode) continue;
 #else
-        (void)rt; (void)xnode;
+        (void)xnode;
 #endif
-        tags[n++] = (starpu_tag_t)preds[k];
+        if (follow(rt, preds[k])) tags[n++] = (starpu_tag_t)preds[k];
     }
-    if (n > 0) starpu_tag_declare_deps_array((starpu_tag_t)id, (unsigned)n, tags);
+    if (n > 0) {
+        t->tagged = true;
+        st->use_tag = 1;
+        st->tag_id = (starpu_tag_t)t->id;
+        atomic_store(task_state(rt, t->id), (uint8_t)T_TAGGED);
+        starpu_tag_declare_deps_array((starpu_tag_t)t->id, (unsigned)n, tags);
+    }
     if (tags != few) free(tags);
     return 0;
 }
@@ -904,8 +946,8 @@ static int declare_deps(PTORuntime* rt, int32_t id, const int32_t* preds, int32_
 #define EDGE_TAG ((starpu_tag_t)1 << 32)   /* edge tasks' tags, above every task id */
 
 /* The explicit edge p -> (a task running on rank xnode) where p runs on another rank: a token,
- * one int32 owned by p's rank, which an edge task there writes once p ran (it follows p's tag:
- * every task carries the tag of its id on the rank that runs it) and which the task reads, so
+ * one int32 owned by p's rank, which an edge task there writes once p ran (it follows p's tag,
+ * on the rank that runs p) and which the task reads, so
  * StarPU-MPI sends it to xnode after p. Every rank registers the same tokens in the same order
  * (their tags are region tags); the token joins rt->bufs. */
 static int edge_token_for(PTORuntime* rt, int32_t p) {
@@ -927,9 +969,11 @@ static int edge_token_for(PTORuntime* rt, int32_t p) {
     int rc = 0;
     if (e) {
         starpu_tag_t after = (starpu_tag_t)p;
-        e->use_tag = 1;
-        e->tag_id = tag;
-        starpu_tag_declare_deps_array(tag, 1, &after);
+        if (follow(rt, p)) {
+            e->use_tag = 1;
+            e->tag_id = tag;
+            starpu_tag_declare_deps_array(tag, 1, &after);
+        }
         rc = starpu_task_submit(e);
     }
     starpu_mpi_task_post_build(MPI_COMM_WORLD, &g_edge_codelet, STARPU_EXECUTE_ON_NODE, owner, STARPU_W, h, 0);
@@ -950,6 +994,7 @@ static int32_t submit_mpi(PTORuntime* rt, EngTask* t, const int32_t* preds, int3
         if (t->acc[k].mode & PTO_ARG_OUTPUT) xnode = t->acc[k].region->owner;
     if (t->worker >= 0) xnode = t->worker % rt->nranks;
     int rc = reserve_i32(&rt->task_rank, &rt->cap_task_rank, rt->next_id);
+    if (rc >= 0) rc = reserve_state(rt, rt->next_id);
     for (int32_t k = 0; k < npred && rc >= 0; k++)
         if (rt->task_rank[preds[k]] != xnode) rc = edge_token_for(rt, preds[k]);
     struct starpu_data_descr few[2 * PTO_MAX_TENSOR_ARGS];
@@ -975,11 +1020,9 @@ static int32_t submit_mpi(PTORuntime* rt, EngTask* t, const int32_t* preds, int3
         st->callback_arg = t;          /* freed with cl_arg, once */
         st->callback_arg_free = 0;
         st->name = t->name;
-        st->use_tag = 1;               /* a later task on this rank may follow it */
-        st->tag_id = (starpu_tag_t)id;
         pin(rt, t, st);
         rt->submitted++;
-        rc = declare_deps(rt, id, preds, npred, xnode);
+        rc = declare_deps(rt, t, st, preds, npred, xnode);
         if (rc == 0) rc = starpu_task_submit(st);
     } else {
         free(t);                       /* another rank runs it */
@@ -1010,6 +1053,7 @@ static int32_t submit(PTORuntime* rt, EngTask* t, const int32_t* preds, int32_t 
         for (int32_t j = 0; j < r->noverlaps && rc >= 0; j++)
             rc = add_buffer(b, r->overlaps[j]->handle, sp_mode(t->acc[k].mode));
     }
+    if (rc >= 0) rc = reserve_state(rt, rt->next_id);
     if (rc < 0) { free(t); return rc; }
     const int32_t n = b->n;
     starpu_data_handle_t* h = b->h;
@@ -1049,13 +1093,12 @@ static int32_t submit(PTORuntime* rt, EngTask* t, const int32_t* preds, int32_t 
     t->id = rt->next_id++;
     const int32_t id = t->id;
     rt->submitted++;
-    st->use_tag = 1;
-    st->tag_id = (starpu_tag_t)id;
-    rc = declare_deps(rt, id, preds, npred, 0);
+    rc = declare_deps(rt, t, st, preds, npred, 0);
     if (rc == PTO_OK) rc = rt->obs && obs_name(rt->obs, id, name) < 0 ? -ENOMEM : starpu_task_submit(st);
     if (rc != 0) {
         rt->submitted--;
         rt->next_id--;
+        atomic_store(task_state(rt, id), (uint8_t)T_RUNNING);   /* the id is given out again */
         st->cl_arg_free = 0;
         starpu_task_destroy(st);
         free(t);
