@@ -407,8 +407,11 @@ int     pto_submitter_scope_end(PTOSubmitter* s);
  * gets ONE task and reads its tiles with pto_task_range (a GPU launches them as one grid). With
  * worker threads and no executor the range becomes chunks - at most 4 per worker, each one
  * task of consecutive tiles - so the workers share it; inline (no workers) it is one task.
- * A kernel of a chunk or a range runs its tiles in order and stops at the first that fails:
- * the run's error message names the task and that tile. Any other executor, and arguments of
+ * A chunk's tiles are taken in order, one at a time: by the worker that runs the chunk, and by
+ * workers with nothing queued to run (not with bound worker types or max_running), so a worker
+ * held up in one tile holds up only that tile; the chunk completes when all its tiles are done.
+ * The first tile that fails stops the taking of the rest: the run's error message names the
+ * task and that tile. Any other executor, and arguments of
  * runtime-owned intermediates (TEMP_*), get the per-tile loop: one pto_task_submit_v per tile.
  * Returns the id of the last task submitted, or a negative error (the separate submissions'
  * codes; tiles submitted before a failing one stay submitted). */

@@ -4,12 +4,22 @@
  * (worker threads: they share it), or as one task per tile (any other executor, temp arguments).
  * A range or chunk task is an ordinary task with a record in its slot: how many tiles, and what
  * each argument slot gains per tile. Its tensor arguments are the union of its tiles' regions,
- * so the tensor map holds one entry per argument, not one per tile. */
+ * so the tensor map holds one entry per argument, not one per tile.
+ *
+ * Chunks are shared tile by tile. A worker running a chunk takes its tiles one at a time from an
+ * atomic count, and announces the chunk (rt->range_open) while it does; a worker whose own chunk
+ * has no tile left and that finds no task queued takes tiles of the chunks others announced. So a
+ * worker the OS preempts holds up the run by at most the tile it is in, not by the rest of its
+ * chunk. A chunk's task completes on the worker that ran it, once every tile taken is done. */
 #include "rt_internal.h"
 
 #include <stdlib.h>
 
 #define RANGE_CHUNKS_PER_WORKER 4
+#define RANGE_WAIT_SPINS 1024
+
+/* A record's count of tiles not yet taken, tagged with its task's id. */
+static inline uint64_t tiles_left(int32_t id, int64_t n) { return (uint64_t)(uint32_t)id << 32 | (uint64_t)n; }
 
 void pto_runtime_set_range_executor(PTORuntime* rt, int on) {
     if (rt) rt->range_exec = on != 0;
@@ -23,11 +33,16 @@ int range_attach(PTORuntime* rt, int32_t id, const PTORange* r) {
         atomic_store_explicit(&rt->ranges, rs, memory_order_release);
     }
     PTORange** slot = &rs[id & rt->mask];
-    if (!*slot && !(*slot = malloc(sizeof **slot))) return PTO_ENOMEM;
+    /* calloc: `helpers` starts at 0 and is never reset - a helper that read an older task's id
+     * may still count itself in and out of this record (see take_tile) */
+    if (!*slot && !(*slot = calloc(1, sizeof **slot))) return PTO_ENOMEM;
     PTORange* d = *slot;
+    /* first: a helper still holding this slot's previous id can take nothing from now on */
+    atomic_store(&d->left, tiles_left(id, r->tiles <= UINT32_MAX ? r->tiles : 0));
     d->tiles = r->tiles;
     d->first = r->first;
     atomic_init(&d->failed, -1);
+    atomic_init(&d->failed_rc, 0);
     memcpy(d->inc, r->inc, sizeof d->inc);
     d->id = id;
     return PTO_OK;
@@ -45,20 +60,81 @@ void range_free(PTORuntime* rt) {
     free(rs);
 }
 
-int32_t range_run(PTORuntime* rt, PTOTask* t, PTORange* r) {
-    if (rt->cfg.dry_run || !t->fn) return 0;
+/* Tile `k` of range task `t`, on this thread; on failure the first failing tile is recorded
+ * and the tiles not yet taken are dropped. */
+static int32_t run_tile(PTORange* r, const PTOTask* t, int64_t k) {
     int64_t a[PTO_MAX_ARGS];
     const int32_t n = t->num_args;
-    memcpy(a, t->args, sizeof(int64_t) * (size_t)n);
-    for (int64_t k = 0; k < r->tiles; k++) {
-        const int32_t rc = t->fn(a);
-        if (rc != 0) {
-            atomic_store(&r->failed, r->first + k);
-            return rc;
-        }
-        for (int32_t j = 0; j < n; j++) a[j] += r->inc[j];
+    for (int32_t j = 0; j < n; j++) a[j] = t->args[j] + k * r->inc[j];
+    const int32_t rc = t->fn(a);
+    if (rc != 0) {
+        int64_t none = -1;
+        if (atomic_compare_exchange_strong(&r->failed, &none, r->first + k)) atomic_store(&r->failed_rc, rc);
+        const uint64_t mine = tiles_left(t->id, 0);
+        uint64_t v = atomic_load(&r->left);
+        while (v >> 32 == mine >> 32 && !atomic_compare_exchange_weak(&r->left, &v, mine)) {}
     }
-    return 0;
+    return rc;
+}
+
+/* The next tile of range task `id` (index within the task), or -1: none left, or the record
+ * describes another task by now. Tiles go in order, one per call. */
+static int64_t take_tile(PTORange* r, int32_t id) {
+    uint64_t v = atomic_load_explicit(&r->left, memory_order_acquire);
+    for (;;) {
+        if (v >> 32 != (uint64_t)(uint32_t)id || (uint32_t)v == 0) return -1;
+        if (atomic_compare_exchange_weak_explicit(&r->left, &v, v - 1, memory_order_acq_rel, memory_order_acquire))
+            return r->tiles - (int64_t)(uint32_t)v;   /* the task cannot end while we hold a tile */
+    }
+}
+
+/* Can chunks be shared here: worker threads that may all run any task (no executor, no bound
+ * types, no cap on running kernels), and `me` one of them. */
+static bool shared(const PTORuntime* rt, int32_t me) {
+    return rt->nworkers >= 2 && me >= 0 && me < rt->nworkers && !rt->t3 && !rt->exec_fn && !rt->wait_fn &&
+           !rt->cfg.bind_worker_types && rt->cfg.max_running == 0;
+}
+
+/* Take tiles of the chunks other workers announced, until none is left or the run halts. */
+static void help(PTORuntime* rt, int32_t me) {
+    PTORange** rs = atomic_load_explicit(&rt->ranges, memory_order_acquire);
+    for (bool found = true; found;) {
+        found = false;
+        for (int32_t w = 0; w < rt->nworkers; w++) {
+            const int32_t id = atomic_load(&rt->range_open[w]) - 1;
+            if (w == me || id < 0) continue;
+            PTORange* r = rs[id & rt->mask];
+            /* counted in before taking: the announcing worker waits for helpers to leave */
+            atomic_fetch_add(&r->helpers, 1);
+            for (int64_t k; !atomic_load_explicit(&rt->halt, memory_order_relaxed) && (k = take_tile(r, id)) >= 0;) {
+                found = true;
+                run_tile(r, rt_task(rt, id), k);
+            }
+            atomic_fetch_sub(&r->helpers, 1);
+        }
+    }
+}
+
+int32_t range_run(PTORuntime* rt, PTOTask* t, PTORange* r) {
+    if (rt->cfg.dry_run || !t->fn) return 0;
+    const int32_t me = t->stage;
+    if (!shared(rt, me) || (uint32_t)atomic_load(&r->left) == 0) {   /* alone, in order */
+        for (int64_t k = 0; k < r->tiles; k++) {
+            const int32_t rc = run_tile(r, t, k);
+            if (rc != 0) return rc;
+        }
+        return 0;
+    }
+    atomic_store(&rt->range_open[me], t->id + 1);
+    for (int64_t k; (k = take_tile(r, t->id)) >= 0;) run_tile(r, t, k);
+    /* queued tasks first: they are whole */
+    if (atomic_load(&r->failed) < 0 && sched_ready_count(rt) == 0) help(rt, me);
+    atomic_store(&rt->range_open[me], 0);
+    /* none of our tiles is left to take: wait for those that helpers took (a helper that stays
+     * longer than a tile takes was preempted, maybe on this core: then give it the core) */
+    for (uint32_t spin = 0; atomic_load(&r->helpers) > 0; spin++)
+        if (spin < RANGE_WAIT_SPINS) rt_cpu_relax(); else sched_yield();
+    return atomic_load(&r->failed) >= 0 ? atomic_load(&r->failed_rc) : 0;
 }
 
 int64_t pto_task_range(PTORuntime* rt, int32_t task, int64_t* inc) {

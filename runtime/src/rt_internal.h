@@ -308,6 +308,8 @@ struct PTORuntime {
     void*           alloc_base;    /* what calloc returned (the runtime is aligned within it) */
     TMShard*        shards;        /* the sharded tensor map once submitters are in use, else NULL */
     int32_t         batches_open;  /* submit.c: batches between their entry and their publication */
+    /* range.c: per worker, the chunk task it runs whose tiles others may take (id + 1; 0: none) */
+    RT_LINE _Atomic int32_t range_open[PTO_MAX_WORKERS];
 };
 
 static inline PTOTask* rt_task(PTORuntime* rt, int32_t id) { return &rt->tasks[id & rt->mask]; }
@@ -476,6 +478,10 @@ typedef struct PTORange {
     int32_t id;                    /* the task it describes, -1 none */
     int64_t tiles, first;          /* tiles of this task; index of its first in the submitted range */
     _Atomic int64_t failed;        /* the tile (index in the submitted range) that failed, or -1 */
+    _Atomic int32_t failed_rc;     /* that tile's code */
+    /* tiles not yet taken: (uint32 id << 32) | count; a taker must see its own task's id in it */
+    _Atomic uint64_t left;
+    _Atomic int32_t helpers;       /* threads about to take, or running, this task's tiles for it */
     int64_t inc[PTO_MAX_ARGS];     /* per argument slot, added per tile */
 } PTORange;
 static inline PTORange* range_of(PTORuntime* rt, int32_t id) {
@@ -489,7 +495,7 @@ int32_t rt_submit_args(PTORuntime* rt, const char* func_name, PTOKernelFunc func
                        int32_t worker_type, const PTOTaskArg* args, int32_t num_args, const PTORange* range);
 int  range_attach(PTORuntime* rt, int32_t id, const PTORange* r);   /* PTO_OK or PTO_ENOMEM */
 void range_detach(PTORuntime* rt, int32_t id);
-int32_t range_run(PTORuntime* rt, PTOTask* t, PTORange* r);   /* every tile of t, on this thread */
+int32_t range_run(PTORuntime* rt, PTOTask* t, PTORange* r);   /* every tile of t (others may help) */
 void range_free(PTORuntime* rt);
 
 /* trace.c */

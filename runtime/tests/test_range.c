@@ -1,6 +1,7 @@
 /* test_range.c - range tasks (pto_task_submit_range): every tile runs once with its own
  * arguments, in every mode; one dependency entry per range; consumers wait for the whole range;
- * a failing tile is named; an executor that does not take ranges gets one task per tile.
+ * a failing tile is named; an executor that does not take ranges gets one task per tile; a
+ * chunk's tiles are shared: a worker held up in one tile does not hold up the rest of its chunk.
  *
  * Build:  gcc -std=c11 -O2 -pthread -Iruntime/include runtime/src/[a-z]*.c runtime/tests/test_range.c
  * Run:    ./a.out [scale] */
@@ -15,6 +16,7 @@ PTO_CHECK_COUNTERS;
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #define R 4                       /* tile rows */
 #define C 8                       /* tile columns */
@@ -161,6 +163,59 @@ static void check_failure(int workers) {
     pto_runtime_destroy(rt);
 }
 
+/* Tile 0 waits (up to 10 s) until the other tiles of its chunk (g_hold_chunk tiles) ran: only
+ * another worker taking them lets it return in time. */
+enum { HOLD_TILES = 64 };
+static _Atomic int g_hold_ran[HOLD_TILES], g_hold_others, g_hold_timed_out;
+static int g_hold_chunk;
+static int32_t k_hold(const int64_t* a) {
+    const int64_t t = a[4];
+    if (t == 0) {
+        struct timespec t0, now;
+        clock_gettime(CLOCK_MONOTONIC, &t0);
+        do clock_gettime(CLOCK_MONOTONIC, &now);
+        while (atomic_load(&g_hold_others) < g_hold_chunk - 1 && now.tv_sec - t0.tv_sec < 10);
+        if (atomic_load(&g_hold_others) < g_hold_chunk - 1) atomic_store(&g_hold_timed_out, 1);
+    } else if (t < g_hold_chunk) {
+        atomic_fetch_add(&g_hold_others, 1);
+    }
+    atomic_fetch_add(&g_hold_ran[t], 1);
+    return k_add(a);
+}
+
+static void check_shared_chunks(int workers, bool caller_runs) {
+    float x[R * C * HOLD_TILES], y[R * C * HOLD_TILES];
+    for (int i = 0; i < R * C * HOLD_TILES; i++) x[i] = (float)(i % 31);
+    memset(y, 0, sizeof y);
+    memset(g_hold_ran, 0, sizeof g_hold_ran);
+    atomic_store(&g_hold_others, 0);
+    atomic_store(&g_hold_timed_out, 0);
+    g_hold_chunk = HOLD_TILES / (4 * workers);
+    PTOTensor X = tensor(x, R * HOLD_TILES, C, "x"), Y = tensor(y, R * HOLD_TILES, C, "y");
+    PTORuntimeConfig cfg;
+    pto_runtime_config_default(&cfg);
+    cfg.num_workers = workers;
+    PTORuntime* rt = NULL;
+    CHECK_EQ(pto_runtime_init(&rt, &cfg), PTO_OK);
+    pto_runtime_set_caller_runs(rt, caller_runs);
+    const PTOTaskArg a[3] = {{PTO_ARG_INPUT, &X, 0, 0, R, C, 0}, {PTO_ARG_OUTPUT, &Y, 0, 0, R, C, 0},
+                             {PTO_ARG_SCALAR, 0, 0, 0, 0, 0, 0}};
+    const PTOTaskArg s[3] = {{0, 0, R, 0, 0, 0, 0}, {0, 0, R, 0, 0, 0, 0}, {0, 0, 0, 0, 0, 0, 1}};
+    CHECK(pto_task_submit_range(rt, "hold", k_hold, 0, PTO_WORKER_ANY, a, s, 3, HOLD_TILES) >= 0);
+    PTORuntimeStats st;
+    pto_runtime_get_stats(rt, &st);
+    CHECK_EQ(st.tasks_submitted, 4 * workers);       /* chunks of g_hold_chunk tiles */
+    CHECK_EQ(pto_runtime_run(rt), PTO_OK);
+    CHECK_EQ(atomic_load(&g_hold_timed_out), 0);
+    int once = 0, bad = 0;
+    for (int t = 0; t < HOLD_TILES; t++) once += atomic_load(&g_hold_ran[t]) == 1;
+    CHECK_EQ(once, HOLD_TILES);
+    for (int i = 0; i < R * C * HOLD_TILES; i++)
+        bad += y[i] != x[i] + 1000.0f * (float)(i / (R * C)) + 1.0f;
+    CHECK_EQ(bad, 0);
+    pto_runtime_destroy(rt);
+}
+
 /* An executor that does not take ranges sees one task per tile, each with its own arguments. */
 static _Atomic int g_exec_calls, g_exec_bad;
 static int32_t exec_plain(void* ctx, int32_t id, const char* name, PTOKernelFunc fn, const int64_t* args,
@@ -227,6 +282,9 @@ int main(int argc, char** argv) {
     check_misuse();
     check_failure(0);
     check_failure(3);
+    check_shared_chunks(2, false);
+    check_shared_chunks(2, true);     /* the orchestrating thread as one of the two */
+    check_shared_chunks(4, false);
     check_executor(false);
     check_executor(true);
     printf("%d passed, %d failed\n", g_pass, g_fail);
