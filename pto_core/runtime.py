@@ -239,6 +239,8 @@ def declare(lib: C.CDLL) -> C.CDLL:
             "pto_task_add_access": (C.c_int, [P, I32, T, I64, I64, I64, I64, I32]),
             "pto_task_add_successor": (C.c_int, [P, I32, I32]),
             "pto_task_set_affinity": (C.c_int, [P, I32, I32, I32]),
+            "pto_core_request": (I32, [P, I32, I32]),
+            "pto_task_set_core_request": (C.c_int, [P, I32, I32]),
             "pto_task_submit": (C.c_int, [P, I32]),
             "pto_temp_tensor": (P, [P, C.c_char_p, I32]),
             "pto_scope_begin": (C.c_int, [P]),
@@ -716,6 +718,27 @@ class Runtime:
             self._handle(), self._task_id(task, "set_affinity"),
             _int(worker, "set_affinity: worker", *INT32), int(bool(steal))),
             f"set_affinity task {task} -> worker {worker}")
+
+    def core_request(self, aic: int, aiv: int) -> int:
+        """A core request (a device program's ``CA_REQUEST``; three-tier mode only): the tasks
+        given it (:meth:`set_core_request`) run at most ``aic`` at once on AIC cores and ``aiv``
+        at once on AIV cores. Returns its id (``pto_core_request``)."""
+        rc = self._fn("pto_core_request")(self._handle(), _int(aic, "core_request: aic", *INT32),
+                                          _int(aiv, "core_request: aiv", *INT32))
+        if rc < 0:
+            raise PTORuntimeError(rc, "core_request",
+                                  detail=(self._lib.pto_last_error() or b"").decode(errors="replace"))
+        return rc
+
+    def set_core_request(self, task: int, request: int) -> None:
+        """Give ``task`` (not yet submitted) core request ``request`` (``pto_task_set_core_request``:
+        every core that may run it must be of a type the request grants)."""
+        rc = self._fn("pto_task_set_core_request")(
+            self._handle(), self._task_id(task, "set_core_request"),
+            _int(request, "set_core_request: request", *INT32))
+        if rc < 0:
+            raise PTORuntimeError(rc, f"set_core_request task {task} -> request {request}",
+                                  detail=(self._lib.pto_last_error() or b"").decode(errors="replace"))
 
     def submit(self, task: int) -> None:
         self._check(self._lib.pto_task_submit(self._handle(), self._task_id(task, "submit")), "submit")

@@ -5,10 +5,11 @@ dimensions: 32 tokens, hidden size 32, head size 16, the top 8 keys per query.
 * ``indexer_prolog``: the indexer's own projections iq = h Wiq, ik = h Wik;
 * ``lightning_indexer`` (4 blocks of 8 queries): scores relu(iq ik^T), sorted per query with
   their key positions (TSORT32), the first TOP_K (value, position) pairs kept;
-* ``sparse_fa`` (one block per query, at most 2 blocks at once: CA_REQUEST): the selected
-  positions (TGATHER of the pairs' second slots, the workspace read as i32: a workspace is bytes,
-  bound to arguments of any element type of its size) become row indices into k and v
-  (TGATHER), and the query attends to those TOP_K keys only: softmax(q k_sel^T / 4) v_sel.
+* ``sparse_fa`` (one block per query, at most 2 blocks at once: CA_REQUEST of 2 AIC cores, since
+  it multiplies matrices, a cube kernel): the selected positions (TGATHER of the pairs' second
+  slots, the workspace read as i32: a workspace is bytes, bound to arguments of any element type
+  of its size) become row indices into k and v (TGATHER), and the query attends to those TOP_K
+  keys only: softmax(q k_sel^T / 4) v_sel.
 
 The edges are the seed's: mla_prolog -> sparse_fa, indexer_prolog -> lightning_indexer ->
 sparse_fa, so both prologs run side by side. q, k, v, iq, ik and the top-k pairs are workspaces
@@ -71,7 +72,7 @@ device @deepseek_attn(%h: !pto.memref<gm,{S}x{D}xf32>, %wq: !pto.memref<gm,{D}x{
     MC_BIND @fa, 2, %v
     MC_BIND @fa, 3, %topk[block, 0]
     MC_BIND @fa, 4, %o[block, 0]
-    CA_REQUEST @fa, 0, 2
+    CA_REQUEST @fa, 2, 0
   TG_END @attn
   TG_LAUNCH @attn, 0
   TG_SYNC @attn

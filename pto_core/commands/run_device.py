@@ -14,6 +14,7 @@ from typing import Any, Callable
 
 from ..checking import call_numpy_reference, compare, random_inputs, resolve_scalars, tolerance
 from ..device.execute import run_device_program, written_tensors
+from ..driver import runtime_mode_environment
 from ..program import Program
 
 REFERENCE = "reference"
@@ -30,10 +31,11 @@ def run_device(args: argparse.Namespace, program: Program, sets: dict[str, Any],
     given = load_inputs(args.inputs, sig)
     inputs = {**random_inputs(sig, {n: t.shape for n, t in prog.memrefs.items()},
                               program.inputs, args.seed), **given}
-    workers = args.workers or 2
+    runtime_mode_environment(args.runtime, args.schedulers, args.cores)   # a bad combination
+    workers = args.cores or args.workers or 2
     written = written_tensors(module, entry)
     print(f"pto run {args.file}: device program '{entry}', target {args.target}, "
-          f"{workers} workers")
+          f"{workers} {'cores' if args.runtime == 'three-tier' else 'workers'}")
     if scalars:
         print("  scalars: " + " ".join(f"{k}={v}" for k, v in scalars.items()))
     for name, t in prog.memrefs.items():
@@ -42,7 +44,7 @@ def run_device(args: argparse.Namespace, program: Program, sets: dict[str, Any],
         mode = "out" if name in written else "in"
         print(f"  {name:<16} {t.shape[0]}x{t.shape[1]:<8} {t.dtype.value:<5} {mode:<6} ({fill})")
     run = run_device_program(module, entry, {n: a.copy() for n, a in inputs.items()}, scalars,
-                             target=args.target, workers=workers)
+                             target=args.target, workers=workers, mode=args.runtime)
     print(f"  ran {len(run.tasks)} tasks ({len({t.launch for t in run.tasks})} launches, "
           f"{len(run.edges)} explicit edges)")
     if run.graph_modules:

@@ -10,8 +10,13 @@ The orchestrator (this module, on the calling thread) walks the program's instru
   (``pto_task_add_successor``): ``TG_DEPEND`` (every block of the source before every block of
   the destination), ``CA_BARRIER``, the launch before on the same stream (a stream is in order),
   and every launch a ``TG_SYNC`` or ``MC_FENCE`` came after;
-* ``CA_REQUEST`` of ``aic + aiv`` cores bounds the kernel's blocks running at once: block
-  ``j`` follows block ``j - (aic + aiv)``;
+* ``CA_REQUEST @k, aic, aiv`` bounds the kernel's blocks running at once. In the three-tier
+  runtime, whose cores have types (:class:`~pto_core.device.verify.CoreTypes`: the first third
+  AIC), each block is a task of the kernel's type (a cube kernel's run on AIC cores, a vector
+  kernel's on AIV cores) and the kernel holds a core request of the runtime
+  (``pto_core_request``): at most ``aic`` of its blocks at once on AIC cores and ``aiv`` on AIV
+  cores, across its launches in flight. In the default runtime, whose workers have no type, the
+  sum bounds them within a launch: block ``j`` follows block ``j - (aic + aiv)``;
 * ``MC_ALLOC`` workspaces are runtime-owned intermediates (``pto_temp_tensor``): each region a
   kernel writes is a buffer the runtime allocates and frees once its readers are done;
 * the run ends when every task has completed.
@@ -29,12 +34,15 @@ from typing import Any, Mapping
 
 import numpy as np
 
+import os
+
 from ..analysis import footprint, param_modes
 from ..errors import PTOError
 from ..ir import MemRefType, Module
 from ..ir.device import BLOCK, DeviceProgram
 from ..reference import numpy_dtype
-from .verify import Graph, KernelNode, Structure, verify_device_program
+from .verify import (CoreTypes, Graph, KernelNode, Structure, kernel_core_types,
+                     verify_device_program)
 
 
 @dataclass
@@ -66,6 +74,10 @@ class DeviceRun:
     #: one task per block, ``per_task_because`` then says why
     graph_modules: dict[str, Module] = field(default_factory=dict)
     per_task_because: str | None = None
+    #: the C runtime's mode ("default", "three-tier"); in the three-tier mode the type of each
+    #: core by index ("AIC", "AIV": a trace event's worker), which CA_REQUEST counts per type
+    mode: str = "default"
+    core_types: tuple[str, ...] = ()
 
     def event(self, k: int) -> Any:
         rid = self.tasks[k].runtime_id
@@ -79,15 +91,24 @@ def kernels_module(module: Module) -> Module:
 
 def run_device_program(module: Module, name: str, tensors: Mapping[str, np.ndarray],
                        scalars: Mapping[str, Any] | None = None, *, target: str = "reference",
-                       workers: int = 2) -> DeviceRun:
+                       workers: int = 2, mode: str | None = None) -> DeviceRun:
     """Run device program ``name`` of ``module`` on ``target``; ``tensors`` are its tensor
     parameters (written in place, copied first when not writable C arrays), ``scalars`` its
-    scalar parameters. ``CA_REQUEST`` may ask for at most ``workers`` cores."""
+    scalar parameters. ``mode``: the C runtime's, ``"default"`` or ``"three-tier"`` (None:
+    ``PTO_RUNTIME`` decides). ``CA_REQUEST`` may ask for at most ``workers`` cores; in the
+    three-tier mode on a target whose kernels are host functions, for at most the AIC and AIV
+    cores of :meth:`CoreTypes.layout` (``workers``) each.
+
+    >>> run_device_program(module, "main", {"x": x, "z": z}, {"n": 2}, mode="three-tier")  # doctest: +SKIP
+    """
     prog = module.device_programs.get(name)
     if prog is None:
         raise PTOError(f"module '{module.name}' has no device program '{name}' (it has: "
                        f"{', '.join(module.device_programs) or 'none'})")
-    structure = verify_device_program(prog, module, cores=workers)
+    mode = _runtime_mode(mode)
+    typed = mode == "three-tier" and not _launches_kernels(target)
+    cores = CoreTypes.layout(workers) if typed else workers
+    structure = verify_device_program(prog, module, cores=cores)
     arrays = _arrays(prog, tensors)
     values = _scalars(prog, dict(scalars or {}))
     graphs, why = _graph_modules(module, prog, structure, target)
@@ -95,18 +116,36 @@ def run_device_program(module: Module, name: str, tensors: Mapping[str, np.ndarr
         return _GraphRun(prog, module, structure, arrays, values, target, workers, graphs).run()
     from ..workload.schedule import _kernels_for
     kernels = _kernels_for(target, kernels_module(module))
-    run = _Run(prog, module, structure, arrays, values, kernels, workers).run()
+    run = _Run(prog, module, structure, arrays, values, kernels, workers, mode,
+               cores if typed else None).run()
     run.per_task_because = why
     return run
+
+
+def _runtime_mode(mode: str | None) -> str:
+    """``mode``, or the one ``PTO_RUNTIME`` names (as the C runtime reads it)."""
+    from ..driver import RUNTIME_MODES
+    if mode is None:
+        mode = os.environ.get("PTO_RUNTIME") or "default"
+        mode = "default" if mode == "workers" else mode
+    if mode not in RUNTIME_MODES:
+        raise PTOError(f"runtime mode: expected one of {', '.join(RUNTIME_MODES)}, got {mode!r}")
+    return mode
+
+
+def _launches_kernels(target: str) -> bool:
+    """Does ``target``'s backend launch its kernels itself (CUDA) rather than give host
+    functions to the runtime's workers?"""
+    from .. import plugins
+    return target != "reference" and not plugins.runnable_backend(target).host_kernels
 
 
 def _graph_modules(module: Module, prog: DeviceProgram, s: Structure,
                    target: str) -> tuple[dict[str, Module], str | None]:
     """On a backend that launches its kernels: each graph as one orchestration module, or none
     and the reason (every graph or none: launches of both kinds could not be ordered)."""
-    from .. import plugins
     from .graph import NotAGraph, graph_module
-    if target == "reference" or plugins.runnable_backend(target).host_kernels:
+    if not _launches_kernels(target):
         return {}, None
     out = {}
     for name in s.graphs:
@@ -139,10 +178,12 @@ def _scalars(prog: DeviceProgram, values: dict[str, Any]) -> dict[str, Any]:
 class _Run:
     def __init__(self, prog: DeviceProgram, module: Module, structure: Structure,
                  arrays: dict[str, np.ndarray], scalars: dict[str, Any], kernels: Any,
-                 workers: int) -> None:
+                 workers: int, mode: str = "default", cores: CoreTypes | None = None) -> None:
         self.prog, self.module, self.s = prog, module, structure
         self.arrays, self.scalars, self.kernels, self.workers = arrays, scalars, kernels, workers
-        self.result = DeviceRun(arrays, [])
+        self.mode, self.cores = mode, cores             # cores: typed (three-tier), or None
+        self.result = DeviceRun(arrays, [], mode=mode, core_types=cores.types() if cores else ())
+        self.requests: dict[str, int] = {}              # kernel -> its runtime core request
         self.launches = 0
         self.last_on_stream: dict[int, list[int]] = {}
         self.last_of_graph: dict[str, list[int]] = {}
@@ -152,9 +193,17 @@ class _Run:
         return self.scalars[v] if isinstance(v, str) else v
 
     def run(self) -> DeviceRun:
-        from ..runtime import Runtime
-        with Runtime(num_workers=self.workers, threshold=1, trace=True) as rt:
+        from ..runtime import WORKER_CUBE, WORKER_VECTOR, Runtime
+        types = None
+        if self.cores is not None:      # each core serves its type's kernels (and ANY)
+            types = [WORKER_CUBE if t == "AIC" else WORKER_VECTOR for t in self.cores.types()]
+        with Runtime(num_workers=self.workers, threshold=1, trace=True, mode=self.mode,
+                     worker_types=types) as rt:
             self.rt = rt
+            if self.cores is not None:
+                self.requests = {node.name: rt.core_request(*node.request)
+                                 for g in self.s.graphs.values() for node in g.kernels.values()
+                                 if node.request is not None}
             rt.scope_begin()
             self.temps = {n: rt.temp_tensor(n, i.type.dtype.itemsize)
                           for n, i in self.s.allocs.items()}
@@ -223,8 +272,8 @@ class _Run:
                 edges = set(before)
                 for p in preds[node.name]:
                     edges.update(mine[p])
-                if node.cores is not None and b >= node.cores:
-                    edges.add(ids[b - node.cores])
+                if node.cores is not None and b >= node.cores and node.name not in self.requests:
+                    edges.add(ids[b - node.cores])      # untyped: the sum, as edges
                 for e in sorted(edges):
                     self.rt.add_successor(self.result.tasks[e].runtime_id,
                                           self.result.tasks[k].runtime_id)
@@ -235,6 +284,15 @@ class _Run:
         done = [k for ids in mine.values() for k in ids]
         self.last_on_stream[stream] = done
         self.last_of_graph[g.name] = done
+
+    def worker_type(self, fn: Any) -> int:
+        """Typed cores: a cube kernel's blocks are CUBE tasks (AIC cores), a vector kernel's
+        VECTOR tasks (AIV cores); otherwise any worker runs them."""
+        from ..runtime import WORKER_ANY, WORKER_CUBE, WORKER_VECTOR
+        if self.cores is None:
+            return WORKER_ANY
+        runs_on = kernel_core_types(fn, self.module)
+        return {("AIC",): WORKER_CUBE, ("AIV",): WORKER_VECTOR}.get(runs_on, WORKER_ANY)
 
     def task(self, g: Graph, node: KernelNode, fn: Any, block: int) -> int:
         from ..workload.enumerate import TaskInst
@@ -255,7 +313,9 @@ class _Run:
         inst = TaskInst(k, node.entry, args, {}, {"b0": block}, (g.name, node.name))
         kernel = self.kernels.runner(inst, self.kernels.function(node.entry), self.arrays)
         launched = Launched(self.launches, g.name, node.name, node.entry, block)
-        h = self.rt.task(f"{node.name}", kernel)
+        h = self.rt.task(f"{node.name}", kernel, worker_type=self.worker_type(fn))
+        if node.name in self.requests:
+            self.rt.set_core_request(h, self.requests[node.name])
         launched.runtime_id = h
         self.result.tasks.append(launched)
         for kind, a in args:

@@ -5,8 +5,8 @@ its kernels itself (CUDA) runs a ``TG_LAUNCH`` - the whole graph in one run of i
 backend a workspace is a device allocation made once for the graph) and calls the kernels in an
 order that respects the graph's edges. A kernel of ``n`` blocks is a FOR over the block index
 with one CALL, which the orchestration emitter submits as ONE range task: one grid of ``n``
-blocks. A ``CA_REQUEST`` of ``c`` cores splits that into grids of at most ``c`` blocks (one FOR
-per chunk). The executor orders the grids by their data; recorded, the run's grids replay as
+blocks. A ``CA_REQUEST`` of ``c = aic + aiv`` cores splits that into grids of at most ``c``
+blocks (one FOR per chunk; a GPU has no core types, so the sum bounds the grid). The executor orders the grids by their data; recorded, the run's grids replay as
 one CUDA graph (the CUDA backend's ``DeviceRun.time_graph``).
 
 What this form cannot say is refused with the reason (:class:`NotAGraph`), and the device

@@ -17,8 +17,12 @@ instruction and, for parsed text, its file, line and column. What it checks:
   footprint fits at the offsets (for every block; a workspace, being bytes, may be read as
   another element type of its size), a scalar argument to a number or a scalar
   parameter; ``MC_FREE`` frees a live workspace; a launched graph binds no freed workspace;
-* cores: ``CA_REQUEST`` asks for at least one core, and - when the target's cores are known -
-  no more than it has.
+* cores: ``CA_REQUEST`` asks for at least one core, once per kernel, and - when the target's
+  cores are known - no more than it has: with typed cores (:class:`CoreTypes`, the three-tier
+  runtime) ``aic`` and ``aiv`` each against the target's cores of that type, and the kernel's
+  blocks get a core of every type they may run on (a cube kernel runs on AIC cores only, a
+  vector kernel on AIV cores only); with a count (the default runtime's workers, CUDA) the sum
+  ``aic + aiv``. ``CA_RELEASE`` follows the kernel's ``CA_REQUEST``, once.
 
 The result, :class:`Structure`, is what the executor walks: the graphs and where each block
 instruction jumps.
@@ -44,6 +48,8 @@ class KernelNode:
     index: int                              # declaration order in its graph
     binds: dict[int, Bind] = field(default_factory=dict)
     cores: int | None = None                # CA_REQUEST's aic + aiv (None: no bound)
+    request: tuple[int, int] | None = None  # CA_REQUEST's (aic, aiv)
+    released: bool = False                  # its CA_RELEASE came
     at: DInstr | None = None
 
 
@@ -79,6 +85,38 @@ class Graph:
         return out
 
 
+@dataclass(frozen=True)
+class CoreTypes:
+    """A target whose cores have types: ``aic`` cube (AIC) and ``aiv`` vector (AIV) cores.
+
+    >>> CoreTypes.layout(4)             # the device's: the first third AIC
+    CoreTypes(aic=2, aiv=2)
+    """
+    aic: int
+    aiv: int
+
+    @staticmethod
+    def layout(cores: int) -> "CoreTypes":
+        """``cores`` laid out as the three-tier runtime's unbound cores are (runtime/README.md)."""
+        aic = (cores + 2) // 3
+        return CoreTypes(aic, cores - aic)
+
+    def types(self) -> tuple[str, ...]:
+        """The type of each core, by index (``"AIC"`` or ``"AIV"``)."""
+        return ("AIC",) * self.aic + ("AIV",) * self.aiv
+
+
+#: the core types a kernel's blocks may run on, by its worker type
+#: (:func:`pto_core.codegen.orchestration.worker_type`; another type runs on either)
+KERNEL_CORES = {"PTO_WORKER_CUBE": ("AIC",), "PTO_WORKER_VECTOR": ("AIV",)}
+
+
+def kernel_core_types(fn, module: Module) -> tuple[str, ...]:
+    """``("AIC",)`` for a cube kernel, ``("AIV",)`` for a vector one, else both."""
+    from ..codegen.orchestration import worker_type
+    return KERNEL_CORES.get(worker_type(fn, module), ("AIC", "AIV"))
+
+
 @dataclass
 class Structure:
     graphs: dict[str, Graph]
@@ -88,14 +126,15 @@ class Structure:
 
 
 def verify_device_program(prog: DeviceProgram, module: Module,
-                          cores: int | None = None) -> Structure:
-    """Check ``prog`` against the InCore functions of ``module``; ``cores``: how many cores the
-    target has (``CA_REQUEST`` may ask for no more). Returns the program's structure."""
+                          cores: int | CoreTypes | None = None) -> Structure:
+    """Check ``prog`` against the InCore functions of ``module``; ``cores``: the target's cores,
+    a count or, typed, :class:`CoreTypes` (``CA_REQUEST`` may ask for no more). Returns the
+    program's structure."""
     return _Verifier(prog, module, cores).run()
 
 
 class _Verifier:
-    def __init__(self, prog: DeviceProgram, module: Module, cores: int | None) -> None:
+    def __init__(self, prog: DeviceProgram, module: Module, cores: int | CoreTypes | None) -> None:
         self.prog, self.module, self.cores = prog, module, cores
         self.graphs: dict[str, Graph] = {}
         self.kernels: dict[str, str] = {}           # kernel -> its graph
@@ -229,6 +268,12 @@ class _Verifier:
                                     f"function of module '{self.module.name}'")
         if dim < 1:
             raise self.error(instr, f"kernel '{name}': block_dim is at least 1, got {dim}")
+        if isinstance(self.cores, CoreTypes):
+            have = [t for t in kernel_core_types(fn, self.module) if getattr(self.cores, t.lower())]
+            if not have:
+                raise self.error(instr, f"kernel '{name}' runs '{entry}', which runs on "
+                                        f"{' or '.join(kernel_core_types(fn, self.module))} cores; "
+                                        f"the target has none")
         self.kernels[name] = g.name
         g.kernels[name] = KernelNode(name, entry, dim, len(g.kernels), at=instr)
 
@@ -446,18 +491,42 @@ class _Verifier:
         if aic < 0 or aiv < 0 or aic + aiv < 1:
             raise self.error(instr, f"CA_REQUEST asks for at least one core (aic, aiv >= 0), "
                                     f"got {aic} + {aiv}")
-        if self.cores is not None and aic + aiv > self.cores:
+        if isinstance(self.cores, CoreTypes):
+            self._typed_request(instr, node, {"AIC": aic, "AIV": aiv})
+        elif self.cores is not None and aic + aiv > self.cores:
             raise self.error(instr, f"kernel '{kname}' requests {aic + aiv} cores "
                                     f"({aic} aic + {aiv} aiv); the target has {self.cores}")
         if node.cores is not None:
             raise self.error(instr, f"kernel '{kname}' already has a CA_REQUEST")
         node.cores = aic + aiv
+        node.request = (aic, aiv)
+
+    def _typed_request(self, instr: DInstr, node: KernelNode, want: dict[str, int]) -> None:
+        """Each count against the target's cores of its type; a core for each type the
+        kernel's blocks may be given."""
+        for t, n in want.items():
+            have = getattr(self.cores, t.lower())
+            if n > have:
+                raise self.error(instr, f"kernel '{node.name}' requests {n} {t.lower()} cores; "
+                                        f"the target has {have} {t} cores")
+        fn = self.module.functions[node.entry]
+        runs_on = kernel_core_types(fn, self.module)
+        for t in runs_on:
+            if want[t] == 0 and getattr(self.cores, t.lower()):
+                kind = ("a cube kernel: its blocks run on AIC cores only" if runs_on == ("AIC",) else
+                        "a vector kernel: its blocks run on AIV cores only" if runs_on == ("AIV",)
+                        else "its blocks run on AIC and AIV cores")
+                raise self.error(instr, f"kernel '{node.name}' requests 0 {t.lower()} cores, "
+                                        f"but '{fn.name}' is {kind}")
 
     def op_CA_RELEASE(self, k: int, instr: DInstr) -> None:
         node = self.kernel(instr, instr.operands[0])
         if node.cores is None:
             raise self.error(instr, f"CA_RELEASE of kernel '{node.name}', which has no "
                                     f"CA_REQUEST")
+        if node.released:
+            raise self.error(instr, f"kernel '{node.name}' is released twice (CA_RELEASE)")
+        node.released = True
 
     def op_CA_BARRIER(self, k: int, instr: DInstr) -> None:
         g = self.in_graph(instr)
@@ -476,4 +545,5 @@ def scalar_values(prog: DeviceProgram, values: Mapping[str, object]) -> dict[str
     return {n: values[n] for n in prog.scalars}
 
 
-__all__ = ["Graph", "KernelNode", "Structure", "verify_device_program", "scalar_values"]
+__all__ = ["CoreTypes", "Graph", "KernelNode", "Structure", "kernel_core_types",
+           "verify_device_program", "scalar_values"]

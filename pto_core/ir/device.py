@@ -77,7 +77,8 @@ DEVICE_OPS: dict[str, DeviceOpDef] = {o.name: o for o in (
     _op("CF_ENDLOOP", closes="loop"),
     _op("CF_BREAK", doc="leave the innermost CF_LOOP"),
     _op("CA_REQUEST", ("kernel", "sym"), ("aic", "int"), ("aiv", "int"),
-        doc="at most aic + aiv blocks of the kernel occupy cores at once"),
+        doc="at most aic blocks of the kernel on AIC cores and aiv on AIV cores at once "
+            "(aic + aiv in all where cores have no type)"),
     _op("CA_RELEASE", ("kernel", "sym"),
         doc="the kernel's cores go back as its blocks complete (follows its CA_REQUEST)"),
     _op("CA_BARRIER", ("kernels", "syms"),

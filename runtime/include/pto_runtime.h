@@ -309,6 +309,16 @@ int pto_task_add_successor(PTORuntime* rt, int32_t from_task, int32_t to_task);
  * worker must serve the task's type (PTO_EWORKERTYPE). With num_workers == 0 every task runs on the calling thread: worker 0 is
  * accepted and changes nothing. */
 int pto_task_set_affinity(PTORuntime* rt, int32_t task, int32_t worker, int32_t steal);
+/* Core requests (a device program's CA_REQUEST), three-tier mode only: pto_core_request makes a
+ * request of `aic` AIC and `aiv` AIV cores (both >= 0, one > 0) and returns its id (>= 0);
+ * the tasks given it (pto_task_set_core_request, while BUILDING) run at most `aic` at once on
+ * AIC cores and `aiv` at once on AIV cores. A task holds its place from its dispatch until its
+ * scheduler completes it; one that finds no place waits, READY, until a task of the request
+ * frees one. Every core that may run the task must be of a type the request grants cores of.
+ * PTO_EINVAL (with pto_last_error) otherwise, and in the default mode, whose workers have no
+ * core type (bound a kernel's blocks there with edges: pto_task_add_successor). */
+int32_t pto_core_request(PTORuntime* rt, int32_t aic, int32_t aiv);
+int pto_task_set_core_request(PTORuntime* rt, int32_t task, int32_t request);
 int pto_task_submit(PTORuntime* rt, int32_t task);
 
 /* One call per task: alloc + one add per argument, in order + submit. `kind` says which add:

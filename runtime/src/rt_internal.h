@@ -446,6 +446,8 @@ void t3_free(PTORuntime* rt);
 int  t3_start(PTORuntime* rt);                /* threads and handshakes */
 void t3_join(PTORuntime* rt);                 /* after wait_workers: join schedulers and cores */
 void t3_on_alloc(PTORuntime* rt, int32_t id, PTOKernelFunc fn, const char* name);
+int32_t t3_core_request(PTORuntime* rt, int32_t aic, int32_t aiv);        /* pto_core_request */
+int  t3_set_core_request(PTORuntime* rt, PTOTask* t, int32_t request);   /* pto_task_set_core_request */
 int  t3_on_edge(PTORuntime* rt, int32_t p, int32_t c, int32_t d);   /* fanin entry d for edge p -> c */
 void t3_on_ready(PTORuntime* rt, PTOTask* t);
 bool t3_claimed(PTORuntime* rt, const PTOTask* t);   /* already queued on a core: no ready queue */

@@ -788,6 +788,17 @@ int pto_task_set_affinity(PTORuntime* rt, int32_t task, int32_t worker, int32_t 
     return PTO_OK;
 }
 
+int32_t pto_core_request(PTORuntime* rt, int32_t aic, int32_t aiv) {
+    const int err = check_building(rt);
+    return err < 0 ? err : t3_core_request(rt, aic, aiv);
+}
+
+int pto_task_set_core_request(PTORuntime* rt, int32_t task, int32_t request) {
+    int err;
+    PTOTask* t = building_task(rt, task, &err);
+    return t ? t3_set_core_request(rt, t, request) : err;
+}
+
 static int record_task(PTORuntime* rt, PTOTask* t) {
     int32_t ch = t->id >> REC_CHUNK_SHIFT;
     if (ch >= REC_MAX_CHUNKS) return PTO_ENOMEM;

@@ -30,14 +30,31 @@ typedef struct PTOTierDesc {
     int32_t fanin_head;            /* producers, in the dependency pool (-1: none); orchestrator */
     _Atomic int32_t chained;       /* queued on a core behind its producers (t3_claimed) */
     _Atomic int64_t on_core;       /* ON_CORE(id, c) while on core c's ring and not completed, else 0 */
-    int64_t ready_at;              /* when the task was made READY (trace clock ticks) */
+    int64_t ready_at;              /* when the task was made READY (trace clock ticks); traced, with a
+                                    * request: from its dispatch on, when it took its place */
+    int32_t request;               /* its core request (pto_task_set_core_request), -1: none */
+    int32_t next_deferred;         /* the task after it in its request's deferred list */
 } PTOTierDesc;
+
+/* A core request (pto_core_request, a device program's CA_REQUEST): at most limit[type] of its
+ * tasks at once on cores of each type. dispatch() admits a task on a core (running[type] + 1)
+ * or, when that type's places are all taken, leaves it in the request's deferred list; a task
+ * of the request leaving a core frees its place and makes the first deferred task READY again.
+ * Only tasks with a request take req_mu. */
+typedef struct PTOCoreRequest {
+    int32_t limit[2], running[2];  /* by PTOCoreType */
+    int32_t head, tail;            /* deferred tasks, oldest first (-1: none) */
+} PTOCoreRequest;
+#ifndef T3_MAX_REQUESTS
+#define T3_MAX_REQUESTS 1024
+#endif
 
 typedef struct PTODispatchPayload {
     int32_t        task_id, kernel_id, core_type, scope_depth;
     int32_t        status;         /* the kernel's return, written before `done` counts it */
     int32_t        ran;            /* 0: dropped (the run halted, or an earlier entry failed) */
     int32_t        chained;        /* its last producer is the entry before it: READY when that ends */
+    int32_t        request;        /* its core request (its place is freed at completion), -1: none */
     int64_t        ready_at, start_at, end_at;   /* trace clock ticks (trace_now) */
     int64_t        free_at;        /* its core's previous kernel returned (0: none yet) */
 } __attribute__((aligned(64))) PTODispatchPayload;     /* one cache line per entry */
@@ -54,6 +71,7 @@ typedef struct PTODispatchPayload {
 #define T3_DEPTH 128
 #endif
 _Static_assert((T3_DEPTH & (T3_DEPTH - 1)) == 0, "T3_DEPTH: a power of two");
+_Static_assert(sizeof(PTODispatchPayload) == 64, "a payload is one cache line");
 #define Q_MASK   (T3_DEPTH - 1)
 #define Q_CLOSED 0x80000000u
 typedef struct PTOCoreQueue {
@@ -114,6 +132,9 @@ typedef struct PTOThreeTier {
     void**              kkeys;     /* kernel table: open addressing on the function (or name) */
     int32_t*            kids;
     int32_t             kcap, nkernels;
+    PTOCoreRequest*     reqs;      /* T3_MAX_REQUESTS; nreqs made by the orchestrator */
+    int32_t             nreqs;
+    pthread_mutex_t     req_mu;
     bool                debug;     /* PTO_LOG=debug */
     bool                sched_started;
     bool                hs_ready;  /* handshake mutexes initialised */
@@ -215,12 +236,14 @@ int t3_init(PTORuntime* rt) {
     T->kcap = 64;
     T->kkeys = calloc((size_t)T->kcap, sizeof *T->kkeys);
     T->kids = calloc((size_t)T->kcap, sizeof *T->kids);
-    if (!T->sched || !T->hs || !T->q || !T->desc || !T->kkeys || !T->kids) return PTO_ENOMEM;
+    T->reqs = calloc(T3_MAX_REQUESTS, sizeof *T->reqs);
+    if (!T->sched || !T->hs || !T->q || !T->desc || !T->kkeys || !T->kids || !T->reqs) return PTO_ENOMEM;
     memset(T->hs, 0, sizeof(PTOHandshake) * (size_t)T->ncores);
     for (int32_t c = 0; c < T->ncores; c++) {
         pthread_mutex_init(&T->hs[c].mu, NULL);
         pthread_cond_init(&T->hs[c].cv, NULL);
     }
+    pthread_mutex_init(&T->req_mu, NULL);
     T->hs_ready = true;
     memset(T->sched, 0, sizeof(PTOScheduler) * (size_t)T->nsched);
     for (int32_t s = 0; s < T->nsched; s++) {
@@ -277,7 +300,8 @@ void t3_free(PTORuntime* rt) {
         pthread_mutex_destroy(&T->hs[c].mu);
         pthread_cond_destroy(&T->hs[c].cv);
     }
-    free(T->sched); free(T->hs); free(T->q); free(T->desc); free(T->kkeys); free(T->kids);
+    if (T->hs_ready) pthread_mutex_destroy(&T->req_mu);
+    free(T->sched); free(T->hs); free(T->q); free(T->desc); free(T->kkeys); free(T->kids); free(T->reqs);
     free(T);
     rt->t3 = NULL;
 }
@@ -323,7 +347,41 @@ void t3_on_alloc(PTORuntime* rt, int32_t id, PTOKernelFunc fn, const char* name)
     d->kernel_id = kernel_id(rt->t3, fn ? (void*)(uintptr_t)fn : (void*)(uintptr_t)name);
     d->scope_depth = heap_scope_depth(rt);
     d->fanin_head = -1;
+    d->request = -1;
     atomic_store_explicit(&d->chained, 0, memory_order_relaxed);
+}
+
+int32_t t3_core_request(PTORuntime* rt, int32_t aic, int32_t aiv) {
+    PTOThreeTier* T = rt->t3;
+    if (!T)
+        return rt_fail(PTO_EINVAL, "pto_core_request: core requests need the three-tier mode (the default "
+                       "mode's workers have no core type)");
+    if (aic < 0 || aiv < 0 || aic + aiv < 1)
+        return rt_fail(PTO_EINVAL, "pto_core_request(%d aic, %d aiv): at least one core, none negative", aic, aiv);
+    if (T->nreqs == T3_MAX_REQUESTS) return rt_fail(PTO_EINVAL, "pto_core_request: more than %d requests", T3_MAX_REQUESTS);
+    PTOCoreRequest* R = &T->reqs[T->nreqs];
+    R->limit[PTO_CORE_AIC] = aic;
+    R->limit[PTO_CORE_AIV] = aiv;
+    R->head = R->tail = -1;
+    return T->nreqs++;
+}
+
+/* A task deferred by its request waits for a task of the request to free a place on a core of
+ * the type it was offered; so every core that may be offered it must have places (else nothing
+ * would ever free one). */
+int t3_set_core_request(PTORuntime* rt, PTOTask* t, int32_t r) {
+    PTOThreeTier* T = rt->t3;
+    if (!T) return rt_fail(PTO_EINVAL, "pto_task_set_core_request: core requests need the three-tier mode");
+    if (r < 0 || r >= T->nreqs) return rt_fail(PTO_EINVAL, "pto_task_set_core_request: no core request %d", r);
+    const int q = t->worker_type >= 0 ? t->worker_type : PTO_QUEUE_ANY;
+    for (int32_t c = 0; c < T->ncores; c++) {
+        const int32_t type = T->hs[c].core_type;
+        if ((rt->workers[c].serves >> q & 1) && T->reqs[r].limit[type] == 0)
+            return rt_fail(PTO_EINVAL, "task '%s' may run on %s core %d, and its core request %d grants no %s core",
+                           t->name, CORE_NAMES[type], c, r, CORE_NAMES[type]);
+    }
+    T->desc[t->id & rt->mask].request = r;
+    return PTO_OK;
 }
 
 /* Called first by sched_make_ready: true when the task already sits on a core, queued behind its
@@ -482,7 +540,11 @@ static bool run_batch(PTOWorker* w, PTOHandshake* h, PTODispatchPayload* ring, P
         PTOTask* t = rt_task(rt, id);
         const char* name = t->name;
         atomic_store_explicit(&w->running, id, memory_order_release);
-        const int64_t start = carry ? carry : trace_now();
+        int64_t start = carry ? carry : trace_now();
+        if (lane && pl->request >= 0) {              /* not before it took its core request's place */
+            const int64_t placed = rt->t3->desc[id & rt->mask].ready_at;
+            if (start < placed) start = placed;
+        }
         int32_t rc = sched_execute(rt, t, w->index);
         int32_t mine = id;
         if (!atomic_compare_exchange_strong_explicit(&w->running, &mine, W_IDLE, memory_order_acq_rel,
@@ -569,10 +631,46 @@ static void progress_line(PTORuntime* rt) {
             (long long)atomic_load(&rt->submitted), atomic_load_explicit(&T->last_task_alive, memory_order_relaxed));
 }
 
+/* A place of core request r on a core of `type`. Refused, a READY task (`id` >= 0) waits in the
+ * request's deferred list, which a place freed later empties (t3_set_core_request: that type has
+ * places, so one of them is taken now and will be freed). */
+__attribute__((noinline, cold)) static bool admit(PTORuntime* rt, int32_t r, int32_t type, int32_t id) {
+    PTOThreeTier* T = rt->t3;
+    PTOCoreRequest* R = &T->reqs[r];
+    pthread_mutex_lock(&T->req_mu);
+    const bool ok = R->running[type] < R->limit[type];
+    if (ok) {
+        R->running[type]++;
+    } else if (id >= 0) {
+        T->desc[id & rt->mask].next_deferred = -1;
+        if (R->tail >= 0) T->desc[R->tail & rt->mask].next_deferred = id;
+        else R->head = id;
+        R->tail = id;
+    }
+    pthread_mutex_unlock(&T->req_mu);
+    if (!ok && id >= 0 && rt->wait_fn) atomic_fetch_sub_explicit(&rt->ready_tasks, 1, memory_order_release);
+    return ok;
+}
+
+/* A task of request r left a core of `type`: its place is free, and the oldest deferred task is
+ * READY again (to be admitted wherever a place is free, or deferred once more). */
+__attribute__((noinline, cold)) static void release(PTORuntime* rt, int32_t r, int32_t type) {
+    PTOThreeTier* T = rt->t3;
+    PTOCoreRequest* R = &T->reqs[r];
+    pthread_mutex_lock(&T->req_mu);
+    R->running[type]--;
+    const int32_t id = R->head;
+    if (id >= 0 && (R->head = T->desc[id & rt->mask].next_deferred) < 0) R->tail = -1;
+    pthread_mutex_unlock(&T->req_mu);
+    if (id >= 0) sched_make_ready(rt, rt_task(rt, id), NULL);
+}
+
 /* Hand task id to core c: as the first entry of a new batch (the core is idle: task, then
  * task_status = 1) or appended to its running batch; `chained`: the entry before it is its last
- * producer. False (only when appending): the core closed its batch or it is full. */
-static bool dispatch(PTOScheduler* S, int32_t c, int32_t id, bool chained, PTOTraceLane* lane) {
+ * producer. 1: handed over. 0 (only when appending, or chained): the core closed its batch or it
+ * is full, or the task's core request has no place on this core's type. -1: no place, and the
+ * READY task now waits for one (admit): the caller forgets it. */
+static int dispatch(PTOScheduler* S, int32_t c, int32_t id, bool chained, PTOTraceLane* lane) {
     PTORuntime* rt = S->rt;
     PTOThreeTier* T = rt->t3;
     PTOHandshake* h = &T->hs[c];
@@ -580,15 +678,21 @@ static bool dispatch(PTOScheduler* S, int32_t c, int32_t id, bool chained, PTOTr
     const int64_t ts = lane ? trace_now() : 0;
     const bool fresh = atomic_load_explicit(&h->task, memory_order_relaxed) == 0;
     uint32_t n = fresh ? 0 : atomic_load_explicit(&q->tail, memory_order_relaxed);
-    if ((n & Q_CLOSED) || n - q->seen >= T->depth) return false;      /* closed, or full */
+    if ((n & Q_CLOSED) || n - q->seen >= T->depth) return 0;          /* closed, or full */
     PTOTask* t = rt_task(rt, id);
     PTOTierDesc* d = &T->desc[id & rt->mask];
-    PTODispatchPayload* pl = &q->ring[n & Q_MASK];
+    PTODispatchPayload* pl = &q->ring[n & Q_MASK];    /* past the tail: the core does not read it yet */
+    pl->ready_at = d->ready_at > S->start_at ? d->ready_at : S->start_at;
+    const int32_t req = d->request;
+    if (__builtin_expect(req >= 0, 0)) {
+        if (!admit(rt, req, h->core_type, chained ? -1 : id)) return chained ? 0 : -1;
+        if (lane) d->ready_at = trace_now();          /* its place taken: its traced start is not earlier */
+    }
     pl->task_id = id;
+    pl->request = req;
     pl->kernel_id = d->kernel_id;
     pl->scope_depth = d->scope_depth;
     pl->core_type = h->core_type;
-    pl->ready_at = d->ready_at > S->start_at ? d->ready_at : S->start_at;
     pl->status = 0;
     pl->ran = 0;
     pl->chained = chained;
@@ -603,7 +707,8 @@ static bool dispatch(PTOScheduler* S, int32_t c, int32_t id, bool chained, PTOTr
     } else if (!atomic_compare_exchange_strong_explicit(&q->tail, &n, n + 1, memory_order_release,
                                                         memory_order_relaxed)) {
         atomic_store_explicit(&t->state, prev, memory_order_relaxed);      /* the core closed the batch */
-        return false;
+        if (req >= 0) release(rt, req, h->core_type);
+        return 0;
     }
     atomic_store_explicit(&d->on_core, ON_CORE(id, c), memory_order_relaxed);
     if (chained) { atomic_store_explicit(&d->chained, 1, memory_order_relaxed); S->chained++; }
@@ -618,7 +723,7 @@ static bool dispatch(PTOScheduler* S, int32_t c, int32_t id, bool chained, PTOTr
     }
     S->inflight++;
     if (lane) trace_record(lane, id, c, "dispatch", ts, trace_now());
-    return true;
+    return 1;
 }
 
 /* Producers of task y still to finish: are they all entries of core c's ring that its scheduler
@@ -673,6 +778,7 @@ static void complete(PTOScheduler* S, int32_t c, PTODispatchPayload* pl, PTOTrac
         if (T->debug)
             fprintf(stderr, "[Scheduler] Thread %d: Dropped task %d '%s' on core %d\n", S->index, id,
                     rt_task(rt, id)->name, c);
+        if (pl->request >= 0) release(rt, pl->request, pl->core_type);
         return;
     }
     if (T->debug)
@@ -701,6 +807,7 @@ static void complete(PTOScheduler* S, int32_t c, PTODispatchPayload* pl, PTOTrac
     int64_t n = atomic_fetch_add_explicit(&T->completed, 1, memory_order_relaxed) + 1;
     if (T->debug && n % PROGRESS_EVERY == 0) progress_line(rt);
     if (lane) trace_record(lane, id, c, "complete", ts, trace_now());
+    if (__builtin_expect(pl->request >= 0, 0)) release(rt, pl->request, pl->core_type);   /* its place */
 }
 
 /* Core c last polled on the CPU its scheduler S last polled on (both publish it when idle). */
@@ -740,7 +847,9 @@ static bool top_up(PTOScheduler* S, int32_t c, PTOTraceLane* lane) {
          * over in this pass is one less switch back and forth (LLaMA: 9 tasks per switch before) */
         if (!chained && !near && (int64_t)pending > sched_ready_count(rt) / T->ncores) break;
         if (!chained && (id = sched_pop_core(rt, w)) < 0) break;
-        if (!dispatch(S, c, id, chained, lane)) {    /* closed meanwhile */
+        const int r = dispatch(S, c, id, chained, lane);
+        if (r < 0) continue;                         /* it waits for a place of its core request */
+        if (r == 0) {                                /* closed meanwhile, or no place for a chained one */
             if (!chained) q->held = id;
             break;
         }
@@ -829,7 +938,7 @@ static void* sched_main(void* arg) {
                         S->proxy.next_local = -1;
                         if (id >= 0 && halted) {            /* dropped, as queued tasks are */
                             if (rt->wait_fn) atomic_fetch_sub_explicit(&rt->ready_tasks, 1, memory_order_release);
-                        } else if (id >= 0 && (closed || q->held >= 0 || !dispatch(S, c, id, false, lane))) {
+                        } else if (id >= 0 && (closed || q->held >= 0 || dispatch(S, c, id, false, lane) == 0)) {
                             if (q->held < 0) q->held = id;  /* core c's next batch starts with it */
                             else sched_make_ready(rt, rt_task(rt, id), NULL);
                         }
@@ -858,7 +967,10 @@ static void* sched_main(void* arg) {
                 } else if (!halted && (!gated || slot || (slot = sched_try_run_slot(rt)))) {
                     id = sched_pop_core(rt, &rt->workers[c]);
                 }
-                if (id >= 0) { dispatch(S, c, id, false, lane); progress = true; slot = false; task = 1; }
+                if (id >= 0) {                      /* -1: it waits for a place of its core request */
+                    progress = true;
+                    if (dispatch(S, c, id, false, lane) > 0) { slot = false; task = 1; }
+                }
             }
             if (slot) {                             /* unused: another scheduler's core may take it */
                 atomic_fetch_sub_explicit(&rt->running_now, 1, memory_order_release);

@@ -39,7 +39,7 @@ def test_the_program_has_the_seeds_four_kernels_and_edges(example) -> None:
         assert all((a, b) in edges for a in ids[src] for b in ids[dst])
     # the prologs are independent: no edge, explicit or through data, orders them
     assert not any((a, b) in edges or (b, a) in edges for a in ids["mla"] for b in ids["idx"] + ids["li"])
-    # CA_REQUEST @fa, 0, 2: at most two blocks of sparse_fa at once
+    # CA_REQUEST @fa, 2, 0: at most two blocks of sparse_fa at once
     spans = [(run.event(k).start_ns, run.event(k).end_ns) for k in ids["fa"]]
     assert max(sum(s <= t < e for s, e in spans) for t, _ in spans) <= 2
 

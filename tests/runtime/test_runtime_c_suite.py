@@ -10,6 +10,8 @@ test_schedule.c: worker affinity (pinned, stealable), max_running and window_abo
 trace.
 test_three_tier.c: the three-tier mode (schedulers, cores, handshakes): random graphs against a serial
 run, core types, a failing kernel, a core that stops answering, a shutdown mid-run.
+test_core_request.c: core requests of the three-tier mode (CA_REQUEST): a request's tasks at once per
+core type, counted by the kernels and read from the trace; a failure while tasks wait; misuse.
 test_heap.c: runtime-owned intermediates - values, renaming, packed blocks, scopes, the memory
 bound under a small window, misuse.
 test_submit.c: several threads submitting into one runtime at once (submitters): dependencies
@@ -35,7 +37,7 @@ LIB_SOURCES = sorted(str(p) for p in (RT / "src").glob("*.c"))
 
 #: program: the fewest checks it must report (a program that stops early reports fewer)
 PROGRAMS = {"test_runtime": 400, "test_deadline": 100, "test_successor": 20, "test_schedule": 100,
-            "test_three_tier": 400, "test_heap": 60, "test_submit": 300, "test_range": 200,
+            "test_three_tier": 400, "test_core_request": 100, "test_heap": 60, "test_submit": 300, "test_range": 200,
             "test_hardening": 50}
 
 VARIANTS = {
