@@ -614,11 +614,17 @@ static __attribute__((noinline)) int tensor_size_error(const PTOTensor* x) {
 static inline __attribute__((always_inline)) bool tensor_region_bad(const PTOTensor* x, int64_t r0, int64_t c0,
                                                                     int64_t rows, int64_t cols, bool exact) {
     const int64_t xr = x->rows, xc = x->cols, ld = x->ld, es = x->elem_size;
-    const uint64_t signs = (uint64_t)r0 | (uint64_t)c0 | (uint64_t)xr | (uint64_t)xc |
-                           ((uint64_t)rows - 1) | ((uint64_t)cols - 1) | (uint64_t)(es - 1);
-    const bool big = exact ? tensor_too_large(x) : ((((uint64_t)xr | (uint64_t)ld) >> 28) | ((uint64_t)es >> 6)) != 0;
-    return (x->data == NULL) | (signs >> 63) | (ld < xc) | ((uint64_t)r0 + (uint64_t)rows > (uint64_t)xr) |
-           ((uint64_t)c0 + (uint64_t)cols > (uint64_t)xc) | big;
+    const uint64_t region = (uint64_t)r0 | (uint64_t)c0 | ((uint64_t)rows - 1) | ((uint64_t)cols - 1);
+    const bool extent = ((uint64_t)r0 + (uint64_t)rows > (uint64_t)xr) | ((uint64_t)c0 + (uint64_t)cols > (uint64_t)xc);
+    if (!exact) {
+        /* the bound: rows, cols and ld below 2^28 (which also rules out negative ones: their sign
+         * bit is above bit 28) and elem_size in [1, 63] (es - 1 < 63 unsigned), so the shape's test
+         * is two ORs, a shift and a compare */
+        const bool shape = ((((uint64_t)xr | (uint64_t)xc | (uint64_t)ld) >> 28) != 0) | ((uint64_t)(es - 1) >= 63);
+        return (x->data == NULL) | shape | (region >> 63) | (ld < xc) | extent;
+    }
+    const uint64_t signs = region | (uint64_t)xr | (uint64_t)xc | (uint64_t)(es - 1);
+    return (x->data == NULL) | (signs >> 63) | (ld < xc) | extent | tensor_too_large(x);
 }
 
 /* The slow path of stage_access's check: PTO_OK (a valid region of a large tensor), or the
