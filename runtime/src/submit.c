@@ -274,14 +274,6 @@ static int enter_serial(PTOSubmitter* s, int32_t n) {
     return rc;
 }
 
-/* Wait until shard `sh` serves `turn`: the batches that took a turn there before are done. */
-static void wait_turn(TMShard* sh, uint32_t turn) {
-    for (uint32_t spin = 0; atomic_load_explicit(&sh->serving, memory_order_acquire) != turn; spin++) {
-        if (spin < 64) rt_cpu_relax();
-        else sched_yield();
-    }
-}
-
 /* Room in the window for n tasks (the lock held, and still held on return unless it fails). */
 static int make_room(PTORuntime* rt, int32_t n) {
     int rc;
@@ -374,15 +366,30 @@ static int lookups_and_commit(PTOSubmitter* s, const Staged* acc, int32_t a0, in
     PTORuntime* rt = s->rt;
     if (rc == PTO_OK) rc = sort_by_shard(s, acc, a0, a1);
     s->found.n = 0;
-    for (uint32_t m = mask; m; m &= m - 1) {
-        const int k = __builtin_ctz(m);
-        TMShard* sh = &rt->shards[k];
-        wait_turn(sh, s->turn[k]);
-        for (int32_t j = s->start[k]; j < s->start[k + 1] && rc == PTO_OK; j++) {
-            const Staged* x = &acc[s->list[j]];
-            rc = tm_shard_access(rt, (uint32_t)k, last_alive, &s->found, base + x->task - i0, &x->r);
+    /* the shards whose turn has come first: a shard another batch still uses is left for later
+     * rather than waited for while others are free (each shard still sees the batches in turn
+     * order, and a task's producers are a set: their order across shards does not matter) */
+    for (uint32_t left = mask, spin = 0; left;) {
+        uint32_t ready = 0;
+        for (uint32_t m = left; m; m &= m - 1) {
+            const int k = __builtin_ctz(m);
+            if (atomic_load_explicit(&rt->shards[k].serving, memory_order_acquire) == s->turn[k]) ready |= 1u << k;
         }
-        atomic_store_explicit(&sh->serving, s->turn[k] + 1, memory_order_release);
+        if (!ready) {
+            if (spin++ < 64) rt_cpu_relax();
+            else sched_yield();
+            continue;
+        }
+        spin = 0;
+        for (uint32_t m = ready; m; m &= m - 1) {
+            const int k = __builtin_ctz(m);
+            for (int32_t j = s->start[k]; j < s->start[k + 1] && rc == PTO_OK; j++) {
+                const Staged* x = &acc[s->list[j]];
+                rc = tm_shard_access(rt, (uint32_t)k, last_alive, &s->found, base + x->task - i0, &x->r);
+            }
+            atomic_store_explicit(&rt->shards[k].serving, s->turn[k] + 1, memory_order_release);
+        }
+        left &= ~ready;
     }
     if (rc == PTO_OK) rc = group_found(s, base, n);
 
