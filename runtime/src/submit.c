@@ -214,9 +214,10 @@ int64_t pto_submitter_task(PTOSubmitter* s, const char* func_name, PTOKernelFunc
     }
     Queued* q = &s->q[s->nq++];
     *q = (Queued){func_name, func_ptr, buffer_bytes, worker_type, s->nargs, num_args, s->npreds, npred, route0};
-    if (num_args) memcpy(&s->args[s->nargs], args, (size_t)num_args * sizeof *args);
+    /* copied element by element: a task has a few of each, below what a memcpy call pays off */
+    for (int32_t i = 0; i < num_args; i++) s->args[s->nargs + i] = args[i];
     s->nargs += num_args;
-    if (npred) memcpy(&s->preds[s->npreds], preds, (size_t)npred * sizeof *preds);
+    for (int32_t i = 0; i < npred; i++) s->preds[s->npreds + i] = preds[i];
     s->npreds += npred;
     s->ids[s->nids] = -1;
     return s->nids++;
