@@ -64,18 +64,21 @@ _PRELUDE = r"""
  * tasks, so most sets never reach malloc. A set is not moved once it holds members inline. */
 #define SET_INLINE 6
 typedef struct { int32_t* v; int64_t n, cap; int32_t inl[SET_INLINE]; } Set;
-static int set_push(Set* s, int32_t x) {
-    if (s->n == s->cap) {
-        if (s->cap == 0) {
-            s->v = s->inl; s->cap = SET_INLINE;
-        } else {
-            const int64_t c = 2 * s->cap;
-            int32_t* v = s->v == s->inl ? malloc((size_t)c * sizeof *v) : realloc(s->v, (size_t)c * sizeof *v);
-            if (!v) return PTO_ENOMEM;
-            if (s->v == s->inl) memcpy(v, s->inl, sizeof s->inl);
-            s->v = v; s->cap = c;
-        }
+#define SET_INIT(x) {(x).inl, 0, SET_INLINE, {0}}   /* empty, its inline members in use */
+static __attribute__((noinline)) int set_grow(Set* s) {
+    if (s->cap == 0) {
+        s->v = s->inl; s->cap = SET_INLINE;
+        return PTO_OK;
     }
+    const int64_t c = 2 * s->cap;
+    int32_t* v = s->v == s->inl ? malloc((size_t)c * sizeof *v) : realloc(s->v, (size_t)c * sizeof *v);
+    if (!v) return PTO_ENOMEM;
+    if (s->v == s->inl) memcpy(v, s->inl, sizeof s->inl);
+    s->v = v; s->cap = c;
+    return PTO_OK;
+}
+static inline int set_push(Set* s, int32_t x) {
+    if (__builtin_expect(s->n == s->cap, 0) && set_grow(s) < 0) return PTO_ENOMEM;
     s->v[s->n++] = x;
     return PTO_OK;
 }
@@ -102,6 +105,8 @@ typedef struct {
     /* structural mode: no tensor tracking; edges from the structure and from overlaps among
      * the tasks of the current iteration of the outermost parallel_for (logged here) */
     int structural;
+    int rewrite;                    /* structural, or an intermediate among the tensors: emit_one
+                                     * rewrites arguments (else they go to the submitter as built) */
     int scope_depth;                /* loops nested less deep open a scope per iteration */
     const PTOTensor** temps;        /* per tensor: its pto_temp_tensor when it is an intermediate */
     struct Acc { int64_t task; const PTOTensor* t; int32_t write; int64_t r0, c0, r1, c1; }* acc;
@@ -192,7 +197,7 @@ static int64_t emit_one(Ctx* c, int32_t name, int32_t kernel, int32_t worker, in
                         const PTOTaskArg* a, int32_t n, const Set* after) {
     if (c->err) return c->err;
     PTOTaskArg x[16];               /* the generator allows at most 16 arguments */
-    for (int32_t i = 0; i < n; i++) {
+    for (int32_t i = 0; i < n && c->rewrite; i++) {
         x[i] = a[i];
         if (a[i].kind == PTO_ARG_SCALAR) continue;
         const PTOTensor* T = a[i].tensor;
@@ -210,7 +215,7 @@ static int64_t emit_one(Ctx* c, int32_t name, int32_t kernel, int32_t worker, in
     for (int64_t i = 0; i < after->n; i++)
         if (set_push(&c->preds, PTO_TICKET(after->v[i])) < 0) return PTO_ENOMEM;
     return pto_submitter_task(c->sub, NAMES[name], kernel >= 0 && c->kernels ? c->kernels[kernel] : NULL,
-                              bytes, worker, x, n, c->preds.v, (int32_t)c->preds.n);
+                              bytes, worker, c->rewrite ? x : a, n, c->preds.v, (int32_t)c->preds.n);
 }
 """
 
@@ -294,16 +299,18 @@ class _Gen:
         """Children in order (each follows the previous one's sinks) or side by side (each
         follows ``after``; the sinks are the union), once or per loop iteration (of a loop
         nested ``depth`` deep: a scope per iteration where the run asks for one)."""
-        out = ["Set cur = {0}, s = {0};", "int rc = set_copy(&cur, after);"]
+        out = ["Set cur = SET_INIT(cur), s = SET_INIT(s);", "int rc = set_copy(&cur, after);"]
         calls = []
         for ch in children:
-            if in_order:
+            if in_order:    # cur: the last child with sinks gave them (the sequence's, below)
                 calls += [f"s.n = 0; if (rc == PTO_OK) rc = {ch}(c, &cur, &s);",
-                          "if (rc == PTO_OK && s.n) { rc = set_copy(&cur, &s); "
-                          "if (rc == PTO_OK) rc = set_copy(sinks, &s); }"]
+                          "if (rc == PTO_OK && s.n) { rc = set_copy(&cur, &s); any = 1; }"]
             else:
                 calls += [f"s.n = 0; if (rc == PTO_OK) rc = {ch}(c, &cur, &s);",
                           "if (rc == PTO_OK) rc = set_union(sinks, &s);"]
+        if in_order:
+            out += ["int any = 0;"]
+            calls += ["if (rc == PTO_OK && any) { rc = set_copy(sinks, &cur); any = 0; }"]
         if loop:
             out += [f"{loop} {{", f"    if (rc == PTO_OK) rc = scope(c, {depth}, 1);",
                     *("    " + x for x in calls),
@@ -374,6 +381,7 @@ int pto_workload_enumerate(PTORuntime* rt, const PTOTensor* tensors, const int64
     Ctx c0 = {0}, *c = &c0;
     c->rt = rt; c->tensors = tensors; c->sizes = sizes; c->kernels = kernels;
     c->structural = structural;
+    c->rewrite = structural;
     c->scope_depth = scope_depth;
     if (threads < 1 || threads > MAX_THREADS) return PTO_EINVAL;
     if (structural && !SPLIT) return PTO_EINVAL;
@@ -384,6 +392,7 @@ int pto_workload_enumerate(PTORuntime* rt, const PTOTensor* tensors, const int64
         if (k < NTENSORS_USED && !tensors[k].data &&
             !(temps[k] = pto_temp_tensor(rt, tensors[k].name ? tensors[k].name : "temp", tensors[k].elem_size)))
             return PTO_EINVAL;
+        if (temps[k]) c->rewrite = 1;
     }
     c->temps = temps;
     if (!SPLIT || (threads < 2 && !structural)) {

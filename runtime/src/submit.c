@@ -214,9 +214,10 @@ int64_t pto_submitter_task(PTOSubmitter* s, const char* func_name, PTOKernelFunc
     }
     Queued* q = &s->q[s->nq++];
     *q = (Queued){func_name, func_ptr, buffer_bytes, worker_type, s->nargs, num_args, s->npreds, npred, route0};
-    if (num_args) memcpy(&s->args[s->nargs], args, (size_t)num_args * sizeof *args);
+    /* copied element by element: a task has a few of each, below what a memcpy call pays off */
+    for (int32_t i = 0; i < num_args; i++) s->args[s->nargs + i] = args[i];
     s->nargs += num_args;
-    if (npred) memcpy(&s->preds[s->npreds], preds, (size_t)npred * sizeof *preds);
+    for (int32_t i = 0; i < npred; i++) s->preds[s->npreds + i] = preds[i];
     s->npreds += npred;
     s->ids[s->nids] = -1;
     return s->nids++;
@@ -272,14 +273,6 @@ static int enter_serial(PTOSubmitter* s, int32_t n) {
     if (rc == PTO_OK) rc = apply_scopes(s, n, true);
     pthread_mutex_unlock(&rt->submit_mu);
     return rc;
-}
-
-/* Wait until shard `sh` serves `turn`: the batches that took a turn there before are done. */
-static void wait_turn(TMShard* sh, uint32_t turn) {
-    for (uint32_t spin = 0; atomic_load_explicit(&sh->serving, memory_order_acquire) != turn; spin++) {
-        if (spin < 64) rt_cpu_relax();
-        else sched_yield();
-    }
 }
 
 /* Room in the window for n tasks (the lock held, and still held on return unless it fails). */
@@ -374,15 +367,30 @@ static int lookups_and_commit(PTOSubmitter* s, const Staged* acc, int32_t a0, in
     PTORuntime* rt = s->rt;
     if (rc == PTO_OK) rc = sort_by_shard(s, acc, a0, a1);
     s->found.n = 0;
-    for (uint32_t m = mask; m; m &= m - 1) {
-        const int k = __builtin_ctz(m);
-        TMShard* sh = &rt->shards[k];
-        wait_turn(sh, s->turn[k]);
-        for (int32_t j = s->start[k]; j < s->start[k + 1] && rc == PTO_OK; j++) {
-            const Staged* x = &acc[s->list[j]];
-            rc = tm_shard_access(rt, (uint32_t)k, last_alive, &s->found, base + x->task - i0, &x->r);
+    /* the shards whose turn has come first: a shard another batch still uses is left for later
+     * rather than waited for while others are free (each shard still sees the batches in turn
+     * order, and a task's producers are a set: their order across shards does not matter) */
+    for (uint32_t left = mask, spin = 0; left;) {
+        uint32_t ready = 0;
+        for (uint32_t m = left; m; m &= m - 1) {
+            const int k = __builtin_ctz(m);
+            if (atomic_load_explicit(&rt->shards[k].serving, memory_order_acquire) == s->turn[k]) ready |= 1u << k;
         }
-        atomic_store_explicit(&sh->serving, s->turn[k] + 1, memory_order_release);
+        if (!ready) {
+            if (spin++ < 64) rt_cpu_relax();
+            else sched_yield();
+            continue;
+        }
+        spin = 0;
+        for (uint32_t m = ready; m; m &= m - 1) {
+            const int k = __builtin_ctz(m);
+            for (int32_t j = s->start[k]; j < s->start[k + 1] && rc == PTO_OK; j++) {
+                const Staged* x = &acc[s->list[j]];
+                rc = tm_shard_access(rt, (uint32_t)k, last_alive, &s->found, base + x->task - i0, &x->r);
+            }
+            atomic_store_explicit(&rt->shards[k].serving, s->turn[k] + 1, memory_order_release);
+        }
+        left &= ~ready;
     }
     if (rc == PTO_OK) rc = group_found(s, base, n);
 

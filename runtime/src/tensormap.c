@@ -347,9 +347,11 @@ typedef struct TMCtx {
     PTOTask*    ct;                /* the consumer's slot (plain) */
 } TMCtx;
 
-/* The context of task `task`'s lookups in map `tm`. */
+/* The context of task `task`'s lookups in map `tm`. A submitter's lookups (sink set) run outside
+ * the submission lock, so they read none of what it guards: rt->started changes when another
+ * thread's batch, publishing under the lock, starts the workers. */
 static inline TMCtx tm_ctx(PTORuntime* rt, TMap* tm, int32_t last_alive, TMSink* sink, int32_t task) {
-    const bool plain = (sink == NULL) & !rt->started & (rt->t3 == NULL) & (rt->rec_chunks == NULL);
+    const bool plain = sink == NULL && (!rt->started & (rt->t3 == NULL) & (rt->rec_chunks == NULL));
     return (TMCtx){rt, tm, last_alive, sink, plain, rt->mask, rt->tasks, rt_task(rt, task)};
 }
 

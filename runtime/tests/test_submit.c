@@ -32,7 +32,10 @@
  *
  * test_random_regions: random rectangles of all sizes (many reaching across the sharded map's
  * bands) read, written or both through a submitter; every kernel checks that each earlier task
- * whose region overlaps its own, one of the two writing, had finished. */
+ * whose region overlaps its own, one of the two writing, had finished.
+ *
+ * test_random_two: the same from two submitting threads at once; every task ran after each
+ * lower-id task it conflicts with (the graph of one thread submitting in id order). */
 #define _GNU_SOURCE 1
 #include "pto_runtime.h"
 #include "pto_check.h"
@@ -435,6 +438,92 @@ static void test_random_regions(int workers, int threshold, int window) {
     free((void*)g_done); free(d);
 }
 
+/* test_random_two: the random regions of test_random_regions from two threads at once, each
+ * queuing half of them in its own submitter. Their batches reach many shards of the sharded map
+ * and take turns there in entry order; a batch may serve its shards in any order once its turn
+ * has come on each. The oracle: the graph is the one a single thread submitting the tasks in id
+ * order would build, so every task must start after each lower-id task whose region overlaps its
+ * own (one of the two writing) has ended - checked from the order the kernels ran in. */
+#define RT2_TASKS 2400
+static _Atomic int64_t g_seq;
+static int64_t g_start[RT2_TASKS], g_end[RT2_TASKS];
+static int32_t g_id2[RT2_TASKS];
+static int32_t rt2_kernel(const int64_t* args) {
+    const int64_t me = args[0];
+    g_start[me] = atomic_fetch_add(&g_seq, 1);
+    g_end[me] = atomic_fetch_add(&g_seq, 1);
+    atomic_fetch_add(&g_runs, 1);
+    return 0;
+}
+
+typedef struct { PTORuntime* rt; PTOTensor* z; int half; int rc; } Rt2Job;
+static void* submit_random_half(void* p) {
+    Rt2Job* j = p;
+    static const int kind[4] = {0, PTO_ARG_INPUT, PTO_ARG_OUTPUT, PTO_ARG_INOUT};
+    PTOSubmitter* s = pto_submitter_open(j->rt);
+    j->rc = s ? PTO_OK : PTO_EINVAL;
+    const int lo = j->half * RT2_TASKS / 2, hi = (j->half + 1) * RT2_TASKS / 2;
+    for (int i = lo; i < hi && j->rc == PTO_OK; i++) {
+        const Rect* r = &g_rect[i];
+        PTOTaskArg a[2] = {scalar(i), {kind[r->mode], j->z, r->r0, r->c0, r->rows, r->cols, 0}};
+        const int64_t k = pto_submitter_task(s, "rt2", rt2_kernel, 0, PTO_WORKER_ANY, a, 2, NULL, 0);
+        if (k < 0) j->rc = (int)k;
+    }
+    if (j->rc == PTO_OK) j->rc = pto_submitter_flush(s);
+    for (int i = lo; i < hi && j->rc == PTO_OK; i++) g_id2[i] = pto_submitter_task_id(s, i - lo);
+    if (s) {
+        const int rc = pto_submitter_close(s);
+        if (j->rc == PTO_OK) j->rc = rc;
+    }
+    return NULL;
+}
+
+static void test_random_two(int workers, int threshold, int window, uint64_t seed) {
+    enum { RROWS = 1 << 16, RCOLS = 64 };
+    for (int i = 0; i < RT2_TASKS; i++) {
+        Rect* r = &g_rect[i];
+        seed = seed * 6364136223846793005ULL + 1442695040888963407ULL;
+        const int big = (seed >> 60) < 2;                  /* one in 8 reaches across many bands */
+        r->rows = big ? 1 + (int64_t)((seed >> 20) % 20000) : 1 + (int64_t)((seed >> 20) % 40);
+        r->r0 = (int64_t)((seed >> 33) % (uint64_t)(RROWS - r->rows + 1));
+        r->cols = 1 + (int64_t)((seed >> 12) % 32);
+        r->c0 = (int64_t)((seed >> 44) % (uint64_t)(RCOLS - r->cols + 1));
+        r->mode = 1 + (int)((seed >> 8) % 3);
+    }
+    atomic_store(&g_seq, 0);
+    atomic_store(&g_runs, 0);
+    memset(g_id2, 0xff, sizeof g_id2);
+    float* d = calloc(RROWS * RCOLS, sizeof(float));
+    PTOTensor z = {d, RROWS, RCOLS, RCOLS, 4, "z"};
+    PTORuntime* rt = new_runtime(workers, threshold, window);
+    Rt2Job jobs[2] = {{rt, &z, 0, PTO_OK}, {rt, &z, 1, PTO_OK}};
+    pthread_t th[2];
+    for (int t = 0; t < 2; t++) CHECK_EQ(pthread_create(&th[t], NULL, submit_random_half, &jobs[t]), 0);
+    for (int t = 0; t < 2; t++) {
+        pthread_join(th[t], NULL);
+        CHECK_EQ(jobs[t].rc, PTO_OK);
+    }
+    CHECK_EQ(pto_runtime_run(rt), PTO_OK);
+    CHECK_EQ(atomic_load(&g_runs), RT2_TASKS);
+    int64_t late = 0, conflicts = 0, ids_ok = 1;
+    for (int i = 0; i < RT2_TASKS; i++) ids_ok &= g_id2[i] >= 0;
+    for (int i = 0; i < RT2_TASKS && ids_ok; i++)
+        for (int j = 0; j < RT2_TASKS; j++) {
+            const Rect* a = &g_rect[i];
+            const Rect* b = &g_rect[j];
+            if (g_id2[j] >= g_id2[i]) continue;                 /* b: an earlier task */
+            const int conflict = ((a->mode | b->mode) & 2) && a->r0 < b->r0 + b->rows && b->r0 < a->r0 + a->rows &&
+                                 a->c0 < b->c0 + b->cols && b->c0 < a->c0 + a->cols;
+            conflicts += conflict;
+            if (conflict && g_end[j] > g_start[i]) late++;
+        }
+    CHECK(ids_ok);
+    CHECK(conflicts > 0);
+    CHECK_EQ(late, 0);
+    pto_runtime_destroy(rt);
+    free(d);
+}
+
 /* Tickets resolve to ids once their batch entered; one thread's tasks keep their order. */
 static void test_tickets_and_ids(void) {
     PTORuntime* rt = pto_runtime_create(NULL);
@@ -523,6 +612,11 @@ int main(int argc, char** argv) {
     test_random_regions(2, 0, 1 << 16);                            /* safe mode: all ready at once */
     test_random_regions(3, 1, 256);
     test_random_regions(0, 0, 64);
+    for (uint64_t seed = 1; seed <= 3; seed++) {
+        test_random_two(2, 0, 1 << 16, seed);                      /* safe mode: all ready at once */
+        test_random_two(3, 1, 256, seed);
+        test_random_two(0, 0, 64, seed);                           /* inline: submitters run tasks */
+    }
     printf("%d passed, %d failed\n", g_pass, g_fail);
     return g_fail ? 1 : 0;
 }
