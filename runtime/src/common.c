@@ -242,16 +242,6 @@ void rt_block_huge(void* p, size_t bytes) {
 #endif
 }
 
-void* rt_block_faulted(size_t bytes) {
-    int kept;
-    char* p = rt_block_take(bytes, RT_TAG_FAULTED, &kept);
-    if (p && !kept && bytes >= RT_FAULT_MIN) {
-        rt_block_huge(p, bytes);
-        for (size_t i = 0; i < bytes; i += 4096) ((volatile char*)p)[i] = 0;
-    }
-    return p;
-}
-
 void* rt_block_grow(void* p, size_t old, size_t bytes) {
     if (bytes < RT_BLOCK_MIN) return realloc(p, bytes);
     void* q = rt_block_alloc(bytes, 0);

@@ -55,22 +55,12 @@ void* rt_block_take(size_t bytes, int tag, int* kept);
 void  rt_block_give(void* p, size_t bytes, int tag);
 #define RT_TAG_WINDOW   1   /* a task window: no slot RUNNING, every lock free */
 #define RT_TAG_OVERFLOW 2   /* a window's overflow pointers: all NULL */
-#define RT_TAG_FAULTED  3   /* a pool of rt_block_faulted: faulted in if large, content anything */
 void  rt_block_free(void* p, size_t bytes);
 /* Transparent huge pages for the whole 2 MB pages inside a fresh block of at least 4 MB, before
  * its first touch: a block that is read all over (a large task window, whose consumers a
  * completion visits anywhere in it) then needs a TLB entry per 2 MB, not per 4 KB. A hint: where
  * the kernel has THP off, nothing changes. */
 void  rt_block_huge(void* p, size_t bytes);
-/* A block for a pool that a build hands out in order (the tensor map's entries), rt_block_take'n
- * with its pages faulted in when it is large: one given back under RT_TAG_FAULTED (rt_block_give)
- * already is; any other of 4 MB or more is hinted huge (rt_block_huge) and touched, a byte per
- * page, so a build that writes it takes no page fault per 4 KB (at the LLaMA graph of
- * bench/runtime, M = 512, a 80 MB pool, those faults were 15-20 % of the build). Smaller blocks
- * stay as they come: faulting one in would cost a runtime's creation more than the few pages a
- * small graph uses. */
-#define RT_FAULT_MIN ((size_t)4 << 20)
-void* rt_block_faulted(size_t bytes);
 /* realloc through the kept blocks: `p` holds `old` bytes (NULL: none); NULL on failure (p stays). */
 void* rt_block_grow(void* p, size_t old, size_t bytes);
 

@@ -106,7 +106,6 @@ typedef struct TMap {
     TMTensor* tensors;  int32_t ntensors, cap_tensors;
     TMEntry*  e;        int32_t cap, free_head;
     int32_t   fresh;                           /* entries [fresh, cap) never used, on no list yet */
-    bool      faulted;                         /* e is tm_init's block (rt_block_faulted), not grown since */
     int64_t   live, peak, since_sweep;
     int64_t   bucket_bytes;
     TMRef*    occ;      int32_t nocc, cap_occ;

@@ -21,13 +21,11 @@ int tm_init(TMap* tm, int32_t initial_entries) {
     tm->free_head = -1;
     if (!tm->slots) return PTO_ENOMEM;
     /* A pool sized to the window, so steady-state inserts never grow it. Its entries are handed
-     * out in order as inserts reach them (insert bumps `fresh`), never written here; a large pool's
-     * pages are faulted in (rt_block_faulted: huge pages where the kernel allows; a block kept
-     * from an earlier runtime's pool already is), as the window's are: faulted a 4 KB page at a
-     * time as inserts reached them, they were 15-20 % of a large graph's build. */
-    tm->e = rt_block_faulted((size_t)initial_entries * sizeof(TMEntry));
+     * out in order as inserts reach them (insert bumps `fresh`), never written here: creating a
+     * runtime does not write the whole pool (with a block kept from an earlier runtime, the
+     * memory is already mapped). */
+    tm->e = rt_block_alloc((size_t)initial_entries * sizeof(TMEntry), 0);
     if (!tm->e) return PTO_ENOMEM;
-    tm->faulted = true;
     tm->cap = initial_entries;
     return PTO_OK;
 }
@@ -39,7 +37,7 @@ void tm_free(TMap* tm) {
         rt_block_free(tm->tensors[i].listed, n);
     }
     free(tm->tensors); free(tm->slots); free(tm->occ);
-    rt_block_give(tm->e, (size_t)tm->cap * sizeof(TMEntry), tm->faulted ? RT_TAG_FAULTED : 0);
+    rt_block_free(tm->e, (size_t)tm->cap * sizeof(TMEntry));
     memset(tm, 0, sizeof *tm);
 }
 
@@ -194,7 +192,6 @@ static __attribute__((noinline)) int entry_refill(TMap* tm, int32_t last_alive) 
         if (!n) return PTO_ENOMEM;
         tm->e = n;
         tm->cap = nc;
-        tm->faulted = false;
     }
     return PTO_OK;
 }
