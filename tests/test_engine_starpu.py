@@ -237,6 +237,19 @@ def test_overlapping_regions_run_in_dependency_order(c_builds, engine, one_call,
     assert not late, f"{len(late)} conflicting pairs overlapped in time, e.g. {late[:5]}"
 
 
+# -------------------------------------------------------------------------------- explicit edges
+
+@pytest.mark.parametrize("engine", ["pto", "starpu", "starpu-mpi"])
+def test_explicit_edges_alone_order_the_tasks_in_c(build_once, engine):
+    # tests/engines/edges.c: a chain (and every fourth task after its 20 predecessors) of tasks
+    # with no region in common, pipelined; on 2 ranks consecutive tasks run on different ranks
+    exe = _c_build(build_once, "edges", ["edges.c", "edges_host.c"], engine) / "edges_host"
+    r = mpirun(2, str(exe), "1", timeout=180) if engine == "starpu-mpi" else \
+        subprocess.run([str(exe), "2"], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "rank=0 rc=0 late=0" in r.stdout, r.stdout
+
+
 # -------------------------------------------------------------------------------- faults
 
 def _faults(c_builds, engine: str, *args: str, env: dict | None = None):
