@@ -278,7 +278,10 @@ static int32_t pop_one(PTORuntime* rt, PTOQueue* Q) {
  * through the ring of its queue; a task with an affinity, or one a scheduler queued on a core
  * behind its producer already, as sched_make_ready sends it. */
 void sched_publish(PTORuntime* rt, PTOTask* t) {
-    if (rt->nworkers == 0 || t->affinity >= 0 || (rt->t3 && t3_claimed(rt, t))) { sched_make_ready(rt, t, NULL); return; }
+    if (rt->nworkers == 0 || t->affinity >= 0 || (rt->t3 && t3_claimed(rt, t))) {
+        sched_make_ready(rt, t, NULL);
+        return;
+    }
     atomic_store_explicit(&t->state, PTO_TASK_READY, memory_order_relaxed);
     if (rt->t3) t3_on_ready(rt, t);
     if (rt->wait_fn) atomic_fetch_add_explicit(&rt->ready_tasks, 1, memory_order_relaxed);
