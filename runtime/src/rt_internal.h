@@ -436,7 +436,9 @@ bool sched_caller_watch_run(PTORuntime* rt);   /* ... watches briefly for a task
 
 /* sched.c: the pieces three_tier.c shares */
 int32_t sched_execute(PTORuntime* rt, PTOTask* t, int32_t worker_index);   /* call the kernel */
+bool sched_sleep_fence(PTORuntime* rt);                   /* before a sleeper's last look at the rings */
 int32_t sched_pop_core(PTORuntime* rt, PTOWorker* w);      /* one ready task core w may run, or -1 */
+int32_t sched_pop_core_n(PTORuntime* rt, PTOWorker* w, int32_t* out, int32_t max);   /* up to max of them */
 bool sched_try_run_slot(PTORuntime* rt);     /* cfg.max_running > 0: take a free running slot */
 
 /* three_tier.c (all no-ops / false in the worker mode) */

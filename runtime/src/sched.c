@@ -239,6 +239,7 @@ static void ring_put(PTORuntime* rt, int q, const int32_t* ids, int32_t n) {
     atomic_store_explicit(&R->tail, t + (uint64_t)n, memory_order_release);
     if (__builtin_expect(rt->publish_fence, 0)) atomic_thread_fence(memory_order_seq_cst);
     else atomic_signal_fence(memory_order_seq_cst);
+    if (rt->t3) { t3_on_push(rt); return; }        /* three-tier: the schedulers take it */
     const int32_t asleep = atomic_load_explicit(&rt->sleepers, memory_order_relaxed);
     if (asleep > 0 && (!rt->paced || paced_due(rt, asleep))) wake_for(rt, rt->cfg.bind_worker_types);
 }
@@ -273,11 +274,16 @@ static int32_t pop_one(PTORuntime* rt, PTOQueue* Q) {
     return id;
 }
 
-/* The orchestrating thread made t ready: workers get it through the ring of its queue (a task
- * with an affinity, and every task of the three-tier mode, as sched_make_ready sends it). */
+/* The orchestrating thread made t ready: workers (the schedulers, in the three-tier mode) get it
+ * through the ring of its queue; a task with an affinity, or one a scheduler queued on a core
+ * behind its producer already, as sched_make_ready sends it. */
 void sched_publish(PTORuntime* rt, PTOTask* t) {
-    if (rt->nworkers == 0 || rt->t3 || t->affinity >= 0) { sched_make_ready(rt, t, NULL); return; }
+    if (rt->nworkers == 0 || t->affinity >= 0 || (rt->t3 && t3_claimed(rt, t))) {
+        sched_make_ready(rt, t, NULL);
+        return;
+    }
     atomic_store_explicit(&t->state, PTO_TASK_READY, memory_order_relaxed);
+    if (rt->t3) t3_on_ready(rt, t);
     if (rt->wait_fn) atomic_fetch_add_explicit(&rt->ready_tasks, 1, memory_order_relaxed);
     ring_put(rt, queue_of(t), &t->id, 1);
 }
@@ -604,19 +610,28 @@ void sched_caller_idle(PTORuntime* rt) {
     while (w->pos < w->nbuf) sched_publish(rt, rt_task(rt, w->buf[w->pos++]));
 }
 
-/* Three-tier mode: one task for core w (its pinned and homed tasks, the queues it serves in its
- * order, then another core's stealable ones), or -1. */
-int32_t sched_pop_core(PTORuntime* rt, PTOWorker* w) {
-    int32_t id;
-    if ((id = pop_one(rt, &rt->wqueues[2 * w->index])) >= 0) return id;
-    if ((id = pop_one(rt, &rt->wqueues[2 * w->index + 1])) >= 0) return id;
-    for (int k = 0; k < w->nserved; k++)
-        if ((id = pop_one(rt, &rt->queues[w->served[k]])) >= 0) return id;
+/* Three-tier mode: up to max (>= 1) ready tasks for core w into out, how many (0: none): one of
+ * its pinned or homed tasks; else from the queues it serves, in its order - in each, one task
+ * schedulers made ready, else a share of what the orchestrator published (one claim); else
+ * one of another core's stealable tasks. */
+int32_t sched_pop_core_n(PTORuntime* rt, PTOWorker* w, int32_t* out, int32_t max) {
+    if ((out[0] = pop_one(rt, &rt->wqueues[2 * w->index])) >= 0) return 1;
+    if ((out[0] = pop_one(rt, &rt->wqueues[2 * w->index + 1])) >= 0) return 1;
+    for (int k = 0; k < w->nserved; k++) {
+        if ((out[0] = pop_one(rt, &rt->queues[w->served[k]])) >= 0) return 1;
+        const int32_t n = ring_take(rt, &rt->rings[w->served[k]], out, max);
+        if (n > 0) return n;
+    }
     for (int k = 1; k < rt->nworkers; k++) {
         const int v = (w->index + k) % rt->nworkers;
-        if (may_steal(rt, w, v) && (id = pop_one(rt, &rt->wqueues[2 * v + 1])) >= 0) return id;
+        if (may_steal(rt, w, v) && (out[0] = pop_one(rt, &rt->wqueues[2 * v + 1])) >= 0) return 1;
     }
-    return -1;
+    return 0;
+}
+
+int32_t sched_pop_core(PTORuntime* rt, PTOWorker* w) {
+    int32_t id;
+    return sched_pop_core_n(rt, w, &id, 1) > 0 ? id : -1;
 }
 
 /* Work for w in the queues (`rings`: the orchestrator's rings too). */
@@ -678,6 +693,13 @@ static bool paced_sleep(PTORuntime* rt, PTOWorker* w) {
            !atomic_load_explicit(&rt->waking, memory_order_seq_cst) && !has_work(rt, w, false);
 }
 
+/* A thread that has announced it sleeps and is about to look for work in the rings one last time:
+ * the orchestrator publishes there without a fence, so this pays for both (membarrier). False: no
+ * fence could be had, and a publication may go unseen - sleep briefly. */
+bool sched_sleep_fence(PTORuntime* rt) {
+    return rt->publish_fence || syscall(__NR_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0) == 0;
+}
+
 static void idle(PTORuntime* rt, PTOWorker* w) {
     int32_t none = 0;
     const bool all_watch = rt->cfg.bind_worker_types != 0;
@@ -696,8 +718,7 @@ static void idle(PTORuntime* rt, PTOWorker* w) {
     /* the orchestrator's fence as well as ours: it publishes to a ring without one (should the
      * call fail, a publication may go unseen: then sleep briefly). A paced sleep needs none: the
      * orchestrator wakes it when a batch is due, and its own look comes within PTO_PACED_SLEEP_NS. */
-    const bool fenced = paced || rt->publish_fence ||
-                        syscall(__NR_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0) == 0;
+    const bool fenced = paced || sched_sleep_fence(rt);
     pthread_mutex_lock(&rt->idle_mu);
     if (!atomic_load(&rt->stop) && (paced ? paced_sleep(rt, w) : !has_work(rt, w, true))) {
         struct timespec ts;

@@ -139,11 +139,12 @@ typedef struct PTOThreeTier {
     bool                sched_started;
     bool                hs_ready;  /* handshake mutexes initialised */
     bool                sched_zeroed;
-    _Atomic int64_t     completed;
-    _Atomic int32_t     last_task_alive;   /* the orchestrator's last_alive, for the progress line */
     /* Latencies are measured in ticks of the trace clock (trace_now: a tick-counter read costs a
      * tenth of a clock_gettime here) and scaled to ns with these two points of (ticks, ns). */
     int64_t             cal_ticks, cal_ns;
+    /* Written per retirement, and only with PTO_LOG=debug (for the progress line): a line of its
+     * own, apart from the fields above that the orchestrator reads per task. */
+    RT_LINE _Atomic int32_t last_task_alive;   /* the orchestrator's last_alive */
 } PTOThreeTier;
 
 /* Latencies per task, in ticks of the trace clock, counted in histograms: exact below H_SUB
@@ -222,8 +223,9 @@ int t3_resolve_config(PTORuntimeConfig* c) {
 
 int t3_init(PTORuntime* rt) {
     if (rt->cfg.mode != PTO_MODE_THREE_TIER) return PTO_OK;
-    PTOThreeTier* T = calloc(1, sizeof *T);
+    PTOThreeTier* T = aligned_alloc(64, sizeof *T);     /* RT_LINE fields */
     if (!T) return PTO_ENOMEM;
+    memset(T, 0, sizeof *T);
     rt->t3 = T;
     T->nsched = rt->cfg.num_schedulers;
     T->ncores = rt->nworkers;
@@ -407,7 +409,7 @@ void t3_on_retire(PTORuntime* rt, int32_t id) {
     PTOTierDesc* d = &rt->t3->desc[id & rt->mask];
     dep_free_list(rt, d->fanin_head);
     d->fanin_head = -1;
-    atomic_store_explicit(&rt->t3->last_task_alive, id + 1, memory_order_relaxed);
+    if (rt->t3->debug) atomic_store_explicit(&rt->t3->last_task_alive, id + 1, memory_order_relaxed);
 }
 
 /* The orchestrator found the window full (no task of it is still being built): the task to sleep
@@ -440,6 +442,9 @@ int32_t t3_slot_want(PTORuntime* rt, int32_t oldest) {
 #endif
 #ifndef T3_AHEAD
 #define T3_AHEAD 2             /* unfinished entries a scheduler keeps on a core on another CPU */
+#endif
+#ifndef T3_TAKE
+#define T3_TAKE 32             /* ready tasks a scheduler takes and hands to a core in one piece */
 #endif
 /* One idle round; false: the caller sleeps. `near`: what it waits for last ran on this CPU. */
 static inline bool backoff(uint32_t* round, bool near) {
@@ -626,8 +631,10 @@ static void wake_core(PTOHandshake* h) {
 
 static void progress_line(PTORuntime* rt) {
     PTOThreeTier* T = rt->t3;
+    int64_t completed = 0;
+    for (int32_t s = 0; s < T->nsched; s++) completed += rt_count_read(&T->sched[s].completed);
     fprintf(stderr, "[Progress] completed=%lld, consumed=%lld, submitted=%lld, last_alive=%d\n",
-            (long long)atomic_load(&T->completed), (long long)atomic_load(&rt->retired),
+            (long long)completed, (long long)atomic_load(&rt->retired),
             (long long)atomic_load(&rt->submitted), atomic_load_explicit(&T->last_task_alive, memory_order_relaxed));
 }
 
@@ -665,12 +672,15 @@ __attribute__((noinline, cold)) static void release(PTORuntime* rt, int32_t r, i
     if (id >= 0) sched_make_ready(rt, rt_task(rt, id), NULL);
 }
 
-/* Hand task id to core c: as the first entry of a new batch (the core is idle: task, then
- * task_status = 1) or appended to its running batch; `chained`: the entry before it is its last
- * producer. 1: handed over. 0 (only when appending, or chained): the core closed its batch or it
- * is full, or the task's core request has no place on this core's type. -1: no place, and the
- * READY task now waits for one (admit): the caller forgets it. */
-static int dispatch(PTOScheduler* S, int32_t c, int32_t id, bool chained, PTOTraceLane* lane) {
+/* Hand tasks ids[0, *k) to core c: as the first entries of a new batch (the core is idle: task,
+ * then task_status = 1) or appended to its running batch, published together (one store or one
+ * compare-and-swap of the tail for all of them); `chained` (*k = 1): the entry before it is its
+ * last producer. A task of a core request first takes a place of it on this core's type (admit):
+ * a READY one without a place waits in the request's deferred list and leaves ids (compacted,
+ * *k lowered); a chained one without a place is not handed over. True: ids[0, *k) handed over.
+ * False: none of ids[0, *k) is (the core closed its batch, no room for them, or no place for a
+ * chained one; *k = 0: every one of them now waits for a place). */
+static bool dispatch_n(PTOScheduler* S, int32_t c, int32_t* ids, int32_t* k_io, bool chained, PTOTraceLane* lane) {
     PTORuntime* rt = S->rt;
     PTOThreeTier* T = rt->t3;
     PTOHandshake* h = &T->hs[c];
@@ -678,52 +688,80 @@ static int dispatch(PTOScheduler* S, int32_t c, int32_t id, bool chained, PTOTra
     const int64_t ts = lane ? trace_now() : 0;
     const bool fresh = atomic_load_explicit(&h->task, memory_order_relaxed) == 0;
     uint32_t n = fresh ? 0 : atomic_load_explicit(&q->tail, memory_order_relaxed);
-    if ((n & Q_CLOSED) || n - q->seen >= T->depth) return 0;          /* closed, or full */
-    PTOTask* t = rt_task(rt, id);
-    PTOTierDesc* d = &T->desc[id & rt->mask];
-    PTODispatchPayload* pl = &q->ring[n & Q_MASK];    /* past the tail: the core does not read it yet */
-    pl->ready_at = d->ready_at > S->start_at ? d->ready_at : S->start_at;
-    const int32_t req = d->request;
-    if (__builtin_expect(req >= 0, 0)) {
-        if (!admit(rt, req, h->core_type, chained ? -1 : id)) return chained ? 0 : -1;
-        if (lane) d->ready_at = trace_now();          /* its place taken: its traced start is not earlier */
+    if ((n & Q_CLOSED) || n - q->seen + (uint32_t)*k_io > T->depth) return false;      /* closed, or full */
+    int32_t k = 0;
+    for (int32_t i = 0; i < *k_io; i++) {       /* places of core requests, before any payload */
+        const int32_t id = ids[i];
+        PTOTierDesc* d = &T->desc[id & rt->mask];
+        if (__builtin_expect(d->request >= 0, 0)) {
+            if (!admit(rt, d->request, h->core_type, chained ? -1 : id)) {
+                if (chained) return false;
+                continue;                                       /* deferred: not ours any more */
+            }
+            if (lane) d->ready_at = trace_now();   /* its place taken: its traced start is not earlier */
+        }
+        ids[k++] = id;
     }
-    pl->task_id = id;
-    pl->request = req;
-    pl->kernel_id = d->kernel_id;
-    pl->scope_depth = d->scope_depth;
-    pl->core_type = h->core_type;
-    pl->status = 0;
-    pl->ran = 0;
-    pl->chained = chained;
-    const int prev = atomic_load_explicit(&t->state, memory_order_relaxed);
-    t->stage = c;          /* who runs it, before the core can: named if it fails or gets stuck */
-    atomic_store_explicit(&t->state, PTO_TASK_RUNNING, memory_order_release);   /* rt_note_stuck reads stage */
+    *k_io = k;
+    if (k == 0) return false;
+    for (int32_t i = 0; i < k; i++) {
+        PTOTask* t = rt_task(rt, ids[i]);
+        const PTOTierDesc* d = &T->desc[ids[i] & rt->mask];
+        PTODispatchPayload* pl = &q->ring[(n + (uint32_t)i) & Q_MASK];   /* past the tail: unread yet */
+        pl->task_id = ids[i];
+        pl->request = d->request;
+        pl->kernel_id = d->kernel_id;
+        pl->scope_depth = d->scope_depth;
+        pl->core_type = h->core_type;
+        pl->ready_at = d->ready_at > S->start_at ? d->ready_at : S->start_at;
+        pl->status = 0;
+        pl->ran = 0;
+        pl->chained = chained;
+        t->stage = c;      /* who runs it, before the core can: named if it fails or gets stuck */
+        atomic_store_explicit(&t->state, PTO_TASK_RUNNING, memory_order_release);   /* rt_note_stuck reads stage */
+    }
     if (fresh) {
-        atomic_store_explicit(&q->tail, 1, memory_order_relaxed);
+        atomic_store_explicit(&q->tail, (uint32_t)k, memory_order_relaxed);
         atomic_store_explicit(&h->task, (uint64_t)(uintptr_t)q->ring, memory_order_relaxed);
         atomic_store_explicit(&h->task_status, 1, memory_order_seq_cst);   /* publishes the payloads */
         wake_core(h);
-    } else if (!atomic_compare_exchange_strong_explicit(&q->tail, &n, n + 1, memory_order_release,
+    } else if (!atomic_compare_exchange_strong_explicit(&q->tail, &n, n + (uint32_t)k, memory_order_release,
                                                         memory_order_relaxed)) {
-        atomic_store_explicit(&t->state, prev, memory_order_relaxed);      /* the core closed the batch */
-        if (req >= 0) release(rt, req, h->core_type);
-        return 0;
+        for (int32_t i = 0; i < k; i++) {                                  /* the core closed the batch */
+            atomic_store_explicit(&rt_task(rt, ids[i])->state, chained ? PTO_TASK_PENDING : PTO_TASK_READY,
+                                  memory_order_relaxed);
+            const int32_t req = T->desc[ids[i] & rt->mask].request;
+            if (req >= 0) release(rt, req, h->core_type);
+        }
+        return false;
     }
-    atomic_store_explicit(&d->on_core, ON_CORE(id, c), memory_order_relaxed);
-    if (chained) { atomic_store_explicit(&d->chained, 1, memory_order_relaxed); S->chained++; }
-    if (T->debug) {
-        if (chained)
-            fprintf(stderr, "[Scheduler] Thread %d: Dispatching %s task %d '%s' (kernel %d, scope %d) to core %d "
-                    "(behind task %d)\n", S->index, CORE_NAMES[h->core_type], id, t->name, d->kernel_id,
-                    d->scope_depth, c, q->ring[(n - 1) & Q_MASK].task_id);
-        else
-            fprintf(stderr, "[Scheduler] Thread %d: Dispatching %s task %d '%s' (kernel %d, scope %d) to core %d\n",
-                    S->index, CORE_NAMES[h->core_type], id, t->name, d->kernel_id, d->scope_depth, c);
+    for (int32_t i = 0; i < k; i++) {
+        const int32_t id = ids[i];
+        PTOTierDesc* d = &T->desc[id & rt->mask];
+        atomic_store_explicit(&d->on_core, ON_CORE(id, c), memory_order_relaxed);
+        if (chained) { atomic_store_explicit(&d->chained, 1, memory_order_relaxed); S->chained++; }
+        if (T->debug) {
+            const PTOTask* t = rt_task(rt, id);
+            if (chained)
+                fprintf(stderr, "[Scheduler] Thread %d: Dispatching %s task %d '%s' (kernel %d, scope %d) to core %d "
+                        "(behind task %d)\n", S->index, CORE_NAMES[h->core_type], id, t->name, d->kernel_id,
+                        d->scope_depth, c, q->ring[(n - 1) & Q_MASK].task_id);
+            else
+                fprintf(stderr, "[Scheduler] Thread %d: Dispatching %s task %d '%s' (kernel %d, scope %d) to core %d\n",
+                        S->index, CORE_NAMES[h->core_type], id, t->name, d->kernel_id, d->scope_depth, c);
+        }
+        if (lane) trace_record(lane, id, c, "dispatch", ts, trace_now());
     }
-    S->inflight++;
-    if (lane) trace_record(lane, id, c, "dispatch", ts, trace_now());
-    return 1;
+    S->inflight += k;
+    return true;
+}
+
+/* One task (dispatch_n): 1 handed over; 0 not (closed, full, or no place for a chained one);
+ * -1: no place, and the READY task now waits for one (admit): the caller forgets it. */
+static int dispatch(PTOScheduler* S, int32_t c, int32_t id, bool chained, PTOTraceLane* lane) {
+    int32_t k = 1;
+    if (dispatch_n(S, c, &id, &k, chained, lane)) return 1;
+    return k ? 0 : -1;
 }
 
 /* Producers of task y still to finish: are they all entries of core c's ring that its scheduler
@@ -803,9 +841,10 @@ static void complete(PTOScheduler* S, int32_t c, PTODispatchPayload* pl, PTOTrac
         h[LAT_COMPLETE * H_BUCKETS + lat_bucket(now - pl->end_at)]++;
         h[LAT_HANDOVER * H_BUCKETS + lat_bucket(pl->start_at - (pl->free_at > pl->ready_at ? pl->free_at : pl->ready_at))]++;
     }
+    /* counted per scheduler: one counter of all, bumped per task, was a line every thread
+     * fought over (the orchestrator reads the fields beside it per task) */
     rt_count(&S->completed);
-    int64_t n = atomic_fetch_add_explicit(&T->completed, 1, memory_order_relaxed) + 1;
-    if (T->debug && n % PROGRESS_EVERY == 0) progress_line(rt);
+    if (T->debug && S->completed % PROGRESS_EVERY == 0) progress_line(rt);
     if (lane) trace_record(lane, id, c, "complete", ts, trace_now());
     if (__builtin_expect(pl->request >= 0, 0)) release(rt, pl->request, pl->core_type);   /* its place */
 }
@@ -841,16 +880,26 @@ static bool top_up(PTOScheduler* S, int32_t c, PTOTraceLane* lane) {
             q->scanned = n;
             id = chained_successor(rt, w, q->ring[(n - 1) & Q_MASK].task_id);
         }
-        const bool chained = id >= 0;
+        if (id >= 0) {
+            if (!dispatch(S, c, id, true, lane)) break;      /* closed meanwhile */
+            any = true;
+            continue;
+        }
         /* a core on another CPU takes its share of the ready tasks, leaving the rest to cores that
          * run beside it; one on this CPU runs only when the scheduler lets it, so each task handed
          * over in this pass is one less switch back and forth (LLaMA: 9 tasks per switch before) */
-        if (!chained && !near && (int64_t)pending > sched_ready_count(rt) / T->ncores) break;
-        if (!chained && (id = sched_pop_core(rt, w)) < 0) break;
-        const int r = dispatch(S, c, id, chained, lane);
-        if (r < 0) continue;                         /* it waits for a place of its core request */
-        if (r == 0) {                                /* closed meanwhile, or no place for a chained one */
-            if (!chained) q->held = id;
+        if (!near && (int64_t)pending > sched_ready_count(rt) / T->ncores) break;
+        /* ready tasks in one piece: one claim of the orchestrator's ring, one publication of the
+         * core's tail (a compare-and-swap on a line the core polls), not one of each per task */
+        int32_t ids[T3_TAKE];
+        uint32_t room = T->depth - (n - q->seen);
+        if (room > ahead - pending) room = ahead - pending;
+        int32_t k = sched_pop_core_n(rt, w, ids, room < T3_TAKE ? (int32_t)room : T3_TAKE);
+        if (k == 0) break;
+        if (!dispatch_n(S, c, ids, &k, false, lane)) {
+            if (k == 0) continue;                    /* each waits for a place of its core request */
+            q->held = ids[0];                        /* closed meanwhile: its next batch */
+            for (int32_t i = 1; i < k; i++) sched_make_ready(rt, rt_task(rt, ids[i]), NULL);
             break;
         }
         any = true;
@@ -991,8 +1040,9 @@ static void* sched_main(void* arg) {
         if (backoff(&round, near)) continue;
         S->parks++;
         atomic_store_explicit(&S->sleeping, 1, memory_order_seq_cst);
+        const bool fenced = sched_sleep_fence(rt);  /* the orchestrator's ring stores are seen */
         pthread_mutex_lock(&S->mu);
-        if (!sched_has_work(S)) timed_wait(&S->cv, &S->mu, 2 * 1000 * 1000);
+        if (!sched_has_work(S)) timed_wait(&S->cv, &S->mu, fenced ? 2 * 1000 * 1000 : 100 * 1000);
         pthread_mutex_unlock(&S->mu);
         atomic_store_explicit(&S->sleeping, 0, memory_order_relaxed);
     }

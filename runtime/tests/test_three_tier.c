@@ -101,6 +101,45 @@ static void random_graph(int cores, int schedulers, int window, int n, int cells
     free(got); free(want);
 }
 
+/* ---------------------------------------------------------------- wide graphs */
+
+/* n independent tasks, made ready by the orchestrator as it submits them while the schedulers
+ * run (threshold 64, a small window that keeps it waiting for slots): each task must run exactly
+ * once, whichever core took it in whichever batch. */
+static _Atomic uint8_t g_runs[1 << 16];
+static int32_t k_once(const int64_t* a) { atomic_fetch_add(&g_runs[a[0]], 1); return 0; }
+
+static void wide_graph(int cores, int schedulers, int window, int n) {
+    for (int k = 0; k < n; k++) atomic_store(&g_runs[k], 0);
+    PTORuntimeConfig cfg;
+    pto_runtime_config_default(&cfg);
+    cfg.mode = PTO_MODE_THREE_TIER;
+    cfg.num_workers = cores;
+    cfg.num_schedulers = schedulers;
+    cfg.task_window = window;
+    cfg.execution_task_threshold = 64;
+    PTORuntime* rt = pto_runtime_create(&cfg);
+    CHECK(rt != NULL);
+    if (!rt) return;
+    for (int k = 0; k < n; k++) {
+        int wt = k % 3 == 0 ? PTO_WORKER_CUBE : k % 3 == 1 ? PTO_WORKER_VECTOR : PTO_WORKER_ANY;
+        PTOTaskArg arg = {PTO_ARG_SCALAR, 0, 0, 0, 0, 0, k};
+        if (pto_task_submit_v(rt, "once", k_once, 0, wt, &arg, 1) < 0) { CHECK(0); break; }
+    }
+    CHECK_EQ(pto_runtime_run(rt), PTO_OK);
+    int wrong = 0;
+    for (int k = 0; k < n; k++) wrong += atomic_load(&g_runs[k]) != 1;
+    CHECK_EQ(wrong, 0);
+    PTORuntimeStats st;
+    pto_runtime_get_stats(rt, &st);
+    CHECK_EQ(st.tasks_completed, n);
+    int64_t handled = 0;
+    for (int s = 0; s < schedulers; s++) handled += st.scheduler_tasks[s];
+    CHECK_EQ(handled, n);
+    CHECK_EQ(st.latency_samples, n);
+    pto_runtime_destroy(rt);
+}
+
 /* ---------------------------------------------------------------- core types */
 
 static _Atomic int g_wrong_core;
@@ -499,6 +538,9 @@ int main(int argc, char** argv) {
     static const int shapes[][3] = {{1, 1, 0}, {2, 1, 0}, {2, 3, 0}, {4, 3, 64}, {3, 2, 16}, {8, 16, 0}};
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
         random_graph(shapes[i][0], shapes[i][1], shapes[i][2], n, 24);
+    printf("wide graphs\n");
+    static const int wide[][3] = {{1, 1, 256}, {2, 1, 256}, {2, 3, 1024}, {3, 2, 64}, {8, 16, 512}};
+    for (size_t i = 0; i < sizeof wide / sizeof wide[0]; i++) wide_graph(wide[i][0], wide[i][1], wide[i][2], n);
     printf("core types\n");             bound_core_types();
     printf("pinned tasks\n");           pinned_tasks();
     printf("failing kernel\n");         failing_kernel();
