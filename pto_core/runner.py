@@ -151,7 +151,7 @@ class Graph:
     def _binary_task(self, tid: int, args: Sequence[Arg], func_id: KernelRef,
                      core_type: int | None, name: str | None) -> Task:
         from .analysis import footprint, param_modes
-        from .codegen.orchestration import worker_type
+        from .ir.module import worker_type
         if self.binary is None:
             raise PTOError(f"add_task: func_id {func_id!r} names a kernel of a binary, but this "
                            f"Graph has none (Graph(binary))")

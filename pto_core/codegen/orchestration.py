@@ -66,6 +66,7 @@ from .cstyle import CStyleRenderer, _Out
 from ..errors import PTOError
 from ..ir import (Call, Category, For, Function, If, Instr, MemRefType, Module, Return,
                  ScalarType)
+from ..ir.module import worker_type
 
 _KIND = {"in": "PTO_ARG_INPUT", "out": "PTO_ARG_OUTPUT", "inout": "PTO_ARG_INOUT"}
 _TEMP_KIND = {"in": "PTO_ARG_TEMP_INPUT", "out": "PTO_ARG_TEMP_OUTPUT",
@@ -99,16 +100,6 @@ def binding_table(module: Module, setup: str = "(void)rt;", linkage: str = "") -
     return [*(f"{linkage}int32_t {kernel_symbol(n)}(const int64_t* args);" for n in names), "",
             f"{linkage}const PTOKernelFunc pto_kernels_{m}[] = {{ {table} }};", "",
             f"{linkage}void pto_binding_setup_{m}(PTORuntime* rt) {{ {setup} }}", ""]
-
-
-def worker_type(fn: Function, module: Module | None = None) -> str:
-    """Runtime worker type of a kernel: the one ``module`` declares for it
-    (:meth:`pto_core.PTOModule.add_incore_function`), else CUBE when it multiplies matrices,
-    else VECTOR."""
-    declared = module.worker_types.get(fn.name) if module is not None else None
-    if declared is not None:
-        return declared
-    return "PTO_WORKER_CUBE" if fn.uses_matmul else "PTO_WORKER_VECTOR"
 
 
 class _OrchestrationC(CStyleRenderer):

@@ -36,6 +36,7 @@ from typing import Mapping
 from ..analysis import footprint, param_modes
 from ..errors import PTOVerifyError
 from ..ir import ElementType, MemRefType, Module, ScalarType
+from ..ir.module import worker_type
 from ..ir.device import BLOCK, Bind, DeviceProgram, DInstr
 from ..names import check_identifier
 
@@ -107,13 +108,12 @@ class CoreTypes:
 
 
 #: the core types a kernel's blocks may run on, by its worker type
-#: (:func:`pto_core.codegen.orchestration.worker_type`; another type runs on either)
+#: (:func:`pto_core.ir.module.worker_type`; another type runs on either)
 KERNEL_CORES = {"PTO_WORKER_CUBE": ("AIC",), "PTO_WORKER_VECTOR": ("AIV",)}
 
 
 def kernel_core_types(fn, module: Module) -> tuple[str, ...]:
     """``("AIC",)`` for a cube kernel, ``("AIV",)`` for a vector one, else both."""
-    from ..codegen.orchestration import worker_type
     return KERNEL_CORES.get(worker_type(fn, module), ("AIC", "AIV"))
 
 

@@ -423,3 +423,13 @@ def format_value(v: Value) -> str:
         r = repr(v)
         return r if ("." in r or "e" in r) else r + ".0"
     return str(v)
+
+
+def worker_type(fn: Function, module: Module | None = None) -> str:
+    """Runtime worker type of a kernel: the one ``module`` declares for it
+    (:meth:`pto_core.PTOModule.add_incore_function`), else CUBE when it multiplies matrices,
+    else VECTOR."""
+    declared = module.worker_types.get(fn.name) if module is not None else None
+    if declared is not None:
+        return declared
+    return "PTO_WORKER_CUBE" if fn.uses_matmul else "PTO_WORKER_VECTOR"
