@@ -27,7 +27,8 @@
  * (pto_task_set_affinity, a workload schedule's dispatch) names a StarPU CPU worker: steal == 0
  * pins the task to it, steal != 0 leaves the choice to StarPU's scheduler. Safe mode
  * (execution_task_threshold 0) pauses StarPU's workers until pto_runtime_run; a threshold > 0
- * resumes them once that many tasks were submitted.
+ * resumes them once more than that many tasks were submitted (submitted > threshold, as in
+ * pto_runtime.h and our runtime).
  *
  * Failures: a kernel returning non-zero fails the run (PTO_ETASKFAILED; kernels of tasks not
  * yet started are skipped, so the run still ends); pto_last_error names the task, its kernel
