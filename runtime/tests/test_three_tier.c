@@ -31,14 +31,20 @@ static void sleep_ms(int ms) {
     nanosleep(&ts, NULL);
 }
 
-static PTORuntime* mk(int cores, int schedulers, int window, int timeout_ms) {
+/* A three-tier configuration of `cores` cores and `schedulers` schedulers (window 0: default). */
+static PTORuntimeConfig t3_config(int cores, int schedulers, int window) {
     PTORuntimeConfig cfg;
     pto_runtime_config_default(&cfg);
     cfg.mode = PTO_MODE_THREE_TIER;
     cfg.num_workers = cores;
     cfg.num_schedulers = schedulers;
-    cfg.timeout_ms = timeout_ms;
     if (window) cfg.task_window = window;
+    return cfg;
+}
+
+static PTORuntime* mk(int cores, int schedulers, int window, int timeout_ms) {
+    PTORuntimeConfig cfg = t3_config(cores, schedulers, window);
+    cfg.timeout_ms = timeout_ms;
     return pto_runtime_create(&cfg);
 }
 
@@ -111,12 +117,7 @@ static int32_t k_once(const int64_t* a) { atomic_fetch_add(&g_runs[a[0]], 1); re
 
 static void wide_graph(int cores, int schedulers, int window, int n) {
     for (int k = 0; k < n; k++) atomic_store(&g_runs[k], 0);
-    PTORuntimeConfig cfg;
-    pto_runtime_config_default(&cfg);
-    cfg.mode = PTO_MODE_THREE_TIER;
-    cfg.num_workers = cores;
-    cfg.num_schedulers = schedulers;
-    cfg.task_window = window;
+    PTORuntimeConfig cfg = t3_config(cores, schedulers, window);
     cfg.execution_task_threshold = 64;
     PTORuntime* rt = pto_runtime_create(&cfg);
     CHECK(rt != NULL);
