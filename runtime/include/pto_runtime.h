@@ -313,7 +313,7 @@ int pto_task_set_affinity(PTORuntime* rt, int32_t task, int32_t worker, int32_t 
  * request of `aic` AIC and `aiv` AIV cores (both >= 0, one > 0) and returns its id (>= 0);
  * the tasks given it (pto_task_set_core_request, while BUILDING) run at most `aic` at once on
  * AIC cores and `aiv` at once on AIV cores. A task holds its place from its dispatch until its
- * scheduler completes it; one that finds no place waits, READY, until a task of the request
+ * scheduler completes it (one an executor runs asynchronously: until pto_task_complete); one that finds no place waits, READY, until a task of the request
  * frees one. Every core that may run the task must be of a type the request grants cores of.
  * PTO_EINVAL (with pto_last_error) otherwise, and in the default mode, whose workers have no
  * core type (bound a kernel's blocks there with edges: pto_task_add_successor). */

@@ -453,6 +453,8 @@ int  t3_set_core_request(PTORuntime* rt, PTOTask* t, int32_t request);   /* pto_
 int  t3_on_edge(PTORuntime* rt, int32_t p, int32_t c, int32_t d);   /* fanin entry d for edge p -> c */
 void t3_on_ready(PTORuntime* rt, PTOTask* t);
 bool t3_claimed(PTORuntime* rt, const PTOTask* t);   /* already queued on a core: no ready queue */
+int64_t t3_async_place(PTORuntime* rt, int32_t id);   /* pto_task_complete: a core request's place, or -1 */
+void t3_free_place(PTORuntime* rt, int64_t place);   /* ... freed after sched_finish */
 void t3_on_push(PTORuntime* rt);              /* a task entered a ready queue: wake a scheduler */
 void t3_wake_schedulers(PTORuntime* rt);      /* every sleeping scheduler */
 void t3_on_retire(PTORuntime* rt, int32_t id); /* orchestrator, as the slot is reused */

@@ -1044,7 +1044,9 @@ int pto_task_complete(PTORuntime* rt, int32_t task, int32_t status) {
         if (mine) rt_unref(rt);
         return mine ? PTO_OK : PTO_ESTATE;
     }
+    const int64_t place = t3_async_place(rt, task);   /* read before the slot can be reused */
     sched_finish(rt, task, status, NULL);
+    t3_free_place(rt, place);
     pthread_mutex_unlock(&rt->async_mu);
     atomic_fetch_sub(&rt->async_pending, 1);
     rt_unref(rt);      /* the reference execute() took for this task: the last touch of rt */
@@ -1072,7 +1074,9 @@ int pto_task_complete_n(PTORuntime* rt, const int32_t* tasks, int32_t n, int32_t
             if (rc == PTO_OK) rc = PTO_ESTATE;
             continue;
         }
+        const int64_t place = t3_async_place(rt, tasks[i]);
         sched_finish(rt, tasks[i], status, NULL);
+        t3_free_place(rt, place);
         done++;
     }
     pthread_mutex_unlock(&rt->async_mu);

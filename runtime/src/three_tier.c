@@ -34,6 +34,7 @@ typedef struct PTOTierDesc {
                                     * request: from its dispatch on, when it took its place */
     int32_t request;               /* its core request (pto_task_set_core_request), -1: none */
     int32_t next_deferred;         /* the task after it in its request's deferred list */
+    int32_t placed;                /* the core type of the place it took (set at its dispatch) */
 } PTOTierDesc;
 
 /* A core request (pto_core_request, a device program's CA_REQUEST): at most limit[type] of its
@@ -358,7 +359,7 @@ int32_t t3_core_request(PTORuntime* rt, int32_t aic, int32_t aiv) {
     if (!T)
         return rt_fail(PTO_EINVAL, "pto_core_request: core requests need the three-tier mode (the default "
                        "mode's workers have no core type)");
-    if (aic < 0 || aiv < 0 || aic + aiv < 1)
+    if (aic < 0 || aiv < 0 || (aic == 0 && aiv == 0))      /* (aic + aiv could overflow) */
         return rt_fail(PTO_EINVAL, "pto_core_request(%d aic, %d aiv): at least one core, none negative", aic, aiv);
     if (T->nreqs == T3_MAX_REQUESTS) return rt_fail(PTO_EINVAL, "pto_core_request: more than %d requests", T3_MAX_REQUESTS);
     PTOCoreRequest* R = &T->reqs[T->nreqs];
@@ -698,6 +699,7 @@ static bool dispatch_n(PTOScheduler* S, int32_t c, int32_t* ids, int32_t* k_io, 
                 if (chained) return false;
                 continue;                                       /* deferred: not ours any more */
             }
+            d->placed = h->core_type;              /* pto_task_complete frees it after PTO_EXEC_ASYNC */
             if (lane) d->ready_at = trace_now();   /* its place taken: its traced start is not earlier */
         }
         ids[k++] = id;
@@ -846,7 +848,22 @@ static void complete(PTOScheduler* S, int32_t c, PTODispatchPayload* pl, PTOTrac
     rt_count(&S->completed);
     if (T->debug && S->completed % PROGRESS_EVERY == 0) progress_line(rt);
     if (lane) trace_record(lane, id, c, "complete", ts, trace_now());
-    if (__builtin_expect(pl->request >= 0, 0)) release(rt, pl->request, pl->core_type);   /* its place */
+    /* its place; a task the executor completes later (PTO_EXEC_ASYNC) still runs: pto_task_complete
+     * frees its place (t3_async_place) */
+    if (__builtin_expect(pl->request >= 0, 0) && pl->status != PTO_EXEC_ASYNC) release(rt, pl->request, pl->core_type);
+}
+
+/* Task id, which the executor ran asynchronously, is being completed (pto_task_complete, before
+ * sched_finish lets its slot be reused): its request's place, to free with t3_free_place after
+ * sched_finish; -1: none. */
+int64_t t3_async_place(PTORuntime* rt, int32_t id) {
+    if (!rt->t3) return -1;
+    const PTOTierDesc* d = &rt->t3->desc[id & rt->mask];
+    return d->request < 0 ? -1 : (int64_t)d->request << 8 | d->placed;
+}
+
+void t3_free_place(PTORuntime* rt, int64_t place) {
+    if (place >= 0) release(rt, (int32_t)(place >> 8), (int32_t)(place & 0xff));
 }
 
 /* Core c last polled on the CPU its scheduler S last polled on (both publish it when idle). */
