@@ -417,9 +417,10 @@ int     pto_submitter_scope_end(PTOSubmitter* s);
  * gets ONE task and reads its tiles with pto_task_range (a GPU launches them as one grid). With
  * worker threads and no executor the range becomes chunks - at most 4 per worker, each one
  * task of consecutive tiles - so the workers share it; inline (no workers) it is one task.
- * A chunk's tiles are taken in order, one at a time: by the worker that runs the chunk, and by
- * workers with nothing queued to run (not with bound worker types or max_running), so a worker
- * held up in one tile holds up only that tile; the chunk completes when all its tiles are done.
+ * A chunk's tiles are taken in order, one at a time: by the worker that runs the chunk, and by a
+ * worker that has taken the last tile of its own chunk and finds no task queued (not with bound
+ * worker types, max_running, a wait function or the three-tier mode), so a worker held up in one
+ * tile holds up only that tile; the chunk completes when all its tiles are done.
  * The first tile that fails stops the taking of the rest: the run's error message names the
  * task and that tile. Any other executor, and arguments of
  * runtime-owned intermediates (TEMP_*), get the per-tile loop: one pto_task_submit_v per tile.

@@ -496,7 +496,7 @@ int32_t sched_execute(PTORuntime* rt, PTOTask* t, int32_t worker_index) {
         if (rc != PTO_EXEC_ASYNC) rt_unref(rt);   /* not the last: the owner holds one */
         return rc;
     }
-    if (__builtin_expect(atomic_load_explicit(&rt->ranges, memory_order_relaxed) != NULL, 0)) {       /* a range task: its tiles, in order */
+    if (__builtin_expect(atomic_load_explicit(&rt->ranges, memory_order_relaxed) != NULL, 0)) {       /* a range task: its tiles (others may help: range.c) */
         PTORange* r = range_of(rt, t->id);
         if (r) return range_run(rt, t, r);
     }

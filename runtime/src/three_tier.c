@@ -38,9 +38,10 @@ typedef struct PTOTierDesc {
 } PTOTierDesc;
 
 /* A core request (pto_core_request, a device program's CA_REQUEST): at most limit[type] of its
- * tasks at once on cores of each type. dispatch() admits a task on a core (running[type] + 1)
+ * tasks at once on cores of each type. dispatch_n() admits a task on a core (running[type] + 1)
  * or, when that type's places are all taken, leaves it in the request's deferred list; a task
- * of the request leaving a core frees its place and makes the first deferred task READY again.
+ * of the request leaving a core (completed; an asynchronous executor's task when
+ * pto_task_complete reports it) frees its place and makes the first deferred task READY again.
  * Only tasks with a request take req_mu. */
 typedef struct PTOCoreRequest {
     int32_t limit[2], running[2];  /* by PTOCoreType */

@@ -8,16 +8,20 @@
  * The kernels count how many tasks of their request run at once on each core type (on entry and
  * exit, so the count is exact whatever the timing) and the trace's kernel spans are checked the
  * same way; both must stay within the request. Misuse is refused with PTO_EINVAL, and a failing
- * task of a request whose other tasks wait for a place ends the run instead of hanging it. */
+ * task of a request whose other tasks wait for a place ends the run instead of hanging it. An
+ * asynchronous executor's task holds its place until pto_task_complete. */
 #define _GNU_SOURCE 1
 #include "pto_runtime.h"
 
+#include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "pto_check.h"
 
@@ -185,6 +189,81 @@ static void misuse(void) {
     pto_runtime_destroy(rt);
 }
 
+/* An asynchronous executor (PTO_EXEC_ASYNC, each task completed later by pto_task_complete from a
+ * "device" thread, 2 ms per kernel): a request's place is held until that completion, not given
+ * back when the executor call returns, so a 1-AIC request has one task in flight at a time. */
+static PTORuntime* g_async_rt;
+enum { NASYNC = 24 };
+static _Atomic int g_async_now, g_async_max, g_async_queued[NASYNC], g_async_nq, g_async_done;
+
+static int32_t exec_async(void* ctx, int32_t task, const char* name, PTOKernelFunc fn, const int64_t* args,
+                          int32_t nargs, int32_t core) {
+    (void)ctx; (void)name; (void)fn; (void)args; (void)nargs; (void)core;
+    const int now = atomic_fetch_add(&g_async_now, 1) + 1;
+    for (int m = atomic_load(&g_async_max); now > m && !atomic_compare_exchange_weak(&g_async_max, &m, now);) {}
+    g_async_queued[atomic_fetch_add(&g_async_nq, 1)] = task;     /* the "device" completes it later */
+    return PTO_EXEC_ASYNC;
+}
+
+static void* async_device(void* arg) {
+    (void)arg;
+    for (int i = 0; i < NASYNC; i++) {
+        while (atomic_load(&g_async_nq) <= i) {
+            struct timespec ts = {0, 100 * 1000};
+            nanosleep(&ts, NULL);
+        }
+        struct timespec ts = {0, 2 * 1000 * 1000};     /* the kernel runs 2 ms */
+        nanosleep(&ts, NULL);
+        atomic_fetch_sub(&g_async_now, 1);
+        pto_task_complete(g_async_rt, g_async_queued[i], 0);
+        atomic_fetch_add(&g_async_done, 1);
+    }
+    return NULL;
+}
+
+static void async_executor_respects_request(void) {
+    PTORuntimeConfig cfg;
+    pto_runtime_config_default(&cfg);
+    cfg.mode = PTO_MODE_THREE_TIER;
+    cfg.num_workers = 3;
+    cfg.num_schedulers = 1;
+    cfg.bind_worker_types = 1;
+    for (int i = 0; i < 3; i++) cfg.worker_types[i] = i < 2 ? PTO_WORKER_CUBE : PTO_WORKER_VECTOR;
+    PTORuntime* rt = g_async_rt = pto_runtime_create(&cfg);
+    CHECK(rt != NULL);
+    if (!rt) return;
+    pto_runtime_set_executor(rt, exec_async, NULL);
+    const int32_t r = pto_core_request(rt, 1, 0);       /* one AIC core at a time */
+    CHECK_EQ(r, 0);
+    pthread_t th;
+    pthread_create(&th, NULL, async_device, NULL);
+    for (int i = 0; i < NASYNC; i++) {
+        const int32_t t = pto_task_alloc(rt, "r0", NULL, 0, PTO_WORKER_CUBE);
+        CHECK_EQ(pto_task_set_core_request(rt, t, r), PTO_OK);
+        CHECK_EQ(pto_task_submit(rt, t), PTO_OK);
+    }
+    CHECK_EQ(pto_runtime_run(rt), PTO_OK);
+    pthread_join(th, NULL);
+    printf("  tasks of the 1-AIC request in flight at once: %d (expected <= 1)\n", atomic_load(&g_async_max));
+    CHECK(atomic_load(&g_async_max) <= 1);
+    pto_runtime_destroy(rt);
+}
+
+/* The largest counts a request may ask for (aic + aiv would overflow an int). */
+static void request_overflow(void) {
+    PTORuntimeConfig cfg;
+    pto_runtime_config_default(&cfg);
+    cfg.mode = PTO_MODE_THREE_TIER;
+    cfg.num_workers = 3;
+    PTORuntime* rt = pto_runtime_create(&cfg);
+    CHECK(rt != NULL);
+    if (!rt) return;
+    const int32_t r = pto_core_request(rt, INT32_MAX, INT32_MAX);
+    printf("  pto_core_request(INT32_MAX, INT32_MAX) = %d\n", (int)r);
+    CHECK(r >= 0);
+    pto_runtime_destroy(rt);
+}
+
 int main(int argc, char** argv) {
     setvbuf(stdout, NULL, _IONBF, 0);
     unsetenv("PTO_TIMEOUT"); unsetenv("PTO_RUNTIME"); unsetenv("PTO_TRACE"); unsetenv("PTO_STATS");
@@ -192,6 +271,8 @@ int main(int argc, char** argv) {
     for (int s = 1; s <= 3; s++) { printf("bounded per core type, %d scheduler(s)\n", s); bounded_per_type(s); }
     printf("a failure while tasks wait\n"); failure_with_waiting_tasks();
     printf("misuse\n");                     misuse();
+    printf("an asynchronous executor\n");   async_executor_respects_request();
+    printf("the largest request\n");        request_overflow();
     printf("%d passed, %d failed\n", g_pass, g_fail);
     return g_fail ? 1 : 0;
 }
