@@ -143,6 +143,7 @@ typedef struct TMShard {
  * region and mode, and the shards it reaches (bit k: shard k). */
 typedef struct TMRoute {
     int32_t  tensor;               /* its record in rt->tm, and in every shard */
+    int32_t  task;                 /* whose access: added to the first task id (tm_shard_run) */
     void*    base;
     int64_t  rows, cols;
     int32_t  bshift, cshift;       /* rows of a band: 2^bshift (see tensormap.c); rt->tm's column blocks */
@@ -363,9 +364,10 @@ void tm_shards_free(PTORuntime* rt);
 void tm_shards_count(const PTORuntime* rt, int64_t* live, int64_t* peak, int64_t* bytes);
 /* Access `a` (a->tensor: a record of tm = rt->tm) as the shards take it. */
 void tm_route(const TMap* tm, const PTOAccess* a, TMRoute* out);
-/* Access x of task `task` in shard `shard` (the caller's turn): its edges (to `sink`; NULL: added
- * now), then its entries. */
-int  tm_shard_access(PTORuntime* rt, uint32_t shard, int32_t last_alive, TMSink* sink, int32_t task, const TMRoute* x);
+/* Accesses acc[list[0]], .., acc[list[n - 1]] in shard `shard` (the caller's turn), in that order,
+ * access x of task first + x->task: its edges (to `sink`; NULL: added now), then its entries. */
+int  tm_shard_run(PTORuntime* rt, uint32_t shard, int32_t last_alive, TMSink* sink, int32_t first,
+                  const TMRoute* acc, const int32_t* list, int32_t n);
 
 /* tensormap.c: dependency-entry pool */
 int  dep_add_chunk(PTORuntime* rt);

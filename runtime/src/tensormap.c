@@ -329,7 +329,6 @@ static inline __attribute__((always_inline)) int add_edge_plain(PTORuntime* rt, 
     return PTO_OK;
 }
 
-
 /* Where one lookup works: the map, the retirement bound its entries are pruned against, and where
  * the edges it finds go - added at once (sink NULL: the orchestrating thread) or collected as
  * (consumer, producer) pairs (a submitter's batch, which adds them later under the lock). */
@@ -600,6 +599,7 @@ static inline uint32_t tensor_hash(const void* base) {
 void tm_route(const TMap* tm, const PTOAccess* a, TMRoute* out) {
     const TMTensor* t = &tm->tensors[a->tensor];
     out->tensor = a->tensor;
+    out->task = 0;
     out->base = t->base; out->rows = t->rows; out->cols = t->cols;
     out->bshift = t->rshift + TM_BAND_BLOCKS; out->cshift = t->cshift;
     out->mode = a->mode;
@@ -612,8 +612,9 @@ void tm_route(const TMap* tm, const PTOAccess* a, TMRoute* out) {
     out->shards = m;
 }
 
-int tm_shard_access(PTORuntime* rt, uint32_t shard, int32_t last_alive, TMSink* sink, int32_t task, const TMRoute* x) {
-    TMap* tm = &rt->shards[shard].tm;
+/* Access x in shard tm (the map's first access to x's tensor makes the record), as context c's. */
+static inline __attribute__((always_inline)) int shard_access(const TMCtx* c, TMap* tm, uint32_t shard, int32_t task,
+                                                              const TMRoute* x) {
     /* a shard's record k is rt->tm's record k, made on the shard's first access to it */
     const int32_t k = x->tensor, bs = x->bshift;
     if (__builtin_expect(k >= tm->ntensors || tm->tensors[k].base == NULL, 0)) {
@@ -622,7 +623,6 @@ int tm_shard_access(PTORuntime* rt, uint32_t shard, int32_t last_alive, TMSink* 
         const int64_t local_rows = x->rows > 0 ? ((((x->rows - 1) >> bs) >> TM_SHARD_BITS) + 1) << bs : 1;
         tensor_init(&tm->tensors[k], x->base, bs - TM_BAND_BLOCKS, x->cshift, local_rows, x->cols);
     }
-    const TMCtx c = tm_ctx(rt, tm, last_alive, sink, task);
     const int64_t j1 = (x->r1 - 1) >> bs;
     /* the bands of this shard the access reaches: the first, then every TM_SHARDS-th */
     int64_t j = x->r0 >> bs;
@@ -631,7 +631,23 @@ int tm_shard_access(PTORuntime* rt, uint32_t shard, int32_t last_alive, TMSink* 
         const int64_t lo = j << bs, hi = (j + 1) << bs, shift = (j - (j >> TM_SHARD_BITS)) << bs;
         const PTOAccess a = {k, x->mode, (x->r0 > lo ? x->r0 : lo) - shift, x->c0,
                              (x->r1 < hi ? x->r1 : hi) - shift, x->c1};
-        int rc = access_one(&c, task, &a);
+        int rc = access_one(c, task, &a);
+        if (rc < 0) return rc;
+    }
+    return PTO_OK;
+}
+
+int tm_shard_run(PTORuntime* rt, uint32_t shard, int32_t last_alive, TMSink* sink, int32_t first,
+                 const TMRoute* acc, const int32_t* list, int32_t n) {
+    if (n <= 0) return PTO_OK;
+    TMap* tm = &rt->shards[shard].tm;
+    /* one context for the run; added at once (no sink), an edge needs its consumer's slot */
+    TMCtx c = tm_ctx(rt, tm, last_alive, sink, first + acc[list[0]].task);
+    for (int32_t i = 0; i < n; i++) {
+        const TMRoute* x = &acc[list[i]];
+        const int32_t task = first + x->task;
+        if (!sink) c.ct = rt_task(rt, task);
+        int rc = shard_access(&c, tm, shard, task, x);
         if (rc < 0) return rc;
     }
     return PTO_OK;
@@ -642,8 +658,9 @@ static int shards_direct(PTORuntime* rt, int32_t task, const PTOAccess* acc, int
     for (int32_t k = 0; k < n; k++) {
         TMRoute x;
         tm_route(&rt->tm, &acc[k], &x);
+        const int32_t only = 0;
         for (uint32_t m = x.shards; m; m &= m - 1) {
-            int rc = tm_shard_access(rt, (uint32_t)__builtin_ctz(m), rt->last_alive, NULL, task, &x);
+            int rc = tm_shard_run(rt, (uint32_t)__builtin_ctz(m), rt->last_alive, NULL, task, &x, &only, 1);
             if (rc < 0) return rc;
         }
     }
