@@ -624,8 +624,13 @@ static inline __attribute__((always_inline)) int shard_access(const TMCtx* c, TM
         tensor_init(&tm->tensors[k], x->base, bs - TM_BAND_BLOCKS, x->cshift, local_rows, x->cols);
     }
     const int64_t j1 = (x->r1 - 1) >> bs;
-    /* the bands of this shard the access reaches: the first, then every TM_SHARDS-th */
     int64_t j = x->r0 >> bs;
+    if (__builtin_expect(j == j1, 1)) {            /* one band: its shard is this one (tm_route) */
+        const int64_t shift = (j - (j >> TM_SHARD_BITS)) << bs;
+        const PTOAccess a = {k, x->mode, x->r0 - shift, x->c0, x->r1 - shift, x->c1};
+        return access_one(c, task, &a);
+    }
+    /* the bands of this shard the access reaches: the first, then every TM_SHARDS-th */
     j += (int64_t)((shard - (uint32_t)(j + tensor_hash(x->base))) & (TM_SHARDS - 1));
     for (; j <= j1; j += TM_SHARDS) {
         const int64_t lo = j << bs, hi = (j + 1) << bs, shift = (j - (j >> TM_SHARD_BITS)) << bs;
