@@ -554,8 +554,6 @@ int tm_submit(PTORuntime* rt, int32_t task, const PTOAccess* acc, int32_t n) {
  * access there then follows that write, which follows the entry. A shard is used by one batch
  * at a time, in the order the batches entered (submit.c: turns), so nothing in it is shared. */
 
-#define TM_BAND_BLOCKS 6
-
 int tm_shards_open(PTORuntime* rt) {
     if (rt->shards) return 1;
     if (rt->tm.live > 0) return 0;              /* entries of direct submissions stay where they are */
@@ -592,26 +590,6 @@ void tm_shards_count(const PTORuntime* rt, int64_t* live, int64_t* peak, int64_t
     }
 }
 
-static inline uint32_t tensor_hash(const void* base) {
-    return (uint32_t)(((uint64_t)(uintptr_t)base * 0x9E3779B97F4A7C15ULL) >> (64 - TM_SHARD_BITS));
-}
-
-void tm_route(const TMap* tm, const PTOAccess* a, TMRoute* out) {
-    const TMTensor* t = &tm->tensors[a->tensor];
-    out->tensor = a->tensor;
-    out->task = 0;
-    out->base = t->base; out->rows = t->rows; out->cols = t->cols;
-    out->bshift = t->rshift + TM_BAND_BLOCKS; out->cshift = t->cshift;
-    out->mode = a->mode;
-    out->r0 = a->r0; out->c0 = a->c0; out->r1 = a->r1; out->c1 = a->c1;
-    const uint32_t h = tensor_hash(t->base);
-    const int64_t j0 = a->r0 >> out->bshift, j1 = (a->r1 - 1) >> out->bshift;
-    uint32_t m = 0;
-    if (j1 - j0 >= TM_SHARDS - 1) m = TM_SHARDS_ALL;
-    else for (int64_t j = j0; j <= j1; j++) m |= 1u << ((uint32_t)(j + h) & (TM_SHARDS - 1));
-    out->shards = m;
-}
-
 /* Access x in shard tm (the map's first access to x's tensor makes the record), as context c's. */
 static inline __attribute__((always_inline)) int shard_access(const TMCtx* c, TMap* tm, uint32_t shard, int32_t task,
                                                               const TMRoute* x) {
@@ -631,7 +609,7 @@ static inline __attribute__((always_inline)) int shard_access(const TMCtx* c, TM
         return access_one(c, task, &a);
     }
     /* the bands of this shard the access reaches: the first, then every TM_SHARDS-th */
-    j += (int64_t)((shard - (uint32_t)(j + tensor_hash(x->base))) & (TM_SHARDS - 1));
+    j += (int64_t)((shard - (uint32_t)(j + tm_tensor_hash(x->base))) & (TM_SHARDS - 1));
     for (; j <= j1; j += TM_SHARDS) {
         const int64_t lo = j << bs, hi = (j + 1) << bs, shift = (j - (j >> TM_SHARD_BITS)) << bs;
         const PTOAccess a = {k, x->mode, (x->r0 > lo ? x->r0 : lo) - shift, x->c0,
