@@ -328,6 +328,10 @@ static int32_t stage(PTOSubmitter* s, int64_t first, int32_t i0, int32_t n, int*
     return staged;
 }
 
+/* A batch reaching at most this many shards finds each shard's accesses by a scan of the batch
+ * when the shard's turn comes (a test per access and shard), else sorts them by shard first. */
+#define SCAN_MAX_SHARDS 4
+
 /* Per shard, the indices in acc[a0, a1) of the accesses that reach it (in queue order). */
 static int sort_by_shard(PTOSubmitter* s, const TMRoute* acc, int32_t a0, int32_t a1) {
     int64_t total = 0;
@@ -363,7 +367,9 @@ static int group_found(PTOSubmitter* s, int32_t base, int32_t n) {
 static int lookups_and_commit(PTOSubmitter* s, const TMRoute* acc, int32_t a0, int32_t a1, uint32_t mask,
                               int32_t last_alive, int32_t base, int32_t i0, int32_t n, int rc) {
     PTORuntime* rt = s->rt;
-    if (rc == PTO_OK) rc = sort_by_shard(s, acc, a0, a1);
+    const bool scan = __builtin_popcount(mask) <= SCAN_MAX_SHARDS;
+    if (rc == PTO_OK)
+        rc = scan ? grow_to((void**)&s->list, &s->cap_list, a1 - a0, sizeof *s->list) : sort_by_shard(s, acc, a0, a1);
     s->found.n = 0;
     /* the shards whose turn has come first: a shard another batch still uses is left for later
      * rather than waited for while others are free (each shard still sees the batches in turn
@@ -382,9 +388,15 @@ static int lookups_and_commit(PTOSubmitter* s, const TMRoute* acc, int32_t a0, i
         spin = 0;
         for (uint32_t m = ready; m; m &= m - 1) {
             const int k = __builtin_ctz(m);
-            if (rc == PTO_OK)
+            if (rc == PTO_OK && scan) {
+                int32_t nl = 0;
+                for (int32_t i = a0; i < a1; i++)
+                    if (acc[i].shards & (1u << k)) s->list[nl++] = i;
+                rc = tm_shard_run(rt, (uint32_t)k, last_alive, &s->found, base - i0, acc, s->list, nl);
+            } else if (rc == PTO_OK) {
                 rc = tm_shard_run(rt, (uint32_t)k, last_alive, &s->found, base - i0, acc, &s->list[s->start[k]],
                                   s->start[k + 1] - s->start[k]);
+            }
             atomic_store_explicit(&rt->shards[k].serving, s->turn[k] + 1, memory_order_release);
         }
         left &= ~ready;
