@@ -143,6 +143,7 @@ typedef struct TMShard {
  * region and mode, and the shards it reaches (bit k: shard k). */
 typedef struct TMRoute {
     int32_t  tensor;               /* its record in rt->tm, and in every shard */
+    int32_t  task;                 /* whose access: added to the first task id (tm_shard_run) */
     void*    base;
     int64_t  rows, cols;
     int32_t  bshift, cshift;       /* rows of a band: 2^bshift (see tensormap.c); rt->tm's column blocks */
@@ -362,11 +363,32 @@ int  tm_shards_open(PTORuntime* rt);
 void tm_shards_free(PTORuntime* rt);
 /* Entries (live, a bound on the peak) and bytes of rt->tm and the shards together. */
 void tm_shards_count(const PTORuntime* rt, int64_t* live, int64_t* peak, int64_t* bytes);
-/* Access `a` (a->tensor: a record of tm = rt->tm) as the shards take it. */
-void tm_route(const TMap* tm, const PTOAccess* a, TMRoute* out);
-/* Access x of task `task` in shard `shard` (the caller's turn): its edges (to `sink`; NULL: added
- * now), then its entries. */
-int  tm_shard_access(PTORuntime* rt, uint32_t shard, int32_t last_alive, TMSink* sink, int32_t task, const TMRoute* x);
+#define TM_BAND_BLOCKS 6           /* a band of the sharded map: 2^6 row blocks (tensormap.c) */
+/* The shard of a tensor's band 0. */
+static inline uint32_t tm_tensor_hash(const void* base) {
+    return (uint32_t)(((uint64_t)(uintptr_t)base * 0x9E3779B97F4A7C15ULL) >> (64 - TM_SHARD_BITS));
+}
+/* Access `a` (a->tensor: a record of tm = rt->tm) as the shards take it; inline, as a submitter
+ * routes every access it queues. */
+static inline void tm_route(const TMap* tm, const PTOAccess* a, TMRoute* out) {
+    const TMTensor* t = &tm->tensors[a->tensor];
+    out->tensor = a->tensor;
+    out->task = 0;
+    out->base = t->base; out->rows = t->rows; out->cols = t->cols;
+    out->bshift = t->rshift + TM_BAND_BLOCKS; out->cshift = t->cshift;
+    out->mode = a->mode;
+    out->r0 = a->r0; out->c0 = a->c0; out->r1 = a->r1; out->c1 = a->c1;
+    const uint32_t h = tm_tensor_hash(t->base);
+    const int64_t j0 = a->r0 >> out->bshift, j1 = (a->r1 - 1) >> out->bshift;
+    uint32_t m = 0;
+    if (j1 - j0 >= TM_SHARDS - 1) m = TM_SHARDS_ALL;
+    else for (int64_t j = j0; j <= j1; j++) m |= 1u << ((uint32_t)(j + h) & (TM_SHARDS - 1));
+    out->shards = m;
+}
+/* Accesses acc[list[0]], .., acc[list[n - 1]] in shard `shard` (the caller's turn), in that order,
+ * access x of task first + x->task: its edges (to `sink`; NULL: added now), then its entries. */
+int  tm_shard_run(PTORuntime* rt, uint32_t shard, int32_t last_alive, TMSink* sink, int32_t first,
+                  const TMRoute* acc, const int32_t* list, int32_t n);
 
 /* tensormap.c: dependency-entry pool */
 int  dep_add_chunk(PTORuntime* rt);

@@ -42,8 +42,6 @@ typedef struct Queued {
  * thread finds the lock taken goes on queuing instead of sleeping on it. */
 #define SUBMIT_MAX_QUEUED (16 * PTO_SUBMIT_BATCH)
 
-/* One access of a batch on its way through the shards. */
-typedef struct Staged { TMRoute r; int32_t task; } Staged;   /* task: its index in the batch */
 /* A tensor the submitter has routed to: its record's index in rt->tm (open addressing). */
 typedef struct RecSlot { void* base; int32_t k; } RecSlot;
 
@@ -59,7 +57,7 @@ struct PTOSubmitter {
     int32_t     bad;   int bad_rc; char* bad_msg;
     bool        sharded;                   /* opened on the sharded map: accesses routed as queued */
     bool        locked;                    /* a task of the batch is staged under the lock */
-    Staged*     route; int32_t nroute, cap_route;    /* the batch's accesses, routed as queued */
+    TMRoute*    route; int32_t nroute, cap_route;    /* the batch's accesses, routed as queued (task: its index in the batch) */
     /* scopes (pto_submitter_scope_*): depth open now; the batch's opening and closing events, each
      * (k << 1) | closes, k: the tasks queued before it; ev_done: those already applied */
     int32_t     depth;
@@ -68,7 +66,7 @@ struct PTOSubmitter {
     TMTensor*   rec;   int32_t cap_rec;              /* copies of rt->tm's records, by index */
     TMap        view;                                /* a map of those copies, for tm_route */
     /* the batch in the sharded map, staged under the lock (enter_chunk) */
-    Staged*     acc;   int32_t nacc, cap_acc;
+    TMRoute*    acc;   int32_t nacc, cap_acc;
     int32_t*    list;  int32_t cap_list;   /* per shard its accesses: shard k at [start[k], start[k + 1]) */
     int32_t     start[TM_SHARDS + 1];
     uint32_t    turn[TM_SHARDS];
@@ -175,8 +173,8 @@ static int route_task(PTOSubmitter* s, int32_t task, const PTOTaskArg* args, int
         if (k < 0) return k;
         /* ACC_READ/ACC_WRITE/both == PTO_ARG_INPUT/OUTPUT/INOUT */
         const PTOAccess acc = {k, a->kind, a->row_off, a->col_off, a->row_off + a->rows, a->col_off + a->cols};
-        Staged* x = &s->route[s->nroute++];
-        tm_route(&s->view, &acc, &x->r);
+        TMRoute* x = &s->route[s->nroute++];
+        tm_route(&s->view, &acc, x);
         x->task = task;
     }
     return PTO_OK;
@@ -320,8 +318,8 @@ static int32_t stage(PTOSubmitter* s, int64_t first, int32_t i0, int32_t n, int*
         if (id < 0) { rc = id; break; }
         s->ids[first + i0 + staged] = id;
         for (int32_t k = 0; k < na; k++) {
-            Staged* x = &s->acc[s->nacc++];
-            tm_route(&rt->tm, &a[k], &x->r);
+            TMRoute* x = &s->acc[s->nacc++];
+            tm_route(&rt->tm, &a[k], x);
             x->task = i0 + staged;
         }
     }
@@ -330,18 +328,22 @@ static int32_t stage(PTOSubmitter* s, int64_t first, int32_t i0, int32_t n, int*
     return staged;
 }
 
+/* A batch reaching at most this many shards finds each shard's accesses by a scan of the batch
+ * when the shard's turn comes (a test per access and shard), else sorts them by shard first. */
+#define SCAN_MAX_SHARDS 4
+
 /* Per shard, the indices in acc[a0, a1) of the accesses that reach it (in queue order). */
-static int sort_by_shard(PTOSubmitter* s, const Staged* acc, int32_t a0, int32_t a1) {
+static int sort_by_shard(PTOSubmitter* s, const TMRoute* acc, int32_t a0, int32_t a1) {
     int64_t total = 0;
     memset(s->start, 0, sizeof s->start);
     for (int32_t i = a0; i < a1; i++)
-        for (uint32_t m = acc[i].r.shards; m; m &= m - 1) { s->start[__builtin_ctz(m) + 1]++; total++; }
+        for (uint32_t m = acc[i].shards; m; m &= m - 1) { s->start[__builtin_ctz(m) + 1]++; total++; }
     if (grow_to((void**)&s->list, &s->cap_list, total, sizeof *s->list) < 0) return PTO_ENOMEM;
     for (int k = 0; k < TM_SHARDS; k++) s->start[k + 1] += s->start[k];
     int32_t fill[TM_SHARDS];
     memcpy(fill, s->start, sizeof fill);
     for (int32_t i = a0; i < a1; i++)
-        for (uint32_t m = acc[i].r.shards; m; m &= m - 1) s->list[fill[__builtin_ctz(m)]++] = i;
+        for (uint32_t m = acc[i].shards; m; m &= m - 1) s->list[fill[__builtin_ctz(m)]++] = i;
     return PTO_OK;
 }
 
@@ -362,10 +364,12 @@ static int group_found(PTOSubmitter* s, int32_t base, int32_t n) {
  * [i0, i0 + n) of the batch, ids base .., whose accesses are acc[a0, a1) and whose turns are
  * taken on the shards in `mask`; rc: an error of their staging (the turns are given back all the
  * same). Called without the lock. */
-static int lookups_and_commit(PTOSubmitter* s, const Staged* acc, int32_t a0, int32_t a1, uint32_t mask,
+static int lookups_and_commit(PTOSubmitter* s, const TMRoute* acc, int32_t a0, int32_t a1, uint32_t mask,
                               int32_t last_alive, int32_t base, int32_t i0, int32_t n, int rc) {
     PTORuntime* rt = s->rt;
-    if (rc == PTO_OK) rc = sort_by_shard(s, acc, a0, a1);
+    const bool scan = __builtin_popcount(mask) <= SCAN_MAX_SHARDS;
+    if (rc == PTO_OK)
+        rc = scan ? grow_to((void**)&s->list, &s->cap_list, a1 - a0, sizeof *s->list) : sort_by_shard(s, acc, a0, a1);
     s->found.n = 0;
     /* the shards whose turn has come first: a shard another batch still uses is left for later
      * rather than waited for while others are free (each shard still sees the batches in turn
@@ -384,9 +388,14 @@ static int lookups_and_commit(PTOSubmitter* s, const Staged* acc, int32_t a0, in
         spin = 0;
         for (uint32_t m = ready; m; m &= m - 1) {
             const int k = __builtin_ctz(m);
-            for (int32_t j = s->start[k]; j < s->start[k + 1] && rc == PTO_OK; j++) {
-                const Staged* x = &acc[s->list[j]];
-                rc = tm_shard_access(rt, (uint32_t)k, last_alive, &s->found, base + x->task - i0, &x->r);
+            if (rc == PTO_OK && scan) {
+                int32_t nl = 0;
+                for (int32_t i = a0; i < a1; i++)
+                    if (acc[i].shards & (1u << k)) s->list[nl++] = i;
+                rc = tm_shard_run(rt, (uint32_t)k, last_alive, &s->found, base - i0, acc, s->list, nl);
+            } else if (rc == PTO_OK) {
+                rc = tm_shard_run(rt, (uint32_t)k, last_alive, &s->found, base - i0, acc, &s->list[s->start[k]],
+                                  s->start[k + 1] - s->start[k]);
             }
             atomic_store_explicit(&rt->shards[k].serving, s->turn[k] + 1, memory_order_release);
         }
@@ -415,7 +424,7 @@ static int enter_chunk(PTOSubmitter* s, int64_t first, int32_t i0, int32_t n) {
     const int32_t last_alive = rt->last_alive;
     const int32_t staged = stage(s, first, i0, n, &rc);
     uint32_t mask = 0;
-    for (int32_t i = 0; i < s->nacc; i++) mask |= s->acc[i].r.shards;
+    for (int32_t i = 0; i < s->nacc; i++) mask |= s->acc[i].shards;
     take_turns(s, mask);
     if (staged > 0) rt->batches_open++;
     pthread_mutex_unlock(&rt->submit_mu);
@@ -446,7 +455,7 @@ static int enter_routed(PTOSubmitter* s, int64_t first, int32_t i0, int32_t n) {
     for (int32_t i = 0; i < m; i++) s->ids[first + i0 + i] = base + i;
     const int32_t a0 = s->q[i0].route0, a1 = i0 + m < s->nq ? s->q[i0 + m].route0 : s->nroute;
     uint32_t mask = 0;
-    for (int32_t i = a0; i < a1; i++) mask |= s->route[i].r.shards;
+    for (int32_t i = a0; i < a1; i++) mask |= s->route[i].shards;
     take_turns(s, mask);
     const int32_t last_alive = rt->last_alive;
     rt->batches_open++;

@@ -329,7 +329,6 @@ static inline __attribute__((always_inline)) int add_edge_plain(PTORuntime* rt, 
     return PTO_OK;
 }
 
-
 /* Where one lookup works: the map, the retirement bound its entries are pruned against, and where
  * the edges it finds go - added at once (sink NULL: the orchestrating thread) or collected as
  * (consumer, producer) pairs (a submitter's batch, which adds them later under the lock). */
@@ -555,8 +554,6 @@ int tm_submit(PTORuntime* rt, int32_t task, const PTOAccess* acc, int32_t n) {
  * access there then follows that write, which follows the entry. A shard is used by one batch
  * at a time, in the order the batches entered (submit.c: turns), so nothing in it is shared. */
 
-#define TM_BAND_BLOCKS 6
-
 int tm_shards_open(PTORuntime* rt) {
     if (rt->shards) return 1;
     if (rt->tm.live > 0) return 0;              /* entries of direct submissions stay where they are */
@@ -593,27 +590,9 @@ void tm_shards_count(const PTORuntime* rt, int64_t* live, int64_t* peak, int64_t
     }
 }
 
-static inline uint32_t tensor_hash(const void* base) {
-    return (uint32_t)(((uint64_t)(uintptr_t)base * 0x9E3779B97F4A7C15ULL) >> (64 - TM_SHARD_BITS));
-}
-
-void tm_route(const TMap* tm, const PTOAccess* a, TMRoute* out) {
-    const TMTensor* t = &tm->tensors[a->tensor];
-    out->tensor = a->tensor;
-    out->base = t->base; out->rows = t->rows; out->cols = t->cols;
-    out->bshift = t->rshift + TM_BAND_BLOCKS; out->cshift = t->cshift;
-    out->mode = a->mode;
-    out->r0 = a->r0; out->c0 = a->c0; out->r1 = a->r1; out->c1 = a->c1;
-    const uint32_t h = tensor_hash(t->base);
-    const int64_t j0 = a->r0 >> out->bshift, j1 = (a->r1 - 1) >> out->bshift;
-    uint32_t m = 0;
-    if (j1 - j0 >= TM_SHARDS - 1) m = TM_SHARDS_ALL;
-    else for (int64_t j = j0; j <= j1; j++) m |= 1u << ((uint32_t)(j + h) & (TM_SHARDS - 1));
-    out->shards = m;
-}
-
-int tm_shard_access(PTORuntime* rt, uint32_t shard, int32_t last_alive, TMSink* sink, int32_t task, const TMRoute* x) {
-    TMap* tm = &rt->shards[shard].tm;
+/* Access x in shard tm (the map's first access to x's tensor makes the record), as context c's. */
+static inline __attribute__((always_inline)) int shard_access(const TMCtx* c, TMap* tm, uint32_t shard, int32_t task,
+                                                              const TMRoute* x) {
     /* a shard's record k is rt->tm's record k, made on the shard's first access to it */
     const int32_t k = x->tensor, bs = x->bshift;
     if (__builtin_expect(k >= tm->ntensors || tm->tensors[k].base == NULL, 0)) {
@@ -622,16 +601,36 @@ int tm_shard_access(PTORuntime* rt, uint32_t shard, int32_t last_alive, TMSink* 
         const int64_t local_rows = x->rows > 0 ? ((((x->rows - 1) >> bs) >> TM_SHARD_BITS) + 1) << bs : 1;
         tensor_init(&tm->tensors[k], x->base, bs - TM_BAND_BLOCKS, x->cshift, local_rows, x->cols);
     }
-    const TMCtx c = tm_ctx(rt, tm, last_alive, sink, task);
     const int64_t j1 = (x->r1 - 1) >> bs;
-    /* the bands of this shard the access reaches: the first, then every TM_SHARDS-th */
     int64_t j = x->r0 >> bs;
-    j += (int64_t)((shard - (uint32_t)(j + tensor_hash(x->base))) & (TM_SHARDS - 1));
+    if (__builtin_expect(j == j1, 1)) {            /* one band: its shard is this one (tm_route) */
+        const int64_t shift = (j - (j >> TM_SHARD_BITS)) << bs;
+        const PTOAccess a = {k, x->mode, x->r0 - shift, x->c0, x->r1 - shift, x->c1};
+        return access_one(c, task, &a);
+    }
+    /* the bands of this shard the access reaches: the first, then every TM_SHARDS-th */
+    j += (int64_t)((shard - (uint32_t)(j + tm_tensor_hash(x->base))) & (TM_SHARDS - 1));
     for (; j <= j1; j += TM_SHARDS) {
         const int64_t lo = j << bs, hi = (j + 1) << bs, shift = (j - (j >> TM_SHARD_BITS)) << bs;
         const PTOAccess a = {k, x->mode, (x->r0 > lo ? x->r0 : lo) - shift, x->c0,
                              (x->r1 < hi ? x->r1 : hi) - shift, x->c1};
-        int rc = access_one(&c, task, &a);
+        int rc = access_one(c, task, &a);
+        if (rc < 0) return rc;
+    }
+    return PTO_OK;
+}
+
+int tm_shard_run(PTORuntime* rt, uint32_t shard, int32_t last_alive, TMSink* sink, int32_t first,
+                 const TMRoute* acc, const int32_t* list, int32_t n) {
+    if (n <= 0) return PTO_OK;
+    TMap* tm = &rt->shards[shard].tm;
+    /* one context for the run; added at once (no sink), an edge needs its consumer's slot */
+    TMCtx c = tm_ctx(rt, tm, last_alive, sink, first + acc[list[0]].task);
+    for (int32_t i = 0; i < n; i++) {
+        const TMRoute* x = &acc[list[i]];
+        const int32_t task = first + x->task;
+        if (!sink) c.ct = rt_task(rt, task);
+        int rc = shard_access(&c, tm, shard, task, x);
         if (rc < 0) return rc;
     }
     return PTO_OK;
@@ -642,8 +641,9 @@ static int shards_direct(PTORuntime* rt, int32_t task, const PTOAccess* acc, int
     for (int32_t k = 0; k < n; k++) {
         TMRoute x;
         tm_route(&rt->tm, &acc[k], &x);
+        const int32_t only = 0;
         for (uint32_t m = x.shards; m; m &= m - 1) {
-            int rc = tm_shard_access(rt, (uint32_t)__builtin_ctz(m), rt->last_alive, NULL, task, &x);
+            int rc = tm_shard_run(rt, (uint32_t)__builtin_ctz(m), rt->last_alive, NULL, task, &x, &only, 1);
             if (rc < 0) return rc;
         }
     }
