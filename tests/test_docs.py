@@ -199,15 +199,17 @@ def segments() -> list[tuple[Block, list[str]]]:
 
 
 def workdir(tmp: Path, b: Block) -> Path:
-    """A folder with the repository's SConstruct and the examples ``b`` names (all of them if
-    it names none)."""
+    """A folder with the repository's SConstruct and the examples ``b`` names (programs and
+    workload files, all of them if it names none)."""
     work = tmp / "work"
     (work / "examples").mkdir(parents=True)
     shutil.copy(ROOT / "SConstruct", work)
-    named = set(re.findall(r"examples/(\w+\.py)", b.text))
-    for p in sorted((ROOT / "examples").glob("*.py")):
-        if not named or p.name in named:
-            shutil.copy(p, work / "examples")
+    named = set(re.findall(r"examples/((?:workloads/)?\w+\.py)", b.text))
+    for p in sorted((ROOT / "examples").glob("*.py")) + sorted((ROOT / "examples").glob("workloads/*.py")):
+        rel = p.relative_to(ROOT / "examples").as_posix()
+        if not named or rel in named:
+            (work / "examples" / rel).parent.mkdir(exist_ok=True)
+            shutil.copy(p, work / "examples" / rel)
     if "bench/" in b.text:                    # bench programs import the bench's builders
         shutil.copytree(ROOT / "bench", work / "bench",
                         ignore=shutil.ignore_patterns("__pycache__", "*.so", "build"))

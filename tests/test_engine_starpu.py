@@ -73,8 +73,8 @@ def test_cli_run_with_engine_starpu_checks_against_the_reference():
 
 @pytest.mark.parametrize("engine", ["pto", "starpu", "starpu-mpi"])
 def test_cli_runs_a_workload_file_on_each_engine(engine):
-    # examples/sequential_pairs.py: 6 sequential pairs ordered by explicit edges alone
-    argv = ("run", "examples/sequential_pairs.py", "--target", "arm64", "--engine", engine,
+    # examples/workloads/sequential_pairs.py: 6 sequential pairs ordered by explicit edges alone
+    argv = ("run", "examples/workloads/sequential_pairs.py", "--target", "arm64", "--engine", engine,
             "--set", "blocks=6", "--check")
     r = mpirun(2, sys.executable, "-c", CLI, *argv) if engine == "starpu-mpi" else pto_cli(*argv)
     assert r.returncode == 0, r.stdout + r.stderr
@@ -86,9 +86,9 @@ def test_cli_runs_a_workload_file_on_each_engine(engine):
 
 
 def test_cli_refuses_what_a_workload_file_does_not_take():
-    r = pto_cli("run", "examples/sequential_pairs.py", "--trace", "t.json", "--stats")
+    r = pto_cli("run", "examples/workloads/sequential_pairs.py", "--trace", "t.json", "--stats")
     assert r.returncode != 0 and "a workload file takes no --trace, --stats" in r.stderr, r.stderr
-    r = pto_cli("run", "examples/sequential_pairs.py", "--set", "rows=3")
+    r = pto_cli("run", "examples/workloads/sequential_pairs.py", "--set", "rows=3")
     assert r.returncode != 0 and ("--set rows: no parameter of build_workload, kernel_module or "
                                   "inputs is named rows") in r.stderr, r.stderr
 

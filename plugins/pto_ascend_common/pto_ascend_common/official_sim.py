@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import os
 import pickle
+import platform
 import subprocess
 import sys
 import tempfile
@@ -89,9 +90,16 @@ def glue_header() -> Path:
 def official_flags(arch: AscendArch) -> list[str]:
     """Flags that compile a generated kernel against the official CPU simulator for ``arch``.
     No ``PTO_NPU_ARCH_*`` macro: it would pull the NPU implementation into the CPU build; the
-    architecture reaches the simulator through the memory model (:file:`official_sim.hpp`)."""
-    return ["-std=c++20", "-D__CPU_SIM", "-O1", "-UNDEBUG", "-fPIC", "-w", "-include", "cstdint",
-            f"-DPTO_OFFICIAL_SIM_ARCH={NPU_ARCH[arch.name]}",
+    architecture reaches the simulator through the memory model (:file:`official_sim.hpp`).
+
+    zig's clang builds for the host CPU: on an x86-64 host with AVX512-FP16, ``_Float16``
+    (the simulator's half) would add in half and round each step of ``a + b + c`` (TADDC,
+    TSUBC, TADDSC, TSUBSC), elsewhere it adds in float and rounds once (clang's excess
+    precision). ``-mno-avx512fp16`` gives every x86-64 host the second, so the simulator's
+    results do not depend on the machine that runs the tests."""
+    host = ["-mno-avx512fp16"] if platform.machine().lower() in ("x86_64", "amd64") else []
+    return ["-std=c++20", "-D__CPU_SIM", "-O1", "-UNDEBUG", "-fPIC", "-w", *host,
+            "-include", "cstdint", f"-DPTO_OFFICIAL_SIM_ARCH={NPU_ARCH[arch.name]}",
             f"-I{isa_root() / 'include'}", f"-I{cpu_check.runtime_include_dir()}",
             "-include", str(glue_header())]
 

@@ -3,7 +3,7 @@
 so an explicit edge orders it; round_robin(2) puts the two on different workers (on StarPU-MPI
 with 2 ranks, on different ranks).
 
-    pto run examples/sequential_pairs.py --target arm64 --engine starpu --set blocks=6 --check
+    pto run examples/workloads/sequential_pairs.py --target arm64 --engine starpu --set blocks=6 --check
 """
 
 from __future__ import annotations
