@@ -89,7 +89,7 @@ class PTORuntimeStats(ctypes.Structure):
                                                 "heap_full_waits", "chained_tasks",
                                                 "unchained_dispatch_p50_ns",
                                                 "unchained_dispatch_p99_ns", "handover_p50_ns",
-                                                "handover_p99_ns", "range_tiles_shared"))]
+                                                "handover_p99_ns"))]
 
 
 class PTOTraceEvent(ctypes.Structure):

@@ -173,8 +173,6 @@ class RuntimeStats:
     #: start: the dispatch latency without the wait for a busy core), median and 99th percentile
     handover_p50_ns: int = 0
     handover_p99_ns: int = 0
-    #: range tasks: tiles a worker ran of a chunk another worker held (0: none was shared)
-    range_tiles_shared: int = 0
 
 
 # ---------------------------------------------------------------- building / loading

@@ -238,9 +238,6 @@ typedef struct PTORuntimeStats {
      * kernel on the core that ran the task (it was free) to the task's kernel start; the rest of
      * the dispatch latency is the wait for a busy core. Median and p99. */
     int64_t handover_p50_ns, handover_p99_ns;
-    /* Range tasks (pto_task_submit_range): tiles a worker ran of a chunk another worker held,
-     * from the end of its own chunk or from its idle loop (0: every tile ran on its chunk's worker) */
-    int64_t range_tiles_shared;
 } PTORuntimeStats;
 
 /* ---------------------------------------------------------------- lifecycle */

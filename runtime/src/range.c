@@ -95,22 +95,6 @@ static bool shared(const PTORuntime* rt, int32_t me) {
            !rt->cfg.bind_worker_types && rt->cfg.max_running == 0;
 }
 
-/* Take tiles of chunk `id`, which another worker announced, until none is left or the run
- * halts; whether any was taken. */
-static bool help_chunk(PTORuntime* rt, PTORange** rs, int32_t id) {
-    PTORange* r = rs[id & rt->mask];
-    bool found = false;
-    /* counted in before taking: the announcing worker waits for helpers to leave */
-    atomic_fetch_add(&r->helpers, 1);
-    for (int64_t k; !atomic_load_explicit(&rt->halt, memory_order_relaxed) && (k = take_tile(r, id)) >= 0;) {
-        found = true;
-        run_tile(r, rt_task(rt, id), k);
-        atomic_fetch_add_explicit(&rt->range_tiles_shared, 1, memory_order_relaxed);
-    }
-    atomic_fetch_sub(&r->helpers, 1);
-    return found;
-}
-
 /* Take tiles of the chunks other workers announced, until none is left or the run halts. */
 static void help(PTORuntime* rt, int32_t me) {
     PTORange** rs = atomic_load_explicit(&rt->ranges, memory_order_acquire);
@@ -118,25 +102,17 @@ static void help(PTORuntime* rt, int32_t me) {
         found = false;
         for (int32_t w = 0; w < rt->nworkers; w++) {
             const int32_t id = atomic_load(&rt->range_open[w]) - 1;
-            if (w != me && id >= 0) found = help_chunk(rt, rs, id) || found;
+            if (w == me || id < 0) continue;
+            PTORange* r = rs[id & rt->mask];
+            /* counted in before taking: the announcing worker waits for helpers to leave */
+            atomic_fetch_add(&r->helpers, 1);
+            for (int64_t k; !atomic_load_explicit(&rt->halt, memory_order_relaxed) && (k = take_tile(r, id)) >= 0;) {
+                found = true;
+                run_tile(r, rt_task(rt, id), k);
+            }
+            atomic_fetch_sub(&r->helpers, 1);
         }
     }
-}
-
-int32_t range_open_chunk(PTORuntime* rt, int32_t me) {
-    PTORange** rs = atomic_load_explicit(&rt->ranges, memory_order_acquire);
-    if (!rs || !shared(rt, me)) return -1;
-    for (int32_t w = 0; w < rt->nworkers; w++) {
-        const int32_t id = atomic_load(&rt->range_open[w]) - 1;
-        if (w == me || id < 0) continue;
-        const uint64_t v = atomic_load_explicit(&rs[id & rt->mask]->left, memory_order_relaxed);
-        if (v >> 32 == (uint64_t)(uint32_t)id && (uint32_t)v > 0) return id;
-    }
-    return -1;
-}
-
-bool range_help_open(PTORuntime* rt, int32_t id) {
-    return help_chunk(rt, atomic_load_explicit(&rt->ranges, memory_order_acquire), id);
 }
 
 int32_t range_run(PTORuntime* rt, PTOTask* t, PTORange* r) {
@@ -150,7 +126,6 @@ int32_t range_run(PTORuntime* rt, PTOTask* t, PTORange* r) {
         return 0;
     }
     atomic_store(&rt->range_open[me], t->id + 1);
-    if (r->tiles > 1) sched_wake_idle(rt);          /* an idle worker may share it (range_open_chunk) */
     for (int64_t k; (k = take_tile(r, t->id)) >= 0;) run_tile(r, t, k);
     /* queued tasks first: they are whole */
     if (atomic_load(&r->failed) < 0 && sched_ready_count(rt) == 0) help(rt, me);

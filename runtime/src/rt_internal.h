@@ -311,7 +311,6 @@ struct PTORuntime {
     int32_t         batches_open;  /* submit.c: batches between their entry and their publication */
     /* range.c: per worker, the chunk task it runs whose tiles others may take (id + 1; 0: none) */
     RT_LINE _Atomic int32_t range_open[PTO_MAX_WORKERS];
-    _Atomic int64_t range_tiles_shared;  /* tiles a worker ran of a chunk it did not own */
 };
 
 static inline PTOTask* rt_task(PTORuntime* rt, int32_t id) { return &rt->tasks[id & rt->mask]; }
@@ -455,7 +454,6 @@ int64_t sched_ready_count(PTORuntime* rt);
 void sched_orch_waiting(PTORuntime* rt, bool waiting);
 bool sched_caller_step(PTORuntime* rt);     /* the orchestrating thread runs one ready task as its worker */
 void sched_caller_idle(PTORuntime* rt);     /* ... has none: publish what it retired */
-void sched_wake_idle(PTORuntime* rt);       /* work that is no queued task: wake a sleeping worker */
 bool sched_caller_watch_run(PTORuntime* rt);   /* ... watches briefly for a task or the run's end; false: none came */
 
 /* sched.c: the pieces three_tier.c shares */
@@ -526,10 +524,6 @@ int32_t rt_submit_args(PTORuntime* rt, const char* func_name, PTOKernelFunc func
 int  range_attach(PTORuntime* rt, int32_t id, const PTORange* r);   /* PTO_OK or PTO_ENOMEM */
 void range_detach(PTORuntime* rt, int32_t id);
 int32_t range_run(PTORuntime* rt, PTOTask* t, PTORange* r);   /* every tile of t (others may help) */
-/* A chunk another worker than `me` announced with a tile left to take, or -1; an idle worker
- * then takes its tiles (range_help_open: whether it took any). */
-int32_t range_open_chunk(PTORuntime* rt, int32_t me);
-bool range_help_open(PTORuntime* rt, int32_t id);
 void range_free(PTORuntime* rt);
 
 /* trace.c */

@@ -1221,7 +1221,6 @@ int pto_runtime_get_stats(PTORuntime* rt, PTORuntimeStats* s) {
     s->edges = rt->edges;
     s->peak_live_tasks = rt->peak_live;
     s->window_full_waits = rt->full_waits;
-    s->range_tiles_shared = atomic_load_explicit(&rt->range_tiles_shared, memory_order_relaxed);
     int64_t bytes = (int64_t)sizeof *rt + (int64_t)rt->window * (int64_t)(sizeof(PTOTask) + sizeof(void*)) +
                     rt->overflow_bytes +
                     (int64_t)rt->dep_nchunks * DEP_CHUNK * (int64_t)sizeof(PTODep) +

@@ -201,10 +201,6 @@ static void wake_for(PTORuntime* rt, bool all) {
     pthread_mutex_unlock(&rt->idle_mu);
 }
 
-void sched_wake_idle(PTORuntime* rt) {
-    if (!rt->t3 && atomic_load_explicit(&rt->sleepers, memory_order_seq_cst) > 0) wake_for(rt, false);
-}
-
 static void push_to(PTORuntime* rt, PTOQueue* Q, int32_t id, bool all) {
     pthread_mutex_lock(&Q->mu);
     Q->ring[Q->tail++ & (uint32_t)rt->mask] = id;
@@ -586,10 +582,7 @@ bool sched_caller_step(PTORuntime* rt) {
     if (rt->caller_slot < 0 || atomic_load_explicit(&rt->halt, memory_order_acquire)) return false;
     PTOWorker* w = &rt->workers[rt->caller_slot];
     int32_t id = pop(rt, w);
-    if (id < 0) {                              /* tiles of a chunk a pool thread runs */
-        const int32_t open = range_open_chunk(rt, rt->caller_slot);
-        return open >= 0 && range_help_open(rt, open);
-    }
+    if (id < 0) return false;
     PTOTask* t = rt_task(rt, id);
     int32_t rc;
     if (rt->trace) {
@@ -715,8 +708,7 @@ static void idle(PTORuntime* rt, PTOWorker* w) {
                                                                          memory_order_relaxed))) {
         bool found = false;
         for (int spin = 0; spin < PTO_IDLE_SPINS && !found; spin += PTO_IDLE_POLL) {
-            found = has_work(rt, w, true) || atomic_load_explicit(&rt->stop, memory_order_relaxed) ||
-                    range_open_chunk(rt, w->index) >= 0;
+            found = has_work(rt, w, true) || atomic_load_explicit(&rt->stop, memory_order_relaxed);
             for (int i = 0; i < PTO_IDLE_POLL && !found; i++) rt_cpu_relax();
         }
         if (!all_watch) atomic_store_explicit(&rt->watching, 0, memory_order_seq_cst);
@@ -728,8 +720,7 @@ static void idle(PTORuntime* rt, PTOWorker* w) {
      * orchestrator wakes it when a batch is due, and its own look comes within PTO_PACED_SLEEP_NS. */
     const bool fenced = paced || sched_sleep_fence(rt);
     pthread_mutex_lock(&rt->idle_mu);
-    if (!atomic_load(&rt->stop) && (paced ? paced_sleep(rt, w) : !has_work(rt, w, true)) &&
-        range_open_chunk(rt, w->index) < 0) {
+    if (!atomic_load(&rt->stop) && (paced ? paced_sleep(rt, w) : !has_work(rt, w, true))) {
         struct timespec ts;
         clock_gettime(CLOCK_REALTIME, &ts);
         /* belt and braces; wake-ups are signalled */
@@ -753,19 +744,6 @@ static void* worker_main(void* arg) {
         if (id < 0) {
             sched_flush_retired(rt, w);
             if (atomic_load_explicit(&rt->stop, memory_order_acquire)) break;
-            /* tiles of a chunk another worker runs: in that chunk, for deadlines and cancels */
-            const int32_t open = range_open_chunk(rt, w->index);
-            if (open >= 0) {
-                atomic_store_explicit(&w->running, open, memory_order_release);
-                range_help_open(rt, open);
-                int32_t mine = open;
-                if (!atomic_compare_exchange_strong_explicit(&w->running, &mine, W_IDLE, memory_order_acq_rel,
-                                                             memory_order_acquire)) {
-                    rt_unref(rt);              /* abandoned, as below */
-                    return NULL;
-                }
-                continue;
-            }
             idle(rt, w);
             was_idle = true;
             continue;
@@ -823,21 +801,13 @@ static void* worker_main(void* arg) {
  * that starts while another holds it creates and joins its own threads, as does everything
  * after the library's destructor ran. The destructor (at exit or dlclose) joins the parked
  * threads; a child process after fork starts with an empty pool. A thread whose kernel a run
- * abandoned (deadline, cancel) is "stranded": the pool stays taken until it comes back.
- * A slot's state (POOL_*) says whether its thread took the run it was given: a run that is over
- * before its thread got a core takes the run back (pool_retract) instead of waiting for that
- * thread to be scheduled only to leave. */
-#define POOL_PARKED   0u                   /* low bits of g_pool.state[i]; the rest: a run count */
-#define POOL_ASSIGNED 1u
-#define POOL_TAKEN    2u
-#define POOL_STATE(s) ((s) & 3u)
+ * abandoned (deadline, cancel) is "stranded": the pool stays taken until it comes back. */
 static struct {
     pthread_mutex_t mu;
     pthread_cond_t  cv[PTO_MAX_WORKERS];   /* slot i: work assigned, or quit */
     pthread_cond_t  done_cv;               /* a slot came back */
     pthread_t       th[PTO_MAX_WORKERS];
     PTOWorker*      work[PTO_MAX_WORKERS]; /* slot i's worker of the current run, NULL: parked */
-    uint64_t        state[PTO_MAX_WORKERS];/* POOL_* | run count << 2 (atomic builtins) */
     bool            stranded[PTO_MAX_WORKERS];
     int32_t         nthreads, nstranded;
     bool            busy, quit;
@@ -850,7 +820,6 @@ static void pool_reset(void) {
     for (int i = 0; i < PTO_MAX_WORKERS; i++) {
         pthread_cond_init(&g_pool.cv[i], NULL);
         g_pool.work[i] = NULL;
-        __atomic_store_n(&g_pool.state[i], POOL_PARKED, __ATOMIC_RELAXED);
         g_pool.stranded[i] = false;
     }
     pthread_cond_init(&g_pool.done_cv, NULL);
@@ -871,10 +840,6 @@ static void pool_init(void) {
 #define PTO_POOL_SPIN_NS 200000
 #endif
 
-static bool pool_assigned(int i) {
-    return POOL_STATE(__atomic_load_n(&g_pool.state[i], __ATOMIC_ACQUIRE)) == POOL_ASSIGNED;
-}
-
 /* While the run this thread served is still ending (the pool not yet released: the orchestrator
  * waits for the other workers to leave), the watch yields its CPU instead of pausing on it: with
  * as many threads as CPUs, a watch that spun there kept a CPU from the threads that end the run,
@@ -882,37 +847,26 @@ static bool pool_assigned(int i) {
 static void pool_watch(int i) {
     const int64_t until = rt_now_ns() + PTO_POOL_SPIN_NS;
     for (uint32_t spin = 1;; spin++) {
-        if (pool_assigned(i) || __atomic_load_n(&g_pool.quit, __ATOMIC_ACQUIRE)) return;
+        if (__atomic_load_n(&g_pool.work[i], __ATOMIC_ACQUIRE) || __atomic_load_n(&g_pool.quit, __ATOMIC_ACQUIRE))
+            return;
         if (__atomic_load_n(&g_pool.busy, __ATOMIC_ACQUIRE)) sched_yield();
         else rt_cpu_relax();
         if ((spin & 255) == 0 && rt_now_ns() > until) return;
     }
 }
 
-/* Take the run slot i was given (its state `s`, POOL_ASSIGNED): false if the run took it back. */
-static bool pool_take(int i, uint64_t s) {
-    return POOL_STATE(s) == POOL_ASSIGNED &&
-           __atomic_compare_exchange_n(&g_pool.state[i], &s, (s & ~3ull) | POOL_TAKEN, false, __ATOMIC_ACQ_REL,
-                                       __ATOMIC_ACQUIRE);
-}
-
-/* Slot i's next run's worker, taken, or NULL: quit. A run that the watch sees starts without
- * taking g_pool.mu: the runtime handing it over holds that mutex while it signals, and a thread
- * that saw its work and then blocked on the mutex would sleep and be woken once more per run. */
+/* Slot i's next run's worker, or NULL: quit. A run that the watch sees starts without taking
+ * g_pool.mu: the runtime handing it over holds that mutex while it signals, and a thread that
+ * saw its work and then blocked on the mutex would sleep and be woken once more per run. */
 static PTOWorker* pool_next(int i) {
-    for (bool watch = PTO_POOL_SPIN_NS > 0;; watch = false) {
-        if (watch) pool_watch(i);
-        uint64_t s = __atomic_load_n(&g_pool.state[i], __ATOMIC_ACQUIRE);
-        if (POOL_STATE(s) != POOL_ASSIGNED && !__atomic_load_n(&g_pool.quit, __ATOMIC_ACQUIRE)) {
-            pthread_mutex_lock(&g_pool.mu);
-            while (!pool_assigned(i) && !g_pool.quit) pthread_cond_wait(&g_pool.cv[i], &g_pool.mu);
-            pthread_mutex_unlock(&g_pool.mu);
-            s = __atomic_load_n(&g_pool.state[i], __ATOMIC_ACQUIRE);
-        }
-        if (__atomic_load_n(&g_pool.quit, __ATOMIC_ACQUIRE)) return NULL;
-        /* (the state's store released work[i]; a run taken back before this is not ours) */
-        if (pool_take(i, s)) return __atomic_load_n(&g_pool.work[i], __ATOMIC_ACQUIRE);
-    }
+    if (PTO_POOL_SPIN_NS > 0) pool_watch(i);
+    PTOWorker* w = __atomic_load_n(&g_pool.work[i], __ATOMIC_ACQUIRE);
+    if (w || __atomic_load_n(&g_pool.quit, __ATOMIC_ACQUIRE)) return w;
+    pthread_mutex_lock(&g_pool.mu);
+    while (!g_pool.work[i] && !g_pool.quit) pthread_cond_wait(&g_pool.cv[i], &g_pool.mu);
+    w = g_pool.work[i];
+    pthread_mutex_unlock(&g_pool.mu);
+    return w;
 }
 
 static void* pool_main(void* arg) {
@@ -921,8 +875,6 @@ static void* pool_main(void* arg) {
         worker_main(w);                        /* w may be freed once it returns (abandoned) */
         pthread_mutex_lock(&g_pool.mu);
         __atomic_store_n(&g_pool.work[i], NULL, __ATOMIC_RELEASE);
-        const uint64_t s = __atomic_load_n(&g_pool.state[i], __ATOMIC_RELAXED);
-        __atomic_store_n(&g_pool.state[i], s & ~3ull, __ATOMIC_RELEASE);   /* POOL_PARKED */
         if (g_pool.stranded[i]) {              /* back from an abandoned kernel */
             g_pool.stranded[i] = false;
             if (--g_pool.nstranded == 0) __atomic_store_n(&g_pool.busy, false, __ATOMIC_RELEASE);
@@ -947,8 +899,6 @@ static bool pool_acquire(PTORuntime* rt, int32_t n) {
         __atomic_store_n(&g_pool.busy, true, __ATOMIC_RELEASE);
         for (int i = 0; i < n; i++) {
             __atomic_store_n(&g_pool.work[i], &rt->workers[i], __ATOMIC_RELEASE);
-            const uint64_t runs = __atomic_load_n(&g_pool.state[i], __ATOMIC_RELAXED) >> 2;
-            __atomic_store_n(&g_pool.state[i], (runs + 1) << 2 | POOL_ASSIGNED, __ATOMIC_RELEASE);
             pthread_cond_signal(&g_pool.cv[i]);
         }
     }
@@ -979,7 +929,7 @@ static bool caller_watch(PTORuntime* rt, bool (*done)(PTORuntime*)) {
 /* The caller's worker may run a task now, or the run is over (or halted). */
 static bool caller_news(PTORuntime* rt) {
     return atomic_load(&rt->retired) >= atomic_load(&rt->submitted) || atomic_load(&rt->halt) ||
-           has_work(rt, &rt->workers[rt->caller_slot], true) || range_open_chunk(rt, rt->caller_slot) >= 0;
+           has_work(rt, &rt->workers[rt->caller_slot], true);
 }
 
 bool sched_caller_watch_run(PTORuntime* rt) { return caller_watch(rt, caller_news); }
@@ -988,24 +938,6 @@ static bool pool_back(PTORuntime* rt) {
     for (int i = 0; i < rt->nworkers; i++)
         if (i != rt->caller_slot && __atomic_load_n(&g_pool.work[i], __ATOMIC_ACQUIRE)) return false;
     return true;
-}
-
-/* The run is over (rt->stop): a pool thread that has not taken it yet - it was not on a core
- * all run, a common case on a busy machine - is not waited for: the run is taken back, and its
- * worker counts as gone. Waiting meant a wake-up, a scheduling delay and the caller's sleep,
- * all for a thread that would only see the run's end and leave. */
-static void pool_retract(PTORuntime* rt) {
-    for (int i = 0; i < rt->nworkers; i++) {
-        if (i == rt->caller_slot) continue;
-        uint64_t s = __atomic_load_n(&g_pool.state[i], __ATOMIC_ACQUIRE);
-        if (POOL_STATE(s) != POOL_ASSIGNED ||
-            !__atomic_compare_exchange_n(&g_pool.state[i], &s, s & ~3ull, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
-            continue;                          /* taken: it runs worker_main and leaves as usual */
-        atomic_store_explicit(&rt->workers[i].running, W_EXITED, memory_order_release);
-        pthread_mutex_lock(&g_pool.mu);
-        __atomic_store_n(&g_pool.work[i], NULL, __ATOMIC_RELEASE);
-        pthread_mutex_unlock(&g_pool.mu);
-    }
 }
 
 /* Wait until every worker of the run returned to the pool, then hand the pool back; with
@@ -1128,7 +1060,6 @@ void sched_stop(PTORuntime* rt) {
     pthread_cond_broadcast(&rt->idle_cv);
     pthread_mutex_unlock(&rt->idle_mu);
     if (rt->t3) t3_wake_schedulers(rt);
-    if (rt->pooled) pool_retract(rt);
     wait_workers(rt);
     if (rt->t3) t3_join(rt);
     else if (rt->pooled) pool_release(rt);
