@@ -19,7 +19,7 @@ import inspect
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 
@@ -227,6 +227,19 @@ def run_host(exe: str | Path, tensors: Mapping[str, np.ndarray], scalars: Mappin
         sys.stdout.write(r.stdout)
         sys.stdout.flush()
     return {name: np.load(work_dir / "out" / f"{name}.npy") for name in tensors}
+
+
+def report_comparisons(results: Sequence[Comparison]) -> bool:
+    """Print each comparison's line, then the overall line (largest errors, OK or MISMATCH,
+    how many tensors) that ``pto run --check`` ends with; True when every tensor is within."""
+    for c in results:
+        print(c.line())
+    ok = all(c.ok for c in results)
+    max_abs = max((c.max_abs_err for c in results), default=0.0)
+    max_rel = max((c.max_rel_err for c in results), default=0.0)
+    print(f"overall: max_abs_err={max_abs:.3g} max_rel_err={max_rel:.3g}  "
+          f"{'OK' if ok else 'MISMATCH'} ({len(results)} tensors)")
+    return ok
 
 
 def compare_with_reference(program: Program, inputs: Mapping[str, np.ndarray],

@@ -80,8 +80,8 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from ..checking import (call_numpy_reference, compare, random_inputs, resolve_scalars,
-                        tensor_modes, tolerance)
+from ..checking import (call_numpy_reference, compare, random_inputs, report_comparisons,
+                        resolve_scalars, tensor_modes, tolerance)
 from ..engines import ENGINES, check_launch, get_engine, launched_rank, with_engine
 from ..errors import PTOError
 from ..ir import ElementType, Function, MemRefType, Module
@@ -388,11 +388,4 @@ def _report(program: Program, fn: Function, outputs: Mapping[str, np.ndarray],
                                    program.module, want)
         results.append(compare(name, outputs[name], want,
                                d_rtol if rtol is None else rtol, d_atol if atol is None else atol))
-    for c in results:
-        print(c.line())
-    ok = all(c.ok for c in results)
-    max_abs = max((c.max_abs_err for c in results), default=0.0)
-    max_rel = max((c.max_rel_err for c in results), default=0.0)
-    print(f"overall: max_abs_err={max_abs:.3g} max_rel_err={max_rel:.3g}  "
-          f"{'OK' if ok else 'MISMATCH'} ({len(results)} tensors)")
-    return 0 if ok else 1
+    return 0 if report_comparisons(results) else 1

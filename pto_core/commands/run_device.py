@@ -12,7 +12,8 @@ from __future__ import annotations
 import argparse
 from typing import Any, Callable
 
-from ..checking import call_numpy_reference, compare, random_inputs, resolve_scalars, tolerance
+from ..checking import (call_numpy_reference, compare, random_inputs, report_comparisons,
+                        resolve_scalars, tolerance)
 from ..device.execute import run_device_program, written_tensors
 from ..driver import runtime_mode_environment
 from ..program import Program
@@ -78,9 +79,5 @@ def run_device(args: argparse.Namespace, program: Program, sets: dict[str, Any],
             results.append(compare(name, outputs[name], want,
                                    rtol if args.rtol is None else args.rtol,
                                    atol if args.atol is None else args.atol))
-        for c in results:
-            print(c.line())
-        ok = all(c.ok for c in results)
-        print(f"overall: {'OK' if ok else 'MISMATCH'} ({len(results)} tensors)")
-        status |= 0 if ok else 1
+        status |= 0 if report_comparisons(results) else 1
     return status

@@ -31,7 +31,7 @@ from typing import Any, Callable, Mapping
 
 import numpy as np
 
-from ..checking import TOLERANCES, compare, default_tolerance
+from ..checking import TOLERANCES, compare, default_tolerance, report_comparisons
 from ..engines import DEFAULT, check_launch, get_engine
 from ..errors import PTOError
 from ..ir import ElementType
@@ -141,8 +141,4 @@ def run_workload(args: argparse.Namespace) -> int:
         rtol, atol = _tolerance(want, module)
         results.append(compare(name, arrays[name], want, rtol if args.rtol is None else args.rtol,
                                atol if args.atol is None else args.atol))
-    for c in results:
-        print(c.line())
-    ok = all(c.ok for c in results)
-    print(f"overall: {'OK' if ok else 'MISMATCH'} ({len(results)} tensors)")
-    return 0 if ok else 1
+    return 0 if report_comparisons(results) else 1
