@@ -316,7 +316,9 @@ int pto_task_set_affinity(PTORuntime* rt, int32_t task, int32_t worker, int32_t 
  * scheduler completes it (one an executor runs asynchronously: until pto_task_complete); one that finds no place waits, READY, until a task of the request
  * frees one. Every core that may run the task must be of a type the request grants cores of.
  * PTO_EINVAL (with pto_last_error) otherwise, and in the default mode, whose workers have no
- * core type (bound a kernel's blocks there with edges: pto_task_add_successor). */
+ * core type (bound a kernel's blocks there with edges: pto_task_add_successor), and past
+ * PTO_MAX_CORE_REQUESTS requests of one runtime (PTO_ENOMEM when there is no memory for one). */
+#define PTO_MAX_CORE_REQUESTS (1 << 20)
 int32_t pto_core_request(PTORuntime* rt, int32_t aic, int32_t aiv);
 int pto_task_set_core_request(PTORuntime* rt, int32_t task, int32_t request);
 int pto_task_submit(PTORuntime* rt, int32_t task);

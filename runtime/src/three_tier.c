@@ -47,9 +47,6 @@ typedef struct PTOCoreRequest {
     int32_t limit[2], running[2];  /* by PTOCoreType */
     int32_t head, tail;            /* deferred tasks, oldest first (-1: none) */
 } PTOCoreRequest;
-#ifndef T3_MAX_REQUESTS
-#define T3_MAX_REQUESTS 1024
-#endif
 
 typedef struct PTODispatchPayload {
     int32_t        task_id, kernel_id, core_type, scope_depth;
@@ -134,8 +131,8 @@ typedef struct PTOThreeTier {
     void**              kkeys;     /* kernel table: open addressing on the function (or name) */
     int32_t*            kids;
     int32_t             kcap, nkernels;
-    PTOCoreRequest*     reqs;      /* T3_MAX_REQUESTS; nreqs made by the orchestrator */
-    int32_t             nreqs;
+    PTOCoreRequest*     reqs;      /* nreqs made by the orchestrator, room for reqcap; grown under */
+    int32_t             nreqs, reqcap;     /* req_mu (the schedulers index it under req_mu) */
     pthread_mutex_t     req_mu;
     bool                debug;     /* PTO_LOG=debug */
     bool                sched_started;
@@ -240,7 +237,8 @@ int t3_init(PTORuntime* rt) {
     T->kcap = 64;
     T->kkeys = calloc((size_t)T->kcap, sizeof *T->kkeys);
     T->kids = calloc((size_t)T->kcap, sizeof *T->kids);
-    T->reqs = calloc(T3_MAX_REQUESTS, sizeof *T->reqs);
+    T->reqcap = 16;
+    T->reqs = calloc((size_t)T->reqcap, sizeof *T->reqs);
     if (!T->sched || !T->hs || !T->q || !T->desc || !T->kkeys || !T->kids || !T->reqs) return PTO_ENOMEM;
     memset(T->hs, 0, sizeof(PTOHandshake) * (size_t)T->ncores);
     for (int32_t c = 0; c < T->ncores; c++) {
@@ -362,11 +360,17 @@ int32_t t3_core_request(PTORuntime* rt, int32_t aic, int32_t aiv) {
                        "mode's workers have no core type)");
     if (aic < 0 || aiv < 0 || (aic == 0 && aiv == 0))      /* (aic + aiv could overflow) */
         return rt_fail(PTO_EINVAL, "pto_core_request(%d aic, %d aiv): at least one core, none negative", aic, aiv);
-    if (T->nreqs == T3_MAX_REQUESTS) return rt_fail(PTO_EINVAL, "pto_core_request: more than %d requests", T3_MAX_REQUESTS);
+    if (T->nreqs == PTO_MAX_CORE_REQUESTS)
+        return rt_fail(PTO_EINVAL, "pto_core_request: more than %d requests", PTO_MAX_CORE_REQUESTS);
+    if (T->nreqs == T->reqcap) {        /* the schedulers may be admitting tasks: move it locked */
+        pthread_mutex_lock(&T->req_mu);
+        PTOCoreRequest* grown = realloc(T->reqs, 2 * (size_t)T->reqcap * sizeof *grown);
+        if (grown) T->reqs = grown, T->reqcap *= 2;
+        pthread_mutex_unlock(&T->req_mu);
+        if (!grown) return rt_fail(PTO_ENOMEM, "pto_core_request: no memory for request %d", T->nreqs);
+    }
     PTOCoreRequest* R = &T->reqs[T->nreqs];
-    R->limit[PTO_CORE_AIC] = aic;
-    R->limit[PTO_CORE_AIV] = aiv;
-    R->head = R->tail = -1;
+    *R = (PTOCoreRequest){.limit = {[PTO_CORE_AIC] = aic, [PTO_CORE_AIV] = aiv}, .head = -1, .tail = -1};
     return T->nreqs++;
 }
 
@@ -645,8 +649,8 @@ static void progress_line(PTORuntime* rt) {
  * places, so one of them is taken now and will be freed). */
 __attribute__((noinline, cold)) static bool admit(PTORuntime* rt, int32_t r, int32_t type, int32_t id) {
     PTOThreeTier* T = rt->t3;
-    PTOCoreRequest* R = &T->reqs[r];
     pthread_mutex_lock(&T->req_mu);
+    PTOCoreRequest* R = &T->reqs[r];
     const bool ok = R->running[type] < R->limit[type];
     if (ok) {
         R->running[type]++;
@@ -665,8 +669,8 @@ __attribute__((noinline, cold)) static bool admit(PTORuntime* rt, int32_t r, int
  * READY again (to be admitted wherever a place is free, or deferred once more). */
 __attribute__((noinline, cold)) static void release(PTORuntime* rt, int32_t r, int32_t type) {
     PTOThreeTier* T = rt->t3;
-    PTOCoreRequest* R = &T->reqs[r];
     pthread_mutex_lock(&T->req_mu);
+    PTOCoreRequest* R = &T->reqs[r];
     R->running[type]--;
     const int32_t id = R->head;
     if (id >= 0 && (R->head = T->desc[id & rt->mask].next_deferred) < 0) R->tail = -1;

@@ -264,6 +264,55 @@ static void request_overflow(void) {
     pto_runtime_destroy(rt);
 }
 
+/* Requests past the first table's room, made while the schedulers admit tasks of earlier ones
+ * (pipelined: execution starts with the second task): each gets the next id, none is reused,
+ * the last one still bounds its tasks, and one past PTO_MAX_CORE_REQUESTS is PTO_EINVAL. */
+static void many_requests(void) {
+    memset(g_now, 0, sizeof g_now);
+    memset(g_max, 0, sizeof g_max);
+    atomic_store(&g_ran, 0);
+    PTORuntimeConfig cfg;
+    pto_runtime_config_default(&cfg);
+    cfg.mode = PTO_MODE_THREE_TIER;
+    cfg.num_workers = CORES;
+    cfg.num_schedulers = 2;
+    cfg.execution_task_threshold = 1;
+    cfg.bind_worker_types = 1;
+    for (int i = 0; i < CORES; i++) cfg.worker_types[i] = i < AIC_CORES ? PTO_WORKER_CUBE : PTO_WORKER_VECTOR;
+    PTORuntime* rt = pto_runtime_create(&cfg);
+    CHECK(rt != NULL);
+    if (!rt) return;
+    pto_runtime_set_executor(rt, exec_count, NULL);
+    enum { N = 5000 };
+    int bad_ids = 0, bad_calls = 0;
+    for (int32_t k = 0; k < N; k++) {              /* a vector task per request, request k: k % 3 + 1 AIV */
+        if (pto_core_request(rt, 0, k % 3 + 1) != k) bad_ids++;
+        const int32_t t = pto_task_alloc(rt, "free", NULL, 0, PTO_WORKER_VECTOR);
+        if (t < 0 || pto_task_set_core_request(rt, t, k) != PTO_OK || pto_task_submit(rt, t) != PTO_OK) bad_calls++;
+    }
+    const int32_t last = pto_core_request(rt, 0, LIMIT[1][PTO_CORE_AIV]);
+    CHECK_EQ(last, N);
+    for (int i = 0; i < 64; i++) {                  /* "r1" tasks: counted against LIMIT[1] */
+        const int32_t t = pto_task_alloc(rt, "r1", NULL, 0, PTO_WORKER_VECTOR);
+        if (t < 0 || pto_task_set_core_request(rt, t, last) != PTO_OK || pto_task_submit(rt, t) != PTO_OK) bad_calls++;
+    }
+    CHECK_EQ(bad_ids, 0);
+    CHECK_EQ(bad_calls, 0);
+    CHECK_EQ(pto_runtime_run(rt), PTO_OK);
+    CHECK_EQ(atomic_load(&g_ran), N + 64);
+    CHECK(atomic_load(&g_max[1][PTO_CORE_AIV]) <= LIMIT[1][PTO_CORE_AIV]);
+    pto_runtime_destroy(rt);
+    rt = mk_bound(1);
+    CHECK(rt != NULL);
+    if (!rt) return;
+    int32_t r = 0;
+    for (int32_t k = 0; k < PTO_MAX_CORE_REQUESTS && r >= 0; k++) r = pto_core_request(rt, 1, 1);
+    CHECK_EQ(r, PTO_MAX_CORE_REQUESTS - 1);
+    CHECK_EQ(pto_core_request(rt, 1, 1), PTO_EINVAL);
+    CHECK_HAS(pto_last_error(), "more than 1048576 requests");
+    pto_runtime_destroy(rt);
+}
+
 int main(int argc, char** argv) {
     setvbuf(stdout, NULL, _IONBF, 0);
     unsetenv("PTO_TIMEOUT"); unsetenv("PTO_RUNTIME"); unsetenv("PTO_TRACE"); unsetenv("PTO_STATS");
@@ -273,6 +322,7 @@ int main(int argc, char** argv) {
     printf("misuse\n");                     misuse();
     printf("an asynchronous executor\n");   async_executor_respects_request();
     printf("the largest request\n");        request_overflow();
+    printf("many requests\n");              many_requests();
     printf("%d passed, %d failed\n", g_pass, g_fail);
     return g_fail ? 1 : 0;
 }
