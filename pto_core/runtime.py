@@ -60,6 +60,7 @@ import dataclasses
 import math
 import numbers
 import os
+import re
 import threading
 from pathlib import Path
 from typing import Any, Callable, Optional, Union
@@ -70,8 +71,8 @@ from .abi import (ERROR_NAMES, KERNEL, PTO_ARG_INOUT, PTO_ARG_INPUT, PTO_ARG_OUT
                   PTO_ARG_TEMP_INOUT, PTO_ARG_TEMP_INPUT, PTO_ARG_TEMP_OUTPUT,
                   PTO_DEFAULT_WINDOW, PTO_EBOUNDS, PTO_EINVAL, PTO_ESHUTDOWN, PTO_ETASKFAILED,
                   PTO_MODE_ENV, PTO_MODE_THREE_TIER, PTO_MODE_WORKERS,
-                  PTO_ETASKID, PTO_MAX_ARGS, TASK_STATES, PTORuntimeConfig, PTORuntimeStats,
-                  PTOTensor, PTOTraceEvent)
+                  PTO_ETASKID, PTO_MAX_ARGS, PTO_MAX_WORKERS, TASK_STATES, PTORuntimeConfig,
+                  PTORuntimeStats, PTOTensor, PTOTraceEvent)
 from .abi import PTO_WORKER_ACCELERATOR as WORKER_ACCELERATOR
 from .abi import PTO_WORKER_AI_CPU as WORKER_AI_CPU
 from .abi import PTO_WORKER_ANY as WORKER_ANY
@@ -438,6 +439,21 @@ _ABANDONED: list[Any] = []
 
 
 # ---------------------------------------------------------------- runtime
+
+def environment_cores() -> Optional[int]:
+    """The three-tier mode's core count from ``PTO_CORES`` as the C runtime reads it when it
+    resolves the mode (None: unset or empty); a bad value is the same PTORuntimeError as the C
+    runtime's creation gives, for callers that must know the count before creating one."""
+    v = os.environ.get("PTO_CORES")
+    if not v:
+        return None
+    whole = re.fullmatch(r"\s*[+-]?[0-9]+", v)          # what strtol takes, and all of it
+    n = int(v) if whole else 0
+    if not 1 <= n <= PTO_MAX_WORKERS:
+        raise PTORuntimeError(PTO_EINVAL, "create", detail=f"PTO_CORES='{v}': expected a whole "
+                              f"number in [1, {PTO_MAX_WORKERS}]")
+    return n
+
 
 class Runtime:
     """One task graph: build it (task/add_*/submit), run it once, inspect it.

@@ -14,7 +14,7 @@ from typing import Any, Callable
 
 from ..checking import (call_numpy_reference, compare, random_inputs, report_comparisons,
                         resolve_scalars, tolerance)
-from ..device.execute import run_device_program, written_tensors
+from ..device.execute import resolve_runtime, run_device_program, written_tensors
 from ..driver import runtime_mode_environment
 from ..program import Program
 
@@ -33,10 +33,10 @@ def run_device(args: argparse.Namespace, program: Program, sets: dict[str, Any],
     inputs = {**random_inputs(sig, {n: t.shape for n, t in prog.memrefs.items()},
                               program.inputs, args.seed), **given}
     runtime_mode_environment(args.runtime, args.schedulers, args.cores)   # a bad combination
-    workers = args.cores or args.workers or 2
+    runtime, workers = resolve_runtime(args.runtime, args.cores or args.workers, args.schedulers)
     written = written_tensors(module, entry)
     print(f"pto run {args.file}: device program '{entry}', target {args.target}, "
-          f"{workers} {'cores' if args.runtime == 'three-tier' else 'workers'}")
+          f"{workers} {'cores' if runtime == 'three-tier' else 'workers'}")
     if scalars:
         print("  scalars: " + " ".join(f"{k}={v}" for k, v in scalars.items()))
     for name, t in prog.memrefs.items():
@@ -45,9 +45,13 @@ def run_device(args: argparse.Namespace, program: Program, sets: dict[str, Any],
         mode = "out" if name in written else "in"
         print(f"  {name:<16} {t.shape[0]}x{t.shape[1]:<8} {t.dtype.value:<5} {mode:<6} ({fill})")
     run = run_device_program(module, entry, {n: a.copy() for n, a in inputs.items()}, scalars,
-                             target=args.target, workers=workers, mode=args.runtime)
+                             target=args.target, workers=workers, mode=runtime,
+                             schedulers=args.schedulers)
     print(f"  ran {len(run.tasks)} tasks ({len({t.launch for t in run.tasks})} launches, "
           f"{len(run.edges)} explicit edges)")
+    if run.stats is not None and run.stats.num_schedulers:
+        print(f"  three-tier runtime: {run.stats.num_schedulers} scheduler threads (tasks "
+              f"each completed: {', '.join(map(str, run.stats.scheduler_tasks))})")
     if run.graph_modules:
         print(f"  each launch of {', '.join(run.graph_modules)} ran as one executor run "
               f"(a grid per kernel)")

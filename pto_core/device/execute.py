@@ -91,13 +91,16 @@ def kernels_module(module: Module) -> Module:
 
 def run_device_program(module: Module, name: str, tensors: Mapping[str, np.ndarray],
                        scalars: Mapping[str, Any] | None = None, *, target: str = "reference",
-                       workers: int = 2, mode: str | None = None) -> DeviceRun:
+                       workers: int | None = None, mode: str | None = None,
+                       schedulers: int | None = None) -> DeviceRun:
     """Run device program ``name`` of ``module`` on ``target``; ``tensors`` are its tensor
     parameters (written in place, copied first when not writable C arrays), ``scalars`` its
     scalar parameters. ``mode``: the C runtime's, ``"default"`` or ``"three-tier"`` (None:
-    ``PTO_RUNTIME`` decides). ``CA_REQUEST`` may ask for at most ``workers`` cores; in the
-    three-tier mode on a target whose kernels are host functions, for at most the AIC and AIV
-    cores of :meth:`CoreTypes.layout` (``workers``) each.
+    ``PTO_RUNTIME`` decides). ``workers``: the worker threads, or in the three-tier mode the
+    cores (None: ``PTO_CORES`` in the three-tier mode, else 2); ``schedulers``: the three-tier
+    mode's scheduler threads (None: ``PTO_SCHEDULERS``, else 3). ``CA_REQUEST`` may ask for at
+    most ``workers`` cores; in the three-tier mode on a target whose kernels are host functions,
+    for at most the AIC and AIV cores of :meth:`CoreTypes.layout` (``workers``) each.
 
     >>> run_device_program(module, "main", {"x": x, "z": z}, {"n": 2}, mode="three-tier")  # doctest: +SKIP
     """
@@ -105,7 +108,7 @@ def run_device_program(module: Module, name: str, tensors: Mapping[str, np.ndarr
     if prog is None:
         raise PTOError(f"module '{module.name}' has no device program '{name}' (it has: "
                        f"{', '.join(module.device_programs) or 'none'})")
-    mode = _runtime_mode(mode)
+    mode, workers = resolve_runtime(mode, workers, schedulers)
     typed = mode == "three-tier" and not _launches_kernels(target)
     cores = CoreTypes.layout(workers) if typed else workers
     structure = verify_device_program(prog, module, cores=cores)
@@ -117,7 +120,7 @@ def run_device_program(module: Module, name: str, tensors: Mapping[str, np.ndarr
     from ..workload.schedule import _kernels_for
     kernels = _kernels_for(target, kernels_module(module))
     run = _Run(prog, module, structure, arrays, values, kernels, workers, mode,
-               cores if typed else None).run()
+               cores if typed else None, schedulers or 0).run()
     run.per_task_because = why
     return run
 
@@ -131,6 +134,27 @@ def _runtime_mode(mode: str | None) -> str:
     if mode not in RUNTIME_MODES:
         raise PTOError(f"runtime mode: expected one of {', '.join(RUNTIME_MODES)}, got {mode!r}")
     return mode
+
+
+def resolve_runtime(mode: str | None, workers: int | None = None,
+                    schedulers: int | None = None) -> tuple[str, int]:
+    """The runtime mode and the workers (cores) of a run: ``mode``, else ``PTO_RUNTIME``;
+    ``workers``, else in the three-tier mode ``PTO_CORES`` (as the C runtime reads it), else 2.
+    The counts are checked as ``pto run``'s options are.
+
+    >>> resolve_runtime("three-tier", 4, 1)
+    ('three-tier', 4)
+    """
+    from ..driver import runtime_mode_environment
+    from ..runtime import environment_cores
+    mode = _runtime_mode(mode)
+    three_tier = mode == "three-tier"
+    runtime_mode_environment(mode, schedulers, workers if three_tier else None)
+    if workers is None:
+        workers = (environment_cores() if three_tier else None) or 2
+    if not isinstance(workers, int) or isinstance(workers, bool) or workers < 1:
+        raise PTOError(f"workers: expected a whole number >= 1, got {workers!r}")
+    return mode, workers
 
 
 def _launches_kernels(target: str) -> bool:
@@ -178,10 +202,12 @@ def _scalars(prog: DeviceProgram, values: dict[str, Any]) -> dict[str, Any]:
 class _Run:
     def __init__(self, prog: DeviceProgram, module: Module, structure: Structure,
                  arrays: dict[str, np.ndarray], scalars: dict[str, Any], kernels: Any,
-                 workers: int, mode: str = "default", cores: CoreTypes | None = None) -> None:
+                 workers: int, mode: str = "default", cores: CoreTypes | None = None,
+                 schedulers: int = 0) -> None:
         self.prog, self.module, self.s = prog, module, structure
         self.arrays, self.scalars, self.kernels, self.workers = arrays, scalars, kernels, workers
         self.mode, self.cores = mode, cores             # cores: typed (three-tier), or None
+        self.schedulers = schedulers                    # three-tier; 0: PTO_SCHEDULERS, else 3
         self.result = DeviceRun(arrays, [], mode=mode, core_types=cores.types() if cores else ())
         self.requests: dict[str, int] = {}              # kernel -> its runtime core request
         self.launches = 0
@@ -198,7 +224,7 @@ class _Run:
         if self.cores is not None:      # each core serves its type's kernels (and ANY)
             types = [WORKER_CUBE if t == "AIC" else WORKER_VECTOR for t in self.cores.types()]
         with Runtime(num_workers=self.workers, threshold=1, trace=True, mode=self.mode,
-                     worker_types=types) as rt:
+                     schedulers=self.schedulers, worker_types=types) as rt:
             self.rt = rt
             if self.cores is not None:
                 self.requests = {node.name: rt.core_request(*node.request)

@@ -16,10 +16,12 @@ import numpy as np
 import pytest
 
 from pto_core import PTOVerifyError
+from pto_core.errors import PTOError
 from pto_core.asm import parse, print_module
 from pto_core.device.execute import run_device_program
 from pto_core.device.verify import CoreTypes, verify_device_program
 from pto_core.program import load_program
+from pto_core.runtime import PTORuntimeError, Runtime
 
 HERE = Path(__file__).parent
 ROOT = HERE.parents[1]
@@ -141,6 +143,54 @@ def test_deepseek_sparse_fa_runs_on_two_aic_cores_at_most() -> None:
     assert {run.core_types[run.event(k).worker] for k in fa} == {"AIC"}
     assert _at_once(run, "fa", "AIC") <= 2
     np.testing.assert_allclose(run.tensors["o"], want, rtol=1e-4, atol=1e-4 * max(1.0, np.abs(want).max()))
+
+
+# -- the runtime's settings from the environment and from pto run ---------------------------
+
+def test_pto_cores_sizes_a_three_tier_run_unless_workers_are_given(monkeypatch) -> None:
+    monkeypatch.setenv("PTO_RUNTIME", "three-tier")
+    monkeypatch.setenv("PTO_CORES", "5")
+    run = run_device_program(parse(_program()), "p", _arrays())
+    assert run.mode == "three-tier" and run.stats.num_workers == 5
+    assert run.core_types == ("AIC", "AIC", "AIV", "AIV", "AIV")
+    run = run_device_program(parse(_program()), "p", _arrays(), workers=6)    # the argument wins
+    assert run.stats.num_workers == 6 and run.core_types.count("AIC") == 2
+    monkeypatch.delenv("PTO_RUNTIME")           # the default mode has no cores (as in C)
+    run = run_device_program(parse(_program("")), "p", _arrays())
+    assert run.mode == "default" and run.stats.num_workers == 2
+
+
+@pytest.mark.parametrize("bad", ["abc", "0", "129", "4x"])
+def test_a_bad_pto_cores_is_the_error_the_runtime_gives(monkeypatch, bad: str) -> None:
+    monkeypatch.setenv("PTO_RUNTIME", "three-tier")
+    monkeypatch.setenv("PTO_CORES", bad)
+    with pytest.raises(PTORuntimeError) as created:
+        Runtime(num_workers=2)
+    with pytest.raises(PTORuntimeError) as device:
+        run_device_program(parse(_program()), "p", _arrays())
+    assert str(device.value) == str(created.value)
+    assert f"PTO_CORES='{bad}': expected a whole number in [1, 128]" in str(device.value)
+
+
+def test_schedulers_reach_the_three_tier_runtime(monkeypatch) -> None:
+    for n in (1, 2):
+        run = run_device_program(parse(_program()), "p", _arrays(), workers=5, mode="three-tier",
+                                 schedulers=n)
+        assert run.stats.num_schedulers == n and sum(run.stats.scheduler_tasks) == len(run.tasks)
+    monkeypatch.setenv("PTO_SCHEDULERS", "1")
+    run = run_device_program(parse(_program()), "p", _arrays(), workers=5, mode="three-tier")
+    assert run.stats.num_schedulers == 1
+    with pytest.raises(PTOError, match="schedulers: only the three-tier runtime mode has schedulers"):
+        run_device_program(parse(_program()), "p", _arrays(), mode="default", schedulers=1)
+
+
+def test_pto_run_passes_schedulers_on_to_a_device_program() -> None:
+    r = subprocess.run([sys.executable, "-m", "pto_core.cli", "run", str(HERE / "chain.pto"),
+                        "--set", "n=2", "--set", "twice=1", "--runtime", "three-tier",
+                        "--cores", "4", "--schedulers", "1"],
+                       capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "three-tier runtime: 1 scheduler threads (tasks each completed: 16)" in r.stdout
 
 
 # -- the verifier, typed --------------------------------------------------------------------
