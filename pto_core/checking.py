@@ -166,6 +166,22 @@ def default_tolerance(dtype: ElementType, module: Module,
     return TOLERANCES[dtype]
 
 
+def array_tolerance(expected: np.ndarray, module: Module | None = None) -> tuple[float, float]:
+    """(rtol, atol) for an expected array known only by its numpy dtype (a workload's tensors):
+    integers exact, each float type its element type's default (:func:`default_tolerance` with
+    ``module``, so f32 with matmul in the kernels is looser); a float dtype no element type has
+    counts as f32.
+
+    >>> array_tolerance(np.zeros(2, np.float16))
+    (0.01, 0.01)
+    """
+    dt = np.asarray(expected).dtype
+    if np.issubdtype(dt, np.integer):
+        return 0.0, 0.0
+    dtype = next((t for t in ElementType if t.is_float and numpy_dtype(t) == dt), ElementType.F32)
+    return TOLERANCES[dtype] if module is None else default_tolerance(dtype, module, expected)
+
+
 def tolerance(program: Program | None, name: str, dtype: ElementType, module: Module,
               expected: np.ndarray | None = None) -> tuple[float, float]:
     """The program's ``TOLERANCE`` for tensor ``name`` if it sets one, else the default."""

@@ -168,6 +168,20 @@ def test_matmul_programs_get_a_magnitude_scaled_f32_tolerance():
     assert default_tolerance(ElementType.I32, gemm, big) == (0.0, 0.0)
 
 
+def test_an_array_gets_the_tolerance_of_its_element_type():
+    import ml_dtypes
+    from pto_core.checking import array_tolerance
+    from pto_core.program import load_program
+    gemm = load_program(EXAMPLES / "bgemm.py").module
+    big = np.full((2, 2), 500.0, np.float32)
+    assert array_tolerance(np.zeros(3, np.int16)) == (0.0, 0.0)
+    assert array_tolerance(np.zeros(3, np.float64)) == (1e-12, 1e-12)
+    assert array_tolerance(np.zeros(3, np.float16)) == (1e-2, 1e-2)
+    assert array_tolerance(np.zeros(3, ml_dtypes.bfloat16)) == (5e-2, 5e-2)
+    assert array_tolerance(big) == (1e-5, 1e-6)
+    assert array_tolerance(big, gemm) == pytest.approx((1e-4, 5e-2))    # matmul, scaled
+
+
 def test_compare_treats_equal_infinities_and_nans_as_matching():
     import numpy as np
     from pto_core.checking import compare

@@ -31,10 +31,9 @@ from typing import Any, Callable, Mapping
 
 import numpy as np
 
-from ..checking import TOLERANCES, compare, default_tolerance, report_comparisons
+from ..checking import array_tolerance, compare, report_comparisons
 from ..engines import DEFAULT, check_launch, get_engine
 from ..errors import PTOError
-from ..ir import ElementType
 from ..program import load_python_module, parse_value
 from .common import parse_assignments
 
@@ -64,16 +63,6 @@ def _call(fn: Callable, settings: Mapping[str, str], taken: set, extra: Mapping 
             kwargs[k] = parse_value(text, sig[k].default, f"--set {k}")
             taken.add(k)
     return fn(**kwargs)
-
-
-def _tolerance(want: np.ndarray, module: Any) -> tuple[float, float]:
-    """``pto run``'s default tolerance for an expected array (integers exact; f32 with matmul in
-    the kernels' module looser, as for a program)."""
-    if np.issubdtype(want.dtype, np.integer):
-        return 0.0, 0.0
-    dtype = {np.dtype(np.float64): ElementType.F64,
-             np.dtype(np.float16): ElementType.F16}.get(want.dtype, ElementType.F32)
-    return TOLERANCES[dtype] if module is None else default_tolerance(dtype, module, want)
 
 
 def run_workload(args: argparse.Namespace) -> int:
@@ -138,7 +127,7 @@ def run_workload(args: argparse.Namespace) -> int:
     results = []
     for name, want in expected.items():
         want = np.asarray(want)
-        rtol, atol = _tolerance(want, module)
+        rtol, atol = array_tolerance(want, module)
         results.append(compare(name, arrays[name], want, rtol if args.rtol is None else args.rtol,
                                atol if args.atol is None else args.atol))
     return 0 if report_comparisons(results) else 1
