@@ -180,7 +180,7 @@ def test_schedulers_reach_the_three_tier_runtime(monkeypatch) -> None:
     monkeypatch.setenv("PTO_SCHEDULERS", "1")
     run = run_device_program(parse(_program()), "p", _arrays(), workers=5, mode="three-tier")
     assert run.stats.num_schedulers == 1
-    with pytest.raises(PTOError, match="schedulers: only the three-tier runtime mode has schedulers"):
+    with pytest.raises(PTOError, match="schedulers: only the three-tier runtime mode has"):
         run_device_program(parse(_program()), "p", _arrays(), mode="default", schedulers=1)
 
 
