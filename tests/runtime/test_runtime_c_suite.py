@@ -11,7 +11,8 @@ trace.
 test_three_tier.c: the three-tier mode (schedulers, cores, handshakes): random graphs against a serial
 run, core types, a failing kernel, a core that stops answering, a shutdown mid-run.
 test_core_request.c: core requests of the three-tier mode (CA_REQUEST): a request's tasks at once per
-core type, counted by the kernels and read from the trace; a failure while tasks wait; misuse.
+core type, counted by the kernels and read from the trace; a failure while tasks wait; misuse;
+thousands of requests made while tasks run, and the one past PTO_MAX_CORE_REQUESTS.
 test_heap.c: runtime-owned intermediates - values, renaming, packed blocks, scopes, the memory
 bound under a small window, misuse.
 test_submit.c: several threads submitting into one runtime at once (submitters): dependencies
