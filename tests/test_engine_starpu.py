@@ -440,6 +440,25 @@ def test_a_failing_kernel_on_any_rank_ends_every_rank_naming_task_and_rank(mpi_f
         assert f"task {bad} 'broken_step' failed with code 7 on rank {owner}," in line, line
 
 
+def test_a_rank_whose_kernel_failed_while_submitting_goes_on_so_no_rank_hangs(mpi_faults):
+    # tests/engines/faults.c faults_after_failure: pipelined, task 0 fails on rank 0 before
+    # tasks 2..5 are submitted; rank 1's copy tasks need rank 0's row 0 after them (rank 0 used
+    # to refuse those submissions, so rank 1 waited for its data for ever)
+    r = mpirun(2, str(mpi_faults), "1", "after-failure", timeout=120)
+    assert r.returncode != 0
+    lines = [l for l in r.stdout.splitlines() if l.startswith("error=")]
+    assert len(lines) == 2, r.stdout + r.stderr
+    for line in lines:
+        assert "task 0 'broken_step' failed with code 7 on rank 0," in line, line
+
+
+@pytest.mark.parametrize("engine", ["pto", "starpu"])
+def test_a_kernel_failing_while_tasks_are_submitted_fails_the_run(c_builds, engine):
+    r = _faults(c_builds, engine, "2", "after-failure")
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert "task 0 'broken_step' failed with code 7" in r.stdout, r.stdout
+
+
 def test_the_mpi_engine_outside_mpirun_says_how_to_launch(mpi_faults):
     r = subprocess.run([str(mpi_faults), "1", "-1", "-1"], capture_output=True, text=True,
                        timeout=60, env={k: v for k, v in os.environ.items()

@@ -763,6 +763,12 @@ static inline int check_building(PTORuntime* rt) {
     if (!rt) return PTO_EINVAL;
     if (rt->shut) return PTO_ESHUTDOWN;
     int32_t h = atomic_load_explicit(&rt->halt, memory_order_relaxed);
+#ifdef PTO_ENGINE_MPI
+    /* a kernel failed on this rank (pipelined): the other ranks go on submitting and wait for
+     * this one's data, so this rank builds on too (its kernels are skipped); the run fails on
+     * every rank (agree_on_failure) */
+    if (h == PTO_ETASKFAILED) h = 0;
+#endif
     if (h) return h;
     return rt->ran ? PTO_ESTATE : PTO_OK;
 }
