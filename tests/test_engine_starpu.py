@@ -18,6 +18,7 @@ import numpy as np
 import pytest
 
 from pto_core import driver
+from pto_core.abi import PTO_EINVAL
 from pto_core.checking import example_programs, program_inputs, run_host
 from pto_core.codegen.host import run_library
 from pto_core.codegen.orchestration import c_module_name
@@ -457,6 +458,17 @@ def test_a_kernel_failing_while_tasks_are_submitted_fails_the_run(c_builds, engi
     r = _faults(c_builds, engine, "2", "after-failure")
     assert r.returncode == 1, r.stdout + r.stderr
     assert "task 0 'broken_step' failed with code 7" in r.stdout, r.stdout
+
+
+def test_a_region_refused_for_its_overlap_leaves_the_regions_it_overlaps_usable(mpi_faults):
+    # tests/engines/faults.c faults_refused_region: rows [0, 2), then [1, 3) (refused), then
+    # [0, 2) again - whose task used to reach StarPU with the refused region's freed record among
+    # its overlaps (a segmentation fault in starpu_task_submit)
+    r = mpirun(2, str(mpi_faults), "1", "refused-region", timeout=120)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert r.stdout.count(f"refused={PTO_EINVAL}") == 2, r.stdout
+    assert r.stdout.count("rc=0 ok") == 2, r.stdout
+    assert "the starpu-mpi engine needs the regions of a tensor to be equal or disjoint" in r.stdout
 
 
 def test_the_mpi_engine_outside_mpirun_says_how_to_launch(mpi_faults):

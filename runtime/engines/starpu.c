@@ -697,6 +697,17 @@ static int link_region(Tensor* t, Region* r) {
     return PTO_OK;
 }
 
+/* A region that does not join after all (refused, or out of memory while linking) leaves the
+ * overlap lists link_region put it in: it is the newest, so the last entry of each. */
+static void unlink_region(Tensor* t, Region* r) {
+    for (int64_t k = 0; k < t->nregions; k++) {
+        Region* o = t->all[k];
+        if (o->noverlaps > 0 && o->overlaps[o->noverlaps - 1] == r) o->noverlaps--;
+    }
+    free(r->overlaps);
+    free(r);
+}
+
 /* The region [r0, r0+rows) x [c0, c0+cols) of tensor x (validated by the caller), registered
  * with StarPU the first time it is seen. */
 static Region* find_region(PTORuntime* rt, const PTOTensor* x, int64_t r0, int64_t c0, int64_t rows,
@@ -728,14 +739,13 @@ static Region* find_region(PTORuntime* rt, const PTOTensor* x, int64_t r0, int64
     Region* r = calloc(1, sizeof *r);
     if (!r) { *err = PTO_ENOMEM; return NULL; }
     r->r0 = r0; r->c0 = c0; r->rows = rows; r->cols = cols;
-    if (link_region(t, r) < 0) { free(r->overlaps); free(r); *err = PTO_ENOMEM; return NULL; }
+    if (link_region(t, r) < 0) { unlink_region(t, r); *err = PTO_ENOMEM; return NULL; }
 #ifdef PTO_ENGINE_MPI
     if (r->noverlaps > 0) {
         *err = rt_fail(PTO_EINVAL, "tensor '%s': region [%lld+%lld, %lld+%lld) overlaps another one without being "
                        "equal to it; the starpu-mpi engine needs the regions of a tensor to be equal or disjoint",
                        x->name ? x->name : "?", (long long)r0, (long long)rows, (long long)c0, (long long)cols);
-        free(r->overlaps);
-        free(r);
+        unlink_region(t, r);
         return NULL;
     }
     r->owner = owner_of(rt, x, r0, c0, rows, cols);

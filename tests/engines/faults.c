@@ -1,5 +1,6 @@
-/* faults.c - a chain of tasks in which one kernel fails or never returns, and a pipelined run
- * that goes on submitting after a kernel failed, for the engine tests. */
+/* faults.c - a chain of tasks in which one kernel fails or never returns, a pipelined run that
+ * goes on submitting after a kernel failed, and a task refused for its region, for the engine
+ * tests. */
 #define _POSIX_C_SOURCE 200809L
 #include <stdatomic.h>
 #include <stdint.h>
@@ -85,6 +86,29 @@ int faults_after_failure(int workers) {
         }
     }
     int run = pto_runtime_run(rt);
+    pto_runtime_destroy(rt);
+    return run;
+}
+
+/* Rows [0, 2) of a 4x64 tensor, then rows [1, 3) (overlapping without being equal: the
+ * starpu-mpi engine refuses that task, *refused its code), then rows [0, 2) again, which has to
+ * work as if the refused task had never been. Returns the first failing call's code or the run's. */
+int faults_refused_region(int workers, int* refused) {
+    PTORuntimeConfig cfg;
+    pto_runtime_config_default(&cfg);
+    cfg.num_workers = workers;
+    PTORuntime* rt = NULL;
+    int rc = pto_runtime_init(&rt, &cfg);
+    if (rc < 0) return rc;
+    PTOTensor x = {g_data, 4, 64, 64, (int32_t)sizeof(float), "x"};
+    const int64_t first[3] = {0, 1, 0};
+    for (int i = 0; i < 3 && rc >= 0; i++) {
+        PTOTaskArg a[2] = {{PTO_ARG_INOUT, &x, first[i], 0, 2, 64, 0}, {PTO_ARG_SCALAR, 0, 0, 0, 0, 0, i}};
+        const int32_t id = pto_task_submit_v(rt, "step", step, 0, PTO_WORKER_ANY, a, 2);
+        if (i == 1) *refused = id < 0 ? id : 0;
+        else rc = id;
+    }
+    const int run = rc < 0 ? rc : pto_runtime_run(rt);
     pto_runtime_destroy(rt);
     return run;
 }

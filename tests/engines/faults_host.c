@@ -1,5 +1,6 @@
-/* faults_host.c - runs faults.c: faults_host WORKERS BAD HANG, or faults_host WORKERS
- * after-failure (faults_after_failure); prints the run's code and pto_last_error, exits 0 when
+/* faults_host.c - runs faults.c: faults_host WORKERS BAD HANG, faults_host WORKERS after-failure
+ * (faults_after_failure) or faults_host WORKERS refused-region (faults_refused_region, which
+ * also prints the refused task's code); prints the run's code and pto_last_error, exits 0 when
  * the run succeeded and 1 otherwise. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -9,14 +10,23 @@
 
 int faults_run(int workers, int64_t bad, int64_t hang);
 int faults_after_failure(int workers);
+int faults_refused_region(int workers, int* refused);
 
 int main(int argc, char** argv) {
-    const int after = argc == 3 && strcmp(argv[2], "after-failure") == 0;
-    if (argc != 4 && !after) {
-        fprintf(stderr, "usage: %s WORKERS BAD HANG | %s WORKERS after-failure\n", argv[0], argv[0]);
+    const char* mode = argc == 3 ? argv[2] : "";
+    const int after = strcmp(mode, "after-failure") == 0, region = strcmp(mode, "refused-region") == 0;
+    if (argc != 4 && !after && !region) {
+        fprintf(stderr, "usage: %s WORKERS BAD HANG | %s WORKERS after-failure | %s WORKERS refused-region\n",
+                argv[0], argv[0], argv[0]);
         return 2;
     }
-    int rc = after ? faults_after_failure(atoi(argv[1])) : faults_run(atoi(argv[1]), atoll(argv[2]), atoll(argv[3]));
+    int refused = 0, rc;
+    if (region) {
+        rc = faults_refused_region(atoi(argv[1]), &refused);
+        printf("refused=%d\n", refused);
+    } else {
+        rc = after ? faults_after_failure(atoi(argv[1])) : faults_run(atoi(argv[1]), atoll(argv[2]), atoll(argv[3]));
+    }
     printf("rc=%d %s\nerror=%s\n", rc, pto_strerror(rc), pto_last_error());
     return rc == 0 ? 0 : 1;
 }
