@@ -50,7 +50,8 @@
  * the first to write is owned there. A region first read is owned by rank 0 (the rank whose
  * inputs count) and migrated to its owner before use; after the run every written region is
  * gathered to rank 0. Regions of a tensor must be equal or disjoint there. A failed kernel on
- * any rank fails the run on every rank (an MPI_Allgather after the run), naming task and rank;
+ * any rank fails the run on every rank (an MPI_Allgather after the run), naming task and rank
+ * (its rank goes on taking tasks meanwhile, kernels skipped: the other ranks wait for its data);
  * a kernel stuck past the deadline aborts the job (MPI_Abort) after saying which. An explicit
  * edge between tasks of one rank is a tag dependency there; one between ranks is a token, a small handle owned by the predecessor's rank which an edge
  * task writes after the predecessor and the successor reads, so StarPU-MPI sends it. One
@@ -1055,9 +1056,9 @@ static int32_t submit_mpi(PTORuntime* rt, EngTask* t, const int32_t* preds, int3
 }
 #endif
 
-/* Hand a complete task to StarPU: its own regions, then the regions they overlap. Every task
- * carries StarPU tag `id`, so a later task can follow it, and starts only after its explicit
- * predecessors preds[0..npred) (ids of tasks already submitted: the callers checked them). */
+/* Hand a complete task to StarPU: its own regions, then the regions they overlap. It starts only
+ * after its explicit predecessors preds[0..npred) (ids of tasks already submitted: the callers
+ * checked them), through their StarPU tags (declare_deps; TaskState says which task has one). */
 static int32_t submit(PTORuntime* rt, EngTask* t, const int32_t* preds, int32_t npred) {
     const char* name = t->name;
     Buffers* b = &rt->bufs;
