@@ -453,6 +453,17 @@ def test_a_rank_whose_kernel_failed_while_submitting_goes_on_so_no_rank_hangs(mp
         assert "task 0 'broken_step' failed with code 7 on rank 0," in line, line
 
 
+def test_a_task_left_open_at_the_run_after_a_failure_is_refused_on_every_rank(mpi_faults):
+    # the same, with a task allocated and not submitted when the run starts: the rank whose
+    # kernel failed ran anyway and waited for the other in the failure exchange for ever
+    r = mpirun(2, str(mpi_faults), "1", "after-failure-open", timeout=120)
+    assert r.returncode != 0
+    lines = [l for l in r.stdout.splitlines() if l.startswith("error=")]
+    assert len(lines) == 2, r.stdout + r.stderr
+    for line in lines:
+        assert "pto_runtime_run: task 6 was allocated and not submitted" in line, line
+
+
 @pytest.mark.parametrize("engine", ["pto", "starpu"])
 def test_a_kernel_failing_while_tasks_are_submitted_fails_the_run(c_builds, engine):
     r = _faults(c_builds, engine, "2", "after-failure")

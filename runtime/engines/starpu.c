@@ -770,16 +770,21 @@ static Region* find_region(PTORuntime* rt, const PTOTensor* x, int64_t r0, int64
 
 /* ------------------------------------------------------------------ building tasks */
 
+/* What stops this runtime taking tasks (0: nothing). On StarPU-MPI not a kernel that failed on
+ * this rank (pipelined): the other ranks go on submitting and wait for this one's data, so it
+ * builds on too (its kernels are skipped), and the run fails on every rank (agree_on_failure). */
+static inline int32_t building_halt(PTORuntime* rt) {
+    const int32_t h = atomic_load_explicit(&rt->halt, memory_order_relaxed);
+#ifdef PTO_ENGINE_MPI
+    if (h == PTO_ETASKFAILED) return 0;
+#endif
+    return h;
+}
+
 static inline int check_building(PTORuntime* rt) {
     if (!rt) return PTO_EINVAL;
     if (rt->shut) return PTO_ESHUTDOWN;
-    int32_t h = atomic_load_explicit(&rt->halt, memory_order_relaxed);
-#ifdef PTO_ENGINE_MPI
-    /* a kernel failed on this rank (pipelined): the other ranks go on submitting and wait for
-     * this one's data, so this rank builds on too (its kernels are skipped); the run fails on
-     * every rank (agree_on_failure) */
-    if (h == PTO_ETASKFAILED) h = 0;
-#endif
+    const int32_t h = building_halt(rt);
     if (h) return h;
     return rt->ran ? PTO_ESTATE : PTO_OK;
 }
@@ -1392,7 +1397,8 @@ int pto_runtime_run(PTORuntime* rt) {
     if (!rt) return rt_fail(PTO_EINVAL, "pto_runtime_run: no runtime (NULL)");
     if (rt->shut) return PTO_ESHUTDOWN;
     if (rt->ran) return PTO_ESTATE;
-    if (rt->open_task && !atomic_load(&rt->halt)) return PTO_ESTATE;
+    if (rt->open_task && !building_halt(rt))
+        return rt_fail(PTO_ESTATE, "pto_runtime_run: task %d was allocated and not submitted", rt->next_id);
     if (rt->submitters > 0)
         return rt_fail(PTO_ESTATE, "pto_runtime_run: %d submitter(s) still open; close them first", rt->submitters);
     rt->ran = true;

@@ -49,7 +49,9 @@ int faults_run(int workers, int64_t bad, int64_t hang) {
  * task 1 updates row 1. Once task 0 failed here (or after 2 s where it runs elsewhere) tasks
  * 2..5 follow: row 0 again, then row 1 from row 0 - on two ranks row 0 lives on rank 0 and row 1
  * on rank 1, so rank 1 needs rank 0's row 0 after a failure rank 0 saw. Returns the run's code
- * (submissions after the failure may be refused: the run still says what failed). */
+ * (submissions after the failure may be refused: the run still says what failed). With
+ * `open_task` a seventh task is left allocated and not submitted when the run starts: a misuse
+ * the run refuses (PTO_ESTATE) on every rank alike. */
 static int32_t copy_step(const int64_t* args) {
     const float* src = pto_arg_ptr(args[0]);
     float* dst = pto_arg_ptr(args[3]);
@@ -57,7 +59,7 @@ static int32_t copy_step(const int64_t* args) {
     return 0;
 }
 
-int faults_after_failure(int workers) {
+int faults_after_failure(int workers, int open_task) {
     g_bad = 0;
     PTORuntimeConfig cfg;
     pto_runtime_config_default(&cfg);
@@ -85,6 +87,7 @@ int faults_after_failure(int workers) {
             rc = pto_task_submit_v(rt, "step", step, 0, PTO_WORKER_ANY, a, 2);
         }
     }
+    if (open_task && rc >= 0) rc = pto_task_alloc(rt, "step", step, 0, PTO_WORKER_ANY);
     int run = pto_runtime_run(rt);
     pto_runtime_destroy(rt);
     return run;
