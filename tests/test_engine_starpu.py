@@ -18,6 +18,7 @@ import numpy as np
 import pytest
 
 from pto_core import driver
+from pto_core.abi import PTO_EINVAL
 from pto_core.checking import example_programs, program_inputs, run_host
 from pto_core.codegen.host import run_library
 from pto_core.codegen.orchestration import c_module_name
@@ -438,6 +439,47 @@ def test_a_failing_kernel_on_any_rank_ends_every_rank_naming_task_and_rank(mpi_f
     assert len(lines) == 2, r.stdout + r.stderr                 # both ranks report it
     for line in lines:       # the rank that did not run it names the kernel all the same
         assert f"task {bad} 'broken_step' failed with code 7 on rank {owner}," in line, line
+
+
+def test_a_rank_whose_kernel_failed_while_submitting_goes_on_so_no_rank_hangs(mpi_faults):
+    # tests/engines/faults.c faults_after_failure: pipelined, task 0 fails on rank 0 before
+    # tasks 2..5 are submitted; rank 1's copy tasks need rank 0's row 0 after them (rank 0 used
+    # to refuse those submissions, so rank 1 waited for its data for ever)
+    r = mpirun(2, str(mpi_faults), "1", "after-failure", timeout=120)
+    assert r.returncode != 0
+    lines = [l for l in r.stdout.splitlines() if l.startswith("error=")]
+    assert len(lines) == 2, r.stdout + r.stderr
+    for line in lines:
+        assert "task 0 'broken_step' failed with code 7 on rank 0," in line, line
+
+
+def test_a_task_left_open_at_the_run_after_a_failure_is_refused_on_every_rank(mpi_faults):
+    # the same, with a task allocated and not submitted when the run starts: the rank whose
+    # kernel failed ran anyway and waited for the other in the failure exchange for ever
+    r = mpirun(2, str(mpi_faults), "1", "after-failure-open", timeout=120)
+    assert r.returncode != 0
+    lines = [l for l in r.stdout.splitlines() if l.startswith("error=")]
+    assert len(lines) == 2, r.stdout + r.stderr
+    for line in lines:
+        assert "pto_runtime_run: task 6 was allocated and not submitted" in line, line
+
+
+@pytest.mark.parametrize("engine", ["pto", "starpu"])
+def test_a_kernel_failing_while_tasks_are_submitted_fails_the_run(c_builds, engine):
+    r = _faults(c_builds, engine, "2", "after-failure")
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert "task 0 'broken_step' failed with code 7" in r.stdout, r.stdout
+
+
+def test_a_region_refused_for_its_overlap_leaves_the_regions_it_overlaps_usable(mpi_faults):
+    # tests/engines/faults.c faults_refused_region: rows [0, 2), then [1, 3) (refused), then
+    # [0, 2) again - whose task used to reach StarPU with the refused region's freed record among
+    # its overlaps (a segmentation fault in starpu_task_submit)
+    r = mpirun(2, str(mpi_faults), "1", "refused-region", timeout=120)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert r.stdout.count(f"refused={PTO_EINVAL}") == 2, r.stdout
+    assert r.stdout.count("rc=0 ok") == 2, r.stdout
+    assert "the starpu-mpi engine needs the regions of a tensor to be equal or disjoint" in r.stdout
 
 
 def test_the_mpi_engine_outside_mpirun_says_how_to_launch(mpi_faults):

@@ -50,7 +50,8 @@
  * the first to write is owned there. A region first read is owned by rank 0 (the rank whose
  * inputs count) and migrated to its owner before use; after the run every written region is
  * gathered to rank 0. Regions of a tensor must be equal or disjoint there. A failed kernel on
- * any rank fails the run on every rank (an MPI_Allgather after the run), naming task and rank;
+ * any rank fails the run on every rank (an MPI_Allgather after the run), naming task and rank
+ * (its rank goes on taking tasks meanwhile, kernels skipped: the other ranks wait for its data);
  * a kernel stuck past the deadline aborts the job (MPI_Abort) after saying which. An explicit
  * edge between tasks of one rank is a tag dependency there; one between ranks is a token, a small handle owned by the predecessor's rank which an edge
  * task writes after the predecessor and the successor reads, so StarPU-MPI sends it. One
@@ -697,6 +698,17 @@ static int link_region(Tensor* t, Region* r) {
     return PTO_OK;
 }
 
+/* A region that does not join after all (refused, or out of memory while linking) leaves the
+ * overlap lists link_region put it in: it is the newest, so the last entry of each. */
+static void unlink_region(Tensor* t, Region* r) {
+    for (int64_t k = 0; k < t->nregions; k++) {
+        Region* o = t->all[k];
+        if (o->noverlaps > 0 && o->overlaps[o->noverlaps - 1] == r) o->noverlaps--;
+    }
+    free(r->overlaps);
+    free(r);
+}
+
 /* The region [r0, r0+rows) x [c0, c0+cols) of tensor x (validated by the caller), registered
  * with StarPU the first time it is seen. */
 static Region* find_region(PTORuntime* rt, const PTOTensor* x, int64_t r0, int64_t c0, int64_t rows,
@@ -728,14 +740,13 @@ static Region* find_region(PTORuntime* rt, const PTOTensor* x, int64_t r0, int64
     Region* r = calloc(1, sizeof *r);
     if (!r) { *err = PTO_ENOMEM; return NULL; }
     r->r0 = r0; r->c0 = c0; r->rows = rows; r->cols = cols;
-    if (link_region(t, r) < 0) { free(r->overlaps); free(r); *err = PTO_ENOMEM; return NULL; }
+    if (link_region(t, r) < 0) { unlink_region(t, r); *err = PTO_ENOMEM; return NULL; }
 #ifdef PTO_ENGINE_MPI
     if (r->noverlaps > 0) {
         *err = rt_fail(PTO_EINVAL, "tensor '%s': region [%lld+%lld, %lld+%lld) overlaps another one without being "
                        "equal to it; the starpu-mpi engine needs the regions of a tensor to be equal or disjoint",
                        x->name ? x->name : "?", (long long)r0, (long long)rows, (long long)c0, (long long)cols);
-        free(r->overlaps);
-        free(r);
+        unlink_region(t, r);
         return NULL;
     }
     r->owner = owner_of(rt, x, r0, c0, rows, cols);
@@ -759,10 +770,21 @@ static Region* find_region(PTORuntime* rt, const PTOTensor* x, int64_t r0, int64
 
 /* ------------------------------------------------------------------ building tasks */
 
+/* What stops this runtime taking tasks (0: nothing). On StarPU-MPI not a kernel that failed on
+ * this rank (pipelined): the other ranks go on submitting and wait for this one's data, so it
+ * builds on too (its kernels are skipped), and the run fails on every rank (agree_on_failure). */
+static inline int32_t building_halt(PTORuntime* rt) {
+    const int32_t h = atomic_load_explicit(&rt->halt, memory_order_relaxed);
+#ifdef PTO_ENGINE_MPI
+    if (h == PTO_ETASKFAILED) return 0;
+#endif
+    return h;
+}
+
 static inline int check_building(PTORuntime* rt) {
     if (!rt) return PTO_EINVAL;
     if (rt->shut) return PTO_ESHUTDOWN;
-    int32_t h = atomic_load_explicit(&rt->halt, memory_order_relaxed);
+    const int32_t h = building_halt(rt);
     if (h) return h;
     return rt->ran ? PTO_ESTATE : PTO_OK;
 }
@@ -1039,9 +1061,9 @@ static int32_t submit_mpi(PTORuntime* rt, EngTask* t, const int32_t* preds, int3
 }
 #endif
 
-/* Hand a complete task to StarPU: its own regions, then the regions they overlap. Every task
- * carries StarPU tag `id`, so a later task can follow it, and starts only after its explicit
- * predecessors preds[0..npred) (ids of tasks already submitted: the callers checked them). */
+/* Hand a complete task to StarPU: its own regions, then the regions they overlap. It starts only
+ * after its explicit predecessors preds[0..npred) (ids of tasks already submitted: the callers
+ * checked them), through their StarPU tags (declare_deps; TaskState says which task has one). */
 static int32_t submit(PTORuntime* rt, EngTask* t, const int32_t* preds, int32_t npred) {
     const char* name = t->name;
     Buffers* b = &rt->bufs;
@@ -1375,7 +1397,8 @@ int pto_runtime_run(PTORuntime* rt) {
     if (!rt) return rt_fail(PTO_EINVAL, "pto_runtime_run: no runtime (NULL)");
     if (rt->shut) return PTO_ESHUTDOWN;
     if (rt->ran) return PTO_ESTATE;
-    if (rt->open_task && !atomic_load(&rt->halt)) return PTO_ESTATE;
+    if (rt->open_task && !building_halt(rt))
+        return rt_fail(PTO_ESTATE, "pto_runtime_run: task %d was allocated and not submitted", rt->next_id);
     if (rt->submitters > 0)
         return rt_fail(PTO_ESTATE, "pto_runtime_run: %d submitter(s) still open; close them first", rt->submitters);
     rt->ran = true;

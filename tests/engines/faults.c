@@ -1,5 +1,8 @@
-/* faults.c - a chain of tasks in which one kernel fails or never returns, for the engine tests. */
+/* faults.c - a chain of tasks in which one kernel fails or never returns, a pipelined run that
+ * goes on submitting after a kernel failed, and a task refused for its region, for the engine
+ * tests. */
 #define _POSIX_C_SOURCE 200809L
+#include <stdatomic.h>
 #include <stdint.h>
 #include <time.h>
 
@@ -7,11 +10,12 @@
 
 static float g_data[8 * 64];
 static int64_t g_bad = -1, g_hang = -1;
+static atomic_int g_failed;                      /* the failing kernel ran (in this process) */
 
 static int32_t step(const int64_t* args) {
     float* p = pto_arg_ptr(args[0]);
     const int64_t id = args[2];
-    if (id == g_bad) return 7;
+    if (id == g_bad) { atomic_store(&g_failed, 1); return 7; }
     if (id == g_hang) {                          /* never returns within any test's deadline */
         struct timespec nap = {3600, 0};
         nanosleep(&nap, NULL);
@@ -37,6 +41,77 @@ int faults_run(int workers, int64_t bad, int64_t hang) {
                                PTO_WORKER_ANY, a, 2);
     }
     int run = pto_runtime_run(rt);
+    pto_runtime_destroy(rt);
+    return run;
+}
+
+/* Pipelined (threshold 1) over a 2x64 tensor, one row per tile: task 0 updates row 0 and fails,
+ * task 1 updates row 1. Once task 0 failed here (or after 2 s where it runs elsewhere) tasks
+ * 2..5 follow: row 0 again, then row 1 from row 0 - on two ranks row 0 lives on rank 0 and row 1
+ * on rank 1, so rank 1 needs rank 0's row 0 after a failure rank 0 saw. Returns the run's code
+ * (submissions after the failure may be refused: the run still says what failed). With
+ * `open_task` a seventh task is left allocated and not submitted when the run starts: a misuse
+ * the run refuses (PTO_ESTATE) on every rank alike. */
+static int32_t copy_step(const int64_t* args) {
+    const float* src = pto_arg_ptr(args[0]);
+    float* dst = pto_arg_ptr(args[3]);
+    dst[0] += src[0];
+    return 0;
+}
+
+int faults_after_failure(int workers, int open_task) {
+    g_bad = 0;
+    PTORuntimeConfig cfg;
+    pto_runtime_config_default(&cfg);
+    cfg.num_workers = workers;
+    cfg.execution_task_threshold = 1;
+    PTORuntime* rt = NULL;
+    int rc = pto_runtime_init(&rt, &cfg);
+    if (rc < 0) return rc;
+    PTOTensor x = {g_data, 2, 64, 64, (int32_t)sizeof(float), "x"};
+    for (int i = 0; i < 2 && rc >= 0; i++) {
+        PTOTaskArg a[2] = {{PTO_ARG_INOUT, &x, i, 0, 1, 64, 0}, {PTO_ARG_SCALAR, 0, 0, 0, 0, 0, i}};
+        rc = pto_task_submit_v(rt, i == 0 ? "broken_step" : "step", step, 0, PTO_WORKER_ANY, a, 2);
+    }
+    for (int ms = 0; ms < 2000 && !atomic_load(&g_failed); ms++) {
+        struct timespec nap = {0, 1000000};
+        nanosleep(&nap, NULL);
+    }
+    for (int i = 2; i < 6 && rc >= 0; i++) {
+        PTOTaskArg a[3] = {{PTO_ARG_INOUT, &x, 0, 0, 1, 64, 0}, {PTO_ARG_SCALAR, 0, 0, 0, 0, 0, i},
+                           {PTO_ARG_INOUT, &x, 1, 0, 1, 64, 0}};
+        if (i % 2) {
+            a[0].kind = PTO_ARG_INPUT;
+            rc = pto_task_submit_v(rt, "copy_step", copy_step, 0, PTO_WORKER_ANY, a, 3);
+        } else {
+            rc = pto_task_submit_v(rt, "step", step, 0, PTO_WORKER_ANY, a, 2);
+        }
+    }
+    if (open_task && rc >= 0) rc = pto_task_alloc(rt, "step", step, 0, PTO_WORKER_ANY);
+    int run = pto_runtime_run(rt);
+    pto_runtime_destroy(rt);
+    return run;
+}
+
+/* Rows [0, 2) of a 4x64 tensor, then rows [1, 3) (overlapping without being equal: the
+ * starpu-mpi engine refuses that task, *refused its code), then rows [0, 2) again, which has to
+ * work as if the refused task had never been. Returns the first failing call's code or the run's. */
+int faults_refused_region(int workers, int* refused) {
+    PTORuntimeConfig cfg;
+    pto_runtime_config_default(&cfg);
+    cfg.num_workers = workers;
+    PTORuntime* rt = NULL;
+    int rc = pto_runtime_init(&rt, &cfg);
+    if (rc < 0) return rc;
+    PTOTensor x = {g_data, 4, 64, 64, (int32_t)sizeof(float), "x"};
+    const int64_t first[3] = {0, 1, 0};
+    for (int i = 0; i < 3 && rc >= 0; i++) {
+        PTOTaskArg a[2] = {{PTO_ARG_INOUT, &x, first[i], 0, 2, 64, 0}, {PTO_ARG_SCALAR, 0, 0, 0, 0, 0, i}};
+        const int32_t id = pto_task_submit_v(rt, "step", step, 0, PTO_WORKER_ANY, a, 2);
+        if (i == 1) *refused = id < 0 ? id : 0;
+        else rc = id;
+    }
+    const int run = rc < 0 ? rc : pto_runtime_run(rt);
     pto_runtime_destroy(rt);
     return run;
 }
