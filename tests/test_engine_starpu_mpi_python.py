@@ -26,15 +26,27 @@ ROOT = Path(__file__).parents[1]
 pytestmark = pytest.mark.usefixtures("starpu_mpi_installed")
 
 
+# Each rank prints into a file of its own: mpirun forwards the ranks' stdout in chunks, and two
+# ranks' chunks can meet inside a line.
+RANK_STDOUT = """\
+import os, sys
+from pto_core.engines import launched_rank
+sys.stdout = open(os.path.join({out!r}, f"rank{{launched_rank()}}.out"), "w", buffering=1)
+"""
+
+
 def ranks(n: int, code: str, tmp_path: Path, timeout: float = 240) -> list[str]:
     """Run ``code`` on ``n`` ranks; each rank's lines (a rank prefixes its lines with ``R:``)."""
     library_path("starpu-mpi")                      # built once here, not by every rank
+    out = tmp_path / "rank_stdout"
+    out.mkdir()
     prog = tmp_path / "ranks.py"
-    prog.write_text(textwrap.dedent(code))
+    prog.write_text(RANK_STDOUT.format(out=str(out)) + textwrap.dedent(code))
     r = subprocess.run([*mpirun_command(n), sys.executable, str(prog)], capture_output=True,
                        text=True, timeout=timeout, cwd=ROOT)
-    assert r.returncode == 0, r.stdout + r.stderr
-    return r.stdout.splitlines()
+    printed = [line for f in sorted(out.glob("rank*.out")) for line in f.read_text().splitlines()]
+    assert r.returncode == 0, "\n".join([*printed, r.stdout, r.stderr])
+    return printed
 
 
 def test_the_mpi_engine_outside_mpirun_says_how_to_launch():
