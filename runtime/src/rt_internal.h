@@ -82,7 +82,11 @@ typedef struct PTODep { int32_t task; int32_t next; } PTODep;
 typedef struct TMEntry { int64_t r0, c0, r1, c1; int32_t task; int32_t next; } TMEntry;
 /* Chains run newest -> oldest (insert at the head): an insert writes no older entry. */
 typedef struct TMChain { int32_t head; } TMChain;
-typedef struct TMBucket { TMChain w, r; } TMBucket;   /* writers, readers */
+/* Writers, readers. In a tensor whose accesses were all whole blocks so far (TMTensor.exact) a
+ * bucket's `w` is its last writer's task id (-1: none), not a chain: a whole-block write covers
+ * every earlier entry of its bucket, so at most one writer is ever live there; its readers stay a
+ * chain whose entries' rectangles are not written (every one is the bucket's block). */
+typedef struct TMBucket { TMChain w, r; } TMBucket;
 #define TM_SPAN_MAX 8
 typedef struct TMTensor {
     void*     base;
@@ -92,6 +96,7 @@ typedef struct TMTensor {
     int32_t   nrb, ncb;            /* row blocks allocated so far (grown on demand), column blocks */
     int32_t   max_rb;              /* row-block limit of the grid */
     int32_t   general;             /* rspan | cspan | wide chains in use: lookups take the general path */
+    int32_t   exact;               /* every access so far was one whole block: see TMBucket */
     TMBucket  wide;
     TMBucket* b;                   /* nrb * ncb buckets, row-major */
     uint8_t*  listed;              /* per bucket: on the occupied list */

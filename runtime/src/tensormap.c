@@ -12,6 +12,7 @@
  * That keeps the pool proportional to the live entries. Only the orchestrator touches any of it. */
 #include "rt_internal.h"
 
+#include <stdint.h>
 #include <stdlib.h>
 
 int tm_init(TMap* tm, int32_t initial_entries) {
@@ -103,6 +104,7 @@ static int32_t tensor_create(TMap* tm, void* base, int32_t rs, int32_t cs, int64
         free(old);
     }
     tensor_init(&tm->tensors[tm->ntensors], base, rs, cs, trows, tcols);
+    tm->tensors[tm->ntensors].exact = 1;       /* until an access is not one whole block */
     slot_put(tm, base, tm->ntensors);
     return tm->ntensors++;
 }
@@ -158,7 +160,8 @@ static void sweep(TMap* tm, int32_t last_alive) {
         TMRef r = tm->occ[k];
         TMTensor* t = &tm->tensors[r.tensor];
         TMBucket* b = &t->b[r.bucket];
-        sweep_chain(tm, &b->w, last_alive);
+        if (!t->exact) sweep_chain(tm, &b->w, last_alive);
+        else if (b->w.head >= 0 && b->w.head < last_alive) { b->w.head = -1; tm->live--; }   /* a task id */
         sweep_chain(tm, &b->r, last_alive);
         if (b->w.head >= 0 || b->r.head >= 0) tm->occ[keep++] = r;
         else t->listed[r.bucket] = 0;
@@ -430,22 +433,30 @@ static inline __attribute__((always_inline)) int walk_bucket(const TMCtx* c, TMB
  * tile read by many tasks, such as a K or V tile of attention, gets a long reader chain whose
  * old end would be a cache miss per read). Retired entries leave on the next walk of their
  * chain, or in a sweep (entry_refill) for chains nobody walks. */
+/* An entry for a new access: the free list's first, else the next never-used one (after a sweep or
+ * a larger pool when the pool is used up). Not counted live yet. */
+static inline __attribute__((always_inline)) int32_t entry_new(TMap* tm, int32_t last_alive) {
+    int32_t i = tm->free_head;
+    if (__builtin_expect(i >= 0, 1)) {
+        tm->free_head = tm->e[i].next;
+        return i;
+    }
+    if (__builtin_expect(tm->fresh == tm->cap, 0)) {
+        int rc = entry_refill(tm, last_alive);
+        if (rc < 0) return rc;
+        if ((i = tm->free_head) >= 0) {
+            tm->free_head = tm->e[i].next;
+            return i;
+        }
+    }
+    return tm->fresh++;
+}
+
 static inline __attribute__((always_inline)) int insert(const TMCtx* c, int32_t task, const PTOAccess* a,
                                                         TMTensor* t, TMBucket* home, int64_t bucket, int32_t spare) {
     TMap* tm = c->tm;
-    int32_t i = spare;
-    if (i >= 0) {
-        /* an entry the lookup dropped: still counted live */
-    } else if (__builtin_expect((i = tm->free_head) >= 0, 1)) {
-        tm->free_head = tm->e[i].next;
-    } else {
-        if (__builtin_expect(tm->fresh == tm->cap, 0)) {
-            int rc = entry_refill(tm, c->last_alive);
-            if (rc < 0) return rc;
-        }
-        if ((i = tm->free_head) >= 0) tm->free_head = tm->e[i].next;
-        else i = tm->fresh++;
-    }
+    int32_t i = spare;           /* an entry the lookup dropped: still counted live */
+    if (i < 0 && (i = entry_new(tm, c->last_alive)) < 0) return i;
     TMEntry* e = &tm->e[i];
     if (spare < 0 && ++tm->live > tm->peak) tm->peak = tm->live;
     tm->since_sweep++;
@@ -504,10 +515,128 @@ fail:
     return rc;
 }
 
+/* ---------------------------------------------------------------- whole-block accesses
+ * A tensor starts exact (tensor_create): while every access is one whole block of its grid, a
+ * bucket keeps its last writer's task id instead of a writer chain, and its readers' entries
+ * carry no rectangle (TMBucket). The edges and entry counts are those of the rectangle path -
+ * a whole-block write covers the bucket's entries, a whole-block read overlaps its writer - without
+ * the rectangle tests and stores, and without an entry per write. The first access that is not a
+ * whole block turns the tensor's buckets into rectangle chains (tensor_generalize) for good. */
+
+/* Access `mode` of task `task` to block `bucket` of exact tensor t (record `tensor`). As on the
+ * rectangle path, the writer is followed (a retired one dropped), and a write also follows every
+ * live reader and drops all of them: it stands for them from then on. Counts: a new access is one
+ * live entry, and the first entry a lookup drops becomes it (insert). */
+static inline __attribute__((always_inline)) int access_exact(const TMCtx* c, TMTensor* t, int32_t tensor,
+                                                              int64_t bucket, int32_t task, int32_t mode) {
+    TMap* tm = c->tm;
+    TMBucket* b = &t->b[bucket];
+    const int32_t w = b->w.head;
+    int32_t gone = 0, rc;
+    /* a bucket with a writer or a reader is listed (the sweep's list): only an empty one can need it */
+    if ((w & b->r.head) < 0 && !t->listed[bucket] && (rc = occ_push(tm, tensor, bucket)) < 0) return rc;
+    if (w >= 0) {
+        if (w < c->last_alive) gone = 1;
+        else if ((rc = edge(c, w, task)) < 0) return rc;
+    }
+    tm->since_sweep++;
+    if (mode & ACC_WRITE) {
+        int32_t i = b->r.head, freed = 0;
+        while (i >= 0) {
+            TMEntry* e = &tm->e[i];
+            if (e->task >= c->last_alive && (rc = edge(c, e->task, task)) < 0) {
+                b->r.head = i;                   /* the readers not reached stay, and the writer */
+                tm->live -= freed;
+                return rc;
+            }
+            const int32_t next = e->next;
+            e->next = tm->free_head;
+            tm->free_head = i;
+            freed++;
+            i = next;
+        }
+        b->r.head = -1;
+        b->w.head = task;
+        gone = freed + (w >= 0);                 /* every reader, and the writer: covered or retired */
+    } else {
+        if (gone) b->w.head = -1;                /* retired writer */
+        const int32_t i = entry_new(tm, c->last_alive);
+        if (i < 0) { tm->live -= gone; return i; }
+        tm->e[i].task = task;
+        tm->e[i].next = b->r.head;
+        b->r.head = i;
+    }
+    if (gone == 0) {
+        if (++tm->live > tm->peak) tm->peak = tm->live;
+    } else {
+        tm->live -= gone - 1;
+    }
+    return PTO_OK;
+}
+
+/* Tensor t leaves the exact mode: each writer becomes an entry, each reader's entry gets its
+ * block's rectangle. Costs one pass over the tensor's grid, once. */
+static __attribute__((noinline)) int tensor_generalize(TMap* tm, TMTensor* t) {
+    const int64_t n = (int64_t)t->nrb * t->ncb;
+    int64_t writers = 0;
+    for (int64_t k = 0; k < n; k++) writers += t->b[k].w.head >= 0;
+    if (tm->cap - tm->fresh < writers) {        /* new entries from the never-used end of the pool */
+        int64_t nc = tm->cap ? tm->cap : 1024;
+        while (nc - tm->fresh < writers) nc *= 2;
+        if (nc > INT32_MAX) return PTO_ENOMEM;
+        TMEntry* e = rt_block_grow(tm->e, (size_t)tm->cap * sizeof *e, (size_t)nc * sizeof *e);
+        if (!e) return PTO_ENOMEM;
+        tm->e = e;
+        tm->cap = (int32_t)nc;
+    }
+    const int64_t bh = (int64_t)1 << t->rshift, bw = (int64_t)1 << t->cshift;
+    for (int64_t k = 0; k < n; k++) {
+        TMBucket* b = &t->b[k];
+        const int64_t r0 = (k / t->ncb) << t->rshift, c0 = (k % t->ncb) << t->cshift;
+        for (int32_t i = b->r.head; i >= 0; i = tm->e[i].next) {
+            TMEntry* e = &tm->e[i];
+            e->r0 = r0; e->c0 = c0; e->r1 = r0 + bh; e->c1 = c0 + bw;
+        }
+        if (b->w.head >= 0) {
+            const int32_t i = tm->fresh++;
+            tm->e[i] = (TMEntry){r0, c0, r0 + bh, c0 + bw, b->w.head, -1};
+            b->w.head = i;
+        }
+    }
+    t->exact = 0;
+    return PTO_OK;
+}
+
+/* Is access a exactly block (rf, cf) of t? */
+static inline bool whole_block(const TMTensor* t, const PTOAccess* a, int64_t rf, int64_t cf) {
+    return ((a->r0 ^ (rf << t->rshift)) | (a->r1 ^ ((rf + 1) << t->rshift)) | (a->c0 ^ (cf << t->cshift)) |
+            (a->c1 ^ ((cf + 1) << t->cshift))) == 0;
+}
+
+/* An exact tensor's access off the fast path: a whole block in a row block not allocated yet, or
+ * the tensor's first access that is not a whole block. */
+static __attribute__((noinline)) int access_exact_slow(const TMCtx ctx, int32_t task, const PTOAccess* a) {
+    TMap* tm = ctx.tm;
+    TMTensor* t = &tm->tensors[a->tensor];
+    const int64_t rf = a->r0 >> t->rshift, cf = a->c0 >> t->cshift;
+    int rc;
+    if (whole_block(t, a, rf, cf) && rf < t->max_rb && cf < t->ncb) {
+        if ((rc = grow_rows(tm, t, rf + 1)) < 0) return rc;
+        return access_exact(&ctx, t, a->tensor, rf * t->ncb + cf, task, a->mode);
+    }
+    if ((rc = tensor_generalize(tm, t)) < 0) return rc;
+    return access_general(ctx, task, a);
+}
+
 /* One access of task `task` (a->tensor: a record of c->tm): its edges, then its entry. */
 static inline __attribute__((always_inline)) int access_one(const TMCtx* c, int32_t task, const PTOAccess* a) {
     TMTensor* t = &c->tm->tensors[a->tensor];
     const int64_t rf = a->r0 >> t->rshift, cf = a->c0 >> t->cshift;
+    if (__builtin_expect(t->exact, 1)) {
+        if (__builtin_expect(whole_block(t, a, rf, cf) & (rf < t->nrb) & (cf < t->ncb), 1))
+            return access_exact(c, t, a->tensor, rf * t->ncb + cf, task, a->mode);
+        return access_exact_slow(*c, task, a);
+    }
     const int64_t dr = ((a->r1 - 1) >> t->rshift) - rf, dc = ((a->c1 - 1) >> t->cshift) - cf;
     /* the common case: a tile inside one allocated block, no entry of the tensor reaching
      * past its block, no wide entries: one bucket to walk */

@@ -340,6 +340,59 @@ static void test_covering_writes(void) {
     pto_runtime_destroy(rt);
 }
 
+/* Whole-block accesses take the tensor map's exact path (a bucket keeps its writer's id, readers
+ * without rectangles) until a tensor's first access that is not one whole block, which turns its
+ * buckets into rectangle chains. The same random tasks (whole 8x8 blocks, and after a prefix some
+ * rectangles; one or two accesses each) in two runtimes: in one, task 1 reads the cell (63, 63) of
+ * T64, which no other access touches, so T64 leaves the exact path at once; in the other, task 1
+ * reads that cell of another tensor, so T64 stays exact until the prefix ends. The recorded graphs
+ * are identical edge for edge, with a window that holds every task and with one of 16 slots where
+ * the oldest tasks run and retire inline. */
+static void test_exact_blocks_match_rectangles(void) {
+    static float other[64 * 64];
+    PTOTensor U = {other, 64, 64, 64, 4, "U"};
+    const int64_t cap = 1 << 20;
+    char* dump[2] = {malloc(cap), malloc(cap)};
+    for (int round = 0; round < 24; round++) {
+        const int window = round % 2 ? 16 : 4096, prefix = 15 * round;
+        int64_t edges[2], entries[2];
+        for (int general = 0; general < 2; general++) {
+            rng_state = 0x5eed0000ULL + (uint64_t)round;
+            PTORuntime* rt = mk(0, window, 1);
+            PTOTaskArg a[2] = {{PTO_ARG_OUTPUT, &T64, 0, 0, 8, 8, 0}};
+            CHECK(pto_task_submit_v(rt, "k", k_nop, 0, PTO_WORKER_ANY, a, 1) >= 0);   /* blocks: 8 x 8 */
+            a[0] = (PTOTaskArg){PTO_ARG_INPUT, general ? &T64 : &U, 63, 63, 1, 1, 0};
+            CHECK(pto_task_submit_v(rt, "k", k_nop, 0, PTO_WORKER_ANY, a, 1) >= 0);
+            for (int i = 0; i < 400; i++) {
+                const int n = 1 + (int)(rnd() % 3 == 0);
+                for (int k = 0; k < n; k++) {
+                    const int mode = (int)(1 + rnd() % 3);
+                    if (i < prefix || rnd() % 4) {
+                        const int64_t r = (int64_t)(rnd() % 7) * 8, c = (int64_t)(rnd() % 7) * 8;
+                        a[k] = (PTOTaskArg){mode, &T64, r, c, 8, 8, 0};
+                    } else {       /* a rectangle anywhere but the cell (63, 63) */
+                        const int64_t h = 1 + (int64_t)(rnd() % 16), w = 1 + (int64_t)(rnd() % 16);
+                        a[k] = (PTOTaskArg){mode, &T64, (int64_t)(rnd() % (uint64_t)(64 - h)),
+                                            (int64_t)(rnd() % (uint64_t)(64 - w)), h, w, 0};
+                    }
+                }
+                if (n == 2 && (a[0].kind | a[1].kind) & 2) a[1].kind = PTO_ARG_INPUT;   /* one writer per task */
+                CHECK(pto_task_submit_v(rt, "k", k_nop, 0, PTO_WORKER_ANY, a, n) >= 0);
+            }
+            edges[general] = edges_of(rt);
+            entries[general] = entries_of(rt);
+            CHECK(pto_runtime_dump_buffer(rt, dump[general], cap) > 0);
+            CHECK_EQ(pto_runtime_run(rt), PTO_OK);
+            pto_runtime_destroy(rt);
+        }
+        CHECK(edges[0] > 0);
+        CHECK_EQ(edges[0], edges[1]);
+        if (window > 16) CHECK_EQ(entries[0], entries[1]);   /* (sweeps of a small pool come at other times) */
+        CHECK(strcmp(dump[0], dump[1]) == 0);
+    }
+    free(dump[0]); free(dump[1]);
+}
+
 static void test_edges(void) {
     PTORuntime* rt = mk(0, 1024, 1);
     task1(rt, 2, 0, 0, 16, 16);                 /* 0: W A        */
@@ -1172,6 +1225,7 @@ int main(int argc, char** argv) {
     g_use_v = 1;
     printf("edges / overlap rule, one-call submission\n"); test_edges();
     test_covering_writes();
+    printf("whole blocks against rectangles\n"); test_exact_blocks_match_rectangles();
     g_use_v = 0;
     printf("worker pool\n");           test_pool();
     printf("execution trace\n");
