@@ -379,6 +379,15 @@ static int owner_of(PTORuntime* rt, const PTOTensor* x, int64_t r0, int64_t c0, 
     return (int)((ti % rt->grid_p) * rt->grid_q + tj % rt->grid_q);
 }
 
+/* This rank cannot go on and the others would wait for its data or its vote: end the job, saying
+ * why on stderr (rank and the runtime's last error). */
+__attribute__((noreturn)) static void abort_every_rank(PTORuntime* rt) {
+    fprintf(stderr, "pto starpu-mpi: rank %d: %s; aborting every rank\n", rt->rank, rt_error_buffer());
+    fflush(stderr);
+    MPI_Abort(MPI_COMM_WORLD, 1);
+    abort();                                     /* MPI_Abort does not return */
+}
+
 /* Every rank: the first failure of any rank (lowest task id) becomes everyone's, with the name
  * of its kernel as the failing rank knew it. */
 typedef struct Failure { int64_t task, code, worker, rank; char name[64]; } Failure;
@@ -389,7 +398,10 @@ static void agree_on_failure(PTORuntime* rt) {
     const char* fn = atomic_load(&rt->failed_func);
     snprintf(mine.name, sizeof mine.name, "%s", fn ? fn : "task");
     Failure* all = malloc(sizeof mine * (size_t)rt->nranks);
-    if (!all) return;
+    if (!all) {                                  /* the other ranks wait in the Allgather */
+        rt_fail(PTO_ENOMEM, "no memory to agree on a failure with %d ranks", rt->nranks);
+        abort_every_rank(rt);
+    }
     MPI_Allgather(&mine, (int)sizeof mine, MPI_BYTE, all, (int)sizeof mine, MPI_BYTE, MPI_COMM_WORLD);
     int best = -1;
     for (int r = 0; r < rt->nranks; r++)
@@ -1053,8 +1065,10 @@ static int32_t submit_mpi(PTORuntime* rt, EngTask* t, const int32_t* preds, int3
     starpu_mpi_task_post_build(MPI_COMM_WORLD, &g_codelet, STARPU_EXECUTE_ON_NODE, xnode, STARPU_DATA_MODE_ARRAY,
                                descr, b->n, 0);
     if (descr != few) free(descr);
-    if (rc != 0) return rt_fail(PTO_EINVAL, "task %d '%s': starpu_task_submit failed (%d) on rank %d", id, name, rc,
-                                rt->rank);
+    if (rc != 0) {                    /* every rank counted this task: no rank-local way back */
+        rt_fail(PTO_EINVAL, "task %d '%s': starpu_task_submit failed (%d) on rank %d", id, name, rc, rt->rank);
+        abort_every_rank(rt);
+    }
     if (rt->paused && rt->cfg.execution_task_threshold > 0 && rt->next_id > rt->cfg.execution_task_threshold)
         resume(rt);
     return id;
@@ -1409,9 +1423,7 @@ int pto_runtime_run(PTORuntime* rt) {
         /* the other ranks wait for this one's data: end the job, saying why */
         rt->run_status = rc;
         pto_runtime_error_message(rt, rt_error_buffer(), RT_ERROR_CAP);
-        fprintf(stderr, "pto starpu-mpi: rank %d: %s; aborting every rank\n", rt->rank, rt_error_buffer());
-        fflush(stderr);
-        MPI_Abort(MPI_COMM_WORLD, 1);
+        abort_every_rank(rt);
     }
     /* the results to rank 0: every region some task wrote */
     for (int64_t i = 0; i < rt->ntensor_slots; i++) {
