@@ -802,12 +802,16 @@ static void* worker_main(void* arg) {
  * after the library's destructor ran. The destructor (at exit or dlclose) joins the parked
  * threads; a child process after fork starts with an empty pool. A thread whose kernel a run
  * abandoned (deadline, cancel) is "stranded": the pool stays taken until it comes back. */
+/* A run is offered to a slot and its thread takes it; at the run's end a run no thread took is
+ * taken back, so the caller never waits for a thread to be scheduled only to leave. */
+enum { POOL_NONE, POOL_OFFERED, POOL_TAKEN };
 static struct {
     pthread_mutex_t mu;
     pthread_cond_t  cv[PTO_MAX_WORKERS];   /* slot i: work assigned, or quit */
     pthread_cond_t  done_cv;               /* a slot came back */
     pthread_t       th[PTO_MAX_WORKERS];
     PTOWorker*      work[PTO_MAX_WORKERS]; /* slot i's worker of the current run, NULL: parked */
+    int32_t         offer[PTO_MAX_WORKERS];/* POOL_*: whether slot i's thread took work[i] */
     bool            stranded[PTO_MAX_WORKERS];
     int32_t         nthreads, nstranded;
     bool            busy, quit;
@@ -820,6 +824,7 @@ static void pool_reset(void) {
     for (int i = 0; i < PTO_MAX_WORKERS; i++) {
         pthread_cond_init(&g_pool.cv[i], NULL);
         g_pool.work[i] = NULL;
+        g_pool.offer[i] = POOL_NONE;
         g_pool.stranded[i] = false;
     }
     pthread_cond_init(&g_pool.done_cv, NULL);
@@ -844,29 +849,40 @@ static void pool_init(void) {
  * waits for the other workers to leave), the watch yields its CPU instead of pausing on it: with
  * as many threads as CPUs, a watch that spun there kept a CPU from the threads that end the run,
  * and the run's end waited one whole watch (0.2 ms, 2-4 ns per task of a 100,000-task graph). */
+static bool pool_offered(int i) { return __atomic_load_n(&g_pool.offer[i], __ATOMIC_ACQUIRE) == POOL_OFFERED; }
+
 static void pool_watch(int i) {
     const int64_t until = rt_now_ns() + PTO_POOL_SPIN_NS;
     for (uint32_t spin = 1;; spin++) {
-        if (__atomic_load_n(&g_pool.work[i], __ATOMIC_ACQUIRE) || __atomic_load_n(&g_pool.quit, __ATOMIC_ACQUIRE))
-            return;
+        if (pool_offered(i) || __atomic_load_n(&g_pool.quit, __ATOMIC_ACQUIRE)) return;
         if (__atomic_load_n(&g_pool.busy, __ATOMIC_ACQUIRE)) sched_yield();
         else rt_cpu_relax();
         if ((spin & 255) == 0 && rt_now_ns() > until) return;
     }
 }
 
+/* The run offered to slot i, taken; NULL: none (or it was taken back meanwhile). */
+static PTOWorker* pool_take(int i) {
+    int32_t offered = POOL_OFFERED;
+    if (!__atomic_compare_exchange_n(&g_pool.offer[i], &offered, POOL_TAKEN, false, __ATOMIC_ACQ_REL,
+                                     __ATOMIC_ACQUIRE))
+        return NULL;
+    return __atomic_load_n(&g_pool.work[i], __ATOMIC_ACQUIRE);
+}
+
 /* Slot i's next run's worker, or NULL: quit. A run that the watch sees starts without taking
  * g_pool.mu: the runtime handing it over holds that mutex while it signals, and a thread that
  * saw its work and then blocked on the mutex would sleep and be woken once more per run. */
 static PTOWorker* pool_next(int i) {
-    if (PTO_POOL_SPIN_NS > 0) pool_watch(i);
-    PTOWorker* w = __atomic_load_n(&g_pool.work[i], __ATOMIC_ACQUIRE);
-    if (w || __atomic_load_n(&g_pool.quit, __ATOMIC_ACQUIRE)) return w;
-    pthread_mutex_lock(&g_pool.mu);
-    while (!g_pool.work[i] && !g_pool.quit) pthread_cond_wait(&g_pool.cv[i], &g_pool.mu);
-    w = g_pool.work[i];
-    pthread_mutex_unlock(&g_pool.mu);
-    return w;
+    for (;;) {
+        if (PTO_POOL_SPIN_NS > 0) pool_watch(i);
+        PTOWorker* w = pool_take(i);
+        if (w || __atomic_load_n(&g_pool.quit, __ATOMIC_ACQUIRE)) return w;
+        pthread_mutex_lock(&g_pool.mu);
+        while (!pool_offered(i) && !g_pool.quit) pthread_cond_wait(&g_pool.cv[i], &g_pool.mu);
+        pthread_mutex_unlock(&g_pool.mu);
+        if ((w = pool_take(i)) != NULL || __atomic_load_n(&g_pool.quit, __ATOMIC_ACQUIRE)) return w;
+    }
 }
 
 static void* pool_main(void* arg) {
@@ -875,6 +891,7 @@ static void* pool_main(void* arg) {
         worker_main(w);                        /* w may be freed once it returns (abandoned) */
         pthread_mutex_lock(&g_pool.mu);
         __atomic_store_n(&g_pool.work[i], NULL, __ATOMIC_RELEASE);
+        __atomic_store_n(&g_pool.offer[i], POOL_NONE, __ATOMIC_RELEASE);
         if (g_pool.stranded[i]) {              /* back from an abandoned kernel */
             g_pool.stranded[i] = false;
             if (--g_pool.nstranded == 0) __atomic_store_n(&g_pool.busy, false, __ATOMIC_RELEASE);
@@ -899,6 +916,7 @@ static bool pool_acquire(PTORuntime* rt, int32_t n) {
         __atomic_store_n(&g_pool.busy, true, __ATOMIC_RELEASE);
         for (int i = 0; i < n; i++) {
             __atomic_store_n(&g_pool.work[i], &rt->workers[i], __ATOMIC_RELEASE);
+            __atomic_store_n(&g_pool.offer[i], POOL_OFFERED, __ATOMIC_RELEASE);
             pthread_cond_signal(&g_pool.cv[i]);
         }
     }
@@ -938,6 +956,22 @@ static bool pool_back(PTORuntime* rt) {
     for (int i = 0; i < rt->nworkers; i++)
         if (i != rt->caller_slot && __atomic_load_n(&g_pool.work[i], __ATOMIC_ACQUIRE)) return false;
     return true;
+}
+
+/* The run is over: take back its offers that no thread took - their threads are not on a core,
+ * and would be scheduled only to find nothing to do - so it ends without waiting for them. */
+static void pool_take_back(PTORuntime* rt) {
+    if (atomic_load(&rt->halt) || atomic_load(&rt->retired) < atomic_load(&rt->submitted)) return;
+    pthread_mutex_lock(&g_pool.mu);
+    for (int i = 0; i < rt->nworkers; i++) {
+        int32_t offered = POOL_OFFERED;
+        if (i == rt->caller_slot || !__atomic_compare_exchange_n(&g_pool.offer[i], &offered, POOL_NONE, false,
+                                                                 __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
+            continue;
+        __atomic_store_n(&g_pool.work[i], NULL, __ATOMIC_RELEASE);
+        atomic_store_explicit(&rt->workers[i].running, W_EXITED, memory_order_release);
+    }
+    pthread_mutex_unlock(&g_pool.mu);
 }
 
 /* Wait until every worker of the run returned to the pool, then hand the pool back; with
@@ -1060,6 +1094,7 @@ void sched_stop(PTORuntime* rt) {
     pthread_cond_broadcast(&rt->idle_cv);
     pthread_mutex_unlock(&rt->idle_mu);
     if (rt->t3) t3_wake_schedulers(rt);
+    if (rt->pooled) pool_take_back(rt);
     wait_workers(rt);
     if (rt->t3) t3_join(rt);
     else if (rt->pooled) pool_release(rt);

@@ -14,10 +14,12 @@
 
 #include <pthread.h>
 #include <sched.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -1121,6 +1123,86 @@ static void test_pool(void) {
 #endif
 }
 
+/* A run offered to a pool thread that never takes it (the thread is held in a signal handler, as
+ * a thread the OS keeps off its core) ends as soon as the calling thread ran every task: the offer
+ * is taken back, and the run does not wait for that thread. Released, the thread takes the next run. */
+static _Atomic int g_held, g_release, g_pool_tid, g_watchdog_fired;
+
+static int32_t k_note_tid(const int64_t* a) { (void)a; atomic_store(&g_pool_tid, (int)syscall(SYS_gettid)); return 0; }
+
+static void hold_here(int sig) {
+    (void)sig;
+    atomic_store(&g_held, 1);
+    const struct timespec ts = {0, 100 * 1000};
+    while (!atomic_load(&g_release)) nanosleep(&ts, NULL);
+    atomic_store(&g_held, 0);
+}
+
+static void* watchdog(void* arg) {          /* a hang becomes a failed check, not a stuck suite */
+    (void)arg;
+    const struct timespec ts = {0, 10 * 1000 * 1000};
+    for (int i = 0; i < 1000 && !atomic_load(&g_release); i++) nanosleep(&ts, NULL);
+    if (!atomic_load(&g_release)) { atomic_store(&g_watchdog_fired, 1); atomic_store(&g_release, 1); }
+    return NULL;
+}
+
+static PTORuntime* pool_rt(int workers, int caller_runs, int tasks, PTOKernelFunc fn, int64_t* cell) {
+    PTORuntimeConfig cfg;
+    pto_runtime_config_default(&cfg);
+    cfg.num_workers = workers;
+    PTORuntime* rt = pto_runtime_create(&cfg);
+    pto_runtime_set_caller_runs(rt, caller_runs);
+    PTOTensor c = {cell, 1, 64, 64, 8, "cell"};
+    for (int i = 0; i < tasks; i++) {
+        int32_t t = pto_task_alloc(rt, "t", fn, 0, PTO_WORKER_ANY);
+        pto_task_add_inout(rt, t, &c, 0, i % 64, 1, 1);
+        pto_task_submit(rt, t);
+    }
+    return rt;
+}
+
+static void test_pool_take_back(void) {
+    int64_t cell[64] = {0};
+    PTORuntimeStats st;
+    PTORuntime* rt = pool_rt(1, 0, 1, k_note_tid, cell);    /* pool slot 0's thread runs it */
+    CHECK_EQ(pto_runtime_run(rt), PTO_OK);
+    pto_runtime_destroy(rt);
+    const int tid = atomic_load(&g_pool_tid);
+    CHECK(tid > 0 && tid != (int)syscall(SYS_gettid));
+    struct sigaction sa, old;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = hold_here;
+    sigemptyset(&sa.sa_mask);
+    CHECK_EQ(sigaction(SIGUSR1, &sa, &old), 0);
+    atomic_store(&g_release, 0);
+    CHECK_EQ(syscall(SYS_tgkill, getpid(), tid, SIGUSR1), 0);
+    while (!atomic_load(&g_held)) sched_yield();
+    pthread_t dog;
+    CHECK_EQ(pthread_create(&dog, NULL, watchdog, NULL), 0);
+    rt = pool_rt(2, 1, 200, k_bump, cell);                  /* slot 0 is offered the run */
+    CHECK_EQ(pto_runtime_run(rt), PTO_OK);
+    CHECK_EQ(atomic_load(&g_watchdog_fired), 0);            /* it did not wait for the held thread */
+    pto_runtime_get_stats(rt, &st);
+    CHECK_EQ(st.worker_tasks[0], 0);
+    CHECK_EQ(st.worker_tasks[1], 200);
+    pto_runtime_destroy(rt);
+    atomic_store(&g_release, 1);
+    pthread_join(dog, NULL);
+    while (atomic_load(&g_held)) sched_yield();
+    int64_t sum = 0;
+    for (int i = 0; i < 64; i++) sum += cell[i];
+    CHECK_EQ(sum, 200);
+    rt = pool_rt(1, 0, 100, k_bump, cell);                  /* the released thread takes the next run */
+    CHECK_EQ(pto_runtime_run(rt), PTO_OK);
+    pto_runtime_get_stats(rt, &st);
+    CHECK_EQ(st.worker_tasks[0], 100);
+    pto_runtime_destroy(rt);
+    int bad = 0;
+    for (int r = 0; r < 40; r++) bad += pool_round(r % 3 + 1, 20 + r) != 0;
+    CHECK_EQ(bad, 0);
+    CHECK_EQ(sigaction(SIGUSR1, &old, NULL), 0);
+}
+
 /* Paced hand-off (sched.c): a task the orchestrator publishes while it builds on, without ever
  * waiting in the runtime, still runs - a sleeping worker looks by itself - and the graph runs to
  * the end. PTO_PACED must be 1. */
@@ -1228,6 +1310,7 @@ int main(int argc, char** argv) {
     printf("whole blocks against rectangles\n"); test_exact_blocks_match_rectangles();
     g_use_v = 0;
     printf("worker pool\n");           test_pool();
+    printf("pool: a run not taken\n"); test_pool_take_back();
     printf("execution trace\n");
     test_trace_dag(scaled(40000), 2, 0, 1 << 16, 0);            /* > one 16K-event chunk per lane */
     test_trace_dag(scaled(20000), 3, 16, 256, 0);
