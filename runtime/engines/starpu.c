@@ -948,7 +948,7 @@ static int put_tensor(PTORuntime* rt, EngTask* t, const PTOTensor* x, int64_t r0
     if (t->naccess >= PTO_MAX_TENSOR_ARGS || (slots && t->nargs + 2 > PTO_MAX_ARGS)) return PTO_ETOOMANYARGS;
     Region* r = find_region(rt, x, r0, c0, rows, cols, &rc);
     if (!r) return rc;
-    if ((t->cuda || r->noverlaps) && (rc = device_region(t, r, x)) < 0) return rc;
+    if (rt->ncuda_kernels && (rc = device_region(t, r, x)) < 0) return rc;   /* none: host kernels only */
     t->acc[t->naccess++] = (Access){r, mode, slots ? t->nargs : -1};
     if (slots) {
         t->args[t->nargs] = (int64_t)(intptr_t)((char*)x->data + (r0 * x->ld + c0) * x->elem_size);
