@@ -889,7 +889,7 @@ int pto_starpu_cuda_kernel(PTORuntime* rt, PTOKernelFunc fn, PTOCudaTaskLaunch l
 /* A region a CUDA codelet touches gets a device copy of its own, which StarPU keeps apart from
  * the copies of other regions: such a region must not overlap another one of its tensor
  * without being equal to it (in either order of the two). */
-static int device_region(const EngTask* t, Region* r, const PTOTensor* x) {
+__attribute__((noinline)) static int device_region(const EngTask* t, Region* r, const PTOTensor* x) {
     bool device = t->cuda != NULL;
     for (int32_t j = 0; j < r->noverlaps && !device; j++) device = r->overlaps[j]->device;
     if (!device) return PTO_OK;
@@ -948,7 +948,7 @@ static int put_tensor(PTORuntime* rt, EngTask* t, const PTOTensor* x, int64_t r0
     if (t->naccess >= PTO_MAX_TENSOR_ARGS || (slots && t->nargs + 2 > PTO_MAX_ARGS)) return PTO_ETOOMANYARGS;
     Region* r = find_region(rt, x, r0, c0, rows, cols, &rc);
     if (!r) return rc;
-    if (rt->ncuda_kernels && (rc = device_region(t, r, x)) < 0) return rc;   /* none: host kernels only */
+    if (__builtin_expect(rt->ncuda_kernels != 0, 0) && (rc = device_region(t, r, x)) < 0) return rc;   /* none: host kernels only */
     t->acc[t->naccess++] = (Access){r, mode, slots ? t->nargs : -1};
     if (slots) {
         t->args[t->nargs] = (int64_t)(intptr_t)((char*)x->data + (r0 * x->ld + c0) * x->elem_size);
