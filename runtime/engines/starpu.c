@@ -948,7 +948,8 @@ static int put_tensor(PTORuntime* rt, EngTask* t, const PTOTensor* x, int64_t r0
     if (t->naccess >= PTO_MAX_TENSOR_ARGS || (slots && t->nargs + 2 > PTO_MAX_ARGS)) return PTO_ETOOMANYARGS;
     Region* r = find_region(rt, x, r0, c0, rows, cols, &rc);
     if (!r) return rc;
-    if (__builtin_expect(rt->ncuda_kernels != 0, 0) && (rc = device_region(t, r, x)) < 0) return rc;   /* none: host kernels only */
+    /* no kernel was named a CUDA one: host kernels only, nothing to check */
+    if (__builtin_expect(rt->ncuda_kernels != 0, 0) && (rc = device_region(t, r, x)) < 0) return rc;
     t->acc[t->naccess++] = (Access){r, mode, slots ? t->nargs : -1};
     if (slots) {
         t->args[t->nargs] = (int64_t)(intptr_t)((char*)x->data + (r0 * x->ld + c0) * x->elem_size);
@@ -1486,8 +1487,9 @@ static int wait_done(PTORuntime* rt) {
         int32_t none = 0;
         atomic_compare_exchange_strong(&rt->halt, &none, rc);   /* later kernels are skipped */
         note_stuck(rt);
-        /* kernels still running cannot be taken back: the engine is abandoned with them */
-        if (rt->stuck > 0) rt->abandoned = true;
+        /* kernels still running cannot be taken back: the engine is abandoned with them (a CUDA
+         * codelet's kernel may run on the device out of any worker's hands: waiting could hang) */
+        if (rt->stuck > 0 || rt->cuda_tasks > 0) rt->abandoned = true;
         else starpu_task_wait_for_all();
     }
     return rc;
@@ -1530,9 +1532,11 @@ int64_t pto_runtime_error_message(PTORuntime* rt, char* buf, int64_t cap) {
                        code == PTO_ETIMEDOUT ? "deadline passed" : "run cancelled", task, fn ? fn : "task", where,
                        rt->stuck);
     else if (code == PTO_ETIMEDOUT || code == PTO_ECANCELED)
-        len = snprintf(out, n, "%s with %lld of %lld tasks unfinished, none running",
+        len = snprintf(out, n, "%s with %lld of %lld tasks unfinished, none running%s",
                        code == PTO_ETIMEDOUT ? "deadline passed" : "run cancelled",
-                       (long long)(rt->submitted - atomic_load(&rt->completed)), (long long)rt->submitted);
+                       (long long)(rt->submitted - atomic_load(&rt->completed)), (long long)rt->submitted,
+                       rt->cuda_tasks > 0 ? " on a CPU worker (CUDA kernels may still run on the device; the engine "
+                                            "is abandoned)" : "");
     else if (cap > 0)
         buf[0] = 0;
     return len;
