@@ -43,7 +43,7 @@ import numpy as np
 
 from . import plugins
 from .engines import (DEFAULT as DEFAULT_ENGINE, check_backend, check_launch, engine_of,
-                      get_engine, with_engine)
+                      get_engine, pkg_config_flags, with_engine)
 from .abi import PTO_MAX_SCHEDULERS, PTO_MAX_WORKERS
 from .errors import PTOBackendError, PTOError
 from .backend import KernelSource
@@ -229,8 +229,10 @@ def launch_key(target: str, module: Module, options: CompileOptions, *, cross: s
                variables: Mapping[str, str] | None = None) -> str:
     """The content hash a launch build is cached under: the module's IR (its `.pto` text),
     the options, the target, the cross family and build variables, the core's and backend's
-    versions, what else the backend's driver says its code depends on (``build_inputs``), and the
-    path, size and modification time of every generator, runtime and template source.
+    versions, what else the backend's driver says its code depends on (``build_inputs``), the
+    compile and link flags of the engine's library (another StarPU on ``PKG_CONFIG_PATH``, e.g.
+    one built with CUDA, builds again), and the path, size and modification time of every
+    generator, runtime and template source.
 
     >>> launch_key("arm64", m, CompileOptions()) == launch_key("arm64", m, CompileOptions())  # doctest: +SKIP
     True
@@ -244,6 +246,8 @@ def launch_key(target: str, module: Module, options: CompileOptions, *, cross: s
     h.update(print_module(module).encode())
     inputs = plugins.get_backend(target).driver.build_inputs(module, options)
     h.update(repr(inputs).encode())
+    if engine_of(options) != DEFAULT_ENGINE:
+        h.update(repr(pkg_config_flags(engine_of(options))).encode())
     for f in _source_files(target):
         try:
             st = f.stat()

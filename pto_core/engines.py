@@ -7,7 +7,9 @@ an engine is a library that implements that API, chosen when a module is linked:
 * ``starpu``: StarPU executes the graph (``runtime/engines/starpu.c``, ``libpto_starpu``):
   every tensor region becomes a StarPU data handle, every task a CPU codelet calling the
   kernel. It needs ``libstarpu-dev`` (``pkg-config starpu-1.3``) and a backend whose kernels
-  run on host threads (``Backend.host_kernels``, e.g. ``arm64``);
+  run on host threads (``Backend.host_kernels``, e.g. ``arm64``), or the ``cuda`` backend, whose
+  kernels become StarPU CUDA codelets where StarPU was built with CUDA
+  (:func:`starpu_cuda_header`);
 * ``starpu-mpi``: the same on StarPU-MPI, under ``mpirun -np N`` (``libpto_starpumpi``, the
   same source built with ``PTO_ENGINE_MPI``): every rank runs the orchestration, regions are
   owned block-cyclically, results are gathered to rank 0. It needs Open MPI as well
@@ -31,10 +33,12 @@ from __future__ import annotations
 import dataclasses
 import functools
 import os
+import re
 import shlex
 import shutil
 import subprocess
 from dataclasses import dataclass
+from pathlib import Path
 
 from .errors import PTOError
 from .options import ENGINE_OPTION, CompileOptions
@@ -123,12 +127,50 @@ def configure_env(env, engine: str) -> None:
         env.MergeFlags(list(cflags) + list(libs))
 
 
+#: engine -> the backends whose kernels it runs as StarPU CUDA codelets (where StarPU has CUDA)
+CUDA_CODELET_TARGETS = {"starpu": ("cuda",)}
+
+
+def starpu_cuda_header(cflags: tuple[str, ...] | None = None) -> tuple[bool, str]:
+    """Whether the StarPU that ``cflags`` (default: ``pkg-config --cflags starpu-1.3``) compile
+    against was built with CUDA, and the ``starpu_config.h`` that says so (``#define
+    STARPU_USE_CUDA``); ``""`` when no such header is on its include path.
+
+    >>> starpu_cuda_header(("-I/nonexistent",))
+    (False, '')
+    """
+    if cflags is None:
+        cflags = pkg_config_flags("starpu")[0]
+    dirs = [f[2:] for f in cflags if f.startswith("-I")] + ["/usr/include", "/usr/local/include"]
+    for d in dirs:
+        path = Path(d) / "starpu_config.h"
+        if path.is_file():
+            text = path.read_text(errors="replace")
+            return re.search(r"^\s*#\s*define\s+STARPU_USE_CUDA\b", text, re.M) is not None, str(path)
+    return False, ""
+
+
 def check_backend(engine: str, target: str, host_kernels: bool) -> None:
-    """PTOError unless ``engine`` can run the kernels of backend ``target``."""
-    if engine != DEFAULT and not host_kernels:
-        raise PTOError(f"engine '{engine}' runs kernels as CPU codelets; the {target} backend "
-                       f"launches its kernels through its own executor (use an engine-less build, "
-                       f"or a backend whose kernels run on host threads such as arm64)")
+    """PTOError unless ``engine`` can run the kernels of backend ``target``: kernels on host
+    threads as CPU codelets, or those of :data:`CUDA_CODELET_TARGETS` as CUDA codelets where
+    StarPU was built with CUDA."""
+    if engine == DEFAULT or host_kernels:
+        return
+    if target in CUDA_CODELET_TARGETS.get(engine, ()):
+        cuda, header = starpu_cuda_header()
+        if not cuda:
+            where = f"{header} does not define STARPU_USE_CUDA" if header else \
+                "pkg-config starpu-1.3 names no starpu_config.h"
+            raise PTOError(f"engine '{engine}' runs the {target} backend's kernels as StarPU CUDA "
+                           f"codelets, which needs a StarPU built with CUDA; this one has none "
+                           f"({where}). Build StarPU with CUDA and put its pkg-config folder "
+                           f"first on PKG_CONFIG_PATH (docs/distributed.md), or use engine pto")
+        return
+    cuda = [f"{t} (engine {e})" for e, ts in CUDA_CODELET_TARGETS.items() for t in ts]
+    raise PTOError(f"engine '{engine}' runs kernels as CPU codelets; the {target} backend "
+                   f"launches its kernels through its own executor (use an engine-less build, "
+                   f"a backend whose kernels run on host threads such as arm64, or one whose "
+                   f"kernels become CUDA codelets: {', '.join(cuda)})")
 
 
 #: environment variables an MPI launcher (Open MPI's mpirun, PMI, PMIx) sets in each rank

@@ -51,8 +51,10 @@ def test_the_engine_travels_in_the_compile_options():
 def test_an_engine_other_than_ours_needs_kernels_on_host_threads():
     check_backend("starpu", "arm64", True)
     check_backend("pto", "cuda", False)
-    with pytest.raises(PTOError, match="engine 'starpu' runs kernels as CPU codelets.*cuda"):
-        check_backend("starpu", "cuda", False)
+    with pytest.raises(PTOError, match="engine 'starpu' runs kernels as CPU codelets.*cuda_sim"):
+        check_backend("starpu", "cuda_sim", False)
+    # the cuda backend's kernels become CUDA codelets where StarPU has CUDA
+    # (tests/test_engine_starpu_cuda.py)
 
 
 CLI = "import sys; from pto_core.cli import main; sys.exit(main(sys.argv[1:]))"

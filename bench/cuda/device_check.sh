@@ -10,6 +10,10 @@
 # layer); the `gpu` tests; Nsight Compute's summary of one GEMM kernel; the sm_80 path on the
 # same GPU (bench/cuda/run.py --arch sm_90); the LLaMA layer on both paths. Worst case about
 # 11 minutes: split it over two device calls with STEPS (the step names below).
+# Where StarPU's source was staged (bench/cuda/starpu_cuda.sh stage; carry .starpu), two more:
+# starpu_build builds StarPU with CUDA (at most 5 minutes) and starpu_cuda runs fused softmax
+# with its tasks as StarPU CUDA codelets, checked against the reference (`pto run --check`);
+# run them alone: STEPS="starpu_build starpu_cuda".
 set -uo pipefail
 out=${1:-${OUT:-/tmp/pto-device}}
 mkdir -p "$out"
@@ -61,3 +65,11 @@ step bench_sm90 90 python3 bench/cuda/run.py --arch sm_90 --only gemm --only sof
 # the LLaMA layer alone, each path (a whole run and graph replay against eager PyTorch)
 step llama_sm90a 110 python3 bench/cuda/run.py --arch sm_90a --only llama --repeat 5
 step llama_sm90 80 python3 bench/cuda/run.py --arch sm_90 --only llama --repeat 5
+# the StarPU engine's CUDA codelets, on a StarPU built here with CUDA (docs/distributed.md)
+if [ -f .starpu/starpu.tar.gz ]; then
+  step starpu_build 300 bash bench/cuda/starpu_cuda.sh build /tmp/starpu-cuda
+  export PKG_CONFIG_PATH=/tmp/starpu-cuda/lib/pkgconfig${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}
+  export LD_LIBRARY_PATH=/tmp/starpu-cuda/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+  step starpu_cuda 150 python3 -c "import sys; from pto_core.cli import main; sys.exit(main(sys.argv[1:]))" \
+    run examples/fused_softmax.py --target cuda --engine starpu --check
+fi

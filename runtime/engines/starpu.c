@@ -14,7 +14,19 @@
  *     tensor map finds (and nothing weaker). Tiled programs seldom have such overlaps: while
  *     every region of a tensor is a tile of one grid no overlap search is made at all;
  *   - each task is a CPU codelet calling the kernel with the usual argument slots, the tensor
- *     pointers and row strides taken from the handles StarPU gives the codelet.
+ *     pointers and row strides taken from the handles StarPU gives the codelet;
+ *   - a task whose kernel runs on a CUDA device (pto_starpu_cuda_kernel: the cuda backend's
+ *     binding names its kernels) is a CUDA codelet instead: the same slots hold StarPU's device
+ *     copies of its regions (the STARPU_CUDA memory node, row stride as allocated there), and
+ *     the kernel's launcher enqueues it on the worker's stream (starpu_cuda_get_local_stream,
+ *     STARPU_CUDA_ASYNC: StarPU waits for the stream). A failed launch fails the run as a kernel
+ *     returning non-zero does, naming the task and the CUDA error. After the run every region
+ *     is copied back to host memory (starpu_data_acquire), and unregistering at shutdown leaves
+ *     it there. This needs a StarPU built with CUDA (STARPU_USE_CUDA in starpu_config.h; then
+ *     StarPU takes every CUDA device, conf.ncuda = -1); without one such tasks are refused at
+ *     submission, naming what is missing. The regions of a tensor such a task touches must be
+ *     equal or disjoint (each handle has its own device copy), and the starpu-mpi engine runs
+ *     CPU codelets only.
  *
  * What differs from the PTO runtime: worker types are not distinguished (every worker is a
  * StarPU CPU worker; at most STARPU_MAXCPUS of them, and 0 workers means one), there is no
@@ -62,6 +74,7 @@
 #include "pto_runtime.h"
 #include "common.h"
 #include "observe.h"
+#include "pto_starpu.h"
 #include "submitters.h"
 #include "temps.h"
 
@@ -71,7 +84,6 @@
 #ifdef PTO_ENGINE_MPI
 #include <mpi.h>
 #include <starpu_mpi.h>
-#include "pto_starpu.h"
 #endif
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -90,6 +102,7 @@ struct Region {
     int64_t tag;                       /* MPI: its registration number, the same on every rank */
     bool placed;                       /* MPI: registered with StarPU-MPI (by its first task's submit) */
     bool written;                      /* MPI: some task wrote it (gathered to rank 0 at the end) */
+    bool device;                       /* a CUDA codelet accessed it (it may have a device copy) */
     Region* next;                      /* hash chain of the tensor */
     Region** overlaps;                 /* other regions of the tensor that intersect this one */
     int32_t noverlaps, cap_overlaps;
@@ -128,6 +141,9 @@ typedef struct Buffers {
 
 typedef struct Access { Region* region; int32_t mode; int32_t slot; } Access;   /* slot -1: no slots */
 
+/* A kernel that runs on a CUDA device (pto_starpu_cuda_kernel). */
+typedef struct CudaKernel { PTOKernelFunc fn; PTOCudaTaskLaunch launch; void* ctx; } CudaKernel;
+
 typedef struct EngTask {
     PTORuntime* rt;
     int32_t id;
@@ -137,6 +153,7 @@ typedef struct EngTask {
     int32_t worker;                    /* pto_task_set_affinity's worker, or -1 */
     bool steal;                        /* ... and whether another worker may take the task */
     bool tagged;                       /* it carries StarPU tag `id` (it follows a tag itself) */
+    const CudaKernel* cuda;            /* a CUDA codelet launching this kernel, or NULL: a CPU one */
     int64_t args[PTO_MAX_ARGS];
     Access acc[PTO_MAX_TENSOR_ARGS];
     int8_t buf[PTO_MAX_TENSOR_ARGS];   /* the StarPU buffer of each access (filled at submit) */
@@ -176,6 +193,10 @@ struct PTORuntime {
     int32_t* open_preds;
     int32_t nopen_preds;
     int64_t cap_open_preds;
+    CudaKernel* cuda_kernels;          /* pto_starpu_cuda_kernel's, in the order given */
+    int32_t ncuda_kernels, cap_cuda_kernels;
+    int64_t cuda_tasks;                /* CUDA codelets submitted */
+    _Atomic int32_t failed_cuda;       /* the failed task was a CUDA launch (its code a cudaError_t) */
 #ifdef PTO_ENGINE_MPI
     int rank, nranks, grid_p, grid_q;  /* this rank, the world, the P x Q process grid */
     int64_t next_tag;
@@ -192,6 +213,9 @@ struct PTORuntime {
 };
 
 static struct starpu_codelet g_codelet;
+#ifdef STARPU_USE_CUDA
+static struct starpu_codelet g_cuda_codelet;   /* tasks of kernels that run on a CUDA device */
+#endif
 #ifdef PTO_ENGINE_MPI
 static struct starpu_codelet g_edge_codelet;   /* writes an edge's token once its predecessor ran */
 #endif
@@ -208,17 +232,13 @@ static void fail_task(PTORuntime* rt, const EngTask* t, int32_t code, int32_t wo
         atomic_store(&rt->failed_code, code);
         atomic_store(&rt->failed_worker, worker);
         atomic_store(&rt->failed_func, t->name);
+        atomic_store(&rt->failed_cuda, t->cuda != NULL);
     }
 }
 
-/* The CPU implementation of every task: the kernel on the argument slots, each tracked tensor's
- * pointer and row stride taken from the buffer StarPU hands over. */
-static void run_task(void* buffers[], void* cl_arg) {
-    EngTask* t = cl_arg;
-    PTORuntime* rt = t->rt;
-    const int worker = starpu_worker_get_id();
-    if (atomic_load_explicit(&rt->halt, memory_order_relaxed) || rt->cfg.dry_run) return;
-    int64_t args[PTO_MAX_ARGS];
+/* The argument slots of task t, each tracked tensor's pointer and row stride taken from the
+ * buffer StarPU hands over (in the memory node of the worker that runs it). */
+static inline void task_args(const EngTask* t, void* buffers[], int64_t* args) {
     memcpy(args, t->args, sizeof(int64_t) * (size_t)t->nargs);
     for (int32_t k = 0; k < t->naccess; k++) {
         const int32_t s = t->acc[k].slot;
@@ -227,6 +247,16 @@ static void run_task(void* buffers[], void* cl_arg) {
         args[s] = (int64_t)STARPU_MATRIX_GET_PTR(iface);
         args[s + 1] = (int64_t)STARPU_MATRIX_GET_LD(iface);
     }
+}
+
+/* The CPU implementation of every task of a host kernel: the kernel on the argument slots. */
+static void run_task(void* buffers[], void* cl_arg) {
+    EngTask* t = cl_arg;
+    PTORuntime* rt = t->rt;
+    const int worker = starpu_worker_get_id();
+    if (atomic_load_explicit(&rt->halt, memory_order_relaxed) || rt->cfg.dry_run) return;
+    int64_t args[PTO_MAX_ARGS];
+    task_args(t, buffers, args);
     if (worker >= 0) atomic_store_explicit(&rt->running[worker], t, memory_order_release);
     const int64_t start = rt->obs ? rt_now_ns() : 0;
     const int32_t rc = t->fn ? t->fn(args) : 0;
@@ -237,6 +267,26 @@ static void run_task(void* buffers[], void* cl_arg) {
     }
     if (rc != 0) fail_task(rt, t, rc, worker);
 }
+
+#ifdef STARPU_USE_CUDA
+/* The CUDA implementation: the kernel's launcher enqueues the task on the worker's stream, its
+ * tensor slots holding device pointers; StarPU waits for the stream (STARPU_CUDA_ASYNC). The
+ * trace's span is the launch, and the deadline cannot name such a task (it is not running on
+ * the worker's thread). */
+static void run_task_cuda(void* buffers[], void* cl_arg) {
+    EngTask* t = cl_arg;
+    PTORuntime* rt = t->rt;
+    const int worker = starpu_worker_get_id();
+    if (atomic_load_explicit(&rt->halt, memory_order_relaxed) || rt->cfg.dry_run) return;
+    int64_t args[PTO_MAX_ARGS];
+    task_args(t, buffers, args);
+    const int64_t start = rt->obs ? rt_now_ns() : 0;
+    const int rc = t->cuda->launch(t->cuda->ctx, args, starpu_cuda_get_local_stream());
+    if (rt->obs) obs_task(rt->obs, worker, t->id, start, rt_now_ns());
+    if (worker >= 0) atomic_fetch_add_explicit(&rt->worker_tasks[worker], 1, memory_order_relaxed);
+    if (rc != 0) fail_task(rt, t, rc, worker);
+}
+#endif
 
 static inline _Atomic(uint8_t)* task_state(PTORuntime* rt, int32_t id) {
     return &rt->states[id >> STATE_CHUNK_SHIFT][id & ((1 << STATE_CHUNK_SHIFT) - 1)];
@@ -269,6 +319,14 @@ static void codelet_init(void) {
     g_codelet.where = STARPU_CPU;
     g_codelet.nbuffers = STARPU_VARIABLE_NBUFFERS;
     g_codelet.name = "pto_task";
+#ifdef STARPU_USE_CUDA
+    starpu_codelet_init(&g_cuda_codelet);
+    g_cuda_codelet.cuda_funcs[0] = run_task_cuda;
+    g_cuda_codelet.cuda_flags[0] = STARPU_CUDA_ASYNC;
+    g_cuda_codelet.where = STARPU_CUDA;
+    g_cuda_codelet.nbuffers = STARPU_VARIABLE_NBUFFERS;
+    g_cuda_codelet.name = "pto_cuda_task";
+#endif
 #ifdef PTO_ENGINE_MPI
     starpu_codelet_init(&g_edge_codelet);
     g_edge_codelet.cpu_funcs[0] = edge_token;
@@ -463,7 +521,11 @@ int pto_runtime_init(PTORuntime** out, const PTORuntimeConfig* cfg) {
     struct starpu_conf conf;
     starpu_conf_init(&conf);
     conf.ncpus = rt->nworkers;
+#ifdef STARPU_USE_CUDA
+    conf.ncuda = -1;                    /* every CUDA device, for the CUDA codelets */
+#else
     conf.ncuda = 0;
+#endif
     conf.nopencl = 0;
 #ifdef PTO_ENGINE_MPI
     rc = mpi_start(rt, &conf);
@@ -600,6 +662,7 @@ void pto_runtime_destroy(PTORuntime* rt) {
     pthread_cond_destroy(&rt->done_cv);
     pthread_mutex_destroy(&rt->submit_mu);
     free(rt->open_preds);
+    free(rt->cuda_kernels);
     for (int32_t k = 0; k < STATE_CHUNKS && rt->states[k]; k++) free((void*)rt->states[k]);
 #ifdef PTO_ENGINE_MPI
     free(rt->task_rank);
@@ -811,11 +874,93 @@ static int tensor_check(const PTOTensor* x, int64_t r0, int64_t c0, int64_t rows
     return PTO_OK;
 }
 
+/* ---- kernels that run on a CUDA device */
+
+/* The CUDA kernel entry of fn, or NULL for a host kernel. */
+static const CudaKernel* cuda_kernel_of(const PTORuntime* rt, PTOKernelFunc fn) {
+    for (int32_t i = 0; i < rt->ncuda_kernels; i++)
+        if (rt->cuda_kernels[i].fn == fn) return &rt->cuda_kernels[i];
+    return NULL;
+}
+
+/* PTO_OK when this engine can run a task (called `name`) of a CUDA kernel, else why not. */
+static int cuda_check(const char* name) {
+#if defined(PTO_ENGINE_MPI)
+    return rt_fail(PTO_EINVAL, "task '%s': its kernel runs on a CUDA device, and the starpu-mpi engine runs CPU "
+                   "codelets only (engine starpu runs CUDA codelets)", name);
+#elif !defined(STARPU_USE_CUDA)
+    return rt_fail(PTO_EINVAL, "task '%s': its kernel runs on a CUDA device, and this StarPU engine was built "
+                   "against a StarPU without CUDA (starpu_config.h does not define STARPU_USE_CUDA): it needs a "
+                   "StarPU built with CUDA (see docs/distributed.md)", name);
+#else
+    if (starpu_cuda_worker_get_count() == 0)
+        return rt_fail(PTO_EWORKERS, "task '%s': its kernel runs on a CUDA device, and StarPU has no CUDA worker "
+                       "(no GPU found, or STARPU_NCUDA=0)", name);
+    return PTO_OK;
+#endif
+}
+
+int pto_starpu_cuda_kernel(PTORuntime* rt, PTOKernelFunc fn, PTOCudaTaskLaunch launch, void* ctx) {
+    if (!rt || !fn || !launch) return rt_fail(PTO_EINVAL, "pto_starpu_cuda_kernel: no runtime, kernel or launcher");
+    if (rt->next_id > 0 || rt->open_task)
+        return rt_fail(PTO_ESTATE, "pto_starpu_cuda_kernel: tasks were submitted already (name the CUDA kernels "
+                       "before the first task)");
+    CudaKernel* k = (CudaKernel*)cuda_kernel_of(rt, fn);
+    if (!k) {
+        if (rt->ncuda_kernels == rt->cap_cuda_kernels) {
+            const int32_t cap = rt->cap_cuda_kernels ? 2 * rt->cap_cuda_kernels : 16;
+            CudaKernel* g = realloc(rt->cuda_kernels, (size_t)cap * sizeof *g);
+            if (!g) return PTO_ENOMEM;
+            rt->cuda_kernels = g;
+            rt->cap_cuda_kernels = cap;
+        }
+        k = &rt->cuda_kernels[rt->ncuda_kernels++];
+    }
+    *k = (CudaKernel){fn, launch, ctx};
+    return PTO_OK;
+}
+
+/* A region a CUDA codelet touches gets a device copy of its own, which StarPU keeps apart from
+ * the copies of other regions: such a region must not overlap another one of its tensor
+ * without being equal to it (in either order of the two). */
+__attribute__((noinline)) static int device_region(const EngTask* t, Region* r, const PTOTensor* x) {
+    bool device = t->cuda != NULL;
+    for (int32_t j = 0; j < r->noverlaps && !device; j++) device = r->overlaps[j]->device;
+    if (!device) return PTO_OK;
+    if (r->noverlaps > 0)
+        return rt_fail(PTO_EINVAL, "task '%s': tensor '%s' region (%lld, %lld) %lldx%lld overlaps another region of "
+                       "it without being equal to it, and a CUDA codelet touches one of the two; on the StarPU "
+                       "engine such regions must be equal or disjoint", t->name, x->name ? x->name : "?",
+                       (long long)r->r0, (long long)r->c0, (long long)r->rows, (long long)r->cols);
+    r->device = true;
+    return PTO_OK;
+}
+
+/* The executor hooks of pto_runtime.h belong to PTO's runtime: StarPU runs every task itself.
+ * They exist so that a program linking a backend's executor (the cuda backend's) loads; the
+ * StarPU engine's binding installs none, and installing one is refused. */
+void pto_runtime_set_executor(PTORuntime* rt, PTOExecuteFn fn, void* ctx) {
+    (void)rt; (void)ctx;
+    if (fn) rt_fail(PTO_EINVAL, "pto_runtime_set_executor: the StarPU engine runs every task itself and takes no "
+                    "executor (a backend's executor runs on engine pto)");
+}
+void pto_runtime_set_wait_hook(PTORuntime* rt, PTOWaitFn fn, void* ctx) {
+    (void)rt; (void)ctx;
+    if (fn) rt_fail(PTO_EINVAL, "pto_runtime_set_wait_hook: the StarPU engine takes no executor (engine pto does)");
+}
+int64_t pto_runtime_ready_tasks(PTORuntime* rt) { (void)rt; return 0; }
+int pto_task_complete_n(PTORuntime* rt, const int32_t* tasks, int32_t n, int32_t status) {
+    (void)rt; (void)tasks; (void)n; (void)status;
+    return rt_fail(PTO_ESTATE, "pto_task_complete_n: the StarPU engine completes its tasks itself (no executor)");
+}
+
 static EngTask* new_task(PTORuntime* rt, const char* func_name, PTOKernelFunc fn, int32_t buffer_bytes,
                          int32_t worker_type, int* err) {
     if ((*err = check_building(rt)) < 0) return NULL;
     if (worker_type < PTO_WORKER_ANY || worker_type > PTO_WORKER_ACCELERATOR) { *err = PTO_EWORKERTYPE; return NULL; }
     if (buffer_bytes < 0) { *err = PTO_EINVAL; return NULL; }
+    const CudaKernel* cuda = fn && rt->ncuda_kernels ? cuda_kernel_of(rt, fn) : NULL;
+    if (cuda && (*err = cuda_check(func_name ? func_name : "task")) < 0) return NULL;
     EngTask* t = malloc(sizeof *t);
     if (!t) { *err = PTO_ENOMEM; return NULL; }
     t->rt = rt;
@@ -826,6 +971,7 @@ static EngTask* new_task(PTORuntime* rt, const char* func_name, PTOKernelFunc fn
     t->worker = -1;
     t->steal = false;
     t->tagged = false;
+    t->cuda = cuda;
     return t;
 }
 
@@ -836,6 +982,8 @@ static int put_tensor(PTORuntime* rt, EngTask* t, const PTOTensor* x, int64_t r0
     if (t->naccess >= PTO_MAX_TENSOR_ARGS || (slots && t->nargs + 2 > PTO_MAX_ARGS)) return PTO_ETOOMANYARGS;
     Region* r = find_region(rt, x, r0, c0, rows, cols, &rc);
     if (!r) return rc;
+    /* no kernel was named a CUDA one: host kernels only, nothing to check */
+    if (__builtin_expect(rt->ncuda_kernels != 0, 0) && (rc = device_region(t, r, x)) < 0) return rc;
     t->acc[t->naccess++] = (Access){r, mode, slots ? t->nargs : -1};
     if (slots) {
         t->args[t->nargs] = (int64_t)(intptr_t)((char*)x->data + (r0 * x->ld + c0) * x->elem_size);
@@ -898,7 +1046,7 @@ static inline int engine_ranks(const PTORuntime* rt) {
 
 /* A task with affinity and no stealing runs on its StarPU worker only. */
 static void pin(const PTORuntime* rt, const EngTask* t, struct starpu_task* st) {
-    if (t->worker < 0 || t->steal) return;
+    if (t->worker < 0 || t->steal || t->cuda) return;   /* a CUDA task's worker is StarPU's choice */
     st->execute_on_a_specific_worker = 1;
     st->workerid = (unsigned)starpu_worker_get_by_type(STARPU_CPU_WORKER, t->worker / engine_ranks(rt));
 }
@@ -1100,7 +1248,11 @@ static int32_t submit(PTORuntime* rt, EngTask* t, const int32_t* preds, int32_t 
 #endif
     struct starpu_task* st = starpu_task_create();
     if (!st) { free(t); return PTO_ENOMEM; }
+#ifdef STARPU_USE_CUDA
+    st->cl = t->cuda ? &g_cuda_codelet : &g_codelet;
+#else
     st->cl = &g_codelet;
+#endif
     st->cl_arg = t;
     st->cl_arg_size = sizeof *t;
     st->cl_arg_free = 1;
@@ -1130,11 +1282,13 @@ static int32_t submit(PTORuntime* rt, EngTask* t, const int32_t* preds, int32_t 
     t->id = rt->next_id++;
     const int32_t id = t->id;
     rt->submitted++;
+    if (t->cuda) rt->cuda_tasks++;
     rc = declare_deps(rt, t, st, preds, npred, 0);
     if (rc == PTO_OK) rc = rt->obs && obs_name(rt->obs, id, name) < 0 ? -ENOMEM : starpu_task_submit(st);
     if (rc != 0) {
         rt->submitted--;
         rt->next_id--;
+        if (t->cuda) rt->cuda_tasks--;
         atomic_store(task_state(rt, id), (uint8_t)T_RUNNING);   /* the id is given out again */
         st->cl_arg_free = 0;
         starpu_task_destroy(st);
@@ -1369,11 +1523,22 @@ static int wait_done(PTORuntime* rt) {
         int32_t none = 0;
         atomic_compare_exchange_strong(&rt->halt, &none, rc);   /* later kernels are skipped */
         note_stuck(rt);
-        /* kernels still running cannot be taken back: the engine is abandoned with them */
-        if (rt->stuck > 0) rt->abandoned = true;
+        /* kernels still running cannot be taken back: the engine is abandoned with them (a CUDA
+         * codelet's kernel may run on the device out of any worker's hands: waiting could hang) */
+        if (rt->stuck > 0 || rt->cuda_tasks > 0) rt->abandoned = true;
         else starpu_task_wait_for_all();
     }
     return rc;
+}
+
+/* The name of a failed CUDA launch's error. */
+static const char* cuda_error_name(int32_t code) {
+#ifdef STARPU_USE_CUDA
+    return cudaGetErrorString((cudaError_t)code);
+#else
+    (void)code;
+    return "CUDA error";
+#endif
 }
 
 int64_t pto_runtime_error_message(PTORuntime* rt, char* buf, int64_t cap) {
@@ -1391,7 +1556,11 @@ int64_t pto_runtime_error_message(PTORuntime* rt, char* buf, int64_t cap) {
 #else
     snprintf(where, sizeof where, "StarPU worker %d", worker);
 #endif
-    if (code == PTO_ETASKFAILED)
+    if (code == PTO_ETASKFAILED && atomic_load(&rt->failed_cuda))
+        len = snprintf(out, n, "task %d '%s': its CUDA launch failed with error %d (%s) on %s", task,
+                       fn ? fn : "task", atomic_load(&rt->failed_code), cuda_error_name(atomic_load(&rt->failed_code)),
+                       where);
+    else if (code == PTO_ETASKFAILED)
         len = snprintf(out, n, "task %d '%s' failed with code %d on %s", task, fn ? fn : "task",
                        atomic_load(&rt->failed_code), where);
     else if ((code == PTO_ETIMEDOUT || code == PTO_ECANCELED) && task >= 0)
@@ -1399,12 +1568,27 @@ int64_t pto_runtime_error_message(PTORuntime* rt, char* buf, int64_t cap) {
                        code == PTO_ETIMEDOUT ? "deadline passed" : "run cancelled", task, fn ? fn : "task", where,
                        rt->stuck);
     else if (code == PTO_ETIMEDOUT || code == PTO_ECANCELED)
-        len = snprintf(out, n, "%s with %lld of %lld tasks unfinished, none running",
+        len = snprintf(out, n, "%s with %lld of %lld tasks unfinished, none running%s",
                        code == PTO_ETIMEDOUT ? "deadline passed" : "run cancelled",
-                       (long long)(rt->submitted - atomic_load(&rt->completed)), (long long)rt->submitted);
+                       (long long)(rt->submitted - atomic_load(&rt->completed)), (long long)rt->submitted,
+                       rt->cuda_tasks > 0 ? " on a CPU worker (CUDA kernels may still run on the device; the engine "
+                                            "is abandoned)" : "");
     else if (cap > 0)
         buf[0] = 0;
     return len;
+}
+
+/* After a run with CUDA codelets: every region one touched valid in host memory again, where
+ * the caller reads it (unregistering at shutdown keeps it there). */
+static void regions_to_host(PTORuntime* rt) {
+    for (int64_t i = 0; i < rt->ntensor_slots; i++) {
+        const Tensor* x = rt->tensors[i];
+        for (int64_t k = 0; x && k < x->nregions; k++) {
+            if (!x->all[k]->device) continue;
+            starpu_data_acquire(x->all[k]->handle, STARPU_R);
+            starpu_data_release(x->all[k]->handle);
+        }
+    }
 }
 
 int pto_runtime_run(PTORuntime* rt) {
@@ -1418,6 +1602,7 @@ int pto_runtime_run(PTORuntime* rt) {
     rt->ran = true;
     resume(rt);
     int rc = wait_done(rt);
+    if (rt->cuda_tasks > 0 && !rt->abandoned) regions_to_host(rt);
 #ifdef PTO_ENGINE_MPI
     if (rc == PTO_ETIMEDOUT || rc == PTO_ECANCELED) {
         /* the other ranks wait for this one's data: end the job, saying why */

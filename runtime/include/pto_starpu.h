@@ -1,6 +1,7 @@
 /*
- * pto_starpu.h - what the StarPU-MPI engine (libpto_starpumpi, engine "starpu-mpi") adds to
- * pto_runtime.h. See runtime/engines/starpu.c and docs/distributed.md.
+ * pto_starpu.h - what the StarPU engines (libpto_starpu, engine "starpu"; libpto_starpumpi,
+ * engine "starpu-mpi") add to pto_runtime.h. See runtime/engines/starpu.c and
+ * docs/distributed.md.
  */
 #ifndef PTO_STARPU_H
 #define PTO_STARPU_H
@@ -10,6 +11,22 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
+
+/* Kernels that run on a CUDA device (the cuda backend's binding names them). A launcher enqueues
+ * ONE task of its kernel on `stream` (a cudaStream_t) without waiting for it: `args` are the
+ * task's argument slots in the kernel ABI, its tensors' pointers and row strides being those of
+ * StarPU's device copies; it returns 0 or the cudaError_t of the launch. */
+typedef int (*PTOCudaTaskLaunch)(void* ctx, const int64_t* args, void* stream);
+
+/* Engine "starpu": the tasks of kernel `fn` run as StarPU CUDA codelets, launch(ctx, ...) on the
+ * worker's stream (starpu_cuda_get_local_stream, STARPU_CUDA_ASYNC); after the run their regions
+ * are back in host memory. Name the kernels before the first task (PTO_ESTATE after); naming one
+ * again replaces its launcher. Where the engine was built against a StarPU without CUDA, or on
+ * the starpu-mpi engine, every task of such a kernel is refused at submission (PTO_EINVAL, the
+ * message naming what is missing); with no CUDA device, PTO_EWORKERS. */
+int pto_starpu_cuda_kernel(PTORuntime* rt, PTOKernelFunc fn, PTOCudaTaskLaunch launch, void* ctx);
+
+/* ---- the starpu-mpi engine */
 
 /* The rank that owns a tensor region: called once per distinct region, on every rank, in the
  * same order; it must give every rank the same answer, in [0, nranks). */

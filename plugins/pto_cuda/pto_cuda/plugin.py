@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from pto_core.backend import Backend, BindingSource, Compiler, Driver, KernelSource, Plugin
+from pto_core.engines import DEFAULT as DEFAULT_ENGINE, engine_of
 from pto_core.errors import PTOBackendError
 from pto_core.codegen.orchestration import c_module_name
 
@@ -65,7 +66,7 @@ class CudaCompiler(Compiler):
 
     def runtime_binding(self, module: Any, kernels: list, options: Any) -> BindingSource:
         return BindingSource(filename=f"{c_module_name(module)}_binding.c",
-                             text=binding_source(module))
+                             text=binding_source(module, engine_of(options)))
 
 
 class CudaDriver(Driver):
@@ -95,17 +96,26 @@ class CudaDriver(Driver):
                                      "-gencode each)", default)
                     if hasattr(options, "variable") else default)
             scons_tool.generate(env, arch=str(arch), debug=debug)
-        # The core's .npy host program (<module>_host.c) passes host arrays to
-        # pto_module_run_<module>; on this backend it must call the binding's host-tensor
-        # entry instead, which copies them to the device and back.
-        env["PTO_CUDA_HOST_REDIRECT"] = _host_redirect
-        env.Append(CCFLAGS=["$PTO_CUDA_HOST_REDIRECT"])
-        # Every CUDA program links the executor (batched launches on streams); it calls into
-        # the runtime archive, so libraries are linked as a group (order-independent).
+        # On the StarPU engine (pto_core.engines) StarPU moves the data and runs every task as a
+        # CUDA codelet: pto_module_run_<module> takes host tensors, and pto_cuda_starpu.cu names
+        # the kernels to the engine.
+        starpu = env.get("PTO_ENGINE", DEFAULT_ENGINE) != DEFAULT_ENGINE
+        if not starpu:
+            # The core's .npy host program (<module>_host.c) passes host arrays to
+            # pto_module_run_<module>; on this backend it must call the binding's host-tensor
+            # entry instead, which copies them to the device and back.
+            env["PTO_CUDA_HOST_REDIRECT"] = _host_redirect
+            env.Append(CCFLAGS=["$PTO_CUDA_HOST_REDIRECT"])
+        # Every CUDA program links the executor (batched launches on streams; its kernel
+        # registry); it calls into the runtime archive, so libraries are linked as a group
+        # (order-independent).
         build_dir = dict(getattr(options, "arguments", {}) or {}).get("build_dir", "build")
         root = build_dir if Path(build_dir).is_absolute() else f"#{build_dir}"
         objs = [env.SharedObject(f"{root}/{self.name}/common/pto_cuda_exec",
                                  str(scons_tool.executor_source()))]
+        if starpu:
+            objs.append(env.SharedObject(f"{root}/{self.name}/common/pto_cuda_starpu",
+                                         str(scons_tool.starpu_source())))
         if self.simulated:
             objs.append(scons_tool.simulator_object(env, f"{root}/{self.name}/common/pto_cuda_sim"))
         env.Append(LIBS=objs)
@@ -118,8 +128,13 @@ class CudaDriver(Driver):
         if not ok:
             hint = "" if self.simulated else f"; --target {SIM_NAME} runs the same kernels on the CPU"
             raise PTOBackendError(f"cannot run on the {self.name} backend: {reason}{hint}")
-        from .launch import run_module
         lib = Path(build_dir) / f"lib{c_module_name(module)}.so"
+        if engine_of(options) != DEFAULT_ENGINE:
+            # StarPU copies the host arrays to the device and back itself
+            from pto_core.codegen.host import run_library
+            return run_library(lib, module, tensors, scalars, workers=int(workers),
+                               threshold=int(threshold))
+        from .launch import run_module
         # workers hand ready tasks to the executor, which batches them into launches; 0
         # (inline) works but launches and waits for one task at a time
         launches: dict = {}

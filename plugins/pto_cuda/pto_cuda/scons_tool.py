@@ -230,3 +230,9 @@ def simulator_object(env: Any, target: str) -> Any:
 def executor_source() -> Path:
     """The static executor source every CUDA program links (``pto_cuda_exec.cu``)."""
     return SOURCE_DIR / "pto_cuda_exec.cu"
+
+
+def starpu_source() -> Path:
+    """What a CUDA program built for the StarPU engine links besides (``pto_cuda_starpu.cu``):
+    its kernels named to the engine as CUDA codelets."""
+    return SOURCE_DIR / "pto_cuda_starpu.cu"

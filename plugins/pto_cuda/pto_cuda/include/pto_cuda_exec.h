@@ -72,6 +72,11 @@ extern "C" {
 /* Hand the runtime's ready tasks to the CUDA executor (called by the generated binding's
  * pto_binding_setup_<module>; safe to call for many runtimes, one after the other). */
 void pto_cuda_attach(PTORuntime* rt);
+/* On the StarPU engine instead (src/pto_cuda_starpu.cu, built with engine=starpu): name the
+ * program's kernels kernels[0..n) to the engine, which runs their tasks as StarPU CUDA codelets
+ * (pto_starpu.h). PTO_OK, PTO_EINVAL for a kernel that is not the cuda backend's, or the engine's
+ * error. */
+int  pto_cuda_starpu_attach(PTORuntime* rt, const PTOKernelFunc* kernels, int32_t n);
 
 /* How the executor shapes launches. Set it between runs. */
 typedef struct PTOCudaPolicy {
