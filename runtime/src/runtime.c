@@ -978,34 +978,36 @@ int rt_commit_task(PTORuntime* rt, int32_t id, const int32_t* preds, int32_t npr
 int rt_check_slots(const PTORuntime* rt, int32_t worker_type, int32_t buffer_bytes, const PTOTaskArg* args,
                    int32_t num_args, int64_t* v, int32_t* nv) {
     int rc = task_kind_check(rt, worker_type, buffer_bytes);
+    if (rc < 0) return rc;
     int32_t slots = 0, flags = 0;
-    for (int32_t i = 0; i < num_args && rc == PTO_OK; i++) {
+    for (int32_t i = 0; i < num_args; i++) {
         const PTOTaskArg* a = &args[i];
         const PTOTensor* x = a->tensor;
-        switch (a->kind) {
-        case PTO_ARG_INPUT: case PTO_ARG_OUTPUT: case PTO_ARG_INOUT:
-            rc = region_check(x, a->row_off, a->col_off, a->rows, a->cols);
-            break;
-        case PTO_ARG_UNTRACKED: rc = arg_check(x, a->row_off, a->col_off); break;
-        case PTO_ARG_SCALAR:
-            if (slots < PTO_INLINE_ARGS) v[slots] = a->value;
-            slots += 1;
-            continue;
-        case PTO_ARG_TEMP_INPUT: case PTO_ARG_TEMP_OUTPUT: case PTO_ARG_TEMP_INOUT:
-            flags = RT_ARGS_LOCKED;           /* heap_resolve: the runtime's buffers */
-            slots += 2;
-            continue;
-        default:                rc = PTO_EINVAL; continue;
+        if (__builtin_expect((uint32_t)(a->kind - PTO_ARG_INPUT) <= PTO_ARG_INOUT - PTO_ARG_INPUT, 1)) {
+            /* a tracked tensor, the common kind (before the switch, as in stage_v) */
+            if ((rc = region_check(x, a->row_off, a->col_off, a->rows, a->cols)) < 0) return rc;
+        } else {
+            switch (a->kind) {
+            case PTO_ARG_UNTRACKED: if ((rc = arg_check(x, a->row_off, a->col_off)) < 0) return rc; break;
+            case PTO_ARG_SCALAR:
+                if (slots < PTO_INLINE_ARGS) v[slots] = a->value;
+                slots += 1;
+                continue;
+            case PTO_ARG_TEMP_INPUT: case PTO_ARG_TEMP_OUTPUT: case PTO_ARG_TEMP_INOUT:
+                flags = RT_ARGS_LOCKED;           /* heap_resolve: the runtime's buffers */
+                slots += 2;
+                continue;
+            default:                return PTO_EINVAL;
+            }
         }
         /* a region inside its tensor: its first element's address and the leading dimension, as
          * put_tensor writes them */
-        if (rc == PTO_OK && slots + 2 <= PTO_INLINE_ARGS) {
+        if (slots + 2 <= PTO_INLINE_ARGS) {
             v[slots] = (int64_t)(intptr_t)((char*)x->data + (a->row_off * x->ld + a->col_off) * x->elem_size);
             v[slots + 1] = x->ld;
         }
         slots += 2;
     }
-    if (rc < 0) return rc;
     if (slots > PTO_MAX_ARGS) return PTO_ETOOMANYARGS;
     *nv = slots;
     return slots > PTO_INLINE_ARGS ? RT_ARGS_LOCKED : flags;   /* an overflow buffer is the runtime's */
