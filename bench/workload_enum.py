@@ -16,7 +16,15 @@ second thread cost. "tracked": the runtime's tensor map finds the data edges, as
 the orchestration function; "structural": the workload's structure and the overlaps inside
 an iteration give them (the iterations verified independent), nothing is tracked.
 
-    python bench/workload_enum.py [--batches 50000] [--repeat 5]
+    python bench/workload_enum.py [--batches 50000] [--repeat 5] [--workers N | --build-only]
+
+``--workers N``: end to end with N worker threads started with the first task (threshold 1), so
+they retire tasks while the graph is built (default 0: the building threads retire them inline
+when the window fills). ``--build-only``: the C workload builders timed over the enumeration
+alone, into a window that holds the whole graph (no task retired while building), where a second
+enumerating thread can use the second core; the orchestration function is left out there (its
+generated entry builds and runs in one call: the runtime bench ``bench/runtime/submit_cost.c``
+times the same graph built through ``pto_task_submit_v`` alone).
 
 Not a test: timings vary with the machine's load (print ``uptime`` beside them).
 """
@@ -94,7 +102,12 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--batches", type=int, default=50_000)
     ap.add_argument("--repeat", type=int, default=5)
+    mode = ap.add_mutually_exclusive_group()
+    mode.add_argument("--workers", type=int, default=0)
+    mode.add_argument("--build-only", action="store_true")
     args = ap.parse_args()
+    if args.workers < 0:
+        ap.error(f"--workers expects a count >= 0, got {args.workers}")
     n = args.batches
     tasks = 2 * n
     arrays = {k: np.zeros((n * ROWS, COLS), np.float32) for k in ("x", "t", "y")}
@@ -103,9 +116,16 @@ def main() -> None:
     w.verify()              # the iterations are independent: what structural=True relies on
     cw = compile_c(w)
 
+    window = 1 << max(tasks - 1, 1).bit_length()     # the whole graph: nothing retired while building
+    built: list[tuple[float, float]] = []             # --build-only: the enumeration's own times
+
     def c_enum(threads: int, structural: bool = False) -> None:
-        with Runtime(num_workers=0, dry_run=True) as rt:
-            cw.enumerate(rt, arrays, threads=threads, structural=structural)
+        workers = dict(num_workers=args.workers, threshold=1 if args.workers else 0)
+        with Runtime(dry_run=True, **(dict(window=window) if args.build_only else workers)) as rt:
+            if args.build_only:
+                built.append(timed(lambda: cw.enumerate(rt, arrays, threads=threads, structural=structural)))
+            else:
+                cw.enumerate(rt, arrays, threads=threads, structural=structural)
             rt.run()
             assert rt.stats().tasks_submitted == tasks
 
@@ -123,6 +143,8 @@ def main() -> None:
         cfg = PTORuntimeConfig()
         lib.pto_runtime_config_default(ctypes.byref(cfg))
         cfg.dry_run = 1
+        cfg.num_workers = args.workers
+        cfg.execution_task_threshold = 1 if args.workers else 0
         st = PTORuntimeStats()
         assert run_cfg(ct, 3, cs, 1, ctypes.byref(cfg), ctypes.byref(st)) == 0
         assert st.tasks_submitted == tasks
@@ -130,29 +152,36 @@ def main() -> None:
     print(f"start: {load()}")
     small = max(1, n // 20)                      # Python is slow: a twentieth of the batches
     py = best(lambda: enumerate_tasks(workload(small)), max(1, args.repeat // 2)) * (n / small)
-    builders = (
+    builders = tuple(b for b in (
         ("orch", "orchestration function (C, 1 thread)", orchestration),
         ("c1", "workload in C, tracked, 1 thread", lambda: c_enum(1)),
         ("c2", "workload in C, tracked, 2 threads", lambda: c_enum(2)),
         ("s1", "workload in C, structural, 1 thread", lambda: c_enum(1, True)),
         ("s2", "workload in C, structural, 2 threads", lambda: c_enum(2, True)))
+        if not (args.build_only and b[0] == "orch"))
     wall = {k: [] for k, _, _ in builders}
     cpu = {k: [] for k, _, _ in builders}
     for _ in range(args.repeat):                 # interleaved: round r runs every builder once
         for key, _, fn in builders:
             w, c = timed(fn)
+            if args.build_only:
+                w, c = built.pop()
             wall[key].append(w)
             cpu[key].append(c)
-    print(f"{tasks} tasks ({n} batches x 2), dry run, best of {args.repeat} interleaved rounds")
+    what = ("build only, window of the whole graph" if args.build_only else
+            f"{args.workers} workers, end to end" if args.workers else "inline, end to end")
+    print(f"{tasks} tasks ({n} batches x 2), dry run, {what}, best of {args.repeat} interleaved rounds")
     print(f"  {'workload, Python enumerator':40s} {tasks / (py * 1e6):8.2f} tasks/us  ({py * 1e3:8.2f} ms)")
     for key, label, _ in builders:
         w, c = min(wall[key]), min(cpu[key])
         print(f"  {label:40s} {tasks / (w * 1e6):8.2f} tasks/us  ({w * 1e3:8.2f} ms; "
               f"CPU {c / tasks * 1e9:6.1f} ns/task)")
-    for key in ("c2", "s2"):
-        ratios = sorted(o / x for o, x in zip(wall["orch"], wall[key]))
-        print(f"  {dict((k, l) for k, l, _ in builders)[key]} / orchestration function: "
-              f"{min(wall['orch']) / min(wall[key]):.2f}x (best times; per round {ratios[0]:.2f}-{ratios[-1]:.2f}x)")
+    labels = {k: l for k, l, _ in builders}
+    for key, one in (("c2", "c1"), ("s2", "s1")):
+        for ref in (one,) if args.build_only else ("orch", one):
+            ratios = sorted(o / x for o, x in zip(wall[ref], wall[key]))
+            print(f"  {labels[key]} / {labels[ref]}: {min(wall[ref]) / min(wall[key]):.2f}x "
+                  f"(best times; per round {ratios[0]:.2f}-{ratios[-1]:.2f}x)")
     print(f"  workload in C (tracked, 1 thread) / Python enumerator: {py / min(wall['c1']):.0f}x")
     print(f"end: {load()}")
 

@@ -8,7 +8,17 @@
  *   gcc -std=c11 -O2 -g -pthread -Iruntime/include runtime/src/[a-z]*.c bench/runtime/submit_cost.c -o submit_cost
  *   valgrind --tool=callgrind --toggle-collect='build_*' --toggle-collect=half ./submit_cost direct|sub1|sub2 [N]
  *
- * Without valgrind it prints the wall-clock and CPU time of each way (best of 5). */
+ * Without valgrind (way "all") it prints the wall-clock and CPU time of each way, best of R rounds,
+ * a round running every way once (so the ratios compare runs under the same load), and the ratio
+ * of two threads to pto_task_submit_v per round:
+ *
+ *   ./submit_cost all N inline|build|workers2 [R]
+ *
+ * inline (the default): as above, runtime created, graph built, run and destroyed, no worker - the
+ * building threads retire tasks themselves when the default window fills. build: the build alone
+ * (from the runtime created to the last task submitted, no task retired: a window holding the
+ * whole graph), where two threads can use both cores. workers2: end to end with 2 worker threads
+ * (created, built, run, destroyed), the workers retiring tasks while the graph is built. */
 #define _GNU_SOURCE 1
 #include "pto_runtime.h"
 
@@ -22,6 +32,14 @@
 #define COLS 128
 static PTOTensor g_x, g_t, g_y;
 static int64_t g_batches;
+static enum { INLINE, BUILD, WORKERS2 } g_mode = INLINE;
+static double g_t0[2], g_t1[2];                  /* wall and CPU: build started, build ended */
+
+static double now(clockid_t c) {
+    struct timespec ts;
+    clock_gettime(c, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
 
 static void args_of(int64_t b, int stage, PTOTaskArg a[2]) {
     const PTOTensor* in = stage ? &g_t : &g_x;
@@ -33,12 +51,19 @@ static void args_of(int64_t b, int stage, PTOTaskArg a[2]) {
 static PTORuntime* create(void) {
     PTORuntimeConfig cfg;
     pto_runtime_config_default(&cfg);
-    cfg.num_workers = 0;
+    cfg.num_workers = g_mode == WORKERS2 ? 2 : 0;
     cfg.dry_run = 1;
-    return pto_runtime_create(&cfg);
+    if (g_mode == BUILD)
+        while (cfg.task_window < 2 * g_batches) cfg.task_window *= 2;
+    PTORuntime* rt = pto_runtime_create(&cfg);
+    g_t0[0] = now(CLOCK_MONOTONIC);
+    g_t0[1] = now(CLOCK_PROCESS_CPUTIME_ID);
+    return rt;
 }
 
 static void finish(PTORuntime* rt) {
+    g_t1[0] = now(CLOCK_MONOTONIC);
+    g_t1[1] = now(CLOCK_PROCESS_CPUTIME_ID);
     if (pto_runtime_run(rt) != PTO_OK) { fprintf(stderr, "run failed: %s\n", pto_last_error()); exit(1); }
     PTORuntimeStats st;
     pto_runtime_get_stats(rt, &st);
@@ -92,14 +117,10 @@ __attribute__((noinline)) void build_sub(int threads) {
 __attribute__((noinline)) void build_sub1(void) { build_sub(1); }
 __attribute__((noinline)) void build_sub2(void) { build_sub(2); }
 
-static double now(clockid_t c) {
-    struct timespec ts;
-    clock_gettime(c, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 int main(int argc, char** argv) {
     g_batches = argc > 2 ? atoll(argv[2]) : 50000;
+    if (argc > 3) g_mode = !strcmp(argv[3], "build") ? BUILD : !strcmp(argv[3], "workers2") ? WORKERS2 : INLINE;
+    const int rounds = argc > 4 ? atoi(argv[4]) : 5;
     const int64_t rows = g_batches * ROWS;
     float* d = calloc((size_t)(3 * rows * COLS), sizeof(float));
     g_x = (PTOTensor){d, rows, COLS, COLS, 4, "x"};
@@ -107,20 +128,34 @@ int main(int argc, char** argv) {
     g_y = (PTOTensor){d + 2 * rows * COLS, rows, COLS, COLS, 4, "y"};
     static const struct { const char* name; void (*fn)(void); } ways[] = {
         {"direct", build_direct}, {"sub1", build_sub1}, {"sub2", build_sub2}};
-    const char* only = argc > 1 ? argv[1] : NULL;
+    const char* only = argc > 1 && strcmp(argv[1], "all") != 0 ? argv[1] : NULL;
     const double tasks = 2.0 * (double)g_batches;
+    double wall[3][64], cpu[3][64];
+    const int nr = only ? 1 : rounds < 1 ? 1 : rounds > 64 ? 64 : rounds;
+    for (int r = 0; r < nr; r++)
+        for (int w = 0; w < 3; w++) {
+            if (only && strcmp(only, ways[w].name) != 0) continue;
+            const double w0 = now(CLOCK_MONOTONIC), c0 = now(CLOCK_PROCESS_CPUTIME_ID);
+            ways[w].fn();
+            wall[w][r] = g_mode == BUILD ? g_t1[0] - g_t0[0] : now(CLOCK_MONOTONIC) - w0;
+            cpu[w][r] = g_mode == BUILD ? g_t1[1] - g_t0[1] : now(CLOCK_PROCESS_CPUTIME_ID) - c0;
+        }
     for (int w = 0; w < 3; w++) {
         if (only && strcmp(only, ways[w].name) != 0) continue;
         double best_wall = 1e30, best_cpu = 1e30;
-        for (int r = 0; r < (only ? 1 : 5); r++) {
-            const double w0 = now(CLOCK_MONOTONIC), c0 = now(CLOCK_PROCESS_CPUTIME_ID);
-            ways[w].fn();
-            const double wall = now(CLOCK_MONOTONIC) - w0, cpu = now(CLOCK_PROCESS_CPUTIME_ID) - c0;
-            if (wall < best_wall) best_wall = wall;
-            if (cpu < best_cpu) best_cpu = cpu;
+        for (int r = 0; r < nr; r++) {
+            if (wall[w][r] < best_wall) best_wall = wall[w][r];
+            if (cpu[w][r] < best_cpu) best_cpu = cpu[w][r];
         }
-        printf("%-7s %8.2f ms  %6.1f ns/task wall  %6.1f ns/task CPU\n", ways[w].name, best_wall * 1e3,
-               best_wall / tasks * 1e9, best_cpu / tasks * 1e9);
+        printf("%-7s %8.2f ms  %6.2f tasks/us  %6.1f ns/task wall  %6.1f ns/task CPU\n", ways[w].name,
+               best_wall * 1e3, tasks / (best_wall * 1e6), best_wall / tasks * 1e9, best_cpu / tasks * 1e9);
+    }
+    if (!only) {
+        printf("sub2 / direct per round:");
+        for (int r = 0; r < nr; r++) printf(" %.2f", wall[0][r] / wall[2][r]);
+        printf("\nsub2 / sub1 per round:");
+        for (int r = 0; r < nr; r++) printf(" %.2f", wall[1][r] / wall[2][r]);
+        printf("\n");
     }
     free(d);
     return 0;

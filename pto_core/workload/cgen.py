@@ -83,9 +83,14 @@ static inline int set_push(Set* s, int32_t x) {
     return PTO_OK;
 }
 static void set_free(Set* s) { if (s->v != s->inl) free(s->v); }
-static int set_copy(Set* d, const Set* s) {
+static inline int set_copy(Set* d, const Set* s) {
     d->n = 0;
-    for (int64_t i = 0; i < s->n; i++) if (set_push(d, s->v[i]) < 0) return PTO_ENOMEM;
+    if (__builtin_expect(s->n > d->cap, 0)) {   /* d grows (or takes its inline members) first */
+        for (int64_t i = 0; i < s->n; i++) if (set_push(d, s->v[i]) < 0) return PTO_ENOMEM;
+        return PTO_OK;
+    }
+    for (int64_t i = 0; i < s->n; i++) d->v[i] = s->v[i];
+    d->n = s->n;
     return PTO_OK;
 }
 static __attribute__((unused)) int set_union(Set* d, const Set* s) {

@@ -429,17 +429,22 @@ int     rt_commit_task(PTORuntime* rt, int32_t id, const int32_t* preds, int32_t
                        int32_t nprod);
 
 /* runtime.c: a submitter's batch entering with its lookups and slots outside the lock (submit.c).
- * rt_check_args: a task as it is queued, checked as pto_task_submit_v would check it - an error,
- * PTO_OK, or RT_ARGS_LOCKED when it must be staged under the lock (runtime-owned intermediates,
- * more argument slots than a descriptor holds). rt_take_ids (under the lock, room reserved): n
- * consecutive slots taken, BUILDING; the first id or PTO_ENOMEM. rt_fill_task (any thread, the slot
- * taken, its arguments checked): the task's fields and argument slots. */
+ * rt_check_slots: a task as it is queued, checked as pto_task_submit_v would check it, and its
+ * argument slots built in v (PTO_INLINE_ARGS of them at most; *nv: their number) - an error,
+ * PTO_OK, or RT_ARGS_LOCKED when it must be staged under the lock from its arguments
+ * (runtime-owned intermediates, more argument slots than a descriptor holds; v then means
+ * nothing). rt_take_ids (under the lock, room reserved): n consecutive slots taken, BUILDING; the
+ * first id or PTO_ENOMEM. rt_fill_task (any thread, the slot taken): the task's fields and the
+ * argument slots rt_check_slots built. rt_stage_slots (under the lock): such a task allocated as
+ * rt_stage_task allocates one (its accesses were routed as it was queued). */
 #define RT_ARGS_LOCKED 1
-int     rt_check_args(const PTORuntime* rt, int32_t worker_type, int32_t buffer_bytes, const PTOTaskArg* args,
-                      int32_t num_args);
+int     rt_check_slots(const PTORuntime* rt, int32_t worker_type, int32_t buffer_bytes, const PTOTaskArg* args,
+                       int32_t num_args, int64_t* v, int32_t* nv);
 int32_t rt_take_ids(PTORuntime* rt, int32_t n);
-int     rt_fill_task(PTORuntime* rt, int32_t id, const char* func_name, PTOKernelFunc func_ptr, int32_t buffer_bytes,
-                     int32_t worker_type, const PTOTaskArg* args, int32_t num_args);
+void    rt_fill_task(PTORuntime* rt, int32_t id, const char* func_name, PTOKernelFunc func_ptr, int32_t buffer_bytes,
+                     int32_t worker_type, const int64_t* v, int32_t nv);
+int32_t rt_stage_slots(PTORuntime* rt, const char* func_name, PTOKernelFunc func_ptr, int32_t buffer_bytes,
+                       int32_t worker_type, const int64_t* v, int32_t nv);
 
 /* sched.c */
 int  sched_init(PTORuntime* rt);

@@ -975,28 +975,41 @@ int rt_commit_task(PTORuntime* rt, int32_t id, const int32_t* preds, int32_t npr
     return rc < 0 ? rc : commit_publish(rt, t);
 }
 
-int rt_check_args(const PTORuntime* rt, int32_t worker_type, int32_t buffer_bytes, const PTOTaskArg* args,
-                  int32_t num_args) {
+int rt_check_slots(const PTORuntime* rt, int32_t worker_type, int32_t buffer_bytes, const PTOTaskArg* args,
+                   int32_t num_args, int64_t* v, int32_t* nv) {
     int rc = task_kind_check(rt, worker_type, buffer_bytes);
-    int32_t slots = 0, flags = 0;
-    for (int32_t i = 0; i < num_args && rc == PTO_OK; i++) {
-        const PTOTaskArg* a = &args[i];
-        switch (a->kind) {
-        case PTO_ARG_INPUT: case PTO_ARG_OUTPUT: case PTO_ARG_INOUT:
-            rc = region_check(a->tensor, a->row_off, a->col_off, a->rows, a->cols);
-            slots += 2;
-            break;
-        case PTO_ARG_UNTRACKED: rc = arg_check(a->tensor, a->row_off, a->col_off); slots += 2; break;
-        case PTO_ARG_SCALAR:    slots += 1; break;
-        case PTO_ARG_TEMP_INPUT: case PTO_ARG_TEMP_OUTPUT: case PTO_ARG_TEMP_INOUT:
-            flags = RT_ARGS_LOCKED;           /* heap_resolve: the runtime's buffers */
-            slots += 2;
-            break;
-        default:                rc = PTO_EINVAL; break;
-        }
-    }
     if (rc < 0) return rc;
+    int32_t slots = 0, flags = 0;
+    for (int32_t i = 0; i < num_args; i++) {
+        const PTOTaskArg* a = &args[i];
+        const PTOTensor* x = a->tensor;
+        if (__builtin_expect((uint32_t)(a->kind - PTO_ARG_INPUT) <= PTO_ARG_INOUT - PTO_ARG_INPUT, 1)) {
+            /* a tracked tensor, the common kind (before the switch, as in stage_v) */
+            if ((rc = region_check(x, a->row_off, a->col_off, a->rows, a->cols)) < 0) return rc;
+        } else {
+            switch (a->kind) {
+            case PTO_ARG_UNTRACKED: if ((rc = arg_check(x, a->row_off, a->col_off)) < 0) return rc; break;
+            case PTO_ARG_SCALAR:
+                if (slots < PTO_INLINE_ARGS) v[slots] = a->value;
+                slots += 1;
+                continue;
+            case PTO_ARG_TEMP_INPUT: case PTO_ARG_TEMP_OUTPUT: case PTO_ARG_TEMP_INOUT:
+                flags = RT_ARGS_LOCKED;           /* heap_resolve: the runtime's buffers */
+                slots += 2;
+                continue;
+            default:                return PTO_EINVAL;
+            }
+        }
+        /* a region inside its tensor: its first element's address and the leading dimension, as
+         * put_tensor writes them */
+        if (slots + 2 <= PTO_INLINE_ARGS) {
+            v[slots] = (int64_t)(intptr_t)((char*)x->data + (a->row_off * x->ld + a->col_off) * x->elem_size);
+            v[slots + 1] = x->ld;
+        }
+        slots += 2;
+    }
     if (slots > PTO_MAX_ARGS) return PTO_ETOOMANYARGS;
+    *nv = slots;
     return slots > PTO_INLINE_ARGS ? RT_ARGS_LOCKED : flags;   /* an overflow buffer is the runtime's */
 }
 
@@ -1011,24 +1024,22 @@ int32_t rt_take_ids(PTORuntime* rt, int32_t n) {
     return first;
 }
 
-int rt_fill_task(PTORuntime* rt, int32_t id, const char* func_name, PTOKernelFunc func_ptr, int32_t buffer_bytes,
-                 int32_t worker_type, const PTOTaskArg* args, int32_t num_args) {
+void rt_fill_task(PTORuntime* rt, int32_t id, const char* func_name, PTOKernelFunc func_ptr, int32_t buffer_bytes,
+                  int32_t worker_type, const int64_t* v, int32_t nv) {
     PTOTask* t = rt_task(rt, id);
     task_body(t, func_name, func_ptr, buffer_bytes, worker_type);
-    /* checked (rt_check_args): every kind known, the slots inline, each region inside its tensor -
-     * its slots are its first element's address and the leading dimension, as put_tensor writes */
-    int64_t* v = t->inline_args;
-    int32_t n = 0;
-    for (int32_t i = 0; i < num_args; i++) {
-        const PTOTaskArg* a = &args[i];
-        if (a->kind == PTO_ARG_SCALAR) { v[n++] = a->value; continue; }
-        const PTOTensor* x = a->tensor;
-        v[n] = (int64_t)(intptr_t)((char*)x->data + (a->row_off * x->ld + a->col_off) * x->elem_size);
-        v[n + 1] = x->ld;
-        n += 2;
-    }
-    t->num_args = (int8_t)n;
-    return PTO_OK;
+    for (int32_t i = 0; i < nv; i++) t->inline_args[i] = v[i];
+    t->num_args = (int8_t)nv;
+}
+
+int32_t rt_stage_slots(PTORuntime* rt, const char* func_name, PTOKernelFunc func_ptr, int32_t buffer_bytes,
+                       int32_t worker_type, const int64_t* v, int32_t nv) {
+    const int32_t id = alloc_task(rt, func_name, func_ptr, buffer_bytes, worker_type);
+    if (id < 0) return id;
+    PTOTask* t = rt_task(rt, id);
+    for (int32_t i = 0; i < nv; i++) t->inline_args[i] = v[i];
+    t->num_args = (int8_t)nv;
+    return id;
 }
 
 int pto_task_complete(PTORuntime* rt, int32_t task, int32_t status) {

@@ -1,16 +1,17 @@
 /* submit.c - several threads submitting into one runtime (pto_submitter_*, see pto_runtime.h).
  *
- * Each thread queues its tasks in a submitter of its own - a copy of the call, nothing shared -
- * and checks them there: arguments validated, each tracked region routed to the shards of the
- * tensor map it reaches (tensormap.c, "the sharded map"; the tensor's record comes from the
- * submitter's copy, made once per tensor under the lock). A full batch enters the graph in three
- * steps:
+ * Each thread queues its tasks in a submitter of its own, nothing shared, and does the most of
+ * each task there, once: its arguments validated, its argument slots built (what the task's
+ * descriptor will hold) and each tracked region routed to the shards of the tensor map it reaches
+ * (tensormap.c, "the sharded map"; the tensor's record comes from the submitter's copy, made once
+ * per tensor under the lock). The queue holds these ready tasks, not the calls. A full batch
+ * enters the graph in three steps:
  *
  *   1. under rt->submit_mu: room in the window for the whole batch, its ids (consecutive) taken
  *      and their slots BUILDING, and a turn taken on every shard its accesses reach;
- *   2. without the lock: its tasks' fields and argument slots written; then on each of those
- *      shards, once the batches that entered before it are done there, its lookups and entries -
- *      the edges found are kept, not added;
+ *   2. without the lock: its tasks' fields and the slots built as queued copied in; then on
+ *      each of those shards, once the batches that entered before it are done there, its
+ *      lookups and entries - the edges found are kept, not added;
  *   3. under rt->submit_mu: per task, its edges (explicit predecessors, then what the lookups
  *      found) and its publication.
  *
@@ -19,11 +20,12 @@
  * edges are those of one thread submitting the batches in that order; step 3 holds the lock as
  * everything the single-threaded orchestration owns (window, dependency pool, queues) keeps a
  * single writer. A batch with a task whose arguments need the runtime's own state (runtime-owned
- * intermediates, more slots than a descriptor holds), or a runtime in the three-tier mode, stages
- * its tasks in step 1 instead (rt_stage_task, under the lock). A runtime whose tensor map already
- * holds entries of direct submissions when the first submitter opens keeps them in one map: its
- * batches then enter whole under the lock (rt_submit_after: pto_task_submit_v with explicit
- * predecessors). */
+ * intermediates, more slots than a descriptor holds) or a scope, or a runtime in the three-tier
+ * mode, stages its tasks in step 1 instead, under the lock: from the call (rt_stage_task) for
+ * such a task and those queued after it, from what was built (rt_stage_slots) for the ready ones
+ * before it. A runtime whose tensor map already holds entries of direct submissions when the
+ * first submitter opens keeps them in one map: its batches then enter whole under the lock
+ * (rt_submit_after: pto_task_submit_v with explicit predecessors). */
 #include "rt_internal.h"
 
 #include <sched.h>
@@ -33,9 +35,10 @@ typedef struct Queued {
     const char*   name;
     PTOKernelFunc fn;
     int32_t       buffer_bytes, worker_type;
-    int32_t       arg0, nargs;             /* into args */
+    int32_t       arg0, nargs;             /* ready: slots[arg0 ..], else its call's arguments, args[arg0 ..] */
     int32_t       pred0, npred;            /* into preds: ids >= 0, PTO_TICKET(k) < 0 */
     int32_t       route0;                  /* its routed accesses: route[route0 ..] */
+    bool          ready;                   /* checked, its slots built and its accesses routed as queued */
 } Queued;
 
 /* A batch waits for the lock only once it holds this many tasks: until then a submitter whose
@@ -49,6 +52,7 @@ struct PTOSubmitter {
     PTORuntime* rt;
     Queued*     q; int32_t nq, cap_q;
     PTOTaskArg* args;  int32_t nargs, cap_args;
+    int64_t*    slots; int32_t nslots, cap_slots;  /* ready tasks' argument slots */
     int32_t*    preds; int32_t npreds, cap_preds;
     int32_t*    ids;   int64_t nids, cap_ids;  /* per ticket: its task id once entered (-1 before) */
     int         err;
@@ -192,7 +196,7 @@ int64_t pto_submitter_task(PTOSubmitter* s, const char* func_name, PTOKernelFunc
         if (rc < 0) return rc;
     }
     if (grow((void**)&s->q, &s->cap_q, s->nq + 1, sizeof *s->q) < 0 ||
-        grow((void**)&s->args, &s->cap_args, s->nargs + num_args, sizeof *s->args) < 0 ||
+        grow((void**)&s->slots, &s->cap_slots, s->nslots + PTO_INLINE_ARGS, sizeof *s->slots) < 0 ||
         grow((void**)&s->preds, &s->cap_preds, s->npreds + npred, sizeof *s->preds) < 0)
         return PTO_ENOMEM;
     if (s->nids == s->cap_ids) {
@@ -202,19 +206,33 @@ int64_t pto_submitter_task(PTOSubmitter* s, const char* func_name, PTOKernelFunc
         s->ids = n; s->cap_ids = c;
     }
     /* checked now, outside the lock; a bad task and the ones after it never enter (the tasks
-     * before it do), and the batch's entry reports its error */
+     * before it do), and the batch's entry reports its error. A task of a batch that enters
+     * through the sharded map unlocked is kept ready - its slots built and its accesses routed,
+     * as its batch's entry writes them - else its call's arguments are kept for the lock. */
     const int32_t route0 = s->nroute;
+    int32_t nv = 0;
+    bool ready = false;
     if (s->bad < 0) {
-        int rc = rt_check_args(s->rt, worker_type, buffer_bytes, args, num_args);
+        int rc = rt_check_slots(s->rt, worker_type, buffer_bytes, args, num_args, &s->slots[s->nslots], &nv);
         if (rc == RT_ARGS_LOCKED) s->locked = true;
-        else if (rc == PTO_OK && s->sharded && !s->locked) rc = route_task(s, s->nq, args, num_args);
+        else if (rc == PTO_OK && s->sharded && !s->locked) {
+            rc = route_task(s, s->nq, args, num_args);
+            ready = rc == PTO_OK;
+        }
         if (rc < 0) { s->bad = s->nq; s->bad_rc = rc; s->bad_msg = message(rc); }
     }
+    if (!ready && grow((void**)&s->args, &s->cap_args, s->nargs + num_args, sizeof *s->args) < 0) return PTO_ENOMEM;
     Queued* q = &s->q[s->nq++];
-    *q = (Queued){func_name, func_ptr, buffer_bytes, worker_type, s->nargs, num_args, s->npreds, npred, route0};
-    /* copied element by element: a task has a few of each, below what a memcpy call pays off */
-    for (int32_t i = 0; i < num_args; i++) s->args[s->nargs + i] = args[i];
-    s->nargs += num_args;
+    if (ready) {
+        *q = (Queued){func_name, func_ptr, buffer_bytes, worker_type, s->nslots, nv, s->npreds, npred, route0, true};
+        s->nslots += nv;
+    } else {
+        *q = (Queued){func_name, func_ptr, buffer_bytes, worker_type, s->nargs, num_args, s->npreds, npred, route0,
+                      false};
+        /* copied element by element: a task has a few of each, below what a memcpy call pays off */
+        for (int32_t i = 0; i < num_args; i++) s->args[s->nargs + i] = args[i];
+        s->nargs += num_args;
+    }
     for (int32_t i = 0; i < npred; i++) s->preds[s->npreds + i] = preds[i];
     s->npreds += npred;
     s->ids[s->nids] = -1;
@@ -311,6 +329,19 @@ static int32_t stage(PTOSubmitter* s, int64_t first, int32_t i0, int32_t n, int*
         }
         if (rc == PTO_OK) rc = grow_to((void**)&s->acc, &s->cap_acc, (int64_t)s->nacc + PTO_MAX_TENSOR_ARGS, sizeof *s->acc);
         if (rc < 0) break;
+        if (q->ready) {      /* routed as queued, through copies of rt->tm's records */
+            const int32_t id = rt_stage_slots(rt, q->name, q->fn, q->buffer_bytes, q->worker_type, &s->slots[q->arg0],
+                                              q->nargs);
+            if (id < 0) { rc = id; break; }
+            s->ids[first + i0 + staged] = id;
+            const int32_t r1 = i0 + staged + 1 < s->nq ? s->q[i0 + staged + 1].route0 : s->nroute;
+            for (int32_t k = q->route0; k < r1; k++) {
+                TMRoute* x = &s->acc[s->nacc++];
+                *x = s->route[k];
+                x->task = i0 + staged;
+            }
+            continue;
+        }
         PTOAccess a[PTO_MAX_TENSOR_ARGS];
         int32_t na = 0;
         const int32_t id = rt_stage_task(rt, q->name, q->fn, q->buffer_bytes, q->worker_type, &s->args[q->arg0],
@@ -461,17 +492,14 @@ static int enter_routed(PTOSubmitter* s, int64_t first, int32_t i0, int32_t n) {
     rt->batches_open++;
     pthread_mutex_unlock(&rt->submit_mu);
 
-    int rc2 = PTO_OK;
-    for (int32_t i = 0; i < m; i++) {
+    for (int32_t i = 0; i < m; i++) {      /* every task of an unlocked batch is ready */
         const Queued* q = &s->q[i0 + i];
         int32_t* p = &s->preds[q->pred0];
         for (int32_t k = 0; k < q->npred; k++)     /* tickets -> ids */
             if (p[k] < 0) p[k] = s->ids[-1 - (int64_t)p[k]];
-        const int r = rt_fill_task(rt, base + i, q->name, q->fn, q->buffer_bytes, q->worker_type, &s->args[q->arg0],
-                                   q->nargs);
-        if (rc2 == PTO_OK) rc2 = r;
+        rt_fill_task(rt, base + i, q->name, q->fn, q->buffer_bytes, q->worker_type, &s->slots[q->arg0], q->nargs);
     }
-    rc2 = lookups_and_commit(s, s->route, a0, a1, mask, last_alive, base, i0, m, rc2);
+    const int rc2 = lookups_and_commit(s, s->route, a0, a1, mask, last_alive, base, i0, m, PTO_OK);
     return rc2 < 0 ? rc2 : rc;
 }
 
@@ -514,7 +542,7 @@ static int enter(PTOSubmitter* s, int wait) {
     s->bad_msg = NULL;
     s->bad = -1;
     s->locked = false;
-    s->nq = s->nargs = s->npreds = s->nroute = s->nev = s->ev_done = 0;
+    s->nq = s->nargs = s->nslots = s->npreds = s->nroute = s->nev = s->ev_done = 0;
     return rc < 0 ? fail(s, rc) : PTO_OK;
 }
 
@@ -559,7 +587,7 @@ int pto_submitter_close(PTOSubmitter* s) {
     if (!s) return PTO_EINVAL;
     while (s->depth > 0 && !s->err) pto_submitter_scope_end(s);   /* scopes left open end here */
     int rc = pto_submitter_flush(s);
-    free(s->q); free(s->args); free(s->preds); free(s->ids); free(s->msg); free(s->bad_msg);
+    free(s->q); free(s->args); free(s->slots); free(s->preds); free(s->ids); free(s->msg); free(s->bad_msg);
     free(s->route); free(s->recs); free(s->rec); free(s->ev);
     free(s->acc); free(s->list); free(s->found.pair); free(s->prod); free(s->pstart);
     free(s);

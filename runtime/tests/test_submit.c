@@ -438,8 +438,11 @@ static void test_random_regions(int workers, int threshold, int window) {
     free((void*)g_done); free(d);
 }
 
-/* test_random_two: the random regions of test_random_regions from two threads at once, each
- * queuing half of them in its own submitter. Their batches reach many shards of the sharded map
+/* test_random_two: the random regions of test_random_regions from two threads at once (or
+ * three), each queuing its share of them in its own submitter. Mixed: every fifth task of a
+ * thread sits in a scope of its own, so its batch is staged under the lock with the tasks queued
+ * before it in the batch ready (checked, slots built and routed as queued) and those after it
+ * kept as calls. Their batches reach many shards of the sharded map
  * and take turns there in entry order; a batch may serve its shards in any order once its turn
  * has come on each. The oracle: the graph is the one a single thread submitting the tasks in id
  * order would build, so every task must start after each lower-id task whose region overlaps its
@@ -456,18 +459,21 @@ static int32_t rt2_kernel(const int64_t* args) {
     return 0;
 }
 
-typedef struct { PTORuntime* rt; PTOTensor* z; int half; int rc; } Rt2Job;
-static void* submit_random_half(void* p) {
+typedef struct { PTORuntime* rt; PTOTensor* z; int part, parts, mixed; int rc; } Rt2Job;
+static void* submit_random_part(void* p) {
     Rt2Job* j = p;
     static const int kind[4] = {0, PTO_ARG_INPUT, PTO_ARG_OUTPUT, PTO_ARG_INOUT};
     PTOSubmitter* s = pto_submitter_open(j->rt);
     j->rc = s ? PTO_OK : PTO_EINVAL;
-    const int lo = j->half * RT2_TASKS / 2, hi = (j->half + 1) * RT2_TASKS / 2;
+    const int lo = j->part * RT2_TASKS / j->parts, hi = (j->part + 1) * RT2_TASKS / j->parts;
     for (int i = lo; i < hi && j->rc == PTO_OK; i++) {
         const Rect* r = &g_rect[i];
         PTOTaskArg a[2] = {scalar(i), {kind[r->mode], j->z, r->r0, r->c0, r->rows, r->cols, 0}};
+        const int scoped = j->mixed && (i - lo) % 5 == 4;
+        if (scoped && pto_submitter_scope_begin(s) != 1) j->rc = PTO_EINVAL;
         const int64_t k = pto_submitter_task(s, "rt2", rt2_kernel, 0, PTO_WORKER_ANY, a, 2, NULL, 0);
         if (k < 0) j->rc = (int)k;
+        if (scoped && j->rc == PTO_OK && pto_submitter_scope_end(s) != 0) j->rc = PTO_EINVAL;
     }
     if (j->rc == PTO_OK) j->rc = pto_submitter_flush(s);
     for (int i = lo; i < hi && j->rc == PTO_OK; i++) g_id2[i] = pto_submitter_task_id(s, i - lo);
@@ -478,7 +484,7 @@ static void* submit_random_half(void* p) {
     return NULL;
 }
 
-static void test_random_two(int workers, int threshold, int window, uint64_t seed) {
+static void test_random_two(int workers, int threshold, int window, uint64_t seed, int threads, int mixed) {
     enum { RROWS = 1 << 16, RCOLS = 64 };
     for (int i = 0; i < RT2_TASKS; i++) {
         Rect* r = &g_rect[i];
@@ -496,10 +502,13 @@ static void test_random_two(int workers, int threshold, int window, uint64_t see
     float* d = calloc(RROWS * RCOLS, sizeof(float));
     PTOTensor z = {d, RROWS, RCOLS, RCOLS, 4, "z"};
     PTORuntime* rt = new_runtime(workers, threshold, window);
-    Rt2Job jobs[2] = {{rt, &z, 0, PTO_OK}, {rt, &z, 1, PTO_OK}};
-    pthread_t th[2];
-    for (int t = 0; t < 2; t++) CHECK_EQ(pthread_create(&th[t], NULL, submit_random_half, &jobs[t]), 0);
-    for (int t = 0; t < 2; t++) {
+    Rt2Job jobs[3];
+    pthread_t th[3];
+    for (int t = 0; t < threads; t++) {
+        jobs[t] = (Rt2Job){rt, &z, t, threads, mixed, PTO_OK};
+        CHECK_EQ(pthread_create(&th[t], NULL, submit_random_part, &jobs[t]), 0);
+    }
+    for (int t = 0; t < threads; t++) {
         pthread_join(th[t], NULL);
         CHECK_EQ(jobs[t].rc, PTO_OK);
     }
@@ -612,11 +621,13 @@ int main(int argc, char** argv) {
     test_random_regions(2, 0, 1 << 16);                            /* safe mode: all ready at once */
     test_random_regions(3, 1, 256);
     test_random_regions(0, 0, 64);
-    for (uint64_t seed = 1; seed <= 3; seed++) {
-        test_random_two(2, 0, 1 << 16, seed);                      /* safe mode: all ready at once */
-        test_random_two(3, 1, 256, seed);
-        test_random_two(0, 0, 64, seed);                           /* inline: submitters run tasks */
-    }
+    for (uint64_t seed = 1; seed <= 3; seed++)
+        for (int threads = 2; threads <= 3; threads++)
+            for (int mixed = 0; mixed <= 1; mixed++) {
+                test_random_two(2, 0, 1 << 16, seed, threads, mixed);      /* safe mode: all ready at once */
+                test_random_two(3, 1, 256, seed, threads, mixed);
+                test_random_two(0, 0, 64, seed, threads, mixed);           /* inline: submitters run tasks */
+            }
     printf("%d passed, %d failed\n", g_pass, g_fail);
     return g_fail ? 1 : 0;
 }
