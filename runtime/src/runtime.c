@@ -1225,7 +1225,8 @@ int pto_runtime_get_stats(PTORuntime* rt, PTORuntimeStats* s) {
     s->edges = rt->edges;
     s->peak_live_tasks = rt->peak_live;
     s->window_full_waits = rt->full_waits;
-    int64_t bytes = (int64_t)sizeof *rt + (int64_t)rt->window * (int64_t)(sizeof(PTOTask) + sizeof(void*)) +
+    int64_t bytes = (int64_t)sizeof *rt +
+                    (int64_t)rt->window * (int64_t)(sizeof(PTOTask) + sizeof(void*) + sizeof(int32_t)) +
                     rt->overflow_bytes +
                     (int64_t)rt->dep_nchunks * DEP_CHUNK * (int64_t)sizeof(PTODep) +
                     (int64_t)rt->nstages * (int64_t)(sizeof(PTOStage) + 4) +
