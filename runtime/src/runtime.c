@@ -75,8 +75,10 @@ int pto_runtime_init(PTORuntime** out, const PTORuntimeConfig* cfg) {
     int kept_tasks, kept_overflow;
     rt->tasks = rt_block_take((size_t)rt->window * sizeof(PTOTask), RT_TAG_WINDOW, &kept_tasks);
     rt->overflow = rt_block_take((size_t)rt->window * sizeof(int64_t*), RT_TAG_OVERFLOW, &kept_overflow);
-    int rc = rt->tasks && rt->overflow ? PTO_OK : PTO_ENOMEM;
+    rt->fanin_left = rt_block_alloc((size_t)rt->window * sizeof(int32_t), 0);   /* set per task (task_header) */
+    int rc = rt->tasks && rt->overflow && rt->fanin_left ? PTO_OK : PTO_ENOMEM;
     if (rc == PTO_OK && !kept_tasks) rt_block_huge(rt->tasks, (size_t)rt->window * sizeof(PTOTask));
+    if (rc == PTO_OK) rt_block_huge((void*)rt->fanin_left, (size_t)rt->window * sizeof(int32_t));
     if (rc == PTO_OK && !kept_overflow) memset(rt->overflow, 0, (size_t)rt->window * sizeof(int64_t*));
     for (int32_t i = 0; rc == PTO_OK && !kept_tasks && i < rt->window; i++) {
         PTOTask* t = &rt->tasks[i];
@@ -239,6 +241,7 @@ static void rt_free(PTORuntime* rt) {
             if (atomic_load_explicit(&rt->tasks[i].state, memory_order_relaxed) == PTO_TASK_RUNNING)
                 atomic_store_explicit(&rt->tasks[i].state, PTO_TASK_CONSUMED, memory_order_relaxed);
     rt_block_give(rt->tasks, (size_t)rt->window * sizeof(PTOTask), RT_TAG_WINDOW);
+    rt_block_free((void*)rt->fanin_left, (size_t)rt->window * sizeof(int32_t));
     pthread_mutex_destroy(&rt->ctl_mu); pthread_cond_destroy(&rt->ctl_cv);
     pthread_mutex_destroy(&rt->async_mu);
     pthread_mutex_destroy(&rt->submit_mu);
@@ -361,11 +364,12 @@ static int free_a_slot(PTORuntime* rt, int32_t need) {
 
 /* Release a submitted task's guard: READY when no producer is left. */
 static inline void release_guard(PTORuntime* rt, PTOTask* t) {
+    _Atomic int32_t* f = rt_fanin(rt, t->id);
     if (!rt->started) {                       /* no concurrent producer: plain decrement */
-        int32_t left = atomic_load_explicit(&t->fanin_left, memory_order_relaxed) - 1;
-        atomic_store_explicit(&t->fanin_left, left, memory_order_relaxed);
+        int32_t left = atomic_load_explicit(f, memory_order_relaxed) - 1;
+        atomic_store_explicit(f, left, memory_order_relaxed);
         if (left == 0) sched_publish(rt, t);
-    } else if (atomic_fetch_sub_explicit(&t->fanin_left, 1, memory_order_acq_rel) == 1) {
+    } else if (atomic_fetch_sub_explicit(f, 1, memory_order_acq_rel) == 1) {
         sched_publish(rt, t);
     }
 }
@@ -377,7 +381,7 @@ static void release_held(PTORuntime* rt) {
     } else {                                  /* the ready ones reach the queues together */
         int32_t ready = 0;
         for (int32_t i = 0; i < rt->nheld; i++)
-            if (atomic_fetch_sub_explicit(&rt_task(rt, rt->held[i])->fanin_left, 1, memory_order_acq_rel) == 1)
+            if (atomic_fetch_sub_explicit(rt_fanin(rt, rt->held[i]), 1, memory_order_acq_rel) == 1)
                 rt->held[ready++] = rt->held[i];
         sched_make_ready_n(rt, rt->held, ready);
     }
@@ -476,9 +480,9 @@ static inline int task_kind_check(const PTORuntime* rt, int32_t worker_type, int
 
 /* A slot taken by task `id`: the fields others may look at before it is submitted (its state, for
  * the window's retirement; its fanout, for the edges of later tasks). */
-static inline __attribute__((always_inline)) void task_header(PTOTask* t, int32_t id) {
+static inline __attribute__((always_inline)) void task_header(PTORuntime* rt, PTOTask* t, int32_t id) {
     atomic_store_explicit(&t->state, PTO_TASK_BUILDING, memory_order_relaxed);
-    atomic_store_explicit(&t->fanin_left, 1, memory_order_relaxed);
+    atomic_store_explicit(rt_fanin(rt, id), 1, memory_order_relaxed);
     t->id = id;
     t->fanout_head = -1;
     t->fanin_count = 0;
@@ -522,7 +526,7 @@ static inline __attribute__((always_inline)) int32_t alloc_task(PTORuntime* rt, 
     }
     int32_t id = rt->next_id++;
     PTOTask* t = rt_task(rt, id);
-    task_header(t, id);
+    task_header(rt, t, id);
     task_body(t, func_name, func_ptr, buffer_bytes, worker_type);
     if (rt->t3) t3_on_alloc(rt, id, func_ptr, t->name);
     rt->open_tasks++;
@@ -1016,7 +1020,7 @@ int rt_check_slots(const PTORuntime* rt, int32_t worker_type, int32_t buffer_byt
 int32_t rt_take_ids(PTORuntime* rt, int32_t n) {
     if (rt->next_id > INT32_MAX - n) return PTO_ENOMEM;
     const int32_t first = rt->next_id;
-    for (int32_t i = 0; i < n; i++) task_header(rt_task(rt, first + i), first + i);
+    for (int32_t i = 0; i < n; i++) task_header(rt, rt_task(rt, first + i), first + i);
     rt->next_id += n;
     rt->open_tasks += n;
     const int64_t live = rt->next_id - rt->last_alive;
@@ -1232,7 +1236,8 @@ int pto_runtime_get_stats(PTORuntime* rt, PTORuntimeStats* s) {
     s->edges = rt->edges;
     s->peak_live_tasks = rt->peak_live;
     s->window_full_waits = rt->full_waits;
-    int64_t bytes = (int64_t)sizeof *rt + (int64_t)rt->window * (int64_t)(sizeof(PTOTask) + sizeof(void*)) +
+    int64_t bytes = (int64_t)sizeof *rt +
+                    (int64_t)rt->window * (int64_t)(sizeof(PTOTask) + sizeof(void*) + sizeof(int32_t)) +
                     rt->overflow_bytes +
                     (int64_t)rt->dep_nchunks * DEP_CHUNK * (int64_t)sizeof(PTODep) +
                     (int64_t)rt->nstages * (int64_t)(sizeof(PTOStage) + 4) +

@@ -422,8 +422,7 @@ void sched_finish(PTORuntime* rt, int32_t id, int32_t status, PTOWorker* w) {
         int32_t ready[PTO_RETIRE_BATCH], nready = 0;
         while (d >= 0) {
             PTODep* e = rt_dep(rt, d);
-            PTOTask* c = rt_task(rt, e->task);
-            if (atomic_fetch_sub_explicit(&c->fanin_left, 1, memory_order_acq_rel) == 1) {
+            if (atomic_fetch_sub_explicit(rt_fanin(rt, e->task), 1, memory_order_acq_rel) == 1) {
                 if (nready == PTO_RETIRE_BATCH) { make_ready_many(rt, ready, nready, w, false); nready = 0; }
                 ready[nready++] = e->task;
             }
@@ -438,10 +437,10 @@ void sched_finish(PTORuntime* rt, int32_t id, int32_t status, PTOWorker* w) {
         int32_t n = 0, last = d;
         for (; d >= 0; n++) {
             PTODep* e = rt_dep(rt, d);
-            PTOTask* c = rt_task(rt, e->task);
-            int32_t left = atomic_load_explicit(&c->fanin_left, memory_order_relaxed) - 1;
-            atomic_store_explicit(&c->fanin_left, left, memory_order_relaxed);
-            if (left == 0) sched_make_ready(rt, c, w);
+            _Atomic int32_t* f = rt_fanin(rt, e->task);
+            int32_t left = atomic_load_explicit(f, memory_order_relaxed) - 1;
+            atomic_store_explicit(f, left, memory_order_relaxed);
+            if (left == 0) sched_make_ready(rt, rt_task(rt, e->task), w);
             last = d;
             d = e->next;
         }

@@ -280,8 +280,7 @@ static inline __attribute__((always_inline)) int add_edge(PTORuntime* rt, int32_
          * complete concurrently, so the lock and atomic RMWs are unnecessary. */
         e->next = pt->fanout_head;
         pt->fanout_head = d;
-        atomic_store_explicit(&ct->fanin_left,
-                              atomic_load_explicit(&ct->fanin_left, memory_order_relaxed) + 1,
+        atomic_store_explicit(rt_fanin(rt, c), atomic_load_explicit(rt_fanin(rt, c), memory_order_relaxed) + 1,
                               memory_order_relaxed);
     } else {
         rt_lock(&pt->lock);
@@ -292,7 +291,7 @@ static inline __attribute__((always_inline)) int add_edge(PTORuntime* rt, int32_
         }
         e->next = pt->fanout_head;
         pt->fanout_head = d;
-        atomic_fetch_add_explicit(&ct->fanin_left, 1, memory_order_relaxed);
+        atomic_fetch_add_explicit(rt_fanin(rt, c), 1, memory_order_relaxed);
         rt_unlock(&pt->lock);
     }
     if (__builtin_expect(rt->t3 != NULL, 0)) {     /* three-tier: the consumer's fanin list too */
@@ -309,11 +308,11 @@ int dep_add_edge(PTORuntime* rt, int32_t p, int32_t c) { return add_edge(rt, p, 
 
 /* add_edge where nothing else can touch the two tasks or the pool (no worker thread started),
  * without the three-tier fanin list or the graph record: the lookup context decides that once
- * per submission (TMCtx.plain), not on every edge, and brings the consumer's slot and the window
+ * per submission (TMCtx.plain), not on every edge, and brings the consumer's slot and count and the window
  * with it (rt->tasks and rt->mask are re-read after each store otherwise: they could alias). */
 static inline __attribute__((always_inline)) int add_edge_plain(PTORuntime* rt, PTOTask* tasks, int32_t mask,
                                                                 int32_t last_alive, int32_t p, int32_t c,
-                                                                PTOTask* ct) {
+                                                                PTOTask* ct, _Atomic int32_t* cf) {
     if (p < last_alive || p == c) return PTO_OK;
     PTOTask* pt = &tasks[p & mask];
     if (pt->last_consumer == c) return PTO_OK;
@@ -325,8 +324,7 @@ static inline __attribute__((always_inline)) int add_edge_plain(PTORuntime* rt, 
     e->task = c;
     e->next = pt->fanout_head;
     pt->fanout_head = d;
-    atomic_store_explicit(&ct->fanin_left, atomic_load_explicit(&ct->fanin_left, memory_order_relaxed) + 1,
-                          memory_order_relaxed);
+    atomic_store_explicit(cf, atomic_load_explicit(cf, memory_order_relaxed) + 1, memory_order_relaxed);
     ct->fanin_count++;
     rt->edges++;
     return PTO_OK;
@@ -344,6 +342,7 @@ typedef struct TMCtx {
     int32_t     mask;              /* the window: rt->tasks, rt->mask */
     PTOTask*    tasks;
     PTOTask*    ct;                /* the consumer's slot (plain) */
+    _Atomic int32_t* cf;           /* ... and its count of producers left */
 } TMCtx;
 
 /* The context of task `task`'s lookups in map `tm`. A submitter's lookups (sink set) run outside
@@ -351,7 +350,7 @@ typedef struct TMCtx {
  * thread's batch, publishing under the lock, starts the workers. */
 static inline TMCtx tm_ctx(PTORuntime* rt, TMap* tm, int32_t last_alive, TMSink* sink, int32_t task) {
     const bool plain = sink == NULL && (!rt->started & (rt->t3 == NULL) & (rt->rec_chunks == NULL));
-    return (TMCtx){rt, tm, last_alive, sink, plain, rt->mask, rt->tasks, rt_task(rt, task)};
+    return (TMCtx){rt, tm, last_alive, sink, plain, rt->mask, rt->tasks, rt_task(rt, task), rt_fanin(rt, task)};
 }
 
 static __attribute__((noinline)) int sink_grow(TMSink* s) {
@@ -363,7 +362,7 @@ static __attribute__((noinline)) int sink_grow(TMSink* s) {
 }
 
 static inline __attribute__((always_inline)) int edge(const TMCtx* c, int32_t p, int32_t consumer) {
-    if (__builtin_expect(c->plain, 1)) return add_edge_plain(c->rt, c->tasks, c->mask, c->last_alive, p, consumer, c->ct);
+    if (__builtin_expect(c->plain, 1)) return add_edge_plain(c->rt, c->tasks, c->mask, c->last_alive, p, consumer, c->ct, c->cf);
     if (c->sink == NULL) return add_edge(c->rt, p, consumer);
     TMSink* s = c->sink;
     if (p < c->last_alive || p == consumer) return PTO_OK;

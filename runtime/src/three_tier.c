@@ -798,7 +798,7 @@ static int32_t chained_successor(PTORuntime* rt, const PTOWorker* w, int32_t x) 
         const PTOTask* y = rt_task(rt, e->task);
         /* fanin_left == 1 with x unfinished: x is the last producer, and the submit guard is gone;
          * PENDING (release-stored by submit after the edges): y's fanin list is complete */
-        const int32_t left = atomic_load_explicit(&y->fanin_left, memory_order_acquire);
+        const int32_t left = atomic_load_explicit(rt_fanin(rt, e->task), memory_order_acquire);
         if (left >= 1 && left <= T3_CHAIN_FANIN &&
             atomic_load_explicit(&y->state, memory_order_acquire) == PTO_TASK_PENDING) {
             const int q = y->worker_type >= 0 ? y->worker_type : PTO_QUEUE_ANY;

@@ -172,6 +172,46 @@ static void test_late_submit_and_failure(void) {
     teardown();
 }
 
+/* Layers of MAXPRED producers, each followed by `width` consumers of all of them: the counts of
+ * neighbouring consumers (adjacent in the window's array of counts) drop from every producer at
+ * once, on different workers. Twice per mode, so the second runtime gets the first's window
+ * memory back; `window` below the task count wraps it. */
+static void test_crossed_fans(int64_t layers, int width, int workers, int threshold, int window) {
+    const int64_t n = layers * (MAXPRED + width);
+    setup(n);
+    for (int round = 0; round < 2; round++) {
+        for (int64_t i = 0; i < n; i++) atomic_store(&g_done[i], 0);
+        atomic_store(&g_runs, 0);
+        PTORuntimeConfig cfg;
+        pto_runtime_config_default(&cfg);
+        cfg.num_workers = workers; cfg.execution_task_threshold = threshold; cfg.task_window = window;
+        PTORuntime* rt = NULL;
+        CHECK_EQ(pto_runtime_init(&rt, &cfg), PTO_OK);
+        for (int64_t i = 0; i < n; i++) {
+            const int64_t first = i - i % (MAXPRED + width);   /* the layer's first producer */
+            int32_t t = pto_task_alloc(rt, i - first < MAXPRED ? "producer" : "consumer", checking_kernel, 0,
+                                       PTO_WORKER_ANY);
+            CHECK_EQ(t, i);
+            CHECK_EQ(pto_task_add_scalar(rt, t, i), PTO_OK);
+            g_npred[i] = 0;
+            for (int k = 0; i - first >= MAXPRED && k < MAXPRED; k++) {
+                g_preds[i][g_npred[i]++] = (int32_t)(first + k);
+                CHECK_EQ(pto_task_add_successor(rt, (int32_t)(first + k), t), PTO_OK);
+            }
+            CHECK_EQ(pto_task_submit(rt, t), PTO_OK);
+        }
+        CHECK_EQ(pto_runtime_run(rt), PTO_OK);
+        PTORuntimeStats st;
+        CHECK_EQ(pto_runtime_get_stats(rt, &st), PTO_OK);
+        CHECK_EQ(st.tasks_completed, n);
+        CHECK_EQ(atomic_load(&g_runs), n);
+        if (threshold == 0 && window >= n) CHECK_EQ(st.edges, layers * width * MAXPRED);
+        pto_runtime_destroy(rt);
+    }
+    CHECK_EQ(atomic_load(&g_order_errors), 0);
+    teardown();
+}
+
 int main(int argc, char** argv) {
     double scale = argc > 1 ? atof(argv[1]) : 1.0;
     int64_t n = (int64_t)(20000 * scale);
@@ -184,6 +224,9 @@ int main(int argc, char** argv) {
     test_random_dag(n, 2, 0, 256, 5);          /* safe mode degraded: the window fills */
     test_random_dag(n, 4, 1, 64, 3);           /* pipelined, small window: predecessors retire */
     test_random_dag(n, 3, 16, 1024, 4);
+    test_crossed_fans(n / 64, 60, 2, 0, 1 << 16);   /* safe mode: every count set before the run */
+    test_crossed_fans(n / 64, 60, 2, 1, 256);       /* pipelined, wrapping a small window */
+    test_crossed_fans(n / 64, 60, 0, 0, 1 << 16);   /* inline */
     printf("%d passed, %d failed\n", g_pass, g_fail);
     return g_fail ? 1 : 0;
 }
