@@ -1028,21 +1028,24 @@ int32_t rt_take_ids(PTORuntime* rt, int32_t n) {
     return first;
 }
 
+/* A task's argument slots, built by rt_check_slots (they fit inline). */
+static inline void set_slots(PTOTask* t, const int64_t* v, int32_t nv) {
+    for (int32_t i = 0; i < nv; i++) t->inline_args[i] = v[i];
+    t->num_args = (int8_t)nv;
+}
+
 void rt_fill_task(PTORuntime* rt, int32_t id, const char* func_name, PTOKernelFunc func_ptr, int32_t buffer_bytes,
                   int32_t worker_type, const int64_t* v, int32_t nv) {
     PTOTask* t = rt_task(rt, id);
     task_body(t, func_name, func_ptr, buffer_bytes, worker_type);
-    for (int32_t i = 0; i < nv; i++) t->inline_args[i] = v[i];
-    t->num_args = (int8_t)nv;
+    set_slots(t, v, nv);
 }
 
 int32_t rt_stage_slots(PTORuntime* rt, const char* func_name, PTOKernelFunc func_ptr, int32_t buffer_bytes,
                        int32_t worker_type, const int64_t* v, int32_t nv) {
     const int32_t id = alloc_task(rt, func_name, func_ptr, buffer_bytes, worker_type);
     if (id < 0) return id;
-    PTOTask* t = rt_task(rt, id);
-    for (int32_t i = 0; i < nv; i++) t->inline_args[i] = v[i];
-    t->num_args = (int8_t)nv;
+    set_slots(rt_task(rt, id), v, nv);
     return id;
 }
 
