@@ -37,6 +37,7 @@ from __future__ import annotations
 import argparse
 import ctypes
 import os
+import random
 import resource
 import statistics
 import sys
@@ -202,9 +203,10 @@ def time_in_rounds(contenders: dict[str, Callable[[], object]], rounds: int,
     Each round runs every contender in turn: one untimed call (its own caches, threads and
     memory come back), then ``repeat`` timed calls. Blocks, not single calls, are interleaved:
     each contender is measured in its steady state, as when called in a loop, while a change of
-    machine load during the run hits all contenders alike. The order rotates by one each
-    round, so no contender always follows the same one (torch's and numba's threads spin for a
-    while after their calls, taking a core from whatever runs next). A contender's
+    machine load during the run hits all contenders alike. The order is shuffled each round
+    (seeded, so runs repeat), so no contender always follows the same one: torch's and numba's
+    threads spin for a while after their calls, taking a core from whatever runs next. (A
+    rotation would not do: it keeps every contender's predecessor.) A contender's
     ``enter()``, if it has one, runs before its block (untimed).
     """
     times: dict[str, list[float]] = {k: [] for k in contenders}
@@ -213,7 +215,9 @@ def time_in_rounds(contenders: dict[str, Callable[[], object]], rounds: int,
     cpu: dict[str, float] = {k: 0.0 for k in contenders}
     names = list(contenders)
     for i in range(rounds):
-        for k in names[i % len(names):] + names[:i % len(names)]:
+        order = list(names)
+        random.Random(i).shuffle(order)
+        for k in order:
             f = contenders[k]
             enter = getattr(f, "enter", None)
             if enter is not None:
