@@ -228,9 +228,9 @@ int32_t pto_task_submit_range(PTORuntime* rt, const char* func_name, PTOKernelFu
         if (chunks > tiles) chunks = tiles;
     }
     int32_t id = PTO_EINVAL;
-    for (int64_t c = 0; c < chunks; c++) {
-        r.first = tiles * c / chunks;
-        r.tiles = tiles * (c + 1) / chunks - r.first;
+    for (int64_t c = 0; c < chunks; c++) {       /* (128 bits: tiles x c may pass INT64_MAX) */
+        r.first = (int64_t)((__int128)tiles * c / chunks);
+        r.tiles = (int64_t)((__int128)tiles * (c + 1) / chunks) - r.first;
         chunk_args(args, step, num_args, r.first, r.tiles, a);
         id = rt_submit_args(rt, func_name, func_ptr, buffer_bytes, worker_type, a, num_args, &r);
         if (id < 0) return id;

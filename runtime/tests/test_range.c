@@ -141,6 +141,33 @@ static void check_misuse(void) {
     pto_runtime_destroy(rt);
 }
 
+/* A range of 2^62 tiles (an input that stays, a scalar that steps by 0) is cut into chunks whose
+ * tiles add up to the range's, in order, with no overflow of tiles x chunk. Not run: dry run. */
+static void check_huge_range(void) {
+    float x[R * C];
+    PTOTensor X = tensor(x, R, C, "x");
+    PTORuntimeConfig cfg;
+    pto_runtime_config_default(&cfg);
+    cfg.num_workers = 2;
+    cfg.dry_run = 1;
+    PTORuntime* rt = NULL;
+    CHECK_EQ(pto_runtime_init(&rt, &cfg), PTO_OK);
+    const int64_t tiles = (int64_t)1 << 62;
+    const PTOTaskArg a[2] = {{PTO_ARG_INPUT, &X, 0, 0, R, C, 0}, {PTO_ARG_SCALAR, 0, 0, 0, 0, 0, 5}};
+    const PTOTaskArg s[2] = {{0, 0, 0, 0, 0, 0, 0}, {0, 0, 0, 0, 0, 0, 0}};
+    const int32_t last = pto_task_submit_range(rt, "huge", k_add, 0, PTO_WORKER_ANY, a, s, 2, tiles);
+    CHECK(last >= 1);
+    int64_t sum = 0, smallest = INT64_MAX;
+    for (int32_t id = 0; id <= last; id++) {
+        const int64_t n = pto_task_range(rt, id, NULL);
+        sum += n;
+        if (n < smallest) smallest = n;
+    }
+    CHECK_EQ(sum, tiles);
+    CHECK_EQ(smallest, tiles / (last + 1));
+    pto_runtime_destroy(rt);
+}
+
 /* A failing tile stops the run; the message names the task, its kernel and the tile. */
 static void check_failure(int workers) {
     enum { TILES = 32 };
@@ -280,6 +307,7 @@ int main(int argc, char** argv) {
     check_mode(3, big, PTO_MODE_THREE_TIER);    /* the cores share the chunks too */
     check_columns();
     check_misuse();
+    check_huge_range();
     check_failure(0);
     check_failure(3);
     check_shared_chunks(2, false);
