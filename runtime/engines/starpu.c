@@ -249,14 +249,21 @@ static inline void task_args(const EngTask* t, void* buffers[], int64_t* args) {
     }
 }
 
+/* Whether a task's kernel runs at all (not after a halt, nor in a dry run); if so its argument
+ * slots in args. */
+static inline bool task_begins(const EngTask* t, void* buffers[], int64_t* args) {
+    if (atomic_load_explicit(&t->rt->halt, memory_order_relaxed) || t->rt->cfg.dry_run) return false;
+    task_args(t, buffers, args);
+    return true;
+}
+
 /* The CPU implementation of every task of a host kernel: the kernel on the argument slots. */
 static void run_task(void* buffers[], void* cl_arg) {
     EngTask* t = cl_arg;
     PTORuntime* rt = t->rt;
     const int worker = starpu_worker_get_id();
-    if (atomic_load_explicit(&rt->halt, memory_order_relaxed) || rt->cfg.dry_run) return;
     int64_t args[PTO_MAX_ARGS];
-    task_args(t, buffers, args);
+    if (!task_begins(t, buffers, args)) return;
     if (worker >= 0) atomic_store_explicit(&rt->running[worker], t, memory_order_release);
     const int64_t start = rt->obs ? rt_now_ns() : 0;
     const int32_t rc = t->fn ? t->fn(args) : 0;
@@ -277,9 +284,8 @@ static void run_task_cuda(void* buffers[], void* cl_arg) {
     EngTask* t = cl_arg;
     PTORuntime* rt = t->rt;
     const int worker = starpu_worker_get_id();
-    if (atomic_load_explicit(&rt->halt, memory_order_relaxed) || rt->cfg.dry_run) return;
     int64_t args[PTO_MAX_ARGS];
-    task_args(t, buffers, args);
+    if (!task_begins(t, buffers, args)) return;
     const int64_t start = rt->obs ? rt_now_ns() : 0;
     const int rc = t->cuda->launch(t->cuda->ctx, args, starpu_cuda_get_local_stream());
     if (rt->obs) obs_task(rt->obs, worker, t->id, start, rt_now_ns());
