@@ -169,6 +169,7 @@ typedef struct PTOQueue {
 
 #define PTO_BATCH 16
 #define PTO_RETIRE_BATCH 64
+#define PTO_SLOT_AHEAD 16           /* alloc_task: the slot whose lines it requests ahead */
 typedef struct PTOWorker {
     struct PTORuntime* rt;
     pthread_t th;

@@ -526,6 +526,13 @@ static inline __attribute__((always_inline)) int32_t alloc_task(PTORuntime* rt, 
     }
     int32_t id = rt->next_id++;
     PTOTask* t = rt_task(rt, id);
+    /* A build writes its slots in order, two fresh lines per task: request those of the slot
+     * PTO_SLOT_AHEAD tasks on while it is free (not a live task's, which a worker may be using). */
+    if ((int64_t)id + PTO_SLOT_AHEAD < (int64_t)rt->last_alive + rt->window) {
+        const char* ahead = (const char*)rt_task(rt, id + PTO_SLOT_AHEAD);
+        __builtin_prefetch(ahead, 1, 3);
+        __builtin_prefetch(ahead + 64, 1, 3);
+    }
     task_header(rt, t, id);
     task_body(t, func_name, func_ptr, buffer_bytes, worker_type);
     if (rt->t3) t3_on_alloc(rt, id, func_ptr, t->name);
