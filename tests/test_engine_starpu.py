@@ -22,12 +22,13 @@ from pto_core.abi import PTO_EINVAL
 from pto_core.checking import example_programs, program_inputs, run_host
 from pto_core.codegen.host import run_library
 from pto_core.codegen.orchestration import c_module_name
-from pto_core.engines import check_backend, engine_of, mpirun_command, with_engine
+from pto_core.engines import check_backend, engine_of, mpirun_command, pkg_config_flags, with_engine
 from pto_core.errors import PTOError
 from pto_core.options import CompileOptions
 from pto_core.program import load_program
 
 HERE = Path(__file__).parent / "engines"
+ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = example_programs()
 IDS = [p.stem for p in EXAMPLES]
 PTO_ETASKFAILED, PTO_ETIMEDOUT = -7, -12
@@ -279,6 +280,49 @@ def test_a_stuck_kernel_ends_the_run_at_its_deadline(c_builds):
     assert r.returncode == 1, r.stdout + r.stderr
     assert f"rc={PTO_ETIMEDOUT}" in r.stdout
     assert "task 5 'stuck_step' still running on StarPU worker" in r.stdout, r.stdout
+
+
+def test_a_kernel_returning_just_after_the_deadline_is_named_as_the_stuck_one(c_builds):
+    # tests/engines/faults.c faults_late: task 0 sleeps 600 ms under a 300 ms deadline, and the
+    # process lives on until it returned and StarPU freed it
+    r = _faults(c_builds, "starpu", "2", "late", "600", "300", "800")
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert f"rc={PTO_ETIMEDOUT}" in r.stdout
+    assert "task 0 'late_step' still running on StarPU worker" in r.stdout, r.stdout
+    assert "stuck=1 task=0 func=late_step" in r.stdout, r.stdout
+
+
+#: the StarPU engine's sources, as runtime/SConscript builds libpto_starpu
+ENGINE_SOURCES = [ROOT / "runtime" / "src" / "common.c", *sorted((ROOT / "runtime" / "engines").glob("*.c"))]
+
+
+@pytest.fixture(scope="module")
+def faults_tsan(build_once) -> Path:
+    """tests/engines/faults*.c and the engine's sources built under ThreadSanitizer."""
+    cflags, libs = pkg_config_flags("starpu")
+
+    def build(d: Path) -> None:
+        d.mkdir(parents=True, exist_ok=True)
+        cmd = ["gcc", "-std=c11", "-pthread", "-Wall", "-Wextra", "-Werror", "-O1", "-g",
+               "-fsanitize=thread", f"-I{ROOT / 'runtime' / 'include'}", f"-I{ROOT / 'runtime' / 'src'}",
+               *cflags, *map(str, ENGINE_SOURCES), str(HERE / "faults.c"), str(HERE / "faults_host.c"),
+               "-o", str(d / "faults_host"), *libs, "-lm"]
+        r = subprocess.run(cmd, capture_output=True, text=True)
+        assert r.returncode == 0, r.stderr
+    return build_once("engines-faults-starpu-tsan", build) / "faults_host"
+
+
+def test_the_deadline_reads_no_task_that_starpu_frees_under_tsan(faults_tsan):
+    # the deadline names the task a worker runs; that kernel returns right after and StarPU frees
+    # the task: what the deadline read must be the worker's, not the task's (ThreadSanitizer
+    # reported the task's free racing note_stuck's read of its id)
+    env = {k: v for k, v in os.environ.items() if k != "PTO_TIMEOUT"}
+    r = subprocess.run([str(faults_tsan), "2", "late", "600", "300", "800"], capture_output=True, text=True,
+                       timeout=120, env={**env, "TSAN_OPTIONS": "halt_on_error=1:exitcode=66"})
+    out = r.stdout + r.stderr
+    assert "ThreadSanitizer" not in out, out[-6000:]
+    assert r.returncode == 1, out
+    assert "task 0 'late_step' still running on StarPU worker" in r.stdout, out
 
 
 # -------------------------------------------------------------------------------- affinity

@@ -159,6 +159,14 @@ typedef struct EngTask {
     int8_t buf[PTO_MAX_TENSOR_ARGS];   /* the StarPU buffer of each access (filled at submit) */
 } EngTask;
 
+/* What a StarPU worker runs now, for the deadline to name: its own copies of the task's id
+ * (plus one; 0: no kernel running) and name, never the task itself, which StarPU frees once the
+ * kernel returned. The name is the caller's func_name, which outlives the runtime. */
+typedef struct Running {
+    _Atomic int32_t task;
+    _Atomic(const char*) name;
+} Running;
+
 struct PTORuntime {
     PTORuntimeConfig cfg;
     int nworkers;                      /* StarPU CPU workers */
@@ -181,7 +189,7 @@ struct PTORuntime {
     _Atomic(const char*) failed_func;
     int32_t run_status, stuck;
     _Atomic int64_t worker_tasks[STARPU_NMAXWORKERS];
-    _Atomic(EngTask*) running[STARPU_NMAXWORKERS];
+    Running running[STARPU_NMAXWORKERS];
     Buffers bufs;                      /* reused by every submission */
     EngObs* obs;                       /* PTO_TRACE / PTO_STATS records, or NULL */
     /* submitters (submitters.c): their batches enter under submit_mu, one writer at a time */
@@ -264,12 +272,15 @@ static void run_task(void* buffers[], void* cl_arg) {
     const int worker = starpu_worker_get_id();
     int64_t args[PTO_MAX_ARGS];
     if (!task_begins(t, buffers, args)) return;
-    if (worker >= 0) atomic_store_explicit(&rt->running[worker], t, memory_order_release);
+    if (worker >= 0) {
+        atomic_store_explicit(&rt->running[worker].name, t->name, memory_order_release);
+        atomic_store_explicit(&rt->running[worker].task, t->id + 1, memory_order_release);
+    }
     const int64_t start = rt->obs ? rt_now_ns() : 0;
     const int32_t rc = t->fn ? t->fn(args) : 0;
     if (rt->obs) obs_task(rt->obs, worker, t->id, start, rt_now_ns());
     if (worker >= 0) {
-        atomic_store_explicit(&rt->running[worker], NULL, memory_order_release);
+        atomic_store_explicit(&rt->running[worker].task, 0, memory_order_release);
         atomic_fetch_add_explicit(&rt->worker_tasks[worker], 1, memory_order_relaxed);
     }
     if (rc != 0) fail_task(rt, t, rc, worker);
@@ -1493,16 +1504,27 @@ int pto_task_submit(PTORuntime* rt, int32_t task) {
 
 /* ------------------------------------------------------------------ running */
 
-/* The task still running on some worker (the deadline passed): named, and counted. */
+/* The task still running on some worker (the deadline passed): named, and counted, from the
+ * worker's Running slot. A name read while the worker moved on belongs to a later task: the id
+ * is read again around it until both are one task's (each task runs once, so an unchanged id
+ * means the name read between is its own). */
 static void note_stuck(PTORuntime* rt) {
     rt->stuck = 0;
     for (int w = 0; w < STARPU_NMAXWORKERS; w++) {
-        EngTask* t = atomic_load(&rt->running[w]);
-        if (!t) continue;
+        Running* r = &rt->running[w];
+        int32_t task = atomic_load(&r->task);
+        const char* name = NULL;
+        while (task) {
+            name = atomic_load(&r->name);
+            const int32_t again = atomic_load(&r->task);
+            if (again == task) break;
+            task = again;
+        }
+        if (!task) continue;
         if (rt->stuck++ == 0) {
-            atomic_store(&rt->failed_task, t->id);
+            atomic_store(&rt->failed_task, task - 1);
             atomic_store(&rt->failed_worker, w);
-            atomic_store(&rt->failed_func, t->name);
+            atomic_store(&rt->failed_func, name);
             atomic_store(&rt->failed_code, 0);
         }
     }

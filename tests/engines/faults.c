@@ -1,6 +1,6 @@
-/* faults.c - a chain of tasks in which one kernel fails or never returns, a pipelined run that
- * goes on submitting after a kernel failed, and a task refused for its region, for the engine
- * tests. */
+/* faults.c - a chain of tasks in which one kernel fails or never returns, a kernel that returns
+ * just after the deadline, a pipelined run that goes on submitting after a kernel failed, and a
+ * task refused for its region, for the engine tests. */
 #define _POSIX_C_SOURCE 200809L
 #include <stdatomic.h>
 #include <stdint.h>
@@ -42,6 +42,40 @@ int faults_run(int workers, int64_t bad, int64_t hang) {
     }
     int run = pto_runtime_run(rt);
     pto_runtime_destroy(rt);
+    return run;
+}
+
+/* A kernel still running at the deadline that returns soon after: task 0 sleeps `ms`
+ * milliseconds under a deadline of `timeout_ms`. The run gives up on it (PTO_ETIMEDOUT); the
+ * process then lives on for `linger_ms`, so the kernel returns and StarPU frees its task while
+ * the run's account of it (the stuck task's id and name) is still read. */
+static int64_t g_late_ms;
+
+static int32_t late_step(const int64_t* args) {
+    float* p = pto_arg_ptr(args[0]);
+    struct timespec nap = {g_late_ms / 1000, (g_late_ms % 1000) * 1000000};
+    nanosleep(&nap, NULL);
+    p[0] += 1.0f;
+    return 0;
+}
+
+int faults_late(int workers, int64_t ms, int32_t timeout_ms, int64_t linger_ms, PTORuntimeStats* stats) {
+    g_late_ms = ms;
+    PTORuntimeConfig cfg;
+    pto_runtime_config_default(&cfg);
+    cfg.num_workers = workers;
+    cfg.timeout_ms = timeout_ms;
+    PTORuntime* rt = NULL;
+    int rc = pto_runtime_init(&rt, &cfg);
+    if (rc < 0) return rc;
+    PTOTensor x = {g_data, 8, 64, 64, (int32_t)sizeof(float), "x"};
+    PTOTaskArg a[1] = {{PTO_ARG_INOUT, &x, 0, 0, 1, 64, 0}};
+    rc = pto_task_submit_v(rt, "late_step", late_step, 0, PTO_WORKER_ANY, a, 1);
+    int run = rc < 0 ? rc : pto_runtime_run(rt);
+    pto_runtime_get_stats(rt, stats);
+    pto_runtime_destroy(rt);
+    struct timespec nap = {linger_ms / 1000, (linger_ms % 1000) * 1000000};
+    nanosleep(&nap, NULL);
     return run;
 }
 
