@@ -254,6 +254,21 @@ def test_explicit_edges_alone_order_the_tasks_in_c(build_once, engine):
     assert "rank=0 rc=0 late=0" in r.stdout, r.stdout
 
 
+def test_a_task_starpu_refuses_leaves_no_tag_behind_for_later_tasks(build_once):
+    # tests/engines/refused.c: task 1 follows task 0 and StarPU refuses it (-ENODEV:
+    # refused_host.c lets it run on a MIC device only) after taking in its tag, which keeps task
+    # 1's dependency: the id is not given out again, so the next task after task 0 is task 2,
+    # and it and task 3 after it run in order. Giving id 1 out again aborted the process
+    # (StarPU: "a tag can be assigned only one task to wake"); so did destroying the refused
+    # task ("starpu_task_destroy must not be called for task with destroy = 1 and detach = 1").
+    # A refused task that follows none has no tag: its id 4 goes to the task after it.
+    exe = _c_build(build_once, "refused", ["refused.c", "refused_host.c"], "starpu") / "refused_host"
+    r = subprocess.run([str(exe), "2"], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert f"ids=0,{PTO_EINVAL},2,3,{PTO_EINVAL},4 rc=0 late=0" in r.stdout, r.stdout
+    assert "task 4 'stamp': starpu_task_submit failed (-19)" in r.stdout, r.stdout
+
+
 # -------------------------------------------------------------------------------- faults
 
 def _faults(c_builds, engine: str, *args: str, env: dict | None = None):

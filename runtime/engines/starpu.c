@@ -127,7 +127,9 @@ typedef struct Tensor {
  * task without predecessors carries no tag (StarPU's tag table costs per task); a later edge
  * marks it FOLLOWED while it has not completed, and its completion then notifies its tag
  * (starpu_tag_notify_from_apps). A task with predecessors carries its tag (TAGGED), which
- * StarPU notifies itself. An edge from a DONE task adds nothing. */
+ * StarPU notifies itself. An edge from a DONE task adds nothing. A task StarPU refuses at
+ * submission gives its id back unless its tag took dependencies (StarPU keeps that tag): then
+ * the id stays unused, DONE. */
 enum TaskState { T_RUNNING, T_FOLLOWED, T_DONE, T_TAGGED };
 #define STATE_CHUNK_SHIFT 16
 #define STATE_CHUNKS (1 << (31 - STATE_CHUNK_SHIFT))
@@ -1240,6 +1242,15 @@ static int32_t submit_mpi(PTORuntime* rt, EngTask* t, const int32_t* preds, int3
 }
 #endif
 
+/* A StarPU task that was never submitted (or that StarPU refused), destroyed here; its EngTask
+ * is the caller's to free. starpu_task_create marks a task for StarPU to destroy once it ran,
+ * which starpu_task_destroy refuses (an assertion): that mark goes first. */
+static void drop_task(struct starpu_task* st) {
+    st->destroy = 0;
+    st->cl_arg_free = 0;
+    starpu_task_destroy(st);
+}
+
 /* Hand a complete task to StarPU: its own regions, then the regions they overlap. It starts only
  * after its explicit predecessors preds[0..npred) (ids of tasks already submitted: the callers
  * checked them), through their StarPU tags (declare_deps; TaskState says which task has one). */
@@ -1285,8 +1296,7 @@ static int32_t submit(PTORuntime* rt, EngTask* t, const int32_t* preds, int32_t 
         if (!st->dyn_handles || !st->dyn_modes) {
             free(st->dyn_handles); free(st->dyn_modes);
             st->dyn_handles = NULL; st->dyn_modes = NULL;
-            st->cl_arg_free = 0;
-            starpu_task_destroy(st);
+            drop_task(st);
             free(t);
             return PTO_ENOMEM;
         }
@@ -1300,15 +1310,22 @@ static int32_t submit(PTORuntime* rt, EngTask* t, const int32_t* preds, int32_t 
     const int32_t id = t->id;
     rt->submitted++;
     if (t->cuda) rt->cuda_tasks++;
-    rc = declare_deps(rt, t, st, preds, npred, 0);
-    if (rc == PTO_OK) rc = rt->obs && obs_name(rt->obs, id, name) < 0 ? -ENOMEM : starpu_task_submit(st);
+    /* what may fail before StarPU is asked comes before the tag dependencies */
+    rc = rt->obs && obs_name(rt->obs, id, name) < 0 ? -ENOMEM : PTO_OK;
+    if (rc == PTO_OK) rc = declare_deps(rt, t, st, preds, npred, 0);
+    if (rc == PTO_OK) rc = starpu_task_submit(st);
     if (rc != 0) {
         rt->submitted--;
-        rt->next_id--;
         if (t->cuda) rt->cuda_tasks--;
-        atomic_store(task_state(rt, id), (uint8_t)T_RUNNING);   /* the id is given out again */
-        st->cl_arg_free = 0;
-        starpu_task_destroy(st);
+        if (t->tagged) {
+            /* StarPU keeps tag `id`: the dependencies declared on it and the refused task's job
+             * (which it took in before refusing): the id is never given out again, and an edge
+             * from it adds nothing */
+            atomic_store(task_state(rt, id), (uint8_t)T_DONE);
+        } else {
+            rt->next_id--;                                       /* no tag: the id is given out again */
+        }
+        drop_task(st);
         free(t);
         return rt_fail(PTO_EINVAL, "task %d '%s': starpu_task_submit failed (%d)", id, name, rc);
     }
