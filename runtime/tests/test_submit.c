@@ -623,9 +623,9 @@ int main(int argc, char** argv) {
     test_random_regions(2, 0, 1 << 16);                            /* safe mode: all ready at once */
     test_random_regions(3, 1, 256);
     test_random_regions(0, 0, 64);
-    /* the tensor's rows: more than 16 bands of 64 blocks (cut into 16 bands or fewer, from shard 0),
-     * fewer (bands of 64 blocks from a hashed shard), and a count of rows that is no power of two
-     * (its last band partial) */
+    /* the tensor's rows: more than 16 bands of 64 blocks (cut into 16 bands or fewer, from shard 0);
+     * 5,000 (bands of 64 blocks from a hashed shard where the first access's blocks have 8 rows or
+     * more); and a count of rows that is no power of two (its last band partial) */
     static const int64_t rrows[3] = {1 << 16, 5000, 40007};
     for (int size = 0; size < 3; size++)
         for (uint64_t seed = 1; seed <= (size ? 2u : 3u); seed++)
