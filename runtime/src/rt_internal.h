@@ -98,6 +98,8 @@ typedef struct TMTensor {
     int32_t   max_rb;              /* row-block limit of the grid */
     int32_t   general;             /* rspan | cspan | wide chains in use: lookups take the general path */
     int32_t   exact;               /* every access so far was one whole block: see TMBucket */
+    int32_t   bshift;              /* the sharded map's bands: 2^bshift rows (tensormap.c, tensor_init) */
+    uint32_t  shard0;              /* the shard of band 0 */
     TMBucket  wide;
     TMBucket* b;                   /* nrb * ncb buckets, row-major */
     uint8_t*  listed;              /* per bucket: on the occupied list */
@@ -153,6 +155,8 @@ typedef struct TMRoute {
     void*    base;
     int64_t  rows, cols;
     int32_t  bshift, cshift;       /* rows of a band: 2^bshift (see tensormap.c); rt->tm's column blocks */
+    int32_t  rshift;               /* rt->tm's row blocks */
+    uint32_t shard0;               /* the shard of band 0 */
     int32_t  mode;
     uint32_t shards;
     int64_t  r0, c0, r1, c1;
@@ -375,11 +379,7 @@ int  tm_shards_open(PTORuntime* rt);
 void tm_shards_free(PTORuntime* rt);
 /* Entries (live, a bound on the peak) and bytes of rt->tm and the shards together. */
 void tm_shards_count(const PTORuntime* rt, int64_t* live, int64_t* peak, int64_t* bytes);
-#define TM_BAND_BLOCKS 6           /* a band of the sharded map: 2^6 row blocks (tensormap.c) */
-/* The shard of a tensor's band 0. */
-static inline uint32_t tm_tensor_hash(const void* base) {
-    return (uint32_t)(((uint64_t)(uintptr_t)base * 0x9E3779B97F4A7C15ULL) >> (64 - TM_SHARD_BITS));
-}
+#define TM_BAND_BLOCKS 6           /* a band of the sharded map: at least 2^6 row blocks (tensormap.c) */
 /* Access `a` (a->tensor: a record of tm = rt->tm) as the shards take it; inline, as a submitter
  * routes every access it queues. */
 static inline void tm_route(const TMap* tm, const PTOAccess* a, TMRoute* out) {
@@ -387,10 +387,11 @@ static inline void tm_route(const TMap* tm, const PTOAccess* a, TMRoute* out) {
     out->tensor = a->tensor;
     out->task = 0;
     out->base = t->base; out->rows = t->rows; out->cols = t->cols;
-    out->bshift = t->rshift + TM_BAND_BLOCKS; out->cshift = t->cshift;
+    out->bshift = t->bshift; out->cshift = t->cshift;
+    out->rshift = t->rshift; out->shard0 = t->shard0;
     out->mode = a->mode;
     out->r0 = a->r0; out->c0 = a->c0; out->r1 = a->r1; out->c1 = a->c1;
-    const uint32_t h = tm_tensor_hash(t->base);
+    const uint32_t h = t->shard0;
     const int64_t j0 = a->r0 >> out->bshift, j1 = (a->r1 - 1) >> out->bshift;
     uint32_t m = 0;
     if (j1 - j0 >= TM_SHARDS - 1) m = TM_SHARDS_ALL;

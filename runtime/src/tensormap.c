@@ -85,6 +85,12 @@ static void tensor_init(TMTensor* t, void* base, int32_t rs, int32_t cs, int64_t
     }
     memset(t, 0, sizeof *t);
     t->base = base; t->rshift = rs; t->cshift = cs; t->rows = trows; t->cols = tcols;
+    /* the sharded map's bands: 2^TM_BAND_BLOCKS blocks, doubled until at most TM_SHARDS cover the
+     * rows; such a tensor's bands start at shard 0, a smaller one's at a hash of its pointer */
+    t->bshift = rs + TM_BAND_BLOCKS;
+    while (((rows - 1) >> t->bshift) >= TM_SHARDS) t->bshift++;
+    t->shard0 = t->bshift > rs + TM_BAND_BLOCKS
+                    ? 0 : (uint32_t)(((uint64_t)(uintptr_t)base * 0x9E3779B97F4A7C15ULL) >> (64 - TM_SHARD_BITS));
     t->ncb = (int32_t)(((cols - 1) >> cs) + 1);
     t->max_rb = (int32_t)(((int64_t)1 << TM_MAX_BUCKETS_LOG2) / t->ncb);
     t->wide = (TMBucket){{-1}, {-1}};
@@ -669,9 +675,13 @@ int tm_submit(PTORuntime* rt, int32_t task, const PTOAccess* acc, int32_t n) {
 /* ---------------------------------------------------------------- the sharded map
  * Once submitters are in use (tm_shards_open) the accesses go to TM_SHARDS maps instead of
  * rt->tm. A tensor's rows are cut into bands of 2^TM_BAND_BLOCKS row blocks (its blocks in
- * rt->tm); band j belongs to shard (j + h) mod TM_SHARDS, h a hash of the data pointer, so a
- * thread enumerating nearby tiles stays in a few shards while another thread's tiles elsewhere
- * are in others. In its shard, band j is moved down to local band j / TM_SHARDS (the rows of a
+ * rt->tm), or, where that would make more than TM_SHARDS bands, into at most TM_SHARDS bands of
+ * a power of two rows (tensor_init). Band j belongs to shard (j + h) mod TM_SHARDS: h is 0 for
+ * a tensor cut into bigger bands, else a hash of its data pointer (spreading small tensors). So
+ * a thread enumerating nearby tiles stays in a few shards, and threads walking disjoint parts of
+ * the rows of big tensors at the same pace (the halves of a parallel_for) stay in different
+ * shards; with fixed bands and a hash per tensor, their offset made them meet for the whole
+ * build or never. In its shard, band j is moved down to local band j / TM_SHARDS (the rows of a
  * shard's bands, packed: its grids are no bigger in all than rt->tm's), and an access reaching
  * several bands enters each band's shard as its part in that band. Two accesses that overlap
  * overlap in some band, and meet there; within a band the move is a translation, so overlaps
@@ -727,7 +737,7 @@ static inline __attribute__((always_inline)) int shard_access(const TMCtx* c, TM
         if (tensors_grow(tm, k + 1) < 0) return PTO_ENOMEM;
         for (; tm->ntensors <= k; tm->ntensors++) tensor_init(&tm->tensors[tm->ntensors], NULL, 0, 0, 1, 1);
         const int64_t local_rows = x->rows > 0 ? ((((x->rows - 1) >> bs) >> TM_SHARD_BITS) + 1) << bs : 1;
-        tensor_init(&tm->tensors[k], x->base, bs - TM_BAND_BLOCKS, x->cshift, local_rows, x->cols);
+        tensor_init(&tm->tensors[k], x->base, x->rshift, x->cshift, local_rows, x->cols);
     }
     const int64_t j1 = (x->r1 - 1) >> bs;
     int64_t j = x->r0 >> bs;
@@ -737,7 +747,7 @@ static inline __attribute__((always_inline)) int shard_access(const TMCtx* c, TM
         return access_one(c, task, &a);
     }
     /* the bands of this shard the access reaches: the first, then every TM_SHARDS-th */
-    j += (int64_t)((shard - (uint32_t)(j + tm_tensor_hash(x->base))) & (TM_SHARDS - 1));
+    j += (int64_t)((shard - (uint32_t)j - x->shard0) & (TM_SHARDS - 1));
     for (; j <= j1; j += TM_SHARDS) {
         const int64_t lo = j << bs, hi = (j + 1) << bs, shift = (j - (j >> TM_SHARD_BITS)) << bs;
         const PTOAccess a = {k, x->mode, (x->r0 > lo ? x->r0 : lo) - shift, x->c0,

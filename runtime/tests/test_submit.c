@@ -420,7 +420,7 @@ static void test_random_regions(int workers, int threshold, int window) {
     g_done = calloc(RR_TASKS, 1);
     atomic_store(&g_order_errors, 0);
     atomic_store(&g_runs, 0);
-    float* d = calloc(RROWS * RCOLS, sizeof(float));
+    float* d = calloc((size_t)RROWS * RCOLS, sizeof(float));
     PTOTensor z = {d, RROWS, RCOLS, RCOLS, 4, "z"};
     PTORuntime* rt = new_runtime(workers, threshold, window);
     PTOSubmitter* s = pto_submitter_open(rt);
@@ -484,13 +484,15 @@ static void* submit_random_part(void* p) {
     return NULL;
 }
 
-static void test_random_two(int workers, int threshold, int window, uint64_t seed, int threads, int mixed) {
-    enum { RROWS = 1 << 16, RCOLS = 64 };
+static void test_random_two(int workers, int threshold, int window, uint64_t seed, int threads, int mixed,
+                            int64_t rrows) {
+    enum { RCOLS = 64 };
+    const int64_t RROWS = rrows;
     for (int i = 0; i < RT2_TASKS; i++) {
         Rect* r = &g_rect[i];
         seed = seed * 6364136223846793005ULL + 1442695040888963407ULL;
         const int big = (seed >> 60) < 2;                  /* one in 8 reaches across many bands */
-        r->rows = big ? 1 + (int64_t)((seed >> 20) % 20000) : 1 + (int64_t)((seed >> 20) % 40);
+        r->rows = big ? 1 + (int64_t)((seed >> 20) % (uint64_t)(RROWS / 3)) : 1 + (int64_t)((seed >> 20) % 40);
         r->r0 = (int64_t)((seed >> 33) % (uint64_t)(RROWS - r->rows + 1));
         r->cols = 1 + (int64_t)((seed >> 12) % 32);
         r->c0 = (int64_t)((seed >> 44) % (uint64_t)(RCOLS - r->cols + 1));
@@ -499,7 +501,7 @@ static void test_random_two(int workers, int threshold, int window, uint64_t see
     atomic_store(&g_seq, 0);
     atomic_store(&g_runs, 0);
     memset(g_id2, 0xff, sizeof g_id2);
-    float* d = calloc(RROWS * RCOLS, sizeof(float));
+    float* d = calloc((size_t)RROWS * RCOLS, sizeof(float));
     PTOTensor z = {d, RROWS, RCOLS, RCOLS, 4, "z"};
     PTORuntime* rt = new_runtime(workers, threshold, window);
     Rt2Job jobs[3];
@@ -621,13 +623,18 @@ int main(int argc, char** argv) {
     test_random_regions(2, 0, 1 << 16);                            /* safe mode: all ready at once */
     test_random_regions(3, 1, 256);
     test_random_regions(0, 0, 64);
-    for (uint64_t seed = 1; seed <= 3; seed++)
-        for (int threads = 2; threads <= 3; threads++)
-            for (int mixed = 0; mixed <= 1; mixed++) {
-                test_random_two(2, 0, 1 << 16, seed, threads, mixed);      /* safe mode: all ready at once */
-                test_random_two(3, 1, 256, seed, threads, mixed);
-                test_random_two(0, 0, 64, seed, threads, mixed);           /* inline: submitters run tasks */
-            }
+    /* the tensor's rows: more than 16 bands of 64 blocks (cut into 16 bands or fewer, from shard 0);
+     * 5,000 (bands of 64 blocks from a hashed shard where the first access's blocks have 8 rows or
+     * more); and a count of rows that is no power of two (its last band partial) */
+    static const int64_t rrows[3] = {1 << 16, 5000, 40007};
+    for (int size = 0; size < 3; size++)
+        for (uint64_t seed = 1; seed <= (size ? 2u : 3u); seed++)
+            for (int threads = 2; threads <= 3; threads++)
+                for (int mixed = 0; mixed <= 1; mixed++) {
+                    test_random_two(2, 0, 1 << 16, seed, threads, mixed, rrows[size]);   /* safe mode: all ready at once */
+                    test_random_two(3, 1, 256, seed, threads, mixed, rrows[size]);
+                    test_random_two(0, 0, 64, seed, threads, mixed, rrows[size]);    /* inline: submitters run tasks */
+                }
     printf("%d passed, %d failed\n", g_pass, g_fail);
     return g_fail ? 1 : 0;
 }
