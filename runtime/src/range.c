@@ -43,6 +43,7 @@ int range_attach(PTORuntime* rt, int32_t id, const PTORange* r) {
     d->first = r->first;
     atomic_init(&d->failed, -1);
     atomic_init(&d->failed_rc, 0);
+    atomic_init(&d->failed_worker, -1);
     memcpy(d->inc, r->inc, sizeof d->inc);
     d->id = id;
     return PTO_OK;
@@ -60,16 +61,19 @@ void range_free(PTORuntime* rt) {
     free(rs);
 }
 
-/* Tile `k` of range task `t`, on this thread; on failure the first failing tile is recorded
- * and the tiles not yet taken are dropped. */
-static int32_t run_tile(PTORange* r, const PTOTask* t, int64_t k) {
+/* Tile `k` of range task `t`, on this thread (worker `me`); on failure the first failing tile
+ * and the worker that ran it are recorded, and the tiles not yet taken are dropped. */
+static int32_t run_tile(PTORange* r, const PTOTask* t, int64_t k, int32_t me) {
     int64_t a[PTO_MAX_ARGS];
     const int32_t n = t->num_args;
     for (int32_t j = 0; j < n; j++) a[j] = t->args[j] + k * r->inc[j];
     const int32_t rc = t->fn(a);
     if (rc != 0) {
         int64_t none = -1;
-        if (atomic_compare_exchange_strong(&r->failed, &none, r->first + k)) atomic_store(&r->failed_rc, rc);
+        if (atomic_compare_exchange_strong(&r->failed, &none, r->first + k)) {
+            atomic_store(&r->failed_rc, rc);
+            atomic_store(&r->failed_worker, me);
+        }
         const uint64_t mine = tiles_left(t->id, 0);
         uint64_t v = atomic_load(&r->left);
         while (v >> 32 == mine >> 32 && !atomic_compare_exchange_weak(&r->left, &v, mine)) {}
@@ -108,7 +112,7 @@ static void help(PTORuntime* rt, int32_t me) {
             atomic_fetch_add(&r->helpers, 1);
             for (int64_t k; !atomic_load_explicit(&rt->halt, memory_order_relaxed) && (k = take_tile(r, id)) >= 0;) {
                 found = true;
-                run_tile(r, rt_task(rt, id), k);
+                run_tile(r, rt_task(rt, id), k, me);
             }
             atomic_fetch_sub(&r->helpers, 1);
         }
@@ -120,13 +124,13 @@ int32_t range_run(PTORuntime* rt, PTOTask* t, PTORange* r) {
     const int32_t me = t->stage;
     if (!shared(rt, me) || (uint32_t)atomic_load(&r->left) == 0) {   /* alone, in order */
         for (int64_t k = 0; k < r->tiles; k++) {
-            const int32_t rc = run_tile(r, t, k);
+            const int32_t rc = run_tile(r, t, k, me);
             if (rc != 0) return rc;
         }
         return 0;
     }
     atomic_store(&rt->range_open[me], t->id + 1);
-    for (int64_t k; (k = take_tile(r, t->id)) >= 0;) run_tile(r, t, k);
+    for (int64_t k; (k = take_tile(r, t->id)) >= 0;) run_tile(r, t, k, me);
     /* queued tasks first: they are whole */
     if (atomic_load(&r->failed) < 0 && sched_ready_count(rt) == 0) help(rt, me);
     atomic_store(&rt->range_open[me], 0);
@@ -135,6 +139,11 @@ int32_t range_run(PTORuntime* rt, PTOTask* t, PTORange* r) {
     for (uint32_t spin = 0; atomic_load(&r->helpers) > 0; spin++)
         if (spin < RANGE_WAIT_SPINS) rt_cpu_relax(); else sched_yield();
     return atomic_load(&r->failed) >= 0 ? atomic_load(&r->failed_rc) : 0;
+}
+
+int32_t range_failed_worker(PTORuntime* rt, const PTOTask* t) {
+    const PTORange* r = range_of(rt, t->id);
+    return r && atomic_load(&r->failed) >= 0 ? atomic_load(&r->failed_worker) : t->stage;
 }
 
 int64_t pto_task_range(PTORuntime* rt, int32_t task, int64_t* inc) {

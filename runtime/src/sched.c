@@ -397,7 +397,7 @@ void sched_finish(PTORuntime* rt, int32_t id, int32_t status, PTOWorker* w) {
         int32_t none = 0;
         if (atomic_compare_exchange_strong(&rt->run_error, &none, PTO_ETASKFAILED)) {
             atomic_store(&rt->failed_code, status);
-            atomic_store(&rt->failed_worker, t->stage);
+            atomic_store(&rt->failed_worker, range_failed_worker(rt, t));   /* a range: its failing tile's */
             atomic_store(&rt->failed_func, t->name);
             atomic_store(&rt->failed_task, id);
         }

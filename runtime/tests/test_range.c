@@ -243,6 +243,57 @@ static void check_shared_chunks(int workers, bool caller_runs) {
     pto_runtime_destroy(rt);
 }
 
+/* Tile 0 waits (up to 10 s) until tile 1 ran, and tile 1 fails: the worker that ran tile 1 -
+ * a helper, as the owner of their chunk is held in tile 0 - is the one the run names. */
+static _Atomic int g_tile1_ran;
+static int32_t k_fail1_held(const int64_t* a) {
+    if (a[4] == 1) { atomic_store(&g_tile1_ran, 1); return 5; }
+    if (a[4] == 0) {
+        struct timespec t0, now;
+        clock_gettime(CLOCK_MONOTONIC, &t0);
+        do clock_gettime(CLOCK_MONOTONIC, &now);
+        while (!atomic_load(&g_tile1_ran) && now.tv_sec - t0.tv_sec < 10);
+    }
+    return k_add(a);
+}
+
+static void check_helper_failure(void) {
+    float x[R * C * HOLD_TILES], y[R * C * HOLD_TILES];
+    memset(x, 0, sizeof x);
+    atomic_store(&g_tile1_ran, 0);
+    PTOTensor X = tensor(x, R * HOLD_TILES, C, "x"), Y = tensor(y, R * HOLD_TILES, C, "y");
+    PTORuntimeConfig cfg;
+    pto_runtime_config_default(&cfg);
+    cfg.num_workers = 2;
+    PTORuntime* rt = NULL;
+    CHECK_EQ(pto_runtime_init(&rt, &cfg), PTO_OK);
+    CHECK_EQ(pto_runtime_enable_trace(rt, 1024), PTO_OK);
+    const PTOTaskArg a[3] = {{PTO_ARG_INPUT, &X, 0, 0, R, C, 0}, {PTO_ARG_OUTPUT, &Y, 0, 0, R, C, 0},
+                             {PTO_ARG_SCALAR, 0, 0, 0, 0, 0, 0}};
+    const PTOTaskArg s[3] = {{0, 0, R, 0, 0, 0, 0}, {0, 0, R, 0, 0, 0, 0}, {0, 0, 0, 0, 0, 0, 1}};
+    const int32_t last = pto_task_submit_range(rt, "fail1", k_fail1_held, 0, PTO_WORKER_ANY, a, s, 3, HOLD_TILES);
+    CHECK(last >= 0);
+    PTORuntimeStats st;
+    pto_runtime_get_stats(rt, &st);
+    const int32_t first = last - (int32_t)st.tasks_submitted + 1;   /* the chunk of tiles 0 and 1 */
+    CHECK_EQ(pto_runtime_run(rt), PTO_ETASKFAILED);
+    CHECK_EQ(atomic_load(&g_tile1_ran), 1);
+    PTOTraceEvent ev[64];
+    const int64_t n = pto_runtime_trace_events(rt, ev, 64);
+    int32_t owner = -2;
+    for (int64_t i = 0; i < n && i < 64; i++)
+        if (ev[i].task == first) owner = ev[i].worker;
+    CHECK(owner == 0 || owner == 1);
+    pto_runtime_get_stats(rt, &st);
+    CHECK_EQ(st.failed_task, first);
+    CHECK_EQ(st.failed_worker, 1 - owner);
+    char msg[256], want[96];
+    pto_runtime_error_message(rt, msg, sizeof msg);
+    snprintf(want, sizeof want, "'fail1' at tile 1 failed with code 5 on worker %d", 1 - owner);
+    CHECK_HAS(msg, want);
+    pto_runtime_destroy(rt);
+}
+
 /* An executor that does not take ranges sees one task per tile, each with its own arguments. */
 static _Atomic int g_exec_calls, g_exec_bad;
 static int32_t exec_plain(void* ctx, int32_t id, const char* name, PTOKernelFunc fn, const int64_t* args,
@@ -313,6 +364,7 @@ int main(int argc, char** argv) {
     check_shared_chunks(2, false);
     check_shared_chunks(2, true);     /* the orchestrating thread as one of the two */
     check_shared_chunks(4, false);
+    check_helper_failure();
     check_executor(false);
     check_executor(true);
     printf("%d passed, %d failed\n", g_pass, g_fail);
