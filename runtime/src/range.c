@@ -7,10 +7,14 @@
  * so the tensor map holds one entry per argument, not one per tile.
  *
  * Chunks are shared tile by tile. A worker running a chunk takes its tiles one at a time from an
- * atomic count, and announces the chunk (rt->range_open) while it does; a worker whose own chunk
- * has no tile left and that finds no task queued takes tiles of the chunks others announced. So a
- * worker the OS preempts holds up the run by at most the tile it is in, not by the rest of its
- * chunk. A chunk's task completes on the worker that ran it, once every tile taken is done. */
+ * atomic count, and announces the chunk (rt->range_open) while it does; a worker that finds no
+ * task queued (range_help, from the worker loop) takes tiles of the chunks others announced. So
+ * a worker the OS preempts holds up the run by at most the tile it is in, not by the rest of its
+ * chunk. A chunk's task completes on the worker that ran it, once every tile taken is done: that
+ * worker waits for the helpers of its chunk (taking other chunks' tiles one at a time
+ * meanwhile), not for its own help of others, so the chunk's consumers need not wait for that.
+ * Safe: no tile of a chunk can be taken once its count is 0, and a helper that read the
+ * announcement late counts itself in and out of a record that no longer has tiles for it. */
 #include "rt_internal.h"
 
 #include <stdlib.h>
@@ -43,6 +47,7 @@ int range_attach(PTORuntime* rt, int32_t id, const PTORange* r) {
     d->first = r->first;
     atomic_init(&d->failed, -1);
     atomic_init(&d->failed_rc, 0);
+    atomic_init(&d->failed_worker, -1);
     memcpy(d->inc, r->inc, sizeof d->inc);
     d->id = id;
     return PTO_OK;
@@ -60,16 +65,19 @@ void range_free(PTORuntime* rt) {
     free(rs);
 }
 
-/* Tile `k` of range task `t`, on this thread; on failure the first failing tile is recorded
- * and the tiles not yet taken are dropped. */
-static int32_t run_tile(PTORange* r, const PTOTask* t, int64_t k) {
+/* Tile `k` of range task `t`, on this thread (worker `me`); on failure the first failing tile
+ * and the worker that ran it are recorded, and the tiles not yet taken are dropped. */
+static int32_t run_tile(PTORange* r, const PTOTask* t, int64_t k, int32_t me) {
     int64_t a[PTO_MAX_ARGS];
     const int32_t n = t->num_args;
     for (int32_t j = 0; j < n; j++) a[j] = t->args[j] + k * r->inc[j];
     const int32_t rc = t->fn(a);
     if (rc != 0) {
         int64_t none = -1;
-        if (atomic_compare_exchange_strong(&r->failed, &none, r->first + k)) atomic_store(&r->failed_rc, rc);
+        if (atomic_compare_exchange_strong(&r->failed, &none, r->first + k)) {
+            atomic_store(&r->failed_rc, rc);
+            atomic_store(&r->failed_worker, me);
+        }
         const uint64_t mine = tiles_left(t->id, 0);
         uint64_t v = atomic_load(&r->left);
         while (v >> 32 == mine >> 32 && !atomic_compare_exchange_weak(&r->left, &v, mine)) {}
@@ -95,24 +103,40 @@ static bool shared(const PTORuntime* rt, int32_t me) {
            !rt->cfg.bind_worker_types && rt->cfg.max_running == 0;
 }
 
-/* Take tiles of the chunks other workers announced, until none is left or the run halts. */
-static void help(PTORuntime* rt, int32_t me) {
+/* Take tiles of the chunks other workers announced, until none is left or the run halts (with
+ * `one`: after one tile). 1: a tile was taken, 0: none, -1: the run gave up on this worker while
+ * it helped (`running`: its W_IDLE slot, which names the task helped meanwhile; NULL: it holds
+ * its own task's id already). */
+static int help(PTORuntime* rt, int32_t me, bool one, _Atomic int32_t* running) {
     PTORange** rs = atomic_load_explicit(&rt->ranges, memory_order_acquire);
+    bool took = false;
     for (bool found = true; found;) {
         found = false;
         for (int32_t w = 0; w < rt->nworkers; w++) {
             const int32_t id = atomic_load(&rt->range_open[w]) - 1;
             if (w == me || id < 0) continue;
             PTORange* r = rs[id & rt->mask];
+            if (running) atomic_store_explicit(running, id, memory_order_release);
             /* counted in before taking: the announcing worker waits for helpers to leave */
             atomic_fetch_add(&r->helpers, 1);
             for (int64_t k; !atomic_load_explicit(&rt->halt, memory_order_relaxed) && (k = take_tile(r, id)) >= 0;) {
-                found = true;
-                run_tile(r, rt_task(rt, id), k);
+                found = took = true;
+                run_tile(r, rt_task(rt, id), k, me);
+                if (one) break;
             }
             atomic_fetch_sub(&r->helpers, 1);
+            int32_t mine = id;
+            if (running && !atomic_compare_exchange_strong_explicit(running, &mine, W_IDLE, memory_order_acq_rel,
+                                                                    memory_order_acquire))
+                return -1;
+            if (took && one) return 1;
         }
     }
+    return took;
+}
+
+int range_help(PTORuntime* rt, int32_t me, _Atomic int32_t* running) {
+    return atomic_load_explicit(&rt->ranges, memory_order_relaxed) && shared(rt, me) ? help(rt, me, false, running) : 0;
 }
 
 int32_t range_run(PTORuntime* rt, PTOTask* t, PTORange* r) {
@@ -120,21 +144,28 @@ int32_t range_run(PTORuntime* rt, PTOTask* t, PTORange* r) {
     const int32_t me = t->stage;
     if (!shared(rt, me) || (uint32_t)atomic_load(&r->left) == 0) {   /* alone, in order */
         for (int64_t k = 0; k < r->tiles; k++) {
-            const int32_t rc = run_tile(r, t, k);
+            const int32_t rc = run_tile(r, t, k, me);
             if (rc != 0) return rc;
         }
         return 0;
     }
     atomic_store(&rt->range_open[me], t->id + 1);
-    for (int64_t k; (k = take_tile(r, t->id)) >= 0;) run_tile(r, t, k);
-    /* queued tasks first: they are whole */
-    if (atomic_load(&r->failed) < 0 && sched_ready_count(rt) == 0) help(rt, me);
+    for (int64_t k; (k = take_tile(r, t->id)) >= 0;) run_tile(r, t, k, me);
     atomic_store(&rt->range_open[me], 0);
-    /* none of our tiles is left to take: wait for those that helpers took (a helper that stays
-     * longer than a tile takes was preempted, maybe on this core: then give it the core) */
+    /* none of our tiles is left to take: wait for those that helpers took, taking other chunks'
+     * tiles one at a time meanwhile (a helper that stays longer than a tile takes was preempted,
+     * maybe on this core: then give it the core). The chunk then completes, and its consumers
+     * start, before this worker helps the others further (range_help, when it finds no task). */
     for (uint32_t spin = 0; atomic_load(&r->helpers) > 0; spin++)
-        if (spin < RANGE_WAIT_SPINS) rt_cpu_relax(); else sched_yield();
+        if (help(rt, me, true, NULL)) spin = 0;
+        else if (spin < RANGE_WAIT_SPINS) rt_cpu_relax();
+        else sched_yield();
     return atomic_load(&r->failed) >= 0 ? atomic_load(&r->failed_rc) : 0;
+}
+
+int32_t range_failed_worker(PTORuntime* rt, const PTOTask* t) {
+    const PTORange* r = range_of(rt, t->id);
+    return r && atomic_load(&r->failed) >= 0 ? atomic_load(&r->failed_worker) : t->stage;
 }
 
 int64_t pto_task_range(PTORuntime* rt, int32_t task, int64_t* inc) {

@@ -526,6 +526,7 @@ typedef struct PTORange {
     int64_t tiles, first;          /* tiles of this task; index of its first in the submitted range */
     _Atomic int64_t failed;        /* the tile (index in the submitted range) that failed, or -1 */
     _Atomic int32_t failed_rc;     /* that tile's code */
+    _Atomic int32_t failed_worker; /* the worker that ran it (a helper, maybe; -1: the orchestrator) */
     /* tiles not yet taken: (uint32 id << 32) | count; a taker must see its own task's id in it */
     _Atomic uint64_t left;
     _Atomic int32_t helpers;       /* threads about to take, or running, this task's tiles for it */
@@ -543,6 +544,11 @@ int32_t rt_submit_args(PTORuntime* rt, const char* func_name, PTOKernelFunc func
 int  range_attach(PTORuntime* rt, int32_t id, const PTORange* r);   /* PTO_OK or PTO_ENOMEM */
 void range_detach(PTORuntime* rt, int32_t id);
 int32_t range_run(PTORuntime* rt, PTOTask* t, PTORange* r);   /* every tile of t (others may help) */
+/* Worker `me` found no task: it takes tiles of the chunks others run. 1: it took some, 0: none,
+ * -1: the run gave up on it in one (`running`: its PTOWorker.running, W_IDLE; NULL: the caller) */
+int range_help(PTORuntime* rt, int32_t me, _Atomic int32_t* running);
+/* The worker that ran failed task t's failing tile, if t is a range task, else t->stage */
+int32_t range_failed_worker(PTORuntime* rt, const PTOTask* t);
 void range_free(PTORuntime* rt);
 
 /* trace.c */

@@ -397,7 +397,7 @@ void sched_finish(PTORuntime* rt, int32_t id, int32_t status, PTOWorker* w) {
         int32_t none = 0;
         if (atomic_compare_exchange_strong(&rt->run_error, &none, PTO_ETASKFAILED)) {
             atomic_store(&rt->failed_code, status);
-            atomic_store(&rt->failed_worker, t->stage);
+            atomic_store(&rt->failed_worker, range_failed_worker(rt, t));   /* a range: its failing tile's */
             atomic_store(&rt->failed_func, t->name);
             atomic_store(&rt->failed_task, id);
         }
@@ -581,7 +581,7 @@ bool sched_caller_step(PTORuntime* rt) {
     if (rt->caller_slot < 0 || atomic_load_explicit(&rt->halt, memory_order_acquire)) return false;
     PTOWorker* w = &rt->workers[rt->caller_slot];
     int32_t id = pop(rt, w);
-    if (id < 0) return false;
+    if (id < 0) return range_help(rt, w->index, NULL) > 0;
     PTOTask* t = rt_task(rt, id);
     int32_t rc;
     if (rt->trace) {
@@ -743,6 +743,9 @@ static void* worker_main(void* arg) {
         if (id < 0) {
             sched_flush_retired(rt, w);
             if (atomic_load_explicit(&rt->stop, memory_order_acquire)) break;
+            const int helped = range_help(rt, w->index, &w->running);   /* tiles of others' chunks */
+            if (helped < 0) { rt_unref(rt); return NULL; }   /* given up on in one: as below */
+            if (helped > 0) continue;
             idle(rt, w);
             was_idle = true;
             continue;

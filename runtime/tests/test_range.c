@@ -243,6 +243,150 @@ static void check_shared_chunks(int workers, bool caller_runs) {
     pto_runtime_destroy(rt);
 }
 
+/* Tile 0 waits (up to 10 s) until tile 1 ran, and tile 1 fails: the worker that ran tile 1 -
+ * a helper, as the owner of their chunk is held in tile 0 - is the one the run names. */
+static _Atomic int g_tile1_ran;
+static int32_t k_fail1_held(const int64_t* a) {
+    if (a[4] == 1) { atomic_store(&g_tile1_ran, 1); return 5; }
+    if (a[4] == 0) {
+        struct timespec t0, now;
+        clock_gettime(CLOCK_MONOTONIC, &t0);
+        do clock_gettime(CLOCK_MONOTONIC, &now);
+        while (!atomic_load(&g_tile1_ran) && now.tv_sec - t0.tv_sec < 10);
+    }
+    return k_add(a);
+}
+
+static void check_helper_failure(void) {
+    float x[R * C * HOLD_TILES], y[R * C * HOLD_TILES];
+    memset(x, 0, sizeof x);
+    atomic_store(&g_tile1_ran, 0);
+    PTOTensor X = tensor(x, R * HOLD_TILES, C, "x"), Y = tensor(y, R * HOLD_TILES, C, "y");
+    PTORuntimeConfig cfg;
+    pto_runtime_config_default(&cfg);
+    cfg.num_workers = 2;
+    PTORuntime* rt = NULL;
+    CHECK_EQ(pto_runtime_init(&rt, &cfg), PTO_OK);
+    CHECK_EQ(pto_runtime_enable_trace(rt, 1024), PTO_OK);
+    const PTOTaskArg a[3] = {{PTO_ARG_INPUT, &X, 0, 0, R, C, 0}, {PTO_ARG_OUTPUT, &Y, 0, 0, R, C, 0},
+                             {PTO_ARG_SCALAR, 0, 0, 0, 0, 0, 0}};
+    const PTOTaskArg s[3] = {{0, 0, R, 0, 0, 0, 0}, {0, 0, R, 0, 0, 0, 0}, {0, 0, 0, 0, 0, 0, 1}};
+    const int32_t last = pto_task_submit_range(rt, "fail1", k_fail1_held, 0, PTO_WORKER_ANY, a, s, 3, HOLD_TILES);
+    CHECK(last >= 0);
+    PTORuntimeStats st;
+    pto_runtime_get_stats(rt, &st);
+    const int32_t first = last - (int32_t)st.tasks_submitted + 1;   /* the chunk of tiles 0 and 1 */
+    CHECK_EQ(pto_runtime_run(rt), PTO_ETASKFAILED);
+    CHECK_EQ(atomic_load(&g_tile1_ran), 1);
+    PTOTraceEvent ev[64];
+    const int64_t n = pto_runtime_trace_events(rt, ev, 64);
+    int32_t owner = -2;
+    for (int64_t i = 0; i < n && i < 64; i++)
+        if (ev[i].task == first) owner = ev[i].worker;
+    CHECK(owner == 0 || owner == 1);
+    pto_runtime_get_stats(rt, &st);
+    CHECK_EQ(st.failed_task, first);
+    CHECK_EQ(st.failed_worker, 1 - owner);
+    char msg[256], want[96];
+    pto_runtime_error_message(rt, msg, sizeof msg);
+    snprintf(want, sizeof want, "'fail1' at tile 1 failed with code 5 on worker %d", 1 - owner);
+    CHECK_HAS(msg, want);
+    pto_runtime_destroy(rt);
+}
+
+/* Two workers, chunks of 8 tiles: every tile of the next-to-last chunk waits (up to 10 s) until
+ * the consumer of the last chunk ran. The worker that runs the last chunk finds the other held
+ * in the chunk before and helps it: the last chunk must complete, and its consumer start,
+ * before that worker is held in a tile it helps with. */
+static _Atomic int g_consumer_ran, g_wait_timed_out;
+static int32_t k_wait_consumer(const int64_t* a) {
+    if (a[4] >= HOLD_TILES - 16 && a[4] < HOLD_TILES - 8) {
+        struct timespec t0, now;
+        clock_gettime(CLOCK_MONOTONIC, &t0);
+        do clock_gettime(CLOCK_MONOTONIC, &now);
+        while (!atomic_load(&g_consumer_ran) && now.tv_sec - t0.tv_sec < 10);
+        if (!atomic_load(&g_consumer_ran)) atomic_store(&g_wait_timed_out, 1);
+    }
+    return k_add(a);
+}
+/* args: y (ptr, ld), z (ptr, ld): z = 2 * y over 8 tiles */
+static int32_t k_consumer(const int64_t* a) {
+    const float* y = pto_arg_ptr(a[0]);
+    float* z = pto_arg_ptr(a[2]);
+    for (int r = 0; r < 8 * R; r++)
+        for (int c = 0; c < C; c++) z[r * a[3] + c] = 2.0f * y[r * a[1] + c];
+    atomic_store(&g_consumer_ran, 1);
+    return 0;
+}
+
+static void check_consumer_not_held(void) {
+    float x[R * C * HOLD_TILES], y[R * C * HOLD_TILES], z[R * C * 8];
+    for (int i = 0; i < R * C * HOLD_TILES; i++) x[i] = (float)(i % 31);
+    atomic_store(&g_consumer_ran, 0);
+    atomic_store(&g_wait_timed_out, 0);
+    PTOTensor X = tensor(x, R * HOLD_TILES, C, "x"), Y = tensor(y, R * HOLD_TILES, C, "y");
+    PTOTensor Z = tensor(z, R * 8, C, "z");
+    PTORuntimeConfig cfg;
+    pto_runtime_config_default(&cfg);
+    cfg.num_workers = 2;
+    PTORuntime* rt = NULL;
+    CHECK_EQ(pto_runtime_init(&rt, &cfg), PTO_OK);
+    const PTOTaskArg a[3] = {{PTO_ARG_INPUT, &X, 0, 0, R, C, 0}, {PTO_ARG_OUTPUT, &Y, 0, 0, R, C, 0},
+                             {PTO_ARG_SCALAR, 0, 0, 0, 0, 0, 0}};
+    const PTOTaskArg s[3] = {{0, 0, R, 0, 0, 0, 0}, {0, 0, R, 0, 0, 0, 0}, {0, 0, 0, 0, 0, 0, 1}};
+    CHECK(pto_task_submit_range(rt, "held", k_wait_consumer, 0, PTO_WORKER_ANY, a, s, 3, HOLD_TILES) >= 0);
+    PTORuntimeStats st;
+    pto_runtime_get_stats(rt, &st);
+    CHECK_EQ(st.tasks_submitted, 8);          /* the last chunk: tiles HOLD_TILES - 8 on */
+    const PTOTaskArg c[2] = {{PTO_ARG_INPUT, &Y, (HOLD_TILES - 8) * R, 0, 8 * R, C, 0},
+                             {PTO_ARG_OUTPUT, &Z, 0, 0, 8 * R, C, 0}};
+    CHECK(pto_task_submit_v(rt, "consumer", k_consumer, 0, PTO_WORKER_ANY, c, 2) >= 0);
+    CHECK_EQ(pto_runtime_run(rt), PTO_OK);
+    CHECK_EQ(atomic_load(&g_wait_timed_out), 0);
+    int bad = 0;
+    for (int i = 0; i < R * C * 8; i++) bad += z[i] != 2.0f * y[(HOLD_TILES - 8) * R * C + i];
+    CHECK_EQ(bad, 0);
+    pto_runtime_destroy(rt);
+}
+
+/* Tile 9 stays in its kernel until the test lets it go, and tile 8, its chunk's first, waits
+ * (up to 10 s) until tile 9 started: another worker took tile 9 as a helper. The run still
+ * gives up at its deadline on both, rather than waiting for a helper it cannot abandon. */
+static _Atomic int g_stay, g_tile9_in;
+static int32_t k_stay9(const int64_t* a) {
+    if (a[4] == 9) {
+        atomic_store(&g_tile9_in, 1);
+        while (atomic_load(&g_stay)) {}
+    } else if (a[4] == 8) {
+        struct timespec t0, now;
+        clock_gettime(CLOCK_MONOTONIC, &t0);
+        do clock_gettime(CLOCK_MONOTONIC, &now);
+        while (!atomic_load(&g_tile9_in) && now.tv_sec - t0.tv_sec < 10);
+    }
+    return k_add(a);
+}
+
+static void check_helper_abandoned(void) {
+    static float x[R * C * HOLD_TILES], y[R * C * HOLD_TILES];   /* an abandoned kernel may outlive us */
+    atomic_store(&g_stay, 1);
+    atomic_store(&g_tile9_in, 0);
+    PTOTensor X = tensor(x, R * HOLD_TILES, C, "x"), Y = tensor(y, R * HOLD_TILES, C, "y");
+    PTORuntimeConfig cfg;
+    pto_runtime_config_default(&cfg);
+    cfg.num_workers = 2;
+    cfg.timeout_ms = 300;
+    PTORuntime* rt = NULL;
+    CHECK_EQ(pto_runtime_init(&rt, &cfg), PTO_OK);
+    const PTOTaskArg a[3] = {{PTO_ARG_INPUT, &X, 0, 0, R, C, 0}, {PTO_ARG_OUTPUT, &Y, 0, 0, R, C, 0},
+                             {PTO_ARG_SCALAR, 0, 0, 0, 0, 0, 0}};
+    const PTOTaskArg s[3] = {{0, 0, R, 0, 0, 0, 0}, {0, 0, R, 0, 0, 0, 0}, {0, 0, 0, 0, 0, 0, 1}};
+    CHECK(pto_task_submit_range(rt, "stay9", k_stay9, 0, PTO_WORKER_ANY, a, s, 3, HOLD_TILES) >= 0);
+    CHECK_EQ(pto_runtime_run(rt), PTO_ETIMEDOUT);
+    CHECK_EQ(atomic_load(&g_tile9_in), 1);
+    pto_runtime_destroy(rt);
+    atomic_store(&g_stay, 0);                 /* the abandoned kernel returns, and its thread ends */
+}
+
 /* An executor that does not take ranges sees one task per tile, each with its own arguments. */
 static _Atomic int g_exec_calls, g_exec_bad;
 static int32_t exec_plain(void* ctx, int32_t id, const char* name, PTOKernelFunc fn, const int64_t* args,
@@ -313,6 +457,9 @@ int main(int argc, char** argv) {
     check_shared_chunks(2, false);
     check_shared_chunks(2, true);     /* the orchestrating thread as one of the two */
     check_shared_chunks(4, false);
+    check_helper_failure();
+    check_consumer_not_held();
+    check_helper_abandoned();
     check_executor(false);
     check_executor(true);
     printf("%d passed, %d failed\n", g_pass, g_fail);
