@@ -79,6 +79,11 @@ NOT_RUN = {
                                   "us per task (...)"):
         "output of pto perf --target cuda; plugins/pto_cuda/tests/test_cuda_whole_run.py checks "
         "the card's facts",
+    ("docs/distributed.md", "git clone https://gitlab.inria.fr/starpu/starpu.git /tmp/starpu.git   "
+                            "# or github.com/starpu-runtime/starpu"):
+        "clones StarPU from the network and builds it with CUDA for a GPU machine; "
+        "bench/cuda/device_check.sh (steps starpu_build, starpu_cuda) runs it there, and "
+        "tests/test_engine_starpu_cuda.py compiles the CUDA codelets here",
     ("docs/distributed.md", "scons target=arm64 engine=starpu-mpi examples=examples/llama7b_layer.py"):
         "needs a cluster's hostfile; tests/test_engine_starpu.py runs mpirun on this machine",
     ("docs/distributed.md", "mpirun --allow-run-as-root --oversubscribe -np 2 pto run "
