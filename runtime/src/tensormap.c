@@ -76,7 +76,8 @@ static int tensors_grow(TMap* tm, int32_t need) {
     return PTO_OK;
 }
 
-/* Record t of `base`: blocks of 2^rs x 2^cs, coarsened to at most 2^20 blocks; no grid yet. */
+/* Record t of `base`: blocks of 2^rs x 2^cs, coarsened to at most 2^20 blocks; no grid yet, and in
+ * the exact mode (whole-block accesses, TMBucket) - rt->tm's records and a shard's alike. */
 static void tensor_init(TMTensor* t, void* base, int32_t rs, int32_t cs, int64_t trows, int64_t tcols) {
     int64_t rows = trows > 0 ? trows : 1, cols = tcols > 0 ? tcols : 1;
     /* coarsen the finer dimension until the grid has at most 2^20 blocks */
@@ -94,6 +95,7 @@ static void tensor_init(TMTensor* t, void* base, int32_t rs, int32_t cs, int64_t
     t->ncb = (int32_t)(((cols - 1) >> cs) + 1);
     t->max_rb = (int32_t)(((int64_t)1 << TM_MAX_BUCKETS_LOG2) / t->ncb);
     t->wide = (TMBucket){{-1}, {-1}};
+    t->exact = 1;                              /* until an access is not one whole block */
 }
 
 /* The record of `base`, created (see tensor_init). */
@@ -110,7 +112,6 @@ static int32_t tensor_create(TMap* tm, void* base, int32_t rs, int32_t cs, int64
         free(old);
     }
     tensor_init(&tm->tensors[tm->ntensors], base, rs, cs, trows, tcols);
-    tm->tensors[tm->ntensors].exact = 1;       /* until an access is not one whole block */
     slot_put(tm, base, tm->ntensors);
     return tm->ntensors++;
 }

@@ -395,6 +395,63 @@ static void test_exact_blocks_match_rectangles(void) {
     free(dump[0]); free(dump[1]);
 }
 
+/* The same through a submitter, whose accesses go to the sharded tensor map: a tensor of 8 bands
+ * (512 rows of 8 x 8 blocks each, a band per shard), whole blocks and rectangles (some reaching
+ * across bands) at random. Each shard's record of the tensor starts exact; in the general run a
+ * one-cell read in every band (the cell (band end - 1, 63), which no later access reaches) first
+ * turns all of them into rectangle chains, in the exact run the same tasks read another tensor. */
+static void test_shard_exact_blocks_match_rectangles(void) {
+    enum { ROWS = 4096, BAND = 512 };
+    static float tall[ROWS * 64], other[ROWS * 64];
+    PTOTensor X = {tall, ROWS, 64, 64, 4, "X"}, U = {other, ROWS, 64, 64, 4, "U"};
+    const int64_t cap = 1 << 21;
+    char* dump[2] = {malloc(cap), malloc(cap)};
+    for (int round = 0; round < 16; round++) {
+        const int window = round % 2 ? 16 : 4096, prefix = 25 * round;
+        int64_t edges[2], entries[2];
+        for (int general = 0; general < 2; general++) {
+            rng_state = 0x5add0000ULL + (uint64_t)round;
+            PTORuntime* rt = mk(0, window, 1);
+            PTOSubmitter* s = pto_submitter_open(rt);
+            CHECK(s != NULL);
+            PTOTaskArg a[2] = {{PTO_ARG_OUTPUT, &X, 0, 0, 8, 8, 0}};
+            CHECK(pto_submitter_task(s, "k", k_nop, 0, PTO_WORKER_ANY, a, 1, NULL, 0) >= 0);   /* blocks: 8 x 8 */
+            for (int64_t band = 0; band < ROWS / BAND; band++) {
+                a[0] = (PTOTaskArg){PTO_ARG_INPUT, general ? &X : &U, band * BAND + BAND - 1, 63, 1, 1, 0};
+                CHECK(pto_submitter_task(s, "k", k_nop, 0, PTO_WORKER_ANY, a, 1, NULL, 0) >= 0);
+            }
+            for (int i = 0; i < 600; i++) {
+                const int n = 1 + (int)(rnd() % 3 == 0);
+                for (int k = 0; k < n; k++) {
+                    const int mode = (int)(1 + rnd() % 3);
+                    /* half of them in the 128 row blocks around row 2,048 (a band's edge) */
+                    const int64_t rb = rnd() % 2 ? (int64_t)(rnd() % (ROWS / 8)) : 192 + (int64_t)(rnd() % 128);
+                    if (i < prefix || rnd() % 4) {     /* a block short of column 56 */
+                        a[k] = (PTOTaskArg){mode, &X, rb * 8, (int64_t)(rnd() % 7) * 8, 8, 8, 0};
+                    } else {       /* a rectangle short of column 63, up to 3 bands high */
+                        const int64_t h = 1 + (int64_t)(rnd() % (rnd() % 8 ? 24 : 1100)), w = 1 + (int64_t)(rnd() % 16);
+                        a[k] = (PTOTaskArg){mode, &X, (int64_t)(rnd() % (uint64_t)(ROWS - h)),
+                                            (int64_t)(rnd() % (uint64_t)(64 - w)), h, w, 0};
+                    }
+                }
+                if (n == 2 && (a[0].kind | a[1].kind) & 2) a[1].kind = PTO_ARG_INPUT;   /* one writer per task */
+                CHECK(pto_submitter_task(s, "k", k_nop, 0, PTO_WORKER_ANY, a, n, NULL, 0) >= 0);
+            }
+            CHECK_EQ(pto_submitter_close(s), PTO_OK);
+            edges[general] = edges_of(rt);
+            entries[general] = entries_of(rt);
+            CHECK(pto_runtime_dump_buffer(rt, dump[general], cap) > 0);
+            CHECK_EQ(pto_runtime_run(rt), PTO_OK);
+            pto_runtime_destroy(rt);
+        }
+        CHECK(edges[0] > 0);
+        CHECK_EQ(edges[0], edges[1]);
+        if (window > 16) CHECK_EQ(entries[0], entries[1]);   /* (sweeps of a small pool come at other times) */
+        CHECK(strcmp(dump[0], dump[1]) == 0);
+    }
+    free(dump[0]); free(dump[1]);
+}
+
 static void test_edges(void) {
     PTORuntime* rt = mk(0, 1024, 1);
     task1(rt, 2, 0, 0, 16, 16);                 /* 0: W A        */
@@ -1308,6 +1365,7 @@ int main(int argc, char** argv) {
     printf("edges / overlap rule, one-call submission\n"); test_edges();
     test_covering_writes();
     printf("whole blocks against rectangles\n"); test_exact_blocks_match_rectangles();
+    printf("... in the sharded map\n");        test_shard_exact_blocks_match_rectangles();
     g_use_v = 0;
     printf("worker pool\n");           test_pool();
     printf("pool: a run not taken\n"); test_pool_take_back();
