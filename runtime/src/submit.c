@@ -378,8 +378,15 @@ static int sort_by_shard(PTOSubmitter* s, const TMRoute* acc, int32_t a0, int32_
     return PTO_OK;
 }
 
-/* The producers the lookups found, grouped by consumer (task ids base .. base + n - 1). */
-static int group_found(PTOSubmitter* s, int32_t base, int32_t n) {
+/* A task's found producers kept in the list below: up to this many are compared with each new one. */
+#define FOUND_DEDUP 8
+
+/* The producers the lookups found, grouped by consumer (task ids base .. base + n - 1, the batch's
+ * tasks i0 ..), without the duplicates the locked step would skip one by one: a producer found
+ * again (an access reaching several bands, or several accesses meeting one producer) or already
+ * an explicit predecessor of its consumer (resolved to an id by now). add_edge skips any that are
+ * left (a producer's last consumer), so the edges are the same. */
+static int group_found(PTOSubmitter* s, int32_t base, int32_t i0, int32_t n) {
     if (grow_to((void**)&s->pstart, &s->cap_pstart, (int64_t)n + 2, sizeof *s->pstart) < 0 ||
         grow_to((void**)&s->prod, &s->cap_prod, s->found.n, sizeof *s->prod) < 0)
         return PTO_ENOMEM;
@@ -388,6 +395,22 @@ static int group_found(PTOSubmitter* s, int32_t base, int32_t n) {
     for (int32_t i = 0; i < n; i++) s->pstart[i + 2] += s->pstart[i + 1];
     for (int32_t i = 0; i < s->found.n; i++)
         s->prod[s->pstart[s->found.pair[2 * i] - base + 1]++] = s->found.pair[2 * i + 1];
+    /* task i's at [pstart[i], pstart[i + 1]); moved down over the ones dropped */
+    int32_t w = 0;
+    for (int32_t i = 0; i < n; i++) {
+        const int32_t lo = s->pstart[i], hi = s->pstart[i + 1], w0 = w;
+        const Queued* q = &s->q[i0 + i];
+        const int32_t* pred = &s->preds[q->pred0];
+        s->pstart[i] = w0;
+        for (int32_t k = lo; k < hi; k++) {
+            const int32_t p = s->prod[k];
+            bool seen = false;
+            for (int32_t j = 0; j < q->npred; j++) seen |= pred[j] == p;
+            for (int32_t j = w0; j < w && j < w0 + FOUND_DEDUP; j++) seen |= s->prod[j] == p;
+            if (!seen) s->prod[w++] = p;
+        }
+    }
+    s->pstart[n] = w;
     return PTO_OK;     /* task i's producers: [pstart[i], pstart[i + 1]) */
 }
 
@@ -432,7 +455,7 @@ static int lookups_and_commit(PTOSubmitter* s, const TMRoute* acc, int32_t a0, i
         }
         left &= ~ready;
     }
-    if (rc == PTO_OK) rc = group_found(s, base, n);
+    if (rc == PTO_OK) rc = group_found(s, base, i0, n);
 
     /* step 3; after ENOMEM above the tasks stay BUILDING, as pto_task_submit leaves its task */
     pthread_mutex_lock(&rt->submit_mu);
@@ -483,7 +506,6 @@ static int enter_routed(PTOSubmitter* s, int64_t first, int32_t i0, int32_t n) {
     }
     const int32_t base = m > 0 ? rt_take_ids(rt, m) : PTO_ETASKID;
     if (base < 0) { pthread_mutex_unlock(&rt->submit_mu); return base; }
-    for (int32_t i = 0; i < m; i++) s->ids[first + i0 + i] = base + i;
     const int32_t a0 = s->q[i0].route0, a1 = i0 + m < s->nq ? s->q[i0 + m].route0 : s->nroute;
     uint32_t mask = 0;
     for (int32_t i = a0; i < a1; i++) mask |= s->route[i].shards;
@@ -492,6 +514,7 @@ static int enter_routed(PTOSubmitter* s, int64_t first, int32_t i0, int32_t n) {
     rt->batches_open++;
     pthread_mutex_unlock(&rt->submit_mu);
 
+    for (int32_t i = 0; i < m; i++) s->ids[first + i0 + i] = base + i;
     for (int32_t i = 0; i < m; i++) {      /* every task of an unlocked batch is ready */
         const Queued* q = &s->q[i0 + i];
         int32_t* p = &s->preds[q->pred0];
