@@ -206,13 +206,18 @@ static __attribute__((noinline)) int entry_refill(TMap* tm, int32_t last_alive) 
     return PTO_OK;
 }
 
-static __attribute__((noinline)) int occ_push(TMap* tm, int32_t tensor, int64_t bucket) {
-    if (tm->nocc == tm->cap_occ) {
-        int32_t nc = tm->cap_occ ? tm->cap_occ * 2 : 256;
-        TMRef* n = realloc(tm->occ, (size_t)nc * sizeof *n);
-        if (!n) return PTO_ENOMEM;
-        tm->occ = n; tm->cap_occ = nc;
-    }
+static __attribute__((noinline)) int occ_grow(TMap* tm) {
+    int32_t nc = tm->cap_occ ? tm->cap_occ * 2 : 256;
+    TMRef* n = realloc(tm->occ, (size_t)nc * sizeof *n);
+    if (!n) return PTO_ENOMEM;
+    tm->occ = n; tm->cap_occ = nc;
+    return PTO_OK;
+}
+
+/* Bucket `bucket` of tensor `tensor` goes on the occupied list (inline: in a build that touches
+ * new tiles, most accesses do this). */
+static inline __attribute__((always_inline)) int occ_push(TMap* tm, int32_t tensor, int64_t bucket) {
+    if (__builtin_expect(tm->nocc == tm->cap_occ, 0) && occ_grow(tm) < 0) return PTO_ENOMEM;
     tm->occ[tm->nocc++] = (TMRef){tensor, (int32_t)bucket};
     tm->tensors[tensor].listed[bucket] = 1;
     return PTO_OK;
