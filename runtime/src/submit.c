@@ -62,6 +62,8 @@ struct PTOSubmitter {
     bool        sharded;                   /* opened on the sharded map: accesses routed as queued */
     bool        locked;                    /* a task of the batch is staged under the lock */
     TMRoute*    route; int32_t nroute, cap_route;    /* the batch's accesses, routed as queued (task: its index in the batch) */
+    uint32_t    route_mask;                /* the shards they reach */
+    int32_t     pred_max;                  /* the batch's highest predecessor given as an id (-1: none) */
     /* scopes (pto_submitter_scope_*): depth open now; the batch's opening and closing events, each
      * (k << 1) | closes, k: the tasks queued before it; ev_done: those already applied */
     int32_t     depth;
@@ -112,6 +114,7 @@ PTOSubmitter* pto_submitter_open(PTORuntime* rt) {
     if (!s) return NULL;
     s->rt = rt;
     s->bad = -1;
+    s->pred_max = -1;
     pthread_mutex_lock(&rt->submit_mu);
     int rc = tm_shards_open(rt);
     pthread_mutex_unlock(&rt->submit_mu);
@@ -180,6 +183,7 @@ static int route_task(PTOSubmitter* s, int32_t task, const PTOTaskArg* args, int
         TMRoute* x = &s->route[s->nroute++];
         tm_route(&s->view, &acc, x);
         x->task = task;
+        s->route_mask |= x->shards;
     }
     return PTO_OK;
 }
@@ -233,7 +237,10 @@ int64_t pto_submitter_task(PTOSubmitter* s, const char* func_name, PTOKernelFunc
         for (int32_t i = 0; i < num_args; i++) s->args[s->nargs + i] = args[i];
         s->nargs += num_args;
     }
-    for (int32_t i = 0; i < npred; i++) s->preds[s->npreds + i] = preds[i];
+    for (int32_t i = 0; i < npred; i++) {
+        s->preds[s->npreds + i] = preds[i];
+        if (preds[i] > s->pred_max) s->pred_max = preds[i];
+    }
     s->npreds += npred;
     s->ids[s->nids] = -1;
     return s->nids++;
@@ -497,9 +504,10 @@ static int enter_routed(PTOSubmitter* s, int64_t first, int32_t i0, int32_t n) {
     if (rc < 0) return rc;
     if (rt->next_id - rt->last_alive > rt->window - n)    /* window_abort: the full window, task by task */
         return enter_chunk(s, first, i0, n);
-    /* predecessors given as ids must be tasks already (tickets are: entered, or earlier in this batch) */
+    /* predecessors given as ids must be tasks already (tickets are: entered, or earlier in this batch);
+     * ids only grow, so a batch whose highest one is a task needs no search */
     int32_t m = n;
-    for (int32_t i = 0; i < n && m == n; i++) {
+    for (int32_t i = 0; i < n && m == n && s->pred_max >= rt->next_id; i++) {
         const Queued* q = &s->q[i0 + i];
         for (int32_t k = 0; k < q->npred; k++)
             if (s->preds[q->pred0 + k] >= rt->next_id) { m = i; rc = PTO_ETASKID; break; }
@@ -507,8 +515,8 @@ static int enter_routed(PTOSubmitter* s, int64_t first, int32_t i0, int32_t n) {
     const int32_t base = m > 0 ? rt_take_ids(rt, m) : PTO_ETASKID;
     if (base < 0) { pthread_mutex_unlock(&rt->submit_mu); return base; }
     const int32_t a0 = s->q[i0].route0, a1 = i0 + m < s->nq ? s->q[i0 + m].route0 : s->nroute;
-    uint32_t mask = 0;
-    for (int32_t i = a0; i < a1; i++) mask |= s->route[i].shards;
+    uint32_t mask = a0 == 0 && a1 == s->nroute ? s->route_mask : 0;     /* the whole batch: known */
+    for (int32_t i = a0; i < a1 && mask != s->route_mask; i++) mask |= s->route[i].shards;
     take_turns(s, mask);
     const int32_t last_alive = rt->last_alive;
     rt->batches_open++;
@@ -566,6 +574,8 @@ static int enter(PTOSubmitter* s, int wait) {
     s->bad = -1;
     s->locked = false;
     s->nq = s->nargs = s->nslots = s->npreds = s->nroute = s->nev = s->ev_done = 0;
+    s->route_mask = 0;
+    s->pred_max = -1;
     return rc < 0 ? fail(s, rc) : PTO_OK;
 }
 

@@ -24,7 +24,8 @@
  *
  * test_bad_task_mid_batch: a task found bad as it is queued (a region outside its tensor, a worker
  * type nobody serves, a predecessor id that is no task yet): the tasks queued before it enter the
- * graph, it and the later ones never exist, and the flush reports its error.
+ * graph, it and the later ones never exist, and the flush reports its error (a predecessor id that
+ * is the batch's own first id included).
  *
  * test_scopes: two threads, each opening a scope per tile in its submitter, write a tile of a
  * runtime-owned intermediate and read it back into Y: every value arrives, and with a small window
@@ -281,7 +282,8 @@ static void bad_task_mid_batch(int bad, int expect) {
     PTOTaskArg ok[1] = {region(PTO_ARG_INOUT, &x, 0)};
     for (int i = 0; i < 3; i++) CHECK_EQ(pto_submitter_task(s, "ok", NULL, 0, PTO_WORKER_ANY, ok, 1, NULL, 0), i);
     PTOTaskArg oob[1] = {{PTO_ARG_INPUT, &x, 14, 0, 4, 4, 0}};
-    int32_t future[1] = {1 << 20};
+    /* a far id, and the id the batch's first task takes (no task yet when the batch enters) */
+    int32_t future[1] = {bad == 2 ? 1 << 20 : 0};
     const int64_t k = bad == 0 ? pto_submitter_task(s, "oob", NULL, 0, PTO_WORKER_ANY, oob, 1, NULL, 0)
                     : bad == 1 ? pto_submitter_task(s, "type", NULL, 0, 99, ok, 1, NULL, 0)
                                : pto_submitter_task(s, "future", NULL, 0, PTO_WORKER_ANY, ok, 1, future, 1);
@@ -304,6 +306,7 @@ static void test_bad_task_mid_batch(void) {
     bad_task_mid_batch(0, PTO_EBOUNDS);
     bad_task_mid_batch(1, PTO_EWORKERTYPE);
     bad_task_mid_batch(2, PTO_ETASKID);
+    bad_task_mid_batch(3, PTO_ETASKID);
 }
 
 /* test_scopes: the writer puts tile i's number in its temp buffer, the reader doubles it into Y. */
