@@ -567,6 +567,13 @@ static inline __attribute__((always_inline)) int access_exact(const TMCtx* c, TM
         if (gone) b->w.head = -1;                /* retired writer */
         const int32_t i = entry_new(tm, c->last_alive);
         if (i < 0) { tm->live -= gone; return i; }
+        /* a sweep in entry_new (since_sweep back to 0) forgets the bucket if it found it empty */
+        if (tm->since_sweep == 0 && !t->listed[bucket] && (rc = occ_push(tm, tensor, bucket)) < 0) {
+            tm->e[i].next = tm->free_head;       /* not counted live yet */
+            tm->free_head = i;
+            tm->live -= gone;
+            return rc;
+        }
         tm->e[i].task = task;
         tm->e[i].next = b->r.head;
         b->r.head = i;
