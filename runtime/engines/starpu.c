@@ -1179,8 +1179,10 @@ static int edge_token_for(PTORuntime* rt, int32_t p) {
         rc = starpu_task_submit(e);
     }
     starpu_mpi_task_post_build(MPI_COMM_WORLD, &g_edge_codelet, STARPU_EXECUTE_ON_NODE, owner, STARPU_W, h, 0);
-    if (rc != 0) return rt_fail(PTO_EINVAL, "the edge after task %d: starpu_task_submit failed (%d) on rank %d",
-                                (int)p, rc, rt->rank);
+    if (rc != 0) {                    /* the consumer's rank waits for this token: as for a refused task */
+        rt_fail(PTO_EINVAL, "the edge after task %d: starpu_task_submit failed (%d) on rank %d", (int)p, rc, rt->rank);
+        abort_every_rank(rt);
+    }
     return add_buffer(&rt->bufs, h, STARPU_R);
 }
 
