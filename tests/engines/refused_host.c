@@ -1,7 +1,7 @@
 /* refused_host.c - runs refused.c: refused_host WORKERS; prints what each submission returned,
  * the run's code and the tasks that started before their predecessor ended; exits 0 when the
  * run succeeded in order. refused_host edge (StarPU-MPI: refused_edge_run) prints this rank's
- * submissions and run. It stands between the StarPU engine and StarPU's starpu_task_submit:
+ * submissions and run; refused_host waiting MS (refused_waiting_run) this rank's run. It stands between the StarPU engine and StarPU's starpu_task_submit:
  * while g_refuse_next_submit is set, the task it gets may run on a MIC device only, which the
  * engine's StarPU never starts, so StarPU itself refuses it (-ENODEV) after taking in its tag. */
 #define _GNU_SOURCE 1
@@ -16,6 +16,7 @@
 
 int refused_run(int workers, int32_t* ids, int* late);
 int refused_edge_run(int32_t* ids);
+int refused_waiting_run(int32_t timeout_ms);
 
 int g_refuse_next_submit;
 
@@ -28,7 +29,12 @@ int starpu_task_submit(struct starpu_task* task) {
 }
 
 int main(int argc, char** argv) {
-    if (argc != 2) { fprintf(stderr, "usage: %s WORKERS | %s edge\n", argv[0], argv[0]); return 2; }
+    if (argc == 3 && strcmp(argv[1], "waiting") == 0) {
+        const int rc = refused_waiting_run(atoi(argv[2]));
+        printf("rank=%d rc=%d %s\n", pto_engine_rank(), rc, pto_last_error());
+        return rc == 0 ? 0 : 1;
+    }
+    if (argc != 2) { fprintf(stderr, "usage: %s WORKERS | %s edge | %s waiting MS\n", argv[0], argv[0], argv[0]); return 2; }
     int32_t ids[6] = {0};
     if (strcmp(argv[1], "edge") == 0) {
         const int rc = refused_edge_run(ids);
