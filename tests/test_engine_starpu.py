@@ -269,6 +269,27 @@ def test_a_task_starpu_refuses_leaves_no_tag_behind_for_later_tasks(build_once):
     assert "task 4 'stamp': starpu_task_submit failed (-19)" in r.stdout, r.stdout
 
 
+def test_an_edge_token_starpu_refuses_ends_every_rank(build_once):
+    # tests/engines/refused.c refused_edge_run: task 1 on rank 1 follows task 0 on rank 0 through
+    # a token that a task on rank 0 writes, and StarPU refuses that task there. Rank 1 waits for
+    # the token: the job must end, saying why, as for a refused task (it hung before).
+    exe = _c_build(build_once, "refused", ["refused.c", "refused_host.c"], "starpu-mpi") / "refused_host"
+    r = mpirun(2, str(exe), "edge", timeout=120)
+    assert r.returncode != 0, r.stdout + r.stderr
+    assert ("rank 0: the edge after task 0: starpu_task_submit failed (-19) on rank 0; aborting every rank"
+            in r.stderr), r.stdout + r.stderr
+
+
+def test_a_rank_left_waiting_for_data_ends_the_job_at_its_deadline(build_once):
+    # tests/engines/refused.c refused_waiting_run: only rank 1 submits, so its task waits for data
+    # rank 0 never sends (as after a submission that failed on rank 0 alone). Its deadline (2 s)
+    # must end the job; it hung before, waiting for every task after the deadline passed.
+    exe = _c_build(build_once, "refused", ["refused.c", "refused_host.c"], "starpu-mpi") / "refused_host"
+    r = mpirun(2, str(exe), "waiting", "2000", timeout=120)
+    assert r.returncode != 0, r.stdout + r.stderr
+    assert "rank 1: " in r.stderr and "aborting every rank" in r.stderr, r.stdout + r.stderr
+
+
 # -------------------------------------------------------------------------------- faults
 
 def _faults(c_builds, engine: str, *args: str, env: dict | None = None):

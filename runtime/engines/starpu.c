@@ -64,7 +64,8 @@
  * gathered to rank 0. Regions of a tensor must be equal or disjoint there. A failed kernel on
  * any rank fails the run on every rank (an MPI_Allgather after the run), naming task and rank
  * (its rank goes on taking tasks meanwhile, kernels skipped: the other ranks wait for its data);
- * a kernel stuck past the deadline aborts the job (MPI_Abort) after saying which. An explicit
+ * a run past its deadline (a kernel stuck, or a task waiting for data another rank never sends)
+ * aborts the job (MPI_Abort) after saying why, as does a task or edge token StarPU refuses. An explicit
  * edge between tasks of one rank is a tag dependency there; one between ranks is a token, a small handle owned by the predecessor's rank which an edge
  * task writes after the predecessor and the successor reads, so StarPU-MPI sends it. One
  * submitter at a time there. MPI is
@@ -1179,8 +1180,10 @@ static int edge_token_for(PTORuntime* rt, int32_t p) {
         rc = starpu_task_submit(e);
     }
     starpu_mpi_task_post_build(MPI_COMM_WORLD, &g_edge_codelet, STARPU_EXECUTE_ON_NODE, owner, STARPU_W, h, 0);
-    if (rc != 0) return rt_fail(PTO_EINVAL, "the edge after task %d: starpu_task_submit failed (%d) on rank %d",
-                                (int)p, rc, rt->rank);
+    if (rc != 0) {                    /* the consumer's rank waits for this token: as for a refused task */
+        rt_fail(PTO_EINVAL, "the edge after task %d: starpu_task_submit failed (%d) on rank %d", (int)p, rc, rt->rank);
+        abort_every_rank(rt);
+    }
     return add_buffer(&rt->bufs, h, STARPU_R);
 }
 
@@ -1571,7 +1574,13 @@ static int wait_done(PTORuntime* rt) {
         /* kernels still running cannot be taken back: the engine is abandoned with them (a CUDA
          * codelet's kernel may run on the device out of any worker's hands: waiting could hang) */
         if (rt->stuck > 0 || rt->cuda_tasks > 0) rt->abandoned = true;
+#ifdef PTO_ENGINE_MPI
+        /* a task may wait for data another rank never sends: no waiting for it (pto_runtime_run
+         * ends the job right after a deadline or a cancel) */
+        else rt->abandoned = true;
+#else
         else starpu_task_wait_for_all();
+#endif
     }
     return rc;
 }

@@ -571,8 +571,15 @@ static inline __attribute__((always_inline)) int access_exact(const TMCtx* c, TM
         gone = freed + (w >= 0);                 /* every reader, and the writer: covered or retired */
     } else {
         if (gone) b->w.head = -1;                /* retired writer */
+        const bool refill = tm->free_head < 0;   /* entry_new may sweep, and forget this bucket if empty */
         const int32_t i = entry_new(tm, c->last_alive);
         if (i < 0) { tm->live -= gone; return i; }
+        if (refill && !t->listed[bucket] && (rc = occ_push(tm, tensor, bucket)) < 0) {
+            tm->e[i].next = tm->free_head;       /* not counted live yet */
+            tm->free_head = i;
+            tm->live -= gone;
+            return rc;
+        }
         tm->e[i].task = task;
         tm->e[i].next = b->r.head;
         b->r.head = i;

@@ -1338,6 +1338,38 @@ static void test_map_bound(void) {
     pto_runtime_destroy(rt);
 }
 
+/* A whole block only read, whose first reader after a sweep made its bucket empty is the access
+ * that ran the sweep (its entry taken when the pool was used up): the bucket stays on the sweep's
+ * list, so the entries of its retired readers (a read walks no readers) still leave the map. */
+static void test_map_bound_reread(void) {
+    const int32_t window = 1024, fillers = 2 * window;   /* the map's first pool: 2 * window entries */
+    const int64_t reads = scaled(50000) > 20000 ? scaled(50000) : 20000;
+    static float cells[2];
+    PTOTensor f = {&cells[0], (int64_t)fillers * 8, 128, 128, 4, "f"}, x = {&cells[1], 8, 128, 128, 4, "x"};
+    PTORuntimeConfig cfg;
+    pto_runtime_config_default(&cfg);
+    cfg.num_workers = 0; cfg.dry_run = 1; cfg.task_window = window;
+    PTORuntime* rt = pto_runtime_create(&cfg);
+    int bad = 0;
+    for (int64_t i = 0; i < fillers; i++) {      /* one entry each: the pool is used up after them */
+        PTOTaskArg a = {PTO_ARG_INPUT, &f, i * 8, 0, 8, 128, 0};
+        bad += pto_task_submit_v(rt, "fill", k_nop, 0, PTO_WORKER_ANY, &a, 1) < 0;
+    }
+    for (int64_t i = 0; i < reads; i++) {        /* the first one's entry runs the sweep */
+        PTOTaskArg a = {PTO_ARG_INPUT, &x, 0, 0, 8, 128, 0};
+        bad += pto_task_submit_v(rt, "read", k_nop, 0, PTO_WORKER_ANY, &a, 1) < 0;
+    }
+    CHECK_EQ(bad, 0);
+    CHECK_EQ(pto_runtime_run(rt), PTO_OK);
+    PTORuntimeStats st;
+    pto_runtime_get_stats(rt, &st);
+    CHECK_EQ(st.tasks_completed, fillers + reads);
+    CHECK(st.peak_tensormap_entries <= 16 * window);    /* every read's entry stayed before the fix */
+    printf("  %lld reads of one block, window %d: peak tensor-map entries %lld\n", (long long)reads, window,
+           (long long)st.peak_tensormap_entries);
+    pto_runtime_destroy(rt);
+}
+
 int main(int argc, char** argv) {
     if (argc > 1) g_scale = atof(argv[1]);
     setvbuf(stdout, NULL, _IONBF, 0);
@@ -1360,6 +1392,7 @@ int main(int argc, char** argv) {
     test_failure(1, 1, 64);
     printf("untracked arguments\n");   test_untracked_arg();
     printf("tensor-map memory bound\n"); test_map_bound();
+    test_map_bound_reread();
     printf("one-call submission\n");  test_submit_v();
     g_use_v = 1;
     printf("edges / overlap rule, one-call submission\n"); test_edges();
