@@ -217,6 +217,36 @@ def mpirun_command(ranks: int) -> list[str]:
     return cmd
 
 
+def run_mpi(ranks: int, argv: list[str], timeout: float, **kw) -> subprocess.CompletedProcess:
+    """Run ``mpirun -np RANKS ARGV`` and capture its output (``subprocess.run``'s keywords pass
+    through). Past ``timeout`` seconds the whole job is killed, ranks included, and
+    ``subprocess.TimeoutExpired`` is raised. Killing ``mpirun`` alone is not enough: Open MPI
+    puts each rank in a process group of its own, and a rank left behind holds the output pipes
+    open, so reading them would wait for it forever. The job runs in a session of its own, and
+    every process of that session is killed."""
+    with subprocess.Popen([*mpirun_command(ranks), *argv], stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE, text=True, start_new_session=True, **kw) as p:
+        try:
+            out, err = p.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            _kill_session(p.pid)
+            out, err = p.communicate()
+            raise subprocess.TimeoutExpired(p.args, timeout, out, err) from None
+    return subprocess.CompletedProcess(p.args, p.returncode, out, err)
+
+
+def _kill_session(sid: int) -> None:
+    """SIGKILL every process of session ``sid`` (Linux: read from /proc)."""
+    import signal
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()   # after "pid (comm)"
+            if int(fields[3]) == sid:                              # state ppid pgrp session
+                os.kill(int(stat.parent.name), signal.SIGKILL)
+        except (OSError, IndexError, ValueError):
+            pass                                                   # gone meanwhile
+
+
 def check_launch(engine: str, environ: dict | None = None) -> None:
     """PTOError when ``engine`` and the way this process was started do not match: an MPI
     engine outside an MPI launcher, or a one-process engine in a job of several ranks (every

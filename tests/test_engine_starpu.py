@@ -22,7 +22,7 @@ from pto_core.abi import PTO_EINVAL
 from pto_core.checking import example_programs, program_inputs, run_host
 from pto_core.codegen.host import run_library
 from pto_core.codegen.orchestration import c_module_name
-from pto_core.engines import check_backend, engine_of, mpirun_command, pkg_config_flags, with_engine
+from pto_core.engines import check_backend, engine_of, mpirun_command, pkg_config_flags, run_mpi, with_engine
 from pto_core.errors import PTOError
 from pto_core.options import CompileOptions
 from pto_core.program import load_program
@@ -454,8 +454,7 @@ MPI_EXAMPLES = ["fused_softmax", "bgemm", "llama7b_layer"]
 
 def mpirun(np_: int, *argv: str, timeout: float = 300) -> subprocess.CompletedProcess:
     """``mpirun -np N ARGV`` on this machine."""
-    return subprocess.run([*mpirun_command(np_), *argv], capture_output=True, text=True,
-                          timeout=timeout, cwd=Path(__file__).parents[1])
+    return run_mpi(np_, list(argv), timeout, cwd=Path(__file__).parents[1])
 
 
 @pytest.fixture(scope="module")

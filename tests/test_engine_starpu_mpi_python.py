@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from pto_core.engines import mpirun_command
+from pto_core.engines import run_mpi
 from pto_core.errors import PTOError
 from pto_core.runtime import Runtime, library_path
 
@@ -42,8 +42,7 @@ def ranks(n: int, code: str, tmp_path: Path, timeout: float = 240) -> list[str]:
     out.mkdir()
     prog = tmp_path / "ranks.py"
     prog.write_text(RANK_STDOUT.format(out=str(out)) + textwrap.dedent(code))
-    r = subprocess.run([*mpirun_command(n), sys.executable, str(prog)], capture_output=True,
-                       text=True, timeout=timeout, cwd=ROOT)
+    r = run_mpi(n, [sys.executable, str(prog)], timeout, cwd=ROOT)
     printed = [line for f in sorted(out.glob("rank*.out")) for line in f.read_text().splitlines()]
     assert r.returncode == 0, "\n".join([*printed, r.stdout, r.stderr])
     return printed
@@ -193,3 +192,29 @@ def test_arm64_kernels_of_a_program_on_two_ranks_give_our_bits_on_rank_0(tmp_pat
     """, tmp_path)
     assert sorted(lines) == ["0: dispatched ran 4 equal True", "0: enumerated ran 4 equal True",
                              "1: dispatched ran 4 equal None", "1: enumerated ran 4 equal None"]
+
+
+def test_a_job_past_its_deadline_is_killed_with_its_ranks(tmp_path):
+    """``run_mpi`` past its timeout kills every rank, not only mpirun: Open MPI gives each rank
+    a process group of its own, and a rank left behind kept the output pipes open, so reading
+    them waited for that rank (a hung test instead of a timed-out one)."""
+    import threading
+    import time
+    marker = tmp_path / "alive"
+    rank = f"import time, pathlib\nwhile True:\n    pathlib.Path({str(marker)!r}).touch()\n    time.sleep(0.05)\n"
+    raised = []
+
+    def job():
+        try:
+            run_mpi(2, [sys.executable, "-c", rank], timeout=5)
+        except subprocess.TimeoutExpired as e:
+            raised.append(e)
+    t = threading.Thread(target=job, daemon=True)
+    t.start()
+    t.join(120)
+    assert not t.is_alive(), "run_mpi did not return after its timeout"
+    assert raised, "run_mpi returned without TimeoutExpired"
+    time.sleep(1)                                   # a rank still alive touches the file again
+    marker.unlink(missing_ok=True)
+    time.sleep(1)
+    assert not marker.exists(), "a rank outlived the job's timeout"

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from pto_core import driver
-from pto_core.engines import mpirun_command
+from pto_core.engines import run_mpi
 from pto_core.trace import (TraceEvent, chrome_trace_graph, format_stats, load_chrome_trace,
                             load_runtime_stats, load_transfers, validate_trace)
 
@@ -60,8 +60,7 @@ def mpirun(np_: int, *argv: str, env: dict | None = None,
            timeout: float = 180) -> subprocess.CompletedProcess:
     """``mpirun -np N ARGV`` on this machine (more ranks than cores, root allowed); ``env`` is
     added to every rank's environment."""
-    return subprocess.run([*mpirun_command(np_), *argv], capture_output=True, text=True, timeout=timeout,
-                          cwd=ROOT, env={**os.environ, **(env or {})})
+    return run_mpi(np_, list(argv), timeout, cwd=ROOT, env={**os.environ, **(env or {})})
 
 
 @pytest.fixture(scope="module")
