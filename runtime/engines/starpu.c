@@ -1330,6 +1330,7 @@ static int32_t submit(PTORuntime* rt, EngTask* t, const int32_t* preds, int32_t 
         }
         drop_task(st);
         free(t);
+        if (rc == -ENOMEM) return rt_fail(PTO_ENOMEM, "task %d '%s': out of memory while submitting it", id, name);
         return rt_fail(PTO_EINVAL, "task %d '%s': starpu_task_submit failed (%d)", id, name, rc);
     }
     if (rt->paused && rt->cfg.execution_task_threshold > 0 && rt->submitted > rt->cfg.execution_task_threshold)
