@@ -673,17 +673,24 @@ static inline __attribute__((always_inline)) int region_check(const PTOTensor* x
     return PTO_OK;
 }
 
+/* A validated region of tensor x staged in *a (its tensor-map record found or created). */
+static inline __attribute__((always_inline)) int stage_record(PTORuntime* rt, const PTOTensor* x, int64_t r0,
+                                                              int64_t c0, int64_t rows, int64_t cols, int mode,
+                                                              PTOAccess* a) {
+    const int32_t k = tm_tensor(&rt->tm, x->data, rows, cols, x->rows, x->cols);
+    if (__builtin_expect(k < 0, 0)) return k;
+    a->tensor = k; a->mode = mode;
+    a->r0 = r0; a->c0 = c0; a->r1 = r0 + rows; a->c1 = c0 + cols;
+    return PTO_OK;
+}
+
 /* A region of tensor x, validated and staged in *a (its tensor-map record found or created). */
 static inline __attribute__((always_inline)) int stage_access(PTORuntime* rt, const PTOTensor* x, int64_t r0,
                                                               int64_t c0, int64_t rows, int64_t cols, int mode,
                                                               PTOAccess* a) {
     const int rc = region_check(x, r0, c0, rows, cols);
     if (__builtin_expect(rc < 0, 0)) return rc;
-    const int32_t k = tm_tensor(&rt->tm, x->data, rows, cols, x->rows, x->cols);
-    if (__builtin_expect(k < 0, 0)) return k;
-    a->tensor = k; a->mode = mode;
-    a->r0 = r0; a->c0 = c0; a->r1 = r0 + rows; a->c1 = c0 + cols;
-    return PTO_OK;
+    return stage_record(rt, x, r0, c0, rows, cols, mode, a);
 }
 
 /* The two argument slots of a tensor argument at (r0, c0): the element's address and the row stride. */
@@ -896,30 +903,38 @@ static inline __attribute__((always_inline)) int stage_args(PTORuntime* rt, PTOT
                                                             PTOAccess* acc, int32_t* nacc, const bool room) {
     /* The slots so far (t->num_args) and where they go (t->args) are kept in locals while the
      * tracked tensors are added, and written back around the other kinds' calls and at the end:
-     * the count is an int8_t, whose every store the compiler must assume changes any field. */
-    int64_t* out = t->args;
-    int32_t ns = 0, n = 0;
+     * the count is an int8_t, whose every store the compiler must assume changes any field. The
+     * next slot and the next access are pointers, not counts: two fewer values to keep. */
+    int64_t* slots = t->args;
+    int64_t* out = slots;                      /* the next slot: t->num_args = out - slots */
+    PTOAccess* next = acc;                     /* the next access: *nacc = next - acc */
     int rc = PTO_OK;
-    for (int32_t i = 0; i < num_args; i++) {
-        const PTOTaskArg* a = &args[i];
+    for (const PTOTaskArg *a = args, *end = args + num_args; a < end; a++) {
         if (__builtin_expect((uint32_t)(a->kind - PTO_ARG_INPUT) <= PTO_ARG_INOUT - PTO_ARG_INPUT, 1)) {
             /* a tracked tensor, the common kind (before the switch: one test, no jump table).
              * ACC_READ == PTO_ARG_INPUT, ACC_WRITE == PTO_ARG_OUTPUT, their OR == PTO_ARG_INOUT;
              * at most PTO_MAX_TENSOR_ARGS get here: each takes two of the PTO_MAX_ARGS slots */
             const PTOTensor* x = a->tensor;
-            const int64_t r0 = a->row_off, c0 = a->col_off;
-            if (__builtin_expect((rc = stage_access(rt, x, r0, c0, a->rows, a->cols, a->kind, &acc[n])) < 0, 0)) break;
-            if (!room) {
-                t->num_args = (int8_t)ns;
+            const int64_t r0 = a->row_off, c0 = a->col_off, rows = a->rows, cols = a->cols;
+            if (room) {
+                /* the slots as soon as the region is valid, while the tensor's fields are at hand
+                 * (a failure later drops the task, slots and all) */
+                if (__builtin_expect((rc = region_check(x, r0, c0, rows, cols)) < 0, 0)) break;
+                tensor_slots(out, x, r0, c0);
+                if (__builtin_expect((rc = stage_record(rt, x, r0, c0, rows, cols, a->kind, next)) < 0, 0)) break;
+            } else {
+                if (__builtin_expect((rc = stage_access(rt, x, r0, c0, rows, cols, a->kind, next)) < 0, 0)) break;
+                t->num_args = (int8_t)(out - slots);
                 if ((rc = reserve_args(rt, t, 2)) < 0) break;
-                out = t->args;
+                out = t->args + (out - slots);
+                slots = t->args;
+                tensor_slots(out, x, r0, c0);
             }
-            tensor_slots(out + ns, x, r0, c0);
-            ns += 2;
-            n++;
+            out += 2;
+            next++;
             continue;
         }
-        t->num_args = (int8_t)ns;
+        t->num_args = (int8_t)(out - slots);
         switch (a->kind) {
         case PTO_ARG_UNTRACKED: rc = put_arg(rt, t, a->tensor, a->row_off, a->col_off); break;
         case PTO_ARG_SCALAR:    rc = put_scalar(rt, t, a->value); break;
@@ -928,18 +943,18 @@ static inline __attribute__((always_inline)) int stage_args(PTORuntime* rt, PTOT
             PTOTensor view; int64_t vr, vc;
             rc = heap_resolve(rt, id, t->name, a, args, num_args, &view, &vr, &vc);
             if (rc == PTO_OK)
-                rc = put_tensor(rt, t, &view, vr, vc, a->rows, a->cols, a->kind - PTO_ARG_UNTRACKED, &acc[n], room);
-            n += rc == PTO_OK;
+                rc = put_tensor(rt, t, &view, vr, vc, a->rows, a->cols, a->kind - PTO_ARG_UNTRACKED, next, room);
+            next += rc == PTO_OK;
             break;
         }
         default:                rc = PTO_EINVAL; break;
         }
         if (rc < 0) break;
-        out = t->args;
-        ns = t->num_args;
+        slots = t->args;
+        out = slots + t->num_args;
     }
-    t->num_args = (int8_t)ns;
-    *nacc = n;
+    t->num_args = (int8_t)(out - slots);
+    *nacc = (int32_t)(next - acc);
     return rc;
 }
 
