@@ -624,10 +624,11 @@ static __attribute__((noinline)) int tensor_size_error(const PTOTensor* x) {
                    x->name ? x->name : "?", (long long)x->rows, (long long)x->ld, x->elem_size);
 }
 
-/* Region (r0, c0, rows, cols) of tensor x is not valid: one test for the whole validation. Every
- * value that must not be negative ORed together (rows - 1 and cols - 1 wrap to a set sign bit at
- * 0), then the two extents in unsigned arithmetic (no overflow: both terms are below 2^63 once the
- * signs are clear; rows = 2^63 fails the extent test). With `exact`, the tensor's size in bytes
+/* Region (r0, c0, rows, cols) of tensor x is not valid: with `exact`, one test for the whole
+ * validation (without, one branch per condition, below). Every value that must not be negative
+ * ORed together (rows - 1 and cols - 1 wrap to a set sign bit at 0), then the two extents in
+ * unsigned arithmetic (no overflow: both terms are below 2^63 once the signs are clear; rows =
+ * 2^63 fails the extent test). With `exact`, the tensor's size in bytes
  * too (tensor_too_large); without, only a bound that implies it fits: rows and ld below 2^28 and
  * elements below 64 bytes (two multiplications with overflow checks cost more than the rest of the
  * test, and a tensor that large takes the exact test on the slow path). */
@@ -725,8 +726,7 @@ static inline int put_arg(PTORuntime* rt, PTOTask* t, const PTOTensor* x, int64_
     if (rc < 0) return rc;
     rc = reserve_args(rt, t, 2);
     if (rc < 0) return rc;
-    t->args[t->num_args] = (int64_t)(intptr_t)((char*)x->data + (r0 * x->ld + c0) * x->elem_size);
-    t->args[t->num_args + 1] = x->ld;
+    tensor_slots(t->args + t->num_args, x, r0, c0);
     t->num_args = (int8_t)(t->num_args + 2);
     return PTO_OK;
 }
@@ -1079,10 +1079,7 @@ int rt_check_slots(const PTORuntime* rt, int32_t worker_type, int32_t buffer_byt
         }
         /* a region inside its tensor: its first element's address and the leading dimension, as
          * put_tensor writes them */
-        if (slots + 2 <= PTO_INLINE_ARGS) {
-            v[slots] = (int64_t)(intptr_t)((char*)x->data + (a->row_off * x->ld + a->col_off) * x->elem_size);
-            v[slots + 1] = x->ld;
-        }
+        if (slots + 2 <= PTO_INLINE_ARGS) tensor_slots(v + slots, x, a->row_off, a->col_off);
         slots += 2;
     }
     if (slots > PTO_MAX_ARGS) return PTO_ETOOMANYARGS;
