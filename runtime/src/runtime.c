@@ -480,9 +480,9 @@ static inline int task_kind_check(const PTORuntime* rt, int32_t worker_type, int
 
 /* A slot taken by task `id`: the fields others may look at before it is submitted (its state, for
  * the window's retirement; its fanout, for the edges of later tasks). */
-static inline __attribute__((always_inline)) void task_header(PTORuntime* rt, PTOTask* t, int32_t id) {
+static inline __attribute__((always_inline)) void task_header(_Atomic int32_t* fanin, PTOTask* t, int32_t id) {
     atomic_store_explicit(&t->state, PTO_TASK_BUILDING, memory_order_relaxed);
-    atomic_store_explicit(rt_fanin(rt, id), 1, memory_order_relaxed);
+    atomic_store_explicit(fanin, 1, memory_order_relaxed);   /* rt_fanin(rt, id) */
     t->id = id;
     t->fanout_head = -1;
     t->fanin_count = 0;
@@ -502,10 +502,11 @@ static inline __attribute__((always_inline)) void task_body(PTOTask* t, const ch
     t->fn = func_ptr;
 }
 
-/* A window slot for a new task (no staging area; the caller adds one if it needs it). */
+/* A window slot for a new task (no staging area; the caller adds one if it needs it): its id, and
+ * the slot in *slot. */
 static inline __attribute__((always_inline)) int32_t alloc_task(PTORuntime* rt, const char* func_name,
                                                                 PTOKernelFunc func_ptr, int32_t buffer_bytes,
-                                                                int32_t worker_type) {
+                                                                int32_t worker_type, PTOTask** slot) {
     int rc = check_building(rt);
     if (rc < 0) return rc;
     if ((rc = task_kind_check(rt, worker_type, buffer_bytes)) < 0) return rc;
@@ -524,21 +525,28 @@ static inline __attribute__((always_inline)) int32_t alloc_task(PTORuntime* rt, 
         rc = wait_for_slot(rt, 1);
         if (rc < 0) return rc;
     }
-    int32_t id = rt->next_id++;
-    PTOTask* t = rt_task(rt, id);
+    /* The runtime's fields first, into locals: the slot's stores below (an int8_t among them) may
+     * alias any of them, which would make the compiler load each one again after them. */
+    const int32_t id = rt->next_id, mask = rt->mask;
+    const int32_t live = id + 1 - rt->last_alive;
+    PTOTask* const tasks = rt->tasks;
+    _Atomic int32_t* const fanin = &rt->fanin_left[id & mask];
+    rt->next_id = id + 1;
+    rt->open_tasks++;
+    if (live > rt->peak_live) rt->peak_live = live;
+    PTOTask* t = &tasks[id & mask];
     /* A build writes its slots in order, two fresh lines per task: request those of the slot
      * PTO_SLOT_AHEAD tasks on while it is free (not a live task's, which a worker may be using). */
-    if ((int64_t)id + PTO_SLOT_AHEAD < (int64_t)rt->last_alive + rt->window) {
-        const char* ahead = (const char*)rt_task(rt, id + PTO_SLOT_AHEAD);
+    if (live + PTO_SLOT_AHEAD <= rt->window) {
+        const char* ahead = (const char*)&tasks[(id + PTO_SLOT_AHEAD) & mask];
         __builtin_prefetch(ahead, 1, 3);
         __builtin_prefetch(ahead + 64, 1, 3);
     }
-    task_header(rt, t, id);
+    const bool t3 = rt->t3 != NULL;
+    task_header(fanin, t, id);
     task_body(t, func_name, func_ptr, buffer_bytes, worker_type);
-    if (rt->t3) t3_on_alloc(rt, id, func_ptr, t->name);
-    rt->open_tasks++;
-    int64_t live = rt->next_id - rt->last_alive;
-    if (live > rt->peak_live) rt->peak_live = live;
+    if (__builtin_expect(t3, 0)) t3_on_alloc(rt, id, func_ptr, t->name);
+    *slot = t;
     return id;
 }
 
@@ -553,7 +561,8 @@ static void unalloc_task(PTORuntime* rt, PTOTask* t) {
 
 int32_t pto_task_alloc(PTORuntime* rt, const char* func_name, PTOKernelFunc func_ptr,
                        int32_t buffer_bytes, int32_t worker_type) {
-    int32_t id = alloc_task(rt, func_name, func_ptr, buffer_bytes, worker_type);
+    PTOTask* t = NULL;
+    int32_t id = alloc_task(rt, func_name, func_ptr, buffer_bytes, worker_type, &t);
     if (id < 0) return id;
     int32_t s;
     if (rt->nstage_free > 0) s = rt->stage_free[--rt->nstage_free];
@@ -562,11 +571,11 @@ int32_t pto_task_alloc(PTORuntime* rt, const char* func_name, PTOKernelFunc func
         if (ns) rt->stages = ns;
         int32_t* nf = ns ? realloc(rt->stage_free, (size_t)(rt->nstages + 1) * sizeof *nf) : NULL;
         if (nf) rt->stage_free = nf;
-        if (!ns || !nf) { unalloc_task(rt, rt_task(rt, id)); return PTO_ENOMEM; }
+        if (!ns || !nf) { unalloc_task(rt, t); return PTO_ENOMEM; }
         s = rt->nstages++;
     }
     rt->stages[s].n = 0;
-    rt_task(rt, id)->stage = s;
+    t->stage = s;
     return id;
 }
 
@@ -615,10 +624,11 @@ static __attribute__((noinline)) int tensor_size_error(const PTOTensor* x) {
                    x->name ? x->name : "?", (long long)x->rows, (long long)x->ld, x->elem_size);
 }
 
-/* Region (r0, c0, rows, cols) of tensor x is not valid: one test for the whole validation. Every
- * value that must not be negative ORed together (rows - 1 and cols - 1 wrap to a set sign bit at
- * 0), then the two extents in unsigned arithmetic (no overflow: both terms are below 2^63 once the
- * signs are clear; rows = 2^63 fails the extent test). With `exact`, the tensor's size in bytes
+/* Region (r0, c0, rows, cols) of tensor x is not valid: with `exact`, one test for the whole
+ * validation (without, one branch per condition, below). Every value that must not be negative
+ * ORed together (rows - 1 and cols - 1 wrap to a set sign bit at 0), then the two extents in
+ * unsigned arithmetic (no overflow: both terms are below 2^63 once the signs are clear; rows =
+ * 2^63 fails the extent test). With `exact`, the tensor's size in bytes
  * too (tensor_too_large); without, only a bound that implies it fits: rows and ld below 2^28 and
  * elements below 64 bytes (two multiplications with overflow checks cost more than the rest of the
  * test, and a tensor that large takes the exact test on the slow path). */
@@ -626,14 +636,18 @@ static inline __attribute__((always_inline)) bool tensor_region_bad(const PTOTen
                                                                     int64_t rows, int64_t cols, bool exact) {
     const int64_t xr = x->rows, xc = x->cols, ld = x->ld, es = x->elem_size;
     const uint64_t region = (uint64_t)r0 | (uint64_t)c0 | ((uint64_t)rows - 1) | ((uint64_t)cols - 1);
-    const bool extent = ((uint64_t)r0 + (uint64_t)rows > (uint64_t)xr) | ((uint64_t)c0 + (uint64_t)cols > (uint64_t)xc);
     if (!exact) {
         /* the bound: rows, cols and ld below 2^28 (which also rules out negative ones: their sign
-         * bit is above bit 28) and elem_size in [1, 63] (es - 1 < 63 unsigned), so the shape's test
-         * is two ORs, a shift and a compare */
-        const bool shape = ((((uint64_t)xr | (uint64_t)xc | (uint64_t)ld) >> 28) != 0) | ((uint64_t)(es - 1) >= 63);
-        return (x->data == NULL) | shape | (region >> 63) | (ld < xc) | extent;
+         * bit is above bit 28) and elem_size in [1, 63] (es - 1 < 63 unsigned). Here the tests are
+         * made one after the other, each a compare and a branch never taken: the ORed flags of the
+         * exact test (a set, an OR and often a zero extension each) took ~15 more instructions per
+         * argument on x86-64 (bench/runtime/README.md, build path, eighth pass). */
+        return __builtin_expect(x->data == NULL, 0) || __builtin_expect(((uint64_t)xr | (uint64_t)xc | (uint64_t)ld) >> 28, 0) ||
+               __builtin_expect((uint64_t)(es - 1) >= 63, 0) || __builtin_expect(region >> 63, 0) ||
+               __builtin_expect(ld < xc, 0) || __builtin_expect((uint64_t)r0 + (uint64_t)rows > (uint64_t)xr, 0) ||
+               __builtin_expect((uint64_t)c0 + (uint64_t)cols > (uint64_t)xc, 0);
     }
+    const bool extent = ((uint64_t)r0 + (uint64_t)rows > (uint64_t)xr) | ((uint64_t)c0 + (uint64_t)cols > (uint64_t)xc);
     const uint64_t signs = region | (uint64_t)xr | (uint64_t)xc | (uint64_t)(es - 1);
     return (x->data == NULL) | (signs >> 63) | (ld < xc) | extent | tensor_too_large(x);
 }
@@ -660,17 +674,30 @@ static inline __attribute__((always_inline)) int region_check(const PTOTensor* x
     return PTO_OK;
 }
 
+/* A validated region of tensor x staged in *a (its tensor-map record found or created). */
+static inline __attribute__((always_inline)) int stage_record(PTORuntime* rt, const PTOTensor* x, int64_t r0,
+                                                              int64_t c0, int64_t rows, int64_t cols, int mode,
+                                                              PTOAccess* a) {
+    const int32_t k = tm_tensor(&rt->tm, x->data, rows, cols, x->rows, x->cols);
+    if (__builtin_expect(k < 0, 0)) return k;
+    a->tensor = k; a->mode = mode;
+    a->r0 = r0; a->c0 = c0; a->r1 = r0 + rows; a->c1 = c0 + cols;
+    return PTO_OK;
+}
+
 /* A region of tensor x, validated and staged in *a (its tensor-map record found or created). */
 static inline __attribute__((always_inline)) int stage_access(PTORuntime* rt, const PTOTensor* x, int64_t r0,
                                                               int64_t c0, int64_t rows, int64_t cols, int mode,
                                                               PTOAccess* a) {
     const int rc = region_check(x, r0, c0, rows, cols);
     if (__builtin_expect(rc < 0, 0)) return rc;
-    const int32_t k = tm_tensor(&rt->tm, x->data, rows, cols, x->rows, x->cols);
-    if (__builtin_expect(k < 0, 0)) return k;
-    a->tensor = k; a->mode = mode;
-    a->r0 = r0; a->c0 = c0; a->r1 = r0 + rows; a->c1 = c0 + cols;
-    return PTO_OK;
+    return stage_record(rt, x, r0, c0, rows, cols, mode, a);
+}
+
+/* The two argument slots of a tensor argument at (r0, c0): the element's address and the row stride. */
+static inline __attribute__((always_inline)) void tensor_slots(int64_t* s, const PTOTensor* x, int64_t r0, int64_t c0) {
+    s[0] = (int64_t)(intptr_t)((char*)x->data + (r0 * x->ld + c0) * x->elem_size);
+    s[1] = x->ld;
 }
 
 /* A tracked tensor argument of building task t: its two slots, and its access staged in *a.
@@ -681,10 +708,8 @@ static inline __attribute__((always_inline)) int put_tensor(PTORuntime* rt, PTOT
     int rc = stage_access(rt, x, r0, c0, rows, cols, mode, a);
     if (__builtin_expect(rc < 0, 0)) return rc;
     if (!room && (rc = reserve_args(rt, t, 2)) < 0) return rc;
-    int64_t* args = t->args;
-    int n = t->num_args;
-    args[n] = (int64_t)(intptr_t)((char*)x->data + (r0 * x->ld + c0) * x->elem_size);
-    args[n + 1] = x->ld;
+    const int n = t->num_args;
+    tensor_slots(t->args + n, x, r0, c0);
     t->num_args = (int8_t)(n + 2);
     return PTO_OK;
 }
@@ -701,8 +726,7 @@ static inline int put_arg(PTORuntime* rt, PTOTask* t, const PTOTensor* x, int64_
     if (rc < 0) return rc;
     rc = reserve_args(rt, t, 2);
     if (rc < 0) return rc;
-    t->args[t->num_args] = (int64_t)(intptr_t)((char*)x->data + (r0 * x->ld + c0) * x->elem_size);
-    t->args[t->num_args + 1] = x->ld;
+    tensor_slots(t->args + t->num_args, x, r0, c0);
     t->num_args = (int8_t)(t->num_args + 2);
     return PTO_OK;
 }
@@ -872,16 +896,78 @@ int pto_task_submit(PTORuntime* rt, int32_t task) {
     return commit_publish(rt, t);
 }
 
-/* pto_task_submit_v up to its lookups: the task allocated, its arguments in place, its accesses
- * staged in acc (*nacc of them); after a bad argument the task never existed. */
+/* The arguments of pto_task_submit_v into building task t (no slot taken yet): its slots, and
+ * its accesses staged in acc (*nacc of them). `room`: every argument fits the inline slots. */
+static inline __attribute__((always_inline)) int stage_args(PTORuntime* rt, PTOTask* t, int32_t id,
+                                                            const PTOTaskArg* args, int32_t num_args,
+                                                            PTOAccess* acc, int32_t* nacc, const bool room) {
+    /* The slots so far (t->num_args) and where they go (t->args) are kept in locals while the
+     * tracked tensors are added, and written back around the other kinds' calls and at the end:
+     * the count is an int8_t, whose every store the compiler must assume changes any field. The
+     * next slot and the next access are pointers, not counts: two fewer values to keep. */
+    int64_t* slots = t->args;
+    int64_t* out = slots;                      /* the next slot: t->num_args = out - slots */
+    PTOAccess* next = acc;                     /* the next access: *nacc = next - acc */
+    int rc = PTO_OK;
+    for (const PTOTaskArg *a = args, *end = args + num_args; a < end; a++) {
+        if (__builtin_expect((uint32_t)(a->kind - PTO_ARG_INPUT) <= PTO_ARG_INOUT - PTO_ARG_INPUT, 1)) {
+            /* a tracked tensor, the common kind (before the switch: one test, no jump table).
+             * ACC_READ == PTO_ARG_INPUT, ACC_WRITE == PTO_ARG_OUTPUT, their OR == PTO_ARG_INOUT;
+             * at most PTO_MAX_TENSOR_ARGS get here: each takes two of the PTO_MAX_ARGS slots */
+            const PTOTensor* x = a->tensor;
+            const int64_t r0 = a->row_off, c0 = a->col_off, rows = a->rows, cols = a->cols;
+            if (room) {
+                /* the slots as soon as the region is valid, while the tensor's fields are at hand
+                 * (a failure later drops the task, slots and all) */
+                if (__builtin_expect((rc = region_check(x, r0, c0, rows, cols)) < 0, 0)) break;
+                tensor_slots(out, x, r0, c0);
+                if (__builtin_expect((rc = stage_record(rt, x, r0, c0, rows, cols, a->kind, next)) < 0, 0)) break;
+            } else {
+                if (__builtin_expect((rc = stage_access(rt, x, r0, c0, rows, cols, a->kind, next)) < 0, 0)) break;
+                t->num_args = (int8_t)(out - slots);
+                if ((rc = reserve_args(rt, t, 2)) < 0) break;
+                out = t->args + (out - slots);
+                slots = t->args;
+                tensor_slots(out, x, r0, c0);
+            }
+            out += 2;
+            next++;
+            continue;
+        }
+        t->num_args = (int8_t)(out - slots);
+        switch (a->kind) {
+        case PTO_ARG_UNTRACKED: rc = put_arg(rt, t, a->tensor, a->row_off, a->col_off); break;
+        case PTO_ARG_SCALAR:    rc = put_scalar(rt, t, a->value); break;
+        case PTO_ARG_TEMP_INPUT: case PTO_ARG_TEMP_OUTPUT: case PTO_ARG_TEMP_INOUT: {
+            /* a runtime-owned intermediate (heap.c): the region of its buffer */
+            PTOTensor view; int64_t vr, vc;
+            rc = heap_resolve(rt, id, t->name, a, args, num_args, &view, &vr, &vc);
+            if (rc == PTO_OK)
+                rc = put_tensor(rt, t, &view, vr, vc, a->rows, a->cols, a->kind - PTO_ARG_UNTRACKED, next, room);
+            next += rc == PTO_OK;
+            break;
+        }
+        default:                rc = PTO_EINVAL; break;
+        }
+        if (rc < 0) break;
+        slots = t->args;
+        out = slots + t->num_args;
+    }
+    t->num_args = (int8_t)(out - slots);
+    *nacc = (int32_t)(next - acc);
+    return rc;
+}
+
+/* pto_task_submit_v up to its lookups: the task allocated (its slot in *slot), its arguments in
+ * place, its accesses staged in acc (*nacc of them); after a bad argument the task never existed. */
 static inline __attribute__((always_inline)) int32_t stage_v(PTORuntime* rt, const char* func_name,
                                                              PTOKernelFunc func_ptr, int32_t buffer_bytes,
                                                              int32_t worker_type, const PTOTaskArg* args,
                                                              int32_t num_args, const PTORange* range,
-                                                             PTOAccess* acc, int32_t* nacc) {
-    const int32_t id = alloc_task(rt, func_name, func_ptr, buffer_bytes, worker_type);
+                                                             PTOAccess* acc, int32_t* nacc, PTOTask** slot) {
+    PTOTask* t = NULL;
+    const int32_t id = alloc_task(rt, func_name, func_ptr, buffer_bytes, worker_type, &t);
     if (id < 0) return id;
-    PTOTask* t = rt_task(rt, id);
     int32_t n = 0;
     int rc = num_args < 0 || (num_args > 0 && !args) ? PTO_EINVAL : PTO_OK;
     if (__builtin_expect(range != NULL, 0) && rc == PTO_OK) rc = range_attach(rt, id, range);
@@ -893,33 +979,11 @@ static inline __attribute__((always_inline)) int32_t stage_v(PTORuntime* rt, con
         for (int32_t i = 0; i < num_args; i++) slots += args[i].kind == PTO_ARG_SCALAR ? 1 : 2;
         if (slots > PTO_INLINE_ARGS && slots <= PTO_MAX_ARGS) rc = reserve_args_slow(rt, t, slots);
     }
-    /* no argument takes more than two slots: with this few, every one fits the inline slots */
-    const bool room = num_args <= PTO_INLINE_ARGS / 2;
-    for (int32_t i = 0; i < num_args && rc == PTO_OK; i++) {
-        const PTOTaskArg* a = &args[i];
-        if (__builtin_expect((uint32_t)(a->kind - PTO_ARG_INPUT) <= PTO_ARG_INOUT - PTO_ARG_INPUT, 1)) {
-            /* a tracked tensor, the common kind (before the switch: one test, no jump table).
-             * ACC_READ == PTO_ARG_INPUT, ACC_WRITE == PTO_ARG_OUTPUT, their OR == PTO_ARG_INOUT;
-             * at most PTO_MAX_TENSOR_ARGS get here: each takes two of the PTO_MAX_ARGS slots */
-            rc = put_tensor(rt, t, a->tensor, a->row_off, a->col_off, a->rows, a->cols, a->kind, &acc[n], room);
-            n += rc == PTO_OK;
-            continue;
-        }
-        switch (a->kind) {
-        case PTO_ARG_UNTRACKED: rc = put_arg(rt, t, a->tensor, a->row_off, a->col_off); break;
-        case PTO_ARG_SCALAR:    rc = put_scalar(rt, t, a->value); break;
-        case PTO_ARG_TEMP_INPUT: case PTO_ARG_TEMP_OUTPUT: case PTO_ARG_TEMP_INOUT: {
-            /* a runtime-owned intermediate (heap.c): the region of its buffer */
-            PTOTensor view; int64_t vr, vc;
-            rc = heap_resolve(rt, id, t->name, a, args, num_args, &view, &vr, &vc);
-            if (rc == PTO_OK)
-                rc = put_tensor(rt, t, &view, vr, vc, a->rows, a->cols, a->kind - PTO_ARG_UNTRACKED, &acc[n], room);
-            n += rc == PTO_OK;
-            break;
-        }
-        default:                rc = PTO_EINVAL; break;
-        }
-    }
+    /* no argument takes more than two slots: with this few, every one fits the inline slots (the
+     * loop is compiled twice, with and without that test) */
+    if (rc == PTO_OK)
+        rc = num_args <= PTO_INLINE_ARGS / 2 ? stage_args(rt, t, id, args, num_args, acc, &n, true)
+                                             : stage_args(rt, t, id, args, num_args, acc, &n, false);
     if (__builtin_expect(rc < 0, 0)) {        /* a bad argument: the task never existed */
         if (rt->heap) heap_task_undo(rt, id);
         if (range) range_detach(rt, id);
@@ -927,6 +991,7 @@ static inline __attribute__((always_inline)) int32_t stage_v(PTORuntime* rt, con
         return rc;
     }
     *nacc = n;
+    *slot = t;
     return id;
 }
 
@@ -939,9 +1004,9 @@ static inline __attribute__((always_inline)) int32_t submit_v(PTORuntime* rt, co
                                                               const PTORange* range) {
     PTOAccess acc[PTO_MAX_TENSOR_ARGS];      /* staged on the stack: no staging area needed */
     int32_t n;
-    const int32_t id = stage_v(rt, func_name, func_ptr, buffer_bytes, worker_type, args, num_args, range, acc, &n);
+    PTOTask* t = NULL;
+    const int32_t id = stage_v(rt, func_name, func_ptr, buffer_bytes, worker_type, args, num_args, range, acc, &n, &t);
     if (id < 0) return id;
-    PTOTask* t = rt_task(rt, id);
     int rc;
     /* ENOMEM in the edges or lookups leaves it BUILDING without a staging area (no add_* can
      * reach it), as pto_task_submit leaves its task BUILDING: the run then reports PTO_ESTATE. */
@@ -973,7 +1038,8 @@ int32_t rt_submit_after(PTORuntime* rt, const char* func_name, PTOKernelFunc fun
 
 int32_t rt_stage_task(PTORuntime* rt, const char* func_name, PTOKernelFunc func_ptr, int32_t buffer_bytes,
                       int32_t worker_type, const PTOTaskArg* args, int32_t num_args, PTOAccess* acc, int32_t* nacc) {
-    return stage_v(rt, func_name, func_ptr, buffer_bytes, worker_type, args, num_args, NULL, acc, nacc);
+    PTOTask* t = NULL;
+    return stage_v(rt, func_name, func_ptr, buffer_bytes, worker_type, args, num_args, NULL, acc, nacc, &t);
 }
 
 int rt_commit_task(PTORuntime* rt, int32_t id, const int32_t* preds, int32_t npred, const int32_t* prods,
@@ -1013,10 +1079,7 @@ int rt_check_slots(const PTORuntime* rt, int32_t worker_type, int32_t buffer_byt
         }
         /* a region inside its tensor: its first element's address and the leading dimension, as
          * put_tensor writes them */
-        if (slots + 2 <= PTO_INLINE_ARGS) {
-            v[slots] = (int64_t)(intptr_t)((char*)x->data + (a->row_off * x->ld + a->col_off) * x->elem_size);
-            v[slots + 1] = x->ld;
-        }
+        if (slots + 2 <= PTO_INLINE_ARGS) tensor_slots(v + slots, x, a->row_off, a->col_off);
         slots += 2;
     }
     if (slots > PTO_MAX_ARGS) return PTO_ETOOMANYARGS;
@@ -1027,7 +1090,7 @@ int rt_check_slots(const PTORuntime* rt, int32_t worker_type, int32_t buffer_byt
 int32_t rt_take_ids(PTORuntime* rt, int32_t n) {
     if (rt->next_id > INT32_MAX - n) return PTO_ENOMEM;
     const int32_t first = rt->next_id;
-    for (int32_t i = 0; i < n; i++) task_header(rt, rt_task(rt, first + i), first + i);
+    for (int32_t i = 0; i < n; i++) task_header(rt_fanin(rt, first + i), rt_task(rt, first + i), first + i);
     rt->next_id += n;
     rt->open_tasks += n;
     const int64_t live = rt->next_id - rt->last_alive;
@@ -1050,9 +1113,10 @@ void rt_fill_task(PTORuntime* rt, int32_t id, const char* func_name, PTOKernelFu
 
 int32_t rt_stage_slots(PTORuntime* rt, const char* func_name, PTOKernelFunc func_ptr, int32_t buffer_bytes,
                        int32_t worker_type, const int64_t* v, int32_t nv) {
-    const int32_t id = alloc_task(rt, func_name, func_ptr, buffer_bytes, worker_type);
+    PTOTask* t = NULL;
+    const int32_t id = alloc_task(rt, func_name, func_ptr, buffer_bytes, worker_type, &t);
     if (id < 0) return id;
-    set_slots(rt_task(rt, id), v, nv);
+    set_slots(t, v, nv);
     return id;
 }
 

@@ -1089,6 +1089,68 @@ static void test_submit_v(void) {
     pto_runtime_destroy(rt);
 }
 
+/* pto_task_submit_v against the separate calls on random argument lists: up to PTO_MAX_ARGS slots
+ * of every kind in any order (inline slots only, or the overflow buffer from the first argument),
+ * sometimes one bad argument anywhere. The same code, the same slots seen by the kernel, and the
+ * same graph (each task follows a writer of every tensor row it may touch). */
+static int64_t g_got[PTO_MAX_ARGS];
+static int32_t g_got_n;
+static int32_t k_copy_n(const int64_t* a) { for (int i = 0; i < g_got_n; i++) g_got[i] = a[i]; return 0; }
+static int32_t submit_separately(PTORuntime* rt, const PTOTaskArg* a, int32_t n) {
+    int32_t t = pto_task_alloc(rt, "v", k_copy_n, 0, PTO_WORKER_ANY);
+    if (t < 0) return t;
+    for (int32_t i = 0; i < n; i++) {
+        int rc;
+        switch (a[i].kind) {
+        case PTO_ARG_INPUT:     rc = pto_task_add_input(rt, t, a[i].tensor, a[i].row_off, a[i].col_off, a[i].rows, a[i].cols); break;
+        case PTO_ARG_OUTPUT:    rc = pto_task_add_output(rt, t, a[i].tensor, a[i].row_off, a[i].col_off, a[i].rows, a[i].cols); break;
+        case PTO_ARG_INOUT:     rc = pto_task_add_inout(rt, t, a[i].tensor, a[i].row_off, a[i].col_off, a[i].rows, a[i].cols); break;
+        case PTO_ARG_UNTRACKED: rc = pto_task_add_arg(rt, t, a[i].tensor, a[i].row_off, a[i].col_off); break;
+        default:                rc = pto_task_add_scalar(rt, t, a[i].value); break;
+        }
+        if (rc < 0) return rc;
+    }
+    int rc = pto_task_submit(rt, t);
+    return rc < 0 ? rc : t;
+}
+static void test_submit_v_random_args(void) {
+    static char dump[2][1 << 14];
+    int64_t got[2][PTO_MAX_ARGS];
+    for (int round = 0; round < 400; round++) {
+        PTOTaskArg a[PTO_MAX_ARGS];
+        int32_t n = 0, slots = 0, want = (int32_t)(rnd() % (PTO_MAX_ARGS + 1));
+        while (slots < want) {
+            const int k = (int)(rnd() % 5);
+            const int64_t r0 = (int64_t)(rnd() % 60), c0 = (int64_t)(rnd() % 60);
+            const int64_t rows = 1 + (int64_t)(rnd() % 4), cols = 1 + (int64_t)(rnd() % 4);
+            if (k == 4 || slots + 2 > want) { a[n++] = (PTOTaskArg){PTO_ARG_SCALAR, NULL, 0, 0, 0, 0, (int64_t)rnd()}; slots++; }
+            else { a[n++] = (PTOTaskArg){k == 3 ? PTO_ARG_UNTRACKED : k + PTO_ARG_INPUT, &T64, r0, c0, rows, cols, 0}; slots += 2; }
+        }
+        if (n > 0 && rnd() % 4 == 0) a[rnd() % (uint64_t)n].rows = 100;   /* out of bounds (an untracked one: fine) */
+        int32_t code[2];
+        for (int api = 0; api < 2; api++) {
+            PTORuntime* rt = mk(0, 64, 1);
+            PTOTaskArg whole = {PTO_ARG_OUTPUT, &T64, 0, 0, 64, 64, 0};
+            CHECK(pto_task_submit_v(rt, "w", k_nop, 0, PTO_WORKER_ANY, &whole, 1) >= 0);
+            code[api] = api ? submit_separately(rt, a, n) : pto_task_submit_v(rt, "v", k_copy_n, 0, PTO_WORKER_ANY, a, n);
+            if (api == 1 && code[api] < 0) { pto_runtime_destroy(rt); break; }   /* its task stays BUILDING */
+            /* a failed pto_task_submit_v leaves no task: the next one takes its id */
+            CHECK_EQ(pto_task_submit_v(rt, "after", k_nop, 0, PTO_WORKER_ANY, &whole, 1), code[api] < 0 ? 1 : 2);
+            CHECK(pto_runtime_dump_buffer(rt, dump[api], sizeof dump[api]) > 0);
+            g_got_n = slots;
+            for (int i = 0; i < PTO_MAX_ARGS; i++) g_got[i] = -1;
+            CHECK_EQ(pto_runtime_run(rt), PTO_OK);
+            for (int i = 0; i < PTO_MAX_ARGS; i++) got[api][i] = g_got[i];
+            pto_runtime_destroy(rt);
+        }
+        CHECK_EQ(code[0], code[1]);
+        if (code[0] >= 0) {
+            CHECK(strcmp(dump[0], dump[1]) == 0);
+            CHECK(memcmp(got[0], got[1], sizeof got[0]) == 0);
+        }
+    }
+}
+
 static void test_trace_env_and_limits(void) {
     char path[] = "/tmp/pto_trace_env_XXXXXX";
     int fd = mkstemp(path);
@@ -1394,6 +1456,7 @@ int main(int argc, char** argv) {
     printf("tensor-map memory bound\n"); test_map_bound();
     test_map_bound_reread();
     printf("one-call submission\n");  test_submit_v();
+    printf("one-call submission, random arguments\n");  test_submit_v_random_args();
     g_use_v = 1;
     printf("edges / overlap rule, one-call submission\n"); test_edges();
     test_covering_writes();
