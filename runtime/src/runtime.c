@@ -538,7 +538,7 @@ static inline __attribute__((always_inline)) int32_t alloc_task(PTORuntime* rt, 
     /* A build writes its slots in order, two fresh lines per task: request those of the slot
      * PTO_SLOT_AHEAD tasks on while it is free (not a live task's, which a worker may be using). */
     if (live + PTO_SLOT_AHEAD <= rt->window) {
-        const char* ahead = (const char*)&tasks[(id + PTO_SLOT_AHEAD) & mask];
+        const char* ahead = (const char*)&tasks[((uint32_t)id + PTO_SLOT_AHEAD) & (uint32_t)mask];  /* no int overflow near INT32_MAX */
         __builtin_prefetch(ahead, 1, 3);
         __builtin_prefetch(ahead + 64, 1, 3);
     }
