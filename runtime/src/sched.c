@@ -435,8 +435,9 @@ void sched_finish(PTORuntime* rt, int32_t id, int32_t status, PTOWorker* w) {
         if (head != -1) {               /* the inline consumers, then the pool list's (PTOFanInline) */
             nready = release_run(rt, rt->fan_inline[id & rt->mask].id, head < 0 ? -1 - head : FAN_INLINE,
                                  ready, nready, w);
-            for (DepRun r = dep_runs(fan_list(head)); dep_run_next(rt, &r); )
-                nready = release_run(rt, r.ids, r.n, ready, nready, w);
+            if (head >= 0)
+                for (DepRun r = dep_runs(head); dep_run_next(rt, &r); )
+                    nready = release_run(rt, r.ids, r.n, ready, nready, w);
         }
         if (nready == 1) sched_make_ready(rt, rt_task(rt, ready[0]), w);   /* a chain */
         else if (nready > 1) make_ready_many(rt, ready, nready, w, false);
