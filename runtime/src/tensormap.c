@@ -328,8 +328,8 @@ static inline __attribute__((always_inline)) int add_edge(PTORuntime* rt, int32_
             rt_unlock(&pt->lock);
             return PTO_OK;
         }
-        rc = fan_push(rt, fan, pt, c);                  /* cannot fail: a block is at hand */
-        atomic_fetch_add_explicit(rt_fanin(rt, c), 1, memory_order_relaxed);
+        rc = fan_push(rt, fan, pt, c);                  /* does not fail: a block is at hand */
+        if (rc == PTO_OK) atomic_fetch_add_explicit(rt_fanin(rt, c), 1, memory_order_relaxed);
         rt_unlock(&pt->lock);
         if (rc < 0) return rc;
     }
