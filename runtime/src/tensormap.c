@@ -252,6 +252,7 @@ static inline int dep_reserve(PTORuntime* rt) {
     return PTO_OK;
 }
 
+/* dep_push (rt_internal.h), inlined where edges are added. */
 static inline __attribute__((always_inline)) int list_push(PTORuntime* rt, int32_t* list, int32_t id) {
     const int32_t l = *list;
     if (l >= 0 && (l & DEP_FILL_MASK) < DEP_IDS) {    /* room in the newest block */
