@@ -89,16 +89,16 @@ static int dump_window(PTORuntime* rt, FILE* f) {
         for (int32_t id = first; id < rt->next_id; id++) {
             PTOTask* t = rt_task(rt, id);
             int64_t m = 0;
-            for (int32_t d = t->fanout_head; d >= 0; d = rt_dep(rt, d)->next) {
-                if (m == cap) {
-                    cap = cap ? cap * 2 : 64;
-                    int32_t* nt = realloc(tmp, (size_t)cap * sizeof *nt);
-                    if (!nt) { free(tmp); return PTO_ENOMEM; }
-                    tmp = nt;
+            for (DepRun r = fan_runs(rt, id, t->fanout_head); dep_run_next(rt, &r); )
+                for (int32_t i = 0; i < r.n; i++) {
+                    if (m == cap) {
+                        cap = cap ? cap * 2 : 64;
+                        int32_t* nt = realloc(tmp, (size_t)cap * sizeof *nt);
+                        if (!nt) { free(tmp); return PTO_ENOMEM; }
+                        tmp = nt;
+                    }
+                    tmp[m++] = r.ids[i];
                 }
-                tmp[m++] = rt_dep(rt, d)->task;
-            }
-            for (int64_t a = 0, b = m - 1; a < b; a++, b--) { int32_t x = tmp[a]; tmp[a] = tmp[b]; tmp[b] = x; }
             if (!pass) {
                 DumpTask dt = {t->name, id, atomic_load(&t->state), t->fanin_count, t->buffer_bytes};
                 print_task(f, &dt, tmp, m);

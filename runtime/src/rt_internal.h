@@ -52,7 +52,7 @@ typedef struct PTOTask {
     int32_t         spare;         /* unused: keeps the slot at two cache lines */
     _Atomic int32_t lock;          /* guards fanout_head vs. completion */
     int32_t         id;
-    int32_t         fanout_head;   /* dependency-pool index, -1 = empty */
+    int32_t         fanout_head;   /* its consumers: see PTOFanInline; -1 = none */
     int32_t         fanin_count;
     int32_t         last_consumer; /* edge de-duplication (orchestrator only) */
     int32_t         stage;         /* staging index while BUILDING, -1 once submitted; from
@@ -67,12 +67,35 @@ typedef struct PTOTask {
     int64_t         inline_args[PTO_INLINE_ARGS];
 } PTOTask;                         /* 128 bytes: two cache lines */
 
-/* Pooled fanout entry. The pool is chunked so workers can read entries while the
- * orchestrator grows it; only the orchestrator allocates and frees. */
-typedef struct PTODep { int32_t task; int32_t next; } PTODep;
-#define DEP_CHUNK_SHIFT 14
+/* Lists of task ids in the dependency pool: a task's consumers past its first FAN_INLINE (see
+ * PTORuntime.fan_inline), and in the three-tier mode a task's producers. The pool is made of
+ * 64-byte blocks of DEP_IDS ids each, so that walking a wide fanout reads one line per DEP_IDS
+ * consumers instead of one per consumer (entries allocated as the consumers were built lay
+ * anywhere in the pool). A list is one int32_t: -1 when empty, else (its newest block <<
+ * DEP_FILL_BITS) | the ids used in that block (1..DEP_IDS). Its blocks form a ring through
+ * `next`, the newest block's `next` being the oldest, and every block but the newest is full:
+ * appending touches only the newest block, walking goes oldest first (the order the ids were
+ * added), and the whole list returns to the free list in one splice. The pool is chunked so
+ * workers can read blocks while the orchestrator grows it; only the orchestrator allocates and
+ * frees. */
+#define DEP_IDS        15
+#define DEP_FILL_BITS  4
+#define DEP_FILL_MASK  ((1 << DEP_FILL_BITS) - 1)
+typedef struct PTODepBlock {
+    int32_t next;                  /* in a list: the next older block (the newest's: the oldest);
+                                      free: the next free block, -1 at the end */
+    int32_t id[DEP_IDS];
+} __attribute__((aligned(64))) PTODepBlock;
+#define DEP_CHUNK_SHIFT 12         /* 4,096 blocks (256 KB) per chunk */
 #define DEP_CHUNK       (1 << DEP_CHUNK_SHIFT)
-#define DEP_MAX_CHUNKS  (1 << 16)
+#define DEP_MAX_CHUNKS  (1 << (31 - DEP_FILL_BITS - DEP_CHUNK_SHIFT))   /* a list's int32_t holds any block */
+/* A task's first FAN_INLINE consumers: its element of the window's dense array rt->fan_inline,
+ * four tasks to a line, which a completion reads together with its neighbours' (a task of a chain
+ * has one to three consumers; a block per producer would be a line per task). The slot's
+ * fanout_head says how many are used: -1 - k for k (0..FAN_INLINE) consumers, all inline; >= 0:
+ * FAN_INLINE inline, the rest in the dependency-pool list fanout_head. */
+#define FAN_INLINE 4
+typedef struct PTOFanInline { int32_t id[FAN_INLINE]; } PTOFanInline;
 
 /* Tensor map: per data pointer, a grid of buckets of (row block, column block); each bucket
  * has a chain of writer entries and a chain of reader entries. An entry sits in the bucket of
@@ -242,6 +265,7 @@ struct PTORuntime {
      * 4 bytes per task of the window) instead of the consumer's descriptor anywhere in a window
      * 32 times larger (bench/runtime/README.md, execution, fifth pass). */
     _Atomic int32_t* fanin_left;
+    PTOFanInline* fan_inline;      /* per window slot: the first consumers (see PTOFanInline) */
     int64_t** overflow;            /* per slot, PTO_MAX_ARGS int64 each, lazily */
     PTOQueue*  wqueues;            /* per worker: [2i] its pinned tasks, [2i+1] stealable ones */
     PTOWorker* workers;
@@ -282,13 +306,12 @@ struct PTORuntime {
     PTOStage* stages; int32_t nstages; int32_t* stage_free; int32_t nstage_free;
     int32_t*  held; int32_t nheld; /* cfg.issue_batch: submitted, submit guard not yet released */
     int32_t*    rec_edges; int64_t nrec_edges, cap_rec_edges;
-    int32_t   dep_nchunks, dep_free;
-    int32_t   dep_fresh;           /* entries from here to the end of the chunks: never used, on no list */
+    int32_t   dep_nchunks, dep_free;   /* dep_free: the first free block, -1 none */
+    int32_t   dep_fresh;           /* blocks from here to the end of the chunks: never used, on no list */
     int32_t   dep_end;             /* dep_nchunks << DEP_CHUNK_SHIFT: the end of the chunks */
-    int64_t   dep_live;
     TMap      tm;
     /* read by workers (rt_dep), written by the orchestrator only as the pool grows */
-    RT_LINE PTODep* dep_chunks[DEP_MAX_CHUNKS];
+    RT_LINE PTODepBlock* dep_chunks[DEP_MAX_CHUNKS];
 
     /* scheduling */
     PTORing    rings[PTO_NUM_QUEUES];
@@ -334,8 +357,32 @@ static inline _Atomic int32_t* rt_fanin(PTORuntime* rt, int32_t id) { return &rt
 /* A counter one thread bumps and pto_runtime_get_stats may read meanwhile (rt_count_read). */
 static inline void rt_count(int64_t* c) { __atomic_store_n(c, *c + 1, __ATOMIC_RELAXED); }
 static inline int64_t rt_count_read(const int64_t* c) { return __atomic_load_n(c, __ATOMIC_RELAXED); }
-static inline PTODep* rt_dep(PTORuntime* rt, int32_t i) {
-    return &rt->dep_chunks[i >> DEP_CHUNK_SHIFT][i & (DEP_CHUNK - 1)];
+static inline PTODepBlock* rt_dep(PTORuntime* rt, int32_t b) {    /* block b of the pool */
+    return &rt->dep_chunks[b >> DEP_CHUNK_SHIFT][b & (DEP_CHUNK - 1)];
+}
+/* Walking a list of ids run by run (the inline consumers, then block by block), oldest first:
+ *     for (DepRun r = fan_runs(rt, id, head); dep_run_next(rt, &r); )
+ *         for (int32_t i = 0; i < r.n; i++) ...r.ids[i]...
+ * fan_runs: a task's fanout (head: its fanout_head), dep_runs: a plain pool list. */
+typedef struct DepRun {
+    const int32_t* ids;
+    int32_t n;
+    int32_t list;                  /* the pool list, -1 none */
+    int32_t at;                    /* the block of this run; -1: none yet, -2: the inline run is next */
+} DepRun;
+static inline DepRun dep_runs(int32_t list) { return (DepRun){NULL, 0, list, -1}; }
+static inline DepRun fan_runs(PTORuntime* rt, int32_t id, int32_t head) {
+    if (head == -1) return dep_runs(-1);             /* no consumer: not even the inline line is read */
+    return (DepRun){rt->fan_inline[id & rt->mask].id, head < 0 ? -1 - head : FAN_INLINE, head < 0 ? -1 : head, -2};
+}
+static inline bool dep_run_next(PTORuntime* rt, DepRun* r) {
+    if (r->at == -2) { r->at = -1; return true; }
+    const int32_t newest = r->list >> DEP_FILL_BITS;
+    if (r->list < 0 || r->at == newest) return false;
+    r->at = rt_dep(rt, r->at < 0 ? newest : r->at)->next;
+    r->ids = rt_dep(rt, r->at)->id;
+    r->n = r->at == newest ? (r->list & DEP_FILL_MASK) : DEP_IDS;
+    return true;
 }
 static inline PTORecord* rt_record(PTORuntime* rt, int32_t id) {
     return &rt->rec_chunks[id >> REC_CHUNK_SHIFT][id & ((1 << REC_CHUNK_SHIFT) - 1)];
@@ -403,9 +450,20 @@ static inline void tm_route(const TMap* tm, const PTOAccess* a, TMRoute* out) {
 int  tm_shard_run(PTORuntime* rt, uint32_t shard, int32_t last_alive, TMSink* sink, int32_t first,
                   const TMRoute* acc, const int32_t* list, int32_t n);
 
-/* tensormap.c: dependency-entry pool */
+/* tensormap.c: the dependency pool (see PTODepBlock) */
 int  dep_add_chunk(PTORuntime* rt);
-void dep_free_list(PTORuntime* rt, int32_t head);
+/* Append `id` to list *list (a new block when its newest is full): PTO_OK or PTO_ENOMEM. */
+int  dep_push(PTORuntime* rt, int32_t* list, int32_t id);
+/* Every block of `list` back to the free list, in one splice. */
+static inline void dep_free_list(PTORuntime* rt, int32_t list) {
+    if (list < 0) return;
+    PTODepBlock* newest = rt_dep(rt, list >> DEP_FILL_BITS);
+    const int32_t oldest = newest->next;
+    newest->next = rt->dep_free;
+    rt->dep_free = oldest;
+}
+/* The pool list of a task's fanout head (see PTOFanInline), -1 none. */
+static inline int32_t fan_list(int32_t head) { return head < 0 ? -1 : head; }
 /* Edge producer `p` -> consumer `c` (c is BUILDING), as a tensor-map lookup adds it: skipped when
  * p already completed, de-duplicated against p's previous edge. */
 int  dep_add_edge(PTORuntime* rt, int32_t p, int32_t c);
@@ -491,7 +549,7 @@ void t3_join(PTORuntime* rt);                 /* after wait_workers: join schedu
 void t3_on_alloc(PTORuntime* rt, int32_t id, PTOKernelFunc fn, const char* name);
 int32_t t3_core_request(PTORuntime* rt, int32_t aic, int32_t aiv);        /* pto_core_request */
 int  t3_set_core_request(PTORuntime* rt, PTOTask* t, int32_t request);   /* pto_task_set_core_request */
-int  t3_on_edge(PTORuntime* rt, int32_t p, int32_t c, int32_t d);   /* fanin entry d for edge p -> c */
+int  t3_on_edge(PTORuntime* rt, int32_t p, int32_t c);   /* edge p -> c: p joins c's fanin list */
 void t3_on_ready(PTORuntime* rt, PTOTask* t);
 bool t3_claimed(PTORuntime* rt, const PTOTask* t);   /* already queued on a core: no ready queue */
 int64_t t3_async_place(PTORuntime* rt, int32_t id);   /* pto_task_complete: a core request's place, or -1 */

@@ -76,9 +76,11 @@ int pto_runtime_init(PTORuntime** out, const PTORuntimeConfig* cfg) {
     rt->tasks = rt_block_take((size_t)rt->window * sizeof(PTOTask), RT_TAG_WINDOW, &kept_tasks);
     rt->overflow = rt_block_take((size_t)rt->window * sizeof(int64_t*), RT_TAG_OVERFLOW, &kept_overflow);
     rt->fanin_left = rt_block_alloc((size_t)rt->window * sizeof(int32_t), 0);   /* set per task (task_header) */
-    int rc = rt->tasks && rt->overflow && rt->fanin_left ? PTO_OK : PTO_ENOMEM;
+    rt->fan_inline = rt_block_alloc((size_t)rt->window * sizeof(PTOFanInline), 0);   /* counted by fanout_head */
+    int rc = rt->tasks && rt->overflow && rt->fanin_left && rt->fan_inline ? PTO_OK : PTO_ENOMEM;
     if (rc == PTO_OK && !kept_tasks) rt_block_huge(rt->tasks, (size_t)rt->window * sizeof(PTOTask));
     if (rc == PTO_OK) rt_block_huge((void*)rt->fanin_left, (size_t)rt->window * sizeof(int32_t));
+    if (rc == PTO_OK) rt_block_huge(rt->fan_inline, (size_t)rt->window * sizeof(PTOFanInline));
     if (rc == PTO_OK && !kept_overflow) memset(rt->overflow, 0, (size_t)rt->window * sizeof(int64_t*));
     for (int32_t i = 0; rc == PTO_OK && !kept_tasks && i < rt->window; i++) {
         PTOTask* t = &rt->tasks[i];
@@ -91,9 +93,9 @@ int pto_runtime_init(PTORuntime** out, const PTORuntimeConfig* cfg) {
     }
     if (rc == PTO_OK) rc = tm_init(&rt->tm, 2 * rt->window);
     rt->dep_free = -1;
-    /* Pre-fault dependency entries for ~2 edges per window slot; the pool grows past that
-     * on demand. */
-    while (rc == PTO_OK && ((int64_t)rt->dep_nchunks << DEP_CHUNK_SHIFT) < 2 * (int64_t)rt->window)
+    /* Dependency blocks for a wide fanout per 4 window slots (or, three-tier, the producers of
+     * one task in 4); the pool grows past that on demand. */
+    while (rc == PTO_OK && ((int64_t)rt->dep_nchunks << DEP_CHUNK_SHIFT) < (int64_t)rt->window / 4)
         rc = dep_add_chunk(rt);
     if (rc == PTO_OK) rc = sched_init(rt);
     if (rc == PTO_OK) rc = t3_init(rt);
@@ -225,7 +227,7 @@ static void rt_free(PTORuntime* rt) {
     sched_free(rt);
     tm_free(&rt->tm);
     tm_shards_free(rt);
-    for (int32_t i = 0; i < rt->dep_nchunks; i++) rt_block_free(rt->dep_chunks[i], DEP_CHUNK * sizeof(PTODep));
+    for (int32_t i = 0; i < rt->dep_nchunks; i++) rt_block_free(rt->dep_chunks[i], DEP_CHUNK * sizeof(PTODepBlock));
     free(rt->stages); free(rt->stage_free); free(rt->held);
     if (rt->rec_chunks) {
         for (int i = 0; i < REC_MAX_CHUNKS && rt->rec_chunks[i]; i++) free(rt->rec_chunks[i]);
@@ -242,6 +244,7 @@ static void rt_free(PTORuntime* rt) {
                 atomic_store_explicit(&rt->tasks[i].state, PTO_TASK_CONSUMED, memory_order_relaxed);
     rt_block_give(rt->tasks, (size_t)rt->window * sizeof(PTOTask), RT_TAG_WINDOW);
     rt_block_free((void*)rt->fanin_left, (size_t)rt->window * sizeof(int32_t));
+    rt_block_free(rt->fan_inline, (size_t)rt->window * sizeof(PTOFanInline));
     pthread_mutex_destroy(&rt->ctl_mu); pthread_cond_destroy(&rt->ctl_cv);
     pthread_mutex_destroy(&rt->async_mu);
     pthread_mutex_destroy(&rt->submit_mu);
@@ -286,12 +289,12 @@ static inline void tell_waiting(PTORuntime* rt, int32_t waiting) {
 
 /* ---------------------------------------------------------------- window / flow control */
 
-/* Move last_alive over consumed tasks, returning their fanout entries to the pool. */
+/* Move last_alive over consumed tasks, returning their fanout blocks to the pool. */
 static void advance(PTORuntime* rt) {
     while (rt->last_alive < rt->next_id) {
         PTOTask* t = rt_task(rt, rt->last_alive);
         if (atomic_load_explicit(&t->state, memory_order_acquire) != PTO_TASK_CONSUMED) break;
-        dep_free_list(rt, t->fanout_head);
+        dep_free_list(rt, fan_list(t->fanout_head));
         t->fanout_head = -1;
         if (rt->t3) t3_on_retire(rt, rt->last_alive);
         rt->last_alive++;
@@ -1187,7 +1190,7 @@ int pto_task_state(PTORuntime* rt, int32_t task) {
 
 /* The run is over and nothing can be built any more: every slot is free. When every submitted
  * task was consumed, last_alive moves to the end at once - walking the window to hand each
- * task's fanout entries back to a pool nobody will use touched every descriptor and edge of the
+ * task's fanout blocks back to a pool nobody will use touched every descriptor and edge of the
  * graph once more, on one thread, after the workers stopped (a fifth of the execution time of
  * the 794,624-task LLaMA graph, see bench/runtime/README.md). */
 static void retire_run(PTORuntime* rt) {
@@ -1311,9 +1314,10 @@ int pto_runtime_get_stats(PTORuntime* rt, PTORuntimeStats* s) {
     s->peak_live_tasks = rt->peak_live;
     s->window_full_waits = rt->full_waits;
     int64_t bytes = (int64_t)sizeof *rt +
-                    (int64_t)rt->window * (int64_t)(sizeof(PTOTask) + sizeof(void*) + sizeof(int32_t)) +
+                    (int64_t)rt->window * (int64_t)(sizeof(PTOTask) + sizeof(void*) + sizeof(int32_t) +
+                                                    sizeof(PTOFanInline)) +
                     rt->overflow_bytes +
-                    (int64_t)rt->dep_nchunks * DEP_CHUNK * (int64_t)sizeof(PTODep) +
+                    (int64_t)rt->dep_nchunks * DEP_CHUNK * (int64_t)sizeof(PTODepBlock) +
                     (int64_t)rt->nstages * (int64_t)(sizeof(PTOStage) + 4) +
                     (int64_t)rt->nworkers * (int64_t)(sizeof(PTOWorker) + PTO_NUM_QUEUES * 0);
     if (rt->nworkers > 0) bytes += (int64_t)PTO_NUM_QUEUES * rt->window * 4;

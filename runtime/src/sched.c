@@ -388,6 +388,18 @@ static void end_if_done(PTORuntime* rt, int64_t count) {
     pthread_mutex_unlock(&rt->idle_mu);
 }
 
+/* Consumers ids[0, n) of a completed task lose a producer (worker mode); those left with none join
+ * ready[0, nready), which enters the queues PTO_RETIRE_BATCH at a time. The new nready. */
+static inline int32_t release_run(PTORuntime* rt, const int32_t* ids, int32_t n, int32_t* ready, int32_t nready,
+                                  PTOWorker* w) {
+    for (int32_t i = 0; i < n; i++)
+        if (atomic_fetch_sub_explicit(rt_fanin(rt, ids[i]), 1, memory_order_acq_rel) == 1) {
+            if (nready == PTO_RETIRE_BATCH) { make_ready_many(rt, ready, nready, w, false); nready = 0; }
+            ready[nready++] = ids[i];
+        }
+    return nready;
+}
+
 /* Kernel `id` returned `status`: release its consumers and retire it. Any thread. */
 void sched_finish(PTORuntime* rt, int32_t id, int32_t status, PTOWorker* w) {
     PTOTask* t = rt_task(rt, id);
@@ -404,49 +416,42 @@ void sched_finish(PTORuntime* rt, int32_t id, int32_t status, PTOWorker* w) {
         rt_halt(rt, PTO_ETASKFAILED);
     }
     const bool threaded = atomic_load_explicit(&rt->threaded, memory_order_relaxed) != 0;
-    int32_t d;
+    int32_t head;
     /* Release: the orchestrator skips the edge to a producer it reads as COMPLETED (acquire
      * load in add_edge), so the kernel's writes must be visible to whoever runs the consumer. */
     if (threaded) {
         rt_lock(&t->lock);
         atomic_store_explicit(&t->state, PTO_TASK_COMPLETED, memory_order_release);
-        d = t->fanout_head;
+        head = t->fanout_head;
         rt_unlock(&t->lock);
     } else {             /* inline mode: the orchestrator is not building concurrently */
         atomic_store_explicit(&t->state, PTO_TASK_COMPLETED, memory_order_release);
-        d = t->fanout_head;
+        head = t->fanout_head;
     }
     /* No consumer can be added any more: the list is frozen. The ones it makes ready enter
      * their queues together (a wide fanout takes a lock per PTO_RETIRE_BATCH, not per task). */
     if (threaded) {
         int32_t ready[PTO_RETIRE_BATCH], nready = 0;
-        while (d >= 0) {
-            PTODep* e = rt_dep(rt, d);
-            if (atomic_fetch_sub_explicit(rt_fanin(rt, e->task), 1, memory_order_acq_rel) == 1) {
-                if (nready == PTO_RETIRE_BATCH) { make_ready_many(rt, ready, nready, w, false); nready = 0; }
-                ready[nready++] = e->task;
-            }
-            d = e->next;
+        if (head != -1) {               /* the inline consumers, then the pool list's (PTOFanInline) */
+            nready = release_run(rt, rt->fan_inline[id & rt->mask].id, head < 0 ? -1 - head : FAN_INLINE,
+                                 ready, nready, w);
+            if (head >= 0)
+                for (DepRun r = dep_runs(head); dep_run_next(rt, &r); )
+                    nready = release_run(rt, r.ids, r.n, ready, nready, w);
         }
         if (nready == 1) sched_make_ready(rt, rt_task(rt, ready[0]), w);   /* a chain */
         else if (nready > 1) make_ready_many(rt, ready, nready, w, false);
-    } else if (d >= 0) {
+    } else if (head != -1) {
         /* Inline mode: the orchestrating thread runs this (or waits for it, with an asynchronous
-         * executor), so the entries go straight back to its pool, spliced in one piece, instead
-         * of a second walk when the slot retires. */
-        int32_t n = 0, last = d;
-        for (; d >= 0; n++) {
-            PTODep* e = rt_dep(rt, d);
-            _Atomic int32_t* f = rt_fanin(rt, e->task);
-            int32_t left = atomic_load_explicit(f, memory_order_relaxed) - 1;
-            atomic_store_explicit(f, left, memory_order_relaxed);
-            if (left == 0) sched_make_ready(rt, rt_task(rt, e->task), w);
-            last = d;
-            d = e->next;
-        }
-        rt_dep(rt, last)->next = rt->dep_free;
-        rt->dep_free = t->fanout_head;
-        rt->dep_live -= n;
+         * executor), so the blocks go straight back to its pool instead of when the slot retires. */
+        for (DepRun r = fan_runs(rt, id, head); dep_run_next(rt, &r); )
+            for (int32_t i = 0; i < r.n; i++) {
+                _Atomic int32_t* f = rt_fanin(rt, r.ids[i]);
+                int32_t left = atomic_load_explicit(f, memory_order_relaxed) - 1;
+                atomic_store_explicit(f, left, memory_order_relaxed);
+                if (left == 0) sched_make_ready(rt, rt_task(rt, r.ids[i]), w);
+            }
+        dep_free_list(rt, fan_list(head));
         t->fanout_head = -1;
     }
     if (rt->rec_chunks)

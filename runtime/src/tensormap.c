@@ -228,15 +228,15 @@ static inline __attribute__((always_inline)) int occ_push(TMap* tm, int32_t tens
 
 int dep_add_chunk(PTORuntime* rt) {
     if (rt->dep_nchunks == DEP_MAX_CHUNKS) return PTO_ENOMEM;
-    PTODep* c = rt_block_alloc(sizeof(PTODep) * DEP_CHUNK, 0);
+    PTODepBlock* c = rt_block_alloc(sizeof(PTODepBlock) * DEP_CHUNK, 0);
     if (!c) return PTO_ENOMEM;
-    rt->dep_chunks[rt->dep_nchunks++] = c;      /* its entries are handed out in order (dep_alloc) */
+    rt->dep_chunks[rt->dep_nchunks++] = c;      /* its blocks are handed out in order (dep_alloc) */
     rt->dep_end = rt->dep_nchunks << DEP_CHUNK_SHIFT;
     return PTO_OK;
 }
 
-/* A dependency entry: the free list's first, else the next never-used one (a new chunk when the
- * chunks are used up). */
+/* A block: the free list's first, else the next never-used one (a new chunk when the chunks are
+ * used up). */
 static inline int32_t dep_alloc(PTORuntime* rt) {
     int32_t i = rt->dep_free;
     if (__builtin_expect(i >= 0, 1)) {
@@ -248,19 +248,54 @@ static inline int32_t dep_alloc(PTORuntime* rt) {
         }
         i = rt->dep_fresh++;
     }
-    rt->dep_live++;
     return i;
 }
 
-void dep_free_list(PTORuntime* rt, int32_t head) {
-    while (head >= 0) {
-        PTODep* d = rt_dep(rt, head);
-        int32_t next = d->next;
-        d->next = rt->dep_free;
-        rt->dep_free = head;
-        rt->dep_live--;
-        head = next;
+/* dep_alloc can hand out a block without growing the pool: what add_edge makes sure of before it
+ * takes a producer's lock, which a completing worker spins on (no mapping is made under it). */
+static inline int dep_reserve(PTORuntime* rt) {
+    if (__builtin_expect(rt->dep_free < 0 && rt->dep_fresh == rt->dep_end, 0)) return dep_add_chunk(rt);
+    return PTO_OK;
+}
+
+/* dep_push (rt_internal.h), inlined where edges are added. */
+static inline __attribute__((always_inline)) int list_push(PTORuntime* rt, int32_t* list, int32_t id) {
+    const int32_t l = *list;
+    if (l >= 0 && (l & DEP_FILL_MASK) < DEP_IDS) {    /* room in the newest block */
+        rt_dep(rt, l >> DEP_FILL_BITS)->id[l & DEP_FILL_MASK] = id;
+        *list = l + 1;
+        return PTO_OK;
     }
+    const int32_t b = dep_alloc(rt);
+    if (b < 0) return b;
+    PTODepBlock* nb = rt_dep(rt, b);
+    nb->id[0] = id;
+    if (l < 0) {
+        nb->next = b;                                   /* a ring of one */
+    } else {                                            /* after the full newest, before the oldest */
+        PTODepBlock* full = rt_dep(rt, l >> DEP_FILL_BITS);
+        nb->next = full->next;
+        full->next = b;
+    }
+    *list = b << DEP_FILL_BITS | 1;
+    return PTO_OK;
+}
+
+int dep_push(PTORuntime* rt, int32_t* list, int32_t id) { return list_push(rt, list, id); }
+
+/* Consumer c into producer p's fanout (pt: p's slot), after the ones before it. */
+static inline __attribute__((always_inline)) int fan_push(PTORuntime* rt, PTOFanInline* fan, PTOTask* pt,
+                                                          int32_t c) {
+    const int32_t h = pt->fanout_head;
+    if (h < 0 && h > -1 - FAN_INLINE) {                 /* room inline */
+        fan->id[-1 - h] = c;
+        pt->fanout_head = h - 1;
+        return PTO_OK;
+    }
+    int32_t list = fan_list(h);
+    const int rc = list_push(rt, &list, c);
+    if (rc == PTO_OK) pt->fanout_head = list;
+    return rc;
 }
 
 static int record_edge(PTORuntime* rt, int32_t p, int32_t c) {
@@ -282,34 +317,31 @@ static inline __attribute__((always_inline)) int add_edge(PTORuntime* rt, int32_
     if (pt->last_consumer == c) return PTO_OK;
     pt->last_consumer = c;
     if (atomic_load_explicit(&pt->state, memory_order_acquire) >= PTO_TASK_COMPLETED) return PTO_OK;
-    int32_t d = dep_alloc(rt);
-    if (d < 0) return d;
     PTOTask* ct = rt_task(rt, c);
-    PTODep* e = rt_dep(rt, d);
-    e->task = c;
+    PTOFanInline* fan = &rt->fan_inline[p & rt->mask];
+    int rc;
     if (!rt->started) {
         /* No worker thread exists (safe mode before run, or inline mode): nothing can
          * complete concurrently, so the lock and atomic RMWs are unnecessary. */
-        e->next = pt->fanout_head;
-        pt->fanout_head = d;
+        if ((rc = fan_push(rt, fan, pt, c)) < 0) return rc;
         atomic_store_explicit(rt_fanin(rt, c), atomic_load_explicit(rt_fanin(rt, c), memory_order_relaxed) + 1,
                               memory_order_relaxed);
     } else {
+        /* The completion reads the fanout after taking the lock and storing COMPLETED under it:
+         * what is appended under the lock before that is seen, nothing is appended after. */
+        if ((rc = dep_reserve(rt)) < 0) return rc;
         rt_lock(&pt->lock);
         if (atomic_load_explicit(&pt->state, memory_order_relaxed) >= PTO_TASK_COMPLETED) {
             rt_unlock(&pt->lock);
-            e->next = rt->dep_free; rt->dep_free = d; rt->dep_live--;
             return PTO_OK;
         }
-        e->next = pt->fanout_head;
-        pt->fanout_head = d;
-        atomic_fetch_add_explicit(rt_fanin(rt, c), 1, memory_order_relaxed);
+        rc = fan_push(rt, fan, pt, c);                  /* does not fail: a block is at hand */
+        if (rc == PTO_OK) atomic_fetch_add_explicit(rt_fanin(rt, c), 1, memory_order_relaxed);
         rt_unlock(&pt->lock);
+        if (rc < 0) return rc;
     }
     if (__builtin_expect(rt->t3 != NULL, 0)) {     /* three-tier: the consumer's fanin list too */
-        int32_t f = dep_alloc(rt);
-        if (f < 0) return f;
-        t3_on_edge(rt, p, c, f);
+        if ((rc = t3_on_edge(rt, p, c)) < 0) return rc;
     }
     ct->fanin_count++;
     rt->edges++;
@@ -330,12 +362,8 @@ static inline __attribute__((always_inline)) int add_edge_plain(PTORuntime* rt, 
     if (pt->last_consumer == c) return PTO_OK;
     pt->last_consumer = c;
     if (atomic_load_explicit(&pt->state, memory_order_relaxed) >= PTO_TASK_COMPLETED) return PTO_OK;
-    const int32_t d = dep_alloc(rt);
-    if (d < 0) return d;
-    PTODep* e = rt_dep(rt, d);
-    e->task = c;
-    e->next = pt->fanout_head;
-    pt->fanout_head = d;
+    const int rc = fan_push(rt, &rt->fan_inline[p & mask], pt, c);
+    if (rc < 0) return rc;
     atomic_store_explicit(cf, atomic_load_explicit(cf, memory_order_relaxed) + 1, memory_order_relaxed);
     ct->fanin_count++;
     rt->edges++;

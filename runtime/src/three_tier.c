@@ -27,7 +27,7 @@
 typedef struct PTOTierDesc {
     int32_t kernel_id;             /* dense id of the task's kernel (function), in first-use order */
     int32_t scope_depth;           /* pto_scope_begin scopes open when the task was made */
-    int32_t fanin_head;            /* producers, in the dependency pool (-1: none); orchestrator */
+    int32_t fanin_head;            /* producers, a dependency-pool list (-1: none); orchestrator */
     _Atomic int32_t chained;       /* queued on a core behind its producers (t3_claimed) */
     _Atomic int64_t on_core;       /* ON_CORE(id, c) while on core c's ring and not completed, else 0 */
     int64_t ready_at;              /* when the task was made READY (trace clock ticks); traced, with a
@@ -398,13 +398,8 @@ bool t3_claimed(PTORuntime* rt, const PTOTask* t) {
     return atomic_load_explicit(&rt->t3->desc[t->id & rt->mask].chained, memory_order_relaxed) != 0;
 }
 
-int t3_on_edge(PTORuntime* rt, int32_t p, int32_t c, int32_t d) {
-    PTOTierDesc* cd = &rt->t3->desc[c & rt->mask];
-    PTODep* e = rt_dep(rt, d);
-    e->task = p;
-    e->next = cd->fanin_head;
-    cd->fanin_head = d;
-    return PTO_OK;
+int t3_on_edge(PTORuntime* rt, int32_t p, int32_t c) {
+    return dep_push(rt, &rt->t3->desc[c & rt->mask].fanin_head, p);
 }
 
 void t3_on_ready(PTORuntime* rt, PTOTask* t) {
@@ -778,11 +773,13 @@ static int dispatch(PTOScheduler* S, int32_t c, int32_t id, bool chained, PTOTra
 static bool producers_on_core(PTORuntime* rt, int32_t y, int32_t c, int32_t left) {
     const PTOThreeTier* T = rt->t3;
     int32_t on = 0;
-    for (int32_t d = T->desc[y & rt->mask].fanin_head; d >= 0; d = rt_dep(rt, d)->next) {
-        const int32_t p = rt_dep(rt, d)->task;
-        if (atomic_load_explicit(&T->desc[p & rt->mask].on_core, memory_order_relaxed) == ON_CORE(p, c) && ++on > left)
-            return false;
-    }
+    for (DepRun r = dep_runs(T->desc[y & rt->mask].fanin_head); dep_run_next(rt, &r); )
+        for (int32_t i = 0; i < r.n; i++) {
+            const int32_t p = r.ids[i];
+            if (atomic_load_explicit(&T->desc[p & rt->mask].on_core, memory_order_relaxed) == ON_CORE(p, c) &&
+                ++on > left)
+                return false;
+        }
     return on == left;
 }
 
@@ -793,21 +790,21 @@ static int32_t chained_successor(PTORuntime* rt, const PTOWorker* w, int32_t x) 
     PTOTask* t = rt_task(rt, x);
     int32_t found = -1;
     rt_lock(&t->lock);                               /* the orchestrator may be adding consumers */
-    for (int32_t d = t->fanout_head; d >= 0 && found < 0;) {
-        const PTODep* e = rt_dep(rt, d);
-        const PTOTask* y = rt_task(rt, e->task);
-        /* fanin_left == 1 with x unfinished: x is the last producer, and the submit guard is gone;
-         * PENDING (release-stored by submit after the edges): y's fanin list is complete */
-        const int32_t left = atomic_load_explicit(rt_fanin(rt, e->task), memory_order_acquire);
-        if (left >= 1 && left <= T3_CHAIN_FANIN &&
-            atomic_load_explicit(&y->state, memory_order_acquire) == PTO_TASK_PENDING) {
-            const int q = y->worker_type >= 0 ? y->worker_type : PTO_QUEUE_ANY;
-            if ((y->affinity >= 0 ? (y->affinity & (AFF_STEAL - 1)) == w->index : (w->serves >> q & 1) != 0) &&
-                (left == 1 || producers_on_core(rt, e->task, w->index, left)))
-                found = e->task;
+    for (DepRun r = fan_runs(rt, x, t->fanout_head); found < 0 && dep_run_next(rt, &r); )
+        for (int32_t i = 0; i < r.n && found < 0; i++) {
+            const int32_t yid = r.ids[i];
+            const PTOTask* y = rt_task(rt, yid);
+            /* fanin_left == 1 with x unfinished: x is the last producer, and the submit guard is gone;
+             * PENDING (release-stored by submit after the edges): y's fanin list is complete */
+            const int32_t left = atomic_load_explicit(rt_fanin(rt, yid), memory_order_acquire);
+            if (left >= 1 && left <= T3_CHAIN_FANIN &&
+                atomic_load_explicit(&y->state, memory_order_acquire) == PTO_TASK_PENDING) {
+                const int q = y->worker_type >= 0 ? y->worker_type : PTO_QUEUE_ANY;
+                if ((y->affinity >= 0 ? (y->affinity & (AFF_STEAL - 1)) == w->index : (w->serves >> q & 1) != 0) &&
+                    (left == 1 || producers_on_core(rt, yid, w->index, left)))
+                    found = yid;
+            }
         }
-        d = e->next;
-    }
     rt_unlock(&t->lock);
     return found;
 }

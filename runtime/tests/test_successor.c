@@ -212,6 +212,96 @@ static void test_crossed_fans(int64_t layers, int width, int workers, int thresh
     teardown();
 }
 
+/* Fanouts and fanins of every size around the edges of the dependency pool's layout: a task's
+ * first 4 consumers inline, then blocks of 15 (14, 15, 16, 31: one short of, at and one past a
+ * block's end). Per size k, a producer with k consumers (each an explicit edge), then k producers
+ * of one consumer (three-tier: its list of producers). In safe mode the dump lists each fanout
+ * in the order it was added; pipelined, the producer runs - and completes - while its consumers
+ * are still being added, in a window the graph wraps, so freed blocks are reused. A consumer
+ * that lost its edge runs too early (counted), one counted twice never runs (the deadline ends
+ * the run instead of a hang). */
+static const int g_fan_sizes[] = {1, 2, 3, 4, 5, 6, 14, 15, 16, 18, 19, 20, 21, 31, 33, 34, 35, 49, 50, 64, 150};
+#define FAN_SIZES ((int)(sizeof g_fan_sizes / sizeof g_fan_sizes[0]))
+static _Atomic uint8_t* g_fan_done;
+/* a[0]: this task, a[1], a[2]: its producers are a[1] .. a[1] + a[2] - 1, a[3]: spin */
+static int32_t fan_kernel(const int64_t* a) {
+    for (int64_t p = a[1]; p < a[1] + a[2]; p++)
+        if (!atomic_load(&g_fan_done[p])) atomic_fetch_add(&g_order_errors, 1);
+    for (volatile int64_t spin = 0; spin < a[3]; spin++) {}
+    atomic_store(&g_fan_done[a[0]], 1);
+    atomic_fetch_add(&g_runs, 1);
+    return 0;
+}
+
+static int32_t fan_task(PTORuntime* rt, int64_t first_producer, int64_t producers, int64_t spin) {
+    int32_t t = pto_task_alloc(rt, producers ? "consumer" : "producer", fan_kernel, 0, PTO_WORKER_ANY);
+    CHECK(t >= 0);
+    CHECK_EQ(pto_task_add_scalar(rt, t, t), PTO_OK);
+    CHECK_EQ(pto_task_add_scalar(rt, t, first_producer), PTO_OK);
+    CHECK_EQ(pto_task_add_scalar(rt, t, producers), PTO_OK);
+    CHECK_EQ(pto_task_add_scalar(rt, t, spin), PTO_OK);
+    for (int64_t p = first_producer; p < first_producer + producers; p++)
+        CHECK_EQ(pto_task_add_successor(rt, (int32_t)p, t), PTO_OK);
+    return t;
+}
+
+static void test_fanout_blocks(int mode, int workers, int threshold, int window) {
+    int64_t n = 0, edges = 0;
+    for (int s = 0; s < FAN_SIZES; s++) { n += 2 * (g_fan_sizes[s] + 1); edges += 2 * g_fan_sizes[s]; }
+    g_fan_done = calloc((size_t)n, 1);
+    atomic_store(&g_order_errors, 0);
+    atomic_store(&g_runs, 0);
+    PTORuntimeConfig cfg;
+    pto_runtime_config_default(&cfg);
+    cfg.mode = mode; cfg.num_workers = workers; cfg.num_schedulers = mode == PTO_MODE_THREE_TIER ? 1 : 0;
+    cfg.execution_task_threshold = threshold; cfg.task_window = window;
+    cfg.timeout_ms = 20000;
+    PTORuntime* rt = NULL;
+    CHECK_EQ(pto_runtime_init(&rt, &cfg), PTO_OK);
+    int32_t fan_producer[FAN_SIZES];
+    for (int s = 0; s < FAN_SIZES; s++) {
+        const int k = g_fan_sizes[s];
+        /* the producer: submitted first, so it runs while its consumers are added (pipelined) */
+        const int32_t p = fan_producer[s] = fan_task(rt, 0, 0, 200 * (s % 7));
+        CHECK_EQ(pto_task_submit(rt, p), PTO_OK);
+        for (int i = 0; i < k; i++) CHECK_EQ(pto_task_submit(rt, fan_task(rt, p, 1, 0)), PTO_OK);
+        int32_t first = -1;
+        for (int i = 0; i < k; i++) {
+            int32_t q = fan_task(rt, 0, 0, 50 * (i % 3));
+            if (i == 0) first = q;
+            CHECK_EQ(pto_task_submit(rt, q), PTO_OK);
+        }
+        CHECK_EQ(pto_task_submit(rt, fan_task(rt, first, k, 0)), PTO_OK);
+    }
+    if (threshold == 0 && window >= n) {             /* nothing ran yet: every fanout, in order */
+        int64_t need = pto_runtime_dump_buffer(rt, NULL, 0);
+        char* dump = malloc((size_t)need + 1);
+        CHECK_EQ(pto_runtime_dump_buffer(rt, dump, need + 1), need);
+        for (int s = 0; s < FAN_SIZES; s++) {
+            char task[64], want[2048];
+            snprintf(task, sizeof task, "  Task %d: producer ", fan_producer[s]);
+            int len = snprintf(want, sizeof want, "fanout=[");
+            for (int i = 1; i <= g_fan_sizes[s]; i++)
+                len += snprintf(want + len, sizeof want - (size_t)len, i > 1 ? ",%d" : "%d", fan_producer[s] + i);
+            snprintf(want + len, sizeof want - (size_t)len, "]\n");
+            const char* line = strstr(dump, task);       /* the task table's line of the producer */
+            const char* list = line ? strstr(line, "fanout=[") : NULL;
+            CHECK(list && list < strchr(line, '\n') && strncmp(list, want, strlen(want)) == 0);
+        }
+        free(dump);
+    }
+    CHECK_EQ(pto_runtime_run(rt), PTO_OK);
+    PTORuntimeStats st;
+    CHECK_EQ(pto_runtime_get_stats(rt, &st), PTO_OK);
+    CHECK_EQ(st.tasks_completed, n);
+    CHECK_EQ(atomic_load(&g_runs), n);
+    CHECK_EQ(atomic_load(&g_order_errors), 0);
+    if (threshold == 0 && window >= n) CHECK_EQ(st.edges, edges);
+    else CHECK(st.edges <= edges);
+    pto_runtime_destroy(rt);
+    free((void*)g_fan_done);
+}
+
 int main(int argc, char** argv) {
     double scale = argc > 1 ? atof(argv[1]) : 1.0;
     int64_t n = (int64_t)(20000 * scale);
@@ -227,6 +317,12 @@ int main(int argc, char** argv) {
     test_crossed_fans(n / 64, 60, 2, 0, 1 << 16);   /* safe mode: every count set before the run */
     test_crossed_fans(n / 64, 60, 2, 1, 256);       /* pipelined, wrapping a small window */
     test_crossed_fans(n / 64, 60, 0, 0, 1 << 16);   /* inline */
+    test_fanout_blocks(PTO_MODE_WORKERS, 2, 0, 1 << 12);       /* safe mode: the dump checks each list */
+    test_fanout_blocks(PTO_MODE_WORKERS, 2, 1, 64);            /* pipelined: completions race appends */
+    test_fanout_blocks(PTO_MODE_WORKERS, 0, 0, 1 << 12);       /* inline: blocks freed at completion */
+    test_fanout_blocks(PTO_MODE_WORKERS, 0, 0, 64);            /* inline, the window wraps */
+    test_fanout_blocks(PTO_MODE_THREE_TIER, 2, 0, 1 << 12);    /* three-tier: producer lists too */
+    test_fanout_blocks(PTO_MODE_THREE_TIER, 2, 1, 128);
     printf("%d passed, %d failed\n", g_pass, g_fail);
     return g_fail ? 1 : 0;
 }
