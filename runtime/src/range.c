@@ -65,13 +65,19 @@ void range_free(PTORuntime* rt) {
     free(rs);
 }
 
-/* Tile `k` of range task `t`, on this thread (worker `me`); on failure the first failing tile
- * and the worker that ran it are recorded, and the tiles not yet taken are dropped. */
-static int32_t run_tile(PTORange* r, const PTOTask* t, int64_t k, int32_t me) {
+/* Tile `k` of range task `t`, on this thread (worker `me`; traced on its lane, whoever owns
+ * the task); on failure the first failing tile and the worker that ran it are recorded, and
+ * the tiles not yet taken are dropped. */
+static int32_t run_tile(PTORuntime* rt, PTORange* r, const PTOTask* t, int64_t k, int32_t me) {
     int64_t a[PTO_MAX_ARGS];
     const int32_t n = t->num_args;
     for (int32_t j = 0; j < n; j++) a[j] = t->args[j] + k * r->inc[j];
+    PTOTraceLane* lane = rt->trace && me + 1 < rt->trace->nlanes ? &rt->trace->lanes[me + 1] : NULL;
+    const int64_t start = lane ? trace_now() : 0;
     const int32_t rc = t->fn(a);
+    /* not once the run halted: it may have given up on this thread, and read its lane */
+    if (lane && !atomic_load_explicit(&rt->halt, memory_order_acquire))
+        trace_record_tile(lane, t->id, r->first + k, t->name, start, trace_now());
     if (rc != 0) {
         int64_t none = -1;
         if (atomic_compare_exchange_strong(&r->failed, &none, r->first + k)) {
@@ -121,7 +127,7 @@ static int help(PTORuntime* rt, int32_t me, bool one, _Atomic int32_t* running) 
             atomic_fetch_add(&r->helpers, 1);
             for (int64_t k; !atomic_load_explicit(&rt->halt, memory_order_relaxed) && (k = take_tile(r, id)) >= 0;) {
                 found = took = true;
-                run_tile(r, rt_task(rt, id), k, me);
+                run_tile(rt, r, rt_task(rt, id), k, me);
                 if (one) break;
             }
             atomic_fetch_sub(&r->helpers, 1);
@@ -144,13 +150,13 @@ int32_t range_run(PTORuntime* rt, PTOTask* t, PTORange* r) {
     const int32_t me = t->stage;
     if (!shared(rt, me) || (uint32_t)atomic_load(&r->left) == 0) {   /* alone, in order */
         for (int64_t k = 0; k < r->tiles; k++) {
-            const int32_t rc = run_tile(r, t, k, me);
+            const int32_t rc = run_tile(rt, r, t, k, me);
             if (rc != 0) return rc;
         }
         return 0;
     }
     atomic_store(&rt->range_open[me], t->id + 1);
-    for (int64_t k; (k = take_tile(r, t->id)) >= 0;) run_tile(r, t, k, me);
+    for (int64_t k; (k = take_tile(r, t->id)) >= 0;) run_tile(rt, r, t, k, me);
     atomic_store(&rt->range_open[me], 0);
     /* none of our tiles is left to take: wait for those that helpers took, taking other chunks'
      * tiles one at a time meanwhile (a helper that stays longer than a tile takes was preempted,

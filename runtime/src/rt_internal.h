@@ -584,6 +584,19 @@ static inline void trace_record(PTOTraceLane* L, int32_t task, int32_t worker, c
     L->n++;
 }
 
+/* A tile of a range task (range.c) is an event of the lane of the thread that ran it, its own
+ * or a helper's: task = the range task, worker = -2 - the tile's index in the submitted range
+ * (below -1, which no task's event has; an index past TRACE_TILE_MAX is not recorded). What
+ * reads tasks' events passes them over; the Chrome trace shows them as "tile" slices. */
+#define TRACE_TILE_MAX ((int64_t)INT32_MAX - 2)
+static inline void trace_record_tile(PTOTraceLane* L, int32_t task, int64_t tile, const char* func, int64_t start,
+                                     int64_t end) {
+    if (tile > TRACE_TILE_MAX) L->dropped++;
+    else trace_record(L, task, (int32_t)(-2 - tile), func, start, end);
+}
+/* The tile an event records, or -1: the event of a task. */
+static inline int64_t trace_tile_of(const PTOTraceEvent* e) { return e->worker < -1 ? -2 - (int64_t)e->worker : -1; }
+
 /* dump.c */
 int  dump_to_file(PTORuntime* rt, FILE* f);
 

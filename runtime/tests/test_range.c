@@ -11,12 +11,14 @@
 
 PTO_CHECK_COUNTERS;
 
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #define R 4                       /* tile rows */
 #define C 8                       /* tile columns */
@@ -200,12 +202,14 @@ static void check_failure(int workers) {
  *   tile `fail` then returns 5; tile `stay` stays in its kernel while `staying` is set;
  *   a tile in [wait_lo, wait_hi) waits (up to 10 s; `timed_out` if in vain) until `marks`
  *   reaches `need` - only another worker taking the marking tiles lets it return in time;
- * and every tile that returns 0 counts itself in ran[] and computes k_add's result. */
+ * and every tile that returns 0 counts itself in ran[] and computes k_add's result; thread[]
+ * says which thread ran each tile. */
 enum { HOLD_TILES = 64 };
 static struct {
     int64_t mark_lo, mark_hi, fail, stay, wait_lo, wait_hi;
     int need;
     _Atomic int marks, staying, timed_out, ran[HOLD_TILES];
+    pthread_t thread[HOLD_TILES];         /* the thread that ran each tile */
 } g_hold;
 
 static void hold(int64_t mark_lo, int64_t mark_hi, int64_t fail, int64_t stay, int64_t wait_lo, int64_t wait_hi,
@@ -222,6 +226,7 @@ static void hold(int64_t mark_lo, int64_t mark_hi, int64_t fail, int64_t stay, i
 
 static int32_t k_held(const int64_t* a) {
     const int64_t t = a[4];
+    g_hold.thread[t] = pthread_self();
     if (t >= g_hold.mark_lo && t < g_hold.mark_hi) atomic_fetch_add(&g_hold.marks, 1);
     if (t == g_hold.fail) return 5;
     if (t == g_hold.stay) while (atomic_load(&g_hold.staying)) {}
@@ -304,6 +309,72 @@ static void check_helper_failure(void) {
     pto_runtime_error_message(rt, msg, sizeof msg);
     snprintf(want, sizeof want, "'fail1' at tile 1 failed with code 5 on worker %d", 1 - owner);
     CHECK_HAS(msg, want);
+    pto_runtime_destroy(rt);
+}
+
+/* A traced range whose first chunk's owner waits in tile 0 until tile 1 ran (a helper took it):
+ * the trace's "tile" slices cover every tile once, each of the task (chunk) it belongs to and
+ * on the lane of the worker whose thread ran it - learnt from a task pinned to each worker. The
+ * tasks' own events leave the tiles out. Inline (no workers), every tile is the orchestrator's. */
+static pthread_t g_thread_of_worker[2];
+static int32_t k_whoami(const int64_t* a) { g_thread_of_worker[a[0]] = pthread_self(); return 0; }
+
+static void check_traced_tiles(int workers) {
+    float x[R * C * HOLD_TILES], y[R * C * HOLD_TILES];
+    memset(x, 0, sizeof x);
+    hold(1, 2, -1, -1, 0, workers ? 1 : 0, 1);
+    PTOTensor X = tensor(x, R * HOLD_TILES, C, "x"), Y = tensor(y, R * HOLD_TILES, C, "y");
+    PTORuntime* rt = make_runtime(workers);
+    CHECK_EQ(pto_runtime_enable_trace(rt, 1024), PTO_OK);
+    for (int w = 0; w < workers; w++) {
+        const int32_t id = pto_task_alloc(rt, "whoami", k_whoami, 0, PTO_WORKER_ANY);
+        CHECK_EQ(pto_task_add_scalar(rt, id, w), PTO_OK);
+        CHECK_EQ(pto_task_set_affinity(rt, id, w, 0), PTO_OK);
+        CHECK(pto_task_submit(rt, id) >= 0);
+    }
+    PTOTaskArg a[3], s[3];
+    hold_args(&X, &Y, a, s);
+    const int32_t last = pto_task_submit_range(rt, "traced", k_held, 0, PTO_WORKER_ANY, a, s, 3, HOLD_TILES);
+    PTORuntimeStats st;
+    pto_runtime_get_stats(rt, &st);
+    const int32_t chunks = (int32_t)st.tasks_submitted - workers, first = last - chunks + 1;
+    CHECK_EQ(pto_runtime_run(rt), PTO_OK);
+    CHECK_EQ(atomic_load(&g_hold.timed_out), 0);
+    CHECK_EQ(pto_runtime_trace_events(rt, NULL, 0), st.tasks_submitted);
+    char path[] = "/tmp/pto_test_range_XXXXXX";
+    const int fd = mkstemp(path);
+    CHECK(fd >= 0);
+    close(fd);
+    CHECK_EQ(pto_runtime_write_trace(rt, path, 0), PTO_OK);
+    int seen[HOLD_TILES] = {0}, wrong_task = 0, wrong_worker = 0, slices = 0;
+    int32_t lane_of[HOLD_TILES];
+    FILE* f = fopen(path, "r");
+    CHECK(f != NULL);
+    static char line[4096];
+    while (f && fgets(line, sizeof line, f)) {
+        if (!strstr(line, "\"cat\":\"tile\"")) continue;
+        const char *tid = strstr(line, "\"tid\":"), *of = strstr(line, "\"of_task\":"), *tile = strstr(line, "\"tile\":");
+        if (!tid || !of || !tile) { wrong_task++; continue; }
+        const int64_t k = strtoll(tile + 7, NULL, 10);
+        const int32_t lane = (int32_t)strtol(tid + 6, NULL, 10), task = (int32_t)strtol(of + 10, NULL, 10);
+        slices++;
+        if (k < 0 || k >= HOLD_TILES) { wrong_task++; continue; }
+        seen[k]++;
+        lane_of[k] = lane;
+        wrong_task += task != first + (int32_t)(k * chunks / HOLD_TILES);   /* chunks of equal size */
+        if (workers == 0) wrong_worker += lane != 0;
+        else wrong_worker += lane < 1 || lane > workers ||
+                             !pthread_equal(g_thread_of_worker[lane - 1], g_hold.thread[k]);
+    }
+    if (f) fclose(f);
+    unlink(path);
+    int once = 0;
+    for (int k = 0; k < HOLD_TILES; k++) once += seen[k] == 1;
+    CHECK_EQ(slices, HOLD_TILES);
+    CHECK_EQ(once, HOLD_TILES);
+    CHECK_EQ(wrong_task, 0);
+    CHECK_EQ(wrong_worker, 0);
+    if (workers > 0 && seen[0] == 1 && seen[1] == 1) CHECK(lane_of[0] != lane_of[1]);   /* tile 1: a helper's */
     pto_runtime_destroy(rt);
 }
 
@@ -432,6 +503,8 @@ int main(int argc, char** argv) {
     check_shared_chunks(2, true);     /* the orchestrating thread as one of the two */
     check_shared_chunks(4, false);
     check_helper_failure();
+    check_traced_tiles(2);
+    check_traced_tiles(0);
     check_consumer_not_held();
     check_helper_abandoned();
     check_executor(false);
