@@ -73,8 +73,11 @@ static int32_t run_tile(PTORuntime* rt, PTORange* r, const PTOTask* t, int64_t k
     const int32_t n = t->num_args;
     for (int32_t j = 0; j < n; j++) a[j] = t->args[j] + k * r->inc[j];
     PTOTraceLane* lane = rt->trace && me + 1 < rt->trace->nlanes ? &rt->trace->lanes[me + 1] : NULL;
+    _Atomic int32_t* in = me >= 0 && me < rt->nworkers ? &rt->workers[me].in_tile : NULL;
+    if (in) atomic_store_explicit(in, t->id + 1, memory_order_relaxed);
     const int64_t start = lane ? trace_now() : 0;
     const int32_t rc = t->fn(a);
+    if (in) atomic_store_explicit(in, 0, memory_order_relaxed);
     /* not once the run halted: it may have given up on this thread, and read its lane */
     if (lane && !atomic_load_explicit(&rt->halt, memory_order_acquire))
         trace_record_tile(lane, t->id, r->first + k, t->name, start, trace_now());
@@ -172,6 +175,13 @@ int32_t range_run(PTORuntime* rt, PTOTask* t, PTORange* r) {
 int32_t range_failed_worker(PTORuntime* rt, const PTOTask* t) {
     const PTORange* r = range_of(rt, t->id);
     return r && atomic_load(&r->failed) >= 0 ? atomic_load(&r->failed_worker) : t->stage;
+}
+
+int32_t range_running_worker(PTORuntime* rt, const PTOTask* t) {
+    /* the chunk's own worker may be done with its tiles and waiting for a helper's */
+    for (int32_t w = 0; range_of(rt, t->id) && w < rt->nworkers; w++)
+        if (atomic_load_explicit(&rt->workers[w].in_tile, memory_order_relaxed) == t->id + 1) return w;
+    return t->stage;
 }
 
 int64_t pto_task_range(PTORuntime* rt, int32_t task, int64_t* inc) {

@@ -190,6 +190,9 @@ typedef struct PTOWorker {
      * run gives up on a kernel by swapping its id for W_ABANDONED; the worker swaps it for
      * W_IDLE when the kernel returns, and the one whose swap fails knows the other won. */
     _Atomic int32_t running;
+    /* 1 + the range task one of whose tiles this worker is in (its own or one it helps with),
+     * 0: none; what a deadline names the stuck tile's worker by (range.c) */
+    _Atomic int32_t in_tile;
 } __attribute__((aligned(64))) PTOWorker;   /* workers share no line */
 #define W_IDLE      (-1)
 #define W_ABANDONED (-2)
@@ -549,6 +552,8 @@ int32_t range_run(PTORuntime* rt, PTOTask* t, PTORange* r);   /* every tile of t
 int range_help(PTORuntime* rt, int32_t me, _Atomic int32_t* running);
 /* The worker that ran failed task t's failing tile, if t is a range task, else t->stage */
 int32_t range_failed_worker(PTORuntime* rt, const PTOTask* t);
+/* A worker in one of running task t's tiles, if t is a range task and one is, else t->stage */
+int32_t range_running_worker(PTORuntime* rt, const PTOTask* t);
 void range_free(PTORuntime* rt);
 
 /* trace.c */

@@ -209,7 +209,7 @@ static struct {
     int64_t mark_lo, mark_hi, fail, stay, wait_lo, wait_hi;
     int need;
     _Atomic int marks, staying, timed_out, ran[HOLD_TILES];
-    pthread_t thread[HOLD_TILES];         /* the thread that ran each tile */
+    _Atomic(pthread_t) thread[HOLD_TILES];   /* the thread that ran each tile (read while it may run) */
 } g_hold;
 
 static void hold(int64_t mark_lo, int64_t mark_hi, int64_t fail, int64_t stay, int64_t wait_lo, int64_t wait_hi,
@@ -226,7 +226,7 @@ static void hold(int64_t mark_lo, int64_t mark_hi, int64_t fail, int64_t stay, i
 
 static int32_t k_held(const int64_t* a) {
     const int64_t t = a[4];
-    g_hold.thread[t] = pthread_self();
+    atomic_store(&g_hold.thread[t], pthread_self());
     if (t >= g_hold.mark_lo && t < g_hold.mark_hi) atomic_fetch_add(&g_hold.marks, 1);
     if (t == g_hold.fail) return 5;
     if (t == g_hold.stay) while (atomic_load(&g_hold.staying)) {}
@@ -316,8 +316,25 @@ static void check_helper_failure(void) {
  * the trace's "tile" slices cover every tile once, each of the task (chunk) it belongs to and
  * on the lane of the worker whose thread ran it - learnt from a task pinned to each worker. The
  * tasks' own events leave the tiles out. Inline (no workers), every tile is the orchestrator's. */
-static pthread_t g_thread_of_worker[2];
-static int32_t k_whoami(const int64_t* a) { g_thread_of_worker[a[0]] = pthread_self(); return 0; }
+static _Atomic(pthread_t) g_thread_of_worker[2];
+static int32_t k_whoami(const int64_t* a) { atomic_store(&g_thread_of_worker[a[0]], pthread_self()); return 0; }
+
+/* Tasks that learn which thread each of `workers` workers is (g_thread_of_worker). */
+static void submit_whoami(PTORuntime* rt, int workers) {
+    for (int w = 0; w < workers; w++) {
+        const int32_t id = pto_task_alloc(rt, "whoami", k_whoami, 0, PTO_WORKER_ANY);
+        CHECK_EQ(pto_task_add_scalar(rt, id, w), PTO_OK);
+        CHECK_EQ(pto_task_set_affinity(rt, id, w, 0), PTO_OK);
+        CHECK(pto_task_submit(rt, id) >= 0);
+    }
+}
+
+/* The worker whose thread is `th`, or -1. */
+static int32_t worker_of_thread(pthread_t th, int workers) {
+    for (int w = 0; w < workers; w++)
+        if (pthread_equal(atomic_load(&g_thread_of_worker[w]), th)) return w;
+    return -1;
+}
 
 static void check_traced_tiles(int workers) {
     float x[R * C * HOLD_TILES], y[R * C * HOLD_TILES];
@@ -326,12 +343,7 @@ static void check_traced_tiles(int workers) {
     PTOTensor X = tensor(x, R * HOLD_TILES, C, "x"), Y = tensor(y, R * HOLD_TILES, C, "y");
     PTORuntime* rt = make_runtime(workers);
     CHECK_EQ(pto_runtime_enable_trace(rt, 1024), PTO_OK);
-    for (int w = 0; w < workers; w++) {
-        const int32_t id = pto_task_alloc(rt, "whoami", k_whoami, 0, PTO_WORKER_ANY);
-        CHECK_EQ(pto_task_add_scalar(rt, id, w), PTO_OK);
-        CHECK_EQ(pto_task_set_affinity(rt, id, w, 0), PTO_OK);
-        CHECK(pto_task_submit(rt, id) >= 0);
-    }
+    submit_whoami(rt, workers);
     PTOTaskArg a[3], s[3];
     hold_args(&X, &Y, a, s);
     const int32_t last = pto_task_submit_range(rt, "traced", k_held, 0, PTO_WORKER_ANY, a, s, 3, HOLD_TILES);
@@ -363,8 +375,7 @@ static void check_traced_tiles(int workers) {
         lane_of[k] = lane;
         wrong_task += task != first + (int32_t)(k * chunks / HOLD_TILES);   /* chunks of equal size */
         if (workers == 0) wrong_worker += lane != 0;
-        else wrong_worker += lane < 1 || lane > workers ||
-                             !pthread_equal(g_thread_of_worker[lane - 1], g_hold.thread[k]);
+        else wrong_worker += lane - 1 != worker_of_thread(atomic_load(&g_hold.thread[k]), workers);
     }
     if (f) fclose(f);
     unlink(path);
@@ -418,7 +429,8 @@ static void check_consumer_not_held(void) {
 
 /* Tile 9 stays in its kernel until the test lets it go, and tile 8, its chunk's first, waits
  * until tile 9 started: another worker took tile 9 as a helper. The run still gives up at its
- * deadline on both, rather than waiting for a helper it cannot abandon. */
+ * deadline on both, rather than waiting for a helper it cannot abandon, and names the chunk
+ * as stuck on the worker in tile 9, not on the chunk's own worker, waiting for it. */
 static void check_helper_abandoned(void) {
     static float x[R * C * HOLD_TILES], y[R * C * HOLD_TILES];   /* an abandoned kernel may outlive us */
     hold(9, 10, -1, 9, 8, 9, 1);
@@ -429,9 +441,22 @@ static void check_helper_abandoned(void) {
     CHECK_EQ(pto_runtime_init(&rt, &cfg), PTO_OK);
     PTOTaskArg a[3], s[3];
     hold_args(&X, &Y, a, s);
-    CHECK(pto_task_submit_range(rt, "stay9", k_held, 0, PTO_WORKER_ANY, a, s, 3, HOLD_TILES) >= 0);
+    submit_whoami(rt, 2);
+    const int32_t last = pto_task_submit_range(rt, "stay9", k_held, 0, PTO_WORKER_ANY, a, s, 3, HOLD_TILES);
     CHECK_EQ(pto_runtime_run(rt), PTO_ETIMEDOUT);
     CHECK_EQ(atomic_load(&g_hold.marks), 1);
+    const int32_t chunk = last - 8 + 2;               /* 8 chunks of 8 tiles: tile 9 is in the second */
+    const int32_t in9 = worker_of_thread(atomic_load(&g_hold.thread[9]), 2);
+    const int32_t in8 = worker_of_thread(atomic_load(&g_hold.thread[8]), 2);
+    CHECK(in9 >= 0 && in8 >= 0 && in9 != in8);
+    PTORuntimeStats st;
+    pto_runtime_get_stats(rt, &st);
+    CHECK_EQ(st.failed_task, chunk);
+    CHECK_EQ(st.failed_worker, in9);
+    char msg[256], want[96];
+    pto_runtime_error_message(rt, msg, sizeof msg);
+    snprintf(want, sizeof want, "task %d 'stay9' still running on worker %d", chunk, in9);
+    CHECK_HAS(msg, want);
     pto_runtime_destroy(rt);
     atomic_store(&g_hold.staying, 0);         /* the abandoned kernel returns, and its thread ends */
 }
