@@ -190,8 +190,8 @@ typedef struct PTOWorker {
      * run gives up on a kernel by swapping its id for W_ABANDONED; the worker swaps it for
      * W_IDLE when the kernel returns, and the one whose swap fails knows the other won. */
     _Atomic int32_t running;
-    /* 1 + the range task one of whose tiles this worker is in (its own or one it helps with),
-     * 0: none; what a deadline names the stuck tile's worker by (range.c) */
+    /* 1 + the range task whose tiles this worker is taking and running (its own chunk's, or one
+     * it helps with), 0: none; what a deadline names the stuck tile's worker by (range.c) */
     _Atomic int32_t in_tile;
 } __attribute__((aligned(64))) PTOWorker;   /* workers share no line */
 #define W_IDLE      (-1)
