@@ -461,22 +461,26 @@ def build_c_sources(name: str, sources: Mapping[str, str], build_dir: Path, *,
                     opt: str = "release", werror: bool = False, jobs: int | None = None,
                     engine: str = "pto") -> Path:
     """Build C ``sources`` (file name -> text: an orchestration, a binding written by hand, a
-    ``<name>_host.c``) with the runtime into ``build_dir/lib<name>.so`` (and
+    ``<name>_host.c``, and the ``*.h`` headers they include, which are written beside them and
+    not compiled) with the runtime into ``build_dir/lib<name>.so`` (and
     ``build_dir/<name>_host``) by the SCons build of :func:`build_module`, with no backend:
     the flags of every C compile of variant ``opt``, warnings as errors with ``werror``, linked
     with the runtime library of ``engine`` (:mod:`pto_core.engines`).
     For tests and tools that write a module's binding themselves; returns ``build_dir``."""
     if not re.fullmatch(r"[A-Za-z_]\w*", name) or any(
-            not re.fullmatch(r"[\w.-]+\.c", n) for n in sources):
+            not re.fullmatch(r"[\w.-]+\.[ch]", n) for n in sources):
         raise PTOError(f"build_c_sources: '{name}' must be a C identifier and each source a "
-                       f"plain '*.c' file name (got {', '.join(sources)})")
+                       f"plain '*.c' or '*.h' file name (got {', '.join(sources)})")
+    if not any(n.endswith(".c") for n in sources):
+        raise PTOError(f"build_c_sources: no '*.c' source to build '{name}' from (got "
+                       f"{', '.join(sources) or 'none'})")
     bdir = Path(build_dir)
     with _exclusive(bdir):
         paths = [bdir / "gen" / n for n in sources]
         for path, text in zip(paths, sources.values()):
             write_if_changed(path, text)
-        _link(bdir, name, paths, f"'{name}'", jobs, lambda _: None, f"opt={opt}",
-              f"werror={int(werror)}", f"engine={get_engine(engine).name}")
+        _link(bdir, name, [p for p in paths if p.suffix == ".c"], f"'{name}'", jobs, lambda _: None,
+              f"opt={opt}", f"werror={int(werror)}", f"engine={get_engine(engine).name}")
     return bdir
 
 

@@ -171,8 +171,9 @@ def test_host_program_of_the_starpu_build_reads_and_writes_npy(engine_builds, tm
 # -------------------------------------------------------------------------------- dependencies
 
 def _c_build(build_once, name: str, files: list[str], engine: str) -> Path:
-    """tests/engines/``files`` built as ``name`` against ``engine`` (once per test run)."""
-    sources = {f: (HERE / f).read_text() for f in files}
+    """tests/engines/``files`` (and the common.h they include) built as ``name`` against
+    ``engine`` (once per test run)."""
+    sources = {f: (HERE / f).read_text() for f in [*files, "common.h"]}
     return build_once(f"engines-{name}-{engine}", lambda d: driver.build_c_sources(
         name, sources, d, werror=True, engine=engine))
 

@@ -87,7 +87,7 @@ def test_pto_run_refuses_the_cuda_target_on_starpu_without_cuda():
 
 @pytest.fixture(scope="module")
 def cuda_kernels_host(build_once) -> Path:
-    sources = {f: (HERE / f).read_text() for f in ("cuda_kernels.c", "cuda_kernels_host.c")}
+    sources = {f: (HERE / f).read_text() for f in ("cuda_kernels.c", "cuda_kernels_host.c", "common.h")}
     return build_once("engines-cuda_kernels-starpu", lambda d: driver.build_c_sources(
         "cuda_kernels", sources, d, werror=True, engine="starpu")) / "cuda_kernels_host"
 

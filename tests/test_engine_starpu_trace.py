@@ -25,7 +25,8 @@ from pto_core.trace import (TraceEvent, chrome_trace_graph, format_stats, load_c
                             load_runtime_stats, load_transfers, validate_trace)
 
 ROOT = Path(__file__).parents[1]
-OWNED = (Path(__file__).parent / "engines" / "owned_host.c").read_text()
+#: owned_host.c and the common.h it includes
+OWNED = {f: (Path(__file__).parent / "engines" / f).read_text() for f in ("owned_host.c", "common.h")}
 GRAPH_TASKS = 16          # owned_host.c: two rounds over 8 row tiles
 
 
@@ -68,7 +69,7 @@ def owned(starpu_mpi_installed, tmp_path_factory) -> dict[str, Path]:
     """owned_host built for each engine."""
     out = {}
     for engine in ("pto", "starpu", "starpu-mpi"):
-        bdir = driver.build_c_sources("owned", {"owned_host.c": OWNED},
+        bdir = driver.build_c_sources("owned", OWNED,
                                       tmp_path_factory.mktemp(f"owned-{engine}"), werror=True,
                                       engine=engine)
         out[engine] = bdir / "owned_host"

@@ -258,13 +258,32 @@ def test_each_variant_of_a_module_gets_its_own_launch_folder(monkeypatch, tmp_pa
     assert a not in others and len(others) == 3
 
 
-@pytest.mark.parametrize("name, sources", [("m", {"../m.c": ""}), ("m", {"m.h": ""}),
+@pytest.mark.parametrize("name, sources", [("m", {"../m.c": ""}), ("m", {"m.hpp": ""}),
                                            ("m/x", {"m.c": ""}), ("1m", {"m.c": ""})])
 def test_hand_written_sources_are_refused_names_that_leave_their_folder(tmp_path, name, sources):
     from pto_core.errors import PTOError
     with pytest.raises(PTOError, match="build_c_sources: .* must be a C identifier"):
         driver.build_c_sources(name, sources, tmp_path)
     assert not (tmp_path / "gen").exists()
+
+
+def test_hand_written_sources_without_a_c_file_are_refused(tmp_path):
+    from pto_core.errors import PTOError
+    with pytest.raises(PTOError, match=r"build_c_sources: no '\*\.c' source to build 'm' from \(got m\.h\)"):
+        driver.build_c_sources("m", {"m.h": "int f(void);\n"}, tmp_path)
+    assert not (tmp_path / "gen").exists()
+
+
+def test_a_hand_written_header_is_included_beside_its_source_and_not_compiled_alone(
+        tmp_path, monkeypatch):
+    monkeypatch.setenv("PTO_BUILD_DIR", str(tmp_path / "cache"))
+    header = "#define SEVEN 7\nstatic int twice(int x) { return 2 * x; }\n"
+    host = ('#include <stdio.h>\n#include "seven.h"\n'
+            'int main(void) { printf("%d\\n", twice(SEVEN)); return 0; }\n')
+    bdir = driver.build_c_sources("m", {"m_host.c": host, "seven.h": header}, tmp_path / "b",
+                                  werror=True)
+    r = subprocess.run([str(bdir / "m_host")], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0 and r.stdout == "14\n", r.stdout + r.stderr
 
 
 def test_hand_written_sources_that_do_not_compile_fail_with_the_compilers_message(

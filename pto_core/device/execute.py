@@ -116,7 +116,8 @@ def run_device_program(module: Module, name: str, tensors: Mapping[str, np.ndarr
     values = _scalars(prog, dict(scalars or {}))
     graphs, why = _graph_modules(module, prog, structure, target)
     if graphs:
-        return _GraphRun(prog, module, structure, arrays, values, target, workers, graphs).run()
+        return _GraphRun(prog, module, structure, arrays, values, target, workers, graphs, mode,
+                         schedulers or 0).run()
     from ..workload.schedule import _kernels_for
     kernels = _kernels_for(target, kernels_module(module))
     run = _Run(prog, module, structure, arrays, values, kernels, workers, mode,
@@ -362,13 +363,16 @@ class _Run:
 
 class _GraphRun(_Run):
     """A backend that launches its kernels: each TG_LAUNCH runs its graph's module once,
-    synchronously (so launches, streams, TG_SYNC and MC_FENCE are ordered by program order);
+    synchronously (so launches, streams, TG_SYNC and MC_FENCE are ordered by program order), on
+    a runtime of the run's mode (in the three-tier mode ``workers`` cores and ``schedulers``);
     workspaces are host buffers copied in and out with the graph's tensors."""
 
     def __init__(self, prog: DeviceProgram, module: Module, structure: Structure,
                  arrays: dict[str, np.ndarray], scalars: dict[str, Any], target: str,
-                 workers: int, graphs: dict[str, Module]) -> None:
-        super().__init__(prog, module, structure, arrays, scalars, None, workers)
+                 workers: int, graphs: dict[str, Module], mode: str = "default",
+                 schedulers: int = 0) -> None:
+        super().__init__(prog, module, structure, arrays, scalars, None, workers, mode,
+                         schedulers=schedulers)
         self.target, self.graphs = target, graphs
         self.result.graph_modules = graphs
         self.buffers = dict(arrays)
@@ -386,7 +390,11 @@ class _GraphRun(_Run):
         fn = gm.functions[gm.entry]
         tensors = {p.name: self.buffers[p.name] for p in fn.params if p.name in self.buffers}
         scalars = {p.name: self.scalars[p.name] for p in fn.params if p.name in self.scalars}
-        out = driver.launch(self.target, gm, tensors, scalars, workers=self.workers)
+        three_tier = self.mode == "three-tier"
+        out = driver.launch(self.target, gm, tensors, scalars, workers=self.workers,
+                            runtime=self.mode,
+                            schedulers=(self.schedulers or None) if three_tier else None,
+                            cores=self.workers if three_tier else None)
         for name, a in out.items():
             if name in self.buffers and a is not self.buffers[name]:
                 self.buffers[name][...] = a

@@ -551,13 +551,18 @@ typedef struct PTOTraceEvent {
 #define PTO_TRACE_DEFAULT_CAPACITY (1LL << 26)
 int     pto_runtime_enable_trace(PTORuntime* rt, int64_t capacity);
 /* Copy up to cap events into out (lane by lane, each in execution order); returns how many
- * were recorded in all (call with cap 0 to size the buffer). 0 when tracing is off. */
+ * were recorded in all (call with cap 0 to size the buffer). 0 when tracing is off. These are
+ * the tasks' events; the tiles of range tasks are in the Chrome trace. */
 int64_t pto_runtime_trace_events(PTORuntime* rt, PTOTraceEvent* out, int64_t cap);
 int64_t pto_runtime_trace_dropped(PTORuntime* rt);
 /* Chrome Trace Event JSON (opens in Perfetto / chrome://tracing): one "ph":"X" slice per task
  * (args.task = id, ts/dur in microseconds with ns digits, relative to otherData.t0_ns), one
  * tid per worker (tid 0: orchestrator inline, tid k: worker k-1) named by thread_name
- * metadata, and when `flows` is set and the graph was recorded, one "s"/"f" arrow per edge. */
+ * metadata, and when `flows` is set and the graph was recorded, one "s"/"f" arrow per edge.
+ * A range task (pto_task_submit_range) that the runtime runs tile by tile (no executor) also
+ * has one "cat":"tile" slice per tile (args.of_task = its id, args.tile = the tile's index in
+ * the range) on the tid of the thread that ran the tile: the task's, or a worker that helped
+ * it; tiles that end after the run halted are not recorded. */
 int     pto_runtime_write_trace(PTORuntime* rt, const char* path, int flows);
 /* Run statistics as JSON: counts (tasks, edges, workers, peak live tasks, bytes), per function
  * count (from the recorded graph or the trace) and, when traced, total/min/max time, total

@@ -65,13 +65,27 @@ void range_free(PTORuntime* rt) {
     free(rs);
 }
 
+/* The kernel call of tile `tile` (its index in the submitted range) of task t, recorded on the
+ * lane of this thread (worker `me`), whoever owns the task. Not once the run halted: it may
+ * have given up on this thread, and read its lane. */
+static __attribute__((noinline)) int32_t traced_tile(PTORuntime* rt, const PTOTask* t, const int64_t* a,
+                                                     int64_t tile, int32_t me) {
+    PTOTrace* tr = rt->trace;
+    if (me + 1 >= tr->nlanes) return t->fn(a);
+    const int64_t start = trace_now();
+    const int32_t rc = t->fn(a);
+    if (!atomic_load_explicit(&rt->halt, memory_order_acquire))
+        trace_record_tile(&tr->lanes[me + 1], t->id, tile, t->name, start, trace_now());
+    return rc;
+}
+
 /* Tile `k` of range task `t`, on this thread (worker `me`); on failure the first failing tile
  * and the worker that ran it are recorded, and the tiles not yet taken are dropped. */
-static int32_t run_tile(PTORange* r, const PTOTask* t, int64_t k, int32_t me) {
+static int32_t run_tile(PTORuntime* rt, PTORange* r, const PTOTask* t, int64_t k, int32_t me) {
     int64_t a[PTO_MAX_ARGS];
     const int32_t n = t->num_args;
     for (int32_t j = 0; j < n; j++) a[j] = t->args[j] + k * r->inc[j];
-    const int32_t rc = t->fn(a);
+    const int32_t rc = __builtin_expect(rt->trace != NULL, 0) ? traced_tile(rt, t, a, r->first + k, me) : t->fn(a);
     if (rc != 0) {
         int64_t none = -1;
         if (atomic_compare_exchange_strong(&r->failed, &none, r->first + k)) {
@@ -119,11 +133,13 @@ static int help(PTORuntime* rt, int32_t me, bool one, _Atomic int32_t* running) 
             if (running) atomic_store_explicit(running, id, memory_order_release);
             /* counted in before taking: the announcing worker waits for helpers to leave */
             atomic_fetch_add(&r->helpers, 1);
+            atomic_store_explicit(&rt->workers[me].in_tile, id + 1, memory_order_relaxed);
             for (int64_t k; !atomic_load_explicit(&rt->halt, memory_order_relaxed) && (k = take_tile(r, id)) >= 0;) {
                 found = took = true;
-                run_tile(r, rt_task(rt, id), k, me);
+                run_tile(rt, r, rt_task(rt, id), k, me);
                 if (one) break;
             }
+            atomic_store_explicit(&rt->workers[me].in_tile, 0, memory_order_relaxed);
             atomic_fetch_sub(&r->helpers, 1);
             int32_t mine = id;
             if (running && !atomic_compare_exchange_strong_explicit(running, &mine, W_IDLE, memory_order_acq_rel,
@@ -144,13 +160,15 @@ int32_t range_run(PTORuntime* rt, PTOTask* t, PTORange* r) {
     const int32_t me = t->stage;
     if (!shared(rt, me) || (uint32_t)atomic_load(&r->left) == 0) {   /* alone, in order */
         for (int64_t k = 0; k < r->tiles; k++) {
-            const int32_t rc = run_tile(r, t, k, me);
+            const int32_t rc = run_tile(rt, r, t, k, me);
             if (rc != 0) return rc;
         }
         return 0;
     }
     atomic_store(&rt->range_open[me], t->id + 1);
-    for (int64_t k; (k = take_tile(r, t->id)) >= 0;) run_tile(r, t, k, me);
+    atomic_store_explicit(&rt->workers[me].in_tile, t->id + 1, memory_order_relaxed);
+    for (int64_t k; (k = take_tile(r, t->id)) >= 0;) run_tile(rt, r, t, k, me);
+    atomic_store_explicit(&rt->workers[me].in_tile, 0, memory_order_relaxed);
     atomic_store(&rt->range_open[me], 0);
     /* none of our tiles is left to take: wait for those that helpers took, taking other chunks'
      * tiles one at a time meanwhile (a helper that stays longer than a tile takes was preempted,
@@ -166,6 +184,13 @@ int32_t range_run(PTORuntime* rt, PTOTask* t, PTORange* r) {
 int32_t range_failed_worker(PTORuntime* rt, const PTOTask* t) {
     const PTORange* r = range_of(rt, t->id);
     return r && atomic_load(&r->failed) >= 0 ? atomic_load(&r->failed_worker) : t->stage;
+}
+
+int32_t range_running_worker(PTORuntime* rt, const PTOTask* t) {
+    /* the chunk's own worker may be done with its tiles and waiting for a helper's */
+    for (int32_t w = 0; range_of(rt, t->id) && w < rt->nworkers; w++)
+        if (atomic_load_explicit(&rt->workers[w].in_tile, memory_order_relaxed) == t->id + 1) return w;
+    return t->stage;
 }
 
 int64_t pto_task_range(PTORuntime* rt, int32_t task, int64_t* inc) {

@@ -213,6 +213,9 @@ typedef struct PTOWorker {
      * run gives up on a kernel by swapping its id for W_ABANDONED; the worker swaps it for
      * W_IDLE when the kernel returns, and the one whose swap fails knows the other won. */
     _Atomic int32_t running;
+    /* 1 + the range task whose tiles this worker is taking and running (its own chunk's, or one
+     * it helps with), 0: none; what a deadline names the stuck tile's worker by (range.c) */
+    _Atomic int32_t in_tile;
 } __attribute__((aligned(64))) PTOWorker;   /* workers share no line */
 #define W_IDLE      (-1)
 #define W_ABANDONED (-2)
@@ -607,6 +610,8 @@ int32_t range_run(PTORuntime* rt, PTOTask* t, PTORange* r);   /* every tile of t
 int range_help(PTORuntime* rt, int32_t me, _Atomic int32_t* running);
 /* The worker that ran failed task t's failing tile, if t is a range task, else t->stage */
 int32_t range_failed_worker(PTORuntime* rt, const PTOTask* t);
+/* A worker in one of running task t's tiles, if t is a range task and one is, else t->stage */
+int32_t range_running_worker(PTORuntime* rt, const PTOTask* t);
 void range_free(PTORuntime* rt);
 
 /* trace.c */
@@ -641,6 +646,19 @@ static inline void trace_record(PTOTraceLane* L, int32_t task, int32_t worker, c
     e->task = task; e->worker = worker; e->func = func; e->start_ns = start; e->end_ns = end;
     L->n++;
 }
+
+/* A tile of a range task (range.c) is an event of the lane of the thread that ran it, its own
+ * or a helper's: task = the range task, worker = -2 - the tile's index in the submitted range
+ * (below -1, which no task's event has; an index past TRACE_TILE_MAX is not recorded). What
+ * reads tasks' events passes them over; the Chrome trace shows them as "tile" slices. */
+#define TRACE_TILE_MAX ((int64_t)INT32_MAX - 2)
+static inline void trace_record_tile(PTOTraceLane* L, int32_t task, int64_t tile, const char* func, int64_t start,
+                                     int64_t end) {
+    if (tile > TRACE_TILE_MAX) L->dropped++;
+    else trace_record(L, task, (int32_t)(-2 - tile), func, start, end);
+}
+/* The tile an event records, or -1: the event of a task. */
+static inline int64_t trace_tile_of(const PTOTraceEvent* e) { return e->worker < -1 ? -2 - (int64_t)e->worker : -1; }
 
 /* dump.c */
 int  dump_to_file(PTORuntime* rt, FILE* f);

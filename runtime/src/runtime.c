@@ -162,7 +162,7 @@ void rt_note_stuck(PTORuntime* rt) {
         int32_t none = -1;
         if (atomic_compare_exchange_strong(&rt->failed_task, &none, id)) {
             atomic_store(&rt->failed_code, 0);
-            atomic_store(&rt->failed_worker, t->stage);
+            atomic_store(&rt->failed_worker, range_running_worker(rt, t));   /* a range: a stuck tile's */
             atomic_store(&rt->failed_func, t->name);
         }
         return;

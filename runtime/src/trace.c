@@ -209,17 +209,21 @@ void trace_finish(PTORuntime* rt) {
 
 /* ---------------------------------------------------------------- reading */
 
-#define FOR_EACH_EVENT(tr, e, body)                                                   \
+/* The events of the task lanes (lane _l), either the tasks' or (`tiles`) those of range tiles. */
+#define FOR_EACH_LANE_EVENT(tr, e, tiles, body)                                       \
     for (int32_t _l = 0; (tr) && _l < (tr)->nlanes; _l++) {                           \
         const PTOTraceLane* _L = &(tr)->lanes[_l];                                    \
         for (int32_t _c = 0; _c < _L->nchunks; _c++) {                                \
             int32_t _n = _c == _L->nchunks - 1 ? _L->pos : TRACE_CHUNK;              \
             for (int32_t _j = 0; _j < _n; _j++) {                                     \
                 const PTOTraceEvent* e = &_L->chunks[_c][_j];                         \
+                if ((trace_tile_of(e) >= 0) != (tiles)) continue;                     \
                 body                                                                  \
             }                                                                         \
         }                                                                             \
     }
+#define FOR_EACH_EVENT(tr, e, body) FOR_EACH_LANE_EVENT(tr, e, false, body)
+#define FOR_EACH_TILE(tr, e, body) FOR_EACH_LANE_EVENT(tr, e, true, body)
 
 int64_t pto_runtime_trace_events(PTORuntime* rt, PTOTraceEvent* out, int64_t cap) {
     if (!rt || cap < 0 || (cap > 0 && !out)) return PTO_EINVAL;
@@ -239,6 +243,7 @@ int64_t pto_runtime_trace_dropped(PTORuntime* rt) {
 static int64_t trace_t0(const PTOTrace* tr) {
     int64_t t0 = INT64_MAX;
     FOR_EACH_EVENT(tr, e, { if (e->start_ns < t0) t0 = e->start_ns; })
+    FOR_EACH_TILE(tr, e, { if (e->start_ns < t0) t0 = e->start_ns; })   /* (a task's slice may be missing) */
     return t0 == INT64_MAX ? 0 : t0;
 }
 
@@ -280,6 +285,17 @@ int pto_runtime_write_trace(PTORuntime* rt, const char* path, int flows) {
         fputs(",\"dur\":", f);
         rt_json_us(f, e->end_ns - e->start_ns);
         fprintf(f, ",\"args\":{\"task\":%d}}", e->task);
+    })
+    /* The tiles of range tasks, each on the lane of the worker that ran it - its task's, or a
+     * helper's - inside or beside the task's slice (no "task" argument: not task slices). */
+    FOR_EACH_TILE(tr, e, {
+        fputs(",\n{\"name\":", f);
+        rt_json_string(f, e->func);
+        fprintf(f, ",\"cat\":\"tile\",\"ph\":\"X\",\"pid\":1,\"tid\":%d,\"ts\":", _l);
+        rt_json_us(f, e->start_ns - t0);
+        fputs(",\"dur\":", f);
+        rt_json_us(f, e->end_ns - e->start_ns);
+        fprintf(f, ",\"args\":{\"of_task\":%d,\"tile\":%lld}}", e->task, (long long)trace_tile_of(e));
     })
     /* Three-tier mode: a lane per scheduler after the cores' lanes, a slice per dispatch and per
      * completion it handled (no "task" argument: they are not task slices). */

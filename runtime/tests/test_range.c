@@ -11,12 +11,14 @@
 
 PTO_CHECK_COUNTERS;
 
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #define R 4                       /* tile rows */
 #define C 8                       /* tile columns */
@@ -47,6 +49,22 @@ static PTOTensor tensor(float* data, int64_t rows, int64_t cols, const char* nam
     return t;
 }
 
+/* The default configuration with `workers` workers. */
+static PTORuntimeConfig config(int workers) {
+    PTORuntimeConfig cfg;
+    pto_runtime_config_default(&cfg);
+    cfg.num_workers = workers;
+    return cfg;
+}
+
+/* A runtime of `workers` workers, the rest of its configuration the default. */
+static PTORuntime* make_runtime(int workers) {
+    PTORuntimeConfig cfg = config(workers);
+    PTORuntime* rt = NULL;
+    CHECK_EQ(pto_runtime_init(&rt, &cfg), PTO_OK);
+    return rt;
+}
+
 /* One producer range down the rows of x -> y (tile index from 0), then one consumer task per
  * tile reading y (it must see the whole range done), with that many workers (or cores) in the
  * worker or three-tier mode. */
@@ -57,9 +75,7 @@ static void check_mode(int workers, int tiles, int mode) {
     float* z = calloc((size_t)(rows * C), sizeof(float));
     for (int64_t i = 0; i < rows * C; i++) x[i] = (float)(i % 97);
     PTOTensor X = tensor(x, rows, C, "x"), Y = tensor(y, rows, C, "y"), Z = tensor(z, rows, C, "z");
-    PTORuntimeConfig cfg;
-    pto_runtime_config_default(&cfg);
-    cfg.num_workers = workers;
+    PTORuntimeConfig cfg = config(workers);
     cfg.record_graph = 1;
     cfg.mode = mode;
     PTORuntime* rt = NULL;
@@ -98,11 +114,7 @@ static void check_columns(void) {
     float x[R * C], y[R * C * TILES];
     for (int i = 0; i < R * C; i++) x[i] = (float)i;
     PTOTensor X = tensor(x, R, C, "x"), Y = tensor(y, R, C * TILES, "y");
-    PTORuntimeConfig cfg;
-    pto_runtime_config_default(&cfg);
-    cfg.num_workers = 2;
-    PTORuntime* rt = NULL;
-    CHECK_EQ(pto_runtime_init(&rt, &cfg), PTO_OK);
+    PTORuntime* rt = make_runtime(2);
     const PTOTaskArg a[3] = {{PTO_ARG_INPUT, &X, 0, 0, R, C, 0}, {PTO_ARG_OUTPUT, &Y, 0, 0, R, C, 0},
                              {PTO_ARG_SCALAR, 0, 0, 0, 0, 0, 5}};
     const PTOTaskArg s[3] = {{0, 0, 0, 0, 0, 0, 0}, {0, 0, 0, C, 0, 0, 0}, {0, 0, 0, 0, 0, 0, 2}};
@@ -146,9 +158,7 @@ static void check_misuse(void) {
 static void check_huge_range(void) {
     float x[R * C];
     PTOTensor X = tensor(x, R, C, "x");
-    PTORuntimeConfig cfg;
-    pto_runtime_config_default(&cfg);
-    cfg.num_workers = 2;
+    PTORuntimeConfig cfg = config(2);
     cfg.dry_run = 1;
     PTORuntime* rt = NULL;
     CHECK_EQ(pto_runtime_init(&rt, &cfg), PTO_OK);
@@ -174,11 +184,7 @@ static void check_failure(int workers) {
     float x[R * C * TILES], y[R * C * TILES];
     memset(x, 0, sizeof x);
     PTOTensor X = tensor(x, R * TILES, C, "x"), Y = tensor(y, R * TILES, C, "y");
-    PTORuntimeConfig cfg;
-    pto_runtime_config_default(&cfg);
-    cfg.num_workers = workers;
-    PTORuntime* rt = NULL;
-    CHECK_EQ(pto_runtime_init(&rt, &cfg), PTO_OK);
+    PTORuntime* rt = make_runtime(workers);
     const PTOTaskArg a[3] = {{PTO_ARG_INPUT, &X, 0, 0, R, C, 0}, {PTO_ARG_OUTPUT, &Y, 0, 0, R, C, 0},
                              {PTO_ARG_SCALAR, 0, 0, 0, 0, 0, 0}};
     const PTOTaskArg s[3] = {{0, 0, R, 0, 0, 0, 0}, {0, 0, R, 0, 0, 0, 0}, {0, 0, 0, 0, 0, 0, 1}};
@@ -190,52 +196,81 @@ static void check_failure(int workers) {
     pto_runtime_destroy(rt);
 }
 
-/* Tile 0 waits (up to 10 s) until the other tiles of its chunk (g_hold_chunk tiles) ran: only
- * another worker taking them lets it return in time. */
+/* The holding kernel, k_held, of the tests of shared chunks: over HOLD_TILES tiles, as g_hold
+ * says (hold() sets it up):
+ *   a tile in [mark_lo, mark_hi) adds one to `marks` as it starts;
+ *   tile `fail` then returns 5; tile `stay` stays in its kernel while `staying` is set;
+ *   a tile in [wait_lo, wait_hi) waits (up to 10 s; `timed_out` if in vain) until `marks`
+ *   reaches `need` - only another worker taking the marking tiles lets it return in time;
+ * and every tile that returns 0 counts itself in ran[] and computes k_add's result; thread[]
+ * says which thread ran each tile. */
 enum { HOLD_TILES = 64 };
-static _Atomic int g_hold_ran[HOLD_TILES], g_hold_others, g_hold_timed_out;
-static int g_hold_chunk;
-static int32_t k_hold(const int64_t* a) {
+static struct {
+    int64_t mark_lo, mark_hi, fail, stay, wait_lo, wait_hi;
+    int need;
+    _Atomic int marks, staying, timed_out, ran[HOLD_TILES];
+    _Atomic(pthread_t) thread[HOLD_TILES];   /* the thread that ran each tile (read while it may run) */
+} g_hold;
+
+static void hold(int64_t mark_lo, int64_t mark_hi, int64_t fail, int64_t stay, int64_t wait_lo, int64_t wait_hi,
+                 int need) {
+    g_hold.mark_lo = mark_lo; g_hold.mark_hi = mark_hi;
+    g_hold.fail = fail; g_hold.stay = stay;
+    g_hold.wait_lo = wait_lo; g_hold.wait_hi = wait_hi;
+    g_hold.need = need;
+    atomic_store(&g_hold.marks, 0);
+    atomic_store(&g_hold.staying, stay >= 0);
+    atomic_store(&g_hold.timed_out, 0);
+    for (int t = 0; t < HOLD_TILES; t++) atomic_store(&g_hold.ran[t], 0);
+}
+
+static int32_t k_held(const int64_t* a) {
     const int64_t t = a[4];
-    if (t == 0) {
+    atomic_store(&g_hold.thread[t], pthread_self());
+    if (t >= g_hold.mark_lo && t < g_hold.mark_hi) atomic_fetch_add(&g_hold.marks, 1);
+    if (t == g_hold.fail) return 5;
+    if (t == g_hold.stay) while (atomic_load(&g_hold.staying)) {}
+    if (t >= g_hold.wait_lo && t < g_hold.wait_hi) {
         struct timespec t0, now;
         clock_gettime(CLOCK_MONOTONIC, &t0);
         do clock_gettime(CLOCK_MONOTONIC, &now);
-        while (atomic_load(&g_hold_others) < g_hold_chunk - 1 && now.tv_sec - t0.tv_sec < 10);
-        if (atomic_load(&g_hold_others) < g_hold_chunk - 1) atomic_store(&g_hold_timed_out, 1);
-    } else if (t < g_hold_chunk) {
-        atomic_fetch_add(&g_hold_others, 1);
+        while (atomic_load(&g_hold.marks) < g_hold.need && now.tv_sec - t0.tv_sec < 10);
+        if (atomic_load(&g_hold.marks) < g_hold.need) atomic_store(&g_hold.timed_out, 1);
     }
-    atomic_fetch_add(&g_hold_ran[t], 1);
+    atomic_fetch_add(&g_hold.ran[t], 1);
     return k_add(a);
 }
+
+/* The arguments of a range of HOLD_TILES tiles down the rows of X -> Y, the tile index last. */
+static void hold_args(PTOTensor* X, PTOTensor* Y, PTOTaskArg a[3], PTOTaskArg s[3]) {
+    const PTOTaskArg args[3] = {{PTO_ARG_INPUT, X, 0, 0, R, C, 0}, {PTO_ARG_OUTPUT, Y, 0, 0, R, C, 0},
+                                {PTO_ARG_SCALAR, 0, 0, 0, 0, 0, 0}};
+    const PTOTaskArg step[3] = {{0, 0, R, 0, 0, 0, 0}, {0, 0, R, 0, 0, 0, 0}, {0, 0, 0, 0, 0, 0, 1}};
+    memcpy(a, args, sizeof args);
+    memcpy(s, step, sizeof step);
+}
+
+/* Tile 0 waits until the other tiles of its chunk ran. */
 
 static void check_shared_chunks(int workers, bool caller_runs) {
     float x[R * C * HOLD_TILES], y[R * C * HOLD_TILES];
     for (int i = 0; i < R * C * HOLD_TILES; i++) x[i] = (float)(i % 31);
     memset(y, 0, sizeof y);
-    memset(g_hold_ran, 0, sizeof g_hold_ran);
-    atomic_store(&g_hold_others, 0);
-    atomic_store(&g_hold_timed_out, 0);
-    g_hold_chunk = HOLD_TILES / (4 * workers);
+    const int chunk = HOLD_TILES / (4 * workers);
+    hold(1, chunk, -1, -1, 0, 1, chunk - 1);
     PTOTensor X = tensor(x, R * HOLD_TILES, C, "x"), Y = tensor(y, R * HOLD_TILES, C, "y");
-    PTORuntimeConfig cfg;
-    pto_runtime_config_default(&cfg);
-    cfg.num_workers = workers;
-    PTORuntime* rt = NULL;
-    CHECK_EQ(pto_runtime_init(&rt, &cfg), PTO_OK);
+    PTORuntime* rt = make_runtime(workers);
     pto_runtime_set_caller_runs(rt, caller_runs);
-    const PTOTaskArg a[3] = {{PTO_ARG_INPUT, &X, 0, 0, R, C, 0}, {PTO_ARG_OUTPUT, &Y, 0, 0, R, C, 0},
-                             {PTO_ARG_SCALAR, 0, 0, 0, 0, 0, 0}};
-    const PTOTaskArg s[3] = {{0, 0, R, 0, 0, 0, 0}, {0, 0, R, 0, 0, 0, 0}, {0, 0, 0, 0, 0, 0, 1}};
-    CHECK(pto_task_submit_range(rt, "hold", k_hold, 0, PTO_WORKER_ANY, a, s, 3, HOLD_TILES) >= 0);
+    PTOTaskArg a[3], s[3];
+    hold_args(&X, &Y, a, s);
+    CHECK(pto_task_submit_range(rt, "hold", k_held, 0, PTO_WORKER_ANY, a, s, 3, HOLD_TILES) >= 0);
     PTORuntimeStats st;
     pto_runtime_get_stats(rt, &st);
-    CHECK_EQ(st.tasks_submitted, 4 * workers);       /* chunks of g_hold_chunk tiles */
+    CHECK_EQ(st.tasks_submitted, 4 * workers);       /* chunks of `chunk` tiles */
     CHECK_EQ(pto_runtime_run(rt), PTO_OK);
-    CHECK_EQ(atomic_load(&g_hold_timed_out), 0);
+    CHECK_EQ(atomic_load(&g_hold.timed_out), 0);
     int once = 0, bad = 0;
-    for (int t = 0; t < HOLD_TILES; t++) once += atomic_load(&g_hold_ran[t]) == 1;
+    for (int t = 0; t < HOLD_TILES; t++) once += atomic_load(&g_hold.ran[t]) == 1;
     CHECK_EQ(once, HOLD_TILES);
     for (int i = 0; i < R * C * HOLD_TILES; i++)
         bad += y[i] != x[i] + 1000.0f * (float)(i / (R * C)) + 1.0f;
@@ -243,41 +278,24 @@ static void check_shared_chunks(int workers, bool caller_runs) {
     pto_runtime_destroy(rt);
 }
 
-/* Tile 0 waits (up to 10 s) until tile 1 ran, and tile 1 fails: the worker that ran tile 1 -
- * a helper, as the owner of their chunk is held in tile 0 - is the one the run names. */
-static _Atomic int g_tile1_ran;
-static int32_t k_fail1_held(const int64_t* a) {
-    if (a[4] == 1) { atomic_store(&g_tile1_ran, 1); return 5; }
-    if (a[4] == 0) {
-        struct timespec t0, now;
-        clock_gettime(CLOCK_MONOTONIC, &t0);
-        do clock_gettime(CLOCK_MONOTONIC, &now);
-        while (!atomic_load(&g_tile1_ran) && now.tv_sec - t0.tv_sec < 10);
-    }
-    return k_add(a);
-}
-
+/* Tile 0 waits until tile 1 ran, and tile 1 fails: the worker that ran tile 1 - a helper, as
+ * the owner of their chunk is held in tile 0 - is the one the run names. */
 static void check_helper_failure(void) {
     float x[R * C * HOLD_TILES], y[R * C * HOLD_TILES];
     memset(x, 0, sizeof x);
-    atomic_store(&g_tile1_ran, 0);
+    hold(1, 2, 1, -1, 0, 1, 1);
     PTOTensor X = tensor(x, R * HOLD_TILES, C, "x"), Y = tensor(y, R * HOLD_TILES, C, "y");
-    PTORuntimeConfig cfg;
-    pto_runtime_config_default(&cfg);
-    cfg.num_workers = 2;
-    PTORuntime* rt = NULL;
-    CHECK_EQ(pto_runtime_init(&rt, &cfg), PTO_OK);
+    PTORuntime* rt = make_runtime(2);
     CHECK_EQ(pto_runtime_enable_trace(rt, 1024), PTO_OK);
-    const PTOTaskArg a[3] = {{PTO_ARG_INPUT, &X, 0, 0, R, C, 0}, {PTO_ARG_OUTPUT, &Y, 0, 0, R, C, 0},
-                             {PTO_ARG_SCALAR, 0, 0, 0, 0, 0, 0}};
-    const PTOTaskArg s[3] = {{0, 0, R, 0, 0, 0, 0}, {0, 0, R, 0, 0, 0, 0}, {0, 0, 0, 0, 0, 0, 1}};
-    const int32_t last = pto_task_submit_range(rt, "fail1", k_fail1_held, 0, PTO_WORKER_ANY, a, s, 3, HOLD_TILES);
+    PTOTaskArg a[3], s[3];
+    hold_args(&X, &Y, a, s);
+    const int32_t last = pto_task_submit_range(rt, "fail1", k_held, 0, PTO_WORKER_ANY, a, s, 3, HOLD_TILES);
     CHECK(last >= 0);
     PTORuntimeStats st;
     pto_runtime_get_stats(rt, &st);
     const int32_t first = last - (int32_t)st.tasks_submitted + 1;   /* the chunk of tiles 0 and 1 */
     CHECK_EQ(pto_runtime_run(rt), PTO_ETASKFAILED);
-    CHECK_EQ(atomic_load(&g_tile1_ran), 1);
+    CHECK_EQ(atomic_load(&g_hold.marks), 1);
     PTOTraceEvent ev[64];
     const int64_t n = pto_runtime_trace_events(rt, ev, 64);
     int32_t owner = -2;
@@ -294,47 +312,107 @@ static void check_helper_failure(void) {
     pto_runtime_destroy(rt);
 }
 
-/* Two workers, chunks of 8 tiles: every tile of the next-to-last chunk waits (up to 10 s) until
- * the consumer of the last chunk ran. The worker that runs the last chunk finds the other held
- * in the chunk before and helps it: the last chunk must complete, and its consumer start,
- * before that worker is held in a tile it helps with. */
-static _Atomic int g_consumer_ran, g_wait_timed_out;
-static int32_t k_wait_consumer(const int64_t* a) {
-    if (a[4] >= HOLD_TILES - 16 && a[4] < HOLD_TILES - 8) {
-        struct timespec t0, now;
-        clock_gettime(CLOCK_MONOTONIC, &t0);
-        do clock_gettime(CLOCK_MONOTONIC, &now);
-        while (!atomic_load(&g_consumer_ran) && now.tv_sec - t0.tv_sec < 10);
-        if (!atomic_load(&g_consumer_ran)) atomic_store(&g_wait_timed_out, 1);
+/* A traced range whose first chunk's owner waits in tile 0 until tile 1 ran (a helper took it):
+ * the trace's "tile" slices cover every tile once, each of the task (chunk) it belongs to and
+ * on the lane of the worker whose thread ran it - learnt from a task pinned to each worker. The
+ * tasks' own events leave the tiles out. Inline (no workers), every tile is the orchestrator's. */
+static _Atomic(pthread_t) g_thread_of_worker[2];
+static int32_t k_whoami(const int64_t* a) { atomic_store(&g_thread_of_worker[a[0]], pthread_self()); return 0; }
+
+/* Tasks that learn which thread each of `workers` workers is (g_thread_of_worker). */
+static void submit_whoami(PTORuntime* rt, int workers) {
+    for (int w = 0; w < workers; w++) {
+        const int32_t id = pto_task_alloc(rt, "whoami", k_whoami, 0, PTO_WORKER_ANY);
+        CHECK_EQ(pto_task_add_scalar(rt, id, w), PTO_OK);
+        CHECK_EQ(pto_task_set_affinity(rt, id, w, 0), PTO_OK);
+        CHECK(pto_task_submit(rt, id) >= 0);
     }
-    return k_add(a);
 }
+
+/* The worker whose thread is `th`, or -1. */
+static int32_t worker_of_thread(pthread_t th, int workers) {
+    for (int w = 0; w < workers; w++)
+        if (pthread_equal(atomic_load(&g_thread_of_worker[w]), th)) return w;
+    return -1;
+}
+
+static void check_traced_tiles(int workers) {
+    float x[R * C * HOLD_TILES], y[R * C * HOLD_TILES];
+    memset(x, 0, sizeof x);
+    hold(1, 2, -1, -1, 0, workers ? 1 : 0, 1);
+    PTOTensor X = tensor(x, R * HOLD_TILES, C, "x"), Y = tensor(y, R * HOLD_TILES, C, "y");
+    PTORuntime* rt = make_runtime(workers);
+    CHECK_EQ(pto_runtime_enable_trace(rt, 1024), PTO_OK);
+    submit_whoami(rt, workers);
+    PTOTaskArg a[3], s[3];
+    hold_args(&X, &Y, a, s);
+    const int32_t last = pto_task_submit_range(rt, "traced", k_held, 0, PTO_WORKER_ANY, a, s, 3, HOLD_TILES);
+    PTORuntimeStats st;
+    pto_runtime_get_stats(rt, &st);
+    const int32_t chunks = (int32_t)st.tasks_submitted - workers, first = last - chunks + 1;
+    CHECK_EQ(pto_runtime_run(rt), PTO_OK);
+    CHECK_EQ(atomic_load(&g_hold.timed_out), 0);
+    CHECK_EQ(pto_runtime_trace_events(rt, NULL, 0), st.tasks_submitted);
+    char path[] = "/tmp/pto_test_range_XXXXXX";
+    const int fd = mkstemp(path);
+    CHECK(fd >= 0);
+    close(fd);
+    CHECK_EQ(pto_runtime_write_trace(rt, path, 0), PTO_OK);
+    int seen[HOLD_TILES] = {0}, wrong_task = 0, wrong_worker = 0, slices = 0;
+    int32_t lane_of[HOLD_TILES];
+    FILE* f = fopen(path, "r");
+    CHECK(f != NULL);
+    static char line[4096];
+    while (f && fgets(line, sizeof line, f)) {
+        if (!strstr(line, "\"cat\":\"tile\"")) continue;
+        const char *tid = strstr(line, "\"tid\":"), *of = strstr(line, "\"of_task\":"), *tile = strstr(line, "\"tile\":");
+        if (!tid || !of || !tile) { wrong_task++; continue; }
+        const int64_t k = strtoll(tile + 7, NULL, 10);
+        const int32_t lane = (int32_t)strtol(tid + 6, NULL, 10), task = (int32_t)strtol(of + 10, NULL, 10);
+        slices++;
+        if (k < 0 || k >= HOLD_TILES) { wrong_task++; continue; }
+        seen[k]++;
+        lane_of[k] = lane;
+        wrong_task += task != first + (int32_t)(k * chunks / HOLD_TILES);   /* chunks of equal size */
+        if (workers == 0) wrong_worker += lane != 0;
+        else wrong_worker += lane - 1 != worker_of_thread(atomic_load(&g_hold.thread[k]), workers);
+    }
+    if (f) fclose(f);
+    unlink(path);
+    int once = 0;
+    for (int k = 0; k < HOLD_TILES; k++) once += seen[k] == 1;
+    CHECK_EQ(slices, HOLD_TILES);
+    CHECK_EQ(once, HOLD_TILES);
+    CHECK_EQ(wrong_task, 0);
+    CHECK_EQ(wrong_worker, 0);
+    if (workers > 0 && seen[0] == 1 && seen[1] == 1) CHECK(lane_of[0] != lane_of[1]);   /* tile 1: a helper's */
+    pto_runtime_destroy(rt);
+}
+
+/* Two workers, chunks of 8 tiles: every tile of the next-to-last chunk waits until the consumer
+ * of the last chunk ran (its one mark). The worker that runs the last chunk finds the other
+ * held in the chunk before and helps it: the last chunk must complete, and its consumer start,
+ * before that worker is held in a tile it helps with. */
 /* args: y (ptr, ld), z (ptr, ld): z = 2 * y over 8 tiles */
 static int32_t k_consumer(const int64_t* a) {
     const float* y = pto_arg_ptr(a[0]);
     float* z = pto_arg_ptr(a[2]);
     for (int r = 0; r < 8 * R; r++)
         for (int c = 0; c < C; c++) z[r * a[3] + c] = 2.0f * y[r * a[1] + c];
-    atomic_store(&g_consumer_ran, 1);
+    atomic_fetch_add(&g_hold.marks, 1);
     return 0;
 }
 
 static void check_consumer_not_held(void) {
     float x[R * C * HOLD_TILES], y[R * C * HOLD_TILES], z[R * C * 8];
     for (int i = 0; i < R * C * HOLD_TILES; i++) x[i] = (float)(i % 31);
-    atomic_store(&g_consumer_ran, 0);
-    atomic_store(&g_wait_timed_out, 0);
+    hold(-1, -1, -1, -1, HOLD_TILES - 16, HOLD_TILES - 8, 1);
     PTOTensor X = tensor(x, R * HOLD_TILES, C, "x"), Y = tensor(y, R * HOLD_TILES, C, "y");
     PTOTensor Z = tensor(z, R * 8, C, "z");
-    PTORuntimeConfig cfg;
-    pto_runtime_config_default(&cfg);
-    cfg.num_workers = 2;
-    PTORuntime* rt = NULL;
-    CHECK_EQ(pto_runtime_init(&rt, &cfg), PTO_OK);
-    const PTOTaskArg a[3] = {{PTO_ARG_INPUT, &X, 0, 0, R, C, 0}, {PTO_ARG_OUTPUT, &Y, 0, 0, R, C, 0},
-                             {PTO_ARG_SCALAR, 0, 0, 0, 0, 0, 0}};
-    const PTOTaskArg s[3] = {{0, 0, R, 0, 0, 0, 0}, {0, 0, R, 0, 0, 0, 0}, {0, 0, 0, 0, 0, 0, 1}};
-    CHECK(pto_task_submit_range(rt, "held", k_wait_consumer, 0, PTO_WORKER_ANY, a, s, 3, HOLD_TILES) >= 0);
+    PTORuntime* rt = make_runtime(2);
+    PTOTaskArg a[3], s[3];
+    hold_args(&X, &Y, a, s);
+    CHECK(pto_task_submit_range(rt, "held", k_held, 0, PTO_WORKER_ANY, a, s, 3, HOLD_TILES) >= 0);
     PTORuntimeStats st;
     pto_runtime_get_stats(rt, &st);
     CHECK_EQ(st.tasks_submitted, 8);          /* the last chunk: tiles HOLD_TILES - 8 on */
@@ -342,7 +420,7 @@ static void check_consumer_not_held(void) {
                              {PTO_ARG_OUTPUT, &Z, 0, 0, 8 * R, C, 0}};
     CHECK(pto_task_submit_v(rt, "consumer", k_consumer, 0, PTO_WORKER_ANY, c, 2) >= 0);
     CHECK_EQ(pto_runtime_run(rt), PTO_OK);
-    CHECK_EQ(atomic_load(&g_wait_timed_out), 0);
+    CHECK_EQ(atomic_load(&g_hold.timed_out), 0);
     int bad = 0;
     for (int i = 0; i < R * C * 8; i++) bad += z[i] != 2.0f * y[(HOLD_TILES - 8) * R * C + i];
     CHECK_EQ(bad, 0);
@@ -350,41 +428,37 @@ static void check_consumer_not_held(void) {
 }
 
 /* Tile 9 stays in its kernel until the test lets it go, and tile 8, its chunk's first, waits
- * (up to 10 s) until tile 9 started: another worker took tile 9 as a helper. The run still
- * gives up at its deadline on both, rather than waiting for a helper it cannot abandon. */
-static _Atomic int g_stay, g_tile9_in;
-static int32_t k_stay9(const int64_t* a) {
-    if (a[4] == 9) {
-        atomic_store(&g_tile9_in, 1);
-        while (atomic_load(&g_stay)) {}
-    } else if (a[4] == 8) {
-        struct timespec t0, now;
-        clock_gettime(CLOCK_MONOTONIC, &t0);
-        do clock_gettime(CLOCK_MONOTONIC, &now);
-        while (!atomic_load(&g_tile9_in) && now.tv_sec - t0.tv_sec < 10);
-    }
-    return k_add(a);
-}
-
+ * until tile 9 started: another worker took tile 9 as a helper. The run still gives up at its
+ * deadline on both, rather than waiting for a helper it cannot abandon, and names the chunk
+ * as stuck on the worker in tile 9, not on the chunk's own worker, waiting for it. */
 static void check_helper_abandoned(void) {
     static float x[R * C * HOLD_TILES], y[R * C * HOLD_TILES];   /* an abandoned kernel may outlive us */
-    atomic_store(&g_stay, 1);
-    atomic_store(&g_tile9_in, 0);
+    hold(9, 10, -1, 9, 8, 9, 1);
     PTOTensor X = tensor(x, R * HOLD_TILES, C, "x"), Y = tensor(y, R * HOLD_TILES, C, "y");
-    PTORuntimeConfig cfg;
-    pto_runtime_config_default(&cfg);
-    cfg.num_workers = 2;
+    PTORuntimeConfig cfg = config(2);
     cfg.timeout_ms = 300;
     PTORuntime* rt = NULL;
     CHECK_EQ(pto_runtime_init(&rt, &cfg), PTO_OK);
-    const PTOTaskArg a[3] = {{PTO_ARG_INPUT, &X, 0, 0, R, C, 0}, {PTO_ARG_OUTPUT, &Y, 0, 0, R, C, 0},
-                             {PTO_ARG_SCALAR, 0, 0, 0, 0, 0, 0}};
-    const PTOTaskArg s[3] = {{0, 0, R, 0, 0, 0, 0}, {0, 0, R, 0, 0, 0, 0}, {0, 0, 0, 0, 0, 0, 1}};
-    CHECK(pto_task_submit_range(rt, "stay9", k_stay9, 0, PTO_WORKER_ANY, a, s, 3, HOLD_TILES) >= 0);
+    PTOTaskArg a[3], s[3];
+    hold_args(&X, &Y, a, s);
+    submit_whoami(rt, 2);
+    const int32_t last = pto_task_submit_range(rt, "stay9", k_held, 0, PTO_WORKER_ANY, a, s, 3, HOLD_TILES);
     CHECK_EQ(pto_runtime_run(rt), PTO_ETIMEDOUT);
-    CHECK_EQ(atomic_load(&g_tile9_in), 1);
+    CHECK_EQ(atomic_load(&g_hold.marks), 1);
+    const int32_t chunk = last - 8 + 2;               /* 8 chunks of 8 tiles: tile 9 is in the second */
+    const int32_t in9 = worker_of_thread(atomic_load(&g_hold.thread[9]), 2);
+    const int32_t in8 = worker_of_thread(atomic_load(&g_hold.thread[8]), 2);
+    CHECK(in9 >= 0 && in8 >= 0 && in9 != in8);
+    PTORuntimeStats st;
+    pto_runtime_get_stats(rt, &st);
+    CHECK_EQ(st.failed_task, chunk);
+    CHECK_EQ(st.failed_worker, in9);
+    char msg[256], want[96];
+    pto_runtime_error_message(rt, msg, sizeof msg);
+    snprintf(want, sizeof want, "task %d 'stay9' still running on worker %d", chunk, in9);
+    CHECK_HAS(msg, want);
     pto_runtime_destroy(rt);
-    atomic_store(&g_stay, 0);                 /* the abandoned kernel returns, and its thread ends */
+    atomic_store(&g_hold.staying, 0);         /* the abandoned kernel returns, and its thread ends */
 }
 
 /* An executor that does not take ranges sees one task per tile, each with its own arguments. */
@@ -418,11 +492,7 @@ static void check_executor(bool takes_ranges) {
     float x[R * C * TILES], y[R * C * TILES];
     for (int i = 0; i < R * C * TILES; i++) x[i] = (float)i;
     PTOTensor X = tensor(x, R * TILES, C, "x"), Y = tensor(y, R * TILES, C, "y");
-    PTORuntimeConfig cfg;
-    pto_runtime_config_default(&cfg);
-    cfg.num_workers = 2;
-    PTORuntime* rt = NULL;
-    CHECK_EQ(pto_runtime_init(&rt, &cfg), PTO_OK);
+    PTORuntime* rt = make_runtime(2);
     pto_runtime_set_executor(rt, takes_ranges ? exec_ranges : exec_plain, rt);
     pto_runtime_set_range_executor(rt, takes_ranges);
     atomic_store(&g_exec_calls, 0);
@@ -458,6 +528,8 @@ int main(int argc, char** argv) {
     check_shared_chunks(2, true);     /* the orchestrating thread as one of the two */
     check_shared_chunks(4, false);
     check_helper_failure();
+    check_traced_tiles(2);
+    check_traced_tiles(0);
     check_consumer_not_held();
     check_helper_abandoned();
     check_executor(false);

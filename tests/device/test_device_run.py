@@ -3,6 +3,7 @@ dependencies, control flow runs on the orchestrator, and CA_REQUEST bounds a ker
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import sys
@@ -130,6 +131,27 @@ device @p(%x: !pto.memref<gm,32x16xf32>, %y: !pto.memref<gm,32x16xf32>, %u: !pto
   TG_LAUNCH @g, 0
 }
 """
+
+
+@pytest.mark.parametrize("mode, schedulers", [("three-tier", 1), ("default", None)])
+def test_a_backend_that_launches_its_graphs_runs_them_in_the_runtime_mode_asked_for(
+        chain_text: str, need_target, monkeypatch, tmp_path, mode, schedulers) -> None:
+    # cuda_sim runs each graph as one module (driver.launch): the mode, its schedulers and the
+    # cores reach that launch's runtime, whose statistics say how it ran
+    need_target("cuda_sim")
+    stats = tmp_path / "stats.json"
+    monkeypatch.setenv("PTO_STATS", str(stats))
+    x = _x()
+    run = run_device_program(parse(chain_text), "main", {"x": x, "z": np.zeros_like(x)},
+                             {"n": 2, "twice": 1}, target="cuda_sim", workers=2, mode=mode,
+                             schedulers=schedulers)
+    assert run.graph_modules and run.mode == mode
+    np.testing.assert_allclose(run.tensors["z"], np.exp(3 * x), rtol=1e-5, atol=1e-6)
+    got = json.loads(stats.read_text())
+    if mode == "three-tier":
+        assert got["three_tier"]["schedulers"] == 1 and got["three_tier"]["cores"] == 2, got
+    else:
+        assert "three_tier" not in got and got["workers"] == 2, got
 
 
 @pytest.mark.parametrize("target", ["reference", "arm64", "cuda_sim"])

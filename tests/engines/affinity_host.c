@@ -11,13 +11,14 @@
  * error=<pto_last_error>") and exits 1. Links with every engine: pto_starpu_region_owner is
  * called only where it exists. */
 #define _GNU_SOURCE 1
+#include "common.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "pto_runtime.h"
 #include "pto_starpu.h"
 
 #pragma weak pto_starpu_region_owner
@@ -53,11 +54,8 @@ int main(int argc, char** argv) {
     }
     const int slots = atoi(argv[2]);
     for (int i = 0; i < TILES * COLS; i++) g_a[i] = (float)(i % 89) * 0.25f - 3.0f;
-    PTORuntimeConfig cfg;
-    pto_runtime_config_default(&cfg);
-    cfg.num_workers = atoi(argv[1]);
-    PTORuntime* rt = NULL;
-    int rc = pto_runtime_init(&rt, &cfg);
+    PTORuntime* rt;
+    int rc = make_runtime(&rt, atoi(argv[1]));
     if (rc < 0) { printf("init rc=%d error=%s\n", rc, pto_last_error()); return 1; }
     g_rank = pto_engine_rank();
     PTOTensor a = {g_a, TILES, COLS, COLS, (int32_t)sizeof(float), "a"};
@@ -68,13 +66,13 @@ int main(int argc, char** argv) {
         const int i = t % TILES, round2 = t >= TILES;
         const PTOTensor* out = round2 ? &c : &b;
         const PTOTensor* in = round2 ? &b : &a;
-        const int32_t id = pto_task_alloc(rt, "combine", combine, 0, PTO_WORKER_ANY);
-        if ((rc = id) < 0) break;
-        if ((rc = pto_task_add_output(rt, id, out, i, 0, 1, COLS)) < 0) break;
-        if ((rc = pto_task_add_input(rt, id, in, i, 0, 1, COLS)) < 0) break;
-        if ((rc = pto_task_add_input(rt, id, in, (i + (round2 ? 3 : 1)) % TILES, 0, 1, COLS)) < 0) break;
-        if ((rc = pto_task_add_output(rt, id, &where, t, 0, 1, 2)) < 0) break;
-        if ((rc = pto_task_add_scalar(rt, id, round2)) < 0) break;
+        const int32_t id = rc = pto_task_alloc(rt, "combine", combine, 0, PTO_WORKER_ANY);
+        CHAIN(rc, pto_task_add_output(rt, id, out, i, 0, 1, COLS));
+        CHAIN(rc, pto_task_add_input(rt, id, in, i, 0, 1, COLS));
+        CHAIN(rc, pto_task_add_input(rt, id, in, (i + (round2 ? 3 : 1)) % TILES, 0, 1, COLS));
+        CHAIN(rc, pto_task_add_output(rt, id, &where, t, 0, 1, 2));
+        CHAIN(rc, pto_task_add_scalar(rt, id, round2));
+        if (rc < 0) break;
         const int worker = argc == 5 && t == 0 ? atoi(argv[4]) : (i + round2) % slots;
         if ((rc = pto_task_set_affinity(rt, id, worker, 0)) < 0) {
             printf("affinity rc=%d error=%s\n", rc, pto_last_error());

@@ -2,10 +2,10 @@
  * beside a host kernel, for the engine tests: on a StarPU without CUDA its tasks are refused,
  * naming what is missing, while the host kernel's tasks still run as CPU codelets. Each step
  * prints one line "what: rc=CODE error=pto_last_error()". */
-#include <stdint.h>
+#include "common.h"
+
 #include <stdio.h>
 
-#include "pto_runtime.h"
 #include "pto_starpu.h"
 
 static float g_data[4 * 16];
@@ -35,11 +35,8 @@ static void say(const char* what, int rc) { printf("%s: rc=%d error=%s\n", what,
 
 /* Returns the run's code; *sum gets the sum of the tensor after it, *launches the launcher's calls. */
 int cuda_kernels_run(double* sum, int* launches) {
-    PTORuntimeConfig cfg;
-    pto_runtime_config_default(&cfg);
-    cfg.num_workers = 2;
-    PTORuntime* rt = NULL;
-    int rc = pto_runtime_init(&rt, &cfg);
+    PTORuntime* rt;
+    int rc = make_runtime(&rt, 2);
     if (rc < 0) return rc;
     say("name", pto_starpu_cuda_kernel(rt, on_device, launch_on_device, NULL));
     pto_runtime_set_executor(rt, no_executor, NULL);

@@ -1,12 +1,9 @@
 /* faults.c - a chain of tasks in which one kernel fails or never returns, a kernel that returns
  * just after the deadline, a pipelined run that goes on submitting after a kernel failed, and a
  * task refused for its region, for the engine tests. */
-#define _POSIX_C_SOURCE 200809L
-#include <stdatomic.h>
-#include <stdint.h>
-#include <time.h>
+#include "common.h"
 
-#include "pto_runtime.h"
+#include <stdatomic.h>
 
 static float g_data[8 * 64];
 static int64_t g_bad = -1, g_hang = -1;
@@ -16,10 +13,7 @@ static int32_t step(const int64_t* args) {
     float* p = pto_arg_ptr(args[0]);
     const int64_t id = args[2];
     if (id == g_bad) { atomic_store(&g_failed, 1); return 7; }
-    if (id == g_hang) {                          /* never returns within any test's deadline */
-        struct timespec nap = {3600, 0};
-        nanosleep(&nap, NULL);
-    }
+    if (id == g_hang) sleep_ns(3600000000000LL);   /* never returns within any test's deadline */
     p[0] += 1.0f;
     return 0;
 }
@@ -28,11 +22,8 @@ static int32_t step(const int64_t* args) {
 int faults_run(int workers, int64_t bad, int64_t hang) {
     g_bad = bad;
     g_hang = hang;
-    PTORuntimeConfig cfg;
-    pto_runtime_config_default(&cfg);
-    cfg.num_workers = workers;
-    PTORuntime* rt = NULL;
-    int rc = pto_runtime_init(&rt, &cfg);
+    PTORuntime* rt;
+    int rc = make_runtime(&rt, workers);
     if (rc < 0) return rc;
     PTOTensor x = {g_data, 8, 64, 64, (int32_t)sizeof(float), "x"};
     for (int i = 0; i < 40 && rc >= 0; i++) {
@@ -40,9 +31,7 @@ int faults_run(int workers, int64_t bad, int64_t hang) {
         rc = pto_task_submit_v(rt, i == bad ? "broken_step" : i == hang ? "stuck_step" : "step", step, 0,
                                PTO_WORKER_ANY, a, 2);
     }
-    int run = pto_runtime_run(rt);
-    pto_runtime_destroy(rt);
-    return run;
+    return run_and_destroy(rt, 0);   /* what failed: a submission after it may be refused */
 }
 
 /* A kernel still running at the deadline that returns soon after: task 0 sleeps `ms`
@@ -53,20 +42,17 @@ static int64_t g_late_ms;
 
 static int32_t late_step(const int64_t* args) {
     float* p = pto_arg_ptr(args[0]);
-    struct timespec nap = {g_late_ms / 1000, (g_late_ms % 1000) * 1000000};
-    nanosleep(&nap, NULL);
+    sleep_ns(g_late_ms * 1000000);
     p[0] += 1.0f;
     return 0;
 }
 
 int faults_late(int workers, int64_t ms, int32_t timeout_ms, int64_t linger_ms, PTORuntimeStats* stats) {
     g_late_ms = ms;
-    PTORuntimeConfig cfg;
-    pto_runtime_config_default(&cfg);
-    cfg.num_workers = workers;
+    PTORuntimeConfig cfg = engine_config(workers);
     cfg.timeout_ms = timeout_ms;
-    PTORuntime* rt = NULL;
-    int rc = pto_runtime_init(&rt, &cfg);
+    PTORuntime* rt;
+    int rc = make_runtime_with(&rt, cfg);
     if (rc < 0) return rc;
     PTOTensor x = {g_data, 8, 64, 64, (int32_t)sizeof(float), "x"};
     PTOTaskArg a[1] = {{PTO_ARG_INOUT, &x, 0, 0, 1, 64, 0}};
@@ -74,8 +60,7 @@ int faults_late(int workers, int64_t ms, int32_t timeout_ms, int64_t linger_ms, 
     int run = rc < 0 ? rc : pto_runtime_run(rt);
     pto_runtime_get_stats(rt, stats);
     pto_runtime_destroy(rt);
-    struct timespec nap = {linger_ms / 1000, (linger_ms % 1000) * 1000000};
-    nanosleep(&nap, NULL);
+    sleep_ns(linger_ms * 1000000);
     return run;
 }
 
@@ -95,22 +80,17 @@ static int32_t copy_step(const int64_t* args) {
 
 int faults_after_failure(int workers, int open_task) {
     g_bad = 0;
-    PTORuntimeConfig cfg;
-    pto_runtime_config_default(&cfg);
-    cfg.num_workers = workers;
+    PTORuntimeConfig cfg = engine_config(workers);
     cfg.execution_task_threshold = 1;
-    PTORuntime* rt = NULL;
-    int rc = pto_runtime_init(&rt, &cfg);
+    PTORuntime* rt;
+    int rc = make_runtime_with(&rt, cfg);
     if (rc < 0) return rc;
     PTOTensor x = {g_data, 2, 64, 64, (int32_t)sizeof(float), "x"};
     for (int i = 0; i < 2 && rc >= 0; i++) {
         PTOTaskArg a[2] = {{PTO_ARG_INOUT, &x, i, 0, 1, 64, 0}, {PTO_ARG_SCALAR, 0, 0, 0, 0, 0, i}};
         rc = pto_task_submit_v(rt, i == 0 ? "broken_step" : "step", step, 0, PTO_WORKER_ANY, a, 2);
     }
-    for (int ms = 0; ms < 2000 && !atomic_load(&g_failed); ms++) {
-        struct timespec nap = {0, 1000000};
-        nanosleep(&nap, NULL);
-    }
+    for (int ms = 0; ms < 2000 && !atomic_load(&g_failed); ms++) sleep_ns(1000000);
     for (int i = 2; i < 6 && rc >= 0; i++) {
         PTOTaskArg a[3] = {{PTO_ARG_INOUT, &x, 0, 0, 1, 64, 0}, {PTO_ARG_SCALAR, 0, 0, 0, 0, 0, i},
                            {PTO_ARG_INOUT, &x, 1, 0, 1, 64, 0}};
@@ -122,20 +102,15 @@ int faults_after_failure(int workers, int open_task) {
         }
     }
     if (open_task && rc >= 0) rc = pto_task_alloc(rt, "step", step, 0, PTO_WORKER_ANY);
-    int run = pto_runtime_run(rt);
-    pto_runtime_destroy(rt);
-    return run;
+    return run_and_destroy(rt, 0);
 }
 
 /* Rows [0, 2) of a 4x64 tensor, then rows [1, 3) (overlapping without being equal: the
  * starpu-mpi engine refuses that task, *refused its code), then rows [0, 2) again, which has to
  * work as if the refused task had never been. Returns the first failing call's code or the run's. */
 int faults_refused_region(int workers, int* refused) {
-    PTORuntimeConfig cfg;
-    pto_runtime_config_default(&cfg);
-    cfg.num_workers = workers;
-    PTORuntime* rt = NULL;
-    int rc = pto_runtime_init(&rt, &cfg);
+    PTORuntime* rt;
+    int rc = make_runtime(&rt, workers);
     if (rc < 0) return rc;
     PTOTensor x = {g_data, 4, 64, 64, (int32_t)sizeof(float), "x"};
     const int64_t first[3] = {0, 1, 0};
@@ -145,7 +120,5 @@ int faults_refused_region(int workers, int* refused) {
         if (i == 1) *refused = id < 0 ? id : 0;
         else rc = id;
     }
-    const int run = rc < 0 ? rc : pto_runtime_run(rt);
-    pto_runtime_destroy(rt);
-    return run;
+    return run_and_destroy(rt, rc);
 }

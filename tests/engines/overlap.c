@@ -2,22 +2,12 @@
  * tests: two thirds of the regions are 16x16 tiles, the others random rectangles, each read,
  * written or updated. Every kernel records when it ran; the test checks that each pair of
  * conflicting accesses (overlap, one of them a write) ran in submission order. */
-#define _POSIX_C_SOURCE 200809L
-#include <stdint.h>
-#include <time.h>
-
-#include "pto_runtime.h"
+#include "common.h"
 
 #define N_TASKS 240
 static int64_t g_start[N_TASKS], g_end[N_TASKS];
 static int64_t g_spec[N_TASKS][5];          /* r0, c0, rows, cols, mode (PTO_ARG_*) */
 static float g_data[64 * 64];
-
-static int64_t now_ns(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
-}
 
 static int32_t touch(const int64_t* args) {
     float* p = pto_arg_ptr(args[0]);
@@ -30,8 +20,7 @@ static int32_t touch(const int64_t* args) {
             if (mode & PTO_ARG_INPUT) sum += p[r * ld + c];
             if (mode & PTO_ARG_OUTPUT) p[r * ld + c] = (float)id + sum * 0.0f;
         }
-    struct timespec nap = {0, 200000};        /* 0.2 ms: long enough for others to overlap */
-    nanosleep(&nap, NULL);
+    sleep_ns(200000);                         /* 0.2 ms: long enough for others to overlap */
     g_end[id] = now_ns();
     return 0;
 }
@@ -44,11 +33,8 @@ int overlap_tasks(void) { return N_TASKS; }
 /* Build and run the graph on `workers` workers, through pto_task_submit_v (one_call) or the
  * separate calls; returns the run's code. */
 int overlap_run(int workers, int one_call, uint64_t seed) {
-    PTORuntimeConfig cfg;
-    pto_runtime_config_default(&cfg);
-    cfg.num_workers = workers;
-    PTORuntime* rt = NULL;
-    int rc = pto_runtime_init(&rt, &cfg);
+    PTORuntime* rt;
+    int rc = make_runtime(&rt, workers);
     if (rc < 0) return rc;
     PTOTensor x = {g_data, 64, 64, 64, (int32_t)sizeof(float), "x"};
     uint64_t s = seed;
@@ -68,16 +54,13 @@ int overlap_run(int workers, int one_call, uint64_t seed) {
                                {PTO_ARG_SCALAR, 0, 0, 0, 0, 0, i}};
             rc = pto_task_submit_v(rt, "touch", touch, 0, PTO_WORKER_ANY, a, 2);
         } else {
-            int32_t t = pto_task_alloc(rt, "touch", touch, 0, PTO_WORKER_ANY);
-            rc = t;
-            if (rc >= 0) rc = sp[4] == PTO_ARG_INPUT ? pto_task_add_input(rt, t, &x, sp[0], sp[1], sp[2], sp[3])
-                            : sp[4] == PTO_ARG_OUTPUT ? pto_task_add_output(rt, t, &x, sp[0], sp[1], sp[2], sp[3])
-                                                      : pto_task_add_inout(rt, t, &x, sp[0], sp[1], sp[2], sp[3]);
-            if (rc >= 0) rc = pto_task_add_scalar(rt, t, i);
-            if (rc >= 0) rc = pto_task_submit(rt, t);
+            const int32_t t = rc = pto_task_alloc(rt, "touch", touch, 0, PTO_WORKER_ANY);
+            CHAIN(rc, sp[4] == PTO_ARG_INPUT ? pto_task_add_input(rt, t, &x, sp[0], sp[1], sp[2], sp[3])
+                      : sp[4] == PTO_ARG_OUTPUT ? pto_task_add_output(rt, t, &x, sp[0], sp[1], sp[2], sp[3])
+                                                : pto_task_add_inout(rt, t, &x, sp[0], sp[1], sp[2], sp[3]));
+            CHAIN(rc, pto_task_add_scalar(rt, t, i));
+            CHAIN(rc, pto_task_submit(rt, t));
         }
     }
-    int run = pto_runtime_run(rt);
-    pto_runtime_destroy(rt);
-    return rc < 0 ? rc : run;
+    return run_and_destroy(rt, rc);
 }

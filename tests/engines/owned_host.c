@@ -7,10 +7,11 @@
  * ownership tile i lives on rank i % 2, so every task of round one reads a tile of the other
  * rank. Prints "rc=<code> ok=<0|1>" (ok: rank 0 holds the expected results) and exits 0 when
  * both hold. Links with every engine: pto_starpu_set_owner is only called where it exists. */
+#include "common.h"
+
 #include <stdio.h>
 #include <string.h>
 
-#include "pto_runtime.h"
 #include "pto_starpu.h"
 
 #pragma weak pto_starpu_set_owner
@@ -44,25 +45,22 @@ int main(int argc, char** argv) {
         return 2;
     }
     for (int i = 0; i < ROWS * COLS; i++) g_a[i] = (float)(i % 97);
-    PTORuntimeConfig cfg;
-    pto_runtime_config_default(&cfg);
-    cfg.num_workers = argv[2][0] - '0';
-    PTORuntime* rt = NULL;
-    int rc = pto_runtime_init(&rt, &cfg);
+    PTORuntime* rt;
+    int rc = make_runtime(&rt, argv[2][0] - '0');
     if (rc == PTO_OK && strcmp(argv[1], "rank0") == 0 && pto_starpu_set_owner)
         rc = pto_starpu_set_owner(rt, on_rank0, NULL);
     PTOTensor a = {g_a, ROWS, COLS, COLS, (int32_t)sizeof(float), "a"};
     PTOTensor b = {g_b, ROWS, COLS, COLS, (int32_t)sizeof(float), "b"};
-    for (int i = 0; i < ROWS && rc >= 0; i++) {
+    for (int i = 0; i < ROWS; i++) {
         PTOTaskArg args[3] = {{PTO_ARG_OUTPUT, &b, i, 0, 1, COLS, 0}, {PTO_ARG_INPUT, &a, i, 0, 1, COLS, 0},
                               {PTO_ARG_INPUT, &a, (i + 1) % ROWS, 0, 1, COLS, 0}};
-        rc = pto_task_submit_v(rt, "add_rows", add_rows, 0, PTO_WORKER_ANY, args, 3);
+        CHAIN(rc, pto_task_submit_v(rt, "add_rows", add_rows, 0, PTO_WORKER_ANY, args, 3));
     }
-    for (int i = 0; i < ROWS && rc >= 0; i++) {
+    for (int i = 0; i < ROWS; i++) {
         PTOTaskArg args[2] = {{PTO_ARG_OUTPUT, &a, i, 0, 1, COLS, 0}, {PTO_ARG_INPUT, &b, i, 0, 1, COLS, 0}};
-        rc = pto_task_submit_v(rt, "twice", twice, 0, PTO_WORKER_ANY, args, 2);
+        CHAIN(rc, pto_task_submit_v(rt, "twice", twice, 0, PTO_WORKER_ANY, args, 2));
     }
-    if (rc >= 0) rc = pto_runtime_run(rt);
+    CHAIN(rc, pto_runtime_run(rt));
     int ok = 1;
     for (int i = 0; i < ROWS * COLS; i++) {
         const int r = i / COLS, c = i % COLS;

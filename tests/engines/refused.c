@@ -5,27 +5,16 @@
  * never sends, as after a submission that failed on that rank alone (refused_waiting_run). Each task writes its start and
  * end (CLOCK_MONOTONIC) into its row of the log; the first sleeps, so a task started early
  * shows. */
-#define _POSIX_C_SOURCE 200809L
-#include <stdint.h>
-#include <time.h>
-
-#include "pto_runtime.h"
+#include "common.h"
 
 extern int g_refuse_next_submit;       /* refused_host.c: the next starpu_task_submit fails */
 static double g_log[6 * 2];
 
-static double now_ns(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
-}
-
 static int32_t stamp(const int64_t* args) {
     double* row = pto_arg_ptr(args[0]);
-    row[0] = now_ns();
-    struct timespec nap = {0, args[2] == 0 ? 200000000 : 1000000};
-    nanosleep(&nap, NULL);
-    row[1] = now_ns();
+    row[0] = (double)now_ns();
+    sleep_ns(args[2] == 0 ? 200000000 : 1000000);
+    row[1] = (double)now_ns();
     return 0;
 }
 
@@ -33,11 +22,12 @@ static int32_t stamp(const int64_t* args) {
  * returns its id or the error of the first failing call. */
 static int32_t submit_row(PTORuntime* rt, PTOTensor* log, int row, int32_t after, int refuse) {
     const int32_t t = pto_task_alloc(rt, "stamp", stamp, 0, PTO_WORKER_ANY);
-    int rc = t < 0 ? t : pto_task_add_output(rt, t, log, row, 0, 1, 2);
-    if (rc >= 0) rc = pto_task_add_scalar(rt, t, row);
-    if (rc >= 0 && after >= 0) rc = pto_task_add_successor(rt, after, t);
+    int rc = t;
+    CHAIN(rc, pto_task_add_output(rt, t, log, row, 0, 1, 2));
+    CHAIN(rc, pto_task_add_scalar(rt, t, row));
+    if (after >= 0) CHAIN(rc, pto_task_add_successor(rt, after, t));
     g_refuse_next_submit = refuse;
-    if (rc >= 0) rc = pto_task_submit(rt, t);
+    CHAIN(rc, pto_task_submit(rt, t));
     g_refuse_next_submit = 0;
     return rc < 0 ? rc : t;
 }
@@ -48,11 +38,8 @@ static int32_t submit_row(PTORuntime* rt, PTOTensor* log, int row, int32_t after
  * first unexpected failure's; *late: the tasks among A, B and C that started before their
  * predecessor ended. */
 int refused_run(int workers, int32_t* ids, int* late) {
-    PTORuntimeConfig cfg;
-    pto_runtime_config_default(&cfg);
-    cfg.num_workers = workers;
-    PTORuntime* rt = NULL;
-    int rc = pto_runtime_init(&rt, &cfg);
+    PTORuntime* rt;
+    int rc = make_runtime(&rt, workers);
     if (rc < 0) return rc;
     PTOTensor log = {g_log, 6, 2, 2, (int32_t)sizeof(double), "log"};
     ids[0] = submit_row(rt, &log, 0, -1, 0);
@@ -62,10 +49,9 @@ int refused_run(int workers, int32_t* ids, int* late) {
     ids[4] = submit_row(rt, &log, 4, -1, 1);
     ids[5] = submit_row(rt, &log, 5, ids[3], 0);
     rc = ids[0] < 0 ? ids[0] : ids[2] < 0 ? ids[2] : ids[3] < 0 ? ids[3] : ids[5];
-    const int run = rc < 0 ? rc : pto_runtime_run(rt);
+    rc = run_and_destroy(rt, rc);
     *late = (g_log[4] < g_log[1]) + (g_log[6] < g_log[5]) + (g_log[10] < g_log[7]);
-    pto_runtime_destroy(rt);
-    return rc < 0 ? rc : run;
+    return rc;
 }
 
 /* StarPU-MPI on two ranks, one worker each: task 0 on rank 0 (worker 0), then task 1 on rank 1
