@@ -915,8 +915,9 @@ static inline __attribute__((always_inline)) int stage_args(PTORuntime* rt, PTOT
     for (const PTOTaskArg *a = args, *end = args + num_args; a < end; a++) {
         if (__builtin_expect((uint32_t)(a->kind - PTO_ARG_INPUT) <= PTO_ARG_INOUT - PTO_ARG_INPUT, 1)) {
             /* a tracked tensor, the common kind (before the switch: one test, no jump table).
-             * ACC_READ == PTO_ARG_INPUT, ACC_WRITE == PTO_ARG_OUTPUT, their OR == PTO_ARG_INOUT;
-             * at most PTO_MAX_TENSOR_ARGS get here: each takes two of the PTO_MAX_ARGS slots */
+             * ACC_READ == PTO_ARG_INPUT, ACC_WRITE == PTO_ARG_OUTPUT, their OR == PTO_ARG_INOUT.
+             * Without `room`, acc (PTO_MAX_TENSOR_ARGS) may be full: refused before the staging,
+             * as add_tensor does (reserve_args would only refuse the slots after it) */
             const PTOTensor* x = a->tensor;
             const int64_t r0 = a->row_off, c0 = a->col_off, rows = a->rows, cols = a->cols;
             if (room) {
@@ -926,6 +927,7 @@ static inline __attribute__((always_inline)) int stage_args(PTORuntime* rt, PTOT
                 tensor_slots(out, x, r0, c0);
                 if (__builtin_expect((rc = stage_record(rt, x, r0, c0, rows, cols, a->kind, next)) < 0, 0)) break;
             } else {
+                if (__builtin_expect(next == acc + PTO_MAX_TENSOR_ARGS, 0)) { rc = PTO_ETOOMANYARGS; break; }
                 if (__builtin_expect((rc = stage_access(rt, x, r0, c0, rows, cols, a->kind, next)) < 0, 0)) break;
                 t->num_args = (int8_t)(out - slots);
                 if ((rc = reserve_args(rt, t, 2)) < 0) break;
@@ -944,6 +946,7 @@ static inline __attribute__((always_inline)) int stage_args(PTORuntime* rt, PTOT
         case PTO_ARG_TEMP_INPUT: case PTO_ARG_TEMP_OUTPUT: case PTO_ARG_TEMP_INOUT: {
             /* a runtime-owned intermediate (heap.c): the region of its buffer */
             PTOTensor view; int64_t vr, vc;
+            if (!room && next == acc + PTO_MAX_TENSOR_ARGS) { rc = PTO_ETOOMANYARGS; break; }
             rc = heap_resolve(rt, id, t->name, a, args, num_args, &view, &vr, &vc);
             if (rc == PTO_OK)
                 rc = put_tensor(rt, t, &view, vr, vc, a->rows, a->cols, a->kind - PTO_ARG_UNTRACKED, next, room);

@@ -119,6 +119,28 @@ static void test_tensor_argument_after_a_full_staging_area_is_too_many(void) {
     pto_runtime_destroy(rt);
 }
 
+/* pto_task_submit_v with more tracked tensors than PTO_MAX_TENSOR_ARGS (scalars before them or
+ * not): PTO_ETOOMANYARGS, as the separate calls say, and nothing staged past the accesses' room
+ * (the extra tensor was staged before its slots were checked: under ASan a stack-buffer-overflow). */
+static void test_submit_v_with_one_tensor_too_many(void) {
+    static float buf[64 * 64];
+    PTOTensor x = { buf, 64, 64, 64, 4, "x" };
+    PTORuntime* rt = pto_runtime_create(NULL);
+    PTOTaskArg many[PTO_MAX_TENSOR_ARGS + 2];
+    for (int i = 0; i < PTO_MAX_TENSOR_ARGS + 2; i++) many[i] = (PTOTaskArg){PTO_ARG_INPUT, &x, i, 0, 1, 1, 0};
+    CHECK_EQ(pto_task_submit_v(rt, "k", k_nop, 0, PTO_WORKER_ANY, many, PTO_MAX_TENSOR_ARGS + 1), PTO_ETOOMANYARGS);
+    many[0] = (PTOTaskArg){PTO_ARG_OUTPUT, &x, 0, 0, 1, 1, 0};
+    CHECK_EQ(pto_task_submit_v(rt, "k", k_nop, 0, PTO_WORKER_ANY, many, PTO_MAX_TENSOR_ARGS + 2), PTO_ETOOMANYARGS);
+    CHECK_EQ(pto_task_submit_v(rt, "k", k_nop, 0, PTO_WORKER_ANY, many, PTO_MAX_TENSOR_ARGS), 0);
+    pto_scope_begin(rt);                                  /* a runtime-owned intermediate as the extra one */
+    const PTOTensor* T = pto_temp_tensor(rt, "t", 4);
+    many[PTO_MAX_TENSOR_ARGS] = (PTOTaskArg){PTO_ARG_TEMP_OUTPUT, T, 0, 0, 4, 4, 0};
+    CHECK_EQ(pto_task_submit_v(rt, "k", k_nop, 0, PTO_WORKER_ANY, many, PTO_MAX_TENSOR_ARGS + 1), PTO_ETOOMANYARGS);
+    pto_scope_end(rt);
+    CHECK_EQ(pto_runtime_run(rt), PTO_OK);
+    pto_runtime_destroy(rt);
+}
+
 static _Atomic int g_reader_ran;
 static int32_t k_reader(const int64_t* a) { (void)a; atomic_store(&g_reader_ran, 1); return 0; }
 
@@ -390,6 +412,7 @@ int main(int argc, char** argv) {
     g_only = argc > 2 ? argv[2] : NULL;
     RUN("shutdown_then_destroy", test_shutdown_from_another_thread_then_destroy(scale));
     RUN("staging_area", test_tensor_argument_after_a_full_staging_area_is_too_many());
+    RUN("submit_v_tensors", test_submit_v_with_one_tensor_too_many());
     RUN("failed_temp_output", test_failed_temp_output_publishes_no_writer());
     RUN("size_overflow", test_tensor_whose_size_overflows_is_refused());
     RUN("large_tensors", test_large_tensors_take_the_exact_check());
