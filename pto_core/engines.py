@@ -218,8 +218,9 @@ def mpirun_command(ranks: int) -> list[str]:
 
 
 def run_mpi(ranks: int, argv: list[str], timeout: float, **kw) -> subprocess.CompletedProcess:
-    """Run ``mpirun -np RANKS ARGV`` and capture its output (``subprocess.run``'s keywords pass
-    through). Past ``timeout`` seconds the whole job is killed, ranks included, and
+    """Run ``mpirun -np RANKS ARGV`` and capture its output (``subprocess.Popen``'s keywords,
+    such as ``cwd`` and ``env``, pass through; ``subprocess.run``'s own, such as ``check`` and
+    ``input``, do not). Past ``timeout`` seconds the whole job is killed, ranks included, and
     ``subprocess.TimeoutExpired`` is raised. Killing ``mpirun`` alone is not enough: Open MPI
     puts each rank in a process group of its own, and a rank left behind holds the output pipes
     open, so reading them would wait for it forever. The job runs in a session of its own, and
