@@ -21,6 +21,7 @@
 
 #define RANGE_CHUNKS_PER_WORKER 4
 #define RANGE_WAIT_SPINS 1024
+#define RANGE_NAP_MAX_US 4000       /* the longest sleep of a chunk's worker waiting for a stuck helper */
 
 /* A record's count of tiles not yet taken, tagged with its task's id. */
 static inline uint64_t tiles_left(int32_t id, int64_t n) { return (uint64_t)(uint32_t)id << 32 | (uint64_t)n; }
@@ -174,10 +175,18 @@ int32_t range_run(PTORuntime* rt, PTOTask* t, PTORange* r) {
      * tiles one at a time meanwhile (a helper that stays longer than a tile takes was preempted,
      * maybe on this core: then give it the core). The chunk then completes, and its consumers
      * start, before this worker helps the others further (range_help, when it finds no task). */
-    for (uint32_t spin = 0; atomic_load(&r->helpers) > 0; spin++)
+    for (uint32_t spin = 0, nap_us = 0; atomic_load(&r->helpers) > 0; spin++)
         if (help(rt, me, true, NULL)) spin = 0;
         else if (spin < RANGE_WAIT_SPINS) rt_cpu_relax();
-        else sched_yield();
+        else if (!atomic_load_explicit(&rt->halt, memory_order_relaxed)) sched_yield();
+        else {
+            /* the run halted - maybe given up on a helper stuck in a tile: sleep in growing
+             * steps rather than burn a core for as long as that kernel stays (still waiting:
+             * the helper's tile reads r) */
+            nap_us = nap_us == 0 ? 50 : nap_us * 2 < RANGE_NAP_MAX_US ? nap_us * 2 : RANGE_NAP_MAX_US;
+            const struct timespec ts = {0, (long)nap_us * 1000};
+            nanosleep(&ts, NULL);
+        }
     return atomic_load(&r->failed) >= 0 ? atomic_load(&r->failed_rc) : 0;
 }
 

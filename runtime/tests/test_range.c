@@ -1,7 +1,8 @@
 /* test_range.c - range tasks (pto_task_submit_range): every tile runs once with its own
  * arguments, in every mode; one dependency entry per range; consumers wait for the whole range;
  * a failing tile is named; an executor that does not take ranges gets one task per tile; a
- * chunk's tiles are shared: a worker held up in one tile does not hold up the rest of its chunk.
+ * chunk's tiles are shared: a worker held up in one tile does not hold up the rest of its chunk,
+ * and a chunk's worker waiting for a stuck helper once the run gave up burns no core.
  *
  * Build:  gcc -std=c11 -O2 -pthread -Iruntime/include runtime/src/[a-z]*.c runtime/tests/test_range.c
  * Run:    ./a.out [scale] */
@@ -199,7 +200,7 @@ static void check_failure(int workers) {
 /* The holding kernel, k_held, of the tests of shared chunks: over HOLD_TILES tiles, as g_hold
  * says (hold() sets it up):
  *   a tile in [mark_lo, mark_hi) adds one to `marks` as it starts;
- *   tile `fail` then returns 5; tile `stay` stays in its kernel while `staying` is set;
+ *   tile `fail` then returns 5; tile `stay` sleeps in its kernel while `staying` is set;
  *   a tile in [wait_lo, wait_hi) waits (up to 10 s; `timed_out` if in vain) until `marks`
  *   reaches `need` - only another worker taking the marking tiles lets it return in time;
  * and every tile that returns 0 counts itself in ran[] and computes k_add's result; thread[]
@@ -229,7 +230,8 @@ static int32_t k_held(const int64_t* a) {
     atomic_store(&g_hold.thread[t], pthread_self());
     if (t >= g_hold.mark_lo && t < g_hold.mark_hi) atomic_fetch_add(&g_hold.marks, 1);
     if (t == g_hold.fail) return 5;
-    if (t == g_hold.stay) while (atomic_load(&g_hold.staying)) {}
+    if (t == g_hold.stay)        /* asleep: a stuck kernel that burns no CPU itself */
+        while (atomic_load(&g_hold.staying)) { const struct timespec ts = {0, 200 * 1000}; nanosleep(&ts, NULL); }
     if (t >= g_hold.wait_lo && t < g_hold.wait_hi) {
         struct timespec t0, now;
         clock_gettime(CLOCK_MONOTONIC, &t0);
@@ -457,6 +459,17 @@ static void check_helper_abandoned(void) {
     pto_runtime_error_message(rt, msg, sizeof msg);
     snprintf(want, sizeof want, "task %d 'stay9' still running on worker %d", chunk, in9);
     CHECK_HAS(msg, want);
+    /* the chunk's own worker, given up on while it waits for the stuck helper, does not burn a
+     * core meanwhile: its thread's CPU time over a sleep stays a small part of that sleep */
+    clockid_t owner;
+    CHECK_EQ(pthread_getcpuclockid(atomic_load(&g_hold.thread[8]), &owner), 0);
+    struct timespec c0, c1;
+    const struct timespec nap = {0, 400 * 1000 * 1000};
+    CHECK_EQ(clock_gettime(owner, &c0), 0);
+    nanosleep(&nap, NULL);
+    CHECK_EQ(clock_gettime(owner, &c1), 0);
+    const int64_t cpu_ns = (int64_t)(c1.tv_sec - c0.tv_sec) * 1000000000 + (c1.tv_nsec - c0.tv_nsec);
+    CHECK(cpu_ns < 40 * 1000 * 1000);         /* a tenth of the sleep (spinning: most of it) */
     pto_runtime_destroy(rt);
     atomic_store(&g_hold.staying, 0);         /* the abandoned kernel returns, and its thread ends */
 }
