@@ -120,8 +120,9 @@ static bool shared(const PTORuntime* rt, int32_t me) {
 
 /* Take tiles of the chunks other workers announced, until none is left or the run halts (with
  * `one`: after one tile). 1: a tile was taken, 0: none, -1: the run gave up on this worker while
- * it helped (`running`: its W_IDLE slot, which names the task helped meanwhile; NULL: it holds
- * its own task's id already). */
+ * it helped (`running`: its W_IDLE slot, which names the task helped meanwhile - only while it
+ * holds a tile, so a deadline never counts a worker that took none as stuck; NULL: it holds its
+ * own task's id already). */
 static int help(PTORuntime* rt, int32_t me, bool one, _Atomic int32_t* running) {
     PTORange** rs = atomic_load_explicit(&rt->ranges, memory_order_acquire);
     bool took = false;
@@ -131,20 +132,23 @@ static int help(PTORuntime* rt, int32_t me, bool one, _Atomic int32_t* running) 
             const int32_t id = atomic_load(&rt->range_open[w]) - 1;
             if (w == me || id < 0) continue;
             PTORange* r = rs[id & rt->mask];
-            if (running) atomic_store_explicit(running, id, memory_order_release);
             /* counted in before taking: the announcing worker waits for helpers to leave */
             atomic_fetch_add(&r->helpers, 1);
-            atomic_store_explicit(&rt->workers[me].in_tile, id + 1, memory_order_relaxed);
-            for (int64_t k; !atomic_load_explicit(&rt->halt, memory_order_relaxed) && (k = take_tile(r, id)) >= 0;) {
+            int64_t k = atomic_load_explicit(&rt->halt, memory_order_relaxed) ? -1 : take_tile(r, id);
+            const bool held = k >= 0;
+            if (held) {
+                if (running) atomic_store_explicit(running, id, memory_order_release);
+                atomic_store_explicit(&rt->workers[me].in_tile, id + 1, memory_order_relaxed);
                 found = took = true;
-                run_tile(rt, r, rt_task(rt, id), k, me);
-                if (one) break;
+                do run_tile(rt, r, rt_task(rt, id), k, me);
+                while (!one && !atomic_load_explicit(&rt->halt, memory_order_relaxed) && (k = take_tile(r, id)) >= 0);
+                atomic_store_explicit(&rt->workers[me].in_tile, 0, memory_order_relaxed);
             }
-            atomic_store_explicit(&rt->workers[me].in_tile, 0, memory_order_relaxed);
             atomic_fetch_sub(&r->helpers, 1);
             int32_t mine = id;
-            if (running && !atomic_compare_exchange_strong_explicit(running, &mine, W_IDLE, memory_order_acq_rel,
-                                                                    memory_order_acquire))
+            if (held && running &&
+                !atomic_compare_exchange_strong_explicit(running, &mine, W_IDLE, memory_order_acq_rel,
+                                                         memory_order_acquire))
                 return -1;
             if (took && one) return 1;
         }
