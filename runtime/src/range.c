@@ -22,6 +22,7 @@
 #define RANGE_CHUNKS_PER_WORKER 4
 #define RANGE_WAIT_SPINS 1024
 #define RANGE_NAP_MAX_US 4000       /* the longest sleep of a chunk's worker waiting for a stuck helper */
+#define RANGE_LOOK_TILES 4          /* a worker helping from its loop looks at its queues this often */
 
 /* A record's count of tiles not yet taken, tagged with its task's id. */
 static inline uint64_t tiles_left(int32_t id, int64_t n) { return (uint64_t)(uint32_t)id << 32 | (uint64_t)n; }
@@ -122,7 +123,8 @@ static bool shared(const PTORuntime* rt, int32_t me) {
  * `one`: after one tile). 1: a tile was taken, 0: none, -1: the run gave up on this worker while
  * it helped (`running`: its W_IDLE slot, which names the task helped meanwhile - only while it
  * holds a tile, so a deadline never counts a worker that took none as stuck; NULL: it holds its
- * own task's id already). */
+ * own task's id already). From the worker loop (`running` set), a task queued meanwhile ends the
+ * help within RANGE_LOOK_TILES tiles: consumers of finished chunks need not wait for the rest. */
 static int help(PTORuntime* rt, int32_t me, bool one, _Atomic int32_t* running) {
     PTORange** rs = atomic_load_explicit(&rt->ranges, memory_order_acquire);
     bool took = false;
@@ -140,8 +142,10 @@ static int help(PTORuntime* rt, int32_t me, bool one, _Atomic int32_t* running) 
                 if (running) atomic_store_explicit(running, id, memory_order_release);
                 atomic_store_explicit(&rt->workers[me].in_tile, id + 1, memory_order_relaxed);
                 found = took = true;
+                uint32_t n = 0;
                 do run_tile(rt, r, rt_task(rt, id), k, me);
-                while (!one && !atomic_load_explicit(&rt->halt, memory_order_relaxed) && (k = take_tile(r, id)) >= 0);
+                while (!one && !(running && ++n % RANGE_LOOK_TILES == 0 && sched_worker_has_work(rt, me)) &&
+                       !atomic_load_explicit(&rt->halt, memory_order_relaxed) && (k = take_tile(r, id)) >= 0);
                 atomic_store_explicit(&rt->workers[me].in_tile, 0, memory_order_relaxed);
             }
             atomic_fetch_sub(&r->helpers, 1);
@@ -150,7 +154,7 @@ static int help(PTORuntime* rt, int32_t me, bool one, _Atomic int32_t* running) 
                 !atomic_compare_exchange_strong_explicit(running, &mine, W_IDLE, memory_order_acq_rel,
                                                          memory_order_acquire))
                 return -1;
-            if (took && one) return 1;
+            if (took && (one || running)) return 1;
         }
     }
     return took;

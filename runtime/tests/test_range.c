@@ -2,8 +2,8 @@
  * arguments, in every mode; one dependency entry per range; consumers wait for the whole range;
  * a failing tile is named; an executor that does not take ranges gets one task per tile; a
  * chunk's tiles are shared: a worker held up in one tile does not hold up the rest of its chunk,
- * a worker that helps is marked running only in a tile, and a chunk's worker waiting for a
- * stuck helper once the run gave up burns no core.
+ * a worker that helps runs tasks queued meanwhile first and is marked running only in a tile,
+ * and a chunk's worker waiting for a stuck helper once the run gave up burns no core.
  *
  * Build:  gcc -std=c11 -O2 -pthread -Iruntime/include runtime/src/[a-z]*.c runtime/tests/test_range.c
  * Run:    ./a.out [scale] */
@@ -476,6 +476,69 @@ static void check_helper_abandoned(void) {
     atomic_store(&g_hold.staying, 0);         /* the abandoned kernel returns, and its thread ends */
 }
 
+/* Two workers, chunks of 8 tiles, the workers started as the range is submitted. Tile 0 waits
+ * until the task `late` ran (or every other tile of its chunk did), so the other worker helps its
+ * chunk; tile 1, the first it helps with, waits until the orchestrator has submitted `late` - a
+ * task made ready while the worker helps. The worker runs `late` before the chunk's last tile:
+ * it looks at its queues every few tiles it helps with, not only once none is left. */
+static struct {
+    _Atomic int started, submitted, late_ran, ran[8], last_before_late, timed_out;
+} g_order;
+
+/* Waits (up to 10 s; `timed_out` if in vain) until *flag, or *also where given, is nonzero. */
+static void wait_for(_Atomic int* flag, bool (*also)(void)) {
+    struct timespec t0, now;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    do clock_gettime(CLOCK_MONOTONIC, &now);
+    while (!atomic_load(flag) && !(also && also()) && now.tv_sec - t0.tv_sec < 10);
+    if (!atomic_load(flag) && !(also && also())) atomic_store(&g_order.timed_out, 1);
+}
+
+static bool rest_of_chunk_ran(void) {
+    int n = 0;
+    for (int t = 1; t < 8; t++) n += atomic_load(&g_order.ran[t]);
+    return n == 7;
+}
+
+static int32_t k_ordered(const int64_t* a) {
+    const int64_t t = a[4];
+    if (t == 0) wait_for(&g_order.late_ran, rest_of_chunk_ran);
+    if (t == 1) {
+        atomic_store(&g_order.started, 1);
+        wait_for(&g_order.submitted, NULL);
+    }
+    if (t < 8) atomic_store(&g_order.ran[t], 1);
+    return k_add(a);
+}
+
+static int32_t k_late(const int64_t* a) {
+    (void)a;
+    atomic_store(&g_order.last_before_late, atomic_load(&g_order.ran[7]));
+    atomic_store(&g_order.late_ran, 1);
+    return 0;
+}
+
+static void check_queue_between_helped_tiles(void) {
+    static float x[R * C * HOLD_TILES], y[R * C * HOLD_TILES];
+    memset(&g_order, 0, sizeof g_order);
+    PTOTensor X = tensor(x, R * HOLD_TILES, C, "x"), Y = tensor(y, R * HOLD_TILES, C, "y");
+    PTORuntimeConfig cfg = config(2);
+    cfg.execution_task_threshold = 1;
+    PTORuntime* rt = NULL;
+    CHECK_EQ(pto_runtime_init(&rt, &cfg), PTO_OK);
+    PTOTaskArg a[3], s[3];
+    hold_args(&X, &Y, a, s);
+    CHECK(pto_task_submit_range(rt, "ordered", k_ordered, 0, PTO_WORKER_ANY, a, s, 3, HOLD_TILES) >= 0);
+    wait_for(&g_order.started, NULL);         /* a helper is in tile 1 */
+    CHECK(pto_task_submit_v(rt, "late", k_late, 0, PTO_WORKER_ANY, NULL, 0) >= 0);
+    atomic_store(&g_order.submitted, 1);
+    CHECK_EQ(pto_runtime_run(rt), PTO_OK);
+    CHECK_EQ(atomic_load(&g_order.timed_out), 0);
+    CHECK_EQ(atomic_load(&g_order.late_ran), 1);
+    CHECK_EQ(atomic_load(&g_order.last_before_late), 0);
+    pto_runtime_destroy(rt);
+}
+
 /* The runtime's own entry for a worker that found no task (rt_internal.h): it takes tiles of the
  * chunks others announced, its `running` slot naming the chunk while it holds one of its tiles. */
 int range_help(PTORuntime* rt, int32_t me, _Atomic int32_t* running);
@@ -609,6 +672,7 @@ int main(int argc, char** argv) {
     check_traced_tiles(0);
     check_consumer_not_held();
     check_helper_abandoned();
+    check_queue_between_helped_tiles();
     check_help_marks_only_taken_tiles();
     check_executor(false);
     check_executor(true);
