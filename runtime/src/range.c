@@ -21,6 +21,8 @@
 
 #define RANGE_CHUNKS_PER_WORKER 4
 #define RANGE_WAIT_SPINS 1024
+#define RANGE_NAP_MAX_US 4000       /* the longest sleep of a chunk's worker waiting for a stuck helper */
+#define RANGE_LOOK_TILES 4          /* a worker helping from its loop looks at its queues this often */
 
 /* A record's count of tiles not yet taken, tagged with its task's id. */
 static inline uint64_t tiles_left(int32_t id, int64_t n) { return (uint64_t)(uint32_t)id << 32 | (uint64_t)n; }
@@ -119,8 +121,10 @@ static bool shared(const PTORuntime* rt, int32_t me) {
 
 /* Take tiles of the chunks other workers announced, until none is left or the run halts (with
  * `one`: after one tile). 1: a tile was taken, 0: none, -1: the run gave up on this worker while
- * it helped (`running`: its W_IDLE slot, which names the task helped meanwhile; NULL: it holds
- * its own task's id already). */
+ * it helped (`running`: its W_IDLE slot, which names the task helped meanwhile - only while it
+ * holds a tile, so a deadline never counts a worker that took none as stuck; NULL: it holds its
+ * own task's id already). From the worker loop (`running` set), a task queued meanwhile ends the
+ * help within RANGE_LOOK_TILES tiles: consumers of finished chunks need not wait for the rest. */
 static int help(PTORuntime* rt, int32_t me, bool one, _Atomic int32_t* running) {
     PTORange** rs = atomic_load_explicit(&rt->ranges, memory_order_acquire);
     bool took = false;
@@ -130,22 +134,27 @@ static int help(PTORuntime* rt, int32_t me, bool one, _Atomic int32_t* running) 
             const int32_t id = atomic_load(&rt->range_open[w]) - 1;
             if (w == me || id < 0) continue;
             PTORange* r = rs[id & rt->mask];
-            if (running) atomic_store_explicit(running, id, memory_order_release);
             /* counted in before taking: the announcing worker waits for helpers to leave */
             atomic_fetch_add(&r->helpers, 1);
-            atomic_store_explicit(&rt->workers[me].in_tile, id + 1, memory_order_relaxed);
-            for (int64_t k; !atomic_load_explicit(&rt->halt, memory_order_relaxed) && (k = take_tile(r, id)) >= 0;) {
+            int64_t k = atomic_load_explicit(&rt->halt, memory_order_relaxed) ? -1 : take_tile(r, id);
+            const bool held = k >= 0;
+            if (held) {
+                if (running) atomic_store_explicit(running, id, memory_order_release);
+                atomic_store_explicit(&rt->workers[me].in_tile, id + 1, memory_order_relaxed);
                 found = took = true;
-                run_tile(rt, r, rt_task(rt, id), k, me);
-                if (one) break;
+                uint32_t n = 0;
+                do run_tile(rt, r, rt_task(rt, id), k, me);
+                while (!one && !(running && ++n % RANGE_LOOK_TILES == 0 && sched_worker_has_work(rt, me)) &&
+                       !atomic_load_explicit(&rt->halt, memory_order_relaxed) && (k = take_tile(r, id)) >= 0);
+                atomic_store_explicit(&rt->workers[me].in_tile, 0, memory_order_relaxed);
             }
-            atomic_store_explicit(&rt->workers[me].in_tile, 0, memory_order_relaxed);
             atomic_fetch_sub(&r->helpers, 1);
             int32_t mine = id;
-            if (running && !atomic_compare_exchange_strong_explicit(running, &mine, W_IDLE, memory_order_acq_rel,
-                                                                    memory_order_acquire))
+            if (held && running &&
+                !atomic_compare_exchange_strong_explicit(running, &mine, W_IDLE, memory_order_acq_rel,
+                                                         memory_order_acquire))
                 return -1;
-            if (took && one) return 1;
+            if (took && (one || running)) return 1;
         }
     }
     return took;
@@ -174,10 +183,18 @@ int32_t range_run(PTORuntime* rt, PTOTask* t, PTORange* r) {
      * tiles one at a time meanwhile (a helper that stays longer than a tile takes was preempted,
      * maybe on this core: then give it the core). The chunk then completes, and its consumers
      * start, before this worker helps the others further (range_help, when it finds no task). */
-    for (uint32_t spin = 0; atomic_load(&r->helpers) > 0; spin++)
+    for (uint32_t spin = 0, nap_us = 0; atomic_load(&r->helpers) > 0; spin++)
         if (help(rt, me, true, NULL)) spin = 0;
         else if (spin < RANGE_WAIT_SPINS) rt_cpu_relax();
-        else sched_yield();
+        else if (!atomic_load_explicit(&rt->halt, memory_order_relaxed)) sched_yield();
+        else {
+            /* the run halted - maybe given up on a helper stuck in a tile: sleep in growing
+             * steps rather than burn a core for as long as that kernel stays (still waiting:
+             * the helper's tile reads r) */
+            nap_us = nap_us == 0 ? 50 : nap_us * 2 < RANGE_NAP_MAX_US ? nap_us * 2 : RANGE_NAP_MAX_US;
+            const struct timespec ts = {0, (long)nap_us * 1000};
+            nanosleep(&ts, NULL);
+        }
     return atomic_load(&r->failed) >= 0 ? atomic_load(&r->failed_rc) : 0;
 }
 

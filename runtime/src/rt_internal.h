@@ -535,6 +535,7 @@ void sched_orch_waiting(PTORuntime* rt, bool waiting);
 bool sched_caller_step(PTORuntime* rt);     /* the orchestrating thread runs one ready task as its worker */
 void sched_caller_idle(PTORuntime* rt);     /* ... has none: publish what it retired */
 bool sched_caller_watch_run(PTORuntime* rt);   /* ... watches briefly for a task or the run's end; false: none came */
+bool sched_worker_has_work(PTORuntime* rt, int32_t me);   /* a task is queued where worker `me` takes from */
 
 /* sched.c: the pieces three_tier.c shares */
 int32_t sched_execute(PTORuntime* rt, PTOTask* t, int32_t worker_index);   /* call the kernel */

@@ -651,6 +651,8 @@ static bool has_work(PTORuntime* rt, PTOWorker* w, bool rings) {
     return false;
 }
 
+bool sched_worker_has_work(PTORuntime* rt, int32_t me) { return has_work(rt, &rt->workers[me], true); }
+
 /* cfg.max_running (> 0): take a running slot if one is free. */
 bool sched_try_run_slot(PTORuntime* rt) {
     const int32_t max = rt->cfg.max_running;

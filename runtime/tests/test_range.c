@@ -1,7 +1,9 @@
 /* test_range.c - range tasks (pto_task_submit_range): every tile runs once with its own
  * arguments, in every mode; one dependency entry per range; consumers wait for the whole range;
  * a failing tile is named; an executor that does not take ranges gets one task per tile; a
- * chunk's tiles are shared: a worker held up in one tile does not hold up the rest of its chunk.
+ * chunk's tiles are shared: a worker held up in one tile does not hold up the rest of its chunk,
+ * a worker that helps runs tasks queued meanwhile first and is marked running only in a tile,
+ * and a chunk's worker waiting for a stuck helper once the run gave up burns no core.
  *
  * Build:  gcc -std=c11 -O2 -pthread -Iruntime/include runtime/src/[a-z]*.c runtime/tests/test_range.c
  * Run:    ./a.out [scale] */
@@ -12,6 +14,7 @@
 PTO_CHECK_COUNTERS;
 
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -199,7 +202,7 @@ static void check_failure(int workers) {
 /* The holding kernel, k_held, of the tests of shared chunks: over HOLD_TILES tiles, as g_hold
  * says (hold() sets it up):
  *   a tile in [mark_lo, mark_hi) adds one to `marks` as it starts;
- *   tile `fail` then returns 5; tile `stay` stays in its kernel while `staying` is set;
+ *   tile `fail` then returns 5; tile `stay` sleeps in its kernel while `staying` is set;
  *   a tile in [wait_lo, wait_hi) waits (up to 10 s; `timed_out` if in vain) until `marks`
  *   reaches `need` - only another worker taking the marking tiles lets it return in time;
  * and every tile that returns 0 counts itself in ran[] and computes k_add's result; thread[]
@@ -229,7 +232,8 @@ static int32_t k_held(const int64_t* a) {
     atomic_store(&g_hold.thread[t], pthread_self());
     if (t >= g_hold.mark_lo && t < g_hold.mark_hi) atomic_fetch_add(&g_hold.marks, 1);
     if (t == g_hold.fail) return 5;
-    if (t == g_hold.stay) while (atomic_load(&g_hold.staying)) {}
+    if (t == g_hold.stay)        /* asleep: a stuck kernel that burns no CPU itself */
+        while (atomic_load(&g_hold.staying)) { const struct timespec ts = {0, 200 * 1000}; nanosleep(&ts, NULL); }
     if (t >= g_hold.wait_lo && t < g_hold.wait_hi) {
         struct timespec t0, now;
         clock_gettime(CLOCK_MONOTONIC, &t0);
@@ -457,8 +461,144 @@ static void check_helper_abandoned(void) {
     pto_runtime_error_message(rt, msg, sizeof msg);
     snprintf(want, sizeof want, "task %d 'stay9' still running on worker %d", chunk, in9);
     CHECK_HAS(msg, want);
+    /* the chunk's own worker, given up on while it waits for the stuck helper, does not burn a
+     * core meanwhile: its thread's CPU time over a sleep stays a small part of that sleep */
+    clockid_t owner;
+    CHECK_EQ(pthread_getcpuclockid(atomic_load(&g_hold.thread[8]), &owner), 0);
+    struct timespec c0, c1;
+    const struct timespec nap = {0, 400 * 1000 * 1000};
+    CHECK_EQ(clock_gettime(owner, &c0), 0);
+    nanosleep(&nap, NULL);
+    CHECK_EQ(clock_gettime(owner, &c1), 0);
+    const int64_t cpu_ns = (int64_t)(c1.tv_sec - c0.tv_sec) * 1000000000 + (c1.tv_nsec - c0.tv_nsec);
+    CHECK(cpu_ns < 40 * 1000 * 1000);         /* a tenth of the sleep (spinning: most of it) */
     pto_runtime_destroy(rt);
     atomic_store(&g_hold.staying, 0);         /* the abandoned kernel returns, and its thread ends */
+}
+
+/* Two workers, chunks of 8 tiles, the workers started as the range is submitted. Tile 0 waits
+ * until the task `late` ran (or every other tile of its chunk did), so the other worker helps its
+ * chunk; tile 1, the first it helps with, waits until the orchestrator has submitted `late` - a
+ * task made ready while the worker helps. The worker runs `late` before the chunk's last tile:
+ * it looks at its queues every few tiles it helps with, not only once none is left. */
+static struct {
+    _Atomic int started, submitted, late_ran, ran[8], last_before_late, timed_out;
+} g_order;
+
+/* Waits (up to 10 s; `timed_out` if in vain) until *flag, or *also where given, is nonzero. */
+static void wait_for(_Atomic int* flag, bool (*also)(void)) {
+    struct timespec t0, now;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    do clock_gettime(CLOCK_MONOTONIC, &now);
+    while (!atomic_load(flag) && !(also && also()) && now.tv_sec - t0.tv_sec < 10);
+    if (!atomic_load(flag) && !(also && also())) atomic_store(&g_order.timed_out, 1);
+}
+
+static bool rest_of_chunk_ran(void) {
+    int n = 0;
+    for (int t = 1; t < 8; t++) n += atomic_load(&g_order.ran[t]);
+    return n == 7;
+}
+
+static int32_t k_ordered(const int64_t* a) {
+    const int64_t t = a[4];
+    if (t == 0) wait_for(&g_order.late_ran, rest_of_chunk_ran);
+    if (t == 1) {
+        atomic_store(&g_order.started, 1);
+        wait_for(&g_order.submitted, NULL);
+    }
+    if (t < 8) atomic_store(&g_order.ran[t], 1);
+    return k_add(a);
+}
+
+static int32_t k_late(const int64_t* a) {
+    (void)a;
+    atomic_store(&g_order.last_before_late, atomic_load(&g_order.ran[7]));
+    atomic_store(&g_order.late_ran, 1);
+    return 0;
+}
+
+static void check_queue_between_helped_tiles(void) {
+    static float x[R * C * HOLD_TILES], y[R * C * HOLD_TILES];
+    memset(&g_order, 0, sizeof g_order);
+    PTOTensor X = tensor(x, R * HOLD_TILES, C, "x"), Y = tensor(y, R * HOLD_TILES, C, "y");
+    PTORuntimeConfig cfg = config(2);
+    cfg.execution_task_threshold = 1;
+    PTORuntime* rt = NULL;
+    CHECK_EQ(pto_runtime_init(&rt, &cfg), PTO_OK);
+    PTOTaskArg a[3], s[3];
+    hold_args(&X, &Y, a, s);
+    CHECK(pto_task_submit_range(rt, "ordered", k_ordered, 0, PTO_WORKER_ANY, a, s, 3, HOLD_TILES) >= 0);
+    wait_for(&g_order.started, NULL);         /* a helper is in tile 1 */
+    CHECK(pto_task_submit_v(rt, "late", k_late, 0, PTO_WORKER_ANY, NULL, 0) >= 0);
+    atomic_store(&g_order.submitted, 1);
+    CHECK_EQ(pto_runtime_run(rt), PTO_OK);
+    CHECK_EQ(atomic_load(&g_order.timed_out), 0);
+    CHECK_EQ(atomic_load(&g_order.late_ran), 1);
+    CHECK_EQ(atomic_load(&g_order.last_before_late), 0);
+    pto_runtime_destroy(rt);
+}
+
+/* The runtime's own entry for a worker that found no task (rt_internal.h): it takes tiles of the
+ * chunks others announced, its `running` slot naming the chunk while it holds one of its tiles. */
+int range_help(PTORuntime* rt, int32_t me, _Atomic int32_t* running);
+
+/* Two workers, 8 tiles: 8 chunks of one tile. Tile 0 stays in its kernel until released, so its
+ * chunk stays announced with no tile left to take. Helping it as the other worker takes nothing
+ * and so never marks that worker as running the chunk - a deadline would otherwise count it stuck
+ * and could name it - however often an observer looks at the mark meanwhile. */
+static struct {
+    _Atomic int in0, release, done, seen, looks;
+    _Atomic int32_t slot;
+} g_mark;
+
+static int32_t k_held0(const int64_t* a) {
+    if (a[4] == 0) {
+        atomic_store(&g_hold.thread[0], pthread_self());
+        atomic_store(&g_mark.in0, 1);
+        while (!atomic_load(&g_mark.release)) { const struct timespec ts = {0, 100 * 1000}; nanosleep(&ts, NULL); }
+    }
+    return k_add(a);
+}
+
+static void* observe_mark(void* arg) {
+    (void)arg;
+    while (!atomic_load(&g_mark.done)) {
+        atomic_fetch_add(&g_mark.looks, 1);
+        if (atomic_load(&g_mark.slot) >= 0) atomic_fetch_add(&g_mark.seen, 1);
+    }
+    return NULL;
+}
+
+static void check_help_marks_only_taken_tiles(void) {
+    static float x[R * C * 8], y[R * C * 8];
+    memset(&g_mark, 0, sizeof g_mark);
+    atomic_store(&g_mark.slot, -1);          /* W_IDLE */
+    PTOTensor X = tensor(x, R * 8, C, "x"), Y = tensor(y, R * 8, C, "y");
+    PTORuntimeConfig cfg = config(2);
+    cfg.execution_task_threshold = 1;
+    PTORuntime* rt = NULL;
+    CHECK_EQ(pto_runtime_init(&rt, &cfg), PTO_OK);
+    submit_whoami(rt, 2);
+    PTOTaskArg a[3], s[3];
+    hold_args(&X, &Y, a, s);
+    CHECK(pto_task_submit_range(rt, "held0", k_held0, 0, PTO_WORKER_ANY, a, s, 3, 8) >= 0);
+    while (!atomic_load(&g_mark.in0)) sched_yield();
+    const int32_t owner = worker_of_thread(atomic_load(&g_hold.thread[0]), 2);
+    CHECK(owner == 0 || owner == 1);
+    pthread_t observer;
+    CHECK_EQ(pthread_create(&observer, NULL, observe_mark, NULL), 0);
+    int took = 0;
+    for (int i = 0; i < 200000 || atomic_load(&g_mark.looks) < 1000; i++)
+        took += range_help(rt, 1 - owner, &g_mark.slot) != 0;
+    atomic_store(&g_mark.done, 1);
+    pthread_join(observer, NULL);
+    atomic_store(&g_mark.release, 1);
+    CHECK_EQ(pto_runtime_run(rt), PTO_OK);
+    CHECK_EQ(took, 0);
+    CHECK_EQ(atomic_load(&g_mark.seen), 0);
+    CHECK_EQ(atomic_load(&g_mark.slot), -1);
+    pto_runtime_destroy(rt);
 }
 
 /* An executor that does not take ranges sees one task per tile, each with its own arguments. */
@@ -532,6 +672,8 @@ int main(int argc, char** argv) {
     check_traced_tiles(0);
     check_consumer_not_held();
     check_helper_abandoned();
+    check_queue_between_helped_tiles();
+    check_help_marks_only_taken_tiles();
     check_executor(false);
     check_executor(true);
     printf("%d passed, %d failed\n", g_pass, g_fail);
