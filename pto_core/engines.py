@@ -231,7 +231,10 @@ def run_mpi(ranks: int, argv: list[str], timeout: float, **kw) -> subprocess.Com
             out, err = p.communicate(timeout=timeout)
         except subprocess.TimeoutExpired:
             _kill_session(p.pid)
-            out, err = p.communicate()
+            try:
+                out, err = p.communicate(timeout=30)
+            except subprocess.TimeoutExpired:         # a process that left the session holds a pipe
+                out, err = "", ""
             raise subprocess.TimeoutExpired(p.args, timeout, out, err) from None
     return subprocess.CompletedProcess(p.args, p.returncode, out, err)
 
