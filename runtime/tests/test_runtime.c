@@ -342,6 +342,23 @@ static void test_covering_writes(void) {
     pto_runtime_destroy(rt);
 }
 
+/* The general/exact pairs below: one run's edges, map entries and dump, then the run. */
+static void record_and_run(PTORuntime* rt, int64_t* edges, int64_t* entries, char* dump, int64_t cap) {
+    *edges = edges_of(rt);
+    *entries = entries_of(rt);
+    CHECK(pto_runtime_dump_buffer(rt, dump, cap) > 0);
+    CHECK_EQ(pto_runtime_run(rt), PTO_OK);
+    pto_runtime_destroy(rt);
+}
+
+/* ... and the two runs recorded the same graph. */
+static void check_same_graphs(const int64_t edges[2], const int64_t entries[2], char* const dump[2], int window) {
+    CHECK(edges[0] > 0);
+    CHECK_EQ(edges[0], edges[1]);
+    if (window > 16) CHECK_EQ(entries[0], entries[1]);   /* (sweeps of a small pool come at other times) */
+    CHECK(strcmp(dump[0], dump[1]) == 0);
+}
+
 /* Whole-block accesses take the tensor map's exact path (a bucket keeps its writer's id, readers
  * without rectangles) until a tensor's first access that is not one whole block, which turns its
  * buckets into rectangle chains. The same random tasks (whole 8x8 blocks, and after a prefix some
@@ -381,16 +398,9 @@ static void test_exact_blocks_match_rectangles(void) {
                 if (n == 2 && (a[0].kind | a[1].kind) & 2) a[1].kind = PTO_ARG_INPUT;   /* one writer per task */
                 CHECK(pto_task_submit_v(rt, "k", k_nop, 0, PTO_WORKER_ANY, a, n) >= 0);
             }
-            edges[general] = edges_of(rt);
-            entries[general] = entries_of(rt);
-            CHECK(pto_runtime_dump_buffer(rt, dump[general], cap) > 0);
-            CHECK_EQ(pto_runtime_run(rt), PTO_OK);
-            pto_runtime_destroy(rt);
+            record_and_run(rt, &edges[general], &entries[general], dump[general], cap);
         }
-        CHECK(edges[0] > 0);
-        CHECK_EQ(edges[0], edges[1]);
-        if (window > 16) CHECK_EQ(entries[0], entries[1]);   /* (sweeps of a small pool come at other times) */
-        CHECK(strcmp(dump[0], dump[1]) == 0);
+        check_same_graphs(edges, entries, dump, window);
     }
     free(dump[0]); free(dump[1]);
 }
@@ -438,16 +448,9 @@ static void test_shard_exact_blocks_match_rectangles(void) {
                 CHECK(pto_submitter_task(s, "k", k_nop, 0, PTO_WORKER_ANY, a, n, NULL, 0) >= 0);
             }
             CHECK_EQ(pto_submitter_close(s), PTO_OK);
-            edges[general] = edges_of(rt);
-            entries[general] = entries_of(rt);
-            CHECK(pto_runtime_dump_buffer(rt, dump[general], cap) > 0);
-            CHECK_EQ(pto_runtime_run(rt), PTO_OK);
-            pto_runtime_destroy(rt);
+            record_and_run(rt, &edges[general], &entries[general], dump[general], cap);
         }
-        CHECK(edges[0] > 0);
-        CHECK_EQ(edges[0], edges[1]);
-        if (window > 16) CHECK_EQ(entries[0], entries[1]);   /* (sweeps of a small pool come at other times) */
-        CHECK(strcmp(dump[0], dump[1]) == 0);
+        check_same_graphs(edges, entries, dump, window);
     }
     free(dump[0]); free(dump[1]);
 }
