@@ -22,7 +22,7 @@ from pto_core.abi import PTO_EINVAL
 from pto_core.checking import example_programs, program_inputs, run_host
 from pto_core.codegen.host import run_library
 from pto_core.codegen.orchestration import c_module_name
-from pto_core.engines import check_backend, engine_of, mpirun_command, pkg_config_flags, run_mpi, with_engine
+from pto_core.engines import check_backend, engine_of, pkg_config_flags, run_mpi, with_engine
 from pto_core.errors import PTOError
 from pto_core.options import CompileOptions
 from pto_core.program import load_program
@@ -387,10 +387,12 @@ def affinity_results(out: Path) -> dict[str, np.ndarray]:
             "where": np.fromfile(out / "where.bin", dtype=np.int64).reshape(AFFINITY_TASKS, 2)}
 
 
-def affinity_run(exe: Path, workers: int, slots: int, out: Path, *launch: str):
+def affinity_run(exe: Path, workers: int, slots: int, out: Path, ranks: int = 0):
+    """affinity_host.c on its own, or under ``mpirun -np ranks``."""
     out.mkdir()
-    r = subprocess.run([*launch, str(exe), str(workers), str(slots), str(out)],
-                       capture_output=True, text=True, timeout=180, cwd=Path(__file__).parents[1])
+    argv = [str(exe), str(workers), str(slots), str(out)]
+    r = mpirun(ranks, *argv, timeout=180) if ranks else \
+        subprocess.run(argv, capture_output=True, text=True, timeout=180, cwd=Path(__file__).parents[1])
     assert r.returncode == 0, r.stdout + r.stderr
     return r, affinity_results(out)
 
@@ -492,7 +494,7 @@ def test_mpi_dispatch_runs_each_task_on_worker_mod_ranks_and_owns_what_it_writes
                                                                                 tmp_path):
     # 2 ranks x 2 workers, tasks dealt round-robin over workers 0..3: worker w is rank w % 2
     _, ours = affinity_run(affinity_hosts["pto"], 4, 4, tmp_path / "pto")
-    r, theirs = affinity_run(affinity_hosts["starpu-mpi"], 2, 4, tmp_path / "mpi", *mpirun_command(2))
+    r, theirs = affinity_run(affinity_hosts["starpu-mpi"], 2, 4, tmp_path / "mpi", ranks=2)
     rank = [affinity_slot(t, 4) % 2 for t in range(AFFINITY_TASKS)]
     assert theirs["where"][:, 0].tolist() == rank
     assert_pinned(theirs["where"], 4)
