@@ -60,12 +60,17 @@ static PTORuntimeConfig config(int workers) {
     return cfg;
 }
 
+/* A runtime of configuration cfg. */
+static PTORuntime* init_runtime(PTORuntimeConfig* cfg) {
+    PTORuntime* rt = NULL;
+    CHECK_EQ(pto_runtime_init(&rt, cfg), PTO_OK);
+    return rt;
+}
+
 /* A runtime of `workers` workers, the rest of its configuration the default. */
 static PTORuntime* make_runtime(int workers) {
     PTORuntimeConfig cfg = config(workers);
-    PTORuntime* rt = NULL;
-    CHECK_EQ(pto_runtime_init(&rt, &cfg), PTO_OK);
-    return rt;
+    return init_runtime(&cfg);
 }
 
 /* One producer range down the rows of x -> y (tile index from 0), then one consumer task per
@@ -81,8 +86,7 @@ static void check_mode(int workers, int tiles, int mode) {
     PTORuntimeConfig cfg = config(workers);
     cfg.record_graph = 1;
     cfg.mode = mode;
-    PTORuntime* rt = NULL;
-    CHECK_EQ(pto_runtime_init(&rt, &cfg), PTO_OK);
+    PTORuntime* rt = init_runtime(&cfg);
     const PTOTaskArg a[3] = {{PTO_ARG_INPUT, &X, 0, 0, R, C, 0}, {PTO_ARG_OUTPUT, &Y, 0, 0, R, C, 0},
                              {PTO_ARG_SCALAR, 0, 0, 0, 0, 0, 0}};
     const PTOTaskArg s[3] = {{0, 0, R, 0, 0, 0, 0}, {0, 0, R, 0, 0, 0, 0}, {0, 0, 0, 0, 0, 0, 1}};
@@ -163,8 +167,7 @@ static void check_huge_range(void) {
     PTOTensor X = tensor(x, R, C, "x");
     PTORuntimeConfig cfg = config(2);
     cfg.dry_run = 1;
-    PTORuntime* rt = NULL;
-    CHECK_EQ(pto_runtime_init(&rt, &cfg), PTO_OK);
+    PTORuntime* rt = init_runtime(&cfg);
     const int64_t tiles = (int64_t)1 << 62;
     const PTOTaskArg a[2] = {{PTO_ARG_INPUT, &X, 0, 0, R, C, 0}, {PTO_ARG_SCALAR, 0, 0, 0, 0, 0, 5}};
     const PTOTaskArg s[2] = {{0, 0, 0, 0, 0, 0, 0}, {0, 0, 0, 0, 0, 0, 0}};
@@ -441,8 +444,7 @@ static void check_helper_abandoned(void) {
     PTOTensor X = tensor(x, R * HOLD_TILES, C, "x"), Y = tensor(y, R * HOLD_TILES, C, "y");
     PTORuntimeConfig cfg = config(2);
     cfg.timeout_ms = 300;
-    PTORuntime* rt = NULL;
-    CHECK_EQ(pto_runtime_init(&rt, &cfg), PTO_OK);
+    PTORuntime* rt = init_runtime(&cfg);
     PTOTaskArg a[3], s[3];
     hold_args(&X, &Y, a, s);
     submit_whoami(rt, 2);
@@ -524,8 +526,7 @@ static void check_queue_between_helped_tiles(void) {
     PTOTensor X = tensor(x, R * HOLD_TILES, C, "x"), Y = tensor(y, R * HOLD_TILES, C, "y");
     PTORuntimeConfig cfg = config(2);
     cfg.execution_task_threshold = 1;
-    PTORuntime* rt = NULL;
-    CHECK_EQ(pto_runtime_init(&rt, &cfg), PTO_OK);
+    PTORuntime* rt = init_runtime(&cfg);
     PTOTaskArg a[3], s[3];
     hold_args(&X, &Y, a, s);
     CHECK(pto_task_submit_range(rt, "ordered", k_ordered, 0, PTO_WORKER_ANY, a, s, 3, HOLD_TILES) >= 0);
@@ -577,8 +578,7 @@ static void check_help_marks_only_taken_tiles(void) {
     PTOTensor X = tensor(x, R * 8, C, "x"), Y = tensor(y, R * 8, C, "y");
     PTORuntimeConfig cfg = config(2);
     cfg.execution_task_threshold = 1;
-    PTORuntime* rt = NULL;
-    CHECK_EQ(pto_runtime_init(&rt, &cfg), PTO_OK);
+    PTORuntime* rt = init_runtime(&cfg);
     submit_whoami(rt, 2);
     PTOTaskArg a[3], s[3];
     hold_args(&X, &Y, a, s);

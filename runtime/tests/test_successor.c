@@ -46,6 +46,17 @@ static void setup(int64_t n) {
 
 static void teardown(void) { free((void*)g_done); free(g_preds); free(g_npred); }
 
+/* Run rt's n checking tasks: every one ran once, none before a predecessor; the run's stats. */
+static PTORuntimeStats run_checked(PTORuntime* rt, int64_t n) {
+    CHECK_EQ(pto_runtime_run(rt), PTO_OK);
+    PTORuntimeStats st;
+    CHECK_EQ(pto_runtime_get_stats(rt, &st), PTO_OK);
+    CHECK_EQ(st.tasks_completed, n);
+    CHECK_EQ(atomic_load(&g_runs), n);
+    CHECK_EQ(atomic_load(&g_order_errors), 0);
+    return st;
+}
+
 /* A random DAG of n tasks joined only by explicit edges; every mode of the runtime. */
 static void test_random_dag(int64_t n, int workers, int threshold, int window, unsigned seed) {
     setup(n);
@@ -75,12 +86,7 @@ static void test_random_dag(int64_t n, int workers, int threshold, int window, u
         }
         CHECK_EQ(pto_task_submit(rt, t), PTO_OK);
     }
-    CHECK_EQ(pto_runtime_run(rt), PTO_OK);
-    PTORuntimeStats st;
-    CHECK_EQ(pto_runtime_get_stats(rt, &st), PTO_OK);
-    CHECK_EQ(st.tasks_completed, n);
-    CHECK_EQ(atomic_load(&g_runs), n);
-    CHECK_EQ(atomic_load(&g_order_errors), 0);
+    const PTORuntimeStats st = run_checked(rt, n);
     /* safe mode in a window big enough: nothing ran while building, so every edge was added */
     if (threshold == 0 && !st.safe_mode_degraded) CHECK_EQ(st.edges, edges);
     else CHECK(st.edges <= edges);
@@ -290,12 +296,7 @@ static void test_fanout_blocks(int mode, int workers, int threshold, int window)
         }
         free(dump);
     }
-    CHECK_EQ(pto_runtime_run(rt), PTO_OK);
-    PTORuntimeStats st;
-    CHECK_EQ(pto_runtime_get_stats(rt, &st), PTO_OK);
-    CHECK_EQ(st.tasks_completed, n);
-    CHECK_EQ(atomic_load(&g_runs), n);
-    CHECK_EQ(atomic_load(&g_order_errors), 0);
+    const PTORuntimeStats st = run_checked(rt, n);
     if (threshold == 0 && window >= n) CHECK_EQ(st.edges, edges);
     else CHECK(st.edges <= edges);
     pto_runtime_destroy(rt);
