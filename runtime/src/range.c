@@ -205,7 +205,8 @@ int32_t range_failed_worker(PTORuntime* rt, const PTOTask* t) {
 
 int32_t range_running_worker(PTORuntime* rt, const PTOTask* t) {
     /* the chunk's own worker may be done with its tiles and waiting for a helper's */
-    for (int32_t w = 0; range_of(rt, t->id) && w < rt->nworkers; w++)
+    if (!range_of(rt, t->id)) return t->stage;
+    for (int32_t w = 0; w < rt->nworkers; w++)
         if (atomic_load_explicit(&rt->workers[w].in_tile, memory_order_relaxed) == t->id + 1) return w;
     return t->stage;
 }
