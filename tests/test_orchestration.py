@@ -180,6 +180,43 @@ def test_generated_orchestration_submits_what_the_reference_traces(tmp_path, wor
                                  ("inp", "out"), workers) == n + 1
 
 
+@pytest.mark.skipif(shutil.which("gcc") is None, reason="gcc is not installed")
+def test_build_entry_builds_the_graph_into_the_callers_runtime_without_running_it(tmp_path):
+    """``pto_module_build_<m>`` submits the run's tasks into a runtime the caller created; none
+    runs until the caller runs the runtime. Wrong argument counts or no runtime: PTO_EINVAL."""
+    from pto_core.abi import PTO_EINVAL, PTORuntimeConfig, PTORuntimeStats
+    m, n = control_module(), 5
+    lib = _build_with_recording_binding(tmp_path, m, emit_orchestration(m))
+    shapes = derive_shapes(m, {"n": n}, {}, entry="main_orch")
+    arrays = {k: np.zeros(shapes[k], np.float32) for k in ("inp", "out")}
+    so = ctypes.CDLL(str(lib))
+    so.pto_runtime_create.restype = ctypes.c_void_p
+    so.pto_runtime_create.argtypes = [ctypes.c_void_p]
+    for f in ("pto_runtime_run", "pto_runtime_get_stats", "pto_runtime_destroy"):
+        getattr(so, f).argtypes = [ctypes.c_void_p] + ([ctypes.c_void_p] if "stats" in f else [])
+    build = getattr(so, f"pto_module_build_{c_module_name(m)}")
+    build.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int, ctypes.c_void_p, ctypes.c_int]
+    tens = (PTOTensor * 2)(*[PTOTensor(a.ctypes.data, *a.shape, a.shape[1], 4, k.encode())
+                             for k, a in arrays.items()])
+    scal = (ctypes.c_int64 * 1)(n)
+    cfg = PTORuntimeConfig()
+    so.pto_runtime_config_default(ctypes.byref(cfg))
+    cfg.num_workers, cfg.execution_task_threshold = 0, 0
+    rt = so.pto_runtime_create(ctypes.byref(cfg))
+    assert rt
+    assert build(None, tens, 2, scal, 1) == PTO_EINVAL
+    assert build(rt, tens, 1, scal, 1) == PTO_EINVAL
+    assert build(rt, tens, 2, scal, 0) == PTO_EINVAL
+    assert build(rt, tens, 2, scal, 1) == 0
+    st = PTORuntimeStats()
+    so.pto_runtime_get_stats(rt, ctypes.byref(st))
+    assert st.tasks_submitted == n + 1
+    assert ctypes.c_int32.in_dll(so, "pto_test_count").value == 0      # built, not run
+    assert so.pto_runtime_run(rt) == 0
+    assert ctypes.c_int32.in_dll(so, "pto_test_count").value == n + 1
+    so.pto_runtime_destroy(rt)
+
+
 def untouched_param_module() -> PTOModule:
     """``use`` has a memref parameter ``aux`` it never touches; the orchestration passes it the
     buffer ``fill`` just wrote."""

@@ -1,16 +1,18 @@
 /* submit_cost.c - the runtime's cost per task of the workload_enum graph (bench/workload_enum.py:
  * N batches, each a two-task chain x -> t -> y on its own 8 x 128 tile), built in dry-run inline
- * mode three ways: pto_task_submit_v from one thread (what the orchestration function calls), one
- * submitter, and two threads each queuing half of the batches in a submitter of its own. Only
- * the runtime is measured: no enumerator, no Python. Meant to be run under callgrind, counting
- * inside build_* (every thread: half() is the second thread's):
+ * mode five ways: pto_task_submit_v from one thread (what the orchestration function calls), one
+ * submitter, and two threads each queuing half of the batches in a submitter of its own; then the
+ * submitters again with the workload enumerator's structural tasks (usub1, usub2: untracked
+ * arguments, stage2 after stage1 by ticket only, nothing in the tensor map). Only the runtime is
+ * measured: no enumerator, no Python. Meant to be run under callgrind, counting inside build_*
+ * (every thread: half() is the second thread's):
  *
  *   gcc -std=c11 -O2 -g -pthread -Iruntime/include runtime/src/[a-z]*.c bench/runtime/submit_cost.c -o submit_cost
- *   valgrind --tool=callgrind --toggle-collect='build_*' --toggle-collect=half ./submit_cost direct|sub1|sub2 [N]
+ *   valgrind --tool=callgrind --toggle-collect='build_*' --toggle-collect=half ./submit_cost direct|sub1|sub2|usub1|usub2 [N]
  *
  * Without valgrind (way "all") it prints the wall-clock and CPU time of each way, best of R rounds,
- * a round running every way once (so the ratios compare runs under the same load), and the ratio
- * of two threads to pto_task_submit_v per round:
+ * a round running every way once (so the ratios compare runs under the same load), and the ratios
+ * of two threads to pto_task_submit_v and to one submitter per round:
  *
  *   ./submit_cost all N inline|build|workers2 [R]
  *
@@ -32,6 +34,7 @@
 #define COLS 128
 static PTOTensor g_x, g_t, g_y;
 static int64_t g_batches;
+static int g_untracked;                          /* ways usub1/usub2: the structural mode's tasks */
 static enum { INLINE, BUILD, WORKERS2 } g_mode = INLINE;
 static double g_t0[2], g_t1[2];                  /* wall and CPU: build started, build ended */
 
@@ -44,8 +47,8 @@ static double now(clockid_t c) {
 static void args_of(int64_t b, int stage, PTOTaskArg a[2]) {
     const PTOTensor* in = stage ? &g_t : &g_x;
     const PTOTensor* out = stage ? &g_y : &g_t;
-    a[0] = (PTOTaskArg){PTO_ARG_INPUT, in, b * ROWS, 0, ROWS, COLS, 0};
-    a[1] = (PTOTaskArg){PTO_ARG_OUTPUT, out, b * ROWS, 0, ROWS, COLS, 0};
+    a[0] = (PTOTaskArg){g_untracked ? PTO_ARG_UNTRACKED : PTO_ARG_INPUT, in, b * ROWS, 0, ROWS, COLS, 0};
+    a[1] = (PTOTaskArg){g_untracked ? PTO_ARG_UNTRACKED : PTO_ARG_OUTPUT, out, b * ROWS, 0, ROWS, COLS, 0};
 }
 
 static PTORuntime* create(void) {
@@ -114,8 +117,10 @@ __attribute__((noinline)) void build_sub(int threads) {
     finish(rt);
 }
 
-__attribute__((noinline)) void build_sub1(void) { build_sub(1); }
-__attribute__((noinline)) void build_sub2(void) { build_sub(2); }
+__attribute__((noinline)) void build_sub1(void) { g_untracked = 0; build_sub(1); }
+__attribute__((noinline)) void build_sub2(void) { g_untracked = 0; build_sub(2); }
+__attribute__((noinline)) void build_usub1(void) { g_untracked = 1; build_sub(1); }
+__attribute__((noinline)) void build_usub2(void) { g_untracked = 1; build_sub(2); }
 
 int main(int argc, char** argv) {
     g_batches = argc > 2 ? atoll(argv[2]) : 50000;
@@ -127,20 +132,22 @@ int main(int argc, char** argv) {
     g_t = (PTOTensor){d + rows * COLS, rows, COLS, COLS, 4, "t"};
     g_y = (PTOTensor){d + 2 * rows * COLS, rows, COLS, COLS, 4, "y"};
     static const struct { const char* name; void (*fn)(void); } ways[] = {
-        {"direct", build_direct}, {"sub1", build_sub1}, {"sub2", build_sub2}};
+        {"direct", build_direct}, {"sub1", build_sub1}, {"sub2", build_sub2}, {"usub1", build_usub1},
+        {"usub2", build_usub2}};
+    enum { NWAYS = sizeof ways / sizeof *ways };
     const char* only = argc > 1 && strcmp(argv[1], "all") != 0 ? argv[1] : NULL;
     const double tasks = 2.0 * (double)g_batches;
-    double wall[3][64], cpu[3][64];
+    double wall[NWAYS][64], cpu[NWAYS][64];
     const int nr = only ? 1 : rounds < 1 ? 1 : rounds > 64 ? 64 : rounds;
     for (int r = 0; r < nr; r++)
-        for (int w = 0; w < 3; w++) {
+        for (int w = 0; w < NWAYS; w++) {
             if (only && strcmp(only, ways[w].name) != 0) continue;
             const double w0 = now(CLOCK_MONOTONIC), c0 = now(CLOCK_PROCESS_CPUTIME_ID);
             ways[w].fn();
             wall[w][r] = g_mode == BUILD ? g_t1[0] - g_t0[0] : now(CLOCK_MONOTONIC) - w0;
             cpu[w][r] = g_mode == BUILD ? g_t1[1] - g_t0[1] : now(CLOCK_PROCESS_CPUTIME_ID) - c0;
         }
-    for (int w = 0; w < 3; w++) {
+    for (int w = 0; w < NWAYS; w++) {
         if (only && strcmp(only, ways[w].name) != 0) continue;
         double best_wall = 1e30, best_cpu = 1e30;
         for (int r = 0; r < nr; r++) {
@@ -151,11 +158,12 @@ int main(int argc, char** argv) {
                best_wall * 1e3, tasks / (best_wall * 1e6), best_wall / tasks * 1e9, best_cpu / tasks * 1e9);
     }
     if (!only) {
-        printf("sub2 / direct per round:");
-        for (int r = 0; r < nr; r++) printf(" %.2f", wall[0][r] / wall[2][r]);
-        printf("\nsub2 / sub1 per round:");
-        for (int r = 0; r < nr; r++) printf(" %.2f", wall[1][r] / wall[2][r]);
-        printf("\n");
+        static const int pairs[4][2] = {{2, 0}, {2, 1}, {4, 0}, {4, 3}};   /* (way, reference) */
+        for (int p = 0; p < 4; p++) {
+            printf("%s / %s per round:", ways[pairs[p][0]].name, ways[pairs[p][1]].name);
+            for (int r = 0; r < nr; r++) printf(" %.2f", wall[pairs[p][1]][r] / wall[pairs[p][0]][r]);
+            printf("\n");
+        }
     }
     free(d);
     return 0;

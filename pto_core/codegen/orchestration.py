@@ -46,6 +46,9 @@ PTORuntimeStats*)`` does the same with a whole configuration, and fills the run'
 when the pointer is not NULL); after a
 failure ``pto_last_error()`` (same thread) says what failed, e.g. which task and kernel. The run's
 deadline is ``PTO_TIMEOUT`` (seconds) in the environment, read when the runtime is created.
+``pto_module_build_<module>(PTORuntime* rt, tensors, n, scalars, n)`` only builds the graph, into
+a runtime the caller created (with this library's ``pto_runtime_create``) and then runs and
+destroys itself: the build timed alone, or a window sized by the caller.
 
 >>> import sys; sys.path.insert(0, "examples")
 >>> import fused_softmax
@@ -543,6 +546,19 @@ class _Emitter:
         self.out("if (stats) pto_runtime_get_stats(rt, stats);")
         self.out("pto_runtime_destroy(rt);")
         self.out("return rc;")
+        self.depth -= 1
+        self.out("}")
+        self.out("")
+        self.out(f"int pto_module_build_{m}(PTORuntime* rt, PTOTensor* tensors, int num_tensors, "
+                 f"const int64_t* scalars, int num_scalars) {{")
+        self.depth += 1
+        self.out(f"if (!rt || num_tensors != {len(tensors)} || num_scalars != {len(scalars)}) "
+                 f"return PTO_EINVAL;")
+        self.out(f"pto_orch_msg_{m}[0] = 0;")
+        self.out(f"pto_binding_setup_{m}(rt);")
+        self.out(f"_pto_args_{m} a = {{ tensors, scalars, PTO_OK }};")
+        self.out(f"_pto_orch_{m}(rt, &a);")
+        self.out("return a.rc;")
         self.depth -= 1
         self.out("}")
         self.out("")

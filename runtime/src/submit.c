@@ -108,6 +108,23 @@ static int fail(PTOSubmitter* s, int code) {
 
 static int enter(PTOSubmitter* s, int wait);
 
+/* The lock is held per batch: the ids and turns of up to PTO_SUBMIT_BATCH tasks, or their edges
+ * and publication - a few microseconds. A thread that finds it taken spins that long before it
+ * sleeps on it: sleeping (and waking the sleeper at the unlock) cost more than the batch, two
+ * such waits per batch made two submitting threads slower than one (bench/README.md, issue 16,
+ * tenth). A holder that stays longer was preempted: the waiter then sleeps. */
+#define SUBMIT_LOCK_SPINS 512
+static void lock_submit(PTORuntime* rt) {
+    for (int spin = 0; pthread_mutex_trylock(&rt->submit_mu) != 0; spin++) {
+        if (spin < SUBMIT_LOCK_SPINS) {
+            rt_cpu_relax();
+        } else {
+            pthread_mutex_lock(&rt->submit_mu);
+            return;
+        }
+    }
+}
+
 PTOSubmitter* pto_submitter_open(PTORuntime* rt) {
     if (!rt || rt_check_building(rt) < 0) return NULL;
     PTOSubmitter* s = calloc(1, sizeof *s);
@@ -304,7 +321,7 @@ static int make_room(PTORuntime* rt, int32_t n) {
     while ((rc = rt_reserve(rt, n)) == PTO_EWINDOW && rt->batches_open > 0) {
         pthread_mutex_unlock(&rt->submit_mu);   /* older tasks are another batch's, not yet published */
         sched_yield();
-        pthread_mutex_lock(&rt->submit_mu);
+        lock_submit(rt);
     }
     if (rc < 0) pthread_mutex_unlock(&rt->submit_mu);
     return rc;
@@ -465,7 +482,7 @@ static int lookups_and_commit(PTOSubmitter* s, const TMRoute* acc, int32_t a0, i
     if (rc == PTO_OK) rc = group_found(s, base, i0, n);
 
     /* step 3; after ENOMEM above the tasks stay BUILDING, as pto_task_submit leaves its task */
-    pthread_mutex_lock(&rt->submit_mu);
+    lock_submit(rt);
     for (int32_t i = 0; i < n && rc == PTO_OK; i++) {
         const Queued* q = &s->q[i0 + i];
         rc = rt_commit_task(rt, base + i, &s->preds[q->pred0], q->npred, &s->prod[s->pstart[i]],
@@ -542,7 +559,7 @@ static int enter(PTOSubmitter* s, int wait) {
     const int32_t n = s->bad >= 0 ? s->bad : s->nq;     /* the tasks that enter */
     int rc = PTO_OK;
     if (n > 0) {
-        if (wait) pthread_mutex_lock(&rt->submit_mu);
+        if (wait) lock_submit(rt);
         else if (pthread_mutex_trylock(&rt->submit_mu) != 0) return PTO_OK;
         if (!rt->shards) {
             rc = enter_serial(s, n);
@@ -552,7 +569,7 @@ static int enter(PTOSubmitter* s, int wait) {
             const int32_t most = rt->window / 2;
             const bool routed = s->sharded && !s->locked;
             for (int32_t i0 = 0, i1; i0 < n && rc == PTO_OK; i0 = i1) {
-                if (i0 > 0) pthread_mutex_lock(&rt->submit_mu);
+                if (i0 > 0) lock_submit(rt);
                 i1 = chunk_end(s, i0, n, most);
                 if (i1 < 0) {
                     pthread_mutex_unlock(&rt->submit_mu);

@@ -31,6 +31,10 @@
  * runtime-owned intermediate and read it back into Y: every value arrives, and with a small window
  * the intermediates alive at once stay bounded by it, not by the number of tiles.
  *
+ * test_structural: 2 and 3 threads queue diamonds of untracked tasks whose edges are tickets (the
+ * workload enumerator's structural mode): every task ran after its predecessors, and in safe mode
+ * every edge is there. test_structural_window_abort: such batches into a window that fills.
+ *
  * test_random_regions: random rectangles of all sizes (many reaching across the sharded map's
  * bands) read, written or both through a submitter; every kernel checks that each earlier task
  * whose region overlaps its own, one of the two writing, had finished.
@@ -274,14 +278,22 @@ static void test_wide_tasks(int64_t tiles, int workers, int threshold, int windo
 
 /* Three good tasks (a chain on tile 0), then one bad task, then a good one: `bad` makes the fourth
  * task bad in one of three ways; the first three enter and nothing else. */
-static void bad_task_mid_batch(int bad, int expect) {
+static void bad_task_mid_batch(int bad, int expect, int untracked) {
     float buf[64] = {0};
     PTOTensor x = {buf, 16, 4, 4, 4, "x"};
     PTORuntime* rt = pto_runtime_create(NULL);
     PTOSubmitter* s = pto_submitter_open(rt);
-    PTOTaskArg ok[1] = {region(PTO_ARG_INOUT, &x, 0)};
-    for (int i = 0; i < 3; i++) CHECK_EQ(pto_submitter_task(s, "ok", NULL, 0, PTO_WORKER_ANY, ok, 1, NULL, 0), i);
-    PTOTaskArg oob[1] = {{PTO_ARG_INPUT, &x, 14, 0, 4, 4, 0}};
+    /* tracked: each ok task updates x (an edge from the one before); untracked: the same edges
+     * by ticket */
+    PTOTaskArg ok[1] = {region(untracked ? PTO_ARG_UNTRACKED : PTO_ARG_INOUT, &x, 0)};
+    int32_t prev[1];
+    int32_t np = 0;
+    for (int i = 0; i < 3; i++) {
+        CHECK_EQ(pto_submitter_task(s, "ok", NULL, 0, PTO_WORKER_ANY, ok, 1, prev, np), i);
+        prev[0] = PTO_TICKET(i);
+        np = untracked;
+    }
+    PTOTaskArg oob[1] = {{untracked ? PTO_ARG_UNTRACKED : PTO_ARG_INPUT, &x, untracked ? 17 : 14, 0, 4, 4, 0}};
     /* a far id, and the id the batch's first task takes (no task yet when the batch enters) */
     int32_t future[1] = {bad == 2 ? 1 << 20 : 0};
     const int64_t k = bad == 0 ? pto_submitter_task(s, "oob", NULL, 0, PTO_WORKER_ANY, oob, 1, NULL, 0)
@@ -303,10 +315,115 @@ static void bad_task_mid_batch(int bad, int expect) {
 }
 
 static void test_bad_task_mid_batch(void) {
-    bad_task_mid_batch(0, PTO_EBOUNDS);
-    bad_task_mid_batch(1, PTO_EWORKERTYPE);
-    bad_task_mid_batch(2, PTO_ETASKID);
-    bad_task_mid_batch(3, PTO_ETASKID);
+    for (int untracked = 0; untracked <= 1; untracked++) {
+        bad_task_mid_batch(0, PTO_EBOUNDS, untracked);
+        bad_task_mid_batch(1, PTO_EWORKERTYPE, untracked);
+        bad_task_mid_batch(2, PTO_ETASKID, untracked);
+        bad_task_mid_batch(3, PTO_ETASKID, untracked);
+    }
+}
+
+/* test_structural: per tile a diamond of untracked tasks, P, then Q and S after P, then U after Q
+ * and S, its edges given by ticket - as the workload enumerator's structural mode queues them
+ * (no tensor tracked: its batches take no shard turn). Every kernel checks that its predecessors
+ * had finished. */
+enum { SP, SQ, SS, SU, SKINDS };
+static const int s_npred[SKINDS] = {0, 1, 1, 2};
+static const int s_pred[SKINDS][2] = {{0, 0}, {SP, 0}, {SP, 0}, {SQ, SS}};
+static _Atomic uint8_t* g_sdone;
+static int32_t structural_kernel(const int64_t* args) {
+    const int64_t me = args[2];                        /* after the untracked tile's two slots */
+    const int kind = (int)(me % SKINDS);
+    const int64_t tile = me / SKINDS;
+    for (int k = 0; k < s_npred[kind]; k++)
+        if (!atomic_load(&g_sdone[tile * SKINDS + s_pred[kind][k]])) atomic_fetch_add(&g_order_errors, 1);
+    for (volatile int spin = 0; spin < (int)(me % 5) * 40; spin++) {}   /* uneven durations */
+    atomic_store(&g_sdone[me], 1);
+    atomic_fetch_add(&g_runs, 1);
+    return 0;
+}
+
+static void* submit_diamonds(void* p) {
+    Job* j = p;
+    const int64_t lo = j->tiles * j->thread / j->nthreads, hi = j->tiles * (j->thread + 1) / j->nthreads;
+    for (int64_t i = lo; i < hi && j->rc == PTO_OK; i++) {
+        int64_t ticket[SKINDS];
+        for (int kind = 0; kind < SKINDS && j->rc == PTO_OK; kind++) {
+            PTOTaskArg a[2] = {region(PTO_ARG_UNTRACKED, j->x, i), scalar(i * SKINDS + kind)};
+            int32_t after[2];
+            for (int k = 0; k < s_npred[kind]; k++) after[k] = PTO_TICKET(ticket[s_pred[kind][k]]);
+            ticket[kind] = pto_submitter_task(j->s, "d", structural_kernel, 0, PTO_WORKER_ANY, a, 2, after,
+                                              s_npred[kind]);
+            if (ticket[kind] < 0) j->rc = (int)ticket[kind];
+        }
+    }
+    if (j->rc == PTO_OK) j->rc = pto_submitter_flush(j->s);
+    return NULL;
+}
+
+static void test_structural(int64_t tiles, int nthreads, int workers, int threshold, int window) {
+    const int64_t n = tiles * SKINDS;
+    g_sdone = calloc((size_t)n, 1);
+    atomic_store(&g_order_errors, 0);
+    atomic_store(&g_runs, 0);
+    float* xd = calloc((size_t)(tiles * TILE * TILE), sizeof(float));
+    PTOTensor x = {xd, tiles * TILE, TILE, TILE, 4, "x"};
+    PTORuntime* rt = new_runtime(workers, threshold, window);
+    Job jobs[3];
+    pthread_t th[3];
+    for (int t = 0; t < nthreads; t++) {
+        jobs[t] = (Job){rt, &x, NULL, tiles, t, nthreads, PTO_OK, pto_submitter_open(rt)};
+        CHECK(jobs[t].s != NULL);
+        CHECK_EQ(pthread_create(&th[t], NULL, submit_diamonds, &jobs[t]), 0);
+    }
+    for (int t = 0; t < nthreads; t++) {
+        pthread_join(th[t], NULL);
+        CHECK_EQ(jobs[t].rc, PTO_OK);
+        CHECK_EQ(pto_submitter_close(jobs[t].s), PTO_OK);
+    }
+    CHECK_EQ(pto_runtime_run(rt), PTO_OK);
+    PTORuntimeStats st;
+    pto_runtime_get_stats(rt, &st);
+    CHECK_EQ(st.tasks_submitted, n);
+    CHECK_EQ(atomic_load(&g_runs), n);
+    CHECK_EQ(atomic_load(&g_order_errors), 0);
+    CHECK_EQ(st.tensormap_entries + st.peak_tensormap_entries, 0);    /* nothing tracked */
+    /* safe mode with every task in the window: every edge is there, Q-P, S-P, U-Q, U-S */
+    if (threshold == 0 && window >= n) CHECK_EQ(st.edges, 4 * tiles);
+    pto_runtime_destroy(rt);
+    free((void*)g_sdone); free(xd);
+}
+
+/* window_abort: untracked batches of two threads into a window that fills. The batch that finds
+ * it full enters task by task up to the full window; the submitter reports PTO_EWINDOWFULL. */
+static void test_structural_window_abort(void) {
+    enum { WIN = 64, EACH = 3 * PTO_SUBMIT_BATCH / 2 };
+    float buf[16] = {0};
+    PTOTensor x = {buf, 4, 4, 4, 4, "x"};
+    PTORuntimeConfig cfg;
+    pto_runtime_config_default(&cfg);
+    cfg.num_workers = 0; cfg.task_window = WIN; cfg.window_abort = 1; cfg.dry_run = 1;
+    PTORuntime* rt = NULL;
+    CHECK_EQ(pto_runtime_init(&rt, &cfg), PTO_OK);
+    PTOSubmitter* s[2] = {pto_submitter_open(rt), pto_submitter_open(rt)};
+    PTOTaskArg a[1] = {{PTO_ARG_UNTRACKED, &x, 0, 0, 4, 4, 0}};
+    int full = 0;
+    for (int t = 0; t < 2; t++) {
+        for (int i = 0; i < EACH; i++) {
+            int32_t after[1] = {PTO_TICKET(i - 1)};
+            if (pto_submitter_task(s[t], "t", NULL, 0, PTO_WORKER_ANY, a, 1, after, i > 0) < 0) break;
+        }
+        const int rc = pto_submitter_close(s[t]);
+        CHECK(rc == PTO_OK || rc == PTO_EWINDOWFULL);
+        full += rc == PTO_EWINDOWFULL;
+    }
+    CHECK_EQ(full, 2);
+    CHECK_EQ(pto_runtime_run(rt), PTO_OK);
+    PTORuntimeStats st;
+    pto_runtime_get_stats(rt, &st);
+    CHECK_EQ(st.tasks_submitted, WIN);
+    CHECK_EQ(st.edges, WIN - 1);
+    pto_runtime_destroy(rt);
 }
 
 /* test_scopes: the writer puts tile i's number in its temp buffer, the reader doubles it into Y. */
@@ -623,6 +740,12 @@ int main(int argc, char** argv) {
     test_scopes(tiles, 3, 1, 64);
     test_scopes(tiles / 4, 0, 0, 64);
     test_scope_misuse();
+    test_structural_window_abort();
+    for (int nthreads = 2; nthreads <= 3; nthreads++) {
+        test_structural(tiles, nthreads, 2, 0, 1 << 16);              /* safe mode: exact edge count */
+        test_structural(tiles, nthreads, 3, 1, 256);                  /* pipelined, small window */
+        test_structural(tiles / 4, nthreads, 0, 0, 64);               /* inline: submitters run tasks */
+    }
     test_random_regions(2, 0, 1 << 16);                            /* safe mode: all ready at once */
     test_random_regions(3, 1, 256);
     test_random_regions(0, 0, 64);
