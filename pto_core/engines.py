@@ -224,7 +224,8 @@ def run_mpi(ranks: int, argv: list[str], timeout: float, **kw) -> subprocess.Com
     ``subprocess.TimeoutExpired`` is raised. Killing ``mpirun`` alone is not enough: Open MPI
     puts each rank in a process group of its own, and a rank left behind holds the output pipes
     open, so reading them would wait for it forever. The job runs in a session of its own, and
-    every process of that session is killed."""
+    every process of that session is killed, as it is when waiting for it is interrupted (a
+    Ctrl-C reaches only the caller's session)."""
     with subprocess.Popen([*mpirun_command(ranks), *argv], stdout=subprocess.PIPE,
                           stderr=subprocess.PIPE, text=True, start_new_session=True, **kw) as p:
         try:
@@ -236,6 +237,9 @@ def run_mpi(ranks: int, argv: list[str], timeout: float, **kw) -> subprocess.Com
             except subprocess.TimeoutExpired:         # a process that left the session holds a pipe
                 out, err = "", ""
             raise subprocess.TimeoutExpired(p.args, timeout, out, err) from None
+        except BaseException:             # KeyboardInterrupt: the job's own session never saw it
+            _kill_session(p.pid)
+            raise
     return subprocess.CompletedProcess(p.args, p.returncode, out, err)
 
 

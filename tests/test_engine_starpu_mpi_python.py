@@ -218,3 +218,28 @@ def test_a_job_past_its_deadline_is_killed_with_its_ranks(tmp_path):
     marker.unlink(missing_ok=True)
     time.sleep(1)
     assert not marker.exists(), "a rank outlived the job's timeout"
+
+
+def test_an_interrupted_wait_kills_the_job_with_its_ranks(tmp_path, monkeypatch):
+    """A KeyboardInterrupt while ``run_mpi`` waits kills the job too: it runs in a session of
+    its own, so the terminal's Ctrl-C never reaches mpirun or its ranks, and they ran on after
+    the caller had gone."""
+    import time
+    marker = tmp_path / "alive"
+    rank = f"import time, pathlib\nwhile True:\n    pathlib.Path({str(marker)!r}).touch()\n    time.sleep(0.05)\n"
+
+    def interrupted(self, *args, **kw):         # Ctrl-C once the ranks run
+        for _ in range(1200):
+            if marker.exists():
+                break
+            time.sleep(0.05)
+        raise KeyboardInterrupt
+    monkeypatch.setattr(subprocess.Popen, "communicate", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        run_mpi(2, [sys.executable, "-c", rank], timeout=120)
+    monkeypatch.undo()
+    assert marker.exists(), "the ranks never started"
+    time.sleep(1)                                   # a rank still alive touches the file again
+    marker.unlink(missing_ok=True)
+    time.sleep(1)
+    assert not marker.exists(), "a rank outlived the interrupted job"

@@ -429,8 +429,8 @@ int pto_workload_enumerate(PTORuntime* rt, const PTOTensor* tensors, const int64
         }
         started = k + 1;
     }
+    if (rc < 0) atomic_store(&stop, 1);        /* a share not started: none goes on */
     if (started > 0) sh[0].rc = run_share(&sh[0]);
-    if (rc < 0) atomic_store(&stop, 1);
     for (int k = 1; k < started; k++) pthread_join(th[k], NULL);
     /* close here, on the calling thread: a failure's message becomes its pto_last_error */
     for (int k = 0; k < started; k++) {

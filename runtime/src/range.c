@@ -164,11 +164,24 @@ int range_help(PTORuntime* rt, int32_t me, _Atomic int32_t* running) {
     return atomic_load_explicit(&rt->ranges, memory_order_relaxed) && shared(rt, me) ? help(rt, me, false, running) : 0;
 }
 
+/* Worker `me`'s running slot, whose W_ABANDONED says the run gave up on it (deadline, cancel):
+ * then it calls no more kernels - the run is over, and the memory its tiles touch may be gone.
+ * Not a worker thread the run can give up on (inline, the caller's slot): a slot never abandoned. */
+static const _Atomic int32_t never_abandoned = W_IDLE;
+static const _Atomic int32_t* running_of(PTORuntime* rt, int32_t me) {
+    return me >= 0 && me < rt->nworkers && me != rt->caller_slot ? &rt->workers[me].running : &never_abandoned;
+}
+static inline bool given_up(const _Atomic int32_t* running) {
+    return atomic_load_explicit(running, memory_order_relaxed) == W_ABANDONED;
+}
+
 int32_t range_run(PTORuntime* rt, PTOTask* t, PTORange* r) {
     if (rt->cfg.dry_run || !t->fn) return 0;
     const int32_t me = t->stage;
+    const _Atomic int32_t* running = running_of(rt, me);
     if (!shared(rt, me) || (uint32_t)atomic_load(&r->left) == 0) {   /* alone, in order */
         for (int64_t k = 0; k < r->tiles; k++) {
+            if (given_up(running)) return rt_halted_code(rt);
             const int32_t rc = run_tile(rt, r, t, k, me);
             if (rc != 0) return rc;
         }
@@ -176,7 +189,7 @@ int32_t range_run(PTORuntime* rt, PTOTask* t, PTORange* r) {
     }
     atomic_store(&rt->range_open[me], t->id + 1);
     atomic_store_explicit(&rt->workers[me].in_tile, t->id + 1, memory_order_relaxed);
-    for (int64_t k; (k = take_tile(r, t->id)) >= 0;) run_tile(rt, r, t, k, me);
+    for (int64_t k; !given_up(running) && (k = take_tile(r, t->id)) >= 0;) run_tile(rt, r, t, k, me);
     atomic_store_explicit(&rt->workers[me].in_tile, 0, memory_order_relaxed);
     atomic_store(&rt->range_open[me], 0);
     /* none of our tiles is left to take: wait for those that helpers took, taking other chunks'

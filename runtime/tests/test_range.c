@@ -3,7 +3,8 @@
  * a failing tile is named; an executor that does not take ranges gets one task per tile; a
  * chunk's tiles are shared: a worker held up in one tile does not hold up the rest of its chunk,
  * a worker that helps runs tasks queued meanwhile first and is marked running only in a tile,
- * and a chunk's worker waiting for a stuck helper once the run gave up burns no core.
+ * a chunk's worker waiting for a stuck helper once the run gave up burns no core, and a chunk's
+ * worker the run gave up on starts none of its chunk's other tiles.
  *
  * Build:  gcc -std=c11 -O2 -pthread -Iruntime/include runtime/src/[a-z]*.c runtime/tests/test_range.c
  * Run:    ./a.out [scale] */
@@ -478,6 +479,43 @@ static void check_helper_abandoned(void) {
     atomic_store(&g_hold.staying, 0);         /* the abandoned kernel returns, and its thread ends */
 }
 
+/* Once the run gives up on a chunk's worker stuck in a tile, that worker starts none of the
+ * chunk's other tiles when the kernel returns: the run is over, and their memory may be gone.
+ * The first tile of every chunk stays until the run gave up; `workers` workers (1: a chunk runs
+ * alone, 2: chunks shared, every worker in a chunk of its own). */
+static struct {
+    _Atomic int over, staying, late;
+} g_quit;
+
+static int32_t k_first_stays(const int64_t* a) {
+    if (atomic_load(&g_quit.over)) atomic_fetch_add(&g_quit.late, 1);
+    if (a[4] % 8 == 0)
+        while (atomic_load(&g_quit.staying)) { const struct timespec ts = {0, 200 * 1000}; nanosleep(&ts, NULL); }
+    return k_add(a);
+}
+
+static void check_no_tile_after_giving_up(int workers) {
+    static float x[R * C * HOLD_TILES], y[R * C * HOLD_TILES];   /* an abandoned kernel may outlive us */
+    atomic_store(&g_quit.over, 0);
+    atomic_store(&g_quit.staying, 1);
+    atomic_store(&g_quit.late, 0);
+    PTOTensor X = tensor(x, R * HOLD_TILES, C, "x"), Y = tensor(y, R * HOLD_TILES, C, "y");
+    PTORuntimeConfig cfg = config(workers);
+    cfg.timeout_ms = 200;
+    PTORuntime* rt = init_runtime(&cfg);
+    PTOTaskArg a[3], s[3];
+    hold_args(&X, &Y, a, s);
+    const int64_t tiles = (int64_t)workers * 4 * 8;   /* 4 chunks per worker, 8 tiles each */
+    CHECK(pto_task_submit_range(rt, "first_stays", k_first_stays, 0, PTO_WORKER_ANY, a, s, 3, tiles) >= 0);
+    CHECK_EQ(pto_runtime_run(rt), PTO_ETIMEDOUT);
+    atomic_store(&g_quit.over, 1);
+    pto_runtime_destroy(rt);
+    atomic_store(&g_quit.staying, 0);          /* the stuck kernels return */
+    const struct timespec nap = {0, 300 * 1000 * 1000};
+    nanosleep(&nap, NULL);
+    CHECK_EQ(atomic_load(&g_quit.late), 0);
+}
+
 /* Two workers, chunks of 8 tiles, the workers started as the range is submitted. Tile 0 waits
  * until the task `late` ran (or every other tile of its chunk did), so the other worker helps its
  * chunk; tile 1, the first it helps with, waits until the orchestrator has submitted `late` - a
@@ -672,6 +710,8 @@ int main(int argc, char** argv) {
     check_traced_tiles(0);
     check_consumer_not_held();
     check_helper_abandoned();
+    check_no_tile_after_giving_up(1);
+    check_no_tile_after_giving_up(2);
     check_queue_between_helped_tiles();
     check_help_marks_only_taken_tiles();
     check_executor(false);

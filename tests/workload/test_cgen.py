@@ -222,3 +222,46 @@ def test_c_enumerator_scopes_bound_the_intermediates_by_the_window(threads):
     assert peaks[1] <= (64 + 4) * 4 * 16 * 4            # those of the tasks in the window
     with Runtime() as rt, pytest.raises(PTOError, match="scope_depth"):
         cw.enumerate(rt, arrays, intermediates={"s": 4}, scope_depth=-1)
+
+
+def test_a_share_thread_that_fails_to_start_stops_every_share(tmp_path):
+    """When a second enumerating thread cannot start (here: an address-space limit leaves no room
+    for its stack), enumeration fails with PTO_ENOMEM and the calling thread's share enumerates
+    nothing either; before, it went on to submit its whole half first. In a child process: the
+    limit would reach every thread of this one."""
+    import subprocess
+    import sys
+    prog = tmp_path / "no_thread.py"
+    prog.write_text(
+        "import resource\n"
+        "import numpy as np\n"
+        "from pto_core import PTOError\n"
+        "from pto_core.runtime import Runtime\n"
+        "from pto_core.workload import Dense, Tensor, parallel_for, task\n"
+        "from pto_core.workload.cgen import compile_c\n"
+        "o = Tensor('o')\n"
+        "cw = compile_c(parallel_for(Dense(64), lambda i: task('k', [o.write(i, 0, 1, 8)])))\n"
+        "arrays = {'o': np.zeros((64, 8), np.float32)}\n"
+        "with Runtime(num_workers=0, dry_run=True) as rt:\n"
+        "    cw.enumerate(rt, arrays, threads=1)\n"
+        "    print('one thread', rt.stats().tasks_submitted)\n"
+        "with Runtime(num_workers=0, dry_run=True) as rt:\n"
+        "    vm = next(int(l.split()[1]) for l in open('/proc/self/status') if l.startswith('VmSize'))\n"
+        "    resource.setrlimit(resource.RLIMIT_AS, (vm * 1024 + (4 << 20), resource.RLIM_INFINITY))\n"
+        "    try:\n"
+        "        cw.enumerate(rt, arrays, threads=2)\n"
+        "        err = 'none'\n"
+        "    except PTOError as e:\n"
+        "        err = 'ENOMEM' if 'PTO_ENOMEM' in str(e) else str(e)\n"
+        "    resource.setrlimit(resource.RLIMIT_AS, (resource.RLIM_INFINITY, resource.RLIM_INFINITY))\n"
+        "    print('no thread', err, rt.stats().tasks_submitted)\n")
+    import resource
+
+    def stack_8m():                 # a thread's stack: 8 MiB, twice what the limit leaves
+        hard = resource.getrlimit(resource.RLIMIT_STACK)[1]
+        soft = 8 << 20 if hard == resource.RLIM_INFINITY else min(8 << 20, hard)
+        resource.setrlimit(resource.RLIMIT_STACK, (soft, hard))
+    r = subprocess.run([sys.executable, str(prog)], capture_output=True, text=True, timeout=120,
+                       preexec_fn=stack_8m)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert r.stdout.splitlines() == ["one thread 64", "no thread ENOMEM 0"], r.stdout + r.stderr
