@@ -247,7 +247,7 @@ def test_a_share_thread_that_fails_to_start_stops_every_share(tmp_path):
         "    print('one thread', rt.stats().tasks_submitted)\n"
         "with Runtime(num_workers=0, dry_run=True) as rt:\n"
         "    vm = next(int(l.split()[1]) for l in open('/proc/self/status') if l.startswith('VmSize'))\n"
-        "    resource.setrlimit(resource.RLIMIT_AS, (vm * 1024 + (4 << 20), resource.RLIM_INFINITY))\n"
+        "    resource.setrlimit(resource.RLIMIT_AS, (vm * 1024 + (6 << 20), resource.RLIM_INFINITY))\n"
         "    try:\n"
         "        cw.enumerate(rt, arrays, threads=2)\n"
         "        err = 'none'\n"
@@ -257,7 +257,7 @@ def test_a_share_thread_that_fails_to_start_stops_every_share(tmp_path):
         "    print('no thread', err, rt.stats().tasks_submitted)\n")
     import resource
 
-    def stack_8m():                 # a thread's stack: 8 MiB, twice what the limit leaves
+    def stack_8m():                 # a thread's stack: 8 MiB, more than the limit leaves
         hard = resource.getrlimit(resource.RLIMIT_STACK)[1]
         soft = 8 << 20 if hard == resource.RLIM_INFINITY else min(8 << 20, hard)
         resource.setrlimit(resource.RLIMIT_STACK, (soft, hard))
