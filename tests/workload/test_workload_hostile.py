@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 
 from pto_core.errors import PTOError
-from pto_core.workload import Dense, DenseDyn, Ragged, Sparse, Tensor, parallel_for, task
+from pto_core.workload import (Dense, DenseDyn, Ragged, Sparse, Tensor, enumerate_tasks,
+                               parallel_for, task)
 
 x = Tensor("x")
 
@@ -71,3 +72,17 @@ def test_task_resources_are_checked_when_the_task_is_built(res, msg):
         task("k", [x.write(0, 0, 1, 4)], resources=res)
     assert task("k", [], resources={"buffer_bytes": np.int64(64)}).resources == \
         (("buffer_bytes", 64),)
+
+
+def _dyn():
+    return parallel_for(DenseDyn("n"), lambda i: task("k", [x.write(i, 0, 1, 4)]))
+
+
+@pytest.mark.parametrize("n, msg", [("abc", "got str"), (None, "got NoneType"),
+                                    (2.7, "got float 2.7"), (True, "got bool")])
+def test_a_size_binding_is_an_int(n, msg):
+    with pytest.raises(PTOError, match=f"size n: expects an int, {msg}"):
+        _dyn().verify(n=n)
+    with pytest.raises(PTOError, match=f"size n: expects an int, {msg}"):
+        enumerate_tasks(_dyn(), {"n": n})
+    assert len(enumerate_tasks(_dyn(), {"n": np.int64(3)})) == 3
