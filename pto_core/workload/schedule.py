@@ -107,6 +107,15 @@ def _callable(fn: Any, what: str) -> Callable:
     return fn
 
 
+def _ask(fn: Callable[[TaskInst], Any], what: str, t: TaskInst) -> Any:
+    """``fn(t)``, a schedule's function of a task; what it raises becomes a PTOError naming
+    ``what`` and the task."""
+    try:
+        return fn(t)
+    except Exception as e:
+        raise PTOError(f"{what} raised {type(e).__name__} for task {t.label}: {e}") from e
+
+
 _WORKER_TYPES = {"cube": 0, "vector": 1, "any": -1}
 
 
@@ -435,12 +444,12 @@ class Program:
         if d.kind == "work_steal":
             return t.seq % n, True
         if d.kind == "affinity":
-            w = d.fn(t)
+            w = _ask(d.fn, "affinity(fn)", t)
             if not isinstance(w, int) or isinstance(w, bool) or not 0 <= w < n:
                 raise PTOError(f"affinity(fn) gave {w!r} for task {t.label}: a worker index "
                                f"in [0, {n})")
             return w, False
-        key = d.fn(t)
+        key = _ask(d.fn, "hash(fn)", t)
         h = key if isinstance(key, int) and not isinstance(key, bool) else zlib.crc32(repr(key).encode())
         return h % n, False
 
@@ -450,7 +459,7 @@ class Program:
         if s.streams_:
             by = s.stream_by_ or (lambda t: t.index[0] if t.index else t.seq)
             for t in tasks:
-                v = by(t)
+                v = _ask(by, "stream_by(fn)", t)
                 if not isinstance(v, int) or isinstance(v, bool):
                     raise PTOError(f"stream_by(fn) gave {v!r} for task {t.label}: an int")
                 stream[t.seq] = v % s.streams_

@@ -9,7 +9,7 @@ import pytest
 
 from pto_core.errors import PTOError
 from pto_core.workload import (Dense, DenseDyn, Ragged, Sparse, Tensor, enumerate_tasks,
-                               parallel_for, task)
+                               affinity, hash, parallel_for, task)
 
 x = Tensor("x")
 
@@ -86,3 +86,21 @@ def test_a_size_binding_is_an_int(n, msg):
     with pytest.raises(PTOError, match=f"size n: expects an int, {msg}"):
         enumerate_tasks(_dyn(), {"n": n})
     assert len(enumerate_tasks(_dyn(), {"n": np.int64(3)})) == 3
+
+
+def _noop(args):
+    return 0
+
+
+@pytest.mark.parametrize("knob, what, err", [
+    (lambda s: s.dispatch(affinity(lambda t: t.seq if t.seq < 2 else 1 // 0)), "affinity",
+     "ZeroDivisionError"),     # raised at the third task, two of them issued
+    (lambda s: s.dispatch(hash(lambda t: [][t.seq])), "hash", "IndexError"),
+    (lambda s: s.streams(2).stream_by(lambda t: {}["k"]), "stream_by", "KeyError"),
+])
+def test_a_schedule_function_that_raises_names_itself_and_the_task(knob, what, err):
+    w = parallel_for(Dense(4), lambda i: task(_noop, [x.write(i, 0, 1, 4)]))
+    prog = knob(w.schedule()).compile("reference")
+    with pytest.raises(PTOError, match=rf"{what}\(fn\) raised {err} for task _noop\[i0=\d\]") as e:
+        prog.run({"x": np.zeros((4, 4), np.float32)})
+    assert type(e.value.__cause__).__name__ == err
