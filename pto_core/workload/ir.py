@@ -489,7 +489,8 @@ def task(kernel: Any, args: Sequence[Any] = (), resources: Optional[dict] = None
         raise PTOError(f"task: resources worker_type is a name (\"cube\", \"vector\", \"any\"), "
                        f"got {type(res['worker_type']).__name__}")
     if "buffer_bytes" in res:
-        res["buffer_bytes"] = _int(res["buffer_bytes"], "task: resources buffer_bytes", 0, 2**31 - 1)
+        res["buffer_bytes"] = _int(res["buffer_bytes"], "task: resources buffer_bytes", 0,
+                                   2**31 - 1)
     return _register(Task(kernel, tuple(out), tuple(sorted(res.items()))))
 
 

@@ -8,8 +8,10 @@ import numpy as np
 import pytest
 
 from pto_core.errors import PTOError
-from pto_core.workload import (Dense, DenseDyn, Ragged, Sparse, Tensor, enumerate_tasks,
-                               affinity, hash, parallel_for, task)
+from pto_core.workload import (Const, Dense, DenseDyn, Lookup, Loop, Ragged, Sparse, Task,
+                               Tensor, affinity, enumerate_tasks, for_each, hash, parallel_for,
+                               task)
+from pto_core.workload.cgen import compile_c, emit_c
 
 x = Tensor("x")
 
@@ -104,3 +106,96 @@ def test_a_schedule_function_that_raises_names_itself_and_the_task(knob, what, e
     with pytest.raises(PTOError, match=rf"{what}\(fn\) raised {err} for task _noop\[i0=\d\]") as e:
         prog.run({"x": np.zeros((4, 4), np.float32)})
     assert type(e.value.__cause__).__name__ == err
+
+
+# --------------------------------------------------------------------- the C enumerator
+def _one(*args, axis=None):
+    return parallel_for(axis or Dense(1), lambda i: task("k", [x.write(0, 0, 1, 4), *args]))
+
+
+def _scalars_seen(w, n):
+    """The ``n`` scalars (after the one region) that the C enumerator's task passes its kernel."""
+    import ctypes
+    from pto_core.abi import KERNEL
+    from pto_core.runtime import Runtime
+    seen = []
+
+    @KERNEL
+    def record(args):
+        seen.extend(args[2 + k] for k in range(n))
+        return 0
+    cw = compile_c(w)
+    with Runtime(num_workers=0) as rt:
+        cw.enumerate(rt, {"x": np.zeros((4, 4), np.float32)},
+                     kernels={"k": ctypes.cast(record, ctypes.c_void_p).value})
+        rt.run()
+    return seen
+
+
+def test_float_scalars_that_are_no_c_literal_compile():
+    """nan and inf scalars were 'nan'/'inf' in the C: a compile error."""
+    import math
+    seen = _scalars_seen(_one(float("nan"), float("-inf"), 0.1, -2**63), 4)
+    as_f64 = [float(np.int64(v).view(np.float64)) for v in seen[:3]]
+    assert math.isnan(as_f64[0]) and as_f64[1] == float("-inf") and as_f64[2] == 0.1
+    assert seen[3] == -2**63
+
+
+def _ragged(r):
+    return parallel_for(r, lambda b: task("k", [x.write(0, 0, r.length(b), 4)]))
+
+
+@pytest.mark.parametrize("w, msg", [
+    (lambda: _one(2**63),
+     r"a constant \(compiling to C\): expects an int in \[-9223372036854775808"),
+    (lambda: _one(axis=Dense(2**64)), r"a constant \(compiling to C\)"),
+    (lambda: _ragged(Ragged(1, [2**70])), r"table 'len' \(compiling to C\)"),
+    (lambda: _one(Lookup("t", (2**64,), Const(0))), r"table 't' \(compiling to C\)"),
+])
+def test_an_integer_beyond_int64_is_an_error_not_a_c_compile_error(w, msg):
+    with pytest.raises(PTOError, match=msg) as e:
+        emit_c(w())
+    assert "did not compile" not in str(e.value)
+
+
+def test_a_table_of_bools_compiles_as_ints():
+    seen = _scalars_seen(_one(Lookup("t", (True, False), Const(0))), 1)
+    assert seen == [1]
+
+
+def test_more_loops_than_the_c_holds_is_an_error():
+    def nest(d):
+        return task("k", [x.write(0, 0, 1, 4)]) if d == 0 else \
+            for_each(Dense(1), lambda _i: nest(d - 1))
+    emit_c(nest(64))
+    with pytest.raises(PTOError, match=r"'i64': the C holds loop variables i0 \.\. i63"):
+        emit_c(nest(65))
+
+
+def test_names_of_nodes_built_directly_cannot_reach_the_c():
+    """task() checks names; a Task or Loop constructed directly is checked again."""
+    evil = 'k"}; int evil(void) { return 1; } //'
+    with pytest.raises(PTOError, match="kernel name .* is not an identifier"):
+        emit_c(Task(evil, (x.write(0, 0, 1, 4),)))
+    with pytest.raises(PTOError, match="loop variable 'b; evil'"):
+        emit_c(Loop("parallel", "b; evil", Const(0), Const(1), task("k", [])))
+
+
+@pytest.mark.parametrize("kw, msg", [
+    ({"n": 2, "threads": "a"}, "threads: expects an int, got str"),
+    ({"n": 2, "threads": 1.5}, "threads: expects an int, got float"),
+    ({"n": 2, "threads": 0}, r"threads: expects an int in \[1, 64\], got 0"),
+    ({"n": 2, "threads": 65}, r"threads: expects an int in \[1, 64\], got 65"),
+    ({"n": 2, "scope_depth": True}, "scope_depth .*: expects an int, got bool"),
+    ({"n": 2, "scope_depth": 2**40}, r"scope_depth .*: expects an int in \[0, 64\]"),
+    ({"n": "a"}, "size n: expects an int, got str"),
+    ({"n": None}, "size n: expects an int, got NoneType"),
+    ({"n": 2**64}, r"size n: expects an int in \[-9223372036854775808"),   # was wrapped to 0
+    ({}, r"sizes n have no value"),
+])
+def test_the_c_enumerators_arguments_are_checked(kw, msg):
+    from pto_core.runtime import Runtime
+    cw = compile_c(_dyn())
+    with Runtime(num_workers=0, dry_run=True) as rt:
+        with pytest.raises(PTOError, match=msg):
+            cw.enumerate(rt, {"x": np.zeros((4, 4), np.float32)}, **kw)
