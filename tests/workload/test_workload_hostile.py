@@ -199,3 +199,11 @@ def test_the_c_enumerators_arguments_are_checked(kw, msg):
     with Runtime(num_workers=0, dry_run=True) as rt:
         with pytest.raises(PTOError, match=msg):
             cw.enumerate(rt, {"x": np.zeros((4, 4), np.float32)}, **kw)
+
+
+def test_a_process_declares_channels():
+    from pto_core.workload import process
+    with pytest.raises(PTOError, match=r"process 'p'.consumes: expects Channels, got str 'c'"):
+        process("p").consumes("c")
+    with pytest.raises(PTOError, match=r"process 'p'.produces: expects Channels, got NoneType"):
+        process("p").produces(None)
