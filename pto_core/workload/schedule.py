@@ -170,6 +170,9 @@ class Schedule:
             raise PTOError("stream_by(fn) needs streams(n): how many streams the tasks map onto")
         if self.timing_.kind == "interleaved" and not self.streams_:
             raise PTOError("timing(interleaved) issues the streams in turn: set streams(n)")
+        if target != "reference":       # named even where no task names a kernel of it
+            from .. import plugins
+            plugins.get_backend(target)
         if workers is None:
             workers = self.dispatch_.n if self.dispatch_ and self.dispatch_.kind == "round_robin" else 2
         workers = _positive(workers, "compile: workers")

@@ -4,6 +4,8 @@ inside, a C compile error or C that does something other than enumerate."""
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
@@ -207,3 +209,11 @@ def test_a_process_declares_channels():
         process("p").consumes("c")
     with pytest.raises(PTOError, match=r"process 'p'.produces: expects Channels, got NoneType"):
         process("p").produces(None)
+
+
+@pytest.mark.parametrize("target", ["../x", "", "arm64; rm -rf /"])
+def test_an_unknown_target_is_an_error_without_a_module_too(target):
+    w = parallel_for(Dense(2), lambda i: task(_noop, [x.write(i, 0, 1, 4)]))
+    with pytest.raises(PTOError, match=f"no backend named '{re.escape(target)}'"):
+        w.schedule().compile(target)
+    assert w.schedule().compile("arm64").run({"x": np.zeros((4, 4))}).stats.tasks_completed == 2
