@@ -67,3 +67,22 @@ def test_refused_options_are_named_as_they_are_written(capsys):
     wl = Path(__file__).resolve().parents[1] / "examples" / "workloads" / "sequential_pairs.py"
     rc, out, err = pto_run(capsys, wl, "--input", "x=a.npy", "--shape", "x=1x1")
     assert rc == 1 and "a workload file takes no --input, --shape (" in err     # not --inputs
+
+
+@pytest.mark.parametrize("argv", [["compile", CHAIN, "--emit", "pto", "-o", "{bad}"],
+                                  ["parse", CHAIN, "-o", "{bad}/b.py"]])
+def test_an_output_path_that_cannot_be_written_is_an_error(tmp_path, capsys, argv):
+    (tmp_path / "file").write_text("")
+    bad = str(tmp_path / "file" / "out")
+    rc = main([str(a).format(bad=bad) for a in argv])
+    err = capsys.readouterr().err
+    assert rc == 1 and "Traceback" not in err
+    assert f"pto {argv[0]}: error: {bad}" in err and ": Not a directory" in err
+
+
+def test_perf_of_a_device_program_names_the_functions_it_could_report_on(capsys):
+    rc = main(["perf", str(CHAIN), "--target", "arm64"])
+    err = capsys.readouterr().err
+    assert rc == 1
+    assert "'main', is a device program: pto perf reports on a function, name one with " \
+           "--entry (twice_it, addexp)" in err
