@@ -47,7 +47,7 @@ from ..errors import PTOError
 from ..ir import Call
 from .enumerate import TaskInst, check_overlaps, conflicts, enumerate_tasks
 from .intermediates import plan as plan_intermediates
-from .ir import _ABOVE, Node
+from .ir import _ABOVE, _int, Node
 
 __all__ = ["Schedule", "Program", "RunResult", "round_robin", "affinity", "hash", "work_steal",
            "immediate", "batched", "interleaved", "rate_limit"]
@@ -96,9 +96,8 @@ def rate_limit(r: int) -> _Timing:
 
 
 def _positive(n: Any, what: str) -> int:
-    if not isinstance(n, int) or isinstance(n, bool) or n < 1:
-        raise PTOError(f"{what}: expects an int >= 1, got {n!r}")
-    return n
+    """``n`` as an int in [1, 2**31 - 1] (the runtime's counts are int32), else PTOError."""
+    return _int(n, what, 1, 2**31 - 1)
 
 
 def _callable(fn: Any, what: str) -> Callable:

@@ -11,8 +11,8 @@ import pytest
 
 from pto_core.errors import PTOError
 from pto_core.workload import (Const, Dense, DenseDyn, Lookup, Loop, Ragged, Sparse, Task,
-                               Tensor, affinity, enumerate_tasks, for_each, hash, parallel_for,
-                               task)
+                               Tensor, affinity, batched, enumerate_tasks, for_each, hash,
+                               parallel_for, rate_limit, round_robin, task)
 from pto_core.workload.cgen import compile_c, emit_c
 
 x = Tensor("x")
@@ -217,3 +217,20 @@ def test_an_unknown_target_is_an_error_without_a_module_too(target):
     with pytest.raises(PTOError, match=f"no backend named '{re.escape(target)}'"):
         w.schedule().compile(target)
     assert w.schedule().compile("arm64").run({"x": np.zeros((4, 4))}).stats.tasks_completed == 2
+
+
+@pytest.mark.parametrize("knob, what", [
+    (lambda s: s.task_window(2**40), r"task_window\(size\)"),
+    (lambda s: s.timing(batched(2**31)), r"batched\(k\)"),
+    (lambda s: s.timing(rate_limit(2**40)), r"rate_limit\(r\)"),
+    (lambda s: s.dispatch(round_robin(2**40)), r"round_robin\(n\)"),
+    (lambda s: s.streams(2**32), r"streams\(n\)"),
+    (lambda s: s.timing(rate_limit(float("inf"))), r"rate_limit\(r\)"),
+    (lambda s: s.timing(batched(0)), r"batched\(k\)"),
+])
+def test_schedule_knobs_beyond_the_runtimes_int32_are_refused_by_name(knob, what):
+    """They reached the runtime and failed there, named by its parameter (window, issue_batch)."""
+    w = parallel_for(Dense(2), lambda i: task(_noop, [x.write(i, 0, 1, 4)]))
+    with pytest.raises(PTOError, match=rf"{what}: expects an int"):
+        knob(w.schedule())
+    assert w.schedule().timing(batched(np.int64(2))).timing_.n == 2
