@@ -121,3 +121,24 @@ def test_the_limit_counts_iterations_not_launches(chain_text) -> None:
                                 tail]) + "\n"
     with pytest.raises(PTOError, match=f"more than {execute.MAX_LOOP_ITERATIONS} iterations"):
         _run(parse(text), 2)
+
+
+@pytest.mark.parametrize("name", ['m() {\n}\n// x', 'm"; evil', "a b", "", 5])
+def test_a_device_program_built_in_python_has_an_identifier_for_a_name(name) -> None:
+    """The parser only reads identifiers; a program lowered from a workload (or built directly)
+    is named by its caller, and the name became `device @...` text and the module's entry."""
+    from pto_core.workload import Dense, Tensor, parallel_for, task
+    from pto_core.workload.device import to_device_program
+    from pto_core import PTOFunctionBuilder, PTOModule
+    m = PTOModule("k")
+    (PTOFunctionBuilder("twice", module=m).in_core().memref("a", "gm", "f32")
+     .memref("b", "gm", "f32").tile("t", 4, 8, "f32").load("t", "a").add("t", "t", "t")
+     .store("b", "t").build())
+    x, y = Tensor("x"), Tensor("y")
+    w = parallel_for(Dense(2), lambda i: task("twice", [x.read(i * 4, 0, 4, 8),
+                                                         y.write(i * 4, 0, 4, 8)]))
+    arrays = {"x": np.ones((8, 8), np.float32), "y": np.zeros((8, 8), np.float32)}
+    with pytest.raises(PTOVerifyError, match="bad device program name"):
+        to_device_program(w, m, arrays, name=name)
+    prog = to_device_program(w, m, arrays, name="main")
+    assert parse(print_module(prog)) == prog
