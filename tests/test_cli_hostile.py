@@ -86,3 +86,10 @@ def test_perf_of_a_device_program_names_the_functions_it_could_report_on(capsys)
     assert rc == 1
     assert "'main', is a device program: pto perf reports on a function, name one with " \
            "--entry (twice_it, addexp)" in err
+
+
+def test_graph_of_a_device_program_says_what_it_is(tmp_path, capsys):
+    rc = main(["graph", str(CHAIN), "-o", str(tmp_path / "g.svg")])
+    err = capsys.readouterr().err
+    assert rc == 1 and "'main' of module 'chain' is a device program, not a function" in err
+    assert not (tmp_path / "g.svg").exists()
