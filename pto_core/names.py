@@ -76,10 +76,17 @@ def _check_form(name: object, pattern: re.Pattern, what: str, rule: str) -> None
                          f"have at most {MAX_NAME_LENGTH}")
 
 
-def check_identifier(name: object) -> None:
-    """Raise ``ValueError`` unless ``name`` may be used as a PTO name."""
+def check_identifier_form(name: object) -> None:
+    """Raise ``ValueError`` unless ``name`` has an identifier's form (what the ``.pto`` text
+    reads after ``@`` or ``%``), reserved words allowed: for a name that stays in the text,
+    such as a device program's (``device @main``)."""
     _check_form(name, _IDENT, "", "is not a valid identifier (letters, digits and '_', not "
                 "starting with a digit)")
+
+
+def check_identifier(name: object) -> None:
+    """Raise ``ValueError`` unless ``name`` may be used as a PTO name."""
+    check_identifier_form(name)
     if name in KEYWORDS:
         raise ValueError(f"'{name}' is a C/C++/CUDA keyword and cannot be used as a name")
     if name in RESERVED_NAMES:

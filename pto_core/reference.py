@@ -1225,6 +1225,9 @@ def _plan(module: Module) -> _Plan:
 
 def _entry(module: Module, entry: str | None) -> Function:
     name = entry or module.entry
+    if name in module.device_programs:
+        raise PTOError(f"'{name}' of module '{module.name}' is a device program, not a function: "
+                       f"it runs with pto run (pto_core.device.execute.run_device_program)")
     if name is None or name not in module.functions:
         raise PTOError(f"module '{module.name}' has no function '{name}' to run")
     return module.functions[name]

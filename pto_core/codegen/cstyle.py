@@ -255,6 +255,26 @@ static inline uint16_t _pto_f32_to_bf16(float f) {
 """ + RANDOM_HELPER.replace("{q}", "static inline")
 
 
+def c_literal(value: float | int, ctype: str) -> str:
+    """A numeric literal in ``ctype`` (INFINITY and NAN need <math.h>)."""
+    if ctype in ("float", "double"):
+        v = float(value)
+        if math.isinf(v):
+            return ("-" if v < 0 else "") + "INFINITY"
+        if math.isnan(v):
+            return "NAN"
+        text = repr(v)
+        if "e" not in text and "." not in text:
+            text += ".0"
+        return text + ("f" if ctype == "float" else "")
+    if not float(value).is_integer():
+        raise PTOBackendError(f"non-integer literal {value!r} in integer code")
+    v = int(value)                  # exact for ints (float(2**63 - 1) is 2**63)
+    if v == -2 ** 63:               # 9223372036854775808 is no int64 literal
+        return "(-INT64_C(9223372036854775807) - 1)"
+    return f"INT64_C({v})" if ctype == "int64_t" else str(v)
+
+
 class CStyleRenderer:
     """Renders InCore functions as C. Subclass and override the class attributes and template
     methods marked *template*; everything else is shared.
@@ -409,22 +429,7 @@ class CStyleRenderer:
     # ---------------------------------------------------------------- expressions
     def literal(self, value: float | int, ctype: str) -> str:
         """A numeric literal in ``ctype``."""
-        if ctype in ("float", "double"):
-            v = float(value)
-            if math.isinf(v):
-                return ("-" if v < 0 else "") + "INFINITY"
-            if math.isnan(v):
-                return "NAN"
-            text = repr(v)
-            if "e" not in text and "." not in text:
-                text += ".0"
-            return text + ("f" if ctype == "float" else "")
-        if not float(value).is_integer():
-            raise PTOBackendError(f"non-integer literal {value!r} in integer code")
-        v = int(value)                  # exact for ints (float(2**63 - 1) is 2**63)
-        if v == -2 ** 63:               # 9223372036854775808 is no int64 literal
-            return "(-INT64_C(9223372036854775807) - 1)"
-        return f"INT64_C({v})" if ctype == "int64_t" else str(v)
+        return c_literal(value, ctype)
 
     def expr(self, e: Expr, env: dict[str, str], ctype: str) -> str:
         """Print an element-wise ``Expr`` tree with ``env`` giving each variable's C text."""

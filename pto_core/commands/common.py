@@ -5,9 +5,13 @@ from __future__ import annotations
 import argparse
 import tomllib
 from pathlib import Path
+from typing import Any, Mapping
+
+import numpy as np
 
 from ..errors import PTOError
 from ..ir import ScalarType
+from ..names import is_identifier
 from ..options import PASS_LEVELS, CompileOptions, check_pass_name
 from ..program import Program, load_program, parse_value
 
@@ -111,3 +115,33 @@ def load_with_settings(path: Path, items: list[str],
                            f"of '{fn.name}')")
         scalars[n] = value
     return program, scalars
+
+
+def write_tensors(directory: Path, tensors: Mapping[str, np.ndarray]) -> None:
+    """Each tensor to ``directory/<name>.npy``, the directory made where missing. A name that is
+    not an identifier (a workload file's ``inputs()`` names them: ``../x`` would be a path out of
+    the directory) or a directory that cannot be written is a PTOError."""
+    for name in tensors:
+        if not is_identifier(name):
+            raise PTOError(f"cannot write tensor {name!r} to {directory}/: a tensor name is an "
+                           f"identifier (letters, digits, '_')")
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        for name, a in tensors.items():
+            np.save(directory / f"{name}.npy", a)
+    except OSError as e:
+        raise PTOError(f"cannot write the tensors to {directory}/: {e.strerror or e}") from None
+
+
+#: options whose dest is not their name
+_FLAGS = {"inputs": "--input", "shapes": "--shape", "sets": "--set"}
+
+
+def refuse_options(args: argparse.Namespace, options: Mapping[str, Any], what: str,
+                   why: str) -> None:
+    """PTOError naming the options of ``options`` (dest -> its value when not given) that
+    ``args`` gives: ``what`` takes none of them, because ``why``."""
+    given = [_FLAGS.get(k, f"--{k.replace('_', '-')}") for k, none in options.items()
+             if getattr(args, k, none) != none]
+    if given:
+        raise PTOError(f"{what} takes no {', '.join(given)} ({why})")

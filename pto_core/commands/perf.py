@@ -54,7 +54,11 @@ def perf_report(target: str, file: Path, *, sets: list[str] | None = None,
     module = program.module
     if entry is not None:
         module.set_entry(entry)
-    fn = module.functions[module.entry]
+    fn = module.functions.get(module.entry)
+    if fn is None:
+        raise PTOError(f"the entry of module '{module.name}', '{module.entry}', is a device "
+                       f"program: pto perf reports on a function, name one with --entry "
+                       f"({', '.join(module.functions) or 'the module has none'})")
     scalars = resolve_scalars(fn, program.defaults, given)
     report = plugins.get_backend(target).driver.perf_report(
         module, options or CompileOptions(), scalars,

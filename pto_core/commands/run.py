@@ -94,7 +94,7 @@ from ..driver import RUNTIME_MODES, runtime_mode_environment
 from ..trace import (chrome_trace_graph, format_stats, load_chrome_trace, load_runtime_stats,
                      load_transfers, read_trace, validate_trace)
 from .common import (add_compile_arguments, add_run_arguments, load_with_settings, options_from_args,
-                     parse_assignments)
+                     parse_assignments, write_tensors)
 from .run_workload import is_workload, run_workload
 
 REFERENCE = "reference"
@@ -236,12 +236,6 @@ def load_inputs(items: list[str], fn: Function) -> dict[str, np.ndarray]:
             raise PTOError(f"--input {name}: {path} has shape {a.shape}, a tensor is 2-D")
         out[name] = a.view(want)
     return out
-
-
-def write_tensors(directory: Path, tensors: Mapping[str, np.ndarray]) -> None:
-    directory.mkdir(parents=True, exist_ok=True)
-    for name, a in tensors.items():
-        np.save(directory / f"{name}.npy", a)
 
 
 def run(args: argparse.Namespace) -> int:

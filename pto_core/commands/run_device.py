@@ -17,14 +17,21 @@ from ..checking import (call_numpy_reference, compare, random_inputs, report_com
 from ..device.execute import resolve_runtime, run_device_program, written_tensors
 from ..driver import runtime_mode_environment
 from ..program import Program
+from .common import refuse_options
 
 REFERENCE = "reference"
+#: options of ``pto run`` that a device program's run does not have, with the value that means
+#: "not given"
+_NOT_HERE = {"shapes": [], "engine": None, "timeout": None, "heap_bytes": None, "stats": False,
+             "trace": None}
 
 
 def run_device(args: argparse.Namespace, program: Program, sets: dict[str, Any], entry: str, *,
                load_inputs: Callable, write_tensors: Callable, unchecked: Callable) -> int:
     """The device-program half of ``pto run`` (the helpers are ``pto run`` 's own: reading
     ``--input`` files, writing tensors, answering a ``--check`` with nothing to compare)."""
+    refuse_options(args, _NOT_HERE, f"{args.file}: device program '{entry}'",
+                   "options of a program's run that a device program's run does not have")
     module = program.module
     prog = module.device_programs[entry]
     sig = prog.signature()

@@ -35,7 +35,7 @@ from ..checking import array_tolerance, compare, report_comparisons
 from ..engines import DEFAULT, check_launch, get_engine
 from ..errors import PTOError
 from ..program import load_python_module, parse_value
-from .common import parse_assignments
+from .common import parse_assignments, refuse_options, write_tensors
 
 #: options of ``pto run`` that only the program path has, with the value that means "not given"
 _PROGRAM_ONLY = {"inputs": [], "shapes": [], "entry": None, "trace": None, "stats": False,
@@ -67,11 +67,8 @@ def _call(fn: Callable, settings: Mapping[str, str], taken: set, extra: Mapping 
 
 def run_workload(args: argparse.Namespace) -> int:
     from ..workload.schedule import Schedule
-    given = [f"--{k.replace('_', '-')}" for k, none in _PROGRAM_ONLY.items()
-             if getattr(args, k, none) != none]
-    if given:
-        raise PTOError(f"{args.file}: a workload file takes no {', '.join(given)} (those are "
-                       f"options of a program's run)")
+    refuse_options(args, _PROGRAM_ONLY, f"{args.file}: a workload file",
+                   "those are options of a program's run")
     mod = load_python_module(args.file)
     for need in ("build_workload", "inputs"):
         if not callable(getattr(mod, need, None)):
@@ -104,9 +101,7 @@ def run_workload(args: argparse.Namespace) -> int:
     who = "rank 0" if get_engine(engine).mpi else "the run"     # a rank counts its own tasks
     print(f"  {who} ran {result.stats.tasks_completed} tasks on {prog.workers} workers")
     if args.output_dir is not None:
-        args.output_dir.mkdir(parents=True, exist_ok=True)
-        for name, a in arrays.items():
-            np.save(args.output_dir / f"{name}.npy", a)
+        write_tensors(args.output_dir, arrays)
         print(f"  wrote {', '.join(arrays)} to {args.output_dir}/")
     if not args.check:
         return 0

@@ -21,6 +21,10 @@ The orchestrator (this module, on the calling thread) walks the program's instru
   kernel writes is a buffer the runtime allocates and frees once its readers are done;
 * the run ends when every task has completed.
 
+A run's ``CF_LOOP`` s begin at most :data:`MAX_LOOP_ITERATIONS` iterations in all: a count
+past it (or nested loops whose counts multiply past it) is a PTOError at the ``CF_LOOP``, not
+a run that never ends.
+
 Kernels run as the workload schedule runs them (:func:`pto_core.workload.schedule`):
 ``"reference"`` interprets them with numpy, a backend whose kernels are host functions
 (``"arm64"``) calls the built kernels from the runtime's workers, and a backend that launches
@@ -82,6 +86,10 @@ class DeviceRun:
     def event(self, k: int) -> Any:
         rid = self.tasks[k].runtime_id
         return next(e for e in self.events if e.task == rid)
+
+
+#: the iterations of a run's CF_LOOPs, all together (each may launch graphs: tasks of the run)
+MAX_LOOP_ITERATIONS = 1 << 20
 
 
 def kernels_module(module: Module) -> Module:
@@ -245,6 +253,7 @@ class _Run:
         body, jump = self.prog.body, self.s.jump
         counts: dict[int, int] = {}         # CF_LOOP index -> iterations left
         totals: dict[int, int] = {}         # CF_LOOP index -> its count (for its variable)
+        iterations = 0
         pc = 0
         while pc < len(body):
             instr = body[pc]
@@ -262,6 +271,14 @@ class _Run:
                     del counts[pc]
                     pc = jump[pc]
                     continue
+                iterations += 1
+                if iterations > MAX_LOOP_ITERATIONS:
+                    file, line, col = instr.loc or (None, None, None)
+                    raise PTOError(f"the program's loops would run more than "
+                                   f"{MAX_LOOP_ITERATIONS} iterations in all (this one's count: "
+                                   f"{totals[pc]}); a run takes at most that many",
+                                   function=self.prog.name, instruction=str(instr), file=file,
+                                   line=line, column=col)
                 if len(instr.operands) > 1:     # the induction variable: this iteration
                     self.scalars[instr.operands[1]] = totals[pc] - counts[pc]
                 counts[pc] -= 1

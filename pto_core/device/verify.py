@@ -38,7 +38,7 @@ from ..errors import PTOVerifyError
 from ..ir import ElementType, MemRefType, Module, ScalarType
 from ..ir.module import worker_type
 from ..ir.device import BLOCK, Bind, DeviceProgram, DInstr
-from ..names import check_identifier
+from ..names import check_identifier, check_identifier_form
 
 
 @dataclass
@@ -156,6 +156,10 @@ class _Verifier:
                               file=file, line=line, column=col)
 
     def run(self) -> Structure:
+        try:                                # it stays in the text (`device @main`, the entry)
+            check_identifier_form(self.prog.name)
+        except ValueError as e:
+            raise self.error(None, f"bad device program name: {e}") from None
         seen: set[str] = set()
         for p in self.prog.params:
             self.name(None, p.name, "parameter")

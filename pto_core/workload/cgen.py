@@ -40,20 +40,31 @@ from typing import Any, Mapping, Optional
 
 import numpy as np
 
+from ..codegen.cstyle import c_literal
 from ..errors import PTOError
+from ..names import is_identifier
 from .expr import BinOp, Const, Expr, Lookup, Param, Var
-from .ir import Combine, Cond, Loop, Node, Region, Seq, Task
+from .ir import _int, Combine, Cond, Loop, Node, Region, Seq, Task
 
 __all__ = ["CompiledWorkload", "emit_c", "compile_c"]
 
 _WORKER = {"any": "PTO_WORKER_ANY", "cube": "PTO_WORKER_CUBE", "vector": "PTO_WORKER_VECTOR",
            "ai_cpu": "PTO_WORKER_AI_CPU", "accelerator": "PTO_WORKER_ACCELERATOR"}
 _MODE = {"in": "PTO_ARG_INPUT", "out": "PTO_ARG_OUTPUT", "inout": "PTO_ARG_INOUT"}
+_I64 = (-2**63, 2**63 - 1)
+_MAX_DEPTH = 64                     # loop variables a Ctx holds (its v[64])
+_MAX_THREADS = 64                   # the entry point's MAX_THREADS
+
+
+def _i64(v: Any, what: str) -> str:
+    """An integer of the workload as a C int64 literal, or PTOError naming ``what``."""
+    return c_literal(_int(v, f"{what} (compiling to C)", *_I64), "int64_t")
 
 # The C every generated enumerator starts with: growable sets of tickets (a node's sinks),
 # Python's floor division, checked table look-ups, and the task emission through the thread's
 # submitter.
 _PRELUDE = r"""
+#include <math.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -243,11 +254,11 @@ class _Gen:
     # ------------------------------------------------------------------ expressions
     def expr(self, e: Any) -> str:
         if isinstance(e, int) and not isinstance(e, bool):
-            return f"INT64_C({e})"
+            return _i64(e, "a constant")
         if isinstance(e, Const):
-            return f"INT64_C({int(e.value)})"
+            return _i64(e.value, "a constant")
         if isinstance(e, Var):
-            return f"c->v[{int(e.name[1:])}]"
+            return f"c->v[{self.depth(e.name)}]"
         if isinstance(e, Param):
             return f"c->sizes[{self.index(self.sizes, e.name)}]"
         if isinstance(e, BinOp):
@@ -262,11 +273,21 @@ class _Gen:
         if isinstance(e, Lookup):
             if not all(isinstance(v, int) for v in e.table):
                 raise PTOError(f"'{e}': only integer tables compile to C")
-            key = (e.name, tuple(e.table))
+            vals = tuple(_i64(int(v), f"table '{e.name}'") for v in e.table)
+            key = (e.name, vals)
             if key not in self.tables:
                 self.tables[key] = f"T{len(self.tables)}"
             return f"look(c, {self.tables[key]}, {len(e.table)}, {self.expr(e.index)})"
         raise PTOError(f"cannot compile {e!r} to C")
+
+    @staticmethod
+    def depth(var: str) -> int:
+        """The slot of loop variable ``var`` (``i<depth>``) in the Ctx's ``v``."""
+        d = int(var[1:]) if var[:1] == "i" and var[1:].isdigit() else -1
+        if not 0 <= d < _MAX_DEPTH:
+            raise PTOError(f"loop variable '{var}': the C holds loop variables i0 .. "
+                           f"i{_MAX_DEPTH - 1} (at most {_MAX_DEPTH} nested loops)")
+        return d
 
     # ------------------------------------------------------------------ nodes
     def node(self, n: Node) -> str:
@@ -278,8 +299,8 @@ class _Gen:
         if isinstance(n, Task):
             body += self.task(n)
         elif isinstance(n, Loop):
+            d = self.depth(n.var)
             child = self.node(n.body)
-            d = int(n.var[1:])
             body += [f"const int64_t lo = {self.expr(n.lo)}, hi = {self.expr(n.hi)};",
                      "if (c->err) return c->err;"]
             body += self.steps([child], n.kind == "sequential",
@@ -329,6 +350,11 @@ class _Gen:
         if not isinstance(t.kernel, str):
             raise PTOError(f"task kernel {t.kernel!r}: only kernels named by a string compile to "
                            f"C (a Python callable runs through program.run)")
+        if not is_identifier(t.kernel):     # it becomes a C string (a Task built directly)
+            raise PTOError(f"task kernel name {t.kernel!r} is not an identifier (letters, "
+                           f"digits, '_')")
+        if len(t.args) > 16:
+            raise PTOError(f"task {t.kernel}: {len(t.args)} arguments, at most 16 compile to C")
         res = dict(t.resources)
         worker = _WORKER.get(res.get("worker_type", "any"))
         if worker is None:
@@ -341,16 +367,16 @@ class _Gen:
                             f"{self.expr(a.col)}, {self.expr(a.rows)}, {self.expr(a.cols)}, 0}}")
             else:
                 v = a.value
-                val = (f"pto_f64_arg({float(v)!r})" if isinstance(v, float) else self.expr(v))
+                val = (f"pto_f64_arg({c_literal(v, 'double')})" if isinstance(v, float)
+                       else self.expr(v))
                 args.append(f"{{PTO_ARG_SCALAR, 0, 0, 0, 0, 0, {val}}}")
-        if len(args) > 16:
-            raise PTOError(f"task {t.kernel}: {len(args)} arguments, at most 16 compile to C")
         name = self.index(self.names, t.kernel)
         kernel = self.index(self.kernels, t.kernel)
         arr = "a" if args else "NULL"
         out = [f"const PTOTaskArg a[{max(1, len(args))}] = {{{', '.join(args) or '{0}'}}};",
                f"const int64_t id = emit_task(c, {name}, {kernel}, {worker}, "
-               f"{int(res.get('buffer_bytes', 0))}, {arr}, {len(args)}, after);",
+               f"{_int(res.get('buffer_bytes', 0), 'buffer_bytes', 0, 2**31 - 1)}, {arr}, "
+               f"{len(args)}, after);",
                "if (id < 0) return (int)id;",
                "return set_push(sinks, (int32_t)id);"]
         return out
@@ -522,14 +548,19 @@ class CompiledWorkload:
             arrs.append(a)
             ct[k] = PTOTensor(a.ctypes.data, a.shape[0], a.shape[1], a.shape[1], a.itemsize,
                               None)
-        cs = (ctypes.c_int64 * max(1, len(self.sizes)))(*(int(sizes[n]) for n in self.sizes))
+        unbound = [n for n in self.sizes if n not in sizes]
+        if unbound:
+            raise PTOError(f"the workload's sizes {', '.join(unbound)} have no value "
+                           f"(enumerate(..., {unbound[0]}=N))")
+        cs = (ctypes.c_int64 * max(1, len(self.sizes)))(
+            *(_int(sizes[n], f"size {n}", *_I64) for n in self.sizes))
         ck = (ctypes.c_void_p * max(1, len(self.kernels)))(
             *((kernels or {}).get(n) for n in self.kernels))
         if structural and not self.splits:
             raise PTOError("structural enumeration needs a workload that is one parallel_for")
-        if not isinstance(scope_depth, int) or scope_depth < 0:
-            raise PTOError(f"scope_depth = {scope_depth!r}: a number of loop levels, >= 0")
-        rc = self._libs[engine].pto_workload_enumerate(rt._handle(), ct, cs, ck, int(threads),
+        scope_depth = _int(scope_depth, "enumerate: scope_depth (loop levels)", 0, _MAX_DEPTH)
+        threads = _int(threads, "enumerate: threads", 1, _MAX_THREADS)
+        rc = self._libs[engine].pto_workload_enumerate(rt._handle(), ct, cs, ck, threads,
                                                        int(bool(structural)), scope_depth)
         rt._keep.extend(arrs)
         if rc != 0:

@@ -107,10 +107,19 @@ class Process:
     body_: Optional[Node] = None
 
     def consumes(self, *chs: Channel) -> "Process":
-        return Process(self.name, self.consumes_ + tuple(chs), self.produces_, self.body_)
+        return Process(self.name, self.consumes_ + self._channels(chs, "consumes"),
+                       self.produces_, self.body_)
 
     def produces(self, *chs: Channel) -> "Process":
-        return Process(self.name, self.consumes_, self.produces_ + tuple(chs), self.body_)
+        return Process(self.name, self.consumes_,
+                       self.produces_ + self._channels(chs, "produces"), self.body_)
+
+    def _channels(self, chs: tuple, verb: str) -> tuple:
+        for c in chs:
+            if not isinstance(c, Channel):
+                raise PTOError(f"process '{self.name}'.{verb}: expects Channels, got "
+                               f"{type(c).__name__} {c!r:.40}")
+        return chs
 
     def body(self, w: Node) -> "Process":
         node = _as_node(w, f"process '{self.name}'")

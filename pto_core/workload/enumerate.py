@@ -19,7 +19,7 @@ from typing import Any, Generator, Mapping, Optional
 from ..errors import PTOError
 from .csp import Channel, Consume, Pipeline, PTODeadlockError, Send
 from .expr import Expr, evaluate
-from .ir import _ABOVE, Combine, Cond, Loop, Node, Region, Seq, Task
+from .ir import _ABOVE, _int, Combine, Cond, Loop, Node, Region, Seq, Task
 
 __all__ = ["TaskInst", "enumerate_tasks", "check_overlaps", "conflicts", "PTOOverlapError"]
 
@@ -143,7 +143,7 @@ def _steps(steps: Any, after: frozenset, path: tuple, in_order: bool) -> Walk:
 
 def enumerate_tasks(node: Node, bindings: Optional[Mapping[str, int]] = None) -> list[TaskInst]:
     """The tasks of ``node`` in issue order (``bindings``: DenseDyn sizes by name)."""
-    env = {k: int(v) for k, v in (bindings or {}).items()}
+    env = {k: _int(v, f"size {k}") for k, v in (bindings or {}).items()}
     tasks: list[TaskInst] = []
     if isinstance(node, Pipeline):
         _run_pipeline(node, env, tasks)

@@ -31,6 +31,7 @@ Sequential, ``combine`` Combined (the schedule picks the order), a CSP pipeline 
 from __future__ import annotations
 
 import functools
+import numbers
 import threading
 from dataclasses import dataclass
 from enum import Enum
@@ -60,6 +61,25 @@ def _check_name(name: Any, what: str) -> str:
     return name
 
 
+def _int(v: Any, what: str, lo: Optional[int] = None, hi: Optional[int] = None) -> int:
+    """``v`` (an int or a numpy integer; not a bool, not a float) as an int in [lo, hi], else
+    PTOError naming ``what``."""
+    if not isinstance(v, numbers.Integral) or isinstance(v, bool):
+        raise PTOError(f"{what}: expects an int, got {type(v).__name__} {v!r}")
+    v = int(v)
+    if (lo is not None and v < lo) or (hi is not None and v > hi):
+        bound = f">= {lo}" if hi is None else f"in [{lo if lo is not None else '-inf'}, {hi}]"
+        raise PTOError(f"{what}: expects an int {bound}, got {v}")
+    return v
+
+
+def _ints(seq: Any, what: str, lo: Optional[int] = None) -> tuple[int, ...]:
+    """The entries of ``seq`` as ints (each >= ``lo``), else PTOError naming ``what``."""
+    if isinstance(seq, (str, bytes)) or not hasattr(seq, "__iter__"):
+        raise PTOError(f"{what}: expects a sequence of ints, got {type(seq).__name__}")
+    return tuple(_int(v, f"{what}[{k}]", lo) for k, v in enumerate(seq))
+
+
 # ------------------------------------------------------------------------------------ axes
 class Axis:
     """An iteration space. Iterating it in Python (``for b in axis``) inside a ``@workload``
@@ -78,8 +98,7 @@ class Dense(Axis):
     n: int
 
     def __post_init__(self) -> None:
-        if not isinstance(self.n, int) or isinstance(self.n, bool) or self.n < 0:
-            raise PTOError(f"Dense(n): n is a non-negative int, got {self.n!r}")
+        object.__setattr__(self, "n", _int(self.n, "Dense(n)", 0))
 
     def bounds(self) -> tuple[Expr, Expr]:
         return Const(0), Const(self.n)
@@ -116,11 +135,10 @@ class Ragged(Axis):
     lengths: tuple
 
     def __init__(self, outer: int, lengths: Sequence[int], name: str = "len") -> None:
-        lengths = tuple(int(x) for x in lengths)
+        outer = _int(outer, "Ragged(outer)", 0)
+        lengths = _ints(lengths, "Ragged: lengths", 0)
         if len(lengths) != outer:
             raise PTOError(f"Ragged({outer}, lengths): {len(lengths)} lengths for {outer} rows")
-        if any(x < 0 for x in lengths):
-            raise PTOError(f"Ragged: lengths must be >= 0, got {list(lengths)}")
         object.__setattr__(self, "outer", outer)
         object.__setattr__(self, "lengths", lengths)
         object.__setattr__(self, "name", _check_name(name, "Ragged"))
@@ -156,7 +174,8 @@ class Sparse(Axis):
 
     def __init__(self, outer: int, indptr: Sequence[int], indices: Sequence[int],
                  name: str = "sp") -> None:
-        indptr, indices = tuple(int(x) for x in indptr), tuple(int(x) for x in indices)
+        outer = _int(outer, "Sparse(outer)", 0)
+        indptr, indices = _ints(indptr, "Sparse: indptr"), _ints(indices, "Sparse: indices")
         if len(indptr) != outer + 1 or indptr[0] != 0 or indptr[-1] != len(indices) or \
                 any(a > b for a, b in zip(indptr, indptr[1:])):
             raise PTOError(f"Sparse({outer}, indptr, indices): indptr must have {outer + 1} "
@@ -466,6 +485,12 @@ def task(kernel: Any, args: Sequence[Any] = (), resources: Optional[dict] = None
     bad = set(res) - {"worker_type", "buffer_bytes"}
     if bad:
         raise PTOError(f"task: unknown resources {sorted(bad)} (known: worker_type, buffer_bytes)")
+    if "worker_type" in res and not isinstance(res["worker_type"], str):
+        raise PTOError(f"task: resources worker_type is a name (\"cube\", \"vector\", \"any\"), "
+                       f"got {type(res['worker_type']).__name__}")
+    if "buffer_bytes" in res:
+        res["buffer_bytes"] = _int(res["buffer_bytes"], "task: resources buffer_bytes", 0,
+                                   2**31 - 1)
     return _register(Task(kernel, tuple(out), tuple(sorted(res.items()))))
 
 

@@ -47,7 +47,7 @@ from ..errors import PTOError
 from ..ir import Call
 from .enumerate import TaskInst, check_overlaps, conflicts, enumerate_tasks
 from .intermediates import plan as plan_intermediates
-from .ir import _ABOVE, Node
+from .ir import _ABOVE, _int, Node
 
 __all__ = ["Schedule", "Program", "RunResult", "round_robin", "affinity", "hash", "work_steal",
            "immediate", "batched", "interleaved", "rate_limit"]
@@ -96,15 +96,23 @@ def rate_limit(r: int) -> _Timing:
 
 
 def _positive(n: Any, what: str) -> int:
-    if not isinstance(n, int) or isinstance(n, bool) or n < 1:
-        raise PTOError(f"{what}: expects an int >= 1, got {n!r}")
-    return n
+    """``n`` as an int in [1, 2**31 - 1] (the runtime's counts are int32), else PTOError."""
+    return _int(n, what, 1, 2**31 - 1)
 
 
 def _callable(fn: Any, what: str) -> Callable:
     if not callable(fn):
         raise PTOError(f"{what}: expects a function of the task, got {type(fn).__name__}")
     return fn
+
+
+def _ask(fn: Callable[[TaskInst], Any], what: str, t: TaskInst) -> Any:
+    """``fn(t)``, a schedule's function of a task; what it raises becomes a PTOError naming
+    ``what`` and the task."""
+    try:
+        return fn(t)
+    except Exception as e:
+        raise PTOError(f"{what} raised {type(e).__name__} for task {t.label}: {e}") from e
 
 
 _WORKER_TYPES = {"cube": 0, "vector": 1, "any": -1}
@@ -161,6 +169,9 @@ class Schedule:
             raise PTOError("stream_by(fn) needs streams(n): how many streams the tasks map onto")
         if self.timing_.kind == "interleaved" and not self.streams_:
             raise PTOError("timing(interleaved) issues the streams in turn: set streams(n)")
+        if target != "reference":       # named even where no task names a kernel of it
+            from .. import plugins
+            plugins.get_backend(target)
         if workers is None:
             workers = self.dispatch_.n if self.dispatch_ and self.dispatch_.kind == "round_robin" else 2
         workers = _positive(workers, "compile: workers")
@@ -435,12 +446,12 @@ class Program:
         if d.kind == "work_steal":
             return t.seq % n, True
         if d.kind == "affinity":
-            w = d.fn(t)
+            w = _ask(d.fn, "affinity(fn)", t)
             if not isinstance(w, int) or isinstance(w, bool) or not 0 <= w < n:
                 raise PTOError(f"affinity(fn) gave {w!r} for task {t.label}: a worker index "
                                f"in [0, {n})")
             return w, False
-        key = d.fn(t)
+        key = _ask(d.fn, "hash(fn)", t)
         h = key if isinstance(key, int) and not isinstance(key, bool) else zlib.crc32(repr(key).encode())
         return h % n, False
 
@@ -450,7 +461,7 @@ class Program:
         if s.streams_:
             by = s.stream_by_ or (lambda t: t.index[0] if t.index else t.seq)
             for t in tasks:
-                v = by(t)
+                v = _ask(by, "stream_by(fn)", t)
                 if not isinstance(v, int) or isinstance(v, bool):
                     raise PTOError(f"stream_by(fn) gave {v!r} for task {t.label}: an int")
                 stream[t.seq] = v % s.streams_

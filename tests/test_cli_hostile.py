@@ -1,0 +1,95 @@
+"""`pto run` with hostile paths and options: a directory that cannot be written, tensor names
+that would be paths, options a device program's run does not have - each a one-line error and
+exit status 1, never a traceback, a file written outside the directory or an option dropped."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from pto_core.cli import main
+
+CHAIN = Path(__file__).resolve().parent / "device" / "chain.pto"
+SETS = ("--set", "n=1", "--set", "twice=1")
+
+
+def pto_run(capsys, *argv) -> tuple[int, str, str]:
+    rc = main(["run", *map(str, argv)])
+    out = capsys.readouterr()
+    return rc, out.out, out.err
+
+
+@pytest.mark.parametrize("option", ["--output-dir", "--save"])
+def test_a_directory_that_cannot_be_made_is_an_error(tmp_path, capsys, option):
+    (tmp_path / "file").write_text("")
+    rc, out, err = pto_run(capsys, CHAIN, *SETS, option, tmp_path / "file" / "out")
+    assert rc == 1 and "Traceback" not in err
+    assert f"cannot write the tensors to {tmp_path / 'file' / 'out'}/: Not a directory" in err
+
+
+def test_a_workload_files_tensor_names_cannot_write_outside_the_directory(tmp_path, capsys):
+    wl = tmp_path / "wl.py"
+    wl.write_text(textwrap.dedent("""\
+        import numpy as np
+        from pto_core.workload import Dense, Tensor, parallel_for, task
+        x = Tensor("x")
+        def inc(args):
+            return 0
+        def build_workload():
+            return parallel_for(Dense(2), lambda i: task(inc, [x.update(i, 0, 1, 4)]))
+        def inputs():
+            return {"x": np.zeros((2, 4), np.float32), "../escaped": np.ones((1, 1))}
+        """))
+    rc, out, err = pto_run(capsys, wl, "--output-dir", tmp_path / "out")
+    assert rc == 1, out + err
+    assert "cannot write tensor '../escaped'" in err and "a tensor name is an identifier" in err
+    assert not (tmp_path / "escaped.npy").exists()
+
+
+@pytest.mark.parametrize("options, named", [
+    (("--trace", "t.json"), "--trace"), (("--stats",), "--stats"),
+    (("--timeout", "5"), "--timeout"), (("--engine", "starpu"), "--engine"),
+    (("--shape", "x=4x4", "--heap-bytes", "64"), "--shape, --heap-bytes")])
+def test_options_a_device_programs_run_does_not_have_are_refused(tmp_path, capsys, options,
+                                                                 named, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    rc, out, err = pto_run(capsys, CHAIN, *SETS, *options)
+    assert rc == 1 and f"device program 'main' takes no {named}" in err
+    assert not (tmp_path / "t.json").exists() and "ran" not in out
+    rc, out, err = pto_run(capsys, CHAIN, *SETS, "--output-dir", tmp_path / "o")
+    assert rc == 0 and np.load(tmp_path / "o" / "z.npy").shape == (32, 16)
+
+
+def test_refused_options_are_named_as_they_are_written(capsys):
+    wl = Path(__file__).resolve().parents[1] / "examples" / "workloads" / "sequential_pairs.py"
+    rc, out, err = pto_run(capsys, wl, "--input", "x=a.npy", "--shape", "x=1x1")
+    assert rc == 1 and "a workload file takes no --input, --shape (" in err     # not --inputs
+
+
+@pytest.mark.parametrize("argv", [["compile", CHAIN, "--emit", "pto", "-o", "{bad}"],
+                                  ["parse", CHAIN, "-o", "{bad}/b.py"]])
+def test_an_output_path_that_cannot_be_written_is_an_error(tmp_path, capsys, argv):
+    (tmp_path / "file").write_text("")
+    bad = str(tmp_path / "file" / "out")
+    rc = main([str(a).format(bad=bad) for a in argv])
+    err = capsys.readouterr().err
+    assert rc == 1 and "Traceback" not in err
+    assert f"pto {argv[0]}: error: {bad}" in err and ": Not a directory" in err
+
+
+def test_perf_of_a_device_program_names_the_functions_it_could_report_on(capsys):
+    rc = main(["perf", str(CHAIN), "--target", "arm64"])
+    err = capsys.readouterr().err
+    assert rc == 1
+    assert "'main', is a device program: pto perf reports on a function, name one with " \
+           "--entry (twice_it, addexp)" in err
+
+
+def test_graph_of_a_device_program_says_what_it_is(tmp_path, capsys):
+    rc = main(["graph", str(CHAIN), "-o", str(tmp_path / "g.svg")])
+    err = capsys.readouterr().err
+    assert rc == 1 and "'main' of module 'chain' is a device program, not a function" in err
+    assert not (tmp_path / "g.svg").exists()

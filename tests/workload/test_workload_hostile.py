@@ -1,0 +1,236 @@
+"""Hostile input to the workload layer: axes, sizes, task resources, schedule functions and
+the C enumerator. Each gives a PTOError naming what is wrong - never a Python error from deep
+inside, a C compile error or C that does something other than enumerate."""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+
+from pto_core.errors import PTOError
+from pto_core.workload import (Const, Dense, DenseDyn, Lookup, Loop, Ragged, Sparse, Task,
+                               Tensor, affinity, batched, enumerate_tasks, for_each, hash,
+                               parallel_for, rate_limit, round_robin, task)
+from pto_core.workload.cgen import compile_c, emit_c
+
+x = Tensor("x")
+
+
+@pytest.mark.parametrize("n, msg", [(-1, "int >= 0, got -1"), (2.0, "int, got float"),
+                                    (True, "int, got bool"), ("3", "int, got str"),
+                                    (None, "int, got NoneType")])
+def test_dense_size_is_a_non_negative_int(n, msg):
+    with pytest.raises(PTOError, match=rf"Dense\(n\): expects an {msg}"):
+        Dense(n)
+
+
+def test_a_numpy_integer_is_an_int():
+    assert Dense(np.int64(3)) == Dense(3)
+    assert Ragged(np.int32(2), np.array([1, 2])).lengths == (1, 2)
+    assert Sparse(1, np.array([0, 1]), np.array([3])).indices == (3,)
+
+
+@pytest.mark.parametrize("outer, lengths, msg", [
+    (-1, [], r"Ragged\(outer\): expects an int >= 0, got -1"),
+    (True, [1], r"Ragged\(outer\): expects an int, got bool"),
+    (2.0, [1, 1], r"Ragged\(outer\): expects an int, got float"),
+    (2, [1.5, 2], r"lengths\[0\]: expects an int, got float 1.5"),
+    (2, ["a", 1], r"lengths\[0\]: expects an int, got str"),
+    (2, [1, None], r"lengths\[1\]: expects an int, got NoneType"),
+    (2, [1, -1], r"lengths\[1\]: expects an int >= 0, got -1"),
+    (2, 5, r"lengths: expects a sequence of ints, got int"),
+    (2, "12", r"lengths: expects a sequence of ints, got str"),
+])
+def test_ragged_rows_and_lengths_are_checked(outer, lengths, msg):
+    with pytest.raises(PTOError, match=msg):
+        Ragged(outer, lengths)
+
+
+@pytest.mark.parametrize("outer, indptr, indices, msg", [
+    (-1, [], [], r"Sparse\(outer\): expects an int >= 0, got -1"),
+    ("1", [0, 1], [0], r"Sparse\(outer\): expects an int, got str"),
+    (1, [0, 1], [1.5], r"indices\[0\]: expects an int, got float"),
+    (1, [0, 1], ["q"], r"indices\[0\]: expects an int, got str"),
+    (1, [0, 1.0], [0], r"indptr\[1\]: expects an int, got float"),
+    (2, [0, 2, 1], [0, 1], r"non-decreasing"),
+    (1, [0, 3], [0, 1], r"from 0 to len\(indices\)=2"),
+    (1, None, [0], r"indptr: expects a sequence of ints, got NoneType"),
+])
+def test_sparse_structure_is_checked(outer, indptr, indices, msg):
+    with pytest.raises(PTOError, match=msg):
+        Sparse(outer, indptr, indices)
+
+
+@pytest.mark.parametrize("res, msg", [
+    ({"worker_type": ["cube"]}, "worker_type is a name"),
+    ({"worker_type": 0}, "worker_type is a name"),
+    ({"buffer_bytes": "1); evil(); (1"}, "buffer_bytes: expects an int, got str"),
+    ({"buffer_bytes": 1.5}, "buffer_bytes: expects an int, got float"),
+    ({"buffer_bytes": -1}, r"buffer_bytes: expects an int in \[0, 2147483647\], got -1"),
+    ({"buffer_bytes": 2**40}, r"buffer_bytes: expects an int in \[0, 2147483647\]"),
+])
+def test_task_resources_are_checked_when_the_task_is_built(res, msg):
+    with pytest.raises(PTOError, match=msg):
+        task("k", [x.write(0, 0, 1, 4)], resources=res)
+    assert task("k", [], resources={"buffer_bytes": np.int64(64)}).resources == \
+        (("buffer_bytes", 64),)
+
+
+def _dyn():
+    return parallel_for(DenseDyn("n"), lambda i: task("k", [x.write(i, 0, 1, 4)]))
+
+
+@pytest.mark.parametrize("n, msg", [("abc", "got str"), (None, "got NoneType"),
+                                    (2.7, "got float 2.7"), (True, "got bool")])
+def test_a_size_binding_is_an_int(n, msg):
+    with pytest.raises(PTOError, match=f"size n: expects an int, {msg}"):
+        _dyn().verify(n=n)
+    with pytest.raises(PTOError, match=f"size n: expects an int, {msg}"):
+        enumerate_tasks(_dyn(), {"n": n})
+    assert len(enumerate_tasks(_dyn(), {"n": np.int64(3)})) == 3
+
+
+def _noop(args):
+    return 0
+
+
+@pytest.mark.parametrize("knob, what, err", [
+    (lambda s: s.dispatch(affinity(lambda t: t.seq if t.seq < 2 else 1 // 0)), "affinity",
+     "ZeroDivisionError"),     # raised at the third task, two of them issued
+    (lambda s: s.dispatch(hash(lambda t: [][t.seq])), "hash", "IndexError"),
+    (lambda s: s.streams(2).stream_by(lambda t: {}["k"]), "stream_by", "KeyError"),
+])
+def test_a_schedule_function_that_raises_names_itself_and_the_task(knob, what, err):
+    w = parallel_for(Dense(4), lambda i: task(_noop, [x.write(i, 0, 1, 4)]))
+    prog = knob(w.schedule()).compile("reference")
+    with pytest.raises(PTOError, match=rf"{what}\(fn\) raised {err} for task _noop\[i0=\d\]") as e:
+        prog.run({"x": np.zeros((4, 4), np.float32)})
+    assert type(e.value.__cause__).__name__ == err
+
+
+# --------------------------------------------------------------------- the C enumerator
+def _one(*args, axis=None):
+    return parallel_for(axis or Dense(1), lambda i: task("k", [x.write(0, 0, 1, 4), *args]))
+
+
+def _scalars_seen(w, n):
+    """The ``n`` scalars (after the one region) that the C enumerator's task passes its kernel."""
+    import ctypes
+    from pto_core.abi import KERNEL
+    from pto_core.runtime import Runtime
+    seen = []
+
+    @KERNEL
+    def record(args):
+        seen.extend(args[2 + k] for k in range(n))
+        return 0
+    cw = compile_c(w)
+    with Runtime(num_workers=0) as rt:
+        cw.enumerate(rt, {"x": np.zeros((4, 4), np.float32)},
+                     kernels={"k": ctypes.cast(record, ctypes.c_void_p).value})
+        rt.run()
+    return seen
+
+
+def test_float_scalars_that_are_no_c_literal_compile():
+    """nan and inf scalars were 'nan'/'inf' in the C: a compile error."""
+    import math
+    seen = _scalars_seen(_one(float("nan"), float("-inf"), 0.1, -2**63), 4)
+    as_f64 = [float(np.int64(v).view(np.float64)) for v in seen[:3]]
+    assert math.isnan(as_f64[0]) and as_f64[1] == float("-inf") and as_f64[2] == 0.1
+    assert seen[3] == -2**63
+
+
+def _ragged(r):
+    return parallel_for(r, lambda b: task("k", [x.write(0, 0, r.length(b), 4)]))
+
+
+@pytest.mark.parametrize("w, msg", [
+    (lambda: _one(2**63),
+     r"a constant \(compiling to C\): expects an int in \[-9223372036854775808"),
+    (lambda: _one(axis=Dense(2**64)), r"a constant \(compiling to C\)"),
+    (lambda: _ragged(Ragged(1, [2**70])), r"table 'len' \(compiling to C\)"),
+    (lambda: _one(Lookup("t", (2**64,), Const(0))), r"table 't' \(compiling to C\)"),
+])
+def test_an_integer_beyond_int64_is_an_error_not_a_c_compile_error(w, msg):
+    with pytest.raises(PTOError, match=msg) as e:
+        emit_c(w())
+    assert "did not compile" not in str(e.value)
+
+
+def test_a_table_of_bools_compiles_as_ints():
+    seen = _scalars_seen(_one(Lookup("t", (True, False), Const(0))), 1)
+    assert seen == [1]
+
+
+def test_more_loops_than_the_c_holds_is_an_error():
+    def nest(d):
+        return task("k", [x.write(0, 0, 1, 4)]) if d == 0 else \
+            for_each(Dense(1), lambda _i: nest(d - 1))
+    emit_c(nest(64))
+    with pytest.raises(PTOError, match=r"'i64': the C holds loop variables i0 \.\. i63"):
+        emit_c(nest(65))
+
+
+def test_names_of_nodes_built_directly_cannot_reach_the_c():
+    """task() checks names; a Task or Loop constructed directly is checked again."""
+    evil = 'k"}; int evil(void) { return 1; } //'
+    with pytest.raises(PTOError, match="kernel name .* is not an identifier"):
+        emit_c(Task(evil, (x.write(0, 0, 1, 4),)))
+    with pytest.raises(PTOError, match="loop variable 'b; evil'"):
+        emit_c(Loop("parallel", "b; evil", Const(0), Const(1), task("k", [])))
+
+
+@pytest.mark.parametrize("kw, msg", [
+    ({"n": 2, "threads": "a"}, "threads: expects an int, got str"),
+    ({"n": 2, "threads": 1.5}, "threads: expects an int, got float"),
+    ({"n": 2, "threads": 0}, r"threads: expects an int in \[1, 64\], got 0"),
+    ({"n": 2, "threads": 65}, r"threads: expects an int in \[1, 64\], got 65"),
+    ({"n": 2, "scope_depth": True}, "scope_depth .*: expects an int, got bool"),
+    ({"n": 2, "scope_depth": 2**40}, r"scope_depth .*: expects an int in \[0, 64\]"),
+    ({"n": "a"}, "size n: expects an int, got str"),
+    ({"n": None}, "size n: expects an int, got NoneType"),
+    ({"n": 2**64}, r"size n: expects an int in \[-9223372036854775808"),   # was wrapped to 0
+    ({}, r"sizes n have no value"),
+])
+def test_the_c_enumerators_arguments_are_checked(kw, msg):
+    from pto_core.runtime import Runtime
+    cw = compile_c(_dyn())
+    with Runtime(num_workers=0, dry_run=True) as rt:
+        with pytest.raises(PTOError, match=msg):
+            cw.enumerate(rt, {"x": np.zeros((4, 4), np.float32)}, **kw)
+
+
+def test_a_process_declares_channels():
+    from pto_core.workload import process
+    with pytest.raises(PTOError, match=r"process 'p'.consumes: expects Channels, got str 'c'"):
+        process("p").consumes("c")
+    with pytest.raises(PTOError, match=r"process 'p'.produces: expects Channels, got NoneType"):
+        process("p").produces(None)
+
+
+@pytest.mark.parametrize("target", ["../x", "", "arm64; rm -rf /"])
+def test_an_unknown_target_is_an_error_without_a_module_too(target):
+    w = parallel_for(Dense(2), lambda i: task(_noop, [x.write(i, 0, 1, 4)]))
+    with pytest.raises(PTOError, match=f"no backend named '{re.escape(target)}'"):
+        w.schedule().compile(target)
+    assert w.schedule().compile("arm64").run({"x": np.zeros((4, 4))}).stats.tasks_completed == 2
+
+
+@pytest.mark.parametrize("knob, what", [
+    (lambda s: s.task_window(2**40), r"task_window\(size\)"),
+    (lambda s: s.timing(batched(2**31)), r"batched\(k\)"),
+    (lambda s: s.timing(rate_limit(2**40)), r"rate_limit\(r\)"),
+    (lambda s: s.dispatch(round_robin(2**40)), r"round_robin\(n\)"),
+    (lambda s: s.streams(2**32), r"streams\(n\)"),
+    (lambda s: s.timing(rate_limit(float("inf"))), r"rate_limit\(r\)"),
+    (lambda s: s.timing(batched(0)), r"batched\(k\)"),
+])
+def test_schedule_knobs_beyond_the_runtimes_int32_are_refused_by_name(knob, what):
+    """They reached the runtime and failed there, named by its parameter (window, issue_batch)."""
+    w = parallel_for(Dense(2), lambda i: task(_noop, [x.write(i, 0, 1, 4)]))
+    with pytest.raises(PTOError, match=rf"{what}: expects an int"):
+        knob(w.schedule())
+    assert w.schedule().timing(batched(np.int64(2))).timing_.n == 2
