@@ -396,6 +396,57 @@ static void check_traced_tiles(int workers) {
     pto_runtime_destroy(rt);
 }
 
+/* Tiles traced while a deadline fires: one worker runs the first chunk's tiles alone, tile 5
+ * stays in its kernel, and the run gives up on that worker at its deadline. The trace, read at
+ * once, holds tiles 0-4 each once - recorded before the run gave up, and (under TSan) ordered
+ * before the reading by the worker's `running` slot - and, once the stuck kernel returned, still
+ * not tile 5: a worker given up on no longer writes its lane. */
+static void check_traced_tiles_deadline(void) {
+    static float x[R * C * HOLD_TILES], y[R * C * HOLD_TILES];   /* an abandoned kernel may outlive us */
+    hold(0, 0, -1, 5, 0, 0, 0);
+    PTOTensor X = tensor(x, R * HOLD_TILES, C, "x"), Y = tensor(y, R * HOLD_TILES, C, "y");
+    PTORuntimeConfig cfg = config(1);
+    cfg.timeout_ms = 200;
+    PTORuntime* rt = init_runtime(&cfg);
+    CHECK_EQ(pto_runtime_enable_trace(rt, 1024), PTO_OK);
+    PTOTaskArg a[3], s[3];
+    hold_args(&X, &Y, a, s);
+    CHECK(pto_task_submit_range(rt, "stay5", k_held, 0, PTO_WORKER_ANY, a, s, 3, HOLD_TILES) >= 0);
+    CHECK_EQ(pto_runtime_run(rt), PTO_ETIMEDOUT);
+    char path[] = "/tmp/pto_test_range_XXXXXX";
+    const int fd = mkstemp(path);
+    CHECK(fd >= 0);
+    close(fd);
+    for (int round = 0; round < 2; round++) {
+        if (round == 1) {                          /* the stuck kernel returns; its worker records nothing */
+            atomic_store(&g_hold.staying, 0);
+            for (int i = 0; i < 10000 && !atomic_load(&g_hold.ran[5]); i++) {
+                const struct timespec ts = {0, 1000 * 1000};
+                nanosleep(&ts, NULL);
+            }
+            CHECK_EQ(atomic_load(&g_hold.ran[5]), 1);
+        }
+        CHECK_EQ(pto_runtime_write_trace(rt, path, 0), PTO_OK);
+        int seen[HOLD_TILES] = {0};
+        FILE* f = fopen(path, "r");
+        CHECK(f != NULL);
+        static char line[4096];
+        while (f && fgets(line, sizeof line, f)) {
+            const char* tile = strstr(line, "\"tile\":");
+            if (!strstr(line, "\"cat\":\"tile\"") || !tile) continue;
+            const int64_t k = strtoll(tile + 7, NULL, 10);
+            if (k >= 0 && k < HOLD_TILES) seen[k]++;
+        }
+        if (f) fclose(f);
+        int once = 0;
+        for (int k = 0; k < 5; k++) once += seen[k] == 1;
+        CHECK_EQ(once, 5);
+        CHECK_EQ(seen[5], 0);
+    }
+    unlink(path);
+    pto_runtime_destroy(rt);
+}
+
 /* Two workers, chunks of 8 tiles: every tile of the next-to-last chunk waits until the consumer
  * of the last chunk ran (its one mark). The worker that runs the last chunk finds the other
  * held in the chunk before and helps it: the last chunk must complete, and its consumer start,
@@ -671,6 +722,7 @@ int main(int argc, char** argv) {
     check_traced_tiles(2);
     check_traced_tiles(0);
     check_consumer_not_held();
+    check_traced_tiles_deadline();   /* (before: it waits for its stuck kernel to return) */
     check_helper_abandoned();
     check_queue_between_helped_tiles();
     check_help_marks_only_taken_tiles();
