@@ -32,7 +32,7 @@ from .errors import PTOError
 __all__ = ["TraceEvent", "FuncStats", "TraceStats", "PTOTraceError", "to_chrome_trace",
            "write_chrome_trace", "load_chrome_trace", "chrome_trace_graph", "validate_trace",
            "check_trace", "trace_stats", "format_stats", "load_runtime_stats", "LaunchStats",
-           "launch_stats", "Transfer", "load_transfers", "RankStats"]
+           "launch_stats", "Transfer", "load_transfers", "tile_slices", "RankStats"]
 
 PID = 1
 
@@ -187,6 +187,18 @@ def load_transfers(source: str | Path | dict) -> list[Transfer]:
         except (KeyError, TypeError, ValueError) as err:
             raise PTOTraceError(f"traceEvents[{i}] is not a valid transfer slice ({err!r})") from None
     return out
+
+
+def tile_slices(source: str | Path | dict) -> int:
+    """How many tile slices (``cat:"tile"``, ``ph:"X"``: one kernel call of a range task's tile,
+    on the lane of the worker that ran it) a trace holds.
+
+    >>> tile_slices({"traceEvents": [{"ph": "X", "cat": "tile", "ts": 1, "dur": 2},
+    ...     {"ph": "X", "cat": "task", "ts": 0, "dur": 4}]})
+    1
+    """
+    return sum(1 for e in read_trace(source).get("traceEvents", [])
+               if e.get("ph") == "X" and e.get("cat") == "tile")
 
 
 def chrome_trace_graph(source: str | Path | dict) -> TaskGraph:

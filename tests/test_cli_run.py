@@ -222,6 +222,10 @@ def test_trace_and_stats_of_a_compiled_target(capsys, tmp_path, monkeypatch):
     graph = chrome_trace_graph(trace)
     check_trace(load_chrome_trace(trace), graph)
     assert "(consistent)" in out
+    # the range tasks' tile slices are counted too
+    from pto_core.trace import tile_slices
+    tiles = tile_slices(trace)
+    assert re.search(rf"trace: \d+ tasks on \d+ worker\(s\), {tiles} tile slice\(s\) of range tasks ", out), out
     # per-function task counts equal the reference interpreter's calls
     prog = load_program(EXAMPLES / "fused_softmax.py")
     want = Counter(c.callee for c in trace_calls(prog.module, {"num_tiles": 6}))
@@ -229,6 +233,7 @@ def test_trace_and_stats_of_a_compiled_target(capsys, tmp_path, monkeypatch):
     for func, n in want.items():
         assert re.search(rf"^{func}\s+{n}\s", out, re.M), out
     assert f"tasks {sum(want.values())}," in out
+    assert tiles == sum(want.values())          # every CALL is a range: a slice per tile called
     assert "PTO_TRACE" not in __import__("os").environ      # restored after the launch
     # --check on a compiled target compares with the interpreter and with plain numpy
     interp = out.index("check against the reference interpreter:")

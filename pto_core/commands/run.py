@@ -92,7 +92,7 @@ from ..reference import derive_shapes, numpy_dtype, run_module, trace_calls
 from ..codegen.host import runtime_environment
 from ..driver import RUNTIME_MODES, runtime_mode_environment
 from ..trace import (chrome_trace_graph, format_stats, load_chrome_trace, load_runtime_stats,
-                     load_transfers, read_trace, validate_trace)
+                     load_transfers, read_trace, tile_slices, validate_trace)
 from .common import (add_compile_arguments, add_run_arguments, load_with_settings, options_from_args,
                      parse_assignments, write_tensors)
 from .run_workload import is_workload, run_workload
@@ -211,6 +211,9 @@ def report_trace(path: Path) -> bool:
     sends = [t for t in load_transfers(trace) if t.dir == "send"]
     where = (f"{workers} worker(s) of {ranks} rank(s), {len(sends)} transfer(s) of "
              f"{sum(t.bytes for t in sends)} bytes" if ranks > 1 or sends else f"{workers} worker(s)")
+    tiles = tile_slices(trace)
+    if tiles:
+        where += f", {tiles} tile slice(s) of range tasks"
     print(f"  trace: {len(events)} tasks on {where} -> {path} "
           f"({'consistent' if not problems else 'INCONSISTENT: ' + '; '.join(problems[:3])})")
     return not problems

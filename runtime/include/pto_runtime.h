@@ -554,7 +554,11 @@ int     pto_runtime_enable_trace(PTORuntime* rt, int64_t capacity);
  * were recorded in all (call with cap 0 to size the buffer). 0 when tracing is off. These are
  * the tasks' events; the tiles of range tasks are in the Chrome trace. */
 int64_t pto_runtime_trace_events(PTORuntime* rt, PTOTraceEvent* out, int64_t cap);
-int64_t pto_runtime_trace_dropped(PTORuntime* rt);
+int64_t pto_runtime_trace_dropped(PTORuntime* rt);   /* tasks' events dropped: events + dropped = tasks run */
+/* The tiles' events of range tasks recorded (returned) and, in *dropped (may be NULL), those
+ * dropped: a full lane (tiles share a lane's capacity with tasks), or a tile whose index in its
+ * range passes INT32_MAX - 2 (an event holds it in 32 bits). */
+int64_t pto_runtime_trace_tiles(PTORuntime* rt, int64_t* dropped);
 /* Chrome Trace Event JSON (opens in Perfetto / chrome://tracing): one "ph":"X" slice per task
  * (args.task = id, ts/dur in microseconds with ns digits, relative to otherData.t0_ns), one
  * tid per worker (tid 0: orchestrator inline, tid k: worker k-1) named by thread_name

@@ -68,16 +68,30 @@ void range_free(PTORuntime* rt) {
 }
 
 /* The kernel call of tile `tile` (its index in the submitted range) of task t, recorded on the
- * lane of this thread (worker `me`), whoever owns the task. Not once the run halted: it may
- * have given up on this thread, and read its lane. */
+ * lane of this thread (worker `me`), whoever owns the task. A worker records as it does a task's
+ * event (worker_main): its `running` slot is swapped to W_IDLE around the record, so the run
+ * either gave up on it before (the swap fails: the lane may be read now, and is left alone) or
+ * waits for it to leave the run before reading the lane; the slot is then put back, where a
+ * deadline still finds it. The orchestrating thread (inline, or the caller's worker) reads its
+ * lane itself. */
 static __attribute__((noinline)) int32_t traced_tile(PTORuntime* rt, const PTOTask* t, const int64_t* a,
                                                      int64_t tile, int32_t me) {
     PTOTrace* tr = rt->trace;
     if (me + 1 >= tr->nlanes) return t->fn(a);
     const int64_t start = trace_now();
     const int32_t rc = t->fn(a);
-    if (!atomic_load_explicit(&rt->halt, memory_order_acquire))
-        trace_record_tile(&tr->lanes[me + 1], t->id, tile, t->name, start, trace_now());
+    PTOTraceLane* L = &tr->lanes[me + 1];
+    if (me < 0 || me == rt->caller_slot) {
+        trace_record_tile(L, t->id, tile, t->name, start, trace_now());
+        return rc;
+    }
+    _Atomic int32_t* running = &rt->workers[me].running;
+    int32_t held = atomic_load_explicit(running, memory_order_acquire);
+    if (held < 0 || !atomic_compare_exchange_strong_explicit(running, &held, W_IDLE, memory_order_acq_rel,
+                                                             memory_order_acquire))
+        return rc;
+    trace_record_tile(L, t->id, tile, t->name, start, trace_now());
+    atomic_store_explicit(running, held, memory_order_release);
     return rc;
 }
 

@@ -231,7 +231,8 @@ typedef struct PTOTraceLane {
     int32_t         pos, end;      /* next free event of cur; pos == end: full (or at the limit) */
     int32_t         nchunks, cap_chunks;
     PTOTraceEvent** chunks;
-    int64_t         n, limit, dropped;
+    int64_t         n, limit, dropped;   /* dropped: tasks' (and schedulers') events */
+    int64_t         tile_dropped;  /* tiles' events dropped: the lane was full, or the index too large */
     int64_t         settled;       /* events already converted from ticks to ns */
 } __attribute__((aligned(64))) PTOTraceLane;   /* one lane per cache line pair: no false sharing */
 typedef struct PTOTrace {
@@ -651,11 +652,13 @@ static inline void trace_record(PTOTraceLane* L, int32_t task, int32_t worker, c
 /* A tile of a range task (range.c) is an event of the lane of the thread that ran it, its own
  * or a helper's: task = the range task, worker = -2 - the tile's index in the submitted range
  * (below -1, which no task's event has; an index past TRACE_TILE_MAX is not recorded). What
- * reads tasks' events passes them over; the Chrome trace shows them as "tile" slices. */
+ * reads tasks' events passes them over; the Chrome trace shows them as "tile" slices. A tile
+ * shares its lane's capacity with the tasks' events, but is counted apart when dropped, so the
+ * tasks' events and drops still add up to the tasks run. */
 #define TRACE_TILE_MAX ((int64_t)INT32_MAX - 2)
 static inline void trace_record_tile(PTOTraceLane* L, int32_t task, int64_t tile, const char* func, int64_t start,
                                      int64_t end) {
-    if (tile > TRACE_TILE_MAX) L->dropped++;
+    if (tile > TRACE_TILE_MAX || (__builtin_expect(L->pos == L->end, 0) && trace_grow(L) < 0)) L->tile_dropped++;
     else trace_record(L, task, (int32_t)(-2 - tile), func, start, end);
 }
 /* The tile an event records, or -1: the event of a task. */

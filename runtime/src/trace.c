@@ -240,6 +240,15 @@ int64_t pto_runtime_trace_dropped(PTORuntime* rt) {
     return d;
 }
 
+int64_t pto_runtime_trace_tiles(PTORuntime* rt, int64_t* dropped) {
+    if (!rt) return PTO_EINVAL;
+    int64_t k = 0, d = 0;
+    FOR_EACH_TILE(rt->trace, e, { (void)e; k++; })
+    for (int32_t i = 0; rt->trace && i < rt->trace->nlanes; i++) d += rt->trace->lanes[i].tile_dropped;
+    if (dropped) *dropped = d;
+    return k;
+}
+
 static int64_t trace_t0(const PTOTrace* tr) {
     int64_t t0 = INT64_MAX;
     FOR_EACH_EVENT(tr, e, { if (e->start_ns < t0) t0 = e->start_ns; })
@@ -265,8 +274,11 @@ int pto_runtime_write_trace(PTORuntime* rt, const char* path, int flows) {
     FILE* f = fopen(path, "w");
     if (!f) return PTO_EIO;
     const int64_t t0 = trace_t0(tr);
+    int64_t tiles_dropped;
+    const int64_t tiles = pto_runtime_trace_tiles(rt, &tiles_dropped);
     fprintf(f, "{\"displayTimeUnit\":\"ns\",\"otherData\":{\"producer\":\"pto runtime\",\"t0_ns\":%lld,"
-               "\"dropped\":%lld},\n\"traceEvents\":[\n", (long long)t0, (long long)pto_runtime_trace_dropped(rt));
+               "\"dropped\":%lld,\"tiles\":%lld,\"dropped_tiles\":%lld},\n\"traceEvents\":[\n",
+            (long long)t0, (long long)pto_runtime_trace_dropped(rt), (long long)tiles, (long long)tiles_dropped);
     fputs("{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":1,\"tid\":0,\"args\":{\"name\":\"pto runtime\"}}", f);
     for (int32_t i = 0; tr && i < tr->nlanes; i++) {
         if (!tr->lanes[i].n) continue;
@@ -373,6 +385,8 @@ int pto_runtime_write_stats(PTORuntime* rt, const char* path) {
     pto_runtime_get_stats(rt, &st);
     PTOTrace* tr = rt->trace;
     trace_settle(rt);
+    int64_t tiles_dropped;
+    const int64_t tiles = pto_runtime_trace_tiles(rt, &tiles_dropped);
     const bool traced = tr != NULL, graph = rt->rec_chunks != NULL;
     Funcs fs;
     memset(&fs, 0, sizeof fs);
@@ -436,11 +450,13 @@ int pto_runtime_write_stats(PTORuntime* rt, const char* path) {
         fprintf(f, "{\"producer\":\"pto runtime\",\"tasks\":%lld,\"tasks_completed\":%lld,\"edges\":%lld,"
                    "\"workers\":%d,\"task_window\":%d,\"peak_live_tasks\":%lld,\"peak_runtime_bytes\":%lld,"
                    "\"failed_task\":%d,\"traced\":%s,\"graph_recorded\":%s,\"dropped_events\":%lld,"
+                   "\"tile_events\":%lld,\"dropped_tile_events\":%lld,"
                    "\"temp_buffers\":%lld,\"peak_temp_bytes\":%lld,\"heap_bytes\":%lld,\"heap_full_waits\":%lld,\n",
                 (long long)st.tasks_submitted, (long long)st.tasks_completed, (long long)st.edges,
                 st.num_workers, st.task_window, (long long)st.peak_live_tasks,
                 (long long)st.peak_runtime_bytes, st.failed_task, traced ? "true" : "false",
-                graph ? "true" : "false", (long long)pto_runtime_trace_dropped(rt),
+                graph ? "true" : "false", (long long)pto_runtime_trace_dropped(rt), (long long)tiles,
+                (long long)tiles_dropped,
                 (long long)st.temp_buffers, (long long)st.peak_temp_bytes,
                 (long long)rt->cfg.heap_bytes, (long long)st.heap_full_waits);
         fputs("\"functions\":{", f);

@@ -397,6 +397,106 @@ static void check_traced_tiles(int workers) {
     pto_runtime_destroy(rt);
 }
 
+/* Tiles and tasks share a lane's capacity but are counted apart: inline, with room for 20
+ * events, a range of 64 tiles and 3 tasks after it leave 20 tiles traced, 44 tiles and the 4
+ * tasks' events dropped - the tasks' events and drops still add up to the tasks run. The
+ * statistics and the Chrome trace say the same. */
+static int32_t k_none(const int64_t* a) { (void)a; return 0; }
+
+static void check_traced_tiles_dropped(void) {
+    float x[R * C * HOLD_TILES], y[R * C * HOLD_TILES];
+    memset(x, 0, sizeof x);
+    hold(0, 0, -1, -1, 0, 0, 0);
+    PTOTensor X = tensor(x, R * HOLD_TILES, C, "x"), Y = tensor(y, R * HOLD_TILES, C, "y");
+    PTORuntime* rt = make_runtime(0);
+    CHECK_EQ(pto_runtime_enable_trace(rt, 20), PTO_OK);
+    PTOTaskArg a[3], s[3];
+    hold_args(&X, &Y, a, s);
+    CHECK(pto_task_submit_range(rt, "full", k_held, 0, PTO_WORKER_ANY, a, s, 3, HOLD_TILES) >= 0);
+    for (int i = 0; i < 3; i++) CHECK(pto_task_submit_v(rt, "after", k_none, 0, PTO_WORKER_ANY, NULL, 0) >= 0);
+    CHECK_EQ(pto_runtime_run(rt), PTO_OK);
+    PTORuntimeStats st;
+    pto_runtime_get_stats(rt, &st);
+    CHECK_EQ(st.tasks_submitted, 4);
+    CHECK_EQ(pto_runtime_trace_events(rt, NULL, 0), 0);
+    CHECK_EQ(pto_runtime_trace_events(rt, NULL, 0) + pto_runtime_trace_dropped(rt), st.tasks_submitted);
+    int64_t dropped = -1;
+    CHECK_EQ(pto_runtime_trace_tiles(rt, &dropped), 20);
+    CHECK_EQ(dropped, HOLD_TILES - 20);
+    CHECK_EQ(pto_runtime_trace_tiles(rt, NULL), 20);
+    CHECK_EQ(pto_runtime_trace_tiles(NULL, NULL), PTO_EINVAL);
+    char path[] = "/tmp/pto_test_range_XXXXXX";
+    const int fd = mkstemp(path);
+    CHECK(fd >= 0);
+    close(fd);
+    static char text[1 << 16];
+    const char* want[2] = {"\"tile_events\":20,\"dropped_tile_events\":44,", "\"tiles\":20,\"dropped_tiles\":44}"};
+    const char* tasks[2] = {"\"dropped_events\":4,", "\"dropped\":4,"};
+    for (int k = 0; k < 2; k++) {
+        CHECK_EQ(k == 0 ? pto_runtime_write_stats(rt, path) : pto_runtime_write_trace(rt, path, 0), PTO_OK);
+        FILE* f = fopen(path, "r");
+        CHECK(f != NULL);
+        const size_t n = f ? fread(text, 1, sizeof text - 1, f) : 0;
+        text[n] = 0;
+        if (f) fclose(f);
+        CHECK_HAS(text, want[k]);
+        CHECK_HAS(text, tasks[k]);
+    }
+    unlink(path);
+    pto_runtime_destroy(rt);
+}
+
+/* Tiles traced while a deadline fires: one worker runs the first chunk's tiles alone, tile 5
+ * stays in its kernel, and the run gives up on that worker at its deadline. The trace, read at
+ * once, holds tiles 0-4 each once - recorded before the run gave up, and (under TSan) ordered
+ * before the reading by the worker's `running` slot - and, once the stuck kernel returned, still
+ * not tile 5: a worker given up on no longer writes its lane. */
+static void check_traced_tiles_deadline(void) {
+    static float x[R * C * HOLD_TILES], y[R * C * HOLD_TILES];   /* an abandoned kernel may outlive us */
+    hold(0, 0, -1, 5, 0, 0, 0);
+    PTOTensor X = tensor(x, R * HOLD_TILES, C, "x"), Y = tensor(y, R * HOLD_TILES, C, "y");
+    PTORuntimeConfig cfg = config(1);
+    cfg.timeout_ms = 200;
+    PTORuntime* rt = init_runtime(&cfg);
+    CHECK_EQ(pto_runtime_enable_trace(rt, 1024), PTO_OK);
+    PTOTaskArg a[3], s[3];
+    hold_args(&X, &Y, a, s);
+    CHECK(pto_task_submit_range(rt, "stay5", k_held, 0, PTO_WORKER_ANY, a, s, 3, HOLD_TILES) >= 0);
+    CHECK_EQ(pto_runtime_run(rt), PTO_ETIMEDOUT);
+    char path[] = "/tmp/pto_test_range_XXXXXX";
+    const int fd = mkstemp(path);
+    CHECK(fd >= 0);
+    close(fd);
+    for (int round = 0; round < 2; round++) {
+        if (round == 1) {                          /* the stuck kernel returns; its worker records nothing */
+            atomic_store(&g_hold.staying, 0);
+            for (int i = 0; i < 10000 && !atomic_load(&g_hold.ran[5]); i++) {
+                const struct timespec ts = {0, 1000 * 1000};
+                nanosleep(&ts, NULL);
+            }
+            CHECK_EQ(atomic_load(&g_hold.ran[5]), 1);
+        }
+        CHECK_EQ(pto_runtime_write_trace(rt, path, 0), PTO_OK);
+        int seen[HOLD_TILES] = {0};
+        FILE* f = fopen(path, "r");
+        CHECK(f != NULL);
+        static char line[4096];
+        while (f && fgets(line, sizeof line, f)) {
+            const char* tile = strstr(line, "\"tile\":");
+            if (!strstr(line, "\"cat\":\"tile\"") || !tile) continue;
+            const int64_t k = strtoll(tile + 7, NULL, 10);
+            if (k >= 0 && k < HOLD_TILES) seen[k]++;
+        }
+        if (f) fclose(f);
+        int once = 0;
+        for (int k = 0; k < 5; k++) once += seen[k] == 1;
+        CHECK_EQ(once, 5);
+        CHECK_EQ(seen[5], 0);
+    }
+    unlink(path);
+    pto_runtime_destroy(rt);
+}
+
 /* Two workers, chunks of 8 tiles: every tile of the next-to-last chunk waits until the consumer
  * of the last chunk ran (its one mark). The worker that runs the last chunk finds the other
  * held in the chunk before and helps it: the last chunk must complete, and its consumer start,
@@ -708,7 +808,9 @@ int main(int argc, char** argv) {
     check_helper_failure();
     check_traced_tiles(2);
     check_traced_tiles(0);
+    check_traced_tiles_dropped();
     check_consumer_not_held();
+    check_traced_tiles_deadline();   /* (before: it waits for its stuck kernel to return) */
     check_helper_abandoned();
     check_no_tile_after_giving_up(1);
     check_no_tile_after_giving_up(2);
