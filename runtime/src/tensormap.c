@@ -678,6 +678,10 @@ static __attribute__((noinline)) int access_exact_slow(const TMCtx ctx, int32_t 
 static inline __attribute__((always_inline)) int access_one(const TMCtx* c, int32_t task, const PTOAccess* a) {
     TMTensor* t = &c->tm->tensors[a->tensor];
     const int64_t rf = a->r0 >> t->rshift, cf = a->c0 >> t->cshift;
+    /* a tile of pto_tensor_tiles: a whole block inside the grid's columns and row limit, known
+     * when the tiles were registered; only the rows allocated so far are left to test */
+    if ((a->mode & ACC_TILE) && __builtin_expect(t->exact & (rf < t->nrb), 1))
+        return access_exact(c, t, a->tensor, rf * t->ncb + cf, task, a->mode);
     if (__builtin_expect(t->exact, 1)) {
         if (__builtin_expect(whole_block(t, a, rf, cf) & (rf < t->nrb) & (cf < t->ncb), 1))
             return access_exact(c, t, a->tensor, rf * t->ncb + cf, task, a->mode);
