@@ -27,9 +27,11 @@
 #define ACC_READ  1
 #define ACC_WRITE 2
 #define ACC_RW    3
-/* The access is one whole block of its record, which stays exact-mode capable: the tile kinds of
- * pto_task_submit_v (RTTiles.block). tm_submit goes to the block without the whole-block test. */
+/* The access is one whole block of its record, whose bucket index is mode >> ACC_BUCKET_SHIFT:
+ * the tile kinds of pto_task_submit_v (RTTiles.block). tm_submit goes to the bucket without the
+ * whole-block test, while the record is exact and has that row of buckets. */
 #define ACC_TILE  4
+#define ACC_BUCKET_SHIFT 3
 
 /* One tensor argument's region, kept only between add_* and submit. The tensor-map record of
  * its data pointer is found (or created) when the argument is added. */
@@ -48,6 +50,7 @@ typedef struct RTTiles {
     int64_t ntr, ntc;               /* tiles per column, per row */
     int32_t tensor;                 /* its tensor-map record */
     int32_t block;                  /* ACC_TILE where the tiles are the record's blocks, else 0 */
+    int32_t ncb;                    /* the record's blocks per row (where block) */
 } RTTiles;
 
 typedef struct PTOStage {
@@ -136,6 +139,7 @@ typedef struct TMTensor {
     int32_t   max_rb;              /* row-block limit of the grid */
     int32_t   general;             /* rspan | cspan | wide chains in use: lookups take the general path */
     int32_t   exact;               /* every access so far was one whole block: see TMBucket */
+    int32_t   nbk;                 /* nrb * ncb: the buckets allocated */
     int32_t   bshift;              /* the sharded map's bands: 2^bshift rows (tensormap.c, tensor_init) */
     uint32_t  shard0;              /* the shard of band 0 */
     TMBucket  wide;

@@ -932,7 +932,7 @@ int32_t pto_tensor_tiles(PTORuntime* rt, const PTOTensor* x, int64_t tile_rows, 
                        ntc <= t->ncb && ntr <= t->max_rb;
     rt->tiles[rt->ntiles] = (RTTiles){(char*)x->data, x->ld, tile_rows * x->ld * x->elem_size,
                                       tile_cols * x->elem_size, tile_rows, tile_cols, ntr, ntc, k,
-                                      block ? ACC_TILE : 0};
+                                      block ? ACC_TILE : 0, t->ncb};
     return (int32_t)(rt->ntiles++ ^ rt->tile_tag);
 }
 
@@ -1011,7 +1011,9 @@ static inline __attribute__((always_inline)) int stage_args(PTORuntime* rt, PTOT
             out[1] = g->ld;
             const int64_t r0 = (int64_t)ti * g->tile_rows, c0 = (int64_t)tj * g->tile_cols;
             next->tensor = g->tensor;
-            next->mode = (a->kind - PTO_ARG_TILE_INPUT + ACC_READ) | g->block;
+            next->mode = g->block ? (a->kind - PTO_ARG_TILE_INPUT + ACC_READ) | ACC_TILE |
+                                        (int32_t)(ti * (uint64_t)g->ncb + tj) << ACC_BUCKET_SHIFT
+                                  : a->kind - PTO_ARG_TILE_INPUT + ACC_READ;
             next->r0 = r0; next->c0 = c0; next->r1 = r0 + g->tile_rows; next->c1 = c0 + g->tile_cols;
             out += 2;
             next++;
