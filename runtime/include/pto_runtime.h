@@ -343,7 +343,7 @@ typedef struct PTOTaskArg {
     int32_t          kind;            /* PTOArgKind */
     const PTOTensor* tensor;
     int64_t          row_off, col_off, rows, cols;
-    int64_t          value;           /* SCALAR only */
+    int64_t          value;           /* SCALAR; the handle of the TILE kinds */
 } PTOTaskArg;
 int32_t pto_task_submit_v(PTORuntime* rt, const char* func_name, PTOKernelFunc func_ptr,
                           int32_t buffer_bytes, int32_t worker_type,
