@@ -8,7 +8,7 @@
  *        (the graphs: dags.h; a bare M is llama:M)
  *        (tier3: the three-tier runtime mode, 1 and 3 schedulers, against the worker mode;
  *        build: PTO graph build only, through both APIs (pto_build: alloc + add_* + submit,
- *        pto_build_v: pto_task_submit_v); trace: empty-task execution with vs without tracing;
+ *        pto_build_v: pto_task_submit_v, pto_build_tiles: pto_task_submit_v with tile arguments); trace: empty-task execution with vs without tracing;
  *        -DBENCH_NO_SUBMIT_V builds against a runtime without the one-call API)
  * Prints one "key=value" line per measurement (the driver run.sh turns them into a table). */
 #define _GNU_SOURCE 1
@@ -73,11 +73,33 @@ static void pto_emit_v(void* ctx, const char* name, const Use* u, int n) {
     int32_t t = pto_task_submit_v((PTORuntime*)ctx, name, k_empty, 16384, PTO_WORKER_ANY, a, n);
     if (t < 0) { fprintf(stderr, "submit_v: %s\n", pto_strerror(t)); exit(1); }
 }
+
+/* The same task with tile arguments: every access is one whole 32 x 128 tile of a tensor
+ * registered once (pto_tensor_tiles), as the code generator knows statically. */
+static int32_t g_tiles[NTENS];
+static void pto_emit_t(void* ctx, const char* name, const Use* u, int n) {
+    PTOTaskArg a[4];
+    for (int k = 0; k < n; k++)
+        a[k] = (PTOTaskArg){u[k].mode + PTO_ARG_TILE_INPUT - PTO_ARG_INPUT, NULL, u[k].tile, 0, 0, 0,
+                            g_tiles[u[k].tensor]};
+    int32_t t = pto_task_submit_v((PTORuntime*)ctx, name, k_empty, 16384, PTO_WORKER_ANY, a, n);
+    if (t < 0) { fprintf(stderr, "submit_v (tiles): %s\n", pto_strerror(t)); exit(1); }
+}
 #endif
 
-static int g_one_call;     /* build through pto_task_submit_v instead of alloc + add + submit */
+/* build through alloc + add + submit (0), pto_task_submit_v with rectangles (1) or with tiles (2) */
+static int g_one_call;
 static void pto_orch(PTORuntime* rt, void* ud) {
 #ifndef BENCH_NO_SUBMIT_V
+    if (g_one_call == 2) {
+        for (int i = 0; i < NTENS; i++)
+            if ((g_tiles[i] = pto_tensor_tiles(rt, &g_t[i], TILE_ROWS, COLS)) < 0) {
+                fprintf(stderr, "pto_tensor_tiles: %s\n", pto_last_error());
+                exit(1);
+            }
+        dag_emit(ud, pto_emit_t, rt);
+        return;
+    }
     if (g_one_call) { dag_emit(ud, pto_emit_v, rt); return; }
 #endif
     dag_emit(ud, pto_emit, rt);
@@ -107,12 +129,14 @@ static void bench_pto(const Dag* d, int workers, int build_only) {
 
     /* 1. build only: dry run, no workers; window >= tasks when it fits (pure build),
      *    otherwise window 16384 and the orchestrator retires the oldest task in order.
-     *    Both APIs, alternating: alloc + add_* + submit (pto_build), pto_task_submit_v (pto_build_v). */
-    double bb[2] = {1e30, 1e30}, bc[2] = {1e30, 1e30}, best; PTORuntimeStats st;
+     *    The APIs, alternating: alloc + add_* + submit (pto_build), pto_task_submit_v with
+     *    rectangles (pto_build_v) and with tiles of tiled tensors (pto_build_tiles). */
+    static const char* const api_name[3] = {"pto_build", "pto_build_v", "pto_build_tiles"};
+    double bb[3] = {1e30, 1e30, 1e30}, bc[3] = {1e30, 1e30, 1e30}, best; PTORuntimeStats st;
 #ifdef BENCH_NO_SUBMIT_V
     const int apis = 1;
 #else
-    const int apis = 2;
+    const int apis = 3;
 #endif
     for (int rep = 0; rep < (fits ? 5 : 1); rep++)
         for (int api = 0; api < apis; api++) {
@@ -133,7 +157,7 @@ static void bench_pto(const Dag* d, int workers, int build_only) {
     for (int api = 0; api < apis; api++)
         printf(HEAD "tasks=%lld build_s=%.6f tasks_per_us=%.2f build_cpu_s=%.6f tasks_per_cpu_us=%.2f "
                "edges=%lld window=%d pure_build=%d bytes_per_live_task=%.1f\n",
-               HEAD_ARGS(api ? "pto_build_v" : "pto_build", d), (long long)n, bb[api], n / bb[api] / 1e6, bc[api], n / bc[api] / 1e6,
+               HEAD_ARGS(api_name[api], d), (long long)n, bb[api], n / bb[api] / 1e6, bc[api], n / bc[api] / 1e6,
                (long long)st.edges, st.task_window, fits, (double)st.runtime_bytes / (double)st.peak_live_tasks);
 
     if (build_only) return;

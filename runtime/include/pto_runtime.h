@@ -334,17 +334,34 @@ int pto_task_submit(PTORuntime* rt, int32_t task);
 enum PTOArgKind {
     PTO_ARG_SCALAR = 0, PTO_ARG_INPUT = 1, PTO_ARG_OUTPUT = 2, PTO_ARG_INOUT = 3, PTO_ARG_UNTRACKED = 4,
     /* a region of a runtime-owned intermediate (tensor from pto_temp_tensor), see below */
-    PTO_ARG_TEMP_INPUT = 5, PTO_ARG_TEMP_OUTPUT = 6, PTO_ARG_TEMP_INOUT = 7
+    PTO_ARG_TEMP_INPUT = 5, PTO_ARG_TEMP_OUTPUT = 6, PTO_ARG_TEMP_INOUT = 7,
+    /* one whole tile of a tiled tensor (pto_tensor_tiles, below): value is the handle, row_off
+     * and col_off the tile's row and column index (rows, cols, tensor unused) */
+    PTO_ARG_TILE_INPUT = 9, PTO_ARG_TILE_OUTPUT = 10, PTO_ARG_TILE_INOUT = 11
 };
 typedef struct PTOTaskArg {
     int32_t          kind;            /* PTOArgKind */
     const PTOTensor* tensor;
     int64_t          row_off, col_off, rows, cols;
-    int64_t          value;           /* SCALAR only */
+    int64_t          value;           /* SCALAR; the handle of the TILE kinds */
 } PTOTaskArg;
 int32_t pto_task_submit_v(PTORuntime* rt, const char* func_name, PTOKernelFunc func_ptr,
                           int32_t buffer_bytes, int32_t worker_type,
                           const PTOTaskArg* args, int32_t num_args);
+
+/* Tensor x cut into tiles of tile_rows x tile_cols elements (which must divide its rows and
+ * cols), registered once: returns a handle (>= 0) for the TILE argument kinds of
+ * pto_task_submit_v, or PTO_EINVAL (a bad tensor or tiling, pto_last_error says which). An
+ * argument {PTO_ARG_TILE_INPUT, NULL, i, j, 0, 0, h} is the same access, with the same two slots,
+ * as {PTO_ARG_INPUT, x, i * tile_rows, j * tile_cols, tile_rows, tile_cols, 0}, checked only for
+ * i and j below the tile counts (PTO_EBOUNDS) and h a handle of this runtime (PTO_EINVAL; a
+ * handle of another runtime, one created before or after, is refused). The tensor's fields are
+ * copied: later changes to *x do not reach the handle. Where the tiles are the blocks of x's
+ * tensor-map record (powers of two, x first accessed through its tiles or in tiles of this
+ * size), a tile access goes straight to its block; otherwise it is looked up as the rectangle.
+ * Ordinary accesses to x may be mixed in: the dependencies are those of the rectangles. Not for
+ * submitters (pto_submitter_*: their batch fails with PTO_EINVAL). Valid for the runtime's life. */
+int32_t pto_tensor_tiles(PTORuntime* rt, const PTOTensor* x, int64_t tile_rows, int64_t tile_cols);
 /* ---------------------------------------------------------------- several submitting threads
  * The calls above come from one thread. For several threads submitting into one runtime at
  * once (e.g. the iterations of a parallel loop split between them), each thread opens a

@@ -26,6 +26,12 @@
 
 #define ACC_READ  1
 #define ACC_WRITE 2
+#define ACC_RW    3
+/* The access is one whole block of its record, whose bucket index is mode >> ACC_BUCKET_SHIFT:
+ * the tile kinds of pto_task_submit_v (RTTiles.block). tm_submit goes to the bucket without the
+ * whole-block test, while the record is exact and has that row of buckets. */
+#define ACC_TILE  4
+#define ACC_BUCKET_SHIFT 3
 
 /* One tensor argument's region, kept only between add_* and submit. The tensor-map record of
  * its data pointer is found (or created) when the argument is added. */
@@ -34,6 +40,18 @@ typedef struct PTOAccess {
     int32_t mode;                  /* ACC_READ | ACC_WRITE */
     int64_t r0, c0, r1, c1;        /* half-open rectangle in elements */
 } PTOAccess;
+
+/* A tiled tensor (pto_tensor_tiles): what a tile argument needs, computed once. */
+typedef struct RTTiles {
+    char*   data;
+    int64_t ld;
+    int64_t row_bytes, col_bytes;   /* from one tile to the next: tile_rows * ld, tile_cols elements */
+    int64_t tile_rows, tile_cols;
+    int64_t ntr, ntc;               /* tiles per column, per row */
+    int32_t tensor;                 /* its tensor-map record */
+    int32_t block;                  /* ACC_TILE where the tiles are the record's blocks, else 0 */
+    int32_t ncb;                    /* the record's blocks per row (where block) */
+} RTTiles;
 
 typedef struct PTOStage {
     int32_t   n;
@@ -121,6 +139,7 @@ typedef struct TMTensor {
     int32_t   max_rb;              /* row-block limit of the grid */
     int32_t   general;             /* rspan | cspan | wide chains in use: lookups take the general path */
     int32_t   exact;               /* every access so far was one whole block: see TMBucket */
+    int32_t   nbk;                 /* nrb * ncb: the buckets allocated */
     int32_t   bshift;              /* the sharded map's bands: 2^bshift rows (tensormap.c, tensor_init) */
     uint32_t  shard0;              /* the shard of band 0 */
     TMBucket  wide;
@@ -314,6 +333,8 @@ struct PTORuntime {
     int32_t   dep_fresh;           /* blocks from here to the end of the chunks: never used, on no list */
     int32_t   dep_end;             /* dep_nchunks << DEP_CHUNK_SHIFT: the end of the chunks */
     TMap      tm;
+    RTTiles*  tiles; int32_t ntiles, cap_tiles;
+    uint64_t  tile_tag;            /* XORed into a tiles handle: this runtime's, in bits 16..30 */
     /* read by workers (rt_dep), written by the orchestrator only as the pool grows */
     RT_LINE PTODepBlock* dep_chunks[DEP_MAX_CHUNKS];
 
@@ -440,7 +461,7 @@ static inline void tm_route(const TMap* tm, const PTOAccess* a, TMRoute* out) {
     out->base = t->base; out->rows = t->rows; out->cols = t->cols;
     out->bshift = t->bshift; out->cshift = t->cshift;
     out->rshift = t->rshift; out->shard0 = t->shard0;
-    out->mode = a->mode;
+    out->mode = a->mode & ACC_RW;
     out->r0 = a->r0; out->c0 = a->c0; out->r1 = a->r1; out->c1 = a->c1;
     const uint32_t h = t->shard0;
     const int64_t j0 = a->r0 >> out->bshift, j1 = (a->r1 - 1) >> out->bshift;

@@ -60,6 +60,10 @@ int pto_runtime_init(PTORuntime** out, const PTORuntimeConfig* cfg) {
     rt->window = c.task_window;
     rt->mask = c.task_window - 1;
     rt->timeout_ns = timeout_ns;
+    {   /* tiles handles carry the runtime's number (1 to 2^15 - 1, cycling): another runtime's are refused */
+        static _Atomic uint32_t serial;
+        rt->tile_tag = (uint64_t)(atomic_fetch_add_explicit(&serial, 1, memory_order_relaxed) % 0x7fff + 1) << 16;
+    }
     atomic_init(&rt->failed_task, -1);
     atomic_init(&rt->failed_worker, -1);
     atomic_init(&rt->refs, 1);
@@ -226,6 +230,7 @@ static void rt_free(PTORuntime* rt) {
     heap_free(rt);
     sched_free(rt);
     tm_free(&rt->tm);
+    free(rt->tiles);
     tm_shards_free(rt);
     for (int32_t i = 0; i < rt->dep_nchunks; i++) rt_block_free(rt->dep_chunks[i], DEP_CHUNK * sizeof(PTODepBlock));
     free(rt->stages); free(rt->stage_free); free(rt->held);
@@ -899,6 +904,50 @@ int pto_task_submit(PTORuntime* rt, int32_t task) {
     return commit_publish(rt, t);
 }
 
+int32_t pto_tensor_tiles(PTORuntime* rt, const PTOTensor* x, int64_t tile_rows, int64_t tile_cols) {
+    if (!rt) return rt_fail(PTO_EINVAL, "pto_tensor_tiles: no runtime (NULL)");
+    if (!x) return rt_fail(PTO_EINVAL, "pto_tensor_tiles: no tensor (NULL)");
+    if (tile_rows <= 0 || tile_cols <= 0 || x->rows % tile_rows || x->cols % tile_cols)
+        return rt_fail(PTO_EINVAL, "pto_tensor_tiles: tiles of %lld x %lld do not divide the %lld x %lld tensor",
+                       (long long)tile_rows, (long long)tile_cols, (long long)x->rows, (long long)x->cols);
+    int rc = region_check(x, 0, 0, x->rows, x->cols);   /* the whole tensor: then every tile is valid */
+    if (rc < 0)
+        return rt_fail(rc, "pto_tensor_tiles: the tensor is not valid (data %p, %lld x %lld, ld %lld, %d-byte elements): %s",
+                       x->data, (long long)x->rows, (long long)x->cols, (long long)x->ld, x->elem_size,
+                       pto_strerror(rc));
+    if (rt->ntiles == 0xffff) return rt_fail(PTO_ENOMEM, "pto_tensor_tiles: 65535 tiled tensors already");
+    if (rt->ntiles == rt->cap_tiles) {
+        const int32_t nc = rt->cap_tiles ? 2 * rt->cap_tiles : 8;
+        RTTiles* g = realloc(rt->tiles, (size_t)nc * sizeof *g);
+        if (!g) return rt_fail(PTO_ENOMEM, "pto_tensor_tiles: out of memory");
+        rt->tiles = g;
+        rt->cap_tiles = nc;
+    }
+    const int32_t k = tm_tensor(&rt->tm, x->data, tile_rows, tile_cols, x->rows, x->cols);
+    if (k < 0) return rt_fail(k, "pto_tensor_tiles: out of memory");
+    const TMTensor* t = &rt->tm.tensors[k];
+    const int64_t ntr = x->rows / tile_rows, ntc = x->cols / tile_cols;
+    /* straight to the block: the tiles are the record's blocks, all inside its grid */
+    const bool block = ((int64_t)1 << t->rshift) == tile_rows && ((int64_t)1 << t->cshift) == tile_cols &&
+                       ntc <= t->ncb && ntr <= t->max_rb;
+    rt->tiles[rt->ntiles] = (RTTiles){(char*)x->data, x->ld, tile_rows * x->ld * x->elem_size,
+                                      tile_cols * x->elem_size, tile_rows, tile_cols, ntr, ntc, k,
+                                      block ? ACC_TILE : 0, t->ncb};
+    return (int32_t)(rt->ntiles++ ^ rt->tile_tag);
+}
+
+/* Why tile argument a of pto_task_submit_v was refused (PTO_EINVAL or PTO_EBOUNDS). */
+static __attribute__((noinline)) int tile_fail(const PTORuntime* rt, const char* func_name, const PTOTaskArg* a) {
+    const uint64_t h = (uint64_t)a->value ^ rt->tile_tag;
+    if (h >= (uint64_t)rt->ntiles)
+        return rt_fail(PTO_EINVAL, "pto_task_submit_v: task '%s': tile handle %lld is not one of this runtime's",
+                       func_name ? func_name : "", (long long)a->value);
+    const RTTiles* g = &rt->tiles[h];
+    return rt_fail(PTO_EBOUNDS, "pto_task_submit_v: task '%s': tile (%lld, %lld) outside the %lld x %lld tiles",
+                   func_name ? func_name : "", (long long)a->row_off, (long long)a->col_off, (long long)g->ntr,
+                   (long long)g->ntc);
+}
+
 /* The arguments of pto_task_submit_v into building task t (no slot taken yet): its slots, and
  * its accesses staged in acc (*nacc of them). `room`: every argument fits the inline slots. */
 static inline __attribute__((always_inline)) int stage_args(PTORuntime* rt, PTOTask* t, int32_t id,
@@ -935,6 +984,37 @@ static inline __attribute__((always_inline)) int stage_args(PTORuntime* rt, PTOT
                 slots = t->args;
                 tensor_slots(out, x, r0, c0);
             }
+            out += 2;
+            next++;
+            continue;
+        }
+        if (__builtin_expect((uint32_t)(a->kind - PTO_ARG_TILE_INPUT) <= PTO_ARG_TILE_INOUT - PTO_ARG_TILE_INPUT, 1)) {
+            /* a tile of a tiled tensor (pto_tensor_tiles): checked there, but for the handle and
+             * the tile index; the access (the rectangle, for the record and the general paths)
+             * and the slots of the tracked kind above, without region check or record lookup */
+            const uint64_t h = (uint64_t)a->value ^ rt->tile_tag;
+            const uint64_t ti = (uint64_t)a->row_off, tj = (uint64_t)a->col_off;
+            if (__builtin_expect(h >= (uint64_t)rt->ntiles, 0)) { rc = tile_fail(rt, t->name, a); break; }
+            const RTTiles* g = &rt->tiles[h];
+            if (__builtin_expect((ti >= (uint64_t)g->ntr) | (tj >= (uint64_t)g->ntc), 0)) {
+                rc = tile_fail(rt, t->name, a);
+                break;
+            }
+            if (!room) {
+                if (__builtin_expect(next == acc + PTO_MAX_TENSOR_ARGS, 0)) { rc = PTO_ETOOMANYARGS; break; }
+                t->num_args = (int8_t)(out - slots);
+                if ((rc = reserve_args(rt, t, 2)) < 0) break;
+                out = t->args + (out - slots);
+                slots = t->args;
+            }
+            out[0] = (int64_t)(intptr_t)(g->data + (int64_t)ti * g->row_bytes + (int64_t)tj * g->col_bytes);
+            out[1] = g->ld;
+            const int64_t r0 = (int64_t)ti * g->tile_rows, c0 = (int64_t)tj * g->tile_cols;
+            next->tensor = g->tensor;
+            next->mode = g->block ? (a->kind - PTO_ARG_TILE_INPUT + ACC_READ) | ACC_TILE |
+                                        (int32_t)(ti * (uint64_t)g->ncb + tj) << ACC_BUCKET_SHIFT
+                                  : a->kind - PTO_ARG_TILE_INPUT + ACC_READ;
+            next->r0 = r0; next->c0 = c0; next->r1 = r0 + g->tile_rows; next->c1 = c0 + g->tile_cols;
             out += 2;
             next++;
             continue;

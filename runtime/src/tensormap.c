@@ -142,6 +142,7 @@ static int grow_rows(TMap* tm, TMTensor* t, int64_t need) {
     memset(l + old, 0, n - old);
     tm->bucket_bytes += (int64_t)(n - old) * (int64_t)(sizeof *b + 1);
     t->nrb = (int32_t)nb;
+    t->nbk = (int32_t)n;
     return PTO_OK;
 }
 
@@ -677,6 +678,13 @@ static __attribute__((noinline)) int access_exact_slow(const TMCtx ctx, int32_t 
 /* One access of task `task` (a->tensor: a record of c->tm): its edges, then its entry. */
 static inline __attribute__((always_inline)) int access_one(const TMCtx* c, int32_t task, const PTOAccess* a) {
     TMTensor* t = &c->tm->tensors[a->tensor];
+    if (a->mode & ACC_TILE) {
+        /* a tile of pto_tensor_tiles that is one block of its record: its bucket came with it,
+         * only an exact tensor with that many buckets allocated is left to test */
+        const int32_t bucket = a->mode >> ACC_BUCKET_SHIFT;
+        if (__builtin_expect(t->exact & (bucket < t->nbk), 1))
+            return access_exact(c, t, a->tensor, bucket, task, a->mode);
+    }
     const int64_t rf = a->r0 >> t->rshift, cf = a->c0 >> t->cshift;
     if (__builtin_expect(t->exact, 1)) {
         if (__builtin_expect(whole_block(t, a, rf, cf) & (rf < t->nrb) & (cf < t->ncb), 1))

@@ -19,6 +19,8 @@ test_submit.c: several threads submitting into one runtime at once (submitters):
 across threads (RAW, WAR, WAW, ticket edges) checked by the kernels, exact edge counts, misuse.
 test_range.c: range tasks (pto_task_submit_range) - every tile once, chunks per worker, whole-range
 waits, the failing tile named, executors with and without ranges, misuse.
+test_tiles.c: tiled tensors (pto_tensor_tiles) - tile arguments against the rectangles they stand
+for on random graphs (edges, dumps, kernel slots), mixed with rectangles, the errors.
 test_hardening.c: misuse and races an adversarial review found (a shutdown racing a destroy, a
 full staging area, capacity overflows, waits that could never end, stealing across worker types),
 each under a watchdog where the defect was a hang."""
@@ -39,7 +41,7 @@ LIB_SOURCES = sorted(str(p) for p in (RT / "src").glob("*.c"))
 #: program: the fewest checks it must report (a program that stops early reports fewer)
 PROGRAMS = {"test_runtime": 400, "test_deadline": 100, "test_successor": 20, "test_schedule": 100,
             "test_three_tier": 400, "test_core_request": 100, "test_heap": 60, "test_submit": 300, "test_range": 200,
-            "test_hardening": 50}
+            "test_hardening": 50, "test_tiles": 2000}
 
 VARIANTS = {
     # name: (extra flags, scale argument, env)

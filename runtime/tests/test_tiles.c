@@ -1,0 +1,260 @@
+/* test_tiles.c - tiled tensors (pto_tensor_tiles) and the tile argument kinds of
+ * pto_task_submit_v: the same graphs, edge for edge, and the same kernel slots as the rectangle
+ * arguments they stand for, mixed with rectangles of the same tensors; the errors.
+ *
+ * Build:  gcc -std=c11 -O2 -pthread -Iruntime/include runtime/src/{dump,...}.c (every file) runtime/tests/test_tiles.c -lm
+ * Run:    ./a.out [scale]     (scale < 1: fewer random rounds, e.g. under sanitizers) */
+#define _GNU_SOURCE 1
+#include "pto_runtime.h"
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "pto_check.h"
+
+PTO_CHECK_COUNTERS;
+
+static uint64_t rng_state = 1;
+static uint64_t rnd(void) {
+    rng_state ^= rng_state << 13; rng_state ^= rng_state >> 7; rng_state ^= rng_state << 17;
+    return rng_state;
+}
+
+static PTORuntime* mk(int workers, int window, int record) {
+    PTORuntimeConfig cfg;
+    pto_runtime_config_default(&cfg);
+    cfg.num_workers = workers; cfg.task_window = window; cfg.record_graph = record;
+    return pto_runtime_create(&cfg);
+}
+
+static int32_t k_nop(const int64_t* a) { (void)a; return 0; }
+
+/* Each random task's first two slots: how many slots it has, and its index. The kernel copies
+ * its slots to g_slots[index]. */
+#define TASKS 300
+#define MAXA  7
+static int64_t g_slots[TASKS][2 + 2 * MAXA];
+static int32_t k_copy(const int64_t* a) {
+    memcpy(g_slots[a[1]], a, (size_t)a[0] * sizeof *a);
+    return 0;
+}
+
+/* Three tensors: A tiled 8 x 8, its tiles the blocks of its record (registered before any
+ * access); B tiled 16 x 8 after an 8 x 8 access made its record (tiles that are not its blocks:
+ * the rectangle lookup); C tiled 4 x 16. */
+static float g_a[64 * 64], g_b[64 * 40], g_c[32 * 64];
+static PTOTensor A = {g_a, 64, 64, 64, 4, "A"}, B = {g_b, 64, 32, 40, 4, "B"}, C = {g_c, 32, 64, 64, 4, "C"};
+static const PTOTensor* const X[3] = {&A, &B, &C};
+static const int64_t TILE[3][2] = {{8, 8}, {16, 8}, {4, 16}};
+
+/* One random task in both forms: t[] with tile kinds where the draw is a tile, r[] with the
+ * rectangle each stands for. Draws: a tile; a rectangle (across tiles, or a partial tile, only
+ * after `prefix` tasks); a scalar. At most one writer per task. */
+static int32_t draw(PTOTaskArg* t, PTOTaskArg* r, const int32_t h[3], int i, int prefix, int* slots) {
+    const int32_t n = 2 + (int32_t)(rnd() % (MAXA - 1));
+    bool wrote = false;
+    *slots = 2;
+    for (int32_t k = 2; k < n; k++) {
+        const int x = (int)(rnd() % 3);
+        int mode = (int)(1 + rnd() % 3);
+        if (wrote) mode = 1;
+        const uint64_t what = rnd() % 8;
+        if (what == 0) {
+            t[k] = r[k] = (PTOTaskArg){PTO_ARG_SCALAR, NULL, 0, 0, 0, 0, (int64_t)rnd()};
+            *slots += 1;
+            continue;
+        }
+        wrote |= (mode & 2) != 0;
+        *slots += 2;
+        const PTOTensor* p = X[x];
+        if (what == 1 && i >= prefix) {            /* a rectangle anywhere */
+            const int64_t hh = 1 + (int64_t)(rnd() % 20), ww = 1 + (int64_t)(rnd() % 20);
+            t[k] = r[k] = (PTOTaskArg){mode, p, (int64_t)(rnd() % (uint64_t)(p->rows - hh + 1)),
+                                       (int64_t)(rnd() % (uint64_t)(p->cols - ww + 1)), hh, ww, 0};
+            continue;
+        }
+        const int64_t ti = (int64_t)(rnd() % (uint64_t)(p->rows / TILE[x][0]));
+        const int64_t tj = (int64_t)(rnd() % (uint64_t)(p->cols / TILE[x][1]));
+        r[k] = (PTOTaskArg){mode, p, ti * TILE[x][0], tj * TILE[x][1], TILE[x][0], TILE[x][1], 0};
+        t[k] = (PTOTaskArg){mode + PTO_ARG_TILE_INPUT - PTO_ARG_INPUT, NULL, ti, tj, 0, 0, h[x]};
+    }
+    t[0] = r[0] = (PTOTaskArg){PTO_ARG_SCALAR, NULL, 0, 0, 0, 0, *slots};
+    t[1] = r[1] = (PTOTaskArg){PTO_ARG_SCALAR, NULL, 0, 0, 0, 0, i};
+    return n;
+}
+
+/* Random tiled graphs: the tile kinds against their rectangles, in runtimes with a window that
+ * holds every task and with one of 16 (the oldest tasks run inline), on the single tensor map
+ * and (after a submitter) the sharded one. Equal dumps (edges and fan-ins of every task), edge
+ * and entry counts, and every kernel's slots. */
+static void test_tiles_match_rectangles(int rounds) {
+    const int64_t cap = 1 << 20;
+    char* dump[2] = {malloc(cap), malloc(cap)};
+    static int64_t slots[2][TASKS][2 + 2 * MAXA];
+    for (int round = 0; round < rounds; round++) {
+        const int window = round % 2 ? 16 : 4096, sharded = round % 4 >= 2;
+        const int prefix = round % 8 < 4 ? TASKS : 20 * (round % 8);   /* rectangles after the prefix */
+        int64_t edges[2], entries[2];
+        for (int tiles = 0; tiles < 2; tiles++) {
+            rng_state = 0x711e0000ULL + (uint64_t)round;
+            PTORuntime* rt = mk(0, window, 1);
+            if (sharded) {                         /* the map is sharded from here on */
+                PTOSubmitter* s = pto_submitter_open(rt);
+                PTOTaskArg a = {PTO_ARG_OUTPUT, &C, 0, 0, 4, 16, 0};
+                CHECK(pto_submitter_task(s, "s", k_nop, 0, PTO_WORKER_ANY, &a, 1, NULL, 0) >= 0);
+                CHECK_EQ(pto_submitter_close(s), PTO_OK);
+            }
+            int32_t h[3];
+            h[0] = pto_tensor_tiles(rt, &A, 8, 8);
+            PTOTaskArg b = {PTO_ARG_OUTPUT, &B, 0, 0, 8, 8, 0};   /* B's record: blocks of 8 x 8 */
+            CHECK(pto_task_submit_v(rt, "b", k_nop, 0, PTO_WORKER_ANY, &b, 1) >= 0);
+            h[1] = pto_tensor_tiles(rt, &B, 16, 8);
+            h[2] = pto_tensor_tiles(rt, &C, 4, 16);
+            for (int x = 0; x < 3; x++) CHECK(h[x] >= 0);
+            memset(g_slots, 0xff, sizeof g_slots);
+            for (int i = 0; i < TASKS; i++) {
+                PTOTaskArg t[MAXA], r[MAXA];
+                int n_slots;
+                const int32_t n = draw(t, r, h, i, prefix, &n_slots);
+                CHECK(pto_task_submit_v(rt, "k", k_copy, 0, PTO_WORKER_ANY, tiles ? t : r, n) >= 0);
+            }
+            PTORuntimeStats st;
+            pto_runtime_get_stats(rt, &st);
+            edges[tiles] = st.edges;
+            entries[tiles] = st.tensormap_entries;
+            CHECK(pto_runtime_dump_buffer(rt, dump[tiles], cap) > 0);
+            CHECK_EQ(pto_runtime_run(rt), PTO_OK);
+            memcpy(slots[tiles], g_slots, sizeof g_slots);
+            pto_runtime_destroy(rt);
+        }
+        CHECK(edges[0] > 0);
+        CHECK_EQ(edges[0], edges[1]);
+        CHECK_EQ(entries[0], entries[1]);
+        CHECK(strcmp(dump[0], dump[1]) == 0);
+        CHECK(memcmp(slots[0], slots[1], sizeof slots[0]) == 0);
+        CHECK_EQ(slots[1][TASKS - 1][1], TASKS - 1);   /* the kernels ran and copied */
+    }
+    free(dump[0]); free(dump[1]);
+}
+
+/* A tile and the rectangle it stands for meet as the same region: a tile write after a partial
+ * rectangle read of it follows the reader; a rectangle across four tiles follows each tile's
+ * writer; a tile read follows the rectangle that wrote part of it. */
+static void test_tiles_mixed_edges(void) {
+    PTORuntime* rt = mk(0, 1024, 1);
+    const int32_t h = pto_tensor_tiles(rt, &A, 8, 8);
+    CHECK(h >= 0);
+    PTOTaskArg a[1];
+    for (int64_t k = 0; k < 4; k++) {              /* 0-3: write tiles (0,0) (0,1) (1,0) (1,1) */
+        a[0] = (PTOTaskArg){PTO_ARG_TILE_OUTPUT, NULL, k / 2, k % 2, 0, 0, h};
+        CHECK_EQ(pto_task_submit_v(rt, "w", k_nop, 0, PTO_WORKER_ANY, a, 1), k);
+    }
+    a[0] = (PTOTaskArg){PTO_ARG_INPUT, &A, 4, 4, 8, 8, 0};   /* 4: reads across the four tiles */
+    CHECK_EQ(pto_task_submit_v(rt, "r", k_nop, 0, PTO_WORKER_ANY, a, 1), 4);
+    PTORuntimeStats st;
+    pto_runtime_get_stats(rt, &st);
+    CHECK_EQ(st.edges, 4);
+    a[0] = (PTOTaskArg){PTO_ARG_TILE_INOUT, NULL, 1, 1, 0, 0, h};   /* 5: after 3 (writer) and 4 (reader) */
+    CHECK_EQ(pto_task_submit_v(rt, "u", k_nop, 0, PTO_WORKER_ANY, a, 1), 5);
+    pto_runtime_get_stats(rt, &st);
+    CHECK_EQ(st.edges, 6);
+    a[0] = (PTOTaskArg){PTO_ARG_OUTPUT, &A, 17, 3, 2, 2, 0};  /* 6: part of tile (2,0), nothing before */
+    CHECK_EQ(pto_task_submit_v(rt, "p", k_nop, 0, PTO_WORKER_ANY, a, 1), 6);
+    a[0] = (PTOTaskArg){PTO_ARG_TILE_INPUT, NULL, 2, 0, 0, 0, h};     /* 7: after 6 */
+    CHECK_EQ(pto_task_submit_v(rt, "t", k_nop, 0, PTO_WORKER_ANY, a, 1), 7);
+    a[0] = (PTOTaskArg){PTO_ARG_TILE_INPUT, NULL, 2, 1, 0, 0, h};     /* 8: nothing before */
+    CHECK_EQ(pto_task_submit_v(rt, "t", k_nop, 0, PTO_WORKER_ANY, a, 1), 8);
+    pto_runtime_get_stats(rt, &st);
+    CHECK_EQ(st.edges, 7);
+    static char dump[1 << 14];
+    CHECK(pto_runtime_dump_buffer(rt, dump, sizeof dump) > 0);
+    CHECK_EQ(pto_runtime_run(rt), PTO_OK);
+    pto_runtime_destroy(rt);
+}
+
+/* Bad tensors and tilings; bad, foreign and stale handles; tiles out of range; submitters. Each
+ * an error code with pto_last_error naming the function, and a failed submission leaves no task. */
+static void test_tiles_errors(void) {
+    PTORuntime* rt = mk(0, 64, 0);
+    PTOTensor bad = A;
+    CHECK_EQ(pto_tensor_tiles(NULL, &A, 8, 8), PTO_EINVAL);
+    CHECK_HAS(pto_last_error(), "pto_tensor_tiles");
+    CHECK_EQ(pto_tensor_tiles(rt, NULL, 8, 8), PTO_EINVAL);
+    CHECK_HAS(pto_last_error(), "pto_tensor_tiles");
+    CHECK_EQ(pto_tensor_tiles(rt, &A, 0, 8), PTO_EINVAL);
+    CHECK_EQ(pto_tensor_tiles(rt, &A, 8, -8), PTO_EINVAL);
+    CHECK_EQ(pto_tensor_tiles(rt, &A, 24, 8), PTO_EINVAL);   /* 24 does not divide 64 */
+    CHECK_HAS(pto_last_error(), "do not divide");
+    bad.data = NULL;
+    CHECK_EQ(pto_tensor_tiles(rt, &bad, 8, 8), PTO_EINVAL);
+    CHECK_HAS(pto_last_error(), "not valid");
+    bad = A; bad.ld = 32;                                    /* ld < cols */
+    CHECK_EQ(pto_tensor_tiles(rt, &bad, 8, 8), PTO_EINVAL);
+    bad = A; bad.elem_size = 0;
+    CHECK_EQ(pto_tensor_tiles(rt, &bad, 8, 8), PTO_EINVAL);
+
+    const int32_t h = pto_tensor_tiles(rt, &A, 8, 8);
+    CHECK(h >= 0);
+    PTOTaskArg a[2] = {{PTO_ARG_TILE_OUTPUT, NULL, 0, 0, 0, 0, h}};
+    CHECK_EQ(pto_task_submit_v(rt, "ok", k_nop, 0, PTO_WORKER_ANY, a, 1), 0);
+    const int64_t bad_handles[] = {-1, h + 1, h ^ 1 << 16, h & 0xffff, INT64_MAX, (int64_t)1 << 40 | h};
+    for (size_t i = 0; i < sizeof bad_handles / sizeof *bad_handles; i++) {
+        a[0].value = bad_handles[i];
+        CHECK_EQ(pto_task_submit_v(rt, "bad", k_nop, 0, PTO_WORKER_ANY, a, 1), PTO_EINVAL);
+        CHECK_HAS(pto_last_error(), "pto_task_submit_v");
+        CHECK_HAS(pto_last_error(), "tile handle");
+    }
+    const int64_t bad_tiles[][2] = {{8, 0}, {0, 8}, {-1, 0}, {0, -1}, {INT64_MIN, 0}, {1, INT64_MAX}};
+    for (size_t i = 0; i < sizeof bad_tiles / sizeof *bad_tiles; i++) {
+        a[0] = (PTOTaskArg){PTO_ARG_TILE_INPUT, NULL, bad_tiles[i][0], bad_tiles[i][1], 0, 0, h};
+        CHECK_EQ(pto_task_submit_v(rt, "far", k_nop, 0, PTO_WORKER_ANY, a, 1), PTO_EBOUNDS);
+        CHECK_HAS(pto_last_error(), "pto_task_submit_v");
+        CHECK_HAS(pto_last_error(), "outside the 8 x 8 tiles");
+    }
+    /* a bad tile after a good argument: nothing left behind, the next task takes id 1 */
+    a[0] = (PTOTaskArg){PTO_ARG_TILE_INPUT, NULL, 1, 1, 0, 0, h};
+    a[1] = (PTOTaskArg){PTO_ARG_TILE_OUTPUT, NULL, 9, 1, 0, 0, h};
+    CHECK_EQ(pto_task_submit_v(rt, "far", k_nop, 0, PTO_WORKER_ANY, a, 2), PTO_EBOUNDS);
+    a[1].row_off = 2;
+    CHECK_EQ(pto_task_submit_v(rt, "two", k_nop, 0, PTO_WORKER_ANY, a, 2), 1);
+
+    /* another runtime's handle (the same index there), and one of a destroyed runtime */
+    PTORuntime* other = mk(0, 64, 0);
+    const int32_t ho = pto_tensor_tiles(other, &A, 8, 8);
+    CHECK(ho >= 0 && ho != h);
+    a[0] = (PTOTaskArg){PTO_ARG_TILE_INPUT, NULL, 0, 0, 0, 0, ho};
+    CHECK_EQ(pto_task_submit_v(rt, "foreign", k_nop, 0, PTO_WORKER_ANY, a, 1), PTO_EINVAL);
+    a[0].value = h;
+    CHECK_EQ(pto_task_submit_v(other, "foreign", k_nop, 0, PTO_WORKER_ANY, a, 1), PTO_EINVAL);
+    CHECK_EQ(pto_runtime_run(other), PTO_OK);
+    pto_runtime_destroy(other);
+    PTORuntime* next = mk(0, 64, 0);
+    CHECK(pto_tensor_tiles(next, &A, 8, 8) >= 0);
+    a[0].value = ho;                               /* of the destroyed runtime */
+    CHECK_EQ(pto_task_submit_v(next, "stale", k_nop, 0, PTO_WORKER_ANY, a, 1), PTO_EINVAL);
+    CHECK_HAS(pto_last_error(), "tile handle");
+    CHECK_EQ(pto_runtime_run(next), PTO_OK);
+    pto_runtime_destroy(next);
+
+    /* submitters take no tile arguments: the task's batch reports it, and never enters */
+    PTOSubmitter* s = pto_submitter_open(rt);
+    a[0] = (PTOTaskArg){PTO_ARG_TILE_INPUT, NULL, 0, 0, 0, 0, h};
+    pto_submitter_task(s, "sub", k_nop, 0, PTO_WORKER_ANY, a, 1, NULL, 0);
+    CHECK_EQ(pto_submitter_close(s), PTO_EINVAL);
+    CHECK_EQ(pto_task_submit_v(rt, "after", k_nop, 0, PTO_WORKER_ANY, a, 1), 2);
+    CHECK_EQ(pto_runtime_run(rt), PTO_OK);
+    pto_runtime_destroy(rt);
+}
+
+int main(int argc, char** argv) {
+    const double scale = argc > 1 ? atof(argv[1]) : 1.0;
+    const int rounds = scale >= 1 ? 64 : 16;
+    printf("tiles against rectangles, random graphs\n"); test_tiles_match_rectangles(rounds);
+    printf("tiles mixed with rectangles\n");           test_tiles_mixed_edges();
+    printf("tile errors\n");                           test_tiles_errors();
+    printf("%d passed, %d failed\n", g_pass, g_fail);
+    return g_fail ? 1 : 0;
+}
