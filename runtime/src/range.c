@@ -305,6 +305,10 @@ int32_t pto_task_submit_range(PTORuntime* rt, const char* func_name, PTOKernelFu
                               const PTOTaskArg* step, int32_t num_args, int64_t tiles) {
     if (!rt || tiles < 1 || num_args < 0 || num_args > PTO_MAX_ARGS || (num_args > 0 && (!args || !step)))
         return PTO_EINVAL;
+    for (int32_t k = 0; k < num_args; k++)     /* a tile index steps by tiles, not elements */
+        if (args[k].kind >= PTO_ARG_TILE_INPUT && args[k].kind <= PTO_ARG_TILE_INOUT)
+            return rt_fail(PTO_EINVAL, "pto_task_submit_range: argument %d is a tile of a tiled tensor "
+                           "(PTO_ARG_TILE_*); a range takes the tensor's region (PTO_ARG_INPUT/OUTPUT/INOUT)", k);
     int rc = check_steps(args, step, num_args, tiles);
     if (rc < 0) return rc;
     PTOTaskArg a[PTO_MAX_ARGS];

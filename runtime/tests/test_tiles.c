@@ -239,6 +239,13 @@ static void test_tiles_errors(void) {
     CHECK_EQ(pto_runtime_run(next), PTO_OK);
     pto_runtime_destroy(next);
 
+    /* ranges take no tile arguments (their steps are in elements): refused, nothing submitted */
+    const PTOTaskArg step[1] = {{PTO_ARG_TILE_INPUT, NULL, 1, 0, 0, 0, 0}};
+    a[0] = (PTOTaskArg){PTO_ARG_TILE_INPUT, NULL, 0, 0, 0, 0, h};
+    CHECK_EQ(pto_task_submit_range(rt, "range", k_nop, 0, PTO_WORKER_ANY, a, step, 1, 4), PTO_EINVAL);
+    CHECK_HAS(pto_last_error(), "pto_task_submit_range");
+    CHECK_HAS(pto_last_error(), "PTO_ARG_TILE");
+
     /* submitters take no tile arguments: the task's batch reports it, and never enters */
     PTOSubmitter* s = pto_submitter_open(rt);
     a[0] = (PTOTaskArg){PTO_ARG_TILE_INPUT, NULL, 0, 0, 0, 0, h};
