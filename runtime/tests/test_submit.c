@@ -31,6 +31,10 @@
  * runtime-owned intermediate and read it back into Y: every value arrives, and with a small window
  * the intermediates alive at once stay bounded by it, not by the number of tiles.
  *
+ * test_arg_checks: untracked and scalar arguments checked as queued, against pto_task_submit_v:
+ * the same error for a bad one, the same slots for a good one (few arguments, more, more slots than
+ * a descriptor holds).
+ *
  * test_structural: 2 and 3 threads queue diamonds of untracked tasks whose edges are tickets (the
  * workload enumerator's structural mode): every task ran after its predecessors, and in safe mode
  * every edge is there. test_structural_window_abort: such batches into a window that fills.
@@ -655,6 +659,92 @@ static void test_random_two(int workers, int threshold, int window, uint64_t see
     free(d);
 }
 
+/* test_arg_checks: untracked and scalar arguments, checked and their slots built as a task is
+ * queued, give what pto_task_submit_v gives them: the same error for a bad one (each check of an
+ * untracked tensor at its limit, a large tensor's region that is valid), the same slots for a good
+ * one - with few arguments, with more (five or six), and with more slots than a descriptor holds. */
+#define AC_SLOTS 12
+static int64_t g_ac_slots[AC_SLOTS];
+static int32_t g_ac_n;
+static int32_t copy_kernel(const int64_t* args) {
+    for (int32_t i = 0; i < g_ac_n; i++) g_ac_slots[i] = args[i];
+    return 0;
+}
+
+/* The task of `n` arguments through pto_task_submit_v (submitter 0) or a submitter (1): its error,
+ * or PTO_OK with the slots its kernel saw in out (nslots of them). */
+static int arg_case(int submitter, const PTOTaskArg* a, int32_t n, int32_t nslots, int64_t* out) {
+    PTORuntime* rt = pto_runtime_create(NULL);
+    int rc;
+    if (submitter) {
+        PTOSubmitter* s = pto_submitter_open(rt);
+        CHECK(pto_submitter_task(s, "t", copy_kernel, 0, PTO_WORKER_ANY, a, n, NULL, 0) >= 0);
+        rc = pto_submitter_close(s);
+    } else {
+        const int32_t id = pto_task_submit_v(rt, "t", copy_kernel, 0, PTO_WORKER_ANY, a, n);
+        rc = id < 0 ? id : PTO_OK;
+    }
+    memset(g_ac_slots, 0, sizeof g_ac_slots);
+    g_ac_n = nslots;
+    CHECK_EQ(pto_runtime_run(rt), PTO_OK);
+    PTORuntimeStats st;
+    pto_runtime_get_stats(rt, &st);
+    CHECK_EQ(st.tasks_submitted, rc == PTO_OK);
+    memcpy(out, g_ac_slots, sizeof g_ac_slots);
+    pto_runtime_destroy(rt);
+    return rc;
+}
+
+static void test_arg_checks(void) {
+    static float buf[64];
+    const PTOTensor x = {buf, 16, 4, 4, 4, "x"};
+    PTOTensor no_data = x, no_elem = x, narrow_ld = x, big = x, huge = x, neg_rows = x;
+    no_data.data = NULL;
+    no_elem.elem_size = 0;
+    narrow_ld.ld = 3;
+    big.rows = (int64_t)1 << 30;            /* beyond the fast bound: valid all the same */
+    huge.rows = (int64_t)1 << 40; huge.ld = (int64_t)1 << 30; huge.elem_size = 8;   /* size overflows */
+    neg_rows.rows = -1;
+    const PTOTaskArg s7 = scalar(7), s9 = scalar(-9);
+#define U(t, r0, c0) ((PTOTaskArg){PTO_ARG_UNTRACKED, (t), (r0), (c0), 1, 1, 0})
+    const struct { PTOTaskArg a[6]; int32_t n, nslots; int expect; } cases[] = {
+        {{U(&x, 3, 1), s7}, 2, 3, PTO_OK},
+        {{U(&x, 16, 4)}, 1, 2, PTO_OK},                     /* (rows, cols): the end, still valid */
+        {{U(NULL, 0, 0)}, 1, 0, PTO_EINVAL},
+        {{U(&no_data, 0, 0)}, 1, 0, PTO_EINVAL},
+        {{U(&no_elem, 0, 0)}, 1, 0, PTO_EINVAL},
+        {{U(&narrow_ld, 0, 0)}, 1, 0, PTO_EINVAL},
+        {{U(&neg_rows, 0, 0)}, 1, 0, PTO_EINVAL},
+        {{U(&huge, 0, 0)}, 1, 0, PTO_EINVAL},
+        {{U(&x, -1, 0)}, 1, 0, PTO_EBOUNDS},
+        {{U(&x, 17, 0)}, 1, 0, PTO_EBOUNDS},
+        {{U(&x, 0, 5)}, 1, 0, PTO_EBOUNDS},
+        {{s7, U(&x, 0, -1)}, 2, 0, PTO_EBOUNDS},
+        {{U(&big, (int64_t)1 << 29, 2)}, 1, 2, PTO_OK},
+        {{s9, {99, &x, 0, 0, 1, 1, 0}}, 2, 0, PTO_EINVAL},  /* no such kind */
+        {{U(&x, 1, 1), s7, U(&x, 2, 2), s9, s7}, 5, 7, PTO_OK},
+        {{U(&x, 1, 1), s7, U(&x, 2, 2), s9, s7, U(&x, 4, 0)}, 6, 9, PTO_OK},   /* beyond the inline slots */
+        {{U(&x, 1, 1), s7, U(&x, 2, 2), s9, s7, U(&x, 17, 0)}, 6, 0, PTO_EBOUNDS},
+        {{s7, s9, s7, s9}, 4, 4, PTO_OK},
+    };
+#undef U
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        int64_t direct[AC_SLOTS], queued[AC_SLOTS];
+        const int rd = arg_case(0, cases[i].a, cases[i].n, cases[i].nslots, direct);
+        const int rq = arg_case(1, cases[i].a, cases[i].n, cases[i].nslots, queued);
+        CHECK_EQ(rd, cases[i].expect);
+        CHECK_EQ(rq, cases[i].expect);
+        CHECK_EQ(memcmp(direct, queued, sizeof direct), 0);
+    }
+    /* the slots themselves: an untracked tensor's first element and ld, a scalar's value */
+    int64_t v[AC_SLOTS];
+    const PTOTaskArg a[2] = {{PTO_ARG_UNTRACKED, &x, 3, 1, 1, 1, 0}, s7};
+    CHECK_EQ(arg_case(1, a, 2, 3, v), PTO_OK);
+    CHECK_EQ(v[0], (int64_t)(intptr_t)&buf[3 * 4 + 1]);
+    CHECK_EQ(v[1], 4);
+    CHECK_EQ(v[2], 7);
+}
+
 /* Tickets resolve to ids once their batch entered; one thread's tasks keep their order. */
 static void test_tickets_and_ids(void) {
     PTORuntime* rt = pto_runtime_create(NULL);
@@ -724,6 +814,7 @@ int main(int argc, char** argv) {
     test_tickets_and_ids();
     test_misuse();
     test_bad_task_mid_batch();
+    test_arg_checks();
     for (int w_sub = 0; w_sub <= 1; w_sub++)
         for (int nthreads = 2; nthreads <= 4; nthreads++) {
             test_threads(tiles, nthreads, 2, 0, 1 << 16, w_sub);        /* safe mode: exact edge count */
