@@ -38,6 +38,9 @@
  * test_structural: 2 and 3 threads queue diamonds of untracked tasks whose edges are tickets (the
  * workload enumerator's structural mode): every task ran after its predecessors, and in safe mode
  * every edge is there. test_structural_window_abort: such batches into a window that fills.
+ * test_batch_edges: a producer with more consumers by ticket in its batch than its inline fanout
+ * holds (edges added before the lock, then under it), a ticket named twice, a producer both named
+ * and found by a lookup: every task ran after its predecessors, every edge there once.
  *
  * test_random_regions: random rectangles of all sizes (many reaching across the sharded map's
  * bands) read, written or both through a submitter; every kernel checks that each earlier task
@@ -396,6 +399,66 @@ static void test_structural(int64_t tiles, int nthreads, int workers, int thresh
     if (threshold == 0 && window >= n) CHECK_EQ(st.edges, 4 * tiles);
     pto_runtime_destroy(rt);
     free((void*)g_sdone); free(xd);
+}
+
+/* test_batch_edges: per tile a fan, H (updates the tile), then BE_FAN consumers after H by ticket
+ * - more than a producer's inline fanout, so an edge within a batch is added before the lock or,
+ * the inline fanout full, under it - the first naming H twice and reading H's tile (the lookup
+ * finds H again), then J after every consumer; fans straddle batches (a ticket into an earlier
+ * batch). Every task ran after its predecessors, and in safe mode every edge is there, once. */
+#define BE_FAN 7
+#define BE_GROUP (BE_FAN + 2)
+static _Atomic int64_t g_be_seq;
+static int64_t* g_be_order;                      /* per task: when it ran (from 1) */
+static int32_t batch_edge_kernel(const int64_t* args) {
+    g_be_order[args[2]] = atomic_fetch_add(&g_be_seq, 1) + 1;
+    return 0;
+}
+
+static void test_batch_edges(int64_t tiles, int workers, int threshold, int window) {
+    const int64_t n = tiles * BE_GROUP;
+    g_be_order = calloc((size_t)n, sizeof *g_be_order);
+    atomic_store(&g_be_seq, 0);
+    float* xd = calloc((size_t)(tiles * TILE * TILE), sizeof(float));
+    PTOTensor x = {xd, tiles * TILE, TILE, TILE, 4, "x"};
+    PTORuntime* rt = new_runtime(workers, threshold, window);
+    PTOSubmitter* s = pto_submitter_open(rt);
+    CHECK(s != NULL);
+    int rc = PTO_OK;
+    for (int64_t i = 0; i < tiles && rc == PTO_OK; i++) {
+        const int64_t h = i * BE_GROUP;
+        PTOTaskArg a[2] = {region(PTO_ARG_INOUT, &x, i), scalar(h)};
+        int64_t k = pto_submitter_task(s, "H", batch_edge_kernel, 0, PTO_WORKER_ANY, a, 2, NULL, 0);
+        CHECK_EQ(k, h);
+        int32_t after[BE_FAN];
+        for (int c = 0; c < BE_FAN; c++) {
+            const int32_t twice[2] = {PTO_TICKET(h), PTO_TICKET(h)};
+            a[0] = region(c == 0 ? PTO_ARG_INPUT : PTO_ARG_UNTRACKED, &x, i);
+            a[1] = scalar(h + 1 + c);
+            k = pto_submitter_task(s, "C", batch_edge_kernel, 0, PTO_WORKER_ANY, a, 2, twice, c == 0 ? 2 : 1);
+            if (k < 0) { rc = (int)k; break; }
+            after[c] = PTO_TICKET(k);
+        }
+        a[0] = region(PTO_ARG_UNTRACKED, &x, i);
+        a[1] = scalar(h + BE_GROUP - 1);
+        if (rc == PTO_OK && (k = pto_submitter_task(s, "J", batch_edge_kernel, 0, PTO_WORKER_ANY, a, 2, after, BE_FAN)) < 0)
+            rc = (int)k;
+    }
+    CHECK_EQ(rc, PTO_OK);
+    CHECK_EQ(pto_submitter_close(s), PTO_OK);
+    CHECK_EQ(pto_runtime_run(rt), PTO_OK);
+    PTORuntimeStats st;
+    pto_runtime_get_stats(rt, &st);
+    CHECK_EQ(st.tasks_submitted, n);
+    int64_t late = 0;
+    for (int64_t i = 0; i < tiles; i++) {
+        const int64_t* o = &g_be_order[i * BE_GROUP];
+        for (int c = 1; c <= BE_FAN; c++) late += !(o[0] > 0 && o[0] < o[c] && o[c] < o[BE_GROUP - 1]);
+    }
+    CHECK_EQ(late, 0);
+    if (threshold == 0 && window >= n) CHECK_EQ(st.edges, 2 * BE_FAN * tiles);
+    pto_runtime_destroy(rt);
+    free(g_be_order); free(xd);
 }
 
 /* window_abort: untracked batches of two threads into a window that fills. The batch that finds
@@ -832,6 +895,9 @@ int main(int argc, char** argv) {
     test_scopes(tiles / 4, 0, 0, 64);
     test_scope_misuse();
     test_structural_window_abort();
+    test_batch_edges(tiles / 4, 2, 0, 1 << 16);                    /* safe mode: exact edge count */
+    test_batch_edges(tiles / 4, 3, 1, 256);
+    test_batch_edges(tiles / 8, 0, 0, 64);
     for (int nthreads = 2; nthreads <= 3; nthreads++) {
         test_structural(tiles, nthreads, 2, 0, 1 << 16);              /* safe mode: exact edge count */
         test_structural(tiles, nthreads, 3, 1, 256);                  /* pipelined, small window */
