@@ -492,6 +492,8 @@ static inline int32_t fan_list(int32_t head) { return head < 0 ? -1 : head; }
 /* Edge producer `p` -> consumer `c` (c is BUILDING), as a tensor-map lookup adds it: skipped when
  * p already completed, de-duplicated against p's previous edge. */
 int  dep_add_edge(PTORuntime* rt, int32_t p, int32_t c);
+/* The same for two tasks of a batch no other thread reaches yet, without the lock (tensormap.c). */
+int  dep_batch_edge(PTORuntime* rt, int32_t p, int32_t c);
 
 /* runtime.c: ending a run early (rt_fail and rt_now_ns: common.h) */
 /* Stop the run for `code` (the first reason wins); wakes the orchestrator and the workers. */

@@ -1138,39 +1138,73 @@ int rt_commit_task(PTORuntime* rt, int32_t id, const int32_t* preds, int32_t npr
     return rc < 0 ? rc : commit_publish(rt, t);
 }
 
+/* The slow path of untracked_check: arg_check's precise answer (PTO_OK for a large tensor). */
+static __attribute__((noinline)) int untracked_arg_check(const PTOTensor* x, int64_t r0, int64_t c0) {
+    return arg_check(x, r0, c0);
+}
+
+/* An untracked argument at (r0, c0) of tensor x, validated as arg_check does: first a bound that
+ * implies it passes - rows, cols and ld below 2^28 (not negative, and rows x ld x elem_size fits
+ * in 63 bits), elem_size in [1, 63], ld >= cols, r0 and c0 in [0, rows] and [0, cols] (unsigned:
+ * a negative one is above) - each test a compare and a branch never taken; outside the bound,
+ * arg_check itself. */
+static inline __attribute__((always_inline)) int untracked_check(const PTOTensor* x, int64_t r0, int64_t c0) {
+    if (__builtin_expect(!x, 0)) return PTO_EINVAL;
+    const int64_t xr = x->rows, xc = x->cols, ld = x->ld;
+    if (__builtin_expect(x->data == NULL, 0) || __builtin_expect(((uint64_t)xr | (uint64_t)xc | (uint64_t)ld) >> 28, 0) ||
+        __builtin_expect((uint64_t)(x->elem_size - 1) >= 63, 0) || __builtin_expect(ld < xc, 0) ||
+        __builtin_expect((uint64_t)r0 > (uint64_t)xr, 0) || __builtin_expect((uint64_t)c0 > (uint64_t)xc, 0))
+        return untracked_arg_check(x, r0, c0);
+    return PTO_OK;
+}
+
+/* rt_check_slots' loop. `room`: every argument's slots fit in v (few arguments), so each is
+ * written through the next slot's pointer with no test; without it, only those within
+ * PTO_INLINE_ARGS are written (beyond, the task is staged under the lock from its arguments). The
+ * kinds other than a tracked or untracked tensor are tested after those two, never taken in the
+ * common tasks. */
+static inline __attribute__((always_inline)) int check_slots(const PTOTaskArg* args, int32_t num_args, int64_t* v,
+                                                             int32_t* nv, const bool room) {
+    int64_t* out = v;                           /* the next slot: its count is out - v */
+    int rc, flags = 0;
+    for (const PTOTaskArg *a = args, *end = args + num_args; a < end; a++) {
+        const PTOTensor* x = a->tensor;
+        const int32_t kind = a->kind;
+        if (__builtin_expect((uint32_t)(kind - PTO_ARG_INPUT) <= PTO_ARG_INOUT - PTO_ARG_INPUT, 1)) {
+            /* a tracked tensor (before the other kinds, as in stage_args) */
+            if (__builtin_expect((rc = region_check(x, a->row_off, a->col_off, a->rows, a->cols)) < 0, 0)) return rc;
+        } else if (__builtin_expect(kind == PTO_ARG_UNTRACKED, 1)) {
+            if (__builtin_expect((rc = untracked_check(x, a->row_off, a->col_off)) < 0, 0)) return rc;
+        } else if (kind == PTO_ARG_SCALAR) {
+            if (room || out < v + PTO_INLINE_ARGS) *out = a->value;
+            out++;
+            continue;
+        } else if (kind == PTO_ARG_TEMP_INPUT || kind == PTO_ARG_TEMP_OUTPUT || kind == PTO_ARG_TEMP_INOUT) {
+            flags = RT_ARGS_LOCKED;             /* heap_resolve: the runtime's buffers */
+            out += 2;
+            continue;
+        } else {
+            return PTO_EINVAL;
+        }
+        /* a region inside its tensor: its first element's address and the leading dimension, as
+         * put_tensor writes them */
+        if (room || out + 2 <= v + PTO_INLINE_ARGS) tensor_slots(out, x, a->row_off, a->col_off);
+        out += 2;
+    }
+    const int32_t slots = (int32_t)(out - v);
+    if (!room && slots > PTO_MAX_ARGS) return PTO_ETOOMANYARGS;
+    *nv = slots;
+    return !room && slots > PTO_INLINE_ARGS ? RT_ARGS_LOCKED : flags;   /* an overflow buffer is the runtime's */
+}
+
 int rt_check_slots(const PTORuntime* rt, int32_t worker_type, int32_t buffer_bytes, const PTOTaskArg* args,
                    int32_t num_args, int64_t* v, int32_t* nv) {
     int rc = task_kind_check(rt, worker_type, buffer_bytes);
     if (rc < 0) return rc;
-    int32_t slots = 0, flags = 0;
-    for (int32_t i = 0; i < num_args; i++) {
-        const PTOTaskArg* a = &args[i];
-        const PTOTensor* x = a->tensor;
-        if (__builtin_expect((uint32_t)(a->kind - PTO_ARG_INPUT) <= PTO_ARG_INOUT - PTO_ARG_INPUT, 1)) {
-            /* a tracked tensor, the common kind (before the switch, as in stage_v) */
-            if ((rc = region_check(x, a->row_off, a->col_off, a->rows, a->cols)) < 0) return rc;
-        } else {
-            switch (a->kind) {
-            case PTO_ARG_UNTRACKED: if ((rc = arg_check(x, a->row_off, a->col_off)) < 0) return rc; break;
-            case PTO_ARG_SCALAR:
-                if (slots < PTO_INLINE_ARGS) v[slots] = a->value;
-                slots += 1;
-                continue;
-            case PTO_ARG_TEMP_INPUT: case PTO_ARG_TEMP_OUTPUT: case PTO_ARG_TEMP_INOUT:
-                flags = RT_ARGS_LOCKED;           /* heap_resolve: the runtime's buffers */
-                slots += 2;
-                continue;
-            default:                return PTO_EINVAL;
-            }
-        }
-        /* a region inside its tensor: its first element's address and the leading dimension, as
-         * put_tensor writes them */
-        if (slots + 2 <= PTO_INLINE_ARGS) tensor_slots(v + slots, x, a->row_off, a->col_off);
-        slots += 2;
-    }
-    if (slots > PTO_MAX_ARGS) return PTO_ETOOMANYARGS;
-    *nv = slots;
-    return slots > PTO_INLINE_ARGS ? RT_ARGS_LOCKED : flags;   /* an overflow buffer is the runtime's */
+    /* no argument takes more than two slots: with this few, every one fits in v (the loop is
+     * compiled twice, with and without that test, as stage_args is) */
+    return num_args <= PTO_INLINE_ARGS / 2 ? check_slots(args, num_args, v, nv, true)
+                                           : check_slots(args, num_args, v, nv, false);
 }
 
 int32_t rt_take_ids(PTORuntime* rt, int32_t n) {

@@ -39,6 +39,7 @@ typedef struct Queued {
     int32_t       pred0, npred;            /* into preds: ids >= 0, PTO_TICKET(k) < 0 */
     int32_t       route0;                  /* its routed accesses: route[route0 ..] */
     bool          ready;                   /* checked, its slots built and its accesses routed as queued */
+    int32_t       npre;                    /* the first npre of its predecessors: edged before the lock */
 } Queued;
 
 /* A batch waits for the lock only once it holds this many tasks: until then a submitter whose
@@ -79,6 +80,7 @@ struct PTOSubmitter {
     TMSink      found;                     /* (consumer, producer) of the lookups */
     int32_t*    prod;  int32_t cap_prod;   /* the producers, by consumer: task i at [pstart[i], pstart[i + 1]) */
     int32_t*    pstart; int32_t cap_pstart;
+    int64_t     pre_edges;                 /* edges added before the lock (enter_routed), not yet counted */
 };
 
 static int grow(void** p, int32_t* cap, int32_t need, size_t elem) {
@@ -245,11 +247,11 @@ int64_t pto_submitter_task(PTOSubmitter* s, const char* func_name, PTOKernelFunc
     if (!ready && grow((void**)&s->args, &s->cap_args, s->nargs + num_args, sizeof *s->args) < 0) return PTO_ENOMEM;
     Queued* q = &s->q[s->nq++];
     if (ready) {
-        *q = (Queued){func_name, func_ptr, buffer_bytes, worker_type, s->nslots, nv, s->npreds, npred, route0, true};
+        *q = (Queued){func_name, func_ptr, buffer_bytes, worker_type, s->nslots, nv, s->npreds, npred, route0, true, 0};
         s->nslots += nv;
     } else {
         *q = (Queued){func_name, func_ptr, buffer_bytes, worker_type, s->nargs, num_args, s->npreds, npred, route0,
-                      false};
+                      false, 0};
         /* copied element by element: a task has a few of each, below what a memcpy call pays off */
         for (int32_t i = 0; i < num_args; i++) s->args[s->nargs + i] = args[i];
         s->nargs += num_args;
@@ -483,9 +485,11 @@ static int lookups_and_commit(PTOSubmitter* s, const TMRoute* acc, int32_t a0, i
 
     /* step 3; after ENOMEM above the tasks stay BUILDING, as pto_task_submit leaves its task */
     lock_submit(rt);
+    rt->edges += s->pre_edges;
+    s->pre_edges = 0;
     for (int32_t i = 0; i < n && rc == PTO_OK; i++) {
         const Queued* q = &s->q[i0 + i];
-        rc = rt_commit_task(rt, base + i, &s->preds[q->pred0], q->npred, &s->prod[s->pstart[i]],
+        rc = rt_commit_task(rt, base + i, &s->preds[q->pred0 + q->npre], q->npred - q->npre, &s->prod[s->pstart[i]],
                             s->pstart[i + 1] - s->pstart[i]);
     }
     rt->batches_open--;
@@ -536,17 +540,32 @@ static int enter_routed(PTOSubmitter* s, int64_t first, int32_t i0, int32_t n) {
     for (int32_t i = a0; i < a1 && mask != s->route_mask; i++) mask |= s->route[i].shards;
     take_turns(s, mask);
     const int32_t last_alive = rt->last_alive;
+    const bool recorded = rt->rec_chunks != NULL;    /* the graph record's edges: the lock's */
     rt->batches_open++;
     pthread_mutex_unlock(&rt->submit_mu);
 
     for (int32_t i = 0; i < m; i++) s->ids[first + i0 + i] = base + i;
+    int64_t pre = 0;
     for (int32_t i = 0; i < m; i++) {      /* every task of an unlocked batch is ready */
-        const Queued* q = &s->q[i0 + i];
+        Queued* q = &s->q[i0 + i];
         int32_t* p = &s->preds[q->pred0];
-        for (int32_t k = 0; k < q->npred; k++)     /* tickets -> ids */
-            if (p[k] < 0) p[k] = s->ids[-1 - (int64_t)p[k]];
         rt_fill_task(rt, base + i, q->name, q->fn, q->buffer_bytes, q->worker_type, &s->slots[q->arg0], q->nargs);
+        /* tickets -> ids; a predecessor in this batch (a ticket) is edged now: neither task is
+         * published nor in the tensor map before the lookups below, so no other thread reaches
+         * them (submit.c's step 3 then adds the other edges). Those edged are moved to the front
+         * of the task's list, which the lookups' de-duplication still reads whole. */
+        q->npre = 0;
+        for (int32_t k = 0; k < q->npred; k++) {
+            if (p[k] >= 0) continue;
+            p[k] = s->ids[-1 - (int64_t)p[k]];
+            int r;
+            if (p[k] >= base && !recorded && (r = dep_batch_edge(rt, p[k], base + i)) >= 0) {
+                const int32_t x = p[k]; p[k] = p[q->npre]; p[q->npre++] = x;
+                pre += r;
+            }
+        }
     }
+    s->pre_edges += pre;
     const int rc2 = lookups_and_commit(s, s->route, a0, a1, mask, last_alive, base, i0, m, PTO_OK);
     return rc2 < 0 ? rc2 : rc;
 }

@@ -351,6 +351,27 @@ static inline __attribute__((always_inline)) int add_edge(PTORuntime* rt, int32_
 
 int dep_add_edge(PTORuntime* rt, int32_t p, int32_t c) { return add_edge(rt, p, c); }
 
+/* add_edge for producer p and consumer c of one batch that no other thread can reach yet: both
+ * BUILDING (taken by rt_take_ids, not published), neither in the tensor map (a submitter's batch
+ * before its lookups), so without the submission lock. No worker can complete p: no producer lock,
+ * no atomic RMW, and p, newer than every retired task, is not skipped. Only p's inline fanout is
+ * used (the dependency pool is the lock's). 1: added; 0: there already (p's last consumer is c);
+ * -1: p's inline fanout is full, the edge is left to add_edge. Not for the three-tier mode nor a
+ * recorded graph (their lists are the lock's); rt->edges is the caller's to count under the lock. */
+int dep_batch_edge(PTORuntime* rt, int32_t p, int32_t c) {
+    PTOTask* pt = rt_task(rt, p);
+    if (pt->last_consumer == c) return 0;
+    const int32_t h = pt->fanout_head;
+    if (!(h < 0 && h > -1 - FAN_INLINE)) return -1;
+    pt->last_consumer = c;
+    rt->fan_inline[p & rt->mask].id[-1 - h] = c;
+    pt->fanout_head = h - 1;
+    _Atomic int32_t* cf = rt_fanin(rt, c);
+    atomic_store_explicit(cf, atomic_load_explicit(cf, memory_order_relaxed) + 1, memory_order_relaxed);
+    rt_task(rt, c)->fanin_count++;
+    return 1;
+}
+
 /* add_edge where nothing else can touch the two tasks or the pool (no worker thread started),
  * without the three-tier fanin list or the graph record: the lookup context decides that once
  * per submission (TMCtx.plain), not on every edge, and brings the consumer's slot and count and the window

@@ -31,9 +31,16 @@
  * runtime-owned intermediate and read it back into Y: every value arrives, and with a small window
  * the intermediates alive at once stay bounded by it, not by the number of tiles.
  *
+ * test_arg_checks: untracked and scalar arguments checked as queued, against pto_task_submit_v:
+ * the same error for a bad one, the same slots for a good one (few arguments, more, more slots than
+ * a descriptor holds).
+ *
  * test_structural: 2 and 3 threads queue diamonds of untracked tasks whose edges are tickets (the
  * workload enumerator's structural mode): every task ran after its predecessors, and in safe mode
  * every edge is there. test_structural_window_abort: such batches into a window that fills.
+ * test_batch_edges: a producer with more consumers by ticket in its batch than its inline fanout
+ * holds (edges added before the lock, then under it), a ticket named twice, a producer both named
+ * and found by a lookup: every task ran after its predecessors, every edge there once.
  *
  * test_random_regions: random rectangles of all sizes (many reaching across the sharded map's
  * bands) read, written or both through a submitter; every kernel checks that each earlier task
@@ -394,6 +401,66 @@ static void test_structural(int64_t tiles, int nthreads, int workers, int thresh
     free((void*)g_sdone); free(xd);
 }
 
+/* test_batch_edges: per tile a fan, H (updates the tile), then BE_FAN consumers after H by ticket
+ * - more than a producer's inline fanout, so an edge within a batch is added before the lock or,
+ * the inline fanout full, under it - the first naming H twice and reading H's tile (the lookup
+ * finds H again), then J after every consumer; fans straddle batches (a ticket into an earlier
+ * batch). Every task ran after its predecessors, and in safe mode every edge is there, once. */
+#define BE_FAN 7
+#define BE_GROUP (BE_FAN + 2)
+static _Atomic int64_t g_be_seq;
+static int64_t* g_be_order;                      /* per task: when it ran (from 1) */
+static int32_t batch_edge_kernel(const int64_t* args) {
+    g_be_order[args[2]] = atomic_fetch_add(&g_be_seq, 1) + 1;
+    return 0;
+}
+
+static void test_batch_edges(int64_t tiles, int workers, int threshold, int window) {
+    const int64_t n = tiles * BE_GROUP;
+    g_be_order = calloc((size_t)n, sizeof *g_be_order);
+    atomic_store(&g_be_seq, 0);
+    float* xd = calloc((size_t)(tiles * TILE * TILE), sizeof(float));
+    PTOTensor x = {xd, tiles * TILE, TILE, TILE, 4, "x"};
+    PTORuntime* rt = new_runtime(workers, threshold, window);
+    PTOSubmitter* s = pto_submitter_open(rt);
+    CHECK(s != NULL);
+    int rc = PTO_OK;
+    for (int64_t i = 0; i < tiles && rc == PTO_OK; i++) {
+        const int64_t h = i * BE_GROUP;
+        PTOTaskArg a[2] = {region(PTO_ARG_INOUT, &x, i), scalar(h)};
+        int64_t k = pto_submitter_task(s, "H", batch_edge_kernel, 0, PTO_WORKER_ANY, a, 2, NULL, 0);
+        CHECK_EQ(k, h);
+        int32_t after[BE_FAN];
+        for (int c = 0; c < BE_FAN; c++) {
+            const int32_t twice[2] = {PTO_TICKET(h), PTO_TICKET(h)};
+            a[0] = region(c == 0 ? PTO_ARG_INPUT : PTO_ARG_UNTRACKED, &x, i);
+            a[1] = scalar(h + 1 + c);
+            k = pto_submitter_task(s, "C", batch_edge_kernel, 0, PTO_WORKER_ANY, a, 2, twice, c == 0 ? 2 : 1);
+            if (k < 0) { rc = (int)k; break; }
+            after[c] = PTO_TICKET(k);
+        }
+        a[0] = region(PTO_ARG_UNTRACKED, &x, i);
+        a[1] = scalar(h + BE_GROUP - 1);
+        if (rc == PTO_OK && (k = pto_submitter_task(s, "J", batch_edge_kernel, 0, PTO_WORKER_ANY, a, 2, after, BE_FAN)) < 0)
+            rc = (int)k;
+    }
+    CHECK_EQ(rc, PTO_OK);
+    CHECK_EQ(pto_submitter_close(s), PTO_OK);
+    CHECK_EQ(pto_runtime_run(rt), PTO_OK);
+    PTORuntimeStats st;
+    pto_runtime_get_stats(rt, &st);
+    CHECK_EQ(st.tasks_submitted, n);
+    int64_t late = 0;
+    for (int64_t i = 0; i < tiles; i++) {
+        const int64_t* o = &g_be_order[i * BE_GROUP];
+        for (int c = 1; c <= BE_FAN; c++) late += !(o[0] > 0 && o[0] < o[c] && o[c] < o[BE_GROUP - 1]);
+    }
+    CHECK_EQ(late, 0);
+    if (threshold == 0 && window >= n) CHECK_EQ(st.edges, 2 * BE_FAN * tiles);
+    pto_runtime_destroy(rt);
+    free(g_be_order); free(xd);
+}
+
 /* window_abort: untracked batches of two threads into a window that fills. The batch that finds
  * it full enters task by task up to the full window; the submitter reports PTO_EWINDOWFULL. */
 static void test_structural_window_abort(void) {
@@ -655,6 +722,92 @@ static void test_random_two(int workers, int threshold, int window, uint64_t see
     free(d);
 }
 
+/* test_arg_checks: untracked and scalar arguments, checked and their slots built as a task is
+ * queued, give what pto_task_submit_v gives them: the same error for a bad one (each check of an
+ * untracked tensor at its limit, a large tensor's region that is valid), the same slots for a good
+ * one - with few arguments, with more (five or six), and with more slots than a descriptor holds. */
+#define AC_SLOTS 12
+static int64_t g_ac_slots[AC_SLOTS];
+static int32_t g_ac_n;
+static int32_t copy_kernel(const int64_t* args) {
+    for (int32_t i = 0; i < g_ac_n; i++) g_ac_slots[i] = args[i];
+    return 0;
+}
+
+/* The task of `n` arguments through pto_task_submit_v (submitter 0) or a submitter (1): its error,
+ * or PTO_OK with the slots its kernel saw in out (nslots of them). */
+static int arg_case(int submitter, const PTOTaskArg* a, int32_t n, int32_t nslots, int64_t* out) {
+    PTORuntime* rt = pto_runtime_create(NULL);
+    int rc;
+    if (submitter) {
+        PTOSubmitter* s = pto_submitter_open(rt);
+        CHECK(pto_submitter_task(s, "t", copy_kernel, 0, PTO_WORKER_ANY, a, n, NULL, 0) >= 0);
+        rc = pto_submitter_close(s);
+    } else {
+        const int32_t id = pto_task_submit_v(rt, "t", copy_kernel, 0, PTO_WORKER_ANY, a, n);
+        rc = id < 0 ? id : PTO_OK;
+    }
+    memset(g_ac_slots, 0, sizeof g_ac_slots);
+    g_ac_n = nslots;
+    CHECK_EQ(pto_runtime_run(rt), PTO_OK);
+    PTORuntimeStats st;
+    pto_runtime_get_stats(rt, &st);
+    CHECK_EQ(st.tasks_submitted, rc == PTO_OK);
+    memcpy(out, g_ac_slots, sizeof g_ac_slots);
+    pto_runtime_destroy(rt);
+    return rc;
+}
+
+static void test_arg_checks(void) {
+    static float buf[64];
+    const PTOTensor x = {buf, 16, 4, 4, 4, "x"};
+    PTOTensor no_data = x, no_elem = x, narrow_ld = x, big = x, huge = x, neg_rows = x;
+    no_data.data = NULL;
+    no_elem.elem_size = 0;
+    narrow_ld.ld = 3;
+    big.rows = (int64_t)1 << 30;            /* beyond the fast bound: valid all the same */
+    huge.rows = (int64_t)1 << 40; huge.ld = (int64_t)1 << 30; huge.elem_size = 8;   /* size overflows */
+    neg_rows.rows = -1;
+    const PTOTaskArg s7 = scalar(7), s9 = scalar(-9);
+#define U(t, r0, c0) ((PTOTaskArg){PTO_ARG_UNTRACKED, (t), (r0), (c0), 1, 1, 0})
+    const struct { PTOTaskArg a[6]; int32_t n, nslots; int expect; } cases[] = {
+        {{U(&x, 3, 1), s7}, 2, 3, PTO_OK},
+        {{U(&x, 16, 4)}, 1, 2, PTO_OK},                     /* (rows, cols): the end, still valid */
+        {{U(NULL, 0, 0)}, 1, 0, PTO_EINVAL},
+        {{U(&no_data, 0, 0)}, 1, 0, PTO_EINVAL},
+        {{U(&no_elem, 0, 0)}, 1, 0, PTO_EINVAL},
+        {{U(&narrow_ld, 0, 0)}, 1, 0, PTO_EINVAL},
+        {{U(&neg_rows, 0, 0)}, 1, 0, PTO_EINVAL},
+        {{U(&huge, 0, 0)}, 1, 0, PTO_EINVAL},
+        {{U(&x, -1, 0)}, 1, 0, PTO_EBOUNDS},
+        {{U(&x, 17, 0)}, 1, 0, PTO_EBOUNDS},
+        {{U(&x, 0, 5)}, 1, 0, PTO_EBOUNDS},
+        {{s7, U(&x, 0, -1)}, 2, 0, PTO_EBOUNDS},
+        {{U(&big, (int64_t)1 << 29, 2)}, 1, 2, PTO_OK},
+        {{s9, {99, &x, 0, 0, 1, 1, 0}}, 2, 0, PTO_EINVAL},  /* no such kind */
+        {{U(&x, 1, 1), s7, U(&x, 2, 2), s9, s7}, 5, 7, PTO_OK},
+        {{U(&x, 1, 1), s7, U(&x, 2, 2), s9, s7, U(&x, 4, 0)}, 6, 9, PTO_OK},   /* beyond the inline slots */
+        {{U(&x, 1, 1), s7, U(&x, 2, 2), s9, s7, U(&x, 17, 0)}, 6, 0, PTO_EBOUNDS},
+        {{s7, s9, s7, s9}, 4, 4, PTO_OK},
+    };
+#undef U
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        int64_t direct[AC_SLOTS], queued[AC_SLOTS];
+        const int rd = arg_case(0, cases[i].a, cases[i].n, cases[i].nslots, direct);
+        const int rq = arg_case(1, cases[i].a, cases[i].n, cases[i].nslots, queued);
+        CHECK_EQ(rd, cases[i].expect);
+        CHECK_EQ(rq, cases[i].expect);
+        CHECK_EQ(memcmp(direct, queued, sizeof direct), 0);
+    }
+    /* the slots themselves: an untracked tensor's first element and ld, a scalar's value */
+    int64_t v[AC_SLOTS];
+    const PTOTaskArg a[2] = {{PTO_ARG_UNTRACKED, &x, 3, 1, 1, 1, 0}, s7};
+    CHECK_EQ(arg_case(1, a, 2, 3, v), PTO_OK);
+    CHECK_EQ(v[0], (int64_t)(intptr_t)&buf[3 * 4 + 1]);
+    CHECK_EQ(v[1], 4);
+    CHECK_EQ(v[2], 7);
+}
+
 /* Tickets resolve to ids once their batch entered; one thread's tasks keep their order. */
 static void test_tickets_and_ids(void) {
     PTORuntime* rt = pto_runtime_create(NULL);
@@ -724,6 +877,7 @@ int main(int argc, char** argv) {
     test_tickets_and_ids();
     test_misuse();
     test_bad_task_mid_batch();
+    test_arg_checks();
     for (int w_sub = 0; w_sub <= 1; w_sub++)
         for (int nthreads = 2; nthreads <= 4; nthreads++) {
             test_threads(tiles, nthreads, 2, 0, 1 << 16, w_sub);        /* safe mode: exact edge count */
@@ -741,6 +895,9 @@ int main(int argc, char** argv) {
     test_scopes(tiles / 4, 0, 0, 64);
     test_scope_misuse();
     test_structural_window_abort();
+    test_batch_edges(tiles / 4, 2, 0, 1 << 16);                    /* safe mode: exact edge count */
+    test_batch_edges(tiles / 4, 3, 1, 256);
+    test_batch_edges(tiles / 8, 0, 0, 64);
     for (int nthreads = 2; nthreads <= 3; nthreads++) {
         test_structural(tiles, nthreads, 2, 0, 1 << 16);              /* safe mode: exact edge count */
         test_structural(tiles, nthreads, 3, 1, 256);                  /* pipelined, small window */
