@@ -68,16 +68,21 @@ static const int k_pred[KINDS][2] = {{0, 0}, {W, 0}, {A, 0}, {A, W}, {A, 0}, {B,
 static _Atomic uint8_t* g_done;               /* per (tile, kind) */
 static _Atomic int32_t g_order_errors, g_runs;
 
-static int32_t kernel(const int64_t* args) {
-    /* the scalar is the last slot: tile * KINDS + kind */
-    const int64_t me = args[0];
-    const int kind = (int)(me % KINDS);
-    const int64_t tile = me / KINDS;
-    for (int k = 0; k < k_npred[kind]; k++)
-        if (!atomic_load(&g_done[tile * KINDS + k_pred[kind][k]])) atomic_fetch_add(&g_order_errors, 1);
-    for (volatile int spin = 0; spin < (int)(me % 5) * 40; spin++) {}   /* uneven durations */
-    atomic_store(&g_done[me], 1);
+/* Task `me` (tile * kinds + kind) of a graph whose kinds run after npred[kind] others of their
+ * tile, pred[kind][..]: counts an order error per predecessor not finished, runs a while (uneven
+ * durations) and marks itself finished in done[]. */
+static void run_checked_kind(int64_t me, int kinds, const int* npred, const int (*pred)[2], _Atomic uint8_t* done) {
+    const int kind = (int)(me % kinds);
+    const int64_t tile = me / kinds;
+    for (int k = 0; k < npred[kind]; k++)
+        if (!atomic_load(&done[tile * kinds + pred[kind][k]])) atomic_fetch_add(&g_order_errors, 1);
+    for (volatile int spin = 0; spin < (int)(me % 5) * 40; spin++) {}
+    atomic_store(&done[me], 1);
     atomic_fetch_add(&g_runs, 1);
+}
+
+static int32_t kernel(const int64_t* args) {
+    run_checked_kind(args[0], KINDS, k_npred, k_pred, g_done);     /* the scalar: tile * KINDS + kind */
     return 0;
 }
 
@@ -120,6 +125,35 @@ static PTOTaskArg region(int kind, const PTOTensor* t, int64_t tile) {
 }
 static PTOTaskArg scalar(int64_t v) { return (PTOTaskArg){PTO_ARG_SCALAR, NULL, 0, 0, 0, 0, v}; }
 
+/* nthreads threads, each with a submitter of its own, run fn on its share of the tiles; every
+ * thread's share and submitter must end without an error. */
+static void submit_by_threads(PTORuntime* rt, PTOTensor* x, PTOTensor* y, int64_t tiles, int nthreads,
+                              void* (*fn)(void*)) {
+    Job jobs[4];
+    pthread_t th[4];
+    for (int t = 0; t < nthreads; t++) {
+        jobs[t] = (Job){rt, x, y, tiles, t, nthreads, PTO_OK, pto_submitter_open(rt)};
+        CHECK(jobs[t].s != NULL);
+        CHECK_EQ(pthread_create(&th[t], NULL, fn, &jobs[t]), 0);
+    }
+    for (int t = 0; t < nthreads; t++) {
+        pthread_join(th[t], NULL);
+        CHECK_EQ(jobs[t].rc, PTO_OK);
+        CHECK_EQ(pto_submitter_close(jobs[t].s), PTO_OK);
+    }
+}
+
+/* Runs the graph of n tasks: every one submitted and run once, none before a predecessor. */
+static PTORuntimeStats run_checked(PTORuntime* rt, int64_t n) {
+    CHECK_EQ(pto_runtime_run(rt), PTO_OK);
+    PTORuntimeStats st;
+    pto_runtime_get_stats(rt, &st);
+    CHECK_EQ(st.tasks_submitted, n);
+    CHECK_EQ(atomic_load(&g_runs), n);
+    CHECK_EQ(atomic_load(&g_order_errors), 0);
+    return st;
+}
+
 static void* submit_tiles(void* p) {
     Job* j = p;
     PTOSubmitter* s = j->s;
@@ -155,28 +189,12 @@ static void test_threads(int64_t tiles, int nthreads, int workers, int threshold
                 : pto_task_submit_v(rt, "W", kernel, 0, PTO_WORKER_ANY, w, 2)) < 0) { CHECK(0); break; }
     }
     if (ws) CHECK_EQ(pto_submitter_close(ws), PTO_OK);
-    Job jobs[4];
-    pthread_t th[4];
-    for (int t = 0; t < nthreads; t++) {
-        jobs[t] = (Job){rt, &x, &y, tiles, t, nthreads, PTO_OK, pto_submitter_open(rt)};
-        CHECK(jobs[t].s != NULL);
-        CHECK_EQ(pthread_create(&th[t], NULL, submit_tiles, &jobs[t]), 0);
-    }
-    for (int t = 0; t < nthreads; t++) {
-        pthread_join(th[t], NULL);
-        CHECK_EQ(jobs[t].rc, PTO_OK);
-        CHECK_EQ(pto_submitter_close(jobs[t].s), PTO_OK);
-    }
+    submit_by_threads(rt, &x, &y, tiles, nthreads, submit_tiles);
     for (int64_t i = 0; i < tiles; i++) {
         PTOTaskArg r[3] = {scalar(i * KINDS + R), region(PTO_ARG_INPUT, &x, i), region(PTO_ARG_INPUT, &y, i)};
         if (pto_task_submit_v(rt, "R", kernel, 0, PTO_WORKER_ANY, r, 3) < 0) { CHECK(0); break; }
     }
-    CHECK_EQ(pto_runtime_run(rt), PTO_OK);
-    PTORuntimeStats st;
-    pto_runtime_get_stats(rt, &st);
-    CHECK_EQ(st.tasks_submitted, n);
-    CHECK_EQ(atomic_load(&g_runs), n);
-    CHECK_EQ(atomic_load(&g_order_errors), 0);
+    const PTORuntimeStats st = run_checked(rt, n);
     /* safe mode with every task in the window: no producer completes during the build, so every
      * dependency is an edge: A-W, B-A, C-A, C-W, D-A, R-B, R-C */
     if (threshold == 0 && window >= n) CHECK_EQ(st.edges, 7 * tiles);
@@ -339,14 +357,7 @@ static const int s_npred[SKINDS] = {0, 1, 1, 2};
 static const int s_pred[SKINDS][2] = {{0, 0}, {SP, 0}, {SP, 0}, {SQ, SS}};
 static _Atomic uint8_t* g_sdone;
 static int32_t structural_kernel(const int64_t* args) {
-    const int64_t me = args[2];                        /* after the untracked tile's two slots */
-    const int kind = (int)(me % SKINDS);
-    const int64_t tile = me / SKINDS;
-    for (int k = 0; k < s_npred[kind]; k++)
-        if (!atomic_load(&g_sdone[tile * SKINDS + s_pred[kind][k]])) atomic_fetch_add(&g_order_errors, 1);
-    for (volatile int spin = 0; spin < (int)(me % 5) * 40; spin++) {}   /* uneven durations */
-    atomic_store(&g_sdone[me], 1);
-    atomic_fetch_add(&g_runs, 1);
+    run_checked_kind(args[2], SKINDS, s_npred, s_pred, g_sdone);   /* after the untracked tile's two slots */
     return 0;
 }
 
@@ -376,24 +387,8 @@ static void test_structural(int64_t tiles, int nthreads, int workers, int thresh
     float* xd = calloc((size_t)(tiles * TILE * TILE), sizeof(float));
     PTOTensor x = {xd, tiles * TILE, TILE, TILE, 4, "x"};
     PTORuntime* rt = new_runtime(workers, threshold, window);
-    Job jobs[3];
-    pthread_t th[3];
-    for (int t = 0; t < nthreads; t++) {
-        jobs[t] = (Job){rt, &x, NULL, tiles, t, nthreads, PTO_OK, pto_submitter_open(rt)};
-        CHECK(jobs[t].s != NULL);
-        CHECK_EQ(pthread_create(&th[t], NULL, submit_diamonds, &jobs[t]), 0);
-    }
-    for (int t = 0; t < nthreads; t++) {
-        pthread_join(th[t], NULL);
-        CHECK_EQ(jobs[t].rc, PTO_OK);
-        CHECK_EQ(pto_submitter_close(jobs[t].s), PTO_OK);
-    }
-    CHECK_EQ(pto_runtime_run(rt), PTO_OK);
-    PTORuntimeStats st;
-    pto_runtime_get_stats(rt, &st);
-    CHECK_EQ(st.tasks_submitted, n);
-    CHECK_EQ(atomic_load(&g_runs), n);
-    CHECK_EQ(atomic_load(&g_order_errors), 0);
+    submit_by_threads(rt, &x, NULL, tiles, nthreads, submit_diamonds);
+    const PTORuntimeStats st = run_checked(rt, n);
     CHECK_EQ(st.tensormap_entries + st.peak_tensormap_entries, 0);    /* nothing tracked */
     /* safe mode with every task in the window: every edge is there, Q-P, S-P, U-Q, U-S */
     if (threshold == 0 && window >= n) CHECK_EQ(st.edges, 4 * tiles);
