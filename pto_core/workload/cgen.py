@@ -407,6 +407,12 @@ static int run_share(Share* h) {
 static void* share_main(void* p) { Share* h = p; h->rc = run_share(h); return NULL; }
 
 #define MAX_THREADS 64
+/* where share k of `threads` contiguous shares of [lo, hi) begins: lo + (hi - lo) * k / threads
+ * without the product, which overflows past 2^57 iterations */
+static int64_t share_bound(int64_t lo, int64_t hi, int64_t k, int64_t threads) {
+    const int64_t n = hi - lo;
+    return lo + n / threads * k + n % threads * k / threads;
+}
 int pto_workload_enumerate(PTORuntime* rt, const PTOTensor* tensors, const int64_t* sizes,
                            const PTOKernelFunc* kernels, int threads, int structural, int scope_depth) {
     Ctx c0 = {0}, *c = &c0;
@@ -445,7 +451,7 @@ int pto_workload_enumerate(PTORuntime* rt, const PTOTensor* tensors, const int64
     int started = 0, rc = PTO_OK;
     for (int k = 0; k < threads; k++) {
         sh[k].c = *c;
-        sh[k].lo = lo + (hi - lo) * k / threads; sh[k].hi = lo + (hi - lo) * (k + 1) / threads;
+        sh[k].lo = share_bound(lo, hi, k, threads); sh[k].hi = share_bound(lo, hi, k + 1, threads);
         sh[k].rc = PTO_OK; sh[k].stop = &stop;
         if (!(sh[k].c.sub = pto_submitter_open(rt))) { rc = PTO_EINVAL; break; }
         if (k > 0 && pthread_create(&th[k], NULL, share_main, &sh[k]) != 0) {
