@@ -571,8 +571,10 @@ class CompiledWorkload:
         rt._keep.extend(arrs)
         if rc != 0:
             from ..abi import ERROR_NAMES
-            raise PTOError(f"enumerating the workload in C failed: {ERROR_NAMES.get(rc, rc)} "
-                           f"({rt._lib.pto_last_error().decode(errors='replace')})")
+            why = rt._lib.pto_last_error().decode(errors='replace')
+            if not why and ERROR_NAMES.get(rc) == "PTO_ENOMEM":     # the enumerator's own: no message
+                why = "out of memory, or a thread for a share of the parallel_for could not start"
+            raise PTOError(f"enumerating the workload in C failed: {ERROR_NAMES.get(rc, rc)} ({why})")
 
 
 def emit_c(workload: Node) -> CompiledWorkload:
