@@ -281,6 +281,64 @@ def test_an_edge_token_starpu_refuses_ends_every_rank(build_once):
             in r.stderr), r.stdout + r.stderr
 
 
+#: tests/engines/refused.c refused_edge_run with nothing refused (refused_host chain): task 0 on
+#: rank 0, task 1 on rank 1 after it through a token. Allocation step of a submission on one rank
+#: (starpu.c, PTO_TEST_FAIL_ALLOC=RANK:STEP:N) -> the task it fails and what the message names.
+FAILED_ALLOCATIONS = {
+    "1:buffers:1": (0, "its list of handles"),
+    "0:state:2": (1, "its state"),
+    "1:task_rank:2": (1, "its rank record"),
+    "0:token:1": (1, "the token of its edge after task 0"),
+    "1:descr:1": (0, "its data descriptors"),
+    "0:name:2": (1, "its name in the trace"),
+    "1:deps:1": (1, "its tag dependencies"),     # task 1 runs on rank 1: declare_deps there
+}
+
+
+@pytest.fixture(scope="module")
+def fail_alloc_host(build_once) -> Path:
+    """refused_host (tests/engines/refused*.c) linked with a test build of the starpu-mpi engine
+    whose submissions fail where PTO_TEST_FAIL_ALLOC says (-DPTO_TEST_FAIL_ALLOC)."""
+    cflags, libs = pkg_config_flags("starpu-mpi")
+    rt = ROOT / "runtime"
+    sources = [rt / "src" / "common.c", *sorted((rt / "engines").glob("*.c")), HERE / "refused.c",
+               HERE / "refused_host.c"]
+
+    def build(d: Path) -> None:
+        r = subprocess.run(["gcc", "-std=gnu11", "-pthread", "-Wall", "-Wextra", "-Werror", "-O2",
+                            f"-I{rt / 'include'}", f"-I{rt / 'src'}", "-DPTO_ENGINE_MPI",
+                            "-DPTO_TEST_FAIL_ALLOC", *cflags, *map(str, sources), "-o",
+                            str(d / "refused_host"), *libs, "-ldl", "-lm"],
+                           capture_output=True, text=True, timeout=300)
+        assert r.returncode == 0, r.stderr
+
+    return build_once("engines-refused-starpu-mpi-fail-alloc", build) / "refused_host"
+
+
+@pytest.mark.parametrize("spec", list(FAILED_ALLOCATIONS))
+def test_a_submission_out_of_memory_on_one_rank_ends_every_rank(fail_alloc_host, spec):
+    # A rank that runs out of memory while submitting a task the others submit too used to return
+    # the error alone: the other rank waited for its data or token for ever (mpirun timed out).
+    # Now the rank says what failed and the job ends at once.
+    task, what = FAILED_ALLOCATIONS[spec]
+    rank = spec.split(":")[0]
+    r = mpirun(2, str(fail_alloc_host), "chain", timeout=60, env={"PTO_TEST_FAIL_ALLOC": spec})
+    assert r.returncode != 0, r.stdout + r.stderr
+    assert (f"rank {rank}: task {task} 'stamp': out of memory for {what} on rank {rank}; aborting every rank"
+            in r.stderr), r.stdout + r.stderr
+
+
+def test_only_a_test_build_fails_allocations_on_purpose(build_once, fail_alloc_host):
+    # the injection of the test above is absent from the engine every other build links
+    lib = _c_build(build_once, "refused", ["refused.c", "refused_host.c"], "starpu-mpi")
+    assert b"PTO_TEST_FAIL_ALLOC" not in (lib / "librefused.so").read_bytes()
+    assert b"PTO_TEST_FAIL_ALLOC" in fail_alloc_host.read_bytes()
+    for exe, env in ((lib / "refused_host", {"PTO_TEST_FAIL_ALLOC": "0:token:1"}), (fail_alloc_host, {})):
+        r = mpirun(2, str(exe), "chain", timeout=60, env=env)
+        assert r.returncode == 0, r.stdout + r.stderr
+        assert "rank=0 ids=0,1 rc=0" in r.stdout and "rank=1 ids=0,1 rc=0" in r.stdout, r.stdout
+
+
 def test_a_rank_left_waiting_for_data_ends_the_job_at_its_deadline(build_once):
     # tests/engines/refused.c refused_waiting_run: only rank 1 submits, so its task waits for data
     # rank 0 never sends (as after a submission that failed on rank 0 alone). Its deadline (2 s)
@@ -455,9 +513,9 @@ def test_engine_benchmark_prints_a_row_per_graph_with_the_ratios(tmp_path):
 MPI_EXAMPLES = ["fused_softmax", "bgemm", "llama7b_layer"]
 
 
-def mpirun(np_: int, *argv: str, timeout: float = 300) -> subprocess.CompletedProcess:
-    """``mpirun -np N ARGV`` on this machine."""
-    return run_mpi(np_, list(argv), timeout, cwd=Path(__file__).parents[1])
+def mpirun(np_: int, *argv: str, timeout: float = 300, env: dict | None = None) -> subprocess.CompletedProcess:
+    """``mpirun -np N ARGV`` on this machine, with ``env`` added to the environment."""
+    return run_mpi(np_, list(argv), timeout, cwd=Path(__file__).parents[1], env={**os.environ, **(env or {})})
 
 
 @pytest.fixture(scope="module")

@@ -65,7 +65,8 @@
  * any rank fails the run on every rank (an MPI_Allgather after the run), naming task and rank
  * (its rank goes on taking tasks meanwhile, kernels skipped: the other ranks wait for its data);
  * a run past its deadline (a kernel stuck, or a task waiting for data another rank never sends)
- * aborts the job (MPI_Abort) after saying why, as does a task or edge token StarPU refuses. An explicit
+ * aborts the job (MPI_Abort) after saying why, as does a task or edge token StarPU refuses, or a
+ * submission that runs out of memory on one rank (submit_out_of_memory). An explicit
  * edge between tasks of one rank is a tag dependency there; one between ranks is a token, a small handle owned by the predecessor's rank which an edge
  * task writes after the predecessor and the successor reads, so StarPU-MPI sends it. One
  * submitter at a time there. MPI is
@@ -92,6 +93,24 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+
+/* Test builds only (-DPTO_TEST_FAIL_ALLOC; tests/test_engine_starpu.py): PTO_TEST_FAIL_ALLOC =
+ * RANK:STEP:N makes the Nth pass through allocation step STEP of a submission on rank RANK
+ * (buffers, state, task_rank, token, descr, name, deps) fail as if out of memory. Other builds
+ * have no trace of it: ALLOC_FAILS is false. */
+#ifdef PTO_TEST_FAIL_ALLOC
+static bool test_alloc_fails(const char* step) {
+    static int rank = -1, count;
+    static char want[32];
+    const char* v = getenv("PTO_TEST_FAIL_ALLOC");
+    if (!v || rank == -2) return false;
+    if (rank == -1 && sscanf(v, "%d:%31[a-z_]:%d", &rank, want, &count) != 3) { rank = -2; return false; }
+    return rank == pto_engine_rank() && strcmp(step, want) == 0 && --count == 0;
+}
+#define ALLOC_FAILS(step) test_alloc_fails(step)
+#else
+#define ALLOC_FAILS(step) false
+#endif
 
 /* ------------------------------------------------------------------ regions and tensors */
 
@@ -464,6 +483,14 @@ __attribute__((noreturn)) static void abort_every_rank(PTORuntime* rt) {
     fflush(stderr);
     MPI_Abort(MPI_COMM_WORLD, 1);
     abort();                                     /* MPI_Abort does not return */
+}
+
+/* Out of memory on this rank alone for `what` while submitting task `id`: the other ranks count
+ * the task and would wait for this rank's data or tokens, so the job ends, saying what failed. */
+__attribute__((noreturn)) static void submit_out_of_memory(PTORuntime* rt, int32_t id, const char* name,
+                                                           const char* what) {
+    rt_fail(PTO_ENOMEM, "task %d '%s': out of memory for %s on rank %d", (int)id, name, what, rt->rank);
+    abort_every_rank(rt);
 }
 
 /* Every rank: the first failure of any rank (lowest task id) becomes everyone's, with the name
@@ -1124,7 +1151,10 @@ static bool follow(PTORuntime* rt, int32_t p) {
 static int declare_deps(PTORuntime* rt, EngTask* t, struct starpu_task* st, const int32_t* preds, int32_t npred,
                         int xnode) {
     starpu_tag_t few[16], *tags = npred <= 16 ? few : malloc((size_t)npred * sizeof *tags);
-    if (!tags) return -ENOMEM;
+    if (!tags || ALLOC_FAILS("deps")) {
+        if (tags != few) free(tags);
+        return -ENOMEM;
+    }
     int32_t n = 0;
     for (int32_t k = 0; k < npred; k++) {
 #ifdef PTO_ENGINE_MPI
@@ -1156,7 +1186,7 @@ static int declare_deps(PTORuntime* rt, EngTask* t, struct starpu_task* st, cons
 static int edge_token_for(PTORuntime* rt, int32_t p) {
     if (rt->ntokens == rt->cap_tokens) {
         int64_t n = rt->cap_tokens ? 2 * rt->cap_tokens : 64;
-        starpu_data_handle_t* g = realloc(rt->tokens, (size_t)n * sizeof *g);
+        starpu_data_handle_t* g = ALLOC_FAILS("token") ? NULL : realloc(rt->tokens, (size_t)n * sizeof *g);
         if (!g) return PTO_ENOMEM;
         rt->tokens = g;
         rt->cap_tokens = n;
@@ -1190,7 +1220,8 @@ static int edge_token_for(PTORuntime* rt, int32_t p) {
 /* Every rank: the task goes to the rank of its affinity, else to the owner of its first written
  * region (of its first region when it writes none); StarPU-MPI posts the transfers on every
  * rank. Its predecessors preds[0..npred): one on the same rank is a tag dependency there, one
- * on another rank sends a token (edge_token_for). */
+ * on another rank sends a token (edge_token_for). Every rank submits the same tasks, so a
+ * failure here is this rank's alone (out of memory, StarPU refusing): it ends the job. */
 static int32_t submit_mpi(PTORuntime* rt, EngTask* t, const int32_t* preds, int32_t npred) {
     Buffers* b = &rt->bufs;
     place_regions(rt, t);
@@ -1198,14 +1229,17 @@ static int32_t submit_mpi(PTORuntime* rt, EngTask* t, const int32_t* preds, int3
     for (int32_t k = t->naccess - 1; k >= 0; k--)
         if (t->acc[k].mode & PTO_ARG_OUTPUT) xnode = t->acc[k].region->owner;
     if (t->worker >= 0) xnode = t->worker % rt->nranks;
-    int rc = reserve_i32(&rt->task_rank, &rt->cap_task_rank, rt->next_id);
-    if (rc >= 0) rc = reserve_state(rt, rt->next_id);
-    for (int32_t k = 0; k < npred && rc >= 0; k++)
-        if (rt->task_rank[preds[k]] != xnode) rc = edge_token_for(rt, preds[k]);
+    if (ALLOC_FAILS("task_rank") || reserve_i32(&rt->task_rank, &rt->cap_task_rank, rt->next_id) < 0)
+        submit_out_of_memory(rt, rt->next_id, t->name, "its rank record");
+    for (int32_t k = 0; k < npred; k++)
+        if (rt->task_rank[preds[k]] != xnode && edge_token_for(rt, preds[k]) < 0) {
+            char what[64];
+            snprintf(what, sizeof what, "the token of its edge after task %d", (int)preds[k]);
+            submit_out_of_memory(rt, rt->next_id, t->name, what);
+        }
     struct starpu_data_descr few[2 * PTO_MAX_TENSOR_ARGS];
-    struct starpu_data_descr* descr = rc < 0 || b->n <= 2 * PTO_MAX_TENSOR_ARGS ? few
-                                      : malloc((size_t)b->n * sizeof *descr);
-    if (rc < 0 || !descr) { free(t); return rc < 0 ? rc : PTO_ENOMEM; }
+    struct starpu_data_descr* descr = b->n <= 2 * PTO_MAX_TENSOR_ARGS ? few : malloc((size_t)b->n * sizeof *descr);
+    if (!descr || ALLOC_FAILS("descr")) submit_out_of_memory(rt, rt->next_id, t->name, "its data descriptors");
     for (int32_t i = 0; i < b->n; i++) descr[i] = (struct starpu_data_descr){b->h[i], b->m[i]};
     for (int32_t k = 0; k < t->naccess; k++)
         if (t->acc[k].mode & PTO_ARG_OUTPUT) t->acc[k].region->written = true;
@@ -1213,10 +1247,11 @@ static int32_t submit_mpi(PTORuntime* rt, EngTask* t, const int32_t* preds, int3
     rt->task_rank[t->id] = xnode;
     const int32_t id = t->id;
     const char* name = t->name;
-    if (rt->obs && obs_name(rt->obs, id, name) < 0) { free(t); if (descr != few) free(descr); return PTO_ENOMEM; }
+    if (ALLOC_FAILS("name") || (rt->obs && obs_name(rt->obs, id, name) < 0))
+        submit_out_of_memory(rt, id, name, "its name in the trace");
     struct starpu_task* st = starpu_mpi_task_build(MPI_COMM_WORLD, &g_codelet, STARPU_EXECUTE_ON_NODE, xnode,
                                                    STARPU_DATA_MODE_ARRAY, descr, b->n, 0);
-    rc = 0;
+    int rc = 0;
     if (st) {
         st->cl_arg = t;
         st->cl_arg_size = sizeof *t;
@@ -1227,8 +1262,9 @@ static int32_t submit_mpi(PTORuntime* rt, EngTask* t, const int32_t* preds, int3
         st->name = t->name;
         pin(rt, t, st);
         rt->submitted++;
-        rc = declare_deps(rt, t, st, preds, npred, xnode);
-        if (rc == 0) rc = starpu_task_submit(st);
+        if (declare_deps(rt, t, st, preds, npred, xnode) < 0)
+            submit_out_of_memory(rt, id, name, "its tag dependencies");
+        rc = starpu_task_submit(st);
     } else {
         free(t);                       /* another rank runs it */
     }
@@ -1263,13 +1299,20 @@ static int32_t submit(PTORuntime* rt, EngTask* t, const int32_t* preds, int32_t 
     b->n = 0;
     int rc = PTO_OK;
     for (int32_t k = 0; k < t->naccess && rc >= 0; k++)
-        t->buf[k] = (int8_t)(rc = add_buffer(b, t->acc[k].region->handle, sp_mode(t->acc[k].mode)));
+        t->buf[k] = (int8_t)(rc = ALLOC_FAILS("buffers") ? PTO_ENOMEM
+                                  : add_buffer(b, t->acc[k].region->handle, sp_mode(t->acc[k].mode)));
     for (int32_t k = 0; k < t->naccess && rc >= 0; k++) {
         const Region* r = t->acc[k].region;
         for (int32_t j = 0; j < r->noverlaps && rc >= 0; j++)
             rc = add_buffer(b, r->overlaps[j]->handle, sp_mode(t->acc[k].mode));
     }
-    if (rc >= 0) rc = reserve_state(rt, rt->next_id);
+#ifdef PTO_ENGINE_MPI
+    if (rc < 0) submit_out_of_memory(rt, rt->next_id, name, "its list of handles");
+#endif
+    if (rc >= 0 && (ALLOC_FAILS("state") || reserve_state(rt, rt->next_id) < 0)) rc = PTO_ENOMEM;
+#ifdef PTO_ENGINE_MPI
+    if (rc < 0) submit_out_of_memory(rt, rt->next_id, name, "its state");
+#endif
     if (rc < 0) { free(t); return rc; }
     const int32_t n = b->n;
     starpu_data_handle_t* h = b->h;

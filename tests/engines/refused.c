@@ -56,9 +56,10 @@ int refused_run(int workers, int32_t* ids, int* late) {
 
 /* StarPU-MPI on two ranks, one worker each: task 0 on rank 0 (worker 0), then task 1 on rank 1
  * (worker 1) after it, whose edge is a token that a task on rank 0 writes - StarPU refuses that
- * task there. ids[0..2): what each submission returned on this rank. Returns the run's code
- * (rank 1 would wait for rank 0's token: the job must end instead). */
-int refused_edge_run(int32_t* ids) {
+ * task there when refuse_rank is 0 (-1: nowhere). ids[0..2): what each submission returned on
+ * this rank. Returns the run's code (rank 1 would wait for rank 0's token: the job must end
+ * instead). */
+int refused_edge_run(int32_t* ids, int refuse_rank) {
     PTORuntimeConfig cfg;
     pto_runtime_config_default(&cfg);
     cfg.num_workers = 1;                  /* per rank: worker k is rank k's */
@@ -72,7 +73,7 @@ int refused_edge_run(int32_t* ids) {
         if (rc >= 0) rc = pto_task_add_scalar(rt, t, k);
         if (rc >= 0) rc = pto_task_set_affinity(rt, t, k, 0);
         if (rc >= 0 && k == 1) rc = pto_task_add_successor(rt, ids[0], t);
-        g_refuse_next_submit = k == 1 && pto_engine_rank() == 0;
+        g_refuse_next_submit = k == 1 && pto_engine_rank() == refuse_rank;
         if (rc >= 0) rc = pto_task_submit(rt, t);
         g_refuse_next_submit = 0;
         ids[k] = rc < 0 ? rc : t;
