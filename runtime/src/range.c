@@ -67,6 +67,21 @@ void range_free(PTORuntime* rt) {
     free(rs);
 }
 
+/* Whether the run can give up on `me` (deadline, cancel): a worker thread of its own, not the
+ * orchestrating thread (inline, me < 0) nor the caller's slot, which read their lanes and
+ * leave the run themselves. */
+static inline bool abandonable(const PTORuntime* rt, int32_t me) {
+    return me >= 0 && me < rt->nworkers && me != rt->caller_slot;
+}
+
+/* Worker `me`'s running slot, whose W_ABANDONED says the run gave up on it: then it calls no more
+ * kernels - the run is over, and the memory its tiles touch may be gone. For a thread the run
+ * cannot give up on, a slot never abandoned. */
+static const _Atomic int32_t never_abandoned = W_IDLE;
+static const _Atomic int32_t* running_of(PTORuntime* rt, int32_t me) {
+    return abandonable(rt, me) ? &rt->workers[me].running : &never_abandoned;
+}
+
 /* The kernel call of tile `tile` (its index in the submitted range) of task t, recorded on the
  * lane of this thread (worker `me`), whoever owns the task. A worker records as it does a task's
  * event (worker_main): its `running` slot is swapped to W_IDLE around the record, so the run
@@ -81,7 +96,7 @@ static __attribute__((noinline)) int32_t traced_tile(PTORuntime* rt, const PTOTa
     const int64_t start = trace_now();
     const int32_t rc = t->fn(a);
     PTOTraceLane* L = &tr->lanes[me + 1];
-    if (me < 0 || me == rt->caller_slot) {
+    if (!abandonable(rt, me)) {
         trace_record_tile(L, t->id, tile, t->name, start, trace_now());
         return rc;
     }
@@ -178,13 +193,6 @@ int range_help(PTORuntime* rt, int32_t me, _Atomic int32_t* running) {
     return atomic_load_explicit(&rt->ranges, memory_order_relaxed) && shared(rt, me) ? help(rt, me, false, running) : 0;
 }
 
-/* Worker `me`'s running slot, whose W_ABANDONED says the run gave up on it (deadline, cancel):
- * then it calls no more kernels - the run is over, and the memory its tiles touch may be gone.
- * Not a worker thread the run can give up on (inline, the caller's slot): a slot never abandoned. */
-static const _Atomic int32_t never_abandoned = W_IDLE;
-static const _Atomic int32_t* running_of(PTORuntime* rt, int32_t me) {
-    return me >= 0 && me < rt->nworkers && me != rt->caller_slot ? &rt->workers[me].running : &never_abandoned;
-}
 static inline bool given_up(const _Atomic int32_t* running) {
     return atomic_load_explicit(running, memory_order_relaxed) == W_ABANDONED;
 }
