@@ -12,8 +12,9 @@
 # 11 minutes: split it over two device calls with STEPS (the step names below).
 # Where StarPU's source was staged (bench/cuda/starpu_cuda.sh stage; carry .starpu), two more:
 # starpu_build builds StarPU with CUDA (at most 5 minutes) and starpu_cuda runs fused softmax
-# with its tasks as StarPU CUDA codelets, checked against the reference (`pto run --check`);
-# run them alone: STEPS="starpu_build starpu_cuda".
+# with its tasks as StarPU CUDA codelets, checked against the reference (`pto run --check`),
+# starpu_cuda_bgemm the same for bgemm; run them alone:
+# STEPS="starpu_build starpu_cuda starpu_cuda_bgemm".
 set -uo pipefail
 out=${1:-${OUT:-/tmp/pto-device}}
 mkdir -p "$out"
@@ -72,4 +73,6 @@ if [ -f .starpu/starpu.tar.gz ]; then
   export LD_LIBRARY_PATH=/tmp/starpu-cuda/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
   step starpu_cuda 150 python3 -c "import sys; from pto_core.cli import main; sys.exit(main(sys.argv[1:]))" \
     run examples/fused_softmax.py --target cuda --engine starpu --check
+  step starpu_cuda_bgemm 120 python3 -c "import sys; from pto_core.cli import main; sys.exit(main(sys.argv[1:]))" \
+    run examples/bgemm.py --target cuda --engine starpu --check --stats
 fi
