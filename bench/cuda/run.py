@@ -177,10 +177,10 @@ def bench_softmax(arch: str, rows: int, cols: int, repeat: int) -> None:
         t_run = d.time_runs(max(1, repeat // 4))
         t_graph = d.time_graph(repeat)
     copy_gbs = load(lib).pto_cuda_d2d_bandwidth(nbytes, repeat)
-    for label, t in (("graph", t_graph), ("run", t_run)):
+    for label, t, goal in (("graph", t_graph, 0.90), ("run", t_run, 0.80)):
         gbs = 2 * nbytes / t / 1e9
         print(f"softmax f32 {rows}x{cols} [{label}]: {t * 1e3:8.3f} ms  {gbs:7.1f} GB/s  "
-              f"d2d copy {copy_gbs:7.1f} GB/s  ratio {gbs / copy_gbs:5.2f} (goal >= 0.80)")
+              f"d2d copy {copy_gbs:7.1f} GB/s  ratio {gbs / copy_gbs:5.2f} (goal >= {goal:.2f})")
     print(f"  one run: {shape.tasks} tasks in {shape.launches} launches ({shape.grids} grids), "
           f"tasks per launch min/median/max {'/'.join(map(str, shape.tasks_per_launch))}, "
           f"{shape.full} fill the GPU ({shape.fill} blocks)")
@@ -243,7 +243,7 @@ def bench_gemm(arch: str, n: int, repeat: int) -> None:
     tb = torch.randn(n, n, device="cuda", dtype=torch.bfloat16)
     tt = cuda_time(torch, lambda: torch.matmul(ta, tb), repeat)
     print(line + f"  torch.matmul {flops / tt / 1e12:7.1f} TFLOP/s  ratio {tt / t:5.2f} "
-          "(goal >= 0.60)")
+          "(goal >= 0.70)")
     print(model_line(module, {}, arch))
 
 
@@ -293,7 +293,7 @@ def bench_llama(arch: str, num_tiles: int, repeat: int) -> None:
 
     tt = cuda_time(torch, layer, repeat)
     print(line + f"  eager PyTorch {tt * 1e3:8.3f} ms  speed-up [run] {tt / t_run:5.2f}x "
-          f"[graph] {tt / t_graph:5.2f}x (goal >= 1x)")
+          f"[graph] {tt / t_graph:5.2f}x (goal >= 1x run, >= 1.5x graph)")
     print(model_line(module, scalars, arch))
 
 
