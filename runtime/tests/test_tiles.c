@@ -246,11 +246,15 @@ static void test_tiles_errors(void) {
     CHECK_HAS(pto_last_error(), "pto_task_submit_range");
     CHECK_HAS(pto_last_error(), "PTO_ARG_TILE");
 
-    /* submitters take no tile arguments: the task's batch reports it, and never enters */
+    /* submitters take no tile arguments: the task's batch reports it, and never enters; its
+     * message is its own (it was the range's above, this thread's last) */
     PTOSubmitter* s = pto_submitter_open(rt);
-    a[0] = (PTOTaskArg){PTO_ARG_TILE_INPUT, NULL, 0, 0, 0, 0, h};
-    pto_submitter_task(s, "sub", k_nop, 0, PTO_WORKER_ANY, a, 1, NULL, 0);
+    a[0] = (PTOTaskArg){PTO_ARG_SCALAR, NULL, 0, 0, 0, 0, 7};
+    a[1] = (PTOTaskArg){PTO_ARG_TILE_INPUT, NULL, 0, 0, 0, 0, h};
+    pto_submitter_task(s, "sub", k_nop, 0, PTO_WORKER_ANY, a, 2, NULL, 0);
     CHECK_EQ(pto_submitter_close(s), PTO_EINVAL);
+    CHECK_HAS(pto_last_error(), "pto_submitter_task 'sub': argument 1 is a tile");
+    a[0] = a[1];
     CHECK_EQ(pto_task_submit_v(rt, "after", k_nop, 0, PTO_WORKER_ANY, a, 1), 2);
     CHECK_EQ(pto_runtime_run(rt), PTO_OK);
     pto_runtime_destroy(rt);
