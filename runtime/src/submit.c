@@ -381,7 +381,9 @@ static int32_t stage(PTOSubmitter* s, int64_t first, int32_t i0, int32_t n, int*
         if ((rc = apply_scopes(s, i0 + staged, false)) < 0) break;
         for (int32_t k = 0; k < q->npred && rc == PTO_OK; k++) {
             if (p[k] < 0) p[k] = s->ids[-1 - (int64_t)p[k]];    /* tickets -> ids (earlier tasks: entered) */
-            if (p[k] < 0 || p[k] >= rt->next_id) rc = PTO_ETASKID;
+            if (p[k] < 0 || p[k] >= rt->next_id)
+                rc = rt_fail(PTO_ETASKID, "pto_submitter_task '%s': predecessor %d is no task of the graph",
+                             q->name ? q->name : "task", (int)p[k]);
         }
         if (rc == PTO_OK) rc = grow_to((void**)&s->acc, &s->cap_acc, (int64_t)s->nacc + PTO_MAX_TENSOR_ARGS, sizeof *s->acc);
         if (rc < 0) break;
@@ -561,7 +563,12 @@ static int enter_routed(PTOSubmitter* s, int64_t first, int32_t i0, int32_t n) {
     for (int32_t i = 0; i < n && m == n && s->pred_max >= rt->next_id; i++) {
         const Queued* q = &s->q[i0 + i];
         for (int32_t k = 0; k < q->npred; k++)
-            if (s->preds[q->pred0 + k] >= rt->next_id) { m = i; rc = PTO_ETASKID; break; }
+            if (s->preds[q->pred0 + k] >= rt->next_id) {
+                m = i;
+                rc = rt_fail(PTO_ETASKID, "pto_submitter_task '%s': predecessor %d is no task of the graph yet",
+                             q->name ? q->name : "task", (int)s->preds[q->pred0 + k]);
+                break;
+            }
     }
     const int32_t base = m > 0 ? rt_take_ids(rt, m) : PTO_ETASKID;
     if (base < 0) { pthread_mutex_unlock(&rt->submit_mu); return base; }
@@ -610,6 +617,7 @@ static int enter(PTOSubmitter* s, int wait) {
     if (n > 0) {
         if (wait) lock_submit(rt);
         else if (pthread_mutex_trylock(&rt->submit_mu) != 0) return PTO_OK;
+        rt_clear_error();      /* an error below without a message of its own must not take an older call's */
         if (!rt->shards) {
             rc = enter_serial(s, n);
         } else {
