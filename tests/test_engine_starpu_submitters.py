@@ -199,6 +199,43 @@ def test_a_predecessor_submitted_directly_is_followed_and_a_run_with_a_submitter
     assert "ran 2" in out, out
 
 
+def test_a_submitters_error_on_starpu_comes_with_its_own_message_not_an_older_one():
+    """A region outside its tensor is refused as the batch enters, with no message of the
+    engine's; the error read after the flush named the thread's previous failure instead (here:
+    the run refused while the submitter was open)."""
+    out = child("""
+        import ctypes as C
+        import numpy as np
+        from pto_core.abi import PTOTensor
+        from pto_core.runtime import Runtime, load_library
+
+        class Arg(C.Structure):
+            _fields_ = [("kind", C.c_int32), ("tensor", C.c_void_p), ("row_off", C.c_int64),
+                        ("col_off", C.c_int64), ("rows", C.c_int64), ("cols", C.c_int64),
+                        ("value", C.c_int64)]
+
+        lib = load_library("starpu")
+        P, I32 = C.c_void_p, C.c_int32
+        lib.pto_submitter_open.restype, lib.pto_submitter_open.argtypes = P, [P]
+        lib.pto_submitter_task.restype = C.c_int64
+        lib.pto_submitter_task.argtypes = [P, C.c_char_p, P, I32, I32, P, I32, C.POINTER(I32), I32]
+        lib.pto_submitter_flush.restype, lib.pto_submitter_flush.argtypes = C.c_int, [P]
+        lib.pto_submitter_close.restype, lib.pto_submitter_close.argtypes = C.c_int, [P]
+        x = np.zeros((2, 4), np.float32)
+        tx = PTOTensor(x.ctypes.data, 2, 4, 4, 4, b"x")
+        with Runtime(num_workers=1, engine="starpu") as rt:
+            s = lib.pto_submitter_open(rt._handle())
+            print("run", lib.pto_runtime_run(rt._handle()), lib.pto_last_error().decode())
+            far = Arg(1, C.addressof(tx), 1, 0, 2, 4, 0)            # rows 1..2 of a 2-row tensor
+            assert lib.pto_submitter_task(s, b"far", None, 0, -1, C.byref(far), 1, None, 0) == 0
+            print("flush", lib.pto_submitter_flush(s), lib.pto_last_error().decode())
+            print("close", lib.pto_submitter_close(s), lib.pto_last_error().decode())
+            rt.run()
+    """)
+    assert "run -4 pto_runtime_run: 1 submitter(s) still open" in out, out
+    flush = next(line for line in out.splitlines() if line.startswith("flush"))
+    assert flush.startswith("flush -6 ") and "submitter(s) still open" not in flush, out
+
 def test_program_run_with_the_c_enumerator_honours_structural_edges_on_starpu(need_target):
     """A sequential pair with no region in common (inc writes y, dbl writes z, both read x): the
     Python issue path gives it to StarPU as an explicit edge (pto_task_add_successor), the C

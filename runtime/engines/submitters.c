@@ -67,6 +67,7 @@ static int enter(PTOSubmitter* s, int wait, int32_t upto) {
     pthread_mutex_t* mu = engine_submit_lock(s->rt);
     if (wait) pthread_mutex_lock(mu);
     else if (pthread_mutex_trylock(mu) != 0) return PTO_OK;
+    rt_clear_error();      /* an error below without a message of its own must not take an older call's */
     int rc = PTO_OK;
     for (int32_t i = 0; i < upto && rc == PTO_OK; i++) {
         const Queued* q = &s->q[i];

@@ -355,13 +355,16 @@ int32_t pto_task_submit_v(PTORuntime* rt, const char* func_name, PTOKernelFunc f
  * argument {PTO_ARG_TILE_INPUT, NULL, i, j, 0, 0, h} is the same access, with the same two slots,
  * as {PTO_ARG_INPUT, x, i * tile_rows, j * tile_cols, tile_rows, tile_cols, 0}, checked only for
  * i and j below the tile counts (PTO_EBOUNDS) and h a handle of this runtime (PTO_EINVAL; a
- * handle of another runtime, one created before or after, is refused). The tensor's fields are
+ * handle of another runtime, one created before or after, is refused - up to 32,767 runtimes
+ * apart: a runtime's tag is its creation number modulo that). The tensor's fields are
  * copied: later changes to *x do not reach the handle. Where the tiles are the blocks of x's
  * tensor-map record (powers of two, x first accessed through its tiles or in tiles of this
  * size), a tile access goes straight to its block; otherwise it is looked up as the rectangle.
  * Ordinary accesses to x may be mixed in: the dependencies are those of the rectangles. Not for
  * submitters (pto_submitter_*: their batch fails with PTO_EINVAL) nor for pto_task_submit_range
- * (PTO_EINVAL: its steps are in elements). Valid for the runtime's life. */
+ * (PTO_EINVAL: its steps are in elements), nor on the StarPU engines (PTO_EINVAL, and tile
+ * arguments too). It may be called while other threads' submitters are open. Valid for the
+ * runtime's life. */
 int32_t pto_tensor_tiles(PTORuntime* rt, const PTOTensor* x, int64_t tile_rows, int64_t tile_cols);
 /* ---------------------------------------------------------------- several submitting threads
  * The calls above come from one thread. For several threads submitting into one runtime at

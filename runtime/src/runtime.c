@@ -923,9 +923,14 @@ int32_t pto_tensor_tiles(PTORuntime* rt, const PTOTensor* x, int64_t tile_rows, 
         rt->tiles = g;
         rt->cap_tiles = nc;
     }
+    /* under the submission lock: submitters' threads make records too (submit.c, record) */
+    pthread_mutex_lock(&rt->submit_mu);
     const int32_t k = tm_tensor(&rt->tm, x->data, tile_rows, tile_cols, x->rows, x->cols);
+    TMTensor rec;
+    if (k >= 0) rec = rt->tm.tensors[k];       /* its blocks never change */
+    pthread_mutex_unlock(&rt->submit_mu);
     if (k < 0) return rt_fail(k, "pto_tensor_tiles: out of memory");
-    const TMTensor* t = &rt->tm.tensors[k];
+    const TMTensor* t = &rec;
     const int64_t ntr = x->rows / tile_rows, ntc = x->cols / tile_cols;
     /* straight to the block: the tiles are the record's blocks, all inside its grid */
     const bool block = ((int64_t)1 << t->rshift) == tile_rows && ((int64_t)1 << t->cshift) == tile_cols &&

@@ -110,6 +110,32 @@ static int fail(PTOSubmitter* s, int code) {
 
 static int enter(PTOSubmitter* s, int wait);
 
+/* The message of error `code` of task func_name, found as it was queued. Its checks set one only
+ * for some errors, and this thread's message may be an older call's: they run again with it
+ * cleared, and where they still set none, the message names the task and its first bad argument. */
+static __attribute__((noinline)) char* task_message(const PTORuntime* rt, int code, const char* func_name,
+                                                    int32_t worker_type, int32_t buffer_bytes,
+                                                    const PTOTaskArg* args, int32_t num_args) {
+    const char* name = func_name ? func_name : "task";
+    int64_t v[PTO_INLINE_ARGS];
+    int32_t nv;
+    rt_clear_error();
+    if (rt_check_slots(rt, worker_type, buffer_bytes, args, num_args, v, &nv) >= 0 || pto_last_error()[0])
+        return message(code);
+    int32_t i = num_args;                      /* the task's kind (worker type, buffer): no argument named */
+    if (rt_check_slots(rt, worker_type, buffer_bytes, args, 0, v, &nv) >= 0)
+        for (i = 0; i < num_args && rt_check_slots(rt, worker_type, buffer_bytes, &args[i], 1, v, &nv) >= 0; i++) {}
+    if (i == num_args)
+        rt_fail(code, "pto_submitter_task '%s': %s", name, pto_strerror(code));
+    else if (args[i].kind >= PTO_ARG_TILE_INPUT && args[i].kind <= PTO_ARG_TILE_INOUT)
+        rt_fail(code, "pto_submitter_task '%s': argument %d is a tile of a tiled tensor (PTO_ARG_TILE_*), which "
+                "a submitter does not take (pto_task_submit_v does)", name, (int)i);
+    else
+        rt_fail(code, "pto_submitter_task '%s': argument %d (kind %d): %s", name, (int)i, (int)args[i].kind,
+                pto_strerror(code));
+    return message(code);
+}
+
 /* The lock is held per batch: the ids and turns of up to PTO_SUBMIT_BATCH tasks, or their edges
  * and publication - a few microseconds. A thread that finds it taken spins that long before it
  * sleeps on it: sleeping (and waking the sleeper at the unlock) cost more than the batch, two
@@ -242,7 +268,11 @@ int64_t pto_submitter_task(PTOSubmitter* s, const char* func_name, PTOKernelFunc
             rc = route_task(s, s->nq, args, num_args);
             ready = rc == PTO_OK;
         }
-        if (rc < 0) { s->bad = s->nq; s->bad_rc = rc; s->bad_msg = message(rc); }
+        if (rc < 0) {
+            s->bad = s->nq;
+            s->bad_rc = rc;
+            s->bad_msg = task_message(s->rt, rc, func_name, worker_type, buffer_bytes, args, num_args);
+        }
     }
     if (!ready && grow((void**)&s->args, &s->cap_args, s->nargs + num_args, sizeof *s->args) < 0) return PTO_ENOMEM;
     Queued* q = &s->q[s->nq++];
@@ -351,7 +381,9 @@ static int32_t stage(PTOSubmitter* s, int64_t first, int32_t i0, int32_t n, int*
         if ((rc = apply_scopes(s, i0 + staged, false)) < 0) break;
         for (int32_t k = 0; k < q->npred && rc == PTO_OK; k++) {
             if (p[k] < 0) p[k] = s->ids[-1 - (int64_t)p[k]];    /* tickets -> ids (earlier tasks: entered) */
-            if (p[k] < 0 || p[k] >= rt->next_id) rc = PTO_ETASKID;
+            if (p[k] < 0 || p[k] >= rt->next_id)
+                rc = rt_fail(PTO_ETASKID, "pto_submitter_task '%s': predecessor %d is no task of the graph",
+                             q->name ? q->name : "task", (int)p[k]);
         }
         if (rc == PTO_OK) rc = grow_to((void**)&s->acc, &s->cap_acc, (int64_t)s->nacc + PTO_MAX_TENSOR_ARGS, sizeof *s->acc);
         if (rc < 0) break;
@@ -531,7 +563,12 @@ static int enter_routed(PTOSubmitter* s, int64_t first, int32_t i0, int32_t n) {
     for (int32_t i = 0; i < n && m == n && s->pred_max >= rt->next_id; i++) {
         const Queued* q = &s->q[i0 + i];
         for (int32_t k = 0; k < q->npred; k++)
-            if (s->preds[q->pred0 + k] >= rt->next_id) { m = i; rc = PTO_ETASKID; break; }
+            if (s->preds[q->pred0 + k] >= rt->next_id) {
+                m = i;
+                rc = rt_fail(PTO_ETASKID, "pto_submitter_task '%s': predecessor %d is no task of the graph yet",
+                             q->name ? q->name : "task", (int)s->preds[q->pred0 + k]);
+                break;
+            }
     }
     const int32_t base = m > 0 ? rt_take_ids(rt, m) : PTO_ETASKID;
     if (base < 0) { pthread_mutex_unlock(&rt->submit_mu); return base; }
@@ -580,6 +617,7 @@ static int enter(PTOSubmitter* s, int wait) {
     if (n > 0) {
         if (wait) lock_submit(rt);
         else if (pthread_mutex_trylock(&rt->submit_mu) != 0) return PTO_OK;
+        rt_clear_error();      /* an error below without a message of its own must not take an older call's */
         if (!rt->shards) {
             rc = enter_serial(s, n);
         } else {

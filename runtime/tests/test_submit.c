@@ -327,7 +327,9 @@ static void bad_task_mid_batch(int bad, int expect, int untracked) {
     CHECK_EQ(k, 3);                                                  /* queued: checked as it enters */
     CHECK_EQ(pto_submitter_task(s, "ok", NULL, 0, PTO_WORKER_ANY, ok, 1, NULL, 0), 4);
     CHECK_EQ(pto_submitter_flush(s), expect);
-    CHECK(pto_last_error()[0] != 0);
+    CHECK_HAS(pto_last_error(), bad == 0 ? "pto_submitter_task 'oob': argument 0"
+                              : bad == 1 ? "pto_submitter_task 'type'"
+                                         : "pto_submitter_task 'future': predecessor");
     CHECK(pto_submitter_task_id(s, 2) >= 0);
     CHECK_EQ(pto_submitter_task_id(s, 3), PTO_ETASKID);
     CHECK_EQ(pto_submitter_close(s), expect);
@@ -851,14 +853,17 @@ static void test_misuse(void) {
     PTOTaskArg ok[1] = {{PTO_ARG_INPUT, &x, 0, 0, 4, 4, 0}};
     CHECK_EQ(pto_submitter_task(s, "ok", NULL, 0, PTO_WORKER_ANY, ok, 1, NULL, 0), 1);
     CHECK_EQ(pto_submitter_flush(s), PTO_EBOUNDS);
+    /* its own message, not this thread's older one ('t': bad argument list, above) */
+    CHECK_HAS(pto_last_error(), "pto_submitter_task 'oob': argument 0 (kind 1)");
     CHECK_EQ(pto_submitter_task(s, "ok", NULL, 0, PTO_WORKER_ANY, ok, 1, NULL, 0), PTO_EBOUNDS);
     CHECK_EQ(pto_submitter_close(s), PTO_EBOUNDS);
-    CHECK(pto_last_error()[0] != 0);
-    /* an id that is no task yet */
+    CHECK_HAS(pto_last_error(), "pto_submitter_task 'oob'");
+    /* an id that is no task yet; its message is its own, not this thread's older one */
     s = pto_submitter_open(rt);
     int32_t future[1] = {1000};
     CHECK_EQ(pto_submitter_task(s, "t", NULL, 0, PTO_WORKER_ANY, NULL, 0, future, 1), 0);
     CHECK_EQ(pto_submitter_close(s), PTO_ETASKID);
+    CHECK_HAS(pto_last_error(), "pto_submitter_task 't': predecessor 1000 is no task of the graph");
     CHECK_EQ(pto_runtime_run(rt), PTO_OK);
     PTORuntimeStats st;
     pto_runtime_get_stats(rt, &st);

@@ -7,6 +7,7 @@
 #define _GNU_SOURCE 1
 #include "pto_runtime.h"
 
+#include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -246,12 +247,49 @@ static void test_tiles_errors(void) {
     CHECK_HAS(pto_last_error(), "pto_task_submit_range");
     CHECK_HAS(pto_last_error(), "PTO_ARG_TILE");
 
-    /* submitters take no tile arguments: the task's batch reports it, and never enters */
+    /* submitters take no tile arguments: the task's batch reports it, and never enters; its
+     * message is its own (it was the range's above, this thread's last) */
     PTOSubmitter* s = pto_submitter_open(rt);
-    a[0] = (PTOTaskArg){PTO_ARG_TILE_INPUT, NULL, 0, 0, 0, 0, h};
-    pto_submitter_task(s, "sub", k_nop, 0, PTO_WORKER_ANY, a, 1, NULL, 0);
+    a[0] = (PTOTaskArg){PTO_ARG_SCALAR, NULL, 0, 0, 0, 0, 7};
+    a[1] = (PTOTaskArg){PTO_ARG_TILE_INPUT, NULL, 0, 0, 0, 0, h};
+    pto_submitter_task(s, "sub", k_nop, 0, PTO_WORKER_ANY, a, 2, NULL, 0);
     CHECK_EQ(pto_submitter_close(s), PTO_EINVAL);
+    CHECK_HAS(pto_last_error(), "pto_submitter_task 'sub': argument 1 is a tile");
+    a[0] = a[1];
     CHECK_EQ(pto_task_submit_v(rt, "after", k_nop, 0, PTO_WORKER_ANY, a, 1), 2);
+    CHECK_EQ(pto_runtime_run(rt), PTO_OK);
+    pto_runtime_destroy(rt);
+}
+
+/* Tiled tensors registered on one thread while another thread's submitter makes the records of
+ * the tensors it meets (both grow the tensor map's records: ThreadSanitizer reported the race). */
+static float g_many[400][64];
+static void* submit_many(void* p) {
+    PTOSubmitter* s = pto_submitter_open(p);
+    for (int i = 0; i < 200; i++) {
+        const PTOTensor x = {g_many[i], 8, 8, 8, 4, "s"};
+        const PTOTaskArg a = {PTO_ARG_OUTPUT, &x, 0, 0, 8, 8, 0};
+        pto_submitter_task(s, "s", k_nop, 0, PTO_WORKER_ANY, &a, 1, NULL, 0);
+        pto_submitter_flush(s);
+    }
+    return (void*)(intptr_t)pto_submitter_close(s);
+}
+static void test_tiles_registered_while_submitters_run(void) {
+    PTORuntime* rt = mk(0, 4096, 0);
+    pthread_t th;
+    CHECK_EQ(pthread_create(&th, NULL, submit_many, rt), 0);
+    int registered = 0;
+    for (int i = 200; i < 400; i++) {
+        const PTOTensor x = {g_many[i], 8, 8, 8, 4, "t"};
+        registered += pto_tensor_tiles(rt, &x, 4, 4) >= 0;
+    }
+    void* rc;
+    pthread_join(th, &rc);
+    CHECK_EQ(registered, 200);
+    CHECK_EQ((intptr_t)rc, PTO_OK);
+    PTORuntimeStats st;
+    pto_runtime_get_stats(rt, &st);
+    CHECK_EQ(st.tasks_submitted, 200);
     CHECK_EQ(pto_runtime_run(rt), PTO_OK);
     pto_runtime_destroy(rt);
 }
@@ -262,6 +300,7 @@ int main(int argc, char** argv) {
     printf("tiles against rectangles, random graphs\n"); test_tiles_match_rectangles(rounds);
     printf("tiles mixed with rectangles\n");           test_tiles_mixed_edges();
     printf("tile errors\n");                           test_tiles_errors();
+    printf("tiles registered while submitters run\n"); test_tiles_registered_while_submitters_run();
     printf("%d passed, %d failed\n", g_pass, g_fail);
     return g_fail ? 1 : 0;
 }
