@@ -594,3 +594,21 @@ def test_tile_arguments_build_the_graph_of_the_rectangles(tmp_path, case, tiling
     assert re.search(r"edges\D*[1-9]", dump, re.I), dump[:400]
     assert dump == plain
     assert calls == plain_calls and len(calls) > 0
+
+
+def test_the_tile_args_option_passes_every_region_as_its_rectangle(tmp_path):
+    """``CompileOptions(extra=(("tile_args", False),))`` emits no tiling; the default passes the
+    bgemm CALLs' regions as whole tiles."""
+    import bgemm
+    from pto_core.driver import compile_module
+    from pto_core.options import CompileOptions
+
+    def orchestration(options: CompileOptions, out: Path) -> str:
+        texts = [p.read_text() for p in compile_module("arm64", bgemm.build_module(), out, options)
+                 if p.suffix == ".c"]
+        return next(t for t in texts if "pto_module_run_" in t and "pto_task_" in t)
+
+    plain = orchestration(CompileOptions(extra=(("tile_args", False),)), tmp_path / "a")
+    assert "_pto_tiles(rt, " not in plain and "_pto_tile_arg(PTO_ARG" not in plain
+    tiled = orchestration(CompileOptions(), tmp_path / "b")
+    assert tiled.count("_pto_tiles(rt, ") == 3 and "_pto_tile_arg(PTO_ARG_OUTPUT" in tiled
