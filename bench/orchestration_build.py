@@ -8,7 +8,12 @@ graph in the runtime's dry-run mode (tasks are created, dependencies resolved an
 kernel runs). Tensors are placeholders: the runtime keys its tensor map on their base pointer
 and checks regions against their shapes, but never touches their memory in dry-run mode.
 
-    python bench/orchestration_build.py [--tiles 32,64,128] [--repeat 5]
+    python bench/orchestration_build.py [--tiles 32,64,128] [--repeat 5] [--rectangles]
+                                        [--callgrind]
+
+``--rectangles`` emits the orchestration without tile arguments (every region a rectangle, the
+``tile_args`` option off): the same graph, for a before/after. ``--callgrind`` also counts, with
+valgrind's callgrind, the instructions of one build (the orchestration function) per task.
 
 Memory: the seed keeps every task of the graph alive (2,864 B per task), so its memory grows
 with the task count; our runtime retires tasks through a bounded window, so the figure printed
@@ -75,11 +80,10 @@ int main(int argc, char** argv) {
         PTORuntime* rt = pto_runtime_create(&cfg);
         if (!rt) { fprintf(stderr, "runtime create failed\n"); return 1; }
         int64_t scalars[1] = { n };
-        _pto_args_%(mod)s a = { t, scalars, 0 };
         double t0 = now_ms();
-        _pto_orch_%(mod)s(rt, &a);
+        const int built = pto_module_build_%(mod)s(rt, t, %(nt)d, scalars, 1);
         int rc = pto_runtime_run(rt);
-        if (rc == 0 && a.rc < 0) rc = a.rc;
+        if (rc == 0 && built < 0) rc = built;
         double ms = now_ms() - t0;
         if (rc != 0) { fprintf(stderr, "run failed: %%d\n", rc); return 1; }
         pto_runtime_get_stats(rt, &st);
@@ -101,10 +105,26 @@ def _load_example():
     return mod
 
 
+def _build_instructions(exe: Path, n: int, mod: str) -> int:
+    """Instructions of one build (the orchestration function `_pto_orch_<mod>`, inclusive) under
+    callgrind."""
+    out = exe.parent / "callgrind.out"
+    subprocess.run(["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}",
+                    f"--toggle-collect=_pto_orch_{mod}*", str(exe), str(n), "1"],
+                   check=True, capture_output=True)
+    summary = next(line for line in out.read_text().splitlines()
+                   if line.startswith(("summary:", "totals:")))
+    return int(summary.split()[1])
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--tiles", default="32,64,128,256,512")
     ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("--rectangles", action="store_true",
+                    help="no tile arguments: every region passed as its rectangle")
+    ap.add_argument("--callgrind", action="store_true",
+                    help="also count the instructions per task of one build under callgrind")
     args = ap.parse_args()
     L = _load_example()
     opts = CompileOptions(opt_level=2)
@@ -112,12 +132,13 @@ def main() -> int:
     entry = module.functions[module.entry]
     mems = [p.name for p in entry.params if isinstance(p.type, MemRefType)]
     mod = c_module_name(module)
-    c_src = emit_orchestration(module, lambda f: function_buffer_bytes(f, opts))
+    c_src = emit_orchestration(module, lambda f: function_buffer_bytes(f, opts),
+                               tile_args=not args.rectangles)
 
     print(f"LLaMA-7B layer (hidden {L.LLAMA7B['hidden']}, {L.LLAMA7B['tile_rows']}-row tiles, "
           f"64-row adaptive blocks), orchestration built in dry-run mode, best of {args.repeat}")
     hdr = ("tiles", "tasks", "seed tasks", "build ms", "seed ms", "tasks/ms", "seed tasks/ms",
-           "peak MB", "seed MB")
+           "peak MB", "seed MB") + (("instr/task",) if args.callgrind else ())
     print(" | ".join(hdr))
     print(" | ".join("---" for _ in hdr))
     with tempfile.TemporaryDirectory() as tmp:
@@ -134,10 +155,12 @@ def main() -> int:
             tasks, ms, peak = int(out[0]), float(out[1]), int(out[2])
             s_tasks, s_ms, s_mb = SEED.get(n, (None, None, None))
             fmt = lambda v, f: "-" if v is None else f.format(v)
-            print(" | ".join([str(n), f"{tasks:,}", fmt(s_tasks, "{:,}"), f"{ms:.3f}",
-                              fmt(s_ms, "{:.3f}"), f"{tasks / ms:,.0f}",
-                              fmt(s_tasks and s_tasks / s_ms, "{:,.0f}"),
-                              f"{peak / 2**20:.2f}", fmt(s_mb, "{:.2f}")]))
+            row = [str(n), f"{tasks:,}", fmt(s_tasks, "{:,}"), f"{ms:.3f}", fmt(s_ms, "{:.3f}"),
+                   f"{tasks / ms:,.0f}", fmt(s_tasks and s_tasks / s_ms, "{:,.0f}"),
+                   f"{peak / 2**20:.2f}", fmt(s_mb, "{:.2f}")]
+            if args.callgrind:
+                row.append(f"{_build_instructions(tmp / 'bench_host', n, mod) / tasks:,.0f}")
+            print(" | ".join(row))
     return 0
 
 

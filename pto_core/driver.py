@@ -48,7 +48,7 @@ from .abi import PTO_MAX_SCHEDULERS, PTO_MAX_WORKERS
 from .errors import PTOBackendError, PTOError
 from .backend import KernelSource
 from .ir import Function, Module
-from .options import CORE_OPTIONS, RANGE_TASKS_OPTION, CompileOptions
+from .options import CORE_OPTIONS, RANGE_TASKS_OPTION, TILE_ARGS_OPTION, CompileOptions
 from .codegen.orchestration import c_module_name, emit_orchestration
 from .progress import Phases
 from .resources import (__version__, build_root, package_dir, package_files, runtime_dir,
@@ -141,8 +141,10 @@ def generate(target: str, module: Module, options: CompileOptions,
             texts[name] = ks.text
             if progress is not None:
                 progress(fn.name)
-        ranges = bool(dict(options.extra).get(RANGE_TASKS_OPTION, True))
-        texts[files.orchestration] = emit_orchestration(cmod, bb, ranges=ranges)
+        extra = dict(options.extra)
+        texts[files.orchestration] = emit_orchestration(
+            cmod, bb, ranges=bool(extra.get(RANGE_TASKS_OPTION, True)),
+            tile_args=bool(extra.get(TILE_ARGS_OPTION, True)))
         binding = compiler.runtime_binding(cmod, kernels, options)
     if binding is None:
         raise PTOBackendError(f"backend '{target}' provides no runtime binding")

@@ -67,9 +67,11 @@ class CompileOptions:
 ENGINE_OPTION = "engine"
 #: ``CompileOptions.extra`` key: False keeps every loop's tasks one per tile (no range tasks)
 RANGE_TASKS_OPTION = "range_tasks"
+#: ``CompileOptions.extra`` key: False passes every region as its rectangle (no tile arguments)
+TILE_ARGS_OPTION = "tile_args"
 #: options of ``CompileOptions.extra`` the core reads itself (``build_opt``: the build variant
-#: of a launch; ``engine``; ``range_tasks``); every backend accepts them
-CORE_OPTIONS = ("build_opt", ENGINE_OPTION, RANGE_TASKS_OPTION)
+#: of a launch; ``engine``; ``range_tasks``; ``tile_args``); every backend accepts them
+CORE_OPTIONS = ("build_opt", ENGINE_OPTION, RANGE_TASKS_OPTION, TILE_ARGS_OPTION)
 
 
 def backend_settings(backend: str, schema: type | None, options: Any) -> Any:

@@ -255,6 +255,7 @@ def declare(lib: C.CDLL) -> C.CDLL:
             "pto_runtime_enable_trace": (C.c_int, [P, I64]),
             "pto_runtime_trace_events": (I64, [P, C.POINTER(PTOTraceEvent), I64]),
             "pto_runtime_trace_dropped": (I64, [P]),
+            "pto_runtime_trace_tiles": (I64, [P, C.POINTER(I64)]),
             "pto_runtime_write_trace": (C.c_int, [P, C.c_char_p, C.c_int]),
             "pto_runtime_write_stats": (C.c_int, [P, C.c_char_p]),
         }
@@ -432,6 +433,22 @@ def _keyed_region(a: np.ndarray, r: int, c: int, rows: int, cols: int) -> tuple[
         box = (r0, c0, 1, end - first) if r1 == r0 else (r0, 0, r1 - r0 + 1, rowb)
     block = PTOTensor(start, -(-nbytes // rowb), rowb, rowb, 1, None)
     return block, box
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class Tiles:
+    """``array`` cut into ``tile_rows`` x ``tile_cols`` tiles for one runtime
+    (:meth:`Runtime.tensor_tiles`): tile (i, j) is the region ``[i * tile_rows, (i + 1) *
+    tile_rows) x [j * tile_cols, (j + 1) * tile_cols)``."""
+    array: np.ndarray
+    tile_rows: int
+    tile_cols: int
+    runtime: "Runtime"
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        """Tiles per column and per row."""
+        return self.array.shape[0] // self.tile_rows, self.array.shape[1] // self.tile_cols
 
 
 #: what abandoned kernels may still use (arrays, callbacks, names): kept for the process's life
@@ -675,6 +692,53 @@ class Runtime:
                   rows: Optional[int] = None, cols: Optional[int] = None) -> None:
         self._add(PTO_ARG_INOUT, "add_inout", task, a, row_off, col_off, rows, cols)
 
+    # -- tiled arrays (pto_tensor_tiles in C)
+    def tensor_tiles(self, a: np.ndarray, tile_rows: int, tile_cols: int) -> Tiles:
+        """``a`` cut into ``tile_rows`` x ``tile_cols`` tiles, which must divide its shape: the
+        tiles :meth:`add_tile_input` / ``_output`` / ``_inout`` take by index. A tile is the
+        region it stands for, so tiles and regions of one array mix freely. Unlike C's
+        ``pto_tensor_tiles``, the binding passes the region: it orders numpy views by the memory
+        block they belong to (in bytes), which a tiling of one tensor's element grid cannot key.
+
+        >>> rt = Runtime()
+        >>> x = np.zeros((8, 4), np.float32)
+        >>> rt.tensor_tiles(x, 2, 4).shape
+        (4, 1)
+        >>> rt.close()
+        """
+        a = _matrix(a, "tensor_tiles", writes=False)
+        tr = _int(tile_rows, "tensor_tiles: tile_rows", 1, INT64[1])
+        tc = _int(tile_cols, "tensor_tiles: tile_cols", 1, INT64[1])
+        if a.shape[0] % tr or a.shape[1] % tc:
+            raise PTORuntimeError(PTO_EINVAL, "tensor_tiles", detail=f"tiles of {tr} x {tc} do not "
+                                  f"divide the {a.shape[0]} x {a.shape[1]} array")
+        self._handle()
+        return Tiles(a, tr, tc, self)
+
+    def _add_tile(self, mode: int, what: str, task: int, tiles: Tiles, i: int, j: int) -> None:
+        if not isinstance(tiles, Tiles) or tiles.runtime is not self:
+            raise PTORuntimeError(PTO_EINVAL, what, detail="not tiles of this runtime "
+                                  "(Runtime.tensor_tiles)")
+        i, j = _int(i, f"{what}: i", *INT64), _int(j, f"{what}: j", *INT64)
+        ntr, ntc = tiles.shape
+        if not (0 <= i < ntr and 0 <= j < ntc):
+            raise PTORuntimeError(PTO_EBOUNDS, what, detail=f"tile ({i}, {j}) outside the "
+                                  f"{ntr} x {ntc} tiles")
+        self._add(mode, what, task, tiles.array, i * tiles.tile_rows, j * tiles.tile_cols,
+                  tiles.tile_rows, tiles.tile_cols)
+
+    def add_tile_input(self, task: int, tiles: Tiles, i: int, j: int = 0) -> None:
+        """Tile (i, j) of ``tiles`` (:meth:`tensor_tiles`) as the task's next input."""
+        self._add_tile(PTO_ARG_INPUT, "add_tile_input", task, tiles, i, j)
+
+    def add_tile_output(self, task: int, tiles: Tiles, i: int, j: int = 0) -> None:
+        """Tile (i, j) of ``tiles`` as the task's next output."""
+        self._add_tile(PTO_ARG_OUTPUT, "add_tile_output", task, tiles, i, j)
+
+    def add_tile_inout(self, task: int, tiles: Tiles, i: int, j: int = 0) -> None:
+        """Tile (i, j) of ``tiles`` as the task's next input and output."""
+        self._add_tile(PTO_ARG_INOUT, "add_tile_inout", task, tiles, i, j)
+
     def add_arg(self, task: int, a: np.ndarray, row_off: int = 0, col_off: int = 0) -> None:
         """Pointer to ``a[row_off, col_off]`` and the row stride, WITHOUT dependency tracking
         (``pto_task_add_arg``): for an array the kernel never touches."""
@@ -851,6 +915,14 @@ class Runtime:
     def trace_dropped(self) -> int:
         """Events that did not fit the trace capacity."""
         return self._check(self._fn("pto_runtime_trace_dropped")(self._handle()), "trace_dropped")
+
+    def trace_tiles(self) -> tuple[int, int]:
+        """(recorded, dropped): the traced tiles of range tasks run tile by tile
+        (``pto_runtime_trace_tiles``); dropped ones did not fit their lane."""
+        dropped = C.c_int64(0)
+        n = self._check(self._fn("pto_runtime_trace_tiles")(self._handle(), C.byref(dropped)),
+                        "trace_tiles")
+        return n, dropped.value
 
     def write_trace(self, path: Union[str, os.PathLike], flows: bool = True) -> None:
         """Chrome Trace JSON written by the runtime (flow arrows need ``record_graph``)."""

@@ -75,6 +75,16 @@ def test_cli_run_with_engine_starpu_checks_against_the_reference():
     assert re.search(r"overall: .*OK", r.stdout), r.stdout
 
 
+@pytest.mark.parametrize("engine", ["pto", "starpu"])
+@pytest.mark.parametrize("example", ["bgemm", pytest.param("llama7b_layer", marks=pytest.mark.slow)])
+def test_generated_tile_arguments_run_on_each_engine_against_the_reference(engine, example):
+    # their orchestration passes whole tiles (pto_tensor_tiles), not only ranges: StarPU takes
+    # each tile as the rectangle it stands for
+    r = pto_cli("run", f"examples/{example}.py", "--target", "arm64", "--engine", engine, "--check")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert re.search(r"overall: .*OK", r.stdout), r.stdout
+
+
 @pytest.mark.parametrize("engine", ["pto", "starpu", "starpu-mpi"])
 def test_cli_runs_a_workload_file_on_each_engine(engine):
     # examples/workloads/sequential_pairs.py: 6 sequential pairs ordered by explicit edges alone
@@ -240,6 +250,20 @@ def test_overlapping_regions_run_in_dependency_order(c_builds, engine, one_call,
     assert (start > 0).all() and (end >= start).all()
     late = [(i, j) for i, j in pairs if start[j] < end[i]]
     assert not late, f"{len(late)} conflicting pairs overlapped in time, e.g. {late[:5]}"
+
+
+# -------------------------------------------------------------------------------- tiled tensors
+
+@pytest.mark.parametrize("engine", ["pto", "starpu"])
+@pytest.mark.parametrize("workers", [0, 2])
+def test_tile_arguments_stand_for_their_rectangles_on_each_engine(build_once, engine, workers):
+    # tests/engines/tiles.c: tile arguments (pto_tensor_tiles) mixed with rectangles of the same
+    # tensors give the rectangles' order and slots (a slow producer shows a missed edge); bad
+    # tilings, handles and tiles, and tiles in a range or a submitter, are refused by name
+    exe = _c_build(build_once, "tiles", ["tiles.c", "tiles_host.c"], engine) / "tiles_host"
+    r = subprocess.run([str(exe), str(workers)], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "tiles: 0 failed" in r.stdout, r.stdout
 
 
 # -------------------------------------------------------------------------------- explicit edges

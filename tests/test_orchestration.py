@@ -242,7 +242,7 @@ def test_untouched_parameter_is_passed_without_a_dependency(tmp_path, monkeypatc
     assert "{PTO_ARG_UNTRACKED, pto_v_buf, 1, 2, 0, 0, 0}" in c
     use_block = c[c.index("/* CALL @use */"):]
     use_block = use_block[:use_block.index("pto_task_submit_v")]
-    assert re.findall(r"\{PTO_ARG_(\w+), pto_v_(\w+)", use_block) == [
+    assert re.findall(r"PTO_ARG_(\w+), (?:_pto_tiles_\w+, )?pto_v_(\w+)", use_block) == [
         ("INPUT", "inp"), ("UNTRACKED", "buf"), ("OUTPUT", "out")]
     if shutil.which("gcc") is None:
         pytest.skip("gcc is not installed: the generated C is not run")
@@ -497,3 +497,118 @@ def test_a_safe_mode_run_has_the_calling_thread_as_one_of_its_workers(tmp_path, 
         assert on_caller == 1 and len(others) <= 1
     else:
         assert on_caller == 0 and len(others) >= 1
+
+
+# ---------------------------------------------------------------- tile arguments
+
+#: prepended to the orchestration C: counts the tilings pto_tensor_tiles registered (the
+#: orchestration's own include of pto_runtime.h is then skipped by its guard), and links the dump
+_COUNT_TILINGS = """#include "pto_runtime.h"
+int pto_test_tilings;
+int64_t pto_test_dump(PTORuntime* rt, char* buf, int64_t cap) { return pto_runtime_dump_buffer(rt, buf, cap); }
+static int32_t pto_test_tensor_tiles(PTORuntime* rt, const PTOTensor* x, int64_t r, int64_t c) {
+    const int32_t h = pto_tensor_tiles(rt, x, r, c);
+    pto_test_tilings += h >= 0;
+    return h;
+}
+#define pto_tensor_tiles pto_test_tensor_tiles
+"""
+
+
+def _graph(tmp_path, m: PTOModule, arrays: dict[str, np.ndarray], scalars: dict[str, int],
+           **emit) -> tuple[str, int, list[tuple]]:
+    """The graph ``m``'s generated orchestration (``emit_orchestration(m, **emit)``) builds
+    over ``arrays`` - its dump (tasks, fan-ins, every edge) after the run - with the tilings it
+    registered and each kernel call's slots (sorted), run one thread with the recording
+    binding."""
+    from pto_core.abi import PTORuntimeConfig
+    lib = _build_with_recording_binding(tmp_path, m, _COUNT_TILINGS + emit_orchestration(m, **emit))
+    so = ctypes.CDLL(str(lib))
+    so.pto_runtime_create.restype = ctypes.c_void_p
+    so.pto_runtime_create.argtypes = [ctypes.c_void_p]
+    for f in ("pto_runtime_run", "pto_runtime_destroy"):
+        getattr(so, f).argtypes = [ctypes.c_void_p]
+    so.pto_test_dump.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_int64]
+    so.pto_test_dump.restype = ctypes.c_int64
+    entry = m.functions[m.entry]
+    names = [p.name for p in entry.params if p.name in arrays]
+    tens = (PTOTensor * len(names))(*[PTOTensor(arrays[k].ctypes.data, *arrays[k].shape,
+                                                arrays[k].shape[1], 4, k.encode()) for k in names])
+    scal = (ctypes.c_int64 * max(1, len(scalars)))(*scalars.values())
+    cfg = PTORuntimeConfig()
+    so.pto_runtime_config_default(ctypes.byref(cfg))
+    cfg.num_workers, cfg.record_graph = 0, 1
+    rt = so.pto_runtime_create(ctypes.byref(cfg))
+    assert rt
+    build = getattr(so, f"pto_module_build_{c_module_name(m)}")
+    build.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int, ctypes.c_void_p, ctypes.c_int]
+    assert build(rt, tens, len(names), scal, len(scalars)) == 0
+    assert so.pto_runtime_run(rt) == 0
+    buf = ctypes.create_string_buffer(1 << 22)
+    assert so.pto_test_dump(rt, buf, len(buf)) < len(buf)
+    so.pto_runtime_destroy(rt)
+    count = ctypes.c_int32.in_dll(so, "pto_test_count").value
+    log = np.ctypeslib.as_array((ctypes.c_int64 * (4096 * 34)).in_dll(so, "pto_test_log"))
+    calls = sorted(tuple(r[:2 + r[1]]) for r in log.reshape(4096, 34)[:count])
+    return buf.value.decode(), ctypes.c_int.in_dll(so, "pto_test_tilings").value, calls
+
+
+def _example_case(name: str):
+    import bgemm
+    import fused_softmax
+    import llama7b_layer
+    if name == "llama":
+        return llama7b_layer.build_module(), {"num_tiles": 6}, {}
+    if name == "bgemm":
+        return bgemm.build_module(), {"batch": 2, "m_tiles": 2, "n_tiles": 3, "k_tiles": 2}, {}
+    if name.startswith("softmax"):
+        return fused_softmax.build_module(), {"num_tiles": 5}, {"ranges": name == "softmax"}
+    # partial tiles: the same loop over tensors whose rows are no multiple of the footprint (4)
+    # but for `out`: `inp` keeps rectangles, `out` goes in whole tiles
+    return loop_module(), {"n": 6}, {}
+
+
+@pytest.mark.skipif(shutil.which("gcc") is None, reason="gcc is not installed")
+@pytest.mark.parametrize("case, tilings", [
+    ("llama", 9), ("bgemm", 3), ("softmax-per-tile", 6), ("softmax", 0), ("partial", 1)])
+def test_tile_arguments_build_the_graph_of_the_rectangles(tmp_path, case, tilings):
+    """Whole tiles (``pto_tensor_tiles`` + TILE arguments) where a CALL passes a tensor
+    parameter's footprint, rectangles where it cannot (range tasks, intermediates, a tiling that
+    does not divide the tensor): the dump (every task and edge) and every kernel's slots are
+    those of the rectangles alone."""
+    m, scalars, emit = _example_case(case)
+    shapes = derive_shapes(m, scalars, {}, entry=m.entry)
+    rng = np.random.default_rng(1)
+    arrays = {k: rng.standard_normal(s).astype(np.float32) for k, s in shapes.items()}
+    if case == "partial":
+        arrays["inp"] = np.zeros((shapes["inp"][0] + 2, shapes["inp"][1]), np.float32)
+    c = emit_orchestration(m, **emit)
+    assert ("_pto_tile_arg(PTO_ARG" in c) == (tilings > 0)
+    # one registration per (tensor, tile shape); the partial case's `inp` falls back at run time
+    assert c.count("_pto_tiles(rt, ") == tilings + (case == "partial")
+    assert "_pto_tile_arg(PTO_ARG" not in emit_orchestration(m, **emit, tile_args=False)
+    dump, registered, calls = _graph(tmp_path / "tiles", m, arrays, scalars, **emit)
+    plain, none, plain_calls = _graph(tmp_path / "rects", m, arrays, scalars, **emit,
+                                      tile_args=False)
+    assert (registered, none) == (tilings, 0)
+    assert re.search(r"edges\D*[1-9]", dump, re.I), dump[:400]
+    assert dump == plain
+    assert calls == plain_calls and len(calls) > 0
+
+
+def test_the_tile_args_option_passes_every_region_as_its_rectangle(tmp_path):
+    """``CompileOptions(extra=(("tile_args", False),))`` emits no tiling; the default passes the
+    bgemm CALLs' regions as whole tiles."""
+    import bgemm
+    from pto_core.driver import compile_module
+    from pto_core.options import CompileOptions
+
+    def orchestration(options: CompileOptions, out: Path) -> str:
+        texts = [p.read_text() for p in compile_module("arm64", bgemm.build_module(), out, options)
+                 if p.suffix == ".c"]
+        return next(t for t in texts if "pto_module_run_" in t and "pto_task_" in t)
+
+    plain = orchestration(CompileOptions(extra=(("tile_args", False),)), tmp_path / "a")
+    assert "_pto_tiles(rt, " not in plain and "_pto_tile_arg(PTO_ARG" not in plain
+    tiled = orchestration(CompileOptions(), tmp_path / "b")
+    assert tiled.count("_pto_tiles(rt, ") == 3 and "_pto_tile_arg(PTO_ARG_OUTPUT" in tiled

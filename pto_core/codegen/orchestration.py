@@ -19,6 +19,15 @@ One source per module serves every backend. It calls only the runtime API of
   its two slots as ``PTO_ARG_UNTRACKED`` (pointer at the call's offsets counted in elements, and
   ld), which creates no dependency. One call instead of alloc + add per argument + submit saves
   the per-call checks and overhead;
+* such a region is a whole tile (row, col) of the parameter's R x C tiling, so the function
+  registers each (tensor, R x C) its CALLs pass once, at its start (``pto_tensor_tiles``, its
+  handle ``_pto_tiles_<tensor>_<R>x<C>``; an allocation failure is returned, as is one past the
+  runtime's 65,535 registrations: each call of the function registers again), and the CALL passes
+  ``_pto_tile_arg(kind, handle, tensor, row, col, R, C)``: the ``PTO_ARG_TILE_*`` argument of
+  that tile, which the runtime takes without checking or looking up the region again, or, where
+  the tiles do not divide the tensor at run time (handle -1), the rectangle above. The graph is
+  the rectangles' either way. Range tasks (steps in elements) and intermediates keep their
+  rectangles; ``tile_args=False`` (the ``tile_args`` option) passes rectangles everywhere;
 * a CALL of another orchestration function is a C call;
 * an intermediate (a tensor the function names in CALLs but does not take as a parameter) is
   runtime-owned: the function opens a scope, makes a ``pto_temp_tensor`` per intermediate and
@@ -134,6 +143,8 @@ class _Emitter:
         self.depth = 0
         self.ntask = 0
         self.ranges = True                      # range tasks for independent loops
+        self.tile_args = True                   # whole tiles of tiled tensors (pto_tensor_tiles)
+        self.tilings: dict[tuple[str, int, int], str] = {}   # (tensor, rows, cols) -> handle
         self.scoped_loops: dict[int, list[str]] = {}   # FOR id -> its iteration-local temps
         self.temps: set[str] = set()                   # intermediates of the function emitted
 
@@ -174,10 +185,31 @@ class _Emitter:
             self.out(f"(void){p.name};")
         for t in temps:
             self.out(f"(void){t};")
+        start, self.tilings = len(self.lines), {}
         self.body(fn, fn.body)
         self.out("return PTO_OK;")
+        self.lines[start:start] = self.tiling_lines()
         self.depth -= 1
         self.out("}")
+
+    def tiling(self, tensor: str, rows: int, cols: int) -> str:
+        """The C name of the handle of ``tensor``'s whole ``rows`` x ``cols`` tiles, registered
+        at the start of the function being emitted (:meth:`tiling_lines`)."""
+        return self.tilings.setdefault((tensor, rows, cols), f"_pto_tiles_{tensor}_{rows}x{cols}")
+
+    def tiling_lines(self) -> list[str]:
+        """One ``pto_tensor_tiles`` per (tensor, tile shape) the function's CALLs pass whole
+        tiles of, in the order of first use: -1 where the tiles do not divide the tensor (its
+        CALLs then pass the rectangles), an allocation failure returned."""
+        if not self.tilings:
+            return []
+        pad = "    " * self.depth
+        lines = [pad + "/* the whole tiles its CALLs pass (pto_tensor_tiles; -1: rectangles) */"]
+        for (tensor, rows, cols), h in self.tilings.items():
+            lines += [pad + f"int32_t {h};",
+                      pad + f"{{ const int _pto_rc = _pto_tiles(rt, {tensor}, {rows}, {cols}, &{h}); "
+                            f"if (_pto_rc < 0) return _pto_rc; }}"]
+        return lines
 
     def owner(self, fn: Function, temps: list[str]) -> None:
         """The function as called: a scope of its own around the body, which gets the
@@ -383,6 +415,11 @@ class _Emitter:
                     args.append(f"{{PTO_ARG_UNTRACKED, {tensor}, {r}, {c}, 0, 0, 0}}")
                     continue
                 kind = (_TEMP_KIND if temp else _KIND)[mode]
+                if self.tile_args and fn is not None and not temp and not tiles:
+                    # tile (r, c) of the footprint's tiling (a range's steps are in elements)
+                    h = self.tiling(tensor, rows, cols)
+                    args.append(f"_pto_tile_arg({kind}, {h}, {tensor}, {r}, {c}, {rows}, {cols})")
+                    continue
                 args.append(f"{{{kind}, {tensor}, ({r}) * {rows}, ({c}) * {cols}, "
                             f"{rows}, {cols}, 0}}")
             else:
@@ -611,16 +648,19 @@ def range_loops(module: Module) -> list[tuple[Call, ...]]:
 
 def emit_orchestration(module: Module,
                        buffer_bytes: Callable[[Function], int] | None = None,
-                       ranges: bool = True) -> str:
+                       ranges: bool = True, tile_args: bool = True) -> str:
     """The orchestration C of ``module`` (all its orchestration functions + the host entry).
 
     ``buffer_bytes(fn)`` gives each kernel's on-chip bytes (after buffer planning); by default
     the sum of its declared tiles. ``ranges=False`` submits every loop's tasks one per tile
-    (no range tasks; the ``range_tasks`` option of CompileOptions.extra).
+    (no range tasks; the ``range_tasks`` option of CompileOptions.extra). ``tile_args=False``
+    passes every region as its rectangle (no ``pto_tensor_tiles``; the ``tile_args`` option):
+    the same graph, built with more work per task.
     """
     module = c_names(module)
     e = _Emitter(module, buffer_bytes or _declared_bytes)
     e.ranges = ranges
+    e.tile_args = tile_args
     m = e.mod
     e.out(f"/* Generated by PTO: orchestration of module '{c_comment(module.name)}'. Do not edit.")
     e.out(" * Platform-independent: calls only the runtime API (pto_runtime.h). */")
@@ -651,6 +691,24 @@ def emit_orchestration(module: Module,
     e.out("}")
     e.out("__attribute__((unused)) static uint64_t _pto_sat_add(uint64_t a, uint64_t b) {")
     e.out("    return a > UINT64_MAX - b ? UINT64_MAX : a + b;")
+    e.out("}")
+    e.out("/* Whole tiles: *h, the handle of x in r x c tiles, or -1 where they do not divide x")
+    e.out(" * (or x is not a valid tensor: its submissions say so) and its CALLs pass rectangles;")
+    e.out(" * an allocation failure is returned. */")
+    e.out("__attribute__((unused)) static int _pto_tiles(PTORuntime* rt, const PTOTensor* x, "
+          "int64_t r, int64_t c, int32_t* h) {")
+    e.out("    *h = x->rows % r == 0 && x->cols % c == 0 ? pto_tensor_tiles(rt, x, r, c) : -1;")
+    e.out("    if (*h == PTO_ENOMEM) return PTO_ENOMEM;")
+    e.out("    if (*h < 0) *h = -1;")
+    e.out("    return PTO_OK;")
+    e.out("}")
+    e.out("/* Tile (i, j) of x in r x c tiles as argument `kind` (INPUT/OUTPUT/INOUT): a TILE argument")
+    e.out(" * of handle h, or the rectangle it stands for where h is -1. */")
+    e.out("__attribute__((unused)) static inline PTOTaskArg _pto_tile_arg(int32_t kind, int32_t h, "
+          "const PTOTensor* x, int64_t i, int64_t j, int64_t r, int64_t c) {")
+    e.out("    if (h >= 0) return (PTOTaskArg){kind - PTO_ARG_INPUT + PTO_ARG_TILE_INPUT, NULL, i, j, "
+          "0, 0, h};")
+    e.out("    return (PTOTaskArg){kind, x, i * r, j * c, r, c, 0};")
     e.out("}")
     e.out("")
     e.out("/* Provided by the backend's runtime binding. Kernel table order: "

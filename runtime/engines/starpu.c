@@ -223,6 +223,10 @@ struct PTORuntime {
     int32_t* open_preds;
     int32_t nopen_preds;
     int64_t cap_open_preds;
+    /* tiled tensors (pto_tensor_tiles): a tile argument is the rectangle it stands for */
+    struct EngTiles* tiles;
+    int32_t ntiles, cap_tiles;
+    uint64_t tile_tag;                 /* handles are index ^ tag: another runtime's are refused */
     CudaKernel* cuda_kernels;          /* pto_starpu_cuda_kernel's, in the order given */
     int32_t ncuda_kernels, cap_cuda_kernels;
     int64_t cuda_tasks;                /* CUDA codelets submitted */
@@ -555,6 +559,8 @@ int pto_runtime_init(PTORuntime** out, const PTORuntimeConfig* cfg) {
     if (!rt) { atomic_store(&g_active, 0); return rt_fail(PTO_ENOMEM, "out of memory for the runtime"); }
     rt->cfg = c;
     rt->nworkers = c.num_workers > 0 ? c.num_workers : 1;
+    static _Atomic uint32_t serial;
+    rt->tile_tag = (uint64_t)(atomic_fetch_add_explicit(&serial, 1, memory_order_relaxed) % 0x7fff + 1) << 16;
     rt->timeout_ns = timeout_ns;
     atomic_store(&rt->target, -1);
     atomic_store(&rt->failed_task, -1);
@@ -709,6 +715,7 @@ void pto_runtime_destroy(PTORuntime* rt) {
     pthread_cond_destroy(&rt->done_cv);
     pthread_mutex_destroy(&rt->submit_mu);
     free(rt->open_preds);
+    free(rt->tiles);
     free(rt->cuda_kernels);
     for (int32_t k = 0; k < STATE_CHUNKS && rt->states[k]; k++) free((void*)rt->states[k]);
 #ifdef PTO_ENGINE_MPI
@@ -1381,11 +1388,80 @@ static int32_t submit(PTORuntime* rt, EngTask* t, const int32_t* preds, int32_t 
     return id;
 }
 
+/* ---- tiled tensors (pto_runtime.h): a handle keeps the tensor and its tiling; a tile argument
+ * is the rectangle it stands for, so StarPU sees the same regions as from the rectangles. */
+
+typedef struct EngTiles {
+    PTOTensor x;                       /* copied: later changes to the caller's do not reach it */
+    int64_t tile_rows, tile_cols, ntr, ntc;
+} EngTiles;
+
+static bool is_tile(int32_t kind) { return kind >= PTO_ARG_TILE_INPUT && kind <= PTO_ARG_TILE_INOUT; }
+
+int32_t pto_tensor_tiles(PTORuntime* rt, const PTOTensor* x, int64_t tile_rows, int64_t tile_cols) {
+    if (!rt) return rt_fail(PTO_EINVAL, "pto_tensor_tiles: no runtime (NULL)");
+    if (!x) return rt_fail(PTO_EINVAL, "pto_tensor_tiles: no tensor (NULL)");
+    if (tile_rows <= 0 || tile_cols <= 0 || x->rows % tile_rows || x->cols % tile_cols)
+        return rt_fail(PTO_EINVAL, "pto_tensor_tiles: tiles of %lld x %lld do not divide the %lld x %lld tensor",
+                       (long long)tile_rows, (long long)tile_cols, (long long)x->rows, (long long)x->cols);
+    int rc = tensor_check(x, 0, 0, x->rows, x->cols);   /* the whole tensor: then every tile is valid */
+    if (rc < 0)
+        return rt_fail(rc, "pto_tensor_tiles: the tensor is not valid (data %p, %lld x %lld, ld %lld, %d-byte elements): %s",
+                       x->data, (long long)x->rows, (long long)x->cols, (long long)x->ld, x->elem_size,
+                       pto_strerror(rc));
+    if (rt->ntiles == 0xffff) return rt_fail(PTO_ENOMEM, "pto_tensor_tiles: 65535 tiled tensors already");
+    if (rt->ntiles == rt->cap_tiles) {
+        const int32_t nc = rt->cap_tiles ? 2 * rt->cap_tiles : 8;
+        EngTiles* g = realloc(rt->tiles, (size_t)nc * sizeof *g);
+        if (!g) return rt_fail(PTO_ENOMEM, "pto_tensor_tiles: out of memory");
+        rt->tiles = g;
+        rt->cap_tiles = nc;
+    }
+    rt->tiles[rt->ntiles] = (EngTiles){*x, tile_rows, tile_cols, x->rows / tile_rows, x->cols / tile_cols};
+    return (int32_t)((uint64_t)rt->ntiles++ ^ rt->tile_tag);
+}
+
+/* args[0..n) with every tile argument as the rectangle it stands for, into out (which points
+ * into rt->tiles until the submission ends); PTO_OK, PTO_EINVAL for a handle that is not this
+ * runtime's, PTO_EBOUNDS for a tile outside the tensor. */
+static int tiles_translate(PTORuntime* rt, const char* func_name, const PTOTaskArg* args, int32_t n,
+                           PTOTaskArg* out) {
+    for (int32_t k = 0; k < n; k++) {
+        out[k] = args[k];
+        if (!is_tile(args[k].kind)) continue;
+        const uint64_t h = (uint64_t)args[k].value ^ rt->tile_tag;
+        if (h >= (uint64_t)rt->ntiles)
+            return rt_fail(PTO_EINVAL, "pto_task_submit_v: task '%s': tile handle %lld is not one of this runtime's",
+                           func_name ? func_name : "", (long long)args[k].value);
+        const EngTiles* g = &rt->tiles[h];
+        const uint64_t ti = (uint64_t)args[k].row_off, tj = (uint64_t)args[k].col_off;
+        if (ti >= (uint64_t)g->ntr || tj >= (uint64_t)g->ntc)
+            return rt_fail(PTO_EBOUNDS, "pto_task_submit_v: task '%s': tile (%lld, %lld) outside the %lld x %lld tiles",
+                           func_name ? func_name : "", (long long)args[k].row_off, (long long)args[k].col_off,
+                           (long long)g->ntr, (long long)g->ntc);
+        out[k] = (PTOTaskArg){args[k].kind - PTO_ARG_TILE_INPUT + PTO_ARG_INPUT, &g->x, (int64_t)ti * g->tile_rows,
+                              (int64_t)tj * g->tile_cols, g->tile_rows, g->tile_cols, 0};
+    }
+    return PTO_OK;
+}
+
+static bool any_tile(const PTOTaskArg* args, int32_t n) {
+    for (int32_t k = 0; k < n; k++)
+        if (is_tile(args[k].kind)) return true;
+    return false;
+}
+
 /* pto_task_submit_v, the task following preds[0..npred) (see submit). */
 static int32_t submit_args(PTORuntime* rt, const char* func_name, PTOKernelFunc func_ptr, int32_t buffer_bytes,
                            int32_t worker_type, const PTOTaskArg* args, int32_t num_args, const int32_t* preds,
                            int32_t npred) {
     int rc;
+    PTOTaskArg rects[PTO_MAX_ARGS];     /* tiles as their rectangles */
+    if (num_args > 0 && args && any_tile(args, num_args)) {
+        if (num_args > PTO_MAX_ARGS) return PTO_ETOOMANYARGS;
+        if ((rc = tiles_translate(rt, func_name, args, num_args, rects)) < 0) return rc;
+        args = rects;
+    }
     PTOTaskArg renamed[PTO_MAX_ARGS];   /* runtime-owned intermediates as regions of buffers */
     if (num_args > 0 && args && engine_temps_any(args, num_args)) {
         if (num_args > PTO_MAX_ARGS) return PTO_ETOOMANYARGS;
@@ -1451,6 +1527,9 @@ int32_t engine_submit_after(PTORuntime* rt, const char* func_name, PTOKernelFunc
                             int32_t worker_type, const PTOTaskArg* args, int32_t num_args, const int32_t* preds,
                             int32_t npred) {
     const char* name = func_name ? func_name : "task";
+    if (num_args > 0 && args && any_tile(args, num_args))      /* as the pto engine's submitters */
+        return rt_fail(PTO_EINVAL, "pto_submitter_task '%s': tile arguments (PTO_ARG_TILE_*) are not taken by "
+                       "submitters; pass the tensor's region (PTO_ARG_INPUT/OUTPUT/INOUT)", name);
     for (int32_t k = 0; k < npred; k++)
         if (preds[k] < 0 || preds[k] >= rt->next_id)
             return rt_fail(PTO_ETASKID, "task '%s': predecessor %d is no task of this runtime", name, (int)preds[k]);
@@ -1463,6 +1542,10 @@ int32_t pto_task_submit_range(PTORuntime* rt, const char* func_name, PTOKernelFu
                               int32_t num_args, int64_t tiles) {
     if (!rt || tiles < 1 || num_args < 0 || num_args > PTO_MAX_ARGS || (num_args > 0 && (!args || !step)))
         return PTO_EINVAL;
+    for (int32_t k = 0; k < num_args; k++)     /* a tile index steps by tiles, not elements */
+        if (is_tile(args[k].kind))
+            return rt_fail(PTO_EINVAL, "pto_task_submit_range: argument %d is a tile of a tiled tensor "
+                           "(PTO_ARG_TILE_*); a range takes the tensor's region (PTO_ARG_INPUT/OUTPUT/INOUT)", k);
     PTOTaskArg a[PTO_MAX_ARGS];
     int32_t id = PTO_EINVAL;
     for (int64_t t = 0; t < tiles && (t == 0 || id >= 0); t++) {

@@ -259,3 +259,84 @@ def test_untracked_argument_gets_two_slots_and_no_edge() -> None:
         graph = parse_dump(rt.dump())
     assert graph.edges == ()
     assert seen == [(buf.ctypes.data + (2 * 8 + 3) * 4, 8)]
+
+
+def _tiled_graph(tiles: bool) -> tuple[str, np.ndarray]:
+    """Per tile i of x (4 x 8 tiles of an 16 x 8 array): y[i] = x[i] + 1, then y[i] *= 2, then
+    z = y's first two tiles; the tiles as tile arguments or as the rectangles they stand for."""
+    x = np.arange(128, dtype=np.float32).reshape(16, 8)
+    y, z = np.zeros_like(x), np.zeros((8, 8), np.float32)
+
+    def add1(args: KernelArgs) -> int:
+        args.array(2, 4, 8)[:] = args.array(0, 4, 8) + 1
+        return 0
+
+    def dbl(args: KernelArgs) -> int:
+        args.array(0, 4, 8)[:] *= 2
+        return 0
+
+    def copy(args: KernelArgs) -> int:
+        args.array(2, 8, 8)[:] = args.array(0, 8, 8)
+        return 0
+
+    with Runtime(num_workers=2, threshold=0, record_graph=True) as rt:
+        tx, ty = rt.tensor_tiles(x, 4, 8), rt.tensor_tiles(y, 4, 8)
+        assert tx.shape == (4, 1)
+        for i in range(4):
+            t = rt.task("add1", add1)
+            if tiles:
+                rt.add_tile_input(t, tx, i)
+                rt.add_tile_output(t, ty, i, 0)
+            else:
+                rt.add_input(t, x, 4 * i, 0, 4, 8)
+                rt.add_output(t, y, 4 * i, 0, 4, 8)
+            rt.submit(t)
+            t = rt.task("dbl", dbl)
+            rt.add_tile_inout(t, ty, i) if tiles else rt.add_inout(t, y, 4 * i, 0, 4, 8)
+            rt.submit(t)
+        t = rt.task("copy", copy)
+        rt.add_input(t, y, 0, 0, 8, 8)
+        rt.add_output(t, z)
+        rt.submit(t)
+        rt.run()
+        text = rt.dump()
+    assert (y == 2 * (x + 1)).all() and (z == y[:8]).all()
+    return text, y
+
+
+def test_tile_arguments_give_the_graph_of_their_regions() -> None:
+    tiled, y = _tiled_graph(True)
+    plain, y_plain = _tiled_graph(False)
+    assert "Task 0 -> Task 1" in tiled and "Task 3 -> Task 8" in tiled
+    assert tiled == plain and (y == y_plain).all()
+
+
+def test_bad_tilings_and_tiles_are_refused_naming_the_call() -> None:
+    x = np.zeros((16, 8), np.float32)
+    ro = np.zeros((16, 8), np.float32)
+    ro.flags.writeable = False
+    with Runtime() as rt, Runtime() as other:
+        for args, code in (((x, 3, 8), "PTO_EINVAL"), ((x, 0, 8), "PTO_EINVAL"),
+                           ((x, 4, 16), "PTO_EINVAL"), (("x", 4, 8), "PTO_EINVAL")):
+            with pytest.raises(PTORuntimeError, match=f"^tensor_tiles.*{code}"):
+                rt.tensor_tiles(*args)
+        tx, tro = rt.tensor_tiles(x, 4, 8), rt.tensor_tiles(ro, 4, 8)
+        t = rt.task("k")
+        for i, j in ((4, 0), (0, 1), (-1, 0)):
+            with pytest.raises(PTORuntimeError, match=r"^add_tile_input: PTO_EBOUNDS.*outside the 4 x 1 tiles"):
+                rt.add_tile_input(t, tx, i, j)
+        with pytest.raises(PTORuntimeError, match="^add_tile_output: PTO_EINVAL.*read-only"):
+            rt.add_tile_output(t, tro, 0)
+        u = other.task("k")
+        with pytest.raises(PTORuntimeError, match="^add_tile_inout: PTO_EINVAL.*not tiles of this runtime"):
+            other.add_tile_inout(u, tx, 0)
+        other.submit(u)
+        with pytest.raises(PTORuntimeError, match="^add_tile_input: PTO_EINVAL.*not tiles of this runtime"):
+            rt.add_tile_input(t, x, 0)
+        rt.add_tile_input(t, tx, 3)
+        rt.submit(t)
+        rt.run()
+        other.run()
+        assert rt.trace_tiles() == (0, 0)       # no range task ran tile by tile
+    with pytest.raises(PTORuntimeError, match="PTO_ESHUTDOWN"):
+        rt.tensor_tiles(x, 4, 8)

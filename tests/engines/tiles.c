@@ -1,0 +1,133 @@
+/* tiles.c - tiled tensors (pto_tensor_tiles) on an engine: tile arguments mixed with the
+ * rectangles they stand for order the tasks as the rectangles do and hand the kernels the same
+ * slots; what the API refuses (bad tilings and handles, tiles outside the tensor, tiles in a
+ * range or a submitter) is refused with the code and a message naming the function. */
+#include "common.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#define ROWS 16
+#define COLS 8
+#define TR 4                           /* tile rows: four tiles of TR x COLS */
+
+static float g_a[ROWS * COLS], g_b[ROWS * COLS], g_c[ROWS * COLS];
+static int g_failed;
+
+#define EXPECT(cond)                                                                              \
+    do {                                                                                          \
+        if (!(cond)) { printf("FAILED line %d: %s (%s)\n", __LINE__, #cond, pto_last_error()); g_failed++; } \
+    } while (0)
+
+/* b = a + 1 over one TR x COLS tile, slowly: a task that ran before it would show */
+static int32_t add1(const int64_t* args) {
+    const float* a = pto_arg_ptr(args[0]);
+    float* b = pto_arg_ptr(args[2]);
+    sleep_ns(2000000);
+    for (int r = 0; r < TR; r++)
+        for (int c = 0; c < COLS; c++) b[r * args[3] + c] = a[r * args[1] + c] + 1;
+    return 0;
+}
+
+/* b *= 2 over one TR x COLS tile */
+static int32_t dbl(const int64_t* args) {
+    float* b = pto_arg_ptr(args[0]);
+    for (int r = 0; r < TR; r++)
+        for (int c = 0; c < COLS; c++) b[r * args[1] + c] *= 2;
+    return 0;
+}
+
+/* c = b over rows [0, 2 TR): two tiles of b read as one rectangle */
+static int32_t copy2(const int64_t* args) {
+    const float* b = pto_arg_ptr(args[0]);
+    float* c = pto_arg_ptr(args[2]);
+    for (int r = 0; r < 2 * TR; r++)
+        for (int c0 = 0; c0 < COLS; c0++) c[r * args[3] + c0] = b[r * args[1] + c0];
+    return 0;
+}
+
+static int32_t nop(const int64_t* args) { (void)args; return 0; }
+
+static int has(const char* what) { return strstr(pto_last_error(), what) != NULL; }
+
+/* Per tile i: add1 (tile arguments), then dbl on b's tile as a rectangle; then c = b's first
+ * two tiles (a rectangle over two tiles), then add1 writing c's tile 3 from a's tile 3. */
+static void mixed(int workers) {
+    PTORuntime* rt;
+    EXPECT(make_runtime(&rt, workers) == PTO_OK);
+    if (!rt) return;
+    for (int k = 0; k < ROWS * COLS; k++) g_a[k] = (float)k, g_b[k] = g_c[k] = -1;
+    PTOTensor a = {g_a, ROWS, COLS, COLS, 4, "a"}, b = {g_b, ROWS, COLS, COLS, 4, "b"},
+              c = {g_c, ROWS, COLS, COLS, 4, "c"};
+    const int32_t ha = pto_tensor_tiles(rt, &a, TR, COLS), hb = pto_tensor_tiles(rt, &b, TR, COLS),
+                  hc = pto_tensor_tiles(rt, &c, TR, COLS);
+    EXPECT(ha >= 0 && hb >= 0 && hc >= 0 && ha != hb && hb != hc);
+    int rc = PTO_OK;
+    for (int i = 0; i < ROWS / TR; i++) {
+        const PTOTaskArg t1[2] = {{PTO_ARG_TILE_INPUT, NULL, i, 0, 0, 0, ha}, {PTO_ARG_TILE_OUTPUT, NULL, i, 0, 0, 0, hb}};
+        CHAIN(rc, pto_task_submit_v(rt, "add1", add1, 0, PTO_WORKER_ANY, t1, 2));
+        const PTOTaskArg t2[1] = {{PTO_ARG_INOUT, &b, i * TR, 0, TR, COLS, 0}};
+        CHAIN(rc, pto_task_submit_v(rt, "dbl", dbl, 0, PTO_WORKER_ANY, t2, 1));
+    }
+    const PTOTaskArg t3[2] = {{PTO_ARG_INPUT, &b, 0, 0, 2 * TR, COLS, 0}, {PTO_ARG_OUTPUT, &c, 0, 0, 2 * TR, COLS, 0}};
+    CHAIN(rc, pto_task_submit_v(rt, "copy2", copy2, 0, PTO_WORKER_ANY, t3, 2));
+    /* c's tile 1 again, as a tile: after copy2 (WAW), which a wrong order would overwrite */
+    const PTOTaskArg t4[2] = {{PTO_ARG_TILE_INPUT, NULL, 1, 0, 0, 0, ha}, {PTO_ARG_TILE_OUTPUT, NULL, 1, 0, 0, 0, hc}};
+    CHAIN(rc, pto_task_submit_v(rt, "add1", add1, 0, PTO_WORKER_ANY, t4, 2));
+    EXPECT(rc >= 0);
+    EXPECT(run_and_destroy(rt, rc) == PTO_OK);
+    for (int k = 0; k < ROWS * COLS; k++) {
+        EXPECT(g_b[k] == 2 * (g_a[k] + 1));
+        const float want = k < TR * COLS ? g_b[k] : k < 2 * TR * COLS ? g_a[k] + 1 : -1;
+        if (g_c[k] != want) { printf("c[%d] = %g, not %g\n", k, g_c[k], want); g_failed++; break; }
+    }
+}
+
+static void refused(void) {
+    PTORuntime* rt;
+    EXPECT(make_runtime(&rt, 0) == PTO_OK);
+    if (!rt) return;
+    PTOTensor a = {g_a, ROWS, COLS, COLS, 4, "a"}, bad = a;
+    EXPECT(pto_tensor_tiles(NULL, &a, TR, COLS) == PTO_EINVAL && has("pto_tensor_tiles"));
+    EXPECT(pto_tensor_tiles(rt, NULL, TR, COLS) == PTO_EINVAL && has("pto_tensor_tiles"));
+    EXPECT(pto_tensor_tiles(rt, &a, 0, COLS) == PTO_EINVAL);
+    EXPECT(pto_tensor_tiles(rt, &a, 3, COLS) == PTO_EINVAL && has("do not divide"));
+    bad.data = NULL;
+    EXPECT(pto_tensor_tiles(rt, &bad, TR, COLS) == PTO_EINVAL && has("not valid"));
+    const int32_t h = pto_tensor_tiles(rt, &a, TR, COLS);
+    EXPECT(h >= 0);
+    PTOTaskArg t[1] = {{PTO_ARG_TILE_INPUT, NULL, 0, 0, 0, 0, h + 1}};
+    EXPECT(pto_task_submit_v(rt, "bad", nop, 0, PTO_WORKER_ANY, t, 1) == PTO_EINVAL);
+    EXPECT(has("pto_task_submit_v") && has("tile handle"));
+    t[0].value = h;
+    t[0].row_off = ROWS / TR;
+    EXPECT(pto_task_submit_v(rt, "far", nop, 0, PTO_WORKER_ANY, t, 1) == PTO_EBOUNDS);
+    EXPECT(has("pto_task_submit_v") && has("outside the 4 x 1 tiles"));
+    t[0].row_off = -1;
+    EXPECT(pto_task_submit_v(rt, "far", nop, 0, PTO_WORKER_ANY, t, 1) == PTO_EBOUNDS);
+    t[0].row_off = 0;
+    const PTOTaskArg step[1] = {{PTO_ARG_TILE_INPUT, NULL, 1, 0, 0, 0, 0}};
+    EXPECT(pto_task_submit_range(rt, "range", nop, 0, PTO_WORKER_ANY, t, step, 1, 2) == PTO_EINVAL);
+    EXPECT(has("pto_task_submit_range") && has("PTO_ARG_TILE"));
+    PTOSubmitter* s = pto_submitter_open(rt);
+    EXPECT(s != NULL);
+    if (s) {
+        pto_submitter_task(s, "sub", nop, 0, PTO_WORKER_ANY, t, 1, NULL, 0);
+        EXPECT(pto_submitter_close(s) == PTO_EINVAL);
+    }
+    /* nothing was left behind: the first task that is taken is task 0 */
+    EXPECT(pto_task_submit_v(rt, "ok", nop, 0, PTO_WORKER_ANY, t, 1) == 0);
+    EXPECT(run_and_destroy(rt, PTO_OK) == PTO_OK);
+    /* a handle of a destroyed runtime is not the next one's */
+    EXPECT(make_runtime(&rt, 0) == PTO_OK);
+    if (!rt) return;
+    EXPECT(pto_task_submit_v(rt, "stale", nop, 0, PTO_WORKER_ANY, t, 1) == PTO_EINVAL && has("tile handle"));
+    EXPECT(run_and_destroy(rt, PTO_OK) == PTO_OK);
+}
+
+int tiles_run(int workers) {
+    g_failed = 0;
+    mixed(workers);
+    refused();
+    return g_failed;
+}
