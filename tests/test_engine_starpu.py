@@ -411,21 +411,6 @@ def test_a_kernel_returning_just_after_the_deadline_is_named_as_the_stuck_one(c_
     assert "stuck=1 task=0 func=late_step" in r.stdout, r.stdout
 
 
-@pytest.mark.parametrize("engine", ["pto", "starpu"])
-def test_tile_arguments_run_on_our_engine_and_are_refused_by_name_on_starpu(c_builds, engine):
-    # tests/engines/faults.c faults_tiles: a tiled tensor and a task given one of its tiles. The
-    # StarPU engine refused the tile argument as a bare PTO_EINVAL with no message (or an older
-    # call's), and had no pto_tensor_tiles: a program calling it did not link.
-    r = _faults(c_builds, engine, "2", "tiles")
-    if engine == "pto":
-        assert r.returncode == 0 and "submit=0 ()" in r.stdout, r.stdout + r.stderr
-        return
-    assert r.returncode == 1, r.stdout + r.stderr
-    assert "tiles=-1 (pto_tensor_tiles: the StarPU engines take no tiled tensors" in r.stdout, r.stdout
-    assert (f"submit={PTO_EINVAL} (task 'tile_step': argument 0 is a tile of a tiled tensor (PTO_ARG_TILE_*)"
-            in r.stdout), r.stdout
-    assert f"rc={PTO_EINVAL}" in r.stdout, r.stdout
-
 #: the StarPU engine's sources, as runtime/SConscript builds libpto_starpu
 ENGINE_SOURCES = [ROOT / "runtime" / "src" / "common.c", *sorted((ROOT / "runtime" / "engines").glob("*.c"))]
 

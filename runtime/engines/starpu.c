@@ -1479,11 +1479,6 @@ static int32_t submit_args(PTORuntime* rt, const char* func_name, PTOKernelFunc 
             break;
         case PTO_ARG_UNTRACKED: rc = put_arg(t, a->tensor, a->row_off, a->col_off); break;
         case PTO_ARG_SCALAR:    rc = put_scalar(t, a->value); break;
-        case PTO_ARG_TILE_INPUT: case PTO_ARG_TILE_OUTPUT: case PTO_ARG_TILE_INOUT:
-            rc = rt_fail(PTO_EINVAL, "task '%s': argument %d is a tile of a tiled tensor (PTO_ARG_TILE_*), which "
-                         "the StarPU engines do not take (its region does: PTO_ARG_INPUT/OUTPUT/INOUT)",
-                         t->name, (int)i);
-            break;
         default:
             rc = rt_fail(PTO_EINVAL, "task '%s': argument %d has no argument kind (%d)", t->name, (int)i, (int)a->kind);
             break;
@@ -1491,13 +1486,6 @@ static int32_t submit_args(PTORuntime* rt, const char* func_name, PTOKernelFunc 
     }
     if (rc < 0) { free(t); return rc; }
     return submit(rt, t, preds, npred);
-}
-
-/* Tiled tensors are the PTO runtime's (runtime.c): here a tile is given as its region. */
-int32_t pto_tensor_tiles(PTORuntime* rt, const PTOTensor* x, int64_t tile_rows, int64_t tile_cols) {
-    (void)rt; (void)x; (void)tile_rows; (void)tile_cols;
-    return rt_fail(PTO_EINVAL, "pto_tensor_tiles: the StarPU engines take no tiled tensors (a task takes a tile "
-                   "as its region: PTO_ARG_INPUT/OUTPUT/INOUT)");
 }
 
 int32_t pto_task_submit_v(PTORuntime* rt, const char* func_name, PTOKernelFunc func_ptr, int32_t buffer_bytes,

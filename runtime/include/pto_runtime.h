@@ -362,9 +362,9 @@ int32_t pto_task_submit_v(PTORuntime* rt, const char* func_name, PTOKernelFunc f
  * size), a tile access goes straight to its block; otherwise it is looked up as the rectangle.
  * Ordinary accesses to x may be mixed in: the dependencies are those of the rectangles. Not for
  * submitters (pto_submitter_*: their batch fails with PTO_EINVAL) nor for pto_task_submit_range
- * (PTO_EINVAL: its steps are in elements), nor on the StarPU engines (PTO_EINVAL, and tile
- * arguments too). It may be called while other threads' submitters are open. Valid for the
- * runtime's life. */
+ * (PTO_EINVAL: its steps are in elements). The StarPU engines take tiled tensors too (a tile
+ * is the rectangle it stands for). It may be called while other threads' submitters are open.
+ * Valid for the runtime's life. */
 int32_t pto_tensor_tiles(PTORuntime* rt, const PTOTensor* x, int64_t tile_rows, int64_t tile_cols);
 /* ---------------------------------------------------------------- several submitting threads
  * The calls above come from one thread. For several threads submitting into one runtime at

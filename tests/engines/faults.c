@@ -1,10 +1,9 @@
 /* faults.c - a chain of tasks in which one kernel fails or never returns, a kernel that returns
- * just after the deadline, a pipelined run that goes on submitting after a kernel failed, a
- * task refused for its region and tile arguments, for the engine tests. */
+ * just after the deadline, a pipelined run that goes on submitting after a kernel failed, and a
+ * task refused for its region, for the engine tests. */
 #include "common.h"
 
 #include <stdatomic.h>
-#include <stdio.h>
 
 static float g_data[8 * 64];
 static int64_t g_bad = -1, g_hang = -1;
@@ -121,22 +120,5 @@ int faults_refused_region(int workers, int* refused) {
         if (i == 1) *refused = id < 0 ? id : 0;
         else rc = id;
     }
-    return run_and_destroy(rt, rc);
-}
-
-/* Row 3 of an 8x64 tensor tiled in rows (pto_tensor_tiles), updated through its tile argument:
- * the PTO runtime takes it; an engine that takes no tiled tensors refuses the tiling and the
- * tile argument, each with a message. Prints the tiling's handle (or code), the submission's
- * code and this thread's message after each; returns the submission's code, else the run's. */
-int faults_tiles(int workers) {
-    PTORuntime* rt;
-    int rc = make_runtime(&rt, workers);
-    if (rc < 0) return rc;
-    PTOTensor x = {g_data, 8, 64, 64, (int32_t)sizeof(float), "x"};
-    const int32_t h = pto_tensor_tiles(rt, &x, 1, 64);
-    printf("tiles=%d (%s)\n", (int)h, h < 0 ? pto_last_error() : "");
-    PTOTaskArg a[2] = {{PTO_ARG_TILE_INOUT, NULL, 3, 0, 0, 0, h < 0 ? 0 : h}, {PTO_ARG_SCALAR, 0, 0, 0, 0, 0, 0}};
-    rc = pto_task_submit_v(rt, "tile_step", step, 0, PTO_WORKER_ANY, a, 2);
-    printf("submit=%d (%s)\n", rc, rc < 0 ? pto_last_error() : "");
     return run_and_destroy(rt, rc);
 }
