@@ -514,13 +514,17 @@ int32_t rt_submit_after(PTORuntime* rt, const char* func_name, PTOKernelFunc fun
 /* runtime.c: a submitter's batch (submit.c) in three steps. rt_reserve: room in the window for n
  * more tasks - PTO_OK, or PTO_EWINDOW when the oldest task is still being built. rt_stage_task:
  * pto_task_submit_v up to its lookups (the task allocated, its arguments in place, its accesses
- * in acc); after a bad argument the task never existed. rt_commit_task: its edges (explicit
- * predecessors, then the producers its lookups found) and its publication. */
+ * in acc); after a bad argument the task never existed. rt_commit_edges: a task's edges (explicit
+ * predecessors, then the producers its lookups found) and its record in a recorded graph; on an
+ * error (only ENOMEM) it stays BUILDING. rt_publish_batch: the n tasks from `first`, their edges
+ * added, published in one step - the counts once, then each task's state and submit guard (the
+ * ready ones handed to the queues together) - as commit_publish publishes one. */
 int     rt_reserve(PTORuntime* rt, int32_t n);
 int32_t rt_stage_task(PTORuntime* rt, const char* func_name, PTOKernelFunc func_ptr, int32_t buffer_bytes,
                       int32_t worker_type, const PTOTaskArg* args, int32_t num_args, PTOAccess* acc, int32_t* nacc);
-int     rt_commit_task(PTORuntime* rt, int32_t id, const int32_t* preds, int32_t npred, const int32_t* prods,
-                       int32_t nprod);
+int     rt_commit_edges(PTORuntime* rt, int32_t id, const int32_t* preds, int32_t npred, const int32_t* prods,
+                        int32_t nprod);
+int     rt_publish_batch(PTORuntime* rt, int32_t first, int32_t n);
 
 /* runtime.c: a submitter's batch entering with its lookups and slots outside the lock (submit.c).
  * rt_check_slots: a task as it is queued, checked as pto_task_submit_v would check it, and its

@@ -13,7 +13,7 @@
  *      each of those shards, once the batches that entered before it are done there, its
  *      lookups and entries - the edges found are kept, not added;
  *   3. under rt->submit_mu: per task, its edges (explicit predecessors, then what the lookups
- *      found) and its publication.
+ *      found); then the batch's publication, in one step (rt_publish_batch).
  *
  * Step 2 - most of a task's cost - runs in parallel for batches on different shards, or on one
  * shard one after the other. Every shard sees the batches in the order they entered, so the
@@ -481,17 +481,26 @@ static int lookups_and_commit(PTOSubmitter* s, const TMRoute* acc, int32_t a0, i
         }
         left &= ~ready;
     }
-    if (rc == PTO_OK) rc = group_found(s, base, i0, n);
+    const bool found = s->found.n > 0;     /* none (untracked tasks): no producer to group */
+    if (rc == PTO_OK && found) rc = group_found(s, base, i0, n);
 
-    /* step 3; after ENOMEM above the tasks stay BUILDING, as pto_task_submit leaves its task */
+    /* step 3: the edges left, task by task, then the tasks before the first error published in
+     * one step; after ENOMEM the tasks from there on stay BUILDING, as pto_task_submit leaves its
+     * task */
     lock_submit(rt);
     rt->edges += s->pre_edges;
     s->pre_edges = 0;
-    for (int32_t i = 0; i < n && rc == PTO_OK; i++) {
+    int32_t i = 0;
+    for (const bool recorded = rt->rec_chunks != NULL; i < n && rc == PTO_OK; i++) {
         const Queued* q = &s->q[i0 + i];
-        rc = rt_commit_task(rt, base + i, &s->preds[q->pred0 + q->npre], q->npred - q->npre, &s->prod[s->pstart[i]],
-                            s->pstart[i + 1] - s->pstart[i]);
+        const int32_t npred = q->npred - q->npre, nprod = found ? s->pstart[i + 1] - s->pstart[i] : 0;
+        if ((npred | nprod) != 0 || recorded)
+            rc = rt_commit_edges(rt, base + i, &s->preds[q->pred0 + q->npre], npred,
+                                 found ? &s->prod[s->pstart[i]] : NULL, nprod);
+        if (rc < 0) break;
     }
+    const int rc2 = rt_publish_batch(rt, base, i);
+    if (rc == PTO_OK) rc = rc2;
     rt->batches_open--;
     pthread_mutex_unlock(&rt->submit_mu);
     return rc;
