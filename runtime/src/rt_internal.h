@@ -528,14 +528,15 @@ int     rt_publish_batch(PTORuntime* rt, int32_t first, int32_t n);
 
 /* runtime.c: a submitter's batch entering with its lookups and slots outside the lock (submit.c).
  * rt_check_slots: a task as it is queued, checked as pto_task_submit_v would check it, and its
- * argument slots built in v (PTO_INLINE_ARGS of them at most; *nv: their number) - an error,
- * PTO_OK, or RT_ARGS_LOCKED when it must be staged under the lock from its arguments
- * (runtime-owned intermediates, more argument slots than a descriptor holds; v then means
- * nothing). rt_take_ids (under the lock, room reserved): n consecutive slots taken, BUILDING; the
+ * argument slots built in v (PTO_INLINE_ARGS of them at most; *nv: their number) - an error, or
+ * flags: RT_ARGS_LOCKED when it must be staged under the lock from its arguments (runtime-owned
+ * intermediates, more argument slots than a descriptor holds; v then means nothing),
+ * RT_ARGS_TRACKED when it has a tracked region (one to route to the tensor map). rt_take_ids (under the lock, room reserved): n consecutive slots taken, BUILDING; the
  * first id or PTO_ENOMEM. rt_fill_task (any thread, the slot taken): the task's fields and the
  * argument slots rt_check_slots built. rt_stage_slots (under the lock): such a task allocated as
  * rt_stage_task allocates one (its accesses were routed as it was queued). */
-#define RT_ARGS_LOCKED 1
+#define RT_ARGS_LOCKED  1
+#define RT_ARGS_TRACKED 2
 int     rt_check_slots(const PTORuntime* rt, int32_t worker_type, int32_t buffer_bytes, const PTOTaskArg* args,
                        int32_t num_args, int64_t* v, int32_t* nv);
 int32_t rt_take_ids(PTORuntime* rt, int32_t n);

@@ -1212,6 +1212,7 @@ static inline __attribute__((always_inline)) int check_slots(const PTOTaskArg* a
         if (__builtin_expect((uint32_t)(kind - PTO_ARG_INPUT) <= PTO_ARG_INOUT - PTO_ARG_INPUT, 1)) {
             /* a tracked tensor (before the other kinds, as in stage_args) */
             if (__builtin_expect((rc = region_check(x, a->row_off, a->col_off, a->rows, a->cols)) < 0, 0)) return rc;
+            flags |= RT_ARGS_TRACKED;
         } else if (__builtin_expect(kind == PTO_ARG_UNTRACKED, 1)) {
             if (__builtin_expect((rc = untracked_check(x, a->row_off, a->col_off)) < 0, 0)) return rc;
         } else if (kind == PTO_ARG_SCALAR) {
@@ -1219,7 +1220,7 @@ static inline __attribute__((always_inline)) int check_slots(const PTOTaskArg* a
             out++;
             continue;
         } else if (kind == PTO_ARG_TEMP_INPUT || kind == PTO_ARG_TEMP_OUTPUT || kind == PTO_ARG_TEMP_INOUT) {
-            flags = RT_ARGS_LOCKED;             /* heap_resolve: the runtime's buffers */
+            flags |= RT_ARGS_LOCKED;            /* heap_resolve: the runtime's buffers */
             out += 2;
             continue;
         } else {

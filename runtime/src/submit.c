@@ -237,9 +237,11 @@ int64_t pto_submitter_task(PTOSubmitter* s, const char* func_name, PTOKernelFunc
     bool ready = false;
     if (s->bad < 0) {
         int rc = rt_check_slots(s->rt, worker_type, buffer_bytes, args, num_args, &s->slots[s->nslots], &nv);
-        if (rc == RT_ARGS_LOCKED) s->locked = true;
-        else if (rc == PTO_OK && s->sharded && !s->locked) {
-            rc = route_task(s, s->nq, args, num_args);
+        if (rc >= 0 && (rc & RT_ARGS_LOCKED)) {
+            s->locked = true;
+            rc = PTO_OK;
+        } else if (rc >= 0 && s->sharded && !s->locked) {    /* (untracked arguments: nothing to route) */
+            rc = rc & RT_ARGS_TRACKED ? route_task(s, s->nq, args, num_args) : PTO_OK;
             ready = rc == PTO_OK;
         }
         if (rc < 0) { s->bad = s->nq; s->bad_rc = rc; s->bad_msg = message(rc); }
