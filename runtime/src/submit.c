@@ -485,6 +485,8 @@ static int lookups_and_commit(PTOSubmitter* s, const TMRoute* acc, int32_t a0, i
     }
     const bool found = s->found.n > 0;     /* none (untracked tasks): no producer to group */
     if (rc == PTO_OK && found) rc = group_found(s, base, i0, n);
+    bool left = found;                     /* edges left for the lock: found, or predecessors not edged yet */
+    for (int32_t k = 0; k < n && !left; k++) left = s->q[i0 + k].npred != s->q[i0 + k].npre;
 
     /* step 3: the edges left, task by task, then the tasks before the first error published in
      * one step; after ENOMEM the tasks from there on stay BUILDING, as pto_task_submit leaves its
@@ -492,8 +494,9 @@ static int lookups_and_commit(PTOSubmitter* s, const TMRoute* acc, int32_t a0, i
     lock_submit(rt);
     rt->edges += s->pre_edges;
     s->pre_edges = 0;
-    int32_t i = 0;
-    for (const bool recorded = rt->rec_chunks != NULL; i < n && rc == PTO_OK; i++) {
+    const bool recorded = rt->rec_chunks != NULL;
+    int32_t i = left || recorded || rc < 0 ? 0 : n;
+    for (; i < n && rc == PTO_OK; i++) {
         const Queued* q = &s->q[i0 + i];
         const int32_t npred = q->npred - q->npre, nprod = found ? s->pstart[i + 1] - s->pstart[i] : 0;
         if ((npred | nprod) != 0 || recorded)
