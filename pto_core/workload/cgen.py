@@ -117,14 +117,18 @@ typedef struct {
     const PTOKernelFunc* kernels;
     int64_t v[64];                  /* loop variables by depth */
     int err;
-    Set preds;                      /* a task's predecessors as PTO_TICKETs (emit_one's buffer) */
+    Set preds;                      /* a task's predecessors as PTO_TICKETs (emit_task's buffer) */
     /* structural mode: no tensor tracking; edges from the structure and from overlaps among
      * the tasks of the current iteration of the outermost parallel_for (logged here) */
     int structural;
-    int rewrite;                    /* structural, or an intermediate among the tensors: emit_one
-                                     * rewrites arguments (else they go to the submitter as built) */
     int scope_depth;                /* loops nested less deep open a scope per iteration */
-    const PTOTensor** temps;        /* per tensor: its pto_temp_tensor when it is an intermediate */
+    /* the argument templates, per tensor k, set once per run: what a task's region of it names -
+     * tensor[k] (the caller's, or its pto_temp_tensor when it is an intermediate) and, per mode
+     * m (PTO_ARG_INPUT .. PTO_ARG_INOUT), kind[4 * k + m]: m itself (tracked), PTO_ARG_UNTRACKED
+     * (structural) or the PTO_ARG_TEMP_ kind of m (an intermediate). A task's arguments are
+     * built as they go to the submitter, not rewritten per task. */
+    const PTOTensor* const* tensor;
+    const int32_t* kind;
     struct Acc { int64_t task; const PTOTensor* t; int32_t write; int64_t r0, c0, r1, c1; }* acc;
     int64_t nacc, cap_acc;
 } Ctx;
@@ -153,38 +157,47 @@ static int scope(Ctx* c, int depth, int begin) {
     return rc < 0 ? rc : PTO_OK;
 }
 
-/* Queue one task in this thread's submitter; returns its ticket or a negative error. */
-static int64_t emit_one(Ctx* c, int32_t name, int32_t kernel, int32_t worker, int32_t bytes,
-                        const PTOTaskArg* a, int32_t n, const Set* after);
-
-/* Structural mode: the task follows `after` and every earlier task of its iteration whose
- * region of a tensor overlaps one of its own where either writes; its regions join the log. */
+/* Queue one task in this thread's submitter; returns its ticket or a negative error. Bit i of
+ * `writes`: argument i writes its region (a constant of the task). Structural mode: the task also
+ * follows every earlier task of its iteration whose region of a tensor overlaps one of its own
+ * where either writes, and its regions join the log; its untracked regions are bounds-checked
+ * here (the runtime checks an untracked argument's offsets only). */
 static int64_t emit_task(Ctx* c, int32_t name, int32_t kernel, int32_t worker, int32_t bytes,
-                         const PTOTaskArg* a, int32_t n, const Set* after) {
-    if (!c->structural) return emit_one(c, name, kernel, worker, bytes, a, n, after);
-    Set preds = {0};
-    int rc = set_copy(&preds, after);
-    for (int32_t i = 0; i < n && rc == PTO_OK; i++) {
+                         const PTOTaskArg* a, int32_t n, uint32_t writes, const Set* after) {
+    if (c->err) return c->err;
+    Set* preds = &c->preds;
+    preds->n = 0;
+    for (int64_t i = 0; i < after->n; i++)
+        if (set_push(preds, PTO_TICKET(after->v[i])) < 0) return PTO_ENOMEM;
+    for (int32_t i = 0; i < n && c->structural; i++) {
         const PTOTaskArg* x = &a[i];
         if (x->kind == PTO_ARG_SCALAR) continue;
-        const int32_t w = x->kind != PTO_ARG_INPUT;
-        for (int64_t k = 0; k < c->nacc && rc == PTO_OK; k++) {
+        if (x->kind == PTO_ARG_UNTRACKED) {
+            const PTOTensor* T = x->tensor;
+            if (x->row_off < 0 || x->col_off < 0 || x->rows <= 0 || x->cols <= 0 ||
+                x->row_off + x->rows > T->rows || x->col_off + x->cols > T->cols)
+                return PTO_EBOUNDS;
+        }
+        const int32_t w = writes >> i & 1;
+        for (int64_t k = 0; k < c->nacc; k++) {
             const struct Acc* e = &c->acc[k];
             if (e->t == x->tensor && (w || e->write) && e->r0 < x->row_off + x->rows && x->row_off < e->r1 &&
                 e->c0 < x->col_off + x->cols && x->col_off < e->c1) {
+                const int32_t t = PTO_TICKET(e->task);
                 int seen = 0;
-                for (int64_t j = 0; j < preds.n && !seen; j++) seen = preds.v[j] == (int32_t)e->task;
-                if (!seen) rc = set_push(&preds, (int32_t)e->task);
+                for (int64_t j = 0; j < preds->n && !seen; j++) seen = preds->v[j] == t;
+                if (!seen && set_push(preds, t) < 0) return PTO_ENOMEM;
             }
         }
     }
-    int64_t id = rc == PTO_OK ? emit_one(c, name, kernel, worker, bytes, a, n, &preds) : rc;
-    set_free(&preds);
+    const int64_t id = pto_submitter_task(c->sub, NAMES[name], kernel >= 0 && c->kernels ? c->kernels[kernel] : NULL,
+                                          bytes, worker, a, n, preds->v, (int32_t)preds->n);
+    if (!c->structural || id < 0) return id;
     /* as the tensor map does: a write hides the earlier accesses it covers (later tasks
      * follow it, which followed them) */
-    for (int32_t i = 0; i < n && id >= 0; i++) {
+    for (int32_t i = 0; i < n; i++) {
         const PTOTaskArg* x = &a[i];
-        if (x->kind == PTO_ARG_SCALAR || x->kind == PTO_ARG_INPUT) continue;
+        if (x->kind == PTO_ARG_SCALAR || !(writes >> i & 1)) continue;
         int64_t kept = 0;
         for (int64_t k = 0; k < c->nacc; k++) {
             const struct Acc* e = &c->acc[k];
@@ -194,7 +207,7 @@ static int64_t emit_task(Ctx* c, int32_t name, int32_t kernel, int32_t worker, i
         }
         c->nacc = kept;
     }
-    for (int32_t i = 0; i < n && id >= 0; i++) {
+    for (int32_t i = 0; i < n; i++) {
         const PTOTaskArg* x = &a[i];
         if (x->kind == PTO_ARG_SCALAR) continue;
         if (c->nacc == c->cap_acc) {
@@ -203,35 +216,10 @@ static int64_t emit_task(Ctx* c, int32_t name, int32_t kernel, int32_t worker, i
             if (!na) return PTO_ENOMEM;
             c->acc = na; c->cap_acc = cap;
         }
-        c->acc[c->nacc++] = (struct Acc){ id, x->tensor, x->kind != PTO_ARG_INPUT, x->row_off, x->col_off,
+        c->acc[c->nacc++] = (struct Acc){ id, x->tensor, (int32_t)(writes >> i & 1), x->row_off, x->col_off,
                                           x->row_off + x->rows, x->col_off + x->cols };
     }
     return id;
-}
-
-static int64_t emit_one(Ctx* c, int32_t name, int32_t kernel, int32_t worker, int32_t bytes,
-                        const PTOTaskArg* a, int32_t n, const Set* after) {
-    if (c->err) return c->err;
-    PTOTaskArg x[16];               /* the generator allows at most 16 arguments */
-    for (int32_t i = 0; i < n && c->rewrite; i++) {
-        x[i] = a[i];
-        if (a[i].kind == PTO_ARG_SCALAR) continue;
-        const PTOTensor* T = a[i].tensor;
-        if (!T->data) {             /* an intermediate: a region of the runtime's buffers */
-            x[i].tensor = c->temps[T - c->tensors];
-            x[i].kind = a[i].kind + PTO_ARG_UNTRACKED;
-        } else if (c->structural) { /* untracked: bounds checked here */
-            if (a[i].row_off < 0 || a[i].col_off < 0 || a[i].rows <= 0 || a[i].cols <= 0 ||
-                a[i].row_off + a[i].rows > T->rows || a[i].col_off + a[i].cols > T->cols)
-                return PTO_EBOUNDS;
-            x[i].kind = PTO_ARG_UNTRACKED;
-        }
-    }
-    c->preds.n = 0;
-    for (int64_t i = 0; i < after->n; i++)
-        if (set_push(&c->preds, PTO_TICKET(after->v[i])) < 0) return PTO_ENOMEM;
-    return pto_submitter_task(c->sub, NAMES[name], kernel >= 0 && c->kernels ? c->kernels[kernel] : NULL,
-                              bytes, worker, c->rewrite ? x : a, n, c->preds.v, (int32_t)c->preds.n);
 }
 """
 
@@ -360,10 +348,13 @@ class _Gen:
         if worker is None:
             raise PTOError(f"task {t.kernel}: worker_type is one of {', '.join(_WORKER)}")
         args = []
+        writes = 0                  # bit i: argument i writes its region
         for a in t.args:
             if isinstance(a, Region):
                 ti = self.index(self.tensors, a.tensor)
-                args.append(f"{{{_MODE[a.mode]}, &c->tensors[{ti}], {self.expr(a.row)}, "
+                if a.mode != "in":
+                    writes |= 1 << len(args)
+                args.append(f"{{c->kind[{4 * ti} + {_MODE[a.mode]}], c->tensor[{ti}], {self.expr(a.row)}, "
                             f"{self.expr(a.col)}, {self.expr(a.rows)}, {self.expr(a.cols)}, 0}}")
             else:
                 v = a.value
@@ -376,7 +367,7 @@ class _Gen:
         out = [f"const PTOTaskArg a[{max(1, len(args))}] = {{{', '.join(args) or '{0}'}}};",
                f"const int64_t id = emit_task(c, {name}, {kernel}, {worker}, "
                f"{_int(res.get('buffer_bytes', 0), 'buffer_bytes', 0, 2**31 - 1)}, {arr}, "
-               f"{len(args)}, after);",
+               f"{len(args)}, {writes}u, after);",
                "if (id < 0) return (int)id;",
                "return set_push(sinks, (int32_t)id);"]
         return out
@@ -418,20 +409,24 @@ int pto_workload_enumerate(PTORuntime* rt, const PTOTensor* tensors, const int64
     Ctx c0 = {0}, *c = &c0;
     c->rt = rt; c->tensors = tensors; c->sizes = sizes; c->kernels = kernels;
     c->structural = structural;
-    c->rewrite = structural;
     c->scope_depth = scope_depth;
     if (threads < 1 || threads > MAX_THREADS) return PTO_EINVAL;
     if (structural && !SPLIT) return PTO_EINVAL;
-    /* tensors without data are intermediates: the runtime allocates their regions */
-    const PTOTensor* temps[NTENSORS];
+    /* the argument templates (Ctx); tensors without data are intermediates: the runtime
+     * allocates their regions */
+    const PTOTensor* tensor[NTENSORS];
+    int32_t kind[4 * NTENSORS];
     for (int k = 0; k < NTENSORS; k++) {
-        temps[k] = NULL;
+        tensor[k] = k < NTENSORS_USED ? &tensors[k] : NULL;
+        const PTOTensor* temp = NULL;
         if (k < NTENSORS_USED && !tensors[k].data &&
-            !(temps[k] = pto_temp_tensor(rt, tensors[k].name ? tensors[k].name : "temp", tensors[k].elem_size)))
+            !(temp = pto_temp_tensor(rt, tensors[k].name ? tensors[k].name : "temp", tensors[k].elem_size)))
             return PTO_EINVAL;
-        if (temps[k]) c->rewrite = 1;
+        if (temp) tensor[k] = temp;
+        for (int m = PTO_ARG_INPUT; m <= PTO_ARG_INOUT; m++)
+            kind[4 * k + m] = temp ? m + PTO_ARG_UNTRACKED : structural ? PTO_ARG_UNTRACKED : m;
     }
-    c->temps = temps;
+    c->tensor = tensor; c->kind = kind;
     if (!SPLIT || (threads < 2 && !structural)) {
         Set none = {0}, s = {0};
         if (!(c->sub = pto_submitter_open(rt))) return PTO_EINVAL;

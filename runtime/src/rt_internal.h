@@ -514,24 +514,29 @@ int32_t rt_submit_after(PTORuntime* rt, const char* func_name, PTOKernelFunc fun
 /* runtime.c: a submitter's batch (submit.c) in three steps. rt_reserve: room in the window for n
  * more tasks - PTO_OK, or PTO_EWINDOW when the oldest task is still being built. rt_stage_task:
  * pto_task_submit_v up to its lookups (the task allocated, its arguments in place, its accesses
- * in acc); after a bad argument the task never existed. rt_commit_task: its edges (explicit
- * predecessors, then the producers its lookups found) and its publication. */
+ * in acc); after a bad argument the task never existed. rt_commit_edges: a task's edges (explicit
+ * predecessors, then the producers its lookups found) and its record in a recorded graph; on an
+ * error (only ENOMEM) it stays BUILDING. rt_publish_batch: the n tasks from `first`, their edges
+ * added, published in one step - the counts once, then each task's state and submit guard (the
+ * ready ones handed to the queues together) - as commit_publish publishes one. */
 int     rt_reserve(PTORuntime* rt, int32_t n);
 int32_t rt_stage_task(PTORuntime* rt, const char* func_name, PTOKernelFunc func_ptr, int32_t buffer_bytes,
                       int32_t worker_type, const PTOTaskArg* args, int32_t num_args, PTOAccess* acc, int32_t* nacc);
-int     rt_commit_task(PTORuntime* rt, int32_t id, const int32_t* preds, int32_t npred, const int32_t* prods,
-                       int32_t nprod);
+int     rt_commit_edges(PTORuntime* rt, int32_t id, const int32_t* preds, int32_t npred, const int32_t* prods,
+                        int32_t nprod);
+int     rt_publish_batch(PTORuntime* rt, int32_t first, int32_t n);
 
 /* runtime.c: a submitter's batch entering with its lookups and slots outside the lock (submit.c).
  * rt_check_slots: a task as it is queued, checked as pto_task_submit_v would check it, and its
- * argument slots built in v (PTO_INLINE_ARGS of them at most; *nv: their number) - an error,
- * PTO_OK, or RT_ARGS_LOCKED when it must be staged under the lock from its arguments
- * (runtime-owned intermediates, more argument slots than a descriptor holds; v then means
- * nothing). rt_take_ids (under the lock, room reserved): n consecutive slots taken, BUILDING; the
+ * argument slots built in v (PTO_INLINE_ARGS of them at most; *nv: their number) - an error, or
+ * flags: RT_ARGS_LOCKED when it must be staged under the lock from its arguments (runtime-owned
+ * intermediates, more argument slots than a descriptor holds; v then means nothing),
+ * RT_ARGS_TRACKED when it has a tracked region (one to route to the tensor map). rt_take_ids (under the lock, room reserved): n consecutive slots taken, BUILDING; the
  * first id or PTO_ENOMEM. rt_fill_task (any thread, the slot taken): the task's fields and the
  * argument slots rt_check_slots built. rt_stage_slots (under the lock): such a task allocated as
  * rt_stage_task allocates one (its accesses were routed as it was queued). */
-#define RT_ARGS_LOCKED 1
+#define RT_ARGS_LOCKED  1
+#define RT_ARGS_TRACKED 2
 int     rt_check_slots(const PTORuntime* rt, int32_t worker_type, int32_t buffer_bytes, const PTOTaskArg* args,
                        int32_t num_args, int64_t* v, int32_t* nv);
 int32_t rt_take_ids(PTORuntime* rt, int32_t n);

@@ -1133,14 +1133,53 @@ int32_t rt_stage_task(PTORuntime* rt, const char* func_name, PTOKernelFunc func_
     return stage_v(rt, func_name, func_ptr, buffer_bytes, worker_type, args, num_args, NULL, acc, nacc, &t);
 }
 
-int rt_commit_task(PTORuntime* rt, int32_t id, const int32_t* preds, int32_t npred, const int32_t* prods,
-                   int32_t nprod) {
-    PTOTask* t = rt_task(rt, id);
+int rt_commit_edges(PTORuntime* rt, int32_t id, const int32_t* preds, int32_t npred, const int32_t* prods,
+                    int32_t nprod) {
     int rc = PTO_OK;
     for (int32_t i = 0; i < npred && rc == PTO_OK; i++) rc = dep_add_edge(rt, preds[i], id);
     for (int32_t i = 0; i < nprod && rc == PTO_OK; i++) rc = dep_add_edge(rt, prods[i], id);
-    if (rc == PTO_OK && rt->rec_chunks) rc = record_task(rt, t);
-    return rc < 0 ? rc : commit_publish(rt, t);
+    if (rc == PTO_OK && rt->rec_chunks) rc = record_task(rt, rt_task(rt, id));
+    return rc;
+}
+
+int rt_publish_batch(PTORuntime* rt, int32_t first, int32_t n) {
+    if (n <= 0) return PTO_OK;
+    PTOTask* const tasks = rt->tasks;
+    const int32_t mask = rt->mask;
+    rt->open_tasks -= n;
+    for (int32_t i = 0; i < n; i++)
+        atomic_store_explicit(&tasks[(first + i) & mask].state, PTO_TASK_PENDING, memory_order_release);
+    /* counted once for the batch, before any of its tasks can run (as commit_publish counts a task) */
+    const int64_t sub = atomic_load_explicit(&rt->submitted, memory_order_relaxed) + n;
+    atomic_store_explicit(&rt->submitted, sub, memory_order_release);
+    if (__builtin_expect(rt->held != NULL, 0)) {
+        for (int32_t i = 0; i < n; i++) {
+            rt->held[rt->nheld++] = first + i;
+            if (rt->nheld == rt->cfg.issue_batch) release_held(rt);
+        }
+    } else {
+        /* the guards released as release_guard does; those left with no producer reach the
+         * queues together, as release_held hands them over */
+        int32_t ready[PTO_RETIRE_BATCH], nready = 0;
+        const bool started = rt->started;
+        for (int32_t i = 0; i < n; i++) {
+            _Atomic int32_t* f = rt_fanin(rt, first + i);
+            int32_t left;
+            if (!started) {
+                left = atomic_load_explicit(f, memory_order_relaxed) - 1;
+                atomic_store_explicit(f, left, memory_order_relaxed);
+            } else {
+                left = atomic_fetch_sub_explicit(f, 1, memory_order_acq_rel) - 1;
+            }
+            if (left == 0) ready[nready++] = first + i;
+            if (nready == PTO_RETIRE_BATCH) { sched_make_ready_n(rt, ready, nready); nready = 0; }
+        }
+        if (nready > 0) sched_make_ready_n(rt, ready, nready);
+    }
+    if (!rt->started && rt->cfg.execution_task_threshold > 0 && sub > rt->cfg.execution_task_threshold &&
+        rt->nworkers > 0)
+        return sched_start(rt);
+    return PTO_OK;
 }
 
 /* The slow path of untracked_check: arg_check's precise answer (PTO_OK for a large tensor). */
@@ -1178,6 +1217,7 @@ static inline __attribute__((always_inline)) int check_slots(const PTOTaskArg* a
         if (__builtin_expect((uint32_t)(kind - PTO_ARG_INPUT) <= PTO_ARG_INOUT - PTO_ARG_INPUT, 1)) {
             /* a tracked tensor (before the other kinds, as in stage_args) */
             if (__builtin_expect((rc = region_check(x, a->row_off, a->col_off, a->rows, a->cols)) < 0, 0)) return rc;
+            flags |= RT_ARGS_TRACKED;
         } else if (__builtin_expect(kind == PTO_ARG_UNTRACKED, 1)) {
             if (__builtin_expect((rc = untracked_check(x, a->row_off, a->col_off)) < 0, 0)) return rc;
         } else if (kind == PTO_ARG_SCALAR) {
@@ -1185,7 +1225,7 @@ static inline __attribute__((always_inline)) int check_slots(const PTOTaskArg* a
             out++;
             continue;
         } else if (kind == PTO_ARG_TEMP_INPUT || kind == PTO_ARG_TEMP_OUTPUT || kind == PTO_ARG_TEMP_INOUT) {
-            flags = RT_ARGS_LOCKED;             /* heap_resolve: the runtime's buffers */
+            flags |= RT_ARGS_LOCKED;            /* heap_resolve: the runtime's buffers */
             out += 2;
             continue;
         } else {

@@ -13,7 +13,7 @@
  *      each of those shards, once the batches that entered before it are done there, its
  *      lookups and entries - the edges found are kept, not added;
  *   3. under rt->submit_mu: per task, its edges (explicit predecessors, then what the lookups
- *      found) and its publication.
+ *      found); then the batch's publication, in one step (rt_publish_batch).
  *
  * Step 2 - most of a task's cost - runs in parallel for batches on different shards, or on one
  * shard one after the other. Every shard sees the batches in the order they entered, so the
@@ -263,9 +263,11 @@ int64_t pto_submitter_task(PTOSubmitter* s, const char* func_name, PTOKernelFunc
     bool ready = false;
     if (s->bad < 0) {
         int rc = rt_check_slots(s->rt, worker_type, buffer_bytes, args, num_args, &s->slots[s->nslots], &nv);
-        if (rc == RT_ARGS_LOCKED) s->locked = true;
-        else if (rc == PTO_OK && s->sharded && !s->locked) {
-            rc = route_task(s, s->nq, args, num_args);
+        if (rc >= 0 && (rc & RT_ARGS_LOCKED)) {
+            s->locked = true;
+            rc = PTO_OK;
+        } else if (rc >= 0 && s->sharded && !s->locked) {    /* (untracked arguments: nothing to route) */
+            rc = rc & RT_ARGS_TRACKED ? route_task(s, s->nq, args, num_args) : PTO_OK;
             ready = rc == PTO_OK;
         }
         if (rc < 0) {
@@ -513,17 +515,29 @@ static int lookups_and_commit(PTOSubmitter* s, const TMRoute* acc, int32_t a0, i
         }
         left &= ~ready;
     }
-    if (rc == PTO_OK) rc = group_found(s, base, i0, n);
+    const bool found = s->found.n > 0;     /* none (untracked tasks): no producer to group */
+    if (rc == PTO_OK && found) rc = group_found(s, base, i0, n);
+    bool left = found;                     /* edges left for the lock: found, or predecessors not edged yet */
+    for (int32_t k = 0; k < n && !left; k++) left = s->q[i0 + k].npred != s->q[i0 + k].npre;
 
-    /* step 3; after ENOMEM above the tasks stay BUILDING, as pto_task_submit leaves its task */
+    /* step 3: the edges left, task by task, then the tasks before the first error published in
+     * one step; after ENOMEM the tasks from there on stay BUILDING, as pto_task_submit leaves its
+     * task */
     lock_submit(rt);
     rt->edges += s->pre_edges;
     s->pre_edges = 0;
-    for (int32_t i = 0; i < n && rc == PTO_OK; i++) {
+    const bool recorded = rt->rec_chunks != NULL;
+    int32_t i = left || recorded || rc < 0 ? 0 : n;
+    for (; i < n && rc == PTO_OK; i++) {
         const Queued* q = &s->q[i0 + i];
-        rc = rt_commit_task(rt, base + i, &s->preds[q->pred0 + q->npre], q->npred - q->npre, &s->prod[s->pstart[i]],
-                            s->pstart[i + 1] - s->pstart[i]);
+        const int32_t npred = q->npred - q->npre, nprod = found ? s->pstart[i + 1] - s->pstart[i] : 0;
+        if ((npred | nprod) != 0 || recorded)
+            rc = rt_commit_edges(rt, base + i, &s->preds[q->pred0 + q->npre], npred,
+                                 found ? &s->prod[s->pstart[i]] : NULL, nprod);
+        if (rc < 0) break;
     }
+    const int rc2 = rt_publish_batch(rt, base, i);
+    if (rc == PTO_OK) rc = rc2;
     rt->batches_open--;
     pthread_mutex_unlock(&rt->submit_mu);
     return rc;
