@@ -131,14 +131,15 @@ def _steps(steps: Any, after: frozenset, path: tuple, in_order: bool) -> Walk:
     one's sinks (and the last one's are the sinks); otherwise all follow ``after`` and the
     sinks are the union."""
     sinks, cur = frozenset(), after
+    union: set = set()          # grown in place: a frozenset union per step is quadratic
     for key, body, env in steps:
         s = yield from _walk(body, env, cur, path + (key,))
         if in_order:
             if s:
                 sinks = cur = s
         else:
-            sinks |= s
-    return sinks
+            union |= s
+    return sinks if in_order else frozenset(union)
 
 
 def enumerate_tasks(node: Node, bindings: Optional[Mapping[str, int]] = None) -> list[TaskInst]:
