@@ -203,6 +203,31 @@ def test_the_c_enumerators_arguments_are_checked(kw, msg):
             cw.enumerate(rt, {"x": np.zeros((4, 4), np.float32)}, **kw)
 
 
+@pytest.mark.parametrize("w, kw, msg", [
+    (parallel_for(Dense(3), lambda i: task("k", [x.write(Lookup("t", (0, 1), i), 0, 1, 4)])), {},
+     r"PTO_EINVAL \(a table look-up of the workload at 2, outside the table's \[0, 2\)\)"),
+    (parallel_for(Dense(3), lambda i: task("k", [x.write(i // (i - 1), 0, 1, 4)])), {},
+     r"PTO_EINVAL \(an expression of the workload divides 1 by 0 \(//\)\)"),
+    (parallel_for(Dense(3), lambda i: task("k", [x.write(i % (i - 2), 0, 1, 4)])), {},
+     r"PTO_EINVAL \(an expression of the workload takes 2 modulo 0 \(%\)\)"),
+    (parallel_for(Dense(3), lambda i: task("k", [x.write(i * 3, 0, 2, 4)])),
+     {"structural": True, "threads": 2},
+     r"PTO_EBOUNDS \(task 'k': argument 0, rows \[3, 5\) x cols \[0, 4\), is not inside "
+     r"its 4x4 tensor\)"),
+])
+def test_what_the_c_enumerator_finds_itself_is_named_not_an_older_message(w, kw, msg):
+    """These failures set no runtime message: the error showed this thread's last one, here
+    an earlier core_request's."""
+    from pto_core.runtime import Runtime
+    cw = compile_c(w)
+    with Runtime(num_workers=0, dry_run=True) as rt:
+        with pytest.raises(PTOError, match="core requests need the three-tier mode"):
+            rt.core_request(1, 1)
+        with pytest.raises(PTOError, match=msg) as e:
+            cw.enumerate(rt, {"x": np.zeros((4, 4), np.float32)}, **kw)
+        assert "core request" not in str(e.value)
+
+
 def test_a_process_declares_channels():
     from pto_core.workload import process
     with pytest.raises(PTOError, match=r"process 'p'.consumes: expects Channels, got str 'c'"):
