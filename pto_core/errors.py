@@ -10,6 +10,15 @@ and the instruction (for IR problems) and, for text input, the file, line and co
 from __future__ import annotations
 
 
+def _quoted(name: object) -> str:
+    """``name`` in quotes as the user wrote it, or - when it would break the one-line message
+    (a newline, a control character, 10 kB) or is no str - escaped and cut short."""
+    if isinstance(name, str) and name.isprintable() and len(name) <= 128:
+        return f"'{name}'"
+    shown = repr(name) if not isinstance(name, str) or len(name) <= 40 else repr(name[:37]) + "..."
+    return shown
+
+
 class PTOError(Exception):
     """A problem with a PTO program, its build, or its run."""
 
@@ -35,7 +44,7 @@ class PTOError(Exception):
             where.append(loc)
         ctx = []
         if self.function is not None:
-            ctx.append(f"in function '{self.function}'")
+            ctx.append(f"in function {_quoted(self.function)}")
         if self.instruction is not None:
             ctx.append(f"instruction '{self.instruction}'")
         head = ": ".join(where + ([", ".join(ctx)] if ctx else []))

@@ -129,6 +129,8 @@ def load_program(path: str | Path, params: Mapping[str, str] | None = None) -> P
         from .ptoas import parse_program_file
         return Program(path, parse_program_file(path))
     if path.suffix == ".py":
+        if not path.is_file():
+            raise PTOError(f"{path}: not a regular file")     # a pipe would block the import
         mod = load_python_module(path)
         build = getattr(mod, "build_module", None)
         if build is None:

@@ -451,6 +451,18 @@ class Tiles:
         return self.array.shape[0] // self.tile_rows, self.array.shape[1] // self.tile_cols
 
 
+def _path(path: Any, what: str) -> bytes:
+    """``path`` as the bytes a C call opens, or PTORuntimeError naming ``what``: C would stop
+    at an embedded NUL and write another file."""
+    try:
+        b = os.fsencode(path)
+    except TypeError:
+        raise PTORuntimeError(PTO_EINVAL, what, f"expects a path, got {type(path).__name__}") from None
+    if b"\0" in b:
+        raise PTORuntimeError(PTO_EINVAL, what, f"the path {path!r} holds a NUL character")
+    return b
+
+
 #: what abandoned kernels may still use (arrays, callbacks, names): kept for the process's life
 _ABANDONED: list[Any] = []
 
@@ -788,8 +800,9 @@ class Runtime:
     def add_successor(self, from_task: int, to_task: int) -> None:
         """An explicit edge: ``to_task`` (not yet submitted) runs after ``from_task`` (allocated
         before it), besides what its tensor regions give (``pto_task_add_successor``)."""
-        self._check(self._lib.pto_task_add_successor(self._handle(), from_task, to_task),
-                    f"add_successor {from_task} -> {to_task}")
+        what = f"add_successor {from_task!r} -> {to_task!r}"
+        self._check(self._lib.pto_task_add_successor(
+            self._handle(), self._task_id(from_task, what), self._task_id(to_task, what)), what)
 
     def set_affinity(self, task: int, worker: int, steal: bool = False) -> None:
         """Run ``task`` (not yet submitted) on ``worker`` only, or - with ``steal`` - preferably
@@ -900,7 +913,8 @@ class Runtime:
     def enable_trace(self, capacity: int = 0) -> None:
         """Record each task's execution (at most ``capacity`` events per worker; 0: the default).
         Call before the first task runs (PTO_ESTATE otherwise)."""
-        self._check(self._fn("pto_runtime_enable_trace")(self._handle(), capacity), "enable_trace")
+        self._check(self._fn("pto_runtime_enable_trace")(
+            self._handle(), _int(capacity, "enable_trace: capacity", *INT64)), "enable_trace")
 
     def trace_events(self) -> list[TraceEvent]:
         """Recorded executions (empty when tracing is off), worker by worker in execution order.
@@ -926,17 +940,19 @@ class Runtime:
 
     def write_trace(self, path: Union[str, os.PathLike], flows: bool = True) -> None:
         """Chrome Trace JSON written by the runtime (flow arrows need ``record_graph``)."""
-        self._check(self._fn("pto_runtime_write_trace")(self._handle(), os.fsencode(path), int(flows)),
+        self._check(self._fn("pto_runtime_write_trace")(self._handle(), _path(path, "write_trace"),
+                                                         int(flows)),
                     f"write_trace {path}")
 
     def write_stats(self, path: Union[str, os.PathLike]) -> None:
         """Run statistics as JSON (see ``pto_runtime_write_stats``; read with
         :func:`pto_core.trace.load_runtime_stats`)."""
-        self._check(self._fn("pto_runtime_write_stats")(self._handle(), os.fsencode(path)),
+        self._check(self._fn("pto_runtime_write_stats")(self._handle(), _path(path, "write_stats")),
                     f"write_stats {path}")
 
     def state(self, task: int) -> str:
-        s = self._check(self._fn("pto_task_state")(self._handle(), task), "state")
+        s = self._check(self._fn("pto_task_state")(self._handle(), self._task_id(task, "state")),
+                        "state")
         return TASK_STATES[s]
 
     def stats(self) -> RuntimeStats:
@@ -958,5 +974,5 @@ class Runtime:
         self._check(self._fn("pto_runtime_dump_buffer")(h, buf, n + 1), "dump")
         text = buf.value.decode()
         if path is not None:
-            self._check(self._fn("pto_runtime_dump")(h, os.fsencode(path)), f"dump {path}")
+            self._check(self._fn("pto_runtime_dump")(h, _path(path, "dump")), f"dump {path}")
         return text

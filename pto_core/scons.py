@@ -20,6 +20,7 @@ Per program ``P`` (an ``examples/*.py`` with ``build_module()`` or a ``.pto`` fi
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 from dataclasses import dataclass, field
 from glob import glob
@@ -363,13 +364,21 @@ def sconstruct() -> None:
     # a cross build is for running elsewhere: only the (static) host programs
     Default(([] if cross else [r["lib"] for r in built]) + [r["host"] for r in built])
     if "check" in COMMAND_LINE_TARGETS:
-        counts = {k: int(probe[k]) if probe[k] else None for k in ("schedulers", "cores")}
         try:
+            counts = {k: _count(k, probe[k]) if probe[k] else None for k in ("schedulers", "cores")}
+            workers = _count("workers", probe["workers"])
             mode = runtime_mode_environment(probe["runtime"], **counts)
         except PTOError as e:
             print(f"scons: {e}")
             Exit(2)
-        _add_check(env, built, cross, int(probe["workers"]), mode)
+        _add_check(env, built, cross, workers, mode)
+
+
+def _count(key: str, text: str) -> int:
+    """A count variable of the command line (``workers=4``) as an int >= 1, else PTOError."""
+    if not re.fullmatch(r"[0-9]+", text.strip()) or int(text) < 1:
+        raise PTOError(f"{key}={text!r}: expected a whole number >= 1")
+    return int(text)
 
 
 def backend_help(target: str, *, cross: str = "", opt: str = "release") -> str:

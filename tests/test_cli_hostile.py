@@ -93,3 +93,40 @@ def test_graph_of_a_device_program_says_what_it_is(tmp_path, capsys):
     err = capsys.readouterr().err
     assert rc == 1 and "'main' of module 'chain' is a device program, not a function" in err
     assert not (tmp_path / "g.svg").exists()
+
+
+# /dev/null has no program suffix: compile, run and graph refuse it by that (tested elsewhere)
+@pytest.mark.parametrize("command, kind", [
+    (c, k) for c in ("parse", "compile", "run", "graph") for k in ("empty", "blank", "dev-null", "fifo")
+    if k != "dev-null" or c == "parse"])
+def test_a_program_file_that_is_empty_or_no_regular_file_is_a_one_line_error(
+        tmp_path, capsys, monkeypatch, command, kind):
+    """Before: an empty file parsed as a module of nothing (pto parse wrote a builder of it),
+    /dev/null was 'no such file or directory', and a pipe made compile and run wait for a
+    writer for ever."""
+    import os
+    monkeypatch.chdir(tmp_path)
+    path = {"dev-null": "/dev/null"}.get(kind, str(tmp_path / "p.pto"))
+    if kind == "empty":
+        Path(path).write_text("")
+    elif kind == "blank":
+        Path(path).write_text(" \n\t\n")
+    elif kind == "fifo":
+        os.mkfifo(path)
+    extra = {"compile": ["-o", "out"], "graph": ["-o", "g.svg"]}.get(command, [])
+    rc = main([command, path, *extra])
+    err = capsys.readouterr().err
+    why = {"empty": "is empty (or only white space): nothing to parse",
+           "blank": "is empty (or only white space): nothing to parse",
+           "dev-null": "not a regular file (a character device)",
+           "fifo": "not a regular file (a pipe)"}[kind]
+    assert rc == 1 and err.count("\n") == 1, err
+    assert err.startswith(f"pto {command}: error: {path}:1:1: ") and why in err, err
+    assert not list(tmp_path.glob("*_builder.py")) and not (tmp_path / "out").exists()
+
+
+def test_a_python_program_that_is_a_pipe_is_refused(tmp_path, capsys):
+    import os
+    os.mkfifo(tmp_path / "p.py")
+    rc = main(["run", str(tmp_path / "p.py")])
+    assert rc == 1 and f"{tmp_path / 'p.py'}: not a regular file" in capsys.readouterr().err

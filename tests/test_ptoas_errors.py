@@ -262,3 +262,16 @@ def test_the_cli_prints_a_located_error_without_a_traceback(tmp_path, command):
     assert r.returncode == 1
     assert f"{bad}:5:17: .tile_add takes 3 operands" in r.stderr
     assert "Traceback" not in r.stderr
+
+
+@pytest.mark.parametrize("name, shown", [
+    ("a\nb", "in function 'a\\nb'"), ("x\x00*/", "in function 'x\\x00*/'"),
+    ("k" * 10_000, "in function '" + "k" * 37 + "'..."), (5, "in function 5"),
+    ('a"b', "in function 'a\"b'")])
+def test_a_hostile_kernel_name_is_shown_escaped_on_one_line(name, shown):
+    """The name went into the message as it was: a newline split it, 10 kB made it 10 kB."""
+    with pytest.raises(PTOError) as e:
+        PTO(name)
+    text = str(e.value)
+    assert "\n" not in text and "\x00" not in text and len(text) < 400, text
+    assert shown in text and "bad kernel name" in text

@@ -204,3 +204,14 @@ def test_check_alias_runs_in_the_three_tier_mode(tmp_path, monkeypatch):
                     "schedulers=2", "check")
     assert bad.returncode != 0
     assert "only the three-tier runtime mode has schedulers" in bad.stdout
+
+
+@pytest.mark.parametrize("var", ["workers=abc", "workers=0", "schedulers=x", "cores=-1",
+                                 "workers=1e3"])
+def test_a_count_of_the_check_alias_that_is_no_whole_number_is_refused(tmp_path, var):
+    """It was a ValueError traceback out of SConstruct (int('abc'))."""
+    r = run_scons("target=arm64", f"examples={tmp_path / 'none.py'}", f"build_dir={tmp_path}",
+                  var, "check")
+    key, _, value = var.partition("=")
+    assert r.returncode == 2 and "Traceback" not in r.stderr + r.stdout, r.stderr
+    assert f"scons: {key}='{value}': expected a whole number >= 1" in r.stdout

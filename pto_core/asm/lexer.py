@@ -17,8 +17,11 @@ default) and, in a type annotation, for any memref. A ``num`` token's value is i
 from __future__ import annotations
 
 import math
+import os
 import re
+import stat
 from dataclasses import dataclass
+from pathlib import Path
 
 from ..errors import PTOSyntaxError
 from ..ir.types import MAX_DIM, ElementType, MemorySpace, MemRefType, TileType
@@ -225,3 +228,36 @@ def _dtype(text: str, fail) -> ElementType:
     except ValueError as e:
         fail(str(e))
         raise AssertionError from None
+
+
+def read_source(path: str | Path) -> str:
+    """The text of the source file ``path``, or a PTOSyntaxError at its 1:1 saying why there
+    is none: it cannot be read, is not a regular file (a device such as /dev/null, a pipe -
+    reading one could block for ever), is not UTF-8, or holds nothing but white space.
+
+    >>> read_source("/dev/null")
+    Traceback (most recent call last):
+    ...
+    pto_core.errors.PTOSyntaxError: /dev/null:1:1: cannot read /dev/null: not a regular file (a character device)
+    """
+    def fail(why: str) -> PTOSyntaxError:
+        return PTOSyntaxError(why, file=str(path), line=1, column=1)
+    try:
+        # O_NONBLOCK: opening a pipe must not wait for a writer before it is refused
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    except OSError as e:
+        raise fail(f"cannot read {path}: {e.strerror or e}") from None
+    with open(fd, encoding="utf-8", newline="") as f:   # newline="": breaks as written
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            kind = ("a directory" if stat.S_ISDIR(mode) else "a character device"
+                    if stat.S_ISCHR(mode) else "a block device" if stat.S_ISBLK(mode)
+                    else "a pipe" if stat.S_ISFIFO(mode) else "a socket")
+            raise fail(f"cannot read {path}: not a regular file ({kind})")
+        try:
+            text = f.read()
+        except (OSError, UnicodeDecodeError) as e:
+            raise fail(f"cannot read {path}: {e}") from None
+    if not text.strip():
+        raise fail(f"{path} is empty (or only white space): nothing to parse")
+    return text

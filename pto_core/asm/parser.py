@@ -34,7 +34,7 @@ from ..verify import MAX_NESTING, verify_module
 from .device import KEYWORD as DEVICE_KEYWORD
 from .device import parse_device
 from ..ir.device import DeviceProgram
-from .lexer import BARE_MEMREF, Header, Token, tokenize
+from .lexer import BARE_MEMREF, Header, Token, read_source, tokenize
 from .syntax import annotation_parts, format_annotation, layout
 
 _MODULE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.\-]*\Z")
@@ -76,12 +76,7 @@ def parse_device_program(text: str, module: Module,
 def parse_file(path: str | Path) -> Module:
     """Parse a `.pto` file; without a ``// PTO Module:`` header the module is named after it."""
     path = Path(path)
-    try:
-        # newline="": line breaks reach the lexer as written, as they do through parse(str)
-        with open(path, encoding="utf-8", newline="") as f:
-            text = f.read()
-    except (OSError, UnicodeDecodeError) as e:
-        raise PTOSyntaxError(f"cannot read {path}: {e}", file=str(path), line=1, column=1) from None
+    text = read_source(path)
     name = path.stem if _MODULE_NAME.match(path.stem) else DEFAULT_MODULE_NAME
     return _parse(text, str(path), name)
 

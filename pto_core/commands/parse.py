@@ -35,8 +35,8 @@ def find_pto_files(path: Path) -> list[Path]:
     """``path`` itself, or every `.pto` file under it, sorted."""
     if path.is_dir():
         return sorted(p for p in (*path.rglob("*.pto"), *path.rglob("*.ptoas")) if p.is_file())
-    if path.is_file():
-        return [path]
+    if path.exists():
+        return [path]           # parsing it says what else is wrong (a device, a pipe, empty)
     raise PTOError(f"{path}: no such file or directory")
 
 

@@ -23,7 +23,11 @@ The orchestrator (this module, on the calling thread) walks the program's instru
 
 A run's ``CF_LOOP`` s begin at most :data:`MAX_LOOP_ITERATIONS` iterations in all: a count
 past it (or nested loops whose counts multiply past it) is a PTOError at the ``CF_LOOP``, not
-a run that never ends.
+a run that never ends. Its launches give the runtime at most :data:`MAX_TASKS` tasks and
+:data:`MAX_EDGES` explicit edges in all: a ``TG_LAUNCH`` that would pass either (a large
+``block_dim``, a loop of launches within the iteration limit, a stream whose launches order
+every block after every block of the one before) is a PTOError at the ``TG_LAUNCH``, raised
+before any of its tasks is given to the runtime.
 
 Kernels run as the workload schedule runs them (:func:`pto_core.workload.schedule`):
 ``"reference"`` interprets them with numpy, a backend whose kernels are host functions
@@ -90,6 +94,10 @@ class DeviceRun:
 
 #: the iterations of a run's CF_LOOPs, all together (each may launch graphs: tasks of the run)
 MAX_LOOP_ITERATIONS = 1 << 20
+#: the tasks (blocks) of a run's launches, all together
+MAX_TASKS = 1 << 16
+#: the explicit edges of a run's launches, all together
+MAX_EDGES = 1 << 20
 
 
 def kernels_module(module: Module) -> Module:
@@ -220,6 +228,7 @@ class _Run:
         self.result = DeviceRun(arrays, [], mode=mode, core_types=cores.types() if cores else ())
         self.requests: dict[str, int] = {}              # kernel -> its runtime core request
         self.launches = 0
+        self.tasks_given = self.edges_given = 0     # by the launches so far (MAX_TASKS, MAX_EDGES)
         self.last_on_stream: dict[int, list[int]] = {}
         self.last_of_graph: dict[str, list[int]] = {}
         self.waits: list[int] = []          # tasks every later task follows (TG_SYNC, MC_FENCE)
@@ -273,12 +282,9 @@ class _Run:
                     continue
                 iterations += 1
                 if iterations > MAX_LOOP_ITERATIONS:
-                    file, line, col = instr.loc or (None, None, None)
-                    raise PTOError(f"the program's loops would run more than "
-                                   f"{MAX_LOOP_ITERATIONS} iterations in all (this one's count: "
-                                   f"{totals[pc]}); a run takes at most that many",
-                                   function=self.prog.name, instruction=str(instr), file=file,
-                                   line=line, column=col)
+                    raise self.error(instr, f"the program's loops would run more than "
+                                     f"{MAX_LOOP_ITERATIONS} iterations in all (this one's count: "
+                                     f"{totals[pc]}); a run takes at most that many")
                 if len(instr.operands) > 1:     # the induction variable: this iteration
                     self.scalars[instr.operands[1]] = totals[pc] - counts[pc]
                 counts[pc] -= 1
@@ -294,13 +300,49 @@ class _Run:
                 pc = next(k for k in range(pc, len(body)) if body[k].op == "TG_END") + 1
                 continue
             elif op == "TG_LAUNCH":
-                self.launch(self.s.graphs[instr.operands[0]], instr.operands[1])
+                g = self.s.graphs[instr.operands[0]]
+                self.count(instr, g, instr.operands[1])
+                self.launch(g, instr.operands[1])
             elif op == "TG_SYNC":
                 self.waits = sorted(set(self.waits) | set(self.last_of_graph.get(
                     instr.operands[0], [])))
             elif op == "MC_FENCE":
                 self.waits = list(range(len(self.result.tasks)))
             pc += 1
+
+    def error(self, instr: Any, message: str) -> PTOError:
+        """A PTOError at ``instr`` of the program (its file:line:col when parsed)."""
+        file, line, col = instr.loc or (None, None, None)
+        return PTOError(message, function=self.prog.name, instruction=str(instr), file=file,
+                        line=line, column=col)
+
+    def count(self, instr: Any, g: Graph, stream: int) -> None:
+        """Add the tasks and explicit edges launching ``g`` on ``stream`` gives the runtime to
+        the run's, or raise at ``instr`` when that passes :data:`MAX_TASKS` or
+        :data:`MAX_EDGES`."""
+        tasks, edges = sum(node.block_dim for node in g.kernels.values()), self.edges(g, stream)
+        self.tasks_given += tasks
+        self.edges_given += edges
+        for what, total, cap, this in (("tasks", self.tasks_given, MAX_TASKS, tasks),
+                                       ("explicit edges", self.edges_given, MAX_EDGES, edges)):
+            if total > cap:
+                raise self.error(instr, f"the program's launches would give the runtime more "
+                                 f"than {cap} {what} in all (this launch of graph '{g.name}': "
+                                 f"{this}); a run takes at most that many")
+
+    def edges(self, g: Graph, stream: int) -> int:
+        """The explicit edges :meth:`launch` gives the runtime launching ``g`` on ``stream``
+        (the sets it adds for a block are disjoint: earlier launches, its predecessors in the
+        graph, an earlier block of its kernel)."""
+        preds = g.preds()
+        before = len(set(self.last_on_stream.get(stream, []) + self.waits))
+        out = 0
+        for node in g.kernels.values():
+            n = node.block_dim
+            out += n * (before + sum(g.kernels[p].block_dim for p in preds[node.name]))
+            if node.cores is not None and node.name not in self.requests:
+                out += max(n - node.cores, 0)
+        return out
 
     # -- one launch
     def launch(self, g: Graph, stream: int) -> None:
@@ -399,6 +441,9 @@ class _GraphRun(_Run):
     def run(self) -> DeviceRun:
         self.walk()
         return self.result
+
+    def edges(self, g: Graph, stream: int) -> int:
+        return 0            # launches are synchronous: program order orders them
 
     def launch(self, g: Graph, stream: int) -> None:
         from .. import driver

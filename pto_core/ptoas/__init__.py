@@ -45,15 +45,10 @@ def parse_program_file(path) -> Module:
     `.pto` file read by :func:`pto_core.asm.parse_file`."""
     from pathlib import Path
     from ..asm import parse_file
+    from ..asm.lexer import read_source
     path = Path(path)
-    if path.suffix != SUFFIX:
-        try:
-            with open(path, encoding="utf-8", newline="") as f:
-                head = f.read(1 << 16)
-        except (OSError, UnicodeDecodeError):
-            head = ""            # parse_file reports it
-        if not is_ptoas_text(head):
-            return parse_file(path)
+    if path.suffix != SUFFIX and not is_ptoas_text(read_source(path)[:1 << 16]):
+        return parse_file(path)
     return parse_ptoas_file(path)
 
 __all__ = ["is_ptoas_text", "parse_program_file", "DTYPES", "Listing", "OPS_BY_DIRECTIVE", "SUFFIX", "WORKERS", "directive",

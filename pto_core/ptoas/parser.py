@@ -32,7 +32,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..asm.lexer import Token, _cut, _number
+from ..asm.lexer import Token, _cut, _number, read_source
 from ..errors import PTOError, PTOSyntaxError, PTOVerifyError
 from ..ir import (Break, Call, CallArg, Continue, For, Function, FunctionKind, If, Instr, Local,
                   MemorySpace, MemRefType, Module, Param, Return, ScalarType, Stmt, TileType,
@@ -106,12 +106,7 @@ def parse_ptoas(text: str, filename: str = "<string>", *, name: str = DEFAULT_NA
 def parse_ptoas_file(path: str | Path) -> Module:
     """Parse a PTO-AS file; the module (and a bare function) is named after the file."""
     path = Path(path)
-    try:
-        with open(path, encoding="utf-8", newline="") as f:
-            text = f.read()
-    except (OSError, UnicodeDecodeError) as e:
-        raise PTOSyntaxError(f"cannot read {path}: {e}", file=str(path), line=1,
-                             column=1) from None
+    text = read_source(path)
     stem = re.sub(r"\W", "_", path.stem, flags=re.A)
     return parse_ptoas(text, str(path), name=stem if _MODULE_NAME.match(stem) else "module")
 

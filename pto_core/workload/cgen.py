@@ -66,7 +66,9 @@ def _i64(v: Any, what: str) -> str:
 _PRELUDE = r"""
 #include <math.h>
 #include <pthread.h>
+#include <stdarg.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include "pto_runtime.h"
@@ -131,20 +133,38 @@ typedef struct {
     const int32_t* kind;
     struct Acc { int64_t task; const PTOTensor* t; int32_t write; int64_t r0, c0, r1, c1; }* acc;
     int64_t nacc, cap_acc;
+    char* why;                      /* the caller's buffer: what the first error the enumerator */
+    int64_t why_cap;                /* found itself was (the runtime's own say pto_last_error) */
+    _Atomic int* why_set;
 } Ctx;
 
+/* Note why the enumeration fails (the first note of any thread stays); returns rc. */
+static __attribute__((format(printf, 3, 4))) int fail(Ctx* c, int rc, const char* fmt, ...) {
+    if (c->why && !atomic_exchange(c->why_set, 1)) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(c->why, (size_t)c->why_cap, fmt, ap);
+        va_end(ap);
+    }
+    return rc;
+}
+
 static __attribute__((unused)) int64_t fdiv(Ctx* c, int64_t a, int64_t b) {
-    if (b == 0) { c->err = PTO_EINVAL; return 0; }
+    if (b == 0) { c->err = fail(c, PTO_EINVAL, "an expression of the workload divides %lld by 0 (//)", (long long)a); return 0; }
     int64_t q = a / b;
     return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
 }
 static __attribute__((unused)) int64_t fmod_(Ctx* c, int64_t a, int64_t b) {
-    if (b == 0) { c->err = PTO_EINVAL; return 0; }
+    if (b == 0) { c->err = fail(c, PTO_EINVAL, "an expression of the workload takes %lld modulo 0 (%%)", (long long)a); return 0; }
     int64_t m = a % b;
     return (m != 0 && ((m < 0) != (b < 0))) ? m + b : m;
 }
 static __attribute__((unused)) int64_t look(Ctx* c, const int64_t* t, int64_t n, int64_t k) {
-    if (k < 0 || k >= n) { c->err = PTO_EINVAL; return 0; }
+    if (k < 0 || k >= n) {
+        c->err = fail(c, PTO_EINVAL, "a table look-up of the workload at %lld, outside the table's [0, %lld)",
+                      (long long)k, (long long)n);
+        return 0;
+    }
     return t[k];
 }
 static __attribute__((unused)) inline int64_t imin(int64_t a, int64_t b) { return a < b ? a : b; }
@@ -176,7 +196,11 @@ static int64_t emit_task(Ctx* c, int32_t name, int32_t kernel, int32_t worker, i
             const PTOTensor* T = x->tensor;
             if (x->row_off < 0 || x->col_off < 0 || x->rows <= 0 || x->cols <= 0 ||
                 x->row_off + x->rows > T->rows || x->col_off + x->cols > T->cols)
-                return PTO_EBOUNDS;
+                return fail(c, PTO_EBOUNDS, "task '%s': argument %d, rows [%lld, %lld) x cols [%lld, %lld), "
+                            "is not inside its %lldx%lld tensor", NAMES[name], (int)i,
+                            (long long)x->row_off, (long long)(x->row_off + x->rows),
+                            (long long)x->col_off, (long long)(x->col_off + x->cols),
+                            (long long)T->rows, (long long)T->cols);
         }
         const int32_t w = writes >> i & 1;
         for (int64_t k = 0; k < c->nacc; k++) {
@@ -405,8 +429,11 @@ static int64_t share_bound(int64_t lo, int64_t hi, int64_t k, int64_t threads) {
     return lo + n / threads * k + n % threads * k / threads;
 }
 int pto_workload_enumerate(PTORuntime* rt, const PTOTensor* tensors, const int64_t* sizes,
-                           const PTOKernelFunc* kernels, int threads, int structural, int scope_depth) {
+                           const PTOKernelFunc* kernels, int threads, int structural, int scope_depth,
+                           char* why, int64_t why_cap) {
     Ctx c0 = {0}, *c = &c0;
+    _Atomic int why_set = 0;
+    if (why && why_cap > 0) { why[0] = 0; c->why = why; c->why_cap = why_cap; c->why_set = &why_set; }
     c->rt = rt; c->tensors = tensors; c->sizes = sizes; c->kernels = kernels;
     c->structural = structural;
     c->scope_depth = scope_depth;
@@ -561,12 +588,14 @@ class CompiledWorkload:
             raise PTOError("structural enumeration needs a workload that is one parallel_for")
         scope_depth = _int(scope_depth, "enumerate: scope_depth (loop levels)", 0, _MAX_DEPTH)
         threads = _int(threads, "enumerate: threads", 1, _MAX_THREADS)
+        own = ctypes.create_string_buffer(512)      # what the enumerator itself found
         rc = self._libs[engine].pto_workload_enumerate(rt._handle(), ct, cs, ck, threads,
-                                                       int(bool(structural)), scope_depth)
+                                                       int(bool(structural)), scope_depth,
+                                                       own, ctypes.c_int64(len(own)))
         rt._keep.extend(arrs)
         if rc != 0:
             from ..abi import ERROR_NAMES
-            why = rt._lib.pto_last_error().decode(errors='replace')
+            why = (own.value or rt._lib.pto_last_error()).decode(errors='replace')
             if not why and ERROR_NAMES.get(rc) == "PTO_ENOMEM":     # the enumerator's own: no message
                 why = "out of memory, or a thread for a share of the parallel_for could not start"
             raise PTOError(f"enumerating the workload in C failed: {ERROR_NAMES.get(rc, rc)} ({why})")

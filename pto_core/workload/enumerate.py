@@ -72,8 +72,49 @@ class TaskInst:
 # sequential step must follow).
 Walk = Generator[tuple, Any, frozenset]
 
+#: the loop iterations an enumeration walks, all loops together: each task of a workload is an
+#: object in memory (about 1 kB), and an axis such as ``Dense(2**40)`` is refused at once
+MAX_ITERATIONS = 1 << 20
+#: the tasks an enumeration gives
+MAX_TASKS = 1 << 20
+#: the structural edges of its tasks, all together (``preds``: a for_each step after a
+#: parallel_for of n tasks gives each of its tasks n of them)
+MAX_EDGES = 1 << 22
 
-def _walk(node: Node, env: dict, after: frozenset, path: tuple) -> Walk:
+
+class _Budget:
+    """What one enumeration has walked and given so far, against :data:`MAX_ITERATIONS` (a
+    loop's iterations count as it starts), :data:`MAX_TASKS` and :data:`MAX_EDGES`: past one,
+    a PTOError naming the axis or the task that passed it."""
+
+    def __init__(self) -> None:
+        self.walked = self.tasks = self.edges = 0
+
+    def task(self, inst: TaskInst) -> None:
+        self.tasks += 1
+        self.edges += len(inst.preds)
+        if self.tasks > MAX_TASKS:
+            raise PTOError(f"task {inst.label}: an enumeration gives at most {MAX_TASKS} tasks "
+                           f"(pto_core.workload.enumerate.MAX_TASKS)")
+        if self.edges > MAX_EDGES:
+            raise PTOError(f"task {inst.label} follows {len(inst.preds)} tasks, the tasks before "
+                           f"it {self.edges - len(inst.preds)}: an enumeration gives at most "
+                           f"{MAX_EDGES} edges between tasks (pto_core.workload.enumerate."
+                           f"MAX_EDGES)")
+
+    def iterations(self, loop: Loop, lo: int, hi: int) -> None:
+        n = max(hi - lo, 0)
+        self.walked += n
+        if self.walked > MAX_ITERATIONS:
+            kind = {"parallel": "parallel_for", "sequential": "for_each"}.get(loop.kind, loop.kind)
+            alone = "" if n > MAX_ITERATIONS else f", after {self.walked - n} of other loops"
+            raise PTOError(f"the {kind} axis {loop.var} over [{loop.lo}, {loop.hi}) = [{lo}, "
+                           f"{hi}) has {n} iterations{alone}: an enumeration walks at most "
+                           f"{MAX_ITERATIONS} loop iterations in all (pto_core.workload."
+                           f"enumerate.MAX_ITERATIONS)")
+
+
+def _walk(node: Node, env: dict, after: frozenset, path: tuple, budget: "_Budget") -> Walk:
     if isinstance(node, Task):
         kernel = evaluate(node.kernel, env) if isinstance(node.kernel, Expr) else node.kernel
         args = []
@@ -89,22 +130,23 @@ def _walk(node: Node, env: dict, after: frozenset, path: tuple) -> Walk:
         return frozenset((seq,))
     if isinstance(node, Loop):
         lo, hi = int(evaluate(node.lo, env)), int(evaluate(node.hi, env))
+        budget.iterations(node, lo, hi)
         steps = (((id(node), node.kind, v), node.body, {**env, node.var: v}) for v in range(lo, hi))
-        return (yield from _steps(steps, after, path, node.kind == "sequential"))
+        return (yield from _steps(steps, after, path, node.kind == "sequential", budget))
     if isinstance(node, (Combine, Seq)):
         kind = "sequential" if isinstance(node, Seq) else "combined"
         steps = (((id(node), kind, k), item, env) for k, item in enumerate(node.items))
-        return (yield from _steps(steps, after, path, kind == "sequential"))
+        return (yield from _steps(steps, after, path, kind == "sequential", budget))
     if isinstance(node, Cond):
         branch = node.then if evaluate(node.pred, env) else node.else_
         if branch is None:
             return frozenset()
-        return (yield from _walk(branch, env, after, path))
+        return (yield from _walk(branch, env, after, path, budget))
     if isinstance(node, Send):
         # a slot first (stalls while the channel is full): the item's tasks follow the
         # consumer's tasks of the item that freed it
         k, freed = yield ("reserve", node.channel)
-        s = yield from _walk(node.body, env, after | freed, path)
+        s = yield from _walk(node.body, env, after | freed, path, budget)
         yield ("send", node.channel, k, s)
         return s
     if isinstance(node, Consume):
@@ -117,7 +159,8 @@ def _walk(node: Node, env: dict, after: frozenset, path: tuple) -> Walk:
             k, tasks = item
             e = dict(env)
             e[node.var] = k
-            s = yield from _walk(node.body, e, cur | tasks, path + ((id(node), "sequential", k),))
+            s = yield from _walk(node.body, e, cur | tasks, path + ((id(node), "sequential", k),),
+                                 budget)
             yield ("done", node.channel, k, s)
             if s:                          # a process handles its items one after another
                 sinks = cur = s
@@ -126,19 +169,20 @@ def _walk(node: Node, env: dict, after: frozenset, path: tuple) -> Walk:
     raise PTOError(f"cannot enumerate {type(node).__name__}")
 
 
-def _steps(steps: Any, after: frozenset, path: tuple, in_order: bool) -> Walk:
+def _steps(steps: Any, after: frozenset, path: tuple, in_order: bool, budget: "_Budget") -> Walk:
     """The children of a loop or a combine/sequential: in order, each follows the previous
     one's sinks (and the last one's are the sinks); otherwise all follow ``after`` and the
     sinks are the union."""
     sinks, cur = frozenset(), after
+    union: set = set()          # grown in place: a frozenset union per step is quadratic
     for key, body, env in steps:
-        s = yield from _walk(body, env, cur, path + (key,))
+        s = yield from _walk(body, env, cur, path + (key,), budget)
         if in_order:
             if s:
                 sinks = cur = s
         else:
-            sinks |= s
-    return sinks
+            union |= s
+    return sinks if in_order else frozenset(union)
 
 
 def enumerate_tasks(node: Node, bindings: Optional[Mapping[str, int]] = None) -> list[TaskInst]:
@@ -148,7 +192,8 @@ def enumerate_tasks(node: Node, bindings: Optional[Mapping[str, int]] = None) ->
     if isinstance(node, Pipeline):
         _run_pipeline(node, env, tasks)
         return tasks
-    gen = _walk(node, env, frozenset(), ())
+    budget = _Budget()
+    gen = _walk(node, env, frozenset(), (), budget)
     value: Any = None
     try:
         while True:
@@ -156,18 +201,20 @@ def enumerate_tasks(node: Node, bindings: Optional[Mapping[str, int]] = None) ->
             if ev[0] != "task":
                 raise PTOError(f"{ev[0]} on channel '{ev[1].name}' outside a process: channels "
                                f"connect the processes of a pipeline(...)")
-            value = _add(tasks, ev[1], None)
+            value = _add(tasks, ev[1], None, budget)
     except StopIteration:
         pass
     return tasks
 
 
-def _add(tasks: list[TaskInst], inst: TaskInst, process: Optional[str]) -> int:
+def _add(tasks: list[TaskInst], inst: TaskInst, process: Optional[str],
+         budget: "_Budget") -> int:
     inst.seq = len(tasks)
     inst.process = process
     for k in list(inst.env):           # bindings are not loop variables
         if not (k.startswith("i") and k[1:].isdigit()):
             del inst.env[k]
+    budget.task(inst)
     tasks.append(inst)
     return inst.seq
 
@@ -196,7 +243,8 @@ def _run_pipeline(pipe: Pipeline, env: dict, tasks: list[TaskInst]) -> None:
         for c in p.produces_:
             chans[c.name].producers.add(p.name)
     procs = {p.name: p for p in pipe.processes}
-    gens = {p.name: _walk(p.body_, env, frozenset(), ((id(p), "process", p.name),))
+    budget = _Budget()
+    gens = {p.name: _walk(p.body_, env, frozenset(), ((id(p), "process", p.name),), budget)
             for p in pipe.processes}
     pending: dict[str, tuple] = {name: ("start",) for name in gens}   # what each one waits for
     finished: set = set()
@@ -272,7 +320,7 @@ def _run_pipeline(pipe: Pipeline, env: dict, tasks: list[TaskInst]) -> None:
                         c.producers.discard(name)
                     break
                 if ev[0] == "task":
-                    value = _add(tasks, ev[1], name)
+                    value = _add(tasks, ev[1], name, budget)
                     continue
                 allowed(name, ev[1], "recv" if ev[0] in ("recv", "done") else "send")
                 c = chans[ev[1].name]

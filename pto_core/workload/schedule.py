@@ -35,6 +35,7 @@ What each knob does in the runtime:
 
 from __future__ import annotations
 
+import numbers
 import threading
 import time
 import zlib
@@ -113,6 +114,13 @@ def _ask(fn: Callable[[TaskInst], Any], what: str, t: TaskInst) -> Any:
         return fn(t)
     except Exception as e:
         raise PTOError(f"{what} raised {type(e).__name__} for task {t.label}: {e}") from e
+
+
+def _whole(v: Any) -> Optional[int]:
+    """A schedule function's answer as an int: any integer (a numpy one too), not a bool."""
+    if isinstance(v, numbers.Integral) and not isinstance(v, (bool, np.bool_)):
+        return int(v)
+    return None
 
 
 _WORKER_TYPES = {"cube": 0, "vector": 1, "any": -1}
@@ -446,13 +454,19 @@ class Program:
         if d.kind == "work_steal":
             return t.seq % n, True
         if d.kind == "affinity":
-            w = _ask(d.fn, "affinity(fn)", t)
-            if not isinstance(w, int) or isinstance(w, bool) or not 0 <= w < n:
-                raise PTOError(f"affinity(fn) gave {w!r} for task {t.label}: a worker index "
+            v = _ask(d.fn, "affinity(fn)", t)
+            w = _whole(v)
+            if w is None or not 0 <= w < n:
+                raise PTOError(f"affinity(fn) gave {v!r} for task {t.label}: a worker index "
                                f"in [0, {n})")
             return w, False
         key = _ask(d.fn, "hash(fn)", t)
-        h = key if isinstance(key, int) and not isinstance(key, bool) else zlib.crc32(repr(key).encode())
+        h = _whole(key)
+        if h is None:
+            if isinstance(key, (bool, np.bool_, numbers.Real)):
+                raise PTOError(f"hash(fn) gave {key!r} for task {t.label}: an int, or a key "
+                               f"such as a str or a tuple (not a bool or a float)")
+            h = zlib.crc32(repr(key).encode())
         return h % n, False
 
     def _streams(self, tasks: list[TaskInst]) -> dict:
@@ -462,9 +476,10 @@ class Program:
             by = s.stream_by_ or (lambda t: t.index[0] if t.index else t.seq)
             for t in tasks:
                 v = _ask(by, "stream_by(fn)", t)
-                if not isinstance(v, int) or isinstance(v, bool):
+                k = _whole(v)
+                if k is None:
                     raise PTOError(f"stream_by(fn) gave {v!r} for task {t.label}: an int")
-                stream[t.seq] = v % s.streams_
+                stream[t.seq] = k % s.streams_
         return stream
 
     def _issue_order(self, tasks: list[TaskInst], stream: dict) -> list[TaskInst]:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import random
 import re
+import textwrap
 
 import numpy as np
 import pytest
@@ -142,3 +143,70 @@ def test_a_device_program_built_in_python_has_an_identifier_for_a_name(name) -> 
         to_device_program(w, m, arrays, name=name)
     prog = to_device_program(w, m, arrays, name="main")
     assert parse(print_module(prog)) == prog
+
+
+def _launch_program(chain_text: str, blocks: int) -> str:
+    """The chain program's kernels and a program launching one graph of ``blocks`` blocks, all
+    on the same region, ``%n`` times on stream 0."""
+    kernels, _head, _body, _tail = _split(chain_text)
+    return kernels + textwrap.dedent(f"""\
+        device @main(%x: !pto.memref<gm,32x16xf32>, %z: !pto.memref<gm,32x16xf32>, %n: i32) {{
+          TG_BEGIN @g
+            TG_KERNEL @dbl, @twice_it, {blocks}
+            MC_BIND @dbl, 0, %x[0, 0]
+            MC_BIND @dbl, 1, %z[0, 0]
+          TG_END @g
+          CF_LOOP %n
+            TG_LAUNCH @g, 0
+          CF_ENDLOOP
+        }}
+        """)
+
+
+def _launch_line(text: str) -> int:
+    return 1 + next(k for k, s in enumerate(text.splitlines()) if "TG_LAUNCH" in s)
+
+
+def test_a_launch_of_more_blocks_than_a_run_takes_is_an_error_at_its_tg_launch(chain_text):
+    """2e9 blocks in one launch: refused before the first is given to the runtime (the run
+    took minutes before, one task at a time)."""
+    text = _launch_program(chain_text, 2_000_000_000)
+    x = np.ones((32, 16), np.float32)
+    with pytest.raises(PTOError, match=rf"big\.pto:{_launch_line(text)}:5: in function 'main', "
+                                       rf"instruction 'TG_LAUNCH @g, 0': the program's launches "
+                                       rf"would give the runtime more than {execute.MAX_TASKS} "
+                                       rf"tasks in all \(this launch of graph 'g': 2000000000\)"):
+        run_device_program(parse(text, "big.pto"), "main", {"x": x, "z": np.zeros_like(x)},
+                           {"n": 1})
+
+
+@pytest.mark.parametrize("blocks, n, what", [(3, 1000, "tasks"), (40, 5, "explicit edges")])
+def test_launches_within_the_iteration_limit_are_bounded_in_tasks_and_edges(
+        chain_text, monkeypatch, blocks, n, what):
+    """A loop of launches (each on the stream of the last, so every block follows every block
+    of the launch before: blocks**2 edges a launch) stops at the launch that passes a limit."""
+    monkeypatch.setattr(execute, "MAX_TASKS", 400)
+    monkeypatch.setattr(execute, "MAX_EDGES", 4000)
+    cap = {"tasks": 400, "explicit edges": 4000}[what]
+    text = _launch_program(chain_text, blocks)
+    x = np.ones((32, 16), np.float32)
+    with pytest.raises(PTOError, match=rf"l\.pto:{_launch_line(text)}:5: .* more than {cap} "
+                                       rf"{what} in all"):
+        run_device_program(parse(text, "l.pto"), "main", {"x": x, "z": np.zeros_like(x)},
+                           {"n": n})
+
+
+def test_the_limits_count_the_tasks_and_edges_the_runtime_gets(chain_text, monkeypatch):
+    """At the run's own counts it runs; one below either, it is refused."""
+    run = _run(parse(chain_text), 3)
+    tasks, edges = len(run.tasks), len(run.edges)
+    assert tasks == 24 and edges > tasks
+    monkeypatch.setattr(execute, "MAX_TASKS", tasks)
+    monkeypatch.setattr(execute, "MAX_EDGES", edges)
+    assert len(_run(parse(chain_text), 3).edges) == edges
+    for name, value, what in (("MAX_TASKS", tasks - 1, "tasks"),
+                              ("MAX_EDGES", edges - 1, "explicit edges")):
+        with monkeypatch.context() as m:
+            m.setattr(execute, name, value)
+            with pytest.raises(PTOError, match=f"more than {value} {what} in all"):
+                _run(parse(chain_text), 3)

@@ -107,6 +107,18 @@ def test_scalars_keep_their_kind_and_value(value, kind: str) -> None:
     (lambda rt, t: rt.task("k", None, buffer_bytes=2 ** 31), "buffer_bytes", "2147483648 is outside"),
     (lambda rt, t: rt.task("k", None, worker_type=2 ** 32), "worker_type", "4294967296 is outside"),
     (lambda rt, t: rt.task("k", "not a kernel"), "task", "a kernel is a callable"),
+    # these reached ctypes unchecked: 2**32 + t wrapped onto t (an edge to another task, the
+    # state of another task), a float was a ctypes.ArgumentError
+    (lambda rt, t: rt.add_successor(t, t + 1 + 2 ** 32), "add_successor 0 -> 4294967297: task id",
+     "4294967297 is outside"),
+    (lambda rt, t: rt.add_successor(1.5, t), "add_successor 1.5 -> 0: task id",
+     "expects an integer, got float"),
+    (lambda rt, t: rt.state(t + 2 ** 32), "state: task id", "4294967296 is outside"),
+    (lambda rt, t: rt.enable_trace(2.5), "enable_trace: capacity", "expects an integer, got float"),
+    # C stopped at the NUL: the trace went to another file
+    (lambda rt, t: rt.write_trace("t\0.json"), "write_trace", "holds a NUL character"),
+    (lambda rt, t: rt.write_stats(b"s\0"), "write_stats", "holds a NUL character"),
+    (lambda rt, t: rt.dump(3.5), "dump", "expects a path, got float"),
 ])
 def test_values_ctypes_would_wrap_are_rejected(call, what: str, text: str) -> None:
     """Task ids above 2**32 used to wrap onto task 0; add_scalar(2**64) was accepted."""
@@ -117,6 +129,7 @@ def test_values_ctypes_would_wrap_are_rejected(call, what: str, text: str) -> No
         assert str(ei.value).startswith(f"{what}: PTO_E") and text in str(ei.value)
         rt.submit(t)
         rt.run()
+        assert rt.state(t) in ("COMPLETED", "CONSUMED")
 
 
 @pytest.mark.parametrize("kwargs,name,text", [

@@ -203,6 +203,31 @@ def test_the_c_enumerators_arguments_are_checked(kw, msg):
             cw.enumerate(rt, {"x": np.zeros((4, 4), np.float32)}, **kw)
 
 
+@pytest.mark.parametrize("w, kw, msg", [
+    (parallel_for(Dense(3), lambda i: task("k", [x.write(Lookup("t", (0, 1), i), 0, 1, 4)])), {},
+     r"PTO_EINVAL \(a table look-up of the workload at 2, outside the table's \[0, 2\)\)"),
+    (parallel_for(Dense(3), lambda i: task("k", [x.write(i // (i - 1), 0, 1, 4)])), {},
+     r"PTO_EINVAL \(an expression of the workload divides 1 by 0 \(//\)\)"),
+    (parallel_for(Dense(3), lambda i: task("k", [x.write(i % (i - 2), 0, 1, 4)])), {},
+     r"PTO_EINVAL \(an expression of the workload takes 2 modulo 0 \(%\)\)"),
+    (parallel_for(Dense(3), lambda i: task("k", [x.write(i * 3, 0, 2, 4)])),
+     {"structural": True, "threads": 2},
+     r"PTO_EBOUNDS \(task 'k': argument 0, rows \[3, 5\) x cols \[0, 4\), is not inside "
+     r"its 4x4 tensor\)"),
+])
+def test_what_the_c_enumerator_finds_itself_is_named_not_an_older_message(w, kw, msg):
+    """These failures set no runtime message: the error showed this thread's last one, here
+    an earlier core_request's."""
+    from pto_core.runtime import Runtime
+    cw = compile_c(w)
+    with Runtime(num_workers=0, dry_run=True) as rt:
+        with pytest.raises(PTOError, match="core requests need the three-tier mode"):
+            rt.core_request(1, 1)
+        with pytest.raises(PTOError, match=msg) as e:
+            cw.enumerate(rt, {"x": np.zeros((4, 4), np.float32)}, **kw)
+        assert "core request" not in str(e.value)
+
+
 def test_a_process_declares_channels():
     from pto_core.workload import process
     with pytest.raises(PTOError, match=r"process 'p'.consumes: expects Channels, got str 'c'"):
@@ -234,3 +259,88 @@ def test_schedule_knobs_beyond_the_runtimes_int32_are_refused_by_name(knob, what
     with pytest.raises(PTOError, match=rf"{what}: expects an int"):
         knob(w.schedule())
     assert w.schedule().timing(batched(np.int64(2))).timing_.n == 2
+
+
+# ----------------------------------------------------------------- enumeration in Python
+@pytest.mark.parametrize("w, sizes, msg", [
+    (parallel_for(Dense(2**40), lambda i: task("k", [x.write(i, 0, 1, 4)])), {},
+     r"the parallel_for axis i0 over \[0, 1099511627776\) = \[0, 1099511627776\) has "
+     r"1099511627776 iterations: an enumeration walks at most 1048576 loop iterations"),
+    (_dyn(), {"n": 2**62}, r"the parallel_for axis i0 over \[0, \$n\) = \[0, 4611686018427387904\)"),
+])
+def test_an_enumeration_past_its_iteration_limit_names_the_axis(w, sizes, msg):
+    """Before, Dense(2**40) was enumerated one task at a time until memory ran out."""
+    with pytest.raises(PTOError, match=msg):
+        enumerate_tasks(w, sizes)
+    with pytest.raises(PTOError, match=msg):
+        w.verify(**sizes)
+
+
+def _grid(a, b, c=None):
+    """for_each over ``a`` of a parallel_for over ``b`` (of ``c`` when given) of one task."""
+    inner = (lambda i, j: task("k", [x.write(i, j, 1, 1)])) if c is None else \
+        (lambda i, j: parallel_for(Dense(c), lambda k: task("k", [x.write(i, j * c + k, 1, 1)])))
+    return for_each(Dense(a), lambda i: parallel_for(Dense(b), lambda j: inner(i, j)))
+
+
+def test_nested_loops_count_together(monkeypatch):
+    from pto_core.workload import enumerate as enum
+    monkeypatch.setattr(enum, "MAX_ITERATIONS", 100)
+    assert len(enumerate_tasks(_grid(9, 10))) == 90           # 9 + 9 * 10 iterations
+    with pytest.raises(PTOError, match=r"the parallel_for axis i1 over \[0, 10\) = \[0, 10\) "
+                                       r"has 10 iterations, after 100 of other loops: an "
+                                       r"enumeration walks at most 100 loop iterations"):
+        enumerate_tasks(_grid(10, 10))
+
+
+def test_an_enumeration_past_its_task_limit_names_the_task(monkeypatch):
+    from pto_core.workload import enumerate as enum
+    monkeypatch.setattr(enum, "MAX_TASKS", 5)
+    w = parallel_for(Dense(3), lambda i: parallel_for(Dense(2), lambda j: task(
+        "k", [x.write(i, j, 1, 1)])))
+    with pytest.raises(PTOError, match=r"task k\[i0=2,i1=1\]: an enumeration gives at most 5 "
+                                       r"tasks"):
+        enumerate_tasks(w)
+    assert len(enumerate_tasks(parallel_for(Dense(5), lambda i: task(
+        "k", [x.write(i, 0, 1, 1)])))) == 5
+
+
+def test_an_enumeration_past_its_edge_limit_names_the_task(monkeypatch):
+    """Each step of a for_each follows every task of the step before: b**2 edges a step. A
+    for_each over 2048 of a parallel_for over 2048 held 2**32 of them (out of memory)."""
+    from pto_core.workload import enumerate as enum
+    tasks = enumerate_tasks(_grid(3, 4))
+    assert sum(len(t.preds) for t in tasks) == 2 * 16
+    monkeypatch.setattr(enum, "MAX_EDGES", 32)
+    assert len(enumerate_tasks(_grid(3, 4))) == 12
+    with pytest.raises(PTOError, match=r"task k\[i0=1,i1=2,i2=0\] follows 8 tasks, the tasks "
+                                       r"before it 32: an enumeration gives at most 32 edges"):
+        enumerate_tasks(_grid(3, 4, 2))
+
+
+# ---------------------------------------------------------------- schedule functions' values
+@pytest.mark.parametrize("value", [np.int64(1), np.int32(1), np.uint8(1)])
+def test_a_schedule_function_may_answer_a_numpy_integer(value):
+    """A numpy integer (t.index values are ints, but a table lookup gives numpy ones) is an
+    int: affinity and hash place the task as the int does, stream_by streams it."""
+    w = parallel_for(Dense(4), lambda i: task(_noop, [x.write(i, 0, 1, 4)]))
+    arrays = {"x": np.zeros((4, 4), np.float32)}
+    for make in (affinity, hash):
+        got = w.schedule().dispatch(make(lambda t: value)).compile("reference").run(
+            dict(arrays))
+        want = w.schedule().dispatch(make(lambda t: 1)).compile("reference").run(
+            dict(arrays))
+        assert got.worker_of == want.worker_of and set(got.worker_of.values()) == {1}
+    r = w.schedule().streams(2).stream_by(lambda t: value).compile("reference").run(dict(arrays))
+    assert r.stats.tasks_completed == 4
+
+
+@pytest.mark.parametrize("value, kind", [(True, "bool"), (np.bool_(True), "bool"),
+                                         (1.0, "float"), (np.float64(1.0), "float")])
+def test_a_schedule_function_answering_a_bool_or_a_float_is_refused(value, kind):
+    w = parallel_for(Dense(2), lambda i: task(_noop, [x.write(i, 0, 1, 4)]))
+    for knob, what in ((lambda s: s.dispatch(affinity(lambda t: value)), "affinity"),
+                       (lambda s: s.dispatch(hash(lambda t: value)), "hash"),
+                       (lambda s: s.streams(2).stream_by(lambda t: value), "stream_by")):
+        with pytest.raises(PTOError, match=rf"{what}\(fn\) gave .* for task _noop\[i0=0\]"):
+            knob(w.schedule()).compile("reference").run({"x": np.zeros((2, 4), np.float32)})
