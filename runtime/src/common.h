@@ -42,9 +42,11 @@ void rt_json_us(FILE* f, int64_t ns);
  * RT_BLOCK_MIN bytes (RT_BLOCKS_MAX_BYTES in all) for the next rt_block_alloc of the same size,
  * so a process that creates runtimes of one shape in turn stops faulting; the library's destructor
  * frees them. Blocks are 64-byte aligned, zeroed when `zero` is set, and may be realloc'd
- * (then freed with their new size). */
+ * (then freed with their new size). RT_BLOCKS_KEPT is well above what one runtime gives back: a
+ * 2^20-slot window's dependency pool alone is 64 chunks, which took every place when there were
+ * 64, so its tensor-map pool and per-slot arrays were mapped and faulted again by the next one. */
 #define RT_BLOCK_MIN   (64 * 1024)
-#define RT_BLOCKS_KEPT 64
+#define RT_BLOCKS_KEPT 256
 #define RT_BLOCKS_MAX_BYTES ((size_t)64 << 20)
 void* rt_block_alloc(size_t bytes, int zero);
 /* Blocks whose content the next user relies on: rt_block_give keeps a block under a non-zero

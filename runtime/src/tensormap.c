@@ -39,13 +39,14 @@ void tm_free(TMap* tm) {
     }
     free(tm->tensors); free(tm->slots); free(tm->occ);
     rt_block_free(tm->e, (size_t)tm->cap * sizeof(TMEntry));
+    rt_block_free(tm->rect, (size_t)tm->cap * sizeof(TMRect));
     memset(tm, 0, sizeof *tm);
 }
 
 int64_t tm_bytes(const TMap* tm) {
     return (int64_t)tm->cap_tensors * (int64_t)sizeof(TMTensor) +
            ((int64_t)1 << (64 - tm->slot_shift)) * (int64_t)sizeof(TMSlot) +
-           (int64_t)tm->cap * (int64_t)sizeof(TMEntry) + tm->bucket_bytes +
+           (int64_t)tm->cap * (int64_t)(sizeof(TMEntry) + (tm->rect ? sizeof(TMRect) : 0)) + tm->bucket_bytes +
            (int64_t)tm->cap_occ * (int64_t)sizeof(TMRef);
 }
 
@@ -152,6 +153,24 @@ static inline void entry_free(TMap* tm, int32_t i) {
     tm->live--;
 }
 
+/* The pool at `nc` > cap entries, and its rectangles where there are any: PTO_OK, or PTO_ENOMEM
+ * with nothing changed. */
+static int pool_grow(TMap* tm, int64_t nc) {
+    if (nc > INT32_MAX) return PTO_ENOMEM;
+    TMRect* r = NULL;
+    if (tm->rect && !(r = rt_block_alloc((size_t)nc * sizeof *r, 0))) return PTO_ENOMEM;
+    TMEntry* e = rt_block_grow(tm->e, (size_t)tm->cap * sizeof *e, (size_t)nc * sizeof *e);
+    if (!e) { rt_block_free(r, (size_t)nc * sizeof *r); return PTO_ENOMEM; }
+    if (r) {
+        memcpy(r, tm->rect, (size_t)tm->cap * sizeof *r);
+        rt_block_free(tm->rect, (size_t)tm->cap * sizeof *r);
+        tm->rect = r;
+    }
+    tm->e = e;
+    tm->cap = (int32_t)nc;
+    return PTO_OK;
+}
+
 /* Drop every retired entry of a chain (used by the occasional full sweep). */
 static void sweep_chain(TMap* tm, TMChain* ch, int32_t last_alive) {
     for (int32_t* link = &ch->head; *link >= 0;) {
@@ -197,13 +216,7 @@ static __attribute__((noinline)) int entry_refill(TMap* tm, int32_t last_alive) 
         sweep(tm, last_alive);
         tm->swept_alive = last_alive;
     }
-    if (tm->free_head < 0) {
-        int32_t nc = tm->cap ? tm->cap * 2 : 1024;
-        TMEntry* n = rt_block_grow(tm->e, (size_t)tm->cap * sizeof *n, (size_t)nc * sizeof *n);
-        if (!n) return PTO_ENOMEM;
-        tm->e = n;
-        tm->cap = nc;
-    }
+    if (tm->free_head < 0) return pool_grow(tm, tm->cap ? (int64_t)tm->cap * 2 : 1024);
     return PTO_OK;
 }
 
@@ -435,10 +448,10 @@ static inline __attribute__((always_inline)) int edge(const TMCtx* c, int32_t p,
     return PTO_OK;
 }
 
-static inline bool overlaps(const TMEntry* e, const PTOAccess* a) {
+static inline bool overlaps(const TMRect* e, const PTOAccess* a) {
     return (e->r0 < a->r1) & (a->r0 < e->r1) & (e->c0 < a->c1) & (a->c0 < e->c1);
 }
-static inline bool covers(const PTOAccess* a, const TMEntry* e) {
+static inline bool covers(const PTOAccess* a, const TMRect* e) {
     return (a->r0 <= e->r0) & (e->r1 <= a->r1) & (a->c0 <= e->c0) & (e->c1 <= a->c1);
 }
 
@@ -464,10 +477,10 @@ static inline __attribute__((always_inline)) int walk(const TMCtx* c, TMChain* c
             drop(tm, i, spare);
             continue;
         }
-        if (overlaps(e, a)) {
+        if (overlaps(&tm->rect[i], a)) {
             int rc = edge(c, e->task, consumer);
             if (rc < 0) return rc;
-            if (writes && covers(a, e)) {
+            if (writes && covers(a, &tm->rect[i])) {
                 *link = e->next;
                 drop(tm, i, spare);
                 continue;
@@ -522,7 +535,8 @@ static inline __attribute__((always_inline)) int insert(const TMCtx* c, int32_t 
     if (spare < 0 && ++tm->live > tm->peak) tm->peak = tm->live;
     tm->since_sweep++;
     TMChain* ch = (a->mode & ACC_WRITE) ? &home->w : &home->r;
-    e->r0 = a->r0; e->c0 = a->c0; e->r1 = a->r1; e->c1 = a->c1; e->task = task; e->next = ch->head;
+    tm->rect[i] = (TMRect){a->r0, a->c0, a->r1, a->c1};
+    e->task = task; e->next = ch->head;
     /* a bucket with a non-empty chain is always listed, so only an empty chain can need it */
     if (ch->head < 0 && bucket >= 0 && !t->listed[bucket]) {
         int rc = occ_push(tm, a->tensor, bucket);
@@ -643,7 +657,8 @@ static inline __attribute__((always_inline)) int access_exact(const TMCtx* c, TM
 }
 
 /* Tensor t leaves the exact mode: each writer becomes an entry, each reader's entry gets its
- * block's rectangle. Costs one pass over the tensor's grid, once. */
+ * block's rectangle (the map's first such tensor brings the rectangles). Costs one pass over the
+ * tensor's grid, once. */
 static __attribute__((noinline)) int tensor_generalize(TMap* tm, TMTensor* t) {
     const int64_t n = (int64_t)t->nrb * t->ncb;
     int64_t writers = 0;
@@ -651,23 +666,20 @@ static __attribute__((noinline)) int tensor_generalize(TMap* tm, TMTensor* t) {
     if (tm->cap - tm->fresh < writers) {        /* new entries from the never-used end of the pool */
         int64_t nc = tm->cap ? tm->cap : 1024;
         while (nc - tm->fresh < writers) nc *= 2;
-        if (nc > INT32_MAX) return PTO_ENOMEM;
-        TMEntry* e = rt_block_grow(tm->e, (size_t)tm->cap * sizeof *e, (size_t)nc * sizeof *e);
-        if (!e) return PTO_ENOMEM;
-        tm->e = e;
-        tm->cap = (int32_t)nc;
+        int rc = pool_grow(tm, nc);
+        if (rc < 0) return rc;
     }
+    if (!tm->rect && !(tm->rect = rt_block_alloc((size_t)tm->cap * sizeof(TMRect), 0))) return PTO_ENOMEM;
     const int64_t bh = (int64_t)1 << t->rshift, bw = (int64_t)1 << t->cshift;
     for (int64_t k = 0; k < n; k++) {
         TMBucket* b = &t->b[k];
         const int64_t r0 = (k / t->ncb) << t->rshift, c0 = (k % t->ncb) << t->cshift;
-        for (int32_t i = b->r.head; i >= 0; i = tm->e[i].next) {
-            TMEntry* e = &tm->e[i];
-            e->r0 = r0; e->c0 = c0; e->r1 = r0 + bh; e->c1 = c0 + bw;
-        }
+        const TMRect block = {r0, c0, r0 + bh, c0 + bw};
+        for (int32_t i = b->r.head; i >= 0; i = tm->e[i].next) tm->rect[i] = block;
         if (b->w.head >= 0) {
             const int32_t i = tm->fresh++;
-            tm->e[i] = (TMEntry){r0, c0, r0 + bh, c0 + bw, b->w.head, -1};
+            tm->e[i] = (TMEntry){b->w.head, -1};
+            tm->rect[i] = block;
             b->w.head = i;
         }
     }
