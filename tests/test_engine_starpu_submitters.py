@@ -163,11 +163,8 @@ def test_arm64_kernels_and_intermediates_of_a_c_enumerated_workload_on_starpu(ne
     assert out.strip() == "ok"
 
 
-def test_a_predecessor_submitted_directly_is_followed_and_a_run_with_a_submitter_open_refused():
-    """On StarPU every task carries the StarPU tag of its id, so a submitter's task follows a
-    directly submitted one as it follows another submitter's; running while a submitter is open
-    is refused."""
-    out = child("""
+#: the child scripts' prologue: the StarPU engine's library, its submitter calls declared
+SUBMITTER_LIB = """
         import ctypes as C
         import numpy as np
         from pto_core.runtime import Runtime, load_library
@@ -177,8 +174,17 @@ def test_a_predecessor_submitted_directly_is_followed_and_a_run_with_a_submitter
         lib.pto_submitter_open.restype, lib.pto_submitter_open.argtypes = P, [P]
         lib.pto_submitter_task.restype = C.c_int64
         lib.pto_submitter_task.argtypes = [P, C.c_char_p, P, I32, I32, P, I32, C.POINTER(I32), I32]
-        lib.pto_submitter_flush.restype, lib.pto_submitter_flush.argtypes = C.c_int, [P]
-        lib.pto_submitter_close.restype, lib.pto_submitter_close.argtypes = C.c_int, [P]
+        for f in ("flush", "close", "scope_begin", "scope_end"):
+            fn = getattr(lib, "pto_submitter_" + f)
+            fn.restype, fn.argtypes = C.c_int, [P]
+"""
+
+
+def test_a_predecessor_submitted_directly_is_followed_and_a_run_with_a_submitter_open_refused():
+    """On StarPU every task carries the StarPU tag of its id, so a submitter's task follows a
+    directly submitted one as it follows another submitter's; running while a submitter is open
+    is refused."""
+    out = child(SUBMITTER_LIB + """
         x = np.zeros((2, 4), np.float32)
         with Runtime(num_workers=1, engine="starpu") as rt:
             t = rt.task("direct", None)
@@ -203,24 +209,14 @@ def test_a_submitters_error_on_starpu_comes_with_its_own_message_not_an_older_on
     """A region outside its tensor is refused as the batch enters, with no message of the
     engine's; the error read after the flush named the thread's previous failure instead (here:
     the run refused while the submitter was open)."""
-    out = child("""
-        import ctypes as C
-        import numpy as np
+    out = child(SUBMITTER_LIB + """
         from pto_core.abi import PTOTensor
-        from pto_core.runtime import Runtime, load_library
 
         class Arg(C.Structure):
             _fields_ = [("kind", C.c_int32), ("tensor", C.c_void_p), ("row_off", C.c_int64),
                         ("col_off", C.c_int64), ("rows", C.c_int64), ("cols", C.c_int64),
                         ("value", C.c_int64)]
 
-        lib = load_library("starpu")
-        P, I32 = C.c_void_p, C.c_int32
-        lib.pto_submitter_open.restype, lib.pto_submitter_open.argtypes = P, [P]
-        lib.pto_submitter_task.restype = C.c_int64
-        lib.pto_submitter_task.argtypes = [P, C.c_char_p, P, I32, I32, P, I32, C.POINTER(I32), I32]
-        lib.pto_submitter_flush.restype, lib.pto_submitter_flush.argtypes = C.c_int, [P]
-        lib.pto_submitter_close.restype, lib.pto_submitter_close.argtypes = C.c_int, [P]
         x = np.zeros((2, 4), np.float32)
         tx = PTOTensor(x.ctypes.data, 2, 4, 4, 4, b"x")
         with Runtime(num_workers=1, engine="starpu") as rt:
@@ -235,6 +231,7 @@ def test_a_submitters_error_on_starpu_comes_with_its_own_message_not_an_older_on
     assert "run -4 pto_runtime_run: 1 submitter(s) still open" in out, out
     flush = next(line for line in out.splitlines() if line.startswith("flush"))
     assert flush.startswith("flush -6 ") and "submitter(s) still open" not in flush, out
+
 
 def test_program_run_with_the_c_enumerator_honours_structural_edges_on_starpu(need_target):
     """A sequential pair with no region in common (inc writes y, dbl writes z, both read x): the
@@ -291,19 +288,7 @@ def test_submitter_scopes_on_starpu_nest_and_misuse_is_refused():
     """pto_submitter_scope_begin/end on the StarPU engine return the depth; ending a scope that
     is not open and flushing with one open are PTO_ESTATE with a message; close ends the scopes
     left open, and the queued tasks run."""
-    out = child("""
-        import ctypes as C
-        import numpy as np
-        from pto_core.runtime import Runtime, load_library
-
-        lib = load_library("starpu")
-        P, I32 = C.c_void_p, C.c_int32
-        lib.pto_submitter_open.restype, lib.pto_submitter_open.argtypes = P, [P]
-        lib.pto_submitter_task.restype = C.c_int64
-        lib.pto_submitter_task.argtypes = [P, C.c_char_p, P, I32, I32, P, I32, C.POINTER(I32), I32]
-        for f in ("flush", "close", "scope_begin", "scope_end"):
-            fn = getattr(lib, "pto_submitter_" + f)
-            fn.restype, fn.argtypes = C.c_int, [P]
+    out = child(SUBMITTER_LIB + """
         with Runtime(num_workers=1, engine="starpu") as rt:
             s = lib.pto_submitter_open(rt._handle())
             print("end0", lib.pto_submitter_scope_end(s), lib.pto_last_error().decode())

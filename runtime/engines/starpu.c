@@ -1400,23 +1400,11 @@ static bool is_tile(int32_t kind) { return kind >= PTO_ARG_TILE_INPUT && kind <=
 
 int32_t pto_tensor_tiles(PTORuntime* rt, const PTOTensor* x, int64_t tile_rows, int64_t tile_cols) {
     if (!rt) return rt_fail(PTO_EINVAL, "pto_tensor_tiles: no runtime (NULL)");
-    if (!x) return rt_fail(PTO_EINVAL, "pto_tensor_tiles: no tensor (NULL)");
-    if (tile_rows <= 0 || tile_cols <= 0 || x->rows % tile_rows || x->cols % tile_cols)
-        return rt_fail(PTO_EINVAL, "pto_tensor_tiles: tiles of %lld x %lld do not divide the %lld x %lld tensor",
-                       (long long)tile_rows, (long long)tile_cols, (long long)x->rows, (long long)x->cols);
-    int rc = tensor_check(x, 0, 0, x->rows, x->cols);   /* the whole tensor: then every tile is valid */
-    if (rc < 0)
-        return rt_fail(rc, "pto_tensor_tiles: the tensor is not valid (data %p, %lld x %lld, ld %lld, %d-byte elements): %s",
-                       x->data, (long long)x->rows, (long long)x->cols, (long long)x->ld, x->elem_size,
-                       pto_strerror(rc));
-    if (rt->ntiles == 0xffff) return rt_fail(PTO_ENOMEM, "pto_tensor_tiles: 65535 tiled tensors already");
-    if (rt->ntiles == rt->cap_tiles) {
-        const int32_t nc = rt->cap_tiles ? 2 * rt->cap_tiles : 8;
-        EngTiles* g = realloc(rt->tiles, (size_t)nc * sizeof *g);
-        if (!g) return rt_fail(PTO_ENOMEM, "pto_tensor_tiles: out of memory");
-        rt->tiles = g;
-        rt->cap_tiles = nc;
-    }
+    void* tiles = rt->tiles;
+    const int rc = rt_tiles_reserve(x, tile_rows, tile_cols, tensor_check, &tiles, rt->ntiles, &rt->cap_tiles,
+                                    sizeof *rt->tiles);
+    rt->tiles = tiles;
+    if (rc < 0) return rc;
     rt->tiles[rt->ntiles] = (EngTiles){*x, tile_rows, tile_cols, x->rows / tile_rows, x->cols / tile_cols};
     return (int32_t)((uint64_t)rt->ntiles++ ^ rt->tile_tag);
 }

@@ -257,3 +257,26 @@ __attribute__((destructor)) static void blocks_fini(void) {
     g_blocks.total = 0;
     pthread_mutex_unlock(&g_blocks.mu);
 }
+
+int rt_tiles_reserve(const PTOTensor* x, int64_t tile_rows, int64_t tile_cols,
+                     int (*check)(const PTOTensor*, int64_t, int64_t, int64_t, int64_t), void** tiles,
+                     int32_t n, int32_t* cap, size_t size) {
+    if (!x) return rt_fail(PTO_EINVAL, "pto_tensor_tiles: no tensor (NULL)");
+    if (tile_rows <= 0 || tile_cols <= 0 || x->rows % tile_rows || x->cols % tile_cols)
+        return rt_fail(PTO_EINVAL, "pto_tensor_tiles: tiles of %lld x %lld do not divide the %lld x %lld tensor",
+                       (long long)tile_rows, (long long)tile_cols, (long long)x->rows, (long long)x->cols);
+    const int rc = check(x, 0, 0, x->rows, x->cols);   /* the whole tensor: then every tile is valid */
+    if (rc < 0)
+        return rt_fail(rc, "pto_tensor_tiles: the tensor is not valid (data %p, %lld x %lld, ld %lld, %d-byte elements): %s",
+                       x->data, (long long)x->rows, (long long)x->cols, (long long)x->ld, x->elem_size,
+                       pto_strerror(rc));
+    if (n == 0xffff) return rt_fail(PTO_ENOMEM, "pto_tensor_tiles: 65535 tiled tensors already");
+    if (n == *cap) {
+        const int32_t nc = *cap ? 2 * *cap : 8;
+        void* g = realloc(*tiles, (size_t)nc * size);
+        if (!g) return rt_fail(PTO_ENOMEM, "pto_tensor_tiles: out of memory");
+        *tiles = g;
+        *cap = nc;
+    }
+    return PTO_OK;
+}

@@ -33,6 +33,13 @@ int rt_submitter_task_check(const char* func_name, const PTOTaskArg* args, int32
  * must be writable, else its directory; PTO_EIO with the message set otherwise. Nothing is
  * created: a run that cannot leave its trace fails when it starts, not at the end. */
 int rt_check_writable(const char* var, const char* path);
+/* pto_tensor_tiles' checks, one for every engine: tile_rows x tile_cols tiles that divide x,
+ * whose whole region the engine's `check` accepts, and room for one more record in *tiles
+ * (*cap records of `size` bytes, n in use; grown by doubling, at most 65,535). PTO_OK, or the
+ * error with its message. */
+int rt_tiles_reserve(const PTOTensor* x, int64_t tile_rows, int64_t tile_cols,
+                     int (*check)(const PTOTensor*, int64_t, int64_t, int64_t, int64_t), void** tiles,
+                     int32_t n, int32_t* cap, size_t size);
 /* JSON output: a quoted, escaped string; microseconds with nanosecond digits from integer ns. */
 void rt_json_string(FILE* f, const char* s);
 void rt_json_us(FILE* f, int64_t ns);

@@ -904,25 +904,18 @@ int pto_task_submit(PTORuntime* rt, int32_t task) {
     return commit_publish(rt, t);
 }
 
+/* region_check, for rt_tiles_reserve */
+static int region_check_fn(const PTOTensor* x, int64_t r0, int64_t c0, int64_t rows, int64_t cols) {
+    return region_check(x, r0, c0, rows, cols);
+}
+
 int32_t pto_tensor_tiles(PTORuntime* rt, const PTOTensor* x, int64_t tile_rows, int64_t tile_cols) {
     if (!rt) return rt_fail(PTO_EINVAL, "pto_tensor_tiles: no runtime (NULL)");
-    if (!x) return rt_fail(PTO_EINVAL, "pto_tensor_tiles: no tensor (NULL)");
-    if (tile_rows <= 0 || tile_cols <= 0 || x->rows % tile_rows || x->cols % tile_cols)
-        return rt_fail(PTO_EINVAL, "pto_tensor_tiles: tiles of %lld x %lld do not divide the %lld x %lld tensor",
-                       (long long)tile_rows, (long long)tile_cols, (long long)x->rows, (long long)x->cols);
-    int rc = region_check(x, 0, 0, x->rows, x->cols);   /* the whole tensor: then every tile is valid */
-    if (rc < 0)
-        return rt_fail(rc, "pto_tensor_tiles: the tensor is not valid (data %p, %lld x %lld, ld %lld, %d-byte elements): %s",
-                       x->data, (long long)x->rows, (long long)x->cols, (long long)x->ld, x->elem_size,
-                       pto_strerror(rc));
-    if (rt->ntiles == 0xffff) return rt_fail(PTO_ENOMEM, "pto_tensor_tiles: 65535 tiled tensors already");
-    if (rt->ntiles == rt->cap_tiles) {
-        const int32_t nc = rt->cap_tiles ? 2 * rt->cap_tiles : 8;
-        RTTiles* g = realloc(rt->tiles, (size_t)nc * sizeof *g);
-        if (!g) return rt_fail(PTO_ENOMEM, "pto_tensor_tiles: out of memory");
-        rt->tiles = g;
-        rt->cap_tiles = nc;
-    }
+    void* tiles = rt->tiles;
+    const int rc = rt_tiles_reserve(x, tile_rows, tile_cols, region_check_fn, &tiles, rt->ntiles, &rt->cap_tiles,
+                                    sizeof *rt->tiles);
+    rt->tiles = tiles;
+    if (rc < 0) return rc;
     /* under the submission lock: submitters' threads make records too (submit.c, record) */
     pthread_mutex_lock(&rt->submit_mu);
     const int32_t k = tm_tensor(&rt->tm, x->data, tile_rows, tile_cols, x->rows, x->cols);
