@@ -457,7 +457,8 @@ static inline int check_building(PTORuntime* rt) {
     if (__builtin_expect((rt->shut | rt->ran | atomic_load_explicit(&rt->halt, memory_order_relaxed)) != 0, 0)) {
         if (rt->shut) return PTO_ESHUTDOWN;
         if (atomic_load_explicit(&rt->halt, memory_order_relaxed)) return rt_halted_code(rt);
-        return PTO_ESTATE;
+        return rt_fail(PTO_ESTATE, "this runtime has run (pto_runtime_run): it takes no more tasks; "
+                       "create another for another graph");
     }
     return PTO_OK;
 }
@@ -1409,6 +1410,8 @@ int pto_runtime_run(PTORuntime* rt) {
            : rt->open_tasks > 0 && !atomic_load(&rt->halt) ? PTO_ESTATE : PTO_OK;
     if (rc == PTO_OK) rt->ran = rt->run_active = true;
     pthread_mutex_unlock(&rt->ctl_mu);
+    if (rc == PTO_ESTATE && rt->ran)
+        return rt_fail(rc, "pto_runtime_run: this runtime has run already (a runtime runs its graph once)");
     if (rc < 0) return rc;
 
     rc = run_graph(rt);

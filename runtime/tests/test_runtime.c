@@ -615,7 +615,9 @@ static void test_misuse(void) {
     CHECK_EQ(pto_runtime_run(rt), PTO_OK);
     CHECK_EQ(pto_task_state(rt, t), PTO_TASK_CONSUMED);
     CHECK_EQ(pto_runtime_run(rt), PTO_ESTATE);                 /* run twice */
+    CHECK(strstr(pto_last_error(), "pto_runtime_run: this runtime has run already") != NULL);
     CHECK_EQ(pto_task_alloc(rt, "x", k_nop, 0, 0), PTO_ESTATE);
+    CHECK(strstr(pto_last_error(), "this runtime has run (pto_runtime_run): it takes no more tasks") != NULL);
     CHECK_EQ(pto_runtime_shutdown(rt), PTO_OK);
     CHECK_EQ(pto_runtime_shutdown(rt), PTO_OK);
     CHECK_EQ(pto_task_alloc(rt, "x", k_nop, 0, 0), PTO_ESHUTDOWN);
