@@ -133,12 +133,12 @@ typedef struct {
     const int32_t* kind;
     struct Acc { int64_t task; const PTOTensor* t; int32_t write; int64_t r0, c0, r1, c1; }* acc;
     int64_t nacc, cap_acc;
-    char* why;                      /* the caller's buffer: what the first error the enumerator */
-    int64_t why_cap;                /* found itself was (the runtime's own say pto_last_error) */
-    _Atomic int* why_set;
+    char* why;                      /* what the first error the enumerator found itself was (the */
+    int64_t why_cap;                /* runtime's own say pto_last_error): the caller's buffer, or */
+    _Atomic int* why_set;           /* a share's, copied to it with the share's error (Share) */
 } Ctx;
 
-/* Note why the enumeration fails (the first note of any thread stays); returns rc. */
+/* Note why the enumeration fails (the first note of this Ctx's buffer stays); returns rc. */
 static __attribute__((format(printf, 3, 4))) int fail(Ctx* c, int rc, const char* fmt, ...) {
     if (c->why && !atomic_exchange(c->why_set, 1)) {
         va_list ap;
@@ -400,7 +400,7 @@ class _Gen:
 # The entry point: one thread, or the outermost parallel_for's iterations split between
 # `threads` threads, each queuing its share in a submitter of its own.
 _ENTRY = r"""
-typedef struct { Ctx c; int64_t lo, hi; int rc; _Atomic int* stop; } Share;
+typedef struct { Ctx c; int64_t lo, hi; int rc; _Atomic int* stop; _Atomic int why_set; char why[256]; } Share;
 
 /* Iterations [lo, hi) of the outermost parallel_for, on this share's submitter. */
 static int run_share(Share* h) {
@@ -461,6 +461,7 @@ int pto_workload_enumerate(PTORuntime* rt, const PTOTensor* tensors, const int64
         if (rc == PTO_OK) rc = c->err;
         int rc2 = pto_submitter_close(c->sub);  /* the rest enters; its error has the message */
         set_free(&none); set_free(&s); set_free(&c->preds);
+        if (rc2 < 0 && c->why) why[0] = 0;      /* (an earlier task's, not what the enumerator found) */
         return rc < 0 && rc2 == PTO_OK ? rc : rc2;
     }
     /* the outermost parallel_for in `threads` contiguous shares: this thread takes the first,
@@ -475,6 +476,9 @@ int pto_workload_enumerate(PTORuntime* rt, const PTOTensor* tensors, const int64
         sh[k].c = *c;
         sh[k].lo = share_bound(lo, hi, k, threads); sh[k].hi = share_bound(lo, hi, k + 1, threads);
         sh[k].rc = PTO_OK; sh[k].stop = &stop;
+        /* a share's own message, so that the one shown is that of the error returned */
+        sh[k].why[0] = 0; atomic_init(&sh[k].why_set, 0);
+        if (c->why) { sh[k].c.why = sh[k].why; sh[k].c.why_cap = sizeof sh[k].why; sh[k].c.why_set = &sh[k].why_set; }
         if (!(sh[k].c.sub = pto_submitter_open(rt))) { rc = PTO_EINVAL; break; }
         if (k > 0 && pthread_create(&th[k], NULL, share_main, &sh[k]) != 0) {
             pto_submitter_close(sh[k].c.sub);
@@ -489,6 +493,7 @@ int pto_workload_enumerate(PTORuntime* rt, const PTOTensor* tensors, const int64
     /* close here, on the calling thread: a failure's message becomes its pto_last_error */
     for (int k = 0; k < started; k++) {
         int r = pto_submitter_close(sh[k].c.sub);
+        if (rc == PTO_OK && sh[k].rc < 0 && r == PTO_OK && c->why) snprintf(why, (size_t)why_cap, "%s", sh[k].why);
         if (rc == PTO_OK) rc = sh[k].rc < 0 && r == PTO_OK ? sh[k].rc : r;
     }
     return rc;

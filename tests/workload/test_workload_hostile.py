@@ -228,6 +228,34 @@ def test_what_the_c_enumerator_finds_itself_is_named_not_an_older_message(w, kw,
         assert "core request" not in str(e.value)
 
 
+@pytest.mark.parametrize("w, kw, shape, msg", [
+    # i = 1: rows [3, 5) outside the tensor (the runtime's check, reported as the batch enters);
+    # i = 2: 2 // 0 (the enumerator's own), after it
+    (parallel_for(Dense(3), lambda i: task("k", [x.write(i * 3, i // (2 - i), 2, 1)])), {},
+     (4, 4), r"PTO_EBOUNDS \(pto_submitter_task 'k': argument 0 \(kind 2\): region outside the tensor\)"),
+    (parallel_for(Dense(3), lambda i: task("k", [x.write(i * 3, i // (2 - i), 2, 1)])), {"threads": 2},
+     (4, 4), r"PTO_EBOUNDS \(pto_submitter_task 'k': argument 0 \(kind 2\): region outside the tensor\)"),
+    # share 1 (i = 1) fails at its first task (row 3000 outside), share 0 (i = 0) at its last
+    # (j = 2999: 2999 % 0) unless share 1's failure stopped it first: either error is returned,
+    # with its own message (share 0's code came with share 1's message)
+    (parallel_for(Dense(2), lambda i: parallel_for(
+        Dense(3000), lambda j: task("k", [x.write(i * 3000 + j, j % (2999 - j), 1, 1)]))),
+     {"structural": True, "threads": 2}, (3000, 3000),
+     r"PTO_EINVAL \(an expression of the workload takes 2999 modulo 0 \(%\)\)$|"
+     r"PTO_EBOUNDS \(task 'k': argument 0, rows \[3000, 3001\) x cols \[0, 1\), is not inside its "
+     r"3000x3000 tensor\)$"),
+])
+def test_the_c_enumerators_message_is_that_of_the_error_returned(w, kw, shape, msg):
+    """Two failures in one enumeration: the message shown is the one of the code returned, not
+    the other failure's."""
+    from pto_core.runtime import Runtime
+    cw = compile_c(w)
+    for _ in range(5):
+        with Runtime(num_workers=0, dry_run=True) as rt:
+            with pytest.raises(PTOError, match=msg):
+                cw.enumerate(rt, {"x": np.zeros(shape, np.float32)}, **kw)
+
+
 def test_a_process_declares_channels():
     from pto_core.workload import process
     with pytest.raises(PTOError, match=r"process 'p'.consumes: expects Channels, got str 'c'"):
