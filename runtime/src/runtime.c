@@ -1408,10 +1408,15 @@ int pto_runtime_run(PTORuntime* rt) {
     int rc = rt->shut || rt->shutting ? PTO_ESHUTDOWN
            : rt->ran ? PTO_ESTATE
            : rt->open_tasks > 0 && !atomic_load(&rt->halt) ? PTO_ESTATE : PTO_OK;
+    const bool ran = rt->ran;
+    const int32_t open = rt->open_tasks;
     if (rc == PTO_OK) rt->ran = rt->run_active = true;
     pthread_mutex_unlock(&rt->ctl_mu);
-    if (rc == PTO_ESTATE && rt->ran)
+    if (rc == PTO_ESTATE && ran)
         return rt_fail(rc, "pto_runtime_run: this runtime has run already (a runtime runs its graph once)");
+    if (rc == PTO_ESTATE)
+        return rt_fail(rc, "pto_runtime_run: %d task(s) allocated and not submitted (pto_task_submit), or left "
+                       "unsubmitted by an earlier error: the graph is not complete", (int)open);
     if (rc < 0) return rc;
 
     rc = run_graph(rt);

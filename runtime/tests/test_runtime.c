@@ -607,6 +607,7 @@ static void test_misuse(void) {
     CHECK_EQ(pto_task_add_scalar(rt, t, 0), PTO_ETOOMANYARGS);
     CHECK_EQ(pto_task_add_input(rt, t, &T64, 0, 0, 1, 1), PTO_ETOOMANYARGS);
     CHECK_EQ(pto_runtime_run(rt), PTO_ESTATE);                 /* open task */
+    CHECK(strstr(pto_last_error(), "pto_runtime_run: 1 task(s) allocated and not submitted") != NULL);
     CHECK_EQ(pto_task_submit(rt, t), PTO_OK);
     CHECK_EQ(pto_task_submit(rt, t), PTO_ESTATE);              /* twice */
     CHECK_EQ(pto_task_add_scalar(rt, t, 1), PTO_ESTATE);       /* after submit */
