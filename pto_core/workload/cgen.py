@@ -177,6 +177,15 @@ static int scope(Ctx* c, int depth, int begin) {
     return rc < 0 ? rc : PTO_OK;
 }
 
+/* off + n in buf (24 bytes), exactly: the sum of two int64_t values may not fit one. */
+static const char* end_text(char* buf, int64_t off, int64_t n) {
+    const __int128 e = (__int128)off + n;
+    if (e > INT64_MAX) snprintf(buf, 24, "%llu", (unsigned long long)e);
+    else if (e < INT64_MIN) snprintf(buf, 24, "-%llu", (unsigned long long)-e);
+    else snprintf(buf, 24, "%lld", (long long)e);
+    return buf;
+}
+
 /* Queue one task in this thread's submitter; returns its ticket or a negative error. Bit i of
  * `writes`: argument i writes its region (a constant of the task). Structural mode: the task also
  * follows every earlier task of its iteration whose region of a tensor overlaps one of its own
@@ -194,13 +203,16 @@ static int64_t emit_task(Ctx* c, int32_t name, int32_t kernel, int32_t worker, i
         if (x->kind == PTO_ARG_SCALAR) continue;
         if (x->kind == PTO_ARG_UNTRACKED) {
             const PTOTensor* T = x->tensor;
+            /* (the ends compared without the sum, which can overflow) */
             if (x->row_off < 0 || x->col_off < 0 || x->rows <= 0 || x->cols <= 0 ||
-                x->row_off + x->rows > T->rows || x->col_off + x->cols > T->cols)
-                return fail(c, PTO_EBOUNDS, "task '%s': argument %d, rows [%lld, %lld) x cols [%lld, %lld), "
+                x->rows > T->rows - x->row_off || x->cols > T->cols - x->col_off) {
+                char r1[24], c1[24];
+                return fail(c, PTO_EBOUNDS, "task '%s': argument %d, rows [%lld, %s) x cols [%lld, %s), "
                             "is not inside its %lldx%lld tensor", NAMES[name], (int)i,
-                            (long long)x->row_off, (long long)(x->row_off + x->rows),
-                            (long long)x->col_off, (long long)(x->col_off + x->cols),
+                            (long long)x->row_off, end_text(r1, x->row_off, x->rows),
+                            (long long)x->col_off, end_text(c1, x->col_off, x->cols),
                             (long long)T->rows, (long long)T->cols);
+            }
         }
         const int32_t w = writes >> i & 1;
         for (int64_t k = 0; k < c->nacc; k++) {

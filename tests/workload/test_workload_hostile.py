@@ -256,6 +256,18 @@ def test_the_c_enumerators_message_is_that_of_the_error_returned(w, kw, shape, m
                 cw.enumerate(rt, {"x": np.zeros(shape, np.float32)}, **kw)
 
 
+@pytest.mark.parametrize("threads", [1, 2])
+def test_a_structural_region_whose_end_overflows_is_outside_its_tensor(threads):
+    """Task 0's rows [1, 1 + (2**63 - 1)): the end's sum overflowed int64 and passed the bounds
+    check (the runtime checks only an untracked argument's offsets); task 1's is refused."""
+    from pto_core.runtime import Runtime
+    w = parallel_for(Dense(2), lambda i: task("k", [x.write(1 + 2 * i, 0, (2**63 - 1) * (1 - i) + i, 1)]))
+    with Runtime(num_workers=0, dry_run=True) as rt:
+        with pytest.raises(PTOError, match=r"PTO_EBOUNDS \(task 'k': argument 0, rows \[1, 9223372036854775808\) "
+                                           r"x cols \[0, 1\), is not inside its 4x4 tensor\)"):
+            compile_c(w).enumerate(rt, {"x": np.zeros((4, 4), np.float32)}, structural=True, threads=threads)
+
+
 def test_a_process_declares_channels():
     from pto_core.workload import process
     with pytest.raises(PTOError, match=r"process 'p'.consumes: expects Channels, got str 'c'"):
