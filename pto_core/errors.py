@@ -10,13 +10,21 @@ and the instruction (for IR problems) and, for text input, the file, line and co
 from __future__ import annotations
 
 
+def short_repr(value: object, limit: int = 40) -> str:
+    """``repr(value)`` on one line and cut short: a str longer than ``limit`` as its first
+    ``limit - 3`` characters and ``...``, any other repr longer than ``limit`` likewise."""
+    if isinstance(value, str) and len(value) > limit:
+        return repr(value[:limit - 3]) + "..."
+    shown = repr(value)
+    return shown if len(shown) <= limit else shown[:limit - 3] + "..."
+
+
 def _quoted(name: object) -> str:
     """``name`` in quotes as the user wrote it, or - when it would break the one-line message
     (a newline, a control character, 10 kB) or is no str - escaped and cut short."""
     if isinstance(name, str) and name.isprintable() and len(name) <= 128:
         return f"'{name}'"
-    shown = repr(name) if not isinstance(name, str) or len(name) <= 40 else repr(name[:37]) + "..."
-    return shown
+    return short_repr(name)
 
 
 class PTOError(Exception):

@@ -23,6 +23,8 @@ from __future__ import annotations
 
 import re
 
+from .errors import short_repr
+
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 _MODULE = re.compile(r"[A-Za-z_][A-Za-z0-9_.\-]*\Z")
 
@@ -69,7 +71,7 @@ def _check_form(name: object, pattern: re.Pattern, what: str, rule: str) -> None
     """``name`` is a string matching ``pattern`` of at most :data:`MAX_NAME_LENGTH`
     characters, else ValueError: ``<what><name> <rule>``."""
     if not isinstance(name, str) or not pattern.match(name):
-        shown = _describe(name) if isinstance(name, str) else repr(name)
+        shown = _describe(name) if isinstance(name, str) else short_repr(name)
         raise ValueError(f"{what}{shown} {rule}")
     if len(name) > MAX_NAME_LENGTH:
         raise ValueError(f"{what}{_describe(name)} is {len(name)} characters long; names may "

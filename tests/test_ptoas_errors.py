@@ -267,6 +267,7 @@ def test_the_cli_prints_a_located_error_without_a_traceback(tmp_path, command):
 @pytest.mark.parametrize("name, shown", [
     ("a\nb", "in function 'a\\nb'"), ("x\x00*/", "in function 'x\\x00*/'"),
     ("k" * 10_000, "in function '" + "k" * 37 + "'..."), (5, "in function 5"),
+    (b"k" * 10_000, "in function b'" + "k" * 35 + "..."), (["k"] * 5_000, "in function ['k', 'k', "),
     ('a"b', "in function 'a\"b'")])
 def test_a_hostile_kernel_name_is_shown_escaped_on_one_line(name, shown):
     """The name went into the message as it was: a newline split it, 10 kB made it 10 kB."""
