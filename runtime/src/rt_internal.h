@@ -29,7 +29,8 @@
 #define ACC_RW    3
 /* The access is one whole block of its record, whose bucket index is mode >> ACC_BUCKET_SHIFT:
  * the tile kinds of pto_task_submit_v (RTTiles.block). tm_submit goes to the bucket without the
- * whole-block test, while the record is exact and has that row of buckets. */
+ * whole-block test, while the record is exact and has that row of buckets. Such an access is
+ * staged without its rectangle: the paths that need one make it (tm_tile_rect). */
 #define ACC_TILE  4
 #define ACC_BUCKET_SHIFT 3
 
@@ -38,7 +39,7 @@
 typedef struct PTOAccess {
     int32_t tensor;                /* index into TMap.tensors */
     int32_t mode;                  /* ACC_READ | ACC_WRITE */
-    int64_t r0, c0, r1, c1;        /* half-open rectangle in elements */
+    int64_t r0, c0, r1, c1;        /* half-open rectangle in elements (not set with ACC_TILE) */
 } PTOAccess;
 
 /* A tiled tensor (pto_tensor_tiles): what a tile argument needs, computed once. */
