@@ -29,7 +29,8 @@
 #define ACC_RW    3
 /* The access is one whole block of its record, whose bucket index is mode >> ACC_BUCKET_SHIFT:
  * the tile kinds of pto_task_submit_v (RTTiles.block). tm_submit goes to the bucket without the
- * whole-block test, while the record is exact and has that row of buckets. */
+ * whole-block test, while the record is exact and has that row of buckets. Such an access is
+ * staged without its rectangle: the paths that need one make it (tm_tile_rect). */
 #define ACC_TILE  4
 #define ACC_BUCKET_SHIFT 3
 
@@ -38,7 +39,7 @@
 typedef struct PTOAccess {
     int32_t tensor;                /* index into TMap.tensors */
     int32_t mode;                  /* ACC_READ | ACC_WRITE */
-    int64_t r0, c0, r1, c1;        /* half-open rectangle in elements */
+    int64_t r0, c0, r1, c1;        /* half-open rectangle in elements (not set with ACC_TILE) */
 } PTOAccess;
 
 /* A tiled tensor (pto_tensor_tiles): what a tile argument needs, computed once. */
@@ -143,7 +144,8 @@ typedef struct TMTensor {
     int32_t   max_rb;              /* row-block limit of the grid */
     int32_t   general;             /* rspan | cspan | wide chains in use: lookups take the general path */
     int32_t   exact;               /* every access so far was one whole block: see TMBucket */
-    int32_t   nbk;                 /* nrb * ncb: the buckets allocated */
+    int32_t   tile_nbk;            /* while exact, nrb * ncb (the buckets allocated), else 0: a tile
+                                      access (ACC_TILE) goes straight to its bucket below this */
     int32_t   bshift;              /* the sharded map's bands: 2^bshift rows (tensormap.c, tensor_init) */
     uint32_t  shard0;              /* the shard of band 0 */
     TMBucket  wide;
@@ -457,6 +459,19 @@ void tm_shards_free(PTORuntime* rt);
 /* Entries (live, a bound on the peak) and bytes of rt->tm and the shards together. */
 void tm_shards_count(const PTORuntime* rt, int64_t* live, int64_t* peak, int64_t* bytes);
 #define TM_BAND_BLOCKS 6           /* a band of the sharded map: at least 2^6 row blocks (tensormap.c) */
+/* Access `a` (a->tensor: a record of tm) with its rectangle: a tile staged by pto_task_submit_v as
+ * one block of its record (ACC_TILE) carries only its bucket, from which the record's blocks give
+ * the rectangle (a record's grid width and block never change). Any other access is left as it is. */
+static inline void tm_tile_rect(const TMap* tm, PTOAccess* a) {
+    if (!(a->mode & ACC_TILE)) return;
+    const TMTensor* t = &tm->tensors[a->tensor];
+    const int64_t bucket = a->mode >> ACC_BUCKET_SHIFT;
+    a->mode &= ACC_RW;
+    a->r0 = (bucket / t->ncb) << t->rshift;
+    a->c0 = (bucket % t->ncb) << t->cshift;
+    a->r1 = a->r0 + ((int64_t)1 << t->rshift);
+    a->c1 = a->c0 + ((int64_t)1 << t->cshift);
+}
 /* Access `a` (a->tensor: a record of tm = rt->tm) as the shards take it; inline, as a submitter
  * routes every access it queues. */
 static inline void tm_route(const TMap* tm, const PTOAccess* a, TMRoute* out) {

@@ -961,8 +961,45 @@ static inline __attribute__((always_inline)) int stage_args(PTORuntime* rt, PTOT
     PTOAccess* next = acc;                     /* the next access: *nacc = next - acc */
     int rc = PTO_OK;
     for (const PTOTaskArg *a = args, *end = args + num_args; a < end; a++) {
+        if (__builtin_expect((uint32_t)(a->kind - PTO_ARG_TILE_INPUT) <= PTO_ARG_TILE_INOUT - PTO_ARG_TILE_INPUT, 1)) {
+            /* a tile of a tiled tensor (pto_tensor_tiles), the kind generated orchestration code
+             * passes (tested first: one test, before the tracked kind's): checked there, but for
+             * the handle and the tile index; the access and the slots of the tracked kind below,
+             * without region check or record lookup */
+            const uint64_t h = (uint64_t)a->value ^ rt->tile_tag;
+            const uint64_t ti = (uint64_t)a->row_off, tj = (uint64_t)a->col_off;
+            if (__builtin_expect(h >= (uint64_t)rt->ntiles, 0)) { rc = tile_fail(rt, t->name, a); break; }
+            const RTTiles* g = &rt->tiles[h];
+            if (__builtin_expect((ti >= (uint64_t)g->ntr) | (tj >= (uint64_t)g->ntc), 0)) {
+                rc = tile_fail(rt, t->name, a);
+                break;
+            }
+            if (!room) {
+                if (__builtin_expect(next == acc + PTO_MAX_TENSOR_ARGS, 0)) { rc = PTO_ETOOMANYARGS; break; }
+                t->num_args = (int8_t)(out - slots);
+                if ((rc = reserve_args(rt, t, 2)) < 0) break;
+                out = t->args + (out - slots);
+                slots = t->args;
+            }
+            out[0] = (int64_t)(intptr_t)(g->data + (int64_t)ti * g->row_bytes + (int64_t)tj * g->col_bytes);
+            out[1] = g->ld;
+            const int32_t rw = a->kind - PTO_ARG_TILE_INPUT + ACC_READ;
+            next->tensor = g->tensor;
+            if (__builtin_expect(g->block != 0, 1)) {
+                /* one block of its record: the bucket says which, and the rectangle is made only
+                 * where a lookup needs it (tm_tile_rect) */
+                next->mode = rw | ACC_TILE | (int32_t)(ti * (uint64_t)g->ncb + tj) << ACC_BUCKET_SHIFT;
+            } else {
+                const int64_t r0 = (int64_t)ti * g->tile_rows, c0 = (int64_t)tj * g->tile_cols;
+                next->mode = rw;
+                next->r0 = r0; next->c0 = c0; next->r1 = r0 + g->tile_rows; next->c1 = c0 + g->tile_cols;
+            }
+            out += 2;
+            next++;
+            continue;
+        }
         if (__builtin_expect((uint32_t)(a->kind - PTO_ARG_INPUT) <= PTO_ARG_INOUT - PTO_ARG_INPUT, 1)) {
-            /* a tracked tensor, the common kind (before the switch: one test, no jump table).
+            /* a tracked tensor (before the switch: one test, no jump table).
              * ACC_READ == PTO_ARG_INPUT, ACC_WRITE == PTO_ARG_OUTPUT, their OR == PTO_ARG_INOUT.
              * Without `room`, acc (PTO_MAX_TENSOR_ARGS) may be full: refused before the staging,
              * as add_tensor does (reserve_args would only refuse the slots after it) */
@@ -983,37 +1020,6 @@ static inline __attribute__((always_inline)) int stage_args(PTORuntime* rt, PTOT
                 slots = t->args;
                 tensor_slots(out, x, r0, c0);
             }
-            out += 2;
-            next++;
-            continue;
-        }
-        if (__builtin_expect((uint32_t)(a->kind - PTO_ARG_TILE_INPUT) <= PTO_ARG_TILE_INOUT - PTO_ARG_TILE_INPUT, 1)) {
-            /* a tile of a tiled tensor (pto_tensor_tiles): checked there, but for the handle and
-             * the tile index; the access (the rectangle, for the record and the general paths)
-             * and the slots of the tracked kind above, without region check or record lookup */
-            const uint64_t h = (uint64_t)a->value ^ rt->tile_tag;
-            const uint64_t ti = (uint64_t)a->row_off, tj = (uint64_t)a->col_off;
-            if (__builtin_expect(h >= (uint64_t)rt->ntiles, 0)) { rc = tile_fail(rt, t->name, a); break; }
-            const RTTiles* g = &rt->tiles[h];
-            if (__builtin_expect((ti >= (uint64_t)g->ntr) | (tj >= (uint64_t)g->ntc), 0)) {
-                rc = tile_fail(rt, t->name, a);
-                break;
-            }
-            if (!room) {
-                if (__builtin_expect(next == acc + PTO_MAX_TENSOR_ARGS, 0)) { rc = PTO_ETOOMANYARGS; break; }
-                t->num_args = (int8_t)(out - slots);
-                if ((rc = reserve_args(rt, t, 2)) < 0) break;
-                out = t->args + (out - slots);
-                slots = t->args;
-            }
-            out[0] = (int64_t)(intptr_t)(g->data + (int64_t)ti * g->row_bytes + (int64_t)tj * g->col_bytes);
-            out[1] = g->ld;
-            const int64_t r0 = (int64_t)ti * g->tile_rows, c0 = (int64_t)tj * g->tile_cols;
-            next->tensor = g->tensor;
-            next->mode = g->block ? (a->kind - PTO_ARG_TILE_INPUT + ACC_READ) | ACC_TILE |
-                                        (int32_t)(ti * (uint64_t)g->ncb + tj) << ACC_BUCKET_SHIFT
-                                  : a->kind - PTO_ARG_TILE_INPUT + ACC_READ;
-            next->r0 = r0; next->c0 = c0; next->r1 = r0 + g->tile_rows; next->c1 = c0 + g->tile_cols;
             out += 2;
             next++;
             continue;
@@ -1124,7 +1130,10 @@ int32_t rt_submit_after(PTORuntime* rt, const char* func_name, PTOKernelFunc fun
 int32_t rt_stage_task(PTORuntime* rt, const char* func_name, PTOKernelFunc func_ptr, int32_t buffer_bytes,
                       int32_t worker_type, const PTOTaskArg* args, int32_t num_args, PTOAccess* acc, int32_t* nacc) {
     PTOTask* t = NULL;
-    return stage_v(rt, func_name, func_ptr, buffer_bytes, worker_type, args, num_args, NULL, acc, nacc, &t);
+    const int32_t id = stage_v(rt, func_name, func_ptr, buffer_bytes, worker_type, args, num_args, NULL, acc, nacc, &t);
+    if (id >= 0)                               /* the shards take rectangles (tm_route) */
+        for (int32_t k = 0; k < *nacc; k++) tm_tile_rect(&rt->tm, &acc[k]);
+    return id;
 }
 
 int rt_commit_edges(PTORuntime* rt, int32_t id, const int32_t* preds, int32_t npred, const int32_t* prods,

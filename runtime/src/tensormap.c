@@ -143,7 +143,7 @@ static int grow_rows(TMap* tm, TMTensor* t, int64_t need) {
     memset(l + old, 0, n - old);
     tm->bucket_bytes += (int64_t)(n - old) * (int64_t)(sizeof *b + 1);
     t->nrb = (int32_t)nb;
-    t->nbk = (int32_t)n;
+    t->tile_nbk = t->exact ? (int32_t)n : 0;
     return PTO_OK;
 }
 
@@ -684,6 +684,7 @@ static __attribute__((noinline)) int tensor_generalize(TMap* tm, TMTensor* t) {
         }
     }
     t->exact = 0;
+    t->tile_nbk = 0;
     return PTO_OK;
 }
 
@@ -708,15 +709,18 @@ static __attribute__((noinline)) int access_exact_slow(const TMCtx ctx, int32_t 
     return access_general(ctx, task, a);
 }
 
+static int access_tile_slow(const TMCtx ctx, int32_t task, const PTOAccess* a);
+
 /* One access of task `task` (a->tensor: a record of c->tm): its edges, then its entry. */
 static inline __attribute__((always_inline)) int access_one(const TMCtx* c, int32_t task, const PTOAccess* a) {
     TMTensor* t = &c->tm->tensors[a->tensor];
     if (a->mode & ACC_TILE) {
         /* a tile of pto_tensor_tiles that is one block of its record: its bucket came with it,
-         * only an exact tensor with that many buckets allocated is left to test */
+         * only an exact tensor with that many buckets allocated is left to test (one compare) */
         const int32_t bucket = a->mode >> ACC_BUCKET_SHIFT;
-        if (__builtin_expect(t->exact & (bucket < t->nbk), 1))
+        if (__builtin_expect(bucket < t->tile_nbk, 1))
             return access_exact(c, t, a->tensor, bucket, task, a->mode);
+        return access_tile_slow(*c, task, a);
     }
     const int64_t rf = a->r0 >> t->rshift, cf = a->c0 >> t->cshift;
     if (__builtin_expect(t->exact, 1)) {
@@ -741,12 +745,29 @@ static inline __attribute__((always_inline)) int access_one(const TMCtx* c, int3
     return access_general(*c, task, a);
 }
 
+/* A tile access (ACC_TILE) off its fast path - a record that left the exact mode, or a row of
+ * buckets not allocated yet: the access as its rectangle. */
+static __attribute__((noinline)) int access_tile_slow(const TMCtx ctx, int32_t task, const PTOAccess* a) {
+    PTOAccess r = *a;
+    tm_tile_rect(ctx.tm, &r);
+    return access_one(&ctx, task, &r);
+}
+
 static int shards_direct(PTORuntime* rt, int32_t task, const PTOAccess* acc, int32_t n);
 
 /* The accesses of task `task`, at its submission. */
 int tm_submit(PTORuntime* rt, int32_t task, const PTOAccess* acc, int32_t n) {
     if (__builtin_expect(rt->shards != NULL, 0)) return shards_direct(rt, task, acc, n);
-    const TMCtx c = tm_ctx(rt, &rt->tm, rt->last_alive, NULL, task);
+    TMCtx c = tm_ctx(rt, &rt->tm, rt->last_alive, NULL, task);
+    if (__builtin_expect(c.plain, 1)) {
+        /* the loop again with `plain` a constant: no test per edge (the build's common case) */
+        c.plain = true;
+        for (const PTOAccess *a = acc, *end = acc + n; a < end; a++) {
+            int rc = access_one(&c, task, a);
+            if (rc < 0) return rc;
+        }
+        return PTO_OK;
+    }
     for (int32_t k = 0; k < n; k++) {
         int rc = access_one(&c, task, &acc[k]);
         if (rc < 0) return rc;
@@ -860,7 +881,9 @@ int tm_shard_run(PTORuntime* rt, uint32_t shard, int32_t last_alive, TMSink* sin
 static int shards_direct(PTORuntime* rt, int32_t task, const PTOAccess* acc, int32_t n) {
     for (int32_t k = 0; k < n; k++) {
         TMRoute x;
-        tm_route(&rt->tm, &acc[k], &x);
+        PTOAccess a = acc[k];
+        tm_tile_rect(&rt->tm, &a);
+        tm_route(&rt->tm, &a, &x);
         const int32_t only = 0;
         for (uint32_t m = x.shards; m; m &= m - 1) {
             int rc = tm_shard_run(rt, (uint32_t)__builtin_ctz(m), rt->last_alive, NULL, task, &x, &only, 1);
