@@ -42,3 +42,15 @@ def test_integer_max_and_min_of_a_tile_with_itself_build_and_give_the_tile(
     x = np.arange(-7, 8, dtype=np.int16).reshape(5, 3)
     got = run_on(target, m, {"gx": x, "out": np.zeros_like(x)}, tmp_path)
     np.testing.assert_array_equal(got["out"], x)
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_a_column_broadcast_onto_a_one_column_tile(target, tmp_path, run_on, need_target):
+    """Found by the fuzzer (program 23): TCOLEXPANDSUB of a 4 x 1 tile and its 1 x 1 column
+    vector; the CUDA kernel named a column index that a one-column loop does not have."""
+    need_target(target)
+    m = one_kernel(4, 1, T.F32, lambda b: b.colexpandsub("o", "x", "v"), vec=(1, 1))
+    x = np.array([[1.5], [-2.0], [0.25], [8.0]], np.float32)
+    v = np.array([[0.5]], np.float32)
+    got = run_on(target, m, {"gx": x, "gv": v, "out": np.zeros_like(x)}, tmp_path)
+    np.testing.assert_array_equal(got["out"], x - 0.5)
