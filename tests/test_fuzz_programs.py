@@ -9,6 +9,7 @@ import pytest
 from pto_core import ElementType as T
 from pto_core import MemorySpace as M
 from pto_core import PTOFunctionBuilder, PTOModule
+from pto_core.reference import run_module
 
 GM = M.GLOBAL
 #: the backends whose kernels run on this machine (cuda_sim: the CUDA source on the CPU;
@@ -54,3 +55,40 @@ def test_a_column_broadcast_onto_a_one_column_tile(target, tmp_path, run_on, nee
     v = np.array([[0.5]], np.float32)
     got = run_on(target, m, {"gx": x, "gv": v, "out": np.zeros_like(x)}, tmp_path)
     np.testing.assert_array_equal(got["out"], x - 0.5)
+
+
+ONE_COLUMN_OPS = ("rowexpandsub", "rowexpandmax", "rowexpand", "rowsum", "rowmax", "rowmin")
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("dt", [T.F32, T.I32, T.F16], ids=lambda t: t.value)
+def test_row_broadcasts_and_row_reductions_of_one_column_tiles(dt, target, tmp_path, run_on,
+                                                              need_target):
+    """Found by the fuzzer (programs 30, 34, 71): an R x 1 tile of 32 bytes is column-major
+    on the Ascend vector unit, where the library's TROWEXPAND* and row reductions do not
+    compile (static assertions: "dst must be row-major", "row reductions need an ND
+    source"); a row of one element broadcasts element-wise and reduces to itself. One
+    kernel computes each op into an output of its own."""
+    need_target(target)
+    rows = 32 // dt.itemsize
+    m = PTOModule("found")
+    b = (PTOFunctionBuilder("k", module=m).in_core()
+         .memref("gx", GM, dt).memref("gv", GM, dt)
+         .tile("x", rows, 1, dt).tile("v", rows, 1, dt).load("x", "gx").load("v", "gv"))
+    for op in ONE_COLUMN_OPS:
+        b.memref(f"out_{op}", GM, dt).tile(f"o_{op}", rows, 1, dt)
+        if op.startswith("rowexpand"):
+            getattr(b, op)(f"o_{op}", *(("v",) if op == "rowexpand" else ("x", "v")))
+        else:
+            getattr(b, op)(f"o_{op}", "x")
+        b.store(f"out_{op}", f"o_{op}")
+    b.build()
+    npdt = {T.F32: np.float32, T.I32: np.int32, T.F16: np.float16}[dt]
+    x = np.resize([1.5, -2.0, 0.25, 8.0, -0.0, 3.0, 7.0], (rows, 1)).astype(npdt)
+    v = np.resize([0.5, -3.0, 0.25, 10.0, 1.0, -7.5, 2.0], (rows, 1)).astype(npdt)
+    ins = {"gx": x, "gv": v, **{f"out_{op}": np.zeros_like(x) for op in ONE_COLUMN_OPS}}
+    want, got = run_module(m, ins), run_on(target, m, ins, tmp_path)
+    expected = {"rowexpandsub": x - v, "rowexpandmax": np.maximum(x, v), "rowexpand": v}
+    for op in ONE_COLUMN_OPS:
+        np.testing.assert_array_equal(want[f"out_{op}"], expected.get(op, x), err_msg=op)
+        np.testing.assert_array_equal(got[f"out_{op}"], want[f"out_{op}"], err_msg=op)
