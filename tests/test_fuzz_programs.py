@@ -92,3 +92,26 @@ def test_row_broadcasts_and_row_reductions_of_one_column_tiles(dt, target, tmp_p
     for op in ONE_COLUMN_OPS:
         np.testing.assert_array_equal(want[f"out_{op}"], expected.get(op, x), err_msg=op)
         np.testing.assert_array_equal(got[f"out_{op}"], want[f"out_{op}"], err_msg=op)
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_a_column_broadcast_into_a_column_major_tile_runs_or_is_refused_by_name(
+        target, tmp_path, run_on, need_target):
+    """Found by the fuzzer (program 124): TCOLEXPANDSUB into an 8 x 1 i32 tile, column-major
+    on the Ascend vector unit, where the library's column broadcasts static-assert a
+    row-major tile; A5 refuses it naming function, instruction and tile, the other backends
+    compute it."""
+    from pto_core.driver import generate
+    from pto_core.errors import PTOBackendError
+    from pto_core.options import CompileOptions
+    need_target(target)
+    m = one_kernel(8, 1, T.I32, lambda b: b.colexpandsub("o", "x", "v"), vec=(1, 1))
+    x = np.arange(-4, 4, dtype=np.int32).reshape(8, 1)
+    ins = {"gx": x, "gv": np.array([[3]], np.int32), "out": np.zeros_like(x)}
+    if target == "ascend_a5":
+        with pytest.raises(PTOBackendError, match=r"function 'k'.*TCOLEXPANDSUB %o, %x, %v.*"
+                           r"takes row-major tiles: tile 'o' \(8x1\) is column-major on "
+                           r"ascend_a5"):
+            generate(target, m, CompileOptions())
+        return
+    np.testing.assert_array_equal(run_on(target, m, ins, tmp_path)["out"], x - 3)

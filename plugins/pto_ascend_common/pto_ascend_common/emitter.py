@@ -733,6 +733,11 @@ class _KernelRenderer(CStyleRenderer):
             # want it row-major) has one element a row: the broadcast is element-wise on
             # 1 x R row views of the three tiles
             return self._lower_expr(fn, s, ops, tt, lambda n: self._row_view(n, fn.type_of(n)))
+        if cat is Category.COL_EXPAND and "BLayout::ColMajor" in self._tiles[d].cpp:
+            # the library's column broadcasts static-assert a row-major dst (a5/TColExpandBinOp.hpp:
+            # "TCOLEXPANDOP not supported Layout type"): refused here, not by the C++ compiler
+            raise self._err(fn, s, f"{s.op} takes row-major tiles: tile '{dst}' "
+                                   f"({tt.rows}x1) is column-major")
         if cat is Category.TRANSPOSE:
             a = vec(ops["a"])
             row = self._row_copy(fn, ops["a"], dst, a, d)
