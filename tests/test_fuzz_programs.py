@@ -1,7 +1,20 @@
-"""Programs the differential fuzzer of the compiler found wrong, minimised: each runs on every
-backend whose kernels run here and must give the reference's values."""
+"""Differential fuzzing of the compiler: random tile programs (``tests/fuzz_programs.py``) run
+on every backend that runs here and on the reference interpreter after the -O2 passes, each
+against the reference interpreter with the passes off; then the programs the fuzzer found
+wrong, minimised, as tests of their own.
+
+The fast loop runs a few dozen programs per target, each target building one module for all
+of them; ``-m slow`` adds a larger sweep and the arm64 program under qemu. A longer sweep from
+any seed, printing each program that differs with its `.pto` text:
+
+    python tests/fuzz_programs.py --seed 1000 -n 500 --target arm64 --target cuda_sim \\
+        --target ascend_a5
+"""
 
 from __future__ import annotations
+
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -11,11 +24,70 @@ from pto_core import MemorySpace as M
 from pto_core import PTOFunctionBuilder, PTOModule
 from pto_core.reference import run_module
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import fuzz_programs as fuzz  # noqa: E402: the generator lives beside the tests
+
 GM = M.GLOBAL
 #: the backends whose kernels run on this machine (cuda_sim: the CUDA source on the CPU;
 #: ascend_a5: the PTO-ISA C++ through the plugin's CPU header of the tile library)
 TARGETS = ["arm64", "cuda_sim", "ascend_a5"]
 
+
+def sweep(target: str, first: int, count: int, build_dir: Path) -> None:
+    ps = [fuzz.program(s) for s in range(first, first + count)]
+    bad = fuzz.check(target, ps, build_dir)
+    assert not bad, "\n\n".join(bad)
+
+
+def test_the_generator_makes_the_same_valid_programs_from_a_seed():
+    """Every program builds (the verifier accepts it), the same seed gives the same text and
+    inputs, and the draw reaches what the fuzzer is for: both modes, split kernels, buffer
+    reuse, 1-row and 1-column tiles, every type."""
+    from pto_core.asm import print_module
+    ps = [fuzz.program(s) for s in range(200)]
+    texts = [print_module(fuzz.batch("f", [p])) for p in ps]
+    assert texts[:20] == [print_module(fuzz.batch("f", [fuzz.program(s)])) for s in range(20)]
+    a, b = fuzz.inputs(ps[7]), fuzz.inputs(fuzz.program(7))
+    assert all(np.array_equal(a[k], b[k], equal_nan=True) for k in a)
+    assert {p.mode for p in ps} == {"loop", "orch"} and any(p.split for p in ps)
+    assert {p.dtype for p in ps} == set(fuzz.TYPES)
+    assert any(p.rows == 1 for p in ps) and any(p.cols == 1 for p in ps)
+    reused = [p for p in ps if len({d for _, d, _ in p.instrs}) < len(p.instrs)]
+    assert len(reused) > 50
+    # 3 to 12 steps; a conversion step is a round trip (two instructions); one fold at the end
+    assert all(3 <= len(p.instrs) <= 2 * 12 + 1 for p in ps)
+
+
+def test_the_reference_after_the_passes_matches_the_reference_without():
+    sweep("reference-O2", 0, 120, Path("unused"))
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_random_programs_match_the_reference(target, tmp_path, need_target):
+    need_target(target)
+    sweep(target, 0, 30, tmp_path)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("target", TARGETS)
+def test_more_random_programs_match_the_reference(target, tmp_path, need_target):
+    need_target(target)
+    sweep(target, 1000, 150, tmp_path)
+
+
+@pytest.mark.slow
+def test_random_programs_match_the_reference_on_arm64_under_qemu(tmp_path, run_on):
+    ps = [fuzz.program(s) for s in range(2000, 2020)]
+    m, ins = fuzz.batch("fuzzq", ps), fuzz.all_inputs(ps)
+    want, got = run_module(m, ins), run_on("arm64-qemu", m, ins, tmp_path)
+    bad = [b for p in ps if (b := fuzz.compare(p, np.asarray(got[p.tensor("out")]),
+                                                want[p.tensor("out")]))]
+    assert not bad, "\n".join(bad)
+
+
+# --------------------------------------------------------------------------------------------
+# What the fuzzer found, minimised
+# --------------------------------------------------------------------------------------------
 
 def one_kernel(rows: int, cols: int, dt: T, body, vec: tuple[int, int] | None = None
                ) -> PTOModule:
