@@ -187,3 +187,25 @@ def test_a_column_broadcast_into_a_column_major_tile_runs_or_is_refused_by_name(
             generate(target, m, CompileOptions())
         return
     np.testing.assert_array_equal(run_on(target, m, ins, tmp_path)["out"], x - 3)
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_reductions_in_place_on_one_row_and_one_column_tiles(target, tmp_path, run_on,
+                                                             need_target):
+    """Found by the fuzzer (program 242): ``%t = tcolsum %t`` on a 1 x 100 i32 tile (its
+    sums are the tile itself); the CUDA kernel passed the tile as both ``__restrict__``
+    arguments of the reduction, which the build (-Werror=restrict) refuses. The row
+    reductions of an R x 1 tile in place as well."""
+    need_target(target)
+    m = PTOModule("found")
+    b = (PTOFunctionBuilder("k", module=m).in_core()
+         .memref("grow", GM, T.I32).memref("gcol", GM, T.I32)
+         .tile("r", 1, 100, T.I32).tile("c", 5, 1, T.I32)
+         .load("r", "grow").load("c", "gcol").colsum("r", "r").colmin("r", "r")
+         .rowsum("c", "c").rowmax("c", "c").store("grow", "r").store("gcol", "c"))
+    b.build()
+    row = np.arange(-50, 50, dtype=np.int32).reshape(1, 100)
+    col = np.array([[3], [-1], [7], [0], [-9]], np.int32)
+    got = run_on(target, m, {"grow": row, "gcol": col}, tmp_path)
+    np.testing.assert_array_equal(got["grow"], row)
+    np.testing.assert_array_equal(got["gcol"], col)
