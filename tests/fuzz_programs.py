@@ -422,6 +422,9 @@ def main(argv: list[str] | None = None) -> int:
     for start in range(args.seed, args.seed + args.n, args.batch):
         ps = [program(s) for s in range(start, min(start + args.batch, args.seed + args.n))]
         for target in ["reference-O2", *args.target]:
+            refused = [p.seed for p in ps if refusal(target, p) is not None]
+            if refused:
+                print(f"[{target}] refuses programs {refused}", flush=True)
             for bad in check(target, ps):
                 failures += 1
                 print(f"[{target}] {bad}", flush=True)
