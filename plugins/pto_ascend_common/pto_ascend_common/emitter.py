@@ -715,6 +715,12 @@ class _KernelRenderer(CStyleRenderer):
                 names = [t.value for t in allowed]
                 raise self._err(fn, s, f"{s.op} supports {', '.join(names[:-1])} and "
                                         f"{names[-1]} tiles, not {ta.dtype.value}")
+            if (cat is Category.ROW_REDUCE and not s.opdef.is_arg
+                    and "BLayout::ColMajor" in self._tiles[a].cpp):
+                # an R x 1 source (column-major on the vector unit, which the library's row
+                # reductions refuse) reduces one element a row: the result is the source
+                return [_Step(f"TMOV({self._row_view(dst, tt)}, {self._row_view(ops['a'], ta)});",
+                              "V", (a,), (d,))]
             if cat is Category.ROW_REDUCE or s.opdef.is_arg:
                 if self.arch.row_reduce_scratch_full:
                     tmp = self._scratch(ta, 0)
@@ -722,6 +728,16 @@ class _KernelRenderer(CStyleRenderer):
                     tmp = self._scratch(ta, 0, rows=1, cols=32 // ta.dtype.itemsize)
                 return [_Step(f"{s.op}({d}, {a}, {tmp});", "V", (a,), (d, tmp))]
             return [_Step(f"{s.op}({d}, {a});", "V", (a,), (d,))]
+        if cat is Category.ROW_EXPAND and "BLayout::ColMajor" in self._tiles[d].cpp:
+            # an R x 1 destination (column-major on the vector unit; the library's TROWEXPAND*
+            # want it row-major) has one element a row: the broadcast is element-wise on
+            # 1 x R row views of the three tiles
+            return self._lower_expr(fn, s, ops, tt, lambda n: self._row_view(n, fn.type_of(n)))
+        if cat is Category.COL_EXPAND and "BLayout::ColMajor" in self._tiles[d].cpp:
+            # the library's column broadcasts static-assert a row-major dst (a5/TColExpandBinOp.hpp:
+            # "TCOLEXPANDOP not supported Layout type"): refused here, not by the C++ compiler
+            raise self._err(fn, s, f"{s.op} takes row-major tiles: tile '{dst}' "
+                                   f"({tt.rows}x1) is column-major")
         if cat is Category.TRANSPOSE:
             a = vec(ops["a"])
             row = self._row_copy(fn, ops["a"], dst, a, d)

@@ -391,7 +391,8 @@ class CudaRenderer(CStyleRenderer):
         if role == "row" or (role == "" and lay.cols == 1):
             return f"{tile}[_pto_i]" if reg else f"{tile}[_pto_r][0]"
         if role == "col":
-            return f"{tile}[0][_pto_c]"
+            # a one-column iteration has no column index: its one column is column 0
+            return f"{tile}[0][0]" if lay.cols == 1 else f"{tile}[0][_pto_c]"
         return f"{tile}[_pto_i][_pto_j * {lay.vec} + _pto_v]" if reg else f"{tile}[_pto_r][_pto_c]"
 
     def _run_ptr(self, tile: str, lay: RowLayout) -> str:

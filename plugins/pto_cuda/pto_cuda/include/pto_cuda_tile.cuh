@@ -153,9 +153,11 @@ struct ProdOp {
 };
 
 /* dst[r] = reduce(src[r, :]): one warp per row, lanes stride over the columns (coalesced in
- * shared memory, conflict-free), then a butterfly of __shfl_xor_sync. blockDim.x % 32 == 0. */
+ * shared memory, conflict-free), then a butterfly of __shfl_xor_sync. blockDim.x % 32 == 0.
+ * dst may be src (an R x 1 tile reduced in place: each row is read before it is written), so
+ * neither pointer is __restrict__; the same holds for col_reduce. */
 template <class T, int R, int C, class Op>
-__device__ __forceinline__ void row_reduce(T* __restrict__ dst, const T* __restrict__ src, Op op) {
+__device__ __forceinline__ void row_reduce(T* dst, const T* src, Op op) {
     using A = compute_t<T>;
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nwarps = blockDim.x >> 5;
     for (int r = warp; r < R; r += nwarps) {
@@ -170,7 +172,7 @@ __device__ __forceinline__ void row_reduce(T* __restrict__ dst, const T* __restr
 
 /* dst[c] = reduce(src[:, c]): one thread per column, rows walked in order. */
 template <class T, int R, int C, class Op>
-__device__ __forceinline__ void col_reduce(T* __restrict__ dst, const T* __restrict__ src, Op op) {
+__device__ __forceinline__ void col_reduce(T* dst, const T* src, Op op) {
     using A = compute_t<T>;
     for (int c = threadIdx.x; c < C; c += blockDim.x) {
         A acc = Op::template identity<A>();
