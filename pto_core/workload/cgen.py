@@ -264,6 +264,7 @@ class _Gen:
     funcs: list = field(default_factory=list)
     count: int = 0
     logs: dict = field(default_factory=dict)           # id(task) -> (check, log) masks (plan)
+    tasks: set = field(default_factory=set)            # the nodes that are tasks (nK with a tK)
 
     def plan(self, body: Node) -> None:
         """The structural log's masks of each task of ``body`` (one iteration of the outermost
@@ -350,8 +351,12 @@ class _Gen:
         self.count += 1
         name = f"n{k}"
         body: list[str] = []
-        if isinstance(n, Task):
-            body += self.task(n)
+        if isinstance(n, Task):     # tK queues the task and returns its ticket; nK adds it to sinks
+            self.funcs.append("\n".join([f"static int64_t t{k}(Ctx* c, const Set* after) {{",
+                                         *("    " + x for x in self.task(n)), "}"]))
+            self.tasks.add(name)
+            body += [f"const int64_t id = t{k}(c, after);", "if (id < 0) return (int)id;",
+                     "return set_push(sinks, (int32_t)id);"]
         elif isinstance(n, Loop):
             d = self.depth(n.var)
             child = self.node(n.body)
@@ -371,7 +376,8 @@ class _Gen:
         else:
             raise PTOError(f"{type(n).__name__} does not compile to C (CSP pipelines are "
                            f"enumerated in Python)")
-        self.funcs.append("\n".join([f"static int {name}(Ctx* c, const Set* after, Set* sinks) {{",
+        unused = "__attribute__((unused)) " if name in self.tasks else ""     # a sequence calls tK
+        self.funcs.append("\n".join([f"static {unused}int {name}(Ctx* c, const Set* after, Set* sinks) {{",
                                      *("    " + x for x in body), "}"]))
         return name
 
@@ -382,7 +388,12 @@ class _Gen:
         out = ["Set cur = SET_INIT(cur), s = SET_INIT(s);", "int rc = set_copy(&cur, after);"]
         calls = []
         for ch in children:
-            if in_order:    # cur: the last child with sinks gave them (the sequence's, below)
+            if ch in self.tasks:    # a task's sinks are itself: its ticket, without a set between
+                call = f"const int64_t id = t{ch[1:]}(c, &cur); if (id < 0) rc = (int)id; else "
+                calls += [f"if (rc == PTO_OK) {{ {call}"
+                          + ("{ cur.v[0] = (int32_t)id; cur.n = 1; any = 1; } }" if in_order else
+                             "rc = set_push(sinks, (int32_t)id); }")]
+            elif in_order:  # cur: the last child with sinks gave them (the sequence's, below)
                 calls += [f"s.n = 0; if (rc == PTO_OK) rc = {ch}(c, &cur, &s);",
                           "if (rc == PTO_OK && s.n) { rc = set_copy(&cur, &s); any = 1; }"]
             else:
@@ -436,8 +447,7 @@ class _Gen:
                f"const int64_t id = emit_task(c, {name}, {kernel}, {worker}, "
                f"{_int(res.get('buffer_bytes', 0), 'buffer_bytes', 0, 2**31 - 1)}, {arr}, "
                f"{len(args)}, {writes}u, {check}u, {log}u, after);",
-               "if (id < 0) return (int)id;",
-               "return set_push(sinks, (int32_t)id);"]
+               "return id;"]
         return out
 
 
