@@ -292,7 +292,7 @@ class _Gen:
                    for t, _, _ in seen]
         for (ta, pa, la), ra in zip(seen, regions):
             check = log = 0
-            for (tb, pb, lb), rb in zip(seen, regions):
+            for (_, pb, lb), rb in zip(seen, regions):
                 before, after = pb < pa or la & lb, pb > pa or la & lb
                 for i, k, w in ra:
                     if any(k == kb and (w or wb) for _, kb, wb in rb):
