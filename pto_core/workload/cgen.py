@@ -190,9 +190,14 @@ static const char* end_text(char* buf, int64_t off, int64_t n) {
  * `writes`: argument i writes its region (a constant of the task). Structural mode: the task also
  * follows every earlier task of its iteration whose region of a tensor overlaps one of its own
  * where either writes, and its regions join the log; its untracked regions are bounds-checked
- * here (the runtime checks an untracked argument's offsets only). */
+ * here (the runtime checks an untracked argument's offsets only). The log is read and written
+ * only where the iteration's structure lets it matter (constants of the task, found by the
+ * compiler): bit i of `check`, argument i may overlap an earlier task's logged region of its
+ * tensor where either writes (a write of it hides what it covers); of `log`, a later task may
+ * overlap argument i so. */
 static int64_t emit_task(Ctx* c, int32_t name, int32_t kernel, int32_t worker, int32_t bytes,
-                         const PTOTaskArg* a, int32_t n, uint32_t writes, const Set* after) {
+                         const PTOTaskArg* a, int32_t n, uint32_t writes, uint32_t check, uint32_t log,
+                         const Set* after) {
     if (c->err) return c->err;
     Set* preds = &c->preds;
     preds->n = 0;
@@ -200,20 +205,22 @@ static int64_t emit_task(Ctx* c, int32_t name, int32_t kernel, int32_t worker, i
         if (set_push(preds, PTO_TICKET(after->v[i])) < 0) return PTO_ENOMEM;
     for (int32_t i = 0; i < n && c->structural; i++) {
         const PTOTaskArg* x = &a[i];
-        if (x->kind == PTO_ARG_SCALAR) continue;
-        if (x->kind == PTO_ARG_UNTRACKED) {
-            const PTOTensor* T = x->tensor;
-            /* (the ends compared without the sum, which can overflow) */
-            if (x->row_off < 0 || x->col_off < 0 || x->rows <= 0 || x->cols <= 0 ||
-                x->rows > T->rows - x->row_off || x->cols > T->cols - x->col_off) {
-                char r1[24], c1[24];
-                return fail(c, PTO_EBOUNDS, "task '%s': argument %d, rows [%lld, %s) x cols [%lld, %s), "
-                            "is not inside its %lldx%lld tensor", NAMES[name], (int)i,
-                            (long long)x->row_off, end_text(r1, x->row_off, x->rows),
-                            (long long)x->col_off, end_text(c1, x->col_off, x->cols),
-                            (long long)T->rows, (long long)T->cols);
-            }
+        if (x->kind != PTO_ARG_UNTRACKED) continue;
+        const PTOTensor* T = x->tensor;
+        /* (the ends compared without the sum, which can overflow) */
+        if (x->row_off < 0 || x->col_off < 0 || x->rows <= 0 || x->cols <= 0 ||
+            x->rows > T->rows - x->row_off || x->cols > T->cols - x->col_off) {
+            char r1[24], c1[24];
+            return fail(c, PTO_EBOUNDS, "task '%s': argument %d, rows [%lld, %s) x cols [%lld, %s), "
+                        "is not inside its %lldx%lld tensor", NAMES[name], (int)i,
+                        (long long)x->row_off, end_text(r1, x->row_off, x->rows),
+                        (long long)x->col_off, end_text(c1, x->col_off, x->cols),
+                        (long long)T->rows, (long long)T->cols);
         }
+    }
+    for (uint32_t m = c->structural ? check : 0; m; m &= m - 1) {
+        const int32_t i = __builtin_ctz(m);
+        const PTOTaskArg* x = &a[i];
         const int32_t w = writes >> i & 1;
         for (int64_t k = 0; k < c->nacc; k++) {
             const struct Acc* e = &c->acc[k];
@@ -231,9 +238,8 @@ static int64_t emit_task(Ctx* c, int32_t name, int32_t kernel, int32_t worker, i
     if (!c->structural || id < 0) return id;
     /* as the tensor map does: a write hides the earlier accesses it covers (later tasks
      * follow it, which followed them) */
-    for (int32_t i = 0; i < n; i++) {
-        const PTOTaskArg* x = &a[i];
-        if (x->kind == PTO_ARG_SCALAR || !(writes >> i & 1)) continue;
+    for (uint32_t m = check & writes; m; m &= m - 1) {
+        const PTOTaskArg* x = &a[__builtin_ctz(m)];
         int64_t kept = 0;
         for (int64_t k = 0; k < c->nacc; k++) {
             const struct Acc* e = &c->acc[k];
@@ -243,9 +249,9 @@ static int64_t emit_task(Ctx* c, int32_t name, int32_t kernel, int32_t worker, i
         }
         c->nacc = kept;
     }
-    for (int32_t i = 0; i < n; i++) {
+    for (uint32_t m = log; m; m &= m - 1) {
+        const int32_t i = __builtin_ctz(m);
         const PTOTaskArg* x = &a[i];
-        if (x->kind == PTO_ARG_SCALAR) continue;
         if (c->nacc == c->cap_acc) {
             int64_t cap = c->cap_acc ? 2 * c->cap_acc : 16;
             struct Acc* na = realloc(c->acc, (size_t)cap * sizeof *na);
@@ -269,6 +275,43 @@ class _Gen:
     tables: dict = field(default_factory=dict)         # (name, values) -> C array name
     funcs: list = field(default_factory=list)
     count: int = 0
+    logs: dict = field(default_factory=dict)           # id(task) -> (check, log) masks (plan)
+    tasks: set = field(default_factory=set)            # the nodes that are tasks (nK with a tK)
+
+    def plan(self, body: Node) -> None:
+        """The structural log's masks of each task of ``body`` (one iteration of the outermost
+        parallel_for; see emit_task): argument i of a task is checked against the log where an
+        earlier task may access its tensor, either of them writing, and logged where a later one
+        may. Task B comes after task A where it is further on in the body, or where both are in
+        one inner loop (a later iteration). A task found twice gets both masks' union."""
+        seen: list = []                 # (task, its position, the inner loops around it)
+
+        def walk(n: Node, loops: frozenset) -> None:
+            if isinstance(n, Task):
+                seen.append((n, len(seen), loops))
+            elif isinstance(n, Loop):
+                walk(n.body, loops | {id(n)})
+            elif isinstance(n, (Combine, Seq)):
+                for x in n.items:
+                    walk(x, loops)
+            elif isinstance(n, Cond):
+                walk(n.then, loops)
+                if n.else_ is not None:
+                    walk(n.else_, loops)
+
+        walk(body, frozenset())
+        regions = [[(i, a.tensor, a.mode != "in") for i, a in enumerate(t.args) if isinstance(a, Region)]
+                   for t, _, _ in seen]
+        for (ta, pa, la), ra in zip(seen, regions):
+            check = log = 0
+            for (_, pb, lb), rb in zip(seen, regions):
+                before, after = pb < pa or la & lb, pb > pa or la & lb
+                for i, k, w in ra:
+                    if any(k == kb and (w or wb) for _, kb, wb in rb):
+                        check |= bool(before) << i
+                        log |= bool(after) << i
+            old = self.logs.get(id(ta), (0, 0))
+            self.logs[id(ta)] = (old[0] | check, old[1] | log)
 
     def index(self, lst: list, x: Any) -> int:
         if x not in lst:
@@ -320,8 +363,12 @@ class _Gen:
         self.count += 1
         name = f"n{k}"
         body: list[str] = []
-        if isinstance(n, Task):
-            body += self.task(n)
+        if isinstance(n, Task):     # tK queues the task and returns its ticket; nK adds it to sinks
+            self.funcs.append("\n".join([f"static int64_t t{k}(Ctx* c, const Set* after) {{",
+                                         *("    " + x for x in self.task(n)), "}"]))
+            self.tasks.add(name)
+            body += [f"const int64_t id = t{k}(c, after);", "if (id < 0) return (int)id;",
+                     "return set_push(sinks, (int32_t)id);"]
         elif isinstance(n, Loop):
             d = self.depth(n.var)
             child = self.node(n.body)
@@ -341,7 +388,8 @@ class _Gen:
         else:
             raise PTOError(f"{type(n).__name__} does not compile to C (CSP pipelines are "
                            f"enumerated in Python)")
-        self.funcs.append("\n".join([f"static int {name}(Ctx* c, const Set* after, Set* sinks) {{",
+        unused = "__attribute__((unused)) " if name in self.tasks else ""     # a sequence calls tK
+        self.funcs.append("\n".join([f"static {unused}int {name}(Ctx* c, const Set* after, Set* sinks) {{",
                                      *("    " + x for x in body), "}"]))
         return name
 
@@ -352,7 +400,12 @@ class _Gen:
         out = ["Set cur = SET_INIT(cur), s = SET_INIT(s);", "int rc = set_copy(&cur, after);"]
         calls = []
         for ch in children:
-            if in_order:    # cur: the last child with sinks gave them (the sequence's, below)
+            if ch in self.tasks:    # a task's sinks are itself: its ticket, without a set between
+                call = f"const int64_t id = t{ch[1:]}(c, &cur); if (id < 0) rc = (int)id; else "
+                calls += [f"if (rc == PTO_OK) {{ {call}"
+                          + ("{ cur.v[0] = (int32_t)id; cur.n = 1; any = 1; } }" if in_order else
+                             "rc = set_push(sinks, (int32_t)id); }")]
+            elif in_order:  # cur: the last child with sinks gave them (the sequence's, below)
                 calls += [f"s.n = 0; if (rc == PTO_OK) rc = {ch}(c, &cur, &s);",
                           "if (rc == PTO_OK && s.n) { rc = set_copy(&cur, &s); any = 1; }"]
             else:
@@ -400,12 +453,13 @@ class _Gen:
         name = self.index(self.names, t.kernel)
         kernel = self.index(self.kernels, t.kernel)
         arr = "a" if args else "NULL"
+        every = sum(1 << i for i, a in enumerate(t.args) if isinstance(a, Region))
+        check, log = self.logs.get(id(t), (every, every))      # outside the plan: every region
         out = [f"const PTOTaskArg a[{max(1, len(args))}] = {{{', '.join(args) or '{0}'}}};",
                f"const int64_t id = emit_task(c, {name}, {kernel}, {worker}, "
                f"{_int(res.get('buffer_bytes', 0), 'buffer_bytes', 0, 2**31 - 1)}, {arr}, "
-               f"{len(args)}, {writes}u, after);",
-               "if (id < 0) return (int)id;",
-               "return set_push(sinks, (int32_t)id);"]
+               f"{len(args)}, {writes}u, {check}u, {log}u, after);",
+               "return id;"]
         return out
 
 
@@ -621,8 +675,10 @@ class CompiledWorkload:
 def emit_c(workload: Node) -> CompiledWorkload:
     """The C enumerator of ``workload`` (see the module doc)."""
     g = _Gen()
-    root = g.node(workload)
     split = workload if isinstance(workload, Loop) and workload.kind == "parallel" else None
+    if split is not None:           # structural mode's log: one iteration of the split loop
+        g.plan(split.body)
+    root = g.node(workload)
     body = g.node(split.body) if split is not None else root
     tables = [f"static const int64_t {c}[] = {{{', '.join(str(v) for v in vals) or '0'}}};"
               for (_n, vals), c in g.tables.items()]

@@ -121,6 +121,33 @@ def test_threads_submitting_at_once_build_the_one_thread_graph(threads, structur
             == keyed_graph(ragged_chains(), ARRAYS, 1, structural))
 
 
+def test_the_structural_log_is_kept_only_where_a_later_task_reads_it():
+    """emit_task's check and log masks (bit i: argument i): a task checks the arguments an
+    earlier task of the iteration may conflict with and logs those a later one may; inside an
+    inner loop a task comes after itself. Structural and tracked graphs stay equal."""
+    import re
+    x, t, y = Tensor("x"), Tensor("t"), Tensor("y")
+    chain = parallel_for(Dense(6), lambda b: sequential(
+        task("s1", [x.read(b, 0, 1, 8), t.write(b, 0, 1, 8)]),
+        task("s2", [t.read(b, 0, 1, 8), y.write(b, 0, 1, 8)])))
+    calls = re.findall(r"emit_task\(c, (\d+), \d+, \w+, \d+, a, 2, (\d+)u, (\d+)u, (\d+)u",
+                       emit_c(chain).source)
+    # s1: x read by no other task (neither mask), t written then read by s2 (logged, not
+    # checked); s2: t checked, y written by no other task - s2 logs nothing
+    assert set(calls) == {("0", "2", "0", "2"), ("1", "2", "1", "0")}
+    looped = parallel_for(Dense(3), lambda b: sequential(
+        task("s1", [x.read(b, 0, 1, 8), t.write(b, 0, 1, 8)]),
+        for_each(Dense(4), lambda j: task("acc", [t.read(b, 0, 1, 8), y.update(b, 0, 1, 8)]))))
+    calls = re.findall(r"emit_task\(c, (\d+), \d+, \w+, \d+, a, 2, (\d+)u, (\d+)u, (\d+)u",
+                       emit_c(looped).source)
+    # acc after s1 (t checked) and after itself (y checked and logged); acc's t read is
+    # logged for no one (no later write of t)
+    assert set(calls) == {("0", "2", "0", "2"), ("1", "2", "3", "2")}
+    arrays = {k: np.zeros((6, 8), np.float32) for k in "xty"}
+    for w in (chain, looped):
+        assert keyed_graph(w, arrays, 1, True) == keyed_graph(w, arrays, 1, False)
+
+
 def test_select_cond_combine_and_dynamic_sizes_compile_to_the_same_graph():
     want = python_graph(mixed(), n=7)
     assert c_graph(mixed(), 1, n=7) == want
