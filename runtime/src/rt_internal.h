@@ -386,6 +386,20 @@ struct PTORuntime {
 
 static inline PTOTask* rt_task(PTORuntime* rt, int32_t id) { return &rt->tasks[id & rt->mask]; }
 static inline _Atomic int32_t* rt_fanin(PTORuntime* rt, int32_t id) { return &rt->fanin_left[id & rt->mask]; }
+/* Task `id` loses one of its counts that the caller holds - a completed producer's, or the
+ * orchestrator's submit guard - with worker threads running: true if none is left. A count of 1 is
+ * the caller's own: the guard is gone (or is this) and every other producer has let go, so no
+ * thread adds to it or takes from it any more, and a plain store does instead of a locked RMW (a
+ * chain's one consumer per task; a task without producers at its submission). The acquire load
+ * pairs with the others' release decrements, as the RMW would. */
+static inline bool rt_fanin_release(PTORuntime* rt, int32_t id) {
+    _Atomic int32_t* f = rt_fanin(rt, id);
+    if (atomic_load_explicit(f, memory_order_acquire) == 1) {
+        atomic_store_explicit(f, 0, memory_order_relaxed);
+        return true;
+    }
+    return atomic_fetch_sub_explicit(f, 1, memory_order_acq_rel) == 1;
+}
 /* A counter one thread bumps and pto_runtime_get_stats may read meanwhile (rt_count_read). */
 static inline void rt_count(int64_t* c) { __atomic_store_n(c, *c + 1, __ATOMIC_RELAXED); }
 static inline int64_t rt_count_read(const int64_t* c) { return __atomic_load_n(c, __ATOMIC_RELAXED); }

@@ -377,7 +377,7 @@ static inline void release_guard(PTORuntime* rt, PTOTask* t) {
         int32_t left = atomic_load_explicit(f, memory_order_relaxed) - 1;
         atomic_store_explicit(f, left, memory_order_relaxed);
         if (left == 0) sched_publish(rt, t);
-    } else if (atomic_fetch_sub_explicit(f, 1, memory_order_acq_rel) == 1) {
+    } else if (rt_fanin_release(rt, t->id)) {
         sched_publish(rt, t);
     }
 }
@@ -389,8 +389,7 @@ static void release_held(PTORuntime* rt) {
     } else {                                  /* the ready ones reach the queues together */
         int32_t ready = 0;
         for (int32_t i = 0; i < rt->nheld; i++)
-            if (atomic_fetch_sub_explicit(rt_fanin(rt, rt->held[i]), 1, memory_order_acq_rel) == 1)
-                rt->held[ready++] = rt->held[i];
+            if (rt_fanin_release(rt, rt->held[i])) rt->held[ready++] = rt->held[i];
         sched_make_ready_n(rt, rt->held, ready);
     }
     rt->nheld = 0;

@@ -393,7 +393,7 @@ static void end_if_done(PTORuntime* rt, int64_t count) {
 static inline int32_t release_run(PTORuntime* rt, const int32_t* ids, int32_t n, int32_t* ready, int32_t nready,
                                   PTOWorker* w) {
     for (int32_t i = 0; i < n; i++)
-        if (atomic_fetch_sub_explicit(rt_fanin(rt, ids[i]), 1, memory_order_acq_rel) == 1) {
+        if (rt_fanin_release(rt, ids[i])) {
             if (nready == PTO_RETIRE_BATCH) { make_ready_many(rt, ready, nready, w, false); nready = 0; }
             ready[nready++] = ids[i];
         }
