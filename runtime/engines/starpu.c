@@ -1402,14 +1402,15 @@ static bool is_tile(int32_t kind) { return kind >= PTO_ARG_TILE_INPUT && kind <=
 
 int32_t pto_tensor_tiles(PTORuntime* rt, const PTOTensor* x, int64_t tile_rows, int64_t tile_cols) {
     if (!rt) return rt_fail(PTO_EINVAL, "pto_tensor_tiles: no runtime (NULL)");
+    const int32_t found = rt_tiles_find(&rt->tiles_index, x, tile_rows, tile_cols, rt->ntiles);
+    if (found >= 0) return (int32_t)((uint64_t)found ^ rt->tile_tag);     /* registered before */
     void* tiles = rt->tiles;
-    const int32_t rc = rt_tiles_reserve(x, tile_rows, tile_cols, tensor_check, &tiles, rt->ntiles, &rt->cap_tiles,
-                                        sizeof *rt->tiles, &rt->tiles_index);
+    const int rc = rt_tiles_reserve(x, tile_rows, tile_cols, tensor_check, &tiles, rt->ntiles, &rt->cap_tiles,
+                                    sizeof *rt->tiles, &rt->tiles_index);
     rt->tiles = tiles;
     if (rc < 0) return rc;
-    if (rc == rt->ntiles)
-        rt->tiles[rt->ntiles++] = (EngTiles){*x, tile_rows, tile_cols, x->rows / tile_rows, x->cols / tile_cols};
-    return (int32_t)((uint64_t)rc ^ rt->tile_tag);
+    rt->tiles[rt->ntiles] = (EngTiles){*x, tile_rows, tile_cols, x->rows / tile_rows, x->cols / tile_cols};
+    return (int32_t)((uint64_t)rt->ntiles++ ^ rt->tile_tag);
 }
 
 /* Tile (i, j) of handle h as the rectangle it stands for, of PTO_ARG_INPUT/OUTPUT/INOUT `mode`,

@@ -269,10 +269,9 @@ static bool tile_key_eq(const RTTileKey* k, const PTOTensor* x, int64_t tile_row
 
 /* The key of x's tiling in index: its slot, or the empty slot where it goes. */
 static RTTileKey* tile_key_slot(const RTTileIndex* index, const PTOTensor* x, int64_t tile_rows, int64_t tile_cols) {
-    uint64_t h = (uint64_t)(uintptr_t)x->data;
-    const uint64_t f[6] = {(uint64_t)x->rows, (uint64_t)x->cols, (uint64_t)x->ld, (uint64_t)x->elem_size,
-                           (uint64_t)tile_rows, (uint64_t)tile_cols};
-    for (int k = 0; k < 6; k++) h = (h ^ f[k]) * 0x9e3779b97f4a7c15ull;
+    /* one multiply of the fields that tell a tensor's tilings apart; the rest are compared */
+    const uint64_t h = ((uint64_t)(uintptr_t)x->data ^ (uint64_t)x->ld << 20 ^ (uint64_t)tile_rows << 40 ^
+                        (uint64_t)tile_cols << 52) * 0x9e3779b97f4a7c15ull;
     const uint32_t mask = (uint32_t)index->cap - 1;
     for (uint32_t s = (uint32_t)(h >> 32) & mask;; s = (s + 1) & mask) {
         RTTileKey* k = &index->keys[s];
@@ -286,15 +285,16 @@ void rt_tiles_index_free(RTTileIndex* index) {
     index->cap = 0;
 }
 
-int32_t rt_tiles_reserve(const PTOTensor* x, int64_t tile_rows, int64_t tile_cols,
-                         int (*check)(const PTOTensor*, int64_t, int64_t, int64_t, int64_t), void** tiles,
-                         int32_t n, int32_t* cap, size_t size, RTTileIndex* index) {
+int32_t rt_tiles_find(const RTTileIndex* index, const PTOTensor* x, int64_t tile_rows, int64_t tile_cols, int32_t n) {
+    if (!x || !index->cap) return -1;
+    const RTTileKey* k = tile_key_slot(index, x, tile_rows, tile_cols);
+    return k->data && k->record < n ? k->record : -1;
+}
+
+int rt_tiles_reserve(const PTOTensor* x, int64_t tile_rows, int64_t tile_cols,
+                     int (*check)(const PTOTensor*, int64_t, int64_t, int64_t, int64_t), void** tiles,
+                     int32_t n, int32_t* cap, size_t size, RTTileIndex* index) {
     if (!x) return rt_fail(PTO_EINVAL, "pto_tensor_tiles: no tensor (NULL)");
-    /* registered before: a generated orchestration function registers its tilings at every call */
-    if (index->cap) {
-        const RTTileKey* k = tile_key_slot(index, x, tile_rows, tile_cols);
-        if (k->data && k->record < n) return k->record;
-    }
     if (tile_rows <= 0 || tile_cols <= 0 || x->rows % tile_rows || x->cols % tile_cols)
         return rt_fail(PTO_EINVAL, "pto_tensor_tiles: tiles of %lld x %lld do not divide the %lld x %lld tensor",
                        (long long)tile_rows, (long long)tile_cols, (long long)x->rows, (long long)x->cols);
@@ -327,7 +327,7 @@ int32_t rt_tiles_reserve(const PTOTensor* x, int64_t tile_rows, int64_t tile_col
     }
     *tile_key_slot(index, x, tile_rows, tile_cols) =
         (RTTileKey){x->data, x->rows, x->cols, x->ld, tile_rows, tile_cols, x->elem_size, n};
-    return n;
+    return PTO_OK;
 }
 
 int rt_tile_fail(const char* call, const char* func_name, int64_t h, int64_t i, int64_t j, int64_t ntr, int64_t ntc) {

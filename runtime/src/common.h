@@ -47,15 +47,16 @@ typedef struct RTTileIndex {
     int32_t    cap;
 } RTTileIndex;
 void rt_tiles_index_free(RTTileIndex* index);
-/* pto_tensor_tiles' checks, one for every engine. x with this tiling registered before (a record
- * below n in *index): that record's index. Else tile_rows x tile_cols tiles that divide x, whose
- * whole region the engine's `check` accepts, and room for one more record in *tiles (*cap
- * records of `size` bytes, n in use; grown by doubling, at most 65,535): n, the record the
- * engine fills next (index keys it already; a record the engine did not fill is filled at the
- * next registration of its tensor). Or the error with its message. */
-int32_t rt_tiles_reserve(const PTOTensor* x, int64_t tile_rows, int64_t tile_cols,
-                         int (*check)(const PTOTensor*, int64_t, int64_t, int64_t, int64_t), void** tiles,
-                         int32_t n, int32_t* cap, size_t size, RTTileIndex* index);
+/* The record of x with this tiling, registered before (one of the n in use), or -1. */
+int32_t rt_tiles_find(const RTTileIndex* index, const PTOTensor* x, int64_t tile_rows, int64_t tile_cols, int32_t n);
+/* pto_tensor_tiles' checks, one for every engine, for x not found by rt_tiles_find: tile_rows x
+ * tile_cols tiles that divide x, whose whole region the engine's `check` accepts, and room for
+ * one more record in *tiles (*cap records of `size` bytes, n in use; grown by doubling, at most
+ * 65,535), keyed in *index as record n, which the engine fills next (one it did not fill is
+ * filled at the next registration of its tensor). PTO_OK, or the error with its message. */
+int rt_tiles_reserve(const PTOTensor* x, int64_t tile_rows, int64_t tile_cols,
+                     int (*check)(const PTOTensor*, int64_t, int64_t, int64_t, int64_t), void** tiles,
+                     int32_t n, int32_t* cap, size_t size, RTTileIndex* index);
 /* Why `call` refused tile (i, j) of handle h for task `func_name`, one message for every engine:
  * PTO_EINVAL where h is not one of the runtime's (ntr < 0), else PTO_EBOUNDS (outside the ntr x
  * ntc tiles); the message set. */

@@ -913,12 +913,14 @@ static int region_check_fn(const PTOTensor* x, int64_t r0, int64_t c0, int64_t r
 
 int32_t pto_tensor_tiles(PTORuntime* rt, const PTOTensor* x, int64_t tile_rows, int64_t tile_cols) {
     if (!rt) return rt_fail(PTO_EINVAL, "pto_tensor_tiles: no runtime (NULL)");
+    /* registered before: a generated orchestration function registers its tilings at every call */
+    const int32_t found = rt_tiles_find(&rt->tiles_index, x, tile_rows, tile_cols, rt->ntiles);
+    if (found >= 0) return (int32_t)((uint64_t)found ^ rt->tile_tag);
     void* tiles = rt->tiles;
-    const int32_t rc = rt_tiles_reserve(x, tile_rows, tile_cols, region_check_fn, &tiles, rt->ntiles,
-                                        &rt->cap_tiles, sizeof *rt->tiles, &rt->tiles_index);
+    const int rc = rt_tiles_reserve(x, tile_rows, tile_cols, region_check_fn, &tiles, rt->ntiles, &rt->cap_tiles,
+                                    sizeof *rt->tiles, &rt->tiles_index);
     rt->tiles = tiles;
     if (rc < 0) return rc;
-    if (rc < rt->ntiles) return (int32_t)((uint64_t)rc ^ rt->tile_tag);    /* registered before */
     /* under the submission lock: submitters' threads make records too (submit.c, record) */
     pthread_mutex_lock(&rt->submit_mu);
     const int32_t k = tm_tensor(&rt->tm, x->data, tile_rows, tile_cols, x->rows, x->cols);
