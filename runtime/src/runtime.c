@@ -939,7 +939,8 @@ int32_t pto_tensor_tiles(PTORuntime* rt, const PTOTensor* x, int64_t tile_rows, 
     return (int32_t)(rt->ntiles++ ^ rt->tile_tag);
 }
 
-/* Why tile argument a of pto_task_submit_v was refused (PTO_EINVAL or PTO_EBOUNDS). */
+/* Why `call` refused tile (i, j) of `handle` for task func_name (PTO_EINVAL or PTO_EBOUNDS), and
+ * why pto_task_submit_v refused tile argument a. */
 static __attribute__((noinline)) int tile_fail_in(const PTORuntime* rt, const char* call, const char* func_name,
                                                   int64_t handle, int64_t i, int64_t j) {
     const uint64_t h = (uint64_t)handle ^ rt->tile_tag;
