@@ -238,6 +238,8 @@ def declare(lib: C.CDLL) -> C.CDLL:
             "pto_task_add_scalar": (C.c_int, [P, I32, I64]),
             "pto_task_add_arg": (C.c_int, [P, I32, T, I64, I64]),
             "pto_task_add_access": (C.c_int, [P, I32, T, I64, I64, I64, I64, I32]),
+            "pto_tensor_tiles": (I32, [P, T, I64, I64]),
+            "pto_task_add_tile": (C.c_int, [P, I32, I32, I32, I64, I64]),
             "pto_task_add_successor": (C.c_int, [P, I32, I32]),
             "pto_task_set_affinity": (C.c_int, [P, I32, I32, I32]),
             "pto_core_request": (I32, [P, I32, I32]),
@@ -439,11 +441,16 @@ def _keyed_region(a: np.ndarray, r: int, c: int, rows: int, cols: int) -> tuple[
 class Tiles:
     """``array`` cut into ``tile_rows`` x ``tile_cols`` tiles for one runtime
     (:meth:`Runtime.tensor_tiles`): tile (i, j) is the region ``[i * tile_rows, (i + 1) *
-    tile_rows) x [j * tile_cols, (j + 1) * tile_cols)``."""
+    tile_rows) x [j * tile_cols, (j + 1) * tile_cols)``. ``handle``: the runtime's tiling of the
+    memory block the array views (``pto_tensor_tiles``), in which tile (i, j)'s region is the
+    tile ``origin`` places (``Runtime._block_tiles``); None where the tiles are no tiling of the
+    block (their regions are passed then)."""
     array: np.ndarray
     tile_rows: int
     tile_cols: int
     runtime: "Runtime"
+    handle: Optional[int] = None
+    origin: tuple[int, ...] = ()
 
     @property
     def shape(self) -> tuple[int, int]:
@@ -688,6 +695,10 @@ class Runtime:
         # own pointer and row stride
         block, (r, c, h_, w) = _keyed_region(a, row_off, col_off, rows, cols)
         self._check(self._lib.pto_task_add_access(h, task, C.byref(block), r, c, h_, w, mode), what)
+        self._add_view(h, what, task, a, row_off, col_off)
+
+    def _add_view(self, h: C.c_void_p, what: str, task: int, a: np.ndarray, row_off: int, col_off: int) -> None:
+        """The task's two slots of ``a[row_off, col_off]``: the view's pointer and row stride."""
         view = PTOTensor(a.__array_interface__["data"][0], a.shape[0], a.shape[1], _ld(a), a.itemsize, None)
         self._keep.append(a)
         self._check(self._lib.pto_task_add_arg(h, task, C.byref(view), row_off, col_off), what)
@@ -708,9 +719,13 @@ class Runtime:
     def tensor_tiles(self, a: np.ndarray, tile_rows: int, tile_cols: int) -> Tiles:
         """``a`` cut into ``tile_rows`` x ``tile_cols`` tiles, which must divide its shape: the
         tiles :meth:`add_tile_input` / ``_output`` / ``_inout`` take by index. A tile is the
-        region it stands for, so tiles and regions of one array mix freely. Unlike C's
-        ``pto_tensor_tiles``, the binding passes the region: it orders numpy views by the memory
-        block they belong to (in bytes), which a tiling of one tensor's element grid cannot key.
+        region it stands for, so tiles and regions of one array mix freely. The binding orders
+        numpy views by the memory block they belong to (in bytes): where the tiles' regions
+        there are tiles of one tiling of the block (a whole C-contiguous array, a band of its
+        rows that starts at a multiple of ``tile_rows``, whole-row tiles of a reshaped array),
+        the runtime gets that tiling (``pto_tensor_tiles``, once per block and tile shape) and
+        each tile's access by its index (``pto_task_add_tile``: the same graph as the region's);
+        otherwise each tile is passed as its region.
 
         >>> rt = Runtime()
         >>> x = np.zeros((8, 4), np.float32)
@@ -724,8 +739,46 @@ class Runtime:
         if a.shape[0] % tr or a.shape[1] % tc:
             raise PTORuntimeError(PTO_EINVAL, "tensor_tiles", detail=f"tiles of {tr} x {tc} do not "
                                   f"divide the {a.shape[0]} x {a.shape[1]} array")
-        self._handle()
-        return Tiles(a, tr, tc, self)
+        handle, origin = self._block_tiles(a, tr, tc)
+        return Tiles(a, tr, tc, self, handle, origin)
+
+    def _block_tiles(self, a: np.ndarray, tr: int, tc: int) -> tuple[Optional[int], tuple[int, ...]]:
+        """The runtime's tiling of the memory block ``a`` views in which the keyed region
+        (:func:`_keyed_region`) of tile (i, j) of ``a`` is tile (i0 + i * di0 + j * dj0, j0 + i *
+        di1 + j * dj1): (its handle, (i0, j0, di0, di1, dj0, dj1)), or (None, ()) where there is
+        none. Each tile's region is exact (a box of as many bytes as the tile) and on a tile
+        boundary of a block the boxes divide, tile (1, 0) and tile (0, 1) one box from tile (0, 0)
+        (below it, or beside it: a block of one row), and the last tile where those steps put it:
+        then every tile is (its bytes are linear in i and j, and no box crosses a row of the block)."""
+        tiles = getattr(self._lib, "pto_tensor_tiles", None)
+        if tiles is None or getattr(self._lib, "pto_task_add_tile", None) is None:
+            return None, ()           # a library without tiled tensors: regions
+        h = self._handle()
+        ntr, ntc = a.shape[0] // tr, a.shape[1] // tc
+        block, (r, c, bh, bw) = _keyed_region(a, 0, 0, tr, tc)
+        key = (block.data, block.rows, block.cols)
+        if bh * bw != tr * tc * a.itemsize or r % bh or c % bw or block.rows % bh or block.cols % bw:
+            return None, ()
+        steps = []
+        for di, dj, n in ((1, 0, ntr), (0, 1, ntc)):
+            if n == 1:
+                steps.append((0, 0))
+                continue
+            b, (r1, c1, h1, w1) = _keyed_region(a, di * tr, dj * tc, tr, tc)
+            if (b.data, b.rows, b.cols) != key or (h1, w1) != (bh, bw) or (r1 - r, c1 - c) not in ((bh, 0), (0, bw)):
+                return None, ()
+            steps.append(((r1 - r) // bh, (c1 - c) // bw))
+        (si, sj) = steps
+        if ntr > 1 and ntc > 1 and si == sj:
+            return None, ()
+        last, (lr, lc, lh, lw) = _keyed_region(a, (ntr - 1) * tr, (ntc - 1) * tc, tr, tc)
+        li, lj = (ntr - 1) * si[0] + (ntc - 1) * sj[0], (ntr - 1) * si[1] + (ntc - 1) * sj[1]
+        if (last.data, last.rows, last.cols) != key or (lr, lc, lh, lw) != (r + li * bh, c + lj * bw, bh, bw):
+            return None, ()
+        handle = tiles(h, C.byref(block), bh, bw)
+        if handle < 0:                # out of handles (65,535 tilings): the regions serve
+            return None, ()
+        return handle, (r // bh, c // bw, *si, *sj)
 
     def _add_tile(self, mode: int, what: str, task: int, tiles: Tiles, i: int, j: int) -> None:
         if not isinstance(tiles, Tiles) or tiles.runtime is not self:
@@ -736,8 +789,19 @@ class Runtime:
         if not (0 <= i < ntr and 0 <= j < ntc):
             raise PTORuntimeError(PTO_EBOUNDS, what, detail=f"tile ({i}, {j}) outside the "
                                   f"{ntr} x {ntc} tiles")
-        self._add(mode, what, task, tiles.array, i * tiles.tile_rows, j * tiles.tile_cols,
-                  tiles.tile_rows, tiles.tile_cols)
+        if tiles.handle is None:
+            self._add(mode, what, task, tiles.array, i * tiles.tile_rows, j * tiles.tile_cols,
+                      tiles.tile_rows, tiles.tile_cols)
+            return
+        # the tile's access by its index in the block's tiling, the slots of the view
+        task = self._task_id(task, what)
+        a = _matrix(tiles.array, what, writes=mode != PTO_ARG_INPUT)
+        h = self._handle()
+        i0, j0, di0, di1, dj0, dj1 = tiles.origin
+        rc = self._lib.pto_task_add_tile(h, task, mode, tiles.handle, i0 + i * di0 + j * dj0, j0 + i * di1 + j * dj1)
+        if rc < 0:
+            raise PTORuntimeError(rc, what, detail=(self._lib.pto_last_error() or b"").decode(errors="replace"))
+        self._add_view(h, what, task, a, i * tiles.tile_rows, j * tiles.tile_cols)
 
     def add_tile_input(self, task: int, tiles: Tiles, i: int, j: int = 0) -> None:
         """Tile (i, j) of ``tiles`` (:meth:`tensor_tiles`) as the task's next input."""

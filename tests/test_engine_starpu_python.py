@@ -71,6 +71,45 @@ def test_runtime_runs_on_starpu_beside_ours_in_one_process():
     assert out.strip() == "ok"
 
 
+def test_tiles_go_to_starpu_by_index_and_give_the_regions_results():
+    # Runtime.tensor_tiles on StarPU: the block's tiling there (pto_tensor_tiles, registered
+    # once) and each tile by index (pto_task_add_tile); the results of the regions, on ours too
+    out = child("""
+        import numpy as np
+        from pto_core.runtime import Runtime
+
+        def step(args):                           # y = 2 * y + x over one 8 x 16 tile
+            y, x = args.array(0, 8, 16), args.array(2, 8, 16)
+            y[:] = 2 * y + x
+            return 0
+
+        def run(engine, tiles):
+            x = np.arange(32 * 16, dtype=np.float32).reshape(32, 16)
+            y = np.ones((32, 16), np.float32)
+            with Runtime(num_workers=2, engine=engine) as rt:
+                tx, ty = rt.tensor_tiles(x, 8, 16), rt.tensor_tiles(y, 8, 16)
+                assert tx.handle is not None and rt.tensor_tiles(x, 8, 16).handle == tx.handle
+                for k in range(12):               # three rounds over the four tiles
+                    t = rt.task("step", step)
+                    if tiles:
+                        rt.add_tile_inout(t, ty, k % 4)
+                        rt.add_tile_input(t, tx, (k + 1) % 4)
+                    else:
+                        rt.add_inout(t, y, 8 * (k % 4), 0, 8, 16)
+                        rt.add_input(t, x, 8 * ((k + 1) % 4), 0, 8, 16)
+                    rt.submit(t)
+                rt.run()
+            return y
+
+        want = run("pto", False)
+        for engine in ("starpu", "pto"):
+            assert np.array_equal(run(engine, True), want), engine
+        assert np.array_equal(run("starpu", False), want)
+        print("ok")
+    """)
+    assert out.strip() == "ok"
+
+
 def test_an_unknown_engine_and_engine_with_library_are_refused():
     with pytest.raises(PTOError, match="unknown engine 'legion'"):
         Runtime(engine="legion")

@@ -21,9 +21,10 @@ One source per module serves every backend. It calls only the runtime API of
   the per-call checks and overhead;
 * such a region is a whole tile (row, col) of the parameter's R x C tiling, so the function
   registers each (tensor, R x C) its CALLs pass once, at its start (``pto_tensor_tiles``, its
-  handle ``_pto_tiles_<tensor>_<R>x<C>``; an allocation failure is returned, as is one past the
-  runtime's 65,535 registrations: each call of the function registers again), and the CALL passes
-  ``_pto_tile_arg(kind, handle, tensor, row, col, R, C)``: the ``PTO_ARG_TILE_*`` argument of
+  handle ``_pto_tiles_<tensor>_<R>x<C>``; an allocation failure is returned; each call of the
+  function registers again, and the runtime gives the same tensor and tiling the handle it gave
+  before: a function called from a loop any number of times uses one handle per tiling), and
+  the CALL passes ``_pto_tile_arg(kind, handle, tensor, row, col, R, C)``: the ``PTO_ARG_TILE_*`` argument of
   that tile, which the runtime takes without checking or looking up the region again, or, where
   the tiles do not divide the tensor at run time (handle -1), the rectangle above. The graph is
   the rectangles' either way. Range tasks (steps in elements) and intermediates keep their

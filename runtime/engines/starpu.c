@@ -226,6 +226,7 @@ struct PTORuntime {
     /* tiled tensors (pto_tensor_tiles): a tile argument is the rectangle it stands for */
     struct EngTiles* tiles;
     int32_t ntiles, cap_tiles;
+    RTTileIndex tiles_index;           /* by tensor and tiling: registered once */
     uint64_t tile_tag;                 /* handles are index ^ tag: another runtime's are refused */
     CudaKernel* cuda_kernels;          /* pto_starpu_cuda_kernel's, in the order given */
     int32_t ncuda_kernels, cap_cuda_kernels;
@@ -716,6 +717,7 @@ void pto_runtime_destroy(PTORuntime* rt) {
     pthread_mutex_destroy(&rt->submit_mu);
     free(rt->open_preds);
     free(rt->tiles);
+    rt_tiles_index_free(&rt->tiles_index);
     free(rt->cuda_kernels);
     for (int32_t k = 0; k < STATE_CHUNKS && rt->states[k]; k++) free((void*)rt->states[k]);
 #ifdef PTO_ENGINE_MPI
@@ -1400,35 +1402,40 @@ static bool is_tile(int32_t kind) { return kind >= PTO_ARG_TILE_INPUT && kind <=
 
 int32_t pto_tensor_tiles(PTORuntime* rt, const PTOTensor* x, int64_t tile_rows, int64_t tile_cols) {
     if (!rt) return rt_fail(PTO_EINVAL, "pto_tensor_tiles: no runtime (NULL)");
+    const int32_t found = rt_tiles_find(&rt->tiles_index, x, tile_rows, tile_cols, rt->ntiles);
+    if (found >= 0) return (int32_t)((uint64_t)found ^ rt->tile_tag);     /* registered before */
     void* tiles = rt->tiles;
     const int rc = rt_tiles_reserve(x, tile_rows, tile_cols, tensor_check, &tiles, rt->ntiles, &rt->cap_tiles,
-                                    sizeof *rt->tiles);
+                                    sizeof *rt->tiles, &rt->tiles_index);
     rt->tiles = tiles;
     if (rc < 0) return rc;
     rt->tiles[rt->ntiles] = (EngTiles){*x, tile_rows, tile_cols, x->rows / tile_rows, x->cols / tile_cols};
     return (int32_t)((uint64_t)rt->ntiles++ ^ rt->tile_tag);
 }
 
-/* args[0..n) with every tile argument as the rectangle it stands for, into out (which points
- * into rt->tiles until the submission ends); PTO_OK, PTO_EINVAL for a handle that is not this
- * runtime's, PTO_EBOUNDS for a tile outside the tensor. */
+/* Tile (i, j) of handle h as the rectangle it stands for, of PTO_ARG_INPUT/OUTPUT/INOUT `mode`,
+ * into *out (its tensor points into rt->tiles until the submission ends); PTO_OK, or the error
+ * of `call` for task func_name: PTO_EINVAL for a handle that is not this runtime's, PTO_EBOUNDS
+ * for a tile outside the tensor. */
+static int tile_rectangle(PTORuntime* rt, const char* call, const char* func_name, int64_t handle, int64_t i,
+                          int64_t j, int32_t mode, PTOTaskArg* out) {
+    const uint64_t h = (uint64_t)handle ^ rt->tile_tag;
+    const EngTiles* g = h < (uint64_t)rt->ntiles ? &rt->tiles[h] : NULL;
+    if (!g || (uint64_t)i >= (uint64_t)g->ntr || (uint64_t)j >= (uint64_t)g->ntc)
+        return rt_tile_fail(call, func_name, handle, i, j, g ? g->ntr : -1, g ? g->ntc : -1);
+    *out = (PTOTaskArg){mode, &g->x, i * g->tile_rows, j * g->tile_cols, g->tile_rows, g->tile_cols, 0};
+    return PTO_OK;
+}
+
+/* args[0..n) with every tile argument as the rectangle it stands for, into out (tile_rectangle). */
 static int tiles_translate(PTORuntime* rt, const char* func_name, const PTOTaskArg* args, int32_t n,
                            PTOTaskArg* out) {
     for (int32_t k = 0; k < n; k++) {
         out[k] = args[k];
         if (!is_tile(args[k].kind)) continue;
-        const uint64_t h = (uint64_t)args[k].value ^ rt->tile_tag;
-        if (h >= (uint64_t)rt->ntiles)
-            return rt_fail(PTO_EINVAL, "pto_task_submit_v: task '%s': tile handle %lld is not one of this runtime's",
-                           func_name ? func_name : "", (long long)args[k].value);
-        const EngTiles* g = &rt->tiles[h];
-        const uint64_t ti = (uint64_t)args[k].row_off, tj = (uint64_t)args[k].col_off;
-        if (ti >= (uint64_t)g->ntr || tj >= (uint64_t)g->ntc)
-            return rt_fail(PTO_EBOUNDS, "pto_task_submit_v: task '%s': tile (%lld, %lld) outside the %lld x %lld tiles",
-                           func_name ? func_name : "", (long long)args[k].row_off, (long long)args[k].col_off,
-                           (long long)g->ntr, (long long)g->ntc);
-        out[k] = (PTOTaskArg){args[k].kind - PTO_ARG_TILE_INPUT + PTO_ARG_INPUT, &g->x, (int64_t)ti * g->tile_rows,
-                              (int64_t)tj * g->tile_cols, g->tile_rows, g->tile_cols, 0};
+        const int rc = tile_rectangle(rt, "pto_task_submit_v", func_name, args[k].value, args[k].row_off,
+                                      args[k].col_off, args[k].kind - PTO_ARG_TILE_INPUT + PTO_ARG_INPUT, &out[k]);
+        if (rc < 0) return rc;
     }
     return PTO_OK;
 }
@@ -1582,6 +1589,21 @@ int pto_task_add_access(PTORuntime* rt, int32_t task, const PTOTensor* x, int64_
                         int64_t cols, int32_t mode) {
     if (mode != PTO_ARG_INPUT && mode != PTO_ARG_OUTPUT && mode != PTO_ARG_INOUT) return PTO_EINVAL;
     return add_tensor(rt, task, x, r0, c0, rows, cols, mode, false);
+}
+/* A tile is the rectangle it stands for: add_input/output/inout, or add_access for the access alone. */
+int pto_task_add_tile(PTORuntime* rt, int32_t task, int32_t kind, int32_t tiles, int64_t i, int64_t j) {
+    int err;
+    EngTask* t = building(rt, task, &err);
+    if (!t) return err;
+    const bool slots = is_tile(kind);
+    if (!slots && (kind < PTO_ARG_INPUT || kind > PTO_ARG_INOUT))
+        return rt_fail(PTO_EINVAL, "pto_task_add_tile: task '%s': kind %d is neither PTO_ARG_TILE_INPUT/OUTPUT/INOUT "
+                       "nor PTO_ARG_INPUT/OUTPUT/INOUT (the access alone)", t->name, (int)kind);
+    PTOTaskArg a = {0};
+    const int rc = tile_rectangle(rt, "pto_task_add_tile", t->name, tiles, i, j,
+                                  slots ? kind - PTO_ARG_TILE_INPUT + PTO_ARG_INPUT : kind, &a);
+    if (rc < 0) return rc;
+    return put_tensor(rt, t, a.tensor, a.row_off, a.col_off, a.rows, a.cols, a.kind, slots);
 }
 int pto_task_add_arg(PTORuntime* rt, int32_t task, const PTOTensor* x, int64_t r0, int64_t c0) {
     int err;

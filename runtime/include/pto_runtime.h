@@ -351,7 +351,10 @@ int32_t pto_task_submit_v(PTORuntime* rt, const char* func_name, PTOKernelFunc f
 
 /* Tensor x cut into tiles of tile_rows x tile_cols elements (which must divide its rows and
  * cols), registered once: returns a handle (>= 0) for the TILE argument kinds of
- * pto_task_submit_v, or PTO_EINVAL (a bad tensor or tiling, pto_last_error says which). An
+ * pto_task_submit_v, or PTO_EINVAL (a bad tensor or tiling, pto_last_error says which). The same
+ * tensor (data, rows, cols, ld, elem_size) with the same tiling registered again gets the same
+ * handle (a table lookup), so an orchestration function registering its tilings at every call
+ * can be called any number of times; up to 65,535 distinct tilings (PTO_ENOMEM beyond). An
  * argument {PTO_ARG_TILE_INPUT, NULL, i, j, 0, 0, h} is the same access, with the same two slots,
  * as {PTO_ARG_INPUT, x, i * tile_rows, j * tile_cols, tile_rows, tile_cols, 0}, checked only for
  * i and j below the tile counts (PTO_EBOUNDS) and h a handle of this runtime (PTO_EINVAL; a
@@ -366,6 +369,14 @@ int32_t pto_task_submit_v(PTORuntime* rt, const char* func_name, PTOKernelFunc f
  * is the rectangle it stands for). It may be called while other threads' submitters are open.
  * Valid for the runtime's life. */
 int32_t pto_tensor_tiles(PTORuntime* rt, const PTOTensor* x, int64_t tile_rows, int64_t tile_cols);
+/* Tile (i, j) of handle `tiles` added to task `task` (pto_task_alloc): kind PTO_ARG_TILE_INPUT /
+ * OUTPUT / INOUT adds it as pto_task_submit_v's argument of that kind does (two slots and the
+ * access: pto_task_add_input/output/inout of the rectangle); PTO_ARG_INPUT / OUTPUT / INOUT adds
+ * its access alone (pto_task_add_access of the rectangle; the slots then come from
+ * pto_task_add_arg, e.g. those of a view of another element type over the same memory). PTO_OK;
+ * PTO_EINVAL for another kind or a handle that is not this runtime's, PTO_EBOUNDS for a tile
+ * outside the tensor (with a message naming the call and the task), or add_input's codes. */
+int pto_task_add_tile(PTORuntime* rt, int32_t task, int32_t kind, int32_t tiles, int64_t i, int64_t j);
 /* ---------------------------------------------------------------- several submitting threads
  * The calls above come from one thread. For several threads submitting into one runtime at
  * once (e.g. the iterations of a parallel loop split between them), each thread opens a

@@ -1,12 +1,14 @@
 /* common.c - what every engine of the pto_runtime.h API shares: error texts, the calling
- * thread's last error, the clock, the deadline setting, the default configuration, and the
- * entry points built on the public API alone (pto_runtime_run_orch, runtime_entry_arm64). */
+ * thread's last error, the clock, the deadline setting, the default configuration, the
+ * entry points built on the public API alone (pto_runtime_run_orch, runtime_entry_arm64), and the
+ * registration of tiled tensors (pto_tensor_tiles) with its messages. */
 #define _GNU_SOURCE 1
 #include "common.h"
 
 #include <errno.h>
 #include <pthread.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -258,9 +260,40 @@ __attribute__((destructor)) static void blocks_fini(void) {
     pthread_mutex_unlock(&g_blocks.mu);
 }
 
+/* ---------------------------------------------------------------- tiled tensors */
+
+static bool tile_key_eq(const RTTileKey* k, const PTOTensor* x, int64_t tile_rows, int64_t tile_cols) {
+    return k->data == x->data && k->rows == x->rows && k->cols == x->cols && k->ld == x->ld &&
+           k->elem_size == x->elem_size && k->tile_rows == tile_rows && k->tile_cols == tile_cols;
+}
+
+/* The key of x's tiling in index: its slot, or the empty slot where it goes. */
+static RTTileKey* tile_key_slot(const RTTileIndex* index, const PTOTensor* x, int64_t tile_rows, int64_t tile_cols) {
+    /* one multiply of the fields that tell a tensor's tilings apart; the rest are compared */
+    const uint64_t h = ((uint64_t)(uintptr_t)x->data ^ (uint64_t)x->ld << 20 ^ (uint64_t)tile_rows << 40 ^
+                        (uint64_t)tile_cols << 52) * 0x9e3779b97f4a7c15ull;
+    const uint32_t mask = (uint32_t)index->cap - 1;
+    for (uint32_t s = (uint32_t)(h >> 32) & mask;; s = (s + 1) & mask) {
+        RTTileKey* k = &index->keys[s];
+        if (!k->data || tile_key_eq(k, x, tile_rows, tile_cols)) return k;
+    }
+}
+
+void rt_tiles_index_free(RTTileIndex* index) {
+    free(index->keys);
+    index->keys = NULL;
+    index->cap = 0;
+}
+
+int32_t rt_tiles_find(const RTTileIndex* index, const PTOTensor* x, int64_t tile_rows, int64_t tile_cols, int32_t n) {
+    if (!x || !index->cap) return -1;
+    const RTTileKey* k = tile_key_slot(index, x, tile_rows, tile_cols);
+    return k->data && k->record < n ? k->record : -1;
+}
+
 int rt_tiles_reserve(const PTOTensor* x, int64_t tile_rows, int64_t tile_cols,
                      int (*check)(const PTOTensor*, int64_t, int64_t, int64_t, int64_t), void** tiles,
-                     int32_t n, int32_t* cap, size_t size) {
+                     int32_t n, int32_t* cap, size_t size, RTTileIndex* index) {
     if (!x) return rt_fail(PTO_EINVAL, "pto_tensor_tiles: no tensor (NULL)");
     if (tile_rows <= 0 || tile_cols <= 0 || x->rows % tile_rows || x->cols % tile_cols)
         return rt_fail(PTO_EINVAL, "pto_tensor_tiles: tiles of %lld x %lld do not divide the %lld x %lld tensor",
@@ -271,6 +304,20 @@ int rt_tiles_reserve(const PTOTensor* x, int64_t tile_rows, int64_t tile_cols,
                        x->data, (long long)x->rows, (long long)x->cols, (long long)x->ld, x->elem_size,
                        pto_strerror(rc));
     if (n == 0xffff) return rt_fail(PTO_ENOMEM, "pto_tensor_tiles: 65535 tiled tensors already");
+    if (2 * (n + 1) > index->cap) {
+        /* rehashed at twice the size; keys of records never filled (n and above) are dropped */
+        const int32_t nc = index->cap ? 2 * index->cap : 16;
+        RTTileIndex g = {calloc((size_t)nc, sizeof *g.keys), nc};
+        if (!g.keys) return rt_fail(PTO_ENOMEM, "pto_tensor_tiles: out of memory");
+        for (int32_t s = 0; s < index->cap; s++) {
+            const RTTileKey* k = &index->keys[s];
+            if (!k->data || k->record >= n) continue;
+            const PTOTensor y = {(void*)k->data, k->rows, k->cols, k->ld, k->elem_size, NULL};
+            *tile_key_slot(&g, &y, k->tile_rows, k->tile_cols) = *k;
+        }
+        free(index->keys);
+        *index = g;
+    }
     if (n == *cap) {
         const int32_t nc = *cap ? 2 * *cap : 8;
         void* g = realloc(*tiles, (size_t)nc * size);
@@ -278,5 +325,16 @@ int rt_tiles_reserve(const PTOTensor* x, int64_t tile_rows, int64_t tile_cols,
         *tiles = g;
         *cap = nc;
     }
+    *tile_key_slot(index, x, tile_rows, tile_cols) =
+        (RTTileKey){x->data, x->rows, x->cols, x->ld, tile_rows, tile_cols, x->elem_size, n};
     return PTO_OK;
+}
+
+int rt_tile_fail(const char* call, const char* func_name, int64_t h, int64_t i, int64_t j, int64_t ntr, int64_t ntc) {
+    if (!func_name) func_name = "";
+    if (ntr < 0)
+        return rt_fail(PTO_EINVAL, "%s: task '%s': tile handle %lld is not one of this runtime's", call, func_name,
+                       (long long)h);
+    return rt_fail(PTO_EBOUNDS, "%s: task '%s': tile (%lld, %lld) outside the %lld x %lld tiles", call, func_name,
+                   (long long)i, (long long)j, (long long)ntr, (long long)ntc);
 }

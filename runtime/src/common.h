@@ -33,13 +33,34 @@ int rt_submitter_task_check(const char* func_name, const PTOTaskArg* args, int32
  * must be writable, else its directory; PTO_EIO with the message set otherwise. Nothing is
  * created: a run that cannot leave its trace fails when it starts, not at the end. */
 int rt_check_writable(const char* var, const char* path);
-/* pto_tensor_tiles' checks, one for every engine: tile_rows x tile_cols tiles that divide x,
- * whose whole region the engine's `check` accepts, and room for one more record in *tiles
- * (*cap records of `size` bytes, n in use; grown by doubling, at most 65,535). PTO_OK, or the
- * error with its message. */
+/* The tiled tensors an engine registered, by tensor (data, shape, row stride, element size) and
+ * tiling: an open-addressing table of `cap` keys (a power of two, at least twice the records;
+ * zeroed: empty), freed by rt_tiles_index_free. */
+typedef struct RTTileKey {
+    const void* data;              /* NULL: an empty key */
+    int64_t     rows, cols, ld, tile_rows, tile_cols;
+    int32_t     elem_size;
+    int32_t     record;            /* the engine's record (the handle's index) */
+} RTTileKey;
+typedef struct RTTileIndex {
+    RTTileKey* keys;
+    int32_t    cap;
+} RTTileIndex;
+void rt_tiles_index_free(RTTileIndex* index);
+/* The record of x with this tiling, registered before (one of the n in use), or -1. */
+int32_t rt_tiles_find(const RTTileIndex* index, const PTOTensor* x, int64_t tile_rows, int64_t tile_cols, int32_t n);
+/* pto_tensor_tiles' checks, one for every engine, for x not found by rt_tiles_find: tile_rows x
+ * tile_cols tiles that divide x, whose whole region the engine's `check` accepts, and room for
+ * one more record in *tiles (*cap records of `size` bytes, n in use; grown by doubling, at most
+ * 65,535), keyed in *index as record n, which the engine fills next (one it did not fill is
+ * filled at the next registration of its tensor). PTO_OK, or the error with its message. */
 int rt_tiles_reserve(const PTOTensor* x, int64_t tile_rows, int64_t tile_cols,
                      int (*check)(const PTOTensor*, int64_t, int64_t, int64_t, int64_t), void** tiles,
-                     int32_t n, int32_t* cap, size_t size);
+                     int32_t n, int32_t* cap, size_t size, RTTileIndex* index);
+/* Why `call` refused tile (i, j) of handle h for task `func_name`, one message for every engine:
+ * PTO_EINVAL where h is not one of the runtime's (ntr < 0), else PTO_EBOUNDS (outside the ntr x
+ * ntc tiles); the message set. */
+int rt_tile_fail(const char* call, const char* func_name, int64_t h, int64_t i, int64_t j, int64_t ntr, int64_t ntc);
 /* JSON output: a quoted, escaped string; microseconds with nanosecond digits from integer ns. */
 void rt_json_string(FILE* f, const char* s);
 void rt_json_us(FILE* f, int64_t ns);

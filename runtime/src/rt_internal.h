@@ -341,6 +341,7 @@ struct PTORuntime {
     int32_t   dep_end;             /* dep_nchunks << DEP_CHUNK_SHIFT: the end of the chunks */
     TMap      tm;
     RTTiles*  tiles; int32_t ntiles, cap_tiles;
+    RTTileIndex tiles_index;       /* the tiled tensors by tensor and tiling: registered once */
     uint64_t  tile_tag;            /* XORed into a tiles handle: this runtime's, in bits 16..30 */
     /* read by workers (rt_dep), written by the orchestrator only as the pool grows */
     RT_LINE PTODepBlock* dep_chunks[DEP_MAX_CHUNKS];

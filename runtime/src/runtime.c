@@ -231,6 +231,7 @@ static void rt_free(PTORuntime* rt) {
     sched_free(rt);
     tm_free(&rt->tm);
     free(rt->tiles);
+    rt_tiles_index_free(&rt->tiles_index);
     tm_shards_free(rt);
     for (int32_t i = 0; i < rt->dep_nchunks; i++) rt_block_free(rt->dep_chunks[i], DEP_CHUNK * sizeof(PTODepBlock));
     free(rt->stages); free(rt->stage_free); free(rt->held);
@@ -911,9 +912,12 @@ static int region_check_fn(const PTOTensor* x, int64_t r0, int64_t c0, int64_t r
 
 int32_t pto_tensor_tiles(PTORuntime* rt, const PTOTensor* x, int64_t tile_rows, int64_t tile_cols) {
     if (!rt) return rt_fail(PTO_EINVAL, "pto_tensor_tiles: no runtime (NULL)");
+    /* registered before: a generated orchestration function registers its tilings at every call */
+    const int32_t found = rt_tiles_find(&rt->tiles_index, x, tile_rows, tile_cols, rt->ntiles);
+    if (found >= 0) return (int32_t)((uint64_t)found ^ rt->tile_tag);
     void* tiles = rt->tiles;
     const int rc = rt_tiles_reserve(x, tile_rows, tile_cols, region_check_fn, &tiles, rt->ntiles, &rt->cap_tiles,
-                                    sizeof *rt->tiles);
+                                    sizeof *rt->tiles, &rt->tiles_index);
     rt->tiles = tiles;
     if (rc < 0) return rc;
     /* under the submission lock: submitters' threads make records too (submit.c, record) */
@@ -934,16 +938,53 @@ int32_t pto_tensor_tiles(PTORuntime* rt, const PTOTensor* x, int64_t tile_rows, 
     return (int32_t)(rt->ntiles++ ^ rt->tile_tag);
 }
 
-/* Why tile argument a of pto_task_submit_v was refused (PTO_EINVAL or PTO_EBOUNDS). */
-static __attribute__((noinline)) int tile_fail(const PTORuntime* rt, const char* func_name, const PTOTaskArg* a) {
-    const uint64_t h = (uint64_t)a->value ^ rt->tile_tag;
-    if (h >= (uint64_t)rt->ntiles)
-        return rt_fail(PTO_EINVAL, "pto_task_submit_v: task '%s': tile handle %lld is not one of this runtime's",
-                       func_name ? func_name : "", (long long)a->value);
+/* Why `call` refused tile (i, j) of `handle` for task func_name (PTO_EINVAL or PTO_EBOUNDS), and
+ * why pto_task_submit_v refused tile argument a. */
+static __attribute__((noinline)) int tile_fail_in(const PTORuntime* rt, const char* call, const char* func_name,
+                                                  int64_t handle, int64_t i, int64_t j) {
+    const uint64_t h = (uint64_t)handle ^ rt->tile_tag;
+    const RTTiles* g = h < (uint64_t)rt->ntiles ? &rt->tiles[h] : NULL;
+    return rt_tile_fail(call, func_name, handle, i, j, g ? g->ntr : -1, g ? g->ntc : -1);
+}
+static int tile_fail(const PTORuntime* rt, const char* func_name, const PTOTaskArg* a) {
+    return tile_fail_in(rt, "pto_task_submit_v", func_name, a->value, a->row_off, a->col_off);
+}
+
+/* The access of tile (ti, tj) of g, `mode` ACC_READ / ACC_WRITE / both, into *a: the rectangle,
+ * and its block where the tiles are the blocks of the tensor's record. */
+static inline void tile_access(const RTTiles* g, int mode, uint64_t ti, uint64_t tj, PTOAccess* a) {
+    const int64_t r0 = (int64_t)ti * g->tile_rows, c0 = (int64_t)tj * g->tile_cols;
+    a->tensor = g->tensor;
+    a->mode = g->block ? mode | ACC_TILE | (int32_t)(ti * (uint64_t)g->ncb + tj) << ACC_BUCKET_SHIFT : mode;
+    a->r0 = r0; a->c0 = c0; a->r1 = r0 + g->tile_rows; a->c1 = c0 + g->tile_cols;
+}
+
+int pto_task_add_tile(PTORuntime* rt, int32_t task, int32_t kind, int32_t tiles, int64_t i, int64_t j) {
+    int err;
+    PTOTask* t = building_task(rt, task, &err);
+    if (!t) return err;
+    const bool slots = kind >= PTO_ARG_TILE_INPUT && kind <= PTO_ARG_TILE_INOUT;
+    if (!slots && (kind < PTO_ARG_INPUT || kind > PTO_ARG_INOUT))
+        return rt_fail(PTO_EINVAL, "pto_task_add_tile: task '%s': kind %d is neither PTO_ARG_TILE_INPUT/OUTPUT/INOUT "
+                       "nor PTO_ARG_INPUT/OUTPUT/INOUT (the access alone)", t->name ? t->name : "", (int)kind);
+    const uint64_t h = (uint64_t)(int64_t)tiles ^ rt->tile_tag;
+    if (h >= (uint64_t)rt->ntiles || (uint64_t)i >= (uint64_t)rt->tiles[h].ntr ||
+        (uint64_t)j >= (uint64_t)rt->tiles[h].ntc)
+        return tile_fail_in(rt, "pto_task_add_tile", t->name, tiles, i, j);
     const RTTiles* g = &rt->tiles[h];
-    return rt_fail(PTO_EBOUNDS, "pto_task_submit_v: task '%s': tile (%lld, %lld) outside the %lld x %lld tiles",
-                   func_name ? func_name : "", (long long)a->row_off, (long long)a->col_off, (long long)g->ntr,
-                   (long long)g->ntc);
+    PTOStage* st = &rt->stages[t->stage];
+    if (st->n >= PTO_MAX_TENSOR_ARGS) return PTO_ETOOMANYARGS;   /* the staging area's size */
+    if (slots) {
+        const int rc = reserve_args(rt, t, 2);
+        if (rc < 0) return rc;
+        int64_t* out = t->args + t->num_args;
+        out[0] = (int64_t)(intptr_t)(g->data + i * g->row_bytes + j * g->col_bytes);
+        out[1] = g->ld;
+        t->num_args = (int8_t)(t->num_args + 2);
+    }
+    /* ACC_READ/ACC_WRITE/both == PTO_ARG_INPUT/OUTPUT/INOUT */
+    tile_access(g, slots ? kind - PTO_ARG_TILE_INPUT + ACC_READ : kind, (uint64_t)i, (uint64_t)j, &st->acc[st->n++]);
+    return PTO_OK;
 }
 
 /* The arguments of pto_task_submit_v into building task t (no slot taken yet): its slots, and

@@ -1,6 +1,8 @@
 /* test_tiles.c - tiled tensors (pto_tensor_tiles) and the tile argument kinds of
  * pto_task_submit_v: the same graphs, edge for edge, and the same kernel slots as the rectangle
- * arguments they stand for, mixed with rectangles of the same tensors; the errors.
+ * arguments they stand for, mixed with rectangles of the same tensors, and added one by one
+ * (pto_task_add_tile); a tensor and tiling registered again (one handle, an orchestration
+ * function's loop of calls); the errors.
  *
  * Build:  gcc -std=c11 -O2 -pthread -Iruntime/include runtime/src/{dump,...}.c (every file) runtime/tests/test_tiles.c -lm
  * Run:    ./a.out [scale]     (scale < 1: fewer random rounds, e.g. under sanitizers) */
@@ -87,19 +89,48 @@ static int32_t draw(PTOTaskArg* t, PTOTaskArg* r, const int32_t h[3], int i, int
     return n;
 }
 
+/* Task t[0..n) (draw's tile form) built argument by argument: tiles by pto_task_add_tile, with
+ * their slots (kind PTO_ARG_TILE_*) or, where `alone`, their access alone and the slots of the
+ * rectangle r[k] by pto_task_add_arg; the other kinds by their add calls. */
+static int32_t submit_one_by_one(PTORuntime* rt, const PTOTaskArg* t, const PTOTaskArg* r, int32_t n, bool alone) {
+    const int32_t id = pto_task_alloc(rt, "k", k_copy, 0, PTO_WORKER_ANY);
+    if (id < 0) return id;
+    for (int32_t k = 0; k < n; k++) {
+        const PTOTaskArg* a = &t[k];
+        int rc;
+        if (a->kind >= PTO_ARG_TILE_INPUT && a->kind <= PTO_ARG_TILE_INOUT && alone) {
+            rc = pto_task_add_tile(rt, id, r[k].kind, (int32_t)a->value, a->row_off, a->col_off);
+            if (rc == PTO_OK) rc = pto_task_add_arg(rt, id, r[k].tensor, r[k].row_off, r[k].col_off);
+        } else if (a->kind >= PTO_ARG_TILE_INPUT && a->kind <= PTO_ARG_TILE_INOUT) {
+            rc = pto_task_add_tile(rt, id, a->kind, (int32_t)a->value, a->row_off, a->col_off);
+        } else if (a->kind == PTO_ARG_SCALAR) {
+            rc = pto_task_add_scalar(rt, id, a->value);
+        } else {
+            int (*add[3])(PTORuntime*, int32_t, const PTOTensor*, int64_t, int64_t, int64_t, int64_t) = {
+                pto_task_add_input, pto_task_add_output, pto_task_add_inout};
+            rc = add[a->kind - PTO_ARG_INPUT](rt, id, a->tensor, a->row_off, a->col_off, a->rows, a->cols);
+        }
+        if (rc < 0) return rc;
+    }
+    return pto_task_submit(rt, id) < 0 ? -1 : id;
+}
+
 /* Random tiled graphs: the tile kinds against their rectangles, in runtimes with a window that
  * holds every task and with one of 16 (the oldest tasks run inline), on the single tensor map
- * and (after a submitter) the sharded one. Equal dumps (edges and fan-ins of every task), edge
- * and entry counts, and every kernel's slots. */
+ * and (after a submitter) the sharded one; the tiles by pto_task_submit_v and by
+ * pto_task_add_tile (with their slots, and their access alone). Equal dumps (edges and fan-ins
+ * of every task), edge and entry counts, and every kernel's slots. */
+#define FORMS 4                        /* rectangles, tiles, tiles added one by one, their accesses alone */
 static void test_tiles_match_rectangles(int rounds) {
     const int64_t cap = 1 << 20;
-    char* dump[2] = {malloc(cap), malloc(cap)};
-    static int64_t slots[2][TASKS][2 + 2 * MAXA];
+    char* dump[FORMS];
+    for (int f = 0; f < FORMS; f++) dump[f] = malloc(cap);
+    static int64_t slots[FORMS][TASKS][2 + 2 * MAXA];
     for (int round = 0; round < rounds; round++) {
         const int window = round % 2 ? 16 : 4096, sharded = round % 4 >= 2;
         const int prefix = round % 8 < 4 ? TASKS : 20 * (round % 8);   /* rectangles after the prefix */
-        int64_t edges[2], entries[2];
-        for (int tiles = 0; tiles < 2; tiles++) {
+        int64_t edges[FORMS], entries[FORMS];
+        for (int tiles = 0; tiles < FORMS; tiles++) {
             rng_state = 0x711e0000ULL + (uint64_t)round;
             PTORuntime* rt = mk(0, window, 1);
             if (sharded) {                         /* the map is sharded from here on */
@@ -120,7 +151,8 @@ static void test_tiles_match_rectangles(int rounds) {
                 PTOTaskArg t[MAXA], r[MAXA];
                 int n_slots;
                 const int32_t n = draw(t, r, h, i, prefix, &n_slots);
-                CHECK(pto_task_submit_v(rt, "k", k_copy, 0, PTO_WORKER_ANY, tiles ? t : r, n) >= 0);
+                if (tiles < 2) CHECK(pto_task_submit_v(rt, "k", k_copy, 0, PTO_WORKER_ANY, tiles ? t : r, n) >= 0);
+                else CHECK(submit_one_by_one(rt, t, r, n, tiles == 3) >= 0);
             }
             PTORuntimeStats st;
             pto_runtime_get_stats(rt, &st);
@@ -132,13 +164,15 @@ static void test_tiles_match_rectangles(int rounds) {
             pto_runtime_destroy(rt);
         }
         CHECK(edges[0] > 0);
-        CHECK_EQ(edges[0], edges[1]);
-        CHECK_EQ(entries[0], entries[1]);
-        CHECK(strcmp(dump[0], dump[1]) == 0);
-        CHECK(memcmp(slots[0], slots[1], sizeof slots[0]) == 0);
-        CHECK_EQ(slots[1][TASKS - 1][1], TASKS - 1);   /* the kernels ran and copied */
+        CHECK_EQ(slots[0][TASKS - 1][1], TASKS - 1);   /* the kernels ran and copied */
+        for (int f = 1; f < FORMS; f++) {
+            CHECK_EQ(edges[0], edges[f]);
+            CHECK_EQ(entries[0], entries[f]);
+            CHECK(strcmp(dump[0], dump[f]) == 0);
+            CHECK(memcmp(slots[0], slots[f], sizeof slots[0]) == 0);
+        }
     }
-    free(dump[0]); free(dump[1]);
+    for (int f = 0; f < FORMS; f++) free(dump[f]);
 }
 
 /* A tile and the rectangle it stands for meet as the same region: a tile write after a partial
@@ -261,6 +295,143 @@ static void test_tiles_errors(void) {
     pto_runtime_destroy(rt);
 }
 
+/* pto_task_add_tile's refusals: a task not being built, another kind, bad handles, tiles outside
+ * the tensor; each names the call and the task, and leaves the task as it was (its next argument
+ * goes where the refused one would have). */
+static void test_tiles_add_errors(void) {
+    PTORuntime* rt = mk(0, 64, 0);
+    const int32_t h = pto_tensor_tiles(rt, &A, 8, 8);
+    CHECK(h >= 0);
+    CHECK_EQ(pto_task_add_tile(rt, 0, PTO_ARG_TILE_INPUT, h, 0, 0), PTO_ETASKID);   /* no task yet */
+    CHECK_EQ(pto_task_add_tile(NULL, 0, PTO_ARG_TILE_INPUT, h, 0, 0), PTO_EINVAL);
+    const int32_t id = pto_task_alloc(rt, "adder", k_copy, 0, PTO_WORKER_ANY);
+    CHECK_EQ(id, 0);
+    CHECK_EQ(pto_task_add_scalar(rt, id, 4), PTO_OK);     /* k_copy: 4 slots, task index 0 */
+    CHECK_EQ(pto_task_add_scalar(rt, id, 0), PTO_OK);
+    const int32_t bad_kinds[] = {PTO_ARG_SCALAR, PTO_ARG_UNTRACKED, PTO_ARG_TEMP_INPUT, 8, 12, -1};
+    for (size_t i = 0; i < sizeof bad_kinds / sizeof *bad_kinds; i++) {
+        CHECK_EQ(pto_task_add_tile(rt, id, bad_kinds[i], h, 0, 0), PTO_EINVAL);
+        CHECK_HAS(pto_last_error(), "pto_task_add_tile: task 'adder': kind");
+    }
+    const int32_t bad_handles[] = {-1, h + 1, h ^ 1 << 16, h & 0xffff, INT32_MAX};
+    for (size_t i = 0; i < sizeof bad_handles / sizeof *bad_handles; i++) {
+        CHECK_EQ(pto_task_add_tile(rt, id, PTO_ARG_TILE_INPUT, bad_handles[i], 0, 0), PTO_EINVAL);
+        CHECK_HAS(pto_last_error(), "pto_task_add_tile: task 'adder': tile handle");
+    }
+    const int64_t bad_tiles[][2] = {{8, 0}, {0, 8}, {-1, 0}, {0, -1}, {INT64_MIN, 0}, {1, INT64_MAX}};
+    for (size_t i = 0; i < sizeof bad_tiles / sizeof *bad_tiles; i++) {
+        CHECK_EQ(pto_task_add_tile(rt, id, PTO_ARG_INPUT, h, bad_tiles[i][0], bad_tiles[i][1]), PTO_EBOUNDS);
+        CHECK_HAS(pto_last_error(), "pto_task_add_tile: task 'adder': tile");
+        CHECK_HAS(pto_last_error(), "outside the 8 x 8 tiles");
+    }
+    /* the task is as it was: tile (2, 3) goes to slots 2 and 3 */
+    CHECK_EQ(pto_task_add_tile(rt, id, PTO_ARG_TILE_OUTPUT, h, 2, 3), PTO_OK);
+    CHECK_EQ(pto_task_submit(rt, id), PTO_OK);
+    CHECK_EQ(pto_task_add_tile(rt, id, PTO_ARG_TILE_INPUT, h, 0, 0), PTO_ESTATE);   /* submitted */
+    CHECK_EQ(pto_runtime_run(rt), PTO_OK);
+    CHECK_EQ(g_slots[0][2], (int64_t)(intptr_t)&g_a[16 * 64 + 24]);
+    CHECK_EQ(g_slots[0][3], 64);
+    pto_runtime_destroy(rt);
+}
+
+/* One tensor with one tiling is one handle: registered again, the same handle (the fields, not
+ * the PTOTensor's address, decide); another tiling, shape, row stride or element size is another
+ * handle. 65,535 distinct tilings fit, the next is PTO_ENOMEM, and those registered still get
+ * their handles. */
+static void test_tiles_registered_once(void) {
+    PTORuntime* rt = mk(0, 64, 0);
+    const int32_t h = pto_tensor_tiles(rt, &A, 8, 8);
+    PTOTensor a2 = A;
+    a2.name = "another name";
+    CHECK(h >= 0);
+    CHECK_EQ(pto_tensor_tiles(rt, &A, 8, 8), h);
+    CHECK_EQ(pto_tensor_tiles(rt, &a2, 8, 8), h);
+    int32_t other[6];
+    other[0] = pto_tensor_tiles(rt, &A, 8, 16);
+    other[1] = pto_tensor_tiles(rt, &A, 16, 8);
+    a2 = A; a2.ld = 80;   other[2] = pto_tensor_tiles(rt, &a2, 8, 8);
+    a2 = A; a2.rows = 32; other[3] = pto_tensor_tiles(rt, &a2, 8, 8);
+    a2 = A; a2.elem_size = 2; other[4] = pto_tensor_tiles(rt, &a2, 8, 8);
+    a2 = A; a2.data = g_a + 1; other[5] = pto_tensor_tiles(rt, &a2, 8, 8);
+    for (int i = 0; i < 6; i++) {
+        CHECK(other[i] >= 0 && other[i] != h);
+        for (int k = 0; k < i; k++) CHECK(other[i] != other[k]);
+    }
+    CHECK_EQ(pto_tensor_tiles(rt, &A, 8, 16), other[0]);
+    a2 = A; a2.ld = 80;
+    CHECK_EQ(pto_tensor_tiles(rt, &a2, 8, 8), other[2]);
+    /* up to 65,535 tilings: one-element tensors over one float, told apart by their row stride */
+    static float one;
+    int32_t first = -1, last = -1;
+    int ok = 0;
+    const int64_t n = 0xffff - 7;                  /* h and other[] are the 7 others */
+    for (int64_t k = 0; k < n; k++) {
+        const PTOTensor x = {&one, 1, 1, 1 + k, 4, "one"};
+        last = pto_tensor_tiles(rt, &x, 1, 1);
+        if (k == 0) first = last;
+        ok += last >= 0;
+    }
+    CHECK_EQ(ok, n);
+    const PTOTensor full = {&one, 1, 1, n + 1, 4, "one"};
+    CHECK_EQ(pto_tensor_tiles(rt, &full, 1, 1), PTO_ENOMEM);
+    CHECK_HAS(pto_last_error(), "65535 tiled tensors");
+    const PTOTensor x0 = {&one, 1, 1, 1, 4, "one"}, xn = {&one, 1, 1, n, 4, "one"};
+    CHECK_EQ(pto_tensor_tiles(rt, &x0, 1, 1), first);
+    CHECK_EQ(pto_tensor_tiles(rt, &xn, 1, 1), last);
+    CHECK_EQ(pto_tensor_tiles(rt, &A, 8, 8), h);
+    CHECK_EQ(pto_runtime_run(rt), PTO_OK);
+    pto_runtime_destroy(rt);
+}
+
+/* What a generated orchestration function does at every call: register its tilings, then submit
+ * its tasks. Called from a loop ORCH_CALLS times, far beyond 65,535 handles / 3 tilings per call:
+ * every call succeeds, and the graph is the one of the rectangles. */
+#define ORCH_CALLS 200000
+static int32_t orch_call(PTORuntime* rt, int64_t i, bool tiles) {
+    const int32_t ha = pto_tensor_tiles(rt, &A, 8, 8), hb = pto_tensor_tiles(rt, &B, 16, 8),
+                  hc = pto_tensor_tiles(rt, &C, 4, 16);
+    if (ha < 0 || hb < 0 || hc < 0) return ha < 0 ? ha : hb < 0 ? hb : hc;
+    const int64_t ti = i % 8, tj = (i / 8) % 8, bi = i % 4, ci = i % 8, cj = (i / 8) % 4;
+    const PTOTaskArg t[3] = {{PTO_ARG_TILE_INPUT, NULL, ti, tj, 0, 0, ha}, {PTO_ARG_TILE_INOUT, NULL, bi, 0, 0, 0, hb},
+                             {PTO_ARG_TILE_OUTPUT, NULL, ci, cj, 0, 0, hc}};
+    const PTOTaskArg r[3] = {{PTO_ARG_INPUT, &A, ti * 8, tj * 8, 8, 8, 0}, {PTO_ARG_INOUT, &B, bi * 16, 0, 16, 8, 0},
+                             {PTO_ARG_OUTPUT, &C, ci * 4, cj * 16, 4, 16, 0}};
+    return pto_task_submit_v(rt, "orch", k_nop, 0, PTO_WORKER_ANY, tiles ? t : r, 3);
+}
+static void test_tiles_orchestration_loop(void) {
+    /* the graph of a few hundred calls: the same as the rectangles' */
+    static char dump[2][1 << 18];
+    int64_t edges[2];
+    for (int tiles = 0; tiles < 2; tiles++) {
+        PTORuntime* rt = mk(0, 4096, 1);
+        for (int64_t i = 0; i < 300; i++) CHECK_EQ(orch_call(rt, i, tiles), i);
+        PTORuntimeStats st;
+        pto_runtime_get_stats(rt, &st);
+        edges[tiles] = st.edges;
+        CHECK(pto_runtime_dump_buffer(rt, dump[tiles], sizeof dump[tiles]) > 0);
+        CHECK_EQ(pto_runtime_run(rt), PTO_OK);
+        pto_runtime_destroy(rt);
+    }
+    CHECK(edges[0] > 0);
+    CHECK_EQ(edges[0], edges[1]);
+    CHECK(strcmp(dump[0], dump[1]) == 0);
+    /* ORCH_CALLS calls into one runtime (the oldest tasks run inline as the window fills) */
+    PTORuntime* rt = mk(0, 1024, 0);
+    int64_t ok = 0, first_bad = -1;
+    for (int64_t i = 0; i < ORCH_CALLS; i++) {
+        const int32_t id = orch_call(rt, i, true);
+        ok += id == i;
+        if (id != i && first_bad < 0) first_bad = i;
+    }
+    CHECK_EQ(ok, ORCH_CALLS);
+    CHECK_EQ(first_bad, -1);
+    CHECK_EQ(pto_runtime_run(rt), PTO_OK);
+    PTORuntimeStats st;
+    pto_runtime_get_stats(rt, &st);
+    CHECK_EQ(st.tasks_completed, ORCH_CALLS);
+    pto_runtime_destroy(rt);
+}
+
 /* Tiled tensors registered on one thread while another thread's submitter makes the records of
  * the tensors it meets (both grow the tensor map's records: ThreadSanitizer reported the race). */
 static float g_many[400][64];
@@ -301,6 +472,9 @@ int main(int argc, char** argv) {
     printf("tiles mixed with rectangles\n");           test_tiles_mixed_edges();
     printf("tile errors\n");                           test_tiles_errors();
     printf("tiles registered while submitters run\n"); test_tiles_registered_while_submitters_run();
+    printf("tiles added one by one: errors\n");       test_tiles_add_errors();
+    printf("a tensor and tiling registered once\n");  test_tiles_registered_once();
+    printf("an orchestration function's tilings, %d calls\n", ORCH_CALLS); test_tiles_orchestration_loop();
     printf("%d passed, %d failed\n", g_pass, g_fail);
     return g_fail ? 1 : 0;
 }

@@ -1,7 +1,9 @@
 /* tiles.c - tiled tensors (pto_tensor_tiles) on an engine: tile arguments mixed with the
  * rectangles they stand for order the tasks as the rectangles do and hand the kernels the same
- * slots; what the API refuses (bad tilings and handles, tiles outside the tensor, tiles in a
- * range or a submitter) is refused with the code and a message naming the function. */
+ * slots, whether passed to pto_task_submit_v or added one by one (pto_task_add_tile); a tensor
+ * registered again with its tiling keeps its handle; what the API refuses (bad tilings, handles
+ * and kinds, tiles outside the tensor, tiles in a range or a submitter) is refused with the code
+ * and a message naming the function. */
 #include "common.h"
 
 #include <stdio.h>
@@ -67,13 +69,26 @@ static void mixed(int workers) {
         const PTOTaskArg t1[2] = {{PTO_ARG_TILE_INPUT, NULL, i, 0, 0, 0, ha}, {PTO_ARG_TILE_OUTPUT, NULL, i, 0, 0, 0, hb}};
         CHAIN(rc, pto_task_submit_v(rt, "add1", add1, 0, PTO_WORKER_ANY, t1, 2));
         const PTOTaskArg t2[1] = {{PTO_ARG_INOUT, &b, i * TR, 0, TR, COLS, 0}};
-        CHAIN(rc, pto_task_submit_v(rt, "dbl", dbl, 0, PTO_WORKER_ANY, t2, 1));
+        if (i % 2 == 0) {
+            CHAIN(rc, pto_task_submit_v(rt, "dbl", dbl, 0, PTO_WORKER_ANY, t2, 1));
+        } else {                       /* the tile's access alone, the slots of the rectangle */
+            const int32_t id = pto_task_alloc(rt, "dbl", dbl, 0, PTO_WORKER_ANY);
+            CHAIN(rc, id);
+            CHAIN(rc, pto_task_add_tile(rt, id, PTO_ARG_INOUT, hb, i, 0));
+            CHAIN(rc, pto_task_add_arg(rt, id, &b, i * TR, 0));
+            CHAIN(rc, pto_task_submit(rt, id));
+        }
     }
     const PTOTaskArg t3[2] = {{PTO_ARG_INPUT, &b, 0, 0, 2 * TR, COLS, 0}, {PTO_ARG_OUTPUT, &c, 0, 0, 2 * TR, COLS, 0}};
     CHAIN(rc, pto_task_submit_v(rt, "copy2", copy2, 0, PTO_WORKER_ANY, t3, 2));
     /* c's tile 1 again, as a tile: after copy2 (WAW), which a wrong order would overwrite */
-    const PTOTaskArg t4[2] = {{PTO_ARG_TILE_INPUT, NULL, 1, 0, 0, 0, ha}, {PTO_ARG_TILE_OUTPUT, NULL, 1, 0, 0, 0, hc}};
-    CHAIN(rc, pto_task_submit_v(rt, "add1", add1, 0, PTO_WORKER_ANY, t4, 2));
+    /* added one by one (pto_task_add_tile), c's handle registered again */
+    const int32_t id = pto_task_alloc(rt, "add1", add1, 0, PTO_WORKER_ANY);
+    EXPECT(pto_tensor_tiles(rt, &c, TR, COLS) == hc);
+    CHAIN(rc, id);
+    CHAIN(rc, pto_task_add_tile(rt, id, PTO_ARG_TILE_INPUT, ha, 1, 0));
+    CHAIN(rc, pto_task_add_tile(rt, id, PTO_ARG_TILE_OUTPUT, pto_tensor_tiles(rt, &c, TR, COLS), 1, 0));
+    CHAIN(rc, pto_task_submit(rt, id));
     EXPECT(rc >= 0);
     EXPECT(run_and_destroy(rt, rc) == PTO_OK);
     for (int k = 0; k < ROWS * COLS; k++) {
@@ -96,7 +111,22 @@ static void refused(void) {
     EXPECT(pto_tensor_tiles(rt, &bad, TR, COLS) == PTO_EINVAL && has("not valid"));
     const int32_t h = pto_tensor_tiles(rt, &a, TR, COLS);
     EXPECT(h >= 0);
-    PTOTaskArg t[1] = {{PTO_ARG_TILE_INPUT, NULL, 0, 0, 0, 0, h + 1}};
+    EXPECT(pto_tensor_tiles(rt, &a, TR, COLS) == h);               /* registered once */
+    const int32_t h2 = pto_tensor_tiles(rt, &a, TR / 2, COLS), hbad = (h > h2 ? h : h2) + 1;
+    EXPECT(h2 >= 0 && h2 != h);
+    /* pto_task_add_tile: another kind, a bad handle, a tile outside; the task stays open */
+    const int32_t id = pto_task_alloc(rt, "adder", nop, 0, PTO_WORKER_ANY);
+    EXPECT(id == 0);
+    EXPECT(pto_task_add_tile(rt, id, PTO_ARG_SCALAR, h, 0, 0) == PTO_EINVAL &&
+           has("pto_task_add_tile: task 'adder': kind"));
+    EXPECT(pto_task_add_tile(rt, id, PTO_ARG_TILE_INPUT, hbad, 0, 0) == PTO_EINVAL &&
+           has("pto_task_add_tile: task 'adder': tile handle"));
+    EXPECT(pto_task_add_tile(rt, id, PTO_ARG_INPUT, h, ROWS / TR, 0) == PTO_EBOUNDS &&
+           has("pto_task_add_tile: task 'adder': tile (4, 0) outside the 4 x 1 tiles"));
+    EXPECT(pto_task_add_tile(rt, id, PTO_ARG_TILE_INPUT, h, 0, -1) == PTO_EBOUNDS);
+    EXPECT(pto_task_add_tile(rt, id, PTO_ARG_TILE_INPUT, h, 0, 0) == PTO_OK);
+    EXPECT(pto_task_submit(rt, id) == PTO_OK);
+    PTOTaskArg t[1] = {{PTO_ARG_TILE_INPUT, NULL, 0, 0, 0, 0, hbad}};
     EXPECT(pto_task_submit_v(rt, "bad", nop, 0, PTO_WORKER_ANY, t, 1) == PTO_EINVAL);
     EXPECT(has("pto_task_submit_v") && has("tile handle"));
     t[0].value = h;
@@ -115,8 +145,8 @@ static void refused(void) {
         pto_submitter_task(s, "sub", nop, 0, PTO_WORKER_ANY, t, 1, NULL, 0);
         EXPECT(pto_submitter_close(s) == PTO_EINVAL);
     }
-    /* nothing was left behind: the first task that is taken is task 0 */
-    EXPECT(pto_task_submit_v(rt, "ok", nop, 0, PTO_WORKER_ANY, t, 1) == 0);
+    /* nothing was left behind: the next task that is taken is task 1 */
+    EXPECT(pto_task_submit_v(rt, "ok", nop, 0, PTO_WORKER_ANY, t, 1) == 1);
     EXPECT(run_and_destroy(rt, PTO_OK) == PTO_OK);
     /* a handle of a destroyed runtime is not the next one's */
     EXPECT(make_runtime(&rt, 0) == PTO_OK);

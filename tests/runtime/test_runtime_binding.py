@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import ctypes
+import dataclasses
 import threading
 
 import numpy as np
@@ -309,6 +310,81 @@ def test_tile_arguments_give_the_graph_of_their_regions() -> None:
     plain, y_plain = _tiled_graph(False)
     assert "Task 0 -> Task 1" in tiled and "Task 3 -> Task 8" in tiled
     assert tiled == plain and (y == y_plain).all()
+
+
+def _views(base: np.ndarray, flat: np.ndarray) -> list[tuple[np.ndarray, int, int, bool]]:
+    """(view of base or of the 1-D flat, tile rows, tile cols, whether its tiles are a tiling of
+    their memory block)."""
+    return [(base, 4, 8, True), (base[8:24], 4, 4, True), (base[:, 8:16], 8, 4, True),
+            (base.view(np.int16), 4, 8, True), (base[2:18], 4, 8, False), (base[::2], 4, 8, False),
+            (base[:, 2:10], 4, 4, False), (base[4:5], 1, 4, True),
+            (flat.reshape(16, 24), 4, 24, True), (flat.reshape(16, 24), 4, 8, False),
+            (flat.reshape(16, 24)[4:12, :8], 2, 4, False)]
+
+
+def _random_graph(seed: int, tiles: bool) -> tuple[str, list[list[int]]]:
+    rng = np.random.default_rng(seed)
+    base, flat = np.zeros((32, 24), np.float32), np.zeros(16 * 24, np.float32)
+    slots: list[list[int]] = []
+
+    def where(p: int) -> tuple[int, int]:    # a pointer as (array, offset)
+        return next((n, p - a.ctypes.data) for n, a in enumerate((base, flat))
+                    if 0 <= p - a.ctypes.data < a.nbytes)
+
+    def record(args: KernelArgs) -> int:
+        slots.append([where(args[k]) if k % 2 else args[k] for k in range(args[0])])
+        return 0
+
+    with Runtime(num_workers=0, record_graph=True) as rt:
+        views = _views(base, flat)
+        tiled = [rt.tensor_tiles(v, tr, tc) for v, tr, tc, _ in views]
+        assert [t.handle is not None for t in tiled] == [w for *_, w in views]
+        for _ in range(120):
+            t = rt.task("k", record)
+            n = int(rng.integers(1, 4))
+            rt.add_scalar(t, 1 + 2 * n)
+            for k in range(n):
+                v = int(rng.integers(len(views)))
+                a, tr, tc, _ = views[v]
+                kind = ("input", "output", "inout")[int(rng.integers(3)) if k == 0 else 0]
+                i, j = int(rng.integers(a.shape[0] // tr)), int(rng.integers(a.shape[1] // tc))
+                if tiles:
+                    getattr(rt, f"add_tile_{kind}")(t, tiled[v], i, j)
+                else:
+                    getattr(rt, f"add_{kind}")(t, a, i * tr, j * tc, tr, tc)
+            rt.submit(t)
+        rt.run()
+        return rt.dump(), slots
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_tiles_by_index_give_the_graph_and_slots_of_their_regions(seed: int) -> None:
+    # tiles of views that are tilings of their memory block go to the runtime by index
+    # (pto_task_add_tile), the others as regions; both give the regions' graph and slots
+    tiled, tiled_slots = _random_graph(seed, True)
+    plain, plain_slots = _random_graph(seed, False)
+    assert "fanin=1" in plain
+    assert tiled == plain
+    assert tiled_slots == plain_slots and len(plain_slots) == 120
+
+
+def test_a_tiling_is_registered_once_and_bad_handles_are_refused() -> None:
+    x = np.zeros((16, 8), np.float32)
+    with Runtime() as rt:
+        tx = rt.tensor_tiles(x, 4, 8)
+        assert tx.handle is not None and tx.origin[:2] == (0, 0)
+        assert all(rt.tensor_tiles(x, 4, 8).handle == tx.handle for _ in range(3))
+        assert rt.tensor_tiles(x[4:12], 4, 8).handle == tx.handle      # the same tiling of x's memory
+        assert rt.tensor_tiles(x[4:12], 4, 8).origin[:2] == (1, 0)
+        assert rt.tensor_tiles(x, 2, 8).handle != tx.handle
+        t = rt.task("k")
+        bad = dataclasses.replace(tx, handle=tx.handle + 100)
+        with pytest.raises(PTORuntimeError, match=r"^add_tile_input: PTO_EINVAL.*pto_task_add_tile: task 'k': "
+                                                  r"tile handle"):
+            rt.add_tile_input(t, bad, 0)
+        rt.add_tile_input(t, tx, 3)
+        rt.submit(t)
+        rt.run()
 
 
 def test_bad_tilings_and_tiles_are_refused_naming_the_call() -> None:
