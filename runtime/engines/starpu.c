@@ -1595,10 +1595,9 @@ int pto_task_add_tile(PTORuntime* rt, int32_t task, int32_t kind, int32_t tiles,
     int err;
     EngTask* t = building(rt, task, &err);
     if (!t) return err;
-    const bool slots = is_tile(kind);
-    if (!slots && (kind < PTO_ARG_INPUT || kind > PTO_ARG_INOUT))
-        return rt_fail(PTO_EINVAL, "pto_task_add_tile: task '%s': kind %d is neither PTO_ARG_TILE_INPUT/OUTPUT/INOUT "
-                       "nor PTO_ARG_INPUT/OUTPUT/INOUT (the access alone)", t->name, (int)kind);
+    const int rc_kind = rt_tile_add_kind(t->name, kind);
+    if (rc_kind < 0) return rc_kind;
+    const bool slots = rc_kind;
     PTOTaskArg a = {0};
     const int rc = tile_rectangle(rt, "pto_task_add_tile", t->name, tiles, i, j,
                                   slots ? kind - PTO_ARG_TILE_INPUT + PTO_ARG_INPUT : kind, &a);

@@ -338,3 +338,10 @@ int rt_tile_fail(const char* call, const char* func_name, int64_t h, int64_t i, 
     return rt_fail(PTO_EBOUNDS, "%s: task '%s': tile (%lld, %lld) outside the %lld x %lld tiles", call, func_name,
                    (long long)i, (long long)j, (long long)ntr, (long long)ntc);
 }
+
+int rt_tile_add_kind(const char* func_name, int32_t kind) {
+    if (kind >= PTO_ARG_TILE_INPUT && kind <= PTO_ARG_TILE_INOUT) return 1;
+    if (kind >= PTO_ARG_INPUT && kind <= PTO_ARG_INOUT) return 0;
+    return rt_fail(PTO_EINVAL, "pto_task_add_tile: task '%s': kind %d is neither PTO_ARG_TILE_INPUT/OUTPUT/INOUT "
+                   "nor PTO_ARG_INPUT/OUTPUT/INOUT (the access alone)", func_name ? func_name : "", (int)kind);
+}

@@ -61,6 +61,9 @@ int rt_tiles_reserve(const PTOTensor* x, int64_t tile_rows, int64_t tile_cols,
  * PTO_EINVAL where h is not one of the runtime's (ntr < 0), else PTO_EBOUNDS (outside the ntr x
  * ntc tiles); the message set. */
 int rt_tile_fail(const char* call, const char* func_name, int64_t h, int64_t i, int64_t j, int64_t ntr, int64_t ntc);
+/* pto_task_add_tile's kind for task func_name: 1 a tile kind (slots and access), 0 PTO_ARG_INPUT/
+ * OUTPUT/INOUT (the access alone), or PTO_EINVAL with its message. */
+int rt_tile_add_kind(const char* func_name, int32_t kind);
 /* JSON output: a quoted, escaped string; microseconds with nanosecond digits from integer ns. */
 void rt_json_string(FILE* f, const char* s);
 void rt_json_us(FILE* f, int64_t ns);

@@ -963,10 +963,9 @@ int pto_task_add_tile(PTORuntime* rt, int32_t task, int32_t kind, int32_t tiles,
     int err;
     PTOTask* t = building_task(rt, task, &err);
     if (!t) return err;
-    const bool slots = kind >= PTO_ARG_TILE_INPUT && kind <= PTO_ARG_TILE_INOUT;
-    if (!slots && (kind < PTO_ARG_INPUT || kind > PTO_ARG_INOUT))
-        return rt_fail(PTO_EINVAL, "pto_task_add_tile: task '%s': kind %d is neither PTO_ARG_TILE_INPUT/OUTPUT/INOUT "
-                       "nor PTO_ARG_INPUT/OUTPUT/INOUT (the access alone)", t->name ? t->name : "", (int)kind);
+    const int rc_kind = rt_tile_add_kind(t->name, kind);
+    if (rc_kind < 0) return rc_kind;
+    const bool slots = rc_kind;
     const uint64_t h = (uint64_t)(int64_t)tiles ^ rt->tile_tag;
     if (h >= (uint64_t)rt->ntiles || (uint64_t)i >= (uint64_t)rt->tiles[h].ntr ||
         (uint64_t)j >= (uint64_t)rt->tiles[h].ntc)
