@@ -959,6 +959,8 @@ class Runtime:
         buf = C.create_string_buffer(max(n, 0) + 1)
         self._lib.pto_runtime_error_message(self._rt, buf, len(buf))
         detail = buf.value.decode(errors="replace")
+        if not detail:      # refused before it ran (e.g. a task left unsubmitted): the call's own message
+            detail = (self._lib.pto_last_error() or b"").decode(errors="replace")
         exc = self._failures.get(st.failed_code) if rc == PTO_ETASKFAILED else None
         if exc is not None:
             unit = "core" if st.mode == "three-tier" else "worker"

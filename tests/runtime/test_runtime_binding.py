@@ -198,6 +198,23 @@ def test_misuse_raises_with_codes() -> None:
     with pytest.raises(PTORuntimeError) as ei:
         Runtime(window=100)
     assert ei.value.code == -1
+
+
+def test_run_refused_says_why() -> None:
+    """A run refused before it starts (a task left unsubmitted, a second run) names the reason,
+    not only the code."""
+    with Runtime(num_workers=1) as rt:
+        rt.task("k", None)
+        with pytest.raises(PTORuntimeError) as ei:
+            rt.run()
+        assert ei.value.name == "PTO_ESTATE"
+        assert "1 task(s) allocated and not submitted" in str(ei.value)
+    with Runtime(num_workers=1) as rt:
+        rt.submit(rt.task("k", None))
+        rt.run()
+        with pytest.raises(PTORuntimeError) as ei:
+            rt.run()
+        assert "has run already" in str(ei.value)
     with pytest.raises(PTORuntimeError):
         rt.task("after_close", None)
 
