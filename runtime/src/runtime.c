@@ -1205,15 +1205,16 @@ int rt_publish_batch(PTORuntime* rt, int32_t first, int32_t n) {
         int32_t ready[PTO_RETIRE_BATCH], nready = 0;
         const bool started = rt->started;
         for (int32_t i = 0; i < n; i++) {
-            _Atomic int32_t* f = rt_fanin(rt, first + i);
-            int32_t left;
+            bool none_left;
             if (!started) {
-                left = atomic_load_explicit(f, memory_order_relaxed) - 1;
+                _Atomic int32_t* f = rt_fanin(rt, first + i);
+                const int32_t left = atomic_load_explicit(f, memory_order_relaxed) - 1;
                 atomic_store_explicit(f, left, memory_order_relaxed);
+                none_left = left == 0;
             } else {
-                left = atomic_fetch_sub_explicit(f, 1, memory_order_acq_rel) - 1;
+                none_left = rt_fanin_release(rt, first + i);
             }
-            if (left == 0) ready[nready++] = first + i;
+            if (none_left) ready[nready++] = first + i;
             if (nready == PTO_RETIRE_BATCH) { sched_make_ready_n(rt, ready, nready); nready = 0; }
         }
         if (nready > 0) sched_make_ready_n(rt, ready, nready);
