@@ -123,6 +123,8 @@ typedef struct {
     /* structural mode: no tensor tracking; edges from the structure and from overlaps among
      * the tasks of the current iteration of the outermost parallel_for (logged here) */
     int structural;
+    uint64_t checked;               /* structural mode: bit k, tensor k was accepted by the runtime as an
+                                     * untracked argument (emit_task) */
     int scope_depth;                /* loops nested less deep open a scope per iteration */
     /* the argument templates, per tensor k, set once per run: what a task's region of it names -
      * tensor[k] (the caller's, or its pto_temp_tensor when it is an intermediate) and, per mode
@@ -194,10 +196,17 @@ static const char* end_text(char* buf, int64_t off, int64_t n) {
  * only where the iteration's structure lets it matter (constants of the task, found by the
  * compiler): bit i of `check`, argument i may overlap an earlier task's logged region of its
  * tensor where either writes (a write of it hides what it covers); of `log`, a later task may
- * overlap argument i so. */
-static int64_t emit_task(Ctx* c, int32_t name, int32_t kernel, int32_t worker, int32_t bytes,
-                         const PTOTaskArg* a, int32_t n, uint32_t writes, uint32_t check, uint32_t log,
-                         const Set* after) {
+ * overlap argument i so. Bit k of `tensors`: the task names tensor k (bit 63 also any tensor
+ * from 63 on). In structural mode a task whose tensors the runtime has all accepted as untracked
+ * arguments (an earlier task of this Ctx naming each went through pto_submitter_task) goes
+ * through pto_submitter_task_checked, its regions checked here and its predecessors this
+ * submitter's tickets: the runtime checks none of it again. Inlined into each task's function,
+ * where its masks and the arguments' shapes are constants: its loops over the arguments unroll
+ * and what the constants decide is not tested per task. */
+static inline __attribute__((always_inline)) int64_t emit_task(Ctx* c, int32_t name, int32_t kernel, int32_t worker,
+                                                               int32_t bytes, const PTOTaskArg* a, int32_t n,
+                                                               uint32_t writes, uint32_t check, uint32_t log,
+                                                               uint64_t tensors, const Set* after) {
     if (c->err) return c->err;
     Set* preds = &c->preds;
     preds->n = 0;
@@ -233,9 +242,18 @@ static int64_t emit_task(Ctx* c, int32_t name, int32_t kernel, int32_t worker, i
             }
         }
     }
-    const int64_t id = pto_submitter_task(c->sub, NAMES[name], kernel >= 0 && c->kernels ? c->kernels[kernel] : NULL,
-                                          bytes, worker, a, n, preds->v, (int32_t)preds->n);
+    const PTOKernelFunc fn = kernel >= 0 && c->kernels ? c->kernels[kernel] : NULL;
+    const int checked = c->structural && (c->checked & tensors) == tensors;
+    const int64_t id = checked ? pto_submitter_task_checked(c->sub, NAMES[name], fn, bytes, worker, a, n, preds->v,
+                                                            (int32_t)preds->n)
+                               : pto_submitter_task(c->sub, NAMES[name], fn, bytes, worker, a, n, preds->v,
+                                                    (int32_t)preds->n);
     if (!c->structural || id < 0) return id;
+    if (!checked) {                 /* accepted: its tensors, where every argument is untracked */
+        int untracked = 1;
+        for (int32_t i = 0; i < n; i++) untracked &= a[i].kind == PTO_ARG_UNTRACKED || a[i].kind == PTO_ARG_SCALAR;
+        if (untracked) c->checked |= tensors & ~(UINT64_C(1) << 63);
+    }
     /* as the tensor map does: a write hides the earlier accesses it covers (later tasks
      * follow it, which followed them) */
     for (uint32_t m = check & writes; m; m &= m - 1) {
@@ -438,9 +456,11 @@ class _Gen:
             raise PTOError(f"task {t.kernel}: worker_type is one of {', '.join(_WORKER)}")
         args = []
         writes = 0                  # bit i: argument i writes its region
+        tensors = 0                 # bit k: it names tensor k (bit 63: k >= 63)
         for a in t.args:
             if isinstance(a, Region):
                 ti = self.index(self.tensors, a.tensor)
+                tensors |= 1 << min(ti, 63)
                 if a.mode != "in":
                     writes |= 1 << len(args)
                 args.append(f"{{c->kind[{4 * ti} + {_MODE[a.mode]}], c->tensor[{ti}], {self.expr(a.row)}, "
@@ -458,7 +478,7 @@ class _Gen:
         out = [f"const PTOTaskArg a[{max(1, len(args))}] = {{{', '.join(args) or '{0}'}}};",
                f"const int64_t id = emit_task(c, {name}, {kernel}, {worker}, "
                f"{_int(res.get('buffer_bytes', 0), 'buffer_bytes', 0, 2**31 - 1)}, {arr}, "
-               f"{len(args)}, {writes}u, {check}u, {log}u, after);",
+               f"{len(args)}, {writes}u, {check}u, {log}u, UINT64_C({tensors}), after);",
                "return id;"]
         return out
 

@@ -135,6 +135,13 @@ int64_t pto_submitter_task(PTOSubmitter* s, const char* func_name, PTOKernelFunc
     return s->nids++;
 }
 
+/* The engines check every task (their queue holds the calls). */
+int64_t pto_submitter_task_checked(PTOSubmitter* s, const char* func_name, PTOKernelFunc func_ptr,
+                                   int32_t buffer_bytes, int32_t worker_type, const PTOTaskArg* args,
+                                   int32_t num_args, const int32_t* preds, int32_t npred) {
+    return pto_submitter_task(s, func_name, func_ptr, buffer_bytes, worker_type, args, num_args, preds, npred);
+}
+
 int pto_submitter_flush(PTOSubmitter* s) {
     if (!s) return PTO_EINVAL;
     if (s->depth > 0)

@@ -419,6 +419,16 @@ PTOSubmitter* pto_submitter_open(PTORuntime* rt);
 int64_t pto_submitter_task(PTOSubmitter* s, const char* func_name, PTOKernelFunc func_ptr,
                            int32_t buffer_bytes, int32_t worker_type, const PTOTaskArg* args,
                            int32_t num_args, const int32_t* preds, int32_t npred);
+/* pto_submitter_task for a caller that has checked the task itself (a generated workload
+ * enumerator, pto_core.workload.cgen): its argument and predecessor lists are well formed, each
+ * predecessor a ticket this submitter returned or an id of a task of the graph, and each
+ * PTO_ARG_UNTRACKED argument a region inside its tensor (offsets not negative, the region's
+ * rows x cols within the tensor's) of a tensor an earlier task of this submitter named and
+ * pto_submitter_task accepted. Only those untracked arguments and scalars are taken so; a task
+ * with an argument of any other kind is checked whole, as pto_submitter_task checks it. */
+int64_t pto_submitter_task_checked(PTOSubmitter* s, const char* func_name, PTOKernelFunc func_ptr,
+                                   int32_t buffer_bytes, int32_t worker_type, const PTOTaskArg* args,
+                                   int32_t num_args, const int32_t* preds, int32_t npred);
 /* The batch enters the graph now; PTO_OK or the submitter's first error. */
 int     pto_submitter_flush(PTOSubmitter* s);
 /* The task id of ticket k once its batch entered the graph; PTO_ETASKID before, or for no task. */

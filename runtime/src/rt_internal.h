@@ -568,12 +568,16 @@ int     rt_publish_batch(PTORuntime* rt, int32_t first, int32_t n);
  * intermediates, more argument slots than a descriptor holds; v then means nothing),
  * RT_ARGS_TRACKED when it has a tracked region (one to route to the tensor map). rt_take_ids (under the lock, room reserved): n consecutive slots taken, BUILDING; the
  * first id or PTO_ENOMEM. rt_fill_task (any thread, the slot taken): the task's fields and the
- * argument slots rt_check_slots built. rt_stage_slots (under the lock): such a task allocated as
+ * argument slots rt_check_slots built (v: PTO_INLINE_ARGS slots readable, the first nv the task's). rt_stage_slots (under the lock): such a task allocated as
  * rt_stage_task allocates one (its accesses were routed as it was queued). */
 #define RT_ARGS_LOCKED  1
 #define RT_ARGS_TRACKED 2
 int     rt_check_slots(const PTORuntime* rt, int32_t worker_type, int32_t buffer_bytes, const PTOTaskArg* args,
                        int32_t num_args, int64_t* v, int32_t* nv);
+/* rt_checked_slots: rt_check_slots for pto_submitter_task_checked, its untracked regions taken as
+ * checked by the caller (a task with another kind than those and scalars: rt_check_slots). */
+int     rt_checked_slots(const PTORuntime* rt, int32_t worker_type, int32_t buffer_bytes, const PTOTaskArg* args,
+                         int32_t num_args, int64_t* v, int32_t* nv);
 int32_t rt_take_ids(PTORuntime* rt, int32_t n);
 void    rt_fill_task(PTORuntime* rt, int32_t id, const char* func_name, PTOKernelFunc func_ptr, int32_t buffer_bytes,
                      int32_t worker_type, const int64_t* v, int32_t nv);

@@ -233,13 +233,19 @@ static int route_task(PTOSubmitter* s, int32_t task, const PTOTaskArg* args, int
     return PTO_OK;
 }
 
-int64_t pto_submitter_task(PTOSubmitter* s, const char* func_name, PTOKernelFunc func_ptr, int32_t buffer_bytes,
-                           int32_t worker_type, const PTOTaskArg* args, int32_t num_args, const int32_t* preds,
-                           int32_t npred) {
+/* pto_submitter_task; `checked`: pto_submitter_task_checked, the lists and untracked regions checked
+ * by the caller. */
+static inline __attribute__((always_inline)) int64_t submitter_task(PTOSubmitter* s, const char* func_name,
+                                                                    PTOKernelFunc func_ptr, int32_t buffer_bytes,
+                                                                    int32_t worker_type, const PTOTaskArg* args,
+                                                                    int32_t num_args, const int32_t* preds,
+                                                                    int32_t npred, const bool checked) {
     if (!s) return PTO_EINVAL;
     if (s->err) return fail(s, s->err);
-    const int bad = rt_submitter_task_check(func_name, args, num_args, preds, npred, s->nids);
-    if (bad < 0) return bad;
+    if (!checked) {
+        const int bad = rt_submitter_task_check(func_name, args, num_args, preds, npred, s->nids);
+        if (bad < 0) return bad;
+    }
     if (s->nq >= PTO_SUBMIT_BATCH && s->nq % PTO_SUBMIT_BATCH == 0 && s->depth == 0) {
         int rc = enter(s, s->nq >= SUBMIT_MAX_QUEUED);
         if (rc < 0) return rc;
@@ -262,7 +268,8 @@ int64_t pto_submitter_task(PTOSubmitter* s, const char* func_name, PTOKernelFunc
     int32_t nv = 0;
     bool ready = false;
     if (s->bad < 0) {
-        int rc = rt_check_slots(s->rt, worker_type, buffer_bytes, args, num_args, &s->slots[s->nslots], &nv);
+        int rc = checked ? rt_checked_slots(s->rt, worker_type, buffer_bytes, args, num_args, &s->slots[s->nslots], &nv)
+                         : rt_check_slots(s->rt, worker_type, buffer_bytes, args, num_args, &s->slots[s->nslots], &nv);
         if (rc >= 0 && (rc & RT_ARGS_LOCKED)) {
             s->locked = true;
             rc = PTO_OK;
@@ -295,6 +302,18 @@ int64_t pto_submitter_task(PTOSubmitter* s, const char* func_name, PTOKernelFunc
     s->npreds += npred;
     s->ids[s->nids] = -1;
     return s->nids++;
+}
+
+int64_t pto_submitter_task(PTOSubmitter* s, const char* func_name, PTOKernelFunc func_ptr, int32_t buffer_bytes,
+                           int32_t worker_type, const PTOTaskArg* args, int32_t num_args, const int32_t* preds,
+                           int32_t npred) {
+    return submitter_task(s, func_name, func_ptr, buffer_bytes, worker_type, args, num_args, preds, npred, false);
+}
+
+int64_t pto_submitter_task_checked(PTOSubmitter* s, const char* func_name, PTOKernelFunc func_ptr,
+                                   int32_t buffer_bytes, int32_t worker_type, const PTOTaskArg* args,
+                                   int32_t num_args, const int32_t* preds, int32_t npred) {
+    return submitter_task(s, func_name, func_ptr, buffer_bytes, worker_type, args, num_args, preds, npred, true);
 }
 
 /* The batch's scope events before task i (at a chunk's end i: only the closing ones there; the

@@ -33,11 +33,13 @@
  *
  * test_arg_checks: untracked and scalar arguments checked as queued, against pto_task_submit_v:
  * the same error for a bad one, the same slots for a good one (few arguments, more, more slots than
- * a descriptor holds).
+ * a descriptor holds); pto_submitter_task_checked the same slots, and the error of a bad kind or
+ * buffer size.
  *
  * test_structural: 2 and 3 threads queue diamonds of untracked tasks whose edges are tickets (the
- * workload enumerator's structural mode): every task ran after its predecessors, and in safe mode
- * every edge is there. test_structural_window_abort: such batches into a window that fills.
+ * workload enumerator's structural mode), through pto_submitter_task and then through
+ * pto_submitter_task_checked: every task ran after its predecessors, and in safe mode every edge
+ * is there. test_structural_window_abort: such batches into a window that fills.
  * test_batch_edges: a producer with more consumers by ticket in its batch than its inline fanout
  * holds (edges added before the lock, then under it), a ticket named twice, a producer both named
  * and found by a lookup: every task ran after its predecessors, every edge there once.
@@ -363,6 +365,10 @@ static int32_t structural_kernel(const int64_t* args) {
     return 0;
 }
 
+/* 1: each thread's tasks after its first go through pto_submitter_task_checked (their regions
+ * inside x, their predecessors its tickets, x accepted by the first), as a workload enumerator's */
+static int g_checked;
+
 static void* submit_diamonds(void* p) {
     Job* j = p;
     const int64_t lo = j->tiles * j->thread / j->nthreads, hi = j->tiles * (j->thread + 1) / j->nthreads;
@@ -372,8 +378,9 @@ static void* submit_diamonds(void* p) {
             PTOTaskArg a[2] = {region(PTO_ARG_UNTRACKED, j->x, i), scalar(i * SKINDS + kind)};
             int32_t after[2];
             for (int k = 0; k < s_npred[kind]; k++) after[k] = PTO_TICKET(ticket[s_pred[kind][k]]);
-            ticket[kind] = pto_submitter_task(j->s, "d", structural_kernel, 0, PTO_WORKER_ANY, a, 2, after,
-                                              s_npred[kind]);
+            ticket[kind] = g_checked && (i > lo || kind > 0)
+                ? pto_submitter_task_checked(j->s, "d", structural_kernel, 0, PTO_WORKER_ANY, a, 2, after, s_npred[kind])
+                : pto_submitter_task(j->s, "d", structural_kernel, 0, PTO_WORKER_ANY, a, 2, after, s_npred[kind]);
             if (ticket[kind] < 0) j->rc = (int)ticket[kind];
         }
     }
@@ -736,9 +743,10 @@ static int32_t copy_kernel(const int64_t* args) {
 static int arg_case(int submitter, const PTOTaskArg* a, int32_t n, int32_t nslots, int64_t* out) {
     PTORuntime* rt = pto_runtime_create(NULL);
     int rc;
-    if (submitter) {
+    if (submitter) {      /* 2: pto_submitter_task_checked */
         PTOSubmitter* s = pto_submitter_open(rt);
-        CHECK(pto_submitter_task(s, "t", copy_kernel, 0, PTO_WORKER_ANY, a, n, NULL, 0) >= 0);
+        CHECK((submitter == 2 ? pto_submitter_task_checked(s, "t", copy_kernel, 0, PTO_WORKER_ANY, a, n, NULL, 0)
+                              : pto_submitter_task(s, "t", copy_kernel, 0, PTO_WORKER_ANY, a, n, NULL, 0)) >= 0);
         rc = pto_submitter_close(s);
     } else {
         const int32_t id = pto_task_submit_v(rt, "t", copy_kernel, 0, PTO_WORKER_ANY, a, n);
@@ -795,7 +803,26 @@ static void test_arg_checks(void) {
         CHECK_EQ(rd, cases[i].expect);
         CHECK_EQ(rq, cases[i].expect);
         CHECK_EQ(memcmp(direct, queued, sizeof direct), 0);
+        /* pto_submitter_task_checked: the same slots where its caller's part holds (the regions
+         * valid), the same error for a kind other than untracked and scalar (checked whole) */
+        int other = 0;
+        for (int32_t k = 0; k < cases[i].n; k++)
+            other |= cases[i].a[k].kind != PTO_ARG_UNTRACKED && cases[i].a[k].kind != PTO_ARG_SCALAR;
+        if (cases[i].expect == PTO_OK || other) {
+            int64_t checked[AC_SLOTS];
+            CHECK_EQ(arg_case(2, cases[i].a, cases[i].n, cases[i].nslots, checked), cases[i].expect);
+            CHECK_EQ(memcmp(direct, checked, sizeof direct), 0);
+        }
     }
+    /* pto_submitter_task_checked takes the regions as checked, never the task's kind */
+    PTORuntime* rt = pto_runtime_create(NULL);
+    PTOSubmitter* s = pto_submitter_open(rt);
+    const PTOTaskArg u[1] = {{PTO_ARG_UNTRACKED, &x, 1, 1, 1, 1, 0}};
+    CHECK_EQ(pto_submitter_task(s, "t", copy_kernel, 0, PTO_WORKER_ANY, u, 1, NULL, 0), 0);
+    CHECK_EQ(pto_submitter_task_checked(s, "t", copy_kernel, -1, PTO_WORKER_ANY, u, 1, NULL, 0), 1);
+    CHECK_EQ(pto_submitter_close(s), PTO_EINVAL);
+    CHECK_HAS(pto_last_error(), "pto_submitter_task 't'");
+    pto_runtime_destroy(rt);
     /* the slots themselves: an untracked tensor's first element and ld, a scalar's value */
     int64_t v[AC_SLOTS];
     const PTOTaskArg a[2] = {{PTO_ARG_UNTRACKED, &x, 3, 1, 1, 1, 0}, s7};
@@ -898,11 +925,12 @@ int main(int argc, char** argv) {
     test_batch_edges(tiles / 4, 2, 0, 1 << 16);                    /* safe mode: exact edge count */
     test_batch_edges(tiles / 4, 3, 1, 256);
     test_batch_edges(tiles / 8, 0, 0, 64);
-    for (int nthreads = 2; nthreads <= 3; nthreads++) {
-        test_structural(tiles, nthreads, 2, 0, 1 << 16);              /* safe mode: exact edge count */
-        test_structural(tiles, nthreads, 3, 1, 256);                  /* pipelined, small window */
-        test_structural(tiles / 4, nthreads, 0, 0, 64);               /* inline: submitters run tasks */
-    }
+    for (g_checked = 0; g_checked <= 1; g_checked++)
+        for (int nthreads = 2; nthreads <= 3; nthreads++) {
+            test_structural(tiles, nthreads, 2, 0, 1 << 16);          /* safe mode: exact edge count */
+            test_structural(tiles, nthreads, 3, 1, 256);              /* pipelined, small window */
+            test_structural(tiles / 4, nthreads, 0, 0, 64);           /* inline: submitters run tasks */
+        }
     test_random_regions(2, 0, 1 << 16);                            /* safe mode: all ready at once */
     test_random_regions(3, 1, 256);
     test_random_regions(0, 0, 64);

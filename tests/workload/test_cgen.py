@@ -121,6 +121,26 @@ def test_threads_submitting_at_once_build_the_one_thread_graph(threads, structur
             == keyed_graph(ragged_chains(), ARRAYS, 1, structural))
 
 
+def test_structural_tasks_after_a_tensors_first_are_queued_as_checked():
+    """emit_task's tensors mask (bit k: the task names tensor k; from 63 on, bit 63, which is
+    never marked accepted): once the runtime accepted every tensor of a task, its later tasks go
+    through pto_submitter_task_checked. 66 tensors, the structural graph with 1 and 2 threads is
+    the tracked one (tasks on tensors 63 .. 65 checked whole every time)."""
+    ts = [Tensor(f"m{k}") for k in range(66)]
+    wl = parallel_for(Dense(6), lambda b: sequential(*[
+        task("k", [ts[k].read(b, 0, 1, 8), ts[k + 1].write(b, 0, 1, 8), k]) for k in range(65)]))
+    src = emit_c(wl).source
+    assert "pto_submitter_task_checked(" in src
+    assert "UINT64_C(3), after)" in src                                # tensors 0 and 1
+    assert f"UINT64_C({(1 << 62) | (1 << 63)}), after)" in src         # 62 and 63
+    assert f"UINT64_C({1 << 63}), after)" in src                       # 63 and 64, 64 and 65
+    arrays = {f"m{k}": np.zeros((6, 8), np.float32) for k in range(66)}
+    tasks, edges = keyed_graph(wl, arrays, 1)
+    assert len(tasks) == 6 * 65 and len(edges) == 6 * 64
+    for threads in (1, 2):
+        assert keyed_graph(wl, arrays, threads, True) == (tasks, edges)
+
+
 def test_the_structural_log_is_kept_only_where_a_later_task_reads_it():
     """emit_task's check and log masks (bit i: argument i): a task checks the arguments an
     earlier task of the iteration may conflict with and logs those a later one may; inside an
