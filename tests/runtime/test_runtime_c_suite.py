@@ -57,15 +57,30 @@ VARIANTS = {
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(shutil.which("gcc") is None, reason="gcc not installed")]
 
 
+def gcc(flags: list[str], *args: str, cwd: Path | None = None) -> None:
+    cmd = ["gcc", "-std=c11", "-pthread", "-Wall", "-Wextra", "-Werror", *flags,
+           f"-I{RT / 'include'}", *args]
+    build = subprocess.run(cmd, capture_output=True, text=True, cwd=cwd)
+    assert build.returncode == 0, build.stderr
+
+
+@pytest.fixture(scope="session")
+def runtime_objects(build_once):
+    """``runtime_objects(variant)``: the runtime's objects compiled with the variant's flags,
+    once per test run (every program of a variant links the same ones)."""
+    def objects(variant: str) -> list[str]:
+        folder = build_once(f"c-runtime-{variant}",
+                            lambda d: gcc(VARIANTS[variant][0], "-c", *LIB_SOURCES, cwd=d))
+        return [str(folder / f"{Path(src).stem}.o") for src in LIB_SOURCES]
+    return objects
+
+
 @pytest.mark.parametrize("program", list(PROGRAMS))
 @pytest.mark.parametrize("variant", list(VARIANTS))
-def test_c_runtime_suite(program: str, variant: str, tmp_path: Path) -> None:
+def test_c_runtime_suite(program: str, variant: str, tmp_path: Path, runtime_objects) -> None:
     flags, scale, env_extra = VARIANTS[variant]
     exe = tmp_path / f"{program}_{variant}"
-    cmd = ["gcc", "-std=c11", "-pthread", "-Wall", "-Wextra", "-Werror", *flags,
-           f"-I{RT / 'include'}", *LIB_SOURCES, str(RT / "tests" / f"{program}.c"), "-o", str(exe)]
-    build = subprocess.run(cmd, capture_output=True, text=True)
-    assert build.returncode == 0, build.stderr
+    gcc(flags, *runtime_objects(variant), str(RT / "tests" / f"{program}.c"), "-o", str(exe))
     env = {k: v for k, v in os.environ.items() if k not in ("PTO_TIMEOUT", "PTO_TRACE", "PTO_STATS")}
     env.update(env_extra)
     run = subprocess.run([str(exe), scale], capture_output=True, text=True, env=env, timeout=240)
