@@ -364,8 +364,9 @@ def run(target: str, ps: list[Program], build_dir: Path | None = None) -> dict:
     m, ins = batch(f"fuzz{ps[0].seed}", ps), all_inputs(ps)
     if target == "reference-O2":
         return run_module(driver.optimise(m, CompileOptions())[0], ins)
-    if build_dir is None:
-        build_dir = Path(tempfile.mkdtemp(prefix=f"fuzz-{target}-"))
+    if build_dir is None:               # the command line's: removed after the run
+        with tempfile.TemporaryDirectory(prefix=f"fuzz-{target}-") as d:
+            return driver.launch(target, m, ins, {}, build_dir=Path(d))
     return driver.launch(target, m, ins, {}, build_dir=build_dir)
 
 
