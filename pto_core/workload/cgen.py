@@ -214,17 +214,22 @@ static inline __attribute__((always_inline)) int64_t emit_task(Ctx* c, int32_t n
         if (set_push(preds, PTO_TICKET(after->v[i])) < 0) return PTO_ENOMEM;
     for (int32_t i = 0; i < n && c->structural; i++) {
         const PTOTaskArg* x = &a[i];
-        if (x->kind != PTO_ARG_UNTRACKED) continue;
+        if (x->kind == PTO_ARG_SCALAR) continue;
         const PTOTensor* T = x->tensor;
+        /* an intermediate's extent is the runtime's (it grows to what is written); its region's
+         * ends must still be int64 values, which the overlap pass below adds up */
+        const int temp = x->kind != PTO_ARG_UNTRACKED;
+        const int64_t rows = temp ? INT64_MAX : T->rows, cols = temp ? INT64_MAX : T->cols;
         /* (the ends compared without the sum, which can overflow) */
         if (x->row_off < 0 || x->col_off < 0 || x->rows <= 0 || x->cols <= 0 ||
-            x->rows > T->rows - x->row_off || x->cols > T->cols - x->col_off) {
-            char r1[24], c1[24];
+            x->rows > rows - x->row_off || x->cols > cols - x->col_off) {
+            char r1[24], c1[24], in[64];
+            if (temp) snprintf(in, sizeof in, "intermediate '%.40s'", T && T->name ? T->name : "");
+            else snprintf(in, sizeof in, "%lldx%lld tensor", (long long)T->rows, (long long)T->cols);
             return fail(c, PTO_EBOUNDS, "task '%s': argument %d, rows [%lld, %s) x cols [%lld, %s), "
-                        "is not inside its %lldx%lld tensor", NAMES[name], (int)i,
+                        "is not inside its %s", NAMES[name], (int)i,
                         (long long)x->row_off, end_text(r1, x->row_off, x->rows),
-                        (long long)x->col_off, end_text(c1, x->col_off, x->cols),
-                        (long long)T->rows, (long long)T->cols);
+                        (long long)x->col_off, end_text(c1, x->col_off, x->cols), in);
         }
     }
     for (uint32_t m = c->structural ? check : 0; m; m &= m - 1) {

@@ -12,7 +12,7 @@ import pytest
 from pto_core.errors import PTOError
 from pto_core.workload import (Const, Dense, DenseDyn, Lookup, Loop, Ragged, Sparse, Task,
                                Tensor, affinity, batched, enumerate_tasks, for_each, hash,
-                               parallel_for, rate_limit, round_robin, task)
+                               parallel_for, rate_limit, round_robin, sequential, task)
 from pto_core.workload.cgen import compile_c, emit_c
 
 x = Tensor("x")
@@ -266,6 +266,22 @@ def test_a_structural_region_whose_end_overflows_is_outside_its_tensor(threads):
         with pytest.raises(PTOError, match=r"PTO_EBOUNDS \(task 'k': argument 0, rows \[1, 9223372036854775808\) "
                                            r"x cols \[0, 1\), is not inside its 4x4 tensor\)"):
             compile_c(w).enumerate(rt, {"x": np.zeros((4, 4), np.float32)}, structural=True, threads=threads)
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_a_structural_region_of_an_intermediate_whose_end_overflows_is_refused(threads):
+    """An intermediate's rows [1, 1 + (2**63 - 1)): the overlap pass added the end up (undefined
+    in C) before the runtime refused the task; the enumerator refuses it first, by name."""
+    from pto_core.runtime import Runtime
+    s = Tensor("s")
+    w = parallel_for(Dense(2), lambda i: sequential(
+        task("k", [x.read(0, 0, 1, 1), s.write(1, 0, 2**63 - 1, 1)]),
+        task("k", [s.read(1, 0, 2**63 - 1, 1), x.write(0, 0, 1, 1)])))
+    with Runtime(num_workers=0, dry_run=True) as rt:
+        with pytest.raises(PTOError, match=r"PTO_EBOUNDS \(task 'k': argument 1, rows \[1, 9223372036854775808\) "
+                                           r"x cols \[0, 1\), is not inside its intermediate 's'\)"):
+            compile_c(w).enumerate(rt, {"x": np.zeros((4, 4), np.float32)}, structural=True, threads=threads,
+                                   intermediates={"s": 4})
 
 
 def test_a_process_declares_channels():
