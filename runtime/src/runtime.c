@@ -545,11 +545,19 @@ static inline __attribute__((always_inline)) int32_t alloc_task(PTORuntime* rt, 
     if (live > rt->peak_live) rt->peak_live = live;
     PTOTask* t = &tasks[id & mask];
     /* A build writes its slots in order, two fresh lines per task: request those of the slot
-     * PTO_SLOT_AHEAD tasks on while it is free (not a live task's, which a worker may be using). */
+     * PTO_SLOT_AHEAD tasks on while it is free (not a live task's, which a worker may be using),
+     * and, while no worker runs (a build that fills the window), its elements of the dense
+     * per-slot arrays, written in the same order a line per 4 tasks (fan_inline: its first
+     * consumer's edge) and per 16 (fanin_left: task_header). */
     if (live + PTO_SLOT_AHEAD <= rt->window) {
-        const char* ahead = (const char*)&tasks[((uint32_t)id + PTO_SLOT_AHEAD) & (uint32_t)mask];  /* no int overflow near INT32_MAX */
+        const uint32_t k = ((uint32_t)id + PTO_SLOT_AHEAD) & (uint32_t)mask;   /* no int overflow near INT32_MAX */
+        const char* ahead = (const char*)&tasks[k];
         __builtin_prefetch(ahead, 1, 3);
         __builtin_prefetch(ahead + 64, 1, 3);
+        if (!rt->started) {                   /* no worker reads the arrays' lines meanwhile */
+            __builtin_prefetch(&rt->fan_inline[k], 1, 3);
+            __builtin_prefetch((const void*)&rt->fanin_left[k], 1, 3);
+        }
     }
     const bool t3 = rt->t3 != NULL;
     task_header(fanin, t, id);

@@ -509,7 +509,10 @@ static inline __attribute__((always_inline)) int walk_bucket(const TMCtx* c, TMB
  * chain, or in a sweep (entry_refill) for chains nobody walks. */
 /* An entry for a new access: the free list's first, else the next never-used one (after a sweep or
  * a larger pool when the pool is used up). Not counted live yet. */
-static inline __attribute__((always_inline)) int32_t entry_new(TMap* tm, int32_t last_alive) {
+#define TM_FRESH_AHEAD 16       /* the never-used entries are taken in order, 8 to a line: with `ahead`
+                                   (a build without workers, TMCtx.plain), the line TM_FRESH_AHEAD
+                                   entries on is requested */
+static inline __attribute__((always_inline)) int32_t entry_new(TMap* tm, int32_t last_alive, bool ahead) {
     int32_t i = tm->free_head;
     if (__builtin_expect(i >= 0, 1)) {
         tm->free_head = tm->e[i].next;
@@ -523,14 +526,16 @@ static inline __attribute__((always_inline)) int32_t entry_new(TMap* tm, int32_t
             return i;
         }
     }
-    return tm->fresh++;
+    i = tm->fresh++;
+    if (ahead && __builtin_expect(i + TM_FRESH_AHEAD < tm->cap, 1)) __builtin_prefetch(&tm->e[i + TM_FRESH_AHEAD], 1, 3);
+    return i;
 }
 
 static inline __attribute__((always_inline)) int insert(const TMCtx* c, int32_t task, const PTOAccess* a,
                                                         TMTensor* t, TMBucket* home, int64_t bucket, int32_t spare) {
     TMap* tm = c->tm;
     int32_t i = spare;           /* an entry the lookup dropped: still counted live */
-    if (i < 0 && (i = entry_new(tm, c->last_alive)) < 0) return i;
+    if (i < 0 && (i = entry_new(tm, c->last_alive, c->plain)) < 0) return i;
     TMEntry* e = &tm->e[i];
     if (spare < 0 && ++tm->live > tm->peak) tm->peak = tm->live;
     tm->since_sweep++;
@@ -636,7 +641,7 @@ static inline __attribute__((always_inline)) int access_exact(const TMCtx* c, TM
     } else {
         if (gone) b->w.head = -1;                /* retired writer */
         const bool refill = tm->free_head < 0;   /* entry_new may sweep, and forget this bucket if empty */
-        const int32_t i = entry_new(tm, c->last_alive);
+        const int32_t i = entry_new(tm, c->last_alive, c->plain);
         if (i < 0) { tm->live -= gone; return i; }
         if (refill && !t->listed[bucket] && (rc = occ_push(tm, tensor, bucket)) < 0) {
             tm->e[i].next = tm->free_head;       /* not counted live yet */
