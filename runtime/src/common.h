@@ -45,6 +45,7 @@ typedef struct RTTileKey {
 typedef struct RTTileIndex {
     RTTileKey* keys;
     int32_t    cap;
+    int32_t    last;               /* the slot of the key reserved last, + 1 (0: none) */
 } RTTileIndex;
 void rt_tiles_index_free(RTTileIndex* index);
 /* The record of x with this tiling, registered before (one of the n in use), or -1. */
@@ -53,7 +54,7 @@ int32_t rt_tiles_find(const RTTileIndex* index, const PTOTensor* x, int64_t tile
  * tile_cols tiles that divide x, whose whole region the engine's `check` accepts, and room for
  * one more record in *tiles (*cap records of `size` bytes, n in use; grown by doubling, at most
  * 65,535), keyed in *index as record n, which the engine fills next (one it did not fill is
- * filled at the next registration of its tensor). PTO_OK, or the error with its message. */
+ * unkeyed at the next reservation, which takes record n). PTO_OK, or the error with its message. */
 int rt_tiles_reserve(const PTOTensor* x, int64_t tile_rows, int64_t tile_cols,
                      int (*check)(const PTOTensor*, int64_t, int64_t, int64_t, int64_t), void** tiles,
                      int32_t n, int32_t* cap, size_t size, RTTileIndex* index);

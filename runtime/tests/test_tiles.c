@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "pto_check.h"
+#include "../src/common.h"             /* the tile index (rt_tiles_find, rt_tiles_reserve) */
 
 PTO_CHECK_COUNTERS;
 
@@ -465,6 +466,55 @@ static void test_tiles_registered_while_submitters_run(void) {
     pto_runtime_destroy(rt);
 }
 
+/* The tile index of every engine (common.c) where an engine reserved a record and did not fill
+ * it (pto_tensor_tiles failing after rt_tiles_reserve: the PTO runtime's tensor-map record out of
+ * memory): the next registration, of another tensor, takes that record, and the first tensor is
+ * not found as that record (it was: its key kept the record number, so a later registration of
+ * the first tensor returned the other's handle - tasks on its tiles would touch the other's
+ * memory). */
+static int accept_region(const PTOTensor* x, int64_t r0, int64_t c0, int64_t rows, int64_t cols) {
+    (void)x; (void)r0; (void)c0; (void)rows; (void)cols;
+    return PTO_OK;
+}
+static void test_tiles_index_unfilled_record(void) {
+    static float a[64], b[64];
+    const PTOTensor xa = {a, 8, 8, 8, 4, "a"}, xb = {b, 8, 8, 8, 4, "b"};
+    for (int pre = 0; pre < 40; pre += 13) {   /* also across the index's growth (16 keys, then 32, 64) */
+        RTTileIndex index = {0};
+        void* tiles = NULL;
+        int32_t n = 0, cap = 0;
+        static float other[40];
+        for (int k = 0; k < pre; k++) {         /* records filled before */
+            const PTOTensor x = {&other[k], 1, 1, 1, 4, "o"};
+            CHECK_EQ(rt_tiles_reserve(&x, 1, 1, accept_region, &tiles, n, &cap, sizeof(int32_t), &index), PTO_OK);
+            ((int32_t*)tiles)[n++] = k;
+        }
+        CHECK_EQ(rt_tiles_reserve(&xa, 4, 4, accept_region, &tiles, n, &cap, sizeof(int32_t), &index), PTO_OK);
+        CHECK_EQ(rt_tiles_find(&index, &xa, 4, 4, n), -1);      /* reserved, never filled */
+        CHECK_EQ(rt_tiles_reserve(&xb, 4, 4, accept_region, &tiles, n, &cap, sizeof(int32_t), &index), PTO_OK);
+        const int32_t rb = n++;                 /* b's record filled */
+        CHECK_EQ(rt_tiles_find(&index, &xb, 4, 4, n), rb);
+        CHECK_EQ(rt_tiles_find(&index, &xa, 4, 4, n), -1);      /* not b's record */
+        CHECK_EQ(rt_tiles_reserve(&xa, 4, 4, accept_region, &tiles, n, &cap, sizeof(int32_t), &index), PTO_OK);
+        const int32_t ra = n++;
+        CHECK_EQ(rt_tiles_find(&index, &xa, 4, 4, n), ra);
+        CHECK_EQ(rt_tiles_find(&index, &xb, 4, 4, n), rb);
+        for (int k = 0; k < pre; k++) {
+            const PTOTensor x = {&other[k], 1, 1, 1, 4, "o"};
+            CHECK_EQ(rt_tiles_find(&index, &x, 1, 1, n), k);
+        }
+        /* a record reserved again for its own tensor after a failure: one key, the same record */
+        const PTOTensor xc = {a, 8, 8, 8, 4, "c"};
+        CHECK_EQ(rt_tiles_reserve(&xc, 2, 2, accept_region, &tiles, n, &cap, sizeof(int32_t), &index), PTO_OK);
+        CHECK_EQ(rt_tiles_reserve(&xc, 2, 2, accept_region, &tiles, n, &cap, sizeof(int32_t), &index), PTO_OK);
+        const int32_t rc = n++;
+        CHECK_EQ(rt_tiles_find(&index, &xc, 2, 2, n), rc);
+        CHECK_EQ(rt_tiles_find(&index, &xa, 4, 4, n), ra);
+        free(tiles);
+        rt_tiles_index_free(&index);
+    }
+}
+
 int main(int argc, char** argv) {
     const double scale = argc > 1 ? atof(argv[1]) : 1.0;
     const int rounds = scale >= 1 ? 64 : 16;
@@ -474,6 +524,7 @@ int main(int argc, char** argv) {
     printf("tiles registered while submitters run\n"); test_tiles_registered_while_submitters_run();
     printf("tiles added one by one: errors\n");       test_tiles_add_errors();
     printf("a tensor and tiling registered once\n");  test_tiles_registered_once();
+    printf("the tile index: a record reserved, not filled\n"); test_tiles_index_unfilled_record();
     printf("an orchestration function's tilings, %d calls\n", ORCH_CALLS); test_tiles_orchestration_loop();
     printf("%d passed, %d failed\n", g_pass, g_fail);
     return g_fail ? 1 : 0;
