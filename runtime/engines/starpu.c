@@ -1402,7 +1402,7 @@ static bool is_tile(int32_t kind) { return kind >= PTO_ARG_TILE_INPUT && kind <=
 
 int32_t pto_tensor_tiles(PTORuntime* rt, const PTOTensor* x, int64_t tile_rows, int64_t tile_cols) {
     if (!rt) return rt_fail(PTO_EINVAL, "pto_tensor_tiles: no runtime (NULL)");
-    const int32_t found = rt_tiles_find(&rt->tiles_index, x, tile_rows, tile_cols, rt->ntiles);
+    const int32_t found = rt_tiles_find(&rt->tiles_index, x, tile_rows, tile_cols);
     if (found >= 0) return (int32_t)((uint64_t)found ^ rt->tile_tag);     /* registered before */
     void* tiles = rt->tiles;
     const int rc = rt_tiles_reserve(x, tile_rows, tile_cols, tensor_check, &tiles, rt->ntiles, &rt->cap_tiles,
@@ -1410,6 +1410,7 @@ int32_t pto_tensor_tiles(PTORuntime* rt, const PTOTensor* x, int64_t tile_rows, 
     rt->tiles = tiles;
     if (rc < 0) return rc;
     rt->tiles[rt->ntiles] = (EngTiles){*x, tile_rows, tile_cols, x->rows / tile_rows, x->cols / tile_cols};
+    rt_tiles_key(&rt->tiles_index, x, tile_rows, tile_cols, rt->ntiles);
     return (int32_t)((uint64_t)rt->ntiles++ ^ rt->tile_tag);
 }
 

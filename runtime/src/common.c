@@ -283,13 +283,12 @@ void rt_tiles_index_free(RTTileIndex* index) {
     free(index->keys);
     index->keys = NULL;
     index->cap = 0;
-    index->last = 0;
 }
 
-int32_t rt_tiles_find(const RTTileIndex* index, const PTOTensor* x, int64_t tile_rows, int64_t tile_cols, int32_t n) {
+int32_t rt_tiles_find(const RTTileIndex* index, const PTOTensor* x, int64_t tile_rows, int64_t tile_cols) {
     if (!x || !index->cap) return -1;
     const RTTileKey* k = tile_key_slot(index, x, tile_rows, tile_cols);
-    return k->data && k->record < n ? k->record : -1;
+    return k->data ? k->record : -1;
 }
 
 int rt_tiles_reserve(const PTOTensor* x, int64_t tile_rows, int64_t tile_cols,
@@ -305,20 +304,14 @@ int rt_tiles_reserve(const PTOTensor* x, int64_t tile_rows, int64_t tile_cols,
                        x->data, (long long)x->rows, (long long)x->cols, (long long)x->ld, x->elem_size,
                        pto_strerror(rc));
     if (n == 0xffff) return rt_fail(PTO_ENOMEM, "pto_tensor_tiles: 65535 tiled tensors already");
-    if (index->last && index->keys[index->last - 1].record >= n) {
-        /* the key reserved last was not filled (the engine failed after it): record n is this
-         * one's, so that key goes; the last one inserted, it is on no other key's probe path */
-        index->keys[index->last - 1] = (RTTileKey){0};
-        index->last = 0;
-    }
     if (2 * (n + 1) > index->cap) {
-        /* rehashed at twice the size; keys of records never filled (n and above) are dropped */
+        /* rehashed at twice the size (room for rt_tiles_key's key of record n) */
         const int32_t nc = index->cap ? 2 * index->cap : 16;
-        RTTileIndex g = {calloc((size_t)nc, sizeof *g.keys), nc, 0};
+        RTTileIndex g = {calloc((size_t)nc, sizeof *g.keys), nc};
         if (!g.keys) return rt_fail(PTO_ENOMEM, "pto_tensor_tiles: out of memory");
         for (int32_t s = 0; s < index->cap; s++) {
             const RTTileKey* k = &index->keys[s];
-            if (!k->data || k->record >= n) continue;
+            if (!k->data) continue;
             const PTOTensor y = {(void*)k->data, k->rows, k->cols, k->ld, k->elem_size, NULL};
             *tile_key_slot(&g, &y, k->tile_rows, k->tile_cols) = *k;
         }
@@ -332,10 +325,12 @@ int rt_tiles_reserve(const PTOTensor* x, int64_t tile_rows, int64_t tile_cols,
         *tiles = g;
         *cap = nc;
     }
-    RTTileKey* k = tile_key_slot(index, x, tile_rows, tile_cols);
-    *k = (RTTileKey){x->data, x->rows, x->cols, x->ld, tile_rows, tile_cols, x->elem_size, n};
-    index->last = (int32_t)(k - index->keys) + 1;
     return PTO_OK;
+}
+
+void rt_tiles_key(RTTileIndex* index, const PTOTensor* x, int64_t tile_rows, int64_t tile_cols, int32_t record) {
+    *tile_key_slot(index, x, tile_rows, tile_cols) =
+        (RTTileKey){x->data, x->rows, x->cols, x->ld, tile_rows, tile_cols, x->elem_size, record};
 }
 
 int rt_tile_fail(const char* call, const char* func_name, int64_t h, int64_t i, int64_t j, int64_t ntr, int64_t ntc) {

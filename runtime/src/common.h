@@ -45,19 +45,20 @@ typedef struct RTTileKey {
 typedef struct RTTileIndex {
     RTTileKey* keys;
     int32_t    cap;
-    int32_t    last;               /* the slot of the key reserved last, + 1 (0: none) */
 } RTTileIndex;
 void rt_tiles_index_free(RTTileIndex* index);
-/* The record of x with this tiling, registered before (one of the n in use), or -1. */
-int32_t rt_tiles_find(const RTTileIndex* index, const PTOTensor* x, int64_t tile_rows, int64_t tile_cols, int32_t n);
+/* The record of x with this tiling, registered before (keyed by rt_tiles_key), or -1. */
+int32_t rt_tiles_find(const RTTileIndex* index, const PTOTensor* x, int64_t tile_rows, int64_t tile_cols);
 /* pto_tensor_tiles' checks, one for every engine, for x not found by rt_tiles_find: tile_rows x
  * tile_cols tiles that divide x, whose whole region the engine's `check` accepts, and room for
  * one more record in *tiles (*cap records of `size` bytes, n in use; grown by doubling, at most
- * 65,535), keyed in *index as record n, which the engine fills next (one it did not fill is
- * unkeyed at the next reservation, which takes record n). PTO_OK, or the error with its message. */
+ * 65,535) and for its key in *index. PTO_OK, or the error with its message. The engine fills
+ * record n, then keys it (rt_tiles_key): a registration that fails between leaves no key. */
 int rt_tiles_reserve(const PTOTensor* x, int64_t tile_rows, int64_t tile_cols,
                      int (*check)(const PTOTensor*, int64_t, int64_t, int64_t, int64_t), void** tiles,
                      int32_t n, int32_t* cap, size_t size, RTTileIndex* index);
+/* x's tiling keyed as `record` (filled), in the room rt_tiles_reserve made. */
+void rt_tiles_key(RTTileIndex* index, const PTOTensor* x, int64_t tile_rows, int64_t tile_cols, int32_t record);
 /* Why `call` refused tile (i, j) of handle h for task `func_name`, one message for every engine:
  * PTO_EINVAL where h is not one of the runtime's (ntr < 0), else PTO_EBOUNDS (outside the ntr x
  * ntc tiles); the message set. */

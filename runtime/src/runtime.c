@@ -921,7 +921,7 @@ static int region_check_fn(const PTOTensor* x, int64_t r0, int64_t c0, int64_t r
 int32_t pto_tensor_tiles(PTORuntime* rt, const PTOTensor* x, int64_t tile_rows, int64_t tile_cols) {
     if (!rt) return rt_fail(PTO_EINVAL, "pto_tensor_tiles: no runtime (NULL)");
     /* registered before: a generated orchestration function registers its tilings at every call */
-    const int32_t found = rt_tiles_find(&rt->tiles_index, x, tile_rows, tile_cols, rt->ntiles);
+    const int32_t found = rt_tiles_find(&rt->tiles_index, x, tile_rows, tile_cols);
     if (found >= 0) return (int32_t)((uint64_t)found ^ rt->tile_tag);
     void* tiles = rt->tiles;
     const int rc = rt_tiles_reserve(x, tile_rows, tile_cols, region_check_fn, &tiles, rt->ntiles, &rt->cap_tiles,
@@ -943,6 +943,7 @@ int32_t pto_tensor_tiles(PTORuntime* rt, const PTOTensor* x, int64_t tile_rows, 
     rt->tiles[rt->ntiles] = (RTTiles){(char*)x->data, x->ld, tile_rows * x->ld * x->elem_size,
                                       tile_cols * x->elem_size, tile_rows, tile_cols, ntr, ntc, k,
                                       block ? ACC_TILE : 0, t->ncb};
+    rt_tiles_key(&rt->tiles_index, x, tile_rows, tile_cols, rt->ntiles);
     return (int32_t)(rt->ntiles++ ^ rt->tile_tag);
 }
 

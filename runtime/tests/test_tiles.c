@@ -17,7 +17,7 @@
 #include <string.h>
 
 #include "pto_check.h"
-#include "../src/common.h"             /* the tile index (rt_tiles_find, rt_tiles_reserve) */
+#include "../src/common.h"             /* the tile index (rt_tiles_find, rt_tiles_reserve, rt_tiles_key) */
 
 PTO_CHECK_COUNTERS;
 
@@ -469,9 +469,9 @@ static void test_tiles_registered_while_submitters_run(void) {
 /* The tile index of every engine (common.c) where an engine reserved a record and did not fill
  * it (pto_tensor_tiles failing after rt_tiles_reserve: the PTO runtime's tensor-map record out of
  * memory): the next registration, of another tensor, takes that record, and the first tensor is
- * not found as that record (it was: its key kept the record number, so a later registration of
- * the first tensor returned the other's handle - tasks on its tiles would touch the other's
- * memory). */
+ * not found as that record (a key made at the reservation kept the record number, so a later
+ * registration of the first tensor returned the other's handle - tasks on its tiles would touch
+ * the other's memory; an engine now keys a record once filled, rt_tiles_key). */
 static int accept_region(const PTOTensor* x, int64_t r0, int64_t c0, int64_t rows, int64_t cols) {
     (void)x; (void)r0; (void)c0; (void)rows; (void)cols;
     return PTO_OK;
@@ -487,29 +487,33 @@ static void test_tiles_index_unfilled_record(void) {
         for (int k = 0; k < pre; k++) {         /* records filled before */
             const PTOTensor x = {&other[k], 1, 1, 1, 4, "o"};
             CHECK_EQ(rt_tiles_reserve(&x, 1, 1, accept_region, &tiles, n, &cap, sizeof(int32_t), &index), PTO_OK);
-            ((int32_t*)tiles)[n++] = k;
+            ((int32_t*)tiles)[n] = k;
+            rt_tiles_key(&index, &x, 1, 1, n++);
         }
         CHECK_EQ(rt_tiles_reserve(&xa, 4, 4, accept_region, &tiles, n, &cap, sizeof(int32_t), &index), PTO_OK);
-        CHECK_EQ(rt_tiles_find(&index, &xa, 4, 4, n), -1);      /* reserved, never filled */
+        CHECK_EQ(rt_tiles_find(&index, &xa, 4, 4), -1);      /* reserved, never filled */
         CHECK_EQ(rt_tiles_reserve(&xb, 4, 4, accept_region, &tiles, n, &cap, sizeof(int32_t), &index), PTO_OK);
-        const int32_t rb = n++;                 /* b's record filled */
-        CHECK_EQ(rt_tiles_find(&index, &xb, 4, 4, n), rb);
-        CHECK_EQ(rt_tiles_find(&index, &xa, 4, 4, n), -1);      /* not b's record */
+        const int32_t rb = n++;                 /* b's record filled and keyed */
+        rt_tiles_key(&index, &xb, 4, 4, rb);
+        CHECK_EQ(rt_tiles_find(&index, &xb, 4, 4), rb);
+        CHECK_EQ(rt_tiles_find(&index, &xa, 4, 4), -1);      /* not b's record */
         CHECK_EQ(rt_tiles_reserve(&xa, 4, 4, accept_region, &tiles, n, &cap, sizeof(int32_t), &index), PTO_OK);
         const int32_t ra = n++;
-        CHECK_EQ(rt_tiles_find(&index, &xa, 4, 4, n), ra);
-        CHECK_EQ(rt_tiles_find(&index, &xb, 4, 4, n), rb);
+        rt_tiles_key(&index, &xa, 4, 4, ra);
+        CHECK_EQ(rt_tiles_find(&index, &xa, 4, 4), ra);
+        CHECK_EQ(rt_tiles_find(&index, &xb, 4, 4), rb);
         for (int k = 0; k < pre; k++) {
             const PTOTensor x = {&other[k], 1, 1, 1, 4, "o"};
-            CHECK_EQ(rt_tiles_find(&index, &x, 1, 1, n), k);
+            CHECK_EQ(rt_tiles_find(&index, &x, 1, 1), k);
         }
         /* a record reserved again for its own tensor after a failure: one key, the same record */
         const PTOTensor xc = {a, 8, 8, 8, 4, "c"};
         CHECK_EQ(rt_tiles_reserve(&xc, 2, 2, accept_region, &tiles, n, &cap, sizeof(int32_t), &index), PTO_OK);
         CHECK_EQ(rt_tiles_reserve(&xc, 2, 2, accept_region, &tiles, n, &cap, sizeof(int32_t), &index), PTO_OK);
         const int32_t rc = n++;
-        CHECK_EQ(rt_tiles_find(&index, &xc, 2, 2, n), rc);
-        CHECK_EQ(rt_tiles_find(&index, &xa, 4, 4, n), ra);
+        rt_tiles_key(&index, &xc, 2, 2, rc);
+        CHECK_EQ(rt_tiles_find(&index, &xc, 2, 2), rc);
+        CHECK_EQ(rt_tiles_find(&index, &xa, 4, 4), ra);
         free(tiles);
         rt_tiles_index_free(&index);
     }
