@@ -538,10 +538,12 @@ static void* share_main(void* p) { Share* h = p; h->rc = run_share(h); return NU
 
 #define MAX_THREADS 64
 /* where share k of `threads` contiguous shares of [lo, hi) begins: lo + (hi - lo) * k / threads
- * without the product, which overflows past 2^57 iterations */
+ * without the product, which overflows past 2^57 iterations, and in uint64_t: hi - lo may be
+ * 2^63 or more (the sum added to lo is at most that, so the result is in [lo, hi]) */
 static int64_t share_bound(int64_t lo, int64_t hi, int64_t k, int64_t threads) {
-    const int64_t n = hi - lo;
-    return lo + n / threads * k + n % threads * k / threads;
+    if (hi <= lo) return lo;
+    const uint64_t n = (uint64_t)hi - (uint64_t)lo, t = (uint64_t)threads, j = (uint64_t)k;
+    return (int64_t)((uint64_t)lo + (n / t * j + n % t * j / t));
 }
 int pto_workload_enumerate(PTORuntime* rt, const PTOTensor* tensors, const int64_t* sizes,
                            const PTOKernelFunc* kernels, int threads, int structural, int scope_depth,

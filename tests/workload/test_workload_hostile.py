@@ -289,6 +289,27 @@ def test_a_c_remainder_by_minus_one_is_zero():
         assert rt.stats().tasks_submitted == 2
 
 
+def test_the_c_shares_of_a_parallel_for_past_2_to_the_63_iterations_are_exact(tmp_path):
+    """The entry point splits the outermost parallel_for's [lo, hi) into threads shares at
+    share_bound(lo, hi, k, threads) = lo + (hi - lo) * k // threads. It took hi - lo in int64_t:
+    past 2**63 iterations (a Loop with a negative lo) that overflowed, and share 0 of [-2**63 + 1,
+    1) ran on past hi. The function, cut from the generated C, under UBSan."""
+    import subprocess
+    src = emit_c(Loop("parallel", "i0", Const(0), Const(1), task("k", [x.write(0, 0, 1, 1)]))).source
+    fn = re.search(r"static int64_t share_bound\(.*?\n}\n", src, re.S).group(0)
+    cases = [(-2**63, 2**63 - 1, t) for t in (2, 3, 64)] + [(-2**63 + 1, 1, 2), (-5, 2**63 - 1, 7), (0, 10, 3)]
+    calls = "".join(f"    for (int k = 0; k <= {t}; k++) printf(\"%lld\\n\", (long long)share_bound("
+                    f"INT64_C({lo + 1}) - 1, INT64_C({hi}), k, {t}));\n" for lo, hi, t in cases)
+    (tmp_path / "s.c").write_text(f"#include <stdint.h>\n#include <stdio.h>\n{fn}int main(void) {{\n{calls}"
+                                  f"    return 0;\n}}\n")
+    subprocess.run(["gcc", "-std=gnu11", "-O2", "-fsanitize=undefined", "-fno-sanitize-recover=undefined",
+                    str(tmp_path / "s.c"), "-o", str(tmp_path / "s")], check=True)
+    r = subprocess.run([str(tmp_path / "s")], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert [int(v) for v in r.stdout.split()] == [lo + (hi - lo) * k // t for lo, hi, t in cases
+                                                  for k in range(t + 1)]
+
+
 @pytest.mark.parametrize("threads", [1, 2])
 def test_a_structural_region_whose_end_overflows_is_outside_its_tensor(threads):
     """Task 0's rows [1, 1 + (2**63 - 1)): the end's sum overflowed int64 and passed the bounds
