@@ -54,6 +54,7 @@ _MODE = {"in": "PTO_ARG_INPUT", "out": "PTO_ARG_OUTPUT", "inout": "PTO_ARG_INOUT
 _I64 = (-2**63, 2**63 - 1)
 _MAX_DEPTH = 64                     # loop variables a Ctx holds (its v[64])
 _MAX_THREADS = 64                   # the entry point's MAX_THREADS
+_CHECKED = {"+": "iadd", "-": "isub", "*": "imul"}   # the prelude's int64 operations that refuse an overflow
 
 
 def _i64(v: Any, what: str) -> str:
@@ -151,13 +152,34 @@ static __attribute__((format(printf, 3, 4))) int fail(Ctx* c, int rc, const char
     return rc;
 }
 
+/* Python's + - * // on int64_t: a result past int64 (Python's ints hold it) is an error naming
+ * the operation - C would wrap it into another, maybe valid, offset, or trap on INT64_MIN // -1. */
+static __attribute__((noinline, cold)) int64_t overflow(Ctx* c, int64_t a, const char* op, int64_t b) {
+    c->err = fail(c, PTO_EINVAL, "an expression of the workload overflows int64: %lld %s %lld", (long long)a, op,
+                  (long long)b);
+    return 0;
+}
+static __attribute__((unused)) inline int64_t iadd(Ctx* c, int64_t a, int64_t b) {
+    int64_t r;
+    return __builtin_expect(__builtin_add_overflow(a, b, &r), 0) ? overflow(c, a, "+", b) : r;
+}
+static __attribute__((unused)) inline int64_t isub(Ctx* c, int64_t a, int64_t b) {
+    int64_t r;
+    return __builtin_expect(__builtin_sub_overflow(a, b, &r), 0) ? overflow(c, a, "-", b) : r;
+}
+static __attribute__((unused)) inline int64_t imul(Ctx* c, int64_t a, int64_t b) {
+    int64_t r;
+    return __builtin_expect(__builtin_mul_overflow(a, b, &r), 0) ? overflow(c, a, "*", b) : r;
+}
 static __attribute__((unused)) int64_t fdiv(Ctx* c, int64_t a, int64_t b) {
     if (b == 0) { c->err = fail(c, PTO_EINVAL, "an expression of the workload divides %lld by 0 (//)", (long long)a); return 0; }
+    if (b == -1 && a == INT64_MIN) return overflow(c, a, "//", b);
     int64_t q = a / b;
     return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
 }
 static __attribute__((unused)) int64_t fmod_(Ctx* c, int64_t a, int64_t b) {
     if (b == 0) { c->err = fail(c, PTO_EINVAL, "an expression of the workload takes %lld modulo 0 (%%)", (long long)a); return 0; }
+    if (b == -1) return 0;          /* (INT64_MIN % -1 traps in C) */
     int64_t m = a % b;
     return (m != 0 && ((m < 0) != (b < 0))) ? m + b : m;
 }
@@ -359,6 +381,8 @@ class _Gen:
                 return f"fmod_(c, {a}, {b})"
             if e.op in ("min", "max"):
                 return f"i{e.op}({a}, {b})"
+            if e.op in _CHECKED:
+                return f"{_CHECKED[e.op]}(c, {a}, {b})"
             return f"(int64_t)({a} {e.op} {b})"
         if isinstance(e, Lookup):
             if not all(isinstance(v, int) for v in e.table):
@@ -514,10 +538,12 @@ static void* share_main(void* p) { Share* h = p; h->rc = run_share(h); return NU
 
 #define MAX_THREADS 64
 /* where share k of `threads` contiguous shares of [lo, hi) begins: lo + (hi - lo) * k / threads
- * without the product, which overflows past 2^57 iterations */
+ * without the product, which overflows past 2^57 iterations, and in uint64_t: hi - lo may be
+ * 2^63 or more (the sum added to lo is at most that, so the result is in [lo, hi]) */
 static int64_t share_bound(int64_t lo, int64_t hi, int64_t k, int64_t threads) {
-    const int64_t n = hi - lo;
-    return lo + n / threads * k + n % threads * k / threads;
+    if (hi <= lo) return lo;
+    const uint64_t n = (uint64_t)hi - (uint64_t)lo, t = (uint64_t)threads, j = (uint64_t)k;
+    return (int64_t)((uint64_t)lo + (n / t * j + n % t * j / t));
 }
 int pto_workload_enumerate(PTORuntime* rt, const PTOTensor* tensors, const int64_t* sizes,
                            const PTOKernelFunc* kernels, int threads, int structural, int scope_depth,

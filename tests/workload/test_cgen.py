@@ -77,16 +77,19 @@ def test_the_c_enumerator_builds_the_python_enumerators_graph(structural):
 
 def keyed_graph(w, arrays, threads: int, structural: bool = False) -> tuple[list, set]:
     """The graph with each task named by what it is - its kernel and argument slots (region
-    pointers, scalars) - instead of its id, which depends on how the threads' batches
+    pointers, scalars; up to 5) - instead of its id, which depends on how the threads' batches
     interleaved: (sorted task keys, edges as key pairs)."""
     import ctypes
     import re
     from pto_core.abi import KERNEL
     cw = compile_c(w)
     ran = []
+    # a kernel's slots (a region two, a scalar one): those past them are not the task's
+    slots = {t.kernel: sum(2 if kind == "region" else 1 for kind, _ in t.args) for t in enumerate_tasks(w, {})}
 
     def recorder(name):
-        return KERNEL(lambda a: ran.append((name, tuple(a[k] for k in range(5)))) or 0)
+        n = min(5, slots[name])
+        return KERNEL(lambda a: ran.append((name, tuple(a[k] for k in range(n)))) or 0)
     kernels = {k: recorder(k) for k in cw.kernels}
     with Runtime(num_workers=0, record_graph=True, trace=True) as rt:
         cw.enumerate(rt, arrays, threads=threads, structural=structural,

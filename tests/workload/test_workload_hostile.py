@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from pto_core.errors import PTOError
-from pto_core.workload import (Const, Dense, DenseDyn, Lookup, Loop, Ragged, Sparse, Task,
+from pto_core.workload import (Const, Dense, DenseDyn, Lookup, Loop, Param, Ragged, Sparse, Task,
                                Tensor, affinity, batched, enumerate_tasks, for_each, hash,
                                parallel_for, rate_limit, round_robin, sequential, task)
 from pto_core.workload.cgen import compile_c, emit_c
@@ -254,6 +254,60 @@ def test_the_c_enumerators_message_is_that_of_the_error_returned(w, kw, shape, m
         with Runtime(num_workers=0, dry_run=True) as rt:
             with pytest.raises(PTOError, match=msg):
                 cw.enumerate(rt, {"x": np.zeros(shape, np.float32)}, **kw)
+
+
+_n, _m = Param("n"), Param("m")
+
+
+@pytest.mark.parametrize("kw", [{}, {"threads": 2}, {"structural": True}, {"structural": True, "threads": 2}])
+@pytest.mark.parametrize("row, sizes, msg", [
+    # Python's value is past int64: C wrapped it (row 2**64 became 0, inside the tensor)
+    (lambda i: i * _n * 4, {"n": 2**62}, r"4611686018427387904 \* 4"),
+    (lambda i: i + _n - _n, {"n": 2**63 - 1}, r"1 \+ 9223372036854775807"),
+    (lambda i: _m - i - _m, {"m": -2**63}, r"-9223372036854775808 - 1"),
+    # INT64_MIN // -1: the division trapped (SIGFPE) and took the process with it
+    (lambda i: i + _n // _m, {"n": -2**63, "m": -1}, r"-9223372036854775808 // -1"),
+])
+def test_a_c_expression_past_int64_is_refused_not_wrapped(kw, row, sizes, msg):
+    """The C enumerator computes in int64_t: a result Python's ints hold and int64 does not is
+    an error naming the operation, not a wrapped value (nor, for INT64_MIN // -1, a trap)."""
+    from pto_core.runtime import Runtime
+    w = parallel_for(Dense(2), lambda i: task("k", [x.write(row(i), 0, 1, 1)]))
+    with Runtime(num_workers=0, dry_run=True) as rt:
+        with pytest.raises(PTOError, match=rf"PTO_EINVAL \(an expression of the workload overflows int64: {msg}\)"):
+            compile_c(w).enumerate(rt, {"x": np.zeros((4, 4), np.float32)}, **kw, **sizes)
+
+
+def test_a_c_remainder_by_minus_one_is_zero():
+    """INT64_MIN % -1 is 0 in Python; in C the division trapped (SIGFPE)."""
+    from pto_core.runtime import Runtime
+    w = parallel_for(Dense(2), lambda i: task("k", [x.write(i + _n % _m, 0, 1, 1)]))
+    sizes = {"n": -2**63, "m": -1}
+    assert [t.args[0][1][2] for t in enumerate_tasks(w, sizes)] == [0, 1]
+    with Runtime(num_workers=0, dry_run=True) as rt:
+        compile_c(w).enumerate(rt, {"x": np.zeros((4, 4), np.float32)}, **sizes)
+        assert rt.stats().tasks_submitted == 2
+
+
+def test_the_c_shares_of_a_parallel_for_past_2_to_the_63_iterations_are_exact(tmp_path):
+    """The entry point splits the outermost parallel_for's [lo, hi) into threads shares at
+    share_bound(lo, hi, k, threads) = lo + (hi - lo) * k // threads. It took hi - lo in int64_t:
+    past 2**63 iterations (a Loop with a negative lo) that overflowed, and share 0 of [-2**63 + 1,
+    1) ran on past hi. The function, cut from the generated C, under UBSan."""
+    import subprocess
+    src = emit_c(Loop("parallel", "i0", Const(0), Const(1), task("k", [x.write(0, 0, 1, 1)]))).source
+    fn = re.search(r"static int64_t share_bound\(.*?\n}\n", src, re.S).group(0)
+    cases = [(-2**63, 2**63 - 1, t) for t in (2, 3, 64)] + [(-2**63 + 1, 1, 2), (-5, 2**63 - 1, 7), (0, 10, 3)]
+    calls = "".join(f"    for (int k = 0; k <= {t}; k++) printf(\"%lld\\n\", (long long)share_bound("
+                    f"INT64_C({lo + 1}) - 1, INT64_C({hi}), k, {t}));\n" for lo, hi, t in cases)
+    (tmp_path / "s.c").write_text(f"#include <stdint.h>\n#include <stdio.h>\n{fn}int main(void) {{\n{calls}"
+                                  f"    return 0;\n}}\n")
+    subprocess.run(["gcc", "-std=gnu11", "-O2", "-fsanitize=undefined", "-fno-sanitize-recover=undefined",
+                    str(tmp_path / "s.c"), "-o", str(tmp_path / "s")], check=True)
+    r = subprocess.run([str(tmp_path / "s")], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert [int(v) for v in r.stdout.split()] == [lo + (hi - lo) * k // t for lo, hi, t in cases
+                                                  for k in range(t + 1)]
 
 
 @pytest.mark.parametrize("threads", [1, 2])
