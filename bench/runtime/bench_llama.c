@@ -4,11 +4,13 @@
  *   M tiles; phase 1: 9 tasks per tile, phase 2: 3 tasks per (q, kv) tile pair,
  *   phase 3: 7 tasks per tile  ->  16*M + 3*M^2 tasks.
  *
- * usage: bench_llama M|llama:M|wide:N|chain:N [pto|build|e2e|exec|phases|omp|starpu|all|trace|tier3] [workers] [reps]
+ * usage: bench_llama M|llama:M|wide:N|chain:N [pto|build|e2e|exec|phases|omp|starpu|all|trace|tier3] [workers] [reps | e2e: api]
  *        (the graphs: dags.h; a bare M is llama:M)
  *        (tier3: the three-tier runtime mode, 1 and 3 schedulers, against the worker mode;
  *        build: PTO graph build only, through both APIs (pto_build: alloc + add_* + submit,
  *        pto_build_v: pto_task_submit_v, pto_build_tiles: pto_task_submit_v with tile arguments); trace: empty-task execution with vs without tracing;
+ *        e2e: the pipelined end to end, built through pto_task_submit_v, or `e2e workers api` with api
+ *        0 (alloc + add_* + submit), 1 (pto_task_submit_v) or 2 (tiles);
  *        -DBENCH_NO_SUBMIT_V builds against a runtime without the one-call API)
  * Prints one "key=value" line per measurement (the driver run.sh turns them into a table). */
 #define _GNU_SOURCE 1
@@ -120,7 +122,7 @@ static void set_tensors(const Dag* d) {   /* kernels are empty: distinct fake ba
 #define HEAD "%s dag=%s M=%lld "
 #define HEAD_ARGS(kind, d) kind, (d)->name, (long long)(d)->size
 
-static void bench_pto_e2e(const Dag* d, int workers);
+static void bench_pto_e2e(const Dag* d, int workers, int api);
 
 static void bench_pto(const Dag* d, int workers, int build_only) {
     int64_t n = dag_tasks(d);
@@ -185,7 +187,7 @@ static void bench_pto(const Dag* d, int workers, int build_only) {
         printf(HEAD "workers=%d exec_s=%.6f mtasks_per_s=%.2f\n", HEAD_ARGS("pto_exec", d), workers, best, n / best / 1e6);
     }
 
-    bench_pto_e2e(d, workers);
+    bench_pto_e2e(d, workers, 1);
 }
 
 /* Empty-task execution alone, as step 2 of bench_pto, `reps` times: best and median rate, and
@@ -230,8 +232,10 @@ static void bench_pto_exec(const Dag* d, int workers, int reps) {
     free(dt);
 }
 
-/* pipelined end to end: create + build + execute + destroy, window 16384 (alone: "e2e") */
-static void bench_pto_e2e(const Dag* d, int workers) {
+/* pipelined end to end: create + build + execute + destroy, window 16384 (alone: "e2e"). The graph is
+ * built through `api` as in bench_pto's build step: 1 (pto_task_submit_v, what the build column of
+ * report.py times, so that e2e/(build+exec) compares one API), 0 (alloc + add_* + submit), 2 (tiles). */
+static void bench_pto_e2e(const Dag* d, int workers, int api) {
     int64_t n = dag_tasks(d);
     PTORuntimeStats st;
     double best = 1e30, cpu_ns, csw;
@@ -239,20 +243,27 @@ static void bench_pto_e2e(const Dag* d, int workers) {
     const int reps = n > 5000000 ? 1 : 3;
     struct rusage u0;
     getrusage(RUSAGE_SELF, &u0);
+    double orch_cpu = 0;                      /* the orchestrating (building) thread's alone */
+#ifdef BENCH_NO_SUBMIT_V
+    api = 0;
+#endif
+    g_one_call = api;
     for (int rep = 0; rep < reps; rep++) {
         PTORuntimeConfig cfg; pto_runtime_config_default(&cfg);
         cfg.num_workers = workers; cfg.execution_task_threshold = 64; cfg.task_window = 16384;
-        double t0 = now();
+        double t0 = now(), c0 = thread_cpu();
         int rc = pto_runtime_run_orch(&cfg, pto_orch, (void*)d, &st);
         double dt = now() - t0;
+        orch_cpu += thread_cpu() - c0;
         if (rc) { fprintf(stderr, "run: %s\n", pto_strerror(rc)); exit(1); }
         if (dt < best) best = dt;
     }
+    g_one_call = 0;
     rusage_per_task(&u0, (double)n * reps, &cpu_ns, &csw);   /* all reps: the mean per task */
-    printf(HEAD "workers=%d e2e_s=%.6f mtasks_per_s=%.2f peak_live=%lld runtime_bytes=%lld peak_rss_kb=%ld "
-           "cpu_ns_per_task=%.1f csw_per_task=%.4f\n",
-           HEAD_ARGS("pto_e2e", d), workers, best, n / best / 1e6, (long long)st.peak_live_tasks,
-           (long long)st.runtime_bytes, peak_rss_kb(), cpu_ns, csw);
+    printf(HEAD "workers=%d api=%s e2e_s=%.6f mtasks_per_s=%.2f peak_live=%lld runtime_bytes=%lld peak_rss_kb=%ld "
+           "cpu_ns_per_task=%.1f orch_cpu_ns_per_task=%.1f csw_per_task=%.4f\n",
+           HEAD_ARGS("pto_e2e", d), workers, api == 0 ? "alloc" : api == 1 ? "v" : "tiles", best, n / best / 1e6, (long long)st.peak_live_tasks,
+           (long long)st.runtime_bytes, peak_rss_kb(), cpu_ns, orch_cpu / ((double)n * reps) * 1e9, csw);
 }
 
 /* Where the pipelined end to end (as pto_e2e) spends its time: creating the runtime, building
@@ -501,7 +512,7 @@ static void bench_starpu(const Dag* d, int workers) {
 #endif
 
 int main(int argc, char** argv) {
-    if (argc < 2) { fprintf(stderr, "usage: %s M|llama:M|wide:N|chain:N [pto|build|e2e|exec|phases|omp|starpu|all|trace|tier3] [workers] [reps]\n", argv[0]); return 2; }
+    if (argc < 2) { fprintf(stderr, "usage: %s M|llama:M|wide:N|chain:N [pto|build|e2e|exec|phases|omp|starpu|all|trace|tier3] [workers] [reps | e2e: api]\n", argv[0]); return 2; }
     Dag dag;
     if (!dag_parse(argv[1], &dag)) { fprintf(stderr, "bad graph '%s': M, llama:M, wide:N or chain:N (1..2^30)\n", argv[1]); return 2; }
     const Dag* d = &dag;
@@ -510,7 +521,7 @@ int main(int argc, char** argv) {
     int all = strcmp(what, "all") == 0;
     if (all || !strcmp(what, "pto")) bench_pto(d, workers, 0);
     if (!strcmp(what, "build")) bench_pto(d, workers, 1);
-    if (!strcmp(what, "e2e")) bench_pto_e2e(d, workers);
+    if (!strcmp(what, "e2e")) bench_pto_e2e(d, workers, argc > 4 ? atoi(argv[4]) : 1);
     if (!strcmp(what, "exec")) bench_pto_exec(d, workers, argc > 4 ? atoi(argv[4]) : 5);
     if (!strcmp(what, "phases")) bench_phases(d, workers, argc > 4 ? atoi(argv[4]) : 21);
     if (!strcmp(what, "trace")) bench_trace_overhead(d, workers, argc > 4 ? atoi(argv[4]) : 10);

@@ -290,7 +290,9 @@ struct PTORuntime {
     PTORuntimeConfig cfg;
     int32_t   window, mask;
     PTOTask*  tasks;
-    /* Per window slot: 1 (submit guard) + producers not yet completed. Apart from the slots, so
+    /* Per window slot: the producers not yet completed, counted in at submission (rt_fanin_submit):
+     * 0 when the task is allocated, one less per producer that completes while the task is
+     * built, + its producers at submission, so 0 after submission = ready. Apart from the slots, so
      * that a completion's decrement touches a 4-byte counter in a dense array (16 to a line,
      * 4 bytes per task of the window) instead of the consumer's descriptor anywhere in a window
      * 32 times larger (bench/runtime/README.md, execution, fifth pass). */
@@ -334,7 +336,7 @@ struct PTORuntime {
     int64_t   full_waits;
     int64_t   overflow_bytes;
     PTOStage* stages; int32_t nstages; int32_t* stage_free; int32_t nstage_free;
-    int32_t*  held; int32_t nheld; /* cfg.issue_batch: submitted, submit guard not yet released */
+    int32_t*  held; int32_t nheld; /* cfg.issue_batch: submitted, producers not yet counted in */
     int32_t*    rec_edges; int64_t nrec_edges, cap_rec_edges;
     int32_t   dep_nchunks, dep_free;   /* dep_free: the first free block, -1 none */
     int32_t   dep_fresh;           /* blocks from here to the end of the chunks: never used, on no list */
@@ -387,12 +389,11 @@ struct PTORuntime {
 
 static inline PTOTask* rt_task(PTORuntime* rt, int32_t id) { return &rt->tasks[id & rt->mask]; }
 static inline _Atomic int32_t* rt_fanin(PTORuntime* rt, int32_t id) { return &rt->fanin_left[id & rt->mask]; }
-/* Task `id` loses one of its counts that the caller holds - a completed producer's, or the
- * orchestrator's submit guard - with worker threads running: true if none is left. A count of 1 is
- * the caller's own: the guard is gone (or is this) and every other producer has let go, so no
- * thread adds to it or takes from it any more, and a plain store does instead of a locked RMW (a
- * chain's one consumer per task; a task without producers at its submission). The acquire load
- * pairs with the others' release decrements, as the RMW would. */
+/* Task `id` loses one of its counts that the caller holds - a completed producer's - with worker
+ * threads running: true if none is left. A count of 1 is the caller's own: the task was submitted
+ * (before, the count is at most 0) and every other producer has let go, so no thread adds to it or
+ * takes from it any more, and a plain store does instead of a locked RMW (a chain's one consumer
+ * per task). The acquire load pairs with the others' release RMWs, as the RMW would. */
 static inline bool rt_fanin_release(PTORuntime* rt, int32_t id) {
     _Atomic int32_t* f = rt_fanin(rt, id);
     if (atomic_load_explicit(f, memory_order_acquire) == 1) {
@@ -400,6 +401,22 @@ static inline bool rt_fanin_release(PTORuntime* rt, int32_t id) {
         return true;
     }
     return atomic_fetch_sub_explicit(f, 1, memory_order_acq_rel) == 1;
+}
+/* Task t is submitted: its producers (t->fanin_count, the edges added while it was BUILDING) join
+ * its count, which producers that completed meanwhile took below 0; true if none is left. One RMW
+ * per task with producers, none without - not one per edge plus the release of a submit guard:
+ * until then no completion can bring the count to 0, and no other thread reads it. `threaded`:
+ * worker threads may be completing its producers (else a plain add). */
+static inline bool rt_fanin_submit(PTORuntime* rt, const PTOTask* t, bool threaded) {
+    const int32_t k = t->fanin_count;
+    if (k == 0) return true;
+    _Atomic int32_t* f = rt_fanin(rt, t->id);
+    if (!threaded) {
+        const int32_t left = atomic_load_explicit(f, memory_order_relaxed) + k;
+        atomic_store_explicit(f, left, memory_order_relaxed);
+        return left == 0;
+    }
+    return atomic_fetch_add_explicit(f, k, memory_order_acq_rel) + k == 0;
 }
 /* A counter one thread bumps and pto_runtime_get_stats may read meanwhile (rt_count_read). */
 static inline void rt_count(int64_t* c) { __atomic_store_n(c, *c + 1, __ATOMIC_RELAXED); }
@@ -552,7 +569,7 @@ int32_t rt_submit_after(PTORuntime* rt, const char* func_name, PTOKernelFunc fun
  * in acc); after a bad argument the task never existed. rt_commit_edges: a task's edges (explicit
  * predecessors, then the producers its lookups found) and its record in a recorded graph; on an
  * error (only ENOMEM) it stays BUILDING. rt_publish_batch: the n tasks from `first`, their edges
- * added, published in one step - the counts once, then each task's state and submit guard (the
+ * added, published in one step - the counts once, then each task's state and its producers counted in (the
  * ready ones handed to the queues together) - as commit_publish publishes one. */
 int     rt_reserve(PTORuntime* rt, int32_t n);
 int32_t rt_stage_task(PTORuntime* rt, const char* func_name, PTOKernelFunc func_ptr, int32_t buffer_bytes,

@@ -371,26 +371,19 @@ static int free_a_slot(PTORuntime* rt, int32_t need) {
     }
 }
 
-/* Release a submitted task's guard: READY when no producer is left. */
-static inline void release_guard(PTORuntime* rt, PTOTask* t) {
-    _Atomic int32_t* f = rt_fanin(rt, t->id);
-    if (!rt->started) {                       /* no concurrent producer: plain decrement */
-        int32_t left = atomic_load_explicit(f, memory_order_relaxed) - 1;
-        atomic_store_explicit(f, left, memory_order_relaxed);
-        if (left == 0) sched_publish(rt, t);
-    } else if (rt_fanin_release(rt, t->id)) {
-        sched_publish(rt, t);
-    }
+/* A submitted task's producers join its count (rt_fanin_submit): READY when none is left. */
+static inline void publish_if_ready(PTORuntime* rt, PTOTask* t) {
+    if (rt_fanin_submit(rt, t, rt->started)) sched_publish(rt, t);
 }
 
 /* cfg.issue_batch: hand the held tasks to the workers. */
 static void release_held(PTORuntime* rt) {
     if (!rt->started) {
-        for (int32_t i = 0; i < rt->nheld; i++) release_guard(rt, rt_task(rt, rt->held[i]));
+        for (int32_t i = 0; i < rt->nheld; i++) publish_if_ready(rt, rt_task(rt, rt->held[i]));
     } else {                                  /* the ready ones reach the queues together */
         int32_t ready = 0;
         for (int32_t i = 0; i < rt->nheld; i++)
-            if (rt_fanin_release(rt, rt->held[i])) rt->held[ready++] = rt->held[i];
+            if (rt_fanin_submit(rt, rt_task(rt, rt->held[i]), true)) rt->held[ready++] = rt->held[i];
         sched_make_ready_n(rt, rt->held, ready);
     }
     rt->nheld = 0;
@@ -491,7 +484,7 @@ static inline int task_kind_check(const PTORuntime* rt, int32_t worker_type, int
  * the window's retirement; its fanout, for the edges of later tasks). */
 static inline __attribute__((always_inline)) void task_header(_Atomic int32_t* fanin, PTOTask* t, int32_t id) {
     atomic_store_explicit(&t->state, PTO_TASK_BUILDING, memory_order_relaxed);
-    atomic_store_explicit(fanin, 1, memory_order_relaxed);   /* rt_fanin(rt, id) */
+    atomic_store_explicit(fanin, 0, memory_order_relaxed);   /* rt_fanin(rt, id): see rt_fanin_submit */
     t->id = id;
     t->fanout_head = -1;
     t->fanin_count = 0;
@@ -882,7 +875,7 @@ static inline __attribute__((always_inline)) int commit_lookups(PTORuntime* rt, 
     return rc;
 }
 
-/* Second half: PENDING, the submit guard released (READY when no producer is left), and the
+/* Second half: PENDING, its producers counted in (READY when none is left), and the
  * pipelined start. From here on a worker may run the task. */
 static inline __attribute__((always_inline)) int commit_publish(PTORuntime* rt, PTOTask* t) {
     rt->open_tasks--;
@@ -893,7 +886,7 @@ static inline __attribute__((always_inline)) int commit_publish(PTORuntime* rt, 
         rt->held[rt->nheld++] = t->id;
         if (rt->nheld == rt->cfg.issue_batch) release_held(rt);
     } else {
-        release_guard(rt, t);
+        publish_if_ready(rt, t);
     }
     if (!rt->started && rt->cfg.execution_task_threshold > 0 && sub > rt->cfg.execution_task_threshold &&
         rt->nworkers > 0)                     /* (inline mode never starts: no call per task) */
@@ -1209,21 +1202,12 @@ int rt_publish_batch(PTORuntime* rt, int32_t first, int32_t n) {
             if (rt->nheld == rt->cfg.issue_batch) release_held(rt);
         }
     } else {
-        /* the guards released as release_guard does; those left with no producer reach the
+        /* the producers counted in as publish_if_ready does; those left with none reach the
          * queues together, as release_held hands them over */
         int32_t ready[PTO_RETIRE_BATCH], nready = 0;
         const bool started = rt->started;
         for (int32_t i = 0; i < n; i++) {
-            bool none_left;
-            if (!started) {
-                _Atomic int32_t* f = rt_fanin(rt, first + i);
-                const int32_t left = atomic_load_explicit(f, memory_order_relaxed) - 1;
-                atomic_store_explicit(f, left, memory_order_relaxed);
-                none_left = left == 0;
-            } else {
-                none_left = rt_fanin_release(rt, first + i);
-            }
-            if (none_left) ready[nready++] = first + i;
+            if (rt_fanin_submit(rt, &tasks[(first + i) & mask], started)) ready[nready++] = first + i;
             if (nready == PTO_RETIRE_BATCH) { sched_make_ready_n(rt, ready, nready); nready = 0; }
         }
         if (nready > 0) sched_make_ready_n(rt, ready, nready);

@@ -338,8 +338,6 @@ static inline __attribute__((always_inline)) int add_edge(PTORuntime* rt, int32_
         /* No worker thread exists (safe mode before run, or inline mode): nothing can
          * complete concurrently, so the lock and atomic RMWs are unnecessary. */
         if ((rc = fan_push(rt, fan, pt, c)) < 0) return rc;
-        atomic_store_explicit(rt_fanin(rt, c), atomic_load_explicit(rt_fanin(rt, c), memory_order_relaxed) + 1,
-                              memory_order_relaxed);
     } else {
         /* The completion reads the fanout after taking the lock and storing COMPLETED under it:
          * what is appended under the lock before that is seen, nothing is appended after. */
@@ -350,14 +348,13 @@ static inline __attribute__((always_inline)) int add_edge(PTORuntime* rt, int32_
             return PTO_OK;
         }
         rc = fan_push(rt, fan, pt, c);                  /* does not fail: a block is at hand */
-        if (rc == PTO_OK) atomic_fetch_add_explicit(rt_fanin(rt, c), 1, memory_order_relaxed);
         rt_unlock(&pt->lock);
         if (rc < 0) return rc;
     }
     if (__builtin_expect(rt->t3 != NULL, 0)) {     /* three-tier: the consumer's fanin list too */
         if ((rc = t3_on_edge(rt, p, c)) < 0) return rc;
     }
-    ct->fanin_count++;
+    ct->fanin_count++;                             /* into its count at submission (rt_fanin_submit) */
     rt->edges++;
     return rt->rec_chunks ? record_edge(rt, p, c) : PTO_OK;
 }
@@ -379,19 +376,17 @@ int dep_batch_edge(PTORuntime* rt, int32_t p, int32_t c) {
     pt->last_consumer = c;
     rt->fan_inline[p & rt->mask].id[-1 - h] = c;
     pt->fanout_head = h - 1;
-    _Atomic int32_t* cf = rt_fanin(rt, c);
-    atomic_store_explicit(cf, atomic_load_explicit(cf, memory_order_relaxed) + 1, memory_order_relaxed);
     rt_task(rt, c)->fanin_count++;
     return 1;
 }
 
 /* add_edge where nothing else can touch the two tasks or the pool (no worker thread started),
  * without the three-tier fanin list or the graph record: the lookup context decides that once
- * per submission (TMCtx.plain), not on every edge, and brings the consumer's slot and count and the window
+ * per submission (TMCtx.plain), not on every edge, and brings the consumer's slot and the window
  * with it (rt->tasks and rt->mask are re-read after each store otherwise: they could alias). */
 static inline __attribute__((always_inline)) int add_edge_plain(PTORuntime* rt, PTOTask* tasks, int32_t mask,
                                                                 int32_t last_alive, int32_t p, int32_t c,
-                                                                PTOTask* ct, _Atomic int32_t* cf) {
+                                                                PTOTask* ct) {
     if (p < last_alive || p == c) return PTO_OK;
     PTOTask* pt = &tasks[p & mask];
     if (pt->last_consumer == c) return PTO_OK;
@@ -399,7 +394,6 @@ static inline __attribute__((always_inline)) int add_edge_plain(PTORuntime* rt, 
     if (atomic_load_explicit(&pt->state, memory_order_relaxed) >= PTO_TASK_COMPLETED) return PTO_OK;
     const int rc = fan_push(rt, &rt->fan_inline[p & mask], pt, c);
     if (rc < 0) return rc;
-    atomic_store_explicit(cf, atomic_load_explicit(cf, memory_order_relaxed) + 1, memory_order_relaxed);
     ct->fanin_count++;
     rt->edges++;
     return PTO_OK;
@@ -417,7 +411,6 @@ typedef struct TMCtx {
     int32_t     mask;              /* the window: rt->tasks, rt->mask */
     PTOTask*    tasks;
     PTOTask*    ct;                /* the consumer's slot (plain) */
-    _Atomic int32_t* cf;           /* ... and its count of producers left */
 } TMCtx;
 
 /* The context of task `task`'s lookups in map `tm`. A submitter's lookups (sink set) run outside
@@ -425,7 +418,7 @@ typedef struct TMCtx {
  * thread's batch, publishing under the lock, starts the workers. */
 static inline TMCtx tm_ctx(PTORuntime* rt, TMap* tm, int32_t last_alive, TMSink* sink, int32_t task) {
     const bool plain = sink == NULL && (!rt->started & (rt->t3 == NULL) & (rt->rec_chunks == NULL));
-    return (TMCtx){rt, tm, last_alive, sink, plain, rt->mask, rt->tasks, rt_task(rt, task), rt_fanin(rt, task)};
+    return (TMCtx){rt, tm, last_alive, sink, plain, rt->mask, rt->tasks, rt_task(rt, task)};
 }
 
 static __attribute__((noinline)) int sink_grow(TMSink* s) {
@@ -437,7 +430,7 @@ static __attribute__((noinline)) int sink_grow(TMSink* s) {
 }
 
 static inline __attribute__((always_inline)) int edge(const TMCtx* c, int32_t p, int32_t consumer) {
-    if (__builtin_expect(c->plain, 1)) return add_edge_plain(c->rt, c->tasks, c->mask, c->last_alive, p, consumer, c->ct, c->cf);
+    if (__builtin_expect(c->plain, 1)) return add_edge_plain(c->rt, c->tasks, c->mask, c->last_alive, p, consumer, c->ct);
     if (c->sink == NULL) return add_edge(c->rt, p, consumer);
     TMSink* s = c->sink;
     if (p < c->last_alive || p == consumer) return PTO_OK;

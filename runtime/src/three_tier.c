@@ -794,7 +794,7 @@ static int32_t chained_successor(PTORuntime* rt, const PTOWorker* w, int32_t x) 
         for (int32_t i = 0; i < r.n && found < 0; i++) {
             const int32_t yid = r.ids[i];
             const PTOTask* y = rt_task(rt, yid);
-            /* fanin_left == 1 with x unfinished: x is the last producer, and the submit guard is gone;
+            /* fanin_left == 1 with x unfinished: y was submitted (its producers counted in), x is the last;
              * PENDING (release-stored by submit after the edges): y's fanin list is complete */
             const int32_t left = atomic_load_explicit(rt_fanin(rt, yid), memory_order_acquire);
             if (left >= 1 && left <= T3_CHAIN_FANIN &&

@@ -12,9 +12,11 @@
 PTO_CHECK_COUNTERS;
 
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 
 #define MAXPRED 4
@@ -303,6 +305,62 @@ static void test_fanout_blocks(int mode, int workers, int threshold, int window)
     free((void*)g_fan_done);
 }
 
+/* Producers that complete while their consumer is still being built (pipelined, the workers
+ * running): a completion takes its count from the consumer before the consumer's producers are
+ * counted in at its submission, so the count goes below 0 first. A consumer whose producers all
+ * completed so runs at its submission, with no run and nothing else to wake it; one that also
+ * waits for a producer still running runs when that one completes. Each once, after its
+ * producers. The producers hold until released, so every edge is made before any completes. */
+static _Atomic int32_t g_gate[2];
+static int32_t gated_kernel(const int64_t* args) {   /* args[1]: the gate it waits at */
+    for (struct timespec ts = {0, 100000}; !atomic_load(&g_gate[args[1]]);) nanosleep(&ts, NULL);
+    return checking_kernel(args);
+}
+static bool wait_consumed(PTORuntime* rt, int32_t task) {   /* within 20 s */
+    for (int i = 0; i < 200000; i++) {
+        if (pto_task_state(rt, task) == PTO_TASK_CONSUMED) return true;
+        nanosleep(&(struct timespec){0, 100000}, NULL);
+    }
+    return false;
+}
+static void test_producers_done_while_building(void) {
+    enum { K = 3, LATE = K, C_DONE = K + 1, C_LATE = K + 2 };   /* the test's numbering */
+    setup(K + 3);
+    atomic_store(&g_gate[0], 0); atomic_store(&g_gate[1], 0);
+    PTORuntimeConfig cfg;
+    pto_runtime_config_default(&cfg);
+    cfg.num_workers = 2; cfg.execution_task_threshold = 1; cfg.timeout_ms = 20000;
+    PTORuntime* rt = NULL;
+    CHECK_EQ(pto_runtime_init(&rt, &cfg), PTO_OK);
+    int32_t id[K + 3];
+    for (int i = 0; i <= LATE; i++) {                /* K producers at gate 0, LATE at gate 1 */
+        id[i] = pto_task_alloc(rt, "producer", gated_kernel, 0, PTO_WORKER_ANY);
+        CHECK_EQ(pto_task_add_scalar(rt, id[i], i), PTO_OK);
+        CHECK_EQ(pto_task_add_scalar(rt, id[i], i == LATE), PTO_OK);
+        CHECK_EQ(pto_task_submit(rt, id[i]), PTO_OK);
+    }
+    for (int c = C_DONE; c <= C_LATE; c++) {
+        id[c] = pto_task_alloc(rt, "consumer", checking_kernel, 0, PTO_WORKER_ANY);
+        CHECK_EQ(pto_task_add_scalar(rt, id[c], c), PTO_OK);
+        g_npred[c] = c == C_DONE ? K : K + 1;
+        for (int i = 0; i < g_npred[c]; i++) {
+            g_preds[c][i] = i;
+            CHECK_EQ(pto_task_add_successor(rt, id[i], id[c]), PTO_OK);
+        }
+    }
+    atomic_store(&g_gate[0], 1);                     /* the K producers complete, both consumers building */
+    for (int i = 0; i < K; i++) CHECK(wait_consumed(rt, id[i]));
+    CHECK_EQ(pto_task_submit(rt, id[C_DONE]), PTO_OK);
+    CHECK(wait_consumed(rt, id[C_DONE]));            /* ran before pto_runtime_run */
+    CHECK_EQ(pto_task_submit(rt, id[C_LATE]), PTO_OK);
+    CHECK_EQ(atomic_load(&g_done[C_LATE]), 0);       /* LATE still holds it */
+    atomic_store(&g_gate[1], 1);
+    const PTORuntimeStats st = run_checked(rt, K + 3);
+    CHECK_EQ(st.edges, 2 * K + 1);
+    pto_runtime_destroy(rt);
+    teardown();
+}
+
 int main(int argc, char** argv) {
     double scale = argc > 1 ? atof(argv[1]) : 1.0;
     int64_t n = (int64_t)(20000 * scale);
@@ -310,6 +368,7 @@ int main(int argc, char** argv) {
     test_misuse();
     test_with_regions_and_dump();
     test_late_submit_and_failure();
+    test_producers_done_while_building();
     test_random_dag(n, 0, 0, 1 << 16, 1);      /* inline */
     test_random_dag(n, 4, 0, 1 << 16, 2);      /* safe mode, workers */
     test_random_dag(n, 2, 0, 256, 5);          /* safe mode degraded: the window fills */
