@@ -241,7 +241,7 @@ typedef struct PTORuntimeStats {
 } PTORuntimeStats;
 
 /* ---------------------------------------------------------------- lifecycle */
-void        pto_runtime_config_default(PTORuntimeConfig* cfg);   /* fills worker_types=ANY etc. */
+void        pto_runtime_config_default(PTORuntimeConfig* cfg);   /* fills worker_types=ANY etc.; NULL: nothing */
 PTORuntime* pto_runtime_create(const PTORuntimeConfig* cfg);     /* NULL cfg = defaults; NULL on error */
 int         pto_runtime_init(PTORuntime** out, const PTORuntimeConfig* cfg); /* same, with a code */
 /* Stop: waits for running kernels (until the deadline, if any), joins workers; later calls
