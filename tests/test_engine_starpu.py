@@ -266,18 +266,33 @@ def test_tile_arguments_stand_for_their_rectangles_on_each_engine(build_once, en
     assert "tiles: 0 failed" in r.stdout, r.stdout
 
 
+@pytest.mark.parametrize("engine", ["pto", "starpu"])
+def test_misuse_gets_its_error_code_on_each_engine(build_once, engine):
+    # tests/engines/misuse.c: argument counts past PTO_MAX_ARGS (INT32_MAX over an array of
+    # PTO_MAX_ARGS + 1), intermediates whose size overflows, a task without arguments,
+    # pto_runtime_config_default(NULL): each its code (on StarPU an overflowing intermediate
+    # crashed the process)
+    exe = _c_build(build_once, "misuse", ["misuse.c", "misuse_host.c"], engine) / "misuse_host"
+    r = subprocess.run([str(exe), "2"], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0 and "misuse: 0 failed" in r.stdout, r.stdout + r.stderr
+
+
+@pytest.mark.parametrize("program", ["tiles", "misuse"])
 @pytest.mark.parametrize("workers", [0, 2])
-def test_tiled_tensors_own_their_names_under_asan(build_once, workers):
-    # tests/engines/tiles.c names: the name of a tiled tensor is freed right after
-    # pto_tensor_tiles; its tiles' first access named the tensor with it (a use after free:
-    # the engine kept the caller's pointer), and a refused access named it by what the caller
-    # had since written there. StarPU's own allocations at init stay: leaks are not checked.
-    exe = _sanitized(build_once, "tiles", "address")
-    r = subprocess.run([str(exe), str(workers)], capture_output=True, text=True, timeout=120,
-                       env={**os.environ, "ASAN_OPTIONS": "halt_on_error=1:detect_leaks=0:exitcode=66"})
+def test_engine_programs_under_asan_and_ubsan(build_once, program, workers):
+    # tests/engines/tiles.c and misuse.c with StarPU under AddressSanitizer and UBSan. tiles.c
+    # names(): the name of a tiled tensor is freed right after pto_tensor_tiles, and its tiles'
+    # first access named the tensor with it (a use after free: the engine kept the caller's
+    # pointer). misuse.c: the counts past PTO_MAX_ARGS read past the caller's array. UBSan: a
+    # memcpy/memmove of no bytes from NULL (a task without buffers, a submitter's empty lists).
+    # StarPU's own allocations at init stay: leaks are not checked.
+    exe = _sanitized(build_once, program, "address,undefined")
+    env = {**os.environ, "ASAN_OPTIONS": "halt_on_error=1:detect_leaks=0:exitcode=66",
+           "UBSAN_OPTIONS": "halt_on_error=1:print_stacktrace=1"}
+    r = subprocess.run([str(exe), str(workers)], capture_output=True, text=True, timeout=120, env=env)
     out = r.stdout + r.stderr
-    assert "AddressSanitizer" not in out, out[-6000:]
-    assert r.returncode == 0 and "tiles: 0 failed" in r.stdout, out
+    assert "Sanitizer" not in out and "runtime error" not in out, out[-6000:]
+    assert r.returncode == 0 and f"{program}: 0 failed" in r.stdout, out
 
 
 # -------------------------------------------------------------------------------- explicit edges

@@ -1365,7 +1365,7 @@ static int32_t submit(PTORuntime* rt, EngTask* t, const int32_t* preds, int32_t 
         }
         memcpy(st->dyn_handles, h, (size_t)n * sizeof *h);
         memcpy(st->dyn_modes, m, (size_t)n * sizeof *m);
-    } else {
+    } else if (n > 0) {                /* (no buffers: h and m may be NULL) */
         memcpy(st->handles, h, (size_t)n * sizeof *h);
         memcpy(st->modes, m, (size_t)n * sizeof *m);
     }
@@ -1458,6 +1458,9 @@ static int32_t submit_args(PTORuntime* rt, const char* func_name, PTOKernelFunc 
                            int32_t worker_type, const PTOTaskArg* args, int32_t num_args, const int32_t* preds,
                            int32_t npred) {
     int rc;
+    /* every argument takes a slot: one past PTO_MAX_ARGS fails the task (PTO_ETOOMANYARGS), and
+     * none after it is read, whatever the count says */
+    if (num_args > PTO_MAX_ARGS + 1) num_args = PTO_MAX_ARGS + 1;
     PTOTaskArg rects[PTO_MAX_ARGS];     /* tiles as their rectangles */
     if (num_args > 0 && args && any_tile(args, num_args)) {
         if (num_args > PTO_MAX_ARGS) return PTO_ETOOMANYARGS;
