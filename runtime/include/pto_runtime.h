@@ -476,14 +476,16 @@ int     pto_submitter_scope_end(PTOSubmitter* s);
 int32_t pto_task_submit_range(PTORuntime* rt, const char* func_name, PTOKernelFunc func_ptr,
                               int32_t buffer_bytes, int32_t worker_type, const PTOTaskArg* args,
                               const PTOTaskArg* step, int32_t num_args, int64_t tiles);
-/* The arguments of tile t of a range (args advanced by t x step): what the per-tile loop submits. */
+/* The arguments of tile t of a range (args advanced by t x step): what the per-tile loop submits.
+ * Modulo 2^64: a scalar's value may step past INT64_MAX (it wraps), and the fields a kind ignores
+ * may hold anything. */
 static inline void pto_range_tile_args(const PTOTaskArg* args, const PTOTaskArg* step, int32_t num_args,
                                        int64_t t, PTOTaskArg* out) {
     for (int32_t k = 0; k < num_args; k++) {
         out[k] = args[k];
-        out[k].row_off += t * step[k].row_off;
-        out[k].col_off += t * step[k].col_off;
-        out[k].value += t * step[k].value;
+        out[k].row_off = (int64_t)((uint64_t)out[k].row_off + (uint64_t)t * (uint64_t)step[k].row_off);
+        out[k].col_off = (int64_t)((uint64_t)out[k].col_off + (uint64_t)t * (uint64_t)step[k].col_off);
+        out[k].value = (int64_t)((uint64_t)out[k].value + (uint64_t)t * (uint64_t)step[k].value);
     }
 }
 /* The tiles of task `task`: 1 for an ordinary task, n for a range (or chunk) of n tiles, whose

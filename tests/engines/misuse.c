@@ -3,7 +3,8 @@
  * PTO_ETOOMANYARGS having read PTO_MAX_ARGS + 1 arguments at most (the count said INT32_MAX; a
  * read past the array shows under AddressSanitizer); an intermediate whose size overflows is
  * refused (PTO_EBOUNDS past 2^31 - 1 rows or columns, PTO_ENOMEM past 2^63 bytes); a task without
- * arguments runs; pto_runtime_config_default(NULL) does nothing. */
+ * arguments runs; a range's scalar stepping past INT64_MAX wraps (modulo 2^64, no signed overflow
+ * under UBSan); pto_runtime_config_default(NULL) does nothing. */
 #include "common.h"
 
 #include <stdio.h>
@@ -19,6 +20,12 @@ static int g_failed;
 static int32_t nop(const int64_t* args) { (void)args; return 0; }
 
 static float g_x[16];
+static int64_t g_wrapped[3];
+
+static int32_t wrapped(const int64_t* args) {
+    if (args[0] >= 0 && args[0] < 3) g_wrapped[args[0]] = args[1];
+    return 0;
+}
 
 static void counts(int workers) {
     PTORuntime* rt;
@@ -68,7 +75,12 @@ static void plain(int workers) {
     EXPECT(make_runtime(&rt, workers) == PTO_OK);
     if (!rt) return;
     EXPECT(pto_task_submit_v(rt, "none", nop, 0, PTO_WORKER_ANY, NULL, 0) == 0);
+    const PTOTaskArg a[2] = {{PTO_ARG_SCALAR, NULL, 0, 0, 0, 0, 0}, {PTO_ARG_SCALAR, NULL, 0, 0, 0, 0, INT64_MAX - 1}};
+    const PTOTaskArg s[2] = {{PTO_ARG_SCALAR, NULL, INT64_MAX, INT64_MIN, 0, 0, 1},     /* ignored fields: anything */
+                             {PTO_ARG_SCALAR, NULL, 0, 0, 0, 0, INT64_MAX}};
+    EXPECT(pto_task_submit_range(rt, "wrap", wrapped, 0, PTO_WORKER_ANY, a, s, 2, 3) >= 0);
     EXPECT(run_and_destroy(rt, PTO_OK) == PTO_OK);
+    EXPECT(g_wrapped[0] == INT64_MAX - 1 && g_wrapped[1] == -3 && g_wrapped[2] == INT64_MAX - 3);
 }
 
 int misuse_run(int workers) {
