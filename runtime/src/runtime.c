@@ -1301,12 +1301,12 @@ int rt_check_slots(const PTORuntime* rt, int32_t worker_type, int32_t buffer_byt
                    int32_t num_args, int64_t* v, int32_t* nv) {
     int rc = task_kind_check(rt, worker_type, buffer_bytes);
     if (rc < 0) return rc;
-    /* every argument takes a slot: none after the one past PTO_MAX_ARGS is read (the task fails) */
-    if (num_args > PTO_MAX_ARGS + 1) num_args = PTO_MAX_ARGS + 1;
     /* no argument takes more than two slots: with this few, every one fits in v (the loop is
-     * compiled twice, with and without that test, as stage_args is) */
+     * compiled twice, with and without that test, as stage_args is); every argument takes a
+     * slot, so none after the one past PTO_MAX_ARGS is read (the task fails) */
     return num_args <= PTO_INLINE_ARGS / 2 ? check_slots(args, num_args, v, nv, true)
-                                           : check_slots(args, num_args, v, nv, false);
+                                           : check_slots(args, num_args > PTO_MAX_ARGS + 1 ? PTO_MAX_ARGS + 1 : num_args,
+                                                         v, nv, false);
 }
 
 int rt_checked_slots(const PTORuntime* rt, int32_t worker_type, int32_t buffer_bytes, const PTOTaskArg* args,
