@@ -62,6 +62,7 @@ import numbers
 import os
 import re
 import threading
+import warnings
 from pathlib import Path
 from typing import Any, Callable, Optional, Union
 
@@ -69,7 +70,7 @@ import numpy as np
 
 from .abi import (ERROR_NAMES, KERNEL, PTO_ARG_INOUT, PTO_ARG_INPUT, PTO_ARG_OUTPUT,
                   PTO_ARG_TEMP_INOUT, PTO_ARG_TEMP_INPUT, PTO_ARG_TEMP_OUTPUT,
-                  PTO_DEFAULT_WINDOW, PTO_EBOUNDS, PTO_EINVAL, PTO_ESHUTDOWN, PTO_ETASKFAILED,
+                  PTO_DEFAULT_WINDOW, PTO_EBOUNDS, PTO_EINVAL, PTO_ENOMEM, PTO_ESHUTDOWN, PTO_ETASKFAILED,
                   PTO_MODE_ENV, PTO_MODE_THREE_TIER, PTO_MODE_WORKERS,
                   PTO_ETASKID, PTO_MAX_ARGS, PTO_MAX_WORKERS, TASK_STATES, PTORuntimeConfig,
                   PTORuntimeStats, PTOTensor, PTOTraceEvent)
@@ -560,6 +561,7 @@ class Runtime:
         self._keep: list[Any] = []                  # arrays, callbacks, names in use by C
         self._callbacks: dict[int, Any] = {}
         self._names: dict[str, bytes] = {}
+        self._tilings_full = False                  # warned: tiles past the runtime's tilings
         self._failures = _KernelFailures()
         if trace:
             self.enable_trace(0 if trace is True else int(trace))
@@ -725,7 +727,9 @@ class Runtime:
         rows that starts at a multiple of ``tile_rows``, whole-row tiles of a reshaped array),
         the runtime gets that tiling (``pto_tensor_tiles``, once per block and tile shape) and
         each tile's access by its index (``pto_task_add_tile``: the same graph as the region's);
-        otherwise each tile is passed as its region.
+        otherwise each tile is passed as its region. So are the tiles of a tiling the runtime has
+        no room for (past its 65,535 tilings, ``PTO_ENOMEM``): the same graph, each tile looked up
+        as its region; a ``RuntimeWarning`` says so, once per runtime.
 
         >>> rt = Runtime()
         >>> x = np.zeros((8, 4), np.float32)
@@ -741,6 +745,10 @@ class Runtime:
                                   f"divide the {a.shape[0]} x {a.shape[1]} array")
         handle, origin = self._block_tiles(a, tr, tc)
         return Tiles(a, tr, tc, self, handle, origin)
+
+    def _last_error(self) -> str:
+        """``pto_last_error()``: what the calling thread's last failed call was about."""
+        return (self._lib.pto_last_error() or b"").decode(errors="replace")
 
     def _block_tiles(self, a: np.ndarray, tr: int, tc: int) -> tuple[Optional[int], tuple[int, ...]]:
         """The runtime's tiling of the memory block ``a`` views in which the keyed region
@@ -776,7 +784,14 @@ class Runtime:
         if (last.data, last.rows, last.cols) != key or (lr, lc, lh, lw) != (r + li * bh, c + lj * bw, bh, bw):
             return None, ()
         handle = tiles(h, C.byref(block), bh, bw)
-        if handle < 0:                # out of handles (65,535 tilings): the regions serve
+        if handle < 0:
+            detail = self._last_error()
+            if handle != PTO_ENOMEM:
+                raise PTORuntimeError(handle, "tensor_tiles", detail=detail)
+            if not self._tilings_full:   # no room for another tiling: the regions serve
+                self._tilings_full = True
+                warnings.warn(f"tensor_tiles: {detail}; the tiles of this and later tilings go to the "
+                              "runtime as their regions (the same graph)", RuntimeWarning, stacklevel=3)
             return None, ()
         return handle, (r // bh, c // bw, *si, *sj)
 
@@ -800,7 +815,7 @@ class Runtime:
         i0, j0, di0, di1, dj0, dj1 = tiles.origin
         rc = self._lib.pto_task_add_tile(h, task, mode, tiles.handle, i0 + i * di0 + j * dj0, j0 + i * di1 + j * dj1)
         if rc < 0:
-            raise PTORuntimeError(rc, what, detail=(self._lib.pto_last_error() or b"").decode(errors="replace"))
+            raise PTORuntimeError(rc, what, detail=self._last_error())
         self._add_view(h, what, task, a, i * tiles.tile_rows, j * tiles.tile_cols)
 
     def add_tile_input(self, task: int, tiles: Tiles, i: int, j: int = 0) -> None:
@@ -883,8 +898,7 @@ class Runtime:
         rc = self._fn("pto_core_request")(self._handle(), _int(aic, "core_request: aic", *INT32),
                                           _int(aiv, "core_request: aiv", *INT32))
         if rc < 0:
-            raise PTORuntimeError(rc, "core_request",
-                                  detail=(self._lib.pto_last_error() or b"").decode(errors="replace"))
+            raise PTORuntimeError(rc, "core_request", detail=self._last_error())
         return rc
 
     def set_core_request(self, task: int, request: int) -> None:
@@ -895,7 +909,7 @@ class Runtime:
             _int(request, "set_core_request: request", *INT32))
         if rc < 0:
             raise PTORuntimeError(rc, f"set_core_request task {task} -> request {request}",
-                                  detail=(self._lib.pto_last_error() or b"").decode(errors="replace"))
+                                  detail=self._last_error())
 
     def submit(self, task: int) -> None:
         self._check(self._lib.pto_task_submit(self._handle(), self._task_id(task, "submit")), "submit")
@@ -933,7 +947,7 @@ class Runtime:
         rc = self._lib.pto_task_add_temp(self._handle(), self._task_id(task, "add_temp"), temp, *vals,
                                          kinds[mode])
         if rc < 0:
-            raise PTORuntimeError(rc, "add_temp", detail=self._lib.pto_last_error().decode(errors="replace"))
+            raise PTORuntimeError(rc, "add_temp", detail=self._last_error())
 
     # -- running and inspecting
     def run(self) -> None:
@@ -960,7 +974,7 @@ class Runtime:
         self._lib.pto_runtime_error_message(self._rt, buf, len(buf))
         detail = buf.value.decode(errors="replace")
         if not detail:      # refused before it ran (e.g. a task left unsubmitted): the call's own message
-            detail = (self._lib.pto_last_error() or b"").decode(errors="replace")
+            detail = self._last_error()
         exc = self._failures.get(st.failed_code) if rc == PTO_ETASKFAILED else None
         if exc is not None:
             unit = "core" if st.mode == "three-tier" else "worker"

@@ -266,6 +266,35 @@ def test_tile_arguments_stand_for_their_rectangles_on_each_engine(build_once, en
     assert "tiles: 0 failed" in r.stdout, r.stdout
 
 
+@pytest.mark.parametrize("engine", ["pto", "starpu"])
+def test_misuse_gets_its_error_code_on_each_engine(build_once, engine):
+    # tests/engines/misuse.c: argument counts past PTO_MAX_ARGS (INT32_MAX over an array of
+    # PTO_MAX_ARGS + 1), intermediates whose size overflows, a task without arguments,
+    # pto_runtime_config_default(NULL): each its code (on StarPU an overflowing intermediate
+    # crashed the process)
+    exe = _c_build(build_once, "misuse", ["misuse.c", "misuse_host.c"], engine) / "misuse_host"
+    r = subprocess.run([str(exe), "2"], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0 and "misuse: 0 failed" in r.stdout, r.stdout + r.stderr
+
+
+@pytest.mark.parametrize("program", ["tiles", "misuse"])
+@pytest.mark.parametrize("workers", [0, 2])
+def test_engine_programs_under_asan_and_ubsan(build_once, program, workers):
+    # tests/engines/tiles.c and misuse.c with StarPU under AddressSanitizer and UBSan. tiles.c
+    # names(): the name of a tiled tensor is freed right after pto_tensor_tiles, and its tiles'
+    # first access named the tensor with it (a use after free: the engine kept the caller's
+    # pointer). misuse.c: the counts past PTO_MAX_ARGS read past the caller's array. UBSan: a
+    # memcpy/memmove of no bytes from NULL (a task without buffers, a submitter's empty lists).
+    # StarPU's own allocations at init stay: leaks are not checked.
+    exe = _sanitized(build_once, program, "address,undefined")
+    env = {**os.environ, "ASAN_OPTIONS": "halt_on_error=1:detect_leaks=0:exitcode=66",
+           "UBSAN_OPTIONS": "halt_on_error=1:print_stacktrace=1"}
+    r = subprocess.run([str(exe), str(workers)], capture_output=True, text=True, timeout=120, env=env)
+    out = r.stdout + r.stderr
+    assert "Sanitizer" not in out and "runtime error" not in out, out[-6000:]
+    assert r.returncode == 0 and f"{program}: 0 failed" in r.stdout, out
+
+
 # -------------------------------------------------------------------------------- explicit edges
 
 @pytest.mark.parametrize("engine", ["pto", "starpu", "starpu-mpi"])
@@ -415,20 +444,26 @@ def test_a_kernel_returning_just_after_the_deadline_is_named_as_the_stuck_one(c_
 ENGINE_SOURCES = [ROOT / "runtime" / "src" / "common.c", *sorted((ROOT / "runtime" / "engines").glob("*.c"))]
 
 
-@pytest.fixture(scope="module")
-def faults_tsan(build_once) -> Path:
-    """tests/engines/faults*.c and the engine's sources built under ThreadSanitizer."""
+def _sanitized(build_once, name: str, sanitizer: str) -> Path:
+    """tests/engines/``name``.c and ``name``_host.c and the engine's sources built with
+    -fsanitize=``sanitizer`` (once per test run): the host program."""
     cflags, libs = pkg_config_flags("starpu")
 
     def build(d: Path) -> None:
         d.mkdir(parents=True, exist_ok=True)
         cmd = ["gcc", "-std=c11", "-pthread", "-Wall", "-Wextra", "-Werror", "-O1", "-g",
-               "-fsanitize=thread", f"-I{ROOT / 'runtime' / 'include'}", f"-I{ROOT / 'runtime' / 'src'}",
-               *cflags, *map(str, ENGINE_SOURCES), str(HERE / "faults.c"), str(HERE / "faults_host.c"),
-               "-o", str(d / "faults_host"), *libs, "-lm"]
+               f"-fsanitize={sanitizer}", "-fno-omit-frame-pointer", f"-I{ROOT / 'runtime' / 'include'}",
+               f"-I{ROOT / 'runtime' / 'src'}", *cflags, *map(str, ENGINE_SOURCES), str(HERE / f"{name}.c"),
+               str(HERE / f"{name}_host.c"), "-o", str(d / f"{name}_host"), *libs, "-lm"]
         r = subprocess.run(cmd, capture_output=True, text=True)
         assert r.returncode == 0, r.stderr
-    return build_once("engines-faults-starpu-tsan", build) / "faults_host"
+    return build_once(f"engines-{name}-starpu-{sanitizer.replace(',', '-')}", build) / f"{name}_host"
+
+
+@pytest.fixture(scope="module")
+def faults_tsan(build_once) -> Path:
+    """tests/engines/faults*.c and the engine's sources built under ThreadSanitizer."""
+    return _sanitized(build_once, "faults", "thread")
 
 
 def test_the_deadline_reads_no_task_that_starpu_frees_under_tsan(faults_tsan):

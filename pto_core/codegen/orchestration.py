@@ -58,7 +58,11 @@ failure ``pto_last_error()`` (same thread) says what failed, e.g. which task and
 deadline is ``PTO_TIMEOUT`` (seconds) in the environment, read when the runtime is created.
 ``pto_module_build_<module>(PTORuntime* rt, tensors, n, scalars, n)`` only builds the graph, into
 a runtime the caller created (with this library's ``pto_runtime_create``) and then runs and
-destroys itself: the build timed alone, or a window sized by the caller.
+destroys itself: the build timed alone, or a window sized by the caller. Call it once per runtime:
+it sets the runtime up first (``pto_binding_setup_<module>``, as ``pto_module_run_cfg_<module>``
+does), and a binding's setup is made for a runtime without tasks: the cuda binding's
+``pto_cuda_attach`` forgets the runtime's stream lanes, launch counters and stream log, where a
+second build may find tasks of the first still waiting in a lane.
 
 >>> import sys; sys.path.insert(0, "examples")
 >>> import fused_softmax

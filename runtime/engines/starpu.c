@@ -163,6 +163,13 @@ typedef struct Buffers {
 
 typedef struct Access { Region* region; int32_t mode; int32_t slot; } Access;   /* slot -1: no slots */
 
+/* A tiled tensor (pto_tensor_tiles): the tensor and its tiling. */
+typedef struct EngTiles {
+    PTOTensor x;                       /* copied, its name too (owned, "?" for none): later changes to
+                                          the caller's, or its name freed, do not reach it */
+    int64_t tile_rows, tile_cols, ntr, ntc;
+} EngTiles;
+
 /* A kernel that runs on a CUDA device (pto_starpu_cuda_kernel). */
 typedef struct CudaKernel { PTOKernelFunc fn; PTOCudaTaskLaunch launch; void* ctx; } CudaKernel;
 
@@ -224,7 +231,7 @@ struct PTORuntime {
     int32_t nopen_preds;
     int64_t cap_open_preds;
     /* tiled tensors (pto_tensor_tiles): a tile argument is the rectangle it stands for */
-    struct EngTiles* tiles;
+    EngTiles* tiles;
     int32_t ntiles, cap_tiles;
     RTTileIndex tiles_index;           /* by tensor and tiling: registered once */
     uint64_t tile_tag;                 /* handles are index ^ tag: another runtime's are refused */
@@ -716,6 +723,7 @@ void pto_runtime_destroy(PTORuntime* rt) {
     pthread_cond_destroy(&rt->done_cv);
     pthread_mutex_destroy(&rt->submit_mu);
     free(rt->open_preds);
+    for (int32_t k = 0; k < rt->ntiles; k++) free((char*)rt->tiles[k].x.name);
     free(rt->tiles);
     rt_tiles_index_free(&rt->tiles_index);
     free(rt->cuda_kernels);
@@ -1357,7 +1365,7 @@ static int32_t submit(PTORuntime* rt, EngTask* t, const int32_t* preds, int32_t 
         }
         memcpy(st->dyn_handles, h, (size_t)n * sizeof *h);
         memcpy(st->dyn_modes, m, (size_t)n * sizeof *m);
-    } else {
+    } else if (n > 0) {                /* (no buffers: h and m may be NULL) */
         memcpy(st->handles, h, (size_t)n * sizeof *h);
         memcpy(st->modes, m, (size_t)n * sizeof *m);
     }
@@ -1393,11 +1401,6 @@ static int32_t submit(PTORuntime* rt, EngTask* t, const int32_t* preds, int32_t 
 /* ---- tiled tensors (pto_runtime.h): a handle keeps the tensor and its tiling; a tile argument
  * is the rectangle it stands for, so StarPU sees the same regions as from the rectangles. */
 
-typedef struct EngTiles {
-    PTOTensor x;                       /* copied: later changes to the caller's do not reach it */
-    int64_t tile_rows, tile_cols, ntr, ntc;
-} EngTiles;
-
 static bool is_tile(int32_t kind) { return kind >= PTO_ARG_TILE_INPUT && kind <= PTO_ARG_TILE_INOUT; }
 
 int32_t pto_tensor_tiles(PTORuntime* rt, const PTOTensor* x, int64_t tile_rows, int64_t tile_cols) {
@@ -1409,7 +1412,10 @@ int32_t pto_tensor_tiles(PTORuntime* rt, const PTOTensor* x, int64_t tile_rows, 
                                     sizeof *rt->tiles, &rt->tiles_index);
     rt->tiles = tiles;
     if (rc < 0) return rc;
+    char* name = strdup(x->name ? x->name : "?");
+    if (!name) return rt_fail(PTO_ENOMEM, "pto_tensor_tiles: out of memory");
     rt->tiles[rt->ntiles] = (EngTiles){*x, tile_rows, tile_cols, x->rows / tile_rows, x->cols / tile_cols};
+    rt->tiles[rt->ntiles].x.name = name;
     rt_tiles_key(&rt->tiles_index, x, tile_rows, tile_cols, rt->ntiles);
     return (int32_t)((uint64_t)rt->ntiles++ ^ rt->tile_tag);
 }
@@ -1452,6 +1458,9 @@ static int32_t submit_args(PTORuntime* rt, const char* func_name, PTOKernelFunc 
                            int32_t worker_type, const PTOTaskArg* args, int32_t num_args, const int32_t* preds,
                            int32_t npred) {
     int rc;
+    /* every argument takes a slot: one past PTO_MAX_ARGS fails the task (PTO_ETOOMANYARGS), and
+     * none after it is read, whatever the count says */
+    if (num_args > PTO_MAX_ARGS + 1) num_args = PTO_MAX_ARGS + 1;
     PTOTaskArg rects[PTO_MAX_ARGS];     /* tiles as their rectangles */
     if (num_args > 0 && args && any_tile(args, num_args)) {
         if (num_args > PTO_MAX_ARGS) return PTO_ETOOMANYARGS;

@@ -87,9 +87,10 @@ static int enter(PTOSubmitter* s, int wait, int32_t upto) {
     pthread_mutex_unlock(mu);
     const int32_t left = s->nq - upto;
     const int32_t a0 = left ? s->q[upto].arg0 : s->nargs, p0 = left ? s->q[upto].pred0 : s->npreds;
-    memmove(s->q, s->q + upto, (size_t)left * sizeof *s->q);
-    memmove(s->args, s->args + a0, (size_t)(s->nargs - a0) * sizeof *s->args);
-    memmove(s->preds, s->preds + p0, (size_t)(s->npreds - p0) * sizeof *s->preds);
+    /* (an empty list may be NULL: no memmove of nothing) */
+    if (left) memmove(s->q, s->q + upto, (size_t)left * sizeof *s->q);
+    if (s->nargs > a0) memmove(s->args, s->args + a0, (size_t)(s->nargs - a0) * sizeof *s->args);
+    if (s->npreds > p0) memmove(s->preds, s->preds + p0, (size_t)(s->npreds - p0) * sizeof *s->preds);
     for (int32_t i = 0; i < left; i++) { s->q[i].arg0 -= a0; s->q[i].pred0 -= p0; }
     s->nq = left; s->nargs -= a0; s->npreds -= p0; s->cut -= upto;
     return rc < 0 ? fail(s, rc) : PTO_OK;
@@ -110,12 +111,14 @@ int64_t pto_submitter_task(PTOSubmitter* s, const char* func_name, PTOKernelFunc
     if (s->err) return fail(s, s->err);
     const int bad = rt_submitter_task_check(func_name, args, num_args, preds, npred, s->nids);
     if (bad < 0) return bad;
+    /* one argument past PTO_MAX_ARGS fails the task as it enters; none after it is read */
+    const int32_t kept = num_args > PTO_MAX_ARGS + 1 ? PTO_MAX_ARGS + 1 : num_args;
     if (s->nq >= PTO_SUBMIT_BATCH && s->nq % PTO_SUBMIT_BATCH == 0) {
         int rc = enter(s, s->nq >= SUBMIT_MAX_QUEUED, s->cut);
         if (rc < 0) return rc;
     }
     if (grow((void**)&s->q, &s->cap_q, (int64_t)s->nq + 1, sizeof *s->q) < 0 ||
-        grow((void**)&s->args, &s->cap_args, (int64_t)s->nargs + num_args, sizeof *s->args) < 0 ||
+        grow((void**)&s->args, &s->cap_args, (int64_t)s->nargs + kept, sizeof *s->args) < 0 ||
         grow((void**)&s->preds, &s->cap_preds, (int64_t)s->npreds + npred, sizeof *s->preds) < 0)
         return fail(s, rt_fail(PTO_ENOMEM, "pto_submitter_task '%s': out of memory", func_name ? func_name : "task"));
     if (s->nids == s->cap_ids) {
@@ -124,11 +127,11 @@ int64_t pto_submitter_task(PTOSubmitter* s, const char* func_name, PTOKernelFunc
         if (!n) return fail(s, rt_fail(PTO_ENOMEM, "pto_submitter_task: out of memory"));
         s->ids = n; s->cap_ids = c;
     }
-    s->q[s->nq++] = (Queued){func_name, func_ptr, buffer_bytes, worker_type, s->nargs, num_args, s->npreds, npred,
+    s->q[s->nq++] = (Queued){func_name, func_ptr, buffer_bytes, worker_type, s->nargs, kept, s->npreds, npred,
                              0, s->nids};
     if (s->depth == 0) s->cut = s->nq;
-    if (num_args) memcpy(&s->args[s->nargs], args, (size_t)num_args * sizeof *args);
-    s->nargs += num_args;
+    if (kept) memcpy(&s->args[s->nargs], args, (size_t)kept * sizeof *args);
+    s->nargs += kept;
     if (npred) memcpy(&s->preds[s->npreds], preds, (size_t)npred * sizeof *preds);
     s->npreds += npred;
     s->ids[s->nids] = -1;

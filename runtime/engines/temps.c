@@ -130,8 +130,16 @@ static int translate_one(Temps* T, const char* task, const PTOTaskArg* a, PTOTas
         return rt_fail(PTO_EINVAL, "task '%s': region (%lld, %lld) %lld x %lld of intermediate '%s' is empty "
                        "or negative", task, (long long)a->row_off, (long long)a->col_off, (long long)a->rows,
                        (long long)a->cols, t->name);
+    /* as our runtime bounds them (heap.c): every sum and product below fits */
+    if (a->rows > INT32_MAX || a->cols > INT32_MAX || a->row_off > INT64_MAX / 2 || a->col_off > INT64_MAX / 2)
+        return rt_fail(PTO_EBOUNDS, "task '%s': bad region rows %lld+%lld cols %lld+%lld of intermediate '%s'", task,
+                       (long long)a->row_off, (long long)a->rows, (long long)a->col_off, (long long)a->cols, t->name);
     if (a->kind == PTO_ARG_TEMP_OUTPUT) {
-        const int64_t bytes = a->rows * a->cols * t->handle.elem_size;
+        int64_t bytes;
+        if (__builtin_mul_overflow(a->rows * a->cols, (int64_t)t->handle.elem_size, &bytes) || bytes > INT64_MAX - 63)
+            return rt_fail(PTO_ENOMEM, "task '%s': no memory for intermediate '%s' (%lld x %lld elements of %d bytes: "
+                           "the size overflows)", task, t->name, (long long)a->rows, (long long)a->cols,
+                           t->handle.elem_size);
         const size_t rounded = (size_t)((bytes + 63) / 64 * 64);
         Write* w = calloc(1, sizeof *w);
         void* data = !w ? NULL : T->alloc ? T->alloc(T->ctx, bytes) : aligned_alloc(64, rounded);

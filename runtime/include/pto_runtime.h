@@ -241,7 +241,7 @@ typedef struct PTORuntimeStats {
 } PTORuntimeStats;
 
 /* ---------------------------------------------------------------- lifecycle */
-void        pto_runtime_config_default(PTORuntimeConfig* cfg);   /* fills worker_types=ANY etc. */
+void        pto_runtime_config_default(PTORuntimeConfig* cfg);   /* fills worker_types=ANY etc.; NULL: nothing */
 PTORuntime* pto_runtime_create(const PTORuntimeConfig* cfg);     /* NULL cfg = defaults; NULL on error */
 int         pto_runtime_init(PTORuntime** out, const PTORuntimeConfig* cfg); /* same, with a code */
 /* Stop: waits for running kernels (until the deadline, if any), joins workers; later calls
@@ -349,25 +349,28 @@ int32_t pto_task_submit_v(PTORuntime* rt, const char* func_name, PTOKernelFunc f
                           int32_t buffer_bytes, int32_t worker_type,
                           const PTOTaskArg* args, int32_t num_args);
 
-/* Tensor x cut into tiles of tile_rows x tile_cols elements (which must divide its rows and
- * cols), registered once: returns a handle (>= 0) for the TILE argument kinds of
- * pto_task_submit_v, or PTO_EINVAL (a bad tensor or tiling, pto_last_error says which). The same
- * tensor (data, rows, cols, ld, elem_size) with the same tiling registered again gets the same
- * handle (a table lookup), so an orchestration function registering its tilings at every call
- * can be called any number of times; up to 65,535 distinct tilings (PTO_ENOMEM beyond). An
- * argument {PTO_ARG_TILE_INPUT, NULL, i, j, 0, 0, h} is the same access, with the same two slots,
- * as {PTO_ARG_INPUT, x, i * tile_rows, j * tile_cols, tile_rows, tile_cols, 0}, checked only for
- * i and j below the tile counts (PTO_EBOUNDS) and h a handle of this runtime (PTO_EINVAL; a
- * handle of another runtime, one created before or after, is refused - up to 32,767 runtimes
- * apart: a runtime's tag is its creation number modulo that). The tensor's fields are
- * copied: later changes to *x do not reach the handle. Where the tiles are the blocks of x's
- * tensor-map record (powers of two, x first accessed through its tiles or in tiles of this
+/* Tensor x cut into tiles of tile_rows x tile_cols elements (which must divide its rows and cols),
+ * registered once: returns a handle (>= 0) for the TILE argument kinds of pto_task_submit_v, or
+ * PTO_EINVAL (a bad tensor or tiling, pto_last_error says which). The same tensor (data, rows,
+ * cols, ld, elem_size) with the same tiling registered again gets the same handle (a table
+ * lookup), so an orchestration function registering its tilings at every call can be called any
+ * number of times; up to 65,535 distinct tilings (PTO_ENOMEM beyond). An argument
+ * {PTO_ARG_TILE_INPUT, NULL, i, j, 0, 0, h} is the same access, with the same two slots, as
+ * {PTO_ARG_INPUT, x, i * tile_rows, j * tile_cols, tile_rows, tile_cols, 0}, checked only for i
+ * and j below the tile counts (PTO_EBOUNDS) and h a handle of this runtime (PTO_EINVAL; a handle
+ * of another runtime, one created before or after, is refused - up to 32,767 runtimes apart: a
+ * runtime's tag is its creation number modulo that). The tensor's fields are copied, its name too
+ * (the caller may free it once the call returned): later changes to *x do not reach the handle.
+ * The name is no part of the key: the same tiling registered again under another name gets the
+ * same handle, which keeps the first name (the one the StarPU engines' messages give its tiles; as
+ * for a data pointer, the first name an engine saw names it). Where the tiles are the blocks of
+ * x's tensor-map record (powers of two, x first accessed through its tiles or in tiles of this
  * size), a tile access goes straight to its block; otherwise it is looked up as the rectangle.
  * Ordinary accesses to x may be mixed in: the dependencies are those of the rectangles. Not for
  * submitters (pto_submitter_*: their batch fails with PTO_EINVAL) nor for pto_task_submit_range
- * (PTO_EINVAL: its steps are in elements). The StarPU engines take tiled tensors too (a tile
- * is the rectangle it stands for). It may be called while other threads' submitters are open.
- * Valid for the runtime's life. */
+ * (PTO_EINVAL: its steps are in elements). The StarPU engines take tiled tensors too (a tile is
+ * the rectangle it stands for). It may be called while other threads' submitters are open. Valid
+ * for the runtime's life. */
 int32_t pto_tensor_tiles(PTORuntime* rt, const PTOTensor* x, int64_t tile_rows, int64_t tile_cols);
 /* Tile (i, j) of handle `tiles` added to task `task` (pto_task_alloc): kind PTO_ARG_TILE_INPUT /
  * OUTPUT / INOUT adds it as pto_task_submit_v's argument of that kind does (two slots and the
@@ -473,14 +476,16 @@ int     pto_submitter_scope_end(PTOSubmitter* s);
 int32_t pto_task_submit_range(PTORuntime* rt, const char* func_name, PTOKernelFunc func_ptr,
                               int32_t buffer_bytes, int32_t worker_type, const PTOTaskArg* args,
                               const PTOTaskArg* step, int32_t num_args, int64_t tiles);
-/* The arguments of tile t of a range (args advanced by t x step): what the per-tile loop submits. */
+/* The arguments of tile t of a range (args advanced by t x step): what the per-tile loop submits.
+ * Modulo 2^64: a scalar's value may step past INT64_MAX (it wraps), and the fields a kind ignores
+ * may hold anything. */
 static inline void pto_range_tile_args(const PTOTaskArg* args, const PTOTaskArg* step, int32_t num_args,
                                        int64_t t, PTOTaskArg* out) {
     for (int32_t k = 0; k < num_args; k++) {
         out[k] = args[k];
-        out[k].row_off += t * step[k].row_off;
-        out[k].col_off += t * step[k].col_off;
-        out[k].value += t * step[k].value;
+        out[k].row_off = (int64_t)((uint64_t)out[k].row_off + (uint64_t)t * (uint64_t)step[k].row_off);
+        out[k].col_off = (int64_t)((uint64_t)out[k].col_off + (uint64_t)t * (uint64_t)step[k].col_off);
+        out[k].value = (int64_t)((uint64_t)out[k].value + (uint64_t)t * (uint64_t)step[k].value);
     }
 }
 /* The tiles of task `task`: 1 for an ordinary task, n for a range (or chunk) of n tiles, whose

@@ -100,6 +100,7 @@ int rt_resolve_heap_bytes(PTORuntimeConfig* c) {
 }
 
 void pto_runtime_config_default(PTORuntimeConfig* cfg) {
+    if (!cfg) return;
     memset(cfg, 0, sizeof *cfg);
     cfg->task_window = PTO_DEFAULT_WINDOW;
     for (int i = 0; i < PTO_MAX_WORKERS; i++) cfg->worker_types[i] = PTO_WORKER_ANY;

@@ -115,7 +115,8 @@ static __attribute__((noinline)) int32_t traced_tile(PTORuntime* rt, const PTOTa
 static int32_t run_tile(PTORuntime* rt, PTORange* r, const PTOTask* t, int64_t k, int32_t me) {
     int64_t a[PTO_MAX_ARGS];
     const int32_t n = t->num_args;
-    for (int32_t j = 0; j < n; j++) a[j] = t->args[j] + k * r->inc[j];
+    /* modulo 2^64 (a scalar may step past INT64_MAX); a tensor's slot stays inside its tensor */
+    for (int32_t j = 0; j < n; j++) a[j] = (int64_t)((uint64_t)t->args[j] + (uint64_t)k * (uint64_t)r->inc[j]);
     const int32_t rc = __builtin_expect(rt->trace != NULL, 0) ? traced_tile(rt, t, a, r->first + k, me) : t->fn(a);
     if (rc != 0) {
         int64_t none = -1;

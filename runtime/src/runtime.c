@@ -1106,7 +1106,10 @@ static inline __attribute__((always_inline)) int32_t stage_v(PTORuntime* rt, con
     if (num_args > PTO_INLINE_ARGS / 2 && rc == PTO_OK) {
         /* more than the inline slots, perhaps: take the overflow buffer before the first
          * argument rather than copying the inline ones into it halfway (a count beyond
-         * PTO_MAX_ARGS is left to the argument that overflows, for the separate calls' order) */
+         * PTO_MAX_ARGS is left to the argument that overflows, for the separate calls' order;
+         * every argument takes a slot, so none after the one past PTO_MAX_ARGS is read - here,
+         * in stage_args or for the temps' block - whatever the count says) */
+        if (num_args > PTO_MAX_ARGS + 1) num_args = PTO_MAX_ARGS + 1;
         int32_t slots = 0;
         for (int32_t i = 0; i < num_args; i++) slots += args[i].kind == PTO_ARG_SCALAR ? 1 : 2;
         if (slots > PTO_INLINE_ARGS && slots <= PTO_MAX_ARGS) rc = reserve_args_slow(rt, t, slots);
@@ -1283,9 +1286,11 @@ int rt_check_slots(const PTORuntime* rt, int32_t worker_type, int32_t buffer_byt
     int rc = task_kind_check(rt, worker_type, buffer_bytes);
     if (rc < 0) return rc;
     /* no argument takes more than two slots: with this few, every one fits in v (the loop is
-     * compiled twice, with and without that test, as stage_args is) */
+     * compiled twice, with and without that test, as stage_args is); every argument takes a
+     * slot, so none after the one past PTO_MAX_ARGS is read (the task fails) */
     return num_args <= PTO_INLINE_ARGS / 2 ? check_slots(args, num_args, v, nv, true)
-                                           : check_slots(args, num_args, v, nv, false);
+                                           : check_slots(args, num_args > PTO_MAX_ARGS + 1 ? PTO_MAX_ARGS + 1 : num_args,
+                                                         v, nv, false);
 }
 
 int rt_checked_slots(const PTORuntime* rt, int32_t worker_type, int32_t buffer_bytes, const PTOTaskArg* args,

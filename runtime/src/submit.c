@@ -122,9 +122,10 @@ static __attribute__((noinline)) char* task_message(const PTORuntime* rt, int co
     rt_clear_error();
     if (rt_check_slots(rt, worker_type, buffer_bytes, args, num_args, v, &nv) >= 0 || pto_last_error()[0])
         return message(code);
-    int32_t i = num_args;                      /* the task's kind (worker type, buffer): no argument named */
-    if (rt_check_slots(rt, worker_type, buffer_bytes, args, 0, v, &nv) >= 0)
-        for (i = 0; i < num_args && rt_check_slots(rt, worker_type, buffer_bytes, &args[i], 1, v, &nv) >= 0; i++) {}
+    int32_t i = num_args, used = 0;            /* the task's kind (worker type, buffer): no argument named */
+    if (rt_check_slots(rt, worker_type, buffer_bytes, args, 0, v, &nv) >= 0)  /* else the bad one, or the one past the slots */
+        for (i = 0; i < num_args && rt_check_slots(rt, worker_type, buffer_bytes, &args[i], 1, v, &nv) >= 0 &&
+                    (used += nv) <= PTO_MAX_ARGS; i++) {}
     if (i == num_args)
         rt_fail(code, "pto_submitter_task '%s': %s", name, pto_strerror(code));
     else if (args[i].kind >= PTO_ARG_TILE_INPUT && args[i].kind <= PTO_ARG_TILE_INOUT)
@@ -283,17 +284,20 @@ static inline __attribute__((always_inline)) int64_t submitter_task(PTOSubmitter
             s->bad_msg = task_message(s->rt, rc, func_name, worker_type, buffer_bytes, args, num_args);
         }
     }
-    if (!ready && grow((void**)&s->args, &s->cap_args, s->nargs + num_args, sizeof *s->args) < 0) return PTO_ENOMEM;
+    /* a bad task, and those queued after it, never enter: their arguments are not kept (nor read:
+     * the count of a task with too many may be anything) */
+    const int32_t kept = s->bad < 0 ? num_args : 0;
+    if (!ready && grow((void**)&s->args, &s->cap_args, s->nargs + kept, sizeof *s->args) < 0) return PTO_ENOMEM;
     Queued* q = &s->q[s->nq++];
     if (ready) {
         *q = (Queued){func_name, func_ptr, buffer_bytes, worker_type, s->nslots, nv, s->npreds, npred, route0, true, 0};
         s->nslots += nv;
     } else {
-        *q = (Queued){func_name, func_ptr, buffer_bytes, worker_type, s->nargs, num_args, s->npreds, npred, route0,
+        *q = (Queued){func_name, func_ptr, buffer_bytes, worker_type, s->nargs, kept, s->npreds, npred, route0,
                       false, 0};
         /* copied element by element: a task has a few of each, below what a memcpy call pays off */
-        for (int32_t i = 0; i < num_args; i++) s->args[s->nargs + i] = args[i];
-        s->nargs += num_args;
+        for (int32_t i = 0; i < kept; i++) s->args[s->nargs + i] = args[i];
+        s->nargs += kept;
     }
     for (int32_t i = 0; i < npred; i++) {
         s->preds[s->npreds + i] = preds[i];

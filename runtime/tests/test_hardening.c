@@ -141,6 +141,42 @@ static void test_submit_v_with_one_tensor_too_many(void) {
     pto_runtime_destroy(rt);
 }
 
+/* An argument count past PTO_MAX_ARGS fails (PTO_ETOOMANYARGS; a range: PTO_EINVAL) having read
+ * at most PTO_MAX_ARGS + 1 arguments, whatever the count says: pto_task_submit_v and a submitter
+ * counted the slots of all num_args first (under ASan a read past the caller's array). */
+static void test_argument_count_past_the_slots_reads_no_further(void) {
+    PTORuntime* rt = pto_runtime_create(NULL);
+    PTOTaskArg many[PTO_MAX_ARGS + 1], step[PTO_MAX_ARGS + 1];
+    for (int i = 0; i <= PTO_MAX_ARGS; i++) {
+        many[i] = (PTOTaskArg){PTO_ARG_SCALAR, NULL, 0, 0, 0, 0, i};
+        step[i] = (PTOTaskArg){PTO_ARG_SCALAR, NULL, 0, 0, 0, 0, 1};
+    }
+    CHECK_EQ(pto_task_submit_v(rt, "k", k_nop, 0, PTO_WORKER_ANY, many, INT32_MAX), PTO_ETOOMANYARGS);
+    CHECK_EQ(pto_task_submit_v(rt, "k", k_nop, 0, PTO_WORKER_ANY, many, PTO_MAX_ARGS + 1), PTO_ETOOMANYARGS);
+    CHECK_EQ(pto_task_submit_range(rt, "k", k_nop, 0, PTO_WORKER_ANY, many, step, INT32_MAX, 2), PTO_EINVAL);
+    CHECK_EQ(pto_task_submit_v(rt, "k", k_nop, 0, PTO_WORKER_ANY, many, PTO_MAX_ARGS), 0);
+    PTOSubmitter* s = pto_submitter_open(rt);
+    CHECK(s != NULL);
+    if (s) {
+        CHECK_EQ(pto_submitter_task(s, "k", k_nop, 0, PTO_WORKER_ANY, many, PTO_MAX_ARGS, NULL, 0), 0);
+        CHECK_EQ(pto_submitter_task(s, "k", k_nop, 0, PTO_WORKER_ANY, many, INT32_MAX, NULL, 0), 1);
+        CHECK_EQ(pto_submitter_task(s, "k", k_nop, 0, PTO_WORKER_ANY, many, INT32_MAX, NULL, 0), 2);
+        CHECK_EQ(pto_submitter_close(s), PTO_ETOOMANYARGS);      /* the task before the bad one entered */
+        CHECK_HAS(pto_last_error(), "pto_submitter_task 'k': argument 32 (kind 0)");
+    }
+    CHECK_EQ(pto_runtime_run(rt), PTO_OK);
+    PTORuntimeStats st;
+    CHECK_EQ(pto_runtime_get_stats(rt, &st), PTO_OK);
+    CHECK_EQ(st.tasks_submitted, 2);
+    pto_runtime_destroy(rt);
+}
+
+/* pto_runtime_config_default(NULL) does nothing (it wrote through the pointer). */
+static void test_config_default_of_null(void) {
+    pto_runtime_config_default(NULL);
+    CHECK(1);
+}
+
 static _Atomic int g_reader_ran;
 static int32_t k_reader(const int64_t* a) { (void)a; atomic_store(&g_reader_ran, 1); return 0; }
 
@@ -413,6 +449,8 @@ int main(int argc, char** argv) {
     RUN("shutdown_then_destroy", test_shutdown_from_another_thread_then_destroy(scale));
     RUN("staging_area", test_tensor_argument_after_a_full_staging_area_is_too_many());
     RUN("submit_v_tensors", test_submit_v_with_one_tensor_too_many());
+    RUN("argument_count", test_argument_count_past_the_slots_reads_no_further());
+    RUN("config_default_null", test_config_default_of_null());
     RUN("failed_temp_output", test_failed_temp_output_publishes_no_writer());
     RUN("size_overflow", test_tensor_whose_size_overflows_is_refused());
     RUN("large_tensors", test_large_tensors_take_the_exact_check());

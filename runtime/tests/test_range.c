@@ -185,6 +185,36 @@ static void check_huge_range(void) {
     pto_runtime_destroy(rt);
 }
 
+/* A scalar that steps past INT64_MAX wraps as two's complement, and a scalar's step fields that a
+ * range ignores (row_off, col_off) may hold anything: tile t gets value + t x step in 64-bit
+ * arithmetic modulo 2^64 (the sums overflowed int64_t: under UBSan a runtime error), with
+ * workers (one task, chunks) and without, and in the per-tile loop of an executor without ranges. */
+static _Atomic int64_t g_wrapped[3];
+static int32_t k_wrapped(const int64_t* a) {
+    if (a[0] >= 0 && a[0] < 3) atomic_store(&g_wrapped[a[0]], a[1]);
+    return 0;
+}
+static int32_t exec_call(void* ctx, int32_t id, const char* name, PTOKernelFunc fn, const int64_t* args,
+                         int32_t n, int32_t w) {
+    (void)ctx; (void)id; (void)name; (void)n; (void)w;
+    return fn(args);
+}
+
+static void check_scalar_steps_wrap(int workers, bool executor) {
+    PTORuntime* rt = make_runtime(workers);
+    if (executor) pto_runtime_set_executor(rt, exec_call, NULL);
+    const PTOTaskArg a[2] = {{PTO_ARG_SCALAR, 0, 0, 0, 0, 0, 0}, {PTO_ARG_SCALAR, 0, 0, 0, 0, 0, INT64_MAX - 1}};
+    const PTOTaskArg s[2] = {{PTO_ARG_SCALAR, 0, INT64_MAX, INT64_MIN, 0, 0, 1},
+                             {PTO_ARG_SCALAR, 0, INT64_MAX, INT64_MAX, 0, 0, INT64_MAX}};
+    for (int k = 0; k < 3; k++) atomic_store(&g_wrapped[k], 0);
+    CHECK(pto_task_submit_range(rt, "wrap", k_wrapped, 0, PTO_WORKER_ANY, a, s, 2, 3) >= 0);
+    CHECK_EQ(pto_runtime_run(rt), PTO_OK);
+    pto_runtime_destroy(rt);
+    CHECK_EQ(atomic_load(&g_wrapped[0]), INT64_MAX - 1);
+    CHECK_EQ(atomic_load(&g_wrapped[1]), -3);                    /* 2^63 - 2 + 2^63 - 1 - 2^64 */
+    CHECK_EQ(atomic_load(&g_wrapped[2]), INT64_MAX - 3);
+}
+
 /* A failing tile stops the run; the message names the task, its kernel and the tile. */
 static void check_failure(int workers) {
     enum { TILES = 32 };
@@ -800,6 +830,9 @@ int main(int argc, char** argv) {
     check_columns();
     check_misuse();
     check_huge_range();
+    check_scalar_steps_wrap(0, false);
+    check_scalar_steps_wrap(2, false);
+    check_scalar_steps_wrap(0, true);
     check_failure(0);
     check_failure(3);
     check_shared_chunks(2, false);

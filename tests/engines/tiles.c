@@ -7,6 +7,7 @@
 #include "common.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #define ROWS 16
@@ -155,9 +156,62 @@ static void refused(void) {
     EXPECT(run_and_destroy(rt, PTO_OK) == PTO_OK);
 }
 
+/* The tensor's fields are copied at registration, its name too: the caller may free or reuse
+ * the name's memory once pto_tensor_tiles returned. The name is not part of the key: registered
+ * again under another name, the tiling keeps its handle and its first name. b = a + 1 on every
+ * tile; then, after a rectangle of a's memory with twice the row stride, a tile access that an
+ * engine refusing such a mix (StarPU: one row stride per data pointer) names by that first name. */
+static void names(int workers) {
+    PTORuntime* rt;
+    EXPECT(make_runtime(&rt, workers) == PTO_OK);
+    if (!rt) return;
+    for (int k = 0; k < ROWS * COLS; k++) g_a[k] = (float)k, g_b[k] = -1;
+    char* name = malloc(16);
+    if (!name) { pto_runtime_destroy(rt); g_failed++; return; }
+    strcpy(name, "first");
+    PTOTensor a = {g_a, ROWS, COLS, COLS, 4, name}, b = {g_b, ROWS, COLS, COLS, 4, "b"};
+    char other[16];
+    strcpy(other, "first");
+    PTOTensor a2 = a;
+    a2.name = other;
+    const int32_t ha = pto_tensor_tiles(rt, &a, TR, COLS), ha2 = pto_tensor_tiles(rt, &a2, TR, COLS);
+    memset(name, 'X', 15);             /* the caller's memory, reused and then given back */
+    free(name);
+    strcpy(other, "gone");
+    a2.name = "second";
+    EXPECT(ha >= 0 && ha2 == ha && pto_tensor_tiles(rt, &a2, TR, COLS) == ha);
+    const int32_t hb = pto_tensor_tiles(rt, &b, TR, COLS);
+    int rc = PTO_OK;
+    for (int i = 0; i < ROWS / TR; i++) {
+        const PTOTaskArg t[2] = {{PTO_ARG_TILE_INPUT, NULL, i, 0, 0, 0, ha}, {PTO_ARG_TILE_OUTPUT, NULL, i, 0, 0, 0, hb}};
+        CHAIN(rc, pto_task_submit_v(rt, "add1", add1, 0, PTO_WORKER_ANY, t, 2));
+    }
+    EXPECT(rc >= 0);
+    EXPECT(run_and_destroy(rt, rc) == PTO_OK);
+    for (int k = 0; k < ROWS * COLS; k++)
+        if (g_b[k] != g_a[k] + 1) { printf("b[%d] = %g, not %g\n", k, g_b[k], g_a[k] + 1); g_failed++; break; }
+    EXPECT(make_runtime(&rt, 0) == PTO_OK);
+    if (!rt) return;
+    strcpy(other, "first");
+    a2.name = other;
+    const int32_t h = pto_tensor_tiles(rt, &a2, TR, COLS);
+    strcpy(other, "gone");
+    const PTOTensor wide = {g_a, ROWS / 2, COLS, 2 * COLS, 4, "wide"};
+    const PTOTaskArg w[1] = {{PTO_ARG_INPUT, &wide, 0, 0, 1, COLS, 0}};
+    const PTOTaskArg t[1] = {{PTO_ARG_TILE_INPUT, NULL, 0, 0, 0, 0, h}};
+    EXPECT(h >= 0 && pto_task_submit_v(rt, "wide", nop, 0, PTO_WORKER_ANY, w, 1) >= 0);
+    rc = pto_task_submit_v(rt, "tile", nop, 0, PTO_WORKER_ANY, t, 1);
+    if (rc < 0) {
+        EXPECT(has("tensor 'first'"));
+        rc = PTO_OK;
+    }
+    EXPECT(run_and_destroy(rt, rc) == PTO_OK);
+}
+
 int tiles_run(int workers) {
     g_failed = 0;
     mixed(workers);
     refused();
+    names(workers);
     return g_failed;
 }

@@ -4,11 +4,13 @@ from __future__ import annotations
 import ctypes
 import dataclasses
 import threading
+import warnings
 
 import numpy as np
 import pytest
 
 from pto_core import driver
+from pto_core.abi import PTOTensor
 from pto_core.runtime import (WORKER_ANY, WORKER_CUBE, WORKER_VECTOR, KernelArgs, PTORuntimeError,
                               Runtime, library_path)
 
@@ -402,6 +404,68 @@ def test_a_tiling_is_registered_once_and_bad_handles_are_refused() -> None:
         rt.add_tile_input(t, tx, 3)
         rt.submit(t)
         rt.run()
+
+
+def test_past_the_runtimes_tilings_the_tiles_go_as_their_regions_with_a_warning() -> None:
+    # a runtime holds 65,535 tilings (pto_tensor_tiles: PTO_ENOMEM beyond); filled from C here
+    # (one-element tensors over one float, told apart by their row stride), the next array's
+    # tiles are passed as their regions: the same graph and results, and a warning, once
+    so = ctypes.CDLL(str(library_path()))
+    so.pto_tensor_tiles.restype = ctypes.c_int32
+    so.pto_tensor_tiles.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64]
+    one = np.zeros(1, np.float32)
+    x, y = np.arange(128, dtype=np.float32).reshape(16, 8), np.zeros((16, 8), np.float32)
+
+    def add1(args: KernelArgs) -> int:
+        args.array(2, 4, 8)[:] = args.array(0, 4, 8) + 1
+        return 0
+
+    with Runtime(record_graph=True) as rt:
+        tx = rt.tensor_tiles(x, 4, 8)
+        assert tx.handle is not None
+        for ld in range(1, 0xffff):
+            t = PTOTensor(one.ctypes.data, 1, 1, ld, 4, None)
+            if so.pto_tensor_tiles(rt.address, ctypes.byref(t), 1, 1) < 0:
+                break
+        assert ld == 0xffff - 1
+        with pytest.warns(RuntimeWarning, match=r"^tensor_tiles: pto_tensor_tiles: 65535 tiled tensors "
+                                                r"already; .* as their regions"):
+            ty = rt.tensor_tiles(y, 4, 8)
+        assert ty.handle is None and ty.shape == (4, 1)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            assert rt.tensor_tiles(np.zeros((4, 4), np.float32), 2, 2).handle is None    # said once
+            assert rt.tensor_tiles(x, 4, 8).handle == tx.handle                           # registered before
+        for i in range(4):
+            t = rt.task("add1", add1)
+            rt.add_tile_input(t, tx, i)
+            rt.add_tile_output(t, ty, i)
+            rt.submit(t)
+        t = rt.task("again", add1)
+        rt.add_input(t, y, 4, 0, 4, 8)
+        rt.add_tile_output(t, ty, 2)
+        rt.submit(t)
+        rt.run()
+        assert "Task 1 -> Task 4" in rt.dump()
+    assert (y[:8] == x[:8] + 1).all() and (y[8:12] == x[4:8] + 2).all() and (y[12:] == x[12:] + 1).all()
+
+
+def test_a_tiling_the_runtime_refuses_otherwise_is_an_error_naming_the_call(monkeypatch) -> None:
+    x = np.zeros((16, 8), np.float32)
+    with Runtime() as rt:
+        lib = rt._lib
+
+        class Refusing:
+            def __getattr__(self, name: str):
+                return getattr(lib, name)
+
+            @staticmethod
+            def pto_tensor_tiles(*args) -> int:
+                return -1                      # PTO_EINVAL
+
+        monkeypatch.setattr(rt, "_lib", Refusing())
+        with pytest.raises(PTORuntimeError, match="^tensor_tiles: PTO_EINVAL"):
+            rt.tensor_tiles(x, 4, 8)
 
 
 def test_bad_tilings_and_tiles_are_refused_naming_the_call() -> None:

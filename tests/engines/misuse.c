@@ -1,0 +1,92 @@
+/* misuse.c - calls a careless caller makes, on an engine: each gets its error code, never a crash
+ * nor a read of more than the caller gave. An argument count past PTO_MAX_ARGS fails with
+ * PTO_ETOOMANYARGS having read PTO_MAX_ARGS + 1 arguments at most (the count said INT32_MAX; a
+ * read past the array shows under AddressSanitizer); an intermediate whose size overflows is
+ * refused (PTO_EBOUNDS past 2^31 - 1 rows or columns, PTO_ENOMEM past 2^63 bytes); a task without
+ * arguments runs; a range's scalar stepping past INT64_MAX wraps (modulo 2^64, no signed overflow
+ * under UBSan); pto_runtime_config_default(NULL) does nothing. */
+#include "common.h"
+
+#include <stdio.h>
+#include <string.h>
+
+static int g_failed;
+
+#define EXPECT(cond)                                                                              \
+    do {                                                                                          \
+        if (!(cond)) { printf("FAILED line %d: %s (%s)\n", __LINE__, #cond, pto_last_error()); g_failed++; } \
+    } while (0)
+
+static int32_t nop(const int64_t* args) { (void)args; return 0; }
+
+static float g_x[16];
+static int64_t g_wrapped[3];
+
+static int32_t wrapped(const int64_t* args) {
+    if (args[0] >= 0 && args[0] < 3) g_wrapped[args[0]] = args[1];
+    return 0;
+}
+
+static void counts(int workers) {
+    PTORuntime* rt;
+    EXPECT(make_runtime(&rt, workers) == PTO_OK);
+    if (!rt) return;
+    PTOTensor x = {g_x, 4, 4, 4, 4, "x"};
+    PTOTaskArg many[PTO_MAX_ARGS + 1];
+    for (int i = 0; i <= PTO_MAX_ARGS; i++) many[i] = (PTOTaskArg){PTO_ARG_SCALAR, NULL, 0, 0, 0, 0, i};
+    EXPECT(pto_task_submit_v(rt, "many", nop, 0, PTO_WORKER_ANY, many, INT32_MAX) == PTO_ETOOMANYARGS);
+    many[0] = (PTOTaskArg){PTO_ARG_TILE_INPUT, NULL, 0, 0, 0, 0, pto_tensor_tiles(rt, &x, 2, 2)};
+    EXPECT(pto_task_submit_v(rt, "tiles", nop, 0, PTO_WORKER_ANY, many, INT32_MAX) == PTO_ETOOMANYARGS);
+    EXPECT(pto_scope_begin(rt) == 1);
+    many[0] = (PTOTaskArg){PTO_ARG_TEMP_OUTPUT, pto_temp_tensor(rt, "t", 4), 0, 0, 2, 2, 0};
+    EXPECT(pto_task_submit_v(rt, "temps", nop, 0, PTO_WORKER_ANY, many, INT32_MAX) == PTO_ETOOMANYARGS);
+    EXPECT(pto_scope_end(rt) == 0);
+    many[0] = (PTOTaskArg){PTO_ARG_SCALAR, NULL, 0, 0, 0, 0, 0};
+    PTOSubmitter* s = pto_submitter_open(rt);
+    EXPECT(s != NULL);
+    if (s) {
+        EXPECT(pto_submitter_task(s, "fits", nop, 0, PTO_WORKER_ANY, many, PTO_MAX_ARGS, NULL, 0) == 0);
+        EXPECT(pto_submitter_task(s, "many", nop, 0, PTO_WORKER_ANY, many, INT32_MAX, NULL, 0) == 1);
+        EXPECT(pto_submitter_close(s) == PTO_ETOOMANYARGS);     /* the task before it entered */
+    }
+    EXPECT(run_and_destroy(rt, PTO_OK) == PTO_OK);
+}
+
+static void temp_sizes(int workers) {
+    PTORuntime* rt;
+    EXPECT(make_runtime(&rt, workers) == PTO_OK);
+    if (!rt) return;
+    EXPECT(pto_scope_begin(rt) == 1);
+    const PTOTensor* t = pto_temp_tensor(rt, "t", 4);
+    PTOTaskArg a[1] = {{PTO_ARG_TEMP_OUTPUT, t, 0, 0, (int64_t)1 << 31, (int64_t)1 << 31, 0}};
+    EXPECT(pto_task_submit_v(rt, "rows", nop, 0, PTO_WORKER_ANY, a, 1) == PTO_EBOUNDS);
+    a[0].rows = a[0].cols = INT32_MAX;           /* 2^62 elements of 4 bytes */
+    EXPECT(pto_task_submit_v(rt, "bytes", nop, 0, PTO_WORKER_ANY, a, 1) == PTO_ENOMEM);
+    EXPECT(strstr(pto_last_error(), "overflows") != NULL);
+    a[0].rows = a[0].cols = 2;
+    EXPECT(pto_task_submit_v(rt, "fits", nop, 0, PTO_WORKER_ANY, a, 1) == 0);
+    EXPECT(pto_scope_end(rt) == 0);
+    EXPECT(run_and_destroy(rt, PTO_OK) == PTO_OK);
+}
+
+static void plain(int workers) {
+    pto_runtime_config_default(NULL);
+    PTORuntime* rt;
+    EXPECT(make_runtime(&rt, workers) == PTO_OK);
+    if (!rt) return;
+    EXPECT(pto_task_submit_v(rt, "none", nop, 0, PTO_WORKER_ANY, NULL, 0) == 0);
+    const PTOTaskArg a[2] = {{PTO_ARG_SCALAR, NULL, 0, 0, 0, 0, 0}, {PTO_ARG_SCALAR, NULL, 0, 0, 0, 0, INT64_MAX - 1}};
+    const PTOTaskArg s[2] = {{PTO_ARG_SCALAR, NULL, INT64_MAX, INT64_MIN, 0, 0, 1},     /* ignored fields: anything */
+                             {PTO_ARG_SCALAR, NULL, 0, 0, 0, 0, INT64_MAX}};
+    EXPECT(pto_task_submit_range(rt, "wrap", wrapped, 0, PTO_WORKER_ANY, a, s, 2, 3) >= 0);
+    EXPECT(run_and_destroy(rt, PTO_OK) == PTO_OK);
+    EXPECT(g_wrapped[0] == INT64_MAX - 1 && g_wrapped[1] == -3 && g_wrapped[2] == INT64_MAX - 3);
+}
+
+int misuse_run(int workers) {
+    g_failed = 0;
+    counts(workers);
+    temp_sizes(workers);
+    plain(workers);
+    return g_failed;
+}
