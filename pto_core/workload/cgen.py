@@ -133,6 +133,10 @@ typedef struct {
      * built as they go to the submitter, not rewritten per task. */
     const PTOTensor* const* tensor;
     const int32_t* kind;
+    /* structural mode: per tensor k, the rows (lim[2 * k]) and columns (lim[2 * k + 1]) its regions
+     * lie in - its shape, INT64_MAX for an intermediate (its extent is the runtime's) - set once
+     * per run, so a task's bounds check is a few compares against constants of its regions */
+    const int64_t* lim;
     struct Acc { int64_t task; const PTOTensor* t; int32_t write; int64_t r0, c0, r1, c1; }* acc;
     int64_t nacc, cap_acc;
     char* why;                      /* what the first error the enumerator found itself was (the */
@@ -188,11 +192,41 @@ static const char* end_text(char* buf, int64_t off, int64_t n) {
     return buf;
 }
 
+/* Region x lies in rows [0, rows) x cols [0, cols) (the ends compared without the sum, which can
+ * overflow). With x's extent constant, as in most tasks, two compares and a subtraction. */
+static inline __attribute__((always_inline)) int region_inside(const PTOTaskArg* x, int64_t rows, int64_t cols) {
+    return x->row_off >= 0 && x->col_off >= 0 && x->rows > 0 && x->cols > 0 &&
+           x->rows <= rows - x->row_off && x->cols <= cols - x->col_off;
+}
+
+/* The error of a structural task with a region outside its tensor: its first such argument named. */
+static __attribute__((noinline, cold)) int outside(Ctx* c, int32_t name, const PTOTaskArg* a, int32_t n) {
+    for (int32_t i = 0; i < n; i++) {
+        const PTOTaskArg* x = &a[i];
+        if (x->kind == PTO_ARG_SCALAR) continue;
+        const PTOTensor* T = x->tensor;
+        /* an intermediate's extent is the runtime's (it grows to what is written); its region's
+         * ends must still be int64 values, which the overlap pass adds up */
+        const int temp = x->kind != PTO_ARG_UNTRACKED;
+        if (region_inside(x, temp ? INT64_MAX : T->rows, temp ? INT64_MAX : T->cols)) continue;
+        char r1[24], c1[24], in[64];
+        if (temp) snprintf(in, sizeof in, "intermediate '%.40s'", T && T->name ? T->name : "");
+        else snprintf(in, sizeof in, "%lldx%lld tensor", (long long)T->rows, (long long)T->cols);
+        return fail(c, PTO_EBOUNDS, "task '%s': argument %d, rows [%lld, %s) x cols [%lld, %s), "
+                    "is not inside its %s", NAMES[name], (int)i,
+                    (long long)x->row_off, end_text(r1, x->row_off, x->rows),
+                    (long long)x->col_off, end_text(c1, x->col_off, x->cols), in);
+    }
+    return fail(c, PTO_EBOUNDS, "task '%s': a region outside its tensor", NAMES[name]);
+}
+
 /* Queue one task in this thread's submitter; returns its ticket or a negative error. Bit i of
  * `writes`: argument i writes its region (a constant of the task). Structural mode: the task also
  * follows every earlier task of its iteration whose region of a tensor overlaps one of its own
- * where either writes, and its regions join the log; its untracked regions are bounds-checked
- * here (the runtime checks an untracked argument's offsets only). The log is read and written
+ * where either writes, and its regions join the log; its regions are bounds-checked by its
+ * caller (`inside`: every region lies in its tensor's Ctx.lim, or the mode is not structural;
+ * the runtime checks an untracked argument's offsets only), the error reported here after any
+ * earlier one. The log is read and written
  * only where the iteration's structure lets it matter (constants of the task, found by the
  * compiler): bit i of `check`, argument i may overlap an earlier task's logged region of its
  * tensor where either writes (a write of it hides what it covers); of `log`, a later task may
@@ -206,32 +240,13 @@ static const char* end_text(char* buf, int64_t off, int64_t n) {
 static inline __attribute__((always_inline)) int64_t emit_task(Ctx* c, int32_t name, int32_t kernel, int32_t worker,
                                                                int32_t bytes, const PTOTaskArg* a, int32_t n,
                                                                uint32_t writes, uint32_t check, uint32_t log,
-                                                               uint64_t tensors, const Set* after) {
+                                                               uint64_t tensors, int inside, const Set* after) {
     if (c->err) return c->err;
     Set* preds = &c->preds;
     preds->n = 0;
     for (int64_t i = 0; i < after->n; i++)
         if (set_push(preds, PTO_TICKET(after->v[i])) < 0) return PTO_ENOMEM;
-    for (int32_t i = 0; i < n && c->structural; i++) {
-        const PTOTaskArg* x = &a[i];
-        if (x->kind == PTO_ARG_SCALAR) continue;
-        const PTOTensor* T = x->tensor;
-        /* an intermediate's extent is the runtime's (it grows to what is written); its region's
-         * ends must still be int64 values, which the overlap pass below adds up */
-        const int temp = x->kind != PTO_ARG_UNTRACKED;
-        const int64_t rows = temp ? INT64_MAX : T->rows, cols = temp ? INT64_MAX : T->cols;
-        /* (the ends compared without the sum, which can overflow) */
-        if (x->row_off < 0 || x->col_off < 0 || x->rows <= 0 || x->cols <= 0 ||
-            x->rows > rows - x->row_off || x->cols > cols - x->col_off) {
-            char r1[24], c1[24], in[64];
-            if (temp) snprintf(in, sizeof in, "intermediate '%.40s'", T && T->name ? T->name : "");
-            else snprintf(in, sizeof in, "%lldx%lld tensor", (long long)T->rows, (long long)T->cols);
-            return fail(c, PTO_EBOUNDS, "task '%s': argument %d, rows [%lld, %s) x cols [%lld, %s), "
-                        "is not inside its %s", NAMES[name], (int)i,
-                        (long long)x->row_off, end_text(r1, x->row_off, x->rows),
-                        (long long)x->col_off, end_text(c1, x->col_off, x->cols), in);
-        }
-    }
+    if (__builtin_expect(!inside, 0)) return outside(c, name, a, n);
     for (uint32_t m = c->structural ? check : 0; m; m &= m - 1) {
         const int32_t i = __builtin_ctz(m);
         const PTOTaskArg* x = &a[i];
@@ -460,6 +475,7 @@ class _Gen:
         if worker is None:
             raise PTOError(f"task {t.kernel}: worker_type is one of {', '.join(_WORKER)}")
         args = []
+        inside = []                 # structural mode's bounds check of each region
         writes = 0                  # bit i: argument i writes its region
         tensors = 0                 # bit k: it names tensor k (bit 63: k >= 63)
         for a in t.args:
@@ -468,6 +484,7 @@ class _Gen:
                 tensors |= 1 << min(ti, 63)
                 if a.mode != "in":
                     writes |= 1 << len(args)
+                inside.append(f"region_inside(&a[{len(args)}], c->lim[{2 * ti}], c->lim[{2 * ti + 1}])")
                 args.append(f"{{c->kind[{4 * ti} + {_MODE[a.mode]}], c->tensor[{ti}], {self.expr(a.row)}, "
                             f"{self.expr(a.col)}, {self.expr(a.rows)}, {self.expr(a.cols)}, 0}}")
             else:
@@ -480,10 +497,12 @@ class _Gen:
         arr = "a" if args else "NULL"
         every = sum(1 << i for i, a in enumerate(t.args) if isinstance(a, Region))
         check, log = self.logs.get(id(t), (every, every))      # outside the plan: every region
+        inside = f"!c->structural || ({' && '.join(inside)})" if inside else "1"
         out = [f"const PTOTaskArg a[{max(1, len(args))}] = {{{', '.join(args) or '{0}'}}};",
+               f"const int inside = {inside};",
                f"const int64_t id = emit_task(c, {name}, {kernel}, {worker}, "
                f"{_int(res.get('buffer_bytes', 0), 'buffer_bytes', 0, 2**31 - 1)}, {arr}, "
-               f"{len(args)}, {writes}u, {check}u, {log}u, UINT64_C({tensors}), after);",
+               f"{len(args)}, {writes}u, {check}u, {log}u, UINT64_C({tensors}), inside, after);",
                "return id;"]
         return out
 
@@ -534,6 +553,7 @@ int pto_workload_enumerate(PTORuntime* rt, const PTOTensor* tensors, const int64
      * allocates their regions */
     const PTOTensor* tensor[NTENSORS];
     int32_t kind[4 * NTENSORS];
+    int64_t lim[2 * NTENSORS];
     for (int k = 0; k < NTENSORS; k++) {
         tensor[k] = k < NTENSORS_USED ? &tensors[k] : NULL;
         const PTOTensor* temp = NULL;
@@ -543,8 +563,10 @@ int pto_workload_enumerate(PTORuntime* rt, const PTOTensor* tensors, const int64
         if (temp) tensor[k] = temp;
         for (int m = PTO_ARG_INPUT; m <= PTO_ARG_INOUT; m++)
             kind[4 * k + m] = temp ? m + PTO_ARG_UNTRACKED : structural ? PTO_ARG_UNTRACKED : m;
+        lim[2 * k] = temp ? INT64_MAX : tensor[k] ? tensor[k]->rows : 0;
+        lim[2 * k + 1] = temp ? INT64_MAX : tensor[k] ? tensor[k]->cols : 0;
     }
-    c->tensor = tensor; c->kind = kind;
+    c->tensor = tensor; c->kind = kind; c->lim = lim;
     if (!SPLIT || (threads < 2 && !structural)) {
         Set none = {0}, s = {0};
         if (!(c->sub = pto_submitter_open(rt))) return PTO_EINVAL;

@@ -131,9 +131,9 @@ def test_structural_tasks_after_a_tensors_first_are_queued_as_checked():
         task("k", [ts[k].read(b, 0, 1, 8), ts[k + 1].write(b, 0, 1, 8), k]) for k in range(65)]))
     src = emit_c(wl).source
     assert "pto_submitter_task_checked(" in src
-    assert "UINT64_C(3), after)" in src                                # tensors 0 and 1
-    assert f"UINT64_C({(1 << 62) | (1 << 63)}), after)" in src         # 62 and 63
-    assert f"UINT64_C({1 << 63}), after)" in src                       # 63 and 64, 64 and 65
+    assert "UINT64_C(3), inside, after)" in src                               # tensors 0 and 1
+    assert f"UINT64_C({(1 << 62) | (1 << 63)}), inside, after)" in src        # 62 and 63
+    assert f"UINT64_C({1 << 63}), inside, after)" in src                      # 63 and 64, 64 and 65
     arrays = {f"m{k}": np.zeros((6, 8), np.float32) for k in range(66)}
     tasks, edges = keyed_graph(wl, arrays, 1)
     assert len(tasks) == 6 * 65 and len(edges) == 6 * 64
