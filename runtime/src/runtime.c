@@ -1198,6 +1198,21 @@ int rt_publish_batch(PTORuntime* rt, int32_t first, int32_t n) {
     PTOTask* const tasks = rt->tasks;
     const int32_t mask = rt->mask;
     rt->open_tasks -= n;
+    if (rt->nworkers == 0 && !rt->t3 && !rt->started) {
+        /* inline mode before any task ran: a task runs only on a thread holding the lock (or in
+         * pto_runtime_run), so each task's state is written once, final - READY where no producer
+         * is left, as sched_make_ready would make it (-20 instructions a task under the lock) */
+        const int64_t sub = atomic_load_explicit(&rt->submitted, memory_order_relaxed) + n;
+        atomic_store_explicit(&rt->submitted, sub, memory_order_release);
+        for (int32_t i = 0; i < n; i++) {
+            _Atomic int32_t* f = rt_fanin(rt, first + i);
+            const int32_t left = atomic_load_explicit(f, memory_order_relaxed) - 1;
+            atomic_store_explicit(f, left, memory_order_relaxed);
+            atomic_store_explicit(&tasks[(first + i) & mask].state, left == 0 ? PTO_TASK_READY : PTO_TASK_PENDING,
+                                  memory_order_release);
+        }
+        return PTO_OK;
+    }
     for (int32_t i = 0; i < n; i++)
         atomic_store_explicit(&tasks[(first + i) & mask].state, PTO_TASK_PENDING, memory_order_release);
     /* counted once for the batch, before any of its tasks can run (as commit_publish counts a task) */
