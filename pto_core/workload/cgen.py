@@ -321,8 +321,13 @@ class _Gen:
         parallel_for; see emit_task): argument i of a task is checked against the log where an
         earlier task may access its tensor, either of them writing, and logged where a later one
         may. Task B comes after task A where it is further on in the body, or where both are in
-        one inner loop (a later iteration). A task found twice gets both masks' union."""
+        one inner loop (a later iteration). A task found twice gets both masks' union.
+
+        A read of task B needs no check against task A where A is the task just before B in a
+        sequence outside any inner loop: B's structural predecessors are A alone, so an edge the
+        log would find from A is already there (a write still checks: it hides what it covers)."""
         seen: list = []                 # (task, its position, the inner loops around it)
+        prev: dict = {}                 # position of B -> position of the task just before it
 
         def walk(n: Node, loops: frozenset) -> None:
             if isinstance(n, Task):
@@ -330,7 +335,10 @@ class _Gen:
             elif isinstance(n, Loop):
                 walk(n.body, loops | {id(n)})
             elif isinstance(n, (Combine, Seq)):
-                for x in n.items:
+                for k, x in enumerate(n.items):
+                    if isinstance(n, Seq) and k > 0 and not loops and isinstance(x, Task) \
+                            and isinstance(n.items[k - 1], Task):
+                        prev[len(seen)] = len(seen) - 1
                     walk(x, loops)
             elif isinstance(n, Cond):
                 walk(n.then, loops)
@@ -345,9 +353,12 @@ class _Gen:
             for (_, pb, lb), rb in zip(seen, regions):
                 before, after = pb < pa or la & lb, pb > pa or la & lb
                 for i, k, w in ra:
-                    if any(k == kb and (w or wb) for _, kb, wb in rb):
-                        check |= bool(before) << i
-                        log |= bool(after) << i
+                    for _, kb, wb in rb:
+                        if k != kb or not (w or wb):
+                            continue
+                        # the pair (B = this task, A = the one just before it): B's read skips A
+                        check |= bool(before and not (prev.get(pa) == pb and not w)) << i
+                        log |= bool(after and not (prev.get(pb) == pa and not wb)) << i
             old = self.logs.get(id(ta), (0, 0))
             self.logs[id(ta)] = (old[0] | check, old[1] | log)
 
