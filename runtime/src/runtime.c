@@ -490,17 +490,7 @@ static inline __attribute__((always_inline)) void task_header(_Atomic int32_t* f
     t->stage = -1;
 }
 
-/* ... and the fields only its builder touches until it is submitted. */
-static inline __attribute__((always_inline)) void task_body(PTOTask* t, const char* func_name, PTOKernelFunc func_ptr,
-                                                            int32_t buffer_bytes, int32_t worker_type) {
-    t->num_args = 0;
-    t->args = t->inline_args;
-    t->buffer_bytes = buffer_bytes;
-    t->worker_type = (int8_t)worker_type;
-    t->affinity = -1;
-    t->name = func_name ? func_name : "task";
-    t->fn = func_ptr;
-}
+/* ... and the fields only its builder touches until it is submitted: task_body (rt_internal.h). */
 
 /* A window slot for a new task (no staging area; the caller adds one if it needs it): its id, and
  * the slot in *slot. */
@@ -1313,21 +1303,6 @@ int32_t rt_take_ids(PTORuntime* rt, int32_t n) {
     const int64_t live = rt->next_id - rt->last_alive;
     if (live > rt->peak_live) rt->peak_live = live;
     return first;
-}
-
-/* A task's argument slots, built by rt_check_slots (they fit inline). v holds PTO_INLINE_ARGS
- * slots (a submitter keeps that room after each task's): all are copied, a few vector moves
- * where a loop over nv took ~26 instructions a task; those past nv mean nothing. */
-static inline void set_slots(PTOTask* t, const int64_t* v, int32_t nv) {
-    memcpy(t->inline_args, v, sizeof t->inline_args);
-    t->num_args = (int8_t)nv;
-}
-
-void rt_fill_task(PTORuntime* rt, int32_t id, const char* func_name, PTOKernelFunc func_ptr, int32_t buffer_bytes,
-                  int32_t worker_type, const int64_t* v, int32_t nv) {
-    PTOTask* t = rt_task(rt, id);
-    task_body(t, func_name, func_ptr, buffer_bytes, worker_type);
-    set_slots(t, v, nv);
 }
 
 int32_t rt_stage_slots(PTORuntime* rt, const char* func_name, PTOKernelFunc func_ptr, int32_t buffer_bytes,
