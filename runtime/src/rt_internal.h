@@ -377,10 +377,13 @@ struct PTORuntime {
     bool            run_active, shutting;
     pthread_mutex_t async_mu;      /* pto_task_complete vs. giving up on asynchronous tasks */
     bool            async_detached;
-    pthread_mutex_t submit_mu;     /* submit.c: one submitter's batch enters the graph at a time */
     void*           alloc_base;    /* what calloc returned (the runtime is aligned within it) */
+    /* submit.c: one submitter's batch enters the graph at a time. The lock and what a batch
+     * reads and writes beside it in one line: two batches' threads hand over one line here, not
+     * two (the lock straddled a line boundary, next to async_mu) */
+    RT_LINE pthread_mutex_t submit_mu;
     TMShard*        shards;        /* the sharded tensor map once submitters are in use, else NULL */
-    int32_t         batches_open;  /* submit.c: batches between their entry and their publication */
+    int32_t         batches_open;  /* batches between their entry and their publication */
     /* range.c: per worker, the chunk task it runs whose tiles others may take (id + 1; 0: none) */
     RT_LINE _Atomic int32_t range_open[PTO_MAX_WORKERS];
 };
