@@ -221,22 +221,21 @@ static __attribute__((noinline, cold)) int outside(Ctx* c, int32_t name, const P
 }
 
 /* Queue one task in this thread's submitter; returns its ticket or a negative error. Bit i of
- * `writes`: argument i writes its region (a constant of the task). Structural mode: the task also
- * follows every earlier task of its iteration whose region of a tensor overlaps one of its own
- * where either writes, and its regions join the log; its regions are bounds-checked by its
+ * `writes`: argument i writes its region (a constant of the task). Structural mode: the task
+ * also follows every earlier task of its iteration whose region of a tensor overlaps one of its
+ * own where either writes, and its regions join the log; its regions are bounds-checked by its
  * caller (`inside`: every region lies in its tensor's Ctx.lim, or the mode is not structural;
  * the runtime checks an untracked argument's offsets only), the error reported here after any
- * earlier one. The log is read and written
- * only where the iteration's structure lets it matter (constants of the task, found by the
- * compiler): bit i of `check`, argument i may overlap an earlier task's logged region of its
- * tensor where either writes (a write of it hides what it covers); of `log`, a later task may
- * overlap argument i so. Bit k of `tensors`: the task names tensor k (bit 63 also any tensor
- * from 63 on). In structural mode a task whose tensors the runtime has all accepted as untracked
- * arguments (an earlier task of this Ctx naming each went through pto_submitter_task) goes
- * through pto_submitter_task_checked, its regions checked here and its predecessors this
- * submitter's tickets: the runtime checks none of it again. Inlined into each task's function,
- * where its masks and the arguments' shapes are constants: its loops over the arguments unroll
- * and what the constants decide is not tested per task. */
+ * earlier one. The log is read and written only where the iteration's structure lets it matter
+ * (constants of the task, found by the compiler): bit i of `check`, argument i may overlap an
+ * earlier task's logged region of its tensor where either writes (a write of it hides what it
+ * covers); of `log`, a later task may overlap argument i so. Bit k of `tensors`: the task names
+ * tensor k (bit 63 also any tensor from 63 on). In structural mode a task whose tensors the
+ * runtime has all accepted as untracked arguments (an earlier task of this Ctx naming each went
+ * through pto_submitter_task) goes through pto_submitter_task_checked, its regions checked (inside)
+ * and its predecessors this submitter's tickets: the runtime checks none of it again. Inlined
+ * into each task's function, where its masks and the arguments' shapes are constants: its loops
+ * over the arguments unroll and what the constants decide is not tested per task. */
 static inline __attribute__((always_inline)) int64_t emit_task(Ctx* c, int32_t name, int32_t kernel, int32_t worker,
                                                                int32_t bytes, const PTOTaskArg* a, int32_t n,
                                                                uint32_t writes, uint32_t check, uint32_t log,
