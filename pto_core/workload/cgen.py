@@ -73,7 +73,8 @@ _PRELUDE = r"""
 #include <string.h>
 #include "pto_runtime.h"
 
-/* A set keeps its first SET_INLINE members in itself: a node's sinks are usually one or two
+/* A set of tasks, each as its PTO_TICKET (a node's sinks: the predecessors of what follows it).
+ * A set keeps its first SET_INLINE members in itself: a node's sinks are usually one or two
  * tasks, so most sets never reach malloc. A set is not moved once it holds members inline. */
 #define SET_INLINE 6
 typedef struct { int32_t* v; int64_t n, cap; int32_t inl[SET_INLINE]; } Set;
@@ -119,7 +120,7 @@ typedef struct {
     const PTOKernelFunc* kernels;
     int64_t v[64];                  /* loop variables by depth */
     int err;
-    Set preds;                      /* a task's predecessors as PTO_TICKETs (emit_task's buffer) */
+    Set preds;                      /* a task's predecessors where it reads the log (emit_task's buffer) */
     /* structural mode: no tensor tracking; edges from the structure and from overlaps among
      * the tasks of the current iteration of the outermost parallel_for (logged here) */
     int structural;
@@ -241,25 +242,28 @@ static inline __attribute__((always_inline)) int64_t emit_task(Ctx* c, int32_t n
                                                                uint32_t writes, uint32_t check, uint32_t log,
                                                                uint64_t tensors, int inside, const Set* after) {
     if (c->err) return c->err;
-    Set* preds = &c->preds;
-    preds->n = 0;
-    for (int64_t i = 0; i < after->n; i++)
-        if (set_push(preds, PTO_TICKET(after->v[i])) < 0) return PTO_ENOMEM;
     if (__builtin_expect(!inside, 0)) return outside(c, name, a, n);
-    for (uint32_t m = c->structural ? check : 0; m; m &= m - 1) {
-        const int32_t i = __builtin_ctz(m);
-        const PTOTaskArg* x = &a[i];
-        const int32_t w = writes >> i & 1;
-        for (int64_t k = 0; k < c->nacc; k++) {
-            const struct Acc* e = &c->acc[k];
-            if (e->t == x->tensor && (w || e->write) && e->r0 < x->row_off + x->rows && x->row_off < e->r1 &&
-                e->c0 < x->col_off + x->cols && x->col_off < e->c1) {
-                const int32_t t = PTO_TICKET(e->task);
-                int seen = 0;
-                for (int64_t j = 0; j < preds->n && !seen; j++) seen = preds->v[j] == t;
-                if (!seen && set_push(preds, t) < 0) return PTO_ENOMEM;
+    /* the sets hold their tasks as PTO_TICKETs: without a log to read, `after` is the list */
+    const Set* preds = after;
+    if (c->structural && check) {
+        Set* p = &c->preds;
+        if (set_copy(p, after) < 0) return PTO_ENOMEM;
+        for (uint32_t m = check; m; m &= m - 1) {
+            const int32_t i = __builtin_ctz(m);
+            const PTOTaskArg* x = &a[i];
+            const int32_t w = writes >> i & 1;
+            for (int64_t k = 0; k < c->nacc; k++) {
+                const struct Acc* e = &c->acc[k];
+                if (e->t == x->tensor && (w || e->write) && e->r0 < x->row_off + x->rows && x->row_off < e->r1 &&
+                    e->c0 < x->col_off + x->cols && x->col_off < e->c1) {
+                    const int32_t t = PTO_TICKET(e->task);
+                    int seen = 0;
+                    for (int64_t j = 0; j < p->n && !seen; j++) seen = p->v[j] == t;
+                    if (!seen && set_push(p, t) < 0) return PTO_ENOMEM;
+                }
             }
         }
+        preds = p;
     }
     const PTOKernelFunc fn = kernel >= 0 && c->kernels ? c->kernels[kernel] : NULL;
     const int checked = c->structural && (c->checked & tensors) == tensors;
@@ -416,7 +420,7 @@ class _Gen:
                                          *("    " + x for x in self.task(n)), "}"]))
             self.tasks.add(name)
             body += [f"const int64_t id = t{k}(c, after);", "if (id < 0) return (int)id;",
-                     "return set_push(sinks, (int32_t)id);"]
+                     "return set_push(sinks, PTO_TICKET(id));"]
         elif isinstance(n, Loop):
             d = self.depth(n.var)
             child = self.node(n.body)
@@ -451,8 +455,8 @@ class _Gen:
             if ch in self.tasks:    # a task's sinks are itself: its ticket, without a set between
                 call = f"const int64_t id = t{ch[1:]}(c, &cur); if (id < 0) rc = (int)id; else "
                 calls += [f"if (rc == PTO_OK) {{ {call}"
-                          + ("{ cur.v[0] = (int32_t)id; cur.n = 1; any = 1; } }" if in_order else
-                             "rc = set_push(sinks, (int32_t)id); }")]
+                          + ("{ cur.v[0] = PTO_TICKET(id); cur.n = 1; any = 1; } }" if in_order else
+                             "rc = set_push(sinks, PTO_TICKET(id)); }")]
             elif in_order:  # cur: the last child with sinks gave them (the sequence's, below)
                 calls += [f"s.n = 0; if (rc == PTO_OK) rc = {ch}(c, &cur, &s);",
                           "if (rc == PTO_OK && s.n) { rc = set_copy(&cur, &s); any = 1; }"]
