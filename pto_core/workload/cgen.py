@@ -74,7 +74,8 @@ _PRELUDE = r"""
 #include <string.h>
 #include "pto_runtime.h"
 
-/* A set keeps its first SET_INLINE members in itself: a node's sinks are usually one or two
+/* A set of tasks, each as its PTO_TICKET (a node's sinks: the predecessors of what follows it).
+ * A set keeps its first SET_INLINE members in itself: a node's sinks are usually one or two
  * tasks, so most sets never reach malloc. A set is not moved once it holds members inline. */
 #define SET_INLINE 6
 typedef struct { int32_t* v; int64_t n, cap; int32_t inl[SET_INLINE]; } Set;
@@ -120,7 +121,7 @@ typedef struct {
     const PTOKernelFunc* kernels;
     int64_t v[64];                  /* loop variables by depth */
     int err;
-    Set preds;                      /* a task's predecessors as PTO_TICKETs (emit_task's buffer) */
+    Set preds;                      /* a task's predecessors where it reads the log (emit_task's buffer) */
     /* structural mode: no tensor tracking; edges from the structure and from overlaps among
      * the tasks of the current iteration of the outermost parallel_for (logged here) */
     int structural;
@@ -134,6 +135,10 @@ typedef struct {
      * built as they go to the submitter, not rewritten per task. */
     const PTOTensor* const* tensor;
     const int32_t* kind;
+    /* structural mode: per tensor k, the rows (lim[2 * k]) and columns (lim[2 * k + 1]) its regions
+     * lie in - its shape, INT64_MAX for an intermediate (its extent is the runtime's) - set once
+     * per run, so a task's bounds check is a few compares against constants of its regions */
+    const int64_t* lim;
     struct Acc { int64_t task; const PTOTensor* t; int32_t write; int64_t r0, c0, r1, c1; }* acc;
     int64_t nacc, cap_acc;
     char* why;                      /* what the first error the enumerator found itself was (the */
@@ -210,64 +215,77 @@ static const char* end_text(char* buf, int64_t off, int64_t n) {
     return buf;
 }
 
-/* Queue one task in this thread's submitter; returns its ticket or a negative error. Bit i of
- * `writes`: argument i writes its region (a constant of the task). Structural mode: the task also
- * follows every earlier task of its iteration whose region of a tensor overlaps one of its own
- * where either writes, and its regions join the log; its untracked regions are bounds-checked
- * here (the runtime checks an untracked argument's offsets only). The log is read and written
- * only where the iteration's structure lets it matter (constants of the task, found by the
- * compiler): bit i of `check`, argument i may overlap an earlier task's logged region of its
- * tensor where either writes (a write of it hides what it covers); of `log`, a later task may
- * overlap argument i so. Bit k of `tensors`: the task names tensor k (bit 63 also any tensor
- * from 63 on). In structural mode a task whose tensors the runtime has all accepted as untracked
- * arguments (an earlier task of this Ctx naming each went through pto_submitter_task) goes
- * through pto_submitter_task_checked, its regions checked here and its predecessors this
- * submitter's tickets: the runtime checks none of it again. Inlined into each task's function,
- * where its masks and the arguments' shapes are constants: its loops over the arguments unroll
- * and what the constants decide is not tested per task. */
-static inline __attribute__((always_inline)) int64_t emit_task(Ctx* c, int32_t name, int32_t kernel, int32_t worker,
-                                                               int32_t bytes, const PTOTaskArg* a, int32_t n,
-                                                               uint32_t writes, uint32_t check, uint32_t log,
-                                                               uint64_t tensors, const Set* after) {
-    if (c->err) return c->err;
-    Set* preds = &c->preds;
-    preds->n = 0;
-    for (int64_t i = 0; i < after->n; i++)
-        if (set_push(preds, PTO_TICKET(after->v[i])) < 0) return PTO_ENOMEM;
-    for (int32_t i = 0; i < n && c->structural; i++) {
+/* Region x lies in rows [0, rows) x cols [0, cols) (the ends compared without the sum, which can
+ * overflow). With x's extent constant, as in most tasks, two compares and a subtraction. */
+static inline __attribute__((always_inline)) int region_inside(const PTOTaskArg* x, int64_t rows, int64_t cols) {
+    return x->row_off >= 0 && x->col_off >= 0 && x->rows > 0 && x->cols > 0 &&
+           x->rows <= rows - x->row_off && x->cols <= cols - x->col_off;
+}
+
+/* The error of a structural task with a region outside its tensor: its first such argument named. */
+static __attribute__((noinline, cold)) int outside(Ctx* c, int32_t name, const PTOTaskArg* a, int32_t n) {
+    for (int32_t i = 0; i < n; i++) {
         const PTOTaskArg* x = &a[i];
         if (x->kind == PTO_ARG_SCALAR) continue;
         const PTOTensor* T = x->tensor;
         /* an intermediate's extent is the runtime's (it grows to what is written); its region's
-         * ends must still be int64 values, which the overlap pass below adds up */
+         * ends must still be int64 values, which the overlap pass adds up */
         const int temp = x->kind != PTO_ARG_UNTRACKED;
-        const int64_t rows = temp ? INT64_MAX : T->rows, cols = temp ? INT64_MAX : T->cols;
-        /* (the ends compared without the sum, which can overflow) */
-        if (x->row_off < 0 || x->col_off < 0 || x->rows <= 0 || x->cols <= 0 ||
-            x->rows > rows - x->row_off || x->cols > cols - x->col_off) {
-            char r1[24], c1[24], in[64];
-            if (temp) snprintf(in, sizeof in, "intermediate '%.40s'", T && T->name ? T->name : "");
-            else snprintf(in, sizeof in, "%lldx%lld tensor", (long long)T->rows, (long long)T->cols);
-            return fail(c, PTO_EBOUNDS, "task '%s': argument %d, rows [%lld, %s) x cols [%lld, %s), "
-                        "is not inside its %s", NAMES[name], (int)i,
-                        (long long)x->row_off, end_text(r1, x->row_off, x->rows),
-                        (long long)x->col_off, end_text(c1, x->col_off, x->cols), in);
-        }
+        if (region_inside(x, temp ? INT64_MAX : T->rows, temp ? INT64_MAX : T->cols)) continue;
+        char r1[24], c1[24], in[64];
+        if (temp) snprintf(in, sizeof in, "intermediate '%.40s'", T && T->name ? T->name : "");
+        else snprintf(in, sizeof in, "%lldx%lld tensor", (long long)T->rows, (long long)T->cols);
+        return fail(c, PTO_EBOUNDS, "task '%s': argument %d, rows [%lld, %s) x cols [%lld, %s), "
+                    "is not inside its %s", NAMES[name], (int)i,
+                    (long long)x->row_off, end_text(r1, x->row_off, x->rows),
+                    (long long)x->col_off, end_text(c1, x->col_off, x->cols), in);
     }
-    for (uint32_t m = c->structural ? check : 0; m; m &= m - 1) {
-        const int32_t i = __builtin_ctz(m);
-        const PTOTaskArg* x = &a[i];
-        const int32_t w = writes >> i & 1;
-        for (int64_t k = 0; k < c->nacc; k++) {
-            const struct Acc* e = &c->acc[k];
-            if (e->t == x->tensor && (w || e->write) && e->r0 < x->row_off + x->rows && x->row_off < e->r1 &&
-                e->c0 < x->col_off + x->cols && x->col_off < e->c1) {
-                const int32_t t = PTO_TICKET(e->task);
-                int seen = 0;
-                for (int64_t j = 0; j < preds->n && !seen; j++) seen = preds->v[j] == t;
-                if (!seen && set_push(preds, t) < 0) return PTO_ENOMEM;
+    return fail(c, PTO_EBOUNDS, "task '%s': a region outside its tensor", NAMES[name]);
+}
+
+/* Queue one task in this thread's submitter; returns its ticket or a negative error. Bit i of
+ * `writes`: argument i writes its region (a constant of the task). Structural mode: the task
+ * also follows every earlier task of its iteration whose region of a tensor overlaps one of its
+ * own where either writes, and its regions join the log; its regions are bounds-checked by its
+ * caller (`inside`: every region lies in its tensor's Ctx.lim, or the mode is not structural;
+ * the runtime checks an untracked argument's offsets only), the error reported here after any
+ * earlier one. The log is read and written only where the iteration's structure lets it matter
+ * (constants of the task, found by the compiler): bit i of `check`, argument i may overlap an
+ * earlier task's logged region of its tensor where either writes (a write of it hides what it
+ * covers); of `log`, a later task may overlap argument i so. Bit k of `tensors`: the task names
+ * tensor k (bit 63 also any tensor from 63 on). In structural mode a task whose tensors the
+ * runtime has all accepted as untracked arguments (an earlier task of this Ctx naming each went
+ * through pto_submitter_task) goes through pto_submitter_task_checked, its regions checked (inside)
+ * and its predecessors this submitter's tickets: the runtime checks none of it again. Inlined
+ * into each task's function, where its masks and the arguments' shapes are constants: its loops
+ * over the arguments unroll and what the constants decide is not tested per task. */
+static inline __attribute__((always_inline)) int64_t emit_task(Ctx* c, int32_t name, int32_t kernel, int32_t worker,
+                                                               int32_t bytes, const PTOTaskArg* a, int32_t n,
+                                                               uint32_t writes, uint32_t check, uint32_t log,
+                                                               uint64_t tensors, int inside, const Set* after) {
+    if (c->err) return c->err;
+    if (__builtin_expect(!inside, 0)) return outside(c, name, a, n);
+    /* the sets hold their tasks as PTO_TICKETs: without a log to read, `after` is the list */
+    const Set* preds = after;
+    if (c->structural && check) {
+        Set* p = &c->preds;
+        if (set_copy(p, after) < 0) return PTO_ENOMEM;
+        for (uint32_t m = check; m; m &= m - 1) {
+            const int32_t i = __builtin_ctz(m);
+            const PTOTaskArg* x = &a[i];
+            const int32_t w = writes >> i & 1;
+            for (int64_t k = 0; k < c->nacc; k++) {
+                const struct Acc* e = &c->acc[k];
+                if (e->t == x->tensor && (w || e->write) && e->r0 < x->row_off + x->rows && x->row_off < e->r1 &&
+                    e->c0 < x->col_off + x->cols && x->col_off < e->c1) {
+                    const int32_t t = PTO_TICKET(e->task);
+                    int seen = 0;
+                    for (int64_t j = 0; j < p->n && !seen; j++) seen = p->v[j] == t;
+                    if (!seen && set_push(p, t) < 0) return PTO_ENOMEM;
+                }
             }
         }
+        preds = p;
     }
     const PTOKernelFunc fn = kernel >= 0 && c->kernels ? c->kernels[kernel] : NULL;
     const int checked = c->structural && (c->checked & tensors) == tensors;
@@ -328,8 +346,13 @@ class _Gen:
         parallel_for; see emit_task): argument i of a task is checked against the log where an
         earlier task may access its tensor, either of them writing, and logged where a later one
         may. Task B comes after task A where it is further on in the body, or where both are in
-        one inner loop (a later iteration). A task found twice gets both masks' union."""
+        one inner loop (a later iteration). A task found twice gets both masks' union.
+
+        A read of task B needs no check against task A where A is the task just before B in a
+        sequence outside any inner loop: B's structural predecessors are A alone, so an edge the
+        log would find from A is already there (a write still checks: it hides what it covers)."""
         seen: list = []                 # (task, its position, the inner loops around it)
+        prev: dict = {}                 # position of B -> position of the task just before it
 
         def walk(n: Node, loops: frozenset) -> None:
             if isinstance(n, Task):
@@ -337,7 +360,10 @@ class _Gen:
             elif isinstance(n, Loop):
                 walk(n.body, loops | {id(n)})
             elif isinstance(n, (Combine, Seq)):
-                for x in n.items:
+                for k, x in enumerate(n.items):
+                    if isinstance(n, Seq) and k > 0 and not loops and isinstance(x, Task) \
+                            and isinstance(n.items[k - 1], Task):
+                        prev[len(seen)] = len(seen) - 1
                     walk(x, loops)
             elif isinstance(n, Cond):
                 walk(n.then, loops)
@@ -352,9 +378,12 @@ class _Gen:
             for (_, pb, lb), rb in zip(seen, regions):
                 before, after = pb < pa or la & lb, pb > pa or la & lb
                 for i, k, w in ra:
-                    if any(k == kb and (w or wb) for _, kb, wb in rb):
-                        check |= bool(before) << i
-                        log |= bool(after) << i
+                    for _, kb, wb in rb:
+                        if k != kb or not (w or wb):
+                            continue
+                        # the pair (B = this task, A = the one just before it): B's read skips A
+                        check |= bool(before and not (prev.get(pa) == pb and not w)) << i
+                        log |= bool(after and not (prev.get(pb) == pa and not wb)) << i
             old = self.logs.get(id(ta), (0, 0))
             self.logs[id(ta)] = (old[0] | check, old[1] | log)
 
@@ -415,7 +444,7 @@ class _Gen:
                                          *("    " + x for x in self.task(n)), "}"]))
             self.tasks.add(name)
             body += [f"const int64_t id = t{k}(c, after);", "if (id < 0) return (int)id;",
-                     "return set_push(sinks, (int32_t)id);"]
+                     "return set_push(sinks, PTO_TICKET(id));"]
         elif isinstance(n, Loop):
             d = self.depth(n.var)
             child = self.node(n.body)
@@ -450,8 +479,8 @@ class _Gen:
             if ch in self.tasks:    # a task's sinks are itself: its ticket, without a set between
                 call = f"const int64_t id = t{ch[1:]}(c, &cur); if (id < 0) rc = (int)id; else "
                 calls += [f"if (rc == PTO_OK) {{ {call}"
-                          + ("{ cur.v[0] = (int32_t)id; cur.n = 1; any = 1; } }" if in_order else
-                             "rc = set_push(sinks, (int32_t)id); }")]
+                          + ("{ cur.v[0] = PTO_TICKET(id); cur.n = 1; any = 1; } }" if in_order else
+                             "rc = set_push(sinks, PTO_TICKET(id)); }")]
             elif in_order:  # cur: the last child with sinks gave them (the sequence's, below)
                 calls += [f"s.n = 0; if (rc == PTO_OK) rc = {ch}(c, &cur, &s);",
                           "if (rc == PTO_OK && s.n) { rc = set_copy(&cur, &s); any = 1; }"]
@@ -484,6 +513,7 @@ class _Gen:
         if worker is None:
             raise PTOError(f"task {t.kernel}: worker_type is one of {', '.join(_WORKER)}")
         args = []
+        inside = []                 # structural mode's bounds check of each region
         writes = 0                  # bit i: argument i writes its region
         tensors = 0                 # bit k: it names tensor k (bit 63: k >= 63)
         for a in t.args:
@@ -492,6 +522,7 @@ class _Gen:
                 tensors |= 1 << min(ti, 63)
                 if a.mode != "in":
                     writes |= 1 << len(args)
+                inside.append(f"region_inside(&a[{len(args)}], c->lim[{2 * ti}], c->lim[{2 * ti + 1}])")
                 args.append(f"{{c->kind[{4 * ti} + {_MODE[a.mode]}], c->tensor[{ti}], {self.expr(a.row)}, "
                             f"{self.expr(a.col)}, {self.expr(a.rows)}, {self.expr(a.cols)}, 0}}")
             else:
@@ -504,10 +535,12 @@ class _Gen:
         arr = "a" if args else "NULL"
         every = sum(1 << i for i, a in enumerate(t.args) if isinstance(a, Region))
         check, log = self.logs.get(id(t), (every, every))      # outside the plan: every region
+        inside = f"!c->structural || ({' && '.join(inside)})" if inside else "1"
         out = [f"const PTOTaskArg a[{max(1, len(args))}] = {{{', '.join(args) or '{0}'}}};",
+               f"const int inside = {inside};",
                f"const int64_t id = emit_task(c, {name}, {kernel}, {worker}, "
                f"{_int(res.get('buffer_bytes', 0), 'buffer_bytes', 0, 2**31 - 1)}, {arr}, "
-               f"{len(args)}, {writes}u, {check}u, {log}u, UINT64_C({tensors}), after);",
+               f"{len(args)}, {writes}u, {check}u, {log}u, UINT64_C({tensors}), inside, after);",
                "return id;"]
         return out
 
@@ -560,6 +593,7 @@ int pto_workload_enumerate(PTORuntime* rt, const PTOTensor* tensors, const int64
      * allocates their regions */
     const PTOTensor* tensor[NTENSORS];
     int32_t kind[4 * NTENSORS];
+    int64_t lim[2 * NTENSORS];
     for (int k = 0; k < NTENSORS; k++) {
         tensor[k] = k < NTENSORS_USED ? &tensors[k] : NULL;
         const PTOTensor* temp = NULL;
@@ -569,8 +603,10 @@ int pto_workload_enumerate(PTORuntime* rt, const PTOTensor* tensors, const int64
         if (temp) tensor[k] = temp;
         for (int m = PTO_ARG_INPUT; m <= PTO_ARG_INOUT; m++)
             kind[4 * k + m] = temp ? m + PTO_ARG_UNTRACKED : structural ? PTO_ARG_UNTRACKED : m;
+        lim[2 * k] = temp ? INT64_MAX : tensor[k] ? tensor[k]->rows : 0;
+        lim[2 * k + 1] = temp ? INT64_MAX : tensor[k] ? tensor[k]->cols : 0;
     }
-    c->tensor = tensor; c->kind = kind;
+    c->tensor = tensor; c->kind = kind; c->lim = lim;
     if (!SPLIT || (threads < 2 && !structural)) {
         Set none = {0}, s = {0};
         if (!(c->sub = pto_submitter_open(rt))) return PTO_EINVAL;

@@ -379,10 +379,13 @@ struct PTORuntime {
     bool            run_active, shutting;
     pthread_mutex_t async_mu;      /* pto_task_complete vs. giving up on asynchronous tasks */
     bool            async_detached;
-    pthread_mutex_t submit_mu;     /* submit.c: one submitter's batch enters the graph at a time */
     void*           alloc_base;    /* what calloc returned (the runtime is aligned within it) */
+    /* submit.c: one submitter's batch enters the graph at a time. The lock and what a batch
+     * reads and writes beside it in one line: two batches' threads hand over one line here, not
+     * two (the lock straddled a line boundary, next to async_mu) */
+    RT_LINE pthread_mutex_t submit_mu;
     TMShard*        shards;        /* the sharded tensor map once submitters are in use, else NULL */
-    int32_t         batches_open;  /* submit.c: batches between their entry and their publication */
+    int32_t         batches_open;  /* batches between their entry and their publication */
     /* range.c: per worker, the chunk task it runs whose tiles others may take (id + 1; 0: none) */
     RT_LINE _Atomic int32_t range_open[PTO_MAX_WORKERS];
 };
@@ -591,13 +594,74 @@ int     rt_publish_batch(PTORuntime* rt, int32_t first, int32_t n);
 #define RT_ARGS_TRACKED 2
 int     rt_check_slots(const PTORuntime* rt, int32_t worker_type, int32_t buffer_bytes, const PTOTaskArg* args,
                        int32_t num_args, int64_t* v, int32_t* nv);
+/* What a task's kind must be: a worker type that some worker serves, no negative buffer size. */
+static inline int task_kind_check(const PTORuntime* rt, int32_t worker_type, int32_t buffer_bytes) {
+    /* worker_type + 1 in [0, 4] <=> worker_type in [ANY, ACCELERATOR]; ANY maps to queue 4 */
+    if ((uint32_t)(worker_type + 1) > (uint32_t)PTO_WORKER_ACCELERATOR + 1) return PTO_EWORKERTYPE;
+    if (!rt->servable[worker_type < 0 ? PTO_QUEUE_ANY : worker_type]) return PTO_EWORKERTYPE;
+    if (buffer_bytes < 0) return PTO_EINVAL;
+    return PTO_OK;
+}
+/* The two argument slots of a tensor argument at (r0, c0): the element's address and the row stride. */
+static inline __attribute__((always_inline)) void tensor_slots(int64_t* s, const PTOTensor* x, int64_t r0, int64_t c0) {
+    s[0] = (int64_t)(intptr_t)((char*)x->data + (r0 * x->ld + c0) * x->elem_size);
+    s[1] = x->ld;
+}
 /* rt_checked_slots: rt_check_slots for pto_submitter_task_checked, its untracked regions taken as
- * checked by the caller (a task with another kind than those and scalars: rt_check_slots). */
-int     rt_checked_slots(const PTORuntime* rt, int32_t worker_type, int32_t buffer_bytes, const PTOTaskArg* args,
-                         int32_t num_args, int64_t* v, int32_t* nv);
+ * checked by the caller (a task with another kind than those and scalars: rt_check_slots). Inline
+ * in the submitter's queuing, where a call cost ~20 instructions a task. */
+static inline __attribute__((always_inline)) int rt_checked_slots(const PTORuntime* rt, int32_t worker_type,
+                                                                  int32_t buffer_bytes, const PTOTaskArg* args,
+                                                                  int32_t num_args, int64_t* v, int32_t* nv) {
+    if (num_args <= PTO_INLINE_ARGS / 2) {     /* every slot fits in v */
+        int rc = task_kind_check(rt, worker_type, buffer_bytes);
+        if (rc < 0) return rc;
+        int64_t* out = v;
+        const PTOTaskArg *a = args, *end = args + num_args;
+        for (; a < end; a++) {
+            if (__builtin_expect(a->kind == PTO_ARG_UNTRACKED, 1)) {
+                tensor_slots(out, a->tensor, a->row_off, a->col_off);
+                out += 2;
+            } else if (a->kind == PTO_ARG_SCALAR) {
+                *out++ = a->value;
+            } else {
+                break;
+            }
+        }
+        if (a == end) {
+            *nv = (int32_t)(out - v);
+            return PTO_OK;
+        }
+    }
+    return rt_check_slots(rt, worker_type, buffer_bytes, args, num_args, v, nv);
+}
 int32_t rt_take_ids(PTORuntime* rt, int32_t n);
-void    rt_fill_task(PTORuntime* rt, int32_t id, const char* func_name, PTOKernelFunc func_ptr, int32_t buffer_bytes,
-                     int32_t worker_type, const int64_t* v, int32_t nv);
+/* A new task's fields that only its builder touches until it is submitted. */
+static inline __attribute__((always_inline)) void task_body(PTOTask* t, const char* func_name, PTOKernelFunc func_ptr,
+                                                            int32_t buffer_bytes, int32_t worker_type) {
+    t->num_args = 0;
+    t->args = t->inline_args;
+    t->buffer_bytes = buffer_bytes;
+    t->worker_type = (int8_t)worker_type;
+    t->affinity = -1;
+    t->name = func_name ? func_name : "task";
+    t->fn = func_ptr;
+}
+/* A task's argument slots, built by rt_check_slots (they fit inline). v holds PTO_INLINE_ARGS
+ * slots (a submitter keeps that room after each task's): all are copied, a few vector moves
+ * where a loop over nv took ~26 instructions a task; those past nv mean nothing. */
+static inline void set_slots(PTOTask* t, const int64_t* v, int32_t nv) {
+    memcpy(t->inline_args, v, sizeof t->inline_args);
+    t->num_args = (int8_t)nv;
+}
+/* Inline in the batch's entry (submit.c), where a call cost ~15 instructions a task. */
+static inline __attribute__((always_inline)) void rt_fill_task(PTORuntime* rt, int32_t id, const char* func_name,
+                                                               PTOKernelFunc func_ptr, int32_t buffer_bytes,
+                                                               int32_t worker_type, const int64_t* v, int32_t nv) {
+    PTOTask* t = rt_task(rt, id);
+    task_body(t, func_name, func_ptr, buffer_bytes, worker_type);
+    set_slots(t, v, nv);
+}
 int32_t rt_stage_slots(PTORuntime* rt, const char* func_name, PTOKernelFunc func_ptr, int32_t buffer_bytes,
                        int32_t worker_type, const int64_t* v, int32_t nv);
 

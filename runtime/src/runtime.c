@@ -471,15 +471,6 @@ int rt_reserve(PTORuntime* rt, int32_t n) {
  * argument: validation, slots, staged access), commit_task (tensor-map lookups, edges, state). */
 
 /* A window slot for a new task (no staging area; the caller adds one if it needs it). */
-/* What a task's kind must be: a worker type that some worker serves, no negative buffer size. */
-static inline int task_kind_check(const PTORuntime* rt, int32_t worker_type, int32_t buffer_bytes) {
-    /* worker_type + 1 in [0, 4] <=> worker_type in [ANY, ACCELERATOR]; ANY maps to queue 4 */
-    if ((uint32_t)(worker_type + 1) > (uint32_t)PTO_WORKER_ACCELERATOR + 1) return PTO_EWORKERTYPE;
-    if (!rt->servable[worker_type < 0 ? PTO_QUEUE_ANY : worker_type]) return PTO_EWORKERTYPE;
-    if (buffer_bytes < 0) return PTO_EINVAL;
-    return PTO_OK;
-}
-
 /* A slot taken by task `id`: the fields others may look at before it is submitted (its state, for
  * the window's retirement; its fanout, for the edges of later tasks). */
 static inline __attribute__((always_inline)) void task_header(_Atomic int32_t* fanin, PTOTask* t, int32_t id) {
@@ -492,17 +483,7 @@ static inline __attribute__((always_inline)) void task_header(_Atomic int32_t* f
     t->stage = -1;
 }
 
-/* ... and the fields only its builder touches until it is submitted. */
-static inline __attribute__((always_inline)) void task_body(PTOTask* t, const char* func_name, PTOKernelFunc func_ptr,
-                                                            int32_t buffer_bytes, int32_t worker_type) {
-    t->num_args = 0;
-    t->args = t->inline_args;
-    t->buffer_bytes = buffer_bytes;
-    t->worker_type = (int8_t)worker_type;
-    t->affinity = -1;
-    t->name = func_name ? func_name : "task";
-    t->fn = func_ptr;
-}
+/* ... and the fields only its builder touches until it is submitted: task_body (rt_internal.h). */
 
 /* A window slot for a new task (no staging area; the caller adds one if it needs it): its id, and
  * the slot in *slot. */
@@ -702,12 +683,6 @@ static inline __attribute__((always_inline)) int stage_access(PTORuntime* rt, co
     const int rc = region_check(x, r0, c0, rows, cols);
     if (__builtin_expect(rc < 0, 0)) return rc;
     return stage_record(rt, x, r0, c0, rows, cols, mode, a);
-}
-
-/* The two argument slots of a tensor argument at (r0, c0): the element's address and the row stride. */
-static inline __attribute__((always_inline)) void tensor_slots(int64_t* s, const PTOTensor* x, int64_t r0, int64_t c0) {
-    s[0] = (int64_t)(intptr_t)((char*)x->data + (r0 * x->ld + c0) * x->elem_size);
-    s[1] = x->ld;
 }
 
 /* A tracked tensor argument of building task t: its two slots, and its access staged in *a.
@@ -1194,6 +1169,21 @@ int rt_publish_batch(PTORuntime* rt, int32_t first, int32_t n) {
     PTOTask* const tasks = rt->tasks;
     const int32_t mask = rt->mask;
     rt->open_tasks -= n;
+    if (rt->nworkers == 0 && !rt->t3 && !rt->started) {
+        /* inline mode before any task ran: a task runs only on a thread holding the lock (or in
+         * pto_runtime_run), so each task's state is written once, final - READY where no producer
+         * is left, as sched_make_ready would make it (-20 instructions a task under the lock) */
+        const int64_t sub = atomic_load_explicit(&rt->submitted, memory_order_relaxed) + n;
+        atomic_store_explicit(&rt->submitted, sub, memory_order_release);
+        for (int32_t i = 0; i < n; i++) {
+            _Atomic int32_t* f = rt_fanin(rt, first + i);
+            const int32_t left = atomic_load_explicit(f, memory_order_relaxed) - 1;
+            atomic_store_explicit(f, left, memory_order_relaxed);
+            atomic_store_explicit(&tasks[(first + i) & mask].state, left == 0 ? PTO_TASK_READY : PTO_TASK_PENDING,
+                                  memory_order_release);
+        }
+        return PTO_OK;
+    }
     for (int32_t i = 0; i < n; i++)
         atomic_store_explicit(&tasks[(first + i) & mask].state, PTO_TASK_PENDING, memory_order_release);
     /* counted once for the batch, before any of its tasks can run (as commit_publish counts a task) */
@@ -1293,31 +1283,6 @@ int rt_check_slots(const PTORuntime* rt, int32_t worker_type, int32_t buffer_byt
                                                          v, nv, false);
 }
 
-int rt_checked_slots(const PTORuntime* rt, int32_t worker_type, int32_t buffer_bytes, const PTOTaskArg* args,
-                     int32_t num_args, int64_t* v, int32_t* nv) {
-    if (num_args <= PTO_INLINE_ARGS / 2) {     /* every slot fits in v */
-        int rc = task_kind_check(rt, worker_type, buffer_bytes);
-        if (rc < 0) return rc;
-        int64_t* out = v;
-        const PTOTaskArg *a = args, *end = args + num_args;
-        for (; a < end; a++) {
-            if (__builtin_expect(a->kind == PTO_ARG_UNTRACKED, 1)) {
-                tensor_slots(out, a->tensor, a->row_off, a->col_off);
-                out += 2;
-            } else if (a->kind == PTO_ARG_SCALAR) {
-                *out++ = a->value;
-            } else {
-                break;
-            }
-        }
-        if (a == end) {
-            *nv = (int32_t)(out - v);
-            return PTO_OK;
-        }
-    }
-    return rt_check_slots(rt, worker_type, buffer_bytes, args, num_args, v, nv);
-}
-
 int32_t rt_take_ids(PTORuntime* rt, int32_t n) {
     if (rt->next_id > INT32_MAX - n) return PTO_ENOMEM;
     const int32_t first = rt->next_id;
@@ -1327,21 +1292,6 @@ int32_t rt_take_ids(PTORuntime* rt, int32_t n) {
     const int64_t live = rt->next_id - rt->last_alive;
     if (live > rt->peak_live) rt->peak_live = live;
     return first;
-}
-
-/* A task's argument slots, built by rt_check_slots (they fit inline). v holds PTO_INLINE_ARGS
- * slots (a submitter keeps that room after each task's): all are copied, a few vector moves
- * where a loop over nv took ~26 instructions a task; those past nv mean nothing. */
-static inline void set_slots(PTOTask* t, const int64_t* v, int32_t nv) {
-    memcpy(t->inline_args, v, sizeof t->inline_args);
-    t->num_args = (int8_t)nv;
-}
-
-void rt_fill_task(PTORuntime* rt, int32_t id, const char* func_name, PTOKernelFunc func_ptr, int32_t buffer_bytes,
-                  int32_t worker_type, const int64_t* v, int32_t nv) {
-    PTOTask* t = rt_task(rt, id);
-    task_body(t, func_name, func_ptr, buffer_bytes, worker_type);
-    set_slots(t, v, nv);
 }
 
 int32_t rt_stage_slots(PTORuntime* rt, const char* func_name, PTOKernelFunc func_ptr, int32_t buffer_bytes,

@@ -134,9 +134,9 @@ def test_structural_tasks_after_a_tensors_first_are_queued_as_checked():
         task("k", [ts[k].read(b, 0, 1, 8), ts[k + 1].write(b, 0, 1, 8), k]) for k in range(65)]))
     src = emit_c(wl).source
     assert "pto_submitter_task_checked(" in src
-    assert "UINT64_C(3), after)" in src                                # tensors 0 and 1
-    assert f"UINT64_C({(1 << 62) | (1 << 63)}), after)" in src         # 62 and 63
-    assert f"UINT64_C({1 << 63}), after)" in src                       # 63 and 64, 64 and 65
+    assert "UINT64_C(3), inside, after)" in src                               # tensors 0 and 1
+    assert f"UINT64_C({(1 << 62) | (1 << 63)}), inside, after)" in src        # 62 and 63
+    assert f"UINT64_C({1 << 63}), inside, after)" in src                      # 63 and 64, 64 and 65
     arrays = {f"m{k}": np.zeros((6, 8), np.float32) for k in range(66)}
     tasks, edges = keyed_graph(wl, arrays, 1)
     assert len(tasks) == 6 * 65 and len(edges) == 6 * 64
@@ -147,7 +147,8 @@ def test_structural_tasks_after_a_tensors_first_are_queued_as_checked():
 def test_the_structural_log_is_kept_only_where_a_later_task_reads_it():
     """emit_task's check and log masks (bit i: argument i): a task checks the arguments an
     earlier task of the iteration may conflict with and logs those a later one may; inside an
-    inner loop a task comes after itself. Structural and tracked graphs stay equal."""
+    inner loop a task comes after itself; a read needs no check against the task just before it
+    in a sequence (its one structural predecessor). Structural and tracked graphs stay equal."""
     import re
     x, t, y = Tensor("x"), Tensor("t"), Tensor("y")
     chain = parallel_for(Dense(6), lambda b: sequential(
@@ -155,9 +156,18 @@ def test_the_structural_log_is_kept_only_where_a_later_task_reads_it():
         task("s2", [t.read(b, 0, 1, 8), y.write(b, 0, 1, 8)])))
     calls = re.findall(r"emit_task\(c, (\d+), \d+, \w+, \d+, a, 2, (\d+)u, (\d+)u, (\d+)u",
                        emit_c(chain).source)
-    # s1: x read by no other task (neither mask), t written then read by s2 (logged, not
-    # checked); s2: t checked, y written by no other task - s2 logs nothing
-    assert set(calls) == {("0", "2", "0", "2"), ("1", "2", "1", "0")}
+    # s1: x read by no other task (neither mask), t written then read by s2 just after it, which
+    # follows s1 already (neither); s2: y written by no other task - no log at all
+    assert set(calls) == {("0", "2", "0", "0"), ("1", "2", "0", "0")}
+    three = parallel_for(Dense(6), lambda b: sequential(      # (a scalar: keyed_graph reads 5 slots)
+        task("s1", [x.read(b, 0, 1, 8), t.write(b, 0, 1, 8), 1]),
+        task("s2", [t.read(b, 0, 1, 8), y.write(b, 0, 1, 8), 2]),
+        task("s3", [t.read(b, 0, 1, 8), y.update(b, 0, 1, 8), 3])))
+    calls = re.findall(r"emit_task\(c, (\d+), \d+, \w+, \d+, a, 3, (\d+)u, (\d+)u, (\d+)u",
+                       emit_c(three).source)
+    # s3 reads t two tasks after s1 wrote it (s1 logs t, s3 checks it); s3 updates the y that s2,
+    # just before it, wrote: a write checks (s2 logs y), as it hides what it covers
+    assert set(calls) == {("0", "2", "0", "2"), ("1", "2", "0", "2"), ("2", "2", "3", "0")}
     looped = parallel_for(Dense(3), lambda b: sequential(
         task("s1", [x.read(b, 0, 1, 8), t.write(b, 0, 1, 8)]),
         for_each(Dense(4), lambda j: task("acc", [t.read(b, 0, 1, 8), y.update(b, 0, 1, 8)]))))
@@ -167,7 +177,7 @@ def test_the_structural_log_is_kept_only_where_a_later_task_reads_it():
     # logged for no one (no later write of t)
     assert set(calls) == {("0", "2", "0", "2"), ("1", "2", "3", "2")}
     arrays = {k: np.zeros((6, 8), np.float32) for k in "xty"}
-    for w in (chain, looped):
+    for w in (chain, looped, three):
         assert keyed_graph(w, arrays, 1, True) == keyed_graph(w, arrays, 1, False)
 
 
