@@ -1176,10 +1176,8 @@ int rt_publish_batch(PTORuntime* rt, int32_t first, int32_t n) {
         const int64_t sub = atomic_load_explicit(&rt->submitted, memory_order_relaxed) + n;
         atomic_store_explicit(&rt->submitted, sub, memory_order_release);
         for (int32_t i = 0; i < n; i++) {
-            _Atomic int32_t* f = rt_fanin(rt, first + i);
-            const int32_t left = atomic_load_explicit(f, memory_order_relaxed) - 1;
-            atomic_store_explicit(f, left, memory_order_relaxed);
-            atomic_store_explicit(&tasks[(first + i) & mask].state, left == 0 ? PTO_TASK_READY : PTO_TASK_PENDING,
+            PTOTask* const t = &tasks[(first + i) & mask];
+            atomic_store_explicit(&t->state, rt_fanin_submit(rt, t, false) ? PTO_TASK_READY : PTO_TASK_PENDING,
                                   memory_order_release);
         }
         return PTO_OK;

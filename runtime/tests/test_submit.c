@@ -861,6 +861,28 @@ static void test_tickets_and_ids(void) {
     pto_runtime_destroy(rt);
 }
 
+/* A batch published in inline mode before any task ran: each task's state is final at once,
+ * READY where no producer is left (its own or a predecessor's), PENDING where one is. */
+static void test_batch_states_inline(void) {
+    PTORuntimeConfig cfg;
+    pto_runtime_config_default(&cfg);
+    cfg.num_workers = 0;
+    PTORuntime* rt = pto_runtime_create(&cfg);
+    PTOSubmitter* s = pto_submitter_open(rt);
+    PTOTaskArg a[1] = {scalar(0)};
+    int32_t after0[1] = {PTO_TICKET(0)};
+    CHECK_EQ(pto_submitter_task(s, "root", NULL, 0, PTO_WORKER_ANY, a, 1, NULL, 0), 0);
+    CHECK_EQ(pto_submitter_task(s, "child", NULL, 0, PTO_WORKER_ANY, a, 1, after0, 1), 1);
+    CHECK_EQ(pto_submitter_task(s, "free", NULL, 0, PTO_WORKER_ANY, a, 1, NULL, 0), 2);
+    CHECK_EQ(pto_submitter_flush(s), PTO_OK);
+    CHECK_EQ(pto_task_state(rt, pto_submitter_task_id(s, 0)), PTO_TASK_READY);
+    CHECK_EQ(pto_task_state(rt, pto_submitter_task_id(s, 1)), PTO_TASK_PENDING);
+    CHECK_EQ(pto_task_state(rt, pto_submitter_task_id(s, 2)), PTO_TASK_READY);
+    CHECK_EQ(pto_submitter_close(s), PTO_OK);
+    CHECK_EQ(pto_runtime_run(rt), PTO_OK);
+    pto_runtime_destroy(rt);
+}
+
 static void test_misuse(void) {
     CHECK(pto_submitter_open(NULL) == NULL);
     CHECK_EQ(pto_submitter_task(NULL, "t", NULL, 0, PTO_WORKER_ANY, NULL, 0, NULL, 0), PTO_EINVAL);
@@ -902,6 +924,7 @@ int main(int argc, char** argv) {
     const double scale = argc > 1 ? atof(argv[1]) : 1.0;
     const int64_t tiles = (int64_t)(4000 * scale) < 64 ? 64 : (int64_t)(4000 * scale);
     test_tickets_and_ids();
+    test_batch_states_inline();
     test_misuse();
     test_bad_task_mid_batch();
     test_arg_checks();
