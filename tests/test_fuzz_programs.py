@@ -224,3 +224,47 @@ def test_an_f16_tile_divided_by_a_scalar_that_f16_cannot_hold_on_a5(tmp_path, ru
     ins = {"gx": x, "out": np.zeros_like(x)}
     want = run_module(m, ins)["out"]
     np.testing.assert_array_equal(run_on("ascend_a5", m, ins, tmp_path)["out"], want)
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("dt", [T.I16, T.F32], ids=lambda t: t.value)
+def test_a_transpose_of_a_padded_tile_and_a_transpose_in_place(dt, target, tmp_path, run_on,
+                                                               need_target):
+    """Found by the fuzzer (programs 20 and 27, partial last tiles): TTRANS of a 16 x 16 i16
+    tile that TFILLPAD_EXPAND wrote gave wrong elements on arm64 (GCC 12's -O3 AVX-512 code for
+    the loop that wrote dst down its columns), and ``%t = ttrans %t`` overwrote elements before
+    reading them on arm64 and did not build for CUDA (-Werror=restrict)."""
+    need_target(target)
+    m = PTOModule("found")
+    b = (PTOFunctionBuilder("k", module=m).in_core()
+         .memref("gx", GM, dt).memref("gpad", GM, dt).memref("gin", GM, dt)
+         .tile("xt", 8, 16, dt).tile("x", 16, 16, dt).tile("t", 16, 16, dt)
+         .load("xt", "gx").fillpad_expand("x", "xt", pad="min").trans("t", "x")
+         .store("gpad", "t").trans("x", "x").store("gin", "x"))
+    b.build()
+    x = (np.arange(8 * 16).reshape(8, 16) - 40).astype(dt.numpy_name)
+    padded = np.full((16, 16), np.iinfo(np.int16).min if dt is T.I16 else -np.inf,
+                     dt.numpy_name)
+    padded[:8] = x
+    zeros = np.zeros((16, 16), dt.numpy_name)
+    got = run_on(target, m, {"gx": x, "gpad": zeros, "gin": zeros}, tmp_path)
+    np.testing.assert_array_equal(got["gpad"], padded.T)
+    np.testing.assert_array_equal(got["gin"], padded.T)
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_arg_reductions_in_place_on_i32_vectors(target, tmp_path, run_on, need_target):
+    """Found by the fuzzer (program 7): ``%t = trowargmax %t`` on a 2 x 1 i32 tile (each index
+    is 0); the CUDA kernel passed the tile as both ``__restrict__`` arguments, which the build
+    (-Werror=restrict) refuses. A column arg-reduction of a 1 x C tile in place as well."""
+    need_target(target)
+    m = PTOModule("found")
+    (PTOFunctionBuilder("k", module=m).in_core()
+     .memref("grow", GM, T.I32).memref("gcol", GM, T.I32)
+     .tile("r", 2, 1, T.I32).tile("c", 1, 7, T.I32)
+     .load("r", "grow").load("c", "gcol").rowargmax("r", "r").colargmin("c", "c")
+     .store("grow", "r").store("gcol", "c").build())
+    got = run_on(target, m, {"grow": np.array([[5], [-3]], np.int32),
+                             "gcol": np.arange(-3, 4, dtype=np.int32).reshape(1, 7)}, tmp_path)
+    np.testing.assert_array_equal(got["grow"], np.zeros((2, 1), np.int32))
+    np.testing.assert_array_equal(got["gcol"], np.zeros((1, 7), np.int32))
