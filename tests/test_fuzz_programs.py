@@ -42,7 +42,9 @@ def sweep(target: str, first: int, count: int, build_dir: Path) -> None:
 def test_the_generator_makes_the_same_valid_programs_from_a_seed():
     """Every program builds (the verifier accepts it), the same seed gives the same text and
     inputs, and the draw reaches what the fuzzer is for: both modes, split kernels, buffer
-    reuse, 1-row and 1-column tiles, every type."""
+    reuse, 1-row and 1-column tiles, every type; matmuls of every input type with and without
+    an accumulator, arg-reductions, selections by masks, element-wise ops on R x 1 and 1 x C
+    tiles; partial last tiles with every pad, a trip count given as a parameter and an IF."""
     from pto_core.asm import print_module
     ps = [fuzz.program(s) for s in range(200)]
     texts = [print_module(fuzz.batch("f", [p])) for p in ps]
@@ -54,8 +56,20 @@ def test_the_generator_makes_the_same_valid_programs_from_a_seed():
     assert any(p.rows == 1 for p in ps) and any(p.cols == 1 for p in ps)
     reused = [p for p in ps if len({d for _, d, _ in p.instrs}) < len(p.instrs)]
     assert len(reused) > 50
-    # 3 to 12 steps; a conversion step is a round trip (two instructions); one fold at the end
-    assert all(3 <= len(p.instrs) <= 2 * 12 + 1 for p in ps)
+    # a step is at most five instructions (a matmul's conversions, window and accumulator);
+    # one fold at the end
+    assert all(3 <= len(p.instrs) <= 5 * 12 + 1 for p in ps)
+    drawn = {(m, p.tile_decls[ops[-1]][2] if m.startswith("matmul") else None)
+             for p in ps for m, _, ops in p.instrs}
+    for m in ("matmul", "matmul_acc"):
+        assert {(m, t) for t in (T.F32, T.F16, T.I8)} <= drawn
+    assert {m for m, _ in drawn} >= {"rowargmax", "colargmin", "cmp", "cmps", "sel", "sels"}
+    vector_ops = {m for p in ps for m, d, _ in p.instrs
+                  if p.tile_decls[d] in ((p.rows, 1, p.dtype), (1, p.cols, p.dtype))
+                  and p.rows > 1 and p.cols > 1}
+    assert {"add", "abs", "muls"} <= vector_ops
+    assert {p.pad for p in ps if p.tail} == {"zero", "max", "min"}
+    assert any(p.dynamic for p in ps) and any(p.branch for p in ps)
 
 
 def test_the_reference_after_the_passes_matches_the_reference_without():
@@ -268,3 +282,73 @@ def test_arg_reductions_in_place_on_i32_vectors(target, tmp_path, run_on, need_t
                              "gcol": np.arange(-3, 4, dtype=np.int32).reshape(1, 7)}, tmp_path)
     np.testing.assert_array_equal(got["grow"], np.zeros((2, 1), np.int32))
     np.testing.assert_array_equal(got["gcol"], np.zeros((1, 7), np.int32))
+
+
+ARG_OPS = ("rowargmax", "rowargmin", "colargmax", "colargmin")
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_arg_reductions_of_column_major_and_one_row_tiles(target, tmp_path, run_on,
+                                                          need_target):
+    """Every arg-reduction of R x 1 tiles of 32 bytes (column-major on the Ascend vector unit,
+    once suspected on A5), 1 x C and R x 3 tiles of each type the fuzzer draws, with ties and
+    a NaN: the indices the reference gives (ties and NaN: the first)."""
+    need_target(target)
+    m = PTOModule("found")
+    entry = PTOFunctionBuilder("run", module=m).not_in_core()
+    ins = {}
+    for dt in fuzz.TYPES:
+        n = 32 // dt.itemsize
+        for shape in ((n, 1), (1, n), (n, 3)):
+            x = f"x_{dt.value}_{shape[0]}x{shape[1]}"
+            k = PTOFunctionBuilder(f"k{x}", module=m).in_core()
+            k.memref("gx", GM, dt).tile("x", *shape, dt).load("x", "gx")
+            entry.memref(x, GM, dt)
+            vals = [1.5, -2.0, 0.25, 8.0, -0.0, 3.0, 8.0, np.nan] if dt.is_float else [
+                1, -2, 0, 8, 0, 3, 8, -9]
+            ins[x] = np.resize(np.array(vals), shape).astype(dt.numpy_name)
+            for op in ARG_OPS:
+                out = (shape[0], 1) if op.startswith("row") else (1, shape[1])
+                k.memref(f"g{op}", GM, T.I32).tile(op, *out, T.I32)
+                getattr(k, op)(op, "x").store(f"g{op}", op)
+                entry.memref(f"o{x}_{op}", GM, T.I32)
+                ins[f"o{x}_{op}"] = np.zeros(out, np.int32)
+            k.build()
+            entry.call(f"k{x}", {"gx": x, **{f"g{op}": f"o{x}_{op}" for op in ARG_OPS}})
+    entry.build()
+    m.set_entry("run")
+    want, got = run_module(m, ins), run_on(target, m, ins, tmp_path)
+    assert want["ox_f32_8x1_colargmax"].tolist() == [[7]]     # a NaN is the extreme
+    assert want["ox_i32_8x1_colargmax"].tolist() == [[3]]     # ties: the first 8
+    for name in ins:
+        if name.startswith("o"):
+            np.testing.assert_array_equal(got[name], want[name], err_msg=name)
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_matmuls_onto_a_vector_accumulator_and_of_a_product(target, tmp_path, run_on,
+                                                           need_target):
+    """Found by the fuzzer (program 69): on Ascend, TMATMUL_ACC onto an accumulator that
+    vector instructions wrote (the vector unit adds the product) stored the bare product, and
+    a product that a second matmul multiplies was never moved to L1 (the second product read
+    stale L1). Both are the reference's within the matmul tolerance."""
+    need_target(target)
+    m = PTOModule("found")
+    (PTOFunctionBuilder("k", module=m).in_core()
+     .memref("gx", GM, T.F32).memref("gy", GM, T.F32).memref("gacc", GM, T.F32)
+     .memref("gtwo", GM, T.F32)
+     .tile("x", 16, 64, T.F32).tile("y", 16, 64, T.F32).tile("w", 16, 16, T.F32)
+     .tile("v", 16, 16, T.F32).tile("n", 16, 64, T.F32).tile("p", 16, 64, T.F32)
+     .tile("q", 16, 64, T.F32).tile("r", 16, 64, T.F32)
+     .load("x", "gx").load("y", "gy").extract("w", "x", 0, 3).neg("n", "x")
+     .matmul_acc("p", "n", "w", "y").store("gacc", "p")
+     .matmul("q", "w", "y").extract("v", "q", 0, 5).matmul("r", "v", "q").store("gtwo", "r")
+     .build())
+    rng = np.random.default_rng(69)
+    ins = {"gx": rng.normal(size=(16, 64)).astype(np.float32),
+           "gy": rng.normal(size=(16, 64)).astype(np.float32),
+           "gacc": np.zeros((16, 64), np.float32), "gtwo": np.zeros((16, 64), np.float32)}
+    want, got = run_module(m, ins), run_on(target, m, ins, tmp_path)
+    for name in ("gacc", "gtwo"):
+        np.testing.assert_allclose(got[name], want[name], rtol=1e-4,
+                                   atol=1e-4 * np.abs(want[name]).max(), err_msg=name)

@@ -415,6 +415,21 @@ class _KernelRenderer(CStyleRenderer):
             if cat not in (Category.STORE, Category.LOAD):
                 ops = s.named_operands()
                 self._vec_written.update(ops[n] for n in s.opdef.tile_outputs)
+        # a product that another matmul multiplies, or that adds an accumulator of the vector
+        # side (_lower_matmul's TADD), is a vector tile as well: the product moves L0C -> UB
+        # (_acc_out), and from there to L1 where a matmul reads it (the TADD's sum is there)
+        products = [s.named_operands() for s in fn.walk()
+                    if isinstance(s, Instr) and s.opdef.category is Category.MATMUL]
+        changed = True
+        while changed:
+            changed = False
+            for ops in products:
+                r, acc = roles[ops["dst"]], ops.get("acc")
+                if "Vec" not in r and (r & {"Left", "Right"} or (
+                        acc is not None and "Vec" in roles.get(acc, ()))):
+                    r.add("Vec")
+                    changed = True
+        self._vec_written.update(ops["dst"] for ops in products if "Vec" in roles[ops["dst"]])
         for name, r in roles.items():
             if "Left" in r or "Right" in r:
                 r.add("Mat")
