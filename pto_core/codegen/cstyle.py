@@ -1434,6 +1434,10 @@ class CStyleRenderer:
                 y = (self.to_compute(dt, f"{ops['b']}[{r}][{j}]") if "b" in ops
                      else self.to_compute(dt, scalar))
                 x = self.to_compute(dt, f"{ops['a']}[{r}][{j}]")
+                if dt.is_int and ops.get("b") == ops["a"]:
+                    # an integer compared with itself is a constant ("x <= x" is a
+                    # self-comparison that -Werror refuses)
+                    x = y = "0"
                 terms.append(f"({j} < {data.cols} && {x} {sym} {y} ? {1 << k} : 0)")
             return f"(uint8_t)({' | '.join(terms)})"
         if lay == "select":
