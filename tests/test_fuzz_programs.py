@@ -377,3 +377,28 @@ def test_matmuls_onto_a_vector_accumulator_and_of_a_product(target, tmp_path, ru
     for name in ("gacc", "gtwo"):
         np.testing.assert_allclose(got[name], want[name], rtol=1e-4,
                                    atol=1e-4 * np.abs(want[name]).max(), err_msg=name)
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_a_one_row_tile_padded_into_a_column_major_tile_runs_or_is_refused_by_name(
+        target, tmp_path, run_on, need_target):
+    """Found by the fuzzer (programs 1073, 1119: a partial last tile of a one-column tensor):
+    TFILLPAD_EXPAND of a 1 x 1 i32 tile into an 8 x 1 one, column-major on the Ascend vector
+    unit, where the library's fill static-asserts dst's storage no narrower than src's padded
+    row; A5 refuses it naming function, instruction and tile, the other backends compute it."""
+    from pto_core.driver import generate
+    from pto_core.errors import PTOBackendError
+    from pto_core.options import CompileOptions
+    need_target(target)
+    m = PTOModule("found")
+    (PTOFunctionBuilder("k", module=m).in_core().memref("gx", GM, T.I32).memref("out", GM, T.I32)
+     .tile("xt", 1, 1, T.I32).tile("x", 8, 1, T.I32).load("xt", "gx")
+     .fillpad_expand("x", "xt", pad="max").store("out", "x").build())
+    if target == "ascend_a5":
+        with pytest.raises(PTOBackendError, match=r"function 'k'.*TFILLPAD_EXPAND %x, %xt.*"
+                           r"tile 'x' \(8x1\) is column-major"):
+            generate(target, m, CompileOptions())
+        return
+    got = run_on(target, m, {"gx": np.array([[-7]], np.int32),
+                             "out": np.zeros((8, 1), np.int32)}, tmp_path)
+    np.testing.assert_array_equal(got["out"].ravel(), [-7] + [2**31 - 1] * 7)

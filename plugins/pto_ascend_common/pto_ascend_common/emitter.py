@@ -772,7 +772,7 @@ class _KernelRenderer(CStyleRenderer):
         if s.opdef.layout == "reshape":
             return self._lower_reshape(fn, s, ops, d, vec)
         if s.opdef.layout == "pad":
-            return self._lower_pad(s, ops, d, vec)
+            return self._lower_pad(fn, s, ops, d, vec)
         if s.opdef.layout == "sort32":
             return self._lower_sort32(fn, s, ops, d, vec)
         if s.opdef.layout == "scatter":
@@ -1008,13 +1008,20 @@ class _KernelRenderer(CStyleRenderer):
         t = self._phys(tile, "Vec", fn.type_of(tile))
         return f"{t.name}.GetValue(({k}) / {t.valid_cols} * {t.cols} + ({k}) % {t.valid_cols})"
 
-    def _lower_pad(self, s: Instr, ops: dict, d: str, vec) -> list[_Step]:
+    def _lower_pad(self, fn: Function, s: Instr, ops: dict, d: str, vec) -> list[_Step]:
         """TFILLPAD*: the library takes the pad value from dst's tile type (its PadVal), so
         the instruction writes through a view of dst's bytes whose type names it."""
         t = self._tiles[d]
         pad = {"zero": "Zero", "max": "Max", "min": "Min"}[s.attr("pad")]
         view = (t.cpp[:-1] + f", SLayout::NoneBox, TileConfig::fractalABSize, PadValue::{pad}>")
         a = vec(ops["a"])
+        col = [v for v in (ops["dst"], ops["a"]) if "BLayout::ColMajor" in self._tiles[vec(v)].cpp]
+        if len(col) == 1:
+            # the library's fill compares the two storage shapes (an R x 1 column-major dst
+            # is narrower than a padded row)
+            raise self._err(fn, s, f"{s.op} takes tiles of one storage layout: tile "
+                                   f"'{col[0]}' ({fn.type_of(col[0]).rows}x1) is column-major, "
+                                   f"the other row-major")
         return [_Step(f"{{ {view} _pto_pad; TASSIGN(_pto_pad, 0x{t.offset:x}); "
                       f"{s.op}(_pto_pad, {a}); }}", "V", (a,), (d,))]
 
