@@ -86,7 +86,7 @@ def test_random_programs_match_the_reference(target, tmp_path, need_target):
 @pytest.mark.parametrize("target", TARGETS)
 def test_more_random_programs_match_the_reference(target, tmp_path, need_target):
     need_target(target)
-    sweep(target, 1000, 150, tmp_path)
+    sweep(target, 1000, 120, tmp_path)
 
 
 @pytest.mark.slow
