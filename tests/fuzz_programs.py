@@ -4,20 +4,32 @@
 12 steps of tile instructions (a conversion step is a round trip to another type and back)
 on tiles of one random shape (1 row or 1 column, widths that are not a multiple of any vector
 width, up to 16 x 256) and one element type (f32, f16, i32, i16), drawn from element-wise,
-tile-scalar, row and column reductions and broadcasts, conversions and transposes; a
-destination is now and then a tile already written (a buffer reused, or the op's own input:
-in place). The kernel either loops over the row tiles of its tensors itself or is called once
-per tile by an orchestration loop, sometimes as two kernels that pass a tile through a global
-intermediate. Inputs are random values of the type with, for some programs, special values
+tile-scalar, row and column reductions, arg-reductions (their i32 indices converted to the
+program's type) and broadcasts, conversions, transposes, matmuls (TMATMUL, TMATMUL_ACC: the
+tile times a square window of itself, TEXTRACT, on the types the instruction takes: integers
+through i8 into i32, f16 into f32 or f16) and selections (TCMP/TCMPS into a packed mask,
+TSEL/TSELS by it). Element-wise ops and reductions act on the R x 1 and 1 x C tiles that
+reductions make as well as on whole tiles, so one program mixes the three shapes (an R x 1
+tile is column-major on the Ascend vector unit). A destination is now and then a tile already
+written (a buffer reused, or the op's own input: in place). The kernel either loops over the
+row tiles of its tensors itself or is called once per tile by an orchestration loop,
+sometimes as two kernels that pass a tile through a global intermediate; the loop's trip
+count is then now and then a scalar parameter of the entry, and a split program may take
+the two kernels on odd tiles and the chain as one on even ones (an IF on the tile's parity).
+Some tensors end in a partial tile (fewer rows than the tile, a divisor of its rows): a
+kernel of its own loads it into a tile of its rows, pads it to the whole tile
+(TFILLPAD_EXPAND, pad zero, max or min), runs the chain and stores the rows the tensor has
+(TEXTRACT). Inputs are random values of the type with, for some programs, special values
 mixed in (signed zeros, infinities, NaN, the type's extremes).
 
 :func:`batch` puts many programs into one module (each its own kernels and tensors, one entry
 that runs each) so that a backend builds once for all of them; :func:`compare` is the
 equality rule (:func:`pto_core.opcheck.mismatches`: NaN where the reference has NaN, the same
 infinities and zero signs; integers and chains of correctly rounded IEEE operations bit for
-bit; a chain with an approximate op (exp, log, sums in the backend's order) within the type's
-tolerance (``pto_core.checking.TOLERANCES``) times the chain's length, relative to the largest
-magnitude of the output, since one cancellation turns a relative error into an absolute one).
+bit; a chain with an approximate op (exp, log, sums and products in the backend's order)
+within the type's tolerance (``pto_core.checking.TOLERANCES``) times the chain's length,
+relative to the largest magnitude of the output, since one cancellation turns a relative
+error into an absolute one).
 
 Run ``python tests/fuzz_programs.py --seed 0 -n 200 --target arm64 --target cuda_sim`` for a
 longer sweep: it prints each program that does not match the reference with its `.pto` text.
@@ -38,7 +50,7 @@ import numpy as np
 from pto_core import ElementType as T
 from pto_core import MemorySpace, PTOFunctionBuilder, PTOModule
 from pto_core.checking import TOLERANCES
-from pto_core.ir.ops import OPS_BY_METHOD, Category
+from pto_core.ir.ops import CMP_OPS, MASK_TYPE, OPS_BY_METHOD, Category, mask_shape
 from pto_core.opcheck import mismatches
 from pto_core.reference import numpy_dtype
 
@@ -59,6 +71,7 @@ ROW_REDUCE = {"float": ("rowsum", "rowmax", "rowmin"), "int": ("rowsum", "rowmax
 COL_REDUCE = {"float": ("colsum", "colmax", "colmin"), "int": ("colsum", "colmax", "colmin")}
 ROW_EXPAND = ("rowexpandadd", "rowexpandsub", "rowexpandmul", "rowexpandmax", "rowexpandmin")
 COL_EXPAND = ("colexpandadd", "colexpandsub", "colexpandmul", "colexpandmax", "colexpandmin")
+ARG_REDUCE = {"row": ("rowargmax", "rowargmin"), "col": ("colargmax", "colargmin")}
 #: the other type a CVT goes to and comes back from
 CVT_PAIR = {T.F32: T.F16, T.F16: T.F32, T.I32: T.F32, T.I16: T.I32}
 
@@ -75,13 +88,24 @@ class Program:
     mode: str                           # "loop": the kernel loops; "orch": an orchestration does
     split: bool                         # orch: the chain runs as two kernels
     tile_decls: dict[str, tuple[int, int, T]] = field(default_factory=dict)
-    instrs: list[tuple[str, str, tuple]] = field(default_factory=list)   # (method, dst, operands)
+    # (method, dst, operands): a trailing dict among the operands holds the attributes
+    instrs: list[tuple[str, str, tuple]] = field(default_factory=list)
     exact: bool = True                  # every op correctly rounded: compare bit for bit
     specials: bool = False
+    tail: int = 0                       # rows of a partial last tile (0: none), a divisor
+                                        # of rows, so that its offset counts whole tail tiles
+    pad: str = "zero"                   # what the partial tile is padded with (TFILLPAD)
+    dynamic: bool = False               # orch: the loop's trip count is a scalar parameter
+    branch: bool = False                # orch, split: odd tiles take the two kernels, even
+                                        # ones the chain as one (an IF on the tile's parity)
 
     @property
     def prefix(self) -> str:
         return f"p{self.seed}"
+
+    @property
+    def tensor_rows(self) -> int:
+        return self.rows * self.tiles + self.tail
 
     def tensor(self, name: str) -> str:
         return f"{self.prefix}_{name}"
@@ -107,10 +131,11 @@ def program(seed: int) -> Program:
     values: list[str] = ["x", "y"]          # tiles holding values, newest last
     n = 0
 
-    def fresh(shape: tuple[int, int, T]) -> str:
+    def fresh(shape: tuple[int, int, T], avoid: tuple[str, ...] = ()) -> str:
         nonlocal n
-        # reuse a tile already written (not an input) of this shape now and then
-        same = [v for v in values if v not in ("x", "y") and p.tile_decls[v] == shape]
+        # reuse a tile already written (not an input, nor one of ``avoid``) of this shape now
+        # and then
+        same = [v for v in values if v not in ("x", "y", *avoid) and p.tile_decls[v] == shape]
         if same and rnd.random() < 0.3:
             return rnd.choice(same)
         n += 1
@@ -124,7 +149,9 @@ def program(seed: int) -> Program:
     def emit(method: str, dst: str, *operands) -> None:
         op = OPS_BY_METHOD[method]
         if op.category in (Category.ROW_REDUCE, Category.COL_REDUCE):
-            p.exact &= op.reduce in ("max", "min")
+            p.exact &= op.reduce in ("max", "min", "argmax", "argmin")
+        elif op.category is Category.MATMUL:     # sums in the backend's order
+            p.exact &= not p.tile_decls[operands[-1]][2].is_float
         elif op.category is not Category.CONVERT and op.category is not Category.TRANSPOSE:
             p.exact &= all(k in ("var", "const") or _exact(k) for k in op.kinds)
         p.instrs.append((method, dst, operands))
@@ -138,11 +165,14 @@ def program(seed: int) -> Program:
         return vs[-1] if rnd.random() < 0.6 else rnd.choice(vs)
 
     for _ in range(rnd.randint(3, 12)):
-        kinds = ["binary", "scalar", "unary", "rowreduce", "colreduce"]
+        kinds = ["binary", "scalar", "unary", "rowreduce", "colreduce", "argreduce"]
+        # a product, a selection in about every other program: each has forms that a target
+        # refuses, which takes the whole program off that target
+        kinds += [k for k in ("matmul", "select") if rnd.random() < 0.3]
         if of(rvec):
-            kinds.append("rowexpand")
+            kinds += ["rowexpand", "vector"]
         if of(cvec):
-            kinds.append("colexpand")
+            kinds += ["colexpand", "vector"]
         if rows == cols:
             kinds.append("trans")
         kinds.append("cvt")
@@ -155,10 +185,44 @@ def program(seed: int) -> Program:
             emit(method, fresh(full), latest(full), _scalar(rnd, method, dt))
         elif kind == "unary":
             emit(rnd.choice(UNARY[cls]), fresh(full), latest(full))
+        elif kind == "vector":              # an element-wise op on an R x 1 or 1 x C tile
+            vec = rnd.choice([v for v in (rvec, cvec) if of(v)])
+            op = rnd.choice(("binary", "scalar", "unary", "reduce"))
+            if op == "binary":
+                emit(rnd.choice(BINARY[cls]), fresh(vec), latest(vec), rnd.choice(of(vec)))
+            elif op == "scalar":
+                method = rnd.choice(SCALAR[cls])
+                emit(method, fresh(vec), latest(vec), _scalar(rnd, method, dt))
+            elif op == "unary":
+                emit(rnd.choice(UNARY[cls]), fresh(vec), latest(vec))
+            else:                           # along the vector: R x 1 rows, 1 x C columns
+                emit(rnd.choice(ROW_REDUCE[cls] if vec == rvec else COL_REDUCE[cls]),
+                     fresh(vec), latest(vec))
         elif kind == "rowreduce":
             emit(rnd.choice(ROW_REDUCE[cls]), fresh(rvec), latest(full))
         elif kind == "colreduce":
             emit(rnd.choice(COL_REDUCE[cls]), fresh(cvec), latest(full))
+        elif kind == "argreduce":           # indices (i32), as values of the program's type
+            row = rnd.random() < 0.5
+            vec = rvec if row else cvec
+            src = latest(rnd.choice([full, vec] if of(vec) else [full]))
+            idx = fresh((vec[0], vec[1], T.I32))
+            emit(rnd.choice(ARG_REDUCE["row" if row else "col"]), idx, src)
+            if dt is not T.I32:
+                emit("cvt", fresh(vec), idx)
+        elif kind == "matmul":
+            _matmul(rnd, full, latest, fresh, emit, of)
+        elif kind == "select":              # a mask of a comparison picks between two tiles
+            mask = fresh((*mask_shape(rows, cols), MASK_TYPE))
+            cmp = {"cmp": rnd.choice(CMP_OPS)}
+            if rnd.random() < 0.5:
+                emit("cmp", mask, latest(full), rnd.choice(of(full)), cmp)
+            else:
+                emit("cmps", mask, latest(full), _scalar(rnd, "adds", dt), cmp)
+            if rnd.random() < 0.5:
+                emit("sel", fresh(full), mask, latest(full), rnd.choice(of(full)))
+            else:
+                emit("sels", fresh(full), mask, latest(full), _scalar(rnd, "adds", dt))
         elif kind == "rowexpand":
             emit(rnd.choice(ROW_EXPAND), fresh(full), latest(full), latest(rvec))
         elif kind == "colexpand":
@@ -179,7 +243,41 @@ def program(seed: int) -> Program:
         emit("colexpandadd", fresh(full), latest(full), last)
     p.out = values[-1]
     p.split = p.split and _halves(p)[2] is not None
+    if rnd.random() < 0.3:
+        p.tail = rnd.choice([d for d in range(1, rows) if rows % d == 0] or [0])
+        p.pad = rnd.choice(("zero", "zero", "max", "min"))
+    p.dynamic = mode == "orch" and rnd.random() < 0.5
+    p.branch = p.split and rnd.random() < 0.5
     return p
+
+
+def _matmul(rnd: random.Random, full: tuple[int, int, T], latest, fresh, emit, of) -> None:
+    """A matmul step: a full tile times the square window of itself (n x n, n the smaller
+    side) that keeps the product full-shaped, on the types the instruction takes (an integer
+    tile through i8 into i32, f16 into f32 or, now and then, f16), now and then accumulating
+    into a tile of the product's type; the product converted back to the program's type."""
+    rows, cols, dt = full
+    n = min(rows, cols)
+    ins = T.I8 if not dt.is_float else dt
+    out = T.I32 if not dt.is_float else T.F32 if dt is T.F16 and rnd.random() < 0.8 else dt
+    big = latest(full)
+    if ins is not dt:                       # saturating: the product of i8 sums in i32
+        emit("cvt", b8 := fresh((rows, cols, ins)), big)
+        big = b8
+    sq = fresh((n, n, ins), avoid=(big,))
+    emit("extract", sq, big, rnd.randint(0, rows - n), rnd.randint(0, cols - n))
+    a, b = (sq, big) if rows <= cols else (big, sq)
+    prod = (rows, cols, out)
+    if rnd.random() < 0.4:
+        if of(prod):
+            acc = latest(prod)
+        else:
+            emit("cvt", acc := fresh(prod), latest(full))
+        emit("matmul_acc", dst := fresh(prod, avoid=(a, b)), acc, a, b)
+    else:
+        emit("matmul", dst := fresh(prod, avoid=(a, b)), a, b)
+    if out is not dt:
+        emit("cvt", fresh(full), dst)
 
 
 def _exact(kind: str) -> bool:
@@ -202,7 +300,7 @@ def inputs(p: Program) -> dict[str, np.ndarray]:
     """Random inputs of ``p`` (seeded by it): values around 1 in magnitude, integers small
     enough that a chain of multiplications rarely wraps; special values in some programs."""
     rng = np.random.default_rng(p.seed)
-    shape = (p.rows * p.tiles, p.cols)
+    shape = (p.tensor_rows, p.cols)
     npdt = numpy_dtype(p.dtype)
     out = {}
     for name in ("x", "y"):
@@ -226,7 +324,8 @@ def inputs(p: Program) -> dict[str, np.ndarray]:
 
 def _chain(b: PTOFunctionBuilder, p: Program, instrs) -> None:
     for method, dst, operands in instrs:
-        getattr(b, method)(dst, *operands)
+        attrs = next((o for o in operands if isinstance(o, dict)), {})
+        getattr(b, method)(dst, *(o for o in operands if not isinstance(o, dict)), **attrs)
 
 
 def add_to(m: PTOModule, p: Program) -> Callable[[PTOFunctionBuilder], None]:
@@ -235,47 +334,77 @@ def add_to(m: PTOModule, p: Program) -> Callable[[PTOFunctionBuilder], None]:
     dt = p.dtype
 
     def kernel(name: str, ins: tuple[str, ...], instrs, outs: dict[str, str],
-               loop: bool) -> None:
+               loop: bool, tail: bool = False) -> None:
+        """The chain on whole tiles, or (``tail``) on the partial last tile: each input
+        loaded into a tile of its own rows, padded to the whole tile, and the rows of the
+        output that the tensor has cut out of the result."""
         b = PTOFunctionBuilder(name, module=m).in_core()
         for t in (*ins, *outs):
             b.memref(f"g{t}", GM, dt)
         for t, (r, c, tdt) in p.tile_decls.items():
             b.tile(t, r, c, tdt)
+        for t in (*ins, "o") if tail else ():
+            b.tile(f"{t}t", p.tail, p.cols, dt)
         if loop:
             b.for_loop("i", 0, p.tiles)
         at = "i" if loop else 0
         for t in ins:
-            b.load(t, f"g{t}", at, 0)
+            if tail:
+                b.load(f"{t}t", f"g{t}", at, 0).fillpad_expand(t, f"{t}t", pad=p.pad)
+            else:
+                b.load(t, f"g{t}", at, 0)
         _chain(b, p, instrs)
         for memref, tile in outs.items():
-            b.store(f"g{memref}", tile, at, 0)
+            if tail:
+                b.extract("ot", tile, 0, 0)
+            b.store(f"g{memref}", "ot" if tail else tile, at, 0)
         if loop:
             b.end_for()
         b.build()
+
+    if p.tail:
+        kernel(f"{k}t", ("x", "y"), p.instrs, {"out": p.out}, False, tail=True)
+
+    def run_tail(entry: PTOFunctionBuilder) -> None:
+        if p.tail:
+            at = p.rows * p.tiles // p.tail
+            entry.call(f"{k}t", {f"g{n}": (p.tensor(n), at, 0) for n in ("x", "y", "out")})
 
     if p.mode == "loop":
         kernel(k, ("x", "y"), p.instrs, {"out": p.out}, True)
 
         def run(entry: PTOFunctionBuilder) -> None:
             entry.call(k, {f"g{n}": p.tensor(n) for n in ("x", "y", "out")})
+            run_tail(entry)
         return run
-    if not p.split:
+    one = [(k, ("x", "y", "out"))]
+    if not p.split or p.branch:
         kernel(k, ("x", "y"), p.instrs, {"out": p.out}, False)
-        calls = [(k, ("x", "y", "out"))]
-    else:
+    if p.split:
         first, mid, second = _halves(p)
         out = "x" if p.out == mid else p.out
         kernel(f"{k}a", ("x", "y"), first, {"mid": mid}, False)
         kernel(f"{k}b", ("x", "y"), second, {"out": out}, False)
-        calls = [(f"{k}a", ("x", "y", "mid")), (f"{k}b", ("mid", "y", "out"))]
+        two = [(f"{k}a", ("x", "y", "mid")), (f"{k}b", ("mid", "y", "out"))]
+    i = f"i{p.seed}"
+
+    def call(entry: PTOFunctionBuilder, calls) -> None:
+        for callee, (a, b2, c) in calls:
+            entry.call(callee, {"gx": (p.tensor(a), i, 0), "gy": (p.tensor(b2), i, 0),
+                                f"g{c}": (p.tensor(c), i, 0)})
 
     def run_orch(entry: PTOFunctionBuilder) -> None:
-        entry.for_loop(f"i{p.seed}", 0, p.tiles)
-        for callee, (a, b2, c) in calls:
-            entry.call(callee, {"gx": (p.tensor(a), f"i{p.seed}", 0),
-                                "gy": (p.tensor(b2), f"i{p.seed}", 0),
-                                f"g{c}": (p.tensor(c), f"i{p.seed}", 0)})
+        entry.for_loop(i, 0, f"n{p.seed}" if p.dynamic else p.tiles)
+        if p.branch:
+            entry.scalar_and(f"c{p.seed}", i, 1).if_then(f"c{p.seed}")
+            call(entry, two)
+            entry.else_()
+            call(entry, one)
+            entry.end_if()
+        else:
+            call(entry, two if p.split else one)
         entry.end_for()
+        run_tail(entry)
     return run_orch
 
 
@@ -317,6 +446,10 @@ def batch(name: str, programs: list[Program]) -> PTOModule:
             entry.memref(p.tensor(t), GM, p.dtype)
         if p.split:
             entry.memref(p.tensor("mid"), GM, p.dtype)
+        if p.dynamic:
+            entry.scalar(f"n{p.seed}", T.I32, param=True)
+        if p.branch:
+            entry.scalar(f"c{p.seed}", T.I32, param=False)
     for run in runs:
         run(entry)
     entry.build()
@@ -332,6 +465,11 @@ def all_inputs(programs: list[Program]) -> dict[str, np.ndarray]:
             ins[p.tensor("mid")] = np.zeros_like(ins[p.tensor("out")])
         out.update(ins)
     return out
+
+
+def all_scalars(programs: list[Program]) -> dict[str, int]:
+    """The trip counts of the programs whose orchestration loop takes one as a parameter."""
+    return {f"n{p.seed}": p.tiles for p in programs if p.dynamic}
 
 
 def tolerance(p: Program, want: np.ndarray) -> tuple[float, float]:
@@ -361,13 +499,13 @@ def run(target: str, ps: list[Program], build_dir: Path | None = None) -> dict:
     from pto_core import driver
     from pto_core.options import CompileOptions
     from pto_core.reference import run_module
-    m, ins = batch(f"fuzz{ps[0].seed}", ps), all_inputs(ps)
+    m, ins, scalars = batch(f"fuzz{ps[0].seed}", ps), all_inputs(ps), all_scalars(ps)
     if target == "reference-O2":
-        return run_module(driver.optimise(m, CompileOptions())[0], ins)
+        return run_module(driver.optimise(m, CompileOptions())[0], ins, scalars)
     if build_dir is None:               # the command line's: removed after the run
         with tempfile.TemporaryDirectory(prefix=f"fuzz-{target}-") as d:
-            return driver.launch(target, m, ins, {}, build_dir=Path(d))
-    return driver.launch(target, m, ins, {}, build_dir=build_dir)
+            return driver.launch(target, m, ins, scalars, build_dir=Path(d))
+    return driver.launch(target, m, ins, scalars, build_dir=build_dir)
 
 
 def refusal(target: str, p: Program) -> str | None:
@@ -395,7 +533,7 @@ def check(target: str, ps: list[Program], build_dir: Path | None = None) -> list
     ps = [p for p in ps if refusal(target, p) is None]
     if not ps:
         return []
-    want = run_module(batch(f"fuzz{ps[0].seed}", ps), all_inputs(ps))
+    want = run_module(batch(f"fuzz{ps[0].seed}", ps), all_inputs(ps), all_scalars(ps))
     try:
         got = run(target, ps, build_dir)
     except Exception as e:              # noqa: BLE001: named by its program below

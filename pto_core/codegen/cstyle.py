@@ -1218,9 +1218,18 @@ class CStyleRenderer:
         dst, a = s.operands
         ta = fn.type_of(a)
         out.comment(str(s))
-        with out.block(f"for (int _pto_r = 0; _pto_r < {ta.rows}; _pto_r++)"):
-            with out.block(f"for (int _pto_c = 0; _pto_c < {ta.cols}; _pto_c++)"):
-                out(f"{dst}[_pto_c][_pto_r] = {a}[_pto_r][_pto_c];")
+        if dst == a:                    # a square tile in place: swap across the diagonal
+            with out.block(f"for (int _pto_r = 0; _pto_r < {ta.rows}; _pto_r++)"):
+                with out.block(f"for (int _pto_c = _pto_r + 1; _pto_c < {ta.cols}; _pto_c++)"):
+                    out(f"const {self.ctype(ta.dtype)} _pto_t = {a}[_pto_r][_pto_c];")
+                    out(f"{a}[_pto_r][_pto_c] = {a}[_pto_c][_pto_r];")
+                    out(f"{a}[_pto_c][_pto_r] = _pto_t;")
+            return
+        # dst row by row, a read down its columns: GCC 12's -O3 AVX-512 code for the other
+        # order (dst written down its columns) after a TFILLPAD_EXPAND of a is wrong
+        with out.block(f"for (int _pto_r = 0; _pto_r < {ta.cols}; _pto_r++)"):
+            with out.block(f"for (int _pto_c = 0; _pto_c < {ta.rows}; _pto_c++)"):
+                out(f"{dst}[_pto_r][_pto_c] = {a}[_pto_c][_pto_r];")
 
     INT_LIMITS = {E.I64: ("INT64_MIN", "INT64_MAX"), E.I32: ("INT32_MIN", "INT32_MAX"),
                   E.I16: ("INT16_MIN", "INT16_MAX"), E.I8: ("INT8_MIN", "INT8_MAX"),
@@ -1425,6 +1434,10 @@ class CStyleRenderer:
                 y = (self.to_compute(dt, f"{ops['b']}[{r}][{j}]") if "b" in ops
                      else self.to_compute(dt, scalar))
                 x = self.to_compute(dt, f"{ops['a']}[{r}][{j}]")
+                if dt.is_int and ops.get("b") == ops["a"]:
+                    # an integer compared with itself is a constant ("x <= x" is a
+                    # self-comparison that -Werror refuses)
+                    x = y = "0"
                 terms.append(f"({j} < {data.cols} && {x} {sym} {y} ? {1 << k} : 0)")
             return f"(uint8_t)({' | '.join(terms)})"
         if lay == "select":

@@ -415,6 +415,21 @@ class _KernelRenderer(CStyleRenderer):
             if cat not in (Category.STORE, Category.LOAD):
                 ops = s.named_operands()
                 self._vec_written.update(ops[n] for n in s.opdef.tile_outputs)
+        # a product that another matmul multiplies, or that adds an accumulator of the vector
+        # side (_lower_matmul's TADD), is a vector tile as well: the product moves L0C -> UB
+        # (_acc_out), and from there to L1 where a matmul reads it (the TADD's sum is there)
+        products = [s.named_operands() for s in fn.walk()
+                    if isinstance(s, Instr) and s.opdef.category is Category.MATMUL]
+        changed = True
+        while changed:
+            changed = False
+            for ops in products:
+                r, acc = roles[ops["dst"]], ops.get("acc")
+                if "Vec" not in r and (r & {"Left", "Right"} or (
+                        acc is not None and "Vec" in roles.get(acc, ()))):
+                    r.add("Vec")
+                    changed = True
+        self._vec_written.update(ops["dst"] for ops in products if "Vec" in roles[ops["dst"]])
         for name, r in roles.items():
             if "Left" in r or "Right" in r:
                 r.add("Mat")
@@ -757,7 +772,7 @@ class _KernelRenderer(CStyleRenderer):
         if s.opdef.layout == "reshape":
             return self._lower_reshape(fn, s, ops, d, vec)
         if s.opdef.layout == "pad":
-            return self._lower_pad(s, ops, d, vec)
+            return self._lower_pad(fn, s, ops, d, vec)
         if s.opdef.layout == "sort32":
             return self._lower_sort32(fn, s, ops, d, vec)
         if s.opdef.layout == "scatter":
@@ -993,13 +1008,20 @@ class _KernelRenderer(CStyleRenderer):
         t = self._phys(tile, "Vec", fn.type_of(tile))
         return f"{t.name}.GetValue(({k}) / {t.valid_cols} * {t.cols} + ({k}) % {t.valid_cols})"
 
-    def _lower_pad(self, s: Instr, ops: dict, d: str, vec) -> list[_Step]:
+    def _lower_pad(self, fn: Function, s: Instr, ops: dict, d: str, vec) -> list[_Step]:
         """TFILLPAD*: the library takes the pad value from dst's tile type (its PadVal), so
         the instruction writes through a view of dst's bytes whose type names it."""
         t = self._tiles[d]
         pad = {"zero": "Zero", "max": "Max", "min": "Min"}[s.attr("pad")]
         view = (t.cpp[:-1] + f", SLayout::NoneBox, TileConfig::fractalABSize, PadValue::{pad}>")
         a = vec(ops["a"])
+        col = [v for v in (ops["dst"], ops["a"]) if "BLayout::ColMajor" in self._tiles[vec(v)].cpp]
+        if len(col) == 1:
+            # the library's fill compares the two storage shapes (an R x 1 column-major dst
+            # is narrower than a padded row)
+            raise self._err(fn, s, f"{s.op} takes tiles of one storage layout: tile "
+                                   f"'{col[0]}' ({fn.type_of(col[0]).rows}x1) is column-major, "
+                                   f"the other row-major")
         return [_Step(f"{{ {view} _pto_pad; TASSIGN(_pto_pad, 0x{t.offset:x}); "
                       f"{s.op}(_pto_pad, {a}); }}", "V", (a,), (d,))]
 

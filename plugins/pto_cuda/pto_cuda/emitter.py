@@ -674,6 +674,10 @@ class CudaRenderer(CStyleRenderer):
     def render_transpose(self, out: _Out, fn: Function, s: Instr) -> None:
         dst, a = s.operands
         ta = fn.type_of(a)
+        if dst == a:                    # a square tile in place
+            self._block_step(out, s, f"pto::transpose_in_place<{self.ctype(ta.dtype)}, "
+                                     f"{ta.rows}>({self._at(dst)});")
+            return
         self._block_step(out, s, f"pto::transpose<{self.ctype(ta.dtype)}, {ta.rows}, {ta.cols}>"
                                  f"({self._at(dst)}, {self._at(a)});")
 

@@ -188,9 +188,11 @@ template <class A> __device__ __forceinline__ bool is_nan_(A x) {
 
 /* dst[i] = the first index of the max (MAX) or min of row i (ROW) or column i: a strict
  * comparison keeps the first of equal values; a NaN wins over any number, the first NaN over
- * later ones. One thread per row (column), elements walked in order. */
+ * later ones. One thread per row (column), elements walked in order. dst may be src (an i32
+ * R x 1 tile's rows, or 1 x C tile's columns, in place: the thread that writes an element has
+ * read it), so neither pointer is __restrict__. */
 template <class T, int R, int C, bool ROW, bool MAX>
-__device__ __forceinline__ void arg_reduce(int32_t* __restrict__ dst, const T* __restrict__ src) {
+__device__ __forceinline__ void arg_reduce(int32_t* dst, const T* src) {
     using A = compute_t<T>;
     const int n = ROW ? R : C, len = ROW ? C : R;
     for (int i = threadIdx.x; i < n; i += blockDim.x) {
@@ -317,6 +319,19 @@ __device__ __forceinline__ void transpose(T* __restrict__ dst, const T* __restri
     for (int i = threadIdx.x; i < R * C; i += blockDim.x) {
         const int r = i / C, c = i - r * C;
         dst[c * R + r] = src[i];
+    }
+}
+
+/* An N x N tile transposed in place: each pair across the diagonal swapped by one thread. */
+template <class T, int N>
+__device__ __forceinline__ void transpose_in_place(T* t) {
+    for (int i = threadIdx.x; i < N * N; i += blockDim.x) {
+        const int r = i / N, c = i - r * N;
+        if (r < c) {
+            const T x = t[i];
+            t[i] = t[c * N + r];
+            t[c * N + r] = x;
+        }
     }
 }
 
