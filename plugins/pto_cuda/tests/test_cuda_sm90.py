@@ -253,11 +253,12 @@ def _compile_every_program(d: Path) -> None:
     the build generates them (``d/<arch>/<program>/``), and compiled host and device side with
     warnings as errors; ``d/results.json``: {arch: {"program:kernel.cu": {rc, out}}}.
 
-    Most kernels are the same text for every architecture (only the GEMM main loops differ):
-    such a source is compiled once with the ``-gencode`` sets of all of them, so nvcc runs each
-    architecture's device passes as the separate compiles would and the host pass (the same
-    for all of them) once. A compile that is not silent is repeated for each architecture
-    alone, so each one is charged with what its own compile prints."""
+    Most kernels are the same text for every architecture (37 of 55; a GEMM main loop or the
+    warps a configuration gives one architecture make the others differ): such a source is
+    compiled once with the ``-gencode`` sets of all of them, so nvcc runs each architecture's
+    device passes as the separate compiles would and the host pass (the same for all of them)
+    once. A compile that is not silent is repeated for each architecture alone, so each one
+    is charged with what its own compile prints."""
     from pto_core import driver
     by_text: dict[str, list[tuple[str, str, Path]]] = {}
     for arch in EVERY_PROGRAM_ARCHS:
