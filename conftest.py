@@ -65,8 +65,8 @@ def scons_once(build_once) -> Callable[..., Path]:
     ``build_dir``, which also holds what SCons printed (``scons.log``) and its exit status
     (``scons.rc``). A failed build fails the test unless ``check=False``. Warnings are not
     errors unless ``args`` says ``werror=1``. Objects come from the SCons cache that launch
-    builds use (``<build root>/scons-cache``, keyed by the content
-    and the command line of each compile), so an unchanged object is not compiled again;
+    builds use (``<build root>/scons-cache``, keyed by the content, the command line and the
+    path in the folder of each compile), so an object an earlier run built is not compiled again;
     ``cached=False`` compiles every object (for tests that read what the compilers print: an
     object taken from the cache prints nothing)."""
     from pto_core.checking import run_scons
@@ -78,8 +78,15 @@ def scons_once(build_once) -> Callable[..., Path]:
 
         def build(folder: Path) -> None:
             build_root().mkdir(parents=True, exist_ok=True)
-            cache = [f"cache={build_root() / 'scons-cache'}"] if cached else []
-            r = run_scons(*args, f"build_dir={folder}", *cache)
+            if cached:
+                # SCons runs in the folder, which it names what it builds relative to: the cache
+                # serves this build in the next test run, whose folder is another
+                examples = [] if any(a.startswith("examples=") for a in args) else [
+                    f"examples={Path(__file__).resolve().parent / 'examples'}/*.py"]
+                r = run_scons(*args, *examples, "build_dir=.",
+                              f"cache={build_root() / 'scons-cache'}", top=folder)
+            else:
+                r = run_scons(*args, f"build_dir={folder}")
             (folder / "scons.log").write_text((r.stdout + r.stderr).strip())
             (folder / "scons.rc").write_text(str(r.returncode))
 

@@ -293,10 +293,15 @@ def example_programs(directory: str | Path | None = None) -> list[Path]:
     return [p for p in sorted(d.glob("*")) if is_program(p)]
 
 
-def run_scons(*args: str, timeout: float = 900) -> subprocess.CompletedProcess:
-    """Run SCons on the checkout's SConstruct with this interpreter (``-Q -j2`` added)."""
+def run_scons(*args: str, timeout: float = 900, top: Path | None = None
+              ) -> subprocess.CompletedProcess:
+    """Run SCons on the checkout's SConstruct with this interpreter (``-Q -j2`` added), in the
+    checkout or, with ``top``, in that folder: SCons then names what it builds there relative
+    to it, so an SCons cache (``cache=``, keyed by each file's path) serves the same build made
+    in another such folder. Relative paths in ``args`` are relative to where SCons runs."""
     import sys
-    cmd = [sys.executable, "-c", "import SCons.Script; SCons.Script.main()", "-C", str(_checkout()),
+    where = ["-C", str(top), "-f", str(_checkout() / "SConstruct")] if top else ["-C", str(_checkout())]
+    cmd = [sys.executable, "-c", "import SCons.Script; SCons.Script.main()", *where,
            "-Q", "-j2", *args]
     return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
 

@@ -4,8 +4,9 @@ Each fenced block of the documents is one of:
 
 * commands (``pto``, ``scons``, ``python``, ``bash``): run in order, in a folder holding a copy of
   the examples the block names and the repository's SConstruct, with builds in a build root
-  that the test run's blocks share (temporary, not the user's cache; its SCons cache serves
-  the documents' scons commands too). A command that needs what this machine may lack (a GPU, nvcc, the AArch64 cross
+  that the test run's blocks share (temporary, not the user's cache); the documents' scons
+  commands take their objects from the SCons cache of the suite's build root, kept between
+  runs. A command that needs what this machine may lack (a GPU, nvcc, the AArch64 cross
   tools, Graphviz) is a test of its own, skipped with the reason when it is missing;
 * Python: the blocks of one document run in order as one script;
 * the README's SConstruct, its ``pto.toml``, the Ascend kernel excerpt and the dump excerpt:
@@ -230,10 +231,14 @@ def build_root(build_once) -> Path:
 
 
 def environment(build_root: Path) -> dict[str, str]:
-    env = dict(os.environ, PTO_BUILD_DIR=str(build_root), PTO_PROGRESS="0")
-    # the documents' own scons commands take their objects from the SCons cache that launch
-    # builds in that root use (SCons reads variables from SCONSFLAGS as from its command line)
-    env["SCONSFLAGS"] = f"cache={build_root / 'scons-cache'}"
+    from pto_core.resources import build_root as suite_build_root
+    # the documents' own scons commands take their objects from the SCons cache of the suite's
+    # build root (SCons reads variables from SCONSFLAGS as from its command line; a launch
+    # build's own cache= comes after it and wins). SCons keys a cached object by its path,
+    # which a command run in its work folder names relative to that folder: an object that
+    # the same command compiled in an earlier test run is retrieved, not compiled again.
+    env = dict(os.environ, PTO_BUILD_DIR=str(build_root), PTO_PROGRESS="0",
+               SCONSFLAGS=f"cache={suite_build_root() / 'scons-cache'}")
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
     return env
 

@@ -127,6 +127,19 @@ def test_cache_dir_serves_a_clean_rebuild(tmp_path):
     assert "Retrieved" in r.stdout and "from cache" in r.stdout
 
 
+def test_a_build_run_in_its_own_folder_is_served_by_the_cache_in_another(tmp_path):
+    """``run_scons(top=folder)`` names what it builds relative to the folder, so the SCons
+    cache serves the same build made in another folder (``scons_once``: one per test run)."""
+    args = ("target=arm64", f"examples={ROOT / 'examples' / 'rowmax.py'}", "build_dir=.",
+            f"cache={tmp_path / 'cache'}")
+    for name in ("first", "second"):
+        (tmp_path / name).mkdir()
+        r = run_scons(*args, top=tmp_path / name)
+        assert r.returncode == 0, r.stdout + r.stderr
+    assert "Retrieved" in r.stdout and " -c " not in r.stdout, r.stdout
+    assert (tmp_path / "second" / "arm64" / "rowmax" / "rowmax_module_host").is_file()
+
+
 def test_help_lists_each_backends_own_variables():
     """Backends declare variables while they configure; ``scons -h`` configures each one."""
     backends = [b.name for b in plugins.list_backends()]

@@ -89,6 +89,27 @@ def test_softmax_kernel_resources_and_mix(arch):
 
 @requires_nvcc
 @needs_sass
+def test_the_functions_of_one_kernel_source_are_read_from_one_compile(tmp_path, monkeypatch):
+    """The batch grid and the range grid of one source (an sm_90a one also holds its sm_80
+    fallback): nvcc runs once, each function keeps its own SASS."""
+    import softmax
+    monkeypatch.setenv("PTO_BUILD_DIR", str(tmp_path))          # an empty cache
+    tools, real_run = [], subprocess.run
+
+    def run(cmd, *args, **kwargs):
+        tools.append(Path(cmd[0]).name)
+        return real_run(cmd, *args, **kwargs)
+    monkeypatch.setattr(subprocess, "run", run)
+    src = _kernel_source(softmax.build_module(), "softmax_tile", "sm_80")
+    batch = kernel_resources(src, "sm_80")
+    ranged = kernel_resources(src, "sm_80", symbol="pto_kernel_softmax_tile_range_grid")
+    assert tools.count("nvcc") == 1, tools
+    assert batch.sass and ranged.sass and batch.sass != ranged.sass
+    assert kernel_resources(src, "sm_80") == batch and tools.count("nvcc") == 1
+
+
+@requires_nvcc
+@needs_sass
 @pytest.mark.parametrize("arch", ["sm_80", "sm_90a"])
 def test_matmul_kernels_use_tensor_cores_for_bf16_only(arch):
     import bgemm

@@ -13,8 +13,10 @@
   a thread loads global memory: the widest load and how many loads it issues before it waits
   for one (:func:`global_load_shape`).
 
-Results are cached on disk (``<build root>/cuda/perf/``) keyed by the source, the headers it
-includes, the architecture and the toolchain, so an unchanged kernel is compiled once.
+What the toolchain printed is cached on disk (``<build root>/cuda/perf/``) keyed by the source,
+the headers it includes, the architecture and the toolchain, so an unchanged kernel is compiled
+once, whichever of its functions is asked for (an sm_90a kernel's file also holds its sm_80
+fallback and its range grid).
 
 >>> sass_counts(["LDG.E.128.CONSTANT", "STS.128", "LDG.E.128.CONSTANT", "BAR.SYNC"])
 {'LDG': 2, 'STS': 1, 'BAR': 1}
@@ -151,9 +153,18 @@ def parse_sass(text: str, function: str | None = None) -> tuple[str, ...]:
     """
     if function is None:
         return tuple(m.group(1) for m in _SASS_LINE.finditer(text))
+    return _opcodes_of(_sass_functions(text), function)
+
+
+def _sass_functions(text: str) -> list[tuple[str, tuple[str, ...]]]:
+    """(mangled name, opcodes) of each function of a ``cuobjdump -sass`` listing, in order."""
     parts = re.split(r"Function\s*:\s*(\S+)", text)
-    return tuple(m.group(1) for name, body in zip(parts[1::2], parts[2::2]) if function in name
-                 for m in _SASS_LINE.finditer(body))
+    return [(name, tuple(m.group(1) for m in _SASS_LINE.finditer(body)))
+            for name, body in zip(parts[1::2], parts[2::2])]
+
+
+def _opcodes_of(functions: Iterable[tuple[str, Iterable[str]]], function: str) -> tuple[str, ...]:
+    return tuple(op for name, ops in functions if function in name for op in ops)
 
 
 def sass_counts(opcodes: Iterable[str]) -> dict[str, int]:
@@ -229,14 +240,25 @@ def kernel_resources(source: str, arch: str, symbol: str | None = None) -> Kerne
     if nvcc is None:
         raise PTOBackendError("nvcc not found (PATH, CUDA_HOME, /usr/local/cuda): the "
                               "performance card reads registers and spills from ptxas")
-    cuobjdump = find_cuobjdump()
-    key = hashlib.sha256("\0".join(("sass of one grid function", symbol, source, arch,
+    ptxas, functions, note = _compiled(source, arch, symbol, nvcc, find_cuobjdump())
+    return KernelResources(threads=threads, dynamic_smem=dynamic, args=int(m.group(2)),
+                           sass=_opcodes_of(functions, symbol), sass_note=note,
+                           tma_operands=int(m.group(5) or 0), **parse_ptxas(ptxas, symbol))
+
+
+def _compiled(source: str, arch: str, symbol: str, nvcc: str, cuobjdump: str | None
+              ) -> tuple[str, list[tuple[str, tuple[str, ...]]], str]:
+    """(ptxas' report, the SASS functions, why there is no SASS) of ``source`` compiled to a
+    cubin for ``arch``: read from the cache, else compiled (and cached when cuobjdump gave the
+    SASS). ``symbol`` only names the kernel in an error."""
+    key = hashlib.sha256("\0".join(("ptxas report and sass of a kernel source", source, arch,
                                      _toolchain_key(nvcc, cuobjdump))).encode())
     cached = _cache_dir() / f"{key.hexdigest()[:32]}.json"
     if cached.is_file():
         try:
-            return KernelResources(**{**json.loads(cached.read_text()),
-                                      "sass": tuple(json.loads(cached.read_text())["sass"])})
+            data = json.loads(cached.read_text())
+            return (str(data["ptxas"]),
+                    [(str(name), tuple(ops)) for name, ops in data["functions"]], "")
         except (ValueError, TypeError, KeyError):
             pass                        # a damaged cache entry: compile again
     with tempfile.TemporaryDirectory(prefix="pto-perf-") as tmp:
@@ -249,8 +271,8 @@ def kernel_resources(source: str, arch: str, symbol: str | None = None) -> Kerne
         if r.returncode != 0:
             raise PTOBackendError(f"nvcc -cubin -arch={arch} failed on kernel {symbol}:\n"
                                   f"{(r.stdout + r.stderr)[-3000:]}")
-        info = parse_ptxas(r.stdout + r.stderr, symbol)
-        sass: tuple[str, ...] = ()
+        ptxas = r.stdout + r.stderr
+        functions: list[tuple[str, tuple[str, ...]]] = []
         note = ""
         if cuobjdump is None:
             note = "cuobjdump not found (pip install nvidia-cuda-cuobjdump)"
@@ -259,12 +281,10 @@ def kernel_resources(source: str, arch: str, symbol: str | None = None) -> Kerne
             if d.returncode != 0:
                 note = f"cuobjdump -sass failed: {d.stderr.strip()[-300:]}"
             else:
-                sass = parse_sass(d.stdout, symbol)
-    res = KernelResources(threads=threads, dynamic_smem=dynamic, args=int(m.group(2)), sass=sass,
-                          sass_note=note, tma_operands=int(m.group(5) or 0), **info)
+                functions = _sass_functions(d.stdout)
     if not note:
         cached.parent.mkdir(parents=True, exist_ok=True)
         tmp_file = cached.with_suffix(f".{os.getpid()}.tmp")
-        tmp_file.write_text(json.dumps(asdict(res)))
+        tmp_file.write_text(json.dumps({"ptxas": ptxas, "functions": functions}))
         os.replace(tmp_file, cached)
-    return res
+    return ptxas, functions, note
