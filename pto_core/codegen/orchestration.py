@@ -60,9 +60,9 @@ deadline is ``PTO_TIMEOUT`` (seconds) in the environment, read when the runtime 
 a runtime the caller created (with this library's ``pto_runtime_create``) and then runs and
 destroys itself: the build timed alone, or a window sized by the caller. Call it once per runtime:
 it sets the runtime up first (``pto_binding_setup_<module>``, as ``pto_module_run_cfg_<module>``
-does), and a binding's setup is made for a runtime without tasks: the cuda binding's
-``pto_cuda_attach`` forgets the runtime's stream lanes, launch counters and stream log, where a
-second build may find tasks of the first still waiting in a lane.
+does), and a binding's setup is made for a runtime without tasks: a GPU backend's binding that
+attaches its stream executor forgets the runtime's stream lanes, launch counters and stream log,
+where a second build may find tasks of the first still waiting in a lane.
 
 >>> import sys; sys.path.insert(0, "examples")
 >>> import fused_softmax
