@@ -108,7 +108,8 @@ def _recording_binding(module: PTOModule) -> str:
     lines = ['#include "pto_runtime.h"', "int64_t pto_test_log[4096][34];",
              "int32_t pto_test_count = 0;",
              "static void rec(int k, const int64_t* a, int n) {",
-             "  int64_t* row = pto_test_log[pto_test_count++];",
+             # workers run kernels at once: each takes its row with an atomic increment
+             "  int64_t* row = pto_test_log[__atomic_fetch_add(&pto_test_count, 1, __ATOMIC_RELAXED)];",
              "  row[0] = k; row[1] = n; for (int i = 0; i < n; i++) row[2 + i] = a[i]; }"]
     names = kernel_order(module)
     for k, n in enumerate(names):
