@@ -1460,7 +1460,7 @@ static int32_t submit_args(PTORuntime* rt, const char* func_name, PTOKernelFunc 
     int rc;
     /* every argument takes a slot: one past PTO_MAX_ARGS fails the task (PTO_ETOOMANYARGS), and
      * none after it is read, whatever the count says */
-    if (num_args > PTO_MAX_ARGS + 1) num_args = PTO_MAX_ARGS + 1;
+    num_args = rt_args_read(num_args);
     PTOTaskArg rects[PTO_MAX_ARGS];     /* tiles as their rectangles */
     if (num_args > 0 && args && any_tile(args, num_args)) {
         if (num_args > PTO_MAX_ARGS) return PTO_ETOOMANYARGS;

@@ -112,7 +112,7 @@ int64_t pto_submitter_task(PTOSubmitter* s, const char* func_name, PTOKernelFunc
     const int bad = rt_submitter_task_check(func_name, args, num_args, preds, npred, s->nids);
     if (bad < 0) return bad;
     /* one argument past PTO_MAX_ARGS fails the task as it enters; none after it is read */
-    const int32_t kept = num_args > PTO_MAX_ARGS + 1 ? PTO_MAX_ARGS + 1 : num_args;
+    const int32_t kept = rt_args_read(num_args);
     if (s->nq >= PTO_SUBMIT_BATCH && s->nq % PTO_SUBMIT_BATCH == 0) {
         int rc = enter(s, s->nq >= SUBMIT_MAX_QUEUED, s->cut);
         if (rc < 0) return rc;

@@ -23,6 +23,12 @@ int rt_resolve_timeout(const PTORuntimeConfig* c, int64_t* ns);
 /* cfg.heap_bytes == 0: PTO_HEAP_BYTES from the environment, if set (bytes; a bad value is PTO_EINVAL). */
 int rt_resolve_heap_bytes(PTORuntimeConfig* c);
 
+/* How many of a task's `num_args` arguments a call reads: every argument takes a slot, so none
+ * after the one past PTO_MAX_ARGS (which fails the task), whatever the count says. */
+static inline int32_t rt_args_read(int32_t num_args) {
+    return num_args > PTO_MAX_ARGS + 1 ? PTO_MAX_ARGS + 1 : num_args;
+}
+
 /* pto_submitter_task's own checks, shared by the engines: the argument and predecessor lists,
  * and every ticket among the predecessors (PTO_TICKET(k) < 0) one of the `queued` before it.
  * PTO_OK, or the error with the message set. */

@@ -1084,7 +1084,7 @@ static inline __attribute__((always_inline)) int32_t stage_v(PTORuntime* rt, con
          * PTO_MAX_ARGS is left to the argument that overflows, for the separate calls' order;
          * every argument takes a slot, so none after the one past PTO_MAX_ARGS is read - here,
          * in stage_args or for the temps' block - whatever the count says) */
-        if (num_args > PTO_MAX_ARGS + 1) num_args = PTO_MAX_ARGS + 1;
+        num_args = rt_args_read(num_args);
         int32_t slots = 0;
         for (int32_t i = 0; i < num_args; i++) slots += args[i].kind == PTO_ARG_SCALAR ? 1 : 2;
         if (slots > PTO_INLINE_ARGS && slots <= PTO_MAX_ARGS) rc = reserve_args_slow(rt, t, slots);
@@ -1277,8 +1277,7 @@ int rt_check_slots(const PTORuntime* rt, int32_t worker_type, int32_t buffer_byt
      * compiled twice, with and without that test, as stage_args is); every argument takes a
      * slot, so none after the one past PTO_MAX_ARGS is read (the task fails) */
     return num_args <= PTO_INLINE_ARGS / 2 ? check_slots(args, num_args, v, nv, true)
-                                           : check_slots(args, num_args > PTO_MAX_ARGS + 1 ? PTO_MAX_ARGS + 1 : num_args,
-                                                         v, nv, false);
+                                           : check_slots(args, rt_args_read(num_args), v, nv, false);
 }
 
 int32_t rt_take_ids(PTORuntime* rt, int32_t n) {
