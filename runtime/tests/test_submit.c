@@ -864,10 +864,7 @@ static void test_tickets_and_ids(void) {
 /* A batch published in inline mode before any task ran: each task's state is final at once,
  * READY where no producer is left (its own or a predecessor's), PENDING where one is. */
 static void test_batch_states_inline(void) {
-    PTORuntimeConfig cfg;
-    pto_runtime_config_default(&cfg);
-    cfg.num_workers = 0;
-    PTORuntime* rt = pto_runtime_create(&cfg);
+    PTORuntime* rt = new_runtime(0, 0, 1024);
     PTOSubmitter* s = pto_submitter_open(rt);
     PTOTaskArg a[1] = {scalar(0)};
     int32_t after0[1] = {PTO_TICKET(0)};
