@@ -423,10 +423,13 @@ class Program:
                            f"memory); name an InCore function")
         return t.kernel if fn is None else self._kernels.runner(t, fn, arrays)
 
-    def _check_binary_args(self, t: TaskInst) -> None:
-        """A built kernel touches its footprint: the regions must be exactly that big."""
+    def _check_binary_args(self, t: TaskInst, tensors: Mapping[str, Any]) -> None:
+        """A built kernel touches its footprint: the regions must be exactly that big; and it
+        reads a tensor's memory as its parameter's dtype: an array given for that tensor must
+        have it (a built kernel reading an f16 array as f32 would run past its end)."""
         from ..analysis import footprint
         from ..ir import MemRefType
+        from ..reference import numpy_dtype
         fn = self._function(t)
         if fn is None:
             return
@@ -444,6 +447,10 @@ class Program:
                 if (fr, fc) != (0, 0) and (a[4], a[5]) != (fr, fc):
                     raise PTOError(f"task {t.label}: kernel '{fn.name}' touches {fr}x{fc} of "
                                    f"'{p.name}', the task's region of '{a[0]}' is {a[4]}x{a[5]}")
+                got = getattr(tensors.get(a[0]), "dtype", None)
+                if got is not None and got != numpy_dtype(p.type.dtype):
+                    raise PTOError(f"task {t.label}: kernel '{fn.name}' reads '{p.name}' as "
+                                   f"{p.type.dtype.value}, tensor '{a[0]}' is an array of {got}")
 
     # -- the schedule, applied
     def _place(self, t: TaskInst) -> tuple[int, bool]:
@@ -589,7 +596,8 @@ class Program:
 
     def run(self, tensors: Mapping[str, np.ndarray] | None = None, *, engine: str = "pto",
             c_threads: int = 0, **sizes: int) -> RunResult:
-        """Run the workload on ``tensors`` (``sizes``: its loop bounds) on ``engine``
+        """Run the workload on ``tensors`` (``sizes``: its loop bounds; each array of the dtype
+        the kernels declare for it: no conversion is made) on ``engine``
         (:mod:`pto_core.engines`): ``"pto"``, our runtime, honours every knob; ``"starpu"``
         honours dispatch (round_robin, affinity and hash pin a task to its StarPU worker,
         work_steal leaves the worker to StarPU's scheduler) and task_window (stall: StarPU's
@@ -621,7 +629,7 @@ class Program:
         self._check_engine(engine, tasks)
         check_overlaps(tasks)                   # within a process too; channels order the rest
         for t in tasks:
-            self._check_binary_args(t)
+            self._check_binary_args(t, tensors)
         if c_threads:
             return self._run_in_c(tensors, engine, c_threads, tasks, sizes)
         stream = self._streams(tasks)

@@ -188,6 +188,21 @@ def test_a_region_that_does_not_fit_the_kernel_is_refused():
             {"x": np.zeros((4, 16), np.float32), "y": np.zeros((4, 16), np.float32)})
 
 
+@pytest.mark.parametrize("target, c_threads", [("reference", 0), ("arm64", 0), ("arm64", 2)])
+@pytest.mark.parametrize("dtype", [np.float16, np.float64, np.int32])
+def test_an_array_of_another_dtype_than_the_kernel_reads_is_refused(target, c_threads, dtype,
+                                                                    need_target):
+    """A built kernel reads f32: an f16 array under it ran past the array's end (heap
+    corruption), an f64 one gave garbage."""
+    need_target(target)
+    x, y = np.ones((32, 16), dtype), np.zeros((32, 16), np.float32)
+    prog = DOUBLE.schedule().compile(target, module=double_module())
+    with pytest.raises(PTOError, match=f"kernel 'double_rows' reads 'x' as f32, tensor 'x' is "
+                                       f"an array of {np.dtype(dtype)}"):
+        prog.run({"x": x, "y": y}, c_threads=c_threads)
+    assert not y.any()
+
+
 def test_dense_dyn_sizes_are_given_when_the_program_runs():
     from pto_core.workload import DenseDyn
     w = parallel_for(DenseDyn("n"), lambda i: task(sleeper(0), [o.write(i, 0, 1, 4)]))
