@@ -130,3 +130,49 @@ def test_a_python_program_that_is_a_pipe_is_refused(tmp_path, capsys):
     os.mkfifo(tmp_path / "p.py")
     rc = main(["run", str(tmp_path / "p.py")])
     assert rc == 1 and f"{tmp_path / 'p.py'}: not a regular file" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("text, message", [
+    ("compile = 3\n", "[compile] is a table (compile = 3)"),
+    ("passes = 'x'\n", "[passes] is a table (passes = 'x')"),
+    ("[compile]\nopt_level = 'two'\n", "opt_level is 0, 1 or 2, got 'two'"),
+    ("[compile]\nopt_level = 7\n", "opt_level is 0, 1 or 2, got 7"),
+    ("[compile]\nopt_level = -1\n", "opt_level is 0, 1 or 2, got -1"),
+    ("[compile]\nopt_level = true\n", "opt_level is 0, 1 or 2, got True"),
+    ("[compile]\nopt_level = 1.5\n", "opt_level is 0, 1 or 2, got 1.5"),
+    ("[compile]\nopt_level = [1]\n", "opt_level is 0, 1 or 2, got [1]"),
+    ("[compile]\nopt_levle = 1\n", "unknown key 'opt_levle' in [compile] (known: opt_level)"),
+    ("[pases]\nfuse_loops = false\n", "unknown table [pases] (known: compile, passes)"),
+    ("opt_level = 1\n", "unknown key 'opt_level' (known: compile, passes)"),
+    ("[passes]\nfuse_loops = 'false'\n", "[passes] fuse_loops is true or false, got 'false'"),
+    ("[passes]\nfuse_loops = 0\n", "[passes] fuse_loops is true or false, got 0"),
+    ("[passes]\nfuse_loop = false\n", "unknown pass 'fuse_loop'"),
+    (b"[compile]\nopt_level = 1 # \xff\n", "not UTF-8 text"),
+    ("[compile\n", "Expected ']'"),
+])
+def test_a_config_file_with_wrong_keys_types_or_values_is_a_one_line_error(tmp_path, capsys,
+                                                                          text, message):
+    """Before: a table that was a value, a wrong type or a file not in UTF-8 was a traceback;
+    an opt_level out of range, a misspelt key or table and a pass switched by the string
+    'false' (which switched it on) passed silently."""
+    cfg = tmp_path / "pto.toml"
+    (cfg.write_bytes if isinstance(text, bytes) else cfg.write_text)(text)
+    rc = main(["compile", str(CHAIN), "--emit", "pto", "-o", str(tmp_path / "out"),
+               "--config", str(cfg)])
+    err = capsys.readouterr().err
+    assert rc == 1 and err.count("\n") == 1, err
+    assert err.startswith(f"pto compile: error: {cfg}: ") and message in err, err
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_config_file_sets_the_level_and_the_passes(tmp_path, capsys):
+    cfg = tmp_path / "pto.toml"
+    cfg.write_text("[compile]\nopt_level = 0\n[passes]\nfuse_loops = true\ndce = false\n")
+    from pto_core.commands.common import add_compile_arguments, options_from_args
+    import argparse
+    p = argparse.ArgumentParser()
+    add_compile_arguments(p)
+    opts = options_from_args(p.parse_args(["--config", str(cfg)]))
+    assert (opts.opt_level, opts.enable, opts.disable) == (0, {"fuse_loops"}, {"dce"})
+    opts = options_from_args(p.parse_args(["--config", str(cfg), "-O", "2", "--pass", "dce"]))
+    assert (opts.opt_level, opts.enable, opts.disable) == (2, {"fuse_loops", "dce"}, set())
