@@ -497,3 +497,65 @@ def test_the_driver_verifies_ir_with_every_pass_disabled() -> None:
         with pytest.raises(PTOVerifyError, match="'y' is not declared") as info:
             call()
         assert (info.value.function, info.value.instruction) == ("k", "TEXP %y, %x")
+
+
+def _until_alarm(seconds: float, f, *args):
+    """``f(*args)``, or an AssertionError when it is still running after ``seconds`` (a hang
+    guard, not a measurement: what is guarded ends in milliseconds)."""
+    import signal
+
+    def on_alarm(signum, frame):
+        raise AssertionError(f"still running after {seconds} s")
+
+    old = signal.signal(signal.SIGALRM, on_alarm)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        return f(*args)
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, old)
+
+
+def _loops(outer: str, inner: str, kernel_trips: str = "2") -> str:
+    return KERNEL.replace("  %x = tadds", f"  FOR %j:idx, 0:idx, {kernel_trips}:idx, 1:idx\n"
+                                         f"  %x = tadds %x, 1.5\n  ENDFOR\n  %x = tadds") + f"""
+// Function Type: Orchestration
+func @o(%a: !pto.memref<gm,f32>) {{
+  FOR %i:idx, 0:idx, {outer}:idx, 1:idx
+    FOR %k:idx, 0:idx, {inner}:idx, 1:idx
+      CALL @k(%a -> %a[0, 0])
+    ENDFOR
+  ENDFOR
+}}
+"""
+
+
+@pytest.mark.parametrize("outer, inner, kernel_trips, named", [
+    ("99999999999", "1", "2", "function 'o', instruction 'FOR %i:idx, 0:idx, 99999999999:idx, "
+                              "1:idx': the loop runs 99999999999 times: an orchestration"),
+    ("1", "99999999999", "2", "function 'o', instruction 'FOR %k:idx, 0:idx, 99999999999:idx, "
+                              "1:idx': the loop runs 99999999999 times, after 1 iterations"),
+    ("1", "1", "99999999999", "function 'k', instruction 'FOR %j:idx, 0:idx, 99999999999:idx, "
+                              "1:idx': the loop runs 99999999999 times: a kernel's")])
+def test_a_loop_past_the_references_iteration_limit_is_an_error_naming_it(outer, inner,
+                                                                         kernel_trips, named):
+    """Before: the shape derivation of `pto run` (every target) and the reference walked the
+    10**11 iterations, for days."""
+    m = parse(_loops(outer, inner, kernel_trips))
+    with pytest.raises(PTOError, match="at most 16777216 loop iterations") as e:
+        _until_alarm(30, run_module, m, {"a": np.zeros((8, 8), np.float32)}, {})
+    assert named in str(e.value), e.value
+
+
+def test_the_loops_of_a_reference_run_count_together(monkeypatch):
+    import pto_core.reference as ref
+    monkeypatch.setattr(ref, "MAX_LOOP_ITERATIONS", 40)
+    m = parse(_loops("4", "9"))                  # 4 + 4 * 9 = 40 orchestration iterations
+    run_module(m, {"a": np.zeros((8, 8), np.float32)}, {})
+    m = parse(_loops("4", "10"))
+    with pytest.raises(PTOError, match=r"the loop runs 10 times, after 34 iterations of other "
+                                       r"loops: .* at most 40 loop iterations"):
+        run_module(m, {"a": np.zeros((8, 8), np.float32)}, {})
+    m = parse(_loops("1", "1", "41"))
+    with pytest.raises(PTOError, match=r"'FOR %j.*': the loop runs 41 times: a kernel's"):
+        run_module(m, {"a": np.zeros((8, 8), np.float32)}, {})
