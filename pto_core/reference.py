@@ -66,8 +66,8 @@ from .analysis import accesses
 from .errors import PTOError
 from .ir.ops import (BLOCK_BYTES, COMPARES, INTERLEAVES, PART_ARGS, PRINT_FORMATS, RANDOM_BLOCK,
                      random_stride)
-from .ir import (Break, Call, Category, Continue, ElementType, Expr, For, Function, If, Instr,
-                 MemRefType, Module, Return, ScalarType, TileType, While)
+from .ir import (MAX_DIM, Break, Call, Category, Continue, ElementType, Expr, For, Function, If,
+                 Instr, MemRefType, Module, Return, ScalarType, TileType, While)
 from .verify import check_scalar_args, verify_module
 
 # --------------------------------------------------------------------------------------------
@@ -1391,6 +1391,11 @@ def derive_shapes(module: Module, scalars: Mapping[str, Any],
         raise PTOError(f"--shape names {', '.join(unknown)}, but '{fn.name}' has no such tensor "
                        f"(it has {', '.join(memrefs) or 'none'})")
     extents = access_extents(module, scalars, fn.name)
+    for n, (r, intervals) in extents.items():
+        need = (r, max(c1 for _, c1 in intervals))
+        if n in memrefs and max(need) > MAX_DIM:     # as a declared shape is bounded
+            raise PTOError(f"tensor '{n}': the program accesses it up to {_fmt(need)}, more "
+                           f"than {MAX_DIM} rows or columns", function=fn.name)
     wanted = list(memrefs) if only is None else [n for n in memrefs if n in set(only)]
     out: dict[str, tuple[int, int]] = {}
     for n in memrefs:

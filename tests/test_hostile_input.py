@@ -559,3 +559,34 @@ def test_the_loops_of_a_reference_run_count_together(monkeypatch):
     m = parse(_loops("1", "1", "41"))
     with pytest.raises(PTOError, match=r"'FOR %j.*': the loop runs 41 times: a kernel's"):
         run_module(m, {"a": np.zeros((8, 8), np.float32)}, {})
+
+
+def test_a_derived_shape_past_max_dim_is_an_error_naming_the_tensor(tmp_path, capsys):
+    """Before: the shape was derived (8000000000000 x 1) and allocating its random input was a
+    numpy MemoryError traceback (29.1 TiB)."""
+    text = KERNEL + """
+// Function Type: Orchestration
+func @o(%a: !pto.memref<gm,f32>) {
+  CALL @k(%a -> %a[999999999999, 0])
+}
+"""
+    (tmp_path / "tall.pto").write_text(text)
+    rc = main(["run", str(tmp_path / "tall.pto")])
+    err = capsys.readouterr().err
+    assert rc == 1 and err.count("\n") == 1, err
+    assert ("tensor 'a': the program accesses it up to 8000000000000x8, more than "
+            f"{MAX_DIM} rows or columns" in err), err
+
+
+def test_running_out_of_memory_is_a_one_line_error(tmp_path, capsys, monkeypatch):
+    import pto_core.commands.run as run
+
+    def too_much(*args, **kwargs):
+        raise MemoryError("Unable to allocate 29.1 TiB for an array with shape (8000000000000, 1)")
+
+    monkeypatch.setattr(run, "random_inputs", too_much)
+    (tmp_path / "k.pto").write_text(KERNEL)
+    rc = main(["run", str(tmp_path / "k.pto")])
+    err = capsys.readouterr().err
+    assert rc == 1 and err == ("pto run: error: out of memory: Unable to allocate 29.1 TiB for "
+                               "an array with shape (8000000000000, 1)\n"), err
