@@ -582,7 +582,8 @@ def test_running_out_of_memory_is_a_one_line_error(tmp_path, capsys, monkeypatch
     import pto_core.commands.run as run
 
     def too_much(*args, **kwargs):
-        raise MemoryError("Unable to allocate 29.1 TiB for an array with shape (8000000000000, 1)")
+        raise MemoryError("Unable to allocate 29.1 TiB for an array with shape "
+                          "(8000000000000, 1)")
 
     monkeypatch.setattr(run, "random_inputs", too_much)
     (tmp_path / "k.pto").write_text(KERNEL)
