@@ -176,3 +176,12 @@ def test_a_config_file_sets_the_level_and_the_passes(tmp_path, capsys):
     assert (opts.opt_level, opts.enable, opts.disable) == (0, {"fuse_loops"}, {"dce"})
     opts = options_from_args(p.parse_args(["--config", str(cfg), "-O", "2", "--pass", "dce"]))
     assert (opts.opt_level, opts.enable, opts.disable) == (2, {"fuse_loops", "dce"}, set())
+
+
+def test_a_program_of_comments_alone_has_nothing_to_run(tmp_path, capsys):
+    """Before: "no function 'None' to run"."""
+    (tmp_path / "c.pto").write_text("// PTO Module: m\n// Entry\n")
+    rc = main(["run", str(tmp_path / "c.pto")])
+    err = capsys.readouterr().err
+    assert rc == 1 and err == (f"pto run: error: {tmp_path / 'c.pto'}: module 'm' has no "
+                               f"function or device program to run\n"), err

@@ -130,6 +130,11 @@ def load_with_settings(path: Path, items: list[str],
     program = load_program(path, settings)
     module = program.module
     name = entry or module.entry
+    if name is None:
+        progs = ", ".join(module.device_programs)
+        raise PTOError(f"{path}: module '{module.name}' has no " + (
+            f"entry: name one of its device programs with --entry ({progs})" if progs else
+            "function or device program to run"))
     if name in module.device_programs:
         fn = module.device_programs[name].signature()      # its parameters, like a function's
     elif name not in module.functions:
