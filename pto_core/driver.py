@@ -46,7 +46,7 @@ from .engines import (DEFAULT as DEFAULT_ENGINE, check_backend, check_launch, en
                       get_engine, pkg_config_flags, with_engine)
 from .abi import PTO_MAX_SCHEDULERS, PTO_MAX_WORKERS
 from .errors import PTOBackendError, PTOError
-from .backend import KernelSource
+from .backend import BindingSource, KernelSource
 from .ir import Function, Module
 from .options import CORE_OPTIONS, RANGE_TASKS_OPTION, TILE_ARGS_OPTION, CompileOptions
 from .codegen.orchestration import c_module_name, emit_orchestration
@@ -117,6 +117,19 @@ def write_if_changed(path: Path, text: str) -> bool:
     return True
 
 
+def _malformed_source(src: KernelSource | BindingSource) -> str | None:
+    """What is wrong with a source a backend's compiler returned (its text is written to a
+    file; a kernel's buffer_bytes reaches the runtime), or None."""
+    if not isinstance(src.text, str):
+        return f"text is a {type(src.text).__name__}, not a str"
+    n = getattr(src, "buffer_bytes", 0)
+    if isinstance(n, bool) or not isinstance(n, int):
+        return f"buffer_bytes is a {type(n).__name__}, not an int >= 0"
+    if n < 0:
+        return f"buffer_bytes is {n}, not an int >= 0"
+    return None
+
+
 def generate(target: str, module: Module, options: CompileOptions,
              progress: Callable[[str], None] | None = None) -> dict[str, str]:
     """All generated sources of ``module`` for ``target`` by file name (nothing written);
@@ -136,6 +149,10 @@ def generate(target: str, module: Module, options: CompileOptions,
             if not isinstance(ks, KernelSource):
                 raise PTOBackendError(f"backend '{target}' generated no kernel for '{fn.name}'",
                                       function=fn.name)
+            bad = _malformed_source(ks)
+            if bad:
+                raise PTOBackendError(f"backend '{target}' generated for '{fn.name}' a kernel "
+                                      f"whose {bad}", function=fn.name)
             ks = dataclasses.replace(ks, buffer_bytes=ks.buffer_bytes or int(bb(fn)))
             kernels.append(ks)
             texts[name] = ks.text
@@ -148,6 +165,12 @@ def generate(target: str, module: Module, options: CompileOptions,
         binding = compiler.runtime_binding(cmod, kernels, options)
     if binding is None:
         raise PTOBackendError(f"backend '{target}' provides no runtime binding")
+    if not isinstance(binding, BindingSource):
+        raise PTOBackendError(f"backend '{target}' gave a {type(binding).__name__} as its "
+                              f"runtime binding, not a pto_core.backend.BindingSource")
+    bad = _malformed_source(binding)
+    if bad:
+        raise PTOBackendError(f"backend '{target}' gave a runtime binding whose {bad}")
     texts[files.binding] = binding.text
     texts[files.host] = emit_host_main(module)
     return texts

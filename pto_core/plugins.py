@@ -330,10 +330,23 @@ def get_backend(name: str) -> Backend:
     raise PTOBackendError(msg)
 
 
+def can_run(b: Backend) -> tuple[bool, str]:
+    """``b.driver.can_run()``, where a driver that fails or answers anything but
+    ``(bool, str)`` cannot run, saying so (the other backends are not concerned)."""
+    try:
+        answer = b.driver.can_run()
+    except PTOError as e:
+        return False, str(e)
+    if (not isinstance(answer, tuple) or len(answer) != 2 or not isinstance(answer[0], bool)
+            or not isinstance(answer[1], str)):
+        return False, f"its driver's can_run() answered {answer!r:.80}, not (bool, str)"
+    return answer
+
+
 def runnable_backend(name: str) -> Backend:
     """:func:`get_backend`, or a PTOError saying why its driver cannot run it here."""
     b = get_backend(name)
-    ok, why = b.driver.can_run()
+    ok, why = can_run(b)
     if not ok:
         raise PTOError(f"cannot run on the {name} backend here: {why}")
     return b
