@@ -185,3 +185,33 @@ def test_a_program_of_comments_alone_has_nothing_to_run(tmp_path, capsys):
     err = capsys.readouterr().err
     assert rc == 1 and err == (f"pto run: error: {tmp_path / 'c.pto'}: module 'm' has no "
                                f"function or device program to run\n"), err
+
+
+ROWMAX = Path(__file__).resolve().parents[1] / "examples" / "rowmax.py"
+
+
+@pytest.mark.parametrize("options, message", [
+    (("--seed", "-1"), "--seed: expected a whole number >= 0, got -1"),
+    (("--check", "--rtol", "nan"), "--rtol: expected a number >= 0, got nan"),
+    (("--check", "--atol", "-1"), "--atol: expected a number >= 0, got -1.0"),
+    (("--check", "--rtol", "inf"), "--rtol: expected a number >= 0, got inf"),
+    (("--workers", "-1"), "--workers: expected a whole number in [0, 128], got -1"),
+    (("--workers", "99999999999"), "--workers: expected a whole number in [0, 128], got "
+                                   "99999999999"),
+])
+def test_run_options_out_of_range_are_a_one_line_error(capsys, options, message):
+    """Before: --seed -1 was a numpy ValueError traceback; a tolerance of nan or -1 compared
+    and reported MISMATCH; --workers was wrapped to 32 bits before the runtime refused it
+    (99999999999 was 'num_workers = 1215752191') and ignored on the reference target."""
+    rc, out, err = pto_run(capsys, ROWMAX, *options)
+    assert rc == 1 and err == f"pto run: error: {message}\n", err
+    assert "ran in" not in out
+
+
+@pytest.mark.parametrize("content", [b"", b"\x93NUMPY\x01\x00", b"not numpy at all"])
+def test_an_input_file_that_is_no_npy_is_a_one_line_error(tmp_path, capsys, content):
+    """Before: an empty file (or /dev/null) was an EOFError traceback."""
+    (tmp_path / "x.npy").write_bytes(content)
+    rc, out, err = pto_run(capsys, ROWMAX, "--input", f"input={tmp_path / 'x.npy'}")
+    assert rc == 1 and err.count("\n") == 1, err
+    assert err.startswith(f"pto run: error: --input input: cannot read {tmp_path / 'x.npy'}: ")

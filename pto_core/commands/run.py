@@ -73,6 +73,7 @@ schedule instead, on any ``--engine``, ``--target``, ``--workers``, ``--set`` an
 from __future__ import annotations
 
 import argparse
+import math
 import tempfile
 from collections import Counter
 from pathlib import Path
@@ -80,6 +81,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
+from ..abi import PTO_MAX_WORKERS
 from ..checking import (call_numpy_reference, compare, random_inputs, report_comparisons,
                         resolve_scalars, tensor_modes, tolerance)
 from ..engines import ENGINES, check_launch, get_engine, launched_rank, with_engine
@@ -229,7 +231,7 @@ def load_inputs(items: list[str], fn: Function) -> dict[str, np.ndarray]:
                            f"(its tensors: {', '.join(fn.memrefs)})")
         try:
             a = np.load(path, allow_pickle=False)
-        except (OSError, ValueError) as e:
+        except (OSError, ValueError, EOFError) as e:    # EOFError: an empty file
             raise PTOError(f"--input {name}: cannot read {path}: {e}") from None
         want = numpy_dtype(t.dtype)
         if a.dtype != want and not (want.name == "bfloat16" and a.dtype == np.dtype("V2")):
@@ -241,7 +243,23 @@ def load_inputs(items: list[str], fn: Function) -> dict[str, np.ndarray]:
     return out
 
 
+def check_numbers(args: argparse.Namespace) -> None:
+    """The numeric options of ``pto run`` are in range, else a PTOError naming the option
+    (checked before anything is loaded or built: the reference target ignores --workers,
+    and ctypes would wrap a count past 32 bits)."""
+    if args.seed < 0:
+        raise PTOError(f"--seed: expected a whole number >= 0, got {args.seed}")
+    for name in ("rtol", "atol"):
+        value = getattr(args, name)
+        if value is not None and not (math.isfinite(value) and value >= 0):
+            raise PTOError(f"--{name}: expected a number >= 0, got {value}")
+    if args.workers is not None and not 0 <= args.workers <= PTO_MAX_WORKERS:
+        raise PTOError(f"--workers: expected a whole number in [0, {PTO_MAX_WORKERS}], got "
+                       f"{args.workers}")
+
+
 def run(args: argparse.Namespace) -> int:
+    check_numbers(args)
     with Phases() as phases:
         if args.target != REFERENCE:
             from .. import plugins
