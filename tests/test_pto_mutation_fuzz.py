@@ -1,7 +1,8 @@
 """Property: a `.pto` program, however mutated, either parses, verifies and compiles for the
 reference target (the -O2 pass pipeline, shapes derived, the program run on the interpreter)
-raising nothing but a PTOError, or is refused by a PTOError naming file:line:col. Nothing takes
-longer than a few seconds.
+raising nothing but a PTOError, or is refused by a PTOError naming file:line:col. What parses
+also converts (the builder `pto parse` writes rebuilds the same module; PTO-AS prints). Nothing
+takes longer than a few seconds.
 
 The corpus is the repository's `.pto` programs (``tests/device/chain.pto``, a device program
 of seed 004) and the examples printed as `.pto`. A mutation deletes, duplicates or swaps
@@ -160,6 +161,18 @@ def time_limit(seconds: float):
         signal.signal(signal.SIGALRM, old)
 
 
+def rebuild(module) -> None:
+    """What ``pto parse`` and ``pto convert`` do with a module: the builder file ``pto parse``
+    writes, run, builds the same module (its text is code: it must hold nothing else); the
+    PTO-AS text prints."""
+    from pto_core.asm.pygen import generate_builder
+    from pto_core.ptoas import print_ptoas
+    namespace: dict = {}
+    exec(compile(generate_builder(module, FILE), "builder.py", "exec"), namespace)
+    assert print_module(namespace["build_module"]()) == print_module(module)
+    print_ptoas(module)
+
+
 def compile_reference(module) -> None:
     """What ``pto compile`` and ``pto run`` (reference target) do with a module."""
     from pto_core.commands.run import random_inputs, resolve_scalars
@@ -202,6 +215,7 @@ def check(text: str) -> PTOError | None:
             assert e.line <= len(re.split(r"\r\n?|\n", text)), e
             return e
         try:
+            rebuild(module)
             compile_reference(module)
         except PTOError as e:
             return e
