@@ -468,3 +468,16 @@ def test_a_driver_whose_can_run_fails_is_listed_as_not_runnable_beside_the_other
             plugins.runnable_backend("moody")
     finally:
         plugins.unregister(moody)
+
+
+@pytest.mark.parametrize("allow, message", [
+    ("arm46", "; PTO_BACKENDS='arm46' loads only the entry points named there, and no installed "
+              "one is named arm46 (installed: "),
+    ("cuda,,", "; PTO_BACKENDS='cuda,,' loads only the entry points named there (it left out: "),
+])
+def test_a_backend_left_out_by_the_allowlist_says_so(monkeypatch, allow, message):
+    """Before: "no backend named 'arm64' (installed: none)", with no word of PTO_BACKENDS."""
+    monkeypatch.setenv("PTO_BACKENDS", allow)
+    with pytest.raises(PTOBackendError, match=re.escape(message)) as e:
+        plugins.get_backend("arm64")
+    assert "arm64" in str(e.value).split(message)[1]
