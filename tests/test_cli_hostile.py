@@ -215,3 +215,11 @@ def test_an_input_file_that_is_no_npy_is_a_one_line_error(tmp_path, capsys, cont
     rc, out, err = pto_run(capsys, ROWMAX, "--input", f"input={tmp_path / 'x.npy'}")
     assert rc == 1 and err.count("\n") == 1, err
     assert err.startswith(f"pto run: error: --input input: cannot read {tmp_path / 'x.npy'}: ")
+
+
+def test_a_shape_past_max_dim_is_refused_by_name(capsys):
+    """Before: accepted (larger than the accesses), then allocating the tensor failed."""
+    from pto_core.ir import MAX_DIM
+    rc, out, err = pto_run(capsys, ROWMAX, "--shape", "input=99999999999x128")
+    assert rc == 1 and err == (f"pto run: error: --shape input: at most {MAX_DIM} rows and "
+                               f"columns, got 99999999999x128\n"), err

@@ -86,7 +86,7 @@ from ..checking import (call_numpy_reference, compare, random_inputs, report_com
                         resolve_scalars, tensor_modes, tolerance)
 from ..engines import ENGINES, check_launch, get_engine, launched_rank, with_engine
 from ..errors import PTOError
-from ..ir import ElementType, Function, MemRefType, Module
+from ..ir import MAX_DIM, ElementType, Function, MemRefType, Module
 from ..options import CompileOptions
 from ..program import Program
 from ..progress import Phases
@@ -166,6 +166,8 @@ def parse_shapes(items: list[str]) -> dict[str, tuple[int, int]]:
         r, c = int(dims[0]), int(dims[1])
         if r <= 0 or c <= 0:
             raise PTOError(f"--shape {name}: rows and cols must be positive, got {value}")
+        if r > MAX_DIM or c > MAX_DIM:
+            raise PTOError(f"--shape {name}: at most {MAX_DIM} rows and columns, got {value}")
         out[name] = (r, c)
     return out
 
