@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from pto_core import ElementType as T, MemorySpace as M, PTOBackendError, PTOError, PTOFunctionBuilder, PTOModule
+from pto_core import (ElementType as T, MemorySpace as M, PTOBackendError, PTOError,
+                      PTOFunctionBuilder, PTOModule)
 from pto_core.codegen.cnames import user_text
 from pto_core.options import CompileOptions
 from pto_cuda.emitter import CudaRenderer, smem_capacity
