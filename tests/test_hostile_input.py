@@ -9,6 +9,8 @@ from __future__ import annotations
 import dataclasses
 import re
 import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -25,6 +27,9 @@ from pto_core.options import PASS_LEVELS, CompileOptions
 from pto_core.reference import run_module
 from pto_core.verify import (MAX_CALL_DEPTH, MAX_NESTING, check_scalar_args, verify_function,
                              verify_module)
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from time_limit import time_limit  # noqa: E402: beside the tests
 
 F32, I32, GM = ElementType.F32, ElementType.I32, MemorySpace.GLOBAL
 BACKENDS = ["arm64", "cuda_sim", "ascend_a2a3", "ascend_a5"]
@@ -499,23 +504,6 @@ def test_the_driver_verifies_ir_with_every_pass_disabled() -> None:
         assert (info.value.function, info.value.instruction) == ("k", "TEXP %y, %x")
 
 
-def _until_alarm(seconds: float, f, *args):
-    """``f(*args)``, or an AssertionError when it is still running after ``seconds`` (a hang
-    guard, not a measurement: what is guarded ends in milliseconds)."""
-    import signal
-
-    def on_alarm(signum, frame):
-        raise AssertionError(f"still running after {seconds} s")
-
-    old = signal.signal(signal.SIGALRM, on_alarm)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
-    try:
-        return f(*args)
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, old)
-
-
 def _loops(outer: str, inner: str, kernel_trips: str = "2") -> str:
     return KERNEL.replace("  %x = tadds", f"  FOR %j:idx, 0:idx, {kernel_trips}:idx, 1:idx\n"
                                          f"  %x = tadds %x, 1.5\n  ENDFOR\n  %x = tadds") + f"""
@@ -543,7 +531,8 @@ def test_a_loop_past_the_references_iteration_limit_is_an_error_naming_it(outer,
     10**11 iterations, for days."""
     m = parse(_loops(outer, inner, kernel_trips))
     with pytest.raises(PTOError, match="at most 16777216 loop iterations") as e:
-        _until_alarm(30, run_module, m, {"a": np.zeros((8, 8), np.float32)}, {})
+        with time_limit(30):
+            run_module(m, {"a": np.zeros((8, 8), np.float32)}, {})
     assert named in str(e.value), e.value
 
 

@@ -15,8 +15,7 @@ from __future__ import annotations
 
 import random
 import re
-import signal
-from contextlib import contextmanager
+import sys
 from functools import lru_cache
 from pathlib import Path
 
@@ -26,6 +25,9 @@ import pytest
 from pto_core import PTOError
 from pto_core.asm import parse, print_module
 from pto_core.ir import ScalarType
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from time_limit import TimeLimit, time_limit  # noqa: E402: beside the tests
 
 ROOT = Path(__file__).resolve().parents[1]
 #: examples printed as .pto: small ones covering loops, calls, matmul, masks and a device program
@@ -143,24 +145,6 @@ def mutate(rng: random.Random, text: str) -> str:
     return text
 
 
-class _Timeout(BaseException):
-    """Raised by the alarm: a BaseException, so no ``except Exception`` inside PTO hides it."""
-
-
-@contextmanager
-def time_limit(seconds: float):
-    def on_alarm(signum, frame):
-        raise _Timeout(f"took longer than {seconds} s")
-
-    old = signal.signal(signal.SIGALRM, on_alarm)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
-    try:
-        yield
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, old)
-
-
 def rebuild(module) -> None:
     """What ``pto parse`` and ``pto convert`` do with a module: the builder file ``pto parse``
     writes, run, builds the same module (its text is code: it must hold nothing else); the
@@ -229,7 +213,7 @@ def sweep(seed: int, n: int) -> None:
         text = mutate(rng, rng.choice(texts))
         try:
             check(text)
-        except (AssertionError, _Timeout, Exception) as e:
+        except (AssertionError, TimeLimit, Exception) as e:
             raise AssertionError(f"seed {seed}, case {case}: {type(e).__name__}: {e}\n"
                                  f"--- input ---\n{text[:3000]}") from e
 
