@@ -56,6 +56,9 @@ def load_python_module(path: Path) -> Any:
     saved, sys.dont_write_bytecode = sys.dont_write_bytecode, True
     try:
         spec.loader.exec_module(mod)
+    except SyntaxError as e:        # the file is no Python: say where, as for a .pto file
+        del sys.modules[name]
+        raise PTOError(f"{path}:{e.lineno}:{e.offset}: {e.msg}") from None
     finally:
         sys.dont_write_bytecode = saved
     return mod

@@ -4,6 +4,7 @@ exit status 1, never a traceback, a file written outside the directory or an opt
 
 from __future__ import annotations
 
+import re
 import textwrap
 from pathlib import Path
 
@@ -223,3 +224,12 @@ def test_a_shape_past_max_dim_is_refused_by_name(capsys):
     rc, out, err = pto_run(capsys, ROWMAX, "--shape", "input=99999999999x128")
     assert rc == 1 and err == (f"pto run: error: --shape input: at most {MAX_DIM} rows and "
                                f"columns, got 99999999999x128\n"), err
+
+
+def test_a_python_program_that_does_not_parse_is_a_located_one_line_error(tmp_path, capsys):
+    """Before: Python's SyntaxError traceback (through importlib)."""
+    (tmp_path / "p.py").write_text("import numpy\n\ndef build_module(:\n    pass\n")
+    rc = main(["run", str(tmp_path / "p.py")])
+    err = capsys.readouterr().err
+    assert rc == 1 and err.count("\n") == 1, err
+    assert re.fullmatch(rf"pto run: error: {re.escape(str(tmp_path / 'p.py'))}:3:\d+: .+\n", err)
