@@ -18,7 +18,8 @@ generating sources or starting SCons. Builds of one folder by several processes 
 written by hand, for tests and tools) go through the same SCons build.
 
 File names are fixed by the driver (so a build tool can know them before generating):
-kernels ``<function><kernel_suffix>``, ``<module>_orch.c``, ``<module>_binding<host_suffix>``,
+kernels ``<function><kernel_suffix>`` (``<function>.<n><kernel_suffix>`` where another file's
+name differs only in case), ``<module>_orch.c``, ``<module>_binding<host_suffix>``,
 ``<module>_host.c``.
 
 >>> planned_files("arm64", _demo_module())                      # doctest: +SKIP
@@ -95,14 +96,21 @@ def planned_files(target: str, module: Module,
     if not optimised:
         module, _ = optimise(module, options or CompileOptions(), target)
     m = c_module_name(module)
-    kernels = tuple(f"{f.name}{info.kernel_suffix}" for f in module.functions.values()
-                    if f.is_incore)
-    files = GeneratedFiles(kernels, f"{m}_orch.c", f"{m}_binding{info.host_suffix}",
-                           f"{m}_host.c")
-    if len(set(files.all)) != len(files.all):
-        raise PTOBackendError(f"generated file names of module '{module.name}' collide: "
-                              f"{', '.join(files.all)} (rename a function)")
-    return files
+    host = (f"{m}_orch.c", f"{m}_binding{info.host_suffix}", f"{m}_host.c")
+    # a kernel's file is <function><suffix> unless that name, case aside, is taken (k.c and
+    # K.c are one file on a case-insensitive file system): then <function>.<n><suffix>,
+    # which no identifier spells
+    taken = {f.casefold() for f in host}
+    kernels = []
+    for f in module.functions.values():
+        if f.is_incore:
+            name, n = f"{f.name}{info.kernel_suffix}", 0
+            while name.casefold() in taken:
+                n += 1
+                name = f"{f.name}.{n}{info.kernel_suffix}"
+            taken.add(name.casefold())
+            kernels.append(name)
+    return GeneratedFiles(tuple(kernels), *host)
 
 
 def write_if_changed(path: Path, text: str) -> bool:

@@ -580,3 +580,25 @@ def test_running_out_of_memory_is_a_one_line_error(tmp_path, capsys, monkeypatch
     err = capsys.readouterr().err
     assert rc == 1 and err == ("pto run: error: out of memory: Unable to allocate 29.1 TiB for "
                                "an array with shape (8000000000000, 1)\n"), err
+
+
+def _kernels_named(module_name: str, *names: str) -> Module:
+    m = PTOModule(module_name)
+    for n in names:
+        (PTOFunctionBuilder(n, module=m).in_core().memref("a", GM, F32)
+         .tile("x", 8, 8, F32).load("x", "a").adds("x", "x", 1.0).store("a", "x").build())
+    return m
+
+
+@pytest.mark.parametrize("names, files", [
+    (("k", "K", "kk"), ("k.c", "K.1.c", "kk.c")),
+    (("pto", "PTO", "Pto"), ("pto.c", "PTO.1.c", "Pto.2.c")),
+    (("M_ORCH", "m_host"), ("M_ORCH.1.c", "m_host.1.c")),
+])
+def test_kernels_whose_names_differ_only_in_case_get_files_of_their_own(names, files):
+    """On a case-insensitive file system (macOS, Windows) k.c and K.c are one file: before,
+    one kernel's source overwrote the other's (and a kernel named like the module's
+    orchestration file was refused only when the case matched too)."""
+    files_of = driver.planned_files("arm64", _kernels_named("m", *names), optimised=True)
+    assert files_of.kernels == files
+    assert len({f.casefold() for f in files_of.all}) == len(files_of.all)
