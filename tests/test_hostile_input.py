@@ -602,3 +602,19 @@ def test_kernels_whose_names_differ_only_in_case_get_files_of_their_own(names, f
     files_of = driver.planned_files("arm64", _kernels_named("m", *names), optimised=True)
     assert files_of.kernels == files
     assert len({f.casefold() for f in files_of.all}) == len(files_of.all)
+
+
+@pytest.mark.parametrize("data, line, column", [
+    (b"func @k() {\n}\n  \xff\n", 3, 3),
+    (b"// \xc3\xa9t\xc3\xa9 \xe9\r\nfunc", 1, 8),
+    (b"a\r\rb\r\n\x80", 4, 1),
+])
+def test_a_pto_file_not_in_utf8_is_located_at_the_first_bad_byte(tmp_path, data, line, column):
+    """Before: located at 1:1 whatever the line, with Python's codec message."""
+    p = tmp_path / "bad.pto"
+    p.write_bytes(data)
+    with pytest.raises(PTOSyntaxError) as e:
+        parse_file(p)
+    assert (e.value.line, e.value.column) == (line, column), e.value
+    assert str(e.value).startswith(f"{p}:{line}:{column}: cannot read {p}: not UTF-8 text "
+                                   f"(byte 0x"), e.value
