@@ -118,7 +118,7 @@ def is_program(path: str | Path) -> bool:
     Python file that defines ``build_module`` (without importing it)?"""
     p = Path(path)
     return p.suffix in (".pto", ".ptoas") or (p.suffix == ".py" and p.is_file()
-                                              and "def build_module" in p.read_text())
+                                              and "def build_module" in p.read_text(errors="replace"))
 
 
 def load_program(path: str | Path, params: Mapping[str, str] | None = None) -> Program:

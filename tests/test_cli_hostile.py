@@ -233,3 +233,16 @@ def test_a_python_program_that_does_not_parse_is_a_located_one_line_error(tmp_pa
     err = capsys.readouterr().err
     assert rc == 1 and err.count("\n") == 1, err
     assert re.fullmatch(rf"pto run: error: {re.escape(str(tmp_path / 'p.py'))}:3:\d+: .+\n", err)
+
+
+@pytest.mark.parametrize("command", ["run", "graph", "compile"])
+def test_a_python_program_with_a_byte_not_utf8_is_read_as_python_reads_it(tmp_path, capsys,
+                                                                         command):
+    """Before: pto run ended in a UnicodeDecodeError traceback from telling a workload file
+    from a program file (the others loaded it)."""
+    (tmp_path / "p.py").write_bytes(b"def build_module():\n    pass\n# \xff\n")
+    extra = {"compile": ["-o", str(tmp_path / "o")], "graph": ["-o", str(tmp_path / "g.svg")]}
+    rc = main([command, str(tmp_path / "p.py"), *extra.get(command, [])])
+    err = capsys.readouterr().err
+    assert rc == 1 and err.count("\n") == 1, err
+    assert "build_module() returned NoneType, not a PTOModule" in err
