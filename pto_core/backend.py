@@ -36,8 +36,8 @@ from .hookspecs import hookimpl
 @dataclass(frozen=True)
 class KernelSource:
     """Generated source of one InCore function. The driver writes ``text`` to
-    ``<function><kernel_suffix>`` (so build tools know the names before generating);
-    ``filename`` is informational."""
+    ``<function><kernel_suffix>`` (so build tools know the names before generating; see
+    :func:`pto_core.driver.planned_files`); ``filename`` is informational."""
 
     function: str
     filename: str          # e.g. "rowmax.c"

@@ -44,6 +44,9 @@ def main(argv: list[str] | None = None) -> int:
     except PTOError as e:
         print(f"pto {args.command}: error: {e}", file=sys.stderr)
         return 1
+    except MemoryError as e:    # arrays of a program too large for this machine
+        print(f"pto {args.command}: error: out of memory: {e}", file=sys.stderr)
+        return 1
     except OSError as e:        # a file named on the command line that cannot be read or written
         where = f"{e.filename}: " if e.filename is not None else ""
         print(f"pto {args.command}: error: {where}{e.strerror or e}", file=sys.stderr)

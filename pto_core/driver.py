@@ -18,7 +18,8 @@ generating sources or starting SCons. Builds of one folder by several processes 
 written by hand, for tests and tools) go through the same SCons build.
 
 File names are fixed by the driver (so a build tool can know them before generating):
-kernels ``<function><kernel_suffix>``, ``<module>_orch.c``, ``<module>_binding<host_suffix>``,
+kernels ``<function><kernel_suffix>`` (``<function>.<n><kernel_suffix>`` where another file's
+name differs only in case), ``<module>_orch.c``, ``<module>_binding<host_suffix>``,
 ``<module>_host.c``.
 
 >>> planned_files("arm64", _demo_module())                      # doctest: +SKIP
@@ -46,7 +47,7 @@ from .engines import (DEFAULT as DEFAULT_ENGINE, check_backend, check_launch, en
                       get_engine, pkg_config_flags, with_engine)
 from .abi import PTO_MAX_SCHEDULERS, PTO_MAX_WORKERS
 from .errors import PTOBackendError, PTOError
-from .backend import KernelSource
+from .backend import BindingSource, KernelSource
 from .ir import Function, Module
 from .options import CORE_OPTIONS, RANGE_TASKS_OPTION, TILE_ARGS_OPTION, CompileOptions
 from .codegen.orchestration import c_module_name, emit_orchestration
@@ -95,14 +96,21 @@ def planned_files(target: str, module: Module,
     if not optimised:
         module, _ = optimise(module, options or CompileOptions(), target)
     m = c_module_name(module)
-    kernels = tuple(f"{f.name}{info.kernel_suffix}" for f in module.functions.values()
-                    if f.is_incore)
-    files = GeneratedFiles(kernels, f"{m}_orch.c", f"{m}_binding{info.host_suffix}",
-                           f"{m}_host.c")
-    if len(set(files.all)) != len(files.all):
-        raise PTOBackendError(f"generated file names of module '{module.name}' collide: "
-                              f"{', '.join(files.all)} (rename a function)")
-    return files
+    host = (f"{m}_orch.c", f"{m}_binding{info.host_suffix}", f"{m}_host.c")
+    # a kernel's file is <function><suffix> unless that name, case aside, is taken (k.c and
+    # K.c are one file on a case-insensitive file system): then <function>.<n><suffix>,
+    # which no identifier spells
+    taken = {f.casefold() for f in host}
+    kernels = []
+    for f in module.functions.values():
+        if f.is_incore:
+            name, n = f"{f.name}{info.kernel_suffix}", 0
+            while name.casefold() in taken:
+                n += 1
+                name = f"{f.name}.{n}{info.kernel_suffix}"
+            taken.add(name.casefold())
+            kernels.append(name)
+    return GeneratedFiles(tuple(kernels), *host)
 
 
 def write_if_changed(path: Path, text: str) -> bool:
@@ -115,6 +123,19 @@ def write_if_changed(path: Path, text: str) -> bool:
     tmp.write_text(text)
     os.replace(tmp, path)
     return True
+
+
+def _malformed_source(src: KernelSource | BindingSource) -> str | None:
+    """What is wrong with a source a backend's compiler returned (its text is written to a
+    file; a kernel's buffer_bytes reaches the runtime), or None."""
+    if not isinstance(src.text, str):
+        return f"text is a {type(src.text).__name__}, not a str"
+    n = getattr(src, "buffer_bytes", 0)
+    if isinstance(n, bool) or not isinstance(n, int):
+        return f"buffer_bytes is a {type(n).__name__}, not an int >= 0"
+    if n < 0:
+        return f"buffer_bytes is {n}, not an int >= 0"
+    return None
 
 
 def generate(target: str, module: Module, options: CompileOptions,
@@ -136,6 +157,10 @@ def generate(target: str, module: Module, options: CompileOptions,
             if not isinstance(ks, KernelSource):
                 raise PTOBackendError(f"backend '{target}' generated no kernel for '{fn.name}'",
                                       function=fn.name)
+            bad = _malformed_source(ks)
+            if bad:
+                raise PTOBackendError(f"backend '{target}' generated for '{fn.name}' a kernel "
+                                      f"whose {bad}", function=fn.name)
             ks = dataclasses.replace(ks, buffer_bytes=ks.buffer_bytes or int(bb(fn)))
             kernels.append(ks)
             texts[name] = ks.text
@@ -148,6 +173,12 @@ def generate(target: str, module: Module, options: CompileOptions,
         binding = compiler.runtime_binding(cmod, kernels, options)
     if binding is None:
         raise PTOBackendError(f"backend '{target}' provides no runtime binding")
+    if not isinstance(binding, BindingSource):
+        raise PTOBackendError(f"backend '{target}' gave a {type(binding).__name__} as its "
+                              f"runtime binding, not a pto_core.backend.BindingSource")
+    bad = _malformed_source(binding)
+    if bad:
+        raise PTOBackendError(f"backend '{target}' gave a runtime binding whose {bad}")
     texts[files.binding] = binding.text
     texts[files.host] = emit_host_main(module)
     return texts

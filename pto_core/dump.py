@@ -163,7 +163,7 @@ class TaskGraph:
 # ---------------------------------------------------------------------- parse
 _TASK_RE = re.compile(
     r"^\s*Task\s+(?P<id>-?\d+):\s*(?P<func>\S+)\s*\[(?P<state>[A-Za-z_?]+)\]\s*"
-    r"fanin=(?P<fanin>\d+)\s+buf=(?P<buf>[\d.]+)\s*(?P<unit>[KMG]?B)\s+"
+    r"fanin=(?P<fanin>\d+)\s+buf=(?P<buf>\d+(?:\.\d*)?)\s*(?P<unit>[KMG]?B)\s+"
     r"fanout=\[(?P<fanout>[\d,\s]*)\]\s*$")
 _EDGE_RE = re.compile(r"^\s*Task\s+(-?\d+)\s*->\s*Task\s+(-?\d+)\s*$")
 _UNIT = {"B": 1, "KB": 1024, "MB": 1024 ** 2, "GB": 1024 ** 3}
@@ -230,7 +230,10 @@ def parse_dump(text: str, *, strict: bool = True, source: str | None = None) -> 
 def read_dump(path: str | Path, *, strict: bool = True) -> TaskGraph:
     """:func:`parse_dump` of a file; errors name the file."""
     try:
-        text = Path(path).read_text()
+        text = Path(path).read_bytes().decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise PTODumpError(f"cannot read dump: not UTF-8 text (byte {e.start})",
+                           file=str(path)) from None
     except OSError as e:
         raise PTODumpError(f"cannot read dump: {e.strerror}", file=str(path)) from None
     return parse_dump(text, strict=strict, source=str(path))

@@ -89,6 +89,7 @@ class Kernel:
                 given[p.name] = a
         shapes = derive_shapes(b.source, scalars, {n: a.shape for n, a in given.items()},
                                entry=self.entry.name)
+        self._check_writable(given, scalars)
         arrays = {n: given[n] if n in given else np.zeros(shapes[n], numpy_dtype(t.dtype))
                   for n, t in self.entry.memrefs.items()}
         if not b.library.is_file():                    # the build cache was cleared since
@@ -106,6 +107,20 @@ class Kernel:
             else:
                 out[name] = got
         return out
+
+    def _check_writable(self, given: Mapping[str, np.ndarray],
+                        scalars: Mapping[str, Any]) -> None:
+        """A read-only array (a broadcast, a read-only buffer or memory map) may hold only a
+        tensor the run reads: the results of one it writes could not reach the caller."""
+        fixed = [n for n, a in given.items() if not a.flags.writeable]
+        if not fixed:
+            return
+        from .checking import tensor_modes
+        modes = tensor_modes(self.binary.source, scalars, self.entry.name)
+        for n in fixed:
+            if modes[n] in ("out", "inout"):
+                raise PTOError(f"tensor '{n}' is written by '{self.entry.name}', but the array "
+                               f"given for it is read-only")
 
     def _bind(self, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> dict[str, Any]:
         name = self.entry.name

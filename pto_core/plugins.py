@@ -76,6 +76,8 @@ _pm: pluggy.PluginManager | None = None
 _records: list[PluginRecord] = []
 #: backend name -> the plugins that all provide it (two or more): the name is unusable
 _conflicts: dict[str, list[PluginRecord]] = {}
+#: entry points that PTO_BACKENDS left out
+_left_out: list[str] = []
 
 #: what a backend name may be: it names build directories and appears in generated text
 BACKEND_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}")
@@ -101,6 +103,7 @@ def _load_entry_points(pm: pluggy.PluginManager) -> None:
     allowed = _allowlist()
     for ep in metadata.entry_points(group=ENTRY_POINT_GROUP):
         if allowed is not None and ep.name not in allowed:
+            _left_out.append(ep.name)
             continue
         rec = PluginRecord(ep.name, entry_point=ep.value)
         try:
@@ -327,13 +330,35 @@ def get_backend(name: str) -> Backend:
     msg = f"no backend named '{name}' (installed: {have})"
     if broken:
         msg += "; plugins that failed to load: " + "; ".join(broken)
+    allowed = _allowlist()
+    if allowed is not None:
+        raw = os.environ.get("PTO_BACKENDS", "")
+        msg += f"; PTO_BACKENDS={raw!r} loads only the entry points named there"
+        if not set(allowed) & {r.name for r in plugin_records()}:
+            msg += (f", and no installed one is named {', '.join(sorted(allowed))} (installed: "
+                    f"{', '.join(sorted(_left_out)) or 'none'})")
+        elif _left_out:
+            msg += f" (it left out: {', '.join(sorted(_left_out))})"
     raise PTOBackendError(msg)
+
+
+def can_run(b: Backend) -> tuple[bool, str]:
+    """``b.driver.can_run()``, where a driver that fails or answers anything but
+    ``(bool, str)`` cannot run, saying so (the other backends are not concerned)."""
+    try:
+        answer = b.driver.can_run()
+    except PTOError as e:
+        return False, str(e)
+    if (not isinstance(answer, tuple) or len(answer) != 2 or not isinstance(answer[0], bool)
+            or not isinstance(answer[1], str)):
+        return False, f"its driver's can_run() answered {answer!r:.80}, not (bool, str)"
+    return answer
 
 
 def runnable_backend(name: str) -> Backend:
     """:func:`get_backend`, or a PTOError saying why its driver cannot run it here."""
     b = get_backend(name)
-    ok, why = b.driver.can_run()
+    ok, why = can_run(b)
     if not ok:
         raise PTOError(f"cannot run on the {name} backend here: {why}")
     return b
@@ -345,3 +370,4 @@ def _reset_for_tests() -> None:
     _pm = None
     _records.clear()
     _conflicts.clear()
+    _left_out.clear()

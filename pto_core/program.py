@@ -56,6 +56,9 @@ def load_python_module(path: Path) -> Any:
     saved, sys.dont_write_bytecode = sys.dont_write_bytecode, True
     try:
         spec.loader.exec_module(mod)
+    except SyntaxError as e:        # the file is no Python: say where, as for a .pto file
+        del sys.modules[name]
+        raise PTOError(f"{path}:{e.lineno}:{e.offset}: {e.msg}") from None
     finally:
         sys.dont_write_bytecode = saved
     return mod
@@ -115,7 +118,7 @@ def is_program(path: str | Path) -> bool:
     Python file that defines ``build_module`` (without importing it)?"""
     p = Path(path)
     return p.suffix in (".pto", ".ptoas") or (p.suffix == ".py" and p.is_file()
-                                              and "def build_module" in p.read_text())
+                                              and "def build_module" in p.read_text(errors="replace"))
 
 
 def load_program(path: str | Path, params: Mapping[str, str] | None = None) -> Program:

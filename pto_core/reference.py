@@ -66,8 +66,8 @@ from .analysis import accesses
 from .errors import PTOError
 from .ir.ops import (BLOCK_BYTES, COMPARES, INTERLEAVES, PART_ARGS, PRINT_FORMATS, RANDOM_BLOCK,
                      random_stride)
-from .ir import (Break, Call, Category, Continue, ElementType, Expr, For, Function, If, Instr,
-                 MemRefType, Module, Return, ScalarType, TileType, While)
+from .ir import (MAX_DIM, Break, Call, Category, Continue, ElementType, Expr, For, Function, If,
+                 Instr, MemRefType, Module, Return, ScalarType, TileType, While)
 from .verify import check_scalar_args, verify_module
 
 # --------------------------------------------------------------------------------------------
@@ -844,6 +844,7 @@ class _Translator:
             "_part_arg": _part_arg, "_interleave": _interleave, "_deinterleave": _deinterleave,
             "_operator": operator,
             "_TC": TaskCall, "_RG": Region, "PTOError": PTOError, "_errloop": _loop_error,
+            "_LIMIT": _LIMIT_TEXT,
             "_IM": Intermediate,
         }
         for t in ElementType:
@@ -954,9 +955,10 @@ class _Translator:
             (p.name, np.zeros((0, 0), numpy_dtype(p.type.dtype))) for p in fn.params
             if isinstance(p.type, MemRefType) and p.name not in box)
 
-    def body(self, fn: Function, body, lines: list[str], depth: int) -> None:
+    def body(self, fn: Function, body, lines: list[str], depth: int, trips: int = 1) -> None:
         """Python statements of ``body``; InCore and orchestration functions differ only in
-        the checks before a loop and in what a call does."""
+        the checks before a loop and in what a call does. ``trips``: the iterations of the
+        InCore loops around ``body`` (their bounds are constants)."""
         ind = "    " * depth
         if not body:
             lines.append(f"{ind}pass")
@@ -968,14 +970,20 @@ class _Translator:
                 if not fn.is_incore:        # InCore loops have constant bounds (verified)
                     self.loop_checks(fn, s, step, f"len(range({start}, {end}, {step}))", ind,
                                      lines)
+                elif all(isinstance(x, int) for x in (s.start, s.end, s.step)) and s.step:
+                    n = len(range(s.start, s.end, s.step))
+                    if trips * n > MAX_LOOP_ITERATIONS:
+                        lines.append(f"{ind}_errloop({fn.name!r}, {self.const(s)}, 'the loop "
+                                     f"runs {n} times' + _LIMIT('k', {trips}))")
+                    trips *= max(n, 1)
                 lines.append(f"{ind}for {_v(s.var)} in range({start}, {end}, {step}):")
-                self.body(fn, s.body, lines, depth + 1)
+                self.body(fn, s.body, lines, depth + 1, trips)
             elif isinstance(s, If):
                 lines.append(f"{ind}if {_v(s.cond)}:")
-                self.body(fn, s.then_body, lines, depth + 1)
+                self.body(fn, s.then_body, lines, depth + 1, trips)
                 if s.else_body:
                     lines.append(f"{ind}else:")
-                    self.body(fn, s.else_body, lines, depth + 1)
+                    self.body(fn, s.else_body, lines, depth + 1, trips)
             elif isinstance(s, While):
                 # the iteration guard: one more than the limit is an error, never a hang
                 n = f"_w{depth}"
@@ -984,7 +992,7 @@ class _Translator:
                           f"{ind}    if {n} > {s.limit}: _errloop({fn.name!r}, {self.const(s)}, "
                           f"'the WHILE did not end within its limit of {s.limit} iterations "
                           f"(max_iter)')"]
-                self.body(fn, s.body, lines, depth + 1)
+                self.body(fn, s.body, lines, depth + 1, trips)
             elif isinstance(s, (Break, Continue)):
                 lines.append(f"{ind}{'break' if isinstance(s, Break) else 'continue'}")
             elif isinstance(s, Call):
@@ -996,7 +1004,8 @@ class _Translator:
     def loop_checks(self, fn: Function, s: For, step: str, trips: str, ind: str,
                     lines: list[str]) -> None:
         """Run-time errors of an orchestration loop: a non-positive dynamic step, more trips
-        than ``max_range``."""
+        than ``max_range``, more iterations of the run's loops than
+        :data:`MAX_LOOP_ITERATIONS` (counted in ``_b`` as the loop starts)."""
         if isinstance(s.step, str):
             lines.append(f"{ind}if {step} <= 0: _errloop({fn.name!r}, {self.const(s)}, "
                          f"'step must be positive, got %d' % {step})")
@@ -1004,6 +1013,7 @@ class _Translator:
             lines.append(f"{ind}if {trips} > {s.max_range}: _errloop({fn.name!r}, "
                          f"{self.const(s)}, 'the loop runs %d times, more than its "
                          f"max_range {s.max_range}' % {trips})")
+        lines.append(f"{ind}_b.trips({fn.name!r}, {self.const(s)}, {trips})")
 
     def call_args(self, fn: Function, callee: Function, s: Call) -> str:
         """The argument dict of a call that runs in line (no task): ``{'param': value}``."""
@@ -1169,7 +1179,7 @@ class _Translator:
 
     # -- orchestration ----------------------------------------------------------------------
     def orchestration(self, fn: Function, lines: list[str]) -> None:
-        lines.append(f"def o_{fn.name}(_a):")
+        lines.append(f"def o_{fn.name}(_a, _b):")
         self.prologue(fn, lines)
         lines.append("    if False:")
         lines.append("        yield None")
@@ -1178,7 +1188,7 @@ class _Translator:
     def orch_call(self, fn: Function, s: Call) -> str:
         callee = self.module.functions[s.callee]
         if not callee.is_incore:
-            return f"yield from o_{s.callee}({self.call_args(fn, callee, s)})"
+            return f"yield from o_{s.callee}({self.call_args(fn, callee, s)}, _b)"
         box, modes = self.footprint(callee)
         regions, scalars = [], []
         for p in callee.params:
@@ -1198,6 +1208,41 @@ class _Translator:
 
 def _loop_error(function: str, loop: For | While, msg: str) -> None:
     raise PTOError(msg, function=function, instruction=loop.header())
+
+
+#: the loop iterations one run walks in Python: an orchestration's loops all together (the shape
+#: derivation of every target walks them too), and the loops of a kernel nested in each other.
+#: Counted as a loop starts, so a loop of 10**11 trips is refused at once, not walked for days.
+MAX_LOOP_ITERATIONS = 1 << 24
+
+
+def _LIMIT_TEXT(kind: str, before: int) -> str:
+    """The end of the message of a loop past :data:`MAX_LOOP_ITERATIONS`."""
+    if kind == "o":
+        where, after = "an orchestration walks", ""
+        if before:
+            after = f", after {before} iterations of other loops"
+    else:
+        where, after = "a kernel's nested loops walk", ""
+        if before > 1:
+            after = f", inside loops that run {before} times"
+    return (f"{after}: {where} at most {MAX_LOOP_ITERATIONS} loop iterations in all "
+            f"(pto_core.reference.MAX_LOOP_ITERATIONS)")
+
+
+class _LoopBudget:
+    """The orchestration loop iterations of one run so far (``_b`` in the translated code)."""
+
+    __slots__ = ("walked",)
+
+    def __init__(self) -> None:
+        self.walked = 0
+
+    def trips(self, function: str, loop: For, n: int) -> None:
+        self.walked += n
+        if self.walked > MAX_LOOP_ITERATIONS:
+            _loop_error(function, loop, f"the loop runs {n} times"
+                        + _LIMIT_TEXT("o", self.walked - n))
 
 
 _PLANS: dict[tuple[int, ...], _Plan] = {}
@@ -1253,7 +1298,7 @@ def trace_calls(module: Module, scalars: Mapping[str, Any] | None = None,
             args[p.name] = p.name
     if fn.is_incore:
         return iter([_incore_entry_call(module, fn, args)])
-    return plan.code[f"o_{fn.name}"](args)
+    return plan.code[f"o_{fn.name}"](args, _LoopBudget())
 
 
 def _incore_entry_call(module: Module, fn: Function, args: dict[str, Any]) -> TaskCall:
@@ -1346,6 +1391,11 @@ def derive_shapes(module: Module, scalars: Mapping[str, Any],
         raise PTOError(f"--shape names {', '.join(unknown)}, but '{fn.name}' has no such tensor "
                        f"(it has {', '.join(memrefs) or 'none'})")
     extents = access_extents(module, scalars, fn.name)
+    for n, (r, intervals) in extents.items():
+        need = (r, max(c1 for _, c1 in intervals))
+        if n in memrefs and max(need) > MAX_DIM:     # as a declared shape is bounded
+            raise PTOError(f"tensor '{n}': the program accesses it up to {_fmt(need)}, more "
+                           f"than {MAX_DIM} rows or columns", function=fn.name)
     wanted = list(memrefs) if only is None else [n for n in memrefs if n in set(only)]
     out: dict[str, tuple[int, int]] = {}
     for n in memrefs:

@@ -359,8 +359,16 @@ def sconstruct() -> None:
     # the target-independent runtime, for tools that link it directly
     Alias("runtime", runtime_libs(base_env(probe["opt"], probe["werror"]), f"{root}/runtime"))
     npy_obj = env.Object(f"{tdir}/common/pto_npy", str(host.TEMPLATES / "pto_npy.c"))
-    built = [build_program(env, p, tdir, rt_static, npy_obj)
-             for p in find_programs(probe["examples"])]
+    built = []
+    for p in find_programs(probe["examples"]):
+        try:
+            if "$" in p:            # SCons would expand it, then build another path
+                raise PTOError(f"{p}: SCons reads '$' in a path as a variable: rename the "
+                               f"program")
+            built.append(build_program(env, p, tdir, rt_static, npy_obj))
+        except PTOError as e:
+            print(f"scons: {e}")
+            Exit(2)
     # a cross build is for running elsewhere: only the (static) host programs
     Default(([] if cross else [r["lib"] for r in built]) + [r["host"] for r in built])
     if "check" in COMMAND_LINE_TARGETS:

@@ -133,6 +133,26 @@ def test_bad_calls_are_refused_with_the_reason(kernel, call, message):
     assert message in str(e.value)
 
 
+def _read_only(a: np.ndarray) -> np.ndarray:
+    a.flags.writeable = False
+    return a
+
+
+@pytest.mark.parametrize("output", [
+    lambda: _read_only(np.zeros((8, 1), np.float32)),
+    lambda: np.broadcast_to(np.zeros((1, 1), np.float32), (8, 1)),
+    lambda: np.frombuffer(bytes(32), np.float32).reshape(8, 1),
+])
+def test_a_tensor_the_kernel_writes_given_read_only_is_refused(kernel, output):
+    """Before: the run wrote elsewhere and the call returned the caller's array unchanged
+    (zeros where rowmax of ones is 1), saying nothing."""
+    x = np.ones((8, 128), np.float32)
+    with pytest.raises(PTOError, match="tensor 'output' is written by 'rowmax_rows', but the "
+                                       "array given for it is read-only"):
+        kernel(x, output(), num_tiles=1)
+    assert kernel(_read_only(x), num_tiles=1)["output"].ravel().tolist() == [1.0] * 8
+
+
 # ------------------------------------------------------------------ Graph, DeviceRunner
 
 @pytest.fixture(scope="module")

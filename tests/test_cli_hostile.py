@@ -4,6 +4,7 @@ exit status 1, never a traceback, a file written outside the directory or an opt
 
 from __future__ import annotations
 
+import re
 import textwrap
 from pathlib import Path
 
@@ -130,3 +131,118 @@ def test_a_python_program_that_is_a_pipe_is_refused(tmp_path, capsys):
     os.mkfifo(tmp_path / "p.py")
     rc = main(["run", str(tmp_path / "p.py")])
     assert rc == 1 and f"{tmp_path / 'p.py'}: not a regular file" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("text, message", [
+    ("compile = 3\n", "[compile] is a table (compile = 3)"),
+    ("passes = 'x'\n", "[passes] is a table (passes = 'x')"),
+    ("[compile]\nopt_level = 'two'\n", "opt_level is 0, 1 or 2, got 'two'"),
+    ("[compile]\nopt_level = 7\n", "opt_level is 0, 1 or 2, got 7"),
+    ("[compile]\nopt_level = -1\n", "opt_level is 0, 1 or 2, got -1"),
+    ("[compile]\nopt_level = true\n", "opt_level is 0, 1 or 2, got True"),
+    ("[compile]\nopt_level = 1.5\n", "opt_level is 0, 1 or 2, got 1.5"),
+    ("[compile]\nopt_level = [1]\n", "opt_level is 0, 1 or 2, got [1]"),
+    ("[compile]\nopt_levle = 1\n", "unknown key 'opt_levle' in [compile] (known: opt_level)"),
+    ("[pases]\nfuse_loops = false\n", "unknown table [pases] (known: compile, passes)"),
+    ("opt_level = 1\n", "unknown key 'opt_level' (known: compile, passes)"),
+    ("[passes]\nfuse_loops = 'false'\n", "[passes] fuse_loops is true or false, got 'false'"),
+    ("[passes]\nfuse_loops = 0\n", "[passes] fuse_loops is true or false, got 0"),
+    ("[passes]\nfuse_loop = false\n", "unknown pass 'fuse_loop'"),
+    (b"[compile]\nopt_level = 1 # \xff\n", "not UTF-8 text"),
+    ("[compile\n", "Expected ']'"),
+])
+def test_a_config_file_with_wrong_keys_types_or_values_is_a_one_line_error(tmp_path, capsys,
+                                                                          text, message):
+    """Before: a table that was a value, a wrong type or a file not in UTF-8 was a traceback;
+    an opt_level out of range, a misspelt key or table and a pass switched by the string
+    'false' (which switched it on) passed silently."""
+    cfg = tmp_path / "pto.toml"
+    (cfg.write_bytes if isinstance(text, bytes) else cfg.write_text)(text)
+    rc = main(["compile", str(CHAIN), "--emit", "pto", "-o", str(tmp_path / "out"),
+               "--config", str(cfg)])
+    err = capsys.readouterr().err
+    assert rc == 1 and err.count("\n") == 1, err
+    assert err.startswith(f"pto compile: error: {cfg}: ") and message in err, err
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_config_file_sets_the_level_and_the_passes(tmp_path, capsys):
+    cfg = tmp_path / "pto.toml"
+    cfg.write_text("[compile]\nopt_level = 0\n[passes]\nfuse_loops = true\ndce = false\n")
+    from pto_core.commands.common import add_compile_arguments, options_from_args
+    import argparse
+    p = argparse.ArgumentParser()
+    add_compile_arguments(p)
+    opts = options_from_args(p.parse_args(["--config", str(cfg)]))
+    assert (opts.opt_level, opts.enable, opts.disable) == (0, {"fuse_loops"}, {"dce"})
+    opts = options_from_args(p.parse_args(["--config", str(cfg), "-O", "2", "--pass", "dce"]))
+    assert (opts.opt_level, opts.enable, opts.disable) == (2, {"fuse_loops", "dce"}, set())
+
+
+def test_a_program_of_comments_alone_has_nothing_to_run(tmp_path, capsys):
+    """Before: "no function 'None' to run"."""
+    (tmp_path / "c.pto").write_text("// PTO Module: m\n// Entry\n")
+    rc = main(["run", str(tmp_path / "c.pto")])
+    err = capsys.readouterr().err
+    assert rc == 1 and err == (f"pto run: error: {tmp_path / 'c.pto'}: module 'm' has no "
+                               f"function or device program to run\n"), err
+
+
+ROWMAX = Path(__file__).resolve().parents[1] / "examples" / "rowmax.py"
+
+
+@pytest.mark.parametrize("options, message", [
+    (("--seed", "-1"), "--seed: expected a whole number >= 0, got -1"),
+    (("--check", "--rtol", "nan"), "--rtol: expected a number >= 0, got nan"),
+    (("--check", "--atol", "-1"), "--atol: expected a number >= 0, got -1.0"),
+    (("--check", "--rtol", "inf"), "--rtol: expected a number >= 0, got inf"),
+    (("--workers", "-1"), "--workers: expected a whole number in [0, 128], got -1"),
+    (("--workers", "99999999999"), "--workers: expected a whole number in [0, 128], got "
+                                   "99999999999"),
+])
+def test_run_options_out_of_range_are_a_one_line_error(capsys, options, message):
+    """Before: --seed -1 was a numpy ValueError traceback; a tolerance of nan or -1 compared
+    and reported MISMATCH; --workers was wrapped to 32 bits before the runtime refused it
+    (99999999999 was 'num_workers = 1215752191') and ignored on the reference target."""
+    rc, out, err = pto_run(capsys, ROWMAX, *options)
+    assert rc == 1 and err == f"pto run: error: {message}\n", err
+    assert "ran in" not in out
+
+
+@pytest.mark.parametrize("content", [b"", b"\x93NUMPY\x01\x00", b"not numpy at all"])
+def test_an_input_file_that_is_no_npy_is_a_one_line_error(tmp_path, capsys, content):
+    """Before: an empty file (or /dev/null) was an EOFError traceback."""
+    (tmp_path / "x.npy").write_bytes(content)
+    rc, out, err = pto_run(capsys, ROWMAX, "--input", f"input={tmp_path / 'x.npy'}")
+    assert rc == 1 and err.count("\n") == 1, err
+    assert err.startswith(f"pto run: error: --input input: cannot read {tmp_path / 'x.npy'}: ")
+
+
+def test_a_shape_past_max_dim_is_refused_by_name(capsys):
+    """Before: accepted (larger than the accesses), then allocating the tensor failed."""
+    from pto_core.ir import MAX_DIM
+    rc, out, err = pto_run(capsys, ROWMAX, "--shape", "input=99999999999x128")
+    assert rc == 1 and err == (f"pto run: error: --shape input: at most {MAX_DIM} rows and "
+                               f"columns, got 99999999999x128\n"), err
+
+
+def test_a_python_program_that_does_not_parse_is_a_located_one_line_error(tmp_path, capsys):
+    """Before: Python's SyntaxError traceback (through importlib)."""
+    (tmp_path / "p.py").write_text("import numpy\n\ndef build_module(:\n    pass\n")
+    rc = main(["run", str(tmp_path / "p.py")])
+    err = capsys.readouterr().err
+    assert rc == 1 and err.count("\n") == 1, err
+    assert re.fullmatch(rf"pto run: error: {re.escape(str(tmp_path / 'p.py'))}:3:\d+: .+\n", err)
+
+
+@pytest.mark.parametrize("command", ["run", "graph", "compile"])
+def test_a_python_program_with_a_byte_not_utf8_is_read_as_python_reads_it(tmp_path, capsys,
+                                                                         command):
+    """Before: pto run ended in a UnicodeDecodeError traceback from telling a workload file
+    from a program file (the others loaded it)."""
+    (tmp_path / "p.py").write_bytes(b"def build_module():\n    pass\n# \xff\n")
+    extra = {"compile": ["-o", str(tmp_path / "o")], "graph": ["-o", str(tmp_path / "g.svg")]}
+    rc = main([command, str(tmp_path / "p.py"), *extra.get(command, [])])
+    err = capsys.readouterr().err
+    assert rc == 1 and err.count("\n") == 1, err
+    assert "build_module() returned NoneType, not a PTOModule" in err

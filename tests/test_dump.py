@@ -1,6 +1,7 @@
 """The task-graph dump format: parsing, writing back, and agreement with the C runtime's dump."""
 
 import random
+import re
 
 import numpy as np
 import pytest
@@ -133,3 +134,21 @@ def test_runtime_dump_parses_to_the_graph_that_was_built():
             assert writers[-1] in pred[b]
     # writing our own text and parsing it again gives the same graph
     assert parse_dump(format_dump(g)) == g
+
+
+@pytest.mark.parametrize("buf", ["4..0", "1.2.3", "."])
+def test_a_buffer_size_that_is_no_number_is_a_malformed_line(buf):
+    """Before: ValueError: could not convert string to float."""
+    line = next(x for x in SEED_STYLE.splitlines() if "buf=" in x)
+    bad = SEED_STYLE.replace(line, re.sub(r"buf=[\d.]+", f"buf={buf}", line))
+    with pytest.raises(PTODumpError, match="not a task line"):
+        parse_dump(bad)
+
+
+def test_a_dump_file_that_is_not_utf8_is_named(tmp_path):
+    """Before: UnicodeDecodeError."""
+    p = tmp_path / "d.txt"
+    p.write_bytes(SEED_STYLE.encode() + b"\xff\xfe\n")
+    with pytest.raises(PTODumpError, match=rf"{re.escape(str(p))}: cannot read dump: not UTF-8 "
+                                           r"text \(byte \d+\)"):
+        read_dump(p)

@@ -9,6 +9,8 @@ from __future__ import annotations
 import dataclasses
 import re
 import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -25,6 +27,9 @@ from pto_core.options import PASS_LEVELS, CompileOptions
 from pto_core.reference import run_module
 from pto_core.verify import (MAX_CALL_DEPTH, MAX_NESTING, check_scalar_args, verify_function,
                              verify_module)
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from time_limit import time_limit  # noqa: E402: beside the tests
 
 F32, I32, GM = ElementType.F32, ElementType.I32, MemorySpace.GLOBAL
 BACKENDS = ["arm64", "cuda_sim", "ascend_a2a3", "ascend_a5"]
@@ -497,3 +502,119 @@ def test_the_driver_verifies_ir_with_every_pass_disabled() -> None:
         with pytest.raises(PTOVerifyError, match="'y' is not declared") as info:
             call()
         assert (info.value.function, info.value.instruction) == ("k", "TEXP %y, %x")
+
+
+def _loops(outer: str, inner: str, kernel_trips: str = "2") -> str:
+    return KERNEL.replace("  %x = tadds", f"  FOR %j:idx, 0:idx, {kernel_trips}:idx, 1:idx\n"
+                                         f"  %x = tadds %x, 1.5\n  ENDFOR\n  %x = tadds") + f"""
+// Function Type: Orchestration
+func @o(%a: !pto.memref<gm,f32>) {{
+  FOR %i:idx, 0:idx, {outer}:idx, 1:idx
+    FOR %k:idx, 0:idx, {inner}:idx, 1:idx
+      CALL @k(%a -> %a[0, 0])
+    ENDFOR
+  ENDFOR
+}}
+"""
+
+
+@pytest.mark.parametrize("outer, inner, kernel_trips, named", [
+    ("99999999999", "1", "2", "function 'o', instruction 'FOR %i:idx, 0:idx, 99999999999:idx, "
+                              "1:idx': the loop runs 99999999999 times: an orchestration"),
+    ("1", "99999999999", "2", "function 'o', instruction 'FOR %k:idx, 0:idx, 99999999999:idx, "
+                              "1:idx': the loop runs 99999999999 times, after 1 iterations"),
+    ("1", "1", "99999999999", "function 'k', instruction 'FOR %j:idx, 0:idx, 99999999999:idx, "
+                              "1:idx': the loop runs 99999999999 times: a kernel's")])
+def test_a_loop_past_the_references_iteration_limit_is_an_error_naming_it(outer, inner,
+                                                                         kernel_trips, named):
+    """Before: the shape derivation of `pto run` (every target) and the reference walked the
+    10**11 iterations, for days."""
+    m = parse(_loops(outer, inner, kernel_trips))
+    with pytest.raises(PTOError, match="at most 16777216 loop iterations") as e:
+        with time_limit(30):
+            run_module(m, {"a": np.zeros((8, 8), np.float32)}, {})
+    assert named in str(e.value), e.value
+
+
+def test_the_loops_of_a_reference_run_count_together(monkeypatch):
+    import pto_core.reference as ref
+    monkeypatch.setattr(ref, "MAX_LOOP_ITERATIONS", 40)
+    m = parse(_loops("4", "9"))                  # 4 + 4 * 9 = 40 orchestration iterations
+    run_module(m, {"a": np.zeros((8, 8), np.float32)}, {})
+    m = parse(_loops("4", "10"))
+    with pytest.raises(PTOError, match=r"the loop runs 10 times, after 34 iterations of other "
+                                       r"loops: .* at most 40 loop iterations"):
+        run_module(m, {"a": np.zeros((8, 8), np.float32)}, {})
+    m = parse(_loops("1", "1", "41"))
+    with pytest.raises(PTOError, match=r"'FOR %j.*': the loop runs 41 times: a kernel's"):
+        run_module(m, {"a": np.zeros((8, 8), np.float32)}, {})
+
+
+def test_a_derived_shape_past_max_dim_is_an_error_naming_the_tensor(tmp_path, capsys):
+    """Before: the shape was derived (8000000000000 x 1) and allocating its random input was a
+    numpy MemoryError traceback (29.1 TiB)."""
+    text = KERNEL + """
+// Function Type: Orchestration
+func @o(%a: !pto.memref<gm,f32>) {
+  CALL @k(%a -> %a[999999999999, 0])
+}
+"""
+    (tmp_path / "tall.pto").write_text(text)
+    rc = main(["run", str(tmp_path / "tall.pto")])
+    err = capsys.readouterr().err
+    assert rc == 1 and err.count("\n") == 1, err
+    assert ("tensor 'a': the program accesses it up to 8000000000000x8, more than "
+            f"{MAX_DIM} rows or columns" in err), err
+
+
+def test_running_out_of_memory_is_a_one_line_error(tmp_path, capsys, monkeypatch):
+    import pto_core.commands.run as run
+
+    def too_much(*args, **kwargs):
+        raise MemoryError("Unable to allocate 29.1 TiB for an array with shape "
+                          "(8000000000000, 1)")
+
+    monkeypatch.setattr(run, "random_inputs", too_much)
+    (tmp_path / "k.pto").write_text(KERNEL)
+    rc = main(["run", str(tmp_path / "k.pto")])
+    err = capsys.readouterr().err
+    assert rc == 1 and err == ("pto run: error: out of memory: Unable to allocate 29.1 TiB for "
+                               "an array with shape (8000000000000, 1)\n"), err
+
+
+def _kernels_named(module_name: str, *names: str) -> Module:
+    m = PTOModule(module_name)
+    for n in names:
+        (PTOFunctionBuilder(n, module=m).in_core().memref("a", GM, F32)
+         .tile("x", 8, 8, F32).load("x", "a").adds("x", "x", 1.0).store("a", "x").build())
+    return m
+
+
+@pytest.mark.parametrize("names, files", [
+    (("k", "K", "kk"), ("k.c", "K.1.c", "kk.c")),
+    (("pto", "PTO", "Pto"), ("pto.c", "PTO.1.c", "Pto.2.c")),
+    (("M_ORCH", "m_host"), ("M_ORCH.1.c", "m_host.1.c")),
+])
+def test_kernels_whose_names_differ_only_in_case_get_files_of_their_own(names, files):
+    """On a case-insensitive file system (macOS, Windows) k.c and K.c are one file: before,
+    one kernel's source overwrote the other's (and a kernel named like the module's
+    orchestration file was refused only when the case matched too)."""
+    files_of = driver.planned_files("arm64", _kernels_named("m", *names), optimised=True)
+    assert files_of.kernels == files
+    assert len({f.casefold() for f in files_of.all}) == len(files_of.all)
+
+
+@pytest.mark.parametrize("data, line, column", [
+    (b"func @k() {\n}\n  \xff\n", 3, 3),
+    (b"// \xc3\xa9t\xc3\xa9 \xe9\r\nfunc", 1, 8),
+    (b"a\r\rb\r\n\x80", 4, 1),
+])
+def test_a_pto_file_not_in_utf8_is_located_at_the_first_bad_byte(tmp_path, data, line, column):
+    """Before: located at 1:1 whatever the line, with Python's codec message."""
+    p = tmp_path / "bad.pto"
+    p.write_bytes(data)
+    with pytest.raises(PTOSyntaxError) as e:
+        parse_file(p)
+    assert (e.value.line, e.value.column) == (line, column), e.value
+    assert str(e.value).startswith(f"{p}:{line}:{column}: cannot read {p}: not UTF-8 text "
+                                   f"(byte 0x"), e.value

@@ -12,9 +12,8 @@ from __future__ import annotations
 
 import importlib.util
 import re
-import signal
+import sys
 import tempfile
-from contextlib import contextmanager
 from pathlib import Path
 
 from hypothesis import HealthCheck, given, settings
@@ -25,6 +24,9 @@ from pto_core.asm import parse, parse_file, print_module
 from pto_core.verify import MAX_CALL_DEPTH, MAX_NESTING
 
 import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from time_limit import time_limit  # noqa: E402: beside the tests
 
 pytestmark = pytest.mark.slow     # compiles and runs generated code: the full suite's part
 
@@ -57,24 +59,6 @@ NASTY = ["%", "@", "!", "!pto.tile<", "->", "[", "]", "{", "}", "(", ")", ",", "
          f"1.{HUGE}e{HUGE}", "9223372036854775808", "-9223372036854775809", "2147483648",
          "1e39", "\u0663", "\u0668x8xf32", "\uff11", "1\u0660", "\r", "\r\n", "\n\r",
          "!pto.memref", "(!pto.memref)", "(", "...", "\u2028", "\x0c"]
-
-
-class _Timeout(BaseException):
-    """Raised by the alarm: a BaseException so no `except Exception` in the parser hides it."""
-
-
-@contextmanager
-def time_limit(seconds: float):
-    def on_alarm(signum, frame):
-        raise _Timeout(f"parse took longer than {seconds} s")
-
-    old = signal.signal(signal.SIGALRM, on_alarm)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
-    try:
-        yield
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, old)
 
 
 def check_parse(text: str, filename: str = "fuzz.pto") -> PTOError | None:

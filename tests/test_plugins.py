@@ -6,6 +6,7 @@ backend installed with pip."""
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from importlib import metadata
@@ -373,3 +374,110 @@ def test_a_compiler_opens_no_file_and_starts_no_process(monkeypatch, target):
     monkeypatch.setattr(subprocess, "Popen", refuse)
     texts = generate(target, module, CompileOptions())
     assert len(texts) == 4 and all(texts.values())
+
+
+class Garbage(Compiler):
+    """A compiler answering what it was told to (``kernel``, ``binding``)."""
+
+    def __init__(self, kernel, binding):
+        self.kernel, self.binding = kernel, binding
+
+    def generate_kernel(self, function, module, options):
+        return self.kernel(function) if callable(self.kernel) else self.kernel
+
+    def runtime_binding(self, module, kernels, options):
+        return self.binding
+
+
+def _ks(fn, **kw):
+    from pto_core.backend import KernelSource
+    return KernelSource(**{"function": fn.name, "filename": f"{fn.name}.c", "text": "int x;",
+                           "symbol": f"pto_kernel_{fn.name}", **kw})
+
+
+@pytest.mark.parametrize("kernel, binding, message", [
+    (lambda fn: _ks(fn, text=None), "ok",
+     "backend 'junk' generated for 'rowmax' a kernel whose text is a NoneType, not a str"),
+    (lambda fn: _ks(fn, text=b"int x;"), "ok",
+     "backend 'junk' generated for 'rowmax' a kernel whose text is a bytes, not a str"),
+    (lambda fn: _ks(fn, buffer_bytes="lots"), "ok",
+     "backend 'junk' generated for 'rowmax' a kernel whose buffer_bytes is a str, not an int "
+     ">= 0"),
+    (lambda fn: _ks(fn, buffer_bytes=-1), "ok",
+     "backend 'junk' generated for 'rowmax' a kernel whose buffer_bytes is -1, not an int >= 0"),
+    ("int x;", "ok", "backend 'junk' generated no kernel for 'rowmax'"),
+    (_ks, "int y;", "backend 'junk' gave a str as its runtime binding, not a "
+                    "pto_core.backend.BindingSource"),
+    (_ks, "BS(None)", "backend 'junk' gave a runtime binding whose text is a NoneType, not a str"),
+])
+def test_a_compiler_answering_garbage_is_named_and_writes_nothing(tmp_path, capsys, kernel,
+                                                                  binding, message):
+    """Before: text None or bytes, a binding that was a str or held None were tracebacks
+    (TypeError, AttributeError) after some files were written; buffer_bytes 'lots' or -1 went
+    into the generated C."""
+    from pto_core.backend import BindingSource
+    binding = {"BS(None)": BindingSource("junk_binding.c", None),
+               "ok": BindingSource("junk_binding.c", "int y;")}.get(binding, binding)
+    junk = Plugin(Backend("junk", Garbage(kernel, binding), Driver(), description="garbage"))
+    plugins.register(junk, name="junk-plugin")
+    try:
+        out = tmp_path / "out"
+        rc = pto_main(["compile", str(ROOT / "examples" / "rowmax.py"), "--target", "junk",
+                       "-o", str(out)])
+        err = capsys.readouterr().err
+        assert rc == 1 and err.count("\n") == 1, err
+        assert message in err, err
+        assert not out.exists() or not list(out.iterdir())
+        assert plugins.get_backend("arm64").name == "arm64"
+    finally:
+        plugins.unregister(junk)
+
+
+class Moody(Driver):
+    def __init__(self, answer):
+        self.answer = answer
+
+    def can_run(self):
+        if isinstance(self.answer, BaseException):
+            raise self.answer
+        return self.answer
+
+
+@pytest.mark.parametrize("answer, why", [
+    (RuntimeError("no device file"), "plugin 'moody-plugin' (registered in-process) failed "
+                                     "in driver.can_run: RuntimeError: no device file"),
+    (None, "its driver's can_run() answered None, not (bool, str)"),
+    ((True,), "its driver's can_run() answered (True,), not (bool, str)"),
+    (("yes", 1), "its driver's can_run() answered ('yes', 1), not (bool, str)"),
+])
+def test_a_driver_whose_can_run_fails_is_listed_as_not_runnable_beside_the_others(
+        capsys, answer, why):
+    """Before: pto backends ended in that error (or a TypeError traceback) and listed nothing
+    after it; pto run on that backend was a traceback."""
+    moody = Plugin(Backend("moody", NoKernels(), Moody(answer), description="moody"))
+    plugins.register(moody, name="moody-plugin")
+    try:
+        assert pto_main(["backends"]) == 0
+        out = capsys.readouterr().out
+        assert f"  backend: moody - moody  [cannot run here: {why}]" in out, out
+        assert "arm64  (pto-arm64" in out
+        assert pto_main(["backends", "--json"]) == 0
+        assert why in capsys.readouterr().out
+        with pytest.raises(PTOError, match=re.escape(f"cannot run on the moody backend here: "
+                                                     f"{why}")):
+            plugins.runnable_backend("moody")
+    finally:
+        plugins.unregister(moody)
+
+
+@pytest.mark.parametrize("allow, message", [
+    ("arm46", "; PTO_BACKENDS='arm46' loads only the entry points named there, and no installed "
+              "one is named arm46 (installed: "),
+    ("cuda,,", "; PTO_BACKENDS='cuda,,' loads only the entry points named there (it left out: "),
+])
+def test_a_backend_left_out_by_the_allowlist_says_so(monkeypatch, allow, message):
+    """Before: "no backend named 'arm64' (installed: none)", with no word of PTO_BACKENDS."""
+    monkeypatch.setenv("PTO_BACKENDS", allow)
+    with pytest.raises(PTOBackendError, match=re.escape(message)) as e:
+        plugins.get_backend("arm64")
+    assert "arm64" in str(e.value).split(message)[1]

@@ -146,8 +146,8 @@ def test_pto_run_says_what_is_wrong_with_workers_and_trace(capsys, tmp_path) -> 
     example = str(ROOT / "examples" / "rowmax.py")
     assert main(["run", example, "--target", "arm64", "--workers", "-3"]) == 1
     err = capsys.readouterr().err
-    assert ("pto run: error: run of module 'rowmax_module' failed: invalid worker count (-14): "
-            f"num_workers = -3: must be between 0 and {PTO_MAX_WORKERS}") in err
+    assert (f"pto run: error: --workers: expected a whole number in [0, {PTO_MAX_WORKERS}], "
+            f"got -3") in err
     bad = tmp_path / "missing" / "t.json"
     assert main(["run", example, "--target", "arm64", "--trace", str(bad)]) == 1
     assert f"i/o error (-11): PTO_TRACE: cannot open '{bad}' for writing" in capsys.readouterr().err

@@ -228,3 +228,21 @@ def test_a_count_of_the_check_alias_that_is_no_whole_number_is_refused(tmp_path,
     key, _, value = var.partition("=")
     assert r.returncode == 2 and "Traceback" not in r.stderr + r.stdout, r.stderr
     assert f"scons: {key}='{value}': expected a whole number >= 1" in r.stdout
+
+
+@pytest.mark.parametrize("name, text, message", [
+    ("missing.pto", None, "missing.pto: no such file"),
+    ("bad.pto", "garbage\n", "bad.pto:1:1: expected 'func' to start a function"),
+    ("a$HOME.py", "from pathlib import Path\ndef build_module():\n    pass\n",
+     "a$HOME.py: SCons reads '$' in a path as a variable: rename the program"),
+])
+def test_a_program_that_cannot_be_loaded_is_a_one_line_error(tmp_path, name, text, message):
+    """Before: SCons' report of the exception, a stack of SConstruct and pto_core frames (for
+    a$HOME.py: 'a.py: no such file', the path expanded)."""
+    if text is not None:
+        (tmp_path / name).write_text(text)
+    r = run_scons("target=arm64", f"examples={tmp_path / name}", f"build_dir={tmp_path / 'b'}",
+                  "-n")
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert f"scons: {tmp_path / name}" in r.stdout and message in r.stdout, r.stdout + r.stderr
+    assert "File \"" not in r.stdout + r.stderr

@@ -240,14 +240,14 @@ def read_source(path: str | Path) -> str:
     ...
     pto_core.errors.PTOSyntaxError: /dev/null:1:1: cannot read /dev/null: not a regular file (a character device)
     """
-    def fail(why: str) -> PTOSyntaxError:
-        return PTOSyntaxError(why, file=str(path), line=1, column=1)
+    def fail(why: str, line: int = 1, column: int = 1) -> PTOSyntaxError:
+        return PTOSyntaxError(why, file=str(path), line=line, column=column)
     try:
         # O_NONBLOCK: opening a pipe must not wait for a writer before it is refused
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
     except OSError as e:
         raise fail(f"cannot read {path}: {e.strerror or e}") from None
-    with open(fd, encoding="utf-8", newline="") as f:   # newline="": breaks as written
+    with open(fd, "rb") as f:
         mode = os.fstat(fd).st_mode
         if not stat.S_ISREG(mode):
             kind = ("a directory" if stat.S_ISDIR(mode) else "a character device"
@@ -255,9 +255,16 @@ def read_source(path: str | Path) -> str:
                     else "a pipe" if stat.S_ISFIFO(mode) else "a socket")
             raise fail(f"cannot read {path}: not a regular file ({kind})")
         try:
-            text = f.read()
-        except (OSError, UnicodeDecodeError) as e:
-            raise fail(f"cannot read {path}: {e}") from None
+            data = f.read()
+        except OSError as e:
+            raise fail(f"cannot read {path}: {e.strerror or e}") from None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        # located where the parser would count it: lines end at \n, \r\n or \r
+        before = re.split(r"\r\n?|\n", data[:e.start].decode("utf-8"))
+        raise fail(f"cannot read {path}: not UTF-8 text (byte 0x{data[e.start]:02x})",
+                   len(before), len(before[-1]) + 1) from None
     if not text.strip():
         raise fail(f"{path} is empty (or only white space): nothing to parse")
     return text

@@ -33,7 +33,7 @@ def run(args: argparse.Namespace) -> int:
             "status": "ok" if r.ok else "error", "error": r.error, "hooks": r.hooks,
             "conflicts": r.conflicts,
             "backends": [dict(zip(("name", "description", "can_run", "cannot_run_reason"),
-                                  (b.name, b.description, *b.driver.can_run())))
+                                  (b.name, b.description, *plugins.can_run(b))))
                          for b in r.backends]} for r in records], indent=2))
         return 0
     if not records:
@@ -44,7 +44,7 @@ def run(args: argparse.Namespace) -> int:
         status = "ok" if r.ok else f"ERROR: {r.error}"
         print(f"{r.name}  ({dist})  {status}")
         for b in r.backends:
-            ok, why = b.driver.can_run()
+            ok, why = plugins.can_run(b)
             run_note = "" if ok else f"  [cannot run here: {why}]"
             print(f"  backend: {b.name} - {b.description}{run_note}")
         for c in r.conflicts:

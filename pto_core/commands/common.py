@@ -37,19 +37,59 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
                         "in_dtype=bf16 (repeatable)")
 
 
+#: what `pto.toml` holds: table -> its keys
+CONFIG_KEYS = {"compile": ("opt_level",), "passes": tuple(PASS_LEVELS)}
+
+
+def read_config(path: Path) -> tuple[int | None, dict[str, bool]]:
+    """`pto.toml`'s ``[compile] opt_level`` (None where unset) and ``[passes]`` switches. A file
+    that cannot be read, is not TOML or holds a key, type or value other than these is a
+    :class:`PTOError` naming the file and what is wrong.
+
+    >>> import tempfile
+    >>> with tempfile.TemporaryDirectory() as d:
+    ...     cfg = Path(d) / "pto.toml"
+    ...     _ = cfg.write_text("[compile]\\nopt_level = 1\\n[passes]\\nfuse_loops = false\\n")
+    ...     read_config(cfg)
+    (1, {'fuse_loops': False})
+    """
+    try:
+        cfg = tomllib.loads(path.read_bytes().decode("utf-8"))
+    except UnicodeDecodeError as e:
+        raise PTOError(f"{path}: not UTF-8 text (byte {e.start})") from None
+    except (OSError, tomllib.TOMLDecodeError) as e:
+        raise PTOError(f"{path}: {(e.strerror or e) if isinstance(e, OSError) else e}") from None
+    for table, value in cfg.items():
+        if table not in CONFIG_KEYS:
+            what = "table" if isinstance(value, dict) else "key"
+            shown = f"[{table}]" if what == "table" else repr(table)
+            raise PTOError(f"{path}: unknown {what} {shown} (known: {', '.join(CONFIG_KEYS)})")
+        if not isinstance(value, dict):
+            raise PTOError(f"{path}: [{table}] is a table ({table} = {value!r})")
+    compile_, passes = cfg.get("compile", {}), cfg.get("passes", {})
+    for key in compile_:
+        if key not in CONFIG_KEYS["compile"]:
+            raise PTOError(f"{path}: unknown key '{key}' in [compile] "
+                           f"(known: {', '.join(CONFIG_KEYS['compile'])})")
+    level = compile_.get("opt_level")
+    if level is not None and (type(level) is not int or level not in (0, 1, 2)):
+        raise PTOError(f"{path}: [compile] opt_level is 0, 1 or 2, got {level!r}")
+    for name, on in passes.items():
+        check_pass_name(name, str(path))
+        if not isinstance(on, bool):
+            raise PTOError(f"{path}: [passes] {name} is true or false, got {on!r}")
+    return level, dict(passes)
+
+
 def options_from_args(args: argparse.Namespace) -> CompileOptions:
     """Options from `pto.toml` (``[compile] opt_level``, ``[passes] name = true|false``),
     overridden by the command line."""
     level, enable, disable = 2, set(), set()
     cfg_path = args.config or (Path("pto.toml") if Path("pto.toml").exists() else None)
     if cfg_path is not None:
-        try:
-            cfg = tomllib.loads(Path(cfg_path).read_text())
-        except (OSError, tomllib.TOMLDecodeError) as e:
-            raise PTOError(f"{cfg_path}: {e}") from None
-        level = int(cfg.get("compile", {}).get("opt_level", level))
-        for name, on in cfg.get("passes", {}).items():
-            check_pass_name(name, cfg_path)
+        cfg_level, passes = read_config(Path(cfg_path))
+        level = level if cfg_level is None else cfg_level
+        for name, on in passes.items():
             (enable if on else disable).add(name)
     if args.opt_level is not None:
         level = args.opt_level
@@ -90,6 +130,11 @@ def load_with_settings(path: Path, items: list[str],
     program = load_program(path, settings)
     module = program.module
     name = entry or module.entry
+    if name is None:
+        progs = ", ".join(module.device_programs)
+        raise PTOError(f"{path}: module '{module.name}' has no " + (
+            f"entry: name one of its device programs with --entry ({progs})" if progs else
+            "function or device program to run"))
     if name in module.device_programs:
         fn = module.device_programs[name].signature()      # its parameters, like a function's
     elif name not in module.functions:

@@ -73,6 +73,7 @@ schedule instead, on any ``--engine``, ``--target``, ``--workers``, ``--set`` an
 from __future__ import annotations
 
 import argparse
+import math
 import tempfile
 from collections import Counter
 from pathlib import Path
@@ -80,11 +81,12 @@ from typing import Any, Mapping
 
 import numpy as np
 
+from ..abi import PTO_MAX_WORKERS
 from ..checking import (call_numpy_reference, compare, random_inputs, report_comparisons,
                         resolve_scalars, tensor_modes, tolerance)
 from ..engines import ENGINES, check_launch, get_engine, launched_rank, with_engine
 from ..errors import PTOError
-from ..ir import ElementType, Function, MemRefType, Module
+from ..ir import MAX_DIM, ElementType, Function, MemRefType, Module
 from ..options import CompileOptions
 from ..program import Program
 from ..progress import Phases
@@ -164,6 +166,8 @@ def parse_shapes(items: list[str]) -> dict[str, tuple[int, int]]:
         r, c = int(dims[0]), int(dims[1])
         if r <= 0 or c <= 0:
             raise PTOError(f"--shape {name}: rows and cols must be positive, got {value}")
+        if r > MAX_DIM or c > MAX_DIM:
+            raise PTOError(f"--shape {name}: at most {MAX_DIM} rows and columns, got {value}")
         out[name] = (r, c)
     return out
 
@@ -229,7 +233,7 @@ def load_inputs(items: list[str], fn: Function) -> dict[str, np.ndarray]:
                            f"(its tensors: {', '.join(fn.memrefs)})")
         try:
             a = np.load(path, allow_pickle=False)
-        except (OSError, ValueError) as e:
+        except (OSError, ValueError, EOFError) as e:    # EOFError: an empty file
             raise PTOError(f"--input {name}: cannot read {path}: {e}") from None
         want = numpy_dtype(t.dtype)
         if a.dtype != want and not (want.name == "bfloat16" and a.dtype == np.dtype("V2")):
@@ -241,7 +245,23 @@ def load_inputs(items: list[str], fn: Function) -> dict[str, np.ndarray]:
     return out
 
 
+def check_numbers(args: argparse.Namespace) -> None:
+    """The numeric options of ``pto run`` are in range, else a PTOError naming the option
+    (checked before anything is loaded or built: the reference target ignores --workers,
+    and ctypes would wrap a count past 32 bits)."""
+    if args.seed < 0:
+        raise PTOError(f"--seed: expected a whole number >= 0, got {args.seed}")
+    for name in ("rtol", "atol"):
+        value = getattr(args, name)
+        if value is not None and not (math.isfinite(value) and value >= 0):
+            raise PTOError(f"--{name}: expected a number >= 0, got {value}")
+    if args.workers is not None and not 0 <= args.workers <= PTO_MAX_WORKERS:
+        raise PTOError(f"--workers: expected a whole number in [0, {PTO_MAX_WORKERS}], got "
+                       f"{args.workers}")
+
+
 def run(args: argparse.Namespace) -> int:
+    check_numbers(args)
     with Phases() as phases:
         if args.target != REFERENCE:
             from .. import plugins

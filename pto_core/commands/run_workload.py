@@ -48,7 +48,7 @@ def is_workload(path: Path) -> bool:
     it)."""
     if path.suffix != ".py" or not path.is_file():
         return False
-    text = path.read_text()
+    text = path.read_text(errors="replace")      # only looked at, never run
     return "def build_workload" in text and "def build_module" not in text
 
 

@@ -31,11 +31,12 @@ Sequential, ``combine`` Combined (the schedule picks the order), a CSP pipeline 
 from __future__ import annotations
 
 import functools
+import inspect
 import numbers
 import threading
 from dataclasses import dataclass
 from enum import Enum
-from typing import Any, Callable, Iterator, Optional, Sequence
+from typing import Any, Callable, Iterable, Iterator, Optional, Sequence
 
 from ..errors import PTOError
 from ..names import is_identifier
@@ -365,7 +366,25 @@ def _fresh_var() -> Var:
     return v
 
 
+def _check_body(fn: Any, n: int, where: str) -> None:
+    """``fn`` is a function taking ``n`` loop variables, else a PTOError naming ``where``."""
+    what = "the loop variable" if n == 1 else "the loop variables"
+    if not callable(fn):
+        raise PTOError(f"{where}: the body is a function of {what}, got {type(fn).__name__}")
+    try:
+        sig = inspect.signature(fn)
+    except (TypeError, ValueError):         # no signature to read (some builtins): call it
+        return
+    try:
+        sig.bind(*range(n))
+    except TypeError:
+        name = getattr(fn, "__name__", type(fn).__name__)
+        raise PTOError(f"{where}: the body takes {what} ({n} argument{'s' * (n != 1)}); "
+                       f"{name} takes ({', '.join(sig.parameters)})") from None
+
+
 def _body(fn: Callable[..., Any], args: Sequence[Any], where: str) -> Node:
+    _check_body(fn, len(args), where)
     _ST.scopes.append([])
     try:
         result = fn(*args)
@@ -473,6 +492,10 @@ def task(kernel: Any, args: Sequence[Any] = (), resources: Optional[dict] = None
     elif not (callable(kernel) or isinstance(kernel, Expr)):
         raise PTOError(f"task: kernel is a name, a callable or an expression, got "
                        f"{type(kernel).__name__}")
+    if isinstance(args, (str, bytes, dict)) or not isinstance(args, Iterable):
+        raise PTOError(f"task: args is a list of regions and scalars, got {type(args).__name__}")
+    if resources is not None and not isinstance(resources, dict):
+        raise PTOError(f"task: resources is a dict, got {type(resources).__name__}")
     out = []
     for a in args:
         if isinstance(a, Region):

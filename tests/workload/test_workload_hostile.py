@@ -12,7 +12,7 @@ import pytest
 from pto_core.errors import PTOError
 from pto_core.workload import (Const, Dense, DenseDyn, Lookup, Loop, Param, Ragged, Sparse, Task,
                                Tensor, affinity, batched, enumerate_tasks, for_each, hash,
-                               parallel_for, rate_limit, round_robin, sequential, task)
+                               parallel_for, rate_limit, round_robin, select, sequential, task)
 from pto_core.workload.cgen import compile_c, emit_c
 
 x = Tensor("x")
@@ -454,3 +454,27 @@ def test_a_schedule_function_answering_a_bool_or_a_float_is_refused(value, kind)
                        (lambda s: s.streams(2).stream_by(lambda t: value), "stream_by")):
         with pytest.raises(PTOError, match=rf"{what}\(fn\) gave .* for task _noop\[i0=0\]"):
             knob(w.schedule()).compile("reference").run({"x": np.zeros((2, 4), np.float32)})
+
+
+def _k(args):
+    return 0
+
+
+@pytest.mark.parametrize("build, msg", [
+    (lambda: task(_k, 5), r"task: args is a list of regions and scalars, got int"),
+    (lambda: task(_k, "xy"), r"task: args is a list of regions and scalars, got str"),
+    (lambda: task(_k, [], resources=5), r"task: resources is a dict, got int"),
+    (lambda: parallel_for(Dense(2), 5),
+     r"parallel_for: the body is a function of the loop variable, got int"),
+    (lambda: for_each(Dense(2), lambda: task(_k, [])),
+     r"for_each: the body takes the loop variable \(1 argument\); <lambda> takes \(\)"),
+    (lambda: parallel_for(Dense(2), lambda i, j: task(_k, [])),
+     r"parallel_for: the body takes the loop variable \(1 argument\); <lambda> takes \(i, j\)"),
+    (lambda: select(Sparse(1, [0, 1], [0]), lambda e: task(_k, [])),
+     r"select: the body takes the loop variables \(2 arguments\); <lambda> takes \(e\)"),
+])
+def test_a_primitive_given_a_body_or_args_of_the_wrong_form_names_itself(build, msg):
+    """Before: TypeError tracebacks from inside the primitive ('int' object is not iterable,
+    not callable, '<lambda>() takes 1 positional argument but 2 were given')."""
+    with pytest.raises(PTOError, match=msg):
+        build()

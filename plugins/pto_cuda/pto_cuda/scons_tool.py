@@ -24,6 +24,8 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+from pto_core.errors import PTOError
+
 PACKAGE_DIR = Path(__file__).resolve().parent
 INCLUDE_DIR = PACKAGE_DIR / "include"
 SOURCE_DIR = PACKAGE_DIR / "src"
@@ -43,10 +45,10 @@ def parse_arch(arch: str) -> list[str]:
     """
     archs = [a.strip() for a in str(arch).split(",") if a.strip()]
     if not archs:
-        raise ValueError("arch: expected sm_XY or a comma-separated list, got nothing")
+        raise PTOError("arch: expected sm_XY or a comma-separated list, got nothing")
     for a in archs:
         if not _ARCH_RE.match(a):
-            raise ValueError(f"arch: '{a}' is not of the form sm_XY (e.g. sm_90, sm_80,sm_90)")
+            raise PTOError(f"arch: '{a}' is not of the form sm_XY (e.g. sm_90, sm_80,sm_90)")
     return archs
 
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from pto_core import ElementType as T, MemorySpace as M, PTOBackendError, PTOFunctionBuilder, PTOModule
+from pto_core import (ElementType as T, MemorySpace as M, PTOBackendError, PTOError,
+                      PTOFunctionBuilder, PTOModule)
 from pto_core.codegen.cnames import user_text
 from pto_core.options import CompileOptions
 from pto_cuda.emitter import CudaRenderer, smem_capacity
@@ -150,5 +151,5 @@ def test_arch_lists_give_one_gencode_each_plus_ptx_of_the_newest():
     flags = gencode_flags("sm_80,sm_90")
     assert flags.count("-gencode") == 3
     assert "arch=compute_80,code=sm_80" in flags and "arch=compute_90,code=compute_90" in flags
-    with pytest.raises(ValueError, match="sm_XY"):
+    with pytest.raises(PTOError, match="sm_XY"):
         parse_arch("hopper")

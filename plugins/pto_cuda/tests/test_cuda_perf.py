@@ -370,3 +370,14 @@ def test_model_predictor_orders_gemm_tiles_and_drops_what_does_not_fit():
     assert [c for c, _ in ranked] == [cands[0], cands[1]] or \
         [c for c, _ in ranked] == [cands[1], cands[0]]
     assert ranked[0][1] <= ranked[1][1]
+
+
+@pytest.mark.parametrize("arch", ["sm_xx", "../../x", ","])
+def test_an_arch_that_is_no_sm_xy_is_the_users_error_not_the_plugins(capsys, arch):
+    """Before: 'plugin 'cuda' (pto-cuda ...) failed in driver.perf_report: ValueError: ...'."""
+    from pto_core.cli import main
+    root = Path(__file__).resolve().parents[3]
+    assert main(["perf", str(root / "examples" / "rowmax.py"), "--target", "cuda",
+                 "--arch", arch]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("pto perf: error: arch: ") and "failed in" not in err, err
