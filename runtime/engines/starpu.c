@@ -1023,6 +1023,11 @@ static EngTask* new_task(PTORuntime* rt, const char* func_name, PTOKernelFunc fn
     if ((*err = check_building(rt)) < 0) return NULL;
     if (worker_type < PTO_WORKER_ANY || worker_type > PTO_WORKER_ACCELERATOR) { *err = PTO_EWORKERTYPE; return NULL; }
     if (buffer_bytes < 0) { *err = PTO_EINVAL; return NULL; }
+    if (rt->next_id == INT32_MAX) {     /* every task id given, as the pto engine's alloc */
+        *err = rt_fail(PTO_ENOMEM, "task '%s': this runtime has given its %d task ids", func_name ? func_name : "task",
+                       INT32_MAX);
+        return NULL;
+    }
     const CudaKernel* cuda = fn && rt->ncuda_kernels ? cuda_kernel_of(rt, fn) : NULL;
     if (cuda && (*err = cuda_check(func_name ? func_name : "task")) < 0) return NULL;
     EngTask* t = malloc(sizeof *t);
@@ -1539,6 +1544,8 @@ int32_t pto_task_submit_range(PTORuntime* rt, const char* func_name, PTOKernelFu
         if (is_tile(args[k].kind))
             return rt_fail(PTO_EINVAL, "pto_task_submit_range: argument %d is a tile of a tiled tensor "
                            "(PTO_ARG_TILE_*); a range takes the tensor's region (PTO_ARG_INPUT/OUTPUT/INOUT)", k);
+    int rc = check_building(rt);
+    if (rc < 0 || (rc = rt_range_ids_check(func_name, tiles, rt->next_id)) < 0) return rc;
     PTOTaskArg a[PTO_MAX_ARGS];
     int32_t id = PTO_EINVAL;
     for (int64_t t = 0; t < tiles && (t == 0 || id >= 0); t++) {
@@ -1548,7 +1555,8 @@ int32_t pto_task_submit_range(PTORuntime* rt, const char* func_name, PTOKernelFu
     return id;
 }
 int64_t pto_task_range(PTORuntime* rt, int32_t task, int64_t* inc) {
-    if (!rt || task < 0) return PTO_EINVAL;
+    if (!rt) return PTO_EINVAL;
+    if (task < 0 || task >= rt->next_id) return PTO_ETASKID;     /* (no executor: the orchestrating thread's) */
     if (inc) memset(inc, 0, sizeof(int64_t) * PTO_MAX_ARGS);
     return 1;
 }

@@ -472,7 +472,9 @@ int     pto_submitter_scope_end(PTOSubmitter* s);
  * task and that tile. Any other executor, and arguments of
  * runtime-owned intermediates (TEMP_*), get the per-tile loop: one pto_task_submit_v per tile.
  * Returns the id of the last task submitted, or a negative error (the separate submissions'
- * codes; tiles submitted before a failing one stay submitted). */
+ * codes; tiles submitted before a failing one stay submitted). The per-tile loop (and the StarPU
+ * engines, which always submit tile by tile) takes a task id per tile: a range of more tiles than
+ * ids are left (they end at INT32_MAX) is PTO_ENOMEM at once, nothing submitted. */
 int32_t pto_task_submit_range(PTORuntime* rt, const char* func_name, PTOKernelFunc func_ptr,
                               int32_t buffer_bytes, int32_t worker_type, const PTOTaskArg* args,
                               const PTOTaskArg* step, int32_t num_args, int64_t tiles);
@@ -490,8 +492,9 @@ static inline void pto_range_tile_args(const PTOTaskArg* args, const PTOTaskArg*
 }
 /* The tiles of task `task`: 1 for an ordinary task, n for a range (or chunk) of n tiles, whose
  * tile t gets argument slot j advanced by t x inc[j] (inc: PTO_MAX_ARGS entries, may be NULL;
- * a tensor's address slot advances by bytes, its ld slot by 0). Negative: PTO_EINVAL. Call it
- * from an executor while it holds the task (between the executor call and its completion). */
+ * a tensor's address slot advances by bytes, its ld slot by 0). PTO_EINVAL without a runtime;
+ * PTO_ETASKID for an id never issued, or of a task consumed already. Call it from an executor
+ * while it holds the task (between the executor call and its completion). */
 int64_t pto_task_range(PTORuntime* rt, int32_t task, int64_t* inc);
 /* 1: the executor installed (pto_runtime_set_executor) takes range tasks as one task each and
  * runs every tile (pto_task_range); 0 (the default): ranges are submitted tile by tile. */

@@ -4,7 +4,9 @@
  * read past the array shows under AddressSanitizer); an intermediate whose size overflows is
  * refused (PTO_EBOUNDS past 2^31 - 1 rows or columns, PTO_ENOMEM past 2^63 bytes); a task without
  * arguments runs; a range's scalar stepping past INT64_MAX wraps (modulo 2^64, no signed overflow
- * under UBSan); pto_runtime_config_default(NULL) does nothing. */
+ * under UBSan); pto_runtime_config_default(NULL) does nothing; a range of more tiles than task
+ * ids are left, submitted tile by tile, is refused at once; pto_task_range of an id never issued is
+ * PTO_ETASKID. */
 #include "common.h"
 
 #include <stdio.h>
@@ -83,10 +85,34 @@ static void plain(int workers) {
     EXPECT(g_wrapped[0] == INT64_MAX - 1 && g_wrapped[1] == -3 && g_wrapped[2] == INT64_MAX - 3);
 }
 
+/* A range submitted tile by tile (here: for its intermediate; on StarPU every range) takes a task
+ * id per tile: one of more tiles than ids are left is refused at once - the loop ran practically
+ * forever - and the runtime goes on. pto_task_range knows the tasks issued, nothing else. */
+static void range_ids(int workers) {
+    PTORuntime* rt;
+    EXPECT(make_runtime(&rt, workers) == PTO_OK);
+    if (!rt) return;
+    EXPECT(pto_task_range(rt, 0, NULL) == PTO_ETASKID);          /* no task yet */
+    const PTOTaskArg a[1] = {{PTO_ARG_TEMP_OUTPUT, pto_temp_tensor(rt, "t", 4), 0, 0, 1, 1, 0}};
+    const PTOTaskArg s[1] = {{PTO_ARG_TEMP_OUTPUT, NULL, 1, 0, 0, 0, 0}};
+    EXPECT(pto_task_submit_range(rt, "huge", nop, 0, PTO_WORKER_ANY, a, s, 1, INT64_MAX) == PTO_ENOMEM);
+    EXPECT(strstr(pto_last_error(), "'huge'") && strstr(pto_last_error(), "task ids"));
+    EXPECT(pto_task_submit_range(rt, "ids", nop, 0, PTO_WORKER_ANY, a, s, 1, (int64_t)INT32_MAX + 1) == PTO_ENOMEM);
+    const int32_t last = pto_task_submit_range(rt, "three", nop, 0, PTO_WORKER_ANY, a, s, 1, 3);
+    EXPECT(last == 2);
+    EXPECT(pto_task_range(rt, last, NULL) == 1);
+    EXPECT(pto_task_range(rt, last + 1, NULL) == PTO_ETASKID);   /* never issued */
+    EXPECT(pto_task_range(rt, 1000000, NULL) == PTO_ETASKID);
+    EXPECT(pto_task_range(rt, -1, NULL) == PTO_ETASKID);
+    EXPECT(pto_task_range(NULL, 0, NULL) == PTO_EINVAL);
+    EXPECT(run_and_destroy(rt, PTO_OK) == PTO_OK);
+}
+
 int misuse_run(int workers) {
     g_failed = 0;
     counts(workers);
     temp_sizes(workers);
     plain(workers);
+    range_ids(workers);
     return g_failed;
 }
