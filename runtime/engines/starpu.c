@@ -1410,6 +1410,7 @@ static bool is_tile(int32_t kind) { return kind >= PTO_ARG_TILE_INPUT && kind <=
 
 int32_t pto_tensor_tiles(PTORuntime* rt, const PTOTensor* x, int64_t tile_rows, int64_t tile_cols) {
     if (!rt) return rt_fail(PTO_EINVAL, "pto_tensor_tiles: no runtime (NULL)");
+    if (rt->shut) return rt_fail(PTO_ESHUTDOWN, "pto_tensor_tiles: the runtime was shut down");
     const int32_t found = rt_tiles_find(&rt->tiles_index, x, tile_rows, tile_cols);
     if (found >= 0) return (int32_t)((uint64_t)found ^ rt->tile_tag);     /* registered before */
     void* tiles = rt->tiles;
@@ -1506,6 +1507,8 @@ int32_t pto_task_submit_v(PTORuntime* rt, const char* func_name, PTOKernelFunc f
 /* ---- submitters (submitters.c): their predecessors are explicit edges */
 
 pthread_mutex_t* engine_submit_lock(PTORuntime* rt) { return &rt->submit_mu; }
+
+int engine_check_building(PTORuntime* rt) { return check_building(rt); }
 
 int engine_submitter_count(PTORuntime* rt, int delta) {
     pthread_mutex_lock(&rt->submit_mu);

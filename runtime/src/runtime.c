@@ -888,6 +888,7 @@ static int region_check_fn(const PTOTensor* x, int64_t r0, int64_t c0, int64_t r
 
 int32_t pto_tensor_tiles(PTORuntime* rt, const PTOTensor* x, int64_t tile_rows, int64_t tile_cols) {
     if (!rt) return rt_fail(PTO_EINVAL, "pto_tensor_tiles: no runtime (NULL)");
+    if (rt->shut) return rt_fail(PTO_ESHUTDOWN, "pto_tensor_tiles: the runtime was shut down");
     /* registered before: a generated orchestration function registers its tilings at every call */
     const int32_t found = rt_tiles_find(&rt->tiles_index, x, tile_rows, tile_cols);
     if (found >= 0) return (int32_t)((uint64_t)found ^ rt->tile_tag);

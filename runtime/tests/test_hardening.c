@@ -177,6 +177,20 @@ static void test_config_default_of_null(void) {
     CHECK(1);
 }
 
+/* Tracing enabled after pto_runtime_shutdown is PTO_ESHUTDOWN, in both modes (it made the lanes
+ * of a runtime that will never run: accepted while no worker had started). */
+static void test_trace_after_shutdown(int mode) {
+    PTORuntimeConfig c = config(2);
+    c.mode = mode;
+    PTORuntime* rt = pto_runtime_create(&c);
+    CHECK(rt != NULL);
+    if (!rt) return;
+    CHECK_EQ(pto_runtime_shutdown(rt), PTO_OK);
+    CHECK_EQ(pto_runtime_enable_trace(rt, 0), PTO_ESHUTDOWN);
+    CHECK_EQ(pto_runtime_trace_events(rt, NULL, 0), 0);
+    pto_runtime_destroy(rt);
+}
+
 static _Atomic int g_reader_ran;
 static int32_t k_reader(const int64_t* a) { (void)a; atomic_store(&g_reader_ran, 1); return 0; }
 
@@ -451,6 +465,8 @@ int main(int argc, char** argv) {
     RUN("submit_v_tensors", test_submit_v_with_one_tensor_too_many());
     RUN("argument_count", test_argument_count_past_the_slots_reads_no_further());
     RUN("config_default_null", test_config_default_of_null());
+    RUN("trace_after_shutdown", test_trace_after_shutdown(PTO_MODE_WORKERS));
+    RUN("trace_after_shutdown", test_trace_after_shutdown(PTO_MODE_THREE_TIER));
     RUN("failed_temp_output", test_failed_temp_output_publishes_no_writer());
     RUN("size_overflow", test_tensor_whose_size_overflows_is_refused());
     RUN("large_tensors", test_large_tensors_take_the_exact_check());

@@ -6,7 +6,7 @@
  * arguments runs; a range's scalar stepping past INT64_MAX wraps (modulo 2^64, no signed overflow
  * under UBSan); pto_runtime_config_default(NULL) does nothing; a range of more tiles than task
  * ids are left, submitted tile by tile, is refused at once; pto_task_range of an id never issued is
- * PTO_ETASKID. */
+ * PTO_ETASKID; after pto_runtime_shutdown the calls that build are PTO_ESHUTDOWN. */
 #include "common.h"
 
 #include <stdio.h>
@@ -108,11 +108,41 @@ static void range_ids(int workers) {
     EXPECT(run_and_destroy(rt, PTO_OK) == PTO_OK);
 }
 
+/* After pto_runtime_shutdown every call that builds is PTO_ESHUTDOWN (NULL for a handle), on
+ * every engine: tilings (registered before or not), intermediates and their scopes, the temp
+ * allocator; the calls that read go on. */
+static void* no_alloc(void* ctx, int64_t bytes) { (void)ctx; (void)bytes; return NULL; }
+static void no_free(void* ctx, void* p) { (void)ctx; (void)p; }
+
+static void after_shutdown(int workers) {
+    PTORuntime* rt;
+    EXPECT(make_runtime(&rt, workers) == PTO_OK);
+    if (!rt) return;
+    PTOTensor x = {g_x, 4, 4, 4, 4, "x"};
+    EXPECT(pto_tensor_tiles(rt, &x, 2, 2) >= 0);
+    EXPECT(pto_scope_begin(rt) == 1);
+    EXPECT(pto_runtime_shutdown(rt) == PTO_OK);
+    EXPECT(pto_tensor_tiles(rt, &x, 2, 2) == PTO_ESHUTDOWN);
+    EXPECT(pto_tensor_tiles(rt, &x, 1, 1) == PTO_ESHUTDOWN);
+    EXPECT(pto_temp_tensor(rt, "t", 4) == NULL);
+    EXPECT(pto_scope_begin(rt) == PTO_ESHUTDOWN);
+    EXPECT(pto_scope_end(rt) == PTO_ESHUTDOWN);
+    EXPECT(pto_runtime_set_temp_allocator(rt, no_alloc, no_free, NULL) == PTO_ESHUTDOWN);
+    EXPECT(pto_task_submit_v(rt, "late", nop, 0, PTO_WORKER_ANY, NULL, 0) == PTO_ESHUTDOWN);
+    EXPECT(pto_submitter_open(rt) == NULL);
+    EXPECT(pto_runtime_run(rt) == PTO_ESHUTDOWN);
+    PTORuntimeStats st;
+    EXPECT(pto_runtime_get_stats(rt, &st) == PTO_OK && st.tasks_submitted == 0);
+    EXPECT(pto_runtime_shutdown(rt) == PTO_OK);
+    pto_runtime_destroy(rt);
+}
+
 int misuse_run(int workers) {
     g_failed = 0;
     counts(workers);
     temp_sizes(workers);
     plain(workers);
     range_ids(workers);
+    after_shutdown(workers);
     return g_failed;
 }
