@@ -248,7 +248,9 @@ static const char* end_text(char* buf, int64_t off, int64_t n) {
 }
 
 /* Region x lies in rows [0, rows) x cols [0, cols) (the ends compared without the sum, which can
- * overflow). With x's extent constant, as in most tasks, two compares and a subtraction. */
+ * overflow; rows and cols are not negative - the entry point refuses such a tensor - so neither
+ * can rows - row_off once row_off >= 0). With x's extent constant, as in most tasks, two compares
+ * and a subtraction. */
 static inline __attribute__((always_inline)) int region_inside(const PTOTaskArg* x, int64_t rows, int64_t cols) {
     return x->row_off >= 0 && x->col_off >= 0 && x->rows > 0 && x->cols > 0 &&
            x->rows <= rows - x->row_off && x->cols <= cols - x->col_off;
@@ -640,6 +642,9 @@ int pto_workload_enumerate(PTORuntime* rt, const PTOTensor* tensors, const int64
             !(temp = pto_temp_tensor(rt, tensors[k].name ? tensors[k].name : "temp", tensors[k].elem_size)))
             return PTO_EINVAL;
         if (temp) tensor[k] = temp;
+        else if (k < NTENSORS_USED && (tensors[k].rows < 0 || tensors[k].cols < 0))
+            return fail(c, PTO_EINVAL, "tensor %d '%s' has a negative shape (%lld x %lld)", k,
+                        tensors[k].name ? tensors[k].name : "", (long long)tensors[k].rows, (long long)tensors[k].cols);
         for (int m = PTO_ARG_INPUT; m <= PTO_ARG_INOUT; m++)
             kind[4 * k + m] = temp ? m + PTO_ARG_UNTRACKED : structural ? PTO_ARG_UNTRACKED : m;
         lim[2 * k] = temp ? INT64_MAX : tensor[k] ? tensor[k]->rows : 0;

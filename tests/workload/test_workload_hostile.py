@@ -371,6 +371,26 @@ def test_schedule_knobs_beyond_the_runtimes_int32_are_refused_by_name(knob, what
     assert w.schedule().timing(batched(np.int64(2))).timing_.n == 2
 
 
+@pytest.mark.parametrize("structural", [0, 1])
+def test_a_tensor_of_negative_shape_is_refused_by_the_c_entry_point(structural):
+    """A C caller's tensor of -2 rows. The structural bounds check of a region at row 2**63 - 1
+    computed -2 - (2**63 - 1), past int64 (undefined; wrapped, it let the region through: the
+    runtime checks an untracked argument's offsets only, and a kernel would have written far
+    outside the tensor)."""
+    import ctypes
+    from pto_core.abi import PTOTensor
+    from pto_core.runtime import Runtime
+    cw = compile_c(parallel_for(Dense(1), lambda i: task("k", [x.write(2**63 - 1, 0, 1, 1)]))).build()
+    data = np.zeros((4, 4), np.float32)
+    t = (PTOTensor * 1)(PTOTensor(data.ctypes.data, -2, 4, 4, 4, b"x"))
+    why = ctypes.create_string_buffer(256)
+    with Runtime(num_workers=0, dry_run=True) as rt:
+        rc = cw._libs["pto"].pto_workload_enumerate(rt._handle(), t, None, None, 1, structural, 0,
+                                                    ctypes.c_int64(2**31), why, ctypes.c_int64(len(why)))
+        assert (rc, why.value) == (-1, b"tensor 0 'x' has a negative shape (-2 x 4)")
+        assert rt.stats().tasks_submitted == 0
+
+
 def _idle(outer, inner):
     """A parallel_for over ``outer`` of a for_each over ``inner(i)`` whose tasks never come (the
     condition is 0): an enumeration that fails nowhere, only walks."""
