@@ -29,6 +29,14 @@ static inline int32_t rt_args_read(int32_t num_args) {
     return num_args > PTO_MAX_ARGS + 1 ? PTO_MAX_ARGS + 1 : num_args;
 }
 
+/* *p, an array of *cap elements of `elem` bytes, holds at least `need` (realloc, the capacity
+ * doubled from 64); PTO_ENOMEM past 2^30 elements - its int32 counts and capacity, and the sums
+ * callers form of them, stay far from overflowing - or when realloc fails (*p is then kept). */
+int rt_grow_slow(void** p, int32_t* cap, int64_t need, size_t elem);
+static inline int rt_grow(void** p, int32_t* cap, int64_t need, size_t elem) {
+    return __builtin_expect(need <= *cap, 1) ? PTO_OK : rt_grow_slow(p, cap, need, elem);
+}
+
 /* pto_submitter_task's own checks, shared by the engines: the argument and predecessor lists,
  * and every ticket among the predecessors (PTO_TICKET(k) < 0) one of the `queued` before it.
  * PTO_OK, or the error with the message set. */

@@ -191,6 +191,28 @@ static void test_trace_after_shutdown(int mode) {
     pto_runtime_destroy(rt);
 }
 
+/* The submitters' arrays grow through rt_grow (runtime/src/common.h, declared here: the tests see
+ * pto_runtime.h only). The pto engine's own grow took an int32 size and doubled an int32 capacity:
+ * past 2^30 queued elements (predecessors of one batch: 4 GiB, beyond a test) the doubling
+ * overflowed, and the int32 sums callers passed could wrap. Now any size past 2^30 is PTO_ENOMEM
+ * with the array left as it was. */
+int rt_grow_slow(void** p, int32_t* cap, int64_t need, size_t elem);
+static void test_array_growth_refuses_past_2_to_the_30(void) {
+    int32_t* p = NULL;
+    int32_t cap = 0;
+    CHECK_EQ(rt_grow_slow((void**)&p, &cap, 100, sizeof *p), PTO_OK);
+    CHECK_EQ(cap, 128);
+    p[99] = 7;
+    CHECK_EQ(rt_grow_slow((void**)&p, &cap, ((int64_t)1 << 30) + 1, sizeof *p), PTO_ENOMEM);
+    CHECK_EQ(rt_grow_slow((void**)&p, &cap, (int64_t)INT32_MAX + 65, sizeof *p), PTO_ENOMEM);
+    CHECK_EQ(rt_grow_slow((void**)&p, &cap, INT64_MAX, sizeof *p), PTO_ENOMEM);
+    CHECK_EQ(cap, 128);
+    CHECK_EQ(p[99], 7);
+    CHECK_EQ(rt_grow_slow((void**)&p, &cap, 129, sizeof *p), PTO_OK);
+    CHECK_EQ(cap, 256);
+    free(p);
+}
+
 static _Atomic int g_reader_ran;
 static int32_t k_reader(const int64_t* a) { (void)a; atomic_store(&g_reader_ran, 1); return 0; }
 
@@ -465,6 +487,7 @@ int main(int argc, char** argv) {
     RUN("submit_v_tensors", test_submit_v_with_one_tensor_too_many());
     RUN("argument_count", test_argument_count_past_the_slots_reads_no_further());
     RUN("config_default_null", test_config_default_of_null());
+    RUN("array_growth", test_array_growth_refuses_past_2_to_the_30());
     RUN("trace_after_shutdown", test_trace_after_shutdown(PTO_MODE_WORKERS));
     RUN("trace_after_shutdown", test_trace_after_shutdown(PTO_MODE_THREE_TIER));
     RUN("failed_temp_output", test_failed_temp_output_publishes_no_writer());
