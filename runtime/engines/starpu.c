@@ -688,6 +688,9 @@ static void observe_finish(PTORuntime* rt) {
 
 int pto_runtime_shutdown(PTORuntime* rt) {
     if (!rt) return PTO_EINVAL;
+    if (starpu_worker_get_id() >= 0)    /* a kernel: StarPU's wait for every task would wait for it */
+        return rt_fail(PTO_ESTATE, "pto_runtime_shutdown from a task of this runtime's run (its kernel) would wait "
+                       "for itself; pto_runtime_cancel stops the run");
     if (rt->shut) return PTO_OK;
     rt->shut = true;
     free(rt->open_task);
@@ -715,8 +718,7 @@ int pto_runtime_shutdown(PTORuntime* rt) {
 }
 
 void pto_runtime_destroy(PTORuntime* rt) {
-    if (!rt) return;
-    pto_runtime_shutdown(rt);
+    if (!rt || pto_runtime_shutdown(rt) == PTO_ESTATE) return;   /* (from a kernel: nothing) */
     if (rt->abandoned) return;          /* the running kernel's task still points here */
     engine_temps_free(rt);              /* StarPU let go of the intermediates' buffers */
     pthread_mutex_destroy(&rt->done_mu);

@@ -200,9 +200,17 @@ static void wait_async(PTORuntime* rt) {
 
 /* ---------------------------------------------------------------- lifecycle (continued) */
 
+_Thread_local PTORuntime* rt_serving;
+
 int pto_runtime_shutdown(PTORuntime* rt) {
     if (!rt) return PTO_EINVAL;
     pthread_mutex_lock(&rt->ctl_mu);
+    if (rt_serving == rt || (rt->run_active && pthread_equal(rt->run_thread, pthread_self()))) {
+        /* a kernel or executor of this runtime's run: the run waits for it, it would wait for the run */
+        pthread_mutex_unlock(&rt->ctl_mu);
+        return rt_fail(PTO_ESTATE, "pto_runtime_shutdown from a task of this runtime's run (its kernel or "
+                       "executor) would wait for itself; pto_runtime_cancel stops the run");
+    }
     if (rt->shut || rt->shutting) {          /* another thread's shutdown: wait for its end */
         while (!rt->shut) pthread_cond_wait(&rt->ctl_cv, &rt->ctl_mu);
         pthread_mutex_unlock(&rt->ctl_mu);
@@ -262,8 +270,7 @@ void rt_unref(PTORuntime* rt) {
 }
 
 void pto_runtime_destroy(PTORuntime* rt) {
-    if (!rt) return;
-    pto_runtime_shutdown(rt);
+    if (!rt || pto_runtime_shutdown(rt) == PTO_ESTATE) return;   /* (from a task of its run: nothing) */
     trace_finish(rt);                      /* PTO_TRACE / PTO_STATS files: outside timed runs */
     rt_unref(rt);
 }
@@ -1432,7 +1439,10 @@ int pto_runtime_run(PTORuntime* rt) {
            : rt->open_tasks > 0 && !atomic_load(&rt->halt) ? PTO_ESTATE : PTO_OK;
     const bool ran = rt->ran;
     const int32_t open = rt->open_tasks;
-    if (rc == PTO_OK) rt->ran = rt->run_active = true;
+    if (rc == PTO_OK) {
+        rt->ran = rt->run_active = true;
+        rt->run_thread = pthread_self();
+    }
     pthread_mutex_unlock(&rt->ctl_mu);
     if (rc == PTO_ESTATE && ran)
         return rt_fail(rc, "pto_runtime_run: this runtime has run already (a runtime runs its graph once)");

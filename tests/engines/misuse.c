@@ -6,9 +6,11 @@
  * arguments runs; a range's scalar stepping past INT64_MAX wraps (modulo 2^64, no signed overflow
  * under UBSan); pto_runtime_config_default(NULL) does nothing; a range of more tiles than task
  * ids are left, submitted tile by tile, is refused at once; pto_task_range of an id never issued is
- * PTO_ETASKID; after pto_runtime_shutdown the calls that build are PTO_ESHUTDOWN. */
+ * PTO_ETASKID; after pto_runtime_shutdown the calls that build are PTO_ESHUTDOWN; a kernel's
+ * pto_runtime_shutdown of its own runtime is PTO_ESTATE. */
 #include "common.h"
 
+#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -137,6 +139,31 @@ static void after_shutdown(int workers) {
     pto_runtime_destroy(rt);
 }
 
+/* A kernel that shuts down or destroys its own runtime gets PTO_ESTATE and the run goes on: the
+ * shutdown waited for the run, which waited for the kernel (a hang without workers; with them the
+ * run was canceled and the kernel's thread left waiting for good). */
+static PTORuntime* g_self;
+static _Atomic int g_self_rc = 1;
+static int32_t shuts_itself(const int64_t* args) {
+    (void)args;
+    atomic_store(&g_self_rc, pto_runtime_shutdown(g_self));
+    pto_runtime_destroy(g_self);        /* nothing */
+    return 0;
+}
+
+static void shutdown_from_a_task(int workers) {
+    EXPECT(make_runtime(&g_self, workers) == PTO_OK);
+    if (!g_self) return;
+    EXPECT(pto_task_submit_v(g_self, "self", shuts_itself, 0, PTO_WORKER_ANY, NULL, 0) == 0);
+    EXPECT(pto_task_submit_v(g_self, "after", nop, 0, PTO_WORKER_ANY, NULL, 0) == 1);
+    EXPECT(pto_runtime_run(g_self) == PTO_OK);
+    EXPECT(atomic_load(&g_self_rc) == PTO_ESTATE);
+    PTORuntimeStats st;
+    EXPECT(pto_runtime_get_stats(g_self, &st) == PTO_OK && st.tasks_completed == 2);
+    EXPECT(pto_runtime_shutdown(g_self) == PTO_OK);
+    pto_runtime_destroy(g_self);
+}
+
 int misuse_run(int workers) {
     g_failed = 0;
     counts(workers);
@@ -144,5 +171,6 @@ int misuse_run(int workers) {
     plain(workers);
     range_ids(workers);
     after_shutdown(workers);
+    shutdown_from_a_task(workers);
     return g_failed;
 }
