@@ -213,6 +213,30 @@ static void test_array_growth_refuses_past_2_to_the_30(void) {
     free(p);
 }
 
+/* A kernel that shuts down its own runtime gets PTO_ESTATE in every mode (tests/engines/misuse.c
+ * covers the worker mode and inline on both engines): here on a three-tier core, and on a worker
+ * thread of a run with a deadline and no workers. */
+static PTORuntime* g_self;
+static _Atomic int g_self_rc = 1;
+static int32_t k_shuts_itself(const int64_t* a) { (void)a; atomic_store(&g_self_rc, pto_runtime_shutdown(g_self)); return 0; }
+
+static void test_shutdown_from_a_kernel(int mode, int workers, int timeout_ms) {
+    PTORuntimeConfig c = config(workers);
+    c.mode = mode;
+    c.timeout_ms = timeout_ms;
+    g_self = pto_runtime_create(&c);
+    CHECK(g_self != NULL);
+    if (!g_self) return;
+    atomic_store(&g_self_rc, 1);
+    CHECK(pto_task_submit_v(g_self, "self", k_shuts_itself, 0, PTO_WORKER_ANY, NULL, 0) >= 0);
+    CHECK_EQ(pto_runtime_run(g_self), PTO_OK);
+    CHECK_EQ(atomic_load(&g_self_rc), PTO_ESTATE);
+    CHECK_EQ(pto_runtime_shutdown(g_self), PTO_OK);
+    pto_runtime_destroy(g_self);
+}
+static void shutdown_from_a_core(void) { test_shutdown_from_a_kernel(PTO_MODE_THREE_TIER, 2, 0); }
+static void shutdown_from_a_deadline_worker(void) { test_shutdown_from_a_kernel(PTO_MODE_WORKERS, 0, 60000); }
+
 static _Atomic int g_reader_ran;
 static int32_t k_reader(const int64_t* a) { (void)a; atomic_store(&g_reader_ran, 1); return 0; }
 
@@ -488,6 +512,8 @@ int main(int argc, char** argv) {
     RUN("argument_count", test_argument_count_past_the_slots_reads_no_further());
     RUN("config_default_null", test_config_default_of_null());
     RUN("array_growth", test_array_growth_refuses_past_2_to_the_30());
+    RUN("shutdown_from_a_kernel", run_bounded("shutdown_from_a_core", shutdown_from_a_core, 20));
+    RUN("shutdown_from_a_kernel", run_bounded("shutdown_from_a_deadline_worker", shutdown_from_a_deadline_worker, 20));
     RUN("trace_after_shutdown", test_trace_after_shutdown(PTO_MODE_WORKERS));
     RUN("trace_after_shutdown", test_trace_after_shutdown(PTO_MODE_THREE_TIER));
     RUN("failed_temp_output", test_failed_temp_output_publishes_no_writer());
