@@ -415,7 +415,8 @@ int pto_task_add_tile(PTORuntime* rt, int32_t task, int32_t kind, int32_t tiles,
  * kept, later tasks of that submitter are dropped and every later call returns it, with its message as
  * pto_last_error of the thread making the call. A submitter is used by one thread at a time,
  * not necessarily the same one. While submitters are open, use no other building call (alloc,
- * add_*, submit, submit_v, scopes) on that runtime; run it after every submitter was closed. */
+ * add_*, submit, submit_v, scopes) on that runtime; run it after every submitter was closed
+ * (pto_runtime_run is PTO_ESTATE while one is open). */
 #define PTO_SUBMIT_BATCH 64
 #define PTO_TICKET(k) ((int32_t)(-1 - (int64_t)(k)))
 typedef struct PTOSubmitter PTOSubmitter;

@@ -378,6 +378,7 @@ struct PTORuntime {
     pthread_mutex_t ctl_mu;  pthread_cond_t ctl_cv;   /* run vs. shutdown from another thread */
     bool            run_active, shutting;
     pthread_t       run_thread;     /* the thread in pto_runtime_run while run_active */
+    _Atomic int32_t submitters_open;   /* pto_submitter_open minus _close: the run waits for none */
     pthread_mutex_t async_mu;      /* pto_task_complete vs. giving up on asynchronous tasks */
     bool            async_detached;
     void*           alloc_base;    /* what calloc returned (the runtime is aligned within it) */

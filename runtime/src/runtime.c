@@ -1438,7 +1438,8 @@ int pto_runtime_run(PTORuntime* rt) {
            : rt->ran ? PTO_ESTATE
            : rt->open_tasks > 0 && !atomic_load(&rt->halt) ? PTO_ESTATE : PTO_OK;
     const bool ran = rt->ran;
-    const int32_t open = rt->open_tasks;
+    const int32_t open = rt->open_tasks, submitters = atomic_load(&rt->submitters_open);
+    if (rc == PTO_OK && submitters > 0) rc = PTO_ESTATE;     /* (their queued tasks would be lost) */
     if (rc == PTO_OK) {
         rt->ran = rt->run_active = true;
         rt->run_thread = pthread_self();
@@ -1446,6 +1447,8 @@ int pto_runtime_run(PTORuntime* rt) {
     pthread_mutex_unlock(&rt->ctl_mu);
     if (rc == PTO_ESTATE && ran)
         return rt_fail(rc, "pto_runtime_run: this runtime has run already (a runtime runs its graph once)");
+    if (rc == PTO_ESTATE && submitters > 0)
+        return rt_fail(rc, "pto_runtime_run: %d submitter(s) still open; close them first", (int)submitters);
     if (rc == PTO_ESTATE)
         return rt_fail(rc, "pto_runtime_run: %d task(s) allocated and not submitted (pto_task_submit), or left "
                        "unsubmitted by an earlier error: the graph is not complete", (int)open);

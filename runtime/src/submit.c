@@ -156,6 +156,7 @@ PTOSubmitter* pto_submitter_open(PTORuntime* rt) {
     pthread_mutex_unlock(&rt->submit_mu);
     if (rc < 0) { free(s); return NULL; }
     s->sharded = rc == 1 && !rt->t3;
+    atomic_fetch_add(&rt->submitters_open, 1);
     return s;
 }
 
@@ -718,6 +719,7 @@ int pto_submitter_close(PTOSubmitter* s) {
     if (!s) return PTO_EINVAL;
     while (s->depth > 0 && !s->err) pto_submitter_scope_end(s);   /* scopes left open end here */
     int rc = pto_submitter_flush(s);
+    atomic_fetch_sub(&s->rt->submitters_open, 1);
     free(s->q); free(s->args); free(s->slots); free(s->preds); free(s->ids); free(s->msg); free(s->bad_msg);
     free(s->route); free(s->recs); free(s->rec); free(s->ev);
     free(s->acc); free(s->list); free(s->found.pair); free(s->prod); free(s->pstart);

@@ -7,7 +7,7 @@
  * under UBSan); pto_runtime_config_default(NULL) does nothing; a range of more tiles than task
  * ids are left, submitted tile by tile, is refused at once; pto_task_range of an id never issued is
  * PTO_ETASKID; after pto_runtime_shutdown the calls that build are PTO_ESHUTDOWN; a kernel's
- * pto_runtime_shutdown of its own runtime is PTO_ESTATE. */
+ * pto_runtime_shutdown of its own runtime is PTO_ESTATE, and so is a run with a submitter open. */
 #include "common.h"
 
 #include <stdatomic.h>
@@ -164,6 +164,27 @@ static void shutdown_from_a_task(int workers) {
     pto_runtime_destroy(g_self);
 }
 
+/* pto_runtime_run with a submitter open is PTO_ESTATE on every engine (the pto engine ran
+ * without the submitter's queued task, lost: its close then failed); closed, the task runs. */
+static _Atomic int g_queued_ran;
+static int32_t queued(const int64_t* args) { (void)args; atomic_fetch_add(&g_queued_ran, 1); return 0; }
+
+static void run_with_a_submitter_open(int workers) {
+    PTORuntime* rt;
+    EXPECT(make_runtime(&rt, workers) == PTO_OK);
+    if (!rt) return;
+    atomic_store(&g_queued_ran, 0);
+    PTOSubmitter* s = pto_submitter_open(rt);
+    EXPECT(s != NULL);
+    if (!s) { pto_runtime_destroy(rt); return; }
+    EXPECT(pto_submitter_task(s, "queued", queued, 0, PTO_WORKER_ANY, NULL, 0, NULL, 0) == 0);
+    EXPECT(pto_runtime_run(rt) == PTO_ESTATE);
+    EXPECT(strstr(pto_last_error(), "1 submitter(s) still open") != NULL);
+    EXPECT(pto_submitter_close(s) == PTO_OK);
+    EXPECT(run_and_destroy(rt, PTO_OK) == PTO_OK);
+    EXPECT(atomic_load(&g_queued_ran) == 1);
+}
+
 int misuse_run(int workers) {
     g_failed = 0;
     counts(workers);
@@ -172,5 +193,6 @@ int misuse_run(int workers) {
     range_ids(workers);
     after_shutdown(workers);
     shutdown_from_a_task(workers);
+    run_with_a_submitter_open(workers);
     return g_failed;
 }
