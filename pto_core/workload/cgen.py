@@ -8,7 +8,7 @@ The C entry point::
 
     int pto_workload_enumerate(PTORuntime* rt, const PTOTensor* tensors, const int64_t* sizes,
                                const PTOKernelFunc* kernels, int threads, int structural,
-                               int scope_depth);
+                               int scope_depth, int64_t max_iterations, char* why, int64_t why_cap);
 
 ``tensors`` in :attr:`CompiledWorkload.tensors` order, ``sizes`` in :attr:`~.sizes` order
 (``DenseDyn`` names), ``kernels`` in :attr:`~.kernels` order (NULL entries allowed: a dry run).
@@ -20,7 +20,10 @@ each into a submitter of its own: the tensor map finds the same dependencies as 
 order), while task ids interleave by batch. With ``scope_depth`` = d > 0 each iteration of the
 loops nested less than d deep is a scope of its own (``pto_submitter_scope_begin/end``, from
 whichever thread enumerates it): the runtime-owned intermediates it writes are released once its
-tasks are done.
+tasks are done. A loop counts its iterations against ``max_iterations`` as it starts (the
+enumeration fails, naming it, past the bound: a size of 2**62 would run practically forever);
+with shares, each thread counts its own after the outermost loop's (``why``: the enumerator's
+own message of a failure, ``why_cap`` bytes).
 
 >>> from pto_core.workload import Dense, Tensor, parallel_for, task
 >>> x = Tensor("x")
@@ -44,6 +47,7 @@ from ..codegen.cstyle import c_literal
 from ..errors import PTOError
 from ..names import is_identifier
 from .expr import BinOp, Const, Expr, Lookup, Param, Var
+from .enumerate import loop_name
 from .ir import _int, Combine, Cond, Loop, Node, Region, Seq, Task
 
 __all__ = ["CompiledWorkload", "emit_c", "compile_c"]
@@ -55,11 +59,20 @@ _I64 = (-2**63, 2**63 - 1)
 _MAX_DEPTH = 64                     # loop variables a Ctx holds (its v[64])
 _MAX_THREADS = 64                   # the entry point's MAX_THREADS
 _CHECKED = {"+": "iadd", "-": "isub", "*": "imul"}   # the prelude's int64 operations that refuse an overflow
+#: the loop iterations a C enumeration walks by default (``enumerate(max_iterations=...)``): as
+#: many as the runtime has task ids - an axis of 2**62 is refused as it starts, not walked
+MAX_ITERATIONS = 2**31
 
 
 def _i64(v: Any, what: str) -> str:
     """An integer of the workload as a C int64 literal, or PTOError naming ``what``."""
     return c_literal(_int(v, f"{what} (compiling to C)", *_I64), "int64_t")
+
+
+def _c_string(text: str) -> str:
+    """``text`` as a C string literal (printable ASCII kept, the rest in octal escapes)."""
+    return '"' + "".join(ch if 32 <= ord(ch) < 127 and ch not in '"\\?' else f"\\{b:03o}"
+                         for ch in text for b in ch.encode()) + '"'
 
 # The C every generated enumerator starts with: growable sets of tickets (a node's sinks),
 # Python's floor division, checked table look-ups, and the task emission through the thread's
@@ -128,6 +141,7 @@ typedef struct {
     uint64_t checked;               /* structural mode: bit k, tensor k was accepted by the runtime as an
                                      * untracked argument (emit_task) */
     int scope_depth;                /* loops nested less deep open a scope per iteration */
+    int64_t left, max_iterations;   /* loop iterations this Ctx may still walk, of the bound (walk) */
     /* the argument templates, per tensor k, set once per run: what a task's region of it names -
      * tensor[k] (the caller's, or its pto_temp_tensor when it is an intermediate) and, per mode
      * m (PTO_ARG_INPUT .. PTO_ARG_INOUT), kind[4 * k + m]: m itself (tracked), PTO_ARG_UNTRACKED
@@ -206,6 +220,24 @@ static int scope(Ctx* c, int depth, int begin) {
     return rc < 0 ? rc : PTO_OK;
 }
 
+/* Loop `loop` (LOOPS[loop] names it) starts over [lo, hi): its iterations count against the bound
+ * (Ctx.left), an error naming it past that - a size of 2^62 ran practically forever. */
+static __attribute__((noinline, cold)) int too_long(Ctx* c, int32_t loop, int64_t lo, int64_t hi, uint64_t n) {
+    const int64_t before = c->max_iterations - c->left;
+    char after[64] = "";
+    if (before > 0) snprintf(after, sizeof after, ", after %lld of other loops", (long long)before);
+    return c->err = fail(c, PTO_EINVAL, "%s = [%lld, %lld) has %llu iterations%s: an enumeration in C walks at most "
+                         "%lld loop iterations in all (enumerate(max_iterations=...))", LOOPS[loop], (long long)lo,
+                         (long long)hi, (unsigned long long)n, after, (long long)c->max_iterations);
+}
+static inline int walk(Ctx* c, int32_t loop, int64_t lo, int64_t hi) {
+    if (hi <= lo) return PTO_OK;
+    const uint64_t n = (uint64_t)hi - (uint64_t)lo;       /* up to 2^64 - 1 */
+    if (__builtin_expect(n > (uint64_t)c->left, 0)) return too_long(c, loop, lo, hi, n);
+    c->left -= (int64_t)n;
+    return PTO_OK;
+}
+
 /* off + n in buf (24 bytes), exactly: the sum of two int64_t values may not fit one. */
 static const char* end_text(char* buf, int64_t off, int64_t n) {
     const __int128 e = (__int128)off + n;
@@ -216,7 +248,9 @@ static const char* end_text(char* buf, int64_t off, int64_t n) {
 }
 
 /* Region x lies in rows [0, rows) x cols [0, cols) (the ends compared without the sum, which can
- * overflow). With x's extent constant, as in most tasks, two compares and a subtraction. */
+ * overflow; rows and cols are not negative - the entry point refuses such a tensor - so neither
+ * can rows - row_off once row_off >= 0). With x's extent constant, as in most tasks, two compares
+ * and a subtraction. */
 static inline __attribute__((always_inline)) int region_inside(const PTOTaskArg* x, int64_t rows, int64_t cols) {
     return x->row_off >= 0 && x->col_off >= 0 && x->rows > 0 && x->cols > 0 &&
            x->rows <= rows - x->row_off && x->cols <= cols - x->col_off;
@@ -340,6 +374,12 @@ class _Gen:
     count: int = 0
     logs: dict = field(default_factory=dict)           # id(task) -> (check, log) masks (plan)
     tasks: set = field(default_factory=set)            # the nodes that are tasks (nK with a tK)
+    loops: list = field(default_factory=list)          # the loops' names in errors (k_loops)
+
+    def loop(self, n: Loop) -> int:
+        """The index of loop ``n``'s name in the C's ``k_loops``."""
+        self.loops.append(loop_name(n))
+        return len(self.loops) - 1
 
     def plan(self, body: Node) -> None:
         """The structural log's masks of each task of ``body`` (one iteration of the outermost
@@ -449,7 +489,7 @@ class _Gen:
             d = self.depth(n.var)
             child = self.node(n.body)
             body += [f"const int64_t lo = {self.expr(n.lo)}, hi = {self.expr(n.hi)};",
-                     "if (c->err) return c->err;"]
+                     f"if (c->err || walk(c, {self.loop(n)}, lo, hi) < 0) return c->err;"]
             body += self.steps([child], n.kind == "sequential",
                                loop=f"for (c->v[{d}] = lo; c->v[{d}] < hi; c->v[{d}]++)", depth=d)
         elif isinstance(n, (Combine, Seq)):
@@ -580,14 +620,15 @@ static int64_t share_bound(int64_t lo, int64_t hi, int64_t k, int64_t threads) {
 }
 int pto_workload_enumerate(PTORuntime* rt, const PTOTensor* tensors, const int64_t* sizes,
                            const PTOKernelFunc* kernels, int threads, int structural, int scope_depth,
-                           char* why, int64_t why_cap) {
+                           int64_t max_iterations, char* why, int64_t why_cap) {
     Ctx c0 = {0}, *c = &c0;
     _Atomic int why_set = 0;
     if (why && why_cap > 0) { why[0] = 0; c->why = why; c->why_cap = why_cap; c->why_set = &why_set; }
     c->rt = rt; c->tensors = tensors; c->sizes = sizes; c->kernels = kernels;
     c->structural = structural;
     c->scope_depth = scope_depth;
-    if (threads < 1 || threads > MAX_THREADS) return PTO_EINVAL;
+    c->left = c->max_iterations = max_iterations;
+    if (threads < 1 || threads > MAX_THREADS || max_iterations < 0) return PTO_EINVAL;
     if (structural && !SPLIT) return PTO_EINVAL;
     /* the argument templates (Ctx); tensors without data are intermediates: the runtime
      * allocates their regions */
@@ -601,6 +642,9 @@ int pto_workload_enumerate(PTORuntime* rt, const PTOTensor* tensors, const int64
             !(temp = pto_temp_tensor(rt, tensors[k].name ? tensors[k].name : "temp", tensors[k].elem_size)))
             return PTO_EINVAL;
         if (temp) tensor[k] = temp;
+        else if (k < NTENSORS_USED && (tensors[k].rows < 0 || tensors[k].cols < 0))
+            return fail(c, PTO_EINVAL, "tensor %d '%s' has a negative shape (%lld x %lld)", k,
+                        tensors[k].name ? tensors[k].name : "", (long long)tensors[k].rows, (long long)tensors[k].cols);
         for (int m = PTO_ARG_INPUT; m <= PTO_ARG_INOUT; m++)
             kind[4 * k + m] = temp ? m + PTO_ARG_UNTRACKED : structural ? PTO_ARG_UNTRACKED : m;
         lim[2 * k] = temp ? INT64_MAX : tensor[k] ? tensor[k]->rows : 0;
@@ -620,7 +664,7 @@ int pto_workload_enumerate(PTORuntime* rt, const PTOTensor* tensors, const int64
     /* the outermost parallel_for in `threads` contiguous shares: this thread takes the first,
      * one helper thread each of the others; every share queues into its own submitter */
     const int64_t lo = SPLIT_LO, hi = SPLIT_HI;
-    if (c->err) return c->err;
+    if (c->err || walk(c, OUTER_LOOP, lo, hi) < 0) return c->err;
     Share sh[MAX_THREADS];
     pthread_t th[MAX_THREADS];
     _Atomic int stop = 0;
@@ -692,7 +736,7 @@ class CompiledWorkload:
     def enumerate(self, rt: Any, tensors: Mapping[str, np.ndarray],
                   kernels: Optional[Mapping[str, int]] = None, threads: int = 1,
                   structural: bool = False, intermediates: Mapping[str, int] | None = None,
-                  scope_depth: int = 0, **sizes: int) -> None:
+                  scope_depth: int = 0, max_iterations: Optional[int] = None, **sizes: int) -> None:
         """Submit the workload's tasks to ``rt`` (a :class:`pto_core.runtime.Runtime`):
         ``tensors`` by name (C-contiguous 2-D arrays), ``kernels`` by name (C function
         addresses; missing ones NULL), DenseDyn ``sizes`` by name.
@@ -713,7 +757,12 @@ class CompiledWorkload:
         regions - instead of the runtime's tensor map, which tracks nothing (the arguments go
         in untracked). Right when the iterations are independent (``workload.verify(**sizes)``
         checks it) and no other task of the runtime touches these tensors; the graph is the
-        same, built without the tensor map's lookups."""
+        same, built without the tensor map's lookups.
+
+        ``max_iterations``: the loop iterations the enumeration may walk (default
+        :data:`MAX_ITERATIONS`); a loop that would pass it fails the enumeration as it starts,
+        naming its axis. With ``threads`` > 1 each thread walks that many of its share's inner
+        loops, after the outermost loop's."""
         from ..abi import PTOTensor
         engine = getattr(rt, "engine", "pto")
         self.build(engine)
@@ -746,10 +795,12 @@ class CompiledWorkload:
             raise PTOError("structural enumeration needs a workload that is one parallel_for")
         scope_depth = _int(scope_depth, "enumerate: scope_depth (loop levels)", 0, _MAX_DEPTH)
         threads = _int(threads, "enumerate: threads", 1, _MAX_THREADS)
+        bound = _int(MAX_ITERATIONS if max_iterations is None else max_iterations,
+                     "enumerate: max_iterations", 0, _I64[1])
         own = ctypes.create_string_buffer(512)      # what the enumerator itself found
         rc = self._libs[engine].pto_workload_enumerate(rt._handle(), ct, cs, ck, threads,
                                                        int(bool(structural)), scope_depth,
-                                                       own, ctypes.c_int64(len(own)))
+                                                       ctypes.c_int64(bound), own, ctypes.c_int64(len(own)))
         rt._keep.extend(arrs)
         if rc != 0:
             from ..abi import ERROR_NAMES
@@ -765,21 +816,25 @@ def emit_c(workload: Node) -> CompiledWorkload:
     split = workload if isinstance(workload, Loop) and workload.kind == "parallel" else None
     if split is not None:           # structural mode's log: one iteration of the split loop
         g.plan(split.body)
+    split_loop = g.loop(split) if split is not None else 0
     root = g.node(workload)
     body = g.node(split.body) if split is not None else root
     tables = [f"static const int64_t {c}[] = {{{', '.join(str(v) for v in vals) or '0'}}};"
               for (_n, vals), c in g.tables.items()]
     names = ", ".join('"' + n + '"' for n in g.names) or '""'
     head = [f"/* Generated by PTO: the C enumerator of a workload. Do not edit. */",
-            _PRELUDE.replace("NAMES[name]", "k_names[name]"), *tables]
+            _PRELUDE.replace("NAMES[name]", "k_names[name]").replace("LOOPS[loop]", "k_loops[loop]"), *tables]
     protos = [f"static int n{k}(Ctx* c, const Set* after, Set* sinks);" for k in range(g.count)]
     entry = (_ENTRY.replace("BODY", body).replace("ROOT", root)
              .replace("SPLIT_LO", g.expr(split.lo) if split else "0")
              .replace("SPLIT_HI", g.expr(split.hi) if split else "0")
+             .replace("OUTER_LOOP", str(split_loop))
              .replace("SPLIT", "1" if split else "0")
              .replace("NTENSORS_USED", str(len(g.tensors)))
              .replace("NTENSORS", str(max(1, len(g.tensors)))))
-    src = "\n".join([*head[:1], f"static const char* const k_names[] = {{{names}}};", *head[1:],
+    loops = ", ".join(map(_c_string, g.loops)) or '""'
+    src = "\n".join([*head[:1], f"static const char* const k_names[] = {{{names}}};",
+                     f"static const char* const k_loops[] = {{{loops}}};", *head[1:],
                      *protos, *g.funcs, entry])
     return CompiledWorkload(src, list(g.tensors), list(g.sizes), list(g.kernels),
                             split is not None)

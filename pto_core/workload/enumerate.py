@@ -106,12 +106,16 @@ class _Budget:
         n = max(hi - lo, 0)
         self.walked += n
         if self.walked > MAX_ITERATIONS:
-            kind = {"parallel": "parallel_for", "sequential": "for_each"}.get(loop.kind, loop.kind)
             alone = "" if n > MAX_ITERATIONS else f", after {self.walked - n} of other loops"
-            raise PTOError(f"the {kind} axis {loop.var} over [{loop.lo}, {loop.hi}) = [{lo}, "
-                           f"{hi}) has {n} iterations{alone}: an enumeration walks at most "
-                           f"{MAX_ITERATIONS} loop iterations in all (pto_core.workload."
-                           f"enumerate.MAX_ITERATIONS)")
+            raise PTOError(f"{loop_name(loop)} = [{lo}, {hi}) has {n} iterations{alone}: an "
+                           f"enumeration walks at most {MAX_ITERATIONS} loop iterations in all "
+                           f"(pto_core.workload.enumerate.MAX_ITERATIONS)")
+
+
+def loop_name(loop: Loop) -> str:
+    """How an error names ``loop``: ``the parallel_for axis i0 over [0, $n)``."""
+    kind = {"parallel": "parallel_for", "sequential": "for_each"}.get(loop.kind, loop.kind)
+    return f"the {kind} axis {loop.var} over [{loop.lo}, {loop.hi})"
 
 
 def _walk(node: Node, env: dict, after: frozenset, path: tuple, budget: "_Budget") -> Walk:

@@ -688,6 +688,9 @@ static void observe_finish(PTORuntime* rt) {
 
 int pto_runtime_shutdown(PTORuntime* rt) {
     if (!rt) return PTO_EINVAL;
+    if (starpu_worker_get_id() >= 0)    /* a kernel: StarPU's wait for every task would wait for it */
+        return rt_fail(PTO_ESTATE, "pto_runtime_shutdown from a task of this runtime's run (its kernel) would wait "
+                       "for itself; pto_runtime_cancel stops the run");
     if (rt->shut) return PTO_OK;
     rt->shut = true;
     free(rt->open_task);
@@ -715,8 +718,7 @@ int pto_runtime_shutdown(PTORuntime* rt) {
 }
 
 void pto_runtime_destroy(PTORuntime* rt) {
-    if (!rt) return;
-    pto_runtime_shutdown(rt);
+    if (!rt || pto_runtime_shutdown(rt) == PTO_ESTATE) return;   /* (from a kernel: nothing) */
     if (rt->abandoned) return;          /* the running kernel's task still points here */
     engine_temps_free(rt);              /* StarPU let go of the intermediates' buffers */
     pthread_mutex_destroy(&rt->done_mu);
@@ -1023,6 +1025,11 @@ static EngTask* new_task(PTORuntime* rt, const char* func_name, PTOKernelFunc fn
     if ((*err = check_building(rt)) < 0) return NULL;
     if (worker_type < PTO_WORKER_ANY || worker_type > PTO_WORKER_ACCELERATOR) { *err = PTO_EWORKERTYPE; return NULL; }
     if (buffer_bytes < 0) { *err = PTO_EINVAL; return NULL; }
+    if (rt->next_id == INT32_MAX) {     /* every task id given, as the pto engine's alloc */
+        *err = rt_fail(PTO_ENOMEM, "task '%s': this runtime has given its %d task ids", func_name ? func_name : "task",
+                       INT32_MAX);
+        return NULL;
+    }
     const CudaKernel* cuda = fn && rt->ncuda_kernels ? cuda_kernel_of(rt, fn) : NULL;
     if (cuda && (*err = cuda_check(func_name ? func_name : "task")) < 0) return NULL;
     EngTask* t = malloc(sizeof *t);
@@ -1405,6 +1412,7 @@ static bool is_tile(int32_t kind) { return kind >= PTO_ARG_TILE_INPUT && kind <=
 
 int32_t pto_tensor_tiles(PTORuntime* rt, const PTOTensor* x, int64_t tile_rows, int64_t tile_cols) {
     if (!rt) return rt_fail(PTO_EINVAL, "pto_tensor_tiles: no runtime (NULL)");
+    if (rt->shut) return rt_fail(PTO_ESHUTDOWN, "pto_tensor_tiles: the runtime was shut down");
     const int32_t found = rt_tiles_find(&rt->tiles_index, x, tile_rows, tile_cols);
     if (found >= 0) return (int32_t)((uint64_t)found ^ rt->tile_tag);     /* registered before */
     void* tiles = rt->tiles;
@@ -1502,6 +1510,8 @@ int32_t pto_task_submit_v(PTORuntime* rt, const char* func_name, PTOKernelFunc f
 
 pthread_mutex_t* engine_submit_lock(PTORuntime* rt) { return &rt->submit_mu; }
 
+int engine_check_building(PTORuntime* rt) { return check_building(rt); }
+
 int engine_submitter_count(PTORuntime* rt, int delta) {
     pthread_mutex_lock(&rt->submit_mu);
     int rc = delta > 0 ? check_building(rt) : PTO_OK;
@@ -1539,6 +1549,8 @@ int32_t pto_task_submit_range(PTORuntime* rt, const char* func_name, PTOKernelFu
         if (is_tile(args[k].kind))
             return rt_fail(PTO_EINVAL, "pto_task_submit_range: argument %d is a tile of a tiled tensor "
                            "(PTO_ARG_TILE_*); a range takes the tensor's region (PTO_ARG_INPUT/OUTPUT/INOUT)", k);
+    int rc = check_building(rt);
+    if (rc < 0 || (rc = rt_range_ids_check(func_name, tiles, rt->next_id)) < 0) return rc;
     PTOTaskArg a[PTO_MAX_ARGS];
     int32_t id = PTO_EINVAL;
     for (int64_t t = 0; t < tiles && (t == 0 || id >= 0); t++) {
@@ -1548,7 +1560,8 @@ int32_t pto_task_submit_range(PTORuntime* rt, const char* func_name, PTOKernelFu
     return id;
 }
 int64_t pto_task_range(PTORuntime* rt, int32_t task, int64_t* inc) {
-    if (!rt || task < 0) return PTO_EINVAL;
+    if (!rt) return PTO_EINVAL;
+    if (task < 0 || task >= rt->next_id) return PTO_ETASKID;     /* (no executor: the orchestrating thread's) */
     if (inc) memset(inc, 0, sizeof(int64_t) * PTO_MAX_ARGS);
     return 1;
 }

@@ -38,17 +38,6 @@ struct PTOSubmitter {
     char*       msg;                           /* pto_last_error of the first error */
 };
 
-static int grow(void** p, int32_t* cap, int64_t need, size_t elem) {
-    if (need <= *cap) return PTO_OK;
-    if (need > INT32_MAX / 2) return PTO_ENOMEM;
-    int32_t c = *cap ? *cap : 64;
-    while (c < need) c *= 2;
-    void* n = realloc(*p, (size_t)c * elem);
-    if (!n) return PTO_ENOMEM;
-    *p = n; *cap = c;
-    return PTO_OK;
-}
-
 /* Keep the first error and its message; returns it with the message set on this thread. */
 static int fail(PTOSubmitter* s, int code) {
     if (!s->err) {
@@ -117,9 +106,9 @@ int64_t pto_submitter_task(PTOSubmitter* s, const char* func_name, PTOKernelFunc
         int rc = enter(s, s->nq >= SUBMIT_MAX_QUEUED, s->cut);
         if (rc < 0) return rc;
     }
-    if (grow((void**)&s->q, &s->cap_q, (int64_t)s->nq + 1, sizeof *s->q) < 0 ||
-        grow((void**)&s->args, &s->cap_args, (int64_t)s->nargs + kept, sizeof *s->args) < 0 ||
-        grow((void**)&s->preds, &s->cap_preds, (int64_t)s->npreds + npred, sizeof *s->preds) < 0)
+    if (rt_grow((void**)&s->q, &s->cap_q, (int64_t)s->nq + 1, sizeof *s->q) < 0 ||
+        rt_grow((void**)&s->args, &s->cap_args, (int64_t)s->nargs + kept, sizeof *s->args) < 0 ||
+        rt_grow((void**)&s->preds, &s->cap_preds, (int64_t)s->npreds + npred, sizeof *s->preds) < 0)
         return fail(s, rt_fail(PTO_ENOMEM, "pto_submitter_task '%s': out of memory", func_name ? func_name : "task"));
     if (s->nids == s->cap_ids) {
         const int64_t c = s->cap_ids ? 2 * s->cap_ids : 1024;
@@ -155,7 +144,7 @@ int pto_submitter_flush(PTOSubmitter* s) {
 /* One scope event of the queue (1: begins, -1: ends). */
 static int scope_event(PTOSubmitter* s, int32_t kind) {
     if (s->err) return fail(s, s->err);
-    if (grow((void**)&s->q, &s->cap_q, (int64_t)s->nq + 1, sizeof *s->q) < 0)
+    if (rt_grow((void**)&s->q, &s->cap_q, (int64_t)s->nq + 1, sizeof *s->q) < 0)
         return fail(s, rt_fail(PTO_ENOMEM, "pto_submitter_scope: out of memory"));
     s->q[s->nq++] = (Queued){NULL, NULL, 0, 0, s->nargs, 0, s->npreds, 0, kind, -1};
     s->depth += kind;

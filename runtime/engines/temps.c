@@ -69,6 +69,7 @@ const PTOTensor* pto_temp_tensor(PTORuntime* rt, const char* name, int32_t elem_
         rt_fail(PTO_EINVAL, "pto_temp_tensor: element size %d is not 1, 2, 4 or 8", (int)elem_size);
         return NULL;
     }
+    if (engine_check_building(rt) < 0) return NULL;
     Temps* T = temps_of(rt, true);
     Temp* t = T ? calloc(1, sizeof *t) : NULL;
     if (!t || !(t->name = strdup(name ? name : "temp"))) {
@@ -85,8 +86,10 @@ const PTOTensor* pto_temp_tensor(PTORuntime* rt, const char* name, int32_t elem_
 }
 
 int pto_scope_begin(PTORuntime* rt) {
-    Temps* T = rt ? temps_of(rt, true) : NULL;
-    if (!T) return rt ? PTO_ENOMEM : PTO_EINVAL;
+    const int rc = engine_check_building(rt);
+    if (rc < 0) return rc;
+    Temps* T = temps_of(rt, true);
+    if (!T) return PTO_ENOMEM;
     if (T->depth == T->cap) {
         int32_t cap = T->cap ? 2 * T->cap : 16;
         int64_t* open = realloc(T->open, (size_t)cap * sizeof *open);
@@ -99,13 +102,17 @@ int pto_scope_begin(PTORuntime* rt) {
 }
 
 int pto_scope_end(PTORuntime* rt) {
-    Temps* T = rt ? temps_of(rt, false) : NULL;
+    const int rc = engine_check_building(rt);
+    if (rc < 0) return rc;
+    Temps* T = temps_of(rt, false);
     if (!T || T->depth == 0) return rt_fail(PTO_ESTATE, "pto_scope_end: no scope is open");
     return --T->depth;
 }
 
 int pto_runtime_set_temp_allocator(PTORuntime* rt, PTOTempAllocFn alloc, PTOTempFreeFn release, void* ctx) {
     if (!rt || (!alloc) != (!release)) return PTO_EINVAL;
+    const int rc = engine_check_building(rt);
+    if (rc < 0) return rc;
     Temps* T = temps_of(rt, true);
     if (!T) return PTO_ENOMEM;
     if (T->buffers) return rt_fail(PTO_ESTATE, "pto_runtime_set_temp_allocator: intermediates exist already");

@@ -20,6 +20,9 @@ int engine_temps_translate(PTORuntime* rt, const char* task_name, const PTOTaskA
 /* true when some argument of args[0..n) is a TEMP_* kind */
 int engine_temps_any(const PTOTaskArg* args, int32_t n);
 void engine_temps_stats(PTORuntime* rt, PTORuntimeStats* s);
+/* The engine's: PTO_OK while rt takes tasks, else its code (PTO_ESHUTDOWN, PTO_ESTATE after the
+ * run, a halted run's) - the intermediates' calls refuse what the engine's task calls refuse. */
+int engine_check_building(PTORuntime* rt);
 /* Free every buffer of rt's intermediates (after the engine let go of them). */
 void engine_temps_free(PTORuntime* rt);
 

@@ -246,10 +246,13 @@ PTORuntime* pto_runtime_create(const PTORuntimeConfig* cfg);     /* NULL cfg = d
 int         pto_runtime_init(PTORuntime** out, const PTORuntimeConfig* cfg); /* same, with a code */
 /* Stop: waits for running kernels (until the deadline, if any), joins workers; later calls
  * return PTO_ESHUTDOWN. Dump and stats keep working until destroy. Idempotent. From another
- * thread during pto_runtime_run: cancels the run and returns once the run has returned. */
+ * thread during pto_runtime_run: cancels the run and returns once the run has returned. From a
+ * task of the run (its kernel, an executor call): PTO_ESTATE, nothing done - it would wait for
+ * itself (pto_runtime_cancel stops the run from there). */
 int         pto_runtime_shutdown(PTORuntime* rt);
-/* Shutdown + free. Memory an abandoned kernel may still touch (its worker's bookkeeping, the
- * descriptors of abandoned asynchronous tasks) is freed when the last of them returns. */
+/* Shutdown + free (nothing where the shutdown is PTO_ESTATE: from a task of the run). Memory an
+ * abandoned kernel may still touch (its worker's bookkeeping, the descriptors of abandoned
+ * asynchronous tasks) is freed when the last of them returns. */
 void        pto_runtime_destroy(PTORuntime* rt);
 /* Stop the run from any thread: nothing more is dispatched, kernels still running are
  * abandoned, pto_runtime_run (and a blocked pto_task_alloc) return PTO_ECANCELED. In inline
@@ -412,7 +415,8 @@ int pto_task_add_tile(PTORuntime* rt, int32_t task, int32_t kind, int32_t tiles,
  * kept, later tasks of that submitter are dropped and every later call returns it, with its message as
  * pto_last_error of the thread making the call. A submitter is used by one thread at a time,
  * not necessarily the same one. While submitters are open, use no other building call (alloc,
- * add_*, submit, submit_v, scopes) on that runtime; run it after every submitter was closed. */
+ * add_*, submit, submit_v, scopes) on that runtime; run it after every submitter was closed
+ * (pto_runtime_run is PTO_ESTATE while one is open). */
 #define PTO_SUBMIT_BATCH 64
 #define PTO_TICKET(k) ((int32_t)(-1 - (int64_t)(k)))
 typedef struct PTOSubmitter PTOSubmitter;
@@ -472,7 +476,9 @@ int     pto_submitter_scope_end(PTOSubmitter* s);
  * task and that tile. Any other executor, and arguments of
  * runtime-owned intermediates (TEMP_*), get the per-tile loop: one pto_task_submit_v per tile.
  * Returns the id of the last task submitted, or a negative error (the separate submissions'
- * codes; tiles submitted before a failing one stay submitted). */
+ * codes; tiles submitted before a failing one stay submitted). The per-tile loop (and the StarPU
+ * engines, which always submit tile by tile) takes a task id per tile: a range of more tiles than
+ * ids are left (they end at INT32_MAX) is PTO_ENOMEM at once, nothing submitted. */
 int32_t pto_task_submit_range(PTORuntime* rt, const char* func_name, PTOKernelFunc func_ptr,
                               int32_t buffer_bytes, int32_t worker_type, const PTOTaskArg* args,
                               const PTOTaskArg* step, int32_t num_args, int64_t tiles);
@@ -490,8 +496,9 @@ static inline void pto_range_tile_args(const PTOTaskArg* args, const PTOTaskArg*
 }
 /* The tiles of task `task`: 1 for an ordinary task, n for a range (or chunk) of n tiles, whose
  * tile t gets argument slot j advanced by t x inc[j] (inc: PTO_MAX_ARGS entries, may be NULL;
- * a tensor's address slot advances by bytes, its ld slot by 0). Negative: PTO_EINVAL. Call it
- * from an executor while it holds the task (between the executor call and its completion). */
+ * a tensor's address slot advances by bytes, its ld slot by 0). PTO_EINVAL without a runtime;
+ * PTO_ETASKID for an id never issued, or of a task consumed already. Call it from an executor
+ * while it holds the task (between the executor call and its completion). */
 int64_t pto_task_range(PTORuntime* rt, int32_t task, int64_t* inc);
 /* 1: the executor installed (pto_runtime_set_executor) takes range tasks as one task each and
  * runs every tile (pto_task_range); 0 (the default): ranges are submitted tile by tile. */

@@ -343,6 +343,24 @@ int rt_tile_fail(const char* call, const char* func_name, int64_t h, int64_t i, 
                    (long long)i, (long long)j, (long long)ntr, (long long)ntc);
 }
 
+int rt_grow_slow(void** p, int32_t* cap, int64_t need, size_t elem) {
+    if (need <= *cap) return PTO_OK;
+    if (need > INT32_MAX / 2) return PTO_ENOMEM;
+    int32_t c = *cap > 0 ? *cap : 64;
+    while (c < need) c *= 2;            /* at most 2^30 */
+    void* n = realloc(*p, (size_t)c * elem);
+    if (!n) return PTO_ENOMEM;
+    *p = n; *cap = c;
+    return PTO_OK;
+}
+
+int rt_range_ids_check(const char* func_name, int64_t tiles, int32_t next_id) {
+    if (tiles <= (int64_t)INT32_MAX - next_id) return PTO_OK;
+    return rt_fail(PTO_ENOMEM, "pto_task_submit_range '%s': %lld tiles submitted one task each need more task ids "
+                   "than this runtime has left (%lld)", func_name ? func_name : "", (long long)tiles,
+                   (long long)INT32_MAX - next_id);
+}
+
 int rt_tile_add_kind(const char* func_name, int32_t kind) {
     if (kind >= PTO_ARG_TILE_INPUT && kind <= PTO_ARG_TILE_INOUT) return 1;
     if (kind >= PTO_ARG_INPUT && kind <= PTO_ARG_INOUT) return 0;

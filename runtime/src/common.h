@@ -29,6 +29,14 @@ static inline int32_t rt_args_read(int32_t num_args) {
     return num_args > PTO_MAX_ARGS + 1 ? PTO_MAX_ARGS + 1 : num_args;
 }
 
+/* *p, an array of *cap elements of `elem` bytes, holds at least `need` (realloc, the capacity
+ * doubled from 64); PTO_ENOMEM past 2^30 elements - its int32 counts and capacity, and the sums
+ * callers form of them, stay far from overflowing - or when realloc fails (*p is then kept). */
+int rt_grow_slow(void** p, int32_t* cap, int64_t need, size_t elem);
+static inline int rt_grow(void** p, int32_t* cap, int64_t need, size_t elem) {
+    return __builtin_expect(need <= *cap, 1) ? PTO_OK : rt_grow_slow(p, cap, need, elem);
+}
+
 /* pto_submitter_task's own checks, shared by the engines: the argument and predecessor lists,
  * and every ticket among the predecessors (PTO_TICKET(k) < 0) one of the `queued` before it.
  * PTO_OK, or the error with the message set. */
@@ -72,6 +80,10 @@ int rt_tile_fail(const char* call, const char* func_name, int64_t h, int64_t i, 
 /* pto_task_add_tile's kind for task func_name: 1 a tile kind (slots and access), 0 PTO_ARG_INPUT/
  * OUTPUT/INOUT (the access alone), or PTO_EINVAL with its message. */
 int rt_tile_add_kind(const char* func_name, int32_t kind);
+/* A range of `tiles` submitted tile by tile takes a task id per tile: PTO_OK when that many are
+ * left after next_id (ids end at INT32_MAX), else PTO_ENOMEM with the message naming the range -
+ * at once, not after 2^31 submissions (a range of INT64_MAX tiles would never end). */
+int rt_range_ids_check(const char* func_name, int64_t tiles, int32_t next_id);
 /* JSON output: a quoted, escaped string; microseconds with nanosecond digits from integer ns. */
 void rt_json_string(FILE* f, const char* s);
 void rt_json_us(FILE* f, int64_t ns);

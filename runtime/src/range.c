@@ -248,7 +248,11 @@ int32_t range_running_worker(PTORuntime* rt, const PTOTask* t) {
 }
 
 int64_t pto_task_range(PTORuntime* rt, int32_t task, int64_t* inc) {
-    if (!rt || task < 0) return PTO_EINVAL;
+    if (!rt) return PTO_EINVAL;
+    /* a task the caller holds is in its slot, not yet consumed (as pto_task_complete checks it: a
+     * slot holds -1 or the id of a task consumed before, maybe another runtime's) */
+    const PTOTask* t = rt_task(rt, task);
+    if (task < 0 || t->id != task || atomic_load(&t->state) == PTO_TASK_CONSUMED) return PTO_ETASKID;
     const PTORange* r = range_of(rt, task);
     if (inc) {
         if (r) memcpy(inc, r->inc, sizeof r->inc);
@@ -324,6 +328,8 @@ int32_t pto_task_submit_range(PTORuntime* rt, const char* func_name, PTOKernelFu
     bool per_tile = (rt->exec_fn && !rt->range_exec) || tiles == 1;
     for (int32_t k = 0; k < num_args; k++) per_tile = per_tile || temp(args[k].kind);
     if (per_tile) {
+        if ((rc = rt_check_building(rt)) < 0 || (rc = rt_range_ids_check(func_name, tiles, rt->next_id)) < 0)
+            return rc;
         int32_t id = PTO_EINVAL;
         for (int64_t t = 0; t < tiles; t++) {
             pto_range_tile_args(args, step, num_args, t, a);

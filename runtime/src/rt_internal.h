@@ -377,6 +377,8 @@ struct PTORuntime {
     _Atomic int32_t refs;
     pthread_mutex_t ctl_mu;  pthread_cond_t ctl_cv;   /* run vs. shutdown from another thread */
     bool            run_active, shutting;
+    pthread_t       run_thread;     /* the thread in pto_runtime_run while run_active */
+    _Atomic int32_t submitters_open;   /* pto_submitter_open minus _close: the run waits for none */
     pthread_mutex_t async_mu;      /* pto_task_complete vs. giving up on asynchronous tasks */
     bool            async_detached;
     void*           alloc_base;    /* what calloc returned (the runtime is aligned within it) */
@@ -560,6 +562,9 @@ bool rt_giving_up(PTORuntime* rt);
 /* Record the oldest task still running as the run's failed task (timeout / cancel). */
 void rt_note_stuck(PTORuntime* rt);
 void rt_unref(PTORuntime* rt);     /* drop one reference; the last frees the runtime */
+/* The runtime whose worker (or three-tier core) this thread is now: its kernels and executor calls
+ * run here (NULL: none). pto_runtime_shutdown refuses to wait for a run from inside it. */
+extern _Thread_local PTORuntime* rt_serving;
 
 /* runtime.c: pto_task_submit_v whose task also follows `preds` (ids of tasks allocated before) */
 int32_t rt_submit_after(PTORuntime* rt, const char* func_name, PTOKernelFunc func_ptr, int32_t buffer_bytes,

@@ -200,9 +200,17 @@ static void wait_async(PTORuntime* rt) {
 
 /* ---------------------------------------------------------------- lifecycle (continued) */
 
+_Thread_local PTORuntime* rt_serving;
+
 int pto_runtime_shutdown(PTORuntime* rt) {
     if (!rt) return PTO_EINVAL;
     pthread_mutex_lock(&rt->ctl_mu);
+    if (rt_serving == rt || (rt->run_active && pthread_equal(rt->run_thread, pthread_self()))) {
+        /* a kernel or executor of this runtime's run: the run waits for it, it would wait for the run */
+        pthread_mutex_unlock(&rt->ctl_mu);
+        return rt_fail(PTO_ESTATE, "pto_runtime_shutdown from a task of this runtime's run (its kernel or "
+                       "executor) would wait for itself; pto_runtime_cancel stops the run");
+    }
     if (rt->shut || rt->shutting) {          /* another thread's shutdown: wait for its end */
         while (!rt->shut) pthread_cond_wait(&rt->ctl_cv, &rt->ctl_mu);
         pthread_mutex_unlock(&rt->ctl_mu);
@@ -262,8 +270,7 @@ void rt_unref(PTORuntime* rt) {
 }
 
 void pto_runtime_destroy(PTORuntime* rt) {
-    if (!rt) return;
-    pto_runtime_shutdown(rt);
+    if (!rt || pto_runtime_shutdown(rt) == PTO_ESTATE) return;   /* (from a task of its run: nothing) */
     trace_finish(rt);                      /* PTO_TRACE / PTO_STATS files: outside timed runs */
     rt_unref(rt);
 }
@@ -888,6 +895,7 @@ static int region_check_fn(const PTOTensor* x, int64_t r0, int64_t c0, int64_t r
 
 int32_t pto_tensor_tiles(PTORuntime* rt, const PTOTensor* x, int64_t tile_rows, int64_t tile_cols) {
     if (!rt) return rt_fail(PTO_EINVAL, "pto_tensor_tiles: no runtime (NULL)");
+    if (rt->shut) return rt_fail(PTO_ESHUTDOWN, "pto_tensor_tiles: the runtime was shut down");
     /* registered before: a generated orchestration function registers its tilings at every call */
     const int32_t found = rt_tiles_find(&rt->tiles_index, x, tile_rows, tile_cols);
     if (found >= 0) return (int32_t)((uint64_t)found ^ rt->tile_tag);
@@ -1430,11 +1438,17 @@ int pto_runtime_run(PTORuntime* rt) {
            : rt->ran ? PTO_ESTATE
            : rt->open_tasks > 0 && !atomic_load(&rt->halt) ? PTO_ESTATE : PTO_OK;
     const bool ran = rt->ran;
-    const int32_t open = rt->open_tasks;
-    if (rc == PTO_OK) rt->ran = rt->run_active = true;
+    const int32_t open = rt->open_tasks, submitters = atomic_load(&rt->submitters_open);
+    if (rc == PTO_OK && submitters > 0) rc = PTO_ESTATE;     /* (their queued tasks would be lost) */
+    if (rc == PTO_OK) {
+        rt->ran = rt->run_active = true;
+        rt->run_thread = pthread_self();
+    }
     pthread_mutex_unlock(&rt->ctl_mu);
     if (rc == PTO_ESTATE && ran)
         return rt_fail(rc, "pto_runtime_run: this runtime has run already (a runtime runs its graph once)");
+    if (rc == PTO_ESTATE && submitters > 0)
+        return rt_fail(rc, "pto_runtime_run: %d submitter(s) still open; close them first", (int)submitters);
     if (rc == PTO_ESTATE)
         return rt_fail(rc, "pto_runtime_run: %d task(s) allocated and not submitted (pto_task_submit), or left "
                        "unsubmitted by an earlier error: the graph is not complete", (int)open);

@@ -739,7 +739,7 @@ static void idle(PTORuntime* rt, PTOWorker* w) {
     atomic_fetch_sub_explicit(&rt->sleepers, 1, memory_order_seq_cst);
 }
 
-static void* worker_main(void* arg) {
+static void* worker_loop(void* arg) {
     PTOWorker* w = arg;
     PTORuntime* rt = w->rt;
     /* this worker's own trace lane (tracing is fixed before workers start) */
@@ -892,6 +892,14 @@ static PTOWorker* pool_next(int i) {
         pthread_mutex_unlock(&g_pool.mu);
         if ((w = pool_take(i)) != NULL || __atomic_load_n(&g_pool.quit, __ATOMIC_ACQUIRE)) return w;
     }
+}
+
+/* A worker of w->rt on this thread (a pool thread serves one runtime after another). */
+static void* worker_main(void* arg) {
+    rt_serving = ((PTOWorker*)arg)->rt;
+    void* r = worker_loop(arg);           /* (w may be freed once it returns: abandoned) */
+    rt_serving = NULL;
+    return r;
 }
 
 static void* pool_main(void* arg) {

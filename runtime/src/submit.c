@@ -83,16 +83,6 @@ struct PTOSubmitter {
     int64_t     pre_edges;                 /* edges added before the lock (enter_routed), not yet counted */
 };
 
-static int grow(void** p, int32_t* cap, int32_t need, size_t elem) {
-    if (need <= *cap) return PTO_OK;
-    int32_t c = *cap ? *cap : 64;
-    while (c < need) c *= 2;
-    void* n = realloc(*p, (size_t)c * elem);
-    if (!n) return PTO_ENOMEM;
-    *p = n; *cap = c;
-    return PTO_OK;
-}
-
 /* The message of error `code` just returned on this thread. */
 static char* message(int code) {
     const char* m = pto_last_error();
@@ -166,11 +156,8 @@ PTOSubmitter* pto_submitter_open(PTORuntime* rt) {
     pthread_mutex_unlock(&rt->submit_mu);
     if (rc < 0) { free(s); return NULL; }
     s->sharded = rc == 1 && !rt->t3;
+    atomic_fetch_add(&rt->submitters_open, 1);
     return s;
-}
-
-static int grow_to(void** p, int32_t* cap, int64_t need, size_t elem) {
-    return need > INT32_MAX / 2 ? PTO_ENOMEM : grow(p, cap, (int32_t)need, elem);
 }
 
 static inline uint32_t rec_hash(const void* base, int32_t cap) {
@@ -205,7 +192,7 @@ static int32_t record(PTOSubmitter* s, const PTOTensor* x, int64_t rows, int64_t
     if (k >= 0) copy = rt->tm.tensors[k];      /* its blocks never change: a copy routes as rt->tm does */
     pthread_mutex_unlock(&rt->submit_mu);
     if (k < 0) return k;
-    if (grow_to((void**)&s->rec, &s->cap_rec, (int64_t)k + 1, sizeof *s->rec) < 0) return PTO_ENOMEM;
+    if (rt_grow((void**)&s->rec, &s->cap_rec, (int64_t)k + 1, sizeof *s->rec) < 0) return PTO_ENOMEM;
     s->rec[k] = copy;
     s->view.tensors = s->rec;
     uint32_t h = rec_hash(base, s->cap_recs);
@@ -217,7 +204,7 @@ static int32_t record(PTOSubmitter* s, const PTOTensor* x, int64_t rows, int64_t
 
 /* The tracked regions of queued task `task` (its index in the batch), routed to the shards. */
 static int route_task(PTOSubmitter* s, int32_t task, const PTOTaskArg* args, int32_t num_args) {
-    if (grow_to((void**)&s->route, &s->cap_route, (int64_t)s->nroute + num_args, sizeof *s->route) < 0)
+    if (rt_grow((void**)&s->route, &s->cap_route, (int64_t)s->nroute + num_args, sizeof *s->route) < 0)
         return PTO_ENOMEM;
     for (int32_t i = 0; i < num_args; i++) {
         const PTOTaskArg* a = &args[i];
@@ -251,9 +238,10 @@ static inline __attribute__((always_inline)) int64_t submitter_task(PTOSubmitter
         int rc = enter(s, s->nq >= SUBMIT_MAX_QUEUED);
         if (rc < 0) return rc;
     }
-    if (grow((void**)&s->q, &s->cap_q, s->nq + 1, sizeof *s->q) < 0 ||
-        grow((void**)&s->slots, &s->cap_slots, s->nslots + PTO_INLINE_ARGS, sizeof *s->slots) < 0 ||
-        grow((void**)&s->preds, &s->cap_preds, s->npreds + npred, sizeof *s->preds) < 0)
+    /* (the counts stay at most 2^30, as the capacities: only npred, the caller's, may add past int32) */
+    if (rt_grow((void**)&s->q, &s->cap_q, s->nq + 1, sizeof *s->q) < 0 ||
+        rt_grow((void**)&s->slots, &s->cap_slots, s->nslots + PTO_INLINE_ARGS, sizeof *s->slots) < 0 ||
+        rt_grow((void**)&s->preds, &s->cap_preds, (int64_t)s->npreds + npred, sizeof *s->preds) < 0)
         return PTO_ENOMEM;
     if (s->nids == s->cap_ids) {
         int64_t c = s->cap_ids ? 2 * s->cap_ids : 1024;
@@ -287,7 +275,7 @@ static inline __attribute__((always_inline)) int64_t submitter_task(PTOSubmitter
     /* a bad task, and those queued after it, never enter: their arguments are not kept (nor read:
      * the count of a task with too many may be anything) */
     const int32_t kept = s->bad < 0 ? num_args : 0;
-    if (!ready && grow((void**)&s->args, &s->cap_args, s->nargs + kept, sizeof *s->args) < 0) return PTO_ENOMEM;
+    if (!ready && rt_grow((void**)&s->args, &s->cap_args, s->nargs + kept, sizeof *s->args) < 0) return PTO_ENOMEM;
     Queued* q = &s->q[s->nq++];
     if (ready) {
         *q = (Queued){func_name, func_ptr, buffer_bytes, worker_type, s->nslots, nv, s->npreds, npred, route0, true, 0};
@@ -410,7 +398,7 @@ static int32_t stage(PTOSubmitter* s, int64_t first, int32_t i0, int32_t n, int*
                 rc = rt_fail(PTO_ETASKID, "pto_submitter_task '%s': predecessor %d is no task of the graph",
                              q->name ? q->name : "task", (int)p[k]);
         }
-        if (rc == PTO_OK) rc = grow_to((void**)&s->acc, &s->cap_acc, (int64_t)s->nacc + PTO_MAX_TENSOR_ARGS, sizeof *s->acc);
+        if (rc == PTO_OK) rc = rt_grow((void**)&s->acc, &s->cap_acc, (int64_t)s->nacc + PTO_MAX_TENSOR_ARGS, sizeof *s->acc);
         if (rc < 0) break;
         if (q->ready) {      /* routed as queued, through copies of rt->tm's records */
             const int32_t id = rt_stage_slots(rt, q->name, q->fn, q->buffer_bytes, q->worker_type, &s->slots[q->arg0],
@@ -452,7 +440,7 @@ static int sort_by_shard(PTOSubmitter* s, const TMRoute* acc, int32_t a0, int32_
     memset(s->start, 0, sizeof s->start);
     for (int32_t i = a0; i < a1; i++)
         for (uint32_t m = acc[i].shards; m; m &= m - 1) { s->start[__builtin_ctz(m) + 1]++; total++; }
-    if (grow_to((void**)&s->list, &s->cap_list, total, sizeof *s->list) < 0) return PTO_ENOMEM;
+    if (rt_grow((void**)&s->list, &s->cap_list, total, sizeof *s->list) < 0) return PTO_ENOMEM;
     for (int k = 0; k < TM_SHARDS; k++) s->start[k + 1] += s->start[k];
     int32_t fill[TM_SHARDS];
     memcpy(fill, s->start, sizeof fill);
@@ -470,8 +458,8 @@ static int sort_by_shard(PTOSubmitter* s, const TMRoute* acc, int32_t a0, int32_
  * an explicit predecessor of its consumer (resolved to an id by now). add_edge skips any that are
  * left (a producer's last consumer), so the edges are the same. */
 static int group_found(PTOSubmitter* s, int32_t base, int32_t i0, int32_t n) {
-    if (grow_to((void**)&s->pstart, &s->cap_pstart, (int64_t)n + 2, sizeof *s->pstart) < 0 ||
-        grow_to((void**)&s->prod, &s->cap_prod, s->found.n, sizeof *s->prod) < 0)
+    if (rt_grow((void**)&s->pstart, &s->cap_pstart, (int64_t)n + 2, sizeof *s->pstart) < 0 ||
+        rt_grow((void**)&s->prod, &s->cap_prod, s->found.n, sizeof *s->prod) < 0)
         return PTO_ENOMEM;
     memset(s->pstart, 0, (size_t)(n + 2) * sizeof *s->pstart);
     for (int32_t i = 0; i < s->found.n; i++) s->pstart[s->found.pair[2 * i] - base + 2]++;
@@ -506,7 +494,7 @@ static int lookups_and_commit(PTOSubmitter* s, const TMRoute* acc, int32_t a0, i
     PTORuntime* rt = s->rt;
     const bool scan = __builtin_popcount(mask) <= SCAN_MAX_SHARDS;
     if (rc == PTO_OK)
-        rc = scan ? grow_to((void**)&s->list, &s->cap_list, a1 - a0, sizeof *s->list) : sort_by_shard(s, acc, a0, a1);
+        rc = scan ? rt_grow((void**)&s->list, &s->cap_list, a1 - a0, sizeof *s->list) : sort_by_shard(s, acc, a0, a1);
     s->found.n = 0;
     /* the shards whose turn has come first: a shard another batch still uses is left for later
      * rather than waited for while others are free (each shard still sees the batches in turn
@@ -699,7 +687,7 @@ int pto_submitter_flush(PTOSubmitter* s) {
 
 /* One scope event of the queue. */
 static int scope_event(PTOSubmitter* s, int32_t closes) {
-    if (grow((void**)&s->ev, &s->cap_ev, s->nev + 1, sizeof *s->ev) < 0) return fail(s, PTO_ENOMEM);
+    if (rt_grow((void**)&s->ev, &s->cap_ev, s->nev + 1, sizeof *s->ev) < 0) return fail(s, PTO_ENOMEM);
     s->ev[s->nev++] = (s->nq << 1) | closes;
     s->locked = true;                          /* scopes are the runtime's: staged under the lock */
     return PTO_OK;
@@ -731,6 +719,7 @@ int pto_submitter_close(PTOSubmitter* s) {
     if (!s) return PTO_EINVAL;
     while (s->depth > 0 && !s->err) pto_submitter_scope_end(s);   /* scopes left open end here */
     int rc = pto_submitter_flush(s);
+    atomic_fetch_sub(&s->rt->submitters_open, 1);
     free(s->q); free(s->args); free(s->slots); free(s->preds); free(s->ids); free(s->msg); free(s->bad_msg);
     free(s->route); free(s->recs); free(s->rec); free(s->ev);
     free(s->acc); free(s->list); free(s->found.pair); free(s->prod); free(s->pstart);

@@ -69,6 +69,7 @@ static inline int32_t log2_floor(int64_t v) {
 /* Room for records [0, need). */
 static int tensors_grow(TMap* tm, int32_t need) {
     if (need <= tm->cap_tensors) return PTO_OK;
+    if (need > INT32_MAX / 2) return PTO_ENOMEM;     /* (the doubling below stays in int32) */
     int32_t nc = tm->cap_tensors ? tm->cap_tensors * 2 : 16;
     while (nc < need) nc *= 2;
     TMTensor* n = realloc(tm->tensors, (size_t)nc * sizeof *n);
@@ -221,6 +222,7 @@ static __attribute__((noinline)) int entry_refill(TMap* tm, int32_t last_alive) 
 }
 
 static __attribute__((noinline)) int occ_grow(TMap* tm) {
+    if (tm->cap_occ > INT32_MAX / 2) return PTO_ENOMEM;
     int32_t nc = tm->cap_occ ? tm->cap_occ * 2 : 256;
     TMRef* n = realloc(tm->occ, (size_t)nc * sizeof *n);
     if (!n) return PTO_ENOMEM;
@@ -422,6 +424,7 @@ static inline TMCtx tm_ctx(PTORuntime* rt, TMap* tm, int32_t last_alive, TMSink*
 }
 
 static __attribute__((noinline)) int sink_grow(TMSink* s) {
+    if (s->cap > INT32_MAX / 4) return PTO_ENOMEM;  /* (c pairs: 2c ints) */
     int32_t c = s->cap ? 2 * s->cap : 1024;
     int32_t* n = realloc(s->pair, (size_t)c * 2 * sizeof *n);
     if (!n) return PTO_ENOMEM;

@@ -580,7 +580,7 @@ static bool run_batch(PTOWorker* w, PTOHandshake* h, PTODispatchPayload* ring, P
     return true;
 }
 
-static void* core_main(void* arg) {
+static void* core_loop(void* arg) {
     PTOWorker* w = arg;
     PTORuntime* rt = w->rt;
     PTOThreeTier* T = rt->t3;
@@ -618,6 +618,14 @@ static void* core_main(void* arg) {
     pthread_cond_broadcast(&rt->done_cv);
     pthread_mutex_unlock(&rt->done_mu);
     return NULL;
+}
+
+/* A core of w->rt on this thread (rt_serving). */
+static void* core_main(void* arg) {
+    rt_serving = ((PTOWorker*)arg)->rt;
+    void* r = core_loop(arg);
+    rt_serving = NULL;
+    return r;
 }
 
 static void wake_core(PTOHandshake* h) {

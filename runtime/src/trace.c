@@ -142,6 +142,7 @@ void trace_free(PTORuntime* rt) {
 
 int pto_runtime_enable_trace(PTORuntime* rt, int64_t capacity) {
     if (!rt || capacity < 0) return PTO_EINVAL;
+    if (rt->shut) return PTO_ESHUTDOWN;
     /* lanes are not shared: they must exist before the first task runs */
     if (rt->started || rt->ran || rt->inline_executed > 0 || atomic_load(&rt->threaded)) return PTO_ESTATE;
     if (capacity == 0) capacity = PTO_TRACE_DEFAULT_CAPACITY;

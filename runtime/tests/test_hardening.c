@@ -177,6 +177,66 @@ static void test_config_default_of_null(void) {
     CHECK(1);
 }
 
+/* Tracing enabled after pto_runtime_shutdown is PTO_ESHUTDOWN, in both modes (it made the lanes
+ * of a runtime that will never run: accepted while no worker had started). */
+static void test_trace_after_shutdown(int mode) {
+    PTORuntimeConfig c = config(2);
+    c.mode = mode;
+    PTORuntime* rt = pto_runtime_create(&c);
+    CHECK(rt != NULL);
+    if (!rt) return;
+    CHECK_EQ(pto_runtime_shutdown(rt), PTO_OK);
+    CHECK_EQ(pto_runtime_enable_trace(rt, 0), PTO_ESHUTDOWN);
+    CHECK_EQ(pto_runtime_trace_events(rt, NULL, 0), 0);
+    pto_runtime_destroy(rt);
+}
+
+/* The submitters' arrays grow through rt_grow (runtime/src/common.h, declared here: the tests see
+ * pto_runtime.h only). The pto engine's own grow took an int32 size and doubled an int32 capacity:
+ * past 2^30 queued elements (predecessors of one batch: 4 GiB, beyond a test) the doubling
+ * overflowed, and the int32 sums callers passed could wrap. Now any size past 2^30 is PTO_ENOMEM
+ * with the array left as it was. */
+int rt_grow_slow(void** p, int32_t* cap, int64_t need, size_t elem);
+static void test_array_growth_refuses_past_2_to_the_30(void) {
+    int32_t* p = NULL;
+    int32_t cap = 0;
+    CHECK_EQ(rt_grow_slow((void**)&p, &cap, 100, sizeof *p), PTO_OK);
+    CHECK_EQ(cap, 128);
+    p[99] = 7;
+    CHECK_EQ(rt_grow_slow((void**)&p, &cap, ((int64_t)1 << 30) + 1, sizeof *p), PTO_ENOMEM);
+    CHECK_EQ(rt_grow_slow((void**)&p, &cap, (int64_t)INT32_MAX + 65, sizeof *p), PTO_ENOMEM);
+    CHECK_EQ(rt_grow_slow((void**)&p, &cap, INT64_MAX, sizeof *p), PTO_ENOMEM);
+    CHECK_EQ(cap, 128);
+    CHECK_EQ(p[99], 7);
+    CHECK_EQ(rt_grow_slow((void**)&p, &cap, 129, sizeof *p), PTO_OK);
+    CHECK_EQ(cap, 256);
+    free(p);
+}
+
+/* A kernel that shuts down its own runtime gets PTO_ESTATE in every mode (tests/engines/misuse.c
+ * covers the worker mode and inline on both engines): here on a three-tier core, and on a worker
+ * thread of a run with a deadline and no workers. */
+static PTORuntime* g_self;
+static _Atomic int g_self_rc = 1;
+static int32_t k_shuts_itself(const int64_t* a) { (void)a; atomic_store(&g_self_rc, pto_runtime_shutdown(g_self)); return 0; }
+
+static void test_shutdown_from_a_kernel(int mode, int workers, int timeout_ms) {
+    PTORuntimeConfig c = config(workers);
+    c.mode = mode;
+    c.timeout_ms = timeout_ms;
+    g_self = pto_runtime_create(&c);
+    CHECK(g_self != NULL);
+    if (!g_self) return;
+    atomic_store(&g_self_rc, 1);
+    CHECK(pto_task_submit_v(g_self, "self", k_shuts_itself, 0, PTO_WORKER_ANY, NULL, 0) >= 0);
+    CHECK_EQ(pto_runtime_run(g_self), PTO_OK);
+    CHECK_EQ(atomic_load(&g_self_rc), PTO_ESTATE);
+    CHECK_EQ(pto_runtime_shutdown(g_self), PTO_OK);
+    pto_runtime_destroy(g_self);
+}
+static void shutdown_from_a_core(void) { test_shutdown_from_a_kernel(PTO_MODE_THREE_TIER, 2, 0); }
+static void shutdown_from_a_deadline_worker(void) { test_shutdown_from_a_kernel(PTO_MODE_WORKERS, 0, 60000); }
+
 static _Atomic int g_reader_ran;
 static int32_t k_reader(const int64_t* a) { (void)a; atomic_store(&g_reader_ran, 1); return 0; }
 
@@ -451,6 +511,11 @@ int main(int argc, char** argv) {
     RUN("submit_v_tensors", test_submit_v_with_one_tensor_too_many());
     RUN("argument_count", test_argument_count_past_the_slots_reads_no_further());
     RUN("config_default_null", test_config_default_of_null());
+    RUN("array_growth", test_array_growth_refuses_past_2_to_the_30());
+    RUN("shutdown_from_a_kernel", run_bounded("shutdown_from_a_core", shutdown_from_a_core, 20));
+    RUN("shutdown_from_a_kernel", run_bounded("shutdown_from_a_deadline_worker", shutdown_from_a_deadline_worker, 20));
+    RUN("trace_after_shutdown", test_trace_after_shutdown(PTO_MODE_WORKERS));
+    RUN("trace_after_shutdown", test_trace_after_shutdown(PTO_MODE_THREE_TIER));
     RUN("failed_temp_output", test_failed_temp_output_publishes_no_writer());
     RUN("size_overflow", test_tensor_whose_size_overflows_is_refused());
     RUN("large_tensors", test_large_tensors_take_the_exact_check());

@@ -4,9 +4,13 @@
  * read past the array shows under AddressSanitizer); an intermediate whose size overflows is
  * refused (PTO_EBOUNDS past 2^31 - 1 rows or columns, PTO_ENOMEM past 2^63 bytes); a task without
  * arguments runs; a range's scalar stepping past INT64_MAX wraps (modulo 2^64, no signed overflow
- * under UBSan); pto_runtime_config_default(NULL) does nothing. */
+ * under UBSan); pto_runtime_config_default(NULL) does nothing; a range of more tiles than task
+ * ids are left, submitted tile by tile, is refused at once; pto_task_range of an id never issued is
+ * PTO_ETASKID; after pto_runtime_shutdown the calls that build are PTO_ESHUTDOWN; a kernel's
+ * pto_runtime_shutdown of its own runtime is PTO_ESTATE, and so is a run with a submitter open. */
 #include "common.h"
 
+#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -83,10 +87,112 @@ static void plain(int workers) {
     EXPECT(g_wrapped[0] == INT64_MAX - 1 && g_wrapped[1] == -3 && g_wrapped[2] == INT64_MAX - 3);
 }
 
+/* A range submitted tile by tile (here: for its intermediate; on StarPU every range) takes a task
+ * id per tile: one of more tiles than ids are left is refused at once - the loop ran practically
+ * forever - and the runtime goes on. pto_task_range knows the tasks issued, nothing else. */
+static void range_ids(int workers) {
+    PTORuntime* rt;
+    EXPECT(make_runtime(&rt, workers) == PTO_OK);
+    if (!rt) return;
+    EXPECT(pto_task_range(rt, 0, NULL) == PTO_ETASKID);          /* no task yet */
+    const PTOTaskArg a[1] = {{PTO_ARG_TEMP_OUTPUT, pto_temp_tensor(rt, "t", 4), 0, 0, 1, 1, 0}};
+    const PTOTaskArg s[1] = {{PTO_ARG_TEMP_OUTPUT, NULL, 1, 0, 0, 0, 0}};
+    EXPECT(pto_task_submit_range(rt, "huge", nop, 0, PTO_WORKER_ANY, a, s, 1, INT64_MAX) == PTO_ENOMEM);
+    EXPECT(strstr(pto_last_error(), "'huge'") && strstr(pto_last_error(), "task ids"));
+    EXPECT(pto_task_submit_range(rt, "ids", nop, 0, PTO_WORKER_ANY, a, s, 1, (int64_t)INT32_MAX + 1) == PTO_ENOMEM);
+    const int32_t last = pto_task_submit_range(rt, "three", nop, 0, PTO_WORKER_ANY, a, s, 1, 3);
+    EXPECT(last == 2);
+    EXPECT(pto_task_range(rt, last, NULL) == 1);
+    EXPECT(pto_task_range(rt, last + 1, NULL) == PTO_ETASKID);   /* never issued */
+    EXPECT(pto_task_range(rt, 1000000, NULL) == PTO_ETASKID);
+    EXPECT(pto_task_range(rt, -1, NULL) == PTO_ETASKID);
+    EXPECT(pto_task_range(NULL, 0, NULL) == PTO_EINVAL);
+    EXPECT(run_and_destroy(rt, PTO_OK) == PTO_OK);
+}
+
+/* After pto_runtime_shutdown every call that builds is PTO_ESHUTDOWN (NULL for a handle), on
+ * every engine: tilings (registered before or not), intermediates and their scopes, the temp
+ * allocator; the calls that read go on. */
+static void* no_alloc(void* ctx, int64_t bytes) { (void)ctx; (void)bytes; return NULL; }
+static void no_free(void* ctx, void* p) { (void)ctx; (void)p; }
+
+static void after_shutdown(int workers) {
+    PTORuntime* rt;
+    EXPECT(make_runtime(&rt, workers) == PTO_OK);
+    if (!rt) return;
+    PTOTensor x = {g_x, 4, 4, 4, 4, "x"};
+    EXPECT(pto_tensor_tiles(rt, &x, 2, 2) >= 0);
+    EXPECT(pto_scope_begin(rt) == 1);
+    EXPECT(pto_runtime_shutdown(rt) == PTO_OK);
+    EXPECT(pto_tensor_tiles(rt, &x, 2, 2) == PTO_ESHUTDOWN);
+    EXPECT(pto_tensor_tiles(rt, &x, 1, 1) == PTO_ESHUTDOWN);
+    EXPECT(pto_temp_tensor(rt, "t", 4) == NULL);
+    EXPECT(pto_scope_begin(rt) == PTO_ESHUTDOWN);
+    EXPECT(pto_scope_end(rt) == PTO_ESHUTDOWN);
+    EXPECT(pto_runtime_set_temp_allocator(rt, no_alloc, no_free, NULL) == PTO_ESHUTDOWN);
+    EXPECT(pto_task_submit_v(rt, "late", nop, 0, PTO_WORKER_ANY, NULL, 0) == PTO_ESHUTDOWN);
+    EXPECT(pto_submitter_open(rt) == NULL);
+    EXPECT(pto_runtime_run(rt) == PTO_ESHUTDOWN);
+    PTORuntimeStats st;
+    EXPECT(pto_runtime_get_stats(rt, &st) == PTO_OK && st.tasks_submitted == 0);
+    EXPECT(pto_runtime_shutdown(rt) == PTO_OK);
+    pto_runtime_destroy(rt);
+}
+
+/* A kernel that shuts down or destroys its own runtime gets PTO_ESTATE and the run goes on: the
+ * shutdown waited for the run, which waited for the kernel (a hang without workers; with them the
+ * run was canceled and the kernel's thread left waiting for good). */
+static PTORuntime* g_self;
+static _Atomic int g_self_rc = 1;
+static int32_t shuts_itself(const int64_t* args) {
+    (void)args;
+    atomic_store(&g_self_rc, pto_runtime_shutdown(g_self));
+    pto_runtime_destroy(g_self);        /* nothing */
+    return 0;
+}
+
+static void shutdown_from_a_task(int workers) {
+    EXPECT(make_runtime(&g_self, workers) == PTO_OK);
+    if (!g_self) return;
+    EXPECT(pto_task_submit_v(g_self, "self", shuts_itself, 0, PTO_WORKER_ANY, NULL, 0) == 0);
+    EXPECT(pto_task_submit_v(g_self, "after", nop, 0, PTO_WORKER_ANY, NULL, 0) == 1);
+    EXPECT(pto_runtime_run(g_self) == PTO_OK);
+    EXPECT(atomic_load(&g_self_rc) == PTO_ESTATE);
+    PTORuntimeStats st;
+    EXPECT(pto_runtime_get_stats(g_self, &st) == PTO_OK && st.tasks_completed == 2);
+    EXPECT(pto_runtime_shutdown(g_self) == PTO_OK);
+    pto_runtime_destroy(g_self);
+}
+
+/* pto_runtime_run with a submitter open is PTO_ESTATE on every engine (the pto engine ran
+ * without the submitter's queued task, lost: its close then failed); closed, the task runs. */
+static _Atomic int g_queued_ran;
+static int32_t queued(const int64_t* args) { (void)args; atomic_fetch_add(&g_queued_ran, 1); return 0; }
+
+static void run_with_a_submitter_open(int workers) {
+    PTORuntime* rt;
+    EXPECT(make_runtime(&rt, workers) == PTO_OK);
+    if (!rt) return;
+    atomic_store(&g_queued_ran, 0);
+    PTOSubmitter* s = pto_submitter_open(rt);
+    EXPECT(s != NULL);
+    if (!s) { pto_runtime_destroy(rt); return; }
+    EXPECT(pto_submitter_task(s, "queued", queued, 0, PTO_WORKER_ANY, NULL, 0, NULL, 0) == 0);
+    EXPECT(pto_runtime_run(rt) == PTO_ESTATE);
+    EXPECT(strstr(pto_last_error(), "1 submitter(s) still open") != NULL);
+    EXPECT(pto_submitter_close(s) == PTO_OK);
+    EXPECT(run_and_destroy(rt, PTO_OK) == PTO_OK);
+    EXPECT(atomic_load(&g_queued_ran) == 1);
+}
+
 int misuse_run(int workers) {
     g_failed = 0;
     counts(workers);
     temp_sizes(workers);
     plain(workers);
+    range_ids(workers);
+    after_shutdown(workers);
+    shutdown_from_a_task(workers);
+    run_with_a_submitter_open(workers);
     return g_failed;
 }

@@ -11,7 +11,7 @@ import pytest
 
 from pto_core.errors import PTOError
 from pto_core.workload import (Const, Dense, DenseDyn, Lookup, Loop, Param, Ragged, Sparse, Task,
-                               Tensor, affinity, batched, enumerate_tasks, for_each, hash,
+                               Tensor, affinity, batched, cond, enumerate_tasks, for_each, hash,
                                parallel_for, rate_limit, round_robin, select, sequential, task)
 from pto_core.workload.cgen import compile_c, emit_c
 
@@ -369,6 +369,81 @@ def test_schedule_knobs_beyond_the_runtimes_int32_are_refused_by_name(knob, what
     with pytest.raises(PTOError, match=rf"{what}: expects an int"):
         knob(w.schedule())
     assert w.schedule().timing(batched(np.int64(2))).timing_.n == 2
+
+
+@pytest.mark.parametrize("structural", [0, 1])
+def test_a_tensor_of_negative_shape_is_refused_by_the_c_entry_point(structural):
+    """A C caller's tensor of -2 rows. The structural bounds check of a region at row 2**63 - 1
+    computed -2 - (2**63 - 1), past int64 (undefined; wrapped, it let the region through: the
+    runtime checks an untracked argument's offsets only, and a kernel would have written far
+    outside the tensor)."""
+    import ctypes
+    from pto_core.abi import PTOTensor
+    from pto_core.runtime import Runtime
+    cw = compile_c(parallel_for(Dense(1), lambda i: task("k", [x.write(2**63 - 1, 0, 1, 1)]))).build()
+    data = np.zeros((4, 4), np.float32)
+    t = (PTOTensor * 1)(PTOTensor(data.ctypes.data, -2, 4, 4, 4, b"x"))
+    why = ctypes.create_string_buffer(256)
+    with Runtime(num_workers=0, dry_run=True) as rt:
+        rc = cw._libs["pto"].pto_workload_enumerate(rt._handle(), t, None, None, 1, structural, 0,
+                                                    ctypes.c_int64(2**31), why, ctypes.c_int64(len(why)))
+        assert (rc, why.value) == (-1, b"tensor 0 'x' has a negative shape (-2 x 4)")
+        assert rt.stats().tasks_submitted == 0
+
+
+def _idle(outer, inner):
+    """A parallel_for over ``outer`` of a for_each over ``inner(i)`` whose tasks never come (the
+    condition is 0): an enumeration that fails nowhere, only walks."""
+    return parallel_for(outer, lambda i: for_each(inner(i), lambda j: cond(
+        j * 0, task("k", [x.write(i, 0, 1, 4)]))))
+
+
+_r = Ragged(2, [3, 2**62])
+
+
+_ITER = r"an enumeration in C walks at most {} loop iterations in all \(enumerate\(max_iterations=\.\.\.\)\)"
+
+
+@pytest.mark.parametrize("kw", [{}, {"threads": 2}, {"structural": True}, {"structural": True, "threads": 2}])
+@pytest.mark.parametrize("w, sizes, msg", [
+    (_idle(Dense(2), lambda i: DenseDyn("n")), {"n": 2**62},
+     r"the for_each axis i1 over \[0, \$n\) = \[0, 4611686018427387904\) has 4611686018427387904 iterations"),
+    (_idle(_r, _r.inner), {},
+     r"the for_each axis i1 over \[0, len\[i0\]\) = \[0, 4611686018427387904\) has 4611686018427387904 iterations"),
+    (parallel_for(DenseDyn("n"), lambda i: task("k", [x.write(0, 0, 1, 4)])), {"n": 2**62},
+     r"the parallel_for axis i0 over \[0, \$n\) = \[0, 4611686018427387904\) has 4611686018427387904 iterations"),
+])
+def test_a_c_enumeration_past_its_iteration_bound_names_the_loop(kw, w, sizes, msg):
+    """A size of 2**62 (a DenseDyn, a Ragged length) was walked by the C enumerator one iteration
+    at a time: practically forever. A loop is counted as it starts, against
+    MAX_ITERATIONS (the task ids a runtime has)."""
+    from pto_core.runtime import Runtime
+    from pto_core.workload import cgen
+    with Runtime(num_workers=0, dry_run=True) as rt:
+        with pytest.raises(PTOError, match=rf"PTO_EINVAL \({msg}(, after \d+ of other loops)?: "
+                                           rf"{_ITER.format(cgen.MAX_ITERATIONS)}\)"):
+            compile_c(w).enumerate(rt, {"x": np.zeros((4, 4), np.float32)}, **kw, **sizes)
+        assert rt.stats().tasks_submitted == 0
+
+
+@pytest.mark.parametrize("kw", [{}, {"threads": 2}])
+def test_the_c_iteration_bound_is_the_callers_and_counts_nested_loops_together(kw):
+    """2 + 2 x 10 iterations: a bound of 22 walks them, one of 21 stops at the second inner loop
+    (on two threads each counts its own share's after the outer loop's)."""
+    from pto_core.runtime import Runtime
+    w = parallel_for(Dense(2), lambda i: for_each(Dense(10), lambda j: task("k", [x.write(i, j, 1, 1)])))
+    tensors = {"x": np.zeros((4, 16), np.float32)}
+    with Runtime(num_workers=0, dry_run=True) as rt:
+        compile_c(w).enumerate(rt, tensors, max_iterations=22, **kw)
+        assert rt.stats().tasks_submitted == 20
+    bound, after = (21, 12) if not kw else (11, 2)
+    with Runtime(num_workers=0, dry_run=True) as rt:
+        with pytest.raises(PTOError, match=rf"the for_each axis i1 over \[0, 10\) = \[0, 10\) has 10 iterations, "
+                                           rf"after {after} of other loops: {_ITER.format(bound)}"):
+            compile_c(w).enumerate(rt, tensors, max_iterations=bound, **kw)
+    with Runtime(num_workers=0, dry_run=True) as rt:
+        with pytest.raises(PTOError, match=r"enumerate: max_iterations: expects an int in \[0, "):
+            compile_c(w).enumerate(rt, tensors, max_iterations=-1)
 
 
 # ----------------------------------------------------------------- enumeration in Python
