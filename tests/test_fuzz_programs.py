@@ -413,3 +413,53 @@ def test_a_one_row_tile_padded_into_a_column_major_tile_runs_or_is_refused_by_na
                              "out": np.zeros((8, 1), np.int32)}, tmp_path)
     np.testing.assert_array_equal(got["out"].ravel(), [-7] + [2**31 - 1] * 7)
 
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_an_accumulator_that_is_also_a_factor_of_its_product(target, tmp_path, run_on,
+                                                             need_target):
+    """``tmatmul_acc %u, %y, %w, %y`` (y + w @ y): on Ascend the load of an accumulator folds
+    into the atomic-add store of the sum, which skipped y's load into L1 where the cube reads
+    it as a factor, and was refused, naming the wrong tile, where the sum is stored to another
+    tensor. Both stores run: the sum into y's own tensor and into another."""
+    need_target(target)
+    m = PTOModule("found")
+    (PTOFunctionBuilder("k", module=m).in_core()
+     .memref("gx", GM, T.F32).memref("gy", GM, T.F32).memref("out", GM, T.F32)
+     .tile("x", 16, 16, T.F32).tile("y", 16, 16, T.F32).tile("w", 16, 16, T.F32)
+     .tile("u", 16, 16, T.F32).tile("v", 16, 16, T.F32)
+     .load("x", "gx").load("y", "gy").neg("w", "x")
+     .matmul_acc("u", "y", "w", "y").store("out", "u")
+     .matmul_acc("v", "y", "x", "y").store("gy", "v").build())
+    if target.startswith("ascend"):
+        from pto_core.driver import generate
+        from pto_core.options import CompileOptions
+        src = "\n".join(text for name, text in generate(target, m, CompileOptions()).items()
+                        if name.endswith(".cpp"))
+        assert "TLOAD(pto_v_y_l1" in src        # y reaches L1, where the cube reads it
+    rng = np.random.default_rng(3)
+    x, y = (rng.normal(size=(16, 16)).astype(np.float32) for _ in range(2))
+    got = run_on(target, m, {"gx": x, "gy": y, "out": np.zeros_like(x)}, tmp_path)
+    for name, a in (("out", -x), ("gy", x)):
+        bad = mismatches(got[name], y + a @ y, 0.0, dot_product_bound(a, y, y, T.F32))
+        assert not bad.any(), f"{name}: {int(bad.sum())} elements past the bound"
+
+
+@pytest.mark.parametrize("target", ["ascend_a5", "ascend_a2a3"])
+def test_a_sum_onto_a_loaded_accumulator_stored_elsewhere_is_refused_by_name(target,
+                                                                            need_target):
+    """The cube unit adds onto an accumulator in global memory by an atomic-add store into
+    the window the accumulator came from: a sum stored to another tensor is refused, naming
+    the sum, the accumulator and both windows."""
+    from pto_core.driver import generate
+    from pto_core.errors import PTOBackendError
+    from pto_core.options import CompileOptions
+    need_target(target)
+    m = PTOModule("found")
+    (PTOFunctionBuilder("k", module=m).in_core()
+     .memref("gx", GM, T.F32).memref("gz", GM, T.F32).memref("out", GM, T.F32)
+     .tile("x", 16, 16, T.F32).tile("z", 16, 16, T.F32).tile("u", 16, 16, T.F32)
+     .load("x", "gx").load("z", "gz").matmul_acc("u", "z", "x", "x").store("out", "u").build())
+    with pytest.raises(PTOBackendError, match=r"TSTORE %out, %u.*the sum 'u' of TMATMUL_ACC "
+                       r"onto accumulator 'z' \(loaded from gz\[0, 0\]\) is stored to "
+                       r"out\[0, 0\], not where"):
+        generate(target, m, CompileOptions())
