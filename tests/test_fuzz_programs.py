@@ -45,7 +45,8 @@ def test_the_generator_makes_the_same_valid_programs_from_a_seed():
     inputs, and the draw reaches what the fuzzer is for: both modes, split kernels, buffer
     reuse, 1-row and 1-column tiles, every type; matmuls of every input type with and without
     an accumulator, arg-reductions, selections by masks, element-wise ops on R x 1 and 1 x C
-    tiles; partial last tiles with every pad, a trip count given as a parameter and an IF."""
+    tiles; partial last tiles of rows, of columns and of both, with every pad, a trip count
+    given as a parameter and an IF."""
     from pto_core.asm import print_module
     ps = [fuzz.program(s) for s in range(200)]
     texts = [print_module(fuzz.batch("f", [p])) for p in ps]
@@ -70,6 +71,10 @@ def test_the_generator_makes_the_same_valid_programs_from_a_seed():
                   and p.rows > 1 and p.cols > 1}
     assert {"add", "abs", "muls"} <= vector_ops
     assert {p.pad for p in ps if p.tail} == {"zero", "max", "min"}
+    assert {p.pad for p in ps if p.ctail and not p.tail} == {"zero", "max", "min"}
+    assert any(p.ctail and p.tail for p in ps)
+    assert all(fuzz.inputs(p)[p.tensor("x")].shape == (p.tensor_rows, p.cols + p.ctail)
+               for p in ps)
     assert any(p.dynamic for p in ps) and any(p.branch for p in ps)
 
 
