@@ -772,7 +772,14 @@ class _KernelRenderer(CStyleRenderer):
             # elements rounded up to the row stride (16 elements, 32 for 1-byte types)
             stride = 32 if tt.dtype.itemsize == 1 else 16
             tmp = self._scratch(tt, 0, rows=tt.rows, cols=-(-tt.cols // stride) * stride)
-            return [_Step(f"TTRANS({d}, {a}, {tmp});", "V", (a,), (d, tmp))]
+            steps = []
+            if ops["a"] == dst:
+                # in place, the library's TTRANS reads elements it has already written (the
+                # official CPU simulator shows it): it transposes a copy
+                src = self._scratch(tt, 1, storage=a)
+                steps.append(_Step(f"TMOV({src}, {a});", "V", (a,), (src,)))
+                a = src
+            return steps + [_Step(f"TTRANS({d}, {a}, {tmp});", "V", (a,), (d, tmp))]
         if cat is Category.CONVERT:
             a = vec(ops["a"])
             return [_Step(f"TCVT({d}, {a}, RoundMode::CAST_RINT);", "V", (a,), (d,))]
