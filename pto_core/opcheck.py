@@ -15,7 +15,8 @@ reduction (a NaN, an infinity or an extreme in a vector lane or in a loop tail, 
 overflowing or wrapping sums, all negative zeros) has its own row; :func:`mismatches` is the
 equality rule: NaN where the reference has NaN, the same infinity, zeros of the same sign where
 the reference defines the sign, finite values within the op's tolerance (exact for integers and
-for ops made of correctly rounded IEEE operations).
+for ops made of correctly rounded IEEE operations; a float matmul's element within the error
+bound of its dot product, :func:`dot_product_bound`, whatever order each side sums in).
 
 >>> from pto_core.ir import ElementType as T
 >>> ks = op_kernels(T.F32, shape=(4, 8))
@@ -764,7 +765,7 @@ def special_kernels(dtype: ElementType, ops: Sequence[OpDef] = TILE_OPS,
 #: from these gives the same bits on every conforming backend
 EXACT_KINDS = frozenset({"var", "const", *(k.name for k in KINDS.values() if k.exact)})
 
-#: approximate results (exp, log, tanh, sums in another order, matmul) may differ by this
+#: approximate results (exp, log, tanh, sums in another order) may differ by this
 #: many of the type's smallest subnormals on top of the relative tolerance: a subnormal
 #: result carries few significant bits
 SUBNORMAL_ULPS = 2
@@ -801,18 +802,54 @@ def signed_zeros_defined(k: OpKernel) -> bool:
     return k.op.reduce not in ("max", "min")
 
 
-def tolerance(k: OpKernel) -> tuple[float, float]:
-    """(rtol, atol) of a kernel's output: none for :func:`is_exact` kernels, else the default
-    relative tolerance of its type (matmul's where it multiplies) with an absolute part of
-    :data:`SUBNORMAL_ULPS` subnormals."""
-    from .checking import MATMUL_F32_TOLERANCE, TOLERANCES
+def dot_product_bound(a: np.ndarray, b: np.ndarray, addend: np.ndarray | None,
+                      out: ElementType) -> np.ndarray:
+    """How far two evaluations of ``a @ b (+ addend)`` with an ``out`` result may be apart,
+    per element, when each sums its terms in an order of its own (numpy's f32 matmul sums in
+    its BLAS kernel's order, which OpenBLAS picks per CPU; a backend in its own).
+
+    Each evaluation of an n-term sum (K products, and the addend) is within
+    ``gamma_n = n u / (1 - n u)`` times the sum of the magnitudes (``|a| @ |b| + |addend|``) of
+    the exact one, ``u`` the accumulator's unit roundoff: f32 for f16/bf16 inputs (their
+    products are exact in f32) and f32 inputs, f64 for f64, and the destination's when the
+    ops let it be the accumulator (f16, bf16: ``MATMUL_ACC_TYPES``). Both then round to
+    ``out`` (``u_out`` each), and a product that underflows loses at most a subnormal of the
+    accumulator. Integer products are exact: 0.
+
+    >>> a = np.array([[1e4, 1.0, -1e4]], np.float32); b = np.ones((3, 1), np.float32)
+    >>> float(dot_product_bound(a, b, None, ElementType.F32)[0, 0]) < 2e-2
+    True
+    """
+    if not out.is_float:
+        return np.zeros(np.broadcast_shapes((a.shape[0], b.shape[1]),
+                                            np.shape(addend) if addend is not None else ()))
+    wide = np.float64 if a.dtype == np.float64 else np.float32
+    u_acc = max(float(np.finfo(wide).eps), float(_finfo(out).eps)) / 2
+    u_out = float(_finfo(out).eps) / 2
+    with np.errstate(invalid="ignore", over="ignore"):
+        mags = np.abs(a.astype(np.float64)) @ np.abs(b.astype(np.float64))
+        if addend is not None:
+            mags = mags + np.abs(np.asarray(addend, np.float64))
+    n = a.shape[1] + (addend is not None)
+    gamma = n * u_acc / (1 - n * u_acc)
+    tiny = 2 * n * float(np.finfo(wide).smallest_subnormal) + float(_finfo(out).smallest_subnormal)
+    return 2 * (gamma + u_out) * mags + tiny
+
+
+def tolerance(k: OpKernel, inputs: Mapping[str, np.ndarray]
+              ) -> tuple[float, float | np.ndarray]:
+    """(rtol, atol) of a kernel's output on ``inputs``: none for :func:`is_exact` kernels and
+    integers; a float matmul's :func:`dot_product_bound` per element (its atol); else the
+    default relative tolerance of its type with an absolute part of :data:`SUBNORMAL_ULPS`
+    subnormals."""
+    from .checking import TOLERANCES
     dt = k.out_dtype
     if dt.is_int or is_exact(k):
         return 0.0, 0.0
-    rtol = TOLERANCES[dt][0]
-    if k.op.category is Category.MATMUL and dt is E.F32:
-        rtol = MATMUL_F32_TOLERANCE[0]
-    return rtol, SUBNORMAL_ULPS * float(_finfo(dt).smallest_subnormal)
+    if k.op.category is Category.MATMUL:
+        addend = inputs[k.tensor(k.op.addend)] if k.op.addend else None
+        return 0.0, dot_product_bound(inputs[k.tensor("a")], inputs[k.tensor("b")], addend, dt)
+    return TOLERANCES[dt][0], SUBNORMAL_ULPS * float(_finfo(dt).smallest_subnormal)
 
 
 def mismatches(got: np.ndarray, want: np.ndarray, rtol: float, atol: float,
@@ -968,7 +1005,7 @@ def compare_outputs(kernels: Sequence[OpKernel], inputs: Mapping[str, np.ndarray
     the op, the operands, the reference's value and the backend's."""
     lines: list[str] = []
     for k in kernels:
-        rtol, atol = tolerance(k)
+        rtol, atol = tolerance(k, inputs)
         for n, (tensor, t) in enumerate(k.out_tensors):
             g, w = np.asarray(got[tensor]), np.asarray(want[tensor])
             if g.dtype.kind == "V":           # a .npy file holds bf16 as raw 2-byte records

@@ -417,7 +417,9 @@ class _KernelRenderer(CStyleRenderer):
                 self._vec_written.update(ops[n] for n in s.opdef.tile_outputs)
         # a product that another matmul multiplies, or that adds an accumulator of the vector
         # side (_lower_matmul's TADD), is a vector tile as well: the product moves L0C -> UB
-        # (_acc_out), and from there to L1 where a matmul reads it (the TADD's sum is there)
+        # (_acc_out), and from there to L1 where a matmul reads it (the TADD's sum is there).
+        # So is an accumulator that a matmul also multiplies (TMATMUL_ACC %u, %y, %w, %y): its
+        # load cannot fold into the sum's atomic-add store, L1 needs it
         products = [s.named_operands() for s in fn.walk()
                     if isinstance(s, Instr) and s.opdef.category is Category.MATMUL]
         changed = True
@@ -428,6 +430,9 @@ class _KernelRenderer(CStyleRenderer):
                 if "Vec" not in r and (r & {"Left", "Right"} or (
                         acc is not None and "Vec" in roles.get(acc, ()))):
                     r.add("Vec")
+                    changed = True
+                if acc is not None and "Vec" not in roles[acc] and roles[acc] & {"Left", "Right"}:
+                    roles[acc].add("Vec")
                     changed = True
         self._vec_written.update(ops["dst"] for ops in products if "Vec" in roles[ops["dst"]])
         for name, r in roles.items():
@@ -660,7 +665,7 @@ class _KernelRenderer(CStyleRenderer):
             r = roles.get(x, {"Vec"})
             if "Acc" in r and "Vec" not in r:
                 # C += A @ B against global memory: the load folds into an atomic-add store
-                self._pending_acc[x] = (mem, ops["row"], ops["col"])
+                self._pending_acc[x] = (mem, ops["row"], ops["col"], x)
                 return []
             for kind in ("Mat", "BiasMat", "Vec"):
                 if kind in r:
@@ -676,9 +681,14 @@ class _KernelRenderer(CStyleRenderer):
                 pend = self._pending_acc.pop(x, None)
                 view = self._gm_view(fn, mem, t, ops["row"], ops["col"])
                 if pend is not None:
-                    if pend != (mem, ops["row"], ops["col"]):
-                        raise self._err(fn, s, f"accumulator '{x}' was loaded from {pend[0]} "
-                                                f"but is stored to another window")
+                    if pend[:3] != (mem, ops["row"], ops["col"]):
+                        m, r, c, acc = pend
+                        raise self._err(fn, s, (
+                            f"the sum '{x}' of TMATMUL_ACC onto accumulator '{acc}' (loaded "
+                            f"from {m}[{r}, {c}]) is stored to {mem}[{ops['row']}, {ops['col']}], "
+                            f"not where the accumulator was loaded from: the cube unit adds a "
+                            f"product to an accumulator in global memory with an atomic-add "
+                            f"store into that window"))
                     return [_Step("{ " + view + f" TSTORE<decltype({t.name}), decltype(_pto_gm), "
                                   f"AtomicType::AtomicAdd>(_pto_gm, {t.name}); }}", "FIX",
                                   (t.name,))]
@@ -762,7 +772,14 @@ class _KernelRenderer(CStyleRenderer):
             # elements rounded up to the row stride (16 elements, 32 for 1-byte types)
             stride = 32 if tt.dtype.itemsize == 1 else 16
             tmp = self._scratch(tt, 0, rows=tt.rows, cols=-(-tt.cols // stride) * stride)
-            return [_Step(f"TTRANS({d}, {a}, {tmp});", "V", (a,), (d, tmp))]
+            steps = []
+            if ops["a"] == dst:
+                # in place, the library's TTRANS reads elements it has already written (the
+                # official CPU simulator shows it): it transposes a copy
+                src = self._scratch(tt, 1, storage=a)
+                steps.append(_Step(f"TMOV({src}, {a});", "V", (a,), (src,)))
+                a = src
+            return steps + [_Step(f"TTRANS({d}, {a}, {tmp});", "V", (a,), (d, tmp))]
         if cat is Category.CONVERT:
             a = vec(ops["a"])
             return [_Step(f"TCVT({d}, {a}, RoundMode::CAST_RINT);", "V", (a,), (d,))]

@@ -2,8 +2,8 @@
 tile op on every element type the vector unit computes in, with signed zeros, infinities, NaN,
 subnormals and exp's thresholds as float operands and the extremes of integer types, matches
 the reference interpreter (exact ops bit
-for bit, NaN where the reference has NaN, zeros with the reference's sign; exp, log, tanh, sums
-and matmul within the type's tolerance). What a backend refuses is exactly what its
+for bit, NaN where the reference has NaN, zeros with the reference's sign; exp, log, tanh and
+sums within the type's tolerance, matmul within its dot product's error bound). What a backend refuses is exactly what its
 architecture lacks, and the refusal names it."""
 
 from __future__ import annotations

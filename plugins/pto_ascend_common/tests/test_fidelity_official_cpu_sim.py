@@ -108,6 +108,34 @@ def test_an_int32_column_sum_is_rejected_by_the_official_cpu_code(tmp_path):
     assert "ascend_a5" in str(e.value) and "Not supported data type" in str(e.value)
 
 
+
+@pytest.mark.parametrize("arch", ARCHS, ids=lambda a: a.name)
+def test_a_transpose_in_place_transposes(tmp_path, arch):
+    """``%x = ttrans %x`` (found by the fuzzer, program 20): the library's TTRANS reads
+    elements it has already written when dst is src, which the official simulator shows
+    (our header did not); the kernel transposes a copy. f16 3 x 3 and f32 16 x 16 tiles."""
+    import numpy as np
+    from pto_core import ElementType as T, MemorySpace as M, PTOFunctionBuilder, PTOModule
+    m = PTOModule("m")
+    ins = {}
+    for dt, n in ((T.F16, 3), (T.F32, 16)):
+        (PTOFunctionBuilder(f"k_{dt.value}", module=m).in_core()
+         .memref("a", M.GLOBAL, dt).memref("o", M.GLOBAL, dt).tile("x", n, n, dt)
+         .load("x", "a").trans("x", "x").store("o", "x").build())
+        ins[f"a_{dt.value}"] = np.arange(n * n).reshape(n, n).astype(dt.numpy_name)
+        ins[f"o_{dt.value}"] = np.zeros((n, n), dt.numpy_name)
+    entry = PTOFunctionBuilder("run", module=m).not_in_core()
+    for dt in (T.F16, T.F32):
+        entry.memref(f"a_{dt.value}", M.GLOBAL, dt).memref(f"o_{dt.value}", M.GLOBAL, dt)
+        entry.call(f"k_{dt.value}", {"a": f"a_{dt.value}", "o": f"o_{dt.value}"})
+    entry.build()
+    m.set_entry("run")
+    got = official_sim.run(arch, m, tmp_path, ins)
+    for dt in (T.F16, T.F32):
+        np.testing.assert_array_equal(got[f"o_{dt.value}"], ins[f"a_{dt.value}"].T,
+                                      err_msg=dt.value)
+
+
 def test_missing_headers_are_named(monkeypatch, tmp_path):
     monkeypatch.setenv(official_sim.ENV, str(tmp_path / "nowhere"))
     why = official_sim.missing()

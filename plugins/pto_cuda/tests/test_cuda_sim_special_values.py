@@ -2,7 +2,8 @@
 CPU simulator (target ``cuda_sim``): every tile op on every element type, with signed zeros,
 infinities, NaN, subnormals and exp's thresholds as float operands and the extremes of integer
 types, matches the reference interpreter (exact ops bit for bit, NaN where the reference has NaN, zeros with the
-reference's sign; exp, log, tanh, sums and matmul within the type's tolerance). f16/bf16
+reference's sign; exp, log, tanh and sums within the type's tolerance, matmul within its dot
+product's error bound). f16/bf16
 matmuls take the tensor-core (WMMA) path."""
 
 from __future__ import annotations
