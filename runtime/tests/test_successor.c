@@ -361,6 +361,44 @@ static void test_producers_done_while_building(void) {
     teardown();
 }
 
+/* Inline mode: a full window runs its oldest task on the building thread, so a producer can
+ * complete while its consumer is still being built (its count goes below 0 there too). The
+ * consumer stays BUILDING until its submission, which makes it READY at once; the other, with a
+ * producer left, PENDING until that one ran. */
+static void test_inline_producer_done_while_building(void) {
+    enum { P = 0, C_DONE = 1, Q = 2, C_LATE = 3, X = 4, N = 5 };   /* the test's numbering = ids */
+    setup(N);
+    PTORuntimeConfig cfg;
+    pto_runtime_config_default(&cfg);
+    cfg.num_workers = 0; cfg.task_window = 4;
+    PTORuntime* rt = NULL;
+    CHECK_EQ(pto_runtime_init(&rt, &cfg), PTO_OK);
+    int32_t id[N];
+    for (int i = 0; i < N; i++) {
+        id[i] = pto_task_alloc(rt, "t", checking_kernel, 0, PTO_WORKER_ANY);
+        CHECK_EQ(id[i], i);
+        CHECK_EQ(pto_task_add_scalar(rt, id[i], i), PTO_OK);
+        if (i == C_DONE || i == C_LATE) {
+            g_npred[i] = i == C_DONE ? 1 : 2;
+            g_preds[i][0] = P; g_preds[i][1] = Q;
+            for (int k = 0; k < g_npred[i]; k++) CHECK_EQ(pto_task_add_successor(rt, id[g_preds[i][k]], id[i]), PTO_OK);
+        } else {
+            CHECK_EQ(pto_task_submit(rt, id[i]), PTO_OK);
+        }
+    }
+    /* the window (4) was full at X's allocation: P ran; C_DONE, the oldest now, is building */
+    CHECK_EQ(atomic_load(&g_done[P]), 1);
+    CHECK_EQ(atomic_load(&g_done[Q]), 0);
+    CHECK_EQ(pto_task_state(rt, id[C_DONE]), PTO_TASK_BUILDING);
+    CHECK_EQ(pto_task_submit(rt, id[C_DONE]), PTO_OK);
+    CHECK_EQ(pto_task_state(rt, id[C_DONE]), PTO_TASK_READY);
+    CHECK_EQ(pto_task_submit(rt, id[C_LATE]), PTO_OK);
+    CHECK_EQ(pto_task_state(rt, id[C_LATE]), PTO_TASK_PENDING);
+    run_checked(rt, N);
+    pto_runtime_destroy(rt);
+    teardown();
+}
+
 /* Consumers built a group at a time, while their producers run (pipelined): each task of a group
  * is allocated and given its edges - to random earlier tasks, submitted or still building in its
  * group - then the group waits a little (producers complete meanwhile, taking counts below 0)
@@ -419,6 +457,7 @@ int main(int argc, char** argv) {
     test_with_regions_and_dump();
     test_late_submit_and_failure();
     test_producers_done_while_building();
+    test_inline_producer_done_while_building();
     test_random_dag(n, 0, 0, 1 << 16, 1);      /* inline */
     test_random_dag(n, 4, 0, 1 << 16, 2);      /* safe mode, workers */
     test_random_dag(n, 2, 0, 256, 5);          /* safe mode degraded: the window fills */
