@@ -97,11 +97,17 @@ typedef struct {
     PTOSubmitter* s;
 } Job;
 
+/* The mode and issue batching of the runtimes new_runtime makes (0, 0: the defaults). */
+static int g_mode, g_issue_batch;
+
 /* A runtime with this many workers, execution threshold and task window. */
 static PTORuntime* new_runtime(int workers, int threshold, int window) {
     PTORuntimeConfig cfg;
     pto_runtime_config_default(&cfg);
     cfg.num_workers = workers; cfg.execution_task_threshold = threshold; cfg.task_window = window;
+    cfg.mode = g_mode; cfg.num_schedulers = g_mode == PTO_MODE_THREE_TIER ? 1 : 0;
+    cfg.issue_batch = g_issue_batch;
+    if (g_mode || g_issue_batch) cfg.timeout_ms = 60000;   /* a count lost: the run ends, no hang */
     PTORuntime* rt = NULL;
     CHECK_EQ(pto_runtime_init(&rt, &cfg), PTO_OK);
     return rt;
@@ -951,6 +957,16 @@ int main(int argc, char** argv) {
             test_structural(tiles, nthreads, 3, 1, 256);              /* pipelined, small window */
             test_structural(tiles / 4, nthreads, 0, 0, 64);           /* inline: submitters run tasks */
         }
+    /* batches entering while the workers run (their tasks' producers completing as they are
+     * built): issue batching (the producers counted in when a batch of issue goes out), three-tier */
+    for (int v = 0; v < 2; v++) {
+        g_mode = v ? PTO_MODE_THREE_TIER : PTO_MODE_WORKERS;
+        g_issue_batch = v ? 0 : 5;
+        test_threads(tiles, 2, 2, 1, 256, 0);
+        test_batch_edges(tiles / 4, 2, 1, 256);
+        test_scopes(tiles, 2, 1, 64);
+    }
+    g_mode = g_issue_batch = 0;
     test_random_regions(2, 0, 1 << 16);                            /* safe mode: all ready at once */
     test_random_regions(3, 1, 256);
     test_random_regions(0, 0, 64);

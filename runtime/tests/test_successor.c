@@ -361,6 +361,94 @@ static void test_producers_done_while_building(void) {
     teardown();
 }
 
+/* Inline mode: a full window runs its oldest task on the building thread, so a producer can
+ * complete while its consumer is still being built (its count goes below 0 there too). The
+ * consumer stays BUILDING until its submission, which makes it READY at once; the other, with a
+ * producer left, PENDING until that one ran. */
+static void test_inline_producer_done_while_building(void) {
+    enum { P = 0, C_DONE = 1, Q = 2, C_LATE = 3, X = 4, N = 5 };   /* the test's numbering = ids */
+    setup(N);
+    PTORuntimeConfig cfg;
+    pto_runtime_config_default(&cfg);
+    cfg.num_workers = 0; cfg.task_window = 4;
+    PTORuntime* rt = NULL;
+    CHECK_EQ(pto_runtime_init(&rt, &cfg), PTO_OK);
+    int32_t id[N];
+    for (int i = 0; i < N; i++) {
+        id[i] = pto_task_alloc(rt, "t", checking_kernel, 0, PTO_WORKER_ANY);
+        CHECK_EQ(id[i], i);
+        CHECK_EQ(pto_task_add_scalar(rt, id[i], i), PTO_OK);
+        if (i == C_DONE || i == C_LATE) {
+            g_npred[i] = i == C_DONE ? 1 : 2;
+            g_preds[i][0] = P; g_preds[i][1] = Q;
+            for (int k = 0; k < g_npred[i]; k++) CHECK_EQ(pto_task_add_successor(rt, id[g_preds[i][k]], id[i]), PTO_OK);
+        } else {
+            CHECK_EQ(pto_task_submit(rt, id[i]), PTO_OK);
+        }
+    }
+    /* the window (4) was full at X's allocation: P ran; C_DONE, the oldest now, is building */
+    CHECK_EQ(atomic_load(&g_done[P]), 1);
+    CHECK_EQ(atomic_load(&g_done[Q]), 0);
+    CHECK_EQ(pto_task_state(rt, id[C_DONE]), PTO_TASK_BUILDING);
+    CHECK_EQ(pto_task_submit(rt, id[C_DONE]), PTO_OK);
+    CHECK_EQ(pto_task_state(rt, id[C_DONE]), PTO_TASK_READY);
+    CHECK_EQ(pto_task_submit(rt, id[C_LATE]), PTO_OK);
+    CHECK_EQ(pto_task_state(rt, id[C_LATE]), PTO_TASK_PENDING);
+    run_checked(rt, N);
+    pto_runtime_destroy(rt);
+    teardown();
+}
+
+/* Consumers built a group at a time, while their producers run (pipelined): each task of a group
+ * is allocated and given its edges - to random earlier tasks, submitted or still building in its
+ * group - then the group waits a little (producers complete meanwhile, taking counts below 0)
+ * and is submitted in a shuffled order. Every mode that counts producers in at submission: the
+ * workers' own submit, issue batching (counted in when the batch goes out) and three-tier.
+ * Each task once, after its producers; a count taken twice or lost would run a task too early
+ * (counted) or never (the deadline ends the run instead of a hang). */
+static void test_groups_built_while_running(int64_t n, int mode, int issue_batch, int window, unsigned seed) {
+    enum { G = 6 };
+    setup(n);
+    srand(seed);
+    PTORuntimeConfig cfg;
+    pto_runtime_config_default(&cfg);
+    cfg.mode = mode; cfg.num_workers = 2; cfg.num_schedulers = mode == PTO_MODE_THREE_TIER ? 1 : 0;
+    cfg.execution_task_threshold = 1; cfg.task_window = window; cfg.issue_batch = issue_batch;
+    cfg.timeout_ms = 20000;
+    PTORuntime* rt = NULL;
+    CHECK_EQ(pto_runtime_init(&rt, &cfg), PTO_OK);
+    for (int64_t first = 0; first < n; first += G) {
+        const int g = (int)(n - first < G ? n - first : G);
+        int32_t open[G];
+        for (int j = 0; j < g; j++) {
+            const int64_t i = first + j;
+            open[j] = pto_task_alloc(rt, "node", checking_kernel, 0, PTO_WORKER_ANY);
+            CHECK_EQ(open[j], i);
+            CHECK_EQ(pto_task_add_scalar(rt, open[j], i), PTO_OK);
+            const int np = i == 0 ? 0 : rand() % (MAXPRED + 1);
+            for (int k = 0; k < np; k++) {
+                /* mostly the last groups' tasks (running now), some of this group's */
+                const int64_t back = 1 + rand() % (i < 3 * G ? i : 3 * G);
+                const int32_t p = (int32_t)(i - back);
+                int dup = 0;
+                for (int q = 0; q < g_npred[i]; q++) dup |= g_preds[i][q] == p;
+                if (dup) continue;
+                g_preds[i][g_npred[i]++] = p;
+                CHECK_EQ(pto_task_add_successor(rt, p, open[j]), PTO_OK);
+            }
+        }
+        for (volatile int spin = 0; spin < rand() % 3000; spin++) {}
+        for (int j = g - 1; j > 0; j--) {          /* shuffled */
+            const int k = rand() % (j + 1);
+            const int32_t x = open[j]; open[j] = open[k]; open[k] = x;
+        }
+        for (int j = 0; j < g; j++) CHECK_EQ(pto_task_submit(rt, open[j]), PTO_OK);
+    }
+    run_checked(rt, n);
+    pto_runtime_destroy(rt);
+    teardown();
+}
+
 int main(int argc, char** argv) {
     double scale = argc > 1 ? atof(argv[1]) : 1.0;
     int64_t n = (int64_t)(20000 * scale);
@@ -369,6 +457,7 @@ int main(int argc, char** argv) {
     test_with_regions_and_dump();
     test_late_submit_and_failure();
     test_producers_done_while_building();
+    test_inline_producer_done_while_building();
     test_random_dag(n, 0, 0, 1 << 16, 1);      /* inline */
     test_random_dag(n, 4, 0, 1 << 16, 2);      /* safe mode, workers */
     test_random_dag(n, 2, 0, 256, 5);          /* safe mode degraded: the window fills */
@@ -383,6 +472,11 @@ int main(int argc, char** argv) {
     test_fanout_blocks(PTO_MODE_WORKERS, 0, 0, 64);            /* inline, the window wraps */
     test_fanout_blocks(PTO_MODE_THREE_TIER, 2, 0, 1 << 12);    /* three-tier: producer lists too */
     test_fanout_blocks(PTO_MODE_THREE_TIER, 2, 1, 128);
+    for (unsigned r = 0; r < 4; r++) {            /* rounds: the timings differ */
+        test_groups_built_while_running(n / 4, PTO_MODE_WORKERS, 0, 64, 10 + r);
+        test_groups_built_while_running(n / 4, PTO_MODE_WORKERS, 4, 64, 20 + r);
+        test_groups_built_while_running(n / 4, PTO_MODE_THREE_TIER, 0, 128, 30 + r);
+    }
     printf("%d passed, %d failed\n", g_pass, g_fail);
     return g_fail ? 1 : 0;
 }

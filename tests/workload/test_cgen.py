@@ -13,7 +13,7 @@ from pto_core.workload import (Dense, DenseDyn, Ragged, Sparse, Tensor, combine,
                                enumerate_tasks, for_each, parallel_for, select, sequential, task)
 from pto_core.workload.cgen import compile_c, emit_c
 
-q, s, o = Tensor("q"), Tensor("s"), Tensor("o")
+q, s, o, t = Tensor("q"), Tensor("s"), Tensor("o"), Tensor("t")
 RAG = Ragged(5, [3, 1, 0, 2, 4])
 SP = Sparse(3, [0, 2, 2, 3], [1, 0, 2])
 
@@ -40,7 +40,7 @@ ARRAYS = {"q": np.zeros((16, 8), np.float32), "s": np.zeros((16, 8), np.float32)
 ADD = {"in": "add_input", "out": "add_output", "inout": "add_inout"}
 
 
-def python_graph(w, **sizes) -> str:
+def python_graph(w, arrays: dict = ARRAYS, **sizes) -> str:
     """The dump of the graph the Python enumerator's tasks give, issued as Program.run does."""
     with Runtime(num_workers=0, record_graph=True, dry_run=True) as rt:
         ids = {}
@@ -50,7 +50,7 @@ def python_graph(w, **sizes) -> str:
                 if kind == "scalar":
                     rt.add_scalar(h, a)
                 else:
-                    getattr(rt, ADD[a[1]])(h, ARRAYS[a[0]], *a[2:])
+                    getattr(rt, ADD[a[1]])(h, arrays[a[0]], *a[2:])
             for p in sorted(t.preds):
                 rt.add_successor(ids[p], h)
             rt.submit(h)
@@ -58,10 +58,10 @@ def python_graph(w, **sizes) -> str:
         return rt.dump()
 
 
-def c_graph(w, threads: int, structural: bool = False, **sizes) -> str:
+def c_graph(w, threads: int, structural: bool = False, arrays: dict = ARRAYS, **sizes) -> str:
     cw = compile_c(w)
     with Runtime(num_workers=0, record_graph=True, dry_run=True) as rt:
-        cw.enumerate(rt, ARRAYS, threads=threads, structural=structural, **sizes)
+        cw.enumerate(rt, arrays, threads=threads, structural=structural, **sizes)
         rt.run()
         return rt.dump()
 
@@ -179,6 +179,35 @@ def test_the_structural_log_is_kept_only_where_a_later_task_reads_it():
     arrays = {k: np.zeros((6, 8), np.float32) for k in "xty"}
     for w in (chain, looped, three):
         assert keyed_graph(w, arrays, 1, True) == keyed_graph(w, arrays, 1, False)
+
+
+@pytest.mark.parametrize("body", [
+    # a sequence in an inner loop: b of iteration 1 reads the row a of iteration 0 wrote, and
+    # follows a of iteration 1 only (a task comes after itself there: no check is skipped)
+    lambda b: for_each(Dense(2), lambda j: sequential(
+        task("a", [t.write(b * 4 + j, 0, 2, 8)]), task("b", [t.read(b * 4, 0, 1, 8)]))),
+    # a task after an inner loop: its structural predecessor is the last iteration's task, the
+    # earlier iterations' rows are the log's
+    lambda b: sequential(for_each(Dense(3), lambda j: task("a", [t.write(b * 4 + j, 0, 1, 8)])),
+                         task("b", [t.read(b * 4, 0, 3, 8)])),
+    # after a cond, a combine and a select: what ran just before is one of their tasks, or none
+    lambda b: sequential(task("z", [t.write(b * 4, 0, 2, 8)]),
+                         cond((b % 2).eq(0), task("a", [t.write(b * 4 + 1, 0, 1, 8)]),
+                              task("c", [t.write(b * 4, 0, 1, 8)])),
+                         combine(task("d", [t.read(b * 4, 0, 1, 8)]), task("e", [t.write(b * 4 + 2, 0, 1, 8)])),
+                         select(SP, lambda i, e: task("s", [t.update(b * 4 + e, 0, 1, 8)])),
+                         task("f", [t.read(b * 4, 0, 4, 8)])),
+], ids=["sequence_in_a_loop", "after_a_loop", "after_cond_combine_select"])
+def test_a_read_skips_only_the_check_against_the_task_that_ran_just_before_it(body):
+    """The structural log's one skip (a read of the task just before it in a sequence outside
+    any inner loop) never drops an edge from an earlier iteration of an inner loop, nor from a
+    task before a loop, cond, combine or select: the structural graph is the Python
+    enumerator's."""
+    arrays = {"t": np.zeros((12, 8), np.float32)}
+    w = parallel_for(Dense(3), body)
+    want = python_graph(w, arrays)
+    assert c_graph(w, 1, True, arrays) == want
+    assert c_graph(w, 1, False, arrays) == want
 
 
 def test_select_cond_combine_and_dynamic_sizes_compile_to_the_same_graph():
