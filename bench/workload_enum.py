@@ -1,6 +1,6 @@
 """Task enumeration rate of a workload: the Python enumerator, the workload compiled to C
-(:mod:`pto_core.workload.cgen`) with one and with two enumerating threads (each queuing its half
-of the parallel_for in a submitter of its own; the runtime takes one batch at a time), and the
+(:mod:`pto_core.workload.cgen`) with one and with two enumerating threads (each queuing the chunks
+of the parallel_for it takes in a submitter of its own; the runtime takes one batch at a time), and the
 orchestration function that builds the same graph (``pto_core.codegen.orchestration``, arm64
 build), all in the runtime's dry-run mode (tasks created, dependencies resolved, retired; no
 kernel runs), in one process, one after the other.

@@ -14,10 +14,12 @@ The C entry point::
 (``DenseDyn`` names), ``kernels`` in :attr:`~.kernels` order (NULL entries allowed: a dry run).
 Tasks go to the runtime through submitters (``pto_submitter_*``: queued per thread, entering
 the graph a batch at a time). With ``threads`` = n > 1 the iterations of the outermost
-``parallel_for`` are split into n contiguous shares, enumerated and queued by n threads at once,
-each into a submitter of its own: the tensor map finds the same dependencies as with one thread
-(the iterations are independent - ``workload.verify`` checks it - and each share keeps its
-order), while task ids interleave by batch. With ``scope_depth`` = d > 0 each iteration of the
+``parallel_for`` are handed out in chunks of contiguous iterations to n threads as they ask (a
+thread that starts late or is held up takes fewer), each enumerating and queuing its chunks into
+a submitter of its own: the tensor map finds the same dependencies as with one thread (the
+iterations are independent - ``workload.verify`` checks it - and each chunk keeps its order),
+while task ids interleave by batch. An error stops the iterations after the one it came at; the
+error returned is that of the earliest iteration, as with one thread. With ``scope_depth`` = d > 0 each iteration of the
 loops nested less than d deep is a scope of its own (``pto_submitter_scope_begin/end``, from
 whichever thread enumerates it): the runtime-owned intermediates it writes are released once its
 tasks are done. A loop counts its iterations against ``max_iterations`` as it starts (the
@@ -585,39 +587,85 @@ class _Gen:
         return out
 
 
-# The entry point: one thread, or the outermost parallel_for's iterations split between
-# `threads` threads, each queuing its share in a submitter of its own.
+# The entry point: one thread, or the outermost parallel_for's iterations handed out in chunks
+# to `threads` threads, each queuing what it takes in a submitter of its own.
 _ENTRY = r"""
-typedef struct { Ctx c; int64_t lo, hi; int rc; _Atomic int* stop; _Atomic int why_set; char why[256]; } Share;
+/* The outermost parallel_for's iterations [lo, lo + n), as offsets k in [0, n) (uint64_t: n may
+ * be 2^64 - 1), handed out to the threads in chunks as they ask: a thread that starts late or is
+ * held up takes fewer. (Fixed contiguous shares made the slower thread's share the wall time:
+ * the second thread starts tens of microseconds after the first.) Each chunk is a share of what
+ * is left (guided: 1 / (2 threads) of it, from CHUNK_MIN to CHUNK_MAX iterations), so the last
+ * ones are small and the threads end together, and a thread held up while it enumerates a chunk
+ * keeps the others waiting at most for that chunk. `limit`: no iteration from there on is started - the
+ * earliest one an error was found at - so every iteration before it still is, and the error
+ * returned is the earliest one's, as with one thread. */
+#define CHUNK_MIN 16
+#define CHUNK_MAX 1024
+typedef struct __attribute__((aligned(64))) {     /* a line of its own: read by every thread per iteration */
+    int64_t lo;
+    uint64_t n;
+    uint64_t threads;
+    _Atomic uint64_t next;          /* the next offset to hand out */
+    _Atomic uint64_t limit;         /* <= n */
+} Split;
 
-/* Iterations [lo, hi) of the outermost parallel_for, on this share's submitter. */
+/* The next chunk of offsets [*k0, *k1); 0 when none is left below the limit. */
+static int split_claim(Split* sp, uint64_t* k0, uint64_t* k1) {
+    uint64_t k = atomic_load_explicit(&sp->next, memory_order_relaxed);
+    for (;;) {
+        const uint64_t end = atomic_load_explicit(&sp->limit, memory_order_relaxed);
+        if (k >= end) return 0;
+        const uint64_t left = end - k;
+        uint64_t take = left / (2 * sp->threads);
+        if (take > CHUNK_MAX) take = CHUNK_MAX;
+        if (take < CHUNK_MIN) take = left < CHUNK_MIN ? left : CHUNK_MIN;
+        if (atomic_compare_exchange_weak_explicit(&sp->next, &k, k + take, memory_order_relaxed,
+                                                  memory_order_relaxed)) {
+            *k0 = k; *k1 = k + take;
+            return 1;
+        }
+    }
+}
+
+/* No iteration from offset k on is started any more. */
+static void split_stop(Split* sp, uint64_t k) {
+    uint64_t m = atomic_load_explicit(&sp->limit, memory_order_relaxed);
+    while (k < m && !atomic_compare_exchange_weak_explicit(&sp->limit, &m, k, memory_order_relaxed,
+                                                           memory_order_relaxed)) {}
+}
+
+/* `at`: the offset of the iteration being enumerated when the share's error came (an error of
+ * the runtime's, reported as a batch enters, is a task's of that iteration or an earlier one). */
+typedef struct __attribute__((aligned(64))) {       /* no line shared with another thread's */
+    Ctx c; Split* sp; uint64_t at; int rc; _Atomic int why_set; char why[256];
+} Share;
+
+/* Chunks of the outermost parallel_for's iterations, on this share's submitter. */
 static int run_share(Share* h) {
     Set none = {0}, s = {0};
+    Split* const sp = h->sp;
     int rc = PTO_OK;
-    for (h->c.v[0] = h->lo; h->c.v[0] < h->hi && rc == PTO_OK && !h->c.err; h->c.v[0]++) {
-        if (h->stop && atomic_load_explicit(h->stop, memory_order_relaxed)) break;
-        s.n = 0; h->c.nacc = 0;
-        rc = scope(&h->c, 0, 1);
-        if (rc == PTO_OK) rc = BODY(&h->c, &none, &s);
-        if (rc == PTO_OK) rc = scope(&h->c, 0, 0);
+    uint64_t k0, k1;
+    while (rc == PTO_OK && !h->c.err && split_claim(sp, &k0, &k1)) {
+        for (uint64_t k = k0; k < k1 && rc == PTO_OK && !h->c.err; k++) {
+            if (k >= atomic_load_explicit(&sp->limit, memory_order_relaxed)) break;
+            h->at = k;
+            h->c.v[0] = (int64_t)((uint64_t)sp->lo + k);
+            s.n = 0; h->c.nacc = 0;
+            rc = scope(&h->c, 0, 1);
+            if (rc == PTO_OK) rc = BODY(&h->c, &none, &s);
+            if (rc == PTO_OK) rc = scope(&h->c, 0, 0);
+        }
     }
     if (rc == PTO_OK) rc = h->c.err;
     if (rc == PTO_OK) rc = pto_submitter_flush(h->c.sub);
-    if (rc < 0 && h->stop) atomic_store(h->stop, 1);
+    if (rc < 0) split_stop(sp, h->at);
     set_free(&none); set_free(&s); free(h->c.acc); set_free(&h->c.preds);
     return rc;
 }
 static void* share_main(void* p) { Share* h = p; h->rc = run_share(h); return NULL; }
 
 #define MAX_THREADS 64
-/* where share k of `threads` contiguous shares of [lo, hi) begins: lo + (hi - lo) * k / threads
- * without the product, which overflows past 2^57 iterations, and in uint64_t: hi - lo may be
- * 2^63 or more (the sum added to lo is at most that, so the result is in [lo, hi]) */
-static int64_t share_bound(int64_t lo, int64_t hi, int64_t k, int64_t threads) {
-    if (hi <= lo) return lo;
-    const uint64_t n = (uint64_t)hi - (uint64_t)lo, t = (uint64_t)threads, j = (uint64_t)k;
-    return (int64_t)((uint64_t)lo + (n / t * j + n % t * j / t));
-}
 int pto_workload_enumerate(PTORuntime* rt, const PTOTensor* tensors, const int64_t* sizes,
                            const PTOKernelFunc* kernels, int threads, int structural, int scope_depth,
                            int64_t max_iterations, char* why, int64_t why_cap) {
@@ -661,18 +709,19 @@ int pto_workload_enumerate(PTORuntime* rt, const PTOTensor* tensors, const int64
         if (rc2 < 0 && c->why) why[0] = 0;      /* (an earlier task's, not what the enumerator found) */
         return rc < 0 && rc2 == PTO_OK ? rc : rc2;
     }
-    /* the outermost parallel_for in `threads` contiguous shares: this thread takes the first,
-     * one helper thread each of the others; every share queues into its own submitter */
+    /* the outermost parallel_for's iterations in chunks: this thread enumerates some, one helper
+     * thread each of the others; every share queues into its own submitter */
     const int64_t lo = SPLIT_LO, hi = SPLIT_HI;
     if (c->err || walk(c, OUTER_LOOP, lo, hi) < 0) return c->err;
+    Split sp = {lo, hi > lo ? (uint64_t)hi - (uint64_t)lo : 0, (uint64_t)threads, 0, 0};
+    atomic_init(&sp.next, 0);
+    atomic_init(&sp.limit, sp.n);
     Share sh[MAX_THREADS];
     pthread_t th[MAX_THREADS];
-    _Atomic int stop = 0;
     int started = 0, rc = PTO_OK;
     for (int k = 0; k < threads; k++) {
         sh[k].c = *c;
-        sh[k].lo = share_bound(lo, hi, k, threads); sh[k].hi = share_bound(lo, hi, k + 1, threads);
-        sh[k].rc = PTO_OK; sh[k].stop = &stop;
+        sh[k].sp = &sp; sh[k].at = 0; sh[k].rc = PTO_OK;
         /* a share's own message, so that the one shown is that of the error returned */
         sh[k].why[0] = 0; atomic_init(&sh[k].why_set, 0);
         if (c->why) { sh[k].c.why = sh[k].why; sh[k].c.why_cap = sizeof sh[k].why; sh[k].c.why_set = &sh[k].why_set; }
@@ -684,14 +733,28 @@ int pto_workload_enumerate(PTORuntime* rt, const PTOTensor* tensors, const int64
         }
         started = k + 1;
     }
-    if (rc < 0) atomic_store(&stop, 1);        /* a share not started: none goes on */
+    if (rc < 0) split_stop(&sp, 0);             /* a share not started: none goes on */
     if (started > 0) sh[0].rc = run_share(&sh[0]);
     for (int k = 1; k < started; k++) pthread_join(th[k], NULL);
-    /* close here, on the calling thread: a failure's message becomes its pto_last_error */
+    /* each share's error: its submitter's (a task's it queued earlier), else its enumeration's; the
+     * one returned is of the share whose error came at the earliest iteration. Flushed again here,
+     * on the calling thread, where a submitter's error comes back with its message; the share
+     * returned is closed last, so that its message is this thread's pto_last_error */
+    int err[MAX_THREADS], first = -1;
     for (int k = 0; k < started; k++) {
-        int r = pto_submitter_close(sh[k].c.sub);
-        if (rc == PTO_OK && sh[k].rc < 0 && r == PTO_OK && c->why) snprintf(why, (size_t)why_cap, "%s", sh[k].why);
-        if (rc == PTO_OK) rc = sh[k].rc < 0 && r == PTO_OK ? sh[k].rc : r;
+        const int r = pto_submitter_flush(sh[k].c.sub);
+        err[k] = r < 0 ? r : sh[k].rc;
+        if (err[k] < 0 && (first < 0 || sh[k].at < sh[first].at)) first = k;
+        if (r < 0) sh[k].why[0] = 0;           /* (the runtime's message, not the share's own) */
+    }
+    for (int k = 0; k < started; k++)
+        if (k != first) pto_submitter_close(sh[k].c.sub);
+    if (first >= 0) {
+        pto_submitter_close(sh[first].c.sub);
+        if (rc == PTO_OK) {
+            rc = err[first];
+            if (c->why) snprintf(why, (size_t)why_cap, "%s", sh[first].why);
+        }
     }
     return rc;
 }

@@ -106,8 +106,9 @@ def keyed_graph(w, arrays, threads: int, structural: bool = False) -> tuple[list
 @pytest.mark.parametrize("structural", [False, True])
 @pytest.mark.parametrize("threads", [2, 3])
 def test_threads_submitting_at_once_build_the_one_thread_graph(threads, structural):
-    """The outermost parallel_for split between threads that each submit through a submitter of
-    their own (several batches each, so they interleave): the same tasks and the same edges as
+    """The outermost parallel_for's iterations handed out in chunks to threads that each submit
+    through a submitter of their own (batches interleave once a helper thread has started): the
+    same tasks and the same edges as
     one thread gives - within an iteration (RAW, WAR, WAW on t and y) and from every iteration to
     the shared tile of w they all read after x's chain."""
     x, t, y, w = Tensor("x"), Tensor("t"), Tensor("y"), Tensor("w")

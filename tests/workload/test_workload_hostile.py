@@ -289,25 +289,47 @@ def test_a_c_remainder_by_minus_one_is_zero():
         assert rt.stats().tasks_submitted == 2
 
 
-def test_the_c_shares_of_a_parallel_for_past_2_to_the_63_iterations_are_exact(tmp_path):
-    """The entry point splits the outermost parallel_for's [lo, hi) into threads shares at
-    share_bound(lo, hi, k, threads) = lo + (hi - lo) * k // threads. It took hi - lo in int64_t:
-    past 2**63 iterations (a Loop with a negative lo) that overflowed, and share 0 of [-2**63 + 1,
-    1) ran on past hi. The function, cut from the generated C, under UBSan."""
+def test_the_c_chunks_of_a_parallel_for_past_2_to_the_63_iterations_are_exact(tmp_path):
+    """The entry point hands the outermost parallel_for's [lo, hi) out in chunks (split_claim), as
+    offsets k from lo in uint64_t: hi - lo may be 2**63 or more (share_bound, which cut the range
+    into fixed shares, took it in int64_t and overflowed there). Cut from the generated C and run
+    under UBSan: the chunks follow one another with no gap, at most CHUNK_MAX (1,024) and at least
+    CHUNK_MIN (16) iterations but the last, and end exactly at hi (a range past 2**63 iterations:
+    its first 1,000 chunks, then from 5,000 before its end); iteration lo + k of the first and the
+    last offset is lo and hi - 1; after split_stop(7) the chunks end at offset 7."""
     import subprocess
     src = emit_c(Loop("parallel", "i0", Const(0), Const(1), task("k", [x.write(0, 0, 1, 1)]))).source
-    fn = re.search(r"static int64_t share_bound\(.*?\n}\n", src, re.S).group(0)
-    cases = [(-2**63, 2**63 - 1, t) for t in (2, 3, 64)] + [(-2**63 + 1, 1, 2), (-5, 2**63 - 1, 7), (0, 10, 3)]
-    calls = "".join(f"    for (int k = 0; k <= {t}; k++) printf(\"%lld\\n\", (long long)share_bound("
-                    f"INT64_C({lo + 1}) - 1, INT64_C({hi}), k, {t}));\n" for lo, hi, t in cases)
-    (tmp_path / "s.c").write_text(f"#include <stdint.h>\n#include <stdio.h>\n{fn}int main(void) {{\n{calls}"
-                                  f"    return 0;\n}}\n")
+    start = src.index("#define CHUNK_MIN")
+    fns = src[start:src.index("/* `at`:", start)]
+    cases = [(-2**63, 2**63 - 1, 2), (-2**63 + 1, 1, 3), (-5, 2**63 - 1, 64), (0, 10, 3), (0, 100000, 2),
+             (7, 7, 2)]
+    calls = "".join(f"    run(INT64_C({lo + 1}) - 1, INT64_C({hi}), {t});\n" for lo, hi, t in cases)
+    (tmp_path / "s.c").write_text(
+        "#include <stdatomic.h>\n#include <stdint.h>\n#include <stdio.h>\n" + fns + r"""
+static void run(int64_t lo, int64_t hi, int threads) {
+    Split sp = {lo, hi > lo ? (uint64_t)hi - (uint64_t)lo : 0, (uint64_t)threads, 0, 0};
+    atomic_init(&sp.next, 0); atomic_init(&sp.limit, sp.n);
+    uint64_t k0, k1, end = 0, chunks = 0, bad = 0;
+    while (split_claim(&sp, &k0, &k1)) {
+        bad |= k0 != end || k1 <= k0 || k1 - k0 > CHUNK_MAX || (k1 - k0 < CHUNK_MIN && k1 != sp.n);
+        end = k1;
+        if (++chunks == 1000 && sp.n - end > 5000) atomic_store(&sp.next, end = sp.n - 5000);
+    }
+    uint64_t after = 0;
+    atomic_store(&sp.next, 0);
+    split_stop(&sp, 9); split_stop(&sp, 7); split_stop(&sp, 8);
+    while (split_claim(&sp, &k0, &k1)) { bad |= k0 >= 7; after = k1; }
+    printf("%d %d %lld %lld %llu\n", (int)bad, end == sp.n, (long long)(int64_t)((uint64_t)lo + 0),
+           (long long)(int64_t)((uint64_t)lo + (sp.n ? sp.n - 1 : 0)), (unsigned long long)after);
+}
+""" + f"int main(void) {{\n{calls}    return 0;\n}}\n")
     subprocess.run(["gcc", "-std=gnu11", "-O2", "-fsanitize=undefined", "-fno-sanitize-recover=undefined",
                     str(tmp_path / "s.c"), "-o", str(tmp_path / "s")], check=True)
-    r = subprocess.run([str(tmp_path / "s")], capture_output=True, text=True)
+    r = subprocess.run([str(tmp_path / "s")], capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stderr
-    assert [int(v) for v in r.stdout.split()] == [lo + (hi - lo) * k // t for lo, hi, t in cases
-                                                  for k in range(t + 1)]
+    got = [tuple(int(v) for v in line.split()) for line in r.stdout.splitlines()]
+    assert got == [(0, 1, lo, hi - 1 if hi > lo else lo, min(max(hi - lo, 0), 7))
+                   for lo, hi, t in cases]
 
 
 @pytest.mark.parametrize("threads", [1, 2])
