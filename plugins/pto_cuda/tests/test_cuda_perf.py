@@ -127,7 +127,7 @@ def test_a_kernel_that_does_not_compile_is_reported_with_nvcc_output():
         kernel_resources(src, "sm_80")
     with pytest.raises(PTOError, match="no PTO_CUDA_KERNEL"):
         kernel_resources("int x;", "sm_80")
-    with pytest.raises(ValueError, match="not of the form"):
+    with pytest.raises(PTOError, match="not of the form"):
         kernel_resources(src, "volta")
 
 
