@@ -34,6 +34,7 @@ import functools
 import inspect
 import numbers
 import threading
+from collections.abc import Mapping, Set as AbstractSet
 from dataclasses import dataclass
 from enum import Enum
 from typing import Any, Callable, Iterable, Iterator, Optional, Sequence
@@ -75,8 +76,9 @@ def _int(v: Any, what: str, lo: Optional[int] = None, hi: Optional[int] = None) 
 
 
 def _ints(seq: Any, what: str, lo: Optional[int] = None) -> tuple[int, ...]:
-    """The entries of ``seq`` as ints (each >= ``lo``), else PTOError naming ``what``."""
-    if isinstance(seq, (str, bytes)) or not hasattr(seq, "__iter__"):
+    """The entries of ``seq`` as ints (each >= ``lo``), else PTOError naming ``what``. A mapping
+    or a set is no sequence (a dict would give its keys; a set has no order)."""
+    if isinstance(seq, (str, bytes, Mapping, AbstractSet)) or not hasattr(seq, "__iter__"):
         raise PTOError(f"{what}: expects a sequence of ints, got {type(seq).__name__}")
     return tuple(_int(v, f"{what}[{k}]", lo) for k, v in enumerate(seq))
 

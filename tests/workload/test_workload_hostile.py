@@ -42,6 +42,8 @@ def test_a_numpy_integer_is_an_int():
     (2, [1, -1], r"lengths\[1\]: expects an int >= 0, got -1"),
     (2, 5, r"lengths: expects a sequence of ints, got int"),
     (2, "12", r"lengths: expects a sequence of ints, got str"),
+    (2, {0: 3, 1: 2}, r"lengths: expects a sequence of ints, got dict"),   # not its keys 0, 1
+    (2, {3, 2}, r"lengths: expects a sequence of ints, got set"),           # no order
 ])
 def test_ragged_rows_and_lengths_are_checked(outer, lengths, msg):
     with pytest.raises(PTOError, match=msg):
@@ -57,6 +59,7 @@ def test_ragged_rows_and_lengths_are_checked(outer, lengths, msg):
     (2, [0, 2, 1], [0, 1], r"non-decreasing"),
     (1, [0, 3], [0, 1], r"from 0 to len\(indices\)=2"),
     (1, None, [0], r"indptr: expects a sequence of ints, got NoneType"),
+    (1, [0, 1], {0: 5}, r"indices: expects a sequence of ints, got dict"),
 ])
 def test_sparse_structure_is_checked(outer, indptr, indices, msg):
     with pytest.raises(PTOError, match=msg):
