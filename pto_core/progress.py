@@ -2,7 +2,8 @@
 
 Progress is drawn on a terminal and nothing at all is printed otherwise: when the stream is not
 a TTY, when ``CI`` is set, when ``TERM=dumb``, or when ``PTO_PROGRESS=0`` (``PTO_PROGRESS=1``
-forces it on). Logs and CI output therefore stay clean.
+forces it on; any other value is ignored with one warning). Logs and CI output therefore stay
+clean.
 
 * :class:`Phases` times the phases of one command (plugin load, codegen, build, run) and shows
   each as a rich progress bar: codegen per function, build per compiled file, run as a spinner.
@@ -23,19 +24,29 @@ import contextlib
 import os
 import sys
 import time
+import warnings
 from typing import Any, Callable, Iterator, TextIO
 
 __all__ = ["progress_enabled", "Phases", "Progress", "scons_progress_callback",
            "install_scons_progress", "scons_print_cmd_line"]
 
 
+_OFF, _ON = ("0", "no", "off", "false"), ("1", "yes", "on", "true")
+_WARNED: set[str] = set()
+
+
 def progress_enabled(stream: TextIO | None = None) -> bool:
     """Whether progress should be drawn on ``stream`` (default stderr)."""
     force = os.environ.get("PTO_PROGRESS", "").strip().lower()
-    if force in ("0", "no", "off", "false"):
+    if force in _OFF:
         return False
-    if force in ("1", "yes", "on", "true"):
+    if force in _ON:
         return True
+    if force and force not in _WARNED:       # said once per value, then decided as if unset
+        _WARNED.add(force)
+        warnings.warn(f"PTO_PROGRESS={force!r} is none of {'/'.join(_OFF)} or "
+                      f"{'/'.join(_ON)}: ignored (progress on a terminal only)",
+                      RuntimeWarning, stacklevel=2)
     if os.environ.get("CI", "").strip().lower() not in ("", "0", "false"):
         return False
     if os.environ.get("TERM") == "dumb":

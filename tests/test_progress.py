@@ -45,6 +45,16 @@ def test_environment_can_force_progress_on_or_off(monkeypatch):
     assert not progress_enabled(FakeTTY())
 
 
+def test_an_unknown_value_of_the_environment_is_said_once_and_ignored(monkeypatch):
+    monkeypatch.setenv("PTO_PROGRESS", "Maybe")
+    with pytest.warns(RuntimeWarning, match="PTO_PROGRESS='maybe' is none of 0/no/off/false"):
+        assert progress_enabled(FakeTTY()) and not progress_enabled(io.StringIO())
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        progress_enabled(FakeTTY())                # said already: no second warning
+
+
 def test_scons_callback_shows_the_node_on_a_terminal():
     out = FakeTTY()
     cb = scons_progress_callback(out)
