@@ -50,6 +50,27 @@ def test_a_workload_files_tensor_names_cannot_write_outside_the_directory(tmp_pa
     assert not (tmp_path / "escaped.npy").exists()
 
 
+def test_tensor_files_that_differ_only_in_case_are_refused_before_any_is_written(tmp_path, capsys):
+    """On a case-insensitive file system (macOS, Windows) A.npy and a.npy are one file: the
+    second would overwrite the first."""
+    wl = tmp_path / "wl.py"
+    wl.write_text(textwrap.dedent("""\
+        import numpy as np
+        from pto_core.workload import Dense, Tensor, parallel_for, task
+        x = Tensor("x")
+        def inc(args):
+            return 0
+        def build_workload():
+            return parallel_for(Dense(2), lambda i: task(inc, [x.update(i, 0, 1, 4)]))
+        def inputs():
+            return {"x": np.zeros((2, 4), np.float32), "X": np.ones((1, 1))}
+        """))
+    rc, out, err = pto_run(capsys, wl, "--output-dir", tmp_path / "out")
+    assert rc == 1, out + err
+    assert "cannot write tensors 'x' and 'X'" in err and "differ only in case" in err
+    assert not (tmp_path / "out").exists() or not any((tmp_path / "out").iterdir())
+
+
 @pytest.mark.parametrize("options, named", [
     (("--trace", "t.json"), "--trace"), (("--stats",), "--stats"),
     (("--timeout", "5"), "--timeout"), (("--engine", "starpu"), "--engine"),

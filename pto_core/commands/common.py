@@ -165,11 +165,18 @@ def load_with_settings(path: Path, items: list[str],
 def write_tensors(directory: Path, tensors: Mapping[str, np.ndarray]) -> None:
     """Each tensor to ``directory/<name>.npy``, the directory made where missing. A name that is
     not an identifier (a workload file's ``inputs()`` names them: ``../x`` would be a path out of
-    the directory) or a directory that cannot be written is a PTOError."""
+    the directory), two names that differ only in case (one file on a case-insensitive file
+    system: macOS, Windows) or a directory that cannot be written is a PTOError, before any
+    file is written."""
+    folded: dict[str, str] = {}
     for name in tensors:
         if not is_identifier(name):
             raise PTOError(f"cannot write tensor {name!r} to {directory}/: a tensor name is an "
                            f"identifier (letters, digits, '_')")
+        other = folded.setdefault(name.casefold(), name)
+        if other != name:
+            raise PTOError(f"cannot write tensors {other!r} and {name!r} to {directory}/: their "
+                           f"files differ only in case, one file on a case-insensitive file system")
     try:
         directory.mkdir(parents=True, exist_ok=True)
         for name, a in tensors.items():
