@@ -31,9 +31,10 @@ def test_a_directory_that_cannot_be_made_is_an_error(tmp_path, capsys, option):
     assert f"cannot write the tensors to {tmp_path / 'file' / 'out'}/: Not a directory" in err
 
 
-def test_a_workload_files_tensor_names_cannot_write_outside_the_directory(tmp_path, capsys):
+def workload_with_output(tmp_path, name: str) -> Path:
+    """A workload file whose inputs() gives tensor ``x`` and a second one named ``name``."""
     wl = tmp_path / "wl.py"
-    wl.write_text(textwrap.dedent("""\
+    wl.write_text(textwrap.dedent(f"""\
         import numpy as np
         from pto_core.workload import Dense, Tensor, parallel_for, task
         x = Tensor("x")
@@ -42,8 +43,13 @@ def test_a_workload_files_tensor_names_cannot_write_outside_the_directory(tmp_pa
         def build_workload():
             return parallel_for(Dense(2), lambda i: task(inc, [x.update(i, 0, 1, 4)]))
         def inputs():
-            return {"x": np.zeros((2, 4), np.float32), "../escaped": np.ones((1, 1))}
+            return {{"x": np.zeros((2, 4), np.float32), {name!r}: np.ones((1, 1))}}
         """))
+    return wl
+
+
+def test_a_workload_files_tensor_names_cannot_write_outside_the_directory(tmp_path, capsys):
+    wl = workload_with_output(tmp_path, "../escaped")
     rc, out, err = pto_run(capsys, wl, "--output-dir", tmp_path / "out")
     assert rc == 1, out + err
     assert "cannot write tensor '../escaped'" in err and "a tensor name is an identifier" in err
@@ -51,21 +57,10 @@ def test_a_workload_files_tensor_names_cannot_write_outside_the_directory(tmp_pa
 
 
 def test_tensor_files_that_differ_only_in_case_are_refused_before_any_is_written(tmp_path, capsys):
-    """On a case-insensitive file system (macOS, Windows) A.npy and a.npy are one file: the
+    """On a case-insensitive file system (macOS, Windows) X.npy and x.npy are one file: the
     second would overwrite the first."""
-    wl = tmp_path / "wl.py"
-    wl.write_text(textwrap.dedent("""\
-        import numpy as np
-        from pto_core.workload import Dense, Tensor, parallel_for, task
-        x = Tensor("x")
-        def inc(args):
-            return 0
-        def build_workload():
-            return parallel_for(Dense(2), lambda i: task(inc, [x.update(i, 0, 1, 4)]))
-        def inputs():
-            return {"x": np.zeros((2, 4), np.float32), "X": np.ones((1, 1))}
-        """))
-    rc, out, err = pto_run(capsys, wl, "--output-dir", tmp_path / "out")
+    rc, out, err = pto_run(capsys, workload_with_output(tmp_path, "X"), "--output-dir",
+                           tmp_path / "out")
     assert rc == 1, out + err
     assert "cannot write tensors 'x' and 'X'" in err and "differ only in case" in err
     assert not (tmp_path / "out").exists() or not any((tmp_path / "out").iterdir())
