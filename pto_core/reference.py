@@ -844,7 +844,7 @@ class _Translator:
             "_part_arg": _part_arg, "_interleave": _interleave, "_deinterleave": _deinterleave,
             "_operator": operator,
             "_TC": TaskCall, "_RG": Region, "PTOError": PTOError, "_errloop": _loop_error,
-            "_LIMIT": _LIMIT_TEXT,
+            "_LIMIT": _limit_text,
             "_IM": Intermediate,
         }
         for t in ElementType:
@@ -1216,7 +1216,7 @@ def _loop_error(function: str, loop: For | While, msg: str) -> None:
 MAX_LOOP_ITERATIONS = 1 << 24
 
 
-def _LIMIT_TEXT(kind: str, before: int) -> str:
+def _limit_text(kind: str, before: int) -> str:
     """The end of the message of a loop past :data:`MAX_LOOP_ITERATIONS`."""
     if kind == "o":
         where, after = "an orchestration walks", ""
@@ -1242,7 +1242,7 @@ class _LoopBudget:
         self.walked += n
         if self.walked > MAX_LOOP_ITERATIONS:
             _loop_error(function, loop, f"the loop runs {n} times"
-                        + _LIMIT_TEXT("o", self.walked - n))
+                        + _limit_text("o", self.walked - n))
 
 
 _PLANS: dict[tuple[int, ...], _Plan] = {}

@@ -45,6 +45,7 @@ from typing import Any, Mapping, Optional
 
 import numpy as np
 
+from ..codegen.cnames import c_string
 from ..codegen.cstyle import c_literal
 from ..errors import PTOError
 from ..names import is_identifier
@@ -70,11 +71,6 @@ def _i64(v: Any, what: str) -> str:
     """An integer of the workload as a C int64 literal, or PTOError naming ``what``."""
     return c_literal(_int(v, f"{what} (compiling to C)", *_I64), "int64_t")
 
-
-def _c_string(text: str) -> str:
-    """``text`` as a C string literal (printable ASCII kept, the rest in octal escapes)."""
-    return '"' + "".join(ch if 32 <= ord(ch) < 127 and ch not in '"\\?' else f"\\{b:03o}"
-                         for ch in text for b in ch.encode()) + '"'
 
 # The C every generated enumerator starts with: growable sets of tickets (a node's sinks),
 # Python's floor division, checked table look-ups, and the task emission through the thread's
@@ -895,7 +891,7 @@ def emit_c(workload: Node) -> CompiledWorkload:
              .replace("SPLIT", "1" if split else "0")
              .replace("NTENSORS_USED", str(len(g.tensors)))
              .replace("NTENSORS", str(max(1, len(g.tensors)))))
-    loops = ", ".join(map(_c_string, g.loops)) or '""'
+    loops = ", ".join(map(c_string, g.loops)) or '""'
     src = "\n".join([*head[:1], f"static const char* const k_names[] = {{{names}}};",
                      f"static const char* const k_loops[] = {{{loops}}};", *head[1:],
                      *protos, *g.funcs, entry])
