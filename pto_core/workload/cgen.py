@@ -373,6 +373,7 @@ class _Gen:
     logs: dict = field(default_factory=dict)           # id(task) -> (check, log) masks (plan)
     tasks: set = field(default_factory=set)            # the nodes that are tasks (nK with a tK)
     loops: list = field(default_factory=list)          # the loops' names in errors (k_loops)
+    written: set = field(default_factory=set)          # tensors some task writes (out, inout)
 
     def loop(self, n: Loop) -> int:
         """The index of loop ``n``'s name in the C's ``k_loops``."""
@@ -560,6 +561,7 @@ class _Gen:
                 tensors |= 1 << min(ti, 63)
                 if a.mode != "in":
                     writes |= 1 << len(args)
+                    self.written.add(a.tensor)
                 inside.append(f"region_inside(&a[{len(args)}], c->lim[{2 * ti}], c->lim[{2 * ti + 1}])")
                 args.append(f"{{c->kind[{4 * ti} + {_MODE[a.mode]}], c->tensor[{ti}], {self.expr(a.row)}, "
                             f"{self.expr(a.col)}, {self.expr(a.rows)}, {self.expr(a.cols)}, 0}}")
@@ -765,6 +767,7 @@ class CompiledWorkload:
     sizes: list
     kernels: list
     splits: bool = False            # the workload is one parallel_for (threads, structural)
+    written: frozenset = frozenset()    # the tensors some task writes
     _libs: dict = field(default_factory=dict)       # engine -> the loaded enumerator
     _dir: Any = None
 
@@ -839,6 +842,9 @@ class CompiledWorkload:
             a = tensors[n]
             if not (isinstance(a, np.ndarray) and a.ndim == 2 and a.flags.c_contiguous):
                 raise PTOError(f"tensor '{n}': a C-contiguous 2-D numpy array")
+            if n in self.written and not a.flags.writeable:     # the kernels would write it anyway
+                raise PTOError(f"tensor '{n}': the workload writes it, but the array given for "
+                               f"it is read-only")
             arrs.append(a)
             ct[k] = PTOTensor(a.ctypes.data, a.shape[0], a.shape[1], a.shape[1], a.itemsize,
                               None)
@@ -896,7 +902,7 @@ def emit_c(workload: Node) -> CompiledWorkload:
                      f"static const char* const k_loops[] = {{{loops}}};", *head[1:],
                      *protos, *g.funcs, entry])
     return CompiledWorkload(src, list(g.tensors), list(g.sizes), list(g.kernels),
-                            split is not None)
+                            split is not None, frozenset(g.written))
 
 
 def compile_c(workload: Node) -> CompiledWorkload:

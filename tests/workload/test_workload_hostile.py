@@ -281,6 +281,27 @@ def test_a_c_expression_past_int64_is_refused_not_wrapped(kw, row, sizes, msg):
             compile_c(w).enumerate(rt, {"x": np.zeros((4, 4), np.float32)}, **kw, **sizes)
 
 
+@pytest.mark.parametrize("kw", [{}, {"threads": 2}])
+def test_a_read_only_array_of_a_tensor_the_c_enumerator_writes_is_refused(kw):
+    """As the Python path refuses it (Runtime.add_output: 'the array is read-only'), the C
+    enumerator refuses a read-only array for a tensor a task writes, before any task is
+    submitted; before, its kernels wrote into the read-only memory (a read-only memory map: a
+    crash). A read-only array of a tensor the tasks only read is taken."""
+    from pto_core.runtime import Runtime
+    o = Tensor("o")
+    cw = compile_c(parallel_for(Dense(4), lambda i: task("k", [x.read(i, 0, 1, 8), o.write(i, 0, 1, 8)])))
+    fixed = np.zeros((4, 8), np.float32)
+    fixed.setflags(write=False)
+    with Runtime(num_workers=0, dry_run=True) as rt:
+        with pytest.raises(PTOError, match="tensor 'o': the workload writes it, but the array given "
+                                           "for it is read-only"):
+            cw.enumerate(rt, {"x": np.zeros((4, 8), np.float32), "o": fixed}, **kw)
+        assert rt.stats().tasks_submitted == 0
+    with Runtime(num_workers=0, dry_run=True) as rt:
+        cw.enumerate(rt, {"x": fixed, "o": np.zeros((4, 8), np.float32)}, **kw)
+        assert rt.stats().tasks_submitted == 4
+
+
 def test_a_c_remainder_by_minus_one_is_zero():
     """INT64_MIN % -1 is 0 in Python; in C the division trapped (SIGFPE)."""
     from pto_core.runtime import Runtime
