@@ -635,7 +635,7 @@ static void split_stop(Split* sp, uint64_t k) {
 /* `at`: the offset of the iteration being enumerated when the share's error came (an error of
  * the runtime's, reported as a batch enters, is a task's of that iteration or an earlier one). */
 typedef struct __attribute__((aligned(64))) {       /* no line shared with another thread's */
-    Ctx c; Split* sp; uint64_t at; int rc; _Atomic int why_set; char why[256];
+    Ctx c; Split* sp; uint64_t at; int rc; _Atomic int why_set;
 } Share;
 
 /* Chunks of the outermost parallel_for's iterations, on this share's submitter. */
@@ -716,13 +716,16 @@ int pto_workload_enumerate(PTORuntime* rt, const PTOTensor* tensors, const int64
     atomic_init(&sp.limit, sp.n);
     Share sh[MAX_THREADS];
     pthread_t th[MAX_THREADS];
+    /* each share's own message, so that the one shown is that of the error returned: as long as
+     * the caller's, so that it is the message one thread gives */
+    char* whys = c->why ? calloc((size_t)threads, (size_t)why_cap) : NULL;
+    if (c->why && !whys) return PTO_ENOMEM;
     int started = 0, rc = PTO_OK;
     for (int k = 0; k < threads; k++) {
         sh[k].c = *c;
         sh[k].sp = &sp; sh[k].at = 0; sh[k].rc = PTO_OK;
-        /* a share's own message, so that the one shown is that of the error returned */
-        sh[k].why[0] = 0; atomic_init(&sh[k].why_set, 0);
-        if (c->why) { sh[k].c.why = sh[k].why; sh[k].c.why_cap = sizeof sh[k].why; sh[k].c.why_set = &sh[k].why_set; }
+        atomic_init(&sh[k].why_set, 0);
+        if (c->why) { sh[k].c.why = whys + (size_t)k * (size_t)why_cap; sh[k].c.why_set = &sh[k].why_set; }
         if (!(sh[k].c.sub = pto_submitter_open(rt))) { rc = PTO_EINVAL; break; }
         if (k > 0 && pthread_create(&th[k], NULL, share_main, &sh[k]) != 0) {
             pto_submitter_close(sh[k].c.sub);
@@ -743,7 +746,7 @@ int pto_workload_enumerate(PTORuntime* rt, const PTOTensor* tensors, const int64
         const int r = pto_submitter_flush(sh[k].c.sub);
         err[k] = r < 0 ? r : sh[k].rc;
         if (err[k] < 0 && (first < 0 || sh[k].at < sh[first].at)) first = k;
-        if (r < 0) sh[k].why[0] = 0;           /* (the runtime's message, not the share's own) */
+        if (r < 0 && whys) sh[k].c.why[0] = 0;     /* (the runtime's message, not the share's own) */
     }
     for (int k = 0; k < started; k++)
         if (k != first) pto_submitter_close(sh[k].c.sub);
@@ -751,9 +754,10 @@ int pto_workload_enumerate(PTORuntime* rt, const PTOTensor* tensors, const int64
         pto_submitter_close(sh[first].c.sub);
         if (rc == PTO_OK) {
             rc = err[first];
-            if (c->why) snprintf(why, (size_t)why_cap, "%s", sh[first].why);
+            if (c->why) memcpy(why, sh[first].c.why, (size_t)why_cap);
         }
     }
+    free(whys);
     return rc;
 }
 """

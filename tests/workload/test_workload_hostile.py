@@ -492,6 +492,25 @@ def test_the_c_iteration_bound_is_the_callers_and_counts_nested_loops_together(k
             compile_c(w).enumerate(rt, tensors, max_iterations=-1)
 
 
+def test_a_long_c_enumeration_message_is_whole_on_threads_as_on_one():
+    """The enumerator's own message of a failure, with long names in it (a loop bound of two
+    128-character sizes), is the same whole message on two threads as on one; before, a share's
+    message went through a 256-byte buffer of its own and was cut there."""
+    from pto_core.runtime import Runtime
+    a, b = "a" * 128, "b" * 128
+    w = parallel_for(Dense(2), lambda i: Loop("sequential", "i1", Const(0), Param(a) + Param(b),
+                                              task("k", [x.write(i, 0, 1, 1)])))
+    msgs = []
+    for threads in (1, 2):
+        with Runtime(num_workers=0, dry_run=True) as rt:
+            with pytest.raises(PTOError) as e:
+                compile_c(w).enumerate(rt, {"x": np.zeros((4, 4), np.float32)}, threads=threads,
+                                       max_iterations=4, **{a: 2, b: 2})
+            msgs.append(re.sub(r"after \d+ of", "after N of", str(e.value)))
+    assert re.search(_ITER.format(4) + r"\)$", msgs[0]) and len(msgs[0]) > 400, msgs[0]
+    assert msgs[1] == msgs[0]
+
+
 # ----------------------------------------------------------------- enumeration in Python
 @pytest.mark.parametrize("w, sizes, msg", [
     (parallel_for(Dense(2**40), lambda i: task("k", [x.write(i, 0, 1, 4)])), {},
