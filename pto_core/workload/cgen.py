@@ -805,7 +805,9 @@ class CompiledWorkload:
                   scope_depth: int = 0, max_iterations: Optional[int] = None, **sizes: int) -> None:
         """Submit the workload's tasks to ``rt`` (a :class:`pto_core.runtime.Runtime`):
         ``tensors`` by name (C-contiguous 2-D arrays), ``kernels`` by name (C function
-        addresses; missing ones NULL), DenseDyn ``sizes`` by name.
+        addresses; missing ones NULL), DenseDyn ``sizes`` by name. The array of a tensor that a
+        task of the workload writes (an ``out`` or ``inout`` region anywhere in it, whichever
+        branch the sizes take) must be writable.
 
         ``intermediates``: tensors the workload creates and consumes, by name with their
         element size in bytes - not arrays of the caller but runtime-owned
