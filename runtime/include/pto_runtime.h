@@ -420,7 +420,8 @@ int pto_task_add_tile(PTORuntime* rt, int32_t task, int32_t kind, int32_t tiles,
 #define PTO_SUBMIT_BATCH 64
 #define PTO_TICKET(k) ((int32_t)(-1 - (int64_t)(k)))
 typedef struct PTOSubmitter PTOSubmitter;
-/* NULL on a bad runtime (or one that ran or was shut down) or without memory. */
+/* NULL on a bad runtime (or one that ran or was shut down) or without memory: pto_last_error
+ * says which (not for a NULL rt). */
 PTOSubmitter* pto_submitter_open(PTORuntime* rt);
 /* Queue one task; returns its ticket k (>= 0: this submitter's k-th task) or a negative error. */
 int64_t pto_submitter_task(PTOSubmitter* s, const char* func_name, PTOKernelFunc func_ptr,

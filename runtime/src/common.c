@@ -354,6 +354,17 @@ int rt_grow_slow(void** p, int32_t* cap, int64_t need, size_t elem) {
     return PTO_OK;
 }
 
+void rt_submitter_open_refused(int code) {
+    if (code == PTO_ESHUTDOWN)
+        rt_fail(code, "pto_submitter_open: the runtime was shut down (pto_runtime_shutdown)");
+    else if (code == PTO_ESTATE)
+        rt_fail(code, "pto_submitter_open: this runtime has run (pto_runtime_run): it takes no more tasks");
+    else if (code == PTO_ENOMEM)
+        rt_fail(code, "pto_submitter_open: out of memory");
+    else
+        rt_fail(code, "pto_submitter_open: the runtime takes no more tasks after an error (%s)", pto_strerror(code));
+}
+
 int rt_range_ids_check(const char* func_name, int64_t tiles, int32_t next_id) {
     if (tiles <= (int64_t)INT32_MAX - next_id) return PTO_OK;
     return rt_fail(PTO_ENOMEM, "pto_task_submit_range '%s': %lld tiles submitted one task each need more task ids "

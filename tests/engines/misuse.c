@@ -7,7 +7,8 @@
  * under UBSan); pto_runtime_config_default(NULL) does nothing; a range of more tiles than task
  * ids are left, submitted tile by tile, is refused at once; pto_task_range of an id never issued is
  * PTO_ETASKID; after pto_runtime_shutdown the calls that build are PTO_ESHUTDOWN; a kernel's
- * pto_runtime_shutdown of its own runtime is PTO_ESTATE, and so is a run with a submitter open. */
+ * pto_runtime_shutdown of its own runtime is PTO_ESTATE, and so is a run with a submitter open;
+ * pto_submitter_open refused (NULL) says why in pto_last_error. */
 #include "common.h"
 
 #include <stdatomic.h>
@@ -132,6 +133,7 @@ static void after_shutdown(int workers) {
     EXPECT(pto_runtime_set_temp_allocator(rt, no_alloc, no_free, NULL) == PTO_ESHUTDOWN);
     EXPECT(pto_task_submit_v(rt, "late", nop, 0, PTO_WORKER_ANY, NULL, 0) == PTO_ESHUTDOWN);
     EXPECT(pto_submitter_open(rt) == NULL);
+    EXPECT(strstr(pto_last_error(), "pto_submitter_open") && strstr(pto_last_error(), "shut down"));
     EXPECT(pto_runtime_run(rt) == PTO_ESHUTDOWN);
     PTORuntimeStats st;
     EXPECT(pto_runtime_get_stats(rt, &st) == PTO_OK && st.tasks_submitted == 0);
@@ -181,7 +183,10 @@ static void run_with_a_submitter_open(int workers) {
     EXPECT(pto_runtime_run(rt) == PTO_ESTATE);
     EXPECT(strstr(pto_last_error(), "1 submitter(s) still open") != NULL);
     EXPECT(pto_submitter_close(s) == PTO_OK);
-    EXPECT(run_and_destroy(rt, PTO_OK) == PTO_OK);
+    EXPECT(pto_runtime_run(rt) == PTO_OK);
+    EXPECT(pto_submitter_open(rt) == NULL);      /* ran: it says so (the NULL is all the caller gets) */
+    EXPECT(strstr(pto_last_error(), "pto_submitter_open") && strstr(pto_last_error(), "has run"));
+    pto_runtime_destroy(rt);
     EXPECT(atomic_load(&g_queued_ran) == 1);
 }
 
