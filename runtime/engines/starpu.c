@@ -1515,7 +1515,7 @@ int engine_check_building(PTORuntime* rt) { return check_building(rt); }
 int engine_submitter_count(PTORuntime* rt, int delta) {
     pthread_mutex_lock(&rt->submit_mu);
     int rc = delta > 0 ? check_building(rt) : PTO_OK;
-    if (rc < 0) rt_submitter_open_refused(rc);
+    if (rc < 0) rt_refused("pto_submitter_open", rc);
 #ifdef PTO_ENGINE_MPI
     /* every rank must register the same regions in the same order: one thread submits */
     if (rc == PTO_OK && delta > 0 && rt->submitters > 0)

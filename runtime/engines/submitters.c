@@ -88,7 +88,7 @@ static int enter(PTOSubmitter* s, int wait, int32_t upto) {
 PTOSubmitter* pto_submitter_open(PTORuntime* rt) {
     if (!rt || engine_submitter_count(rt, 1) < 0) return NULL;   /* (its message says why) */
     PTOSubmitter* s = calloc(1, sizeof *s);
-    if (!s) { engine_submitter_count(rt, -1); rt_submitter_open_refused(PTO_ENOMEM); return NULL; }
+    if (!s) { engine_submitter_count(rt, -1); rt_refused("pto_submitter_open", PTO_ENOMEM); return NULL; }
     s->rt = rt;
     return s;
 }

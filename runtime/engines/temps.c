@@ -69,7 +69,8 @@ const PTOTensor* pto_temp_tensor(PTORuntime* rt, const char* name, int32_t elem_
         rt_fail(PTO_EINVAL, "pto_temp_tensor: element size %d is not 1, 2, 4 or 8", (int)elem_size);
         return NULL;
     }
-    if (engine_check_building(rt) < 0) return NULL;
+    const int rc = engine_check_building(rt);
+    if (rc < 0) { rt_refused("pto_temp_tensor", rc); return NULL; }
     Temps* T = temps_of(rt, true);
     Temp* t = T ? calloc(1, sizeof *t) : NULL;
     if (!t || !(t->name = strdup(name ? name : "temp"))) {

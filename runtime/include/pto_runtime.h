@@ -532,8 +532,9 @@ void    pto_runtime_set_range_executor(PTORuntime* rt, int on);
  * sizes (at least 64 bytes), and heap_bytes counts them so.
  * Stats: temp_bytes, peak_temp_bytes, temp_buffers, heap_full_waits.
  *
- * pto_temp_tensor returns NULL on a bad argument, after the run, or without memory; the tensor
- * belongs to the innermost open scope and dies at its end. The handle is only for TEMP_* kinds. */
+ * pto_temp_tensor returns NULL on a bad argument, after the run or a shutdown (pto_last_error says
+ * which), or without memory; the tensor belongs to the innermost open scope and dies at its end.
+ * The handle is only for TEMP_* kinds. */
 const PTOTensor* pto_temp_tensor(PTORuntime* rt, const char* name, int32_t elem_size);
 /* Open a scope: returns its depth (>= 1) or a negative error. */
 int pto_scope_begin(PTORuntime* rt);

@@ -354,15 +354,15 @@ int rt_grow_slow(void** p, int32_t* cap, int64_t need, size_t elem) {
     return PTO_OK;
 }
 
-void rt_submitter_open_refused(int code) {
+void rt_refused(const char* call, int code) {
     if (code == PTO_ESHUTDOWN)
-        rt_fail(code, "pto_submitter_open: the runtime was shut down (pto_runtime_shutdown)");
+        rt_fail(code, "%s: the runtime was shut down (pto_runtime_shutdown)", call);
     else if (code == PTO_ESTATE)
-        rt_fail(code, "pto_submitter_open: this runtime has run (pto_runtime_run): it takes no more tasks");
+        rt_fail(code, "%s: this runtime has run (pto_runtime_run): it takes no more tasks", call);
     else if (code == PTO_ENOMEM)
-        rt_fail(code, "pto_submitter_open: out of memory");
+        rt_fail(code, "%s: out of memory", call);
     else
-        rt_fail(code, "pto_submitter_open: the runtime takes no more tasks after an error (%s)", pto_strerror(code));
+        rt_fail(code, "%s: the runtime takes no more tasks after an error (%s)", call, pto_strerror(code));
 }
 
 int rt_range_ids_check(const char* func_name, int64_t tiles, int32_t next_id) {

@@ -80,10 +80,10 @@ int rt_tile_fail(const char* call, const char* func_name, int64_t h, int64_t i, 
 /* pto_task_add_tile's kind for task func_name: 1 a tile kind (slots and access), 0 PTO_ARG_INPUT/
  * OUTPUT/INOUT (the access alone), or PTO_EINVAL with its message. */
 int rt_tile_add_kind(const char* func_name, int32_t kind);
-/* pto_submitter_open refused (it returns NULL, no code): pto_last_error says why - `code`, what the
- * engine's building check gave (PTO_ESHUTDOWN, PTO_ESTATE after the run, a halted run's code), or
- * PTO_ENOMEM. */
-void rt_submitter_open_refused(int code);
+/* A building call that returns a handle (pto_submitter_open, pto_temp_tensor: NULL, no code) refused:
+ * pto_last_error says why, naming `call` - `code`, what the engine's building check gave
+ * (PTO_ESHUTDOWN, PTO_ESTATE after the run, a halted run's code), or PTO_ENOMEM. */
+void rt_refused(const char* call, int code);
 /* A range of `tiles` submitted tile by tile takes a task id per tile: PTO_OK when that many are
  * left after next_id (ids end at INT32_MAX), else PTO_ENOMEM with the message naming the range -
  * at once, not after 2^31 submissions (a range of INT64_MAX tiles would never end). */

@@ -331,7 +331,9 @@ static int heap_fail(int code, const char* fmt, ...) {
 }
 
 const PTOTensor* pto_temp_tensor(PTORuntime* rt, const char* name, int32_t elem_size) {
-    if (!rt || elem_size <= 0 || rt_check_building(rt) < 0) return NULL;
+    if (!rt || elem_size <= 0) return NULL;
+    const int rc = rt_check_building(rt);
+    if (rc < 0) { rt_refused("pto_temp_tensor", rc); return NULL; }
     if (!rt->heap && heap_init(rt) < 0) return NULL;
     PTOHeap* h = rt->heap;
     pthread_mutex_lock(&h->mu);

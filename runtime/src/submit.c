@@ -148,14 +148,14 @@ PTOSubmitter* pto_submitter_open(PTORuntime* rt) {
     if (!rt) return NULL;
     int rc = rt_check_building(rt);
     PTOSubmitter* s = rc < 0 ? NULL : calloc(1, sizeof *s);
-    if (!s) { rt_submitter_open_refused(rc < 0 ? rc : PTO_ENOMEM); return NULL; }
+    if (!s) { rt_refused("pto_submitter_open", rc < 0 ? rc : PTO_ENOMEM); return NULL; }
     s->rt = rt;
     s->bad = -1;
     s->pred_max = -1;
     pthread_mutex_lock(&rt->submit_mu);
     rc = tm_shards_open(rt);
     pthread_mutex_unlock(&rt->submit_mu);
-    if (rc < 0) { free(s); rt_submitter_open_refused(rc); return NULL; }
+    if (rc < 0) { free(s); rt_refused("pto_submitter_open", rc); return NULL; }
     s->sharded = rc == 1 && !rt->t3;
     atomic_fetch_add(&rt->submitters_open, 1);
     return s;

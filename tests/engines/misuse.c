@@ -8,7 +8,7 @@
  * ids are left, submitted tile by tile, is refused at once; pto_task_range of an id never issued is
  * PTO_ETASKID; after pto_runtime_shutdown the calls that build are PTO_ESHUTDOWN; a kernel's
  * pto_runtime_shutdown of its own runtime is PTO_ESTATE, and so is a run with a submitter open;
- * pto_submitter_open refused (NULL) says why in pto_last_error. */
+ * pto_submitter_open and pto_temp_tensor refused (NULL) say why in pto_last_error. */
 #include "common.h"
 
 #include <stdatomic.h>
@@ -128,6 +128,7 @@ static void after_shutdown(int workers) {
     EXPECT(pto_tensor_tiles(rt, &x, 2, 2) == PTO_ESHUTDOWN);
     EXPECT(pto_tensor_tiles(rt, &x, 1, 1) == PTO_ESHUTDOWN);
     EXPECT(pto_temp_tensor(rt, "t", 4) == NULL);
+    EXPECT(strstr(pto_last_error(), "pto_temp_tensor") && strstr(pto_last_error(), "shut down"));
     EXPECT(pto_scope_begin(rt) == PTO_ESHUTDOWN);
     EXPECT(pto_scope_end(rt) == PTO_ESHUTDOWN);
     EXPECT(pto_runtime_set_temp_allocator(rt, no_alloc, no_free, NULL) == PTO_ESHUTDOWN);
