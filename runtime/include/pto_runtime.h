@@ -247,10 +247,11 @@ int         pto_runtime_init(PTORuntime** out, const PTORuntimeConfig* cfg); /* 
 /* Stop: waits for running kernels (until the deadline, if any), joins workers; later calls
  * return PTO_ESHUTDOWN. Dump and stats keep working until destroy. Idempotent. From another
  * thread during pto_runtime_run: cancels the run and returns once the run has returned. From a
- * task of the run (its kernel, an executor call): PTO_ESTATE, nothing done - it would wait for
- * itself (pto_runtime_cancel stops the run from there). */
+ * task of the runtime (its kernel, an executor call; in pto_runtime_run, or on the orchestrating
+ * thread that runs it while it builds): PTO_ESTATE, nothing done - it would wait for itself
+ * (pto_runtime_cancel stops the run from there). */
 int         pto_runtime_shutdown(PTORuntime* rt);
-/* Shutdown + free (nothing where the shutdown is PTO_ESTATE: from a task of the run). Memory an
+/* Shutdown + free (nothing where the shutdown is PTO_ESTATE: from a task of the runtime). Memory an
  * abandoned kernel may still touch (its worker's bookkeeping, the descriptors of abandoned
  * asynchronous tasks) is freed when the last of them returns. */
 void        pto_runtime_destroy(PTORuntime* rt);

@@ -378,6 +378,10 @@ struct PTORuntime {
     pthread_mutex_t ctl_mu;  pthread_cond_t ctl_cv;   /* run vs. shutdown from another thread */
     bool            run_active, shutting;
     pthread_t       run_thread;     /* the thread in pto_runtime_run while run_active */
+    /* 1 while the orchestrating thread (builder_thread) may run tasks of rt as it builds - it waits
+     * for a window slot or a retirement, inline or caller-runs: a kernel there is a task of rt too */
+    _Atomic int32_t builder_serving;
+    _Atomic(pthread_t) builder_thread;
     _Atomic int32_t submitters_open;   /* pto_submitter_open minus _close: the run waits for none */
     pthread_mutex_t async_mu;      /* pto_task_complete vs. giving up on asynchronous tasks */
     bool            async_detached;

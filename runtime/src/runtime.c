@@ -205,7 +205,9 @@ _Thread_local PTORuntime* rt_serving;
 int pto_runtime_shutdown(PTORuntime* rt) {
     if (!rt) return PTO_EINVAL;
     pthread_mutex_lock(&rt->ctl_mu);
-    if (rt_serving == rt || (rt->run_active && pthread_equal(rt->run_thread, pthread_self()))) {
+    if (rt_serving == rt || (rt->run_active && pthread_equal(rt->run_thread, pthread_self())) ||
+        (atomic_load_explicit(&rt->builder_serving, memory_order_acquire) &&
+         pthread_equal(atomic_load_explicit(&rt->builder_thread, memory_order_relaxed), pthread_self()))) {
         /* a kernel or executor of this runtime's run: the run waits for it, it would wait for the run */
         pthread_mutex_unlock(&rt->ctl_mu);
         return rt_fail(PTO_ESTATE, "pto_runtime_shutdown from a task of this runtime's run (its kernel or "
@@ -335,6 +337,16 @@ static void sleep_until_consumed(PTORuntime* rt, int32_t want) {
     atomic_fetch_sub(&rt->waiters, 1);
 }
 
+/* The orchestrating thread may run tasks of rt while it waits for a slot or a retirement (inline, or
+ * caller-runs): a kernel's pto_runtime_shutdown of rt from there is refused as in the run (a destroy
+ * freed the runtime under the submission that ran the kernel). Plain stores, not the thread-local
+ * rt_serving: that costs a __tls_get_addr call each in the shared library, per task while an
+ * inline build keeps its window full. */
+static inline void builder_serves(PTORuntime* rt, bool on) {
+    if (on) atomic_store_explicit(&rt->builder_thread, pthread_self(), memory_order_relaxed);
+    atomic_store_explicit(&rt->builder_serving, on, memory_order_release);
+}
+
 /* Wait until `need` slots of the window are free. */
 static int free_a_slot(PTORuntime* rt, int32_t need) {
     if (rt->nworkers == 0) {
@@ -399,7 +411,14 @@ static void release_held(PTORuntime* rt) {
 /* heap.c's flow control: wait until the oldest task in flight (submitted, not yet consumed) is
  * consumed - run it here in inline mode. 1: it was; 0: no task is in flight, so waiting cannot
  * free anything; < 0: the run halted or passed its deadline. */
+static int wait_retire(PTORuntime* rt);
 int rt_wait_retire(PTORuntime* rt) {
+    builder_serves(rt, true);
+    const int rc = wait_retire(rt);
+    builder_serves(rt, false);
+    return rc;
+}
+static int wait_retire(PTORuntime* rt) {
     release_held(rt);                         /* a held task may be what holds the memory */
     advance(rt);
     int32_t id = rt->last_alive;
@@ -446,7 +465,9 @@ static int wait_for_slot(PTORuntime* rt, int32_t need) {
     release_held(rt);                         /* a held task may be what frees the slot */
     rt->full_waits++;
     tell_waiting(rt, 1);
+    builder_serves(rt, true);
     int rc = free_a_slot(rt, need);
+    builder_serves(rt, false);
     tell_waiting(rt, 0);
     return rc;
 }

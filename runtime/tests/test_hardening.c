@@ -235,6 +235,35 @@ static void test_shutdown_from_a_kernel(int mode, int workers, int timeout_ms) {
     pto_runtime_destroy(g_self);
 }
 static void shutdown_from_a_core(void) { test_shutdown_from_a_kernel(PTO_MODE_THREE_TIER, 2, 0); }
+
+/* A kernel the orchestrating thread runs while it builds (inline, the window full: task 0 runs as
+ * task 4 is submitted) is a task of the runtime too: its pto_runtime_shutdown is PTO_ESTATE and its
+ * pto_runtime_destroy does nothing, and the building goes on. Before, the shutdown went through
+ * (every later submission PTO_ESHUTDOWN) and the destroy freed the runtime under the submission
+ * that ran the kernel (a use after free under ASan). */
+static int32_t k_ends_itself(const int64_t* a) {
+    (void)a;
+    atomic_store(&g_self_rc, pto_runtime_shutdown(g_self));
+    pto_runtime_destroy(g_self);        /* nothing */
+    return 0;
+}
+
+static void test_shutdown_from_a_kernel_run_while_building(void) {
+    PTORuntimeConfig c = config(0);
+    c.task_window = 4;
+    g_self = pto_runtime_create(&c);
+    CHECK(g_self != NULL);
+    if (!g_self) return;
+    atomic_store(&g_self_rc, 1);
+    CHECK_EQ(pto_task_submit_v(g_self, "self", k_ends_itself, 0, PTO_WORKER_ANY, NULL, 0), 0);
+    for (int32_t i = 1; i < 8; i++) CHECK_EQ(pto_task_submit_v(g_self, "after", k_nop, 0, PTO_WORKER_ANY, NULL, 0), i);
+    CHECK_EQ(atomic_load(&g_self_rc), PTO_ESTATE);      /* task 0 ran as task 4 was submitted */
+    CHECK_EQ(pto_runtime_run(g_self), PTO_OK);
+    PTORuntimeStats st;
+    CHECK_EQ(pto_runtime_get_stats(g_self, &st), PTO_OK);
+    CHECK_EQ(st.tasks_completed, 8);
+    pto_runtime_destroy(g_self);
+}
 static void shutdown_from_a_deadline_worker(void) { test_shutdown_from_a_kernel(PTO_MODE_WORKERS, 0, 60000); }
 
 static _Atomic int g_reader_ran;
@@ -514,6 +543,7 @@ int main(int argc, char** argv) {
     RUN("array_growth", test_array_growth_refuses_past_2_to_the_30());
     RUN("shutdown_from_a_kernel", run_bounded("shutdown_from_a_core", shutdown_from_a_core, 20));
     RUN("shutdown_from_a_kernel", run_bounded("shutdown_from_a_deadline_worker", shutdown_from_a_deadline_worker, 20));
+    RUN("shutdown_from_a_kernel", run_bounded("shutdown_while_building", test_shutdown_from_a_kernel_run_while_building, 20));
     RUN("trace_after_shutdown", test_trace_after_shutdown(PTO_MODE_WORKERS));
     RUN("trace_after_shutdown", test_trace_after_shutdown(PTO_MODE_THREE_TIER));
     RUN("failed_temp_output", test_failed_temp_output_publishes_no_writer());
