@@ -19,8 +19,8 @@ written by hand, for tests and tools) go through the same SCons build.
 
 File names are fixed by the driver (so a build tool can know them before generating):
 kernels ``<function><kernel_suffix>`` (``<function>.<n><kernel_suffix>`` where another file's
-name differs only in case), ``<module>_orch.c``, ``<module>_binding<host_suffix>``,
-``<module>_host.c``.
+stem, the name of its object, differs only in case), ``<module>_orch.c``,
+``<module>_binding<host_suffix>``, ``<module>_host.c``.
 
 >>> planned_files("arm64", _demo_module())                      # doctest: +SKIP
 GeneratedFiles(kernels=('k.c',), orchestration='demo_orch.c', binding='demo_binding.c', host='demo_host.c')
@@ -97,19 +97,19 @@ def planned_files(target: str, module: Module,
         module, _ = optimise(module, options or CompileOptions(), target)
     m = c_module_name(module)
     host = (f"{m}_orch.c", f"{m}_binding{info.host_suffix}", f"{m}_host.c")
-    # a kernel's file is <function><suffix> unless that name, case aside, is taken (k.c and
-    # K.c are one file on a case-insensitive file system): then <function>.<n><suffix>,
-    # which no identifier spells
-    taken = {f.casefold() for f in host}
+    # a kernel's file is <function><suffix> unless its stem, case aside, is taken: k.c and K.c
+    # are one file on a case-insensitive file system, and m_orch.cu and m_orch.c one object
+    # (m_orch.o); then <function>.<n><suffix>, which no identifier spells
+    taken = {f.rsplit(".", 1)[0].casefold() for f in host}
     kernels = []
     for f in module.functions.values():
         if f.is_incore:
-            name, n = f"{f.name}{info.kernel_suffix}", 0
-            while name.casefold() in taken:
+            stem, n = f.name, 0
+            while stem.casefold() in taken:
                 n += 1
-                name = f"{f.name}.{n}{info.kernel_suffix}"
-            taken.add(name.casefold())
-            kernels.append(name)
+                stem = f"{f.name}.{n}"
+            taken.add(stem.casefold())
+            kernels.append(f"{stem}{info.kernel_suffix}")
     return GeneratedFiles(tuple(kernels), *host)
 
 

@@ -604,6 +604,26 @@ def test_kernels_whose_names_differ_only_in_case_get_files_of_their_own(names, f
     assert len({f.casefold() for f in files_of.all}) == len(files_of.all)
 
 
+def test_a_kernel_named_like_a_host_file_of_another_suffix_gets_an_object_of_its_own(need_target):
+    """A kernel's object file is named by its source's stem: on CUDA (kernels .cu, host files
+    .c) a kernel named m_orch in module m compiled to m_orch.os as the orchestration m_orch.c
+    did, and SCons stopped ('Multiple ways to build the same target'). Its file is
+    m_orch.1.cu now, and the module builds and runs."""
+    import numpy as np
+    m = _kernels_named("m", "m_orch", "M_Binding", "m_host", "k")
+    files = driver.planned_files("cuda_sim", m, optimised=True)
+    assert files.kernels == ("m_orch.1.cu", "M_Binding.1.cu", "m_host.1.cu", "k.cu")
+    stems = [f.rsplit(".", 1)[0].casefold() for f in files.all]
+    assert len(set(stems)) == len(stems)
+    need_target("cuda_sim")
+    entry = PTOFunctionBuilder("run", module=m).not_in_core().memref("a", GM, F32)
+    entry.call("m_orch", {"a": "a"}).call("k", {"a": "a"})
+    entry.build()
+    m.set_entry("run")
+    out = driver.launch("cuda_sim", m, {"a": np.zeros((8, 8), np.float32)}, {})
+    np.testing.assert_array_equal(out["a"], np.full((8, 8), 2.0, np.float32))
+
+
 @pytest.mark.parametrize("data, line, column", [
     (b"func @k() {\n}\n  \xff\n", 3, 3),
     (b"// \xc3\xa9t\xc3\xa9 \xe9\r\nfunc", 1, 8),
