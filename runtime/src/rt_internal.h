@@ -379,6 +379,9 @@ struct PTORuntime {
     bool            run_active, shutting;
     pthread_t       run_thread;     /* the thread in pto_runtime_run while run_active */
     _Atomic int32_t submitters_open;   /* pto_submitter_open minus _close: the run waits for none */
+    /* each open submitter's batch left unpublished (submit.c, RTPending), under submit_mu: a
+     * thread short of room in the window publishes them all (not in the lock's line: read then only) */
+    struct RTPending** pending; int32_t npending, cap_pending;
     pthread_mutex_t async_mu;      /* pto_task_complete vs. giving up on asynchronous tasks */
     bool            async_detached;
     void*           alloc_base;    /* what calloc returned (the runtime is aligned within it) */

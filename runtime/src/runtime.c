@@ -242,7 +242,7 @@ static void rt_free(PTORuntime* rt) {
     rt_tiles_index_free(&rt->tiles_index);
     tm_shards_free(rt);
     for (int32_t i = 0; i < rt->dep_nchunks; i++) rt_block_free(rt->dep_chunks[i], DEP_CHUNK * sizeof(PTODepBlock));
-    free(rt->stages); free(rt->stage_free); free(rt->held);
+    free(rt->stages); free(rt->stage_free); free(rt->held); free(rt->pending);
     if (rt->rec_chunks) {
         for (int i = 0; i < REC_MAX_CHUNKS && rt->rec_chunks[i]; i++) free(rt->rec_chunks[i]);
         free(rt->rec_chunks);
