@@ -78,6 +78,14 @@ def test_dimensions_beyond_32_bits_are_rejected_in_tiles_and_memrefs() -> None:
     parse(KERNEL.replace("<gm,f32>", "<gm,2147483647x8xf32>"))        # the largest is fine
 
 
+@pytest.mark.parametrize("where", ["a_file", "a_file/below"])
+def test_a_build_folder_that_is_a_file_is_a_pto_error_naming_it(tmp_path, where: str) -> None:
+    # was FileExistsError / NotADirectoryError from mkdir, a traceback out of launch and builds
+    (tmp_path / "a_file").write_text("not a folder")
+    with pytest.raises(PTOError, match=rf"build folder '{re.escape(str(tmp_path / where))}': "):
+        driver.build_c_sources("k", {"k.c": "int k(void) { return 0; }"}, tmp_path / where)
+
+
 HUGE_TILE = KERNEL.replace("8x8xf32", "1x2147483647xf32").replace("<gm,f32>", "<gm,1x2147483647xf32>")
 
 
