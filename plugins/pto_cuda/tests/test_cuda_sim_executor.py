@@ -85,6 +85,43 @@ def test_a_second_build_into_one_runtime_is_refused_and_the_first_one_runs(softm
         np.testing.assert_allclose(d.fetch()["output"], want, rtol=1e-5, atol=1e-6)
 
 
+def test_a_closed_device_run_refuses_to_run_or_fetch(softmax):
+    """close() frees the device tensors: a run after it wrote into freed memory."""
+    from pto_core.errors import PTOError
+    lib, module, x, want = softmax
+    d = DeviceRun(lib, module, _tensors(x), {"num_tiles": NUM_TILES})
+    d.run()
+    d.close()
+    for call in (d.run, d.fetch, lambda: d.time_runs(1)):
+        with pytest.raises(PTOError, match="this DeviceRun is closed"):
+            call()
+
+
+@pytest.mark.parametrize("field,value", [("max_hold_us", 2**32), ("num_streams", 2**31),
+                                         ("poll_us", 2.5), ("sm_count", "8"), ("max_batch", -1),
+                                         ("blocks_per_sm", True)])
+def test_a_launch_policy_field_the_int32_struct_cannot_hold_is_refused_by_name(field, value):
+    """The C policy's fields are int32: 2**32 wrapped to 0 (no hold at all), a fraction was
+    truncated; nothing reaches the executor."""
+    import dataclasses
+    from pto_core.errors import PTOError
+    from pto_cuda.launch import set_policy
+
+    class Executor:
+        calls = 0
+
+        def pto_cuda_set_policy(self, policy):
+            self.calls += 1
+            return 0
+
+    ex = Executor()
+    with pytest.raises(PTOError, match=f"invalid launch policy: {field} must be a whole number"):
+        set_policy(ex, dataclasses.replace(LaunchPolicy(), **{field: value}))
+    assert ex.calls == 0
+    set_policy(ex, LaunchPolicy(plan_only=True))
+    assert ex.calls == 1
+
+
 def test_ready_tasks_of_one_kernel_share_launches(softmax):
     """5 kernels x 64 tiles = 320 tasks; all tiles of a stage become ready together, so they
     go out in far fewer launches than tasks (and at most one task per launch when capped)."""
