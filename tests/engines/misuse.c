@@ -184,6 +184,7 @@ static int32_t builds_its_own_runtime(const int64_t* args) {
     bad += pto_task_submit_range(g_own, "inner", nop, 0, PTO_WORKER_ANY, NULL, NULL, 0, 4) != PTO_ESTATE;
     bad += pto_scope_begin(g_own) != PTO_ESTATE;
     bad += pto_tensor_tiles(g_own, &(PTOTensor){g_x, 4, 4, 4, 4, "x"}, 2, 2) != PTO_ESTATE;
+    bad += pto_temp_tensor(g_own, "t", 4) != NULL;
     bad += pto_runtime_run(g_own) != PTO_ESTATE;
     bad += strstr(pto_last_error(), "pto_runtime_run from a task of this runtime") == NULL;
     atomic_store(&g_own_bad, bad);
