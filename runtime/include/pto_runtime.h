@@ -273,7 +273,12 @@ void        pto_runtime_set_caller_runs(PTORuntime* rt, int on);
  * executor holds or runs completes. Thread-safe; 0 without a wait hook. */
 int64_t     pto_runtime_ready_tasks(PTORuntime* rt);
 
-/* ---------------------------------------------------------------- building */
+/* ---------------------------------------------------------------- building
+ * The calls that build (pto_task_*, pto_tensor_tiles, pto_scope_*, pto_temp_tensor,
+ * pto_submitter_open and its batches) and pto_runtime_run, made by a task of the same runtime
+ * (its kernel or executor, on the thread that runs it: a worker, a three-tier core, or the
+ * orchestrating thread running tasks itself), return PTO_ESTATE (NULL for a handle) and add
+ * nothing: the orchestrating thread builds the graph. A task may build and run another runtime. */
 /* Returns a task id >= 0 or a negative error. Blocks while the window is full (flow
  * control); returns PTO_ETASKFAILED at once after a failure. */
 int32_t pto_task_alloc(PTORuntime* rt, const char* func_name, PTOKernelFunc func_ptr,

@@ -60,6 +60,14 @@ int rt_fail(int code, const char* fmt, ...) {
     return code;
 }
 
+int rt_fail_from_task(const char* call) {
+    if (call)
+        return rt_fail(PTO_ESTATE, "%s from a task of this runtime (its kernel or executor): the orchestrating "
+                       "thread runs the graph once it is built", call);
+    return rt_fail(PTO_ESTATE, "a task of this runtime (its kernel or executor) may not add to the runtime's "
+                   "graph: the orchestrating thread builds it (a task may build and run another runtime)");
+}
+
 int64_t rt_now_ns(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);

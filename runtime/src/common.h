@@ -15,6 +15,12 @@ int   rt_fail(int code, const char* fmt, ...) __attribute__((format(printf, 2, 3
 void  rt_clear_error(void);
 char* rt_error_buffer(void);
 
+/* A call made by a task of the runtime's own run, on the thread that runs it (its kernel, its
+ * executor): PTO_ESTATE with the message naming `call` - one that builds the graph (NULL) or
+ * pto_runtime_run. The orchestrating thread builds and runs the graph; a task may build and
+ * run another runtime. */
+int   rt_fail_from_task(const char* call) __attribute__((cold, noinline));
+
 /* CLOCK_MONOTONIC in nanoseconds. */
 int64_t rt_now_ns(void);
 /* The deadline of c->timeout_ms, or of PTO_TIMEOUT (seconds) when it is 0, into *ns (0 = none);

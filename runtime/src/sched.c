@@ -512,6 +512,7 @@ int32_t sched_execute(PTORuntime* rt, PTOTask* t, int32_t worker_index) {
 int sched_run_inline(PTORuntime* rt, int32_t id) {
     PTOTask* t = rt_task(rt, id);
     int32_t rc;
+    rt_orch_serve(rt);
     if (rt->trace) {
         const char* name = t->name;
         int64_t s = trace_now();
@@ -520,6 +521,7 @@ int sched_run_inline(PTORuntime* rt, int32_t id) {
     } else {
         rc = sched_execute(rt, t, -1);
     }
+    rt_orch_served(rt);
     rt->inline_executed++;
     if (rc == PTO_EXEC_ASYNC) {          /* wait for the backend's pto_task_complete */
         atomic_fetch_add(&rt->async_pending, 1);
@@ -582,8 +584,8 @@ static bool caller_may_run(PTORuntime* rt) {
            !rt->cfg.bind_worker_types && rt->cfg.max_running == 0 && rt->timeout_ns == 0;
 }
 
-bool sched_caller_step(PTORuntime* rt) {
-    if (rt->caller_slot < 0 || atomic_load_explicit(&rt->halt, memory_order_acquire)) return false;
+/* One task (or tiles of a range) of the caller's slot, run by the orchestrating thread. */
+static bool caller_step(PTORuntime* rt) {
     PTOWorker* w = &rt->workers[rt->caller_slot];
     int32_t id = pop(rt, w);
     if (id < 0) return range_help(rt, w->index, NULL) > 0;
@@ -600,6 +602,14 @@ bool sched_caller_step(PTORuntime* rt) {
     rt_count(&w->executed);
     sched_finish(rt, id, rc, w);
     return true;
+}
+
+bool sched_caller_step(PTORuntime* rt) {
+    if (rt->caller_slot < 0 || atomic_load_explicit(&rt->halt, memory_order_acquire)) return false;
+    rt_orch_serve(rt);
+    const bool ran = caller_step(rt);
+    rt_orch_served(rt);
+    return ran;
 }
 
 /* The orchestrating thread goes back to building: its retirements are published and the
@@ -933,9 +943,9 @@ static PTOWorker* pool_next(int i) {
 
 /* A worker of w->rt on this thread (a pool thread serves one runtime after another). */
 static void* worker_main(void* arg) {
-    rt_serving = ((PTOWorker*)arg)->rt;
+    PTORuntime* const served = rt_serve(((PTOWorker*)arg)->rt);
     void* r = worker_loop(arg);           /* (w may be freed once it returns: abandoned) */
-    rt_serving = NULL;
+    rt_serving = served;
     return r;
 }
 
