@@ -318,14 +318,21 @@ def launch_dir(target: str, module: Module, options: CompileOptions, *, cross: s
 @contextlib.contextmanager
 def _exclusive(directory: Path) -> Iterator[None]:
     """Hold an exclusive lock on ``directory`` (another process building the same folder
-    waits); no lock where the platform has no ``fcntl``."""
-    directory.mkdir(parents=True, exist_ok=True)
+    waits); no lock where the platform has no ``fcntl``. A folder that cannot be made or
+    locked (a file of that name, no permission) is a PTOError naming it."""
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        lock = open(directory / ".lock", "w")
+    except OSError as e:
+        raise PTOError(f"build folder '{directory}': {e.strerror or e} (give a folder this process may "
+                       f"create and write)") from None
     try:
         import fcntl
     except ImportError:
+        lock.close()
         yield
         return
-    with open(directory / ".lock", "w") as f:
+    with lock as f:
         fcntl.flock(f, fcntl.LOCK_EX)
         try:
             yield

@@ -55,6 +55,7 @@ from __future__ import annotations
 import functools
 import itertools
 import operator
+import os
 import sys
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Iterator, Mapping, NamedTuple
@@ -941,7 +942,7 @@ class _Translator:
                              f"_d_{loc.type.dtype.value})")
             elif isinstance(loc.type, TileType):
                 # tiles are never modified in place, so one shared zero array is enough
-                z = self.const(np.zeros(loc.type.shape, numpy_dtype(loc.type.dtype)))
+                z = self.const(_zero_tile(fn, loc.name, loc.type))
                 lines.append(f"    {_v(loc.name)} = {z}")
 
     # -- InCore ----------------------------------------------------------------------------
@@ -1243,6 +1244,31 @@ class _LoopBudget:
         if self.walked > MAX_LOOP_ITERATIONS:
             _loop_error(function, loop, f"the loop runs {n} times"
                         + _limit_text("o", self.walked - n))
+
+
+def host_memory_bytes() -> int | None:
+    """The host's physical memory, the reference interpreter's limit on one tile (None: unknown)."""
+    try:
+        return int(os.sysconf("SC_PAGE_SIZE")) * int(os.sysconf("SC_PHYS_PAGES"))
+    except (AttributeError, ValueError, OSError):
+        return None
+
+
+def _zero_tile(fn: Function, name: str, t: TileType) -> np.ndarray:
+    """Tile ``name`` of ``fn``, zero. A tile is one numpy array: one larger than the host's
+    memory is refused before anything is allocated (a backend refuses it at its tile buffer),
+    and so is one the allocation fails for."""
+    need = t.shape[0] * t.shape[1] * numpy_dtype(t.dtype).itemsize
+    have = host_memory_bytes()
+    what = f"tile '{name}' ({t.shape[0]}x{t.shape[1]} {t.dtype.value}) needs {need:,} bytes"
+    if have is not None and need > have:
+        raise PTOError(f"{what}, more than this host's memory ({have:,} bytes), where the reference "
+                       f"interpreter holds its tiles (use smaller tiles)", function=fn.name)
+    try:
+        return np.zeros(t.shape, numpy_dtype(t.dtype))
+    except MemoryError:
+        raise PTOError(f"{what}: the reference interpreter could not allocate them (use smaller "
+                       f"tiles)", function=fn.name) from None
 
 
 _PLANS: dict[tuple[int, ...], _Plan] = {}

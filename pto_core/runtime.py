@@ -70,7 +70,8 @@ import numpy as np
 
 from .abi import (ERROR_NAMES, KERNEL, PTO_ARG_INOUT, PTO_ARG_INPUT, PTO_ARG_OUTPUT,
                   PTO_ARG_TEMP_INOUT, PTO_ARG_TEMP_INPUT, PTO_ARG_TEMP_OUTPUT,
-                  PTO_DEFAULT_WINDOW, PTO_EBOUNDS, PTO_EINVAL, PTO_ENOMEM, PTO_ESHUTDOWN, PTO_ETASKFAILED,
+                  PTO_DEFAULT_WINDOW, PTO_EBOUNDS, PTO_EINVAL, PTO_ENOMEM, PTO_ESHUTDOWN, PTO_ESTATE,
+                  PTO_ETASKFAILED,
                   PTO_MODE_ENV, PTO_MODE_THREE_TIER, PTO_MODE_WORKERS,
                   PTO_ETASKID, PTO_MAX_ARGS, PTO_MAX_WORKERS, TASK_STATES, PTORuntimeConfig,
                   PTORuntimeStats, PTOTensor, PTOTraceEvent)
@@ -674,9 +675,12 @@ class Runtime:
         if not isinstance(name, str):
             raise PTORuntimeError(PTO_EINVAL, "task", f"the name is a str, got {type(name).__name__}")
         b = self._names.setdefault(name, name.encode())
-        return self._check(self._lib.pto_task_alloc(
+        task = self._lib.pto_task_alloc(
             self._handle(), b, self._kernel_ptr(fn), _int(buffer_bytes, "buffer_bytes", 0, INT32[1]),
-            _int(worker_type, "worker_type", *INT32)), f"task {name!r}")
+            _int(worker_type, "worker_type", *INT32))
+        if task == PTO_ESTATE:      # why, as the runtime said (run already, or from one of its tasks)
+            raise PTORuntimeError(task, f"task {name!r}", detail=self._last_error())
+        return self._check(task, f"task {name!r}")
 
     alloc = task
 

@@ -78,6 +78,61 @@ def test_dimensions_beyond_32_bits_are_rejected_in_tiles_and_memrefs() -> None:
     parse(KERNEL.replace("<gm,f32>", "<gm,2147483647x8xf32>"))        # the largest is fine
 
 
+@pytest.mark.parametrize("where", ["a_file", "a_file/below"])
+def test_a_build_folder_that_is_a_file_is_a_pto_error_naming_it(tmp_path, where: str) -> None:
+    # was FileExistsError / NotADirectoryError from mkdir, a traceback out of launch and builds
+    (tmp_path / "a_file").write_text("not a folder")
+    with pytest.raises(PTOError, match=rf"build folder '{re.escape(str(tmp_path / where))}': "):
+        driver.build_c_sources("k", {"k.c": "int k(void) { return 0; }"}, tmp_path / where)
+
+
+HUGE_TILE = KERNEL.replace("8x8xf32", "1x2147483647xf32").replace("<gm,f32>", "<gm,1x2147483647xf32>")
+
+
+@pytest.mark.parametrize("target", BACKENDS)
+def test_a_tile_of_2_31_minus_1_elements_is_refused_at_the_targets_tile_buffer(target: str) -> None:
+    # the largest tile verification lets through (8 GiB of f32): each backend names the tile and
+    # its buffer's limit when it generates the kernel, before any compiler or allocation
+    with pytest.raises(PTOError) as info:
+        driver.generate(target, parse(HUGE_TILE), CompileOptions())
+    msg = str(info.value)
+    assert re.search(r"tiles need 85899345\d\d bytes.*(more than the \d+|but \w+ has \d+)", msg), msg
+    assert re.search(r"largest: x \(?1x2147483647", msg), msg
+
+
+def test_a_tile_larger_than_the_host_memory_is_refused_by_the_reference(monkeypatch) -> None:
+    # one numpy array per tile: refused by name before anything is allocated
+    from pto_core import reference
+    monkeypatch.setattr(reference, "host_memory_bytes", lambda: 1 << 20)
+    m = parse(KERNEL.replace("8x8xf32", "512x1024xf32").replace("<gm,f32>", "<gm,512x1024xf32>"))
+    with pytest.raises(PTOError, match=r"tile 'x' \(512x1024 f32\) needs 2,097,152 bytes, more than "
+                                       r"this host's memory \(1,048,576 bytes\)"):
+        run_module(m, {"a": np.zeros((512, 1024), np.float32)})
+
+
+REFERENCE_OUT_OF_MEMORY = """
+import resource, sys, numpy as np
+from pto_core import PTOError
+from pto_core.asm import parse
+from pto_core.reference import run_module
+resource.setrlimit(resource.RLIMIT_AS, (3 << 30, 3 << 30))
+try:
+    run_module(parse(sys.argv[1]), {"a": np.zeros((8, 8), np.float32)})
+except PTOError as e:
+    print("PTOError:", e)
+"""
+
+
+def test_a_tile_the_reference_cannot_allocate_is_a_pto_error() -> None:
+    # 6.4 GB of f32 under a 3 GiB address-space limit: numpy's MemoryError was the traceback
+    text = KERNEL.replace("8x8xf32", "40000x40000xf32")
+    r = subprocess.run([sys.executable, "-c", REFERENCE_OUT_OF_MEMORY, text], capture_output=True,
+                       text=True, timeout=120)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "PTOError: in function 'k': tile 'x' (40000x40000 f32) needs 6,400,000,000 bytes: the " \
+           "reference interpreter could not allocate them" in r.stdout, r.stdout + r.stderr[-3000:]
+
+
 @pytest.mark.parametrize("old,new,col", [
     ("tadds %x, 1.5", "tadds %x, " + "7" * 5000, 18),                 # operand
     ("tload %a[0, 0]", "tload %a[" + "1" * 30 + ", 0]", 17),          # offset

@@ -184,8 +184,10 @@ def test_generated_orchestration_submits_what_the_reference_traces(tmp_path, wor
 @pytest.mark.skipif(shutil.which("gcc") is None, reason="gcc is not installed")
 def test_build_entry_builds_the_graph_into_the_callers_runtime_without_running_it(tmp_path):
     """``pto_module_build_<m>`` submits the run's tasks into a runtime the caller created; none
-    runs until the caller runs the runtime. Wrong argument counts or no runtime: PTO_EINVAL."""
-    from pto_core.abi import PTO_EINVAL, PTORuntimeConfig, PTORuntimeStats
+    runs until the caller runs the runtime. Wrong argument counts or no runtime: PTO_EINVAL; a
+    second build into the same runtime: PTO_ESTATE, nothing added (the binding's setup is made
+    for a runtime without tasks), ``pto_module_error_<m>()`` saying why."""
+    from pto_core.abi import PTO_EINVAL, PTO_ESTATE, PTORuntimeConfig, PTORuntimeStats
     m, n = control_module(), 5
     lib = _build_with_recording_binding(tmp_path, m, emit_orchestration(m))
     shapes = derive_shapes(m, {"n": n}, {}, entry="main_orch")
@@ -213,6 +215,12 @@ def test_build_entry_builds_the_graph_into_the_callers_runtime_without_running_i
     so.pto_runtime_get_stats(rt, ctypes.byref(st))
     assert st.tasks_submitted == n + 1
     assert ctypes.c_int32.in_dll(so, "pto_test_count").value == 0      # built, not run
+    assert build(rt, tens, 2, scal, 1) == PTO_ESTATE
+    error = getattr(so, f"pto_module_error_{c_module_name(m)}")
+    error.restype = ctypes.c_char_p
+    assert f"holds {n + 1} task(s) already" in error().decode()
+    so.pto_runtime_get_stats(rt, ctypes.byref(st))
+    assert st.tasks_submitted == n + 1
     assert so.pto_runtime_run(rt) == 0
     assert ctypes.c_int32.in_dll(so, "pto_test_count").value == n + 1
     so.pto_runtime_destroy(rt)

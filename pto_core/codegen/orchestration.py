@@ -58,11 +58,12 @@ failure ``pto_last_error()`` (same thread) says what failed, e.g. which task and
 deadline is ``PTO_TIMEOUT`` (seconds) in the environment, read when the runtime is created.
 ``pto_module_build_<module>(PTORuntime* rt, tensors, n, scalars, n)`` only builds the graph, into
 a runtime the caller created (with this library's ``pto_runtime_create``) and then runs and
-destroys itself: the build timed alone, or a window sized by the caller. Call it once per runtime:
-it sets the runtime up first (``pto_binding_setup_<module>``, as ``pto_module_run_cfg_<module>``
-does), and a binding's setup is made for a runtime without tasks: a GPU backend's binding that
-attaches its stream executor forgets the runtime's stream lanes, launch counters and stream log,
-where a second build may find tasks of the first still waiting in a lane.
+destroys itself: the build timed alone, or a window sized by the caller. Once per runtime: it sets
+the runtime up first (``pto_binding_setup_<module>``, as ``pto_module_run_cfg_<module>`` does),
+and a binding's setup is made for a runtime without tasks (a GPU backend's binding that attaches
+its stream executor forgets the runtime's stream lanes, launch counters and stream log, where
+tasks of an earlier build still wait), so a runtime that holds tasks already is refused:
+``PTO_ESTATE``, nothing done, ``pto_module_error_<module>()`` says why.
 
 >>> import sys; sys.path.insert(0, "examples")
 >>> import fused_softmax
@@ -597,6 +598,18 @@ class _Emitter:
         self.out(f"if (!rt || num_tensors != {len(tensors)} || num_scalars != {len(scalars)}) "
                  f"return PTO_EINVAL;")
         self.out(f"pto_orch_msg_{m}[0] = 0;")
+        self.out("/* the binding's setup is made for a runtime without tasks: a GPU binding's would")
+        self.out("   forget the stream lanes where an earlier build's tasks wait */")
+        self.out("PTORuntimeStats held;")
+        self.out("if (pto_runtime_get_stats(rt, &held) == PTO_OK && held.tasks_submitted > 0) {")
+        self.depth += 1
+        held = ("the runtime holds %lld task(s) already, of an earlier build: one build per "
+                "runtime (create another)")
+        self.out(f"pto_orch_fail_{m}({c_string(f'pto_module_build_{m}: ')}, {c_string(held)}, "
+                 "(long long)held.tasks_submitted);")
+        self.out("return PTO_ESTATE;")
+        self.depth -= 1
+        self.out("}")
         self.out(f"pto_binding_setup_{m}(rt);")
         self.out(f"_pto_args_{m} a = {{ tensors, scalars, PTO_OK }};")
         self.out(f"_pto_orch_{m}(rt, &a);")

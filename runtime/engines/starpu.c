@@ -299,6 +299,11 @@ static inline bool task_begins(const EngTask* t, void* buffers[], int64_t* args)
     return true;
 }
 
+/* The runtime whose task's kernel this thread runs now (NULL: none): the calls that build
+ * refuse it (check_building), as pto_runtime_run does - they would race with the orchestrating
+ * thread's build. A kernel may build and run another runtime. */
+static _Thread_local PTORuntime* g_serving;
+
 /* The CPU implementation of every task of a host kernel: the kernel on the argument slots. */
 static void run_task(void* buffers[], void* cl_arg) {
     EngTask* t = cl_arg;
@@ -311,7 +316,10 @@ static void run_task(void* buffers[], void* cl_arg) {
         atomic_store_explicit(&rt->running[worker].task, t->id + 1, memory_order_release);
     }
     const int64_t start = rt->obs ? rt_now_ns() : 0;
+    PTORuntime* const served = g_serving;
+    g_serving = rt;
     const int32_t rc = t->fn ? t->fn(args) : 0;
+    g_serving = served;
     if (rt->obs) obs_task(rt->obs, worker, t->id, start, rt_now_ns());
     if (worker >= 0) {
         atomic_store_explicit(&rt->running[worker].task, 0, memory_order_release);
@@ -332,7 +340,10 @@ static void run_task_cuda(void* buffers[], void* cl_arg) {
     int64_t args[PTO_MAX_ARGS];
     if (!task_begins(t, buffers, args)) return;
     const int64_t start = rt->obs ? rt_now_ns() : 0;
+    PTORuntime* const served = g_serving;
+    g_serving = rt;
     const int rc = t->cuda->launch(t->cuda->ctx, args, starpu_cuda_get_local_stream());
+    g_serving = served;
     if (rt->obs) obs_task(rt->obs, worker, t->id, start, rt_now_ns());
     if (worker >= 0) atomic_fetch_add_explicit(&rt->worker_tasks[worker], 1, memory_order_relaxed);
     if (rc != 0) fail_task(rt, t, rc, worker);
@@ -924,10 +935,12 @@ static inline int32_t building_halt(PTORuntime* rt) {
 
 static inline int check_building(PTORuntime* rt) {
     if (!rt) return PTO_EINVAL;
+    if (g_serving == rt) return rt_fail_from_task(NULL);
     if (rt->shut) return PTO_ESHUTDOWN;
     const int32_t h = building_halt(rt);
     if (h) return h;
-    return rt->ran ? PTO_ESTATE : PTO_OK;
+    return rt->ran ? rt_fail(PTO_ESTATE, "this runtime has run (pto_runtime_run): it takes no more tasks; create "
+                             "another for another graph") : PTO_OK;      /* (as the pto engine's says) */
 }
 
 static int tensor_check(const PTOTensor* x, int64_t r0, int64_t c0, int64_t rows, int64_t cols) {
@@ -1413,6 +1426,7 @@ static bool is_tile(int32_t kind) { return kind >= PTO_ARG_TILE_INPUT && kind <=
 int32_t pto_tensor_tiles(PTORuntime* rt, const PTOTensor* x, int64_t tile_rows, int64_t tile_cols) {
     if (!rt) return rt_fail(PTO_EINVAL, "pto_tensor_tiles: no runtime (NULL)");
     if (rt->shut) return rt_fail(PTO_ESHUTDOWN, "pto_tensor_tiles: the runtime was shut down");
+    if (g_serving == rt) return rt_fail_from_task(NULL);
     const int32_t found = rt_tiles_find(&rt->tiles_index, x, tile_rows, tile_cols);
     if (found >= 0) return (int32_t)((uint64_t)found ^ rt->tile_tag);     /* registered before */
     void* tiles = rt->tiles;
@@ -1809,6 +1823,7 @@ static void regions_to_host(PTORuntime* rt) {
 
 int pto_runtime_run(PTORuntime* rt) {
     if (!rt) return rt_fail(PTO_EINVAL, "pto_runtime_run: no runtime (NULL)");
+    if (g_serving == rt) return rt_fail_from_task("pto_runtime_run");
     if (rt->shut) return PTO_ESHUTDOWN;
     if (rt->ran) return PTO_ESTATE;
     if (rt->open_task && !building_halt(rt))

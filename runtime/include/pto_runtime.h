@@ -274,7 +274,12 @@ void        pto_runtime_set_caller_runs(PTORuntime* rt, int on);
  * executor holds or runs completes. Thread-safe; 0 without a wait hook. */
 int64_t     pto_runtime_ready_tasks(PTORuntime* rt);
 
-/* ---------------------------------------------------------------- building */
+/* ---------------------------------------------------------------- building
+ * The calls that build (pto_task_*, pto_tensor_tiles, pto_scope_*, pto_temp_tensor,
+ * pto_submitter_open and its batches) and pto_runtime_run, made by a task of the same runtime
+ * (its kernel or executor, on the thread that runs it: a worker, a three-tier core, or the
+ * orchestrating thread running tasks itself), return PTO_ESTATE (NULL for a handle) and add
+ * nothing: the orchestrating thread builds the graph. A task may build and run another runtime. */
 /* Returns a task id >= 0 or a negative error. Blocks while the window is full (flow
  * control); returns PTO_ETASKFAILED at once after a failure. */
 int32_t pto_task_alloc(PTORuntime* rt, const char* func_name, PTOKernelFunc func_ptr,
@@ -398,7 +403,10 @@ int pto_task_add_tile(PTORuntime* rt, int32_t task, int32_t kind, int32_t tiles,
  * A submitter copies its thread's tasks into a batch of its own without touching the runtime;
  * the batch enters the graph - every PTO_SUBMIT_BATCH tasks when the runtime's submission lock
  * is free, else later (waiting for it at 16 times that), and at pto_submitter_flush / _close -
- * in the order it was queued, as that thread calling pto_task_submit_v (plus
+ * in the order it was queued (a batch whose edges all join tasks of the batch, none found in the
+ * tensor map, is handed to the workers with the submitter's next batch, or at flush / close, at
+ * pto_submitter_task_id of one of its tasks, or when another thread needs its room in the
+ * window: one hold of the lock per batch), as that thread calling pto_task_submit_v (plus
  * pto_task_add_successor for `preds`) would have. Only allocation, edges and publication hold
  * the lock; the tensor-map lookups of batches on different row bands of their tensors run at the
  * same time (a map sharded by row band, runtime/README.md). So the graph is the one

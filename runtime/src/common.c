@@ -60,6 +60,14 @@ int rt_fail(int code, const char* fmt, ...) {
     return code;
 }
 
+int rt_fail_from_task(const char* call) {
+    if (call)
+        return rt_fail(PTO_ESTATE, "%s from a task of this runtime (its kernel or executor): the orchestrating "
+                       "thread runs the graph once it is built", call);
+    return rt_fail(PTO_ESTATE, "a task of this runtime (its kernel or executor) may not add to the runtime's "
+                   "graph: the orchestrating thread builds it (a task may build and run another runtime)");
+}
+
 int64_t rt_now_ns(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -358,7 +366,7 @@ void rt_refused(const char* call, int code) {
     if (code == PTO_ESHUTDOWN)
         rt_fail(code, "%s: the runtime was shut down (pto_runtime_shutdown)", call);
     else if (code == PTO_ESTATE)
-        rt_fail(code, "%s: this runtime has run (pto_runtime_run): it takes no more tasks", call);
+        return;             /* the building check said why (a task of rt's call, or the run) */
     else if (code == PTO_ENOMEM)
         rt_fail(code, "%s: out of memory", call);
     else

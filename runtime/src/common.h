@@ -15,6 +15,12 @@ int   rt_fail(int code, const char* fmt, ...) __attribute__((format(printf, 2, 3
 void  rt_clear_error(void);
 char* rt_error_buffer(void);
 
+/* A call made by a task of the runtime's own run, on the thread that runs it (its kernel, its
+ * executor): PTO_ESTATE with the message naming `call` - one that builds the graph (NULL) or
+ * pto_runtime_run. The orchestrating thread builds and runs the graph; a task may build and
+ * run another runtime. */
+int   rt_fail_from_task(const char* call) __attribute__((cold, noinline));
+
 /* CLOCK_MONOTONIC in nanoseconds. */
 int64_t rt_now_ns(void);
 /* The deadline of c->timeout_ms, or of PTO_TIMEOUT (seconds) when it is 0, into *ns (0 = none);
@@ -82,7 +88,8 @@ int rt_tile_fail(const char* call, const char* func_name, int64_t h, int64_t i, 
 int rt_tile_add_kind(const char* func_name, int32_t kind);
 /* A building call that returns a handle (pto_submitter_open, pto_temp_tensor: NULL, no code) refused:
  * pto_last_error says why, naming `call` - `code`, what the engine's building check gave
- * (PTO_ESHUTDOWN, PTO_ESTATE after the run, a halted run's code), or PTO_ENOMEM. */
+ * (PTO_ESHUTDOWN, a halted run's code; PTO_ESTATE, from a task or after the run, comes with the
+ * check's own message, kept), or PTO_ENOMEM. */
 void rt_refused(const char* call, int code);
 /* A range of `tiles` submitted tile by tile takes a task id per tile: PTO_OK when that many are
  * left after next_id (ids end at INT32_MAX), else PTO_ENOMEM with the message naming the range -

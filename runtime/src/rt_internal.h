@@ -329,6 +329,11 @@ struct PTORuntime {
     RT_LINE int32_t next_id;       /* next task id */
     int32_t   last_alive;          /* every id < last_alive is retired */
     int32_t   open_tasks;
+    /* The thread whose calls build the graph now (rt_thread_id), so that check_building tells a
+     * call of a task of rt (refused) from the orchestrating thread's in one comparison; with the
+     * low bit set: that thread is running one of rt's tasks itself (inline, caller-runs), whose
+     * calls are the task's; 0: none yet (check_building_slow). */
+    _Atomic uintptr_t builder;
     _Atomic int64_t submitted;     /* workers read it only while the orchestrator waits */
     int64_t   inline_executed;
     int64_t   edges;
@@ -378,11 +383,10 @@ struct PTORuntime {
     pthread_mutex_t ctl_mu;  pthread_cond_t ctl_cv;   /* run vs. shutdown from another thread */
     bool            run_active, shutting;
     pthread_t       run_thread;     /* the thread in pto_runtime_run while run_active */
-    /* 1 while the orchestrating thread (builder_thread) may run tasks of rt as it builds - it waits
-     * for a window slot or a retirement, inline or caller-runs: a kernel there is a task of rt too */
-    _Atomic int32_t builder_serving;
-    _Atomic(pthread_t) builder_thread;
     _Atomic int32_t submitters_open;   /* pto_submitter_open minus _close: the run waits for none */
+    /* each open submitter's batch left unpublished (submit.c, RTPending), under submit_mu: a
+     * thread short of room in the window publishes them all (not in the lock's line: read then only) */
+    struct RTPending** pending; int32_t npending, cap_pending;
     pthread_mutex_t async_mu;      /* pto_task_complete vs. giving up on asynchronous tasks */
     bool            async_detached;
     void*           alloc_base;    /* what calloc returned (the runtime is aligned within it) */
@@ -567,8 +571,50 @@ bool rt_giving_up(PTORuntime* rt);
 void rt_note_stuck(PTORuntime* rt);
 void rt_unref(PTORuntime* rt);     /* drop one reference; the last frees the runtime */
 /* The runtime whose worker (or three-tier core) this thread is now: its kernels and executor calls
- * run here (NULL: none). pto_runtime_shutdown refuses to wait for a run from inside it. */
+ * run here (NULL: none). pto_runtime_shutdown refuses to wait for a run from inside it, and the
+ * calls that build refuse to add to its graph (rt_from_task). The orchestrating thread running
+ * rt's tasks itself says so in rt->builder instead: a thread-local costs a __tls_get_addr call
+ * in the PIC library, too much per task. */
 extern _Thread_local PTORuntime* rt_serving;
+
+/* This thread's identity in one instruction: its thread pointer (nonzero, aligned). */
+static inline uintptr_t rt_thread_id(void) {
+#if defined(__has_builtin)
+#if __has_builtin(__builtin_thread_pointer)
+#define RT_THREAD_POINTER 1
+#endif
+#endif
+#ifdef RT_THREAD_POINTER
+    return (uintptr_t)__builtin_thread_pointer();
+#else
+    return (uintptr_t)pthread_self();
+#endif
+}
+
+/* This thread is a worker (or core) of rt from here on; the runtime it served before (to give
+ * rt_serving back). If it was rt's builder (a thread at a dead builder's address, or one whose
+ * kernel built rt), it is no longer: its calls must miss check_building's fast path. */
+static inline PTORuntime* rt_serve(PTORuntime* rt) {
+    PTORuntime* const before = rt_serving;
+    rt_serving = rt;
+    uintptr_t me = rt_thread_id();
+    atomic_compare_exchange_strong_explicit(&rt->builder, &me, 0, memory_order_relaxed, memory_order_relaxed);
+    return before;
+}
+
+/* The orchestrating thread runs a task of rt (inline, caller-runs) until rt_orch_served: the
+ * calls it makes meanwhile are the task's. */
+static inline void rt_orch_serve(PTORuntime* rt) {
+    atomic_store_explicit(&rt->builder, rt_thread_id() | 1, memory_order_relaxed);
+}
+static inline void rt_orch_served(PTORuntime* rt) {
+    atomic_store_explicit(&rt->builder, rt_thread_id(), memory_order_relaxed);
+}
+
+/* Is this call made by a task of rt (its kernel or executor), on the thread that runs it? */
+static inline bool rt_from_task(PTORuntime* rt) {
+    return rt_serving == rt || atomic_load_explicit(&rt->builder, memory_order_relaxed) == (rt_thread_id() | 1);
+}
 
 /* runtime.c: pto_task_submit_v whose task also follows `preds` (ids of tasks allocated before) */
 int32_t rt_submit_after(PTORuntime* rt, const char* func_name, PTOKernelFunc func_ptr, int32_t buffer_bytes,

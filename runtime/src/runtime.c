@@ -205,9 +205,7 @@ _Thread_local PTORuntime* rt_serving;
 int pto_runtime_shutdown(PTORuntime* rt) {
     if (!rt) return PTO_EINVAL;
     pthread_mutex_lock(&rt->ctl_mu);
-    if (rt_serving == rt || (rt->run_active && pthread_equal(rt->run_thread, pthread_self())) ||
-        (atomic_load_explicit(&rt->builder_serving, memory_order_acquire) &&
-         pthread_equal(atomic_load_explicit(&rt->builder_thread, memory_order_relaxed), pthread_self()))) {
+    if (rt_from_task(rt) || (rt->run_active && pthread_equal(rt->run_thread, pthread_self()))) {
         /* a kernel or executor of this runtime's run: the run waits for it, it would wait for the run */
         pthread_mutex_unlock(&rt->ctl_mu);
         return rt_fail(PTO_ESTATE, "pto_runtime_shutdown from a task of this runtime's run (its kernel or "
@@ -244,7 +242,7 @@ static void rt_free(PTORuntime* rt) {
     rt_tiles_index_free(&rt->tiles_index);
     tm_shards_free(rt);
     for (int32_t i = 0; i < rt->dep_nchunks; i++) rt_block_free(rt->dep_chunks[i], DEP_CHUNK * sizeof(PTODepBlock));
-    free(rt->stages); free(rt->stage_free); free(rt->held);
+    free(rt->stages); free(rt->stage_free); free(rt->held); free(rt->pending);
     if (rt->rec_chunks) {
         for (int i = 0; i < REC_MAX_CHUNKS && rt->rec_chunks[i]; i++) free(rt->rec_chunks[i]);
         free(rt->rec_chunks);
@@ -337,16 +335,6 @@ static void sleep_until_consumed(PTORuntime* rt, int32_t want) {
     atomic_fetch_sub(&rt->waiters, 1);
 }
 
-/* The orchestrating thread may run tasks of rt while it waits for a slot or a retirement (inline, or
- * caller-runs): a kernel's pto_runtime_shutdown of rt from there is refused as in the run (a destroy
- * freed the runtime under the submission that ran the kernel). Plain stores, not the thread-local
- * rt_serving: that costs a __tls_get_addr call each in the shared library, per task while an
- * inline build keeps its window full. */
-static inline void builder_serves(PTORuntime* rt, bool on) {
-    if (on) atomic_store_explicit(&rt->builder_thread, pthread_self(), memory_order_relaxed);
-    atomic_store_explicit(&rt->builder_serving, on, memory_order_release);
-}
-
 /* Wait until `need` slots of the window are free. */
 static int free_a_slot(PTORuntime* rt, int32_t need) {
     if (rt->nworkers == 0) {
@@ -411,14 +399,7 @@ static void release_held(PTORuntime* rt) {
 /* heap.c's flow control: wait until the oldest task in flight (submitted, not yet consumed) is
  * consumed - run it here in inline mode. 1: it was; 0: no task is in flight, so waiting cannot
  * free anything; < 0: the run halted or passed its deadline. */
-static int wait_retire(PTORuntime* rt);
 int rt_wait_retire(PTORuntime* rt) {
-    builder_serves(rt, true);
-    const int rc = wait_retire(rt);
-    builder_serves(rt, false);
-    return rc;
-}
-static int wait_retire(PTORuntime* rt) {
     release_held(rt);                         /* a held task may be what holds the memory */
     advance(rt);
     int32_t id = rt->last_alive;
@@ -465,22 +446,38 @@ static int wait_for_slot(PTORuntime* rt, int32_t need) {
     release_held(rt);                         /* a held task may be what frees the slot */
     rt->full_waits++;
     tell_waiting(rt, 1);
-    builder_serves(rt, true);
     int rc = free_a_slot(rt, need);
-    builder_serves(rt, false);
     tell_waiting(rt, 0);
     return rc;
 }
 
-static inline int check_building(PTORuntime* rt) {
-    if (__builtin_expect(!rt, 0)) return PTO_EINVAL;
-    /* one test on the fast path: shut, ran and halt are all false while building */
-    if (__builtin_expect((rt->shut | rt->ran | atomic_load_explicit(&rt->halt, memory_order_relaxed)) != 0, 0)) {
-        if (rt->shut) return PTO_ESHUTDOWN;
-        if (atomic_load_explicit(&rt->halt, memory_order_relaxed)) return rt_halted_code(rt);
+/* check_building past its fast path: the reason, or PTO_OK for a call of another thread than the
+ * last one that built (which becomes the builder: a submitter's batch, or the orchestration
+ * going on on another thread). */
+static __attribute__((noinline)) int check_building_slow(PTORuntime* rt) {
+    /* a task's call would race with the orchestrating thread, or, on it (inline), re-enter the
+     * build it is in the middle of */
+    if (rt_from_task(rt)) return rt_fail_from_task(NULL);
+    if (rt->shut) return PTO_ESHUTDOWN;
+    if (atomic_load_explicit(&rt->halt, memory_order_relaxed)) return rt_halted_code(rt);
+    if (rt->ran)
         return rt_fail(PTO_ESTATE, "this runtime has run (pto_runtime_run): it takes no more tasks; "
                        "create another for another graph");
-    }
+    uintptr_t b = atomic_load_explicit(&rt->builder, memory_order_relaxed);
+    if (!(b & 1))     /* (never over the orchestrating thread running a task: its calls are the task's) */
+        atomic_compare_exchange_strong_explicit(&rt->builder, &b, rt_thread_id(), memory_order_relaxed,
+                                                memory_order_relaxed);
+    return PTO_OK;
+}
+
+static inline int check_building(PTORuntime* rt) {
+    if (__builtin_expect(!rt, 0)) return PTO_EINVAL;
+    /* one test on the fast path: shut, ran and halt are all false while building, and the call
+     * comes from the thread that builds (none of rt's tasks runs on it) */
+    const uintptr_t other = atomic_load_explicit(&rt->builder, memory_order_relaxed) ^ rt_thread_id();
+    if (__builtin_expect(((uintptr_t)(uint32_t)(rt->shut | rt->ran | atomic_load_explicit(&rt->halt, memory_order_relaxed)) |
+                          other) != 0, 0))
+        return check_building_slow(rt);
     return PTO_OK;
 }
 
@@ -917,6 +914,7 @@ static int region_check_fn(const PTOTensor* x, int64_t r0, int64_t c0, int64_t r
 int32_t pto_tensor_tiles(PTORuntime* rt, const PTOTensor* x, int64_t tile_rows, int64_t tile_cols) {
     if (!rt) return rt_fail(PTO_EINVAL, "pto_tensor_tiles: no runtime (NULL)");
     if (rt->shut) return rt_fail(PTO_ESHUTDOWN, "pto_tensor_tiles: the runtime was shut down");
+    if (rt_from_task(rt)) return rt_fail_from_task(NULL);
     /* registered before: a generated orchestration function registers its tilings at every call */
     const int32_t found = rt_tiles_find(&rt->tiles_index, x, tile_rows, tile_cols);
     if (found >= 0) return (int32_t)((uint64_t)found ^ rt->tile_tag);
@@ -1454,6 +1452,7 @@ static int run_graph(PTORuntime* rt) {
 
 int pto_runtime_run(PTORuntime* rt) {
     if (!rt) return rt_fail(PTO_EINVAL, "pto_runtime_run: no runtime (NULL)");
+    if (rt_from_task(rt)) return rt_fail_from_task("pto_runtime_run");
     pthread_mutex_lock(&rt->ctl_mu);
     int rc = rt->shut || rt->shutting ? PTO_ESHUTDOWN
            : rt->ran ? PTO_ESTATE

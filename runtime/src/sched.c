@@ -512,6 +512,7 @@ int32_t sched_execute(PTORuntime* rt, PTOTask* t, int32_t worker_index) {
 int sched_run_inline(PTORuntime* rt, int32_t id) {
     PTOTask* t = rt_task(rt, id);
     int32_t rc;
+    rt_orch_serve(rt);
     if (rt->trace) {
         const char* name = t->name;
         int64_t s = trace_now();
@@ -520,6 +521,7 @@ int sched_run_inline(PTORuntime* rt, int32_t id) {
     } else {
         rc = sched_execute(rt, t, -1);
     }
+    rt_orch_served(rt);
     rt->inline_executed++;
     if (rc == PTO_EXEC_ASYNC) {          /* wait for the backend's pto_task_complete */
         atomic_fetch_add(&rt->async_pending, 1);
@@ -582,8 +584,8 @@ static bool caller_may_run(PTORuntime* rt) {
            !rt->cfg.bind_worker_types && rt->cfg.max_running == 0 && rt->timeout_ns == 0;
 }
 
-bool sched_caller_step(PTORuntime* rt) {
-    if (rt->caller_slot < 0 || atomic_load_explicit(&rt->halt, memory_order_acquire)) return false;
+/* One task (or tiles of a range) of the caller's slot, run by the orchestrating thread. */
+static bool caller_step(PTORuntime* rt) {
     PTOWorker* w = &rt->workers[rt->caller_slot];
     int32_t id = pop(rt, w);
     if (id < 0) return range_help(rt, w->index, NULL) > 0;
@@ -600,6 +602,14 @@ bool sched_caller_step(PTORuntime* rt) {
     rt_count(&w->executed);
     sched_finish(rt, id, rc, w);
     return true;
+}
+
+bool sched_caller_step(PTORuntime* rt) {
+    if (rt->caller_slot < 0 || atomic_load_explicit(&rt->halt, memory_order_acquire)) return false;
+    rt_orch_serve(rt);
+    const bool ran = caller_step(rt);
+    rt_orch_served(rt);
+    return ran;
 }
 
 /* The orchestrating thread goes back to building: its retirements are published and the
@@ -822,7 +832,8 @@ static struct {
     PTOWorker*      work[PTO_MAX_WORKERS]; /* slot i's worker of the current run, NULL: parked */
     int32_t         offer[PTO_MAX_WORKERS];/* POOL_*: whether slot i's thread took work[i] */
     bool            stranded[PTO_MAX_WORKERS];
-    int32_t         nthreads, nstranded;
+    bool            joinable[PTO_MAX_WORKERS];   /* th[i] not joined yet (live, or ended idle) */
+    int32_t         nthreads, nstranded;         /* live threads: slots [0, nthreads) */
     bool            busy, quit;
 } g_pool;
 static pthread_once_t g_pool_once = PTHREAD_ONCE_INIT;
@@ -830,12 +841,17 @@ static bool g_pool_ready;
 
 static void pool_reset(void) {
     pthread_mutex_init(&g_pool.mu, NULL);
+    pthread_condattr_t monotonic;
+    pthread_condattr_init(&monotonic);
+    pthread_condattr_setclock(&monotonic, CLOCK_MONOTONIC);   /* the idle wait's deadline */
     for (int i = 0; i < PTO_MAX_WORKERS; i++) {
-        pthread_cond_init(&g_pool.cv[i], NULL);
+        pthread_cond_init(&g_pool.cv[i], &monotonic);
         g_pool.work[i] = NULL;
         g_pool.offer[i] = POOL_NONE;
         g_pool.stranded[i] = false;
+        g_pool.joinable[i] = false;
     }
+    pthread_condattr_destroy(&monotonic);
     pthread_cond_init(&g_pool.done_cv, NULL);
     g_pool.nthreads = g_pool.nstranded = 0;
     g_pool.busy = g_pool.quit = false;
@@ -870,6 +886,23 @@ static void pool_watch(int i) {
     }
 }
 
+/* How long a parked pool thread waits for a run before it ends. A library is never unloaded
+ * by Python, and each kernel library a process loads has a pool of its own (the runtime is
+ * linked into it): threads parked for good added up to thousands in a process that loaded a
+ * few hundred libraries (a tuning sweep, a test run). The top slot ends first; the next run
+ * that needs the slot starts a thread again (tens of microseconds, once per idle period). */
+#ifndef PTO_POOL_IDLE_NS
+#define PTO_POOL_IDLE_NS 1000000000LL
+#endif
+
+/* g_pool.mu held, slot i parked with nothing offered: whether its thread ends now (the highest
+ * live slot, the pool not taken), leaving its slot to be joined by whoever starts it again. */
+static bool pool_retire(int i) {
+    if (i != g_pool.nthreads - 1 || g_pool.busy || g_pool.quit || pool_offered(i)) return false;
+    g_pool.nthreads--;
+    return true;
+}
+
 /* The run offered to slot i, taken; NULL: none (or it was taken back meanwhile). */
 static PTOWorker* pool_take(int i) {
     int32_t offered = POOL_OFFERED;
@@ -879,16 +912,30 @@ static PTOWorker* pool_take(int i) {
     return __atomic_load_n(&g_pool.work[i], __ATOMIC_ACQUIRE);
 }
 
-/* Slot i's next run's worker, or NULL: quit. A run that the watch sees starts without taking
- * g_pool.mu: the runtime handing it over holds that mutex while it signals, and a thread that
- * saw its work and then blocked on the mutex would sleep and be woken once more per run. */
+/* Slot i's next run's worker, or NULL: quit, or idle for PTO_POOL_IDLE_NS (pool_retire). A
+ * run that the watch sees starts without taking g_pool.mu: the runtime handing it over holds
+ * that mutex while it signals, and a thread that saw its work and then blocked on the mutex
+ * would sleep and be woken once more per run. */
 static PTOWorker* pool_next(int i) {
     for (;;) {
         if (PTO_POOL_SPIN_NS > 0) pool_watch(i);
         PTOWorker* w = pool_take(i);
         if (w || __atomic_load_n(&g_pool.quit, __ATOMIC_ACQUIRE)) return w;
+        struct timespec until;
+        clock_gettime(CLOCK_MONOTONIC, &until);
+        until.tv_sec += PTO_POOL_IDLE_NS / 1000000000LL;
+        until.tv_nsec += PTO_POOL_IDLE_NS % 1000000000LL;
+        if (until.tv_nsec >= 1000000000L) { until.tv_sec++; until.tv_nsec -= 1000000000L; }
         pthread_mutex_lock(&g_pool.mu);
-        while (!pool_offered(i) && !g_pool.quit) pthread_cond_wait(&g_pool.cv[i], &g_pool.mu);
+        while (!pool_offered(i) && !g_pool.quit) {
+            if (pthread_cond_timedwait(&g_pool.cv[i], &g_pool.mu, &until) == ETIMEDOUT) {
+                if (pool_retire(i)) {
+                    pthread_mutex_unlock(&g_pool.mu);
+                    return NULL;
+                }
+                until.tv_sec += 1;     /* not the top slot: look again later */
+            }
+        }
         pthread_mutex_unlock(&g_pool.mu);
         if ((w = pool_take(i)) != NULL || __atomic_load_n(&g_pool.quit, __ATOMIC_ACQUIRE)) return w;
     }
@@ -896,9 +943,9 @@ static PTOWorker* pool_next(int i) {
 
 /* A worker of w->rt on this thread (a pool thread serves one runtime after another). */
 static void* worker_main(void* arg) {
-    rt_serving = ((PTOWorker*)arg)->rt;
+    PTORuntime* const served = rt_serve(((PTOWorker*)arg)->rt);
     void* r = worker_loop(arg);           /* (w may be freed once it returns: abandoned) */
-    rt_serving = NULL;
+    rt_serving = served;
     return r;
 }
 
@@ -926,8 +973,12 @@ static bool pool_acquire(PTORuntime* rt, int32_t n) {
     bool ok = !g_pool.busy && !g_pool.quit;
     while (ok && g_pool.nthreads < n) {
         int i = g_pool.nthreads;
+        if (g_pool.joinable[i]) {            /* ended idle: gone, or leaving without the mutex */
+            pthread_join(g_pool.th[i], NULL);
+            g_pool.joinable[i] = false;
+        }
         if (pthread_create(&g_pool.th[i], NULL, pool_main, (void*)(intptr_t)i) != 0) ok = false;
-        else g_pool.nthreads++;
+        else g_pool.nthreads++, g_pool.joinable[i] = true;
     }
     if (ok) {
         __atomic_store_n(&g_pool.busy, true, __ATOMIC_RELEASE);
@@ -1020,11 +1071,12 @@ __attribute__((destructor)) static void pool_fini(void) {
     if (g_pool.busy) { pthread_mutex_unlock(&g_pool.mu); return; }   /* exit() during a run */
     __atomic_store_n(&g_pool.quit, true, __ATOMIC_RELEASE);
     for (int i = 0; i < g_pool.nthreads; i++) pthread_cond_signal(&g_pool.cv[i]);
-    int n = g_pool.nthreads;
     pthread_mutex_unlock(&g_pool.mu);
-    for (int i = 0; i < n; i++) pthread_join(g_pool.th[i], NULL);
+    for (int i = 0; i < PTO_MAX_WORKERS; i++)        /* live threads and ones that ended idle */
+        if (g_pool.joinable[i]) pthread_join(g_pool.th[i], NULL);
     pthread_mutex_lock(&g_pool.mu);
     g_pool.nthreads = 0;
+    for (int i = 0; i < PTO_MAX_WORKERS; i++) g_pool.joinable[i] = false;
     pthread_mutex_unlock(&g_pool.mu);
 }
 

@@ -15,6 +15,14 @@
  *   3. under rt->submit_mu: per task, its edges (explicit predecessors, then what the lookups
  *      found); then the batch's publication, in one step (rt_publish_batch).
  *
+ * A batch whose step 3 would be its publication alone (every edge added as it was filled, none
+ * found by the lookups: e.g. a workload's structural tasks) takes the lock once, not twice: it is
+ * left FILLED (RTPending) and published in its thread's next hold, that of the next batch's step
+ * 1 - two submitting threads hand the lock over half as often. Nothing waits on it for long: a
+ * thread that finds the window short (or stages a batch under the lock) publishes every thread's
+ * batch left so first, any of which may be what holds the window; pto_submitter_flush, _close
+ * and _task_id of one of its tasks publish the submitter's own.
+ *
  * Step 2 - most of a task's cost - runs in parallel for batches on different shards, or on one
  * shard one after the other. Every shard sees the batches in the order they entered, so the
  * edges are those of one thread submitting the batches in that order; step 3 holds the lock as
@@ -41,6 +49,16 @@ typedef struct Queued {
     bool          ready;                   /* checked, its slots built and its accesses routed as queued */
     int32_t       npre;                    /* the first npre of its predecessors: edged before the lock */
 } Queued;
+
+/* A submitter's entered batch whose publication is left for a later hold of the lock (see the top
+ * of this file): FILLED from its fill (without the lock) until a holder of the lock publishes
+ * it, NONE otherwise. Every open submitter's is listed in rt->pending. */
+typedef struct RTPending {
+    _Atomic int32_t state;
+    int32_t         base, n;               /* its tasks' ids */
+    int64_t         edges;                 /* the edges it added as it was filled, not yet counted */
+} RTPending;
+enum { PEND_NONE, PEND_FILLED };
 
 /* A batch waits for the lock only once it holds this many tasks: until then a submitter whose
  * thread finds the lock taken goes on queuing instead of sleeping on it. */
@@ -81,6 +99,7 @@ struct PTOSubmitter {
     int32_t*    prod;  int32_t cap_prod;   /* the producers, by consumer: task i at [pstart[i], pstart[i + 1]) */
     int32_t*    pstart; int32_t cap_pstart;
     int64_t     pre_edges;                 /* edges added before the lock (enter_routed), not yet counted */
+    RTPending   pend;                      /* its last batch, if left unpublished */
 };
 
 /* The message of error `code` just returned on this thread. */
@@ -98,7 +117,7 @@ static int fail(PTOSubmitter* s, int code) {
     return rt_fail(s->err, "%s", s->msg ? s->msg : pto_strerror(s->err));
 }
 
-static int enter(PTOSubmitter* s, int wait);
+static int enter(PTOSubmitter* s, int wait, bool defer);
 
 /* The message of error `code` of task func_name, found as it was queued. Its checks set one only
  * for some errors, and this thread's message may be an older call's: they run again with it
@@ -154,6 +173,9 @@ PTOSubmitter* pto_submitter_open(PTORuntime* rt) {
     s->pred_max = -1;
     pthread_mutex_lock(&rt->submit_mu);
     rc = tm_shards_open(rt);
+    if (rc >= 0 && rt_grow((void**)&rt->pending, &rt->cap_pending, (int64_t)rt->npending + 1, sizeof *rt->pending) < 0)
+        rc = PTO_ENOMEM;
+    if (rc >= 0) rt->pending[rt->npending++] = &s->pend;
     pthread_mutex_unlock(&rt->submit_mu);
     if (rc < 0) { free(s); rt_refused("pto_submitter_open", rc); return NULL; }
     s->sharded = rc == 1 && !rt->t3;
@@ -236,7 +258,7 @@ static inline __attribute__((always_inline)) int64_t submitter_task(PTOSubmitter
         if (bad < 0) return bad;
     }
     if (s->nq >= PTO_SUBMIT_BATCH && s->nq % PTO_SUBMIT_BATCH == 0 && s->depth == 0) {
-        int rc = enter(s, s->nq >= SUBMIT_MAX_QUEUED);
+        int rc = enter(s, s->nq >= SUBMIT_MAX_QUEUED, true);
         if (rc < 0) return rc;
     }
     /* (the counts stay at most 2^30, as the capacities: only npred, the caller's, may add past int32) */
@@ -361,15 +383,50 @@ static int enter_serial(PTOSubmitter* s, int32_t n) {
     return rc;
 }
 
-/* Room in the window for n tasks (the lock held, and still held on return unless it fails). */
-static int make_room(PTORuntime* rt, int32_t n) {
-    int rc;
-    while ((rc = rt_reserve(rt, n)) == PTO_EWINDOW && rt->batches_open > 0) {
+/* Batch e, left unpublished, published (the lock held). */
+static int publish_pending(PTORuntime* rt, RTPending* e) {
+    if (atomic_load_explicit(&e->state, memory_order_acquire) != PEND_FILLED) return PTO_OK;
+    rt->edges += e->edges;
+    const int rc = rt_publish_batch(rt, e->base, e->n);
+    rt->batches_open--;
+    atomic_store_explicit(&e->state, PEND_NONE, memory_order_release);
+    return rc;
+}
+
+/* Every submitter's batch left unpublished, published (the lock held). */
+static int publish_all_pending(PTORuntime* rt) {
+    int rc = PTO_OK;
+    for (int32_t i = 0; i < rt->npending; i++) {
+        const int r = publish_pending(rt, rt->pending[i]);
+        if (rc == PTO_OK) rc = r;
+    }
+    return rc;
+}
+
+/* Room in the window for n tasks (the lock held, and still held on return unless it fails). This
+ * submitter's batch left unpublished is published first; every submitter's where the window is
+ * short or with `all` (a batch staged under the lock, which may wait for memory): any of them may
+ * be what the wait is for, and its thread may not come back before the wait ends. */
+static int make_room(PTOSubmitter* s, int32_t n, bool all) {
+    PTORuntime* rt = s->rt;
+    int rc = all || rt->next_id - rt->last_alive > rt->window - n ? publish_all_pending(rt)
+                                                                 : publish_pending(rt, &s->pend);
+    while (rc == PTO_OK && (rc = rt_reserve(rt, n)) == PTO_EWINDOW && rt->batches_open > 0) {
         pthread_mutex_unlock(&rt->submit_mu);   /* older tasks are another batch's, not yet published */
         sched_yield();
         lock_submit(rt);
+        rc = publish_all_pending(rt);
     }
     if (rc < 0) pthread_mutex_unlock(&rt->submit_mu);
+    return rc;
+}
+
+/* This submitter's batch left unpublished, published now (called without the lock). */
+static int settle(PTOSubmitter* s) {
+    if (atomic_load_explicit(&s->pend.state, memory_order_acquire) != PEND_FILLED) return PTO_OK;
+    lock_submit(s->rt);
+    const int rc = publish_pending(s->rt, &s->pend);
+    pthread_mutex_unlock(&s->rt->submit_mu);
     return rc;
 }
 
@@ -489,9 +546,10 @@ static int group_found(PTOSubmitter* s, int32_t base, int32_t i0, int32_t n) {
 /* Steps 2 (lookups, without the lock) and 3 (edges and publication, under it) for tasks
  * [i0, i0 + n) of the batch, ids base .., whose accesses are acc[a0, a1) and whose turns are
  * taken on the shards in `mask`; rc: an error of their staging (the turns are given back all the
- * same). Called without the lock. */
+ * same). With `defer`, a batch with nothing left for step 3 but its publication is left FILLED
+ * for a later hold of the lock (s->pend). Called without the lock. */
 static int lookups_and_commit(PTOSubmitter* s, const TMRoute* acc, int32_t a0, int32_t a1, uint32_t mask,
-                              int32_t last_alive, int32_t base, int32_t i0, int32_t n, int rc) {
+                              int32_t last_alive, int32_t base, int32_t i0, int32_t n, int rc, bool defer) {
     PTORuntime* rt = s->rt;
     const bool scan = __builtin_popcount(mask) <= SCAN_MAX_SHARDS;
     if (rc == PTO_OK)
@@ -531,6 +589,14 @@ static int lookups_and_commit(PTOSubmitter* s, const TMRoute* acc, int32_t a0, i
     if (rc == PTO_OK && found) rc = group_found(s, base, i0, n);
     bool left = found;                     /* edges left for the lock: found, or predecessors not edged yet */
     for (int32_t k = 0; k < n && !left; k++) left = s->q[i0 + k].npred != s->q[i0 + k].npre;
+    if (defer && rc == PTO_OK && !left && !rt->rec_chunks) {     /* (rec_chunks: set at creation) */
+        s->pend.base = base;
+        s->pend.n = n;
+        s->pend.edges = s->pre_edges;
+        s->pre_edges = 0;
+        atomic_store_explicit(&s->pend.state, PEND_FILLED, memory_order_release);
+        return PTO_OK;
+    }
 
     /* step 3: the edges left, task by task, then the tasks before the first error published in
      * one step; after ENOMEM the tasks from there on stay BUILDING, as pto_task_submit leaves its
@@ -559,7 +625,7 @@ static int lookups_and_commit(PTOSubmitter* s, const TMRoute* acc, int32_t a0, i
  * released on return). */
 static int enter_chunk(PTOSubmitter* s, int64_t first, int32_t i0, int32_t n) {
     PTORuntime* rt = s->rt;
-    int rc = make_room(rt, n);     /* room for all n first: a batch's ids are consecutive */
+    int rc = make_room(s, n, true);     /* room for all n first: a batch's ids are consecutive */
     if (rc < 0) return rc;
     const int32_t last_alive = rt->last_alive;
     const int32_t staged = stage(s, first, i0, n, &rc);
@@ -570,16 +636,16 @@ static int enter_chunk(PTOSubmitter* s, int64_t first, int32_t i0, int32_t n) {
     pthread_mutex_unlock(&rt->submit_mu);
     if (staged == 0) return rc;
     const int rc2 = lookups_and_commit(s, s->acc, 0, s->nacc, mask, last_alive, s->ids[first + i0], i0, staged,
-                                       PTO_OK);
+                                       PTO_OK, false);
     return rc < 0 ? rc : rc2;
 }
 
 /* Tasks [i0, i0 + n) of the batch through the sharded map, checked and routed as they were
  * queued: under the lock (held on entry, released on return) only their ids and turns; their
- * slots are written after it. */
-static int enter_routed(PTOSubmitter* s, int64_t first, int32_t i0, int32_t n) {
+ * slots are written after it. `defer`: their publication may be left for a later hold. */
+static int enter_routed(PTOSubmitter* s, int64_t first, int32_t i0, int32_t n, bool defer) {
     PTORuntime* rt = s->rt;
-    int rc = make_room(rt, n);
+    int rc = make_room(s, n, false);
     if (rc < 0) return rc;
     if (rt->next_id - rt->last_alive > rt->window - n)    /* window_abort: the full window, task by task */
         return enter_chunk(s, first, i0, n);
@@ -629,12 +695,13 @@ static int enter_routed(PTOSubmitter* s, int64_t first, int32_t i0, int32_t n) {
         }
     }
     s->pre_edges += pre;
-    const int rc2 = lookups_and_commit(s, s->route, a0, a1, mask, last_alive, base, i0, m, PTO_OK);
+    const int rc2 = lookups_and_commit(s, s->route, a0, a1, mask, last_alive, base, i0, m, PTO_OK, defer);
     return rc2 < 0 ? rc2 : rc;
 }
 
-/* The queued tasks enter the graph; with `wait` == 0 only if the lock is free at once. */
-static int enter(PTOSubmitter* s, int wait) {
+/* The queued tasks enter the graph; with `wait` == 0 only if the lock is free at once; with
+ * `defer`, the publication of the last batch may be left for a later hold of the lock. */
+static int enter(PTOSubmitter* s, int wait, bool defer) {
     if (s->err) return fail(s, s->err);
     if (s->nq == 0) return PTO_OK;
     PTORuntime* rt = s->rt;
@@ -660,7 +727,7 @@ static int enter(PTOSubmitter* s, int wait) {
                                  "(half the task window)", most);
                     break;
                 }
-                rc = routed ? enter_routed(s, first, i0, i1 - i0) : enter_chunk(s, first, i0, i1 - i0);
+                rc = routed ? enter_routed(s, first, i0, i1 - i0, defer) : enter_chunk(s, first, i0, i1 - i0);
             }
         }
     }
@@ -681,9 +748,11 @@ static int enter(PTOSubmitter* s, int wait) {
 
 int pto_submitter_flush(PTOSubmitter* s) {
     if (!s) return PTO_EINVAL;
-    if (s->depth > 0 && !s->err)
-        return rt_fail(PTO_ESTATE, "pto_submitter_flush: %d scope(s) of this submitter open", s->depth);
-    return enter(s, 1);
+    const int rc = s->depth > 0 && !s->err
+                       ? rt_fail(PTO_ESTATE, "pto_submitter_flush: %d scope(s) of this submitter open", s->depth)
+                       : enter(s, 1, false);
+    const int rc2 = settle(s);     /* an earlier batch left unpublished (after an error too) */
+    return rc < 0 ? rc : rc2 < 0 ? fail(s, rc2) : PTO_OK;
 }
 
 /* One scope event of the queue. */
@@ -707,20 +776,32 @@ int pto_submitter_scope_end(PTOSubmitter* s) {
     if (s->depth == 0) return rt_fail(PTO_ESTATE, "pto_submitter_scope_end without an open pto_submitter_scope_begin");
     int rc = scope_event(s, 1);
     if (rc < 0) return rc;
-    if (--s->depth == 0 && s->nq >= PTO_SUBMIT_BATCH && (rc = enter(s, s->nq >= SUBMIT_MAX_QUEUED)) < 0) return rc;
+    if (--s->depth == 0 && s->nq >= PTO_SUBMIT_BATCH && (rc = enter(s, s->nq >= SUBMIT_MAX_QUEUED, true)) < 0)
+        return rc;
     return s->depth;
 }
 
 int32_t pto_submitter_task_id(PTOSubmitter* s, int64_t k) {
     if (!s || k < 0 || k >= s->nids || s->ids[k] < 0) return PTO_ETASKID;
-    return s->ids[k];
+    const int32_t id = s->ids[k];
+    /* an id given out is a published task's: others may wait for it */
+    if (id >= s->pend.base && id - s->pend.base < s->pend.n) {
+        const int rc = settle(s);
+        if (rc < 0) return fail(s, rc);
+    }
+    return id;
 }
 
 int pto_submitter_close(PTOSubmitter* s) {
     if (!s) return PTO_EINVAL;
     while (s->depth > 0 && !s->err) pto_submitter_scope_end(s);   /* scopes left open end here */
     int rc = pto_submitter_flush(s);
-    atomic_fetch_sub(&s->rt->submitters_open, 1);
+    PTORuntime* rt = s->rt;
+    pthread_mutex_lock(&rt->submit_mu);
+    for (int32_t i = 0; i < rt->npending; i++)
+        if (rt->pending[i] == &s->pend) { rt->pending[i] = rt->pending[--rt->npending]; break; }
+    pthread_mutex_unlock(&rt->submit_mu);
+    atomic_fetch_sub(&rt->submitters_open, 1);
     free(s->q); free(s->args); free(s->slots); free(s->preds); free(s->ids); free(s->msg); free(s->bad_msg);
     free(s->route); free(s->recs); free(s->rec); free(s->ev);
     free(s->acc); free(s->list); free(s->found.pair); free(s->prod); free(s->pstart);

@@ -622,9 +622,9 @@ static void* core_loop(void* arg) {
 
 /* A core of w->rt on this thread (rt_serving). */
 static void* core_main(void* arg) {
-    rt_serving = ((PTOWorker*)arg)->rt;
+    PTORuntime* const served = rt_serve(((PTOWorker*)arg)->rt);
     void* r = core_loop(arg);
-    rt_serving = NULL;
+    rt_serving = served;
     return r;
 }
 

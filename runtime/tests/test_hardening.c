@@ -266,6 +266,61 @@ static void test_shutdown_from_a_kernel_run_while_building(void) {
 }
 static void shutdown_from_a_deadline_worker(void) { test_shutdown_from_a_kernel(PTO_MODE_WORKERS, 0, 60000); }
 
+/* A kernel (or executor) that builds into its own runtime gets PTO_ESTATE, in every mode: on a
+ * worker while the orchestrating thread builds (pipelined: the two raced on the window and the
+ * tensor map), on the orchestrating thread itself when it runs the task (inline, when the window
+ * is full: the call re-entered the build it was in the middle of; caller-runs), and on a
+ * three-tier core. Building and running another runtime from the kernel still works, and the
+ * kernel's own runtime is refused again after it. (tests/engines/misuse.c: each call that
+ * builds, on both engines.) */
+static PTORuntime* g_own;
+static _Atomic int g_own_ran, g_own_bad;
+static int32_t k_builds_its_own_runtime(const int64_t* a) {
+    (void)a;
+    PTORuntime* rt = g_own;
+    int bad = 0;
+    bad += pto_task_submit_v(rt, "inner", k_nop, 0, PTO_WORKER_ANY, NULL, 0) != PTO_ESTATE;
+    bad += strstr(pto_last_error(), "a task of this runtime") == NULL;
+    bad += pto_runtime_run(rt) != PTO_ESTATE;
+    PTORuntime* other = pto_runtime_create(NULL);                  /* inline, on this thread */
+    bad += !other || pto_task_submit_v(other, "other", k_nop, 0, PTO_WORKER_ANY, NULL, 0) != 0 ||
+           pto_runtime_run(other) != PTO_OK;
+    if (other) pto_runtime_destroy(other);
+    bad += pto_task_alloc(rt, "inner", k_nop, 0, PTO_WORKER_ANY) != PTO_ESTATE;
+    atomic_store(&g_own_bad, bad);
+    atomic_store(&g_own_ran, 1);
+    return 0;
+}
+
+static void build_from_a_kernel(int mode, int workers, int32_t window, int caller_runs) {
+    PTORuntimeConfig c = config(workers);
+    c.mode = mode;
+    c.task_window = window;
+    g_own = pto_runtime_create(&c);
+    CHECK(g_own != NULL);
+    if (!g_own) return;
+    if (caller_runs) pto_runtime_set_caller_runs(g_own, 1);
+    atomic_store(&g_own_ran, 0);
+    atomic_store(&g_own_bad, -1);
+    int64_t n = 0;
+    CHECK_EQ(pto_task_submit_v(g_own, "self", k_builds_its_own_runtime, 0, PTO_WORKER_ANY, NULL, 0), 0);
+    n++;
+    /* go on building until the kernel has run (with workers, while this thread builds) */
+    for (int64_t i = 0; !atomic_load(&g_own_ran) && i < 4000000; i++, n++)
+        if (pto_task_submit_v(g_own, "after", k_nop, 0, PTO_WORKER_ANY, NULL, 0) < 0) break;
+    CHECK(atomic_load(&g_own_ran));
+    CHECK_EQ(pto_runtime_run(g_own), PTO_OK);
+    CHECK_EQ(atomic_load(&g_own_bad), 0);
+    PTORuntimeStats st;
+    CHECK_EQ(pto_runtime_get_stats(g_own, &st), PTO_OK);
+    CHECK_EQ(st.tasks_completed, n);              /* the kernel added none */
+    pto_runtime_destroy(g_own);
+}
+static void build_from_a_worker(void) { build_from_a_kernel(PTO_MODE_WORKERS, 2, 0, 0); }
+static void build_from_the_caller(void) { build_from_a_kernel(PTO_MODE_WORKERS, 2, 4, 1); }
+static void build_from_inline(void) { build_from_a_kernel(PTO_MODE_WORKERS, 0, 4, 0); }
+static void build_from_a_core(void) { build_from_a_kernel(PTO_MODE_THREE_TIER, 2, 0, 0); }
+
 static _Atomic int g_reader_ran;
 static int32_t k_reader(const int64_t* a) { (void)a; atomic_store(&g_reader_ran, 1); return 0; }
 
@@ -544,6 +599,10 @@ int main(int argc, char** argv) {
     RUN("shutdown_from_a_kernel", run_bounded("shutdown_from_a_core", shutdown_from_a_core, 20));
     RUN("shutdown_from_a_kernel", run_bounded("shutdown_from_a_deadline_worker", shutdown_from_a_deadline_worker, 20));
     RUN("shutdown_from_a_kernel", run_bounded("shutdown_while_building", test_shutdown_from_a_kernel_run_while_building, 20));
+    RUN("build_from_a_worker", run_bounded("build_from_a_worker", build_from_a_worker, 20));
+    RUN("build_from_the_caller", run_bounded("build_from_the_caller", build_from_the_caller, 20));
+    RUN("build_from_inline", run_bounded("build_from_inline", build_from_inline, 20));
+    RUN("build_from_a_core", run_bounded("build_from_a_core", build_from_a_core, 20));
     RUN("trace_after_shutdown", test_trace_after_shutdown(PTO_MODE_WORKERS));
     RUN("trace_after_shutdown", test_trace_after_shutdown(PTO_MODE_THREE_TIER));
     RUN("failed_temp_output", test_failed_temp_output_publishes_no_writer());

@@ -61,6 +61,8 @@ PTO_CHECK_COUNTERS;
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
 enum { W, A, B, C, D, R, KINDS };
 #define TILE 4
@@ -886,6 +888,106 @@ static void test_batch_states_inline(void) {
     pto_runtime_destroy(rt);
 }
 
+/* Batches left unpublished (a batch with nothing but its publication left for the lock is
+ * published in its thread's next hold of it): each is published before anything can wait for it. */
+static int32_t count_kernel(const int64_t* args) {
+    (void)args;
+    atomic_fetch_add(&g_runs, 1);
+    return 0;
+}
+
+static float g_ubuf[TILE * TILE];
+static PTOTensor g_ux = {g_ubuf, TILE, TILE, TILE, 4, "x"};
+
+/* n untracked tasks of g_ux, none after another. */
+static int64_t queue_untracked(PTOSubmitter* s, int64_t n) {
+    int64_t k = 0;
+    for (int64_t i = 0; i < n && k >= 0; i++) {
+        PTOTaskArg a[1] = {region(PTO_ARG_UNTRACKED, &g_ux, 0)};
+        k = pto_submitter_task(s, "u", count_kernel, 0, PTO_WORKER_ANY, a, 1, NULL, 0);
+    }
+    return k;
+}
+
+/* A runtime (new_runtime's) with a submitter whose first batch entered, left unpublished (the
+ * 65th task queued made it enter), the kernel counts reset. */
+static PTOSubmitter* first_batch_left(int workers, int threshold, int window, PTORuntime** rt) {
+    atomic_store(&g_runs, 0);
+    atomic_store(&g_order_errors, 0);
+    *rt = new_runtime(workers, threshold, window);
+    PTOSubmitter* s = pto_submitter_open(*rt);
+    CHECK_EQ(queue_untracked(s, PTO_SUBMIT_BATCH + 1), PTO_SUBMIT_BATCH);
+    CHECK_EQ(pto_task_state(*rt, PTO_SUBMIT_BATCH - 1), PTO_TASK_BUILDING);     /* entered, not published */
+    return s;
+}
+
+/* The id of a task of the batch left unpublished, once asked for, is a published task's. */
+static void test_unpublished_batch_ids(void) {
+    PTORuntime* rt;
+    PTOSubmitter* s = first_batch_left(0, 0, 1024, &rt);
+    CHECK_EQ(pto_submitter_task_id(s, PTO_SUBMIT_BATCH - 1), PTO_SUBMIT_BATCH - 1);
+    CHECK_EQ(pto_task_state(rt, 0), PTO_TASK_READY);
+    CHECK_EQ(pto_task_state(rt, PTO_SUBMIT_BATCH - 1), PTO_TASK_READY);
+    CHECK_EQ(pto_submitter_close(s), PTO_OK);
+    run_checked(rt, PTO_SUBMIT_BATCH + 1);
+    pto_runtime_destroy(rt);
+}
+
+/* The batch left unpublished holds the oldest slots of the window, and its thread then waits for
+ * another thread's submitter, which fills the window: the other thread publishes that batch
+ * (inline: and runs it; with workers: they do), so the wait ends. A hang fails the program (past
+ * 60 s). */
+typedef struct { PTORuntime* rt; int64_t n; _Atomic int done; int rc; } Filler;
+static void* fill_window(void* p) {
+    Filler* f = p;
+    PTOSubmitter* s = pto_submitter_open(f->rt);
+    f->rc = queue_untracked(s, f->n) < 0 ? PTO_EINVAL : PTO_OK;
+    const int rc = pto_submitter_close(s);
+    if (f->rc == PTO_OK) f->rc = rc;
+    atomic_store(&f->done, 1);
+    return NULL;
+}
+
+static void unpublished_window(int workers, int threshold) {
+    enum { WIN = 2 * PTO_SUBMIT_BATCH, OTHER = 8 * WIN };
+    PTORuntime* rt;
+    PTOSubmitter* s = first_batch_left(workers, threshold, WIN, &rt);
+    Filler f = {rt, OTHER, 0, PTO_OK};
+    pthread_t th;
+    CHECK_EQ(pthread_create(&th, NULL, fill_window, &f), 0);
+    for (int ms = 0; !atomic_load(&f.done); ms++) {
+        if (ms > 60000) {
+            fprintf(stderr, "FAIL unpublished_window(%d, %d): the other submitter still waits after 60 s (hung)\n",
+                    workers, threshold);
+            printf("%d passed, %d failed\n", g_pass, g_fail + 1);
+            fflush(NULL);
+            _exit(1);
+        }
+        struct timespec ts = {0, 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+    pthread_join(th, NULL);
+    CHECK_EQ(f.rc, PTO_OK);
+    CHECK_EQ(pto_submitter_close(s), PTO_OK);
+    run_checked(rt, PTO_SUBMIT_BATCH + 1 + OTHER);
+    pto_runtime_destroy(rt);
+}
+
+/* The batch left unpublished, then an error in the submitter's next batch (a task before the bad
+ * one, which enters, left unpublished too): pto_submitter_close reports the error and publishes
+ * both, so the graph runs whole. */
+static void test_unpublished_then_error(void) {
+    PTORuntime* rt;
+    PTOSubmitter* s = first_batch_left(0, 0, 1024, &rt);
+    PTOTaskArg bad[1] = {{PTO_ARG_UNTRACKED, &g_ux, TILE + 1, 0, 1, 1, 0}};     /* a row past the tensor */
+    CHECK_EQ(pto_submitter_task(s, "bad", count_kernel, 0, PTO_WORKER_ANY, bad, 1, NULL, 0), PTO_SUBMIT_BATCH + 1);
+    CHECK_EQ(queue_untracked(s, PTO_SUBMIT_BATCH), PTO_EBOUNDS);     /* the batch entered: its first task */
+    CHECK_EQ(pto_task_state(rt, PTO_SUBMIT_BATCH), PTO_TASK_BUILDING);
+    CHECK_EQ(pto_submitter_close(s), PTO_EBOUNDS);
+    run_checked(rt, PTO_SUBMIT_BATCH + 1);
+    pto_runtime_destroy(rt);
+}
+
 static void test_misuse(void) {
     CHECK(pto_submitter_open(NULL) == NULL);
     CHECK_EQ(pto_submitter_task(NULL, "t", NULL, 0, PTO_WORKER_ANY, NULL, 0, NULL, 0), PTO_EINVAL);
@@ -928,6 +1030,10 @@ int main(int argc, char** argv) {
     const int64_t tiles = (int64_t)(4000 * scale) < 64 ? 64 : (int64_t)(4000 * scale);
     test_tickets_and_ids();
     test_batch_states_inline();
+    test_unpublished_batch_ids();
+    test_unpublished_then_error();
+    unpublished_window(0, 0);                                      /* inline: the other thread runs it */
+    unpublished_window(2, 1);                                      /* the workers run it */
     test_misuse();
     test_bad_task_mid_batch();
     test_arg_checks();

@@ -7,8 +7,9 @@
  * under UBSan); pto_runtime_config_default(NULL) does nothing; a range of more tiles than task
  * ids are left, submitted tile by tile, is refused at once; pto_task_range of an id never issued is
  * PTO_ETASKID; after pto_runtime_shutdown the calls that build are PTO_ESHUTDOWN; a kernel's
- * pto_runtime_shutdown of its own runtime is PTO_ESTATE, and so is a run with a submitter open;
- * pto_submitter_open and pto_temp_tensor refused (NULL) say why in pto_last_error. */
+ * pto_runtime_shutdown of its own runtime is PTO_ESTATE, and so are its calls that build into its
+ * own runtime, and a run with a submitter open; pto_submitter_open and pto_temp_tensor refused
+ * (NULL) say why in pto_last_error. */
 #include "common.h"
 
 #include <stdatomic.h>
@@ -167,6 +168,51 @@ static void shutdown_from_a_task(int workers) {
     pto_runtime_destroy(g_self);
 }
 
+/* A kernel that builds into its own runtime while the orchestrating thread still builds it
+ * (pipelined: threshold 1) gets PTO_ESTATE from every call that builds and from pto_runtime_run
+ * (the pto engine's worker raced with the orchestrating thread and ran the graph from inside it:
+ * a hang); another runtime it may build and run. The run then holds the orchestrating thread's
+ * tasks alone. */
+static PTORuntime* g_own;
+static _Atomic int g_own_ran, g_own_bad = -1;
+static int32_t builds_its_own_runtime(const int64_t* args) {
+    (void)args;
+    int bad = 0;
+    bad += pto_task_submit_v(g_own, "inner", nop, 0, PTO_WORKER_ANY, NULL, 0) != PTO_ESTATE;
+    bad += strstr(pto_last_error(), "a task of this runtime") == NULL;
+    bad += pto_task_alloc(g_own, "inner", nop, 0, PTO_WORKER_ANY) != PTO_ESTATE;
+    PTOSubmitter* s = pto_submitter_open(g_own);
+    bad += s != NULL;
+    if (s) pto_submitter_close(s);
+    bad += pto_task_submit_range(g_own, "inner", nop, 0, PTO_WORKER_ANY, NULL, NULL, 0, 4) != PTO_ESTATE;
+    bad += pto_scope_begin(g_own) != PTO_ESTATE;
+    bad += pto_tensor_tiles(g_own, &(PTOTensor){g_x, 4, 4, 4, 4, "x"}, 2, 2) != PTO_ESTATE;
+    bad += pto_temp_tensor(g_own, "t", 4) != NULL;
+    bad += pto_runtime_run(g_own) != PTO_ESTATE;
+    bad += strstr(pto_last_error(), "pto_runtime_run from a task of this runtime") == NULL;
+    atomic_store(&g_own_bad, bad);
+    atomic_store(&g_own_ran, 1);
+    return 0;
+}
+
+static void build_from_a_task(int workers) {
+    PTORuntimeConfig cfg = engine_config(workers);
+    cfg.execution_task_threshold = 1;
+    EXPECT(make_runtime_with(&g_own, cfg) == PTO_OK);
+    if (!g_own) return;
+    atomic_store(&g_own_ran, 0);
+    EXPECT(pto_task_submit_v(g_own, "self", builds_its_own_runtime, 0, PTO_WORKER_ANY, NULL, 0) == 0);
+    int64_t n = 1;
+    const int64_t until = now_ns() + 5000000000LL;     /* build on while the kernel runs */
+    for (; !atomic_load(&g_own_ran) && now_ns() < until; n++)
+        if (pto_task_submit_v(g_own, "after", nop, 0, PTO_WORKER_ANY, NULL, 0) < 0) break;
+    EXPECT(pto_runtime_run(g_own) == PTO_OK);
+    EXPECT(atomic_load(&g_own_bad) == 0);
+    PTORuntimeStats st;
+    EXPECT(pto_runtime_get_stats(g_own, &st) == PTO_OK && st.tasks_completed == n);
+    pto_runtime_destroy(g_own);
+}
+
 /* pto_runtime_run with a submitter open is PTO_ESTATE on every engine (the pto engine ran
  * without the submitter's queued task, lost: its close then failed); closed, the task runs. */
 static _Atomic int g_queued_ran;
@@ -186,7 +232,7 @@ static void run_with_a_submitter_open(int workers) {
     EXPECT(pto_submitter_close(s) == PTO_OK);
     EXPECT(pto_runtime_run(rt) == PTO_OK);
     EXPECT(pto_submitter_open(rt) == NULL);      /* ran: it says so (the NULL is all the caller gets) */
-    EXPECT(strstr(pto_last_error(), "pto_submitter_open") && strstr(pto_last_error(), "has run"));
+    EXPECT(strstr(pto_last_error(), "this runtime has run") != NULL);
     pto_runtime_destroy(rt);
     EXPECT(atomic_load(&g_queued_ran) == 1);
 }
@@ -199,6 +245,7 @@ int misuse_run(int workers) {
     range_ids(workers);
     after_shutdown(workers);
     shutdown_from_a_task(workers);
+    build_from_a_task(workers);
     run_with_a_submitter_open(workers);
     return g_failed;
 }

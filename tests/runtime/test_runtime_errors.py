@@ -13,6 +13,36 @@ from pto_core.runtime import KernelArgs, PTORuntimeError, PTOTaskError, Runtime
 
 
 @pytest.mark.parametrize("workers", [0, 2])
+def test_a_kernel_that_builds_into_its_own_runtime_is_refused_with_the_reason(workers: int) -> None:
+    # pipelined (threshold 1): the kernel runs while this thread still builds - on a worker, or
+    # inline on this thread when the window (4) is full; another runtime it may build and run
+    refused: list[BaseException] = []
+    ran = threading.Event()
+    with Runtime(num_workers=workers, threshold=1 if workers else 0, window=4) as rt:
+        def builds_its_own(args: KernelArgs) -> int:
+            try:
+                rt.task("inner", None)
+            except PTOError as e:
+                refused.append(e)
+            with Runtime(num_workers=0) as other:
+                other.submit(other.task("other", None))
+                other.run()
+            ran.set()
+            return 0
+
+        rt.submit(rt.task("self", builds_its_own))
+        n = 1
+        while not ran.is_set() and n < 100_000:
+            rt.submit(rt.task("after", None))
+            n += 1
+        rt.run()
+        assert rt.stats().tasks_completed == n
+    assert len(refused) == 1 and isinstance(refused[0], PTORuntimeError)
+    assert refused[0].name == "PTO_ESTATE"
+    assert "a task of this runtime (its kernel or executor) may not add to the runtime's graph" in str(refused[0])
+
+
+@pytest.mark.parametrize("workers", [0, 2])
 def test_a_python_exception_reaches_the_caller_with_its_task(workers: int) -> None:
     x = np.zeros((4, 4), np.float32)
 

@@ -179,6 +179,8 @@ class CudaRenderer(CStyleRenderer):
         if where is Place.STAGED:
             return f"/* {name}: in the pipelined K loop's shared-memory stages */"
         off = self._alloc(t.nbytes)
+        if self._smem_largest is None or t.nbytes > self._smem_largest[1].nbytes:
+            self._smem_largest = (name, t)
         return (f"{ct} (*const {name})[{t.cols}] = "
                 f"reinterpret_cast<{ct} (*)[{t.cols}]>(_pto_smem + {off}); (void){name};")
 
@@ -195,6 +197,7 @@ class CudaRenderer(CStyleRenderer):
         namespace, as a part of another kernel's file that does not export it."""
         symbol = symbol or kernel_symbol(fn.name)
         self._smem_used = 0
+        self._smem_largest: tuple[str, TileType] | None = None   # the largest tile in shared memory
         self._placements = {}
         self._sm90 = None
         self._bare = namespace is not None
@@ -211,9 +214,13 @@ class CudaRenderer(CStyleRenderer):
             self._sm90 = plan
             text = text.replace(before, self.prelude(), 1)
         if smem > self.smem_capacity:
+            big = self._smem_largest
+            largest = (f"; largest: {big[0]} ({big[1].rows}x{big[1].cols} {big[1].dtype.value}, "
+                       f"{big[1].nbytes} B)" if big else "")
             raise PTOBackendError(
                 f"tiles need {smem} bytes of shared memory, more than the {self.smem_capacity} a "
-                f"thread block can have on {self.arch}", function=fn.name)
+                f"thread block can have on {self.arch}{largest} (use smaller tiles)",
+                function=fn.name)
         nargs = sum(2 if isinstance(p.type, MemRefType) else 1 for p in fn.params)
         note = (f"\n/* {nargs} argument slots, {threads} threads, {smem} bytes of shared "
                 f"memory per task */\n")

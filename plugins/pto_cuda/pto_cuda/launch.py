@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import ctypes as C
 import dataclasses
+import numbers
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -95,9 +96,19 @@ def load(path: Path) -> C.CDLL:
 
 
 def set_policy(lib: C.CDLL, policy: LaunchPolicy) -> None:
-    """Install ``policy`` in the executor of a loaded library (between runs)."""
-    c = PTOCudaPolicy(*(int(getattr(policy, f.name)) for f in dataclasses.fields(LaunchPolicy)))
-    if lib.pto_cuda_set_policy(C.byref(c)) != 0:
+    """Install ``policy`` in the executor of a loaded library (between runs). Each field is a
+    whole number in [0, 2**31 - 1] (``plan_only`` a bool), else PTOError naming it (the C
+    struct's int32 fields would wrap a larger one, and ``int()`` truncate a fraction)."""
+    values = []
+    for f in dataclasses.fields(LaunchPolicy):
+        v = getattr(policy, f.name)
+        if f.name == "plan_only" and isinstance(v, (bool, np.bool_)):
+            v = int(v)
+        if isinstance(v, (bool, np.bool_)) or not isinstance(v, numbers.Integral) or not 0 <= v < 2**31:
+            raise PTOError(f"invalid launch policy: {f.name} must be a whole number in "
+                           f"[0, {2**31 - 1}], got {v!r}")
+        values.append(int(v))
+    if lib.pto_cuda_set_policy(C.byref(PTOCudaPolicy(*values))) != 0:
         raise PTOError(f"invalid launch policy {policy}: every field must be >= 0")
 
 
@@ -145,6 +156,7 @@ class DeviceRun:
         self.cscal = scalar_slots(fn, scalars)
         self.nscal = len(sparams)
         self.lost: str | None = None   # why the device is held by a kernel that never returned
+        self.closed = False
         self.host: dict[str, np.ndarray] = {}
         self.dev: list[int] = []
         self.ctens = (PTOTensor * max(1, len(self.tparams)))()
@@ -167,8 +179,13 @@ class DeviceRun:
         if rc != 0:
             raise PTOError(f"{what} failed on the CUDA device (code {rc})")
 
+    def _open(self, what: str) -> None:
+        if self.closed:         # its device buffers are freed: a run would write into freed memory
+            raise PTOError(f"{what} of module '{self.module.name}': this DeviceRun is closed")
+
     def run(self) -> None:
         """One run of the entry (orchestration + execution), synchronous."""
+        self._open("run")
         if self.lost:
             raise PTOError(f"run of module '{self.module.name}': {self.lost}")
         rc = self.entry(self.ctens, len(self.tparams), self.cscal, self.nscal, self.workers,
@@ -222,6 +239,7 @@ class DeviceRun:
 
     def fetch(self) -> dict[str, np.ndarray]:
         """Every tensor copied back to the host."""
+        self._open("fetch")
         out = {}
         for p, ptr in zip(self.tparams, self.dev):
             a = np.empty_like(self.host[p.name])
@@ -234,6 +252,7 @@ class DeviceRun:
             for ptr in self.dev:
                 self.lib.pto_cuda_free(ptr)
         self.dev = []
+        self.closed = True
 
     def __enter__(self) -> "DeviceRun":
         return self

@@ -1077,6 +1077,57 @@ static int run_launch_config() {
     return 0;
 }
 
+/* ================================================================== 10. what a thread leaves */
+/* The simulator runs a block's threads on stacks of the host thread that runs the block (two
+ * mappings each: the stack and its guard page). A host thread that ends, and a created stream
+ * once idle, must give them back: a process loading many kernel libraries otherwise reaches the
+ * kernel's mapping limit. Prints the mappings before, after a launch from a thread that ended,
+ * and after a launch on a destroyed stream (polled: its thread ends once idle). */
+#ifdef PTO_CUDA_SIM
+static int count_maps() {
+    FILE* f = fopen("/proc/self/maps", "r");
+    if (!f) return -1;
+    int n = 0;
+    for (int c; (c = fgetc(f)) != EOF;) n += c == '\n';
+    fclose(f);
+    return n;
+}
+#endif
+
+static int run_thread_exit() {
+#ifdef PTO_CUDA_SIM
+    const int threads = 512;
+    int* count = dev_alloc<int>(4);
+    CountP p{count};
+    CHECK(ST_LAUNCH(k_count, 1, 32, 0, 0, p));   /* the simulator's own threads, started */
+    CHECK(cudaDeviceSynchronize());
+    const int before = count_maps();
+    cudaError_t e = cudaSuccess;
+    std::thread([&] {
+        e = ST_LAUNCH(k_count, 2, threads, 0, 0, p);
+        if (e == cudaSuccess) e = cudaDeviceSynchronize();
+    }).join();
+    CHECK(e);
+    const int after_thread = count_maps();
+    cudaStream_t s;
+    CHECK(cudaStreamCreate(&s));
+    CHECK(ST_LAUNCH(k_count, 2, threads, 0, s, p));
+    CHECK(cudaStreamSynchronize(s));
+    const int busy = count_maps();
+    CHECK(cudaStreamDestroy(s));
+    int after_stream = count_maps();
+    for (int i = 0; i < 300 && after_stream > before + 2 * threads / 4; ++i) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+        after_stream = count_maps();
+    }
+    printf("threads %d\nbefore %d\nafter_thread %d\nstream_busy %d\nafter_stream %d\n", threads,
+           before, after_thread, busy, after_stream);
+#else
+    printf("skipped: the simulator's stacks only\n");
+#endif
+    return 0;
+}
+
 /* ================================================================== main */
 int main(int argc, char** argv) {
     if (argc != 2) {
@@ -1097,6 +1148,7 @@ int main(int argc, char** argv) {
     if (t == "streams") return run_streams();
     if (t == "smem_init") return run_smem_init();
     if (t == "launch_config") return run_launch_config();
+    if (t == "thread_exit") return run_thread_exit();
     fprintf(stderr, "unknown sub-test '%s'\n", argv[1]);
     return 2;
 }

@@ -476,3 +476,17 @@ def test_invalid_launch_configurations_are_refused(selftest):
         assert f[4] == "0" and f[6] == f[1] and f[8] == "0", (name, f)
     assert d["threads1024"] == ["code", "0", "cudaSuccess", "sync", "0", "last", "0", "ran", "2"]
     assert d["smem_max"] == ["code", "0", "cudaSuccess", "sync", "0", "last", "0", "ran", "1"]
+
+
+# ------------------------------------------------------------------ 10. what a thread leaves
+
+def test_stacks_go_with_the_thread_that_ran_the_blocks(selftest):
+    """A block's simulated threads run on stacks of the host thread that runs it (two mappings
+    each). A host thread that ends, and a created stream once idle, give them back: before, each
+    kept them until the process ended, and a test process that loaded a few hundred kernel
+    libraries reached the kernel's limit of 65,530 mappings (a library then failed to load)."""
+    d = parse(run(selftest, "thread_exit").stdout)
+    threads, before = int(d["threads"][0]), int(d["before"][0])
+    assert int(d["stream_busy"][0]) >= before + threads       # the stream's stacks, while used
+    assert int(d["after_thread"][0]) < before + threads // 2, d
+    assert int(d["after_stream"][0]) < before + threads // 2, d

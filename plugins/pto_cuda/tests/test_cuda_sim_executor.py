@@ -46,6 +46,82 @@ def test_runs_match_the_reference_whatever_the_workers_and_streams(softmax, work
             np.testing.assert_allclose(d.fetch()["output"], want, rtol=1e-5, atol=1e-6)
 
 
+def test_a_second_build_into_one_runtime_is_refused_and_the_first_one_runs(softmax):
+    """``pto_module_build_<m>`` sets the runtime up first (the binding attaches the executor,
+    which forgets the runtime's stream lanes): a second build into the same runtime would have
+    dropped the first's tasks waiting there (pipelined: they start while it builds). It is
+    PTO_ESTATE with nothing added, and the run gives the first build's result."""
+    from pto_core.abi import PTO_ESTATE, PTORuntimeConfig, PTORuntimeStats
+    from pto_core.codegen.orchestration import c_module_name
+    lib, module, x, want = softmax
+    with DeviceRun(lib, module, _tensors(x), {"num_tiles": NUM_TILES}) as d:
+        so = d.lib
+        so.pto_runtime_create.restype = C.c_void_p
+        so.pto_runtime_create.argtypes = [C.c_void_p]
+        for f in ("pto_runtime_run", "pto_runtime_destroy"):
+            getattr(so, f).argtypes = [C.c_void_p]
+        so.pto_runtime_get_stats.argtypes = [C.c_void_p, C.c_void_p]
+        build = getattr(so, f"pto_module_build_{c_module_name(module)}")
+        build.argtypes = [C.c_void_p, C.c_void_p, C.c_int, C.c_void_p, C.c_int]
+        error = getattr(so, f"pto_module_error_{c_module_name(module)}")
+        error.restype = C.c_char_p
+        cfg = PTORuntimeConfig()
+        so.pto_runtime_config_default(C.byref(cfg))
+        cfg.num_workers, cfg.execution_task_threshold = 2, 1
+        rt = so.pto_runtime_create(C.byref(cfg))
+        assert rt
+        args = (d.ctens, len(d.tparams), d.cscal, d.nscal)
+        assert build(rt, *args) == 0
+        st = PTORuntimeStats()
+        so.pto_runtime_get_stats(rt, C.byref(st))
+        built = st.tasks_submitted
+        assert built > 0
+        assert build(rt, *args) == PTO_ESTATE
+        assert f"holds {built} task(s) already" in error().decode()
+        assert so.pto_runtime_run(rt) == 0
+        so.pto_runtime_get_stats(rt, C.byref(st))
+        so.pto_runtime_destroy(rt)
+        assert st.tasks_submitted == built
+        np.testing.assert_allclose(d.fetch()["output"], want, rtol=1e-5, atol=1e-6)
+
+
+def test_a_closed_device_run_refuses_to_run_or_fetch(softmax):
+    """close() frees the device tensors: a run after it wrote into freed memory."""
+    from pto_core.errors import PTOError
+    lib, module, x, want = softmax
+    d = DeviceRun(lib, module, _tensors(x), {"num_tiles": NUM_TILES})
+    d.run()
+    d.close()
+    for call in (d.run, d.fetch, lambda: d.time_runs(1)):
+        with pytest.raises(PTOError, match="this DeviceRun is closed"):
+            call()
+
+
+@pytest.mark.parametrize("field,value", [("max_hold_us", 2**32), ("num_streams", 2**31),
+                                         ("poll_us", 2.5), ("sm_count", "8"), ("max_batch", -1),
+                                         ("blocks_per_sm", True)])
+def test_a_launch_policy_field_the_int32_struct_cannot_hold_is_refused_by_name(field, value):
+    """The C policy's fields are int32: 2**32 wrapped to 0 (no hold at all), a fraction was
+    truncated; nothing reaches the executor."""
+    import dataclasses
+    from pto_core.errors import PTOError
+    from pto_cuda.launch import set_policy
+
+    class Executor:
+        calls = 0
+
+        def pto_cuda_set_policy(self, policy):
+            self.calls += 1
+            return 0
+
+    ex = Executor()
+    with pytest.raises(PTOError, match=f"invalid launch policy: {field} must be a whole number"):
+        set_policy(ex, dataclasses.replace(LaunchPolicy(), **{field: value}))
+    assert ex.calls == 0
+    set_policy(ex, LaunchPolicy(plan_only=True))
+    assert ex.calls == 1
+
+
 def test_ready_tasks_of_one_kernel_share_launches(softmax):
     """5 kernels x 64 tiles = 320 tasks; all tiles of a stage become ready together, so they
     go out in far fewer launches than tasks (and at most one task per launch when capped)."""

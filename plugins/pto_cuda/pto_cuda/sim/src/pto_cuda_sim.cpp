@@ -124,16 +124,20 @@ struct Worker {
         for (unsigned char* s : stacks) munmap(s, STACK_BYTES);
     }
 };
-thread_local Worker* t_worker;
+thread_local Worker* t_worker;   /* the hot paths' copy of t_owner's pointer */
+/* Owns the thread's worker: freed, stacks and all, when the thread ends. A thread_local with a
+ * destructor is constructed (and its destructor registered) only where a thread uses it, so
+ * worker() must go through it: a reaper nothing referenced never ran, and every thread that
+ * had run a block kept its stacks until the process ended. */
+thread_local std::unique_ptr<Worker> t_owner;
 
 Worker& worker() {
-    if (!t_worker) t_worker = new Worker();   /* freed with the thread (see below) */
+    if (!t_worker) {
+        t_owner.reset(new Worker());
+        t_worker = t_owner.get();
+    }
     return *t_worker;
 }
-struct WorkerReaper {
-    ~WorkerReaper() { delete t_worker; t_worker = nullptr; }
-};
-thread_local WorkerReaper t_reaper;
 
 Fiber& self() {
     Worker& w = worker();
@@ -522,20 +526,37 @@ namespace {
 thread_local cudaStream_t t_serving = nullptr;   /* the stream this host thread serves */
 }
 
+/* A stream's work runs on a host thread of its own, started when work arrives and ended after
+ * STREAM_IDLE of no work: the thread's simulated-thread stacks go with it (each stack is two
+ * mappings). A library is never unloaded, so threads parked for good would keep every stream's
+ * stacks of every module a process loads: a few hundred modules reached the kernel's limit of
+ * 65,530 mappings, after which a library no longer loads. */
+constexpr std::chrono::milliseconds STREAM_IDLE{100};
+
 struct pto_sim_stream {
     std::mutex mu;
     std::condition_variable cv;        /* work arrived / queue drained */
     std::deque<Op> q;
     bool busy = false;
+    bool serving = false;              /* a thread serves the queue */
     pto_sim_graph* capture = nullptr;
     bool nonblocking = false;          /* cudaStreamNonBlocking: no implicit legacy sync */
-    std::thread th;
 
+    /* mu held: work was queued; a thread to run it. Detached: a stream outlives static
+     * destructors, as on a GPU. */
+    void wake() {
+        if (serving) return;
+        serving = true;
+        std::thread([this] { serve(); }).detach();
+    }
     void serve() {
         t_serving = this;
         std::unique_lock<std::mutex> lk(mu);
         for (;;) {
-            cv.wait(lk, [&] { return !q.empty(); });
+            if (!cv.wait_for(lk, STREAM_IDLE, [&] { return !q.empty(); })) {
+                serving = false;       /* the next submit starts another */
+                return;
+            }
             Op op = std::move(q.front());
             q.pop_front();
             busy = true;
@@ -572,6 +593,7 @@ cudaError_t submit(cudaStream_t s, Op op) {
             return cudaSuccess;
         }
         s->q.push_back(std::move(op));
+        s->wake();
     }
     s->cv.notify_all();
     return cudaSuccess;
@@ -792,8 +814,6 @@ cudaError_t cudaStreamCreateWithFlags(cudaStream_t* out, unsigned flags) {
     if (!out) return fail(cudaErrorInvalidValue);
     cudaStream_t s = new pto_sim_stream();
     s->nonblocking = (flags & cudaStreamNonBlocking) != 0;
-    s->th = std::thread([s] { s->serve(); });
-    s->th.detach();                      /* streams outlive static destructors, as on a GPU */
     {
         std::lock_guard<std::mutex> lk(g_streams_mu);
         g_streams.push_back(s);
@@ -804,7 +824,7 @@ cudaError_t cudaStreamCreateWithFlags(cudaStream_t* out, unsigned flags) {
 cudaError_t cudaStreamCreate(cudaStream_t* out) { return cudaStreamCreateWithFlags(out, 0); }
 cudaError_t cudaStreamDestroy(cudaStream_t s) {
     if (is_inline(s)) return fail(cudaErrorInvalidResourceHandle);
-    drain(s);   /* the serving thread stays parked on its empty queue; the stream is retired */
+    drain(s);   /* its thread ends once idle; the stream object is retired, never freed */
     std::lock_guard<std::mutex> lk(g_streams_mu);
     for (size_t i = 0; i < g_streams.size(); ++i)
         if (g_streams[i] == s) { g_streams.erase(g_streams.begin() + (long)i); break; }
