@@ -353,3 +353,49 @@ def test_pto_run_timeout_names_the_stuck_kernel_on_the_simulator():
     assert r.returncode == 1, r.stdout + r.stderr
     assert ("pto run: error: run of module 'softmax_module' failed: the run passed its deadline "
             "(-12): deadline of 0.5 s passed: task ") in r.stderr, r.stderr
+
+
+_IDLE_THREADS = r'''
+import os, sys, time
+from pathlib import Path
+import numpy as np
+from pto_core import PTOFunctionBuilder, PTOModule, driver
+
+def threads():
+    return len(os.listdir("/proc/self/task"))
+
+def settle(limit):
+    t0, n = time.monotonic(), threads()
+    while n > limit and time.monotonic() - t0 < 30:
+        time.sleep(0.05)
+        n = threads()
+    return n
+
+base = threads()
+for i in range(2):
+    m = PTOModule(f"idle{i}")
+    (PTOFunctionBuilder("inc", module=m).in_core().memref("a", "gm", "f32").memref("b", "gm", "f32")
+     .tile("t", 32, 32, "f32").load("t", "a").adds("t", "t", 1.0).store("b", "t").build())
+    a = np.ones((32, 32), np.float32)
+    out = driver.launch("cuda_sim", m, {"a": a, "b": np.zeros_like(a)}, {}, workers=2,
+                        build_dir=Path(sys.argv[1]) / str(i))
+    assert (out["b"] == 2).all()
+    print("run", i, base, threads(), settle(base))
+'''
+
+
+def test_a_library_keeps_no_thread_once_idle(tmp_path):
+    """Each kernel library has its own executor (launcher, watchdog), runtime worker pool and
+    simulated streams, and Python never unloads a library: two modules run one after the other
+    in one process leave no thread behind once idle (before, the executor's two threads stayed
+    for good, per library: a tuning sweep or a test run kept hundreds)."""
+    import subprocess
+    import sys
+    r = subprocess.run([sys.executable, "-c", _IDLE_THREADS, str(tmp_path)], capture_output=True,
+                       text=True, timeout=600)
+    assert r.returncode == 0, r.stdout + r.stderr
+    runs = [line.split()[1:] for line in r.stdout.splitlines() if line.startswith("run ")]
+    assert len(runs) == 2, r.stdout
+    for _, base, busy, idle in runs:
+        assert int(busy) > int(base)             # the run had threads of its own
+        assert int(idle) == int(base), r.stdout  # and none of them stayed

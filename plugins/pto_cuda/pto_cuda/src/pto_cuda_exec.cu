@@ -49,7 +49,9 @@ extern "C" const PTOCudaKernelDesc* pto_cuda_lookup(PTOCudaAbiFn abi) {
  * One process-wide executor: a launcher thread, a watchdog thread, the streams and the ready
  * tasks held for a fuller launch. It is created on first use and deliberately never destroyed
  * (a thread blocked on a condition variable must not see it destroyed by static destructors at
- * exit). Held tasks are keyed by (runtime, kernel): tasks of different runtimes never share a
+ * exit). Each thread is started when it has work and ends after THREAD_IDLE without any: every
+ * kernel library has an executor of its own and a library is never unloaded, so threads kept
+ * for good added two per library to a process that loads many (a tuning sweep, a test run). Held tasks are keyed by (runtime, kernel): tasks of different runtimes never share a
  * launch. Lock order: mu before launch_mu; out_mu alone. */
 namespace {
 
@@ -174,8 +176,10 @@ struct StreamRecord {
 constexpr int64_t kMaxLog = int64_t(1) << 20;
 constexpr int32_t kMaxReserve = 1 << 16;   /* most tasks a new batch makes room for at once */
 
+constexpr std::chrono::seconds THREAD_IDLE{1};
+
 struct Exec {
-    std::mutex mu;                   /* pending, rts, pol, fill */
+    std::mutex mu;                   /* pending, rts, pol, fill, launcher_live */
     std::condition_variable cv;
     std::unordered_map<Key, Batch, KeyHash> pending;
     std::unordered_map<PTORuntime*, RtState> rts;
@@ -212,7 +216,22 @@ struct Exec {
     std::vector<StreamRecord> stream_log;    /* launch_mu */
     std::unordered_map<PTORuntime*, int64_t> rt_grids;   /* launch_mu: grids per runtime */
 
+    bool launcher_live = false;      /* mu: a launcher thread runs (or is starting) */
+    bool watchdog_live = false;      /* out_mu: a watchdog thread runs (or is starting) */
+
     Exec() { pto_cuda_policy_default(&pol); }
+    /* mu held, work just queued (pending, lanes_due): a launcher to see it */
+    void start_launcher() {
+        if (launcher_live) return;
+        launcher_live = true;
+        std::thread([this] { launcher_main(); }).detach();
+    }
+    /* out_mu held, a grid just out: a watchdog to watch it */
+    void start_watchdog() {
+        if (watchdog_live) return;
+        watchdog_live = true;
+        std::thread([this] { watchdog_main(); }).detach();
+    }
     int ensure_streams();
     int32_t fill_of(const PTOCudaKernelDesc* d);
     void prime_fills();
@@ -238,11 +257,7 @@ Exec* g_exec;
 std::once_flag g_exec_once;
 
 Exec& exec() {
-    std::call_once(g_exec_once, [] {
-        g_exec = new Exec();
-        std::thread([] { g_exec->launcher_main(); }).detach();
-        std::thread([] { g_exec->watchdog_main(); }).detach();
-    });
+    std::call_once(g_exec_once, [] { g_exec = new Exec(); });
     return *g_exec;
 }
 
@@ -320,7 +335,10 @@ void Exec::check_stall(Clock::time_point now) {
 void Exec::watchdog_main() {
     std::unique_lock<std::mutex> lk(out_mu);
     for (;;) {
-        out_cv.wait(lk, [&] { return !outstanding.empty(); });
+        if (!out_cv.wait_for(lk, THREAD_IDLE, [&] { return !outstanding.empty(); })) {
+            watchdog_live = false;     /* the next grid out starts another */
+            return;
+        }
         out_cv.wait_for(lk, std::chrono::milliseconds(5));
         if (outstanding.empty()) continue;
         lk.unlock();
@@ -522,6 +540,7 @@ int Exec::enqueue(cudaStream_t s, Completion* c, bool* fail) {
         std::lock_guard<std::mutex> g(out_mu);
         if (outstanding.empty()) progress = Clock::now();
         outstanding.insert(c);
+        start_watchdog();
     }
     out_cv.notify_one();
     cudaError_t e = cudaLaunchHostFunc(s, on_done, c);
@@ -624,7 +643,10 @@ void Exec::launch_range(PTORuntime* rt, const PTOCudaKernelDesc* d, int32_t id, 
 void Exec::launcher_main() {
     std::unique_lock<std::mutex> lk(mu);
     for (;;) {
-        cv.wait(lk, [&] { return !pending.empty() || !lanes_due.empty(); });
+        if (!cv.wait_for(lk, THREAD_IDLE, [&] { return !pending.empty() || !lanes_due.empty(); })) {
+            launcher_live = false;     /* the next task queued starts another */
+            return;
+        }
         const Clock::time_point now = Clock::now();
         Clock::time_point wake = Clock::time_point::max();
         std::vector<std::pair<Key, Batch>> go;
@@ -734,6 +756,7 @@ extern "C" int32_t pto_cuda_execute(void* ctx, int32_t task_id, const char* func
             }
             ln.urgent = ln.urgent || worker_index < 0;
             x.lanes_due.insert(key);
+            x.start_launcher();
             x.rts[rt].last_event = Clock::now();
             lk.unlock();
             if (was_empty || worker_index < 0 || x.pol.max_hold_us <= 0) x.cv.notify_one();
@@ -766,6 +789,7 @@ extern "C" int32_t pto_cuda_execute(void* ctx, int32_t task_id, const char* func
         std::lock_guard<std::mutex> lk(x.mu);
         Batch& b = x.pending[Key{rt, d}];
         if (b.ids.empty()) {
+            x.start_launcher();
             b.first = Clock::now();
             b.fill = x.fill_of(d);
             const size_t want = (size_t)std::min<int64_t>(std::max<int64_t>(b.fill, tiles), kMaxReserve);
