@@ -74,6 +74,15 @@ int64_t rt_now_ns(void) {
     return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
 }
 
+struct timespec rt_deadline(clockid_t clock, int64_t ns) {
+    struct timespec ts;
+    clock_gettime(clock, &ts);
+    ts.tv_sec += (time_t)(ns / 1000000000LL);
+    ts.tv_nsec += (long)(ns % 1000000000LL);
+    if (ts.tv_nsec >= 1000000000L) { ts.tv_sec++; ts.tv_nsec -= 1000000000L; }
+    return ts;
+}
+
 /* The deadline of cfg->timeout_ms, or of PTO_TIMEOUT (seconds) when it is 0; 0 = none. */
 int rt_resolve_timeout(const PTORuntimeConfig* c, int64_t* ns) {
     *ns = 0;

@@ -5,6 +5,7 @@
 #include "pto_runtime.h"
 
 #include <stdio.h>
+#include <time.h>
 
 #pragma GCC visibility push(hidden)
 
@@ -23,6 +24,8 @@ int   rt_fail_from_task(const char* call) __attribute__((cold, noinline));
 
 /* CLOCK_MONOTONIC in nanoseconds. */
 int64_t rt_now_ns(void);
+/* Clock `clock` now plus ns (ns >= 0): a pthread_cond_timedwait deadline. */
+struct timespec rt_deadline(clockid_t clock, int64_t ns);
 /* The deadline of c->timeout_ms, or of PTO_TIMEOUT (seconds) when it is 0, into *ns (0 = none);
  * PTO_EINVAL (with the message set) for a bad PTO_TIMEOUT. */
 int rt_resolve_timeout(const PTORuntimeConfig* c, int64_t* ns);

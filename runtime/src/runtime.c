@@ -318,10 +318,7 @@ static void advance(PTORuntime* rt) {
 /* Sleep on done_cv (done_mu held) for at most 10 ms: a bounded wait, so a wake-up missed
  * between the caller's check and the wait costs 10 ms, never a hang. */
 static void wait_done_cv(PTORuntime* rt) {
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    ts.tv_nsec += 10 * 1000 * 1000;
-    if (ts.tv_nsec >= 1000000000L) { ts.tv_sec++; ts.tv_nsec -= 1000000000L; }
+    const struct timespec ts = rt_deadline(CLOCK_REALTIME, 10 * 1000 * 1000);
     pthread_cond_timedwait(&rt->done_cv, &rt->done_mu, &ts);
 }
 

@@ -737,11 +737,9 @@ static void idle(PTORuntime* rt, PTOWorker* w) {
     const bool fenced = paced || sched_sleep_fence(rt);
     pthread_mutex_lock(&rt->idle_mu);
     if (!atomic_load(&rt->stop) && (paced ? paced_sleep(rt, w) : !has_work(rt, w, true))) {
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
         /* belt and braces; wake-ups are signalled */
-        ts.tv_nsec += paced ? PTO_PACED_SLEEP_NS : fenced ? 20 * 1000 * 1000 : 100 * 1000;
-        if (ts.tv_nsec >= 1000000000L) { ts.tv_sec++; ts.tv_nsec -= 1000000000L; }
+        const struct timespec ts =
+            rt_deadline(CLOCK_REALTIME, paced ? PTO_PACED_SLEEP_NS : fenced ? 20 * 1000 * 1000 : 100 * 1000);
         pthread_cond_timedwait(&rt->idle_cv, &rt->idle_mu, &ts);
     }
     pthread_mutex_unlock(&rt->idle_mu);
@@ -921,11 +919,7 @@ static PTOWorker* pool_next(int i) {
         if (PTO_POOL_SPIN_NS > 0) pool_watch(i);
         PTOWorker* w = pool_take(i);
         if (w || __atomic_load_n(&g_pool.quit, __ATOMIC_ACQUIRE)) return w;
-        struct timespec until;
-        clock_gettime(CLOCK_MONOTONIC, &until);
-        until.tv_sec += PTO_POOL_IDLE_NS / 1000000000LL;
-        until.tv_nsec += PTO_POOL_IDLE_NS % 1000000000LL;
-        if (until.tv_nsec >= 1000000000L) { until.tv_sec++; until.tv_nsec -= 1000000000L; }
+        struct timespec until = rt_deadline(CLOCK_MONOTONIC, PTO_POOL_IDLE_NS);
         pthread_mutex_lock(&g_pool.mu);
         while (!pool_offered(i) && !g_pool.quit) {
             if (pthread_cond_timedwait(&g_pool.cv[i], &g_pool.mu, &until) == ETIMEDOUT) {
@@ -1146,10 +1140,8 @@ static void wait_workers(PTORuntime* rt) {
         }
         pthread_mutex_lock(&rt->done_mu);      /* workers broadcast done_cv as they exit */
         if (live_workers(rt) > 0) {
-            struct timespec ts;
-            clock_gettime(CLOCK_REALTIME, &ts);
-            ts.tv_nsec += 10 * 1000 * 1000;    /* the deadline is checked at least this often */
-            if (ts.tv_nsec >= 1000000000L) { ts.tv_sec++; ts.tv_nsec -= 1000000000L; }
+            /* the deadline is checked at least this often */
+            const struct timespec ts = rt_deadline(CLOCK_REALTIME, 10 * 1000 * 1000);
             pthread_cond_timedwait(&rt->done_cv, &rt->done_mu, &ts);
         }
         pthread_mutex_unlock(&rt->done_mu);

@@ -469,10 +469,7 @@ static inline int32_t note_cpu(_Atomic int32_t* cpu) {
 }
 
 static void timed_wait(pthread_cond_t* cv, pthread_mutex_t* mu, long ns) {
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    ts.tv_nsec += ns;
-    if (ts.tv_nsec >= 1000000000L) { ts.tv_sec++; ts.tv_nsec -= 1000000000L; }
+    const struct timespec ts = rt_deadline(CLOCK_REALTIME, ns);
     pthread_cond_timedwait(cv, mu, &ts);
 }
 
