@@ -51,6 +51,7 @@ from pto_core.runtime import Runtime                                          # 
 from pto_core.workload import (Dense, Tensor, enumerate_tasks, parallel_for,  # noqa: E402
                                sequential, task)
 from pto_core.workload.cgen import compile_c                                  # noqa: E402
+from _xcore import round_trip_ns                                             # noqa: E402
 
 ROWS, COLS = 8, 128
 
@@ -180,7 +181,9 @@ def main() -> None:
         ("s2", "workload in C, structural, 2 threads", lambda: c_enum(2, True))))
     wall = {k: [] for k, _, _ in builders}
     cpu = {k: [] for k, _, _ in builders}
+    trips = []                                   # the cross-CPU round trip before each round
     for _ in range(args.repeat):                 # interleaved: round r runs every builder once
+        trips.append(round_trip_ns())
         for key, _, fn in builders:
             w, c = timed(fn)
             if args.build_only:
@@ -202,6 +205,11 @@ def main() -> None:
             print(f"  {labels[key]} / {labels[ref]}: {min(wall[ref]) / min(wall[key]):.2f}x "
                   f"(best times; per round {ratios[0]:.2f}-{ratios[-1]:.2f}x)")
     print(f"  workload in C (tracked, 1 thread) / Python enumerator: {py / min(wall['c1']):.0f}x")
+    print("  per round: a cache line's round trip between the CPUs before it (bench/_xcore.py), "
+          "structural 2 threads / orchestration function")
+    for r, trip in enumerate(trips):
+        where = f"{trip:5.0f} ns" if trip else "    n/a"
+        print(f"    round {r + 1}: {where}  {wall['orch'][r] / wall['s2'][r]:.2f}x")
     print(f"end: {load()}")
 
 
