@@ -592,7 +592,9 @@ _ENTRY = r"""
  * be 2^64 - 1), handed out to the threads in chunks as they ask: a thread that starts late or is
  * held up takes fewer. (Fixed contiguous shares made the slower thread's share the wall time:
  * the second thread starts tens of microseconds after the first.) Each chunk is a share of what
- * is left (guided: 1 / (2 threads) of it, from CHUNK_MIN to CHUNK_MAX iterations), so the last
+ * is left (guided: 1 / (2 threads) of it, from CHUNK_MIN to CHUNK_MAX iterations; from 1 in a
+ * loop too short for two chunks of CHUNK_MIN per thread, whose iterations are few and may each
+ * be much work: 4 sequences of an attention went whole to the first thread), so the last
  * ones are small and the threads end together, and a thread held up while it enumerates a chunk
  * keeps the others waiting at most for that chunk. `limit`: no iteration from there on is started - the
  * earliest one an error was found at - so every iteration before it still is, and the error
@@ -613,10 +615,10 @@ static int split_claim(Split* sp, uint64_t* k0, uint64_t* k1) {
     for (;;) {
         const uint64_t end = atomic_load_explicit(&sp->limit, memory_order_relaxed);
         if (k >= end) return 0;
-        const uint64_t left = end - k;
+        const uint64_t left = end - k, least = sp->n / (2 * sp->threads) < CHUNK_MIN ? 1 : CHUNK_MIN;
         uint64_t take = left / (2 * sp->threads);
         if (take > CHUNK_MAX) take = CHUNK_MAX;
-        if (take < CHUNK_MIN) take = left < CHUNK_MIN ? left : CHUNK_MIN;
+        if (take < least) take = left < least ? left : least;
         if (atomic_compare_exchange_weak_explicit(&sp->next, &k, k + take, memory_order_relaxed,
                                                   memory_order_relaxed)) {
             *k0 = k; *k1 = k + take;

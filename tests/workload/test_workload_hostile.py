@@ -318,15 +318,17 @@ def test_the_c_chunks_of_a_parallel_for_past_2_to_the_63_iterations_are_exact(tm
     offsets k from lo in uint64_t: hi - lo may be 2**63 or more (share_bound, which cut the range
     into fixed shares, took it in int64_t and overflowed there). Cut from the generated C and run
     under UBSan: the chunks follow one another with no gap, at most CHUNK_MAX (1,024) and at least
-    CHUNK_MIN (16) iterations but the last, and end exactly at hi (a range past 2**63 iterations:
-    its first 1,000 chunks, then from 5,000 before its end); iteration lo + k of the first and the
-    last offset is lo and hi - 1; after split_stop(7) the chunks end at offset 7."""
+    CHUNK_MIN (16) iterations but the last - in a loop of fewer than 2 x threads x CHUNK_MIN
+    iterations at least 1, so that 4 iterations go to 2 threads one by one - and end exactly at hi
+    (a range past 2**63 iterations: its first 1,000 chunks, then from 5,000 before its end);
+    iteration lo + k of the first and the last offset is lo and hi - 1; after split_stop(7) the
+    chunks end at offset 7."""
     import subprocess
     src = emit_c(Loop("parallel", "i0", Const(0), Const(1), task("k", [x.write(0, 0, 1, 1)]))).source
     start = src.index("#define CHUNK_MIN")
     fns = src[start:src.index("/* `at`:", start)]
     cases = [(-2**63, 2**63 - 1, 2), (-2**63 + 1, 1, 3), (-5, 2**63 - 1, 64), (0, 10, 3), (0, 100000, 2),
-             (7, 7, 2)]
+             (7, 7, 2), (0, 4, 2), (0, 63, 2), (0, 64, 2)]
     calls = "".join(f"    run(INT64_C({lo + 1}) - 1, INT64_C({hi}), {t});\n" for lo, hi, t in cases)
     (tmp_path / "s.c").write_text(
         "#include <stdatomic.h>\n#include <stdint.h>\n#include <stdio.h>\n" + fns + r"""
@@ -335,7 +337,8 @@ static void run(int64_t lo, int64_t hi, int threads) {
     atomic_init(&sp.next, 0); atomic_init(&sp.limit, sp.n);
     uint64_t k0, k1, end = 0, chunks = 0, bad = 0;
     while (split_claim(&sp, &k0, &k1)) {
-        bad |= k0 != end || k1 <= k0 || k1 - k0 > CHUNK_MAX || (k1 - k0 < CHUNK_MIN && k1 != sp.n);
+        const uint64_t least = sp.n < 2 * (uint64_t)threads * CHUNK_MIN ? 1 : CHUNK_MIN;
+        bad |= k0 != end || k1 <= k0 || k1 - k0 > CHUNK_MAX || (k1 - k0 < least && k1 != sp.n);
         end = k1;
         if (++chunks == 1000 && sp.n - end > 5000) atomic_store(&sp.next, end = sp.n - 5000);
     }
@@ -343,8 +346,9 @@ static void run(int64_t lo, int64_t hi, int threads) {
     atomic_store(&sp.next, 0);
     split_stop(&sp, 9); split_stop(&sp, 7); split_stop(&sp, 8);
     while (split_claim(&sp, &k0, &k1)) { bad |= k0 >= 7; after = k1; }
-    printf("%d %d %lld %lld %llu\n", (int)bad, end == sp.n, (long long)(int64_t)((uint64_t)lo + 0),
-           (long long)(int64_t)((uint64_t)lo + (sp.n ? sp.n - 1 : 0)), (unsigned long long)after);
+    printf("%d %d %lld %lld %llu %llu\n", (int)bad, end == sp.n, (long long)(int64_t)((uint64_t)lo + 0),
+           (long long)(int64_t)((uint64_t)lo + (sp.n ? sp.n - 1 : 0)), (unsigned long long)after,
+           (unsigned long long)chunks);
 }
 """ + f"int main(void) {{\n{calls}    return 0;\n}}\n")
     subprocess.run(["gcc", "-std=gnu11", "-O2", "-fsanitize=undefined", "-fno-sanitize-recover=undefined",
@@ -352,8 +356,11 @@ static void run(int64_t lo, int64_t hi, int threads) {
     r = subprocess.run([str(tmp_path / "s")], capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stderr
     got = [tuple(int(v) for v in line.split()) for line in r.stdout.splitlines()]
-    assert got == [(0, 1, lo, hi - 1 if hi > lo else lo, min(max(hi - lo, 0), 7))
-                   for lo, hi, t in cases]
+    assert [g[:5] for g in got] == [(0, 1, lo, hi - 1 if hi > lo else lo, min(max(hi - lo, 0), 7))
+                                    for lo, hi, t in cases]
+    # chunks: 10 iterations to 3 threads and 4 to 2 one by one; 63 to 2: 15, 12, 9, 6, 5, 4, 3,
+    # 2, then 1 x 7; 64 to 2: four of CHUNK_MIN
+    assert [g[5] for g in got[3:4] + got[6:]] == [10, 4, 15, 4]
 
 
 @pytest.mark.parametrize("threads", [1, 2])
