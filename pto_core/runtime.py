@@ -130,6 +130,45 @@ def _int(value: Any, what: str, lo: int, hi: int, code: int = PTO_EINVAL) -> int
     raise PTORuntimeError(code, what, f"expects an integer, got {type(value).__name__} {value!r}")
 
 
+def _c_name(name: Any, what: str) -> bytes:
+    """``name`` as the C string the runtime keeps (UTF-8), or PTORuntimeError naming ``what``: a
+    NUL would end it early in C, and a lone surrogate has no UTF-8."""
+    if not isinstance(name, str):
+        raise PTORuntimeError(PTO_EINVAL, what, f"the name is a str, got {type(name).__name__}")
+    if "\0" in name:
+        raise PTORuntimeError(PTO_EINVAL, what, f"the name {name!r} has a NUL character (at index "
+                                                f"{name.index(chr(0))}): C would cut it there")
+    try:
+        return name.encode()
+    except UnicodeEncodeError as e:
+        raise PTORuntimeError(PTO_EINVAL, what, f"the name {name!r} has no UTF-8 form ({e.reason} "
+                                                f"at index {e.start})") from None
+
+
+#: executable mappings of this process as (start, end), read from /proc/self/maps when an
+#: address is not in the ranges read before (None: not readable here, e.g. not Linux)
+_CODE_RANGES: Optional[list] = []
+
+
+def _is_code(address: int) -> bool:
+    """Whether ``address`` lies in an executable mapping of this process (True where the maps
+    cannot be read: nothing to check against)."""
+    global _CODE_RANGES
+    for attempt in range(2):
+        if _CODE_RANGES is None:
+            return True
+        if any(lo <= address < hi for lo, hi in _CODE_RANGES):
+            return True
+        if attempt == 0:            # a library loaded since: read the maps again
+            try:
+                with open("/proc/self/maps") as f:
+                    _CODE_RANGES = [tuple(int(x, 16) for x in line.split()[0].split("-"))
+                                    for line in f if line.split()[1][2:3] == "x"]
+            except OSError:
+                _CODE_RANGES = None
+    return False
+
+
 @dataclasses.dataclass(frozen=True)
 class RuntimeStats:
     """Counters of one runtime (see PTORuntimeStats in pto_runtime.h)."""
@@ -650,8 +689,14 @@ class Runtime:
     def _kernel_ptr(self, fn: Kernel) -> Optional[int]:
         if fn is None:
             return None
+        if isinstance(fn, C._CFuncPtr):       # a C function of a loaded library: its address
+            return C.cast(fn, C.c_void_p).value
         if isinstance(fn, numbers.Integral) and not isinstance(fn, bool):
-            return _int(fn, "kernel address", 1, (1 << 64) - 1)
+            address = _int(fn, "kernel address", 1, (1 << 64) - 1)
+            if not _is_code(address):
+                raise PTORuntimeError(PTO_EINVAL, "task", f"kernel address {address:#x} is in no "
+                                      f"executable mapping of this process: not a C function")
+            return address
         if not callable(fn):
             raise PTORuntimeError(PTO_EINVAL, "task", f"a kernel is a callable, a C function "
                                   f"address or None, got {type(fn).__name__}")
@@ -671,10 +716,12 @@ class Runtime:
 
     def task(self, name: str, fn: Kernel = None, *, buffer_bytes: int = 0,
              worker_type: int = WORKER_ANY) -> int:
-        """Allocate a task running `fn` (Python callable, C function address, or None)."""
-        if not isinstance(name, str):
-            raise PTORuntimeError(PTO_EINVAL, "task", f"the name is a str, got {type(name).__name__}")
-        b = self._names.setdefault(name, name.encode())
+        """Allocate a task running `fn`: a Python callable, a ctypes function of a loaded
+        library, a C function's address (refused where it lies in no executable mapping of the
+        process), or None. The name is kept as a C string: one with a NUL is refused."""
+        b = self._names.get(name) if isinstance(name, str) else None
+        if b is None:
+            b = self._names[name] = _c_name(name, "task")
         task = self._lib.pto_task_alloc(
             self._handle(), b, self._kernel_ptr(fn), _int(buffer_bytes, "buffer_bytes", 0, INT32[1]),
             _int(worker_type, "worker_type", *INT32))
@@ -922,9 +969,9 @@ class Runtime:
     def temp_tensor(self, name: str, elem_size: int) -> int:
         """A tensor the runtime allocates region by region (``pto_temp_tensor``): a handle for
         :meth:`add_temp`, belonging to the innermost open scope."""
-        if not isinstance(name, str):
-            raise PTORuntimeError(PTO_EINVAL, "temp_tensor", f"the name is a str, got {type(name).__name__}")
-        b = self._names.setdefault(name, name.encode())
+        b = self._names.get(name) if isinstance(name, str) else None
+        if b is None:
+            b = self._names[name] = _c_name(name, "temp_tensor")
         h = self._lib.pto_temp_tensor(self._handle(), b, _int(elem_size, "temp_tensor: elem_size", 1, INT32[1]))
         if not h:
             raise PTORuntimeError(PTO_EINVAL, f"temp_tensor {name!r}",

@@ -191,3 +191,37 @@ def test_an_unwritable_trace_path_fails_at_creation(monkeypatch, tmp_path) -> No
     monkeypatch.setenv("PTO_TRACE", str(tmp_path / "ok.json"))
     Runtime().close()
     assert (tmp_path / "ok.json").exists()
+
+
+@pytest.mark.parametrize("call", ["task", "temp_tensor"])
+@pytest.mark.parametrize("name, text", [("ab\0cd", r"has a NUL character \(at index 2\): C would cut it there"),
+                                        ("a\ud800", r"has no UTF-8 form \(surrogates not allowed at index 1\)")])
+def test_a_name_c_cannot_hold_is_refused_by_name(call: str, name: str, text: str) -> None:
+    """A NUL ended the name in C (the task ran, and was traced and reported, as 'ab'); a lone
+    surrogate raised UnicodeEncodeError out of the binding."""
+    with Runtime(num_workers=0, dry_run=True) as rt:
+        with pytest.raises(PTORuntimeError, match=rf"{call}: PTO_EINVAL .*{text}"):
+            rt.task(name, None) if call == "task" else rt.temp_tensor(name, 4)
+        rt.submit(rt.task("fine", None))          # the runtime goes on
+        rt.run()
+        assert rt.stats().tasks_completed == 1
+
+
+def test_a_kernel_address_outside_the_code_of_the_process_is_refused() -> None:
+    """An integer kernel is called as a C function: one that is no code (a numpy buffer's
+    address, a small number) crashed the worker with SIGSEGV when the task ran. A ctypes
+    function of a loaded library is taken as its address (it was wrapped as a Python callable
+    and called with the KernelArgs object)."""
+    import ctypes
+    data = np.zeros(16, np.float32).ctypes.data
+    with Runtime(num_workers=0, dry_run=True) as rt:
+        for bad in (data, 4096):
+            with pytest.raises(PTORuntimeError, match=rf"kernel address {bad:#x} is in no executable mapping"):
+                rt.task("k", bad)
+    strlen = ctypes.CDLL(None).strlen
+    with Runtime(num_workers=1, threshold=0) as rt:
+        t = rt.task("c_kernel", strlen)           # strlen(args) is 0: slot 0 holds the scalar 0
+        rt.add_scalar(t, 0)
+        rt.submit(t)
+        rt.run()
+        assert rt.stats().tasks_completed == 1
