@@ -1217,6 +1217,10 @@ def _loop_error(function: str, loop: For | While, msg: str) -> None:
 MAX_LOOP_ITERATIONS = 1 << 24
 
 
+class OrchestrationTooLong(PTOError):
+    """An orchestration's loops past :data:`MAX_LOOP_ITERATIONS` (a walk in Python refused)."""
+
+
 def _limit_text(kind: str, before: int) -> str:
     """The end of the message of a loop past :data:`MAX_LOOP_ITERATIONS`."""
     if kind == "o":
@@ -1242,8 +1246,8 @@ class _LoopBudget:
     def trips(self, function: str, loop: For, n: int) -> None:
         self.walked += n
         if self.walked > MAX_LOOP_ITERATIONS:
-            _loop_error(function, loop, f"the loop runs {n} times"
-                        + _limit_text("o", self.walked - n))
+            raise OrchestrationTooLong(f"the loop runs {n} times" + _limit_text("o", self.walked - n),
+                                       function=function, instruction=loop.header())
 
 
 def host_memory_bytes() -> int | None:
@@ -1398,7 +1402,9 @@ def derive_shapes(module: Module, scalars: Mapping[str, Any],
       the program cannot tell which. (Rows are never ambiguous: rows past the last access do not
       change where any element lives.)
 
-    A declared or given shape smaller than the accesses is an error as well.
+    A declared or given shape smaller than the accesses is an error as well. Where every
+    tensor asked for is declared or given, an orchestration too long to walk
+    (:data:`MAX_LOOP_ITERATIONS`) is not walked: the run checks each access against its tensor.
 
     >>> from pathlib import Path
     >>> from pto_core.program import load_program
@@ -1416,13 +1422,18 @@ def derive_shapes(module: Module, scalars: Mapping[str, Any],
     if unknown:
         raise PTOError(f"--shape names {', '.join(unknown)}, but '{fn.name}' has no such tensor "
                        f"(it has {', '.join(memrefs) or 'none'})")
-    extents = access_extents(module, scalars, fn.name)
+    wanted = list(memrefs) if only is None else [n for n in memrefs if n in set(only)]
+    try:
+        extents = access_extents(module, scalars, fn.name)
+    except OrchestrationTooLong:
+        if any(not (memrefs[n].shape or n in given) for n in wanted):
+            raise
+        extents = {}                # nothing to derive; the run checks the accesses
     for n, (r, intervals) in extents.items():
         need = (r, max(c1 for _, c1 in intervals))
         if n in memrefs and max(need) > MAX_DIM:     # as a declared shape is bounded
             raise PTOError(f"tensor '{n}': the program accesses it up to {_fmt(need)}, more "
                            f"than {MAX_DIM} rows or columns", function=fn.name)
-    wanted = list(memrefs) if only is None else [n for n in memrefs if n in set(only)]
     out: dict[str, tuple[int, int]] = {}
     for n in memrefs:
         ext = extents.get(n)

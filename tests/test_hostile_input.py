@@ -605,6 +605,26 @@ def test_the_loops_of_a_reference_run_count_together(monkeypatch):
         run_module(m, {"a": np.zeros((8, 8), np.float32)}, {})
 
 
+def test_a_program_too_long_to_walk_runs_where_every_shape_is_known(monkeypatch):
+    """The shape derivation walked the orchestration even when every tensor's shape was given
+    (the arrays of a launch), so a program of more loop iterations than the walk allows was
+    refused on every target. It is walked no further then, and runs (the runtime checks each
+    access); a shape left to derive still needs the walk, and says so."""
+    import pto_core.reference as ref
+    from pto_core.kernel import compile as compile_kernel
+    from pto_core.reference import derive_shapes
+    m = parse(_loops("4", "10"))                 # 4 + 4 * 10 = 44 orchestration iterations
+    want = run_module(m, {"a": np.zeros((8, 8), np.float32)}, {})["a"]
+    monkeypatch.setattr(ref, "MAX_LOOP_ITERATIONS", 40)
+    assert derive_shapes(m, {}, {"a": (8, 8)}) == {"a": (8, 8)}
+    with pytest.raises(PTOError, match=r"the loop runs 10 times, after 34 iterations of other loops"):
+        derive_shapes(m, {})
+    a = np.zeros((8, 8), np.float32)
+    compile_kernel(m, "arm64")(a)
+    np.testing.assert_array_equal(a, want)
+    assert want[0, 0] == 40 * 3 * 1.5            # 40 calls, each adding 1.5 three times
+
+
 def test_a_derived_shape_past_max_dim_is_an_error_naming_the_tensor(tmp_path, capsys):
     """Before: the shape was derived (8000000000000 x 1) and allocating its random input was a
     numpy MemoryError traceback (29.1 TiB)."""
