@@ -93,6 +93,22 @@ def test_c_runtime_suite(program: str, variant: str, tmp_path: Path, runtime_obj
     assert m and int(m.group(1)) > PROGRAMS[program] and m.group(2) == "0", run.stdout[-3000:]
 
 
+@pytest.mark.parametrize("variant, rounds", [("O2", "20000"), ("tsan", "2000")])
+def test_pool_threads_ending_while_runs_start(variant: str, rounds: str, tmp_path: Path) -> None:
+    """runtime/tests/stress_pool_idle.c with pool threads that end after 50 us parked: runs from
+    two threads meet slots ending and restarting (a lost hand-over hangs: the program's
+    watchdog exits 9; a wrong sum fails)."""
+    flags, _, env_extra = VARIANTS[variant]
+    exe = tmp_path / f"stress_pool_idle_{variant}"
+    gcc([*flags, "-DPTO_POOL_IDLE_NS=50000", f"-I{RT / 'src'}"], *LIB_SOURCES,
+        str(RT / "tests" / "stress_pool_idle.c"), "-lm", "-o", str(exe))
+    run = subprocess.run([str(exe), rounds], capture_output=True, text=True,
+                         env={**os.environ, **env_extra}, timeout=240)
+    out = run.stdout + run.stderr
+    assert "ThreadSanitizer" not in out, out[-6000:]
+    assert run.returncode == 0 and f"{2 * int(rounds)} rounds, 0 bad" in run.stdout, out[-6000:]
+
+
 def test_every_c_test_program_is_driven() -> None:
     assert sorted(p.stem for p in (RT / "tests").glob("test_*.c")) == sorted(PROGRAMS)
 
