@@ -116,7 +116,13 @@ class Kernel:
         if not fixed:
             return
         from .checking import tensor_modes
-        modes = tensor_modes(self.binary.source, scalars, self.entry.name)
+        from .reference import OrchestrationTooLong
+        try:
+            modes = tensor_modes(self.binary.source, scalars, self.entry.name)
+        except OrchestrationTooLong as e:
+            raise PTOError(f"the array given for tensor '{fixed[0]}' is read-only, and whether "
+                           f"'{self.entry.name}' writes it cannot be told without walking an "
+                           f"orchestration this long ({e}): give a writable array") from None
         for n in fixed:
             if modes[n] in ("out", "inout"):
                 raise PTOError(f"tensor '{n}' is written by '{self.entry.name}', but the array "

@@ -623,6 +623,10 @@ def test_a_program_too_long_to_walk_runs_where_every_shape_is_known(monkeypatch)
     compile_kernel(m, "arm64")(a)
     np.testing.assert_array_equal(a, want)
     assert want[0, 0] == 40 * 3 * 1.5            # 40 calls, each adding 1.5 three times
+    a.flags.writeable = False                    # whether it is written: only the walk tells
+    with pytest.raises(PTOError, match=r"the array given for tensor 'a' is read-only, and whether 'o' "
+                                       r"writes it cannot be told .*: give a writable array"):
+        compile_kernel(m, "arm64")(a)
 
 
 def test_a_derived_shape_past_max_dim_is_an_error_naming_the_tensor(tmp_path, capsys):
