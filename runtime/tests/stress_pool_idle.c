@@ -6,6 +6,7 @@
  * Usage: stress_pool_idle [rounds per thread] */
 #define _GNU_SOURCE
 #include "pto_runtime.h"
+#include "pool_round.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -13,27 +14,6 @@
 #include <stdlib.h>
 #include <time.h>
 #include <unistd.h>
-static int32_t k_bump(const int64_t* a) { int64_t* p = (int64_t*)a[0]; (*p)++; return 0; }
-static int pool_round(int workers, int tasks) {
-    int64_t cell[4] = {0, 0, 0, 0};
-    PTOTensor c = {cell, 1, 4, 4, 8, "cell"};
-    PTORuntimeConfig cfg;
-    pto_runtime_config_default(&cfg);
-    cfg.num_workers = workers;
-    cfg.task_window = 64;
-    cfg.execution_task_threshold = tasks % 2 ? 8 : 0;
-    PTORuntime* rt = pto_runtime_create(&cfg);
-    if (!rt) return -1;
-    for (int i = 0; i < tasks; i++) {
-        int32_t t = pto_task_alloc(rt, "bump", k_bump, 0, PTO_WORKER_ANY);
-        pto_task_add_inout(rt, t, &c, 0, i % 4, 1, 1);
-        pto_task_submit(rt, t);
-    }
-    int rc = pto_runtime_run(rt);
-    pto_runtime_destroy(rt);
-    int64_t sum = cell[0] + cell[1] + cell[2] + cell[3];
-    return rc == PTO_OK && sum == tasks ? 0 : -1;
-}
 static _Atomic int done_rounds;
 static int ROUNDS;
 static void* th(void* arg) {
