@@ -1207,8 +1207,8 @@ class _Translator:
         return f"yield _tn(_TC, ({s.callee!r}, {reg}, {sca}, {fn.name!r}, {self.const(s)}))"
 
 
-def _loop_error(function: str, loop: For | While, msg: str) -> None:
-    raise PTOError(msg, function=function, instruction=loop.header())
+def _loop_error(function: str, loop: For | While, msg: str, error: type = PTOError) -> None:
+    raise error(msg, function=function, instruction=loop.header())
 
 
 #: the loop iterations one run walks in Python: an orchestration's loops all together (the shape
@@ -1246,8 +1246,8 @@ class _LoopBudget:
     def trips(self, function: str, loop: For, n: int) -> None:
         self.walked += n
         if self.walked > MAX_LOOP_ITERATIONS:
-            raise OrchestrationTooLong(f"the loop runs {n} times" + _limit_text("o", self.walked - n),
-                                       function=function, instruction=loop.header())
+            _loop_error(function, loop, f"the loop runs {n} times" + _limit_text("o", self.walked - n),
+                        OrchestrationTooLong)
 
 
 def host_memory_bytes() -> int | None:

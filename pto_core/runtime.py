@@ -154,19 +154,14 @@ def _is_code(address: int) -> bool:
     """Whether ``address`` lies in an executable mapping of this process (True where the maps
     cannot be read: nothing to check against)."""
     global _CODE_RANGES
-    for attempt in range(2):
-        if _CODE_RANGES is None:
-            return True
-        if any(lo <= address < hi for lo, hi in _CODE_RANGES):
-            return True
-        if attempt == 0:            # a library loaded since: read the maps again
-            try:
-                with open("/proc/self/maps") as f:
-                    _CODE_RANGES = [tuple(int(x, 16) for x in line.split()[0].split("-"))
-                                    for line in f if line.split()[1][2:3] == "x"]
-            except OSError:
-                _CODE_RANGES = None
-    return False
+    if _CODE_RANGES is not None and not any(lo <= address < hi for lo, hi in _CODE_RANGES):
+        try:                        # a library loaded since the last read: read them again
+            with open("/proc/self/maps") as f:
+                _CODE_RANGES = [tuple(int(x, 16) for x in line.split()[0].split("-"))
+                                for line in f if line.split()[1][2:3] == "x"]
+        except OSError:
+            _CODE_RANGES = None
+    return _CODE_RANGES is None or any(lo <= address < hi for lo, hi in _CODE_RANGES)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -686,6 +681,13 @@ class Runtime:
         return _int(task, f"{what}: task id", 0, INT32[1], PTO_ETASKID)
 
     # -- building
+    def _c_name(self, name: Any, what: str) -> bytes:
+        """:func:`_c_name`, kept for the runtime's life (C holds the pointer)."""
+        b = self._names.get(name) if isinstance(name, str) else None
+        if b is None:
+            b = self._names[name] = _c_name(name, what)
+        return b
+
     def _kernel_ptr(self, fn: Kernel) -> Optional[int]:
         if fn is None:
             return None
@@ -719,9 +721,7 @@ class Runtime:
         """Allocate a task running `fn`: a Python callable, a ctypes function of a loaded
         library, a C function's address (refused where it lies in no executable mapping of the
         process), or None. The name is kept as a C string: one with a NUL is refused."""
-        b = self._names.get(name) if isinstance(name, str) else None
-        if b is None:
-            b = self._names[name] = _c_name(name, "task")
+        b = self._c_name(name, "task")
         task = self._lib.pto_task_alloc(
             self._handle(), b, self._kernel_ptr(fn), _int(buffer_bytes, "buffer_bytes", 0, INT32[1]),
             _int(worker_type, "worker_type", *INT32))
@@ -969,9 +969,7 @@ class Runtime:
     def temp_tensor(self, name: str, elem_size: int) -> int:
         """A tensor the runtime allocates region by region (``pto_temp_tensor``): a handle for
         :meth:`add_temp`, belonging to the innermost open scope."""
-        b = self._names.get(name) if isinstance(name, str) else None
-        if b is None:
-            b = self._names[name] = _c_name(name, "temp_tensor")
+        b = self._c_name(name, "temp_tensor")
         h = self._lib.pto_temp_tensor(self._handle(), b, _int(elem_size, "temp_tensor: elem_size", 1, INT32[1]))
         if not h:
             raise PTORuntimeError(PTO_EINVAL, f"temp_tensor {name!r}",

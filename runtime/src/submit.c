@@ -166,13 +166,12 @@ static void lock_submit(PTORuntime* rt) {
 PTOSubmitter* pto_submitter_open(PTORuntime* rt) {
     if (!rt) return NULL;
     int rc = rt_check_building(rt);
-    /* in lines of its own: two submitters opened one after the other by one thread would share
-     * a line (the end of one, its batch state written per batch, and the start of the next, its
-     * counts written per task) between the two threads that use them */
-    const size_t bytes = (sizeof(PTOSubmitter) + 63) & ~(size_t)63;
-    PTOSubmitter* s = rc < 0 ? NULL : aligned_alloc(64, bytes);
+    /* in lines of its own (rt_block_alloc: 64-aligned, whole lines): two submitters opened one
+     * after the other by one thread would share a line (the end of one, its batch state written
+     * per batch, and the start of the next, its counts written per task) between the two threads
+     * that use them */
+    PTOSubmitter* s = rc < 0 ? NULL : rt_block_alloc(sizeof *s, 1);
     if (!s) { rt_refused("pto_submitter_open", rc < 0 ? rc : PTO_ENOMEM); return NULL; }
-    memset(s, 0, bytes);
     s->rt = rt;
     s->bad = -1;
     s->pred_max = -1;
@@ -182,7 +181,7 @@ PTOSubmitter* pto_submitter_open(PTORuntime* rt) {
         rc = PTO_ENOMEM;
     if (rc >= 0) rt->pending[rt->npending++] = &s->pend;
     pthread_mutex_unlock(&rt->submit_mu);
-    if (rc < 0) { free(s); rt_refused("pto_submitter_open", rc); return NULL; }
+    if (rc < 0) { rt_block_free(s, sizeof *s); rt_refused("pto_submitter_open", rc); return NULL; }
     s->sharded = rc == 1 && !rt->t3;
     atomic_fetch_add(&rt->submitters_open, 1);
     return s;
@@ -810,6 +809,6 @@ int pto_submitter_close(PTOSubmitter* s) {
     free(s->q); free(s->args); free(s->slots); free(s->preds); free(s->ids); free(s->msg); free(s->bad_msg);
     free(s->route); free(s->recs); free(s->rec); free(s->ev);
     free(s->acc); free(s->list); free(s->found.pair); free(s->prod); free(s->pstart);
-    free(s);
+    rt_block_free(s, sizeof *s);
     return rc;
 }

@@ -197,8 +197,8 @@ def test_an_unwritable_trace_path_fails_at_creation(monkeypatch, tmp_path) -> No
 @pytest.mark.parametrize("name, text", [("ab\0cd", r"has a NUL character \(at index 2\): C would cut it there"),
                                         ("a\ud800", r"has no UTF-8 form \(surrogates not allowed at index 1\)")])
 def test_a_name_c_cannot_hold_is_refused_by_name(call: str, name: str, text: str) -> None:
-    """A NUL ended the name in C (the task ran, and was traced and reported, as 'ab'); a lone
-    surrogate raised UnicodeEncodeError out of the binding."""
+    """A NUL ended the name in C (the runtime kept 'ab'); a lone surrogate raised
+    UnicodeEncodeError out of the binding."""
     with Runtime(num_workers=0, dry_run=True) as rt:
         with pytest.raises(PTORuntimeError, match=rf"{call}: PTO_EINVAL .*{text}"):
             rt.task(name, None) if call == "task" else rt.temp_tensor(name, 4)
