@@ -202,3 +202,25 @@ def test_the_official_simulator_cannot_print_a_half_tile(tmp_path):
     with pytest.raises(PTOError, match=r"TPrint.hpp:\d+:\d+: error: use of overloaded operator "
                                        r"'<<' is ambiguous .*'const _Float16'"):
         official_sim.run(A5, module(ins, [T.F16]), tmp_path, ins)
+
+
+@pytest.mark.slow
+def test_our_header_prints_each_tile_whole_while_kernels_run_on_four_workers(tmp_path, capfd):
+    """Eight kernels printing a 16x32 tile each, four at a time: every block comes out whole
+    (each element's printf alone interleaved blocks in 3 of 3 runs)."""
+    from pto_ascend_common import A2A3, cpu_check
+    m = PTOModule("prints")
+    entry = PTOFunctionBuilder("prints", module=m).not_in_core()
+    ins = {}
+    for i in range(8):
+        ins[f"a{i}"] = (np.arange(16 * 32).reshape(16, 32) + 1000 * i).astype(np.int32)
+        ins[f"o{i}"] = np.zeros_like(ins[f"a{i}"])
+        (PTOFunctionBuilder(f"k{i}", module=m).in_core()
+         .memref("a", GM, T.I32).memref("o", GM, T.I32).tile("x", 16, 32, T.I32)
+         .load("x", "a").print("x").store("o", "x").build())
+        entry.memref(f"a{i}", GM, T.I32).memref(f"o{i}", GM, T.I32)
+        entry.call(f"k{i}", {"a": f"a{i}", "o": f"o{i}"})
+    entry.build()
+    m.set_entry("prints")
+    cpu_check.run(A2A3, m, tmp_path, {k: v.copy() for k, v in ins.items()}, num_workers=4)
+    assert_printed(capfd.readouterr().out, [print_text(ins[f"a{i}"], "w8p4") for i in range(8)])

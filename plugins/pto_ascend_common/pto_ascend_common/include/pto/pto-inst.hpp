@@ -28,6 +28,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <stdio.h>    // flockfile (POSIX)
 #include <cstring>
 #include <limits>
 #include <string>
@@ -639,6 +640,8 @@ inline RecordEvent TPRINT(TileData& src) {
     const int width = Format == PrintFormat::Width10_Precision6 ? 10 : 8;
     const int precision = Format == PrintFormat::Width8_Precision4 ? 4
                         : Format == PrintFormat::Width8_Precision2 ? 2 : 6;
+    // the whole tile under stdout's lock: kernels on several workers print whole blocks
+    flockfile(stdout);
     std::printf("TPRINT %ux%u\n", src.GetValidRow(), src.GetValidCol());
     for (unsigned r = 0; r < src.GetValidRow(); ++r) {
         for (unsigned c = 0; c < src.GetValidCol(); ++c) {
@@ -649,6 +652,7 @@ inline RecordEvent TPRINT(TileData& src) {
         std::printf("\n");
     }
     std::fflush(stdout);
+    funlockfile(stdout);
     return {};
 }
 
