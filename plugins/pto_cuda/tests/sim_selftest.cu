@@ -1011,6 +1011,57 @@ static int run_streams() {
     return 0;
 }
 
+/* Events recorded more than once: a wait or synchronise concerns the record most recent when
+ * it is called (CUDA's cudaStreamWaitEvent / cudaEventRecord contract), and an event may be
+ * destroyed while a record of it is still queued. */
+static int run_event_order() {
+    const int n = 256;
+    cudaStream_t s1, s2, s3;
+    CHECK(cudaStreamCreateWithFlags(&s1, cudaStreamNonBlocking));
+    CHECK(cudaStreamCreateWithFlags(&s2, cudaStreamNonBlocking));
+    CHECK(cudaStreamCreateWithFlags(&s3, cudaStreamNonBlocking));
+    HostLog log;
+    cudaEvent_t e;
+    CHECK(cudaEventCreate(&e));
+    /* s2 waits for s1's slow add; a later record of e on idle s3 must not release it */
+    int* x = dev_alloc<int>(n);
+    static int h[n];
+    HostCall slow{&log, 1, nullptr, 0, 50};
+    AddP add{x, 1000, n};
+    CHECK(cudaLaunchHostFunc(s1, host_call, &slow));
+    CHECK(ST_LAUNCH(k_add, 2, 128, 0, s1, add));
+    CHECK(cudaEventRecord(e, s1));
+    CHECK(cudaStreamWaitEvent(s2, e, 0));
+    CHECK(cudaMemcpyAsync(h, x, sizeof h, cudaMemcpyDeviceToHost, s2));
+    CHECK(cudaEventRecord(e, s3));
+    CHECK(cudaStreamSynchronize(s2));
+    printf("waited_for_earlier_record %d\n", h[3]);
+    CHECK(cudaStreamSynchronize(s1));
+    /* on one stream: a wait on e, then a record of e (the wait is for the record before) */
+    HostCall pause{&log, 2, nullptr, 0, 20};
+    CHECK(cudaLaunchHostFunc(s2, host_call, &pause));
+    CHECK(cudaStreamWaitEvent(s2, e, 0));
+    CHECK(cudaEventRecord(e, s2));
+    CHECK(cudaLaunchHostFunc(s2, host_call, &pause));
+    CHECK(cudaStreamSynchronize(s2));
+    printf("wait_then_record %d\n", (int)cudaEventQuery(e));
+    /* destroyed with its record still queued behind a slow host function */
+    cudaEvent_t d;
+    CHECK(cudaEventCreate(&d));
+    HostCall slow2{&log, 3, nullptr, 0, 30};
+    CHECK(cudaLaunchHostFunc(s3, host_call, &slow2));
+    CHECK(cudaEventRecord(d, s3));
+    CHECK(cudaEventDestroy(d));
+    CHECK(cudaLaunchHostFunc(s3, host_call, &slow2));
+    CHECK(cudaStreamSynchronize(s3));
+    printf("destroyed_while_queued %d\n", (int)cudaStreamQuery(s3));
+    CHECK(cudaEventDestroy(e));
+    CHECK(cudaStreamDestroy(s1));
+    CHECK(cudaStreamDestroy(s2));
+    CHECK(cudaStreamDestroy(s3));
+    return 0;
+}
+
 /* ================================================================== 8. dynamic shared memory */
 struct SmemP { uint32_t* bits; int* nan; };
 ST_KERNEL(k_smem_init, SmemP) {
@@ -1146,6 +1197,7 @@ int main(int argc, char** argv) {
     if (t == "mma") return run_mma();
     if (t == "convert") return run_convert();
     if (t == "streams") return run_streams();
+    if (t == "event_order") return run_event_order();
     if (t == "smem_init") return run_smem_init();
     if (t == "launch_config") return run_launch_config();
     if (t == "thread_exit") return run_thread_exit();

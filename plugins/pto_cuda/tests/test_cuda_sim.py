@@ -445,6 +445,18 @@ def test_streams_events_and_graphs(selftest):
     np.testing.assert_array_equal(np.array([int(v) for v in d["graph"]]), x)
 
 
+def test_a_wait_or_synchronise_concerns_the_record_most_recent_when_called(selftest):
+    """cudaStreamWaitEvent waits for the record of the event made before it: s2 waits for s1's
+    slow add although the event is recorded again at once on an idle s3 (s2 copies the sum,
+    not the input); a wait on an event followed by its record on the same stream does not wait
+    for itself (no hang); an event destroyed with its record still queued is released once the
+    stream reaches it (the stream then runs on)."""
+    d = parse(run(selftest, "event_order").stdout)
+    assert d["waited_for_earlier_record"] == ["1000"]
+    assert d["wait_then_record"] == ["0"]
+    assert d["destroyed_while_queued"] == ["0"]
+
+
 # ------------------------------------------------------------------ 8. dynamic shared memory
 
 def test_dynamic_shared_memory_starts_as_0xff(selftest):

@@ -578,8 +578,9 @@ bool is_inline(cudaStream_t s) {
 void drain(cudaStream_t s);
 void legacy_sync();
 
-/* In stream order: captured, queued, or (implicit streams) done at once. */
-cudaError_t submit(cudaStream_t s, Op op) {
+/* In stream order: captured (*captured set, where given), queued, or (implicit streams) done
+ * at once. */
+cudaError_t submit(cudaStream_t s, Op op, bool* captured = nullptr) {
     if (cudaError_t e = sticky()) return e;   /* a broken context accepts no more work */
     if (s == nullptr || s == cudaStreamLegacy) legacy_sync();
     if (is_inline(s)) {
@@ -590,6 +591,7 @@ cudaError_t submit(cudaStream_t s, Op op) {
         std::lock_guard<std::mutex> lk(s->mu);
         if (s->capture) {
             s->capture->ops.push_back(std::move(op));
+            if (captured) *captured = true;
             return cudaSuccess;
         }
         s->q.push_back(std::move(op));
@@ -622,11 +624,39 @@ void legacy_sync() {
 }
 }  // namespace
 
-struct pto_sim_event {
+/* An event's records are numbered; a record is pending from cudaEventRecord until its stream
+ * reaches it. As in CUDA, a synchronise, query or cudaStreamWaitEvent concerns the record most
+ * recent when it is called, not a later one (a wait followed by a record of the same event on
+ * one stream would otherwise wait for itself); a record captured into a graph leaves the event
+ * as it was. The state is shared with the queued work that names it, so an event destroyed
+ * with a record still queued is released when that work has run (cudaEventDestroy's
+ * contract). */
+struct EventState {
     std::mutex mu;
     std::condition_variable cv;
-    bool done = true;
-    std::chrono::steady_clock::time_point t{};
+    uint64_t recorded = 0;             /* the number of the last record */
+    std::unordered_set<uint64_t> pending;
+    std::chrono::steady_clock::time_point t{};   /* when the last record was reached */
+
+    /* mu held */
+    bool reached(uint64_t n) const { return pending.count(n) == 0; }
+    void wait(uint64_t n) {
+        std::unique_lock<std::mutex> lk(mu);
+        cv.wait(lk, [&] { return reached(n); });
+    }
+    void reach(uint64_t n, bool stamp) {
+        std::lock_guard<std::mutex> lk(mu);
+        if (stamp && n == recorded) t = std::chrono::steady_clock::now();
+        pending.erase(n);
+        cv.notify_all();
+    }
+    uint64_t last() {
+        std::lock_guard<std::mutex> lk(mu);
+        return recorded;
+    }
+};
+struct pto_sim_event {
+    std::shared_ptr<EventState> st = std::make_shared<EventState>();
 };
 
 /* ------------------------------------------------------------------ global-memory counters
@@ -859,43 +889,44 @@ cudaError_t cudaEventDestroy(cudaEvent_t e) {
 }
 cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s) {
     if (!e) return fail(cudaErrorInvalidResourceHandle);
-    if (cudaError_t err = sticky()) return err;   /* (an event never queued must stay done) */
+    if (cudaError_t err = sticky()) return err;
+    std::shared_ptr<EventState> st = e->st;
+    uint64_t n;
     {
-        std::lock_guard<std::mutex> lk(e->mu);
-        e->done = false;
+        std::lock_guard<std::mutex> lk(st->mu);
+        n = ++st->recorded;
+        st->pending.insert(n);      /* before it is queued: the stream may reach it at once */
     }
-    return submit(s, [e] {
-        std::lock_guard<std::mutex> lk(e->mu);
-        e->t = std::chrono::steady_clock::now();
-        e->done = true;
-        e->cv.notify_all();
-    });
+    bool captured = false;
+    const cudaError_t err = submit(s, [st, n] { st->reach(n, true); }, &captured);
+    if (err != cudaSuccess || captured) st->reach(n, false);   /* never queued: not pending */
+    return err;
 }
 cudaError_t cudaEventSynchronize(cudaEvent_t e) {
     if (!e) return fail(cudaErrorInvalidResourceHandle);
-    std::unique_lock<std::mutex> lk(e->mu);
-    e->cv.wait(lk, [&] { return e->done; });
+    e->st->wait(e->st->last());
     return sticky();
 }
 cudaError_t cudaEventQuery(cudaEvent_t e) {
     if (!e) return fail(cudaErrorInvalidResourceHandle);
-    std::lock_guard<std::mutex> lk(e->mu);
-    return e->done ? sticky() : cudaErrorNotReady;
+    std::lock_guard<std::mutex> lk(e->st->mu);
+    return e->st->reached(e->st->recorded) ? sticky() : cudaErrorNotReady;
 }
 cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t a, cudaEvent_t b) {
     if (!ms || !a || !b) return fail(cudaErrorInvalidValue);
-    std::lock_guard<std::mutex> la(a->mu);
-    std::lock_guard<std::mutex> lb(b->mu);
-    if (!a->done || !b->done) return cudaErrorNotReady;
-    *ms = std::chrono::duration<float, std::milli>(b->t - a->t).count();
+    EventState &x = *a->st, &y = *b->st;
+    std::unique_lock<std::mutex> la(x.mu, std::defer_lock), lb(y.mu, std::defer_lock);
+    if (&x == &y) la.lock();
+    else std::lock(la, lb);
+    if (!x.reached(x.recorded) || !y.reached(y.recorded)) return cudaErrorNotReady;
+    *ms = std::chrono::duration<float, std::milli>(y.t - x.t).count();
     return cudaSuccess;
 }
 cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned) {
     if (!e) return fail(cudaErrorInvalidResourceHandle);
-    return submit(s, [e] {
-        std::unique_lock<std::mutex> lk(e->mu);
-        e->cv.wait(lk, [&] { return e->done; });
-    });
+    std::shared_ptr<EventState> st = e->st;
+    const uint64_t n = st->last();
+    return submit(s, [st, n] { st->wait(n); });
 }
 
 cudaError_t cudaStreamBeginCapture(cudaStream_t s, enum cudaStreamCaptureMode) {
