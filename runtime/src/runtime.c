@@ -507,6 +507,20 @@ static inline __attribute__((always_inline)) void task_header(_Atomic int32_t* f
 
 /* ... and the fields only its builder touches until it is submitted: task_body (rt_internal.h). */
 
+/* The lines a build is about to write for free slot k (uint32_t: no int overflow near INT32_MAX)
+ * requested for writing: its two and, while no worker runs (a build that fills the window), its
+ * elements of the dense per-slot arrays, written in the same order a line per 4 tasks
+ * (fan_inline: its first consumer's edge) and per 16 (fanin_left: task_header). */
+static inline __attribute__((always_inline)) void request_slot(const PTORuntime* rt, uint32_t k) {
+    const char* slot = (const char*)&rt->tasks[k];
+    __builtin_prefetch(slot, 1, 3);
+    __builtin_prefetch(slot + 64, 1, 3);
+    if (!rt->started) {                       /* no worker reads the arrays' lines meanwhile */
+        __builtin_prefetch(&rt->fan_inline[k], 1, 3);
+        __builtin_prefetch((const void*)&rt->fanin_left[k], 1, 3);
+    }
+}
+
 /* A window slot for a new task (no staging area; the caller adds one if it needs it): its id, and
  * the slot in *slot. */
 static inline __attribute__((always_inline)) int32_t alloc_task(PTORuntime* rt, const char* func_name,
@@ -541,20 +555,8 @@ static inline __attribute__((always_inline)) int32_t alloc_task(PTORuntime* rt, 
     if (live > rt->peak_live) rt->peak_live = live;
     PTOTask* t = &tasks[id & mask];
     /* A build writes its slots in order, two fresh lines per task: request those of the slot
-     * PTO_SLOT_AHEAD tasks on while it is free (not a live task's, which a worker may be using),
-     * and, while no worker runs (a build that fills the window), its elements of the dense
-     * per-slot arrays, written in the same order a line per 4 tasks (fan_inline: its first
-     * consumer's edge) and per 16 (fanin_left: task_header). */
-    if (live + PTO_SLOT_AHEAD <= rt->window) {
-        const uint32_t k = ((uint32_t)id + PTO_SLOT_AHEAD) & (uint32_t)mask;   /* no int overflow near INT32_MAX */
-        const char* ahead = (const char*)&tasks[k];
-        __builtin_prefetch(ahead, 1, 3);
-        __builtin_prefetch(ahead + 64, 1, 3);
-        if (!rt->started) {                   /* no worker reads the arrays' lines meanwhile */
-            __builtin_prefetch(&rt->fan_inline[k], 1, 3);
-            __builtin_prefetch((const void*)&rt->fanin_left[k], 1, 3);
-        }
-    }
+     * PTO_SLOT_AHEAD tasks on while it is free (not a live task's, which a worker may be using). */
+    if (live + PTO_SLOT_AHEAD <= rt->window) request_slot(rt, ((uint32_t)id + PTO_SLOT_AHEAD) & (uint32_t)mask);
     const bool t3 = rt->t3 != NULL;
     task_header(fanin, t, id);
     task_body(t, func_name, func_ptr, buffer_bytes, worker_type);
@@ -1307,7 +1309,16 @@ int rt_check_slots(const PTORuntime* rt, int32_t worker_type, int32_t buffer_byt
 int32_t rt_take_ids(PTORuntime* rt, int32_t n) {
     if (rt->next_id > INT32_MAX - n) return PTO_ENOMEM;
     const int32_t first = rt->next_id;
-    for (int32_t i = 0; i < n; i++) task_header(rt_fanin(rt, first + i), rt_task(rt, first + i), first + i);
+    /* a batch's slots (free: its room is reserved), 2 x PTO_SLOT_AHEAD requested ahead of the
+     * headers: one request after another keeps many lines in flight, where the stores alone
+     * waited for each line in turn (lines another core wrote last cost the most) */
+    const uint32_t mask = (uint32_t)rt->mask;
+    const int32_t ahead = n < 2 * PTO_SLOT_AHEAD ? n : 2 * PTO_SLOT_AHEAD;
+    for (int32_t i = 0; i < ahead; i++) request_slot(rt, ((uint32_t)first + (uint32_t)i) & mask);
+    for (int32_t i = 0; i < n; i++) {
+        if (i + ahead < n) request_slot(rt, ((uint32_t)first + (uint32_t)(i + ahead)) & mask);
+        task_header(rt_fanin(rt, first + i), rt_task(rt, first + i), first + i);
+    }
     rt->next_id += n;
     rt->open_tasks += n;
     const int64_t live = rt->next_id - rt->last_alive;
