@@ -28,6 +28,7 @@ from typing import Any, Iterable
 
 from .dump import TaskGraph
 from .errors import PTOError
+from .files import read_regular
 
 __all__ = ["TraceEvent", "FuncStats", "TraceStats", "PTOTraceError", "to_chrome_trace",
            "write_chrome_trace", "load_chrome_trace", "chrome_trace_graph", "validate_trace",
@@ -117,7 +118,7 @@ def read_trace(source: str | Path | dict) -> Any:
     if isinstance(source, (dict, list)):
         return source
     try:
-        return json.loads(Path(source).read_text())
+        return json.loads(read_regular(source))
     except (OSError, ValueError) as e:
         raise PTOTraceError(f"cannot read trace: {e}", file=str(source)) from None
 

@@ -262,3 +262,29 @@ def test_a_python_program_with_a_byte_not_utf8_is_read_as_python_reads_it(tmp_pa
     err = capsys.readouterr().err
     assert rc == 1 and err.count("\n") == 1, err
     assert "build_module() returned NoneType, not a PTOModule" in err
+
+
+@pytest.mark.parametrize("kind", ["fifo", "dev-zero"])
+@pytest.mark.parametrize("role", ["pto.toml", "--config", "--input"])
+def test_a_config_or_input_file_that_is_a_pipe_or_a_device_is_refused(tmp_path, capsys,
+                                                                      monkeypatch, role, kind):
+    """Before: a pipe named pto.toml (or given to --config or --input) made the command wait
+    for a writer for ever, and /dev/zero was read without end."""
+    import os
+    monkeypatch.chdir(tmp_path)
+    path = "/dev/zero" if kind == "dev-zero" else str(tmp_path / "f")
+    if kind == "fifo":
+        os.mkfifo(path)
+    if role == "pto.toml":
+        if kind == "fifo":
+            os.rename(path, tmp_path / "pto.toml")
+            path = "pto.toml"
+        else:
+            os.symlink(path, tmp_path / "pto.toml")
+            path = "pto.toml"
+    argv = {"pto.toml": [], "--config": ["--config", path],
+            "--input": ["--input", f"input={path}"]}[role]
+    rc, out, err = pto_run(capsys, ROWMAX, "--target", "reference", *argv)
+    what = "a pipe" if kind == "fifo" else "a character device"
+    assert rc == 1 and err.count("\n") == 1, err
+    assert f"{path}: not a regular file ({what})" in err, err

@@ -17,13 +17,12 @@ default) and, in a type annotation, for any memref. A ``num`` token's value is i
 from __future__ import annotations
 
 import math
-import os
 import re
-import stat
 from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import PTOSyntaxError
+from ..files import read_regular
 from ..ir.types import MAX_DIM, ElementType, MemorySpace, MemRefType, TileType
 
 _TOKEN = re.compile(r"""[ \t\f\v]*(?:
@@ -243,21 +242,9 @@ def read_source(path: str | Path) -> str:
     def fail(why: str, line: int = 1, column: int = 1) -> PTOSyntaxError:
         return PTOSyntaxError(why, file=str(path), line=line, column=column)
     try:
-        # O_NONBLOCK: opening a pipe must not wait for a writer before it is refused
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+        data = read_regular(path)
     except OSError as e:
         raise fail(f"cannot read {path}: {e.strerror or e}") from None
-    with open(fd, "rb") as f:
-        mode = os.fstat(fd).st_mode
-        if not stat.S_ISREG(mode):
-            kind = ("a directory" if stat.S_ISDIR(mode) else "a character device"
-                    if stat.S_ISCHR(mode) else "a block device" if stat.S_ISBLK(mode)
-                    else "a pipe" if stat.S_ISFIFO(mode) else "a socket")
-            raise fail(f"cannot read {path}: not a regular file ({kind})")
-        try:
-            data = f.read()
-        except OSError as e:
-            raise fail(f"cannot read {path}: {e.strerror or e}") from None
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as e:

@@ -10,6 +10,7 @@ from typing import Any, Mapping
 import numpy as np
 
 from ..errors import PTOError
+from ..files import read_regular
 from ..ir import ScalarType
 from ..names import is_identifier
 from ..options import PASS_LEVELS, CompileOptions, check_pass_name
@@ -54,7 +55,7 @@ def read_config(path: Path) -> tuple[int | None, dict[str, bool]]:
     (1, {'fuse_loops': False})
     """
     try:
-        cfg = tomllib.loads(path.read_bytes().decode("utf-8"))
+        cfg = tomllib.loads(read_regular(path).decode("utf-8"))
     except UnicodeDecodeError as e:
         raise PTOError(f"{path}: not UTF-8 text (byte {e.start})") from None
     except (OSError, tomllib.TOMLDecodeError) as e:

@@ -73,6 +73,7 @@ schedule instead, on any ``--engine``, ``--target``, ``--workers``, ``--set`` an
 from __future__ import annotations
 
 import argparse
+import io
 import math
 import tempfile
 from collections import Counter
@@ -86,6 +87,7 @@ from ..checking import (call_numpy_reference, compare, random_inputs, report_com
                         resolve_scalars, tensor_modes, tolerance)
 from ..engines import ENGINES, check_launch, get_engine, launched_rank, with_engine
 from ..errors import PTOError
+from ..files import read_regular
 from ..ir import MAX_DIM, ElementType, Function, MemRefType, Module
 from ..options import CompileOptions
 from ..program import Program
@@ -232,8 +234,10 @@ def load_inputs(items: list[str], fn: Function) -> dict[str, np.ndarray]:
             raise PTOError(f"--input {name}: '{fn.name}' has no tensor named {name} "
                            f"(its tensors: {', '.join(fn.memrefs)})")
         try:
-            a = np.load(path, allow_pickle=False)
-        except (OSError, ValueError, EOFError) as e:    # EOFError: an empty file
+            a = np.load(io.BytesIO(read_regular(path)), allow_pickle=False)
+        except OSError as e:
+            raise PTOError(f"--input {name}: cannot read {path}: {e.strerror or e}") from None
+        except (ValueError, EOFError) as e:    # EOFError: an empty file
             raise PTOError(f"--input {name}: cannot read {path}: {e}") from None
         want = numpy_dtype(t.dtype)
         if a.dtype != want and not (want.name == "bfloat16" and a.dtype == np.dtype("V2")):
