@@ -21,7 +21,7 @@ PACKAGE = "pto_core"
 # Layers, lowest first: a module may import only from its own layer or below. The package
 # itself (pto_core/__init__.py, the public facade) is above them all.
 LAYERS: tuple[tuple[str, ...], ...] = (
-    ("pto_core.errors", "pto_core.names", "pto_core.progress", "pto_core.hookspecs",
+    ("pto_core.errors", "pto_core.files", "pto_core.names", "pto_core.progress", "pto_core.hookspecs",
      "pto_core.perf.card", "pto_core.abi"),
     ("pto_core.ir", "pto_core.options", "pto_core.dump"),
     # which engine runs task graphs (StarPU, ...): option facts only
