@@ -401,8 +401,9 @@ int pto_task_add_tile(PTORuntime* rt, int32_t task, int32_t kind, int32_t tiles,
  *     int rc = pto_submitter_close(s);                           (its last tasks enter the graph)
  *
  * A submitter copies its thread's tasks into a batch of its own without touching the runtime;
- * the batch enters the graph - every PTO_SUBMIT_BATCH tasks when the runtime's submission lock
- * is free, else later (waiting for it at 16 times that), and at pto_submitter_flush / _close -
+ * the batch enters the graph - every PTO_SUBMIT_BATCH tasks (4 times that while several
+ * submitters are open) when the runtime's submission lock is free, else later (waiting for it
+ * at 16 times PTO_SUBMIT_BATCH), and at pto_submitter_flush / _close -
  * in the order it was queued (a batch whose edges all join tasks of the batch, none found in the
  * tensor map, is handed to the workers with the submitter's next batch, or at flush / close, at
  * pto_submitter_task_id of one of its tasks, or when another thread needs its room in the

@@ -102,6 +102,17 @@ struct PTOSubmitter {
     RTPending   pend;                      /* its last batch, if left unpublished */
 };
 
+/* The tasks a batch gathers before it tries the lock: PTO_SUBMIT_BATCH, four times that while
+ * several submitters are open. Each hold of the lock moves the lines it writes (the lock's, the
+ * window's counters) to the holder's core; where the two cores are far apart (a line's round
+ * trip 300-400 ns rather than 80-120) holds for 64 tasks made two threads no faster than one
+ * (bench/README.md, issue 16, nineteenth). A lone submitter keeps the smaller batch: its queue
+ * and descriptors then stay in L1. */
+static inline int32_t batch_size(const PTOSubmitter* s) {
+    return atomic_load_explicit(&s->rt->submitters_open, memory_order_relaxed) > 1 ? 4 * PTO_SUBMIT_BATCH
+                                                                                  : PTO_SUBMIT_BATCH;
+}
+
 /* The message of error `code` just returned on this thread. */
 static char* message(int code) {
     const char* m = pto_last_error();
@@ -261,7 +272,8 @@ static inline __attribute__((always_inline)) int64_t submitter_task(PTOSubmitter
         const int bad = rt_submitter_task_check(func_name, args, num_args, preds, npred, s->nids);
         if (bad < 0) return bad;
     }
-    if (s->nq >= PTO_SUBMIT_BATCH && s->nq % PTO_SUBMIT_BATCH == 0 && s->depth == 0) {
+    const int32_t batch = batch_size(s);
+    if (s->nq >= batch && s->nq % batch == 0 && s->depth == 0) {
         int rc = enter(s, s->nq >= SUBMIT_MAX_QUEUED, true);
         if (rc < 0) return rc;
     }
@@ -780,7 +792,7 @@ int pto_submitter_scope_end(PTOSubmitter* s) {
     if (s->depth == 0) return rt_fail(PTO_ESTATE, "pto_submitter_scope_end without an open pto_submitter_scope_begin");
     int rc = scope_event(s, 1);
     if (rc < 0) return rc;
-    if (--s->depth == 0 && s->nq >= PTO_SUBMIT_BATCH && (rc = enter(s, s->nq >= SUBMIT_MAX_QUEUED, true)) < 0)
+    if (--s->depth == 0 && s->nq >= batch_size(s) && (rc = enter(s, s->nq >= SUBMIT_MAX_QUEUED, true)) < 0)
         return rc;
     return s->depth;
 }
