@@ -1055,6 +1055,14 @@ static int run_event_order() {
     CHECK(cudaLaunchHostFunc(s3, host_call, &slow2));
     CHECK(cudaStreamSynchronize(s3));
     printf("destroyed_while_queued %d\n", (int)cudaStreamQuery(s3));
+    /* the time between two events, one never recorded: an error, as in CUDA */
+    cudaEvent_t never;
+    CHECK(cudaEventCreate(&never));
+    float ms = 0;
+    const cudaError_t unrecorded = cudaEventElapsedTime(&ms, e, never);
+    cudaGetLastError();
+    printf("elapsed_unrecorded %d\n", (int)(unrecorded == cudaErrorInvalidResourceHandle));
+    CHECK(cudaEventDestroy(never));
     CHECK(cudaEventDestroy(e));
     CHECK(cudaStreamDestroy(s1));
     CHECK(cudaStreamDestroy(s2));

@@ -450,11 +450,13 @@ def test_a_wait_or_synchronise_concerns_the_record_most_recent_when_called(selft
     slow add although the event is recorded again at once on an idle s3 (s2 copies the sum,
     not the input); a wait on an event followed by its record on the same stream does not wait
     for itself (no hang); an event destroyed with its record still queued is released once the
-    stream reaches it (the stream then runs on)."""
+    stream reaches it (the stream then runs on); the time to an event never recorded is
+    cudaErrorInvalidResourceHandle."""
     d = parse(run(selftest, "event_order").stdout)
     assert d["waited_for_earlier_record"] == ["1000"]
     assert d["wait_then_record"] == ["0"]
     assert d["destroyed_while_queued"] == ["0"]
+    assert d["elapsed_unrecorded"] == ["1"]
 
 
 # ------------------------------------------------------------------ 8. dynamic shared memory

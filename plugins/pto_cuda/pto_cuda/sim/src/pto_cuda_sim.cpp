@@ -918,6 +918,7 @@ cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t a, cudaEvent_t b) {
     std::unique_lock<std::mutex> la(x.mu, std::defer_lock), lb(y.mu, std::defer_lock);
     if (&x == &y) la.lock();
     else std::lock(la, lb);
+    if (x.recorded == 0 || y.recorded == 0) return fail(cudaErrorInvalidResourceHandle);   /* never recorded */
     if (!x.reached(x.recorded) || !y.reached(y.recorded)) return cudaErrorNotReady;
     *ms = std::chrono::duration<float, std::milli>(y.t - x.t).count();
     return cudaSuccess;
