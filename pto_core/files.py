@@ -15,6 +15,7 @@ import errno
 import os
 import stat
 from pathlib import Path
+from typing import BinaryIO
 
 
 def file_kind(mode: int) -> str:
@@ -25,13 +26,19 @@ def file_kind(mode: int) -> str:
             else "a pipe" if stat.S_ISFIFO(mode) else "a socket")
 
 
-def read_regular(path: str | Path) -> bytes:
-    """The bytes of the regular file ``path``; an :class:`OSError` (its ``strerror`` says why)
-    where it cannot be opened or read, or is no regular file."""
+def open_regular(path: str | Path) -> BinaryIO:
+    """The regular file ``path``, open for reading in binary; an :class:`OSError` (its
+    ``strerror`` says why) where it cannot be opened or is no regular file."""
     # O_NONBLOCK: opening a pipe must not wait for a writer before it is refused
-    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
-    with open(fd, "rb") as f:
-        mode = os.fstat(fd).st_mode
-        if not stat.S_ISREG(mode):
-            raise OSError(errno.EINVAL, f"not a regular file ({file_kind(mode)})")
+    f = open(os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0)), "rb")
+    mode = os.fstat(f.fileno()).st_mode
+    if not stat.S_ISREG(mode):
+        f.close()
+        raise OSError(errno.EINVAL, f"not a regular file ({file_kind(mode)})")
+    return f
+
+
+def read_regular(path: str | Path) -> bytes:
+    """The bytes of the regular file ``path`` (:func:`open_regular`)."""
+    with open_regular(path) as f:
         return f.read()

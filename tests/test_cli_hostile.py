@@ -276,12 +276,8 @@ def test_a_config_or_input_file_that_is_a_pipe_or_a_device_is_refused(tmp_path, 
     if kind == "fifo":
         os.mkfifo(path)
     if role == "pto.toml":
-        if kind == "fifo":
-            os.rename(path, tmp_path / "pto.toml")
-            path = "pto.toml"
-        else:
-            os.symlink(path, tmp_path / "pto.toml")
-            path = "pto.toml"
+        (tmp_path / "pto.toml").symlink_to(path)
+        path = "pto.toml"
     argv = {"pto.toml": [], "--config": ["--config", path],
             "--input": ["--input", f"input={path}"]}[role]
     rc, out, err = pto_run(capsys, ROWMAX, "--target", "reference", *argv)

@@ -73,7 +73,6 @@ schedule instead, on any ``--engine``, ``--target``, ``--workers``, ``--set`` an
 from __future__ import annotations
 
 import argparse
-import io
 import math
 import tempfile
 from collections import Counter
@@ -87,7 +86,7 @@ from ..checking import (call_numpy_reference, compare, random_inputs, report_com
                         resolve_scalars, tensor_modes, tolerance)
 from ..engines import ENGINES, check_launch, get_engine, launched_rank, with_engine
 from ..errors import PTOError
-from ..files import read_regular
+from ..files import open_regular
 from ..ir import MAX_DIM, ElementType, Function, MemRefType, Module
 from ..options import CompileOptions
 from ..program import Program
@@ -234,7 +233,8 @@ def load_inputs(items: list[str], fn: Function) -> dict[str, np.ndarray]:
             raise PTOError(f"--input {name}: '{fn.name}' has no tensor named {name} "
                            f"(its tensors: {', '.join(fn.memrefs)})")
         try:
-            a = np.load(io.BytesIO(read_regular(path)), allow_pickle=False)
+            with open_regular(path) as f:
+                a = np.load(f, allow_pickle=False)
         except OSError as e:
             raise PTOError(f"--input {name}: cannot read {path}: {e.strerror or e}") from None
         except (ValueError, EOFError) as e:    # EOFError: an empty file

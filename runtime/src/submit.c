@@ -272,8 +272,7 @@ static inline __attribute__((always_inline)) int64_t submitter_task(PTOSubmitter
         const int bad = rt_submitter_task_check(func_name, args, num_args, preds, npred, s->nids);
         if (bad < 0) return bad;
     }
-    const int32_t batch = batch_size(s);
-    if (s->nq >= batch && s->nq % batch == 0 && s->depth == 0) {
+    if (s->nq >= PTO_SUBMIT_BATCH && s->nq % PTO_SUBMIT_BATCH == 0 && s->depth == 0 && s->nq % batch_size(s) == 0) {
         int rc = enter(s, s->nq >= SUBMIT_MAX_QUEUED, true);
         if (rc < 0) return rc;
     }
